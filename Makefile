@@ -1,0 +1,114 @@
+# stackmine: build, test, demo, bench.
+#
+#   make            build bin/ (installs missing Debian packages first)
+#   make test       sanitizer build + the whole test suite (unit, integration, fuzz smoke)
+#   make demo       private PostgreSQL + services + a demo fleet; prints what to open
+#   make stop       stop what the demo started
+#   make bench      benchmarks (a report, not a test)
+#
+# SAN=1 builds with AddressSanitizer and UBSan into build/asan (the tests use it).
+
+CC ?= gcc
+SAN ?= 0
+
+ifeq ($(SAN),1)
+O := build/asan
+BINDIR := build/asan/bin
+OPT := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+O := build/rel
+BINDIR := bin
+OPT := -O2
+endif
+
+PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib
+WARN := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat-security \
+	-Wshadow -Wpointer-arith -Wcast-qual -Wno-cast-qual
+CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -I$(O)/gen
+LDFLAGS := $(OPT) -pthread
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS = $(shell pkg-config --libs $(PKGS)) -lm
+
+COMMON_SRC := $(wildcard common/*.c)
+AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
+INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+TOOL_SRC := $(wildcard tests/tools/*.c)
+
+COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o) $(O)/gen/migrations.o
+AGENT_OBJ := $(AGENT_SRC:%.c=$(O)/%.o)
+INGEST_OBJ := $(INGEST_SRC:%.c=$(O)/%.o)
+
+PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin
+UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
+TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
+
+.PHONY: all binaries deps test unit check-integration demo stop bench clean fuzz
+.DEFAULT_GOAL := all
+
+all:
+	@deploy/deps.sh build
+	@$(MAKE) --no-print-directory binaries
+
+binaries: $(PROGS) $(UNIT_BINS) $(TOOL_BINS)
+
+$(O)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+$(O)/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
+	@mkdir -p $(dir $@)
+	deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
+
+$(O)/gen/migrations.o: $(O)/gen/migrations.c
+	$(CC) $(CFLAGS) -Wno-missing-prototypes -c -o $@ $<
+
+$(O)/libcommon.a: $(COMMON_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(O)/libagent.a: $(AGENT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(O)/libingest.a: $(INGEST_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BINDIR)/sm-admin: $(O)/deploy/admin.o $(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(O)/tests/%: $(O)/tests/tools/%.o $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+test:
+	@deploy/deps.sh test
+	@$(MAKE) --no-print-directory SAN=1 binaries
+	@tests/run.sh build/asan
+
+demo:
+	@deploy/deps.sh demo
+	@$(MAKE) --no-print-directory binaries
+	@deploy/demo.sh start
+
+stop:
+	@deploy/demo.sh stop
+
+bench:
+	@deploy/deps.sh bench
+	@$(MAKE) --no-print-directory binaries
+	@tests/bench/run.sh
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

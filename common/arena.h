@@ -1,0 +1,28 @@
+/*
+ * arena: bump allocator for memory that lives exactly as long as one request,
+ * one parsed stream or one mining pass. Freed all at once; no per-object free.
+ */
+#ifndef SM_ARENA_H
+#define SM_ARENA_H
+
+#include <stddef.h>
+
+struct arena;
+
+/* Returns a new arena whose total size may not exceed `max` bytes (0: unlimited),
+ * or NULL on out of memory. Caller frees with arena_free(). */
+struct arena *arena_open(size_t max);
+/* NULL-safe. */
+void arena_free(struct arena *a);
+/* Aligned, uninitialised memory owned by the arena; NULL when over max. */
+void *arena_alloc(struct arena *a, size_t n);
+/* Zeroed array of n objects of size sz; NULL on overflow or over max. */
+void *arena_calloc(struct arena *a, size_t n, size_t sz);
+/* Copy of s[0..n) plus a terminating NUL, owned by the arena. */
+char *arena_strndup(struct arena *a, const char *s, size_t n);
+/* Forget everything allocated, keeping the first block for reuse. */
+void arena_reset(struct arena *a);
+/* Bytes handed out since open/reset. */
+size_t arena_used(const struct arena *a);
+
+#endif

@@ -1,0 +1,158 @@
+/* buf: growable byte buffer with a hard maximum (see buf.h). */
+#include "buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t buf_limit(const struct buf *b)
+{
+	return b->max ? b->max : SIZE_MAX / 2;
+}
+
+int buf_reserve(struct buf *b, size_t extra)
+{
+	size_t need, ncap;
+	char *p;
+
+	if (extra > buf_limit(b) - b->len)
+		return -1;
+	need = b->len + extra + 1; /* room for the terminator */
+	if (need <= b->cap)
+		return 0;
+	ncap = b->cap ? b->cap : 256;
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 4 ? need : ncap * 2;
+	p = realloc(b->data, ncap);
+	if (!p)
+		return -1;
+	b->data = p;
+	b->cap = ncap;
+	return 0;
+}
+
+int buf_append(struct buf *b, const void *p, size_t n)
+{
+	if (buf_reserve(b, n) < 0)
+		return -1;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+int buf_puts(struct buf *b, const char *s)
+{
+	return buf_append(b, s, strlen(s));
+}
+
+int buf_putc(struct buf *b, char c)
+{
+	return buf_append(b, &c, 1);
+}
+
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+	va_list ap2;
+	int n;
+
+	va_copy(ap2, ap);
+	n = vsnprintf(NULL, 0, fmt, ap2);
+	va_end(ap2);
+	if (n < 0 || buf_reserve(b, (size_t)n) < 0)
+		return -1;
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = buf_vprintf(b, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int buf_put_i64(struct buf *b, int64_t v)
+{
+	char tmp[24];
+	char *p = tmp + sizeof(tmp);
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	return buf_append(b, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
+int buf_put_json_str(struct buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, start = 0;
+
+	if (buf_putc(b, '"') < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[6];
+		size_t elen = 2;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		if (buf_append(b, s + start, i - start) < 0)
+			return -1;
+		start = i + 1;
+		esc[0] = '\\';
+		switch (c) {
+		case '"': esc[1] = '"'; break;
+		case '\\': esc[1] = '\\'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		default:
+			esc[1] = 'u';
+			esc[2] = '0';
+			esc[3] = '0';
+			esc[4] = hex[c >> 4];
+			esc[5] = hex[c & 15];
+			elen = 6;
+		}
+		if (buf_append(b, esc, elen) < 0)
+			return -1;
+	}
+	if (buf_append(b, s + start, n - start) < 0)
+		return -1;
+	return buf_putc(b, '"');
+}
+
+const char *buf_cstr(struct buf *b)
+{
+	if (!b->data) {
+		if (buf_reserve(b, 0) < 0)
+			return "";
+		b->data[0] = '\0';
+	}
+	return b->data;
+}
+
+void buf_reset(struct buf *b)
+{
+	b->len = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+void buf_release(struct buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}

@@ -1,0 +1,40 @@
+/*
+ * buf: a growable byte buffer with a hard maximum.
+ *
+ * Everything read from the network or a file goes through a buf so that no
+ * input can make a process grow without bound: appends past `max` fail and
+ * leave the buffer as it was.
+ */
+#ifndef SM_BUF_H
+#define SM_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct buf {
+	char *data;   /* always NUL-terminated when len > 0 or after buf_cstr() */
+	size_t len;
+	size_t cap;
+	size_t max;   /* hard limit on len; 0 means SIZE_MAX / 2 */
+};
+
+#define BUF_INIT(maxbytes) { NULL, 0, 0, (maxbytes) }
+
+/* Make room for `extra` more bytes. Returns 0, or -1 when over max or out of memory. */
+int buf_reserve(struct buf *b, size_t extra);
+int buf_append(struct buf *b, const void *p, size_t n);
+int buf_puts(struct buf *b, const char *s);
+int buf_putc(struct buf *b, char c);
+int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+int buf_put_i64(struct buf *b, int64_t v);
+/* Append s as a JSON string literal (quotes included), escaping as RFC 8259 requires. */
+int buf_put_json_str(struct buf *b, const char *s, size_t n);
+/* Returns a NUL-terminated view of the contents (valid until the next append). */
+const char *buf_cstr(struct buf *b);
+void buf_reset(struct buf *b);
+/* Releases the memory; the buf may be reused afterwards. */
+void buf_release(struct buf *b);
+
+#endif

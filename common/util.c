@@ -1,0 +1,292 @@
+/* util: strict parsing, UUIDs, UTF-8, time, randomness (see util.h). */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9')))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int util_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	default: return -1;
+	}
+	if (*end || (v && mul > UINT64_MAX / v))
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+int util_parse_double(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || !isfinite(v))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool util_uuid_canon(const char *s, size_t n, char out[37])
+{
+	if (n != 36)
+		return false;
+	for (size_t i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return false;
+			out[i] = '-';
+		} else {
+			int v = hexval(s[i]);
+			if (v < 0)
+				return false;
+			out[i] = "0123456789abcdef"[v];
+		}
+	}
+	out[36] = '\0';
+	return true;
+}
+
+void util_uuid_v4(char out[37])
+{
+	unsigned char r[16];
+	char hex[33];
+	size_t o = 0;
+
+	if (util_random(r, sizeof(r)) < 0) {
+		/* getrandom cannot fail for 16 bytes after boot; keep going regardless */
+		uint64_t t = (uint64_t)util_now_real_ns() ^ ((uint64_t)getpid() << 32);
+		for (int i = 0; i < 16; i++)
+			r[i] = (unsigned char)(t >> ((i % 8) * 8)) ^ (unsigned char)(i * 37);
+	}
+	r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
+	r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
+	util_hex(r, 16, hex);
+	for (int i = 0; i < 32; i++) {
+		if (i == 8 || i == 12 || i == 16 || i == 20)
+			out[o++] = '-';
+		out[o++] = hex[i];
+	}
+	out[36] = '\0';
+}
+
+bool util_utf8_valid(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = s[i];
+		uint32_t cp;
+		size_t len;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			len = 2;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			len = 3;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			len = 4;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (n - i < len)
+			return false;
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+int util_random(void *p, size_t n)
+{
+	unsigned char *q = p;
+
+	while (n) {
+		ssize_t r = getrandom(q, n, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		q += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+bool util_ct_equal(const void *a, const void *b, size_t n)
+{
+	const volatile unsigned char *x = a, *y = b;
+	unsigned char d = 0;
+
+	for (size_t i = 0; i < n; i++)
+		d |= x[i] ^ y[i];
+	return d == 0;
+}
+
+int64_t util_now_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t util_now_real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void util_hex(const void *p, size_t n, char *out)
+{
+	const unsigned char *s = p;
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = "0123456789abcdef"[s[i] >> 4];
+		out[2 * i + 1] = "0123456789abcdef"[s[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+bool util_glob(const char *pattern, const char *s)
+{
+	return fnmatch(pattern, s, 0) == 0;
+}
+
+int util_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *data = NULL;
+	size_t cap, n = 0;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0)
+		goto fail_fd;
+	cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
+	if (cap > max + 1)
+		cap = max + 1;
+	data = malloc(cap);
+	if (!data)
+		goto fail_fd;
+	for (;;) {
+		ssize_t r;
+		if (n == cap) {
+			char *p;
+			if (cap > max) {
+				errno = EFBIG;
+				goto fail_data;
+			}
+			cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+			p = realloc(data, cap);
+			if (!p)
+				goto fail_data;
+			data = p;
+		}
+		r = read(fd, data + n, cap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			goto fail_data;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > max) {
+		errno = EFBIG;
+		goto fail_data;
+	}
+	close(fd);
+	if (n == cap) {
+		char *p = realloc(data, n + 1);
+		if (!p) {
+			free(data);
+			return -1;
+		}
+		data = p;
+	}
+	data[n] = '\0';
+	*out = data;
+	*len = n;
+	return 0;
+fail_data:
+	free(data);
+fail_fd:
+	{
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return -1;
+}

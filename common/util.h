@@ -1,0 +1,40 @@
+/*
+ * util: small, strict helpers for text from outside: number parsing without
+ * atoi's silent failures, UUID and UTF-8 checks, time, randomness, and
+ * constant-time comparison.
+ */
+#ifndef SM_UTIL_H
+#define SM_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Whole-string decimal integer in [min, max]. Returns 0 or -1. */
+int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+/* Decimal number, with an optional suffix k/M/G (powers of 1024), for sizes. */
+int util_parse_size(const char *s, uint64_t *out);
+/* Whole-string floating-point number. Returns 0 or -1. */
+int util_parse_double(const char *s, double *out);
+/* 8-4-4-4-12 hex digits; writes the lower-case form to out[37]. */
+bool util_uuid_canon(const char *s, size_t n, char out[37]);
+/* Random version-4 UUID (from getrandom), lower case, into out[37]. */
+void util_uuid_v4(char out[37]);
+/* Well-formed UTF-8 (no overlongs, no surrogates, no code points past U+10FFFF). */
+bool util_utf8_valid(const char *s, size_t n);
+/* Fill p with n random bytes from the kernel. Returns 0 or -1. */
+int util_random(void *p, size_t n);
+/* Constant-time equality of two n-byte blocks. */
+bool util_ct_equal(const void *a, const void *b, size_t n);
+/* CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds. */
+int64_t util_now_mono_ns(void);
+int64_t util_now_real_ns(void);
+/* Lower-case hex of n bytes into out (2n+1 bytes). */
+void util_hex(const void *p, size_t n, char *out);
+/* Glob match of `pattern` (*, ?, [...]) against s, as fnmatch without flags. */
+bool util_glob(const char *pattern, const char *s);
+/* Read a whole file (at most max bytes) into *out (caller frees). Returns 0 or -1
+ * with errno set (EFBIG when over max). */
+int util_read_file(const char *path, size_t max, char **out, size_t *len);
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# deps.sh PURPOSE: make sure the Debian packages that PURPOSE (build, test, demo,
+# bench) needs are installed. As root, installs what is missing with apt-get;
+# otherwise prints the exact command to run and fails.
+set -euo pipefail
+
+purpose=${1:-build}
+pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
+      libcurl4-openssl-dev zlib1g-dev)
+case "$purpose" in
+build) ;;
+test) pkgs+=(postgresql postgresql-common curl zstd procps) ;;
+demo) pkgs+=(postgresql postgresql-common curl procps) ;;
+bench) pkgs+=(postgresql postgresql-common curl zstd procps time) ;;
+*) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench)" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	[ "$st" = "install ok installed" ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "stackmine needs these Debian packages: ${missing[*]}" >&2
+	echo "install them with: sudo apt-get install -y ${missing[*]}" >&2
+	exit 1
+fi
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# a fresh machine has no package lists yet; refresh them once a day at most
+if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
+	apt-get update -qq
+fi
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
