@@ -11,13 +11,14 @@
 CC ?= gcc
 SAN ?= 0
 
+# O (objects) and BINDIR may be overridden to keep several builds apart.
 ifeq ($(SAN),1)
-O := build/asan
-BINDIR := build/asan/bin
+O ?= build/asan
+BINDIR ?= $(O)/bin
 OPT := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 else
-O := build/rel
-BINDIR := bin
+O ?= build/rel
+BINDIR ?= bin
 OPT := -O2
 endif
 
