@@ -1,0 +1,186 @@
+/* auth: hashed API tokens with a short-lived cache (see auth.h). */
+#include "auth.h"
+#include "sha256.h"
+#include "util.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct auth_entry {
+	unsigned char hash[SHA256_LEN];
+	enum auth_role role;
+	int64_t expires_ns;
+	bool used;
+};
+
+struct auth_cache {
+	pthread_mutex_t lock;
+	struct auth_entry *ents;
+	size_t n;
+	int64_t ttl_ns;
+};
+
+static const char *const role_names[] = { "none", "ingest", "analyst", "admin" };
+
+const char *auth_role_name(enum auth_role r)
+{
+	return (unsigned)r < 4 ? role_names[r] : "none";
+}
+
+enum auth_role auth_role_parse(const char *s)
+{
+	for (int i = 1; i < 4; i++)
+		if (strcmp(s, role_names[i]) == 0)
+			return (enum auth_role)i;
+	return AUTH_NONE;
+}
+
+int auth_token_new(char *out)
+{
+	unsigned char r[32];
+
+	if (util_random(r, sizeof(r)) < 0)
+		return -1;
+	memcpy(out, "sm_", 3);
+	util_hex(r, sizeof(r), out + 3);
+	return 0;
+}
+
+struct auth_cache *auth_cache_open(int ttl_ms, size_t max_entries)
+{
+	struct auth_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->n = max_entries ? max_entries : 1;
+	c->ents = calloc(c->n, sizeof(*c->ents));
+	if (!c->ents) {
+		free(c);
+		return NULL;
+	}
+	c->ttl_ns = (int64_t)ttl_ms * 1000000;
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+void auth_cache_free(struct auth_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_destroy(&c->lock);
+	free(c->ents);
+	free(c);
+}
+
+/* Extract the token from "Bearer X" (scheme case-insensitive) or a bare token. */
+static const char *bearer_token(const char *h, size_t *len)
+{
+	size_t n;
+
+	if (!h)
+		return NULL;
+	while (*h == ' ')
+		h++;
+	if (strncasecmp(h, "bearer ", 7) == 0) {
+		h += 7;
+		while (*h == ' ')
+			h++;
+	}
+	n = strlen(h);
+	while (n && h[n - 1] == ' ')
+		n--;
+	if (n == 0 || n > 256)
+		return NULL;
+	*len = n;
+	return h;
+}
+
+static size_t slot_of(const struct auth_cache *c, const unsigned char *hash)
+{
+	uint64_t v;
+
+	memcpy(&v, hash, sizeof(v));
+	return (size_t)(v % c->n);
+}
+
+static int cache_get(struct auth_cache *c, const unsigned char *hash, enum auth_role *role)
+{
+	struct auth_entry *e = &c->ents[slot_of(c, hash)];
+	int hit = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (e->used && e->expires_ns > util_now_mono_ns() && util_ct_equal(e->hash, hash, SHA256_LEN)) {
+		*role = e->role;
+		hit = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+int auth_cached(struct auth_cache *c, const char *header, enum auth_role *role)
+{
+	unsigned char hash[SHA256_LEN];
+	size_t n;
+	const char *tok = bearer_token(header, &n);
+
+	if (!tok) {
+		*role = AUTH_NONE;
+		return 1;
+	}
+	if (c->ttl_ns <= 0)
+		return 0;
+	sha256(tok, n, hash);
+	return cache_get(c, hash, role);
+}
+
+int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_role *role)
+{
+	unsigned char hash[SHA256_LEN];
+	size_t n;
+	const char *tok = bearer_token(header, &n);
+	const char *params[1];
+	int lens[1] = { SHA256_LEN }, fmts[1] = { 1 };
+	PGresult *r;
+
+	*role = AUTH_NONE;
+	if (!tok)
+		return 0;
+	sha256(tok, n, hash);
+	if (c->ttl_ns > 0 && cache_get(c, hash, role))
+		return 0;
+	params[0] = (const char *)hash;
+	r = PQexecParams(db,
+			 "SELECT role, token_hash FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL",
+			 1, NULL, params, lens, fmts, 1);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		PQclear(r);
+		return -1;
+	}
+	/* the index found it by hash; compare the stored hash in constant time anyway */
+	if (PQntuples(r) == 1 && PQgetlength(r, 0, 1) == SHA256_LEN &&
+	    util_ct_equal(PQgetvalue(r, 0, 1), hash, SHA256_LEN)) {
+		char rolename[16];
+		size_t rl = (size_t)PQgetlength(r, 0, 0);
+
+		if (rl < sizeof(rolename)) {
+			memcpy(rolename, PQgetvalue(r, 0, 0), rl);
+			rolename[rl] = '\0';
+			*role = auth_role_parse(rolename);
+		}
+	}
+	PQclear(r);
+	if (c->ttl_ns > 0) {
+		struct auth_entry *e = &c->ents[slot_of(c, hash)];
+
+		pthread_mutex_lock(&c->lock);
+		memcpy(e->hash, hash, SHA256_LEN);
+		e->role = *role;
+		e->expires_ns = util_now_mono_ns() + c->ttl_ns;
+		e->used = true;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return 0;
+}

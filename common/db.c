@@ -1,0 +1,165 @@
+/* db: connection, migrations and schema checks (see db.h). */
+#include "db.h"
+#include "migrations.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void db_errcpy(char *err, size_t errlen, const char *what, const char *pgmsg)
+{
+	size_t n;
+
+	snprintf(err, errlen, "%s: %s", what, pgmsg ? pgmsg : "unknown error");
+	n = strlen(err);
+	while (n && (err[n - 1] == '\n' || err[n - 1] == ' '))
+		err[--n] = '\0';
+}
+
+PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
+{
+	PGconn *c = PQconnectdb(conninfo ? conninfo : "");
+
+	if (!c) {
+		snprintf(err, errlen, "database: out of memory");
+		return NULL;
+	}
+	if (PQstatus(c) != CONNECTION_OK) {
+		db_errcpy(err, errlen, "database connection failed", PQerrorMessage(c));
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
+}
+
+int db_schema_target(void)
+{
+	return sm_nmigrations ? sm_migrations[sm_nmigrations - 1].version : 0;
+}
+
+int db_exec(PGconn *c, const char *sql, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(c, sql);
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+
+	if (!ok)
+		db_errcpy(err, errlen, "database", PQresultErrorMessage(r));
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
+int64_t db_get_i64(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return 0;
+	return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+int db_schema_version(PGconn *c, int *version, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(c, "SELECT to_regclass('schema_migrations') IS NOT NULL");
+	int exists;
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "reading the schema version", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	exists = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	*version = 0;
+	if (!exists)
+		return 0;
+	r = PQexec(c, "SELECT coalesce(max(version), 0) FROM schema_migrations");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "reading the schema version", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	*version = (int)db_get_i64(r, 0, 0);
+	PQclear(r);
+	return 0;
+}
+
+int db_schema_check(PGconn *c, char *err, size_t errlen)
+{
+	int v, want = db_schema_target();
+
+	if (db_schema_version(c, &v, err, errlen) < 0)
+		return -1;
+	if (v < want) {
+		snprintf(err, errlen,
+			 "database schema is at version %d, this program needs %d: run 'sm-admin migrate'",
+			 v, want);
+		return -1;
+	}
+	if (v > want) {
+		snprintf(err, errlen,
+			 "database schema is at version %d, newer than this program (%d): upgrade stackmine",
+			 v, want);
+		return -1;
+	}
+	return 0;
+}
+
+static int migrate_one(PGconn *c, const struct migration *m, char *err, size_t errlen)
+{
+	char vbuf[16];
+	const char *params[2] = { vbuf, m->name };
+	PGresult *r;
+	char what[128];
+
+	snprintf(what, sizeof(what), "migration %03d_%s", m->version, m->name);
+	if (db_exec(c, m->sql, err, errlen) < 0) {
+		char inner[768];
+		snprintf(inner, sizeof(inner), "%s", err);
+		snprintf(err, errlen, "%s failed: %s", what, inner);
+		return -1;
+	}
+	snprintf(vbuf, sizeof(vbuf), "%d", m->version);
+	r = PQexecParams(c, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2, NULL,
+			 params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(err, errlen, what, PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	return 0;
+}
+
+int db_migrate(PGconn *c, int *applied, char *err, size_t errlen)
+{
+	int v;
+
+	*applied = 0;
+	if (db_exec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+		       " version integer PRIMARY KEY, name text NOT NULL,"
+		       " applied_at timestamptz NOT NULL DEFAULT now())", err, errlen) < 0)
+		return -1;
+	for (int i = 0; i < sm_nmigrations; i++) {
+		const struct migration *m = &sm_migrations[i];
+
+		if (db_exec(c, "BEGIN", err, errlen) < 0)
+			return -1;
+		/* serialise concurrent migrators; re-read the version under the lock */
+		if (db_exec(c, "SELECT pg_advisory_xact_lock(hashtext('stackmine.migrate'))", err,
+			    errlen) < 0 ||
+		    db_schema_version(c, &v, err, errlen) < 0)
+			goto fail_rollback;
+		if (v >= m->version) {
+			if (db_exec(c, "COMMIT", err, errlen) < 0)
+				return -1;
+			continue;
+		}
+		if (migrate_one(c, m, err, errlen) < 0)
+			goto fail_rollback;
+		if (db_exec(c, "COMMIT", err, errlen) < 0)
+			return -1;
+		(*applied)++;
+	}
+	return 0;
+fail_rollback:
+	PQclear(PQexec(c, "ROLLBACK"));
+	return -1;
+}

@@ -1,0 +1,32 @@
+/*
+ * db: PostgreSQL helpers shared by every program: connecting, applying and
+ * checking the embedded schema migrations, and small result accessors.
+ */
+#ifndef SM_DB_H
+#define SM_DB_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Connects with `conninfo` (NULL or "": the standard PG* environment variables).
+ * Returns the connection, or NULL with the reason in err. Caller frees with PQfinish(). */
+PGconn *db_connect(const char *conninfo, char *err, size_t errlen);
+/* The version the embedded migrations bring the schema to. */
+int db_schema_target(void);
+/* Current schema version (0 when never migrated). Returns 0 or -1 with err set. */
+int db_schema_version(PGconn *c, int *version, char *err, size_t errlen);
+/* 0 when the schema is exactly at db_schema_target(); -1 with a message telling
+ * the operator what to do otherwise. Servers call this before serving. */
+int db_schema_check(PGconn *c, char *err, size_t errlen);
+/* Applies the missing migrations, each in its own transaction, under an advisory
+ * lock so concurrent runs are safe. *applied: how many. Returns 0 or -1 with err. */
+int db_migrate(PGconn *c, int *applied, char *err, size_t errlen);
+/* Run a statement without parameters that returns no rows of interest. 0 or -1 with err. */
+int db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
+/* The first column of the first row of a result as int64 (0 when NULL). */
+int64_t db_get_i64(const PGresult *r, int row, int col);
+/* Copy the libpq error message without its trailing newline. */
+void db_errcpy(char *err, size_t errlen, const char *what, const char *pgmsg);
+
+#endif

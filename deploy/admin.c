@@ -1,0 +1,296 @@
+/*
+ * sm-admin: operator commands for a stackmine database: schema migrations,
+ * API tokens, event partitions and retention, and a status overview.
+ */
+#include "auth.h"
+#include "db.h"
+#include "sha256.h"
+#include "util.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: sm-admin [--db CONNINFO] COMMAND [ARGS]\n"
+	"\n"
+	"Commands:\n"
+	"  migrate                          apply the missing schema migrations (safe to repeat)\n"
+	"  status                           schema version, row counts, partitions, retention\n"
+	"  token create --role ROLE [--name NAME]\n"
+	"                                   create a token (ROLE: ingest, analyst, admin);\n"
+	"                                   prints it once on stdout; only its hash is stored\n"
+	"  token list                       tokens (id, role, name, created, revoked)\n"
+	"  token revoke ID                  revoke a token by id\n"
+	"  retention [--days N]             show or set how many days of streams to keep (0: forever)\n"
+	"  maintain                         create the coming days' event partitions and drop\n"
+	"                                   what is older than the retention (sm-ingest does this hourly)\n"
+	"\n"
+	"Options:\n"
+	"  --db CONNINFO   libpq connection string or URI (default: the PG* environment variables)\n"
+	"  -h, --help      this text\n"
+	"\n"
+	"Exit status: 0 done, 1 failed, 2 usage error.\n";
+
+static int fail(const char *msg)
+{
+	fprintf(stderr, "sm-admin: %s\n", msg);
+	return 1;
+}
+
+static int cmd_migrate(PGconn *c)
+{
+	char err[1024];
+	int applied, v;
+
+	if (db_migrate(c, &applied, err, sizeof(err)) < 0)
+		return fail(err);
+	if (db_schema_version(c, &v, err, sizeof(err)) < 0)
+		return fail(err);
+	printf("schema at version %d (%d migration%s applied)\n", v, applied, applied == 1 ? "" : "s");
+	return 0;
+}
+
+static int print_query(PGconn *c, const char *title, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		char err[512];
+		db_errcpy(err, sizeof(err), title, PQresultErrorMessage(r));
+		PQclear(r);
+		return fail(err);
+	}
+	printf("%s:\n", title);
+	for (int i = 0; i < PQntuples(r); i++) {
+		printf(" ");
+		for (int k = 0; k < PQnfields(r); k++)
+			printf(" %s=%s", PQfname(r, k), PQgetisnull(r, i, k) ? "-" : PQgetvalue(r, i, k));
+		printf("\n");
+	}
+	PQclear(r);
+	return 0;
+}
+
+static int cmd_status(PGconn *c)
+{
+	char err[1024];
+	int v;
+
+	if (db_schema_version(c, &v, err, sizeof(err)) < 0)
+		return fail(err);
+	printf("schema: version %d, this build needs %d%s\n", v, db_schema_target(),
+	       v < db_schema_target() ? " (run 'sm-admin migrate')" : "");
+	if (v < db_schema_target())
+		return 1;
+	return print_query(c, "counts",
+			   "SELECT (SELECT count(*) FROM streams) AS streams,"
+			   " (SELECT coalesce(sum(n_events), 0) FROM streams) AS events,"
+			   " (SELECT count(*) FROM frames) AS frames,"
+			   " (SELECT count(*) FROM stacks) AS stacks,"
+			   " (SELECT count(*) FROM tokens WHERE revoked_at IS NULL) AS active_tokens") ||
+	       print_query(c, "settings", "SELECT key, value FROM settings ORDER BY key") ||
+	       print_query(c, "partitions",
+			   "SELECT c.relname AS partition, pg_size_pretty(pg_total_relation_size(c.oid)) AS size"
+			   " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+			   " WHERE i.inhparent = 'events'::regclass ORDER BY 1");
+}
+
+static int cmd_token_create(PGconn *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "role", required_argument, NULL, 'r' },
+		{ "name", required_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *role = NULL, *name = "";
+	char tok[AUTH_TOKEN_LEN + 1];
+	unsigned char hash[SHA256_LEN];
+	const char *params[3];
+	int lens[3] = { SHA256_LEN, 0, 0 }, fmts[3] = { 1, 0, 0 };
+	PGresult *r;
+	int o;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == 'r')
+			role = optarg;
+		else if (o == 'n')
+			name = optarg;
+		else
+			return 2;
+	}
+	if (!role || auth_role_parse(role) == AUTH_NONE) {
+		fprintf(stderr, "sm-admin: token create: --role must be ingest, analyst or admin\n");
+		return 2;
+	}
+	if (auth_token_new(tok) < 0)
+		return fail("token create: no randomness from the kernel");
+	sha256(tok, strlen(tok), hash);
+	params[0] = (const char *)hash;
+	params[1] = role;
+	params[2] = name;
+	r = PQexecParams(c, "INSERT INTO tokens (token_hash, role, name) VALUES ($1, $2, $3) RETURNING id",
+			 3, NULL, params, lens, fmts, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		char err[512];
+		db_errcpy(err, sizeof(err), "token create", PQresultErrorMessage(r));
+		PQclear(r);
+		return fail(err);
+	}
+	fprintf(stderr, "sm-admin: created %s token id %s; it is shown only now\n", role,
+		PQgetvalue(r, 0, 0));
+	PQclear(r);
+	printf("%s\n", tok);
+	return 0;
+}
+
+static int cmd_token_revoke(PGconn *c, const char *id)
+{
+	int64_t v;
+	const char *params[1] = { id };
+	PGresult *r;
+	int64_t n;
+
+	if (util_parse_i64(id, 1, INT32_MAX, &v) < 0) {
+		fprintf(stderr, "sm-admin: token revoke: ID must be a token id (see 'token list')\n");
+		return 2;
+	}
+	r = PQexecParams(c, "UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+			 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		char err[512];
+		db_errcpy(err, sizeof(err), "token revoke", PQresultErrorMessage(r));
+		PQclear(r);
+		return fail(err);
+	}
+	if (util_parse_i64(PQcmdTuples(r), 0, INT64_MAX, &n) < 0)
+		n = 0;
+	PQclear(r);
+	if (n != 1)
+		return fail("token revoke: no active token with that id");
+	printf("revoked token %s (servers forget it within their cache time, 10 s by default)\n", id);
+	return 0;
+}
+
+static int cmd_token(PGconn *c, int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "create") == 0)
+		return cmd_token_create(c, argc - 1, argv + 1);
+	if (strcmp(argv[1], "list") == 0)
+		return print_query(c, "tokens",
+				   "SELECT id, role, name, created_at, revoked_at FROM tokens ORDER BY id");
+	if (strcmp(argv[1], "revoke") == 0 && argc == 3)
+		return cmd_token_revoke(c, argv[2]);
+	fputs(usage, stderr);
+	return 2;
+}
+
+static int cmd_retention(PGconn *c, int argc, char **argv)
+{
+	int64_t days;
+	char dbuf[24];
+	const char *params[1] = { dbuf };
+	PGresult *r;
+
+	if (argc == 1)
+		return print_query(c, "retention",
+				   "SELECT value AS days FROM settings WHERE key = 'retention_days'");
+	if (argc != 3 || strcmp(argv[1], "--days") != 0 ||
+	    util_parse_i64(argv[2], 0, 100000, &days) < 0) {
+		fprintf(stderr, "sm-admin: retention: --days takes a whole number of days (0: keep forever)\n");
+		return 2;
+	}
+	snprintf(dbuf, sizeof(dbuf), "%lld", (long long)days);
+	r = PQexecParams(c, "UPDATE settings SET value = $1 WHERE key = 'retention_days'", 1, NULL,
+			 params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		char err[512];
+		db_errcpy(err, sizeof(err), "retention", PQresultErrorMessage(r));
+		PQclear(r);
+		return fail(err);
+	}
+	PQclear(r);
+	printf("retention set to %lld days%s\n", (long long)days, days ? "" : " (keep forever)");
+	return 0;
+}
+
+static int cmd_maintain(PGconn *c)
+{
+	PGresult *r = PQexec(c,
+		"SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
+		" 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead')),"
+		" sm_apply_retention(now())");
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		char err[512];
+		db_errcpy(err, sizeof(err), "maintain", PQresultErrorMessage(r));
+		PQclear(r);
+		return fail(err);
+	}
+	printf("partitions created: %s, dropped by retention: %s\n", PQgetvalue(r, 0, 0),
+	       PQgetvalue(r, 0, 1));
+	PQclear(r);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conninfo = NULL, *cmd;
+	char err[1024];
+	PGconn *c;
+	int o, rc;
+
+	while ((o = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'd': conninfo = optarg; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: fputs(usage, stderr); return 2;
+		}
+	}
+	if (optind >= argc) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	cmd = argv[optind];
+	if (strcmp(cmd, "help") == 0) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "migrate") && strcmp(cmd, "status") && strcmp(cmd, "token") &&
+	    strcmp(cmd, "retention") && strcmp(cmd, "maintain")) {
+		fprintf(stderr, "sm-admin: unknown command '%s'\n\n%s", cmd, usage);
+		return 2;
+	}
+	c = db_connect(conninfo, err, sizeof(err));
+	if (!c)
+		return fail(err);
+	PQclear(PQexec(c, "SET client_min_messages = warning"));
+	if (strcmp(cmd, "migrate") != 0 && strcmp(cmd, "status") != 0 &&
+	    db_schema_check(c, err, sizeof(err)) < 0) {
+		PQfinish(c);
+		return fail(err);
+	}
+	if (strcmp(cmd, "migrate") == 0)
+		rc = cmd_migrate(c);
+	else if (strcmp(cmd, "status") == 0)
+		rc = cmd_status(c);
+	else if (strcmp(cmd, "token") == 0)
+		rc = cmd_token(c, argc - optind, argv + optind);
+	else if (strcmp(cmd, "retention") == 0)
+		rc = cmd_retention(c, argc - optind, argv + optind);
+	else
+		rc = cmd_maintain(c);
+	PQfinish(c);
+	return rc;
+}

@@ -1,0 +1,362 @@
+/* handler: token check, decoding, validation and storing of one request (see handler.h). */
+#include "handler.h"
+#include "arena.h"
+#include "auth.h"
+#include "idcache.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+struct handler {
+	struct handler_limits lim;
+	struct store *store;
+	struct auth_cache *auth;
+	struct wire_parser *parser;
+	struct arena *arena;         /* parsed streams of one request */
+	ZSTD_DCtx *zd;
+	struct buf decoded;
+	struct buf rejected;         /* the "rejected" list being built */
+	char err[1024];
+};
+
+struct handler *handler_open(const char *conninfo, const struct handler_limits *lim,
+			     struct idcache *cache, struct auth_cache *auth, int shard, char *err,
+			     size_t errlen)
+{
+	struct handler *h = calloc(1, sizeof(*h));
+
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	h->lim = *lim;
+	h->auth = auth;
+	h->decoded.max = lim->max_decoded;
+	h->parser = wire_parser_open(&lim->wire);
+	/* parsed streams take at most a few times their text */
+	h->arena = arena_open(lim->max_decoded * 4 + (64u << 20));
+	h->zd = ZSTD_createDCtx();
+	if (!h->parser || !h->arena || !h->zd) {
+		snprintf(err, errlen, "out of memory");
+		goto fail_free;
+	}
+	h->store = store_open(conninfo, cache, shard, err, errlen);
+	if (!h->store)
+		goto fail_free;
+	return h;
+fail_free:
+	handler_free(h);
+	return NULL;
+}
+
+void handler_free(struct handler *h)
+{
+	if (!h)
+		return;
+	store_free(h->store);
+	wire_parser_free(h->parser);
+	arena_free(h->arena);
+	ZSTD_freeDCtx(h->zd);
+	buf_release(&h->decoded);
+	buf_release(&h->rejected);
+	free(h);
+}
+
+const char *handler_last_error(const struct handler *h)
+{
+	return h->err;
+}
+
+void handler_error(struct handler_response *rs, int status, const char *msg)
+{
+	rs->status = status;
+	buf_reset(&rs->body);
+	buf_puts(&rs->body, "{\"error\":");
+	buf_put_json_str(&rs->body, msg, strlen(msg));
+	buf_putc(&rs->body, '}');
+}
+
+/* Decompress every zstd frame of in into h->decoded, refusing as soon as the
+ * output would pass the limit (a bomb is never inflated). 0, or the HTTP
+ * status to answer with a message in h->err. */
+static int decode_zstd(struct handler *h, const char *in, size_t n)
+{
+	ZSTD_inBuffer zin = { in, n, 0 };
+	size_t ret = 1;
+
+	buf_reset(&h->decoded);
+	ZSTD_DCtx_reset(h->zd, ZSTD_reset_session_only);
+	while (zin.pos < zin.size || ret != 0) {
+		size_t room = h->lim.max_decoded - h->decoded.len;
+		ZSTD_outBuffer zout;
+
+		if (room == 0) {
+			snprintf(h->err, sizeof(h->err),
+				 "body: decompresses to more than the limit of %zu bytes", h->lim.max_decoded);
+			return 413;
+		}
+		if (buf_reserve(&h->decoded, room < 65536 ? room : 65536) < 0) {
+			snprintf(h->err, sizeof(h->err), "body: out of memory while decompressing");
+			return 503;
+		}
+		zout.dst = h->decoded.data + h->decoded.len;
+		zout.size = h->decoded.cap - h->decoded.len - 1;
+		if (zout.size > room)
+			zout.size = room;
+		zout.pos = 0;
+		ret = ZSTD_decompressStream(h->zd, &zout, &zin);
+		if (ZSTD_isError(ret)) {
+			snprintf(h->err, sizeof(h->err), "body: bad zstd data: %s", ZSTD_getErrorName(ret));
+			return 400;
+		}
+		h->decoded.len += zout.pos;
+		/* no input left, a frame unfinished, and room to spare: it was cut short */
+		if (zin.pos == zin.size && ret != 0 && zout.pos < zout.size) {
+			snprintf(h->err, sizeof(h->err), "body: truncated zstd frame");
+			return 400;
+		}
+	}
+	buf_cstr(&h->decoded);
+	return 0;
+}
+
+struct line {
+	const char *p;
+	size_t len;
+	size_t lineno;
+};
+
+static bool blank(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r')
+			return false;
+	return true;
+}
+
+static void add_rejection(struct handler *h, struct handler_response *rs, size_t lineno,
+			  const char *stream_id, const char *error)
+{
+	struct buf *b = &h->rejected;
+
+	if (rs->rejected++)
+		buf_putc(b, ',');
+	buf_puts(b, "{\"line\":");
+	buf_put_i64(b, (int64_t)lineno);
+	buf_puts(b, ",\"stream_id\":");
+	if (stream_id && *stream_id)
+		buf_put_json_str(b, stream_id, strlen(stream_id));
+	else
+		buf_puts(b, "null");
+	buf_puts(b, ",\"error\":");
+	buf_put_json_str(b, error, strlen(error));
+	buf_putc(b, '}');
+}
+
+static int check_auth(struct handler *h, const struct handler_request *rq,
+		      struct handler_response *rs)
+{
+	enum auth_role role;
+	PGconn *db;
+
+	if (!rq->authorization || !*rq->authorization) {
+		metrics_reject(REASON_UNAUTHORIZED, 1);
+		handler_error(rs, 401, "authorization: missing bearer token");
+		return -1;
+	}
+	if (!auth_cached(h->auth, rq->authorization, &role)) {
+		db = store_conn(h->store);
+		if (!db || auth_check(h->auth, db, rq->authorization, &role) < 0) {
+			metrics_reject(REASON_DB_ERROR, 1);
+			log_error("token check failed", "error=\"%s\"", store_error(h->store));
+			handler_error(rs, 503, "database unavailable; retry later");
+			rs->retry_after = 5;
+			return -1;
+		}
+	}
+	if (role != AUTH_INGEST && role != AUTH_ADMIN) {
+		metrics_reject(REASON_UNAUTHORIZED, 1);
+		handler_error(rs, 401, role == AUTH_NONE
+			      ? "authorization: unknown or revoked token"
+			      : "authorization: this token's role may not send streams (needs ingest)");
+		return -1;
+	}
+	return 0;
+}
+
+void handler_process(struct handler *h, const struct handler_request *rq,
+		     struct handler_response *rs)
+{
+	const char *body = rq->body;
+	size_t len = rq->len, nlines = 0, nvalid = 0;
+	struct line *lines = NULL;
+	const struct wire_stream **valid = NULL;
+	struct wire_stream *parsed = NULL;
+	size_t *valid_line = NULL;
+	enum store_result *results = NULL;
+	int st;
+
+	rs->status = 0;
+	rs->retry_after = 0;
+	rs->accepted = rs->duplicates = rs->rejected = rs->events = 0;
+	rs->decoded_bytes = 0;
+	buf_reset(&rs->body);
+	h->err[0] = '\0';
+	arena_reset(h->arena);
+
+	if (check_auth(h, rq, rs) < 0)
+		return;
+	if (rq->zstd) {
+		st = decode_zstd(h, body, len);
+		if (st) {
+			metrics_reject(st == 413 ? REASON_TOO_LARGE : REASON_BAD_ENCODING, 1);
+			handler_error(rs, st, h->err);
+			return;
+		}
+		body = h->decoded.data;
+		len = h->decoded.len;
+	}
+	rs->decoded_bytes = len;
+	if (len > h->lim.max_decoded) {
+		metrics_reject(REASON_TOO_LARGE, 1);
+		handler_error(rs, 413, "body: larger than the limit");
+		return;
+	}
+	if (blank(body, len)) {
+		metrics_reject(REASON_NOT_JSON, 1);
+		handler_error(rs, 400, "body: empty");
+		return;
+	}
+
+	/* split into lines (one "line" for application/json) */
+	if (rq->ndjson) {
+		size_t n = 0;
+		for (size_t i = 0; i < len; i++)
+			n += body[i] == '\n';
+		lines = arena_alloc(h->arena, (n + 1) * sizeof(*lines));
+		if (!lines)
+			goto fail_oom;
+		for (size_t i = 0, start = 0, lineno = 1; i <= len; i++) {
+			if (i < len && body[i] != '\n')
+				continue;
+			if (!blank(body + start, i - start)) {
+				if (nlines == h->lim.max_batch) {
+					char msg[128];
+					snprintf(msg, sizeof(msg),
+						 "body: more than %zu streams in one batch", h->lim.max_batch);
+					metrics_reject(REASON_TOO_LARGE, 1);
+					handler_error(rs, 413, msg);
+					return;
+				}
+				lines[nlines].p = body + start;
+				lines[nlines].len = i - start;
+				lines[nlines].lineno = lineno;
+				nlines++;
+			}
+			start = i + 1;
+			lineno++;
+		}
+	} else {
+		lines = arena_alloc(h->arena, sizeof(*lines));
+		if (!lines)
+			goto fail_oom;
+		lines[0].p = body;
+		lines[0].len = len;
+		lines[0].lineno = 1;
+		nlines = 1;
+	}
+	parsed = arena_calloc(h->arena, nlines, sizeof(*parsed));
+	valid = arena_calloc(h->arena, nlines, sizeof(*valid));
+	valid_line = arena_calloc(h->arena, nlines, sizeof(*valid_line));
+	results = arena_calloc(h->arena, nlines, sizeof(*results));
+	if (!parsed || !valid || !valid_line || !results)
+		goto fail_oom;
+
+	buf_reset(&h->rejected);
+	for (size_t i = 0; i < nlines; i++) {
+		int rc = wire_parse(h->parser, lines[i].p, lines[i].len, h->arena, &parsed[i]);
+
+		if (rc == WIRE_ENOMEM)
+			goto fail_oom;
+		if (rc == WIRE_OK) {
+			valid[nvalid] = &parsed[i];
+			valid_line[nvalid] = lines[i].lineno;
+			nvalid++;
+			continue;
+		}
+		metrics_reject(rc == WIRE_ENOTJSON ? REASON_NOT_JSON : REASON_INVALID, 1);
+		if (!rq->ndjson) {
+			/* a single stream that cannot be accepted is a bad request */
+			handler_error(rs, 400, wire_parser_error(h->parser));
+			if (parsed[i].stream_id[0]) {
+				rs->body.len--; /* reopen the object to add the id */
+				buf_puts(&rs->body, ",\"stream_id\":");
+				buf_put_json_str(&rs->body, parsed[i].stream_id, 36);
+				buf_putc(&rs->body, '}');
+			}
+			rs->rejected = 1;
+			return;
+		}
+		add_rejection(h, rs, lines[i].lineno, parsed[i].stream_id, wire_parser_error(h->parser));
+	}
+	if (nvalid && store_streams(h->store, valid, nvalid, results) < 0) {
+		metrics_reject(REASON_DB_ERROR, 1);
+		log_error("storing streams failed", "streams=%zu error=\"%s\"", nvalid,
+			  store_error(h->store));
+		handler_error(rs, 503, "database unavailable; nothing of this request was stored, retry later");
+		rs->retry_after = 2;
+		rs->accepted = rs->duplicates = 0;
+		return;
+	}
+	for (size_t i = 0; i < nvalid; i++) {
+		if (results[i] == STORE_ACCEPTED) {
+			rs->accepted++;
+			rs->events += valid[i]->nevents;
+		} else {
+			rs->duplicates++;
+		}
+	}
+	if (buf_printf(&rs->body, "{\"accepted\":%zu,\"duplicates\":%zu,\"rejected\":[",
+		       rs->accepted, rs->duplicates) < 0 ||
+	    buf_append(&rs->body, h->rejected.data, h->rejected.len) < 0 ||
+	    buf_puts(&rs->body, "]}") < 0)
+		goto fail_oom;
+	rs->status = 200;
+	return;
+fail_oom:
+	log_error("out of memory handling a request", "bytes=%zu", len);
+	handler_error(rs, 503, "server out of memory for this request; retry later");
+	rs->retry_after = 5;
+}
+
+int handler_maintain(struct handler *h)
+{
+	if (store_maintain(h->store) < 0) {
+		snprintf(h->err, sizeof(h->err), "%s", store_error(h->store));
+		return -1;
+	}
+	return 0;
+}
+
+int handler_ping(struct handler *h)
+{
+	PGconn *db = store_conn(h->store);
+	PGresult *r;
+	int ok;
+
+	if (!db) {
+		snprintf(h->err, sizeof(h->err), "%s", store_error(h->store));
+		return -1;
+	}
+	r = PQexec(db, "SELECT 1");
+	ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+	if (!ok)
+		snprintf(h->err, sizeof(h->err), "database: %s", PQresultErrorMessage(r));
+	PQclear(r);
+	return ok ? 0 : -1;
+}

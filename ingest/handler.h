@@ -1,0 +1,62 @@
+/*
+ * handler: what POST /api/v1/streams does with a received body, apart from
+ * HTTP: check the token, decompress (bounded), split NDJSON, parse and
+ * validate each stream, store the valid ones in one transaction, and answer
+ * with the JSON body of wire format v1. One handler per database worker.
+ */
+#ifndef SM_HANDLER_H
+#define SM_HANDLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "wire.h"
+
+struct idcache;
+struct auth_cache;
+
+struct handler_limits {
+	size_t max_body;           /* bytes as sent */
+	size_t max_decoded;        /* bytes after decompression */
+	size_t max_batch;          /* streams in one NDJSON body */
+	struct wire_limits wire;
+};
+
+struct handler_request {
+	const char *body;
+	size_t len;
+	bool ndjson;               /* application/x-ndjson, else application/json */
+	bool zstd;                 /* Content-Encoding: zstd */
+	const char *authorization; /* header value or NULL */
+};
+
+struct handler_response {
+	int status;
+	int retry_after;           /* seconds; 0: no header */
+	struct buf body;           /* JSON; owned by the caller (buf_release) */
+	/* what happened, for metrics and logs */
+	size_t accepted, duplicates, rejected, events;
+	size_t decoded_bytes;
+};
+
+struct handler;
+
+/* Opens the worker's database connection. `cache` and `auth` are shared, not owned.
+ * Returns NULL with the reason in err. Caller frees. */
+struct handler *handler_open(const char *conninfo, const struct handler_limits *lim,
+			     struct idcache *cache, struct auth_cache *auth, int shard, char *err,
+			     size_t errlen);
+void handler_free(struct handler *h);   /* NULL-safe */
+/* Always fills *rs (status and body), whatever the input. */
+void handler_process(struct handler *h, const struct handler_request *rq,
+		     struct handler_response *rs);
+/* Set a ready-made error answer: {"error": msg}. */
+void handler_error(struct handler_response *rs, int status, const char *msg);
+/* Partitions and retention; 0 or -1 with handler_last_error(). */
+int handler_maintain(struct handler *h);
+/* 0 when the database answers, else -1 with handler_last_error(). */
+int handler_ping(struct handler *h);
+const char *handler_last_error(const struct handler *h);
+
+#endif

@@ -1,0 +1,139 @@
+/* idcache: shared, bounded frame/stack id cache (see idcache.h). */
+#include "idcache.h"
+#include "intern.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct idmap {
+	pthread_rwlock_t lock;
+	struct intern *keys;   /* key -> dense index */
+	int32_t *ids;          /* dense index -> database id */
+	size_t max;
+	size_t bytes;          /* key bytes held since the last clear */
+};
+
+/* Key bytes one map may hold: hostile streams with huge distinct frames must
+ * not grow the cache past this. */
+#define IDMAP_MAX_BYTES ((size_t)128 << 20)
+
+struct idcache {
+	struct idmap frames, stacks;
+};
+
+static int idmap_init(struct idmap *m, size_t max)
+{
+	m->keys = intern_open(max);
+	m->ids = malloc(max * sizeof(*m->ids));
+	m->max = max;
+	if (!m->keys || !m->ids) {
+		intern_free(m->keys);
+		free(m->ids);
+		return -1;
+	}
+	pthread_rwlock_init(&m->lock, NULL);
+	return 0;
+}
+
+static void idmap_fini(struct idmap *m)
+{
+	pthread_rwlock_destroy(&m->lock);
+	intern_free(m->keys);
+	free(m->ids);
+}
+
+static int32_t idmap_get_locked(struct idmap *m, const void *key, size_t len)
+{
+	int64_t k = intern_find(m->keys, key, len);
+
+	return k < 0 ? -1 : m->ids[k];
+}
+
+static void idmap_put(struct idmap *m, const void *key, size_t len, int32_t id)
+{
+	int64_t k;
+
+	pthread_rwlock_wrlock(&m->lock);
+	k = m->bytes + len > IDMAP_MAX_BYTES ? -1 : intern_put(m->keys, key, len, NULL);
+	if (k < 0) {
+		/* full: start over rather than grow; hot keys come back at once */
+		intern_clear(m->keys);
+		m->bytes = 0;
+		k = intern_put(m->keys, key, len, NULL);
+	}
+	m->bytes += len;
+	if (k >= 0)
+		m->ids[k] = id;
+	pthread_rwlock_unlock(&m->lock);
+}
+
+struct idcache *idcache_open(size_t max_frames, size_t max_stacks)
+{
+	struct idcache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	if (idmap_init(&c->frames, max_frames ? max_frames : 1) < 0)
+		goto fail_free;
+	if (idmap_init(&c->stacks, max_stacks ? max_stacks : 1) < 0)
+		goto fail_frames;
+	return c;
+fail_frames:
+	idmap_fini(&c->frames);
+fail_free:
+	free(c);
+	return NULL;
+}
+
+void idcache_free(struct idcache *c)
+{
+	if (!c)
+		return;
+	idmap_fini(&c->frames);
+	idmap_fini(&c->stacks);
+	free(c);
+}
+
+size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
+			  int32_t *ids)
+{
+	size_t found = 0;
+
+	pthread_rwlock_rdlock(&c->frames.lock);
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = idmap_get_locked(&c->frames, names[i], lens[i]);
+		found += ids[i] >= 0;
+	}
+	pthread_rwlock_unlock(&c->frames.lock);
+	return found;
+}
+
+void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id)
+{
+	idmap_put(&c->frames, name, len, id);
+}
+
+int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n)
+{
+	int32_t id;
+
+	pthread_rwlock_rdlock(&c->stacks.lock);
+	id = idmap_get_locked(&c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids));
+	pthread_rwlock_unlock(&c->stacks.lock);
+	return id;
+}
+
+void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id)
+{
+	idmap_put(&c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id);
+}
+
+void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks)
+{
+	pthread_rwlock_rdlock(&c->frames.lock);
+	*frames = intern_count(c->frames.keys);
+	pthread_rwlock_unlock(&c->frames.lock);
+	pthread_rwlock_rdlock(&c->stacks.lock);
+	*stacks = intern_count(c->stacks.keys);
+	pthread_rwlock_unlock(&c->stacks.lock);
+}

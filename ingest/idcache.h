@@ -1,0 +1,28 @@
+/*
+ * idcache: the ingest server's in-process map from frame strings and frame-id
+ * sequences to their database ids, shared by all workers, so that a frame or
+ * stack seen before costs no database round trip. Bounded: when a map fills
+ * it is emptied and refilled from the database as streams arrive.
+ */
+#ifndef SM_IDCACHE_H
+#define SM_IDCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct idcache;
+
+/* Returns a cache holding at most max_frames frames and max_stacks stacks, or NULL. Caller frees. */
+struct idcache *idcache_open(size_t max_frames, size_t max_stacks);
+void idcache_free(struct idcache *c);   /* NULL-safe */
+/* For each names[i] (lens[i] bytes) set ids[i] to its database id or -1. Returns how many were found. */
+size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
+			  int32_t *ids);
+void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id);
+/* Database id of the stack with these frame ids, or -1. */
+int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n);
+void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id);
+/* Current sizes, for logs and tests. */
+void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks);
+
+#endif

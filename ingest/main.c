@@ -1,0 +1,149 @@
+/*
+ * sm-ingest: receives trace streams from agents (wire format v1) over HTTP and
+ * stores them in PostgreSQL. See docs/ingest.md.
+ */
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: sm-ingest [options]\n"
+	"\n"
+	"Receives trace streams (POST /api/v1/streams), and serves GET /healthz and GET /metrics.\n"
+	"\n"
+	"Options (defaults in brackets):\n"
+	"  --db CONNINFO            PostgreSQL connection string or URI [PG* environment]\n"
+	"  --listen ADDR:PORT       address to serve on; port 0 picks a free one [127.0.0.1:8080]\n"
+	"  --port-file FILE         write the bound port to FILE once listening\n"
+	"  --workers N              database workers, one connection each [4]\n"
+	"  --queue N                complete requests waiting for a worker before 503 [64]\n"
+	"  --max-connections N      open HTTP connections [512]\n"
+	"  --max-body SIZE          request body as sent (k, M, G suffixes) [16M]\n"
+	"  --max-decoded SIZE       request body after zstd decompression [128M]\n"
+	"  --max-buffered SIZE      body bytes held in memory over all requests before 503 [512M]\n"
+	"  --max-batch N            streams in one NDJSON request [1000]\n"
+	"  --max-events N           events in one stream [1000000]\n"
+	"  --max-frames N           entries in one stream's frame table [100000]\n"
+	"  --max-stacks N           entries in one stream's stack table [100000]\n"
+	"  --max-depth N            JSON nesting depth [16]\n"
+	"  --auth-cache-ms N        how long a token check is remembered [10000]\n"
+	"  --drain-timeout SECONDS  on SIGTERM, how long to wait for requests in flight [30]\n"
+	"  --instance N             distinct number per ingest process sharing a database [0]\n"
+	"  --maintain-interval S    seconds between partition/retention maintenance [3600]\n"
+	"  --log-level LEVEL        debug, info, warn, error [info]\n"
+	"  -h, --help               this text\n"
+	"\n"
+	"Limits fixed by the wire format: 255-byte names, 1024-byte frames, 512 frames per stack,\n"
+	"64 labels. Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 when it cannot start,\n"
+	"2 on a usage error.\n";
+
+enum {
+	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_WORKERS, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
+	OPT_MAXDEC, OPT_MAXBUF, OPT_MAXBATCH, OPT_MAXEVENTS, OPT_MAXFRAMES, OPT_MAXSTACKS,
+	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_INSTANCE, OPT_MAINT, OPT_LOGLEVEL,
+};
+
+static int bad(const char *opt, const char *val, const char *why)
+{
+	fprintf(stderr, "sm-ingest: --%s '%s': %s\n", opt, val, why);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, OPT_DB },
+		{ "listen", required_argument, NULL, OPT_LISTEN },
+		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+		{ "workers", required_argument, NULL, OPT_WORKERS },
+		{ "queue", required_argument, NULL, OPT_QUEUE },
+		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
+		{ "max-body", required_argument, NULL, OPT_MAXBODY },
+		{ "max-decoded", required_argument, NULL, OPT_MAXDEC },
+		{ "max-buffered", required_argument, NULL, OPT_MAXBUF },
+		{ "max-batch", required_argument, NULL, OPT_MAXBATCH },
+		{ "max-events", required_argument, NULL, OPT_MAXEVENTS },
+		{ "max-frames", required_argument, NULL, OPT_MAXFRAMES },
+		{ "max-stacks", required_argument, NULL, OPT_MAXSTACKS },
+		{ "max-depth", required_argument, NULL, OPT_MAXDEPTH },
+		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
+		{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
+		{ "instance", required_argument, NULL, OPT_INSTANCE },
+		{ "maintain-interval", required_argument, NULL, OPT_MAINT },
+		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ingest_config cfg;
+	enum log_level level = LOG_INFO;
+	int o;
+
+	server_config_default(&cfg);
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *name = o >= OPT_DB ? opts[o - OPT_DB].name : "";
+		int64_t v = 0;
+		uint64_t sz = 0;
+
+		switch (o) {
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		case OPT_DB: cfg.conninfo = optarg; continue;
+		case OPT_LISTEN: cfg.listen = optarg; continue;
+		case OPT_PORT_FILE: cfg.port_file = optarg; continue;
+		case OPT_LOGLEVEL:
+			if (log_level_parse(optarg) < 0)
+				return bad(name, optarg, "must be debug, info, warn or error");
+			level = (enum log_level)log_level_parse(optarg);
+			continue;
+		case OPT_MAXBODY: case OPT_MAXDEC: case OPT_MAXBUF:
+			if (util_parse_size(optarg, &sz) < 0 || sz < 1024 || sz > ((uint64_t)1 << 40))
+				return bad(name, optarg, "must be a size from 1k to 1024G");
+			if (o == OPT_MAXBODY)
+				cfg.lim.max_body = sz;
+			else if (o == OPT_MAXDEC)
+				cfg.lim.max_decoded = sz;
+			else
+				cfg.max_buffered = sz;
+			continue;
+		case '?':
+			fputs(usage, stderr);
+			return 2;
+		default:
+			break;
+		}
+		if (util_parse_i64(optarg, 0, INT32_MAX, &v) < 0)
+			return bad(name, optarg, "must be a whole number");
+		switch (o) {
+		case OPT_WORKERS: cfg.workers = (int)v; break;
+		case OPT_QUEUE: cfg.queue = (int)v; break;
+		case OPT_MAXCONN: cfg.max_connections = (int)v; break;
+		case OPT_MAXBATCH: cfg.lim.max_batch = (size_t)v; break;
+		case OPT_MAXEVENTS: cfg.lim.wire.max_events = (size_t)v; break;
+		case OPT_MAXFRAMES: cfg.lim.wire.max_frames = (size_t)v; break;
+		case OPT_MAXSTACKS: cfg.lim.wire.max_stacks = (size_t)v; break;
+		case OPT_MAXDEPTH: cfg.lim.wire.max_nesting = (int)v; break;
+		case OPT_AUTHTTL: cfg.auth_ttl_ms = (int)v; break;
+		case OPT_DRAIN: cfg.drain_timeout_s = (int)v; break;
+		case OPT_INSTANCE: cfg.instance = (int)v; break;
+		case OPT_MAINT: cfg.maintain_interval_s = (int)v; break;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sm-ingest: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (cfg.workers < 1 || cfg.workers > 256)
+		return bad("workers", "", "must be from 1 to 256");
+	if (cfg.queue < 1 || cfg.max_connections < 1 || cfg.lim.max_batch < 1 || cfg.instance > 400)
+		return bad("queue/max-connections/max-batch/instance", "", "out of range");
+	if (cfg.lim.max_decoded < cfg.lim.max_body)
+		cfg.lim.max_decoded = cfg.lim.max_body;
+	log_init("ingest", level);
+	return server_run(&cfg) == 0 ? 0 : 1;
+}

@@ -1,0 +1,712 @@
+/* server: HTTP front, bounded queue and database worker pool of sm-ingest (see server.h). */
+#include "server.h"
+#include "auth.h"
+#include "db.h"
+#include "idcache.h"
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum route { ROUTE_NONE, ROUTE_STREAMS };
+enum rq_state { RQ_RECEIVING, RQ_QUEUED, RQ_DONE };
+
+struct request {
+	struct server *srv;
+	struct MHD_Connection *conn;
+	enum route route;
+	_Atomic int state;
+	struct buf body;
+	size_t discarded;
+	int early_status;            /* refuse once the body is in (413, 503) */
+	const char *early_msg;
+	bool ndjson, zstd;
+	char *authorization;
+	struct handler_response resp;
+	int64_t start_ns;
+	struct request *next;
+};
+
+struct server {
+	const struct ingest_config *cfg;
+	struct MHD_Daemon *mhd;
+	struct idcache *cache;
+	struct auth_cache *auth;
+
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct request *head, *tail;
+	int qlen;                    /* queued + reserved slots */
+	bool stopping;               /* workers: answer what is left with 503 and exit */
+
+	pthread_t *workers;
+	struct handler **handlers;
+	int nworkers;
+
+	pthread_t maint;
+	pthread_mutex_t mlock;
+	pthread_cond_t mcond;
+	bool maint_stop;
+	struct handler *maint_handler;
+	_Atomic bool db_ok;
+	char db_error[512];          /* under mlock */
+
+	_Atomic bool draining;
+	_Atomic int64_t inflight;
+	_Atomic int64_t buffered;
+};
+
+void server_config_default(struct ingest_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->listen = "127.0.0.1:8080";
+	cfg->workers = 4;
+	cfg->queue = 64;
+	cfg->max_connections = 512;
+	cfg->conn_timeout_s = 60;
+	cfg->max_buffered = (size_t)512 << 20;
+	cfg->auth_ttl_ms = 10000;
+	cfg->drain_timeout_s = 30;
+	cfg->maintain_interval_s = 3600;
+	cfg->lim.max_body = (size_t)16 << 20;
+	cfg->lim.max_decoded = (size_t)128 << 20;
+	cfg->lim.max_batch = 1000;
+	wire_limits_default(&cfg->lim.wire);
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, int status, const char *ctype,
+			       const char *body, size_t len, int retry_after)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
+								 MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", ctype);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	if (retry_after > 0) {
+		char ra[16];
+		snprintf(ra, sizeof(ra), "%d", retry_after);
+		MHD_add_response_header(r, "Retry-After", ra);
+	}
+	if (status == 405)
+		MHD_add_response_header(r, "Allow", "POST");
+	ret = MHD_queue_response(conn, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result respond_rq(struct request *rq, int status, const char *msg, int retry_after)
+{
+	handler_error(&rq->resp, status, msg);
+	rq->resp.retry_after = retry_after;
+	return respond(rq->conn, status, "application/json", rq->resp.body.data, rq->resp.body.len,
+		       retry_after);
+}
+
+/* Media type without parameters, compared case-insensitively. */
+static bool media_is(const char *h, const char *want)
+{
+	size_t n = strlen(want);
+
+	while (*h == ' ')
+		h++;
+	return strncasecmp(h, want, n) == 0 && (h[n] == '\0' || h[n] == ';' || h[n] == ' ');
+}
+
+/* ---- queue ---- */
+
+static bool queue_reserve(struct server *s)
+{
+	bool ok;
+
+	pthread_mutex_lock(&s->qlock);
+	ok = !s->stopping && s->qlen < s->cfg->queue;
+	if (ok)
+		s->qlen++;
+	pthread_mutex_unlock(&s->qlock);
+	if (ok)
+		metrics_gauge_add(GAUGE_QUEUE_DEPTH, 1);
+	return ok;
+}
+
+static void queue_push(struct server *s, struct request *rq)
+{
+	pthread_mutex_lock(&s->qlock);
+	rq->next = NULL;
+	if (s->tail)
+		s->tail->next = rq;
+	else
+		s->head = rq;
+	s->tail = rq;
+	pthread_cond_signal(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+}
+
+/* Next request, or NULL when stopping and nothing is left. *stop tells the
+ * worker to answer it with 503 instead of processing it. */
+static struct request *queue_pop(struct server *s, bool *stop)
+{
+	struct request *rq;
+
+	pthread_mutex_lock(&s->qlock);
+	while (!s->head && !s->stopping)
+		pthread_cond_wait(&s->qcond, &s->qlock);
+	rq = s->head;
+	if (rq) {
+		s->head = rq->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->qlen--;
+		metrics_gauge_add(GAUGE_QUEUE_DEPTH, -1);
+	}
+	*stop = s->stopping;
+	pthread_mutex_unlock(&s->qlock);
+	return rq;
+}
+
+struct worker_arg {
+	struct server *srv;
+	struct handler *h;
+};
+
+static void *worker_main(void *p)
+{
+	struct worker_arg *wa = p;
+	struct server *s = wa->srv;
+	struct request *rq;
+	bool stop;
+
+	while ((rq = queue_pop(s, &stop))) {
+		if (stop) {
+			handler_error(&rq->resp, 503, "server is shutting down; retry later");
+			rq->resp.retry_after = 5;
+		} else {
+			struct handler_request hr = {
+				.body = rq->body.data ? rq->body.data : "",
+				.len = rq->body.len,
+				.ndjson = rq->ndjson,
+				.zstd = rq->zstd,
+				.authorization = rq->authorization,
+			};
+			handler_process(wa->h, &hr, &rq->resp);
+			metrics_bytes(rq->body.len, rq->resp.decoded_bytes);
+			metrics_streams(rq->resp.accepted, rq->resp.duplicates, rq->resp.events);
+		}
+		/* the body is no longer needed: give its memory back now */
+		atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
+		metrics_gauge_add(GAUGE_BUFFERED_BYTES, -(int64_t)rq->body.len);
+		buf_release(&rq->body);
+		rq->body.len = 0;
+		atomic_store(&rq->state, RQ_DONE);
+		MHD_resume_connection(rq->conn);
+	}
+	return NULL;
+}
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result serve_health(struct server *s, struct MHD_Connection *conn)
+{
+	struct buf b = BUF_INIT(4096);
+	enum MHD_Result ret;
+	int status = 200;
+
+	if (atomic_load(&s->db_ok)) {
+		buf_printf(&b, "{\"status\":\"ok\",\"db\":\"ok\",\"queue_depth\":%lld,\"workers\":%d}",
+			   (long long)metrics_gauge_get(GAUGE_QUEUE_DEPTH), s->nworkers);
+	} else {
+		pthread_mutex_lock(&s->mlock);
+		buf_puts(&b, "{\"status\":\"unavailable\",\"db\":");
+		buf_put_json_str(&b, s->db_error, strlen(s->db_error));
+		buf_putc(&b, '}');
+		pthread_mutex_unlock(&s->mlock);
+		status = 503;
+	}
+	if (atomic_load(&s->draining)) {
+		buf_reset(&b);
+		buf_puts(&b, "{\"status\":\"draining\"}");
+		status = 503;
+	}
+	ret = respond(conn, status, "application/json", buf_cstr(&b), b.len, 0);
+	buf_release(&b);
+	return ret;
+}
+
+static enum MHD_Result serve_metrics(struct MHD_Connection *conn)
+{
+	struct buf b = BUF_INIT(1 << 20);
+	enum MHD_Result ret;
+
+	metrics_render(&b);
+	ret = respond(conn, 200, "text/plain; version=0.0.4", buf_cstr(&b), b.len, 0);
+	buf_release(&b);
+	return ret;
+}
+
+static enum MHD_Result start_streams(struct server *s, struct request *rq)
+{
+	struct MHD_Connection *conn = rq->conn;
+	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+	const char *ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Encoding");
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+	const char *au = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	int64_t clen;
+	enum auth_role role;
+
+	if (atomic_load(&s->draining)) {
+		metrics_reject(REASON_OVERLOADED, 1);
+		return respond_rq(rq, 503, "server is shutting down; retry later", 5);
+	}
+	if (!ct || !(media_is(ct, "application/json") || media_is(ct, "application/x-ndjson"))) {
+		metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
+		return respond_rq(rq, 415, "Content-Type: must be application/json or application/x-ndjson", 0);
+	}
+	rq->ndjson = media_is(ct, "application/x-ndjson");
+	if (ce && !media_is(ce, "identity")) {
+		if (!media_is(ce, "zstd")) {
+			metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
+			return respond_rq(rq, 415, "Content-Encoding: only zstd is supported", 0);
+		}
+		rq->zstd = true;
+	}
+	if (cl && util_parse_i64(cl, 0, INT64_MAX, &clen) == 0 && (uint64_t)clen > s->cfg->lim.max_body) {
+		char msg[96];
+		metrics_reject(REASON_TOO_LARGE, 1);
+		snprintf(msg, sizeof(msg), "body: larger than the limit of %zu bytes", s->cfg->lim.max_body);
+		return respond_rq(rq, 413, msg, 0);
+	}
+	/* a token known to be bad needs no body */
+	if (!au || (auth_cached(s->auth, au, &role) && role != AUTH_INGEST && role != AUTH_ADMIN)) {
+		metrics_reject(REASON_UNAUTHORIZED, 1);
+		return respond_rq(rq, 401, au ? "authorization: unknown or revoked token"
+					      : "authorization: missing bearer token", 0);
+	}
+	rq->authorization = strndup(au, 512);
+	if (!rq->authorization)
+		return MHD_NO;
+	rq->body.max = s->cfg->lim.max_body;
+	rq->route = ROUTE_STREAMS;
+	return MHD_YES;
+}
+
+static enum MHD_Result receive_body(struct server *s, struct request *rq, const char *data,
+				    size_t n)
+{
+	if (rq->early_status) {
+		rq->discarded += n;
+		/* a sender that does not stop gets disconnected */
+		return rq->discarded > 4 * s->cfg->lim.max_body ? MHD_NO : MHD_YES;
+	}
+	if (rq->body.len + n > s->cfg->lim.max_body) {
+		rq->early_status = 413;
+		rq->early_msg = "body: larger than the limit";
+		metrics_reject(REASON_TOO_LARGE, 1);
+		return MHD_YES;
+	}
+	if (atomic_fetch_add(&s->buffered, (int64_t)n) + (int64_t)n > (int64_t)s->cfg->max_buffered ||
+	    buf_append(&rq->body, data, n) < 0) {
+		atomic_fetch_sub(&s->buffered, (int64_t)n);
+		rq->early_status = 503;
+		rq->early_msg = "server busy: too much data in flight; retry later";
+		metrics_reject(REASON_OVERLOADED, 1);
+		return MHD_YES;
+	}
+	metrics_gauge_add(GAUGE_BUFFERED_BYTES, (int64_t)n);
+	return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct server *s = cls;
+	struct request *rq = *con_cls;
+
+	(void)version;
+	if (!rq) {
+		rq = calloc(1, sizeof(*rq));
+		if (!rq)
+			return MHD_NO;
+		rq->srv = s;
+		rq->conn = conn;
+		rq->start_ns = util_now_mono_ns();
+		*con_cls = rq;
+		atomic_fetch_add(&s->inflight, 1);
+		metrics_gauge_add(GAUGE_INFLIGHT, 1);
+		if (strcmp(url, "/api/v1/streams") == 0) {
+			if (strcmp(method, "POST") != 0)
+				return respond_rq(rq, 405, "method: use POST", 0);
+			return start_streams(s, rq);
+		}
+		if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
+			rq->resp.status = 200;
+			return serve_health(s, conn);
+		}
+		if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {
+			rq->resp.status = 200;
+			return serve_metrics(conn);
+		}
+		metrics_reject(REASON_NOT_FOUND, 1);
+		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, GET /healthz, GET /metrics)", 0);
+	}
+	if (rq->route != ROUTE_STREAMS) {
+		*upload_size = 0; /* answered already; the body is ignored */
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		enum MHD_Result r = receive_body(s, rq, upload, *upload_size);
+		*upload_size = 0;
+		return r;
+	}
+	if (atomic_load(&rq->state) == RQ_DONE)
+		return respond(conn, rq->resp.status, "application/json", rq->resp.body.data,
+			       rq->resp.body.len, rq->resp.retry_after);
+	if (rq->early_status)
+		return respond_rq(rq, rq->early_status, rq->early_msg,
+				  rq->early_status == 503 ? 2 : 0);
+	if (!queue_reserve(s)) {
+		metrics_reject(REASON_OVERLOADED, 1);
+		return respond_rq(rq, 503, "server busy: request queue full; retry later", 1);
+	}
+	atomic_store(&rq->state, RQ_QUEUED);
+	MHD_suspend_connection(conn);
+	queue_push(s, rq);
+	return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct server *s = cls;
+	struct request *rq = *con_cls;
+	int64_t ms;
+
+	(void)conn;
+	if (!rq)
+		return;
+	ms = (util_now_mono_ns() - rq->start_ns) / 1000000;
+	metrics_request(rq->resp.status, util_now_mono_ns() - rq->start_ns);
+	if (rq->route == ROUTE_STREAMS) {
+		enum log_level lvl = rq->resp.status == 200 ? LOG_INFO : LOG_WARN;
+		log_msg(lvl, "streams request", "status=%d accepted=%zu duplicates=%zu rejected=%zu"
+			" events=%zu bytes=%zu ms=%lld%s", rq->resp.status, rq->resp.accepted,
+			rq->resp.duplicates, rq->resp.rejected, rq->resp.events, rq->resp.decoded_bytes,
+			(long long)ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
+	}
+	atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
+	metrics_gauge_add(GAUGE_BUFFERED_BYTES, -(int64_t)rq->body.len);
+	buf_release(&rq->body);
+	buf_release(&rq->resp.body);
+	free(rq->authorization);
+	free(rq);
+	*con_cls = NULL;
+	atomic_fetch_sub(&s->inflight, 1);
+	metrics_gauge_add(GAUGE_INFLIGHT, -1);
+}
+
+/* ---- maintenance: database health every few seconds, partitions hourly ---- */
+
+static void *maint_main(void *p)
+{
+	struct server *s = p;
+	int64_t last_maint = util_now_mono_ns();
+
+	pthread_mutex_lock(&s->mlock);
+	while (!s->maint_stop) {
+		struct timespec ts;
+		bool ok;
+
+		pthread_mutex_unlock(&s->mlock);
+		ok = handler_ping(s->maint_handler) == 0;
+		if (ok && util_now_mono_ns() - last_maint >
+			  (int64_t)s->cfg->maintain_interval_s * 1000000000) {
+			if (handler_maintain(s->maint_handler) < 0)
+				log_error("maintenance failed", "error=\"%s\"",
+					  handler_last_error(s->maint_handler));
+			last_maint = util_now_mono_ns();
+		}
+		pthread_mutex_lock(&s->mlock);
+		if (ok != atomic_load(&s->db_ok)) {
+			if (ok)
+				log_info("database reachable again", "%s", "");
+			else
+				log_error("database unreachable", "error=\"%s\"",
+					  handler_last_error(s->maint_handler));
+		}
+		if (!ok)
+			snprintf(s->db_error, sizeof(s->db_error), "%s",
+				 handler_last_error(s->maint_handler));
+		atomic_store(&s->db_ok, ok);
+		metrics_gauge_set(GAUGE_DB_UP, ok);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 2;
+		if (!s->maint_stop)
+			pthread_cond_timedwait(&s->mcond, &s->mlock, &ts);
+	}
+	pthread_mutex_unlock(&s->mlock);
+	return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static int parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[128];
+	const char *colon = strrchr(spec, ':');
+	int64_t port;
+	size_t hl;
+
+	if (!colon || util_parse_i64(colon + 1, 0, 65535, &port) < 0)
+		return -1;
+	hl = (size_t)(colon - spec);
+	if (hl >= sizeof(host))
+		return -1;
+	memcpy(host, spec, hl);
+	host[hl] = '\0';
+	memset(ss, 0, sizeof(*ss));
+	if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+		host[hl - 1] = '\0';
+		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
+			return -1;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*a6);
+		return AF_INET6;
+	}
+	{
+		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+		if (hl == 0)
+			a4->sin_addr.s_addr = htonl(INADDR_ANY);
+		else if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+			return -1;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		*len = sizeof(*a4);
+		return AF_INET;
+	}
+}
+
+static int bound_port(struct MHD_Daemon *d)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!info || getsockname(info->listen_fd, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_warn("http", "detail=\"%.*s\"", (int)strcspn(msg, "\n\""), msg);
+}
+
+static void stop_workers(struct server *s)
+{
+	pthread_mutex_lock(&s->qlock);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+}
+
+static int write_port_file(const char *path, int port)
+{
+	char tmp[4096];
+	FILE *f;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -1;
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", port);
+	if (fclose(f) != 0)
+		return -1;
+	return rename(tmp, path);
+}
+
+int server_run(const struct ingest_config *cfg)
+{
+	struct server s;
+	struct worker_arg *args = NULL;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	sigset_t sigs;
+	char err[1024];
+	int fam, port, sig, started = 0, rc = -1;
+
+	memset(&s, 0, sizeof(s));
+	s.cfg = cfg;
+	pthread_mutex_init(&s.qlock, NULL);
+	pthread_cond_init(&s.qcond, NULL);
+	pthread_mutex_init(&s.mlock, NULL);
+	pthread_cond_init(&s.mcond, NULL);
+	metrics_set_capacity(cfg->queue, cfg->workers);
+
+	fam = parse_listen(cfg->listen, &addr, &addrlen);
+	if (fam < 0) {
+		log_error("bad --listen address", "listen=\"%s\" want=ADDR:PORT", cfg->listen);
+		return -1;
+	}
+	/* every thread inherits this mask; only the main thread takes the signals */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+	s.cache = idcache_open(262144, 262144);
+	s.auth = auth_cache_open(cfg->auth_ttl_ms, 1024);
+	s.nworkers = cfg->workers;
+	s.workers = calloc((size_t)cfg->workers, sizeof(*s.workers));
+	s.handlers = calloc((size_t)cfg->workers, sizeof(*s.handlers));
+	args = calloc((size_t)cfg->workers, sizeof(*args));
+	if (!s.cache || !s.auth || !s.workers || !s.handlers || !args) {
+		log_error("out of memory at start", "%s", "");
+		goto out_free;
+	}
+	s.maint_handler = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, 0, err, sizeof(err));
+	if (!s.maint_handler) {
+		log_error("cannot start", "error=\"%s\"", err);
+		goto out_free;
+	}
+	{
+		PGconn *probe = db_connect(cfg->conninfo, err, sizeof(err));
+		int ok = probe && db_schema_check(probe, err, sizeof(err)) == 0;
+		if (probe)
+			PQfinish(probe);
+		if (!ok) {
+			log_error("cannot start", "error=\"%s\"", err);
+			goto out_free;
+		}
+	}
+	if (handler_maintain(s.maint_handler) < 0) {
+		log_error("cannot create event partitions", "error=\"%s\"",
+			  handler_last_error(s.maint_handler));
+		goto out_free;
+	}
+	atomic_store(&s.db_ok, true);
+	metrics_gauge_set(GAUGE_DB_UP, 1);
+	for (int i = 0; i < cfg->workers; i++) {
+		/* shard 0 is the maintenance connection's; writers take their own */
+		s.handlers[i] = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth,
+					     1 + cfg->instance * 64 + i, err, sizeof(err));
+		if (!s.handlers[i]) {
+			log_error("cannot open database worker", "worker=%d error=\"%s\"", i, err);
+			goto out_workers;
+		}
+		args[i].srv = &s;
+		args[i].h = s.handlers[i];
+		if (pthread_create(&s.workers[i], NULL, worker_main, &args[i]) != 0) {
+			handler_free(s.handlers[i]);
+			s.handlers[i] = NULL;
+			log_error("cannot start worker thread", "worker=%d", i);
+			goto out_workers;
+		}
+		started++;
+	}
+	if (pthread_create(&s.maint, NULL, maint_main, &s) != 0) {
+		log_error("cannot start maintenance thread", "%s", "");
+		goto out_workers;
+	}
+
+	s.mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+				 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+				 (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
+				 0, NULL, NULL, on_request, &s,
+				 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+				 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
+				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+				 MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+				 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+				 MHD_OPTION_END);
+	if (!s.mhd) {
+		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
+		goto out_maint;
+	}
+	port = bound_port(s.mhd);
+	{
+		char host[128];
+		size_t hl = (size_t)(strrchr(cfg->listen, ':') - cfg->listen);
+		snprintf(host, sizeof(host), "%.*s", (int)hl, cfg->listen);
+		log_info("listening", "addr=%s:%d workers=%d queue=%d", host, port, cfg->workers,
+			 cfg->queue);
+	}
+	if (cfg->port_file && write_port_file(cfg->port_file, port) < 0)
+		log_warn("cannot write the port file", "path=\"%s\" error=\"%s\"", cfg->port_file,
+			 strerror(errno));
+
+	do {
+		if (sigwait(&sigs, &sig) != 0)
+			sig = SIGTERM;
+	} while (sig == SIGPIPE);
+	log_info("shutting down: no new connections, finishing requests in flight", "signal=%s",
+		 sig == SIGINT ? "INT" : "TERM");
+
+	atomic_store(&s.draining, true);
+	{
+		MHD_socket lfd = MHD_quiesce_daemon(s.mhd);
+		if (lfd != MHD_INVALID_SOCKET)
+			close(lfd);
+	}
+	{
+		int64_t deadline = util_now_mono_ns() + (int64_t)cfg->drain_timeout_s * 1000000000;
+		while (atomic_load(&s.inflight) > 0 && util_now_mono_ns() < deadline)
+			usleep(20000);
+		/* whatever is still queued is answered 503 (not stored: the sender retries) */
+		stop_workers(&s);
+		deadline = util_now_mono_ns() + (int64_t)5 * 1000000000;
+		while (atomic_load(&s.inflight) > 0 && util_now_mono_ns() < deadline)
+			usleep(20000);
+	}
+	rc = 0;
+	MHD_stop_daemon(s.mhd);
+out_maint:
+	pthread_mutex_lock(&s.mlock);
+	s.maint_stop = true;
+	pthread_cond_signal(&s.mcond);
+	pthread_mutex_unlock(&s.mlock);
+	pthread_join(s.maint, NULL);
+out_workers:
+	stop_workers(&s);
+	for (int i = 0; i < started; i++)
+		pthread_join(s.workers[i], NULL);
+	for (int i = 0; i < cfg->workers; i++)
+		handler_free(s.handlers[i]);
+out_free:
+	handler_free(s.maint_handler);
+	free(args);
+	free(s.workers);
+	free(s.handlers);
+	idcache_free(s.cache);
+	auth_cache_free(s.auth);
+	if (rc == 0)
+		log_info("stopped", "%s", "");
+	return rc;
+}

@@ -1,0 +1,36 @@
+/*
+ * server: the HTTP side of sm-ingest on libmicrohttpd. One polling thread
+ * receives requests into bounded buffers; complete bodies go through a
+ * bounded queue to a fixed pool of database workers (one connection each);
+ * a full queue or memory budget answers 503 with Retry-After. SIGTERM stops
+ * accepting, lets what is in flight finish, and returns.
+ */
+#ifndef SM_SERVER_H
+#define SM_SERVER_H
+
+#include <stddef.h>
+
+#include "handler.h"
+
+struct ingest_config {
+	const char *conninfo;       /* NULL: PG* environment */
+	const char *listen;         /* "ADDR:PORT", "[ADDR6]:PORT"; port 0 picks a free one */
+	const char *port_file;      /* write the bound port here once listening; NULL: don't */
+	int workers;                /* database workers = pool size */
+	int queue;                  /* complete requests waiting for a worker */
+	int max_connections;
+	int conn_timeout_s;         /* idle connection timeout */
+	size_t max_buffered;        /* request body bytes held in memory, all requests together */
+	int auth_ttl_ms;
+	int drain_timeout_s;        /* how long SIGTERM waits for requests in flight */
+	int instance;               /* distinct per process sharing one database */
+	int maintain_interval_s;    /* partitions and retention */
+	struct handler_limits lim;
+};
+
+void server_config_default(struct ingest_config *cfg);
+/* Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, or -1 when
+ * the server could not start, with the reason logged. */
+int server_run(const struct ingest_config *cfg);
+
+#endif

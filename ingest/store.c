@@ -1,0 +1,778 @@
+/* store: interning, COPY of events and statistics in one transaction (see store.h). */
+#include "store.h"
+#include "arena.h"
+#include "db.h"
+#include "idcache.h"
+#include "intern.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Names or stacks sent to the database in one interning statement. */
+#define INTERN_CHUNK 4000
+/* COPY data is sent in pieces of this size. */
+#define COPY_PIECE (256 * 1024)
+
+struct store {
+	PGconn *db;
+	char *conninfo;
+	struct idcache *cache;
+	int shard;
+	char err[1024];
+	struct arena *scratch;     /* per call */
+	struct buf param;          /* array literals */
+	struct buf param2, param3;
+	struct buf copy;           /* COPY rows */
+	struct intern *missing;    /* frames or stacks not in the cache, per call */
+	struct intern *stat_keys;  /* frame ids and call edges, per call */
+};
+
+/* Per stream, what its frames and stacks are in the database. */
+struct mapped {
+	int32_t *frame_db;   /* by frame index; -1 if unused */
+	int32_t *stack_db;   /* by stack index; -1 if unused */
+	int32_t **stack_frames; /* by stack index: database frame ids */
+	int64_t ref;         /* streams.id when accepted */
+};
+
+static const char SQL_INS_FRAMES[] =
+	"WITH input AS (SELECT DISTINCT unnest($1::text[]) AS name),"
+	" ins AS (INSERT INTO frames (name) SELECT name FROM input ORDER BY name"
+	"         ON CONFLICT (name) DO NOTHING RETURNING id, name)"
+	" SELECT id, name FROM ins"
+	" UNION ALL SELECT f.id, f.name FROM frames f JOIN input USING (name)";
+static const char SQL_GET_FRAMES[] =
+	"SELECT id, name FROM frames WHERE name = ANY($1::text[])";
+static const char SQL_INS_STACKS[] =
+	"WITH input AS (SELECT DISTINCT s::integer[] AS frame_ids FROM unnest($1::text[]) AS s),"
+	" ins AS (INSERT INTO stacks (frame_ids) SELECT frame_ids FROM input ORDER BY frame_ids"
+	"         ON CONFLICT (frame_ids) DO NOTHING RETURNING id, frame_ids)"
+	" SELECT id, frame_ids::text FROM ins"
+	" UNION ALL SELECT s.id, s.frame_ids::text FROM stacks s JOIN input USING (frame_ids)";
+static const char SQL_GET_STACKS[] =
+	"SELECT s.id, s.frame_ids::text FROM stacks s"
+	" JOIN (SELECT x::integer[] AS frame_ids FROM unnest($1::text[]) AS x) i USING (frame_ids)";
+static const char SQL_INS_STREAM[] =
+	"INSERT INTO streams (stream_id, host, app, version, build_id, labels, symptom_kind,"
+	" symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,"
+	" n_events, received_at)"
+	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14)"
+	" ON CONFLICT (stream_id) DO NOTHING RETURNING id";
+static const char SQL_STAT_FRAMES[] =
+	"INSERT INTO stat_frames (day, shard, frame_id, n)"
+	" SELECT $1::date, $2::smallint, f, c FROM unnest($3::integer[], $4::bigint[]) AS t(f, c)"
+	" ORDER BY f ON CONFLICT (day, shard, frame_id) DO UPDATE SET n = stat_frames.n + EXCLUDED.n";
+static const char SQL_STAT_CALLS[] =
+	"INSERT INTO stat_calls (day, shard, caller, callee, n)"
+	" SELECT $1::date, $2::smallint, a, b, c"
+	" FROM unnest($3::integer[], $4::integer[], $5::bigint[]) AS t(a, b, c)"
+	" ORDER BY a, b ON CONFLICT (day, shard, caller, callee)"
+	" DO UPDATE SET n = stat_calls.n + EXCLUDED.n";
+static const char SQL_STAT_STREAMS[] =
+	"INSERT INTO stat_streams (day, shard, n) VALUES ($1::date, $2::smallint, $3)"
+	" ON CONFLICT (day, shard) DO UPDATE SET n = stat_streams.n + EXCLUDED.n";
+
+static const struct {
+	const char *name, *sql;
+} statements[] = {
+	{ "ins_frames", SQL_INS_FRAMES },   { "get_frames", SQL_GET_FRAMES },
+	{ "ins_stacks", SQL_INS_STACKS },   { "get_stacks", SQL_GET_STACKS },
+	{ "ins_stream", SQL_INS_STREAM },   { "stat_frames", SQL_STAT_FRAMES },
+	{ "stat_calls", SQL_STAT_CALLS },   { "stat_streams", SQL_STAT_STREAMS },
+};
+
+static int db_fail(struct store *st, const char *what, const PGresult *r)
+{
+	db_errcpy(st->err, sizeof(st->err), what, r ? PQresultErrorMessage(r) : PQerrorMessage(st->db));
+	return -1;
+}
+
+static int prepare_all(struct store *st)
+{
+	for (size_t i = 0; i < sizeof(statements) / sizeof(statements[0]); i++) {
+		PGresult *r = PQprepare(st->db, statements[i].name, statements[i].sql, 0, NULL);
+		int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+
+		if (!ok)
+			db_fail(st, statements[i].name, r);
+		PQclear(r);
+		if (!ok)
+			return -1;
+	}
+	/* COPY's received_at text and the statistics' day are both UTC */
+	return db_exec(st->db, "SET TimeZone = 'UTC'", st->err, sizeof(st->err));
+}
+
+struct store *store_open(const char *conninfo, struct idcache *cache, int shard, char *err,
+			 size_t errlen)
+{
+	struct store *st = calloc(1, sizeof(*st));
+
+	if (!st) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	st->cache = cache;
+	st->shard = shard;
+	st->conninfo = strdup(conninfo ? conninfo : "");
+	st->scratch = arena_open(0);
+	st->missing = intern_open(0);
+	st->stat_keys = intern_open(0);
+	if (!st->conninfo || !st->scratch || !st->missing || !st->stat_keys) {
+		snprintf(err, errlen, "out of memory");
+		goto fail_free;
+	}
+	st->db = db_connect(st->conninfo, err, errlen);
+	if (!st->db)
+		goto fail_free;
+	if (prepare_all(st) < 0) {
+		snprintf(err, errlen, "%s", st->err);
+		goto fail_free;
+	}
+	return st;
+fail_free:
+	store_free(st);
+	return NULL;
+}
+
+void store_free(struct store *st)
+{
+	if (!st)
+		return;
+	if (st->db)
+		PQfinish(st->db);
+	free(st->conninfo);
+	arena_free(st->scratch);
+	intern_free(st->missing);
+	intern_free(st->stat_keys);
+	buf_release(&st->param);
+	buf_release(&st->param2);
+	buf_release(&st->param3);
+	buf_release(&st->copy);
+	free(st);
+}
+
+const char *store_error(const struct store *st)
+{
+	return st->err;
+}
+
+PGconn *store_conn(struct store *st)
+{
+	if (PQstatus(st->db) == CONNECTION_OK)
+		return st->db;
+	PQreset(st->db);
+	if (PQstatus(st->db) != CONNECTION_OK) {
+		db_fail(st, "database connection lost", NULL);
+		return NULL;
+	}
+	log_warn("database connection re-established", "shard=%d", st->shard);
+	return prepare_all(st) < 0 ? NULL : st->db;
+}
+
+/* Append s as one quoted element of a PostgreSQL array literal. */
+static int put_array_str(struct buf *b, const char *s, size_t n)
+{
+	size_t start = 0;
+
+	if (buf_putc(b, '"') < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '"' && s[i] != '\\')
+			continue;
+		if (buf_append(b, s + start, i - start) < 0 || buf_putc(b, '\\') < 0)
+			return -1;
+		start = i;
+	}
+	if (buf_append(b, s + start, n - start) < 0)
+		return -1;
+	return buf_putc(b, '"');
+}
+
+static int put_int_list(struct buf *b, const int32_t *v, size_t n)
+{
+	int rc = buf_putc(b, '{');
+
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			rc |= buf_putc(b, ',');
+		rc |= buf_put_i64(b, v[i]);
+	}
+	return rc | buf_putc(b, '}');
+}
+
+/* Parse "{1,2,3}" as printed by the server into ids; returns the count or -1. */
+static int parse_int_list(const char *s, int32_t *out, int max)
+{
+	int n = 0;
+
+	if (*s++ != '{')
+		return -1;
+	while (*s && *s != '}') {
+		char *end;
+		long v = strtol(s, &end, 10);
+		if (end == s || n >= max)
+			return -1;
+		out[n++] = (int32_t)v;
+		s = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
+/*
+ * Intern the keys collected in st->missing (frames when is_stack is false),
+ * writing their database ids to ids[dense index]. The insert statement's own
+ * snapshot cannot see rows another writer committed meanwhile, so whatever it
+ * did not return is read again by a second statement.
+ */
+static int intern_missing(struct store *st, bool is_stack, int32_t *ids)
+{
+	size_t total = intern_count(st->missing);
+	int32_t tmp[WIRE_MAX_STACK_DEPTH];
+
+	for (size_t i = 0; i < total; i++)
+		ids[i] = -1;
+	for (size_t lo = 0; lo < total; lo += INTERN_CHUNK) {
+		size_t hi = lo + INTERN_CHUNK < total ? lo + INTERN_CHUNK : total;
+
+		for (int pass = 0; pass < 2; pass++) {
+			const char *params[1];
+			PGresult *r;
+			size_t want = 0;
+
+			buf_reset(&st->param);
+			buf_putc(&st->param, '{');
+			for (size_t i = lo; i < hi; i++) {
+				size_t len;
+				const void *key;
+
+				if (ids[i] >= 0)
+					continue;
+				key = intern_key(st->missing, (uint32_t)i, &len);
+				if (want++)
+					buf_putc(&st->param, ',');
+				if (is_stack) {
+					buf_putc(&st->param, '"');
+					put_int_list(&st->param, key, len / sizeof(int32_t));
+					buf_putc(&st->param, '"');
+				} else {
+					put_array_str(&st->param, key, len);
+				}
+			}
+			if (buf_putc(&st->param, '}') < 0) {
+				snprintf(st->err, sizeof(st->err), "interning: out of memory");
+				return -1;
+			}
+			if (!want)
+				break;
+			params[0] = buf_cstr(&st->param);
+			r = PQexecPrepared(st->db,
+					   is_stack ? (pass ? "get_stacks" : "ins_stacks")
+						    : (pass ? "get_frames" : "ins_frames"),
+					   1, params, NULL, NULL, 0);
+			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+				db_fail(st, is_stack ? "interning stacks" : "interning frames", r);
+				PQclear(r);
+				return -1;
+			}
+			for (int row = 0; row < PQntuples(r); row++) {
+				const char *v = PQgetvalue(r, row, 1);
+				int64_t k;
+
+				if (is_stack) {
+					int n = parse_int_list(v, tmp, WIRE_MAX_STACK_DEPTH);
+					k = n > 0 ? intern_find(st->missing, tmp, (size_t)n * sizeof(int32_t)) : -1;
+				} else {
+					k = intern_find(st->missing, v, (size_t)PQgetlength(r, row, 1));
+				}
+				if (k >= 0)
+					ids[k] = (int32_t)strtol(PQgetvalue(r, row, 0), NULL, 10);
+			}
+			PQclear(r);
+		}
+		for (size_t i = lo; i < hi; i++)
+			if (ids[i] < 0) {
+				snprintf(st->err, sizeof(st->err), "interning %s: an id was not returned",
+					 is_stack ? "stacks" : "frames");
+				return -1;
+			}
+	}
+	return 0;
+}
+
+/* In struct mapped, ids >= 0 are database ids, -1 marks what no event uses, and
+ * v <= -2 means "not cached: key number -2 - v of st->missing". */
+#define MISSING(k) (-2 - (int32_t)(k))
+#define MISSING_KEY(v) ((size_t)(-2 - (v)))
+
+static int resolve_missing(struct store *st, bool is_stack, int32_t **local)
+{
+	size_t cnt = intern_count(st->missing);
+
+	*local = NULL;
+	if (!cnt)
+		return 0;
+	*local = arena_alloc(st->scratch, cnt * sizeof(int32_t));
+	if (!*local) {
+		snprintf(st->err, sizeof(st->err), "out of memory");
+		return -1;
+	}
+	if (intern_missing(st, is_stack, *local) < 0)
+		return -1;
+	for (size_t k = 0; k < cnt; k++) {
+		size_t len;
+		const void *key = intern_key(st->missing, (uint32_t)k, &len);
+
+		if (is_stack)
+			idcache_put_stack(st->cache, key, (uint32_t)(len / sizeof(int32_t)), (*local)[k]);
+		else
+			idcache_put_frame(st->cache, key, len, (*local)[k]);
+	}
+	return 0;
+}
+
+/* Work out the database frame and stack ids of every stack the events use. */
+static int map_ids(struct store *st, const struct wire_stream *const *ss, size_t n,
+		   struct mapped *m)
+{
+	struct arena *a = st->scratch;
+	int32_t *local;
+
+	intern_clear(st->missing);
+	for (size_t s = 0; s < n; s++) {
+		const struct wire_stream *w = ss[s];
+		size_t nused = 0;
+		const char **names = arena_alloc(a, (w->nframes + 1) * sizeof(*names));
+		size_t *lens = arena_alloc(a, (w->nframes + 1) * sizeof(*lens));
+		uint32_t *used = arena_alloc(a, (w->nframes + 1) * sizeof(*used));
+		int32_t *ids = arena_alloc(a, (w->nframes + 1) * sizeof(*ids));
+
+		m[s].frame_db = arena_alloc(a, (w->nframes + 1) * sizeof(int32_t));
+		m[s].stack_db = arena_alloc(a, (w->nstacks + 1) * sizeof(int32_t));
+		m[s].stack_frames = arena_calloc(a, w->nstacks + 1, sizeof(int32_t *));
+		m[s].ref = 0;
+		if (!names || !lens || !used || !ids || !m[s].frame_db || !m[s].stack_db ||
+		    !m[s].stack_frames)
+			goto fail_oom;
+		for (size_t k = 0; k < w->nstacks; k++)
+			m[s].stack_db[k] = -1;
+		for (size_t i = 0; i < w->nframes; i++)
+			m[s].frame_db[i] = -1;
+		for (size_t i = 0; i < w->nevents; i++) {
+			const struct wire_stack *stk = &w->stacks[w->events[i].stack];
+
+			if (m[s].stack_db[w->events[i].stack] != -1)
+				continue;
+			m[s].stack_db[w->events[i].stack] = MISSING(0); /* used; resolved below */
+			for (uint32_t j = 0; j < stk->len; j++)
+				if (m[s].frame_db[stk->frames[j]] == -1) {
+					m[s].frame_db[stk->frames[j]] = MISSING(0);
+					used[nused] = stk->frames[j];
+					names[nused] = w->frames[stk->frames[j]];
+					lens[nused] = strlen(names[nused]);
+					nused++;
+				}
+		}
+		idcache_get_frames(st->cache, names, lens, nused, ids);
+		for (size_t j = 0; j < nused; j++) {
+			int64_t k = ids[j] >= 0 ? 0 : intern_put(st->missing, names[j], lens[j], NULL);
+
+			if (k < 0)
+				goto fail_oom;
+			m[s].frame_db[used[j]] = ids[j] >= 0 ? ids[j] : MISSING(k);
+		}
+	}
+	if (resolve_missing(st, false, &local) < 0)
+		return -1;
+	intern_clear(st->missing);
+	for (size_t s = 0; s < n; s++) {
+		const struct wire_stream *w = ss[s];
+
+		for (size_t i = 0; i < w->nframes; i++)
+			if (m[s].frame_db[i] <= -2)
+				m[s].frame_db[i] = local[MISSING_KEY(m[s].frame_db[i])];
+		for (size_t k = 0; k < w->nstacks; k++) {
+			const struct wire_stack *stk = &w->stacks[k];
+			int32_t *seq, id;
+			int64_t key;
+
+			if (m[s].stack_db[k] == -1)
+				continue;
+			seq = arena_alloc(a, stk->len * sizeof(*seq));
+			if (!seq)
+				goto fail_oom;
+			for (uint32_t j = 0; j < stk->len; j++)
+				seq[j] = m[s].frame_db[stk->frames[j]];
+			m[s].stack_frames[k] = seq;
+			id = idcache_get_stack(st->cache, seq, stk->len);
+			key = id >= 0 ? 0 : intern_put(st->missing, seq, stk->len * sizeof(*seq), NULL);
+			if (key < 0)
+				goto fail_oom;
+			m[s].stack_db[k] = id >= 0 ? id : MISSING(key);
+		}
+	}
+	if (resolve_missing(st, true, &local) < 0)
+		return -1;
+	for (size_t s = 0; s < n; s++)
+		for (size_t k = 0; k < ss[s]->nstacks; k++)
+			if (m[s].stack_db[k] <= -2)
+				m[s].stack_db[k] = local[MISSING_KEY(m[s].stack_db[k])];
+	return 0;
+fail_oom:
+	snprintf(st->err, sizeof(st->err), "out of memory");
+	return -1;
+}
+
+static int put_labels_json(struct buf *b, const struct wire_stream *w)
+{
+	int rc = buf_putc(b, '{');
+
+	for (size_t i = 0; i < w->nlabels; i++) {
+		if (i)
+			rc |= buf_putc(b, ',');
+		rc |= buf_put_json_str(b, w->labels[i].key, strlen(w->labels[i].key));
+		rc |= buf_putc(b, ':');
+		rc |= buf_put_json_str(b, w->labels[i].value, strlen(w->labels[i].value));
+	}
+	return rc | buf_putc(b, '}');
+}
+
+static int insert_stream(struct store *st, const struct wire_stream *w, const char *received_at,
+			 int64_t *ref)
+{
+	char tid[24], start[24], end[24], thr[24], nev[24];
+	const char *params[14];
+	PGresult *r;
+
+	buf_reset(&st->param);
+	if (put_labels_json(&st->param, w) < 0) {
+		snprintf(st->err, sizeof(st->err), "out of memory");
+		return -1;
+	}
+	snprintf(tid, sizeof(tid), "%lld", (long long)w->symptom.tid);
+	snprintf(start, sizeof(start), "%lld", (long long)w->symptom.start_ns);
+	snprintf(end, sizeof(end), "%lld", (long long)w->symptom.end_ns);
+	snprintf(thr, sizeof(thr), "%lld", (long long)w->symptom.threshold_ns);
+	snprintf(nev, sizeof(nev), "%zu", w->nevents);
+	params[0] = w->stream_id;
+	params[1] = w->host;
+	params[2] = w->app;
+	params[3] = w->version;
+	params[4] = w->build_id;
+	params[5] = buf_cstr(&st->param);
+	params[6] = w->symptom.kind;
+	params[7] = tid;
+	params[8] = start;
+	params[9] = end;
+	params[10] = w->symptom.unit_type;
+	params[11] = w->symptom.threshold_ns >= 0 ? thr : NULL;
+	params[12] = nev;
+	params[13] = received_at;
+	r = PQexecPrepared(st->db, "ins_stream", 14, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_fail(st, "storing stream", r);
+		PQclear(r);
+		return -1;
+	}
+	*ref = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+	PQclear(r);
+	return 0;
+}
+
+static int copy_flush(struct store *st, bool force)
+{
+	if (st->copy.len < COPY_PIECE && !force)
+		return 0;
+	if (st->copy.len && PQputCopyData(st->db, st->copy.data, (int)st->copy.len) != 1) {
+		db_fail(st, "sending events", NULL);
+		return -1;
+	}
+	buf_reset(&st->copy);
+	return 0;
+}
+
+/* COPY every event of the accepted streams. *no_partition is set when the
+ * day's partition is missing, so that the caller can create it and retry. */
+static int copy_events(struct store *st, const struct wire_stream *const *ss, size_t n,
+		       const struct mapped *m, const char *received_at, bool *no_partition)
+{
+	PGresult *r = PQexec(st->db, "COPY events (stream_ref, received_at, seq, kind, tid, ts_ns,"
+				     " dur_ns, stack_id, readier_tid) FROM STDIN");
+	size_t ralen = strlen(received_at);
+	int rc = 0;
+
+	if (PQresultStatus(r) != PGRES_COPY_IN) {
+		db_fail(st, "starting COPY", r);
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	buf_reset(&st->copy);
+	for (size_t s = 0; s < n && rc == 0; s++) {
+		const struct wire_stream *w = ss[s];
+
+		if (!m[s].ref)
+			continue;
+		for (size_t i = 0; i < w->nevents && rc == 0; i++) {
+			const struct wire_event *e = &w->events[i];
+			struct buf *b = &st->copy;
+
+			rc |= buf_put_i64(b, m[s].ref);
+			rc |= buf_putc(b, '\t');
+			rc |= buf_append(b, received_at, ralen);
+			rc |= buf_putc(b, '\t');
+			rc |= buf_put_i64(b, (int64_t)i);
+			rc |= buf_puts(b, e->kind == WIRE_WAIT ? "\tw\t" : "\tr\t");
+			rc |= buf_put_i64(b, e->tid);
+			rc |= buf_putc(b, '\t');
+			rc |= buf_put_i64(b, e->ts_ns);
+			rc |= buf_putc(b, '\t');
+			rc |= buf_put_i64(b, e->dur_ns);
+			rc |= buf_putc(b, '\t');
+			rc |= buf_put_i64(b, m[s].stack_db[e->stack]);
+			rc |= buf_putc(b, '\t');
+			if (e->kind == WIRE_WAIT)
+				rc |= buf_put_i64(b, e->readier_tid);
+			else
+				rc |= buf_puts(b, "\\N");
+			rc |= buf_putc(b, '\n');
+			if (rc == 0)
+				rc = copy_flush(st, false);
+		}
+	}
+	if (rc == 0)
+		rc = copy_flush(st, true);
+	if (PQputCopyEnd(st->db, rc ? "client error" : NULL) != 1) {
+		db_fail(st, "ending COPY", NULL);
+		return -1;
+	}
+	while ((r = PQgetResult(st->db))) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
+			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+			if (state && strcmp(state, "23514") == 0)
+				*no_partition = true;
+			db_fail(st, "copying events", r);
+			rc = -1;
+		}
+		PQclear(r);
+	}
+	if (rc && !st->err[0])
+		snprintf(st->err, sizeof(st->err), "copying events: out of memory");
+	return rc ? -1 : 0;
+}
+
+/* Count, over the accepted streams, in how many streams each frame and each
+ * direct call appears, and add that to the day's counters. */
+static int update_stats(struct store *st, const struct wire_stream *const *ss, size_t n,
+			const struct mapped *m, const char *day)
+{
+	size_t bound = 0, nacc = 0;
+	uint64_t *count;
+	uint32_t *last;
+	char shard[12], nbuf[24];
+	const char *params[5];
+	PGresult *r;
+	int rc = 0;
+
+	for (size_t s = 0; s < n; s++) {
+		if (!m[s].ref)
+			continue;
+		nacc++;
+		for (size_t k = 0; k < ss[s]->nstacks; k++)
+			if (m[s].stack_frames[k])
+				bound += 2 * ss[s]->stacks[k].len;
+	}
+	if (!nacc)
+		return 0;
+	count = arena_calloc(st->scratch, bound + 1, sizeof(*count));
+	last = arena_calloc(st->scratch, bound + 1, sizeof(*last));
+	if (!count || !last)
+		goto fail_oom;
+	intern_clear(st->stat_keys);
+	for (size_t s = 0; s < n; s++) {
+		if (!m[s].ref)
+			continue;
+		for (size_t k = 0; k < ss[s]->nstacks; k++) {
+			const int32_t *f = m[s].stack_frames[k];
+
+			if (!f)
+				continue;
+			for (uint32_t j = 0; j < ss[s]->stacks[k].len; j++) {
+				int32_t edge[2] = { j ? f[j - 1] : 0, f[j] };
+				/* a frame is a 4-byte key, a call an 8-byte key */
+				int64_t a = intern_put(st->stat_keys, &f[j], sizeof(int32_t), NULL);
+				int64_t b = j ? intern_put(st->stat_keys, edge, sizeof(edge), NULL) : -1;
+
+				if (a < 0 || (j && b < 0))
+					goto fail_oom;
+				if (last[a] != s + 1) {
+					last[a] = (uint32_t)s + 1;
+					count[a]++;
+				}
+				if (b >= 0 && last[b] != s + 1) {
+					last[b] = (uint32_t)s + 1;
+					count[b]++;
+				}
+			}
+		}
+	}
+	snprintf(shard, sizeof(shard), "%d", st->shard);
+	buf_reset(&st->param);
+	buf_reset(&st->param2);
+	buf_reset(&st->param3);
+	{
+		struct buf *fid = &st->param, *fcnt = &st->param2;
+		size_t nf = 0;
+
+		rc |= buf_putc(fid, '{') | buf_putc(fcnt, '{');
+		for (size_t i = 0; i < intern_count(st->stat_keys); i++) {
+			size_t len;
+			const int32_t *key = intern_key(st->stat_keys, (uint32_t)i, &len);
+
+			if (len != sizeof(int32_t))
+				continue;
+			if (nf++)
+				rc |= buf_putc(fid, ',') | buf_putc(fcnt, ',');
+			rc |= buf_put_i64(fid, key[0]) | buf_put_i64(fcnt, (int64_t)count[i]);
+		}
+		rc |= buf_putc(fid, '}') | buf_putc(fcnt, '}');
+		if (rc)
+			goto fail_oom;
+		params[0] = day;
+		params[1] = shard;
+		params[2] = buf_cstr(fid);
+		params[3] = buf_cstr(fcnt);
+		r = PQexecPrepared(st->db, "stat_frames", 4, params, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			goto fail_result;
+		PQclear(r);
+	}
+	{
+		struct buf *ca = &st->param, *ce = &st->param2, *cnt = &st->param3;
+		size_t ne = 0;
+
+		buf_reset(ca);
+		buf_reset(ce);
+		rc |= buf_putc(ca, '{') | buf_putc(ce, '{') | buf_putc(cnt, '{');
+		for (size_t i = 0; i < intern_count(st->stat_keys); i++) {
+			size_t len;
+			const int32_t *key = intern_key(st->stat_keys, (uint32_t)i, &len);
+
+			if (len != 2 * sizeof(int32_t))
+				continue;
+			if (ne++)
+				rc |= buf_putc(ca, ',') | buf_putc(ce, ',') | buf_putc(cnt, ',');
+			rc |= buf_put_i64(ca, key[0]) | buf_put_i64(ce, key[1]) |
+			      buf_put_i64(cnt, (int64_t)count[i]);
+		}
+		rc |= buf_putc(ca, '}') | buf_putc(ce, '}') | buf_putc(cnt, '}');
+		if (rc)
+			goto fail_oom;
+		params[2] = buf_cstr(ca);
+		params[3] = buf_cstr(ce);
+		params[4] = buf_cstr(cnt);
+		r = PQexecPrepared(st->db, "stat_calls", 5, params, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			goto fail_result;
+		PQclear(r);
+	}
+	snprintf(nbuf, sizeof(nbuf), "%zu", nacc);
+	params[2] = nbuf;
+	r = PQexecPrepared(st->db, "stat_streams", 3, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		goto fail_result;
+	PQclear(r);
+	return 0;
+fail_result:
+	db_fail(st, "updating frame statistics", r);
+	PQclear(r);
+	return -1;
+fail_oom:
+	snprintf(st->err, sizeof(st->err), "frame statistics: out of memory");
+	return -1;
+}
+
+static int write_batch(struct store *st, const struct wire_stream *const *ss, size_t n,
+		       struct mapped *m, enum store_result *res, bool *no_partition)
+{
+	PGresult *r;
+	char received_at[64], day[16];
+	size_t nacc = 0;
+
+	if (db_exec(st->db, "BEGIN", st->err, sizeof(st->err)) < 0)
+		return -1;
+	r = PQexec(st->db, "SELECT now()::text, now()::date::text");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_fail(st, "reading the time", r);
+		PQclear(r);
+		goto fail_rollback;
+	}
+	snprintf(received_at, sizeof(received_at), "%s", PQgetvalue(r, 0, 0));
+	snprintf(day, sizeof(day), "%s", PQgetvalue(r, 0, 1));
+	PQclear(r);
+	for (size_t s = 0; s < n; s++) {
+		if (insert_stream(st, ss[s], received_at, &m[s].ref) < 0)
+			goto fail_rollback;
+		res[s] = m[s].ref ? STORE_ACCEPTED : STORE_DUPLICATE;
+		nacc += m[s].ref != 0;
+	}
+	if (nacc && (copy_events(st, ss, n, m, received_at, no_partition) < 0 ||
+		     update_stats(st, ss, n, m, day) < 0))
+		goto fail_rollback;
+	if (db_exec(st->db, "COMMIT", st->err, sizeof(st->err)) < 0)
+		return -1;
+	return 0;
+fail_rollback:
+	PQclear(PQexec(st->db, "ROLLBACK"));
+	return -1;
+}
+
+int store_streams(struct store *st, const struct wire_stream *const *ss, size_t n,
+		  enum store_result *res)
+{
+	struct mapped *m;
+	bool no_partition = false;
+	int rc = -1;
+
+	st->err[0] = '\0';
+	if (!store_conn(st))
+		return -1;
+	arena_reset(st->scratch);
+	m = arena_calloc(st->scratch, n + 1, sizeof(*m));
+	if (!m) {
+		snprintf(st->err, sizeof(st->err), "out of memory");
+		return -1;
+	}
+	if (map_ids(st, ss, n, m) < 0)
+		goto done;
+	rc = write_batch(st, ss, n, m, res, &no_partition);
+	if (rc < 0 && no_partition && store_maintain(st) == 0)
+		rc = write_batch(st, ss, n, m, res, &no_partition);
+done:
+	arena_reset(st->scratch);
+	return rc;
+}
+
+int store_maintain(struct store *st)
+{
+	PGresult *r;
+	int ok;
+
+	if (!store_conn(st))
+		return -1;
+	r = PQexec(st->db,
+		   "SELECT sm_ensure_partitions(now()::date - 1,"
+		   " 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead')),"
+		   " sm_apply_retention(now())");
+	ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+	if (!ok)
+		db_fail(st, "maintaining partitions", r);
+	else if (strcmp(PQgetvalue(r, 0, 0), "0") || strcmp(PQgetvalue(r, 0, 1), "0"))
+		log_info("partitions maintained", "created=%s dropped=%s", PQgetvalue(r, 0, 0),
+			 PQgetvalue(r, 0, 1));
+	PQclear(r);
+	return ok ? 0 : -1;
+}

@@ -1,0 +1,42 @@
+/*
+ * store: writes validated trace streams to PostgreSQL. Frames and stacks are
+ * interned (shared id cache first, one set-based statement for what is new);
+ * a batch of streams is stored in one transaction: stream rows, events by
+ * COPY, and the frame statistics clustering needs. A stream already stored
+ * (same stream_id) is reported as a duplicate and nothing of it is written.
+ */
+#ifndef SM_STORE_H
+#define SM_STORE_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+
+#include "wire.h"
+
+struct idcache;
+
+enum store_result { STORE_ACCEPTED = 1, STORE_DUPLICATE = 2 };
+
+struct store;
+
+/* Connects and prepares statements. `shard` spreads statistics counters so that
+ * concurrent writers never wait on each other (give each writer its own).
+ * Returns NULL with the reason in err. Caller frees. `cache` is shared, not owned. */
+struct store *store_open(const char *conninfo, struct idcache *cache, int shard, char *err,
+			 size_t errlen);
+void store_free(struct store *st);   /* NULL-safe */
+/*
+ * Store n streams atomically: all of them (each accepted or duplicate, in
+ * results[i]) or, on a database error, none. Returns 0, or -1 with
+ * store_error() set; the caller may retry the whole batch.
+ */
+int store_streams(struct store *st, const struct wire_stream *const *streams, size_t n,
+		  enum store_result *results);
+const char *store_error(const struct store *st);
+/* The connection, for other queries of the same worker (auth). Reconnects if it was lost;
+ * NULL if the database cannot be reached. */
+PGconn *store_conn(struct store *st);
+/* Create the event partitions for the coming days and apply retention. Returns 0 or -1. */
+int store_maintain(struct store *st);
+
+#endif
