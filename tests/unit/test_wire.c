@@ -1,0 +1,271 @@
+/* Unit tests of the wire codec and validator (common/wire.c), with a mutation fuzz loop. */
+#include "arena.h"
+#include "check.h"
+#include "wire.h"
+
+#include <stdlib.h>
+
+static const char example[] =
+	"{\"v\": 1, \"stream_id\": \"5F0C6F0E-3d0b-4a53-9a43-6d1c2f0a9b11\", \"host\": \"web-17\","
+	" \"app\": \"nginx\", \"version\": \"1.22.1\", \"build_id\": \"3f9a0c\","
+	" \"labels\": {\"os\": \"debian-12\", \"region\": \"eu-west\"},"
+	" \"symptom\": {\"kind\": \"unit_violation\", \"tid\": 4211, \"start_ns\": 81234000000,"
+	"   \"end_ns\": 81684000000, \"unit_type\": \"u7\", \"threshold_ns\": 120000000},"
+	" \"frames\": [\"nginx!main\", \"nginx!ngx_worker_process_cycle\", \"nginx!ngx_http_handler\","
+	"   \"libc.so.6!__libc_write\", \"libc.so.6!fdatasync\", \"nginx!std::map<K, V>::find \\\"q\\\"\"],"
+	" \"stacks\": [[0, 1, 2, 4], [0, 1, 2, 5]],"
+	" \"events\": ["
+	"  {\"kind\": \"wait\", \"tid\": 4211, \"ts_ns\": 81300000000, \"dur_ns\": 240000000, \"stack\": 0, \"readier_tid\": 17},"
+	"  {\"kind\": \"run\", \"tid\": 4211, \"ts_ns\": 81550000000, \"dur_ns\": 10000000, \"stack\": 1, \"extra\": [1]}"
+	" ], \"unknown_field\": {\"x\": 1}}";
+
+static struct wire_parser *parser(void)
+{
+	struct wire_limits lim;
+
+	wire_limits_default(&lim);
+	return wire_parser_open(&lim);
+}
+
+static void test_example(void)
+{
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	struct wire_stream s;
+
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_OK);
+	CHECK_STR(s.stream_id, "5f0c6f0e-3d0b-4a53-9a43-6d1c2f0a9b11");
+	CHECK_STR(s.host, "web-17");
+	CHECK_STR(s.app, "nginx");
+	CHECK_STR(s.version, "1.22.1");
+	CHECK_STR(s.build_id, "3f9a0c");
+	CHECK_INT(s.nlabels, 2);
+	CHECK_STR(s.labels[0].key, "os");
+	CHECK_STR(s.labels[1].value, "eu-west");
+	CHECK_STR(s.symptom.kind, "unit_violation");
+	CHECK_INT(s.symptom.tid, 4211);
+	CHECK_INT(s.symptom.start_ns, 81234000000LL);
+	CHECK_INT(s.symptom.end_ns, 81684000000LL);
+	CHECK_STR(s.symptom.unit_type, "u7");
+	CHECK_INT(s.symptom.threshold_ns, 120000000);
+	CHECK_INT(s.nframes, 6);
+	CHECK_STR(s.frames[5], "nginx!std::map<K, V>::find \"q\"");
+	CHECK_INT(s.nstacks, 2);
+	CHECK_INT(s.stacks[1].len, 4);
+	CHECK_INT(s.stacks[1].frames[3], 5);
+	CHECK_INT(s.nevents, 2);
+	CHECK_INT(s.events[0].kind, WIRE_WAIT);
+	CHECK_INT(s.events[0].readier_tid, 17);
+	CHECK_INT(s.events[0].dur_ns, 240000000);
+	CHECK_INT(s.events[1].kind, WIRE_RUN);
+	CHECK_INT(s.events[1].stack, 1);
+	CHECK_INT(s.events[1].readier_tid, 0);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
+static void test_roundtrip(void)
+{
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	struct wire_stream s, t;
+	struct buf b1 = BUF_INIT(0), b2 = BUF_INIT(0);
+
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_OK);
+	CHECK_INT(wire_write_json(&s, &b1), 0);
+	CHECK_INT(wire_parse(p, b1.data, b1.len, a, &t), WIRE_OK);
+	CHECK_INT(wire_write_json(&t, &b2), 0);
+	CHECK_INT(b1.len, b2.len);
+	CHECK(b1.len == b2.len && memcmp(b1.data, b2.data, b1.len) == 0);
+	CHECK(memchr(b1.data, '\n', b1.len) == NULL);
+	/* a full buffer fails cleanly */
+	{
+		struct buf small = BUF_INIT(100);
+		CHECK_INT(wire_write_json(&s, &small), -1);
+		buf_release(&small);
+	}
+	buf_release(&b1);
+	buf_release(&b2);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
+/* Replace the first occurrence of `from` in the example with `to` and parse. */
+static int parse_edit(const char *from, const char *to, const char **err)
+{
+	static struct wire_parser *p;
+	static char msg[512];
+	struct arena *a = arena_open(0);
+	struct buf b = BUF_INIT(0);
+	struct wire_stream s;
+	const char *at = strstr(example, from);
+	int rc;
+
+	if (!p)
+		p = parser();
+	if (!at) {
+		fprintf(stderr, "  test bug: '%s' not in example\n", from);
+		arena_free(a);
+		return 99;
+	}
+	buf_append(&b, example, (size_t)(at - example));
+	buf_puts(&b, to);
+	buf_puts(&b, at + strlen(from));
+	rc = wire_parse(p, b.data, b.len, a, &s);
+	snprintf(msg, sizeof(msg), "%s", wire_parser_error(p));
+	*err = msg;
+	buf_release(&b);
+	arena_free(a);
+	return rc;
+}
+
+#define BAD(from, to, code, message)                              \
+	do {                                                      \
+		const char *e_;                                   \
+		CHECK_INT(parse_edit(from, to, &e_), code);       \
+		CHECK_STR(e_, message);                           \
+	} while (0)
+
+static void test_rejections(void)
+{
+	BAD("\"v\": 1", "\"v\": 2", WIRE_EINVALID, "v: unsupported version 2 (this server speaks 1)");
+	BAD("\"v\": 1,", "", WIRE_EINVALID, "v: required field missing");
+	BAD("\"host\": \"web-17\"", "\"host\": 17", WIRE_EINVALID, "host: must be a string, not an integer");
+	BAD("\"host\": \"web-17\"", "\"host\": \"\"", WIRE_EINVALID, "host: must not be empty");
+	BAD("\"app\": \"nginx\",", "", WIRE_EINVALID, "app: required field missing");
+	BAD("\"stream_id\": \"5F0C6F0E-3d0b-4a53-9a43-6d1c2f0a9b11\"", "\"stream_id\": \"nope\"",
+	    WIRE_EINVALID, "stream_id: must be a UUID string");
+	BAD("\"stack\": 0", "\"stack\": 9", WIRE_EINVALID, "events[0].stack: index 9 out of range (2 stacks)");
+	BAD("[0, 1, 2, 5]", "[0, 1, 2, 6]", WIRE_EINVALID, "stacks[1][3]: index 6 out of range (6 frames)");
+	BAD("[0, 1, 2, 5]", "[]", WIRE_EINVALID, "stacks[1]: must have at least 1 frame");
+	BAD("\"dur_ns\": 240000000", "\"dur_ns\": -5", WIRE_EINVALID,
+	    "events[0].dur_ns: -5 is negative or too small (at least 0)");
+	BAD("\"dur_ns\": 240000000", "\"dur_ns\": 2.5", WIRE_EINVALID,
+	    "events[0].dur_ns: must be an integer, not a fraction");
+	BAD("\"ts_ns\": 81300000000", "\"ts_ns\": 99999999999999999999", WIRE_EINVALID,
+	    "events[0].ts_ns: out of range (at most 4611686018427387904)");
+	BAD("\"kind\": \"run\"", "\"kind\": \"sleep\"", WIRE_EINVALID,
+	    "events[1].kind: must be \"run\" or \"wait\"");
+	BAD("\"dur_ns\": 10000000, \"stack\": 1", "\"dur_ns\": 10000000, \"stack\": 1, \"readier_tid\": 3",
+	    WIRE_EINVALID, "events[1].readier_tid: only wait events have a readier");
+	BAD("\"end_ns\": 81684000000", "\"end_ns\": 1", WIRE_EINVALID,
+	    "symptom.end_ns: 1 is before start_ns 81234000000");
+	BAD("\"tid\": 4211, \"start_ns\"", "\"start_ns\"", WIRE_EINVALID, "symptom.tid: required field missing");
+	BAD("\"labels\": {\"os\": \"debian-12\"", "\"labels\": {\"os\": 12", WIRE_EINVALID,
+	    "labels.os: must be a string, not an integer");
+	BAD("\"nginx!main\"", "\"nginx!\\u0000main\"", WIRE_EINVALID, "frames[0]: contains a NUL character");
+	BAD("\"nginx!main\"", "\"nginx!\xff\xfemain\"", WIRE_ENOTJSON, "not JSON: invalid utf-8 string at byte 357");
+	BAD("\"events\": [", "\"events\": 5, \"x\": [", WIRE_EINVALID, "events: must be an array, not an integer");
+	BAD("{\"v\": 1", "[{\"v\": 1", WIRE_ENOTJSON, "not JSON: unexpected end of input at byte 798");
+	BAD("\"unknown_field\": {\"x\": 1}}", "\"unknown_field\": {\"x\": 1}} trailing", WIRE_ENOTJSON,
+	    "not JSON: unexpected character at byte 798");
+	BAD("\"unknown_field\": {\"x\": 1}", "\"unknown_field\": [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]",
+	    WIRE_ENOTJSON, "not JSON: nested deeper than 16 levels");
+}
+
+static void test_limits(void)
+{
+	struct wire_limits lim;
+	struct wire_parser *p;
+	struct arena *a = arena_open(0);
+	struct wire_stream s;
+	struct buf b = BUF_INIT(0);
+	char big[1100];
+
+	wire_limits_default(&lim);
+	lim.max_events = 1;
+	p = wire_parser_open(&lim);
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
+	CHECK_STR(wire_parser_error(p), "events: 2 events, at most 1 allowed");
+	wire_parser_free(p);
+
+	memset(big, 'x', 1025);
+	big[1025] = '\0';
+	p = parser();
+	buf_puts(&b, "{\"v\":1,\"stream_id\":\"5f0c6f0e-3d0b-4a53-9a43-6d1c2f0a9b11\",\"host\":\"h\",\"app\":\"a\","
+		     "\"symptom\":{\"kind\":\"manual\",\"tid\":1,\"start_ns\":0,\"end_ns\":0},\"frames\":[\"");
+	buf_puts(&b, big);
+	buf_puts(&b, "\"],\"stacks\":[[0]],\"events\":[{\"kind\":\"run\",\"tid\":1,\"ts_ns\":0,\"dur_ns\":1,\"stack\":0}]}");
+	CHECK_INT(wire_parse(p, b.data, b.len, a, &s), WIRE_EINVALID);
+	CHECK_STR(wire_parser_error(p), "frames[0]: 1025 bytes long, at most 1024 allowed");
+	/* stream_id is known even though the stream is refused */
+	CHECK_STR(s.stream_id, "5f0c6f0e-3d0b-4a53-9a43-6d1c2f0a9b11");
+	wire_parser_free(p);
+	buf_release(&b);
+	arena_free(a);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rng(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Mutations of a valid stream must never crash, and whatever is accepted must
+ * survive a write/parse round trip unchanged. Runs under ASan/UBSan in make test. */
+static void test_fuzz(void)
+{
+	static const char *const tokens[] = { "{", "}", "[", "]", ",", ":", "\"", "\\u0000", "-1",
+					      "1e999", "null", "true", "\xc0\x80", "\\ud800", "0" };
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	char *buf = malloc(sizeof(example) + 64);
+	int accepted = 0, iterations = getenv("SM_FUZZ_ITERATIONS") ? atoi(getenv("SM_FUZZ_ITERATIONS")) : 20000;
+
+	for (int it = 0; it < iterations; it++) {
+		size_t n = sizeof(example) - 1;
+		struct wire_stream s;
+		int muts = 1 + (int)(rng() % 4);
+
+		memcpy(buf, example, n);
+		for (int m = 0; m < muts; m++) {
+			size_t at = (size_t)(rng() % n);
+			switch (rng() % 4) {
+			case 0: buf[at] = (char)(rng() & 0xff); break;              /* byte */
+			case 1: n = at; break;                                       /* truncate */
+			case 2: memmove(buf + at, buf + at + 1, n - at - 1); n--; break; /* delete */
+			default: {                                                   /* insert a token */
+				const char *t = tokens[rng() % (sizeof(tokens) / sizeof(tokens[0]))];
+				size_t tl = strlen(t);
+				if (n + tl < sizeof(example) + 64) {
+					memmove(buf + at + tl, buf + at, n - at);
+					memcpy(buf + at, t, tl);
+					n += tl;
+				}
+			}
+			}
+			if (n == 0)
+				break;
+		}
+		arena_reset(a);
+		if (wire_parse(p, buf, n, a, &s) == WIRE_OK) {
+			struct buf out = BUF_INIT(0);
+			struct wire_stream t;
+			accepted++;
+			CHECK_INT(wire_write_json(&s, &out), 0);
+			CHECK_INT(wire_parse(p, out.data, out.len, a, &t), WIRE_OK);
+			CHECK_INT(t.nevents, s.nevents);
+			buf_release(&out);
+		} else {
+			CHECK(wire_parser_error(p)[0] != '\0');
+		}
+	}
+	fprintf(stderr, "  fuzz: %d mutations, %d still valid\n", iterations, accepted);
+	free(buf);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
+int main(void)
+{
+	RUN(test_example);
+	RUN(test_roundtrip);
+	RUN(test_rejections);
+	RUN(test_limits);
+	RUN(test_fuzz);
+	return CHECK_DONE();
+}
