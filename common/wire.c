@@ -1,19 +1,39 @@
 /* wire: wire format v1 model, strict JSON parser/validator and writer (see wire.h). */
 #include "wire.h"
 #include "arena.h"
+#include "json.h"
 #include "util.h"
 
-#include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+struct vec {
+	void *data;
+	size_t len, cap, size;
+};
+
 struct wire_parser {
-	json_tokener *tok;
 	struct wire_limits lim;
 	char err[512];
+	struct vec events, stack_idx, stacks;  /* scratch, reused across parses */
 };
+
+static int vec_push(struct vec *v, const void *item)
+{
+	if (v->len == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 256;
+		void *d = realloc(v->data, cap * v->size);
+		if (!d)
+			return -1;
+		v->data = d;
+		v->cap = cap;
+	}
+	memcpy((char *)v->data + v->len * v->size, item, v->size);
+	v->len++;
+	return 0;
+}
 
 void wire_limits_default(struct wire_limits *lim)
 {
@@ -34,15 +54,12 @@ struct wire_parser *wire_parser_open(const struct wire_limits *lim)
 	if (!p)
 		return NULL;
 	p->lim = *lim;
-	/* the deepest valid stream is 4 levels (root, stacks, stack, index) */
-	if (p->lim.max_nesting < 4)
-		p->lim.max_nesting = 4;
-	p->tok = json_tokener_new_ex(p->lim.max_nesting);
-	if (!p->tok) {
-		free(p);
-		return NULL;
-	}
-	json_tokener_set_flags(p->tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	/* the deepest valid stream is 3 levels (root, stacks, stack) */
+	if (p->lim.max_nesting < 3)
+		p->lim.max_nesting = 3;
+	p->events.size = sizeof(struct wire_event);
+	p->stack_idx.size = sizeof(uint32_t);
+	p->stacks.size = sizeof(struct wire_stack);
 	return p;
 }
 
@@ -50,7 +67,9 @@ void wire_parser_free(struct wire_parser *p)
 {
 	if (!p)
 		return;
-	json_tokener_free(p->tok);
+	free(p->events.data);
+	free(p->stack_idx.data);
+	free(p->stacks.data);
 	free(p);
 }
 
@@ -70,184 +89,262 @@ static int fail(struct wire_parser *p, int code, const char *fmt, ...)
 	return code;
 }
 
-static const char *type_name(json_object *o)
+/*
+ * Field paths are formatted only when an error is reported: "name",
+ * "name[i]", "name[i].sub" or "name[i][k]".
+ */
+struct fpath {
+	const char *name;
+	const char *sub;
+	size_t i, k;
+	int nidx;
+};
+
+#define PATH(n) (&(struct fpath){ (n), NULL, 0, 0, 0 })
+
+static const char *path_str(const struct fpath *f, char *buf, size_t n)
 {
-	switch (json_object_get_type(o)) {
-	case json_type_null: return "null";
-	case json_type_boolean: return "a boolean";
-	case json_type_double: return "a fraction";
-	case json_type_int: return "an integer";
-	case json_type_object: return "an object";
-	case json_type_array: return "an array";
-	case json_type_string: return "a string";
+	if (f->nidx == 0)
+		snprintf(buf, n, "%s%s%s", f->name, f->sub ? "." : "", f->sub ? f->sub : "");
+	else if (f->nidx == 1)
+		snprintf(buf, n, "%s[%zu]%s%s", f->name, f->i, f->sub ? "." : "", f->sub ? f->sub : "");
+	else
+		snprintf(buf, n, "%s[%zu][%zu]", f->name, f->i, f->k);
+	return buf;
+}
+
+__attribute__((format(printf, 4, 5)))
+static int failp(struct wire_parser *p, int code, const struct fpath *f, const char *fmt, ...)
+{
+	char path[WIRE_MAX_NAME + 64], msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return fail(p, code, "%s: %s", path_str(f, path, sizeof(path)), msg);
+}
+
+static const char *type_name(struct json_reader *r)
+{
+	switch (json_peek(r)) {
+	case JV_NULL: return "null";
+	case JV_TRUE: case JV_FALSE: return "a boolean";
+	case JV_OBJECT: return "an object";
+	case JV_ARRAY: return "an array";
+	case JV_STRING: return "a string";
+	case JV_NUMBER: {
+		const char *q = r->p;
+		while (q < r->end && *q != ',' && *q != '}' && *q != ']' && *q != ' ' && *q != '\n') {
+			if (*q == '.' || *q == 'e' || *q == 'E')
+				return "a fraction";
+			q++;
+		}
+		return "an integer";
+	}
 	}
 	return "unknown";
 }
 
-/* Copy a JSON string into the arena after checking length, NUL and UTF-8. */
-static int take_str(struct wire_parser *p, struct arena *a, json_object *o, const char *path,
-		    size_t max, bool allow_empty, const char **out)
+static int take_str(struct wire_parser *p, struct arena *a, struct json_reader *r,
+		    const struct fpath *f, size_t max, bool allow_empty, const char **out)
 {
-	const char *s;
 	size_t n;
 
-	if (!json_object_is_type(o, json_type_string))
-		return fail(p, WIRE_EINVALID, "%s: must be a string, not %s", path, type_name(o));
-	s = json_object_get_string(o);
-	n = (size_t)json_object_get_string_len(o);
+	if (json_peek(r) != JV_STRING)
+		return failp(p, WIRE_EINVALID, f, "must be a string, not %s", type_name(r));
+	*out = json_string(r, a, &n);
+	if (!*out)
+		return failp(p, WIRE_ENOMEM, f, "out of memory");
 	if (!n && !allow_empty)
-		return fail(p, WIRE_EINVALID, "%s: must not be empty", path);
+		return failp(p, WIRE_EINVALID, f, "must not be empty");
 	if (n > max)
-		return fail(p, WIRE_EINVALID, "%s: %zu bytes long, at most %zu allowed", path, n, max);
-	if (memchr(s, '\0', n))
-		return fail(p, WIRE_EINVALID, "%s: contains a NUL character", path);
-	if (!util_utf8_valid(s, n))
-		return fail(p, WIRE_EINVALID, "%s: not valid UTF-8", path);
-	*out = arena_strndup(a, s, n);
-	return *out ? WIRE_OK : fail(p, WIRE_ENOMEM, "%s: out of memory", path);
+		return failp(p, WIRE_EINVALID, f, "%zu bytes long, at most %zu allowed", n, max);
+	if (memchr(*out, '\0', n))
+		return failp(p, WIRE_EINVALID, f, "contains a NUL character");
+	return WIRE_OK;
 }
 
-static int take_int(struct wire_parser *p, json_object *o, const char *path, int64_t min,
-		    int64_t max, int64_t *out)
+static int take_int(struct wire_parser *p, struct json_reader *r, const struct fpath *f,
+		    int64_t min, int64_t max, int64_t *out)
 {
 	int64_t v;
+	int rc;
 
-	if (!json_object_is_type(o, json_type_int))
-		return fail(p, WIRE_EINVALID, "%s: must be an integer, not %s", path, type_name(o));
-	v = json_object_get_int64(o);
-	if (v == INT64_MAX && json_object_get_uint64(o) > (uint64_t)INT64_MAX)
-		return fail(p, WIRE_EINVALID, "%s: out of range (at most %lld)", path, (long long)max);
+	if (json_peek(r) != JV_NUMBER)
+		return failp(p, WIRE_EINVALID, f, "must be an integer, not %s", type_name(r));
+	rc = json_int(r, &v);
+	if (rc == 1)
+		return failp(p, WIRE_EINVALID, f, "must be an integer, not a fraction");
+	if (rc == 2)
+		return failp(p, WIRE_EINVALID, f, "out of range (at most %lld)", (long long)max);
 	if (v < min)
-		return fail(p, WIRE_EINVALID, "%s: %lld is negative or too small (at least %lld)", path,
-			    (long long)v, (long long)min);
+		return failp(p, WIRE_EINVALID, f, "%lld is negative or too small (at least %lld)",
+			     (long long)v, (long long)min);
 	if (v > max)
-		return fail(p, WIRE_EINVALID, "%s: %lld out of range (at most %lld)", path, (long long)v,
-			    (long long)max);
+		return failp(p, WIRE_EINVALID, f, "%lld out of range (at most %lld)", (long long)v,
+			     (long long)max);
 	*out = v;
 	return WIRE_OK;
 }
 
-static json_object *field(json_object *obj, const char *key)
+/*
+ * Object members are found first and read afterwards in a fixed order, so
+ * that the order of keys in the text changes nothing (stacks are checked
+ * against the frame table, events against the stacks) and the first error
+ * reported is always the same one. The last of repeated keys wins.
+ */
+static void find_members(struct json_reader *r, const char *const *names, size_t n,
+			 const char **pos)
 {
-	json_object *v = NULL;
+	char key[32];
+	size_t klen;
+	bool trunc;
 
-	if (!json_object_object_get_ex(obj, key, &v))
-		return NULL;
-	return v;
+	for (size_t i = 0; i < n; i++)
+		pos[i] = NULL;
+	json_enter(r);
+	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
+		json_peek(r); /* skip white space: pos points at the value */
+		for (size_t i = 0; i < n && !trunc; i++)
+			if (strcmp(key, names[i]) == 0) {
+				pos[i] = r->p;
+				break;
+			}
+		json_skip(r);
+	}
 }
 
-/* A required member: missing or null is an error. */
-static int need(struct wire_parser *p, json_object *obj, const char *key, const char *path,
-		json_object **out)
+static bool present(struct json_reader *r, const char *pos, const char *end)
 {
-	*out = field(obj, key);
-	if (!*out)
-		return fail(p, WIRE_EINVALID, "%s: required field missing", path);
-	return WIRE_OK;
+	r->p = pos;
+	r->end = end;
+	return pos && json_peek(r) != JV_NULL;
 }
 
 #define TID_MAX ((int64_t)INT32_MAX)
 
-static int parse_labels(struct wire_parser *p, struct arena *a, json_object *o,
+static int parse_labels(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
+	struct json_reader cnt = *r;
 	struct wire_label *labels;
-	size_t n = 0, cnt;
-	char path[WIRE_MAX_NAME + 32];
+	char key[WIRE_MAX_NAME * 4 + 1];
+	size_t n = 0, total = 0, klen;
+	bool trunc;
 	int rc;
 
-	if (!json_object_is_type(o, json_type_object))
-		return fail(p, WIRE_EINVALID, "labels: must be an object, not %s", type_name(o));
-	cnt = (size_t)json_object_object_length(o);
-	if (cnt > p->lim.max_labels)
-		return fail(p, WIRE_EINVALID, "labels: %zu keys, at most %zu allowed", cnt,
+	if (json_peek(r) != JV_OBJECT)
+		return fail(p, WIRE_EINVALID, "labels: must be an object, not %s", type_name(r));
+	json_enter(&cnt);
+	while (json_next_key(&cnt, key, sizeof(key), &klen, &trunc)) {
+		total++;
+		json_skip(&cnt);
+	}
+	if (total > p->lim.max_labels)
+		return fail(p, WIRE_EINVALID, "labels: %zu keys, at most %zu allowed", total,
 			    p->lim.max_labels);
-	labels = arena_calloc(a, cnt ? cnt : 1, sizeof(*labels));
+	labels = arena_calloc(a, total ? total : 1, sizeof(*labels));
 	if (!labels)
 		return fail(p, WIRE_ENOMEM, "labels: out of memory");
-	json_object_object_foreach(o, key, val) {
-		size_t klen = strlen(key);
+	json_enter(r);
+	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
+		struct fpath f = { "labels", key, 0, 0, 0 };
+		size_t i;
 
 		if (!klen)
 			return fail(p, WIRE_EINVALID, "labels: empty key");
-		if (klen > p->lim.max_name)
-			return fail(p, WIRE_EINVALID, "labels: key of %zu bytes, at most %zu allowed",
-				    klen, p->lim.max_name);
-		if (!util_utf8_valid(key, klen))
-			return fail(p, WIRE_EINVALID, "labels: key not valid UTF-8");
-		snprintf(path, sizeof(path), "labels.%s", key);
-		labels[n].key = arena_strndup(a, key, klen);
-		if (!labels[n].key)
-			return fail(p, WIRE_ENOMEM, "labels: out of memory");
-		rc = take_str(p, a, val, path, p->lim.max_name, true, &labels[n].value);
+		if (trunc || klen > p->lim.max_name)
+			return fail(p, WIRE_EINVALID, "labels: key of %s%zu bytes, at most %zu allowed",
+				    trunc ? "more than " : "", klen, p->lim.max_name);
+		if (memchr(key, '\0', klen))
+			return fail(p, WIRE_EINVALID, "labels: key contains a NUL character");
+		for (i = 0; i < n && strcmp(labels[i].key, key) != 0; i++)
+			;
+		if (i == n) {
+			labels[n].key = arena_strndup(a, key, klen);
+			if (!labels[n].key)
+				return fail(p, WIRE_ENOMEM, "labels: out of memory");
+			n++;
+		}
+		rc = take_str(p, a, r, &f, p->lim.max_name, true, &labels[i].value);
 		if (rc)
 			return rc;
-		n++;
 	}
 	s->labels = labels;
 	s->nlabels = n;
 	return WIRE_OK;
 }
 
-static int parse_symptom(struct wire_parser *p, struct arena *a, json_object *o,
+static int parse_symptom(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			 struct wire_symptom *sy)
 {
-	json_object *v;
+	static const char *const names[] = { "kind", "tid", "start_ns", "end_ns", "unit_type",
+					     "threshold_ns" };
+	const char *pos[6];
+	const char *end = r->end;
 	int rc;
 
-	if (!json_object_is_type(o, json_type_object))
-		return fail(p, WIRE_EINVALID, "symptom: must be an object, not %s", type_name(o));
-	if ((rc = need(p, o, "kind", "symptom.kind", &v)) ||
-	    (rc = take_str(p, a, v, "symptom.kind", 64, false, &sy->kind)))
+	if (json_peek(r) != JV_OBJECT)
+		return fail(p, WIRE_EINVALID, "symptom: must be an object, not %s", type_name(r));
+	find_members(r, names, 6, pos);
+	for (int i = 0; i < 4; i++)
+		if (!pos[i])
+			return fail(p, WIRE_EINVALID, "symptom.%s: required field missing", names[i]);
+	present(r, pos[0], end);
+	if ((rc = take_str(p, a, r, PATH("symptom.kind"), 64, false, &sy->kind)))
 		return rc;
 	for (const char *c = sy->kind; *c; c++)
 		if (*c == ' ' || *c == '\t' || (unsigned char)*c < 0x20)
 			return fail(p, WIRE_EINVALID, "symptom.kind: must be one word");
-	if ((rc = need(p, o, "tid", "symptom.tid", &v)) ||
-	    (rc = take_int(p, v, "symptom.tid", 0, TID_MAX, &sy->tid)))
+	present(r, pos[1], end);
+	if ((rc = take_int(p, r, PATH("symptom.tid"), 0, TID_MAX, &sy->tid)))
 		return rc;
-	if ((rc = need(p, o, "start_ns", "symptom.start_ns", &v)) ||
-	    (rc = take_int(p, v, "symptom.start_ns", 0, WIRE_MAX_TIME_NS, &sy->start_ns)))
+	present(r, pos[2], end);
+	if ((rc = take_int(p, r, PATH("symptom.start_ns"), 0, WIRE_MAX_TIME_NS, &sy->start_ns)))
 		return rc;
-	if ((rc = need(p, o, "end_ns", "symptom.end_ns", &v)) ||
-	    (rc = take_int(p, v, "symptom.end_ns", 0, WIRE_MAX_TIME_NS, &sy->end_ns)))
+	present(r, pos[3], end);
+	if ((rc = take_int(p, r, PATH("symptom.end_ns"), 0, WIRE_MAX_TIME_NS, &sy->end_ns)))
 		return rc;
 	if (sy->end_ns < sy->start_ns)
 		return fail(p, WIRE_EINVALID, "symptom.end_ns: %lld is before start_ns %lld",
 			    (long long)sy->end_ns, (long long)sy->start_ns);
 	sy->unit_type = NULL;
 	sy->threshold_ns = -1;
-	if ((v = field(o, "unit_type")) && !json_object_is_type(v, json_type_null) &&
-	    (rc = take_str(p, a, v, "symptom.unit_type", p->lim.max_name, true, &sy->unit_type)))
+	if (present(r, pos[4], end) &&
+	    (rc = take_str(p, a, r, PATH("symptom.unit_type"), p->lim.max_name, true, &sy->unit_type)))
 		return rc;
-	if ((v = field(o, "threshold_ns")) && !json_object_is_type(v, json_type_null) &&
-	    (rc = take_int(p, v, "symptom.threshold_ns", 0, WIRE_MAX_TIME_NS, &sy->threshold_ns)))
+	if (present(r, pos[5], end) &&
+	    (rc = take_int(p, r, PATH("symptom.threshold_ns"), 0, WIRE_MAX_TIME_NS, &sy->threshold_ns)))
 		return rc;
 	return WIRE_OK;
 }
 
-static int parse_frames(struct wire_parser *p, struct arena *a, json_object *o,
+static int parse_frames(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
+	struct json_reader cnt = *r;
 	const char **frames;
-	size_t n;
-	char path[48];
+	size_t n = 0;
 	int rc;
 
-	if (!json_object_is_type(o, json_type_array))
-		return fail(p, WIRE_EINVALID, "frames: must be an array, not %s", type_name(o));
-	n = json_object_array_length(o);
+	if (json_peek(r) != JV_ARRAY)
+		return fail(p, WIRE_EINVALID, "frames: must be an array, not %s", type_name(r));
+	json_enter(&cnt);
+	while (json_next_item(&cnt)) {
+		n++;
+		json_skip(&cnt);
+	}
 	if (n > p->lim.max_frames)
 		return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", n,
 			    p->lim.max_frames);
-	frames = arena_calloc(a, n ? n : 1, sizeof(*frames));
+	frames = arena_alloc(a, (n ? n : 1) * sizeof(*frames));
 	if (!frames)
 		return fail(p, WIRE_ENOMEM, "frames: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "frames[%zu]", i);
-		rc = take_str(p, a, json_object_array_get_idx(o, i), path, p->lim.max_frame, false,
-			      &frames[i]);
-		if (rc)
+	json_enter(r);
+	for (size_t i = 0; json_next_item(r); i++) {
+		struct fpath f = { "frames", NULL, i, 0, 1 };
+		if ((rc = take_str(p, a, r, &f, p->lim.max_frame, false, &frames[i])))
 			return rc;
 	}
 	s->frames = frames;
@@ -255,224 +352,269 @@ static int parse_frames(struct wire_parser *p, struct arena *a, json_object *o,
 	return WIRE_OK;
 }
 
-static int parse_stacks(struct wire_parser *p, struct arena *a, json_object *o,
+static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
 	struct wire_stack *stacks;
-	size_t n;
-	char path[64];
+	uint32_t *idx;
+	size_t n = 0;
 	int rc;
 
-	if (!json_object_is_type(o, json_type_array))
-		return fail(p, WIRE_EINVALID, "stacks: must be an array, not %s", type_name(o));
-	n = json_object_array_length(o);
-	if (n > p->lim.max_stacks)
-		return fail(p, WIRE_EINVALID, "stacks: %zu entries, at most %zu allowed", n,
-			    p->lim.max_stacks);
-	stacks = arena_calloc(a, n ? n : 1, sizeof(*stacks));
-	if (!stacks)
-		return fail(p, WIRE_ENOMEM, "stacks: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		json_object *st = json_object_array_get_idx(o, i);
-		uint32_t *idx;
-		size_t depth;
+	if (json_peek(r) != JV_ARRAY)
+		return fail(p, WIRE_EINVALID, "stacks: must be an array, not %s", type_name(r));
+	p->stacks.len = p->stack_idx.len = 0;
+	json_enter(r);
+	for (size_t i = 0; json_next_item(r); i++) {
+		struct wire_stack st = { NULL, 0 };
+		size_t depth = 0;
 
-		if (!json_object_is_type(st, json_type_array))
+		if (i >= p->lim.max_stacks) {
+			/* count the rest for the message */
+			n = i;
+			do {
+				n++;
+				json_skip(r);
+			} while (json_next_item(r));
+			return fail(p, WIRE_EINVALID, "stacks: %zu entries, at most %zu allowed", n,
+				    p->lim.max_stacks);
+		}
+		if (json_peek(r) != JV_ARRAY)
 			return fail(p, WIRE_EINVALID, "stacks[%zu]: must be an array, not %s", i,
-				    type_name(st));
-		depth = json_object_array_length(st);
-		if (depth == 0)
-			return fail(p, WIRE_EINVALID, "stacks[%zu]: must have at least 1 frame", i);
-		if (depth > p->lim.max_stack_depth)
-			return fail(p, WIRE_EINVALID, "stacks[%zu]: %zu frames, at most %zu allowed", i,
-				    depth, p->lim.max_stack_depth);
-		idx = arena_alloc(a, depth * sizeof(*idx));
-		if (!idx)
-			return fail(p, WIRE_ENOMEM, "stacks: out of memory");
-		for (size_t k = 0; k < depth; k++) {
+				    type_name(r));
+		json_enter(r);
+		for (size_t k = 0; json_next_item(r); k++) {
+			struct fpath f = { "stacks", NULL, i, k, 2 };
 			int64_t v;
-			snprintf(path, sizeof(path), "stacks[%zu][%zu]", i, k);
-			rc = take_int(p, json_object_array_get_idx(st, k), path, 0, INT32_MAX, &v);
-			if (rc)
+			uint32_t u;
+
+			if (k >= p->lim.max_stack_depth) {
+				depth = k;
+				do {
+					depth++;
+					json_skip(r);
+				} while (json_next_item(r));
+				return fail(p, WIRE_EINVALID, "stacks[%zu]: %zu frames, at most %zu allowed",
+					    i, depth, p->lim.max_stack_depth);
+			}
+			if ((rc = take_int(p, r, &f, 0, INT32_MAX, &v)))
 				return rc;
 			if ((size_t)v >= s->nframes)
-				return fail(p, WIRE_EINVALID, "%s: index %lld out of range (%zu frames)",
-					    path, (long long)v, s->nframes);
-			idx[k] = (uint32_t)v;
+				return failp(p, WIRE_EINVALID, &f, "index %lld out of range (%zu frames)",
+					     (long long)v, s->nframes);
+			u = (uint32_t)v;
+			if (vec_push(&p->stack_idx, &u) < 0)
+				return fail(p, WIRE_ENOMEM, "stacks: out of memory");
+			depth++;
 		}
-		stacks[i].frames = idx;
-		stacks[i].len = (uint32_t)depth;
+		if (depth == 0)
+			return fail(p, WIRE_EINVALID, "stacks[%zu]: must have at least 1 frame", i);
+		st.len = (uint32_t)depth;
+		if (vec_push(&p->stacks, &st) < 0)
+			return fail(p, WIRE_ENOMEM, "stacks: out of memory");
+		n++;
+	}
+	stacks = arena_alloc(a, (n ? n : 1) * sizeof(*stacks));
+	idx = arena_alloc(a, (p->stack_idx.len ? p->stack_idx.len : 1) * sizeof(*idx));
+	if (!stacks || !idx)
+		return fail(p, WIRE_ENOMEM, "stacks: out of memory");
+	memcpy(idx, p->stack_idx.data, p->stack_idx.len * sizeof(*idx));
+	for (size_t i = 0, off = 0; i < n; i++) {
+		stacks[i].len = ((struct wire_stack *)p->stacks.data)[i].len;
+		stacks[i].frames = idx + off;
+		off += stacks[i].len;
 	}
 	s->stacks = stacks;
 	s->nstacks = n;
 	return WIRE_OK;
 }
 
-static int parse_event(struct wire_parser *p, json_object *o, size_t i, size_t nstacks,
+static int parse_event(struct wire_parser *p, struct json_reader *r, size_t i, size_t nstacks,
 		       struct wire_event *e)
 {
-	json_object *v;
-	char path[64];
-	const char *kind;
+	static const char *const names[] = { "kind", "tid", "ts_ns", "dur_ns", "stack", "readier_tid" };
+	const char *pos[6];
+	const char *end = r->end;
+	struct fpath f = { "events", NULL, i, 0, 1 };
 	int64_t stack;
 	int rc;
 
-	if (!json_object_is_type(o, json_type_object))
-		return fail(p, WIRE_EINVALID, "events[%zu]: must be an object, not %s", i,
-			    type_name(o));
-	snprintf(path, sizeof(path), "events[%zu].kind", i);
-	if ((rc = need(p, o, "kind", path, &v)))
-		return rc;
-	if (!json_object_is_type(v, json_type_string))
-		return fail(p, WIRE_EINVALID, "%s: must be a string, not %s", path, type_name(v));
-	kind = json_object_get_string(v);
-	if (strcmp(kind, "run") == 0)
-		e->kind = WIRE_RUN;
-	else if (strcmp(kind, "wait") == 0)
-		e->kind = WIRE_WAIT;
-	else
-		return fail(p, WIRE_EINVALID, "%s: must be \"run\" or \"wait\"", path);
+	if (json_peek(r) != JV_OBJECT)
+		return fail(p, WIRE_EINVALID, "events[%zu]: must be an object, not %s", i, type_name(r));
+	find_members(r, names, 6, pos);
+	{
+		const char *after = r->p;
+		size_t klen;
+		const char *kind;
 
-	snprintf(path, sizeof(path), "events[%zu].tid", i);
-	if ((rc = need(p, o, "tid", path, &v)) || (rc = take_int(p, v, path, 0, TID_MAX, &e->tid)))
-		return rc;
-	snprintf(path, sizeof(path), "events[%zu].ts_ns", i);
-	if ((rc = need(p, o, "ts_ns", path, &v)) ||
-	    (rc = take_int(p, v, path, 0, WIRE_MAX_TIME_NS, &e->ts_ns)))
-		return rc;
-	snprintf(path, sizeof(path), "events[%zu].dur_ns", i);
-	if ((rc = need(p, o, "dur_ns", path, &v)) ||
-	    (rc = take_int(p, v, path, 0, WIRE_MAX_TIME_NS, &e->dur_ns)))
-		return rc;
-	snprintf(path, sizeof(path), "events[%zu].stack", i);
-	if ((rc = need(p, o, "stack", path, &v)) ||
-	    (rc = take_int(p, v, path, 0, INT32_MAX, &stack)))
-		return rc;
-	if ((size_t)stack >= nstacks)
-		return fail(p, WIRE_EINVALID, "%s: index %lld out of range (%zu stacks)", path,
-			    (long long)stack, nstacks);
+		f.sub = "kind";
+		if (!pos[0])
+			return failp(p, WIRE_EINVALID, &f, "required field missing");
+		present(r, pos[0], end);
+		if (json_peek(r) != JV_STRING)
+			return failp(p, WIRE_EINVALID, &f, "must be a string, not %s", type_name(r));
+		kind = r->p + 1;
+		klen = (size_t)(strchr(kind, '"') - kind);
+		if (klen == 3 && memcmp(kind, "run", 3) == 0)
+			e->kind = WIRE_RUN;
+		else if (klen == 4 && memcmp(kind, "wait", 4) == 0)
+			e->kind = WIRE_WAIT;
+		else
+			return failp(p, WIRE_EINVALID, &f, "must be \"run\" or \"wait\"");
+		r->p = after;
+	}
+	for (int k = 1; k <= 4; k++) {
+		static const int64_t maxv[] = { 0, TID_MAX, WIRE_MAX_TIME_NS, WIRE_MAX_TIME_NS, INT32_MAX };
+		int64_t *dst[] = { NULL, &e->tid, &e->ts_ns, &e->dur_ns, &stack };
+		struct json_reader fr;
+
+		f.sub = names[k];
+		if (!pos[k])
+			return failp(p, WIRE_EINVALID, &f, "required field missing");
+		fr.p = pos[k];
+		fr.end = end;
+		if ((rc = take_int(p, &fr, &f, 0, maxv[k], dst[k])))
+			return rc;
+	}
+	if ((size_t)stack >= nstacks) {
+		f.sub = "stack";
+		return failp(p, WIRE_EINVALID, &f, "index %lld out of range (%zu stacks)",
+			     (long long)stack, nstacks);
+	}
 	e->stack = (uint32_t)stack;
 	e->readier_tid = 0;
-	if ((v = field(o, "readier_tid")) && !json_object_is_type(v, json_type_null)) {
-		snprintf(path, sizeof(path), "events[%zu].readier_tid", i);
-		if (e->kind != WIRE_WAIT)
-			return fail(p, WIRE_EINVALID, "%s: only wait events have a readier", path);
-		if ((rc = take_int(p, v, path, 0, TID_MAX, &e->readier_tid)))
-			return rc;
+	if (pos[5]) {
+		struct json_reader fr = { pos[5], end };
+
+		if (json_peek(&fr) != JV_NULL) {
+			f.sub = "readier_tid";
+			if (e->kind != WIRE_WAIT)
+				return failp(p, WIRE_EINVALID, &f, "only wait events have a readier");
+			if ((rc = take_int(p, &fr, &f, 0, TID_MAX, &e->readier_tid)))
+				return rc;
+		}
 	}
 	return WIRE_OK;
 }
 
-static int parse_events(struct wire_parser *p, struct arena *a, json_object *o,
+static int parse_events(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
 	struct wire_event *events;
-	size_t n;
+	size_t n = 0;
 	int rc;
 
-	if (!json_object_is_type(o, json_type_array))
-		return fail(p, WIRE_EINVALID, "events: must be an array, not %s", type_name(o));
-	n = json_object_array_length(o);
+	if (json_peek(r) != JV_ARRAY)
+		return fail(p, WIRE_EINVALID, "events: must be an array, not %s", type_name(r));
+	p->events.len = 0;
+	json_enter(r);
+	while (json_next_item(r)) {
+		struct wire_event e;
+
+		if (n >= p->lim.max_events) {
+			do {
+				n++;
+				json_skip(r);
+			} while (json_next_item(r));
+			return fail(p, WIRE_EINVALID, "events: %zu events, at most %zu allowed", n,
+				    p->lim.max_events);
+		}
+		if ((rc = parse_event(p, r, n, s->nstacks, &e)))
+			return rc;
+		if (vec_push(&p->events, &e) < 0)
+			return fail(p, WIRE_ENOMEM, "events: out of memory");
+		n++;
+	}
 	if (n == 0)
 		return fail(p, WIRE_EINVALID, "events: must have at least 1 event");
-	if (n > p->lim.max_events)
-		return fail(p, WIRE_EINVALID, "events: %zu events, at most %zu allowed", n,
-			    p->lim.max_events);
 	events = arena_alloc(a, n * sizeof(*events));
 	if (!events)
 		return fail(p, WIRE_ENOMEM, "events: out of memory");
-	for (size_t i = 0; i < n; i++)
-		if ((rc = parse_event(p, json_object_array_get_idx(o, i), i, s->nstacks, &events[i])))
-			return rc;
+	memcpy(events, p->events.data, n * sizeof(*events));
 	s->events = events;
 	s->nevents = n;
 	return WIRE_OK;
 }
 
-static int parse_stream(struct wire_parser *p, struct arena *a, json_object *root,
+enum { F_V, F_ID, F_HOST, F_APP, F_VERSION, F_BUILD, F_LABELS, F_SYMPTOM, F_FRAMES, F_STACKS,
+       F_EVENTS, F_COUNT };
+
+static int parse_stream(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
-	json_object *v;
+	static const char *const names[F_COUNT] = { "v", "stream_id", "host", "app", "version",
+						    "build_id", "labels", "symptom", "frames",
+						    "stacks", "events" };
+	const char *pos[F_COUNT];
+	const char *end = r->end;
+	const char *id;
+	size_t idlen;
 	int64_t ver;
 	int rc;
 
-	if (!json_object_is_type(root, json_type_object))
-		return fail(p, WIRE_EINVALID, "stream: must be a JSON object, not %s", type_name(root));
-	if ((v = field(root, "stream_id"))) {
-		if (!json_object_is_type(v, json_type_string) ||
-		    !util_uuid_canon(json_object_get_string(v),
-				     (size_t)json_object_get_string_len(v), s->stream_id)) {
+	if (json_peek(r) != JV_OBJECT)
+		return fail(p, WIRE_EINVALID, "stream: must be a JSON object, not %s", type_name(r));
+	find_members(r, names, F_COUNT, pos);
+	if (present(r, pos[F_ID], end)) {
+		if (json_peek(r) != JV_STRING || !(id = json_string(r, a, &idlen)) ||
+		    !util_uuid_canon(id, idlen, s->stream_id)) {
 			s->stream_id[0] = '\0';
 			return fail(p, WIRE_EINVALID, "stream_id: must be a UUID string");
 		}
 	}
-	if ((rc = need(p, root, "v", "v", &v)) || (rc = take_int(p, v, "v", 0, INT32_MAX, &ver)))
+	if (!pos[F_V])
+		return fail(p, WIRE_EINVALID, "v: required field missing");
+	present(r, pos[F_V], end);
+	if ((rc = take_int(p, r, PATH("v"), 0, INT32_MAX, &ver)))
 		return rc;
 	if (ver != 1)
 		return fail(p, WIRE_EINVALID, "v: unsupported version %lld (this server speaks 1)",
 			    (long long)ver);
 	if (!s->stream_id[0])
 		return fail(p, WIRE_EINVALID, "stream_id: required field missing");
-	if ((rc = need(p, root, "host", "host", &v)) ||
-	    (rc = take_str(p, a, v, "host", p->lim.max_name, false, &s->host)))
+	for (int f = F_HOST; f <= F_APP; f++) {
+		if (!pos[f])
+			return fail(p, WIRE_EINVALID, "%s: required field missing", names[f]);
+		present(r, pos[f], end);
+		if ((rc = take_str(p, a, r, PATH(names[f]), p->lim.max_name, false,
+				   f == F_HOST ? &s->host : &s->app)))
+			return rc;
+	}
+	if (present(r, pos[F_VERSION], end) &&
+	    (rc = take_str(p, a, r, PATH("version"), p->lim.max_name, true, &s->version)))
 		return rc;
-	if ((rc = need(p, root, "app", "app", &v)) ||
-	    (rc = take_str(p, a, v, "app", p->lim.max_name, false, &s->app)))
+	if (present(r, pos[F_BUILD], end) &&
+	    (rc = take_str(p, a, r, PATH("build_id"), p->lim.max_name, true, &s->build_id)))
 		return rc;
-	if ((v = field(root, "version")) && !json_object_is_type(v, json_type_null) &&
-	    (rc = take_str(p, a, v, "version", p->lim.max_name, true, &s->version)))
+	if (present(r, pos[F_LABELS], end) && (rc = parse_labels(p, a, r, s)))
 		return rc;
-	if ((v = field(root, "build_id")) && !json_object_is_type(v, json_type_null) &&
-	    (rc = take_str(p, a, v, "build_id", p->lim.max_name, true, &s->build_id)))
-		return rc;
-	if ((v = field(root, "labels")) && !json_object_is_type(v, json_type_null) &&
-	    (rc = parse_labels(p, a, v, s)))
-		return rc;
-	if ((rc = need(p, root, "symptom", "symptom", &v)) ||
-	    (rc = parse_symptom(p, a, v, &s->symptom)))
-		return rc;
-	if ((rc = need(p, root, "frames", "frames", &v)) || (rc = parse_frames(p, a, v, s)))
-		return rc;
-	if ((rc = need(p, root, "stacks", "stacks", &v)) || (rc = parse_stacks(p, a, v, s)))
-		return rc;
-	if ((rc = need(p, root, "events", "events", &v)) || (rc = parse_events(p, a, v, s)))
-		return rc;
+	for (int f = F_SYMPTOM; f <= F_EVENTS; f++) {
+		if (!pos[f])
+			return fail(p, WIRE_EINVALID, "%s: required field missing", names[f]);
+		r->p = pos[f];
+		switch (f) {
+		case F_SYMPTOM: rc = parse_symptom(p, a, r, &s->symptom); break;
+		case F_FRAMES: rc = parse_frames(p, a, r, s); break;
+		case F_STACKS: rc = parse_stacks(p, a, r, s); break;
+		default: rc = parse_events(p, a, r, s); break;
+		}
+		if (rc)
+			return rc;
+	}
 	return WIRE_OK;
 }
 
 int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena *a,
 	       struct wire_stream *out)
 {
-	json_object *root;
-	enum json_tokener_error jerr;
-	size_t end;
-	int rc;
+	struct json_reader r;
+	char msg[256];
 
 	memset(out, 0, sizeof(*out));
 	p->err[0] = '\0';
-	if (len > INT32_MAX)
-		return fail(p, WIRE_EINVALID, "stream: larger than 2 GiB");
-	json_tokener_reset(p->tok);
-	root = json_tokener_parse_ex(p->tok, json, (int)len);
-	jerr = json_tokener_get_error(p->tok);
-	if (!root && jerr == json_tokener_continue)
-		return fail(p, WIRE_ENOTJSON, "not JSON: unexpected end of input at byte %zu", len);
-	if (jerr != json_tokener_success) {
-		if (jerr == json_tokener_error_depth)
-			return fail(p, WIRE_ENOTJSON, "not JSON: nested deeper than %d levels",
-				    p->lim.max_nesting);
-		return fail(p, WIRE_ENOTJSON, "not JSON: %s at byte %zu",
-			    json_tokener_error_desc(jerr), json_tokener_get_parse_end(p->tok));
-	}
-	for (end = json_tokener_get_parse_end(p->tok); end < len; end++)
-		if (json[end] != ' ' && json[end] != '\t' && json[end] != '\r' && json[end] != '\n') {
-			json_object_put(root);
-			return fail(p, WIRE_ENOTJSON, "not JSON: unexpected text after the object at byte %zu",
-				    end);
-		}
-	rc = parse_stream(p, a, root, out);
-	json_object_put(root);
-	return rc;
+	if (json_check(json, len, p->lim.max_nesting, msg, sizeof(msg)) < 0)
+		return fail(p, WIRE_ENOTJSON, "not JSON: %s", msg);
+	json_reader_init(&r, json, len);
+	return parse_stream(p, a, &r, out);
 }
 
 static int put_key(struct buf *b, const char *key)

@@ -25,8 +25,7 @@ struct handler {
 };
 
 struct handler *handler_open(const char *conninfo, const struct handler_limits *lim,
-			     struct idcache *cache, struct auth_cache *auth, int shard, char *err,
-			     size_t errlen)
+			     struct idcache *cache, struct auth_cache *auth, char *err, size_t errlen)
 {
 	struct handler *h = calloc(1, sizeof(*h));
 
@@ -45,7 +44,7 @@ struct handler *handler_open(const char *conninfo, const struct handler_limits *
 		snprintf(err, errlen, "out of memory");
 		goto fail_free;
 	}
-	h->store = store_open(conninfo, cache, shard, err, errlen);
+	h->store = store_open(conninfo, cache, err, errlen);
 	if (!h->store)
 		goto fail_free;
 	return h;
@@ -359,4 +358,13 @@ int handler_ping(struct handler *h)
 		snprintf(h->err, sizeof(h->err), "database: %s", PQresultErrorMessage(r));
 	PQclear(r);
 	return ok ? 0 : -1;
+}
+
+int handler_fold_stats(struct handler *h)
+{
+	int n = store_fold_stats(h->store);
+
+	if (n < 0)
+		snprintf(h->err, sizeof(h->err), "%s", store_error(h->store));
+	return n;
 }

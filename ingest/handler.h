@@ -45,8 +45,7 @@ struct handler;
 /* Opens the worker's database connection. `cache` and `auth` are shared, not owned.
  * Returns NULL with the reason in err. Caller frees. */
 struct handler *handler_open(const char *conninfo, const struct handler_limits *lim,
-			     struct idcache *cache, struct auth_cache *auth, int shard, char *err,
-			     size_t errlen);
+			     struct idcache *cache, struct auth_cache *auth, char *err, size_t errlen);
 void handler_free(struct handler *h);   /* NULL-safe */
 /* Always fills *rs (status and body), whatever the input. */
 void handler_process(struct handler *h, const struct handler_request *rq,
@@ -55,6 +54,8 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 void handler_error(struct handler_response *rs, int status, const char *msg);
 /* Partitions and retention; 0 or -1 with handler_last_error(). */
 int handler_maintain(struct handler *h);
+/* Fold pending frame statistics; how many deltas, or -1 with handler_last_error(). */
+int handler_fold_stats(struct handler *h);
 /* 0 when the database answers, else -1 with handler_last_error(). */
 int handler_ping(struct handler *h);
 const char *handler_last_error(const struct handler *h);

@@ -33,7 +33,6 @@ static const char usage[] =
 	"  --max-depth N            JSON nesting depth [16]\n"
 	"  --auth-cache-ms N        how long a token check is remembered [10000]\n"
 	"  --drain-timeout SECONDS  on SIGTERM, how long to wait for requests in flight [30]\n"
-	"  --instance N             distinct number per ingest process sharing a database [0]\n"
 	"  --maintain-interval S    seconds between partition/retention maintenance [3600]\n"
 	"  --log-level LEVEL        debug, info, warn, error [info]\n"
 	"  -h, --help               this text\n"
@@ -45,7 +44,7 @@ static const char usage[] =
 enum {
 	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_WORKERS, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
 	OPT_MAXDEC, OPT_MAXBUF, OPT_MAXBATCH, OPT_MAXEVENTS, OPT_MAXFRAMES, OPT_MAXSTACKS,
-	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_INSTANCE, OPT_MAINT, OPT_LOGLEVEL,
+	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_LOGLEVEL,
 };
 
 static int bad(const char *opt, const char *val, const char *why)
@@ -73,7 +72,6 @@ int main(int argc, char **argv)
 		{ "max-depth", required_argument, NULL, OPT_MAXDEPTH },
 		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
 		{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
-		{ "instance", required_argument, NULL, OPT_INSTANCE },
 		{ "maintain-interval", required_argument, NULL, OPT_MAINT },
 		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
 		{ "help", no_argument, NULL, 'h' },
@@ -130,7 +128,6 @@ int main(int argc, char **argv)
 		case OPT_MAXDEPTH: cfg.lim.wire.max_nesting = (int)v; break;
 		case OPT_AUTHTTL: cfg.auth_ttl_ms = (int)v; break;
 		case OPT_DRAIN: cfg.drain_timeout_s = (int)v; break;
-		case OPT_INSTANCE: cfg.instance = (int)v; break;
 		case OPT_MAINT: cfg.maintain_interval_s = (int)v; break;
 		}
 	}
@@ -140,8 +137,8 @@ int main(int argc, char **argv)
 	}
 	if (cfg.workers < 1 || cfg.workers > 256)
 		return bad("workers", "", "must be from 1 to 256");
-	if (cfg.queue < 1 || cfg.max_connections < 1 || cfg.lim.max_batch < 1 || cfg.instance > 400)
-		return bad("queue/max-connections/max-batch/instance", "", "out of range");
+	if (cfg.queue < 1 || cfg.max_connections < 1 || cfg.lim.max_batch < 1)
+		return bad("queue/max-connections/max-batch", "", "out of range");
 	if (cfg.lim.max_decoded < cfg.lim.max_body)
 		cfg.lim.max_decoded = cfg.lim.max_body;
 	log_init("ingest", level);

@@ -434,6 +434,10 @@ static void *maint_main(void *p)
 
 		pthread_mutex_unlock(&s->mlock);
 		ok = handler_ping(s->maint_handler) == 0;
+		/* keep the statistics current: a few seconds behind at most */
+		if (ok && handler_fold_stats(s->maint_handler) < 0)
+			log_error("folding statistics failed", "error=\"%s\"",
+				  handler_last_error(s->maint_handler));
 		if (ok && util_now_mono_ns() - last_maint >
 			  (int64_t)s->cfg->maintain_interval_s * 1000000000) {
 			if (handler_maintain(s->maint_handler) < 0)
@@ -589,7 +593,7 @@ int server_run(const struct ingest_config *cfg)
 		log_error("out of memory at start", "%s", "");
 		goto out_free;
 	}
-	s.maint_handler = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, 0, err, sizeof(err));
+	s.maint_handler = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, err, sizeof(err));
 	if (!s.maint_handler) {
 		log_error("cannot start", "error=\"%s\"", err);
 		goto out_free;
@@ -612,9 +616,8 @@ int server_run(const struct ingest_config *cfg)
 	atomic_store(&s.db_ok, true);
 	metrics_gauge_set(GAUGE_DB_UP, 1);
 	for (int i = 0; i < cfg->workers; i++) {
-		/* shard 0 is the maintenance connection's; writers take their own */
-		s.handlers[i] = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth,
-					     1 + cfg->instance * 64 + i, err, sizeof(err));
+		s.handlers[i] = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, err,
+					     sizeof(err));
 		if (!s.handlers[i]) {
 			log_error("cannot open database worker", "worker=%d error=\"%s\"", i, err);
 			goto out_workers;

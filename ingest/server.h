@@ -23,7 +23,6 @@ struct ingest_config {
 	size_t max_buffered;        /* request body bytes held in memory, all requests together */
 	int auth_ttl_ms;
 	int drain_timeout_s;        /* how long SIGTERM waits for requests in flight */
-	int instance;               /* distinct per process sharing one database */
 	int maintain_interval_s;    /* partitions and retention */
 	struct handler_limits lim;
 };

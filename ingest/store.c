@@ -5,6 +5,7 @@
 #include "idcache.h"
 #include "intern.h"
 #include "log.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +20,10 @@ struct store {
 	PGconn *db;
 	char *conninfo;
 	struct idcache *cache;
-	int shard;
 	char err[1024];
 	struct arena *scratch;     /* per call */
 	struct buf param;          /* array literals */
-	struct buf param2, param3;
+	struct buf param2, param3, param4;
 	struct buf copy;           /* COPY rows */
 	struct intern *missing;    /* frames or stacks not in the cache, per call */
 	struct intern *stat_keys;  /* frame ids and call edges, per call */
@@ -60,27 +60,16 @@ static const char SQL_INS_STREAM[] =
 	" n_events, received_at)"
 	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14)"
 	" ON CONFLICT (stream_id) DO NOTHING RETURNING id";
-static const char SQL_STAT_FRAMES[] =
-	"INSERT INTO stat_frames (day, shard, frame_id, n)"
-	" SELECT $1::date, $2::smallint, f, c FROM unnest($3::integer[], $4::bigint[]) AS t(f, c)"
-	" ORDER BY f ON CONFLICT (day, shard, frame_id) DO UPDATE SET n = stat_frames.n + EXCLUDED.n";
-static const char SQL_STAT_CALLS[] =
-	"INSERT INTO stat_calls (day, shard, caller, callee, n)"
-	" SELECT $1::date, $2::smallint, a, b, c"
-	" FROM unnest($3::integer[], $4::integer[], $5::bigint[]) AS t(a, b, c)"
-	" ORDER BY a, b ON CONFLICT (day, shard, caller, callee)"
-	" DO UPDATE SET n = stat_calls.n + EXCLUDED.n";
-static const char SQL_STAT_STREAMS[] =
-	"INSERT INTO stat_streams (day, shard, n) VALUES ($1::date, $2::smallint, $3)"
-	" ON CONFLICT (day, shard) DO UPDATE SET n = stat_streams.n + EXCLUDED.n";
+static const char SQL_STAT_DELTA[] =
+	"INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 static const struct {
 	const char *name, *sql;
 } statements[] = {
 	{ "ins_frames", SQL_INS_FRAMES },   { "get_frames", SQL_GET_FRAMES },
 	{ "ins_stacks", SQL_INS_STACKS },   { "get_stacks", SQL_GET_STACKS },
-	{ "ins_stream", SQL_INS_STREAM },   { "stat_frames", SQL_STAT_FRAMES },
-	{ "stat_calls", SQL_STAT_CALLS },   { "stat_streams", SQL_STAT_STREAMS },
+	{ "ins_stream", SQL_INS_STREAM },   { "stat_delta", SQL_STAT_DELTA },
 };
 
 static int db_fail(struct store *st, const char *what, const PGresult *r)
@@ -105,8 +94,7 @@ static int prepare_all(struct store *st)
 	return db_exec(st->db, "SET TimeZone = 'UTC'", st->err, sizeof(st->err));
 }
 
-struct store *store_open(const char *conninfo, struct idcache *cache, int shard, char *err,
-			 size_t errlen)
+struct store *store_open(const char *conninfo, struct idcache *cache, char *err, size_t errlen)
 {
 	struct store *st = calloc(1, sizeof(*st));
 
@@ -115,7 +103,6 @@ struct store *store_open(const char *conninfo, struct idcache *cache, int shard,
 		return NULL;
 	}
 	st->cache = cache;
-	st->shard = shard;
 	st->conninfo = strdup(conninfo ? conninfo : "");
 	st->scratch = arena_open(0);
 	st->missing = intern_open(0);
@@ -150,6 +137,7 @@ void store_free(struct store *st)
 	buf_release(&st->param);
 	buf_release(&st->param2);
 	buf_release(&st->param3);
+	buf_release(&st->param4);
 	buf_release(&st->copy);
 	free(st);
 }
@@ -168,7 +156,7 @@ PGconn *store_conn(struct store *st)
 		db_fail(st, "database connection lost", NULL);
 		return NULL;
 	}
-	log_warn("database connection re-established", "shard=%d", st->shard);
+	log_warn("database connection re-established", "%s", "");
 	return prepare_all(st) < 0 ? NULL : st->db;
 }
 
@@ -493,14 +481,34 @@ static int copy_flush(struct store *st, bool force)
 	return 0;
 }
 
-/* COPY every event of the accepted streams. *no_partition is set when the
- * day's partition is missing, so that the caller can create it and retry. */
-static int copy_events(struct store *st, const struct wire_stream *const *ss, size_t n,
-		       const struct mapped *m, const char *received_at, bool *no_partition)
+static int put_be(struct buf *b, uint64_t v, int bytes)
 {
+	unsigned char tmp[8];
+
+	for (int i = 0; i < bytes; i++)
+		tmp[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+	return buf_append(b, tmp, (size_t)bytes);
+}
+
+/* One binary COPY field: length, then the value in network order. */
+static int put_field(struct buf *b, uint64_t v, int bytes)
+{
+	return put_be(b, (uint64_t)bytes, 4) | put_be(b, v, bytes);
+}
+
+/*
+ * COPY every event of the accepted streams, in the binary format (the server
+ * parses no text). received_us is the batch's received_at in microseconds
+ * since 2000-01-01 UTC, PostgreSQL's timestamp epoch. *no_partition is set
+ * when the day's partition is missing, so that the caller can create it.
+ */
+static int copy_events(struct store *st, const struct wire_stream *const *ss, size_t n,
+		       const struct mapped *m, int64_t received_us, bool *no_partition)
+{
+	static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
 	PGresult *r = PQexec(st->db, "COPY events (stream_ref, received_at, seq, kind, tid, ts_ns,"
-				     " dur_ns, stack_id, readier_tid) FROM STDIN");
-	size_t ralen = strlen(received_at);
+				     " dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)");
+	struct buf *b = &st->copy;
 	int rc = 0;
 
 	if (PQresultStatus(r) != PGRES_COPY_IN) {
@@ -509,7 +517,8 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 		return -1;
 	}
 	PQclear(r);
-	buf_reset(&st->copy);
+	buf_reset(b);
+	rc |= buf_append(b, header, sizeof(header) - 1);
 	for (size_t s = 0; s < n && rc == 0; s++) {
 		const struct wire_stream *w = ss[s];
 
@@ -517,31 +526,25 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 			continue;
 		for (size_t i = 0; i < w->nevents && rc == 0; i++) {
 			const struct wire_event *e = &w->events[i];
-			struct buf *b = &st->copy;
 
-			rc |= buf_put_i64(b, m[s].ref);
-			rc |= buf_putc(b, '\t');
-			rc |= buf_append(b, received_at, ralen);
-			rc |= buf_putc(b, '\t');
-			rc |= buf_put_i64(b, (int64_t)i);
-			rc |= buf_puts(b, e->kind == WIRE_WAIT ? "\tw\t" : "\tr\t");
-			rc |= buf_put_i64(b, e->tid);
-			rc |= buf_putc(b, '\t');
-			rc |= buf_put_i64(b, e->ts_ns);
-			rc |= buf_putc(b, '\t');
-			rc |= buf_put_i64(b, e->dur_ns);
-			rc |= buf_putc(b, '\t');
-			rc |= buf_put_i64(b, m[s].stack_db[e->stack]);
-			rc |= buf_putc(b, '\t');
+			rc |= put_be(b, 9, 2);
+			rc |= put_field(b, (uint64_t)m[s].ref, 8);
+			rc |= put_field(b, (uint64_t)received_us, 8);
+			rc |= put_field(b, (uint64_t)i, 4);
+			rc |= put_field(b, e->kind == WIRE_WAIT ? 'w' : 'r', 1);
+			rc |= put_field(b, (uint64_t)e->tid, 4);
+			rc |= put_field(b, (uint64_t)e->ts_ns, 8);
+			rc |= put_field(b, (uint64_t)e->dur_ns, 8);
+			rc |= put_field(b, (uint64_t)(uint32_t)m[s].stack_db[e->stack], 4);
 			if (e->kind == WIRE_WAIT)
-				rc |= buf_put_i64(b, e->readier_tid);
+				rc |= put_field(b, (uint64_t)e->readier_tid, 4);
 			else
-				rc |= buf_puts(b, "\\N");
-			rc |= buf_putc(b, '\n');
+				rc |= put_be(b, 0xffffffffu, 4); /* NULL */
 			if (rc == 0)
 				rc = copy_flush(st, false);
 		}
 	}
+	rc |= put_be(b, 0xffff, 2); /* trailer */
 	if (rc == 0)
 		rc = copy_flush(st, true);
 	if (PQputCopyEnd(st->db, rc ? "client error" : NULL) != 1) {
@@ -565,15 +568,15 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 }
 
 /* Count, over the accepted streams, in how many streams each frame and each
- * direct call appears, and add that to the day's counters. */
+ * direct call appears, and record that as one delta of the day's counters. */
 static int update_stats(struct store *st, const struct wire_stream *const *ss, size_t n,
 			const struct mapped *m, const char *day)
 {
 	size_t bound = 0, nacc = 0;
 	uint64_t *count;
 	uint32_t *last;
-	char shard[12], nbuf[24];
-	const char *params[5];
+	char nbuf[24];
+	const char *params[7];
 	PGresult *r;
 	int rc = 0;
 
@@ -619,75 +622,52 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 			}
 		}
 	}
-	snprintf(shard, sizeof(shard), "%d", st->shard);
-	buf_reset(&st->param);
-	buf_reset(&st->param2);
-	buf_reset(&st->param3);
 	{
 		struct buf *fid = &st->param, *fcnt = &st->param2;
-		size_t nf = 0;
+		struct buf *ca = &st->param3, *ce = &st->copy, *cc = &st->param4;
 
-		rc |= buf_putc(fid, '{') | buf_putc(fcnt, '{');
-		for (size_t i = 0; i < intern_count(st->stat_keys); i++) {
-			size_t len;
-			const int32_t *key = intern_key(st->stat_keys, (uint32_t)i, &len);
-
-			if (len != sizeof(int32_t))
-				continue;
-			if (nf++)
-				rc |= buf_putc(fid, ',') | buf_putc(fcnt, ',');
-			rc |= buf_put_i64(fid, key[0]) | buf_put_i64(fcnt, (int64_t)count[i]);
-		}
-		rc |= buf_putc(fid, '}') | buf_putc(fcnt, '}');
-		if (rc)
-			goto fail_oom;
-		params[0] = day;
-		params[1] = shard;
-		params[2] = buf_cstr(fid);
-		params[3] = buf_cstr(fcnt);
-		r = PQexecPrepared(st->db, "stat_frames", 4, params, NULL, NULL, 0);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK)
-			goto fail_result;
-		PQclear(r);
-	}
-	{
-		struct buf *ca = &st->param, *ce = &st->param2, *cnt = &st->param3;
-		size_t ne = 0;
-
+		buf_reset(fid);
+		buf_reset(fcnt);
 		buf_reset(ca);
 		buf_reset(ce);
-		rc |= buf_putc(ca, '{') | buf_putc(ce, '{') | buf_putc(cnt, '{');
+		buf_reset(cc);
+		rc |= buf_putc(fid, '{') | buf_putc(fcnt, '{') | buf_putc(ca, '{') | buf_putc(ce, '{') |
+		      buf_putc(cc, '{');
 		for (size_t i = 0; i < intern_count(st->stat_keys); i++) {
 			size_t len;
 			const int32_t *key = intern_key(st->stat_keys, (uint32_t)i, &len);
 
-			if (len != 2 * sizeof(int32_t))
-				continue;
-			if (ne++)
-				rc |= buf_putc(ca, ',') | buf_putc(ce, ',') | buf_putc(cnt, ',');
-			rc |= buf_put_i64(ca, key[0]) | buf_put_i64(ce, key[1]) |
-			      buf_put_i64(cnt, (int64_t)count[i]);
+			if (len == sizeof(int32_t)) {
+				if (fid->len > 1)
+					rc |= buf_putc(fid, ',') | buf_putc(fcnt, ',');
+				rc |= buf_put_i64(fid, key[0]) | buf_put_i64(fcnt, (int64_t)count[i]);
+			} else {
+				if (ca->len > 1)
+					rc |= buf_putc(ca, ',') | buf_putc(ce, ',') | buf_putc(cc, ',');
+				rc |= buf_put_i64(ca, key[0]) | buf_put_i64(ce, key[1]) |
+				      buf_put_i64(cc, (int64_t)count[i]);
+			}
 		}
-		rc |= buf_putc(ca, '}') | buf_putc(ce, '}') | buf_putc(cnt, '}');
+		rc |= buf_putc(fid, '}') | buf_putc(fcnt, '}') | buf_putc(ca, '}') | buf_putc(ce, '}') |
+		      buf_putc(cc, '}');
 		if (rc)
 			goto fail_oom;
-		params[2] = buf_cstr(ca);
-		params[3] = buf_cstr(ce);
-		params[4] = buf_cstr(cnt);
-		r = PQexecPrepared(st->db, "stat_calls", 5, params, NULL, NULL, 0);
+		snprintf(nbuf, sizeof(nbuf), "%zu", nacc);
+		params[0] = day;
+		params[1] = nbuf;
+		params[2] = buf_cstr(fid);
+		params[3] = buf_cstr(fcnt);
+		params[4] = buf_cstr(ca);
+		params[5] = buf_cstr(ce);
+		params[6] = buf_cstr(cc);
+		r = PQexecPrepared(st->db, "stat_delta", 7, params, NULL, NULL, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK)
 			goto fail_result;
 		PQclear(r);
 	}
-	snprintf(nbuf, sizeof(nbuf), "%zu", nacc);
-	params[2] = nbuf;
-	r = PQexecPrepared(st->db, "stat_streams", 3, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		goto fail_result;
-	PQclear(r);
 	return 0;
 fail_result:
-	db_fail(st, "updating frame statistics", r);
+	db_fail(st, "recording frame statistics", r);
 	PQclear(r);
 	return -1;
 fail_oom:
@@ -700,11 +680,14 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 {
 	PGresult *r;
 	char received_at[64], day[16];
+	int64_t received_us;
 	size_t nacc = 0;
+	int64_t t0 = util_now_mono_ns(), t1, t2, t3;
 
 	if (db_exec(st->db, "BEGIN", st->err, sizeof(st->err)) < 0)
 		return -1;
-	r = PQexec(st->db, "SELECT now()::text, now()::date::text");
+	r = PQexec(st->db, "SELECT now()::text, now()::date::text,"
+			   " (extract(epoch FROM now()) * 1000000)::bigint - 946684800000000");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_fail(st, "reading the time", r);
 		PQclear(r);
@@ -712,6 +695,7 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	}
 	snprintf(received_at, sizeof(received_at), "%s", PQgetvalue(r, 0, 0));
 	snprintf(day, sizeof(day), "%s", PQgetvalue(r, 0, 1));
+	received_us = db_get_i64(r, 0, 2);
 	PQclear(r);
 	for (size_t s = 0; s < n; s++) {
 		if (insert_stream(st, ss[s], received_at, &m[s].ref) < 0)
@@ -719,11 +703,18 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 		res[s] = m[s].ref ? STORE_ACCEPTED : STORE_DUPLICATE;
 		nacc += m[s].ref != 0;
 	}
-	if (nacc && (copy_events(st, ss, n, m, received_at, no_partition) < 0 ||
-		     update_stats(st, ss, n, m, day) < 0))
+	t1 = util_now_mono_ns();
+	if (nacc && copy_events(st, ss, n, m, received_us, no_partition) < 0)
 		goto fail_rollback;
+	t2 = util_now_mono_ns();
+	if (nacc && update_stats(st, ss, n, m, day) < 0)
+		goto fail_rollback;
+	t3 = util_now_mono_ns();
 	if (db_exec(st->db, "COMMIT", st->err, sizeof(st->err)) < 0)
 		return -1;
+	log_debug("batch stored", "streams=%zu accepted=%zu insert_ms=%.1f copy_ms=%.1f stats_ms=%.1f"
+		  " commit_ms=%.1f", n, nacc, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (t3 - t2) / 1e6,
+		  (util_now_mono_ns() - t3) / 1e6);
 	return 0;
 fail_rollback:
 	PQclear(PQexec(st->db, "ROLLBACK"));
@@ -746,8 +737,12 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		snprintf(st->err, sizeof(st->err), "out of memory");
 		return -1;
 	}
-	if (map_ids(st, ss, n, m) < 0)
-		goto done;
+	{
+		int64_t t0 = util_now_mono_ns();
+		if (map_ids(st, ss, n, m) < 0)
+			goto done;
+		log_debug("ids mapped", "streams=%zu ms=%.1f", n, (util_now_mono_ns() - t0) / 1e6);
+	}
 	rc = write_batch(st, ss, n, m, res, &no_partition);
 	if (rc < 0 && no_partition && store_maintain(st) == 0)
 		rc = write_batch(st, ss, n, m, res, &no_partition);
@@ -775,4 +770,20 @@ int store_maintain(struct store *st)
 			 PQgetvalue(r, 0, 1));
 	PQclear(r);
 	return ok ? 0 : -1;
+}
+
+int store_fold_stats(struct store *st)
+{
+	PGresult *r;
+	int n = -1;
+
+	if (!store_conn(st))
+		return -1;
+	r = PQexec(st->db, "SELECT sm_fold_stats(200)");
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		n = (int)db_get_i64(r, 0, 0);
+	else
+		db_fail(st, "folding statistics", r);
+	PQclear(r);
+	return n;
 }

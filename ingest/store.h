@@ -19,11 +19,9 @@ enum store_result { STORE_ACCEPTED = 1, STORE_DUPLICATE = 2 };
 
 struct store;
 
-/* Connects and prepares statements. `shard` spreads statistics counters so that
- * concurrent writers never wait on each other (give each writer its own).
- * Returns NULL with the reason in err. Caller frees. `cache` is shared, not owned. */
-struct store *store_open(const char *conninfo, struct idcache *cache, int shard, char *err,
-			 size_t errlen);
+/* Connects and prepares statements. Returns NULL with the reason in err.
+ * Caller frees. `cache` is shared, not owned. */
+struct store *store_open(const char *conninfo, struct idcache *cache, char *err, size_t errlen);
 void store_free(struct store *st);   /* NULL-safe */
 /*
  * Store n streams atomically: all of them (each accepted or duplicate, in
@@ -33,6 +31,9 @@ void store_free(struct store *st);   /* NULL-safe */
 int store_streams(struct store *st, const struct wire_stream *const *streams, size_t n,
 		  enum store_result *results);
 const char *store_error(const struct store *st);
+/* Fold pending statistics deltas into the totals (a bounded amount per call).
+ * Returns how many deltas were folded, or -1. */
+int store_fold_stats(struct store *st);
 /* The connection, for other queries of the same worker (auth). Reconnects if it was lost;
  * NULL if the database cannot be reached. */
 PGconn *store_conn(struct store *st);

@@ -52,38 +52,84 @@ CREATE TABLE events (
 ) PARTITION BY RANGE (received_at);
 CREATE INDEX events_stream ON events (stream_ref);
 
--- Frame statistics of mining.md section 5, per UTC day of arrival so that
--- retention can subtract exactly what it drops, and per writer shard so that
--- concurrent ingest workers never wait on each other's counter rows.
-CREATE TABLE stat_streams (
+-- Frame statistics of mining.md section 5 (N, n(f), n(g->f)), per UTC day of
+-- arrival so that retention subtracts exactly what it drops. Ingest appends one
+-- stat_deltas row per stored batch, in the batch's own transaction (so counts
+-- are exact and never contended); sm_fold_stats() adds deltas into the totals
+-- in the background, and before a mining run reads them.
+CREATE TABLE stat_deltas (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	day date NOT NULL,
-	shard smallint NOT NULL,
-	n bigint NOT NULL,
-	PRIMARY KEY (day, shard)
+	streams integer NOT NULL,
+	frame_ids integer[] NOT NULL,
+	frame_counts integer[] NOT NULL,
+	callers integer[] NOT NULL,
+	callees integer[] NOT NULL,
+	call_counts integer[] NOT NULL
+);
+-- deltas live seconds: compressing them would cost ingest more than it saves
+ALTER TABLE stat_deltas ALTER frame_ids SET STORAGE EXTERNAL, ALTER frame_counts SET STORAGE EXTERNAL,
+	ALTER callers SET STORAGE EXTERNAL, ALTER callees SET STORAGE EXTERNAL,
+	ALTER call_counts SET STORAGE EXTERNAL;
+CREATE TABLE stat_streams (
+	day date PRIMARY KEY,
+	n bigint NOT NULL
 );
 CREATE TABLE stat_frames (
 	day date NOT NULL,
-	shard smallint NOT NULL,
 	frame_id integer NOT NULL,
 	n bigint NOT NULL,
-	PRIMARY KEY (day, shard, frame_id)
+	PRIMARY KEY (day, frame_id)
 );
 CREATE TABLE stat_calls (
 	day date NOT NULL,
-	shard smallint NOT NULL,
 	caller integer NOT NULL,
 	callee integer NOT NULL,
 	n bigint NOT NULL,
-	PRIMARY KEY (day, shard, caller, callee)
+	PRIMARY KEY (day, caller, callee)
 );
 
--- Database-wide totals: N, n(f), n(g->f).
+-- Database-wide totals over the folded statistics: N, n(f), n(g->f).
 CREATE VIEW frame_stats AS
 	SELECT frame_id, sum(n)::bigint AS n FROM stat_frames GROUP BY frame_id;
 CREATE VIEW call_stats AS
 	SELECT caller, callee, sum(n)::bigint AS n FROM stat_calls GROUP BY caller, callee;
 CREATE VIEW stream_total AS
 	SELECT coalesce(sum(n), 0)::bigint AS n FROM stat_streams;
+
+-- Fold up to max_deltas pending deltas into the totals; returns how many were
+-- folded. Concurrent callers take disjoint deltas (SKIP LOCKED).
+CREATE FUNCTION sm_fold_stats(max_deltas integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	folded integer;
+BEGIN
+	CREATE TEMP TABLE IF NOT EXISTS sm_fold ON COMMIT DROP AS
+		SELECT * FROM stat_deltas WITH NO DATA;
+	WITH d AS (
+		DELETE FROM stat_deltas WHERE id IN (
+			SELECT id FROM stat_deltas ORDER BY id LIMIT max_deltas FOR UPDATE SKIP LOCKED)
+		RETURNING *)
+	INSERT INTO sm_fold SELECT * FROM d;
+	GET DIAGNOSTICS folded = ROW_COUNT;
+	IF folded = 0 THEN
+		DROP TABLE sm_fold;
+		RETURN 0;
+	END IF;
+	INSERT INTO stat_streams (day, n)
+		SELECT day, sum(streams) FROM sm_fold GROUP BY day ORDER BY day
+		ON CONFLICT (day) DO UPDATE SET n = stat_streams.n + EXCLUDED.n;
+	INSERT INTO stat_frames (day, frame_id, n)
+		SELECT day, f, sum(c) FROM sm_fold, unnest(frame_ids, frame_counts) AS u(f, c)
+		GROUP BY day, f ORDER BY day, f
+		ON CONFLICT (day, frame_id) DO UPDATE SET n = stat_frames.n + EXCLUDED.n;
+	INSERT INTO stat_calls (day, caller, callee, n)
+		SELECT day, a, b, sum(c) FROM sm_fold, unnest(callers, callees, call_counts) AS u(a, b, c)
+		GROUP BY day, a, b ORDER BY day, a, b
+		ON CONFLICT (day, caller, callee) DO UPDATE SET n = stat_calls.n + EXCLUDED.n;
+	DROP TABLE sm_fold;
+	RETURN folded;
+END $$;
 
 CREATE TABLE tokens (
 	id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -146,6 +192,7 @@ BEGIN
 		dropped := dropped + 1;
 	END LOOP;
 	DELETE FROM streams WHERE received_at < cutoff::timestamp AT TIME ZONE 'UTC';
+	DELETE FROM stat_deltas WHERE day < cutoff;
 	DELETE FROM stat_streams WHERE day < cutoff;
 	DELETE FROM stat_frames WHERE day < cutoff;
 	DELETE FROM stat_calls WHERE day < cutoff;

@@ -1,7 +1,10 @@
 /* Unit tests of the wire codec and validator (common/wire.c), with a mutation fuzz loop. */
 #include "arena.h"
 #include "check.h"
+#include "json.h"
 #include "wire.h"
+
+#include <json-c/json.h>
 
 #include <stdlib.h>
 
@@ -154,13 +157,13 @@ static void test_rejections(void)
 	BAD("\"labels\": {\"os\": \"debian-12\"", "\"labels\": {\"os\": 12", WIRE_EINVALID,
 	    "labels.os: must be a string, not an integer");
 	BAD("\"nginx!main\"", "\"nginx!\\u0000main\"", WIRE_EINVALID, "frames[0]: contains a NUL character");
-	BAD("\"nginx!main\"", "\"nginx!\xff\xfemain\"", WIRE_ENOTJSON, "not JSON: invalid utf-8 string at byte 357");
+	BAD("\"nginx!main\"", "\"nginx!\xff\xfemain\"", WIRE_ENOTJSON, "not JSON: unexpected byte 0xff (invalid UTF-8) at byte 357");
 	BAD("\"events\": [", "\"events\": 5, \"x\": [", WIRE_EINVALID, "events: must be an array, not an integer");
 	BAD("{\"v\": 1", "[{\"v\": 1", WIRE_ENOTJSON, "not JSON: unexpected end of input at byte 798");
 	BAD("\"unknown_field\": {\"x\": 1}}", "\"unknown_field\": {\"x\": 1}} trailing", WIRE_ENOTJSON,
-	    "not JSON: unexpected character at byte 798");
+	    "not JSON: unexpected 't' after the value at byte 798");
 	BAD("\"unknown_field\": {\"x\": 1}", "\"unknown_field\": [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]",
-	    WIRE_ENOTJSON, "not JSON: nested deeper than 16 levels");
+	    WIRE_ENOTJSON, "not JSON: nested deeper than 16 levels at byte 803");
 }
 
 static void test_limits(void)
@@ -205,8 +208,34 @@ static uint64_t rng(void)
 	return z ^ (z >> 31);
 }
 
-/* Mutations of a valid stream must never crash, and whatever is accepted must
- * survive a write/parse round trip unchanged. Runs under ASan/UBSan in make test. */
+/* json-c in strict mode is the oracle for what is JSON (where it is more lenient
+ * than RFC 8259, the test says so below). */
+static int jsonc_accepts(const char *text, size_t n)
+{
+	json_tokener *tok = json_tokener_new_ex(16);
+	json_object *o;
+	char *t = malloc(n + 1);
+	size_t end;
+	int ok;
+
+	/* a trailing space ends a bare top-level number, which json-c would wait on */
+	memcpy(t, text, n);
+	t[n] = ' ';
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	o = json_tokener_parse_ex(tok, t, (int)n + 1);
+	end = json_tokener_get_parse_end(tok);
+	ok = json_tokener_get_error(tok) == json_tokener_success;
+	while (ok && end < n + 1)
+		ok = t[end++] == ' ' || t[end - 1] == '\n' || t[end - 1] == '\t' || t[end - 1] == '\r';
+	json_object_put(o);
+	json_tokener_free(tok);
+	free(t);
+	return ok;
+}
+
+/* Mutations of a valid stream must never crash, the JSON check must agree with
+ * json-c, and whatever is accepted must survive a write/parse round trip
+ * unchanged. Runs under ASan/UBSan in make test. */
 static void test_fuzz(void)
 {
 	static const char *const tokens[] = { "{", "}", "[", "]", ",", ":", "\"", "\\u0000", "-1",
@@ -214,7 +243,7 @@ static void test_fuzz(void)
 	struct wire_parser *p = parser();
 	struct arena *a = arena_open(0);
 	char *buf = malloc(sizeof(example) + 64);
-	int accepted = 0, iterations = getenv("SM_FUZZ_ITERATIONS") ? atoi(getenv("SM_FUZZ_ITERATIONS")) : 20000;
+	int accepted = 0, disagree = 0, stricter = 0, iterations = getenv("SM_FUZZ_ITERATIONS") ? atoi(getenv("SM_FUZZ_ITERATIONS")) : 20000;
 
 	for (int it = 0; it < iterations; it++) {
 		size_t n = sizeof(example) - 1;
@@ -242,6 +271,29 @@ static void test_fuzz(void)
 				break;
 		}
 		arena_reset(a);
+		{
+			char jerr[256];
+			int ours = json_check(buf, n, 16, jerr, sizeof(jerr)) == 0;
+			int theirs = jsonc_accepts(buf, n);
+			size_t at = ours ? 0 : strtoul(strrchr(jerr, ' ') + 1, NULL, 10);
+			/* json-c takes raw control characters, overlong UTF-8 and lone
+			 * surrogates in strings, numbers with leading zeros, a bare sign or
+			 * a dot without digits; RFC 8259
+			 * and we do not */
+			if (!ours && theirs &&
+			    (strstr(jerr, "invalid UTF-8") || strstr(jerr, "surrogate") ||
+			     strstr(jerr, "in a number") ||
+			     (strstr(jerr, "in a string") && strstr(jerr, "unexpected byte 0x")) ||
+			     (at > 0 && at < n && buf[at] >= '0' && buf[at] <= '9' && buf[at - 1] == '0'))) {
+				stricter++;
+			} else if (ours != theirs) {
+				disagree++;
+				if (disagree <= 5)
+					fprintf(stderr, "  json-c %s, json_check %s (%s): %.*s\n",
+						theirs ? "accepts" : "refuses", ours ? "accepts" : "refuses",
+						ours ? "" : jerr, (int)(n < 200 ? n : 200), buf);
+			}
+		}
 		if (wire_parse(p, buf, n, a, &s) == WIRE_OK) {
 			struct buf out = BUF_INIT(0);
 			struct wire_stream t;
@@ -254,7 +306,10 @@ static void test_fuzz(void)
 			CHECK(wire_parser_error(p)[0] != '\0');
 		}
 	}
-	fprintf(stderr, "  fuzz: %d mutations, %d still valid\n", iterations, accepted);
+	fprintf(stderr, "  fuzz: %d mutations, %d still valid, %d disagreements with json-c,"
+		" %d refused by the stricter RFC 8259 rules only\n", iterations, accepted, disagree,
+		stricter);
+	CHECK_INT(disagree, 0);
 	free(buf);
 	arena_free(a);
 	wire_parser_free(p);

@@ -1,0 +1,522 @@
+/* json: validating scanner and allocation-free pull reader (see json.h). */
+#include "json.h"
+#include "arena.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- validation ---- */
+
+struct scan {
+	const char *s, *p, *end;
+	int depth, max_depth;
+	char *err;
+	size_t errlen;
+};
+
+static int scan_fail(struct scan *sc, const char *what)
+{
+	size_t at = (size_t)(sc->p - sc->s);
+
+	if (sc->p >= sc->end)
+		snprintf(sc->err, sc->errlen, "unexpected end of input at byte %zu", at);
+	else if ((unsigned char)*sc->p >= 0x20 && (unsigned char)*sc->p < 0x7f)
+		snprintf(sc->err, sc->errlen, "unexpected '%c' %s at byte %zu", *sc->p, what, at);
+	else
+		snprintf(sc->err, sc->errlen, "unexpected byte 0x%02x %s at byte %zu",
+			 (unsigned char)*sc->p, what, at);
+	return -1;
+}
+
+static inline void scan_ws(struct scan *sc)
+{
+	while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\n' || *sc->p == '\r' || *sc->p == '\t'))
+		sc->p++;
+}
+
+static int hex4(const char *p, uint32_t *v)
+{
+	*v = 0;
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+		*v <<= 4;
+		if (c >= '0' && c <= '9')
+			*v |= (uint32_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			*v |= (uint32_t)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			*v |= (uint32_t)(c - 'A' + 10);
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static int scan_string(struct scan *sc)
+{
+	sc->p++; /* opening quote */
+	while (sc->p < sc->end) {
+		unsigned char c = (unsigned char)*sc->p;
+
+		if (c == '"') {
+			sc->p++;
+			return 0;
+		}
+		if (c < 0x20)
+			return scan_fail(sc, "in a string");
+		if (c == '\\') {
+			uint32_t u, lo;
+
+			if (sc->end - sc->p < 2)
+				return sc->p = sc->end, scan_fail(sc, "in a string");
+			switch (sc->p[1]) {
+			case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+				sc->p += 2;
+				continue;
+			case 'u':
+				break;
+			default:
+				sc->p++;
+				return scan_fail(sc, "in an escape");
+			}
+			if (sc->end - sc->p < 6 || hex4(sc->p + 2, &u) < 0)
+				return scan_fail(sc, "in a \\u escape");
+			if (u >= 0xdc00 && u <= 0xdfff)
+				return scan_fail(sc, "(a lone low surrogate)");
+			if (u >= 0xd800 && u <= 0xdbff) {
+				if (sc->end - sc->p < 12 || sc->p[6] != '\\' || sc->p[7] != 'u' ||
+				    hex4(sc->p + 8, &lo) < 0 || lo < 0xdc00 || lo > 0xdfff)
+					return scan_fail(sc, "(a lone high surrogate)");
+				sc->p += 12;
+			} else {
+				sc->p += 6;
+			}
+			continue;
+		}
+		if (c < 0x80) {
+			sc->p++;
+			continue;
+		}
+		{
+			/* multi-byte UTF-8: no overlongs, surrogates or code points past U+10FFFF */
+			size_t n;
+			uint32_t cp;
+			if (c >= 0xc2 && c <= 0xdf)
+				n = 2, cp = c & 0x1f;
+			else if (c >= 0xe0 && c <= 0xef)
+				n = 3, cp = c & 0x0f;
+			else if (c >= 0xf0 && c <= 0xf4)
+				n = 4, cp = c & 0x07;
+			else
+				return scan_fail(sc, "(invalid UTF-8)");
+			if ((size_t)(sc->end - sc->p) < n)
+				return scan_fail(sc, "(invalid UTF-8)");
+			for (size_t k = 1; k < n; k++) {
+				unsigned char cc = (unsigned char)sc->p[k];
+				if ((cc & 0xc0) != 0x80)
+					return scan_fail(sc, "(invalid UTF-8)");
+				cp = (cp << 6) | (cc & 0x3f);
+			}
+			if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+			    (cp >= 0xd800 && cp <= 0xdfff))
+				return scan_fail(sc, "(invalid UTF-8)");
+			sc->p += n;
+		}
+	}
+	return scan_fail(sc, "in a string");
+}
+
+static int scan_number(struct scan *sc)
+{
+	const char *p = sc->p;
+
+	if (p < sc->end && *p == '-')
+		p++;
+	if (p < sc->end && *p == '0') {
+		p++;
+	} else if (p < sc->end && *p >= '1' && *p <= '9') {
+		while (p < sc->end && *p >= '0' && *p <= '9')
+			p++;
+	} else {
+		sc->p = p;
+		return scan_fail(sc, "in a number");
+	}
+	if (p < sc->end && *p == '.') {
+		p++;
+		if (p >= sc->end || *p < '0' || *p > '9') {
+			sc->p = p;
+			return scan_fail(sc, "in a number");
+		}
+		while (p < sc->end && *p >= '0' && *p <= '9')
+			p++;
+	}
+	if (p < sc->end && (*p == 'e' || *p == 'E')) {
+		p++;
+		if (p < sc->end && (*p == '+' || *p == '-'))
+			p++;
+		if (p >= sc->end || *p < '0' || *p > '9') {
+			sc->p = p;
+			return scan_fail(sc, "in a number");
+		}
+		while (p < sc->end && *p >= '0' && *p <= '9')
+			p++;
+	}
+	sc->p = p;
+	return 0;
+}
+
+static int scan_word(struct scan *sc, const char *w, size_t n)
+{
+	if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, w, n) != 0)
+		return scan_fail(sc, "where a value belongs");
+	sc->p += n;
+	return 0;
+}
+
+/* Iterative over containers so that depth costs no C stack. */
+int json_check(const char *text, size_t len, int max_depth, char *err, size_t errlen)
+{
+	struct scan sc = { text, text, text + len, 0, max_depth, err, errlen };
+	/* one bit per level: 1 = object, 0 = array */
+	unsigned char kinds[1024];
+
+	if (max_depth > (int)sizeof(kinds) * 8)
+		sc.max_depth = (int)sizeof(kinds) * 8;
+	scan_ws(&sc);
+	for (;;) {
+		/* a value */
+		if (sc.p >= sc.end)
+			return scan_fail(&sc, "where a value belongs");
+		switch (*sc.p) {
+		case '{':
+		case '[': {
+			bool obj = *sc.p == '{';
+			if (sc.depth >= sc.max_depth) {
+				snprintf(err, errlen, "nested deeper than %d levels at byte %zu",
+					 sc.max_depth, (size_t)(sc.p - text));
+				return -1;
+			}
+			if (obj)
+				kinds[sc.depth / 8] |= (unsigned char)(1u << (sc.depth % 8));
+			else
+				kinds[sc.depth / 8] &= (unsigned char)~(1u << (sc.depth % 8));
+			sc.depth++;
+			sc.p++;
+			scan_ws(&sc);
+			if (sc.p < sc.end && *sc.p == (obj ? '}' : ']')) {
+				sc.p++;
+				sc.depth--;
+				goto after_value;
+			}
+			if (obj) {
+				if (sc.p >= sc.end || *sc.p != '"')
+					return scan_fail(&sc, "where an object key belongs");
+				if (scan_string(&sc) < 0)
+					return -1;
+				scan_ws(&sc);
+				if (sc.p >= sc.end || *sc.p != ':')
+					return scan_fail(&sc, "in an object");
+				sc.p++;
+				scan_ws(&sc);
+			}
+			continue;
+		}
+		case '"':
+			if (scan_string(&sc) < 0)
+				return -1;
+			break;
+		case 't':
+			if (scan_word(&sc, "true", 4) < 0)
+				return -1;
+			break;
+		case 'f':
+			if (scan_word(&sc, "false", 5) < 0)
+				return -1;
+			break;
+		case 'n':
+			if (scan_word(&sc, "null", 4) < 0)
+				return -1;
+			break;
+		default:
+			if (*sc.p != '-' && (*sc.p < '0' || *sc.p > '9'))
+				return scan_fail(&sc, "where a value belongs");
+			if (scan_number(&sc) < 0)
+				return -1;
+		}
+after_value:
+		for (;;) {
+			bool obj;
+
+			scan_ws(&sc);
+			if (sc.depth == 0) {
+				if (sc.p != sc.end)
+					return scan_fail(&sc, "after the value");
+				return 0;
+			}
+			obj = kinds[(sc.depth - 1) / 8] & (1u << ((sc.depth - 1) % 8));
+			if (sc.p < sc.end && *sc.p == ',') {
+				sc.p++;
+				scan_ws(&sc);
+				if (obj) {
+					if (sc.p >= sc.end || *sc.p != '"')
+						return scan_fail(&sc, "where an object key belongs");
+					if (scan_string(&sc) < 0)
+						return -1;
+					scan_ws(&sc);
+					if (sc.p >= sc.end || *sc.p != ':')
+						return scan_fail(&sc, "in an object");
+					sc.p++;
+					scan_ws(&sc);
+				}
+				break; /* next value */
+			}
+			if (sc.p < sc.end && *sc.p == (obj ? '}' : ']')) {
+				sc.p++;
+				sc.depth--;
+				continue;
+			}
+			return scan_fail(&sc, obj ? "in an object" : "in an array");
+		}
+	}
+}
+
+/* ---- reading (input known to be valid) ---- */
+
+void json_reader_init(struct json_reader *r, const char *text, size_t len)
+{
+	r->p = text;
+	r->end = text + len;
+}
+
+static inline void ws(struct json_reader *r)
+{
+	while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t'))
+		r->p++;
+}
+
+enum json_vtype json_peek(struct json_reader *r)
+{
+	ws(r);
+	switch (*r->p) {
+	case '{': return JV_OBJECT;
+	case '[': return JV_ARRAY;
+	case '"': return JV_STRING;
+	case 't': return JV_TRUE;
+	case 'f': return JV_FALSE;
+	case 'n': return JV_NULL;
+	default: return JV_NUMBER;
+	}
+}
+
+void json_enter(struct json_reader *r)
+{
+	ws(r);
+	r->p++;
+}
+
+/* Decode the string at r->p (an opening quote) into out (room for max bytes);
+ * returns the decoded length, which may exceed max (then out holds a prefix). */
+static size_t decode_string(struct json_reader *r, char *out, size_t max)
+{
+	size_t n = 0;
+
+	r->p++;
+	for (;;) {
+		const char *q = r->p;
+		size_t run;
+
+		while (*q != '"' && *q != '\\')
+			q++;
+		run = (size_t)(q - r->p);
+		if (out && n < max)
+			memcpy(out + n, r->p, run < max - n ? run : max - n);
+		n += run;
+		r->p = q;
+		if (*q == '"') {
+			r->p++;
+			return n;
+		}
+		/* escape */
+		{
+			char c = q[1], tmp[4];
+			size_t tl = 1;
+			uint32_t u, lo;
+
+			r->p += 2;
+			switch (c) {
+			case 'b': tmp[0] = '\b'; break;
+			case 'f': tmp[0] = '\f'; break;
+			case 'n': tmp[0] = '\n'; break;
+			case 'r': tmp[0] = '\r'; break;
+			case 't': tmp[0] = '\t'; break;
+			case 'u':
+				hex4(r->p, &u);
+				r->p += 4;
+				if (u >= 0xd800 && u <= 0xdbff) {
+					hex4(r->p + 2, &lo);
+					r->p += 6;
+					u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+				}
+				if (u < 0x80) {
+					tmp[0] = (char)u;
+				} else if (u < 0x800) {
+					tmp[0] = (char)(0xc0 | (u >> 6));
+					tmp[1] = (char)(0x80 | (u & 0x3f));
+					tl = 2;
+				} else if (u < 0x10000) {
+					tmp[0] = (char)(0xe0 | (u >> 12));
+					tmp[1] = (char)(0x80 | ((u >> 6) & 0x3f));
+					tmp[2] = (char)(0x80 | (u & 0x3f));
+					tl = 3;
+				} else {
+					tmp[0] = (char)(0xf0 | (u >> 18));
+					tmp[1] = (char)(0x80 | ((u >> 12) & 0x3f));
+					tmp[2] = (char)(0x80 | ((u >> 6) & 0x3f));
+					tmp[3] = (char)(0x80 | (u & 0x3f));
+					tl = 4;
+				}
+				break;
+			default: tmp[0] = c; /* " \ / */
+			}
+			for (size_t k = 0; k < tl; k++, n++)
+				if (out && n < max)
+					out[n] = tmp[k];
+		}
+	}
+}
+
+bool json_next_key(struct json_reader *r, char *buf, size_t bufsize, size_t *len, bool *truncated)
+{
+	size_t n;
+
+	ws(r);
+	if (*r->p == ',') {
+		r->p++;
+		ws(r);
+	}
+	if (*r->p == '}') {
+		r->p++;
+		return false;
+	}
+	n = decode_string(r, buf, bufsize - 1);
+	*truncated = n > bufsize - 1;
+	if (*truncated)
+		n = bufsize - 1;
+	buf[n] = '\0';
+	*len = n;
+	ws(r);
+	r->p++; /* ':' */
+	return true;
+}
+
+bool json_next_item(struct json_reader *r)
+{
+	ws(r);
+	if (*r->p == ',') {
+		r->p++;
+		return true;
+	}
+	if (*r->p == ']') {
+		r->p++;
+		return false;
+	}
+	return true; /* first item */
+}
+
+void json_skip(struct json_reader *r)
+{
+	int depth = 0;
+
+	do {
+		ws(r);
+		switch (*r->p) {
+		case '{': case '[':
+			depth++;
+			r->p++;
+			break;
+		case '}': case ']':
+			depth--;
+			r->p++;
+			break;
+		case ',': case ':':
+			r->p++;
+			break;
+		case '"':
+			decode_string(r, NULL, 0);
+			break;
+		default:
+			while (r->p < r->end && *r->p != ',' && *r->p != '}' && *r->p != ']' &&
+			       *r->p != ' ' && *r->p != '\n' && *r->p != '\r' && *r->p != '\t')
+				r->p++;
+		}
+		ws(r);
+	} while (depth > 0);
+}
+
+const char *json_string(struct json_reader *r, struct arena *a, size_t *len)
+{
+	struct json_reader probe = *r;
+	size_t n;
+	char *out;
+
+	ws(r);
+	/* fast path: no escapes, copy the bytes as they are */
+	{
+		const char *q = r->p + 1;
+		while (*q != '"' && *q != '\\')
+			q++;
+		if (*q == '"') {
+			n = (size_t)(q - r->p - 1);
+			out = arena_strndup(a, r->p + 1, n);
+			r->p = q + 1;
+			*len = n;
+			return out;
+		}
+	}
+	ws(&probe);
+	n = decode_string(&probe, NULL, 0);
+	out = arena_alloc(a, n + 1);
+	if (!out)
+		return NULL;
+	decode_string(r, out, n);
+	out[n] = '\0';
+	*len = n;
+	return out;
+}
+
+int json_int(struct json_reader *r, int64_t *v)
+{
+	const char *p;
+	bool neg = false, over = false;
+	uint64_t u = 0;
+
+	ws(r);
+	p = r->p;
+	if (*p == '-') {
+		neg = true;
+		p++;
+	}
+	while (p < r->end && *p >= '0' && *p <= '9') {
+		unsigned d = (unsigned)(*p - '0');
+		if (u > (UINT64_MAX - d) / 10)
+			over = true;
+		else
+			u = u * 10 + d;
+		p++;
+	}
+	if (p < r->end && (*p == '.' || *p == 'e' || *p == 'E')) {
+		r->p = p;
+		json_skip(r);
+		return 1;
+	}
+	r->p = p;
+	if (over || (!neg && u > (uint64_t)INT64_MAX) || (neg && u > (uint64_t)INT64_MAX + 1))
+		return 2;
+	*v = neg ? (int64_t)(0 - u) : (int64_t)u;
+	return 0;
+}
+
+size_t json_offset(const struct json_reader *r, const char *text)
+{
+	return (size_t)(r->p - text);
+}
