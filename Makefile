@@ -25,7 +25,7 @@ endif
 PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib
 WARN := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat-security \
 	-Wshadow -Wpointer-arith -Wcast-qual -Wno-cast-qual
-CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -I$(O)/gen
+CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -Iagent -Iingest -I$(O)/gen
 LDFLAGS := $(OPT) -pthread
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS)) -lm

@@ -1,0 +1,227 @@
+/* folded: collapsed stacks to run events laid end to end (see folded.h and docs/import.md). */
+#include "folded.h"
+#include "buf.h"
+#include "import.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct folded {
+	struct importer *im;
+	int64_t *cursor;         /* per thread index: where its next event starts */
+	size_t ncursor;
+	struct buf fb;           /* the frame string being built */
+	uint32_t frames[WIRE_MAX_STACK_DEPTH];
+};
+
+static bool is_ws(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+	if (!n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
+/* A count: digits only, at most 18 of them. */
+static bool parse_count(const char *s, size_t n, int64_t *out)
+{
+	int64_t v = 0;
+
+	if (!all_digits(s, n) || n > 18)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		v = v * 10 + (s[i] - '0');
+	*out = v;
+	return true;
+}
+
+/* "comm-PID/TID", the thread prefix stackcollapse-perf.pl --tid writes. */
+static bool thread_prefix(const char *s, size_t n, int64_t *tid, size_t *comm_len)
+{
+	const char *dash = memrchr(s, '-', n), *slash;
+	int64_t pid;
+
+	if (!dash || dash == s)
+		return false;
+	slash = memchr(dash, '/', n - (size_t)(dash - s));
+	if (!slash || !parse_count(dash + 1, (size_t)(slash - dash - 1), &pid) ||
+	    !parse_count(slash + 1, n - (size_t)(slash + 1 - s), tid) || *tid > INT32_MAX)
+		return false;
+	*comm_len = (size_t)(dash - s);
+	return true;
+}
+
+/*
+ * module!function from the annotations collapsers use: "module`function"
+ * (DTrace), "function [module]", "function_[k]" (kernel, FlameGraph); anything
+ * else stays as it is.
+ */
+static int64_t folded_frame(struct folded *fo, const char *s, size_t n)
+{
+	struct buf *b = &fo->fb;
+	const char *tick, *lb;
+	int rc = 0;
+
+	if (!n || memchr(s, '!', n))
+		return import_frame(fo->im, s, n);
+	buf_reset(b);
+	if ((tick = memchr(s, '`', n)) && tick > s && tick + 1 < s + n) {
+		rc |= buf_append(b, s, (size_t)(tick - s));
+		rc |= buf_putc(b, '!');
+		rc |= buf_append(b, tick + 1, n - (size_t)(tick + 1 - s));
+	} else if (n > 4 && memcmp(s + n - 4, "_[k]", 4) == 0) {
+		rc |= buf_puts(b, "[kernel.kallsyms]!");
+		rc |= buf_append(b, s, n - 4);
+	} else if (n > 3 && s[n - 1] == ']' && (lb = memrchr(s, '[', n - 1)) && lb > s + 1 &&
+		   lb[-1] == ' ' && lb + 1 < s + n - 1 &&
+		   !memchr(lb, ' ', (size_t)(s + n - lb)) && !memchr(lb, '\t', (size_t)(s + n - lb))) {
+		/* "function [module]"; "[clone .part.1]" has a space and is not a module */
+		size_t fl = (size_t)(lb - 1 - s);
+
+		while (fl && is_ws(s[fl - 1]))
+			fl--;
+		rc |= buf_append(b, lb + 1, (size_t)(s + n - 1 - lb - 1));
+		rc |= buf_putc(b, '!');
+		rc |= buf_append(b, s, fl);
+	} else {
+		return import_frame(fo->im, s, n);
+	}
+	if (rc)
+		return import_fail(fo->im, "out of memory");
+	return import_frame(fo->im, b->data, b->len);
+}
+
+static int64_t *thread_cursor(struct folded *fo, int64_t idx)
+{
+	if ((size_t)idx >= fo->ncursor) {
+		size_t n = fo->ncursor ? fo->ncursor : 64;
+		int64_t *c;
+
+		while (n <= (size_t)idx)
+			n *= 2;
+		c = realloc(fo->cursor, n * sizeof(*c));
+		if (!c) {
+			import_fail(fo->im, "out of memory");
+			return NULL;
+		}
+		memset(c + fo->ncursor, 0, (n - fo->ncursor) * sizeof(*c));
+		fo->cursor = c;
+		fo->ncursor = n;
+	}
+	return &fo->cursor[idx];
+}
+
+static int folded_line(struct folded *fo, const char *s, size_t n)
+{
+	const struct import_opts *o = import_opts_of(fo->im);
+	int64_t period = o->sample_period_ns > 0 ? o->sample_period_ns : IMPORT_DEFAULT_PERIOD_NS;
+	int64_t count, tid = -1, idx, st, *cur;
+	const char *stack = s, *end, *seg;
+	size_t k = n, sl, nseg = 1, skip, nframes = 0, comm_len = 0;
+	struct wire_event e = { .kind = WIRE_RUN };
+
+	while (k && !is_ws(s[k - 1]))
+		k--;
+	sl = k;
+	while (sl && is_ws(s[sl - 1]))
+		sl--;
+	if (!k || !sl || !parse_count(s + k, n - k, &count))
+		return import_fail(fo->im, "expected a collapsed stack "
+				   "(FRAME;FRAME;...;FRAME COUNT, outermost frame first)");
+	if (!count)
+		return 0;
+	if (count > WIRE_MAX_TIME_NS / period)
+		return import_fail(fo->im, "count %lld is too large", (long long)count);
+	end = stack + sl;
+	for (const char *c = stack; c < end; c++)
+		nseg += *c == ';';
+
+	/* an optional thread prefix: "comm-pid/tid;" */
+	seg = stack;
+	{
+		const char *semi = memchr(seg, ';', (size_t)(end - seg));
+		size_t l = semi ? (size_t)(semi - seg) : (size_t)(end - seg);
+
+		if (thread_prefix(seg, l, &tid, &comm_len)) {
+			nseg--;
+			seg = semi ? semi + 1 : end;
+		}
+	}
+	if (tid < 0 && (tid = import_pseudo_tid(fo->im, "", 0)) < 0)
+		return -1;
+	if ((idx = import_thread(fo->im, tid, stack, comm_len)) < 0)
+		return -1;
+
+	/* outermost first; past 512 frames the innermost 512 are kept */
+	skip = nseg > WIRE_MAX_STACK_DEPTH ? nseg - WIRE_MAX_STACK_DEPTH : 0;
+	for (size_t i = 0; i < nseg; i++) {
+		const char *semi = memchr(seg, ';', (size_t)(end - seg));
+		size_t l = semi ? (size_t)(semi - seg) : (size_t)(end - seg);
+
+		if (i >= skip) {
+			int64_t f = folded_frame(fo, seg, l);
+
+			if (f < 0)
+				return -1;
+			fo->frames[nframes++] = (uint32_t)f;
+		}
+		seg = semi ? semi + 1 : end;
+	}
+	if (!nframes) {
+		/* only a thread prefix: the thread itself is the one frame */
+		struct buf *b = &fo->fb;
+		int64_t f;
+
+		buf_reset(b);
+		if (buf_putc(b, '[') | buf_append(b, stack, comm_len) | buf_putc(b, ']'))
+			return import_fail(fo->im, "out of memory");
+		if ((f = import_frame(fo->im, b->data, b->len)) < 0)
+			return -1;
+		fo->frames[nframes++] = (uint32_t)f;
+	}
+	if ((st = import_stack(fo->im, fo->frames, nframes)) < 0)
+		return -1;
+	if (!(cur = thread_cursor(fo, idx)))
+		return -1;
+	e.tid = tid;
+	e.ts_ns = *cur;
+	e.dur_ns = count * period;
+	e.stack = (uint32_t)st;
+	if (e.dur_ns > WIRE_MAX_TIME_NS - *cur)
+		return import_fail(fo->im, "counts add up past %lld ns", (long long)WIRE_MAX_TIME_NS);
+	*cur += e.dur_ns;
+	return import_event(fo->im, &e) < 0 ? -1 : 0;
+}
+
+int folded_import(struct importer *im)
+{
+	struct folded fo = { .im = im, .fb = BUF_INIT(2 * IMPORT_MAX_LINE) };
+	char *line;
+	size_t len;
+	int r, rc = -1;
+
+	while ((r = import_next_line(im, &line, &len)) > 0) {
+		char *s = line;
+
+		while (len && is_ws(line[len - 1]))
+			len--;
+		while (len && is_ws(*s)) {
+			s++;
+			len--;
+		}
+		if (len && folded_line(&fo, s, len) < 0)
+			goto out;
+	}
+	rc = r < 0 ? -1 : 0;
+out:
+	free(fo.cursor);
+	buf_release(&fo.fb);
+	return rc;
+}

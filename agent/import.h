@@ -1,0 +1,94 @@
+/*
+ * import: turn real profiler output into wire-format trace streams, so that
+ * captures made with ordinary tools (perf, flame-graph pipelines) can be
+ * uploaded and mined like guard-agent streams.
+ *
+ * One importer converts one file per importer_run(); the format parsers
+ * (perf.c, folded.c) read lines and hand frames, stacks, threads and events
+ * to the shared helpers below, which intern them and assemble the stream.
+ * docs/import.md describes the formats, the options and the limits.
+ */
+#ifndef SM_IMPORT_H
+#define SM_IMPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+enum import_format { IMPORT_PERF, IMPORT_FOLDED };
+
+/* "perf" or "folded"; returns 0 or -1. */
+int import_format_parse(const char *name, enum import_format *out);
+
+struct import_opts {
+	const char *host, *app, *version, *build_id; /* host/app required; version/build_id may be NULL */
+	const struct wire_label *labels;
+	size_t nlabels;
+	int64_t symptom_tid;       /* -1: the costliest thread (see symptom_comm) */
+	const char *symptom_comm;  /* NULL, or choose among threads whose comm equals this */
+	int64_t window_start_ns, window_end_ns; /* -1: the capture's own bounds */
+	int64_t sample_period_ns;  /* cost of one on-CPU sample (folded: one count); 0: infer */
+	const char *event;         /* perf: only samples of this event (e.g. "cycles"); NULL: all */
+};
+
+/* Fills *o with the defaults (no host/app, everything inferred). */
+void import_opts_init(struct import_opts *o);
+
+struct importer;
+
+/* Returns an importer (it copies *opts), or NULL when out of memory. Caller frees
+ * with importer_free(). */
+struct importer *importer_open(enum import_format fmt, const struct import_opts *opts);
+/* NULL-safe. */
+void importer_free(struct importer *im);
+/*
+ * Convert one file (plain or gzip-compressed) into *out. Everything *out points to
+ * is owned by the importer and valid until the next importer_run() or
+ * importer_free(). Returns 0, or -1 with importer_error() set to "PATH:LINE: reason"
+ * (or "PATH: reason" when no line is to blame).
+ */
+int importer_run(struct importer *im, const char *path, struct wire_stream *out);
+const char *importer_error(const struct importer *im);
+
+/* ---- For the format parsers (perf.c, folded.c) only. ---- */
+
+#define IMPORT_MAX_LINE 65536              /* longer lines are refused */
+#define IMPORT_DEFAULT_PERIOD_NS 10000000  /* 10 ms: the fallback cost of one sample */
+
+const struct import_opts *import_opts_of(const struct importer *im);
+/*
+ * Next line of the input without its line end; (*line)[*len] is NUL. Valid until
+ * the next call. Returns 1, 0 at the end of the input, or -1 with the error set
+ * (read error, line too long, NUL byte).
+ */
+int import_next_line(struct importer *im, char **line, size_t *len);
+/* Sets the error to "PATH:LINE: reason" (the line last returned) and returns -1. */
+int import_fail(struct importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Id of the frame string s[0..n): invalid UTF-8 and NUL bytes become U+FFFD and
+ * the result is cut to WIRE_MAX_FRAME bytes on a character boundary. An empty
+ * string becomes "[unknown]". Returns the id, or -1 with the error set.
+ */
+int64_t import_frame(struct importer *im, const char *s, size_t n);
+/* Id of the stack frames[0..n), outermost first, 1 <= n <= WIRE_MAX_STACK_DEPTH. */
+int64_t import_stack(struct importer *im, const uint32_t *frames, size_t n);
+/*
+ * Dense index (0, 1, ...) of thread tid, which must be in [0, INT32_MAX]; comm,
+ * when n > 0, becomes the thread's name. Returns the index or -1 with the error set.
+ */
+int64_t import_thread(struct importer *im, int64_t tid, const char *comm, size_t n);
+/*
+ * A tid for samples that name no thread: stable for a given comm (the same in
+ * every file and run), in [2^30, 2^31) so it cannot clash with a kernel tid.
+ * Returns the tid or -1 with the error set.
+ */
+int64_t import_pseudo_tid(struct importer *im, const char *comm, size_t n);
+/* Appends a copy of *e (its thread must have been registered). Returns the event's
+ * index, or -1 with the error set (too many events). */
+int64_t import_event(struct importer *im, const struct wire_event *e);
+/* The event with this index, to fill in what was not known when it was added. */
+struct wire_event *import_event_at(struct importer *im, size_t idx);
+
+#endif

@@ -1,0 +1,15 @@
+/*
+ * perf: the importer of `perf script` text: on-CPU samples become run events,
+ * sched_switch/sched_wakeup tracepoints become wait events with their wakers.
+ * Line layouts and inference rules are in docs/import.md.
+ */
+#ifndef SM_PERF_H
+#define SM_PERF_H
+
+struct importer;
+
+/* Read the importer's input to its end, adding frames, stacks, threads and
+ * events. Returns 0, or -1 with the importer's error set. */
+int perf_import(struct importer *im);
+
+#endif
