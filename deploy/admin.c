@@ -24,8 +24,9 @@ static const char usage[] =
 	"  token list                       tokens (id, role, name, created, revoked)\n"
 	"  token revoke ID                  revoke a token by id\n"
 	"  retention [--days N]             show or set how many days of streams to keep (0: forever)\n"
-	"  maintain                         create the coming days' event partitions and drop\n"
-	"                                   what is older than the retention (sm-ingest does this hourly)\n"
+	"  maintain                         create the coming days' event partitions, drop what is\n"
+	"                                   older than the retention, fold pending frame statistics\n"
+	"                                   (sm-ingest does the first two hourly, the last every 2 s)\n"
 	"\n"
 	"Options:\n"
 	"  --db CONNINFO   libpq connection string or URI (default: the PG* environment variables)\n"
@@ -225,7 +226,7 @@ static int cmd_maintain(PGconn *c)
 	PGresult *r = PQexec(c,
 		"SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
 		" 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead')),"
-		" sm_apply_retention(now())");
+		" sm_apply_retention(now()), sm_fold_stats(1000000)");
 
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		char err[512];
@@ -233,8 +234,8 @@ static int cmd_maintain(PGconn *c)
 		PQclear(r);
 		return fail(err);
 	}
-	printf("partitions created: %s, dropped by retention: %s\n", PQgetvalue(r, 0, 0),
-	       PQgetvalue(r, 0, 1));
+	printf("partitions created: %s, dropped by retention: %s, statistics deltas folded: %s\n",
+	       PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
 	PQclear(r);
 	return 0;
 }
