@@ -593,11 +593,6 @@ int server_run(const struct ingest_config *cfg)
 		log_error("out of memory at start", "%s", "");
 		goto out_free;
 	}
-	s.maint_handler = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, err, sizeof(err));
-	if (!s.maint_handler) {
-		log_error("cannot start", "error=\"%s\"", err);
-		goto out_free;
-	}
 	{
 		PGconn *probe = db_connect(cfg->conninfo, err, sizeof(err));
 		int ok = probe && db_schema_check(probe, err, sizeof(err)) == 0;
@@ -607,6 +602,11 @@ int server_run(const struct ingest_config *cfg)
 			log_error("cannot start", "error=\"%s\"", err);
 			goto out_free;
 		}
+	}
+	s.maint_handler = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, err, sizeof(err));
+	if (!s.maint_handler) {
+		log_error("cannot start", "error=\"%s\"", err);
+		goto out_free;
 	}
 	if (handler_maintain(s.maint_handler) < 0) {
 		log_error("cannot create event partitions", "error=\"%s\"",

@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# ingest: sm-ingest against a real PostgreSQL. What is sent is what is stored
+# (frames, stacks, events, labels, symptom, statistics); resends are
+# idempotent; NDJSON batches store their valid lines only; every class of bad
+# input gets its status and exact error and stores nothing; concurrent senders
+# and a SIGTERM under load lose no acknowledged stream and leave nothing half
+# written; a full queue answers 503 with Retry-After; retention drops old days.
+. "$(dirname "$0")/../lib.sh"
+
+DATA=$SM_REPO/tests/integration/data
+
+# stream ID [SED-EXPR]: the template stream on one line, with its id set.
+stream() {
+	sed -e "s/@ID@/$1/" ${2:+-e "$2"} "$DATA/stream.json" | tr -d '\n'
+	echo
+}
+newid() { cat /proc/sys/kernel/random/uuid; }
+post() { # post BODYFILE [CONTENT-TYPE] [CURL ARGS...]
+	local f=$1 ct=${2:-application/json}
+	shift 2 2>/dev/null || shift $#
+	http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $TOKEN" \
+		-H "Content-Type: $ct" --data-binary "@$f" "$@"
+}
+nstreams() { pg_q "SELECT count(*) FROM streams"; }
+nevents() { pg_q "SELECT count(*) FROM events"; }
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+ANALYST=$(mk_token analyst 2>/dev/null)
+start_ingest --workers 2 --max-body 1M --max-decoded 8M --auth-cache-ms 0 || t_bail "sm-ingest starts"
+
+# ---- round trip ----
+ID1=$(newid)
+stream "$ID1" >"$T_TMP/s1.json"
+post "$T_TMP/s1.json"
+t_eq "round trip: status" "$HTTP_STATUS" 200
+t_eq "round trip: answer" "$HTTP_BODY" '{"accepted":1,"duplicates":0,"rejected":[]}'
+t_eq "round trip: stream row" "$(pg_q "SELECT stream_id, host, app, version, build_id, labels::text,
+	symptom_kind, symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,
+	n_events FROM streams")" \
+	"$ID1|web-17|nginx|1.22.1|3f9a0c|{\"os\": \"debian-12\", \"region\": \"eu-west\", \"conf.worker_processes\": \"4\"}|unit_violation|4211|81234000000|81684000000|u7|120000000|3"
+t_eq "round trip: events with their frames" "$(pg_q "SELECT e.seq, e.kind, e.tid, e.ts_ns, e.dur_ns,
+	coalesce(e.readier_tid::text, '-'),
+	(SELECT string_agg(f.name, ' > ' ORDER BY u.o) FROM stacks s,
+	   unnest(s.frame_ids) WITH ORDINALITY AS u(fid, o) JOIN frames f ON f.id = u.fid WHERE s.id = e.stack_id)
+	FROM events e ORDER BY e.seq")" \
+"0|w|4211|81300000000|240000000|0|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > libc.so.6!fdatasync
+1|r|4211|81550000000|10000000|-|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\"
+2|w|4212|81560000000|5000000|4211|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\""
+t_eq "round trip: frames and stacks interned once" "$(pg_q "SELECT (SELECT count(*) FROM frames), (SELECT count(*) FROM stacks)")" "5|2"
+t_eq "round trip: frames no event uses are not stored" \
+	"$(pg_q "SELECT count(*) FROM frames WHERE name IN ('nginx!unused_frame', 'libc.so.6!__libc_write')")" 0
+t_eq "round trip: events are in today's partition" \
+	"$(pg_q "SELECT DISTINCT tableoid::regclass FROM events")" "events_p$(date -u +%Y%m%d)"
+
+pg_q "SELECT sm_fold_stats(1000)" >/dev/null
+t_eq "statistics: N" "$(pg_q "SELECT n FROM stream_total")" 1
+t_eq "statistics: n(f)" "$(pg_q "SELECT f.name, s.n FROM frame_stats s JOIN frames f ON f.id = s.frame_id
+	WHERE f.name IN ('nginx!main', 'libc.so.6!fdatasync') ORDER BY 1")" "libc.so.6!fdatasync|1
+nginx!main|1"
+t_eq "statistics: n(g->f)" "$(pg_q "SELECT a.name || ' -> ' || b.name, c.n FROM call_stats c
+	JOIN frames a ON a.id = c.caller JOIN frames b ON b.id = c.callee ORDER BY 1")" \
+"nginx!main -> nginx!ngx_worker_process_cycle|1
+nginx!ngx_http_handler -> libc.so.6!fdatasync|1
+nginx!ngx_http_handler -> nginx!std::map<K, V>::find \"q\"|1
+nginx!ngx_worker_process_cycle -> nginx!ngx_http_handler|1"
+
+# ---- idempotent resend ----
+post "$T_TMP/s1.json"
+t_eq "resend: status" "$HTTP_STATUS" 200
+t_eq "resend: answer" "$HTTP_BODY" '{"accepted":0,"duplicates":1,"rejected":[]}'
+t_eq "resend: nothing more stored" "$(nstreams)|$(nevents)" "1|3"
+pg_q "SELECT sm_fold_stats(1000)" >/dev/null
+t_eq "resend: statistics unchanged" "$(pg_q "SELECT n FROM stream_total")" 1
+
+# ---- zstd, one frame and several ----
+ID2=$(newid)
+stream "$ID2" | zstd -q -c >"$T_TMP/s2.zst"
+post "$T_TMP/s2.zst" application/json -H 'Content-Encoding: zstd'
+t_eq "zstd: answer" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
+ID3=$(newid) ID4=$(newid)
+{ stream "$ID3" | zstd -q -c; stream "$ID4" | zstd -q -c; } >"$T_TMP/two-frames.zst"
+post "$T_TMP/two-frames.zst" application/x-ndjson -H 'Content-Encoding: zstd'
+t_eq "zstd with two frames: answer" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":2,"duplicates":0,"rejected":[]}'
+t_eq "zstd: stored" "$(pg_q "SELECT count(*) FROM streams WHERE stream_id IN ('$ID2', '$ID3', '$ID4')")" 3
+
+# ---- NDJSON batch with valid and invalid lines ----
+IDA=$(newid) IDB=$(newid) IDC=$(newid)
+{
+	stream "$IDA"
+	stream "$IDB" 's/"stack": 0, "readier_tid": 0/"stack": 9, "readier_tid": 0/'
+	echo '{"v": 1, "stream_id": oops}'
+	echo
+	stream "$IDC"
+	stream "$IDA"
+} >"$T_TMP/batch.ndjson"
+post "$T_TMP/batch.ndjson" application/x-ndjson
+t_eq "batch: status" "$HTTP_STATUS" 200
+t_eq "batch: answer" "$HTTP_BODY" "{\"accepted\":2,\"duplicates\":1,\"rejected\":[{\"line\":2,\"stream_id\":\"$IDB\",\"error\":\"events[0].stack: index 9 out of range (3 stacks)\"},{\"line\":3,\"stream_id\":null,\"error\":\"not JSON: unexpected 'o' where a value belongs at byte 22\"}]}"
+t_eq "batch: valid lines stored, invalid not" \
+	"$(pg_q "SELECT string_agg(CASE stream_id WHEN '$IDA' THEN 'A' WHEN '$IDB' THEN 'B' WHEN '$IDC' THEN 'C' END, '' ORDER BY 1)
+		 FROM streams WHERE stream_id IN ('$IDA', '$IDB', '$IDC')")" "AC"
+
+# ---- bad input: each class, its status and error, nothing stored ----
+before="$(nstreams)|$(nevents)"
+# bad NAME STATUS ERROR SED-EXPR: a single stream edited by SED-EXPR
+bad() {
+	local id
+	id=$(newid)
+	stream "$id" "$4" >"$T_TMP/bad.json"
+	post "$T_TMP/bad.json"
+	t_eq "bad input, $1" "$HTTP_STATUS $HTTP_BODY" "$2 {\"error\":\"$3\",\"stream_id\":\"$id\"}"
+}
+bad "wrong type" 400 'events[1].tid: must be an integer, not a string' 's/"tid": 4211, "ts_ns": 81550000000/"tid": "4211", "ts_ns": 81550000000/'
+bad "missing field" 400 'host: required field missing' 's/"host": "web-17",//'
+bad "stack index out of range" 400 'stacks[0][3]: index 99 out of range (7 frames)' 's/\[0, 1, 2, 4\]/[0, 1, 2, 99]/'
+bad "negative duration" 400 'events[0].dur_ns: -240000000 is negative or too small (at least 0)' 's/"dur_ns": 240000000/"dur_ns": -240000000/'
+bad "oversized string" 400 "host: 300 bytes long, at most 255 allowed" "s/\"web-17\"/\"$(printf 'h%.0s' $(seq 300))\"/"
+bad "end before start" 400 'symptom.end_ns: 1 is before start_ns 81234000000' 's/"end_ns": 81684000000/"end_ns": 1/'
+bad "readier on a run event" 400 'events[1].readier_tid: only wait events have a readier' 's/"stack": 1},/"stack": 1, "readier_tid": 5},/'
+bad "NUL in a frame" 400 'frames[0]: contains a NUL character' 's/"nginx!main"/"nginx!\\u0000main"/'
+bad "unsupported version" 400 'v: unsupported version 2 (this server speaks 1)' 's/"v": 1/"v": 2/'
+
+printf 'hello' >"$T_TMP/notjson"
+post "$T_TMP/notjson"
+t_eq "bad input, not JSON" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"not JSON: unexpected 'h' where a value belongs at byte 0\"}"
+{ printf '{"v": 1, "labels": '; printf '[%.0s' $(seq 20); printf ']%.0s' $(seq 20); printf '}'; } >"$T_TMP/deep.json"
+post "$T_TMP/deep.json"
+t_eq "bad input, deep nesting" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON: nested deeper than 16 levels at byte 34"}'
+stream "$(newid)" 's/"web-17"/"web-\xff\xfe"/' >"$T_TMP/utf8.json"
+post "$T_TMP/utf8.json"
+t_eq "bad input, invalid UTF-8" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON: unexpected byte 0xff (invalid UTF-8) at byte 79"}'
+stream "$(newid)" | zstd -q -c >"$T_TMP/full.zst"
+head -c $(( $(stat -c %s "$T_TMP/full.zst") / 2 )) "$T_TMP/full.zst" >"$T_TMP/trunc.zst"
+post "$T_TMP/trunc.zst" application/json -H 'Content-Encoding: zstd'
+t_eq "bad input, truncated zstd" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"body: truncated zstd frame"}'
+printf 'this is not zstd' >"$T_TMP/notzstd"
+post "$T_TMP/notzstd" application/json -H 'Content-Encoding: zstd'
+t_eq "bad input, not zstd" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"body: bad zstd data: Unknown frame descriptor"}'
+head -c 1G /dev/zero | zstd -q -19 -c >"$T_TMP/bomb.zst"
+post "$T_TMP/bomb.zst" application/json -H 'Content-Encoding: zstd'
+t_eq "bad input, zstd bomb (1 GiB of zeros in $(stat -c %s "$T_TMP/bomb.zst") bytes)" "$HTTP_STATUS $HTTP_BODY" \
+	'413 {"error":"body: decompresses to more than the limit of 8388608 bytes"}'
+hwm=$(awk '/VmHWM/ {print $2}' "/proc/$INGEST_PID/status")
+t_eq "the bomb was never inflated (peak RSS $hwm kB under 200 MB)" "$([ "$hwm" -lt 204800 ] && echo yes)" yes
+post "$T_TMP/s1.json" text/plain
+t_eq "bad input, unknown content type" "$HTTP_STATUS $HTTP_BODY" '415 {"error":"Content-Type: must be application/json or application/x-ndjson"}'
+post "$T_TMP/s1.json" application/json -H 'Content-Encoding: gzip'
+t_eq "bad input, unknown encoding" "$HTTP_STATUS $HTTP_BODY" '415 {"error":"Content-Encoding: only zstd is supported"}'
+http POST "$INGEST_URL/api/v1/streams" -H 'Content-Type: application/json' --data-binary "@$T_TMP/s1.json"
+t_eq "bad input, missing token" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: missing bearer token"}'
+http POST "$INGEST_URL/api/v1/streams" -H 'Authorization: Bearer sm_0000' -H 'Content-Type: application/json' --data-binary "@$T_TMP/s1.json"
+t_eq "bad input, wrong token" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $ANALYST" -H 'Content-Type: application/json' --data-binary "@$T_TMP/s1.json"
+t_eq "bad input, analyst token" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: this token'"'"'s role may not send streams (needs ingest)"}'
+http GET "$INGEST_URL/api/v1/streams"
+t_eq "GET on the streams endpoint" "$HTTP_STATUS $HTTP_BODY" '405 {"error":"method: use POST"}'
+http GET "$INGEST_URL/nope"
+t_eq "unknown path" "$HTTP_STATUS" 404
+t_eq "bad input stored nothing" "$(nstreams)|$(nevents)" "$before"
+
+# revocation takes effect (this server caches nothing)
+REVOKED=$(mk_token ingest 2>/dev/null)
+rid=$(pg_q "SELECT id FROM tokens WHERE token_hash = sha256(convert_to(:'t', 'UTF8'))" -v t="$REVOKED")
+stream "$(newid)" >"$T_TMP/r.json"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'Content-Type: application/json' --data-binary "@$T_TMP/r.json"
+t_eq "a new token works" "$HTTP_STATUS" 200
+sm_admin token revoke "$rid" >/dev/null
+stream "$(newid)" >"$T_TMP/r.json"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'Content-Type: application/json' --data-binary "@$T_TMP/r.json"
+t_eq "a revoked token is refused" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
+
+http GET "$INGEST_URL/metrics"
+t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 7\n'
+t_match "metrics count the bomb as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 1\n'
+t_match "metrics have a latency histogram" "$HTTP_BODY" 'sm_ingest_request_duration_seconds_bucket\{le="\+Inf"\} [0-9]+'
+stop_ingest && t_ok "sm-ingest stops cleanly"
+
+# ---- limits given on the command line ----
+start_ingest --max-batch 2 --max-events 2 --max-body 4k || t_bail "sm-ingest starts with limits"
+{ stream "$(newid)"; stream "$(newid)"; stream "$(newid)"; } >"$T_TMP/three.ndjson"
+post "$T_TMP/three.ndjson" application/x-ndjson
+t_eq "limit: streams per batch" "$HTTP_STATUS $HTTP_BODY" '413 {"error":"body: more than 2 streams in one batch"}'
+id=$(newid)
+stream "$id" >"$T_TMP/three-events.json"
+post "$T_TMP/three-events.json"
+t_eq "limit: events per stream" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"events: 3 events, at most 2 allowed\",\"stream_id\":\"$id\"}"
+head -c 5000 /dev/zero | tr '\0' ' ' >"$T_TMP/big.json"
+post "$T_TMP/big.json"
+t_eq "limit: body size" "$HTTP_STATUS $HTTP_BODY" '413 {"error":"body: larger than the limit of 4096 bytes"}'
+stop_ingest
+
+# ---- concurrent senders ----
+start_ingest --workers 3 || t_bail "sm-ingest starts again"
+before=$(nstreams)
+sender() { # sender N: 25 requests of 2 streams each; prints the answers
+	local i
+	for i in $(seq 25); do
+		{ stream "$(newid)"; stream "$(newid)"; } >"$T_TMP/c$1.ndjson"
+		curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/x-ndjson' \
+			--data-binary "@$T_TMP/c$1.ndjson" "$INGEST_URL/api/v1/streams"
+		echo
+	done
+}
+pids=
+for n in 1 2 3 4; do sender $n >"$T_TMP/answers.$n" & pids="$pids $!"; done
+wait $pids
+t_eq "concurrent: every answer accepted 2" "$(sort "$T_TMP"/answers.* | uniq -c | sed 's/^ *//')" \
+	'100 {"accepted":2,"duplicates":0,"rejected":[]}'
+t_eq "concurrent: 200 streams stored" "$(( $(nstreams) - before ))" 200
+t_eq "concurrent: every stream whole" "$(pg_q "SELECT count(*) FROM streams s
+	WHERE n_events <> (SELECT count(*) FROM events e WHERE e.stream_ref = s.id)")" 0
+pg_q "SELECT sm_fold_stats(100000)" >/dev/null
+t_eq "concurrent: statistics count every stream" "$(pg_q "SELECT n FROM stream_total")" "$(nstreams)"
+t_eq "concurrent: n(main) counts every stream" \
+	"$(pg_q "SELECT s.n FROM frame_stats s JOIN frames f ON f.id = s.frame_id WHERE f.name = 'nginx!main'")" "$(nstreams)"
+stop_ingest
+
+# ---- SIGTERM under load: every acknowledged stream is stored, whole ----
+start_ingest --workers 2 || t_bail "sm-ingest starts for the SIGTERM test"
+loader() { # loader N: single-stream requests until the server goes away
+	local id i
+	for i in $(seq 200); do
+		id=$(newid)
+		stream "$id" >"$T_TMP/l$1.json"
+		if curl -s --max-time 20 -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+			--data-binary "@$T_TMP/l$1.json" "$INGEST_URL/api/v1/streams" | grep -q '"accepted":1'; then
+			echo "$id"
+		fi
+	done
+}
+pids=
+for n in 1 2 3 4; do loader $n >"$T_TMP/acked.$n" & pids="$pids $!"; done
+sleep 1.5
+stop_ingest && t_ok "SIGTERM under load: clean exit"
+wait $pids
+cat "$T_TMP"/acked.* >"$T_TMP/acked"
+acked=$(wc -l <"$T_TMP/acked")
+t_eq "SIGTERM under load: some streams were acknowledged first ($acked)" "$([ "$acked" -gt 0 ] && echo yes)" yes
+t_eq "SIGTERM under load: every acknowledged stream is stored" \
+	"$(pg_q "SELECT count(*) FROM streams WHERE stream_id::text = ANY(string_to_array(:'ids', ' '))" \
+		-v ids="$(tr '\n' ' ' <"$T_TMP/acked" | sed 's/ $//')")" "$acked"
+t_eq "SIGTERM under load: nothing half written" "$(pg_q "SELECT count(*) FROM streams s
+	WHERE n_events <> (SELECT count(*) FROM events e WHERE e.stream_ref = s.id)")" 0
+
+# ---- a full queue sheds load with 503 and Retry-After ----
+awk 'BEGIN {
+	printf "{\"v\":1,\"stream_id\":\"@ID@\",\"host\":\"big\",\"app\":\"big\",";
+	printf "\"symptom\":{\"kind\":\"manual\",\"tid\":1,\"start_ns\":0,\"end_ns\":1},";
+	printf "\"frames\":[\"a!f\",\"a!g\"],\"stacks\":[[0,1]],\"events\":[";
+	for (i = 0; i < 150000; i++) printf "%s{\"kind\":\"run\",\"tid\":1,\"ts_ns\":%d,\"dur_ns\":1,\"stack\":0}", (i ? "," : ""), i;
+	printf "]}\n" }' >"$T_TMP/big.tpl"
+start_ingest --workers 1 --queue 1 || t_bail "sm-ingest starts with a queue of 1"
+pids=
+for n in 1 2 3 4 5 6; do
+	sed "s/@ID@/$(newid)/" "$T_TMP/big.tpl" >"$T_TMP/big$n.json"
+	curl -s -D "$T_TMP/h$n" -o "$T_TMP/b$n" -w '%{http_code}\n' -H "Authorization: Bearer $TOKEN" \
+		-H 'Content-Type: application/json' --data-binary "@$T_TMP/big$n.json" \
+		"$INGEST_URL/api/v1/streams" >"$T_TMP/code$n" &
+	pids="$pids $!"
+done
+wait $pids
+codes=$(cat "$T_TMP"/code* | sort | uniq -c | sed 's/^ *//' | tr '\n' ' ')
+n503=$(grep -l '^503$' "$T_TMP"/code* | wc -l)
+n200=$(grep -l '^200$' "$T_TMP"/code* | wc -l)
+t_eq "full queue: some requests are shed ($codes)" "$([ "$n503" -ge 1 ] && [ "$n200" -ge 1 ] && echo yes)" yes
+f=$(grep -l '^503$' "$T_TMP"/code* | head -n 1)
+f=${f#"$T_TMP"/code}
+t_eq "full queue: the 503 says why" "$(cat "$T_TMP/b$f")" '{"error":"server busy: request queue full; retry later"}'
+t_match "full queue: the 503 has Retry-After" "$(cat "$T_TMP/h$f")" $'Retry-After: 1\r'
+t_eq "full queue: what was answered 200 is stored" "$(pg_q "SELECT count(*) FROM streams WHERE host = 'big'")" "$n200"
+stop_ingest
+
+# ---- the server refuses a schema that is behind ----
+pg_q "CREATE DATABASE \"${PGDATABASE}_empty\"" -d postgres
+t_cleanup "pg_q 'DROP DATABASE IF EXISTS \"${PGDATABASE}_empty\" WITH (FORCE)' -d postgres"
+out=$(PGDATABASE=${PGDATABASE}_empty timeout 30 "$SM_BIN_DIR/sm-ingest" --listen 127.0.0.1:0 2>&1)
+t_eq "schema behind: exit status" "$?" 1
+t_match "schema behind: says what to do" "$out" "database schema is at version 0, this program needs [0-9]+: run 'sm-admin migrate'"
+
+# ---- retention drops whole old days ----
+pg_q "SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 40, 1)" >/dev/null
+old=$(newid)
+pg_q "WITH s AS (INSERT INTO streams (stream_id, host, app, symptom_kind, symptom_tid, symptom_start_ns,
+	symptom_end_ns, n_events, received_at) VALUES ('$old', 'old', 'old', 'manual', 1, 0, 1, 1, now() - interval '40 days')
+	RETURNING id, received_at)
+	INSERT INTO events SELECT id, received_at, 0, 'r', 1, 0, 1, 1, NULL FROM s" >/dev/null
+pg_q "INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts)
+	VALUES ((now() AT TIME ZONE 'UTC')::date - 40, 1, '{1}', '{1}', '{}', '{}', '{}')" >/dev/null
+pg_q "SELECT sm_fold_stats(1000)" >/dev/null
+total_before=$(pg_q "SELECT n FROM stream_total")
+recent=$(pg_q "SELECT count(*) FROM streams WHERE host <> 'old'")
+sm_admin retention --days 30 >/dev/null
+out=$(sm_admin maintain)
+t_match "retention: maintain reports a dropped partition" "$out" "dropped by retention: 1,"
+t_eq "retention: the old stream and its events are gone" \
+	"$(pg_q "SELECT count(*) FROM streams WHERE stream_id = '$old'")|$(pg_q "SELECT count(*) FROM events WHERE stream_ref NOT IN (SELECT id FROM streams)")" "0|0"
+t_eq "retention: the old partition is gone" \
+	"$(pg_q "SELECT count(*) FROM pg_class WHERE relname = 'events_p' || to_char((now() AT TIME ZONE 'UTC')::date - 40, 'YYYYMMDD')")" 0
+t_eq "retention: recent streams are kept" "$(pg_q "SELECT count(*) FROM streams")" "$recent"
+t_eq "retention: statistics lose exactly the old day" "$(pg_q "SELECT n FROM stream_total")" "$((total_before - 1))"
+
+t_done
