@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# bench/run.sh: `make bench`, a report of figures, not a test. Runs on the
+# release build (bin/) against a private PostgreSQL made for the run with
+# deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
+#
+# Sections (SM_BENCH_ONLY=ingest runs one):
+#   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
+#           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
+#           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
+#           of SM_BENCH_BATCH streams (default 10), against a raw `psql \copy` of
+#           the very rows it stored into the same tables. Prints events/s,
+#           streams/s, their ratio and the server's peak memory.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+cd "$repo"
+bin=$repo/bin
+tools=$repo/build/rel/tests
+only=${SM_BENCH_ONLY:-all}
+streams=${SM_BENCH_STREAMS:-1000}
+events=${SM_BENCH_EVENTS:-2000}
+senders=${SM_BENCH_SENDERS:-4}
+batch=${SM_BENCH_BATCH:-10}
+
+work=$(mktemp -d /var/tmp/sm-bench.XXXXXX)
+ingest_pid=
+cleanup() {
+	[ -z "$ingest_pid" ] || { kill "$ingest_pid" 2>/dev/null; wait "$ingest_pid" 2>/dev/null || true; }
+	deploy/pg.sh destroy "$work/pg" >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+now() { date +%s.%N; }
+rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
+cpu_s() { awk '{ printf "%.1f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+
+echo "stackmine bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+deploy/pg.sh start "$work/pg" >/dev/null 2>&1 || { echo "bench: cannot start PostgreSQL" >&2; exit 1; }
+eval "$(deploy/pg.sh env "$work/pg")"
+"$bin/sm-admin" migrate >/dev/null
+
+if [ "$only" = all ] || [ "$only" = ingest ]; then
+	echo
+	echo "== ingest: $streams streams x $events events, $senders senders, $batch streams per request"
+	"$tools/genfleet" --streams "$streams" --events "$events" --seed 42 --out "$work/fleet.ndjson" 2>/dev/null
+	mkdir "$work/batches"
+	split -l "$batch" -d -a 5 "$work/fleet.ndjson" "$work/batches/b"
+	for f in "$work"/batches/b*; do zstd -q -1 --rm "$f" -o "$f.zst"; done
+	echo "fleet: $(du -m "$work/fleet.ndjson" | cut -f1) MB of NDJSON, $(du -cm "$work"/batches/*.zst | tail -n 1 | cut -f1) MB compressed in $(ls "$work"/batches | wc -l) requests"
+	token=$("$bin/sm-admin" token create --role ingest --name bench 2>/dev/null)
+	"$bin/sm-ingest" --listen 127.0.0.1:0 --port-file "$work/port" --log-level warn 2>"$work/ingest.log" &
+	ingest_pid=$!
+	for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+	url=http://127.0.0.1:$(cat "$work/port")/api/v1/streams
+	t0=$(now)
+	ls "$work"/batches/*.zst | xargs -P "$senders" -I{} curl -s -o /dev/null -w '%{http_code}\n' \
+		-H "Authorization: Bearer $token" -H 'Content-Type: application/x-ndjson' \
+		-H 'Content-Encoding: zstd' --data-binary @{} "$url" >"$work/codes"
+	t1=$(now)
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	peak=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$ingest_pid/status")
+	icpu=$(cpu_s "$ingest_pid")
+	kill "$ingest_pid"
+	wait "$ingest_pid" || true
+	ingest_pid=
+	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams")
+	nstreams=${stored% *}
+	nevents=${stored#* }
+	if [ "$nstreams" != "$streams" ] || grep -qv '^200$' "$work/codes"; then
+		echo "bench: not every request was stored: $(sort "$work/codes" | uniq -c | tr '\n' ' ')" >&2
+		exit 1
+	fi
+	echo "sm-ingest:  $secs s  $(rate "$nevents" "$secs") events/s  $(rate "$nstreams" "$secs") streams/s  peak RSS $peak MB  server CPU $icpu s"
+
+	# the same rows, straight into the same tables
+	psql -Xqc "\\copy (SELECT * FROM streams ORDER BY id) TO '$work/streams.tsv'" \
+		-c "\\copy (SELECT * FROM events) TO '$work/events.tsv'"
+	psql -Xqc "TRUNCATE streams, events"
+	t0=$(now)
+	psql -Xqc "\\copy streams FROM '$work/streams.tsv'" -c "\\copy events FROM '$work/events.tsv'"
+	t1=$(now)
+	csecs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	echo "psql \\copy: $csecs s  $(rate "$nevents" "$csecs") events/s  $(rate "$nstreams" "$csecs") streams/s"
+	echo "ratio:      $(awk -v a="$secs" -v b="$csecs" 'BEGIN { printf "%.0f %%", 100 * b / a }') of the raw COPY rate (goal: at least 50 %)"
+	psql -Xqc "TRUNCATE streams, events, stat_deltas, stat_frames, stat_calls, stat_streams"
+fi
