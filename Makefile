@@ -5,6 +5,7 @@
 #   make demo       private PostgreSQL + services + a demo fleet; prints what to open
 #   make stop       stop what the demo started
 #   make bench      benchmarks (a report, not a test)
+#   make fuzz       libFuzzer runs of the wire parser and the importers (FUZZ_SECONDS each)
 #
 # SAN=1 builds with AddressSanitizer and UBSan into build/asan (the tests use it).
 
@@ -108,6 +109,27 @@ bench:
 	@deploy/deps.sh bench
 	@$(MAKE) --no-print-directory binaries
 	@tests/bench/run.sh
+
+# libFuzzer targets (clang): FUZZ_SECONDS each, corpora kept in build/fuzz/corpus-*.
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+	-Icommon -Iagent -Iingest -Ibuild/fuzz/gen $(PKG_CFLAGS)
+build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrations.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/fuzz/fuzz_import: tests/fuzz/fuzz_import.c $(COMMON_SRC) $(AGENT_SRC) build/fuzz/gen/migrations.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/fuzz/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
+	@mkdir -p $(dir $@)
+	deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
+
+fuzz:
+	@deploy/deps.sh fuzz
+	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_import
+	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-import
+	build/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-wire tests/integration/data
+	build/fuzz/fuzz_import -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-import
 
 clean:
 	rm -rf build bin

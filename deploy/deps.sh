@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # deps.sh PURPOSE: make sure the Debian packages that PURPOSE (build, test, demo,
-# bench) needs are installed. As root, installs what is missing with apt-get;
+# bench, fuzz) needs are installed. As root, installs what is missing with apt-get;
 # otherwise prints the exact command to run and fails.
 set -euo pipefail
 
@@ -12,6 +12,7 @@ build) ;;
 test) pkgs+=(postgresql postgresql-common curl zstd procps) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps) ;;
 bench) pkgs+=(postgresql postgresql-common curl zstd procps time) ;;
+fuzz) pkgs+=(clang) ;;
 *) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench)" >&2; exit 2 ;;
 esac
 
