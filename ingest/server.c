@@ -273,6 +273,12 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		metrics_reject(REASON_OVERLOADED, 1);
 		return respond_rq(rq, 503, "server is shutting down; retry later", 5);
 	}
+	/* a token known to be bad needs no body */
+	if (!au || (auth_cached(s->auth, au, &role) && role != AUTH_INGEST && role != AUTH_ADMIN)) {
+		metrics_reject(REASON_UNAUTHORIZED, 1);
+		return respond_rq(rq, 401, au ? "authorization: unknown or revoked token"
+					      : "authorization: missing bearer token", 0);
+	}
 	if (!ct || !(media_is(ct, "application/json") || media_is(ct, "application/x-ndjson"))) {
 		metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
 		return respond_rq(rq, 415, "Content-Type: must be application/json or application/x-ndjson", 0);
@@ -290,12 +296,6 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		metrics_reject(REASON_TOO_LARGE, 1);
 		snprintf(msg, sizeof(msg), "body: larger than the limit of %zu bytes", s->cfg->lim.max_body);
 		return respond_rq(rq, 413, msg, 0);
-	}
-	/* a token known to be bad needs no body */
-	if (!au || (auth_cached(s->auth, au, &role) && role != AUTH_INGEST && role != AUTH_ADMIN)) {
-		metrics_reject(REASON_UNAUTHORIZED, 1);
-		return respond_rq(rq, 401, au ? "authorization: unknown or revoked token"
-					      : "authorization: missing bearer token", 0);
 	}
 	rq->authorization = strndup(au, 512);
 	if (!rq->authorization)

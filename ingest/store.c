@@ -686,7 +686,7 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 
 	if (db_exec(st->db, "BEGIN", st->err, sizeof(st->err)) < 0)
 		return -1;
-	r = PQexec(st->db, "SELECT now()::text, now()::date::text,"
+	r = PQexec(st->db, "SELECT now()::text, (now() AT TIME ZONE 'UTC')::date::text,"
 			   " (extract(epoch FROM now()) * 1000000)::bigint - 946684800000000");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_fail(st, "reading the time", r);
@@ -759,7 +759,7 @@ int store_maintain(struct store *st)
 	if (!store_conn(st))
 		return -1;
 	r = PQexec(st->db,
-		   "SELECT sm_ensure_partitions(now()::date - 1,"
+		   "SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
 		   " 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead')),"
 		   " sm_apply_retention(now())");
 	ok = PQresultStatus(r) == PGRES_TUPLES_OK;

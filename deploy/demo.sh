@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# demo.sh: the whole stack on this machine, with a demo fleet's trace streams
+# stored, for trying stackmine out. `make demo` builds and runs `demo.sh start`;
+# `make stop` runs `demo.sh stop`.
+#
+#   deploy/demo.sh start    private PostgreSQL (deploy/pg.sh), schema, tokens,
+#                           sm-ingest on 127.0.0.1:8080 (or the next free port),
+#                           a generated fleet shipped with sm-agent; prints what to try
+#   deploy/demo.sh stop     stop sm-ingest (SIGTERM, waits for it) and PostgreSQL
+#   deploy/demo.sh status   what is running
+#
+# Everything lives in var/: var/pg (the cluster), var/tokens (mode 0600),
+# var/log/ingest.log, var/run/ingest.{pid,port}, var/demo (the fleet), var/spool
+# (what sm-agent could not deliver).
+# Both commands may be repeated: what already runs is left running.
+#
+# Environment: SM_INGEST_PORT (first port to try, 8080), SM_DEMO_STREAMS (300),
+# SM_DEMO_EVENTS (events per stream, 2000), SM_DEMO_HOSTS (60), SM_DEMO_SEED (1),
+# SM_BIN (bin), SM_GENFLEET (build/rel/tests/genfleet).
+set -euo pipefail
+
+die() { echo "demo.sh: $*" >&2; exit 1; }
+say() { echo "demo.sh: $*" >&2; }
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$repo"
+var=$repo/var
+bin=${SM_BIN:-$repo/bin}
+genfleet=${SM_GENFLEET:-$repo/build/rel/tests/genfleet}
+pidf=$var/run/ingest.pid
+portf=$var/run/ingest.port
+logf=$var/log/ingest.log
+tokf=$var/tokens
+
+# True while pid $1 runs (kill -0 also succeeds for a zombie, which an exited
+# child of ours stays until it is waited for).
+alive() {
+	local st
+	[ -n "$1" ] && st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[ "${st%% *}" != Z ]
+}
+
+# True while pid $1 is a live sm-ingest (not a recycled pid).
+is_ingest() {
+	alive "$1" && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = sm-ingest ]
+}
+
+ingest_pid() {
+	local pid=
+	[ -r "$pidf" ] && pid=$(cat "$pidf")
+	is_ingest "$pid" && echo "$pid"
+	return 0
+}
+
+port_busy() {
+	(: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# psql on the demo database; SQL on stdin, so that -v variables are interpolated.
+q() {
+	"$repo/deploy/pg.sh" psql -XAtq -v ON_ERROR_STOP=1 "$@"
+}
+
+# Creates the ingest and analyst tokens, or keeps the saved ones while the
+# database still knows them (it stores only their SHA-256).
+ensure_tokens() {
+	local role tok name ok
+	SM_INGEST_TOKEN='' SM_ANALYST_TOKEN=''
+	# shellcheck disable=SC1090
+	[ -r "$tokf" ] && . "$tokf"
+	for role in ingest analyst; do
+		name=SM_${role^^}_TOKEN
+		tok=${!name}
+		ok=0
+		if [ -n "$tok" ]; then
+			ok=$(q -v tok="$tok" <<-'EOF'
+			SELECT count(*) FROM tokens
+			 WHERE token_hash = sha256(convert_to(:'tok', 'UTF8')) AND revoked_at IS NULL
+			EOF
+			)
+		fi
+		if [ "$ok" != 1 ]; then
+			tok=$("$bin/sm-admin" --db "$db" token create --role "$role" --name "demo-$role") ||
+				die "sm-admin token create --role $role failed"
+			printf -v "$name" '%s' "$tok"
+		fi
+	done
+	(umask 077 && cat >"$tokf.new" <<-EOF
+	# stackmine demo tokens (deploy/demo.sh); load them with: . var/tokens
+	SM_INGEST_TOKEN=$SM_INGEST_TOKEN
+	SM_ANALYST_TOKEN=$SM_ANALYST_TOKEN
+	EOF
+	)
+	mv "$tokf.new" "$tokf"
+}
+
+start_ingest() {
+	local pid port base i logpos
+	pid=$(ingest_pid)
+	if [ -n "$pid" ]; then
+		if [[ "$(readlink "/proc/$pid/exe")" == *" (deleted)" ]]; then
+			say "sm-ingest (pid $pid) runs an older build; restarting it"
+			stop_ingest
+		else
+			ingest_url=http://127.0.0.1:$(cat "$portf")
+			say "sm-ingest already running (pid $pid, $ingest_url)"
+			return 0
+		fi
+	fi
+	base=${SM_INGEST_PORT:-8080}
+	port=$base
+	while port_busy "$port"; do
+		port=$(( port + 1 ))
+		[ $port -lt $(( base + 100 )) ] || die "ports $base to $port are all in use; set SM_INGEST_PORT"
+	done
+	[ "$port" = "$base" ] || say "port $base is in use, using $port"
+	rm -f "$portf"
+	touch "$logf"
+	logpos=$(stat -c %s "$logf") # what this start adds to the log begins here
+	echo "--- $(date -u +%FT%TZ) deploy/demo.sh start" >>"$logf"
+	nohup "$bin/sm-ingest" --db "$db" --listen "127.0.0.1:$port" --port-file "$portf" \
+		</dev/null >>"$logf" 2>&1 &
+	pid=$!
+	echo "$pid" >"$pidf"
+	for i in $(seq 1 300); do
+		# alive, not is_ingest: until nohup execs it, the child is not sm-ingest yet
+		if ! alive "$pid"; then
+			wait "$pid" 2>/dev/null && i=0 || i=$?
+			rm -f "$pidf"
+			tail -c +$((logpos + 1)) "$logf" | tail -n 30 >&2
+			die "sm-ingest exited with status $i while starting (log: var/log/ingest.log, last lines above)"
+		fi
+		if [ -s "$portf" ] &&
+		   curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(cat "$portf")/healthz" 2>/dev/null; then
+			ingest_url=http://127.0.0.1:$(cat "$portf")
+			say "sm-ingest running (pid $pid, $ingest_url, log var/log/ingest.log)"
+			return 0
+		fi
+		sleep 0.1
+	done
+	tail -c +$((logpos + 1)) "$logf" | tail -n 30 >&2
+	die "sm-ingest (pid $pid) did not answer /healthz within 30 s (log: var/log/ingest.log); 'make stop' stops it"
+}
+
+stop_ingest() {
+	local pid i
+	pid=$(ingest_pid)
+	if [ -z "$pid" ]; then
+		say "sm-ingest is not running"
+		rm -f "$pidf" "$portf"
+		return 0
+	fi
+	kill -TERM "$pid"
+	# sm-ingest drains the requests in flight for up to 30 s (--drain-timeout)
+	for i in $(seq 1 450); do
+		is_ingest "$pid" || break
+		sleep 0.1
+	done
+	if is_ingest "$pid"; then
+		tail -n 20 "$logf" >&2
+		die "sm-ingest (pid $pid) still runs 45 s after SIGTERM (log above); kill -KILL $pid if it must go"
+	fi
+	rm -f "$pidf" "$portf"
+	say "sm-ingest stopped (pid $pid)"
+}
+
+# Generates the demo fleet once and ships it unless the database has it already
+# (the stream ids are fixed by the seed, so this is also what the server's
+# idempotency would decide, only without sending 600k events again).
+ship_fleet() {
+	local fleet=$var/demo/fleet.ndjson truth=$var/demo/truth.json first n
+	local streams=${SM_DEMO_STREAMS:-300} events=${SM_DEMO_EVENTS:-2000} seed=${SM_DEMO_SEED:-1}
+	local hosts=${SM_DEMO_HOSTS:-60}
+	local stamp="streams=$streams events=$events hosts=$hosts seed=$seed"
+	if [ ! -s "$fleet" ] || [ "$(cat "$fleet.params" 2>/dev/null)" != "$stamp" ]; then
+		say "generating a demo fleet: $streams streams x $events events from $hosts hosts (seed $seed)"
+		"$genfleet" --streams "$streams" --events "$events" --hosts "$hosts" --seed "$seed" \
+			--out "$fleet.tmp" --truth "$truth" || die "genfleet failed"
+		mv "$fleet.tmp" "$fleet"
+		echo "$stamp" >"$fleet.params"
+	fi
+	first=$(head -n 1 "$fleet" | grep -o '"stream_id": *"[^"]*"' | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
+	[ -n "$first" ] || die "$fleet has no stream_id on its first line"
+	n=$(q -v id="$first" <<<"SELECT count(*) FROM streams WHERE stream_id = :'id'::uuid")
+	if [ "$n" = 1 ]; then
+		say "the demo fleet is stored already"
+		return 0
+	fi
+	say "shipping the demo fleet to $ingest_url"
+	# the token through the environment: a command line is visible to every user
+	SM_TOKEN=$SM_INGEST_TOKEN "$bin/sm-agent" ship --url "$ingest_url" --spool "$var/spool" "$fleet" ||
+		die "sm-agent ship failed (sm-ingest log: var/log/ingest.log)"
+}
+
+cmd_start() {
+	local p
+	for p in "$bin/sm-admin" "$bin/sm-ingest" "$bin/sm-agent" "$genfleet"; do
+		[ -x "$p" ] || die "$p is missing: run 'make demo', which builds it first"
+	done
+	command -v curl >/dev/null || die "curl is missing (apt-get install curl; 'make demo' installs it)"
+	mkdir -p "$var/run" "$var/log" "$var/demo"
+	"$repo/deploy/pg.sh" start
+	db=$("$repo/deploy/pg.sh" url)
+	"$bin/sm-admin" --db "$db" migrate || die "sm-admin migrate failed"
+	"$bin/sm-admin" --db "$db" maintain >/dev/null || die "sm-admin maintain failed"
+	ensure_tokens
+	start_ingest
+	ship_fleet
+	print_guide
+}
+
+print_guide() {
+	local perf=$repo/../shared/data/perf/dspeyer-sched-61cb776.perf.txt
+	cat <<-EOF
+
+	stackmine demo is running
+	  ingest    $ingest_url  (pid $(cat "$pidf"), log var/log/ingest.log)
+	  database  deploy/pg.sh psql   (for --db: $db)
+	  tokens    var/tokens          (load them: . var/tokens)
+
+	Try:
+	  curl -s $ingest_url/healthz
+	  curl -s $ingest_url/metrics | grep -v '^#' | head -20
+	  bin/sm-admin --db "\$(deploy/pg.sh url)" status
+
+	  # one stream by hand (tests/integration/data/stream.json, with a fresh id)
+	  . var/tokens
+	  sed "s/@ID@/\$(cat /proc/sys/kernel/random/uuid)/" tests/integration/data/stream.json |
+	    curl -s -H "Authorization: Bearer \$SM_INGEST_TOKEN" -H 'Content-Type: application/json' \\
+	         --data-binary @- $ingest_url/api/v1/streams
+	  # without a token: 401
+	  curl -s -w ' %{http_code}\n' -H 'Content-Type: application/json' --data '{}' $ingest_url/api/v1/streams
+
+	  # a real perf capture (scheduler waits with their wakers), converted and shipped
+	  SM_TOKEN=\$SM_INGEST_TOKEN bin/sm-agent import --format perf --host laptop --app pingpong \\
+	      --url $ingest_url --spool var/spool ../shared/data/perf/$(basename "$perf")
+
+	  # what is stored: streams per app and version
+	  deploy/pg.sh psql -c 'SELECT app, version, count(*) AS streams, count(DISTINCT host) AS hosts, sum(n_events) AS events, avg(symptom_end_ns - symptom_start_ns)::bigint / 1000000 AS avg_symptom_ms FROM streams GROUP BY 1, 2 ORDER BY 1, 2'
+	  # the stack (outermost first) of the longest wait on the slowest stream's symptom thread
+	  deploy/pg.sh psql -c "WITH s AS (SELECT * FROM streams ORDER BY symptom_end_ns - symptom_start_ns DESC LIMIT 1), e AS (SELECT e.* FROM events e, s WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'w' ORDER BY e.dur_ns DESC LIMIT 1) SELECT o.i AS depth, f.name AS frame FROM e, stacks st, unnest(st.frame_ids) WITH ORDINALITY o(id, i), frames f WHERE st.id = e.stack_id AND f.id = o.id ORDER BY o.i"
+
+	Stop everything: make stop
+	EOF
+}
+
+cmd_stop() {
+	local rc=0
+	stop_ingest || rc=1
+	"$repo/deploy/pg.sh" stop || rc=1
+	return $rc
+}
+
+cmd_status() {
+	local pid
+	pid=$(ingest_pid)
+	if [ -n "$pid" ]; then
+		echo "sm-ingest: running, pid $pid, http://127.0.0.1:$(cat "$portf" 2>/dev/null)"
+	else
+		echo "sm-ingest: not running"
+	fi
+	"$repo/deploy/pg.sh" status | sed 's/^/postgresql: /' || true
+}
+
+case ${1:-} in
+start) cmd_start ;;
+stop) cmd_stop ;;
+status) cmd_status ;;
+*)
+	sed -n '6,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+	;;
+esac

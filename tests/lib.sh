@@ -1,0 +1,231 @@
+# lib.sh: helpers for the integration tests (tests/integration/test_*.sh), which
+# run the real programs against a real PostgreSQL. Source it first:
+#
+#   . "$(dirname "$0")/../lib.sh"
+#
+# It expects the PG* environment variables of a server it may create databases
+# on (tests/run.sh runs the scripts inside pg_virtualenv), and SM_BIN_DIR, the
+# directory of the programs under test. Each script gets a database of its own,
+# dropped at exit (SM_TEST_FRESH_DB=0: use $PGDATABASE as it is).
+#
+# Checks:   t_ok NAME | t_fail NAME WHY | t_eq NAME GOT WANT | t_match NAME GOT REGEX
+# End:      t_done (prints "N passed, N failed"; exits 1 when anything failed)
+# Database: pg_q SQL [PSQL ARGS]   (prints the result; -v x=V makes :'x' usable in SQL)
+# Servers:  start_ingest [ARGS] / stop_ingest ; sets INGEST_URL, INGEST_PID, INGEST_LOG
+# Tokens:   mk_token ROLE          (prints the token)
+# HTTP:     http METHOD URL [CURL ARGS]   sets HTTP_STATUS, HTTP_BODY, HTTP_HEADERS
+# Misc:     free_port, t_cleanup 'COMMAND' (run at exit, last registered first),
+#           T_TMP (a temporary directory removed at exit), SM_REPO, SM_DATA
+#
+# Scripts should not use set -e: a failed check must not end the run.
+#
+# One script by hand, against the private cluster of deploy/pg.sh:
+#   eval "$(deploy/pg.sh env --admin)"; SM_BIN_DIR=bin bash tests/integration/test_smoke.sh
+
+set -u -o pipefail
+
+SM_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+: "${SM_DATA:=$SM_REPO/../shared/data}"
+: "${SM_BIN_DIR:=$SM_REPO/build/asan/bin}"
+export SM_REPO SM_DATA SM_BIN_DIR
+
+T_NAME=$(basename "$0" .sh)
+T_PASSED=0
+T_FAILED=0
+T_CLEANUPS=()
+INGEST_PID=
+INGEST_URL=
+INGEST_LOG=
+INGEST_RC=
+T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/$T_NAME.XXXXXX") || { echo "lib.sh: mktemp failed" >&2; exit 1; }
+
+t_ok() {
+	T_PASSED=$((T_PASSED + 1))
+	echo "ok   $1"
+}
+
+t_fail() {
+	T_FAILED=$((T_FAILED + 1))
+	echo "FAIL $1: ${2:-}"
+}
+
+t_eq() {
+	if [ "$2" = "$3" ]; then
+		t_ok "$1"
+	else
+		t_fail "$1" "got '$2', expected '$3'"
+	fi
+}
+
+t_match() {
+	if [[ $2 =~ $3 ]]; then
+		t_ok "$1"
+	else
+		t_fail "$1" "'$2' does not match /$3/"
+	fi
+}
+
+t_cleanup() {
+	T_CLEANUPS+=("$1")
+}
+
+_t_exit() {
+	local i
+	if [ -n "$INGEST_PID" ]; then
+		kill -KILL "$INGEST_PID" 2>/dev/null
+		wait "$INGEST_PID" 2>/dev/null
+	fi
+	for ((i = ${#T_CLEANUPS[@]} - 1; i >= 0; i--)); do
+		eval "${T_CLEANUPS[i]}" || echo "lib.sh: cleanup failed: ${T_CLEANUPS[i]}" >&2
+	done
+	rm -rf "$T_TMP"
+}
+trap _t_exit EXIT
+trap 'exit 130' INT TERM
+
+t_done() {
+	if [ -n "$INGEST_PID" ]; then
+		stop_ingest
+	fi
+	echo "$T_PASSED passed, $T_FAILED failed"
+	[ "$T_FAILED" -eq 0 ] && exit 0
+	exit 1
+}
+
+# Stops the script when something it cannot go on without fails.
+t_bail() {
+	t_fail "$1" "${2:-} (giving up)"
+	t_done
+}
+
+pg_q() {
+	local sql=$1
+	shift
+	psql -X -A -t -q -v ON_ERROR_STOP=1 "$@" <<<"$sql"
+}
+
+# A TCP port nothing on 127.0.0.1 listens on (for tests that need one up front;
+# start_ingest lets the server choose instead, which cannot race).
+free_port() {
+	local p i
+	for i in $(seq 1 100); do
+		p=$((20000 + RANDOM % 30000))
+		if ! (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# True while pid $1 runs (kill -0 also succeeds for a zombie, which an exited
+# child stays until it is waited for).
+t_alive() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[ "${st%% *}" != Z ]
+}
+
+# start_ingest [ARGS...]: starts sm-ingest on a port of its choosing, waits for
+# /healthz to answer 200. Returns 1 (after printing its log) when it does not.
+start_ingest() {
+	local pf i port
+	[ -z "$INGEST_PID" ] || stop_ingest
+	INGEST_LOG=$T_TMP/ingest.$RANDOM.log
+	pf=$T_TMP/ingest.port
+	rm -f "$pf"
+	"$SM_BIN_DIR/sm-ingest" --listen 127.0.0.1:0 --port-file "$pf" "$@" </dev/null >"$INGEST_LOG" 2>&1 &
+	INGEST_PID=$!
+	INGEST_URL=
+	# sanitizer builds start slowly; 30 s is generous
+	for i in $(seq 1 300); do
+		if ! t_alive "$INGEST_PID"; then
+			wait "$INGEST_PID"
+			INGEST_RC=$?
+			INGEST_PID=
+			echo "sm-ingest exited with status $INGEST_RC while starting; its log:"
+			sed 's/^/  | /' "$INGEST_LOG"
+			return 1
+		fi
+		port=$(cat "$pf" 2>/dev/null)
+		if [[ $port =~ ^[0-9]+$ ]]; then
+			INGEST_URL=http://127.0.0.1:$port
+			if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$INGEST_URL/healthz")" = 200 ]; then
+				return 0
+			fi
+		fi
+		sleep 0.1
+	done
+	echo "sm-ingest did not answer /healthz within 30 s; its log:"
+	sed 's/^/  | /' "$INGEST_LOG"
+	return 1
+}
+
+# Sends SIGTERM and waits (at most 40 s) for a clean exit. INGEST_RC holds the
+# exit status; a status other than 0 is a failed check, with the log shown.
+stop_ingest() {
+	local i
+	[ -n "$INGEST_PID" ] || return 0
+	kill -TERM "$INGEST_PID" 2>/dev/null
+	for i in $(seq 1 400); do
+		t_alive "$INGEST_PID" || break
+		sleep 0.1
+	done
+	if t_alive "$INGEST_PID"; then
+		kill -KILL "$INGEST_PID" 2>/dev/null
+		wait "$INGEST_PID" 2>/dev/null
+		INGEST_PID=
+		INGEST_RC=killed
+		t_fail "sm-ingest stops on SIGTERM" "still running after 40 s; killed"
+		sed 's/^/  | /' "$INGEST_LOG"
+		return 1
+	fi
+	wait "$INGEST_PID"
+	INGEST_RC=$?
+	INGEST_PID=
+	if [ "$INGEST_RC" -ne 0 ]; then
+		t_fail "sm-ingest exits 0 on SIGTERM" "exit status $INGEST_RC; its log:"
+		sed 's/^/  | /' "$INGEST_LOG"
+		return 1
+	fi
+	return 0
+}
+
+# sm-admin with the test database; its messages go to stderr as usual.
+sm_admin() {
+	"$SM_BIN_DIR/sm-admin" "$@"
+}
+
+mk_token() {
+	sm_admin token create --role "$1" --name "$T_NAME-$1"
+}
+
+# shellcheck disable=SC2034 # HTTP_* are for the calling script
+# http METHOD URL [CURL ARGS...]: HTTP_STATUS (000 when there was no answer),
+# HTTP_BODY (exactly as received), HTTP_HEADERS (the raw response headers).
+http() {
+	local method=$1 url=$2 out hf=$T_TMP/http.headers
+	shift 2
+	rm -f "$hf"
+	# the x keeps the body's own trailing newlines from $(...)
+	out=$(curl -sS --max-time 60 -D "$hf" -X "$method" -w '\n%{http_code}' "$@" "$url"; echo x)
+	out=${out%x}
+	HTTP_STATUS=${out##*$'\n'}
+	HTTP_BODY=${out%$'\n'*}
+	HTTP_HEADERS=$(cat "$hf" 2>/dev/null)
+}
+
+# A database of this script's own, so that scripts cannot see each other's rows.
+if [ "${SM_TEST_FRESH_DB:-1}" != 0 ]; then
+	# never the machine's default server by accident
+	if [ -z "${PGHOST:-}${PGSERVICE:-}" ]; then
+		t_bail "database" "no PGHOST: run this through tests/run.sh, or see the top of tests/lib.sh"
+	fi
+	T_DB="smtest_${T_NAME//[^a-zA-Z0-9_]/_}_$$"
+	if ! pg_q "CREATE DATABASE \"$T_DB\"" -d postgres; then
+		t_bail "create database $T_DB" "cannot create a database with the PG* environment (PGHOST=${PGHOST:-})"
+	fi
+	t_cleanup "pg_q 'DROP DATABASE IF EXISTS \"$T_DB\" WITH (FORCE)' -d postgres"
+	export PGDATABASE=$T_DB
+fi
