@@ -173,6 +173,21 @@ static int scan_word(struct scan *sc, const char *w, size_t n)
 	return 0;
 }
 
+/* An object key, its colon and the white space up to the value. */
+static int scan_key(struct scan *sc)
+{
+	if (sc->p >= sc->end || *sc->p != '"')
+		return scan_fail(sc, "where an object key belongs");
+	if (scan_string(sc) < 0)
+		return -1;
+	scan_ws(sc);
+	if (sc->p >= sc->end || *sc->p != ':')
+		return scan_fail(sc, "in an object");
+	sc->p++;
+	scan_ws(sc);
+	return 0;
+}
+
 /* Iterative over containers so that depth costs no C stack. */
 int json_check(const char *text, size_t len, int max_depth, char *err, size_t errlen)
 {
@@ -208,17 +223,8 @@ int json_check(const char *text, size_t len, int max_depth, char *err, size_t er
 				sc.depth--;
 				goto after_value;
 			}
-			if (obj) {
-				if (sc.p >= sc.end || *sc.p != '"')
-					return scan_fail(&sc, "where an object key belongs");
-				if (scan_string(&sc) < 0)
-					return -1;
-				scan_ws(&sc);
-				if (sc.p >= sc.end || *sc.p != ':')
-					return scan_fail(&sc, "in an object");
-				sc.p++;
-				scan_ws(&sc);
-			}
+			if (obj && scan_key(&sc) < 0)
+				return -1;
 			continue;
 		}
 		case '"':
@@ -257,17 +263,8 @@ after_value:
 			if (sc.p < sc.end && *sc.p == ',') {
 				sc.p++;
 				scan_ws(&sc);
-				if (obj) {
-					if (sc.p >= sc.end || *sc.p != '"')
-						return scan_fail(&sc, "where an object key belongs");
-					if (scan_string(&sc) < 0)
-						return -1;
-					scan_ws(&sc);
-					if (sc.p >= sc.end || *sc.p != ':')
-						return scan_fail(&sc, "in an object");
-					sc.p++;
-					scan_ws(&sc);
-				}
+				if (obj && scan_key(&sc) < 0)
+					return -1;
 				break; /* next value */
 			}
 			if (sc.p < sc.end && *sc.p == (obj ? '}' : ']')) {
