@@ -323,12 +323,13 @@ static void install_signals(void)
 
 struct report_ctx {
 	int verbose;
+	char last_why[256];      /* the last spooling reason printed */
 };
 
 static void print_report(void *ctx, enum ship_event ev, const char *origin, const char *id,
 			 const char *msg)
 {
-	const struct report_ctx *rc = ctx;
+	struct report_ctx *rc = ctx;
 	const char *what;
 
 	switch (ev) {
@@ -339,9 +340,15 @@ static void print_report(void *ctx, enum ship_event ev, const char *origin, cons
 	case SHIP_EV_KEPT: what = "kept in the spool"; break;
 	default: what = "?"; break;
 	}
-	/* spooling is summed up at the end; one line per stream only on request */
-	if ((ev == SHIP_EV_SPOOLED || ev == SHIP_EV_KEPT) && !rc->verbose)
+	/* spooling is summed up at the end; one line per stream only on request,
+	 * otherwise the reason once each time it changes */
+	if ((ev == SHIP_EV_SPOOLED || ev == SHIP_EV_KEPT) && !rc->verbose) {
+		if (strcmp(rc->last_why, msg) != 0) {
+			snprintf(rc->last_why, sizeof(rc->last_why), "%s", msg);
+			fprintf(stderr, "sm-agent: %s: streams %s: %s\n", origin, what, msg);
+		}
 		return;
+	}
 	if (*id)
 		fprintf(stderr, "sm-agent: %s: %s %s: %s\n", origin, what, id, msg);
 	else
@@ -522,6 +529,7 @@ int main(int argc, char **argv)
 	install_signals();
 	c.ship.cancel = &interrupted;
 	log_init("agent", c.verbose ? LOG_DEBUG : LOG_WARN);
+	memset(&rctx, 0, sizeof(rctx));
 	rctx.verbose = c.verbose;
 	c.ship.report = print_report;
 	c.ship.report_ctx = &rctx;

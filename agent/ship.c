@@ -104,6 +104,7 @@ struct ship_splitter {
 	bool bracketed;        /* ... and it starts with { or [ */
 	bool closed;           /* unknown mode: the first object closed on its own line */
 	bool in_str, esc;
+	bool line_start;       /* nothing but blanks read on this line yet */
 	char err[128];
 };
 
@@ -117,6 +118,7 @@ struct ship_splitter *ship_splitter_open(size_t max_object, ship_text_fn *fn, vo
 	sp->fn = fn;
 	sp->ctx = ctx;
 	sp->line = 1;
+	sp->line_start = true;
 	return sp;
 }
 
@@ -163,6 +165,9 @@ int ship_splitter_feed(struct ship_splitter *sp, const char *p, size_t n)
 		if (c == '\n') {
 			bool end = false;
 
+			/* JSON strings never span lines: a newline ends a cut-off one */
+			sp->in_str = sp->esc = false;
+			sp->line_start = true;
 			if (!sp->started)
 				seg = i + 1;
 			else if (sp->mode == SPLIT_NDJSON)
@@ -180,6 +185,17 @@ int ship_splitter_feed(struct ship_splitter *sp, const char *p, size_t n)
 			}
 			sp->line++;
 			continue;
+		}
+		if (sp->line_start && c != ' ' && c != '\t' && c != '\r') {
+			sp->line_start = false;
+			/* '{' opening a line where the top-level object wants a key: the
+			 * object before was cut short, and this line starts the next one */
+			if (c == '{' && sp->started && sp->mode != SPLIT_NDJSON && sp->depth == 1 &&
+			    sp->bracketed) {
+				if ((rc = split_take(sp, p + seg, i - seg)) || (rc = split_emit(sp)))
+					return rc;
+				seg = i;
+			}
 		}
 		if (!sp->started) {
 			if (c == ' ' || c == '\t' || c == '\r') {

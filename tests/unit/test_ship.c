@@ -737,6 +737,18 @@ static void test_split_pretty(void)
 	CHECK_STR(p.text[1], "garbage here");
 	CHECK_INT(p.line[1], 4);
 	CHECK_INT(p.line[2], 5);
+	/* a first line cut short does not swallow the lines after it */
+	split("{\"v\": 1, \"stream_id\": \"x\"\n{\"a\":1}\n{\"b\":2}\n", &p, 1024);
+	CHECK_INT(p.n, 3);
+	CHECK_STR(p.text[0], "{\"v\": 1, \"stream_id\": \"x\"\n");
+	CHECK_INT(p.line[1], 2);
+	CHECK_STR(p.text[1], "{\"a\":1}");
+	CHECK_STR(p.text[2], "{\"b\":2}");
+	/* nor does one cut inside a string */
+	split("{\"v\": 1, \"host\": \"we\n{\"a\":1}\n", &p, 1024);
+	CHECK_INT(p.n, 2);
+	CHECK_STR(p.text[1], "{\"a\":1}");
+	CHECK_INT(p.line[1], 2);
 	/* an unterminated object at the end */
 	split("{\n\"a\": [1,\n", &p, 1024);
 	CHECK_INT(p.n, 1);
