@@ -341,9 +341,10 @@ static void print_report(void *ctx, enum ship_event ev, const char *origin, cons
 	default: what = "?"; break;
 	}
 	/* spooling is summed up at the end; one line per stream only on request,
-	 * otherwise the reason once each time it changes */
+	 * otherwise a server's refusal once each time it changes */
 	if ((ev == SHIP_EV_SPOOLED || ev == SHIP_EV_KEPT) && !rc->verbose) {
-		if (strcmp(rc->last_why, msg) != 0) {
+		/* giving up, stopping and interruptions have their own line at the end */
+		if (strncmp(msg, "server answered ", 16) == 0 && strcmp(rc->last_why, msg) != 0) {
 			snprintf(rc->last_why, sizeof(rc->last_why), "%s", msg);
 			fprintf(stderr, "sm-agent: %s: streams %s: %s\n", origin, what, msg);
 		}

@@ -320,8 +320,9 @@ proxy_stop
 ndjson "$T_TMP/b400.ndjson" 4
 proxy_start '400' || t_bail "faultproxy starts"
 agent ship --url "$PROXY_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool400" --batch 2 "$T_TMP/b400.ndjson"
-t_eq "400: exit status and summary" "$AG_RC $AG_ERR" \
-	"1 sm-agent: ship: 2 accepted, 0 duplicates, 0 rejected, 0 invalid, 2 spooled, 0 lost (2 requests)"
+t_eq "400: exit status, the reason once, the summary" "$AG_RC $AG_ERR" \
+	"1 sm-agent: $T_TMP/b400.ndjson:1: streams spooled: server answered 400: faultproxy: injected 400
+sm-agent: ship: 2 accepted, 0 duplicates, 0 rejected, 0 invalid, 2 spooled, 0 lost (2 requests)"
 t_eq "400: not retried" "$(proxy_posts)" "400 pass"
 t_eq "400: the first batch spooled" "$(spool_files "$T_TMP/spool400")" "$(head -n 2 "$T_TMP/b400.ndjson.ids" | sed 's/$/.json/' | sort | tr '\n' ' ' | sed 's/ $//')"
 t_eq "400: the second stored" "$(stored "$T_TMP/b400.ndjson.ids")" "2|2"
