@@ -163,3 +163,21 @@ fail_rollback:
 	PQclear(PQexec(c, "ROLLBACK"));
 	return -1;
 }
+
+int db_parse_int_array(const char *s, int32_t *out, int max)
+{
+	int n = 0;
+
+	if (*s++ != '{')
+		return -1;
+	while (*s && *s != '}') {
+		char *end;
+		long v = strtol(s, &end, 10);
+
+		if (end == s || n >= max || v < INT32_MIN || v > INT32_MAX)
+			return -1;
+		out[n++] = (int32_t)v;
+		s = *end == ',' ? end + 1 : end;
+	}
+	return *s == '}' ? n : -1;
+}

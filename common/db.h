@@ -26,6 +26,9 @@ int db_migrate(PGconn *c, int *applied, char *err, size_t errlen);
 int db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
 /* The first column of the first row of a result as int64 (0 when NULL). */
 int64_t db_get_i64(const PGresult *r, int row, int col);
+/* Parse an integer array as PostgreSQL prints it ("{1,2,3}") into out (room for max).
+ * Returns the count, or -1 when it is not such an array or has more than max items. */
+int db_parse_int_array(const char *s, int32_t *out, int max);
 /* Copy the libpq error message without its trailing newline. */
 void db_errcpy(char *err, size_t errlen, const char *what, const char *pgmsg);
 

@@ -191,24 +191,6 @@ static int put_int_list(struct buf *b, const int32_t *v, size_t n)
 	return rc | buf_putc(b, '}');
 }
 
-/* Parse "{1,2,3}" as printed by the server into ids; returns the count or -1. */
-static int parse_int_list(const char *s, int32_t *out, int max)
-{
-	int n = 0;
-
-	if (*s++ != '{')
-		return -1;
-	while (*s && *s != '}') {
-		char *end;
-		long v = strtol(s, &end, 10);
-		if (end == s || n >= max)
-			return -1;
-		out[n++] = (int32_t)v;
-		s = *end == ',' ? end + 1 : end;
-	}
-	return n;
-}
-
 /*
  * Intern the keys collected in st->missing (frames when is_stack is false),
  * writing their database ids to ids[dense index]. The insert statement's own
@@ -270,7 +252,7 @@ static int intern_missing(struct store *st, bool is_stack, int32_t *ids)
 				int64_t k;
 
 				if (is_stack) {
-					int n = parse_int_list(v, tmp, WIRE_MAX_STACK_DEPTH);
+					int n = db_parse_int_array(v, tmp, WIRE_MAX_STACK_DEPTH);
 					k = n > 0 ? intern_find(st->missing, tmp, (size_t)n * sizeof(int32_t)) : -1;
 				} else {
 					k = intern_find(st->missing, v, (size_t)PQgetlength(r, row, 1));
