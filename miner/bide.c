@@ -1,0 +1,1332 @@
+/*
+ * bide: closed and maximal sequential pattern mining (see bide.h).
+ *
+ * The search is PrefixSpan's depth-first growth of a prefix P = p1..pk over
+ * pseudo-projected databases: a projection is a list of (sequence, start)
+ * pairs, start being the position just after the first instance of P. At
+ * each prefix, in this order:
+ *
+ *   1. BackScan: if for some i an item occurs in the i-th semi-maximum period
+ *      of P in every sequence of the projection, inserting it there changes
+ *      neither the support nor the projection, so no pattern that starts with
+ *      P can be closed or maximal: the whole subtree is skipped.
+ *   2. One pass over the suffixes counts every forward extension P+e. It
+ *      answers the forward check and gives the children. While counting, the
+ *      first item of the first suffix that contains e is kept as a BackScan
+ *      candidate for the child P+e (period k+1); if it precedes e in every
+ *      suffix, the child is pruned before its projection is even built.
+ *   3. Backward check through the maximum periods, only when the forward
+ *      check passed: an item in the i-th maximum period of a sequence is
+ *      exactly an item that can be inserted before p_i in that sequence.
+ *      CLOSED asks whether some insertion keeps the support; MAXIMAL whether
+ *      some insertion reaches minsup.
+ *   4. Output, then the children, in one pass that writes all their
+ *      projections (first occurrence of each child item in each suffix).
+ *
+ * Before mining, items below minsup are dropped (they occur in no frequent
+ * pattern and can never extend one), the others renumbered 0..m-1 by support,
+ * and identical sequences merged (weights added, members remembered for the
+ * output). The search tree is split into subtrees (tasks): the root's
+ * children, and with several threads, the biggest tasks are expanded in the
+ * calling thread until none holds more than a fair share of the work.
+ *
+ * Memory: per thread, one stack of projections (a child's projection lives
+ * above its parent's, and children are explored from the smallest to the
+ * biggest with their projections laid out so that finishing a child frees
+ * its space: descending into the last, usually biggest, child keeps nothing
+ * of its siblings), and item-indexed scratch arrays. No per-node malloc.
+ */
+#include "bide.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define NONE UINT32_MAX
+/* Largest counter table of the maximal backward check, in entries (8 bytes each). */
+#define CTR_MAX ((size_t)1 << 20)
+/* Upper bound on the subtrees expanded in the calling thread to balance threads. */
+#define EXPAND_MAX 4096
+
+/* One sequence of a projection: the merged sequence u, and where its suffix starts. */
+struct ent {
+	uint32_t u, st;
+};
+
+/* The database as mined: frequent items renumbered, identical sequences merged. */
+struct mdb {
+	uint32_t *items;        /* all sequences, concatenated, as dense ids */
+	size_t *off;            /* nu + 1 offsets into items */
+	uint64_t *w;            /* weight of each merged sequence */
+	uint32_t *orig_item;    /* dense id -> caller's item */
+	uint32_t *grp_off;      /* nu + 1 offsets into grp */
+	uint32_t *grp;          /* caller's sequence indexes of each merged sequence, ascending */
+	uint32_t nu, m;
+	size_t n_orig;
+	bool dup;               /* some merged sequence stands for several of the caller's */
+};
+
+/* A child of a node: its item, support, number of sequences, estimated work, where its projection is. */
+struct kid {
+	uint32_t item, cnt;
+	uint64_t sup, est;
+	size_t off;
+};
+
+/* A node of a thread's depth-first search, with the children still to explore. */
+struct frame {
+	size_t k, p, n;         /* prefix length; projection at ents[p..p+n) */
+	uint64_t sup;
+	size_t kbase, nk, next; /* children at kids[kbase..kbase+nk), next one to explore */
+};
+
+/* Projections shared by tasks; freed when the last task using it has been taken. */
+struct block {
+	size_t refs;
+	struct ent e[];
+};
+
+/* A subtree to mine: a prefix and its projection. */
+struct task {
+	uint32_t *pre;
+	size_t k;
+	struct block *blk;
+	const struct ent *proj;
+	size_t n;
+	uint64_t sup, est;
+};
+
+struct shared;
+
+/* Scratch of one thread. The item-indexed arrays are m long and kept all-zero (or NONE) between uses. */
+struct worker {
+	struct shared *sh;
+	uint32_t *stamp, cur;           /* stamp[e] == cur: e seen in the current sequence or period */
+	uint32_t *cnt, *cand, *slot, *touched;
+	uint64_t *wsum;
+	struct ent *ents;               /* projection stack */
+	size_t nents, cap_ents;
+	struct kid *kids;
+	size_t nkids, cap_kids;
+	struct frame *frames;
+	size_t nframes, cap_frames;
+	uint32_t *pre;                  /* the current prefix */
+	size_t cap_pre;
+	uint32_t *f, *g;                /* first-instance positions; last-in-first or last-in-last positions */
+	size_t cap_f, cap_g;
+	uint32_t *cl, *cl_n;            /* BackScan / closure candidates per period */
+	size_t *cl_off;
+	size_t cap_cl, cap_cl_off, cap_cl_n;
+	uint64_t *ctr;                  /* maximal check: weight per (period, item) */
+	uint32_t *ctr_used;
+	size_t cap_ctr, cap_ctr_used;
+	uint32_t *out_items, *out_seqs, *out_tmp;
+	size_t cap_out_items, cap_out_seqs, cap_out_tmp;
+	uint64_t projections, pruned;
+};
+
+struct shared {
+	const struct mdb *db;
+	enum bide_mode mode;
+	uint64_t minsup;
+	size_t max_len, max_patterns;
+	bool no_seqs;
+	bide_emit_fn emit;
+	void *ctx;
+	pthread_mutex_t lock;
+	atomic_int stop;
+	size_t patterns;
+	char err[256];
+	struct task *tasks;
+	size_t ntasks, cap_tasks, next_task;
+};
+
+struct bide {
+	char err[256];
+	struct bide_stats st;
+};
+
+/* Grows p to hold need elements of sz bytes. On failure frees p and returns NULL with *cap = 0: every caller
+ * gives the run up on out of memory. */
+static void *grow(void *p, size_t *cap, size_t need, size_t sz)
+{
+	size_t nc = *cap ? *cap : 16;
+	void *q;
+
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2 / sz) {
+			free(p);
+			*cap = 0;
+			return NULL;
+		}
+		nc *= 2;
+	}
+	q = realloc(p, nc * sz);
+	if (!q) {
+		free(p);
+		*cap = 0;
+		return NULL;
+	}
+	*cap = nc;
+	return q;
+}
+
+#define GROW(arr, cap, need) \
+	((need) <= (cap) ? 0 : ((arr) = grow((arr), &(cap), (need), sizeof(*(arr)))) ? 0 : -1)
+
+static void seterr(char *dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void seterr(char *dst, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(dst, 256, fmt, ap);
+	va_end(ap);
+}
+
+/* Records the first error of the run and stops every thread. */
+static void fail(struct shared *sh, const char *msg)
+{
+	pthread_mutex_lock(&sh->lock);
+	if (!sh->err[0])
+		snprintf(sh->err, sizeof(sh->err), "%s", msg);
+	atomic_store(&sh->stop, 1);
+	pthread_mutex_unlock(&sh->lock);
+}
+
+static inline uint64_t mix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+static uint64_t hash_seq(const uint32_t *s, size_t len)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ s[i]) * 0x100000001b3ULL + (h >> 29);
+	return mix64(h);
+}
+
+/* ---- preparing the database ---- */
+
+/* Set of sequences (not copied) to dense ids, by content. */
+struct seqset {
+	uint32_t *slot;         /* id + 1, 0 = empty */
+	size_t mask;
+	const uint32_t **ptr;
+	uint32_t *len;
+	uint64_t *hash;
+	uint32_t n;
+};
+
+static int seqset_init(struct seqset *s, size_t max)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * max)
+		cap *= 2;
+	memset(s, 0, sizeof(*s));
+	s->slot = calloc(cap, sizeof(*s->slot));
+	s->ptr = malloc((max ? max : 1) * sizeof(*s->ptr));
+	s->len = malloc((max ? max : 1) * sizeof(*s->len));
+	s->hash = malloc((max ? max : 1) * sizeof(*s->hash));
+	s->mask = cap - 1;
+	return s->slot && s->ptr && s->len && s->hash ? 0 : -1;
+}
+
+static void seqset_release(struct seqset *s)
+{
+	free(s->slot);
+	free(s->ptr);
+	free(s->len);
+	free(s->hash);
+}
+
+/* Id of the sequence p[0..len), added if new (room for it was reserved by seqset_init). */
+static uint32_t seqset_put(struct seqset *s, const uint32_t *p, uint32_t len, bool *added)
+{
+	uint64_t h = hash_seq(p, len);
+	size_t i = h & s->mask;
+
+	for (;; i = (i + 1) & s->mask) {
+		uint32_t id = s->slot[i];
+
+		if (!id)
+			break;
+		id--;
+		if (s->hash[id] == h && s->len[id] == len &&
+		    (s->ptr[id] == p || memcmp(s->ptr[id], p, (size_t)len * sizeof(*p)) == 0)) {
+			*added = false;
+			return id;
+		}
+	}
+	s->ptr[s->n] = p;
+	s->len[s->n] = len;
+	s->hash[s->n] = h;
+	s->slot[i] = ++s->n;
+	*added = true;
+	return s->n - 1;
+}
+
+/* Map from the caller's items to indexes 0, 1, ... in order of first sight. */
+struct itemmap {
+	uint32_t *key, *val;    /* val NONE = empty */
+	size_t mask, n;
+};
+
+static int itemmap_init(struct itemmap *im)
+{
+	im->mask = 1023;
+	im->n = 0;
+	im->key = malloc((im->mask + 1) * sizeof(*im->key));
+	im->val = malloc((im->mask + 1) * sizeof(*im->val));
+	if (!im->key || !im->val)
+		return -1;
+	memset(im->val, 0xff, (im->mask + 1) * sizeof(*im->val));
+	return 0;
+}
+
+static void itemmap_release(struct itemmap *im)
+{
+	free(im->key);
+	free(im->val);
+}
+
+static int itemmap_grow(struct itemmap *im)
+{
+	size_t cap = (im->mask + 1) * 2;
+	uint32_t *key = malloc(cap * sizeof(*key)), *val = malloc(cap * sizeof(*val));
+
+	if (!key || !val) {
+		free(key);
+		free(val);
+		return -1;
+	}
+	memset(val, 0xff, cap * sizeof(*val));
+	for (size_t i = 0; i <= im->mask; i++) {
+		if (im->val[i] == NONE)
+			continue;
+		size_t j = mix64(im->key[i]) & (cap - 1);
+
+		while (val[j] != NONE)
+			j = (j + 1) & (cap - 1);
+		key[j] = im->key[i];
+		val[j] = im->val[i];
+	}
+	free(im->key);
+	free(im->val);
+	im->key = key;
+	im->val = val;
+	im->mask = cap - 1;
+	return 0;
+}
+
+/* Index of item, added if new; NONE on out of memory. */
+static uint32_t itemmap_put(struct itemmap *im, uint32_t item)
+{
+	size_t i = mix64(item) & im->mask;
+
+	while (im->val[i] != NONE) {
+		if (im->key[i] == item)
+			return im->val[i];
+		i = (i + 1) & im->mask;
+	}
+	if ((im->n + 1) * 2 > im->mask + 1) {
+		if (im->n + 1 >= NONE || itemmap_grow(im) < 0)
+			return NONE;
+		return itemmap_put(im, item);
+	}
+	im->key[i] = item;
+	im->val[i] = (uint32_t)im->n;
+	return (uint32_t)im->n++;
+}
+
+struct fitem {
+	uint64_t sup;
+	uint32_t item, idx;
+};
+
+static int fitem_cmp(const void *a, const void *b)
+{
+	const struct fitem *x = a, *y = b;
+
+	if (x->sup != y->sup)
+		return x->sup > y->sup ? -1 : 1;
+	return x->item < y->item ? -1 : x->item > y->item;
+}
+
+static void mdb_release(struct mdb *d)
+{
+	free(d->items);
+	free(d->off);
+	free(d->w);
+	free(d->orig_item);
+	free(d->grp_off);
+	free(d->grp);
+	memset(d, 0, sizeof(*d));
+}
+
+/*
+ * Builds the mined database: merges identical sequences, counts item supports on the merged ones, keeps the
+ * items with support >= minsup renumbered by support, and merges again the sequences that became identical.
+ * Returns 0 or -1 with err set.
+ */
+static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, char *err)
+{
+	struct seqset raw, fin;
+	struct itemmap im;
+	uint32_t *rid = NULL, *fid = NULL, *ridx = NULL, *last = NULL, *dense = NULL;
+	uint64_t *rw = NULL, *isup = NULL;
+	size_t *roff = NULL, rtotal = 0, nfreq = 0;
+	struct fitem *fi = NULL;
+	uint64_t total = 0;
+	int rc = -1;
+
+	memset(d, 0, sizeof(*d));
+	memset(&raw, 0, sizeof(raw));
+	memset(&fin, 0, sizeof(fin));
+	memset(&im, 0, sizeof(im));
+	d->n_orig = db->n;
+	if (db->n >= NONE) {
+		seterr(err, "too many sequences (%zu)", db->n);
+		return -1;
+	}
+	for (size_t i = 0; i < db->n; i++) {
+		if (db->lens[i] && !db->seqs[i]) {
+			seterr(err, "sequence %zu has length %u and no items", i, db->lens[i]);
+			return -1;
+		}
+		if (total + db->weights[i] < total) {
+			seterr(err, "the total weight overflows 64 bits");
+			return -1;
+		}
+		total += db->weights[i];
+	}
+
+	/* Identical sequences first: callstack databases repeat stacks a lot. */
+	rid = malloc((db->n ? db->n : 1) * sizeof(*rid));
+	if (!rid || seqset_init(&raw, db->n) < 0 || itemmap_init(&im) < 0)
+		goto oom;
+	rw = calloc(db->n ? db->n : 1, sizeof(*rw));
+	if (!rw)
+		goto oom;
+	for (size_t i = 0; i < db->n; i++) {
+		bool added;
+
+		if (!db->lens[i]) {
+			rid[i] = NONE;
+			continue;
+		}
+		rid[i] = seqset_put(&raw, db->seqs[i], db->lens[i], &added);
+		rw[rid[i]] += db->weights[i];
+		if (added)
+			rtotal += db->lens[i];
+	}
+
+	/* Item supports over the distinct sequences, each item once per sequence. */
+	roff = malloc((raw.n + 1) * sizeof(*roff));
+	ridx = malloc((rtotal ? rtotal : 1) * sizeof(*ridx));
+	if (!roff || !ridx)
+		goto oom;
+	rtotal = 0;
+	for (uint32_t r = 0; r < raw.n; r++) {
+		roff[r] = rtotal;
+		for (uint32_t j = 0; j < raw.len[r]; j++) {
+			uint32_t x = itemmap_put(&im, raw.ptr[r][j]);
+
+			if (x == NONE)
+				goto oom;
+			ridx[rtotal++] = x;
+		}
+	}
+	roff[raw.n] = rtotal;
+	isup = calloc(im.n ? im.n : 1, sizeof(*isup));
+	last = malloc((im.n ? im.n : 1) * sizeof(*last));
+	dense = malloc((im.n ? im.n : 1) * sizeof(*dense));
+	fi = malloc((im.n ? im.n : 1) * sizeof(*fi));
+	if (!isup || !last || !dense || !fi)
+		goto oom;
+	memset(last, 0xff, (im.n ? im.n : 1) * sizeof(*last));
+	for (uint32_t r = 0; r < raw.n; r++) {
+		for (size_t j = roff[r]; j < roff[r + 1]; j++) {
+			if (last[ridx[j]] != r) {
+				last[ridx[j]] = r;
+				isup[ridx[j]] += rw[r];
+			}
+		}
+	}
+	for (size_t x = 0; x < im.n; x++) {
+		dense[x] = NONE;
+		if (isup[x] >= minsup)
+			fi[nfreq++] = (struct fitem){ isup[x], 0, (uint32_t)x };
+	}
+	for (size_t i = 0; i <= im.mask; i++)
+		if (im.val[i] != NONE && isup[im.val[i]] >= minsup)
+			last[im.val[i]] = im.key[i];    /* reuse: index -> caller's item */
+	for (size_t i = 0; i < nfreq; i++)
+		fi[i].item = last[fi[i].idx];
+	qsort(fi, nfreq, sizeof(*fi), fitem_cmp);
+	d->m = (uint32_t)nfreq;
+	d->orig_item = malloc((nfreq ? nfreq : 1) * sizeof(*d->orig_item));
+	if (!d->orig_item)
+		goto oom;
+	for (size_t i = 0; i < nfreq; i++) {
+		dense[fi[i].idx] = (uint32_t)i;
+		d->orig_item[i] = fi[i].item;
+	}
+
+	/* Sequences of frequent items, merged again. */
+	d->items = malloc((rtotal ? rtotal : 1) * sizeof(*d->items));
+	d->off = malloc((raw.n + 1) * sizeof(*d->off));
+	fid = malloc((raw.n ? raw.n : 1) * sizeof(*fid));
+	if (!d->items || !d->off || !fid || seqset_init(&fin, raw.n) < 0)
+		goto oom;
+	d->off[0] = 0;
+	for (uint32_t r = 0; r < raw.n; r++) {
+		size_t start = d->off[fin.n], len = 0;
+		bool added;
+
+		for (size_t j = roff[r]; j < roff[r + 1]; j++)
+			if (dense[ridx[j]] != NONE)
+				d->items[start + len++] = dense[ridx[j]];
+		if (!len) {
+			fid[r] = NONE;
+			continue;
+		}
+		fid[r] = seqset_put(&fin, d->items + start, (uint32_t)len, &added);
+		if (added)
+			d->off[fin.n] = start + len;
+	}
+	d->nu = fin.n;
+
+	/* Weights and members of the merged sequences; members ascending by construction. */
+	d->w = calloc(d->nu ? d->nu : 1, sizeof(*d->w));
+	d->grp_off = calloc((size_t)d->nu + 1, sizeof(*d->grp_off));
+	if (!d->w || !d->grp_off)
+		goto oom;
+	for (size_t i = 0; i < db->n; i++) {
+		if (rid[i] == NONE || fid[rid[i]] == NONE)
+			continue;
+		d->w[fid[rid[i]]] += db->weights[i];
+		d->grp_off[fid[rid[i]] + 1]++;
+	}
+	for (uint32_t u = 0; u < d->nu; u++) {
+		if (d->grp_off[u + 1] > 1)
+			d->dup = true;
+		d->grp_off[u + 1] += d->grp_off[u];
+	}
+	d->grp = malloc(((size_t)d->grp_off[d->nu] + 1) * sizeof(*d->grp));
+	if (!d->grp)
+		goto oom;
+	{
+		uint32_t *pos = malloc(((size_t)d->nu + 1) * sizeof(*pos));
+
+		if (!pos)
+			goto oom;
+		memcpy(pos, d->grp_off, ((size_t)d->nu + 1) * sizeof(*pos));
+		for (size_t i = 0; i < db->n; i++)
+			if (rid[i] != NONE && fid[rid[i]] != NONE)
+				d->grp[pos[fid[rid[i]]]++] = (uint32_t)i;
+		free(pos);
+	}
+	rc = 0;
+	goto out;
+oom:
+	seterr(err, "out of memory preparing the database");
+	mdb_release(d);
+out:
+	seqset_release(&raw);
+	seqset_release(&fin);
+	itemmap_release(&im);
+	free(rid);
+	free(fid);
+	free(ridx);
+	free(last);
+	free(dense);
+	free(rw);
+	free(isup);
+	free(roff);
+	free(fi);
+	return rc;
+}
+
+/* ---- per-thread scratch ---- */
+
+static int worker_init(struct worker *w, struct shared *sh)
+{
+	size_t m = sh->db->m ? sh->db->m : 1;
+
+	memset(w, 0, sizeof(*w));
+	w->sh = sh;
+	w->stamp = calloc(m, sizeof(*w->stamp));
+	w->cnt = calloc(m, sizeof(*w->cnt));
+	w->cand = malloc(m * sizeof(*w->cand));
+	w->slot = malloc(m * sizeof(*w->slot));
+	w->touched = malloc(m * sizeof(*w->touched));
+	w->wsum = calloc(m, sizeof(*w->wsum));
+	if (!w->stamp || !w->cnt || !w->cand || !w->slot || !w->touched || !w->wsum)
+		return -1;
+	memset(w->slot, 0xff, m * sizeof(*w->slot));
+	return 0;
+}
+
+static void worker_release(struct worker *w)
+{
+	free(w->stamp);
+	free(w->cnt);
+	free(w->cand);
+	free(w->slot);
+	free(w->touched);
+	free(w->wsum);
+	free(w->ents);
+	free(w->kids);
+	free(w->frames);
+	free(w->pre);
+	free(w->f);
+	free(w->g);
+	free(w->cl);
+	free(w->cl_off);
+	free(w->cl_n);
+	free(w->ctr);
+	free(w->ctr_used);
+	free(w->out_items);
+	free(w->out_seqs);
+	free(w->out_tmp);
+}
+
+/* A fresh mark for stamp[]: one per sequence or period looked at. */
+static inline uint32_t stamp_next(struct worker *w)
+{
+	if (++w->cur == 0) {
+		memset(w->stamp, 0, (w->sh->db->m ? w->sh->db->m : 1) * sizeof(*w->stamp));
+		w->cur = 1;
+	}
+	return w->cur;
+}
+
+/* ---- periods (BIDE section 3) ---- */
+
+/* f[i]: position of p_i in the first instance of the prefix in s (greedy from the left). */
+static void first_instance(const uint32_t *s, const uint32_t *pre, size_t k, uint32_t *f)
+{
+	uint32_t j = 0;
+
+	for (size_t i = 0; i < k; i++) {
+		while (s[j] != pre[i])
+			j++;
+		f[i] = j++;
+	}
+}
+
+/* g[i]: the last-in-first appearance of p_i (semi = true: greedy to the left from the end of the first
+ * instance) or its last-in-last appearance (semi = false: greedy to the left from the end of s). */
+static void last_appearances(const uint32_t *s, uint32_t len, const uint32_t *pre, size_t k, const uint32_t *f,
+			     bool semi, uint32_t *g)
+{
+	uint32_t j = semi ? f[k - 1] + 1 : len;
+
+	for (size_t i = k; i-- > 0;) {
+		do
+			j--;
+		while (s[j] != pre[i]);
+		g[i] = j;
+	}
+}
+
+/* The i-th (semi-)maximum period of the prefix in s is s[lo, g[i]) with lo just after the first instance of
+ * p_1..p_{i-1}. */
+static inline uint32_t period_lo(const uint32_t *f, size_t i)
+{
+	return i ? f[i - 1] + 1 : 0;
+}
+
+static int periods_reserve(struct worker *w, size_t k)
+{
+	if (GROW(w->f, w->cap_f, k) < 0 || GROW(w->g, w->cap_g, k) < 0 || GROW(w->cl_off, w->cap_cl_off, k) < 0 ||
+	    GROW(w->cl_n, w->cap_cl_n, k) < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Is there an i and an item that occurs in the i-th period of the prefix in every sequence of the
+ * projection? With semi, the semi-maximum periods (BackScan); without, the maximum periods, skipping the
+ * sequences of weight 0 (closure: the insertion keeps the support). Candidates are the items of the first
+ * sequence's periods, filtered sequence by sequence; most die in the first few sequences.
+ * Returns 1 (yes), 0 (no) or -1 (out of memory).
+ */
+static int common_insertion(struct worker *w, size_t k, const struct ent *pe, size_t n, bool semi)
+{
+	const struct mdb *db = w->sh->db;
+	const uint32_t *pre = w->pre;
+	size_t alive = 0;
+	bool first = true;
+
+	if (periods_reserve(w, k) < 0)
+		return -1;
+	for (size_t x = 0; x < n; x++) {
+		uint32_t u = pe[x].u, len = (uint32_t)(db->off[u + 1] - db->off[u]);
+		const uint32_t *s = db->items + db->off[u];
+
+		if (!semi && !db->w[u])
+			continue;
+		first_instance(s, pre, k, w->f);
+		last_appearances(s, len, pre, k, w->f, semi, w->g);
+		if (first) {
+			size_t total = 0;
+
+			first = false;
+			for (size_t i = 0; i < k; i++)
+				total += w->g[i] - period_lo(w->f, i);
+			if (GROW(w->cl, w->cap_cl, total) < 0)
+				return -1;
+			total = 0;
+			for (size_t i = 0; i < k; i++) {
+				uint32_t cs = stamp_next(w);
+
+				w->cl_off[i] = total;
+				for (uint32_t j = period_lo(w->f, i); j < w->g[i]; j++) {
+					if (w->stamp[s[j]] != cs) {
+						w->stamp[s[j]] = cs;
+						w->cl[total++] = s[j];
+					}
+				}
+				w->cl_n[i] = (uint32_t)(total - w->cl_off[i]);
+				alive += w->cl_n[i] > 0;
+			}
+		} else {
+			for (size_t i = 0; i < k; i++) {
+				uint32_t cs, *c = w->cl + w->cl_off[i], kept = 0;
+
+				if (!w->cl_n[i])
+					continue;
+				cs = stamp_next(w);
+				for (uint32_t j = period_lo(w->f, i); j < w->g[i]; j++)
+					w->stamp[s[j]] = cs;
+				for (uint32_t y = 0; y < w->cl_n[i]; y++)
+					if (w->stamp[c[y]] == cs)
+						c[kept++] = c[y];
+				w->cl_n[i] = kept;
+				alive -= !kept;
+			}
+		}
+		if (!alive)
+			return 0;
+	}
+	return !first && alive > 0;
+}
+
+/*
+ * Maximal backward check: does some item, inserted before some p_i, give a pattern of support >= minsup?
+ * Weights per (period, item) in a table of at most CTR_MAX entries: the periods go in blocks that fit.
+ * Returns 1, 0 or -1 (out of memory).
+ */
+static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, size_t n)
+{
+	const struct mdb *db = w->sh->db;
+	uint64_t minsup = w->sh->minsup;
+	size_t m = db->m, blk = CTR_MAX / m;
+
+	if (blk < 1)
+		blk = 1;
+	if (blk > k)
+		blk = k;
+	if (periods_reserve(w, k) < 0 || GROW(w->ctr_used, w->cap_ctr_used, blk * m) < 0)
+		return -1;
+	if (w->cap_ctr < blk * m) {
+		free(w->ctr);
+		w->ctr = calloc(blk * m, sizeof(*w->ctr));
+		w->cap_ctr = w->ctr ? blk * m : 0;
+		if (!w->ctr)
+			return -1;
+	}
+	for (size_t b0 = 0; b0 < k; b0 += blk) {
+		size_t b1 = b0 + blk < k ? b0 + blk : k, nused = 0;
+		bool found = false;
+
+		for (size_t x = 0; x < n && !found; x++) {
+			uint32_t u = pe[x].u, len = (uint32_t)(db->off[u + 1] - db->off[u]);
+			const uint32_t *s = db->items + db->off[u];
+			uint64_t wu = db->w[u];
+
+			if (!wu)
+				continue;
+			first_instance(s, w->pre, k, w->f);
+			last_appearances(s, len, w->pre, k, w->f, false, w->g);
+			for (size_t i = b0; i < b1 && !found; i++) {
+				uint32_t cs = stamp_next(w);
+				uint64_t *row = w->ctr + (i - b0) * m;
+
+				for (uint32_t j = period_lo(w->f, i); j < w->g[i]; j++) {
+					uint32_t e = s[j];
+
+					if (w->stamp[e] == cs)
+						continue;
+					w->stamp[e] = cs;
+					if (!row[e])
+						w->ctr_used[nused++] = (uint32_t)((i - b0) * m + e);
+					row[e] += wu;
+					if (row[e] >= minsup) {
+						found = true;
+						break;
+					}
+				}
+			}
+		}
+		for (size_t y = 0; y < nused; y++)
+			w->ctr[w->ctr_used[y]] = 0;
+		if (found)
+			return 1;
+	}
+	return 0;
+}
+
+/* ---- output ---- */
+
+/* Sorts a[0..n) ascending (radix, two 16-bit digits), tmp of n entries. */
+static void sort_u32(uint32_t *a, size_t n, uint32_t *tmp)
+{
+	static const int shift[2] = { 0, 16 };
+
+	for (int d = 0; d < 2; d++) {
+		size_t count[65537] = { 0 };
+		uint32_t *src = d ? tmp : a, *dst = d ? a : tmp;
+
+		for (size_t i = 0; i < n; i++)
+			count[((src[i] >> shift[d]) & 0xffff) + 1]++;
+		for (size_t i = 1; i <= 65536; i++)
+			count[i] += count[i - 1];
+		for (size_t i = 0; i < n; i++)
+			dst[count[(src[i] >> shift[d]) & 0xffff]++] = src[i];
+	}
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Hands the pattern w->pre[0..k) to the caller. Returns 0 or -1 (stop). */
+static int emit_pattern(struct worker *w, size_t k, const struct ent *pe, size_t n, uint64_t sup)
+{
+	struct shared *sh = w->sh;
+	const struct mdb *db = sh->db;
+	size_t ns = 0;
+	int rc = 0;
+
+	if (GROW(w->out_items, w->cap_out_items, k) < 0) {
+		fail(sh, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < k; i++)
+		w->out_items[i] = db->orig_item[w->pre[i]];
+	if (!sh->no_seqs) {
+		for (size_t x = 0; x < n; x++)
+			ns += db->grp_off[pe[x].u + 1] - db->grp_off[pe[x].u];
+		if (GROW(w->out_seqs, w->cap_out_seqs, ns) < 0 || GROW(w->out_tmp, w->cap_out_tmp, ns) < 0) {
+			fail(sh, "out of memory");
+			return -1;
+		}
+		ns = 0;
+		for (size_t x = 0; x < n; x++)
+			for (uint32_t y = db->grp_off[pe[x].u]; y < db->grp_off[pe[x].u + 1]; y++)
+				w->out_seqs[ns++] = db->grp[y];
+		if (db->dup) {
+			if (ns < 4096)
+				qsort(w->out_seqs, ns, sizeof(*w->out_seqs), u32_cmp);
+			else
+				sort_u32(w->out_seqs, ns, w->out_tmp);
+		}
+	}
+	pthread_mutex_lock(&sh->lock);
+	if (atomic_load(&sh->stop)) {
+		rc = -1;
+	} else if (sh->max_patterns && sh->patterns >= sh->max_patterns) {
+		snprintf(sh->err, sizeof(sh->err), "more than %zu patterns (the limit): raise the threshold",
+			 sh->max_patterns);
+		atomic_store(&sh->stop, 1);
+		rc = -1;
+	} else if (sh->emit(sh->ctx, w->out_items, k, sup, sh->no_seqs ? NULL : w->out_seqs, ns) != 0) {
+		snprintf(sh->err, sizeof(sh->err), "stopped by the pattern consumer");
+		atomic_store(&sh->stop, 1);
+		rc = -1;
+	} else {
+		sh->patterns++;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return rc;
+}
+
+/* ---- the search ---- */
+
+static int kid_cmp(const void *a, const void *b)
+{
+	const struct kid *x = a, *y = b;
+
+	if (x->cnt != y->cnt)
+		return x->cnt < y->cnt ? -1 : 1;
+	return x->item < y->item ? -1 : x->item > y->item;
+}
+
+/*
+ * Visits the prefix w->pre[0..k) whose projection is pe[0..n), of support sup (k = 0: the root). Appends the
+ * children to explore to w->kids, smallest first. Returns 1 when BackScan pruned the prefix, 0 when it was
+ * visited, -1 on error or stop.
+ */
+static int node_visit(struct worker *w, size_t k, const struct ent *pe, size_t n, uint64_t sup)
+{
+	struct shared *sh = w->sh;
+	const struct mdb *db = sh->db;
+	size_t nt = 0, kb = w->nkids;
+	bool extendable = false, grow_kids = !sh->max_len || k < sh->max_len;
+	int r;
+
+	if (k) {
+		r = common_insertion(w, k, pe, n, true);
+		if (r < 0)
+			goto oom;
+		if (r) {
+			w->pruned++;
+			return 1;
+		}
+	}
+	for (size_t x = 0; x < n; x++) {
+		uint32_t u = pe[x].u, st = pe[x].st, len = (uint32_t)(db->off[u + 1] - db->off[u]), cs, y0;
+		const uint32_t *s = db->items + db->off[u];
+		uint64_t wu = db->w[u];
+
+		if (st >= len)
+			continue;
+		cs = stamp_next(w);
+		y0 = s[st];
+		for (uint32_t j = st; j < len; j++) {
+			uint32_t e = s[j];
+
+			if (w->stamp[e] == cs)
+				continue;
+			w->stamp[e] = cs;
+			if (!w->cnt[e]) {
+				w->touched[nt++] = e;
+				w->cand[e] = e == y0 ? NONE : y0;
+			} else if (w->cand[e] != NONE && w->stamp[w->cand[e]] != cs) {
+				w->cand[e] = NONE;
+			}
+			w->cnt[e]++;
+			w->wsum[e] += wu;
+		}
+	}
+	for (size_t t = 0; t < nt; t++) {
+		uint32_t e = w->touched[t];
+
+		if (w->wsum[e] >= sh->minsup) {
+			if (sh->mode == BIDE_MAXIMAL || w->wsum[e] == sup)
+				extendable = true;
+			if (w->cand[e] != NONE) {
+				w->pruned++;    /* BackScan on period k+1 of P+e, without building it */
+			} else if (grow_kids) {
+				if (GROW(w->kids, w->cap_kids, w->nkids + 1) < 0)
+					goto oom;
+				w->kids[w->nkids++] = (struct kid){ e, w->cnt[e], w->wsum[e], 0, 0 };
+			}
+		}
+		w->cnt[e] = 0;
+		w->wsum[e] = 0;
+	}
+	qsort(w->kids + kb, w->nkids - kb, sizeof(*w->kids), kid_cmp);
+	if (!k || extendable)
+		return 0;
+	r = sh->mode == BIDE_CLOSED ? common_insertion(w, k, pe, n, false) : costly_insertion(w, k, pe, n);
+	if (r < 0)
+		goto oom;
+	if (!r && emit_pattern(w, k, pe, n, sup) < 0)
+		return -1;
+	return 0;
+oom:
+	for (size_t t = 0; t < nt; t++) {
+		w->cnt[w->touched[t]] = 0;
+		w->wsum[w->touched[t]] = 0;
+	}
+	fail(sh, "out of memory");
+	return -1;
+}
+
+/* Writes the projections of kids[0..nk) of the node pe[0..n) into dst at each kid's off, and their work
+ * estimates (total suffix length). */
+static void fill(struct worker *w, const struct ent *pe, size_t n, struct kid *kids, size_t nk, struct ent *dst)
+{
+	const struct mdb *db = w->sh->db;
+
+	for (size_t c = 0; c < nk; c++) {
+		w->slot[kids[c].item] = (uint32_t)c;
+		kids[c].est = 0;
+	}
+	for (size_t x = 0; x < n; x++) {
+		uint32_t u = pe[x].u, st = pe[x].st, len = (uint32_t)(db->off[u + 1] - db->off[u]), cs;
+		const uint32_t *s = db->items + db->off[u];
+		size_t found = 0;
+
+		cs = stamp_next(w);
+		for (uint32_t j = st; j < len; j++) {
+			uint32_t e = s[j], c;
+
+			if (w->stamp[e] == cs)
+				continue;
+			w->stamp[e] = cs;
+			c = w->slot[e];
+			if (c == NONE)
+				continue;
+			dst[kids[c].off++] = (struct ent){ u, j + 1 };
+			kids[c].est += len - j - 1;
+			if (++found == nk)
+				break;
+		}
+	}
+	for (size_t c = 0; c < nk; c++) {
+		w->slot[kids[c].item] = NONE;
+		kids[c].off -= kids[c].cnt;
+	}
+	w->projections += nk;
+}
+
+/* Visits the node at ents[p..p+n) (the top of the stack) and pushes it with its children. */
+static int enter(struct worker *w, size_t k, size_t p, size_t n, uint64_t sup)
+{
+	size_t kb = w->nkids, nk, total = 0, off;
+	int r;
+
+	if (atomic_load(&w->sh->stop))
+		return -1;
+	r = node_visit(w, k, w->ents + p, n, sup);
+	if (r < 0)
+		return -1;
+	nk = w->nkids - kb;
+	if (r || !nk) {
+		w->nkids = kb;
+		return 0;
+	}
+	for (size_t c = 0; c < nk; c++)
+		total += w->kids[kb + c].cnt;
+	/* The first child explored lies on top, so that finishing it frees its space. */
+	off = p + n + total;
+	for (size_t c = 0; c < nk; c++) {
+		off -= w->kids[kb + c].cnt;
+		w->kids[kb + c].off = off;
+	}
+	if (GROW(w->ents, w->cap_ents, p + n + total) < 0 || GROW(w->frames, w->cap_frames, w->nframes + 1) < 0) {
+		fail(w->sh, "out of memory");
+		return -1;
+	}
+	fill(w, w->ents + p, n, w->kids + kb, nk, w->ents);
+	w->frames[w->nframes++] = (struct frame){ k, p, n, sup, kb, nk, 0 };
+	return 0;
+}
+
+/* Mines the subtree of the prefix w->pre[0..k) whose projection is w->ents[0..n). */
+static int dfs(struct worker *w, size_t k, size_t n, uint64_t sup)
+{
+	w->nframes = 0;
+	w->nkids = 0;
+	if (enter(w, k, 0, n, sup) < 0)
+		return -1;
+	while (w->nframes) {
+		struct frame *f = &w->frames[w->nframes - 1];
+		struct kid kd;
+		size_t ck;
+
+		if (f->next == f->nk) {
+			w->nkids = f->kbase;
+			w->nframes--;
+			continue;
+		}
+		kd = w->kids[f->kbase + f->next++];
+		ck = f->k;
+		if (GROW(w->pre, w->cap_pre, ck + 1) < 0) {
+			fail(w->sh, "out of memory");
+			return -1;
+		}
+		w->pre[ck] = kd.item;
+		if (enter(w, ck + 1, kd.off, kd.cnt, kd.sup) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- tasks ---- */
+
+static void block_unref(struct block *b)
+{
+	if (b && !--b->refs)
+		free(b);
+}
+
+static void task_release(struct task *t)
+{
+	free(t->pre);
+	block_unref(t->blk);
+}
+
+/* Copies task t into w (prefix and projection at the bottom of the stack) and lets go of it. Called with the
+ * lock held when tasks are shared. */
+static int task_load(struct worker *w, struct task *t)
+{
+	if (GROW(w->pre, w->cap_pre, t->k + 1) < 0 || GROW(w->ents, w->cap_ents, t->n) < 0)
+		return -1;
+	memcpy(w->pre, t->pre, t->k * sizeof(*t->pre));
+	memcpy(w->ents, t->proj, t->n * sizeof(*t->proj));
+	task_release(t);
+	t->pre = NULL;
+	t->blk = NULL;
+	return 0;
+}
+
+/* Turns the children of the node just visited by w (projection w->ents[0..n), prefix w->pre[0..k)) into
+ * tasks sharing one block. */
+static int make_tasks(struct worker *w, size_t k, size_t n)
+{
+	struct shared *sh = w->sh;
+	size_t nk = w->nkids, total = 0, off = 0;
+	struct block *b;
+
+	for (size_t c = 0; c < nk; c++)
+		total += w->kids[c].cnt;
+	if (!nk)
+		return 0;
+	if (GROW(sh->tasks, sh->cap_tasks, sh->ntasks + nk) < 0)
+		return -1;
+	b = malloc(sizeof(*b) + total * sizeof(struct ent));
+	if (!b)
+		return -1;
+	b->refs = nk;
+	for (size_t c = 0; c < nk; c++) {
+		w->kids[c].off = off;
+		off += w->kids[c].cnt;
+	}
+	fill(w, w->ents, n, w->kids, nk, b->e);
+	for (size_t c = 0; c < nk; c++) {
+		struct task *t = &sh->tasks[sh->ntasks];
+
+		t->pre = malloc((k + 1) * sizeof(*t->pre));
+		if (!t->pre) {
+			b->refs -= nk - c - 1;
+			block_unref(b);
+			return -1;
+		}
+		memcpy(t->pre, w->pre, k * sizeof(*t->pre));
+		t->pre[k] = w->kids[c].item;
+		t->k = k + 1;
+		t->blk = b;
+		t->proj = b->e + w->kids[c].off;
+		t->n = w->kids[c].cnt;
+		t->sup = w->kids[c].sup;
+		t->est = w->kids[c].est;
+		sh->ntasks++;
+	}
+	w->nkids = 0;
+	return 0;
+}
+
+/* With several threads: expands the biggest task in this thread until none holds more than half a thread's
+ * share of the estimated work, so that one huge first item (main() in callstacks) does not serialise the run. */
+static int expand(struct worker *w, int threads)
+{
+	struct shared *sh = w->sh;
+
+	for (int round = 0; round < EXPAND_MAX && !atomic_load(&sh->stop); round++) {
+		uint64_t total = 0, best = 0;
+		size_t bi = 0;
+		struct task t;
+		int r;
+
+		for (size_t i = 0; i < sh->ntasks; i++) {
+			total += sh->tasks[i].est;
+			if (sh->tasks[i].est > best) {
+				best = sh->tasks[i].est;
+				bi = i;
+			}
+		}
+		if (!best || best <= total / (2 * (uint64_t)threads))
+			break;
+		t = sh->tasks[bi];
+		sh->tasks[bi] = sh->tasks[--sh->ntasks];
+		if (task_load(w, &t) < 0)
+			return -1;
+		w->nkids = 0;
+		r = node_visit(w, t.k, w->ents, t.n, t.sup);
+		if (r < 0)
+			return 0;       /* stopped; the error is recorded */
+		if (!r && make_tasks(w, t.k, t.n) < 0)
+			return -1;
+		w->nkids = 0;
+	}
+	return 0;
+}
+
+static int task_cmp(const void *a, const void *b)
+{
+	const struct task *x = a, *y = b;
+
+	return x->est > y->est ? -1 : x->est < y->est;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct shared *sh = w->sh;
+
+	for (;;) {
+		struct task t;
+		int r;
+
+		pthread_mutex_lock(&sh->lock);
+		if (atomic_load(&sh->stop) || sh->next_task == sh->ntasks) {
+			pthread_mutex_unlock(&sh->lock);
+			break;
+		}
+		t = sh->tasks[sh->next_task];
+		sh->tasks[sh->next_task].pre = NULL;
+		sh->tasks[sh->next_task].blk = NULL;
+		sh->next_task++;
+		r = task_load(w, &t);
+		pthread_mutex_unlock(&sh->lock);
+		if (r < 0) {
+			fail(sh, "out of memory");
+			break;
+		}
+		if (dfs(w, t.k, t.n, t.sup) < 0)
+			break;
+	}
+	return NULL;
+}
+
+/* ---- the entry points ---- */
+
+struct bide *bide_open(void)
+{
+	return calloc(1, sizeof(struct bide));
+}
+
+void bide_free(struct bide *b)
+{
+	free(b);
+}
+
+const char *bide_error(const struct bide *b)
+{
+	return b->err;
+}
+
+void bide_last_stats(const struct bide *b, struct bide_stats *st)
+{
+	*st = b->st;
+}
+
+int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o, bide_emit_fn emit, void *ctx)
+{
+	int64_t t0 = util_now_mono_ns();
+	int threads = o->threads > 1 ? o->threads : 1, started = 0, rc = -1;
+	struct shared sh;
+	struct mdb mdb;
+	struct worker *ws = NULL;
+	pthread_t *tids = NULL;
+
+	b->err[0] = '\0';
+	memset(&b->st, 0, sizeof(b->st));
+	if (o->mode != BIDE_CLOSED && o->mode != BIDE_MAXIMAL) {
+		seterr(b->err, "unknown mining mode %d", (int)o->mode);
+		return -1;
+	}
+	if (!o->minsup) {
+		seterr(b->err, "minsup must be at least 1");
+		return -1;
+	}
+	if (threads > 256)
+		threads = 256;
+	if (mdb_build(&mdb, db, o->minsup, b->err) < 0)
+		return -1;
+	memset(&sh, 0, sizeof(sh));
+	sh.db = &mdb;
+	sh.mode = o->mode;
+	sh.minsup = o->minsup;
+	sh.max_len = o->max_len;
+	sh.max_patterns = o->max_patterns;
+	sh.no_seqs = o->no_seqs != 0;
+	sh.emit = emit;
+	sh.ctx = ctx;
+	atomic_init(&sh.stop, 0);
+	pthread_mutex_init(&sh.lock, NULL);
+	ws = calloc((size_t)threads, sizeof(*ws));
+	tids = calloc((size_t)threads, sizeof(*tids));
+	if (!ws || !tids)
+		goto oom;
+	for (int i = 0; i < threads; i++)
+		if (worker_init(&ws[i], &sh) < 0)
+			goto oom;
+	if (mdb.nu) {
+		/* The root: every merged sequence from its start. */
+		if (GROW(ws[0].ents, ws[0].cap_ents, mdb.nu) < 0)
+			goto oom;
+		for (uint32_t u = 0; u < mdb.nu; u++)
+			ws[0].ents[u] = (struct ent){ u, 0 };
+		if (node_visit(&ws[0], 0, ws[0].ents, mdb.nu, 0) < 0)
+			goto done;
+		if (make_tasks(&ws[0], 0, mdb.nu) < 0)
+			goto oom;
+		if (threads > 1 && expand(&ws[0], threads) < 0)
+			goto oom;
+		qsort(sh.tasks, sh.ntasks, sizeof(*sh.tasks), task_cmp);
+		for (int i = 1; i < threads && (size_t)i < sh.ntasks; i++) {
+			if (pthread_create(&tids[i], NULL, worker_main, &ws[i]) != 0)
+				break;
+			started = i;
+		}
+		worker_main(&ws[0]);
+		for (int i = 1; i <= started; i++)
+			pthread_join(tids[i], NULL);
+	}
+done:
+	if (sh.err[0]) {
+		snprintf(b->err, sizeof(b->err), "%s", sh.err);
+	} else {
+		rc = 0;
+	}
+	goto out;
+oom:
+	if (started) {
+		fail(&sh, "out of memory");
+		for (int i = 1; i <= started; i++)
+			pthread_join(tids[i], NULL);
+	}
+	seterr(b->err, "out of memory");
+out:
+	for (size_t i = 0; i < sh.ntasks; i++)
+		task_release(&sh.tasks[i]);
+	free(sh.tasks);
+	if (ws) {
+		for (int i = 0; i < threads; i++) {
+			b->st.projections += ws[i].projections;
+			b->st.backscan_pruned += ws[i].pruned;
+			worker_release(&ws[i]);
+		}
+	}
+	b->st.patterns = sh.patterns;
+	free(ws);
+	free(tids);
+	pthread_mutex_destroy(&sh.lock);
+	mdb_release(&mdb);
+	b->st.ms = (double)(util_now_mono_ns() - t0) / 1e6;
+	return rc;
+}

@@ -1,0 +1,536 @@
+/*
+ * sm-miner: mining runs over the stored trace streams (run, worker, show) and
+ * the sequential-pattern engine on SPMF files (spmf). See docs/mining.md.
+ */
+#include "arena.h"
+#include "bide.h"
+#include "db.h"
+#include "log.h"
+#include "params.h"
+#include "run.h"
+#include "spmf.h"
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: sm-miner [--db CONNINFO] COMMAND [OPTIONS]\n"
+	"\n"
+	"Commands:\n"
+	"  run [PARAMS] [--queue] [--threads N] [--quiet]\n"
+	"        mine now (or with --queue: queue the run for the workers and print its id)\n"
+	"  worker [--threads N] [--once]\n"
+	"        take queued runs from the database and mine them, until SIGTERM\n"
+	"        (--once: stop when the queue is empty)\n"
+	"  show RUN [--limit N]\n"
+	"        a run's status, counts, timings and its costliest patterns with frame names\n"
+	"  spmf (--closed | --maximal) (--minsup N | --minsup-rel F) [--threads N] IN OUT\n"
+	"        mine an SPMF sequence database (one item per itemset) with count support and\n"
+	"        write the patterns in SPMF's format (OUT '-' = stdout)\n"
+	"\n"
+	"Run parameters (as POST /api/v1/runs takes them; docs/mining.md):\n"
+	"  --params FILE            a JSON document with the parameters ('-' = stdin)\n"
+	"  --app APP                required\n"
+	"  --kind wait|run|both     which stacks to mine [both]\n"
+	"  --aoi waitgraph|thread|critical|stream   the events that matter [waitgraph]\n"
+	"  --include GLOB, --exclude GLOB   frame filters (repeatable)\n"
+	"  --threshold-ns N | --threshold-fraction F   the cost threshold C [fraction 0.01]\n"
+	"  --linkage average|single|complete, --cut D   clustering [average, 0.5]\n"
+	"  --version V, --host H, --label K=V (repeatable), --since T, --until T\n"
+	"                           stream filters (T: RFC 3339 time)\n"
+	"\n"
+	"Options:\n"
+	"  --db CONNINFO   libpq connection string or URI [PG* environment]\n"
+	"  -h, --help      this text\n"
+	"\n"
+	"Exit status: 0 done, 1 failed, 2 usage error.\n";
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "sm-miner: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n(see sm-miner --help)\n");
+	return 2;
+}
+
+enum {
+	O_PARAMS = 256, O_APP, O_KIND, O_AOI, O_INCLUDE, O_EXCLUDE, O_TNS, O_TFRAC, O_LINKAGE, O_CUT,
+	O_VERSION, O_HOST, O_LABEL, O_SINCE, O_UNTIL, O_QUEUE, O_THREADS, O_QUIET, O_ONCE, O_LIMIT,
+	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL,
+};
+
+static const struct option cmd_opts[] = {
+	{ "params", required_argument, NULL, O_PARAMS },
+	{ "app", required_argument, NULL, O_APP },
+	{ "kind", required_argument, NULL, O_KIND },
+	{ "aoi", required_argument, NULL, O_AOI },
+	{ "include", required_argument, NULL, O_INCLUDE },
+	{ "exclude", required_argument, NULL, O_EXCLUDE },
+	{ "threshold-ns", required_argument, NULL, O_TNS },
+	{ "threshold-fraction", required_argument, NULL, O_TFRAC },
+	{ "linkage", required_argument, NULL, O_LINKAGE },
+	{ "cut", required_argument, NULL, O_CUT },
+	{ "version", required_argument, NULL, O_VERSION },
+	{ "host", required_argument, NULL, O_HOST },
+	{ "label", required_argument, NULL, O_LABEL },
+	{ "since", required_argument, NULL, O_SINCE },
+	{ "until", required_argument, NULL, O_UNTIL },
+	{ "queue", no_argument, NULL, O_QUEUE },
+	{ "threads", required_argument, NULL, O_THREADS },
+	{ "quiet", no_argument, NULL, O_QUIET },
+	{ "once", no_argument, NULL, O_ONCE },
+	{ "limit", required_argument, NULL, O_LIMIT },
+	{ "closed", no_argument, NULL, O_CLOSED },
+	{ "maximal", no_argument, NULL, O_MAXIMAL },
+	{ "minsup", required_argument, NULL, O_MINSUP },
+	{ "minsup-rel", required_argument, NULL, O_MINSUP_REL },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct cli {
+	struct run_params p;
+	const char *params_file;
+	bool cli_params;              /* any run parameter given as an option */
+	bool queue, quiet, once;
+	int threads;
+	int64_t limit;
+	int mode;                     /* O_CLOSED / O_MAXIMAL */
+	int64_t minsup;
+	double minsup_rel;
+	const char *globs[2][PARAMS_MAX_GLOBS];
+	size_t nglobs[2];
+	struct buf labels;
+};
+
+/* Parse a subcommand's options; positional arguments are left in argv[optind..]. */
+static int parse_cli(int argc, char **argv, struct cli *c)
+{
+	int o;
+	int64_t v;
+
+	params_init(&c->p);
+	c->limit = 20;
+	c->minsup = -1;
+	c->minsup_rel = -1;
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "h", cmd_opts, NULL)) != -1) {
+		if (o >= O_APP && o <= O_UNTIL)
+			c->cli_params = true;
+		switch (o) {
+		case 'h': fputs(usage, stdout); exit(0);
+		case O_PARAMS: c->params_file = optarg; break;
+		case O_APP: c->p.app = optarg; break;
+		case O_KIND:
+			if (strcmp(optarg, "wait") == 0)
+				c->p.kinds = RUN_KINDS_WAIT;
+			else if (strcmp(optarg, "run") == 0)
+				c->p.kinds = RUN_KINDS_RUN;
+			else if (strcmp(optarg, "both") == 0)
+				c->p.kinds = RUN_KINDS_BOTH;
+			else
+				return usage_error("--kind '%s': must be wait, run or both", optarg);
+			break;
+		case O_AOI: c->p.aoi = optarg; break;
+		case O_INCLUDE: case O_EXCLUDE: {
+			int k = o == O_EXCLUDE;
+			if (c->nglobs[k] == PARAMS_MAX_GLOBS)
+				return usage_error("too many --include/--exclude globs (at most %s)", "64");
+			c->globs[k][c->nglobs[k]++] = optarg;
+			break;
+		}
+		case O_TNS:
+			if (util_parse_i64(optarg, 1, INT64_MAX - 1, &v) < 0)
+				return usage_error("--threshold-ns '%s': a positive number of nanoseconds", optarg);
+			c->p.threshold_ns = v;
+			break;
+		case O_TFRAC:
+			if (util_parse_double(optarg, &c->p.threshold_fraction) < 0)
+				return usage_error("--threshold-fraction '%s': a number", optarg);
+			break;
+		case O_LINKAGE: c->p.linkage = optarg; break;
+		case O_CUT:
+			if (util_parse_double(optarg, &c->p.cut) < 0)
+				return usage_error("--cut '%s': a number", optarg);
+			break;
+		case O_VERSION: c->p.filter.version = optarg; break;
+		case O_HOST: c->p.filter.host = optarg; break;
+		case O_LABEL: {
+			const char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg)
+				return usage_error("--label '%s': want KEY=VALUE", optarg);
+			buf_putc(&c->labels, c->labels.len ? ',' : '{');
+			buf_put_json_str(&c->labels, optarg, (size_t)(eq - optarg));
+			buf_putc(&c->labels, ':');
+			buf_put_json_str(&c->labels, eq + 1, strlen(eq + 1));
+			break;
+		}
+		case O_SINCE: case O_UNTIL:
+			if (params_parse_time(optarg, o == O_SINCE ? &c->p.filter.since_ns
+							       : &c->p.filter.until_ns) < 0)
+				return usage_error("--since/--until '%s': an RFC 3339 time like 2026-11-22T03:00:00Z",
+						   optarg);
+			break;
+		case O_QUEUE: c->queue = true; break;
+		case O_QUIET: c->quiet = true; break;
+		case O_ONCE: c->once = true; break;
+		case O_THREADS:
+			if (util_parse_i64(optarg, 1, 64, &v) < 0)
+				return usage_error("--threads '%s': from 1 to 64", optarg);
+			c->threads = (int)v;
+			break;
+		case O_LIMIT:
+			if (util_parse_i64(optarg, 1, 100000, &v) < 0)
+				return usage_error("--limit '%s': from 1 to 100000", optarg);
+			c->limit = v;
+			break;
+		case O_CLOSED: case O_MAXIMAL: c->mode = o; break;
+		case O_MINSUP:
+			if (util_parse_i64(optarg, 1, INT64_MAX - 1, &v) < 0)
+				return usage_error("--minsup '%s': a positive count", optarg);
+			c->minsup = v;
+			break;
+		case O_MINSUP_REL:
+			if (util_parse_double(optarg, &c->minsup_rel) < 0 || c->minsup_rel <= 0 ||
+			    c->minsup_rel > 1)
+				return usage_error("--minsup-rel '%s': more than 0 and at most 1", optarg);
+			break;
+		default:
+			return 2;
+		}
+	}
+	c->p.include = c->globs[0];
+	c->p.ninclude = c->nglobs[0];
+	c->p.exclude = c->globs[1];
+	c->p.nexclude = c->nglobs[1];
+	if (c->labels.len) {
+		buf_putc(&c->labels, '}');
+		c->p.filter.labels_json = buf_cstr(&c->labels);
+	}
+	return 0;
+}
+
+static int load_params(struct cli *c, struct arena *a)
+{
+	char err[512], *text;
+	size_t len;
+
+	if (c->params_file) {
+		int rc;
+		if (c->cli_params)
+			return usage_error("%s", "give the run parameters with --params or as options, not both");
+		if (strcmp(c->params_file, "-") == 0) {
+			struct buf b = BUF_INIT(1 << 20);
+			char tmp[4096];
+			size_t n;
+			while ((n = fread(tmp, 1, sizeof(tmp), stdin)) > 0)
+				if (buf_append(&b, tmp, n) < 0)
+					return usage_error("%s", "--params: larger than 1 MiB");
+			rc = params_parse(buf_cstr(&b), b.len, a, &c->p, err, sizeof(err));
+			buf_release(&b);
+		} else {
+			if (util_read_file(c->params_file, 1 << 20, &text, &len) < 0) {
+				fprintf(stderr, "sm-miner: %s: %s\n", c->params_file, strerror(errno));
+				return 2;
+			}
+			rc = params_parse(text, len, a, &c->p, err, sizeof(err));
+			free(text);
+		}
+		if (rc < 0)
+			return usage_error("--params: %s", err);
+		return 0;
+	}
+	if (params_check(&c->p, err, sizeof(err)) < 0)
+		return usage_error("%s", err);
+	return 0;
+}
+
+static int cmd_run(const char *conninfo, struct cli *c)
+{
+	struct miner_opts mo;
+	struct miner *m;
+	struct arena *a = arena_open(0);
+	char err[1024];
+	int64_t id;
+	int rc;
+
+	if ((rc = load_params(c, a)) != 0)
+		goto out;
+	miner_opts_default(&mo);
+	mo.conninfo = conninfo;
+	mo.threads = c->threads;
+	mo.progress = !c->quiet;
+	mo.cancel = &stop_flag;
+	m = miner_open(&mo, err, sizeof(err));
+	if (!m) {
+		fprintf(stderr, "sm-miner: %s\n", err);
+		rc = 1;
+		goto out;
+	}
+	if (c->queue) {
+		rc = miner_enqueue(m, &c->p, &id) < 0;
+		if (!rc)
+			printf("%lld\n", (long long)id);
+	} else {
+		rc = miner_create_running(m, &c->p, &id) < 0;
+		if (!rc) {
+			fprintf(stderr, "sm-miner: run %lld started\n", (long long)id);
+			rc = miner_execute(m, id, &c->p) != 0;
+			if (!rc)
+				printf("%lld\n", (long long)id);
+		}
+	}
+	if (rc)
+		fprintf(stderr, "sm-miner: %s\n", miner_error(m));
+	miner_free(m);
+out:
+	arena_free(a);
+	return rc;
+}
+
+static int cmd_worker(const char *conninfo, struct cli *c)
+{
+	struct miner_opts mo;
+	struct miner *m;
+	char err[1024];
+	int rc = 0;
+
+	miner_opts_default(&mo);
+	mo.conninfo = conninfo;
+	mo.threads = c->threads;
+	mo.progress = !c->quiet;
+	mo.cancel = &stop_flag;
+	m = miner_open(&mo, err, sizeof(err));
+	if (!m) {
+		fprintf(stderr, "sm-miner: %s\n", err);
+		return 1;
+	}
+	log_info("worker started", "%s", "");
+	while (!stop_flag) {
+		struct arena *a = arena_open(0);
+		struct run_params p;
+		int64_t id;
+		int got = miner_claim(m, a, &id, &p);
+
+		if (got < 0) {
+			log_error("taking a run failed", "error=\"%s\"", miner_error(m));
+			arena_free(a);
+			if (c->once) {
+				rc = 1;
+				break;
+			}
+			sleep(5);
+			continue;
+		}
+		if (got == 0) {
+			arena_free(a);
+			if (c->once)
+				break;
+			if (miner_wait(m, 5000) < 0) {
+				log_error("waiting for runs failed", "error=\"%s\"", miner_error(m));
+				sleep(5);
+			}
+			continue;
+		}
+		log_info("run taken", "run=%lld app=\"%s\"", (long long)id, p.app);
+		switch (miner_execute(m, id, &p)) {
+		case 0: log_info("run done", "run=%lld", (long long)id); break;
+		case 1: log_warn("run given back to the queue", "run=%lld", (long long)id); break;
+		default: log_error("run failed", "run=%lld error=\"%s\"", (long long)id, miner_error(m));
+		}
+		arena_free(a);
+	}
+	log_info("worker stopped", "%s", "");
+	miner_free(m);
+	return rc;
+}
+
+static int cmd_show(const char *conninfo, struct cli *c, const char *run)
+{
+	char err[1024], lim[24];
+	const char *params[2] = { run, lim };
+	PGconn *db;
+	PGresult *r;
+	int64_t id;
+
+	if (util_parse_i64(run, 1, INT64_MAX, &id) < 0)
+		return usage_error("show '%s': RUN must be a run id", run);
+	snprintf(lim, sizeof(lim), "%lld", (long long)c->limit);
+	db = db_connect(conninfo, err, sizeof(err));
+	if (!db) {
+		fprintf(stderr, "sm-miner: %s\n", err);
+		return 1;
+	}
+	r = PQexecParams(db, "SELECT status, coalesce(error, ''), params::text, counts::text, timings_ms::text"
+			     " FROM runs WHERE id = $1", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		fprintf(stderr, "sm-miner: run %s: %s\n", run,
+			PQresultStatus(r) == PGRES_TUPLES_OK ? "no such run" : PQresultErrorMessage(r));
+		PQclear(r);
+		PQfinish(db);
+		return 1;
+	}
+	printf("run %s: %s%s%s\nparams: %s\ncounts: %s\ntimings_ms: %s\n", run, PQgetvalue(r, 0, 0),
+	       *PQgetvalue(r, 0, 1) ? ": " : "", PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
+	       PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
+	PQclear(r);
+	r = PQexecParams(db,
+			 "SELECT p.kind, p.rank, p.cost_ns, p.events, p.streams,"
+			 " (SELECT string_agg(f.name, ' > ' ORDER BY u.o) FROM unnest(p.frame_ids)"
+			 "   WITH ORDINALITY AS u(fid, o) JOIN frames f ON f.id = u.fid)"
+			 " FROM patterns p WHERE p.run_id = $1 AND p.rank <= $2::integer"
+			 " ORDER BY p.kind DESC, p.rank",
+			 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "sm-miner: %s", PQresultErrorMessage(r));
+		PQclear(r);
+		PQfinish(db);
+		return 1;
+	}
+	for (int i = 0; i < PQntuples(r); i++)
+		printf("%s #%s  cost %.3f s  events %s  streams %s\n    %s\n",
+		       strcmp(PQgetvalue(r, i, 0), "w") == 0 ? "wait" : "run ", PQgetvalue(r, i, 1),
+		       (double)db_get_i64(r, i, 2) / 1e9, PQgetvalue(r, i, 3), PQgetvalue(r, i, 4),
+		       PQgetvalue(r, i, 5));
+	PQclear(r);
+	PQfinish(db);
+	return 0;
+}
+
+struct spmf_out {
+	FILE *f;
+	struct spmf_writer *w;
+	size_t n;
+};
+
+static int emit_spmf(void *ctx, const uint32_t *items, size_t len, uint64_t support,
+		     const uint32_t *seqs, size_t nseqs)
+{
+	struct spmf_out *o = ctx;
+
+	(void)seqs;
+	(void)nseqs;
+	o->n++;
+	return spmf_write_pattern(o->f, items, len, support) < 0;
+}
+
+static int cmd_spmf(struct cli *c, const char *in, const char *out)
+{
+	struct spmf *sp;
+	struct seqdb db;
+	struct bide *b;
+	struct bide_opts bo;
+	struct bide_stats st;
+	struct spmf_out o = { NULL, NULL, 0 };
+	int rc = 1;
+
+	if (!c->mode)
+		return usage_error("%s", "spmf: give --closed or --maximal");
+	if ((c->minsup < 0) == (c->minsup_rel < 0))
+		return usage_error("%s", "spmf: give --minsup N or --minsup-rel F (one of them)");
+	sp = spmf_open();
+	if (!sp || spmf_read(sp, in, &db) < 0) {
+		fprintf(stderr, "sm-miner: %s\n", sp ? spmf_error(sp) : "out of memory");
+		spmf_free(sp);
+		return 1;
+	}
+	memset(&bo, 0, sizeof(bo));
+	bo.mode = c->mode == O_CLOSED ? BIDE_CLOSED : BIDE_MAXIMAL;
+	bo.minsup = c->minsup > 0 ? (uint64_t)c->minsup : (uint64_t)ceil(c->minsup_rel * (double)db.n);
+	if (bo.minsup == 0)
+		bo.minsup = 1;
+	bo.threads = c->threads ? c->threads : 2;
+	o.f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
+	if (!o.f) {
+		fprintf(stderr, "sm-miner: %s: %s\n", out, strerror(errno));
+		spmf_free(sp);
+		return 1;
+	}
+	b = bide_open();
+	if (!b) {
+		fprintf(stderr, "sm-miner: out of memory\n");
+	} else if (bide_mine(b, &db, &bo, emit_spmf, &o) < 0) {
+		fprintf(stderr, "sm-miner: %s\n", bide_error(b));
+	} else {
+		bide_last_stats(b, &st);
+		fprintf(stderr, "sm-miner: %zu sequences, minsup %llu: %zu %s patterns in %.3f s\n", db.n,
+			(unsigned long long)bo.minsup, o.n, bo.mode == BIDE_CLOSED ? "closed" : "maximal",
+			st.ms / 1000);
+		rc = 0;
+	}
+	bide_free(b);
+	if (o.f != stdout && fclose(o.f) != 0 && rc == 0) {
+		fprintf(stderr, "sm-miner: %s: %s\n", out, strerror(errno));
+		rc = 1;
+	}
+	spmf_free(sp);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *conninfo = NULL, *cmd;
+	struct cli c;
+	int i = 1, rc;
+	struct sigaction sa;
+
+	memset(&c, 0, sizeof(c));
+	c.labels.max = 64 * 1024;
+	for (; i < argc; i++) {
+		if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
+			conninfo = argv[++i];
+		else if (strncmp(argv[i], "--db=", 5) == 0)
+			conninfo = argv[i] + 5;
+		else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			fputs(usage, stdout);
+			return 0;
+		} else
+			break;
+	}
+	if (i >= argc) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	cmd = argv[i];
+	if (strcmp(cmd, "run") && strcmp(cmd, "worker") && strcmp(cmd, "show") && strcmp(cmd, "spmf"))
+		return usage_error("unknown command '%s'", cmd);
+	rc = parse_cli(argc - i, argv + i, &c);
+	if (rc)
+		return rc;
+	log_init("miner", LOG_INFO);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	argv += i;
+	argc -= i;
+	if (strcmp(cmd, "run") == 0 || strcmp(cmd, "worker") == 0) {
+		if (optind != argc)
+			return usage_error("unexpected argument '%s'", argv[optind]);
+		rc = strcmp(cmd, "run") == 0 ? cmd_run(conninfo, &c) : cmd_worker(conninfo, &c);
+	} else if (strcmp(cmd, "show") == 0) {
+		if (optind + 1 != argc)
+			return usage_error("%s", "show takes one RUN id");
+		rc = cmd_show(conninfo, &c, argv[optind]);
+	} else {
+		if (optind + 2 != argc)
+			return usage_error("%s", "spmf takes IN and OUT");
+		rc = cmd_spmf(&c, argv[optind], argv[optind + 1]);
+	}
+	buf_release(&c.labels);
+	return rc;
+}

@@ -1,0 +1,1287 @@
+/* run: one mining run from the database to stored patterns (see run.h). */
+#include "run.h"
+#include "aoi.h"
+#include "arena.h"
+#include "bide.h"
+#include "buf.h"
+#include "db.h"
+#include "intern.h"
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Events read before a chunk of streams is handed to the AOI threads. */
+#define CHUNK_EVENTS (512 * 1024)
+/* A run whose worker has not beaten for this long is taken again. */
+#define HEARTBEAT_STALE "60 seconds"
+#define MAX_ATTEMPTS 3
+
+struct miner {
+	PGconn *db;
+	struct miner_opts o;
+	char *conninfo;
+	char worker[128];
+	char err[1024];
+};
+
+/* ---- small growable vectors ---- */
+
+struct vec {
+	void *data;
+	size_t len, cap, size;
+};
+
+static void *vec_push(struct vec *v)
+{
+	if (v->len == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 1024;
+		void *d = realloc(v->data, cap * v->size);
+		if (!d)
+			return NULL;
+		v->data = d;
+		v->cap = cap;
+	}
+	return (char *)v->data + v->size * v->len++;
+}
+
+static void vec_free(struct vec *v)
+{
+	free(v->data);
+	v->data = NULL;
+	v->len = v->cap = 0;
+}
+
+/* ---- the run's state ---- */
+
+/* AOI events of one stream collapsed by (kind, stack). */
+struct entry {
+	uint32_t stack;
+	uint32_t stream;     /* index into run.refs */
+	int64_t cost;
+	uint32_t events;
+	uint8_t kind;        /* WIRE_RUN or WIRE_WAIT */
+};
+
+struct progress {
+	_Atomic(const char *) phase;
+	_Atomic uint64_t streams_read, streams_total, aoi_events, stacks, patterns;
+};
+
+struct stream_events {
+	uint32_t idx;                 /* into run.refs */
+	size_t first, n;              /* range in the chunk's event vector */
+};
+
+struct run {
+	struct miner *m;
+	int64_t id;
+	const struct run_params *p;
+	struct progress prog;
+	/* selected streams */
+	int64_t *refs;
+	struct wire_symptom *sym;
+	size_t nstreams;
+	/* the current chunk */
+	struct vec events;            /* struct wire_event */
+	struct vec chunk;             /* struct stream_events */
+	/* results of AOI extraction */
+	struct vec entries;           /* struct entry */
+	pthread_mutex_t entries_lock;
+	struct aoi **aoi;             /* one per thread */
+	int threads;
+	char err[512];                /* from AOI threads */
+	/* timings */
+	int64_t t_select, t_read, t_filter, t_mine, t_store;
+	struct arena *arena;
+};
+
+struct pattern {
+	uint8_t kind;
+	uint32_t *frames;
+	size_t len;
+	uint64_t cost;
+	uint64_t events;
+	uint32_t streams;
+	int32_t *stacks;
+	size_t nstacks;
+};
+
+/* A collapsed stack of one kind: the mining database's sequence i. */
+struct cstack {
+	uint32_t stack;
+	const uint32_t *frames;
+	uint32_t len;
+	uint64_t cost;
+	uint64_t events;
+	size_t first, n;              /* its entries (one per stream) */
+};
+
+static int fail(struct miner *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct miner *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m->err, sizeof(m->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int db_fail(struct miner *m, const char *what, PGresult *r)
+{
+	db_errcpy(m->err, sizeof(m->err), what, r ? PQresultErrorMessage(r) : PQerrorMessage(m->db));
+	PQclear(r);
+	return -1;
+}
+
+void miner_opts_default(struct miner_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_patterns = 1000000;
+}
+
+struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen)
+{
+	struct miner *m = calloc(1, sizeof(*m));
+	char host[64];
+
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	m->o = *o;
+	if (m->o.threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		m->o.threads = n > 0 ? (int)(n > 64 ? 64 : n) : 1;
+	}
+	m->conninfo = strdup(o->conninfo ? o->conninfo : "");
+	if (gethostname(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "unknown");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(m->worker, sizeof(m->worker), "%s:%d", host, (int)getpid());
+	m->db = m->conninfo ? db_connect(m->conninfo, err, errlen) : NULL;
+	if (!m->db)
+		goto fail_free;
+	if (db_schema_check(m->db, err, errlen) < 0 ||
+	    db_exec(m->db, "SET TimeZone = 'UTC'", err, errlen) < 0)
+		goto fail_free;
+	return m;
+fail_free:
+	miner_free(m);
+	return NULL;
+}
+
+void miner_free(struct miner *m)
+{
+	if (!m)
+		return;
+	if (m->db)
+		PQfinish(m->db);
+	free(m->conninfo);
+	free(m);
+}
+
+const char *miner_error(const struct miner *m)
+{
+	return m->err;
+}
+
+static int insert_run(struct miner *m, const struct run_params *p, const char *status, int64_t *id)
+{
+	struct buf b = BUF_INIT(0);
+	const char *params[3];
+	PGresult *r;
+
+	if (params_write_json(p, &b) < 0) {
+		buf_release(&b);
+		return fail(m, "out of memory");
+	}
+	params[0] = buf_cstr(&b);
+	params[1] = status;
+	params[2] = m->worker;
+	r = PQexecParams(m->db,
+			 "INSERT INTO runs (params, status, worker, started_at, heartbeat_at, attempts)"
+			 " SELECT $1::jsonb, $2, CASE WHEN $2 = 'running' THEN $3 END,"
+			 " CASE WHEN $2 = 'running' THEN now() END, CASE WHEN $2 = 'running' THEN now() END,"
+			 " CASE WHEN $2 = 'running' THEN 1 ELSE 0 END RETURNING id",
+			 3, NULL, params, NULL, NULL, 0);
+	buf_release(&b);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return db_fail(m, "creating the run", r);
+	*id = db_get_i64(r, 0, 0);
+	PQclear(r);
+	return 0;
+}
+
+int miner_enqueue(struct miner *m, const struct run_params *p, int64_t *run_id)
+{
+	if (insert_run(m, p, "queued", run_id) < 0)
+		return -1;
+	PQclear(PQexec(m->db, "NOTIFY sm_runs"));
+	return 0;
+}
+
+int miner_create_running(struct miner *m, const struct run_params *p, int64_t *run_id)
+{
+	return insert_run(m, p, "running", run_id);
+}
+
+int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_params *p)
+{
+	const char *params[1] = { m->worker };
+	PGresult *r;
+	char err[512];
+
+	/* a run whose worker died too often fails instead of killing more workers */
+	r = PQexec(m->db, "UPDATE runs SET status = 'failed', finished_at = now(),"
+			  " error = 'abandoned: its worker stopped " "3 times while mining it'"
+			  " WHERE status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "'"
+			  " AND attempts >= 3");
+	PQclear(r);
+	r = PQexecParams(m->db,
+			 "UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),"
+			 " worker = $1, attempts = attempts + 1, error = NULL, progress = '{}'"
+			 " WHERE id = (SELECT id FROM runs WHERE status = 'queued'"
+			 "   OR (status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "')"
+			 "   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+			 " RETURNING id, params::text",
+			 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return db_fail(m, "taking a queued run", r);
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return 0;
+	}
+	*run_id = db_get_i64(r, 0, 0);
+	if (params_parse(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), a, p, err, sizeof(err)) < 0) {
+		const char *ps[2];
+		char idbuf[24], msg[600];
+
+		snprintf(idbuf, sizeof(idbuf), "%lld", (long long)*run_id);
+		snprintf(msg, sizeof(msg), "bad parameters: %s", err);
+		ps[0] = idbuf;
+		ps[1] = msg;
+		PQclear(PQexecParams(m->db, "UPDATE runs SET status = 'failed', error = $2,"
+					    " finished_at = now() WHERE id = $1", 2, NULL, ps, NULL, NULL, 0));
+		PQclear(r);
+		fail(m, "run %s: %s", idbuf, msg);
+		return -1;
+	}
+	PQclear(r);
+	return 1;
+}
+
+int miner_wait(struct miner *m, int timeout_ms)
+{
+	struct pollfd pfd;
+	PGnotify *n;
+
+	if (db_exec(m->db, "LISTEN sm_runs", m->err, sizeof(m->err)) < 0)
+		return -1;
+	pfd.fd = PQsocket(m->db);
+	pfd.events = POLLIN;
+	if (pfd.fd < 0)
+		return fail(m, "database connection lost");
+	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+		return fail(m, "poll: %s", strerror(errno));
+	if (!PQconsumeInput(m->db))
+		return db_fail(m, "waiting for runs", NULL);
+	while ((n = PQnotifies(m->db)))
+		PQfreemem(n);
+	return 0;
+}
+
+/* ---- heartbeat and progress, on a connection of their own ---- */
+
+struct beat {
+	struct run *run;
+	PGconn *db;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+};
+
+static void progress_json(struct run *run, struct buf *b)
+{
+	struct progress *p = &run->prog;
+
+	buf_reset(b);
+	buf_printf(b, "{\"phase\":\"%s\",\"streams_read\":%llu,\"streams\":%llu,\"aoi_events\":%llu,"
+		      "\"distinct_stacks\":%llu,\"patterns\":%llu}",
+		   atomic_load(&p->phase), (unsigned long long)atomic_load(&p->streams_read),
+		   (unsigned long long)atomic_load(&p->streams_total),
+		   (unsigned long long)atomic_load(&p->aoi_events),
+		   (unsigned long long)atomic_load(&p->stacks),
+		   (unsigned long long)atomic_load(&p->patterns));
+}
+
+static void *beat_main(void *arg)
+{
+	struct beat *bt = arg;
+	struct buf b = BUF_INIT(0);
+	char idbuf[24];
+	int ticks = 0;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)bt->run->id);
+	pthread_mutex_lock(&bt->lock);
+	while (!bt->stop) {
+		struct timespec ts;
+		const char *params[2];
+
+		pthread_mutex_unlock(&bt->lock);
+		progress_json(bt->run, &b);
+		params[0] = idbuf;
+		params[1] = buf_cstr(&b);
+		if (bt->db)
+			PQclear(PQexecParams(bt->db, "UPDATE runs SET heartbeat_at = now(), progress = $2::jsonb"
+						     " WHERE id = $1", 2, NULL, params, NULL, NULL, 0));
+		if (bt->run->m->o.progress && ticks++ % 2 == 0)
+			fprintf(stderr, "sm-miner: run %s: %s\n", idbuf, b.data);
+		pthread_mutex_lock(&bt->lock);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!bt->stop)
+			pthread_cond_timedwait(&bt->cond, &bt->lock, &ts);
+	}
+	pthread_mutex_unlock(&bt->lock);
+	buf_release(&b);
+	return NULL;
+}
+
+static int beat_start(struct beat *bt, struct run *run)
+{
+	char err[256];
+
+	memset(bt, 0, sizeof(*bt));
+	bt->run = run;
+	bt->db = db_connect(run->m->conninfo, err, sizeof(err));
+	if (!bt->db)
+		return fail(run->m, "%s", err);
+	pthread_mutex_init(&bt->lock, NULL);
+	pthread_cond_init(&bt->cond, NULL);
+	if (pthread_create(&bt->thread, NULL, beat_main, bt) != 0) {
+		PQfinish(bt->db);
+		return fail(run->m, "cannot start the heartbeat thread");
+	}
+	return 0;
+}
+
+static void beat_stop(struct beat *bt)
+{
+	pthread_mutex_lock(&bt->lock);
+	bt->stop = true;
+	pthread_cond_signal(&bt->cond);
+	pthread_mutex_unlock(&bt->lock);
+	pthread_join(bt->thread, NULL);
+	PQfinish(bt->db);
+	pthread_mutex_destroy(&bt->lock);
+	pthread_cond_destroy(&bt->cond);
+}
+
+/* ---- phase 1: select streams ---- */
+
+static int select_streams(struct run *run)
+{
+	struct miner *m = run->m;
+	const struct run_params *p = run->p;
+	char since[40], until[40];
+	const char *params[6];
+	PGresult *r;
+	int n;
+
+	if (db_exec(m->db, "DROP TABLE IF EXISTS sm_sel; CREATE TEMP TABLE sm_sel ("
+			   " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint)", m->err,
+		    sizeof(m->err)) < 0)
+		return -1;
+	/* received_at bounds as microsecond epoch seconds for to_timestamp() */
+	if (p->filter.since_ns != PARAMS_NO_TIME)
+		snprintf(since, sizeof(since), "%.6f", (double)p->filter.since_ns / 1e9);
+	if (p->filter.until_ns != PARAMS_NO_TIME)
+		snprintf(until, sizeof(until), "%.6f", (double)p->filter.until_ns / 1e9);
+	params[0] = p->app;
+	params[1] = p->filter.version;
+	params[2] = p->filter.host;
+	params[3] = p->filter.labels_json;
+	params[4] = p->filter.since_ns != PARAMS_NO_TIME ? since : NULL;
+	params[5] = p->filter.until_ns != PARAMS_NO_TIME ? until : NULL;
+	r = PQexecParams(m->db,
+			 "INSERT INTO sm_sel SELECT id, symptom_tid, symptom_start_ns, symptom_end_ns"
+			 " FROM streams WHERE app = $1"
+			 " AND ($2::text IS NULL OR version = $2)"
+			 " AND ($3::text IS NULL OR host = $3)"
+			 " AND ($4::jsonb IS NULL OR labels @> $4::jsonb)"
+			 " AND ($5::float8 IS NULL OR received_at >= to_timestamp($5::float8))"
+			 " AND ($6::float8 IS NULL OR received_at < to_timestamp($6::float8))",
+			 6, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		return db_fail(m, "selecting streams", r);
+	PQclear(r);
+	r = PQexec(m->db, "SELECT id, tid, t0, t1 FROM sm_sel ORDER BY id");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return db_fail(m, "reading the selected streams", r);
+	n = PQntuples(r);
+	run->nstreams = (size_t)n;
+	run->refs = arena_alloc(run->arena, (size_t)(n + 1) * sizeof(*run->refs));
+	run->sym = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->sym));
+	if (!run->refs || !run->sym) {
+		PQclear(r);
+		return fail(m, "out of memory for %d streams", n);
+	}
+	for (int i = 0; i < n; i++) {
+		run->refs[i] = db_get_i64(r, i, 0);
+		run->sym[i].kind = "";
+		run->sym[i].tid = db_get_i64(r, i, 1);
+		run->sym[i].start_ns = db_get_i64(r, i, 2);
+		run->sym[i].end_ns = db_get_i64(r, i, 3);
+		run->sym[i].threshold_ns = -1;
+	}
+	PQclear(r);
+	atomic_store(&run->prog.streams_total, (uint64_t)n);
+	return 0;
+}
+
+/* ---- phase 2: read events, extract the AOI on all cores ---- */
+
+struct aoi_job {
+	struct run *run;
+	int t;
+	enum aoi_mode mode;
+	struct vec out;   /* struct entry */
+	struct intern *agg;
+	struct vec acc;   /* per aggregated key: struct entry */
+	int rc;
+};
+
+static void *aoi_thread(void *arg)
+{
+	struct aoi_job *job = arg;
+	struct run *run = job->run;
+	const struct stream_events *se = run->chunk.data;
+	const struct wire_event *ev = run->events.data;
+
+	for (size_t k = (size_t)job->t; k < run->chunk.len; k += (size_t)run->threads) {
+		const struct stream_events *s = &se[k];
+		const uint32_t *sel;
+		size_t nsel;
+		uint64_t naoi = 0;
+
+		if (aoi_extract(run->aoi[job->t], ev + s->first, s->n, &run->sym[s->idx], job->mode, &sel,
+				&nsel) < 0) {
+			snprintf(run->err, sizeof(run->err), "AOI of stream %lld: %s",
+				 (long long)run->refs[s->idx], aoi_error(run->aoi[job->t]));
+			job->rc = -1;
+			return NULL;
+		}
+		/* collapse this stream's AOI events by (kind, stack) */
+		intern_clear(job->agg);
+		job->acc.len = 0;
+		for (size_t i = 0; i < nsel; i++) {
+			const struct wire_event *e = &ev[s->first + sel[i]];
+			uint32_t key[2] = { e->stack, e->kind };
+			bool added;
+			int64_t k2 = intern_put(job->agg, key, sizeof(key), &added);
+			struct entry *en;
+
+			if (k2 < 0) {
+				snprintf(run->err, sizeof(run->err), "out of memory collapsing stacks");
+				job->rc = -1;
+				return NULL;
+			}
+			if (added) {
+				en = vec_push(&job->acc);
+				if (!en) {
+					snprintf(run->err, sizeof(run->err), "out of memory collapsing stacks");
+					job->rc = -1;
+					return NULL;
+				}
+				en->stack = e->stack;
+				en->stream = s->idx;
+				en->cost = 0;
+				en->events = 0;
+				en->kind = e->kind;
+			}
+			en = (struct entry *)job->acc.data + k2;
+			en->cost += e->dur_ns;
+			en->events++;
+			naoi++;
+		}
+		for (size_t i = 0; i < job->acc.len; i++) {
+			struct entry *dst = vec_push(&job->out);
+			if (!dst) {
+				snprintf(run->err, sizeof(run->err), "out of memory collapsing stacks");
+				job->rc = -1;
+				return NULL;
+			}
+			*dst = ((struct entry *)job->acc.data)[i];
+		}
+		atomic_fetch_add(&run->prog.aoi_events, naoi);
+		atomic_fetch_add(&run->prog.streams_read, 1);
+	}
+	return NULL;
+}
+
+static int process_chunk(struct run *run, enum aoi_mode mode)
+{
+	struct aoi_job jobs[64];
+	pthread_t th[64];
+	int started = 0, rc = 0;
+
+	if (!run->chunk.len)
+		return 0;
+	memset(jobs, 0, sizeof(jobs));
+	for (int t = 0; t < run->threads; t++) {
+		jobs[t].run = run;
+		jobs[t].t = t;
+		jobs[t].mode = mode;
+		jobs[t].out.size = sizeof(struct entry);
+		jobs[t].acc.size = sizeof(struct entry);
+		jobs[t].agg = intern_open(0);
+		if (!jobs[t].agg) {
+			rc = fail(run->m, "out of memory");
+			goto out;
+		}
+	}
+	for (int t = 1; t < run->threads; t++) {
+		if (pthread_create(&th[t], NULL, aoi_thread, &jobs[t]) != 0)
+			break;
+		started = t;
+	}
+	aoi_thread(&jobs[0]);
+	for (int t = 1; t <= started; t++)
+		pthread_join(th[t], NULL);
+	/* streams of threads that could not start */
+	for (int t = started + 1; t < run->threads; t++)
+		aoi_thread(&jobs[t]);
+	for (int t = 0; t < run->threads; t++) {
+		if (jobs[t].rc < 0) {
+			rc = fail(run->m, "%s", run->err);
+			goto out;
+		}
+		for (size_t i = 0; i < jobs[t].out.len; i++) {
+			struct entry *dst = vec_push(&run->entries);
+			if (!dst) {
+				rc = fail(run->m, "out of memory");
+				goto out;
+			}
+			*dst = ((struct entry *)jobs[t].out.data)[i];
+		}
+	}
+out:
+	for (int t = 0; t < run->threads; t++) {
+		vec_free(&jobs[t].out);
+		vec_free(&jobs[t].acc);
+		intern_free(jobs[t].agg);
+	}
+	run->chunk.len = 0;
+	run->events.len = 0;
+	return rc;
+}
+
+static inline int64_t be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return (int64_t)v;
+}
+
+static inline int32_t be32(const unsigned char *p)
+{
+	return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+/* One row of the binary COPY: stream_ref, kind, tid, ts_ns, dur_ns, stack_id, readier_tid. */
+static int parse_row(const unsigned char *p, size_t n, int64_t *ref, struct wire_event *e)
+{
+	static const int widths[7] = { 8, 1, 4, 8, 8, 4, 4 };
+	const unsigned char *f[7];
+	size_t off = 2;
+
+	if (n < 2 || (p[0] << 8 | p[1]) != 7)
+		return -1;
+	for (int i = 0; i < 7; i++) {
+		if (off + 4 > n || be32(p + off) != widths[i] || off + 4 + (size_t)widths[i] > n)
+			return -1;
+		f[i] = p + off + 4;
+		off += 4 + (size_t)widths[i];
+	}
+	*ref = be64(f[0]);
+	e->kind = f[1][0] == 'w' ? WIRE_WAIT : WIRE_RUN;
+	e->tid = be32(f[2]);
+	e->ts_ns = be64(f[3]);
+	e->dur_ns = be64(f[4]);
+	e->stack = (uint32_t)be32(f[5]);
+	e->readier_tid = be32(f[6]);
+	return 0;
+}
+
+static int read_events(struct run *run)
+{
+	struct miner *m = run->m;
+	enum aoi_mode mode;
+	PGresult *r;
+	char *msg;
+	int len;
+	size_t cur = 0;          /* index into refs of the stream being read */
+	bool header = true, have = false;
+	int rc = 0;
+
+	if (aoi_mode_parse(run->p->aoi, &mode) < 0)
+		return fail(m, "aoi: unknown mode %s", run->p->aoi);
+	r = PQexec(m->db, "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
+			  " coalesce(e.readier_tid, 0) FROM events e JOIN sm_sel s ON s.id = e.stream_ref"
+			  " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)");
+	if (PQresultStatus(r) != PGRES_COPY_OUT)
+		return db_fail(m, "reading events", r);
+	PQclear(r);
+	while ((len = PQgetCopyData(m->db, &msg, 0)) > 0) {
+		const unsigned char *p = (const unsigned char *)msg;
+		size_t n = (size_t)len;
+		struct wire_event e, *dst;
+		struct stream_events *se;
+		int64_t ref;
+
+		if (header) {
+			/* signature, flags, header extension */
+			if (n < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0) {
+				PQfreemem(msg);
+				rc = fail(m, "reading events: not a binary COPY stream");
+				break;
+			}
+			n -= 19 + (size_t)be32(p + 15);
+			p += 19 + (size_t)be32(p + 15);
+			header = false;
+			if (n == 0) {
+				PQfreemem(msg);
+				continue;
+			}
+		}
+		if (n == 2 && p[0] == 0xff && p[1] == 0xff) { /* trailer */
+			PQfreemem(msg);
+			continue;
+		}
+		if (rc || parse_row(p, n, &ref, &e) < 0) {
+			PQfreemem(msg);
+			if (!rc)
+				rc = fail(m, "reading events: unexpected row layout");
+			continue; /* drain the COPY */
+		}
+		PQfreemem(msg);
+		if (!have || run->refs[cur] != ref) {
+			/* a new stream; the selection is sorted like the events */
+			if (have && run->events.len >= CHUNK_EVENTS) {
+				if (process_chunk(run, mode) < 0) {
+					rc = -1;
+					continue;
+				}
+			}
+			while (cur < run->nstreams && run->refs[cur] != ref)
+				cur++;
+			if (cur == run->nstreams) {
+				rc = fail(m, "reading events: stream %lld was not selected", (long long)ref);
+				continue;
+			}
+			se = vec_push(&run->chunk);
+			if (!se) {
+				rc = fail(m, "out of memory reading events");
+				continue;
+			}
+			se->idx = (uint32_t)cur;
+			se->first = run->events.len;
+			se->n = 0;
+			have = true;
+		}
+		dst = vec_push(&run->events);
+		if (!dst) {
+			rc = fail(m, "out of memory reading events");
+			continue;
+		}
+		*dst = e;
+		((struct stream_events *)run->chunk.data)[run->chunk.len - 1].n++;
+		if (m->o.cancel && *m->o.cancel && !rc)
+			rc = fail(m, "cancelled");
+	}
+	if (len == -2 && !rc)
+		rc = db_fail(m, "reading events", NULL);
+	while ((r = PQgetResult(m->db))) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc)
+			rc = db_fail(m, "reading events", r);
+		else
+			PQclear(r);
+	}
+	if (!rc)
+		rc = process_chunk(run, mode);
+	return rc;
+}
+
+/* ---- phase 3: frames of the AOI stacks, content filter, collapsing ---- */
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return x->stream < y->stream ? -1 : x->stream > y->stream;
+}
+
+/* Frames of every distinct stack in the entries: stacks->frames filled. */
+struct stackinfo {
+	struct intern *ids;        /* stack id (4 bytes) -> index */
+	uint32_t **frames;
+	uint32_t *len;
+	bool *keep;
+	size_t n;
+};
+
+static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_filter *flt)
+{
+	struct miner *m = run->m;
+	const struct entry *en = run->entries.data;
+	struct buf ids = BUF_INIT(0);
+	const char *params[1];
+	PGresult *r;
+	struct intern *fids = NULL;
+	const char **names = NULL;
+	int32_t tmp[WIRE_MAX_STACK_DEPTH];
+	int rc = -1;
+
+	si->ids = intern_open(0);
+	if (!si->ids)
+		return fail(m, "out of memory");
+	buf_putc(&ids, '{');
+	for (size_t i = 0; i < run->entries.len; i++) {
+		bool added;
+		if (intern_put(si->ids, &en[i].stack, sizeof(uint32_t), &added) < 0)
+			goto out_oom;
+		if (added) {
+			if (ids.len > 1)
+				buf_putc(&ids, ',');
+			buf_put_i64(&ids, en[i].stack);
+		}
+	}
+	if (buf_putc(&ids, '}') < 0)
+		goto out_oom;
+	si->n = intern_count(si->ids);
+	si->frames = arena_calloc(run->arena, si->n + 1, sizeof(*si->frames));
+	si->len = arena_calloc(run->arena, si->n + 1, sizeof(*si->len));
+	si->keep = arena_calloc(run->arena, si->n + 1, sizeof(*si->keep));
+	if (!si->frames || !si->len || !si->keep)
+		goto out_oom;
+	params[0] = buf_cstr(&ids);
+	r = PQexecParams(m->db, "SELECT id, frame_ids::text FROM stacks WHERE id = ANY($1::integer[])", 1,
+			 NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_fail(m, "reading stacks", r);
+		goto out;
+	}
+	for (int row = 0; row < PQntuples(r); row++) {
+		uint32_t id = (uint32_t)db_get_i64(r, row, 0);
+		int64_t k = intern_find(si->ids, &id, sizeof(id));
+		int n = db_parse_int_array(PQgetvalue(r, row, 1), tmp, WIRE_MAX_STACK_DEPTH);
+
+		if (k < 0 || n <= 0)
+			continue;
+		si->frames[k] = arena_alloc(run->arena, (size_t)n * sizeof(uint32_t));
+		if (!si->frames[k]) {
+			PQclear(r);
+			goto out_oom;
+		}
+		for (int j = 0; j < n; j++)
+			si->frames[k][j] = (uint32_t)tmp[j];
+		si->len[k] = (uint32_t)n;
+		si->keep[k] = true;
+	}
+	PQclear(r);
+	for (size_t k = 0; k < si->n; k++)
+		if (!si->frames[k]) {
+			fail(m, "stack %u of an event is missing from the stacks table",
+			     *(const uint32_t *)intern_key(si->ids, (uint32_t)k, NULL));
+			goto out;
+		}
+	if (aoi_filter_empty(flt)) {
+		rc = 0;
+		goto out;
+	}
+	/* frame names, for the globs */
+	fids = intern_open(0);
+	if (!fids)
+		goto out_oom;
+	buf_reset(&ids);
+	buf_putc(&ids, '{');
+	for (size_t k = 0; k < si->n; k++)
+		for (uint32_t j = 0; j < si->len[k]; j++) {
+			bool added;
+			if (intern_put(fids, &si->frames[k][j], sizeof(uint32_t), &added) < 0)
+				goto out_oom;
+			if (added) {
+				if (ids.len > 1)
+					buf_putc(&ids, ',');
+				buf_put_i64(&ids, si->frames[k][j]);
+			}
+		}
+	if (buf_putc(&ids, '}') < 0)
+		goto out_oom;
+	names = arena_calloc(run->arena, intern_count(fids) + 1, sizeof(*names));
+	if (!names)
+		goto out_oom;
+	params[0] = buf_cstr(&ids);
+	r = PQexecParams(m->db, "SELECT id, name FROM frames WHERE id = ANY($1::integer[])", 1, NULL,
+			 params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_fail(m, "reading frames", r);
+		goto out;
+	}
+	for (int row = 0; row < PQntuples(r); row++) {
+		uint32_t id = (uint32_t)db_get_i64(r, row, 0);
+		int64_t k = intern_find(fids, &id, sizeof(id));
+		if (k >= 0)
+			names[k] = arena_strndup(run->arena, PQgetvalue(r, row, 1),
+						 (size_t)PQgetlength(r, row, 1));
+	}
+	PQclear(r);
+	for (size_t k = 0; k < si->n; k++) {
+		const char *fr[WIRE_MAX_STACK_DEPTH];
+		for (uint32_t j = 0; j < si->len[k]; j++) {
+			int64_t f = intern_find(fids, &si->frames[k][j], sizeof(uint32_t));
+			fr[j] = f >= 0 && names[f] ? names[f] : "";
+		}
+		si->keep[k] = aoi_filter_keep(flt, fr, si->len[k]);
+	}
+	rc = 0;
+	goto out;
+out_oom:
+	fail(m, "out of memory loading stacks");
+out:
+	intern_free(fids);
+	buf_release(&ids);
+	return rc;
+}
+
+/* ---- phase 4: mining ---- */
+
+struct mine_ctx {
+	struct run *run;
+	uint8_t kind;
+	const struct cstack *cs;
+	const struct entry *en;
+	uint32_t *stamp;            /* per stream: last pattern that counted it */
+	uint32_t gen;
+	struct vec *patterns;       /* struct pattern */
+	const struct stackinfo *si;
+};
+
+static int on_pattern(void *arg, const uint32_t *items, size_t len, uint64_t support,
+		      const uint32_t *seqs, size_t nseqs)
+{
+	struct mine_ctx *c = arg;
+	struct pattern *pt = vec_push(c->patterns);
+	uint64_t events = 0;
+	uint32_t streams = 0;
+
+	if (!pt)
+		return -1;
+	c->gen++;
+	pt->kind = c->kind;
+	pt->len = len;
+	pt->cost = support;
+	pt->frames = arena_alloc(c->run->arena, len * sizeof(uint32_t));
+	pt->stacks = arena_alloc(c->run->arena, (nseqs + 1) * sizeof(int32_t));
+	if (!pt->frames || !pt->stacks)
+		return -1;
+	memcpy(pt->frames, items, len * sizeof(uint32_t));
+	for (size_t i = 0; i < nseqs; i++) {
+		const struct cstack *s = &c->cs[seqs[i]];
+		pt->stacks[i] = (int32_t)s->stack;
+		events += s->events;
+		for (size_t k = s->first; k < s->first + s->n; k++)
+			if (c->stamp[c->en[k].stream] != c->gen) {
+				c->stamp[c->en[k].stream] = c->gen;
+				streams++;
+			}
+	}
+	pt->nstacks = nseqs;
+	pt->events = events;
+	pt->streams = streams;
+	atomic_fetch_add(&c->run->prog.patterns, 1);
+	return 0;
+}
+
+static int cmp_pattern(const void *a, const void *b)
+{
+	const struct pattern *x = a, *y = b;
+
+	if (x->kind != y->kind)
+		return x->kind > y->kind ? -1 : 1;   /* wait first */
+	if (x->cost != y->cost)
+		return x->cost > y->cost ? -1 : 1;
+	for (size_t i = 0; i < x->len && i < y->len; i++)
+		if (x->frames[i] != y->frames[i])
+			return x->frames[i] < y->frames[i] ? -1 : 1;
+	return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, struct vec *patterns,
+		     uint64_t *minsup_out)
+{
+	struct miner *m = run->m;
+	const struct entry *en = run->entries.data;
+	struct cstack *cs;
+	const uint32_t **seqs;
+	uint32_t *lens;
+	uint64_t *weights, total = 0, minsup;
+	size_t n = 0, ne = run->entries.len;
+	struct seqdb db;
+	struct bide_opts bo;
+	struct bide *b;
+	struct mine_ctx ctx;
+	int rc;
+
+	cs = arena_calloc(run->arena, ne + 1, sizeof(*cs));
+	if (!cs)
+		return fail(m, "out of memory");
+	for (size_t i = 0; i < ne;) {
+		size_t j = i;
+		int64_t k = intern_find(si->ids, &en[i].stack, sizeof(uint32_t));
+
+		while (j < ne && en[j].kind == en[i].kind && en[j].stack == en[i].stack)
+			j++;
+		if (en[i].kind == kind && k >= 0 && si->keep[k]) {
+			struct cstack *c = &cs[n++];
+			c->stack = en[i].stack;
+			c->frames = si->frames[k];
+			c->len = si->len[k];
+			c->first = i;
+			c->n = j - i;
+			for (size_t x = i; x < j; x++) {
+				c->cost += (uint64_t)en[x].cost;
+				c->events += en[x].events;
+			}
+			total += c->cost;
+		}
+		i = j;
+	}
+	minsup = run->p->threshold_ns > 0 ? (uint64_t)run->p->threshold_ns
+					  : (uint64_t)ceil(run->p->threshold_fraction * (double)total);
+	if (minsup == 0)
+		minsup = 1;
+	*minsup_out = minsup;
+	if (n == 0 || total < minsup)
+		return 0;
+	seqs = arena_alloc(run->arena, n * sizeof(*seqs));
+	lens = arena_alloc(run->arena, n * sizeof(*lens));
+	weights = arena_alloc(run->arena, n * sizeof(*weights));
+	if (!seqs || !lens || !weights)
+		return fail(m, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		seqs[i] = cs[i].frames;
+		lens[i] = cs[i].len;
+		weights[i] = cs[i].cost;
+	}
+	db.seqs = seqs;
+	db.lens = lens;
+	db.weights = weights;
+	db.n = n;
+	memset(&bo, 0, sizeof(bo));
+	bo.mode = BIDE_MAXIMAL;
+	bo.minsup = minsup;
+	bo.threads = m->o.threads;
+	bo.max_patterns = m->o.max_patterns;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.run = run;
+	ctx.kind = kind;
+	ctx.cs = cs;
+	ctx.en = en;
+	ctx.si = si;
+	ctx.patterns = patterns;
+	ctx.stamp = arena_calloc(run->arena, run->nstreams + 1, sizeof(uint32_t));
+	if (!ctx.stamp)
+		return fail(m, "out of memory");
+	b = bide_open();
+	if (!b)
+		return fail(m, "out of memory");
+	rc = bide_mine(b, &db, &bo, on_pattern, &ctx);
+	if (rc < 0)
+		fail(m, "mining %s stacks: %s", kind == WIRE_WAIT ? "wait" : "run", bide_error(b));
+	bide_free(b);
+	return rc;
+}
+
+/* ---- phase 5: store ---- */
+
+static int copy_begin(struct miner *m, const char *sql)
+{
+	PGresult *r = PQexec(m->db, sql);
+
+	if (PQresultStatus(r) != PGRES_COPY_IN)
+		return db_fail(m, "storing results", r);
+	PQclear(r);
+	return 0;
+}
+
+static int copy_send(struct miner *m, struct buf *b, bool force)
+{
+	if ((b->len >= (1u << 20) || force) && b->len &&
+	    PQputCopyData(m->db, b->data, (int)b->len) != 1)
+		return db_fail(m, "storing results", NULL);
+	if (b->len >= (1u << 20) || force)
+		buf_reset(b);
+	return 0;
+}
+
+static int copy_end(struct miner *m)
+{
+	PGresult *r;
+	int rc = 0;
+
+	if (PQputCopyEnd(m->db, NULL) != 1)
+		return db_fail(m, "storing results", NULL);
+	while ((r = PQgetResult(m->db))) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc)
+			rc = db_fail(m, "storing results", r);
+		else
+			PQclear(r);
+	}
+	return rc;
+}
+
+static int store_results(struct run *run, const struct stackinfo *si, struct vec *patterns,
+			 const char *counts, const char *timings)
+{
+	struct miner *m = run->m;
+	const struct entry *en = run->entries.data;
+	struct pattern *pt = patterns->data;
+	struct buf b = BUF_INIT(0);
+	char idbuf[24];
+	const char *params[3];
+	PGresult *r;
+	int rank = 0;
+	uint8_t last_kind = 0xff;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run->id);
+	params[0] = idbuf;
+	if (db_exec(m->db, "BEGIN", m->err, sizeof(m->err)) < 0)
+		return -1;
+	r = PQexecParams(m->db, "DELETE FROM run_stacks WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
+	PQclear(r);
+	r = PQexecParams(m->db, "DELETE FROM patterns WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
+	PQclear(r);
+	if (copy_begin(m, "COPY run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events) FROM STDIN") < 0)
+		goto fail_rollback;
+	for (size_t i = 0; i < run->entries.len; i++) {
+		int64_t k = intern_find(si->ids, &en[i].stack, sizeof(uint32_t));
+		if (k < 0 || !si->keep[k])
+			continue;
+		buf_printf(&b, "%s\t%c\t%u\t%lld\t%lld\t%u\n", idbuf, en[i].kind == WIRE_WAIT ? 'w' : 'r',
+			   en[i].stack, (long long)run->refs[en[i].stream], (long long)en[i].cost,
+			   en[i].events);
+		if (copy_send(m, &b, false) < 0)
+			goto fail_rollback;
+	}
+	if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
+		goto fail_rollback;
+	if (copy_begin(m, "COPY patterns (run_id, kind, rank, frame_ids, cost_ns, events, streams,"
+			  " stack_ids) FROM STDIN") < 0)
+		goto fail_rollback;
+	for (size_t i = 0; i < patterns->len; i++) {
+		if (pt[i].kind != last_kind) {
+			last_kind = pt[i].kind;
+			rank = 0;
+		}
+		buf_printf(&b, "%s\t%c\t%d\t{", idbuf, pt[i].kind == WIRE_WAIT ? 'w' : 'r', ++rank);
+		for (size_t j = 0; j < pt[i].len; j++)
+			buf_printf(&b, j ? ",%u" : "%u", pt[i].frames[j]);
+		buf_printf(&b, "}\t%llu\t%llu\t%u\t{", (unsigned long long)pt[i].cost,
+			   (unsigned long long)pt[i].events, pt[i].streams);
+		for (size_t j = 0; j < pt[i].nstacks; j++)
+			buf_printf(&b, j ? ",%d" : "%d", pt[i].stacks[j]);
+		buf_puts(&b, "}\n");
+		if (copy_send(m, &b, false) < 0)
+			goto fail_rollback;
+	}
+	if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
+		goto fail_rollback;
+	params[1] = counts;
+	params[2] = timings;
+	r = PQexecParams(m->db, "UPDATE runs SET status = 'done', finished_at = now(), error = NULL,"
+				" counts = $2::jsonb, timings_ms = $3::jsonb,"
+				" progress = progress || '{\"phase\": \"done\"}' WHERE id = $1",
+			 3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_fail(m, "finishing the run", r);
+		goto fail_rollback;
+	}
+	PQclear(r);
+	buf_release(&b);
+	return db_exec(m->db, "COMMIT", m->err, sizeof(m->err));
+fail_rollback:
+	buf_release(&b);
+	PQclear(PQexec(m->db, "ROLLBACK"));
+	return -1;
+}
+
+static void set_status(struct miner *m, int64_t id, const char *status, const char *error)
+{
+	char idbuf[24];
+	const char *params[3] = { idbuf, status, error };
+	PGresult *r;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	if (PQstatus(m->db) != CONNECTION_OK)
+		PQreset(m->db);
+	/* a COPY cut short leaves the connection busy: drain it first */
+	while ((r = PQgetResult(m->db)))
+		PQclear(r);
+	PQclear(PQexec(m->db, "ROLLBACK"));
+	r = PQexecParams(m->db,
+			 "UPDATE runs SET status = $2, error = $3,"
+			 " finished_at = CASE WHEN $2 = 'failed' THEN now() END,"
+			 " worker = CASE WHEN $2 = 'queued' THEN NULL ELSE worker END WHERE id = $1",
+			 3, NULL, params, NULL, NULL, 0);
+	PQclear(r);
+}
+
+static int64_t ms_since(int64_t t0)
+{
+	return (util_now_mono_ns() - t0) / 1000000;
+}
+
+int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
+{
+	struct run run;
+	struct beat bt;
+	struct stackinfo si;
+	struct aoi_filter *flt = NULL;
+	struct vec patterns = { NULL, 0, 0, sizeof(struct pattern) };
+	char counts[256], timings[256];
+	uint64_t minsup_w = 0, minsup_r = 0, aoi_events = 0, stacks = 0;
+	int64_t t0 = util_now_mono_ns(), t;
+	int rc = -1, beating = 0;
+
+	memset(&run, 0, sizeof(run));
+	memset(&si, 0, sizeof(si));
+	run.m = m;
+	run.id = run_id;
+	run.p = p;
+	run.threads = m->o.threads;
+	run.events.size = sizeof(struct wire_event);
+	run.chunk.size = sizeof(struct stream_events);
+	run.entries.size = sizeof(struct entry);
+	atomic_store(&run.prog.phase, "selecting streams");
+	run.arena = arena_open(0);
+	run.aoi = calloc((size_t)run.threads, sizeof(*run.aoi));
+	if (!run.arena || !run.aoi) {
+		fail(m, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < run.threads; i++)
+		if (!(run.aoi[i] = aoi_open())) {
+			fail(m, "out of memory");
+			goto out;
+		}
+	flt = aoi_filter_open(p->include, p->ninclude, p->exclude, p->nexclude);
+	if (!flt) {
+		fail(m, "out of memory");
+		goto out;
+	}
+	if (beat_start(&bt, &run) < 0)
+		goto out;
+	beating = 1;
+
+	t = util_now_mono_ns();
+	if (select_streams(&run) < 0)
+		goto out;
+	run.t_select = ms_since(t);
+
+	atomic_store(&run.prog.phase, "reading events and extracting the AOI");
+	t = util_now_mono_ns();
+	if (read_events(&run) < 0)
+		goto out;
+	run.t_read = ms_since(t);
+
+	atomic_store(&run.prog.phase, "collapsing stacks");
+	t = util_now_mono_ns();
+	qsort(run.entries.data, run.entries.len, sizeof(struct entry), cmp_entry);
+	if (load_stacks(&run, &si, flt) < 0)
+		goto out;
+	for (size_t i = 0; i < run.entries.len; i++) {
+		const struct entry *e = (const struct entry *)run.entries.data + i;
+		int64_t k = intern_find(si.ids, &e->stack, sizeof(uint32_t));
+
+		if (k < 0 || !si.keep[k])
+			continue;
+		aoi_events += e->events;
+		/* entries are sorted by (kind, stack): count each pair once */
+		if (i == 0 || e[-1].kind != e->kind || e[-1].stack != e->stack)
+			stacks++;
+	}
+	atomic_store(&run.prog.aoi_events, aoi_events);
+	atomic_store(&run.prog.stacks, stacks);
+	run.t_filter = ms_since(t);
+	if (m->o.cancel && *m->o.cancel) {
+		fail(m, "cancelled");
+		goto out;
+	}
+
+	atomic_store(&run.prog.phase, "mining");
+	t = util_now_mono_ns();
+	if ((p->kinds & RUN_KINDS_WAIT) && mine_kind(&run, &si, WIRE_WAIT, &patterns, &minsup_w) < 0)
+		goto out;
+	if ((p->kinds & RUN_KINDS_RUN) && mine_kind(&run, &si, WIRE_RUN, &patterns, &minsup_r) < 0)
+		goto out;
+	qsort(patterns.data, patterns.len, sizeof(struct pattern), cmp_pattern);
+	run.t_mine = ms_since(t);
+
+	atomic_store(&run.prog.phase, "storing");
+	t = util_now_mono_ns();
+	snprintf(counts, sizeof(counts),
+		 "{\"streams\":%zu,\"aoi_events\":%llu,\"distinct_stacks\":%llu,\"patterns\":%zu,"
+		 "\"clusters\":0,\"threshold_wait_ns\":%llu,\"threshold_run_ns\":%llu}",
+		 run.nstreams, (unsigned long long)aoi_events, (unsigned long long)stacks, patterns.len,
+		 (unsigned long long)minsup_w, (unsigned long long)minsup_r);
+	run.t_store = 0;
+	snprintf(timings, sizeof(timings),
+		 "{\"select\":%lld,\"read_aoi\":%lld,\"collapse_filter\":%lld,\"mine\":%lld,\"total\":%lld}",
+		 (long long)run.t_select, (long long)run.t_read, (long long)run.t_filter,
+		 (long long)run.t_mine, (long long)ms_since(t0));
+	if (store_results(&run, &si, &patterns, counts, timings) < 0)
+		goto out;
+	if (m->o.progress)
+		fprintf(stderr, "sm-miner: run %lld done: %s in %lld ms (store %lld ms)\n",
+			(long long)run_id, counts, (long long)ms_since(t0), (long long)ms_since(t));
+	rc = 0;
+out:
+	if (beating)
+		beat_stop(&bt);
+	if (rc < 0) {
+		bool cancelled = m->o.cancel && *m->o.cancel;
+		set_status(m, run_id, cancelled ? "queued" : "failed", cancelled ? NULL : m->err);
+		if (cancelled)
+			rc = 1;
+	}
+	for (int i = 0; run.aoi && i < run.threads; i++)
+		aoi_free(run.aoi[i]);
+	free(run.aoi);
+	aoi_filter_free(flt);
+	intern_free(si.ids);
+	vec_free(&patterns);
+	vec_free(&run.events);
+	vec_free(&run.chunk);
+	vec_free(&run.entries);
+	arena_free(run.arena);
+	return rc;
+}

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# miner: sm-miner against streams stored by the real sm-ingest. Known streams
+# give exact patterns (frames, cost, events, streams, supporting stacks) under
+# each AOI mode, threshold and filter; runs are rows with a status and go
+# through the queue to a worker; bad parameters are refused with the field.
+. "$(dirname "$0")/../lib.sh"
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+start_ingest || t_bail "sm-ingest starts"
+miner() { "$SM_BIN_DIR/sm-miner" "$@"; }
+
+# stream ID APP VERSION LOCKSTACK: the symptom thread 1 waits on a lock held
+# by thread 2, which computes meanwhile; thread 3 idles in epoll_wait; thread 1
+# also waited before the symptom window.
+stream() {
+	printf '{"v":1,"stream_id":"%s","host":"h-%s","app":"%s","version":"%s",' "$1" "${1:0:4}" "$2" "$3"
+	printf '"symptom":{"kind":"unit_violation","tid":1,"start_ns":1000,"end_ns":2000},'
+	printf '"frames":["app!main","app!loop","app!handle","libc!lock_wait","app!worker","app!compute",'
+	printf '"app!idle","libc!epoll_wait","app!loop2","app!before"],'
+	printf '"stacks":[[0,1,2,3],[0,4,5],[0,6,7],[0,8,2,3],[0,9,3]],"events":['
+	printf '{"kind":"wait","tid":1,"ts_ns":1000,"dur_ns":500,"stack":%d,"readier_tid":2},' "$4"
+	printf '{"kind":"run","tid":2,"ts_ns":1100,"dur_ns":300,"stack":1},'
+	printf '{"kind":"wait","tid":3,"ts_ns":1000,"dur_ns":900,"stack":2,"readier_tid":0},'
+	printf '{"kind":"wait","tid":1,"ts_ns":0,"dur_ns":900,"stack":4,"readier_tid":0}]}\n'
+}
+newid() { cat /proc/sys/kernel/random/uuid; }
+{
+	for i in 1 2 3; do stream "$(newid)" lockapp 1 0; done
+	for i in 1 2; do stream "$(newid)" lockapp 2 3; done
+	stream "$(newid)" otherapp 1 0
+} >"$T_TMP/fleet.ndjson"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $TOKEN" \
+	-H 'Content-Type: application/x-ndjson' --data-binary "@$T_TMP/fleet.ndjson"
+t_eq "fleet stored" "$HTTP_BODY" '{"accepted":6,"duplicates":0,"rejected":[]}'
+stop_ingest
+
+sid() { pg_q "SELECT id FROM stacks WHERE frame_ids = (SELECT array_agg(f.id ORDER BY o) FROM unnest(string_to_array(:'n', ',')) WITH ORDINALITY AS u(name, o) JOIN frames f ON f.name = u.name)" -v n="$1"; }
+S1=$(sid 'app!main,app!loop,app!handle,libc!lock_wait')
+S1B=$(sid 'app!main,app!loop2,app!handle,libc!lock_wait')
+S2=$(sid 'app!main,app!worker,app!compute')
+# patterns RUN: "kind rank cost events streams frames stacks" per line
+patterns() {
+	pg_q "SELECT p.kind, p.rank, p.cost_ns, p.events, p.streams,
+		(SELECT string_agg(f.name, '>' ORDER BY u.o) FROM unnest(p.frame_ids) WITH ORDINALITY AS u(fid, o)
+		 JOIN frames f ON f.id = u.fid), array_to_string(p.stack_ids, ',')
+		FROM patterns p WHERE run_id = $1 ORDER BY p.kind DESC, p.rank" | tr '|' ' '
+}
+run() { # run ARGS...: mines now; sets RUN (the id) and RUN_RC
+	RUN=$(miner run --quiet "$@" 2>"$T_TMP/miner.err")
+	RUN_RC=$?
+}
+counts() { pg_q "SELECT counts->>'streams', counts->>'aoi_events', counts->>'distinct_stacks', counts->>'patterns' FROM runs WHERE id = $1" | tr '|' ' '; }
+
+# --- waitgraph (the default): the lock wait and the holder's CPU, not the idle thread ---
+run --app lockapp --threshold-ns 1200
+t_eq "waitgraph: exit status" "$RUN_RC" 0
+t_eq "waitgraph: run done" "$(pg_q "SELECT status, error IS NULL FROM runs WHERE id = $RUN")" "done|t"
+t_eq "waitgraph: counts" "$(counts "$RUN")" "5 10 3 2"
+t_eq "waitgraph: patterns" "$(patterns "$RUN")" \
+"w 1 1500 3 3 app!main>app!loop>app!handle>libc!lock_wait $S1
+r 1 1500 5 5 app!main>app!worker>app!compute $S2"
+t_eq "waitgraph: collapsed stacks stored per stream" \
+	"$(pg_q "SELECT kind, stack_id, count(*), sum(cost_ns), sum(events) FROM run_stacks WHERE run_id = $RUN GROUP BY 1, 2 ORDER BY 1 DESC, 2" | tr '\n' ' ')" \
+	"w|$S1|3|1500|3 w|$S1B|2|1000|2 r|$S2|5|1500|5 "
+t_match "waitgraph: timings per phase" "$(pg_q "SELECT timings_ms::text FROM runs WHERE id = $RUN")" '"mine": [0-9]+'
+
+# --- a lower threshold: both lock paths are maximal ---
+run --app lockapp --kind wait --threshold-ns 900
+t_eq "lower threshold: patterns" "$(patterns "$RUN")" \
+"w 1 1500 3 3 app!main>app!loop>app!handle>libc!lock_wait $S1
+w 2 1000 2 2 app!main>app!loop2>app!handle>libc!lock_wait $S1B"
+# and a threshold between: only the common part is costly enough past the first
+run --app lockapp --kind wait --threshold-ns 1600
+t_eq "threshold above each path: their common part" "$(patterns "$RUN")" \
+"w 1 2500 5 5 app!main>app!handle>libc!lock_wait $S1,$S1B"
+
+# --- relative threshold ---
+run --app lockapp --kind wait --threshold-fraction 0.5
+t_eq "fraction: threshold recorded" "$(pg_q "SELECT counts->>'threshold_wait_ns' FROM runs WHERE id = $RUN")" 1250
+t_eq "fraction: patterns" "$(patterns "$RUN" | cut -d' ' -f1-5)" "w 1 1500 3 3"
+
+# --- other AOI modes ---
+run --app lockapp --aoi thread --threshold-ns 1
+t_eq "thread: only the symptom thread's events in the window" "$(counts "$RUN")" "5 5 2 2"
+t_eq "thread: no run pattern" "$(pg_q "SELECT count(*) FROM patterns WHERE run_id = $RUN AND kind = 'r'")" 0
+run --app lockapp --aoi stream --threshold-ns 1
+t_eq "stream: every event" "$(counts "$RUN" | cut -d' ' -f1-3)" "5 20 5"
+run --app lockapp --aoi critical --threshold-ns 1
+t_eq "critical: done" "$(pg_q "SELECT status FROM runs WHERE id = $RUN")" done
+
+# --- content filters ---
+run --app lockapp --aoi stream --exclude '*epoll*' --threshold-ns 1
+t_eq "exclude: the idle waits are gone" "$(counts "$RUN" | cut -d' ' -f1-3)" "5 15 4"
+run --app lockapp --include 'libc!lock*' --kind wait --threshold-ns 1200
+t_eq "include: only lock waits" "$(patterns "$RUN" | cut -d' ' -f1-6)" \
+	"w 1 1500 3 3 app!main>app!loop>app!handle>libc!lock_wait"
+
+# --- stream filters ---
+run --app lockapp --version 1 --kind wait --threshold-ns 1
+t_eq "version filter" "$(counts "$RUN" | cut -d' ' -f1)" 3
+run --app otherapp --threshold-ns 1
+t_eq "app filter" "$(counts "$RUN" | cut -d' ' -f1)" 1
+run --app lockapp --since 2000-01-01T00:00:00Z --until 2000-01-02T00:00:00Z --threshold-ns 1
+t_eq "time filter: nothing then" "$(counts "$RUN")" "0 0 0 0"
+t_eq "time filter: still done" "$(pg_q "SELECT status FROM runs WHERE id = $RUN")" done
+
+# --- the same parameters as JSON ---
+printf '{"app": "lockapp", "kind": "wait", "threshold_ns": 900, "filter": {"version": "2"}}' >"$T_TMP/p.json"
+run --params "$T_TMP/p.json"
+t_eq "--params: patterns" "$(patterns "$RUN" | cut -d' ' -f1-5)" "w 1 1000 2 2"
+t_eq "--params: stored with defaults" "$(pg_q "SELECT params::text FROM runs WHERE id = $RUN")" \
+	'{"aoi": "waitgraph", "app": "lockapp", "cut": 0.5, "kind": "wait", "filter": {"version": "2"}, "exclude": [], "include": [], "linkage": "average", "threshold_ns": 900}'
+
+# --- the queue and a worker ---
+QID=$(miner run --queue --app lockapp --threshold-ns 1200 2>/dev/null)
+t_eq "queued" "$(pg_q "SELECT status FROM runs WHERE id = $QID")" queued
+miner worker --once --quiet 2>"$T_TMP/worker.err"
+t_eq "worker exits 0" "$?" 0
+t_eq "worker did the run" "$(pg_q "SELECT status, worker IS NOT NULL, attempts FROM runs WHERE id = $QID")" "done|t|1"
+t_eq "worker: same result as a direct run" "$(patterns "$QID" | cut -d' ' -f1-5)" "w 1 1500 3 3
+r 1 1500 5 5"
+t_match "worker logs the run" "$(cat "$T_TMP/worker.err")" "msg=\"run done\" run=$QID"
+# a run whose worker died is taken again
+pg_q "UPDATE runs SET status = 'running', heartbeat_at = now() - interval '5 minutes', attempts = 1 WHERE id = $QID" >/dev/null
+miner worker --once --quiet 2>/dev/null
+t_eq "abandoned run taken again" "$(pg_q "SELECT status, attempts FROM runs WHERE id = $QID")" "done|2"
+pg_q "UPDATE runs SET status = 'running', heartbeat_at = now() - interval '5 minutes', attempts = 3 WHERE id = $QID" >/dev/null
+miner worker --once --quiet 2>/dev/null
+t_eq "a run that killed three workers fails" "$(pg_q "SELECT status, error FROM runs WHERE id = $QID")" \
+	"failed|abandoned: its worker stopped 3 times while mining it"
+
+# --- show ---
+out=$(miner show "$QID" --limit 1)
+t_match "show: status line" "$out" "^run $QID: failed"
+run --app lockapp --threshold-ns 1200
+t_match "show: patterns with frame names" "$(miner show "$RUN")" "wait #1  cost 0.000 s  events 3  streams 3
+    app!main > app!loop > app!handle > libc!lock_wait"
+
+# --- bad parameters ---
+miner run --app lockapp --aoi bogus >/dev/null 2>"$T_TMP/e"
+t_eq "bad aoi: usage error" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: aoi: must be waitgraph, thread, critical or stream"
+miner run --kind wait >/dev/null 2>"$T_TMP/e"
+t_eq "no app" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: app: required"
+printf '{"app": "x", "treshold_ns": 5}' >"$T_TMP/bad.json"
+miner run --params "$T_TMP/bad.json" >/dev/null 2>"$T_TMP/e"
+t_eq "unknown field in --params" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: --params: treshold_ns: unknown field"
+printf '{"app": "x", "threshold_ns": 5, "threshold_fraction": 0.1}' >"$T_TMP/bad.json"
+miner run --params "$T_TMP/bad.json" >/dev/null 2>"$T_TMP/e"
+t_eq "both thresholds" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: --params: threshold_ns: give threshold_ns or threshold_fraction, not both"
+miner run --app x --threshold-fraction 2 >/dev/null 2>"$T_TMP/e"
+t_eq "fraction out of range" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: threshold_fraction: must be more than 0 and at most 1"
+miner show 999999 >/dev/null 2>"$T_TMP/e"
+t_eq "show of a missing run" "$?|$(cat "$T_TMP/e")" "1|sm-miner: run 999999: no such run"
+
+# --- real scheduler data: the wait graph reaches the waker ---
+start_ingest || t_bail "sm-ingest starts again"
+"$SM_BIN_DIR/sm-agent" import --format perf --host laptop --app pingpong --symptom-comm pass \
+	--url "$INGEST_URL" --token "$TOKEN" --spool "$T_TMP/spool" \
+	"$SM_DATA/perf/dspeyer-sched-61cb776.perf.txt" 2>/dev/null
+t_eq "real capture shipped" "$?" 0
+stop_ingest
+run --app pingpong --aoi thread --threshold-fraction 0.01
+THREAD_RUN=$RUN
+run --app pingpong --threshold-fraction 0.01
+t_eq "real capture: mined" "$(pg_q "SELECT status FROM runs WHERE id = $RUN")" done
+t_eq "real capture: the wait graph holds more than the symptom thread's events" \
+	"$(pg_q "SELECT (SELECT (counts->>'aoi_events')::int FROM runs WHERE id = $RUN) > (SELECT (counts->>'aoi_events')::int FROM runs WHERE id = $THREAD_RUN)")" t
+t_eq "real capture: costly patterns of both kinds" \
+	"$(pg_q "SELECT count(DISTINCT kind) FROM patterns WHERE run_id = $RUN")" 2
+t_eq "real capture: ranks follow cost" "$(pg_q "SELECT bool_and(ok) FROM (SELECT cost_ns >= coalesce(lead(cost_ns)
+	OVER (PARTITION BY kind ORDER BY rank), 0) AS ok FROM patterns WHERE run_id = $RUN) s")" t
+
+t_done
