@@ -49,6 +49,8 @@ TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
 .PHONY: all binaries deps test unit check-integration demo stop bench clean fuzz
 .DEFAULT_GOAL := all
+# keep the objects of tests and tools (make would delete them as intermediates)
+.SECONDARY:
 
 all:
 	@deploy/deps.sh build

@@ -49,8 +49,11 @@
 #include "util.h"
 
 #define NONE UINT32_MAX
-/* Largest counter table of the maximal backward check, in entries (8 bytes each). */
-#define CTR_MAX ((size_t)1 << 20)
+/* Largest counter table of the maximal backward check, in entries of 8 bytes (a compile-time knob so that
+ * a test build can force the periods into several blocks). */
+#ifndef BIDE_CTR_MAX
+#define BIDE_CTR_MAX ((size_t)1 << 20)
+#endif
 /* Upper bound on the subtrees expanded in the calling thread to balance threads. */
 #define EXPAND_MAX 4096
 
@@ -70,6 +73,7 @@ struct mdb {
 	uint32_t nu, m;
 	size_t n_orig;
 	bool dup;               /* some merged sequence stands for several of the caller's */
+	unsigned seq_bits;      /* bits of the caller's largest sequence index */
 };
 
 /* A child of a node: its item, support, number of sequences, estimated work, where its projection is. */
@@ -399,6 +403,8 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 	memset(&fin, 0, sizeof(fin));
 	memset(&im, 0, sizeof(im));
 	d->n_orig = db->n;
+	while (d->seq_bits < 32 && ((size_t)1 << d->seq_bits) < db->n)
+		d->seq_bits++;
 	if (db->n >= NONE) {
 		seterr(err, "too many sequences (%zu)", db->n);
 		return -1;
@@ -487,11 +493,12 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 		d->orig_item[i] = fi[i].item;
 	}
 
-	/* Sequences of frequent items, merged again. */
-	d->items = malloc((rtotal ? rtotal : 1) * sizeof(*d->items));
+	/* Sequences of frequent items, merged again; written over ridx (never ahead of the reading). */
+	d->items = ridx;
+	ridx = NULL;
 	d->off = malloc((raw.n + 1) * sizeof(*d->off));
 	fid = malloc((raw.n ? raw.n : 1) * sizeof(*fid));
-	if (!d->items || !d->off || !fid || seqset_init(&fin, raw.n) < 0)
+	if (!d->off || !fid || seqset_init(&fin, raw.n) < 0)
 		goto oom;
 	d->off[0] = 0;
 	for (uint32_t r = 0; r < raw.n; r++) {
@@ -499,8 +506,8 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 		bool added;
 
 		for (size_t j = roff[r]; j < roff[r + 1]; j++)
-			if (dense[ridx[j]] != NONE)
-				d->items[start + len++] = dense[ridx[j]];
+			if (dense[d->items[j]] != NONE)
+				d->items[start + len++] = dense[d->items[j]];
 		if (!len) {
 			fid[r] = NONE;
 			continue;
@@ -510,6 +517,12 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 			d->off[fin.n] = start + len;
 	}
 	d->nu = fin.n;
+	{
+		uint32_t *shrunk = realloc(d->items, (d->off[d->nu] ? d->off[d->nu] : 1) * sizeof(*d->items));
+
+		if (shrunk)
+			d->items = shrunk;
+	}
 
 	/* Weights and members of the merged sequences; members ascending by construction. */
 	d->w = calloc(d->nu ? d->nu : 1, sizeof(*d->w));
@@ -671,73 +684,87 @@ static int common_insertion(struct worker *w, size_t k, const struct ent *pe, si
 {
 	const struct mdb *db = w->sh->db;
 	const uint32_t *pre = w->pre;
-	size_t alive = 0;
-	bool first = true;
+	uint32_t *stamp, *f, *g, *cl_n;
+	size_t alive = 0, first = n, *cl_off;
 
 	if (periods_reserve(w, k) < 0)
 		return -1;
-	for (size_t x = 0; x < n; x++) {
+	/* The sequence with the shortest prefix part gives the fewest candidates: it goes first. */
+	for (size_t x = 0; x < n; x++)
+		if ((semi || db->w[pe[x].u]) && (first == n || pe[x].st < pe[first].st))
+			first = x;
+	if (first == n)
+		return 0;
+	stamp = w->stamp;
+	f = w->f;
+	g = w->g;
+	cl_off = w->cl_off;
+	cl_n = w->cl_n;
+	for (size_t y = 0; y <= n; y++) {
+		size_t x = y ? y - 1 : first;
 		uint32_t u = pe[x].u, len = (uint32_t)(db->off[u + 1] - db->off[u]);
 		const uint32_t *s = db->items + db->off[u];
 
-		if (!semi && !db->w[u])
+		if ((y && x == first) || (!semi && !db->w[u]))
 			continue;
-		first_instance(s, pre, k, w->f);
-		last_appearances(s, len, pre, k, w->f, semi, w->g);
-		if (first) {
+		first_instance(s, pre, k, f);
+		last_appearances(s, len, pre, k, f, semi, g);
+		if (!y) {
 			size_t total = 0;
+			uint32_t *cl;
 
-			first = false;
 			for (size_t i = 0; i < k; i++)
-				total += w->g[i] - period_lo(w->f, i);
+				total += g[i] - period_lo(f, i);
 			if (GROW(w->cl, w->cap_cl, total) < 0)
 				return -1;
+			cl = w->cl;
 			total = 0;
 			for (size_t i = 0; i < k; i++) {
 				uint32_t cs = stamp_next(w);
 
-				w->cl_off[i] = total;
-				for (uint32_t j = period_lo(w->f, i); j < w->g[i]; j++) {
-					if (w->stamp[s[j]] != cs) {
-						w->stamp[s[j]] = cs;
-						w->cl[total++] = s[j];
+				cl_off[i] = total;
+				for (uint32_t j = period_lo(f, i); j < g[i]; j++) {
+					if (stamp[s[j]] != cs) {
+						stamp[s[j]] = cs;
+						cl[total++] = s[j];
 					}
 				}
-				w->cl_n[i] = (uint32_t)(total - w->cl_off[i]);
-				alive += w->cl_n[i] > 0;
+				cl_n[i] = (uint32_t)(total - cl_off[i]);
+				alive += cl_n[i] > 0;
 			}
 		} else {
 			for (size_t i = 0; i < k; i++) {
-				uint32_t cs, *c = w->cl + w->cl_off[i], kept = 0;
+				uint32_t cs, *c = w->cl + cl_off[i], kept = 0;
 
-				if (!w->cl_n[i])
+				if (!cl_n[i])
 					continue;
 				cs = stamp_next(w);
-				for (uint32_t j = period_lo(w->f, i); j < w->g[i]; j++)
-					w->stamp[s[j]] = cs;
-				for (uint32_t y = 0; y < w->cl_n[i]; y++)
-					if (w->stamp[c[y]] == cs)
-						c[kept++] = c[y];
-				w->cl_n[i] = kept;
+				for (uint32_t j = period_lo(f, i); j < g[i]; j++)
+					stamp[s[j]] = cs;
+				for (uint32_t z = 0; z < cl_n[i]; z++)
+					if (stamp[c[z]] == cs)
+						c[kept++] = c[z];
+				cl_n[i] = kept;
 				alive -= !kept;
 			}
 		}
 		if (!alive)
 			return 0;
 	}
-	return !first && alive > 0;
+	return 1;
 }
 
 /*
  * Maximal backward check: does some item, inserted before some p_i, give a pattern of support >= minsup?
- * Weights per (period, item) in a table of at most CTR_MAX entries: the periods go in blocks that fit.
+ * Weights per (period, item) in a table of at most BIDE_CTR_MAX entries: the periods go in blocks that fit.
  * Returns 1, 0 or -1 (out of memory).
  */
 static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, size_t n)
 {
 	const struct mdb *db = w->sh->db;
 	uint64_t minsup = w->sh->minsup;
-	size_t m = db->m, blk = CTR_MAX / m;
+	size_t m = db->m, blk = BIDE_CTR_MAX / m;
+	uint32_t *stamp, *f, *g, *used;
 
 	if (blk < 1)
 		blk = 1;
@@ -752,6 +779,10 @@ static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, si
 		if (!w->ctr)
 			return -1;
 	}
+	stamp = w->stamp;
+	f = w->f;
+	g = w->g;
+	used = w->ctr_used;
 	for (size_t b0 = 0; b0 < k; b0 += blk) {
 		size_t b1 = b0 + blk < k ? b0 + blk : k, nused = 0;
 		bool found = false;
@@ -763,20 +794,20 @@ static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, si
 
 			if (!wu)
 				continue;
-			first_instance(s, w->pre, k, w->f);
-			last_appearances(s, len, w->pre, k, w->f, false, w->g);
+			first_instance(s, w->pre, k, f);
+			last_appearances(s, len, w->pre, k, f, false, g);
 			for (size_t i = b0; i < b1 && !found; i++) {
 				uint32_t cs = stamp_next(w);
 				uint64_t *row = w->ctr + (i - b0) * m;
 
-				for (uint32_t j = period_lo(w->f, i); j < w->g[i]; j++) {
+				for (uint32_t j = period_lo(f, i); j < g[i]; j++) {
 					uint32_t e = s[j];
 
-					if (w->stamp[e] == cs)
+					if (stamp[e] == cs)
 						continue;
-					w->stamp[e] = cs;
+					stamp[e] = cs;
 					if (!row[e])
-						w->ctr_used[nused++] = (uint32_t)((i - b0) * m + e);
+						used[nused++] = (uint32_t)((i - b0) * m + e);
 					row[e] += wu;
 					if (row[e] >= minsup) {
 						found = true;
@@ -786,7 +817,7 @@ static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, si
 			}
 		}
 		for (size_t y = 0; y < nused; y++)
-			w->ctr[w->ctr_used[y]] = 0;
+			w->ctr[used[y]] = 0;
 		if (found)
 			return 1;
 	}
@@ -795,29 +826,37 @@ static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, si
 
 /* ---- output ---- */
 
-/* Sorts a[0..n) ascending (radix, two 16-bit digits), tmp of n entries. */
-static void sort_u32(uint32_t *a, size_t n, uint32_t *tmp)
+/* Sorts a[0..n) of values below 2^bits ascending: insertion sort when short, else LSD radix, 11-bit digits. */
+static void sort_u32(uint32_t *a, size_t n, uint32_t *tmp, unsigned bits)
 {
-	static const int shift[2] = { 0, 16 };
+	uint32_t *src = a, *dst = tmp, *t;
 
-	for (int d = 0; d < 2; d++) {
-		size_t count[65537] = { 0 };
-		uint32_t *src = d ? tmp : a, *dst = d ? a : tmp;
+	if (n <= 64) {
+		for (size_t i = 1; i < n; i++) {
+			uint32_t v = a[i];
+			size_t j = i;
+
+			for (; j && a[j - 1] > v; j--)
+				a[j] = a[j - 1];
+			a[j] = v;
+		}
+		return;
+	}
+	for (unsigned sh = 0; sh < bits; sh += 11) {
+		size_t count[2049] = { 0 };
 
 		for (size_t i = 0; i < n; i++)
-			count[((src[i] >> shift[d]) & 0xffff) + 1]++;
-		for (size_t i = 1; i <= 65536; i++)
+			count[((src[i] >> sh) & 2047) + 1]++;
+		for (size_t i = 1; i <= 2048; i++)
 			count[i] += count[i - 1];
 		for (size_t i = 0; i < n; i++)
-			dst[count[(src[i] >> shift[d]) & 0xffff]++] = src[i];
+			dst[count[(src[i] >> sh) & 2047]++] = src[i];
+		t = src;
+		src = dst;
+		dst = t;
 	}
-}
-
-static int u32_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
+	if (src != a)
+		memcpy(a, src, n * sizeof(*a));
 }
 
 /* Hands the pattern w->pre[0..k) to the caller. Returns 0 or -1 (stop). */
@@ -845,12 +884,8 @@ static int emit_pattern(struct worker *w, size_t k, const struct ent *pe, size_t
 		for (size_t x = 0; x < n; x++)
 			for (uint32_t y = db->grp_off[pe[x].u]; y < db->grp_off[pe[x].u + 1]; y++)
 				w->out_seqs[ns++] = db->grp[y];
-		if (db->dup) {
-			if (ns < 4096)
-				qsort(w->out_seqs, ns, sizeof(*w->out_seqs), u32_cmp);
-			else
-				sort_u32(w->out_seqs, ns, w->out_tmp);
-		}
+		if (db->dup)
+			sort_u32(w->out_seqs, ns, w->out_tmp, db->seq_bits);
 	}
 	pthread_mutex_lock(&sh->lock);
 	if (atomic_load(&sh->stop)) {
@@ -883,6 +918,47 @@ static int kid_cmp(const void *a, const void *b)
 }
 
 /*
+ * Counts, for every item e after the prefix, the sequences of the projection (cnt) and their weight (wsum) in
+ * which it occurs, each sequence once; cand[e] is the first item of the first suffix containing e, as long as
+ * it came before e in every suffix so far (else NONE): the child's cheap BackScan. Returns the number of items
+ * met, listed in touched.
+ */
+static size_t count_pass(struct worker *w, const struct ent *pe, size_t n)
+{
+	const struct mdb *db = w->sh->db;
+	uint32_t *stamp = w->stamp, *cnt = w->cnt, *cand = w->cand, *touched = w->touched;
+	uint64_t *wsum = w->wsum;
+	size_t nt = 0;
+
+	for (size_t x = 0; x < n; x++) {
+		uint32_t u = pe[x].u, st = pe[x].st, len = (uint32_t)(db->off[u + 1] - db->off[u]), cs, y0;
+		const uint32_t *s = db->items + db->off[u];
+		uint64_t wu = db->w[u];
+
+		if (st >= len)
+			continue;
+		cs = stamp_next(w);
+		y0 = s[st];
+		for (uint32_t j = st; j < len; j++) {
+			uint32_t e = s[j];
+
+			if (stamp[e] == cs)
+				continue;
+			stamp[e] = cs;
+			if (!cnt[e]) {
+				touched[nt++] = e;
+				cand[e] = e == y0 ? NONE : y0;
+			} else if (cand[e] != NONE && stamp[cand[e]] != cs) {
+				cand[e] = NONE;
+			}
+			cnt[e]++;
+			wsum[e] += wu;
+		}
+	}
+	return nt;
+}
+
+/*
  * Visits the prefix w->pre[0..k) whose projection is pe[0..n), of support sup (k = 0: the root). Appends the
  * children to explore to w->kids, smallest first. Returns 1 when BackScan pruned the prefix, 0 when it was
  * visited, -1 on error or stop.
@@ -904,31 +980,31 @@ static int node_visit(struct worker *w, size_t k, const struct ent *pe, size_t n
 			return 1;
 		}
 	}
-	for (size_t x = 0; x < n; x++) {
-		uint32_t u = pe[x].u, st = pe[x].st, len = (uint32_t)(db->off[u + 1] - db->off[u]), cs, y0;
-		const uint32_t *s = db->items + db->off[u];
-		uint64_t wu = db->w[u];
+	/* All suffixes start with the same item y (a shared stack prefix): P+y has P's support and sequences, and
+	 * y precedes any other item in every suffix, which prunes every other child. No counting needed. */
+	if (n) {
+		uint32_t y = NONE;
+		uint64_t wy = 0;
+		size_t x;
 
-		if (st >= len)
-			continue;
-		cs = stamp_next(w);
-		y0 = s[st];
-		for (uint32_t j = st; j < len; j++) {
-			uint32_t e = s[j];
+		for (x = 0; x < n; x++) {
+			uint32_t u = pe[x].u, st = pe[x].st;
 
-			if (w->stamp[e] == cs)
-				continue;
-			w->stamp[e] = cs;
-			if (!w->cnt[e]) {
-				w->touched[nt++] = e;
-				w->cand[e] = e == y0 ? NONE : y0;
-			} else if (w->cand[e] != NONE && w->stamp[w->cand[e]] != cs) {
-				w->cand[e] = NONE;
+			if (st == db->off[u + 1] - db->off[u] || (x && db->items[db->off[u] + st] != y))
+				break;
+			y = db->items[db->off[u] + st];
+			wy += db->w[u];
+		}
+		if (x == n && wy >= sh->minsup) {
+			if (grow_kids) {
+				if (GROW(w->kids, w->cap_kids, w->nkids + 1) < 0)
+					goto oom;
+				w->kids[w->nkids++] = (struct kid){ y, (uint32_t)n, wy, 0, 0 };
 			}
-			w->cnt[e]++;
-			w->wsum[e] += wu;
+			return 0;
 		}
 	}
+	nt = count_pass(w, pe, n);
 	for (size_t t = 0; t < nt; t++) {
 		uint32_t e = w->touched[t];
 
@@ -969,9 +1045,10 @@ oom:
 static void fill(struct worker *w, const struct ent *pe, size_t n, struct kid *kids, size_t nk, struct ent *dst)
 {
 	const struct mdb *db = w->sh->db;
+	uint32_t *stamp = w->stamp, *slot = w->slot;
 
 	for (size_t c = 0; c < nk; c++) {
-		w->slot[kids[c].item] = (uint32_t)c;
+		slot[kids[c].item] = (uint32_t)c;
 		kids[c].est = 0;
 	}
 	for (size_t x = 0; x < n; x++) {
@@ -983,10 +1060,10 @@ static void fill(struct worker *w, const struct ent *pe, size_t n, struct kid *k
 		for (uint32_t j = st; j < len; j++) {
 			uint32_t e = s[j], c;
 
-			if (w->stamp[e] == cs)
+			if (stamp[e] == cs)
 				continue;
-			w->stamp[e] = cs;
-			c = w->slot[e];
+			stamp[e] = cs;
+			c = slot[e];
 			if (c == NONE)
 				continue;
 			dst[kids[c].off++] = (struct ent){ u, j + 1 };
@@ -996,7 +1073,7 @@ static void fill(struct worker *w, const struct ent *pe, size_t n, struct kid *k
 		}
 	}
 	for (size_t c = 0; c < nk; c++) {
-		w->slot[kids[c].item] = NONE;
+		slot[kids[c].item] = NONE;
 		kids[c].off -= kids[c].cnt;
 	}
 	w->projections += nk;
@@ -1125,7 +1202,8 @@ static int make_tasks(struct worker *w, size_t k, size_t n)
 			block_unref(b);
 			return -1;
 		}
-		memcpy(t->pre, w->pre, k * sizeof(*t->pre));
+		if (k)
+			memcpy(t->pre, w->pre, k * sizeof(*t->pre));
 		t->pre[k] = w->kids[c].item;
 		t->k = k + 1;
 		t->blk = b;

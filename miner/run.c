@@ -174,7 +174,7 @@ struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen)
 	if (!m->db)
 		goto fail_free;
 	if (db_schema_check(m->db, err, errlen) < 0 ||
-	    db_exec(m->db, "SET TimeZone = 'UTC'", err, errlen) < 0)
+	    db_exec(m->db, "SET TimeZone = 'UTC'; SET client_min_messages = warning", err, errlen) < 0)
 		goto fail_free;
 	return m;
 fail_free:
@@ -1215,7 +1215,8 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 
 	atomic_store(&run.prog.phase, "collapsing stacks");
 	t = util_now_mono_ns();
-	qsort(run.entries.data, run.entries.len, sizeof(struct entry), cmp_entry);
+	if (run.entries.len)
+		qsort(run.entries.data, run.entries.len, sizeof(struct entry), cmp_entry);
 	if (load_stacks(&run, &si, flt) < 0)
 		goto out;
 	for (size_t i = 0; i < run.entries.len; i++) {
@@ -1243,7 +1244,8 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 		goto out;
 	if ((p->kinds & RUN_KINDS_RUN) && mine_kind(&run, &si, WIRE_RUN, &patterns, &minsup_r) < 0)
 		goto out;
-	qsort(patterns.data, patterns.len, sizeof(struct pattern), cmp_pattern);
+	if (patterns.len)
+		qsort(patterns.data, patterns.len, sizeof(struct pattern), cmp_pattern);
 	run.t_mine = ms_since(t);
 
 	atomic_store(&run.prog.phase, "storing");

@@ -49,6 +49,7 @@ patterns() {
 run() { # run ARGS...: mines now; sets RUN (the id) and RUN_RC
 	RUN=$(miner run --quiet "$@" 2>"$T_TMP/miner.err")
 	RUN_RC=$?
+	[ "$RUN_RC" -eq 0 ] || { echo "sm-miner run $* failed:"; sed 's/^/  | /' "$T_TMP/miner.err"; }
 }
 counts() { pg_q "SELECT counts->>'streams', counts->>'aoi_events', counts->>'distinct_stacks', counts->>'patterns' FROM runs WHERE id = $1" | tr '|' ' '; }
 
