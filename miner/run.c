@@ -102,7 +102,7 @@ struct run {
 	int threads;
 	char err[512];                /* from AOI threads */
 	/* timings */
-	int64_t t_select, t_read, t_filter, t_mine, t_store;
+	int64_t t_select, t_read, t_filter, t_mine;
 	struct arena *arena;
 };
 
@@ -1059,9 +1059,12 @@ static int copy_end(struct miner *m)
 	return rc;
 }
 
+static int64_t ms_since(int64_t t0);
+
 static int store_results(struct run *run, const struct stackinfo *si, struct vec *patterns,
-			 const char *counts, const char *timings)
+			 const char *counts, int64_t t_run, int64_t t_store)
 {
+	char timings[256];
 	struct miner *m = run->m;
 	const struct entry *en = run->entries.data;
 	struct pattern *pt = patterns->data;
@@ -1115,6 +1118,11 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	}
 	if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
 		goto fail_rollback;
+	snprintf(timings, sizeof(timings),
+		 "{\"select\":%lld,\"read_aoi\":%lld,\"collapse_filter\":%lld,\"mine\":%lld,"
+		 "\"store\":%lld,\"total\":%lld}",
+		 (long long)run->t_select, (long long)run->t_read, (long long)run->t_filter,
+		 (long long)run->t_mine, (long long)ms_since(t_store), (long long)ms_since(t_run));
 	params[1] = counts;
 	params[2] = timings;
 	r = PQexecParams(m->db, "UPDATE runs SET status = 'done', finished_at = now(), error = NULL,"
@@ -1167,7 +1175,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	struct stackinfo si;
 	struct aoi_filter *flt = NULL;
 	struct vec patterns = { NULL, 0, 0, sizeof(struct pattern) };
-	char counts[256], timings[256];
+	char counts[256];
 	uint64_t minsup_w = 0, minsup_r = 0, aoi_events = 0, stacks = 0;
 	int64_t t0 = util_now_mono_ns(), t;
 	int rc = -1, beating = 0;
@@ -1255,12 +1263,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 		 "\"clusters\":0,\"threshold_wait_ns\":%llu,\"threshold_run_ns\":%llu}",
 		 run.nstreams, (unsigned long long)aoi_events, (unsigned long long)stacks, patterns.len,
 		 (unsigned long long)minsup_w, (unsigned long long)minsup_r);
-	run.t_store = 0;
-	snprintf(timings, sizeof(timings),
-		 "{\"select\":%lld,\"read_aoi\":%lld,\"collapse_filter\":%lld,\"mine\":%lld,\"total\":%lld}",
-		 (long long)run.t_select, (long long)run.t_read, (long long)run.t_filter,
-		 (long long)run.t_mine, (long long)ms_since(t0));
-	if (store_results(&run, &si, &patterns, counts, timings) < 0)
+	if (store_results(&run, &si, &patterns, counts, t0, t) < 0)
 		goto out;
 	if (m->o.progress)
 		fprintf(stderr, "sm-miner: run %lld done: %s in %lld ms (store %lld ms)\n",

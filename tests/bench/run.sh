@@ -132,8 +132,8 @@ if [ "$only" = all ] || [ "$only" = mining ]; then
 	done
 
 	echo
-	echo "== mining runs: 500 streams x 2000 events, a pool of 60,000 distinct stacks of depth 36"
-	"$tools/genfleet" --streams 500 --events 2000 --apps minebench --hosts 50 --distinct-stacks 60000 \
+	echo "== mining runs: 500 streams x 2000 events, pools of 200,000 stacks of depth 36"
+	"$tools/genfleet" --streams 500 --events 2000 --apps minebench --hosts 50 --distinct-stacks 200000 \
 		--depth 36 --seed 7 --out "$work/mine.ndjson" 2>/dev/null
 	send_fleet "$work/mine.ndjson" 10 4
 	for aoi in stream waitgraph; do
