@@ -193,9 +193,22 @@ ship_fleet() {
 		die "sm-agent ship failed (sm-ingest log: var/log/ingest.log)"
 }
 
+# Mines each demo app once (a run of the default parameters), unless a done run exists.
+mine_fleet() {
+	local app id
+	for app in checkout search; do
+		id=$(q -v app="$app" <<<"SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = :'app'")
+		if [ -z "$id" ]; then
+			say "mining the $app streams (sm-miner run --app $app)"
+			id=$("$bin/sm-miner" --db "$db" run --app "$app" --quiet) || die "sm-miner run failed"
+		fi
+		MINED="$MINED $app:$id"
+	done
+}
+
 cmd_start() {
 	local p
-	for p in "$bin/sm-admin" "$bin/sm-ingest" "$bin/sm-agent" "$genfleet"; do
+	for p in "$bin/sm-admin" "$bin/sm-ingest" "$bin/sm-agent" "$bin/sm-miner" "$genfleet"; do
 		[ -x "$p" ] || die "$p is missing: run 'make demo', which builds it first"
 	done
 	command -v curl >/dev/null || die "curl is missing (apt-get install curl; 'make demo' installs it)"
@@ -207,11 +220,13 @@ cmd_start() {
 	ensure_tokens
 	start_ingest
 	ship_fleet
+	MINED=
+	mine_fleet
 	print_guide
 }
 
 print_guide() {
-	local perf=$repo/../shared/data/perf/dspeyer-sched-61cb776.perf.txt
+	local p perf=$repo/../shared/data/perf/dspeyer-sched-61cb776.perf.txt
 	cat <<-EOF
 
 	stackmine demo is running
@@ -240,6 +255,18 @@ print_guide() {
 	  deploy/pg.sh psql -c 'SELECT app, version, count(*) AS streams, count(DISTINCT host) AS hosts, sum(n_events) AS events, avg(symptom_end_ns - symptom_start_ns)::bigint / 1000000 AS avg_symptom_ms FROM streams GROUP BY 1, 2 ORDER BY 1, 2'
 	  # the stack (outermost first) of the longest wait on the slowest stream's symptom thread
 	  deploy/pg.sh psql -c "WITH s AS (SELECT * FROM streams ORDER BY symptom_end_ns - symptom_start_ns DESC LIMIT 1), e AS (SELECT e.* FROM events e, s WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'w' ORDER BY e.dur_ns DESC LIMIT 1) SELECT o.i AS depth, f.name AS frame FROM e, stacks st, unnest(st.frame_ids) WITH ORDINALITY o(id, i), frames f WHERE st.id = e.stack_id AND f.id = o.id ORDER BY o.i"
+
+	Mined (the costliest patterns of each app's run; sm-miner show RUN for more):
+	EOF
+	for p in $MINED; do
+		echo "  ${p%%:*}: run ${p#*:}"
+		"$bin/sm-miner" --db "$db" show "${p#*:}" --limit 3 --brief | sed -n '/^wait\|^run \|^    /p' | sed 's/^/    /'
+	done
+	cat <<-EOF
+
+	  # mine again with other parameters: the lock-convoy's holder CPU is found through the wait graph
+	  bin/sm-miner --db "\$(deploy/pg.sh url)" run --app checkout --kind run --threshold-fraction 0.02
+	  bin/sm-miner --db "\$(deploy/pg.sh url)" run --app search --aoi thread --exclude '*epoll*'
 
 	Stop everything: make stop
 	EOF

@@ -28,8 +28,9 @@ static const char usage[] =
 	"  worker [--threads N] [--once]\n"
 	"        take queued runs from the database and mine them, until SIGTERM\n"
 	"        (--once: stop when the queue is empty)\n"
-	"  show RUN [--limit N]\n"
+	"  show RUN [--limit N] [--brief]\n"
 	"        a run's status, counts, timings and its costliest patterns with frame names\n"
+	"        (--brief: only the innermost 4 frames of each)\n"
 	"  spmf (--closed | --maximal) (--minsup N | --minsup-rel F) [--threads N] IN OUT\n"
 	"        mine an SPMF sequence database (one item per itemset) with count support and\n"
 	"        write the patterns in SPMF's format (OUT '-' = stdout)\n"
@@ -70,7 +71,7 @@ static int usage_error(const char *fmt, const char *arg)
 enum {
 	O_PARAMS = 256, O_APP, O_KIND, O_AOI, O_INCLUDE, O_EXCLUDE, O_TNS, O_TFRAC, O_LINKAGE, O_CUT,
 	O_VERSION, O_HOST, O_LABEL, O_SINCE, O_UNTIL, O_QUEUE, O_THREADS, O_QUIET, O_ONCE, O_LIMIT,
-	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL,
+	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL, O_BRIEF,
 };
 
 static const struct option cmd_opts[] = {
@@ -98,6 +99,7 @@ static const struct option cmd_opts[] = {
 	{ "maximal", no_argument, NULL, O_MAXIMAL },
 	{ "minsup", required_argument, NULL, O_MINSUP },
 	{ "minsup-rel", required_argument, NULL, O_MINSUP_REL },
+	{ "brief", no_argument, NULL, O_BRIEF },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -106,7 +108,7 @@ struct cli {
 	struct run_params p;
 	const char *params_file;
 	bool cli_params;              /* any run parameter given as an option */
-	bool queue, quiet, once;
+	bool queue, quiet, once, brief;
 	int threads;
 	int64_t limit;
 	int mode;                     /* O_CLOSED / O_MAXIMAL */
@@ -188,6 +190,7 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 		case O_QUEUE: c->queue = true; break;
 		case O_QUIET: c->quiet = true; break;
 		case O_ONCE: c->once = true; break;
+		case O_BRIEF: c->brief = true; break;
 		case O_THREADS:
 			if (util_parse_i64(optarg, 1, 64, &v) < 0)
 				return usage_error("--threads '%s': from 1 to 64", optarg);
@@ -362,7 +365,7 @@ static int cmd_worker(const char *conninfo, struct cli *c)
 static int cmd_show(const char *conninfo, struct cli *c, const char *run)
 {
 	char err[1024], lim[24];
-	const char *params[2] = { run, lim };
+	const char *params[3] = { run, lim, c->brief ? "4" : "512" };
 	PGconn *db;
 	PGresult *r;
 	int64_t id;
@@ -390,11 +393,13 @@ static int cmd_show(const char *conninfo, struct cli *c, const char *run)
 	PQclear(r);
 	r = PQexecParams(db,
 			 "SELECT p.kind, p.rank, p.cost_ns, p.events, p.streams,"
+			 " CASE WHEN cardinality(p.frame_ids) > $3::integer THEN '... > ' ELSE '' END ||"
 			 " (SELECT string_agg(f.name, ' > ' ORDER BY u.o) FROM unnest(p.frame_ids)"
-			 "   WITH ORDINALITY AS u(fid, o) JOIN frames f ON f.id = u.fid)"
+			 "   WITH ORDINALITY AS u(fid, o) JOIN frames f ON f.id = u.fid"
+			 "   WHERE u.o > cardinality(p.frame_ids) - $3::integer)"
 			 " FROM patterns p WHERE p.run_id = $1 AND p.rank <= $2::integer"
 			 " ORDER BY p.kind DESC, p.rank",
-			 2, NULL, params, NULL, NULL, 0);
+			 3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		fprintf(stderr, "sm-miner: %s", PQresultErrorMessage(r));
 		PQclear(r);
