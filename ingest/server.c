@@ -402,7 +402,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	ms = (util_now_mono_ns() - rq->start_ns) / 1000000;
 	metrics_request(rq->resp.status, util_now_mono_ns() - rq->start_ns);
-	if (rq->route == ROUTE_STREAMS) {
+	if (rq->route == ROUTE_STREAMS || rq->resp.status >= 400) {
 		enum log_level lvl = rq->resp.status == 200 ? LOG_INFO : LOG_WARN;
 		log_msg(lvl, "streams request", "status=%d accepted=%zu duplicates=%zu rejected=%zu"
 			" events=%zu bytes=%zu ms=%lld%s", rq->resp.status, rq->resp.accepted,
