@@ -15,11 +15,16 @@
  *      first item of the first suffix that contains e is kept as a BackScan
  *      candidate for the child P+e (period k+1); if it precedes e in every
  *      suffix, the child is pruned before its projection is even built.
+ *      When every suffix starts with the same item y (a shared stack prefix),
+ *      that is known without counting: P+y is the only child and P is not
+ *      output.
  *   3. Backward check through the maximum periods, only when the forward
  *      check passed: an item in the i-th maximum period of a sequence is
  *      exactly an item that can be inserted before p_i in that sequence.
- *      CLOSED asks whether some insertion keeps the support; MAXIMAL whether
- *      some insertion reaches minsup.
+ *      CLOSED asks whether some insertion keeps the support (candidates from
+ *      one sequence, filtered by the others); MAXIMAL whether some insertion
+ *      reaches minsup (weights per period and item, with an early no once
+ *      no insertion can make it any more).
  *   4. Output, then the children, in one pass that writes all their
  *      projections (first occurrence of each child item in each suffix).
  *
@@ -30,11 +35,11 @@
  * children, and with several threads, the biggest tasks are expanded in the
  * calling thread until none holds more than a fair share of the work.
  *
- * Memory: per thread, one stack of projections (a child's projection lives
- * above its parent's, and children are explored from the smallest to the
- * biggest with their projections laid out so that finishing a child frees
- * its space: descending into the last, usually biggest, child keeps nothing
- * of its siblings), and item-indexed scratch arrays. No per-node malloc.
+ * Memory: per thread, one stack of projections and item-indexed scratch
+ * arrays; no per-node malloc. A node's children's projections lie above its
+ * own, the first explored on top, so that finishing a child frees its space;
+ * the last child moves down into its parent's place, so that a long chain of
+ * single children (a stack prefix) uses constant space.
  */
 #include "bide.h"
 
@@ -49,6 +54,7 @@
 #include "util.h"
 
 #define NONE UINT32_MAX
+#define ERR_MAX 256
 /* Largest counter table of the maximal backward check, in entries of 8 bytes (a compile-time knob so that
  * a test build can force the periods into several blocks). */
 #ifndef BIDE_CTR_MAX
@@ -56,6 +62,7 @@
 #endif
 /* Upper bound on the subtrees expanded in the calling thread to balance threads. */
 #define EXPAND_MAX 4096
+#define THREADS_MAX 256
 
 /* One sequence of a projection: the merged sequence u, and where its suffix starts. */
 struct ent {
@@ -83,10 +90,10 @@ struct kid {
 	size_t off;
 };
 
-/* A node of a thread's depth-first search, with the children still to explore. */
+/* A node of a thread's depth-first search with children still to explore (popped when its last child is
+ * entered). */
 struct frame {
-	size_t k, p, n;         /* prefix length; projection at ents[p..p+n) */
-	uint64_t sup;
+	size_t k, p;            /* prefix length; projection at ents[p..) */
 	size_t kbase, nk, next; /* children at kids[kbase..kbase+nk), next one to explore */
 };
 
@@ -115,7 +122,7 @@ struct worker {
 	uint32_t *cnt, *cand, *slot, *touched;
 	uint64_t *wsum;
 	struct ent *ents;               /* projection stack */
-	size_t nents, cap_ents;
+	size_t cap_ents;
 	struct kid *kids;
 	size_t nkids, cap_kids;
 	struct frame *frames;
@@ -146,13 +153,13 @@ struct shared {
 	pthread_mutex_t lock;
 	atomic_int stop;
 	size_t patterns;
-	char err[256];
+	char err[ERR_MAX];
 	struct task *tasks;
 	size_t ntasks, cap_tasks, next_task;
 };
 
 struct bide {
-	char err[256];
+	char err[ERR_MAX];
 	struct bide_stats st;
 };
 
@@ -190,7 +197,7 @@ static void seterr(char *dst, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(dst, 256, fmt, ap);
+	vsnprintf(dst, ERR_MAX, fmt, ap);
 	va_end(ap);
 }
 
@@ -216,10 +223,17 @@ static inline uint64_t mix64(uint64_t h)
 
 static uint64_t hash_seq(const uint32_t *s, size_t len)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len;
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len, v;
+	size_t i = 0;
 
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ s[i]) * 0x100000001b3ULL + (h >> 29);
+	/* Two items per step: the multiply chain is what bounds the speed. */
+	for (; i + 2 <= len; i += 2) {
+		memcpy(&v, s + i, sizeof(v));
+		h = (h ^ v) * 0x100000001b3ULL;
+		h ^= h >> 31;
+	}
+	if (i < len)
+		h = (h ^ s[i]) * 0x100000001b3ULL;
 	return mix64(h);
 }
 
@@ -227,11 +241,10 @@ static uint64_t hash_seq(const uint32_t *s, size_t len)
 
 /* Set of sequences (not copied) to dense ids, by content. */
 struct seqset {
-	uint32_t *slot;         /* id + 1, 0 = empty */
+	uint64_t *slot;         /* hash bits << 32 | (id + 1); 0 = empty */
 	size_t mask;
 	const uint32_t **ptr;
 	uint32_t *len;
-	uint64_t *hash;
 	uint32_t n;
 };
 
@@ -245,9 +258,8 @@ static int seqset_init(struct seqset *s, size_t max)
 	s->slot = calloc(cap, sizeof(*s->slot));
 	s->ptr = malloc((max ? max : 1) * sizeof(*s->ptr));
 	s->len = malloc((max ? max : 1) * sizeof(*s->len));
-	s->hash = malloc((max ? max : 1) * sizeof(*s->hash));
 	s->mask = cap - 1;
-	return s->slot && s->ptr && s->len && s->hash ? 0 : -1;
+	return s->slot && s->ptr && s->len ? 0 : -1;
 }
 
 static void seqset_release(struct seqset *s)
@@ -255,22 +267,22 @@ static void seqset_release(struct seqset *s)
 	free(s->slot);
 	free(s->ptr);
 	free(s->len);
-	free(s->hash);
 }
 
-/* Id of the sequence p[0..len), added if new (room for it was reserved by seqset_init). */
-static uint32_t seqset_put(struct seqset *s, const uint32_t *p, uint32_t len, bool *added)
+/* Id of the sequence p[0..len) of hash h, added if new (room for it was reserved by seqset_init). */
+static uint32_t seqset_put(struct seqset *s, const uint32_t *p, uint32_t len, uint64_t h, bool *added)
 {
-	uint64_t h = hash_seq(p, len);
 	size_t i = h & s->mask;
+	uint64_t tag = h & 0xffffffff00000000ULL;
 
 	for (;; i = (i + 1) & s->mask) {
-		uint32_t id = s->slot[i];
+		uint64_t v = s->slot[i];
+		uint32_t id;
 
-		if (!id)
+		if (!v)
 			break;
-		id--;
-		if (s->hash[id] == h && s->len[id] == len &&
+		id = (uint32_t)v - 1;
+		if ((v & 0xffffffff00000000ULL) == tag && s->len[id] == len &&
 		    (s->ptr[id] == p || memcmp(s->ptr[id], p, (size_t)len * sizeof(*p)) == 0)) {
 			*added = false;
 			return id;
@@ -278,8 +290,7 @@ static uint32_t seqset_put(struct seqset *s, const uint32_t *p, uint32_t len, bo
 	}
 	s->ptr[s->n] = p;
 	s->len[s->n] = len;
-	s->hash[s->n] = h;
-	s->slot[i] = ++s->n;
+	s->slot[i] = tag | ++s->n;
 	*added = true;
 	return s->n - 1;
 }
@@ -357,6 +368,8 @@ static uint32_t itemmap_put(struct itemmap *im, uint32_t item)
 	return (uint32_t)im->n++;
 }
 
+/* A frequent item: support, the caller's value, index in the item map. Numbered by support, most frequent
+ * first, so that the hot part of the item-indexed scratch arrays stays together. */
 struct fitem {
 	uint64_t sup;
 	uint32_t item, idx;
@@ -428,17 +441,27 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 	rw = calloc(db->n ? db->n : 1, sizeof(*rw));
 	if (!rw)
 		goto oom;
-	for (size_t i = 0; i < db->n; i++) {
-		bool added;
+	for (size_t i0 = 0; i0 < db->n; i0 += 16) {
+		size_t i1 = i0 + 16 < db->n ? i0 + 16 : db->n;
+		uint64_t h[16];
 
-		if (!db->lens[i]) {
-			rid[i] = NONE;
-			continue;
+		/* Hash a batch first and prefetch its slots: the table is too big for the caches. */
+		for (size_t i = i0; i < i1; i++) {
+			h[i - i0] = hash_seq(db->seqs[i], db->lens[i]);
+			__builtin_prefetch(&raw.slot[h[i - i0] & raw.mask]);
 		}
-		rid[i] = seqset_put(&raw, db->seqs[i], db->lens[i], &added);
-		rw[rid[i]] += db->weights[i];
-		if (added)
-			rtotal += db->lens[i];
+		for (size_t i = i0; i < i1; i++) {
+			bool added;
+
+			if (!db->lens[i]) {
+				rid[i] = NONE;
+				continue;
+			}
+			rid[i] = seqset_put(&raw, db->seqs[i], db->lens[i], h[i - i0], &added);
+			rw[rid[i]] += db->weights[i];
+			if (added)
+				rtotal += db->lens[i];
+		}
 	}
 
 	/* Item supports over the distinct sequences, each item once per sequence. */
@@ -473,16 +496,13 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 			}
 		}
 	}
-	for (size_t x = 0; x < im.n; x++) {
-		dense[x] = NONE;
-		if (isup[x] >= minsup)
-			fi[nfreq++] = (struct fitem){ isup[x], 0, (uint32_t)x };
+	for (size_t i = 0; i <= im.mask; i++) {
+		uint32_t x = im.val[i];
+
+		if (x != NONE && isup[x] >= minsup)
+			fi[nfreq++] = (struct fitem){ isup[x], im.key[i], x };
 	}
-	for (size_t i = 0; i <= im.mask; i++)
-		if (im.val[i] != NONE && isup[im.val[i]] >= minsup)
-			last[im.val[i]] = im.key[i];    /* reuse: index -> caller's item */
-	for (size_t i = 0; i < nfreq; i++)
-		fi[i].item = last[fi[i].idx];
+	memset(dense, 0xff, (im.n ? im.n : 1) * sizeof(*dense));
 	qsort(fi, nfreq, sizeof(*fi), fitem_cmp);
 	d->m = (uint32_t)nfreq;
 	d->orig_item = malloc((nfreq ? nfreq : 1) * sizeof(*d->orig_item));
@@ -512,7 +532,7 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 			fid[r] = NONE;
 			continue;
 		}
-		fid[r] = seqset_put(&fin, d->items + start, (uint32_t)len, &added);
+		fid[r] = seqset_put(&fin, d->items + start, (uint32_t)len, hash_seq(d->items + start, len), &added);
 		if (added)
 			d->off[fin.n] = start + len;
 	}
@@ -755,11 +775,12 @@ static int common_insertion(struct worker *w, size_t k, const struct ent *pe, si
 }
 
 /*
- * Maximal backward check: does some item, inserted before some p_i, give a pattern of support >= minsup?
+ * Maximal backward check: does some item, inserted before some p_i, give a pattern of support >= minsup
+ * (sup: the prefix's support)?
  * Weights per (period, item) in a table of at most BIDE_CTR_MAX entries: the periods go in blocks that fit.
  * Returns 1, 0 or -1 (out of memory).
  */
-static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, size_t n)
+static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, size_t n, uint64_t sup)
 {
 	const struct mdb *db = w->sh->db;
 	uint64_t minsup = w->sh->minsup;
@@ -785,6 +806,7 @@ static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, si
 	used = w->ctr_used;
 	for (size_t b0 = 0; b0 < k; b0 += blk) {
 		size_t b1 = b0 + blk < k ? b0 + blk : k, nused = 0;
+		uint64_t seen = 0, best = 0;
 		bool found = false;
 
 		for (size_t x = 0; x < n && !found; x++) {
@@ -792,8 +814,13 @@ static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, si
 			const uint32_t *s = db->items + db->off[u];
 			uint64_t wu = db->w[u];
 
+			/* An insertion missing from sequences of weight more than sup - minsup cannot reach minsup:
+			 * once every one seen so far is, the answer is no. */
+			if (seen - best > sup - minsup)
+				break;
 			if (!wu)
 				continue;
+			seen += wu;
 			first_instance(s, w->pre, k, f);
 			last_appearances(s, len, w->pre, k, f, false, g);
 			for (size_t i = b0; i < b1 && !found; i++) {
@@ -809,6 +836,8 @@ static int costly_insertion(struct worker *w, size_t k, const struct ent *pe, si
 					if (!row[e])
 						used[nused++] = (uint32_t)((i - b0) * m + e);
 					row[e] += wu;
+					if (row[e] > best)
+						best = row[e];
 					if (row[e] >= minsup) {
 						found = true;
 						break;
@@ -1022,10 +1051,11 @@ static int node_visit(struct worker *w, size_t k, const struct ent *pe, size_t n
 		w->cnt[e] = 0;
 		w->wsum[e] = 0;
 	}
-	qsort(w->kids + kb, w->nkids - kb, sizeof(*w->kids), kid_cmp);
+	if (w->nkids - kb > 1)
+		qsort(w->kids + kb, w->nkids - kb, sizeof(*w->kids), kid_cmp);
 	if (!k || extendable)
 		return 0;
-	r = sh->mode == BIDE_CLOSED ? common_insertion(w, k, pe, n, false) : costly_insertion(w, k, pe, n);
+	r = sh->mode == BIDE_CLOSED ? common_insertion(w, k, pe, n, false) : costly_insertion(w, k, pe, n, sup);
 	if (r < 0)
 		goto oom;
 	if (!r && emit_pattern(w, k, pe, n, sup) < 0)
@@ -1108,7 +1138,7 @@ static int enter(struct worker *w, size_t k, size_t p, size_t n, uint64_t sup)
 		return -1;
 	}
 	fill(w, w->ents + p, n, w->kids + kb, nk, w->ents);
-	w->frames[w->nframes++] = (struct frame){ k, p, n, sup, kb, nk, 0 };
+	w->frames[w->nframes++] = (struct frame){ k, p, kb, nk, 0 };
 	return 0;
 }
 
@@ -1121,16 +1151,17 @@ static int dfs(struct worker *w, size_t k, size_t n, uint64_t sup)
 		return -1;
 	while (w->nframes) {
 		struct frame *f = &w->frames[w->nframes - 1];
-		struct kid kd;
-		size_t ck;
+		struct kid kd = w->kids[f->kbase + f->next++];
+		size_t ck = f->k;
 
 		if (f->next == f->nk) {
+			/* The last child takes its parent's place, whose projection is no longer needed: a shared
+			 * stack prefix descends in constant space. */
+			memmove(w->ents + f->p, w->ents + kd.off, kd.cnt * sizeof(*w->ents));
+			kd.off = f->p;
 			w->nkids = f->kbase;
 			w->nframes--;
-			continue;
 		}
-		kd = w->kids[f->kbase + f->next++];
-		ck = f->k;
 		if (GROW(w->pre, w->cap_pre, ck + 1) < 0) {
 			fail(w->sh, "out of memory");
 			return -1;
@@ -1203,6 +1234,7 @@ static int make_tasks(struct worker *w, size_t k, size_t n)
 			return -1;
 		}
 		if (k)
+			if (k)
 			memcpy(t->pre, w->pre, k * sizeof(*t->pre));
 		t->pre[k] = w->kids[c].item;
 		t->k = k + 1;
@@ -1331,10 +1363,13 @@ int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o,
 		seterr(b->err, "minsup must be at least 1");
 		return -1;
 	}
-	if (threads > 256)
-		threads = 256;
+	if (threads > THREADS_MAX)
+		threads = THREADS_MAX;
 	if (mdb_build(&mdb, db, o->minsup, b->err) < 0)
 		return -1;
+	b->st.prep_ms = (double)(util_now_mono_ns() - t0) / 1e6;
+	b->st.items = mdb.m;
+	b->st.sequences = mdb.nu;
 	memset(&sh, 0, sizeof(sh));
 	sh.db = &mdb;
 	sh.mode = o->mode;
@@ -1365,7 +1400,8 @@ int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o,
 			goto oom;
 		if (threads > 1 && expand(&ws[0], threads) < 0)
 			goto oom;
-		qsort(sh.tasks, sh.ntasks, sizeof(*sh.tasks), task_cmp);
+		if (sh.ntasks > 1)
+			qsort(sh.tasks, sh.ntasks, sizeof(*sh.tasks), task_cmp);
 		for (int i = 1; i < threads && (size_t)i < sh.ntasks; i++) {
 			if (pthread_create(&tids[i], NULL, worker_main, &ws[i]) != 0)
 				break;

@@ -61,10 +61,13 @@ const char *bide_error(const struct bide *b);
 
 /* Statistics of the last run, for progress and bench. projections: projected databases built (one per
  * prefix extension explored); backscan_pruned: prefixes cut by BackScan; patterns: patterns emitted;
- * ms: wall time of bide_mine. */
+ * ms: wall time of bide_mine, prep_ms the part spent preparing the database (merging identical sequences,
+ * dropping infrequent items); items: distinct items kept (support >= minsup); sequences: distinct sequences
+ * left to mine after that preparation. */
 struct bide_stats {
 	uint64_t projections, backscan_pruned, patterns;
-	double ms;
+	double ms, prep_ms;
+	uint64_t items, sequences;
 };
 void bide_last_stats(const struct bide *b, struct bide_stats *st);
 

@@ -304,7 +304,7 @@ fail:
 int spmf_write_pattern(FILE *f, const uint32_t *items, size_t len, uint64_t support)
 {
 	for (size_t i = 0; i < len; i++)
-		if (fprintf(f, "%u -1 ", items[i]) < 0)
+		if (fprintf(f, "%u ", items[i]) < 0)
 			return -1;
 	if (fprintf(f, "#SUP: %llu\n", (unsigned long long)support) < 0)
 		return -1;

@@ -8,8 +8,8 @@
  * skipped. Only one item per itemset is supported (callstacks have one frame
  * per position): a larger itemset is refused, naming the line.
  *
- * Output, one pattern per line, in SPMF's form for sequential patterns:
- * "1 -1 2 -1 #SUP: 4".
+ * Output, one pattern per line, items separated by spaces:
+ * "1 2 #SUP: 4" (the spec's form; SPMF's tools put " -1" after each item).
  */
 #ifndef SM_SPMF_H
 #define SM_SPMF_H
@@ -36,7 +36,7 @@ int spmf_read(struct spmf *s, const char *path, struct seqdb *db);
 int spmf_parse(struct spmf *s, const char *name, const char *text, size_t len, struct seqdb *db);
 /* The last error, "" if none. Owned by the handle. */
 const char *spmf_error(const struct spmf *s);
-/* Writes one pattern line "i1 -1 i2 -1 ... #SUP: support". Returns 0 or -1 (write error, errno set). */
+/* Writes one pattern line "i1 i2 ... #SUP: support". Returns 0 or -1 (write error, errno set). */
 int spmf_write_pattern(FILE *f, const uint32_t *items, size_t len, uint64_t support);
 
 #endif

@@ -154,6 +154,21 @@ t_eq "fraction out of range" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: threshold
 miner show 999999 >/dev/null 2>"$T_TMP/e"
 t_eq "show of a missing run" "$?|$(cat "$T_TMP/e")" "1|sm-miner: run 999999: no such run"
 
+# --- sm-miner spmf: the BIDE paper's database (A=1 B=2 C=3: CAABC ABCB CABC ABBCA) ---
+printf '3 -1 1 -1 1 -1 2 -1 3 -1 -2\n1 -1 2 -1 3 -1 2 -1 -2\n3 -1 1 -1 2 -1 3 -1 -2\n1 -1 2 -1 2 -1 3 -1 1 -1 -2\n' >"$T_TMP/bide.txt"
+miner spmf --closed --minsup 2 "$T_TMP/bide.txt" "$T_TMP/closed.txt" 2>/dev/null
+t_eq "spmf closed: exit status" "$?" 0
+t_eq "spmf closed: the paper's closed patterns" "$(sort "$T_TMP/closed.txt" | tr '\n' ';')" \
+	"1 1 #SUP: 2;1 2 2 #SUP: 2;1 2 3 #SUP: 4;3 1 #SUP: 3;3 1 2 3 #SUP: 2;3 2 #SUP: 3;"
+miner spmf --maximal --minsup-rel 0.5 "$T_TMP/bide.txt" - >"$T_TMP/maximal.txt" 2>/dev/null
+t_eq "spmf maximal: three patterns" "$(sort "$T_TMP/maximal.txt" | tr '\n' ';')" \
+	"1 1 #SUP: 2;1 2 2 #SUP: 2;3 1 2 3 #SUP: 2;"
+miner spmf --closed --minsup 2 "$SM_DATA/spmf/contextPrefixSpan.txt" - >/dev/null 2>"$T_TMP/e"
+t_eq "spmf refuses itemsets of several items" "$?|$(cat "$T_TMP/e")" \
+	"1|sm-miner: $SM_DATA/spmf/contextPrefixSpan.txt:1: itemset with 3 items; only one item per itemset is supported"
+miner spmf --closed "$T_TMP/bide.txt" - >/dev/null 2>"$T_TMP/e"
+t_eq "spmf needs a minimum support" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: spmf: give --minsup N or --minsup-rel F (one of them)"
+
 # --- real scheduler data: the wait graph reaches the waker ---
 start_ingest || t_bail "sm-ingest starts again"
 "$SM_BIN_DIR/sm-agent" import --format perf --host laptop --app pingpong --symptom-comm pass \
