@@ -131,6 +131,22 @@ miner worker --once --quiet 2>/dev/null
 t_eq "a run that killed three workers fails" "$(pg_q "SELECT status, error FROM runs WHERE id = $QID")" \
 	"failed|abandoned: its worker stopped 3 times while mining it"
 
+# two workers share a queue: every run mined exactly once
+ids=
+for i in 1 2 3 4 5 6; do ids="$ids $(miner run --queue --app lockapp --threshold-ns $((1000 + i)) 2>/dev/null)"; done
+miner worker --once --quiet 2>"$T_TMP/w1.err" &
+w1=$!
+miner worker --once --quiet 2>"$T_TMP/w2.err" &
+w2=$!
+wait $w1 $w2
+in_list=$(echo $ids | tr ' ' ',')
+t_eq "two workers: every queued run done, each taken once" \
+	"$(pg_q "SELECT count(*) FILTER (WHERE status = 'done' AND attempts = 1) FROM runs WHERE id IN ($in_list)")" 6
+t_eq "two workers: the logs name each run once" \
+	"$(cat "$T_TMP/w1.err" "$T_TMP/w2.err" | grep -o 'msg="run taken" run=[0-9]*' | sort | uniq -d | wc -l)" 0
+t_eq "two workers: together they took all six" \
+	"$(cat "$T_TMP/w1.err" "$T_TMP/w2.err" | grep -c 'msg="run taken"')" 6
+
 # --- show ---
 out=$(miner show "$QID" --limit 1)
 t_match "show: status line" "$out" "^run $QID: failed"
