@@ -18,7 +18,10 @@ void db_errcpy(char *err, size_t errlen, const char *what, const char *pgmsg)
 
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 {
-	PGconn *c = PQconnectdb(conninfo ? conninfo : "");
+	/* before the caller's conninfo, so that it can set its own */
+	static const char *const keys[] = { "connect_timeout", "dbname", NULL };
+	const char *vals[] = { "10", conninfo ? conninfo : "", NULL };
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
 	if (!c) {
 		snprintf(err, errlen, "database: out of memory");

@@ -206,8 +206,9 @@ static void find_members(struct json_reader *r, const char *const *names, size_t
 	json_enter(r);
 	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
 		json_peek(r); /* skip white space: pos points at the value */
+		/* compare lengths too: "stream_id\u0000x" is another, unknown key */
 		for (size_t i = 0; i < n && !trunc; i++)
-			if (strcmp(key, names[i]) == 0) {
+			if (strlen(names[i]) == klen && memcmp(key, names[i], klen) == 0) {
 				pos[i] = r->p;
 				break;
 			}

@@ -40,6 +40,9 @@ struct handler *handler_open(const char *conninfo, const struct handler_limits *
 	/* parsed streams take at most a few times their text */
 	h->arena = arena_open(lim->max_decoded * 4 + (64u << 20));
 	h->zd = ZSTD_createDCtx();
+	/* a frame header may ask for a 2 GiB window; 16 MiB is plenty for agents */
+	if (h->zd)
+		ZSTD_DCtx_setParameter(h->zd, ZSTD_d_windowLogMax, 24);
 	if (!h->parser || !h->arena || !h->zd) {
 		snprintf(err, errlen, "out of memory");
 		goto fail_free;

@@ -22,6 +22,9 @@
 #include <unistd.h>
 
 enum route { ROUTE_NONE, ROUTE_STREAMS };
+
+/* Each worker statement is cut off after this (store.c sets it); shutdown waits that long at most. */
+#define STATEMENT_TIMEOUT_S 60
 enum rq_state { RQ_RECEIVING, RQ_QUEUED, RQ_DONE };
 
 struct request {
@@ -65,6 +68,7 @@ struct server {
 	char db_error[512];          /* under mlock */
 
 	_Atomic bool draining;
+	_Atomic int64_t suspended;       /* requests handed to workers, not yet answered */
 	_Atomic int64_t inflight;
 	_Atomic int64_t buffered;
 };
@@ -165,7 +169,8 @@ static struct request *queue_pop(struct server *s, bool *stop)
 	struct request *rq;
 
 	pthread_mutex_lock(&s->qlock);
-	while (!s->head && !s->stopping)
+	/* a reserved slot is a request about to be pushed: wait for it even when stopping */
+	while (!s->head && !(s->stopping && s->qlen == 0))
 		pthread_cond_wait(&s->qcond, &s->qlock);
 	rq = s->head;
 	if (rq) {
@@ -301,6 +306,9 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 	if (!rq->authorization)
 		return MHD_NO;
 	rq->body.max = s->cfg->lim.max_body;
+	/* known size: one allocation, so memory is what --max-buffered counts */
+	if (cl && util_parse_i64(cl, 0, INT64_MAX, &clen) == 0 && clen > 0)
+		buf_reserve(&rq->body, (size_t)clen);
 	rq->route = ROUTE_STREAMS;
 	return MHD_YES;
 }
@@ -374,9 +382,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_size = 0;
 		return r;
 	}
-	if (atomic_load(&rq->state) == RQ_DONE)
+	if (atomic_load(&rq->state) == RQ_DONE) {
+		atomic_fetch_sub(&s->suspended, 1);
 		return respond(conn, rq->resp.status, "application/json", rq->resp.body.data,
 			       rq->resp.body.len, rq->resp.retry_after);
+	}
 	if (rq->early_status)
 		return respond_rq(rq, rq->early_status, rq->early_msg,
 				  rq->early_status == 503 ? 2 : 0);
@@ -385,6 +395,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return respond_rq(rq, 503, "server busy: request queue full; retry later", 1);
 	}
 	atomic_store(&rq->state, RQ_QUEUED);
+	atomic_fetch_add(&s->suspended, 1);
 	MHD_suspend_connection(conn);
 	queue_push(s, rq);
 	return MHD_YES;
@@ -684,9 +695,19 @@ int server_run(const struct ingest_config *cfg)
 			usleep(20000);
 		/* whatever is still queued is answered 503 (not stored: the sender retries) */
 		stop_workers(&s);
-		deadline = util_now_mono_ns() + (int64_t)5 * 1000000000;
+		/* libmicrohttpd must not be stopped with suspended connections: wait
+		 * for the workers to answer; statement_timeout bounds their wait */
+		deadline = util_now_mono_ns() + (int64_t)(STATEMENT_TIMEOUT_S + 10) * 1000000000;
+		while (atomic_load(&s.suspended) > 0 && util_now_mono_ns() < deadline)
+			usleep(20000);
+		deadline = util_now_mono_ns() + (int64_t)2 * 1000000000;
 		while (atomic_load(&s.inflight) > 0 && util_now_mono_ns() < deadline)
 			usleep(20000);
+	}
+	if (atomic_load(&s.suspended) > 0) {
+		log_error("requests still held by the database after the drain; exiting without them",
+			  "requests=%lld", (long long)atomic_load(&s.suspended));
+		return -1; /* stopping libmicrohttpd now would abort the process */
 	}
 	rc = 0;
 	MHD_stop_daemon(s.mhd);

@@ -90,8 +90,10 @@ static int prepare_all(struct store *st)
 		if (!ok)
 			return -1;
 	}
-	/* COPY's received_at text and the statistics' day are both UTC */
-	return db_exec(st->db, "SET TimeZone = 'UTC'", st->err, sizeof(st->err));
+	/* COPY's received_at and the statistics' day are both UTC; a statement that
+	 * hangs must not hold a request (and a shutdown) forever */
+	return db_exec(st->db, "SET TimeZone = 'UTC'; SET statement_timeout = '60s'", st->err,
+		       sizeof(st->err));
 }
 
 struct store *store_open(const char *conninfo, struct idcache *cache, char *err, size_t errlen)
@@ -657,6 +659,15 @@ fail_oom:
 	return -1;
 }
 
+/* Streams are inserted in stream_id order, so that two batches holding the same
+ * ids (a resend re-batched, two servers) lock them in one order: no deadlock. */
+static int cmp_stream_id(const void *a, const void *b, void *ctx)
+{
+	const struct wire_stream *const *ss = ctx;
+
+	return strcmp(ss[*(const size_t *)a]->stream_id, ss[*(const size_t *)b]->stream_id);
+}
+
 static int write_batch(struct store *st, const struct wire_stream *const *ss, size_t n,
 		       struct mapped *m, enum store_result *res, bool *no_partition)
 {
@@ -665,6 +676,15 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	int64_t received_us;
 	size_t nacc = 0;
 	int64_t t0 = util_now_mono_ns(), t1, t2, t3;
+	size_t *order = arena_alloc(st->scratch, (n + 1) * sizeof(*order));
+
+	if (!order) {
+		snprintf(st->err, sizeof(st->err), "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	qsort_r(order, n, sizeof(*order), cmp_stream_id, (void *)ss);
 
 	if (db_exec(st->db, "BEGIN", st->err, sizeof(st->err)) < 0)
 		return -1;
@@ -679,7 +699,9 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	snprintf(day, sizeof(day), "%s", PQgetvalue(r, 0, 1));
 	received_us = db_get_i64(r, 0, 2);
 	PQclear(r);
-	for (size_t s = 0; s < n; s++) {
+	for (size_t i = 0; i < n; i++) {
+		size_t s = order[i];
+
 		if (insert_stream(st, ss[s], received_at, &m[s].ref) < 0)
 			goto fail_rollback;
 		res[s] = m[s].ref ? STORE_ACCEPTED : STORE_DUPLICATE;

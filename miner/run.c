@@ -35,6 +35,15 @@ struct miner {
 	char err[1024];
 };
 
+/* Costs are summed saturating at INT64_MAX (the database's bigint): a stream of
+ * absurd durations must not wrap a run's totals. */
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) || r > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : r;
+}
+
 /* ---- small growable vectors ---- */
 
 struct vec {
@@ -100,7 +109,6 @@ struct run {
 	pthread_mutex_t entries_lock;
 	struct aoi **aoi;             /* one per thread */
 	int threads;
-	char err[512];                /* from AOI threads */
 	/* timings */
 	int64_t t_select, t_read, t_filter, t_mine;
 	struct arena *arena;
@@ -344,9 +352,15 @@ static void *beat_main(void *arg)
 		progress_json(bt->run, &b);
 		params[0] = idbuf;
 		params[1] = buf_cstr(&b);
-		if (bt->db)
-			PQclear(PQexecParams(bt->db, "UPDATE runs SET heartbeat_at = now(), progress = $2::jsonb"
-						     " WHERE id = $1", 2, NULL, params, NULL, NULL, 0));
+		if (bt->db) {
+			PGresult *r = PQexecParams(bt->db, "UPDATE runs SET heartbeat_at = now(),"
+						   " progress = $2::jsonb WHERE id = $1", 2, NULL, params,
+						   NULL, NULL, 0);
+			/* a lost connection would let another worker take the run: get it back */
+			if (PQresultStatus(r) != PGRES_COMMAND_OK && PQstatus(bt->db) != CONNECTION_OK)
+				PQreset(bt->db);
+			PQclear(r);
+		}
 		if (bt->run->m->o.progress && ticks++ % 2 == 0)
 			fprintf(stderr, "sm-miner: run %s: %s\n", idbuf, b.data);
 		pthread_mutex_lock(&bt->lock);
@@ -457,12 +471,32 @@ static int select_streams(struct run *run)
 struct aoi_job {
 	struct run *run;
 	int t;
+	char err[512];
 	enum aoi_mode mode;
 	struct vec out;   /* struct entry */
 	struct intern *agg;
 	struct vec acc;   /* per aggregated key: struct entry */
 	int rc;
 };
+
+/* The database returns a stream's events in no set order; a content order makes
+ * the AOI (whose ties follow positions) the same on every run. */
+static int cmp_event(const void *a, const void *b)
+{
+	const struct wire_event *x = a, *y = b;
+
+	if (x->ts_ns != y->ts_ns)
+		return x->ts_ns < y->ts_ns ? -1 : 1;
+	if (x->dur_ns != y->dur_ns)
+		return x->dur_ns < y->dur_ns ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return x->readier_tid < y->readier_tid ? -1 : x->readier_tid > y->readier_tid;
+}
 
 static void *aoi_thread(void *arg)
 {
@@ -477,9 +511,11 @@ static void *aoi_thread(void *arg)
 		size_t nsel;
 		uint64_t naoi = 0;
 
+		/* each thread sorts only its own streams' ranges */
+		qsort((struct wire_event *)ev + s->first, s->n, sizeof(*ev), cmp_event);
 		if (aoi_extract(run->aoi[job->t], ev + s->first, s->n, &run->sym[s->idx], job->mode, &sel,
 				&nsel) < 0) {
-			snprintf(run->err, sizeof(run->err), "AOI of stream %lld: %s",
+			snprintf(job->err, sizeof(job->err), "AOI of stream %lld: %s",
 				 (long long)run->refs[s->idx], aoi_error(run->aoi[job->t]));
 			job->rc = -1;
 			return NULL;
@@ -495,14 +531,14 @@ static void *aoi_thread(void *arg)
 			struct entry *en;
 
 			if (k2 < 0) {
-				snprintf(run->err, sizeof(run->err), "out of memory collapsing stacks");
+				snprintf(job->err, sizeof(job->err), "out of memory collapsing stacks");
 				job->rc = -1;
 				return NULL;
 			}
 			if (added) {
 				en = vec_push(&job->acc);
 				if (!en) {
-					snprintf(run->err, sizeof(run->err), "out of memory collapsing stacks");
+					snprintf(job->err, sizeof(job->err), "out of memory collapsing stacks");
 					job->rc = -1;
 					return NULL;
 				}
@@ -513,14 +549,14 @@ static void *aoi_thread(void *arg)
 				en->kind = e->kind;
 			}
 			en = (struct entry *)job->acc.data + k2;
-			en->cost += e->dur_ns;
+			en->cost = (int64_t)sat_add((uint64_t)en->cost, (uint64_t)e->dur_ns);
 			en->events++;
 			naoi++;
 		}
 		for (size_t i = 0; i < job->acc.len; i++) {
 			struct entry *dst = vec_push(&job->out);
 			if (!dst) {
-				snprintf(run->err, sizeof(run->err), "out of memory collapsing stacks");
+				snprintf(job->err, sizeof(job->err), "out of memory collapsing stacks");
 				job->rc = -1;
 				return NULL;
 			}
@@ -566,7 +602,7 @@ static int process_chunk(struct run *run, enum aoi_mode mode)
 		aoi_thread(&jobs[t]);
 	for (int t = 0; t < run->threads; t++) {
 		if (jobs[t].rc < 0) {
-			rc = fail(run->m, "%s", run->err);
+			rc = fail(run->m, "%s", jobs[t].err);
 			goto out;
 		}
 		for (size_t i = 0; i < jobs[t].out.len; i++) {
@@ -968,15 +1004,21 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 			c->first = i;
 			c->n = j - i;
 			for (size_t x = i; x < j; x++) {
-				c->cost += (uint64_t)en[x].cost;
+				c->cost = sat_add(c->cost, (uint64_t)en[x].cost);
 				c->events += en[x].events;
 			}
-			total += c->cost;
+			total = sat_add(total, c->cost);
 		}
 		i = j;
 	}
-	minsup = run->p->threshold_ns > 0 ? (uint64_t)run->p->threshold_ns
-					  : (uint64_t)ceil(run->p->threshold_fraction * (double)total);
+	if (run->p->threshold_ns > 0) {
+		minsup = (uint64_t)run->p->threshold_ns;
+	} else {
+		/* 0.07 * 100 is 7.000000000000001 in doubles: take off the rounding
+		 * error before ceil so that a pattern costing exactly C counts */
+		double c = run->p->threshold_fraction * (double)total;
+		minsup = (uint64_t)ceil(c - c * 1e-12);
+	}
 	if (minsup == 0)
 		minsup = 1;
 	*minsup_out = minsup;
@@ -1070,7 +1112,7 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	struct pattern *pt = patterns->data;
 	struct buf b = BUF_INIT(0);
 	char idbuf[24];
-	const char *params[3];
+	const char *params[4];
 	PGresult *r;
 	int rank = 0;
 	uint8_t last_kind = 0xff;
@@ -1125,12 +1167,20 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 		 (long long)run->t_mine, (long long)ms_since(t_store), (long long)ms_since(t_run));
 	params[1] = counts;
 	params[2] = timings;
+	params[3] = m->worker;
 	r = PQexecParams(m->db, "UPDATE runs SET status = 'done', finished_at = now(), error = NULL,"
 				" counts = $2::jsonb, timings_ms = $3::jsonb,"
-				" progress = progress || '{\"phase\": \"done\"}' WHERE id = $1",
-			 3, NULL, params, NULL, NULL, 0);
+				" progress = progress || '{\"phase\": \"done\"}'"
+				" WHERE id = $1 AND worker = $4 AND status = 'running'",
+			 4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_fail(m, "finishing the run", r);
+		goto fail_rollback;
+	}
+	if (strcmp(PQcmdTuples(r), "1") != 0) {
+		/* another worker took it over (this one stopped beating): its result stands */
+		PQclear(r);
+		fail(m, "run %s was taken over by another worker", idbuf);
 		goto fail_rollback;
 	}
 	PQclear(r);
@@ -1145,7 +1195,7 @@ fail_rollback:
 static void set_status(struct miner *m, int64_t id, const char *status, const char *error)
 {
 	char idbuf[24];
-	const char *params[3] = { idbuf, status, error };
+	const char *params[4] = { idbuf, status, error, m->worker };
 	PGresult *r;
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
@@ -1158,8 +1208,9 @@ static void set_status(struct miner *m, int64_t id, const char *status, const ch
 	r = PQexecParams(m->db,
 			 "UPDATE runs SET status = $2, error = $3,"
 			 " finished_at = CASE WHEN $2 = 'failed' THEN now() END,"
-			 " worker = CASE WHEN $2 = 'queued' THEN NULL ELSE worker END WHERE id = $1",
-			 3, NULL, params, NULL, NULL, 0);
+			 " worker = CASE WHEN $2 = 'queued' THEN NULL ELSE worker END"
+			 " WHERE id = $1 AND worker = $4 AND status = 'running'",
+			 4, NULL, params, NULL, NULL, 0);
 	PQclear(r);
 }
 

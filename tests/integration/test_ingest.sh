@@ -243,6 +243,23 @@ t_eq "SIGTERM under load: every acknowledged stream is stored" \
 t_eq "SIGTERM under load: nothing half written" "$(pg_q "SELECT count(*) FROM streams s
 	WHERE n_events <> (SELECT count(*) FROM events e WHERE e.stream_ref = s.id)")" 0
 
+# ---- SIGTERM while a request waits on the database: it is answered, then the server exits 0 ----
+start_ingest --workers 1 --drain-timeout 1 || t_bail "sm-ingest starts for the slow-database test"
+psql -X -q -c "BEGIN; LOCK TABLE streams IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(8); COMMIT;" >/dev/null 2>&1 &
+lockpid=$!
+sleep 0.5
+ID=$(newid)
+stream "$ID" >"$T_TMP/slow.json"
+curl -s -o "$T_TMP/slow.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+	--data-binary "@$T_TMP/slow.json" "$INGEST_URL/api/v1/streams" >"$T_TMP/slow.code" &
+curlpid=$!
+sleep 0.5
+stop_ingest && t_ok "slow database: clean exit after the drain"
+wait $curlpid $lockpid
+t_eq "slow database: the held request was answered" "$(cat "$T_TMP/slow.code") $(cat "$T_TMP/slow.out")" \
+	'200 {"accepted":1,"duplicates":0,"rejected":[]}'
+t_eq "slow database: and stored" "$(pg_q "SELECT count(*) FROM streams WHERE stream_id = '$ID'")" 1
+
 # ---- a full queue sheds load with 503 and Retry-After ----
 awk 'BEGIN {
 	printf "{\"v\":1,\"stream_id\":\"@ID@\",\"host\":\"big\",\"app\":\"big\",";

@@ -166,6 +166,31 @@ static void test_rejections(void)
 	    WIRE_ENOTJSON, "not JSON: nested deeper than 16 levels at byte 803");
 }
 
+/* A key with a NUL inside is another key, not the field its prefix names. */
+static void test_nul_in_key(void)
+{
+	const char *e;
+
+	CHECK_INT(parse_edit("\"unknown_field\"", "\"stream_id\\u0000x\": \"00000000-0000-4000-8000-000000000000\", \"x\"",
+			     &e), WIRE_OK);
+	{
+		struct wire_parser *p = parser();
+		struct arena *a = arena_open(0);
+		struct wire_stream s;
+		struct buf b = BUF_INIT(0);
+		const char *at = strstr(example, "\"unknown_field\"");
+
+		buf_append(&b, example, (size_t)(at - example));
+		buf_puts(&b, "\"stream_id\\u0000x\": \"00000000-0000-4000-8000-000000000000\", \"x\"");
+		buf_puts(&b, at + strlen("\"unknown_field\""));
+		CHECK_INT(wire_parse(p, b.data, b.len, a, &s), WIRE_OK);
+		CHECK_STR(s.stream_id, "5f0c6f0e-3d0b-4a53-9a43-6d1c2f0a9b11");
+		buf_release(&b);
+		arena_free(a);
+		wire_parser_free(p);
+	}
+}
+
 static void test_limits(void)
 {
 	struct wire_limits lim;
@@ -320,6 +345,7 @@ int main(void)
 	RUN(test_example);
 	RUN(test_roundtrip);
 	RUN(test_rejections);
+	RUN(test_nul_in_key);
 	RUN(test_limits);
 	RUN(test_fuzz);
 	return CHECK_DONE();
