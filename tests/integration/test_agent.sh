@@ -236,8 +236,8 @@ t_eq "pretty objects: the invalid one reported at the line it starts on" "$AG_ER
 	"sm-agent: $T_TMP/pretty3.json:$((n + 3)): invalid stream $P3: host: required field missing
 sm-agent: ship: 2 accepted, 0 duplicates, 0 rejected, 1 invalid, 0 spooled, 0 lost (1 requests)"
 t_eq "pretty objects: the valid ones stored, the invalid not" \
-	"$(pg_q "SELECT string_agg(CASE stream_id WHEN '$P2' THEN '2' WHEN '$P3' THEN '3' WHEN '$P4' THEN '4' END, '' ORDER BY 1)
-		 FROM streams WHERE stream_id IN ('$P2', '$P3', '$P4')")" "24"
+	"$(pg_q "SELECT string_agg(c, '' ORDER BY c) FROM (SELECT CASE stream_id WHEN '$P2' THEN '2' WHEN '$P3' THEN '3' WHEN '$P4' THEN '4' END AS c
+		 FROM streams WHERE stream_id IN ('$P2', '$P3', '$P4')) s")" "24"
 t_eq "pretty objects: brackets and escapes inside strings kept" "$(pg_q "SELECT f.name FROM frames f
 	WHERE f.name LIKE 'nginx!handler%'")" 'nginx!handler}{["\'
 
@@ -258,8 +258,8 @@ t_eq "invalid lines: each reported with file:line and the reason, then the summa
 sm-agent: $T_TMP/invalid.ndjson:3: invalid stream: not JSON: unexpected 'o' where a value belongs at byte 22
 sm-agent: ship: 2 accepted, 0 duplicates, 0 rejected, 2 invalid, 0 spooled, 0 lost (1 requests)"
 t_eq "invalid lines: the valid streams stored, the invalid not" \
-	"$(pg_q "SELECT string_agg(CASE stream_id WHEN '$IA' THEN 'A' WHEN '$IB' THEN 'B' WHEN '$IC' THEN 'C' END, '' ORDER BY 1)
-		 FROM streams WHERE stream_id IN ('$IA', '$IB', '$IC')")" "AC"
+	"$(pg_q "SELECT string_agg(c, '' ORDER BY c) FROM (SELECT CASE stream_id WHEN '$IA' THEN 'A' WHEN '$IB' THEN 'B' WHEN '$IC' THEN 'C' END AS c
+		 FROM streams WHERE stream_id IN ('$IA', '$IB', '$IC')) s")" "AC"
 t_eq "invalid lines: 2 streams, 6 events more" "$(nstreams)|$(nevents)" \
 	"$((${before%|*} + 2))|$((${before#*|} + 6))"
 t_eq "invalid lines: nothing spooled" "$([ -e "$T_TMP/spool2" ] && echo made || echo none)" none

@@ -98,8 +98,8 @@ post "$T_TMP/batch.ndjson" application/x-ndjson
 t_eq "batch: status" "$HTTP_STATUS" 200
 t_eq "batch: answer" "$HTTP_BODY" "{\"accepted\":2,\"duplicates\":1,\"rejected\":[{\"line\":2,\"stream_id\":\"$IDB\",\"error\":\"events[0].stack: index 9 out of range (3 stacks)\"},{\"line\":3,\"stream_id\":null,\"error\":\"not JSON: unexpected 'o' where a value belongs at byte 22\"}]}"
 t_eq "batch: valid lines stored, invalid not" \
-	"$(pg_q "SELECT string_agg(CASE stream_id WHEN '$IDA' THEN 'A' WHEN '$IDB' THEN 'B' WHEN '$IDC' THEN 'C' END, '' ORDER BY 1)
-		 FROM streams WHERE stream_id IN ('$IDA', '$IDB', '$IDC')")" "AC"
+	"$(pg_q "SELECT string_agg(c, '' ORDER BY c) FROM (SELECT CASE stream_id WHEN '$IDA' THEN 'A' WHEN '$IDB' THEN 'B' WHEN '$IDC' THEN 'C' END AS c
+		 FROM streams WHERE stream_id IN ('$IDA', '$IDB', '$IDC')) s")" "AC"
 
 # ---- bad input: each class, its status and error, nothing stored ----
 before="$(nstreams)|$(nevents)"
