@@ -429,8 +429,8 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 	return WIRE_OK;
 }
 
-static int parse_event(struct wire_parser *p, struct json_reader *r, size_t i, size_t nstacks,
-		       struct wire_event *e)
+static int parse_event(struct wire_parser *p, struct arena *a, struct json_reader *r, size_t i,
+		       size_t nstacks, struct wire_event *e)
 {
 	static const char *const names[] = { "kind", "tid", "ts_ns", "dur_ns", "stack", "readier_tid" };
 	const char *pos[6];
@@ -454,7 +454,13 @@ static int parse_event(struct wire_parser *p, struct json_reader *r, size_t i, s
 		if (json_peek(r) != JV_STRING)
 			return failp(p, WIRE_EINVALID, &f, "must be a string, not %s", type_name(r));
 		kind = r->p + 1;
-		klen = (size_t)(strchr(kind, '"') - kind);
+		klen = strcspn(kind, "\"\\");
+		if (kind[klen] == '\\') {
+			/* escapes ("r\u0075n" is "run"): decode this rare one properly */
+			kind = json_string(r, a, &klen);
+			if (!kind)
+				return failp(p, WIRE_ENOMEM, &f, "out of memory");
+		}
 		if (klen == 3 && memcmp(kind, "run", 3) == 0)
 			e->kind = WIRE_RUN;
 		else if (klen == 4 && memcmp(kind, "wait", 4) == 0)
@@ -519,7 +525,7 @@ static int parse_events(struct wire_parser *p, struct arena *a, struct json_read
 			return fail(p, WIRE_EINVALID, "events: %zu events, at most %zu allowed", n,
 				    p->lim.max_events);
 		}
-		if ((rc = parse_event(p, r, n, s->nstacks, &e)))
+		if ((rc = parse_event(p, a, r, n, s->nstacks, &e)))
 			return rc;
 		if (vec_push(&p->events, &e) < 0)
 			return fail(p, WIRE_ENOMEM, "events: out of memory");

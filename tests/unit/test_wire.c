@@ -147,6 +147,7 @@ static void test_rejections(void)
 	    "events[0].dur_ns: must be an integer, not a fraction");
 	BAD("\"ts_ns\": 81300000000", "\"ts_ns\": 99999999999999999999", WIRE_EINVALID,
 	    "events[0].ts_ns: out of range (at most 4611686018427387904)");
+	BAD("\"kind\": \"run\"", "\"kind\": \"r\\u0075n\"", WIRE_OK, "");
 	BAD("\"kind\": \"run\"", "\"kind\": \"sleep\"", WIRE_EINVALID,
 	    "events[1].kind: must be \"run\" or \"wait\"");
 	BAD("\"dur_ns\": 10000000, \"stack\": 1", "\"dur_ns\": 10000000, \"stack\": 1, \"readier_tid\": 3",
