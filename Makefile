@@ -26,7 +26,7 @@ endif
 PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib
 WARN := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat-security \
 	-Wshadow -Wpointer-arith -Wcast-qual -Wno-cast-qual
-CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -Iagent -Iingest -Iminer -I$(O)/gen
+CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -Iagent -Iingest -Iminer -Iclusterer -I$(O)/gen
 LDFLAGS := $(OPT) -pthread
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS)) -lm
@@ -35,6 +35,7 @@ COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
+CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 
@@ -42,8 +43,10 @@ COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o) $(O)/gen/migrations.o
 AGENT_OBJ := $(AGENT_SRC:%.c=$(O)/%.o)
 INGEST_OBJ := $(INGEST_SRC:%.c=$(O)/%.o)
 MINER_OBJ := $(MINER_SRC:%.c=$(O)/%.o)
+CLUSTER_OBJ := $(CLUSTER_SRC:%.c=$(O)/%.o)
 
-PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin $(BINDIR)/sm-miner
+PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin $(BINDIR)/sm-miner \
+	$(BINDIR)/sm-cluster
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
@@ -81,6 +84,9 @@ $(O)/libingest.a: $(INGEST_OBJ)
 $(O)/libminer.a: $(MINER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+$(O)/libclusterer.a: $(CLUSTER_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
@@ -88,17 +94,20 @@ $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libcommon.a
 $(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libagent.a $(O)/libcommon.a
+$(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BINDIR)/sm-cluster: $(O)/clusterer/main.o $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-admin: $(O)/deploy/admin.o $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libminer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(O)/tests/%: $(O)/tests/tools/%.o $(O)/libminer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+$(O)/tests/%: $(O)/tests/tools/%.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -123,7 +132,7 @@ bench:
 # libFuzzer targets (clang): FUZZ_SECONDS each, corpora kept in build/fuzz/corpus-*.
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-	-Icommon -Iagent -Iingest -Iminer -Ibuild/fuzz/gen $(PKG_CFLAGS)
+	-Icommon -Iagent -Iingest -Iminer -Iclusterer -Ibuild/fuzz/gen $(PKG_CFLAGS)
 build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -9,7 +9,7 @@ pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
       libcurl4-openssl-dev zlib1g-dev)
 case "$purpose" in
 build) ;;
-test) pkgs+=(postgresql postgresql-common curl zstd procps) ;;
+test) pkgs+=(postgresql postgresql-common curl zstd procps python3-scipy python3-numpy) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps) ;;
 bench) pkgs+=(postgresql postgresql-common curl zstd procps time) ;;
 fuzz) pkgs+=(clang) ;;

@@ -7,6 +7,7 @@
 #include "db.h"
 #include "intern.h"
 #include "log.h"
+#include "runclust.h"
 #include "util.h"
 #include "wire.h"
 
@@ -1168,9 +1169,7 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	params[1] = counts;
 	params[2] = timings;
 	params[3] = m->worker;
-	r = PQexecParams(m->db, "UPDATE runs SET status = 'done', finished_at = now(), error = NULL,"
-				" counts = $2::jsonb, timings_ms = $3::jsonb,"
-				" progress = progress || '{\"phase\": \"done\"}'"
+	r = PQexecParams(m->db, "UPDATE runs SET counts = $2::jsonb, timings_ms = $3::jsonb"
 				" WHERE id = $1 AND worker = $4 AND status = 'running'",
 			 4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -1190,6 +1189,31 @@ fail_rollback:
 	buf_release(&b);
 	PQclear(PQexec(m->db, "ROLLBACK"));
 	return -1;
+}
+
+/* The run is done once its clusters are stored; only the worker holding it may say so. */
+static int finish_run(struct miner *m, int64_t id, int64_t cluster_ms, int64_t total_ms)
+{
+	char idbuf[24], cms[24], tms[24];
+	const char *params[4] = { idbuf, m->worker, cms, tms };
+	PGresult *r;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	snprintf(cms, sizeof(cms), "%lld", (long long)cluster_ms);
+	snprintf(tms, sizeof(tms), "%lld", (long long)total_ms);
+	r = PQexecParams(m->db, "UPDATE runs SET status = 'done', finished_at = now(), error = NULL,"
+				" progress = progress || '{\"phase\": \"done\"}',"
+				" timings_ms = timings_ms || jsonb_build_object('cluster', $3::bigint, 'total', $4::bigint)"
+				" WHERE id = $1 AND worker = $2 AND status = 'running'",
+			 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		return db_fail(m, "finishing the run", r);
+	if (strcmp(PQcmdTuples(r), "1") != 0) {
+		PQclear(r);
+		return fail(m, "run %s was taken over by another worker", idbuf);
+	}
+	PQclear(r);
+	return 0;
 }
 
 static void set_status(struct miner *m, int64_t id, const char *status, const char *error)
@@ -1316,6 +1340,29 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 		 (unsigned long long)minsup_w, (unsigned long long)minsup_r);
 	if (store_results(&run, &si, &patterns, counts, t0, t) < 0)
 		goto out;
+	atomic_store(&run.prog.phase, "clustering");
+	t = util_now_mono_ns();
+	{
+		struct runclust_opts co;
+		size_t ncl;
+		char cerr[512];
+
+		memset(&co, 0, sizeof(co));
+		if (hclust_method_parse(p->linkage, &co.method) < 0) {
+			fail(m, "linkage: unknown method %s", p->linkage);
+			goto out;
+		}
+		co.cut = p->cut;
+		co.threads = m->o.threads;
+		if (runclust_run(m->db, run_id, &co, &ncl, cerr, sizeof(cerr)) < 0) {
+			fail(m, "%s", cerr);
+			goto out;
+		}
+		if (finish_run(m, run_id, ms_since(t), ms_since(t0)) < 0)
+			goto out;
+		if (m->o.progress)
+			fprintf(stderr, "sm-miner: run %lld: %zu clusters\n", (long long)run_id, ncl);
+	}
 	if (m->o.progress)
 		fprintf(stderr, "sm-miner: run %lld done: %s in %lld ms (store %lld ms)\n",
 			(long long)run_id, counts, (long long)ms_since(t0), (long long)ms_since(t));

@@ -71,6 +71,25 @@ run --app lockapp --kind wait --threshold-ns 900
 t_eq "lower threshold: patterns" "$(patterns "$RUN")" \
 "w 1 1500 3 3 app!main>app!loop>app!handle>libc!lock_wait $S1
 w 2 1000 2 2 app!main>app!loop2>app!handle>libc!lock_wait $S1B"
+# the two lock paths are variants of one bug: one cluster, the common part without the callers
+clusters() {
+	pg_q "SELECT c.kind, c.total_cost_ns, c.streams, c.events, c.avg_cost_ns,
+		c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,
+		(SELECT string_agg(f.name, '>' ORDER BY u.o) FROM unnest(c.common_frame_ids) WITH ORDINALITY AS u(fid, o)
+		 JOIN frames f ON f.id = u.fid),
+		(SELECT string_agg(p.rank::text, ',' ORDER BY p.rank) FROM patterns p WHERE p.id = ANY(c.members)),
+		(SELECT rank FROM patterns WHERE id = c.medoid),
+		(SELECT string_agg(a->>'ops', ',' ORDER BY o) FROM jsonb_array_elements(c.alignment) WITH ORDINALITY AS x(a, o))
+		FROM clusters c WHERE c.run_id = $1 ORDER BY c.kind DESC, c.rank_total_cost" | tr '|' ' '
+}
+t_eq "lower threshold: one cluster of both variants" "$(clusters "$RUN")" \
+	"w 2500 5 5 500 1 1 1 1 app!main>app!handle>libc!lock_wait 1,2 1 MMMM,MSMM"
+t_eq "lower threshold: the run counts it" "$(pg_q "SELECT counts->>'clusters', timings_ms ? 'cluster' FROM runs WHERE id = $RUN")" "1|t"
+run --app lockapp --kind wait --threshold-ns 900 --cut 0.05
+t_eq "a tight cut keeps the variants apart" "$(clusters "$RUN" | cut -d' ' -f1-11)" \
+"w 1500 3 3 500 1 1 1 1 app!main>app!loop>app!handle>libc!lock_wait 1
+w 1000 2 2 500 2 2 2 2 app!main>app!loop2>app!handle>libc!lock_wait 2"
+
 # and a threshold between: only the common part is costly enough past the first
 run --app lockapp --kind wait --threshold-ns 1600
 t_eq "threshold above each path: their common part" "$(patterns "$RUN")" \

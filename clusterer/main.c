@@ -1,0 +1,297 @@
+/*
+ * sm-cluster: the clusterer's command line (docs/clustering.md). Each command
+ * is a function taking its own argv (argv[0] = the command name), listed in
+ * the table `commands` below with its usage line.
+ */
+#include "hclust.h"
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* sm-cluster linkage refuses more points than this (the matrix alone takes n^2 * 4 bytes) */
+#define LINKAGE_MAX_POINTS 100000
+/* longest token of a linkage input (a number) */
+#define TOKEN_MAX 64
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *usage;      /* after "sm-cluster " */
+	const char *help;       /* indented lines */
+};
+
+static int cmd_linkage(int argc, char **argv);
+
+static const struct command commands[] = {
+	{ "linkage", cmd_linkage, "linkage [--method average|single|complete] [--flat CUT] IN OUT",
+	  "        hierarchical clustering of a condensed distance matrix (IN: n, then the\n"
+	  "        n(n-1)/2 distances d(i,j), i < j, row by row) into SciPy's linkage format\n"
+	  "        (OUT: n-1 lines 'a b distance size'); '-' = stdin/stdout [average].\n"
+	  "        --flat CUT: instead, the flat clusters at distance CUT (as SciPy's\n"
+	  "        fcluster(Z, CUT, 'distance')): n lines, the cluster of each point,\n"
+	  "        numbered from 0 in the order of their lowest point\n" },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void print_usage(FILE *f)
+{
+	size_t i;
+
+	fputs("usage: sm-cluster COMMAND [OPTIONS]\n\nCommands:\n", f);
+	for (i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %s\n%s", commands[i].usage, commands[i].help);
+	fputs("\nOptions:\n  -h, --help   this text (COMMAND --help: that command's)\n"
+	      "\nExit status: 0 done, 1 failed, 2 usage error.\n",
+	      f);
+}
+
+static int usage_error(const struct command *c, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "sm-cluster: ");
+	fprintf(stderr, fmt, arg);
+	if (c)
+		fprintf(stderr, "\nusage: sm-cluster %s\n", c->usage);
+	else
+		fprintf(stderr, "\n(see sm-cluster --help)\n");
+	return 2;
+}
+
+/* ---- linkage ---- */
+
+/* Whitespace-separated tokens of a text file, with the line each starts on. */
+struct tokens {
+	FILE *f;
+	const char *name;
+	size_t line;            /* of the last token read */
+	size_t cur;             /* where the reader is */
+	char tok[TOKEN_MAX + 1];
+};
+
+/* Returns 1 (a token in t->tok), 0 (end of input) or -1 (an error, already printed). */
+static int next_token(struct tokens *t)
+{
+	int c;
+	size_t n = 0;
+
+	do {
+		c = getc_unlocked(t->f);
+		if (c == '\n')
+			t->cur++;
+	} while (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f');
+	if (c == EOF) {
+		if (ferror(t->f)) {
+			fprintf(stderr, "sm-cluster: %s: %s\n", t->name, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	t->line = t->cur;
+	while (c != EOF && c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '\v' && c != '\f') {
+		if (n == TOKEN_MAX) {
+			fprintf(stderr, "sm-cluster: %s:%zu: a token longer than %d bytes\n", t->name, t->line,
+				TOKEN_MAX);
+			return -1;
+		}
+		t->tok[n++] = (char)c;
+		c = getc_unlocked(t->f);
+	}
+	t->tok[n] = '\0';
+	if (c == '\n')
+		t->cur++;
+	return 1;
+}
+
+/* Reads IN; *dist (caller frees) gets the condensed matrix. Returns 0 or -1 (message printed). */
+static int read_matrix(const char *path, size_t *n_out, double **dist)
+{
+	struct tokens t = { NULL, path, 1, 1, "" };
+	int64_t n;
+	size_t nd, i;
+	double *d = NULL;
+	int r;
+
+	*dist = NULL;
+	t.f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	if (!t.f) {
+		fprintf(stderr, "sm-cluster: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	r = next_token(&t);
+	if (r == 0)
+		fprintf(stderr, "sm-cluster: %s: empty input (expected the number of points)\n", path);
+	if (r <= 0)
+		goto fail;
+	if (util_parse_i64(t.tok, 1, INT64_MAX, &n) < 0) {
+		fprintf(stderr, "sm-cluster: %s:%zu: '%s' is not a number of points (an integer >= 1)\n", path,
+			t.line, t.tok);
+		goto fail;
+	}
+	if (n > LINKAGE_MAX_POINTS) {
+		fprintf(stderr, "sm-cluster: %s:%zu: %lld points: at most %d are accepted\n", path, t.line,
+			(long long)n, LINKAGE_MAX_POINTS);
+		goto fail;
+	}
+	nd = (size_t)n * (size_t)(n - 1) / 2;
+	d = malloc((nd ? nd : 1) * sizeof(*d));
+	if (!d) {
+		fprintf(stderr, "sm-cluster: out of memory for %zu distances\n", nd);
+		goto fail;
+	}
+	for (i = 0; i < nd; i++) {
+		size_t first_line = t.line;
+
+		r = next_token(&t);
+		if (r < 0)
+			goto fail;
+		if (r == 0) {
+			fprintf(stderr, "sm-cluster: %s:%zu: input ends after %zu of the %zu distances of %lld points\n",
+				path, t.cur, i, nd, (long long)n);
+			goto fail;
+		}
+		if (i == 0 && t.line == first_line) {
+			fprintf(stderr, "sm-cluster: %s:%zu: the first line must hold only the number of points\n",
+				path, t.line);
+			goto fail;
+		}
+		if (util_parse_double(t.tok, &d[i]) < 0) {
+			fprintf(stderr, "sm-cluster: %s:%zu: distance %zu: '%s' is not a finite number\n", path, t.line,
+				i + 1, t.tok);
+			goto fail;
+		}
+	}
+	r = next_token(&t);
+	if (r < 0)
+		goto fail;
+	if (r > 0) {
+		fprintf(stderr, "sm-cluster: %s:%zu: more than the %zu distances of %lld points\n", path, t.line, nd,
+			(long long)n);
+		goto fail;
+	}
+	if (t.f != stdin)
+		fclose(t.f);
+	*n_out = (size_t)n;
+	*dist = d;
+	return 0;
+fail:
+	if (t.f != stdin)
+		fclose(t.f);
+	free(d);
+	return -1;
+}
+
+static int cmd_linkage(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "method", required_argument, NULL, 'm' },
+		{ "flat", required_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const struct command *self = &commands[0];
+	enum hclust_method m = HCLUST_AVERAGE;
+	struct hclust *h = NULL;
+	struct hclust_merge *z = NULL;
+	uint32_t *labels = NULL;
+	double *dist = NULL, cut = 0;
+	size_t n = 0, k, nc;
+	FILE *out = NULL;
+	bool flat = false;
+	int c, rc = 1;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			if (hclust_method_parse(optarg, &m) < 0)
+				return usage_error(self, "linkage: unknown method '%s'", optarg);
+			break;
+		case 'f':
+			if (util_parse_double(optarg, &cut) < 0)
+				return usage_error(self, "linkage: --flat '%s' is not a number", optarg);
+			flat = true;
+			break;
+		case 'h':
+			printf("usage: sm-cluster %s\n%s", self->usage, self->help);
+			return 0;
+		default:
+			return usage_error(self, "%s", "linkage: bad option");
+		}
+	}
+	if (argc - optind != 2)
+		return usage_error(self, "%s", "linkage takes IN and OUT");
+	if (read_matrix(argv[optind], &n, &dist) < 0)
+		return 1;
+	h = hclust_open();
+	z = malloc((n > 1 ? n - 1 : 1) * sizeof(*z));
+	if (!h || !z) {
+		fprintf(stderr, "sm-cluster: out of memory\n");
+		goto done;
+	}
+	if (hclust_linkage(h, dist, n, m, z) < 0) {
+		fprintf(stderr, "sm-cluster: %s\n", hclust_error(h));
+		goto done;
+	}
+	free(dist);
+	dist = NULL;
+	out = strcmp(argv[optind + 1], "-") == 0 ? stdout : fopen(argv[optind + 1], "w");
+	if (!out) {
+		fprintf(stderr, "sm-cluster: %s: %s\n", argv[optind + 1], strerror(errno));
+		goto done;
+	}
+	if (flat) {
+		labels = malloc(n * sizeof(*labels));
+		if (!labels) {
+			fprintf(stderr, "sm-cluster: out of memory\n");
+			goto done;
+		}
+		if (hclust_fcluster(h, z, n, cut, labels, &nc) < 0) {
+			fprintf(stderr, "sm-cluster: %s\n", hclust_error(h));
+			goto done;
+		}
+		for (k = 0; k < n; k++)
+			fprintf(out, "%u\n", (unsigned)labels[k]);
+	} else {
+		for (k = 0; k + 1 < n; k++)
+			fprintf(out, "%u %u %.17g %u\n", (unsigned)z[k].a, (unsigned)z[k].b, z[k].dist,
+				(unsigned)z[k].size);
+	}
+	if (fflush(out) != 0 || ferror(out)) {
+		fprintf(stderr, "sm-cluster: %s: %s\n", argv[optind + 1], strerror(errno));
+		goto done;
+	}
+	rc = 0;
+done:
+	if (out && out != stdout && fclose(out) != 0 && rc == 0) {
+		fprintf(stderr, "sm-cluster: %s: %s\n", argv[optind + 1], strerror(errno));
+		rc = 1;
+	}
+	free(dist);
+	free(z);
+	free(labels);
+	hclust_free(h);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+
+	if (argc < 2) {
+		print_usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		print_usage(stdout);
+		return 0;
+	}
+	for (i = 0; i < NCOMMANDS; i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	return usage_error(NULL, "unknown command '%s'", argv[1]);
+}
