@@ -3,7 +3,9 @@
  * is a function taking its own argv (argv[0] = the command name), listed in
  * the table `commands` below with its usage line.
  */
+#include "db.h"
 #include "hclust.h"
+#include "signature.h"
 #include "util.h"
 
 #include <errno.h>
@@ -26,6 +28,8 @@ struct command {
 };
 
 static int cmd_linkage(int argc, char **argv);
+static int cmd_signatures(int argc, char **argv);
+static int cmd_coverage(int argc, char **argv);
 
 static const struct command commands[] = {
 	{ "linkage", cmd_linkage, "linkage [--method average|single|complete] [--flat CUT] IN OUT",
@@ -35,6 +39,14 @@ static const struct command commands[] = {
 	  "        --flat CUT: instead, the flat clusters at distance CUT (as SciPy's\n"
 	  "        fcluster(Z, CUT, 'distance')): n lines, the cluster of each point,\n"
 	  "        numbered from 0 in the order of their lowest point\n" },
+	{ "signatures", cmd_signatures,
+	  "signatures [--db CONNINFO] list | create --name N --frame F... [--status S] [--note T]\n"
+	  "           [--from-cluster ID] | export [OUT] | import IN",
+	  "        performance signatures: list them, create one (frames outermost first;\n"
+	  "        status open, known or fixed), export all as one JSON document, import one\n"
+	  "        (created, or updated by name); '-' = stdin/stdout\n" },
+	{ "coverage", cmd_coverage, "coverage [--db CONNINFO] [--signatures all|ID,ID...] RUN",
+	  "        the share of RUN's AOI cost that matches the signatures, and each one's\n" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -275,6 +287,204 @@ done:
 	free(z);
 	free(labels);
 	hclust_free(h);
+	return rc;
+}
+
+/* --db CONNINFO as the first option of a database command; returns the connection or NULL. */
+static PGconn *connect_db(int *argc, char ***argv)
+{
+	const char *conninfo = NULL;
+	char err[512];
+	PGconn *db;
+
+	if (*argc >= 3 && strcmp((*argv)[1], "--db") == 0) {
+		conninfo = (*argv)[2];
+		(*argv)[2] = (*argv)[0];
+		*argv += 2;
+		*argc -= 2;
+	}
+	db = db_connect(conninfo, err, sizeof(err));
+	if (!db) {
+		fprintf(stderr, "sm-cluster: %s\n", err);
+		return NULL;
+	}
+	if (db_schema_check(db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sm-cluster: %s\n", err);
+		PQfinish(db);
+		return NULL;
+	}
+	return db;
+}
+
+static int read_all(const char *path, struct buf *b)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char tmp[65536];
+	size_t n;
+
+	if (!f) {
+		fprintf(stderr, "sm-cluster: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0)
+		if (buf_append(b, tmp, n) < 0) {
+			fprintf(stderr, "sm-cluster: %s: larger than %zu bytes\n", path, b->max);
+			if (f != stdin)
+				fclose(f);
+			return -1;
+		}
+	if (f != stdin)
+		fclose(f);
+	buf_cstr(b);
+	return 0;
+}
+
+static int cmd_signatures(int argc, char **argv)
+{
+	const struct command *c = &commands[1];
+	PGconn *db = connect_db(&argc, &argv);
+	char err[512];
+	int rc = 1;
+
+	if (!db)
+		return 1;
+	if (argc < 2) {
+		PQfinish(db);
+		return usage_error(c, "%s", "signatures: give list, create, export or import");
+	}
+	if (strcmp(argv[1], "list") == 0) {
+		PGresult *r = PQexec(db, "SELECT id, status, name, array_to_string(frames, ' > '), note"
+					 " FROM signatures ORDER BY id");
+		if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+			for (int i = 0; i < PQntuples(r); i++)
+				printf("%s\t%s\t%s\t%s\t%s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+				       PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4));
+			rc = 0;
+		} else {
+			fprintf(stderr, "sm-cluster: %s", PQresultErrorMessage(r));
+		}
+		PQclear(r);
+	} else if (strcmp(argv[1], "create") == 0) {
+		static const struct option opts[] = {
+			{ "name", required_argument, NULL, 'n' }, { "frame", required_argument, NULL, 'f' },
+			{ "status", required_argument, NULL, 's' }, { "note", required_argument, NULL, 't' },
+			{ "from-cluster", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
+		};
+		const char *name = NULL, *status = "open", *note = "", *frames[512];
+		size_t nf = 0;
+		int64_t cl = 0, id;
+		int o;
+
+		optind = 1;
+		while ((o = getopt_long(argc - 1, argv + 1, "", opts, NULL)) != -1) {
+			if (o == 'n')
+				name = optarg;
+			else if (o == 's')
+				status = optarg;
+			else if (o == 't')
+				note = optarg;
+			else if (o == 'f' && nf < 512)
+				frames[nf++] = optarg;
+			else if (o == 'c' && util_parse_i64(optarg, 1, INT64_MAX, &cl) == 0)
+				;
+			else {
+				PQfinish(db);
+				return usage_error(c, "%s", "signatures create: bad option");
+			}
+		}
+		if (sig_create(db, name, frames, nf, status, note, cl, &id, err, sizeof(err)) < 0) {
+			fprintf(stderr, "sm-cluster: %s\n", err);
+		} else {
+			printf("%lld\n", (long long)id);
+			rc = 0;
+		}
+	} else if (strcmp(argv[1], "export") == 0) {
+		struct buf b = BUF_INIT(0);
+		FILE *f = argc > 2 && strcmp(argv[2], "-") != 0 ? fopen(argv[2], "w") : stdout;
+
+		if (!f) {
+			fprintf(stderr, "sm-cluster: %s: %s\n", argv[2], strerror(errno));
+		} else if (sig_export(db, &b, err, sizeof(err)) < 0) {
+			fprintf(stderr, "sm-cluster: %s\n", err);
+		} else if (fwrite(b.data, 1, b.len, f) != b.len) {
+			fprintf(stderr, "sm-cluster: write failed: %s\n", strerror(errno));
+		} else {
+			rc = 0;
+		}
+		if (f && f != stdout && fclose(f) != 0)
+			rc = 1;
+		buf_release(&b);
+	} else if (strcmp(argv[1], "import") == 0 && argc == 3) {
+		struct buf b = BUF_INIT((size_t)64 << 20);
+		size_t n;
+
+		if (read_all(argv[2], &b) == 0) {
+			if (sig_import(db, b.data ? b.data : "", b.len, &n, err, sizeof(err)) < 0)
+				fprintf(stderr, "sm-cluster: %s: %s\n", argv[2], err);
+			else {
+				printf("%zu signatures imported\n", n);
+				rc = 0;
+			}
+		}
+		buf_release(&b);
+	} else {
+		PQfinish(db);
+		return usage_error(c, "signatures: unknown subcommand '%s'", argv[1]);
+	}
+	PQfinish(db);
+	return rc;
+}
+
+static int cmd_coverage(int argc, char **argv)
+{
+	const struct command *c = &commands[2];
+	PGconn *db = connect_db(&argc, &argv);
+	const char *which = "all";
+	int64_t run, ids[1024];
+	size_t n = 0;
+	struct sig_coverage cov;
+	char err[512];
+	int rc = 1;
+
+	if (!db)
+		return 1;
+	if (argc == 4 && strcmp(argv[1], "--signatures") == 0) {
+		which = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
+	if (argc != 2 || util_parse_i64(argv[1], 1, INT64_MAX, &run) < 0) {
+		PQfinish(db);
+		return usage_error(c, "%s", "coverage: give a RUN id");
+	}
+	if (strcmp(which, "all") != 0) {
+		for (const char *p = which; *p && n < 1024;) {
+			char *end;
+			long long v = strtoll(p, &end, 10);
+			if (end == p || v <= 0) {
+				PQfinish(db);
+				return usage_error(c, "--signatures '%s': all, or ids separated by commas", which);
+			}
+			ids[n++] = v;
+			p = *end == ',' ? end + 1 : end;
+			if (*end && *end != ',') {
+				PQfinish(db);
+				return usage_error(c, "--signatures '%s': all, or ids separated by commas", which);
+			}
+		}
+	}
+	if (sig_coverage(db, run, ids, n, &cov, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sm-cluster: %s\n", err);
+	} else {
+		printf("coverage %.4f  covered %llu ns of %llu ns\n", cov.coverage,
+		       (unsigned long long)cov.covered_ns, (unsigned long long)cov.total_ns);
+		for (size_t i = 0; i < cov.nby; i++)
+			printf("  %lld\t%llu\t%s\n", (long long)cov.by[i].id,
+			       (unsigned long long)cov.by[i].cost_ns, cov.by[i].name);
+		free(cov.by);
+		rc = 0;
+	}
+	PQfinish(db);
 	return rc;
 }
 

@@ -184,3 +184,21 @@ int db_parse_int_array(const char *s, int32_t *out, int max)
 	}
 	return *s == '}' ? n : -1;
 }
+
+int db_put_array_str(struct buf *b, const char *s, size_t n)
+{
+	size_t start = 0;
+
+	if (buf_putc(b, '"') < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '"' && s[i] != '\\')
+			continue;
+		if (buf_append(b, s + start, i - start) < 0 || buf_putc(b, '\\') < 0)
+			return -1;
+		start = i;
+	}
+	if (buf_append(b, s + start, n - start) < 0)
+		return -1;
+	return buf_putc(b, '"');
+}

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
+
 /* Connects with `conninfo` (NULL or "": the standard PG* environment variables).
  * Returns the connection, or NULL with the reason in err. Caller frees with PQfinish(). */
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen);
@@ -29,6 +31,8 @@ int64_t db_get_i64(const PGresult *r, int row, int col);
 /* Parse an integer array as PostgreSQL prints it ("{1,2,3}") into out (room for max).
  * Returns the count, or -1 when it is not such an array or has more than max items. */
 int db_parse_int_array(const char *s, int32_t *out, int max);
+/* Append s[0..n) as one quoted element of a PostgreSQL array literal. 0 or -1 (buffer full). */
+int db_put_array_str(struct buf *b, const char *s, size_t n);
 /* Copy the libpq error message without its trailing newline. */
 void db_errcpy(char *err, size_t errlen, const char *what, const char *pgmsg);
 

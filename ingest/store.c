@@ -162,25 +162,6 @@ PGconn *store_conn(struct store *st)
 	return prepare_all(st) < 0 ? NULL : st->db;
 }
 
-/* Append s as one quoted element of a PostgreSQL array literal. */
-static int put_array_str(struct buf *b, const char *s, size_t n)
-{
-	size_t start = 0;
-
-	if (buf_putc(b, '"') < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] != '"' && s[i] != '\\')
-			continue;
-		if (buf_append(b, s + start, i - start) < 0 || buf_putc(b, '\\') < 0)
-			return -1;
-		start = i;
-	}
-	if (buf_append(b, s + start, n - start) < 0)
-		return -1;
-	return buf_putc(b, '"');
-}
-
 static int put_int_list(struct buf *b, const int32_t *v, size_t n)
 {
 	int rc = buf_putc(b, '{');
@@ -230,7 +211,7 @@ static int intern_missing(struct store *st, bool is_stack, int32_t *ids)
 					put_int_list(&st->param, key, len / sizeof(int32_t));
 					buf_putc(&st->param, '"');
 				} else {
-					put_array_str(&st->param, key, len);
+					db_put_array_str(&st->param, key, len);
 				}
 			}
 			if (buf_putc(&st->param, '}') < 0) {

@@ -66,6 +66,8 @@ t_eq "waitgraph: collapsed stacks stored per stream" \
 	"w|$S1|3|1500|3 w|$S1B|2|1000|2 r|$S2|5|1500|5 "
 t_match "waitgraph: timings per phase" "$(pg_q "SELECT timings_ms::text FROM runs WHERE id = $RUN")" '"mine": [0-9]+'
 
+FIRST_RUN=$RUN
+
 # --- a lower threshold: both lock paths are maximal ---
 run --app lockapp --kind wait --threshold-ns 900
 t_eq "lower threshold: patterns" "$(patterns "$RUN")" \
@@ -85,6 +87,40 @@ clusters() {
 t_eq "lower threshold: one cluster of both variants" "$(clusters "$RUN")" \
 	"w 2500 5 5 500 1 1 1 1 app!main>app!handle>libc!lock_wait 1,2 1 MMMM,MSMM"
 t_eq "lower threshold: the run counts it" "$(pg_q "SELECT counts->>'clusters', timings_ms ? 'cluster' FROM runs WHERE id = $RUN")" "1|t"
+LOCK_CLUSTER=$(pg_q "SELECT id FROM clusters WHERE run_id = $RUN")
+
+# --- signatures from the common part, their coverage, export and import ---
+cl() { "$SM_BIN_DIR/sm-cluster" "$@"; }
+SIG1=$(cl signatures create --name lock-convoy --frame 'app!main' --frame 'app!handle' --frame 'libc!lock_wait' \
+	--note 'stock ledger lock' --from-cluster "$LOCK_CLUSTER")
+t_eq "signature created" "$(pg_q "SELECT name, array_to_string(frames, '>'), status, note, from_cluster FROM signatures WHERE id = $SIG1")" \
+	"lock-convoy|app!main>app!handle>libc!lock_wait|open|stock ledger lock|$LOCK_CLUSTER"
+t_eq "coverage of one signature (the lock waits of the first run)" "$(cl coverage "$FIRST_RUN")" \
+	"coverage 0.6250  covered 2500 ns of 4000 ns
+  $SIG1	2500	lock-convoy"
+SIG2=$(cl signatures create --name holder-cpu --frame 'app!compute' --status known)
+t_eq "coverage of all signatures" "$(cl coverage "$FIRST_RUN" | head -n 1)" "coverage 1.0000  covered 4000 ns of 4000 ns"
+t_eq "coverage of the chosen ones" "$(cl coverage --signatures "$SIG2" "$FIRST_RUN")" \
+	"coverage 0.3750  covered 1500 ns of 4000 ns
+  $SIG2	1500	holder-cpu"
+cl signatures create --name lock-convoy --frame 'x!y' >/dev/null 2>"$T_TMP/e"
+t_eq "signature names are unique" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: name: a signature named 'lock-convoy' exists already"
+cl signatures create --name s --frame 'x!y' --status done >/dev/null 2>"$T_TMP/e"
+t_eq "signature status checked" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: status: must be open, known or fixed"
+cl coverage 999999 >/dev/null 2>"$T_TMP/e"
+t_eq "coverage of a missing run" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: run 999999: no such run"
+cl signatures export "$T_TMP/sigs.json"
+t_eq "export" "$(cat "$T_TMP/sigs.json")" \
+	'{"version": 1, "signatures": [{"name": "holder-cpu", "note": "", "frames": ["app!compute"], "status": "known"}, {"name": "lock-convoy", "note": "stock ledger lock", "frames": ["app!main", "app!handle", "libc!lock_wait"], "status": "open"}]}'
+pg_q "CREATE DATABASE \"${PGDATABASE}_sigs\"" -d postgres
+t_cleanup "pg_q 'DROP DATABASE IF EXISTS \"${PGDATABASE}_sigs\" WITH (FORCE)' -d postgres"
+PGDATABASE=${PGDATABASE}_sigs sm_admin migrate >/dev/null
+t_eq "import into another database" "$(PGDATABASE=${PGDATABASE}_sigs cl signatures import "$T_TMP/sigs.json")" "2 signatures imported"
+t_eq "export of the import is unchanged" "$(PGDATABASE=${PGDATABASE}_sigs cl signatures export -)" "$(cat "$T_TMP/sigs.json")"
+printf '{"signatures": [{"name": "x", "frames": []}]}' >"$T_TMP/bad.json"
+PGDATABASE=${PGDATABASE}_sigs cl signatures import "$T_TMP/bad.json" >/dev/null 2>"$T_TMP/e"
+t_eq "import names the bad field" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: $T_TMP/bad.json: signatures[0].frames: an array of 1 to 512 frames"
+
 run --app lockapp --kind wait --threshold-ns 900 --cut 0.05
 t_eq "a tight cut keeps the variants apart" "$(clusters "$RUN" | cut -d' ' -f1-11)" \
 "w 1500 3 3 500 1 1 1 1 app!main>app!loop>app!handle>libc!lock_wait 1

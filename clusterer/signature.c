@@ -1,0 +1,321 @@
+/* signature: performance signatures, export/import and coverage (see signature.h). */
+#include "signature.h"
+#include "db.h"
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIG_MAX_FRAMES 512
+#define SIG_MAX_FRAME 1024
+
+static bool status_ok(const char *s)
+{
+	return strcmp(s, "open") == 0 || strcmp(s, "known") == 0 || strcmp(s, "fixed") == 0;
+}
+
+static int check_frames(const char *const *frames, size_t n, char *err, size_t errlen)
+{
+	if (n < 1 || n > SIG_MAX_FRAMES) {
+		snprintf(err, errlen, "frames: 1 to %d frames, not %zu", SIG_MAX_FRAMES, n);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!frames[i][0] || strlen(frames[i]) > SIG_MAX_FRAME) {
+			snprintf(err, errlen, "frames[%zu]: a frame of 1 to %d bytes", i, SIG_MAX_FRAME);
+			return -1;
+		}
+	return 0;
+}
+
+int sig_create(PGconn *db, const char *name, const char *const *frames, size_t nframes,
+	       const char *status, const char *note, int64_t from_cluster, int64_t *id, char *err,
+	       size_t errlen)
+{
+	struct buf arr = BUF_INIT(0);
+	char cl[24];
+	const char *params[5];
+	PGresult *r;
+
+	if (!name || !*name || strlen(name) > 255) {
+		snprintf(err, errlen, "name: 1 to 255 bytes");
+		return -1;
+	}
+	if (!status_ok(status)) {
+		snprintf(err, errlen, "status: must be open, known or fixed");
+		return -1;
+	}
+	if (check_frames(frames, nframes, err, errlen) < 0)
+		return -1;
+	buf_putc(&arr, '{');
+	for (size_t i = 0; i < nframes; i++) {
+		if (i)
+			buf_putc(&arr, ',');
+		db_put_array_str(&arr, frames[i], strlen(frames[i]));
+	}
+	if (buf_putc(&arr, '}') < 0) {
+		buf_release(&arr);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(cl, sizeof(cl), "%lld", (long long)from_cluster);
+	params[0] = name;
+	params[1] = buf_cstr(&arr);
+	params[2] = status;
+	params[3] = note ? note : "";
+	params[4] = from_cluster > 0 ? cl : NULL;
+	r = PQexecParams(db, "INSERT INTO signatures (name, frames, status, note, from_cluster)"
+			     " VALUES ($1, $2::text[], $3, $4, $5) RETURNING id",
+			 5, NULL, params, NULL, NULL, 0);
+	buf_release(&arr);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		if (state && strcmp(state, "23505") == 0)
+			snprintf(err, errlen, "name: a signature named '%s' exists already", name);
+		else if (state && strcmp(state, "23503") == 0)
+			snprintf(err, errlen, "from_cluster: no cluster %s", cl);
+		else
+			db_errcpy(err, errlen, "creating the signature", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	*id = db_get_i64(r, 0, 0);
+	PQclear(r);
+	return 0;
+}
+
+int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(db,
+		"SELECT jsonb_build_object('version', 1, 'signatures', coalesce(jsonb_agg("
+		" jsonb_build_object('name', name, 'frames', to_jsonb(frames), 'status', status, 'note', note)"
+		" ORDER BY name), '[]'::jsonb))::text FROM signatures");
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "exporting signatures", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	if (buf_append(out, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0)) < 0 ||
+	    buf_putc(out, '\n') < 0) {
+		PQclear(r);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	PQclear(r);
+	return 0;
+}
+
+/* Check every field of an export document before anything is written. */
+static int check_document(json_object *root, size_t *n, char *err, size_t errlen)
+{
+	json_object *sigs, *v;
+
+	if (!json_object_is_type(root, json_type_object) ||
+	    !json_object_object_get_ex(root, "signatures", &sigs) ||
+	    !json_object_is_type(sigs, json_type_array)) {
+		snprintf(err, errlen, "signatures: required, an array");
+		return -1;
+	}
+	if (json_object_object_get_ex(root, "version", &v) &&
+	    (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 1)) {
+		snprintf(err, errlen, "version: unsupported (this program reads 1)");
+		return -1;
+	}
+	*n = json_object_array_length(sigs);
+	for (size_t i = 0; i < *n; i++) {
+		json_object *s = json_object_array_get_idx(sigs, i), *name, *frames, *st, *note;
+
+		if (!json_object_is_type(s, json_type_object)) {
+			snprintf(err, errlen, "signatures[%zu]: must be an object", i);
+			return -1;
+		}
+		if (!json_object_object_get_ex(s, "name", &name) || !json_object_is_type(name, json_type_string) ||
+		    json_object_get_string_len(name) < 1 || json_object_get_string_len(name) > 255) {
+			snprintf(err, errlen, "signatures[%zu].name: a string of 1 to 255 bytes", i);
+			return -1;
+		}
+		if (!json_object_object_get_ex(s, "frames", &frames) ||
+		    !json_object_is_type(frames, json_type_array) || json_object_array_length(frames) < 1 ||
+		    json_object_array_length(frames) > SIG_MAX_FRAMES) {
+			snprintf(err, errlen, "signatures[%zu].frames: an array of 1 to %d frames", i,
+				 SIG_MAX_FRAMES);
+			return -1;
+		}
+		for (size_t k = 0; k < json_object_array_length(frames); k++) {
+			json_object *f = json_object_array_get_idx(frames, k);
+			if (!json_object_is_type(f, json_type_string) || json_object_get_string_len(f) < 1 ||
+			    json_object_get_string_len(f) > SIG_MAX_FRAME ||
+			    memchr(json_object_get_string(f), '\0', (size_t)json_object_get_string_len(f))) {
+				snprintf(err, errlen, "signatures[%zu].frames[%zu]: a frame of 1 to %d bytes",
+					 i, k, SIG_MAX_FRAME);
+				return -1;
+			}
+		}
+		if (json_object_object_get_ex(s, "status", &st) &&
+		    (!json_object_is_type(st, json_type_string) || !status_ok(json_object_get_string(st)))) {
+			snprintf(err, errlen, "signatures[%zu].status: must be open, known or fixed", i);
+			return -1;
+		}
+		if (json_object_object_get_ex(s, "note", &note) && !json_object_is_type(note, json_type_string)) {
+			snprintf(err, errlen, "signatures[%zu].note: must be a string", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, size_t errlen)
+{
+	json_tokener *tok = json_tokener_new_ex(16);
+	json_object *root;
+	const char *params[1];
+	PGresult *r;
+	int rc = -1;
+
+	*n = 0;
+	if (!tok) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	root = json_tokener_parse_ex(tok, json, (int)(len > INT32_MAX ? INT32_MAX : len));
+	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
+		snprintf(err, errlen, "not JSON: %s", json_tokener_error_desc(json_tokener_get_error(tok)));
+		goto out;
+	}
+	if (check_document(root, n, err, errlen) < 0)
+		goto out;
+	params[0] = json;
+	r = PQexecParams(db,
+		"INSERT INTO signatures (name, frames, status, note)"
+		" SELECT s->>'name', ARRAY(SELECT jsonb_array_elements_text(s->'frames')),"
+		"  coalesce(s->>'status', 'open'), coalesce(s->>'note', '')"
+		" FROM jsonb_array_elements($1::jsonb->'signatures') AS s"
+		" ON CONFLICT (name) DO UPDATE SET frames = EXCLUDED.frames, status = EXCLUDED.status,"
+		"  note = EXCLUDED.note, updated_at = now()",
+		1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(err, errlen, "importing signatures", PQresultErrorMessage(r));
+		PQclear(r);
+		goto out;
+	}
+	PQclear(r);
+	rc = 0;
+out:
+	json_object_put(root);
+	json_tokener_free(tok);
+	return rc;
+}
+
+/* Is needle a subsequence of hay (order kept, gaps allowed)? */
+static bool subseq(const int32_t *needle, int nn, const int32_t *hay, int nh)
+{
+	int i = 0;
+
+	for (int j = 0; j < nh && i < nn; j++)
+		if (hay[j] == needle[i])
+			i++;
+	return i == nn;
+}
+
+int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct sig_coverage *out,
+		 char *err, size_t errlen)
+{
+	struct buf idl = BUF_INIT(0);
+	char runbuf[24];
+	const char *params[2];
+	PGresult *rs = NULL, *rt = NULL;
+	int32_t **sf = NULL, stack[SIG_MAX_FRAMES];
+	int *sl = NULL, rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
+	params[0] = runbuf;
+	rt = PQexecParams(db, "SELECT status FROM runs WHERE id = $1", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(rt) != PGRES_TUPLES_OK || PQntuples(rt) != 1) {
+		snprintf(err, errlen, "run %s: no such run", runbuf);
+		goto out;
+	}
+	PQclear(rt);
+	rt = NULL;
+	buf_putc(&idl, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(&idl, ',');
+		buf_put_i64(&idl, ids[i]);
+	}
+	buf_putc(&idl, '}');
+	params[1] = n ? buf_cstr(&idl) : NULL;
+	/* each signature's frames as frame ids; -1 for a frame this database never saw */
+	rs = PQexecParams(db,
+		"SELECT s.id, s.name, (SELECT array_agg(coalesce(f.id, -1) ORDER BY u.o)"
+		"   FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
+		" FROM signatures s WHERE $1::bigint[] IS NULL OR s.id = ANY($1::bigint[]) ORDER BY s.id",
+		1, NULL, params + 1, NULL, NULL, 0);
+	if (PQresultStatus(rs) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "reading signatures", PQresultErrorMessage(rs));
+		goto out;
+	}
+	if (n && (size_t)PQntuples(rs) != n) {
+		snprintf(err, errlen, "signatures: %zu of the %zu ids given do not exist", n - (size_t)PQntuples(rs), n);
+		goto out;
+	}
+	out->nby = (size_t)PQntuples(rs);
+	out->by = calloc(out->nby + 1, sizeof(*out->by));
+	sf = calloc(out->nby + 1, sizeof(*sf));
+	sl = calloc(out->nby + 1, sizeof(*sl));
+	if (!out->by || !sf || !sl) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < out->nby; i++) {
+		out->by[i].id = db_get_i64(rs, (int)i, 0);
+		snprintf(out->by[i].name, sizeof(out->by[i].name), "%s", PQgetvalue(rs, (int)i, 1));
+		sf[i] = malloc(SIG_MAX_FRAMES * sizeof(int32_t));
+		if (!sf[i]) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		sl[i] = db_parse_int_array(PQgetvalue(rs, (int)i, 2), sf[i], SIG_MAX_FRAMES);
+	}
+	rt = PQexecParams(db,
+		"SELECT sum(rs.cost_ns), st.frame_ids::text FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
+		" WHERE rs.run_id = $1 GROUP BY rs.stack_id, st.frame_ids", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(rt) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "reading the run's stacks", PQresultErrorMessage(rt));
+		goto out;
+	}
+	for (int row = 0; row < PQntuples(rt); row++) {
+		uint64_t cost = (uint64_t)db_get_i64(rt, row, 0);
+		int len = db_parse_int_array(PQgetvalue(rt, row, 1), stack, SIG_MAX_FRAMES);
+		bool any = false;
+
+		out->total_ns += cost;
+		for (size_t i = 0; i < out->nby && len > 0; i++)
+			if (sl[i] > 0 && subseq(sf[i], sl[i], stack, len)) {
+				out->by[i].cost_ns += cost;
+				any = true;
+			}
+		if (any)
+			out->covered_ns += cost;
+	}
+	out->coverage = out->total_ns ? (double)out->covered_ns / (double)out->total_ns : 0;
+	rc = 0;
+out:
+	for (size_t i = 0; sf && i < out->nby; i++)
+		free(sf[i]);
+	free(sf);
+	free(sl);
+	PQclear(rs);
+	PQclear(rt);
+	buf_release(&idl);
+	if (rc < 0) {
+		free(out->by);
+		out->by = NULL;
+		out->nby = 0;
+	}
+	return rc;
+}

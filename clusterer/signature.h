@@ -1,0 +1,45 @@
+/*
+ * signature: performance signatures (mining.md section 7): named frame
+ * patterns with a status and a note, stored by name; export to one JSON
+ * document and import it back; and their coverage over a run's AOI events
+ * (an event matches a signature whose frames are a subsequence of its stack).
+ */
+#ifndef SM_SIGNATURE_H
+#define SM_SIGNATURE_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* Create one; frames outermost first. Returns 0 and *id, or -1 with err. */
+int sig_create(PGconn *db, const char *name, const char *const *frames, size_t nframes,
+	       const char *status, const char *note, int64_t from_cluster, int64_t *id, char *err,
+	       size_t errlen);
+/* Every signature as one JSON document {"signatures": [...]} (by name), appended to out. */
+int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen);
+/* Import such a document: each signature is created, or updated when its name exists.
+ * All or nothing. *n: how many. Returns 0 or -1 with err naming the field. */
+int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, size_t errlen);
+
+struct sig_cover {
+	int64_t id;
+	char name[256];
+	uint64_t cost_ns;       /* AOI cost of the events matching this signature */
+};
+
+struct sig_coverage {
+	uint64_t covered_ns;    /* AOI cost of the events matching at least one signature */
+	uint64_t total_ns;      /* AOI cost of all the run's events */
+	double coverage;        /* covered / total (0 when total is 0) */
+	struct sig_cover *by;   /* one per signature considered, by id; caller frees */
+	size_t nby;
+};
+
+/* Coverage of the signatures ids[0..n) (n == 0: all) over run's AOI events, both kinds.
+ * Returns 0, or -1 with err (unknown run or signature). */
+int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct sig_coverage *out,
+		 char *err, size_t errlen);
+
+#endif
