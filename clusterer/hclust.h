@@ -63,9 +63,9 @@ const char *hclust_error(const struct hclust *h);
  * The linkage of n points from their condensed distance matrix dist (the
  * n(n-1)/2 distances d(i, j), i < j, row by row, all finite), into z[0..n-1).
  * dist is used as workspace: its contents are undefined afterwards. O(n^2)
- * time for single linkage, O(n^2) to O(n^3) (typically close to n^2) for the
- * others; no memory beyond O(n). Returns 0, or -1 with hclust_error() set
- * (a distance not finite, n > HCLUST_MAX_POINTS, out of memory).
+ * time (the chain makes at most 3n nearest-neighbour scans of O(n) each), no
+ * memory beyond O(n). Returns 0, or -1 with hclust_error() set (a distance not
+ * finite, n > HCLUST_MAX_POINTS, out of memory).
  */
 int hclust_linkage(struct hclust *h, double *dist, size_t n, enum hclust_method m, struct hclust_merge *z);
 

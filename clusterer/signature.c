@@ -319,3 +319,267 @@ out:
 	}
 	return rc;
 }
+
+const char *sig_order_name(enum sig_order o)
+{
+	static const char *const names[] = { "random", "greedy-total", "greedy-max", "signature" };
+
+	return (unsigned)o < SIG_NORDERS ? names[o] : "?";
+}
+
+struct tstream {
+	int64_t ref;
+	uint64_t total_delay, max_delay;
+	uint64_t *mask;              /* signatures it reveals */
+};
+
+struct triage_ctx {
+	size_t nsig, words;
+	const uint64_t *sig_cost;    /* cost covered by each signature alone ... */
+	const uint64_t *stack_cost;  /* ... but coverage needs the union: per stack */
+	uint64_t **stack_mask;       /* signatures matching each stack */
+	size_t nstacks;
+	uint64_t total;
+};
+
+/* Coverage of the signatures in `revealed`: the cost of stacks matching any of them. */
+static double revealed_coverage(const struct triage_ctx *t, const uint64_t *revealed)
+{
+	uint64_t cov = 0;
+
+	for (size_t s = 0; s < t->nstacks; s++)
+		for (size_t w = 0; w < t->words; w++)
+			if (t->stack_mask[s][w] & revealed[w]) {
+				cov += t->stack_cost[s];
+				break;
+			}
+	return t->total ? (double)cov / (double)t->total : 0;
+}
+
+/* Open the streams in `order`; needed[i] = streams opened when level[i] is first reached. */
+static void walk(const struct triage_ctx *t, const struct tstream *st, const size_t *order, size_t n,
+		 const double *level, double *needed, uint64_t *revealed)
+{
+	size_t li = 0;
+
+	memset(revealed, 0, t->words * sizeof(uint64_t));
+	for (size_t k = 0; k < n && li < SIG_LEVELS; k++) {
+		double cov;
+		bool grew = false;
+
+		for (size_t w = 0; w < t->words; w++) {
+			grew |= (st[order[k]].mask[w] & ~revealed[w]) != 0;
+			revealed[w] |= st[order[k]].mask[w];
+		}
+		if (!grew)
+			continue;
+		cov = revealed_coverage(t, revealed);
+		while (li < SIG_LEVELS && cov + 1e-12 >= level[li])
+			needed[li++] = (double)(k + 1);
+	}
+	for (; li < SIG_LEVELS; li++)
+		needed[li] = (double)n;
+}
+
+static int by_total(const void *a, const void *b, void *ctx)
+{
+	const struct tstream *st = ctx, *x = &st[*(const size_t *)a], *y = &st[*(const size_t *)b];
+
+	if (x->total_delay != y->total_delay)
+		return x->total_delay > y->total_delay ? -1 : 1;
+	return x->ref < y->ref ? -1 : x->ref > y->ref;
+}
+
+static int by_max(const void *a, const void *b, void *ctx)
+{
+	const struct tstream *st = ctx, *x = &st[*(const size_t *)a], *y = &st[*(const size_t *)b];
+
+	if (x->max_delay != y->max_delay)
+		return x->max_delay > y->max_delay ? -1 : 1;
+	return x->ref < y->ref ? -1 : x->ref > y->ref;
+}
+
+int sig_triage(PGconn *db, int64_t run, struct sig_triage *out, char *err, size_t errlen)
+{
+	struct sig_coverage cov;
+	struct triage_ctx t;
+	struct tstream *st = NULL;
+	size_t *order = NULL, nsig;
+	uint64_t *revealed = NULL, *stack_cost = NULL, **stack_mask = NULL, *masks = NULL;
+	int32_t **sf = NULL, stack[SIG_MAX_FRAMES];
+	int *sl = NULL;
+	char runbuf[24];
+	const char *params[1] = { runbuf };
+	PGresult *rs = NULL, *rt = NULL, *rd = NULL;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	memset(&t, 0, sizeof(t));
+	if (sig_coverage(db, run, NULL, 0, &cov, err, errlen) < 0)
+		return -1;
+	nsig = cov.nby;
+	/* signatures sorted by their own coverage, for the Signature order */
+	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
+	rs = PQexec(db, "SELECT s.id, (SELECT array_agg(coalesce(f.id, -1) ORDER BY u.o)"
+			" FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
+			" FROM signatures s ORDER BY s.id");
+	rt = PQexecParams(db, "SELECT rs.stack_id, rs.stream_ref, rs.cost_ns, st.frame_ids::text"
+			      " FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id WHERE rs.run_id = $1"
+			      " ORDER BY rs.stream_ref, rs.stack_id", 1, NULL, params, NULL, NULL, 0);
+	rd = PQexecParams(db, "SELECT s.id, s.symptom_end_ns - s.symptom_start_ns,"
+			      " (SELECT max(e.dur_ns) FROM events e WHERE e.stream_ref = s.id AND EXISTS"
+			      "   (SELECT 1 FROM run_stacks r WHERE r.run_id = $1 AND r.stream_ref = s.id"
+			      "    AND r.stack_id = e.stack_id AND r.kind = e.kind))"
+			      " FROM streams s WHERE s.id IN (SELECT stream_ref FROM run_stacks WHERE run_id = $1)"
+			      " ORDER BY s.id", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(rs) != PGRES_TUPLES_OK || PQresultStatus(rt) != PGRES_TUPLES_OK ||
+	    PQresultStatus(rd) != PGRES_TUPLES_OK || (size_t)PQntuples(rs) != nsig) {
+		db_errcpy(err, errlen, "triage", PQresultStatus(rs) != PGRES_TUPLES_OK ? PQresultErrorMessage(rs)
+					   : PQresultStatus(rt) != PGRES_TUPLES_OK ? PQresultErrorMessage(rt)
+					   : PQresultErrorMessage(rd));
+		goto out;
+	}
+	t.nsig = nsig;
+	t.words = nsig / 64 + 1;
+	out->nstreams = (size_t)PQntuples(rd);
+	t.nstacks = (size_t)PQntuples(rt);
+	st = calloc(out->nstreams + 1, sizeof(*st));
+	order = calloc(out->nstreams + 1, sizeof(*order));
+	revealed = calloc(t.words, sizeof(uint64_t));
+	stack_cost = calloc(t.nstacks + 1, sizeof(uint64_t));
+	stack_mask = calloc(t.nstacks + 1, sizeof(uint64_t *));
+	masks = calloc((t.nstacks + out->nstreams + 1) * t.words, sizeof(uint64_t));
+	sf = calloc(nsig + 1, sizeof(*sf));
+	sl = calloc(nsig + 1, sizeof(*sl));
+	if (!st || !order || !revealed || !stack_cost || !stack_mask || !masks || !sf || !sl) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nsig; i++) {
+		sf[i] = malloc(SIG_MAX_FRAMES * sizeof(int32_t));
+		if (!sf[i]) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		sl[i] = db_parse_int_array(PQgetvalue(rs, (int)i, 1), sf[i], SIG_MAX_FRAMES);
+	}
+	for (size_t i = 0; i < out->nstreams; i++) {
+		st[i].ref = db_get_i64(rd, (int)i, 0);
+		st[i].total_delay = (uint64_t)db_get_i64(rd, (int)i, 1);
+		st[i].max_delay = (uint64_t)db_get_i64(rd, (int)i, 2);
+		st[i].mask = masks + (t.nstacks + i) * t.words;
+	}
+	/* each (stack, stream) row: which signatures match; streams reveal them */
+	for (size_t row = 0, si = 0; row < t.nstacks; row++) {
+		int64_t ref = db_get_i64(rt, (int)row, 1);
+		int len = db_parse_int_array(PQgetvalue(rt, (int)row, 3), stack, SIG_MAX_FRAMES);
+
+		stack_mask[row] = masks + row * t.words;
+		stack_cost[row] = (uint64_t)db_get_i64(rt, (int)row, 2);
+		t.total += stack_cost[row];
+		while (si < out->nstreams && st[si].ref < ref)
+			si++;
+		for (size_t g = 0; g < nsig && len > 0; g++)
+			if (sl[g] > 0 && subseq(sf[g], sl[g], stack, len)) {
+				stack_mask[row][g / 64] |= (uint64_t)1 << (g % 64);
+				if (si < out->nstreams && st[si].ref == ref)
+					st[si].mask[g / 64] |= (uint64_t)1 << (g % 64);
+			}
+	}
+	t.stack_cost = stack_cost;
+	t.stack_mask = stack_mask;
+	out->max_coverage = cov.coverage;
+	for (int i = 0; i < SIG_LEVELS; i++)
+		out->level[i] = cov.coverage * (i + 1) / SIG_LEVELS;
+	if (out->nstreams == 0 || nsig == 0) {
+		rc = 0;
+		goto out;
+	}
+	/* Random: the mean over 100 shuffles with fixed seeds, so the figure is repeatable */
+	{
+		double acc[SIG_LEVELS] = { 0 }, one[SIG_LEVELS];
+		uint64_t x = 0x9e3779b97f4a7c15ULL;
+
+		for (int rep = 0; rep < 100; rep++) {
+			for (size_t i = 0; i < out->nstreams; i++)
+				order[i] = i;
+			for (size_t i = out->nstreams - 1; i > 0; i--) {
+				size_t j, tmp;
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				j = (size_t)(x % (i + 1));
+				tmp = order[i];
+				order[i] = order[j];
+				order[j] = tmp;
+			}
+			walk(&t, st, order, out->nstreams, out->level, one, revealed);
+			for (int l = 0; l < SIG_LEVELS; l++)
+				acc[l] += one[l];
+		}
+		for (int l = 0; l < SIG_LEVELS; l++)
+			out->needed[SIG_RANDOM][l] = acc[l] / 100;
+	}
+	for (size_t i = 0; i < out->nstreams; i++)
+		order[i] = i;
+	qsort_r(order, out->nstreams, sizeof(*order), by_total, st);
+	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_TOTAL], revealed);
+	for (size_t i = 0; i < out->nstreams; i++)
+		order[i] = i;
+	qsort_r(order, out->nstreams, sizeof(*order), by_max, st);
+	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_MAX], revealed);
+	/* Signature: signatures by coverage; for each not yet revealed, open its first stream */
+	{
+		size_t *sorder = calloc(nsig, sizeof(*sorder)), k = 0;
+		bool *opened = calloc(out->nstreams, sizeof(*opened));
+
+		if (!sorder || !opened) {
+			free(sorder);
+			free(opened);
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < nsig; i++)
+			sorder[i] = i;
+		for (size_t i = 1; i < nsig; i++)   /* insertion sort: few signatures */
+			for (size_t j = i; j > 0 && cov.by[sorder[j]].cost_ns > cov.by[sorder[j - 1]].cost_ns; j--) {
+				size_t tmp = sorder[j];
+				sorder[j] = sorder[j - 1];
+				sorder[j - 1] = tmp;
+			}
+		memset(revealed, 0, t.words * sizeof(uint64_t));
+		for (size_t i = 0; i < nsig; i++) {
+			size_t g = sorder[i];
+			if (revealed[g / 64] & ((uint64_t)1 << (g % 64)))
+				continue;
+			for (size_t s = 0; s < out->nstreams; s++)
+				if (!opened[s] && (st[s].mask[g / 64] & ((uint64_t)1 << (g % 64)))) {
+					opened[s] = true;
+					order[k++] = s;
+					for (size_t w = 0; w < t.words; w++)
+						revealed[w] |= st[s].mask[w];
+					break;
+				}
+		}
+		walk(&t, st, order, k, out->level, out->needed[SIG_SIGNATURE], revealed);
+		free(sorder);
+		free(opened);
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; sf && i < nsig; i++)
+		free(sf[i]);
+	free(sf);
+	free(sl);
+	free(st);
+	free(order);
+	free(revealed);
+	free(stack_cost);
+	free(stack_mask);
+	free(masks);
+	free(cov.by);
+	PQclear(rs);
+	PQclear(rt);
+	PQclear(rd);
+	return rc;
+}

@@ -42,4 +42,22 @@ struct sig_coverage {
 int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct sig_coverage *out,
 		 char *err, size_t errlen);
 
+/* The triage comparison (mining.md section 7): how many streams an analyst opens
+ * to reach each coverage level, under four orders. */
+enum sig_order { SIG_RANDOM, SIG_GREEDY_TOTAL, SIG_GREEDY_MAX, SIG_SIGNATURE, SIG_NORDERS };
+
+#define SIG_LEVELS 10   /* 10 %, 20 %, ... 100 % of the coverage all signatures reach */
+
+struct sig_triage {
+	size_t nstreams;            /* streams with AOI events in the run */
+	double max_coverage;        /* the coverage of all signatures */
+	double level[SIG_LEVELS];   /* the coverage levels, max_coverage * (i + 1) / 10 */
+	/* streams to open to reach level[i]; Random is the mean over 100 seeded shuffles */
+	double needed[SIG_NORDERS][SIG_LEVELS];
+};
+
+const char *sig_order_name(enum sig_order o);
+/* Returns 0, or -1 with err. */
+int sig_triage(PGconn *db, int64_t run, struct sig_triage *out, char *err, size_t errlen);
+
 #endif

@@ -11,7 +11,7 @@ case "$purpose" in
 build) ;;
 test) pkgs+=(postgresql postgresql-common curl zstd procps python3-scipy python3-numpy) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps) ;;
-bench) pkgs+=(postgresql postgresql-common curl zstd procps time) ;;
+bench) pkgs+=(postgresql postgresql-common curl zstd procps time python3-scipy python3-numpy) ;;
 fuzz) pkgs+=(clang) ;;
 *) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench)" >&2; exit 2 ;;
 esac

@@ -3,7 +3,7 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest or =mining runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining or =clustering runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -13,6 +13,8 @@
 #   mining  the BIDE engine on SPMF databases (closed and maximal), and on
 #           generated call-stack databases; then end-to-end mining runs over a
 #           stored fleet of about 1,000,000 AOI events and 50,000 distinct stacks.
+#   clustering  2,000, 10,000 and 50,000 generated patterns of average length 36,
+#           and dense 10,000-point linkages against SciPy's when it is installed.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -141,4 +143,34 @@ if [ "$only" = all ] || [ "$only" = mining ]; then
 		id=$(cat "$work/out")
 		echo "run --aoi $aoi: $t  $(psql -XAtc "SELECT counts->>'aoi_events' || ' AOI events, ' || (counts->>'distinct_stacks') || ' distinct stacks, ' || (counts->>'patterns') || ' patterns; ms: ' || timings_ms::text FROM runs WHERE id = $id")"
 	done
+fi
+
+if [ "$only" = all ] || [ "$only" = clustering ]; then
+	echo
+	echo "== clustering: generated patterns of average length 36 in families of variants (goals: 2,000 < 1 s, 10,000 < 10 s, 50,000 < 120 s)"
+	for n in 2000 10000 50000; do
+		"$tools/clusterbench" --patterns "$n"
+	done
+	echo
+	echo "== dense linkage, 10,000 points (goal: no slower than SciPy)"
+	py=
+	for cand in python3 /usr/bin/python3; do
+		if command -v "$cand" >/dev/null && "$cand" -c 'import scipy.cluster.hierarchy' 2>/dev/null; then
+			py=$cand
+			break
+		fi
+	done
+	for m in average complete single; do
+		"$tools/clusterbench" --dense 10000 --method "$m" --write "$work/dense.f64"
+		if [ -n "$py" ]; then
+			"$py" -c 'import sys, time, numpy as np
+from scipy.cluster.hierarchy import linkage
+y = np.fromfile(sys.argv[1], dtype="<f8")
+t = time.monotonic(); linkage(y, sys.argv[2]); t = time.monotonic() - t
+print("scipy %s, %s linkage: %.2f s" % (__import__("scipy").__version__, sys.argv[2], t))' "$work/dense.f64" "$m"
+		else
+			echo "scipy: not installed (apt-get install python3-scipy), no comparison"
+		fi
+	done
+	rm -f "$work/dense.f64"
 fi

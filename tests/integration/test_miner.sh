@@ -103,6 +103,11 @@ t_eq "coverage of all signatures" "$(cl coverage "$FIRST_RUN" | head -n 1)" "cov
 t_eq "coverage of the chosen ones" "$(cl coverage --signatures "$SIG2" "$FIRST_RUN")" \
 	"coverage 0.3750  covered 1500 ns of 4000 ns
   $SIG2	1500	holder-cpu"
+# triage over the first run (5 streams; each stream holds both signatures): one stream reveals all
+t_eq "triage" "$(cl triage "$FIRST_RUN" | sed -n '1,2p;12p')" \
+"5 streams, coverage of all signatures 1.0000
+coverage	random	greedy-total	greedy-max	signature
+1.0000	1	1	1	1"
 cl signatures create --name lock-convoy --frame 'x!y' >/dev/null 2>"$T_TMP/e"
 t_eq "signature names are unique" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: name: a signature named 'lock-convoy' exists already"
 cl signatures create --name s --frame 'x!y' --status done >/dev/null 2>"$T_TMP/e"

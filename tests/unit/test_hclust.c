@@ -88,13 +88,13 @@ static void test_ties(void)
 	double d[6];
 	double abc[3] = { 0.3, 1, 0.3 };
 	uint32_t lab[4];
-	size_t nc;
+	size_t nc, i;
 
 	CHECK(h != NULL);
 	if (!h)
 		return;
 	/* all equal: the chain starts at 0 and keeps taking the lowest index (SciPy's rows) */
-	for (int i = 0; i < 6; i++)
+	for (i = 0; i < 6; i++)
 		d[i] = 0.5;
 	CHECK_INT(hclust_linkage(h, d, 4, HCLUST_AVERAGE, z), 0);
 	ROW(&z[0], 0, 1, 0.5, 2);
