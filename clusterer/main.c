@@ -42,7 +42,7 @@ static const struct command commands[] = {
 	  "        numbered from 0 in the order of their lowest point\n" },
 	{ "signatures", cmd_signatures,
 	  "signatures [--db CONNINFO] list | create --name N --frame F... [--status S] [--note T]\n"
-	  "           [--from-cluster ID] | export [OUT] | import IN",
+	  "           [--from-cluster ID] | update ID [--status S] [--note T] | export [OUT] | import IN",
 	  "        performance signatures: list them, create one (frames outermost first;\n"
 	  "        status open, known or fixed), export all as one JSON document, import one\n"
 	  "        (created, or updated by name); '-' = stdin/stdout\n" },
@@ -403,6 +403,31 @@ static int cmd_signatures(int argc, char **argv)
 			printf("%lld\n", (long long)id);
 			rc = 0;
 		}
+	} else if (strcmp(argv[1], "update") == 0 && argc >= 3) {
+		const char *status = NULL, *note = NULL;
+		int64_t id;
+		int i;
+
+		if (util_parse_i64(argv[2], 1, INT64_MAX, &id) < 0) {
+			PQfinish(db);
+			return usage_error(c, "signatures update '%s': ID must be a signature id", argv[2]);
+		}
+		for (i = 3; i + 1 < argc; i += 2) {
+			if (strcmp(argv[i], "--status") == 0)
+				status = argv[i + 1];
+			else if (strcmp(argv[i], "--note") == 0)
+				note = argv[i + 1];
+			else
+				break;
+		}
+		if (i != argc || (!status && !note)) {
+			PQfinish(db);
+			return usage_error(c, "%s", "signatures update ID: give --status S and/or --note T");
+		}
+		if (sig_update(db, id, status, note, err, sizeof(err)) < 0)
+			fprintf(stderr, "sm-cluster: %s\n", err);
+		else
+			rc = 0;
 	} else if (strcmp(argv[1], "export") == 0) {
 		struct buf b = BUF_INIT(0);
 		FILE *f = argc > 2 && strcmp(argv[2], "-") != 0 ? fopen(argv[2], "w") : stdout;

@@ -86,6 +86,33 @@ int sig_create(PGconn *db, const char *name, const char *const *frames, size_t n
 	return 0;
 }
 
+int sig_update(PGconn *db, int64_t id, const char *status, const char *note, char *err, size_t errlen)
+{
+	char idbuf[24];
+	const char *params[3] = { idbuf, status, note };
+	PGresult *r;
+
+	if (status && !status_ok(status)) {
+		snprintf(err, errlen, "status: must be open, known or fixed");
+		return -1;
+	}
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	r = PQexecParams(db, "UPDATE signatures SET status = coalesce($2, status), note = coalesce($3, note),"
+			     " updated_at = now() WHERE id = $1", 3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(err, errlen, "updating the signature", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	if (strcmp(PQcmdTuples(r), "1") != 0) {
+		snprintf(err, errlen, "signature %s: no such signature", idbuf);
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	return 0;
+}
+
 int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen)
 {
 	PGresult *r = PQexec(db,

@@ -17,6 +17,9 @@
 int sig_create(PGconn *db, const char *name, const char *const *frames, size_t nframes,
 	       const char *status, const char *note, int64_t from_cluster, int64_t *id, char *err,
 	       size_t errlen);
+/* Change a signature's status and/or note (NULL: keep). Returns 0, or -1 with err
+ * (no such signature, bad status). */
+int sig_update(PGconn *db, int64_t id, const char *status, const char *note, char *err, size_t errlen);
 /* Every signature as one JSON document {"signatures": [...]} (by name), appended to out. */
 int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen);
 /* Import such a document: each signature is created, or updated when its name exists.

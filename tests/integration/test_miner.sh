@@ -108,6 +108,11 @@ t_eq "triage" "$(cl triage "$FIRST_RUN" | sed -n '1,2p;12p')" \
 "5 streams, coverage of all signatures 1.0000
 coverage	random	greedy-total	greedy-max	signature
 1.0000	1	1	1	1"
+cl signatures update "$SIG1" --status known --note 'fixed in 1.3'
+t_eq "signature updated" "$(pg_q "SELECT status, note FROM signatures WHERE id = $SIG1")" "known|fixed in 1.3"
+cl signatures update "$SIG1" --status open --note 'stock ledger lock'
+cl signatures update 99999 --status fixed 2>"$T_TMP/e"
+t_eq "update of a missing signature" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: signature 99999: no such signature"
 cl signatures create --name lock-convoy --frame 'x!y' >/dev/null 2>"$T_TMP/e"
 t_eq "signature names are unique" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: name: a signature named 'lock-convoy' exists already"
 cl signatures create --name s --frame 'x!y' --status done >/dev/null 2>"$T_TMP/e"
