@@ -8,6 +8,7 @@
  * kept beside its cost, read back from the last cell.
  */
 #include "sim.h"
+#include "hash.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -40,23 +41,13 @@ struct u64map {
 	size_t cap, cnt;        /* cap: 0 or a power of two */
 };
 
-static inline uint64_t mix64(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
 static bool map_find(const struct u64map *m, uint64_t key, uint64_t *val)
 {
 	size_t i;
 
 	if (!m->cap)
 		return false;
-	for (i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+	for (i = hash_mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == key) {
 			*val = m->vals[i];
 			return true;
@@ -83,7 +74,7 @@ static int map_put(struct u64map *m, uint64_t key, uint64_t val)
 		for (j = 0; j < m->cap; j++) {
 			if (m->keys[j] == MAP_EMPTY)
 				continue;
-			for (i = mix64(m->keys[j]) & (ncap - 1); nk[i] != MAP_EMPTY; i = (i + 1) & (ncap - 1))
+			for (i = hash_mix64(m->keys[j]) & (ncap - 1); nk[i] != MAP_EMPTY; i = (i + 1) & (ncap - 1))
 				;
 			nk[i] = m->keys[j];
 			nv[i] = m->vals[j];
@@ -94,7 +85,7 @@ static int map_put(struct u64map *m, uint64_t key, uint64_t val)
 		m->vals = nv;
 		m->cap = ncap;
 	}
-	for (i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+	for (i = hash_mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == key) {
 			m->vals[i] = val;
 			return 0;
@@ -358,7 +349,7 @@ static int add_word(void *ctx, const char *w, size_t len, bool module)
 	if (module)
 		a->sig.module = (uint32_t)id;
 	else
-		a->sig.bits |= (uint64_t)1 << (mix64((uint64_t)id) & 63);
+		a->sig.bits |= (uint64_t)1 << (hash_mix64((uint64_t)id) & 63);
 	if (ft->nwords == ft->cap_words) {
 		size_t ncap = ft->cap_words ? ft->cap_words * 2 : 1024;
 		uint32_t *nw = realloc(ft->words, ncap * sizeof(*nw));
@@ -846,7 +837,7 @@ const char *sim_ctx_error(const struct sim_ctx *c)
 static inline double sub_cached(struct sim_ctx *c, uint32_t f, uint32_t g)
 {
 	uint64_t key = f < g ? (uint64_t)f << 32 | g : (uint64_t)g << 32 | f;
-	struct cslot *s = &c->cache[mix64(key) & (((uint64_t)1 << CACHE_BITS) - 1)];
+	struct cslot *s = &c->cache[hash_mix64(key) & (((uint64_t)1 << CACHE_BITS) - 1)];
 
 	if (s->key != key) {
 		s->key = key;

@@ -1,5 +1,6 @@
 /* intern: byte strings to dense ids, open addressing (see intern.h). */
 #include "intern.h"
+#include "hash.h"
 #include "arena.h"
 
 #include <stdlib.h>
@@ -25,16 +26,6 @@ static inline uint64_t rd64(const unsigned char *p)
 	return v;
 }
 
-static inline uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
 uint64_t intern_hash(const void *key, size_t len)
 {
 	const unsigned char *p = key;
@@ -42,13 +33,13 @@ uint64_t intern_hash(const void *key, size_t len)
 	size_t i = 0;
 
 	for (; i + 8 <= len; i += 8)
-		h = (h ^ mix(rd64(p + i))) * 0x100000001b3ULL + 0x632be59bd9b4e019ULL;
+		h = (h ^ hash_mix64(rd64(p + i))) * 0x100000001b3ULL + 0x632be59bd9b4e019ULL;
 	if (i < len) {
 		uint64_t t = 0;
 		memcpy(&t, p + i, len - i);
-		h = (h ^ mix(t ^ 0xa0761d6478bd642fULL)) * 0x100000001b3ULL;
+		h = (h ^ hash_mix64(t ^ 0xa0761d6478bd642fULL)) * 0x100000001b3ULL;
 	}
-	return mix(h);
+	return hash_mix64(h);
 }
 
 struct intern *intern_open(size_t max_keys)

@@ -42,6 +42,7 @@
  * single children (a stack prefix) uses constant space.
  */
 #include "bide.h"
+#include "hash.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -211,16 +212,6 @@ static void fail(struct shared *sh, const char *msg)
 	pthread_mutex_unlock(&sh->lock);
 }
 
-static inline uint64_t mix64(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
 static uint64_t hash_seq(const uint32_t *s, size_t len)
 {
 	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len, v;
@@ -234,7 +225,7 @@ static uint64_t hash_seq(const uint32_t *s, size_t len)
 	}
 	if (i < len)
 		h = (h ^ s[i]) * 0x100000001b3ULL;
-	return mix64(h);
+	return hash_mix64(h);
 }
 
 /* ---- preparing the database ---- */
@@ -333,7 +324,7 @@ static int itemmap_grow(struct itemmap *im)
 	for (size_t i = 0; i <= im->mask; i++) {
 		if (im->val[i] == NONE)
 			continue;
-		size_t j = mix64(im->key[i]) & (cap - 1);
+		size_t j = hash_mix64(im->key[i]) & (cap - 1);
 
 		while (val[j] != NONE)
 			j = (j + 1) & (cap - 1);
@@ -351,7 +342,7 @@ static int itemmap_grow(struct itemmap *im)
 /* Index of item, added if new; NONE on out of memory. */
 static uint32_t itemmap_put(struct itemmap *im, uint32_t item)
 {
-	size_t i = mix64(item) & im->mask;
+	size_t i = hash_mix64(item) & im->mask;
 
 	while (im->val[i] != NONE) {
 		if (im->key[i] == item)
