@@ -531,18 +531,12 @@ static void *aoi_thread(void *arg)
 			int64_t k2 = intern_put(job->agg, key, sizeof(key), &added);
 			struct entry *en;
 
-			if (k2 < 0) {
-				snprintf(job->err, sizeof(job->err), "out of memory collapsing stacks");
-				job->rc = -1;
-				return NULL;
-			}
+			if (k2 < 0)
+				goto fail_oom;
 			if (added) {
 				en = vec_push(&job->acc);
-				if (!en) {
-					snprintf(job->err, sizeof(job->err), "out of memory collapsing stacks");
-					job->rc = -1;
-					return NULL;
-				}
+				if (!en)
+					goto fail_oom;
 				en->stack = e->stack;
 				en->stream = s->idx;
 				en->cost = 0;
@@ -556,16 +550,17 @@ static void *aoi_thread(void *arg)
 		}
 		for (size_t i = 0; i < job->acc.len; i++) {
 			struct entry *dst = vec_push(&job->out);
-			if (!dst) {
-				snprintf(job->err, sizeof(job->err), "out of memory collapsing stacks");
-				job->rc = -1;
-				return NULL;
-			}
+			if (!dst)
+				goto fail_oom;
 			*dst = ((struct entry *)job->acc.data)[i];
 		}
 		atomic_fetch_add(&run->prog.aoi_events, naoi);
 		atomic_fetch_add(&run->prog.streams_read, 1);
 	}
+	return NULL;
+fail_oom:
+	snprintf(job->err, sizeof(job->err), "out of memory collapsing stacks");
+	job->rc = -1;
 	return NULL;
 }
 
