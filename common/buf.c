@@ -1,6 +1,8 @@
 /* buf: growable byte buffer with a hard maximum (see buf.h). */
 #include "buf.h"
+#include "util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +78,53 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	rc = buf_vprintf(b, fmt, ap);
 	va_end(ap);
 	return rc;
+}
+
+int buf_put_double(struct buf *b, double v)
+{
+	char tmp[32];
+
+	if (!isfinite(v))
+		v = 0;
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
+		if (strtod(tmp, NULL) == v)
+			break;
+	}
+	return buf_puts(b, tmp);
+}
+
+int buf_put_html(struct buf *b, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, run = 0;
+
+	while (i < n) {
+		const char *rep = NULL;
+		size_t len = 1;
+
+		switch (p[i]) {
+		case '&': rep = "&amp;"; break;
+		case '<': rep = "&lt;"; break;
+		case '>': rep = "&gt;"; break;
+		case '"': rep = "&quot;"; break;
+		case '\'': rep = "&#39;"; break;
+		default:
+			if ((p[i] < 0x20 && p[i] != '\t' && p[i] != '\n') || p[i] == 0x7f)
+				rep = "\xef\xbf\xbd";
+			else if (p[i] >= 0x80 && !(len = util_utf8_seq(p + i, n - i)))
+				rep = "\xef\xbf\xbd", len = 1;
+		}
+		if (!rep) {
+			i += len;
+			continue;
+		}
+		if (buf_append(b, s + run, i - run) || buf_puts(b, rep))
+			return -1;
+		i += len;
+		run = i;
+	}
+	return buf_append(b, s + run, i - run);
 }
 
 int buf_put_i64(struct buf *b, int64_t v)

@@ -29,8 +29,14 @@ int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
 int buf_put_i64(struct buf *b, int64_t v);
+/* Append a finite double in the shortest %g form that reads back as the same value
+ * ("0.6", not "0.59999999999999998"); a JSON number. Non-finite values are written as 0. */
+int buf_put_double(struct buf *b, double v);
 /* Append s as a JSON string literal (quotes included), escaping as RFC 8259 requires. */
 int buf_put_json_str(struct buf *b, const char *s, size_t n);
+/* Append s escaped for HTML text and attribute values (& < > " ' as entities; bytes below
+ * 0x20 other than tab and newline, and invalid UTF-8, as U+FFFD), safe in both. */
+int buf_put_html(struct buf *b, const char *s, size_t n);
 /* Returns a NUL-terminated view of the contents (valid until the next append). */
 const char *buf_cstr(struct buf *b);
 void buf_reset(struct buf *b);

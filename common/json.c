@@ -1,6 +1,7 @@
 /* json: validating scanner and allocation-free pull reader (see json.h). */
 #include "json.h"
 #include "arena.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -99,26 +100,8 @@ static int scan_string(struct scan *sc)
 		}
 		{
 			/* multi-byte UTF-8: no overlongs, surrogates or code points past U+10FFFF */
-			size_t n;
-			uint32_t cp;
-			if (c >= 0xc2 && c <= 0xdf)
-				n = 2, cp = c & 0x1f;
-			else if (c >= 0xe0 && c <= 0xef)
-				n = 3, cp = c & 0x0f;
-			else if (c >= 0xf0 && c <= 0xf4)
-				n = 4, cp = c & 0x07;
-			else
-				return scan_fail(sc, "(invalid UTF-8)");
-			if ((size_t)(sc->end - sc->p) < n)
-				return scan_fail(sc, "(invalid UTF-8)");
-			for (size_t k = 1; k < n; k++) {
-				unsigned char cc = (unsigned char)sc->p[k];
-				if ((cc & 0xc0) != 0x80)
-					return scan_fail(sc, "(invalid UTF-8)");
-				cp = (cp << 6) | (cc & 0x3f);
-			}
-			if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-			    (cp >= 0xd800 && cp <= 0xdfff))
+			size_t n = util_utf8_seq((const unsigned char *)sc->p, (size_t)(sc->end - sc->p));
+			if (!n)
 				return scan_fail(sc, "(invalid UTF-8)");
 			sc->p += n;
 		}

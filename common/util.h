@@ -20,6 +20,8 @@ int util_parse_double(const char *s, double *out);
 bool util_uuid_canon(const char *s, size_t n, char out[37]);
 /* Random version-4 UUID (from getrandom), lower case, into out[37]. */
 void util_uuid_v4(char out[37]);
+/* Length (1 to 4) of the well-formed UTF-8 sequence at s[0..n) (n >= 1), or 0 if none starts there. */
+size_t util_utf8_seq(const unsigned char *s, size_t n);
 /* Well-formed UTF-8 (no overlongs, no surrogates, no code points past U+10FFFF). */
 bool util_utf8_valid(const char *s, size_t n);
 /* Fill p with n random bytes from the kernel. Returns 0 or -1. */

@@ -400,11 +400,13 @@ int params_write_json(const struct run_params *p, struct buf *b)
 	put_globs(b, "exclude", p->exclude, p->nexclude);
 	if (p->threshold_ns > 0)
 		buf_printf(b, ",\"threshold_ns\":%lld", (long long)p->threshold_ns);
-	else
-		buf_printf(b, ",\"threshold_fraction\":%.17g", p->threshold_fraction);
+	else if (buf_puts(b, ",\"threshold_fraction\":") == 0)
+		buf_put_double(b, p->threshold_fraction);
 	buf_puts(b, ",\"linkage\":");
 	buf_put_json_str(b, p->linkage, strlen(p->linkage));
-	buf_printf(b, ",\"cut\":%.17g,\"filter\":{", p->cut);
+	buf_puts(b, ",\"cut\":");
+	buf_put_double(b, p->cut);
+	buf_puts(b, ",\"filter\":{");
 	{
 		size_t start = b->len;
 		if (p->filter.version) {

@@ -1590,11 +1590,36 @@ static void route_head(struct app *a, int ri, struct seq *q, size_t target)
 	seq_push(q, a->routes[ri].handler_fid, 0);
 }
 
+/*
+ * Normal work through the caller of a bug's slow path: in real code the
+ * functions that reach a slow path are ordinary ones that do other things most
+ * of the time (a promotions step calls many rules, one of which recompiles its
+ * regex), so their frames are common across the fleet and only the slow path
+ * below them is rare. A few levels of the route's code, the caller chain, then
+ * normal code below an arbitrary function.
+ */
+static void via_bug_caller(struct gen *g, struct app *a, uint32_t route_fn, const struct bug *b, int c,
+			   struct seq *q, size_t target, struct rng *r)
+{
+	walk(a, route_fn, q, (size_t)rng_range(r, 0, 4), target, r);
+	chain_expand(g, b->fl->callers[c], a->mod, b->rename, r, q);
+	run_path(g, a, (uint32_t)rng_below(r, a->nfns), q, target, r);
+}
+
 static void app_build_pools(struct gen *g, struct app *a, struct rng *r)
 {
 	struct seq q;
 	struct lstk s;
 	size_t D = (size_t)g->o.distinct, tw = 0;
+	struct { const struct bug *b; int c; } callers[MAX_BUGS * MAX_CALLERS];
+	uint64_t ncallers = 0;
+
+	for (int64_t i = 0; i < g->o.bugs; i++)
+		if (&g->apps[g->bugs[i].app] == a)
+			for (int c = 0; c < g->bugs[i].ncallers; c++) {
+				callers[ncallers].b = &g->bugs[i];
+				callers[ncallers++].c = c;
+			}
 
 	for (int i = 0; i < a->nroutes; i++)
 		tw += (size_t)a->routes[i].spec->weight;
@@ -1608,7 +1633,11 @@ static void app_build_pools(struct gen *g, struct app *a, struct rng *r)
 		for (size_t tries = 0; rt->run.n < want && tries < want * 20; tries++) {
 			size_t t = target_depth(g, r);
 			route_head(a, ri, &q, t);
-			run_path(g, a, rt->fn, &q, t, r);
+			if (ncallers && rng_chance(r, 0.08)) {
+				uint64_t k = rng_below(r, ncallers);
+				via_bug_caller(g, a, rt->fn, callers[k].b, callers[k].c, &q, t, r);
+			} else
+				run_path(g, a, rt->fn, &q, t, r);
 			if (lstk_make(g, &q, &s))
 				pool_add(&rt->run, s);
 		}
@@ -1810,19 +1839,32 @@ static void bug_build_pools(struct gen *g, struct bug *b, struct rng *r)
 		for (int ri = 0; ri < a->nroutes; ri++) {
 			struct pool *p = &b->pools[c][ri];
 			size_t want = (size_t)rng_range(r, 10, 24);
+			/* One or two call paths from the route's handler down to the caller,
+			 * as in real code, where a function is called from a few places; the
+			 * stacks differ below the slow path (where the samples land). The
+			 * paths are as long as normal stacks are deep. */
+			struct seq path[2];
+			int npaths = 1 + (int)rng_below(r, 2);
 
-			for (size_t tries = 0; p->n < want && tries < want * 20; tries++) {
+			for (int k = 0; k < npaths; k++) {
 				size_t t = target_depth(g, r), room;
-				/* the bug's own frames first, to know how deep the path to them may be */
+
+				tail.n = 0;
+				chain_expand(g, b->fl->callers[c], a->mod, b->rename, r, &tail);
+				chain_expand(g, b->fl->core, a->mod, b->rename, NULL, &tail);
+				route_head(a, ri, &path[k], t);
+				room = t > path[k].n + tail.n + 2 ? t - path[k].n - tail.n - 2 : 0;
+				walk(a, a->routes[ri].fn, &path[k], room ? room : (size_t)rng_range(r, 0, 1),
+				     MAX_DEPTH_T, r);
+			}
+			for (size_t tries = 0; p->n < want && tries < want * 20; tries++) {
+				q = path[rng_below(r, (uint64_t)npaths)];
 				tail.n = 0;
 				chain_expand(g, b->fl->callers[c], a->mod, b->rename, r, &tail);
 				chain_expand(g, b->fl->core, a->mod, b->rename, NULL, &tail);
 				if (ntails && (type_params[b->type].wait || rng_chance(r, 0.85)))
 					chain_expand(g, b->fl->tails[rng_below(r, (uint64_t)ntails)], a->mod,
 						     b->rename, r, &tail);
-				route_head(a, ri, &q, t);
-				room = t > q.n + tail.n ? t - q.n - tail.n : 0;
-				walk(a, a->routes[ri].fn, &q, room ? room : (size_t)rng_range(r, 0, 1), MAX_DEPTH_T, r);
 				seq_append(&q, &tail, tail.n);
 				if (lstk_make(g, &q, &s))
 					pool_add(p, s);

@@ -34,6 +34,26 @@ static void test_buf(void)
 	buf_reset(&b);
 	CHECK_INT(buf_printf(&b, "%s=%d", "x", 7), 0);
 	CHECK_STR(buf_cstr(&b), "x=7");
+	/* doubles: the shortest form that reads back the same */
+	buf_reset(&b);
+	buf_put_double(&b, 0.6);
+	buf_putc(&b, ' ');
+	buf_put_double(&b, 0.01);
+	buf_putc(&b, ' ');
+	buf_put_double(&b, 1.0 / 3);
+	buf_putc(&b, ' ');
+	buf_put_double(&b, 1e300);
+	buf_putc(&b, ' ');
+	buf_put_double(&b, -2);
+	CHECK_STR(buf_cstr(&b), "0.6 0.01 0.3333333333333333 1e+300 -2");
+	/* HTML: markup characters, controls and invalid UTF-8 never pass through */
+	buf_reset(&b);
+	{
+		static const char in[] = "std::map<K, V>::find&\"'\x01\xc3\xa9\xff\xed\xa0\x80ok";
+		buf_put_html(&b, in, sizeof(in) - 1);
+	}
+	CHECK_STR(buf_cstr(&b), "std::map&lt;K, V&gt;::find&amp;&quot;&#39;\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd"
+		  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdok");
 	buf_release(&b);
 }
 
