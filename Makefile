@@ -26,7 +26,7 @@ endif
 PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib
 WARN := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat-security \
 	-Wshadow -Wpointer-arith -Wcast-qual -Wno-cast-qual
-CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -Iagent -Iingest -Iminer -Iclusterer -I$(O)/gen
+CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -Iagent -Iingest -Iminer -Iclusterer -Iweb -I$(O)/gen
 LDFLAGS := $(OPT) -pthread
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS)) -lm
@@ -36,6 +36,7 @@ AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
+WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 
@@ -44,9 +45,10 @@ AGENT_OBJ := $(AGENT_SRC:%.c=$(O)/%.o)
 INGEST_OBJ := $(INGEST_SRC:%.c=$(O)/%.o)
 MINER_OBJ := $(MINER_SRC:%.c=$(O)/%.o)
 CLUSTER_OBJ := $(CLUSTER_SRC:%.c=$(O)/%.o)
+WEB_OBJ := $(WEB_SRC:%.c=$(O)/%.o) $(O)/gen/static.o
 
 PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin $(BINDIR)/sm-miner \
-	$(BINDIR)/sm-cluster
+	$(BINDIR)/sm-cluster $(BINDIR)/sm-web
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
@@ -72,6 +74,13 @@ $(O)/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 $(O)/gen/migrations.o: $(O)/gen/migrations.c
 	$(CC) $(CFLAGS) -Wno-missing-prototypes -c -o $@ $<
 
+$(O)/gen/static.c: $(wildcard web/static/*) deploy/embed-static.sh
+	@mkdir -p $(dir $@)
+	deploy/embed-static.sh web/static > $@.tmp && mv $@.tmp $@
+
+$(O)/gen/static.o: $(O)/gen/static.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
 $(O)/libcommon.a: $(COMMON_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -87,6 +96,9 @@ $(O)/libminer.a: $(MINER_OBJ)
 $(O)/libclusterer.a: $(CLUSTER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+$(O)/libweb.a: $(WEB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
@@ -100,14 +112,18 @@ $(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/l
 $(BINDIR)/sm-cluster: $(O)/clusterer/main.o $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a \
+		$(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-admin: $(O)/deploy/admin.o $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(O)/tests/%: $(O)/tests/tools/%.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+$(O)/tests/%: $(O)/tests/tools/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

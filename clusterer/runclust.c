@@ -25,6 +25,7 @@ struct pat {
 struct rstack {
 	uint64_t cost, events;
 	uint32_t first, n;    /* its streams: stream_idx[first .. first + n) */
+	uint32_t stack_id;    /* stacks.id */
 };
 
 struct ctx {
@@ -94,6 +95,7 @@ static int load_stacks(struct ctx *c, const char *run)
 		if (added) {
 			ns = (size_t)k;
 			c->rs[k].first = (uint32_t)i;
+			c->rs[k].stack_id = key.stack;
 		}
 		c->rs[k].cost += (uint64_t)db_get_i64(r, i, 3);
 		c->rs[k].events += (uint64_t)db_get_i64(r, i, 4);
@@ -357,6 +359,22 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++)
 			buf_printf(out, m > hc->off[k] ? ",%lld" : "%lld",
 				   (long long)c->pats[lo + hc->members[m]].id);
+		buf_puts(out, "}\t{");
+		/* the matched stacks, for the pages' breakdowns (a second stamp: k + 1 + n) */
+		{
+			bool first = true;
+			for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
+				const struct pat *p = &c->pats[lo + hc->members[m]];
+				for (uint32_t s = 0; s < p->nstacks; s++) {
+					uint32_t t = p->stacks[s];
+					if (stamp_t[t] == (uint32_t)(k + 1 + hc->nclusters))
+						continue;
+					stamp_t[t] = (uint32_t)(k + 1 + hc->nclusters);
+					buf_printf(out, first ? "%u" : ",%u", c->rs[t].stack_id);
+					first = false;
+				}
+			}
+		}
 		buf_puts(out, "}\t[");
 		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
 			const struct sim_alignment *al;
@@ -433,7 +451,7 @@ int runclust_run(PGconn *db, int64_t run_id, const struct runclust_opts *o, size
 	PQclear(r);
 	r = PQexec(db, "COPY clusters (run_id, kind, total_cost_ns, streams, events, avg_cost_ns,"
 		       " rank_total_cost, rank_streams, rank_events, rank_avg_cost, medoid,"
-		       " common_frame_ids, members, alignment) FROM STDIN");
+		       " common_frame_ids, members, stack_ids, alignment) FROM STDIN");
 	if (PQresultStatus(r) != PGRES_COPY_IN) {
 		fail_db(&c, "storing clusters", r);
 		goto out_rollback;

@@ -2,6 +2,7 @@
 #include "server.h"
 #include "auth.h"
 #include "db.h"
+#include "httpd.h"
 #include "idcache.h"
 #include "log.h"
 #include "metrics.h"
@@ -480,66 +481,6 @@ static void *maint_main(void *p)
 
 /* ---- start and stop ---- */
 
-static int parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len)
-{
-	char host[128];
-	const char *colon = strrchr(spec, ':');
-	int64_t port;
-	size_t hl;
-
-	if (!colon || util_parse_i64(colon + 1, 0, 65535, &port) < 0)
-		return -1;
-	hl = (size_t)(colon - spec);
-	if (hl >= sizeof(host))
-		return -1;
-	memcpy(host, spec, hl);
-	host[hl] = '\0';
-	memset(ss, 0, sizeof(*ss));
-	if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
-		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-		host[hl - 1] = '\0';
-		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
-			return -1;
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		*len = sizeof(*a6);
-		return AF_INET6;
-	}
-	{
-		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-		if (hl == 0)
-			a4->sin_addr.s_addr = htonl(INADDR_ANY);
-		else if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-			return -1;
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)port);
-		*len = sizeof(*a4);
-		return AF_INET;
-	}
-}
-
-static int bound_port(struct MHD_Daemon *d)
-{
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-
-	if (!info || getsockname(info->listen_fd, (struct sockaddr *)&ss, &len) < 0)
-		return -1;
-	if (ss.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	log_warn("http", "detail=\"%.*s\"", (int)strcspn(msg, "\n\""), msg);
-}
-
 static void stop_workers(struct server *s)
 {
 	pthread_mutex_lock(&s->qlock);
@@ -548,21 +489,6 @@ static void stop_workers(struct server *s)
 	pthread_mutex_unlock(&s->qlock);
 }
 
-static int write_port_file(const char *path, int port)
-{
-	char tmp[4096];
-	FILE *f;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -1;
-	f = fopen(tmp, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "%d\n", port);
-	if (fclose(f) != 0)
-		return -1;
-	return rename(tmp, path);
-}
 
 int server_run(const struct ingest_config *cfg)
 {
@@ -582,7 +508,7 @@ int server_run(const struct ingest_config *cfg)
 	pthread_cond_init(&s.mcond, NULL);
 	metrics_set_capacity(cfg->queue, cfg->workers);
 
-	fam = parse_listen(cfg->listen, &addr, &addrlen);
+	fam = httpd_parse_listen(cfg->listen, &addr, &addrlen);
 	if (fam < 0) {
 		log_error("bad --listen address", "listen=\"%s\" want=ADDR:PORT", cfg->listen);
 		return -1;
@@ -652,7 +578,7 @@ int server_run(const struct ingest_config *cfg)
 				 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG |
 				 (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
 				 0, NULL, NULL, on_request, &s,
-				 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				 MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
 				 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 				 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
 				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
@@ -664,7 +590,7 @@ int server_run(const struct ingest_config *cfg)
 		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
 		goto out_maint;
 	}
-	port = bound_port(s.mhd);
+	port = httpd_bound_port(s.mhd);
 	{
 		char host[128];
 		size_t hl = (size_t)(strrchr(cfg->listen, ':') - cfg->listen);
@@ -672,7 +598,7 @@ int server_run(const struct ingest_config *cfg)
 		log_info("listening", "addr=%s:%d workers=%d queue=%d", host, port, cfg->workers,
 			 cfg->queue);
 	}
-	if (cfg->port_file && write_port_file(cfg->port_file, port) < 0)
+	if (cfg->port_file && httpd_write_port_file(cfg->port_file, port) < 0)
 		log_warn("cannot write the port file", "path=\"%s\" error=\"%s\"", cfg->port_file,
 			 strerror(errno));
 

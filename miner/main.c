@@ -322,42 +322,7 @@ static int cmd_worker(const char *conninfo, struct cli *c)
 		fprintf(stderr, "sm-miner: %s\n", err);
 		return 1;
 	}
-	log_info("worker started", "%s", "");
-	while (!stop_flag) {
-		struct arena *a = arena_open(0);
-		struct run_params p;
-		int64_t id;
-		int got = miner_claim(m, a, &id, &p);
-
-		if (got < 0) {
-			log_error("taking a run failed", "error=\"%s\"", miner_error(m));
-			arena_free(a);
-			if (c->once) {
-				rc = 1;
-				break;
-			}
-			sleep(5);
-			continue;
-		}
-		if (got == 0) {
-			arena_free(a);
-			if (c->once)
-				break;
-			if (miner_wait(m, 5000) < 0) {
-				log_error("waiting for runs failed", "error=\"%s\"", miner_error(m));
-				sleep(5);
-			}
-			continue;
-		}
-		log_info("run taken", "run=%lld app=\"%s\"", (long long)id, p.app);
-		switch (miner_execute(m, id, &p)) {
-		case 0: log_info("run done", "run=%lld", (long long)id); break;
-		case 1: log_warn("run given back to the queue", "run=%lld", (long long)id); break;
-		default: log_error("run failed", "run=%lld error=\"%s\"", (long long)id, miner_error(m));
-		}
-		arena_free(a);
-	}
-	log_info("worker stopped", "%s", "");
+	rc = miner_work(m, c->once) < 0 ? 1 : 0;
 	miner_free(m);
 	return rc;
 }

@@ -235,9 +235,32 @@ static int insert_run(struct miner *m, const struct run_params *p, const char *s
 
 int miner_enqueue(struct miner *m, const struct run_params *p, int64_t *run_id)
 {
-	if (insert_run(m, p, "queued", run_id) < 0)
+	return miner_enqueue_db(m->db, p, run_id, m->err, sizeof(m->err));
+}
+
+int miner_enqueue_db(PGconn *db, const struct run_params *p, int64_t *run_id, char *err, size_t errlen)
+{
+	struct buf b = BUF_INIT(0);
+	const char *params[1];
+	PGresult *r;
+
+	if (params_write_json(p, &b) < 0) {
+		buf_release(&b);
+		snprintf(err, errlen, "out of memory");
 		return -1;
-	PQclear(PQexec(m->db, "NOTIFY sm_runs"));
+	}
+	params[0] = buf_cstr(&b);
+	/* one statement: the row and the wake-up commit together */
+	r = PQexecParams(db, "WITH r AS (INSERT INTO runs (params) VALUES ($1::jsonb) RETURNING id)"
+			 " SELECT id, pg_notify('sm_runs', '') FROM r", 1, NULL, params, NULL, NULL, 0);
+	buf_release(&b);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "creating the run", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	*run_id = db_get_i64(r, 0, 0);
+	PQclear(r);
 	return 0;
 }
 
@@ -1381,5 +1404,55 @@ out:
 	vec_free(&run.chunk);
 	vec_free(&run.entries);
 	arena_free(run.arena);
+	return rc;
+}
+
+/* Sleeps ms, waking early when the run is cancelled. */
+static void nap(const struct miner *m, int ms)
+{
+	for (; ms > 0 && !(m->o.cancel && *m->o.cancel); ms -= 100)
+		poll(NULL, 0, ms < 100 ? ms : 100);
+}
+
+int miner_work(struct miner *m, bool once)
+{
+	int rc = 0;
+
+	log_info("worker started", "%s", "");
+	while (!(m->o.cancel && *m->o.cancel)) {
+		struct arena *a = arena_open(0);
+		struct run_params p;
+		int64_t id;
+		int got = a ? miner_claim(m, a, &id, &p) : (fail(m, "out of memory"), -1);
+
+		if (got < 0) {
+			log_error("taking a run failed", "error=\"%s\"", m->err);
+			arena_free(a);
+			if (once) {
+				rc = -1;
+				break;
+			}
+			nap(m, 5000);
+			continue;
+		}
+		if (got == 0) {
+			arena_free(a);
+			if (once)
+				break;
+			if (miner_wait(m, 5000) < 0) {
+				log_error("waiting for runs failed", "error=\"%s\"", m->err);
+				nap(m, 5000);
+			}
+			continue;
+		}
+		log_info("run taken", "run=%lld app=\"%s\"", (long long)id, p.app);
+		switch (miner_execute(m, id, &p)) {
+		case 0: log_info("run done", "run=%lld", (long long)id); break;
+		case 1: log_warn("run given back to the queue", "run=%lld", (long long)id); break;
+		default: log_error("run failed", "run=%lld error=\"%s\"", (long long)id, m->err);
+		}
+		arena_free(a);
+	}
+	log_info("worker stopped", "%s", "");
 	return rc;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "params.h"
+#include <libpq-fe.h>
 
 struct arena;
 struct miner;
@@ -34,6 +35,8 @@ const char *miner_error(const struct miner *m);
 
 /* Queue a run (status queued) and wake the workers. Returns 0 and *run_id, or -1. */
 int miner_enqueue(struct miner *m, const struct run_params *p, int64_t *run_id);
+/* The same on a connection of the caller's (servers): 0, or -1 with err. */
+int miner_enqueue_db(PGconn *db, const struct run_params *p, int64_t *run_id, char *err, size_t errlen);
 /* Create a run already taken by this process (sm-miner run). */
 int miner_create_running(struct miner *m, const struct run_params *p, int64_t *run_id);
 /* Take the oldest queued run (or one whose worker stopped beating). Returns 1 and
@@ -45,5 +48,13 @@ int miner_wait(struct miner *m, int timeout_ms);
  * run and also left in miner_error()). Returns 0 when done, -1 when failed,
  * 1 when cancelled (the run went back to the queue). */
 int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p);
+
+/*
+ * A worker: take queued runs and execute them one after another until the
+ * cancel flag of the options is set (also when a run is in progress: it goes
+ * back to the queue). once: return when the queue is empty. Logs each run.
+ * Returns 0, or -1 when (with once) a run could not be taken.
+ */
+int miner_work(struct miner *m, bool once);
 
 #endif

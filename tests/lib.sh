@@ -37,6 +37,11 @@ INGEST_PID=
 INGEST_URL=
 INGEST_LOG=
 INGEST_RC=
+WEB_PID=
+WEB_URL=
+WEB_LOG=
+WEB_RC=
+SRV_RC=
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/$T_NAME.XXXXXX") || { echo "lib.sh: mktemp failed" >&2; exit 1; }
 
 t_ok() {
@@ -70,11 +75,12 @@ t_cleanup() {
 }
 
 _t_exit() {
-	local i
-	if [ -n "$INGEST_PID" ]; then
-		kill -KILL "$INGEST_PID" 2>/dev/null
-		wait "$INGEST_PID" 2>/dev/null
-	fi
+	local i p
+	for p in "$INGEST_PID" "$WEB_PID"; do
+		[ -n "$p" ] || continue
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
 	for ((i = ${#T_CLEANUPS[@]} - 1; i >= 0; i--)); do
 		eval "${T_CLEANUPS[i]}" || echo "lib.sh: cleanup failed: ${T_CLEANUPS[i]}" >&2
 	done
@@ -84,9 +90,8 @@ trap _t_exit EXIT
 trap 'exit 130' INT TERM
 
 t_done() {
-	if [ -n "$INGEST_PID" ]; then
-		stop_ingest
-	fi
+	[ -z "$INGEST_PID" ] || stop_ingest
+	[ -z "$WEB_PID" ] || stop_web
 	echo "$T_PASSED passed, $T_FAILED failed"
 	[ "$T_FAILED" -eq 0 ] && exit 0
 	exit 1
@@ -127,69 +132,105 @@ t_alive() {
 	[ "${st%% *}" != Z ]
 }
 
-# start_ingest [ARGS...]: starts sm-ingest on a port of its choosing, waits for
-# /healthz to answer 200. Returns 1 (after printing its log) when it does not.
-start_ingest() {
-	local pf i port
-	[ -z "$INGEST_PID" ] || stop_ingest
-	INGEST_LOG=$T_TMP/ingest.$RANDOM.log
-	pf=$T_TMP/ingest.port
+# srv_start NAME [ARGS...]: starts bin/sm-NAME on a port of its choosing, waits
+# for /healthz to answer 200; sets SRV_PID, SRV_URL, SRV_LOG. Returns 1 (after
+# printing its log) when it does not come up.
+srv_start() {
+	local name=$1 pf i port
+	shift
+	SRV_LOG=$T_TMP/$name.$RANDOM.log
+	pf=$T_TMP/$name.port
 	rm -f "$pf"
-	"$SM_BIN_DIR/sm-ingest" --listen 127.0.0.1:0 --port-file "$pf" "$@" </dev/null >"$INGEST_LOG" 2>&1 &
-	INGEST_PID=$!
-	INGEST_URL=
+	"$SM_BIN_DIR/sm-$name" --listen 127.0.0.1:0 --port-file "$pf" "$@" </dev/null >"$SRV_LOG" 2>&1 &
+	SRV_PID=$!
+	SRV_URL=
 	# sanitizer builds start slowly; 30 s is generous
 	for i in $(seq 1 300); do
-		if ! t_alive "$INGEST_PID"; then
-			wait "$INGEST_PID"
-			INGEST_RC=$?
-			INGEST_PID=
-			echo "sm-ingest exited with status $INGEST_RC while starting; its log:"
-			sed 's/^/  | /' "$INGEST_LOG"
+		if ! t_alive "$SRV_PID"; then
+			wait "$SRV_PID"
+			SRV_RC=$?
+			SRV_PID=
+			echo "sm-$name exited with status $SRV_RC while starting; its log:"
+			sed 's/^/  | /' "$SRV_LOG"
 			return 1
 		fi
 		port=$(cat "$pf" 2>/dev/null)
 		if [[ $port =~ ^[0-9]+$ ]]; then
-			INGEST_URL=http://127.0.0.1:$port
-			if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$INGEST_URL/healthz")" = 200 ]; then
+			SRV_URL=http://127.0.0.1:$port
+			if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$SRV_URL/healthz")" = 200 ]; then
 				return 0
 			fi
 		fi
 		sleep 0.1
 	done
-	echo "sm-ingest did not answer /healthz within 30 s; its log:"
-	sed 's/^/  | /' "$INGEST_LOG"
+	echo "sm-$name did not answer /healthz within 30 s; its log:"
+	sed 's/^/  | /' "$SRV_LOG"
 	return 1
 }
 
-# Sends SIGTERM and waits (at most 40 s) for a clean exit. INGEST_RC holds the
-# exit status; a status other than 0 is a failed check, with the log shown.
-stop_ingest() {
-	local i
-	[ -n "$INGEST_PID" ] || return 0
-	kill -TERM "$INGEST_PID" 2>/dev/null
+# srv_stop NAME PID LOG: SIGTERM and wait (at most 40 s) for a clean exit; SRV_RC
+# holds the exit status; a status other than 0 is a failed check, with the log.
+srv_stop() {
+	local name=$1 pid=$2 log=$3 i
+	kill -TERM "$pid" 2>/dev/null
 	for i in $(seq 1 400); do
-		t_alive "$INGEST_PID" || break
+		t_alive "$pid" || break
 		sleep 0.1
 	done
-	if t_alive "$INGEST_PID"; then
-		kill -KILL "$INGEST_PID" 2>/dev/null
-		wait "$INGEST_PID" 2>/dev/null
-		INGEST_PID=
-		INGEST_RC=killed
-		t_fail "sm-ingest stops on SIGTERM" "still running after 40 s; killed"
-		sed 's/^/  | /' "$INGEST_LOG"
+	if t_alive "$pid"; then
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		SRV_RC=killed
+		t_fail "sm-$name stops on SIGTERM" "still running after 40 s; killed"
+		sed 's/^/  | /' "$log"
 		return 1
 	fi
-	wait "$INGEST_PID"
-	INGEST_RC=$?
-	INGEST_PID=
-	if [ "$INGEST_RC" -ne 0 ]; then
-		t_fail "sm-ingest exits 0 on SIGTERM" "exit status $INGEST_RC; its log:"
-		sed 's/^/  | /' "$INGEST_LOG"
+	wait "$pid"
+	SRV_RC=$?
+	if [ "$SRV_RC" -ne 0 ]; then
+		t_fail "sm-$name exits 0 on SIGTERM" "exit status $SRV_RC; its log:"
+		sed 's/^/  | /' "$log"
 		return 1
 	fi
 	return 0
+}
+
+# start_ingest [ARGS...]: sm-ingest, as INGEST_PID, INGEST_URL, INGEST_LOG.
+start_ingest() {
+	[ -z "$INGEST_PID" ] || stop_ingest
+	INGEST_URL=
+	srv_start ingest "$@"
+	local rc=$?
+	INGEST_PID=$SRV_PID INGEST_URL=$SRV_URL INGEST_LOG=$SRV_LOG INGEST_RC=${SRV_RC:-}
+	return $rc
+}
+
+# Stops sm-ingest (SIGTERM); INGEST_RC holds its exit status.
+stop_ingest() {
+	[ -n "$INGEST_PID" ] || return 0
+	srv_stop ingest "$INGEST_PID" "$INGEST_LOG"
+	local rc=$?
+	INGEST_PID= INGEST_RC=$SRV_RC
+	return $rc
+}
+
+# start_web [ARGS...]: sm-web, as WEB_PID, WEB_URL, WEB_LOG.
+start_web() {
+	[ -z "$WEB_PID" ] || stop_web
+	WEB_URL=
+	srv_start web "$@"
+	local rc=$?
+	WEB_PID=$SRV_PID WEB_URL=$SRV_URL WEB_LOG=$SRV_LOG WEB_RC=${SRV_RC:-}
+	return $rc
+}
+
+# Stops sm-web (SIGTERM); WEB_RC holds its exit status.
+stop_web() {
+	[ -n "$WEB_PID" ] || return 0
+	srv_stop web "$WEB_PID" "$WEB_LOG"
+	local rc=$?
+	WEB_PID= WEB_RC=$SRV_RC
+	return $rc
 }
 
 # sm-admin with the test database; its messages go to stderr as usual.

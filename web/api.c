@@ -1,0 +1,952 @@
+/*
+ * api: the REST API under /api/v1/ (../shared/spec/rest.md, docs/api.md):
+ * parameter checks with a 400 naming the parameter, 404 for missing objects,
+ * rows of model.c written as JSON objects by column name and type.
+ */
+#include "aoi.h"
+#include "arena.h"
+#include "model.h"
+#include "params.h"
+#include "run.h"
+#include "server.h"
+#include "signature.h"
+#include "util.h"
+#include "wire.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STREAM_EVENTS 200000
+
+/* PostgreSQL type oids of the columns model.c returns */
+enum { OID_BOOL = 16, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701,
+       OID_NUMERIC = 1700, OID_JSON = 114, OID_JSONB = 3802 };
+
+/* ---- writing rows ---- */
+
+static void put_value(struct buf *b, const PGresult *r, int row, int col)
+{
+	const char *v = PQgetvalue(r, row, col);
+
+	if (PQgetisnull(r, row, col)) {
+		buf_puts(b, "null");
+		return;
+	}
+	switch (PQftype(r, col)) {
+	case OID_BOOL:
+		buf_puts(b, v[0] == 't' ? "true" : "false");
+		break;
+	case OID_INT8: case OID_INT2: case OID_INT4: case OID_FLOAT4: case OID_FLOAT8: case OID_NUMERIC:
+	case OID_JSON: case OID_JSONB:
+		buf_puts(b, v);
+		break;
+	default:
+		buf_put_json_str(b, v, (size_t)PQgetlength(r, row, col));
+	}
+}
+
+/* Row `row` as an object of all its columns except those named in skip (NULL-terminated). */
+static void put_row(struct buf *b, const PGresult *r, int row, const char *const *skip)
+{
+	bool first = true;
+
+	buf_putc(b, '{');
+	for (int c = 0; c < PQnfields(r); c++) {
+		const char *name = PQfname(r, c);
+		bool skipped = false;
+		for (const char *const *s = skip; s && *s; s++)
+			skipped |= strcmp(*s, name) == 0;
+		if (skipped)
+			continue;
+		buf_puts(b, first ? "\"" : ", \"");
+		buf_puts(b, name);
+		buf_puts(b, "\": ");
+		put_value(b, r, row, c);
+		first = false;
+	}
+	buf_putc(b, '}');
+}
+
+static void put_rows(struct buf *b, const PGresult *r, const char *const *skip)
+{
+	buf_putc(b, '[');
+	for (int i = 0; i < PQntuples(r); i++) {
+		if (i)
+			buf_puts(b, ", ");
+		put_row(b, r, i, skip);
+	}
+	buf_putc(b, ']');
+}
+
+static void ok_json(struct req *rq, int status)
+{
+	buf_putc(&rq->out, '\n');
+	rq->status = status;
+	rq->ctype = "application/json";
+}
+
+/* A database failure: 500, logged by the server. */
+static bool failed(struct req *rq, PGresult *r, const char *err)
+{
+	if (r)
+		return false;
+	req_json_error(rq, 500, "%s", err);
+	return true;
+}
+
+/* { "<list>": rows, "total": count } */
+static void list_response(struct req *rq, const char *name, PGresult *rows, PGresult *count,
+			  const char *const *skip)
+{
+	buf_printf(&rq->out, "{\"%s\": ", name);
+	put_rows(&rq->out, rows, skip);
+	buf_printf(&rq->out, ", \"total\": %s}", PQgetvalue(count, 0, 0));
+	ok_json(rq, 200);
+}
+
+/* ---- parameters ---- */
+
+static bool num_param(struct req *rq, const char *name, int64_t min, int64_t max, int64_t def, int64_t *out)
+{
+	const char *v = req_query(rq, name);
+
+	*out = def;
+	if (!v)
+		return true;
+	if (util_parse_i64(v, min, max, out) < 0) {
+		req_json_error(rq, 400, "%s: must be a whole number from %lld to %lld", name, (long long)min,
+			       (long long)max);
+		return false;
+	}
+	return true;
+}
+
+static bool page_params(struct req *rq, long *limit, long *offset)
+{
+	int64_t l, o;
+
+	if (!num_param(rq, "limit", 1, 1000, 50, &l) || !num_param(rq, "offset", 0, 1000000000, 0, &o))
+		return false;
+	*limit = (long)l;
+	*offset = (long)o;
+	return true;
+}
+
+/* An id in a path segment: a positive decimal number. */
+static bool id_param(struct req *rq, const char *what, const char *s, char out[24])
+{
+	int64_t v;
+
+	if (util_parse_i64(s, 1, INT64_MAX, &v) < 0) {
+		req_json_error(rq, 404, "%s '%.64s': no such %s (ids are positive whole numbers)", what, s, what);
+		return false;
+	}
+	snprintf(out, 24, "%lld", (long long)v);
+	return true;
+}
+
+/* Refuse query parameters the endpoint does not know (a typo must not widen a query). */
+static bool known_query(struct req *rq, const char *const *names, bool labels);
+
+struct qcheck {
+	const char *const *names;
+	bool labels;
+	const char *bad;
+};
+
+static bool check_key(void *cls, const char *key, const char *value)
+{
+	struct qcheck *q = cls;
+
+	(void)value;
+	if (q->labels && strncmp(key, "label.", 6) == 0 && key[6])
+		return true;
+	for (const char *const *n = q->names; *n; n++)
+		if (strcmp(*n, key) == 0)
+			return true;
+	q->bad = key;
+	return false;
+}
+
+static bool known_query(struct req *rq, const char *const *names, bool labels)
+{
+	struct qcheck q = { names, labels, NULL };
+
+	req_query_each(rq, check_key, &q);
+	if (!q.bad)
+		return true;
+	req_json_error(rq, 400, "%.64s: unknown parameter", q.bad);
+	return false;
+}
+
+/* Status for an error message of the signature module. */
+static int sig_status(const char *err)
+{
+	static const char *const internal[] = { "out of memory", "creating the signature", "updating the signature",
+						"exporting signatures", "importing signatures", "reading", "triage" };
+
+	if (strstr(err, "no such"))
+		return 404;
+	if (strstr(err, "exists already"))
+		return 409;
+	for (size_t i = 0; i < sizeof(internal) / sizeof(internal[0]); i++)
+		if (strncmp(err, internal[i], strlen(internal[i])) == 0)
+			return 500;
+	return 400;
+}
+
+/* ---- streams ---- */
+
+struct labels_acc {
+	struct req *rq;
+	json_object *obj;
+	const char *bad;
+};
+
+static bool collect_label(void *cls, const char *key, const char *value)
+{
+	struct labels_acc *l = cls;
+
+	if (strncmp(key, "label.", 6) != 0)
+		return true;
+	if (!key[6] || !util_utf8_valid(key, strlen(key)) || !util_utf8_valid(value, strlen(value))) {
+		l->bad = key;
+		return false;
+	}
+	json_object_object_add(l->obj, key + 6, json_object_new_string(value));
+	return true;
+}
+
+static bool time_param(struct req *rq, const char *name, int64_t *out)
+{
+	const char *v = req_query(rq, name);
+
+	*out = PARAMS_NO_TIME;
+	if (!v)
+		return true;
+	if (util_parse_i64(v, 0, INT64_MAX, out) == 0 || params_parse_time(v, out) == 0)
+		return true;
+	req_json_error(rq, 400, "%s: an RFC 3339 time or nanoseconds since the epoch", name);
+	return false;
+}
+
+static void get_streams(struct req *rq)
+{
+	static const char *const names[] = { "app", "host", "version", "since", "until", "limit", "offset", NULL };
+	struct stream_filter f = { req_query(rq, "app"), req_query(rq, "host"), req_query(rq, "version"), NULL,
+				   PARAMS_NO_TIME, PARAMS_NO_TIME };
+	struct labels_acc l = { rq, NULL, NULL };
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!known_query(rq, names, true) || !page_params(rq, &limit, &offset) ||
+	    !time_param(rq, "since", &f.since_ns) || !time_param(rq, "until", &f.until_ns))
+		return;
+	l.obj = json_object_new_object();
+	req_query_each(rq, collect_label, &l);
+	if (l.bad) {
+		json_object_put(l.obj);
+		req_json_error(rq, 400, "%.64s: a label filter needs a key and a UTF-8 value", l.bad);
+		return;
+	}
+	if (json_object_object_length(l.obj))
+		f.labels_json = req_strdup(rq, json_object_to_json_string_ext(l.obj, JSON_C_TO_STRING_PLAIN));
+	json_object_put(l.obj);
+	rows = model_streams(rq->db, &f, limit, offset, err, sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_streams_count(rq->db, &f, err, sizeof(err));
+	if (rows && !failed(rq, count, err))
+		list_response(rq, "streams", rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
+/* Distinct stack ids, and so the position of each in the "stacks" array written. */
+struct stackmap {
+	int32_t *ids;       /* distinct stack ids, ascending */
+	size_t n;
+};
+
+static int cmp_i32(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	return (x > y) - (x < y);
+}
+
+static long stack_index(const struct stackmap *m, int32_t id)
+{
+	const int32_t *p = bsearch(&id, m->ids, m->n, sizeof(*m->ids), cmp_i32);
+	return p ? (long)(p - m->ids) : -1;
+}
+
+/*
+ * Writes "stacks": [[frame names, outermost first], ...] for the distinct stack
+ * ids of column col of rows, ascending, and fills *m (id -> position in that
+ * array). Returns 0 or -1 (err set).
+ */
+static int put_stacks(struct req *rq, PGresult *rows, int col, struct stackmap *m, char *err, size_t errlen)
+{
+	int n = PQntuples(rows);
+	struct buf ids = BUF_INIT(0);
+	PGresult *fr;
+	size_t k = 0;
+
+	m->ids = arena_alloc(rq->a, ((size_t)n + 1) * sizeof(int32_t));
+	if (!m->ids) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		m->ids[i] = (int32_t)strtol(PQgetvalue(rows, i, col), NULL, 10);
+	qsort(m->ids, (size_t)n, sizeof(int32_t), cmp_i32);
+	for (int i = 0; i < n; i++)
+		if (k == 0 || m->ids[k - 1] != m->ids[i])
+			m->ids[k++] = m->ids[i];
+	m->n = k;
+	buf_putc(&ids, '{');
+	for (size_t i = 0; i < k; i++)
+		buf_printf(&ids, i ? ",%d" : "%d", m->ids[i]);
+	buf_putc(&ids, '}');
+	fr = model_stack_frames(rq->db, buf_cstr(&ids), err, errlen);
+	buf_release(&ids);
+	if (!fr)
+		return -1;
+	{
+		/* one array of names per stack, in the order of m->ids (rows come by stack, then position) */
+		struct buf *o = &rq->out;
+		int nf = PQntuples(fr);
+		long cur = -1;
+		buf_puts(o, "\"stacks\": [");
+		for (int i = 0; i < nf; i++) {
+			long s = stack_index(m, (int32_t)strtol(PQgetvalue(fr, i, 0), NULL, 10));
+			while (cur < s)   /* stacks of no frames stay empty arrays */
+				buf_puts(o, cur++ < 0 ? "[" : "], [");
+			if (strcmp(PQgetvalue(fr, i, 1), "1") != 0)
+				buf_puts(o, ", ");
+			buf_put_json_str(o, PQgetvalue(fr, i, 2), (size_t)PQgetlength(fr, i, 2));
+		}
+		while (cur < (long)m->n - 1)
+			buf_puts(o, cur++ < 0 ? "[" : "], [");
+		buf_puts(o, m->n ? "]]" : "]");
+	}
+	PQclear(fr);
+	return 0;
+}
+
+static void get_stream(struct req *rq, const char *uuid)
+{
+	static const char *const names[] = { "aoi", NULL };
+	char canon[37], err[512];
+	PGresult *st, *ev = NULL;
+	enum aoi_mode mode = AOI_WAITGRAPH;
+	const char *aoi = req_query(rq, "aoi");
+	struct stackmap m;
+	bool *in = NULL;
+	int n;
+
+	if (!known_query(rq, names, false))
+		return;
+	if (aoi && aoi_mode_parse(aoi, &mode) < 0) {
+		req_json_error(rq, 400, "aoi: must be waitgraph, thread, critical or stream");
+		return;
+	}
+	if (!util_uuid_canon(uuid, strlen(uuid), canon)) {
+		req_json_error(rq, 404, "stream '%.64s': no such stream (not a UUID)", uuid);
+		return;
+	}
+	st = model_stream(rq->db, canon, err, sizeof(err));
+	if (failed(rq, st, err))
+		return;
+	if (PQntuples(st) == 0) {
+		req_json_error(rq, 404, "stream %s: no such stream", canon);
+		goto out;
+	}
+	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), MAX_STREAM_EVENTS, err, sizeof(err));
+	if (failed(rq, ev, err))
+		goto out;
+	n = PQntuples(ev);
+	in = arena_calloc(rq->a, (size_t)n + 1, sizeof(bool));
+	if (!in || model_stream_aoi(st, ev, mode, in) < 0) {
+		req_json_error(rq, 500, "computing the AOI failed");
+		goto out;
+	}
+	{
+		static const char *const skip[] = { "ref", "events", "symptom_tid", "symptom_start_ns", "symptom_end_ns", NULL };
+		put_row(&rq->out, st, 0, skip);
+		rq->out.len--;   /* reopen the object */
+	}
+	buf_printf(&rq->out, ", \"event_count\": %s, \"events_truncated\": %s, \"aoi_mode\": \"%s\", ",
+		   PQgetvalue(st, 0, PQfnumber(st, "events")), n == MAX_STREAM_EVENTS ? "true" : "false",
+		   aoi_mode_name(mode));
+	if (put_stacks(rq, ev, 4, &m, err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "%s", err);
+		goto out;
+	}
+	buf_puts(&rq->out, ", \"events\": [");
+	for (int i = 0; i < n; i++) {
+		bool wait = PQgetvalue(ev, i, 0)[0] == 'w';
+		buf_printf(&rq->out, "%s{\"kind\": \"%s\", \"tid\": %s, \"ts_ns\": %s, \"dur_ns\": %s, \"stack\": %ld",
+			   i ? ", " : "", wait ? "wait" : "run", PQgetvalue(ev, i, 1), PQgetvalue(ev, i, 2),
+			   PQgetvalue(ev, i, 3), stack_index(&m, (int32_t)strtol(PQgetvalue(ev, i, 4), NULL, 10)));
+		if (wait)
+			buf_printf(&rq->out, ", \"readier_tid\": %s", PQgetvalue(ev, i, 5));
+		buf_puts(&rq->out, in[i] ? ", \"aoi\": true}" : ", \"aoi\": false}");
+	}
+	buf_puts(&rq->out, "]}");
+	ok_json(rq, 200);
+out:
+	PQclear(st);
+	PQclear(ev);
+}
+
+/* ---- runs ---- */
+
+static void post_run(struct req *rq)
+{
+	struct run_params p;
+	char err[512];
+	int64_t id;
+
+	if (!req_may_write(rq, true))
+		return;
+	if (params_parse(rq->body.data ? rq->body.data : "", rq->body.len, rq->a, &p, err, sizeof(err)) < 0) {
+		req_json_error(rq, 400, "%s", err);
+		return;
+	}
+	if (miner_enqueue_db(rq->db, &p, &id, err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "%s", err);
+		return;
+	}
+	buf_printf(&rq->out, "{\"run_id\": %lld}", (long long)id);
+	req_add_header(rq, "Location", req_printf(rq, "/api/v1/runs/%lld", (long long)id));
+	ok_json(rq, 202);
+}
+
+static void get_runs(struct req *rq)
+{
+	static const char *const names[] = { "app", "status", "limit", "offset", NULL };
+	const char *status = req_query(rq, "status");
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!known_query(rq, names, false) || !page_params(rq, &limit, &offset))
+		return;
+	if (status && strcmp(status, "queued") && strcmp(status, "running") && strcmp(status, "done") &&
+	    strcmp(status, "failed")) {
+		req_json_error(rq, 400, "status: must be queued, running, done or failed");
+		return;
+	}
+	rows = model_runs(rq->db, req_query(rq, "app"), status, limit, offset, err, sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_runs_count(rq->db, req_query(rq, "app"), status, err, sizeof(err));
+	if (rows && !failed(rq, count, err))
+		list_response(rq, "runs", rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
+/* The run row of id, or NULL after setting a 404/500 response. */
+static PGresult *need_run(struct req *rq, const char *id)
+{
+	char err[512];
+	PGresult *r = model_run(rq->db, id, err, sizeof(err));
+
+	if (failed(rq, r, err))
+		return NULL;
+	if (PQntuples(r) == 0) {
+		req_json_error(rq, 404, "run %s: no such run", id);
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+static void get_run(struct req *rq, const char *id)
+{
+	PGresult *r = need_run(rq, id);
+
+	if (!r)
+		return;
+	put_row(&rq->out, r, 0, NULL);
+	ok_json(rq, 200);
+	PQclear(r);
+}
+
+static bool kind_param(struct req *rq, const char **kind)
+{
+	const char *k = req_query(rq, "kind");
+
+	*kind = NULL;
+	if (!k)
+		return true;
+	if (strcmp(k, "wait") == 0)
+		*kind = "w";
+	else if (strcmp(k, "run") == 0)
+		*kind = "r";
+	else {
+		req_json_error(rq, 400, "kind: must be wait or run");
+		return false;
+	}
+	return true;
+}
+
+static void get_clusters(struct req *rq, const char *run)
+{
+	static const char *const names[] = { "sort", "kind", "q", "patterns", "limit", "offset", NULL };
+	const char *sort = req_query(rq, "sort"), *kind, *text = req_query(rq, "q");
+	PGresult *r, *rows = NULL, *count = NULL;
+	int64_t np;
+	long limit, offset;
+	int s = 0;
+	char err[512];
+
+	if (!known_query(rq, names, false) || !page_params(rq, &limit, &offset) || !kind_param(rq, &kind) ||
+	    !num_param(rq, "patterns", 0, 1000, 10, &np))
+		return;
+	if (sort && (s = model_sort_parse(sort)) < 0) {
+		req_json_error(rq, 400, "sort: must be total_cost, streams, events or avg_cost");
+		return;
+	}
+	if (text && (!*text || strlen(text) > 1024)) {
+		req_json_error(rq, 400, "q: 1 to 1024 bytes of frame text");
+		return;
+	}
+	if (!(r = need_run(rq, run)))
+		return;
+	PQclear(r);
+	rows = model_clusters(rq->db, run, (enum model_sort)s, kind, text, limit, offset, (long)np, err,
+			      sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_clusters_count(rq->db, run, kind, text, err, sizeof(err));
+	if (rows && !failed(rq, count, err)) {
+		buf_printf(&rq->out, "{\"sort\": \"%s\", \"clusters\": ", model_sort_name((enum model_sort)s));
+		put_rows(&rq->out, rows, NULL);
+		buf_printf(&rq->out, ", \"total\": %s}", PQgetvalue(count, 0, 0));
+		ok_json(rq, 200);
+	}
+	PQclear(rows);
+	PQclear(count);
+}
+
+static void get_cluster(struct req *rq, const char *id)
+{
+	static const char *const names[] = { "limit", NULL };
+	static const char *const dims[] = { "host", "version", "label" };
+	PGresult *c, *r;
+	char err[512];
+	int64_t lim;
+
+	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 1000, 20, &lim))
+		return;
+	c = model_cluster(rq->db, id, err, sizeof(err));
+	if (failed(rq, c, err))
+		return;
+	if (PQntuples(c) == 0) {
+		req_json_error(rq, 404, "cluster %s: no such cluster", id);
+		PQclear(c);
+		return;
+	}
+	put_row(&rq->out, c, 0, NULL);
+	rq->out.len--;   /* reopen the object */
+	PQclear(c);
+	r = model_cluster_streams(rq->db, id, (long)lim, err, sizeof(err));
+	if (failed(rq, r, err))
+		return;
+	buf_puts(&rq->out, ", \"top_streams\": ");
+	put_rows(&rq->out, r, NULL);
+	PQclear(r);
+	for (int d = 0; d < 3; d++) {
+		static const char *const skip_key[] = { "key", NULL };
+		r = model_cluster_by(rq->db, id, dims[d], (long)lim, err, sizeof(err));
+		if (failed(rq, r, err))
+			return;
+		buf_printf(&rq->out, ", \"by_%s\": ", dims[d]);
+		put_rows(&rq->out, r, d < 2 ? skip_key : NULL);
+		PQclear(r);
+	}
+	buf_putc(&rq->out, '}');
+	ok_json(rq, 200);
+}
+
+/* The matched stacks of a cluster with cost, frames resolved (for flame graphs). */
+static void get_cluster_stacks(struct req *rq, const char *id)
+{
+	PGresult *c, *r;
+	struct stackmap m;
+	char err[512];
+
+	c = model_cluster(rq->db, id, err, sizeof(err));
+	if (failed(rq, c, err))
+		return;
+	if (PQntuples(c) == 0) {
+		req_json_error(rq, 404, "cluster %s: no such cluster", id);
+		PQclear(c);
+		return;
+	}
+	PQclear(c);
+	r = model_cluster_stacks(rq->db, id, err, sizeof(err));
+	if (failed(rq, r, err))
+		return;
+	buf_putc(&rq->out, '{');
+	if (put_stacks(rq, r, 0, &m, err, sizeof(err)) < 0) {
+		PQclear(r);
+		req_json_error(rq, 500, "%s", err);
+		return;
+	}
+	buf_puts(&rq->out, ", \"costs\": [");
+	for (int i = 0; i < PQntuples(r); i++)
+		buf_printf(&rq->out, "%s{\"stack\": %ld, \"cost_ns\": %s, \"events\": %s}", i ? ", " : "",
+			   stack_index(&m, (int32_t)strtol(PQgetvalue(r, i, 0), NULL, 10)), PQgetvalue(r, i, 1),
+			   PQgetvalue(r, i, 2));
+	buf_puts(&rq->out, "]}");
+	ok_json(rq, 200);
+	PQclear(r);
+}
+
+/* ---- signatures ---- */
+
+static void get_signatures(struct req *rq)
+{
+	static const char *const names[] = { "limit", "offset", NULL };
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!known_query(rq, names, false) || !page_params(rq, &limit, &offset))
+		return;
+	rows = model_signatures(rq->db, limit, offset, err, sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_signatures_count(rq->db, err, sizeof(err));
+	if (rows && !failed(rq, count, err))
+		list_response(rq, "signatures", rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
+/* The body as a JSON object, or NULL after a 400. Caller puts. */
+static json_object *body_object(struct req *rq, const char *const *fields)
+{
+	json_tokener *tok = json_tokener_new();
+	json_object *o;
+
+	if (!tok) {
+		req_json_error(rq, 500, "out of memory");
+		return NULL;
+	}
+	o = json_tokener_parse_ex(tok, rq->body.data ? rq->body.data : "", (int)rq->body.len);
+	if (!o || json_tokener_get_error(tok) != json_tokener_success || !json_object_is_type(o, json_type_object) ||
+	    (size_t)json_tokener_get_parse_end(tok) != rq->body.len) {
+		json_object_put(o);
+		json_tokener_free(tok);
+		req_json_error(rq, 400, "the body must be one JSON object");
+		return NULL;
+	}
+	json_tokener_free(tok);
+	json_object_object_foreach(o, key, val) {
+		bool known = false;
+		(void)val;
+		for (const char *const *f = fields; *f; f++)
+			known |= strcmp(*f, key) == 0;
+		if (!known) {
+			req_json_error(rq, 400, "%.64s: unknown field", key);
+			json_object_put(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+/* A string field: true with *out (NULL when absent), false after a 400. */
+static bool str_field(struct req *rq, json_object *o, const char *name, const char **out)
+{
+	json_object *v;
+
+	*out = NULL;
+	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null))
+		return true;
+	if (!json_object_is_type(v, json_type_string)) {
+		req_json_error(rq, 400, "%s: must be a string", name);
+		return false;
+	}
+	*out = json_object_get_string(v);
+	if (!util_utf8_valid(*out, strlen(*out)) || strlen(*out) != (size_t)json_object_get_string_len(v)) {
+		req_json_error(rq, 400, "%s: must be UTF-8 without NUL", name);
+		return false;
+	}
+	return true;
+}
+
+static void post_signature(struct req *rq)
+{
+	static const char *const fields[] = { "name", "frames", "status", "note", "from_cluster", NULL };
+	json_object *o, *v;
+	const char *name, *status, *note, **frames = NULL;
+	size_t nframes = 0;
+	int64_t from = 0, id;
+	char err[512];
+
+	if (!req_may_write(rq, true) || !(o = body_object(rq, fields)))
+		return;
+	if (!str_field(rq, o, "name", &name) || !str_field(rq, o, "status", &status) ||
+	    !str_field(rq, o, "note", &note))
+		goto out;
+	if (!name) {
+		req_json_error(rq, 400, "name: required");
+		goto out;
+	}
+	if (!json_object_object_get_ex(o, "frames", &v) || !json_object_is_type(v, json_type_array)) {
+		req_json_error(rq, 400, "frames: required, an array of frame names (outermost first)");
+		goto out;
+	}
+	nframes = json_object_array_length(v);
+	frames = arena_calloc(rq->a, nframes + 1, sizeof(*frames));
+	for (size_t i = 0; frames && i < nframes; i++) {
+		json_object *f = json_object_array_get_idx(v, i);
+		if (!json_object_is_type(f, json_type_string) ||
+		    strlen(json_object_get_string(f)) != (size_t)json_object_get_string_len(f) ||
+		    !util_utf8_valid(json_object_get_string(f), strlen(json_object_get_string(f)))) {
+			req_json_error(rq, 400, "frames[%zu]: must be a string", i);
+			goto out;
+		}
+		frames[i] = json_object_get_string(f);
+	}
+	if (json_object_object_get_ex(o, "from_cluster", &v) && !json_object_is_type(v, json_type_null)) {
+		if (!json_object_is_type(v, json_type_int) || (from = json_object_get_int64(v)) < 1) {
+			req_json_error(rq, 400, "from_cluster: must be a cluster id");
+			goto out;
+		}
+	}
+	if (sig_create(rq->db, name, frames, nframes, status ? status : "open", note ? note : "", from, &id, err,
+		       sizeof(err)) < 0) {
+		int st = sig_status(err);
+		req_json_error(rq, st == 404 ? 400 : st, "%s", err);
+		goto out;
+	}
+	buf_printf(&rq->out, "{\"signature_id\": %lld}", (long long)id);
+	req_add_header(rq, "Location", req_printf(rq, "/api/v1/signatures/%lld", (long long)id));
+	ok_json(rq, 201);
+out:
+	json_object_put(o);
+}
+
+static void get_signature(struct req *rq, const char *id)
+{
+	char err[512];
+	PGresult *r = model_signature(rq->db, id, err, sizeof(err));
+
+	if (failed(rq, r, err))
+		return;
+	if (PQntuples(r) == 0)
+		req_json_error(rq, 404, "signature %s: no such signature", id);
+	else {
+		put_row(&rq->out, r, 0, NULL);
+		ok_json(rq, 200);
+	}
+	PQclear(r);
+}
+
+static void patch_signature(struct req *rq, const char *id)
+{
+	static const char *const fields[] = { "status", "note", NULL };
+	json_object *o;
+	const char *status, *note;
+	char err[512];
+
+	if (!req_may_write(rq, true) || !(o = body_object(rq, fields)))
+		return;
+	if (str_field(rq, o, "status", &status) && str_field(rq, o, "note", &note)) {
+		if (sig_update(rq->db, strtoll(id, NULL, 10), status, note, err, sizeof(err)) < 0)
+			req_json_error(rq, sig_status(err), "%s", err);
+		else
+			get_signature(rq, id);
+	}
+	json_object_put(o);
+}
+
+static void get_export(struct req *rq)
+{
+	char err[512];
+
+	if (sig_export(rq->db, &rq->out, err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "%s", err);
+		return;
+	}
+	req_add_header(rq, "Content-Disposition", "attachment; filename=\"signatures.json\"");
+	ok_json(rq, 200);
+}
+
+static void post_import(struct req *rq)
+{
+	char err[512];
+	size_t n;
+
+	if (!req_may_write(rq, true))
+		return;
+	if (sig_import(rq->db, rq->body.data ? rq->body.data : "", rq->body.len, &n, err, sizeof(err)) < 0) {
+		req_json_error(rq, sig_status(err) == 500 ? 500 : 400, "%s", err);
+		return;
+	}
+	buf_printf(&rq->out, "{\"imported\": %zu}", n);
+	ok_json(rq, 200);
+}
+
+/* ---- coverage and triage ---- */
+
+static void get_coverage(struct req *rq, const char *run)
+{
+	static const char *const names[] = { "signatures", NULL };
+	const char *sel = req_query(rq, "signatures");
+	struct sig_coverage cov;
+	int64_t *ids = NULL;
+	size_t n = 0;
+	char err[512];
+
+	if (!known_query(rq, names, false))
+		return;
+	if (sel && strcmp(sel, "all") != 0) {
+		const char *p = sel;
+		ids = arena_calloc(rq->a, strlen(sel) / 2 + 2, sizeof(*ids));
+		while (ids && *p) {
+			char tok[24];
+			size_t len = strcspn(p, ",");
+			if (len == 0 || len >= sizeof(tok)) {
+				req_json_error(rq, 400, "signatures: 'all' or signature ids separated by commas");
+				return;
+			}
+			memcpy(tok, p, len);
+			tok[len] = '\0';
+			if (util_parse_i64(tok, 1, INT64_MAX, &ids[n]) < 0) {
+				req_json_error(rq, 400, "signatures: 'all' or signature ids separated by commas");
+				return;
+			}
+			n++;
+			p += len + (p[len] == ',');
+		}
+	}
+	if (sig_coverage(rq->db, strtoll(run, NULL, 10), ids, n, &cov, err, sizeof(err)) < 0) {
+		int st = sig_status(err);
+		req_json_error(rq, strstr(err, "ids given do not exist") ? 400 : st, "%s", err);
+		return;
+	}
+	buf_printf(&rq->out, "{\"run_id\": %s, \"coverage\": ", run);
+	buf_put_double(&rq->out, cov.coverage);
+	buf_printf(&rq->out, ", \"covered_cost_ns\": %llu, \"total_cost_ns\": %llu, \"by_signature\": [",
+		   (unsigned long long)cov.covered_ns, (unsigned long long)cov.total_ns);
+	for (size_t i = 0; i < cov.nby; i++) {
+		buf_printf(&rq->out, "%s{\"signature_id\": %lld, \"name\": ", i ? ", " : "", (long long)cov.by[i].id);
+		buf_put_json_str(&rq->out, cov.by[i].name, strlen(cov.by[i].name));
+		buf_printf(&rq->out, ", \"cost_ns\": %llu, \"coverage\": ", (unsigned long long)cov.by[i].cost_ns);
+		buf_put_double(&rq->out, cov.total_ns ? (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
+		buf_putc(&rq->out, '}');
+	}
+	buf_puts(&rq->out, "]}");
+	free(cov.by);
+	ok_json(rq, 200);
+}
+
+static void get_triage(struct req *rq, const char *run)
+{
+	static const char *const names[] = { NULL };
+	struct sig_triage tr;
+	char err[512];
+
+	if (!known_query(rq, names, false))
+		return;
+	if (sig_triage(rq->db, strtoll(run, NULL, 10), &tr, err, sizeof(err)) < 0) {
+		req_json_error(rq, sig_status(err), "%s", err);
+		return;
+	}
+	buf_printf(&rq->out, "{\"run_id\": %s, \"streams\": %zu, \"max_coverage\": ", run, tr.nstreams);
+	buf_put_double(&rq->out, tr.max_coverage);
+	buf_puts(&rq->out, ", \"levels\": [");
+	for (int l = 0; l < SIG_LEVELS; l++) {
+		if (l)
+			buf_puts(&rq->out, ", ");
+		buf_put_double(&rq->out, tr.level[l]);
+	}
+	buf_puts(&rq->out, "], \"orders\": {");
+	for (int o = 0; o < SIG_NORDERS; o++) {
+		buf_printf(&rq->out, "%s\"%s\": [", o ? ", " : "", sig_order_name((enum sig_order)o));
+		for (int l = 0; l < SIG_LEVELS; l++) {
+			if (l)
+				buf_puts(&rq->out, ", ");
+			buf_put_double(&rq->out, tr.needed[o][l]);
+		}
+		buf_putc(&rq->out, ']');
+	}
+	buf_puts(&rq->out, "}}");
+	ok_json(rq, 200);
+}
+
+/* ---- routing ---- */
+
+#define MAX_SEGS 6
+
+void api_handle(struct req *rq)
+{
+	char path[512], id[24];
+	char *seg[MAX_SEGS];
+	int n = 0;
+	bool get = rq->method == REQ_GET || rq->method == REQ_HEAD, post = rq->method == REQ_POST;
+
+	if (strlen(rq->path) >= sizeof(path)) {
+		req_json_error(rq, 404, "no such endpoint");
+		return;
+	}
+	memcpy(path, rq->path, strlen(rq->path) + 1);
+	for (char *p = strtok(path, "/"); p && n < MAX_SEGS; p = strtok(NULL, "/"))
+		seg[n++] = p;
+	if (n < 3 || strcmp(seg[0], "api") || strcmp(seg[1], "v1")) {
+		req_json_error(rq, 404, "no such endpoint (the API is under /api/v1/)");
+		return;
+	}
+	if (get && !req_may_read(rq)) {
+		req_json_error(rq, 401, "an analyst or admin token is required (Authorization: Bearer TOKEN)");
+		return;
+	}
+#define IS(i, s) (n > (i) && strcmp(seg[i], (s)) == 0)
+	if (IS(2, "streams") && n == 3 && get)
+		get_streams(rq);
+	else if (IS(2, "streams") && n == 4 && get)
+		get_stream(rq, seg[3]);
+	else if (IS(2, "runs") && n == 3 && post)
+		post_run(rq);
+	else if (IS(2, "runs") && n == 3 && get)
+		get_runs(rq);
+	else if (IS(2, "runs") && n >= 4 && n <= 5 && get) {
+		if (!id_param(rq, "run", seg[3], id))
+			return;
+		if (n == 4)
+			get_run(rq, id);
+		else if (IS(4, "clusters"))
+			get_clusters(rq, id);
+		else if (IS(4, "coverage"))
+			get_coverage(rq, id);
+		else if (IS(4, "triage"))
+			get_triage(rq, id);
+		else
+			req_json_error(rq, 404, "no such endpoint");
+	} else if (IS(2, "clusters") && (n == 4 || (n == 5 && IS(4, "stacks"))) && get) {
+		if (id_param(rq, "cluster", seg[3], id))
+			(n == 4 ? get_cluster : get_cluster_stacks)(rq, id);
+	} else if (IS(2, "signatures") && n == 3 && post)
+		post_signature(rq);
+	else if (IS(2, "signatures") && n == 3 && get)
+		get_signatures(rq);
+	else if (IS(2, "signatures") && IS(3, "export") && n == 4 && get)
+		get_export(rq);
+	else if (IS(2, "signatures") && IS(3, "import") && n == 4 && post)
+		post_import(rq);
+	else if (IS(2, "signatures") && n == 4 && (get || rq->method == REQ_PATCH)) {
+		if (id_param(rq, "signature", seg[3], id))
+			(get ? get_signature : patch_signature)(rq, id);
+	} else {
+		bool known = IS(2, "streams") || IS(2, "runs") || IS(2, "clusters") || IS(2, "signatures");
+		req_json_error(rq, known ? 405 : 404, known ? "method not allowed here" : "no such endpoint");
+	}
+#undef IS
+}

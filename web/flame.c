@@ -1,0 +1,585 @@
+/* flame: icicle graph of weighted call stacks as SVG (see flame.h). */
+#include "flame.h"
+#include "arena.h"
+#include "hash.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROW_PX 18
+#define BAR_PX 17      /* a 1 px gap between rows */
+#define CHAR_PX 7      /* monospace 12 px, roughly */
+#define TEXT_PAD 3
+#define MIN_NODE_PX 0.5
+#define NAME_BYTES_MAX ((size_t)256 << 20) /* bounds the names arena */
+
+struct fnode {
+	const char *name;
+	uint32_t len;
+	uint32_t parent;
+	uint32_t hash;  /* of the name, for the child table */
+	uint32_t depth; /* root = 0 */
+	uint64_t cost, events;
+};
+
+struct flame {
+	struct arena *names;
+	struct fnode *nodes;
+	size_t n, cap;
+	/* Children by (parent, name): open addressing over node indices; 0 = empty slot
+	 * (the root, index 0, is nobody's child). */
+	uint32_t *table;
+	size_t tcap;
+	/* Built lazily by flame_index() after adds: children in name order (CSR) and ids. */
+	bool dirty;
+	uint32_t *kstart; /* n + 1 */
+	uint32_t *kids;   /* n - 1 */
+	uint32_t *byid;   /* id - 1 -> node index */
+	uint32_t *idof;   /* node index -> id */
+	char err[96];
+};
+
+/* Word-at-a-time hash of a name (only used in memory, so byte order does not matter). */
+static uint64_t name_hash(const char *s, size_t n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+
+	while (n >= 8) {
+		uint64_t w;
+
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 29;
+		s += 8;
+		n -= 8;
+	}
+	if (n) {
+		uint64_t w = 0;
+
+		memcpy(&w, s, n);
+		h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+	}
+	return hash_mix64(h);
+}
+
+static size_t slot_of(uint32_t parent, uint32_t h, size_t mask)
+{
+	return (size_t)hash_mix64(((uint64_t)parent << 32) | h) & mask;
+}
+
+static void set_err(struct flame *f, const char *msg)
+{
+	snprintf(f->err, sizeof(f->err), "%s", msg);
+}
+
+struct flame *flame_open(void)
+{
+	struct flame *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->names = arena_open(NAME_BYTES_MAX);
+	f->cap = 64;
+	f->nodes = calloc(f->cap, sizeof(*f->nodes));
+	f->tcap = 128;
+	f->table = calloc(f->tcap, sizeof(*f->table));
+	if (!f->names || !f->nodes || !f->table) {
+		flame_free(f);
+		return NULL;
+	}
+	f->nodes[0].name = "all";
+	f->nodes[0].len = 3;
+	f->n = 1;
+	f->dirty = true;
+	return f;
+}
+
+static void index_free(struct flame *f)
+{
+	free(f->kstart);
+	free(f->kids);
+	free(f->byid);
+	free(f->idof);
+	f->kstart = f->kids = f->byid = f->idof = NULL;
+}
+
+void flame_free(struct flame *f)
+{
+	if (!f)
+		return;
+	index_free(f);
+	arena_free(f->names);
+	free(f->nodes);
+	free(f->table);
+	free(f);
+}
+
+const char *flame_error(const struct flame *f)
+{
+	return f->err;
+}
+
+uint64_t flame_total_cost(const struct flame *f)
+{
+	return f->nodes[0].cost;
+}
+
+size_t flame_node_count(const struct flame *f)
+{
+	return f->n;
+}
+
+static uint32_t child_find(const struct flame *f, uint32_t parent, const char *name, uint32_t len,
+			   uint32_t h)
+{
+	size_t mask = f->tcap - 1, i = slot_of(parent, h, mask);
+
+	for (;; i = (i + 1) & mask) {
+		uint32_t k = f->table[i];
+		const struct fnode *c;
+
+		if (!k)
+			return 0;
+		c = &f->nodes[k];
+		if (c->parent == parent && c->hash == h && c->len == len && memcmp(c->name, name, len) == 0)
+			return k;
+	}
+}
+
+static void table_put(uint32_t *table, size_t tcap, const struct fnode *nodes, uint32_t k)
+{
+	size_t mask = tcap - 1, i = slot_of(nodes[k].parent, nodes[k].hash, mask);
+
+	while (table[i])
+		i = (i + 1) & mask;
+	table[i] = k;
+}
+
+/* Room for `more` nodes in the array and the table (kept at most half full). */
+static int reserve_nodes(struct flame *f, size_t more)
+{
+	size_t need = f->n + more;
+
+	if (need > f->cap) {
+		size_t ncap = f->cap;
+		struct fnode *p;
+
+		while (ncap < need)
+			ncap *= 2;
+		p = realloc(f->nodes, ncap * sizeof(*p));
+		if (!p)
+			return -1;
+		f->nodes = p;
+		f->cap = ncap;
+	}
+	if (need * 2 > f->tcap) {
+		size_t ncap = f->tcap;
+		uint32_t *t;
+
+		while (need * 2 > ncap)
+			ncap *= 2;
+		t = calloc(ncap, sizeof(*t));
+		if (!t)
+			return -1;
+		for (size_t k = 1; k < f->n; k++)
+			table_put(t, ncap, f->nodes, (uint32_t)k);
+		free(f->table);
+		f->table = t;
+		f->tcap = ncap;
+	}
+	return 0;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost_ns, uint64_t events)
+{
+	uint32_t path[FLAME_MAX_DEPTH], lens[FLAME_MAX_DEPTH], hs[FLAME_MAX_DEPTH];
+	uint32_t p = 0;
+	size_t i, found, bytes = 0;
+	char *store;
+
+	f->err[0] = '\0';
+	if (n > FLAME_MAX_DEPTH) {
+		set_err(f, "stack deeper than 1024 frames");
+		return -1;
+	}
+	/* Walk the known prefix; everything after the first new frame is new too. */
+	for (i = 0; i < n; i++) {
+		size_t len;
+
+		if (!names[i]) {
+			set_err(f, "NULL frame name");
+			return -1;
+		}
+		len = strlen(names[i]);
+		if (len > UINT32_MAX) {
+			set_err(f, "frame name too long");
+			return -1;
+		}
+		lens[i] = (uint32_t)len;
+		hs[i] = (uint32_t)name_hash(names[i], len);
+	}
+	for (i = 0; i < n; i++) {
+		uint32_t c = child_find(f, p, names[i], lens[i], hs[i]);
+
+		if (!c)
+			break;
+		path[i] = p = c;
+	}
+	found = i;
+	if (n - found > FLAME_MAX_NODES - f->n) {
+		set_err(f, "flame graph over 200000 nodes");
+		return -1;
+	}
+	/* All allocation happens before the first change, so a refusal leaves the tree as it was. */
+	for (i = found; i < n; i++)
+		bytes += (size_t)lens[i] + 1;
+	store = NULL;
+	if (bytes && !(store = arena_alloc(f->names, bytes))) {
+		set_err(f, "out of memory");
+		return -1;
+	}
+	if (reserve_nodes(f, n - found) < 0) {
+		set_err(f, "out of memory");
+		return -1;
+	}
+	for (i = found; i < n; i++) {
+		struct fnode *c = &f->nodes[f->n];
+
+		memcpy(store, names[i], lens[i]);
+		store[lens[i]] = '\0';
+		c->name = store;
+		c->len = lens[i];
+		c->parent = p;
+		c->hash = hs[i];
+		c->depth = (uint32_t)i + 1;
+		c->cost = c->events = 0;
+		store += lens[i] + 1;
+		path[i] = p = (uint32_t)f->n++;
+		table_put(f->table, f->tcap, f->nodes, p);
+	}
+	if (n > found)
+		f->dirty = true;
+	f->nodes[0].cost = sat_add(f->nodes[0].cost, cost_ns);
+	f->nodes[0].events = sat_add(f->nodes[0].events, events);
+	for (i = 0; i < n; i++) {
+		struct fnode *c = &f->nodes[path[i]];
+
+		c->cost = sat_add(c->cost, cost_ns);
+		c->events = sat_add(c->events, events);
+	}
+	return 0;
+}
+
+struct kid {
+	const char *name;
+	uint32_t len, idx;
+};
+
+static int kid_cmp(const void *a, const void *b)
+{
+	const struct kid *x = a, *y = b;
+	uint32_t m = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->name, y->name, m);
+
+	if (c)
+		return c;
+	return x->len < y->len ? -1 : x->len > y->len; /* siblings never have equal names */
+}
+
+/* Children in name order and depth-first ids, rebuilt after adds that made nodes. */
+static int flame_index(struct flame *f)
+{
+	size_t n = f->n, top = 0, next = 0;
+	struct kid *tmp;
+	uint32_t *stack;
+
+	if (!f->dirty)
+		return 0;
+	index_free(f);
+	f->kstart = calloc(n + 1, sizeof(uint32_t));
+	f->kids = malloc((n > 1 ? n - 1 : 1) * sizeof(uint32_t));
+	f->byid = malloc(n * sizeof(uint32_t));
+	f->idof = malloc(n * sizeof(uint32_t));
+	tmp = malloc((n > 1 ? n - 1 : 1) * sizeof(*tmp));
+	stack = malloc(n * sizeof(uint32_t));
+	if (!f->kstart || !f->kids || !f->byid || !f->idof || !tmp || !stack) {
+		free(tmp);
+		free(stack);
+		index_free(f);
+		set_err(f, "out of memory");
+		return -1;
+	}
+	for (size_t k = 1; k < n; k++)
+		f->kstart[f->nodes[k].parent + 1]++;
+	for (size_t k = 0; k < n; k++)
+		f->kstart[k + 1] += f->kstart[k];
+	/* kstart[p] is used as a fill cursor and then restored. */
+	for (size_t k = 1; k < n; k++) {
+		const struct fnode *c = &f->nodes[k];
+		uint32_t at = f->kstart[c->parent]++;
+
+		tmp[at].name = c->name;
+		tmp[at].len = c->len;
+		tmp[at].idx = (uint32_t)k;
+	}
+	for (size_t k = n; k > 0; k--)
+		f->kstart[k] = f->kstart[k - 1];
+	f->kstart[0] = 0;
+	for (size_t k = 0; k < n; k++) {
+		uint32_t a = f->kstart[k], b = f->kstart[k + 1];
+
+		if (b - a > 1)
+			qsort(tmp + a, b - a, sizeof(*tmp), kid_cmp);
+		for (uint32_t j = a; j < b; j++)
+			f->kids[j] = tmp[j].idx;
+	}
+	free(tmp);
+	/* Preorder: pop a node, number it, push its children last-first. */
+	stack[top++] = 0;
+	while (top) {
+		uint32_t k = stack[--top];
+
+		f->byid[next] = k;
+		f->idof[k] = (uint32_t)++next;
+		for (uint32_t j = f->kstart[k + 1]; j > f->kstart[k]; j--)
+			stack[top++] = f->kids[j - 1];
+	}
+	free(stack);
+	f->dirty = false;
+	return 0;
+}
+
+/* x rounded to one decimal without printf, so no locale can change the output. */
+static int put_f1(struct buf *b, double v)
+{
+	long long t;
+
+	if (!isfinite(v))
+		v = 0;
+	if (v > 1e15)
+		v = 1e15;
+	if (v < -1e15)
+		v = -1e15;
+	t = llround(v * 10);
+	if (t < 0) {
+		if (buf_putc(b, '-'))
+			return -1;
+		t = -t;
+	}
+	if (buf_put_i64(b, t / 10) || buf_putc(b, '.'))
+		return -1;
+	return buf_putc(b, (char)('0' + t % 10));
+}
+
+/* Nanoseconds as milliseconds with 3 decimals, exactly. */
+static int put_ms3(struct buf *b, uint64_t ns)
+{
+	uint64_t us = ns / 1000 + (ns % 1000 >= 500);
+
+	return buf_printf(b, "%llu.%03u", (unsigned long long)(us / 1000), (unsigned)(us % 1000));
+}
+
+/* A stable warm colour from a portable (byte-wise FNV-1a) hash of the name. */
+static int put_colour(struct buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t h = 0xcbf29ce484222325ULL;
+	unsigned rgb[3];
+	char out[8];
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+	h = hash_mix64(h);
+	rgb[0] = 205 + (unsigned)(h % 51);
+	rgb[1] = (unsigned)((h >> 16) % 231);
+	rgb[2] = (unsigned)((h >> 32) % 56);
+	out[0] = '#';
+	for (int i = 0; i < 3; i++) {
+		out[1 + 2 * i] = hex[rgb[i] >> 4];
+		out[2 + 2 * i] = hex[rgb[i] & 15];
+	}
+	return buf_append(b, out, 7);
+}
+
+struct rctx {
+	struct flame *f;
+	struct buf *out;
+	const char *href; /* escaped prefix, or NULL */
+	size_t hreflen;
+	uint64_t fcost;   /* the focused node's cost */
+	double scale;     /* px per ns */
+};
+
+/* Name cut to what fits in w px: all of it, or whole characters and "…", or nothing. */
+static int put_label(struct buf *b, const char *s, size_t n, double w)
+{
+	double fitd = (w - 2 * TEXT_PAD) / CHAR_PX;
+	size_t fit = fitd >= 3 ? (size_t)fitd : 0, chars = 0, cut = 0;
+
+	if (fit < 3)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (((unsigned char)s[i] & 0xc0) == 0x80)
+			continue; /* continuation byte */
+		if (chars == fit - 1)
+			cut = i;
+		chars++;
+	}
+	if (chars <= fit)
+		return buf_put_html(b, s, n);
+	if (buf_put_html(b, s, cut))
+		return -1;
+	return buf_puts(b, "\xe2\x80\xa6");
+}
+
+static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double w, bool anc)
+{
+	const struct fnode *nd = &c->f->nodes[k];
+	struct buf *b = c->out;
+	double share = c->fcost ? 100.0 * (double)nd->cost / (double)c->fcost : 0;
+	size_t mark;
+
+	if (buf_puts(b, anc ? "<g class=\"fn anc\"><title>" : "<g class=\"fn\"><title>") ||
+	    buf_put_html(b, nd->name, nd->len) || buf_putc(b, '\n') || put_ms3(b, nd->cost) ||
+	    buf_puts(b, " ms (") || put_f1(b, share) || buf_puts(b, "%), ") ||
+	    buf_put_i64(b, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events)) ||
+	    buf_puts(b, " events</title>"))
+		return -1;
+	if (c->href && (buf_puts(b, "<a href=\"") || buf_append(b, c->href, c->hreflen) ||
+			buf_put_i64(b, c->f->idof[k]) || buf_puts(b, "\">")))
+		return -1;
+	if (buf_puts(b, "<rect x=\"") || put_f1(b, x) || buf_puts(b, "\" y=\"") ||
+	    buf_put_i64(b, (int64_t)row * ROW_PX) || buf_puts(b, "\" width=\"") || put_f1(b, w) ||
+	    buf_puts(b, "\" height=\"") || buf_put_i64(b, BAR_PX) || buf_puts(b, "\" fill=\"") ||
+	    put_colour(b, nd->name, nd->len) ||
+	    buf_puts(b, "\"/>"))
+		return -1;
+	/* The <text> is dropped again when no character fits. */
+	mark = b->len;
+	if (buf_puts(b, "<text x=\"") || put_f1(b, x + TEXT_PAD) || buf_puts(b, "\" y=\"") ||
+	    buf_put_i64(b, (int64_t)row * ROW_PX + 13) || buf_puts(b, "\">"))
+		return -1;
+	{
+		size_t before = b->len;
+
+		if (put_label(b, nd->name, nd->len, w))
+			return -1;
+		if (b->len == before) {
+			b->len = mark;
+			b->data[mark] = '\0';
+		} else if (buf_puts(b, "</text>")) {
+			return -1;
+		}
+	}
+	if (c->href && buf_puts(b, "</a>"))
+		return -1;
+	return buf_puts(b, "</g>\n");
+}
+
+/* Depth (rows below k) of the deepest descendant wide enough to draw. */
+static unsigned measure(const struct rctx *c, uint32_t k)
+{
+	const struct flame *f = c->f;
+	unsigned best = 0;
+
+	for (uint32_t j = f->kstart[k]; j < f->kstart[k + 1]; j++) {
+		uint32_t ch = f->kids[j];
+
+		if ((double)f->nodes[ch].cost * c->scale >= MIN_NODE_PX) {
+			unsigned d = 1 + measure(c, ch);
+
+			if (d > best)
+				best = d;
+		}
+	}
+	return best;
+}
+
+static int emit_below(struct rctx *c, uint32_t k, unsigned row, double x)
+{
+	const struct flame *f = c->f;
+	uint64_t cum = 0;
+
+	for (uint32_t j = f->kstart[k]; j < f->kstart[k + 1]; j++) {
+		uint32_t ch = f->kids[j];
+		uint64_t cost = f->nodes[ch].cost;
+		double cx = x + (double)cum * c->scale, w = (double)cost * c->scale;
+
+		cum += cost;
+		if (w < MIN_NODE_PX)
+			continue;
+		if (emit_node(c, ch, row, cx, w, false) || emit_below(c, ch, row + 1, cx))
+			return -1;
+	}
+	return 0;
+}
+
+int flame_render_svg(struct flame *f, uint32_t focus, const char *href_prefix, int width, struct buf *out)
+{
+	uint32_t chain[FLAME_MAX_DEPTH + 1];
+	struct buf href = BUF_INIT(0);
+	struct rctx c;
+	size_t start = out->len;
+	uint32_t fk = 0, depth;
+	unsigned rows;
+	double w;
+	int rc = -1;
+
+	if (flame_index(f) < 0)
+		return -1;
+	f->err[0] = '\0';
+	if (width < 100)
+		width = 100;
+	if (width > 100000)
+		width = 100000;
+	w = width;
+	if (focus >= 1 && focus <= f->n)
+		fk = f->byid[focus - 1];
+	depth = f->nodes[fk].depth;
+	for (uint32_t k = fk, d = depth + 1; d > 0; d--, k = f->nodes[k].parent)
+		chain[d - 1] = k;
+	memset(&c, 0, sizeof(c));
+	c.f = f;
+	c.out = out;
+	c.fcost = f->nodes[fk].cost;
+	c.scale = c.fcost ? w / (double)c.fcost : 0;
+	if (href_prefix) {
+		if (buf_put_html(&href, href_prefix, strlen(href_prefix)) || buf_reserve(&href, 0))
+			goto done;
+		c.href = buf_cstr(&href);
+		c.hreflen = href.len;
+	}
+	rows = depth + 1 + (c.fcost ? measure(&c, fk) : 0);
+	if (buf_puts(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"flame\" width=\"") ||
+	    buf_put_i64(out, width) || buf_puts(out, "\" height=\"") ||
+	    buf_put_i64(out, (int64_t)rows * ROW_PX) || buf_puts(out, "\" viewBox=\"0 0 ") ||
+	    buf_put_i64(out, width) || buf_putc(out, ' ') || buf_put_i64(out, (int64_t)rows * ROW_PX) ||
+	    buf_puts(out, "\" font-family=\"monospace\" font-size=\"12\">\n"))
+		goto done;
+	/* The focused node and its ancestors span the whole width. */
+	for (uint32_t d = 0; d <= depth; d++)
+		if (emit_node(&c, chain[d], d, 0, w, d < depth))
+			goto done;
+	if (c.fcost && emit_below(&c, fk, depth + 1, 0))
+		goto done;
+	if (buf_puts(out, "</svg>\n"))
+		goto done;
+	rc = 0;
+done:
+	buf_release(&href);
+	if (rc) {
+		out->len = start;
+		if (out->data)
+			out->data[start] = '\0';
+		set_err(f, "out of memory or output full");
+	}
+	return rc;
+}

@@ -1,0 +1,46 @@
+/*
+ * flame: an icicle graph (a flame graph with the root at the top) of call
+ * stacks weighted by cost, rendered server-side as SVG for the dashboard.
+ *
+ * Stacks are merged into a tree (children interned by name under their
+ * parent); a node's cost is the total of the stacks that pass through it.
+ * Rendering is a pure function of the tree: no script, no style attributes
+ * (the pages run under a strict Content-Security-Policy), every name escaped,
+ * and the same input gives the same bytes.
+ */
+#ifndef SM_FLAME_H
+#define SM_FLAME_H
+
+#include "buf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FLAME_MAX_NODES 200000  /* root included */
+#define FLAME_MAX_DEPTH 1024    /* frames per stack */
+
+struct flame;
+
+/* Returns an empty flame (just the root), or NULL on out of memory. Caller frees with flame_free(). */
+struct flame *flame_open(void);
+/* NULL-safe. */
+void flame_free(struct flame *f);
+/* The last error, "" if none; owned by f, valid until the next call on f. */
+const char *flame_error(const struct flame *f);
+/* Add one stack: names[0..n) outermost first (copied; n may be 0 = cost at the root) with its cost
+ * and event count. Returns 0, or -1 with an error (out of memory, n > FLAME_MAX_DEPTH, a NULL name,
+ * or the tree would grow past FLAME_MAX_NODES); a refused stack leaves the flame unchanged. */
+int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost_ns, uint64_t events);
+/* Append the icicle graph as one <svg class="flame"> element to out. width in px (clamped to
+ * [100, 100000]); focus = node id to zoom into (0 or an unknown id: the root). Node ids are given
+ * after all adds: root = 1, then depth-first with children in name (byte) order, so the same stacks
+ * give the same ids whatever the order they were added in. Each drawn node links to
+ * "{href_prefix}{id}" (href_prefix NULL: no links). Returns 0, or -1 (out of memory, out full)
+ * with out left as it was. */
+int flame_render_svg(struct flame *f, uint32_t focus, const char *href_prefix, int width, struct buf *out);
+/* Total cost of all stacks added (the root's cost, saturating). */
+uint64_t flame_total_cost(const struct flame *f);
+/* Number of nodes, the root included. */
+size_t flame_node_count(const struct flame *f);
+
+#endif

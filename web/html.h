@@ -1,0 +1,39 @@
+/*
+ * html: building the dashboard's pages: the page frame (head, navigation,
+ * the cross-site request token for scripts and forms), escaped text, and the
+ * small pieces every page uses (costs, bars, frame names). Everything from the
+ * data goes through html_text() / html_attr(); nothing here writes markup
+ * taken from input.
+ */
+#ifndef SM_WEB_HTML_H
+#define SM_WEB_HTML_H
+
+#include <stdint.h>
+
+#include "server.h"
+
+/* Start a page (status 200, text/html) titled title; ends with <main>. */
+void html_begin(struct req *rq, const char *title);
+/* Close <main>, the body and the document. */
+void html_end(struct req *rq);
+/* Literal markup (never data). */
+void html_raw(struct req *rq, const char *s);
+/* printf of literal markup; %s arguments must not be data (use html_text for that). */
+void html_rawf(struct req *rq, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Escaped text (also safe inside a quoted attribute value). NULL writes nothing. */
+void html_text(struct req *rq, const char *s);
+/* A hidden form field with the cross-site request token. */
+void html_csrf_field(struct req *rq);
+/* A cost in ns as "1.234 s", "12.3 ms" or "850 µs". */
+void html_cost(struct req *rq, int64_t ns);
+/* A horizontal bar of value/max (an inline SVG, width px). */
+void html_bar(struct req *rq, double value, double max, int width);
+/* A frame name shortened for tables: the function part, arguments dropped, at most max bytes
+ * (on a character boundary, with "…"); the full name in a title attribute. */
+void html_frame_short(struct req *rq, const char *name, int max);
+/* An error page with status and message. */
+void html_error(struct req *rq, int status, const char *msg);
+/* A 303 redirect to a local path. */
+void html_redirect(struct req *rq, const char *path);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * sm-web: the dashboard and the REST API (docs/web.md, ../shared/spec/rest.md)
+ * over the stackmine database; by default it also works the queued mining runs.
+ */
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: sm-web [options]\n"
+	"\n"
+	"Serves the dashboard (HTML pages) and the REST API under /api/v1/, and works the queued\n"
+	"mining runs (an embedded worker, unless --no-worker).\n"
+	"\n"
+	"Options (defaults in brackets):\n"
+	"  --db CONNINFO          PostgreSQL connection string or URI [PG* environment]\n"
+	"  --listen ADDR:PORT     address to serve on; port 0 picks a free one [127.0.0.1:8081]\n"
+	"  --port-file FILE       write the bound port to FILE once listening\n"
+	"  --threads N            HTTP threads, one database connection each [4]\n"
+	"  --max-connections N    open HTTP connections [256]\n"
+	"  --max-body SIZE        request body (k, M suffixes) [8M]\n"
+	"  --anonymous-read       allow reads (pages and GET requests) without a token\n"
+	"  --no-worker            leave queued runs to `sm-miner worker` processes\n"
+	"  --miner-threads N      threads of the embedded worker's runs, 0 = one per core [0]\n"
+	"  --cookie-secure        mark the session cookie Secure (serve behind TLS)\n"
+	"  --auth-cache-ms N      how long a token check is remembered [10000]\n"
+	"  --log-level LEVEL      debug, info, warn, error [info]\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 when it cannot start,\n"
+	"2 on a usage error.\n";
+
+enum {
+	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
+	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL,
+};
+
+static int bad(const char *opt, const char *val, const char *why)
+{
+	fprintf(stderr, "sm-web: --%s '%s': %s\n", opt, val, why);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, OPT_DB },
+		{ "listen", required_argument, NULL, OPT_LISTEN },
+		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
+		{ "max-body", required_argument, NULL, OPT_MAXBODY },
+		{ "anonymous-read", no_argument, NULL, OPT_ANON },
+		{ "no-worker", no_argument, NULL, OPT_NOWORKER },
+		{ "miner-threads", required_argument, NULL, OPT_MINERTHREADS },
+		{ "cookie-secure", no_argument, NULL, OPT_SECURE },
+		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
+		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct web_config cfg;
+	enum log_level level = LOG_INFO;
+	int o;
+
+	web_config_default(&cfg);
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *name = o >= OPT_DB ? opts[o - OPT_DB].name : "";
+		int64_t v = 0;
+		uint64_t sz = 0;
+
+		switch (o) {
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		case OPT_DB: cfg.conninfo = optarg; continue;
+		case OPT_LISTEN: cfg.listen = optarg; continue;
+		case OPT_PORT_FILE: cfg.port_file = optarg; continue;
+		case OPT_ANON: cfg.anonymous_read = true; continue;
+		case OPT_NOWORKER: cfg.worker = false; continue;
+		case OPT_SECURE: cfg.cookie_secure = true; continue;
+		case OPT_LOGLEVEL:
+			if (log_level_parse(optarg) < 0)
+				return bad(name, optarg, "must be debug, info, warn or error");
+			level = (enum log_level)log_level_parse(optarg);
+			continue;
+		case OPT_MAXBODY:
+			if (util_parse_size(optarg, &sz) < 0 || sz < 1024 || sz > ((uint64_t)1 << 30))
+				return bad(name, optarg, "must be a size from 1k to 1G");
+			cfg.max_body = sz;
+			continue;
+		case '?':
+			fputs(usage, stderr);
+			return 2;
+		default:
+			break;
+		}
+		if (util_parse_i64(optarg, 0, INT32_MAX, &v) < 0)
+			return bad(name, optarg, "must be a whole number");
+		switch (o) {
+		case OPT_THREADS:
+			if (v < 1 || v > 256)
+				return bad(name, optarg, "must be from 1 to 256");
+			cfg.threads = (int)v;
+			break;
+		case OPT_MAXCONN:
+			if (v < 1)
+				return bad(name, optarg, "must be at least 1");
+			cfg.max_connections = (int)v;
+			break;
+		case OPT_MINERTHREADS:
+			if (v > 64)
+				return bad(name, optarg, "must be from 0 to 64");
+			cfg.miner_threads = (int)v;
+			break;
+		case OPT_AUTHTTL: cfg.auth_ttl_ms = (int)v; break;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sm-web: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	log_init("web", level);
+	return web_run(&cfg) == 0 ? 0 : 1;
+}

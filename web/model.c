@@ -1,0 +1,343 @@
+/* model: the queries of the dashboard and the REST API (see model.h). */
+#include "model.h"
+#include "db.h"
+#include "wire.h"
+
+#include <stdlib.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+/* the frame names of an int[] of frame ids, in order, as a json array */
+#define NAMES(ids)                                                                              \
+	"(SELECT coalesce(json_agg(f.name ORDER BY o.i), '[]') FROM unnest(" ids                \
+	") WITH ORDINALITY AS o(id, i) JOIN frames f ON f.id = o.id)"
+#define SYMPTOM                                                                                  \
+	"json_build_object('kind', s.symptom_kind, 'tid', s.symptom_tid, 'start_ns', s.symptom_start_ns," \
+	" 'end_ns', s.symptom_end_ns, 'unit_type', s.symptom_unit_type, 'threshold_ns'," \
+	" s.symptom_threshold_ns)"
+
+static PGresult *run(PGconn *db, const char *sql, int n, const char *const *p, char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(db, sql, n, NULL, p, NULL, NULL, 0);
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		return r;
+	db_errcpy(err, errlen, "query", r ? PQresultErrorMessage(r) : PQerrorMessage(db));
+	PQclear(r);
+	return NULL;
+}
+
+/* ---- streams ---- */
+
+#define STREAM_WHERE                                                                            \
+	" WHERE ($1::text IS NULL OR s.app = $1) AND ($2::text IS NULL OR s.host = $2)"          \
+	" AND ($3::text IS NULL OR s.version = $3) AND ($4::jsonb IS NULL OR s.labels @> $4::jsonb)" \
+	" AND ($5::bigint IS NULL OR s.received_at >= to_timestamp($5::bigint / 1e9))"            \
+	" AND ($6::bigint IS NULL OR s.received_at < to_timestamp($6::bigint / 1e9))"
+
+static void stream_params(const struct stream_filter *f, char since[24], char until[24], const char *p[6])
+{
+	p[0] = f->app;
+	p[1] = f->host;
+	p[2] = f->version;
+	p[3] = f->labels_json;
+	p[4] = p[5] = NULL;
+	if (f->since_ns != INT64_MIN) {
+		snprintf(since, 24, "%lld", (long long)f->since_ns);
+		p[4] = since;
+	}
+	if (f->until_ns != INT64_MIN) {
+		snprintf(until, 24, "%lld", (long long)f->until_ns);
+		p[5] = until;
+	}
+}
+
+PGresult *model_streams(PGconn *db, const struct stream_filter *f, long limit, long offset, char *err,
+			size_t errlen)
+{
+	char since[24], until[24], lim[24], off[24];
+	const char *p[8];
+
+	stream_params(f, since, until, p);
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	p[6] = lim;
+	p[7] = off;
+	return run(db,
+		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, s.labels, " SYMPTOM
+		   " AS symptom, s.n_events AS events, " ISO("s.received_at") " AS received_at"
+		   " FROM streams s" STREAM_WHERE " ORDER BY s.received_at DESC, s.id DESC LIMIT $7 OFFSET $8",
+		   8, p, err, errlen);
+}
+
+PGresult *model_streams_count(PGconn *db, const struct stream_filter *f, char *err, size_t errlen)
+{
+	char since[24], until[24];
+	const char *p[6];
+
+	stream_params(f, since, until, p);
+	return run(db, "SELECT count(*) AS total FROM streams s" STREAM_WHERE, 6, p, err, errlen);
+}
+
+PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen)
+{
+	const char *p[1] = { uuid };
+
+	return run(db,
+		   "SELECT s.id AS ref, s.stream_id::text AS stream_id, s.host, s.app, s.version, s.build_id,"
+		   " s.labels, " SYMPTOM " AS symptom, s.n_events AS events, " ISO("s.received_at")
+		   " AS received_at, s.symptom_tid, s.symptom_start_ns, s.symptom_end_ns"
+		   " FROM streams s WHERE s.stream_id = $1::uuid",
+		   1, p, err, errlen);
+}
+
+PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[2] = { ref, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db,
+		   "SELECT kind, tid, ts_ns, dur_ns, stack_id, coalesce(readier_tid, 0) AS readier_tid"
+		   " FROM events WHERE stream_ref = $1::bigint ORDER BY ts_ns, seq LIMIT $2",
+		   2, p, err, errlen);
+}
+
+PGresult *model_stack_frames(PGconn *db, const char *stack_ids, char *err, size_t errlen)
+{
+	const char *p[1] = { stack_ids };
+
+	return run(db,
+		   "SELECT st.id AS stack_id, o.i AS pos, f.name FROM stacks st,"
+		   " unnest(st.frame_ids) WITH ORDINALITY AS o(fid, i) JOIN frames f ON f.id = o.fid"
+		   " WHERE st.id = ANY($1::int[]) ORDER BY st.id, o.i",
+		   1, p, err, errlen);
+}
+
+/* ---- runs ---- */
+
+#define RUN_COLS                                                                                 \
+	"SELECT r.id AS run_id, r.status, r.params->>'app' AS app, r.params, r.error, r.counts,"  \
+	" r.timings_ms, r.progress, " ISO("r.created_at") " AS created_at, " ISO("r.started_at")  \
+	" AS started_at, " ISO("r.finished_at") " AS finished_at FROM runs r"
+#define RUN_WHERE " WHERE ($1::text IS NULL OR r.params->>'app' = $1) AND ($2::text IS NULL OR r.status = $2)"
+
+PGresult *model_runs(PGconn *db, const char *app, const char *status, long limit, long offset, char *err,
+		     size_t errlen)
+{
+	char lim[24], off[24];
+	const char *p[4] = { app, status, lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	return run(db, RUN_COLS RUN_WHERE " ORDER BY r.id DESC LIMIT $3 OFFSET $4", 4, p, err, errlen);
+}
+
+PGresult *model_runs_count(PGconn *db, const char *app, const char *status, char *err, size_t errlen)
+{
+	const char *p[2] = { app, status };
+
+	return run(db, "SELECT count(*) AS total FROM runs r" RUN_WHERE, 2, p, err, errlen);
+}
+
+PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	const char *p[1] = { id };
+
+	return run(db, RUN_COLS " WHERE r.id = $1::bigint", 1, p, err, errlen);
+}
+
+PGresult *model_apps(PGconn *db, char *err, size_t errlen)
+{
+	return run(db, "SELECT DISTINCT app FROM streams ORDER BY app", 0, NULL, err, errlen);
+}
+
+/* ---- clusters ---- */
+
+static const char *const sort_names[SORT_N] = { "total_cost", "streams", "events", "avg_cost" };
+
+int model_sort_parse(const char *s)
+{
+	for (int i = 0; i < SORT_N; i++)
+		if (strcmp(s, sort_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *model_sort_name(enum model_sort s)
+{
+	return (unsigned)s < SORT_N ? sort_names[s] : "?";
+}
+
+#define CLUSTER_COLS(rank)                                                                      \
+	"SELECT c.id AS cluster_id, c.run_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind," \
+	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \
+	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, " NAMES("c.common_frame_ids")       \
+	" AS common, cardinality(c.members) AS patterns_total,"                                    \
+	" (SELECT coalesce(json_agg(json_build_object('pattern_id', p.id, 'frames', " NAMES("p.frame_ids") \
+	", 'cost_ns', p.cost_ns, 'events', p.events, 'streams', p.streams) ORDER BY p.cost_ns DESC, p.id), '[]')" \
+	"  FROM (SELECT * FROM patterns p WHERE p.id = ANY(c.members) ORDER BY p.cost_ns DESC, p.id"   \
+	"        LIMIT $3) p) AS patterns"
+/* $1 run, $2 kind, $3 patterns per cluster, $4 text, $5 limit, $6 offset */
+#define CLUSTER_WHERE                                                                            \
+	" FROM clusters c WHERE c.run_id = $1::bigint AND ($2::\"char\" IS NULL OR c.kind = $2::\"char\")" \
+	" AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM unnest(c.common_frame_ids) AS u(id)"       \
+	"  JOIN frames f ON f.id = u.id WHERE strpos(lower(f.name), lower($4)) > 0))"
+#define CLUSTER_PAGE " LIMIT $5 OFFSET $6"
+
+static const char *const cluster_sql[SORT_N] = {
+	CLUSTER_COLS("c.rank_total_cost") CLUSTER_WHERE " ORDER BY c.total_cost_ns DESC, c.id" CLUSTER_PAGE,
+	CLUSTER_COLS("c.rank_streams") CLUSTER_WHERE " ORDER BY c.streams DESC, c.id" CLUSTER_PAGE,
+	CLUSTER_COLS("c.rank_events") CLUSTER_WHERE " ORDER BY c.events DESC, c.id" CLUSTER_PAGE,
+	CLUSTER_COLS("c.rank_avg_cost") CLUSTER_WHERE " ORDER BY c.avg_cost_ns DESC, c.id" CLUSTER_PAGE,
+};
+
+PGresult *model_clusters(PGconn *db, const char *run_id, enum model_sort sort, const char *kind,
+			 const char *text, long limit, long offset, long npatterns, char *err, size_t errlen)
+{
+	char lim[24], off[24], np[24];
+	const char *p[6] = { run_id, kind, np, text, lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	snprintf(np, sizeof(np), "%ld", npatterns);
+	return run(db, cluster_sql[(unsigned)sort < SORT_N ? sort : 0], 6, p, err, errlen);
+}
+
+PGresult *model_clusters_count(PGconn *db, const char *run_id, const char *kind, const char *text,
+			       char *err, size_t errlen)
+{
+	/* $3 is unused here; the WHERE clause is shared */
+	const char *p[4] = { run_id, kind, NULL, text };
+
+	return run(db, "SELECT count(*) AS total" CLUSTER_WHERE " AND $3::text IS NULL", 4, p, err, errlen);
+}
+
+PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	const char *p[3] = { id, NULL, "100000" };
+
+	return run(db,
+		   CLUSTER_COLS("c.rank_total_cost") ", c.medoid,"
+		   " (SELECT coalesce(json_agg(json_build_object('pattern_id', (a->>'pattern')::bigint,"
+		   "   'sim', (a->>'sim')::float8, 'ops', a->>'ops') ORDER BY o), '[]')"
+		   "  FROM jsonb_array_elements(c.alignment) WITH ORDINALITY AS x(a, o)) AS alignment,"
+		   " cardinality(c.stack_ids) > 0 AS has_stacks"
+		   " FROM clusters c WHERE c.id = $1::bigint AND $2::text IS NULL",
+		   3, p, err, errlen);
+}
+
+/* the run's collapsed stacks a cluster matches */
+#define MATCHED                                                                                  \
+	" FROM clusters c JOIN run_stacks rs ON rs.run_id = c.run_id AND rs.kind = c.kind"          \
+	" AND rs.stack_id = ANY(c.stack_ids) WHERE c.id = $1::bigint"
+
+PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[2] = { id, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db,
+		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events"
+		   " FROM (SELECT rs.stream_ref, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events"
+		   MATCHED " GROUP BY rs.stream_ref ORDER BY 2 DESC, 1 LIMIT $2) m"
+		   " JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, s.id",
+		   2, p, err, errlen);
+}
+
+PGresult *model_cluster_by(PGconn *db, const char *id, const char *dim, long limit, char *err,
+			   size_t errlen)
+{
+	char lim[24];
+	const char *p[3] = { id, dim, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db,
+		   "WITH m AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost, sum(rs.events) AS ev" MATCHED
+		   "  GROUP BY rs.stream_ref),"
+		   " kv AS (SELECT $2 AS key, s.host AS value, m.* FROM m JOIN streams s ON s.id = m.stream_ref"
+		   "  WHERE $2 = 'host'"
+		   "  UNION ALL SELECT $2, coalesce(s.version, ''), m.* FROM m JOIN streams s ON s.id = m.stream_ref"
+		   "  WHERE $2 = 'version'"
+		   "  UNION ALL SELECT l.key, l.value, m.* FROM m JOIN streams s ON s.id = m.stream_ref,"
+		   "  jsonb_each_text(s.labels) AS l(key, value) WHERE $2 = 'label')"
+		   " SELECT key, value, sum(cost)::bigint AS cost_ns, sum(ev)::bigint AS events,"
+		   " count(*) AS streams FROM kv GROUP BY key, value ORDER BY cost_ns DESC, key, value LIMIT $3",
+		   3, p, err, errlen);
+}
+
+PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	const char *p[1] = { id };
+
+	return run(db,
+		   "SELECT rs.stack_id, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events"
+		   MATCHED " GROUP BY rs.stack_id ORDER BY rs.stack_id",
+		   1, p, err, errlen);
+}
+
+/* ---- signatures ---- */
+
+#define SIG_COLS                                                                                 \
+	"SELECT g.id AS signature_id, g.name, to_json(g.frames) AS frames, g.status, g.note,"       \
+	" g.from_cluster, " ISO("g.created_at") " AS created_at, " ISO("g.updated_at") " AS updated_at" \
+	" FROM signatures g"
+
+PGresult *model_signatures(PGconn *db, long limit, long offset, char *err, size_t errlen)
+{
+	char lim[24], off[24];
+	const char *p[2] = { lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	return run(db, SIG_COLS " ORDER BY g.name LIMIT $1 OFFSET $2", 2, p, err, errlen);
+}
+
+PGresult *model_signatures_count(PGconn *db, char *err, size_t errlen)
+{
+	return run(db, "SELECT count(*) AS total FROM signatures", 0, NULL, err, errlen);
+}
+
+PGresult *model_signature(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	const char *p[1] = { id };
+
+	return run(db, SIG_COLS " WHERE g.id = $1::bigint", 1, p, err, errlen);
+}
+
+int model_stream_aoi(PGresult *st, PGresult *ev, enum aoi_mode mode, bool *in)
+{
+	int n = PQntuples(ev);
+	struct wire_event *we = calloc((size_t)n + 1, sizeof(*we));
+	struct wire_symptom sym;
+	struct aoi *a = aoi_open();
+	const uint32_t *idx;
+	size_t nidx;
+	int rc = -1;
+
+	memset(&sym, 0, sizeof(sym));
+	if (!we || !a)
+		goto out;
+	for (int i = 0; i < n; i++) {
+		we[i].kind = PQgetvalue(ev, i, 0)[0] == 'w' ? WIRE_WAIT : WIRE_RUN;
+		we[i].tid = strtoll(PQgetvalue(ev, i, 1), NULL, 10);
+		we[i].ts_ns = strtoll(PQgetvalue(ev, i, 2), NULL, 10);
+		we[i].dur_ns = strtoll(PQgetvalue(ev, i, 3), NULL, 10);
+		we[i].readier_tid = strtoll(PQgetvalue(ev, i, 5), NULL, 10);
+	}
+	sym.tid = strtoll(PQgetvalue(st, 0, PQfnumber(st, "symptom_tid")), NULL, 10);
+	sym.start_ns = strtoll(PQgetvalue(st, 0, PQfnumber(st, "symptom_start_ns")), NULL, 10);
+	sym.end_ns = strtoll(PQgetvalue(st, 0, PQfnumber(st, "symptom_end_ns")), NULL, 10);
+	if (aoi_extract(a, we, (size_t)n, &sym, mode, &idx, &nidx) < 0)
+		goto out;
+	for (size_t i = 0; i < nidx; i++)
+		in[idx[i]] = true;
+	rc = 0;
+out:
+	free(we);
+	aoi_free(a);
+	return rc;
+}

@@ -1,0 +1,87 @@
+/*
+ * model: the dashboard's and the REST API's queries. Each returns a PGresult
+ * whose columns carry the API's field names (api.c writes rows as JSON objects
+ * by column name and type; pages.c reads the same columns), so a field means
+ * the same on a page and in the API. All SQL is static text with parameters.
+ *
+ * Every function returns the result (caller frees with PQclear()), or NULL with
+ * the reason in err (a database error). Missing objects are empty results.
+ */
+#ifndef SM_WEB_MODEL_H
+#define SM_WEB_MODEL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aoi.h"
+
+/* Filters of the stream list; NULL / PARAMS_NO_TIME: any. */
+struct stream_filter {
+	const char *app, *host, *version;
+	const char *labels_json;    /* a JSON object the labels must contain */
+	int64_t since_ns, until_ns; /* received_at in [since, until) */
+};
+
+/* streams: stream_id, host, app, version, labels, symptom, events, received_at, newest first. */
+PGresult *model_streams(PGconn *db, const struct stream_filter *f, long limit, long offset, char *err,
+			size_t errlen);
+/* One row: total. */
+PGresult *model_streams_count(PGconn *db, const struct stream_filter *f, char *err, size_t errlen);
+/* One stream by its uuid: ref (the internal id), stream_id, host, app, version, build_id, labels,
+ * symptom (json), events, received_at, and symptom_tid, symptom_start_ns, symptom_end_ns. */
+PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen);
+/* The events of ev (model_stream_events() rows of stream st) in the AOI of `mode`: in[i] set for
+ * each. Returns 0 or -1 (out of memory). */
+int model_stream_aoi(PGresult *st, PGresult *ev, enum aoi_mode mode, bool *in);
+/* Its first `limit` events by time: kind ('r'/'w'), tid, ts_ns, dur_ns, stack_id, readier_tid. */
+PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen);
+/* Frame names of stacks: stack_id, frames (text[] in PostgreSQL's array syntax is avoided: one row
+ * per stack and frame: stack_id, pos, name), for the given ids ("{1,2,3}"). */
+PGresult *model_stack_frames(PGconn *db, const char *stack_ids, char *err, size_t errlen);
+
+/* runs: run_id, status, app, params, error, counts, timings_ms, progress, created_at, started_at,
+ * finished_at, newest first; app and status filters may be NULL. */
+PGresult *model_runs(PGconn *db, const char *app, const char *status, long limit, long offset, char *err,
+		     size_t errlen);
+PGresult *model_runs_count(PGconn *db, const char *app, const char *status, char *err, size_t errlen);
+PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen);
+/* Distinct apps of the stored streams (for the run form). */
+PGresult *model_apps(PGconn *db, char *err, size_t errlen);
+
+enum model_sort { SORT_TOTAL_COST, SORT_STREAMS, SORT_EVENTS, SORT_AVG_COST, SORT_N };
+/* "total_cost", "streams", "events", "avg_cost" → 0..3, or -1. */
+int model_sort_parse(const char *s);
+const char *model_sort_name(enum model_sort s);
+
+/*
+ * A run's clusters sorted by a metric (descending, ties by cluster id): cluster_id, run_id,
+ * kind ("wait"/"run"), rank (within its kind under that metric), rank_total_cost, rank_streams,
+ * rank_events, rank_avg_cost, total_cost_ns, streams, events, avg_cost_ns, common (json array of
+ * frame names), patterns_total, patterns (json array, at most npatterns, costliest first, of
+ * {pattern_id, frames, cost_ns, events, streams}). kind: "r", "w" or NULL; text: only clusters
+ * with a frame of the common part containing it (case-insensitive), or NULL.
+ */
+PGresult *model_clusters(PGconn *db, const char *run, enum model_sort sort, const char *kind,
+			 const char *text, long limit, long offset, long npatterns, char *err, size_t errlen);
+PGresult *model_clusters_count(PGconn *db, const char *run, const char *kind, const char *text, char *err,
+			       size_t errlen);
+/* One cluster: the columns of model_clusters() (rank = rank_total_cost; every pattern) plus
+ * medoid (pattern id), alignment (json: [{pattern_id, sim, ops}] against the medoid), has_stacks. */
+PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen);
+/* The streams with the most matched cost: stream_id, host, app, version, cost_ns, events. */
+PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen);
+/* Matched cost by "host", "version" or "label": key (label key, else the dimension), value,
+ * cost_ns, events, streams; costliest first, at most limit rows. */
+PGresult *model_cluster_by(PGconn *db, const char *id, const char *dim, long limit, char *err,
+			   size_t errlen);
+/* The matched stacks with their cost: stack_id, cost_ns, events (frames via model_stack_frames). */
+PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen);
+
+/* signatures: signature_id, name, frames (json), status, note, from_cluster, created_at, updated_at. */
+PGresult *model_signatures(PGconn *db, long limit, long offset, char *err, size_t errlen);
+PGresult *model_signatures_count(PGconn *db, char *err, size_t errlen);
+PGresult *model_signature(PGconn *db, const char *id, char *err, size_t errlen);
+
+#endif

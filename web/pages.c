@@ -1,0 +1,1261 @@
+/*
+ * pages: the dashboard's HTML pages (docs/web.md): runs and the form to start
+ * one, a run's ranked clusters, a cluster explained (common part, aligned
+ * members, breakdowns, top streams, flame graph), streams with their
+ * timeline, signatures with coverage and triage. Rendered on the server from
+ * model.c's rows; every name from the data is escaped (html.c). Writes are
+ * forms with the cross-site request token, or the API from app.js.
+ */
+#include "arena.h"
+#include "flame.h"
+#include "html.h"
+#include "model.h"
+#include "plot.h"
+#include "server.h"
+#include "signature.h"
+#include "timeline.h"
+#include "util.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE 50
+#define TIMELINE_EVENTS 200000
+
+static const char *col(PGresult *r, int row, const char *name)
+{
+	int c = PQfnumber(r, name);
+
+	return c < 0 || PQgetisnull(r, row, c) ? NULL : PQgetvalue(r, row, c);
+}
+
+static int64_t coln(PGresult *r, int row, const char *name)
+{
+	const char *v = col(r, row, name);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+/* The page's offset from ?offset= (0 when absent or bad). */
+static long page_offset(struct req *rq)
+{
+	int64_t o = 0;
+	const char *v = req_query(rq, "offset");
+
+	if (v && util_parse_i64(v, 0, 1000000000, &o) < 0)
+		o = 0;
+	return (long)o;
+}
+
+/* Previous/next links keeping the other query parameters given as `keep` (already a safe
+ * "&k=v..." string built by the caller with escaped values). */
+static void pager(struct req *rq, const char *base, const char *keep, long offset, long shown, long total)
+{
+	html_raw(rq, "<nav class=\"pager\">");
+	if (offset > 0) {
+		html_raw(rq, "<a rel=\"prev\" href=\"");
+		html_text(rq, base);
+		html_rawf(rq, "?offset=%ld", offset > PAGE ? offset - PAGE : 0);
+		html_text(rq, keep);
+		html_raw(rq, "\">← previous</a>");
+	}
+	html_rawf(rq, "<span>%ld–%ld of %ld</span>", shown ? offset + 1 : 0, offset + shown, total);
+	if (offset + shown < total) {
+		html_raw(rq, "<a rel=\"next\" href=\"");
+		html_text(rq, base);
+		html_rawf(rq, "?offset=%ld", offset + PAGE);
+		html_text(rq, keep);
+		html_raw(rq, "\">next →</a>");
+	}
+	html_raw(rq, "</nav>");
+}
+
+static void url_encode(struct buf *b, const char *value)
+{
+	for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    strchr("-_.~/", *p))
+			buf_putc(b, (char)*p);
+		else
+			buf_printf(b, "%%%02X", *p);
+}
+
+/* "&name=urlencoded(value)" appended to prev, in the arena (for links that keep a filter). */
+static const char *keep_param(struct req *rq, const char *prev, const char *name, const char *value)
+{
+	struct buf b = BUF_INIT(8192);
+	char *out;
+
+	buf_puts(&b, prev ? prev : "");
+	if (value && *value) {
+		buf_printf(&b, "&%s=", name);
+		url_encode(&b, value);
+	}
+	out = req_strdup(rq, buf_cstr(&b));
+	buf_release(&b);
+	return out ? out : "";
+}
+
+/* Writes a json array of strings (frame names) as a list of frames, innermost last. */
+static void frame_list(struct req *rq, const char *json, const char *cls)
+{
+	json_object *a = json ? json_tokener_parse(json) : NULL;
+	size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+
+	html_rawf(rq, "<ol class=\"%s\">", cls);
+	for (size_t i = 0; i < n; i++) {
+		html_raw(rq, "<li>");
+		html_text(rq, json_object_get_string(json_object_array_get_idx(a, i)));
+		html_raw(rq, "</li>");
+	}
+	html_raw(rq, "</ol>");
+	json_object_put(a);
+}
+
+/* The last `k` frames of a json array, short, joined by › (the full list in a title). */
+static void frames_compact(struct req *rq, const char *json, size_t k)
+{
+	json_object *a = json ? json_tokener_parse(json) : NULL;
+	size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+
+	html_raw(rq, "<span class=\"frames\">");
+	if (n > k)
+		html_rawf(rq, "<span class=\"more\" title=\"%zu more frames above\">… </span>", n - k);
+	for (size_t i = n > k ? n - k : 0; i < n; i++) {
+		if (i > (n > k ? n - k : 0))
+			html_raw(rq, " <span class=\"sep\">›</span> ");
+		html_frame_short(rq, json_object_get_string(json_object_array_get_idx(a, i)), 60);
+	}
+	html_raw(rq, "</span>");
+	json_object_put(a);
+}
+
+/* ---- login ---- */
+
+/* A local path to go back to after logging in ("/..." but not "//host"). */
+static const char *local_next(const char *next)
+{
+	if (!next || next[0] != '/' || next[1] == '/' || next[1] == '\\' || strpbrk(next, "\r\n"))
+		return "/runs";
+	return next;
+}
+
+static void page_login(struct req *rq, const char *msg, int status)
+{
+	const char *next = local_next(req_query(rq, "next") ? req_query(rq, "next") : req_form(rq, "next"));
+
+	html_begin(rq, "Log in");
+	html_raw(rq, "<h1>Log in</h1>");
+	if (msg) {
+		html_raw(rq, "<p class=\"error\" role=\"alert\">");
+		html_text(rq, msg);
+		html_raw(rq, "</p>");
+	}
+	html_raw(rq, "<form class=\"login\" method=\"post\" action=\"/login\"><label>API token (analyst or admin) "
+		     "<input type=\"password\" name=\"token\" autocomplete=\"current-password\" required "
+		     "size=\"72\"></label><input type=\"hidden\" name=\"next\" value=\"");
+	html_text(rq, next);
+	html_raw(rq, "\"><button type=\"submit\">Log in</button></form><p class=\"hint\">Tokens come from "
+		     "<code>sm-admin token create --role analyst</code>. The token is kept in an HttpOnly cookie "
+		     "for this site only.</p>");
+	html_end(rq);
+	rq->status = status;
+}
+
+static void post_login(struct req *rq)
+{
+	const char *origin = req_header(rq, "Origin"), *host = req_header(rq, "Host");
+	enum auth_role role;
+
+	/* a login from another site would log this browser into someone else's session */
+	if (origin && host) {
+		const char *rest = strncmp(origin, "http://", 7) == 0 ? origin + 7 :
+				   strncmp(origin, "https://", 8) == 0 ? origin + 8 : "";
+		if (strcmp(rest, host) != 0) {
+			html_error(rq, 403, "cross-site login refused");
+			return;
+		}
+	}
+	role = req_login(rq, req_form(rq, "token"));
+	if (role == AUTH_NONE) {
+		page_login(rq, "That token is not valid (unknown, revoked or mistyped).", 401);
+		return;
+	}
+	if (role < AUTH_ANALYST) {
+		page_login(rq, "That is an ingest token; the dashboard needs an analyst or admin token.", 403);
+		return;
+	}
+	html_redirect(rq, local_next(req_form(rq, "next")));
+}
+
+/* ---- runs ---- */
+
+static void run_params_summary(struct req *rq, const char *params_json)
+{
+	json_object *p = json_tokener_parse(params_json ? params_json : "{}"), *v;
+
+	if (!p)
+		return;
+	if (json_object_object_get_ex(p, "kind", &v)) {
+		html_text(rq, json_object_get_string(v));
+		html_raw(rq, " · ");
+	}
+	if (json_object_object_get_ex(p, "aoi", &v))
+		html_text(rq, json_object_get_string(v));
+	if (json_object_object_get_ex(p, "threshold_ns", &v)) {
+		html_raw(rq, " · C ");
+		html_cost(rq, json_object_get_int64(v));
+	} else if (json_object_object_get_ex(p, "threshold_fraction", &v)) {
+		html_rawf(rq, " · C %.4g of the AOI", json_object_get_double(v));
+	}
+	if (json_object_object_get_ex(p, "cut", &v)) {
+		json_object *l;
+		html_raw(rq, " · ");
+		if (json_object_object_get_ex(p, "linkage", &l))
+			html_text(rq, json_object_get_string(l));
+		html_rawf(rq, " cut %g", json_object_get_double(v));
+	}
+	json_object_put(p);
+}
+
+static void count_of(struct req *rq, const char *counts_json, const char *key)
+{
+	json_object *c = json_tokener_parse(counts_json ? counts_json : "{}"), *v;
+
+	if (c && json_object_object_get_ex(c, key, &v))
+		html_rawf(rq, "%lld", (long long)json_object_get_int64(v));
+	else
+		html_raw(rq, "–");
+	json_object_put(c);
+}
+
+static void status_cell(struct req *rq, PGresult *r, int i)
+{
+	const char *st = col(r, i, "status");
+	bool live = strcmp(st, "queued") == 0 || strcmp(st, "running") == 0;
+
+	html_rawf(rq, "<span class=\"status %s\"", strcmp(st, "done") == 0 ? "done" :
+			 strcmp(st, "failed") == 0 ? "failed" : strcmp(st, "running") == 0 ? "running" : "queued");
+	if (live)
+		html_rawf(rq, " data-run=\"%lld\"", (long long)coln(r, i, "run_id"));
+	html_raw(rq, ">");
+	html_text(rq, st);
+	html_raw(rq, "</span>");
+}
+
+static void run_form(struct req *rq)
+{
+	char err[256];
+	PGresult *apps = model_apps(rq->db, err, sizeof(err));
+
+	html_raw(rq, "<section class=\"card\"><h2>Start a mining run</h2>"
+		     "<form id=\"run-form\" class=\"grid\"><label>App <select name=\"app\" required>");
+	for (int i = 0; apps && i < PQntuples(apps); i++) {
+		html_raw(rq, "<option>");
+		html_text(rq, PQgetvalue(apps, i, 0));
+		html_raw(rq, "</option>");
+	}
+	PQclear(apps);
+	html_raw(rq, "</select></label>"
+		     "<label>Kind <select name=\"kind\"><option>both</option><option>run</option><option>wait</option>"
+		     "</select></label>"
+		     "<label>AOI <select name=\"aoi\"><option>waitgraph</option><option>critical</option>"
+		     "<option>thread</option><option>stream</option></select></label>"
+		     "<label>Threshold <select name=\"threshold_mode\"><option value=\"fraction\">fraction of the AOI cost"
+		     "</option><option value=\"ns\">absolute, in ns</option></select></label>"
+		     "<label>Value <input name=\"threshold\" value=\"0.01\" inputmode=\"decimal\"></label>"
+		     "<label>Linkage <select name=\"linkage\"><option>average</option><option>single</option>"
+		     "<option>complete</option></select></label>"
+		     "<label>Cut <input name=\"cut\" value=\"0.5\" inputmode=\"decimal\"></label>"
+		     "<label>Version <input name=\"version\"></label><label>Host <input name=\"host\"></label>"
+		     "<label>Since <input name=\"since\" placeholder=\"2026-11-01T00:00:00Z\"></label>"
+		     "<label>Until <input name=\"until\"></label>"
+		     "<label class=\"wide\">Labels (key=value, one per line) <textarea name=\"labels\" rows=\"2\">"
+		     "</textarea></label>"
+		     "<label class=\"wide\">Include frames (globs, one per line) <textarea name=\"include\" rows=\"2\">"
+		     "</textarea></label>"
+		     "<label class=\"wide\">Exclude frames (globs, one per line) <textarea name=\"exclude\" rows=\"2\">"
+		     "</textarea></label>"
+		     "<div class=\"wide\"><button type=\"submit\">Start run</button> "
+		     "<span id=\"run-form-error\" class=\"error\" role=\"alert\"></span></div></form>"
+		     "<p class=\"hint\">To rank whole bugs, give C by the paper's guideline: for bugs that hit a share s "
+		     "of N streams with a delay d each, C = s × d × N in ns (docs/mining.md).</p></section>");
+}
+
+static void page_runs(struct req *rq)
+{
+	char err[512];
+	long offset = page_offset(rq);
+	PGresult *r = model_runs(rq->db, NULL, NULL, PAGE, offset, err, sizeof(err)), *cnt;
+
+	if (!r) {
+		html_error(rq, 500, err);
+		return;
+	}
+	cnt = model_runs_count(rq->db, NULL, NULL, err, sizeof(err));
+	html_begin(rq, "Runs");
+	html_raw(rq, "<h1>Mining runs</h1>");
+	if (rq->role >= AUTH_ANALYST)
+		run_form(rq);
+	html_raw(rq, "<table class=\"runs\"><thead><tr><th>Run</th><th>App</th><th>Status</th><th>Parameters</th>"
+		     "<th class=\"n\">Streams</th><th class=\"n\">AOI events</th><th class=\"n\">Patterns</th>"
+		     "<th class=\"n\">Clusters</th><th>Created (UTC)</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		long long id = (long long)coln(r, i, "run_id");
+		html_rawf(rq, "<tr><td><a href=\"/runs/%lld\">#%lld</a></td><td>", id, id);
+		html_text(rq, col(r, i, "app"));
+		html_raw(rq, "</td><td>");
+		status_cell(rq, r, i);
+		html_raw(rq, "</td><td>");
+		run_params_summary(rq, col(r, i, "params"));
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, col(r, i, "counts"), "streams");
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, col(r, i, "counts"), "aoi_events");
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, col(r, i, "counts"), "patterns");
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, col(r, i, "counts"), "clusters");
+		html_raw(rq, "</td><td>");
+		html_text(rq, col(r, i, "created_at"));
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+	pager(rq, "/runs", "", offset, PQntuples(r), cnt ? (long)coln(cnt, 0, "total") : 0);
+	html_end(rq);
+	PQclear(r);
+	PQclear(cnt);
+}
+
+static const char *const metric_label[SORT_N] = { "Total cost", "Streams", "Events", "Avg cost" };
+static const char *const metric_col[SORT_N] = { "total_cost_ns", "streams", "events", "avg_cost_ns" };
+
+static void page_run(struct req *rq, const char *id)
+{
+	char err[512];
+	PGresult *run, *cl = NULL, *cnt = NULL;
+	const char *sort = req_query(rq, "sort"), *kind = req_query(rq, "kind"), *q = req_query(rq, "q");
+	const char *k = NULL, *keep;
+	long offset = page_offset(rq);
+	double max[SORT_N] = { 0 };
+	int s = sort ? model_sort_parse(sort) : 0;
+
+	if (s < 0)
+		s = 0;
+	if (kind && strcmp(kind, "run") == 0)
+		k = "r";
+	else if (kind && strcmp(kind, "wait") == 0)
+		k = "w";
+	else
+		kind = NULL;
+	if (q && (!*q || strlen(q) > 1024))
+		q = NULL;
+	run = model_run(rq->db, id, err, sizeof(err));
+	if (!run) {
+		html_error(rq, 500, err);
+		return;
+	}
+	if (PQntuples(run) == 0) {
+		PQclear(run);
+		html_error(rq, 404, "No such run.");
+		return;
+	}
+	cl = model_clusters(rq->db, id, (enum model_sort)s, k, q, PAGE, offset, 0, err, sizeof(err));
+	cnt = cl ? model_clusters_count(rq->db, id, k, q, err, sizeof(err)) : NULL;
+	if (!cl || !cnt) {
+		PQclear(run);
+		PQclear(cl);
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, req_printf(rq, "Run %s", id));
+	html_rawf(rq, "<h1>Run #%s: ", id);
+	html_text(rq, col(run, 0, "app"));
+	html_raw(rq, " ");
+	status_cell(rq, run, 0);
+	html_raw(rq, "</h1><p class=\"params\">");
+	run_params_summary(rq, col(run, 0, "params"));
+	html_raw(rq, "</p>");
+	if (col(run, 0, "error")) {
+		html_raw(rq, "<p class=\"error\">");
+		html_text(rq, col(run, 0, "error"));
+		html_raw(rq, "</p>");
+	}
+	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
+	count_of(rq, col(run, 0, "counts"), "streams");
+	html_raw(rq, "</dd><dt>AOI events</dt><dd>");
+	count_of(rq, col(run, 0, "counts"), "aoi_events");
+	html_raw(rq, "</dd><dt>Distinct stacks</dt><dd>");
+	count_of(rq, col(run, 0, "counts"), "distinct_stacks");
+	html_raw(rq, "</dd><dt>Patterns</dt><dd>");
+	count_of(rq, col(run, 0, "counts"), "patterns");
+	html_raw(rq, "</dd><dt>Clusters</dt><dd>");
+	count_of(rq, col(run, 0, "counts"), "clusters");
+	html_raw(rq, "</dd><dt>Total time</dt><dd>");
+	{
+		json_object *t = json_tokener_parse(col(run, 0, "timings_ms") ? col(run, 0, "timings_ms") : "{}"), *v;
+		if (t && json_object_object_get_ex(t, "total", &v))
+			html_rawf(rq, "%.2f s", (double)json_object_get_int64(v) / 1000);
+		else
+			html_raw(rq, "–");
+		json_object_put(t);
+	}
+	html_rawf(rq, "</dd></dl><p><a href=\"/signatures?run=%s\">Coverage and triage of the signatures over this "
+		      "run</a></p>", id);
+
+	/* kind tabs, filter, the table */
+	keep = keep_param(rq, keep_param(rq, keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)s)),
+					 "kind", kind), "q", q);
+	html_raw(rq, "<form class=\"filter\" method=\"get\"><nav class=\"tabs\">");
+	{
+		static const char *const kinds[] = { "all", "run", "wait" };
+		for (int i = 0; i < 3; i++) {
+			bool on = (i == 0 && !kind) || (kind && strcmp(kind, kinds[i]) == 0);
+			html_rawf(rq, "<a%s href=\"?", on ? " class=\"on\" aria-current=\"page\"" : "");
+			html_text(rq, keep_param(rq, keep_param(rq, keep_param(rq, NULL, "sort",
+						 model_sort_name((enum model_sort)s)), "kind", i ? kinds[i] : NULL), "q", q) + 1);
+			html_rawf(rq, "\">%s</a>", i == 0 ? "All" : i == 1 ? "Run (CPU)" : "Wait");
+		}
+	}
+	html_raw(rq, "</nav><input type=\"hidden\" name=\"sort\" value=\"");
+	html_text(rq, model_sort_name((enum model_sort)s));
+	html_raw(rq, "\">");
+	if (kind) {
+		html_raw(rq, "<input type=\"hidden\" name=\"kind\" value=\"");
+		html_text(rq, kind);
+		html_raw(rq, "\">");
+	}
+	html_raw(rq, "<label>Frame contains <input type=\"search\" name=\"q\" value=\"");
+	html_text(rq, q);
+	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form>");
+	for (int i = 0; i < PQntuples(cl); i++)
+		for (int m = 0; m < SORT_N; m++)
+			if ((double)coln(cl, i, metric_col[m]) > max[m])
+				max[m] = (double)coln(cl, i, metric_col[m]);
+	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th>Rank</th><th>Kind</th>");
+	for (int m = 0; m < SORT_N; m++) {
+		html_rawf(rq, "<th class=\"n\"%s><a href=\"?", m == s ? " aria-sort=\"descending\"" : "");
+		html_text(rq, keep_param(rq, keep_param(rq, keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)m)),
+							"kind", kind), "q", q) + 1);
+		html_rawf(rq, "\" data-sort=\"%s\">%s%s</a></th>", model_sort_name((enum model_sort)m), metric_label[m],
+			  m == s ? " ▼" : "");
+	}
+	html_raw(rq, "<th>Common part (innermost frames)</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(cl); i++) {
+		long long cid = (long long)coln(cl, i, "cluster_id");
+		html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%lld</a></td><td>%s</td>", cid,
+			  (long long)coln(cl, i, "rank"), col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
+		for (int m = 0; m < SORT_N; m++) {
+			int64_t v = coln(cl, i, metric_col[m]);
+			html_raw(rq, "<td class=\"n metric\">");
+			if (m == 0 || m == 3)
+				html_cost(rq, v);
+			else
+				html_rawf(rq, "%lld", (long long)v);
+			html_bar(rq, (double)v, max[m], 60);
+			html_raw(rq, "</td>");
+		}
+		html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
+		frames_compact(rq, col(cl, i, "common"), 3);
+		html_raw(rq, "</a></td></tr>");
+	}
+	if (PQntuples(cl) == 0)
+		html_raw(rq, "<tr><td colspan=\"7\" class=\"empty\">No clusters (yet).</td></tr>");
+	html_raw(rq, "</tbody></table>");
+	pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)coln(cnt, 0, "total"));
+	html_end(rq);
+	PQclear(run);
+	PQclear(cl);
+	PQclear(cnt);
+}
+
+/* ---- a cluster ---- */
+
+/* Frame names of patterns by id, from the cluster row's "patterns" json. */
+static json_object *pattern_by_id(json_object *patterns, int64_t id)
+{
+	for (size_t i = 0; i < json_object_array_length(patterns); i++) {
+		json_object *p = json_object_array_get_idx(patterns, i), *v;
+		if (json_object_object_get_ex(p, "pattern_id", &v) && json_object_get_int64(v) == id)
+			return p;
+	}
+	return NULL;
+}
+
+static const char *frame_at(json_object *pattern, size_t i)
+{
+	json_object *f;
+
+	if (!pattern || !json_object_object_get_ex(pattern, "frames", &f) || i >= json_object_array_length(f))
+		return "";
+	return json_object_get_string(json_object_array_get_idx(f, i));
+}
+
+/* Members aligned with the medoid as in the paper's Figure 3: one block per member, one row per step. */
+static void alignment_blocks(struct req *rq, PGresult *c)
+{
+	json_object *pats = json_tokener_parse(col(c, 0, "patterns")), *al = json_tokener_parse(col(c, 0, "alignment"));
+	json_object *common = json_tokener_parse(col(c, 0, "common"));
+	int64_t medoid = coln(c, 0, "medoid");
+	json_object *mp = pats ? pattern_by_id(pats, medoid) : NULL;
+	size_t nal = al ? json_object_array_length(al) : 0;
+
+	html_raw(rq, "<section><h2>Members aligned with the medoid</h2><p class=\"legend\"><span class=\"op M\">match"
+		     "</span> <span class=\"op S\">substitution</span> <span class=\"op D\">medoid frame only</span> "
+		     "<span class=\"op I\">member frame only</span> <span class=\"common\">common part</span></p>");
+	for (size_t k = 0; k < nal && k < 200; k++) {
+		json_object *a = json_object_array_get_idx(al, k), *v;
+		int64_t pid = json_object_object_get_ex(a, "pattern_id", &v) ? json_object_get_int64(v) : 0;
+		const char *ops = json_object_object_get_ex(a, "ops", &v) ? json_object_get_string(v) : "";
+		json_object *p = pattern_by_id(pats, pid);
+		size_t li = 0, ri = 0, ci = 0, nc = common ? json_object_array_length(common) : 0;
+		json_object *cost;
+
+		html_rawf(rq, "<details%s><summary>Pattern %lld%s · Sim %.3f", k < 3 ? " open" : "", (long long)pid,
+			  pid == medoid ? " (medoid)" : "",
+			  json_object_object_get_ex(a, "sim", &v) ? json_object_get_double(v) : 0);
+		if (p && json_object_object_get_ex(p, "cost_ns", &cost)) {
+			html_raw(rq, " · cost ");
+			html_cost(rq, json_object_get_int64(cost));
+		}
+		html_raw(rq, "</summary><table class=\"align\"><thead><tr><th>Medoid</th><th></th><th>This member</th>"
+			     "</tr></thead><tbody>");
+		for (const char *o = ops; *o; o++) {
+			const char *lf = (*o == 'M' || *o == 'S' || *o == 'D') ? frame_at(mp, li++) : NULL;
+			const char *rf = (*o == 'M' || *o == 'S' || *o == 'I') ? frame_at(p, ri++) : NULL;
+			/* the common part is the medoid's matched frames, in order */
+			bool in_common = lf && *o == 'M' && ci < nc &&
+					 strcmp(lf, json_object_get_string(json_object_array_get_idx(common, ci))) == 0;
+			if (in_common)
+				ci++;
+			html_rawf(rq, "<tr class=\"op %c%s\"><td>", *o, in_common ? " common" : "");
+			html_text(rq, lf);
+			html_rawf(rq, "</td><td class=\"opname\">%s</td><td>",
+				  *o == 'M' ? "=" : *o == 'S' ? "≈" : *o == 'D' ? "−" : "+");
+			html_text(rq, rf);
+			html_raw(rq, "</td></tr>");
+		}
+		html_raw(rq, "</tbody></table></details>");
+	}
+	if (nal > 200)
+		html_rawf(rq, "<p>… and %zu more members (the API has them all).</p>", nal - 200);
+	html_raw(rq, "</section>");
+	json_object_put(pats);
+	json_object_put(al);
+	json_object_put(common);
+}
+
+static void breakdown(struct req *rq, const char *id, const char *dim, const char *title)
+{
+	char err[256];
+	PGresult *r = model_cluster_by(rq->db, id, dim, 15, err, sizeof(err));
+	double max = 0;
+
+	if (!r)
+		return;
+	html_rawf(rq, "<section class=\"by\"><h3>%s</h3><table><thead><tr>%s<th>Value</th><th class=\"n\">Cost</th>"
+		      "<th class=\"n\">Streams</th></tr></thead><tbody>", title,
+		  strcmp(dim, "label") == 0 ? "<th>Label</th>" : "");
+	for (int i = 0; i < PQntuples(r); i++)
+		if ((double)coln(r, i, "cost_ns") > max)
+			max = (double)coln(r, i, "cost_ns");
+	for (int i = 0; i < PQntuples(r); i++) {
+		html_raw(rq, "<tr>");
+		if (strcmp(dim, "label") == 0) {
+			html_raw(rq, "<td>");
+			html_text(rq, col(r, i, "key"));
+			html_raw(rq, "</td>");
+		}
+		html_raw(rq, "<td>");
+		html_text(rq, col(r, i, "value"));
+		html_raw(rq, "</td><td class=\"n metric\">");
+		html_cost(rq, coln(r, i, "cost_ns"));
+		html_bar(rq, (double)coln(r, i, "cost_ns"), max, 60);
+		html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)coln(r, i, "streams"));
+	}
+	html_raw(rq, "</tbody></table></section>");
+	PQclear(r);
+}
+
+static void flame_section(struct req *rq, const char *id)
+{
+	char err[256];
+	PGresult *st = model_cluster_stacks(rq->db, id, err, sizeof(err)), *fr = NULL;
+	struct flame *f = flame_open();
+	struct buf ids = BUF_INIT(0);
+	int64_t focus = 0;
+	const char *fv = req_query(rq, "focus");
+
+	if (fv && util_parse_i64(fv, 0, UINT32_MAX, &focus) < 0)
+		focus = 0;
+	if (!st || !f)
+		goto out;
+	buf_putc(&ids, '{');
+	for (int i = 0; i < PQntuples(st); i++)
+		buf_printf(&ids, i ? ",%s" : "%s", PQgetvalue(st, i, 0));
+	buf_putc(&ids, '}');
+	fr = model_stack_frames(rq->db, buf_cstr(&ids), err, sizeof(err));
+	if (!fr)
+		goto out;
+	{
+		/* rows of fr come by stack id then position, as do the stacks of st */
+		int j = 0, nf = PQntuples(fr);
+		const char **names = arena_alloc(rq->a, ((size_t)nf + 1) * sizeof(char *));
+		for (int i = 0; names && i < PQntuples(st); i++) {
+			const char *sid = PQgetvalue(st, i, 0);
+			size_t n = 0;
+			while (j < nf && strcmp(PQgetvalue(fr, j, 0), sid) != 0 &&
+			       strtoll(PQgetvalue(fr, j, 0), NULL, 10) < strtoll(sid, NULL, 10))
+				j++;
+			while (j < nf && strcmp(PQgetvalue(fr, j, 0), sid) == 0)
+				names[n++] = PQgetvalue(fr, j++, 2);
+			flame_add(f, names, n, (uint64_t)coln(st, i, "cost_ns"), (uint64_t)coln(st, i, "events"));
+		}
+	}
+	html_raw(rq, "<section id=\"flame\"><h2>Flame graph of the matched events</h2><p class=\"hint\">Width is cost; "
+		     "hover for details, click a frame to zoom in, click a bar above it to zoom out.");
+	if (focus)
+		html_raw(rq, " <a href=\"?#flame\">Reset zoom</a>");
+	html_raw(rq, "</p><div class=\"flame\">");
+	flame_render_svg(f, (uint32_t)focus, "?focus=", 1200, &rq->out);
+	html_raw(rq, "</div></section>");
+out:
+	buf_release(&ids);
+	flame_free(f);
+	PQclear(st);
+	PQclear(fr);
+}
+
+static void page_cluster(struct req *rq, const char *id)
+{
+	char err[512];
+	PGresult *c = model_cluster(rq->db, id, err, sizeof(err)), *ts;
+
+	if (!c) {
+		html_error(rq, 500, err);
+		return;
+	}
+	if (PQntuples(c) == 0) {
+		PQclear(c);
+		html_error(rq, 404, "No such cluster.");
+		return;
+	}
+	html_begin(rq, req_printf(rq, "Cluster %s", id));
+	html_rawf(rq, "<p class=\"crumbs\"><a href=\"/runs/%lld\">Run #%lld</a> › cluster %s</p>",
+		  (long long)coln(c, 0, "run_id"), (long long)coln(c, 0, "run_id"), id);
+	html_rawf(rq, "<h1>Cluster %s: %s, rank %lld by total cost</h1><dl class=\"counts\"><dt>Total cost</dt><dd>",
+		  id, col(c, 0, "kind")[0] == 'w' ? "wait" : "run (CPU)", (long long)coln(c, 0, "rank_total_cost"));
+	html_cost(rq, coln(c, 0, "total_cost_ns"));
+	html_rawf(rq, " (#%lld)</dd><dt>Streams</dt><dd>%lld (#%lld)</dd><dt>Events</dt><dd>%lld (#%lld)</dd>"
+		      "<dt>Average cost</dt><dd>", (long long)coln(c, 0, "rank_total_cost"),
+		  (long long)coln(c, 0, "streams"), (long long)coln(c, 0, "rank_streams"),
+		  (long long)coln(c, 0, "events"), (long long)coln(c, 0, "rank_events"));
+	html_cost(rq, coln(c, 0, "avg_cost_ns"));
+	html_rawf(rq, " (#%lld)</dd><dt>Patterns</dt><dd>%lld</dd></dl>", (long long)coln(c, 0, "rank_avg_cost"),
+		  (long long)coln(c, 0, "patterns_total"));
+
+	html_raw(rq, "<section class=\"card\"><h2>Common part</h2>");
+	frame_list(rq, col(c, 0, "common"), "common-part");
+	if (rq->role >= AUTH_ANALYST) {
+		json_object *a = json_tokener_parse(col(c, 0, "common"));
+		html_rawf(rq, "<details class=\"sigform\"><summary><span class=\"button\">Create a signature from the "
+			      "common part</span></summary><form method=\"post\" action=\"/signatures/new\" "
+			      "id=\"sig-form\"><input type=\"hidden\" name=\"from_cluster\" value=\"%s\">", id);
+		html_csrf_field(rq);
+		html_raw(rq, "<label>Name <input name=\"name\" required maxlength=\"255\"></label>"
+			     "<label>Frames (one per line, outermost first; edit to keep the distinctive ones)"
+			     "<textarea name=\"frames\" rows=\"8\">");
+		for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+			html_text(rq, json_object_get_string(json_object_array_get_idx(a, i)));
+			html_raw(rq, "\n");
+		}
+		json_object_put(a);
+		html_raw(rq, "</textarea></label><label>Status <select name=\"status\"><option>open</option>"
+			     "<option>known</option><option>fixed</option></select></label>"
+			     "<label>Note or link <input name=\"note\" maxlength=\"2000\"></label>"
+			     "<button type=\"submit\">Create signature</button></form></details>");
+	}
+	html_raw(rq, "</section>");
+	alignment_blocks(rq, c);
+	html_raw(rq, "<section><h2>Where it costs</h2>");
+	if (strcmp(col(c, 0, "has_stacks"), "t") != 0)
+		html_raw(rq, "<p class=\"hint\">This run was clustered before matched stacks were recorded; mine it again "
+			     "for breakdowns and a flame graph.</p>");
+	html_raw(rq, "<div class=\"bys\">");
+	breakdown(rq, id, "host", "By host");
+	breakdown(rq, id, "version", "By version");
+	breakdown(rq, id, "label", "By label");
+	html_raw(rq, "</div>");
+	ts = model_cluster_streams(rq->db, id, 15, err, sizeof(err));
+	if (ts) {
+		html_raw(rq, "<h3>Top streams</h3><table class=\"streams\"><thead><tr><th>Stream</th><th>Host</th>"
+			     "<th>Version</th><th class=\"n\">Matched cost</th><th class=\"n\">Events</th></tr></thead><tbody>");
+		for (int i = 0; i < PQntuples(ts); i++) {
+			html_raw(rq, "<tr><td><a href=\"/streams/");
+			html_text(rq, col(ts, i, "stream_id"));
+			html_raw(rq, "\">");
+			html_text(rq, col(ts, i, "stream_id"));
+			html_raw(rq, "</a></td><td>");
+			html_text(rq, col(ts, i, "host"));
+			html_raw(rq, "</td><td>");
+			html_text(rq, col(ts, i, "version"));
+			html_raw(rq, "</td><td class=\"n\">");
+			html_cost(rq, coln(ts, i, "cost_ns"));
+			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)coln(ts, i, "events"));
+		}
+		html_raw(rq, "</tbody></table>");
+		PQclear(ts);
+	}
+	html_raw(rq, "</section>");
+	flame_section(rq, id);
+	html_end(rq);
+	PQclear(c);
+}
+
+/* ---- streams ---- */
+
+static void page_streams(struct req *rq)
+{
+	char err[512];
+	long offset = page_offset(rq);
+	struct stream_filter f = { req_query(rq, "app"), req_query(rq, "host"), req_query(rq, "version"), NULL,
+				   INT64_MIN, INT64_MIN };
+	PGresult *r, *cnt;
+	const char *keep;
+
+	if (f.app && !*f.app)
+		f.app = NULL;
+	if (f.host && !*f.host)
+		f.host = NULL;
+	if (f.version && !*f.version)
+		f.version = NULL;
+	r = model_streams(rq->db, &f, PAGE, offset, err, sizeof(err));
+	cnt = r ? model_streams_count(rq->db, &f, err, sizeof(err)) : NULL;
+	if (!r || !cnt) {
+		PQclear(r);
+		html_error(rq, 500, err);
+		return;
+	}
+	keep = keep_param(rq, keep_param(rq, keep_param(rq, NULL, "app", f.app), "host", f.host), "version", f.version);
+	html_begin(rq, "Streams");
+	html_raw(rq, "<h1>Trace streams</h1><form class=\"filter\" method=\"get\"><label>App <input name=\"app\" value=\"");
+	html_text(rq, f.app);
+	html_raw(rq, "\"></label><label>Host <input name=\"host\" value=\"");
+	html_text(rq, f.host);
+	html_raw(rq, "\"></label><label>Version <input name=\"version\" value=\"");
+	html_text(rq, f.version);
+	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form><table class=\"streams\"><thead><tr>"
+		     "<th>Stream</th><th>App</th><th>Version</th><th>Host</th><th>Unit</th><th class=\"n\">Delay</th>"
+		     "<th class=\"n\">Events</th><th>Received (UTC)</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		json_object *sy = json_tokener_parse(col(r, i, "symptom")), *a, *b, *u;
+		html_raw(rq, "<tr><td><a href=\"/streams/");
+		html_text(rq, col(r, i, "stream_id"));
+		html_raw(rq, "\">");
+		html_text(rq, col(r, i, "stream_id"));
+		html_raw(rq, "</a></td><td>");
+		html_text(rq, col(r, i, "app"));
+		html_raw(rq, "</td><td>");
+		html_text(rq, col(r, i, "version"));
+		html_raw(rq, "</td><td>");
+		html_text(rq, col(r, i, "host"));
+		html_raw(rq, "</td><td>");
+		if (sy && json_object_object_get_ex(sy, "unit_type", &u))
+			html_text(rq, json_object_get_string(u));
+		html_raw(rq, "</td><td class=\"n\">");
+		if (sy && json_object_object_get_ex(sy, "start_ns", &a) && json_object_object_get_ex(sy, "end_ns", &b))
+			html_cost(rq, json_object_get_int64(b) - json_object_get_int64(a));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td><td>", (long long)coln(r, i, "events"));
+		html_text(rq, col(r, i, "received_at"));
+		html_raw(rq, "</td></tr>");
+		json_object_put(sy);
+	}
+	html_raw(rq, "</tbody></table>");
+	pager(rq, "/streams", keep, offset, PQntuples(r), (long)coln(cnt, 0, "total"));
+	html_end(rq);
+	PQclear(r);
+	PQclear(cnt);
+}
+
+static void page_stream(struct req *rq, const char *uuid)
+{
+	char canon[37], err[512];
+	PGresult *st = NULL, *ev = NULL, *fr = NULL;
+	const char *aoi = req_query(rq, "aoi"), *t = req_query(rq, "t");
+	enum aoi_mode mode = AOI_WAITGRAPH;
+	struct tl_event *te;
+	bool *in;
+	int n, naoi = 0;
+	struct buf ids = BUF_INIT(0);
+	int64_t s0, s1, from, to;
+
+	if (aoi && aoi_mode_parse(aoi, &mode) < 0)
+		mode = AOI_WAITGRAPH;
+	if (!util_uuid_canon(uuid, strlen(uuid), canon)) {
+		html_error(rq, 404, "No such stream (not a UUID).");
+		return;
+	}
+	st = model_stream(rq->db, canon, err, sizeof(err));
+	if (!st || PQntuples(st) == 0) {
+		html_error(rq, st ? 404 : 500, st ? "No such stream." : err);
+		goto out;
+	}
+	ev = model_stream_events(rq->db, col(st, 0, "ref"), TIMELINE_EVENTS, err, sizeof(err));
+	if (!ev) {
+		html_error(rq, 500, err);
+		goto out;
+	}
+	n = PQntuples(ev);
+	in = arena_calloc(rq->a, (size_t)n + 1, sizeof(bool));
+	te = arena_calloc(rq->a, (size_t)n + 1, sizeof(*te));
+	if (!in || !te || model_stream_aoi(st, ev, mode, in) < 0) {
+		html_error(rq, 500, "out of memory");
+		goto out;
+	}
+	/* the innermost frame of each stack, for the hover text */
+	buf_putc(&ids, '{');
+	for (int i = 0; i < n; i++)
+		buf_printf(&ids, i ? ",%s" : "%s", PQgetvalue(ev, i, 4));
+	buf_putc(&ids, '}');
+	fr = model_stack_frames(rq->db, buf_cstr(&ids), err, sizeof(err));
+	s0 = coln(st, 0, "symptom_start_ns");
+	s1 = coln(st, 0, "symptom_end_ns");
+	from = n ? coln(ev, 0, "ts_ns") : s0;
+	to = s1;
+	for (int i = 0; i < n; i++) {
+		int64_t e = coln(ev, i, "ts_ns") + coln(ev, i, "dur_ns");
+		if (e > to)
+			to = e;
+		if (coln(ev, i, "ts_ns") < from)
+			from = coln(ev, i, "ts_ns");
+		te[i].tid = coln(ev, i, "tid");
+		te[i].ts_ns = coln(ev, i, "ts_ns");
+		te[i].dur_ns = coln(ev, i, "dur_ns");
+		te[i].kind = PQgetvalue(ev, i, 0)[0] == 'w' ? 'w' : 'r';
+		te[i].readier_tid = coln(ev, i, "readier_tid");
+		te[i].aoi = in[i];
+		naoi += in[i];
+	}
+	if (fr) {
+		/* rows by stack id, then position: the last row of a stack is its innermost frame */
+		int nf = PQntuples(fr);
+		for (int i = 0; i < n; i++) {
+			int lo = 0, hi = nf;
+			int64_t sid = coln(ev, i, "stack_id");
+			while (lo < hi) {   /* first row of a stack id > sid */
+				int mid = (lo + hi) / 2;
+				if (strtoll(PQgetvalue(fr, mid, 0), NULL, 10) <= sid)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo > 0 && strtoll(PQgetvalue(fr, lo - 1, 0), NULL, 10) == sid)
+				te[i].leaf = PQgetvalue(fr, lo - 1, 2);
+		}
+	}
+	if (t) {
+		/* ?t=FROM-TO (ns, absolute) zooms into part of the stream */
+		char a[24], b[24];
+		const char *dash = strchr(t, '-');
+		int64_t x, y;
+		if (dash && (size_t)(dash - t) < sizeof(a) && strlen(dash + 1) < sizeof(b)) {
+			memcpy(a, t, (size_t)(dash - t));
+			a[dash - t] = '\0';
+			memcpy(b, dash + 1, strlen(dash + 1) + 1);
+			if (util_parse_i64(a, 0, INT64_MAX, &x) == 0 && util_parse_i64(b, 0, INT64_MAX, &y) == 0 && x < y) {
+				from = x;
+				to = y;
+			}
+		}
+	}
+	html_begin(rq, req_printf(rq, "Stream %s", canon));
+	html_raw(rq, "<p class=\"crumbs\"><a href=\"/streams\">Streams</a> › ");
+	html_text(rq, canon);
+	html_raw(rq, "</p><h1>");
+	html_text(rq, col(st, 0, "app"));
+	html_raw(rq, " ");
+	html_text(rq, col(st, 0, "version"));
+	html_raw(rq, " on ");
+	html_text(rq, col(st, 0, "host"));
+	html_raw(rq, "</h1><dl class=\"counts\"><dt>Symptom</dt><dd>");
+	{
+		json_object *sy = json_tokener_parse(col(st, 0, "symptom")), *v;
+		if (sy && json_object_object_get_ex(sy, "kind", &v))
+			html_text(rq, json_object_get_string(v));
+		if (sy && json_object_object_get_ex(sy, "unit_type", &v) && !json_object_is_type(v, json_type_null)) {
+			html_raw(rq, " · ");
+			html_text(rq, json_object_get_string(v));
+		}
+		html_raw(rq, " · thread ");
+		html_text(rq, col(st, 0, "symptom_tid"));
+		html_raw(rq, " · ");
+		html_cost(rq, s1 - s0);
+		if (sy && json_object_object_get_ex(sy, "threshold_ns", &v) && !json_object_is_type(v, json_type_null)) {
+			html_raw(rq, " (threshold ");
+			html_cost(rq, json_object_get_int64(v));
+			html_raw(rq, ")");
+		}
+		json_object_put(sy);
+	}
+	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
+		  (long long)coln(st, 0, "events"), n == TIMELINE_EVENTS ? " (first 200,000 shown)" : "",
+		  aoi_mode_name(mode), naoi);
+	html_text(rq, col(st, 0, "build_id"));
+	html_raw(rq, "</dd><dt>Received</dt><dd>");
+	html_text(rq, col(st, 0, "received_at"));
+	html_raw(rq, "</dd></dl><section><h2>Labels</h2><dl class=\"labels\">");
+	{
+		json_object *l = json_tokener_parse(col(st, 0, "labels") ? col(st, 0, "labels") : "{}");
+		if (l && json_object_is_type(l, json_type_object)) {
+			json_object_object_foreach(l, key, val) {
+				html_raw(rq, "<dt>");
+				html_text(rq, key);
+				html_raw(rq, "</dt><dd>");
+				html_text(rq, json_object_get_string(val));
+				html_raw(rq, "</dd>");
+			}
+		}
+		json_object_put(l);
+	}
+	html_raw(rq, "</dl></section><section id=\"timeline\"><h2>Timeline</h2><form class=\"filter\" method=\"get\">"
+		     "<label>AOI <select name=\"aoi\">");
+	for (int m = 0; m < 4; m++) {
+		static const enum aoi_mode modes[] = { AOI_WAITGRAPH, AOI_CRITICAL, AOI_THREAD, AOI_STREAM };
+		html_rawf(rq, "<option%s>%s</option>", modes[m] == mode ? " selected" : "", aoi_mode_name(modes[m]));
+	}
+	html_raw(rq, "</select></label><button type=\"submit\">Mark</button>");
+	if (t)
+		html_raw(rq, " <a href=\"?#timeline\">Whole stream</a>");
+	html_raw(rq, "</form><p class=\"hint\">One row per thread, the symptom thread first; the shaded band is the "
+		     "symptom window; highlighted events are in the AOI; arrows go from a wait to the thread that readied "
+		     "it. Click a time on the axis to zoom in.</p><div class=\"timeline\">");
+	{
+		struct tl_view v = { 1200, from, to, coln(st, 0, "symptom_tid"), s0, s1, "?t=" };
+		char terr[256];
+		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
+			html_raw(rq, "<p class=\"error\">");
+			html_text(rq, terr);
+			html_raw(rq, "</p>");
+		}
+	}
+	html_raw(rq, "</div></section>");
+	html_end(rq);
+out:
+	buf_release(&ids);
+	PQclear(st);
+	PQclear(ev);
+	PQclear(fr);
+}
+
+/* ---- signatures ---- */
+
+struct sel {
+	int64_t *ids;
+	size_t n;
+	bool any;     /* some sig= parameter was given */
+};
+
+static bool collect_sig(void *cls, const char *key, const char *value)
+{
+	struct sel *s = cls;
+	int64_t v;
+
+	if (strcmp(key, "sig") == 0 && s->ids) {
+		s->any = true;
+		if (s->n < 1000 && util_parse_i64(value, 1, INT64_MAX, &v) == 0)
+			s->ids[s->n++] = v;
+	}
+	return true;
+}
+
+static void page_signatures(struct req *rq)
+{
+	char err[512];
+	PGresult *r = model_signatures(rq->db, 1000, 0, err, sizeof(err)), *runs;
+	const char *run = req_query(rq, "run");
+	int64_t run_id = 0;
+	bool writer = rq->role >= AUTH_ANALYST;
+
+	if (!r) {
+		html_error(rq, 500, err);
+		return;
+	}
+	if (run && util_parse_i64(run, 1, INT64_MAX, &run_id) < 0)
+		run_id = 0;
+	html_begin(rq, "Signatures");
+	html_raw(rq, "<h1>Performance signatures</h1><p><a class=\"button\" href=\"/api/v1/signatures/export\" "
+		     "download=\"signatures.json\">Export all (JSON)</a></p>");
+	html_raw(rq, "<form id=\"coverage-form\" method=\"get\" action=\"/signatures\"></form>");
+	html_raw(rq, "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th><th>Status</th>"
+		     "<th>Note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		long long sid = (long long)coln(r, i, "signature_id");
+		const char *st = col(r, i, "status");
+		html_rawf(rq, "<tr id=\"sig-%lld\"><td><input type=\"checkbox\" form=\"coverage-form\" name=\"sig\" "
+			      "value=\"%lld\" checked aria-label=\"use in coverage\"></td><td>", sid, sid);
+		html_text(rq, col(r, i, "name"));
+		html_raw(rq, "</td><td>");
+		frames_compact(rq, col(r, i, "frames"), 3);
+		html_raw(rq, "</td>");
+		if (writer) {
+			html_rawf(rq, "<td colspan=\"2\"><form class=\"inline\" method=\"post\" action=\"/signatures/%lld\">",
+				  sid);
+			html_csrf_field(rq);
+			html_raw(rq, "<select name=\"status\" aria-label=\"status\">");
+			for (int k = 0; k < 3; k++) {
+				static const char *const sts[] = { "open", "known", "fixed" };
+				html_rawf(rq, "<option%s>%s</option>", strcmp(st, sts[k]) == 0 ? " selected" : "", sts[k]);
+			}
+			html_raw(rq, "</select><input name=\"note\" aria-label=\"note\" value=\"");
+			html_text(rq, col(r, i, "note"));
+			html_raw(rq, "\"><button type=\"submit\">Save</button></form></td>");
+		} else {
+			html_raw(rq, "<td>");
+			html_text(rq, st);
+			html_raw(rq, "</td><td>");
+			html_text(rq, col(r, i, "note"));
+			html_raw(rq, "</td>");
+		}
+		html_raw(rq, "<td>");
+		if (col(r, i, "from_cluster"))
+			html_rawf(rq, "<a href=\"/clusters/%lld\">cluster %lld</a>", (long long)coln(r, i, "from_cluster"),
+				  (long long)coln(r, i, "from_cluster"));
+		html_raw(rq, "</td><td>");
+		html_text(rq, col(r, i, "updated_at"));
+		html_raw(rq, "</td></tr>");
+	}
+	if (PQntuples(r) == 0)
+		html_raw(rq, "<tr><td colspan=\"7\" class=\"empty\">No signatures yet: open a cluster and create one from "
+			     "its common part.</td></tr>");
+	html_raw(rq, "</tbody></table>");
+
+	/* coverage and triage over a run */
+	runs = model_runs(rq->db, NULL, "done", 100, 0, err, sizeof(err));
+	html_raw(rq, "<section class=\"card\"><h2>Coverage and triage</h2><p>Choose the signatures above and a run:</p>"
+		     "<label>Run <select name=\"run\" form=\"coverage-form\">");
+	for (int i = 0; runs && i < PQntuples(runs); i++) {
+		long long id = (long long)coln(runs, i, "run_id");
+		html_rawf(rq, "<option value=\"%lld\"%s>#%lld ", id, id == run_id ? " selected" : "", id);
+		html_text(rq, col(runs, i, "app"));
+		html_raw(rq, " – ");
+		run_params_summary(rq, col(runs, i, "params"));
+		html_raw(rq, "</option>");
+	}
+	PQclear(runs);
+	html_raw(rq, "</select></label> <button type=\"submit\" form=\"coverage-form\">Show</button>");
+	if (run_id) {
+		struct sig_coverage cov;
+		struct sig_triage tr;
+		struct sel sel = { arena_calloc(rq->a, 1001, sizeof(int64_t)), 0, false };
+		char e2[512];
+
+		/* the checked signatures (a bare ?run=ID link: all of them) */
+		req_query_each(rq, collect_sig, &sel);
+		if (sel.any && sel.n == 0) {
+			html_raw(rq, "<p class=\"hint\">No signature chosen.</p>");
+		} else if (sig_coverage(rq->db, run_id, sel.ids, sel.n, &cov, e2, sizeof(e2)) < 0) {
+			html_raw(rq, "<p class=\"error\">");
+			html_text(rq, e2);
+			html_raw(rq, "</p>");
+		} else {
+			html_rawf(rq, "<p class=\"coverage\">All signatures cover <strong>%.1f%%</strong> of run #%lld's AOI "
+				      "cost (", cov.coverage * 100, (long long)run_id);
+			html_cost(rq, (int64_t)cov.covered_ns);
+			html_raw(rq, " of ");
+			html_cost(rq, (int64_t)cov.total_ns);
+			html_raw(rq, ").</p><table class=\"coverage\"><thead><tr><th>Signature</th><th class=\"n\">Cost</th>"
+				     "<th class=\"n\">Coverage</th></tr></thead><tbody>");
+			for (size_t i = 0; i < cov.nby; i++) {
+				html_raw(rq, "<tr><td>");
+				html_text(rq, cov.by[i].name);
+				html_raw(rq, "</td><td class=\"n\">");
+				html_cost(rq, (int64_t)cov.by[i].cost_ns);
+				html_rawf(rq, "</td><td class=\"n metric\">%.1f%%",
+					  cov.total_ns ? 100.0 * (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
+				html_bar(rq, (double)cov.by[i].cost_ns, (double)cov.total_ns, 80);
+				html_raw(rq, "</td></tr>");
+			}
+			html_raw(rq, "</tbody></table>");
+			free(cov.by);
+		}
+		if (sig_triage(rq->db, run_id, &tr, e2, sizeof(e2)) == 0 && tr.max_coverage > 0) {
+			double x[SIG_NORDERS][SIG_LEVELS], y[SIG_LEVELS];
+			struct plot_series ps[SIG_NORDERS];
+			struct plot_opts po = { "Streams to open per coverage level", "streams opened",
+						"coverage reached", 720, 360, 0, 0 };
+			for (int l = 0; l < SIG_LEVELS; l++)
+				y[l] = tr.level[l];
+			for (int o = 0; o < SIG_NORDERS; o++) {
+				for (int l = 0; l < SIG_LEVELS; l++)
+					x[o][l] = tr.needed[o][l];
+				ps[o].name = sig_order_name((enum sig_order)o);
+				ps[o].x = x[o];
+				ps[o].y = y;
+				ps[o].n = SIG_LEVELS;
+			}
+			html_rawf(rq, "<h3>Triage: streams an analyst opens to reach each coverage level (%zu streams)</h3>"
+				      "<div class=\"plot\">", tr.nstreams);
+			plot_render_svg(ps, SIG_NORDERS, &po, &rq->out);
+			html_raw(rq, "</div><table class=\"triage\"><thead><tr><th class=\"n\">Coverage</th>");
+			for (int o = 0; o < SIG_NORDERS; o++)
+				html_rawf(rq, "<th class=\"n\">%s</th>", sig_order_name((enum sig_order)o));
+			html_raw(rq, "</tr></thead><tbody>");
+			for (int l = 0; l < SIG_LEVELS; l++) {
+				html_rawf(rq, "<tr><td class=\"n\">%.1f%%</td>", tr.level[l] * 100);
+				for (int o = 0; o < SIG_NORDERS; o++)
+					html_rawf(rq, "<td class=\"n\">%g</td>", tr.needed[o][l]);
+				html_raw(rq, "</tr>");
+			}
+			html_raw(rq, "</tbody></table>");
+		}
+	}
+	html_raw(rq, "</section>");
+	if (writer) {
+		html_raw(rq, "<section class=\"card\"><h2>Import</h2><form method=\"post\" action=\"/signatures/import\" "
+			     "id=\"import-form\">");
+		html_csrf_field(rq);
+		html_raw(rq, "<label>A file exported before <input type=\"file\" id=\"import-file\" accept=\".json,"
+			     "application/json\"></label><label>or the JSON document <textarea name=\"doc\" rows=\"4\" "
+			     "required></textarea></label><button type=\"submit\">Import</button></form></section>");
+	}
+	html_end(rq);
+	PQclear(r);
+}
+
+/* Frames from a textarea: one per line, blank lines and surrounding spaces dropped. */
+static size_t split_lines(struct req *rq, const char *text, const char **out, size_t max)
+{
+	size_t n = 0;
+
+	while (text && *text && n < max) {
+		size_t len = strcspn(text, "\r\n");
+		const char *s = text, *e = text + len;
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		if (e > s)
+			out[n++] = arena_strndup(rq->a, s, (size_t)(e - s));
+		text += len;
+		while (*text == '\r' || *text == '\n')
+			text++;
+	}
+	return n;
+}
+
+static void post_signature_new(struct req *rq)
+{
+	const char *frames[513];
+	size_t n;
+	int64_t id, from = 0;
+	char err[512];
+	const char *fc = req_form(rq, "from_cluster");
+
+	if (!req_may_write(rq, false))
+		return;
+	n = split_lines(rq, req_form(rq, "frames"), frames, 513);
+	if (fc && *fc && util_parse_i64(fc, 1, INT64_MAX, &from) < 0) {
+		html_error(rq, 400, "from_cluster: must be a cluster id");
+		return;
+	}
+	if (sig_create(rq->db, req_form(rq, "name") ? req_form(rq, "name") : "", frames, n,
+		       req_form(rq, "status") ? req_form(rq, "status") : "open", req_form(rq, "note") ? req_form(rq, "note") : "",
+		       from, &id, err, sizeof(err)) < 0) {
+		html_error(rq, strstr(err, "exists already") ? 409 : 400, err);
+		return;
+	}
+	html_redirect(rq, req_printf(rq, "/signatures#sig-%lld", (long long)id));
+}
+
+static void post_signature_update(struct req *rq, const char *id)
+{
+	char err[512];
+
+	if (!req_may_write(rq, false))
+		return;
+	if (sig_update(rq->db, strtoll(id, NULL, 10), req_form(rq, "status"), req_form(rq, "note"), err,
+		       sizeof(err)) < 0) {
+		html_error(rq, strstr(err, "no such") ? 404 : 400, err);
+		return;
+	}
+	html_redirect(rq, req_printf(rq, "/signatures#sig-%s", id));
+}
+
+static void post_signature_import(struct req *rq)
+{
+	const char *doc;
+	char err[512];
+	size_t n;
+
+	if (!req_may_write(rq, false))
+		return;
+	doc = req_form(rq, "doc");
+	if (!doc || sig_import(rq->db, doc, strlen(doc), &n, err, sizeof(err)) < 0) {
+		html_error(rq, 400, doc ? err : "doc: the exported JSON document is required");
+		return;
+	}
+	html_redirect(rq, "/signatures");
+}
+
+/* ---- routing ---- */
+
+static bool is_id(const char *s)
+{
+	int64_t v;
+
+	return util_parse_i64(s, 1, INT64_MAX, &v) == 0;
+}
+
+void pages_handle(struct req *rq)
+{
+	const char *p = rq->path;
+	bool get = rq->method == REQ_GET || rq->method == REQ_HEAD, post = rq->method == REQ_POST;
+
+	if (strcmp(p, "/login") == 0) {
+		if (post)
+			post_login(rq);
+		else
+			page_login(rq, NULL, 200);
+		return;
+	}
+	if (strcmp(p, "/logout") == 0 && post) {
+		if (req_may_write(rq, false)) {
+			req_logout(rq);
+			html_redirect(rq, "/login");
+		}
+		return;
+	}
+	if (get && !req_may_read(rq)) {
+		struct buf b = BUF_INIT(8192);
+		buf_puts(&b, "/login?next=");
+		url_encode(&b, strcmp(p, "/") == 0 ? "/runs" : p);
+		html_redirect(rq, req_strdup(rq, buf_cstr(&b)));
+		buf_release(&b);
+		return;
+	}
+	if (get && (strcmp(p, "/") == 0)) {
+		html_redirect(rq, "/runs");
+	} else if (get && strcmp(p, "/runs") == 0) {
+		page_runs(rq);
+	} else if (get && strncmp(p, "/runs/", 6) == 0 && is_id(p + 6)) {
+		page_run(rq, p + 6);
+	} else if (get && strncmp(p, "/clusters/", 10) == 0 && is_id(p + 10)) {
+		page_cluster(rq, p + 10);
+	} else if (get && strcmp(p, "/streams") == 0) {
+		page_streams(rq);
+	} else if (get && strncmp(p, "/streams/", 9) == 0) {
+		page_stream(rq, p + 9);
+	} else if (get && strcmp(p, "/signatures") == 0) {
+		page_signatures(rq);
+	} else if (post && strcmp(p, "/signatures/new") == 0) {
+		post_signature_new(rq);
+	} else if (post && strcmp(p, "/signatures/import") == 0) {
+		post_signature_import(rq);
+	} else if (post && strncmp(p, "/signatures/", 12) == 0 && is_id(p + 12)) {
+		post_signature_update(rq, p + 12);
+	} else {
+		html_error(rq, 404, "No such page.");
+	}
+}

@@ -1,0 +1,105 @@
+// app.js: the dashboard's few scripts. Pages are rendered on the server; this
+// posts the run form to the API as JSON, follows running runs' progress, and
+// reads a signature file into the import form. It never builds HTML from data:
+// text goes in with textContent only.
+"use strict";
+
+(function () {
+  const csrf = document.body.dataset.csrf || "";
+
+  function lines(text) {
+    return text.split(/\r?\n/).map((s) => s.trim()).filter((s) => s.length > 0);
+  }
+
+  // The run form: its fields become the JSON body of POST /api/v1/runs.
+  const form = document.getElementById("run-form");
+  if (form) {
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const f = form.elements;
+      const err = document.getElementById("run-form-error");
+      err.textContent = "";
+      const body = {
+        app: f.app.value,
+        kind: f.kind.value,
+        aoi: f.aoi.value,
+        linkage: f.linkage.value,
+        include: lines(f.include.value),
+        exclude: lines(f.exclude.value),
+        filter: {},
+      };
+      const cut = Number(f.cut.value);
+      const thr = Number(f.threshold.value);
+      if (!Number.isFinite(cut) || !Number.isFinite(thr)) {
+        err.textContent = "cut and threshold must be numbers";
+        return;
+      }
+      body.cut = cut;
+      if (f.threshold_mode.value === "ns") body.threshold_ns = Math.round(thr);
+      else body.threshold_fraction = thr;
+      for (const k of ["version", "host", "since", "until"]) {
+        if (f[k].value.trim()) body.filter[k] = f[k].value.trim();
+      }
+      const labels = {};
+      for (const l of lines(f.labels.value)) {
+        const eq = l.indexOf("=");
+        if (eq <= 0) {
+          err.textContent = "labels: write key=value, one per line";
+          return;
+        }
+        labels[l.slice(0, eq).trim()] = l.slice(eq + 1).trim();
+      }
+      if (Object.keys(labels).length) body.filter.labels = labels;
+      try {
+        const r = await fetch("/api/v1/runs", {
+          method: "POST",
+          credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+          body: JSON.stringify(body),
+        });
+        const j = await r.json();
+        if (r.status === 202) location.href = "/runs/" + j.run_id;
+        else err.textContent = j.error || "the run was refused (" + r.status + ")";
+      } catch (e) {
+        err.textContent = "the server did not answer: " + e.message;
+      }
+    });
+  }
+
+  // Runs that are queued or running: show their phase, reload when they end.
+  const live = document.querySelectorAll("[data-run]");
+  if (live.length) {
+    const poll = async () => {
+      let changed = false;
+      for (const el of live) {
+        try {
+          const r = await fetch("/api/v1/runs/" + el.dataset.run, { credentials: "same-origin" });
+          if (!r.ok) continue;
+          const run = await r.json();
+          if (run.status === "done" || run.status === "failed") changed = true;
+          const p = run.progress || {};
+          let text = run.status;
+          if (run.status === "running" && p.phase) {
+            text += " · " + p.phase;
+            if (p.streams_read !== undefined) text += " · " + p.streams_read + " streams read";
+          }
+          el.textContent = text;
+        } catch (e) {
+          /* try again at the next tick */
+        }
+      }
+      if (changed) location.reload();
+      else setTimeout(poll, 1000);
+    };
+    setTimeout(poll, 1000);
+  }
+
+  // Import: a chosen file fills the form's text area.
+  const file = document.getElementById("import-file");
+  if (file) {
+    file.addEventListener("change", async () => {
+      const f = file.files && file.files[0];
+      if (f) document.querySelector("#import-form textarea[name=doc]").value = await f.text();
+    });
+  }
+})();
