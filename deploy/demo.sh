@@ -5,16 +5,18 @@
 #
 #   deploy/demo.sh start    private PostgreSQL (deploy/pg.sh), schema, tokens,
 #                           sm-ingest on 127.0.0.1:8080 (or the next free port),
-#                           a generated fleet shipped with sm-agent; prints what to try
-#   deploy/demo.sh stop     stop sm-ingest (SIGTERM, waits for it) and PostgreSQL
+#                           a generated fleet shipped with sm-agent, mined and
+#                           clustered, and sm-web (the dashboard and the REST API)
+#                           on 127.0.0.1:8081; prints what to open and try
+#   deploy/demo.sh stop     stop sm-web and sm-ingest (SIGTERM, waits) and PostgreSQL
 #   deploy/demo.sh status   what is running
 #
 # Everything lives in var/: var/pg (the cluster), var/tokens (mode 0600),
-# var/log/ingest.log, var/run/ingest.{pid,port}, var/demo (the fleet), var/spool
-# (what sm-agent could not deliver).
+# var/log/{ingest,web}.log, var/run/{ingest,web}.{pid,port}, var/demo (the
+# fleet), var/spool (what sm-agent could not deliver).
 # Both commands may be repeated: what already runs is left running.
 #
-# Environment: SM_INGEST_PORT (first port to try, 8080), SM_DEMO_STREAMS (300),
+# Environment: SM_INGEST_PORT (first port to try, 8080), SM_WEB_PORT (8081), SM_DEMO_STREAMS (300),
 # SM_DEMO_EVENTS (events per stream, 2000), SM_DEMO_HOSTS (60), SM_DEMO_SEED (1),
 # SM_BIN (bin), SM_GENFLEET (build/rel/tests/genfleet).
 set -euo pipefail
@@ -27,9 +29,6 @@ cd "$repo"
 var=$repo/var
 bin=${SM_BIN:-$repo/bin}
 genfleet=${SM_GENFLEET:-$repo/build/rel/tests/genfleet}
-pidf=$var/run/ingest.pid
-portf=$var/run/ingest.port
-logf=$var/log/ingest.log
 tokf=$var/tokens
 
 # True while pid $1 runs (kill -0 also succeeds for a zombie, which an exited
@@ -41,15 +40,16 @@ alive() {
 	[ "${st%% *}" != Z ]
 }
 
-# True while pid $1 is a live sm-ingest (not a recycled pid).
-is_ingest() {
-	alive "$1" && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = sm-ingest ]
+# True while pid $2 is a live sm-$1 (not a recycled pid).
+is_svc() {
+	alive "$2" && [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "sm-$1" ]
 }
 
-ingest_pid() {
+# The pid of the running sm-$1 of the demo, or nothing.
+svc_pid() {
 	local pid=
-	[ -r "$pidf" ] && pid=$(cat "$pidf")
-	is_ingest "$pid" && echo "$pid"
+	[ -r "$var/run/$1.pid" ] && pid=$(cat "$var/run/$1.pid")
+	is_svc "$1" "$pid" && echo "$pid"
 	return 0
 }
 
@@ -95,74 +95,76 @@ ensure_tokens() {
 	mv "$tokf.new" "$tokf"
 }
 
-start_ingest() {
-	local pid port base i logpos
-	pid=$(ingest_pid)
+# svc_start NAME FIRST_PORT [ARGS...]: starts sm-NAME on 127.0.0.1 (FIRST_PORT or
+# the next free one) unless it runs; sets svc_url. Log var/log/NAME.log.
+svc_start() {
+	local name=$1 base=$2 pid port i logpos pidf=$var/run/$1.pid portf=$var/run/$1.port logf=$var/log/$1.log
+	shift 2
+	pid=$(svc_pid "$name")
 	if [ -n "$pid" ]; then
 		if [[ "$(readlink "/proc/$pid/exe")" == *" (deleted)" ]]; then
-			say "sm-ingest (pid $pid) runs an older build; restarting it"
-			stop_ingest
+			say "sm-$name (pid $pid) runs an older build; restarting it"
+			svc_stop "$name"
 		else
-			ingest_url=http://127.0.0.1:$(cat "$portf")
-			say "sm-ingest already running (pid $pid, $ingest_url)"
+			svc_url=http://127.0.0.1:$(cat "$portf")
+			say "sm-$name already running (pid $pid, $svc_url)"
 			return 0
 		fi
 	fi
-	base=${SM_INGEST_PORT:-8080}
 	port=$base
 	while port_busy "$port"; do
 		port=$(( port + 1 ))
-		[ $port -lt $(( base + 100 )) ] || die "ports $base to $port are all in use; set SM_INGEST_PORT"
+		[ $port -lt $(( base + 100 )) ] || die "ports $base to $port are all in use"
 	done
-	[ "$port" = "$base" ] || say "port $base is in use, using $port"
+	[ "$port" = "$base" ] || say "port $base is in use, sm-$name uses $port"
 	rm -f "$portf"
 	touch "$logf"
 	logpos=$(stat -c %s "$logf") # what this start adds to the log begins here
 	echo "--- $(date -u +%FT%TZ) deploy/demo.sh start" >>"$logf"
-	nohup "$bin/sm-ingest" --db "$db" --listen "127.0.0.1:$port" --port-file "$portf" \
+	nohup "$bin/sm-$name" --db "$db" --listen "127.0.0.1:$port" --port-file "$portf" "$@" \
 		</dev/null >>"$logf" 2>&1 &
 	pid=$!
 	echo "$pid" >"$pidf"
 	for i in $(seq 1 300); do
-		# alive, not is_ingest: until nohup execs it, the child is not sm-ingest yet
+		# alive, not is_svc: until nohup execs it, the child is not sm-NAME yet
 		if ! alive "$pid"; then
 			wait "$pid" 2>/dev/null && i=0 || i=$?
 			rm -f "$pidf"
 			tail -c +$((logpos + 1)) "$logf" | tail -n 30 >&2
-			die "sm-ingest exited with status $i while starting (log: var/log/ingest.log, last lines above)"
+			die "sm-$name exited with status $i while starting (log: var/log/$name.log, last lines above)"
 		fi
 		if [ -s "$portf" ] &&
 		   curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(cat "$portf")/healthz" 2>/dev/null; then
-			ingest_url=http://127.0.0.1:$(cat "$portf")
-			say "sm-ingest running (pid $pid, $ingest_url, log var/log/ingest.log)"
+			svc_url=http://127.0.0.1:$(cat "$portf")
+			say "sm-$name running (pid $pid, $svc_url, log var/log/$name.log)"
 			return 0
 		fi
 		sleep 0.1
 	done
 	tail -c +$((logpos + 1)) "$logf" | tail -n 30 >&2
-	die "sm-ingest (pid $pid) did not answer /healthz within 30 s (log: var/log/ingest.log); 'make stop' stops it"
+	die "sm-$name (pid $pid) did not answer /healthz within 30 s (log: var/log/$name.log); 'make stop' stops it"
 }
 
-stop_ingest() {
-	local pid i
-	pid=$(ingest_pid)
+svc_stop() {
+	local name=$1 pid i
+	pid=$(svc_pid "$name")
 	if [ -z "$pid" ]; then
-		say "sm-ingest is not running"
-		rm -f "$pidf" "$portf"
+		say "sm-$name is not running"
+		rm -f "$var/run/$name.pid" "$var/run/$name.port"
 		return 0
 	fi
 	kill -TERM "$pid"
 	# sm-ingest drains the requests in flight for up to 30 s (--drain-timeout)
 	for i in $(seq 1 450); do
-		is_ingest "$pid" || break
+		is_svc "$name" "$pid" || break
 		sleep 0.1
 	done
-	if is_ingest "$pid"; then
-		tail -n 20 "$logf" >&2
-		die "sm-ingest (pid $pid) still runs 45 s after SIGTERM (log above); kill -KILL $pid if it must go"
+	if is_svc "$name" "$pid"; then
+		tail -n 20 "$var/log/$name.log" >&2
+		die "sm-$name (pid $pid) still runs 45 s after SIGTERM (log above); kill -KILL $pid if it must go"
 	fi
-	rm -f "$pidf" "$portf"
-	say "sm-ingest stopped (pid $pid)"
+	rm -f "$var/run/$name.pid" "$var/run/$name.port"
+	say "sm-$name stopped (pid $pid)"
 }
 
 # Generates the demo fleet once and ships it unless the database has it already
@@ -193,27 +195,34 @@ ship_fleet() {
 		die "sm-agent ship failed (sm-ingest log: var/log/ingest.log)"
 }
 
-# Mines each demo app once, unless a done run exists, with the paper's threshold
-# guideline (docs/clustering.md): to find bugs that hit 10% of the streams with
-# 0.3 s each, C = 0.1 * 0.3 s * the app's streams.
+# Mines each demo app's run stacks and wait stacks once (unless done runs exist),
+# with the paper's threshold guideline (docs/clustering.md): to find bugs that
+# hit 10% of the streams with a delay d each, C = 0.1 * d * the app's streams;
+# d = 0.3 s of CPU, 0.15 s of waiting.
 mine_fleet() {
-	local app id n c
+	local app kind id n c d
 	for app in checkout search; do
-		id=$(q -v app="$app" <<<"SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = :'app'")
-		if [ -z "$id" ]; then
-			n=$(q -v app="$app" <<<"SELECT count(*) FROM streams WHERE app = :'app'")
-			c=$((n * 30000000))
-			say "mining the $app streams (sm-miner run --app $app --threshold-ns $c: 10% of $n streams x 0.3 s)"
-			id=$("$bin/sm-miner" --db "$db" run --app "$app" --threshold-ns "$c" --quiet) ||
-				die "sm-miner run failed"
-		fi
-		MINED="$MINED $app:$id"
+		for kind in run wait; do
+			id=$(q -v app="$app" -v kind="$kind" <<-'EOF'
+			SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = :'app' AND params->>'kind' = :'kind'
+			EOF
+			)
+			if [ -z "$id" ]; then
+				n=$(q -v app="$app" <<<"SELECT count(*) FROM streams WHERE app = :'app'")
+				[ $kind = run ] && d=30000000 || d=15000000
+				c=$((n * d))
+				say "mining the $app $kind stacks (sm-miner run --app $app --kind $kind --threshold-ns $c)"
+				id=$("$bin/sm-miner" --db "$db" run --app "$app" --kind "$kind" --threshold-ns "$c" --quiet) ||
+					die "sm-miner run failed"
+			fi
+			MINED="$MINED $app/$kind:$id"
+		done
 	done
 }
 
 cmd_start() {
 	local p
-	for p in "$bin/sm-admin" "$bin/sm-ingest" "$bin/sm-agent" "$bin/sm-miner" "$genfleet"; do
+	for p in "$bin/sm-admin" "$bin/sm-ingest" "$bin/sm-agent" "$bin/sm-miner" "$bin/sm-web" "$genfleet"; do
 		[ -x "$p" ] || die "$p is missing: run 'make demo', which builds it first"
 	done
 	command -v curl >/dev/null || die "curl is missing (apt-get install curl; 'make demo' installs it)"
@@ -223,10 +232,13 @@ cmd_start() {
 	"$bin/sm-admin" --db "$db" migrate || die "sm-admin migrate failed"
 	"$bin/sm-admin" --db "$db" maintain >/dev/null || die "sm-admin maintain failed"
 	ensure_tokens
-	start_ingest
+	svc_start ingest "${SM_INGEST_PORT:-8080}"
+	ingest_url=$svc_url
 	ship_fleet
 	MINED=
 	mine_fleet
+	svc_start web "${SM_WEB_PORT:-8081}"
+	web_url=$svc_url
 	print_guide
 }
 
@@ -235,7 +247,9 @@ print_guide() {
 	cat <<-EOF
 
 	stackmine demo is running
-	  ingest    $ingest_url  (pid $(cat "$pidf"), log var/log/ingest.log)
+	  dashboard $web_url/  (log in with the analyst token: . var/tokens; echo \$SM_ANALYST_TOKEN)
+	  ingest    $ingest_url  (pid $(svc_pid ingest), log var/log/ingest.log)
+	  web       pid $(svc_pid web), log var/log/web.log; the REST API is under $web_url/api/v1/
 	  database  deploy/pg.sh psql   (for --db: $db)
 	  tokens    var/tokens          (load them: . var/tokens)
 
@@ -261,11 +275,17 @@ print_guide() {
 	  # the stack (outermost first) of the longest wait on the slowest stream's symptom thread
 	  deploy/pg.sh psql -c "WITH s AS (SELECT * FROM streams ORDER BY symptom_end_ns - symptom_start_ns DESC LIMIT 1), e AS (SELECT e.* FROM events e, s WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'w' ORDER BY e.dur_ns DESC LIMIT 1) SELECT o.i AS depth, f.name AS frame FROM e, stacks st, unnest(st.frame_ids) WITH ORDINALITY o(id, i), frames f WHERE st.id = e.stack_id AND f.id = o.id ORDER BY o.i"
 
-	Mined (the costliest patterns of each app's run; sm-miner show RUN for more):
+	Mined and clustered (the top clusters of each run by total cost; the dashboard has them all):
 	EOF
 	for p in $MINED; do
-		echo "  ${p%%:*}: run ${p#*:}"
-		"$bin/sm-miner" --db "$db" show "${p#*:}" --limit 3 --brief | sed -n '/^wait\|^run \|^    /p' | sed 's/^/    /'
+		echo "  ${p%%:*}: run ${p#*:}   $web_url/runs/${p#*:}"
+		q -v run="${p#*:}" <<-'EOF' | sed 's/^/    /'
+		SELECT format('#%s  %s s  %s streams  ... %s', c.rank_total_cost, round(c.total_cost_ns / 1e9, 3), c.streams,
+		       (SELECT string_agg(split_part(f.name, '!', 2), ' > ' ORDER BY o.i) FROM unnest(c.common_frame_ids)
+		        WITH ORDINALITY AS o(id, i) JOIN frames f ON f.id = o.id
+		        WHERE o.i > cardinality(c.common_frame_ids) - 3))
+		FROM clusters c WHERE c.run_id = :'run' ORDER BY c.rank_total_cost LIMIT 3
+		EOF
 	done
 	cat <<-EOF
 
@@ -273,25 +293,32 @@ print_guide() {
 	  bin/sm-miner --db "\$(deploy/pg.sh url)" run --app checkout --kind run --threshold-fraction 0.02
 	  bin/sm-miner --db "\$(deploy/pg.sh url)" run --app search --aoi thread --exclude '*epoll*'
 
+	  # the REST API (docs/api.md)
+	  curl -s -H "Authorization: Bearer \$SM_ANALYST_TOKEN" $web_url/api/v1/runs | head -c 600
+
+	Open the dashboard: $web_url/   (token: . var/tokens; echo \$SM_ANALYST_TOKEN)
 	Stop everything: make stop
 	EOF
 }
 
 cmd_stop() {
 	local rc=0
-	stop_ingest || rc=1
+	svc_stop web || rc=1
+	svc_stop ingest || rc=1
 	"$repo/deploy/pg.sh" stop || rc=1
 	return $rc
 }
 
 cmd_status() {
-	local pid
-	pid=$(ingest_pid)
-	if [ -n "$pid" ]; then
-		echo "sm-ingest: running, pid $pid, http://127.0.0.1:$(cat "$portf" 2>/dev/null)"
-	else
-		echo "sm-ingest: not running"
-	fi
+	local pid name
+	for name in ingest web; do
+		pid=$(svc_pid "$name")
+		if [ -n "$pid" ]; then
+			echo "sm-$name: running, pid $pid, http://127.0.0.1:$(cat "$var/run/$name.port" 2>/dev/null)"
+		else
+			echo "sm-$name: not running"
+		fi
+	done
 	"$repo/deploy/pg.sh" status | sed 's/^/postgresql: /' || true
 }
 
