@@ -9,12 +9,18 @@ pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
       libcurl4-openssl-dev zlib1g-dev)
 case "$purpose" in
 build) ;;
-test) pkgs+=(postgresql postgresql-common curl zstd procps python3-scipy python3-numpy) ;;
+test) pkgs+=(postgresql postgresql-common curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps) ;;
-bench) pkgs+=(postgresql postgresql-common curl zstd procps time python3-scipy python3-numpy) ;;
+bench) pkgs+=(postgresql postgresql-common curl zstd procps time python3-scipy python3-numpy wrk) ;;
 fuzz) pkgs+=(clang) ;;
 *) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench)" >&2; exit 2 ;;
 esac
+
+# the browser tests run playwright-core on Node.js; a node from elsewhere
+# (nodesource, nvm) that brings its own npm serves as well as Debian's
+if [ "$purpose" = test ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then
+	pkgs+=(nodejs npm)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -15,35 +15,53 @@
 #define TEXT_PAD 3
 #define MIN_NODE_PX 0.5
 #define NAME_BYTES_MAX ((size_t)256 << 20) /* bounds the names arena */
+#define NONE UINT32_MAX
 
-struct fnode {
-	const char *name;
+/* Distinct frame names, stored once: nodes refer to them by id. */
+struct fname {
+	const char *s;
 	uint32_t len;
-	uint32_t parent;
-	uint32_t hash;  /* of the name, for the child table */
-	uint32_t depth; /* root = 0 */
-	uint64_t cost, events;
+	uint32_t hash;
+};
+
+/* Costs are added to the leaf only (self); inclusive totals are summed up when rendering. */
+struct fnode {
+	uint32_t parent, nid, depth; /* root: depth 0 */
+	uint64_t self_cost, self_events;
+	uint64_t cost, events;       /* inclusive, valid after flame_index() */
+};
+
+/* A child table slot: (parent, name id) -> node; node 0 = empty (the root is nobody's child). */
+struct cslot {
+	uint32_t parent, nid, node;
 };
 
 struct flame {
-	struct arena *names;
+	struct arena *arena;
+	struct fname *names;
+	size_t nnames, ncap;
+	uint32_t *ntable;    /* name id + 1, 0 = empty; at most half full */
+	size_t ntcap;
 	struct fnode *nodes;
 	size_t n, cap;
-	/* Children by (parent, name): open addressing over node indices; 0 = empty slot
-	 * (the root, index 0, is nobody's child). */
-	uint32_t *table;
+	struct cslot *table; /* at most half full */
 	size_t tcap;
-	/* Built lazily by flame_index() after adds: children in name order (CSR) and ids. */
-	bool dirty;
-	uint32_t *kstart; /* n + 1 */
-	uint32_t *kids;   /* n - 1 */
-	uint32_t *byid;   /* id - 1 -> node index */
-	uint32_t *idof;   /* node index -> id */
+	uint64_t total_cost, total_events;
+	/* The previous stack: consecutive stacks mostly share a prefix, found without the table. */
+	uint32_t last_nid[FLAME_MAX_DEPTH], last_node[FLAME_MAX_DEPTH];
+	size_t last_n;
+	/* Built lazily by flame_index(): name order, children in name order (CSR), ids, totals. */
+	bool dirty_tree, dirty_cost;
+	uint32_t *rank;      /* name id -> position in byte order */
+	uint32_t *kstart;    /* n + 1 */
+	uint32_t *kids;      /* n - 1 */
+	uint32_t *byid;      /* id - 1 -> node index */
+	uint32_t *idof;      /* node index -> id */
 	char err[96];
 };
 
 /* Word-at-a-time hash of a name (only used in memory, so byte order does not matter). */
-static uint64_t name_hash(const char *s, size_t n)
+static uint32_t name_hash(const char *s, size_t n)
 {
 	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
 
@@ -62,17 +80,40 @@ static uint64_t name_hash(const char *s, size_t n)
 		memcpy(&w, s, n);
 		h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
 	}
-	return hash_mix64(h);
+	return (uint32_t)hash_mix64(h);
 }
 
-static size_t slot_of(uint32_t parent, uint32_t h, size_t mask)
+static size_t child_slot(uint32_t parent, uint32_t nid, size_t mask)
 {
-	return (size_t)hash_mix64(((uint64_t)parent << 32) | h) & mask;
+	return (size_t)hash_mix64(((uint64_t)parent << 32) | nid) & mask;
 }
 
 static void set_err(struct flame *f, const char *msg)
 {
 	snprintf(f->err, sizeof(f->err), "%s", msg);
+}
+
+static void index_free(struct flame *f)
+{
+	free(f->rank);
+	free(f->kstart);
+	free(f->kids);
+	free(f->byid);
+	free(f->idof);
+	f->rank = f->kstart = f->kids = f->byid = f->idof = NULL;
+}
+
+void flame_free(struct flame *f)
+{
+	if (!f)
+		return;
+	index_free(f);
+	arena_free(f->arena);
+	free(f->names);
+	free(f->ntable);
+	free(f->nodes);
+	free(f->table);
+	free(f);
 }
 
 struct flame *flame_open(void)
@@ -81,40 +122,28 @@ struct flame *flame_open(void)
 
 	if (!f)
 		return NULL;
-	f->names = arena_open(NAME_BYTES_MAX);
+	f->arena = arena_open(NAME_BYTES_MAX);
+	f->ncap = 64;
+	f->names = malloc(f->ncap * sizeof(*f->names));
+	f->ntcap = 128;
+	f->ntable = calloc(f->ntcap, sizeof(*f->ntable));
 	f->cap = 64;
 	f->nodes = calloc(f->cap, sizeof(*f->nodes));
 	f->tcap = 128;
 	f->table = calloc(f->tcap, sizeof(*f->table));
-	if (!f->names || !f->nodes || !f->table) {
+	if (!f->arena || !f->names || !f->ntable || !f->nodes || !f->table) {
 		flame_free(f);
 		return NULL;
 	}
-	f->nodes[0].name = "all";
-	f->nodes[0].len = 3;
+	/* name 0 is the root's, only ever shown */
+	f->names[0].s = "all";
+	f->names[0].len = 3;
+	f->names[0].hash = 0;
+	f->nnames = 1;
+	f->nodes[0].nid = 0;
 	f->n = 1;
-	f->dirty = true;
+	f->dirty_tree = f->dirty_cost = true;
 	return f;
-}
-
-static void index_free(struct flame *f)
-{
-	free(f->kstart);
-	free(f->kids);
-	free(f->byid);
-	free(f->idof);
-	f->kstart = f->kids = f->byid = f->idof = NULL;
-}
-
-void flame_free(struct flame *f)
-{
-	if (!f)
-		return;
-	index_free(f);
-	arena_free(f->names);
-	free(f->nodes);
-	free(f->table);
-	free(f);
 }
 
 const char *flame_error(const struct flame *f)
@@ -124,7 +153,7 @@ const char *flame_error(const struct flame *f)
 
 uint64_t flame_total_cost(const struct flame *f)
 {
-	return f->nodes[0].cost;
+	return f->total_cost;
 }
 
 size_t flame_node_count(const struct flame *f)
@@ -132,60 +161,107 @@ size_t flame_node_count(const struct flame *f)
 	return f->n;
 }
 
-static uint32_t child_find(const struct flame *f, uint32_t parent, const char *name, uint32_t len,
-			   uint32_t h)
+static uint32_t name_find(const struct flame *f, const char *s, uint32_t len, uint32_t h)
 {
-	size_t mask = f->tcap - 1, i = slot_of(parent, h, mask);
+	size_t mask = f->ntcap - 1, i = h & mask;
 
 	for (;; i = (i + 1) & mask) {
-		uint32_t k = f->table[i];
-		const struct fnode *c;
+		uint32_t id = f->ntable[i];
+		const struct fname *nm;
 
-		if (!k)
-			return 0;
-		c = &f->nodes[k];
-		if (c->parent == parent && c->hash == h && c->len == len && memcmp(c->name, name, len) == 0)
-			return k;
+		if (!id)
+			return NONE;
+		nm = &f->names[id - 1];
+		if (nm->hash == h && nm->len == len && memcmp(nm->s, s, len) == 0 && id - 1 != 0)
+			return id - 1;
 	}
 }
 
-static void table_put(uint32_t *table, size_t tcap, const struct fnode *nodes, uint32_t k)
+static void name_slot_put(uint32_t *table, size_t tcap, uint32_t h, uint32_t id)
 {
-	size_t mask = tcap - 1, i = slot_of(nodes[k].parent, nodes[k].hash, mask);
+	size_t mask = tcap - 1, i = h & mask;
 
 	while (table[i])
 		i = (i + 1) & mask;
-	table[i] = k;
+	table[i] = id + 1;
 }
 
-/* Room for `more` nodes in the array and the table (kept at most half full). */
-static int reserve_nodes(struct flame *f, size_t more)
+static uint32_t child_find(const struct flame *f, uint32_t parent, uint32_t nid)
 {
-	size_t need = f->n + more;
+	size_t mask = f->tcap - 1, i = child_slot(parent, nid, mask);
 
-	if (need > f->cap) {
-		size_t ncap = f->cap;
-		struct fnode *p;
+	for (;; i = (i + 1) & mask) {
+		const struct cslot *c = &f->table[i];
+
+		if (!c->node)
+			return 0;
+		if (c->parent == parent && c->nid == nid)
+			return c->node;
+	}
+}
+
+static void child_slot_put(struct cslot *table, size_t tcap, uint32_t parent, uint32_t nid, uint32_t node)
+{
+	size_t mask = tcap - 1, i = child_slot(parent, nid, mask);
+
+	while (table[i].node)
+		i = (i + 1) & mask;
+	table[i].parent = parent;
+	table[i].nid = nid;
+	table[i].node = node;
+}
+
+/* Room for `more` names and `more_nodes` nodes, tables included, so that adding them cannot fail. */
+static int reserve(struct flame *f, size_t more, size_t more_nodes)
+{
+	size_t need = f->nnames + more, nneed = f->n + more_nodes;
+
+	if (need > f->ncap) {
+		size_t ncap = f->ncap;
+		struct fname *p;
 
 		while (ncap < need)
 			ncap *= 2;
-		p = realloc(f->nodes, ncap * sizeof(*p));
-		if (!p)
+		if (!(p = realloc(f->names, ncap * sizeof(*p))))
 			return -1;
-		f->nodes = p;
-		f->cap = ncap;
+		f->names = p;
+		f->ncap = ncap;
 	}
-	if (need * 2 > f->tcap) {
-		size_t ncap = f->tcap;
+	if (need * 2 > f->ntcap) {
+		size_t ncap = f->ntcap;
 		uint32_t *t;
 
 		while (need * 2 > ncap)
 			ncap *= 2;
-		t = calloc(ncap, sizeof(*t));
-		if (!t)
+		if (!(t = calloc(ncap, sizeof(*t))))
+			return -1;
+		for (size_t k = 1; k < f->nnames; k++)
+			name_slot_put(t, ncap, f->names[k].hash, (uint32_t)k);
+		free(f->ntable);
+		f->ntable = t;
+		f->ntcap = ncap;
+	}
+	if (nneed > f->cap) {
+		size_t ncap = f->cap;
+		struct fnode *p;
+
+		while (ncap < nneed)
+			ncap *= 2;
+		if (!(p = realloc(f->nodes, ncap * sizeof(*p))))
+			return -1;
+		f->nodes = p;
+		f->cap = ncap;
+	}
+	if (nneed * 2 > f->tcap) {
+		size_t ncap = f->tcap;
+		struct cslot *t;
+
+		while (nneed * 2 > ncap)
+			ncap *= 2;
+		if (!(t = calloc(ncap, sizeof(*t))))
 			return -1;
 		for (size_t k = 1; k < f->n; k++)
-			table_put(t, ncap, f->nodes, (uint32_t)k);
+			child_slot_put(t, ncap, f->nodes[k].parent, f->nodes[k].nid, (uint32_t)k);
 		free(f->table);
 		f->table = t;
 		f->tcap = ncap;
@@ -200,17 +276,16 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 
 int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost_ns, uint64_t events)
 {
-	uint32_t path[FLAME_MAX_DEPTH], lens[FLAME_MAX_DEPTH], hs[FLAME_MAX_DEPTH];
-	uint32_t p = 0;
-	size_t i, found, bytes = 0;
-	char *store;
+	uint32_t path[FLAME_MAX_DEPTH], lens[FLAME_MAX_DEPTH], hs[FLAME_MAX_DEPTH], nid[FLAME_MAX_DEPTH];
+	uint32_t p = 0, leaf;
+	size_t i, found = n, missing = 0, bytes = 0;
+	char *store = NULL;
 
 	f->err[0] = '\0';
 	if (n > FLAME_MAX_DEPTH) {
 		set_err(f, "stack deeper than 1024 frames");
 		return -1;
 	}
-	/* Walk the known prefix; everything after the first new frame is new too. */
 	for (i = 0; i < n; i++) {
 		size_t len;
 
@@ -219,16 +294,24 @@ int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost
 			return -1;
 		}
 		len = strlen(names[i]);
-		if (len > UINT32_MAX) {
+		if (len > UINT32_MAX - 1) {
 			set_err(f, "frame name too long");
 			return -1;
 		}
 		lens[i] = (uint32_t)len;
-		hs[i] = (uint32_t)name_hash(names[i], len);
+		hs[i] = name_hash(names[i], len);
 	}
+	/* The known prefix; every frame after the first new one makes a new node. */
 	for (i = 0; i < n; i++) {
-		uint32_t c = child_find(f, p, names[i], lens[i], hs[i]);
+		uint32_t c;
 
+		nid[i] = name_find(f, names[i], lens[i], hs[i]);
+		if (nid[i] == NONE)
+			break;
+		if (i < f->last_n && f->last_nid[i] == nid[i] && (i == 0 || f->last_node[i - 1] == p))
+			c = f->last_node[i];
+		else
+			c = child_find(f, p, nid[i]);
 		if (!c)
 			break;
 		path[i] = p = c;
@@ -238,122 +321,169 @@ int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost
 		set_err(f, "flame graph over 200000 nodes");
 		return -1;
 	}
-	/* All allocation happens before the first change, so a refusal leaves the tree as it was. */
-	for (i = found; i < n; i++)
-		bytes += (size_t)lens[i] + 1;
-	store = NULL;
-	if (bytes && !(store = arena_alloc(f->names, bytes))) {
-		set_err(f, "out of memory");
-		return -1;
+	for (i = found; i < n; i++) {
+		if (i > found)
+			nid[i] = name_find(f, names[i], lens[i], hs[i]);
+		if (nid[i] == NONE) {
+			missing++;
+			bytes += (size_t)lens[i] + 1;
+		}
 	}
-	if (reserve_nodes(f, n - found) < 0) {
+	/* All allocation happens before the first change: a refused stack leaves the flame as it was. */
+	if ((bytes && !(store = arena_alloc(f->arena, bytes))) || reserve(f, missing, n - found) < 0) {
 		set_err(f, "out of memory");
 		return -1;
 	}
 	for (i = found; i < n; i++) {
-		struct fnode *c = &f->nodes[f->n];
+		struct fnode *c;
 
-		memcpy(store, names[i], lens[i]);
-		store[lens[i]] = '\0';
-		c->name = store;
-		c->len = lens[i];
+		/* a name new to the flame may recur further down (recursion): then it is known by now */
+		if (nid[i] == NONE && (nid[i] = name_find(f, names[i], lens[i], hs[i])) == NONE) {
+			struct fname *nm = &f->names[f->nnames];
+
+			memcpy(store, names[i], lens[i]);
+			store[lens[i]] = '\0';
+			nm->s = store;
+			nm->len = lens[i];
+			nm->hash = hs[i];
+			store += lens[i] + 1;
+			nid[i] = (uint32_t)f->nnames++;
+			name_slot_put(f->ntable, f->ntcap, hs[i], nid[i]);
+		}
+		c = &f->nodes[f->n];
+		memset(c, 0, sizeof(*c));
 		c->parent = p;
-		c->hash = hs[i];
+		c->nid = nid[i];
 		c->depth = (uint32_t)i + 1;
-		c->cost = c->events = 0;
-		store += lens[i] + 1;
 		path[i] = p = (uint32_t)f->n++;
-		table_put(f->table, f->tcap, f->nodes, p);
+		child_slot_put(f->table, f->tcap, c->parent, c->nid, p);
+		f->dirty_tree = true;
 	}
-	if (n > found)
-		f->dirty = true;
-	f->nodes[0].cost = sat_add(f->nodes[0].cost, cost_ns);
-	f->nodes[0].events = sat_add(f->nodes[0].events, events);
-	for (i = 0; i < n; i++) {
-		struct fnode *c = &f->nodes[path[i]];
-
-		c->cost = sat_add(c->cost, cost_ns);
-		c->events = sat_add(c->events, events);
-	}
+	leaf = n ? path[n - 1] : 0;
+	f->nodes[leaf].self_cost = sat_add(f->nodes[leaf].self_cost, cost_ns);
+	f->nodes[leaf].self_events = sat_add(f->nodes[leaf].self_events, events);
+	f->total_cost = sat_add(f->total_cost, cost_ns);
+	f->total_events = sat_add(f->total_events, events);
+	f->dirty_cost = true;
+	memcpy(f->last_nid, nid, n * sizeof(*nid));
+	memcpy(f->last_node, path, n * sizeof(*path));
+	f->last_n = n;
 	return 0;
 }
 
+struct sname {
+	const char *s;
+	uint32_t len, id;
+};
+
+static int sname_cmp(const void *a, const void *b)
+{
+	const struct sname *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+
+	if (c)
+		return c;
+	return x->len < y->len ? -1 : x->len > y->len;
+}
+
 struct kid {
-	const char *name;
-	uint32_t len, idx;
+	uint32_t rank, idx;
 };
 
 static int kid_cmp(const void *a, const void *b)
 {
 	const struct kid *x = a, *y = b;
-	uint32_t m = x->len < y->len ? x->len : y->len;
-	int c = memcmp(x->name, y->name, m);
 
-	if (c)
-		return c;
-	return x->len < y->len ? -1 : x->len > y->len; /* siblings never have equal names */
+	/* siblings never share a name */
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-/* Children in name order and depth-first ids, rebuilt after adds that made nodes. */
+/* Children in name order and depth-first ids (after adds that made nodes); inclusive costs. */
 static int flame_index(struct flame *f)
 {
 	size_t n = f->n, top = 0, next = 0;
-	struct kid *tmp;
-	uint32_t *stack;
+	struct sname *sn = NULL;
+	struct kid *tmp = NULL;
+	uint32_t *stack = NULL;
 
-	if (!f->dirty)
-		return 0;
-	index_free(f);
-	f->kstart = calloc(n + 1, sizeof(uint32_t));
-	f->kids = malloc((n > 1 ? n - 1 : 1) * sizeof(uint32_t));
-	f->byid = malloc(n * sizeof(uint32_t));
-	f->idof = malloc(n * sizeof(uint32_t));
-	tmp = malloc((n > 1 ? n - 1 : 1) * sizeof(*tmp));
-	stack = malloc(n * sizeof(uint32_t));
-	if (!f->kstart || !f->kids || !f->byid || !f->idof || !tmp || !stack) {
-		free(tmp);
-		free(stack);
+	if (f->dirty_tree) {
 		index_free(f);
-		set_err(f, "out of memory");
-		return -1;
-	}
-	for (size_t k = 1; k < n; k++)
-		f->kstart[f->nodes[k].parent + 1]++;
-	for (size_t k = 0; k < n; k++)
-		f->kstart[k + 1] += f->kstart[k];
-	/* kstart[p] is used as a fill cursor and then restored. */
-	for (size_t k = 1; k < n; k++) {
-		const struct fnode *c = &f->nodes[k];
-		uint32_t at = f->kstart[c->parent]++;
+		f->rank = malloc(f->nnames * sizeof(uint32_t));
+		f->kstart = calloc(n + 1, sizeof(uint32_t));
+		f->kids = malloc((n > 1 ? n - 1 : 1) * sizeof(uint32_t));
+		f->byid = malloc(n * sizeof(uint32_t));
+		f->idof = malloc(n * sizeof(uint32_t));
+		sn = malloc(f->nnames * sizeof(*sn));
+		tmp = malloc((n > 1 ? n - 1 : 1) * sizeof(*tmp));
+		stack = malloc(n * sizeof(uint32_t));
+		if (!f->rank || !f->kstart || !f->kids || !f->byid || !f->idof || !sn || !tmp || !stack) {
+			free(sn);
+			free(tmp);
+			free(stack);
+			index_free(f);
+			set_err(f, "out of memory");
+			return -1;
+		}
+		/* Rank the names once, then sort siblings by rank. */
+		for (size_t k = 0; k < f->nnames; k++) {
+			sn[k].s = f->names[k].s;
+			sn[k].len = f->names[k].len;
+			sn[k].id = (uint32_t)k;
+		}
+		qsort(sn, f->nnames, sizeof(*sn), sname_cmp);
+		for (size_t k = 0; k < f->nnames; k++)
+			f->rank[sn[k].id] = (uint32_t)k;
+		free(sn);
+		for (size_t k = 1; k < n; k++)
+			f->kstart[f->nodes[k].parent + 1]++;
+		for (size_t k = 0; k < n; k++)
+			f->kstart[k + 1] += f->kstart[k];
+		/* kstart[p] is used as a fill cursor and then restored. */
+		for (size_t k = 1; k < n; k++) {
+			uint32_t at = f->kstart[f->nodes[k].parent]++;
 
-		tmp[at].name = c->name;
-		tmp[at].len = c->len;
-		tmp[at].idx = (uint32_t)k;
-	}
-	for (size_t k = n; k > 0; k--)
-		f->kstart[k] = f->kstart[k - 1];
-	f->kstart[0] = 0;
-	for (size_t k = 0; k < n; k++) {
-		uint32_t a = f->kstart[k], b = f->kstart[k + 1];
+			tmp[at].rank = f->rank[f->nodes[k].nid];
+			tmp[at].idx = (uint32_t)k;
+		}
+		for (size_t k = n; k > 0; k--)
+			f->kstart[k] = f->kstart[k - 1];
+		f->kstart[0] = 0;
+		for (size_t k = 0; k < n; k++) {
+			uint32_t a = f->kstart[k], b = f->kstart[k + 1];
 
-		if (b - a > 1)
-			qsort(tmp + a, b - a, sizeof(*tmp), kid_cmp);
-		for (uint32_t j = a; j < b; j++)
-			f->kids[j] = tmp[j].idx;
-	}
-	free(tmp);
-	/* Preorder: pop a node, number it, push its children last-first. */
-	stack[top++] = 0;
-	while (top) {
-		uint32_t k = stack[--top];
+			if (b - a > 1)
+				qsort(tmp + a, b - a, sizeof(*tmp), kid_cmp);
+			for (uint32_t j = a; j < b; j++)
+				f->kids[j] = tmp[j].idx;
+		}
+		free(tmp);
+		/* Preorder: pop a node, number it, push its children last-first. */
+		stack[top++] = 0;
+		while (top) {
+			uint32_t k = stack[--top];
 
-		f->byid[next] = k;
-		f->idof[k] = (uint32_t)++next;
-		for (uint32_t j = f->kstart[k + 1]; j > f->kstart[k]; j--)
-			stack[top++] = f->kids[j - 1];
+			f->byid[next] = k;
+			f->idof[k] = (uint32_t)++next;
+			for (uint32_t j = f->kstart[k + 1]; j > f->kstart[k]; j--)
+				stack[top++] = f->kids[j - 1];
+		}
+		free(stack);
+		f->dirty_tree = false;
 	}
-	free(stack);
-	f->dirty = false;
+	if (f->dirty_cost) {
+		/* A child's index is above its parent's: one backward pass sums the subtrees. */
+		for (size_t k = 0; k < n; k++) {
+			f->nodes[k].cost = f->nodes[k].self_cost;
+			f->nodes[k].events = f->nodes[k].self_events;
+		}
+		for (size_t k = n - 1; k > 0; k--) {
+			struct fnode *c = &f->nodes[k], *p = &f->nodes[c->parent];
+
+			p->cost = sat_add(p->cost, c->cost);
+			p->events = sat_add(p->events, c->events);
+		}
+		f->dirty_cost = false;
+	}
 	return 0;
 }
 
@@ -443,12 +573,13 @@ static int put_label(struct buf *b, const char *s, size_t n, double w)
 static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double w, bool anc)
 {
 	const struct fnode *nd = &c->f->nodes[k];
+	const struct fname *nm = &c->f->names[nd->nid];
 	struct buf *b = c->out;
 	double share = c->fcost ? 100.0 * (double)nd->cost / (double)c->fcost : 0;
 	size_t mark;
 
 	if (buf_puts(b, anc ? "<g class=\"fn anc\"><title>" : "<g class=\"fn\"><title>") ||
-	    buf_put_html(b, nd->name, nd->len) || buf_putc(b, '\n') || put_ms3(b, nd->cost) ||
+	    buf_put_html(b, nm->s, nm->len) || buf_putc(b, '\n') || put_ms3(b, nd->cost) ||
 	    buf_puts(b, " ms (") || put_f1(b, share) || buf_puts(b, "%), ") ||
 	    buf_put_i64(b, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events)) ||
 	    buf_puts(b, " events</title>"))
@@ -459,7 +590,7 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 	if (buf_puts(b, "<rect x=\"") || put_f1(b, x) || buf_puts(b, "\" y=\"") ||
 	    buf_put_i64(b, (int64_t)row * ROW_PX) || buf_puts(b, "\" width=\"") || put_f1(b, w) ||
 	    buf_puts(b, "\" height=\"") || buf_put_i64(b, BAR_PX) || buf_puts(b, "\" fill=\"") ||
-	    put_colour(b, nd->name, nd->len) ||
+	    put_colour(b, nm->s, nm->len) ||
 	    buf_puts(b, "\"/>"))
 		return -1;
 	/* The <text> is dropped again when no character fits. */
@@ -470,7 +601,7 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 	{
 		size_t before = b->len;
 
-		if (put_label(b, nd->name, nd->len, w))
+		if (put_label(b, nm->s, nm->len, w))
 			return -1;
 		if (b->len == before) {
 			b->len = mark;
