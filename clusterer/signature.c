@@ -257,6 +257,7 @@ int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct s
 	PGresult *rs = NULL, *rt = NULL;
 	int32_t **sf = NULL, stack[SIG_MAX_FRAMES];
 	int *sl = NULL, rc = -1;
+	size_t ndistinct = n;
 
 	memset(out, 0, sizeof(*out));
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
@@ -286,8 +287,16 @@ int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct s
 		db_errcpy(err, errlen, "reading signatures", PQresultErrorMessage(rs));
 		goto out;
 	}
-	if (n && (size_t)PQntuples(rs) != n) {
-		snprintf(err, errlen, "signatures: %zu of the %zu ids given do not exist", n - (size_t)PQntuples(rs), n);
+	/* an id given twice counts once */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (ids[j] == ids[i]) {
+				ndistinct--;
+				break;
+			}
+	if (n && (size_t)PQntuples(rs) != ndistinct) {
+		snprintf(err, errlen, "signatures: %zu of the %zu ids given do not exist", ndistinct - (size_t)PQntuples(rs),
+			 ndistinct);
 		goto out;
 	}
 	out->nby = (size_t)PQntuples(rs);

@@ -82,7 +82,8 @@ static void put_rows(struct buf *b, const PGresult *r, const char *const *skip)
 
 static void ok_json(struct req *rq, int status)
 {
-	buf_putc(&rq->out, '\n');
+	if (!rq->out.len || rq->out.data[rq->out.len - 1] != '\n')
+		buf_putc(&rq->out, '\n');
 	rq->status = status;
 	rq->ctype = "application/json";
 }
@@ -465,11 +466,13 @@ static PGresult *need_run(struct req *rq, const char *id)
 	return r;
 }
 
+static const char *const no_params[] = { NULL };
+
 static void get_run(struct req *rq, const char *id)
 {
-	PGresult *r = need_run(rq, id);
+	PGresult *r;
 
-	if (!r)
+	if (!known_query(rq, no_params, false) || !(r = need_run(rq, id)))
 		return;
 	put_row(&rq->out, r, 0, NULL);
 	ok_json(rq, 200);
@@ -579,6 +582,8 @@ static void get_cluster_stacks(struct req *rq, const char *id)
 	struct stackmap m;
 	char err[512];
 
+	if (!known_query(rq, no_params, false))
+		return;
 	c = model_cluster(rq->db, id, err, sizeof(err));
 	if (failed(rq, c, err))
 		return;
@@ -736,8 +741,11 @@ out:
 static void get_signature(struct req *rq, const char *id)
 {
 	char err[512];
-	PGresult *r = model_signature(rq->db, id, err, sizeof(err));
+	PGresult *r;
 
+	if (!known_query(rq, no_params, false))
+		return;
+	r = model_signature(rq->db, id, err, sizeof(err));
 	if (failed(rq, r, err))
 		return;
 	if (PQntuples(r) == 0)
@@ -771,6 +779,8 @@ static void get_export(struct req *rq)
 {
 	char err[512];
 
+	if (!known_query(rq, no_params, false))
+		return;
 	if (sig_export(rq->db, &rq->out, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
 		return;
@@ -807,6 +817,10 @@ static void get_coverage(struct req *rq, const char *run)
 
 	if (!known_query(rq, names, false))
 		return;
+	if (sel && !*sel) {
+		req_json_error(rq, 400, "signatures: 'all' or signature ids separated by commas");
+		return;
+	}
 	if (sel && strcmp(sel, "all") != 0) {
 		const char *p = sel;
 		ids = arena_calloc(rq->a, strlen(sel) / 2 + 2, sizeof(*ids));
@@ -850,11 +864,10 @@ static void get_coverage(struct req *rq, const char *run)
 
 static void get_triage(struct req *rq, const char *run)
 {
-	static const char *const names[] = { NULL };
 	struct sig_triage tr;
 	char err[512];
 
-	if (!known_query(rq, names, false))
+	if (!known_query(rq, no_params, false))
 		return;
 	if (sig_triage(rq->db, strtoll(run, NULL, 10), &tr, err, sizeof(err)) < 0) {
 		req_json_error(rq, sig_status(err), "%s", err);
@@ -886,67 +899,100 @@ static void get_triage(struct req *rq, const char *run)
 
 #define MAX_SEGS 6
 
+enum { M_GET = 1, M_POST = 2, M_PATCH = 4 };
+
+/* One endpoint: the path after /api/v1/ ("#" an id, "*" any segment), its methods, its handlers. */
+struct route {
+	const char *path[3];
+	unsigned methods;
+	void (*get)(struct req *rq, const char *arg);
+	void (*post)(struct req *rq, const char *arg);
+	const char *what;      /* the object an id names, for the 404 of a bad id */
+};
+
+static void get_streams_r(struct req *rq, const char *arg) { (void)arg; get_streams(rq); }
+static void post_run_r(struct req *rq, const char *arg) { (void)arg; post_run(rq); }
+static void get_runs_r(struct req *rq, const char *arg) { (void)arg; get_runs(rq); }
+static void get_signatures_r(struct req *rq, const char *arg) { (void)arg; get_signatures(rq); }
+static void post_signature_r(struct req *rq, const char *arg) { (void)arg; post_signature(rq); }
+static void get_export_r(struct req *rq, const char *arg) { (void)arg; get_export(rq); }
+static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_import(rq); }
+
+static const struct route routes[] = {
+	{ { "streams" }, M_GET, get_streams_r, NULL, NULL },
+	{ { "streams", "*" }, M_GET, get_stream, NULL, NULL },
+	{ { "runs" }, M_GET | M_POST, get_runs_r, post_run_r, NULL },
+	{ { "runs", "#" }, M_GET, get_run, NULL, "run" },
+	{ { "runs", "#", "clusters" }, M_GET, get_clusters, NULL, "run" },
+	{ { "runs", "#", "coverage" }, M_GET, get_coverage, NULL, "run" },
+	{ { "runs", "#", "triage" }, M_GET, get_triage, NULL, "run" },
+	{ { "clusters", "#" }, M_GET, get_cluster, NULL, "cluster" },
+	{ { "clusters", "#", "stacks" }, M_GET, get_cluster_stacks, NULL, "cluster" },
+	{ { "signatures" }, M_GET | M_POST, get_signatures_r, post_signature_r, NULL },
+	{ { "signatures", "export" }, M_GET, get_export_r, NULL, NULL },
+	{ { "signatures", "import" }, M_POST, NULL, post_import_r, NULL },
+	{ { "signatures", "#" }, M_GET | M_PATCH, get_signature, patch_signature, "signature" },
+};
+
+static bool route_matches(const struct route *r, char **seg, int n)
+{
+	int k = 0;
+
+	while (k < 3 && r->path[k])
+		k++;
+	if (k != n)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (strcmp(r->path[i], "#") != 0 && strcmp(r->path[i], "*") != 0 && strcmp(r->path[i], seg[i]) != 0)
+			return false;
+	return true;
+}
+
+/* The first route whose literal segments match; ids are checked by the handler call. */
+static const struct route *find_route(char **seg, int n)
+{
+	/* literal routes before id routes: "signatures/export" is not signature "export" */
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+			const struct route *r = &routes[i];
+			bool has_id = r->path[1] && (strcmp(r->path[1], "#") == 0 || strcmp(r->path[1], "*") == 0);
+			if ((pass == 0) == !has_id && route_matches(r, seg, n))
+				return r;
+		}
+	return NULL;
+}
+
 void api_handle(struct req *rq)
 {
 	char path[512], id[24];
-	char *seg[MAX_SEGS];
+	char *seg[MAX_SEGS + 1];
+	const struct route *r;
+	unsigned m = rq->method == REQ_GET || rq->method == REQ_HEAD ? M_GET : rq->method == REQ_POST ? M_POST :
+		     rq->method == REQ_PATCH ? M_PATCH : 0;
 	int n = 0;
-	bool get = rq->method == REQ_GET || rq->method == REQ_HEAD, post = rq->method == REQ_POST;
 
 	if (strlen(rq->path) >= sizeof(path)) {
 		req_json_error(rq, 404, "no such endpoint");
 		return;
 	}
 	memcpy(path, rq->path, strlen(rq->path) + 1);
-	for (char *p = strtok(path, "/"); p && n < MAX_SEGS; p = strtok(NULL, "/"))
+	for (char *p = strtok(path, "/"); p && n <= MAX_SEGS; p = strtok(NULL, "/"))
 		seg[n++] = p;
-	if (n < 3 || strcmp(seg[0], "api") || strcmp(seg[1], "v1")) {
-		req_json_error(rq, 404, "no such endpoint (the API is under /api/v1/)");
+	if (n < 3 || n > MAX_SEGS || strcmp(seg[0], "api") || strcmp(seg[1], "v1") || !(r = find_route(seg + 2, n - 2))) {
+		req_json_error(rq, 404, "no such endpoint");
 		return;
 	}
-	if (get && !req_may_read(rq)) {
+	if (!(r->methods & m)) {
+		req_add_header(rq, "Allow", r->methods == M_GET ? "GET, HEAD" : r->methods == M_POST ? "POST" :
+					    r->methods == (M_GET | M_POST) ? "GET, HEAD, POST" : "GET, HEAD, PATCH");
+		req_json_error(rq, 405, "method not allowed here");
+		return;
+	}
+	if (m == M_GET && !req_may_read(rq)) {
 		req_json_error(rq, 401, "an analyst or admin token is required (Authorization: Bearer TOKEN)");
 		return;
 	}
-#define IS(i, s) (n > (i) && strcmp(seg[i], (s)) == 0)
-	if (IS(2, "streams") && n == 3 && get)
-		get_streams(rq);
-	else if (IS(2, "streams") && n == 4 && get)
-		get_stream(rq, seg[3]);
-	else if (IS(2, "runs") && n == 3 && post)
-		post_run(rq);
-	else if (IS(2, "runs") && n == 3 && get)
-		get_runs(rq);
-	else if (IS(2, "runs") && n >= 4 && n <= 5 && get) {
-		if (!id_param(rq, "run", seg[3], id))
-			return;
-		if (n == 4)
-			get_run(rq, id);
-		else if (IS(4, "clusters"))
-			get_clusters(rq, id);
-		else if (IS(4, "coverage"))
-			get_coverage(rq, id);
-		else if (IS(4, "triage"))
-			get_triage(rq, id);
-		else
-			req_json_error(rq, 404, "no such endpoint");
-	} else if (IS(2, "clusters") && (n == 4 || (n == 5 && IS(4, "stacks"))) && get) {
-		if (id_param(rq, "cluster", seg[3], id))
-			(n == 4 ? get_cluster : get_cluster_stacks)(rq, id);
-	} else if (IS(2, "signatures") && n == 3 && post)
-		post_signature(rq);
-	else if (IS(2, "signatures") && n == 3 && get)
-		get_signatures(rq);
-	else if (IS(2, "signatures") && IS(3, "export") && n == 4 && get)
-		get_export(rq);
-	else if (IS(2, "signatures") && IS(3, "import") && n == 4 && post)
-		post_import(rq);
-	else if (IS(2, "signatures") && n == 4 && (get || rq->method == REQ_PATCH)) {
-		if (id_param(rq, "signature", seg[3], id))
-			(get ? get_signature : patch_signature)(rq, id);
-	} else {
-		bool known = IS(2, "streams") || IS(2, "runs") || IS(2, "clusters") || IS(2, "signatures");
-		req_json_error(rq, known ? 405 : 404, known ? "method not allowed here" : "no such endpoint");
-	}
-#undef IS
+	if (r->what && !id_param(rq, r->what, seg[3], id))
+		return;
+	(m == M_GET ? r->get : r->post)(rq, r->what ? id : n > 3 ? seg[3] : NULL);
 }

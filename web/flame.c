@@ -24,11 +24,19 @@ struct fname {
 	uint32_t hash;
 };
 
-/* Costs are added to the leaf only (self); inclusive totals are summed up when rendering. */
+/* The tree's shape (and the self costs), kept small so that walking it stays in cache. */
 struct fnode {
 	uint32_t parent, nid, depth; /* root: depth 0 */
+	/* The first child made: the nodes of a new stack's tail are made one after the other, so
+	 * following first children walks memory in order instead of probing the table. */
+	uint32_t fc;
+	/* Costs are added to the leaf only, next to what the walk has just read. */
 	uint64_t self_cost, self_events;
-	uint64_t cost, events;       /* inclusive, valid after flame_index() */
+};
+
+/* Inclusive costs, summed up from the leaves by flame_index(). */
+struct fcost {
+	uint64_t cost, events;
 };
 
 /* A child table slot: (parent, name id) -> node; node 0 = empty (the root is nobody's child). */
@@ -43,6 +51,7 @@ struct flame {
 	uint32_t *ntable;    /* name id + 1, 0 = empty; at most half full */
 	size_t ntcap;
 	struct fnode *nodes;
+	struct fcost *costs; /* parallel to nodes */
 	size_t n, cap;
 	struct cslot *table; /* at most half full */
 	size_t tcap;
@@ -63,23 +72,23 @@ struct flame {
 /* Word-at-a-time hash of a name (only used in memory, so byte order does not matter). */
 static uint32_t name_hash(const char *s, size_t n)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w = 0;
+	size_t len = n;
 
-	while (n >= 8) {
-		uint64_t w;
-
+	while (n > 8) {
 		memcpy(&w, s, 8);
 		h = (h ^ w) * 0xff51afd7ed558ccdULL;
 		h ^= h >> 29;
 		s += 8;
 		n -= 8;
 	}
-	if (n) {
-		uint64_t w = 0;
-
+	/* the last 1..8 bytes: as a word overlapping the one before when there was one */
+	w = 0;
+	if (len >= 8)
+		memcpy(&w, s + n - 8, 8);
+	else
 		memcpy(&w, s, n);
-		h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-	}
+	h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
 	return (uint32_t)hash_mix64(h);
 }
 
@@ -112,6 +121,7 @@ void flame_free(struct flame *f)
 	free(f->names);
 	free(f->ntable);
 	free(f->nodes);
+	free(f->costs);
 	free(f->table);
 	free(f);
 }
@@ -129,9 +139,10 @@ struct flame *flame_open(void)
 	f->ntable = calloc(f->ntcap, sizeof(*f->ntable));
 	f->cap = 64;
 	f->nodes = calloc(f->cap, sizeof(*f->nodes));
+	f->costs = calloc(f->cap, sizeof(*f->costs));
 	f->tcap = 128;
 	f->table = calloc(f->tcap, sizeof(*f->table));
-	if (!f->arena || !f->names || !f->ntable || !f->nodes || !f->table) {
+	if (!f->arena || !f->names || !f->ntable || !f->nodes || !f->costs || !f->table) {
 		flame_free(f);
 		return NULL;
 	}
@@ -172,7 +183,7 @@ static uint32_t name_find(const struct flame *f, const char *s, uint32_t len, ui
 		if (!id)
 			return NONE;
 		nm = &f->names[id - 1];
-		if (nm->hash == h && nm->len == len && memcmp(nm->s, s, len) == 0 && id - 1 != 0)
+		if (nm->hash == h && nm->len == len && memcmp(nm->s, s, len) == 0)
 			return id - 1;
 	}
 }
@@ -244,12 +255,16 @@ static int reserve(struct flame *f, size_t more, size_t more_nodes)
 	if (nneed > f->cap) {
 		size_t ncap = f->cap;
 		struct fnode *p;
+		struct fcost *q;
 
 		while (ncap < nneed)
 			ncap *= 2;
 		if (!(p = realloc(f->nodes, ncap * sizeof(*p))))
 			return -1;
 		f->nodes = p;
+		if (!(q = realloc(f->costs, ncap * sizeof(*q))))
+			return -1; /* nodes merely got bigger */
+		f->costs = q;
 		f->cap = ncap;
 	}
 	if (nneed * 2 > f->tcap) {
@@ -274,11 +289,25 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
+static int frame_key(struct flame *f, const char *s, uint32_t *len, uint32_t *h)
+{
+	size_t n = strlen(s);
+
+	if (n > UINT32_MAX - 1) {
+		set_err(f, "frame name too long");
+		return -1;
+	}
+	*len = (uint32_t)n;
+	*h = name_hash(s, n);
+	return 0;
+}
+
 int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost_ns, uint64_t events)
 {
 	uint32_t path[FLAME_MAX_DEPTH], lens[FLAME_MAX_DEPTH], hs[FLAME_MAX_DEPTH], nid[FLAME_MAX_DEPTH];
 	uint32_t p = 0, leaf;
-	size_t i, found = n, missing = 0, bytes = 0;
+	size_t i, found, missing = 0, bytes = 0;
+	bool keyed = false;
 	char *store = NULL;
 
 	f->err[0] = '\0';
@@ -287,33 +316,30 @@ int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
-		size_t len;
-
 		if (!names[i]) {
 			set_err(f, "NULL frame name");
 			return -1;
 		}
-		len = strlen(names[i]);
-		if (len > UINT32_MAX - 1) {
-			set_err(f, "frame name too long");
-			return -1;
-		}
-		lens[i] = (uint32_t)len;
-		hs[i] = name_hash(names[i], len);
 	}
-	/* The known prefix; every frame after the first new one makes a new node. */
+	/* The known prefix. Most frames are found by comparing the name with the previous stack's
+	 * frame at that depth or with the parent's first child; only the others are hashed and looked
+	 * up. Every frame after the first new one makes a new node. */
 	for (i = 0; i < n; i++) {
 		uint32_t c;
 
-		nid[i] = name_find(f, names[i], lens[i], hs[i]);
-		if (nid[i] == NONE)
-			break;
-		if (i < f->last_n && f->last_nid[i] == nid[i] && (i == 0 || f->last_node[i - 1] == p))
+		if (i < f->last_n && (i == 0 || f->last_node[i - 1] == p) &&
+		    strcmp(f->names[f->last_nid[i]].s, names[i]) == 0) {
 			c = f->last_node[i];
-		else
-			c = child_find(f, p, nid[i]);
-		if (!c)
-			break;
+		} else if (!(c = f->nodes[p].fc) || strcmp(f->names[f->nodes[c].nid].s, names[i]) != 0) {
+			if (frame_key(f, names[i], &lens[i], &hs[i]) < 0)
+				return -1;
+			keyed = true;
+			nid[i] = name_find(f, names[i], lens[i], hs[i]);
+			if (nid[i] == NONE || !(c = child_find(f, p, nid[i])))
+				break;
+			keyed = false;
+		}
+		nid[i] = f->nodes[c].nid;
 		path[i] = p = c;
 	}
 	found = i;
@@ -322,8 +348,11 @@ int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost
 		return -1;
 	}
 	for (i = found; i < n; i++) {
-		if (i > found)
+		if (i > found || !keyed) {
+			if (frame_key(f, names[i], &lens[i], &hs[i]) < 0)
+				return -1;
 			nid[i] = name_find(f, names[i], lens[i], hs[i]);
+		}
 		if (nid[i] == NONE) {
 			missing++;
 			bytes += (size_t)lens[i] + 1;
@@ -356,6 +385,8 @@ int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost
 		c->nid = nid[i];
 		c->depth = (uint32_t)i + 1;
 		path[i] = p = (uint32_t)f->n++;
+		if (!f->nodes[c->parent].fc)
+			f->nodes[c->parent].fc = p;
 		child_slot_put(f->table, f->tcap, c->parent, c->nid, p);
 		f->dirty_tree = true;
 	}
@@ -473,11 +504,11 @@ static int flame_index(struct flame *f)
 	if (f->dirty_cost) {
 		/* A child's index is above its parent's: one backward pass sums the subtrees. */
 		for (size_t k = 0; k < n; k++) {
-			f->nodes[k].cost = f->nodes[k].self_cost;
-			f->nodes[k].events = f->nodes[k].self_events;
+			f->costs[k].cost = f->nodes[k].self_cost;
+			f->costs[k].events = f->nodes[k].self_events;
 		}
 		for (size_t k = n - 1; k > 0; k--) {
-			struct fnode *c = &f->nodes[k], *p = &f->nodes[c->parent];
+			struct fcost *c = &f->costs[k], *p = &f->costs[f->nodes[k].parent];
 
 			p->cost = sat_add(p->cost, c->cost);
 			p->events = sat_add(p->events, c->events);
@@ -513,8 +544,9 @@ static int put_f1(struct buf *b, double v)
 static int put_ms3(struct buf *b, uint64_t ns)
 {
 	uint64_t us = ns / 1000 + (ns % 1000 >= 500);
+	char frac[4] = { '.', (char)('0' + us / 100 % 10), (char)('0' + us / 10 % 10), (char)('0' + us % 10) };
 
-	return buf_printf(b, "%llu.%03u", (unsigned long long)(us / 1000), (unsigned)(us % 1000));
+	return buf_put_i64(b, (int64_t)(us / 1000)) || buf_append(b, frac, 4);
 }
 
 /* A stable warm colour from a portable (byte-wise FNV-1a) hash of the name. */
@@ -548,14 +580,19 @@ struct rctx {
 	double scale;     /* px per ns */
 };
 
-/* Name cut to what fits in w px: all of it, or whole characters and "…", or nothing. */
-static int put_label(struct buf *b, const char *s, size_t n, double w)
+/* Characters that fit in w px; fewer than 3: no label. */
+static size_t label_fit(double w)
 {
-	double fitd = (w - 2 * TEXT_PAD) / CHAR_PX;
-	size_t fit = fitd >= 3 ? (size_t)fitd : 0, chars = 0, cut = 0;
+	double fit = (w - 2 * TEXT_PAD) / CHAR_PX;
 
-	if (fit < 3)
-		return 0;
+	return fit >= 3 ? (size_t)fit : 0;
+}
+
+/* The name cut to `fit` (>= 3) characters: all of it, or whole characters and "…". */
+static int put_label(struct buf *b, const char *s, size_t n, size_t fit)
+{
+	size_t chars = 0, cut = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		if (((unsigned char)s[i] & 0xc0) == 0x80)
 			continue; /* continuation byte */
@@ -572,11 +609,11 @@ static int put_label(struct buf *b, const char *s, size_t n, double w)
 
 static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double w, bool anc)
 {
-	const struct fnode *nd = &c->f->nodes[k];
-	const struct fname *nm = &c->f->names[nd->nid];
+	const struct fcost *nd = &c->f->costs[k];
+	const struct fname *nm = &c->f->names[c->f->nodes[k].nid];
 	struct buf *b = c->out;
 	double share = c->fcost ? 100.0 * (double)nd->cost / (double)c->fcost : 0;
-	size_t mark;
+	size_t fit = label_fit(w);
 
 	if (buf_puts(b, anc ? "<g class=\"fn anc\"><title>" : "<g class=\"fn\"><title>") ||
 	    buf_put_html(b, nm->s, nm->len) || buf_putc(b, '\n') || put_ms3(b, nd->cost) ||
@@ -590,26 +627,12 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 	if (buf_puts(b, "<rect x=\"") || put_f1(b, x) || buf_puts(b, "\" y=\"") ||
 	    buf_put_i64(b, (int64_t)row * ROW_PX) || buf_puts(b, "\" width=\"") || put_f1(b, w) ||
 	    buf_puts(b, "\" height=\"") || buf_put_i64(b, BAR_PX) || buf_puts(b, "\" fill=\"") ||
-	    put_colour(b, nm->s, nm->len) ||
-	    buf_puts(b, "\"/>"))
+	    put_colour(b, nm->s, nm->len) || buf_puts(b, "\"/>"))
 		return -1;
-	/* The <text> is dropped again when no character fits. */
-	mark = b->len;
-	if (buf_puts(b, "<text x=\"") || put_f1(b, x + TEXT_PAD) || buf_puts(b, "\" y=\"") ||
-	    buf_put_i64(b, (int64_t)row * ROW_PX + 13) || buf_puts(b, "\">"))
+	if (fit && (buf_puts(b, "<text x=\"") || put_f1(b, x + TEXT_PAD) || buf_puts(b, "\" y=\"") ||
+		    buf_put_i64(b, (int64_t)row * ROW_PX + 13) || buf_puts(b, "\">") ||
+		    put_label(b, nm->s, nm->len, fit) || buf_puts(b, "</text>")))
 		return -1;
-	{
-		size_t before = b->len;
-
-		if (put_label(b, nm->s, nm->len, w))
-			return -1;
-		if (b->len == before) {
-			b->len = mark;
-			b->data[mark] = '\0';
-		} else if (buf_puts(b, "</text>")) {
-			return -1;
-		}
-	}
 	if (c->href && buf_puts(b, "</a>"))
 		return -1;
 	return buf_puts(b, "</g>\n");
@@ -624,7 +647,7 @@ static unsigned measure(const struct rctx *c, uint32_t k)
 	for (uint32_t j = f->kstart[k]; j < f->kstart[k + 1]; j++) {
 		uint32_t ch = f->kids[j];
 
-		if ((double)f->nodes[ch].cost * c->scale >= MIN_NODE_PX) {
+		if ((double)f->costs[ch].cost * c->scale >= MIN_NODE_PX) {
 			unsigned d = 1 + measure(c, ch);
 
 			if (d > best)
@@ -641,7 +664,7 @@ static int emit_below(struct rctx *c, uint32_t k, unsigned row, double x)
 
 	for (uint32_t j = f->kstart[k]; j < f->kstart[k + 1]; j++) {
 		uint32_t ch = f->kids[j];
-		uint64_t cost = f->nodes[ch].cost;
+		uint64_t cost = f->costs[ch].cost;
 		double cx = x + (double)cum * c->scale, w = (double)cost * c->scale;
 
 		cum += cost;
@@ -680,7 +703,7 @@ int flame_render_svg(struct flame *f, uint32_t focus, const char *href_prefix, i
 	memset(&c, 0, sizeof(c));
 	c.f = f;
 	c.out = out;
-	c.fcost = f->nodes[fk].cost;
+	c.fcost = f->costs[fk].cost;
 	c.scale = c.fcost ? w / (double)c.fcost : 0;
 	if (href_prefix) {
 		if (buf_put_html(&href, href_prefix, strlen(href_prefix)) || buf_reserve(&href, 0))

@@ -210,6 +210,12 @@ void req_json_error(struct req *rq, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* messages quote what the client sent (cut at a byte count): keep the JSON UTF-8 */
+	for (size_t i = 0, len, n = strlen(msg); i < n; i += len)
+		if (!(len = util_utf8_seq((const unsigned char *)msg + i, n - i))) {
+			msg[i] = '?';
+			len = 1;
+		}
 	buf_reset(&rq->out);
 	buf_puts(&rq->out, "{\"error\": ");
 	buf_put_json_str(&rq->out, msg, strlen(msg));

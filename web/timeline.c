@@ -27,6 +27,7 @@ struct vis {
 	uint32_t idx;   /* into the caller's events */
 	uint32_t row;
 	uint32_t cls;
+	uint32_t col;   /* pixel column of s, from the left of the time area */
 };
 
 struct ctx {
@@ -49,15 +50,36 @@ static int i64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int vis_cmp(const void *a, const void *b)
+/* Sort by (row, start column), stable so that ties keep the events' order (same input, same
+ * output): an LSD radix sort, linear where qsort was the slowest part. Returns 0 or -1 (no memory). */
+static int vis_sort(struct vis *vs, size_t nv, uint32_t nrows)
 {
-	const struct vis *x = a, *y = b;
+	struct vis *tmp, *src = vs, *dst;
+	uint64_t maxkey = ((uint64_t)(nrows ? nrows - 1 : 0) << 17) | 0x1ffff;
 
-	if (x->row != y->row)
-		return x->row < y->row ? -1 : 1;
-	if (x->s != y->s)
-		return x->s < y->s ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
+	if (nv < 2)
+		return 0;
+	if (!(tmp = malloc(nv * sizeof(*tmp))))
+		return -1;
+	dst = tmp;
+	for (unsigned shift = 0; shift < 64 && (maxkey >> shift); shift += 8) {
+		size_t count[257] = { 0 };
+		struct vis *t;
+
+		for (size_t i = 0; i < nv; i++)
+			count[((((uint64_t)src[i].row << 17) | src[i].col) >> shift & 0xff) + 1]++;
+		for (int d = 0; d < 256; d++)
+			count[d + 1] += count[d];
+		for (size_t i = 0; i < nv; i++)
+			dst[count[(((uint64_t)src[i].row << 17) | src[i].col) >> shift & 0xff]++] = src[i];
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != vs)
+		memcpy(vs, src, nv * sizeof(*vs));
+	free(tmp);
+	return 0;
 }
 
 /* Row of a thread, or -1 when it has none. */
@@ -121,15 +143,20 @@ static int put_ms(struct buf *b, int64_t t, int64_t base, int dec)
 	static const uint64_t p10[] = { 1, 10, 100, 1000 };
 	bool neg = t < base;
 	uint64_t u = neg ? (uint64_t)base - (uint64_t)t : (uint64_t)t - (uint64_t)base;
-	uint64_t unit = 1000000 / p10[dec], q = u / unit + (u % unit >= unit / 2);
+	uint64_t unit = 1000000 / p10[dec], q = u / unit + (u % unit >= unit / 2), r;
+	char frac[4];
 
 	if (neg && q && buf_putc(b, '-'))
 		return -1;
-	if (buf_printf(b, "%llu", (unsigned long long)(q / p10[dec])))
+	if (buf_put_i64(b, (int64_t)(q / p10[dec])))
 		return -1;
-	if (dec && buf_printf(b, ".%0*llu", dec, (unsigned long long)(q % p10[dec])))
-		return -1;
-	return 0;
+	if (!dec)
+		return 0;
+	r = q % p10[dec];
+	frac[0] = '.';
+	for (int i = dec; i > 0; i--, r /= 10)
+		frac[i] = (char)('0' + r % 10);
+	return buf_append(b, frac, (size_t)dec + 1);
 }
 
 static int put_attr_f1(struct buf *b, const char *name, double v)
@@ -149,7 +176,7 @@ static int emit_rect(const struct ctx *c, const struct vis *vs, size_t a, size_t
 	const struct tl_event *e = &c->ev[vs[a].idx];
 	struct buf *o = c->out;
 	double w = x1 - x0 < 1 ? 1 : x1 - x0;
-	int64_t y = c->top + (int64_t)vs[a].row * ROW_H + BAR_OFF, end = vs[a].e;
+	int64_t y = c->top + (int64_t)vs[a].row * ROW_H + BAR_OFF, start = vs[a].s, end = vs[a].e;
 	uint64_t busy[4] = { 0, 0, 0, 0 }, weight[4] = { 0, 0, 0, 0 };
 	size_t naoi = 0;
 	unsigned cls = 0;
@@ -160,6 +187,8 @@ static int emit_rect(const struct ctx *c, const struct vis *vs, size_t a, size_t
 		busy[vs[i].cls] += d;
 		weight[vs[i].cls] += d + 1;
 		naoi += vs[i].cls >= CLS_RUN_AOI;
+		if (vs[i].s < start)
+			start = vs[i].s;
 		if (vs[i].e > end)
 			end = vs[i].e;
 	}
@@ -172,21 +201,22 @@ static int emit_rect(const struct ctx *c, const struct vis *vs, size_t a, size_t
 	    buf_puts(o, "\"><title>"))
 		return -1;
 	if (b - a == 1) {
-		if (buf_printf(o, "%s tid %lld\nstart ", e->kind == 'w' ? "wait" : "run", (long long)e->tid) ||
+		if (buf_puts(o, e->kind == 'w' ? "wait tid " : "run tid ") || buf_put_i64(o, e->tid) ||
+		    buf_puts(o, "\nstart ") ||
 		    put_ms(o, e->ts_ns, c->v->from_ns, 3) || buf_puts(o, " ms, dur ") ||
 		    put_ms(o, end_of(e), e->ts_ns, 3) || buf_puts(o, " ms"))
 			return -1;
 		if (e->kind == 'w' && e->readier_tid &&
-		    buf_printf(o, "\nreadied by tid %lld", (long long)e->readier_tid))
+		    (buf_puts(o, "\nreadied by tid ") || buf_put_i64(o, e->readier_tid)))
 			return -1;
 		if (e->leaf && (buf_putc(o, '\n') || buf_put_html(o, e->leaf, strlen(e->leaf))))
 			return -1;
 	} else {
 		uint64_t run = busy[CLS_RUN] + busy[CLS_RUN_AOI], wait = busy[CLS_WAIT] + busy[CLS_WAIT_AOI];
 
-		if (buf_printf(o, "%zu events, tid %lld", b - a, (long long)e->tid) ||
+		if (buf_put_i64(o, (int64_t)(b - a)) || buf_puts(o, " events, tid ") || buf_put_i64(o, e->tid) ||
 		    (naoi && buf_printf(o, ", %zu in AOI", naoi)) || buf_puts(o, "\nstart ") ||
-		    put_ms(o, vs[a].s, c->v->from_ns, 3) || buf_puts(o, " ms, end ") ||
+		    put_ms(o, start, c->v->from_ns, 3) || buf_puts(o, " ms, end ") ||
 		    put_ms(o, end, c->v->from_ns, 3) || buf_puts(o, " ms\nrun ") ||
 		    put_ms(o, (int64_t)(run > INT64_MAX ? INT64_MAX : run), 0, 3) || buf_puts(o, " ms, wait ") ||
 		    put_ms(o, (int64_t)(wait > INT64_MAX ? INT64_MAX : wait), 0, 3) || buf_puts(o, " ms"))
@@ -198,20 +228,23 @@ static int emit_rect(const struct ctx *c, const struct vis *vs, size_t a, size_t
 /* Events of a row that start in the same pixel column become one rect (and so do events that
  * overlap the rect by more than a pixel, which a sane trace does not have). Every rect of a row
  * then starts in a later column than the one before: at most one rect per row and column, however
- * many events. Events a pixel or more wide that merely follow each other keep their own rect. */
+ * many events. Events a pixel or more wide that merely follow each other keep their own rect.
+ * vs is sorted by (row, column). */
 static int emit_events(const struct ctx *c, const struct vis *vs, size_t nv)
 {
 	size_t a = 0;
 
 	while (a < nv) {
-		double x0 = x_of(c, vs[a].s), x1 = x_of(c, vs[a].e), col = floor(x0);
+		double x0 = x_of(c, vs[a].s), x1 = x_of(c, vs[a].e);
 		size_t b = a + 1;
 
 		for (; b < nv && vs[b].row == vs[a].row; b++) {
 			double bx0 = x_of(c, vs[b].s), bx1 = x_of(c, vs[b].e);
 
-			if (floor(bx0) != col && bx0 >= x1 - 1)
+			if (vs[b].col != vs[a].col && bx0 >= x1 - 1)
 				break;
+			if (bx0 < x0)
+				x0 = bx0;
 			if (bx1 > x1)
 				x1 = bx1;
 		}
@@ -419,8 +452,14 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 		p->idx = (uint32_t)i;
 		p->row = (uint32_t)row_of(&c, e->tid);
 		p->cls = (e->kind == 'w' ? CLS_WAIT : CLS_RUN) + (e->aoi ? 2 : 0);
+		{
+			double col = floor(x_of(&c, p->s)) - GUTTER;
+
+			p->col = col < 0 ? 0 : col > c.pw ? (uint32_t)c.pw : (uint32_t)col;
+		}
 	}
-	qsort(vs, nv, sizeof(*vs), vis_cmp);
+	if (vis_sort(vs, nv, c.nrows) < 0)
+		goto oom;
 	for (size_t i = 0; i < nv; i++) {
 		int64_t rrow;
 

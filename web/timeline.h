@@ -7,9 +7,8 @@
  * start in the same pixel column are merged into one rect (drawn in the class
  * with most of their time, its title saying "N events"), so a row has at most
  * one rect per pixel column; past 2,000 visible edges only those of AOI waits
- * are drawn. No script, no style
- * attributes (strict Content-Security-Policy), every name escaped, and the
- * same input gives the same bytes.
+ * are drawn. No script, no style attributes (strict Content-Security-Policy),
+ * every name escaped, and the same input gives the same bytes.
  */
 #ifndef SM_TIMELINE_H
 #define SM_TIMELINE_H
@@ -40,10 +39,11 @@ struct tl_view {
 	                                   of 10 equal slices of the view, e.g. "?t="; NULL = no links */
 };
 
-/* Append the timeline as one <svg class="timeline"> element to out. Rows: one per distinct tid of
- * the events ('r'/'w' only), the symptom thread's first (also when it has no events), then ascending
- * tid. Events need not be sorted. Returns 0, or -1 with a message in err[0..errlen) (from_ns >=
- * to_ns, out of memory, out full) and out left as it was. */
+/* Append the timeline as one <svg class="timeline"> element to out (ev and v are only read, and
+ * not kept). Rows: one per distinct tid of all the events given ('r'/'w' only; those outside the
+ * view too, so rows stay put while zooming), the symptom thread's first (also when it has no
+ * events), then ascending tid. Events need not be sorted. Returns 0, or -1 with a message in
+ * err[0..errlen) (from_ns >= to_ns, out of memory, out full) and out left as it was. */
 int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_view *v, struct buf *out,
 			char *err, size_t errlen);
 

@@ -3,7 +3,7 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest, =mining or =clustering runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering or =web runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -15,6 +15,10 @@
 #           stored fleet of about 1,000,000 AOI events and 50,000 distinct stacks.
 #   clustering  2,000, 10,000 and 50,000 generated patterns of average length 36,
 #           and dense 10,000-point linkages against SciPy's when it is installed.
+#   web     sm-web over a done run of 10,000 clusters written straight into the
+#           tables: requests/s, median and p99 latency of the cluster list (API,
+#           first page and a deep page), a cluster (API) and their HTML pages,
+#           measured with wrk (2 threads, 8 connections, 10 s each); peak memory.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -30,8 +34,10 @@ batch=${SM_BENCH_BATCH:-10}
 
 work=$(mktemp -d /var/tmp/sm-bench.XXXXXX)
 ingest_pid=
+web_pid=
 cleanup() {
 	[ -z "$ingest_pid" ] || { kill "$ingest_pid" 2>/dev/null; wait "$ingest_pid" 2>/dev/null || true; }
+	[ -z "$web_pid" ] || { kill "$web_pid" 2>/dev/null; wait "$web_pid" 2>/dev/null || true; }
 	deploy/pg.sh destroy "$work/pg" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -79,6 +85,33 @@ timed() {
 		exit 1
 	}
 	awk '{ printf "%.2f s  peak RSS %.0f MB", $1, $2 / 1024 }' "$work/time"
+}
+
+# wrk_line LABEL URL HEADER: 10 s of wrk with 8 connections; one line of figures.
+# The URL must answer 200 first (wrk counts a redirect to the login page as a
+# success); the timeout is long so that slow answers are measured, not dropped.
+wrk_line() {
+	local code
+	code=$(curl -s -o "$work/page" -w '%{http_code}' -H "$3" "$2")
+	if [ "$code" != 200 ]; then
+		echo "bench: GET $2 answered $code:" >&2
+		head -c 500 "$work/page" >&2
+		exit 1
+	fi
+	wrk -t2 -c8 -d10s --timeout 30s --latency -H "$3" "$2" >"$work/wrk" 2>&1 || {
+		echo "bench: wrk $2 failed:" >&2
+		cat "$work/wrk" >&2
+		exit 1
+	}
+	awk -v label="$1" '
+		function ms(v) { return v ~ /us$/ ? v / 1000 : v ~ /ms$/ ? v + 0 : v ~ /m$/ ? v * 60000 : v * 1000 }
+		$1 == "Requests/sec:" { rps = $2 }
+		$1 == "50%" { p50 = ms($2) }
+		$1 == "99%" { p99 = ms($2) }
+		/Non-2xx or 3xx responses:/ { bad = $NF }
+		/Socket errors:/ { sub(/^ */, ""); errs = "  " $0 }
+		END { printf "web %-36s %6.0f req/s  median %5.1f ms  p99 %6.1f ms  non-2xx %d  (8 connections)%s\n",
+			label ":", rps, p50, p99, bad, errs }' "$work/wrk"
 }
 
 echo "stackmine bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -173,4 +206,163 @@ print("scipy %s, %s linkage: %.2f s" % (__import__("scipy").__version__, sys.arg
 		fi
 	done
 	rm -f "$work/dense.f64"
+fi
+
+if [ "$only" = all ] || [ "$only" = web ]; then
+	echo
+	echo "== web: sm-web over a run of 10,000 clusters, wrk 2 threads x 8 connections x 10 s each (goal: p99 under 50 ms for the list and the cluster page)"
+	# 3,000 frames, 2,000 streams, a done run, 30,000 patterns of length about 36, and
+	# 10,000 clusters of 3 members (common part of 15 frames, alignments, matched stacks
+	# and their run_stacks rows), written straight into the tables
+	t0=$(now)
+	psql -XAtq -v ON_ERROR_STOP=1 >"$work/webrun" <<-'SQL'
+	SELECT setseed(0.42) \g /dev/null
+	-- C++ frame names: 12 namespaces x 25 classes x 10 methods
+	CREATE TEMP TABLE wf AS
+		SELECT (row_number() OVER (ORDER BY n, c, m) - 1)::int AS i,
+		       (ARRAY['std', 'boost::asio::detail', 'absl::internal', 'v8::internal', 'app::core', 'app::ui',
+			      'app::storage', 'app::net', 'app::render', 'folly', 'grpc_core', 'sqlite'])[n] || '::' ||
+		       (ARRAY['ThreadPool', 'Scheduler', 'EventLoop', 'HttpSession', 'Connection', 'BufferPool',
+			      'Document', 'LayoutEngine', 'Compositor', 'FontCache', 'ImageDecoder', 'IndexWriter',
+			      'BTreeCursor', 'Journal', 'Mutex', 'ConditionVariable', 'FileStream', 'Resolver', 'TlsChannel',
+			      'Parser', 'Serializer', 'Registry', 'Observer', 'TaskRunner', 'Allocator'])[c] || '::' ||
+		       (ARRAY['Run', 'Lock', 'Wait', 'Flush', 'Read', 'Write', 'Dispatch', 'Commit', 'Resolve',
+			      'Update'])[m] ||
+		       (ARRAY['()', '(int)', '(std::string const&)', '(void*, unsigned long)', '(std::chrono::nanoseconds)',
+			      '(Task&&)'])[1 + (n + c + m) % 6] AS name
+		FROM generate_series(1, 12) n, generate_series(1, 25) c, generate_series(1, 10) m;
+	INSERT INTO frames (name) SELECT name FROM wf ORDER BY i ON CONFLICT (name) DO NOTHING;
+	CREATE TEMP TABLE wfid AS SELECT wf.i, f.id FROM wf JOIN frames f USING (name);
+	ALTER TABLE wfid ADD PRIMARY KEY (i);
+	ANALYZE wfid;
+
+	-- streams on 40 hosts, 6 versions, two labels
+	INSERT INTO streams (stream_id, host, app, version, labels, symptom_kind, symptom_tid, symptom_start_ns,
+			     symptom_end_ns, n_events)
+		SELECT md5('webbench-' || i)::uuid, 'ws-' || lpad((i % 40)::text, 3, '0'), 'webbench',
+		       '4.' || (i % 6) || '.0', jsonb_build_object('region', (ARRAY['eu-west', 'us-east', 'us-west',
+		       'ap-south'])[1 + i % 4], 'channel', (ARRAY['stable', 'beta', 'dev'])[1 + i % 3]),
+		       'ui-delay', 1, 0, 2000000000, 2000
+		FROM generate_series(0, 1999) i ON CONFLICT (stream_id) DO NOTHING;
+	CREATE TEMP TABLE wstr AS
+		SELECT i, s.id FROM generate_series(0, 1999) i JOIN streams s ON s.stream_id = md5('webbench-' || i)::uuid;
+
+	INSERT INTO runs (status, params, created_at, started_at, finished_at, timings_ms)
+		VALUES ('done', '{"app": "webbench", "kind": "both", "aoi": "stream", "threshold_fraction": 0.01,
+			"linkage": "average", "cut": 0.5, "filter": {}}', now() - interval '10 minutes',
+			now() - interval '9 minutes', now() - interval '5 minutes',
+			'{"read": 61000, "mine": 120000, "cluster": 59000, "total": 240000}')
+		RETURNING id AS run \gset
+
+	-- clusters: 70 % wait, a heavy-tailed cost weight, 3 to 6 matched stacks
+	CREATE TEMP TABLE wc AS
+		SELECT c, CASE WHEN c % 10 < 7 THEN 'w' ELSE 'r' END::"char" AS kind, exp(random() * 5) AS w,
+		       3 + c % 4 AS nstacks, nextval(pg_get_serial_sequence('clusters', 'id')) AS id
+		FROM generate_series(0, 9999) c;
+	-- members aligned with member 0, the medoid: 10 steps of prefix (members 1 and 2
+	-- substitute alternate frames), 15 common frames, 11 of suffix (member 1 substitutes
+	-- the first 6, member 2 the last 5 and has 2 frames more)
+	CREATE TEMP TABLE wl AS
+		SELECT m, s, CASE WHEN s < 10 THEN CASE WHEN m = 0 OR (s % 2 = 0) = (m = 1) THEN 'M' ELSE 'S' END
+				  WHEN s < 25 THEN 'M'
+				  WHEN s < 31 THEN CASE WHEN m = 1 THEN 'S' ELSE 'M' END
+				  WHEN s < 36 THEN CASE WHEN m = 2 THEN 'S' ELSE 'M' END
+				  ELSE 'I' END AS op
+		FROM generate_series(0, 2) m, generate_series(0, 37) s WHERE s < 36 OR m = 2;
+	CREATE TEMP TABLE wp AS
+		SELECT c, m, array_agg(f.id ORDER BY s) AS frame_ids, string_agg(op, '' ORDER BY s) AS ops,
+		       array_agg(f.id ORDER BY s) FILTER (WHERE m = 0 AND s BETWEEN 10 AND 24) AS common,
+		       round((count(*) FILTER (WHERE op = 'M') + 0.5 * count(*) FILTER (WHERE op = 'S')) / count(*), 6)
+		       AS sim, nextval(pg_get_serial_sequence('patterns', 'id')) AS id
+		FROM (SELECT c, m, s, op, abs(hashint4(c * 256 + CASE op WHEN 'M' THEN 0 ELSE m END * 64 + s)) % 3000 AS fi
+		      FROM generate_series(0, 9999) c, wl) x
+		JOIN wfid f ON f.i = x.fi GROUP BY c, m;
+
+	-- the matched stacks: a member's frames and 3 inner frames of their own, each in 1
+	-- to 24 streams (most in few)
+	CREATE TEMP TABLE ws AS
+		SELECT wc.c, k AS idx, wp.frame_ids || ARRAY(SELECT f.id FROM generate_series(0, 2) e
+			JOIN wfid f ON f.i = abs(hashint4(wc.c * 256 + 192 + k * 8 + e)) % 3000 ORDER BY e) AS frame_ids
+		FROM wc, generate_series(0, 5) k, wp WHERE k < wc.nstacks AND wp.c = wc.c AND wp.m = k % 3;
+	INSERT INTO stacks (frame_ids) SELECT frame_ids FROM ws ON CONFLICT (frame_ids) DO NOTHING;
+	CREATE TEMP TABLE wsid AS SELECT ws.c, ws.idx, s.id FROM ws JOIN stacks s USING (frame_ids);
+	INSERT INTO run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events)
+		SELECT :run, wc.kind, wsid.id, wstr.id, ev * (1000000 + floor(random() * 2000000 * wc.w)::bigint), ev
+		FROM wsid JOIN wc USING (c) CROSS JOIN
+		     LATERAL (SELECT t, 1 + floor(random() * 20)::int AS ev
+			      FROM generate_series(0, floor(24 * random() ^ 3)::int + 0 * wsid.id) t) n
+		JOIN wstr ON wstr.i = (abs(hashint4(wsid.c * 8 + wsid.idx)) + n.t * 7919) % 2000;
+
+	-- metrics of a member over its stacks, of a cluster over all of them; ranks by kind
+	CREATE TEMP TABLE wpm AS
+		SELECT wsid.c, wsid.idx % 3 AS m, array_agg(DISTINCT wsid.id) AS stack_ids,
+		       sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events,
+		       count(DISTINCT rs.stream_ref)::int AS streams
+		FROM wsid JOIN run_stacks rs ON rs.run_id = :run AND rs.stack_id = wsid.id GROUP BY 1, 2;
+	INSERT INTO patterns (id, run_id, kind, rank, frame_ids, cost_ns, events, streams, stack_ids)
+		OVERRIDING SYSTEM VALUE
+		SELECT wp.id, :run, wc.kind, row_number() OVER (PARTITION BY wc.kind ORDER BY wpm.cost_ns DESC, wp.id),
+		       wp.frame_ids, wpm.cost_ns, wpm.events, wpm.streams, wpm.stack_ids
+		FROM wp JOIN wc USING (c) JOIN wpm USING (c, m);
+	INSERT INTO clusters (id, run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost,
+			      rank_streams, rank_events, rank_avg_cost, medoid, common_frame_ids, members, stack_ids,
+			      alignment)
+		OVERRIDING SYSTEM VALUE
+		SELECT id, :run, kind, cost, streams, events, avg,
+		       row_number() OVER (PARTITION BY kind ORDER BY cost DESC, id),
+		       row_number() OVER (PARTITION BY kind ORDER BY streams DESC, id),
+		       row_number() OVER (PARTITION BY kind ORDER BY events DESC, id),
+		       row_number() OVER (PARTITION BY kind ORDER BY avg DESC, id),
+		       medoid, common, members, stack_ids, alignment
+		FROM (SELECT wc.id, wc.c, wc.kind, sum(rs.cost_ns)::bigint AS cost,
+			     count(DISTINCT rs.stream_ref)::int AS streams, sum(rs.events)::bigint AS events,
+			     (sum(rs.cost_ns) / sum(rs.events))::bigint AS avg, array_agg(DISTINCT wsid.id) AS stack_ids
+		      FROM wc JOIN wsid USING (c) JOIN run_stacks rs ON rs.run_id = :run AND rs.stack_id = wsid.id
+		      GROUP BY wc.id, wc.c, wc.kind) k
+		JOIN (SELECT c, (array_agg(id ORDER BY m))[1] AS medoid, max(common) AS common,
+			     array_agg(id ORDER BY id) AS members,
+			     jsonb_agg(jsonb_build_object('pattern', id, 'sim', sim, 'ops', ops) ORDER BY m) AS alignment
+		      FROM wp GROUP BY c) a ON a.c = k.c;
+	UPDATE runs SET counts = jsonb_build_object('streams', 2000,
+		'aoi_events', (SELECT sum(events) FROM run_stacks WHERE run_id = :run),
+		'distinct_stacks', (SELECT count(*) FROM wsid), 'patterns', (SELECT count(*) FROM wp), 'clusters', 10000)
+		WHERE id = :run;
+	ANALYZE frames, streams, stacks, runs, run_stacks, patterns, clusters;
+	-- the run, the cluster in the middle of its default order, the run_stacks rows
+	SELECT :run, (SELECT id FROM clusters WHERE run_id = :run ORDER BY total_cost_ns DESC, id OFFSET 5000 LIMIT 1),
+	       (SELECT count(*) FROM run_stacks WHERE run_id = :run);
+	SQL
+	t1=$(now)
+	IFS='|' read -r run cid nrs <"$work/webrun"
+	echo "data: run $run, 10000 clusters, 30000 patterns, $nrs run_stacks rows, written in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+
+	token=$("$bin/sm-admin" token create --role analyst --name bench 2>/dev/null)
+	rm -f "$work/port"
+	"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/port" --no-worker \
+		--log-level warn 2>"$work/web.log" &
+	web_pid=$!
+	for _ in $(seq 100); do
+		[ -s "$work/port" ] && curl -sf -o /dev/null "http://127.0.0.1:$(cat "$work/port")/healthz" && break
+		sleep 0.1
+	done
+	[ -s "$work/port" ] || { echo "bench: sm-web did not start:" >&2; cat "$work/web.log" >&2; exit 1; }
+	url=http://127.0.0.1:$(cat "$work/port")
+	# the list has its 50 of 10,000 clusters
+	curl -s -H "Authorization: Bearer $token" "$url/api/v1/runs/$run/clusters" >"$work/page"
+	n=$(grep -o '"cluster_id":' "$work/page" | wc -l)
+	if [ "$n" != 50 ] || ! grep -q '"total": 10000}$' "$work/page"; then
+		echo "bench: GET /api/v1/runs/$run/clusters: $n clusters, $(grep -o '"total": [0-9]*' "$work/page" || echo 'no total')" >&2
+		exit 1
+	fi
+
+	wrk_line "clusters list (API)" "$url/api/v1/runs/$run/clusters" "Authorization: Bearer $token"
+	wrk_line "clusters by streams, offset 5000 (API)" "$url/api/v1/runs/$run/clusters?sort=streams&offset=5000" \
+		"Authorization: Bearer $token"
+	wrk_line "cluster $cid (API)" "$url/api/v1/clusters/$cid" "Authorization: Bearer $token"
+	wrk_line "run page (HTML)" "$url/runs/$run" "Cookie: sm_token=$token"
+	wrk_line "cluster page (HTML)" "$url/clusters/$cid" "Cookie: sm_token=$token"
+	echo "sm-web: peak RSS $(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$web_pid/status") MB  CPU $(cpu_s "$web_pid") s"
+	kill "$web_pid"
+	wait "$web_pid" || true
+	web_pid=
 fi

@@ -1,0 +1,621 @@
+// dashboard.test.mjs: the stackmine dashboard (sm-web) driven in headless
+// Chromium with playwright-core. Run by tests/integration/test_web_browser.sh,
+// which makes the data, starts sm-web and turns each line printed here into a
+// check: "ok NAME" or "FAIL NAME: WHY". Every check prints exactly one line,
+// also when an earlier step it depends on failed, so the number of lines is
+// fixed (the shell script asserts it).
+//
+// Environment: SM_WEB_URL (sm-web's base URL), SM_ANALYST_TOKEN, SM_APP (the app
+// to mine with the run form), SM_THRESHOLD_NS (the run's threshold), SM_XSS_RUN
+// (a done run of the app whose frames, host and labels hold markup), SM_SCREENS
+// (where full-page screenshots go), SM_CHROMIUM (default /usr/bin/chromium).
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const env = process.env;
+for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_SCREENS"]) {
+  if (!env[k]) {
+    console.error(`dashboard.test.mjs: ${k} is not set (run it through tests/integration/test_web_browser.sh)`);
+    process.exit(2);
+  }
+}
+const BASE = env.SM_WEB_URL.replace(/\/$/, "");
+const SCREENS = env.SM_SCREENS;
+const XSS_SCRIPT = "<script>window.__xss=1</script>";
+const XSS_FRAMES = [
+  "xssapp!main",
+  "xssapp!<script>window.__xss=1</script>",
+  "xssapp!\"quoted\" & 'single'",
+  "libstdc++.so.6!std::map<K, V>::find",
+];
+const XSS_HOST = "h<svg onload=window.__xss=3>";
+const XSS_LABEL = "<img src=x onerror=window.__xss=2>";
+const XSS_STREAM = "5ec0de00-0000-4000-8000-000000000001";
+const SIG_NAME = `browser-sig <i>"${process.pid}"</i> & 'co'`;
+const SIG_NOTE = "seen by the <b>browser</b> test";
+
+mkdirSync(SCREENS, { recursive: true });
+
+let failed = 0;
+function report(name, why) {
+  if (why === undefined) {
+    console.log(`ok ${name}`);
+  } else {
+    failed++;
+    console.log(`FAIL ${name}: ${String(why).replace(/\s+/g, " ").slice(0, 600)}`);
+  }
+}
+class Check extends Error {}
+function expect(cond, why) {
+  if (!cond) throw new Check(why);
+}
+// check(NAME, FN): runs FN; a throw (an expect or anything else) fails the check.
+async function check(name, fn) {
+  try {
+    await fn();
+    report(name);
+    return true;
+  } catch (e) {
+    report(name, e instanceof Check ? e.message : `${e.name}: ${e.message}`);
+    return false;
+  }
+}
+// needs(VALUE, WHAT): throws when an earlier step did not give VALUE.
+function needs(v, what) {
+  if (v === undefined || v === null || v === "") throw new Check(`skipped: ${what} (an earlier check failed)`);
+  return v;
+}
+
+// shot(PAGE, NAME): a full-page screenshot; also notes a page wider than the window
+let shots = 0;
+const tooWide = [];
+async function shot(page, name) {
+  shots++;
+  const file = join(SCREENS, `${String(shots).padStart(2, "0")}-${name}.png`);
+  try {
+    const w = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    if (w[0] > w[1]) tooWide.push(`${new URL(page.url()).pathname} (${name}) is ${w[0]} px`);
+    await page.screenshot({ path: file, fullPage: true });
+  } catch (e) {
+    console.error(`screenshot ${file}: ${e.message}`);
+  }
+}
+
+// "1.500 s", "12.3 ms", "300 µs" (html_cost) or a plain count, as a number
+function metricValue(text) {
+  const t = text.replace(/\s+/g, " ").trim();
+  let m;
+  if ((m = /^([0-9.]+) s$/.exec(t))) return Number(m[1]) * 1e9;
+  if ((m = /^([0-9.]+) ms$/.exec(t))) return Number(m[1]) * 1e6;
+  if ((m = /^([0-9.]+) µs$/.exec(t))) return Number(m[1]) * 1e3;
+  if (/^[0-9]+$/.test(t)) return Number(t);
+  return NaN;
+}
+
+const path = (page) => new URL(page.url()).pathname;
+const query = (page, k) => new URL(page.url()).searchParams.get(k);
+
+const browser = await chromium.launch({
+  executablePath: env.SM_CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox"],
+});
+const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+// CSP violations, as the page sees them (an init script is not subject to the page's CSP)
+await context.addInitScript(() => {
+  window.__csp = [];
+  document.addEventListener("securitypolicyviolation", (e) =>
+    window.__csp.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} at ${e.sourceFile}:${e.lineNumber}`));
+});
+const page = await context.newPage();
+page.setDefaultTimeout(15000);
+
+let step = "start";
+const consoleErrors = [];
+const cspViolations = [];
+page.on("console", (msg) => {
+  const text = msg.text();
+  if (/Content.Security.Policy/i.test(text)) cspViolations.push(`${step}: ${text}`);
+  else if (msg.type() === "error") consoleErrors.push({ step, text, url: page.url(), src: msg.location().url });
+});
+page.on("pageerror", (err) => consoleErrors.push({ step, text: `uncaught ${err.message}`, url: page.url() }));
+// which resource a "Failed to load resource" console line was about
+const failedResponses = [];
+page.on("response", (r) => {
+  if (r.status() >= 400) failedResponses.push({ step, text: `${r.status()} ${new URL(r.url()).pathname}` });
+});
+// gathers the violations the page itself saw before it goes away
+async function collectCsp() {
+  try {
+    const v = await page.evaluate(() => window.__csp || []);
+    for (const s of v) cspViolations.push(`${step}: ${s}`);
+    await page.evaluate(() => { window.__csp = []; });
+  } catch {
+    /* page gone; its console lines are in cspViolations already */
+  }
+}
+async function go(url) {
+  await collectCsp();
+  return page.goto(url.startsWith("http") ? url : BASE + url);
+}
+async function clickAndWait(locator) {
+  await collectCsp();
+  await Promise.all([page.waitForNavigation(), locator.click()]);
+}
+
+// ---- 1. login ----
+step = "login";
+await check("/ without a session redirects to /login", async () => {
+  const r = await go("/");
+  expect(path(page) === "/login", `landed on ${page.url()}`);
+  expect(query(page, "next") === "/runs", `next=${query(page, "next")}, expected /runs`);
+  expect(r.status() === 200, `status ${r.status()}`);
+  expect((await page.locator("h1").textContent()) === "Log in", "no 'Log in' heading");
+});
+await shot(page, "login");
+
+step = "wrong-login";
+await check("a wrong token shows an error", async () => {
+  await page.fill("input[name=token]", "sm_00000000000000000000000000000000not-a-token");
+  const [resp] = await Promise.all([page.waitForNavigation(), page.click("form.login button[type=submit]")]);
+  expect(resp.status() === 401, `status ${resp.status()}, expected 401`);
+  const err = await page.locator("p.error[role=alert]").textContent();
+  expect(/not valid/.test(err), `error text '${err}'`);
+  const cookies = await context.cookies();
+  expect(!cookies.some((c) => c.name === "sm_token"), "a session cookie was set for a wrong token");
+});
+await shot(page, "login-error");
+
+step = "login-ok";
+await check("the analyst token lands on /runs", async () => {
+  await page.fill("input[name=token]", env.SM_ANALYST_TOKEN);
+  await clickAndWait(page.locator("form.login button[type=submit]"));
+  expect(path(page) === "/runs", `landed on ${page.url()}`);
+  expect((await page.locator("h1").textContent()) === "Mining runs", "no 'Mining runs' heading");
+  expect((await page.locator("header .role").textContent()) === "analyst", "the header does not say analyst");
+});
+await check("the session cookie is HttpOnly, SameSite=Strict and hidden from scripts", async () => {
+  const c = (await context.cookies()).find((x) => x.name === "sm_token");
+  expect(c, "no sm_token cookie");
+  expect(c.httpOnly, "sm_token is not HttpOnly");
+  expect(c.sameSite === "Strict", `SameSite=${c.sameSite}`);
+  const dc = await page.evaluate(() => document.cookie);
+  expect(!dc.includes("sm_token") && !dc.includes(env.SM_ANALYST_TOKEN), `document.cookie = '${dc}'`);
+});
+await shot(page, "runs");
+
+// ---- 2. a run from the form ----
+step = "run-form";
+let runId;
+await check("the run form starts a run and shows /runs/ID", async () => {
+  const f = page.locator("#run-form");
+  const apps = await f.locator("select[name=app] option").allTextContents();
+  expect(apps.includes(env.SM_APP) && apps.includes("xssapp"), `apps offered: ${apps.join(", ")}`);
+  await f.locator("select[name=app]").selectOption(env.SM_APP);
+  await f.locator("select[name=kind]").selectOption("both");
+  await f.locator("select[name=aoi]").selectOption("waitgraph");
+  await f.locator("select[name=threshold_mode]").selectOption("ns");
+  await f.locator("input[name=threshold]").fill(env.SM_THRESHOLD_NS);
+  await f.locator("select[name=linkage]").selectOption("average");
+  await f.locator("input[name=cut]").fill("0.5");
+  await Promise.all([page.waitForURL(/\/runs\/[0-9]+$/), f.locator("button[type=submit]").click()]);
+  runId = /\/runs\/([0-9]+)$/.exec(page.url())[1];
+  const params = await page.locator("p.params").textContent();
+  expect(params.includes("both") && params.includes("waitgraph"), `parameters shown: '${params}'`);
+});
+step = "run-wait";
+await check("the run page follows the run until it is done (within 60 s)", async () => {
+  needs(runId, "no run");
+  const t0 = Date.now();
+  let seen = "";
+  // the page's script polls and reloads itself when the run ends
+  while (Date.now() - t0 < 60000) {
+    const st = page.locator("h1 .status");
+    const text = ((await st.count()) && (await st.textContent().catch(() => ""))) || "";
+    if (text !== seen) {
+      console.log(`# run ${runId}: status '${text}' after ${Date.now() - t0} ms`);
+      seen = text;
+    }
+    if (text === "failed") throw new Check(`the run failed: ${await page.locator("p.error").textContent()}`);
+    if (text === "done" && (await page.locator("h1 .status.done").count())) return;
+    await page.waitForTimeout(500);
+  }
+  await page.reload(); // for the checks after this one
+  throw new Check(`status still '${seen}' after 60 s (after a reload: '${await page.locator("h1 .status").textContent()}')`);
+});
+let clusterRows = 0;
+await check("the clusters table has rows", async () => {
+  needs(runId, "no run");
+  clusterRows = await page.locator("#clusters tbody tr td:first-child a[href^='/clusters/']").count();
+  expect(clusterRows > 1, `${clusterRows} clusters (want more than 1 to sort)`);
+  const counted = await page.locator("dl.counts dt:text-is('Clusters') + dd").textContent();
+  expect(Number(counted) === clusterRows || (Number(counted) > 50 && clusterRows === 50),
+    `the counts say ${counted} clusters, the table has ${clusterRows}`);
+});
+await shot(page, "run");
+step = "csrf";
+await check("a write with the session cookie but no CSRF token is refused", async () => {
+  const r = await page.evaluate(async (app) => {
+    const post = async (headers) => {
+      const x = await fetch("/api/v1/runs", { method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", ...headers }, body: JSON.stringify({ app }) });
+      return x.status;
+    };
+    return { none: await post({}), wrong: await post({ "X-CSRF-Token": "0".repeat(32) }) };
+  }, env.SM_APP);
+  expect(r.none === 403 && r.wrong === 403, `without the token: ${r.none}, with a wrong one: ${r.wrong}`);
+  // no run was queued by them: the xssapp run and the form's are all there is
+  const body = await page.evaluate(() => fetch("/api/v1/runs", { credentials: "same-origin" }).then((x) => x.json()));
+  expect(body.total === 2, `${body.total} runs, expected 2`);
+});
+
+// ---- 3. sorting ----
+step = "sort";
+const metrics = ["total_cost", "streams", "events", "avg_cost"];
+for (const m of metrics) {
+  await check(`sort by ${m}: descending, aria-sort on its header`, async () => {
+    needs(clusterRows, "no clusters");
+    await clickAndWait(page.locator(`#clusters thead a[data-sort=${m}]`));
+    expect(query(page, "sort") === m, `URL ${page.url()}`);
+    const ths = page.locator("#clusters thead th");
+    const n = await ths.count();
+    let col = -1;
+    for (let i = 0; i < n; i++) {
+      const a = ths.nth(i).locator("a[data-sort]");
+      const sorted = await ths.nth(i).getAttribute("aria-sort");
+      if ((await a.count()) && (await a.getAttribute("data-sort")) === m) {
+        col = i;
+        expect(sorted === "descending", `its header has aria-sort=${sorted}`);
+      } else {
+        expect(sorted === null, `header ${i} also has aria-sort=${sorted}`);
+      }
+    }
+    expect(col >= 0, "no header for it");
+    const cells = await page.locator(`#clusters tbody tr td:nth-child(${col + 1})`).allTextContents();
+    const vals = cells.map(metricValue);
+    expect(vals.length === clusterRows, `${vals.length} rows after sorting, ${clusterRows} before`);
+    expect(vals.every((v) => !Number.isNaN(v)), `unreadable values: ${cells.join(" | ")}`);
+    for (let i = 1; i < vals.length; i++)
+      expect(vals[i - 1] >= vals[i], `row ${i + 1} (${cells[i]}) is above row ${i} (${cells[i - 1]})`);
+  });
+  if (m === "streams") await shot(page, "sorted-by-streams");
+}
+
+// ---- 4. filter, a cluster, its flame graph ----
+step = "filter";
+await check("filtering by frame text narrows the rows", async () => {
+  needs(clusterRows, "no clusters");
+  await go(`/runs/${runId}?sort=total_cost`);
+  // innermost frames of each row; the first one found in fewer rows than all is the filter
+  const names = await page.locator("#clusters tbody tr td:last-child .frame:last-child").evaluateAll(
+    (els) => els.map((e) => e.getAttribute("title")));
+  const fn = (n) => n.slice(n.indexOf("!") + 1);
+  let tried = [];
+  for (const n of [...new Set(names)].reverse().slice(0, 6)) {
+    await page.fill("form.filter input[name=q]", fn(n));
+    await clickAndWait(page.locator("form.filter button[type=submit]"));
+    const rows = await page.locator("#clusters tbody tr td:first-child a").count();
+    expect(query(page, "q") === fn(n), `URL ${page.url()}`);
+    expect((await page.inputValue("form.filter input[name=q]")) === fn(n), "the field lost the text");
+    expect(rows >= 1, `no row for '${fn(n)}', which a row showed`);
+    const titles = await page.locator("#clusters tbody .frame").evaluateAll((els) => els.map((e) => e.title));
+    expect(titles.some((t) => t.includes(fn(n))), `no row shows '${fn(n)}'`);
+    if (rows < clusterRows) return;
+    tried.push(fn(n));
+  }
+  throw new Check(`no filter narrowed the ${clusterRows} rows (tried ${tried.join(", ")})`);
+});
+await shot(page, "filtered");
+
+step = "cluster";
+let clusterUrl;
+await check("a rank link opens the cluster", async () => {
+  needs(clusterRows, "no clusters");
+  await go(`/runs/${runId}`);
+  const a = page.locator("#clusters tbody tr:first-child td:first-child a");
+  const href = await a.getAttribute("href");
+  await clickAndWait(a);
+  expect(path(page) === href, `clicked ${href}, landed on ${page.url()}`);
+  expect(/^Cluster [0-9]+: .*rank 1 by total cost$/.test(await page.locator("h1").textContent()), "heading");
+  clusterUrl = href;
+});
+await check("cluster page: common part and alignment blocks", async () => {
+  needs(clusterUrl, "no cluster");
+  const common = await page.locator("ol.common-part li").count();
+  expect(common >= 1, "no common part");
+  const blocks = await page.locator("details table.align").count();
+  expect(blocks >= 1, "no alignment block");
+  expect(await page.locator("details:has(table.align) summary:has-text('(medoid)')").count() === 1,
+    "not exactly one block of the medoid");
+  const marked = await page.locator("details[open] table.align tr.op.common").count();
+  expect(marked >= 1, "no alignment row marked as common part");
+});
+await check("cluster page: breakdowns by host, version, label and the top streams", async () => {
+  needs(clusterUrl, "no cluster");
+  const titles = await page.locator("section.by h3").allTextContents();
+  expect(titles.join("|") === "By host|By version|By label", `breakdowns: ${titles.join("|")}`);
+  for (let i = 0; i < 3; i++) {
+    const rows = await page.locator("section.by").nth(i).locator("tbody tr").count();
+    expect(rows >= 1, `'${titles[i]}' is empty`);
+  }
+  expect(await page.locator("table.streams tbody a[href^='/streams/']").count() >= 1, "no top streams");
+});
+let flameBefore;
+await check("cluster page: the flame graph", async () => {
+  needs(clusterUrl, "no cluster");
+  const svg = page.locator("svg.flame");
+  expect((await svg.count()) === 1, `${await svg.count()} svg.flame`);
+  const nodes = await svg.locator("a").count();
+  expect(nodes >= 2, `${nodes} clickable nodes`);
+  flameBefore = await svg.evaluate((e) => e.outerHTML);
+});
+await shot(page, "cluster");
+step = "flame";
+await check("flame graph: hovering a node shows its <title>", async () => {
+  needs(flameBefore, "no flame graph");
+  const g = page.locator("svg.flame g.fn:has(a)").nth(1);
+  const label = await g.locator("title").textContent();
+  await g.locator("rect").hover();
+  const hovered = await page.evaluate(() => {
+    const r = document.querySelectorAll("svg.flame a:hover");
+    return r.length ? r[r.length - 1].closest("g").querySelector("title").textContent : null;
+  });
+  expect(hovered === label, `hovered node's title '${hovered}', expected '${label}'`);
+  expect(/events/.test(label) && /[0-9]/.test(label), `title '${label}' has no cost and events`);
+});
+// the nodes of the flame graph: link, width, label (its title's first line), ancestor mark
+const flameNodes = () => page.locator("svg.flame g.fn:has(a)").evaluateAll((gs) => gs.map((g) => ({
+  href: g.querySelector("a").getAttribute("href"),
+  w: Number(g.querySelector("rect").getAttribute("width")),
+  name: g.querySelector("title").textContent.split("\n")[0],
+  anc: g.classList.contains("anc"),
+})));
+let zoomed;
+await check("flame graph: clicking a node zooms in (?focus=)", async () => {
+  needs(flameBefore, "no flame graph");
+  const nodes = await flameNodes();
+  const full = nodes[0].w;
+  // the widest node narrower than 60% of the root
+  const pick = nodes.filter((n) => n.w < 0.6 * full).sort((a, b) => b.w - a.w)[0];
+  expect(pick, "no node narrower than the root");
+  await clickAndWait(page.locator(`svg.flame a[href='${pick.href}']`).first());
+  const focus = query(page, "focus");
+  expect(focus && pick.href.endsWith(`focus=${focus}`), `clicked ${pick.href}, URL is ${page.url()}`);
+  const after = await flameNodes();
+  const me = after.find((n) => n.href === pick.href && !n.anc);
+  expect(me, `the focused node ${pick.name} is not drawn`);
+  expect(Math.abs(me.w - full) < 1, `the focused node is ${me.w} px wide, the graph ${full} px`);
+  expect(after.some((n) => n.anc) && after.filter((n) => n.anc).every((n) => Math.abs(n.w - full) < 1),
+    "its ancestors are not drawn full width above it");
+  expect(await page.locator("#flame a:text-is('Reset zoom')").count() === 1, "no 'Reset zoom' link");
+  zoomed = pick;
+});
+await shot(page, "flame-zoom");
+await check("flame graph: clicking a bar above zooms out", async () => {
+  needs(zoomed, "not zoomed in");
+  await clickAndWait(page.locator("svg.flame g.fn.anc a").first());
+  const after = await page.locator("svg.flame").evaluate((e) => e.outerHTML);
+  expect(after === flameBefore, `after clicking the root (URL ${page.url()}) the graph is not the whole one again`);
+});
+
+// ---- 5. a signature from the common part ----
+step = "signature";
+let sigId;
+await check("a signature from the common part lands on /signatures with its row", async () => {
+  needs(clusterUrl, "no cluster");
+  await go(clusterUrl);
+  const common = await page.locator("ol.common-part li").allTextContents();
+  const form = page.locator("details.sigform");
+  expect(!(await form.getAttribute("open") !== null), "the form is open before a click");
+  await form.locator("summary").click();
+  expect((await form.getAttribute("open")) !== null, "the form did not open");
+  const frames = await form.locator("textarea[name=frames]").inputValue();
+  expect(frames === common.map((s) => s + "\n").join(""), `frames prefilled '${frames}', common part '${common}'`);
+  await form.locator("input[name=name]").fill(SIG_NAME);
+  await clickAndWait(form.locator("button[type=submit]"));
+  expect(path(page) === "/signatures", `landed on ${page.url()}`);
+  const m = /^#sig-([0-9]+)$/.exec(new URL(page.url()).hash);
+  expect(m, `no #sig-ID in ${page.url()}`);
+  sigId = m[1];
+  const row = page.locator(`tr#sig-${sigId}`);
+  expect((await row.locator("td").nth(1).textContent()) === SIG_NAME, "the row does not show the name");
+  expect((await row.locator("select[name=status]").inputValue()) === "open", "status is not open");
+  expect((await row.locator(`a[href='${clusterUrl}']`).count()) === 1, "no link to the cluster it came from");
+});
+await shot(page, "signature-created");
+await check("a signature's status and note change inline and stay changed", async () => {
+  needs(sigId, "no signature");
+  const row = page.locator(`tr#sig-${sigId}`);
+  await row.locator("select[name=status]").selectOption("known");
+  await row.locator("input[name=note]").fill(SIG_NOTE);
+  await clickAndWait(row.locator("button[type=submit]"));
+  expect(path(page) === "/signatures", `landed on ${page.url()}`);
+  await page.reload();
+  const r2 = page.locator(`tr#sig-${sigId}`);
+  const st = await r2.locator("select[name=status]").inputValue();
+  const note = await r2.locator("input[name=note]").inputValue();
+  expect(st === "known" && note === SIG_NOTE, `after a reload: status ${st}, note '${note}'`);
+});
+await check("the export link gives JSON with the signature", async () => {
+  needs(sigId, "no signature");
+  const href = await page.locator("a[download]").getAttribute("href");
+  expect(href === "/api/v1/signatures/export", `export link ${href}`);
+  const r = await page.evaluate(async (u) => {
+    const x = await fetch(u, { credentials: "same-origin" });
+    return { status: x.status, type: x.headers.get("content-type"), body: await x.text() };
+  }, href);
+  expect(r.status === 200, `status ${r.status}`);
+  expect(/json/.test(r.type), `Content-Type ${r.type}`);
+  const doc = JSON.parse(r.body);
+  const sigs = Array.isArray(doc) ? doc : doc.signatures;
+  expect(Array.isArray(sigs), `no signature list in ${r.body.slice(0, 200)}`);
+  const s = sigs.find((x) => x.name === SIG_NAME);
+  expect(s, `no signature named ${SIG_NAME} in ${r.body.slice(0, 300)}`);
+  expect(s.status === "known" && s.note === SIG_NOTE, `exported status ${s.status}, note '${s.note}'`);
+});
+
+// ---- 6. coverage and triage ----
+step = "coverage";
+let coverageShown = false;
+await check("coverage of the signatures over the run", async () => {
+  needs(sigId, "no signature");
+  await go("/signatures");
+  await page.selectOption("select[name=run]", runId);
+  await clickAndWait(page.locator("button[form=coverage-form]"));
+  expect(query(page, "run") === runId, `URL ${page.url()}`);
+  const cov = await page.locator("p.coverage").textContent();
+  const m = /cover ([0-9.]+)%/.exec(cov);
+  expect(m, `coverage text '${cov}'`);
+  expect(Number(m[1]) > 0 && Number(m[1]) <= 100, `coverage ${m[1]}%: the signature comes from this run`);
+  const names = await page.locator("table.coverage tbody td:first-child").allTextContents();
+  expect(names.includes(SIG_NAME), `coverage rows: ${names.join(", ")}`);
+  coverageShown = true;
+});
+await check("the triage plot and table", async () => {
+  needs(coverageShown, "no coverage");
+  const svg = await page.locator("div.plot svg").count();
+  expect(svg === 1, `${svg} plot svg`);
+  const rows = await page.locator("table.triage tbody tr").count();
+  expect(rows >= 2, `${rows} triage rows`);
+  const series = await page.locator("div.plot svg").textContent();
+  expect(/greedy/i.test(series), "the plot names no Greedy series");
+});
+await shot(page, "coverage-triage");
+
+// ---- 7. a stream ----
+step = "stream";
+await check("a top stream opens with its timeline", async () => {
+  needs(clusterUrl, "no cluster");
+  await go(clusterUrl);
+  const a = page.locator("table.streams tbody a[href^='/streams/']").first();
+  const href = await a.getAttribute("href");
+  await clickAndWait(a);
+  expect(path(page) === href, `clicked ${href}, landed on ${page.url()}`);
+  const svg = page.locator("svg.timeline");
+  expect((await svg.count()) === 1, "no svg.timeline");
+  const rects = await svg.locator("rect.run, rect.wait").count();
+  expect(rects >= 1, `${rects} events drawn`);
+  expect((await svg.locator("rect.aoi").count()) >= 1, "no event marked as in the AOI");
+});
+await shot(page, "stream");
+await check("the timeline's axis zooms in (?t=)", async () => {
+  const a = page.locator("svg.timeline a").nth(3);
+  expect((await a.count()) === 1, "no zoom links on the axis");
+  const before = await page.locator("svg.timeline").evaluate((e) => e.outerHTML);
+  await clickAndWait(a);
+  expect(/^[0-9]+-[0-9]+$/.test(query(page, "t") || ""), `URL ${page.url()}`);
+  const after = await page.locator("svg.timeline").evaluate((e) => e.outerHTML);
+  expect(after !== before, "the timeline did not change");
+});
+
+// ---- 8. markup in the data ----
+// the checks each page with data from xssapp must pass
+async function noScriptRan(where) {
+  const r = await page.evaluate(() => ({
+    xss: typeof window.__xss,
+    scripts: [...document.querySelectorAll("script")].map((s) => s.getAttribute("src") || `inline:${s.textContent}`),
+    handlers: [...document.querySelectorAll("*")].flatMap((e) =>
+      [...e.attributes].filter((a) => /^on/i.test(a.name)).map((a) => `${e.tagName}[${a.name}]`)),
+    imgs: document.querySelectorAll("img").length,
+    text: document.documentElement.textContent,
+  }));
+  expect(r.xss === "undefined", `${where}: window.__xss is ${r.xss}`);
+  expect(r.scripts.length === 1 && r.scripts[0] === "/static/app.js", `${where}: scripts ${r.scripts.join(", ")}`);
+  expect(r.handlers.length === 0, `${where}: event handler attributes ${r.handlers.join(", ")}`);
+  expect(r.imgs === 0, `${where}: ${r.imgs} img elements`);
+  expect(r.text.includes(XSS_SCRIPT), `${where}: the text '${XSS_SCRIPT}' is not on the page`);
+  return r.text;
+}
+step = "xss-run";
+let xssCluster;
+await check("markup: the run page shows frame names as text", async () => {
+  await go(`/runs/${env.SM_XSS_RUN}`);
+  expect((await page.locator("h1").textContent()).startsWith(`Run #${env.SM_XSS_RUN}: xssapp`), "heading");
+  await noScriptRan("run page");
+  const titles = await page.locator("#clusters tbody .frame").evaluateAll((els) => els.map((e) => e.title));
+  expect(titles.includes(XSS_FRAMES[1]), `frame titles: ${titles.join(" | ")}`);
+  const wait = page.locator("#clusters tbody tr:has(td:nth-child(2):text-is('wait')) td:first-child a");
+  xssCluster = await wait.getAttribute("href");
+});
+await shot(page, "xss-run");
+await check("markup: the frame filter takes markup as text", async () => {
+  await go(`/runs/${env.SM_XSS_RUN}?q=${encodeURIComponent(XSS_SCRIPT)}`);
+  expect((await page.inputValue("form.filter input[name=q]")) === XSS_SCRIPT, "the field does not hold the text");
+  expect((await page.locator("#clusters tbody td:first-child a").count()) === 2, "not both clusters found");
+  await noScriptRan("filtered run page");
+  const tabs = await page.locator("nav.tabs a").evaluateAll((els) => els.map((e) => e.getAttribute("href")));
+  expect(tabs.every((h) => new URLSearchParams(h.slice(1)).get("q") === XSS_SCRIPT), `tab links ${tabs.join(" ")}`);
+});
+step = "xss-cluster";
+await check("markup: the cluster page shows frames, host and label as text", async () => {
+  needs(xssCluster, "no xssapp wait cluster");
+  await go(xssCluster);
+  const text = await noScriptRan("cluster page");
+  const common = await page.locator("ol.common-part li").allTextContents();
+  expect(JSON.stringify(common) === JSON.stringify(XSS_FRAMES), `common part ${JSON.stringify(common)}`);
+  expect(text.includes(XSS_HOST), `host '${XSS_HOST}' not shown`);
+  expect(text.includes(XSS_LABEL), `label '${XSS_LABEL}' not shown`);
+  const flame = await page.locator("svg.flame title").allTextContents();
+  expect(flame.some((t) => t.includes(XSS_FRAMES[2])), "the flame graph's titles lack the quoted frame");
+  const frames = await page.locator("details.sigform textarea[name=frames]").inputValue();
+  expect(frames === XSS_FRAMES.map((s) => s + "\n").join(""), `signature form frames '${frames}'`);
+});
+await shot(page, "xss-cluster");
+step = "xss-stream";
+await check("markup: the stream page shows host, labels and frames as text", async () => {
+  await go(`/streams/${XSS_STREAM}`);
+  expect(path(page) === `/streams/${XSS_STREAM}`, `URL ${page.url()}`);
+  await noScriptRan("stream page");
+  const h1 = await page.locator("h1").textContent();
+  expect(h1 === `xssapp 1.0 "v" <b>&amp;</b> on ${XSS_HOST}`, `heading '${h1}'`);
+  const label = await page.locator("dl.labels dd").first().textContent();
+  expect(label === XSS_LABEL, `label '${label}'`);
+  expect((await page.locator("svg.timeline").count()) === 1, "no timeline");
+});
+await shot(page, "xss-stream");
+await collectCsp();
+await check("no Content-Security-Policy violation on any page", async () => {
+  expect(cspViolations.length === 0, cspViolations.join(" ; "));
+});
+// answers that Chromium logs as "Failed to load resource" and that are meant: the
+// wrong login (401), the writes without a CSRF token (403), the icon (its own check)
+const expected = (e) => (e.step === "wrong-login" && /status of 401/.test(e.text)) ||
+  (e.step === "csrf" && /status of 403/.test(e.text)) || /\/favicon\.ico$/.test(e.src || "");
+await check("no script errors in the console", async () => {
+  const errs = consoleErrors.filter((e) => !expected(e));
+  expect(errs.length === 0, errs.map((e) => `${e.step} ${e.url}: ${e.text} (${e.src})`).join(" ; "));
+});
+await check("the site has an icon (Chromium asks for /favicon.ico and logs a 404)", async () => {
+  const st = await page.evaluate(() => fetch("/favicon.ico", { credentials: "same-origin" }).then((x) => x.status));
+  const linked = await page.locator("head link[rel~=icon]").count();
+  expect(st === 200 || linked === 1, `GET /favicon.ico answers ${st} and no page links an icon`);
+});
+
+// ---- 9. logout ----
+step = "logout";
+await check("logging out ends the session", async () => {
+  await go("/runs");
+  await clickAndWait(page.locator("form.logout button[type=submit]"));
+  expect(path(page) === "/login", `landed on ${page.url()}`);
+  const c = (await context.cookies()).find((x) => x.name === "sm_token");
+  expect(!c || c.value === "", "the sm_token cookie is still set");
+  await go("/runs");
+  expect(path(page) === "/login" && query(page, "next") === "/runs", `/runs now shows ${page.url()}`);
+  const api = await page.evaluate(async () => (await fetch("/api/v1/runs", { credentials: "same-origin" })).status);
+  expect(api === 401, `the API answers ${api} without a session`);
+});
+await shot(page, "logged-out");
+await check("logging in again returns to the page asked for", async () => {
+  await go("/signatures");
+  expect(path(page) === "/login" && query(page, "next") === "/signatures", `/signatures shows ${page.url()}`);
+  await page.fill("input[name=token]", env.SM_ANALYST_TOKEN);
+  await clickAndWait(page.locator("form.login button[type=submit]"));
+  expect(path(page) === "/signatures", `landed on ${page.url()}`);
+});
+await check("no page is wider than the window", async () => {
+  expect(tooWide.length === 0, `${tooWide.join("; ")} wide, the window ${page.viewportSize().width} px`);
+});
+
+await browser.close();
+console.error(`${shots} screenshots in ${SCREENS}`);
+process.exit(failed ? 1 : 0);
