@@ -978,7 +978,11 @@ void api_handle(struct req *rq)
 	memcpy(path, rq->path, strlen(rq->path) + 1);
 	for (char *p = strtok(path, "/"); p && n <= MAX_SEGS; p = strtok(NULL, "/"))
 		seg[n++] = p;
-	if (n < 3 || n > MAX_SEGS || strcmp(seg[0], "api") || strcmp(seg[1], "v1") || !(r = find_route(seg + 2, n - 2))) {
+	if (n < 3 || strcmp(seg[0], "api") || strcmp(seg[1], "v1")) {
+		req_json_error(rq, 404, "no such endpoint (the API is under /api/v1/)");
+		return;
+	}
+	if (n > MAX_SEGS || !(r = find_route(seg + 2, n - 2))) {
 		req_json_error(rq, 404, "no such endpoint");
 		return;
 	}

@@ -498,6 +498,17 @@ await check("a top stream opens with its timeline", async () => {
   expect((await svg.locator("rect.aoi").count()) >= 1, "no event marked as in the AOI");
 });
 await shot(page, "stream");
+await check("timeline: the thread labels fit left of the events", async () => {
+  const over = await page.locator("svg.timeline").evaluate((svg) => {
+    const left = Math.min(...[...svg.querySelectorAll("rect.run, rect.wait")].map((r) => Number(r.getAttribute("x"))));
+    return [...svg.querySelectorAll("text.tid")].map((t) => {
+      const b = t.getBBox();
+      return { text: t.textContent, right: Math.round(b.x + b.width), left };
+    }).filter((x) => x.right > x.left);
+  });
+  expect(over.length === 0, over.map((x) => `'${x.text}' ends at x=${x.right}, the events start at x=${x.left}`)
+    .join("; "));
+});
 await check("the timeline's axis zooms in (?t=)", async () => {
   const a = page.locator("svg.timeline a").nth(3);
   expect((await a.count()) === 1, "no zoom links on the axis");

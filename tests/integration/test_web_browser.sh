@@ -21,7 +21,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the number of checks the browser scenario makes when it runs to the end
-BROWSER_CHECKS=37
+BROWSER_CHECKS=38
 
 browser_dir=$SM_REPO/tests/browser
 chromium=${SM_CHROMIUM:-/usr/bin/chromium}
