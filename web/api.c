@@ -265,6 +265,26 @@ static void get_streams(struct req *rq)
 	PQclear(count);
 }
 
+/* A JSON array of the names of a PostgreSQL int array of frame ids. */
+static bool put_names(struct req *rq, const char *ids)
+{
+	const char **names;
+	size_t n;
+
+	if (req_frame_names(rq, ids, &names, &n) < 0) {
+		req_json_error(rq, 500, "reading frame names failed");
+		return false;
+	}
+	buf_putc(&rq->out, '[');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_puts(&rq->out, ", ");
+		buf_put_json_str(&rq->out, names[i], strlen(names[i]));
+	}
+	buf_putc(&rq->out, ']');
+	return true;
+}
+
 /* Distinct stack ids, and so the position of each in the "stacks" array written. */
 struct stackmap {
 	int32_t *ids;       /* distinct stack ids, ascending */
@@ -311,27 +331,30 @@ static int put_stacks(struct req *rq, PGresult *rows, int col, struct stackmap *
 	for (size_t i = 0; i < k; i++)
 		buf_printf(&ids, i ? ",%d" : "%d", m->ids[i]);
 	buf_putc(&ids, '}');
-	fr = model_stack_frames(rq->db, buf_cstr(&ids), err, errlen);
+	fr = model_stacks(rq->db, buf_cstr(&ids), err, errlen);
 	buf_release(&ids);
 	if (!fr)
 		return -1;
 	{
-		/* one array of names per stack, in the order of m->ids (rows come by stack, then position) */
-		struct buf *o = &rq->out;
-		int nf = PQntuples(fr);
-		long cur = -1;
-		buf_puts(o, "\"stacks\": [");
-		for (int i = 0; i < nf; i++) {
-			long s = stack_index(m, (int32_t)strtol(PQgetvalue(fr, i, 0), NULL, 10));
-			while (cur < s)   /* stacks of no frames stay empty arrays */
-				buf_puts(o, cur++ < 0 ? "[" : "], [");
-			if (strcmp(PQgetvalue(fr, i, 1), "1") != 0)
-				buf_puts(o, ", ");
-			buf_put_json_str(o, PQgetvalue(fr, i, 2), (size_t)PQgetlength(fr, i, 2));
+		/* one array of names per stack, in the order of m->ids (a stack the database lacks: []) */
+		int j = 0, nf = PQntuples(fr);
+		buf_puts(&rq->out, "\"stacks\": [");
+		for (size_t i = 0; i < m->n; i++) {
+			if (i)
+				buf_puts(&rq->out, ", ");
+			while (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) < m->ids[i])
+				j++;
+			if (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) == m->ids[i]) {
+				if (!put_names(rq, PQgetvalue(fr, j, 1))) {
+					PQclear(fr);
+					snprintf(err, errlen, "reading frame names failed");
+					return -1;
+				}
+			} else {
+				buf_puts(&rq->out, "[]");
+			}
 		}
-		while (cur < (long)m->n - 1)
-			buf_puts(o, cur++ < 0 ? "[" : "], [");
-		buf_puts(o, m->n ? "]]" : "]");
+		buf_putc(&rq->out, ']');
 	}
 	PQclear(fr);
 	return 0;
@@ -497,11 +520,67 @@ static bool kind_param(struct req *rq, const char **kind)
 	return true;
 }
 
+/*
+ * Writes cluster rows (model_clusters() or model_cluster()) as objects with "common" as
+ * frame names and "patterns" from pats (model_cluster_patterns(), ordered by cluster).
+ * Returns false after an error response.
+ */
+static bool put_clusters(struct req *rq, PGresult *rows, PGresult *pats, bool array)
+{
+	static const char *const skip[] = { "common", "patterns_total", NULL };
+	int pc = 0, np = PQntuples(pats), ccol = PQfnumber(rows, "common");
+
+	if (array)
+		buf_putc(&rq->out, '[');
+	for (int i = 0; i < PQntuples(rows); i++) {
+		const char *cid = PQgetvalue(rows, i, 0);
+		bool first = true;
+
+		if (i)
+			buf_puts(&rq->out, ", ");
+		put_row(&rq->out, rows, i, skip);
+		rq->out.len--;   /* reopen the object */
+		buf_puts(&rq->out, ", \"common\": ");
+		if (!put_names(rq, PQgetvalue(rows, i, ccol)))
+			return false;
+		buf_printf(&rq->out, ", \"patterns_total\": %s, \"patterns\": [", PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
+		while (pc < np && strtoll(PQgetvalue(pats, pc, 0), NULL, 10) < strtoll(cid, NULL, 10))
+			pc++;
+		for (; pc < np && strcmp(PQgetvalue(pats, pc, 0), cid) == 0; pc++) {
+			buf_printf(&rq->out, "%s{\"pattern_id\": %s, \"frames\": ", first ? "" : ", ", PQgetvalue(pats, pc, 1));
+			if (!put_names(rq, PQgetvalue(pats, pc, 2)))
+				return false;
+			buf_printf(&rq->out, ", \"cost_ns\": %s, \"events\": %s, \"streams\": %s}", PQgetvalue(pats, pc, 3),
+				   PQgetvalue(pats, pc, 4), PQgetvalue(pats, pc, 5));
+			first = false;
+		}
+		buf_puts(&rq->out, "]}");
+	}
+	if (array)
+		buf_putc(&rq->out, ']');
+	return true;
+}
+
+/* "{id,id,...}" of the cluster ids of rows (column 0), in the arena. */
+static const char *cluster_ids(struct req *rq, PGresult *rows)
+{
+	struct buf b = BUF_INIT(0);
+	const char *out;
+
+	buf_putc(&b, '{');
+	for (int i = 0; i < PQntuples(rows); i++)
+		buf_printf(&b, i ? ",%s" : "%s", PQgetvalue(rows, i, 0));
+	buf_putc(&b, '}');
+	out = req_strdup(rq, buf_cstr(&b));
+	buf_release(&b);
+	return out;
+}
+
 static void get_clusters(struct req *rq, const char *run)
 {
 	static const char *const names[] = { "sort", "kind", "q", "patterns", "limit", "offset", NULL };
 	const char *sort = req_query(rq, "sort"), *kind, *text = req_query(rq, "q");
-	PGresult *r, *rows = NULL, *count = NULL;
+	PGresult *r, *rows = NULL, *count = NULL, *pats = NULL;
 	int64_t np;
 	long limit, offset;
 	int s = 0;
@@ -521,18 +600,21 @@ static void get_clusters(struct req *rq, const char *run)
 	if (!(r = need_run(rq, run)))
 		return;
 	PQclear(r);
-	rows = model_clusters(rq->db, run, (enum model_sort)s, kind, text, limit, offset, (long)np, err,
-			      sizeof(err));
+	rows = model_clusters(rq->db, run, (enum model_sort)s, kind, text, limit, offset, err, sizeof(err));
 	if (!failed(rq, rows, err))
 		count = model_clusters_count(rq->db, run, kind, text, err, sizeof(err));
-	if (rows && !failed(rq, count, err)) {
+	if (count && !failed(rq, count, err))
+		pats = model_cluster_patterns(rq->db, cluster_ids(rq, rows), (long)np, err, sizeof(err));
+	if (pats && !failed(rq, pats, err)) {
 		buf_printf(&rq->out, "{\"sort\": \"%s\", \"clusters\": ", model_sort_name((enum model_sort)s));
-		put_rows(&rq->out, rows, NULL);
-		buf_printf(&rq->out, ", \"total\": %s}", PQgetvalue(count, 0, 0));
-		ok_json(rq, 200);
+		if (put_clusters(rq, rows, pats, true)) {
+			buf_printf(&rq->out, ", \"total\": %s}", PQgetvalue(count, 0, 0));
+			ok_json(rq, 200);
+		}
 	}
 	PQclear(rows);
 	PQclear(count);
+	PQclear(pats);
 }
 
 static void get_cluster(struct req *rq, const char *id)
@@ -553,9 +635,15 @@ static void get_cluster(struct req *rq, const char *id)
 		PQclear(c);
 		return;
 	}
-	put_row(&rq->out, c, 0, NULL);
+	r = model_cluster_patterns(rq->db, cluster_ids(rq, c), 100000, err, sizeof(err));
+	if (failed(rq, r, err) || !put_clusters(rq, c, r, false)) {
+		PQclear(c);
+		PQclear(r);
+		return;
+	}
 	rq->out.len--;   /* reopen the object */
 	PQclear(c);
+	PQclear(r);
 	r = model_cluster_streams(rq->db, id, (long)lim, err, sizeof(err));
 	if (failed(rq, r, err))
 		return;

@@ -588,6 +588,16 @@ static size_t label_fit(double w)
 	return fit >= 3 ? (size_t)fit : 0;
 }
 
+/* Characters (not bytes) of s[0..n). */
+static size_t utf8_chars(const char *s, size_t n)
+{
+	size_t chars = 0;
+
+	for (size_t i = 0; i < n; i++)
+		chars += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return chars;
+}
+
 /* The name cut to `fit` (>= 3) characters: all of it, or whole characters and "…". */
 static int put_label(struct buf *b, const char *s, size_t n, size_t fit)
 {
@@ -629,9 +639,17 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 	    buf_puts(b, "\" height=\"") || buf_put_i64(b, BAR_PX) || buf_puts(b, "\" fill=\"") ||
 	    put_colour(b, nm->s, nm->len) || buf_puts(b, "\"/>"))
 		return -1;
+	/* a label that must be cut shows the function, not the module it starts with */
+	const char *ls = nm->s;
+	size_t ln = nm->len;
+	const char *bang = memchr(ls, '!', ln);
+	if (fit && bang && utf8_chars(ls, ln) > fit) {
+		ln -= (size_t)(bang + 1 - ls);
+		ls = bang + 1;
+	}
 	if (fit && (buf_puts(b, "<text x=\"") || put_f1(b, x + TEXT_PAD) || buf_puts(b, "\" y=\"") ||
 		    buf_put_i64(b, (int64_t)row * ROW_PX + 13) || buf_puts(b, "\">") ||
-		    put_label(b, nm->s, nm->len, fit) || buf_puts(b, "</text>")))
+		    put_label(b, ls, ln, fit) || buf_puts(b, "</text>")))
 		return -1;
 	if (c->href && buf_puts(b, "</a>"))
 		return -1;

@@ -39,11 +39,12 @@ void html_begin(struct req *rq, const char *title)
 		     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
 	html_text(rq, title);
 	html_raw(rq, " · stackmine</title><link rel=\"stylesheet\" href=\"/static/app.css\">"
-		     "<script src=\"/static/app.js\" defer></script></head>\n");
+		     "<link rel=\"icon\" href=\"data:,\"><script src=\"/static/app.js\" defer></script></head>\n");
 	/* the token for scripts' writes (only ever for this user's own session) */
-	html_rawf(rq, "<body data-csrf=\"%s\"><header><a class=\"brand\" href=\"/runs\">stackmine</a><nav>"
-		      "<a href=\"/runs\">Runs</a><a href=\"/streams\">Streams</a><a href=\"/signatures\">Signatures</a>"
-		      "</nav>", rq->csrf);
+	html_rawf(rq, "<body data-csrf=\"%s\"><header><a class=\"brand\" href=\"/runs\">stackmine</a><nav>", rq->csrf);
+	if (req_may_read(rq))
+		html_raw(rq, "<a href=\"/runs\">Runs</a><a href=\"/streams\">Streams</a><a href=\"/signatures\">Signatures</a>");
+	html_raw(rq, "</nav>");
 	if (rq->via_cookie) {
 		html_raw(rq, "<form class=\"logout\" method=\"post\" action=\"/logout\">");
 		html_csrf_field(rq);
@@ -120,6 +121,25 @@ void html_frame_short(struct req *rq, const char *name, int max)
 	html_raw(rq, "\">");
 	html_text(rq, tmp[0] ? tmp : name);
 	html_raw(rq, "</span>");
+}
+
+void html_time(struct req *rq, const char *iso)
+{
+	char t[20];
+
+	if (!iso || strlen(iso) < 19) {
+		html_text(rq, iso ? iso : "–");
+		return;
+	}
+	/* "2026-11-22T06:25:38.523747Z" shown as "2026-11-22 06:25:38", the whole in a title */
+	memcpy(t, iso, 19);
+	t[10] = ' ';
+	t[19] = '\0';
+	html_raw(rq, "<time datetime=\"");
+	html_text(rq, iso);
+	html_raw(rq, "\">");
+	html_text(rq, t);
+	html_raw(rq, "</time>");
 }
 
 void html_error(struct req *rq, int status, const char *msg)

@@ -31,6 +31,8 @@ void html_bar(struct req *rq, double value, double max, int width);
 /* A frame name shortened for tables: the function part, arguments dropped, at most max bytes
  * (on a character boundary, with "…"); the full name in a title attribute. */
 void html_frame_short(struct req *rq, const char *name, int max);
+/* A time of day from an RFC 3339 string, to the second, in a <time> element. */
+void html_time(struct req *rq, const char *iso);
 /* An error page with status and message. */
 void html_error(struct req *rq, int status, const char *msg);
 /* A 303 redirect to a local path. */

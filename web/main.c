@@ -29,6 +29,7 @@ static const char usage[] =
 	"  --miner-threads N      threads of the embedded worker's runs, 0 = one per core [0]\n"
 	"  --cookie-secure        mark the session cookie Secure (serve behind TLS)\n"
 	"  --auth-cache-ms N      how long a token check is remembered [10000]\n"
+	"  --frame-cache SIZE     memory for frame names (k, M, G suffixes) [256M]\n"
 	"  --log-level LEVEL      debug, info, warn, error [info]\n"
 	"  -h, --help             this text\n"
 	"\n"
@@ -37,7 +38,7 @@ static const char usage[] =
 
 enum {
 	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
-	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL,
+	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE,
 };
 
 static int bad(const char *opt, const char *val, const char *why)
@@ -61,6 +62,7 @@ int main(int argc, char **argv)
 		{ "cookie-secure", no_argument, NULL, OPT_SECURE },
 		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
 		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
+		{ "frame-cache", required_argument, NULL, OPT_FRAMECACHE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -93,6 +95,11 @@ int main(int argc, char **argv)
 			if (util_parse_size(optarg, &sz) < 0 || sz < 1024 || sz > ((uint64_t)1 << 30))
 				return bad(name, optarg, "must be a size from 1k to 1G");
 			cfg.max_body = sz;
+			continue;
+		case OPT_FRAMECACHE:
+			if (util_parse_size(optarg, &sz) < 0 || sz > ((uint64_t)1 << 40))
+				return bad("frame-cache", optarg, "must be a size up to 1024G (0: no cache)");
+			cfg.frame_cache_bytes = sz;
 			continue;
 		case '?':
 			fputs(usage, stderr);

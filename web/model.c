@@ -105,15 +105,12 @@ PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err
 		   2, p, err, errlen);
 }
 
-PGresult *model_stack_frames(PGconn *db, const char *stack_ids, char *err, size_t errlen)
+PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errlen)
 {
 	const char *p[1] = { stack_ids };
 
-	return run(db,
-		   "SELECT st.id AS stack_id, o.i AS pos, f.name FROM stacks st,"
-		   " unnest(st.frame_ids) WITH ORDINALITY AS o(fid, i) JOIN frames f ON f.id = o.fid"
-		   " WHERE st.id = ANY($1::int[]) ORDER BY st.id, o.i",
-		   1, p, err, errlen);
+	return run(db, "SELECT id AS stack_id, frame_ids FROM stacks WHERE id = ANY($1::int[]) ORDER BY id", 1, p,
+		   err, errlen);
 }
 
 /* ---- runs ---- */
@@ -171,53 +168,65 @@ const char *model_sort_name(enum model_sort s)
 	return (unsigned)s < SORT_N ? sort_names[s] : "?";
 }
 
+/* $1 run, $2 kind, $3 text; the page is chosen first ($4 limit, $5 offset), then described */
+#define CLUSTER_WHERE                                                                            \
+	" FROM clusters c WHERE c.run_id = $1::bigint AND ($2::\"char\" IS NULL OR c.kind = $2::\"char\")" \
+	" AND ($3::text IS NULL OR c.common_frame_ids && (SELECT coalesce(array_agg(f.id), '{}')"  \
+	"  FROM frames f WHERE strpos(lower(f.name), lower($3)) > 0))"
 #define CLUSTER_COLS(rank)                                                                      \
 	"SELECT c.id AS cluster_id, c.run_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind," \
 	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \
-	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, " NAMES("c.common_frame_ids")       \
-	" AS common, cardinality(c.members) AS patterns_total,"                                    \
-	" (SELECT coalesce(json_agg(json_build_object('pattern_id', p.id, 'frames', " NAMES("p.frame_ids") \
-	", 'cost_ns', p.cost_ns, 'events', p.events, 'streams', p.streams) ORDER BY p.cost_ns DESC, p.id), '[]')" \
-	"  FROM (SELECT * FROM patterns p WHERE p.id = ANY(c.members) ORDER BY p.cost_ns DESC, p.id"   \
-	"        LIMIT $3) p) AS patterns"
-/* $1 run, $2 kind, $3 patterns per cluster, $4 text, $5 limit, $6 offset */
-#define CLUSTER_WHERE                                                                            \
-	" FROM clusters c WHERE c.run_id = $1::bigint AND ($2::\"char\" IS NULL OR c.kind = $2::\"char\")" \
-	" AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM unnest(c.common_frame_ids) AS u(id)"       \
-	"  JOIN frames f ON f.id = u.id WHERE strpos(lower(f.name), lower($4)) > 0))"
-#define CLUSTER_PAGE " LIMIT $5 OFFSET $6"
+	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.common_frame_ids AS common,"        \
+	" cardinality(c.members) AS patterns_total"
+#define CLUSTER_PAGE(rank, order)                                                                \
+	CLUSTER_COLS(rank) " FROM (SELECT c.*" CLUSTER_WHERE " ORDER BY " order " LIMIT $4 OFFSET $5) c" \
+	" ORDER BY " order
 
 static const char *const cluster_sql[SORT_N] = {
-	CLUSTER_COLS("c.rank_total_cost") CLUSTER_WHERE " ORDER BY c.total_cost_ns DESC, c.id" CLUSTER_PAGE,
-	CLUSTER_COLS("c.rank_streams") CLUSTER_WHERE " ORDER BY c.streams DESC, c.id" CLUSTER_PAGE,
-	CLUSTER_COLS("c.rank_events") CLUSTER_WHERE " ORDER BY c.events DESC, c.id" CLUSTER_PAGE,
-	CLUSTER_COLS("c.rank_avg_cost") CLUSTER_WHERE " ORDER BY c.avg_cost_ns DESC, c.id" CLUSTER_PAGE,
+	CLUSTER_PAGE("c.rank_total_cost", "c.total_cost_ns DESC, c.id"),
+	CLUSTER_PAGE("c.rank_streams", "c.streams DESC, c.id"),
+	CLUSTER_PAGE("c.rank_events", "c.events DESC, c.id"),
+	CLUSTER_PAGE("c.rank_avg_cost", "c.avg_cost_ns DESC, c.id"),
 };
 
 PGresult *model_clusters(PGconn *db, const char *run_id, enum model_sort sort, const char *kind,
-			 const char *text, long limit, long offset, long npatterns, char *err, size_t errlen)
+			 const char *text, long limit, long offset, char *err, size_t errlen)
 {
-	char lim[24], off[24], np[24];
-	const char *p[6] = { run_id, kind, np, text, lim, off };
+	char lim[24], off[24];
+	const char *p[5] = { run_id, kind, text, lim, off };
 
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	snprintf(off, sizeof(off), "%ld", offset);
-	snprintf(np, sizeof(np), "%ld", npatterns);
-	return run(db, cluster_sql[(unsigned)sort < SORT_N ? sort : 0], 6, p, err, errlen);
+	return run(db, cluster_sql[(unsigned)sort < SORT_N ? sort : 0], 5, p, err, errlen);
 }
 
 PGresult *model_clusters_count(PGconn *db, const char *run_id, const char *kind, const char *text,
 			       char *err, size_t errlen)
 {
-	/* $3 is unused here; the WHERE clause is shared */
-	const char *p[4] = { run_id, kind, NULL, text };
+	const char *p[3] = { run_id, kind, text };
 
-	return run(db, "SELECT count(*) AS total" CLUSTER_WHERE " AND $3::text IS NULL", 4, p, err, errlen);
+	return run(db, "SELECT count(*) AS total" CLUSTER_WHERE, 3, p, err, errlen);
+}
+
+PGresult *model_cluster_patterns(PGconn *db, const char *cluster_ids, long per_cluster, char *err,
+				 size_t errlen)
+{
+	char lim[24];
+	const char *p[2] = { cluster_ids, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", per_cluster);
+	return run(db,
+		   "SELECT cluster_id, pattern_id, frame_ids, cost_ns, events, streams FROM ("
+		   " SELECT c.id AS cluster_id, p.id AS pattern_id, p.frame_ids, p.cost_ns, p.events, p.streams,"
+		   "  row_number() OVER (PARTITION BY c.id ORDER BY p.cost_ns DESC, p.id) AS k"
+		   " FROM clusters c JOIN patterns p ON p.id = ANY(c.members) WHERE c.id = ANY($1::bigint[])) x"
+		   " WHERE k <= $2 ORDER BY cluster_id, k",
+		   2, p, err, errlen);
 }
 
 PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
 {
-	const char *p[3] = { id, NULL, "100000" };
+	const char *p[1] = { id };
 
 	return run(db,
 		   CLUSTER_COLS("c.rank_total_cost") ", c.medoid,"
@@ -225,8 +234,8 @@ PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
 		   "   'sim', (a->>'sim')::float8, 'ops', a->>'ops') ORDER BY o), '[]')"
 		   "  FROM jsonb_array_elements(c.alignment) WITH ORDINALITY AS x(a, o)) AS alignment,"
 		   " cardinality(c.stack_ids) > 0 AS has_stacks"
-		   " FROM clusters c WHERE c.id = $1::bigint AND $2::text IS NULL",
-		   3, p, err, errlen);
+		   " FROM clusters c WHERE c.id = $1::bigint",
+		   1, p, err, errlen);
 }
 
 /* the run's collapsed stacks a cluster matches */

@@ -37,9 +37,8 @@ PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen);
 int model_stream_aoi(PGresult *st, PGresult *ev, enum aoi_mode mode, bool *in);
 /* Its first `limit` events by time: kind ('r'/'w'), tid, ts_ns, dur_ns, stack_id, readier_tid. */
 PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen);
-/* Frame names of stacks: stack_id, frames (text[] in PostgreSQL's array syntax is avoided: one row
- * per stack and frame: stack_id, pos, name), for the given ids ("{1,2,3}"). */
-PGresult *model_stack_frames(PGconn *db, const char *stack_ids, char *err, size_t errlen);
+/* Stacks by id ("{1,2,3}"): stack_id, frame_ids (an int array, outermost first), ascending. */
+PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errlen);
 
 /* runs: run_id, status, app, params, error, counts, timings_ms, progress, created_at, started_at,
  * finished_at, newest first; app and status filters may be NULL. */
@@ -58,17 +57,22 @@ const char *model_sort_name(enum model_sort s);
 /*
  * A run's clusters sorted by a metric (descending, ties by cluster id): cluster_id, run_id,
  * kind ("wait"/"run"), rank (within its kind under that metric), rank_total_cost, rank_streams,
- * rank_events, rank_avg_cost, total_cost_ns, streams, events, avg_cost_ns, common (json array of
- * frame names), patterns_total, patterns (json array, at most npatterns, costliest first, of
- * {pattern_id, frames, cost_ns, events, streams}). kind: "r", "w" or NULL; text: only clusters
- * with a frame of the common part containing it (case-insensitive), or NULL.
+ * rank_events, rank_avg_cost, total_cost_ns, streams, events, avg_cost_ns, common (the common
+ * part's frame ids, an int array: names via req_frame_names()), patterns_total. kind: "r", "w"
+ * or NULL; text: only clusters with a frame of the common part containing it
+ * (case-insensitive), or NULL. The page is chosen before anything else is computed.
  */
 PGresult *model_clusters(PGconn *db, const char *run, enum model_sort sort, const char *kind,
-			 const char *text, long limit, long offset, long npatterns, char *err, size_t errlen);
+			 const char *text, long limit, long offset, char *err, size_t errlen);
 PGresult *model_clusters_count(PGconn *db, const char *run, const char *kind, const char *text, char *err,
 			       size_t errlen);
-/* One cluster: the columns of model_clusters() (rank = rank_total_cost; every pattern) plus
- * medoid (pattern id), alignment (json: [{pattern_id, sim, ops}] against the medoid), has_stacks. */
+/* The costliest per_cluster member patterns of each of the clusters cluster_ids ("{1,2}"):
+ * cluster_id, pattern_id, frame_ids (int array), cost_ns, events, streams; by cluster, costliest
+ * first. */
+PGresult *model_cluster_patterns(PGconn *db, const char *cluster_ids, long per_cluster, char *err,
+				 size_t errlen);
+/* One cluster: the columns of model_clusters() (rank = rank_total_cost) plus medoid (pattern
+ * id), alignment (json: [{pattern_id, sim, ops}] against the medoid), has_stacks. */
 PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen);
 /* The streams with the most matched cost: stream_id, host, app, version, cost_ns, events. */
 PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen);

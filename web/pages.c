@@ -98,37 +98,56 @@ static const char *keep_param(struct req *rq, const char *prev, const char *name
 	return out ? out : "";
 }
 
-/* Writes a json array of strings (frame names) as a list of frames, innermost last. */
-static void frame_list(struct req *rq, const char *json, const char *cls)
+/* Frame names as a numbered list, outermost first. */
+static void frame_list(struct req *rq, const char *const *names, size_t n, const char *cls)
 {
-	json_object *a = json ? json_tokener_parse(json) : NULL;
-	size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
-
 	html_rawf(rq, "<ol class=\"%s\">", cls);
 	for (size_t i = 0; i < n; i++) {
 		html_raw(rq, "<li>");
-		html_text(rq, json_object_get_string(json_object_array_get_idx(a, i)));
+		html_text(rq, names[i]);
 		html_raw(rq, "</li>");
 	}
 	html_raw(rq, "</ol>");
-	json_object_put(a);
 }
 
-/* The last `k` frames of a json array, short, joined by › (the full list in a title). */
-static void frames_compact(struct req *rq, const char *json, size_t k)
+/* The last k of frame names n, short, joined by › (each full name in a title). */
+static void frames_compact(struct req *rq, const char *const *names, size_t n, size_t k)
+{
+	size_t from = n > k ? n - k : 0;
+
+	html_raw(rq, "<span class=\"frames\">");
+	if (from)
+		html_rawf(rq, "<span class=\"more\" title=\"%zu more frames above\">… </span>", from);
+	for (size_t i = from; i < n; i++) {
+		if (i > from)
+			html_raw(rq, " <span class=\"sep\">›</span> ");
+		html_frame_short(rq, names[i], 60);
+	}
+	html_raw(rq, "</span>");
+}
+
+/* frames_compact() of the frame ids of a PostgreSQL int array. */
+static void frame_ids_compact(struct req *rq, const char *ids, size_t k)
+{
+	const char **names;
+	size_t n;
+
+	if (req_frame_names(rq, ids, &names, &n) == 0)
+		frames_compact(rq, names, n, k);
+}
+
+/* frames_compact() of a JSON array of names (a signature's frames). */
+static void frames_json_compact(struct req *rq, const char *json, size_t k)
 {
 	json_object *a = json ? json_tokener_parse(json) : NULL;
 	size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+	const char **names = arena_calloc(rq->a, n + 1, sizeof(char *));
 
-	html_raw(rq, "<span class=\"frames\">");
-	if (n > k)
-		html_rawf(rq, "<span class=\"more\" title=\"%zu more frames above\">… </span>", n - k);
-	for (size_t i = n > k ? n - k : 0; i < n; i++) {
-		if (i > (n > k ? n - k : 0))
-			html_raw(rq, " <span class=\"sep\">›</span> ");
-		html_frame_short(rq, json_object_get_string(json_object_array_get_idx(a, i)), 60);
-	}
-	html_raw(rq, "</span>");
+	for (size_t i = 0; names && i < n; i++)
+		names[i] = arena_strndup(rq->a, json_object_get_string(json_object_array_get_idx(a, i)),
+					 (size_t)json_object_get_string_len(json_object_array_get_idx(a, i)));
+	if (names)
+		frames_compact(rq, names, n, k);
 	json_object_put(a);
 }
 
@@ -318,8 +337,8 @@ static void page_runs(struct req *rq)
 		count_of(rq, col(r, i, "counts"), "patterns");
 		html_raw(rq, "</td><td class=\"n\">");
 		count_of(rq, col(r, i, "counts"), "clusters");
-		html_raw(rq, "</td><td>");
-		html_text(rq, col(r, i, "created_at"));
+		html_raw(rq, "</td><td class=\"time\">");
+		html_time(rq, col(r, i, "created_at"));
 		html_raw(rq, "</td></tr>");
 	}
 	html_raw(rq, "</tbody></table>");
@@ -362,7 +381,7 @@ static void page_run(struct req *rq, const char *id)
 		html_error(rq, 404, "No such run.");
 		return;
 	}
-	cl = model_clusters(rq->db, id, (enum model_sort)s, k, q, PAGE, offset, 0, err, sizeof(err));
+	cl = model_clusters(rq->db, id, (enum model_sort)s, k, q, PAGE, offset, err, sizeof(err));
 	cnt = cl ? model_clusters_count(rq->db, id, k, q, err, sizeof(err)) : NULL;
 	if (!cl || !cnt) {
 		PQclear(run);
@@ -434,7 +453,8 @@ static void page_run(struct req *rq, const char *id)
 		for (int m = 0; m < SORT_N; m++)
 			if ((double)coln(cl, i, metric_col[m]) > max[m])
 				max[m] = (double)coln(cl, i, metric_col[m]);
-	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th>Rank</th><th>Kind</th>");
+	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th class=\"n\">#</th>"
+		     "<th class=\"n\" title=\"rank within its kind under this metric\">Rank</th><th>Kind</th>");
 	for (int m = 0; m < SORT_N; m++) {
 		html_rawf(rq, "<th class=\"n\"%s><a href=\"?", m == s ? " aria-sort=\"descending\"" : "");
 		html_text(rq, keep_param(rq, keep_param(rq, keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)m)),
@@ -445,8 +465,9 @@ static void page_run(struct req *rq, const char *id)
 	html_raw(rq, "<th>Common part (innermost frames)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(cl); i++) {
 		long long cid = (long long)coln(cl, i, "cluster_id");
-		html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%lld</a></td><td>%s</td>", cid,
-			  (long long)coln(cl, i, "rank"), col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
+		html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
+			  "<td>%s</td>", cid, offset + i + 1, (long long)coln(cl, i, "rank"),
+			  col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
 		for (int m = 0; m < SORT_N; m++) {
 			int64_t v = coln(cl, i, metric_col[m]);
 			html_raw(rq, "<td class=\"n metric\">");
@@ -458,11 +479,11 @@ static void page_run(struct req *rq, const char *id)
 			html_raw(rq, "</td>");
 		}
 		html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
-		frames_compact(rq, col(cl, i, "common"), 3);
+		frame_ids_compact(rq, col(cl, i, "common"), 3);
 		html_raw(rq, "</a></td></tr>");
 	}
 	if (PQntuples(cl) == 0)
-		html_raw(rq, "<tr><td colspan=\"7\" class=\"empty\">No clusters (yet).</td></tr>");
+		html_raw(rq, "<tr><td colspan=\"8\" class=\"empty\">No clusters (yet).</td></tr>");
 	html_raw(rq, "</tbody></table>");
 	pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)coln(cnt, 0, "total"));
 	html_end(rq);
@@ -473,33 +494,33 @@ static void page_run(struct req *rq, const char *id)
 
 /* ---- a cluster ---- */
 
-/* Frame names of patterns by id, from the cluster row's "patterns" json. */
-static json_object *pattern_by_id(json_object *patterns, int64_t id)
+/* A member pattern: its id, cost and frame names. */
+struct member {
+	int64_t id, cost;
+	const char **names;
+	size_t n;
+};
+
+static const struct member *member_by_id(const struct member *m, size_t n, int64_t id)
 {
-	for (size_t i = 0; i < json_object_array_length(patterns); i++) {
-		json_object *p = json_object_array_get_idx(patterns, i), *v;
-		if (json_object_object_get_ex(p, "pattern_id", &v) && json_object_get_int64(v) == id)
-			return p;
-	}
+	for (size_t i = 0; i < n; i++)
+		if (m[i].id == id)
+			return &m[i];
 	return NULL;
 }
 
-static const char *frame_at(json_object *pattern, size_t i)
+static const char *frame_at(const struct member *m, size_t i)
 {
-	json_object *f;
-
-	if (!pattern || !json_object_object_get_ex(pattern, "frames", &f) || i >= json_object_array_length(f))
-		return "";
-	return json_object_get_string(json_object_array_get_idx(f, i));
+	return m && i < m->n ? m->names[i] : "";
 }
 
 /* Members aligned with the medoid as in the paper's Figure 3: one block per member, one row per step. */
-static void alignment_blocks(struct req *rq, PGresult *c)
+static void alignment_blocks(struct req *rq, PGresult *c, const struct member *mem, size_t nmem,
+			     const char *const *common, size_t nc)
 {
-	json_object *pats = json_tokener_parse(col(c, 0, "patterns")), *al = json_tokener_parse(col(c, 0, "alignment"));
-	json_object *common = json_tokener_parse(col(c, 0, "common"));
+	json_object *al = json_tokener_parse(col(c, 0, "alignment"));
 	int64_t medoid = coln(c, 0, "medoid");
-	json_object *mp = pats ? pattern_by_id(pats, medoid) : NULL;
+	const struct member *mp = member_by_id(mem, nmem, medoid);
 	size_t nal = al ? json_object_array_length(al) : 0;
 
 	html_raw(rq, "<section><h2>Members aligned with the medoid</h2><p class=\"legend\"><span class=\"op M\">match"
@@ -509,16 +530,15 @@ static void alignment_blocks(struct req *rq, PGresult *c)
 		json_object *a = json_object_array_get_idx(al, k), *v;
 		int64_t pid = json_object_object_get_ex(a, "pattern_id", &v) ? json_object_get_int64(v) : 0;
 		const char *ops = json_object_object_get_ex(a, "ops", &v) ? json_object_get_string(v) : "";
-		json_object *p = pattern_by_id(pats, pid);
-		size_t li = 0, ri = 0, ci = 0, nc = common ? json_object_array_length(common) : 0;
-		json_object *cost;
+		const struct member *p = member_by_id(mem, nmem, pid);
+		size_t li = 0, ri = 0, ci = 0;
 
 		html_rawf(rq, "<details%s><summary>Pattern %lld%s · Sim %.3f", k < 3 ? " open" : "", (long long)pid,
 			  pid == medoid ? " (medoid)" : "",
 			  json_object_object_get_ex(a, "sim", &v) ? json_object_get_double(v) : 0);
-		if (p && json_object_object_get_ex(p, "cost_ns", &cost)) {
+		if (p) {
 			html_raw(rq, " · cost ");
-			html_cost(rq, json_object_get_int64(cost));
+			html_cost(rq, p->cost);
 		}
 		html_raw(rq, "</summary><table class=\"align\"><thead><tr><th>Medoid</th><th></th><th>This member</th>"
 			     "</tr></thead><tbody>");
@@ -526,8 +546,7 @@ static void alignment_blocks(struct req *rq, PGresult *c)
 			const char *lf = (*o == 'M' || *o == 'S' || *o == 'D') ? frame_at(mp, li++) : NULL;
 			const char *rf = (*o == 'M' || *o == 'S' || *o == 'I') ? frame_at(p, ri++) : NULL;
 			/* the common part is the medoid's matched frames, in order */
-			bool in_common = lf && *o == 'M' && ci < nc &&
-					 strcmp(lf, json_object_get_string(json_object_array_get_idx(common, ci))) == 0;
+			bool in_common = lf && *o == 'M' && ci < nc && strcmp(lf, common[ci]) == 0;
 			if (in_common)
 				ci++;
 			html_rawf(rq, "<tr class=\"op %c%s\"><td>", *o, in_common ? " common" : "");
@@ -542,9 +561,7 @@ static void alignment_blocks(struct req *rq, PGresult *c)
 	if (nal > 200)
 		html_rawf(rq, "<p>… and %zu more members (the API has them all).</p>", nal - 200);
 	html_raw(rq, "</section>");
-	json_object_put(pats);
 	json_object_put(al);
-	json_object_put(common);
 }
 
 static void breakdown(struct req *rq, const char *id, const char *dim, const char *title)
@@ -596,22 +613,21 @@ static void flame_section(struct req *rq, const char *id)
 	for (int i = 0; i < PQntuples(st); i++)
 		buf_printf(&ids, i ? ",%s" : "%s", PQgetvalue(st, i, 0));
 	buf_putc(&ids, '}');
-	fr = model_stack_frames(rq->db, buf_cstr(&ids), err, sizeof(err));
+	fr = model_stacks(rq->db, buf_cstr(&ids), err, sizeof(err));
 	if (!fr)
 		goto out;
 	{
-		/* rows of fr come by stack id then position, as do the stacks of st */
+		/* both come by stack id */
 		int j = 0, nf = PQntuples(fr);
-		const char **names = arena_alloc(rq->a, ((size_t)nf + 1) * sizeof(char *));
-		for (int i = 0; names && i < PQntuples(st); i++) {
-			const char *sid = PQgetvalue(st, i, 0);
-			size_t n = 0;
-			while (j < nf && strcmp(PQgetvalue(fr, j, 0), sid) != 0 &&
-			       strtoll(PQgetvalue(fr, j, 0), NULL, 10) < strtoll(sid, NULL, 10))
+		for (int i = 0; i < PQntuples(st); i++) {
+			int64_t sid = coln(st, i, "stack_id");
+			const char **names;
+			size_t n;
+			while (j < nf && coln(fr, j, "stack_id") < sid)
 				j++;
-			while (j < nf && strcmp(PQgetvalue(fr, j, 0), sid) == 0)
-				names[n++] = PQgetvalue(fr, j++, 2);
-			flame_add(f, names, n, (uint64_t)coln(st, i, "cost_ns"), (uint64_t)coln(st, i, "events"));
+			if (j < nf && coln(fr, j, "stack_id") == sid &&
+			    req_frame_names(rq, col(fr, j, "frame_ids"), &names, &n) == 0)
+				flame_add(f, names, n, (uint64_t)coln(st, i, "cost_ns"), (uint64_t)coln(st, i, "events"));
 		}
 	}
 	html_raw(rq, "<section id=\"flame\"><h2>Flame graph of the matched events</h2><p class=\"hint\">Width is cost; "
@@ -656,29 +672,46 @@ static void page_cluster(struct req *rq, const char *id)
 	html_rawf(rq, " (#%lld)</dd><dt>Patterns</dt><dd>%lld</dd></dl>", (long long)coln(c, 0, "rank_avg_cost"),
 		  (long long)coln(c, 0, "patterns_total"));
 
-	html_raw(rq, "<section class=\"card\"><h2>Common part</h2>");
-	frame_list(rq, col(c, 0, "common"), "common-part");
-	if (rq->role >= AUTH_ANALYST) {
-		json_object *a = json_tokener_parse(col(c, 0, "common"));
-		html_rawf(rq, "<details class=\"sigform\"><summary><span class=\"button\">Create a signature from the "
-			      "common part</span></summary><form method=\"post\" action=\"/signatures/new\" "
-			      "id=\"sig-form\"><input type=\"hidden\" name=\"from_cluster\" value=\"%s\">", id);
-		html_csrf_field(rq);
-		html_raw(rq, "<label>Name <input name=\"name\" required maxlength=\"255\"></label>"
-			     "<label>Frames (one per line, outermost first; edit to keep the distinctive ones)"
-			     "<textarea name=\"frames\" rows=\"8\">");
-		for (size_t i = 0; a && i < json_object_array_length(a); i++) {
-			html_text(rq, json_object_get_string(json_object_array_get_idx(a, i)));
-			html_raw(rq, "\n");
+	{
+		const char **common;
+		size_t nc = 0, nmem = 0;
+		struct member *mem = NULL;
+		PGresult *pats = model_cluster_patterns(rq->db, req_printf(rq, "{%s}", id), 100000, err, sizeof(err));
+
+		if (req_frame_names(rq, col(c, 0, "common"), &common, &nc) < 0)
+			nc = 0;
+		if (pats) {
+			mem = arena_calloc(rq->a, (size_t)PQntuples(pats) + 1, sizeof(*mem));
+			for (int i = 0; mem && i < PQntuples(pats); i++) {
+				mem[nmem].id = coln(pats, i, "pattern_id");
+				mem[nmem].cost = coln(pats, i, "cost_ns");
+				if (req_frame_names(rq, col(pats, i, "frame_ids"), &mem[nmem].names, &mem[nmem].n) == 0)
+					nmem++;
+			}
 		}
-		json_object_put(a);
-		html_raw(rq, "</textarea></label><label>Status <select name=\"status\"><option>open</option>"
-			     "<option>known</option><option>fixed</option></select></label>"
-			     "<label>Note or link <input name=\"note\" maxlength=\"2000\"></label>"
-			     "<button type=\"submit\">Create signature</button></form></details>");
+		html_raw(rq, "<section class=\"card\"><h2>Common part</h2>");
+		frame_list(rq, common, nc, "common-part");
+		if (rq->role >= AUTH_ANALYST) {
+			html_rawf(rq, "<details class=\"sigform\"><summary><span class=\"button\">Create a signature from the "
+				      "common part</span></summary><form method=\"post\" action=\"/signatures/new\" "
+				      "id=\"sig-form\"><input type=\"hidden\" name=\"from_cluster\" value=\"%s\">", id);
+			html_csrf_field(rq);
+			html_raw(rq, "<label>Name <input name=\"name\" required maxlength=\"255\"></label>"
+				     "<label>Frames (one per line, outermost first; edit to keep the distinctive ones)"
+				     "<textarea name=\"frames\" rows=\"8\">");
+			for (size_t i = 0; i < nc; i++) {
+				html_text(rq, common[i]);
+				html_raw(rq, "\n");
+			}
+			html_raw(rq, "</textarea></label><label>Status <select name=\"status\"><option>open</option>"
+				     "<option>known</option><option>fixed</option></select></label>"
+				     "<label>Note or link <input name=\"note\" maxlength=\"2000\"></label>"
+				     "<button type=\"submit\">Create signature</button></form></details>");
+		}
+		html_raw(rq, "</section>");
+		alignment_blocks(rq, c, mem, nmem, common, nc);
+		PQclear(pats);
 	}
-	html_raw(rq, "</section>");
-	alignment_blocks(rq, c);
 	html_raw(rq, "<section><h2>Where it costs</h2>");
 	if (strcmp(col(c, 0, "has_stacks"), "t") != 0)
 		html_raw(rq, "<p class=\"hint\">This run was clustered before matched stacks were recorded; mine it again "
@@ -767,8 +800,8 @@ static void page_streams(struct req *rq)
 		html_raw(rq, "</td><td class=\"n\">");
 		if (sy && json_object_object_get_ex(sy, "start_ns", &a) && json_object_object_get_ex(sy, "end_ns", &b))
 			html_cost(rq, json_object_get_int64(b) - json_object_get_int64(a));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td>", (long long)coln(r, i, "events"));
-		html_text(rq, col(r, i, "received_at"));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"time\">", (long long)coln(r, i, "events"));
+		html_time(rq, col(r, i, "received_at"));
 		html_raw(rq, "</td></tr>");
 		json_object_put(sy);
 	}
@@ -819,7 +852,7 @@ static void page_stream(struct req *rq, const char *uuid)
 	for (int i = 0; i < n; i++)
 		buf_printf(&ids, i ? ",%s" : "%s", PQgetvalue(ev, i, 4));
 	buf_putc(&ids, '}');
-	fr = model_stack_frames(rq->db, buf_cstr(&ids), err, sizeof(err));
+	fr = model_stacks(rq->db, buf_cstr(&ids), err, sizeof(err));
 	s0 = coln(st, 0, "symptom_start_ns");
 	s1 = coln(st, 0, "symptom_end_ns");
 	from = n ? coln(ev, 0, "ts_ns") : s0;
@@ -839,20 +872,27 @@ static void page_stream(struct req *rq, const char *uuid)
 		naoi += in[i];
 	}
 	if (fr) {
-		/* rows by stack id, then position: the last row of a stack is its innermost frame */
+		/* one row per stack, by id: the innermost frame of each, then each event's by binary search */
 		int nf = PQntuples(fr);
-		for (int i = 0; i < n; i++) {
+		const char **leaf = arena_calloc(rq->a, (size_t)nf + 1, sizeof(char *));
+		for (int j = 0; leaf && j < nf; j++) {
+			const char **names;
+			size_t k;
+			if (req_frame_names(rq, col(fr, j, "frame_ids"), &names, &k) == 0 && k)
+				leaf[j] = names[k - 1];
+		}
+		for (int i = 0; leaf && i < n; i++) {
 			int lo = 0, hi = nf;
 			int64_t sid = coln(ev, i, "stack_id");
-			while (lo < hi) {   /* first row of a stack id > sid */
+			while (lo < hi) {
 				int mid = (lo + hi) / 2;
-				if (strtoll(PQgetvalue(fr, mid, 0), NULL, 10) <= sid)
+				if (coln(fr, mid, "stack_id") < sid)
 					lo = mid + 1;
 				else
 					hi = mid;
 			}
-			if (lo > 0 && strtoll(PQgetvalue(fr, lo - 1, 0), NULL, 10) == sid)
-				te[i].leaf = PQgetvalue(fr, lo - 1, 2);
+			if (lo < nf && coln(fr, lo, "stack_id") == sid)
+				te[i].leaf = leaf[lo];
 		}
 	}
 	if (t) {
@@ -902,9 +942,9 @@ static void page_stream(struct req *rq, const char *uuid)
 	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
 		  (long long)coln(st, 0, "events"), n == TIMELINE_EVENTS ? " (first 200,000 shown)" : "",
 		  aoi_mode_name(mode), naoi);
-	html_text(rq, col(st, 0, "build_id"));
+	html_text(rq, col(st, 0, "build_id") ? col(st, 0, "build_id") : "–");
 	html_raw(rq, "</dd><dt>Received</dt><dd>");
-	html_text(rq, col(st, 0, "received_at"));
+	html_time(rq, col(st, 0, "received_at"));
 	html_raw(rq, "</dd></dl><section><h2>Labels</h2><dl class=\"labels\">");
 	{
 		json_object *l = json_tokener_parse(col(st, 0, "labels") ? col(st, 0, "labels") : "{}");
@@ -932,7 +972,8 @@ static void page_stream(struct req *rq, const char *uuid)
 		     "symptom window; highlighted events are in the AOI; arrows go from a wait to the thread that readied "
 		     "it. Click a time on the axis to zoom in.</p><div class=\"timeline\">");
 	{
-		struct tl_view v = { 1200, from, to, coln(st, 0, "symptom_tid"), s0, s1, "?t=" };
+		/* room for "tid 4194304 (symptom)" in bold */
+		struct tl_view v = { 1300, from, to, coln(st, 0, "symptom_tid"), s0, s1, "?t=", 190 };
 		char terr[256];
 		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
 			html_raw(rq, "<p class=\"error\">");
@@ -988,8 +1029,10 @@ static void page_signatures(struct req *rq)
 	html_raw(rq, "<h1>Performance signatures</h1><p><a class=\"button\" href=\"/api/v1/signatures/export\" "
 		     "download=\"signatures.json\">Export all (JSON)</a></p>");
 	html_raw(rq, "<form id=\"coverage-form\" method=\"get\" action=\"/signatures\"></form>");
-	html_raw(rq, "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th><th>Status</th>"
-		     "<th>Note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>");
+	html_raw(rq, writer ? "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th>"
+			      "<th colspan=\"2\">Status and note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>"
+			    : "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th><th>Status</th>"
+			      "<th>Note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
 		long long sid = (long long)coln(r, i, "signature_id");
 		const char *st = col(r, i, "status");
@@ -997,7 +1040,7 @@ static void page_signatures(struct req *rq)
 			      "value=\"%lld\" checked aria-label=\"use in coverage\"></td><td>", sid, sid);
 		html_text(rq, col(r, i, "name"));
 		html_raw(rq, "</td><td>");
-		frames_compact(rq, col(r, i, "frames"), 3);
+		frames_json_compact(rq, col(r, i, "frames"), 3);
 		html_raw(rq, "</td>");
 		if (writer) {
 			html_rawf(rq, "<td colspan=\"2\"><form class=\"inline\" method=\"post\" action=\"/signatures/%lld\">",
@@ -1022,8 +1065,8 @@ static void page_signatures(struct req *rq)
 		if (col(r, i, "from_cluster"))
 			html_rawf(rq, "<a href=\"/clusters/%lld\">cluster %lld</a>", (long long)coln(r, i, "from_cluster"),
 				  (long long)coln(r, i, "from_cluster"));
-		html_raw(rq, "</td><td>");
-		html_text(rq, col(r, i, "updated_at"));
+		html_raw(rq, "</td><td class=\"time\">");
+		html_time(rq, col(r, i, "updated_at"));
 		html_raw(rq, "</td></tr>");
 	}
 	if (PQntuples(r) == 0)

@@ -2,6 +2,7 @@
 #include "server.h"
 #include "arena.h"
 #include "db.h"
+#include "framecache.h"
 #include "httpd.h"
 #include "log.h"
 #include "run.h"
@@ -40,6 +41,7 @@ struct pool {
 struct web {
 	const struct web_config *cfg;
 	struct auth_cache *auth;
+	struct framecache *frames;
 	struct pool pool;
 	unsigned char secret[32];   /* keys the cross-site request tokens; new at each start */
 	atomic_llong requests;
@@ -57,6 +59,7 @@ void web_config_default(struct web_config *c)
 	c->max_body = 8u << 20;
 	c->worker = true;
 	c->auth_ttl_ms = 10000;
+	c->frame_cache_bytes = (size_t)256 << 20;
 }
 
 /* ---- the connection pool ---- */
@@ -122,6 +125,24 @@ void req_query_each(struct req *rq, bool (*fn)(void *cls, const char *key, const
 const char *req_header(struct req *rq, const char *name)
 {
 	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n)
+{
+	int32_t tmp[1024];
+	int k = ids ? db_parse_int_array(ids, tmp, 1024) : 0;
+	char err[256];
+
+	*n = 0;
+	*names = arena_calloc(rq->a, k > 0 ? (size_t)k : 1, sizeof(char *));
+	if (k < 0 || !*names)
+		return -1;
+	if (k && framecache_names(rq->frames, rq->db, tmp, (size_t)k, *names, rq->a, err, sizeof(err)) < 0) {
+		log_warn("frame names", "error=\"%s\"", err);
+		return -1;
+	}
+	*n = (size_t)k;
+	return 0;
 }
 
 void req_add_header(struct req *rq, const char *name, const char *value)
@@ -445,6 +466,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		rq->conn = conn;
 		rq->cfg = W.cfg;
+		rq->frames = W.frames;
 		rq->method = method_of(method);
 		rq->body.max = W.cfg->max_body;
 		rq->out.max = 64u << 20;
@@ -554,11 +576,12 @@ int web_run(const struct web_config *cfg)
 		return -1;
 	}
 	W.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
+	W.frames = framecache_open(cfg->frame_cache_bytes);
 	pthread_mutex_init(&W.pool.lock, NULL);
 	pthread_cond_init(&W.pool.cond, NULL);
 	W.pool.size = cfg->threads;
 	W.pool.idle = calloc((size_t)cfg->threads, sizeof(PGconn *));
-	if (!W.auth || !W.pool.idle) {
+	if (!W.auth || !W.frames || !W.pool.idle) {
 		log_error("out of memory at start", "%s", "");
 		goto out_pool;
 	}
@@ -617,5 +640,6 @@ out_pool:
 		PQfinish(W.pool.idle[i]);
 	free(W.pool.idle);
 	auth_cache_free(W.auth);
+	framecache_free(W.frames);
 	return rc;
 }

@@ -29,6 +29,7 @@ struct web_config {
 	int miner_threads;          /* for the embedded worker, 0 = one per core */
 	bool cookie_secure;         /* mark the session cookie Secure (behind TLS) */
 	int auth_ttl_ms;
+	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
 };
 
 void web_config_default(struct web_config *c);
@@ -50,6 +51,7 @@ struct req {
 	struct buf body;            /* the request body (bounded by max_body) */
 	struct arena *a;            /* freed with the request */
 	PGconn *db;                 /* the connection of this request */
+	struct framecache *frames;  /* the server's frame names */
 
 	/* authentication */
 	enum auth_role role;        /* AUTH_NONE when no valid token was given */
@@ -72,6 +74,12 @@ void req_query_each(struct req *rq, bool (*fn)(void *cls, const char *key, const
 const char *req_header(struct req *rq, const char *name);
 /* A field of an application/x-www-form-urlencoded body (decoded, in the arena), or NULL. */
 const char *req_form(struct req *rq, const char *name);
+/*
+ * The frame names of a PostgreSQL int array of frame ids ("{3,1,4}") into *names (in the
+ * request's arena or the server's cache; valid for the request), their number into *n.
+ * Returns 0, or -1 (not such an array, over 1024 ids, a database error).
+ */
+int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n);
 /* Add a response header (name and value must outlive the request: literals or arena strings). */
 void req_add_header(struct req *rq, const char *name, const char *value);
 /* Copy s into the request's arena (NULL on out of memory). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GUTTER 120      /* row labels */
+#define GUTTER_DEFAULT 120   /* row labels, unless the view asks for more */
 #define RIGHT 10
 #define TOP 4
 #define NOTE_H 16
@@ -31,6 +31,7 @@ struct vis {
 };
 
 struct ctx {
+	int gutter;              /* px left of the time axis, for the row labels */
 	const struct tl_event *ev;
 	const struct tl_view *v;
 	struct buf *out;
@@ -105,7 +106,7 @@ static int64_t row_of(const struct ctx *c, int64_t tid)
 /* Time t of the view as x px; t - from in unsigned arithmetic so no range can overflow. */
 static double x_of(const struct ctx *c, int64_t t)
 {
-	return GUTTER + (double)((uint64_t)t - (uint64_t)c->v->from_ns) * c->pxns;
+	return c->gutter + (double)((uint64_t)t - (uint64_t)c->v->from_ns) * c->pxns;
 }
 
 static int64_t end_of(const struct tl_event *e)
@@ -314,8 +315,8 @@ static int emit_axis(const struct ctx *c, int axis_y)
 	for (int i = 0; i <= NSLICES; i++)
 		t[i] = (int64_t)((uint64_t)v->from_ns + step * (uint64_t)i +
 				 (span % NSLICES) * (uint64_t)i / NSLICES);
-	if (buf_puts(o, "<g class=\"axis\" stroke=\"#666\">") || put_attr_f1(o, "<line x1=\"", GUTTER) ||
-	    put_attr_i(o, " y1=\"", axis_y) || put_attr_f1(o, " x2=\"", GUTTER + c->pw) ||
+	if (buf_puts(o, "<g class=\"axis\" stroke=\"#666\">") || put_attr_f1(o, "<line x1=\"", c->gutter) ||
+	    put_attr_i(o, " y1=\"", axis_y) || put_attr_f1(o, " x2=\"", c->gutter + c->pw) ||
 	    put_attr_i(o, " y2=\"", axis_y) || buf_puts(o, "/>\n"))
 		return -1;
 	for (int i = 0; i < NSLICES; i++) {
@@ -413,8 +414,9 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 	c.ev = ev;
 	c.v = v;
 	c.out = out;
-	width = v->width < GUTTER + RIGHT + 100 ? GUTTER + RIGHT + 100 : v->width > 100000 ? 100000 : v->width;
-	c.pw = width - GUTTER - RIGHT;
+	c.gutter = v->gutter > 0 && v->gutter < 1000 ? v->gutter : GUTTER_DEFAULT;
+	width = v->width < c.gutter + RIGHT + 100 ? c.gutter + RIGHT + 100 : v->width > 100000 ? 100000 : v->width;
+	c.pw = width - c.gutter - RIGHT;
 	c.pxns = c.pw / (double)((uint64_t)v->to_ns - (uint64_t)v->from_ns);
 	c.symrow = v->symptom_tid != 0;
 
@@ -453,7 +455,7 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 		p->row = (uint32_t)row_of(&c, e->tid);
 		p->cls = (e->kind == 'w' ? CLS_WAIT : CLS_RUN) + (e->aoi ? 2 : 0);
 		{
-			double col = floor(x_of(&c, p->s)) - GUTTER;
+			double col = floor(x_of(&c, p->s)) - c.gutter;
 
 			p->col = col < 0 ? 0 : col > c.pw ? (uint32_t)c.pw : (uint32_t)col;
 		}
@@ -481,7 +483,7 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 			  "fill=\"#444\"/></marker></defs>\n"))
 		goto oom;
 	if (note && (buf_printf(out, "<text class=\"note\" x=\"%d\" y=\"%d\">%zu wait-graph edges in view: ",
-				GUTTER, TOP + 11, nedges) ||
+				c.gutter, TOP + 11, nedges) ||
 		     (naoi > TL_MAX_EDGES
 			      ? buf_printf(out, "only the first %d of the %zu of AOI waits are drawn</text>\n",
 					   TL_MAX_EDGES, naoi)

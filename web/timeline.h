@@ -37,6 +37,7 @@ struct tl_view {
 	int64_t symptom_start_ns, symptom_end_ns;  /* shaded band (class "symptom"); empty = none */
 	const char *href_prefix;        /* zoom links on the time axis: "{prefix}{from}-{to}" for each
 	                                   of 10 equal slices of the view, e.g. "?t="; NULL = no links */
+	int gutter;                     /* px for the row labels left of the axis; 0 = 120 */
 };
 
 /* Append the timeline as one <svg class="timeline"> element to out (ev and v are only read, and

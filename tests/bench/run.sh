@@ -110,8 +110,13 @@ wrk_line() {
 		$1 == "99%" { p99 = ms($2) }
 		/Non-2xx or 3xx responses:/ { bad = $NF }
 		/Socket errors:/ { sub(/^ */, ""); errs = "  " $0 }
-		END { printf "web %-36s %6.0f req/s  median %5.1f ms  p99 %6.1f ms  non-2xx %d  (8 connections)%s\n",
-			label ":", rps, p50, p99, bad, errs }' "$work/wrk"
+		END { printf "web %-36s %6s req/s  median %5.1f ms  p99 %6.1f ms  non-2xx %d  (8 connections)%s\n",
+			label ":", sprintf(rps < 10 ? "%.1f" : "%.0f", rps), p50, p99, bad, errs }' "$work/wrk"
+	# requests still in flight when wrk stops would slow the next measurement down
+	for _ in $(seq 300); do
+		[ "$(psql -XAtc "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend'")" = 0 ] && break
+		sleep 0.1
+	done
 }
 
 echo "stackmine bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -63,7 +63,7 @@ async function check(name, fn) {
 }
 // needs(VALUE, WHAT): throws when an earlier step did not give VALUE.
 function needs(v, what) {
-  if (v === undefined || v === null || v === "") throw new Check(`skipped: ${what} (an earlier check failed)`);
+  if (!v) throw new Check(`skipped: ${what} (an earlier check failed)`);
   return v;
 }
 
@@ -119,11 +119,6 @@ page.on("console", (msg) => {
   else if (msg.type() === "error") consoleErrors.push({ step, text, url: page.url(), src: msg.location().url });
 });
 page.on("pageerror", (err) => consoleErrors.push({ step, text: `uncaught ${err.message}`, url: page.url() }));
-// which resource a "Failed to load resource" console line was about
-const failedResponses = [];
-page.on("response", (r) => {
-  if (r.status() >= 400) failedResponses.push({ step, text: `${r.status()} ${new URL(r.url()).pathname}` });
-});
 // gathers the violations the page itself saw before it goes away
 async function collectCsp() {
   try {
@@ -290,7 +285,7 @@ await check("filtering by frame text narrows the rows", async () => {
   const names = await page.locator("#clusters tbody tr td:last-child .frame:last-child").evaluateAll(
     (els) => els.map((e) => e.getAttribute("title")));
   const fn = (n) => n.slice(n.indexOf("!") + 1);
-  let tried = [];
+  const tried = [];
   for (const n of [...new Set(names)].reverse().slice(0, 6)) {
     await page.fill("form.filter input[name=q]", fn(n));
     await clickAndWait(page.locator("form.filter button[type=submit]"));
@@ -406,7 +401,7 @@ await check("a signature from the common part lands on /signatures with its row"
   await go(clusterUrl);
   const common = await page.locator("ol.common-part li").allTextContents();
   const form = page.locator("details.sigform");
-  expect(!(await form.getAttribute("open") !== null), "the form is open before a click");
+  expect((await form.getAttribute("open")) === null, "the form is open before a click");
   await form.locator("summary").click();
   expect((await form.getAttribute("open")) !== null, "the form did not open");
   const frames = await form.locator("textarea[name=frames]").inputValue();
@@ -545,7 +540,7 @@ await check("markup: the run page shows frame names as text", async () => {
   await noScriptRan("run page");
   const titles = await page.locator("#clusters tbody .frame").evaluateAll((els) => els.map((e) => e.title));
   expect(titles.includes(XSS_FRAMES[1]), `frame titles: ${titles.join(" | ")}`);
-  const wait = page.locator("#clusters tbody tr:has(td:nth-child(2):text-is('wait')) td:first-child a");
+  const wait = page.locator("#clusters tbody tr:has(td:nth-child(3):text-is('wait')) td:first-child a");
   xssCluster = await wait.getAttribute("href");
 });
 await shot(page, "xss-run");

@@ -13,7 +13,7 @@
 # The browser scenario is tests/browser/dashboard.test.mjs: it prints
 # "ok NAME" or "FAIL NAME: WHY" per check, each becomes a check here, and the
 # number of checks is asserted (a scenario cut short is a failure). Full-page
-# screenshots of each step go to BUILD_DIR/test-logs/screens/.
+# screenshots of each step go to BUILD_DIR/test-logs/screens/ (SM_SCREENS: elsewhere).
 #
 # Needs node (20 or later) and npm, and Chromium (SM_CHROMIUM, default
 # /usr/bin/chromium; deploy/deps.sh test installs them); playwright-core is
@@ -26,7 +26,7 @@ BROWSER_CHECKS=38
 browser_dir=$SM_REPO/tests/browser
 chromium=${SM_CHROMIUM:-/usr/bin/chromium}
 genfleet=$SM_BIN_DIR/../tests/genfleet
-screens=$SM_BIN_DIR/../test-logs/screens
+screens=${SM_SCREENS:-$SM_BIN_DIR/../test-logs/screens}
 
 # --- the tools: node, npm, chromium, playwright-core ---
 command -v node >/dev/null || t_bail "node" "node is not installed (deploy/deps.sh test, or apt-get install nodejs npm)"

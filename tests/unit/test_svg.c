@@ -396,7 +396,7 @@ static void test_timeline_basic(void)
 		{ 42, to + 1, 10, 'r', 0, false, NULL },
 		{ 1000, from, 10, 'x', 0, false, NULL },
 	};
-	struct tl_view v = { 1130, from, to, 9, from + 250 * MS, from + 450 * MS, "?t=" };
+	struct tl_view v = { 1130, from, to, 9, from + 250 * MS, from + 450 * MS, "?t=", 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128] = "x";
 	const char *s;
@@ -463,7 +463,7 @@ static void test_timeline_basic(void)
 	}
 	/* a sub-millisecond view: 3 decimals */
 	{
-		struct tl_view v2 = { 1130, 0, 50000, 0, 0, 0, NULL };
+		struct tl_view v2 = { 1130, 0, 50000, 0, 0, 0, NULL, 0 };
 		char t[512];
 
 		buf_reset(&b);
@@ -478,7 +478,7 @@ static void test_timeline_basic(void)
 static void test_timeline_err(void)
 {
 	struct tl_event ev[1] = { { 1, 0, 10, 'r', 0, false, NULL } };
-	struct tl_view v = { 1200, 5, 5, 0, 0, 0, NULL };
+	struct tl_view v = { 1200, 5, 5, 0, 0, 0, NULL, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 
@@ -503,7 +503,7 @@ static void test_timeline_err(void)
 	{
 		struct tl_event x[2] = { { 1, INT64_MIN, INT64_MAX, 'r', 0, false, NULL },
 					 { 2, INT64_MAX - 5, INT64_MAX, 'w', 1, false, NULL } };
-		struct tl_view vx = { 1200, INT64_MIN, INT64_MAX, 0, 0, 0, "?t=" };
+		struct tl_view vx = { 1200, INT64_MIN, INT64_MAX, 0, 0, 0, "?t=", 0 };
 
 		buf_reset(&b);
 		CHECK_INT(timeline_render_svg(x, 2, &vx, &b, err, sizeof(err)), 0);
@@ -522,7 +522,7 @@ static void test_timeline_merge(void)
 		{ 7, 10800 * 1000, 100000, 'r', 0, true, NULL },
 		{ 7, 11500 * 1000, 100000, 'r', 0, false, "next column" },
 	};
-	struct tl_view v = { 1130, 0, SEC, 0, 0, 0, NULL };
+	struct tl_view v = { 1130, 0, SEC, 0, 0, 0, NULL, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 	const char *s;
@@ -559,7 +559,7 @@ static struct tl_event *waits(size_t n, size_t naoi)
 
 static void test_timeline_edges(void)
 {
-	struct tl_view v = { 1200, 0, 10 * SEC, 0, 0, 0, NULL };
+	struct tl_view v = { 1200, 0, 10 * SEC, 0, 0, 0, NULL, 0 };
 	struct tl_event *ev;
 	struct buf b = BUF_INIT(0);
 	char err[128];
@@ -600,7 +600,7 @@ static void test_timeline_perf(void)
 {
 	const size_t n = 100000, nthreads = 8;
 	struct tl_event *ev = calloc(n, sizeof(*ev));
-	struct tl_view v = { 1200, 0, SEC, 3, 400 * MS, 600 * MS, "?t=" };
+	struct tl_view v = { 1200, 0, SEC, 3, 400 * MS, 600 * MS, "?t=", 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 	size_t rects, aoi_edges = 0;

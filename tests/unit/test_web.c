@@ -7,9 +7,13 @@
 
 #include <string.h>
 
+static struct web_config cfg;
+
 static void req_init(struct req *rq, const char *body)
 {
 	memset(rq, 0, sizeof(*rq));
+	web_config_default(&cfg);
+	rq->cfg = &cfg;
 	rq->a = arena_open(0);
 	rq->out.max = 1 << 20;
 	rq->body.max = 1 << 20;
