@@ -650,15 +650,24 @@ static void get_cluster(struct req *rq, const char *id)
 	buf_puts(&rq->out, ", \"top_streams\": ");
 	put_rows(&rq->out, r, NULL);
 	PQclear(r);
+	r = model_cluster_by(rq->db, id, (long)lim, err, sizeof(err));
+	if (failed(rq, r, err))
+		return;
 	for (int d = 0; d < 3; d++) {
-		static const char *const skip_key[] = { "key", NULL };
-		r = model_cluster_by(rq->db, id, dims[d], (long)lim, err, sizeof(err));
-		if (failed(rq, r, err))
-			return;
-		buf_printf(&rq->out, ", \"by_%s\": ", dims[d]);
-		put_rows(&rq->out, r, d < 2 ? skip_key : NULL);
-		PQclear(r);
+		static const char *const skip_dim[] = { "dim", NULL }, *const skip_key[] = { "dim", "key", NULL };
+		bool first = true;
+		buf_printf(&rq->out, ", \"by_%s\": [", dims[d]);
+		for (int i = 0; i < PQntuples(r); i++) {
+			if (strcmp(PQgetvalue(r, i, 0), dims[d]) != 0)
+				continue;
+			if (!first)
+				buf_puts(&rq->out, ", ");
+			put_row(&rq->out, r, i, d < 2 ? skip_key : skip_dim);
+			first = false;
+		}
+		buf_putc(&rq->out, ']');
 	}
+	PQclear(r);
 	buf_putc(&rq->out, '}');
 	ok_json(rq, 200);
 }
@@ -1064,7 +1073,7 @@ void api_handle(struct req *rq)
 		return;
 	}
 	memcpy(path, rq->path, strlen(rq->path) + 1);
-	for (char *p = strtok(path, "/"); p && n <= MAX_SEGS; p = strtok(NULL, "/"))
+	for (char *save = NULL, *p = strtok_r(path, "/", &save); p && n <= MAX_SEGS; p = strtok_r(NULL, "/", &save))
 		seg[n++] = p;
 	if (n < 3 || strcmp(seg[0], "api") || strcmp(seg[1], "v1")) {
 		req_json_error(rq, 404, "no such endpoint (the API is under /api/v1/)");

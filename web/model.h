@@ -76,10 +76,10 @@ PGresult *model_cluster_patterns(PGconn *db, const char *cluster_ids, long per_c
 PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen);
 /* The streams with the most matched cost: stream_id, host, app, version, cost_ns, events. */
 PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen);
-/* Matched cost by "host", "version" or "label": key (label key, else the dimension), value,
- * cost_ns, events, streams; costliest first, at most limit rows. */
-PGresult *model_cluster_by(PGconn *db, const char *id, const char *dim, long limit, char *err,
-			   size_t errlen);
+/* Matched cost by host, version and label value: dim ("host", "version", "label"), key (the label
+ * key, else the dimension), value, cost_ns, events, streams; the costliest `limit` of each
+ * dimension, by dim then cost. */
+PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, size_t errlen);
 /* The matched stacks with their cost: stack_id, cost_ns, events (frames via model_stack_frames). */
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen);
 

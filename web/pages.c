@@ -564,23 +564,22 @@ static void alignment_blocks(struct req *rq, PGresult *c, const struct member *m
 	json_object_put(al);
 }
 
-static void breakdown(struct req *rq, const char *id, const char *dim, const char *title)
+/* One dimension's rows of model_cluster_by() as a table with bars. */
+static void breakdown(struct req *rq, PGresult *r, const char *dim, const char *title)
 {
-	char err[256];
-	PGresult *r = model_cluster_by(rq->db, id, dim, 15, err, sizeof(err));
 	double max = 0;
+	bool label = strcmp(dim, "label") == 0;
 
-	if (!r)
-		return;
 	html_rawf(rq, "<section class=\"by\"><h3>%s</h3><table><thead><tr>%s<th>Value</th><th class=\"n\">Cost</th>"
-		      "<th class=\"n\">Streams</th></tr></thead><tbody>", title,
-		  strcmp(dim, "label") == 0 ? "<th>Label</th>" : "");
+		      "<th class=\"n\">Streams</th></tr></thead><tbody>", title, label ? "<th>Label</th>" : "");
 	for (int i = 0; i < PQntuples(r); i++)
-		if ((double)coln(r, i, "cost_ns") > max)
+		if (strcmp(col(r, i, "dim"), dim) == 0 && (double)coln(r, i, "cost_ns") > max)
 			max = (double)coln(r, i, "cost_ns");
 	for (int i = 0; i < PQntuples(r); i++) {
+		if (strcmp(col(r, i, "dim"), dim) != 0)
+			continue;
 		html_raw(rq, "<tr>");
-		if (strcmp(dim, "label") == 0) {
+		if (label) {
 			html_raw(rq, "<td>");
 			html_text(rq, col(r, i, "key"));
 			html_raw(rq, "</td>");
@@ -593,7 +592,6 @@ static void breakdown(struct req *rq, const char *id, const char *dim, const cha
 		html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)coln(r, i, "streams"));
 	}
 	html_raw(rq, "</tbody></table></section>");
-	PQclear(r);
 }
 
 static void flame_section(struct req *rq, const char *id)
@@ -717,9 +715,15 @@ static void page_cluster(struct req *rq, const char *id)
 		html_raw(rq, "<p class=\"hint\">This run was clustered before matched stacks were recorded; mine it again "
 			     "for breakdowns and a flame graph.</p>");
 	html_raw(rq, "<div class=\"bys\">");
-	breakdown(rq, id, "host", "By host");
-	breakdown(rq, id, "version", "By version");
-	breakdown(rq, id, "label", "By label");
+	{
+		PGresult *by = model_cluster_by(rq->db, id, 15, err, sizeof(err));
+		if (by) {
+			breakdown(rq, by, "host", "By host");
+			breakdown(rq, by, "version", "By version");
+			breakdown(rq, by, "label", "By label");
+			PQclear(by);
+		}
+	}
 	html_raw(rq, "</div>");
 	ts = model_cluster_streams(rq->db, id, 15, err, sizeof(err));
 	if (ts) {

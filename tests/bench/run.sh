@@ -367,6 +367,10 @@ if [ "$only" = all ] || [ "$only" = web ]; then
 	wrk_line "run page (HTML)" "$url/runs/$run" "Cookie: sm_token=$token"
 	wrk_line "cluster page (HTML)" "$url/clusters/$cid" "Cookie: sm_token=$token"
 	echo "sm-web: peak RSS $(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$web_pid/status") MB  CPU $(cpu_s "$web_pid") s"
+	if [ -s "$work/web.log" ]; then
+		echo "sm-web warnings (count, message):"
+		sed 's/^ts=[^ ]* //' "$work/web.log" | sort | uniq -c | sort -rn | head -5
+	fi
 	kill "$web_pid"
 	wait "$web_pid" || true
 	web_pid=
