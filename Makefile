@@ -5,7 +5,7 @@
 #   make demo       private PostgreSQL + services + a demo fleet; prints what to open
 #   make stop       stop what the demo started
 #   make bench      benchmarks (a report, not a test)
-#   make fuzz       libFuzzer runs of the wire parser and the importers (FUZZ_SECONDS each)
+#   make fuzz       libFuzzer runs of the wire parser, the importers and sm-web's inputs (FUZZ_SECONDS each)
 #
 # SAN=1 builds with AddressSanitizer and UBSan into build/asan (the tests use it).
 
@@ -148,11 +148,14 @@ bench:
 # libFuzzer targets (clang): FUZZ_SECONDS each, corpora kept in build/fuzz/corpus-*.
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-	-Icommon -Iagent -Iingest -Iminer -Iclusterer -Ibuild/fuzz/gen $(PKG_CFLAGS)
+	-Icommon -Iagent -Iingest -Iminer -Iclusterer -Iweb -Ibuild/fuzz/gen $(PKG_CFLAGS)
 build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_import: tests/fuzz/fuzz_import.c $(COMMON_SRC) $(AGENT_SRC) build/fuzz/gen/migrations.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/fuzz/fuzz_web: tests/fuzz/fuzz_web.c $(COMMON_SRC) miner/params.c web/flame.c build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
@@ -161,10 +164,11 @@ build/fuzz/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 
 fuzz:
 	@deploy/deps.sh fuzz
-	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_import
-	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-import
+	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_import build/fuzz/fuzz_web
+	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-import build/fuzz/corpus-web
 	build/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-wire tests/integration/data
 	build/fuzz/fuzz_import -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-import
+	build/fuzz/fuzz_web -max_total_time=$(FUZZ_SECONDS) -max_len=16384 build/fuzz/corpus-web
 
 clean:
 	rm -rf build bin
