@@ -332,7 +332,7 @@ if [ "$only" = all ] || [ "$only" = web ]; then
 		'aoi_events', (SELECT sum(events) FROM run_stacks WHERE run_id = :run),
 		'distinct_stacks', (SELECT count(*) FROM wsid), 'patterns', (SELECT count(*) FROM wp), 'clusters', 10000)
 		WHERE id = :run;
-	ANALYZE frames, streams, stacks, runs, run_stacks, patterns, clusters;
+	VACUUM (ANALYZE) frames, streams, stacks, runs, run_stacks, patterns, clusters;
 	-- the run, the cluster in the middle of its default order, the run_stacks rows
 	SELECT :run, (SELECT id FROM clusters WHERE run_id = :run ORDER BY total_cost_ns DESC, id OFFSET 5000 LIMIT 1),
 	       (SELECT count(*) FROM run_stacks WHERE run_id = :run);
