@@ -127,6 +127,27 @@ int buf_put_html(struct buf *b, const char *s, size_t n)
 	return buf_append(b, s + run, i - run);
 }
 
+int buf_put_f1(struct buf *b, double v)
+{
+	long long t;
+
+	if (!isfinite(v))
+		v = 0;
+	if (v > 1e15)
+		v = 1e15;
+	if (v < -1e15)
+		v = -1e15;
+	t = llround(v * 10);
+	if (t < 0) {
+		if (buf_putc(b, '-'))
+			return -1;
+		t = -t;
+	}
+	if (buf_put_i64(b, t / 10) || buf_putc(b, '.'))
+		return -1;
+	return buf_putc(b, (char)('0' + t % 10));
+}
+
 int buf_put_i64(struct buf *b, int64_t v)
 {
 	char tmp[24];

@@ -34,6 +34,9 @@ int buf_put_i64(struct buf *b, int64_t v);
 int buf_put_double(struct buf *b, double v);
 /* Append s as a JSON string literal (quotes included), escaping as RFC 8259 requires. */
 int buf_put_json_str(struct buf *b, const char *s, size_t n);
+/* Append v rounded to one decimal ("12.3", "-0.5"), clamped to +-1e15, 0 for non-finite values;
+ * without printf, so no locale changes it (SVG coordinates). */
+int buf_put_f1(struct buf *b, double v);
 /* Append s escaped for HTML text and attribute values (& < > " ' as entities; bytes below
  * 0x20 other than tab and newline, and invalid UTF-8, as U+FFFD), safe in both. */
 int buf_put_html(struct buf *b, const char *s, size_t n);

@@ -518,27 +518,6 @@ static int flame_index(struct flame *f)
 	return 0;
 }
 
-/* x rounded to one decimal without printf, so no locale can change the output. */
-static int put_f1(struct buf *b, double v)
-{
-	long long t;
-
-	if (!isfinite(v))
-		v = 0;
-	if (v > 1e15)
-		v = 1e15;
-	if (v < -1e15)
-		v = -1e15;
-	t = llround(v * 10);
-	if (t < 0) {
-		if (buf_putc(b, '-'))
-			return -1;
-		t = -t;
-	}
-	if (buf_put_i64(b, t / 10) || buf_putc(b, '.'))
-		return -1;
-	return buf_putc(b, (char)('0' + t % 10));
-}
 
 /* Nanoseconds as milliseconds with 3 decimals, exactly. */
 static int put_ms3(struct buf *b, uint64_t ns)
@@ -627,15 +606,15 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 
 	if (buf_puts(b, anc ? "<g class=\"fn anc\"><title>" : "<g class=\"fn\"><title>") ||
 	    buf_put_html(b, nm->s, nm->len) || buf_putc(b, '\n') || put_ms3(b, nd->cost) ||
-	    buf_puts(b, " ms (") || put_f1(b, share) || buf_puts(b, "%), ") ||
+	    buf_puts(b, " ms (") || buf_put_f1(b, share) || buf_puts(b, "%), ") ||
 	    buf_put_i64(b, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events)) ||
 	    buf_puts(b, " events</title>"))
 		return -1;
 	if (c->href && (buf_puts(b, "<a href=\"") || buf_append(b, c->href, c->hreflen) ||
 			buf_put_i64(b, c->f->idof[k]) || buf_puts(b, "\">")))
 		return -1;
-	if (buf_puts(b, "<rect x=\"") || put_f1(b, x) || buf_puts(b, "\" y=\"") ||
-	    buf_put_i64(b, (int64_t)row * ROW_PX) || buf_puts(b, "\" width=\"") || put_f1(b, w) ||
+	if (buf_puts(b, "<rect x=\"") || buf_put_f1(b, x) || buf_puts(b, "\" y=\"") ||
+	    buf_put_i64(b, (int64_t)row * ROW_PX) || buf_puts(b, "\" width=\"") || buf_put_f1(b, w) ||
 	    buf_puts(b, "\" height=\"") || buf_put_i64(b, BAR_PX) || buf_puts(b, "\" fill=\"") ||
 	    put_colour(b, nm->s, nm->len) || buf_puts(b, "\"/>"))
 		return -1;
@@ -647,7 +626,7 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 		ln -= (size_t)(bang + 1 - ls);
 		ls = bang + 1;
 	}
-	if (fit && (buf_puts(b, "<text x=\"") || put_f1(b, x + TEXT_PAD) || buf_puts(b, "\" y=\"") ||
+	if (fit && (buf_puts(b, "<text x=\"") || buf_put_f1(b, x + TEXT_PAD) || buf_puts(b, "\" y=\"") ||
 		    buf_put_i64(b, (int64_t)row * ROW_PX + 13) || buf_puts(b, "\">") ||
 		    put_label(b, ls, ln, fit) || buf_puts(b, "</text>")))
 		return -1;

@@ -142,31 +142,10 @@ static int put_num(struct buf *b, double v)
 	return buf_printf(b, ".%0*d", digits, fr);
 }
 
-/* x rounded to one decimal without printf, so no locale can change the output. */
-static int put_f1(struct buf *b, double v)
-{
-	long long t;
-
-	if (!isfinite(v))
-		v = 0;
-	if (v > 1e15)
-		v = 1e15;
-	if (v < -1e15)
-		v = -1e15;
-	t = llround(v * 10);
-	if (t < 0) {
-		if (buf_putc(b, '-'))
-			return -1;
-		t = -t;
-	}
-	if (buf_put_i64(b, t / 10) || buf_putc(b, '.'))
-		return -1;
-	return buf_putc(b, (char)('0' + t % 10));
-}
 
 static int put_attr(struct buf *b, const char *name, double v)
 {
-	return buf_puts(b, name) || put_f1(b, v) || buf_putc(b, '"');
+	return buf_puts(b, name) || buf_put_f1(b, v) || buf_putc(b, '"');
 }
 
 struct frame {
@@ -208,7 +187,7 @@ static const char *put_marker(struct buf *b, int cls, double x, double y, int *r
 		      buf_puts(b, " width=\"6\" height=\"6\"");
 		return "rect";
 	default:
-		*rc = buf_puts(b, "<path d=\"M") || put_f1(b, x) || buf_putc(b, ',') || put_f1(b, y) ||
+		*rc = buf_puts(b, "<path d=\"M") || buf_put_f1(b, x) || buf_putc(b, ',') || buf_put_f1(b, y) ||
 		      buf_puts(b, paths[cls]) ||
 		      buf_puts(b, cls == 5 || cls == 6 ? "\" fill=\"none\" stroke-width=\"1.5\"" : "\"");
 		return "path";
@@ -245,8 +224,8 @@ static int emit_series(struct buf *b, const struct frame *f, const struct plot_s
 	for (size_t j = 0, k = 0; j < s->n; j++) {
 		if (!point_ok(s, j))
 			continue;
-		if ((k++ && buf_putc(b, ' ')) || put_f1(b, px_x(f, s->x[j])) || buf_putc(b, ',') ||
-		    put_f1(b, px_y(f, s->y[j])))
+		if ((k++ && buf_putc(b, ' ')) || buf_put_f1(b, px_x(f, s->x[j])) || buf_putc(b, ',') ||
+		    buf_put_f1(b, px_y(f, s->y[j])))
 			return -1;
 	}
 	if (buf_puts(b, "\"/>\n") ||
@@ -288,9 +267,9 @@ static int emit_axes(struct buf *b, const struct frame *f)
 		    put_attr(b, " x2=\"", right) || put_attr(b, " y2=\"", y) || buf_puts(b, "/>"))
 			return -1;
 	}
-	if (buf_puts(b, "</g>\n<path class=\"axis\" d=\"M") || put_f1(b, f->left) || buf_putc(b, ',') ||
-	    put_f1(b, f->top) || buf_putc(b, 'V') || put_f1(b, bottom) || buf_putc(b, 'H') ||
-	    put_f1(b, right) || buf_puts(b, "\" fill=\"none\" stroke=\"#333\"/>\n"))
+	if (buf_puts(b, "</g>\n<path class=\"axis\" d=\"M") || buf_put_f1(b, f->left) || buf_putc(b, ',') ||
+	    buf_put_f1(b, f->top) || buf_putc(b, 'V') || buf_put_f1(b, bottom) || buf_putc(b, 'H') ||
+	    buf_put_f1(b, right) || buf_puts(b, "\" fill=\"none\" stroke=\"#333\"/>\n"))
 		return -1;
 	for (int i = 0; i <= (int)(f->xa.k1 - f->xa.k0); i++) {
 		double k = f->xa.k0 + i;
@@ -402,7 +381,7 @@ int plot_render_svg(const struct plot_series *s, size_t ns, const struct plot_op
 		double cy = f.top + f.ph / 2;
 
 		if (buf_puts(out, "<text class=\"ylabel\" x=\"14\"") || put_attr(out, " y=\"", cy) ||
-		    buf_puts(out, " text-anchor=\"middle\" transform=\"rotate(-90 14 ") || put_f1(out, cy) ||
+		    buf_puts(out, " text-anchor=\"middle\" transform=\"rotate(-90 14 ") || buf_put_f1(out, cy) ||
 		    buf_puts(out, ")\">") || buf_put_html(out, o->ylabel, strlen(o->ylabel)) ||
 		    buf_puts(out, "</text>\n"))
 			goto fail;

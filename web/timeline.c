@@ -116,27 +116,6 @@ static int64_t end_of(const struct tl_event *e)
 	return e->ts_ns > INT64_MAX - d ? INT64_MAX : e->ts_ns + d;
 }
 
-/* x rounded to one decimal without printf, so no locale can change the output. */
-static int put_f1(struct buf *b, double v)
-{
-	long long t;
-
-	if (!isfinite(v))
-		v = 0;
-	if (v > 1e15)
-		v = 1e15;
-	if (v < -1e15)
-		v = -1e15;
-	t = llround(v * 10);
-	if (t < 0) {
-		if (buf_putc(b, '-'))
-			return -1;
-		t = -t;
-	}
-	if (buf_put_i64(b, t / 10) || buf_putc(b, '.'))
-		return -1;
-	return buf_putc(b, (char)('0' + t % 10));
-}
 
 /* (t - base) ns as ms with dec (0..3) decimals, rounded half away from zero, exactly. */
 static int put_ms(struct buf *b, int64_t t, int64_t base, int dec)
@@ -162,7 +141,7 @@ static int put_ms(struct buf *b, int64_t t, int64_t base, int dec)
 
 static int put_attr_f1(struct buf *b, const char *name, double v)
 {
-	return buf_puts(b, name) || put_f1(b, v) || buf_putc(b, '"');
+	return buf_puts(b, name) || buf_put_f1(b, v) || buf_putc(b, '"');
 }
 
 static int put_attr_i(struct buf *b, const char *name, int64_t v)
