@@ -1131,7 +1131,7 @@ static void page_signatures(struct req *rq)
 			double x[SIG_NORDERS][SIG_LEVELS], y[SIG_LEVELS];
 			struct plot_series ps[SIG_NORDERS];
 			struct plot_opts po = { "Streams to open per coverage level", "streams opened",
-						"coverage reached", 720, 360, 0, 0 };
+						"coverage reached", 720, 360, 0, 0, 1 };
 			for (int l = 0; l < SIG_LEVELS; l++)
 				y[l] = tr.level[l];
 			for (int o = 0; o < SIG_NORDERS; o++) {

@@ -348,6 +348,8 @@ int plot_render_svg(const struct plot_series *s, size_t ns, const struct plot_op
 	}
 	if (!(xhi > xlo))
 		xhi = xlo + 1;
+	if (o->xcount && xhi - xlo < 5)   /* no ticks at 0.2 of a stream */
+		xhi = xlo + 5;
 	axis_fit(&f.xa, xlo, xhi, false);
 	/* A fixed range must hold a few ticks that doubles can tell apart. */
 	if (isfinite(o->ymin) && isfinite(o->ymax) && o->ymax > o->ymin &&

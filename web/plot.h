@@ -23,6 +23,7 @@ struct plot_opts {
 	const char *title, *xlabel, *ylabel;    /* each may be NULL */
 	int width, height;                      /* px; <= 0: 640 x 400 (at least 240 x 160) */
 	double ymin, ymax;                      /* ymax <= ymin (or not finite): auto from the data */
+	int xcount;                             /* x counts things: the axis spans at least 5, whole ticks */
 };
 
 /* Append the plot as one <svg class="plot"> element to out: polylines of class "s0".."s7" (cycling

@@ -644,7 +644,7 @@ static void plot_ticks(double xmax, double ymax, double fixlo, double fixhi, con
 {
 	double x[2] = { 0, xmax }, y[2] = { 0, ymax };
 	struct plot_series s = { "s", x, y, 2 };
-	struct plot_opts o = { NULL, NULL, NULL, 640, 400, fixlo, fixhi };
+	struct plot_opts o = { NULL, NULL, NULL, 640, 400, fixlo, fixhi, 0 };
 	struct buf b = BUF_INIT(0);
 	char t[1024];
 
@@ -668,7 +668,7 @@ static void test_plot_ticks(void)
 	{
 		double x[3] = { 1, 2, 3 }, y[3] = { -3, 7, 1 };
 		struct plot_series s = { "neg", x, y, 3 };
-		struct plot_opts o = { NULL, NULL, NULL, 0, 0, 0, 0 };
+		struct plot_opts o = { NULL, NULL, NULL, 0, 0, 0, 0, 0 };
 		struct buf b = BUF_INIT(0);
 		char t[512];
 
@@ -685,7 +685,7 @@ static void test_plot_render(void)
 	double x[4] = { 1, NAN, 2, 5 }, y[4] = { 0.5, 1, INFINITY, 0.5 };
 	double x2[2] = { 0, 10 }, y2[2] = { 0, 1 };
 	struct plot_series s[2] = { { "a<b>&\"c'", x, y, 4 }, { NULL, x2, y2, 2 } };
-	struct plot_opts o = { "Triage <curves>", "streams opened", "coverage", 640, 400, 0, 0 };
+	struct plot_opts o = { "Triage <curves>", "streams opened", "coverage", 640, 400, 0, 0, 0 };
 	struct buf b = BUF_INIT(0), b2 = BUF_INIT(0);
 	const char *p;
 
@@ -754,7 +754,7 @@ static void test_plot_render(void)
 	}
 	/* nothing to plot: axes only */
 	{
-		struct plot_opts e = { NULL, NULL, NULL, 0, 0, 0, 0 };
+		struct plot_opts e = { NULL, NULL, NULL, 0, 0, 0, 0, 0 };
 		char t[256];
 
 		buf_reset(&b);
@@ -773,6 +773,36 @@ static void test_plot_render(void)
 	buf_release(&b);
 }
 
+/* Whether some x tick reads label. */
+static bool has_xtick(const char *svg, const char *label)
+{
+	for (const char *p = strstr(svg, "class=\"xtick\""); p; p = strstr(p + 1, "class=\"xtick\"")) {
+		const char *gt = strchr(p, '>'), *end = gt ? strstr(gt, "</text>") : NULL;
+		if (end && (size_t)(end - gt - 1) == strlen(label) && strncmp(gt + 1, label, strlen(label)) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* A count axis (streams opened) never has fractional ticks. */
+static void test_plot_xcount(void)
+{
+	static const double x[] = { 1, 1 }, y[] = { 0.5, 1 };
+	struct plot_series sr = { "signature", x, y, 2 };
+	struct plot_opts o = { NULL, NULL, NULL, 640, 400, 0, 0, 1 };
+	struct buf b = BUF_INIT(0);
+
+	CHECK_INT(plot_render_svg(&sr, 1, &o, &b), 0);
+	CHECK(!has_xtick(buf_cstr(&b), "0.2"));
+	CHECK(has_xtick(buf_cstr(&b), "1"));
+	CHECK(has_xtick(buf_cstr(&b), "5"));
+	buf_reset(&b);
+	o.xcount = 0;
+	CHECK_INT(plot_render_svg(&sr, 1, &o, &b), 0);
+	CHECK(has_xtick(buf_cstr(&b), "0.2"));
+	buf_release(&b);
+}
+
 int main(void)
 {
 	RUN(test_flame_basic);
@@ -787,5 +817,6 @@ int main(void)
 	RUN(test_timeline_perf);
 	RUN(test_plot_ticks);
 	RUN(test_plot_render);
+	RUN(test_plot_xcount);
 	return CHECK_DONE();
 }
