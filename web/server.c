@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -530,6 +532,10 @@ static void *worker_main(void *arg)
 	struct miner *m;
 	char err[1024];
 
+	/* mining must not starve the pages: this thread and the mining threads it starts
+	 * (they inherit it) run at nice 10 */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		log_warn("cannot lower the embedded worker's priority", "error=\"%s\"", strerror(errno));
 	miner_opts_default(&mo);
 	mo.conninfo = cfg->conninfo;
 	mo.threads = cfg->miner_threads;
