@@ -191,6 +191,13 @@ static int check_auth(struct handler *h, const struct handler_request *rq,
 	return 0;
 }
 
+int handler_authorize(struct handler *h, const char *authorization, struct handler_response *rs)
+{
+	struct handler_request hr = { .authorization = authorization };
+
+	return check_auth(h, &hr, rs);
+}
+
 void handler_process(struct handler *h, const struct handler_request *rq,
 		     struct handler_response *rs)
 {

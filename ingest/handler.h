@@ -50,6 +50,9 @@ void handler_free(struct handler *h);   /* NULL-safe */
 /* Always fills *rs (status and body), whatever the input. */
 void handler_process(struct handler *h, const struct handler_request *rq,
 		     struct handler_response *rs);
+/* Check a token (an Authorization header value) before any body is read: 0 when it may send
+ * streams, else -1 with *rs filled (401, or 503 when the database cannot be asked). */
+int handler_authorize(struct handler *h, const char *authorization, struct handler_response *rs);
 /* Set a ready-made error answer: {"error": msg}. */
 void handler_error(struct handler_response *rs, int status, const char *msg);
 /* Partitions and retention; 0 or -1 with handler_last_error(). */

@@ -22,7 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum route { ROUTE_NONE, ROUTE_STREAMS };
+/* ROUTE_AUTH: suspended before the body while a worker checks a token the cache does not know */
+enum route { ROUTE_NONE, ROUTE_STREAMS, ROUTE_AUTH };
 
 /* Each worker statement is cut off after this (store.c sets it); shutdown waits that long at most. */
 #define STATEMENT_TIMEOUT_S 60
@@ -38,6 +39,7 @@ struct request {
 	int early_status;            /* refuse once the body is in (413, 503) */
 	const char *early_msg;
 	bool ndjson, zstd;
+	bool authorized;             /* a worker found the token good */
 	char *authorization;
 	struct handler_response resp;
 	int64_t start_ns;
@@ -199,6 +201,16 @@ static void *worker_main(void *p)
 	bool stop;
 
 	while ((rq = queue_pop(s, &stop))) {
+		if (rq->route == ROUTE_AUTH) {
+			/* only the token: resp.status stays 0 when it is good */
+			if (stop) {
+				rq->resp.status = 503;
+			} else if (handler_authorize(wa->h, rq->authorization, &rq->resp) == 0) {
+				rq->resp.status = 0;
+			}
+			MHD_resume_connection(rq->conn);
+			continue;
+		}
 		if (stop) {
 			handler_error(&rq->resp, 503, "server is shutting down; retry later");
 			rq->resp.retry_after = 5;
@@ -280,10 +292,30 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		return respond_rq(rq, 503, "server is shutting down; retry later", 5);
 	}
 	/* a token known to be bad needs no body */
-	if (!au || (auth_cached(s->auth, au, &role) && role != AUTH_INGEST && role != AUTH_ADMIN)) {
+	if (!au || (!rq->authorized && auth_cached(s->auth, au, &role) && role != AUTH_INGEST &&
+		    role != AUTH_ADMIN)) {
 		metrics_reject(REASON_UNAUTHORIZED, 1);
 		return respond_rq(rq, 401, au ? "authorization: unknown or revoked token"
 					      : "authorization: missing bearer token", 0);
+	}
+	/* nor does one nobody has checked yet: a worker asks the database while the
+	 * connection waits, so random tokens cannot make the server buffer bodies;
+	 * libmicrohttpd calls this again once the connection is resumed */
+	if (!rq->authorized && !auth_cached(s->auth, au, &role)) {
+		free(rq->authorization);
+		rq->authorization = strndup(au, 512);
+		if (!rq->authorization)
+			return MHD_NO;
+		if (!queue_reserve(s)) {
+			metrics_reject(REASON_OVERLOADED, 1);
+			return respond_rq(rq, 503, "server busy: request queue full; retry later", 1);
+		}
+		rq->route = ROUTE_AUTH;
+		atomic_store(&rq->state, RQ_QUEUED);
+		atomic_fetch_add(&s->suspended, 1);
+		MHD_suspend_connection(rq->conn);
+		queue_push(s, rq);
+		return MHD_YES;
 	}
 	if (!ct || !(media_is(ct, "application/json") || media_is(ct, "application/x-ndjson"))) {
 		metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
@@ -303,6 +335,7 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		snprintf(msg, sizeof(msg), "body: larger than the limit of %zu bytes", s->cfg->lim.max_body);
 		return respond_rq(rq, 413, msg, 0);
 	}
+	free(rq->authorization);
 	rq->authorization = strndup(au, 512);
 	if (!rq->authorization)
 		return MHD_NO;
@@ -373,6 +406,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
 		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, GET /healthz, GET /metrics)", 0);
+	}
+	if (rq->route == ROUTE_AUTH) {
+		/* resumed after the token check, still before the body */
+		atomic_fetch_sub(&s->suspended, 1);
+		rq->route = ROUTE_NONE;
+		if (rq->resp.status == 503 && !rq->resp.body.len)
+			return respond_rq(rq, 503, "server is shutting down; retry later", 5);
+		if (rq->resp.status)   /* the worker's answer: 401, or 503 without a database */
+			return respond(conn, rq->resp.status, "application/json", rq->resp.body.data,
+				       rq->resp.body.len, rq->resp.retry_after);
+		rq->authorized = true;
+		atomic_store(&rq->state, RQ_RECEIVING);
+		return start_streams(s, rq);
 	}
 	if (rq->route != ROUTE_STREAMS) {
 		*upload_size = 0; /* answered already; the body is ignored */

@@ -151,6 +151,16 @@ http POST "$INGEST_URL/api/v1/streams" -H 'Content-Type: application/json' --dat
 t_eq "bad input, missing token" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: missing bearer token"}'
 http POST "$INGEST_URL/api/v1/streams" -H 'Authorization: Bearer sm_0000' -H 'Content-Type: application/json' --data-binary "@$T_TMP/s1.json"
 t_eq "bad input, wrong token" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
+# a token nobody has checked yet is checked before the body is read: a random token
+# with a 15 MB body is refused while most of the body is still unsent
+head -c 15000000 /dev/zero | tr '\0' ' ' >"$T_TMP/big.json"
+sent=$(curl -s -o "$T_TMP/big.out" -w '%{http_code} %{size_upload}' -H "Authorization: Bearer sm_$(printf '%064d' 42)" \
+	-H 'Content-Type: application/json' -H 'Expect:' --data-binary "@$T_TMP/big.json" "$INGEST_URL/api/v1/streams")
+t_eq "an unchecked token: 401 before the body" "${sent% *} $(cat "$T_TMP/big.out")" \
+	'401 {"error":"authorization: unknown or revoked token"}'
+t_eq "an unchecked token: the body was not read (${sent#* } of 15000000 bytes sent)" \
+	"$([ "${sent#* }" -lt 15000000 ] && echo yes)" yes
+rm -f "$T_TMP/big.json"
 http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $ANALYST" -H 'Content-Type: application/json' --data-binary "@$T_TMP/s1.json"
 t_eq "bad input, analyst token" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: this token'"'"'s role may not send streams (needs ingest)"}'
 http GET "$INGEST_URL/api/v1/streams"
