@@ -42,6 +42,8 @@ static const char usage[] =
 	"  --aoi waitgraph|thread|critical|stream   the events that matter [waitgraph]\n"
 	"  --include GLOB, --exclude GLOB   frame filters (repeatable)\n"
 	"  --threshold-ns N | --threshold-fraction F   the cost threshold C [fraction 0.01]\n"
+	"  --threshold-guideline S,D  or by the paper's guideline: C = S x D ns x the streams\n"
+	"                           selected (bugs hitting a share S of them with a delay D each)\n"
 	"  --linkage average|single|complete, --cut D   clustering [average, 0.5]\n"
 	"  --version V, --host H, --label K=V (repeatable), --since T, --until T\n"
 	"                           stream filters (T: RFC 3339 time)\n"
@@ -69,7 +71,7 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 enum {
-	O_PARAMS = 256, O_APP, O_KIND, O_AOI, O_INCLUDE, O_EXCLUDE, O_TNS, O_TFRAC, O_LINKAGE, O_CUT,
+	O_PARAMS = 256, O_APP, O_KIND, O_AOI, O_INCLUDE, O_EXCLUDE, O_TNS, O_TFRAC, O_TGUIDE, O_LINKAGE, O_CUT,
 	O_VERSION, O_HOST, O_LABEL, O_SINCE, O_UNTIL, O_QUEUE, O_THREADS, O_QUIET, O_ONCE, O_LIMIT,
 	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL, O_BRIEF,
 };
@@ -83,6 +85,7 @@ static const struct option cmd_opts[] = {
 	{ "exclude", required_argument, NULL, O_EXCLUDE },
 	{ "threshold-ns", required_argument, NULL, O_TNS },
 	{ "threshold-fraction", required_argument, NULL, O_TFRAC },
+	{ "threshold-guideline", required_argument, NULL, O_TGUIDE },
 	{ "linkage", required_argument, NULL, O_LINKAGE },
 	{ "cut", required_argument, NULL, O_CUT },
 	{ "version", required_argument, NULL, O_VERSION },
@@ -164,6 +167,19 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 			if (util_parse_double(optarg, &c->p.threshold_fraction) < 0)
 				return usage_error("--threshold-fraction '%s': a number", optarg);
 			break;
+		case O_TGUIDE: {
+			/* SHARE,DELAY_NS */
+			const char *comma = strchr(optarg, ',');
+			char share[64];
+			if (!comma || (size_t)(comma - optarg) >= sizeof(share))
+				return usage_error("--threshold-guideline '%s': SHARE,DELAY_NS (e.g. 0.1,300000000)", optarg);
+			memcpy(share, optarg, (size_t)(comma - optarg));
+			share[comma - optarg] = '\0';
+			if (util_parse_double(share, &c->p.guideline.share) < 0 ||
+			    util_parse_i64(comma + 1, 1, INT64_MAX, &c->p.guideline.delay_ns) < 0)
+				return usage_error("--threshold-guideline '%s': SHARE,DELAY_NS (e.g. 0.1,300000000)", optarg);
+			break;
+		}
 		case O_LINKAGE: c->p.linkage = optarg; break;
 		case O_CUT:
 			if (util_parse_double(optarg, &c->p.cut) < 0)

@@ -55,6 +55,21 @@ int params_check(const struct run_params *p, char *err, size_t errlen)
 		snprintf(err, errlen, "threshold_ns: must be a positive number of nanoseconds");
 		return -1;
 	}
+	if (p->guideline.share != 0 || p->guideline.delay_ns != 0) {
+		if (p->threshold_ns > 0) {
+			snprintf(err, errlen, "threshold_guideline: give one of threshold_ns, threshold_fraction and "
+				 "threshold_guideline");
+			return -1;
+		}
+		if (!(p->guideline.share > 0 && p->guideline.share <= 1)) {
+			snprintf(err, errlen, "threshold_guideline.share: must be more than 0 and at most 1");
+			return -1;
+		}
+		if (p->guideline.delay_ns <= 0 || p->guideline.delay_ns > (int64_t)1e15) {
+			snprintf(err, errlen, "threshold_guideline.delay_ns: must be a positive number of nanoseconds");
+			return -1;
+		}
+	}
 	if (p->threshold_ns < 0 && !(p->threshold_fraction > 0 && p->threshold_fraction <= 1)) {
 		snprintf(err, errlen, "threshold_fraction: must be more than 0 and at most 1");
 		return -1;
@@ -268,7 +283,7 @@ int params_parse(const char *json, size_t len, struct arena *a, struct run_param
 {
 	json_tokener *tok = json_tokener_new_ex(8);
 	json_object *root;
-	bool has_ns = false, has_frac = false;
+	bool has_ns = false, has_frac = false, has_guide = false;
 	int rc = -1;
 
 	params_init(p);
@@ -337,6 +352,21 @@ int params_parse(const char *json, size_t len, struct arena *a, struct run_param
 				goto out;
 			p->threshold_fraction = d;
 			has_frac = true;
+		} else if (strcmp(key, "threshold_guideline") == 0) {
+			json_object *sh, *dl;
+			if (!json_object_is_type(val, json_type_object) || json_object_object_length(val) != 2 ||
+			    !json_object_object_get_ex(val, "share", &sh) || !json_object_object_get_ex(val, "delay_ns", &dl)) {
+				snprintf(err, errlen, "threshold_guideline: must be {\"share\": S, \"delay_ns\": D}");
+				goto out;
+			}
+			if (num_field(sh, "threshold_guideline.share", &p->guideline.share, err, errlen) < 0)
+				goto out;
+			if (!json_object_is_type(dl, json_type_int) || json_object_get_int64(dl) <= 0) {
+				snprintf(err, errlen, "threshold_guideline.delay_ns: must be a positive integer");
+				goto out;
+			}
+			p->guideline.delay_ns = json_object_get_int64(dl);
+			has_guide = true;
 		} else if (strcmp(key, "cut") == 0) {
 			if (num_field(val, "cut", &d, err, errlen) < 0)
 				goto out;
@@ -349,8 +379,9 @@ int params_parse(const char *json, size_t len, struct arena *a, struct run_param
 			goto out;
 		}
 	}
-	if (has_ns && has_frac) {
-		snprintf(err, errlen, "threshold_ns: give threshold_ns or threshold_fraction, not both");
+	if (has_ns + has_frac + has_guide > 1) {
+		snprintf(err, errlen, "%s: give one of threshold_ns, threshold_fraction and threshold_guideline",
+			 has_ns ? "threshold_ns" : "threshold_fraction");
 		goto out;
 	}
 	rc = params_check(p, err, errlen);
@@ -398,10 +429,15 @@ int params_write_json(const struct run_params *p, struct buf *b)
 	buf_put_json_str(b, p->aoi, strlen(p->aoi));
 	put_globs(b, "include", p->include, p->ninclude);
 	put_globs(b, "exclude", p->exclude, p->nexclude);
-	if (p->threshold_ns > 0)
+	if (p->threshold_ns > 0) {
 		buf_printf(b, ",\"threshold_ns\":%lld", (long long)p->threshold_ns);
-	else if (buf_puts(b, ",\"threshold_fraction\":") == 0)
+	} else if (p->guideline.share > 0) {
+		buf_puts(b, ",\"threshold_guideline\":{\"share\":");
+		buf_put_double(b, p->guideline.share);
+		buf_printf(b, ",\"delay_ns\":%lld}", (long long)p->guideline.delay_ns);
+	} else if (buf_puts(b, ",\"threshold_fraction\":") == 0) {
 		buf_put_double(b, p->threshold_fraction);
+	}
 	buf_puts(b, ",\"linkage\":");
 	buf_put_json_str(b, p->linkage, strlen(p->linkage));
 	buf_puts(b, ",\"cut\":");

@@ -29,6 +29,12 @@ struct run_params {
 	size_t nexclude;
 	int64_t threshold_ns;         /* > 0, or -1 when given as a fraction */
 	double threshold_fraction;    /* of the kind's total AOI cost; default 0.01 */
+	/* the paper's guideline (docs/mining.md): C = share x delay_ns x the streams selected;
+	 * used when share > 0 */
+	struct {
+		double share;
+		int64_t delay_ns;
+	} guideline;
 	const char *linkage;          /* "average" (default), "single", "complete" */
 	double cut;                   /* clustering distance cut, default 0.5 */
 	struct {

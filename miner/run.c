@@ -1032,6 +1032,10 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 	}
 	if (run->p->threshold_ns > 0) {
 		minsup = (uint64_t)run->p->threshold_ns;
+	} else if (run->p->guideline.share > 0) {
+		/* for bugs hitting a share of the selected streams with delay_ns each */
+		double c = run->p->guideline.share * (double)run->p->guideline.delay_ns * (double)run->nstreams;
+		minsup = c >= 1.8e19 ? UINT64_MAX : (uint64_t)ceil(c - c * 1e-12);
 	} else {
 		/* 0.07 * 100 is 7.000000000000001 in doubles: take off the rounding
 		 * error before ceil so that a pattern costing exactly C counts */

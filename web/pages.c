@@ -226,6 +226,12 @@ static void run_params_summary(struct req *rq, const char *params_json)
 	if (json_object_object_get_ex(p, "threshold_ns", &v)) {
 		html_raw(rq, " · C ");
 		html_cost(rq, json_object_get_int64(v));
+	} else if (json_object_object_get_ex(p, "threshold_guideline", &v)) {
+		json_object *sh, *dl;
+		if (json_object_object_get_ex(v, "share", &sh) && json_object_object_get_ex(v, "delay_ns", &dl)) {
+			html_rawf(rq, " · C for %.4g of the streams × ", json_object_get_double(sh));
+			html_cost(rq, json_object_get_int64(dl));
+		}
 	} else if (json_object_object_get_ex(p, "threshold_fraction", &v)) {
 		html_rawf(rq, " · C %.4g of the AOI", json_object_get_double(v));
 	}
@@ -282,9 +288,12 @@ static void run_form(struct req *rq)
 		     "</select></label>"
 		     "<label>AOI <select name=\"aoi\"><option>waitgraph</option><option>critical</option>"
 		     "<option>thread</option><option>stream</option></select></label>"
-		     "<label>Threshold <select name=\"threshold_mode\"><option value=\"fraction\">fraction of the AOI cost"
-		     "</option><option value=\"ns\">absolute, in ns</option></select></label>"
-		     "<label>Value <input name=\"threshold\" value=\"0.01\" inputmode=\"decimal\"></label>"
+		     "<label>Threshold <select name=\"threshold_mode\"><option value=\"guideline\">guideline: share of "
+		     "streams × delay</option><option value=\"fraction\">fraction of the AOI cost</option>"
+		     "<option value=\"ns\">absolute, in ns</option></select></label>"
+		     "<label>Value (share, fraction or ns) <input name=\"threshold\" value=\"0.1\" inputmode=\"decimal\">"
+		     "</label><label>Delay per hit, ms (guideline) <input name=\"delay_ms\" value=\"300\" "
+		     "inputmode=\"decimal\"></label>"
 		     "<label>Linkage <select name=\"linkage\"><option>average</option><option>single</option>"
 		     "<option>complete</option></select></label>"
 		     "<label>Cut <input name=\"cut\" value=\"0.5\" inputmode=\"decimal\"></label>"
@@ -299,8 +308,9 @@ static void run_form(struct req *rq)
 		     "</textarea></label>"
 		     "<div class=\"wide\"><button type=\"submit\">Start run</button> "
 		     "<span id=\"run-form-error\" class=\"error\" role=\"alert\"></span></div></form>"
-		     "<p class=\"hint\">To rank whole bugs, give C by the paper's guideline: for bugs that hit a share s "
-		     "of N streams with a delay d each, C = s × d × N in ns (docs/mining.md).</p></section>");
+		     "<p class=\"hint\">The guideline (the paper's): to find bugs that hit a share s of the selected "
+		     "streams with a delay d each, C = s × d × streams; it ranks whole bugs, where the spec's default of "
+		     "1% of the AOI cost splits them into many small clusters (docs/mining.md).</p></section>");
 }
 
 static void page_runs(struct req *rq)
@@ -412,7 +422,20 @@ static void page_run(struct req *rq, const char *id)
 	count_of(rq, col(run, 0, "counts"), "patterns");
 	html_raw(rq, "</dd><dt>Clusters</dt><dd>");
 	count_of(rq, col(run, 0, "counts"), "clusters");
-	html_raw(rq, "</dd><dt>Total time</dt><dd>");
+	html_raw(rq, "</dd>");
+	{
+		/* the threshold C each kind was mined with */
+		json_object *cts = json_tokener_parse(col(run, 0, "counts") ? col(run, 0, "counts") : "{}"), *v;
+		static const char *const keys[2][2] = { { "threshold_run_ns", "C, run" }, { "threshold_wait_ns", "C, wait" } };
+		for (int i = 0; cts && i < 2; i++)
+			if (json_object_object_get_ex(cts, keys[i][0], &v)) {
+				html_rawf(rq, "<dt>%s</dt><dd>", keys[i][1]);
+				html_cost(rq, json_object_get_int64(v));
+				html_raw(rq, "</dd>");
+			}
+		json_object_put(cts);
+	}
+	html_raw(rq, "<dt>Total time</dt><dd>");
 	{
 		json_object *t = json_tokener_parse(col(run, 0, "timings_ms") ? col(run, 0, "timings_ms") : "{}"), *v;
 		if (t && json_object_object_get_ex(t, "total", &v))

@@ -68,6 +68,16 @@ t_match "waitgraph: timings per phase" "$(pg_q "SELECT timings_ms::text FROM run
 
 FIRST_RUN=$RUN
 
+# the paper's guideline: C = share x delay x the 5 streams selected = 0.5 x 480 x 5 = 1200
+run --app lockapp --threshold-guideline 0.5,480
+t_eq "guideline: the threshold" "$(pg_q "SELECT counts->>'threshold_run_ns', counts->>'threshold_wait_ns',
+	params->'threshold_guideline' FROM runs WHERE id = $RUN")" '1200|1200|{"share": 0.5, "delay_ns": 480}'
+t_eq "guideline: the patterns of C = 1200" "$(patterns "$RUN")" "$(patterns "$FIRST_RUN")"
+miner run --app lockapp --threshold-guideline 0.5 2>"$T_TMP/e"
+t_eq "guideline: bad option" "$?|$(cat "$T_TMP/e")" \
+	"2|sm-miner: --threshold-guideline '0.5': SHARE,DELAY_NS (e.g. 0.1,300000000)
+(see sm-miner --help)"
+
 # --- a lower threshold: both lock paths are maximal ---
 run --app lockapp --kind wait --threshold-ns 900
 t_eq "lower threshold: patterns" "$(patterns "$RUN")" \
@@ -229,7 +239,7 @@ miner run --params "$T_TMP/bad.json" >/dev/null 2>"$T_TMP/e"
 t_eq "unknown field in --params" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: --params: treshold_ns: unknown field"
 printf '{"app": "x", "threshold_ns": 5, "threshold_fraction": 0.1}' >"$T_TMP/bad.json"
 miner run --params "$T_TMP/bad.json" >/dev/null 2>"$T_TMP/e"
-t_eq "both thresholds" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: --params: threshold_ns: give threshold_ns or threshold_fraction, not both"
+t_eq "both thresholds" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: --params: threshold_ns: give one of threshold_ns, threshold_fraction and threshold_guideline"
 miner run --app x --threshold-fraction 2 >/dev/null 2>"$T_TMP/e"
 t_eq "fraction out of range" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-miner: threshold_fraction: must be more than 0 and at most 1"
 miner show 999999 >/dev/null 2>"$T_TMP/e"

@@ -276,11 +276,13 @@ t_err "run: app required" 400 "app: required"
 api POST /api/v1/runs "${AN[@]}" "${JS[@]}" --data-binary '{"app": "webapp", "aoi": "everything"}'
 t_err "run: bad aoi" 400 "aoi: must be waitgraph, thread, critical or stream"
 api POST /api/v1/runs "${AN[@]}" "${JS[@]}" --data-binary '{"app": "webapp", "threshold_ns": 5, "threshold_fraction": 0.1}'
-t_err "run: both thresholds" 400 "threshold_ns: give threshold_ns or threshold_fraction, not both"
+t_err "run: both thresholds" 400 "threshold_ns: give one of threshold_ns, threshold_fraction and threshold_guideline"
 api POST /api/v1/runs "${AN[@]}" "${JS[@]}" --data-binary '{"app": "webapp", "filter": {"hostname": "x"}}'
 t_err "run: unknown filter field" 400 "filter.hostname: unknown field (version, host, labels, since, until)"
 api POST /api/v1/runs "${AN[@]}" "${JS[@]}" --data-binary '[1, 2]'
 t_err "run: not an object" 400 "body: must be a JSON object"
+api POST /api/v1/runs "${AN[@]}" "${JS[@]}" --data-binary '{"app": "webapp", "threshold_guideline": {"share": 2, "delay_ns": 5}}'
+t_err "run: bad guideline share" 400 "threshold_guideline.share: must be more than 0 and at most 1"
 t_eq "run: refused bodies queued nothing" "$(pg_q "SELECT count(*) FROM runs")" 2
 
 # ---- GET runs/{id}/clusters ----

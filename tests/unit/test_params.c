@@ -63,6 +63,32 @@ static void test_full(void)
 	arena_free(a);
 }
 
+static void test_guideline(void)
+{
+	struct arena *a = arena_open(0);
+	struct run_params p;
+	struct buf b = BUF_INIT(0);
+
+	CHECK_STR(parse("{\"app\": \"x\", \"threshold_guideline\": {\"share\": 0.1, \"delay_ns\": 300000000}}",
+			&p, a), "ok");
+	CHECK(p.guideline.share == 0.1);
+	CHECK_INT(p.guideline.delay_ns, 300000000);
+	CHECK_INT(params_write_json(&p, &b), 0);
+	CHECK(strstr(buf_cstr(&b), ",\"threshold_guideline\":{\"share\":0.1,\"delay_ns\":300000000},") != NULL);
+	CHECK(strstr(buf_cstr(&b), "threshold_fraction") == NULL);
+	CHECK_STR(parse("{\"app\": \"x\", \"threshold_guideline\": {\"share\": 0, \"delay_ns\": 1}}", &p, a),
+		  "threshold_guideline.share: must be more than 0 and at most 1");
+	CHECK_STR(parse("{\"app\": \"x\", \"threshold_guideline\": {\"share\": 0.1, \"delay_ns\": -1}}", &p, a),
+		  "threshold_guideline.delay_ns: must be a positive integer");
+	CHECK_STR(parse("{\"app\": \"x\", \"threshold_guideline\": {\"share\": 0.1}}", &p, a),
+		  "threshold_guideline: must be {\"share\": S, \"delay_ns\": D}");
+	CHECK_STR(parse("{\"app\": \"x\", \"threshold_ns\": 5, \"threshold_guideline\": {\"share\": 0.1, "
+			"\"delay_ns\": 1}}", &p, a),
+		  "threshold_ns: give one of threshold_ns, threshold_fraction and threshold_guideline");
+	buf_release(&b);
+	arena_free(a);
+}
+
 static void test_errors(void)
 {
 	struct arena *a = arena_open(0);
@@ -115,6 +141,7 @@ int main(void)
 	RUN(test_defaults_and_json);
 	RUN(test_full);
 	RUN(test_errors);
+	RUN(test_guideline);
 	RUN(test_time);
 	return CHECK_DONE();
 }

@@ -36,7 +36,15 @@
       }
       body.cut = cut;
       if (f.threshold_mode.value === "ns") body.threshold_ns = Math.round(thr);
-      else body.threshold_fraction = thr;
+      else if (f.threshold_mode.value === "fraction") body.threshold_fraction = thr;
+      else {
+        const d = Number(f.delay_ms.value);
+        if (!Number.isFinite(d) || d <= 0) {
+          err.textContent = "delay: a positive number of milliseconds";
+          return;
+        }
+        body.threshold_guideline = { share: thr, delay_ns: Math.round(d * 1e6) };
+      }
       for (const k of ["version", "host", "since", "until"]) {
         if (f[k].value.trim()) body.filter[k] = f[k].value.trim();
       }
