@@ -200,7 +200,7 @@ ship_fleet() {
 # hit 10% of the streams with a delay d each, C = 0.1 * d * the app's streams;
 # d = 0.3 s of CPU, 0.15 s of waiting.
 mine_fleet() {
-	local app kind id n c d
+	local app kind id d
 	for app in checkout search; do
 		for kind in run wait; do
 			id=$(q -v app="$app" -v kind="$kind" <<-'EOF'
@@ -208,12 +208,10 @@ mine_fleet() {
 			EOF
 			)
 			if [ -z "$id" ]; then
-				n=$(q -v app="$app" <<<"SELECT count(*) FROM streams WHERE app = :'app'")
-				[ $kind = run ] && d=30000000 || d=15000000
-				c=$((n * d))
-				say "mining the $app $kind stacks (sm-miner run --app $app --kind $kind --threshold-ns $c)"
-				id=$("$bin/sm-miner" --db "$db" run --app "$app" --kind "$kind" --threshold-ns "$c" --quiet) ||
-					die "sm-miner run failed"
+				[ $kind = run ] && d=300000000 || d=150000000
+				say "mining the $app $kind stacks (sm-miner run --app $app --kind $kind --threshold-guideline 0.1,$d)"
+				id=$("$bin/sm-miner" --db "$db" run --app "$app" --kind "$kind" --threshold-guideline "0.1,$d" \
+					--quiet) || die "sm-miner run failed"
 			fi
 			MINED="$MINED $app/$kind:$id"
 		done
