@@ -592,27 +592,37 @@ static void breakdown(struct req *rq, PGresult *r, const char *dim, const char *
 {
 	double max = 0;
 	bool label = strcmp(dim, "label") == 0;
+	bool *done = arena_calloc(rq->a, (size_t)PQntuples(r) + 1, sizeof(bool));
 
 	html_rawf(rq, "<section class=\"by\"><h3>%s</h3><table><thead><tr>%s<th>Value</th><th class=\"n\">Cost</th>"
 		      "<th class=\"n\">Streams</th></tr></thead><tbody>", title, label ? "<th>Label</th>" : "");
 	for (int i = 0; i < PQntuples(r); i++)
 		if (strcmp(col(r, i, "dim"), dim) == 0 && (double)coln(r, i, "cost_ns") > max)
 			max = (double)coln(r, i, "cost_ns");
-	for (int i = 0; i < PQntuples(r); i++) {
-		if (strcmp(col(r, i, "dim"), dim) != 0)
+	/* rows come costliest first; labels are grouped by key (a key's costliest value first),
+	 * the key written once per group */
+	for (int g = 0; done && g < PQntuples(r); g++) {
+		if (done[g] || strcmp(col(r, g, "dim"), dim) != 0)
 			continue;
-		html_raw(rq, "<tr>");
-		if (label) {
+		for (int i = g; i < PQntuples(r); i++) {
+			if (done[i] || strcmp(col(r, i, "dim"), dim) != 0 ||
+			    (label && strcmp(col(r, i, "key"), col(r, g, "key")) != 0) || (!label && i != g))
+				continue;
+			done[i] = true;
+			html_raw(rq, "<tr>");
+			if (label) {
+				html_raw(rq, i == g ? "<td class=\"key\">" : "<td class=\"key more\">");
+				if (i == g)
+					html_text(rq, col(r, i, "key"));
+				html_raw(rq, "</td>");
+			}
 			html_raw(rq, "<td>");
-			html_text(rq, col(r, i, "key"));
-			html_raw(rq, "</td>");
+			html_text(rq, col(r, i, "value"));
+			html_raw(rq, "</td><td class=\"n metric\">");
+			html_cost(rq, coln(r, i, "cost_ns"));
+			html_bar(rq, (double)coln(r, i, "cost_ns"), max, 60);
+			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)coln(r, i, "streams"));
 		}
-		html_raw(rq, "<td>");
-		html_text(rq, col(r, i, "value"));
-		html_raw(rq, "</td><td class=\"n metric\">");
-		html_cost(rq, coln(r, i, "cost_ns"));
-		html_bar(rq, (double)coln(r, i, "cost_ns"), max, 60);
-		html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)coln(r, i, "streams"));
 	}
 	html_raw(rq, "</tbody></table></section>");
 }
