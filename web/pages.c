@@ -1010,7 +1010,8 @@ static void page_stream(struct req *rq, const char *uuid)
 		     "it. Click a time on the axis to zoom in.</p><div class=\"timeline\">");
 	{
 		/* room for "tid 4194304 (symptom)" in bold */
-		struct tl_view v = { 1300, from, to, coln(st, 0, "symptom_tid"), s0, s1, "?t=", 190 };
+		struct tl_view v = { 1300, from, to, coln(st, 0, "symptom_tid"), s0, s1,
+				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", 190 };
 		char terr[256];
 		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
 			html_raw(rq, "<p class=\"error\">");
