@@ -15,7 +15,7 @@
 # number of checks is asserted (a scenario cut short is a failure). Full-page
 # screenshots of each step go to BUILD_DIR/test-logs/screens/ (SM_SCREENS: elsewhere).
 #
-# Needs node (20 or later) and npm, and Chromium (SM_CHROMIUM, default
+# Needs node (18 or later: Debian 12 has 18) and npm, and Chromium (SM_CHROMIUM, default
 # /usr/bin/chromium; deploy/deps.sh test installs them); playwright-core is
 # installed into tests/browser/node_modules with `npm ci` when it is missing.
 . "$(dirname "$0")/../lib.sh"
@@ -32,7 +32,7 @@ screens=${SM_SCREENS:-$SM_BIN_DIR/../test-logs/screens}
 command -v node >/dev/null || t_bail "node" "node is not installed (deploy/deps.sh test, or apt-get install nodejs npm)"
 command -v npm >/dev/null || t_bail "npm" "npm is not installed (deploy/deps.sh test, or apt-get install npm)"
 node_major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$node_major" -ge 20 ] 2>/dev/null || t_bail "node" "node $(node --version) is too old: playwright-core needs 20 or later"
+[ "$node_major" -ge 18 ] 2>/dev/null || t_bail "node" "node $(node --version) is too old: playwright-core needs 18 or later"
 [ -x "$chromium" ] || t_bail "chromium" "$chromium is missing (deploy/deps.sh test, or apt-get install chromium; SM_CHROMIUM names another)"
 if [ ! -f "$browser_dir/node_modules/playwright-core/package.json" ]; then
 	(cd "$browser_dir" && npm ci --no-audit --no-fund) >"$T_TMP/npm.log" 2>&1 || {
