@@ -426,9 +426,21 @@ static void serve_static(struct req *rq)
 	text_error(rq, 404, "no such file");
 }
 
+/* The first query parameter whose name or value is not UTF-8 (the database refuses such text). */
+static bool find_bad_utf8(void *cls, const char *key, const char *value)
+{
+	const char **bad = cls;
+
+	if (util_utf8_valid(key, strlen(key)) && util_utf8_valid(value, strlen(value)))
+		return true;
+	*bad = key;
+	return false;
+}
+
 static void dispatch(struct req *rq)
 {
 	bool api = strncmp(rq->path, "/api/", 5) == 0;
+	const char *bad = NULL;
 
 	if (strcmp(rq->path, "/healthz") == 0) {
 		PGresult *r = PQexec(rq->db, "SELECT 1");
@@ -439,6 +451,14 @@ static void dispatch(struct req *rq)
 	}
 	if (strncmp(rq->path, "/static/", 8) == 0) {
 		serve_static(rq);
+		return;
+	}
+	req_query_each(rq, find_bad_utf8, &bad);
+	if (bad) {
+		if (api)
+			req_json_error(rq, 400, "%.64s: a query parameter must be UTF-8", bad);
+		else
+			text_error(rq, 400, "a query parameter is not UTF-8");
 		return;
 	}
 	authenticate(rq);
