@@ -248,6 +248,13 @@ static bool subseq(const int32_t *needle, int nn, const int32_t *hay, int nh)
 	return i == nn;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
 int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct sig_coverage *out,
 		 char *err, size_t errlen)
 {
@@ -287,13 +294,19 @@ int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct s
 		db_errcpy(err, errlen, "reading signatures", PQresultErrorMessage(rs));
 		goto out;
 	}
-	/* an id given twice counts once */
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < i; j++)
-			if (ids[j] == ids[i]) {
-				ndistinct--;
-				break;
-			}
+	/* an id given twice counts once (the list comes from a URL: sort, not compare all pairs) */
+	if (n) {
+		int64_t *sorted = malloc(n * sizeof(*sorted));
+		if (!sorted) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		memcpy(sorted, ids, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), cmp_i64);
+		for (size_t i = 1; i < n; i++)
+			ndistinct -= sorted[i] == sorted[i - 1];
+		free(sorted);
+	}
 	if (n && (size_t)PQntuples(rs) != ndistinct) {
 		snprintf(err, errlen, "signatures: %zu of the %zu ids given do not exist", ndistinct - (size_t)PQntuples(rs),
 			 ndistinct);

@@ -206,32 +206,6 @@ const char *miner_error(const struct miner *m)
 	return m->err;
 }
 
-static int insert_run(struct miner *m, const struct run_params *p, const char *status, int64_t *id)
-{
-	struct buf b = BUF_INIT(0);
-	const char *params[3];
-	PGresult *r;
-
-	if (params_write_json(p, &b) < 0) {
-		buf_release(&b);
-		return fail(m, "out of memory");
-	}
-	params[0] = buf_cstr(&b);
-	params[1] = status;
-	params[2] = m->worker;
-	r = PQexecParams(m->db,
-			 "INSERT INTO runs (params, status, worker, started_at, heartbeat_at, attempts)"
-			 " SELECT $1::jsonb, $2, CASE WHEN $2 = 'running' THEN $3 END,"
-			 " CASE WHEN $2 = 'running' THEN now() END, CASE WHEN $2 = 'running' THEN now() END,"
-			 " CASE WHEN $2 = 'running' THEN 1 ELSE 0 END RETURNING id",
-			 3, NULL, params, NULL, NULL, 0);
-	buf_release(&b);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		return db_fail(m, "creating the run", r);
-	*id = db_get_i64(r, 0, 0);
-	PQclear(r);
-	return 0;
-}
 
 int miner_enqueue(struct miner *m, const struct run_params *p, int64_t *run_id)
 {
@@ -266,7 +240,26 @@ int miner_enqueue_db(PGconn *db, const struct run_params *p, int64_t *run_id, ch
 
 int miner_create_running(struct miner *m, const struct run_params *p, int64_t *run_id)
 {
-	return insert_run(m, p, "running", run_id);
+	struct buf b = BUF_INIT(0);
+	const char *params[2];
+	PGresult *r;
+
+	if (params_write_json(p, &b) < 0) {
+		buf_release(&b);
+		return fail(m, "out of memory");
+	}
+	params[0] = buf_cstr(&b);
+	params[1] = m->worker;
+	r = PQexecParams(m->db,
+			 "INSERT INTO runs (params, status, worker, started_at, heartbeat_at, attempts)"
+			 " VALUES ($1::jsonb, 'running', $2, now(), now(), 1) RETURNING id",
+			 2, NULL, params, NULL, NULL, 0);
+	buf_release(&b);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return db_fail(m, "creating the run", r);
+	*run_id = db_get_i64(r, 0, 0);
+	PQclear(r);
+	return 0;
 }
 
 int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_params *p)

@@ -561,20 +561,6 @@ static bool put_clusters(struct req *rq, PGresult *rows, PGresult *pats, bool ar
 	return true;
 }
 
-/* "{id,id,...}" of the cluster ids of rows (column 0), in the arena. */
-static const char *cluster_ids(struct req *rq, PGresult *rows)
-{
-	struct buf b = BUF_INIT(0);
-	const char *out;
-
-	buf_putc(&b, '{');
-	for (int i = 0; i < PQntuples(rows); i++)
-		buf_printf(&b, i ? ",%s" : "%s", PQgetvalue(rows, i, 0));
-	buf_putc(&b, '}');
-	out = req_strdup(rq, buf_cstr(&b));
-	buf_release(&b);
-	return out;
-}
 
 static void get_clusters(struct req *rq, const char *run)
 {
@@ -604,7 +590,7 @@ static void get_clusters(struct req *rq, const char *run)
 	if (!failed(rq, rows, err))
 		count = model_clusters_count(rq->db, run, kind, text, err, sizeof(err));
 	if (count && !failed(rq, count, err))
-		pats = model_cluster_patterns(rq->db, cluster_ids(rq, rows), (long)np, err, sizeof(err));
+		pats = model_cluster_patterns(rq->db, req_id_array(rq, rows, 0), (long)np, err, sizeof(err));
 	if (pats && !failed(rq, pats, err)) {
 		buf_printf(&rq->out, "{\"sort\": \"%s\", \"clusters\": ", model_sort_name((enum model_sort)s));
 		if (put_clusters(rq, rows, pats, true)) {
@@ -635,7 +621,7 @@ static void get_cluster(struct req *rq, const char *id)
 		PQclear(c);
 		return;
 	}
-	r = model_cluster_patterns(rq->db, cluster_ids(rq, c), 100000, err, sizeof(err));
+	r = model_cluster_patterns(rq->db, req_id_array(rq, c, 0), 100000, err, sizeof(err));
 	if (failed(rq, r, err) || !put_clusters(rq, c, r, false)) {
 		PQclear(c);
 		PQclear(r);

@@ -632,7 +632,6 @@ static void flame_section(struct req *rq, const char *id)
 	char err[256];
 	PGresult *st = model_cluster_stacks(rq->db, id, err, sizeof(err)), *fr = NULL;
 	struct flame *f = flame_open();
-	struct buf ids = BUF_INIT(0);
 	int64_t focus = 0;
 	const char *fv = req_query(rq, "focus");
 
@@ -640,11 +639,7 @@ static void flame_section(struct req *rq, const char *id)
 		focus = 0;
 	if (!st || !f)
 		goto out;
-	buf_putc(&ids, '{');
-	for (int i = 0; i < PQntuples(st); i++)
-		buf_printf(&ids, i ? ",%s" : "%s", PQgetvalue(st, i, 0));
-	buf_putc(&ids, '}');
-	fr = model_stacks(rq->db, buf_cstr(&ids), err, sizeof(err));
+	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
 	if (!fr)
 		goto out;
 	{
@@ -669,7 +664,6 @@ static void flame_section(struct req *rq, const char *id)
 	flame_render_svg(f, (uint32_t)focus, "?focus=", 1200, &rq->out);
 	html_raw(rq, "</div></section>");
 out:
-	buf_release(&ids);
 	flame_free(f);
 	PQclear(st);
 	PQclear(fr);
@@ -858,7 +852,6 @@ static void page_stream(struct req *rq, const char *uuid)
 	struct tl_event *te;
 	bool *in;
 	int n, naoi = 0;
-	struct buf ids = BUF_INIT(0);
 	int64_t s0, s1, from, to;
 
 	if (aoi && aoi_mode_parse(aoi, &mode) < 0)
@@ -885,11 +878,7 @@ static void page_stream(struct req *rq, const char *uuid)
 		goto out;
 	}
 	/* the innermost frame of each stack, for the hover text */
-	buf_putc(&ids, '{');
-	for (int i = 0; i < n; i++)
-		buf_printf(&ids, i ? ",%s" : "%s", PQgetvalue(ev, i, 4));
-	buf_putc(&ids, '}');
-	fr = model_stacks(rq->db, buf_cstr(&ids), err, sizeof(err));
+	fr = model_stacks(rq->db, req_id_array(rq, ev, 4), err, sizeof(err));
 	s0 = coln(st, 0, "symptom_start_ns");
 	s1 = coln(st, 0, "symptom_end_ns");
 	from = n ? coln(ev, 0, "ts_ns") : s0;
@@ -1022,7 +1011,6 @@ static void page_stream(struct req *rq, const char *uuid)
 	html_raw(rq, "</div></section>");
 	html_end(rq);
 out:
-	buf_release(&ids);
 	PQclear(st);
 	PQclear(ev);
 	PQclear(fr);

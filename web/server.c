@@ -147,6 +147,35 @@ int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t
 	return 0;
 }
 
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+const char *req_id_array(struct req *rq, PGresult *r, int col)
+{
+	int n = PQntuples(r);
+	long long *v = arena_alloc(rq->a, ((size_t)n + 1) * sizeof(*v));
+	struct buf b = BUF_INIT(0);
+	const char *out;
+
+	if (!v)
+		return "{}";
+	for (int i = 0; i < n; i++)
+		v[i] = strtoll(PQgetvalue(r, i, col), NULL, 10);
+	qsort(v, (size_t)n, sizeof(*v), cmp_ll);
+	buf_putc(&b, '{');
+	for (int i = 0; i < n; i++)
+		if (i == 0 || v[i] != v[i - 1])
+			buf_printf(&b, b.len > 1 ? ",%lld" : "%lld", v[i]);
+	buf_putc(&b, '}');
+	out = req_strdup(rq, buf_cstr(&b));
+	buf_release(&b);
+	return out ? out : "{}";
+}
+
 void req_add_header(struct req *rq, const char *name, const char *value)
 {
 	if (rq->nheaders < REQ_MAX_HEADERS && name && value) {

@@ -80,6 +80,9 @@ const char *req_form(struct req *rq, const char *name);
  * Returns 0, or -1 (not such an array, over 1024 ids, a database error).
  */
 int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n);
+/* The distinct integers of column col of r as a PostgreSQL array literal ("{1,5,9}", ascending),
+ * in the request's arena ("{}" on out of memory). */
+const char *req_id_array(struct req *rq, PGresult *r, int col);
 /* Add a response header (name and value must outlive the request: literals or arena strings). */
 void req_add_header(struct req *rq, const char *name, const char *value);
 /* Copy s into the request's arena (NULL on out of memory). */
