@@ -7,6 +7,9 @@
 #   make bench      benchmarks (a report, not a test)
 #   make fuzz       libFuzzer runs of the wire parser, the importers and sm-web's inputs (FUZZ_SECONDS each)
 #
+# The guard agent is a shared library, lib/libsmguard.so (build/asan/lib/ for SAN=1), loaded
+# into other programs: it is always built optimised and without sanitizers, from position-
+# independent objects in $(O)/pic with every symbol hidden but the wrapped C library calls.
 # SAN=1 builds with AddressSanitizer and UBSan into build/asan (the tests use it).
 
 CC ?= gcc
@@ -23,13 +26,14 @@ BINDIR ?= bin
 OPT := -O2
 endif
 
-PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib
+PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib libdw libunwind
 WARN := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat-security \
 	-Wshadow -Wpointer-arith -Wcast-qual -Wno-cast-qual
 CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -Iagent -Iingest -Iminer -Iclusterer -Iweb -I$(O)/gen
-LDFLAGS := $(OPT) -pthread
+LDFLAGS := $(OPT) -pthread -Wl,--as-needed
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS)) -lm
+LIBDIR ?= $(dir $(BINDIR))lib
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
@@ -37,6 +41,11 @@ INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
+GUARD_CORE_SRC := $(addprefix agent/guard/,config.c profile.c ring.c modmap.c symbolize.c)
+GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c runtime.c unit.c sampler.c train.c report.c)
+# what libsmguard.so takes from the rest of the tree
+GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c intern.c json.c log.c sha256.c util.c vec.c wire.c) \
+	agent/ship.c agent/spool.c clusterer/hclust.c clusterer/sim.c
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 
@@ -46,9 +55,12 @@ INGEST_OBJ := $(INGEST_SRC:%.c=$(O)/%.o)
 MINER_OBJ := $(MINER_SRC:%.c=$(O)/%.o)
 CLUSTER_OBJ := $(CLUSTER_SRC:%.c=$(O)/%.o)
 WEB_OBJ := $(WEB_SRC:%.c=$(O)/%.o) $(O)/gen/static.o
+GUARD_CORE_OBJ := $(GUARD_CORE_SRC:%.c=$(O)/%.o)
+GUARD_PIC_OBJ := $(patsubst %.c,$(O)/pic/%.o,$(GUARD_CORE_SRC) $(GUARD_RT_SRC) $(GUARD_SHARED_SRC))
+GUARD_LIB := $(LIBDIR)/libsmguard.so
 
 PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin $(BINDIR)/sm-miner \
-	$(BINDIR)/sm-cluster $(BINDIR)/sm-web
+	$(BINDIR)/sm-cluster $(BINDIR)/sm-web $(BINDIR)/sm-guard
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
@@ -61,11 +73,32 @@ all:
 	@deploy/deps.sh build
 	@$(MAKE) --no-print-directory binaries
 
-binaries: $(PROGS) $(UNIT_BINS) $(TOOL_BINS)
+GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped
+
+binaries: $(PROGS) $(GUARD_LIB) $(UNIT_BINS) $(TOOL_BINS) $(GUARD_TEST_BINS)
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+# the guard library's objects: optimised, unsanitized, position-independent, hidden by default
+GUARD_PIC_CFLAGS := -std=c11 -g -O2 -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
+	-pthread $(WARN) -MMD -MP -Icommon -Iagent -Iclusterer
+$(O)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(GUARD_PIC_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+$(GUARD_LIB): $(GUARD_PIC_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -O2 -pthread -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now -Wl,--as-needed -o $@ $^ \
+		$(shell pkg-config --libs libdw libunwind libcurl libzstd json-c) -ldl -lm
+
+# the guard tests' server: an ordinary program (no sanitizers, exported names, a stripped copy)
+$(O)/tests/guardtest: tests/guard/guardtest.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
+$(O)/tests/guardtest-stripped: $(O)/tests/guardtest
+	objcopy --strip-all $< $@
 
 $(O)/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)
@@ -99,6 +132,9 @@ $(O)/libclusterer.a: $(CLUSTER_OBJ)
 $(O)/libweb.a: $(WEB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+$(O)/libguard.a: $(GUARD_CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
@@ -116,11 +152,14 @@ $(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libclustere
 		$(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libclusterer.a $(O)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-admin: $(O)/deploy/admin.o $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libguard.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(O)/tests/%: $(O)/tests/tools/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
@@ -171,6 +210,6 @@ fuzz:
 	build/fuzz/fuzz_web -max_total_time=$(FUZZ_SECONDS) -max_len=16384 build/fuzz/corpus-web
 
 clean:
-	rm -rf build bin
+	rm -rf build bin lib
 
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -341,6 +341,24 @@ static size_t on_header(char *p, size_t size, size_t n, void *ctx)
 	return n;
 }
 
+static curl_socket_t on_open_socket(void *ctx, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	struct shipper *sh = ctx;
+	int fd;
+
+	(void)purpose;
+	fd = sh->o.open_socket(sh->o.socket_ctx, addr->family, addr->socktype, addr->protocol);
+	return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
+static int on_close_socket(void *ctx, curl_socket_t fd)
+{
+	struct shipper *sh = ctx;
+
+	sh->o.close_socket(sh->o.socket_ctx, fd);
+	return 0;
+}
+
 static bool cancelled(const struct shipper *sh)
 {
 	return sh->o.cancel && *sh->o.cancel;
@@ -454,6 +472,12 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 	curl_easy_setopt(sh->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(sh->curl, CURLOPT_HEADERDATA, sh);
 	curl_easy_setopt(sh->curl, CURLOPT_POST, 1L);
+	if (o->open_socket && o->close_socket) {
+		curl_easy_setopt(sh->curl, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+		curl_easy_setopt(sh->curl, CURLOPT_OPENSOCKETDATA, sh);
+		curl_easy_setopt(sh->curl, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+		curl_easy_setopt(sh->curl, CURLOPT_CLOSESOCKETDATA, sh);
+	}
 	if (o->cancel) {
 		curl_easy_setopt(sh->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(sh->curl, CURLOPT_XFERINFODATA, sh);

@@ -60,6 +60,15 @@ struct ship_opts {
 	int zstd_level;
 	ship_report_fn *report;   /* NULL: log a warning line per event */
 	void *report_ctx;
+	/*
+	 * When set, every socket the shipper opens comes from open_socket (domain,
+	 * type, protocol as for socket(2); returns the descriptor or -1) and is
+	 * closed through close_socket. The guard agent places its sockets out of
+	 * the way of the program it lives in and registers them.
+	 */
+	int (*open_socket)(void *ctx, int domain, int type, int protocol);
+	void (*close_socket)(void *ctx, int fd);
+	void *socket_ctx;
 	/* When set and *cancel becomes non-zero (a signal handler), the shipper stops
 	 * waiting and sending: what is queued and what comes later is spooled. */
 	const volatile sig_atomic_t *cancel;

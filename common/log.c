@@ -10,6 +10,12 @@
 static const char *log_comp = "stackmine";
 static enum log_level log_min = LOG_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static log_sink_fn *log_sink;
+
+void log_set_sink(log_sink_fn *fn)
+{
+	log_sink = fn;
+}
 
 void log_init(const char *component, enum log_level min)
 {
@@ -59,6 +65,10 @@ void log_msg(enum log_level lvl, const char *msg, const char *fmt, ...)
 		if (line[i] == '\n')
 			line[i] = ' ';
 	line[n++] = '\n';
+	if (log_sink) {
+		log_sink(line, n);
+		return;
+	}
 	if (write(STDERR_FILENO, line, n) < 0)
 		return;
 }

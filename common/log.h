@@ -6,10 +6,19 @@
 #ifndef SM_LOG_H
 #define SM_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 /* Component name for every following line (a static string). */
 void log_init(const char *component, enum log_level min);
+/*
+ * Where lines go instead of stderr: fn gets each whole line (newline included).
+ * NULL restores stderr. The guard agent, which lives inside other programs, must
+ * never write to their file descriptor 2.
+ */
+typedef void log_sink_fn(const char *line, size_t len);
+void log_set_sink(log_sink_fn *fn);
 /* Parses "debug", "info", "warn", "error"; returns -1 if unknown. */
 int log_level_parse(const char *s);
 /* `fmt` continues the line after msg: use key=value pairs. The message is quoted. */

@@ -6,7 +6,7 @@ set -euo pipefail
 
 purpose=${1:-build}
 pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
-      libcurl4-openssl-dev zlib1g-dev)
+      libcurl4-openssl-dev zlib1g-dev libdw-dev libelf-dev libunwind-dev)
 case "$purpose" in
 build) ;;
 test) pkgs+=(postgresql postgresql-common curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core) ;;

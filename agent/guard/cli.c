@@ -1,0 +1,415 @@
+/*
+ * sm-guard: runs a program with the guard agent loaded (LD_PRELOAD of
+ * libsmguard.so and SM_GUARD_* settings), prints those settings, and shows
+ * and merges performance profiles. See docs/guard.md.
+ */
+#include "guard/config.h"
+#include "guard/profile.h"
+#include "buf.h"
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIB_NAME "libsmguard.so"
+#define LIB_INSTALLED "/usr/lib/stackmine/" LIB_NAME
+
+static const char usage[] =
+	"usage: sm-guard run [options] -- COMMAND [ARG]...\n"
+	"       sm-guard env\n"
+	"       sm-guard lib\n"
+	"       sm-guard profile show FILE\n"
+	"       sm-guard profile merge [--k K] [--cut C] [--min-threshold-us N] FILE... > OUT\n"
+	"\n"
+	"run      run COMMAND with the guard agent loaded; it learns a performance profile of\n"
+	"         each guarded executable (--train, or when there is none for its build yet)\n"
+	"         or guards it, shipping slow units as trace streams to the ingest server\n"
+	"env      the SM_GUARD_* settings, their defaults, and the values set here\n"
+	"lib      the path of " LIB_NAME " (for LD_PRELOAD in a systemd drop-in)\n"
+	"profile  show a profile, or merge profiles of one build learnt on several hosts\n"
+	"\n"
+	"run options (each sets the SM_GUARD_* variable named in `sm-guard env`):\n"
+	"  --train                  learn, even when a profile exists (SM_GUARD_MODE=train)\n"
+	"  --guard                  guard; never train (SM_GUARD_MODE=guard)\n"
+	"  --profile-dir DIR        profiles, DIR/<build-id>.json\n"
+	"  --k K                    threshold = mean + K standard deviations\n"
+	"  --url URL                ingest server\n"
+	"  --token-file FILE        ingest token\n"
+	"  --app NAME, --host NAME, --version V\n"
+	"  --label KEY=VALUE        a label of the streams; may be repeated\n"
+	"  --spool DIR              where undeliverable streams wait\n"
+	"  --only GLOBS             guard only executables whose name matches (comma-separated)\n"
+	"  --log FILE               the agent's log\n"
+	"  -h, --help               this text\n";
+
+static int die(const char *fmt, const char *a)
+{
+	fprintf(stderr, "sm-guard: ");
+	fprintf(stderr, fmt, a);
+	fputc('\n', stderr);
+	return 2;
+}
+
+/* ---- run ---- */
+
+static int lib_path(char *out, size_t cap)
+{
+	const char *env = getenv("SM_GUARD_LIB");
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (env && *env) {
+		if (access(env, R_OK) == 0 && (size_t)snprintf(out, cap, "%s", env) < cap)
+			return 0;
+		return -1;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		char *slash;
+
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			/* bin/sm-guard beside lib/libsmguard.so, in the tree and under a prefix */
+			if ((size_t)snprintf(out, cap, "%s/../lib/" LIB_NAME, self) < cap && access(out, R_OK) == 0) {
+				char *real = realpath(out, NULL);
+
+				if (real) {
+					snprintf(out, cap, "%s", real);
+					free(real);
+				}
+				return 0;
+			}
+		}
+	}
+	if (access(LIB_INSTALLED, R_OK) == 0) {
+		snprintf(out, cap, "%s", LIB_INSTALLED);
+		return 0;
+	}
+	return -1;
+}
+
+/* The labels of --label, as SM_GUARD_LABELS wants them: commas and backslashes escaped. */
+static int add_label(struct buf *b, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+
+	if (!eq || eq == kv || !eq[1])
+		return -1;
+	if (b->len)
+		buf_putc(b, ',');
+	for (const char *p = kv; *p; p++) {
+		if ((*p == ',' || *p == '\\'))
+			buf_putc(b, '\\');
+		buf_putc(b, *p);
+	}
+	return 0;
+}
+
+static const char *env_lookup(const char *name)
+{
+	return getenv(name);
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "train", no_argument, NULL, 't' },
+		{ "guard", no_argument, NULL, 'g' },
+		{ "profile-dir", required_argument, NULL, 'p' },
+		{ "k", required_argument, NULL, 'k' },
+		{ "url", required_argument, NULL, 'u' },
+		{ "token-file", required_argument, NULL, 'T' },
+		{ "app", required_argument, NULL, 'a' },
+		{ "host", required_argument, NULL, 'H' },
+		{ "version", required_argument, NULL, 'V' },
+		{ "label", required_argument, NULL, 'l' },
+		{ "spool", required_argument, NULL, 's' },
+		{ "only", required_argument, NULL, 'o' },
+		{ "log", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct buf labels = BUF_INIT(65536), preload = BUF_INIT(65536);
+	struct guard_config cfg;
+	char lib[PATH_MAX], err[512], abs[PATH_MAX];
+	const char *old;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		const char *var = NULL, *val = optarg;
+
+		switch (c) {
+		case 't': var = "SM_GUARD_MODE"; val = "train"; break;
+		case 'g': var = "SM_GUARD_MODE"; val = "guard"; break;
+		case 'p': var = "SM_GUARD_PROFILE_DIR"; break;
+		case 'k': var = "SM_GUARD_K"; break;
+		case 'u': var = "SM_GUARD_URL"; break;
+		case 'T': var = "SM_GUARD_TOKEN_FILE"; break;
+		case 'a': var = "SM_GUARD_APP"; break;
+		case 'H': var = "SM_GUARD_HOST"; break;
+		case 'V': var = "SM_GUARD_VERSION"; break;
+		case 's': var = "SM_GUARD_SPOOL"; break;
+		case 'o': var = "SM_GUARD_ONLY"; break;
+		case 'L': var = "SM_GUARD_LOG"; break;
+		case 'l':
+			if (add_label(&labels, optarg) < 0)
+				return die("--label: '%s' is not KEY=VALUE", optarg);
+			continue;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+		/* paths are handed to other processes, which may run elsewhere: make them absolute */
+		if ((c == 'p' || c == 'T' || c == 's' || c == 'L') && val[0] != '/') {
+			char cwd[PATH_MAX];
+
+			if (!getcwd(cwd, sizeof(cwd)) || (size_t)snprintf(abs, sizeof(abs), "%s/%s", cwd, val) >= sizeof(abs))
+				return die("%s: path too long", val);
+			val = abs;
+		}
+		if (setenv(var, val, 1) < 0)
+			return die("%s", strerror(errno));
+	}
+	if (labels.len && setenv("SM_GUARD_LABELS", buf_cstr(&labels), 1) < 0)
+		return die("%s", strerror(errno));
+	buf_release(&labels);
+	if (optind >= argc)
+		return die("%s", "run: no COMMAND (sm-guard run [options] -- COMMAND [ARG]...)");
+	/* the agent would stay inert on a bad setting; say so here instead */
+	guard_config_defaults(&cfg);
+	if (guard_config_load(&cfg, env_lookup, err, sizeof(err)) < 0)
+		return die("%s", err);
+	if (lib_path(lib, sizeof(lib)) < 0)
+		return die("%s", "cannot find " LIB_NAME " (set SM_GUARD_LIB)");
+	buf_puts(&preload, lib);
+	old = getenv("LD_PRELOAD");
+	if (old && *old) {
+		buf_putc(&preload, ':');
+		buf_puts(&preload, old);
+	}
+	if (!buf_cstr(&preload) || setenv("LD_PRELOAD", buf_cstr(&preload), 1) < 0)
+		return die("%s", "LD_PRELOAD too long");
+	buf_release(&preload);
+	execvp(argv[optind], argv + optind);
+	fprintf(stderr, "sm-guard: %s: %s\n", argv[optind], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
+/* ---- env and lib ---- */
+
+static int cmd_env(void)
+{
+	size_t n;
+	const struct guard_var *v = guard_config_vars(&n);
+	char lib[PATH_MAX];
+
+	printf("# the guard agent's settings: set them in the environment of the guarded program\n");
+	printf("# (systemd: Environment= in a drop-in), with LD_PRELOAD=%s\n",
+	       lib_path(lib, sizeof(lib)) == 0 ? lib : LIB_INSTALLED);
+	for (size_t i = 0; i < n; i++) {
+		const char *cur = getenv(v[i].name);
+
+		printf("\n# %s\n# default: %s\n", v[i].help, v[i].def);
+		if (cur)
+			printf("%s=%s\n", v[i].name, cur);
+		else
+			printf("#%s=\n", v[i].name);
+	}
+	return 0;
+}
+
+static int cmd_lib(void)
+{
+	char lib[PATH_MAX];
+
+	if (lib_path(lib, sizeof(lib)) < 0)
+		return die("%s", "cannot find " LIB_NAME " (set SM_GUARD_LIB)");
+	printf("%s\n", lib);
+	return 0;
+}
+
+/* ---- profiles ---- */
+
+static void print_ns(double ns)
+{
+	if (ns >= 1e9)
+		printf("%.2f s", ns / 1e9);
+	else if (ns >= 1e6)
+		printf("%.2f ms", ns / 1e6);
+	else if (ns >= 1e3)
+		printf("%.1f us", ns / 1e3);
+	else
+		printf("%.0f ns", ns);
+}
+
+static void print_site(const struct gprofile *p, const struct gp_site *s)
+{
+	printf("%s at %s+0x%llx depth %lld", s->call, p->modules[s->module].name, (unsigned long long)s->offset,
+	       (long long)s->depth);
+}
+
+static int cmd_show(const char *path)
+{
+	struct gprofile *p = gp_new();
+	int r;
+
+	if (!p)
+		return die("%s", "out of memory");
+	r = gp_load_file(p, path);
+	if (r < 0) {
+		fprintf(stderr, "sm-guard: %s\n", r == -2 ? "no such file" : gp_error(p));
+		gp_free(p);
+		return 1;
+	}
+	printf("profile of %s\nbuild id %s   k %g   cut %g   units %llu\n", p->exe ? p->exe : "(unknown)",
+	       p->build_id, p->k, p->cut, (unsigned long long)p->units);
+	for (size_t li = 0; li < p->nloops; li++) {
+		const struct gp_loop *l = &p->loops[li];
+
+		printf("\nloop %zu: %s\n  ", li, l->symbol ? l->symbol : "?");
+		print_site(p, &l->site);
+		printf("\n  threads %llu   units %llu   mean ", (unsigned long long)l->threads,
+		       (unsigned long long)l->all.n);
+		print_ns(l->all.mean);
+		printf("   sd ");
+		print_ns(gp_stats_sd(&l->all));
+		printf("   threshold ");
+		print_ns(l->threshold_ns);
+		printf("   (%zu contexts, %zu classes)\n", l->ncontexts, l->nclasses);
+		for (size_t t = 0; t < l->ntypes; t++) {
+			const struct gp_type *ty = &l->types[t];
+
+			printf("  unit type %s: %llu units in %u classes   mean ", ty->name, (unsigned long long)ty->st.n,
+			       ty->nclasses);
+			print_ns(ty->st.mean);
+			printf("   sd ");
+			print_ns(gp_stats_sd(&ty->st));
+			printf("   threshold ");
+			print_ns(ty->threshold_ns);
+			printf("\n");
+			for (uint32_t k = 0; k < ty->nctx; k++) {
+				const struct gp_context *c = &l->contexts[l->tctxs[ty->ctx_off + k]];
+				const char *where = c->path_len ? gp_frame_name(p, l->paths[c->path_off + c->path_len - 1]) : "?";
+
+				printf("    %-8s in %s (depth %lld)\n", c->site.call, where, (long long)c->site.depth);
+			}
+		}
+	}
+	gp_free(p);
+	return 0;
+}
+
+static int cmd_merge(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "k", required_argument, NULL, 'k' },
+		{ "cut", required_argument, NULL, 'c' },
+		{ "min-threshold-us", required_argument, NULL, 'm' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct gprofile *out = gp_new();
+	struct buf text = BUF_INIT(0);
+	double k = -1, cut = -1;
+	int64_t min_thr = 0;
+	int c, rc = 1;
+
+	if (!out)
+		return die("%s", "out of memory");
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'k' && util_parse_double(optarg, &k) == 0 && k >= 0 && k <= 1000)
+			continue;
+		if (c == 'c' && util_parse_double(optarg, &cut) == 0 && cut >= 0 && cut <= 1)
+			continue;
+		if (c == 'm' && util_parse_i64(optarg, 0, 3600000000LL, &min_thr) == 0)
+			continue;
+		fprintf(stderr, "sm-guard: --k takes 0 to 1000, --cut 0 to 1, --min-threshold-us a whole number\n");
+		gp_free(out);
+		return 2;
+	}
+	if (optind >= argc) {
+		gp_free(out);
+		return die("%s", "profile merge: no FILE");
+	}
+	for (int i = optind; i < argc; i++) {
+		struct gprofile *p = gp_new();
+		int r;
+
+		if (!p)
+			goto out_free;
+		r = gp_load_file(p, argv[i]);
+		if (r < 0) {
+			fprintf(stderr, "sm-guard: %s\n", r == -2 ? argv[i] : gp_error(p));
+			if (r == -2)
+				fprintf(stderr, "sm-guard: %s: no such file\n", argv[i]);
+			gp_free(p);
+			goto out_free;
+		}
+		if (i == optind) {
+			out->k = p->k;
+			out->cut = p->cut;
+		}
+		if (gp_merge(out, p) < 0) {
+			fprintf(stderr, "sm-guard: %s: %s\n", argv[i], gp_error(out));
+			gp_free(p);
+			goto out_free;
+		}
+		gp_free(p);
+	}
+	if (k >= 0)
+		out->k = k;
+	if (cut >= 0)
+		out->cut = cut;
+	out->updated_s = (int64_t)time(NULL);
+	if (gp_cluster(out, min_thr * 1000) < 0 || gp_write(out, &text) < 0) {
+		fprintf(stderr, "sm-guard: %s\n", out->err[0] ? gp_error(out) : "out of memory");
+		goto out_free;
+	}
+	if (fwrite(text.data, 1, text.len, stdout) != text.len || fflush(stdout) != 0) {
+		fprintf(stderr, "sm-guard: standard output: %s\n", strerror(errno));
+		goto out_free;
+	}
+	rc = 0;
+out_free:
+	buf_release(&text);
+	gp_free(out);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "env") == 0)
+		return cmd_env();
+	if (strcmp(argv[1], "lib") == 0)
+		return cmd_lib();
+	if (strcmp(argv[1], "profile") == 0 && argc >= 3) {
+		if (strcmp(argv[2], "show") == 0 && argc == 4)
+			return cmd_show(argv[3]);
+		if (strcmp(argv[2], "merge") == 0)
+			return cmd_merge(argc - 2, argv + 2);
+	}
+	fputs(usage, stderr);
+	return 2;
+}

@@ -1,0 +1,36 @@
+/*
+ * modmap: the ELF modules loaded in this process (executable, shared
+ * libraries, vdso), from dl_iterate_phdr: each module's base name, path,
+ * GNU build id (read from its loaded note, no file access), load bias and
+ * address extent. Addresses are turned into (module, offset) pairs with
+ * offset = address - bias, the ELF virtual address that addr2line and
+ * `module+0xOFFSET` frames use, stable across runs of the same build.
+ */
+#ifndef SM_GUARD_MODMAP_H
+#define SM_GUARD_MODMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gmod {
+	char name[256];       /* base name: "libc.so.6", "postgres" */
+	char path[1024];      /* as loaded; "" for the vdso */
+	char build_id[129];   /* lower-case hex, "" when none */
+	uintptr_t bias;
+	uintptr_t lo, hi;     /* extent of its PT_LOAD segments */
+};
+
+struct gmodmap {
+	struct gmod *mods;    /* sorted by lo */
+	size_t n;
+};
+
+/* Reads the modules loaded now into *m (replacing what it held). Returns 0 or -1 (out of memory). */
+int gmodmap_load(struct gmodmap *m);
+void gmodmap_release(struct gmodmap *m);
+/* The module holding addr, or NULL. */
+const struct gmod *gmodmap_find(const struct gmodmap *m, uintptr_t addr);
+/* The executable's module (the first dl_iterate_phdr reports), or NULL. */
+const struct gmod *gmodmap_main(const struct gmodmap *m);
+
+#endif

@@ -1,0 +1,490 @@
+/*
+ * report: a violation becomes a trace stream (guard.md "Inspection on
+ * violation", wire-format.md) on the shipping thread: the events of every
+ * thread's ring that overlap the unit, the symptom thread's first, their
+ * stacks named by the symbolizer (outermost first, the agent's own frames
+ * replaced by the wrapped call they stand for), the unit type, threshold and
+ * duration as labels. Shipping is agent/ship.c's: zstd, retries with backoff,
+ * the spool when the server cannot be reached.
+ */
+#include "guard/rt.h"
+#include "guard/modmap.h"
+#include "guard/symbolize.h"
+#include "arena.h"
+#include "intern.h"
+#include "ship.h"
+#include "spool.h"
+#include "util.h"
+#include "vec.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+
+#define SYM_IDLE_NS 60000000000LL        /* symbol tables go after a minute without reports */
+#define SHIP_RETRY_NS 60000000000LL      /* a shipper that gave up is opened again after this */
+#define DRAIN_EVERY_NS 60000000000LL
+
+static struct shipper *shipper;
+static int64_t shipper_retry_at, next_drain;
+static struct gsym *sym;
+static int64_t sym_used;
+static struct spool *spool_only;        /* no URL: streams go to the spool directly */
+static unsigned char *snap;             /* one ring's copy */
+static size_t snap_cap;
+
+void guard_report_reset_child(void)
+{
+	/* the parent's: their pages are shared until written, so they are left, not freed */
+	shipper = NULL;
+	sym = NULL;
+	spool_only = NULL;
+	shipper_retry_at = next_drain = 0;
+}
+
+/* ---- the agent's sockets: high numbers, registered, never closed by the program ---- */
+
+static int open_socket(void *ctx, int domain, int type, int protocol)
+{
+	struct rlimit rl;
+	int fd, hi, floor = 3;
+
+	(void)ctx;
+	fd = socket(domain, type | SOCK_CLOEXEC, protocol);
+	if (fd < 0)
+		return -1;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 128) {
+		rlim_t top = rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
+
+		floor = (int)(top - 64);
+	}
+	/* out of the way of programs that dup2() onto low numbers */
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	if (hi >= 0) {
+		guard_real_close(fd);
+		fd = hi;
+	}
+	if (guard_fd_register(fd) < 0) {
+		guard_real_close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void close_socket(void *ctx, int fd)
+{
+	(void)ctx;
+	guard_fd_unregister(fd);
+	guard_real_close(fd);
+}
+
+static void on_ship_event(void *ctx, enum ship_event ev, const char *origin, const char *stream_id,
+			  const char *msg)
+{
+	(void)ctx;
+	(void)origin;
+	switch (ev) {
+	case SHIP_EV_SPOOLED:
+		atomic_fetch_add(&G.n.spooled, 1);
+		break;
+	case SHIP_EV_KEPT:
+		break;
+	case SHIP_EV_REJECTED:
+	case SHIP_EV_INVALID:
+		atomic_fetch_add(&G.n.rejected, 1);
+		guard_log("stream refused", "stream=%s reason=\"%s\"", stream_id, msg);
+		break;
+	case SHIP_EV_LOST:
+		atomic_fetch_add(&G.n.lost, 1);
+		guard_log("stream lost", "stream=%s reason=\"%s\"", stream_id, msg);
+		break;
+	}
+}
+
+static struct shipper *get_shipper(int64_t now)
+{
+	struct ship_opts o;
+	char err[256];
+
+	if (shipper && shipper_stopped(shipper)) {
+		guard_log("shipping stopped; streams go to the spool for a while", "reason=\"%s\"",
+			  shipper_error(shipper));
+		shipper_free(shipper);
+		shipper = NULL;
+		shipper_retry_at = now + SHIP_RETRY_NS;
+	}
+	if (shipper || !G.cfg.url[0] || now < shipper_retry_at)
+		return shipper;
+	ship_opts_init(&o);
+	o.url = G.cfg.url;
+	o.token = G.token[0] ? G.token : NULL;
+	o.spool_dir = G.cfg.spool[0] ? G.cfg.spool : NULL;
+	o.spool_max = G.cfg.spool_max;
+	o.max_attempts = 4;
+	o.timeout_s = 10;
+	o.report = on_ship_event;
+	o.open_socket = open_socket;
+	o.close_socket = close_socket;
+	shipper = shipper_open(&o, err, sizeof(err));
+	if (!shipper) {
+		guard_log("cannot start shipping", "error=\"%s\"", err);
+		shipper_retry_at = now + SHIP_RETRY_NS;
+	}
+	return shipper;
+}
+
+struct gsym *guard_symbolizer(void)
+{
+	if (!sym) {
+		struct gmodmap mm = { NULL, 0 };
+		char err[256];
+
+		if (gmodmap_load(&mm) == 0) {
+			sym = gsym_open(&mm, err, sizeof(err));
+			if (!sym)
+				guard_log("cannot open the symbolizer", "error=\"%s\"", err);
+		}
+		gmodmap_release(&mm);
+	}
+	sym_used = guard_now();
+	return sym;
+}
+
+void guard_report_tick(int64_t now)
+{
+	if (sym && now - sym_used > SYM_IDLE_NS) {
+		gsym_free(sym);
+		sym = NULL;
+	}
+	if (G.cfg.spool[0] && G.cfg.url[0] && now >= next_drain) {
+		struct shipper *sh = get_shipper(now);
+
+		next_drain = now + DRAIN_EVERY_NS;
+		if (sh)
+			shipper_drain(sh);
+	}
+}
+
+/* ---- collecting the window's events ---- */
+
+struct ev {
+	const struct grec *rec;   /* a copy, in the arena */
+	pid_t tid;
+};
+
+struct evlist {
+	struct ev *v;
+	size_t n, cap;
+};
+
+static int overlaps(const struct grec *r, int64_t start, int64_t end)
+{
+	return r->ts <= end && r->ts + r->dur >= start;
+}
+
+static void collect_slot(struct gslot *s, const struct gviol *v, struct arena *a, struct evlist *out, size_t max)
+{
+	size_t len, off = 0;
+	const struct grec *r;
+	pid_t tid = atomic_load(&s->tid);
+
+	if (!s->ring.size || out->n >= max)
+		return;
+	if (snap_cap < s->ring.size) {
+		unsigned char *p = realloc(snap, s->ring.size);
+
+		if (!p)
+			return;
+		snap = p;
+		snap_cap = s->ring.size;
+	}
+	len = gring_snapshot(&s->ring, snap, snap_cap);
+	while ((r = gring_next(snap, len, &off)) && out->n < max) {
+		struct grec *copy;
+
+		if (!overlaps(r, v->start, v->end))
+			continue;
+		copy = arena_alloc(a, r->len);
+		if (!copy || vec_reserve((void **)&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
+			return;
+		memcpy(copy, r, r->len);
+		out->v[out->n].rec = copy;
+		out->v[out->n].tid = tid;
+		out->n++;
+	}
+}
+
+/* A unit still in flight, blocked in a wrapped call: its wait so far is an event too. */
+static void add_in_flight_wait(const struct gviol *v, struct arena *a, struct evlist *out)
+{
+	struct gslot *s = &G.slots[v->slot];
+	uint32_t call = atomic_load(&s->call);
+	int64_t since = atomic_load(&s->call_start);
+	struct grec *w = NULL;
+
+	if (!call || call >= GC_COUNT || since <= 0 || since > v->end)
+		return;
+	/* the stack the watchdog's signal took inside the call, if it came */
+	for (size_t i = 0; i < out->n; i++) {
+		const struct grec *r = out->v[i].rec;
+
+		if (out->v[i].tid == v->tid && (r->flags & GREC_F_DETECT) && r->call == call) {
+			w = (struct grec *)r;
+			break;
+		}
+	}
+	if (!w) {
+		w = arena_alloc(a, sizeof(*w) + sizeof(w->ip[0]));
+		if (!w || vec_reserve((void **)&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
+			return;
+		memset(w, 0, sizeof(*w));
+		w->len = (uint32_t)(sizeof(*w) + sizeof(w->ip[0]));
+		w->nframes = 1;
+		w->ip[0] = atomic_load(&s->call_ret);
+		w->call = (uint16_t)call;
+		out->v[out->n].rec = w;
+		out->v[out->n].tid = v->tid;
+		out->n++;
+	}
+	w->kind = GREC_WAIT;
+	w->ts = since;
+	w->dur = v->end - since;
+	w->flags = (uint16_t)(w->flags & ~GREC_F_DETECT);
+	if (gcall_info[call].kind == GK_LOCK || gcall_info[call].kind == GK_COND || gcall_info[call].kind == GK_SEM)
+		w->readier = guard_last_release((const void *)atomic_load(&s->call_obj));
+}
+
+/* ---- stacks and frames ---- */
+
+struct builder {
+	struct arena *a;
+	struct gsym *sym;
+	struct intern *frames;
+	struct intern *stacks;
+	struct wire_stack *stk;
+	size_t nstk, capstk;
+};
+
+static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
+{
+	char name[WIRE_MAX_FRAME + 1];
+	size_t n;
+
+	if (ip >= GUARD_CALL_TAG) {
+		uint64_t call = ip - GUARD_CALL_TAG;
+
+		n = (size_t)snprintf(name, sizeof(name), "%s!%s", G.libc_name,
+				     call < GC_COUNT ? gcall_info[call].name : "?");
+	} else if (b->sym) {
+		n = gsym_frame(b->sym, (uintptr_t)(exact ? ip : ip - 1), name, sizeof(name));
+	} else {
+		n = (size_t)snprintf(name, sizeof(name), "[unknown]+0x%llx", (unsigned long long)ip);
+	}
+	if (n == 0)
+		n = (size_t)snprintf(name, sizeof(name), "[unknown]");
+	return intern_put(b->frames, name, n, NULL);
+}
+
+/* The record's stack as a wire stack index: outermost first, the agent's frames out. */
+static int64_t stack_id(struct builder *b, const struct grec *r)
+{
+	uint32_t ids[WIRE_MAX_STACK_DEPTH];
+	uint64_t ips[WIRE_MAX_STACK_DEPTH];
+	uint32_t n = 0, first = 0;
+	int exact0 = (r->flags & GREC_F_EXACT_PC) != 0;
+	bool added = false;
+	int64_t id;
+
+	/* everything up to the agent's outermost frame is the agent's or below a wrapper */
+	for (uint32_t i = 0; i < r->nframes; i++)
+		if (r->ip[i] >= G.self_lo && r->ip[i] < G.self_hi)
+			first = i + 1;
+	if (first && r->call && r->call < GC_COUNT)
+		ips[n++] = GUARD_CALL_TAG + r->call;
+	for (uint32_t i = first; i < r->nframes && n < WIRE_MAX_STACK_DEPTH; i++)
+		ips[n++] = r->ip[i];
+	if (n == 0)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t ip = ips[n - 1 - i];
+		int exact = ip >= GUARD_CALL_TAG || (exact0 && first == 0 && n - 1 - i == 0);
+		int64_t f = frame_id(b, ip, exact);
+
+		if (f < 0)
+			return -1;
+		ids[i] = (uint32_t)f;
+	}
+	id = intern_put(b->stacks, ids, n * sizeof(ids[0]), &added);
+	if (id < 0)
+		return -1;
+	if (added) {
+		uint32_t *copy = arena_alloc(b->a, n * sizeof(ids[0]));
+
+		if (!copy || vec_reserve((void **)&b->stk, &b->capstk, b->nstk + 1, sizeof(*b->stk)) < 0)
+			return -1;
+		memcpy(copy, ids, n * sizeof(ids[0]));
+		b->stk[b->nstk].frames = copy;
+		b->stk[b->nstk].len = n;
+		b->nstk++;
+	}
+	return id;
+}
+
+/* ---- the stream ---- */
+
+static void add_label(struct wire_label *l, size_t *n, struct arena *a, const char *k, const char *v)
+{
+	if (*n >= WIRE_MAX_LABELS || !v || !*v)
+		return;
+	l[*n].key = arena_strndup(a, k, strlen(k));
+	l[*n].value = arena_strndup(a, v, strlen(v));
+	if (l[*n].key && l[*n].value)
+		(*n)++;
+}
+
+static void deliver(const struct wire_stream *ws)
+{
+	int64_t now = guard_now();
+	struct shipper *sh = get_shipper(now);
+
+	if (sh) {
+		const struct ship_counters *c = shipper_counters(sh);
+		uint64_t before = c->accepted + c->duplicates;
+
+		if (shipper_add_stream(sh, ws, "violation") == 0)
+			shipper_flush(sh);
+		c = shipper_counters(sh);
+		atomic_fetch_add(&G.n.shipped, c->accepted + c->duplicates - before);
+		return;
+	}
+	/* no server (or it gave up a while ago): straight to the spool */
+	if (G.cfg.spool[0]) {
+		struct buf text = BUF_INIT(SHIP_MAX_STREAM_TEXT);
+		char err[256];
+
+		if (!spool_only)
+			spool_only = spool_open(G.cfg.spool, G.cfg.spool_max, 1, err, sizeof(err));
+		if (spool_only && wire_write_json(ws, &text) == 0 &&
+		    spool_put(spool_only, ws->stream_id, text.data, text.len) == 0) {
+			atomic_fetch_add(&G.n.spooled, 1);
+			buf_release(&text);
+			return;
+		}
+		buf_release(&text);
+	}
+	atomic_fetch_add(&G.n.lost, 1);
+}
+
+void guard_report(const struct gviol *v)
+{
+	struct arena *a = arena_open(0);
+	struct evlist evs = { NULL, 0, 0 };
+	struct builder b;
+	struct wire_stream ws;
+	struct wire_event *we = NULL;
+	struct wire_label labels[WIRE_MAX_LABELS];
+	const struct gtab *tab = atomic_load(&G.tab);
+	const char *tname = NULL, *loopsym = NULL;
+	char num[3][32];
+	size_t nl = 0, ne = 0, max = (size_t)G.cfg.max_events;
+	uint32_t n = atomic_load(&G.nslots);
+
+	memset(&b, 0, sizeof(b));
+	b.a = a;
+	b.frames = intern_open(0);
+	b.stacks = intern_open(0);
+	if (!a || !b.frames || !b.stacks)
+		goto out_free;
+	/* the symptom thread first: its events go in even when the stream is full */
+	if (v->slot < n)
+		collect_slot(&G.slots[v->slot], v, a, &evs, max);
+	for (uint32_t i = 0; i < n && evs.n < max; i++)
+		if (i != v->slot && atomic_load(&G.slots[i].state) != SLOT_FREE)
+			collect_slot(&G.slots[i], v, a, &evs, max);
+	if (v->hang && v->slot < n)
+		add_in_flight_wait(v, a, &evs);
+	b.sym = guard_symbolizer();
+	we = calloc(evs.n + 1, sizeof(*we));
+	if (!we)
+		goto out_free;
+	for (size_t i = 0; i < evs.n; i++) {
+		const struct grec *r = evs.v[i].rec;
+		int64_t sid = stack_id(&b, r);
+
+		if (sid < 0)
+			continue;
+		we[ne].kind = r->kind == GREC_WAIT ? WIRE_WAIT : WIRE_RUN;
+		we[ne].tid = evs.v[i].tid;
+		we[ne].ts_ns = r->ts;
+		we[ne].dur_ns = r->dur > 0 ? r->dur : 0;
+		we[ne].readier_tid = r->kind == GREC_WAIT ? r->readier : 0;
+		we[ne].stack = (uint32_t)sid;
+		ne++;
+	}
+	if (ne == 0) {
+		atomic_fetch_add(&G.n.empty, 1);
+		goto out_free;
+	}
+	if (tab && v->loop >= 0 && (uint32_t)v->loop < tab->nloops) {
+		loopsym = tab->loops[v->loop].symbol;
+		if (v->type >= 0 && (uint32_t)v->type < tab->loops[v->loop].ntypes)
+			tname = tab->loops[v->loop].type_name[v->type];
+	}
+	memset(&ws, 0, sizeof(ws));
+	util_uuid_v4(ws.stream_id);
+	ws.host = G.host;
+	ws.app = G.app;
+	ws.version = G.cfg.version[0] ? G.cfg.version : NULL;
+	ws.build_id = G.build_id;
+	for (int i = 0; i < G.cfg.nlabels; i++)
+		add_label(labels, &nl, a, G.cfg.labels[i].key, G.cfg.labels[i].value);
+	snprintf(num[0], sizeof(num[0]), "%lld", (long long)v->threshold);
+	snprintf(num[1], sizeof(num[1]), "%lld", (long long)v->dur);
+	snprintf(num[2], sizeof(num[2]), "%lld", (long long)v->loop);
+	add_label(labels, &nl, a, "unit.type", tname ? tname : "unknown");
+	add_label(labels, &nl, a, "unit.threshold_ns", num[0]);
+	add_label(labels, &nl, a, "unit.duration_ns", num[1]);
+	add_label(labels, &nl, a, "unit.loop", loopsym && *loopsym ? loopsym : num[2]);
+	add_label(labels, &nl, a, "unit.state", v->hang ? "in_flight" : "ended");
+	add_label(labels, &nl, a, "guard.exe", G.exe);
+	add_label(labels, &nl, a, "guard.version", GUARD_VERSION);
+	add_label(labels, &nl, a, "kernel", G.kernel);
+	ws.labels = labels;
+	ws.nlabels = nl;
+	ws.symptom.kind = "unit_violation";
+	ws.symptom.tid = v->tid;
+	ws.symptom.start_ns = v->start;
+	ws.symptom.end_ns = v->end;
+	ws.symptom.unit_type = tname;
+	ws.symptom.threshold_ns = v->threshold >= 0 ? v->threshold : -1;
+	{
+		size_t nf = intern_count(b.frames);
+		const char **fr = arena_calloc(a, nf + 1, sizeof(*fr));
+
+		if (!fr)
+			goto out_free;
+		for (size_t i = 0; i < nf; i++)
+			fr[i] = intern_key(b.frames, (uint32_t)i, NULL);
+		ws.frames = fr;
+		ws.nframes = nf;
+	}
+	ws.stacks = b.stk;
+	ws.nstacks = b.nstk;
+	ws.events = we;
+	ws.nevents = ne;
+	deliver(&ws);
+out_free:
+	free(we);
+	free(evs.v);
+	free(b.stk);
+	intern_free(b.frames);
+	intern_free(b.stacks);
+	arena_free(a);
+}

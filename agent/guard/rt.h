@@ -1,0 +1,331 @@
+/*
+ * rt: the guard agent's run time inside a program (internal to
+ * libsmguard.so; docs/guard.md describes it for operators).
+ *
+ *   interpose.c  the wrapped C library calls; each asks gcall_begin() whether
+ *                to do its bookkeeping and calls gcall_finish() after the call
+ *   unit.c       per thread: units (loop-site waits), unit-type inference and
+ *                violation checks (guard), contexts and classes (training),
+ *                wait events with readiers
+ *   sampler.c    per-thread CPU-time timers, the signal handler, stack walks
+ *   train.c      the process's training tables and the profile it writes
+ *   runtime.c    start-up, settings, thread slots, fork and exit, the agent's
+ *                own threads (watchdog, shipping), logging
+ *   report.c     violation -> trace stream: events from the rings, symbols,
+ *                shipping or spooling
+ *
+ * Threads: the program's threads run the wrappers; the agent adds a watchdog
+ * and a shipping thread per process, started when first needed, with every
+ * signal blocked. A thread marked `agent` (and any thread inside the agent's
+ * own bookkeeping, `nest`) passes every wrapped call straight through.
+ */
+#ifndef SM_GUARD_RT_H
+#define SM_GUARD_RT_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "guard/config.h"
+#include "guard/profile.h"
+#include "guard/ring.h"
+
+#define GUARD_VERSION "1.0"
+#define GUARD_MAX_THREADS 2048
+#define GUARD_TSITES 8              /* wait sites a training thread tells apart */
+#define GUARD_LOOP_MIN_BLOCKS 4     /* blocking calls before a site can be a loop site */
+#define GUARD_QUEUE 64              /* violations waiting for the shipping thread */
+#define GUARD_MAX_FDS 16
+/* a stack entry naming a wrapped call rather than an address: above every user address */
+#define GUARD_CALL_TAG 0xfffe000000000000ULL
+
+#define GUARD_EXPORT __attribute__((visibility("default")))
+#define GUARD_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GUARD_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* The wrapped calls. Loop-capable calls may delimit units (guard.md "Units"). */
+enum gcall_id {
+	GC_NONE,
+	/* loop-capable waits */
+	GC_EPOLL_WAIT, GC_EPOLL_PWAIT, GC_POLL, GC_PPOLL, GC_SELECT, GC_PSELECT, GC_ACCEPT, GC_ACCEPT4,
+	GC_RECV, GC_RECVFROM, GC_RECVMSG, GC_READ, GC_READV, GC_COND_WAIT, GC_COND_TIMEDWAIT, GC_SEM_WAIT,
+	GC_SEM_TIMEDWAIT, GC_MSGRCV, GC_SIGWAITINFO, GC_SIGTIMEDWAIT,
+	/* other waits */
+	GC_MUTEX_LOCK, GC_MUTEX_TIMEDLOCK, GC_RWLOCK_RDLOCK, GC_RWLOCK_WRLOCK, GC_JOIN, GC_WRITE, GC_WRITEV,
+	GC_SEND, GC_SENDTO, GC_SENDMSG, GC_PREAD, GC_PWRITE, GC_FSYNC, GC_FDATASYNC, GC_CONNECT, GC_NANOSLEEP,
+	GC_CLOCK_NANOSLEEP, GC_USLEEP, GC_SLEEP, GC_WAITPID, GC_FLOCK,
+	GC_COUNT
+};
+
+enum gcall_kind { GK_IO, GK_LOCK, GK_COND, GK_SEM, GK_SLEEP, GK_JOIN };
+
+struct gcall_info {
+	const char *name;
+	uint8_t loop;      /* may be a loop site */
+	uint8_t kind;      /* enum gcall_kind */
+	uint8_t fd;        /* read/readv: a loop site only on sockets, pipes and terminals */
+};
+extern const struct gcall_info gcall_info[GC_COUNT];
+
+/* One thread's state shared with the agent's threads (the watchdog, the reporter). */
+struct gslot {
+	_Atomic int state;              /* SLOT_FREE, SLOT_LIVE, SLOT_DEAD */
+	_Atomic pid_t tid;
+	_Atomic uintptr_t pthread;      /* pthread_self() of the owner */
+	_Atomic int64_t dead_since;
+	/* the unit in flight; unit_start 0 = none */
+	_Atomic int64_t unit_start;
+	_Atomic int64_t agent_ns;
+	_Atomic int64_t threshold;      /* of the inferred type, or the loop's; -1 = none */
+	_Atomic uint32_t unit_seq;
+	_Atomic uint32_t flagged_seq;   /* the watchdog saw this unit over its threshold */
+	_Atomic uint32_t reported_seq;  /* this unit's stream was queued */
+	_Atomic uint32_t capture_seq;   /* the watchdog asks for this unit's stack */
+	_Atomic int32_t loop, type;
+	/* the wrapped call in progress inside the unit */
+	_Atomic uint32_t call;
+	_Atomic uintptr_t call_ret, call_obj;
+	_Atomic int64_t call_start;
+	/* the thread's CPU-time timer; timer_live is taken (1 -> 0) by whoever deletes it */
+	_Atomic int timer_live;
+	timer_t timer;
+	/* figures */
+	_Atomic uint64_t units, violations, samples;
+	struct gring ring;
+};
+
+enum { SLOT_FREE, SLOT_LIVE, SLOT_DEAD };
+
+/* A training thread's view of one wait site. */
+struct gtsite {
+	uintptr_t ret;
+	int64_t depth;
+	uint32_t calls, blocked;
+	uint16_t call;
+};
+
+/* Per-thread state (initial-exec TLS: no allocation, safe in signal handlers). */
+struct gthread {
+	uint8_t ready;            /* tid, base and slot set up */
+	uint8_t agent;            /* one of the agent's threads */
+	uint8_t exiting;
+	uint8_t in_dl;            /* inside dlopen/dlclose: no stack walks from the handler */
+	uint8_t unwinding;        /* a stack walk in progress: the handler must not start one */
+	uint8_t prog_blocked;     /* the program asked for the sampling signal to be blocked */
+	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
+	uint8_t violated;         /* guard: this unit passed its threshold */
+	uint32_t nest;            /* inside a wrapper's bookkeeping or the agent's work */
+	uintptr_t nest_cfa;
+	pid_t tid;
+	uintptr_t base;           /* stack base: loop-site depths are measured from it */
+	struct gslot *slot;
+	_Atomic uint16_t cur_call;
+	_Atomic uint32_t our_sigs, prog_sigs;
+	/* the unit */
+	int32_t loop;             /* loop index (guard table or training), -1 = none */
+	uintptr_t loop_ret;
+	int64_t loop_depth;
+	uintptr_t loop_cfa;       /* the caller's stack pointer at the loop's wait */
+	int64_t unit_start;       /* 0 = none */
+	int64_t agent_ns;
+	int64_t threshold;
+	uint32_t unit_seq;
+	int32_t best;
+	uint64_t touched;
+	uint32_t hits[GP_MAX_TYPES];
+	/* training */
+	struct gtsite sites[GUARD_TSITES];
+	uint32_t nsites;
+	uint32_t nctx;
+	uint32_t ctx[GP_MAX_CLASS_CONTEXTS];
+	struct { uintptr_t ret; int64_t depth; int32_t loop; uint32_t id; } ctxcache[64];
+};
+
+enum { TIMER_NONE, TIMER_IDLE, TIMER_ARMED, TIMER_FAILED };
+
+extern __thread struct gthread guard_tls __attribute__((tls_model("initial-exec")));
+
+/* A violation waiting for the shipping thread. */
+struct gviol {
+	pid_t tid;
+	uint32_t slot;
+	int64_t start, end, dur, threshold;
+	int32_t loop, type;
+	uint8_t hang;
+};
+
+/* The guard table: the profile's loops and contexts at this process's addresses. */
+struct gtab_loop {
+	uintptr_t ret;
+	int64_t depth;
+	int64_t threshold;
+	uint32_t ntypes;
+	int64_t type_thr[GP_MAX_TYPES];
+	char type_name[GP_MAX_TYPES][16];
+	char symbol[256];
+};
+
+struct gtab_ctx {
+	uintptr_t ret;            /* 0 = free */
+	int64_t depth;
+	int32_t loop;
+	uint64_t mask;            /* the unit types having this context */
+};
+
+struct gtab {
+	uint32_t nloops;
+	struct gtab_loop loops[GP_MAX_LOOPS];
+	struct gtab_ctx *ctx;
+	uint32_t ctx_mask;        /* slots - 1 */
+	uint32_t unresolved;      /* contexts and loops in modules not loaded yet */
+};
+
+struct gtrain;
+struct shipper;
+struct gsym;
+
+struct guard_rt {
+	struct guard_config cfg;
+	int mode;                       /* GUARD_MODE_TRAIN or GUARD_MODE_GUARD once running */
+	pid_t pid;
+	char exe[1024], exe_name[256], build_id[129], profile_path[1200];
+	char host[256], app[256], kernel[128];
+	char token[512];
+	int64_t period_ns;              /* CPU-time per sample */
+	int sig;
+	_Atomic int sampling;           /* 1 while the agent owns its signal */
+	uintptr_t self_lo, self_hi;     /* this library's code, left out of stacks */
+	char libc_name[64];             /* module of the wrapped calls' frames */
+	pthread_key_t key;
+	struct gslot slots[GUARD_MAX_THREADS];
+	_Atomic uint32_t nslots;        /* high-water mark */
+	_Atomic(struct gtab *) tab;     /* guard mode */
+	struct gprofile *profile;       /* guard mode: what tab was built from */
+	struct gtrain *train;           /* training mode */
+	pthread_mutex_t mu;             /* queue, thread starts, rate limits */
+	pthread_cond_t cv;
+	int wd_started, ship_started, stopping;
+	struct gviol queue[GUARD_QUEUE];
+	unsigned qhead, qlen;
+	int64_t rl_epoch[GP_MAX_LOOPS];
+	uint32_t rl_used[GP_MAX_LOOPS][GP_MAX_TYPES + 1];
+	_Atomic int fds[GUARD_MAX_FDS];
+	struct {
+		_Atomic uint64_t violations, suppressed, queue_drops, shipped, spooled, lost, rejected;
+		_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
+	} n;
+};
+
+extern struct guard_rt G;
+extern _Atomic int guard_active;
+
+/* ---- interpose.c: the real functions, for the agent's own use from program threads ---- */
+int guard_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+int guard_real_sigmask(int how, const sigset_t *set, sigset_t *old);
+int guard_real_close(int fd);
+int guard_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+/* ---- runtime.c ---- */
+void guard_thread_setup(struct gthread *t);
+struct gslot *guard_slot_of(struct gthread *t);
+void guard_log(const char *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int64_t guard_now(void);
+void guard_start_watchdog(void);
+void guard_start_shipper(void);
+void guard_enqueue(const struct gviol *v);
+int guard_fd_register(int fd);
+void guard_fd_unregister(int fd);
+int guard_fd_is_ours(int fd);
+/* Called by the pthread_create trampoline and the key destructor. */
+void guard_thread_exit(void *slot);
+void guard_on_dlopen(void);
+
+/* ---- sampler.c ---- */
+/* libunwind's one-time set-up, done at start rather than in a handler. */
+void guard_sampler_init_unwinder(void);
+/* Installs the sampling handler (guard mode). Returns 0 or -1. */
+int guard_sampler_init(void);
+void guard_timer_arm(struct gthread *t);
+void guard_timer_delete(struct gthread *t);
+void guard_sampler_release(void);
+/* The signal handler, also the target of the program's handler trampolines' bookkeeping. */
+void guard_signal_count_program(void);
+/* Walks this thread's stack from the caller into ips (innermost first). Returns the frames. */
+uint32_t guard_unwind_here(uint64_t *ips, uint32_t max, uint16_t *flags);
+/* Records the stack of the current thread (detection of a violation, unit end fallback). */
+void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int64_t readier, uint16_t call,
+		       uint16_t flags);
+int guard_handler_installed(void);
+void guard_take_signal_back(void);
+
+/* ---- unit.c: the bookkeeping of the wrappers ---- */
+struct gcall {
+	uintptr_t ret, cfa;
+	const void *obj;
+	int64_t t0;
+	long nvcsw;           /* training: voluntary switches at entry */
+	uint16_t id;
+	int8_t loopsite;      /* this call is the thread's loop wait */
+	int fd;
+	uint32_t our_sigs, prog_sigs;
+};
+
+int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj,
+		int fd);
+/* After the real call: unit boundaries, wait events; restores errno. */
+void gcall_finish(struct gcall *c, int failed);
+/* The readier tables: who last released a lock, signalled a condition, posted a semaphore. */
+void guard_note_release(const void *obj);
+pid_t guard_last_release(const void *obj);
+
+static inline int gcall_begin(struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
+{
+	struct gthread *t = &guard_tls;
+
+	if (GUARD_UNLIKELY(!atomic_load_explicit(&guard_active, memory_order_relaxed) || t->agent))
+		return 0;
+	if (GUARD_UNLIKELY(t->nest)) {
+		/* a signal handler runs deeper on the stack; a shallower call means the last
+		 * one never returned (longjmp out of it) and its bookkeeping is stale */
+		if (cfa < t->nest_cfa)
+			return 0;
+		t->nest = 0;
+	}
+	return gcall_enter(t, c, id, ret, cfa, obj, fd);
+}
+
+/* After fork, in the child. */
+void guard_unit_reset_child(struct gthread *t);
+
+/* ---- train.c ---- */
+struct gtrain *gtrain_new(void);
+/* Registers a thread's loop site; returns its index or -1 (table full). */
+int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t call);
+/* Context id of (loop, ret, depth), capturing its call path when new; UINT32_MAX when full. */
+uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t depth, uint16_t call);
+void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, int64_t dur_ns);
+/* Writes what was learnt since the last save into the profile file. Agent threads only. */
+int gtrain_save(struct gtrain *tr, char *err, size_t errlen);
+void gtrain_lock(struct gtrain *tr);
+void gtrain_unlock(struct gtrain *tr);
+/* After fork, in the child: the parent saves what it learnt; the child starts from zero. */
+void gtrain_reset_child(struct gtrain *tr);
+
+/* ---- report.c ---- */
+/* Builds the violation's stream and ships it (shipping thread only). */
+void guard_report(const struct gviol *v);
+/* Periodic work of the shipping thread: drain the spool, release idle symbol tables. */
+void guard_report_tick(int64_t now);
+/* Frame name of a stack entry (tags name wrapped calls). */
+struct gsym *guard_symbolizer(void);
+/* After fork, in the child: forget the parent's shipper and symbolizer (not freed: shared pages). */
+void guard_report_reset_child(void);
+
+/* ---- guard table (unit.c) ---- */
+struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen);
+void gtab_free(struct gtab *tab);
+
+#endif

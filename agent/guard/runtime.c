@@ -1,0 +1,731 @@
+/*
+ * runtime: libsmguard.so's life inside a program: settings and start-up
+ * (constructor), one slot per thread, fork and exit, the agent's fds, and
+ * the agent's own threads: the watchdog (units stuck in flight) and the
+ * shipping thread (violation streams, training saves, the spool).
+ *
+ * Start-up decides once whether this process is guarded at all (SM_GUARD_ONLY,
+ * SM_GUARD_MODE, a usable profile); when not, every wrapper passes straight
+ * through for the rest of the process's life. Settings that do not parse
+ * leave the agent inert with the reason in SM_GUARD_LOG: a bad setting never
+ * changes what the program does.
+ */
+#include "guard/rt.h"
+#include "guard/modmap.h"
+#include "log.h"
+#include "sha256.h"
+#include "util.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+struct guard_rt G;
+_Atomic int guard_active;
+__thread struct gthread guard_tls __attribute__((tls_model("initial-exec")));
+
+extern void *__libc_stack_end;
+
+int64_t guard_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- log: to SM_GUARD_LOG only, never to the program's descriptors ---- */
+
+static void log_to_file(const char *line, size_t len)
+{
+	int fd;
+
+	if (!G.cfg.log[0])
+		return;
+	fd = open(G.cfg.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, len) < 0) {
+		/* nowhere left to say so */
+	}
+	guard_real_close(fd);
+}
+
+void guard_log(const char *msg, const char *fmt, ...)
+{
+	char rest[1024];
+	va_list ap;
+	struct gthread *t = &guard_tls;
+	uint32_t nest = t->nest;
+
+	if (!G.cfg.log[0])
+		return;
+	t->nest = 1;
+	va_start(ap, fmt);
+	vsnprintf(rest, sizeof(rest), fmt, ap);
+	va_end(ap);
+	log_msg(LOG_INFO, msg, "pid=%ld exe=%s %s", (long)getpid(), G.exe_name, rest);
+	t->nest = nest;
+}
+
+/* ---- the agent's descriptors ---- */
+
+int guard_fd_register(int fd)
+{
+	for (int i = 0; i < GUARD_MAX_FDS; i++) {
+		int free_slot = -1;
+
+		if (atomic_compare_exchange_strong(&G.fds[i], &free_slot, fd))
+			return 0;
+	}
+	return -1;
+}
+
+void guard_fd_unregister(int fd)
+{
+	for (int i = 0; i < GUARD_MAX_FDS; i++) {
+		int mine = fd;
+
+		if (atomic_compare_exchange_strong(&G.fds[i], &mine, -1))
+			return;
+	}
+}
+
+int guard_fd_is_ours(int fd)
+{
+	if (fd < 0)
+		return 0;
+	for (int i = 0; i < GUARD_MAX_FDS; i++)
+		if (atomic_load_explicit(&G.fds[i], memory_order_relaxed) == fd)
+			return 1;
+	return 0;
+}
+
+/* ---- threads and their slots ---- */
+
+void guard_thread_setup(struct gthread *t)
+{
+	t->tid = gettid();
+	if (!t->base) {
+		if (t->tid == getpid()) {
+			/* the main thread: its stack starts where the kernel put argc */
+			t->base = (uintptr_t)__libc_stack_end;
+		} else {
+			/* a thread started before the agent, or not through pthread_create */
+			pthread_attr_t a;
+			void *addr = NULL;
+			size_t size = 0;
+
+			if (pthread_getattr_np(pthread_self(), &a) == 0) {
+				pthread_attr_getstack(&a, &addr, &size);
+				pthread_attr_destroy(&a);
+			}
+			t->base = (uintptr_t)addr + size;
+		}
+	}
+	t->loop = -1;
+	t->best = -1;
+	t->ready = 1;
+}
+
+static struct gslot *claim_slot(void)
+{
+	uint32_t n = atomic_load(&G.nslots);
+	int64_t now = guard_now(), oldest = INT64_MAX;
+	struct gslot *best = NULL;
+
+	/* a slot freed long enough ago that no report still needs its ring */
+	for (uint32_t i = 0; i < n; i++) {
+		struct gslot *s = &G.slots[i];
+		int st = atomic_load(&s->state);
+		int64_t since = atomic_load(&s->dead_since);
+
+		if ((st == SLOT_FREE || (st == SLOT_DEAD && now - since > 30000000000LL)) && since < oldest) {
+			best = s;
+			oldest = since;
+		}
+	}
+	if (best) {
+		int st = atomic_load(&best->state);
+
+		if (atomic_compare_exchange_strong(&best->state, &st, SLOT_LIVE))
+			return best;
+	}
+	while ((n = atomic_load(&G.nslots)) < GUARD_MAX_THREADS) {
+		if (atomic_compare_exchange_weak(&G.nslots, &n, n + 1)) {
+			atomic_store(&G.slots[n].state, SLOT_LIVE);
+			return &G.slots[n];
+		}
+	}
+	return NULL;
+}
+
+struct gslot *guard_slot_of(struct gthread *t)
+{
+	struct gslot *s = t->slot;
+
+	if (GUARD_LIKELY(s) || t->exiting)
+		return s;
+	s = claim_slot();
+	if (!s) {
+		atomic_fetch_add(&G.n.threads_over, 1);
+		t->exiting = 1;   /* never try again for this thread */
+		return NULL;
+	}
+	if (!s->ring.size) {
+		if (gring_init(&s->ring, G.cfg.ring_bytes) < 0) {
+			atomic_store(&s->state, SLOT_FREE);
+			t->exiting = 1;
+			return NULL;
+		}
+	} else {
+		gring_reset(&s->ring);
+	}
+	atomic_store(&s->tid, t->tid);
+	atomic_store(&s->pthread, (uintptr_t)pthread_self());
+	atomic_store(&s->unit_start, 0);
+	atomic_store(&s->timer_live, 0);
+	atomic_store(&s->units, 0);
+	atomic_store(&s->violations, 0);
+	atomic_store(&s->samples, 0);
+	t->slot = s;
+	/* the key's destructor gives the slot back when the thread ends */
+	pthread_setspecific(G.key, s);
+	return s;
+}
+
+void guard_thread_exit(void *p)
+{
+	struct gthread *t = &guard_tls;
+	struct gslot *s = p;
+
+	if (!s)
+		return;
+	t->nest = 1;
+	guard_timer_delete(t);
+	atomic_store(&s->unit_start, 0);
+	atomic_store(&s->dead_since, guard_now());
+	atomic_store(&s->state, SLOT_DEAD);
+	t->slot = NULL;
+	t->exiting = 1;
+}
+
+/* ---- the queue of violations and the agent's threads ---- */
+
+static pthread_t start_thread(void *(*fn)(void *), int *ok)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t th;
+
+	/* the agent's threads take no signal: the program's go to the program's threads */
+	sigfillset(&all);
+	guard_real_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	*ok = guard_real_pthread_create(&th, &attr, fn, NULL) == 0;
+	pthread_attr_destroy(&attr);
+	guard_real_sigmask(SIG_SETMASK, &old, NULL);
+	return th;
+}
+
+static void timed_wait(int64_t until)
+{
+	struct timespec ts = { until / 1000000000, until % 1000000000 };
+
+	pthread_cond_timedwait(&G.cv, &G.mu, &ts);
+}
+
+static void *watchdog_main(void *arg)
+{
+	struct gthread *t = &guard_tls;
+
+	(void)arg;
+	t->agent = 1;
+	pthread_setname_np(pthread_self(), "smguard-watch");
+	for (;;) {
+		struct timespec ts = { G.cfg.watchdog_ns / 1000000000, G.cfg.watchdog_ns % 1000000000 };
+		uint32_t n;
+		int64_t now;
+
+		nanosleep(&ts, NULL);
+		now = guard_now();
+		n = atomic_load(&G.nslots);
+		for (uint32_t i = 0; i < n; i++) {
+			struct gslot *s = &G.slots[i];
+			int64_t start, thr, agent;
+			uint32_t seq, flagged;
+
+			if (atomic_load(&s->state) != SLOT_LIVE)
+				continue;
+			start = atomic_load_explicit(&s->unit_start, memory_order_acquire);
+			if (!start)
+				continue;
+			seq = atomic_load(&s->unit_seq);
+			thr = atomic_load(&s->threshold);
+			agent = atomic_load(&s->agent_ns);
+			/* the unit must not have changed while it was read */
+			if (atomic_load_explicit(&s->unit_start, memory_order_acquire) != start)
+				continue;
+			flagged = atomic_load(&s->flagged_seq);
+			if (thr >= 0 && now - start - agent > thr && flagged != seq) {
+				atomic_store(&s->flagged_seq, seq);
+				flagged = seq;
+				/* ask the thread itself for its stack; a connect() it sits in would fail with EINTR */
+				if (atomic_load(&G.sampling) && atomic_load(&s->call) != GC_CONNECT) {
+					atomic_store(&s->capture_seq, seq);
+					syscall(SYS_tgkill, (long)G.pid, (long)atomic_load(&s->tid), (long)G.sig);
+				}
+			}
+			if (flagged == seq && now - start > G.cfg.hang_ns) {
+				uint32_t prev = atomic_load(&s->reported_seq);
+
+				if (prev != seq && atomic_compare_exchange_strong(&s->reported_seq, &prev, seq)) {
+					struct gviol v;
+
+					memset(&v, 0, sizeof(v));
+					v.tid = atomic_load(&s->tid);
+					v.slot = i;
+					v.start = start;
+					v.end = now;
+					v.dur = now - start - agent;
+					v.threshold = thr;
+					v.loop = atomic_load(&s->loop);
+					v.type = atomic_load(&s->type);
+					v.hang = 1;
+					atomic_fetch_add(&s->violations, 1);
+					guard_enqueue(&v);
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+static int ship_busy;
+
+static void *ship_main(void *arg)
+{
+	struct gthread *t = &guard_tls;
+	int64_t next_save;
+
+	(void)arg;
+	t->agent = 1;
+	pthread_setname_np(pthread_self(), "smguard-ship");
+	next_save = guard_now() + G.cfg.save_ns;
+	for (;;) {
+		struct gviol v;
+		int have = 0;
+		int64_t now = guard_now(), until = now + 1000000000;
+
+		if (G.mode == GUARD_MODE_TRAIN && next_save < until)
+			until = next_save;
+		pthread_mutex_lock(&G.mu);
+		if (!G.qlen && now < until)
+			timed_wait(until);
+		if (G.qlen) {
+			v = G.queue[G.qhead];
+			G.qhead = (G.qhead + 1) % GUARD_QUEUE;
+			G.qlen--;
+			have = 1;
+			ship_busy = 1;
+		}
+		pthread_mutex_unlock(&G.mu);
+		if (have) {
+			guard_report(&v);
+			pthread_mutex_lock(&G.mu);
+			ship_busy = 0;
+			pthread_cond_broadcast(&G.cv);
+			pthread_mutex_unlock(&G.mu);
+		}
+		now = guard_now();
+		if (G.mode == GUARD_MODE_TRAIN && now >= next_save) {
+			char err[512];
+
+			if (gtrain_save(G.train, err, sizeof(err)) < 0) {
+				atomic_fetch_add(&G.n.save_errors, 1);
+				guard_log("cannot save the profile", "path=%s error=\"%s\"", G.profile_path, err);
+			} else {
+				atomic_fetch_add(&G.n.saves, 1);
+			}
+			next_save = now + G.cfg.save_ns;
+		}
+		if (G.mode == GUARD_MODE_GUARD)
+			guard_report_tick(now);
+	}
+	return NULL;
+}
+
+void guard_start_watchdog(void)
+{
+	int ok;
+
+	pthread_mutex_lock(&G.mu);
+	if (!G.wd_started) {
+		G.wd_started = 1;
+		start_thread(watchdog_main, &ok);
+		if (!ok)
+			guard_log("cannot start the watchdog thread", "%s", "");
+	}
+	pthread_mutex_unlock(&G.mu);
+}
+
+void guard_start_shipper(void)
+{
+	int ok;
+
+	pthread_mutex_lock(&G.mu);
+	if (!G.ship_started) {
+		G.ship_started = 1;
+		start_thread(ship_main, &ok);
+		if (!ok)
+			guard_log("cannot start the shipping thread", "%s", "");
+	}
+	pthread_mutex_unlock(&G.mu);
+}
+
+void guard_enqueue(const struct gviol *v)
+{
+	int64_t now = guard_now();
+	uint32_t tslot = v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
+	int drop = 0;
+
+	atomic_fetch_add(&G.n.violations, 1);
+	if (v->loop < 0 || v->loop >= GP_MAX_LOOPS)
+		return;
+	pthread_mutex_lock(&G.mu);
+	/* at most reports_per_min streams per unit type and minute: a storm is counted, not shipped */
+	if (now - G.rl_epoch[v->loop] >= 60000000000LL) {
+		G.rl_epoch[v->loop] = now;
+		memset(G.rl_used[v->loop], 0, sizeof(G.rl_used[v->loop]));
+	}
+	if (G.rl_used[v->loop][tslot] >= (uint32_t)G.cfg.reports_per_min) {
+		atomic_fetch_add(&G.n.suppressed, 1);
+		drop = 1;
+	} else if (G.qlen == GUARD_QUEUE) {
+		atomic_fetch_add(&G.n.queue_drops, 1);
+		drop = 1;
+	} else {
+		G.rl_used[v->loop][tslot]++;
+		G.queue[(G.qhead + G.qlen) % GUARD_QUEUE] = *v;
+		G.qlen++;
+		pthread_cond_broadcast(&G.cv);
+	}
+	pthread_mutex_unlock(&G.mu);
+	if (!drop && !G.ship_started)
+		guard_start_shipper();
+}
+
+/* ---- modules loaded later ---- */
+
+void guard_on_dlopen(void)
+{
+	struct gthread *t = &guard_tls;
+	struct gtab *old, *tab;
+	char err[256];
+
+	if (G.mode != GUARD_MODE_GUARD || !G.profile)
+		return;
+	old = atomic_load(&G.tab);
+	if (!old || !old->unresolved)
+		return;
+	t->nest = 1;
+	tab = gtab_build(G.profile, err, sizeof(err));
+	if (tab && tab->unresolved < old->unresolved) {
+		/* the old table stays: a thread may be reading it */
+		atomic_store(&G.tab, tab);
+	} else {
+		gtab_free(tab);
+	}
+	t->nest = 0;
+}
+
+/* ---- fork ---- */
+
+static void before_fork(void)
+{
+	struct gthread *t = &guard_tls;
+
+	if (!atomic_load(&guard_active))
+		return;
+	t->nest++;
+	pthread_mutex_lock(&G.mu);
+	if (G.train)
+		gtrain_lock(G.train);
+}
+
+static void after_fork_parent(void)
+{
+	struct gthread *t = &guard_tls;
+
+	if (!atomic_load(&guard_active))
+		return;
+	if (G.train)
+		gtrain_unlock(G.train);
+	pthread_mutex_unlock(&G.mu);
+	t->nest--;
+}
+
+static void after_fork_child(void)
+{
+	struct gthread *t = &guard_tls;
+	uint32_t n;
+
+	if (!atomic_load(&guard_active))
+		return;
+	G.pid = getpid();
+	t->tid = gettid();
+	/* the child has one thread: this one; the others' slots and the agent's threads stay behind */
+	n = atomic_load(&G.nslots);
+	for (uint32_t i = 0; i < n; i++) {
+		struct gslot *s = &G.slots[i];
+
+		if (s == t->slot)
+			continue;
+		atomic_store(&s->state, SLOT_FREE);
+		atomic_store(&s->dead_since, 0);
+		atomic_store(&s->unit_start, 0);
+		atomic_store(&s->timer_live, 0);
+		gring_reset(&s->ring);
+	}
+	if (t->slot) {
+		struct gslot *s = t->slot;
+
+		gring_reset(&s->ring);
+		atomic_store(&s->tid, t->tid);
+		atomic_store(&s->unit_start, 0);
+		/* timers are not inherited */
+		atomic_store(&s->timer_live, 0);
+		atomic_store(&s->units, 0);
+		atomic_store(&s->violations, 0);
+		atomic_store(&s->samples, 0);
+	}
+	t->timer_state = TIMER_NONE;
+	guard_unit_reset_child(t);
+	G.wd_started = 0;
+	G.ship_started = 0;
+	G.qhead = G.qlen = 0;
+	ship_busy = 0;
+	memset(G.rl_used, 0, sizeof(G.rl_used));
+	memset(&G.n, 0, sizeof(G.n));
+	guard_report_reset_child();
+	for (int i = 0; i < GUARD_MAX_FDS; i++) {
+		int fd = atomic_exchange(&G.fds[i], -1);
+
+		if (fd >= 0)
+			guard_real_close(fd);
+	}
+	if (G.train) {
+		gtrain_unlock(G.train);
+		gtrain_reset_child(G.train);
+	}
+	pthread_mutex_unlock(&G.mu);
+	t->nest--;
+}
+
+/* ---- start-up ---- */
+
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+static void read_token(void)
+{
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!G.cfg.token_file[0])
+		return;
+	if (util_read_file(G.cfg.token_file, sizeof(G.token) - 1, &text, &len) < 0) {
+		guard_log("cannot read the token file; shipping without a token", "path=%s error=\"%s\"",
+			  G.cfg.token_file, strerror(errno));
+		return;
+	}
+	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+		len--;
+	memcpy(G.token, text, len);
+	G.token[len] = '\0';
+	free(text);
+}
+
+static void find_self(void)
+{
+	Dl_info info;
+	struct gmodmap mm = { NULL, 0 };
+
+	if (gmodmap_load(&mm) < 0)
+		return;
+	if (dladdr((void *)find_self, &info) && info.dli_fbase) {
+		for (size_t i = 0; i < mm.n; i++)
+			if (mm.mods[i].bias == (uintptr_t)info.dli_fbase ||
+			    ((uintptr_t)find_self >= mm.mods[i].lo && (uintptr_t)find_self < mm.mods[i].hi)) {
+				G.self_lo = mm.mods[i].lo;
+				G.self_hi = mm.mods[i].hi;
+				break;
+			}
+	}
+	/* the module the wrapped calls' frames are named after */
+	if (dladdr(dlsym(RTLD_NEXT, "read"), &info) && info.dli_fname) {
+		const char *slash = strrchr(info.dli_fname, '/');
+
+		snprintf(G.libc_name, sizeof(G.libc_name), "%s", slash ? slash + 1 : info.dli_fname);
+	} else {
+		snprintf(G.libc_name, sizeof(G.libc_name), "libc.so.6");
+	}
+	{
+		const struct gmod *main_mod = gmodmap_main(&mm);
+
+		if (main_mod) {
+			snprintf(G.exe, sizeof(G.exe), "%s", main_mod->path);
+			snprintf(G.exe_name, sizeof(G.exe_name), "%s", main_mod->name);
+			snprintf(G.build_id, sizeof(G.build_id), "%s", main_mod->build_id);
+		}
+	}
+	gmodmap_release(&mm);
+}
+
+static int load_profile(void)
+{
+	char err[256];
+	struct gprofile *p = gp_new();
+	int r;
+
+	if (!p)
+		return -1;
+	r = gp_load_file(p, G.profile_path);
+	if (r < 0) {
+		if (r == -1)
+			guard_log("cannot use the profile; not guarding", "error=\"%s\"", gp_error(p));
+		gp_free(p);
+		return -1;
+	}
+	if (G.cfg.k >= 0 || G.cfg.min_threshold_ns > 0)
+		gp_set_k(p, G.cfg.k >= 0 ? G.cfg.k : p->k, G.cfg.min_threshold_ns);
+	G.profile = p;
+	G.tab = gtab_build(p, err, sizeof(err));
+	if (!G.tab) {
+		guard_log("cannot build the guard table; not guarding", "error=\"%s\"", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void key_destructor(void *p)
+{
+	guard_thread_exit(p);
+}
+
+__attribute__((constructor(102))) static void guard_init(void)
+{
+	struct gthread *t = &guard_tls;
+	char err[512];
+	struct utsname uts;
+	struct stat st;
+
+	t->nest = 1;
+	for (int i = 0; i < GUARD_MAX_FDS; i++)
+		atomic_store(&G.fds[i], -1);
+	guard_config_defaults(&G.cfg);
+	log_init("smguard", LOG_INFO);
+	log_set_sink(log_to_file);
+	if (guard_config_load(&G.cfg, env_get, err, sizeof(err)) < 0) {
+		/* the log setting may be the one that failed: keep what parsed */
+		guard_log("bad setting; the agent stays inert", "error=\"%s\"", err);
+		goto inert;
+	}
+	find_self();
+	if (G.cfg.mode == GUARD_MODE_OFF || !guard_config_only_matches(G.cfg.only, G.exe_name))
+		goto inert;
+	if (!G.build_id[0]) {
+		/* no GNU build id: the profile is keyed by the executable's path instead */
+		unsigned char h[SHA256_LEN];
+		char hex[2 * SHA256_LEN + 1];
+
+		sha256(G.exe, strlen(G.exe), h);
+		util_hex(h, 16, hex);
+		snprintf(G.build_id, sizeof(G.build_id), "path-%s", hex);
+	}
+	snprintf(G.profile_path, sizeof(G.profile_path), "%s/%s.json", G.cfg.profile_dir, G.build_id);
+	G.pid = getpid();
+	G.sig = G.cfg.signal;
+	G.period_ns = G.cfg.sample_hz > 0 ? 1000000000LL / G.cfg.sample_hz : 0;
+	if (G.cfg.host[0])
+		snprintf(G.host, sizeof(G.host), "%s", G.cfg.host);
+	else if (gethostname(G.host, sizeof(G.host) - 1) < 0)
+		snprintf(G.host, sizeof(G.host), "unknown");
+	snprintf(G.app, sizeof(G.app), "%s", G.cfg.app[0] ? G.cfg.app : G.exe_name);
+	if (uname(&uts) == 0)
+		snprintf(G.kernel, sizeof(G.kernel), "%s", uts.release);
+	read_token();
+	pthread_mutex_init(&G.mu, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&G.cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	G.mode = G.cfg.mode;
+	if (G.mode == GUARD_MODE_AUTO)
+		G.mode = stat(G.profile_path, &st) == 0 ? GUARD_MODE_GUARD : GUARD_MODE_TRAIN;
+	if (G.mode == GUARD_MODE_GUARD) {
+		if (load_profile() < 0)
+			goto inert;
+		if (guard_sampler_init() < 0)
+			guard_log("cannot install the sampling handler; no CPU samples", "signal=%d", G.sig);
+	} else {
+		G.train = gtrain_new();
+		if (!G.train)
+			goto inert;
+		guard_sampler_init_unwinder();
+	}
+	if (pthread_key_create(&G.key, key_destructor) != 0 ||
+	    pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0)
+		goto inert;
+	guard_log("guarding", "mode=%s build_id=%s profile=%s", guard_mode_name(G.mode), G.build_id,
+		  G.profile_path);
+	atomic_store(&guard_active, 1);
+	t->nest = 0;
+	return;
+inert:
+	t->nest = 0;
+}
+
+__attribute__((destructor)) static void guard_fini(void)
+{
+	struct gthread *t = &guard_tls;
+	char err[512];
+
+	if (!atomic_load(&guard_active) || t->agent)
+		return;
+	t->nest = 1;
+	if (G.mode == GUARD_MODE_TRAIN && G.train) {
+		if (gtrain_save(G.train, err, sizeof(err)) < 0)
+			guard_log("cannot save the profile at exit", "path=%s error=\"%s\"", G.profile_path, err);
+	} else if (G.ship_started) {
+		/* give the shipping thread a moment to send what is queued */
+		int64_t until = guard_now() + 2000000000LL;
+
+		pthread_mutex_lock(&G.mu);
+		while ((G.qlen || ship_busy) && guard_now() < until)
+			timed_wait(until);
+		pthread_mutex_unlock(&G.mu);
+	}
+	guard_log("exit", "violations=%llu suppressed=%llu queue_drops=%llu shipped=%llu spooled=%llu lost=%llu empty=%llu",
+		  (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
+		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.shipped),
+		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
+		  (unsigned long long)atomic_load(&G.n.empty));
+	t->nest = 0;
+}

@@ -1,0 +1,40 @@
+/*
+ * symbolize: addresses of this process -> frame names, with elfutils' libdwfl.
+ *
+ * `module!function` only when the address lies inside the function symbol's
+ * extent [value, value + size) (.symtab, else .dynsym, or a separate debug
+ * file under /usr/lib/debug/.build-id), otherwise `module+0xOFFSET` (offset
+ * = the ELF address): a stripped static function never borrows its
+ * neighbour's name. C++ names are demangled when the process has
+ * __cxa_demangle (it does whenever it runs C++).
+ *
+ * Runs on the agent's own thread, never in the program's. ELF files are read
+ * through private mappings and their descriptors closed at once, so nothing
+ * stays open for the program to trip over.
+ */
+#ifndef SM_GUARD_SYMBOLIZE_H
+#define SM_GUARD_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "guard/modmap.h"
+
+struct gsym;
+
+/* A symbolizer for the modules in map (copied). Returns NULL with the reason in err. Caller frees. */
+struct gsym *gsym_open(const struct gmodmap *map, char *err, size_t errlen);
+/* Unmaps every file read. NULL-safe. */
+void gsym_free(struct gsym *s);
+
+/*
+ * The frame name of addr into out (at most cap bytes, NUL included; cut at a
+ * UTF-8 boundary): "libc.so.6!read", "postgres+0x4a3b0", or "[unknown]+0x7f12..."
+ * outside every module. Returns the length. The name is cached.
+ */
+size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap);
+
+/* Mapped bytes and cached names, for the memory figures. */
+void gsym_stats(const struct gsym *s, size_t *mapped, size_t *cached);
+
+#endif

@@ -1,0 +1,455 @@
+/*
+ * train: what a training process learns (guard.md "Unit types"): its loop
+ * sites, the contexts met inside units with the call path that led to each,
+ * and the classes of units (same contexts) with their duration statistics.
+ *
+ * Program threads add to the tables under one mutex, briefly; the call path
+ * of a new context is walked outside it. gtrain_save() (the shipping thread,
+ * and exit) takes what was learnt since the last save, names the addresses
+ * (module, offset, build id, function), and merges it into the profile file
+ * with gp_save_merged(), so the processes of one program (a forking server's
+ * workers) and its restarts all add to the same profile.
+ */
+#define UNW_LOCAL_ONLY
+#include "guard/rt.h"
+#include "guard/modmap.h"
+#include "guard/symbolize.h"
+#include "intern.h"
+#include "vec.h"
+
+#include <errno.h>
+#include <libunwind.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define TRAIN_MAX_CONTEXTS 8192
+#define TRAIN_MAX_CLASSES 8192
+
+struct tloop {
+	uintptr_t ret;
+	int64_t depth;
+	uint16_t call;
+	uint64_t threads;
+	struct gp_stats all;
+};
+
+struct tctx {
+	uintptr_t ret;
+	int64_t depth;
+	int32_t loop;
+	uint16_t call;
+	uint16_t npath;
+	uint64_t path[GP_MAX_PATH];   /* outermost first, from the loop's function down to the call */
+};
+
+struct tclass {
+	int32_t loop;
+	uint32_t nctx;
+	uint32_t ctx[GP_MAX_CLASS_CONTEXTS];
+	struct gp_stats st;
+};
+
+struct gtrain {
+	pthread_mutex_t mu;           /* the tables */
+	pthread_mutex_t save_mu;      /* one save at a time */
+	struct tloop loops[GP_MAX_LOOPS];
+	uint32_t nloops;
+	struct tctx *ctx;
+	size_t nctx, capctx;
+	struct intern *ctx_index;
+	struct tclass *cls;
+	size_t ncls, capcls;
+	struct intern *cls_index;
+	uint64_t units;
+};
+
+struct ctx_key {
+	uintptr_t ret;
+	int64_t depth;
+	int32_t loop;
+	int32_t pad;
+};
+
+struct gtrain *gtrain_new(void)
+{
+	struct gtrain *tr = calloc(1, sizeof(*tr));
+
+	if (!tr)
+		return NULL;
+	tr->ctx_index = intern_open(TRAIN_MAX_CONTEXTS);
+	tr->cls_index = intern_open(TRAIN_MAX_CLASSES);
+	if (!tr->ctx_index || !tr->cls_index) {
+		intern_free(tr->ctx_index);
+		intern_free(tr->cls_index);
+		free(tr);
+		return NULL;
+	}
+	pthread_mutex_init(&tr->mu, NULL);
+	pthread_mutex_init(&tr->save_mu, NULL);
+	return tr;
+}
+
+void gtrain_lock(struct gtrain *tr)
+{
+	pthread_mutex_lock(&tr->mu);
+}
+
+void gtrain_unlock(struct gtrain *tr)
+{
+	pthread_mutex_unlock(&tr->mu);
+}
+
+void gtrain_reset_child(struct gtrain *tr)
+{
+	/* the parent saves what was learnt before the fork; the save lock may be the parent's */
+	pthread_mutex_init(&tr->save_mu, NULL);
+	for (uint32_t i = 0; i < tr->nloops; i++) {
+		tr->loops[i].threads = 0;
+		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
+	}
+	for (size_t i = 0; i < tr->ncls; i++)
+		memset(&tr->cls[i].st, 0, sizeof(tr->cls[i].st));
+	tr->units = 0;
+}
+
+int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t call)
+{
+	int32_t id = -1;
+
+	pthread_mutex_lock(&tr->mu);
+	for (uint32_t i = 0; i < tr->nloops; i++)
+		if (tr->loops[i].ret == ret && tr->loops[i].depth == depth) {
+			id = (int32_t)i;
+			break;
+		}
+	if (id < 0 && tr->nloops < GP_MAX_LOOPS) {
+		id = (int32_t)tr->nloops++;
+		memset(&tr->loops[id], 0, sizeof(tr->loops[id]));
+		tr->loops[id].ret = ret;
+		tr->loops[id].depth = depth;
+		tr->loops[id].call = call;
+	}
+	if (id >= 0)
+		tr->loops[id].threads++;
+	pthread_mutex_unlock(&tr->mu);
+	return id;
+}
+
+/*
+ * The call path of this call, outermost first (the innermost GP_MAX_PATH frames).
+ * The whole stack, not only below the loop's frame: a loop's wait often sits in
+ * a helper (postgres: secure_read -> WaitEventSetWait -> epoll_wait) and the
+ * unit goes on in its callers; clustering measures paths below the prefix all
+ * of the loop's contexts share.
+ */
+static uint16_t capture_path(uint64_t *path)
+{
+	uint64_t tmp[GP_MAX_PATH];
+	unw_context_t uc;
+	unw_cursor_t cur;
+	uint32_t n = 0;
+
+	if (unw_getcontext(&uc) < 0 || unw_init_local(&cur, &uc) < 0)
+		return 0;
+	do {
+		unw_word_t ip;
+
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
+			break;
+		if (ip >= G.self_lo && ip < G.self_hi)
+			continue;   /* the agent's own frames */
+		tmp[n++] = ip;
+	} while (n < GP_MAX_PATH && unw_step(&cur) > 0);
+	for (uint32_t i = 0; i < n; i++)
+		path[i] = tmp[n - 1 - i];
+	return (uint16_t)n;
+}
+
+uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t depth, uint16_t call)
+{
+	struct ctx_key key;
+	uint64_t path[GP_MAX_PATH];
+	uint16_t npath;
+	bool added = false;
+	int64_t id;
+
+	memset(&key, 0, sizeof(key));
+	key.ret = ret;
+	key.depth = depth;
+	key.loop = loop;
+	pthread_mutex_lock(&tr->mu);
+	id = intern_find(tr->ctx_index, &key, sizeof(key));
+	pthread_mutex_unlock(&tr->mu);
+	if (id >= 0)
+		return (uint32_t)id;
+	/* a new context: walk its call path once, outside the lock */
+	npath = capture_path(path);
+	pthread_mutex_lock(&tr->mu);
+	id = intern_put(tr->ctx_index, &key, sizeof(key), &added);
+	if (id >= 0 && added) {
+		if (vec_reserve((void **)&tr->ctx, &tr->capctx, tr->nctx + 1, sizeof(*tr->ctx)) == 0) {
+			struct tctx *c = &tr->ctx[tr->nctx++];
+
+			c->ret = ret;
+			c->depth = depth;
+			c->loop = loop;
+			c->call = call;
+			c->npath = npath;
+			memcpy(c->path, path, npath * sizeof(path[0]));
+		} else {
+			id = -1;   /* the index got the key, the table did not: refuse it from now on */
+			intern_clear(tr->ctx_index);
+		}
+	}
+	pthread_mutex_unlock(&tr->mu);
+	return id < 0 ? UINT32_MAX : (uint32_t)id;
+}
+
+void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, int64_t dur_ns)
+{
+	uint32_t key[GP_MAX_CLASS_CONTEXTS + 1];
+	bool added = false;
+	int64_t id;
+
+	if (loop < 0 || nctx > GP_MAX_CLASS_CONTEXTS)
+		return;
+	key[0] = (uint32_t)loop;
+	memcpy(key + 1, ctx, nctx * sizeof(*ctx));
+	for (uint32_t i = 2; i <= nctx; i++)
+		for (uint32_t j = i; j > 1 && key[j - 1] > key[j]; j--) {
+			uint32_t x = key[j];
+
+			key[j] = key[j - 1];
+			key[j - 1] = x;
+		}
+	if (dur_ns < 0)
+		dur_ns = 0;
+	pthread_mutex_lock(&tr->mu);
+	gp_stats_add(&tr->loops[loop].all, (double)dur_ns);
+	tr->units++;
+	id = intern_put(tr->cls_index, key, (nctx + 1) * sizeof(key[0]), &added);
+	if (id >= 0 && added) {
+		if (vec_reserve((void **)&tr->cls, &tr->capcls, tr->ncls + 1, sizeof(*tr->cls)) == 0) {
+			struct tclass *c = &tr->cls[tr->ncls++];
+
+			memset(c, 0, sizeof(*c));
+			c->loop = loop;
+			c->nctx = nctx;
+			memcpy(c->ctx, key + 1, nctx * sizeof(*ctx));
+		} else {
+			id = -1;
+			intern_clear(tr->cls_index);
+		}
+	}
+	if (id >= 0 && (size_t)id < tr->ncls)
+		gp_stats_add(&tr->cls[id].st, (double)dur_ns);
+	pthread_mutex_unlock(&tr->mu);
+}
+
+/* ---- saving ---- */
+
+struct snapshot {
+	struct tloop loops[GP_MAX_LOOPS];
+	uint32_t nloops;
+	struct tctx *ctx;
+	size_t nctx;
+	struct tclass *cls;
+	size_t ncls;
+	uint64_t units;
+};
+
+static int take_snapshot(struct gtrain *tr, struct snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_lock(&tr->mu);
+	s->ctx = malloc(vec_bytes(tr->nctx + 1, sizeof(*s->ctx)));
+	s->cls = malloc(vec_bytes(tr->ncls + 1, sizeof(*s->cls)));
+	if (!s->ctx || !s->cls) {
+		pthread_mutex_unlock(&tr->mu);
+		free(s->ctx);
+		free(s->cls);
+		return -1;
+	}
+	memcpy(s->loops, tr->loops, sizeof(tr->loops));
+	s->nloops = tr->nloops;
+	memcpy(s->ctx, tr->ctx, tr->nctx * sizeof(*s->ctx));
+	s->nctx = tr->nctx;
+	memcpy(s->cls, tr->cls, tr->ncls * sizeof(*s->cls));
+	s->ncls = tr->ncls;
+	s->units = tr->units;
+	/* what is taken is the file's from now on */
+	for (uint32_t i = 0; i < tr->nloops; i++) {
+		tr->loops[i].threads = 0;
+		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
+	}
+	for (size_t i = 0; i < tr->ncls; i++)
+		memset(&tr->cls[i].st, 0, sizeof(tr->cls[i].st));
+	tr->units = 0;
+	pthread_mutex_unlock(&tr->mu);
+	return 0;
+}
+
+/* module index and offset of addr in the delta profile */
+static int64_t site_of(struct gprofile *p, const struct gmodmap *mm, uintptr_t addr, uint64_t *offset)
+{
+	const struct gmod *g = gmodmap_find(mm, addr);
+
+	if (!g) {
+		*offset = addr;
+		return gp_add_module(p, "[unknown]", "");
+	}
+	*offset = addr - g->bias;
+	return gp_add_module(p, g->name, g->build_id);
+}
+
+static int build_delta(const struct snapshot *s, struct gprofile *p, char *err, size_t errlen)
+{
+	struct gmodmap mm = { NULL, 0 };
+	struct gsym *sym = NULL;
+	int64_t *loopmap = NULL, *ctxmap = NULL;
+	char name[1024];
+	int rc = -1;
+
+	if (gmodmap_load(&mm) < 0 || !(sym = gsym_open(&mm, err, errlen)))
+		goto out_free;
+	loopmap = calloc(GP_MAX_LOOPS, sizeof(*loopmap));
+	ctxmap = calloc(s->nctx + 1, sizeof(*ctxmap));
+	if (!loopmap || !ctxmap) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	snprintf(p->build_id, sizeof(p->build_id), "%s", G.build_id);
+	if (!(p->exe = strdup(G.exe))) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	p->k = G.cfg.k >= 0 ? G.cfg.k : GP_DEFAULT_K;
+	p->cut = G.cfg.cut;
+	p->units = s->units;
+	for (uint32_t i = 0; i < s->nloops; i++) {
+		const struct tloop *l = &s->loops[i];
+		struct gp_site site;
+		int64_t m, li;
+
+		memset(&site, 0, sizeof(site));
+		if ((m = site_of(p, &mm, l->ret, &site.offset)) < 0)
+			goto out_gp;
+		site.module = (uint32_t)m;
+		site.depth = l->depth;
+		snprintf(site.call, sizeof(site.call), "%s", gcall_info[l->call].name);
+		gsym_frame(sym, l->ret - 1, name, sizeof(name));
+		if ((li = gp_add_loop(p, &site, name)) < 0)
+			goto out_gp;
+		loopmap[i] = li;
+		p->loops[li].threads += l->threads;
+		gp_stats_merge(&p->loops[li].all, &l->all);
+	}
+	for (size_t i = 0; i < s->nctx; i++) {
+		const struct tctx *c = &s->ctx[i];
+		uint32_t path[GP_MAX_PATH];
+		struct gp_site site;
+		int64_t m, id;
+
+		ctxmap[i] = -1;
+		if (c->loop < 0 || (uint32_t)c->loop >= s->nloops)
+			continue;
+		for (uint16_t k = 0; k < c->npath; k++) {
+			int64_t f;
+
+			gsym_frame(sym, (uintptr_t)c->path[k] - 1, name, sizeof(name));
+			if ((f = gp_add_frame(p, name)) < 0)
+				goto out_gp;
+			path[k] = (uint32_t)f;
+		}
+		memset(&site, 0, sizeof(site));
+		if ((m = site_of(p, &mm, c->ret, &site.offset)) < 0)
+			goto out_gp;
+		site.module = (uint32_t)m;
+		site.depth = c->depth;
+		snprintf(site.call, sizeof(site.call), "%s", gcall_info[c->call].name);
+		id = gp_add_context(p, (uint32_t)loopmap[c->loop], &site, path, c->npath);
+		if (id == -1)
+			goto out_gp;
+		ctxmap[i] = id;
+	}
+	for (size_t i = 0; i < s->ncls; i++) {
+		const struct tclass *c = &s->cls[i];
+		uint32_t set[GP_MAX_CLASS_CONTEXTS];
+		uint32_t n = 0;
+
+		if (c->st.n == 0 || c->loop < 0 || (uint32_t)c->loop >= s->nloops)
+			continue;
+		for (uint32_t k = 0; k < c->nctx; k++)
+			if (c->ctx[k] < s->nctx && ctxmap[c->ctx[k]] >= 0)
+				set[n++] = (uint32_t)ctxmap[c->ctx[k]];
+		if (gp_add_class(p, (uint32_t)loopmap[c->loop], set, n, &c->st) == -1)
+			goto out_gp;
+	}
+	rc = 0;
+	goto out_free;
+out_gp:
+	snprintf(err, errlen, "%s", gp_error(p));
+out_free:
+	free(ctxmap);
+	free(loopmap);
+	gsym_free(sym);
+	gmodmap_release(&mm);
+	return rc;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char path[GUARD_PATH_MAX];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(path))
+		return -1;
+	memcpy(path, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return -1;
+		path[i] = i == n ? '\0' : '/';
+	}
+	return 0;
+}
+
+int gtrain_save(struct gtrain *tr, char *err, size_t errlen)
+{
+	struct snapshot s;
+	struct gprofile *p = NULL;
+	int rc = -1;
+
+	pthread_mutex_lock(&tr->save_mu);
+	if (take_snapshot(tr, &s) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out_unlock;
+	}
+	if (s.units == 0) {
+		rc = 0;   /* nothing learnt since the last save */
+		goto out_free;
+	}
+	if (mkdir_p(G.cfg.profile_dir) < 0) {
+		snprintf(err, errlen, "%s: %s", G.cfg.profile_dir, strerror(errno));
+		goto out_free;
+	}
+	if (!(p = gp_new())) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	if (build_delta(&s, p, err, errlen) < 0)
+		goto out_free;
+	rc = gp_save_merged(G.profile_path, p, G.cfg.min_threshold_ns, 2000, err, errlen);
+out_free:
+	gp_free(p);
+	free(s.ctx);
+	free(s.cls);
+out_unlock:
+	pthread_mutex_unlock(&tr->save_mu);
+	return rc;
+}

@@ -1,0 +1,642 @@
+/*
+ * unit: what the wrappers do around each call (guard.md "Units", "Run time",
+ * "Inspection"): unit boundaries at the thread's loop site, run-time unit-type
+ * inference from (call site, stack depth) contexts and the threshold check
+ * (PerfGuard's Algorithm 2), wait events with their readiers, and, when
+ * training, the choice of loop sites and the contexts of each unit.
+ *
+ * This is the program's hot path: a call inside a unit costs two clock reads,
+ * a hash probe and a few stores; nothing here allocates or locks, except the
+ * first time a thread or a training context is seen.
+ */
+#include "guard/rt.h"
+#include "guard/modmap.h"
+#include "hash.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const struct gcall_info gcall_info[GC_COUNT] = {
+	[GC_NONE] = { "", 0, GK_IO, 0 },
+	[GC_EPOLL_WAIT] = { "epoll_wait", 1, GK_IO, 0 },
+	[GC_EPOLL_PWAIT] = { "epoll_pwait", 1, GK_IO, 0 },
+	[GC_POLL] = { "poll", 1, GK_IO, 0 },
+	[GC_PPOLL] = { "ppoll", 1, GK_IO, 0 },
+	[GC_SELECT] = { "select", 1, GK_IO, 0 },
+	[GC_PSELECT] = { "pselect", 1, GK_IO, 0 },
+	[GC_ACCEPT] = { "accept", 1, GK_IO, 0 },
+	[GC_ACCEPT4] = { "accept4", 1, GK_IO, 0 },
+	[GC_RECV] = { "recv", 1, GK_IO, 0 },
+	[GC_RECVFROM] = { "recvfrom", 1, GK_IO, 0 },
+	[GC_RECVMSG] = { "recvmsg", 1, GK_IO, 0 },
+	[GC_READ] = { "read", 1, GK_IO, 1 },
+	[GC_READV] = { "readv", 1, GK_IO, 1 },
+	[GC_COND_WAIT] = { "pthread_cond_wait", 1, GK_COND, 0 },
+	[GC_COND_TIMEDWAIT] = { "pthread_cond_timedwait", 1, GK_COND, 0 },
+	[GC_SEM_WAIT] = { "sem_wait", 1, GK_SEM, 0 },
+	[GC_SEM_TIMEDWAIT] = { "sem_timedwait", 1, GK_SEM, 0 },
+	[GC_MSGRCV] = { "msgrcv", 1, GK_IO, 0 },
+	[GC_SIGWAITINFO] = { "sigwaitinfo", 1, GK_IO, 0 },
+	[GC_SIGTIMEDWAIT] = { "sigtimedwait", 1, GK_IO, 0 },
+	[GC_MUTEX_LOCK] = { "pthread_mutex_lock", 0, GK_LOCK, 0 },
+	[GC_MUTEX_TIMEDLOCK] = { "pthread_mutex_timedlock", 0, GK_LOCK, 0 },
+	[GC_RWLOCK_RDLOCK] = { "pthread_rwlock_rdlock", 0, GK_LOCK, 0 },
+	[GC_RWLOCK_WRLOCK] = { "pthread_rwlock_wrlock", 0, GK_LOCK, 0 },
+	[GC_JOIN] = { "pthread_join", 0, GK_JOIN, 0 },
+	[GC_WRITE] = { "write", 0, GK_IO, 0 },
+	[GC_WRITEV] = { "writev", 0, GK_IO, 0 },
+	[GC_SEND] = { "send", 0, GK_IO, 0 },
+	[GC_SENDTO] = { "sendto", 0, GK_IO, 0 },
+	[GC_SENDMSG] = { "sendmsg", 0, GK_IO, 0 },
+	[GC_PREAD] = { "pread64", 0, GK_IO, 0 },
+	[GC_PWRITE] = { "pwrite64", 0, GK_IO, 0 },
+	[GC_FSYNC] = { "fsync", 0, GK_IO, 0 },
+	[GC_FDATASYNC] = { "fdatasync", 0, GK_IO, 0 },
+	[GC_CONNECT] = { "connect", 0, GK_IO, 0 },
+	[GC_NANOSLEEP] = { "nanosleep", 0, GK_SLEEP, 0 },
+	[GC_CLOCK_NANOSLEEP] = { "clock_nanosleep", 0, GK_SLEEP, 0 },
+	[GC_USLEEP] = { "usleep", 0, GK_SLEEP, 0 },
+	[GC_SLEEP] = { "sleep", 0, GK_SLEEP, 0 },
+	[GC_WAITPID] = { "waitpid", 0, GK_IO, 0 },
+	[GC_FLOCK] = { "flock", 0, GK_IO, 0 },
+};
+
+/* ---- readiers: who last released each lock, condition and semaphore ---- */
+
+#define REL_SLOTS 8192
+
+static _Atomic uint64_t rel_table[REL_SLOTS];
+
+static pid_t thread_tid(struct gthread *t)
+{
+	if (GUARD_UNLIKELY(!t->tid))
+		t->tid = gettid();
+	return t->tid;
+}
+
+void guard_note_release(const void *obj)
+{
+	struct gthread *t = &guard_tls;
+	uint64_t h;
+
+	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || t->agent || G.mode != GUARD_MODE_GUARD)
+		return;
+	h = hash_mix64((uintptr_t)obj);
+	/* one store: the upper half checks the object, the lower half is the thread */
+	atomic_store_explicit(&rel_table[h & (REL_SLOTS - 1)], (h & 0xffffffff00000000ULL) | (uint32_t)thread_tid(t),
+			      memory_order_relaxed);
+}
+
+pid_t guard_last_release(const void *obj)
+{
+	uint64_t h = hash_mix64((uintptr_t)obj);
+	uint64_t v = atomic_load_explicit(&rel_table[h & (REL_SLOTS - 1)], memory_order_relaxed);
+
+	if ((v & 0xffffffff00000000ULL) != (h & 0xffffffff00000000ULL))
+		return 0;
+	return (pid_t)(v & 0xffffffff);
+}
+
+static pid_t tid_of_pthread(uintptr_t th)
+{
+	uint32_t n = atomic_load(&G.nslots);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (atomic_load_explicit(&G.slots[i].pthread, memory_order_relaxed) == th)
+			return atomic_load_explicit(&G.slots[i].tid, memory_order_relaxed);
+	return 0;
+}
+
+/* ---- the guard table ---- */
+
+static const struct gmod *resolve_module(const struct gmodmap *mm, const struct gp_module *pm)
+{
+	for (size_t i = 0; i < mm->n; i++) {
+		const struct gmod *g = &mm->mods[i];
+
+		if (pm->build_id[0] ? strcmp(g->build_id, pm->build_id) == 0 : strcmp(g->name, pm->name) == 0)
+			return g;
+	}
+	return NULL;
+}
+
+static uint64_t ctx_hash(uintptr_t ret, int64_t depth, int32_t loop)
+{
+	return hash_mix64(ret ^ ((uint64_t)depth << 20) ^ ((uint64_t)(uint32_t)loop << 52));
+}
+
+static int64_t round_threshold(double t)
+{
+	if (!(t >= 0))
+		return -1;
+	return t > 9e18 ? INT64_MAX / 4 : (int64_t)t;
+}
+
+struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
+{
+	struct gmodmap mm = { NULL, 0 };
+	struct gtab *tab = calloc(1, sizeof(*tab));
+	size_t nctx = 0, slots = 64;
+
+	if (!tab || gmodmap_load(&mm) < 0) {
+		snprintf(err, errlen, "out of memory");
+		free(tab);
+		return NULL;
+	}
+	for (size_t li = 0; li < p->nloops; li++)
+		for (size_t t = 0; t < p->loops[li].ntypes; t++)
+			nctx += p->loops[li].types[t].nctx;
+	while (slots < nctx * 2)
+		slots <<= 1;
+	tab->ctx = calloc(slots, sizeof(*tab->ctx));
+	if (!tab->ctx) {
+		snprintf(err, errlen, "out of memory");
+		gmodmap_release(&mm);
+		free(tab);
+		return NULL;
+	}
+	tab->ctx_mask = (uint32_t)(slots - 1);
+	tab->nloops = (uint32_t)p->nloops;
+	for (size_t li = 0; li < p->nloops; li++) {
+		const struct gp_loop *l = &p->loops[li];
+		struct gtab_loop *tl = &tab->loops[li];
+		const struct gmod *g = resolve_module(&mm, &p->modules[l->site.module]);
+
+		snprintf(tl->symbol, sizeof(tl->symbol), "%s", l->symbol ? l->symbol : "");
+		tl->depth = l->site.depth;
+		tl->threshold = l->all.n ? round_threshold(l->threshold_ns) : -1;
+		tl->ntypes = (uint32_t)l->ntypes;
+		if (!g) {
+			tab->unresolved++;
+			continue;   /* ret 0 never matches */
+		}
+		tl->ret = g->bias + l->site.offset;
+		for (size_t t = 0; t < l->ntypes; t++) {
+			const struct gp_type *ty = &l->types[t];
+
+			tl->type_thr[t] = round_threshold(ty->threshold_ns);
+			snprintf(tl->type_name[t], sizeof(tl->type_name[t]), "%s", ty->name);
+			for (uint32_t k = 0; k < ty->nctx; k++) {
+				const struct gp_context *c = &l->contexts[l->tctxs[ty->ctx_off + k]];
+				const struct gmod *cg = resolve_module(&mm, &p->modules[c->site.module]);
+				uintptr_t ret;
+				uint64_t h;
+
+				if (!cg) {
+					tab->unresolved++;
+					continue;
+				}
+				ret = cg->bias + c->site.offset;
+				h = ctx_hash(ret, c->site.depth, (int32_t)li);
+				for (uint32_t probe = 0;; probe++) {
+					struct gtab_ctx *e = &tab->ctx[(h + probe) & tab->ctx_mask];
+
+					if (!e->ret) {
+						e->ret = ret;
+						e->depth = c->site.depth;
+						e->loop = (int32_t)li;
+						e->mask = 1ULL << t;
+						break;
+					}
+					if (e->ret == ret && e->depth == c->site.depth && e->loop == (int32_t)li) {
+						e->mask |= 1ULL << t;
+						break;
+					}
+				}
+			}
+		}
+	}
+	gmodmap_release(&mm);
+	return tab;
+}
+
+void gtab_free(struct gtab *tab)
+{
+	if (!tab)
+		return;
+	free(tab->ctx);
+	free(tab);
+}
+
+static uint64_t gtab_find(const struct gtab *tab, int32_t loop, uintptr_t ret, int64_t depth)
+{
+	uint64_t h = ctx_hash(ret, depth, loop);
+
+	for (uint32_t probe = 0; probe <= tab->ctx_mask; probe++) {
+		const struct gtab_ctx *e = &tab->ctx[(h + probe) & tab->ctx_mask];
+
+		if (!e->ret)
+			return 0;
+		if (e->ret == ret && e->depth == depth && e->loop == loop)
+			return e->mask;
+	}
+	return 0;
+}
+
+static int loop_match(const struct gtab *tab, const struct gthread *t, uintptr_t ret, uintptr_t cfa)
+{
+	for (uint32_t i = 0; i < tab->nloops; i++)
+		if (tab->loops[i].ret == ret && (int64_t)(t->base - cfa) == tab->loops[i].depth)
+			return (int)i;
+	return -1;
+}
+
+/* ---- guard mode ---- */
+
+static void add_agent_time(struct gthread *t, int64_t since)
+{
+	t->agent_ns += guard_now() - since;
+	if (t->slot)
+		atomic_store_explicit(&t->slot->agent_ns, t->agent_ns, memory_order_relaxed);
+}
+
+/* The elapsed unit time passed the threshold: a violation; take the thread's stack now. */
+static void check(struct gthread *t, uint16_t call, int64_t now)
+{
+	int64_t a0;
+
+	if (t->violated || t->threshold < 0 || now - t->unit_start - t->agent_ns <= t->threshold)
+		return;
+	t->violated = 1;
+	a0 = guard_now();
+	guard_record_here(t, GREC_RUN, now, 0, 0, call, GREC_F_DETECT);
+	add_agent_time(t, a0);
+}
+
+static void context_hit(struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t now)
+{
+	uint64_t mask = gtab_find(tab, t->loop, c->ret, (int64_t)(t->loop_cfa - c->cfa));
+
+	if (mask) {
+		const struct gtab_loop *L = &tab->loops[t->loop];
+		int32_t best = t->best;
+
+		t->touched |= mask;
+		/* the types with the most hits; among them the smallest threshold (Algorithm 2) */
+		while (mask) {
+			int b = __builtin_ctzll(mask);
+			uint32_t h = ++t->hits[b];
+
+			mask &= mask - 1;
+			if (best < 0 || h > t->hits[best] || (h == t->hits[best] && L->type_thr[b] < L->type_thr[best]))
+				best = b;
+		}
+		if (best != t->best) {
+			t->best = best;
+			t->threshold = L->type_thr[best];
+			atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
+			atomic_store_explicit(&t->slot->type, best, memory_order_relaxed);
+		}
+	}
+	check(t, c->id, now);
+}
+
+static void unit_begin(struct gthread *t, const struct gtab *tab, int L, uintptr_t cfa, int64_t now)
+{
+	struct gslot *s = guard_slot_of(t);
+
+	if (!s)
+		return;
+	t->loop = L;
+	t->loop_cfa = cfa;
+	t->unit_seq++;
+	t->unit_start = now;
+	t->agent_ns = 0;
+	while (t->touched) {
+		t->hits[__builtin_ctzll(t->touched)] = 0;
+		t->touched &= t->touched - 1;
+	}
+	t->best = -1;
+	t->threshold = tab->loops[L].threshold;
+	t->violated = 0;
+	atomic_store_explicit(&s->agent_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->threshold, t->threshold, memory_order_relaxed);
+	atomic_store_explicit(&s->type, -1, memory_order_relaxed);
+	atomic_store_explicit(&s->loop, L, memory_order_relaxed);
+	atomic_store_explicit(&s->call, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->unit_seq, t->unit_seq, memory_order_relaxed);
+	atomic_store_explicit(&s->unit_start, now, memory_order_release);
+	if (atomic_load_explicit(&G.sampling, memory_order_relaxed) && t->timer_state != TIMER_ARMED)
+		guard_timer_arm(t);
+	if (GUARD_UNLIKELY(!G.wd_started))
+		guard_start_watchdog();
+}
+
+static void unit_end(struct gthread *t, int64_t now)
+{
+	struct gslot *s = t->slot;
+	int64_t dur = now - t->unit_start - t->agent_ns;
+	uint32_t seq = t->unit_seq, prev;
+	int flagged;
+
+	atomic_store_explicit(&s->unit_start, 0, memory_order_release);
+	atomic_fetch_add_explicit(&s->units, 1, memory_order_relaxed);
+	flagged = atomic_load_explicit(&s->flagged_seq, memory_order_acquire) == seq;
+	if (t->violated || flagged || (t->threshold >= 0 && dur > t->threshold)) {
+		prev = atomic_load(&s->reported_seq);
+		/* the watchdog may have shipped this unit already as a hang */
+		if (prev != seq && atomic_compare_exchange_strong(&s->reported_seq, &prev, seq)) {
+			struct gviol v;
+
+			if (!t->violated && !flagged)
+				guard_record_here(t, GREC_RUN, now, 0, 0, 0, GREC_F_DETECT);
+			memset(&v, 0, sizeof(v));
+			v.tid = t->tid;
+			v.slot = (uint32_t)(s - G.slots);
+			v.start = t->unit_start;
+			v.end = now;
+			v.dur = dur;
+			v.threshold = t->threshold;
+			v.loop = t->loop;
+			v.type = t->best;
+			atomic_fetch_add_explicit(&s->violations, 1, memory_order_relaxed);
+			guard_enqueue(&v);
+		}
+	}
+	t->unit_start = 0;
+}
+
+static void record_wait(struct gthread *t, const struct gcall *c, int64_t dur)
+{
+	struct gslot *s = guard_slot_of(t);
+	struct grec *rec;
+	int64_t a0 = guard_now();
+	pid_t readier = 0;
+	uint16_t flags = 0;
+	uint32_t n;
+
+	if (!s || !s->ring.size)
+		return;
+	switch (gcall_info[c->id].kind) {
+	case GK_LOCK:
+	case GK_COND:
+	case GK_SEM:
+		readier = guard_last_release(c->obj);
+		break;
+	case GK_JOIN:
+		readier = tid_of_pthread((uintptr_t)c->obj);
+		break;
+	default:
+		break;
+	}
+	if (readier == t->tid)
+		readier = 0;
+	rec = gring_begin(&s->ring, (uint32_t)G.cfg.max_frames);
+	if (!rec)
+		return;
+	t->unwinding = 1;
+	n = guard_unwind_here(rec->ip, (uint32_t)G.cfg.max_frames, &flags);
+	t->unwinding = 0;
+	rec->kind = GREC_WAIT;
+	rec->ts = c->t0;
+	rec->dur = dur;
+	rec->readier = readier;
+	rec->call = c->id;
+	rec->flags = flags;
+	gring_commit(&s->ring, rec, n);
+	if (t->unit_start)
+		add_agent_time(t, a0);
+}
+
+static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
+{
+	const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
+	int L;
+
+	if (!tab)
+		return;
+	if (gcall_info[c->id].loop && (L = loop_match(tab, t, c->ret, c->cfa)) >= 0) {
+		if (!t->unit_start || L == t->loop || tab->loops[L].depth < tab->loops[t->loop].depth) {
+			/* back at the loop (or at a shallower one): the unit ends here */
+			if (t->unit_start)
+				unit_end(t, now);
+			c->loopsite = (int8_t)L;
+			return;
+		}
+		/* a deeper loop's wait inside this unit is part of the unit */
+	}
+	if (!t->unit_start)
+		return;
+	if (gcall_info[c->id].kind != GK_LOCK && gcall_info[c->id].kind != GK_JOIN)
+		context_hit(t, tab, c, now);
+	atomic_store_explicit(&t->slot->call_ret, c->ret, memory_order_relaxed);
+	atomic_store_explicit(&t->slot->call_obj, (uintptr_t)c->obj, memory_order_relaxed);
+	atomic_store_explicit(&t->slot->call_start, now, memory_order_relaxed);
+	atomic_store_explicit(&t->slot->call, c->id, memory_order_release);
+}
+
+static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_t dur)
+{
+	if (c->loopsite >= 0) {
+		const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
+
+		if (tab)
+			unit_begin(t, tab, c->loopsite, c->cfa, now);
+		return;
+	}
+	if (dur >= G.cfg.min_wait_ns)
+		record_wait(t, c, dur);
+	if (t->unit_start) {
+		atomic_store_explicit(&t->slot->call, 0, memory_order_relaxed);
+		check(t, c->id, guard_now());
+	}
+}
+
+/* ---- training ---- */
+
+static long thread_nvcsw(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru) < 0)
+		return 0;
+	return ru.ru_nvcsw;
+}
+
+static struct gtsite *train_site(struct gthread *t, uintptr_t ret, int64_t depth, uint16_t call)
+{
+	struct gtsite *least = NULL;
+
+	for (uint32_t i = 0; i < t->nsites; i++)
+		if (t->sites[i].ret == ret && t->sites[i].depth == depth)
+			return &t->sites[i];
+	if (t->nsites < GUARD_TSITES) {
+		least = &t->sites[t->nsites++];
+	} else {
+		/* forget the site seen least, but never the loop site */
+		for (uint32_t i = 0; i < t->nsites; i++) {
+			struct gtsite *s = &t->sites[i];
+
+			if (s->ret == t->loop_ret && s->depth == t->loop_depth)
+				continue;
+			if (!least || s->calls < least->calls)
+				least = s;
+		}
+	}
+	memset(least, 0, sizeof(*least));
+	least->ret = ret;
+	least->depth = depth;
+	least->call = call;
+	return least;
+}
+
+static void train_context(struct gthread *t, const struct gcall *c)
+{
+	int64_t depth = (int64_t)(t->loop_cfa - c->cfa);
+	size_t h = (size_t)(ctx_hash(c->ret, depth, t->loop) & 63);
+	uint32_t id;
+
+	if (t->ctxcache[h].ret == c->ret && t->ctxcache[h].depth == depth && t->ctxcache[h].loop == t->loop) {
+		id = t->ctxcache[h].id;
+	} else {
+		int64_t a0 = guard_now();
+
+		id = gtrain_context(G.train, t->loop, c->ret, depth, c->id);
+		if (id == UINT32_MAX)
+			return;
+		t->ctxcache[h].ret = c->ret;
+		t->ctxcache[h].depth = depth;
+		t->ctxcache[h].loop = t->loop;
+		t->ctxcache[h].id = id;
+		/* capturing a new context walks the stack: not the unit's time */
+		t->agent_ns += guard_now() - a0;
+	}
+	for (uint32_t i = 0; i < t->nctx; i++)
+		if (t->ctx[i] == id)
+			return;
+	if (t->nctx < GP_MAX_CLASS_CONTEXTS)
+		t->ctx[t->nctx++] = id;
+}
+
+static void train_enter(struct gthread *t, struct gcall *c, int64_t now)
+{
+	int64_t depth;
+
+	if (!gcall_info[c->id].loop) {
+		if (t->unit_start && gcall_info[c->id].kind != GK_LOCK && gcall_info[c->id].kind != GK_JOIN)
+			train_context(t, c);
+		return;
+	}
+	depth = (int64_t)(t->base - c->cfa);
+	c->nvcsw = thread_nvcsw();
+	if (t->loop >= 0 && c->ret == t->loop_ret && depth == t->loop_depth) {
+		if (t->unit_start) {
+			gtrain_unit(G.train, t->loop, t->ctx, t->nctx, now - t->unit_start - t->agent_ns);
+			t->unit_start = 0;
+		}
+		c->loopsite = (int8_t)t->loop;
+		return;
+	}
+	if (t->unit_start)
+		train_context(t, c);
+}
+
+static int regular_file(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+}
+
+static void train_finish(struct gthread *t, struct gcall *c, int64_t now)
+{
+	int64_t depth;
+	struct gtsite *site;
+	int blocked;
+
+	if (!gcall_info[c->id].loop)
+		return;
+	depth = (int64_t)(t->base - c->cfa);
+	/* a wait the thread slept in: where a loop waits for work */
+	blocked = thread_nvcsw() > c->nvcsw;
+	if (blocked && gcall_info[c->id].fd && regular_file(c->fd))
+		blocked = 0;
+	site = train_site(t, c->ret, depth, c->id);
+	site->calls++;
+	site->blocked += (uint32_t)blocked;
+	if (blocked && site->blocked >= GUARD_LOOP_MIN_BLOCKS && c->loopsite < 0 &&
+	    (t->loop < 0 || depth < t->loop_depth)) {
+		/* the shallowest repeating wait of the thread is its loop site */
+		int32_t L = gtrain_loop(G.train, c->ret, depth, c->id);
+
+		if (L >= 0) {
+			t->loop = L;
+			t->loop_ret = c->ret;
+			t->loop_depth = depth;
+			c->loopsite = (int8_t)L;
+		}
+	}
+	if (c->loopsite >= 0) {
+		t->unit_start = now;
+		t->agent_ns = 0;
+		t->loop_cfa = c->cfa;
+		t->nctx = 0;
+		if (GUARD_UNLIKELY(!G.ship_started))
+			guard_start_shipper();
+	}
+}
+
+/* ---- the wrappers' entry points ---- */
+
+int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
+{
+	int64_t now;
+
+	t->nest = 1;
+	t->nest_cfa = cfa;
+	if (GUARD_UNLIKELY(!t->ready))
+		guard_thread_setup(t);
+	c->id = (uint16_t)id;
+	c->ret = ret;
+	c->cfa = cfa;
+	c->obj = obj;
+	c->fd = fd;
+	c->loopsite = -1;
+	c->our_sigs = atomic_load_explicit(&t->our_sigs, memory_order_relaxed);
+	c->prog_sigs = atomic_load_explicit(&t->prog_sigs, memory_order_relaxed);
+	atomic_store_explicit(&t->cur_call, (uint16_t)id, memory_order_relaxed);
+	now = guard_now();
+	if (G.mode == GUARD_MODE_GUARD)
+		guard_enter(t, c, now);
+	else
+		train_enter(t, c, now);
+	c->t0 = now;
+	return 1;
+}
+
+void gcall_finish(struct gcall *c, int failed)
+{
+	struct gthread *t = &guard_tls;
+	int saved = errno;
+	int64_t now = guard_now();
+
+	(void)failed;
+	atomic_store_explicit(&t->cur_call, 0, memory_order_relaxed);
+	if (G.mode == GUARD_MODE_GUARD)
+		guard_finish(t, c, now, now - c->t0);
+	else
+		train_finish(t, c, now);
+	t->nest = 0;
+	errno = saved;
+}
+
+void guard_unit_reset_child(struct gthread *t)
+{
+	/* the child goes its own way: it is in no loop until it waits at one */
+	t->loop = -1;
+	t->unit_start = 0;
+	t->agent_ns = 0;
+	t->violated = 0;
+	t->nsites = 0;
+	t->nctx = 0;
+	t->best = -1;
+	t->touched = 0;
+	memset(t->hits, 0, sizeof(t->hits));
+	memset(t->ctxcache, 0, sizeof(t->ctxcache));
+	memset(rel_table, 0, sizeof(rel_table));
+}

@@ -1,0 +1,456 @@
+/*
+ * guardtest: small servers with known slow paths, for the guard agent's
+ * tests; an unmodified program as far as the agent knows (no stackmine code,
+ * built without sanitizers, its static functions stripped of their names in
+ * the -stripped copy).
+ *
+ *   guardtest epoll PORT              one thread, an epoll loop
+ *   guardtest pool PORT WORKERS       a listener thread feeding a worker pool
+ *                                     through a queue (mutex + condition)
+ *   guardtest client PORT N CONC MIX  N requests over CONC connections; MIX is
+ *                                     KIND:WEIGHT,... ; prints per-kind counts
+ *
+ * Requests are one line each, answered with "ok\n":
+ *   fast          answer at once
+ *   file          read a small file first (another unit type)
+ *   sleep MS      nanosleep(MS) in handle_sleep()       (a wait)
+ *   spin MS       burn CPU for MS in spin_cpu()         (run events)
+ *   convoy MS     (pool) lock a mutex that the holder thread keeps for MS
+ *                 while it sleeps in holder_work(): the worker's wait has the
+ *                 holder as its readier
+ *   quit          stop the server
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXC 1024
+
+static volatile int stop;
+static volatile unsigned long sink;
+
+static void ms_sleep(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+__attribute__((noinline)) void handle_sleep(long ms)
+{
+	ms_sleep(ms);
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* static and named in .symtab only: the stripped copy must not give it a neighbour's name */
+__attribute__((noinline)) static unsigned long spin_inner(unsigned long x)
+{
+	for (int i = 0; i < 1000; i++)
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	return x;
+}
+
+__attribute__((noinline)) void spin_cpu(long ms)
+{
+	long end = now_ms() + ms;
+	unsigned long x = 1;
+
+	while (now_ms() < end)
+		x = spin_inner(x);
+	sink = x;
+}
+
+__attribute__((noinline)) void read_file(void)
+{
+	char buf[256];
+	int fd = open("/proc/self/stat", O_RDONLY);
+
+	if (fd >= 0) {
+		if (read(fd, buf, sizeof(buf)) < 0)
+			sink++;
+		close(fd);
+	}
+}
+
+/* ---- the lock convoy ---- */
+
+static pthread_mutex_t big = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t hmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hcv = PTHREAD_COND_INITIALIZER;
+static long hold_ms;
+static int holding;
+
+__attribute__((noinline)) void holder_work(long ms)
+{
+	ms_sleep(ms);
+}
+
+static void *holder_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		long ms;
+
+		pthread_mutex_lock(&hmu);
+		while (!hold_ms && !stop)
+			pthread_cond_wait(&hcv, &hmu);
+		ms = hold_ms;
+		hold_ms = 0;
+		pthread_mutex_unlock(&hmu);
+		if (stop)
+			return NULL;
+		pthread_mutex_lock(&big);
+		pthread_mutex_lock(&hmu);
+		holding = 1;
+		pthread_cond_broadcast(&hcv);
+		pthread_mutex_unlock(&hmu);
+		holder_work(ms);
+		pthread_mutex_unlock(&big);
+	}
+}
+
+__attribute__((noinline)) void take_big_lock(long ms)
+{
+	/* the holder takes the lock first, then this thread queues behind it */
+	pthread_mutex_lock(&hmu);
+	holding = 0;
+	hold_ms = ms;
+	pthread_cond_broadcast(&hcv);
+	while (!holding)
+		pthread_cond_wait(&hcv, &hmu);
+	pthread_mutex_unlock(&hmu);
+	pthread_mutex_lock(&big);
+	sink++;
+	pthread_mutex_unlock(&big);
+}
+
+/* ---- requests ---- */
+
+static int handle_line(const char *line)
+{
+	long ms = 0;
+
+	if (strncmp(line, "fast", 4) == 0)
+		return 0;
+	if (strncmp(line, "file", 4) == 0) {
+		read_file();
+		return 0;
+	}
+	if (sscanf(line, "sleep %ld", &ms) == 1) {
+		handle_sleep(ms);
+		return 0;
+	}
+	if (sscanf(line, "spin %ld", &ms) == 1) {
+		spin_cpu(ms);
+		return 0;
+	}
+	if (sscanf(line, "convoy %ld", &ms) == 1) {
+		take_big_lock(ms);
+		return 0;
+	}
+	if (strncmp(line, "quit", 4) == 0) {
+		stop = 1;
+		return 0;
+	}
+	return -1;
+}
+
+static int listen_on(int port)
+{
+	struct sockaddr_in a;
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((unsigned short)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 512) < 0) {
+		perror("guardtest: listen");
+		exit(1);
+	}
+	return fd;
+}
+
+static void reply(int fd)
+{
+	if (write(fd, "ok\n", 3) != 3)
+		sink++;
+}
+
+/* ---- epoll server ---- */
+
+struct conn {
+	char buf[512];
+	size_t len;
+};
+
+static struct conn conns[MAXC];
+
+__attribute__((noinline)) void serve_readable(int fd)
+{
+	struct conn *c = &conns[fd];
+	ssize_t n = read(fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+	char *nl;
+
+	if (n <= 0) {
+		close(fd);
+		c->len = 0;
+		return;
+	}
+	c->len += (size_t)n;
+	c->buf[c->len] = '\0';
+	while ((nl = strchr(c->buf, '\n'))) {
+		*nl = '\0';
+		handle_line(c->buf);
+		reply(fd);
+		c->len -= (size_t)(nl + 1 - c->buf);
+		memmove(c->buf, nl + 1, c->len + 1);
+	}
+}
+
+static int run_epoll(int port)
+{
+	int lfd = listen_on(port), ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd }, evs[64];
+
+	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+	printf("ready\n");
+	fflush(stdout);
+	while (!stop) {
+		int n = epoll_wait(ep, evs, 64, 1000);
+
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+
+			if (fd == lfd) {
+				int c = accept(lfd, NULL, NULL);
+
+				if (c >= 0 && c < MAXC) {
+					struct epoll_event cev = { .events = EPOLLIN, .data.fd = c };
+
+					conns[c].len = 0;
+					epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+				} else if (c >= 0) {
+					close(c);
+				}
+			} else {
+				serve_readable(fd);
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- thread pool ---- */
+
+struct job {
+	int fd;
+	char line[128];
+};
+
+static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qcv = PTHREAD_COND_INITIALIZER;
+static struct job queue[4096];
+static unsigned qh, qn;
+
+__attribute__((noinline)) void run_job(const struct job *j)
+{
+	handle_line(j->line);
+	reply(j->fd);
+}
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct job j;
+
+		pthread_mutex_lock(&qmu);
+		while (!qn && !stop)
+			pthread_cond_wait(&qcv, &qmu);
+		if (stop && !qn) {
+			pthread_mutex_unlock(&qmu);
+			return NULL;
+		}
+		j = queue[qh];
+		qh = (qh + 1) % 4096;
+		qn--;
+		pthread_mutex_unlock(&qmu);
+		run_job(&j);
+	}
+}
+
+static void *conn_main(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[512];
+	size_t len = 0;
+
+	for (;;) {
+		ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+		char *nl;
+
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		buf[len] = '\0';
+		while ((nl = strchr(buf, '\n'))) {
+			struct job j;
+
+			*nl = '\0';
+			j.fd = fd;
+			snprintf(j.line, sizeof(j.line), "%.120s", buf);
+			pthread_mutex_lock(&qmu);
+			if (qn < 4096) {
+				queue[(qh + qn) % 4096] = j;
+				qn++;
+				pthread_cond_signal(&qcv);
+			}
+			pthread_mutex_unlock(&qmu);
+			len -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, len + 1);
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static int run_pool(int port, int workers)
+{
+	int lfd = listen_on(port);
+	pthread_t th;
+
+	pthread_create(&th, NULL, holder_main, NULL);
+	for (int i = 0; i < workers; i++)
+		pthread_create(&th, NULL, worker_main, NULL);
+	printf("ready\n");
+	fflush(stdout);
+	while (!stop) {
+		int c = accept(lfd, NULL, NULL);
+
+		if (c >= 0)
+			pthread_create(&th, NULL, conn_main, (void *)(intptr_t)c);
+	}
+	return 0;
+}
+
+/* ---- client ---- */
+
+struct kind {
+	char req[64];
+	int weight;
+	long count;
+};
+
+static struct kind kinds[16];
+static int nkinds, total_weight;
+static long per_conn, port_g;
+static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned seed_g = 12345;
+
+static void *client_main(void *arg)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	unsigned seed;
+	char buf[64];
+
+	(void)arg;
+	pthread_mutex_lock(&cmu);
+	seed = seed_g++;
+	pthread_mutex_unlock(&cmu);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((unsigned short)port_g);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("guardtest: connect");
+		exit(1);
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	for (long i = 0; i < per_conn; i++) {
+		int r = (int)(rand_r(&seed) % (unsigned)total_weight), k = 0;
+		size_t got = 0;
+
+		while (r >= kinds[k].weight)
+			r -= kinds[k++].weight;
+		if (write(fd, kinds[k].req, strlen(kinds[k].req)) < 0)
+			break;
+		while (got < 3) {
+			ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+
+			if (n <= 0)
+				exit(1);
+			got += (size_t)n;
+		}
+		pthread_mutex_lock(&cmu);
+		kinds[k].count++;
+		pthread_mutex_unlock(&cmu);
+	}
+	close(fd);
+	return NULL;
+}
+
+static int run_client(int port, long n, int conc, char *mix)
+{
+	pthread_t th[256];
+
+	for (char *tok = strtok(mix, ","); tok && nkinds < 16; tok = strtok(NULL, ",")) {
+		char *colon = strrchr(tok, ':');
+
+		if (!colon)
+			return 2;
+		*colon = '\0';
+		snprintf(kinds[nkinds].req, sizeof(kinds[nkinds].req), "%s\n", tok);
+		for (char *p = kinds[nkinds].req; *p; p++)
+			if (*p == '=')
+				*p = ' ';
+		kinds[nkinds].weight = atoi(colon + 1);
+		total_weight += kinds[nkinds].weight;
+		nkinds++;
+	}
+	if (conc < 1 || conc > 256 || total_weight <= 0)
+		return 2;
+	port_g = port;
+	per_conn = n / conc;
+	for (int i = 0; i < conc; i++)
+		pthread_create(&th[i], NULL, client_main, NULL);
+	for (int i = 0; i < conc; i++)
+		pthread_join(th[i], NULL);
+	for (int k = 0; k < nkinds; k++) {
+		kinds[k].req[strlen(kinds[k].req) - 1] = '\0';
+		printf("%s %ld\n", kinds[k].req, kinds[k].count);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && strcmp(argv[1], "epoll") == 0)
+		return run_epoll(atoi(argv[2]));
+	if (argc >= 4 && strcmp(argv[1], "pool") == 0)
+		return run_pool(atoi(argv[2]), atoi(argv[3]));
+	if (argc >= 6 && strcmp(argv[1], "client") == 0)
+		return run_client(atoi(argv[2]), atol(argv[3]), atoi(argv[4]), argv[5]);
+	fprintf(stderr, "usage: guardtest epoll PORT | pool PORT WORKERS | client PORT N CONC KIND:W,...\n");
+	return 2;
+}
