@@ -73,7 +73,7 @@ all:
 	@deploy/deps.sh build
 	@$(MAKE) --no-print-directory binaries
 
-GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped
+GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped $(O)/tests/safety
 
 binaries: $(PROGS) $(GUARD_LIB) $(UNIT_BINS) $(TOOL_BINS) $(GUARD_TEST_BINS)
 
@@ -99,6 +99,9 @@ $(O)/tests/guardtest: tests/guard/guardtest.c
 	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
 $(O)/tests/guardtest-stripped: $(O)/tests/guardtest
 	objcopy --strip-all $< $@
+$(O)/tests/safety: tests/guard/safety.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
 
 $(O)/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)

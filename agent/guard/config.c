@@ -71,8 +71,9 @@ static const struct var_def vars[] = {
 	{ { "SM_GUARD_HANG_MS", "10000",
 	    "a violating unit still in flight this long after its start is shipped as it stands" },
 	  V_INT, F(hang_ns), 10000000, 3600000000000LL, 1000000 },
-	{ { "SM_GUARD_MIN_THRESHOLD_US", "0",
-	    "no unit type's threshold is below this" },
+	{ { "SM_GUARD_MIN_THRESHOLD_US", "1000",
+	    "guarding: no threshold is below this (0: mean + K sd exactly, as PerfGuard; a few tens of "
+	    "microseconds over a short unit is a loaded machine's noise, not a performance problem)" },
 	  V_INT, F(min_threshold_ns), 0, 3600000000000LL, 1000 },
 	{ { "SM_GUARD_REPORTS_PER_MIN", "6",
 	    "violation streams shipped per unit type and process per minute; the rest are counted" },
@@ -126,6 +127,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->watchdog_ns = 100000000;
 	c->hang_ns = 10000000000LL;
 	c->reports_per_min = 6;
+	c->min_threshold_ns = 1000000;
 	c->signal = SIGRTMAX - 7;
 	c->save_ns = 30000000000LL;
 	c->max_frames = 128;

@@ -62,7 +62,8 @@ int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *, const sigset_t
 	X(clock_nanosleep) X(usleep) X(sleep) X(waitpid) X(flock) X(__read_chk) X(__recv_chk)          \
 	X(__recvfrom_chk) X(__pread_chk) X(__pread64_chk) X(__poll_chk) X(__ppoll_chk)                 \
 	X(sigaction) X(signal) X(sigprocmask) X(pthread_sigmask) X(close) X(close_range) X(closefrom)   \
-	X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(pthread_create) X(dlopen) X(dlclose)
+	X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(pthread_create) X(dlopen) X(dlclose) X(open)   \
+	X(open64) X(openat) X(openat64)
 
 #define DECLARE(f) static __typeof__(f) *real_##f;
 REAL_LIST(DECLARE)
@@ -871,9 +872,50 @@ GUARD_EXPORT int close(int fd)
 {
 	struct gthread *t = &guard_tls;
 
-	if (atomic_load_explicit(&guard_active, memory_order_relaxed) && !t->agent && guard_fd_is_ours(fd))
-		return 0;  /* the program thinks it closed it; the agent keeps it */
+	if (atomic_load_explicit(&guard_active, memory_order_relaxed)) {
+		if (t->agent)
+			guard_fd_unregister(fd);
+		else if (guard_fd_is_ours(fd))
+			return 0;  /* the program thinks it closed it; the agent keeps it */
+	}
 	return REAL(close)(fd);
+}
+
+/* The agent's own files (spool, profiles, log, ELF files) get descriptors the program cannot close. */
+#define OPEN_BODY(call)                                                            \
+	do {                                                                       \
+		mode_t mode = 0;                                                   \
+		int fd;                                                            \
+		if (flags & (O_CREAT | __O_TMPFILE)) {                             \
+			va_list ap;                                                \
+			va_start(ap, flags);                                       \
+			mode = (mode_t)va_arg(ap, int);                            \
+			va_end(ap);                                                \
+		}                                                                  \
+		fd = call;                                                         \
+		if (fd >= 0 && guard_tls.agent && atomic_load_explicit(&guard_active, memory_order_relaxed)) \
+			fd = guard_fd_adopt(fd);                                   \
+		return fd;                                                         \
+	} while (0)
+
+GUARD_EXPORT int open(const char *path, int flags, ...)
+{
+	OPEN_BODY(REAL(open)(path, flags, mode));
+}
+
+GUARD_EXPORT int open64(const char *path, int flags, ...)
+{
+	OPEN_BODY(REAL(open64)(path, flags, mode));
+}
+
+GUARD_EXPORT int openat(int dir, const char *path, int flags, ...)
+{
+	OPEN_BODY(REAL(openat)(dir, path, flags, mode));
+}
+
+GUARD_EXPORT int openat64(int dir, const char *path, int flags, ...)
+{
+	OPEN_BODY(REAL(openat64)(dir, path, flags, mode));
 }
 
 /* Closes [lo, hi] but the agent's descriptors (close_range semantics). */

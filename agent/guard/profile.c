@@ -262,7 +262,7 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 int64_t gp_add_class(struct gprofile *p, uint32_t loop, const uint32_t *ctx, uint32_t n,
-		     const struct gp_stats *st)
+		     const struct gp_stats *size)
 {
 	uint32_t set[GP_MAX_CLASS_CONTEXTS];
 	uint32_t m = 0;
@@ -305,7 +305,10 @@ int64_t gp_add_class(struct gprofile *p, uint32_t loop, const uint32_t *ctx, uin
 		l->nctxs += m;
 	}
 	c = &l->classes[id];
-	gp_stats_merge(&c->st, st);
+	for (unsigned b = 0; b < GP_BUCKETS; b++) {
+		gp_stats_merge(&c->size[b], &size[b]);
+		gp_stats_merge(&c->st, &size[b]);
+	}
 	return id;
 }
 
@@ -383,7 +386,7 @@ int gp_merge(struct gprofile *into, const struct gprofile *from)
 			for (uint32_t j = 0; j < c->nctx && m < GP_MAX_CLASS_CONTEXTS; j++)
 				if (ctxmap[fl->ctxs[c->ctx_off + j]] != UINT32_MAX)
 					set[m++] = ctxmap[fl->ctxs[c->ctx_off + j]];
-			if (gp_add_class(into, (uint32_t)lo, set, m, &c->st) == -1)
+			if (gp_add_class(into, (uint32_t)lo, set, m, c->size) == -1)
 				goto out_free;
 		}
 	}
@@ -675,6 +678,8 @@ static int cluster_loop(struct gprofile *p, struct gp_loop *l, uint32_t *first_n
 			if (label[i] != lab)
 				continue;
 			gp_stats_merge(&ty->st, &c->st);
+			for (unsigned b = 0; b < GP_BUCKETS; b++)
+				gp_stats_merge(&ty->size[b], &c->size[b]);
 			ty->nclasses++;
 			for (uint32_t j = 0; j < c->nctx; j++)
 				mark[l->ctxs[c->ctx_off + j]] = 1;
@@ -721,10 +726,25 @@ void gp_set_k(struct gprofile *p, double k, int64_t min_threshold_ns)
 			struct gp_type *ty = &l->types[t];
 			double floor_ns = (double)min_threshold_ns;
 
+			double running = -1;
+
 			/* too few units for a trustworthy spread: no tighter than the whole loop */
 			if (ty->st.n < GP_MIN_TYPE_UNITS && l->threshold_ns > floor_ns)
 				floor_ns = l->threshold_ns;
 			ty->threshold_ns = threshold_of(&ty->st, k, floor_ns);
+			/*
+			 * By size: from the units of that size when there are enough of them;
+			 * never below a smaller size's (more calls never allow less time); the
+			 * type's own until a size has enough units.
+			 */
+			for (unsigned b = 0; b < GP_BUCKETS; b++) {
+				if (ty->size[b].n >= GP_MIN_TYPE_UNITS) {
+					double thr = threshold_of(&ty->size[b], k, (double)min_threshold_ns);
+
+					running = thr > running ? thr : running;
+				}
+				ty->size_thr[b] = running >= 0 ? running : ty->threshold_ns;
+			}
 		}
 	}
 }
@@ -748,6 +768,36 @@ static void put_stats(struct buf *b, const struct gp_stats *st)
 	buf_put_double(b, st->mean);
 	buf_puts(b, ",\"m2\":");
 	buf_put_double(b, st->m2);
+}
+
+static void put_threshold(struct buf *b, double t);
+
+/* "sizes":[[bucket,n,mean,m2],...] for the buckets that have units; types add every bucket's threshold */
+static void put_sizes(struct buf *b, const struct gp_stats *size, const double *thr)
+{
+	int first = 1;
+
+	buf_puts(b, ",\"sizes\":[");
+	for (unsigned k = 0; k < GP_BUCKETS; k++) {
+		if (!size[k].n)
+			continue;
+		buf_printf(b, "%s[%u,%llu,", first ? "" : ",", k, (unsigned long long)size[k].n);
+		buf_put_double(b, size[k].mean);
+		buf_putc(b, ',');
+		buf_put_double(b, size[k].m2);
+		buf_putc(b, ']');
+		first = 0;
+	}
+	buf_putc(b, ']');
+	if (!thr)
+		return;
+	buf_puts(b, ",\"size_thresholds_ns\":[");
+	for (unsigned k = 0; k < GP_BUCKETS; k++) {
+		if (k)
+			buf_putc(b, ',');
+		put_threshold(b, thr[k]);
+	}
+	buf_putc(b, ']');
 }
 
 static void put_site(struct buf *b, const struct gp_site *s)
@@ -839,6 +889,7 @@ int gp_write(const struct gprofile *p, struct buf *b)
 			put_u32_list(b, l->ctxs + c->ctx_off, c->nctx);
 			buf_putc(b, ',');
 			put_stats(b, &c->st);
+			put_sizes(b, c->size, NULL);
 			buf_printf(b, ",\"type\":%u}", c->type);
 		}
 		buf_puts(b, "],\n   \"types\":[");
@@ -853,6 +904,7 @@ int gp_write(const struct gprofile *p, struct buf *b)
 			buf_put_double(b, gp_stats_sd(&ty->st));
 			buf_puts(b, ",\"threshold_ns\":");
 			put_threshold(b, ty->threshold_ns);
+			put_sizes(b, ty->size, ty->size_thr);
 			buf_printf(b, ",\"classes\":%u,\"contexts\":", ty->nclasses);
 			put_u32_list(b, l->tctxs + ty->ctx_off, ty->nctx);
 			buf_putc(b, '}');
@@ -985,6 +1037,42 @@ static int rd_stats(struct rd *r, json_object *o, struct gp_stats *st)
 	return 0;
 }
 
+/* "sizes":[[bucket,n,mean,m2],...] into size[GP_BUCKETS] */
+static int rd_sizes(struct rd *r, json_object *o, struct gp_stats *size)
+{
+	json_object *a = get(o, "sizes");
+	size_t n;
+
+	memset(size, 0, GP_BUCKETS * sizeof(*size));
+	if (!a || !json_object_is_type(a, json_type_array) || (n = json_object_array_length(a)) > GP_BUCKETS)
+		return rd_fail(r, "sizes: missing, not an array, or more than 16 entries");
+	for (size_t i = 0; i < n; i++) {
+		json_object *e = json_object_array_get_idx(a, i), *v[4];
+		int64_t bucket, cnt;
+		double mean, m2;
+
+		if (!json_object_is_type(e, json_type_array) || json_object_array_length(e) != 4)
+			return rd_fail(r, "sizes: each entry is [bucket, n, mean_ns, m2]");
+		for (int k = 0; k < 4; k++)
+			v[k] = json_object_array_get_idx(e, (size_t)k);
+		if (!json_object_is_type(v[0], json_type_int) || !json_object_is_type(v[1], json_type_int) ||
+		    !(json_object_is_type(v[2], json_type_double) || json_object_is_type(v[2], json_type_int)) ||
+		    !(json_object_is_type(v[3], json_type_double) || json_object_is_type(v[3], json_type_int)))
+			return rd_fail(r, "sizes: each entry is [bucket, n, mean_ns, m2]");
+		bucket = json_object_get_int64(v[0]);
+		cnt = json_object_get_int64(v[1]);
+		mean = json_object_get_double(v[2]);
+		m2 = json_object_get_double(v[3]);
+		if (bucket < 0 || bucket >= GP_BUCKETS || size[bucket].n || cnt <= 0 || !isfinite(mean) ||
+		    !isfinite(m2) || mean < 0 || m2 < 0)
+			return rd_fail(r, "sizes: a bucket out of range or twice, or a bad count, mean or m2");
+		size[bucket].n = (uint64_t)cnt;
+		size[bucket].mean = mean;
+		size[bucket].m2 = m2;
+	}
+	return 0;
+}
+
 static int rd_site(struct rd *r, json_object *o, size_t nmodules, struct gp_site *s)
 {
 	json_object *v = get(o, "offset");
@@ -1104,7 +1192,7 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 	for (size_t i = 0; i < ncls; i++) {
 		json_object *c = json_object_array_get_idx(a, i);
 		uint32_t set[GP_MAX_CLASS_CONTEXTS];
-		struct gp_stats st;
+		struct gp_stats st, size[GP_BUCKETS];
 		size_t n;
 		uint64_t type;
 
@@ -1112,14 +1200,17 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 		if (!json_object_is_type(c, json_type_object))
 			return rd_fail(r, "not an object");
 		if (rd_u32_list(r, c, "contexts", GP_MAX_CLASS_CONTEXTS, l->ncontexts, set, &n) < 0 ||
-		    rd_stats(r, c, &st) < 0 || rd_u64(r, c, "type", GP_MAX_TYPES - 1, &type) < 0)
+		    rd_stats(r, c, &st) < 0 || rd_sizes(r, c, size) < 0 ||
+		    rd_u64(r, c, "type", GP_MAX_TYPES - 1, &type) < 0)
 			return -1;
-		id = gp_add_class(p, (uint32_t)li, set, (uint32_t)n, &st);
+		id = gp_add_class(p, (uint32_t)li, set, (uint32_t)n, size);
 		if (id < 0)
 			return id == -2 ? rd_fail(r, "too many classes") : -1;
 		if ((size_t)id != i)
 			return rd_fail(r, "the same class twice");
 		l = &p->loops[li];
+		if (l->classes[id].st.n != st.n)
+			return rd_fail(r, "n: not the sum of the sizes' counts");
 		l->classes[id].type = (uint32_t)type;
 	}
 	r->path[base] = '\0';
@@ -1145,6 +1236,22 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 			return -1;
 		snprintf(ty->name, sizeof(ty->name), "%s", name);
 		ty->nclasses = (uint32_t)ncl;
+		if (rd_sizes(r, o, ty->size) < 0)
+			return -1;
+		{
+			json_object *ta = get(o, "size_thresholds_ns");
+
+			if (!ta || !json_object_is_type(ta, json_type_array) ||
+			    json_object_array_length(ta) != GP_BUCKETS)
+				return rd_fail(r, "size_thresholds_ns: missing, or not 16 numbers");
+			for (unsigned b = 0; b < GP_BUCKETS; b++) {
+				json_object *v = json_object_array_get_idx(ta, b);
+
+				if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+					return rd_fail(r, "size_thresholds_ns: not 16 non-negative integers");
+				ty->size_thr[b] = (double)json_object_get_int64(v);
+			}
+		}
 		ctx = malloc(vec_bytes(l->ncontexts + 1, sizeof(*ctx)));
 		if (!ctx)
 			return gp_fail(p, "out of memory");

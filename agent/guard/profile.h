@@ -11,12 +11,17 @@
  *     (function frames, outermost first, from the loop's function down);
  *   - a class is a set of contexts: every unit whose contexts were exactly
  *     that set, with the count, mean and sum of squared deviations (Welford)
- *     of their durations, so two classes pool exactly;
+ *     of their durations, so two classes pool exactly; kept per size bucket
+ *     too (the unit's number of wrapped calls, in powers of two);
  *   - unit types are computed from the classes, never merged themselves:
  *     classes are clustered with PerfGuard's unit distance (average
  *     LCS-based distance between their call paths) by average linkage cut at
  *     `cut`; a type's statistics pool its classes, its contexts are the union
- *     of theirs, and its threshold is mean + k * standard deviation.
+ *     of theirs, and its threshold is mean + k * standard deviation;
+ *   - work-aware thresholds: one loop iteration of a batching server (redis,
+ *     nginx) serves one request or fifty with the same contexts, so a type
+ *     also has a threshold per size bucket, from its units of that size; the
+ *     threshold in force grows with the calls the unit has made so far.
  *
  * Pure code (no process introspection), shared by the agent (libsmguard.so),
  * `sm-guard profile` and the tests. Errors are left on the handle.
@@ -44,6 +49,7 @@
 #define GP_DEFAULT_K 4.0
 #define GP_DEFAULT_CUT 0.5
 #define GP_CALL_MAX 24
+#define GP_BUCKETS 16            /* unit sizes: 0-1, 2-3, 4-7, ... 2^15 or more wrapped calls */
 
 /* Count, mean and sum of squared deviations of durations (ns), Welford style. */
 struct gp_stats {
@@ -78,14 +84,17 @@ struct gp_context {
 
 struct gp_class {
 	uint32_t ctx_off, nctx;        /* sorted context indexes in loop->ctxs[] */
-	struct gp_stats st;
+	struct gp_stats st;            /* all its units */
+	struct gp_stats size[GP_BUCKETS];  /* its units by size bucket */
 	uint32_t type;                 /* after gp_cluster() */
 };
 
 struct gp_type {
 	char name[16];                 /* "u3": unique in the profile */
 	struct gp_stats st;
-	double threshold_ns;
+	double threshold_ns;           /* all sizes pooled */
+	struct gp_stats size[GP_BUCKETS];
+	double size_thr[GP_BUCKETS];   /* the threshold for a unit that made this many calls so far */
 	uint32_t ctx_off, nctx;        /* union of the classes' contexts, sorted, in loop->tctxs[] */
 	uint32_t nclasses;
 };
@@ -148,9 +157,19 @@ int64_t gp_add_loop(struct gprofile *p, const struct gp_site *site, const char *
 /* Finds or adds a context of loop; path (frame ids, outermost first) is kept when the context is new. */
 int64_t gp_add_context(struct gprofile *p, uint32_t loop, const struct gp_site *site, const uint32_t *path,
 		       uint32_t pathlen);
-/* Pools st into the class of exactly the contexts ctx[0..n) (any order, duplicates ignored). */
+/*
+ * Pools size[0..GP_BUCKETS) (the units' statistics by size bucket) into the class of
+ * exactly the contexts ctx[0..n) (any order, duplicates ignored).
+ */
 int64_t gp_add_class(struct gprofile *p, uint32_t loop, const uint32_t *ctx, uint32_t n,
-		     const struct gp_stats *st);
+		     const struct gp_stats *size);
+/* The size bucket of a unit that made `calls` wrapped calls. */
+static inline unsigned gp_bucket(uint32_t calls)
+{
+	unsigned b = calls < 2 ? 0 : 31u - (unsigned)__builtin_clz(calls);
+
+	return b < GP_BUCKETS ? b : GP_BUCKETS - 1;
+}
 
 /*
  * Pools everything of from into into: modules, frames, loops, contexts and

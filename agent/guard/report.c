@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,29 +52,8 @@ void guard_report_reset_child(void)
 
 static int open_socket(void *ctx, int domain, int type, int protocol)
 {
-	struct rlimit rl;
-	int fd, hi, floor = 3;
-
 	(void)ctx;
-	fd = socket(domain, type | SOCK_CLOEXEC, protocol);
-	if (fd < 0)
-		return -1;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 128) {
-		rlim_t top = rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
-
-		floor = (int)(top - 64);
-	}
-	/* out of the way of programs that dup2() onto low numbers */
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-	if (hi >= 0) {
-		guard_real_close(fd);
-		fd = hi;
-	}
-	if (guard_fd_register(fd) < 0) {
-		guard_real_close(fd);
-		return -1;
-	}
-	return fd;
+	return guard_fd_adopt(socket(domain, type | SOCK_CLOEXEC, protocol));
 }
 
 static void close_socket(void *ctx, int fd)
@@ -392,7 +370,7 @@ void guard_report(const struct gviol *v)
 	struct wire_label labels[WIRE_MAX_LABELS];
 	const struct gtab *tab = atomic_load(&G.tab);
 	const char *tname = NULL, *loopsym = NULL;
-	char num[3][32];
+	char num[4][32];
 	size_t nl = 0, ne = 0, max = (size_t)G.cfg.max_events;
 	uint32_t n = atomic_load(&G.nslots);
 
@@ -448,9 +426,11 @@ void guard_report(const struct gviol *v)
 	snprintf(num[0], sizeof(num[0]), "%lld", (long long)v->threshold);
 	snprintf(num[1], sizeof(num[1]), "%lld", (long long)v->dur);
 	snprintf(num[2], sizeof(num[2]), "%lld", (long long)v->loop);
+	snprintf(num[3], sizeof(num[3]), "%u", v->calls);
 	add_label(labels, &nl, a, "unit.type", tname ? tname : "unknown");
 	add_label(labels, &nl, a, "unit.threshold_ns", num[0]);
 	add_label(labels, &nl, a, "unit.duration_ns", num[1]);
+	add_label(labels, &nl, a, "unit.calls", num[3]);
 	add_label(labels, &nl, a, "unit.loop", loopsym && *loopsym ? loopsym : num[2]);
 	add_label(labels, &nl, a, "unit.state", v->hang ? "in_flight" : "ended");
 	add_label(labels, &nl, a, "guard.exe", G.exe);

@@ -38,7 +38,7 @@
 #define GUARD_TSITES 8              /* wait sites a training thread tells apart */
 #define GUARD_LOOP_MIN_BLOCKS 4     /* blocking calls before a site can be a loop site */
 #define GUARD_QUEUE 64              /* violations waiting for the shipping thread */
-#define GUARD_MAX_FDS 16
+#define GUARD_MAX_FDS 64
 /* a stack entry naming a wrapped call rather than an address: above every user address */
 #define GUARD_CALL_TAG 0xfffe000000000000ULL
 
@@ -85,6 +85,7 @@ struct gslot {
 	_Atomic uint32_t reported_seq;  /* this unit's stream was queued */
 	_Atomic uint32_t capture_seq;   /* the watchdog asks for this unit's stack */
 	_Atomic int32_t loop, type;
+	_Atomic uint32_t calls;
 	/* the wrapped call in progress inside the unit */
 	_Atomic uint32_t call;
 	_Atomic uintptr_t call_ret, call_obj;
@@ -133,6 +134,8 @@ struct gthread {
 	int64_t agent_ns;
 	int64_t threshold;
 	uint32_t unit_seq;
+	uint32_t calls;           /* wrapped calls (contexts) in the unit so far */
+	uint32_t bucket;          /* gp_bucket(calls) */
 	int32_t best;
 	uint64_t touched;
 	uint32_t hits[GP_MAX_TYPES];
@@ -154,6 +157,7 @@ struct gviol {
 	uint32_t slot;
 	int64_t start, end, dur, threshold;
 	int32_t loop, type;
+	uint32_t calls;
 	uint8_t hang;
 };
 
@@ -163,7 +167,7 @@ struct gtab_loop {
 	int64_t depth;
 	int64_t threshold;
 	uint32_t ntypes;
-	int64_t type_thr[GP_MAX_TYPES];
+	int64_t type_thr[GP_BUCKETS][GP_MAX_TYPES];   /* by the unit's size so far */
 	char type_name[GP_MAX_TYPES][16];
 	char symbol[256];
 };
@@ -237,6 +241,8 @@ void guard_start_watchdog(void);
 void guard_start_shipper(void);
 void guard_enqueue(const struct gviol *v);
 int guard_fd_register(int fd);
+/* An agent thread's new descriptor: moved out of the program's range and registered. Returns the fd to use. */
+int guard_fd_adopt(int fd);
 void guard_fd_unregister(int fd);
 int guard_fd_is_ours(int fd);
 /* Called by the pthread_create trampoline and the key destructor. */
@@ -306,7 +312,8 @@ struct gtrain *gtrain_new(void);
 int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t call);
 /* Context id of (loop, ret, depth), capturing its call path when new; UINT32_MAX when full. */
 uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t depth, uint16_t call);
-void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, int64_t dur_ns);
+void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, uint32_t calls,
+		 int64_t dur_ns);
 /* Writes what was learnt since the last save into the profile file. Agent threads only. */
 int gtrain_save(struct gtrain *tr, char *err, size_t errlen);
 void gtrain_lock(struct gtrain *tr);

@@ -57,7 +57,7 @@ static void log_to_file(const char *line, size_t len)
 	if (write(fd, line, len) < 0) {
 		/* nowhere left to say so */
 	}
-	guard_real_close(fd);
+	close(fd);
 }
 
 void guard_log(const char *msg, const char *fmt, ...)
@@ -98,6 +98,28 @@ void guard_fd_unregister(int fd)
 		if (atomic_compare_exchange_strong(&G.fds[i], &mine, -1))
 			return;
 	}
+}
+
+int guard_fd_adopt(int fd)
+{
+	struct rlimit rl;
+	int hi, floor = 3;
+
+	if (fd < 0)
+		return fd;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 128) {
+		rlim_t top = rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
+
+		floor = (int)(top - GUARD_MAX_FDS);
+	}
+	/* out of the way of programs that dup2() onto low numbers or close ranges of them */
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	if (hi >= 0) {
+		guard_real_close(fd);
+		fd = hi;
+	}
+	guard_fd_register(fd);
+	return fd;
 }
 
 int guard_fd_is_ours(int fd)
@@ -301,6 +323,7 @@ static void *watchdog_main(void *arg)
 					v.threshold = thr;
 					v.loop = atomic_load(&s->loop);
 					v.type = atomic_load(&s->type);
+					v.calls = atomic_load(&s->calls);
 					v.hang = 1;
 					atomic_fetch_add(&s->violations, 1);
 					guard_enqueue(&v);
@@ -609,8 +632,7 @@ static int load_profile(void)
 		gp_free(p);
 		return -1;
 	}
-	if (G.cfg.k >= 0 || G.cfg.min_threshold_ns > 0)
-		gp_set_k(p, G.cfg.k >= 0 ? G.cfg.k : p->k, G.cfg.min_threshold_ns);
+	gp_set_k(p, G.cfg.k >= 0 ? G.cfg.k : p->k, G.cfg.min_threshold_ns);
 	G.profile = p;
 	G.tab = gtab_build(p, err, sizeof(err));
 	if (!G.tab) {
@@ -644,7 +666,9 @@ __attribute__((constructor(102))) static void guard_init(void)
 		goto inert;
 	}
 	find_self();
-	if (G.cfg.mode == GUARD_MODE_OFF || !guard_config_only_matches(G.cfg.only, G.exe_name))
+	/* a program may run through a link (redis-server -> redis-check-rdb): both names count */
+	if (G.cfg.mode == GUARD_MODE_OFF || (!guard_config_only_matches(G.cfg.only, G.exe_name) &&
+					     !guard_config_only_matches(G.cfg.only, program_invocation_short_name)))
 		goto inert;
 	if (!G.build_id[0]) {
 		/* no GNU build id: the profile is keyed by the executable's path instead */
@@ -663,7 +687,8 @@ __attribute__((constructor(102))) static void guard_init(void)
 		snprintf(G.host, sizeof(G.host), "%s", G.cfg.host);
 	else if (gethostname(G.host, sizeof(G.host) - 1) < 0)
 		snprintf(G.host, sizeof(G.host), "unknown");
-	snprintf(G.app, sizeof(G.app), "%s", G.cfg.app[0] ? G.cfg.app : G.exe_name);
+	snprintf(G.app, sizeof(G.app), "%s", G.cfg.app[0] ? G.cfg.app :
+		 program_invocation_short_name[0] ? program_invocation_short_name : G.exe_name);
 	if (uname(&uts) == 0)
 		snprintf(G.kernel, sizeof(G.kernel), "%s", uts.release);
 	read_token();

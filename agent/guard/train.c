@@ -49,7 +49,8 @@ struct tclass {
 	int32_t loop;
 	uint32_t nctx;
 	uint32_t ctx[GP_MAX_CLASS_CONTEXTS];
-	struct gp_stats st;
+	uint64_t n;
+	struct gp_stats size[GP_BUCKETS];
 };
 
 struct gtrain {
@@ -110,8 +111,10 @@ void gtrain_reset_child(struct gtrain *tr)
 		tr->loops[i].threads = 0;
 		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
 	}
-	for (size_t i = 0; i < tr->ncls; i++)
-		memset(&tr->cls[i].st, 0, sizeof(tr->cls[i].st));
+	for (size_t i = 0; i < tr->ncls; i++) {
+		tr->cls[i].n = 0;
+		memset(tr->cls[i].size, 0, sizeof(tr->cls[i].size));
+	}
 	tr->units = 0;
 }
 
@@ -208,7 +211,8 @@ uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t 
 	return id < 0 ? UINT32_MAX : (uint32_t)id;
 }
 
-void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, int64_t dur_ns)
+void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, uint32_t calls,
+		 int64_t dur_ns)
 {
 	uint32_t key[GP_MAX_CLASS_CONTEXTS + 1];
 	bool added = false;
@@ -244,8 +248,10 @@ void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t 
 			intern_clear(tr->cls_index);
 		}
 	}
-	if (id >= 0 && (size_t)id < tr->ncls)
-		gp_stats_add(&tr->cls[id].st, (double)dur_ns);
+	if (id >= 0 && (size_t)id < tr->ncls) {
+		tr->cls[id].n++;
+		gp_stats_add(&tr->cls[id].size[gp_bucket(calls)], (double)dur_ns);
+	}
 	pthread_mutex_unlock(&tr->mu);
 }
 
@@ -285,8 +291,10 @@ static int take_snapshot(struct gtrain *tr, struct snapshot *s)
 		tr->loops[i].threads = 0;
 		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
 	}
-	for (size_t i = 0; i < tr->ncls; i++)
-		memset(&tr->cls[i].st, 0, sizeof(tr->cls[i].st));
+	for (size_t i = 0; i < tr->ncls; i++) {
+		tr->cls[i].n = 0;
+		memset(tr->cls[i].size, 0, sizeof(tr->cls[i].size));
+	}
 	tr->units = 0;
 	pthread_mutex_unlock(&tr->mu);
 	return 0;
@@ -380,12 +388,12 @@ static int build_delta(const struct snapshot *s, struct gprofile *p, char *err, 
 		uint32_t set[GP_MAX_CLASS_CONTEXTS];
 		uint32_t n = 0;
 
-		if (c->st.n == 0 || c->loop < 0 || (uint32_t)c->loop >= s->nloops)
+		if (c->n == 0 || c->loop < 0 || (uint32_t)c->loop >= s->nloops)
 			continue;
 		for (uint32_t k = 0; k < c->nctx; k++)
 			if (c->ctx[k] < s->nctx && ctxmap[c->ctx[k]] >= 0)
 				set[n++] = (uint32_t)ctxmap[c->ctx[k]];
-		if (gp_add_class(p, (uint32_t)loopmap[c->loop], set, n, &c->st) == -1)
+		if (gp_add_class(p, (uint32_t)loopmap[c->loop], set, n, c->size) == -1)
 			goto out_gp;
 	}
 	rc = 0;
@@ -444,7 +452,8 @@ int gtrain_save(struct gtrain *tr, char *err, size_t errlen)
 	}
 	if (build_delta(&s, p, err, errlen) < 0)
 		goto out_free;
-	rc = gp_save_merged(G.profile_path, p, G.cfg.min_threshold_ns, 2000, err, errlen);
+	/* the file keeps mean + k sd exactly; the floor is the guarding process's setting */
+	rc = gp_save_merged(G.profile_path, p, 0, 2000, err, errlen);
 out_free:
 	gp_free(p);
 	free(s.ctx);

@@ -179,7 +179,8 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 		for (size_t t = 0; t < l->ntypes; t++) {
 			const struct gp_type *ty = &l->types[t];
 
-			tl->type_thr[t] = round_threshold(ty->threshold_ns);
+			for (unsigned b = 0; b < GP_BUCKETS; b++)
+				tl->type_thr[b][t] = round_threshold(ty->size_thr[b]);
 			snprintf(tl->type_name[t], sizeof(tl->type_name[t]), "%s", ty->name);
 			for (uint32_t k = 0; k < ty->nctx; k++) {
 				const struct gp_context *c = &l->contexts[l->tctxs[ty->ctx_off + k]];
@@ -268,30 +269,52 @@ static void check(struct gthread *t, uint16_t call, int64_t now)
 	add_agent_time(t, a0);
 }
 
+/* The types with the most hits; among them the smallest threshold (Algorithm 2), from scratch. */
+static int32_t best_type(const struct gthread *t, const int64_t *thr)
+{
+	uint64_t m = t->touched;
+	int32_t best = -1;
+
+	while (m) {
+		int b = __builtin_ctzll(m);
+
+		m &= m - 1;
+		if (best < 0 || t->hits[b] > t->hits[best] || (t->hits[b] == t->hits[best] && thr[b] < thr[best]))
+			best = b;
+	}
+	return best;
+}
+
 static void context_hit(struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t now)
 {
 	uint64_t mask = gtab_find(tab, t->loop, c->ret, (int64_t)(t->loop_cfa - c->cfa));
+	const struct gtab_loop *L = &tab->loops[t->loop];
+	unsigned bucket = gp_bucket(++t->calls);
+	const int64_t *thr = L->type_thr[bucket];
+	int32_t best = t->best;
 
+	if (bucket != t->bucket) {
+		/* a bigger unit: the thresholds (and so the ties) are those of its new size */
+		t->bucket = bucket;
+		best = best_type(t, thr);
+	}
 	if (mask) {
-		const struct gtab_loop *L = &tab->loops[t->loop];
-		int32_t best = t->best;
-
 		t->touched |= mask;
-		/* the types with the most hits; among them the smallest threshold (Algorithm 2) */
 		while (mask) {
 			int b = __builtin_ctzll(mask);
 			uint32_t h = ++t->hits[b];
 
 			mask &= mask - 1;
-			if (best < 0 || h > t->hits[best] || (h == t->hits[best] && L->type_thr[b] < L->type_thr[best]))
+			if (best < 0 || h > t->hits[best] || (h == t->hits[best] && thr[b] < thr[best]))
 				best = b;
 		}
-		if (best != t->best) {
-			t->best = best;
-			t->threshold = L->type_thr[best];
-			atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
-			atomic_store_explicit(&t->slot->type, best, memory_order_relaxed);
-		}
+	}
+	atomic_store_explicit(&t->slot->calls, t->calls, memory_order_relaxed);
+	if (best >= 0 && (best != t->best || thr[best] != t->threshold)) {
+		t->best = best;
+		t->threshold = thr[best];
+		atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
+		atomic_store_explicit(&t->slot->type, best, memory_order_relaxed);
 	}
 	check(t, c->id, now);
 }
@@ -312,12 +335,15 @@ static void unit_begin(struct gthread *t, const struct gtab *tab, int L, uintptr
 		t->touched &= t->touched - 1;
 	}
 	t->best = -1;
+	t->calls = 0;
+	t->bucket = 0;
 	t->threshold = tab->loops[L].threshold;
 	t->violated = 0;
 	atomic_store_explicit(&s->agent_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->threshold, t->threshold, memory_order_relaxed);
 	atomic_store_explicit(&s->type, -1, memory_order_relaxed);
 	atomic_store_explicit(&s->loop, L, memory_order_relaxed);
+	atomic_store_explicit(&s->calls, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->call, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->unit_seq, t->unit_seq, memory_order_relaxed);
 	atomic_store_explicit(&s->unit_start, now, memory_order_release);
@@ -354,6 +380,7 @@ static void unit_end(struct gthread *t, int64_t now)
 			v.threshold = t->threshold;
 			v.loop = t->loop;
 			v.type = t->best;
+			v.calls = t->calls;
 			atomic_fetch_add_explicit(&s->violations, 1, memory_order_relaxed);
 			guard_enqueue(&v);
 		}
@@ -506,6 +533,7 @@ static void train_context(struct gthread *t, const struct gcall *c)
 		/* capturing a new context walks the stack: not the unit's time */
 		t->agent_ns += guard_now() - a0;
 	}
+	t->calls++;
 	for (uint32_t i = 0; i < t->nctx; i++)
 		if (t->ctx[i] == id)
 			return;
@@ -526,7 +554,7 @@ static void train_enter(struct gthread *t, struct gcall *c, int64_t now)
 	c->nvcsw = thread_nvcsw();
 	if (t->loop >= 0 && c->ret == t->loop_ret && depth == t->loop_depth) {
 		if (t->unit_start) {
-			gtrain_unit(G.train, t->loop, t->ctx, t->nctx, now - t->unit_start - t->agent_ns);
+			gtrain_unit(G.train, t->loop, t->ctx, t->nctx, t->calls, now - t->unit_start - t->agent_ns);
 			t->unit_start = 0;
 		}
 		c->loopsite = (int8_t)t->loop;
@@ -576,6 +604,7 @@ static void train_finish(struct gthread *t, struct gcall *c, int64_t now)
 		t->agent_ns = 0;
 		t->loop_cfa = c->cfa;
 		t->nctx = 0;
+		t->calls = 0;
 		if (GUARD_UNLIKELY(!G.ship_started))
 			guard_start_shipper();
 	}
