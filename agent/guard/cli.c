@@ -42,7 +42,7 @@ static const char usage[] =
 	"  --url URL                ingest server\n"
 	"  --token-file FILE        ingest token\n"
 	"  --app NAME, --host NAME, --version V\n"
-	"  --label KEY=VALUE        a label of the streams; may be repeated\n"
+	"  --label KEY=VALUE        a label of the streams; may be repeated (adds to $SM_GUARD_LABELS)\n"
 	"  --spool DIR              where undeliverable streams wait\n"
 	"  --only GLOBS             guard only executables whose name matches (comma-separated)\n"
 	"  --log FILE               the agent's log\n"
@@ -182,8 +182,20 @@ static int cmd_run(int argc, char **argv)
 		if (setenv(var, val, 1) < 0)
 			return die("%s", strerror(errno));
 	}
-	if (labels.len && setenv("SM_GUARD_LABELS", buf_cstr(&labels), 1) < 0)
-		return die("%s", strerror(errno));
+	/* --label adds to the labels already in the environment */
+	if (labels.len) {
+		const char *env = getenv("SM_GUARD_LABELS");
+		struct buf all = BUF_INIT(65536);
+
+		if (env && *env) {
+			buf_puts(&all, env);
+			buf_putc(&all, ',');
+		}
+		buf_append(&all, labels.data, labels.len);
+		if (!buf_cstr(&all) || setenv("SM_GUARD_LABELS", buf_cstr(&all), 1) < 0)
+			return die("%s", "SM_GUARD_LABELS: too long");
+		buf_release(&all);
+	}
 	buf_release(&labels);
 	if (optind >= argc)
 		return die("%s", "run: no COMMAND (sm-guard run [options] -- COMMAND [ARG]...)");

@@ -301,7 +301,8 @@ int64_t gp_add_class(struct gprofile *p, uint32_t loop, const uint32_t *ctx, uin
 		memset(c, 0, sizeof(*c));
 		c->ctx_off = (uint32_t)l->nctxs;
 		c->nctx = m;
-		memcpy(l->ctxs + l->nctxs, set, m * sizeof(set[0]));
+		if (m)
+			memcpy(l->ctxs + l->nctxs, set, m * sizeof(set[0]));
 		l->nctxs += m;
 	}
 	c = &l->classes[id];
@@ -1262,7 +1263,8 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 		}
 		ty->ctx_off = (uint32_t)l->ntctxs;
 		ty->nctx = (uint32_t)n;
-		memcpy(l->tctxs + l->ntctxs, ctx, n * sizeof(*ctx));
+		if (n)
+			memcpy(l->tctxs + l->ntctxs, ctx, n * sizeof(*ctx));
 		l->ntctxs += n;
 		free(ctx);
 		l->ntypes = t + 1;

@@ -108,6 +108,7 @@ static struct shipper *get_shipper(int64_t now)
 	o.max_attempts = 4;
 	o.timeout_s = 10;
 	o.report = on_ship_event;
+	o.cancel = &G.ship_cancel;
 	o.open_socket = open_socket;
 	o.close_socket = close_socket;
 	shipper = shipper_open(&o, err, sizeof(err));

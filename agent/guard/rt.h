@@ -212,6 +212,7 @@ struct guard_rt {
 	pthread_mutex_t mu;             /* queue, thread starts, rate limits */
 	pthread_cond_t cv;
 	int wd_started, ship_started, stopping;
+	volatile sig_atomic_t ship_cancel;   /* exit: stop waiting on the server, spool the rest */
 	struct gviol queue[GUARD_QUEUE];
 	unsigned qhead, qlen;
 	int64_t rl_epoch[GP_MAX_LOOPS];

@@ -537,6 +537,7 @@ static void after_fork_child(void)
 	G.wd_started = 0;
 	G.ship_started = 0;
 	G.qhead = G.qlen = 0;
+	G.ship_cancel = 0;
 	ship_busy = 0;
 	memset(G.rl_used, 0, sizeof(G.rl_used));
 	memset(&G.n, 0, sizeof(G.n));
@@ -660,6 +661,13 @@ __attribute__((constructor(102))) static void guard_init(void)
 	guard_config_defaults(&G.cfg);
 	log_init("smguard", LOG_INFO);
 	log_set_sink(log_to_file);
+	{
+		/* the log first, so that a bad setting can be reported */
+		const char *lp = getenv("SM_GUARD_LOG");
+
+		if (lp && lp[0] == '/' && strlen(lp) < sizeof(G.cfg.log))
+			memcpy(G.cfg.log, lp, strlen(lp) + 1);
+	}
 	if (guard_config_load(&G.cfg, env_get, err, sizeof(err)) < 0) {
 		/* the log setting may be the one that failed: keep what parsed */
 		guard_log("bad setting; the agent stays inert", "error=\"%s\"", err);
@@ -739,9 +747,10 @@ __attribute__((destructor)) static void guard_fini(void)
 		if (gtrain_save(G.train, err, sizeof(err)) < 0)
 			guard_log("cannot save the profile at exit", "path=%s error=\"%s\"", G.profile_path, err);
 	} else if (G.ship_started) {
-		/* give the shipping thread a moment to send what is queued */
+		/* what is queued goes to the spool: no waiting on a slow server at exit */
 		int64_t until = guard_now() + 2000000000LL;
 
+		G.ship_cancel = 1;
 		pthread_mutex_lock(&G.mu);
 		while ((G.qlen || ship_busy) && guard_now() < until)
 			timed_wait(until);

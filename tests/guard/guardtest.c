@@ -8,7 +8,8 @@
  *   guardtest pool PORT WORKERS       a listener thread feeding a worker pool
  *                                     through a queue (mutex + condition)
  *   guardtest client PORT N CONC MIX  N requests over CONC connections; MIX is
- *                                     KIND:WEIGHT,... ; prints per-kind counts
+ *                                     KIND:WEIGHT,... ; prints each kind's count
+ *                                     and slowest answer (microseconds)
  *
  * Requests are one line each, answered with "ok\n":
  *   fast          answer at once
@@ -359,6 +360,7 @@ struct kind {
 	char req[64];
 	int weight;
 	long count;
+	long max_us;
 };
 
 static struct kind kinds[16];
@@ -390,9 +392,12 @@ static void *client_main(void *arg)
 	for (long i = 0; i < per_conn; i++) {
 		int r = (int)(rand_r(&seed) % (unsigned)total_weight), k = 0;
 		size_t got = 0;
+		struct timespec t0, t1;
+		long us;
 
 		while (r >= kinds[k].weight)
 			r -= kinds[k++].weight;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (write(fd, kinds[k].req, strlen(kinds[k].req)) < 0)
 			break;
 		while (got < 3) {
@@ -402,8 +407,12 @@ static void *client_main(void *arg)
 				exit(1);
 			got += (size_t)n;
 		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		us = (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
 		pthread_mutex_lock(&cmu);
 		kinds[k].count++;
+		if (us > kinds[k].max_us)
+			kinds[k].max_us = us;
 		pthread_mutex_unlock(&cmu);
 	}
 	close(fd);
@@ -438,7 +447,7 @@ static int run_client(int port, long n, int conc, char *mix)
 		pthread_join(th[i], NULL);
 	for (int k = 0; k < nkinds; k++) {
 		kinds[k].req[strlen(kinds[k].req) - 1] = '\0';
-		printf("%s %ld\n", kinds[k].req, kinds[k].count);
+		printf("%s %ld %ld\n", kinds[k].req, kinds[k].count, kinds[k].max_us);
 	}
 	return 0;
 }

@@ -1,0 +1,296 @@
+#!/usr/bin/env bash
+# The guard agent on programs of our own (tests/guard/), end to end: sm-guard's
+# commands and settings; the safety checks run from inside a guarded program;
+# an epoll server trained, then guarded while it serves slow requests, its
+# violation streams stored by the real sm-ingest with the right stacks, labels
+# and symbols (a stripped copy too); a thread pool with a lock convoy whose
+# holder is found through the readier edge, and mined; a backend that is down
+# (streams wait in the spool, the program is not slowed); profiles merged.
+. "$(dirname "$0")/../lib.sh"
+
+BIN=$SM_BIN_DIR
+TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
+GUARD=$BIN/sm-guard
+GT=$TOOLS/guardtest
+py=python3
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+printf '%s\n' "$TOKEN" >"$T_TMP/token"
+start_ingest || t_bail "sm-ingest starts"
+PROF=$T_TMP/profiles
+
+# guarded SERVER_ARGS...: runs guardtest with the agent in the background as GPID
+# (extra settings in the environment of the call)
+guarded() {
+	"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
+		--token-file "$T_TMP/token" --label region=test-1 --label "conf.mix=a,b" -- "$@" >"$T_TMP/server.out" 2>&1 &
+	GPID=$!
+	for _ in $(seq 1 100); do
+		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	t_fail "server starts" "$(cat "$T_TMP/server.out")"
+	return 1
+}
+
+# stop PORT: asks the server to quit and waits for it
+stop_server() {
+	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
+	wait "$GPID"
+}
+
+# ---- the command ----
+
+out=$("$GUARD" env)
+for v in SM_GUARD_MODE SM_GUARD_PROFILE_DIR SM_GUARD_K SM_GUARD_URL SM_GUARD_TOKEN_FILE SM_GUARD_SPOOL \
+	SM_GUARD_LABELS SM_GUARD_ONLY SM_GUARD_MIN_THRESHOLD_US SM_GUARD_SIGNAL; do
+	[[ $out == *"#$v="* ]] || t_fail "sm-guard env lists $v" "$out"
+done
+t_ok "sm-guard env lists the settings"
+out=$(SM_GUARD_K=4.5 "$GUARD" env | grep '^SM_GUARD_K=')
+t_eq "sm-guard env shows a value that is set" "$out" "SM_GUARD_K=4.5"
+t_match "sm-guard lib prints the library" "$("$GUARD" lib)" '/libsmguard\.so$'
+out=$("$GUARD" run --k abc -- true 2>&1)
+t_eq "a bad setting is refused (status)" "$?" 2
+t_eq "a bad setting is refused (message)" "$out" "sm-guard: SM_GUARD_K: not a number from 0 to 1000: 'abc'"
+out=$(SM_GUARD_LABELS='=x' "$GUARD" run -- true 2>&1)
+t_eq "a bad label is refused" "$out" \
+	"sm-guard: SM_GUARD_LABELS: each label is KEY=VALUE with a non-empty KEY: '=x'"
+out=$("$GUARD" run --url ftp://x -- true 2>&1)
+t_eq "a URL that is not http is refused" "$out" "sm-guard: SM_GUARD_URL: not an http:// or https:// URL: 'ftp://x'"
+out=$("$GUARD" run -- /nonexistent 2>&1)
+t_eq "a missing command: status 127" "$?" 127
+# the agent stays inert on a bad setting when loaded without the wrapper, and says why in its log
+out=$(LD_PRELOAD=$("$GUARD" lib) SM_GUARD_K=x SM_GUARD_LOG=$T_TMP/inert.log sh -c 'echo hi')
+t_eq "an inert agent does not change the program" "$out" hi
+t_match "and logs the reason" "$(cat "$T_TMP/inert.log")" "bad setting; the agent stays inert.*SM_GUARD_K: not a number"
+
+# ---- safety, from inside ----
+
+"$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$TOOLS/safety" train 300 >/dev/null ||
+	t_fail "safety trains"
+"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --spool "$T_TMP/safety-spool" -- \
+	"$TOOLS/safety" check >"$T_TMP/safety.out" 2>&1
+while IFS= read -r line; do
+	case $line in
+	ok\ *) t_ok "safety: ${line#ok   }" ;;
+	FAIL\ *) name=${line#FAIL }; t_fail "safety: ${name%%: *}" "${name#*: }" ;;
+	esac
+done <"$T_TMP/safety.out"
+t_match "safety: every check ran" "$(tail -n 1 "$T_TMP/safety.out")" '^22 passed, 0 failed$'
+n=$(ls "$T_TMP/safety-spool"/*.json 2>/dev/null | wc -l)
+t_match "safety: units that ran after every descriptor was closed still reach the spool" "$n" '^[5-9]$'
+
+# ---- an epoll server: train, then guard ----
+
+PORT=$(free_port)
+"$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+sleep 0.3
+"$GT" client "$PORT" 20000 4 fast:80,file:20 >/dev/null || t_fail "training load"
+stop_server "$PORT"
+bid=$(readelf -n "$GT" | sed -n 's/.*Build ID: //p')
+t_match "the profile is named by the build id" "$(ls "$PROF")" "$bid\.json"
+show=$("$GUARD" profile show "$PROF/$bid.json")
+t_match "the loop site is the server's epoll_wait" "$show" "loop 0: guardtest!run_epoll"
+t_match "a unit type has the read of the request as a context" "$show" "read +in guardtest!serve_readable"
+t_match "and another the accept" "$show" "accept +in guardtest!run_epoll"
+
+# stacks NAME_SQL: every event of the streams matching the WHERE clause, one per line:
+# kind tid dur_ns readier_tid frame;frame;... (outermost first)
+events_of() {
+	pg_q "SELECT e.kind::text || ' ' || e.tid || ' ' || e.dur_ns || ' ' || coalesce(e.readier_tid, 0) || ' ' ||
+	        (SELECT string_agg(f.name, ';' ORDER BY u.ord) FROM unnest(k.frame_ids) WITH ORDINALITY u(fid, ord)
+	         JOIN frames f ON f.id = u.fid)
+	      FROM events e JOIN streams s ON s.id = e.stream_ref JOIN stacks k ON k.id = e.stack_id
+	      WHERE $1 ORDER BY s.id, e.seq" -v bid="$bid"
+}
+q() { pg_q "$1" -v bid="$bid"; }
+
+# every violation shipped (no rate limit here); one connection, so that each unit serves one request
+SM_GUARD_REPORTS_PER_MIN=100000 guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+mix=$("$GT" client "$PORT" 1500 1 fast:96,sleep=60:2,spin=60:2) || t_fail "guarded load"
+stop_server "$PORT"
+sleeps=$(awk '$1 == "sleep" {print $3}' <<<"$mix")
+spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
+echo "slow requests sent: $sleeps sleeps, $spins spins"
+t_eq "a stream per slow request at least" \
+	"$(q "SELECT count(*) >= $((sleeps + spins)) FROM streams WHERE build_id = :'bid'")" t
+t_eq "app, labels and symptom kind" \
+	"$(q "SELECT DISTINCT app || ' ' || (labels->>'region') || ' ' || (labels->>'conf.mix') || ' ' ||
+	       symptom_kind FROM streams WHERE build_id = :'bid'")" "guardtest test-1 a,b unit_violation"
+t_eq "unit type, threshold, duration and size labels" \
+	"$(q "SELECT count(*) FROM streams WHERE build_id = :'bid' AND labels->>'unit.type' ~ '^u[0-9]+\$'
+	       AND (labels->>'unit.threshold_ns')::bigint >= 1000000
+	       AND (labels->>'unit.duration_ns')::bigint > (labels->>'unit.threshold_ns')::bigint
+	       AND (labels->>'unit.calls')::int >= 1 AND labels->>'unit.loop' = 'guardtest!run_epoll'
+	       AND symptom_unit_type = labels->>'unit.type' AND symptom_threshold_ns::text = labels->>'unit.threshold_ns'
+	       AND symptom_end_ns - symptom_start_ns >= (labels->>'unit.duration_ns')::bigint")" \
+	"$(q "SELECT count(*) FROM streams WHERE build_id = :'bid'")"
+t_eq "the symptom thread is the server's loop thread" \
+	"$(q "SELECT DISTINCT symptom_tid FROM streams WHERE build_id = :'bid'")" "$GPID"
+ev=$(events_of "s.build_id = :'bid' AND e.tid = s.symptom_tid")
+n=$(grep -c '^w .*;guardtest!run_epoll;guardtest!serve_readable;.*guardtest!handle_sleep;libc\.so\.6!nanosleep$' <<<"$ev")
+t_eq "each sleep is a wait event: the server's stack down to nanosleep" "$n" "$sleeps"
+n=$(awk '$1 == "w" && $4 == 0 && $3 >= 60000000 && $3 < 70000000' <<<"$ev" | grep -c 'handle_sleep')
+t_eq "lasting the 60 ms, with no readier" "$n" "$sleeps"
+# a late timer signal stands for every period that passed: multiples of 10 ms
+t_eq "spins are run events in spin_cpu, 10 ms of CPU each (or a multiple)" \
+	"$(grep '^r ' <<<"$ev" | grep 'guardtest!spin_cpu' | awk '$3 % 10000000 != 0')" ""
+# and the stack taken when the violation is detected: a run event of no cost
+t_match "each violation has its inspection stack" \
+	"$(q "SELECT count(*) = count(DISTINCT stream_ref) AND count(*) >= $((sleeps + spins)) FROM events e JOIN streams s
+	       ON s.id = e.stream_ref WHERE s.build_id = :'bid' AND e.kind = 'r' AND e.dur_ns = 0")" t
+t_eq "every spinning unit has some" \
+	"$(q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON
+	       k.id = e.stack_id WHERE s.build_id = :'bid' AND e.kind = 'r' AND e.dur_ns > 0 AND
+	       (SELECT id FROM frames WHERE name = 'guardtest!spin_cpu') = ANY(k.frame_ids)")" "$spins"
+t_match "the static function under spin_cpu has its name from .symtab" "$ev" 'guardtest!spin_cpu;guardtest!spin_inner'
+t_eq "stacks start at the process's entry" "$(grep -v 'libc\.so\.6!__libc_start_main' <<<"$ev")" ""
+fp=$(q "SELECT count(*) FROM streams s WHERE build_id = :'bid' AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k
+	ON k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND k.frame_ids && ARRAY(SELECT id
+	FROM frames WHERE name IN ('guardtest!handle_sleep', 'guardtest!spin_cpu')))")
+echo "fast requests reported as violations: $fp of $(awk '$1 == "fast" {print $2}' <<<"$mix")"
+t_match "almost no fast request is reported" "$fp" '^[0-9]$'
+
+# the rate limit: a storm is counted, at most 6 streams per type and minute shipped
+SM_GUARD_LABELS=run=limited guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+"$GT" client "$PORT" 400 2 sleep=5:1 >/dev/null || t_fail "storm load"
+stop_server "$PORT"
+t_eq "a storm ships 6 streams" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'limited'")" 6
+line=$(grep 'exe=guardtest violations' "$T_TMP/guard.log" | tail -n 1)
+v=$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")
+sup=$(sed -n 's/.* suppressed=\([0-9]*\).*/\1/p' <<<"$line")
+echo "storm: $v violations, $sup suppressed"
+t_eq "and counts the rest" "$((v - sup)):$([ "${v:-0}" -ge 200 ] && echo all)" "6:all"
+
+# ---- the stripped copy: no symbol table, exported names from .dynsym only ----
+
+read -r sa ss < <(nm -S "$GT" | awk '$4 == "spin_inner" {print $1, $2}')
+SM_GUARD_REPORTS_PER_MIN=100000 guarded "$TOOLS/guardtest-stripped" epoll "$PORT" || t_bail "stripped server"
+"$GT" client "$PORT" 200 2 fast:90,spin=40:10 >/dev/null || t_fail "stripped load"
+stop_server "$PORT"
+ev=$(events_of "s.app = 'guardtest-stripped' AND e.kind = 'r' AND e.dur_ns > 0")
+t_match "exported functions keep their names" "$ev" 'guardtest-stripped!spin_cpu'
+inner=$(grep -o 'guardtest-stripped!spin_cpu;guardtest-stripped+0x[0-9a-f]*' <<<"$ev" | sed 's/.*+0x//' | sort -u)
+ok=1
+for off in $inner; do
+	(( 16#$off >= 16#$sa && 16#$off < 16#$sa + 16#$ss )) || ok=0
+done
+t_eq "the static function below it is module+offset, inside its own extent" "$ok:$([ -n "$inner" ] && echo some)" 1:some
+t_eq "and never borrows a neighbour's name" "$(grep -c 'guardtest-stripped!\(handle_sleep\|read_file\|holder_work\)' <<<"$ev")" 0
+
+# ---- a thread pool and a lock convoy ----
+
+"$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" pool "$PORT" 4 >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+sleep 0.3
+"$GT" client "$PORT" 20000 8 fast:90,file:10 >/dev/null || t_fail "pool training load"
+"$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
+"$GT" client "$PORT" 1 1 fast:1 >/dev/null 2>&1
+wait "$GPID"
+t_match "the pool's loop sites: the workers' condition wait" "$("$GUARD" profile show "$PROF/$bid.json")" \
+	"loop [0-9]+: guardtest!worker_main"
+SM_GUARD_REPORTS_PER_MIN=100000 SM_GUARD_APP=pool guarded "$GT" pool "$PORT" 4 || t_bail "pool server"
+mix=$("$GT" client "$PORT" 400 4 fast:90,convoy=50:10) || t_fail "convoy load"
+"$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
+"$GT" client "$PORT" 1 1 fast:1 >/dev/null 2>&1
+wait "$GPID"
+convoys=$(awk '$1 == "convoy" {print $3}' <<<"$mix")
+ev=$(events_of "s.app = 'pool' AND e.kind = 'w'")
+lockwaits=$(grep '^w .*guardtest!take_big_lock;libc\.so\.6!pthread_mutex_lock$' <<<"$ev")
+t_match "the convoy's lock waits are there" "$(grep -c . <<<"$lockwaits")" '^[1-9][0-9]*$'
+t_eq "each has a readier" "$(awk '$4 == 0' <<<"$lockwaits")" ""
+# the first waiter is readied by the holder, the next by the first, and so on: the holder is reached
+t_eq "the holder readies a lock wait in every convoy stream" \
+	"$(q "SELECT count(*) FROM streams s WHERE app = 'pool' AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON
+	       k.id = e.stack_id JOIN events h ON h.stream_ref = s.id AND h.tid = e.readier_tid AND h.kind = 'w'
+	       JOIN stacks hk ON hk.id = h.stack_id WHERE e.stream_ref = s.id AND e.kind = 'w' AND
+	       (SELECT id FROM frames WHERE name = 'guardtest!take_big_lock') = ANY(k.frame_ids) AND
+	       (SELECT id FROM frames WHERE name = 'guardtest!holder_work') = ANY(hk.frame_ids))")" \
+	"$(q "SELECT count(*) FROM streams WHERE app = 'pool'")"
+# a worker may take two queued jobs in one unit: count the convoys by their distinct lock waits
+t_eq "every convoy's lock wait is reported" \
+	"$(q "SELECT count(DISTINCT (e.tid, e.ts_ns)) FROM events e JOIN streams s ON s.id = e.stream_ref JOIN stacks k
+	       ON k.id = e.stack_id WHERE s.app = 'pool' AND e.kind = 'w' AND
+	       (SELECT id FROM frames WHERE name = 'guardtest!take_big_lock') = ANY(k.frame_ids) AND
+	       k.frame_ids[cardinality(k.frame_ids)] = (SELECT id FROM frames WHERE name = 'libc.so.6!pthread_mutex_lock')")" \
+	"$convoys"
+run=$("$BIN/sm-miner" run --quiet --app pool --kind wait --aoi waitgraph --threshold-fraction 0.2 2>"$T_TMP/miner.err") ||
+	t_fail "sm-miner run" "$(cat "$T_TMP/miner.err")"
+top=$("$BIN/sm-miner" show "$run" --limit 2)
+echo "$top" | sed 's/^/  | /'
+t_match "mined through the readier edges, the holder's sleep is a top pattern" "$top" 'guardtest!holder_work'
+t_match "beside the lock waits" "$top" 'guardtest!take_big_lock'
+
+# ---- the backend hangs: the program goes on, streams wait in the spool ----
+
+# a server that accepts connections and never answers: the worst case for a sender
+"$py" -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True); time.sleep(120)' >"$T_TMP/hole.port" &
+HOLE=$!
+t_cleanup "kill $HOLE 2>/dev/null"
+for _ in $(seq 1 50); do [ -s "$T_TMP/hole.port" ] && break; sleep 0.1; done
+"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "http://127.0.0.1:$(cat "$T_TMP/hole.port")" \
+	--spool "$T_TMP/spool" --label run=offline -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+sleep 0.3
+"$GT" client "$PORT" 3 1 sleep=30:1 >/dev/null || t_fail "offline slow requests"
+# the shipping thread is stuck on the black hole now; the program must not notice
+mix=$("$GT" client "$PORT" 4000 4 fast:1) || t_fail "offline load"
+slowest=$(awk '$1 == "fast" {print $3}' <<<"$mix")
+echo "slowest of 4000 fast requests while the backend hangs: $slowest us"
+t_eq "fast requests stay fast (under 50 ms)" "$([ "${slowest:-999999}" -lt 50000 ] && echo yes)" yes
+start=$(date +%s%N)
+stop_server "$PORT"
+echo "exit took $(( ($(date +%s%N) - start) / 1000000 )) ms"
+spooled=$(ls "$T_TMP/spool"/*.json 2>/dev/null | wc -l)
+t_eq "at exit, the violations go to the spool" "$spooled" 3
+"$BIN/sm-agent" drain --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool" >/dev/null 2>&1 ||
+	t_fail "sm-agent drain"
+t_eq "a later drain delivers them" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'offline'")" 3
+
+# ---- profiles of one build learnt apart, merged ----
+
+for part in a b; do
+	mix=fast:1
+	[ $part = b ] && mix=fast:50,file:50
+	"$GUARD" run --train --profile-dir "$T_TMP/prof-$part" --log "$T_TMP/guard.log" -- "$GT" epoll "$PORT" \
+		>"$T_TMP/server.out" 2>&1 &
+	GPID=$!
+	sleep 0.3
+	"$GT" client "$PORT" 5000 2 "$mix" >/dev/null
+	stop_server "$PORT"
+done
+"$GUARD" profile merge "$T_TMP/prof-a/$bid.json" "$T_TMP/prof-b/$bid.json" >"$T_TMP/merged.json" ||
+	t_fail "sm-guard profile merge"
+"$py" - "$T_TMP/prof-a/$bid.json" "$T_TMP/prof-b/$bid.json" "$T_TMP/merged.json" <<'PY' >"$T_TMP/merge.out" 2>&1
+import json, sys
+a, b, m = (json.load(open(p)) for p in sys.argv[1:])
+def loop(p):
+    return p["loops"][0]["units"]
+la, lb, lm = loop(a), loop(b), loop(m)
+n = la["n"] + lb["n"]
+mean = (la["n"] * la["mean_ns"] + lb["n"] * lb["mean_ns"]) / n
+m2 = la["m2"] + lb["m2"] + (lb["mean_ns"] - la["mean_ns"]) ** 2 * la["n"] * lb["n"] / n
+print("units", lm["n"] == n and m["units"] == a["units"] + b["units"])
+print("mean", abs(lm["mean_ns"] - mean) < 1e-6 * mean)
+print("variance", abs(lm["m2"] - m2) < 1e-6 * m2)
+tn = sum(t["n"] for t in m["loops"][0]["types"])
+print("types", tn == sum(c["n"] for c in m["loops"][0]["classes"]))
+PY
+t_eq "merged: units add up" "$(grep '^units' "$T_TMP/merge.out")" "units True"
+t_eq "merged: the pooled mean" "$(grep '^mean' "$T_TMP/merge.out")" "mean True"
+t_eq "merged: the pooled variance" "$(grep '^variance' "$T_TMP/merge.out")" "variance True"
+t_eq "merged: the types cover every class" "$(grep '^types' "$T_TMP/merge.out")" "types True"
+other=$(ls "$PROF"/*.json | grep -v "$bid" | head -n 1)
+out=$("$GUARD" profile merge "$T_TMP/merged.json" "$other" 2>&1)
+t_match "profiles of two builds are not merged" "$out" "profiles of different builds .* cannot be merged"
+printf '{"format":"stackmine-guard-profile","v":1}' >"$T_TMP/bad.json"
+t_eq "a damaged profile is named with its field" "$("$GUARD" profile show "$T_TMP/bad.json" 2>&1)" \
+	"sm-guard: $T_TMP/bad.json: build_id: missing or not a string"
+
+stop_ingest
+t_done
