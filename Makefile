@@ -5,7 +5,8 @@
 #   make demo       private PostgreSQL + services + a demo fleet; prints what to open
 #   make stop       stop what the demo started
 #   make bench      benchmarks (a report, not a test)
-#   make fuzz       libFuzzer runs of the wire parser, the importers and sm-web's inputs (FUZZ_SECONDS each)
+#   make fuzz       libFuzzer runs of the wire parser, the importers, sm-web's inputs and the guard
+#                   agent's profiles and settings (FUZZ_SECONDS each)
 #
 # The guard agent is a shared library, lib/libsmguard.so (build/asan/lib/ for SAN=1), loaded
 # into other programs: it is always built optimised and without sanitizers, from position-
@@ -200,17 +201,23 @@ build/fuzz/fuzz_import: tests/fuzz/fuzz_import.c $(COMMON_SRC) $(AGENT_SRC) buil
 build/fuzz/fuzz_web: tests/fuzz/fuzz_web.c $(COMMON_SRC) miner/params.c web/flame.c build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(COMMON_SRC) $(GUARD_CORE_SRC) $(CLUSTER_SRC) build/fuzz/gen/migrations.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)
 	deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
 
 fuzz:
 	@deploy/deps.sh fuzz
-	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_import build/fuzz/fuzz_web
-	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-import build/fuzz/corpus-web
+	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_import build/fuzz/fuzz_web \
+		build/fuzz/fuzz_profile
+	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-import build/fuzz/corpus-web build/fuzz/corpus-profile
+	@cp -n tests/guard/profile-seed.json build/fuzz/corpus-profile/ 2>/dev/null || true
 	build/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-wire tests/integration/data
 	build/fuzz/fuzz_import -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-import
 	build/fuzz/fuzz_web -max_total_time=$(FUZZ_SECONDS) -max_len=16384 build/fuzz/corpus-web
+	build/fuzz/fuzz_profile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-profile
 
 clean:
 	rm -rf build bin lib

@@ -9,7 +9,8 @@ pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
       libcurl4-openssl-dev zlib1g-dev libdw-dev libelf-dev libunwind-dev)
 case "$purpose" in
 build) ;;
-test) pkgs+=(postgresql postgresql-common curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core) ;;
+test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core
+      redis-server redis-tools nginx-light wrk binutils) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps) ;;
 bench) pkgs+=(postgresql postgresql-common curl zstd procps time python3-scipy python3-numpy wrk) ;;
 fuzz) pkgs+=(clang) ;;
@@ -39,5 +40,14 @@ export DEBIAN_FRONTEND=noninteractive
 # a fresh machine has no package lists yet; refresh them once a day at most
 if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
 	apt-get update -qq
+fi
+# the servers the tests run (postgresql, redis, nginx) must not start as system
+# services on install: the tests start their own, on ports of their choosing
+policy=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	policy=/usr/sbin/policy-rc.d
+	printf '#!/bin/sh\nexit 101\n' >"$policy"
+	chmod 755 "$policy"
+	trap 'rm -f "$policy"' EXIT
 fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

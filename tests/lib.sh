@@ -14,6 +14,7 @@
 # Servers:  start_ingest [ARGS] / stop_ingest ; sets INGEST_URL, INGEST_PID, INGEST_LOG
 # Tokens:   mk_token ROLE          (prints the token)
 # HTTP:     http METHOD URL [CURL ARGS]   sets HTTP_STATUS, HTTP_BODY, HTTP_HEADERS
+# Streams:  stream_events WHERE [PSQL ARGS]   (events of the matching streams with their stacks)
 # Misc:     free_port, t_cleanup 'COMMAND' (run at exit, last registered first),
 #           T_TMP (a temporary directory removed at exit), SM_REPO, SM_DATA
 #
@@ -107,6 +108,19 @@ pg_q() {
 	local sql=$1
 	shift
 	psql -X -A -t -q -v ON_ERROR_STOP=1 "$@" <<<"$sql"
+}
+
+# stream_events WHERE [PSQL ARGS]: the events of the streams matching WHERE (aliases
+# s = streams, e = events, k = stacks), one per line in stream and sequence order:
+#   kind tid dur_ns readier_tid frame;frame;...      (kind r or w, frames outermost first)
+stream_events() {
+	local where=$1
+	shift
+	pg_q "SELECT e.kind::text || ' ' || e.tid || ' ' || e.dur_ns || ' ' || coalesce(e.readier_tid, 0) || ' ' ||
+	        (SELECT string_agg(f.name, ';' ORDER BY u.ord) FROM unnest(k.frame_ids) WITH ORDINALITY u(fid, ord)
+	         JOIN frames f ON f.id = u.fid)
+	      FROM events e JOIN streams s ON s.id = e.stream_ref JOIN stacks k ON k.id = e.stack_id
+	      WHERE $where ORDER BY s.id, e.seq" "$@"
 }
 
 # A TCP port nothing on 127.0.0.1 listens on (for tests that need one up front;

@@ -1297,7 +1297,10 @@ int gp_load_text(struct gprofile *p, const char *text, size_t len)
 		return gp_fail(p, "out of memory");
 	root = json_tokener_parse_ex(tok, text, (int)len);
 	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		gp_fail(p, "not JSON: %s at byte %zu", json_tokener_error_desc(json_tokener_get_error(tok)),
+		enum json_tokener_error je = json_tokener_get_error(tok);
+
+		gp_fail(p, "not JSON: %s at byte %zu",
+			je == json_tokener_continue ? "unexpected end of data" : json_tokener_error_desc(je),
 			json_tokener_get_parse_end(tok));
 		json_object_put(root);
 		json_tokener_free(tok);
@@ -1328,6 +1331,27 @@ int gp_load_text(struct gprofile *p, const char *text, size_t len)
 	if (*s && !(p->exe = strdup(s))) {
 		gp_fail(p, "out of memory");
 		goto out_put;
+	}
+	{
+		/* "updated": RFC 3339 UTC, or "" for never */
+		json_object *u = get(root, "updated");
+
+		if (u && !json_object_is_type(u, json_type_string)) {
+			gp_fail(p, "updated: not a string");
+			goto out_put;
+		}
+		if (u && json_object_get_string_len(u) > 0) {
+			struct tm tm;
+			const char *end;
+
+			memset(&tm, 0, sizeof(tm));
+			end = strptime(json_object_get_string(u), "%Y-%m-%dT%H:%M:%SZ", &tm);
+			if (!end || *end) {
+				gp_fail(p, "updated: not a time like 2026-11-24T12:00:00Z");
+				goto out_put;
+			}
+			p->updated_s = (int64_t)timegm(&tm);
+		}
 	}
 	if (rd_double(&r, root, "k", &p->k) < 0 || rd_double(&r, root, "cut", &p->cut) < 0 ||
 	    rd_u64(&r, root, "units", UINT64_MAX / 2, &p->units) < 0)

@@ -738,6 +738,7 @@ inert:
 __attribute__((destructor)) static void guard_fini(void)
 {
 	struct gthread *t = &guard_tls;
+	uint64_t units = 0;
 	char err[512];
 
 	if (!atomic_load(&guard_active) || t->agent)
@@ -756,8 +757,14 @@ __attribute__((destructor)) static void guard_fini(void)
 			timed_wait(until);
 		pthread_mutex_unlock(&G.mu);
 	}
-	guard_log("exit", "violations=%llu suppressed=%llu queue_drops=%llu shipped=%llu spooled=%llu lost=%llu empty=%llu",
-		  (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
+	{
+		uint32_t n = atomic_load(&G.nslots);
+
+		for (uint32_t i = 0; i < n; i++)
+			units += atomic_load(&G.slots[i].units);
+	}
+	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu shipped=%llu spooled=%llu lost=%llu "
+		  "empty=%llu", (unsigned long long)units, (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
 		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.shipped),
 		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
 		  (unsigned long long)atomic_load(&G.n.empty));

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# The guard agent inside real servers from Debian's packages, each trained on a
+# normal load and then guarded while the real sm-ingest takes what it ships:
+#   - PostgreSQL (backends fork from the postmaster): trained on pgbench -S,
+#     then a pgbench script in which about 1 % of transactions call
+#     pg_sleep(0.1) and about 1 % run a CPU-heavy query; prints recall and
+#     false positives; mined, the two are the top wait and run clusters;
+#   - redis under redis-benchmark: no violation storm; DEBUG SLEEP and a slow
+#     EVAL are caught with their stacks;
+#   - nginx (forked workers) serving a static file to wrk: no violation storm.
+# The servers run on ports of their own and stop by themselves.
+. "$(dirname "$0")/../lib.sh"
+
+BIN=$SM_BIN_DIR
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+for tool in "$PGBIN/postgres" "$PGBIN/pgbench" /usr/bin/redis-server /usr/bin/redis-benchmark /usr/sbin/nginx /usr/bin/wrk; do
+	[ -x "$tool" ] || t_bail "$tool is installed (deploy/deps.sh test)"
+done
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+start_ingest || t_bail "sm-ingest starts"
+
+# Everything the servers' own users read lives here (the checkout may be private to root).
+W=$T_TMP/w
+mkdir -p "$W/prof" "$W/spool"
+cp "$BIN/sm-guard" "$W/sm-guard"
+cp "$SM_BIN_DIR/../lib/libsmguard.so" "$W/libsmguard.so"
+printf '%s\n' "$TOKEN" >"$W/token"
+chmod 755 "$W" "$W/sm-guard"
+chmod 644 "$W/libsmguard.so" "$W/token"
+chmod 1777 "$W/prof" "$W/spool"
+chmod 755 "$T_TMP"
+export SM_GUARD_LIB=$W/libsmguard.so
+
+# guard_run ARGS...: sm-guard run with the test's profiles, log and ingest (as the caller's user)
+guard_run() {
+	"$W/sm-guard" run --profile-dir "$W/prof" --log "$W/guard.log" --url "$INGEST_URL" --token-file "$W/token" "$@"
+}
+
+# last_exit EXE FIELD: a field of the agent's last exit line for that executable, summed over its processes
+# since the mark MARK (a line count of the log)
+sum_exits() {
+	tail -n +"$2" "$W/guard.log" | grep "msg=\"exit\".* exe=$1 " | sed -n "s/.* $3=\([0-9]*\).*/\1/p" |
+		awk '{s += $1} END {print s + 0}'
+}
+mark() { wc -l <"$W/guard.log" 2>/dev/null | awk '{print $1 + 1}'; }
+touch "$W/guard.log"
+chmod 666 "$W/guard.log"
+
+# ---- PostgreSQL ----
+
+PGPORT_T=$(free_port)
+PGD=$W/pg
+mkdir -p "$PGD"
+chown postgres "$PGD"
+as_pg() { runuser -u postgres -- env SM_GUARD_LIB="$SM_GUARD_LIB" "$@"; }
+as_pg "$PGBIN/initdb" -D "$PGD/data" -A trust >/dev/null 2>&1 || t_bail "initdb"
+cat >>"$PGD/data/postgresql.conf" <<EOF
+port = $PGPORT_T
+unix_socket_directories = '$PGD'
+listen_addresses = ''
+shared_buffers = 64MB
+max_connections = 20
+EOF
+pgstart() {
+	as_pg "$@" "$PGBIN/postgres" -D "$PGD/data" >"$PGD/server.log" 2>&1 &
+	for _ in $(seq 1 100); do
+		as_pg "$PGBIN/pg_isready" -q -h "$PGD" -p "$PGPORT_T" && return 0
+		sleep 0.1
+	done
+	t_bail "postgres starts" "$(tail -n 20 "$PGD/server.log")"
+}
+pgstop() { as_pg "$PGBIN/pg_ctl" -D "$PGD/data" stop -m fast >/dev/null; }
+pgbench() { as_pg "$PGBIN/pgbench" -h "$PGD" -p "$PGPORT_T" "$@" postgres; }
+t_cleanup "runuser -u postgres -- $PGBIN/pg_ctl -D $PGD/data stop -m immediate >/dev/null 2>&1"
+
+pgstart env
+pgbench -i -s 5 -q >/dev/null 2>&1 || t_bail "pgbench -i"
+pgstop
+
+# a rate below saturation, skipping transactions already late rather than sending them in a burst
+LOAD="-c 4 -j 2 -R 1000 --latency-limit 20 -T 15"
+pgstart "$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" --only postgres --
+pgbench -S $LOAD >"$PGD/train.out" 2>&1 || t_fail "pgbench -S (training)" "$(cat "$PGD/train.out")"
+pgstop
+pgbid=$(readelf -n "$PGBIN/postgres" | sed -n 's/.*Build ID: //p')
+show=$("$W/sm-guard" profile show "$W/prof/$pgbid.json")
+t_match "postgres: the backends' loop site is WaitEventSetWait's epoll_wait" "$show" \
+	"loop [0-9]+: postgres!WaitEventSetWait"
+t_match "postgres: a unit type reads the query and sends the result" "$show" \
+	"recv +in postgres!secure_read.*send +in postgres!secure_write"
+echo "$show" | head -n 12 | sed 's/^/  | /'
+
+cat >"$PGD/select.sql" <<'EOF'
+\set aid random(1, 100000 * :scale)
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+EOF
+echo 'SELECT pg_sleep(0.1);' >"$PGD/sleep.sql"
+echo 'SELECT count(*) FROM generate_series(1, 200000);' >"$PGD/heavy.sql"
+chmod 644 "$PGD"/*.sql
+m=$(mark)
+pgstart env SM_GUARD_REPORTS_PER_MIN=100000 "$W/sm-guard" run --profile-dir "$W/prof" --log "$W/guard.log" \
+	--only postgres --url "$INGEST_URL" --token-file "$W/token" --spool "$W/spool" --app pg --label run=mixed --
+postmaster=$(head -n 1 "$PGD/data/postmaster.pid")
+pgbench -f "$PGD/select.sql@98" -f "$PGD/sleep.sql@1" -f "$PGD/heavy.sql@1" $LOAD >"$PGD/mixed.out" 2>&1 ||
+	t_fail "pgbench (mixed)" "$(cat "$PGD/mixed.out")"
+pgstop
+per_script() { awk -v s="$1" '/^SQL script/ {cur = ($0 ~ s)} cur && /^ - [0-9]+ transactions/ {print $2; exit}' "$PGD/mixed.out"; }
+n_select=$(per_script select.sql)
+n_sleep=$(per_script sleep.sql)
+n_heavy=$(per_script heavy.sql)
+echo "pgbench: $n_select selects, $n_sleep pg_sleep(0.1), $n_heavy heavy queries"
+echo "agent: $(sum_exits postgres "$m" units) units, $(sum_exits postgres "$m" violations) violations," \
+	"$(sum_exits postgres "$m" lost) lost"
+
+# a stream is the pg_sleep's when its symptom thread waited in pg_sleep; the heavy query's when it ran the
+# function scan; each pg_sleep is one wait of 100 ms: counted one by one (a unit may hold two)
+fid() { echo "(SELECT id FROM frames WHERE name = '$1')"; }
+mixed="s.labels->>'run' = 'mixed'"
+got_sleep=$(pg_q "SELECT count(DISTINCT (e.tid, e.ts_ns)) FROM events e JOIN streams s ON s.id = e.stream_ref JOIN stacks k
+	ON k.id = e.stack_id WHERE $mixed AND e.tid = s.symptom_tid AND e.kind = 'w' AND e.dur_ns >= 90000000 AND
+	$(fid 'postgres!pg_sleep') = ANY(k.frame_ids)")
+heavy_frames="ARRAY[$(fid 'postgres!ExecMakeTableFunctionResult'), $(fid 'postgres!tuplestore_putvalues'),
+	$(fid 'postgres!tuplestore_gettupleslot')]"
+got_heavy=$(pg_q "SELECT count(*) FROM streams s WHERE $mixed AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON
+	k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'r' AND k.frame_ids && $heavy_frames)")
+fp=$(pg_q "SELECT count(*) FROM streams s WHERE $mixed AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON
+	k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND
+	(k.frame_ids && $heavy_frames OR $(fid 'postgres!pg_sleep') = ANY(k.frame_ids)))")
+rs=$(awk -v a="$got_sleep" -v b="$n_sleep" 'BEGIN {printf "%.1f", b ? 100 * a / b : 0}')
+rh=$(awk -v a="$got_heavy" -v b="$n_heavy" 'BEGIN {printf "%.1f", b ? 100 * a / b : 0}')
+fpr=$(awk -v a="$fp" -v b="$n_select" 'BEGIN {printf "%.2f", b ? 100 * a / b : 0}')
+echo "recall: pg_sleep $got_sleep/$n_sleep ($rs %), heavy query $got_heavy/$n_heavy ($rh %);" \
+	"false positives: $fp streams for $n_select other transactions ($fpr %)"
+t_eq "postgres: almost every pg_sleep is caught (at least 90 %)" "$(awk -v r="$rs" 'BEGIN {print (r >= 90)}')" 1
+t_eq "postgres: almost every heavy query is caught (at least 90 %)" "$(awk -v r="$rh" 'BEGIN {print (r >= 90)}')" 1
+t_eq "postgres: almost nothing else is reported (under 1 % of the other transactions)" \
+	"$(awk -v r="$fpr" 'BEGIN {print (r < 1)}')" 1
+t_eq "postgres: the slow transactions' symptom threads are the four backends, not the postmaster" \
+	"$(pg_q "SELECT count(DISTINCT symptom_tid) = 4 AND bool_and(symptom_tid <> $postmaster) FROM streams s WHERE $mixed AND
+	       EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id WHERE e.stream_ref = s.id AND
+	       e.tid = s.symptom_tid AND $(fid 'postgres!pg_sleep') = ANY(k.frame_ids))")" t
+
+run=$("$BIN/sm-miner" run --quiet --app pg --kind wait 2>"$T_TMP/miner.err") || t_fail "sm-miner run (wait)" "$(cat "$T_TMP/miner.err")"
+top=$("$BIN/sm-miner" show "$run" --limit 1)
+echo "$top" | sed 's/^/  | /'
+t_match "postgres: mined, pg_sleep is the top wait cluster" "$(grep -A1 -E '^wait +#1 ' <<<"$top")" 'postgres!pg_sleep'
+run=$("$BIN/sm-miner" run --quiet --app pg --kind run 2>"$T_TMP/miner.err") || t_fail "sm-miner run (run)" "$(cat "$T_TMP/miner.err")"
+top=$("$BIN/sm-miner" show "$run" --limit 1)
+echo "$top" | sed 's/^/  | /'
+t_match "postgres: and the heavy query's executor the top run cluster" "$(grep -A1 -E '^run +#1 ' <<<"$top")" \
+	'postgres!(ExecMakeTableFunctionResult|standard_ExecutorRun|tuplestore_)'
+
+# ---- redis ----
+
+RPORT=$(free_port)
+redis() {
+	"$@" /usr/bin/redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --enable-debug-command yes \
+		--dir "$W" --logfile "$W/redis.log" &
+	RPID=$!
+	for _ in $(seq 1 100); do
+		redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	t_bail "redis starts"
+}
+rstop() { redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1; wait "$RPID"; }
+t_cleanup "redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1"
+redis "$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" --
+redis-benchmark -p "$RPORT" -t get,set -n 200000 -c 20 -q >/dev/null 2>&1
+rstop
+m=$(mark)
+redis guard_run --label run=redis --
+redis-benchmark -p "$RPORT" -t get,set -n 200000 -c 20 -q >"$W/rb.out" 2>&1
+sleep 1
+redis-cli -p "$RPORT" debug sleep 0.3 >/dev/null
+redis-cli -p "$RPORT" eval 'local i = 0 while i < 20000000 do i = i + 1 end return i' 0 >/dev/null
+sleep 2
+rstop
+units=$(sum_exits redis-check-rdb "$m" units)
+v=$(sum_exits redis-check-rdb "$m" violations)
+echo "redis: $units units, $v violations (two injected)"
+t_eq "redis: no violation storm under redis-benchmark (at most 2 in 1000 units besides the two injected)" \
+	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v - 2 <= u / 500)}')" 1
+ev=$(stream_events "s.labels->>'run' = 'redis' AND s.app = 'redis-server' AND e.tid = s.symptom_tid")
+t_match "redis: DEBUG SLEEP is a wait of 300 ms in debugCommand's nanosleep" "$(awk '$1 == "w" && $3 >= 290000000' <<<"$ev")" \
+	'redis-check-rdb!debugCommand;libc\.so\.6!nanosleep'
+t_match "redis: the slow EVAL is run events in the Lua interpreter" "$(awk '$1 == "r" && $3 > 0' <<<"$ev")" \
+	'redis-check-rdb!(evalGenericCommand|luaV_execute)'
+
+# ---- nginx ----
+
+NPORT=$(free_port)
+ND=$W/nginx
+mkdir -p "$ND/www" "$ND/logs"
+head -c 4096 /dev/urandom | base64 >"$ND/www/index.html"
+cat >"$ND/nginx.conf" <<EOF
+worker_processes 2;
+daemon off;
+pid $ND/nginx.pid;
+error_log $ND/logs/error.log;
+events { worker_connections 512; }
+http {
+	access_log off;
+	server { listen 127.0.0.1:$NPORT; root $ND/www; }
+}
+EOF
+chmod -R a+rX "$ND"
+nginx_run() {
+	"$@" /usr/sbin/nginx -c "$ND/nginx.conf" -p "$ND" &
+	NPID=$!
+	for _ in $(seq 1 100); do
+		curl -sf -o /dev/null "http://127.0.0.1:$NPORT/" && return 0
+		sleep 0.05
+	done
+	t_bail "nginx starts" "$(cat "$ND/logs/error.log")"
+}
+nstop() { /usr/sbin/nginx -c "$ND/nginx.conf" -p "$ND" -s quit 2>/dev/null; wait "$NPID"; }
+t_cleanup "/usr/sbin/nginx -c $ND/nginx.conf -p $ND -s stop 2>/dev/null"
+nginx_run "$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" --
+wrk -t 2 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >/dev/null 2>&1
+nstop
+t_match "nginx: the workers learnt their loop" "$("$W/sm-guard" profile show "$W/prof/$(readelf -n /usr/sbin/nginx |
+	sed -n 's/.*Build ID: //p').json")" "loop [0-9]+: nginx[!+].*epoll_wait at nginx"
+m=$(mark)
+nginx_run guard_run --label run=nginx --
+wrk -t 2 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >"$W/wrk.out" 2>&1
+nstop
+units=$(sum_exits nginx "$m" units)
+v=$(sum_exits nginx "$m" violations)
+echo "nginx: $units units, $v violations; $(grep 'Requests/sec' "$W/wrk.out")"
+# wrk and nginx's two workers share two cores: a batch of requests preempted now and then passes 1 ms
+t_eq "nginx: no violation storm under wrk (at most 2 in 1000 units)" \
+	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v <= u / 500)}')" 1
+t_eq "nginx: and at most 6 streams per worker and minute shipped" \
+	"$(pg_q "SELECT count(*) <= 12 FROM streams WHERE labels->>'run' = 'nginx'")" t
+
+stop_ingest
+t_done

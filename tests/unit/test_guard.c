@@ -1,0 +1,442 @@
+/*
+ * Unit tests of the guard agent's pure parts: settings (agent/guard/config.c),
+ * profiles (statistics, PerfGuard's distances, clustering, work-aware
+ * thresholds, the JSON form, merging), the event ring, the module map and the
+ * symbolizer run on this very process.
+ */
+#include "check.h"
+#include "guard/config.h"
+#include "guard/modmap.h"
+#include "guard/profile.h"
+#include "guard/ring.h"
+#include "guard/symbolize.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- settings ---- */
+
+static const char *const *fake_env;
+
+static const char *fake_get(const char *name)
+{
+	for (const char *const *e = fake_env; e && *e; e += 2)
+		if (strcmp(e[0], name) == 0)
+			return e[1];
+	return NULL;
+}
+
+static int load(const char *const *env, struct guard_config *c, char *err, size_t errlen)
+{
+	fake_env = env;
+	guard_config_defaults(c);
+	return guard_config_load(c, fake_get, err, errlen);
+}
+
+static void test_config_defaults(void)
+{
+	static const char *const env[] = { NULL };
+	struct guard_config c;
+	char err[256];
+
+	CHECK_INT(load(env, &c, err, sizeof(err)), 0);
+	CHECK_INT(c.mode, GUARD_MODE_AUTO);
+	CHECK_STR(c.profile_dir, "/var/lib/stackmine/profiles");
+	CHECK(c.k < 0);
+	CHECK_INT(c.min_wait_ns, 1000000);
+	CHECK_INT(c.min_threshold_ns, 1000000);
+	CHECK_INT(c.sample_hz, 100);
+	CHECK_INT(c.signal, SIGRTMAX - 7);
+	CHECK_INT(c.reports_per_min, 6);
+}
+
+static void test_config_values(void)
+{
+	static const char *const env[] = {
+		"SM_GUARD_MODE", "guard", "SM_GUARD_K", "2.5", "SM_GUARD_RING_KB", "64",
+		"SM_GUARD_LABELS", "region=eu\\,west,conf.x=a\\\\b,k=v", "SM_GUARD_SIGNAL", "SIGRTMIN+3",
+		"SM_GUARD_MIN_WAIT_US", "250", "SM_GUARD_URL", "https://ingest:8443", NULL
+	};
+	struct guard_config c;
+	char err[256];
+
+	CHECK_INT(load(env, &c, err, sizeof(err)), 0);
+	CHECK_INT(c.mode, GUARD_MODE_GUARD);
+	CHECK(c.k == 2.5);
+	CHECK_INT(c.ring_bytes, 64 << 10);
+	CHECK_INT(c.min_wait_ns, 250000);
+	CHECK_INT(c.signal, SIGRTMIN + 3);
+	CHECK_INT(c.nlabels, 3);
+	CHECK_STR(c.labels[0].key, "region");
+	CHECK_STR(c.labels[0].value, "eu,west");
+	CHECK_STR(c.labels[1].key, "conf.x");
+	CHECK_STR(c.labels[1].value, "a\\b");
+	CHECK_STR(c.labels[2].value, "v");
+}
+
+static void test_config_errors(void)
+{
+	static const struct {
+		const char *name, *value, *msg;
+	} bad[] = {
+		{ "SM_GUARD_MODE", "watch", "SM_GUARD_MODE: not one of auto, train, guard, off: 'watch'" },
+		{ "SM_GUARD_K", "-1", "SM_GUARD_K: not a number from 0 to 1000: '-1'" },
+		{ "SM_GUARD_CUT", "1.5", "SM_GUARD_CUT: not a number from 0 to 1: '1.5'" },
+		{ "SM_GUARD_PROFILE_DIR", "rel/dir", "SM_GUARD_PROFILE_DIR: not an absolute path: 'rel/dir'" },
+		{ "SM_GUARD_SAMPLE_HZ", "20000", "SM_GUARD_SAMPLE_HZ: not a whole number from 0 to 10000: '20000'" },
+		{ "SM_GUARD_SIGNAL", "SIGSEGV", "SM_GUARD_SIGNAL: not a real-time signal (a number, SIGRTMIN+N or "
+					       "SIGRTMAX-N): 'SIGSEGV'" },
+		{ "SM_GUARD_SIGNAL", "9", "SM_GUARD_SIGNAL: not a real-time signal (a number, SIGRTMIN+N or "
+					  "SIGRTMAX-N): '9'" },
+		{ "SM_GUARD_LABELS", "a=1,b", "SM_GUARD_LABELS: each label is KEY=VALUE with a non-empty KEY: 'a=1,b'" },
+		{ "SM_GUARD_LABELS", "a=", "SM_GUARD_LABELS: empty value for a label: 'a'" },
+		{ "SM_GUARD_SPOOL_MAX", "10k", "SM_GUARD_SPOOL_MAX: not a size of at least 1M: '10k'" },
+		{ "SM_GUARD_APP", "a\tb", "SM_GUARD_APP: holds a control character: 'a\tb'" },
+		{ "SM_GUARD_URL", "ingest:8080", "SM_GUARD_URL: not an http:// or https:// URL: 'ingest:8080'" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *env[] = { bad[i].name, bad[i].value, NULL };
+		struct guard_config c;
+		char err[256] = "";
+
+		CHECK_INT(load(env, &c, err, sizeof(err)), -1);
+		CHECK_STR(err, bad[i].msg);
+	}
+}
+
+static void test_config_only(void)
+{
+	CHECK(guard_config_only_matches("", "anything"));
+	CHECK(guard_config_only_matches("postgres,nginx", "nginx"));
+	CHECK(guard_config_only_matches("redis-*", "redis-server"));
+	CHECK(!guard_config_only_matches("postgres", "postgres-ish"));
+	CHECK(!guard_config_only_matches("postgres,nginx", "sh"));
+}
+
+/* ---- statistics and distances ---- */
+
+static void test_stats_pool(void)
+{
+	struct gp_stats all = { 0, 0, 0 }, a = { 0, 0, 0 }, b = { 0, 0, 0 }, empty = { 0, 0, 0 };
+	double sum = 0, sq = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		double x = 1000 + (i * 7919 % 1013) * 3.5;
+
+		gp_stats_add(&all, x);
+		gp_stats_add(i % 3 ? &a : &b, x);
+		sum += x;
+	}
+	for (int i = 0; i < 1000; i++) {
+		double x = 1000 + (i * 7919 % 1013) * 3.5;
+
+		sq += (x - sum / 1000) * (x - sum / 1000);
+	}
+	gp_stats_merge(&a, &b);
+	gp_stats_merge(&a, &empty);
+	CHECK_INT(a.n, 1000);
+	CHECK(fabs(a.mean - sum / 1000) < 1e-9 * a.mean);
+	CHECK(fabs(a.m2 - sq) < 1e-9 * sq);
+	CHECK(fabs(gp_stats_sd(&a) - sqrt(sq / 999)) < 1e-9);
+	CHECK(fabs(all.m2 - a.m2) < 1e-9 * sq);
+	CHECK(gp_stats_sd(&empty) == 0);
+}
+
+static void test_path_distance(void)
+{
+	static const uint32_t abc[] = { 1, 2, 3 }, ac[] = { 1, 3 }, x[] = { 9 }, acb[] = { 1, 3, 2 };
+
+	CHECK(gp_path_distance(abc, 3, abc, 3) == 0);
+	CHECK(fabs(gp_path_distance(abc, 3, ac, 2) - 1.0 / 3) < 1e-12);
+	CHECK(fabs(gp_path_distance(abc, 3, acb, 3) - 1.0 / 3) < 1e-12);
+	CHECK(gp_path_distance(abc, 3, x, 1) == 1);
+	CHECK(gp_path_distance(abc, 0, x, 0) == 0);
+	CHECK(gp_path_distance(abc, 3, x, 0) == 1);
+}
+
+/* ---- a profile built by hand ---- */
+
+/* Stats of n units of about mean ns, spread sd, in size bucket b. */
+static void sized(struct gp_stats *size, unsigned b, uint64_t n, double mean, double sd)
+{
+	memset(size, 0, GP_BUCKETS * sizeof(*size));
+	for (uint64_t i = 0; i < n; i++)
+		gp_stats_add(&size[b], mean + (i % 2 ? sd : -sd));
+}
+
+static struct gprofile *sample_profile(void)
+{
+	struct gprofile *p = gp_new();
+	struct gp_site site = { 0, 0x1000, 400, "epoll_wait" };
+	struct gp_stats size[GP_BUCKETS];
+	uint32_t f[8], pa[4], pb[4], pc[4];
+	int64_t m, l, c0, c1, c2;
+
+	m = gp_add_module(p, "srv", "abcd");
+	CHECK_INT(m, 0);
+	for (int i = 0; i < 8; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "srv!f%d", i);
+		f[i] = (uint32_t)gp_add_frame(p, name);
+	}
+	snprintf(p->build_id, sizeof(p->build_id), "abcd");
+	l = gp_add_loop(p, &site, "srv!loop");
+	/* two request kinds sharing the loop's frames, and one with a path of its own */
+	pa[0] = f[0], pa[1] = f[1], pa[2] = f[2], pa[3] = f[3];
+	pb[0] = f[0], pb[1] = f[1], pb[2] = f[2], pb[3] = f[4];
+	pc[0] = f[0], pc[1] = f[5], pc[2] = f[6], pc[3] = f[7];
+	site.offset = 0x2000, site.depth = 32, snprintf(site.call, sizeof(site.call), "read");
+	c0 = gp_add_context(p, (uint32_t)l, &site, pa, 4);
+	site.offset = 0x2100, snprintf(site.call, sizeof(site.call), "write");
+	c1 = gp_add_context(p, (uint32_t)l, &site, pb, 4);
+	site.offset = 0x3000, site.depth = 96, snprintf(site.call, sizeof(site.call), "pread64");
+	c2 = gp_add_context(p, (uint32_t)l, &site, pc, 4);
+	CHECK(c0 == 0 && c1 == 1 && c2 == 2);
+	{
+		uint32_t ab[] = { 0, 1 }, ba[] = { 1, 0, 1 }, cc[] = { 2 };
+
+		sized(size, 1, 1000, 10000, 1000);
+		gp_add_class(p, (uint32_t)l, ab, 2, size);
+		sized(size, 3, 200, 50000, 5000);
+		gp_add_class(p, (uint32_t)l, ba, 3, size);   /* the same set: pooled */
+		sized(size, 1, 50, 200000, 10000);
+		gp_add_class(p, (uint32_t)l, cc, 1, size);
+	}
+	p->loops[l].threads = 2;
+	for (size_t i = 0; i < p->loops[l].nclasses; i++)
+		gp_stats_merge(&p->loops[l].all, &p->loops[l].classes[i].st);
+	p->units = p->loops[l].all.n;
+	CHECK_INT(gp_cluster(p, 0), 0);
+	return p;
+}
+
+static void test_profile_cluster(void)
+{
+	struct gprofile *p = sample_profile();
+	struct gp_loop *l = &p->loops[0];
+	const struct gp_type *big, *small;
+	double thr;
+
+	CHECK_INT(l->nclasses, 2);
+	CHECK_INT(l->classes[0].st.n, 1200);
+	CHECK_INT(l->ntypes, 2);
+	big = &l->types[0];
+	small = &l->types[1];
+	CHECK_STR(big->name, "u0");
+	CHECK_INT(big->st.n, 1200);
+	CHECK_INT(big->nctx, 2);
+	CHECK_INT(small->st.n, 50);
+	/* mean + 4 sd of the pooled units */
+	thr = big->st.mean + 4 * gp_stats_sd(&big->st);
+	CHECK(fabs(big->threshold_ns - thr) < 1e-6);
+	/* by size: 2-3 calls from their own units, 8-15 from theirs, never lower after */
+	CHECK(fabs(big->size_thr[1] - (big->size[1].mean + 4 * gp_stats_sd(&big->size[1]))) < 1e-6);
+	CHECK(fabs(big->size_thr[3] - (big->size[3].mean + 4 * gp_stats_sd(&big->size[3]))) < 1e-6);
+	CHECK(big->size_thr[2] == big->size_thr[1]);
+	CHECK(big->size_thr[15] == big->size_thr[3]);
+	CHECK(big->size_thr[0] == big->threshold_ns);
+	/* 50 units: too few for its own spread; at least the loop's threshold */
+	CHECK(small->threshold_ns >= l->threshold_ns);
+	CHECK(fabs(l->threshold_ns - (l->all.mean + 4 * gp_stats_sd(&l->all))) < 1e-6);
+	/* a floor, and another k */
+	gp_set_k(p, 1, 5000000);
+	CHECK(big->threshold_ns == 5000000);
+	CHECK(p->k == 1);
+	gp_free(p);
+}
+
+static void test_profile_json(void)
+{
+	struct gprofile *p = sample_profile(), *q = gp_new();
+	struct buf a = BUF_INIT(0), b = BUF_INIT(0);
+
+	p->updated_s = 1700000000;
+	p->exe = strdup("/usr/sbin/srv");
+	CHECK_INT(gp_write(p, &a), 0);
+	CHECK_INT(gp_load_text(q, a.data, a.len), 0);
+	CHECK_INT(gp_write(q, &b), 0);
+	CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
+	CHECK_INT(q->loops[0].ntypes, 2);
+	CHECK(q->loops[0].types[0].size_thr[3] == round(p->loops[0].types[0].size_thr[3]));
+	buf_release(&a);
+	buf_release(&b);
+	gp_free(p);
+	gp_free(q);
+}
+
+static void test_profile_load_errors(void)
+{
+	static const struct {
+		const char *text, *msg;
+	} bad[] = {
+		{ "[]", "not a JSON object" },
+		{ "{\"format\":\"x\"}", "format: 'x', expected 'stackmine-guard-profile'" },
+		{ "{\"format\":\"stackmine-guard-profile\",\"v\":2}", "v: version 2, this agent reads version 1" },
+		{ "{\"format\":\"stackmine-guard-profile\",\"v\":1,\"build_id\":\"ab\",\"exe\":\"\",\"k\":4,\"cut\":0.5,"
+		  "\"units\":1,\"modules\":[],\"frames\":[],\"loops\":[{\"site\":{\"module\":0}}]}",
+		  "loops[0].site: module: out of range" },
+		{ "{\"format\":\"stackmine-guard-profile\",\"v\":1,\"build_id\":\"ab\",\"exe\":\"\",\"k\":4,\"cut\":0.5,"
+		  "\"units\":1,\"modules\":[{\"name\":\"m\",\"build_id\":\"\"}],\"frames\":[\"m!f\"],\"loops\":[{\"site\":"
+		  "{\"module\":0,\"offset\":\"0x10\",\"depth\":8,\"call\":\"read\"},\"symbol\":null,\"threads\":1,"
+		  "\"units\":{\"n\":1,\"mean_ns\":5,\"m2\":0},\"threshold_ns\":5,\"contexts\":[{\"module\":0,\"offset\":"
+		  "\"0x20\",\"depth\":4,\"call\":\"read\",\"path\":[0,3]}],\"classes\":[],\"types\":[]}]}",
+		  "loops[0].contexts[0]: path[1]: not an index below 1" },
+		{ "{\"format\":\"stackmine-guard-profile\",\"v\":1,\"build_id\":\"ab\",\"exe\":\"\",\"k\":-4,\"cut\":0.5,"
+		  "\"units\":1,\"modules\":[],\"frames\":[],\"loops\":[]}",
+		  "k must be >= 0 and cut from 0 to 1" },
+		{ "{\"format\":\"stackmine-guard-profile\"", "not JSON: unexpected end of data at byte 35" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct gprofile *p = gp_new();
+
+		CHECK_INT(gp_load_text(p, bad[i].text, strlen(bad[i].text)), -1);
+		CHECK_STR(gp_error(p), bad[i].msg);
+		gp_free(p);
+	}
+}
+
+static void test_profile_merge(void)
+{
+	struct gprofile *a = sample_profile(), *b = sample_profile(), *m = gp_new(), *other = gp_new();
+	struct gp_stats both = a->loops[0].all;
+
+	gp_stats_merge(&both, &b->loops[0].all);
+	CHECK_INT(gp_merge(m, a), 0);
+	CHECK_INT(gp_merge(m, b), 0);
+	CHECK_INT(gp_cluster(m, 0), 0);
+	CHECK_INT(m->nloops, 1);
+	CHECK_INT(m->loops[0].nclasses, 2);
+	CHECK_INT(m->loops[0].all.n, both.n);
+	CHECK(fabs(m->loops[0].all.m2 - both.m2) < 1e-6 * both.m2);
+	CHECK_INT(m->loops[0].types[0].st.n, 2400);
+	CHECK_INT(m->units, a->units + b->units);
+	snprintf(other->build_id, sizeof(other->build_id), "ffff");
+	CHECK_INT(gp_merge(other, a), -1);
+	CHECK_STR(gp_error(other), "profiles of different builds (ffff and abcd) cannot be merged");
+	gp_free(a);
+	gp_free(b);
+	gp_free(m);
+	gp_free(other);
+}
+
+/* ---- the ring ---- */
+
+static void put(struct gring *r, int64_t ts, uint32_t frames)
+{
+	struct grec *rec = gring_begin(r, frames);
+
+	CHECK(rec != NULL);
+	if (!rec)
+		return;
+	rec->kind = GREC_RUN;
+	rec->ts = ts;
+	rec->dur = 10;
+	for (uint32_t i = 0; i < frames; i++)
+		rec->ip[i] = (uint64_t)ts * 100 + i;
+	gring_commit(r, rec, frames);
+}
+
+static void test_ring(void)
+{
+	struct gring r;
+	unsigned char *snap;
+	size_t len, off = 0;
+	const struct grec *rec;
+	int64_t first = -1, last = -1, n = 0, ok = 1;
+
+	memset(&r, 0, sizeof(r));
+	CHECK_INT(gring_init(&r, 4096), 0);
+	CHECK_INT(r.size, 4096);
+	snap = malloc(r.size);
+	/* 200 records of 40 + 8 * (1 + i % 7) bytes: several times round the buffer */
+	for (int64_t i = 0; i < 200; i++)
+		put(&r, i, (uint32_t)(1 + i % 7));
+	len = gring_snapshot(&r, snap, r.size);
+	CHECK(len > 0 && len <= 4096);
+	while ((rec = gring_next(snap, len, &off))) {
+		if (first < 0)
+			first = rec->ts;
+		if (last >= 0 && rec->ts != last + 1)
+			ok = 0;
+		if (rec->nframes != 1 + rec->ts % 7 || rec->ip[rec->nframes - 1] != (uint64_t)rec->ts * 100 + rec->nframes - 1)
+			ok = 0;
+		last = rec->ts;
+		n++;
+	}
+	CHECK(ok);
+	CHECK_INT(last, 199);
+	CHECK(first > 0 && n == 200 - first);
+	/* a write in progress (a handler interrupting its owner): the second writer gives up */
+	rec = gring_begin(&r, 2);
+	CHECK(rec != NULL);
+	CHECK(gring_begin(&r, 2) == NULL);
+	CHECK_INT(atomic_load(&r.drops), 1);
+	gring_abort(&r);
+	/* a record bigger than half the ring is refused, not written */
+	CHECK(gring_begin(&r, 300) == NULL);
+	gring_reset(&r);
+	CHECK_INT(gring_snapshot(&r, snap, r.size), 0);
+	free(snap);
+	gring_release(&r);
+}
+
+/* ---- this process: its modules and its symbols ---- */
+
+__attribute__((noinline)) static int known_static_function(int x)
+{
+	return x * 3 + 1;
+}
+
+static void test_symbolize(void)
+{
+	struct gmodmap mm = { NULL, 0 };
+	const struct gmod *g;
+	struct gsym *s;
+	char err[256], name[1100];
+
+	CHECK_INT(gmodmap_load(&mm), 0);
+	g = gmodmap_main(&mm);
+	CHECK(g != NULL);
+	if (!g)
+		return;
+	CHECK_STR(g->name, "test_guard");
+	CHECK(strlen(g->build_id) >= 16);
+	CHECK(gmodmap_find(&mm, (uintptr_t)known_static_function) == g);
+	s = gsym_open(&mm, err, sizeof(err));
+	CHECK(s != NULL);
+	if (!s) {
+		gmodmap_release(&mm);
+		return;
+	}
+	gsym_frame(s, (uintptr_t)known_static_function + 1, name, sizeof(name));
+	CHECK_STR(name, "test_guard!known_static_function");
+	gsym_frame(s, (uintptr_t)memcpy + 1, name, sizeof(name));
+	CHECK(strstr(name, "libc.so.6!") == name || strstr(name, "libasan") != NULL);
+	gsym_frame(s, 16, name, sizeof(name));
+	CHECK_STR(name, "[unknown]+0x10");
+	CHECK(known_static_function(1) == 4);
+	gsym_free(s);
+	gmodmap_release(&mm);
+}
+
+int main(void)
+{
+	RUN(test_config_defaults);
+	RUN(test_config_values);
+	RUN(test_config_errors);
+	RUN(test_config_only);
+	RUN(test_stats_pool);
+	RUN(test_path_distance);
+	RUN(test_profile_cluster);
+	RUN(test_profile_json);
+	RUN(test_profile_load_errors);
+	RUN(test_profile_merge);
+	RUN(test_ring);
+	RUN(test_symbolize);
+	return CHECK_DONE();
+}
