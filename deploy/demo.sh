@@ -6,14 +6,18 @@
 #   deploy/demo.sh start    private PostgreSQL (deploy/pg.sh), schema, tokens,
 #                           sm-ingest on 127.0.0.1:8080 (or the next free port),
 #                           a generated fleet shipped with sm-agent, mined and
-#                           clustered, and sm-web (the dashboard and the REST API)
-#                           on 127.0.0.1:8081; prints what to open and try
+#                           clustered, a real redis-server run under the guard
+#                           agent (trained, then guarded while a slow command
+#                           and a slow script run: its violations mined too),
+#                           and sm-web (the dashboard and the REST API) on
+#                           127.0.0.1:8081; prints what to open and try
 #   deploy/demo.sh stop     stop sm-web and sm-ingest (SIGTERM, waits) and PostgreSQL
 #   deploy/demo.sh status   what is running
 #
-# Everything lives in var/: var/pg (the cluster), var/tokens (mode 0600),
-# var/log/{ingest,web}.log, var/run/{ingest,web}.{pid,port}, var/demo (the
-# fleet), var/spool (what sm-agent could not deliver).
+# Everything lives in var/: var/pg (the cluster), var/tokens and
+# var/ingest.token (mode 0600), var/log/{ingest,web,guard}.log,
+# var/run/{ingest,web}.{pid,port}, var/demo (the fleet), var/spool (what
+# sm-agent could not deliver), var/profiles (the guard agent's profiles).
 # Both commands may be repeated: what already runs is left running.
 #
 # Environment: SM_INGEST_PORT (first port to try, 8080), SM_WEB_PORT (8081), SM_DEMO_STREAMS (300),
@@ -93,6 +97,8 @@ ensure_tokens() {
 	EOF
 	)
 	mv "$tokf.new" "$tokf"
+	# the guard agent reads its token from a file of its own
+	(umask 077 && printf '%s\n' "$SM_INGEST_TOKEN" >"$var/ingest.token")
 }
 
 # svc_start NAME FIRST_PORT [ARGS...]: starts sm-NAME on 127.0.0.1 (FIRST_PORT or
@@ -218,9 +224,56 @@ mine_fleet() {
 	done
 }
 
+# A real server under the guard agent: redis-server trained on a normal load,
+# then guarded while DEBUG SLEEP and a CPU-heavy script make two units slow; its
+# streams are mined like any other app's. Done once (while no redis stream is stored).
+guard_redis() {
+	local port n id kind rpid prof=$var/profiles
+	command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null ||
+		{ say "redis-server is not installed: skipping the guarded server ('make demo' installs it)"; return 0; }
+	n=$(q <<<"SELECT count(*) FROM streams WHERE app = 'redis'")
+	if [ "$n" = 0 ]; then
+		port=7379
+		while port_busy "$port"; do port=$((port + 1)); done
+		redis_run() {
+			"$bin/sm-guard" run --profile-dir "$prof" --log "$var/log/guard.log" "$@" -- redis-server --port "$port" \
+				--bind 127.0.0.1 --save '' --appendonly no --dir "$var/run" --enable-debug-command yes \
+				--logfile "$var/log/redis.log" &
+			rpid=$!
+			local i
+			for i in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.05; done
+			die "redis-server did not start (var/log/redis.log)"
+		}
+		say "training the guard agent on redis-server (sm-guard run --train; redis-benchmark)"
+		redis_run --train
+		redis-benchmark -p "$port" -t get,set -n 200000 -c 20 -q >/dev/null 2>&1
+		redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+		wait "$rpid" || true
+		say "guarding redis-server; a DEBUG SLEEP and a slow EVAL make two units slow"
+		redis_run --url "$ingest_url" --token-file "$var/ingest.token" --app redis --label demo=guard
+		redis-benchmark -p "$port" -t get,set -n 100000 -c 20 -q >/dev/null 2>&1
+		for n in 1 2 3; do
+			redis-cli -p "$port" debug sleep 0.2 >/dev/null
+			redis-cli -p "$port" eval 'local i = 0 while i < 10000000 do i = i + 1 end return i' 0 >/dev/null
+		done
+		sleep 1
+		redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+		wait "$rpid" || true
+	fi
+	for kind in wait run; do
+		id=$(q -v kind="$kind" <<-'EOF'
+		SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = 'redis' AND params->>'kind' = :'kind'
+		EOF
+		)
+		[ -n "$id" ] || id=$("$bin/sm-miner" --db "$db" run --app redis --kind "$kind" --quiet) ||
+			die "sm-miner run --app redis failed"
+		MINED="$MINED redis/$kind:$id"
+	done
+}
+
 cmd_start() {
 	local p
-	for p in "$bin/sm-admin" "$bin/sm-ingest" "$bin/sm-agent" "$bin/sm-miner" "$bin/sm-web" "$genfleet"; do
+	for p in "$bin/sm-admin" "$bin/sm-ingest" "$bin/sm-agent" "$bin/sm-miner" "$bin/sm-web" "$bin/sm-guard" "$genfleet"; do
 		[ -x "$p" ] || die "$p is missing: run 'make demo', which builds it first"
 	done
 	command -v curl >/dev/null || die "curl is missing (apt-get install curl; 'make demo' installs it)"
@@ -235,6 +288,7 @@ cmd_start() {
 	ship_fleet
 	MINED=
 	mine_fleet
+	guard_redis
 	svc_start web "${SM_WEB_PORT:-8081}"
 	web_url=$svc_url
 	print_guide
@@ -286,6 +340,14 @@ print_guide() {
 		EOF
 	done
 	cat <<-EOF
+
+	  # guard a server yourself (docs/guard.md): learn its profile on a normal load, then guard it
+	  bin/sm-guard run --train --profile-dir var/profiles -- redis-server --port 7400 --save '' &
+	  redis-benchmark -p 7400 -q -n 100000 -t get,set; redis-cli -p 7400 shutdown
+	  bin/sm-guard run --profile-dir var/profiles --url $ingest_url --token-file var/ingest.token \\
+	      -- redis-server --port 7400 --save '' --enable-debug-command yes &
+	  redis-cli -p 7400 debug sleep 0.5; redis-cli -p 7400 shutdown   # one slow unit, shipped
+	  bin/sm-guard profile show var/profiles/*.json
 
 	  # mine again with other parameters: the lock-convoy's holder CPU is found through the wait graph
 	  bin/sm-miner --db "\$(deploy/pg.sh url)" run --app checkout --kind run --threshold-fraction 0.02

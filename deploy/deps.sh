@@ -11,8 +11,9 @@ case "$purpose" in
 build) ;;
 test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core
       redis-server redis-tools nginx-light wrk binutils) ;;
-demo) pkgs+=(postgresql postgresql-common curl procps) ;;
-bench) pkgs+=(postgresql postgresql-common curl zstd procps time python3-scipy python3-numpy wrk) ;;
+demo) pkgs+=(postgresql postgresql-common curl procps redis-server redis-tools) ;;
+bench) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps time python3-scipy python3-numpy wrk
+       redis-server redis-tools nginx-light) ;;
 fuzz) pkgs+=(clang) ;;
 *) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench)" >&2; exit 2 ;;
 esac

@@ -22,7 +22,7 @@
 
 static const char usage[] =
 	"usage: sm-guard run [options] -- COMMAND [ARG]...\n"
-	"       sm-guard env\n"
+	"       sm-guard env [--markdown]\n"
 	"       sm-guard lib\n"
 	"       sm-guard profile show FILE\n"
 	"       sm-guard profile merge [--k K] [--cut C] [--min-threshold-us N] FILE... > OUT\n"
@@ -31,6 +31,7 @@ static const char usage[] =
 	"         each guarded executable (--train, or when there is none for its build yet)\n"
 	"         or guards it, shipping slow units as trace streams to the ingest server\n"
 	"env      the SM_GUARD_* settings, their defaults, and the values set here\n"
+	"         (--markdown: as the table of docs/guard.md)\n"
 	"lib      the path of " LIB_NAME " (for LD_PRELOAD in a systemd drop-in)\n"
 	"profile  show a profile, or merge profiles of one build learnt on several hosts\n"
 	"\n"
@@ -221,12 +222,19 @@ static int cmd_run(int argc, char **argv)
 
 /* ---- env and lib ---- */
 
-static int cmd_env(void)
+static int cmd_env(int markdown)
 {
 	size_t n;
 	const struct guard_var *v = guard_config_vars(&n);
 	char lib[PATH_MAX];
 
+	if (markdown) {
+		/* the table of docs/guard.md */
+		printf("| variable | default | meaning |\n|---|---|---|\n");
+		for (size_t i = 0; i < n; i++)
+			printf("| `%s` | %s | %s |\n", v[i].name, v[i].def, v[i].help);
+		return 0;
+	}
 	printf("# the guard agent's settings: set them in the environment of the guarded program\n");
 	printf("# (systemd: Environment= in a drop-in), with LD_PRELOAD=%s\n",
 	       lib_path(lib, sizeof(lib)) == 0 ? lib : LIB_INSTALLED);
@@ -413,7 +421,7 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "env") == 0)
-		return cmd_env();
+		return cmd_env(argc == 3 && strcmp(argv[2], "--markdown") == 0);
 	if (strcmp(argv[1], "lib") == 0)
 		return cmd_lib();
 	if (strcmp(argv[1], "profile") == 0 && argc >= 3) {

@@ -369,7 +369,8 @@ static void unit_end(struct gthread *t, int64_t now)
 		if (prev != seq && atomic_compare_exchange_strong(&s->reported_seq, &prev, seq)) {
 			struct gviol v;
 
-			if (!t->violated && !flagged)
+			/* no stack taken yet (the watchdog's request may have come too late): take it now */
+			if (!t->violated)
 				guard_record_here(t, GREC_RUN, now, 0, 0, 0, GREC_F_DETECT);
 			memset(&v, 0, sizeof(v));
 			v.tid = t->tid;

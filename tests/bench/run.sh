@@ -3,7 +3,7 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering or =web runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web or =guard runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -19,6 +19,9 @@
 #           tables: requests/s, median and p99 latency of the cluster list (API,
 #           first page and a deep page), a cluster (API) and their HTML pages,
 #           measured with wrk (2 threads, 8 connections, 10 s each); peak memory.
+#   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
+#           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
+#           per process and the CPU of its threads (tests/bench/guard.sh).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -374,4 +377,8 @@ if [ "$only" = all ] || [ "$only" = web ]; then
 	kill "$web_pid"
 	wait "$web_pid" || true
 	web_pid=
+fi
+
+if [ "$only" = all ] || [ "$only" = guard ]; then
+	bash "$repo/tests/bench/guard.sh"
 fi

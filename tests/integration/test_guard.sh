@@ -50,6 +50,10 @@ done
 t_ok "sm-guard env lists the settings"
 out=$(SM_GUARD_K=4.5 "$GUARD" env | grep '^SM_GUARD_K=')
 t_eq "sm-guard env shows a value that is set" "$out" "SM_GUARD_K=4.5"
+# docs/guard.md's table is the agent's own
+t_eq "docs/guard.md lists the settings as the agent parses them" \
+	"$(sed -n '/^| variable | default | meaning |$/,/^$/p' "$SM_REPO/docs/guard.md" | sed '/^$/d')" \
+	"$("$GUARD" env --markdown)"
 t_match "sm-guard lib prints the library" "$("$GUARD" lib)" '/libsmguard\.so$'
 out=$("$GUARD" run --k abc -- true 2>&1)
 t_eq "a bad setting is refused (status)" "$?" 2
@@ -151,7 +155,7 @@ SM_GUARD_LABELS=run=limited guarded "$GT" epoll "$PORT" || t_bail "guarded serve
 "$GT" client "$PORT" 400 2 sleep=5:1 >/dev/null || t_fail "storm load"
 stop_server "$PORT"
 t_eq "a storm ships 6 streams" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'limited'")" 6
-line=$(grep 'exe=guardtest violations' "$T_TMP/guard.log" | tail -n 1)
+line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
 v=$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")
 sup=$(sed -n 's/.* suppressed=\([0-9]*\).*/\1/p' <<<"$line")
 echo "storm: $v violations, $sup suppressed"
