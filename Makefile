@@ -74,7 +74,7 @@ all:
 	@deploy/deps.sh build
 	@$(MAKE) --no-print-directory binaries
 
-GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped $(O)/tests/safety
+GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped $(O)/tests/safety $(O)/tests/callcost
 
 binaries: $(PROGS) $(GUARD_LIB) $(UNIT_BINS) $(TOOL_BINS) $(GUARD_TEST_BINS)
 
@@ -103,6 +103,9 @@ $(O)/tests/guardtest-stripped: $(O)/tests/guardtest
 $(O)/tests/safety: tests/guard/safety.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
+$(O)/tests/callcost: tests/guard/callcost.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -Wall -Wextra -o $@ $<
 
 $(O)/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)

@@ -172,22 +172,6 @@ static uint64_t file_size_at(int dfd, const char *name)
 	return (uint64_t)st.st_size;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Writes a then b into name (relative to dirfd) through a temporary file,
  * fsync and rename, then fsyncs the directory so the rename itself is durable. */
 static int write_atomic(struct spool *sp, int dirfd, const char *name, const char *a, size_t alen,
@@ -205,7 +189,7 @@ static int write_atomic(struct spool *sp, int dirfd, const char *name, const cha
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return spool_fail(sp, SPOOL_EIO, "cannot create %s: %s", tmp, strerror(errno));
-	if (write_all(fd, a, alen) < 0 || write_all(fd, b, blen) < 0 || fsync(fd) < 0)
+	if (util_write_all(fd, a, alen) < 0 || util_write_all(fd, b, blen) < 0 || fsync(fd) < 0)
 		goto fail_unlink;
 	if (close(fd) < 0) {
 		fd = -1;

@@ -830,7 +830,10 @@ static int mask_common(int how, const sigset_t *set, sigset_t *old, int proc)
 	sigset_t mine;
 	int prev = t->prog_blocked, r;
 
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || t->agent || !atomic_load(&G.sampling))
+	/* the agent's own calls (libunwind blocks every signal around dl_iterate_phdr while it
+	 * walks a stack, in the handler too) must block what they block */
+	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || t->agent || t->unwinding ||
+	    !atomic_load(&G.sampling))
 		return proc ? REAL(sigprocmask)(how, set, old) : REAL(pthread_sigmask)(how, set, old);
 	if (set && (how == SIG_BLOCK || how == SIG_SETMASK) && sigismember(set, G.sig) == 1) {
 		mine = *set;

@@ -1434,22 +1434,6 @@ int gp_load_file(struct gprofile *p, const char *path)
 
 /* ---- saving, merged with what other processes wrote ---- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int gp_save_merged(const char *path, const struct gprofile *delta, int64_t min_threshold_ns, int lock_ms,
 		   char *err, size_t errlen)
 {
@@ -1511,7 +1495,7 @@ int gp_save_merged(const char *path, const struct gprofile *delta, int64_t min_t
 		goto out_unlock;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write_all(fd, out.data, out.len) < 0 || fsync(fd) < 0) {
+	if (fd < 0 || util_write_all(fd, out.data, out.len) < 0 || fsync(fd) < 0) {
 		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
 		goto out_unlink;
 	}

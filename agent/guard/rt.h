@@ -213,6 +213,7 @@ struct guard_rt {
 	pthread_cond_t cv;
 	int wd_started, ship_started, stopping;
 	volatile sig_atomic_t ship_cancel;   /* exit: stop waiting on the server, spool the rest */
+	int save_req, save_done;             /* exit: the shipping thread saves the profile (under mu) */
 	struct gviol queue[GUARD_QUEUE];
 	unsigned qhead, qlen;
 	int64_t rl_epoch[GP_MAX_LOOPS];
@@ -233,11 +234,47 @@ int guard_real_sigmask(int how, const sigset_t *set, sigset_t *old);
 int guard_real_close(int fd);
 int guard_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
+/* ---- the clock ----
+ * CLOCK_MONOTONIC nanoseconds. Where the kernel itself keeps time with an
+ * invariant TSC, the TSC is read directly (a third of a vDSO clock_gettime)
+ * and converted with a multiplier the agent's threads calibrate against
+ * CLOCK_MONOTONIC and re-anchor every second, so that readings stay on the
+ * monotonic timebase; until then, and elsewhere, clock_gettime.
+ */
+struct guard_clock {
+	_Atomic uint32_t seq;     /* odd while the anchor is being changed */
+	int ok;                   /* the TSC path is calibrated */
+	uint64_t base_tsc;
+	int64_t base_ns;
+	uint64_t mult;            /* ns per tick, 32.32 fixed point */
+};
+extern struct guard_clock guard_clk;
+
+int64_t guard_mono_ns(void);
+/* The calibration step, from the agent's threads (at most once a second does something). */
+void guard_clock_tick(void);
+
+static inline int64_t guard_now(void)
+{
+	if (GUARD_LIKELY(guard_clk.ok)) {
+		uint32_t s;
+		int64_t ns;
+
+		do {
+			s = atomic_load_explicit(&guard_clk.seq, memory_order_acquire);
+			ns = guard_clk.base_ns +
+			     (int64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() - guard_clk.base_tsc) * guard_clk.mult) >> 32);
+			atomic_thread_fence(memory_order_acquire);
+		} while ((s & 1) || s != atomic_load_explicit(&guard_clk.seq, memory_order_relaxed));
+		return ns;
+	}
+	return guard_mono_ns();
+}
+
 /* ---- runtime.c ---- */
 void guard_thread_setup(struct gthread *t);
 struct gslot *guard_slot_of(struct gthread *t);
 void guard_log(const char *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int64_t guard_now(void);
 void guard_start_watchdog(void);
 void guard_start_shipper(void);
 void guard_enqueue(const struct gviol *v);

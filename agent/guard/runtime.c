@@ -35,12 +35,68 @@ __thread struct gthread guard_tls __attribute__((tls_model("initial-exec")));
 
 extern void *__libc_stack_end;
 
-int64_t guard_now(void)
+struct guard_clock guard_clk;
+
+int64_t guard_mono_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The TSC path is used only where the kernel keeps its own time with it (so it is invariant and
+ * in step across CPUs). */
+static int tsc_usable;
+static uint64_t cal_tsc;
+static int64_t cal_ns, cal_next;
+
+static void clock_init(void)
+{
+	char src[32] = "", *flags = NULL;
+	size_t n = 0;
+	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		ssize_t r = read(fd, src, sizeof(src) - 1);
+
+		src[r > 0 ? r : 0] = '\0';
+		close(fd);
+	}
+	if (strcmp(src, "tsc\n") != 0)
+		return;
+	if (util_read_file("/proc/cpuinfo", 1 << 20, &flags, &n) < 0)
+		return;
+	tsc_usable = strstr(flags, " constant_tsc") && strstr(flags, " nonstop_tsc");
+	free(flags);
+	cal_tsc = __builtin_ia32_rdtsc();
+	cal_ns = guard_mono_ns();
+	cal_next = cal_ns + 100000000;
+}
+
+void guard_clock_tick(void)
+{
+	int64_t ns;
+	uint64_t tsc;
+
+	if (!tsc_usable || (ns = guard_mono_ns()) < cal_next)
+		return;
+	tsc = __builtin_ia32_rdtsc();
+	if (tsc <= cal_tsc || ns <= cal_ns)
+		return;
+	/* ns per tick over everything since the start: the longer, the closer */
+	{
+		uint64_t mult = (uint64_t)(((unsigned __int128)(uint64_t)(ns - cal_ns) << 32) / (tsc - cal_tsc));
+
+		atomic_fetch_add_explicit(&guard_clk.seq, 1, memory_order_acq_rel);
+		atomic_thread_fence(memory_order_release);
+		guard_clk.base_tsc = tsc;
+		guard_clk.base_ns = ns;
+		guard_clk.mult = mult;
+		guard_clk.ok = 1;
+		atomic_fetch_add_explicit(&guard_clk.seq, 1, memory_order_release);
+	}
+	cal_next = ns + 1000000000;
 }
 
 /* ---- log: to SM_GUARD_LOG only, never to the program's descriptors ---- */
@@ -280,6 +336,7 @@ static void *watchdog_main(void *arg)
 		int64_t now;
 
 		nanosleep(&ts, NULL);
+		guard_clock_tick();
 		now = guard_now();
 		n = atomic_load(&G.nslots);
 		for (uint32_t i = 0; i < n; i++) {
@@ -350,11 +407,17 @@ static void *ship_main(void *arg)
 		int have = 0;
 		int64_t now = guard_now(), until = now + 1000000000;
 
+		guard_clock_tick();
 		if (G.mode == GUARD_MODE_TRAIN && next_save < until)
 			until = next_save;
 		pthread_mutex_lock(&G.mu);
-		if (!G.qlen && now < until)
+		if (!G.qlen && !G.save_req && now < until)
 			timed_wait(until);
+		if (G.save_req) {
+			/* the process exits: its last save, here rather than on the program's thread */
+			G.save_req = 0;
+			next_save = 0;
+		}
 		if (G.qlen) {
 			v = G.queue[G.qhead];
 			G.qhead = (G.qhead + 1) % GUARD_QUEUE;
@@ -381,6 +444,10 @@ static void *ship_main(void *arg)
 				atomic_fetch_add(&G.n.saves, 1);
 			}
 			next_save = now + G.cfg.save_ns;
+			pthread_mutex_lock(&G.mu);
+			G.save_done++;
+			pthread_cond_broadcast(&G.cv);
+			pthread_mutex_unlock(&G.mu);
 		}
 		if (G.mode == GUARD_MODE_GUARD)
 			guard_report_tick(now);
@@ -472,6 +539,18 @@ void guard_on_dlopen(void)
 	t->nest = 0;
 }
 
+/* The condition the agent's threads wait on; made anew in a forked child, whose copy may count
+ * waiters (the parent's shipping thread) that do not exist there: a broadcast would wait for them. */
+static void init_cv(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&G.cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 /* ---- fork ---- */
 
 static void before_fork(void)
@@ -538,6 +617,7 @@ static void after_fork_child(void)
 	G.ship_started = 0;
 	G.qhead = G.qlen = 0;
 	G.ship_cancel = 0;
+	G.save_req = G.save_done = 0;
 	ship_busy = 0;
 	memset(G.rl_used, 0, sizeof(G.rl_used));
 	memset(&G.n, 0, sizeof(G.n));
@@ -552,6 +632,7 @@ static void after_fork_child(void)
 		gtrain_unlock(G.train);
 		gtrain_reset_child(G.train);
 	}
+	init_cv();
 	pthread_mutex_unlock(&G.mu);
 	t->nest--;
 }
@@ -690,6 +771,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 	snprintf(G.profile_path, sizeof(G.profile_path), "%s/%s.json", G.cfg.profile_dir, G.build_id);
 	G.pid = getpid();
 	G.sig = G.cfg.signal;
+	clock_init();
 	G.period_ns = G.cfg.sample_hz > 0 ? 1000000000LL / G.cfg.sample_hz : 0;
 	if (G.cfg.host[0])
 		snprintf(G.host, sizeof(G.host), "%s", G.cfg.host);
@@ -701,14 +783,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 		snprintf(G.kernel, sizeof(G.kernel), "%s", uts.release);
 	read_token();
 	pthread_mutex_init(&G.mu, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&G.cv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	init_cv();
 	G.mode = G.cfg.mode;
 	if (G.mode == GUARD_MODE_AUTO)
 		G.mode = stat(G.profile_path, &st) == 0 ? GUARD_MODE_GUARD : GUARD_MODE_TRAIN;
@@ -739,15 +814,25 @@ __attribute__((destructor)) static void guard_fini(void)
 {
 	struct gthread *t = &guard_tls;
 	uint64_t units = 0;
-	char err[512];
 
 	if (!atomic_load(&guard_active) || t->agent)
 		return;
 	t->nest = 1;
-	if (G.mode == GUARD_MODE_TRAIN && G.train) {
-		if (gtrain_save(G.train, err, sizeof(err)) < 0)
-			guard_log("cannot save the profile at exit", "path=%s error=\"%s\"", G.profile_path, err);
-	} else if (G.ship_started) {
+	if (G.mode == GUARD_MODE_TRAIN && G.train && G.ship_started) {
+		/* the shipping thread names the frames and writes the file: never the program's threads */
+		int64_t until = guard_now() + 10000000000LL;
+		int done;
+
+		pthread_mutex_lock(&G.mu);
+		done = G.save_done;
+		G.save_req = 1;
+		pthread_cond_broadcast(&G.cv);
+		while (G.save_done == done && guard_now() < until)
+			timed_wait(until);
+		if (G.save_done == done)
+			guard_log("the profile was not saved at exit in time", "path=%s", G.profile_path);
+		pthread_mutex_unlock(&G.mu);
+	} else if (G.mode == GUARD_MODE_GUARD && G.ship_started) {
 		/* what is queued goes to the spool: no waiting on a slow server at exit */
 		int64_t until = guard_now() + 2000000000LL;
 

@@ -24,6 +24,7 @@
 
 
 static int handler_installed;
+static uintptr_t restorer;   /* the C library's signal-return trampoline (sa_restorer) */
 
 static void delete_slot_timer(struct gslot *s);
 
@@ -46,14 +47,18 @@ static uint32_t walk(unw_cursor_t *cur, uint64_t *ips, uint32_t max, uint16_t *f
 	return n;
 }
 
+/*
+ * libunwind's fast path: a per-thread cache of each address's frame layout, so
+ * that a stack seen before costs no DWARF parsing and no dl_iterate_phdr (which
+ * libunwind brackets with two sigprocmask calls); the step-by-step cursor
+ * (walk()) pays both on every cache miss.
+ */
 __attribute__((noinline)) uint32_t guard_unwind_here(uint64_t *ips, uint32_t max, uint16_t *flags)
 {
-	unw_context_t uc;
-	unw_cursor_t cur;
+	int n = unw_backtrace((void **)ips, (int)max);
 
-	if (unw_getcontext(&uc) < 0 || unw_init_local(&cur, &uc) < 0)
-		return 0;
-	return walk(&cur, ips, max, flags);
+	(void)flags;
+	return n > 0 ? (uint32_t)n : 0;
 }
 
 void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int64_t readier, uint16_t call,
@@ -80,9 +85,9 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 	gring_commit(&s->ring, rec, n);
 }
 
-/* A stack from the interrupted context into the thread's ring. */
-static void record_interrupted(struct gthread *t, struct gslot *s, void *uc, int64_t ts, int64_t dur,
-			       uint16_t flags)
+/* A stack from the interrupted context into the thread's ring. Returns 1 when recorded. */
+static int record_interrupted(struct gthread *t, struct gslot *s, void *uc, int64_t ts, int64_t dur,
+			      uint16_t flags)
 {
 	struct grec *rec;
 	unw_cursor_t cur;
@@ -90,21 +95,39 @@ static void record_interrupted(struct gthread *t, struct gslot *s, void *uc, int
 
 	if (t->in_dl || t->unwinding) {
 		atomic_fetch_add_explicit(&s->ring.drops, 1, memory_order_relaxed);
-		return;
+		return 0;
 	}
 	rec = gring_begin(&s->ring, (uint32_t)G.cfg.max_frames);
 	if (!rec)
-		return;
+		return 0;
 	t->unwinding = 1;
-	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0)
+	if (restorer) {
+		/* from here, through the handler and the signal frame, into the interrupted code:
+		 * what the trampoline returns to is the interrupted pc */
+		uint32_t got = guard_unwind_here(rec->ip, (uint32_t)G.cfg.max_frames, &flags), k;
+
+		for (k = 0; k < got && !(rec->ip[k] >= restorer && rec->ip[k] < restorer + 16); k++)
+			;
+		if (k + 1 < got) {
+			n = got - k - 1;
+			memmove(rec->ip, rec->ip + k + 1, n * sizeof(rec->ip[0]));
+		}
+	} else if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
 		n = walk(&cur, rec->ip, (uint32_t)G.cfg.max_frames, &flags);
+	}
 	t->unwinding = 0;
+	if (n == 0) {
+		gring_abort(&s->ring);
+		atomic_fetch_add_explicit(&s->ring.drops, 1, memory_order_relaxed);
+		return 0;
+	}
 	rec->kind = GREC_RUN;
 	rec->ts = ts;
 	rec->dur = dur;
 	rec->call = atomic_load_explicit(&t->cur_call, memory_order_relaxed);
 	rec->flags = flags | GREC_F_EXACT_PC;
 	gring_commit(&s->ring, rec, n);
+	return 1;
 }
 
 static void disarm(struct gthread *t, struct gslot *s)
@@ -121,18 +144,23 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	struct gthread *t = &guard_tls;
 	struct gslot *s = t->slot;
 	int saved = errno;
+	uint32_t nest = t->nest;
+	uintptr_t nest_cfa = t->nest_cfa;
 
 	(void)sig;
 	atomic_fetch_add_explicit(&t->our_sigs, 1, memory_order_relaxed);
 	if (!atomic_load_explicit(&G.sampling, memory_order_relaxed) || t->agent || !s)
 		goto out;
+	/* calls made from here (libunwind reads unwind tables) are the agent's: no bookkeeping */
+	t->nest = 1;
+	t->nest_cfa = (uintptr_t)__builtin_frame_address(0);
 	if (si->si_code == SI_TKILL) {
 		/* the watchdog asks for the stack of this thread's violating unit */
 		if (t->unit_start && atomic_load(&s->capture_seq) == t->unit_seq && !t->violated) {
 			int64_t now = guard_now();
 
-			t->violated = 1;
-			record_interrupted(t, s, uc, now, 0, GREC_F_DETECT);
+			/* inspected only if the stack was taken: else the unit's end takes it */
+			t->violated = (uint8_t)record_interrupted(t, s, uc, now, 0, GREC_F_DETECT);
 			t->agent_ns += guard_now() - now;
 			atomic_store_explicit(&s->agent_ns, t->agent_ns, memory_order_relaxed);
 		}
@@ -153,6 +181,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		atomic_store_explicit(&s->agent_ns, t->agent_ns, memory_order_relaxed);
 	}
 out:
+	t->nest = nest;
+	t->nest_cfa = nest_cfa;
 	errno = saved;
 }
 
@@ -182,6 +212,13 @@ int guard_sampler_init(void)
 	sigemptyset(&act.sa_mask);
 	if (guard_real_sigaction(G.sig, &act, NULL) < 0)
 		return -1;
+	{
+		struct sigaction cur;
+
+		/* glibc fills in its trampoline: the frame a stack walk from the handler passes */
+		if (guard_real_sigaction(G.sig, NULL, &cur) == 0 && cur.sa_restorer)
+			restorer = (uintptr_t)cur.sa_restorer;
+	}
 	handler_installed = 1;
 	atomic_store(&G.sampling, 1);
 	return 0;
@@ -201,6 +238,14 @@ void guard_timer_arm(struct gthread *t)
 		return;
 	if (t->timer_state == TIMER_NONE) {
 		struct sigevent sev;
+		uint64_t warm[8];
+		uint16_t flags = 0;
+
+		/* libunwind makes a thread's trace cache on first use, with locks and mmap:
+		 * here, not in the handler */
+		t->unwinding = 1;
+		guard_unwind_here(warm, 8, &flags);
+		t->unwinding = 0;
 
 		memset(&sev, 0, sizeof(sev));
 		sev.sigev_notify = SIGEV_THREAD_ID;

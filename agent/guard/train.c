@@ -93,6 +93,20 @@ struct gtrain *gtrain_new(void)
 	return tr;
 }
 
+/* Forgets the counts learnt (after a save, or in a forked child), keeping the contexts and classes. */
+static void zero_counts(struct gtrain *tr)
+{
+	for (uint32_t i = 0; i < tr->nloops; i++) {
+		tr->loops[i].threads = 0;
+		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
+	}
+	for (size_t i = 0; i < tr->ncls; i++) {
+		tr->cls[i].n = 0;
+		memset(tr->cls[i].size, 0, sizeof(tr->cls[i].size));
+	}
+	tr->units = 0;
+}
+
 void gtrain_lock(struct gtrain *tr)
 {
 	pthread_mutex_lock(&tr->mu);
@@ -107,15 +121,7 @@ void gtrain_reset_child(struct gtrain *tr)
 {
 	/* the parent saves what was learnt before the fork; the save lock may be the parent's */
 	pthread_mutex_init(&tr->save_mu, NULL);
-	for (uint32_t i = 0; i < tr->nloops; i++) {
-		tr->loops[i].threads = 0;
-		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
-	}
-	for (size_t i = 0; i < tr->ncls; i++) {
-		tr->cls[i].n = 0;
-		memset(tr->cls[i].size, 0, sizeof(tr->cls[i].size));
-	}
-	tr->units = 0;
+	zero_counts(tr);
 }
 
 int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t call)
@@ -287,15 +293,7 @@ static int take_snapshot(struct gtrain *tr, struct snapshot *s)
 	s->ncls = tr->ncls;
 	s->units = tr->units;
 	/* what is taken is the file's from now on */
-	for (uint32_t i = 0; i < tr->nloops; i++) {
-		tr->loops[i].threads = 0;
-		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
-	}
-	for (size_t i = 0; i < tr->ncls; i++) {
-		tr->cls[i].n = 0;
-		memset(tr->cls[i].size, 0, sizeof(tr->cls[i].size));
-	}
-	tr->units = 0;
+	zero_counts(tr);
 	pthread_mutex_unlock(&tr->mu);
 	return 0;
 }

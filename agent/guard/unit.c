@@ -391,15 +391,9 @@ static void unit_end(struct gthread *t, int64_t now)
 
 static void record_wait(struct gthread *t, const struct gcall *c, int64_t dur)
 {
-	struct gslot *s = guard_slot_of(t);
-	struct grec *rec;
 	int64_t a0 = guard_now();
 	pid_t readier = 0;
-	uint16_t flags = 0;
-	uint32_t n;
 
-	if (!s || !s->ring.size)
-		return;
 	switch (gcall_info[c->id].kind) {
 	case GK_LOCK:
 	case GK_COND:
@@ -414,19 +408,7 @@ static void record_wait(struct gthread *t, const struct gcall *c, int64_t dur)
 	}
 	if (readier == t->tid)
 		readier = 0;
-	rec = gring_begin(&s->ring, (uint32_t)G.cfg.max_frames);
-	if (!rec)
-		return;
-	t->unwinding = 1;
-	n = guard_unwind_here(rec->ip, (uint32_t)G.cfg.max_frames, &flags);
-	t->unwinding = 0;
-	rec->kind = GREC_WAIT;
-	rec->ts = c->t0;
-	rec->dur = dur;
-	rec->readier = readier;
-	rec->call = c->id;
-	rec->flags = flags;
-	gring_commit(&s->ring, rec, n);
+	guard_record_here(t, GREC_WAIT, c->t0, dur, readier, c->id, 0);
 	if (t->unit_start)
 		add_agent_time(t, a0);
 }
@@ -471,7 +453,8 @@ static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_
 		record_wait(t, c, dur);
 	if (t->unit_start) {
 		atomic_store_explicit(&t->slot->call, 0, memory_order_relaxed);
-		check(t, c->id, guard_now());
+		/* the time right after the call (a wait event's inspection, if any, is already in agent_ns) */
+		check(t, c->id, now);
 	}
 }
 

@@ -5,26 +5,32 @@
 # tool:
 #   pgbench -S (4 clients, 2 threads) against PostgreSQL
 #   redis-benchmark GET and SET (20 clients) against redis-server
-#   wrk (2 threads, 20 connections) against nginx (2 workers) serving a 16 KiB file
+#   wrk (1 thread, 20 connections) against nginx (1 worker) serving a 16 KiB file
 # and reports each round's throughput and the median over the pairs of
 # (guarded / unguarded), i.e. the throughput lost. Then the agent's memory per
 # process (resident set, guarded minus unguarded, after the same load), and the
 # CPU of its own threads: while guarding a normal load, and while shipping
 # violation streams (redis DEBUG SLEEP) to a real sm-ingest.
 #
-# Environment: SM_BENCH_GUARD_ROUNDS (pairs per server, 5), SM_BENCH_GUARD_SECS
-# (seconds per pgbench and wrk round, 10), SM_BENCH_GUARD_REQUESTS (redis-benchmark
-# requests per test per round, 300000). Needs root (PostgreSQL runs as postgres).
+# First, the agent's bookkeeping per wrapped call (tests/guard/callcost: the
+# cheapest system call, in units, without and with the agent): unlike the
+# throughputs, it does not move with the machine's neighbours.
+#
+# Environment: SM_BENCH_GUARD_ROUNDS (pairs per server, 9), SM_BENCH_GUARD_SECS
+# (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
+# requests per test per round, 200000). Needs root (PostgreSQL runs as postgres).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$repo"
 bin=$repo/bin
-rounds=${SM_BENCH_GUARD_ROUNDS:-5}
-secs=${SM_BENCH_GUARD_SECS:-10}
-requests=${SM_BENCH_GUARD_REQUESTS:-300000}
+rounds=${SM_BENCH_GUARD_ROUNDS:-9}
+secs=${SM_BENCH_GUARD_SECS:-6}
+requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 
+# the servers here are this script's own: nothing from the caller's PostgreSQL settings applies
+unset PGHOST PGPORT PGUSER PGDATABASE PGPASSWORD PGPASSFILE PGSERVICE PGOPTIONS
 W=$(mktemp -d /var/tmp/sm-bench-guard.XXXXXX)
 chmod 755 "$W"
 pids=()
@@ -51,7 +57,17 @@ free_port() {
 	done
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-rss_mb() { awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+# private memory (USS: what the process alone holds; RSS would count shared buffers and libraries)
+uss_mb() { awk '/^Private_(Clean|Dirty):/ { s += $2 } END { printf "%.1f", s / 1024 }' "/proc/$1/smaps_rollup"; }
+# the largest USS among the backends of pgbench's connections, during a load
+backend_uss() {
+	local m=0 p u
+	for p in $(pgrep -u postgres -f 'postgres: postgres postgres'); do
+		u=$(uss_mb "$p" 2>/dev/null) || continue
+		m=$(awk -v a="$m" -v b="$u" 'BEGIN { print (b > a ? b : a) }')
+	done
+	echo "$m"
+}
 # CPU seconds of the agent's threads (smguard-*) of process $1
 agent_cpu() {
 	local s=0 t
@@ -81,6 +97,18 @@ report() {
 
 echo
 echo "== guard: the agent inside real servers, $rounds interleaved pairs of rounds each"
+
+# ---- one wrapped call ----
+cc=$repo/build/rel/tests/callcost
+"$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 3000 200 >/dev/null
+: >"$W/cc"
+for _ in $(seq 5); do
+	echo "$("$cc" 20000 200) $("$W/sm-guard" run --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 20000 200)" >>"$W/cc"
+done
+awk '{ a[NR] = $1; b[NR] = $2; d[NR] = $2 - $1 }
+	END { n = asort(d); asort(a); asort(b)
+	      printf "guard one wrapped call inside a unit:       %.0f ns without, %.0f ns with the agent: %.0f ns of bookkeeping (median of %d; read() of nothing from /dev/null)\n",
+		a[(n + 1) / 2], b[(n + 1) / 2], d[(n + 1) / 2], n }' "$W/cc"
 
 # ---- PostgreSQL: pgbench -S ----
 pport=$(free_port)
@@ -123,14 +151,18 @@ for _ in $(seq "$rounds"); do
 done
 report "pgbench -S (tps)" tps <"$W/pairs"
 pgstart env
-pgb -S -c 4 -j 2 -T 5 >/dev/null
-plain=$(ps -u postgres -o rss=,args= | grep 'postgres: postgres postgres' | sort -n | tail -n 1 | awk '{printf "%.1f", $1 / 1024}')
+pgb -S -c 4 -j 2 -T 6 >/dev/null &
+sleep 4
+plain=$(backend_uss)
+wait $!
 pgstop
 pgstart $G --
-pgb -S -c 4 -j 2 -T 5 >/dev/null
-guarded=$(ps -u postgres -o rss=,args= | grep 'postgres: postgres postgres' | sort -n | tail -n 1 | awk '{printf "%.1f", $1 / 1024}')
+pgb -S -c 4 -j 2 -T 6 >/dev/null &
+sleep 4
+guarded=$(backend_uss)
+wait $!
 pgstop
-echo "guard postgres backend resident memory:    $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+echo "guard postgres backend private memory:     $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
 
 # ---- redis ----
 rport=$(free_port)
@@ -166,14 +198,14 @@ report "redis-benchmark GET (req/s)" req/s <"$W/get"
 report "redis-benchmark SET (req/s)" req/s <"$W/set"
 redis env
 rb get,set >/dev/null
-plain=$(rss_mb "$rpid")
+plain=$(uss_mb "$rpid")
 rstop
 redis $G --
 rb get,set >/dev/null
-guarded=$(rss_mb "$rpid")
+guarded=$(uss_mb "$rpid")
 cpu=$(agent_cpu "$rpid")
 rstop
-echo "guard redis-server resident memory:        $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+echo "guard redis-server private memory:         $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
 echo "guard redis agent threads' CPU:            $cpu s over $((2 * requests)) requests (watchdog, shipping; no violation)"
 
 # shipping: violations sent to a real sm-ingest
@@ -208,7 +240,7 @@ N=$W/nginx
 mkdir -p "$N/www" "$N/logs"
 head -c 12288 /dev/urandom | base64 -w 0 >"$N/www/index.html"
 cat >"$N/nginx.conf" <<EOF
-worker_processes 2;
+worker_processes 1;
 daemon off;
 pid $N/nginx.pid;
 error_log $N/logs/error.log;
@@ -224,7 +256,7 @@ ngx() {
 	exit 1
 }
 nstop() { /usr/sbin/nginx -c "$N/nginx.conf" -p "$N" -s quit 2>/dev/null; wait "$npid" || true; }
-rps() { wrk -t 2 -c 20 -d "$secs" "http://127.0.0.1:$nport/" 2>/dev/null | sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p'; }
+rps() { wrk -t 1 -c 20 -d "$secs" "http://127.0.0.1:$nport/" 2>/dev/null | sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p'; }
 ngx $G --train --
 rps >/dev/null
 nstop

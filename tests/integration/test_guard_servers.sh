@@ -7,7 +7,7 @@
 #     false positives; mined, the two are the top wait and run clusters;
 #   - redis under redis-benchmark: no violation storm; DEBUG SLEEP and a slow
 #     EVAL are caught with their stacks;
-#   - nginx (forked workers) serving a static file to wrk: no violation storm.
+#   - nginx (a forked worker) serving a static file to wrk: no violation storm.
 # The servers run on ports of their own and stop by themselves.
 . "$(dirname "$0")/../lib.sh"
 
@@ -196,7 +196,7 @@ ND=$W/nginx
 mkdir -p "$ND/www" "$ND/logs"
 head -c 4096 /dev/urandom | base64 >"$ND/www/index.html"
 cat >"$ND/nginx.conf" <<EOF
-worker_processes 2;
+worker_processes 1;
 daemon off;
 pid $ND/nginx.pid;
 error_log $ND/logs/error.log;
@@ -219,21 +219,21 @@ nginx_run() {
 nstop() { /usr/sbin/nginx -c "$ND/nginx.conf" -p "$ND" -s quit 2>/dev/null; wait "$NPID"; }
 t_cleanup "/usr/sbin/nginx -c $ND/nginx.conf -p $ND -s stop 2>/dev/null"
 nginx_run "$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" --
-wrk -t 2 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >/dev/null 2>&1
+wrk -t 1 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >/dev/null 2>&1
 nstop
 t_match "nginx: the workers learnt their loop" "$("$W/sm-guard" profile show "$W/prof/$(readelf -n /usr/sbin/nginx |
 	sed -n 's/.*Build ID: //p').json")" "loop [0-9]+: nginx[!+].*epoll_wait at nginx"
 m=$(mark)
 nginx_run guard_run --label run=nginx --
-wrk -t 2 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >"$W/wrk.out" 2>&1
+wrk -t 1 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >"$W/wrk.out" 2>&1
 nstop
 units=$(sum_exits nginx "$m" units)
 v=$(sum_exits nginx "$m" violations)
 echo "nginx: $units units, $v violations; $(grep 'Requests/sec' "$W/wrk.out")"
-# wrk and nginx's two workers share two cores: a batch of requests preempted now and then passes
-# 1 ms (a few in 10000 units on a quiet machine, more when the machine is busy)
-t_eq "nginx: no violation storm under wrk (under 1 % of the units)" \
-	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v < u / 100)}')" 1
+# one worker and one wrk thread on two cores: nobody waits for a core (with more threads than cores,
+# units preempted for milliseconds are real violations: about 1 % of them here)
+t_eq "nginx: no violation storm under wrk (at most 1 in 1000 units)" \
+	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v <= u / 1000)}')" 1
 t_eq "nginx: and at most 6 streams shipped per worker and unit type (the run lasts under a minute)" \
 	"$(pg_q "SELECT coalesce(max(n), 0) <= 6 FROM (SELECT count(*) AS n FROM streams WHERE labels->>'run' = 'nginx'
 	       GROUP BY symptom_tid, symptom_unit_type) x")" t
