@@ -138,6 +138,7 @@ struct gthread {
 	uint32_t bucket;          /* gp_bucket(calls) */
 	int32_t best;
 	uint64_t touched;
+	uint32_t shared;          /* hits of contexts every type has: one count for all, not one each */
 	uint32_t hits[GP_MAX_TYPES];
 	/* training */
 	struct gtsite sites[GUARD_TSITES];
@@ -167,6 +168,7 @@ struct gtab_loop {
 	int64_t depth;
 	int64_t threshold;
 	uint32_t ntypes;
+	uint64_t all_types;       /* a bit per unit type: a context of every type tells no type apart */
 	int64_t type_thr[GP_BUCKETS][GP_MAX_TYPES];   /* by the unit's size so far */
 	char type_name[GP_MAX_TYPES][16];
 	char symbol[256];

@@ -171,6 +171,7 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 		tl->depth = l->site.depth;
 		tl->threshold = l->all.n ? round_threshold(l->threshold_ns) : -1;
 		tl->ntypes = (uint32_t)l->ntypes;
+		tl->all_types = l->ntypes >= 64 ? ~0ULL : (1ULL << l->ntypes) - 1;
 		if (!g) {
 			tab->unresolved++;
 			continue;   /* ret 0 never matches */
@@ -269,10 +270,14 @@ static void check(struct gthread *t, uint16_t call, int64_t now)
 	add_agent_time(t, a0);
 }
 
-/* The types with the most hits; among them the smallest threshold (Algorithm 2), from scratch. */
-static int32_t best_type(const struct gthread *t, const int64_t *thr)
+/*
+ * The types with the most hits; among them the smallest threshold (Algorithm 2), from scratch.
+ * Hits of shared contexts (t->shared) count for every type alike, so they change no order; but
+ * once there is one, the types the unit touched nothing else of are candidates too.
+ */
+static int32_t best_type(const struct gthread *t, const struct gtab_loop *L, const int64_t *thr)
 {
-	uint64_t m = t->touched;
+	uint64_t m = t->shared ? L->all_types : t->touched;
 	int32_t best = -1;
 
 	while (m) {
@@ -296,9 +301,13 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 	if (bucket != t->bucket) {
 		/* a bigger unit: the thresholds (and so the ties) are those of its new size */
 		t->bucket = bucket;
-		best = best_type(t, thr);
+		best = best_type(t, L, thr);
 	}
-	if (mask) {
+	if (mask == L->all_types) {
+		/* every type has it (a server's recv and send): all gain alike, no order changes */
+		if (!t->shared++ && best < 0)
+			best = best_type(t, L, thr);
+	} else if (mask) {
 		t->touched |= mask;
 		while (mask) {
 			int b = __builtin_ctzll(mask);
@@ -334,6 +343,7 @@ static void unit_begin(struct gthread *t, const struct gtab *tab, int L, uintptr
 		t->hits[__builtin_ctzll(t->touched)] = 0;
 		t->touched &= t->touched - 1;
 	}
+	t->shared = 0;
 	t->best = -1;
 	t->calls = 0;
 	t->bucket = 0;
@@ -649,6 +659,7 @@ void guard_unit_reset_child(struct gthread *t)
 	t->nctx = 0;
 	t->best = -1;
 	t->touched = 0;
+	t->shared = 0;
 	memset(t->hits, 0, sizeof(t->hits));
 	memset(t->ctxcache, 0, sizeof(t->ctxcache));
 	memset(rel_table, 0, sizeof(rel_table));

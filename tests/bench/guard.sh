@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # bench/guard.sh: what the guard agent costs the programs it guards (make bench,
-# section "guard"; a report, not a test). Each server is trained once, then run
-# in interleaved rounds without and with the agent guarding, under its own load
-# tool:
-#   pgbench -S (4 clients, 2 threads) against PostgreSQL
-#   redis-benchmark GET and SET (20 clients) against redis-server
-#   wrk (1 thread, 20 connections) against nginx (1 worker) serving a 16 KiB file
-# and reports each round's throughput and the median over the pairs of
+# section "guard"; a report, not a test). Each server is trained once; then two
+# instances of it, one unguarded and one guarded, run side by side, and in each
+# round both get the same load at the same moment from their own load tool:
+#   pgbench -S (2 clients, 1 thread each) against PostgreSQL
+#   redis-benchmark GET and SET (20 clients each) against redis-server
+#   wrk (1 thread, 20 connections each) against nginx (1 worker) serving a 16 KiB file
+# The machine is shared with neighbours whose load moves a round's throughput by
+# 20 % and more; run at the same moment, both instances see the same neighbours,
+# and the scheduler gives each the same CPU, so the ratio of their throughputs is
+# the agent's cost. Which instance is guarded swaps halfway, so that nothing
+# about one instance (its port, its files' place in the cache) passes for the
+# agent's cost. Reported: each round's pair and the median of the ratios
 # (guarded / unguarded), i.e. the throughput lost. Then the agent's memory per
-# process (resident set, guarded minus unguarded, after the same load), and the
+# process (private memory, guarded minus unguarded, after the same load), and the
 # CPU of its own threads: while guarding a normal load, and while shipping
 # violation streams (redis DEBUG SLEEP) to a real sm-ingest.
 #
@@ -16,7 +21,7 @@
 # cheapest system call, in units, without and with the agent): unlike the
 # throughputs, it does not move with the machine's neighbours.
 #
-# Environment: SM_BENCH_GUARD_ROUNDS (pairs per server, 9), SM_BENCH_GUARD_SECS
+# Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 10), SM_BENCH_GUARD_SECS
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
 # requests per test per round, 200000). Needs root (PostgreSQL runs as postgres).
 set -euo pipefail
@@ -24,21 +29,29 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$repo"
 bin=$repo/bin
-rounds=${SM_BENCH_GUARD_ROUNDS:-9}
+rounds=${SM_BENCH_GUARD_ROUNDS:-10}
 secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+half=$(((rounds + 1) / 2))
 
 # the servers here are this script's own: nothing from the caller's PostgreSQL settings applies
 unset PGHOST PGPORT PGUSER PGDATABASE PGPASSWORD PGPASSFILE PGSERVICE PGOPTIONS
 W=$(mktemp -d /var/tmp/sm-bench-guard.XXXXXX)
 chmod 755 "$W"
 pids=()
+rport=(0 0)
 cleanup() {
+	local i
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	runuser -u postgres -- "$pgbin/pg_ctl" -D "$W/pg/data" stop -m immediate >/dev/null 2>&1 || true
-	redis-cli -p "${rport:-0}" shutdown nosave >/dev/null 2>&1 || true
-	/usr/sbin/nginx -c "$W/nginx/nginx.conf" -p "$W/nginx" -s stop >/dev/null 2>&1 || true
+	for d in "$W"/pg/data* "$W/ingdb/data"; do
+		[ -d "$d" ] && runuser -u postgres -- "$pgbin/pg_ctl" -D "$d" stop -m immediate >/dev/null 2>&1
+	done
+	for i in 0 1; do
+		redis-cli -p "${rport[i]}" shutdown nosave >/dev/null 2>&1 || true
+		[ -f "$W/nginx$i/nginx.conf" ] &&
+			/usr/sbin/nginx -c "$W/nginx$i/nginx.conf" -p "$W/nginx$i" -s stop >/dev/null 2>&1
+	done
 	rm -rf "$W"
 }
 trap cleanup EXIT
@@ -78,25 +91,46 @@ agent_cpu() {
 	echo "$s"
 }
 
-# report NAME UNIT: reads "none guarded" pairs on stdin, prints rounds and the median loss
+# side_by_side START STOP LOAD: prints a line "unguarded guarded" per round.
+# START I COMMAND... starts instance I (0 or 1) under COMMAND (env, or the agent
+# as $G), STOP I stops it, LOAD I prints the throughput of one round against it.
+side_by_side() {
+	local start=$1 stop=$2 load=$3 g p0 p1
+	for g in 1 0; do
+		$start $((1 - g)) env
+		$start "$g" $G --
+		for _ in $(seq "$half"); do
+			$load 0 >"$W/round0" &
+			p0=$!
+			$load 1 >"$W/round1" &
+			p1=$!
+			wait "$p0" "$p1"
+			echo "$(cat "$W/round$((1 - g))") $(cat "$W/round$g")"
+		done
+		$stop 0
+		$stop 1
+	done
+}
+
+# report NAME UNIT: reads "unguarded guarded" pairs on stdin, prints rounds and the median loss
 report() {
 	local name=$1 unit=$2
 	awk -v name="$name" -v unit="$unit" '
-		{ n++; a[n] = $1; b[n] = $2; r[n] = $2 / $1 }
+		{ n++; a[n] = $1; b[n] = $2; r[n] = $1 > 0 ? $2 / $1 : 0 }
 		END {
 			printf "guard %-34s", name ":"
 			for (i = 1; i <= n; i++) printf " %.0f/%.0f", a[i], b[i]
 			printf " %s (without/with)\n", unit
-			# median of the per-pair ratios
+			# median of the per-round ratios
 			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
 			m = n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
-			printf "guard %-34s median ratio %.4f: %.2f %% of throughput lost (must: at most 3 %%, goal: under 1 %%)\n",
-				name ":", m, 100 * (1 - m)
+			printf "guard %-34s median ratio %.4f: %.2f %% of throughput lost, ratios %.3f .. %.3f (must: at most 3 %%, goal: under 1 %%)\n",
+				name ":", m, 100 * (1 - m), r[1], r[n]
 		}'
 }
 
 echo
-echo "== guard: the agent inside real servers, $rounds interleaved pairs of rounds each"
+echo "== guard: the agent inside real servers, $((2 * half)) rounds each, an unguarded and a guarded instance side by side"
 
 # ---- one wrapped call ----
 cc=$repo/build/rel/tests/callcost
@@ -110,100 +144,93 @@ printf 'guard one wrapped call inside a unit:       %.0f ns without, %.0f ns wit
 	"$(awk '{ print $2 - $1 }' "$W/cc" | median)"
 
 # ---- PostgreSQL: pgbench -S ----
-pport=$(free_port)
+pport=(0 0)
 mkdir -p "$W/pg"
 chown postgres "$W/pg"
 as_pg() { runuser -u postgres -- env SM_GUARD_LIB="$SM_GUARD_LIB" "$@"; }
-as_pg "$pgbin/initdb" -D "$W/pg/data" -A trust >/dev/null 2>&1
-cat >>"$W/pg/data/postgresql.conf" <<EOF
-port = $pport
-unix_socket_directories = '$W/pg'
-listen_addresses = ''
-shared_buffers = 128MB
-max_connections = 20
-EOF
+for i in 0 1; do
+	pport[i]=$(free_port)
+	as_pg "$pgbin/initdb" -D "$W/pg/data$i" -A trust >/dev/null 2>&1
+	printf "port = %s\nunix_socket_directories = '%s'\nlisten_addresses = ''\nshared_buffers = 128MB\nmax_connections = 20\n" \
+		"${pport[i]}" "$W/pg" >>"$W/pg/data$i/postgresql.conf"
+done
+# pgstart I COMMAND...
 pgstart() {
-	as_pg "$@" "$pgbin/postgres" -D "$W/pg/data" >"$W/pg/log" 2>&1 &
-	for _ in $(seq 100); do as_pg "$pgbin/pg_isready" -q -h "$W/pg" -p "$pport" && return; sleep 0.1; done
+	local i=$1
+	shift
+	as_pg "$@" "$pgbin/postgres" -D "$W/pg/data$i" >"$W/pg/log$i" 2>&1 &
+	for _ in $(seq 100); do as_pg "$pgbin/pg_isready" -q -h "$W/pg" -p "${pport[i]}" && return; sleep 0.1; done
 	echo "bench: postgres does not start" >&2
 	exit 1
 }
-pgstop() { as_pg "$pgbin/pg_ctl" -D "$W/pg/data" stop -m fast >/dev/null; }
-pgb() { as_pg "$pgbin/pgbench" -h "$W/pg" -p "$pport" "$@" postgres 2>&1; }
-tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p'; }
-pgstart env
-pgb -i -s 10 -q >/dev/null
-pgstop
-G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log --only postgres"
-pgstart $G --train --
-pgb -S -c 4 -j 2 -T "$secs" >/dev/null
-pgstop
-: >"$W/pairs"
-for _ in $(seq "$rounds"); do
-	pgstart env
-	a=$(pgb -S -c 4 -j 2 -T "$secs" | tps)
-	pgstop
-	pgstart $G --
-	b=$(pgb -S -c 4 -j 2 -T "$secs" | tps)
-	pgstop
-	echo "$a $b" >>"$W/pairs"
+pgstop() { as_pg "$pgbin/pg_ctl" -D "$W/pg/data$1" stop -m fast >/dev/null; }
+pgb() {
+	local i=$1
+	shift
+	as_pg "$pgbin/pgbench" -h "$W/pg" -p "${pport[i]}" "$@" postgres 2>&1
+}
+pgload() { pgb "$1" -S -c 2 -j 1 -T "$secs" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p'; }
+for i in 0 1; do
+	pgstart "$i" env
+	pgb "$i" -i -s 10 -q >/dev/null
+	pgstop "$i"
 done
+G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log --only postgres"
+pgstart 0 $G --train --
+pgb 0 -S -c 4 -j 2 -T "$secs" >/dev/null
+pgstop 0
+side_by_side pgstart pgstop pgload >"$W/pairs"
 report "pgbench -S (tps)" tps <"$W/pairs"
-pgstart env
-pgb -S -c 4 -j 2 -T 6 >/dev/null &
-sleep 4
-plain=$(backend_uss)
-wait $!
-pgstop
-pgstart $G --
-pgb -S -c 4 -j 2 -T 6 >/dev/null &
-sleep 4
-guarded=$(backend_uss)
-wait $!
-pgstop
+for g in env "$G --"; do
+	pgstart 0 $g
+	pgb 0 -S -c 4 -j 2 -T 6 >/dev/null &
+	sleep 4
+	backend_uss >>"$W/pgmem"
+	wait $!
+	pgstop 0
+done
+plain=$(sed -n 1p "$W/pgmem")
+guarded=$(sed -n 2p "$W/pgmem")
 echo "guard postgres backend private memory:     $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
 
 # ---- redis ----
-rport=$(free_port)
+rpid=(0 0)
+for i in 0 1; do
+	rport[i]=$(free_port)
+	mkdir -p "$W/redis$i"
+done
+# redis I COMMAND...
 redis() {
-	"$@" /usr/bin/redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$W" \
-		--enable-debug-command yes --logfile "$W/redis.log" &
-	rpid=$!
-	for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && return; sleep 0.05; done
+	local i=$1
+	shift
+	"$@" /usr/bin/redis-server --port "${rport[i]}" --bind 127.0.0.1 --save '' --appendonly no --dir "$W/redis$i" \
+		--enable-debug-command yes --logfile "$W/redis$i/log" &
+	rpid[i]=$!
+	for _ in $(seq 100); do redis-cli -p "${rport[i]}" ping >/dev/null 2>&1 && return; sleep 0.05; done
 	echo "bench: redis does not start" >&2
 	exit 1
 }
-rstop() { redis-cli -p "$rport" shutdown nosave >/dev/null 2>&1; wait "$rpid" || true; }
-rb() { redis-benchmark -p "$rport" -t "$1" -n "$requests" -c 20 -q 2>/dev/null | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p'; }
+rstop() { redis-cli -p "${rport[$1]}" shutdown nosave >/dev/null 2>&1; wait "${rpid[$1]}" || true; }
+rb() { redis-benchmark -p "${rport[$1]}" -t "$2" -n "$requests" -c 20 -q 2>/dev/null | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p'; }
+rget() { rb "$1" get; }
+rset() { rb "$1" set; }
 G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log"
-redis $G --train --
-rb get,set >/dev/null
-rstop
-: >"$W/get"
-: >"$W/set"
-for _ in $(seq "$rounds"); do
-	redis env
-	ag=$(rb get)
-	as=$(rb set)
-	rstop
-	redis $G --
-	bg=$(rb get)
-	bs=$(rb set)
-	rstop
-	echo "$ag $bg" >>"$W/get"
-	echo "$as $bs" >>"$W/set"
-done
+redis 0 $G --train --
+rb 0 get,set >/dev/null
+rstop 0
+side_by_side redis rstop rget >"$W/get"
 report "redis-benchmark GET (req/s)" req/s <"$W/get"
+side_by_side redis rstop rset >"$W/set"
 report "redis-benchmark SET (req/s)" req/s <"$W/set"
-redis env
-rb get,set >/dev/null
-plain=$(uss_mb "$rpid")
-rstop
-redis $G --
-rb get,set >/dev/null
-guarded=$(uss_mb "$rpid")
-cpu=$(agent_cpu "$rpid")
-rstop
+redis 0 env
+rb 0 get,set >/dev/null
+plain=$(uss_mb "${rpid[0]}")
+rstop 0
+redis 0 $G --
+rb 0 get,set >/dev/null
+guarded=$(uss_mb "${rpid[0]}")
+cpu=$(agent_cpu "${rpid[0]}")
+rstop 0
 echo "guard redis-server private memory:         $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
 echo "guard redis agent threads' CPU:            $cpu s over $((2 * requests)) requests (watchdog, shipping; no violation)"
 
@@ -223,50 +250,49 @@ chmod 644 "$W/token"
 "$bin/sm-ingest" --listen 127.0.0.1:0 --port-file "$W/iport" --log-level warn 2>"$W/ingest.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$W/iport" ] && break; sleep 0.1; done
-redis env SM_GUARD_REPORTS_PER_MIN=100000 $G --url "http://127.0.0.1:$(cat "$W/iport")" --token-file "$W/token" --
-t0=$(agent_cpu "$rpid")
-for _ in $(seq 50); do redis-cli -p "$rport" debug sleep 0.02 >/dev/null; done
+redis 0 env SM_GUARD_REPORTS_PER_MIN=100000 $G --url "http://127.0.0.1:$(cat "$W/iport")" --token-file "$W/token" --
+t0=$(agent_cpu "${rpid[0]}")
+for _ in $(seq 50); do redis-cli -p "${rport[0]}" debug sleep 0.02 >/dev/null; done
 sleep 2
-t1=$(agent_cpu "$rpid")
-rstop
+t1=$(agent_cpu "${rpid[0]}")
+rstop 0
 n=$(psql -XAtc "SELECT count(*) FROM streams")
 echo "guard shipping, redis DEBUG SLEEP x 50:     $n streams stored; agent threads $(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN { printf "%.3f s CPU, %.1f ms per stream", b - a, n ? 1000 * (b - a) / n : 0 }')"
 as_pg "$pgbin/pg_ctl" -D "$ingdb/data" stop -m fast >/dev/null
 
 # ---- nginx ----
-nport=$(free_port)
-N=$W/nginx
-mkdir -p "$N/www" "$N/logs"
-head -c 12288 /dev/urandom | base64 -w 0 >"$N/www/index.html"
-cat >"$N/nginx.conf" <<EOF
+nport=(0 0)
+npid=(0 0)
+head -c 12288 /dev/urandom | base64 -w 0 >"$W/index.html"
+for i in 0 1; do
+	N=$W/nginx$i
+	nport[i]=$(free_port)
+	mkdir -p "$N/www" "$N/logs"
+	cp "$W/index.html" "$N/www/"
+	cat >"$N/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
 pid $N/nginx.pid;
 error_log $N/logs/error.log;
 events { worker_connections 1024; }
-http { access_log off; server { listen 127.0.0.1:$nport; root $N/www; } }
+http { access_log off; server { listen 127.0.0.1:${nport[i]}; root $N/www; } }
 EOF
-chmod -R a+rX "$N"
+	chmod -R a+rX "$N"
+done
+# ngx I COMMAND...
 ngx() {
-	"$@" /usr/sbin/nginx -c "$N/nginx.conf" -p "$N" &
-	npid=$!
-	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$nport/" && return; sleep 0.05; done
+	local i=$1
+	shift
+	"$@" /usr/sbin/nginx -c "$W/nginx$i/nginx.conf" -p "$W/nginx$i" &
+	npid[i]=$!
+	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:${nport[i]}/" && return; sleep 0.05; done
 	echo "bench: nginx does not start" >&2
 	exit 1
 }
-nstop() { /usr/sbin/nginx -c "$N/nginx.conf" -p "$N" -s quit 2>/dev/null; wait "$npid" || true; }
-rps() { wrk -t 1 -c 20 -d "$secs" "http://127.0.0.1:$nport/" 2>/dev/null | sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p'; }
-ngx $G --train --
-rps >/dev/null
-nstop
-: >"$W/pairs"
-for _ in $(seq "$rounds"); do
-	ngx env
-	a=$(rps)
-	nstop
-	ngx $G --
-	b=$(rps)
-	nstop
-	echo "$a $b" >>"$W/pairs"
-done
+nstop() { /usr/sbin/nginx -c "$W/nginx$1/nginx.conf" -p "$W/nginx$1" -s quit 2>/dev/null; wait "${npid[$1]}" || true; }
+rps() { wrk -t 1 -c 20 -d "$secs" "http://127.0.0.1:${nport[$1]}/" 2>/dev/null | sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p'; }
+ngx 0 $G --train --
+rps 0 >/dev/null
+nstop 0
+side_by_side ngx nstop rps >"$W/pairs"
 report "wrk against nginx (req/s)" req/s <"$W/pairs"
