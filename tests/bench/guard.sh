@@ -15,7 +15,8 @@
 # (guarded / unguarded), i.e. the throughput lost. Then the agent's memory per
 # process (private memory, guarded minus unguarded, after the same load), and the
 # CPU of its own threads: while guarding a normal load, and while shipping
-# violation streams (redis DEBUG SLEEP) to a real sm-ingest.
+# violation streams (redis DEBUG SLEEP) to a real sm-ingest. Last, a control:
+# nginx side by side with neither instance guarded, the noise floor of the ratios.
 #
 # First, the agent's bookkeeping per wrapped call (tests/guard/callcost: the
 # cheapest system call, in units, without and with the agent): unlike the
@@ -296,3 +297,6 @@ rps 0 >/dev/null
 nstop 0
 side_by_side ngx nstop rps >"$W/pairs"
 report "wrk against nginx (req/s)" req/s <"$W/pairs"
+# the same measurement with neither instance guarded: the noise floor of the ratios above
+G=env side_by_side ngx nstop rps >"$W/pairs"
+report "control, nginx, neither guarded" req/s <"$W/pairs" | sed -e "s/ (must: .*//" -e "s/(without\/with)/(both without)/"
