@@ -138,7 +138,7 @@ struct gthread {
 	uint32_t bucket;          /* gp_bucket(calls) */
 	int32_t best;
 	uint64_t touched;
-	uint32_t shared;          /* hits of contexts every type has: one count for all, not one each */
+	uint8_t shared;           /* the unit hit a context every type has: all types are candidates */
 	uint32_t hits[GP_MAX_TYPES];
 	/* training */
 	struct gtsite sites[GUARD_TSITES];

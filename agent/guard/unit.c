@@ -272,8 +272,8 @@ static void check(struct gthread *t, uint16_t call, int64_t now)
 
 /*
  * The types with the most hits; among them the smallest threshold (Algorithm 2), from scratch.
- * Hits of shared contexts (t->shared) count for every type alike, so they change no order; but
- * once there is one, the types the unit touched nothing else of are candidates too.
+ * A context every type has counts for all alike and changes no order, so it is not counted; but
+ * once the unit has hit one (t->shared), the types it touched nothing else of are candidates too.
  */
 static int32_t best_type(const struct gthread *t, const struct gtab_loop *L, const int64_t *thr)
 {
@@ -303,10 +303,13 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 		t->bucket = bucket;
 		best = best_type(t, L, thr);
 	}
-	if (mask == L->all_types) {
+	if (mask && mask == L->all_types) {
 		/* every type has it (a server's recv and send): all gain alike, no order changes */
-		if (!t->shared++ && best < 0)
-			best = best_type(t, L, thr);
+		if (!t->shared) {
+			t->shared = 1;
+			if (best < 0)
+				best = best_type(t, L, thr);
+		}
 	} else if (mask) {
 		t->touched |= mask;
 		while (mask) {

@@ -46,12 +46,12 @@ cleanup() {
 	local i
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for d in "$W"/pg/data* "$W/ingdb/data"; do
-		[ -d "$d" ] && runuser -u postgres -- "$pgbin/pg_ctl" -D "$d" stop -m immediate >/dev/null 2>&1
+		[ -d "$d" ] && runuser -u postgres -- "$pgbin/pg_ctl" -D "$d" stop -m immediate >/dev/null 2>&1 || true
 	done
 	for i in 0 1; do
 		redis-cli -p "${rport[i]}" shutdown nosave >/dev/null 2>&1 || true
 		[ -f "$W/nginx$i/nginx.conf" ] &&
-			/usr/sbin/nginx -c "$W/nginx$i/nginx.conf" -p "$W/nginx$i" -s stop >/dev/null 2>&1
+			/usr/sbin/nginx -c "$W/nginx$i/nginx.conf" -p "$W/nginx$i" -s stop >/dev/null 2>&1 || true
 	done
 	rm -rf "$W"
 }
