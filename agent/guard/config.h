@@ -30,6 +30,7 @@ struct guard_label {
 };
 
 struct guard_config {
+	int64_t min_wait_ns;        /* first: every wrapped call reads it (guard_rt's hot line) */
 	enum guard_mode mode;
 	char profile_dir[GUARD_PATH_MAX];
 	double k;                   /* < 0: the profile's */
@@ -45,7 +46,6 @@ struct guard_config {
 	int nlabels;
 	char only[GUARD_PATH_MAX];  /* comma-separated globs on the executable's name; "" : all */
 	char log[GUARD_PATH_MAX];   /* "" : no log */
-	int64_t min_wait_ns;
 	int sample_hz;              /* 0: no CPU samples */
 	size_t ring_bytes;          /* event ring per thread */
 	int64_t watchdog_ns;

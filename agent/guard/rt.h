@@ -118,6 +118,7 @@ struct gthread {
 	uint8_t prog_blocked;     /* the program asked for the sampling signal to be blocked */
 	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
 	uint8_t violated;         /* guard: this unit passed its threshold */
+	uint8_t own_fds;          /* an agent thread with a descriptor table of its own */
 	uint32_t nest;            /* inside a wrapper's bookkeeping or the agent's work */
 	uintptr_t nest_cfa;
 	pid_t tid;
@@ -163,12 +164,15 @@ struct gviol {
 };
 
 /* The guard table: the profile's loops and contexts at this process's addresses. */
-struct gtab_loop {
-	uintptr_t ret;
+struct gtab_site {            /* what every loop-capable call compares: a few cache lines for all loops */
+	uintptr_t ret;            /* 0 = in a module not loaded (never matches) */
 	int64_t depth;
+	uint64_t all_types;       /* a bit per unit type: a context of every type tells no type apart */
+};
+
+struct gtab_loop {
 	int64_t threshold;
 	uint32_t ntypes;
-	uint64_t all_types;       /* a bit per unit type: a context of every type tells no type apart */
 	int64_t type_thr[GP_BUCKETS][GP_MAX_TYPES];   /* by the unit's size so far */
 	char type_name[GP_MAX_TYPES][16];
 	char symbol[256];
@@ -183,10 +187,11 @@ struct gtab_ctx {
 
 struct gtab {
 	uint32_t nloops;
-	struct gtab_loop loops[GP_MAX_LOOPS];
-	struct gtab_ctx *ctx;
 	uint32_t ctx_mask;        /* slots - 1 */
+	struct gtab_ctx *ctx;
+	struct gtab_site sites[GP_MAX_LOOPS];
 	uint32_t unresolved;      /* contexts and loops in modules not loaded yet */
+	struct gtab_loop loops[GP_MAX_LOOPS];
 };
 
 struct gtrain;
@@ -194,26 +199,29 @@ struct shipper;
 struct gsym;
 
 struct guard_rt {
-	struct guard_config cfg;
+	/* what every wrapped call reads comes first, with cfg.min_wait_ns: one cache line */
 	int mode;                       /* GUARD_MODE_TRAIN or GUARD_MODE_GUARD once running */
+	_Atomic int sampling;           /* 1 while the agent owns its signal */
+	int wd_started, ship_started;
+	_Atomic(struct gtab *) tab;     /* guard mode */
+	_Atomic int nfds;               /* descriptors in fds */
+	struct guard_config cfg;
 	pid_t pid;
 	char exe[1024], exe_name[256], build_id[129], profile_path[1200];
 	char host[256], app[256], kernel[128];
 	char token[512];
 	int64_t period_ns;              /* CPU-time per sample */
 	int sig;
-	_Atomic int sampling;           /* 1 while the agent owns its signal */
 	uintptr_t self_lo, self_hi;     /* this library's code, left out of stacks */
 	char libc_name[64];             /* module of the wrapped calls' frames */
 	pthread_key_t key;
 	struct gslot slots[GUARD_MAX_THREADS];
 	_Atomic uint32_t nslots;        /* high-water mark */
-	_Atomic(struct gtab *) tab;     /* guard mode */
 	struct gprofile *profile;       /* guard mode: what tab was built from */
 	struct gtrain *train;           /* training mode */
 	pthread_mutex_t mu;             /* queue, thread starts, rate limits */
 	pthread_cond_t cv;
-	int wd_started, ship_started, stopping;
+	int stopping;
 	volatile sig_atomic_t ship_cancel;   /* exit: stop waiting on the server, spool the rest */
 	int save_req, save_done;             /* exit: the shipping thread saves the profile (under mu) */
 	struct gviol queue[GUARD_QUEUE];

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,8 +141,10 @@ int guard_fd_register(int fd)
 	for (int i = 0; i < GUARD_MAX_FDS; i++) {
 		int free_slot = -1;
 
-		if (atomic_compare_exchange_strong(&G.fds[i], &free_slot, fd))
+		if (atomic_compare_exchange_strong(&G.fds[i], &free_slot, fd)) {
+			atomic_fetch_add(&G.nfds, 1);
 			return 0;
+		}
 	}
 	return -1;
 }
@@ -151,8 +154,10 @@ void guard_fd_unregister(int fd)
 	for (int i = 0; i < GUARD_MAX_FDS; i++) {
 		int mine = fd;
 
-		if (atomic_compare_exchange_strong(&G.fds[i], &mine, -1))
+		if (atomic_compare_exchange_strong(&G.fds[i], &mine, -1)) {
+			atomic_fetch_sub(&G.nfds, 1);
 			return;
+		}
 	}
 }
 
@@ -161,7 +166,7 @@ int guard_fd_adopt(int fd)
 	struct rlimit rl;
 	int hi, floor = 3;
 
-	if (fd < 0)
+	if (fd < 0 || guard_tls.own_fds)
 		return fd;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 128) {
 		rlim_t top = rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
@@ -180,7 +185,8 @@ int guard_fd_adopt(int fd)
 
 int guard_fd_is_ours(int fd)
 {
-	if (fd < 0)
+	/* the program's every close() asks: none registered is the common case (own_fd_table) */
+	if (fd < 0 || !atomic_load_explicit(&G.nfds, memory_order_relaxed))
 		return 0;
 	for (int i = 0; i < GUARD_MAX_FDS; i++)
 		if (atomic_load_explicit(&G.fds[i], memory_order_relaxed) == fd)
@@ -316,6 +322,38 @@ static pthread_t start_thread(void *(*fn)(void *), int *ok)
 	return th;
 }
 
+/*
+ * An agent thread takes a descriptor table of its own. While a thread shares
+ * the program's table, the kernel takes a reference on the file in each read,
+ * write, recv, send... the program makes, and locks the file position of
+ * regular files, which it skips for a table with one user: the agent's
+ * threads would slow every system call of a single-threaded program (a
+ * PostgreSQL backend, an nginx worker). The copy holds the program's files:
+ * they go at once, or the program's close() would no longer close them. What
+ * the agent opens afterwards is out of the program's reach (no need to
+ * protect it) and never inherited by the program's children.
+ */
+static void own_fd_table(struct gthread *t)
+{
+	int fd;
+
+	if (unshare(CLONE_FILES) < 0)
+		return;   /* shared, as before: the agent's descriptors are protected instead */
+	if (syscall(SYS_close_range, 0U, ~0U, 0) < 0) {
+		struct rlimit rl;
+		long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (long)rl.rlim_cur : 65536;
+
+		for (long i = 0; i < top; i++)
+			guard_real_close((int)i);
+	}
+	/* 0, 1 and 2 taken, so that a library's message to stderr never lands in the agent's files */
+	while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd < 2)
+		;
+	if (fd > 2)
+		guard_real_close(fd);
+	t->own_fds = 1;
+}
+
 static void timed_wait(int64_t until)
 {
 	struct timespec ts = { until / 1000000000, until % 1000000000 };
@@ -329,6 +367,7 @@ static void *watchdog_main(void *arg)
 
 	(void)arg;
 	t->agent = 1;
+	own_fd_table(t);
 	pthread_setname_np(pthread_self(), "smguard-watch");
 	for (;;) {
 		struct timespec ts = { G.cfg.watchdog_ns / 1000000000, G.cfg.watchdog_ns % 1000000000 };
@@ -400,6 +439,7 @@ static void *ship_main(void *arg)
 
 	(void)arg;
 	t->agent = 1;
+	own_fd_table(t);
 	pthread_setname_np(pthread_self(), "smguard-ship");
 	next_save = guard_now() + G.cfg.save_ns;
 	for (;;) {
@@ -628,6 +668,7 @@ static void after_fork_child(void)
 		if (fd >= 0)
 			guard_real_close(fd);
 	}
+	atomic_store(&G.nfds, 0);
 	if (G.train) {
 		gtrain_unlock(G.train);
 		gtrain_reset_child(G.train);

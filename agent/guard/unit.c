@@ -165,18 +165,19 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 	for (size_t li = 0; li < p->nloops; li++) {
 		const struct gp_loop *l = &p->loops[li];
 		struct gtab_loop *tl = &tab->loops[li];
+		struct gtab_site *ts = &tab->sites[li];
 		const struct gmod *g = resolve_module(&mm, &p->modules[l->site.module]);
 
 		snprintf(tl->symbol, sizeof(tl->symbol), "%s", l->symbol ? l->symbol : "");
-		tl->depth = l->site.depth;
+		ts->depth = l->site.depth;
 		tl->threshold = l->all.n ? round_threshold(l->threshold_ns) : -1;
 		tl->ntypes = (uint32_t)l->ntypes;
-		tl->all_types = l->ntypes >= 64 ? ~0ULL : (1ULL << l->ntypes) - 1;
+		ts->all_types = l->ntypes >= 64 ? ~0ULL : (1ULL << l->ntypes) - 1;
 		if (!g) {
 			tab->unresolved++;
 			continue;   /* ret 0 never matches */
 		}
-		tl->ret = g->bias + l->site.offset;
+		ts->ret = g->bias + l->site.offset;
 		for (size_t t = 0; t < l->ntypes; t++) {
 			const struct gp_type *ty = &l->types[t];
 
@@ -242,8 +243,10 @@ static uint64_t gtab_find(const struct gtab *tab, int32_t loop, uintptr_t ret, i
 
 static int loop_match(const struct gtab *tab, const struct gthread *t, uintptr_t ret, uintptr_t cfa)
 {
+	int64_t depth = (int64_t)(t->base - cfa);
+
 	for (uint32_t i = 0; i < tab->nloops; i++)
-		if (tab->loops[i].ret == ret && (int64_t)(t->base - cfa) == tab->loops[i].depth)
+		if (tab->sites[i].ret == ret && tab->sites[i].depth == depth)
 			return (int)i;
 	return -1;
 }
@@ -258,16 +261,20 @@ static void add_agent_time(struct gthread *t, int64_t since)
 }
 
 /* The elapsed unit time passed the threshold: a violation; take the thread's stack now. */
-static void check(struct gthread *t, uint16_t call, int64_t now)
+__attribute__((noinline, cold)) static void violation_here(struct gthread *t, uint16_t call, int64_t now)
 {
 	int64_t a0;
 
-	if (t->violated || t->threshold < 0 || now - t->unit_start - t->agent_ns <= t->threshold)
-		return;
 	t->violated = 1;
 	a0 = guard_now();
 	guard_record_here(t, GREC_RUN, now, 0, 0, call, GREC_F_DETECT);
 	add_agent_time(t, a0);
+}
+
+static inline void check(struct gthread *t, uint16_t call, int64_t now)
+{
+	if (GUARD_UNLIKELY(!t->violated && t->threshold >= 0 && now - t->unit_start - t->agent_ns > t->threshold))
+		violation_here(t, call, now);
 }
 
 /*
@@ -275,9 +282,9 @@ static void check(struct gthread *t, uint16_t call, int64_t now)
  * A context every type has counts for all alike and changes no order, so it is not counted; but
  * once the unit has hit one (t->shared), the types it touched nothing else of are candidates too.
  */
-static int32_t best_type(const struct gthread *t, const struct gtab_loop *L, const int64_t *thr)
+static int32_t best_type(const struct gthread *t, uint64_t all_types, const int64_t *thr)
 {
-	uint64_t m = t->shared ? L->all_types : t->touched;
+	uint64_t m = t->shared ? all_types : t->touched;
 	int32_t best = -1;
 
 	while (m) {
@@ -293,22 +300,22 @@ static int32_t best_type(const struct gthread *t, const struct gtab_loop *L, con
 static void context_hit(struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t now)
 {
 	uint64_t mask = gtab_find(tab, t->loop, c->ret, (int64_t)(t->loop_cfa - c->cfa));
-	const struct gtab_loop *L = &tab->loops[t->loop];
+	uint64_t all_types = tab->sites[t->loop].all_types;
 	unsigned bucket = gp_bucket(++t->calls);
-	const int64_t *thr = L->type_thr[bucket];
+	const int64_t *thr = tab->loops[t->loop].type_thr[bucket];
 	int32_t best = t->best;
 
 	if (bucket != t->bucket) {
 		/* a bigger unit: the thresholds (and so the ties) are those of its new size */
 		t->bucket = bucket;
-		best = best_type(t, L, thr);
+		best = best_type(t, all_types, thr);
 	}
-	if (mask && mask == L->all_types) {
+	if (mask && mask == all_types) {
 		/* every type has it (a server's recv and send): all gain alike, no order changes */
 		if (!t->shared) {
 			t->shared = 1;
 			if (best < 0)
-				best = best_type(t, L, thr);
+				best = best_type(t, all_types, thr);
 		}
 	} else if (mask) {
 		t->touched |= mask;
@@ -434,7 +441,7 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 	if (!tab)
 		return;
 	if (gcall_info[c->id].loop && (L = loop_match(tab, t, c->ret, c->cfa)) >= 0) {
-		if (!t->unit_start || L == t->loop || tab->loops[L].depth < tab->loops[t->loop].depth) {
+		if (!t->unit_start || L == t->loop || tab->sites[L].depth < tab->sites[t->loop].depth) {
 			/* back at the loop (or at a shallower one): the unit ends here */
 			if (t->unit_start)
 				unit_end(t, now);

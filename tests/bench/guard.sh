@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # bench/guard.sh: what the guard agent costs the programs it guards (make bench,
 # section "guard"; a report, not a test). Each server is trained once; then two
-# instances of it, one unguarded and one guarded, run side by side, and in each
-# round both get the same load at the same moment from their own load tool:
+# instances of it run, one unguarded and one guarded, and are measured in
+# interleaved rounds: in each round one instance gets the load, then the other,
+# each with the machine to itself (the order alternates from round to round):
 #   pgbench -S (2 clients, 1 thread each) against PostgreSQL
 #   redis-benchmark GET and SET (20 clients each) against redis-server
 #   wrk (1 thread, 20 connections each) against nginx (1 worker) serving a 16 KiB file
 # The machine is shared with neighbours whose load moves a round's throughput by
-# 20 % and more; run at the same moment, both instances see the same neighbours,
-# and the scheduler gives each the same CPU, so the ratio of their throughputs is
-# the agent's cost. Which instance is guarded swaps halfway, so that nothing
-# about one instance (its port, its files' place in the cache) passes for the
-# agent's cost. Reported: each round's pair and the median of the ratios
-# (guarded / unguarded), i.e. the throughput lost. Then the agent's memory per
-# process (private memory, guarded minus unguarded, after the same load), and the
-# CPU of its own threads: while guarding a normal load, and while shipping
-# violation streams (redis DEBUG SLEEP) to a real sm-ingest. Last, a control:
-# nginx side by side with neither instance guarded, the noise floor of the ratios.
+# 10 % and more, so one round tells little: the figure is the median of the
+# rounds' ratios (guarded / unguarded), i.e. the throughput lost. Which instance
+# is guarded swaps halfway, so that nothing about one instance (its port, its
+# files' place in the cache) passes for the agent's cost. Then the agent's
+# memory per process (private memory, guarded minus unguarded, after the same
+# load), and the CPU of its own threads: while guarding a normal load, and while
+# shipping violation streams (redis DEBUG SLEEP) to a real sm-ingest.
+#
+# Last, nginx under CPU contention: both instances loaded at the same moment
+# (four busy processes on the machine's cores), which costs a guarded server
+# more than the quiet rounds do (its and the agent's data leave the caches
+# between units), and the same with neither instance guarded: the noise floor.
 #
 # First, the agent's bookkeeping per wrapped call (tests/guard/callcost: the
 # cheapest system call, in units, without and with the agent): unlike the
@@ -24,7 +27,9 @@
 #
 # Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 10), SM_BENCH_GUARD_SECS
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
-# requests per test per round, 200000). Needs root (PostgreSQL runs as postgres).
+# requests per test per round, 200000), SM_BENCH_GUARD_SERVERS (which parts run: a
+# list of callcost postgres redis shipping nginx contention, all by default). Needs
+# root (PostgreSQL runs as postgres).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -35,6 +40,8 @@ secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 half=$(((rounds + 1) / 2))
+servers=" ${SM_BENCH_GUARD_SERVERS:-callcost postgres redis shipping nginx contention} "
+want() { [[ $servers == *" $1 "* ]]; }
 
 # the servers here are this script's own: nothing from the caller's PostgreSQL settings applies
 unset PGHOST PGPORT PGUSER PGDATABASE PGPASSWORD PGPASSFILE PGSERVICE PGOPTIONS
@@ -92,7 +99,33 @@ agent_cpu() {
 	echo "$s"
 }
 
-# side_by_side START STOP LOAD: prints a line "unguarded guarded" per round.
+# interleaved START STOP LOAD: prints a line "unguarded guarded" per round.
+# START I COMMAND... starts instance I (0 or 1) under COMMAND (env, or the agent
+# as $G), STOP I stops it, LOAD I prints the throughput of one round against it.
+interleaved() {
+	local start=$1 stop=$2 load=$3 g r a b
+	for g in 1 0; do
+		$start $((1 - g)) env
+		$start "$g" $G --
+		# a first round each, not counted: caches, connections, the agent's first units
+		$load 0 >/dev/null
+		$load 1 >/dev/null
+		for r in $(seq "$half"); do
+			if [ $((r % 2)) = 1 ]; then
+				a=$($load $((1 - g)))
+				b=$($load "$g")
+			else
+				b=$($load "$g")
+				a=$($load $((1 - g)))
+			fi
+			echo "$a $b"
+		done
+		$stop 0
+		$stop 1
+	done
+}
+
+# side_by_side START STOP LOAD: the same, both instances loaded at the same moment.
 # START I COMMAND... starts instance I (0 or 1) under COMMAND (env, or the agent
 # as $G), STOP I stops it, LOAD I prints the throughput of one round against it.
 side_by_side() {
@@ -131,8 +164,9 @@ report() {
 }
 
 echo
-echo "== guard: the agent inside real servers, $((2 * half)) rounds each, an unguarded and a guarded instance side by side"
+echo "== guard: the agent inside real servers, $((2 * half)) interleaved rounds each of an unguarded and a guarded instance"
 
+if want callcost; then
 # ---- one wrapped call ----
 cc=$repo/build/rel/tests/callcost
 "$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 3000 200 >/dev/null
@@ -144,7 +178,10 @@ printf 'guard one wrapped call inside a unit:       %.0f ns without, %.0f ns wit
 	"$(awk '{ print $1 }' "$W/cc" | median)" "$(awk '{ print $2 }' "$W/cc" | median)" \
 	"$(awk '{ print $2 - $1 }' "$W/cc" | median)"
 
+fi
+
 # ---- PostgreSQL: pgbench -S ----
+if want postgres; then
 pport=(0 0)
 mkdir -p "$W/pg"
 chown postgres "$W/pg"
@@ -180,7 +217,7 @@ G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log --only postgres"
 pgstart 0 $G --train --
 pgb 0 -S -c 4 -j 2 -T "$secs" >/dev/null
 pgstop 0
-side_by_side pgstart pgstop pgload >"$W/pairs"
+interleaved pgstart pgstop pgload >"$W/pairs"
 report "pgbench -S (tps)" tps <"$W/pairs"
 for g in env "$G --"; do
 	pgstart 0 $g
@@ -193,6 +230,8 @@ done
 plain=$(sed -n 1p "$W/pgmem")
 guarded=$(sed -n 2p "$W/pgmem")
 echo "guard postgres backend private memory:     $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+
+fi
 
 # ---- redis ----
 rpid=(0 0)
@@ -216,12 +255,13 @@ rb() { redis-benchmark -p "${rport[$1]}" -t "$2" -n "$requests" -c 20 -q 2>/dev/
 rget() { rb "$1" get; }
 rset() { rb "$1" set; }
 G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log"
+if want redis; then
 redis 0 $G --train --
 rb 0 get,set >/dev/null
 rstop 0
-side_by_side redis rstop rget >"$W/get"
+interleaved redis rstop rget >"$W/get"
 report "redis-benchmark GET (req/s)" req/s <"$W/get"
-side_by_side redis rstop rset >"$W/set"
+interleaved redis rstop rset >"$W/set"
 report "redis-benchmark SET (req/s)" req/s <"$W/set"
 redis 0 env
 rb 0 get,set >/dev/null
@@ -235,7 +275,10 @@ rstop 0
 echo "guard redis-server private memory:         $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
 echo "guard redis agent threads' CPU:            $cpu s over $((2 * requests)) requests (watchdog, shipping; no violation)"
 
+fi
+
 # shipping: violations sent to a real sm-ingest
+if want shipping; then
 ingdb=$W/ingdb
 mkdir -p "$ingdb"
 chown postgres "$ingdb"
@@ -260,6 +303,8 @@ rstop 0
 n=$(psql -XAtc "SELECT count(*) FROM streams")
 echo "guard shipping, redis DEBUG SLEEP x 50:     $n streams stored; agent threads $(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN { printf "%.3f s CPU, %.1f ms per stream", b - a, n ? 1000 * (b - a) / n : 0 }')"
 as_pg "$pgbin/pg_ctl" -D "$ingdb/data" stop -m fast >/dev/null
+
+fi
 
 # ---- nginx ----
 nport=(0 0)
@@ -292,11 +337,17 @@ ngx() {
 }
 nstop() { /usr/sbin/nginx -c "$W/nginx$1/nginx.conf" -p "$W/nginx$1" -s quit 2>/dev/null; wait "${npid[$1]}" || true; }
 rps() { wrk -t 1 -c 20 -d "$secs" "http://127.0.0.1:${nport[$1]}/" 2>/dev/null | sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p'; }
+if want nginx; then
 ngx 0 $G --train --
 rps 0 >/dev/null
 nstop 0
-side_by_side ngx nstop rps >"$W/pairs"
+interleaved ngx nstop rps >"$W/pairs"
 report "wrk against nginx (req/s)" req/s <"$W/pairs"
-# the same measurement with neither instance guarded: the noise floor of the ratios above
+fi
+# nginx under CPU contention: both loaded at once; then neither guarded, the noise floor of such ratios
+if want contention; then
+side_by_side ngx nstop rps >"$W/pairs"
+report "contended wrk against nginx (req/s)" req/s <"$W/pairs" | sed -e "s/ (must: .*//"
 G=env side_by_side ngx nstop rps >"$W/pairs"
-report "control, nginx, neither guarded" req/s <"$W/pairs" | sed -e "s/ (must: .*//" -e "s/(without\/with)/(both without)/"
+report "contended, neither guarded (req/s)" req/s <"$W/pairs" | sed -e "s/ (must: .*//" -e "s/(without\/with)/(both without)/"
+fi

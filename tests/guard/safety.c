@@ -10,12 +10,14 @@
  * Checks: return values and errno of failing calls; a program signal still
  * interrupts epoll_wait with EINTR, while the agent's own signal never shows;
  * sigaction and sigprocmask report what the program set; the program can take
- * the agent's signal; fork and exec in units; closing every descriptor; units
- * that keep running after the agent's descriptors were "closed".
+ * the agent's signal; fork and exec in units; the agent's threads hold none of
+ * the program's files; closing every descriptor; units that keep running after
+ * the agent's descriptors were "closed".
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@
 
 static int passed, failed;
 static int pipefd[2], ep, tfd;
+static int early[2];   /* a pipe opened before the agent's threads started */
 
 #define CHECK(name, cond, ...)                                     \
 	do {                                                       \
@@ -284,6 +287,88 @@ static void check_close_all(void)
 	CHECK("the process still lists its descriptors", n > 0, "%s", "-");
 }
 
+static int link_of(const char *path, char *buf, size_t n)
+{
+	ssize_t k = readlink(path, buf, n - 1);
+
+	if (k < 0)
+		return -1;
+	buf[k] = 0;
+	return 0;
+}
+
+/*
+ * The agent's threads have descriptor tables of their own (so that the
+ * kernel's fast paths for a table with one user still hold for the program):
+ * none of the program's files may stay open in them, or closing a pipe or a
+ * socket would no longer reach the other end.
+ */
+static void check_agent_tables(void)
+{
+	char path[128], comm[64], link[128], mine[2][128];
+	int threads = 0, held = 0, n0 = 0, n1 = 0;
+	struct pollfd pfd = { .events = POLLIN };
+	DIR *task = opendir("/proc/self/task"), *d;
+	struct dirent *e, *f;
+	char b;
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", early[i]);
+		if (link_of(path, mine[i], sizeof(mine[i])) < 0)
+			mine[i][0] = 0;
+	}
+	while (task && (e = readdir(task))) {
+		FILE *fp;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		fp = fopen(path, "r");
+		if (!fp)
+			continue;
+		if (!fgets(comm, sizeof(comm), fp))
+			comm[0] = 0;
+		fclose(fp);
+		if (strncmp(comm, "smguard", 7) != 0)
+			continue;
+		threads++;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/fd", e->d_name);
+		d = opendir(path);
+		while (d && (f = readdir(d))) {
+			char fdpath[400];
+
+			snprintf(fdpath, sizeof(fdpath), "%s/%s", path, f->d_name);
+			if (f->d_name[0] != '.' && link_of(fdpath, link, sizeof(link)) == 0 &&
+			    (strcmp(link, mine[0]) == 0 || strcmp(link, mine[1]) == 0))
+				held++;
+		}
+		if (d)
+			closedir(d);
+	}
+	if (task)
+		closedir(task);
+	CHECK("the agent's threads hold none of the program's files", threads >= 1 && held == 0 && mine[0][0],
+	      "%d agent threads, %d of the program's descriptors held", threads, held);
+	d = opendir("/proc/self/fd");
+	while (d && readdir(d))
+		n0++;
+	if (d)
+		closedir(d);
+	/* a violation: the shipping thread spools it, in files the program's table never sees */
+	burn_cpu(40);
+	d = opendir("/proc/self/fd");
+	while (d && readdir(d))
+		n1++;
+	if (d)
+		closedir(d);
+	close(early[1]);
+	pfd.fd = early[0];
+	CHECK("closing a pipe the agent's threads saw open still reaches its reader",
+	      poll(&pfd, 1, 2000) == 1 && read(early[0], &b, 1) == 0 && n0 == n1, "poll %#x, %d then %d descriptors",
+	      pfd.revents, n0, n1);
+	close(early[0]);
+}
+
 static void noop(void)
 {
 }
@@ -312,6 +397,8 @@ int main(int argc, char **argv)
 	tfd = 13;
 	ev.data.fd = tfd;
 	epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+	if (pipe(early) < 0)
+		return 2;
 	if (argc == 3 && strcmp(argv[1], "train") == 0) {
 		int n = atoi(argv[2]);
 
@@ -332,6 +419,7 @@ int main(int argc, char **argv)
 	in_unit(check_fork);
 	in_unit(check_exec);
 	in_unit(slow_unit);       /* a violation before the descriptors go */
+	in_unit(check_agent_tables);
 	in_unit(check_close_all);
 	in_unit(slow_unit);       /* and one after: the agent still ships it */
 	in_unit(check_take_signal);

@@ -82,7 +82,7 @@ while IFS= read -r line; do
 	FAIL\ *) name=${line#FAIL }; t_fail "safety: ${name%%: *}" "${name#*: }" ;;
 	esac
 done <"$T_TMP/safety.out"
-t_match "safety: every check ran" "$(tail -n 1 "$T_TMP/safety.out")" '^22 passed, 0 failed$'
+t_match "safety: every check ran" "$(tail -n 1 "$T_TMP/safety.out")" '^24 passed, 0 failed$'
 n=$(ls "$T_TMP/safety-spool"/*.json 2>/dev/null | wc -l)
 t_match "safety: units that ran after every descriptor was closed still reach the spool" "$n" '^[5-9]$'
 
