@@ -339,6 +339,8 @@ static void own_fd_table(struct gthread *t)
 
 	if (unshare(CLONE_FILES) < 0)
 		return;   /* shared, as before: the agent's descriptors are protected instead */
+	/* from here, what this thread opens stays where it is, unregistered */
+	t->own_fds = 1;
 	if (syscall(SYS_close_range, 0U, ~0U, 0) < 0) {
 		struct rlimit rl;
 		long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (long)rl.rlim_cur : 65536;
@@ -351,7 +353,6 @@ static void own_fd_table(struct gthread *t)
 		;
 	if (fd > 2)
 		guard_real_close(fd);
-	t->own_fds = 1;
 }
 
 static void timed_wait(int64_t until)
