@@ -16,10 +16,11 @@
 # load), and the CPU of its own threads: while guarding a normal load, and while
 # shipping violation streams (redis DEBUG SLEEP) to a real sm-ingest.
 #
-# Last, nginx under CPU contention: both instances loaded at the same moment
-# (four busy processes on the machine's cores), which costs a guarded server
-# more than the quiet rounds do (its and the agent's data leave the caches
-# between units), and the same with neither instance guarded: the noise floor.
+# Then a control: the nginx rounds with neither instance guarded, the noise
+# floor of these figures. Last, nginx under CPU contention: both instances
+# loaded at the same moment (four busy processes on the machine's cores), which
+# costs a guarded server more than the quiet rounds do, and the same with
+# neither instance guarded: the noise floor of that figure.
 #
 # First, the agent's bookkeeping per wrapped call (tests/guard/callcost: the
 # cheapest system call, in units, without and with the agent): unlike the
@@ -28,7 +29,7 @@
 # Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 10), SM_BENCH_GUARD_SECS
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
 # requests per test per round, 200000), SM_BENCH_GUARD_SERVERS (which parts run: a
-# list of callcost postgres redis shipping nginx contention, all by default). Needs
+# list of callcost postgres redis shipping nginx control contention, all by default). Needs
 # root (PostgreSQL runs as postgres).
 set -euo pipefail
 
@@ -40,7 +41,7 @@ secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 half=$(((rounds + 1) / 2))
-servers=" ${SM_BENCH_GUARD_SERVERS:-callcost postgres redis shipping nginx contention} "
+servers=" ${SM_BENCH_GUARD_SERVERS:-callcost postgres redis shipping nginx control contention} "
 want() { [[ $servers == *" $1 "* ]]; }
 
 # the servers here are this script's own: nothing from the caller's PostgreSQL settings applies
@@ -343,6 +344,12 @@ rps 0 >/dev/null
 nstop 0
 interleaved ngx nstop rps >"$W/pairs"
 report "wrk against nginx (req/s)" req/s <"$W/pairs"
+fi
+# the same rounds with neither instance guarded: the noise floor of the ratios above
+if want control; then
+G=env interleaved ngx nstop rps >"$W/pairs"
+report "control, nginx, neither guarded" req/s <"$W/pairs" | sed -e "s/ (must: .*//" -e "s/(without\/with)/(both without)/"
+G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log"
 fi
 # nginx under CPU contention: both loaded at once; then neither guarded, the noise floor of such ratios
 if want contention; then
