@@ -7,7 +7,9 @@
  *
  * This is the program's hot path: a call inside a unit costs two clock reads,
  * a hash probe and a few stores; nothing here allocates or locks, except the
- * first time a thread or a training context is seen.
+ * first time a thread or a training context is seen. What runs once per unit,
+ * per long wait or only when training stays out of line, so that the code of a
+ * call's bookkeeping takes few cache lines from the program's.
  */
 #include "guard/rt.h"
 #include "guard/modmap.h"
@@ -338,7 +340,7 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 	check(t, c->id, now);
 }
 
-static void unit_begin(struct gthread *t, const struct gtab *tab, int L, uintptr_t cfa, int64_t now)
+__attribute__((noinline)) static void unit_begin(struct gthread *t, const struct gtab *tab, int L, uintptr_t cfa, int64_t now)
 {
 	struct gslot *s = guard_slot_of(t);
 
@@ -373,7 +375,7 @@ static void unit_begin(struct gthread *t, const struct gtab *tab, int L, uintptr
 		guard_start_watchdog();
 }
 
-static void unit_end(struct gthread *t, int64_t now)
+__attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 {
 	struct gslot *s = t->slot;
 	int64_t dur = now - t->unit_start - t->agent_ns;
@@ -409,7 +411,7 @@ static void unit_end(struct gthread *t, int64_t now)
 	t->unit_start = 0;
 }
 
-static void record_wait(struct gthread *t, const struct gcall *c, int64_t dur)
+__attribute__((noinline, cold)) static void record_wait(struct gthread *t, const struct gcall *c, int64_t dur)
 {
 	int64_t a0 = guard_now();
 	pid_t readier = 0;
@@ -545,7 +547,7 @@ static void train_context(struct gthread *t, const struct gcall *c)
 		t->ctx[t->nctx++] = id;
 }
 
-static void train_enter(struct gthread *t, struct gcall *c, int64_t now)
+__attribute__((noinline)) static void train_enter(struct gthread *t, struct gcall *c, int64_t now)
 {
 	int64_t depth;
 
@@ -575,7 +577,7 @@ static int regular_file(int fd)
 	return fd >= 0 && fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
 }
 
-static void train_finish(struct gthread *t, struct gcall *c, int64_t now)
+__attribute__((noinline)) static void train_finish(struct gthread *t, struct gcall *c, int64_t now)
 {
 	int64_t depth;
 	struct gtsite *site;

@@ -9,8 +9,9 @@
 #   wrk (1 thread, 20 connections each) against nginx (1 worker) serving a 16 KiB file
 # The machine is shared with neighbours whose load moves a round's throughput by
 # 10 % and more, so one round tells little: the figure is the median of the
-# rounds' ratios (guarded / unguarded), i.e. the throughput lost. Which instance
-# is guarded swaps halfway, so that nothing about one instance (its port, its
+# rounds' ratios (guarded / unguarded), i.e. the throughput lost. Both
+# instances start afresh in every round and which one is guarded alternates,
+# so that nothing about one instance (its port, where its memory landed, its
 # files' place in the cache) passes for the agent's cost. Then the agent's
 # memory per process (private memory, guarded minus unguarded, after the same
 # load), and the CPU of its own threads: while guarding a normal load, and while
@@ -40,7 +41,6 @@ rounds=${SM_BENCH_GUARD_ROUNDS:-10}
 secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-half=$(((rounds + 1) / 2))
 servers=" ${SM_BENCH_GUARD_SERVERS:-callcost postgres redis shipping nginx control contention} "
 want() { [[ $servers == *" $1 "* ]]; }
 
@@ -100,51 +100,60 @@ agent_cpu() {
 	echo "$s"
 }
 
-# interleaved START STOP LOAD: prints a line "unguarded guarded" per round.
+# Each round starts both instances afresh, and which one is guarded alternates
+# from round to round: a started server keeps a speed of its own (where its
+# memory landed, which core it settled on) a few percent off the other's, which
+# a median over two long-lived pairs would take for the agent's cost.
 # START I COMMAND... starts instance I (0 or 1) under COMMAND (env, or the agent
-# as $G), STOP I stops it, LOAD I prints the throughput of one round against it.
+# as $G), STOP I stops it, LOAD I prints the throughput of one load against it
+# (for $secs seconds or $requests requests: a warm-up takes a third of that).
+
+# interleaved START STOP LOAD: prints a line "unguarded guarded" per round; each
+# instance is loaded alone, the order alternating.
 interleaved() {
 	local start=$1 stop=$2 load=$3 g r a b
-	for g in 1 0; do
+	for r in $(seq "$rounds"); do
+		g=$((r % 2))
 		$start $((1 - g)) env
 		$start "$g" $G --
-		# a first round each, not counted: caches, connections, the agent's first units
-		$load 0 >/dev/null
-		$load 1 >/dev/null
-		for r in $(seq "$half"); do
-			if [ $((r % 2)) = 1 ]; then
-				a=$($load $((1 - g)))
-				b=$($load "$g")
-			else
-				b=$($load "$g")
-				a=$($load $((1 - g)))
-			fi
-			echo "$a $b"
-		done
+		warm_up "$load"
+		if [ $(((r + 1) / 2 % 2)) = 1 ]; then
+			a=$($load $((1 - g)))
+			b=$($load "$g")
+		else
+			b=$($load "$g")
+			a=$($load $((1 - g)))
+		fi
+		echo "$a $b"
 		$stop 0
 		$stop 1
 	done
 }
 
 # side_by_side START STOP LOAD: the same, both instances loaded at the same moment.
-# START I COMMAND... starts instance I (0 or 1) under COMMAND (env, or the agent
-# as $G), STOP I stops it, LOAD I prints the throughput of one round against it.
 side_by_side() {
-	local start=$1 stop=$2 load=$3 g p0 p1
-	for g in 1 0; do
+	local start=$1 stop=$2 load=$3 g r p0 p1
+	for r in $(seq "$rounds"); do
+		g=$((r % 2))
 		$start $((1 - g)) env
 		$start "$g" $G --
-		for _ in $(seq "$half"); do
-			$load 0 >"$W/round0" &
-			p0=$!
-			$load 1 >"$W/round1" &
-			p1=$!
-			wait "$p0" "$p1"
-			echo "$(cat "$W/round$((1 - g))") $(cat "$W/round$g")"
-		done
+		warm_up "$load"
+		$load 0 >"$W/round0" &
+		p0=$!
+		$load 1 >"$W/round1" &
+		p1=$!
+		wait "$p0" "$p1"
+		echo "$(cat "$W/round$((1 - g))") $(cat "$W/round$g")"
 		$stop 0
 		$stop 1
 	done
+}
+
+# warm_up LOAD: a short load on each instance, not counted (caches, connections, the agent's first units)
+warm_up() {
+	local secs=$(((secs + 2) / 3)) requests=$((requests / 3))
+	$1 0 >/dev/null
+	$1 1 >/dev/null
 }
 
 # report NAME UNIT: reads "unguarded guarded" pairs on stdin, prints rounds and the median loss
@@ -165,7 +174,7 @@ report() {
 }
 
 echo
-echo "== guard: the agent inside real servers, $((2 * half)) interleaved rounds each of an unguarded and a guarded instance"
+echo "== guard: the agent inside real servers, $rounds interleaved rounds each of an unguarded and a guarded instance"
 
 if want callcost; then
 # ---- one wrapped call ----
