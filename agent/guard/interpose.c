@@ -474,7 +474,7 @@ GUARD_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
 	int r;
 
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed))
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed))
 		return REAL(pthread_mutex_lock)(m);
 	r = REAL(pthread_mutex_trylock)(m);
 	if (r == 0 || r == EOWNERDEAD)
@@ -496,14 +496,14 @@ GUARD_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 
 GUARD_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
-	if (atomic_load_explicit(&guard_active, memory_order_relaxed) && REAL(pthread_rwlock_tryrdlock)(l) == 0)
+	if (atomic_load_explicit(&G.active, memory_order_relaxed) && REAL(pthread_rwlock_tryrdlock)(l) == 0)
 		return 0;
 	SIMPLE(GC_RWLOCK_RDLOCK, l, -1, int, REAL(pthread_rwlock_rdlock)(l), r_ != 0);
 }
 
 GUARD_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
-	if (atomic_load_explicit(&guard_active, memory_order_relaxed) && REAL(pthread_rwlock_trywrlock)(l) == 0)
+	if (atomic_load_explicit(&G.active, memory_order_relaxed) && REAL(pthread_rwlock_trywrlock)(l) == 0)
 		return 0;
 	SIMPLE(GC_RWLOCK_WRLOCK, l, -1, int, REAL(pthread_rwlock_wrlock)(l), r_ != 0);
 }
@@ -744,7 +744,7 @@ GUARD_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigactio
 	struct sigaction mine;
 	int r;
 
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || guard_tls.agent || guard_tls.nest ||
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent || guard_tls.nest ||
 	    sig <= 0 || sig >= _NSIG)
 		return REAL(sigaction)(sig, act, old);
 	if (sig == G.sig && atomic_load(&G.sampling)) {
@@ -810,7 +810,7 @@ GUARD_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
 	struct sigaction act, old;
 
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || guard_tls.agent || guard_tls.nest)
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent || guard_tls.nest)
 		return REAL(signal)(sig, handler);
 	/* glibc's signal(): BSD semantics */
 	memset(&act, 0, sizeof(act));
@@ -832,7 +832,7 @@ static int mask_common(int how, const sigset_t *set, sigset_t *old, int proc)
 
 	/* the agent's own calls (libunwind blocks every signal around dl_iterate_phdr while it
 	 * walks a stack, in the handler too) must block what they block */
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || t->agent || t->unwinding ||
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent || t->unwinding ||
 	    !atomic_load(&G.sampling))
 		return proc ? REAL(sigprocmask)(how, set, old) : REAL(pthread_sigmask)(how, set, old);
 	if (set && (how == SIG_BLOCK || how == SIG_SETMASK) && sigismember(set, G.sig) == 1) {
@@ -875,7 +875,7 @@ GUARD_EXPORT int close(int fd)
 {
 	struct gthread *t = &guard_tls;
 
-	if (atomic_load_explicit(&guard_active, memory_order_relaxed)) {
+	if (atomic_load_explicit(&G.active, memory_order_relaxed)) {
 		if (t->agent)
 			guard_fd_unregister(fd);
 		else if (guard_fd_is_ours(fd))
@@ -896,7 +896,7 @@ GUARD_EXPORT int close(int fd)
 			va_end(ap);                                                \
 		}                                                                  \
 		fd = call;                                                         \
-		if (fd >= 0 && guard_tls.agent && atomic_load_explicit(&guard_active, memory_order_relaxed)) \
+		if (fd >= 0 && guard_tls.agent && atomic_load_explicit(&G.active, memory_order_relaxed)) \
 			fd = guard_fd_adopt(fd);                                   \
 		return fd;                                                         \
 	} while (0)
@@ -953,7 +953,7 @@ static int close_around(unsigned int lo, unsigned int hi, int flags)
 
 GUARD_EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 {
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || guard_tls.agent ||
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent ||
 	    (flags & CLOSE_RANGE_CLOEXEC) || lo > hi)
 		return REAL(close_range)(lo, hi, flags);
 	return close_around(lo, hi, flags);
@@ -961,7 +961,7 @@ GUARD_EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 
 GUARD_EXPORT void closefrom(int lo)
 {
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || guard_tls.agent || lo < 0) {
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent || lo < 0) {
 		REAL(closefrom)(lo);
 		return;
 	}
@@ -980,7 +980,7 @@ static void before_exec(void)
 	struct gthread *t = &guard_tls;
 
 	/* in a vfork() child the memory is the parent's: leave its thread alone */
-	if (atomic_load_explicit(&guard_active, memory_order_relaxed) && !t->agent && getpid() == G.pid)
+	if (atomic_load_explicit(&G.active, memory_order_relaxed) && !t->agent && getpid() == G.pid)
 		guard_timer_delete(t);
 }
 
@@ -1109,7 +1109,7 @@ GUARD_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void 
 	struct tramp *tr;
 	int r;
 
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed))
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed))
 		return REAL(pthread_create)(th, attr, fn, arg);
 	tr = malloc(sizeof(*tr));
 	if (!tr)
@@ -1135,7 +1135,7 @@ GUARD_EXPORT void *dlopen(const char *file, int mode)
 	t->in_dl = 1;
 	h = REAL(dlopen)(file, mode);
 	t->in_dl = was;
-	if (h && file && atomic_load_explicit(&guard_active, memory_order_relaxed) && !t->agent && !t->nest)
+	if (h && file && atomic_load_explicit(&G.active, memory_order_relaxed) && !t->agent && !t->nest)
 		guard_on_dlopen();
 	return h;
 }

@@ -194,18 +194,35 @@ struct gtab {
 	struct gtab_loop loops[GP_MAX_LOOPS];
 };
 
+/* ---- the clock ----
+ * CLOCK_MONOTONIC nanoseconds. Where the kernel itself keeps time with an
+ * invariant TSC, the TSC is read directly (a third of a vDSO clock_gettime)
+ * and converted with a multiplier the agent's threads calibrate against
+ * CLOCK_MONOTONIC and re-anchor every second, so that readings stay on the
+ * monotonic timebase; until then, and elsewhere, clock_gettime.
+ */
+struct guard_clock {
+	_Atomic uint32_t seq;     /* odd while the anchor is being changed */
+	int ok;                   /* the TSC path is calibrated */
+	uint64_t base_tsc;
+	int64_t base_ns;
+	uint64_t mult;            /* ns per tick, 32.32 fixed point */
+};
+
 struct gtrain;
 struct shipper;
 struct gsym;
 
 struct guard_rt {
-	/* what every wrapped call reads comes first, with cfg.min_wait_ns: one cache line */
+	/* what every wrapped call reads, up to cfg.min_wait_ns: G's first cache line */
+	struct guard_clock clk;
+	_Atomic int active;             /* 0: every wrapper passes straight through */
 	int mode;                       /* GUARD_MODE_TRAIN or GUARD_MODE_GUARD once running */
 	_Atomic int sampling;           /* 1 while the agent owns its signal */
-	int wd_started, ship_started;
-	_Atomic(struct gtab *) tab;     /* guard mode */
 	_Atomic int nfds;               /* descriptors in fds */
+	_Atomic(struct gtab *) tab;     /* guard mode */
 	struct guard_config cfg;
+	int wd_started, ship_started;
 	pid_t pid;
 	char exe[1024], exe_name[256], build_id[129], profile_path[1200];
 	char host[256], app[256], kernel[128];
@@ -236,7 +253,6 @@ struct guard_rt {
 };
 
 extern struct guard_rt G;
-extern _Atomic int guard_active;
 
 /* ---- interpose.c: the real functions, for the agent's own use from program threads ---- */
 int guard_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
@@ -244,38 +260,23 @@ int guard_real_sigmask(int how, const sigset_t *set, sigset_t *old);
 int guard_real_close(int fd);
 int guard_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
-/* ---- the clock ----
- * CLOCK_MONOTONIC nanoseconds. Where the kernel itself keeps time with an
- * invariant TSC, the TSC is read directly (a third of a vDSO clock_gettime)
- * and converted with a multiplier the agent's threads calibrate against
- * CLOCK_MONOTONIC and re-anchor every second, so that readings stay on the
- * monotonic timebase; until then, and elsewhere, clock_gettime.
- */
-struct guard_clock {
-	_Atomic uint32_t seq;     /* odd while the anchor is being changed */
-	int ok;                   /* the TSC path is calibrated */
-	uint64_t base_tsc;
-	int64_t base_ns;
-	uint64_t mult;            /* ns per tick, 32.32 fixed point */
-};
-extern struct guard_clock guard_clk;
-
+/* ---- the clock (G.clk, see struct guard_clock) ---- */
 int64_t guard_mono_ns(void);
 /* The calibration step, from the agent's threads (at most once a second does something). */
 void guard_clock_tick(void);
 
 static inline int64_t guard_now(void)
 {
-	if (GUARD_LIKELY(guard_clk.ok)) {
+	if (GUARD_LIKELY(G.clk.ok)) {
 		uint32_t s;
 		int64_t ns;
 
 		do {
-			s = atomic_load_explicit(&guard_clk.seq, memory_order_acquire);
-			ns = guard_clk.base_ns +
-			     (int64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() - guard_clk.base_tsc) * guard_clk.mult) >> 32);
+			s = atomic_load_explicit(&G.clk.seq, memory_order_acquire);
+			ns = G.clk.base_ns +
+			     (int64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() - G.clk.base_tsc) * G.clk.mult) >> 32);
 			atomic_thread_fence(memory_order_acquire);
-		} while ((s & 1) || s != atomic_load_explicit(&guard_clk.seq, memory_order_relaxed));
+		} while ((s & 1) || s != atomic_load_explicit(&G.clk.seq, memory_order_relaxed));
 		return ns;
 	}
 	return guard_mono_ns();
@@ -339,7 +340,7 @@ static inline int gcall_begin(struct gcall *c, int id, uintptr_t ret, uintptr_t 
 {
 	struct gthread *t = &guard_tls;
 
-	if (GUARD_UNLIKELY(!atomic_load_explicit(&guard_active, memory_order_relaxed) || t->agent))
+	if (GUARD_UNLIKELY(!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent))
 		return 0;
 	if (GUARD_UNLIKELY(t->nest)) {
 		/* a signal handler runs deeper on the stack; a shallower call means the last

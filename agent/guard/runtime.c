@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +31,12 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-struct guard_rt G;
-_Atomic int guard_active;
+struct guard_rt G __attribute__((aligned(64)));
+_Static_assert(offsetof(struct guard_rt, cfg.min_wait_ns) + sizeof(int64_t) <= 64,
+	       "what every wrapped call reads fits G's first cache line");
 __thread struct gthread guard_tls __attribute__((tls_model("initial-exec")));
 
 extern void *__libc_stack_end;
-
-struct guard_clock guard_clk;
 
 int64_t guard_mono_ns(void)
 {
@@ -89,13 +89,13 @@ void guard_clock_tick(void)
 	{
 		uint64_t mult = (uint64_t)(((unsigned __int128)(uint64_t)(ns - cal_ns) << 32) / (tsc - cal_tsc));
 
-		atomic_fetch_add_explicit(&guard_clk.seq, 1, memory_order_acq_rel);
+		atomic_fetch_add_explicit(&G.clk.seq, 1, memory_order_acq_rel);
 		atomic_thread_fence(memory_order_release);
-		guard_clk.base_tsc = tsc;
-		guard_clk.base_ns = ns;
-		guard_clk.mult = mult;
-		guard_clk.ok = 1;
-		atomic_fetch_add_explicit(&guard_clk.seq, 1, memory_order_release);
+		G.clk.base_tsc = tsc;
+		G.clk.base_ns = ns;
+		G.clk.mult = mult;
+		G.clk.ok = 1;
+		atomic_fetch_add_explicit(&G.clk.seq, 1, memory_order_release);
 	}
 	cal_next = ns + 1000000000;
 }
@@ -598,7 +598,7 @@ static void before_fork(void)
 {
 	struct gthread *t = &guard_tls;
 
-	if (!atomic_load(&guard_active))
+	if (!atomic_load(&G.active))
 		return;
 	t->nest++;
 	pthread_mutex_lock(&G.mu);
@@ -610,7 +610,7 @@ static void after_fork_parent(void)
 {
 	struct gthread *t = &guard_tls;
 
-	if (!atomic_load(&guard_active))
+	if (!atomic_load(&G.active))
 		return;
 	if (G.train)
 		gtrain_unlock(G.train);
@@ -623,7 +623,7 @@ static void after_fork_child(void)
 	struct gthread *t = &guard_tls;
 	uint32_t n;
 
-	if (!atomic_load(&guard_active))
+	if (!atomic_load(&G.active))
 		return;
 	G.pid = getpid();
 	t->tid = gettid();
@@ -845,7 +845,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 		goto inert;
 	guard_log("guarding", "mode=%s build_id=%s profile=%s", guard_mode_name(G.mode), G.build_id,
 		  G.profile_path);
-	atomic_store(&guard_active, 1);
+	atomic_store(&G.active, 1);
 	t->nest = 0;
 	return;
 inert:
@@ -857,7 +857,7 @@ __attribute__((destructor)) static void guard_fini(void)
 	struct gthread *t = &guard_tls;
 	uint64_t units = 0;
 
-	if (!atomic_load(&guard_active) || t->agent)
+	if (!atomic_load(&G.active) || t->agent)
 		return;
 	t->nest = 1;
 	if (G.mode == GUARD_MODE_TRAIN && G.train && G.ship_started) {

@@ -86,7 +86,7 @@ void guard_note_release(const void *obj)
 	struct gthread *t = &guard_tls;
 	uint64_t h;
 
-	if (!atomic_load_explicit(&guard_active, memory_order_relaxed) || t->agent || G.mode != GUARD_MODE_GUARD)
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent || G.mode != GUARD_MODE_GUARD)
 		return;
 	h = hash_mix64((uintptr_t)obj);
 	/* one store: the upper half checks the object, the lower half is the thread */
