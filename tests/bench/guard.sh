@@ -108,52 +108,51 @@ agent_cpu() {
 # as $G), STOP I stops it, LOAD I prints the throughput of one load against it
 # (for $secs seconds or $requests requests: a warm-up takes a third of that).
 
-# interleaved START STOP LOAD: prints a line "unguarded guarded" per round; each
-# instance is loaded alone, the order alternating.
-interleaved() {
-	local start=$1 stop=$2 load=$3 g r a b
+# rounds START STOP LOAD MEASURE: each round starts both instances afresh (the
+# guarded one is $((r % 2))), warms them up, then MEASURE LOAD G R prints the
+# round's "unguarded guarded" pair, and both stop.
+rounds() {
+	local start=$1 stop=$2 load=$3 measure=$4 g r
 	for r in $(seq "$rounds"); do
 		g=$((r % 2))
 		$start $((1 - g)) env
 		$start "$g" $G --
-		warm_up "$load"
-		if [ $(((r + 1) / 2 % 2)) = 1 ]; then
-			a=$($load $((1 - g)))
-			b=$($load "$g")
-		else
-			b=$($load "$g")
-			a=$($load $((1 - g)))
-		fi
-		echo "$a $b"
+		# a short load on each, not counted: caches, connections, the agent's first units
+		(
+			secs=$(((secs + 2) / 3)) requests=$((requests / 3))
+			$load 0 >/dev/null
+			$load 1 >/dev/null
+		)
+		$measure "$load" "$g" "$r"
 		$stop 0
 		$stop 1
 	done
 }
 
-# side_by_side START STOP LOAD: the same, both instances loaded at the same moment.
-side_by_side() {
-	local start=$1 stop=$2 load=$3 g r p0 p1
-	for r in $(seq "$rounds"); do
-		g=$((r % 2))
-		$start $((1 - g)) env
-		$start "$g" $G --
-		warm_up "$load"
-		$load 0 >"$W/round0" &
-		p0=$!
-		$load 1 >"$W/round1" &
-		p1=$!
-		wait "$p0" "$p1"
-		echo "$(cat "$W/round$((1 - g))") $(cat "$W/round$g")"
-		$stop 0
-		$stop 1
-	done
+# interleaved START STOP LOAD: each instance loaded alone, the order alternating.
+interleaved() { rounds "$1" "$2" "$3" one_then_other; }
+one_then_other() {
+	local load=$1 g=$2 r=$3 a b
+	if [ $(((r + 1) / 2 % 2)) = 1 ]; then
+		a=$($load $((1 - g)))
+		b=$($load "$g")
+	else
+		b=$($load "$g")
+		a=$($load $((1 - g)))
+	fi
+	echo "$a $b"
 }
 
-# warm_up LOAD: a short load on each instance, not counted (caches, connections, the agent's first units)
-warm_up() {
-	local secs=$(((secs + 2) / 3)) requests=$((requests / 3))
-	$1 0 >/dev/null
-	$1 1 >/dev/null
+# side_by_side START STOP LOAD: both instances loaded at the same moment.
+side_by_side() { rounds "$1" "$2" "$3" both_at_once; }
+both_at_once() {
+	local load=$1 g=$2 p0 p1
+	$load 0 >"$W/round0" &
+	p0=$!
+	$load 1 >"$W/round1" &
+	p1=$!
+	wait "$p0" "$p1"
+	echo "$(cat "$W/round$((1 - g))") $(cat "$W/round$g")"
 }
 
 # report NAME UNIT: reads "unguarded guarded" pairs on stdin, prints rounds and the median loss
