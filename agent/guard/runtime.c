@@ -151,6 +151,9 @@ int guard_fd_register(int fd)
 
 void guard_fd_unregister(int fd)
 {
+	/* a thread with a table of its own never registered anything; nor did anyone, mostly */
+	if (guard_tls.own_fds || !atomic_load_explicit(&G.nfds, memory_order_relaxed))
+		return;
 	for (int i = 0; i < GUARD_MAX_FDS; i++) {
 		int mine = fd;
 
