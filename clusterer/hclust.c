@@ -1182,6 +1182,11 @@ struct pjob {
 	size_t n;
 	const struct pinfo *pi;
 	double s, cut;
+	/* the second pass (average linkage): the component of each pattern (NONE: alone) and the pairs
+	 * the first pass kept, by (i, j), those of pattern i at known[koff[i] .. koff[i + 1]) */
+	const uint32_t *comp;
+	const struct kept *known;
+	const size_t *koff;
 	atomic_size_t next;
 	atomic_int failed;
 };
@@ -1190,7 +1195,7 @@ struct pworker {
 	pthread_t th;
 	struct pjob *job;
 	struct pairvec out;
-	uint64_t candidates, bounded, aligned;
+	uint64_t candidates, bounded, aligned, extended_aligned;
 	char err[256];
 };
 
@@ -1206,6 +1211,46 @@ static size_t upper(const uint32_t *v, size_t lo, size_t hi, uint32_t x)
 			hi = mid;
 	}
 	return lo;
+}
+
+/*
+ * The second pass, for average linkage: every pair Q > P of P's component that
+ * shares a frame with P and that the first pass did not keep, with its exact
+ * Sim. A merge at or below the cut joins clusters with a pair within the cut
+ * between them, so both lie in one component of the graph of such pairs: the
+ * distances inside the components decide every merge up to the cut, and a pair
+ * that shares no frame is at distance 1 exactly.
+ */
+static int extend_pairs(struct pworker *w, struct sim_ctx *ctx, uint32_t P, uint32_t *stamp)
+{
+	const struct pjob *jb = w->job;
+	const struct pinfo *pi = jb->pi;
+	size_t c, e;
+
+	for (c = jb->koff[P]; c < jb->koff[P + 1]; c++)
+		stamp[jb->known[c].j] = P;
+	for (e = pi->doff[P]; e < pi->doff[P + 1]; e++) {
+		size_t f = pi->dfr[e];
+
+		for (c = upper(pi->full, pi->foff[f], pi->foff[f + 1], P); c < pi->foff[f + 1]; c++) {
+			uint32_t Q = pi->full[c];
+			double sim;
+
+			if (stamp[Q] == P || jb->comp[Q] != jb->comp[P])
+				continue;
+			stamp[Q] = P;
+			w->extended_aligned++;
+			if (sim_similarity(ctx, &jb->p[P], &jb->p[Q], &sim) < 0) {
+				snprintf(w->err, sizeof(w->err), "%s", sim_ctx_error(ctx));
+				return -1;
+			}
+			if (sim > 0 && pv_push(&w->out, P, Q, sim) < 0) {
+				snprintf(w->err, sizeof(w->err), "out of memory");
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 static void *pair_worker(void *arg)
@@ -1230,6 +1275,13 @@ static void *pair_worker(void *arg)
 
 		if (P >= jb->n || atomic_load(&jb->failed))
 			break;
+		if (jb->comp) {
+			if (jb->comp[P] != NONE && extend_pairs(w, ctx, (uint32_t)P, stamp) < 0) {
+				atomic_store(&jb->failed, 1);
+				goto out;
+			}
+			continue;
+		}
 		/* Q shares one of P's prefix frames, or P holds one of Q's */
 		for (e = pi->poff[P]; e < pi->poff[P + 1]; e++) {
 			f = pi->pre[e];
@@ -1455,22 +1507,118 @@ static int nthreads(const struct hclust_opts *o)
 	return (int)t;
 }
 
-/* Computes the kept pairs into h->pairs (and their Sim into *kept, by (i, j)). */
+/* Runs the pair workers on jb and appends what they found to *kept (by (i, j) afterwards). */
+static int run_pair_workers(struct hclust *h, struct pjob *jb, int nt, struct kept **kept, size_t *nkept)
+{
+	struct pworker *w = calloc((size_t)nt, sizeof(*w));
+	size_t total = 0;
+	struct kept *nk;
+	int t, started = 0, rc = -1;
+
+	if (!w)
+		return oom(h);
+	atomic_init(&jb->next, 0);
+	atomic_init(&jb->failed, 0);
+	for (t = 0; t < nt; t++) {
+		w[t].job = jb;
+		if (pthread_create(&w[t].th, NULL, pair_worker, &w[t]) != 0) {
+			atomic_store(&jb->failed, 1);
+			set_err(h, "%s", "cannot start a thread");
+			break;
+		}
+		started++;
+	}
+	for (t = 0; t < started; t++)
+		pthread_join(w[t].th, NULL);
+	for (t = 0; t < started; t++) {
+		if (w[t].err[0] && !h->err[0])
+			set_err(h, "%s", w[t].err);
+		h->st.candidates += w[t].candidates;
+		h->st.bounded += w[t].bounded;
+		h->st.aligned += w[t].aligned + w[t].extended_aligned;
+		h->st.extended_aligned += w[t].extended_aligned;
+		total += w[t].out.n;
+	}
+	if (atomic_load(&jb->failed))
+		goto out;
+	if (total > (SIZE_MAX / sizeof(**kept)) - *nkept - 1 ||
+	    !(nk = realloc(*kept, (*nkept + total + 1) * sizeof(**kept)))) {
+		oom(h);
+		goto out;
+	}
+	*kept = nk;
+	for (t = 0; t < started; t++) {
+		if (w[t].out.n)
+			memcpy(*kept + *nkept, w[t].out.v, w[t].out.n * sizeof(**kept));
+		*nkept += w[t].out.n;
+	}
+	qsort(*kept, *nkept, sizeof(**kept), cmp_kept);
+	rc = 0;
+out:
+	for (t = 0; t < nt; t++)
+		free(w[t].out.v);
+	free(w);
+	return rc;
+}
+
+/* For the second pass: the component of each pattern in the graph of the kept pairs (NONE for a pattern
+ * in no pair) into comp, and the kept pairs of each pattern i at koff[i] .. koff[i + 1]. */
+static int components(struct hclust *h, const struct kept *kept, size_t nkept, size_t n, uint32_t **comp,
+		      size_t **koff)
+{
+	size_t i;
+
+	*comp = malloc((n ? n : 1) * sizeof(**comp));
+	*koff = calloc(n + 1, sizeof(**koff));
+	if (!*comp || !*koff)
+		return oom(h);
+	for (i = 0; i < n; i++)
+		(*comp)[i] = (uint32_t)i;
+	for (i = 0; i < nkept; i++) {
+		uint32_t a = uf_find(*comp, kept[i].i), b = uf_find(*comp, kept[i].j);
+
+		if (a != b)
+			(*comp)[a > b ? a : b] = a < b ? a : b;
+		(*koff)[kept[i].i + 1]++;
+	}
+	for (i = 0; i < n; i++)
+		(*koff)[i + 1] += (*koff)[i];
+	for (i = 0; i < n; i++)
+		(*comp)[i] = uf_find(*comp, (uint32_t)i);
+	{
+		uint32_t *size = calloc(n ? n : 1, sizeof(*size));
+
+		if (!size)
+			return oom(h);
+		for (i = 0; i < n; i++)
+			size[(*comp)[i]]++;
+		for (i = 0; i < n; i++)
+			if (size[(*comp)[i]] < 2)
+				(*comp)[i] = NONE;
+		free(size);
+	}
+	return 0;
+}
+
+/*
+ * Computes the pairs for the linkage into *kept (by (i, j), with their Sim): those within the cut,
+ * found through the frame index and the bound on Sim; for average linkage, then also every pair
+ * beyond the cut that shares a frame and lies inside one component of the pairs within the cut.
+ */
 static int find_pairs(struct hclust *h, struct sim_frames *ft, const struct sim_pattern *p, size_t n,
 		      const struct hclust_opts *o, int nt, struct kept **kept, size_t *nkept)
 {
 	struct pinfo pi;
 	struct pjob jb;
-	struct pworker *w = calloc((size_t)nt, sizeof(*w));
-	size_t total = 0, i;
-	int t, started = 0, rc = -1;
+	uint32_t *comp = NULL;
+	size_t *koff = NULL;
+	int rc = -1;
 	double t0 = now_ms();
 
 	memset(&pi, 0, sizeof(pi));
+	memset(&jb, 0, sizeof(jb));
 	*kept = NULL;
 	*nkept = 0;
-	if (!w)
-		return oom(h);
 	if (sim_frames_prepare(ft, nt) < 0) {
 		set_err(h, "%s", sim_frames_error(ft));
 		goto out;
@@ -1485,48 +1633,35 @@ static int find_pairs(struct hclust *h, struct sim_frames *ft, const struct sim_
 	jb.n = n;
 	jb.pi = &pi;
 	jb.cut = o->cut;
-	atomic_init(&jb.next, 0);
-	atomic_init(&jb.failed, 0);
-	for (t = 0; t < nt; t++) {
-		w[t].job = &jb;
-		if (pthread_create(&w[t].th, NULL, pair_worker, &w[t]) != 0) {
-			atomic_store(&jb.failed, 1);
-			set_err(h, "%s", "cannot start a thread");
-			break;
-		}
-		started++;
-	}
-	for (t = 0; t < started; t++)
-		pthread_join(w[t].th, NULL);
-	for (t = 0; t < started; t++) {
-		if (w[t].err[0] && !h->err[0])
-			set_err(h, "%s", w[t].err);
-		h->st.candidates += w[t].candidates;
-		h->st.bounded += w[t].bounded;
-		h->st.aligned += w[t].aligned;
-		total += w[t].out.n;
-	}
-	if (atomic_load(&jb.failed))
+	if (run_pair_workers(h, &jb, nt, kept, nkept) < 0)
 		goto out;
-	*kept = malloc((total ? total : 1) * sizeof(**kept));
-	if (!*kept) {
-		oom(h);
-		goto out;
-	}
-	for (t = 0; t < started; t++) {
-		if (w[t].out.n)
-			memcpy(*kept + *nkept, w[t].out.v, w[t].out.n * sizeof(**kept));
-		*nkept += w[t].out.n;
-	}
-	qsort(*kept, *nkept, sizeof(**kept), cmp_kept);
 	h->st.kept = *nkept;
+	if (o->method == HCLUST_AVERAGE && *nkept) {
+		if (components(h, *kept, *nkept, n, &comp, &koff) < 0)
+			goto out;
+		jb.comp = comp;
+		jb.known = *kept;
+		jb.koff = koff;
+		/* the workers only read the first pass's pairs: they are appended to after the workers end */
+		{
+			size_t first = *nkept;
+
+			if (run_pair_workers(h, &jb, nt, kept, nkept) < 0)
+				goto out;
+			h->st.extended = *nkept - first;
+		}
+	}
 	rc = 0;
 out:
-	for (i = 0; i < (size_t)nt; i++)
-		free(w[i].out.v);
-	free(w);
+	free(comp);
+	free(koff);
 	pinfo_release(&pi);
 	h->st.ms_pairs = now_ms() - t0;
+	if (rc < 0) {
+		free(*kept);
+		*kept = NULL;
+		*nkept = 0;
+	}
 	return rc;
 }
 

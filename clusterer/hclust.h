@@ -109,30 +109,39 @@ struct hclust_clusters {
 	const uint32_t *common_off;     /* nclusters + 1 */
 	const uint32_t *common;         /* positions in the medoid of its common part (sim_common_part()) */
 	const struct hclust_merge *z;   /* npatterns - 1 rows: the whole linkage */
-	const struct hclust_pair *pairs; /* the pairs within the cut (i < j, d = 1 - Sim), by (i, j) */
+	const struct hclust_pair *pairs; /* the pairs the linkage saw (i < j, d = 1 - Sim < 1), by (i, j): those
+					  * within the cut; for average linkage also those beyond it
+					  * that share a frame inside one component (see below) */
 	size_t npairs;
 };
 
 /*
  * Clusters p[0..n) (in ascending pattern-id order: ties go to the lower index)
- * by o->method with distance 1 - Sim (sim.h). Only pairs with 1 - Sim <= cut
- * are kept; every other pair counts as distance 1 ("share nothing"). For
- * single linkage the flat clusters are exactly those of the full distance
- * matrix, for complete linkage too (ties between equal distances aside); for
- * average linkage a pair beyond the cut contributes 1 to the average instead
- * of its distance (docs/clustering.md). Every frame of the patterns must be
- * registered in ft; the call runs sim_frames_prepare(ft). Returns 0, or -1
- * with hclust_error() set.
+ * by o->method with distance 1 - Sim (sim.h); the flat clusters at o->cut
+ * are exactly those of the full distance matrix (ties between equal distances
+ * aside). Pairs that share no frame are at distance 1 by definition. Single
+ * and complete linkage need only the pairs with 1 - Sim <= cut (every other
+ * pair counts as 1: no merge at or below the cut changes). Average linkage
+ * (UPGMA) also keeps the exact distance of every pair beyond the cut that
+ * shares a frame and whose patterns lie in one component of the graph of the
+ * pairs within the cut: a merge at or below the cut joins two clusters with a
+ * pair within the cut between them, so only those distances can change one.
+ * Memory: the pairs within the cut, plus for average linkage the sharing pairs
+ * inside components. The rows of z above the cut are those of the matrix with
+ * every other pair at 1. Every frame of the patterns must be registered in ft;
+ * the call runs sim_frames_prepare(ft). Returns 0, or -1 with hclust_error()
+ * set.
  */
 int hclust_patterns(struct hclust *h, struct sim_frames *ft, const struct sim_pattern *p, size_t n,
 		    const struct hclust_opts *o, const struct hclust_clusters **out);
 
 /* Figures of the last hclust_patterns() call. candidates: pairs sharing a frame found through the
- * index; bounded: those dropped by the bound on Sim; aligned: pairs whose Sim was computed; kept:
- * pairs within the cut; medoid_aligned: alignments made for medoids and common parts; ms: wall
- * time of the phases. */
+ * index; bounded: those dropped by the bound on Sim; aligned: pairs whose Sim was computed (both
+ * passes); kept: pairs within the cut; extended: pairs beyond the cut kept for average linkage,
+ * extended_aligned: the alignments that took; medoid_aligned: alignments made for medoids and
+ * common parts; ms: wall time of the phases. */
 struct hclust_stats {
-	uint64_t candidates, bounded, aligned, kept, medoid_aligned;
+	uint64_t candidates, bounded, aligned, kept, extended, extended_aligned, medoid_aligned;
 	double ms_prepare, ms_pairs, ms_linkage, ms_medoids;
 	int threads;
 };

@@ -7,7 +7,9 @@
 # rows must be SciPy's (same a and b, sizes, heights within 1e-9; hence the
 # same sorted heights), and the flat clusters of `--flat T` must be those of
 # scipy's fcluster(Z, T, 'distance') at several cuts, up to relabelling (and
-# numbered by lowest point, as documented). Also the input errors.
+# numbered by lowest point, as documented). Also the input errors. Then fleets
+# of call-stack patterns clustered as a mining run clusters them: the flat
+# clusters must be SciPy's on the full matrix of 1 - Sim.
 #
 # Needs no database. SciPy comes from Debian (python3-scipy): installed here
 # when running as root, else the test fails with the command to run.
@@ -15,7 +17,9 @@ export SM_TEST_FRESH_DB=0
 . "$(dirname "$0")/../lib.sh"
 
 bin=$SM_BIN_DIR/sm-cluster
+bench=$(dirname "$SM_BIN_DIR")/tests/clusterbench
 [ -x "$bin" ] || t_bail "sm-cluster" "$bin is missing (build first)"
+[ -x "$bench" ] || t_bail "clusterbench" "$bench is missing (build first)"
 
 have_scipy() {
 	"$1" -c 'import scipy.cluster.hierarchy, numpy' 2>/dev/null
@@ -40,7 +44,7 @@ echo "oracle: $("$py" -c 'import scipy, sys; print("scipy", scipy.__version__, "
 
 # The Python side writes the inputs, runs sm-cluster, compares and prints one
 # "ok NAME" or "FAIL NAME: WHY" line per check.
-"$py" - "$bin" "$T_TMP" >"$T_TMP/checks" 2>"$T_TMP/py.err" <<'EOF'
+"$py" - "$bin" "$T_TMP" "$bench" >"$T_TMP/checks" 2>"$T_TMP/py.err" <<'EOF'
 import subprocess, sys
 import numpy as np
 from scipy.cluster.hierarchy import linkage, fcluster
@@ -159,6 +163,34 @@ print("ok   usage unknown method" if r.returncode == 2 and "unknown method 'ward
       else f"FAIL usage unknown method: {r.returncode} {r.stderr.strip()!r}")
 r = run(["linkage"], "1\n")
 print("ok   one point" if r.returncode == 0 and r.stdout == "" else f"FAIL one point: {r.returncode} {r.stdout!r}")
+
+# Fleets of call-stack patterns (tests/tools/clusterbench: families of variants
+# sharing thread-start and library frames), clustered as a run clusters them
+# (pairs pruned by the bound, and for average linkage the exact distances kept
+# inside components): the flat clusters must be SciPy's on the full matrix of
+# every pair's 1 - Sim.
+bench = sys.argv[3]
+for seed, n, fam in ((1, 240, 12), (2, 300, 25), (3, 200, 6)):
+    for method in ("average", "single", "complete"):
+        for cut in (0.1, 0.3, 0.5):
+            tag = f"patterns seed {seed} n {n} {method} cut {cut}"
+            r = subprocess.run([bench, "--patterns", str(n), "--family", str(fam), "--seed", str(seed),
+                                "--method", method, "--cut", str(cut), "--write", tmp],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"FAIL {tag}: clusterbench exited {r.returncode}: {r.stderr.strip()}")
+                continue
+            y = np.fromfile(f"{tmp}/dist.f64", dtype="<f8")
+            got = [int(v) for v in open(f"{tmp}/labels").read().split()]
+            want = fcluster(linkage(y, method=method), cut, criterion="distance")
+            if len(y) != n * (n - 1) // 2 or len(got) != n:
+                print(f"FAIL {tag}: {len(y)} distances and {len(got)} labels for {n} patterns")
+            elif canon(got) != canon(want):
+                diff = sum(1 for g in canon(got) if g not in canon(want))
+                print(f"FAIL {tag}: {diff} of {len(set(got))} clusters differ from SciPy's {len(set(want))}")
+            else:
+                beyond = sum(1 for d in y if cut < d < 1)
+                print(f"ok   {tag} ({len(set(got))} clusters; {beyond} pairs beyond the cut share a frame)")
 EOF
 rc=$?
 if [ $rc -ne 0 ]; then

@@ -10,7 +10,9 @@
  *       a frame of a similar name. Frame statistics come from a database of
  *       20,000 streams where the shared frames are common and the family
  *       frames rare. Then weights and hclust_patterns(), timed by phase; also
- *       how many families ended whole in one cluster.
+ *       how many families ended whole in one cluster. --write DIR saves the full
+ *       matrix of 1 - Sim (DIR/dist.f64, every pair aligned) and the flat
+ *       clusters (DIR/labels), for SciPy to check the clusters against.
  *
  *   clusterbench --dense N [--method M] [--write FILE] [--seed S]
  *       the linkage of a dense N-point matrix (distances between random points
@@ -154,7 +156,53 @@ struct pats {
 	size_t n, nfam, total;
 };
 
-static int cmd_patterns(size_t npat, double avglen, double famsize, const struct hclust_opts *o)
+/* For the SciPy test: the full condensed matrix of 1 - Sim (every pair aligned) into DIR/dist.f64 as
+ * little-endian doubles, and the flat cluster of each pattern into DIR/labels, one per line. */
+static int write_oracle_input(const char *dir, struct sim_frames *ft, const struct sim_pattern *p, size_t n,
+			      const struct hclust_clusters *cl)
+{
+	char path[4096];
+	struct sim_ctx *ctx = sim_ctx_open(ft);
+	FILE *f = NULL;
+	size_t i, j;
+	int rc = -1;
+
+	if (!ctx)
+		goto out;
+	snprintf(path, sizeof(path), "%s/dist.f64", dir);
+	if (!(f = fopen(path, "wb")))
+		goto out;
+	for (i = 0; i < n; i++)
+		for (j = i + 1; j < n; j++) {
+			double sim, d;
+
+			if (sim_similarity(ctx, &p[i], &p[j], &sim) < 0)
+				goto out;
+			d = 1 - sim;
+			if (fwrite(&d, sizeof(d), 1, f) != 1)
+				goto out;
+		}
+	if (fclose(f) != 0) {
+		f = NULL;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/labels", dir);
+	if (!(f = fopen(path, "w")))
+		goto out;
+	for (i = 0; i < n; i++)
+		fprintf(f, "%u\n", (unsigned)cl->label[i]);
+	rc = fclose(f) == 0 ? 0 : -1;
+	f = NULL;
+out:
+	if (f)
+		fclose(f);
+	sim_ctx_free(ctx);
+	if (rc < 0)
+		fprintf(stderr, "clusterbench: cannot write the oracle's input into %s\n", dir);
+	return rc;
+}
+
+static int cmd_patterns(size_t npat, double avglen, double famsize, const struct hclust_opts *o, const char *write)
 {
 	struct gen g = { NULL, 0, NULL, 0 };
 	struct pats ps;
@@ -323,13 +371,16 @@ static int cmd_patterns(size_t npat, double avglen, double famsize, const struct
 		whole += seen[fam] < UINT32_MAX - 1;
 	printf("patterns %zu: clustered in %.2f s + weights %.2f s (sub floors %.2f, prepare %.2f, pairs %.2f, "
 	       "linkage %.2f, medoids %.2f), %d threads, peak RSS %.0f MB; avg len %.1f, %u frames, %zu families (%zu whole), "
-	       "%zu clusters; pairs: %llu candidates, %llu bounded, %llu aligned, %llu kept; "
-	       "%llu medoid alignments; %s linkage, cut %g (generated in %.2f s)\n",
+	       "%zu clusters; pairs: %llu candidates, %llu bounded, %llu aligned, %llu kept within the cut, "
+	       "%llu beyond it (%.1f MB); %llu medoid alignments; %s linkage, cut %g (generated in %.2f s)\n",
 	       ps.n, t0, t_w, t_fl, st.ms_prepare / 1e3, st.ms_pairs / 1e3, st.ms_linkage / 1e3, st.ms_medoids / 1e3,
 	       st.threads, peak_mb(), (double)ps.total / (double)ps.n, (unsigned)g.nframes, ps.nfam, whole,
 	       cl->nclusters, (unsigned long long)st.candidates, (unsigned long long)st.bounded,
-	       (unsigned long long)st.aligned, (unsigned long long)st.kept, (unsigned long long)st.medoid_aligned,
-	       hclust_method_name(o->method), o->cut, t_gen);
+	       (unsigned long long)st.aligned, (unsigned long long)st.kept, (unsigned long long)st.extended,
+	       (double)st.extended * (double)sizeof(struct hclust_pair) * 2 / 1048576.0,
+	       (unsigned long long)st.medoid_aligned, hclust_method_name(o->method), o->cut, t_gen);
+	if (write && write_oracle_input(write, g.ft, p, ps.n, cl) < 0)
+		goto out;
 	rc = 0;
 	goto out;
 oom:
@@ -408,6 +459,7 @@ out:
 static int usage(void)
 {
 	fputs("usage: clusterbench --patterns N [--len L] [--family F] [--method M] [--cut C] [--threads T] [--seed S]\n"
+	      "                    [--write DIR]\n"
 	      "       clusterbench --dense N [--method M] [--write FILE] [--seed S]\n",
 	      stderr);
 	return 2;
@@ -474,6 +526,6 @@ int main(int argc, char **argv)
 	if (optind != argc || (npat < 0) == (ndense < 0))
 		return usage();
 	if (npat > 0)
-		return cmd_patterns((size_t)npat, len, fam, &o);
+		return cmd_patterns((size_t)npat, len, fam, &o, write);
 	return cmd_dense((size_t)ndense, o.method, write);
 }

@@ -4,7 +4,9 @@
 #include "sim.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,8 +364,79 @@ static int pset_make(struct pset *s, size_t families, size_t maxlen)
 	return 0;
 }
 
-/* hclust_patterns() against brute force: every pair's Sim, the pairs beyond the cut set to 1, the dense
- * linkage; the kept pairs, the linkage rows, the flat clusters, medoids and common parts must agree. */
+/* Component of each point in the graph of the pairs within the cut (union-find, roots lowest). */
+static void within_components(const double *sims, size_t n, double cut, uint32_t *comp)
+{
+	size_t i, j, k;
+
+	for (i = 0; i < n; i++)
+		comp[i] = (uint32_t)i;
+	for (i = 0, k = 0; i < n; i++)
+		for (j = i + 1; j < n; j++, k++)
+			if (1 - sims[k] <= cut) {
+				uint32_t a = (uint32_t)i, b = (uint32_t)j;
+
+				while (comp[a] != a)
+					a = comp[a];
+				while (comp[b] != b)
+					b = comp[b];
+				if (a != b)
+					comp[a > b ? a : b] = a < b ? a : b;
+			}
+	for (i = 0; i < n; i++)
+		while (comp[i] != comp[comp[i]])
+			comp[i] = comp[comp[i]];
+}
+
+/* The height at which points i < j first share a cluster (cophenetic distance), -1 above the cut, into
+ * c[n * i + j]. */
+static void cophenetic_to(const struct hclust_merge *z, size_t n, double cut, uint32_t *label, double *c)
+{
+	size_t i, j, r;
+
+	for (i = 0; i < n * n; i++)
+		c[i] = -1;
+	for (i = 0; i < n; i++)
+		label[i] = (uint32_t)i;
+	for (r = 0; r + 1 < n && z[r].dist <= cut; r++) {
+		for (i = 0; i < n; i++)
+			for (j = i + 1; j < n; j++)
+				if ((label[i] == z[r].a && label[j] == z[r].b) || (label[i] == z[r].b && label[j] == z[r].a))
+					c[n * i + j] = z[r].dist;
+		for (i = 0; i < n; i++)
+			if (label[i] == z[r].a || label[i] == z[r].b)
+				label[i] = (uint32_t)(n + r);
+	}
+}
+
+/* Whether two linkages of n points join every pair at the same height up to the cut: the same tree,
+ * but for the order of merges at equal heights (the chain may walk them in another order) and the
+ * rounding of averages updated in another order (1e-12). */
+static bool same_tree_to(const struct hclust_merge *za, const struct hclust_merge *zb, size_t n, double cut)
+{
+	uint32_t *label = malloc(n * sizeof(*label));
+	double *ca = malloc(n * n * sizeof(*ca)), *cb = malloc(n * n * sizeof(*cb));
+	bool same = false;
+
+	if (label && ca && cb) {
+		cophenetic_to(za, n, cut, label, ca);
+		cophenetic_to(zb, n, cut, label, cb);
+		same = true;
+		for (size_t q = 0; q < n * n; q++)
+			if (fabs(ca[q] - cb[q]) > 1e-12)
+				same = false;
+	}
+	free(label);
+	free(ca);
+	free(cb);
+	return same;
+}
+
+/* hclust_patterns() against brute force: every pair's Sim and the dense linkage of the full matrix
+ * (average: the true distances of every pair; single and complete: the pairs beyond the cut at 1,
+ * which changes no merge at or below the cut); the pairs handed to the linkage, the linkage rows up to
+ * the cut (all of them for single and complete), the flat clusters, medoids and common parts must
+ * agree. */
 static void test_patterns_brute_force(void)
 {
 	struct pset s;
@@ -374,7 +447,9 @@ static void test_patterns_brute_force(void)
 	size_t n, nd, i, j, k, ci;
 	int mth, thr, bad_pairs = 0, bad_z = 0, bad_lab = 0, bad_med = 0, bad_common = 0, runs = 0;
 	struct hclust_merge *zref = NULL;
-	uint32_t *lref = NULL, pos[32];
+	uint32_t *lref = NULL, *comp = NULL, pos[32];
+	bool *keep = NULL;
+	size_t beyond;
 
 	CHECK(h && hd);
 	if (!h || !hd || pset_make(&s, 40, 32) < 0) {
@@ -388,7 +463,9 @@ static void test_patterns_brute_force(void)
 	work = malloc(nd * sizeof(*work));
 	zref = malloc(n * sizeof(*zref));
 	lref = malloc(n * sizeof(*lref));
-	if (!c || !sims || !work || !zref || !lref)
+	comp = malloc(n * sizeof(*comp));
+	keep = malloc(nd * sizeof(*keep));
+	if (!c || !sims || !work || !zref || !lref || !comp || !keep)
 		goto out;
 	for (i = 0, k = 0; i < n; i++)
 		for (j = i + 1; j < n; j++, k++)
@@ -400,10 +477,15 @@ static void test_patterns_brute_force(void)
 			const struct hclust_clusters *cl;
 			struct hclust_opts o = { (enum hclust_method)mth, cuts[ci], 1 };
 
-			for (k = 0; k < nd; k++) {
-				work[k] = 1 - sims[k] <= cuts[ci] ? 1 - sims[k] : 1.0;
-				within += 1 - sims[k] <= cuts[ci];
-			}
+			within_components(sims, n, cuts[ci], comp);
+			for (i = 0, k = 0, beyond = 0; i < n; i++)
+				for (j = i + 1; j < n; j++, k++) {
+					keep[k] = 1 - sims[k] <= cuts[ci] ||
+						  (mth == HCLUST_AVERAGE && sims[k] > 0 && comp[i] == comp[j]);
+					work[k] = mth == HCLUST_AVERAGE || 1 - sims[k] <= cuts[ci] ? 1 - sims[k] : 1.0;
+					within += 1 - sims[k] <= cuts[ci];
+					beyond += keep[k] && 1 - sims[k] > cuts[ci];
+				}
 			if (hclust_linkage(hd, work, n, o.method, zref) < 0 ||
 			    hclust_fcluster(hd, zref, n, cuts[ci], lref, &ncref) < 0)
 				goto out;
@@ -419,12 +501,12 @@ static void test_patterns_brute_force(void)
 					goto out;
 				}
 				hclust_last_stats(h, &st);
-				/* pruning must not lose a pair within the cut, and must prune something */
-				if (cl->npairs != within)
+				/* pruning must not lose a pair that can change a merge, and must prune something */
+				if (cl->npairs != within + beyond)
 					bad_pairs++;
 				for (i = 0, k = 0; i < n; i++) {
 					for (j = i + 1; j < n; j++, k++) {
-						if (1 - sims[k] > cuts[ci])
+						if (!keep[k])
 							continue;
 						if (nref >= cl->npairs || cl->pairs[nref].i != i || cl->pairs[nref].j != j ||
 						    cl->pairs[nref].d != 1 - sims[k])
@@ -435,10 +517,18 @@ static void test_patterns_brute_force(void)
 				CHECK(st.aligned < nd);
 				CHECK(st.candidates <= nd);
 				CHECK_INT(st.kept, within);
-				for (i = 0; i + 1 < n; i++)
-					if (zref[i].a != cl->z[i].a || zref[i].b != cl->z[i].b ||
-					    zref[i].dist != cl->z[i].dist || zref[i].size != cl->z[i].size)
+				CHECK_INT(st.extended, beyond);
+				if (mth == HCLUST_AVERAGE) {
+					/* the tree up to the cut: merges at equal heights may come in another
+					 * order (the chain walks another matrix above the cut) */
+					if (!same_tree_to(zref, cl->z, n, cuts[ci]))
 						bad_z++;
+				} else {
+					for (i = 0; i + 1 < n; i++)
+						if (zref[i].a != cl->z[i].a || zref[i].b != cl->z[i].b ||
+						    zref[i].dist != cl->z[i].dist || zref[i].size != cl->z[i].size)
+							bad_z++;
+				}
 				if (cl->nclusters != ncref || memcmp(cl->label, lref, n * sizeof(*lref)) != 0)
 					bad_lab++;
 				/* members ascending, medoid and common part as sim.c computes them */
@@ -478,6 +568,8 @@ out:
 	free(work);
 	free(zref);
 	free(lref);
+	free(comp);
+	free(keep);
 	pset_free(&s);
 	hclust_free(h);
 	hclust_free(hd);
