@@ -3,7 +3,8 @@
 # section "guard"; a report, not a test). Each server is trained once; then two
 # instances of it run, one unguarded and one guarded, and are measured in
 # interleaved rounds: in each round one instance gets the load, then the other,
-# each with the machine to itself (the order alternates from round to round):
+# then the first again (A B B A, each with the machine to itself; which one is
+# A alternates from round to round):
 #   pgbench -S (2 clients, 1 thread each) against PostgreSQL
 #   redis-benchmark GET and SET (20 clients each) against redis-server
 #   wrk (1 thread, 20 connections each) against nginx (1 worker) serving a 16 KiB file
@@ -27,7 +28,7 @@
 # cheapest system call, in units, without and with the agent): unlike the
 # throughputs, it does not move with the machine's neighbours.
 #
-# Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 10), SM_BENCH_GUARD_SECS
+# Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 20), SM_BENCH_GUARD_SECS
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
 # requests per test per round, 200000), SM_BENCH_GUARD_SERVERS (which parts run: a
 # list of callcost postgres redis shipping nginx control contention, all by default). Needs
@@ -37,7 +38,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$repo"
 bin=$repo/bin
-rounds=${SM_BENCH_GUARD_ROUNDS:-10}
+rounds=${SM_BENCH_GUARD_ROUNDS:-20}
 secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
@@ -129,18 +130,27 @@ rounds() {
 	done
 }
 
-# interleaved START STOP LOAD: each instance loaded alone, the order alternating.
+# interleaved START STOP LOAD: each instance loaded alone, in the order A B B A
+# (each A half as long as B, the first instance alternating from round to
+# round): a neighbour's load that rises or falls through the round weighs on
+# both instances alike.
 interleaved() { rounds "$1" "$2" "$3" one_then_other; }
 one_then_other() {
-	local load=$1 g=$2 r=$3 a b
+	local load=$1 g=$2 r=$3 first second x1 x2 y
 	if [ $(((r + 1) / 2 % 2)) = 1 ]; then
-		a=$($load $((1 - g)))
-		b=$($load "$g")
+		first=$((1 - g)) second=$g
 	else
-		b=$($load "$g")
-		a=$($load $((1 - g)))
+		first=$g second=$((1 - g))
 	fi
-	echo "$a $b"
+	x1=$(secs=$(((secs + 1) / 2)) requests=$((requests / 2)) && $load "$first")
+	y=$($load "$second")
+	x2=$(secs=$(((secs + 1) / 2)) requests=$((requests / 2)) && $load "$first")
+	x1=$(awk -v a="$x1" -v b="$x2" 'BEGIN { printf "%.2f", (a + b) / 2 }')
+	if [ "$first" = "$g" ]; then
+		echo "$y $x1"
+	else
+		echo "$x1 $y"
+	fi
 }
 
 # side_by_side START STOP LOAD: both instances loaded at the same moment.
