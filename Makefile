@@ -30,7 +30,7 @@ endif
 PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib libdw libunwind
 WARN := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat-security \
 	-Wshadow -Wpointer-arith -Wcast-qual -Wno-cast-qual
-CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -Icommon -Iagent -Iingest -Iminer -Iclusterer -Iweb -I$(O)/gen
+CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -I. -I$(O)/gen
 LDFLAGS := $(OPT) -pthread -Wl,--as-needed
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS)) -lm
@@ -45,8 +45,8 @@ WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
 GUARD_CORE_SRC := $(addprefix agent/guard/,config.c profile.c ring.c modmap.c symbolize.c)
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c runtime.c unit.c sampler.c train.c report.c)
 # what libsmguard.so takes from the rest of the tree
-GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c intern.c json.c log.c sha256.c util.c vec.c wire.c) \
-	agent/ship.c agent/spool.c clusterer/hclust.c clusterer/sim.c
+GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c imap.c intern.c json.c jsonw.c log.c sha256.c util.c vec.c wire.c) \
+	agent/ship.c agent/spool.c clusterer/linkage.c
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 
@@ -84,7 +84,7 @@ $(O)/%.o: %.c
 
 # the guard library's objects: optimised, unsanitized, position-independent, hidden by default
 GUARD_PIC_CFLAGS := -std=c11 -g -O2 -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
-	-pthread $(WARN) -MMD -MP -Icommon -Iagent -Iclusterer
+	-pthread $(WARN) -MMD -MP -I.
 $(O)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(GUARD_PIC_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
@@ -149,14 +149,14 @@ $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libcommon.a
 $(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libcommon.a
+# link lines are the dependency graph: web -> miner -> clusterer -> common; agent, ingest -> common
+$(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-cluster: $(O)/clusterer/main.o $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a \
-		$(O)/libcommon.a
+$(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libclusterer.a $(O)/libcommon.a
@@ -194,7 +194,7 @@ bench:
 # libFuzzer targets (clang): FUZZ_SECONDS each, corpora kept in build/fuzz/corpus-*.
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-	-Icommon -Iagent -Iingest -Iminer -Iclusterer -Iweb -Ibuild/fuzz/gen $(PKG_CFLAGS)
+	-I. -Ibuild/fuzz/gen $(PKG_CFLAGS)
 build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)

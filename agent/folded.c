@@ -1,7 +1,7 @@
 /* folded: collapsed stacks to run events laid end to end (see folded.h and docs/import.md). */
-#include "folded.h"
-#include "buf.h"
-#include "import.h"
+#include "agent/folded.h"
+#include "agent/import.h"
+#include "common/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +200,7 @@ static int folded_line(struct folded *fo, const char *s, size_t n)
 	return import_event(fo->im, &e) < 0 ? -1 : 0;
 }
 
-int folded_import(struct importer *im)
+static int folded_import(struct importer *im)
 {
 	struct folded fo = { .im = im, .fb = BUF_INIT(2 * IMPORT_MAX_LINE) };
 	char *line;
@@ -225,3 +225,5 @@ out:
 	buf_release(&fo.fb);
 	return rc;
 }
+
+const struct import_format import_folded = { "folded", folded_import };

@@ -6,9 +6,9 @@
 #ifndef SM_FOLDED_H
 #define SM_FOLDED_H
 
-struct importer;
+#include "agent/import.h"
 
-/* Read the importer's input to its end. Returns 0, or -1 with the error set. */
-int folded_import(struct importer *im);
+/* "folded": reads the importer's input to its end. */
+extern const struct import_format import_folded;
 
 #endif

@@ -1,10 +1,8 @@
 /* import: format dispatch, input lines, interning and stream assembly (see import.h). */
-#include "import.h"
-#include "arena.h"
-#include "folded.h"
-#include "intern.h"
-#include "perf.h"
-#include "util.h"
+#include "agent/import.h"
+#include "common/arena.h"
+#include "common/intern.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -26,7 +24,7 @@ struct thread {
 };
 
 struct importer {
-	enum import_format fmt;
+	const struct import_format *fmt;
 	struct import_opts opts;     /* strings point into meta */
 	struct arena *meta;          /* copies of the options, for the importer's life */
 	struct arena *out;           /* the assembled stream's arrays, per run */
@@ -49,19 +47,6 @@ struct importer {
 	char fbuf[WIRE_MAX_FRAME + 1];
 };
 
-int import_format_parse(const char *name, enum import_format *out)
-{
-	if (!name)
-		return -1;
-	if (strcmp(name, "perf") == 0)
-		*out = IMPORT_PERF;
-	else if (strcmp(name, "folded") == 0)
-		*out = IMPORT_FOLDED;
-	else
-		return -1;
-	return 0;
-}
-
 void import_opts_init(struct import_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -82,7 +67,7 @@ static const char *dup_opt(struct arena *a, const char *s, bool *oom)
 	return d;
 }
 
-struct importer *importer_open(enum import_format fmt, const struct import_opts *opts)
+struct importer *importer_open(const struct import_format *fmt, const struct import_opts *opts)
 {
 	struct importer *im = calloc(1, sizeof(*im));
 	struct wire_label *labels = NULL;
@@ -612,7 +597,7 @@ int importer_run(struct importer *im, const char *path, struct wire_stream *out)
 	if (!im->gz)
 		return fail_path(im, "cannot open: %s", errno ? strerror(errno) : "out of memory");
 	gzbuffer(im->gz, READ_CHUNK);
-	rc = im->fmt == IMPORT_PERF ? perf_import(im) : folded_import(im);
+	rc = im->fmt->parse(im);
 	if (rc == 0)
 		rc = assemble(im, out);
 	gzclose(im->gz);

@@ -15,12 +15,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
-enum import_format { IMPORT_PERF, IMPORT_FOLDED };
+struct importer;
 
-/* "perf" or "folded"; returns 0 or -1. */
-int import_format_parse(const char *name, enum import_format *out);
+/* A format the importer reads: its name and the parser that reads the importer's input to its end,
+ * adding frames, stacks, threads and events through the functions below. The formats are listed in
+ * formats.h (perf.h, folded.h define them). */
+struct import_format {
+	const char *name;
+	int (*parse)(struct importer *im);   /* 0, or -1 with the importer's error set */
+};
 
 struct import_opts {
 	const char *host, *app, *version, *build_id; /* host/app required; version/build_id may be NULL */
@@ -36,11 +41,9 @@ struct import_opts {
 /* Fills *o with the defaults (no host/app, everything inferred). */
 void import_opts_init(struct import_opts *o);
 
-struct importer;
-
-/* Returns an importer (it copies *opts), or NULL when out of memory. Caller frees
+/* Returns an importer of fmt (it copies *opts), or NULL when out of memory. Caller frees
  * with importer_free(). */
-struct importer *importer_open(enum import_format fmt, const struct import_opts *opts);
+struct importer *importer_open(const struct import_format *fmt, const struct import_opts *opts);
 /* NULL-safe. */
 void importer_free(struct importer *im);
 /*

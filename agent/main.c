@@ -4,12 +4,14 @@
  * had to spool, `import` converts profiler output (perf script, folded
  * stacks) into streams and ships or writes them. See docs/agent.md.
  */
-#include "import.h"
-#include "log.h"
-#include "ship.h"
-#include "spool.h"
-#include "util.h"
-#include "wire.h"
+#include "agent/formats.h"
+#include "agent/import.h"
+#include "agent/ship.h"
+#include "agent/spool.h"
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/wire.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -97,7 +99,7 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-struct cli {
+struct args {
 	const char *cmd;
 	struct ship_opts ship;
 	const char *token_file;
@@ -110,23 +112,22 @@ struct cli {
 	char hostname[256];
 };
 
-static int usage_error(const char *fmt, const char *a, const char *b)
+static const struct cli cl = { "sm-agent", NULL }, clh = { "sm-agent", "(sm-agent --help lists the options)" };
+
+/* The long name of option opt. */
+static const char *opt_name(int opt)
 {
-	fputs("sm-agent: ", stderr);
-	fprintf(stderr, fmt, a, b);
-	fputs("\n(sm-agent --help lists the options)\n", stderr);
-	return 2;
+	for (const struct option *o = long_opts; o->name; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
 }
 
 static int bad_value(int opt, const char *val, const char *why)
 {
-	const char *name = "?";
+	const char *name = opt_name(opt);
 
-	for (const struct option *o = long_opts; o->name; o++)
-		if (o->val == opt)
-			name = o->name;
-	fprintf(stderr, "sm-agent: --%s '%s': %s\n", name, val, why);
-	return 2;
+	return cli_bad(&cl, name, val, why);
 }
 
 /* The token from a file: its first line, without surrounding blanks. */
@@ -176,16 +177,15 @@ static const char *default_spool(char *buf, size_t len)
 	return buf;
 }
 
-static int parse_import_opt(struct cli *c, int o, char *arg)
+static int parse_import_opt(struct args *c, int o, char *arg)
 {
-	enum import_format f;
 	int64_t v, w;
 	char *colon, *eq;
 
 	c->import_opt = true;
 	switch (o) {
 	case OPT_FORMAT:
-		if (import_format_parse(arg, &f) < 0)
+		if (!import_format_find(arg))
 			return bad_value(o, arg, "must be perf or folded");
 		c->format = arg;
 		return 0;
@@ -238,7 +238,7 @@ static int parse_import_opt(struct cli *c, int o, char *arg)
 }
 
 /* Parses argv after the command; 0, or the exit status (2) of a usage error, or -1 for --help. */
-static int parse_args(struct cli *c, int argc, char **argv)
+static int parse_args(struct args *c, int argc, char **argv)
 {
 	const char *env;
 	int o;
@@ -266,30 +266,30 @@ static int parse_args(struct cli *c, int argc, char **argv)
 		case OPT_TOKEN_FILE: c->token_file = optarg; continue;
 		case OPT_SPOOL: c->ship.spool_dir = optarg; continue;
 		case OPT_SPOOL_MAX: case OPT_BATCH_BYTES:
-			if (util_parse_size(optarg, &sz) < 0 || sz < 1024 || sz > ((uint64_t)1 << 40))
-				return bad_value(o, optarg, "must be a size from 1k to 1024G");
+			if (cli_size(&cl, opt_name(o), optarg, 1024, (uint64_t)1 << 40, &sz))
+				return 2;
 			if (o == OPT_SPOOL_MAX)
 				c->ship.spool_max = sz;
 			else
 				c->ship.batch_bytes = (size_t)sz;
 			continue;
 		case OPT_RETRIES:
-			if (util_parse_i64(optarg, 0, 100, &v) < 0)
-				return bad_value(o, optarg, "must be a whole number from 0 to 100");
+			if (cli_int(&cl, opt_name(o), optarg, 0, 100, &v))
+				return 2;
 			c->ship.max_attempts = (int)v + 1;
 			continue;
 		case OPT_TIMEOUT:
-			if (util_parse_i64(optarg, 1, 86400, &v) < 0)
-				return bad_value(o, optarg, "must be a number of seconds from 1 to 86400");
+			if (cli_seconds(&cl, opt_name(o), optarg, 1, 86400, &v))
+				return 2;
 			c->ship.timeout_s = (long)v;
 			continue;
 		case OPT_BATCH:
-			if (util_parse_i64(optarg, 1, 100000, &v) < 0)
-				return bad_value(o, optarg, "must be a whole number from 1 to 100000");
+			if (cli_int(&cl, opt_name(o), optarg, 1, 100000, &v))
+				return 2;
 			c->ship.batch_count = (size_t)v;
 			continue;
 		case '?':
-			return usage_error("bad option%s%s", "", "");
+			return cli_fail(&clh, "bad option");
 		default:
 			if ((rc = parse_import_opt(c, o, optarg)) != 0)
 				return rc;
@@ -377,7 +377,7 @@ static int summarize(const char *cmd, const struct shipper *sh, int failed)
 	return 0;
 }
 
-static int cmd_ship(struct cli *c, struct shipper *sh, int nfiles, char **files)
+static int cmd_ship(struct args *c, struct shipper *sh, int nfiles, char **files)
 {
 	int failed = 0, rc = 0;
 
@@ -396,7 +396,7 @@ static int cmd_ship(struct cli *c, struct shipper *sh, int nfiles, char **files)
 	return summarize(c->cmd, sh, failed);
 }
 
-static int cmd_drain(struct cli *c, struct shipper *sh)
+static int cmd_drain(struct args *c, struct shipper *sh)
 {
 	int failed = 0;
 
@@ -407,16 +407,14 @@ static int cmd_drain(struct cli *c, struct shipper *sh)
 	return summarize(c->cmd, sh, failed);
 }
 
-static int cmd_import(struct cli *c, struct shipper *sh, int nfiles, char **files)
+static int cmd_import(struct args *c, struct shipper *sh, int nfiles, char **files)
 {
 	struct buf line = BUF_INIT(0);
 	struct importer *im;
-	enum import_format fmt;
 	FILE *out = NULL;
 	int failed = 0;
 
-	import_format_parse(c->format, &fmt);
-	im = importer_open(fmt, &c->imp);
+	im = importer_open(import_format_find(c->format), &c->imp);
 	if (!im) {
 		fprintf(stderr, "sm-agent: out of memory\n");
 		return 1;
@@ -479,7 +477,7 @@ static int cmd_import(struct cli *c, struct shipper *sh, int nfiles, char **file
 
 int main(int argc, char **argv)
 {
-	static struct cli c;
+	static struct args c;
 	struct report_ctx rctx;
 	struct shipper *sh = NULL;
 	char token[4097], spool[4096], err[512];
@@ -491,7 +489,7 @@ int main(int argc, char **argv)
 	}
 	c.cmd = argv[1];
 	if (strcmp(c.cmd, "ship") != 0 && strcmp(c.cmd, "drain") != 0 && strcmp(c.cmd, "import") != 0)
-		return usage_error("unknown command '%s'%s; it is ship, drain or import", c.cmd, "");
+		return cli_fail(&clh, "unknown command '%s'; it is ship, drain or import", c.cmd);
 	rc = parse_args(&c, argc - 1, argv + 1);
 	if (rc == -1) {
 		fputs(usage, stdout);
@@ -502,14 +500,14 @@ int main(int argc, char **argv)
 	argc -= optind + 1;
 	argv += optind + 1;
 	if (c.import_opt && strcmp(c.cmd, "import") != 0)
-		return usage_error("import options do not apply to '%s'%s", c.cmd, "");
+		return cli_fail(&clh, "import options do not apply to '%s'", c.cmd);
 	if (strcmp(c.cmd, "drain") == 0 && argc > 0)
-		return usage_error("drain takes no files (got '%s')%s", argv[0], "");
+		return cli_fail(&clh, "drain takes no files (got '%s')", argv[0]);
 	if (strcmp(c.cmd, "drain") != 0 && argc == 0)
-		return usage_error("%s: no FILE given%s", c.cmd, "");
+		return cli_fail(&clh, "%s: no FILE given", c.cmd);
 	if (strcmp(c.cmd, "import") == 0) {
 		if (!c.format)
-			return usage_error("import: --format perf|folded is required%s%s", "", "");
+			return cli_fail(&clh, "import: --format perf|folded is required");
 		if (!c.imp.host) {
 			if (gethostname(c.hostname, sizeof(c.hostname) - 1) < 0 || !c.hostname[0])
 				snprintf(c.hostname, sizeof(c.hostname), "unknown");

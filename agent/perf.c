@@ -1,8 +1,8 @@
 /* perf: `perf script` text to run and wait events (see perf.h and docs/import.md). */
-#include "perf.h"
-#include "buf.h"
-#include "import.h"
-#include "intern.h"
+#include "agent/perf.h"
+#include "agent/import.h"
+#include "common/buf.h"
+#include "common/intern.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -873,7 +873,7 @@ static int infer_durations(struct perf *p)
 	return 0;
 }
 
-int perf_import(struct importer *im)
+static int perf_import(struct importer *im)
 {
 	struct perf p = {
 		.im = im,
@@ -945,3 +945,5 @@ out:
 	buf_release(&p.fb);
 	return rc;
 }
+
+const struct import_format import_perf = { "perf", perf_import };

@@ -6,10 +6,10 @@
 #ifndef SM_PERF_H
 #define SM_PERF_H
 
-struct importer;
+#include "agent/import.h"
 
-/* Read the importer's input to its end, adding frames, stacks, threads and
- * events. Returns 0, or -1 with the importer's error set. */
-int perf_import(struct importer *im);
+/* "perf": reads the importer's input to its end, adding frames, stacks,
+ * threads and events. */
+extern const struct import_format import_perf;
 
 #endif

@@ -1,10 +1,10 @@
 /* ship: batching, zstd, HTTP with retries, spooling and draining (see ship.h). */
-#include "ship.h"
-#include "arena.h"
-#include "buf.h"
-#include "log.h"
-#include "spool.h"
-#include "util.h"
+#include "agent/ship.h"
+#include "agent/spool.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/util.h"
 
 #include <curl/curl.h>
 #include <errno.h>

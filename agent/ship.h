@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 #define SHIP_BACKOFF_BASE_MS 200
 #define SHIP_BACKOFF_CAP_MS 30000

@@ -1,6 +1,6 @@
 /* spool: atomic one-file-per-stream queue on disk, bounded in size (see spool.h). */
-#include "spool.h"
-#include "util.h"
+#include "agent/spool.h"
+#include "common/util.h"
 
 #include <dirent.h>
 #include <errno.h>

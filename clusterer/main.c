@@ -3,10 +3,11 @@
  * is a function taking its own argv (argv[0] = the command name), listed in
  * the table `commands` below with its usage line.
  */
-#include "db.h"
-#include "hclust.h"
-#include "signature.h"
-#include "util.h"
+#include "clusterer/linkage.h"
+#include "clusterer/signature.h"
+#include "common/cli.h"
+#include "common/db.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -16,7 +17,7 @@
 #include <string.h>
 
 /* sm-cluster linkage refuses more points than this (the matrix alone takes n^2 * 4 bytes) */
-#define LINKAGE_MAX_POINTS 100000
+#define MATRIX_MAX_POINTS 100000
 /* longest token of a linkage input (a number) */
 #define TOKEN_MAX 64
 
@@ -46,9 +47,10 @@ static const struct command commands[] = {
 	  "        performance signatures: list them, create one (frames outermost first;\n"
 	  "        status open, known or fixed), export all as one JSON document, import one\n"
 	  "        (created, or updated by name); '-' = stdin/stdout\n" },
-	{ "coverage", cmd_coverage, "coverage [--db CONNINFO] [--signatures all|ID,ID...] RUN",
-	  "        the share of RUN's AOI cost that matches the signatures, and each one's\n" },
-	{ "triage", cmd_triage, "triage [--db CONNINFO] RUN",
+	{ "coverage", cmd_coverage, "coverage [--db CONNINFO] [--signatures all|ID,ID...] [--kind wait|run] RUN",
+	  "        the share of RUN's AOI cost of one kind of events (default: wait, unless the\n"
+	  "        run mined only run events) that matches the signatures, and each one's\n" },
+	{ "triage", cmd_triage, "triage [--db CONNINFO] [--kind wait|run] RUN",
 	  "        streams an analyst opens to reach each tenth of the coverage all signatures\n"
 	  "        reach, for the random (mean of 100 seeded shuffles), greedy-total (by symptom\n"
 	  "        delay), greedy-max (by the longest AOI event) and signature orders\n" },
@@ -68,15 +70,35 @@ static void print_usage(FILE *f)
 	      f);
 }
 
+/* fmt takes one %s: arg; the hint is the command's usage line, or --help */
 static int usage_error(const struct command *c, const char *fmt, const char *arg)
 {
-	fprintf(stderr, "sm-cluster: ");
-	fprintf(stderr, fmt, arg);
-	if (c)
-		fprintf(stderr, "\nusage: sm-cluster %s\n", c->usage);
+	char msg[512], hint[512];
+	struct cli cl = { "sm-cluster", "(see sm-cluster --help)" };
+
+	snprintf(msg, sizeof(msg), fmt, arg);
+	if (c) {
+		snprintf(hint, sizeof(hint), "usage: sm-cluster %s", c->usage);
+		cl.hint = hint;
+	}
+	return cli_fail(&cl, "%s", msg);
+}
+
+/* "wait" or "run" into 'w' or 'r'. Returns 0 or -1. */
+static int parse_kind(const char *s, char *kind)
+{
+	if (strcmp(s, "wait") == 0)
+		*kind = 'w';
+	else if (strcmp(s, "run") == 0)
+		*kind = 'r';
 	else
-		fprintf(stderr, "\n(see sm-cluster --help)\n");
-	return 2;
+		return -1;
+	return 0;
+}
+
+static const char *kind_name(char kind)
+{
+	return kind == 'w' ? "wait" : "run";
 }
 
 /* ---- linkage ---- */
@@ -149,9 +171,9 @@ static int read_matrix(const char *path, size_t *n_out, double **dist)
 			t.line, t.tok);
 		goto fail;
 	}
-	if (n > LINKAGE_MAX_POINTS) {
+	if (n > MATRIX_MAX_POINTS) {
 		fprintf(stderr, "sm-cluster: %s:%zu: %lld points: at most %d are accepted\n", path, t.line,
-			(long long)n, LINKAGE_MAX_POINTS);
+			(long long)n, MATRIX_MAX_POINTS);
 		goto fail;
 	}
 	nd = (size_t)n * (size_t)(n - 1) / 2;
@@ -211,9 +233,9 @@ static int cmd_linkage(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct command *self = &commands[0];
-	enum hclust_method m = HCLUST_AVERAGE;
-	struct hclust *h = NULL;
-	struct hclust_merge *z = NULL;
+	enum linkage_method m = LINKAGE_AVERAGE;
+	struct linkage *h = NULL;
+	struct linkage_merge *z = NULL;
 	uint32_t *labels = NULL;
 	double *dist = NULL, cut = 0;
 	size_t n = 0, k, nc;
@@ -225,7 +247,7 @@ static int cmd_linkage(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
-			if (hclust_method_parse(optarg, &m) < 0)
+			if (linkage_method_parse(optarg, &m) < 0)
 				return usage_error(self, "linkage: unknown method '%s'", optarg);
 			break;
 		case 'f':
@@ -244,14 +266,14 @@ static int cmd_linkage(int argc, char **argv)
 		return usage_error(self, "%s", "linkage takes IN and OUT");
 	if (read_matrix(argv[optind], &n, &dist) < 0)
 		return 1;
-	h = hclust_open();
+	h = linkage_open();
 	z = malloc((n > 1 ? n - 1 : 1) * sizeof(*z));
 	if (!h || !z) {
 		fprintf(stderr, "sm-cluster: out of memory\n");
 		goto done;
 	}
-	if (hclust_linkage(h, dist, n, m, z) < 0) {
-		fprintf(stderr, "sm-cluster: %s\n", hclust_error(h));
+	if (linkage_dense(h, dist, n, m, z) < 0) {
+		fprintf(stderr, "sm-cluster: %s\n", linkage_error(h));
 		goto done;
 	}
 	free(dist);
@@ -267,8 +289,8 @@ static int cmd_linkage(int argc, char **argv)
 			fprintf(stderr, "sm-cluster: out of memory\n");
 			goto done;
 		}
-		if (hclust_fcluster(h, z, n, cut, labels, &nc) < 0) {
-			fprintf(stderr, "sm-cluster: %s\n", hclust_error(h));
+		if (linkage_fcluster(h, z, n, cut, labels, &nc) < 0) {
+			fprintf(stderr, "sm-cluster: %s\n", linkage_error(h));
 			goto done;
 		}
 		for (k = 0; k < n; k++)
@@ -291,7 +313,7 @@ done:
 	free(dist);
 	free(z);
 	free(labels);
-	hclust_free(h);
+	linkage_free(h);
 	return rc;
 }
 
@@ -473,13 +495,18 @@ static int cmd_coverage(int argc, char **argv)
 	int64_t run, ids[1024];
 	size_t n = 0;
 	struct sig_coverage cov;
-	char err[512];
+	char err[512], kind = 0;
 	int rc = 1;
 
 	if (!db)
 		return 1;
-	if (argc == 4 && strcmp(argv[1], "--signatures") == 0) {
-		which = argv[2];
+	while (argc >= 3 && (strcmp(argv[1], "--signatures") == 0 || strcmp(argv[1], "--kind") == 0)) {
+		if (strcmp(argv[1], "--kind") == 0 && parse_kind(argv[2], &kind) < 0) {
+			PQfinish(db);
+			return usage_error(c, "--kind '%s': wait or run", argv[2]);
+		}
+		if (strcmp(argv[1], "--signatures") == 0)
+			which = argv[2];
 		argv += 2;
 		argc -= 2;
 	}
@@ -503,11 +530,11 @@ static int cmd_coverage(int argc, char **argv)
 			}
 		}
 	}
-	if (sig_coverage(db, run, ids, n, &cov, err, sizeof(err)) < 0) {
+	if (sig_coverage(db, run, kind, ids, n, &cov, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sm-cluster: %s\n", err);
 	} else {
-		printf("coverage %.4f  covered %llu ns of %llu ns\n", cov.coverage,
-		       (unsigned long long)cov.covered_ns, (unsigned long long)cov.total_ns);
+		printf("coverage %.4f  covered %llu ns of %llu ns (%s events)\n", cov.coverage,
+		       (unsigned long long)cov.covered_ns, (unsigned long long)cov.total_ns, kind_name(cov.kind));
 		for (size_t i = 0; i < cov.nby; i++)
 			printf("  %lld\t%llu\t%s\n", (long long)cov.by[i].id,
 			       (unsigned long long)cov.by[i].cost_ns, cov.by[i].name);
@@ -523,20 +550,29 @@ static int cmd_triage(int argc, char **argv)
 	const struct command *c = &commands[3];
 	PGconn *db = connect_db(&argc, &argv);
 	struct sig_triage tr;
-	char err[512];
+	char err[512], kind = 0;
 	int64_t run;
 	int rc = 1;
 
 	if (!db)
 		return 1;
+	if (argc == 4 && strcmp(argv[1], "--kind") == 0) {
+		if (parse_kind(argv[2], &kind) < 0) {
+			PQfinish(db);
+			return usage_error(c, "--kind '%s': wait or run", argv[2]);
+		}
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc != 2 || util_parse_i64(argv[1], 1, INT64_MAX, &run) < 0) {
 		PQfinish(db);
 		return usage_error(c, "%s", "triage: give a RUN id");
 	}
-	if (sig_triage(db, run, &tr, err, sizeof(err)) < 0) {
+	if (sig_triage(db, run, kind, &tr, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sm-cluster: %s\n", err);
 	} else {
-		printf("%zu streams, coverage of all signatures %.4f\ncoverage", tr.nstreams, tr.max_coverage);
+		printf("%zu streams, coverage of all signatures %.4f (%s events)\ncoverage", tr.nstreams, tr.max_coverage,
+		       kind_name(tr.kind));
 		for (int o = 0; o < SIG_NORDERS; o++)
 			printf("\t%s", sig_order_name((enum sig_order)o));
 		printf("\n");

@@ -1,43 +1,29 @@
-/* runclust: cluster a stored run's patterns and store the clusters (see runclust.h). */
-#include "runclust.h"
-#include "arena.h"
-#include "buf.h"
-#include "db.h"
-#include "intern.h"
-#include "sim.h"
+/* runclust: cluster a run's patterns into the rows of its clusters (see runclust.h). */
+#include "clusterer/runclust.h"
+#include "clusterer/sim.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/db.h"
+#include "common/intern.h"
+#include "common/jsonw.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_DEPTH 512
 
-struct pat {
-	int64_t id;
-	char kind;
-	uint32_t *frames;
-	uint32_t len;
-	uint32_t *stacks;     /* indexes into the run's stacks (struct rstack) */
-	uint32_t nstacks;
-};
-
-/* A collapsed AOI stack of the run: its cost and events summed over streams. */
-struct rstack {
-	uint64_t cost, events;
-	uint32_t first, n;    /* its streams: stream_idx[first .. first + n) */
-	uint32_t stack_id;    /* stacks.id */
-};
-
 struct ctx {
 	PGconn *db;
 	char *err;
 	size_t errlen;
 	struct arena *a;
-	struct intern *stack_ids;   /* (kind, stack id) -> rstack index */
-	struct rstack *rs;
-	uint32_t *stream_idx;       /* dense stream numbers */
+	const struct runclust_stack *rs;
+	size_t nrs;
+	const uint32_t *stream_idx;     /* dense stream numbers */
 	size_t nstreams;
-	struct pat *pats;
+	const struct runclust_pattern *pats;
 	size_t npats;
 };
 
@@ -59,119 +45,6 @@ static PGresult *query(struct ctx *c, const char *sql, const char *p1)
 	const char *params[1] = { p1 };
 
 	return PQexecParams(c->db, sql, p1 ? 1 : 0, NULL, params, NULL, NULL, 0);
-}
-
-static int load_stacks(struct ctx *c, const char *run)
-{
-	PGresult *r = query(c, "SELECT kind, stack_id, stream_ref, cost_ns, events FROM run_stacks"
-			       " WHERE run_id = $1 ORDER BY kind, stack_id", run);
-	struct intern *streams = intern_open(0);
-	int rows;
-	size_t ns = 0;
-
-	if (!streams)
-		return fail_oom(c);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		intern_free(streams);
-		return fail_db(c, "reading the run's stacks", r);
-	}
-	rows = PQntuples(r);
-	c->rs = arena_calloc(c->a, (size_t)rows + 1, sizeof(*c->rs));
-	c->stream_idx = arena_alloc(c->a, ((size_t)rows + 1) * sizeof(uint32_t));
-	if (!c->rs || !c->stream_idx)
-		goto fail_oom;
-	for (int i = 0; i < rows; i++) {
-		struct { char kind; uint32_t stack; } key;
-		int64_t ref = db_get_i64(r, i, 2), k, s;
-		bool added;
-
-		memset(&key, 0, sizeof(key));
-		key.kind = PQgetvalue(r, i, 0)[0];
-		key.stack = (uint32_t)db_get_i64(r, i, 1);
-		k = intern_put(c->stack_ids, &key, sizeof(key), &added);
-		s = intern_put(streams, &ref, sizeof(ref), NULL);
-		if (k < 0 || s < 0)
-			goto fail_oom;
-		if (added) {
-			ns = (size_t)k;
-			c->rs[k].first = (uint32_t)i;
-			c->rs[k].stack_id = key.stack;
-		}
-		c->rs[k].cost += (uint64_t)db_get_i64(r, i, 3);
-		c->rs[k].events += (uint64_t)db_get_i64(r, i, 4);
-		c->rs[k].n++;
-		c->stream_idx[i] = (uint32_t)s;
-	}
-	(void)ns;
-	c->nstreams = intern_count(streams);
-	PQclear(r);
-	intern_free(streams);
-	return 0;
-fail_oom:
-	PQclear(r);
-	intern_free(streams);
-	return fail_oom(c);
-}
-
-static int load_patterns(struct ctx *c, const char *run)
-{
-	PGresult *r = query(c, "SELECT id, kind, frame_ids::text, stack_ids::text FROM patterns"
-			       " WHERE run_id = $1 ORDER BY kind DESC, id", run);
-	int32_t tmp[MAX_DEPTH];
-
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		return fail_db(c, "reading the run's patterns", r);
-	c->npats = (size_t)PQntuples(r);
-	c->pats = arena_calloc(c->a, c->npats + 1, sizeof(*c->pats));
-	if (!c->pats)
-		goto fail_oom;
-	for (size_t i = 0; i < c->npats; i++) {
-		struct pat *p = &c->pats[i];
-		const char *st = PQgetvalue(r, (int)i, 3);
-		int n = db_parse_int_array(PQgetvalue(r, (int)i, 2), tmp, MAX_DEPTH);
-		size_t cap = 16, m = 0;
-
-		p->id = db_get_i64(r, (int)i, 0);
-		p->kind = PQgetvalue(r, (int)i, 1)[0];
-		if (n <= 0) {
-			PQclear(r);
-			snprintf(c->err, c->errlen, "pattern %lld: bad frame list", (long long)p->id);
-			return -1;
-		}
-		p->frames = arena_alloc(c->a, (size_t)n * sizeof(uint32_t));
-		if (!p->frames)
-			goto fail_oom;
-		for (int j = 0; j < n; j++)
-			p->frames[j] = (uint32_t)tmp[j];
-		p->len = (uint32_t)n;
-		/* the supporting stacks may be many: count the commas first */
-		for (const char *q = st; *q; q++)
-			cap += *q == ',';
-		p->stacks = arena_alloc(c->a, cap * sizeof(uint32_t));
-		if (!p->stacks)
-			goto fail_oom;
-		for (const char *q = st + 1; *q && *q != '}';) {
-			char *end;
-			struct { char kind; uint32_t stack; } key;
-			int64_t k;
-
-			memset(&key, 0, sizeof(key));
-			key.kind = p->kind;
-			key.stack = (uint32_t)strtoul(q, &end, 10);
-			if (end == q)
-				break;
-			k = intern_find(c->stack_ids, &key, sizeof(key));
-			if (k >= 0 && m < cap)
-				p->stacks[m++] = (uint32_t)k;
-			q = *end == ',' ? end + 1 : end;
-		}
-		p->nstacks = (uint32_t)m;
-	}
-	PQclear(r);
-	return 0;
-fail_oom:
-	PQclear(r);
-	return fail_oom(c);
 }
 
 /* Frame names and the statistics of every frame the patterns use. */
@@ -310,7 +183,7 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 	sc = sim_ctx_open(ft);
 	cls = arena_calloc(c->a, hc->nclusters + 1, sizeof(*cls));
 	stamp_s = arena_calloc(c->a, c->nstreams + 1, sizeof(uint32_t));
-	stamp_t = arena_calloc(c->a, intern_count(c->stack_ids) + 1, sizeof(uint32_t));
+	stamp_t = arena_calloc(c->a, c->nrs + 1, sizeof(uint32_t));
 	order = arena_alloc(c->a, (hc->nclusters + 1) * sizeof(uint32_t));
 	if (!sc || !cls || !stamp_s || !stamp_t || !order) {
 		fail_oom(c);
@@ -319,9 +192,9 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 	/* metrics: the union of the members' supporting stacks, each counted once */
 	for (size_t k = 0; k < hc->nclusters; k++) {
 		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
-			const struct pat *p = &c->pats[lo + hc->members[m]];
+			const struct runclust_pattern *p = &c->pats[lo + hc->members[m]];
 			for (uint32_t s = 0; s < p->nstacks; s++) {
-				const struct rstack *r = &c->rs[p->stacks[s]];
+				const struct runclust_stack *r = &c->rs[p->stacks[s]];
 				if (stamp_t[p->stacks[s]] == k + 1)
 					continue;
 				stamp_t[p->stacks[s]] = (uint32_t)k + 1;
@@ -347,7 +220,7 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 	}
 	for (size_t k = 0; k < hc->nclusters; k++) {
 		uint32_t med = hc->medoid[k];
-		const struct pat *mp = &c->pats[lo + med];
+		const struct runclust_pattern *mp = &c->pats[lo + med];
 
 		buf_printf(out, "%s\t%c\t%llu\t%u\t%llu\t%llu\t%u\t%u\t%u\t%u\t%lld\t{", run, mp->kind,
 			   (unsigned long long)cls[k].cost, cls[k].streams,
@@ -364,7 +237,7 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 		{
 			bool first = true;
 			for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
-				const struct pat *p = &c->pats[lo + hc->members[m]];
+				const struct runclust_pattern *p = &c->pats[lo + hc->members[m]];
 				for (uint32_t s = 0; s < p->nstacks; s++) {
 					uint32_t t = p->stacks[s];
 					if (stamp_t[t] == (uint32_t)(k + 1 + hc->nclusters))
@@ -375,24 +248,37 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 				}
 			}
 		}
-		buf_puts(out, "}\t[");
-		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
-			const struct sim_alignment *al;
-			static const char op[] = { 'M', 'S', 'D', 'I' };
+		buf_puts(out, "}\t");
+		/* the alignments, as JSON (numbers and op letters: nothing COPY must escape) */
+		{
+			struct jsonw w;
 
-			if (sim_align(sc, &sp[med], &sp[hc->members[m]], &al) < 0) {
-				snprintf(c->err, c->errlen, "clustering: %s", sim_ctx_error(sc));
+			jsonw_init(&w, out);
+			jsonw_array(&w);
+			for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
+				const struct sim_alignment *al;
+				static const char op[] = { 'M', 'S', 'D', 'I' };
+				char ops[2 * SIM_MAX_LEN + 1];
+				size_t no = 0;
+
+				if (sim_align(sc, &sp[med], &sp[hc->members[m]], &al) < 0) {
+					snprintf(c->err, c->errlen, "clustering: %s", sim_ctx_error(sc));
+					goto out;
+				}
+				for (size_t st = 0; st < al->nsteps && no + 1 < sizeof(ops); st++)
+					ops[no++] = op[al->steps[st].op];
+				ops[no] = '\0';
+				jsonw_object(&w);
+				jsonw_ki64(&w, "pattern", c->pats[lo + hc->members[m]].id);
+				jsonw_kdouble(&w, "sim", round(al->sim * 1e6) / 1e6);
+				jsonw_kstr(&w, "ops", ops);
+				jsonw_end(&w);
+			}
+			jsonw_end(&w);
+			if (jsonw_finish(&w) < 0 || buf_putc(out, '\n') < 0) {
+				fail_oom(c);
 				goto out;
 			}
-			buf_printf(out, "%s{\"pattern\": %lld, \"sim\": %.6f, \"ops\": \"", m > hc->off[k] ? ", " : "",
-				   (long long)c->pats[lo + hc->members[m]].id, al->sim);
-			for (size_t s = 0; s < al->nsteps; s++)
-				buf_putc(out, op[al->steps[s].op]);
-			buf_puts(out, "\"}");
-		}
-		if (buf_puts(out, "]\n") < 0) {
-			fail_oom(c);
-			goto out;
 		}
 	}
 	*ncl += hc->nclusters;
@@ -403,12 +289,11 @@ out:
 	return rc;
 }
 
-int runclust_run(PGconn *db, int64_t run_id, const struct runclust_opts *o, size_t *nclusters,
-		 char *err, size_t errlen)
+int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
+		   struct buf *rows, size_t *nclusters, char *err, size_t errlen)
 {
 	struct ctx c;
 	struct sim_frames *ft = NULL;
-	struct buf rows = BUF_INIT(0);
 	char run[24];
 	PGresult *r;
 	size_t split;
@@ -418,12 +303,17 @@ int runclust_run(PGconn *db, int64_t run_id, const struct runclust_opts *o, size
 	c.db = db;
 	c.err = err;
 	c.errlen = errlen;
+	c.rs = in->stacks;
+	c.nrs = in->nstacks;
+	c.stream_idx = in->stream_idx;
+	c.nstreams = in->nstreams;
+	c.pats = in->pats;
+	c.npats = in->npats;
 	*nclusters = 0;
 	snprintf(run, sizeof(run), "%lld", (long long)run_id);
 	c.a = arena_open(0);
-	c.stack_ids = intern_open(0);
 	ft = sim_frames_open();
-	if (!c.a || !c.stack_ids || !ft) {
+	if (!c.a || !ft) {
 		fail_oom(&c);
 		goto out;
 	}
@@ -434,64 +324,20 @@ int runclust_run(PGconn *db, int64_t run_id, const struct runclust_opts *o, size
 		goto out;
 	}
 	PQclear(r);
-	if (load_stacks(&c, run) < 0 || load_patterns(&c, run) < 0 || load_frames(&c, ft) < 0)
+	if (load_frames(&c, ft) < 0)
 		goto out;
 	for (split = 0; split < c.npats && c.pats[split].kind == 'w'; split++)
 		;
-	if (cluster_kind(&c, ft, o, 0, split, run, &rows, nclusters) < 0 ||
-	    cluster_kind(&c, ft, o, split, c.npats, run, &rows, nclusters) < 0)
+	if (cluster_kind(&c, ft, o, 0, split, run, rows, nclusters) < 0 ||
+	    cluster_kind(&c, ft, o, split, c.npats, run, rows, nclusters) < 0)
 		goto out;
-	if (db_exec(db, "BEGIN", err, errlen) < 0)
+	if (buf_error(rows) != BUF_OK) {
+		snprintf(err, errlen, "clustering: %s", buf_error_text(rows));
 		goto out;
-	r = query(&c, "DELETE FROM clusters WHERE run_id = $1", run);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		fail_db(&c, "replacing clusters", r);
-		goto out_rollback;
 	}
-	PQclear(r);
-	r = PQexec(db, "COPY clusters (run_id, kind, total_cost_ns, streams, events, avg_cost_ns,"
-		       " rank_total_cost, rank_streams, rank_events, rank_avg_cost, medoid,"
-		       " common_frame_ids, members, stack_ids, alignment) FROM STDIN");
-	if (PQresultStatus(r) != PGRES_COPY_IN) {
-		fail_db(&c, "storing clusters", r);
-		goto out_rollback;
-	}
-	PQclear(r);
-	if ((rows.len && PQputCopyData(db, rows.data, (int)rows.len) != 1) ||
-	    PQputCopyEnd(db, NULL) != 1) {
-		db_errcpy(err, errlen, "storing clusters", PQerrorMessage(db));
-		goto out_rollback;
-	}
-	while ((r = PQgetResult(db))) {
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			fail_db(&c, "storing clusters", r);
-			while ((r = PQgetResult(db)))
-				PQclear(r);
-			goto out_rollback;
-		}
-		PQclear(r);
-	}
-	{
-		char nbuf[24];
-		const char *params[2] = { run, nbuf };
-
-		snprintf(nbuf, sizeof(nbuf), "%zu", *nclusters);
-		r = PQexecParams(db, "UPDATE runs SET counts = counts || jsonb_build_object('clusters', $2::integer)"
-				     " WHERE id = $1", 2, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			fail_db(&c, "storing clusters", r);
-			goto out_rollback;
-		}
-		PQclear(r);
-	}
-	rc = db_exec(db, "COMMIT", err, errlen);
-	goto out;
-out_rollback:
-	PQclear(PQexec(db, "ROLLBACK"));
+	rc = 0;
 out:
-	buf_release(&rows);
 	sim_frames_free(ft);
-	intern_free(c.stack_ids);
 	arena_free(c.a);
 	return rc;
 }

@@ -1,9 +1,11 @@
 /*
- * runclust: clusters the stored patterns of a mining run (mining.md sections 5
- * and 6) and stores the clusters: members, medoid, common part, the alignment
- * of every member with the medoid, the four metrics computed exactly over the
- * run's collapsed AOI stacks (each event once per cluster), and the ranks.
- * Frame weights use the database-wide statistics, folded first.
+ * runclust: clusters the patterns of a mining run (mining.md sections 5 and
+ * 6), handed over in memory by the miner, into the rows of its clusters:
+ * members, medoid, common part, the alignment of every member with the
+ * medoid, the four metrics computed exactly over the run's collapsed AOI
+ * stacks (each event once per cluster), and the ranks. Frame weights use the
+ * database-wide statistics (folded first): the only thing read from the
+ * database. The miner stores the rows with the rest of the run.
  */
 #ifndef SM_RUNCLUST_H
 #define SM_RUNCLUST_H
@@ -12,17 +14,53 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hclust.h"
+#include "clusterer/hclust.h"
+#include "common/buf.h"
 
 struct runclust_opts {
-	enum hclust_method method;
+	enum linkage_method method;
 	double cut;
 	int threads;          /* 0: one per core */
 };
 
-/* Replaces the run's clusters (one transaction) and sets counts.clusters.
- * Returns 0 with *nclusters, or -1 with the reason in err. */
-int runclust_run(PGconn *db, int64_t run_id, const struct runclust_opts *o, size_t *nclusters,
-		 char *err, size_t errlen);
+/* A collapsed AOI stack of the run of one kind: cost and events summed over its streams,
+ * stream_idx[first .. first + n) of the input. */
+struct runclust_stack {
+	uint64_t cost, events;
+	uint32_t first, n;
+	uint32_t stack_id;    /* stacks.id */
+};
+
+/* A pattern: its id in the table patterns, kind ('w' or 'r'), frames outermost first, and the
+ * stacks that support it (indexes into the input's stacks, of the same kind). */
+struct runclust_pattern {
+	int64_t id;
+	char kind;
+	const uint32_t *frames;
+	uint32_t len;
+	const uint32_t *stacks;
+	uint32_t nstacks;
+};
+
+struct runclust_input {
+	const struct runclust_pattern *pats;   /* the wait patterns first, then the run ones */
+	size_t npats;
+	const struct runclust_stack *stacks;
+	size_t nstacks;
+	const uint32_t *stream_idx;            /* dense stream numbers, 0 .. nstreams - 1 */
+	size_t nstreams;
+};
+
+/* Appends to rows the COPY text of the run's clusters (the columns run_id, kind, total_cost_ns,
+ * streams, events, avg_cost_ns, rank_total_cost, rank_streams, rank_events, rank_avg_cost, medoid,
+ * common_frame_ids, members, stack_ids, alignment of the table clusters). db: read for the frames'
+ * names and statistics only. Returns 0 with *nclusters, or -1 with the reason in err. */
+int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
+		   struct buf *rows, size_t *nclusters, char *err, size_t errlen);
+
+/* The column list of those rows, for COPY clusters (...) FROM STDIN. */
+#define RUNCLUST_COLUMNS                                                                             \
+	"run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost, rank_streams, "   \
+	"rank_events, rank_avg_cost, medoid, common_frame_ids, members, stack_ids, alignment"
 
 #endif

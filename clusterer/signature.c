@@ -1,6 +1,8 @@
 /* signature: performance signatures, export/import and coverage (see signature.h). */
-#include "signature.h"
-#include "db.h"
+#include "clusterer/signature.h"
+#include "common/db.h"
+#include "common/jsonw.h"
+#include "common/vec.h"
 
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -115,23 +117,46 @@ int sig_update(PGconn *db, int64_t id, const char *status, const char *note, cha
 
 int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen)
 {
+	/* one row per frame, signatures by name (a signature without frames: one row, frame null) */
 	PGresult *r = PQexec(db,
-		"SELECT jsonb_build_object('version', 1, 'signatures', coalesce(jsonb_agg("
-		" jsonb_build_object('name', name, 'frames', to_jsonb(frames), 'status', status, 'note', note)"
-		" ORDER BY name), '[]'::jsonb))::text FROM signatures");
+		"SELECT s.name, s.note, s.status, f.frame FROM signatures s"
+		" LEFT JOIN LATERAL unnest(s.frames) WITH ORDINALITY AS f(frame, ord) ON true"
+		" ORDER BY s.name, f.ord");
+	struct jsonw w;
+	int n;
 
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "exporting signatures", PQresultErrorMessage(r));
 		PQclear(r);
 		return -1;
 	}
-	if (buf_append(out, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0)) < 0 ||
-	    buf_putc(out, '\n') < 0) {
-		PQclear(r);
-		snprintf(err, errlen, "out of memory");
+	n = PQntuples(r);
+	jsonw_init(&w, out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "version", 1);
+	jsonw_karray(&w, "signatures");
+	for (int i = 0; i < n; i++) {
+		if (i == 0 || strcmp(PQgetvalue(r, i, 0), PQgetvalue(r, i - 1, 0)) != 0) {
+			jsonw_object(&w);
+			jsonw_kstr(&w, "name", PQgetvalue(r, i, 0));
+			jsonw_kstr(&w, "note", PQgetvalue(r, i, 1));
+			jsonw_karray(&w, "frames");
+		}
+		if (!PQgetisnull(r, i, 3))
+			jsonw_str(&w, PQgetvalue(r, i, 3));
+		if (i + 1 == n || strcmp(PQgetvalue(r, i, 0), PQgetvalue(r, i + 1, 0)) != 0) {
+			jsonw_end(&w);
+			jsonw_kstr(&w, "status", PQgetvalue(r, i, 2));
+			jsonw_end(&w);
+		}
+	}
+	jsonw_end(&w);
+	jsonw_end(&w);
+	PQclear(r);
+	if (jsonw_finish(&w) < 0 || buf_putc(out, '\n') < 0) {
+		snprintf(err, errlen, "exporting signatures: %s", jsonw_error(&w));
 		return -1;
 	}
-	PQclear(r);
 	return 0;
 }
 
@@ -255,12 +280,13 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct sig_coverage *out,
+int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t n, struct sig_coverage *out,
 		 char *err, size_t errlen)
 {
 	struct buf idl = BUF_INIT(0);
-	char runbuf[24];
-	const char *params[2];
+	char runbuf[24], kindbuf[2] = { 0, 0 };
+	const char *params[3];
+	const char *mined;
 	PGresult *rs = NULL, *rt = NULL;
 	int32_t **sf = NULL, stack[SIG_MAX_FRAMES];
 	int *sl = NULL, rc = -1;
@@ -269,11 +295,20 @@ int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct s
 	memset(out, 0, sizeof(*out));
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
 	params[0] = runbuf;
-	rt = PQexecParams(db, "SELECT status FROM runs WHERE id = $1", 1, NULL, params, NULL, NULL, 0);
+	rt = PQexecParams(db, "SELECT coalesce(params->>'kind', 'both') FROM runs WHERE id = $1", 1, NULL, params,
+			  NULL, NULL, 0);
 	if (PQresultStatus(rt) != PGRES_TUPLES_OK || PQntuples(rt) != 1) {
 		snprintf(err, errlen, "run %s: no such run", runbuf);
 		goto out;
 	}
+	mined = PQgetvalue(rt, 0, 0);
+	if (!kind)
+		kind = strcmp(mined, "run") == 0 ? 'r' : 'w';
+	if ((kind != 'w' && kind != 'r') || (strcmp(mined, "both") != 0 && mined[0] != kind)) {
+		snprintf(err, errlen, "kind: run %s mined %s events only", runbuf, mined);
+		goto out;
+	}
+	out->kind = kindbuf[0] = kind;
 	PQclear(rt);
 	rt = NULL;
 	buf_putc(&idl, '{');
@@ -330,9 +365,11 @@ int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct s
 		}
 		sl[i] = db_parse_int_array(PQgetvalue(rs, (int)i, 2), sf[i], SIG_MAX_FRAMES);
 	}
+	params[2] = kindbuf;
 	rt = PQexecParams(db,
 		"SELECT sum(rs.cost_ns), st.frame_ids::text FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
-		" WHERE rs.run_id = $1 GROUP BY rs.stack_id, st.frame_ids", 1, NULL, params, NULL, NULL, 0);
+		" WHERE rs.run_id = $1 AND rs.kind = $2 GROUP BY rs.stack_id, st.frame_ids", 2, NULL,
+		(const char *const[]){ params[0], params[2] }, NULL, NULL, 0);
 	if (PQresultStatus(rt) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "reading the run's stacks", PQresultErrorMessage(rt));
 		goto out;
@@ -448,7 +485,7 @@ static int by_max(const void *a, const void *b, void *ctx)
 	return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
-int sig_triage(PGconn *db, int64_t run, struct sig_triage *out, char *err, size_t errlen)
+int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char *err, size_t errlen)
 {
 	struct sig_coverage cov;
 	struct triage_ctx t;
@@ -457,30 +494,32 @@ int sig_triage(PGconn *db, int64_t run, struct sig_triage *out, char *err, size_
 	uint64_t *revealed = NULL, *stack_cost = NULL, **stack_mask = NULL, *masks = NULL;
 	int32_t **sf = NULL, stack[SIG_MAX_FRAMES];
 	int *sl = NULL;
-	char runbuf[24];
-	const char *params[1] = { runbuf };
+	char runbuf[24], kindbuf[2] = { 0, 0 };
+	const char *params[2] = { runbuf, kindbuf };
 	PGresult *rs = NULL, *rt = NULL, *rd = NULL;
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	memset(&t, 0, sizeof(t));
-	if (sig_coverage(db, run, NULL, 0, &cov, err, errlen) < 0)
+	if (sig_coverage(db, run, kind, NULL, 0, &cov, err, errlen) < 0)
 		return -1;
 	nsig = cov.nby;
+	out->kind = kindbuf[0] = cov.kind;
 	/* signatures sorted by their own coverage, for the Signature order */
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
 	rs = PQexec(db, "SELECT s.id, (SELECT array_agg(coalesce(f.id, -1) ORDER BY u.o)"
 			" FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
 			" FROM signatures s ORDER BY s.id");
 	rt = PQexecParams(db, "SELECT rs.stack_id, rs.stream_ref, rs.cost_ns, st.frame_ids::text"
-			      " FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id WHERE rs.run_id = $1"
-			      " ORDER BY rs.stream_ref, rs.stack_id", 1, NULL, params, NULL, NULL, 0);
+			      " FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
+			      " WHERE rs.run_id = $1 AND rs.kind = $2"
+			      " ORDER BY rs.stream_ref, rs.stack_id", 2, NULL, params, NULL, NULL, 0);
 	rd = PQexecParams(db, "SELECT s.id, s.symptom_end_ns - s.symptom_start_ns,"
-			      " (SELECT max(e.dur_ns) FROM events e WHERE e.stream_ref = s.id AND EXISTS"
+			      " (SELECT max(e.dur_ns) FROM events e WHERE e.stream_ref = s.id AND e.kind = $2 AND EXISTS"
 			      "   (SELECT 1 FROM run_stacks r WHERE r.run_id = $1 AND r.stream_ref = s.id"
 			      "    AND r.stack_id = e.stack_id AND r.kind = e.kind))"
-			      " FROM streams s WHERE s.id IN (SELECT stream_ref FROM run_stacks WHERE run_id = $1)"
-			      " ORDER BY s.id", 1, NULL, params, NULL, NULL, 0);
+			      " FROM streams s WHERE s.id IN (SELECT stream_ref FROM run_stacks WHERE run_id = $1 AND kind = $2)"
+			      " ORDER BY s.id", 2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(rs) != PGRES_TUPLES_OK || PQresultStatus(rt) != PGRES_TUPLES_OK ||
 	    PQresultStatus(rd) != PGRES_TUPLES_OK || (size_t)PQntuples(rs) != nsig) {
 		db_errcpy(err, errlen, "triage", PQresultStatus(rs) != PGRES_TUPLES_OK ? PQresultErrorMessage(rs)
@@ -497,7 +536,8 @@ int sig_triage(PGconn *db, int64_t run, struct sig_triage *out, char *err, size_
 	revealed = calloc(t.words, sizeof(uint64_t));
 	stack_cost = calloc(t.nstacks + 1, sizeof(uint64_t));
 	stack_mask = calloc(t.nstacks + 1, sizeof(uint64_t *));
-	masks = calloc((t.nstacks + out->nstreams + 1) * t.words, sizeof(uint64_t));
+	/* one mask per stack and per stream: (stacks + streams + 1) * words, checked */
+	masks = vec_calloc(vec_bytes(t.nstacks + out->nstreams + 1, t.words), sizeof(uint64_t));
 	sf = calloc(nsig + 1, sizeof(*sf));
 	sl = calloc(nsig + 1, sizeof(*sl));
 	if (!st || !order || !revealed || !stack_cost || !stack_mask || !masks || !sf || !sl) {

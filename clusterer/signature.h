@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 /* Create one; frames outermost first. Returns 0 and *id, or -1 with err. */
 int sig_create(PGconn *db, const char *name, const char *const *frames, size_t nframes,
@@ -33,6 +33,7 @@ struct sig_cover {
 };
 
 struct sig_coverage {
+	char kind;              /* 'w' (wait events) or 'r' (run events): coverage is per kind */
 	uint64_t covered_ns;    /* AOI cost of the events matching at least one signature */
 	uint64_t total_ns;      /* AOI cost of all the run's events */
 	double coverage;        /* covered / total (0 when total is 0) */
@@ -40,9 +41,10 @@ struct sig_coverage {
 	size_t nby;
 };
 
-/* Coverage of the signatures ids[0..n) (n == 0: all) over run's AOI events, both kinds.
- * Returns 0, or -1 with err (unknown run or signature). */
-int sig_coverage(PGconn *db, int64_t run, const int64_t *ids, size_t n, struct sig_coverage *out,
+/* Coverage of the signatures ids[0..n) (n == 0: all) over run's AOI events of one kind: 'w', 'r', or
+ * 0 for the run's first (wait, unless it mined only run events). Returns 0, or -1 with err (unknown
+ * run or signature, a kind the run did not mine). */
+int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t n, struct sig_coverage *out,
 		 char *err, size_t errlen);
 
 /* The triage comparison (mining.md section 7): how many streams an analyst opens
@@ -52,7 +54,8 @@ enum sig_order { SIG_RANDOM, SIG_GREEDY_TOTAL, SIG_GREEDY_MAX, SIG_SIGNATURE, SI
 #define SIG_LEVELS 10   /* 10 %, 20 %, ... 100 % of the coverage all signatures reach */
 
 struct sig_triage {
-	size_t nstreams;            /* streams with AOI events in the run */
+	char kind;                  /* 'w' or 'r', as for sig_coverage() */
+	size_t nstreams;            /* streams with AOI events of that kind in the run */
 	double max_coverage;        /* the coverage of all signatures */
 	double level[SIG_LEVELS];   /* the coverage levels, max_coverage * (i + 1) / 10 */
 	/* streams to open to reach level[i]; Random is the mean over 100 seeded shuffles */
@@ -60,7 +63,7 @@ struct sig_triage {
 };
 
 const char *sig_order_name(enum sig_order o);
-/* Returns 0, or -1 with err. */
-int sig_triage(PGconn *db, int64_t run, struct sig_triage *out, char *err, size_t errlen);
+/* Over run's AOI events of one kind (as for sig_coverage()). Returns 0, or -1 with err. */
+int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char *err, size_t errlen);
 
 #endif

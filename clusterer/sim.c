@@ -7,8 +7,10 @@
  * the textbook edit-distance table with the chosen operation of every cell
  * kept beside its cost, read back from the last cell.
  */
-#include "sim.h"
-#include "hash.h"
+#include "clusterer/sim.h"
+#include "common/hash.h"
+#include "common/imap.h"
+#include "common/par.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -19,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "arena.h"
-#include "intern.h"
+#include "common/arena.h"
+#include "common/intern.h"
 
 #define MAX_FRAMES (1u << 26)
 #define MAX_NAME (64 * 1024)
@@ -31,80 +33,6 @@
 /* a word is a function word or the module word: the first key byte keeps them apart */
 #define KEY_FUNC 'f'
 #define KEY_MODULE 'm'
-
-/* ---- a small open-addressing map from 64-bit keys to 64-bit values ---- */
-
-#define MAP_EMPTY UINT64_MAX
-
-struct u64map {
-	uint64_t *keys, *vals;
-	size_t cap, cnt;        /* cap: 0 or a power of two */
-};
-
-static bool map_find(const struct u64map *m, uint64_t key, uint64_t *val)
-{
-	size_t i;
-
-	if (!m->cap)
-		return false;
-	for (i = hash_mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == key) {
-			*val = m->vals[i];
-			return true;
-		}
-		if (m->keys[i] == MAP_EMPTY)
-			return false;
-	}
-}
-
-static int map_put(struct u64map *m, uint64_t key, uint64_t val)
-{
-	size_t i;
-
-	if ((m->cnt + 1) * 2 > m->cap) {
-		size_t ncap = m->cap ? m->cap * 2 : 64, j;
-		uint64_t *nk = malloc(ncap * sizeof(*nk)), *nv = malloc(ncap * sizeof(*nv));
-
-		if (!nk || !nv) {
-			free(nk);
-			free(nv);
-			return -1;
-		}
-		memset(nk, 0xff, ncap * sizeof(*nk));
-		for (j = 0; j < m->cap; j++) {
-			if (m->keys[j] == MAP_EMPTY)
-				continue;
-			for (i = hash_mix64(m->keys[j]) & (ncap - 1); nk[i] != MAP_EMPTY; i = (i + 1) & (ncap - 1))
-				;
-			nk[i] = m->keys[j];
-			nv[i] = m->vals[j];
-		}
-		free(m->keys);
-		free(m->vals);
-		m->keys = nk;
-		m->vals = nv;
-		m->cap = ncap;
-	}
-	for (i = hash_mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == key) {
-			m->vals[i] = val;
-			return 0;
-		}
-		if (m->keys[i] == MAP_EMPTY)
-			break;
-	}
-	m->keys[i] = key;
-	m->vals[i] = val;
-	m->cnt++;
-	return 0;
-}
-
-static void map_release(struct u64map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
-}
 
 /* ---- words ---- */
 
@@ -243,7 +171,7 @@ struct fsig {
 };
 
 struct sim_frames {
-	struct u64map idx;      /* frame id -> dense index */
+	struct imap idx;      /* frame id -> dense index */
 	const char **names;     /* dense index -> name (in the arena) */
 	uint32_t *name_len;
 	uint32_t *woff;         /* nframes + 1 offsets into words */
@@ -256,8 +184,8 @@ struct sim_frames {
 	struct fsig *sig;       /* dense index -> summary of the word set */
 	bool prepared;
 	uint64_t n_streams;
-	struct u64map counts;   /* f -> n(f) */
-	struct u64map calls;    /* g << 32 | f -> n(g->f) */
+	struct imap counts;   /* f -> n(f) */
+	struct imap calls;    /* g << 32 | f -> n(g->f) */
 	char err[256];
 };
 
@@ -287,9 +215,9 @@ void sim_frames_free(struct sim_frames *ft)
 {
 	if (!ft)
 		return;
-	map_release(&ft->idx);
-	map_release(&ft->counts);
-	map_release(&ft->calls);
+	imap_free(&ft->idx);
+	imap_free(&ft->counts);
+	imap_free(&ft->calls);
 	free(ft->names);
 	free(ft->name_len);
 	free(ft->woff);
@@ -316,7 +244,7 @@ int64_t sim_frames_index(const struct sim_frames *ft, uint32_t f)
 {
 	uint64_t v;
 
-	return map_find(&ft->idx, f, &v) ? (int64_t)v : -1;
+	return imap_get(&ft->idx, f, &v) ? (int64_t)v : -1;
 }
 
 /* Collects the word ids of one frame at the end of ft->words. */
@@ -382,7 +310,7 @@ int sim_frames_add(struct sim_frames *ft, uint32_t id, const char *name, size_t 
 		ft_error(ft, "frame id %u is out of range", id);
 		return -1;
 	}
-	if (map_find(&ft->idx, id, &v)) {
+	if (imap_get(&ft->idx, id, &v)) {
 		if (ft->name_len[v] == len && memcmp(ft->names[v], name, len) == 0)
 			return 0;
 		ft_error(ft, "frame id %u registered twice with different names", id);
@@ -434,7 +362,7 @@ int sim_frames_add(struct sim_frames *ft, uint32_t id, const char *name, size_t 
 				ft->words[wr++] = ft->words[r];
 		ft->nwords = wr;
 	}
-	if (map_put(&ft->idx, id, d) < 0) {
+	if (imap_put(&ft->idx, id, d) < 0) {
 		ft->nwords = a.first;
 		goto oom;
 	}
@@ -458,7 +386,7 @@ void sim_frames_set_streams(struct sim_frames *ft, uint64_t n)
 
 int sim_frames_set_count(struct sim_frames *ft, uint32_t f, uint64_t n)
 {
-	if (map_put(&ft->counts, f, n) < 0) {
+	if (imap_put(&ft->counts, f, n) < 0) {
 		snprintf(ft->err, sizeof(ft->err), "out of memory");
 		return -1;
 	}
@@ -469,11 +397,11 @@ int sim_frames_set_calls(struct sim_frames *ft, uint32_t g, uint32_t f, uint64_t
 {
 	uint64_t key = (uint64_t)g << 32 | f;
 
-	if (key == MAP_EMPTY) {
+	if (key == IMAP_EMPTY) {
 		ft_error(ft, "frame id %u is out of range", g);
 		return -1;
 	}
-	if (map_put(&ft->calls, key, n) < 0) {
+	if (imap_put(&ft->calls, key, n) < 0) {
 		snprintf(ft->err, sizeof(ft->err), "out of memory");
 		return -1;
 	}
@@ -519,7 +447,7 @@ double sim_sub(const struct sim_frames *ft, uint32_t f, uint32_t g)
 {
 	uint64_t a, b;
 
-	if (!map_find(&ft->idx, f, &a) || !map_find(&ft->idx, g, &b))
+	if (!imap_get(&ft->idx, f, &a) || !imap_get(&ft->idx, g, &b))
 		return -1;
 	return sub_dense(ft, (uint32_t)a, (uint32_t)b);
 }
@@ -528,14 +456,14 @@ static uint64_t count_of(const struct sim_frames *ft, uint32_t f)
 {
 	uint64_t v;
 
-	return map_find(&ft->counts, f, &v) ? v : 0;
+	return imap_get(&ft->counts, f, &v) ? v : 0;
 }
 
 static uint64_t calls_of(const struct sim_frames *ft, uint32_t g, uint32_t f)
 {
 	uint64_t v;
 
-	return map_find(&ft->calls, (uint64_t)g << 32 | f, &v) ? v : 0;
+	return imap_get(&ft->calls, (uint64_t)g << 32 | f, &v) ? v : 0;
 }
 
 /* ln((a+1)/(b+1)) + 1 with b clamped to a */
@@ -630,6 +558,12 @@ out:
 	return NULL;
 }
 
+static void run_floor_worker(void *ctx, int w)
+{
+	(void)w;
+	floor_worker(ctx);
+}
+
 /*
  * The floor of sub(f, .) for every frame. sub(f, g) <= 1/2 means Jaccard
  * >= 1/2, that is |A & B| >= (|A| + |B|) / 3 shared words. With words ranked
@@ -644,19 +578,13 @@ int sim_frames_prepare(struct sim_frames *ft, int threads)
 {
 	size_t nw = intern_count(ft->wmap), F = ft->nframes, i;
 	uint32_t *df = NULL, *rank = NULL, *byrank = NULL, *woff = NULL, *wlist = NULL;
-	pthread_t th[SIM_MAX_THREADS];
 	struct floor_job jb;
 	double *fl = NULL;
-	int rc = -1, t, started = 0;
+	int rc = -1;
 
 	if (ft->prepared)
 		return 0;
-	if (threads <= 0)
-		threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (threads < 1)
-		threads = 1;
-	if (threads > SIM_MAX_THREADS)
-		threads = SIM_MAX_THREADS;
+	threads = par_threads(threads > SIM_MAX_THREADS ? SIM_MAX_THREADS : threads);
 	df = calloc(nw ? nw : 1, sizeof(*df));
 	rank = malloc((nw ? nw : 1) * sizeof(*rank));
 	byrank = malloc((ft->nwords ? ft->nwords : 1) * sizeof(*byrank));
@@ -729,15 +657,7 @@ int sim_frames_prepare(struct sim_frames *ft, int threads)
 	jb.fl = fl;
 	atomic_init(&jb.next, 0);
 	atomic_init(&jb.failed, 0);
-	for (t = 0; t < threads; t++) {
-		if (pthread_create(&th[t], NULL, floor_worker, &jb) != 0)
-			break;
-		started++;
-	}
-	if (started == 0)
-		floor_worker(&jb);
-	for (t = 0; t < started; t++)
-		pthread_join(th[t], NULL);
+	par_run(threads, run_floor_worker, &jb);
 	if (atomic_load(&jb.failed))
 		goto done;
 	free(ft->floor);
@@ -761,7 +681,7 @@ double sim_frames_sub_floor(const struct sim_frames *ft, uint32_t f)
 {
 	uint64_t d;
 
-	if (!ft->prepared || !map_find(&ft->idx, f, &d))
+	if (!ft->prepared || !imap_get(&ft->idx, f, &d))
 		return -1;
 	return ft->floor[d];
 }
@@ -809,7 +729,7 @@ struct sim_ctx *sim_ctx_open(const struct sim_frames *ft)
 		return NULL;
 	}
 	for (i = 0; i < (size_t)1 << CACHE_BITS; i++)
-		c->cache[i].key = MAP_EMPTY;
+		c->cache[i].key = IMAP_EMPTY;
 	return c;
 }
 
@@ -857,7 +777,7 @@ static int to_dense(struct sim_ctx *c, const struct sim_pattern *p, uint32_t *ou
 		return -1;
 	}
 	for (i = 0; i < p->len; i++) {
-		if (!map_find(&c->ft->idx, p->frames[i], &d)) {
+		if (!imap_get(&c->ft->idx, p->frames[i], &d)) {
 			snprintf(c->err, sizeof(c->err), "frame id %u is not registered", (unsigned)p->frames[i]);
 			return -1;
 		}

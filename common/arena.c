@@ -1,5 +1,5 @@
 /* arena: bump allocator freed all at once (see arena.h). */
-#include "arena.h"
+#include "common/arena.h"
 
 #include <stdint.h>
 #include <stdlib.h>

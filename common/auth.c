@@ -1,7 +1,7 @@
 /* auth: hashed API tokens with a short-lived cache (see auth.h). */
-#include "auth.h"
-#include "sha256.h"
-#include "util.h"
+#include "common/auth.h"
+#include "common/sha256.h"
+#include "common/util.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* buf: growable byte buffer with a hard maximum (see buf.h). */
-#include "buf.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,8 +17,12 @@ int buf_reserve(struct buf *b, size_t extra)
 	size_t need, ncap;
 	char *p;
 
-	if (extra > buf_limit(b) - b->len)
+	if (b->err)
 		return -1;
+	if (extra > buf_limit(b) - b->len) {
+		b->err = BUF_TOO_LARGE;
+		return -1;
+	}
 	need = b->len + extra + 1; /* room for the terminator */
 	if (need <= b->cap)
 		return 0;
@@ -26,11 +30,29 @@ int buf_reserve(struct buf *b, size_t extra)
 	while (ncap < need)
 		ncap = ncap > SIZE_MAX / 4 ? need : ncap * 2;
 	p = realloc(b->data, ncap);
-	if (!p)
+	if (!p) {
+		b->err = BUF_NO_MEMORY;
 		return -1;
+	}
 	b->data = p;
 	b->cap = ncap;
 	return 0;
+}
+
+const char *buf_error_text(const struct buf *b)
+{
+	static _Thread_local char text[48];
+
+	switch (b->err) {
+	case BUF_OK:
+		return "";
+	case BUF_TOO_LARGE:
+		snprintf(text, sizeof(text), "more than %zu bytes", buf_limit(b));
+		return text;
+	case BUF_NO_MEMORY:
+		break;
+	}
+	return "out of memory";
 }
 
 int buf_append(struct buf *b, const void *p, size_t n)
@@ -62,6 +84,8 @@ int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 	va_copy(ap2, ap);
 	n = vsnprintf(NULL, 0, fmt, ap2);
 	va_end(ap2);
+	if (n < 0 && !b->err)
+		b->err = BUF_NO_MEMORY;
 	if (n < 0 || buf_reserve(b, (size_t)n) < 0)
 		return -1;
 	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
@@ -175,6 +199,19 @@ int buf_put_json_str(struct buf *b, const char *s, size_t n)
 		char esc[6];
 		size_t elen = 2;
 
+		if (c >= 0x80) {
+			size_t len = util_utf8_seq((const unsigned char *)s + i, n - i);
+
+			if (len) {
+				i += len - 1;
+				continue;
+			}
+			/* not UTF-8: the replacement character */
+			if (buf_append(b, s + start, i - start) < 0 || buf_puts(b, "\xef\xbf\xbd") < 0)
+				return -1;
+			start = i + 1;
+			continue;
+		}
 		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
 		if (buf_append(b, s + start, i - start) < 0)
@@ -216,6 +253,7 @@ const char *buf_cstr(struct buf *b)
 void buf_reset(struct buf *b)
 {
 	b->len = 0;
+	b->err = BUF_OK;
 	if (b->data)
 		b->data[0] = '\0';
 }
@@ -225,4 +263,5 @@ void buf_release(struct buf *b)
 	free(b->data);
 	b->data = NULL;
 	b->len = b->cap = 0;
+	b->err = BUF_OK;
 }

@@ -1,6 +1,6 @@
 /* db: connection, migrations and schema checks (see db.h). */
-#include "db.h"
-#include "migrations.h"
+#include "common/db.h"
+#include "common/migrations.h"
 
 #include <stdio.h>
 #include <stdlib.h>

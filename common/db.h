@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 /* Connects with `conninfo` (NULL or "": the standard PG* environment variables).
  * Returns the connection, or NULL with the reason in err. Caller frees with PQfinish(). */

@@ -1,7 +1,7 @@
 /* httpd: libmicrohttpd helpers shared by the servers (see httpd.h). */
-#include "httpd.h"
-#include "log.h"
-#include "util.h"
+#include "common/httpd.h"
+#include "common/log.h"
+#include "common/util.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -1,7 +1,7 @@
 /* intern: byte strings to dense ids, open addressing (see intern.h). */
-#include "intern.h"
-#include "hash.h"
-#include "arena.h"
+#include "common/intern.h"
+#include "common/arena.h"
+#include "common/hash.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* json: validating scanner and allocation-free pull reader (see json.h). */
-#include "json.h"
-#include "arena.h"
-#include "util.h"
+#include "common/json.h"
+#include "common/arena.h"
+#include "common/util.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* log: leveled one-line-per-event logging to stderr (see log.h). */
-#include "log.h"
+#include "common/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* sha256: FIPS 180-4 SHA-256 (see sha256.h). */
-#include "sha256.h"
+#include "common/sha256.h"
 
 #include <string.h>
 
@@ -37,30 +37,85 @@ static void sha256_block(uint32_t h[8], const unsigned char *p)
 	h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
+void sha256_init(struct sha256_ctx *c)
+{
+	static const uint32_t h0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+					0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+
+	memcpy(c->h, h0, sizeof(h0));
+	c->n = 0;
+	c->fill = 0;
+}
+
+void sha256_update(struct sha256_ctx *c, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	c->n += n;
+	if (c->fill) {
+		size_t take = 64 - c->fill < n ? 64 - c->fill : n;
+
+		memcpy(c->buf + c->fill, p, take);
+		c->fill += take;
+		p += take;
+		n -= take;
+		if (c->fill < 64)
+			return;
+		sha256_block(c->h, c->buf);
+		c->fill = 0;
+	}
+	for (; n >= 64; p += 64, n -= 64)
+		sha256_block(c->h, p);
+	memcpy(c->buf, p, n);
+	c->fill = n;
+}
+
+void sha256_final(struct sha256_ctx *c, unsigned char out[SHA256_LEN])
+{
+	uint64_t bits = c->n * 8;
+	unsigned char pad[72] = { 0x80 };
+	size_t padlen = c->fill < 56 ? 56 - c->fill : 120 - c->fill;
+
+	for (int i = 0; i < 8; i++)
+		pad[padlen + i] = (unsigned char)(bits >> (56 - 8 * i));
+	sha256_update(c, pad, padlen + 8);
+	for (int i = 0; i < 8; i++) {
+		out[4 * i] = (unsigned char)(c->h[i] >> 24);
+		out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);
+		out[4 * i + 2] = (unsigned char)(c->h[i] >> 8);
+		out[4 * i + 3] = (unsigned char)c->h[i];
+	}
+}
+
 void sha256(const void *data, size_t n, unsigned char out[SHA256_LEN])
 {
-	uint32_t h[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-			  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
-	const unsigned char *p = data;
-	unsigned char tail[128];
-	size_t rest = n % 64, tlen = rest < 56 ? 64 : 128;
-	uint64_t bits = (uint64_t)n * 8;
+	struct sha256_ctx c;
 
-	for (size_t i = 0; i + 64 <= n; i += 64)
-		sha256_block(h, p + i);
-	memset(tail, 0, sizeof(tail));
-	if (rest)
-		memcpy(tail, p + n - rest, rest);
-	tail[rest] = 0x80;
-	for (int i = 0; i < 8; i++)
-		tail[tlen - 1 - i] = (unsigned char)(bits >> (8 * i));
-	sha256_block(h, tail);
-	if (tlen == 128)
-		sha256_block(h, tail + 64);
-	for (int i = 0; i < 8; i++) {
-		out[4 * i] = (unsigned char)(h[i] >> 24);
-		out[4 * i + 1] = (unsigned char)(h[i] >> 16);
-		out[4 * i + 2] = (unsigned char)(h[i] >> 8);
-		out[4 * i + 3] = (unsigned char)h[i];
-	}
+	sha256_init(&c);
+	sha256_update(&c, data, n);
+	sha256_final(&c, out);
+}
+
+void hmac_sha256(const void *key, size_t klen, const void *msg, size_t n, unsigned char out[SHA256_LEN])
+{
+	unsigned char k[64] = { 0 }, pad[64], inner[SHA256_LEN];
+	struct sha256_ctx c;
+
+	/* a key longer than a block is hashed first (RFC 2104) */
+	if (klen > 64)
+		sha256(key, klen, k);
+	else if (klen)
+		memcpy(k, key, klen);
+	for (int i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x36;
+	sha256_init(&c);
+	sha256_update(&c, pad, 64);
+	sha256_update(&c, msg, n);
+	sha256_final(&c, inner);
+	for (int i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x5c;
+	sha256_init(&c);
+	sha256_update(&c, pad, 64);
+	sha256_update(&c, inner, sizeof(inner));
+	sha256_final(&c, out);
 }

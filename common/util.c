@@ -1,5 +1,5 @@
 /* util: strict parsing, UUIDs, UTF-8, time, randomness (see util.h). */
-#include "util.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,7 +68,7 @@ int util_parse_double(const char *s, double *out)
 	return 0;
 }
 
-static int hexval(char c)
+int util_hexval(int c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -89,7 +89,7 @@ bool util_uuid_canon(const char *s, size_t n, char out[37])
 				return false;
 			out[i] = '-';
 		} else {
-			int v = hexval(s[i]);
+			int v = util_hexval(s[i]);
 			if (v < 0)
 				return false;
 			out[i] = "0123456789abcdef"[v];

@@ -16,6 +16,9 @@ int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int util_parse_size(const char *s, uint64_t *out);
 /* Whole-string floating-point number. Returns 0 or -1. */
 int util_parse_double(const char *s, double *out);
+/* The value of a hexadecimal digit, or -1. */
+int util_hexval(int c);
+
 /* 8-4-4-4-12 hex digits; writes the lower-case form to out[37]. */
 bool util_uuid_canon(const char *s, size_t n, char out[37]);
 /* Random version-4 UUID (from getrandom), lower case, into out[37]. */

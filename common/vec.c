@@ -1,8 +1,9 @@
 /* vec: checked growth of dynamic arrays (see vec.h). */
-#include "vec.h"
+#include "common/vec.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 size_t vec_bytes(size_t n, size_t elem)
 {
@@ -13,10 +14,10 @@ size_t vec_bytes(size_t n, size_t elem)
 	return r;
 }
 
-int vec_reserve(void **data, size_t *cap, size_t need, size_t elem)
+int vec_reserve(void *pdata, size_t *cap, size_t need, size_t elem)
 {
 	size_t ncap = *cap ? *cap : 8;
-	void *p;
+	void *data, *p;
 
 	if (need <= *cap)
 		return 0;
@@ -27,10 +28,57 @@ int vec_reserve(void **data, size_t *cap, size_t need, size_t elem)
 	}
 	if (vec_bytes(ncap, elem) == SIZE_MAX)
 		return -1;
-	p = realloc(*data, ncap * elem);
+	/* the pointer is copied in and out as bytes: pdata points to a T *, not a void * */
+	memcpy(&data, pdata, sizeof(data));
+	p = realloc(data, ncap * elem);
 	if (!p)
 		return -1;
-	*data = p;
+	memcpy(pdata, &p, sizeof(p));
 	*cap = ncap;
 	return 0;
+}
+
+void *vec_alloc(size_t n, size_t elem)
+{
+	size_t b = vec_bytes(n, elem);
+
+	return b == SIZE_MAX ? NULL : malloc(b ? b : 1);
+}
+
+void *vec_calloc(size_t n, size_t elem)
+{
+	return calloc(n ? n : 1, elem ? elem : 1);
+}
+
+void *vec_realloc(void *p, size_t n, size_t elem)
+{
+	size_t b = vec_bytes(n, elem);
+
+	return b == SIZE_MAX ? NULL : realloc(p, b ? b : 1);
+}
+
+void *vec_push(struct vec *v)
+{
+	if (v->len == v->cap && vec_reserve(&v->data, &v->cap, v->len + 1, v->size) < 0)
+		return NULL;
+	return (char *)v->data + v->size * v->len++;
+}
+
+int vec_append(struct vec *v, const void *item)
+{
+	void *slot = vec_push(v);
+
+	if (!slot)
+		return -1;
+	memcpy(slot, item, v->size);
+	return 0;
+}
+
+void vec_free(struct vec *v)
+{
+	if (!v)
+		return;
+	free(v->data);
+	v->data = NULL;
+	v->len = v->cap = 0;
 }

@@ -2,7 +2,7 @@
  * vec: growth of a dynamic array with checked size arithmetic.
  *
  *   struct thing *v = NULL; size_t n = 0, cap = 0;
- *   if (vec_reserve((void **)&v, &cap, n + 1, sizeof(*v)) < 0) goto fail_oom;
+ *   if (vec_reserve(&v, &cap, n + 1, sizeof(*v)) < 0) goto fail_oom;
  *   v[n++] = x;
  *
  * Capacity doubles (at least 8); a product that would overflow size_t fails
@@ -13,11 +13,39 @@
 
 #include <stddef.h>
 
-/* Makes room for `need` elements of `elem` bytes in *data (capacity *cap).
- * Returns 0, or -1 (overflow or out of memory) leaving *data and *cap as they were. */
-int vec_reserve(void **data, size_t *cap, size_t need, size_t elem);
+/* Makes room for `need` elements of `elem` bytes in the array whose pointer is at pdata (a T **),
+ * capacity *cap. Returns 0, or -1 (overflow or out of memory) leaving the array and *cap as they
+ * were. */
+int vec_reserve(void *pdata, size_t *cap, size_t need, size_t elem);
 
 /* n * elem, or SIZE_MAX when it would overflow (so that an allocation of it fails). */
 size_t vec_bytes(size_t n, size_t elem);
+
+/* malloc / calloc / realloc of n elements of elem bytes, NULL when n * elem would overflow. */
+void *vec_alloc(size_t n, size_t elem);
+void *vec_calloc(size_t n, size_t elem);
+void *vec_realloc(void *p, size_t n, size_t elem);
+
+/*
+ * A vector that knows its element size, for arrays built by appending:
+ *
+ *   struct vec v = VEC_INIT(struct entry);
+ *   struct entry *e = vec_push(&v);      // NULL: out of memory
+ *   ... ((struct entry *)v.data)[i] ...
+ *   vec_free(&v);
+ */
+struct vec {
+	void *data;
+	size_t len, cap, size;   /* size: bytes per element */
+};
+
+#define VEC_INIT(type) { NULL, 0, 0, sizeof(type) }
+
+/* Room for one more element, appended (uninitialised); NULL on overflow or out of memory. */
+void *vec_push(struct vec *v);
+/* Appends a copy of the element at item. Returns 0 or -1. */
+int vec_append(struct vec *v, const void *item);
+/* Frees the elements; the vector is empty and reusable. NULL-safe. */
+void vec_free(struct vec *v);
 
 #endif

@@ -1,39 +1,21 @@
 /* wire: wire format v1 model, strict JSON parser/validator and writer (see wire.h). */
-#include "wire.h"
-#include "arena.h"
-#include "json.h"
-#include "util.h"
+#include "common/wire.h"
+#include "common/arena.h"
+#include "common/json.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "common/vec.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct vec {
-	void *data;
-	size_t len, cap, size;
-};
-
 struct wire_parser {
 	struct wire_limits lim;
 	char err[512];
 	struct vec events, stack_idx, stacks;  /* scratch, reused across parses */
 };
-
-static int vec_push(struct vec *v, const void *item)
-{
-	if (v->len == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 256;
-		void *d = realloc(v->data, cap * v->size);
-		if (!d)
-			return -1;
-		v->data = d;
-		v->cap = cap;
-	}
-	memcpy((char *)v->data + v->len * v->size, item, v->size);
-	v->len++;
-	return 0;
-}
 
 void wire_limits_default(struct wire_limits *lim)
 {
@@ -403,14 +385,14 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 				return failp(p, WIRE_EINVALID, &f, "index %lld out of range (%zu frames)",
 					     (long long)v, s->nframes);
 			u = (uint32_t)v;
-			if (vec_push(&p->stack_idx, &u) < 0)
+			if (vec_append(&p->stack_idx, &u) < 0)
 				return fail(p, WIRE_ENOMEM, "stacks: out of memory");
 			depth++;
 		}
 		if (depth == 0)
 			return fail(p, WIRE_EINVALID, "stacks[%zu]: must have at least 1 frame", i);
 		st.len = (uint32_t)depth;
-		if (vec_push(&p->stacks, &st) < 0)
+		if (vec_append(&p->stacks, &st) < 0)
 			return fail(p, WIRE_ENOMEM, "stacks: out of memory");
 		n++;
 	}
@@ -527,7 +509,7 @@ static int parse_events(struct wire_parser *p, struct arena *a, struct json_read
 		}
 		if ((rc = parse_event(p, a, r, n, s->nstacks, &e)))
 			return rc;
-		if (vec_push(&p->events, &e) < 0)
+		if (vec_append(&p->events, &e) < 0)
 			return fail(p, WIRE_ENOMEM, "events: out of memory");
 		n++;
 	}
@@ -624,84 +606,63 @@ int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena
 	return parse_stream(p, a, &r, out);
 }
 
-static int put_key(struct buf *b, const char *key)
-{
-	return buf_putc(b, '"') | buf_puts(b, key) | buf_puts(b, "\":");
-}
-
-static int put_strfield(struct buf *b, const char *key, const char *v)
-{
-	return buf_putc(b, ',') | put_key(b, key) | buf_put_json_str(b, v, strlen(v));
-}
-
-static int put_intfield(struct buf *b, const char *key, int64_t v)
-{
-	return buf_putc(b, ',') | put_key(b, key) | buf_put_i64(b, v);
-}
-
 int wire_write_json(const struct wire_stream *s, struct buf *b)
 {
-	int rc = 0;
+	struct jsonw w;
 
-	rc |= buf_puts(b, "{\"v\":1");
-	rc |= put_strfield(b, "stream_id", s->stream_id);
-	rc |= put_strfield(b, "host", s->host);
-	rc |= put_strfield(b, "app", s->app);
+	jsonw_init_compact(&w, b);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "v", 1);
+	jsonw_kstr(&w, "stream_id", s->stream_id);
+	jsonw_kstr(&w, "host", s->host);
+	jsonw_kstr(&w, "app", s->app);
 	if (s->version)
-		rc |= put_strfield(b, "version", s->version);
+		jsonw_kstr(&w, "version", s->version);
 	if (s->build_id)
-		rc |= put_strfield(b, "build_id", s->build_id);
+		jsonw_kstr(&w, "build_id", s->build_id);
 	if (s->nlabels) {
-		rc |= buf_puts(b, ",\"labels\":{");
-		for (size_t i = 0; i < s->nlabels; i++) {
-			if (i)
-				rc |= buf_putc(b, ',');
-			rc |= buf_put_json_str(b, s->labels[i].key, strlen(s->labels[i].key));
-			rc |= buf_putc(b, ':');
-			rc |= buf_put_json_str(b, s->labels[i].value, strlen(s->labels[i].value));
-		}
-		rc |= buf_putc(b, '}');
+		jsonw_kobject(&w, "labels");
+		for (size_t i = 0; i < s->nlabels; i++)
+			jsonw_kstr(&w, s->labels[i].key, s->labels[i].value);
+		jsonw_end(&w);
 	}
-	rc |= buf_puts(b, ",\"symptom\":{\"kind\":");
-	rc |= buf_put_json_str(b, s->symptom.kind, strlen(s->symptom.kind));
-	rc |= put_intfield(b, "tid", s->symptom.tid);
-	rc |= put_intfield(b, "start_ns", s->symptom.start_ns);
-	rc |= put_intfield(b, "end_ns", s->symptom.end_ns);
+	jsonw_kobject(&w, "symptom");
+	jsonw_kstr(&w, "kind", s->symptom.kind);
+	jsonw_ki64(&w, "tid", s->symptom.tid);
+	jsonw_ki64(&w, "start_ns", s->symptom.start_ns);
+	jsonw_ki64(&w, "end_ns", s->symptom.end_ns);
 	if (s->symptom.unit_type)
-		rc |= put_strfield(b, "unit_type", s->symptom.unit_type);
+		jsonw_kstr(&w, "unit_type", s->symptom.unit_type);
 	if (s->symptom.threshold_ns >= 0)
-		rc |= put_intfield(b, "threshold_ns", s->symptom.threshold_ns);
-	rc |= buf_puts(b, "},\"frames\":[");
-	for (size_t i = 0; i < s->nframes; i++) {
-		if (i)
-			rc |= buf_putc(b, ',');
-		rc |= buf_put_json_str(b, s->frames[i], strlen(s->frames[i]));
-	}
-	rc |= buf_puts(b, "],\"stacks\":[");
+		jsonw_ki64(&w, "threshold_ns", s->symptom.threshold_ns);
+	jsonw_end(&w);
+	jsonw_karray(&w, "frames");
+	for (size_t i = 0; i < s->nframes; i++)
+		jsonw_str(&w, s->frames[i]);
+	jsonw_end(&w);
+	jsonw_karray(&w, "stacks");
 	for (size_t i = 0; i < s->nstacks; i++) {
-		rc |= buf_puts(b, i ? ",[" : "[");
-		for (uint32_t k = 0; k < s->stacks[i].len; k++) {
-			if (k)
-				rc |= buf_putc(b, ',');
-			rc |= buf_put_i64(b, s->stacks[i].frames[k]);
-		}
-		rc |= buf_putc(b, ']');
+		jsonw_array(&w);
+		for (uint32_t k = 0; k < s->stacks[i].len; k++)
+			jsonw_i64(&w, s->stacks[i].frames[k]);
+		jsonw_end(&w);
 	}
-	rc |= buf_puts(b, "],\"events\":[");
+	jsonw_end(&w);
+	jsonw_karray(&w, "events");
 	for (size_t i = 0; i < s->nevents; i++) {
 		const struct wire_event *e = &s->events[i];
 
-		rc |= buf_puts(b, e->kind == WIRE_WAIT ? "{\"kind\":\"wait\"" : "{\"kind\":\"run\"");
-		rc |= put_intfield(b, "tid", e->tid);
-		rc |= put_intfield(b, "ts_ns", e->ts_ns);
-		rc |= put_intfield(b, "dur_ns", e->dur_ns);
-		rc |= put_intfield(b, "stack", e->stack);
+		jsonw_object(&w);
+		jsonw_kstr(&w, "kind", e->kind == WIRE_WAIT ? "wait" : "run");
+		jsonw_ki64(&w, "tid", e->tid);
+		jsonw_ki64(&w, "ts_ns", e->ts_ns);
+		jsonw_ki64(&w, "dur_ns", e->dur_ns);
+		jsonw_ki64(&w, "stack", e->stack);
 		if (e->kind == WIRE_WAIT)
-			rc |= put_intfield(b, "readier_tid", e->readier_tid);
-		rc |= buf_putc(b, '}');
-		if (i + 1 < s->nevents)
-			rc |= buf_putc(b, ',');
+			jsonw_ki64(&w, "readier_tid", e->readier_tid);
+		jsonw_end(&w);
 	}
-	rc |= buf_puts(b, "]}");
-	return rc ? -1 : 0;
+	jsonw_end(&w);
+	jsonw_end(&w);
+	return jsonw_finish(&w);
 }

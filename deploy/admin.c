@@ -2,10 +2,10 @@
  * sm-admin: operator commands for a stackmine database: schema migrations,
  * API tokens, event partitions and retention, and a status overview.
  */
-#include "auth.h"
-#include "db.h"
-#include "sha256.h"
-#include "util.h"
+#include "common/auth.h"
+#include "common/db.h"
+#include "common/sha256.h"
+#include "common/util.h"
 
 #include <getopt.h>
 #include <stdio.h>

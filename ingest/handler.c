@@ -1,11 +1,12 @@
 /* handler: token check, decoding, validation and storing of one request (see handler.h). */
-#include "handler.h"
-#include "arena.h"
-#include "auth.h"
-#include "idcache.h"
-#include "log.h"
-#include "metrics.h"
-#include "store.h"
+#include "ingest/handler.h"
+#include "common/arena.h"
+#include "common/auth.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "ingest/idcache.h"
+#include "ingest/metrics.h"
+#include "ingest/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct handler {
 	ZSTD_DCtx *zd;
 	struct buf decoded;
 	struct buf rejected;         /* the "rejected" list being built */
+	struct jsonw rw;             /* its writer */
 	char err[1024];
 };
 
@@ -76,11 +78,26 @@ const char *handler_last_error(const struct handler *h)
 
 void handler_error(struct handler_response *rs, int status, const char *msg)
 {
+	handler_error_id(rs, status, msg, NULL);
+}
+
+void handler_error_id(struct handler_response *rs, int status, const char *msg, const char *stream_id)
+{
+	struct jsonw w;
+
 	rs->status = status;
 	buf_reset(&rs->body);
-	buf_puts(&rs->body, "{\"error\":");
-	buf_put_json_str(&rs->body, msg, strlen(msg));
-	buf_putc(&rs->body, '}');
+	jsonw_init_compact(&w, &rs->body);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "error", msg);
+	if (stream_id && *stream_id)
+		jsonw_kstr(&w, "stream_id", stream_id);
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0) {
+		/* the message is short and ours: only memory can fail it */
+		buf_reset(&rs->body);
+		rs->status = 503;
+	}
 }
 
 /* Decompress every zstd frame of in into h->decoded, refusing as soon as the
@@ -144,20 +161,15 @@ static bool blank(const char *p, size_t n)
 static void add_rejection(struct handler *h, struct handler_response *rs, size_t lineno,
 			  const char *stream_id, const char *error)
 {
-	struct buf *b = &h->rejected;
-
-	if (rs->rejected++)
-		buf_putc(b, ',');
-	buf_puts(b, "{\"line\":");
-	buf_put_i64(b, (int64_t)lineno);
-	buf_puts(b, ",\"stream_id\":");
+	rs->rejected++;
+	jsonw_object(&h->rw);
+	jsonw_ku64(&h->rw, "line", lineno);
 	if (stream_id && *stream_id)
-		buf_put_json_str(b, stream_id, strlen(stream_id));
+		jsonw_kstr(&h->rw, "stream_id", stream_id);
 	else
-		buf_puts(b, "null");
-	buf_puts(b, ",\"error\":");
-	buf_put_json_str(b, error, strlen(error));
-	buf_putc(b, '}');
+		jsonw_knull(&h->rw, "stream_id");
+	jsonw_kstr(&h->rw, "error", error);
+	jsonw_end(&h->rw);
 }
 
 static int check_auth(struct handler *h, const struct handler_request *rq,
@@ -287,6 +299,8 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 		goto fail_oom;
 
 	buf_reset(&h->rejected);
+	jsonw_init_compact(&h->rw, &h->rejected);
+	jsonw_array(&h->rw);
 	for (size_t i = 0; i < nlines; i++) {
 		int rc = wire_parse(h->parser, lines[i].p, lines[i].len, h->arena, &parsed[i]);
 
@@ -301,13 +315,7 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 		metrics_reject(rc == WIRE_ENOTJSON ? REASON_NOT_JSON : REASON_INVALID, 1);
 		if (!rq->ndjson) {
 			/* a single stream that cannot be accepted is a bad request */
-			handler_error(rs, 400, wire_parser_error(h->parser));
-			if (parsed[i].stream_id[0]) {
-				rs->body.len--; /* reopen the object to add the id */
-				buf_puts(&rs->body, ",\"stream_id\":");
-				buf_put_json_str(&rs->body, parsed[i].stream_id, 36);
-				buf_putc(&rs->body, '}');
-			}
+			handler_error_id(rs, 400, wire_parser_error(h->parser), parsed[i].stream_id);
 			rs->rejected = 1;
 			return;
 		}
@@ -330,11 +338,22 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 			rs->duplicates++;
 		}
 	}
-	if (buf_printf(&rs->body, "{\"accepted\":%zu,\"duplicates\":%zu,\"rejected\":[",
-		       rs->accepted, rs->duplicates) < 0 ||
-	    buf_append(&rs->body, h->rejected.data, h->rejected.len) < 0 ||
-	    buf_puts(&rs->body, "]}") < 0)
+	jsonw_end(&h->rw);
+	if (jsonw_finish(&h->rw) < 0)
 		goto fail_oom;
+	{
+		struct jsonw w;
+
+		jsonw_init_compact(&w, &rs->body);
+		jsonw_object(&w);
+		jsonw_ku64(&w, "accepted", rs->accepted);
+		jsonw_ku64(&w, "duplicates", rs->duplicates);
+		jsonw_key(&w, "rejected");
+		jsonw_raw(&w, h->rejected.data, h->rejected.len);
+		jsonw_end(&w);
+		if (jsonw_finish(&w) < 0)
+			goto fail_oom;
+	}
 	rs->status = 200;
 	return;
 fail_oom:

@@ -1,6 +1,6 @@
 /* idcache: shared, bounded frame/stack id cache (see idcache.h). */
-#include "idcache.h"
-#include "intern.h"
+#include "ingest/idcache.h"
+#include "common/intern.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -2,9 +2,10 @@
  * sm-ingest: receives trace streams from agents (wire format v1) over HTTP and
  * stores them in PostgreSQL. See docs/ingest.md.
  */
-#include "log.h"
-#include "server.h"
-#include "util.h"
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "ingest/server.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -47,11 +48,7 @@ enum {
 	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_LOGLEVEL,
 };
 
-static int bad(const char *opt, const char *val, const char *why)
-{
-	fprintf(stderr, "sm-ingest: --%s '%s': %s\n", opt, val, why);
-	return 2;
-}
+static const struct cli cl = { "sm-ingest", NULL };
 
 int main(int argc, char **argv)
 {
@@ -95,13 +92,12 @@ int main(int argc, char **argv)
 		case OPT_LISTEN: cfg.listen = optarg; continue;
 		case OPT_PORT_FILE: cfg.port_file = optarg; continue;
 		case OPT_LOGLEVEL:
-			if (log_level_parse(optarg) < 0)
-				return bad(name, optarg, "must be debug, info, warn or error");
-			level = (enum log_level)log_level_parse(optarg);
+			if (cli_log_level(&cl, name, optarg, &level))
+				return 2;
 			continue;
 		case OPT_MAXBODY: case OPT_MAXDEC: case OPT_MAXBUF:
-			if (util_parse_size(optarg, &sz) < 0 || sz < 1024 || sz > ((uint64_t)1 << 40))
-				return bad(name, optarg, "must be a size from 1k to 1024G");
+			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 40, &sz))
+				return 2;
 			if (o == OPT_MAXBODY)
 				cfg.lim.max_body = sz;
 			else if (o == OPT_MAXDEC)
@@ -115,8 +111,8 @@ int main(int argc, char **argv)
 		default:
 			break;
 		}
-		if (util_parse_i64(optarg, 0, INT32_MAX, &v) < 0)
-			return bad(name, optarg, "must be a whole number");
+		if (cli_int(&cl, name, optarg, 0, INT32_MAX, &v))
+			return 2;
 		switch (o) {
 		case OPT_WORKERS: cfg.workers = (int)v; break;
 		case OPT_QUEUE: cfg.queue = (int)v; break;
@@ -131,14 +127,12 @@ int main(int argc, char **argv)
 		case OPT_MAINT: cfg.maintain_interval_s = (int)v; break;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "sm-ingest: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
+	if (optind < argc)
+		return cli_fail(&cl, "unexpected argument '%s'", argv[optind]);
 	if (cfg.workers < 1 || cfg.workers > 256)
-		return bad("workers", "", "must be from 1 to 256");
+		return cli_fail(&cl, "--workers: must be from 1 to 256");
 	if (cfg.queue < 1 || cfg.max_connections < 1 || cfg.lim.max_batch < 1)
-		return bad("queue/max-connections/max-batch", "", "out of range");
+		return cli_fail(&cl, "--queue, --max-connections and --max-batch: must be at least 1");
 	if (cfg.lim.max_decoded < cfg.lim.max_body)
 		cfg.lim.max_decoded = cfg.lim.max_body;
 	log_init("ingest", level);

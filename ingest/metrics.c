@@ -1,5 +1,5 @@
 /* metrics: lock-free counters rendered for Prometheus (see metrics.h). */
-#include "metrics.h"
+#include "ingest/metrics.h"
 
 #include <stdatomic.h>
 

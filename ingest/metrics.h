@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 enum metric_reason {
 	REASON_NOT_JSON,

@@ -1,12 +1,13 @@
 /* server: HTTP front, bounded queue and database worker pool of sm-ingest (see server.h). */
-#include "server.h"
-#include "auth.h"
-#include "db.h"
-#include "httpd.h"
-#include "idcache.h"
-#include "log.h"
-#include "metrics.h"
-#include "util.h"
+#include "ingest/server.h"
+#include "common/auth.h"
+#include "common/db.h"
+#include "common/httpd.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "ingest/idcache.h"
+#include "ingest/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -242,24 +243,31 @@ static void *worker_main(void *p)
 static enum MHD_Result serve_health(struct server *s, struct MHD_Connection *conn)
 {
 	struct buf b = BUF_INIT(4096);
+	struct jsonw w;
 	enum MHD_Result ret;
 	int status = 200;
 
-	if (atomic_load(&s->db_ok)) {
-		buf_printf(&b, "{\"status\":\"ok\",\"db\":\"ok\",\"queue_depth\":%lld,\"workers\":%d}",
-			   (long long)metrics_gauge_get(GAUGE_QUEUE_DEPTH), s->nworkers);
+	jsonw_init_compact(&w, &b);
+	jsonw_object(&w);
+	if (atomic_load(&s->draining)) {
+		jsonw_kstr(&w, "status", "draining");
+		status = 503;
+	} else if (atomic_load(&s->db_ok)) {
+		jsonw_kstr(&w, "status", "ok");
+		jsonw_kstr(&w, "db", "ok");
+		jsonw_ki64(&w, "queue_depth", metrics_gauge_get(GAUGE_QUEUE_DEPTH));
+		jsonw_ki64(&w, "workers", s->nworkers);
 	} else {
+		jsonw_kstr(&w, "status", "unavailable");
 		pthread_mutex_lock(&s->mlock);
-		buf_puts(&b, "{\"status\":\"unavailable\",\"db\":");
-		buf_put_json_str(&b, s->db_error, strlen(s->db_error));
-		buf_putc(&b, '}');
+		jsonw_kstr(&w, "db", s->db_error);
 		pthread_mutex_unlock(&s->mlock);
 		status = 503;
 	}
-	if (atomic_load(&s->draining)) {
-		buf_reset(&b);
-		buf_puts(&b, "{\"status\":\"draining\"}");
-		status = 503;
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0) {
+		buf_release(&b);
+		return respond(conn, 500, "text/plain", "out of memory\n", 14, 0);
 	}
 	ret = respond(conn, status, "application/json", buf_cstr(&b), b.len, 0);
 	buf_release(&b);

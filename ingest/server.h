@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "handler.h"
+#include "ingest/handler.h"
 
 struct ingest_config {
 	const char *conninfo;       /* NULL: PG* environment */

@@ -1,11 +1,11 @@
 /* store: interning, COPY of events and statistics in one transaction (see store.h). */
-#include "store.h"
-#include "arena.h"
-#include "db.h"
-#include "idcache.h"
-#include "intern.h"
-#include "log.h"
-#include "util.h"
+#include "ingest/store.h"
+#include "common/arena.h"
+#include "common/db.h"
+#include "common/intern.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "ingest/idcache.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 struct idcache;
 

@@ -10,8 +10,10 @@
  * that one query costs O(log n) plus O(log n) per event it reports (an interval
  * tree, CLRS 14.3) instead of a scan of the stream.
  */
-#include "aoi.h"
-#include "util.h"
+#include "miner/aoi.h"
+#include "common/imap.h"
+#include "common/util.h"
+#include "common/vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,9 +54,7 @@ struct walk {
 enum { F_AOI = 1, F_EXPANDED = 2 };
 
 struct aoi {
-	/* tid -> thread, open addressing; slots hold thread index + 1, 0 = empty */
-	uint32_t *slots;
-	size_t nslots;
+	struct imap tids;               /* tid -> thread index */
 	struct thread *threads;
 	size_t nthreads, cap_threads;
 
@@ -129,7 +129,7 @@ void aoi_free(struct aoi *a)
 	if (!a)
 		return;
 	free_events(a);
-	free(a->slots);
+	imap_free(&a->tids);
 	free(a->threads);
 	free(a->edges);
 	free(a->edges_tmp);
@@ -163,34 +163,10 @@ static int oom(struct aoi *a)
 	return -1;
 }
 
-/* p grown to hold at least `need` objects of `size` bytes (doubling); NULL on failure, p intact. */
-static void *grow(void *p, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *q;
-
-	if (need <= *cap && p)
-		return p;
-	while (ncap < need) {
-		if (ncap > SIZE_MAX / 2)
-			return NULL;
-		ncap *= 2;
-	}
-	if (ncap > SIZE_MAX / size)
-		return NULL;
-	q = realloc(p, ncap * size);
-	if (!q)
-		return NULL;
-	*cap = ncap;
-	return q;
-}
-
-#define GROW(a, arr, cap, need)                                                \
-	do {                                                                   \
-		void *grown_ = grow((a)->arr, &(a)->cap, (need), sizeof(*(a)->arr)); \
-		if (!grown_)                                                   \
-			return oom(a);                                         \
-		(a)->arr = grown_;                                             \
+#define GROW(a, arr, cap, need)                                                           \
+	do {                                                                              \
+		if (vec_reserve(&(a)->arr, &(a)->cap, (need) ? (need) : 1, sizeof(*(a)->arr)) < 0) \
+			return oom(a);                                                    \
 	} while (0)
 
 static int reserve_events(struct aoi *a, size_t n)
@@ -225,73 +201,33 @@ static int64_t span_end(const struct wire_event *e)
 
 /* ---- The thread map. ---- */
 
-static size_t tid_slot(int64_t tid, size_t nslots)
-{
-	uint64_t h = (uint64_t)tid * 0x9e3779b97f4a7c15ULL;
-
-	h ^= h >> 29;
-	return (size_t)(h & (nslots - 1));
-}
-
 static uint32_t thread_find(const struct aoi *a, int64_t tid)
 {
-	size_t i;
+	uint64_t t;
 
-	if (!a->nthreads)
-		return NONE;
-	for (i = tid_slot(tid, a->nslots);; i = (i + 1) & (a->nslots - 1)) {
-		uint32_t t = a->slots[i];
-
-		if (!t)
-			return NONE;
-		if (a->threads[t - 1].tid == tid)
-			return t - 1;
-	}
-}
-
-static int rehash(struct aoi *a, size_t nslots)
-{
-	uint32_t *s = calloc(nslots, sizeof(*s));
-
-	if (!s)
-		return oom(a);
-	for (size_t t = 0; t < a->nthreads; t++) {
-		size_t i = tid_slot(a->threads[t].tid, nslots);
-
-		while (s[i])
-			i = (i + 1) & (nslots - 1);
-		s[i] = (uint32_t)t + 1;
-	}
-	free(a->slots);
-	a->slots = s;
-	a->nslots = nslots;
-	return 0;
+	/* tids are in [0, TID_MAX]: never the map's empty key */
+	return imap_get(&a->tids, (uint64_t)tid, &t) ? (uint32_t)t : NONE;
 }
 
 /* Index of thread tid, added if new; NONE on out of memory. */
 static uint32_t thread_put(struct aoi *a, int64_t tid)
 {
 	uint32_t t = thread_find(a, tid);
-	size_t i;
 
 	if (t != NONE)
 		return t;
-	if ((a->nthreads + 1) * 2 > a->nslots && rehash(a, a->nslots ? a->nslots * 2 : 64) < 0)
+	if (a->nthreads == a->cap_threads &&
+	    vec_reserve(&a->threads, &a->cap_threads, a->nthreads + 1, sizeof(*a->threads)) < 0) {
+		oom(a);
 		return NONE;
-	if (a->nthreads == a->cap_threads) {
-		void *p = grow(a->threads, &a->cap_threads, a->nthreads + 1, sizeof(*a->threads));
-
-		if (!p) {
-			oom(a);
-			return NONE;
-		}
-		a->threads = p;
 	}
-	t = (uint32_t)a->nthreads++;
+	t = (uint32_t)a->nthreads;
+	if (imap_put(&a->tids, (uint64_t)tid, t) < 0) {
+		oom(a);
+		return NONE;
+	}
+	a->nthreads++;
 	a->threads[t] = (struct thread){ .tid = tid };
-	for (i = tid_slot(tid, a->nslots); a->slots[i]; i = (i + 1) & (a->nslots - 1))
-		;
-	a->slots[i] = t + 1;
 	return t;
 }
 
@@ -369,8 +305,7 @@ static int index_build(struct aoi *a, const struct wire_event *ev, size_t n)
 	size_t off = 0;
 
 	a->nthreads = 0;
-	if (a->slots)
-		memset(a->slots, 0, a->nslots * sizeof(*a->slots));
+	imap_clear(&a->tids);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t t = last != NONE && a->threads[last].tid == ev[i].tid ? last :
 									   thread_put(a, ev[i].tid);

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 enum aoi_mode { AOI_STREAM, AOI_THREAD, AOI_WAITGRAPH, AOI_CRITICAL };
 

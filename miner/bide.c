@@ -41,8 +41,8 @@
  * the last child moves down into its parent's place, so that a long chain of
  * single children (a stack prefix) uses constant space.
  */
-#include "bide.h"
-#include "hash.h"
+#include "miner/bide.h"
+#include "common/hash.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -52,7 +52,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "common/imap.h"
+#include "common/par.h"
+#include "common/util.h"
+#include "common/vec.h"
 
 #define NONE UINT32_MAX
 #define ERR_MAX 256
@@ -63,7 +66,7 @@
 #endif
 /* Upper bound on the subtrees expanded in the calling thread to balance threads. */
 #define EXPAND_MAX 4096
-#define THREADS_MAX 256
+#define THREADS_MAX PAR_MAX_THREADS
 
 /* One sequence of a projection: the merged sequence u, and where its suffix starts. */
 struct ent {
@@ -166,31 +169,8 @@ struct bide {
 
 /* Grows p to hold need elements of sz bytes. On failure frees p and returns NULL with *cap = 0: every caller
  * gives the run up on out of memory. */
-static void *grow(void *p, size_t *cap, size_t need, size_t sz)
-{
-	size_t nc = *cap ? *cap : 16;
-	void *q;
-
-	while (nc < need) {
-		if (nc > SIZE_MAX / 2 / sz) {
-			free(p);
-			*cap = 0;
-			return NULL;
-		}
-		nc *= 2;
-	}
-	q = realloc(p, nc * sz);
-	if (!q) {
-		free(p);
-		*cap = 0;
-		return NULL;
-	}
-	*cap = nc;
-	return q;
-}
-
-#define GROW(arr, cap, need) \
-	((need) <= (cap) ? 0 : ((arr) = grow((arr), &(cap), (need), sizeof(*(arr)))) ? 0 : -1)
+/* 0 with room for need elements in arr, or -1 (arr intact). */
+#define GROW(arr, cap, need) vec_reserve(&(arr), &(cap), (need), sizeof(*(arr)))
 
 static void seterr(char *dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void seterr(char *dst, const char *fmt, ...)
@@ -286,77 +266,17 @@ static uint32_t seqset_put(struct seqset *s, const uint32_t *p, uint32_t len, ui
 	return s->n - 1;
 }
 
-/* Map from the caller's items to indexes 0, 1, ... in order of first sight. */
-struct itemmap {
-	uint32_t *key, *val;    /* val NONE = empty */
-	size_t mask, n;
-};
-
-static int itemmap_init(struct itemmap *im)
+/* The index of item in im (items numbered 0, 1, ... in order of first sight), added if new; NONE on out of
+ * memory. */
+static uint32_t itemmap_put(struct imap *im, uint32_t item)
 {
-	im->mask = 1023;
-	im->n = 0;
-	im->key = malloc((im->mask + 1) * sizeof(*im->key));
-	im->val = malloc((im->mask + 1) * sizeof(*im->val));
-	if (!im->key || !im->val)
-		return -1;
-	memset(im->val, 0xff, (im->mask + 1) * sizeof(*im->val));
-	return 0;
-}
+	uint64_t v;
 
-static void itemmap_release(struct itemmap *im)
-{
-	free(im->key);
-	free(im->val);
-}
-
-static int itemmap_grow(struct itemmap *im)
-{
-	size_t cap = (im->mask + 1) * 2;
-	uint32_t *key = malloc(cap * sizeof(*key)), *val = malloc(cap * sizeof(*val));
-
-	if (!key || !val) {
-		free(key);
-		free(val);
-		return -1;
-	}
-	memset(val, 0xff, cap * sizeof(*val));
-	for (size_t i = 0; i <= im->mask; i++) {
-		if (im->val[i] == NONE)
-			continue;
-		size_t j = hash_mix64(im->key[i]) & (cap - 1);
-
-		while (val[j] != NONE)
-			j = (j + 1) & (cap - 1);
-		key[j] = im->key[i];
-		val[j] = im->val[i];
-	}
-	free(im->key);
-	free(im->val);
-	im->key = key;
-	im->val = val;
-	im->mask = cap - 1;
-	return 0;
-}
-
-/* Index of item, added if new; NONE on out of memory. */
-static uint32_t itemmap_put(struct itemmap *im, uint32_t item)
-{
-	size_t i = hash_mix64(item) & im->mask;
-
-	while (im->val[i] != NONE) {
-		if (im->key[i] == item)
-			return im->val[i];
-		i = (i + 1) & im->mask;
-	}
-	if ((im->n + 1) * 2 > im->mask + 1) {
-		if (im->n + 1 >= NONE || itemmap_grow(im) < 0)
-			return NONE;
-		return itemmap_put(im, item);
-	}
-	im->key[i] = item;
-	im->val[i] = (uint32_t)im->n;
-	return (uint32_t)im->n++;
+	if (imap_get(im, item, &v))
+		return (uint32_t)v;
+	if (im->cnt + 1 >= NONE || imap_put(im, item, im->cnt) < 0)
+		return NONE;
+	return (uint32_t)(im->cnt - 1);
 }
 
 /* A frequent item: support, the caller's value, index in the item map. Numbered by support, most frequent
@@ -394,7 +314,7 @@ static void mdb_release(struct mdb *d)
 static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, char *err)
 {
 	struct seqset raw, fin;
-	struct itemmap im;
+	struct imap im = IMAP_INIT;
 	uint32_t *rid = NULL, *fid = NULL, *ridx = NULL, *last = NULL, *dense = NULL;
 	uint64_t *rw = NULL, *isup = NULL;
 	size_t *roff = NULL, rtotal = 0, nfreq = 0;
@@ -427,7 +347,7 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 
 	/* Identical sequences first: callstack databases repeat stacks a lot. */
 	rid = malloc((db->n ? db->n : 1) * sizeof(*rid));
-	if (!rid || seqset_init(&raw, db->n) < 0 || itemmap_init(&im) < 0)
+	if (!rid || seqset_init(&raw, db->n) < 0 )
 		goto oom;
 	rw = calloc(db->n ? db->n : 1, sizeof(*rw));
 	if (!rw)
@@ -472,13 +392,13 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 		}
 	}
 	roff[raw.n] = rtotal;
-	isup = calloc(im.n ? im.n : 1, sizeof(*isup));
-	last = malloc((im.n ? im.n : 1) * sizeof(*last));
-	dense = malloc((im.n ? im.n : 1) * sizeof(*dense));
-	fi = malloc((im.n ? im.n : 1) * sizeof(*fi));
+	isup = calloc(im.cnt ? im.cnt : 1, sizeof(*isup));
+	last = malloc((im.cnt ? im.cnt : 1) * sizeof(*last));
+	dense = malloc((im.cnt ? im.cnt : 1) * sizeof(*dense));
+	fi = malloc((im.cnt ? im.cnt : 1) * sizeof(*fi));
 	if (!isup || !last || !dense || !fi)
 		goto oom;
-	memset(last, 0xff, (im.n ? im.n : 1) * sizeof(*last));
+	memset(last, 0xff, (im.cnt ? im.cnt : 1) * sizeof(*last));
 	for (uint32_t r = 0; r < raw.n; r++) {
 		for (size_t j = roff[r]; j < roff[r + 1]; j++) {
 			if (last[ridx[j]] != r) {
@@ -487,13 +407,13 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, cha
 			}
 		}
 	}
-	for (size_t i = 0; i <= im.mask; i++) {
-		uint32_t x = im.val[i];
+	for (size_t i = 0; i < im.cap; i++) {
+		uint32_t x = (uint32_t)im.vals[i];
 
-		if (x != NONE && isup[x] >= minsup)
-			fi[nfreq++] = (struct fitem){ isup[x], im.key[i], x };
+		if (im.keys[i] != IMAP_EMPTY && isup[x] >= minsup)
+			fi[nfreq++] = (struct fitem){ isup[x], (uint32_t)im.keys[i], x };
 	}
-	memset(dense, 0xff, (im.n ? im.n : 1) * sizeof(*dense));
+	memset(dense, 0xff, (im.cnt ? im.cnt : 1) * sizeof(*dense));
 	qsort(fi, nfreq, sizeof(*fi), fitem_cmp);
 	d->m = (uint32_t)nfreq;
 	d->orig_item = malloc((nfreq ? nfreq : 1) * sizeof(*d->orig_item));
@@ -573,7 +493,7 @@ oom:
 out:
 	seqset_release(&raw);
 	seqset_release(&fin);
-	itemmap_release(&im);
+	imap_free(&im);
 	free(rid);
 	free(fid);
 	free(ridx);
@@ -1313,6 +1233,11 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+static void run_worker(void *ctx, int w)
+{
+	worker_main(&((struct worker *)ctx)[w]);
+}
+
 /* ---- the entry points ---- */
 
 struct bide *bide_open(void)
@@ -1338,11 +1263,10 @@ void bide_last_stats(const struct bide *b, struct bide_stats *st)
 int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o, bide_emit_fn emit, void *ctx)
 {
 	int64_t t0 = util_now_mono_ns();
-	int threads = o->threads > 1 ? o->threads : 1, started = 0, rc = -1;
+	int threads = o->threads > 1 ? o->threads : 1, rc = -1;
 	struct shared sh;
 	struct mdb mdb;
 	struct worker *ws = NULL;
-	pthread_t *tids = NULL;
 
 	b->err[0] = '\0';
 	memset(&b->st, 0, sizeof(b->st));
@@ -1373,8 +1297,7 @@ int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o,
 	atomic_init(&sh.stop, 0);
 	pthread_mutex_init(&sh.lock, NULL);
 	ws = calloc((size_t)threads, sizeof(*ws));
-	tids = calloc((size_t)threads, sizeof(*tids));
-	if (!ws || !tids)
+	if (!ws)
 		goto oom;
 	for (int i = 0; i < threads; i++)
 		if (worker_init(&ws[i], &sh) < 0)
@@ -1393,14 +1316,7 @@ int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o,
 			goto oom;
 		if (sh.ntasks > 1)
 			qsort(sh.tasks, sh.ntasks, sizeof(*sh.tasks), task_cmp);
-		for (int i = 1; i < threads && (size_t)i < sh.ntasks; i++) {
-			if (pthread_create(&tids[i], NULL, worker_main, &ws[i]) != 0)
-				break;
-			started = i;
-		}
-		worker_main(&ws[0]);
-		for (int i = 1; i <= started; i++)
-			pthread_join(tids[i], NULL);
+		par_run(sh.ntasks < (size_t)threads ? (sh.ntasks ? (int)sh.ntasks : 1) : threads, run_worker, ws);
 	}
 done:
 	if (sh.err[0]) {
@@ -1410,11 +1326,6 @@ done:
 	}
 	goto out;
 oom:
-	if (started) {
-		fail(&sh, "out of memory");
-		for (int i = 1; i <= started; i++)
-			pthread_join(tids[i], NULL);
-	}
 	seterr(b->err, "out of memory");
 out:
 	for (size_t i = 0; i < sh.ntasks; i++)
@@ -1429,7 +1340,6 @@ out:
 	}
 	b->st.patterns = sh.patterns;
 	free(ws);
-	free(tids);
 	pthread_mutex_destroy(&sh.lock);
 	mdb_release(&mdb);
 	b->st.ms = (double)(util_now_mono_ns() - t0) / 1e6;

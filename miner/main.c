@@ -2,14 +2,16 @@
  * sm-miner: mining runs over the stored trace streams (run, worker, show) and
  * the sequential-pattern engine on SPMF files (spmf). See docs/mining.md.
  */
-#include "arena.h"
-#include "bide.h"
-#include "db.h"
-#include "log.h"
-#include "params.h"
-#include "run.h"
-#include "spmf.h"
-#include "util.h"
+#include "common/arena.h"
+#include "common/cli.h"
+#include "common/db.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "miner/bide.h"
+#include "miner/params.h"
+#include "miner/run.h"
+#include "miner/spmf.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -62,12 +64,15 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
+static const struct cli cl = { "sm-miner", "(see sm-miner --help)" };
+
+/* fmt takes one %s: arg */
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "sm-miner: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see sm-miner --help)\n");
-	return 2;
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), fmt, arg);
+	return cli_fail(&cl, "%s", msg);
 }
 
 enum {
@@ -107,7 +112,7 @@ static const struct option cmd_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-struct cli {
+struct args {
 	struct run_params p;
 	const char *params_file;
 	bool cli_params;              /* any run parameter given as an option */
@@ -120,10 +125,11 @@ struct cli {
 	const char *globs[2][PARAMS_MAX_GLOBS];
 	size_t nglobs[2];
 	struct buf labels;
+	struct jsonw lw;              /* writes labels */
 };
 
 /* Parse a subcommand's options; positional arguments are left in argv[optind..]. */
-static int parse_cli(int argc, char **argv, struct cli *c)
+static int parse_cli(int argc, char **argv, struct args *c)
 {
 	int o;
 	int64_t v;
@@ -191,10 +197,12 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 			const char *eq = strchr(optarg, '=');
 			if (!eq || eq == optarg)
 				return usage_error("--label '%s': want KEY=VALUE", optarg);
-			buf_putc(&c->labels, c->labels.len ? ',' : '{');
-			buf_put_json_str(&c->labels, optarg, (size_t)(eq - optarg));
-			buf_putc(&c->labels, ':');
-			buf_put_json_str(&c->labels, eq + 1, strlen(eq + 1));
+			if (!c->labels.len) {
+				jsonw_init_compact(&c->lw, &c->labels);
+				jsonw_object(&c->lw);
+			}
+			jsonw_keyn(&c->lw, optarg, (size_t)(eq - optarg));
+			jsonw_str(&c->lw, eq + 1);
 			break;
 		}
 		case O_SINCE: case O_UNTIL:
@@ -237,13 +245,15 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 	c->p.exclude = c->globs[1];
 	c->p.nexclude = c->nglobs[1];
 	if (c->labels.len) {
-		buf_putc(&c->labels, '}');
+		jsonw_end(&c->lw);
+		if (jsonw_finish(&c->lw) < 0)
+			return usage_error("--label: %s", jsonw_error(&c->lw));
 		c->p.filter.labels_json = buf_cstr(&c->labels);
 	}
 	return 0;
 }
 
-static int load_params(struct cli *c, struct arena *a)
+static int load_params(struct args *c, struct arena *a)
 {
 	char err[512], *text;
 	size_t len;
@@ -278,7 +288,7 @@ static int load_params(struct cli *c, struct arena *a)
 	return 0;
 }
 
-static int cmd_run(const char *conninfo, struct cli *c)
+static int cmd_run(const char *conninfo, struct args *c)
 {
 	struct miner_opts mo;
 	struct miner *m;
@@ -321,7 +331,7 @@ out:
 	return rc;
 }
 
-static int cmd_worker(const char *conninfo, struct cli *c)
+static int cmd_worker(const char *conninfo, struct args *c)
 {
 	struct miner_opts mo;
 	struct miner *m;
@@ -343,7 +353,7 @@ static int cmd_worker(const char *conninfo, struct cli *c)
 	return rc;
 }
 
-static int cmd_show(const char *conninfo, struct cli *c, const char *run)
+static int cmd_show(const char *conninfo, struct args *c, const char *run)
 {
 	char err[1024], lim[24];
 	const char *params[3] = { run, lim, c->brief ? "4" : "512" };
@@ -414,7 +424,7 @@ static int emit_spmf(void *ctx, const uint32_t *items, size_t len, uint64_t supp
 	return spmf_write_pattern(o->f, items, len, support) < 0;
 }
 
-static int cmd_spmf(struct cli *c, const char *in, const char *out)
+static int cmd_spmf(struct args *c, const char *in, const char *out)
 {
 	struct spmf *sp;
 	struct seqdb db;
@@ -470,7 +480,7 @@ static int cmd_spmf(struct cli *c, const char *in, const char *out)
 int main(int argc, char **argv)
 {
 	const char *conninfo = NULL, *cmd;
-	struct cli c;
+	struct args c;
 	int i = 1, rc;
 	struct sigaction sa;
 

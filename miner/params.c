@@ -1,7 +1,8 @@
 /* params: mining-run parameters, parsed, checked and written back (see params.h). */
-#include "params.h"
-#include "arena.h"
-#include "util.h"
+#include "miner/params.h"
+#include "common/arena.h"
+#include "common/jsonw.h"
+#include "common/util.h"
 
 #include <json-c/json.h>
 #include <math.h>
@@ -243,28 +244,28 @@ static int parse_filter(json_object *f, struct arena *a, struct run_params *p, c
 				return -1;
 		} else if (strcmp(key, "labels") == 0) {
 			struct buf b = BUF_INIT(64 * 1024);
+			struct jsonw w;
 			int n = 0;
 
 			if (!json_object_is_type(val, json_type_object)) {
 				snprintf(err, errlen, "filter.labels: must be an object of strings");
 				return -1;
 			}
-			buf_putc(&b, '{');
+			jsonw_init_compact(&w, &b);
+			jsonw_object(&w);
 			json_object_object_foreach(val, lk, lv) {
 				if (!json_object_is_type(lv, json_type_string)) {
 					snprintf(err, errlen, "filter.labels.%.100s: must be a string", lk);
 					buf_release(&b);
 					return -1;
 				}
-				if (n++)
-					buf_putc(&b, ',');
-				buf_put_json_str(&b, lk, strlen(lk));
-				buf_putc(&b, ':');
-				buf_put_json_str(&b, json_object_get_string(lv),
-						 (size_t)json_object_get_string_len(lv));
+				n++;
+				jsonw_key(&w, lk);
+				jsonw_strn(&w, json_object_get_string(lv), (size_t)json_object_get_string_len(lv));
 			}
-			if (buf_putc(&b, '}') < 0) {
-				snprintf(err, errlen, "filter.labels: too large");
+			jsonw_end(&w);
+			if (jsonw_finish(&w) < 0) {
+				snprintf(err, errlen, "filter.labels: %s", jsonw_error(&w));
 				buf_release(&b);
 				return -1;
 			}
@@ -391,9 +392,9 @@ out:
 	return rc;
 }
 
-static void put_time(struct buf *b, const char *key, int64_t ns)
+static void put_time(struct jsonw *w, const char *key, int64_t ns)
 {
-	char tmp[64];
+	char tmp[64], text[96];
 	time_t sec = (time_t)(ns / 1000000000);
 	int64_t frac = ns % 1000000000;
 	struct tm tm;
@@ -404,70 +405,57 @@ static void put_time(struct buf *b, const char *key, int64_t ns)
 	}
 	gmtime_r(&sec, &tm);
 	strftime(tmp, sizeof(tmp), "%Y-%m-%dT%H:%M:%S", &tm);
-	buf_printf(b, ",\"%s\":\"%s.%09lldZ\"", key, tmp, (long long)frac);
+	snprintf(text, sizeof(text), "%s.%09lldZ", tmp, (long long)frac);
+	jsonw_kstr(w, key, text);
 }
 
-static void put_globs(struct buf *b, const char *key, const char *const *g, size_t n)
+static void put_globs(struct jsonw *w, const char *key, const char *const *g, size_t n)
 {
-	buf_printf(b, ",\"%s\":[", key);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_putc(b, ',');
-		buf_put_json_str(b, g[i], strlen(g[i]));
-	}
-	buf_putc(b, ']');
+	jsonw_karray(w, key);
+	for (size_t i = 0; i < n; i++)
+		jsonw_str(w, g[i]);
+	jsonw_end(w);
 }
 
 int params_write_json(const struct run_params *p, struct buf *b)
 {
 	static const char *const kinds[] = { "", "wait", "run", "both" };
-	size_t before = b->len;
+	struct jsonw w;
 
-	buf_puts(b, "{\"app\":");
-	buf_put_json_str(b, p->app, strlen(p->app));
-	buf_printf(b, ",\"kind\":\"%s\",\"aoi\":", kinds[p->kinds]);
-	buf_put_json_str(b, p->aoi, strlen(p->aoi));
-	put_globs(b, "include", p->include, p->ninclude);
-	put_globs(b, "exclude", p->exclude, p->nexclude);
+	jsonw_init_compact(&w, b);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "app", p->app);
+	jsonw_kstr(&w, "kind", kinds[p->kinds]);
+	jsonw_kstr(&w, "aoi", p->aoi);
+	put_globs(&w, "include", p->include, p->ninclude);
+	put_globs(&w, "exclude", p->exclude, p->nexclude);
 	if (p->threshold_ns > 0) {
-		buf_printf(b, ",\"threshold_ns\":%lld", (long long)p->threshold_ns);
+		jsonw_ki64(&w, "threshold_ns", p->threshold_ns);
 	} else if (p->guideline.share > 0) {
-		buf_puts(b, ",\"threshold_guideline\":{\"share\":");
-		buf_put_double(b, p->guideline.share);
-		buf_printf(b, ",\"delay_ns\":%lld}", (long long)p->guideline.delay_ns);
-	} else if (buf_puts(b, ",\"threshold_fraction\":") == 0) {
-		buf_put_double(b, p->threshold_fraction);
+		jsonw_kobject(&w, "threshold_guideline");
+		jsonw_kdouble(&w, "share", p->guideline.share);
+		jsonw_ki64(&w, "delay_ns", p->guideline.delay_ns);
+		jsonw_end(&w);
+	} else {
+		jsonw_kdouble(&w, "threshold_fraction", p->threshold_fraction);
 	}
-	buf_puts(b, ",\"linkage\":");
-	buf_put_json_str(b, p->linkage, strlen(p->linkage));
-	buf_puts(b, ",\"cut\":");
-	buf_put_double(b, p->cut);
-	buf_puts(b, ",\"filter\":{");
-	{
-		size_t start = b->len;
-		if (p->filter.version) {
-			buf_puts(b, ",\"version\":");
-			buf_put_json_str(b, p->filter.version, strlen(p->filter.version));
-		}
-		if (p->filter.host) {
-			buf_puts(b, ",\"host\":");
-			buf_put_json_str(b, p->filter.host, strlen(p->filter.host));
-		}
-		if (p->filter.labels_json)
-			buf_printf(b, ",\"labels\":%s", p->filter.labels_json);
-		if (p->filter.since_ns != PARAMS_NO_TIME)
-			put_time(b, "since", p->filter.since_ns);
-		if (p->filter.until_ns != PARAMS_NO_TIME)
-			put_time(b, "until", p->filter.until_ns);
-		/* drop the leading comma of the first member */
-		if (b->len > start) {
-			memmove(b->data + start, b->data + start + 1, b->len - start - 1);
-			b->len--;
-		}
+	jsonw_kstr(&w, "linkage", p->linkage);
+	jsonw_kdouble(&w, "cut", p->cut);
+	jsonw_kobject(&w, "filter");
+	if (p->filter.version)
+		jsonw_kstr(&w, "version", p->filter.version);
+	if (p->filter.host)
+		jsonw_kstr(&w, "host", p->filter.host);
+	if (p->filter.labels_json) {
+		/* written by params_parse() above */
+		jsonw_key(&w, "labels");
+		jsonw_raw(&w, p->filter.labels_json, strlen(p->filter.labels_json));
 	}
-	if (buf_puts(b, "}}") < 0) {
-		b->len = before;
-		return -1;
-	}
-	return 0;
+	if (p->filter.since_ns != PARAMS_NO_TIME)
+		put_time(&w, "since", p->filter.since_ns);
+	if (p->filter.until_ns != PARAMS_NO_TIME)
+		put_time(&w, "until", p->filter.until_ns);
+	jsonw_end(&w);
+	jsonw_end(&w);
+	return jsonw_finish(&w);
 }

@@ -1,15 +1,20 @@
 /* run: one mining run from the database to stored patterns (see run.h). */
-#include "run.h"
-#include "aoi.h"
-#include "arena.h"
-#include "bide.h"
-#include "buf.h"
-#include "db.h"
-#include "intern.h"
-#include "log.h"
-#include "runclust.h"
-#include "util.h"
-#include "wire.h"
+#include "miner/run.h"
+#include "clusterer/runclust.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/db.h"
+#include "common/imap.h"
+#include "common/intern.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/par.h"
+#include "common/util.h"
+#include "common/vec.h"
+#include "common/wire.h"
+#include "miner/aoi.h"
+#include "miner/bide.h"
+#include "miner/queue.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,16 +30,6 @@
 /* Events read before a chunk of streams is handed to the AOI threads. */
 #define CHUNK_EVENTS (512 * 1024)
 /* A run whose worker has not beaten for this long is taken again. */
-#define HEARTBEAT_STALE "60 seconds"
-#define MAX_ATTEMPTS 3
-
-struct miner {
-	PGconn *db;
-	struct miner_opts o;
-	char *conninfo;
-	char worker[128];
-	char err[1024];
-};
 
 /* Costs are summed saturating at INT64_MAX (the database's bigint): a stream of
  * absurd durations must not wrap a run's totals. */
@@ -43,33 +38,6 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b)
 	uint64_t r;
 
 	return __builtin_add_overflow(a, b, &r) || r > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : r;
-}
-
-/* ---- small growable vectors ---- */
-
-struct vec {
-	void *data;
-	size_t len, cap, size;
-};
-
-static void *vec_push(struct vec *v)
-{
-	if (v->len == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 1024;
-		void *d = realloc(v->data, cap * v->size);
-		if (!d)
-			return NULL;
-		v->data = d;
-		v->cap = cap;
-	}
-	return (char *)v->data + v->size * v->len++;
-}
-
-static void vec_free(struct vec *v)
-{
-	free(v->data);
-	v->data = NULL;
-	v->len = v->cap = 0;
 }
 
 /* ---- the run's state ---- */
@@ -116,6 +84,7 @@ struct run {
 };
 
 struct pattern {
+	int64_t id;          /* in the table patterns (reserved from its sequence) */
 	uint8_t kind;
 	uint32_t *frames;
 	size_t len;
@@ -136,197 +105,6 @@ struct cstack {
 	size_t first, n;              /* its entries (one per stream) */
 };
 
-static int fail(struct miner *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct miner *m, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(m->err, sizeof(m->err), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-static int db_fail(struct miner *m, const char *what, PGresult *r)
-{
-	db_errcpy(m->err, sizeof(m->err), what, r ? PQresultErrorMessage(r) : PQerrorMessage(m->db));
-	PQclear(r);
-	return -1;
-}
-
-void miner_opts_default(struct miner_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->max_patterns = 1000000;
-}
-
-struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen)
-{
-	struct miner *m = calloc(1, sizeof(*m));
-	char host[64];
-
-	if (!m) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	m->o = *o;
-	if (m->o.threads <= 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		m->o.threads = n > 0 ? (int)(n > 64 ? 64 : n) : 1;
-	}
-	m->conninfo = strdup(o->conninfo ? o->conninfo : "");
-	if (gethostname(host, sizeof(host)) < 0)
-		snprintf(host, sizeof(host), "unknown");
-	host[sizeof(host) - 1] = '\0';
-	snprintf(m->worker, sizeof(m->worker), "%s:%d", host, (int)getpid());
-	m->db = m->conninfo ? db_connect(m->conninfo, err, errlen) : NULL;
-	if (!m->db)
-		goto fail_free;
-	if (db_schema_check(m->db, err, errlen) < 0 ||
-	    db_exec(m->db, "SET TimeZone = 'UTC'; SET client_min_messages = warning", err, errlen) < 0)
-		goto fail_free;
-	return m;
-fail_free:
-	miner_free(m);
-	return NULL;
-}
-
-void miner_free(struct miner *m)
-{
-	if (!m)
-		return;
-	if (m->db)
-		PQfinish(m->db);
-	free(m->conninfo);
-	free(m);
-}
-
-const char *miner_error(const struct miner *m)
-{
-	return m->err;
-}
-
-
-int miner_enqueue(struct miner *m, const struct run_params *p, int64_t *run_id)
-{
-	return miner_enqueue_db(m->db, p, run_id, m->err, sizeof(m->err));
-}
-
-int miner_enqueue_db(PGconn *db, const struct run_params *p, int64_t *run_id, char *err, size_t errlen)
-{
-	struct buf b = BUF_INIT(0);
-	const char *params[1];
-	PGresult *r;
-
-	if (params_write_json(p, &b) < 0) {
-		buf_release(&b);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	params[0] = buf_cstr(&b);
-	/* one statement: the row and the wake-up commit together */
-	r = PQexecParams(db, "WITH r AS (INSERT INTO runs (params) VALUES ($1::jsonb) RETURNING id)"
-			 " SELECT id, pg_notify('sm_runs', '') FROM r", 1, NULL, params, NULL, NULL, 0);
-	buf_release(&b);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "creating the run", PQresultErrorMessage(r));
-		PQclear(r);
-		return -1;
-	}
-	*run_id = db_get_i64(r, 0, 0);
-	PQclear(r);
-	return 0;
-}
-
-int miner_create_running(struct miner *m, const struct run_params *p, int64_t *run_id)
-{
-	struct buf b = BUF_INIT(0);
-	const char *params[2];
-	PGresult *r;
-
-	if (params_write_json(p, &b) < 0) {
-		buf_release(&b);
-		return fail(m, "out of memory");
-	}
-	params[0] = buf_cstr(&b);
-	params[1] = m->worker;
-	r = PQexecParams(m->db,
-			 "INSERT INTO runs (params, status, worker, started_at, heartbeat_at, attempts)"
-			 " VALUES ($1::jsonb, 'running', $2, now(), now(), 1) RETURNING id",
-			 2, NULL, params, NULL, NULL, 0);
-	buf_release(&b);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		return db_fail(m, "creating the run", r);
-	*run_id = db_get_i64(r, 0, 0);
-	PQclear(r);
-	return 0;
-}
-
-int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_params *p)
-{
-	const char *params[1] = { m->worker };
-	PGresult *r;
-	char err[512];
-
-	/* a run whose worker died too often fails instead of killing more workers */
-	r = PQexec(m->db, "UPDATE runs SET status = 'failed', finished_at = now(),"
-			  " error = 'abandoned: its worker stopped " "3 times while mining it'"
-			  " WHERE status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "'"
-			  " AND attempts >= 3");
-	PQclear(r);
-	r = PQexecParams(m->db,
-			 "UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),"
-			 " worker = $1, attempts = attempts + 1, error = NULL, progress = '{}'"
-			 " WHERE id = (SELECT id FROM runs WHERE status = 'queued'"
-			 "   OR (status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "')"
-			 "   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-			 " RETURNING id, params::text",
-			 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		return db_fail(m, "taking a queued run", r);
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		return 0;
-	}
-	*run_id = db_get_i64(r, 0, 0);
-	if (params_parse(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), a, p, err, sizeof(err)) < 0) {
-		const char *ps[2];
-		char idbuf[24], msg[600];
-
-		snprintf(idbuf, sizeof(idbuf), "%lld", (long long)*run_id);
-		snprintf(msg, sizeof(msg), "bad parameters: %s", err);
-		ps[0] = idbuf;
-		ps[1] = msg;
-		PQclear(PQexecParams(m->db, "UPDATE runs SET status = 'failed', error = $2,"
-					    " finished_at = now() WHERE id = $1", 2, NULL, ps, NULL, NULL, 0));
-		PQclear(r);
-		fail(m, "run %s: %s", idbuf, msg);
-		return -1;
-	}
-	PQclear(r);
-	return 1;
-}
-
-int miner_wait(struct miner *m, int timeout_ms)
-{
-	struct pollfd pfd;
-	PGnotify *n;
-
-	if (db_exec(m->db, "LISTEN sm_runs", m->err, sizeof(m->err)) < 0)
-		return -1;
-	pfd.fd = PQsocket(m->db);
-	pfd.events = POLLIN;
-	if (pfd.fd < 0)
-		return fail(m, "database connection lost");
-	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
-		return fail(m, "poll: %s", strerror(errno));
-	if (!PQconsumeInput(m->db))
-		return db_fail(m, "waiting for runs", NULL);
-	while ((n = PQnotifies(m->db)))
-		PQfreemem(n);
-	return 0;
-}
-
 /* ---- heartbeat and progress, on a connection of their own ---- */
 
 struct beat {
@@ -341,15 +119,21 @@ struct beat {
 static void progress_json(struct run *run, struct buf *b)
 {
 	struct progress *p = &run->prog;
+	struct jsonw w;
 
 	buf_reset(b);
-	buf_printf(b, "{\"phase\":\"%s\",\"streams_read\":%llu,\"streams\":%llu,\"aoi_events\":%llu,"
-		      "\"distinct_stacks\":%llu,\"patterns\":%llu}",
-		   atomic_load(&p->phase), (unsigned long long)atomic_load(&p->streams_read),
-		   (unsigned long long)atomic_load(&p->streams_total),
-		   (unsigned long long)atomic_load(&p->aoi_events),
-		   (unsigned long long)atomic_load(&p->stacks),
-		   (unsigned long long)atomic_load(&p->patterns));
+	jsonw_init_compact(&w, b);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "phase", atomic_load(&p->phase));
+	jsonw_ku64(&w, "streams_read", atomic_load(&p->streams_read));
+	jsonw_ku64(&w, "streams", atomic_load(&p->streams_total));
+	jsonw_ku64(&w, "aoi_events", atomic_load(&p->aoi_events));
+	jsonw_ku64(&w, "distinct_stacks", atomic_load(&p->stacks));
+	jsonw_ku64(&w, "patterns", atomic_load(&p->patterns));
+	jsonw_end(&w);
+	/* a progress line that could not be written is skipped: the heartbeat goes on */
+	if (jsonw_finish(&w) < 0)
+		buf_reset(b);
 }
 
 static void *beat_main(void *arg)
@@ -378,7 +162,7 @@ static void *beat_main(void *arg)
 				PQreset(bt->db);
 			PQclear(r);
 		}
-		if (bt->run->m->o.progress && ticks++ % 2 == 0)
+		if (miner_options(bt->run->m)->progress && ticks++ % 2 == 0)
 			fprintf(stderr, "sm-miner: run %s: %s\n", idbuf, b.data);
 		pthread_mutex_lock(&bt->lock);
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -397,14 +181,14 @@ static int beat_start(struct beat *bt, struct run *run)
 
 	memset(bt, 0, sizeof(*bt));
 	bt->run = run;
-	bt->db = db_connect(run->m->conninfo, err, sizeof(err));
+	bt->db = db_connect(miner_conninfo(run->m), err, sizeof(err));
 	if (!bt->db)
-		return fail(run->m, "%s", err);
+		return miner_fail(run->m, "%s", err);
 	pthread_mutex_init(&bt->lock, NULL);
 	pthread_cond_init(&bt->cond, NULL);
 	if (pthread_create(&bt->thread, NULL, beat_main, bt) != 0) {
 		PQfinish(bt->db);
-		return fail(run->m, "cannot start the heartbeat thread");
+		return miner_fail(run->m, "cannot start the heartbeat thread");
 	}
 	return 0;
 }
@@ -432,9 +216,8 @@ static int select_streams(struct run *run)
 	PGresult *r;
 	int n;
 
-	if (db_exec(m->db, "DROP TABLE IF EXISTS sm_sel; CREATE TEMP TABLE sm_sel ("
-			   " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint)", m->err,
-		    sizeof(m->err)) < 0)
+	if (miner_exec(m, "DROP TABLE IF EXISTS sm_sel; CREATE TEMP TABLE sm_sel ("
+			  " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint)") < 0)
 		return -1;
 	/* received_at bounds as microsecond epoch seconds for to_timestamp() */
 	if (p->filter.since_ns != PARAMS_NO_TIME)
@@ -447,7 +230,7 @@ static int select_streams(struct run *run)
 	params[3] = p->filter.labels_json;
 	params[4] = p->filter.since_ns != PARAMS_NO_TIME ? since : NULL;
 	params[5] = p->filter.until_ns != PARAMS_NO_TIME ? until : NULL;
-	r = PQexecParams(m->db,
+	r = PQexecParams(miner_db(m),
 			 "INSERT INTO sm_sel SELECT id, symptom_tid, symptom_start_ns, symptom_end_ns"
 			 " FROM streams WHERE app = $1"
 			 " AND ($2::text IS NULL OR version = $2)"
@@ -457,18 +240,18 @@ static int select_streams(struct run *run)
 			 " AND ($6::float8 IS NULL OR received_at < to_timestamp($6::float8))",
 			 6, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		return db_fail(m, "selecting streams", r);
+		return miner_db_fail(m, "selecting streams", r);
 	PQclear(r);
-	r = PQexec(m->db, "SELECT id, tid, t0, t1 FROM sm_sel ORDER BY id");
+	r = PQexec(miner_db(m), "SELECT id, tid, t0, t1 FROM sm_sel ORDER BY id");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		return db_fail(m, "reading the selected streams", r);
+		return miner_db_fail(m, "reading the selected streams", r);
 	n = PQntuples(r);
 	run->nstreams = (size_t)n;
 	run->refs = arena_alloc(run->arena, (size_t)(n + 1) * sizeof(*run->refs));
 	run->sym = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->sym));
 	if (!run->refs || !run->sym) {
 		PQclear(r);
-		return fail(m, "out of memory for %d streams", n);
+		return miner_fail(m, "out of memory for %d streams", n);
 	}
 	for (int i = 0; i < n; i++) {
 		run->refs[i] = db_get_i64(r, i, 0);
@@ -580,11 +363,15 @@ fail_oom:
 	return NULL;
 }
 
+static void run_aoi_job(void *ctx, int t)
+{
+	aoi_thread(&((struct aoi_job *)ctx)[t]);
+}
+
 static int process_chunk(struct run *run, enum aoi_mode mode)
 {
-	struct aoi_job jobs[64];
-	pthread_t th[64];
-	int started = 0, rc = 0;
+	struct aoi_job jobs[PAR_MAX_THREADS];
+	int rc = 0;
 
 	if (!run->chunk.len)
 		return 0;
@@ -597,30 +384,20 @@ static int process_chunk(struct run *run, enum aoi_mode mode)
 		jobs[t].acc.size = sizeof(struct entry);
 		jobs[t].agg = intern_open(0);
 		if (!jobs[t].agg) {
-			rc = fail(run->m, "out of memory");
+			rc = miner_fail(run->m, "out of memory");
 			goto out;
 		}
 	}
-	for (int t = 1; t < run->threads; t++) {
-		if (pthread_create(&th[t], NULL, aoi_thread, &jobs[t]) != 0)
-			break;
-		started = t;
-	}
-	aoi_thread(&jobs[0]);
-	for (int t = 1; t <= started; t++)
-		pthread_join(th[t], NULL);
-	/* streams of threads that could not start */
-	for (int t = started + 1; t < run->threads; t++)
-		aoi_thread(&jobs[t]);
+	par_run(run->threads, run_aoi_job, jobs);
 	for (int t = 0; t < run->threads; t++) {
 		if (jobs[t].rc < 0) {
-			rc = fail(run->m, "%s", jobs[t].err);
+			rc = miner_fail(run->m, "%s", jobs[t].err);
 			goto out;
 		}
 		for (size_t i = 0; i < jobs[t].out.len; i++) {
 			struct entry *dst = vec_push(&run->entries);
 			if (!dst) {
-				rc = fail(run->m, "out of memory");
+				rc = miner_fail(run->m, "out of memory");
 				goto out;
 			}
 			*dst = ((struct entry *)jobs[t].out.data)[i];
@@ -687,14 +464,14 @@ static int read_events(struct run *run)
 	int rc = 0;
 
 	if (aoi_mode_parse(run->p->aoi, &mode) < 0)
-		return fail(m, "aoi: unknown mode %s", run->p->aoi);
-	r = PQexec(m->db, "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
+		return miner_fail(m, "aoi: unknown mode %s", run->p->aoi);
+	r = PQexec(miner_db(m), "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
 			  " coalesce(e.readier_tid, 0) FROM events e JOIN sm_sel s ON s.id = e.stream_ref"
 			  " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)");
 	if (PQresultStatus(r) != PGRES_COPY_OUT)
-		return db_fail(m, "reading events", r);
+		return miner_db_fail(m, "reading events", r);
 	PQclear(r);
-	while ((len = PQgetCopyData(m->db, &msg, 0)) > 0) {
+	while ((len = PQgetCopyData(miner_db(m), &msg, 0)) > 0) {
 		const unsigned char *p = (const unsigned char *)msg;
 		size_t n = (size_t)len;
 		struct wire_event e, *dst;
@@ -705,7 +482,7 @@ static int read_events(struct run *run)
 			/* signature, flags, header extension */
 			if (n < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0) {
 				PQfreemem(msg);
-				rc = fail(m, "reading events: not a binary COPY stream");
+				rc = miner_fail(m, "reading events: not a binary COPY stream");
 				break;
 			}
 			n -= 19 + (size_t)be32(p + 15);
@@ -723,7 +500,7 @@ static int read_events(struct run *run)
 		if (rc || parse_row(p, n, &ref, &e) < 0) {
 			PQfreemem(msg);
 			if (!rc)
-				rc = fail(m, "reading events: unexpected row layout");
+				rc = miner_fail(m, "reading events: unexpected row layout");
 			continue; /* drain the COPY */
 		}
 		PQfreemem(msg);
@@ -738,12 +515,12 @@ static int read_events(struct run *run)
 			while (cur < run->nstreams && run->refs[cur] != ref)
 				cur++;
 			if (cur == run->nstreams) {
-				rc = fail(m, "reading events: stream %lld was not selected", (long long)ref);
+				rc = miner_fail(m, "reading events: stream %lld was not selected", (long long)ref);
 				continue;
 			}
 			se = vec_push(&run->chunk);
 			if (!se) {
-				rc = fail(m, "out of memory reading events");
+				rc = miner_fail(m, "out of memory reading events");
 				continue;
 			}
 			se->idx = (uint32_t)cur;
@@ -753,19 +530,19 @@ static int read_events(struct run *run)
 		}
 		dst = vec_push(&run->events);
 		if (!dst) {
-			rc = fail(m, "out of memory reading events");
+			rc = miner_fail(m, "out of memory reading events");
 			continue;
 		}
 		*dst = e;
 		((struct stream_events *)run->chunk.data)[run->chunk.len - 1].n++;
-		if (m->o.cancel && *m->o.cancel && !rc)
-			rc = fail(m, "cancelled");
+		if (miner_options(m)->cancel && *miner_options(m)->cancel && !rc)
+			rc = miner_fail(m, "cancelled");
 	}
 	if (len == -2 && !rc)
-		rc = db_fail(m, "reading events", NULL);
-	while ((r = PQgetResult(m->db))) {
+		rc = miner_db_fail(m, "reading events", NULL);
+	while ((r = PQgetResult(miner_db(m)))) {
 		if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc)
-			rc = db_fail(m, "reading events", r);
+			rc = miner_db_fail(m, "reading events", r);
 		else
 			PQclear(r);
 	}
@@ -810,7 +587,7 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 
 	si->ids = intern_open(0);
 	if (!si->ids)
-		return fail(m, "out of memory");
+		return miner_fail(m, "out of memory");
 	buf_putc(&ids, '{');
 	for (size_t i = 0; i < run->entries.len; i++) {
 		bool added;
@@ -831,10 +608,10 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 	if (!si->frames || !si->len || !si->keep)
 		goto out_oom;
 	params[0] = buf_cstr(&ids);
-	r = PQexecParams(m->db, "SELECT id, frame_ids::text FROM stacks WHERE id = ANY($1::integer[])", 1,
+	r = PQexecParams(miner_db(m), "SELECT id, frame_ids::text FROM stacks WHERE id = ANY($1::integer[])", 1,
 			 NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_fail(m, "reading stacks", r);
+		miner_db_fail(m, "reading stacks", r);
 		goto out;
 	}
 	for (int row = 0; row < PQntuples(r); row++) {
@@ -857,7 +634,7 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 	PQclear(r);
 	for (size_t k = 0; k < si->n; k++)
 		if (!si->frames[k]) {
-			fail(m, "stack %u of an event is missing from the stacks table",
+			miner_fail(m, "stack %u of an event is missing from the stacks table",
 			     *(const uint32_t *)intern_key(si->ids, (uint32_t)k, NULL));
 			goto out;
 		}
@@ -888,10 +665,10 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 	if (!names)
 		goto out_oom;
 	params[0] = buf_cstr(&ids);
-	r = PQexecParams(m->db, "SELECT id, name FROM frames WHERE id = ANY($1::integer[])", 1, NULL,
+	r = PQexecParams(miner_db(m), "SELECT id, name FROM frames WHERE id = ANY($1::integer[])", 1, NULL,
 			 params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_fail(m, "reading frames", r);
+		miner_db_fail(m, "reading frames", r);
 		goto out;
 	}
 	for (int row = 0; row < PQntuples(r); row++) {
@@ -913,7 +690,7 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 	rc = 0;
 	goto out;
 out_oom:
-	fail(m, "out of memory loading stacks");
+	miner_fail(m, "out of memory loading stacks");
 out:
 	intern_free(fids);
 	buf_release(&ids);
@@ -1001,7 +778,7 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 
 	cs = arena_calloc(run->arena, ne + 1, sizeof(*cs));
 	if (!cs)
-		return fail(m, "out of memory");
+		return miner_fail(m, "out of memory");
 	for (size_t i = 0; i < ne;) {
 		size_t j = i;
 		int64_t k = intern_find(si->ids, &en[i].stack, sizeof(uint32_t));
@@ -1044,7 +821,7 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 	lens = arena_alloc(run->arena, n * sizeof(*lens));
 	weights = arena_alloc(run->arena, n * sizeof(*weights));
 	if (!seqs || !lens || !weights)
-		return fail(m, "out of memory");
+		return miner_fail(m, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		seqs[i] = cs[i].frames;
 		lens[i] = cs[i].len;
@@ -1057,8 +834,8 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 	memset(&bo, 0, sizeof(bo));
 	bo.mode = BIDE_MAXIMAL;
 	bo.minsup = minsup;
-	bo.threads = m->o.threads;
-	bo.max_patterns = m->o.max_patterns;
+	bo.threads = miner_options(m)->threads;
+	bo.max_patterns = miner_options(m)->max_patterns;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.run = run;
 	ctx.kind = kind;
@@ -1068,13 +845,13 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 	ctx.patterns = patterns;
 	ctx.stamp = arena_calloc(run->arena, run->nstreams + 1, sizeof(uint32_t));
 	if (!ctx.stamp)
-		return fail(m, "out of memory");
+		return miner_fail(m, "out of memory");
 	b = bide_open();
 	if (!b)
-		return fail(m, "out of memory");
+		return miner_fail(m, "out of memory");
 	rc = bide_mine(b, &db, &bo, on_pattern, &ctx);
 	if (rc < 0)
-		fail(m, "mining %s stacks: %s", kind == WIRE_WAIT ? "wait" : "run", bide_error(b));
+		miner_fail(m, "mining %s stacks: %s", kind == WIRE_WAIT ? "wait" : "run", bide_error(b));
 	bide_free(b);
 	return rc;
 }
@@ -1083,19 +860,22 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 
 static int copy_begin(struct miner *m, const char *sql)
 {
-	PGresult *r = PQexec(m->db, sql);
+	PGresult *r = PQexec(miner_db(m), sql);
 
 	if (PQresultStatus(r) != PGRES_COPY_IN)
-		return db_fail(m, "storing results", r);
+		return miner_db_fail(m, "storing results", r);
 	PQclear(r);
 	return 0;
 }
 
 static int copy_send(struct miner *m, struct buf *b, bool force)
 {
+	if (buf_error(b) != BUF_OK) {
+		return miner_fail(m, "storing results: %s", buf_error_text(b));
+	}
 	if ((b->len >= (1u << 20) || force) && b->len &&
-	    PQputCopyData(m->db, b->data, (int)b->len) != 1)
-		return db_fail(m, "storing results", NULL);
+	    PQputCopyData(miner_db(m), b->data, (int)b->len) != 1)
+		return miner_db_fail(m, "storing results", NULL);
 	if (b->len >= (1u << 20) || force)
 		buf_reset(b);
 	return 0;
@@ -1106,11 +886,11 @@ static int copy_end(struct miner *m)
 	PGresult *r;
 	int rc = 0;
 
-	if (PQputCopyEnd(m->db, NULL) != 1)
-		return db_fail(m, "storing results", NULL);
-	while ((r = PQgetResult(m->db))) {
+	if (PQputCopyEnd(miner_db(m), NULL) != 1)
+		return miner_db_fail(m, "storing results", NULL);
+	while ((r = PQgetResult(miner_db(m)))) {
 		if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc)
-			rc = db_fail(m, "storing results", r);
+			rc = miner_db_fail(m, "storing results", r);
 		else
 			PQclear(r);
 	}
@@ -1119,8 +899,108 @@ static int copy_end(struct miner *m)
 
 static int64_t ms_since(int64_t t0);
 
+/*
+ * The clustering stage, in memory: reserves the patterns' ids, hands the clusterer the run's
+ * collapsed stacks (of the kinds mined) and patterns, and gets back the COPY rows of the clusters.
+ */
+static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *patterns, struct buf *rows,
+		       size_t *nclusters)
+{
+	struct miner *m = run->m;
+	const struct run_params *p = run->p;
+	const struct entry *en = run->entries.data;
+	struct pattern *pt = patterns->data;
+	struct runclust_stack *rs = NULL;
+	struct runclust_pattern *rp = NULL;
+	struct runclust_input in;
+	struct runclust_opts co;
+	struct imap where = IMAP_INIT;  /* kind << 32 | stack id -> index in rs */
+	uint32_t *sidx = NULL, *pstacks = NULL;
+	size_t nrs = 0, nsidx = 0, npst = 0;
+	char nbuf[24], cerr[512];
+	const char *params[1] = { nbuf };
+	PGresult *r = NULL;
+	int rc = -1;
+
+	memset(&co, 0, sizeof(co));
+	if (linkage_method_parse(p->linkage, &co.method) < 0)
+		return miner_fail(m, "linkage: unknown method %s", p->linkage);
+	co.cut = p->cut;
+	co.threads = miner_options(m)->threads;
+	/* the patterns' ids, in the order they are stored (and ranked) */
+	snprintf(nbuf, sizeof(nbuf), "%zu", patterns->len);
+	r = PQexecParams(miner_db(m), "SELECT nextval(pg_get_serial_sequence('patterns', 'id'))"
+				      " FROM generate_series(1, $1::integer)", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || (size_t)PQntuples(r) != patterns->len)
+		return miner_db_fail(m, "reserving pattern ids", r);
+	for (size_t i = 0; i < patterns->len; i++)
+		pt[i].id = db_get_i64(r, (int)i, 0);
+	PQclear(r);
+	/* the collapsed stacks: entries come by (kind, stack, stream) */
+	rs = vec_alloc(run->entries.len + 1, sizeof(*rs));
+	sidx = vec_alloc(run->entries.len + 1, sizeof(*sidx));
+	rp = vec_alloc(patterns->len + 1, sizeof(*rp));
+	for (size_t i = 0; i < patterns->len; i++)
+		npst += pt[i].nstacks;
+	pstacks = vec_alloc(npst + 1, sizeof(*pstacks));
+	if (!rs || !sidx || !rp || !pstacks) {
+		miner_fail(m, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < run->entries.len; i++) {
+		int64_t k = intern_find(si->ids, &en[i].stack, sizeof(uint32_t));
+		unsigned kind = en[i].kind == WIRE_WAIT ? RUN_KINDS_WAIT : RUN_KINDS_RUN;
+		uint64_t key = (uint64_t)(en[i].kind == WIRE_WAIT ? 'w' : 'r') << 32 | en[i].stack, at;
+
+		if (k < 0 || !si->keep[k] || !(p->kinds & kind))
+			continue;
+		if (!imap_get(&where, key, &at)) {
+			/* a new (kind, stack): its streams follow, the entries being in that order */
+			at = nrs;
+			if (imap_put(&where, key, at) < 0) {
+				miner_fail(m, "out of memory");
+				goto out;
+			}
+			rs[nrs++] = (struct runclust_stack){ 0, 0, (uint32_t)nsidx, 0, en[i].stack };
+		}
+		rs[at].cost += (uint64_t)en[i].cost;
+		rs[at].events += en[i].events;
+		rs[at].n++;
+		sidx[nsidx++] = en[i].stream;
+	}
+	npst = 0;
+	for (size_t i = 0; i < patterns->len; i++) {
+		char kc = pt[i].kind == WIRE_WAIT ? 'w' : 'r';
+
+		rp[i] = (struct runclust_pattern){ pt[i].id, kc, pt[i].frames, (uint32_t)pt[i].len, pstacks + npst, 0 };
+		for (size_t j = 0; j < pt[i].nstacks; j++) {
+			uint64_t v;
+
+			if (imap_get(&where, (uint64_t)kc << 32 | (uint32_t)pt[i].stacks[j], &v)) {
+				pstacks[npst++] = (uint32_t)v;
+				rp[i].nstacks++;
+			}
+		}
+	}
+	in = (struct runclust_input){ rp, patterns->len, rs, nrs, sidx, run->nstreams };
+	if (runclust_build(miner_db(m), run->id, &in, &co, rows, nclusters, cerr, sizeof(cerr)) < 0) {
+		miner_fail(m, "%s", cerr);
+		goto out;
+	}
+	rc = 0;
+out:
+	imap_free(&where);
+	free(rs);
+	free(sidx);
+	free(rp);
+	free(pstacks);
+	return rc;
+}
+
+/* Writes the run once, in one transaction: its mining database (run_stacks), patterns and clusters
+ * (the COPY rows of runclust_build()), counts and timings. */
 static int store_results(struct run *run, const struct stackinfo *si, struct vec *patterns,
-			 const char *counts, int64_t t_run, int64_t t_store)
+			 const struct buf *clusters, const char *counts, int64_t t_run, int64_t t_store)
 {
 	char timings[256];
 	struct miner *m = run->m;
@@ -1135,17 +1015,20 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run->id);
 	params[0] = idbuf;
-	if (db_exec(m->db, "BEGIN", m->err, sizeof(m->err)) < 0)
+	if (miner_exec(m, "BEGIN") < 0)
 		return -1;
-	r = PQexecParams(m->db, "DELETE FROM run_stacks WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
+	r = PQexecParams(miner_db(m), "DELETE FROM run_stacks WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
 	PQclear(r);
-	r = PQexecParams(m->db, "DELETE FROM patterns WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
+	r = PQexecParams(miner_db(m), "DELETE FROM patterns WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
 	PQclear(r);
 	if (copy_begin(m, "COPY run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events) FROM STDIN") < 0)
 		goto fail_rollback;
 	for (size_t i = 0; i < run->entries.len; i++) {
 		int64_t k = intern_find(si->ids, &en[i].stack, sizeof(uint32_t));
-		if (k < 0 || !si->keep[k])
+		unsigned kind = en[i].kind == WIRE_WAIT ? RUN_KINDS_WAIT : RUN_KINDS_RUN;
+
+		/* the mining database of the kinds mined: coverage and triage are per kind */
+		if (k < 0 || !si->keep[k] || !(run->p->kinds & kind))
 			continue;
 		buf_printf(&b, "%s\t%c\t%u\t%lld\t%lld\t%u\n", idbuf, en[i].kind == WIRE_WAIT ? 'w' : 'r',
 			   en[i].stack, (long long)run->refs[en[i].stream], (long long)en[i].cost,
@@ -1155,7 +1038,7 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	}
 	if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
 		goto fail_rollback;
-	if (copy_begin(m, "COPY patterns (run_id, kind, rank, frame_ids, cost_ns, events, streams,"
+	if (copy_begin(m, "COPY patterns (id, run_id, kind, rank, frame_ids, cost_ns, events, streams,"
 			  " stack_ids) FROM STDIN") < 0)
 		goto fail_rollback;
 	for (size_t i = 0; i < patterns->len; i++) {
@@ -1163,7 +1046,8 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 			last_kind = pt[i].kind;
 			rank = 0;
 		}
-		buf_printf(&b, "%s\t%c\t%d\t{", idbuf, pt[i].kind == WIRE_WAIT ? 'w' : 'r', ++rank);
+		buf_printf(&b, "%lld\t%s\t%c\t%d\t{", (long long)pt[i].id, idbuf, pt[i].kind == WIRE_WAIT ? 'w' : 'r',
+			   ++rank);
 		for (size_t j = 0; j < pt[i].len; j++)
 			buf_printf(&b, j ? ",%u" : "%u", pt[i].frames[j]);
 		buf_printf(&b, "}\t%llu\t%llu\t%u\t{", (unsigned long long)pt[i].cost,
@@ -1176,6 +1060,9 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	}
 	if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
 		goto fail_rollback;
+	if (copy_begin(m, "COPY clusters (" RUNCLUST_COLUMNS ") FROM STDIN") < 0 ||
+	    (clusters->len && PQputCopyData(miner_db(m), clusters->data, (int)clusters->len) != 1) || copy_end(m) < 0)
+		goto fail_rollback;
 	snprintf(timings, sizeof(timings),
 		 "{\"select\":%lld,\"read_aoi\":%lld,\"collapse_filter\":%lld,\"mine\":%lld,"
 		 "\"store\":%lld,\"total\":%lld}",
@@ -1183,76 +1070,30 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 		 (long long)run->t_mine, (long long)ms_since(t_store), (long long)ms_since(t_run));
 	params[1] = counts;
 	params[2] = timings;
-	params[3] = m->worker;
-	r = PQexecParams(m->db, "UPDATE runs SET counts = $2::jsonb, timings_ms = $3::jsonb"
+	params[3] = miner_worker(m);
+	r = PQexecParams(miner_db(m), "UPDATE runs SET counts = $2::jsonb, timings_ms = $3::jsonb"
 				" WHERE id = $1 AND worker = $4 AND status = 'running'",
 			 4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_fail(m, "finishing the run", r);
+		miner_db_fail(m, "finishing the run", r);
 		goto fail_rollback;
 	}
 	if (strcmp(PQcmdTuples(r), "1") != 0) {
 		/* another worker took it over (this one stopped beating): its result stands */
 		PQclear(r);
-		fail(m, "run %s was taken over by another worker", idbuf);
+		miner_fail(m, "run %s was taken over by another worker", idbuf);
 		goto fail_rollback;
 	}
 	PQclear(r);
 	buf_release(&b);
-	return db_exec(m->db, "COMMIT", m->err, sizeof(m->err));
+	return miner_exec(m, "COMMIT");
 fail_rollback:
 	buf_release(&b);
-	PQclear(PQexec(m->db, "ROLLBACK"));
+	PQclear(PQexec(miner_db(m), "ROLLBACK"));
 	return -1;
 }
 
 /* The run is done once its clusters are stored; only the worker holding it may say so. */
-static int finish_run(struct miner *m, int64_t id, int64_t cluster_ms, int64_t total_ms)
-{
-	char idbuf[24], cms[24], tms[24];
-	const char *params[4] = { idbuf, m->worker, cms, tms };
-	PGresult *r;
-
-	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
-	snprintf(cms, sizeof(cms), "%lld", (long long)cluster_ms);
-	snprintf(tms, sizeof(tms), "%lld", (long long)total_ms);
-	r = PQexecParams(m->db, "UPDATE runs SET status = 'done', finished_at = now(), error = NULL,"
-				" progress = progress || '{\"phase\": \"done\"}',"
-				" timings_ms = timings_ms || jsonb_build_object('cluster', $3::bigint, 'total', $4::bigint)"
-				" WHERE id = $1 AND worker = $2 AND status = 'running'",
-			 4, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		return db_fail(m, "finishing the run", r);
-	if (strcmp(PQcmdTuples(r), "1") != 0) {
-		PQclear(r);
-		return fail(m, "run %s was taken over by another worker", idbuf);
-	}
-	PQclear(r);
-	return 0;
-}
-
-static void set_status(struct miner *m, int64_t id, const char *status, const char *error)
-{
-	char idbuf[24];
-	const char *params[4] = { idbuf, status, error, m->worker };
-	PGresult *r;
-
-	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
-	if (PQstatus(m->db) != CONNECTION_OK)
-		PQreset(m->db);
-	/* a COPY cut short leaves the connection busy: drain it first */
-	while ((r = PQgetResult(m->db)))
-		PQclear(r);
-	PQclear(PQexec(m->db, "ROLLBACK"));
-	r = PQexecParams(m->db,
-			 "UPDATE runs SET status = $2, error = $3,"
-			 " finished_at = CASE WHEN $2 = 'failed' THEN now() END,"
-			 " worker = CASE WHEN $2 = 'queued' THEN NULL ELSE worker END"
-			 " WHERE id = $1 AND worker = $4 AND status = 'running'",
-			 4, NULL, params, NULL, NULL, 0);
-	PQclear(r);
-}
-
 static int64_t ms_since(int64_t t0)
 {
 	return (util_now_mono_ns() - t0) / 1000000;
@@ -1264,10 +1105,12 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	struct beat bt;
 	struct stackinfo si;
 	struct aoi_filter *flt = NULL;
-	struct vec patterns = { NULL, 0, 0, sizeof(struct pattern) };
+	struct vec patterns = VEC_INIT(struct pattern);
+	struct buf clusters = BUF_INIT(0);
 	char counts[256];
 	uint64_t minsup_w = 0, minsup_r = 0, aoi_events = 0, stacks = 0;
-	int64_t t0 = util_now_mono_ns(), t;
+	int64_t t0 = util_now_mono_ns(), t, t_cluster;
+	size_t ncl = 0;
 	int rc = -1, beating = 0;
 
 	memset(&run, 0, sizeof(run));
@@ -1275,7 +1118,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	run.m = m;
 	run.id = run_id;
 	run.p = p;
-	run.threads = m->o.threads;
+	run.threads = miner_options(m)->threads;
 	run.events.size = sizeof(struct wire_event);
 	run.chunk.size = sizeof(struct stream_events);
 	run.entries.size = sizeof(struct entry);
@@ -1283,17 +1126,17 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	run.arena = arena_open(0);
 	run.aoi = calloc((size_t)run.threads, sizeof(*run.aoi));
 	if (!run.arena || !run.aoi) {
-		fail(m, "out of memory");
+		miner_fail(m, "out of memory");
 		goto out;
 	}
 	for (int i = 0; i < run.threads; i++)
 		if (!(run.aoi[i] = aoi_open())) {
-			fail(m, "out of memory");
+			miner_fail(m, "out of memory");
 			goto out;
 		}
 	flt = aoi_filter_open(p->include, p->ninclude, p->exclude, p->nexclude);
 	if (!flt) {
-		fail(m, "out of memory");
+		miner_fail(m, "out of memory");
 		goto out;
 	}
 	if (beat_start(&bt, &run) < 0)
@@ -1331,8 +1174,8 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	atomic_store(&run.prog.aoi_events, aoi_events);
 	atomic_store(&run.prog.stacks, stacks);
 	run.t_filter = ms_since(t);
-	if (m->o.cancel && *m->o.cancel) {
-		fail(m, "cancelled");
+	if (miner_options(m)->cancel && *miner_options(m)->cancel) {
+		miner_fail(m, "cancelled");
 		goto out;
 	}
 
@@ -1346,39 +1189,42 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 		qsort(patterns.data, patterns.len, sizeof(struct pattern), cmp_pattern);
 	run.t_mine = ms_since(t);
 
-	atomic_store(&run.prog.phase, "storing");
-	t = util_now_mono_ns();
-	snprintf(counts, sizeof(counts),
-		 "{\"streams\":%zu,\"aoi_events\":%llu,\"distinct_stacks\":%llu,\"patterns\":%zu,"
-		 "\"clusters\":0,\"threshold_wait_ns\":%llu,\"threshold_run_ns\":%llu}",
-		 run.nstreams, (unsigned long long)aoi_events, (unsigned long long)stacks, patterns.len,
-		 (unsigned long long)minsup_w, (unsigned long long)minsup_r);
-	if (store_results(&run, &si, &patterns, counts, t0, t) < 0)
-		goto out;
 	atomic_store(&run.prog.phase, "clustering");
 	t = util_now_mono_ns();
-	{
-		struct runclust_opts co;
-		size_t ncl;
-		char cerr[512];
+	if (cluster_run(&run, &si, &patterns, &clusters, &ncl) < 0)
+		goto out;
+	t_cluster = ms_since(t);
+	if (miner_options(m)->progress)
+		fprintf(stderr, "sm-miner: run %lld: %zu clusters\n", (long long)run_id, ncl);
 
-		memset(&co, 0, sizeof(co));
-		if (hclust_method_parse(p->linkage, &co.method) < 0) {
-			fail(m, "linkage: unknown method %s", p->linkage);
+	atomic_store(&run.prog.phase, "storing");
+	t = util_now_mono_ns();
+	{
+		struct buf cb = BUF_INIT(sizeof(counts) - 1);
+		struct jsonw w;
+
+		jsonw_init_compact(&w, &cb);
+		jsonw_object(&w);
+		jsonw_ku64(&w, "streams", run.nstreams);
+		jsonw_ku64(&w, "aoi_events", aoi_events);
+		jsonw_ku64(&w, "distinct_stacks", stacks);
+		jsonw_ku64(&w, "patterns", patterns.len);
+		jsonw_ku64(&w, "clusters", ncl);
+		jsonw_ku64(&w, "threshold_wait_ns", minsup_w);
+		jsonw_ku64(&w, "threshold_run_ns", minsup_r);
+		jsonw_end(&w);
+		if (jsonw_finish(&w) < 0) {
+			buf_release(&cb);
+			miner_fail(m, "counts: %s", jsonw_error(&w));
 			goto out;
 		}
-		co.cut = p->cut;
-		co.threads = m->o.threads;
-		if (runclust_run(m->db, run_id, &co, &ncl, cerr, sizeof(cerr)) < 0) {
-			fail(m, "%s", cerr);
-			goto out;
-		}
-		if (finish_run(m, run_id, ms_since(t), ms_since(t0)) < 0)
-			goto out;
-		if (m->o.progress)
-			fprintf(stderr, "sm-miner: run %lld: %zu clusters\n", (long long)run_id, ncl);
+		memcpy(counts, cb.data, cb.len + 1);
+		buf_release(&cb);
 	}
-	if (m->o.progress)
+	if (store_results(&run, &si, &patterns, &clusters, counts, t0, t) < 0 ||
+	    miner_finish(m, run_id, t_cluster, ms_since(t0)) < 0)
+		goto out;
+	if (miner_options(m)->progress)
 		fprintf(stderr, "sm-miner: run %lld done: %s in %lld ms (store %lld ms)\n",
 			(long long)run_id, counts, (long long)ms_since(t0), (long long)ms_since(t));
 	rc = 0;
@@ -1386,8 +1232,8 @@ out:
 	if (beating)
 		beat_stop(&bt);
 	if (rc < 0) {
-		bool cancelled = m->o.cancel && *m->o.cancel;
-		set_status(m, run_id, cancelled ? "queued" : "failed", cancelled ? NULL : m->err);
+		bool cancelled = miner_options(m)->cancel && *miner_options(m)->cancel;
+		miner_set_status(m, run_id, cancelled ? "queued" : "failed", cancelled ? NULL : miner_error(m));
 		if (cancelled)
 			rc = 1;
 	}
@@ -1397,6 +1243,7 @@ out:
 	aoi_filter_free(flt);
 	intern_free(si.ids);
 	vec_free(&patterns);
+	buf_release(&clusters);
 	vec_free(&run.events);
 	vec_free(&run.chunk);
 	vec_free(&run.entries);
@@ -1407,7 +1254,7 @@ out:
 /* Sleeps ms, waking early when the run is cancelled. */
 static void nap(const struct miner *m, int ms)
 {
-	for (; ms > 0 && !(m->o.cancel && *m->o.cancel); ms -= 100)
+	for (; ms > 0 && !(miner_options(m)->cancel && *miner_options(m)->cancel); ms -= 100)
 		poll(NULL, 0, ms < 100 ? ms : 100);
 }
 
@@ -1416,14 +1263,14 @@ int miner_work(struct miner *m, bool once)
 	int rc = 0;
 
 	log_info("worker started", "%s", "");
-	while (!(m->o.cancel && *m->o.cancel)) {
+	while (!(miner_options(m)->cancel && *miner_options(m)->cancel)) {
 		struct arena *a = arena_open(0);
 		struct run_params p;
 		int64_t id;
-		int got = a ? miner_claim(m, a, &id, &p) : (fail(m, "out of memory"), -1);
+		int got = a ? miner_claim(m, a, &id, &p) : (miner_fail(m, "out of memory"), -1);
 
 		if (got < 0) {
-			log_error("taking a run failed", "error=\"%s\"", m->err);
+			log_error("taking a run failed", "error=\"%s\"", miner_error(m));
 			arena_free(a);
 			if (once) {
 				rc = -1;
@@ -1437,7 +1284,7 @@ int miner_work(struct miner *m, bool once)
 			if (once)
 				break;
 			if (miner_wait(m, 5000) < 0) {
-				log_error("waiting for runs failed", "error=\"%s\"", m->err);
+				log_error("waiting for runs failed", "error=\"%s\"", miner_error(m));
 				nap(m, 5000);
 			}
 			continue;
@@ -1446,7 +1293,7 @@ int miner_work(struct miner *m, bool once)
 		switch (miner_execute(m, id, &p)) {
 		case 0: log_info("run done", "run=%lld", (long long)id); break;
 		case 1: log_warn("run given back to the queue", "run=%lld", (long long)id); break;
-		default: log_error("run failed", "run=%lld error=\"%s\"", (long long)id, m->err);
+		default: log_error("run failed", "run=%lld error=\"%s\"", (long long)id, miner_error(m));
 		}
 		arena_free(a);
 	}

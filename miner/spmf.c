@@ -1,5 +1,5 @@
 /* spmf: SPMF sequence databases in, sequential patterns out (see spmf.h). */
-#include "spmf.h"
+#include "miner/spmf.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bide.h"
+#include "miner/bide.h"
 
 /* Longest input line accepted, in bytes. */
 #define SPMF_LINE_MAX (4u << 20)

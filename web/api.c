@@ -3,15 +3,17 @@
  * parameter checks with a 400 naming the parameter, 404 for missing objects,
  * rows of model.c written as JSON objects by column name and type.
  */
-#include "aoi.h"
-#include "arena.h"
-#include "model.h"
-#include "params.h"
-#include "run.h"
-#include "server.h"
-#include "signature.h"
-#include "util.h"
-#include "wire.h"
+#include "web/api.h"
+#include "clusterer/signature.h"
+#include "common/arena.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "common/wire.h"
+#include "miner/aoi.h"
+#include "miner/params.h"
+#include "miner/queue.h"
+#include "web/model.h"
+#include "web/request.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -26,33 +28,34 @@ enum { OID_BOOL = 16, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 
 
 /* ---- writing rows ---- */
 
-static void put_value(struct buf *b, const PGresult *r, int row, int col)
+static void put_value(struct jsonw *w, const PGresult *r, int row, int col)
 {
 	const char *v = PQgetvalue(r, row, col);
 
 	if (PQgetisnull(r, row, col)) {
-		buf_puts(b, "null");
+		jsonw_null(w);
 		return;
 	}
 	switch (PQftype(r, col)) {
 	case OID_BOOL:
-		buf_puts(b, v[0] == 't' ? "true" : "false");
+		jsonw_bool(w, v[0] == 't');
 		break;
 	case OID_INT8: case OID_INT2: case OID_INT4: case OID_FLOAT4: case OID_FLOAT8: case OID_NUMERIC:
+		/* NaN and Infinity, which float and numeric columns can hold, become null */
+		jsonw_number_text(w, v);
+		break;
 	case OID_JSON: case OID_JSONB:
-		buf_puts(b, v);
+		jsonw_raw(w, v, (size_t)PQgetlength(r, row, col));
 		break;
 	default:
-		buf_put_json_str(b, v, (size_t)PQgetlength(r, row, col));
+		jsonw_strn(w, v, (size_t)PQgetlength(r, row, col));
 	}
 }
 
-/* Row `row` as an object of all its columns except those named in skip (NULL-terminated). */
-static void put_row(struct buf *b, const PGresult *r, int row, const char *const *skip)
+/* Row `row` as the members of an object opened by the caller: all its columns except those named in
+ * skip (NULL-terminated). */
+static void put_members(struct jsonw *w, const PGresult *r, int row, const char *const *skip)
 {
-	bool first = true;
-
-	buf_putc(b, '{');
 	for (int c = 0; c < PQnfields(r); c++) {
 		const char *name = PQfname(r, c);
 		bool skipped = false;
@@ -60,30 +63,36 @@ static void put_row(struct buf *b, const PGresult *r, int row, const char *const
 			skipped |= strcmp(*s, name) == 0;
 		if (skipped)
 			continue;
-		buf_puts(b, first ? "\"" : ", \"");
-		buf_puts(b, name);
-		buf_puts(b, "\": ");
-		put_value(b, r, row, c);
-		first = false;
+		jsonw_key(w, name);
+		put_value(w, r, row, c);
 	}
-	buf_putc(b, '}');
 }
 
-static void put_rows(struct buf *b, const PGresult *r, const char *const *skip)
+static void put_row(struct jsonw *w, const PGresult *r, int row, const char *const *skip)
 {
-	buf_putc(b, '[');
-	for (int i = 0; i < PQntuples(r); i++) {
-		if (i)
-			buf_puts(b, ", ");
-		put_row(b, r, i, skip);
-	}
-	buf_putc(b, ']');
+	jsonw_object(w);
+	put_members(w, r, row, skip);
+	jsonw_end(w);
 }
 
-static void ok_json(struct req *rq, int status)
+static void put_rows(struct jsonw *w, const PGresult *r, const char *const *skip)
 {
-	if (!rq->out.len || rq->out.data[rq->out.len - 1] != '\n')
-		buf_putc(&rq->out, '\n');
+	jsonw_array(w);
+	for (int i = 0; i < PQntuples(r); i++)
+		put_row(w, r, i, skip);
+	jsonw_end(w);
+}
+
+/* The response is the document of w: sent when whole, else a 500 that says why (a response over
+ * the cap of the out buffer, out of memory), never a cut-short 200. */
+static void ok_json(struct req *rq, const struct jsonw *w, int status)
+{
+	if (jsonw_finish(w) < 0) {
+		req_json_error(rq, 500, "the response could not be built: %s%s", jsonw_error(w),
+			       jsonw_too_large(w) ? " (ask for fewer rows: limit, patterns)" : "");
+		return;
+	}
+	buf_putc(&rq->out, '\n');
 	rq->status = status;
 	rq->ctype = "application/json";
 }
@@ -101,10 +110,38 @@ static bool failed(struct req *rq, PGresult *r, const char *err)
 static void list_response(struct req *rq, const char *name, PGresult *rows, PGresult *count,
 			  const char *const *skip)
 {
-	buf_printf(&rq->out, "{\"%s\": ", name);
-	put_rows(&rq->out, rows, skip);
-	buf_printf(&rq->out, ", \"total\": %s}", PQgetvalue(count, 0, 0));
-	ok_json(rq, 200);
+	struct jsonw w;
+
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_key(&w, name);
+	put_rows(&w, rows, skip);
+	jsonw_key(&w, "total");
+	jsonw_number_text(&w, PQgetvalue(count, 0, 0));
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+}
+
+/* {"<name>": id} */
+static void respond_id(struct req *rq, const char *name, int64_t id, int status)
+{
+	struct jsonw w;
+
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, name, id);
+	jsonw_end(&w);
+	ok_json(rq, &w, status);
+}
+
+/* A single row as the response. */
+static void row_response(struct req *rq, const PGresult *r)
+{
+	struct jsonw w;
+
+	jsonw_init(&w, &rq->out);
+	put_row(&w, r, 0, NULL);
+	ok_json(rq, &w, 200);
 }
 
 /* ---- parameters ---- */
@@ -132,19 +169,6 @@ static bool page_params(struct req *rq, long *limit, long *offset)
 		return false;
 	*limit = (long)l;
 	*offset = (long)o;
-	return true;
-}
-
-/* An id in a path segment: a positive decimal number. */
-static bool id_param(struct req *rq, const char *what, const char *s, char out[24])
-{
-	int64_t v;
-
-	if (util_parse_i64(s, 1, INT64_MAX, &v) < 0) {
-		req_json_error(rq, 404, "%s '%.64s': no such %s (ids are positive whole numbers)", what, s, what);
-		return false;
-	}
-	snprintf(out, 24, "%lld", (long long)v);
 	return true;
 }
 
@@ -266,7 +290,7 @@ static void get_streams(struct req *rq)
 }
 
 /* A JSON array of the names of a PostgreSQL int array of frame ids. */
-static bool put_names(struct req *rq, const char *ids)
+static bool put_names(struct req *rq, struct jsonw *w, const char *ids)
 {
 	const char **names;
 	size_t n;
@@ -275,13 +299,10 @@ static bool put_names(struct req *rq, const char *ids)
 		req_json_error(rq, 500, "reading frame names failed");
 		return false;
 	}
-	buf_putc(&rq->out, '[');
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_puts(&rq->out, ", ");
-		buf_put_json_str(&rq->out, names[i], strlen(names[i]));
-	}
-	buf_putc(&rq->out, ']');
+	jsonw_array(w);
+	for (size_t i = 0; i < n; i++)
+		jsonw_str(w, names[i]);
+	jsonw_end(w);
 	return true;
 }
 
@@ -308,7 +329,8 @@ static long stack_index(const struct stackmap *m, int32_t id)
  * ids of column col of rows, ascending, and fills *m (id -> position in that
  * array). Returns 0 or -1 (err set).
  */
-static int put_stacks(struct req *rq, PGresult *rows, int col, struct stackmap *m, char *err, size_t errlen)
+static int put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, struct stackmap *m, char *err,
+		      size_t errlen)
 {
 	int n = PQntuples(rows);
 	struct buf ids = BUF_INIT(0);
@@ -331,6 +353,11 @@ static int put_stacks(struct req *rq, PGresult *rows, int col, struct stackmap *
 	for (size_t i = 0; i < k; i++)
 		buf_printf(&ids, i ? ",%d" : "%d", m->ids[i]);
 	buf_putc(&ids, '}');
+	if (buf_error(&ids) != BUF_OK) {
+		snprintf(err, errlen, "listing the stacks: %s", buf_error_text(&ids));
+		buf_release(&ids);
+		return -1;
+	}
 	fr = model_stacks(rq->db, buf_cstr(&ids), err, errlen);
 	buf_release(&ids);
 	if (!fr)
@@ -338,23 +365,22 @@ static int put_stacks(struct req *rq, PGresult *rows, int col, struct stackmap *
 	{
 		/* one array of names per stack, in the order of m->ids (a stack the database lacks: []) */
 		int j = 0, nf = PQntuples(fr);
-		buf_puts(&rq->out, "\"stacks\": [");
+		jsonw_karray(w, "stacks");
 		for (size_t i = 0; i < m->n; i++) {
-			if (i)
-				buf_puts(&rq->out, ", ");
 			while (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) < m->ids[i])
 				j++;
 			if (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) == m->ids[i]) {
-				if (!put_names(rq, PQgetvalue(fr, j, 1))) {
+				if (!put_names(rq, w, PQgetvalue(fr, j, 1))) {
 					PQclear(fr);
 					snprintf(err, errlen, "reading frame names failed");
 					return -1;
 				}
 			} else {
-				buf_puts(&rq->out, "[]");
+				jsonw_array(w);
+				jsonw_end(w);
 			}
 		}
-		buf_putc(&rq->out, ']');
+		jsonw_end(w);
 	}
 	PQclear(fr);
 	return 0;
@@ -368,6 +394,7 @@ static void get_stream(struct req *rq, const char *uuid)
 	enum aoi_mode mode = AOI_WAITGRAPH;
 	const char *aoi = req_query(rq, "aoi");
 	struct stackmap m;
+	struct jsonw w;
 	bool *in = NULL;
 	int n;
 
@@ -397,30 +424,43 @@ static void get_stream(struct req *rq, const char *uuid)
 		req_json_error(rq, 500, "computing the AOI failed");
 		goto out;
 	}
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
 	{
 		static const char *const skip[] = { "ref", "events", "symptom_tid", "symptom_start_ns", "symptom_end_ns", NULL };
-		put_row(&rq->out, st, 0, skip);
-		rq->out.len--;   /* reopen the object */
+		put_members(&w, st, 0, skip);
 	}
-	buf_printf(&rq->out, ", \"event_count\": %s, \"events_truncated\": %s, \"aoi_mode\": \"%s\", ",
-		   PQgetvalue(st, 0, PQfnumber(st, "events")), n == MAX_STREAM_EVENTS ? "true" : "false",
-		   aoi_mode_name(mode));
-	if (put_stacks(rq, ev, 4, &m, err, sizeof(err)) < 0) {
+	jsonw_key(&w, "event_count");
+	jsonw_number_text(&w, PQgetvalue(st, 0, PQfnumber(st, "events")));
+	jsonw_kbool(&w, "events_truncated", n == MAX_STREAM_EVENTS);
+	jsonw_kstr(&w, "aoi_mode", aoi_mode_name(mode));
+	if (put_stacks(rq, &w, ev, 4, &m, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
 		goto out;
 	}
-	buf_puts(&rq->out, ", \"events\": [");
+	jsonw_karray(&w, "events");
 	for (int i = 0; i < n; i++) {
 		bool wait = PQgetvalue(ev, i, 0)[0] == 'w';
-		buf_printf(&rq->out, "%s{\"kind\": \"%s\", \"tid\": %s, \"ts_ns\": %s, \"dur_ns\": %s, \"stack\": %ld",
-			   i ? ", " : "", wait ? "wait" : "run", PQgetvalue(ev, i, 1), PQgetvalue(ev, i, 2),
-			   PQgetvalue(ev, i, 3), stack_index(&m, (int32_t)strtol(PQgetvalue(ev, i, 4), NULL, 10)));
-		if (wait)
-			buf_printf(&rq->out, ", \"readier_tid\": %s", PQgetvalue(ev, i, 5));
-		buf_puts(&rq->out, in[i] ? ", \"aoi\": true}" : ", \"aoi\": false}");
+
+		jsonw_object(&w);
+		jsonw_kstr(&w, "kind", wait ? "wait" : "run");
+		jsonw_key(&w, "tid");
+		jsonw_number_text(&w, PQgetvalue(ev, i, 1));
+		jsonw_key(&w, "ts_ns");
+		jsonw_number_text(&w, PQgetvalue(ev, i, 2));
+		jsonw_key(&w, "dur_ns");
+		jsonw_number_text(&w, PQgetvalue(ev, i, 3));
+		jsonw_ki64(&w, "stack", stack_index(&m, (int32_t)strtol(PQgetvalue(ev, i, 4), NULL, 10)));
+		if (wait) {
+			jsonw_key(&w, "readier_tid");
+			jsonw_number_text(&w, PQgetvalue(ev, i, 5));
+		}
+		jsonw_kbool(&w, "aoi", in[i]);
+		jsonw_end(&w);
 	}
-	buf_puts(&rq->out, "]}");
-	ok_json(rq, 200);
+	jsonw_end(&w);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
 out:
 	PQclear(st);
 	PQclear(ev);
@@ -444,9 +484,8 @@ static void post_run(struct req *rq)
 		req_json_error(rq, 500, "%s", err);
 		return;
 	}
-	buf_printf(&rq->out, "{\"run_id\": %lld}", (long long)id);
+	respond_id(rq, "run_id", id, 202);
 	req_add_header(rq, "Location", req_printf(rq, "/api/v1/runs/%lld", (long long)id));
-	ok_json(rq, 202);
 }
 
 static void get_runs(struct req *rq)
@@ -497,8 +536,7 @@ static void get_run(struct req *rq, const char *id)
 
 	if (!known_query(rq, no_params, false) || !(r = need_run(rq, id)))
 		return;
-	put_row(&rq->out, r, 0, NULL);
-	ok_json(rq, 200);
+	row_response(rq, r);
 	PQclear(r);
 }
 
@@ -522,45 +560,53 @@ static bool kind_param(struct req *rq, const char **kind)
 
 /*
  * Writes cluster rows (model_clusters() or model_cluster()) as objects with "common" as
- * frame names and "patterns" from pats (model_cluster_patterns(), ordered by cluster).
- * Returns false after an error response.
+ * frame names and "patterns" from pats (model_cluster_patterns(), ordered by cluster); with
+ * array false, the one cluster's object is left open for more members. Returns false after
+ * an error response.
  */
-static bool put_clusters(struct req *rq, PGresult *rows, PGresult *pats, bool array)
+static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *pats, bool array)
 {
 	static const char *const skip[] = { "common", "patterns_total", NULL };
 	int pc = 0, np = PQntuples(pats), ccol = PQfnumber(rows, "common");
 
 	if (array)
-		buf_putc(&rq->out, '[');
+		jsonw_array(w);
 	for (int i = 0; i < PQntuples(rows); i++) {
 		const char *cid = PQgetvalue(rows, i, 0);
-		bool first = true;
 
-		if (i)
-			buf_puts(&rq->out, ", ");
-		put_row(&rq->out, rows, i, skip);
-		rq->out.len--;   /* reopen the object */
-		buf_puts(&rq->out, ", \"common\": ");
-		if (!put_names(rq, PQgetvalue(rows, i, ccol)))
+		jsonw_object(w);
+		put_members(w, rows, i, skip);
+		jsonw_key(w, "common");
+		if (!put_names(rq, w, PQgetvalue(rows, i, ccol)))
 			return false;
-		buf_printf(&rq->out, ", \"patterns_total\": %s, \"patterns\": [", PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
+		jsonw_key(w, "patterns_total");
+		jsonw_number_text(w, PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
+		jsonw_karray(w, "patterns");
 		while (pc < np && strtoll(PQgetvalue(pats, pc, 0), NULL, 10) < strtoll(cid, NULL, 10))
 			pc++;
 		for (; pc < np && strcmp(PQgetvalue(pats, pc, 0), cid) == 0; pc++) {
-			buf_printf(&rq->out, "%s{\"pattern_id\": %s, \"frames\": ", first ? "" : ", ", PQgetvalue(pats, pc, 1));
-			if (!put_names(rq, PQgetvalue(pats, pc, 2)))
+			jsonw_object(w);
+			jsonw_key(w, "pattern_id");
+			jsonw_number_text(w, PQgetvalue(pats, pc, 1));
+			jsonw_key(w, "frames");
+			if (!put_names(rq, w, PQgetvalue(pats, pc, 2)))
 				return false;
-			buf_printf(&rq->out, ", \"cost_ns\": %s, \"events\": %s, \"streams\": %s}", PQgetvalue(pats, pc, 3),
-				   PQgetvalue(pats, pc, 4), PQgetvalue(pats, pc, 5));
-			first = false;
+			jsonw_key(w, "cost_ns");
+			jsonw_number_text(w, PQgetvalue(pats, pc, 3));
+			jsonw_key(w, "events");
+			jsonw_number_text(w, PQgetvalue(pats, pc, 4));
+			jsonw_key(w, "streams");
+			jsonw_number_text(w, PQgetvalue(pats, pc, 5));
+			jsonw_end(w);
 		}
-		buf_puts(&rq->out, "]}");
+		jsonw_end(w);
+		if (array)
+			jsonw_end(w);
 	}
 	if (array)
-		buf_putc(&rq->out, ']');
+		jsonw_end(w);
 	return true;
 }
-
 
 static void get_clusters(struct req *rq, const char *run)
 {
@@ -592,10 +638,17 @@ static void get_clusters(struct req *rq, const char *run)
 	if (count && !failed(rq, count, err))
 		pats = model_cluster_patterns(rq->db, req_id_array(rq, rows, 0), (long)np, err, sizeof(err));
 	if (pats && !failed(rq, pats, err)) {
-		buf_printf(&rq->out, "{\"sort\": \"%s\", \"clusters\": ", model_sort_name((enum model_sort)s));
-		if (put_clusters(rq, rows, pats, true)) {
-			buf_printf(&rq->out, ", \"total\": %s}", PQgetvalue(count, 0, 0));
-			ok_json(rq, 200);
+		struct jsonw w;
+
+		jsonw_init(&w, &rq->out);
+		jsonw_object(&w);
+		jsonw_kstr(&w, "sort", model_sort_name((enum model_sort)s));
+		jsonw_key(&w, "clusters");
+		if (put_clusters(rq, &w, rows, pats, true)) {
+			jsonw_key(&w, "total");
+			jsonw_number_text(&w, PQgetvalue(count, 0, 0));
+			jsonw_end(&w);
+			ok_json(rq, &w, 200);
 		}
 	}
 	PQclear(rows);
@@ -610,6 +663,7 @@ static void get_cluster(struct req *rq, const char *id)
 	PGresult *c, *r;
 	char err[512];
 	int64_t lim;
+	struct jsonw w;
 
 	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 1000, 20, &lim))
 		return;
@@ -622,40 +676,35 @@ static void get_cluster(struct req *rq, const char *id)
 		return;
 	}
 	r = model_cluster_patterns(rq->db, req_id_array(rq, c, 0), 100000, err, sizeof(err));
-	if (failed(rq, r, err) || !put_clusters(rq, c, r, false)) {
+	jsonw_init(&w, &rq->out);
+	if (failed(rq, r, err) || !put_clusters(rq, &w, c, r, false)) {
 		PQclear(c);
 		PQclear(r);
 		return;
 	}
-	rq->out.len--;   /* reopen the object */
 	PQclear(c);
 	PQclear(r);
 	r = model_cluster_streams(rq->db, id, (long)lim, err, sizeof(err));
 	if (failed(rq, r, err))
 		return;
-	buf_puts(&rq->out, ", \"top_streams\": ");
-	put_rows(&rq->out, r, NULL);
+	jsonw_key(&w, "top_streams");
+	put_rows(&w, r, NULL);
 	PQclear(r);
 	r = model_cluster_by(rq->db, id, (long)lim, err, sizeof(err));
 	if (failed(rq, r, err))
 		return;
 	for (int d = 0; d < 3; d++) {
 		static const char *const skip_dim[] = { "dim", NULL }, *const skip_key[] = { "dim", "key", NULL };
-		bool first = true;
-		buf_printf(&rq->out, ", \"by_%s\": [", dims[d]);
-		for (int i = 0; i < PQntuples(r); i++) {
-			if (strcmp(PQgetvalue(r, i, 0), dims[d]) != 0)
-				continue;
-			if (!first)
-				buf_puts(&rq->out, ", ");
-			put_row(&rq->out, r, i, d < 2 ? skip_key : skip_dim);
-			first = false;
-		}
-		buf_putc(&rq->out, ']');
+
+		jsonw_karray(&w, req_printf(rq, "by_%s", dims[d]));
+		for (int i = 0; i < PQntuples(r); i++)
+			if (strcmp(PQgetvalue(r, i, 0), dims[d]) == 0)
+				put_row(&w, r, i, d < 2 ? skip_key : skip_dim);
+		jsonw_end(&w);
 	}
 	PQclear(r);
-	buf_putc(&rq->out, '}');
-	ok_json(rq, 200);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
 }
 
 /* The matched stacks of a cluster with cost, frames resolved (for flame graphs). */
@@ -663,6 +712,7 @@ static void get_cluster_stacks(struct req *rq, const char *id)
 {
 	PGresult *c, *r;
 	struct stackmap m;
+	struct jsonw w;
 	char err[512];
 
 	if (!known_query(rq, no_params, false))
@@ -679,19 +729,26 @@ static void get_cluster_stacks(struct req *rq, const char *id)
 	r = model_cluster_stacks(rq->db, id, err, sizeof(err));
 	if (failed(rq, r, err))
 		return;
-	buf_putc(&rq->out, '{');
-	if (put_stacks(rq, r, 0, &m, err, sizeof(err)) < 0) {
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	if (put_stacks(rq, &w, r, 0, &m, err, sizeof(err)) < 0) {
 		PQclear(r);
 		req_json_error(rq, 500, "%s", err);
 		return;
 	}
-	buf_puts(&rq->out, ", \"costs\": [");
-	for (int i = 0; i < PQntuples(r); i++)
-		buf_printf(&rq->out, "%s{\"stack\": %ld, \"cost_ns\": %s, \"events\": %s}", i ? ", " : "",
-			   stack_index(&m, (int32_t)strtol(PQgetvalue(r, i, 0), NULL, 10)), PQgetvalue(r, i, 1),
-			   PQgetvalue(r, i, 2));
-	buf_puts(&rq->out, "]}");
-	ok_json(rq, 200);
+	jsonw_karray(&w, "costs");
+	for (int i = 0; i < PQntuples(r); i++) {
+		jsonw_object(&w);
+		jsonw_ki64(&w, "stack", stack_index(&m, (int32_t)strtol(PQgetvalue(r, i, 0), NULL, 10)));
+		jsonw_key(&w, "cost_ns");
+		jsonw_number_text(&w, PQgetvalue(r, i, 1));
+		jsonw_key(&w, "events");
+		jsonw_number_text(&w, PQgetvalue(r, i, 2));
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
 	PQclear(r);
 }
 
@@ -814,9 +871,8 @@ static void post_signature(struct req *rq)
 		req_json_error(rq, st == 404 ? 400 : st, "%s", err);
 		goto out;
 	}
-	buf_printf(&rq->out, "{\"signature_id\": %lld}", (long long)id);
+	respond_id(rq, "signature_id", id, 201);
 	req_add_header(rq, "Location", req_printf(rq, "/api/v1/signatures/%lld", (long long)id));
-	ok_json(rq, 201);
 out:
 	json_object_put(o);
 }
@@ -833,10 +889,8 @@ static void get_signature(struct req *rq, const char *id)
 		return;
 	if (PQntuples(r) == 0)
 		req_json_error(rq, 404, "signature %s: no such signature", id);
-	else {
-		put_row(&rq->out, r, 0, NULL);
-		ok_json(rq, 200);
-	}
+	else
+		row_response(rq, r);
 	PQclear(r);
 }
 
@@ -868,8 +922,13 @@ static void get_export(struct req *rq)
 		req_json_error(rq, 500, "%s", err);
 		return;
 	}
+	if (buf_error(&rq->out) != BUF_OK) {
+		req_json_error(rq, 500, "the export could not be built: %s", buf_error_text(&rq->out));
+		return;
+	}
 	req_add_header(rq, "Content-Disposition", "attachment; filename=\"signatures.json\"");
-	ok_json(rq, 200);
+	rq->status = 200;
+	rq->ctype = "application/json";
 }
 
 static void post_import(struct req *rq)
@@ -883,22 +942,22 @@ static void post_import(struct req *rq)
 		req_json_error(rq, sig_status(err) == 500 ? 500 : 400, "%s", err);
 		return;
 	}
-	buf_printf(&rq->out, "{\"imported\": %zu}", n);
-	ok_json(rq, 200);
+	respond_id(rq, "imported", (int64_t)n, 200);
 }
 
 /* ---- coverage and triage ---- */
 
 static void get_coverage(struct req *rq, const char *run)
 {
-	static const char *const names[] = { "signatures", NULL };
-	const char *sel = req_query(rq, "signatures");
+	static const char *const names[] = { "signatures", "kind", NULL };
+	const char *sel = req_query(rq, "signatures"), *kind;
 	struct sig_coverage cov;
+	struct jsonw w;
 	int64_t *ids = NULL;
 	size_t n = 0;
 	char err[512];
 
-	if (!known_query(rq, names, false))
+	if (!known_query(rq, names, false) || !kind_param(rq, &kind))
 		return;
 	if (sel && !*sel) {
 		req_json_error(rq, 400, "signatures: 'all' or signature ids separated by commas");
@@ -924,74 +983,70 @@ static void get_coverage(struct req *rq, const char *run)
 			p += len + (p[len] == ',');
 		}
 	}
-	if (sig_coverage(rq->db, strtoll(run, NULL, 10), ids, n, &cov, err, sizeof(err)) < 0) {
+	if (sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, err, sizeof(err)) < 0) {
 		int st = sig_status(err);
 		req_json_error(rq, strstr(err, "ids given do not exist") ? 400 : st, "%s", err);
 		return;
 	}
-	buf_printf(&rq->out, "{\"run_id\": %s, \"coverage\": ", run);
-	buf_put_double(&rq->out, cov.coverage);
-	buf_printf(&rq->out, ", \"covered_cost_ns\": %llu, \"total_cost_ns\": %llu, \"by_signature\": [",
-		   (unsigned long long)cov.covered_ns, (unsigned long long)cov.total_ns);
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "run_id", strtoll(run, NULL, 10));
+	jsonw_kstr(&w, "kind", cov.kind == 'w' ? "wait" : "run");
+	jsonw_kdouble(&w, "coverage", cov.coverage);
+	jsonw_ku64(&w, "covered_cost_ns", cov.covered_ns);
+	jsonw_ku64(&w, "total_cost_ns", cov.total_ns);
+	jsonw_karray(&w, "by_signature");
 	for (size_t i = 0; i < cov.nby; i++) {
-		buf_printf(&rq->out, "%s{\"signature_id\": %lld, \"name\": ", i ? ", " : "", (long long)cov.by[i].id);
-		buf_put_json_str(&rq->out, cov.by[i].name, strlen(cov.by[i].name));
-		buf_printf(&rq->out, ", \"cost_ns\": %llu, \"coverage\": ", (unsigned long long)cov.by[i].cost_ns);
-		buf_put_double(&rq->out, cov.total_ns ? (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
-		buf_putc(&rq->out, '}');
+		jsonw_object(&w);
+		jsonw_ki64(&w, "signature_id", cov.by[i].id);
+		jsonw_kstr(&w, "name", cov.by[i].name);
+		jsonw_ku64(&w, "cost_ns", cov.by[i].cost_ns);
+		jsonw_kdouble(&w, "coverage", cov.total_ns ? (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
+		jsonw_end(&w);
 	}
-	buf_puts(&rq->out, "]}");
+	jsonw_end(&w);
+	jsonw_end(&w);
 	free(cov.by);
-	ok_json(rq, 200);
+	ok_json(rq, &w, 200);
 }
 
 static void get_triage(struct req *rq, const char *run)
 {
+	static const char *const names[] = { "kind", NULL };
 	struct sig_triage tr;
+	struct jsonw w;
+	const char *kind;
 	char err[512];
 
-	if (!known_query(rq, no_params, false))
+	if (!known_query(rq, names, false) || !kind_param(rq, &kind))
 		return;
-	if (sig_triage(rq->db, strtoll(run, NULL, 10), &tr, err, sizeof(err)) < 0) {
+	if (sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, err, sizeof(err)) < 0) {
 		req_json_error(rq, sig_status(err), "%s", err);
 		return;
 	}
-	buf_printf(&rq->out, "{\"run_id\": %s, \"streams\": %zu, \"max_coverage\": ", run, tr.nstreams);
-	buf_put_double(&rq->out, tr.max_coverage);
-	buf_puts(&rq->out, ", \"levels\": [");
-	for (int l = 0; l < SIG_LEVELS; l++) {
-		if (l)
-			buf_puts(&rq->out, ", ");
-		buf_put_double(&rq->out, tr.level[l]);
-	}
-	buf_puts(&rq->out, "], \"orders\": {");
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "run_id", strtoll(run, NULL, 10));
+	jsonw_kstr(&w, "kind", tr.kind == 'w' ? "wait" : "run");
+	jsonw_ku64(&w, "streams", tr.nstreams);
+	jsonw_kdouble(&w, "max_coverage", tr.max_coverage);
+	jsonw_karray(&w, "levels");
+	for (int l = 0; l < SIG_LEVELS; l++)
+		jsonw_double(&w, tr.level[l]);
+	jsonw_end(&w);
+	jsonw_kobject(&w, "orders");
 	for (int o = 0; o < SIG_NORDERS; o++) {
-		buf_printf(&rq->out, "%s\"%s\": [", o ? ", " : "", sig_order_name((enum sig_order)o));
-		for (int l = 0; l < SIG_LEVELS; l++) {
-			if (l)
-				buf_puts(&rq->out, ", ");
-			buf_put_double(&rq->out, tr.needed[o][l]);
-		}
-		buf_putc(&rq->out, ']');
+		jsonw_karray(&w, sig_order_name((enum sig_order)o));
+		for (int l = 0; l < SIG_LEVELS; l++)
+			jsonw_double(&w, tr.needed[o][l]);
+		jsonw_end(&w);
 	}
-	buf_puts(&rq->out, "}}");
-	ok_json(rq, 200);
+	jsonw_end(&w);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
 }
 
 /* ---- routing ---- */
-
-#define MAX_SEGS 6
-
-enum { M_GET = 1, M_POST = 2, M_PATCH = 4 };
-
-/* One endpoint: the path after /api/v1/ ("#" an id, "*" any segment), its methods, its handlers. */
-struct route {
-	const char *path[3];
-	unsigned methods;
-	void (*get)(struct req *rq, const char *arg);
-	void (*post)(struct req *rq, const char *arg);
-	const char *what;      /* the object an id names, for the 404 of a bad id */
-};
 
 static void get_streams_r(struct req *rq, const char *arg) { (void)arg; get_streams(rq); }
 static void post_run_r(struct req *rq, const char *arg) { (void)arg; post_run(rq); }
@@ -1001,85 +1056,59 @@ static void post_signature_r(struct req *rq, const char *arg) { (void)arg; post_
 static void get_export_r(struct req *rq, const char *arg) { (void)arg; get_export(rq); }
 static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_import(rq); }
 
-static const struct route routes[] = {
-	{ { "streams" }, M_GET, get_streams_r, NULL, NULL },
-	{ { "streams", "*" }, M_GET, get_stream, NULL, NULL },
-	{ { "runs" }, M_GET | M_POST, get_runs_r, post_run_r, NULL },
-	{ { "runs", "#" }, M_GET, get_run, NULL, "run" },
-	{ { "runs", "#", "clusters" }, M_GET, get_clusters, NULL, "run" },
-	{ { "runs", "#", "coverage" }, M_GET, get_coverage, NULL, "run" },
-	{ { "runs", "#", "triage" }, M_GET, get_triage, NULL, "run" },
-	{ { "clusters", "#" }, M_GET, get_cluster, NULL, "cluster" },
-	{ { "clusters", "#", "stacks" }, M_GET, get_cluster_stacks, NULL, "cluster" },
-	{ { "signatures" }, M_GET | M_POST, get_signatures_r, post_signature_r, NULL },
-	{ { "signatures", "export" }, M_GET, get_export_r, NULL, NULL },
-	{ { "signatures", "import" }, M_POST, NULL, post_import_r, NULL },
-	{ { "signatures", "#" }, M_GET | M_PATCH, get_signature, patch_signature, "signature" },
+static const struct req_route routes[] = {
+	{ REQ_M_GET, "/api/v1/streams", get_streams_r, NULL },
+	{ REQ_M_GET, "/api/v1/streams/*", get_stream, NULL },
+	{ REQ_M_GET, "/api/v1/runs", get_runs_r, NULL },
+	{ REQ_M_POST, "/api/v1/runs", post_run_r, NULL },
+	{ REQ_M_GET, "/api/v1/runs/#", get_run, "run" },
+	{ REQ_M_GET, "/api/v1/runs/#/clusters", get_clusters, "run" },
+	{ REQ_M_GET, "/api/v1/runs/#/coverage", get_coverage, "run" },
+	{ REQ_M_GET, "/api/v1/runs/#/triage", get_triage, "run" },
+	{ REQ_M_GET, "/api/v1/clusters/#", get_cluster, "cluster" },
+	{ REQ_M_GET, "/api/v1/clusters/#/stacks", get_cluster_stacks, "cluster" },
+	{ REQ_M_GET, "/api/v1/signatures", get_signatures_r, NULL },
+	{ REQ_M_POST, "/api/v1/signatures", post_signature_r, NULL },
+	{ REQ_M_GET, "/api/v1/signatures/export", get_export_r, NULL },
+	{ REQ_M_POST, "/api/v1/signatures/import", post_import_r, NULL },
+	{ REQ_M_GET, "/api/v1/signatures/#", get_signature, "signature" },
+	{ REQ_M_PATCH, "/api/v1/signatures/#", patch_signature, "signature" },
 };
-
-static bool route_matches(const struct route *r, char **seg, int n)
-{
-	int k = 0;
-
-	while (k < 3 && r->path[k])
-		k++;
-	if (k != n)
-		return false;
-	for (int i = 0; i < n; i++)
-		if (strcmp(r->path[i], "#") != 0 && strcmp(r->path[i], "*") != 0 && strcmp(r->path[i], seg[i]) != 0)
-			return false;
-	return true;
-}
-
-/* The first route whose literal segments match; ids are checked by the handler call. */
-static const struct route *find_route(char **seg, int n)
-{
-	/* literal routes before id routes: "signatures/export" is not signature "export" */
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-			const struct route *r = &routes[i];
-			bool has_id = r->path[1] && (strcmp(r->path[1], "#") == 0 || strcmp(r->path[1], "*") == 0);
-			if ((pass == 0) == !has_id && route_matches(r, seg, n))
-				return r;
-		}
-	return NULL;
-}
 
 void api_handle(struct req *rq)
 {
-	char path[512], id[24];
-	char *seg[MAX_SEGS + 1];
-	const struct route *r;
-	unsigned m = rq->method == REQ_GET || rq->method == REQ_HEAD ? M_GET : rq->method == REQ_POST ? M_POST :
-		     rq->method == REQ_PATCH ? M_PATCH : 0;
-	int n = 0;
+	struct req_match m;
+	char id[24];
 
-	if (strlen(rq->path) >= sizeof(path)) {
-		req_json_error(rq, 404, "no such endpoint");
-		return;
-	}
-	memcpy(path, rq->path, strlen(rq->path) + 1);
-	for (char *save = NULL, *p = strtok_r(path, "/", &save); p && n <= MAX_SEGS; p = strtok_r(NULL, "/", &save))
-		seg[n++] = p;
-	if (n < 3 || strcmp(seg[0], "api") || strcmp(seg[1], "v1")) {
+	if (strncmp(rq->path, "/api/v1/", 8) != 0 || !rq->path[8]) {
 		req_json_error(rq, 404, "no such endpoint (the API is under /api/v1/)");
 		return;
 	}
-	if (n > MAX_SEGS || !(r = find_route(seg + 2, n - 2))) {
+	req_route(routes, sizeof(routes) / sizeof(routes[0]), rq, &m);
+	if (m.bad_id) {
+		req_json_error(rq, 404, "%s '%.64s': no such %s (ids are positive whole numbers)", m.bad_id->what,
+			       m.bad_arg ? m.bad_arg : "", m.bad_id->what);
+		return;
+	}
+	if (!m.allowed) {
 		req_json_error(rq, 404, "no such endpoint");
 		return;
 	}
-	if (!(r->methods & m)) {
-		req_add_header(rq, "Allow", r->methods == M_GET ? "GET, HEAD" : r->methods == M_POST ? "POST" :
-					    r->methods == (M_GET | M_POST) ? "GET, HEAD, POST" : "GET, HEAD, PATCH");
+	if (!m.route) {
+		req_add_header(rq, "Allow", req_allow_header(m.allowed));
 		req_json_error(rq, 405, "method not allowed here");
 		return;
 	}
-	if (m == M_GET && !req_may_read(rq)) {
+	if (m.route->method == REQ_M_GET && !req_may_read(rq)) {
 		req_json_error(rq, 401, "an analyst or admin token is required (Authorization: Bearer TOKEN)");
 		return;
 	}
-	if (r->what && !id_param(rq, r->what, seg[3], id))
-		return;
-	(m == M_GET ? r->get : r->post)(rq, r->what ? id : n > 3 ? seg[3] : NULL);
+	if (m.route->what) {
+		int64_t v;
+
+		util_parse_i64(m.arg, 1, INT64_MAX, &v);
+		snprintf(id, sizeof(id), "%lld", (long long)v);
+		m.arg = id;
+	}
+	m.route->fn(rq, m.arg);
 }

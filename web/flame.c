@@ -1,7 +1,7 @@
 /* flame: icicle graph of weighted call stacks as SVG (see flame.h). */
-#include "flame.h"
-#include "arena.h"
-#include "hash.h"
+#include "web/flame.h"
+#include "common/arena.h"
+#include "common/hash.h"
 
 #include <math.h>
 #include <stdbool.h>

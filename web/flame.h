@@ -11,7 +11,7 @@
 #ifndef SM_FLAME_H
 #define SM_FLAME_H
 
-#include "buf.h"
+#include "common/buf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,9 +1,9 @@
 /* framecache: shared frame id -> name cache of sm-web (see framecache.h). */
-#include "framecache.h"
-#include "arena.h"
-#include "buf.h"
-#include "db.h"
-#include "hash.h"
+#include "web/framecache.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/db.h"
+#include "common/hash.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* html: page frame and escaped pieces of the dashboard's pages (see html.h). */
-#include "html.h"
+#include "web/html.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "server.h"
+#include "web/request.h"
 
 /* Start a page (status 200, text/html) titled title; ends with <main>. */
 void html_begin(struct req *rq, const char *title);

@@ -2,9 +2,10 @@
  * sm-web: the dashboard and the REST API (docs/web.md, ../shared/spec/rest.md)
  * over the stackmine database; by default it also works the queued mining runs.
  */
-#include "log.h"
-#include "server.h"
-#include "util.h"
+#include "common/cli.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "web/server.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -41,11 +42,7 @@ enum {
 	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE,
 };
 
-static int bad(const char *opt, const char *val, const char *why)
-{
-	fprintf(stderr, "sm-web: --%s '%s': %s\n", opt, val, why);
-	return 2;
-}
+static const struct cli cl = { "sm-web", NULL };
 
 int main(int argc, char **argv)
 {
@@ -87,18 +84,18 @@ int main(int argc, char **argv)
 		case OPT_NOWORKER: cfg.worker = false; continue;
 		case OPT_SECURE: cfg.cookie_secure = true; continue;
 		case OPT_LOGLEVEL:
-			if (log_level_parse(optarg) < 0)
-				return bad(name, optarg, "must be debug, info, warn or error");
-			level = (enum log_level)log_level_parse(optarg);
+			if (cli_log_level(&cl, name, optarg, &level))
+				return 2;
 			continue;
 		case OPT_MAXBODY:
-			if (util_parse_size(optarg, &sz) < 0 || sz < 1024 || sz > ((uint64_t)1 << 30))
-				return bad(name, optarg, "must be a size from 1k to 1G");
+			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 30, &sz))
+				return 2;
 			cfg.max_body = sz;
 			continue;
 		case OPT_FRAMECACHE:
-			if (util_parse_size(optarg, &sz) < 0 || sz > ((uint64_t)1 << 40))
-				return bad("frame-cache", optarg, "must be a size up to 1024G (0: no cache)");
+			/* 0: no cache */
+			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 40, &sz))
+				return 2;
 			cfg.frame_cache_bytes = sz;
 			continue;
 		case '?':
@@ -107,31 +104,31 @@ int main(int argc, char **argv)
 		default:
 			break;
 		}
-		if (util_parse_i64(optarg, 0, INT32_MAX, &v) < 0)
-			return bad(name, optarg, "must be a whole number");
 		switch (o) {
 		case OPT_THREADS:
-			if (v < 1 || v > 256)
-				return bad(name, optarg, "must be from 1 to 256");
+			if (cli_int(&cl, name, optarg, 1, 256, &v))
+				return 2;
 			cfg.threads = (int)v;
 			break;
 		case OPT_MAXCONN:
-			if (v < 1)
-				return bad(name, optarg, "must be at least 1");
+			if (cli_int(&cl, name, optarg, 1, INT32_MAX, &v))
+				return 2;
 			cfg.max_connections = (int)v;
 			break;
 		case OPT_MINERTHREADS:
-			if (v > 64)
-				return bad(name, optarg, "must be from 0 to 64");
+			if (cli_int(&cl, name, optarg, 0, 64, &v))
+				return 2;
 			cfg.miner_threads = (int)v;
 			break;
-		case OPT_AUTHTTL: cfg.auth_ttl_ms = (int)v; break;
+		case OPT_AUTHTTL:
+			if (cli_int(&cl, name, optarg, 0, INT32_MAX, &v))
+				return 2;
+			cfg.auth_ttl_ms = (int)v;
+			break;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "sm-web: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
+	if (optind < argc)
+		return cli_fail(&cl, "unexpected argument '%s'", argv[optind]);
 	log_init("web", level);
 	return web_run(&cfg) == 0 ? 0 : 1;
 }

@@ -1,7 +1,7 @@
 /* model: the queries of the dashboard and the REST API (see model.h). */
-#include "model.h"
-#include "db.h"
-#include "wire.h"
+#include "web/model.h"
+#include "common/db.h"
+#include "common/wire.h"
 
 #include <stdlib.h>
 

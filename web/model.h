@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aoi.h"
+#include "miner/aoi.h"
 
 /* Filters of the stream list; NULL / PARAMS_NO_TIME: any. */
 struct stream_filter {

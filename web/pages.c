@@ -6,15 +6,16 @@
  * model.c's rows; every name from the data is escaped (html.c). Writes are
  * forms with the cross-site request token, or the API from app.js.
  */
-#include "arena.h"
-#include "flame.h"
-#include "html.h"
-#include "model.h"
-#include "plot.h"
-#include "server.h"
-#include "signature.h"
-#include "timeline.h"
-#include "util.h"
+#include "web/pages.h"
+#include "clusterer/signature.h"
+#include "common/arena.h"
+#include "common/util.h"
+#include "web/flame.h"
+#include "web/html.h"
+#include "web/model.h"
+#include "web/plot.h"
+#include "web/request.h"
+#include "web/timeline.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -1043,6 +1044,7 @@ static void page_signatures(struct req *rq)
 	PGresult *r = model_signatures(rq->db, 1000, 0, err, sizeof(err)), *runs;
 	const char *run = req_query(rq, "run");
 	int64_t run_id = 0;
+	char kind;
 	bool writer = rq->role >= AUTH_ANALYST;
 
 	if (!r) {
@@ -1113,7 +1115,17 @@ static void page_signatures(struct req *rq)
 		html_raw(rq, "</option>");
 	}
 	PQclear(runs);
-	html_raw(rq, "</select></label> <button type=\"submit\" form=\"coverage-form\">Show</button>");
+	{
+		/* coverage and triage are per kind (mining.md section 7); default: the run's first */
+		const char *k = req_query(rq, "kind");
+
+		kind = k && strcmp(k, "run") == 0 ? 'r' : k && strcmp(k, "wait") == 0 ? 'w' : 0;
+	}
+	html_rawf(rq, "</select></label> <label>Events <select name=\"kind\" form=\"coverage-form\">"
+		      "<option value=\"\">the run's</option><option value=\"wait\"%s>wait</option>"
+		      "<option value=\"run\"%s>run</option></select></label>"
+		      " <button type=\"submit\" form=\"coverage-form\">Show</button>",
+		  kind == 'w' ? " selected" : "", kind == 'r' ? " selected" : "");
 	if (run_id) {
 		struct sig_coverage cov;
 		struct sig_triage tr;
@@ -1124,13 +1136,14 @@ static void page_signatures(struct req *rq)
 		req_query_each(rq, collect_sig, &sel);
 		if (sel.any && sel.n == 0) {
 			html_raw(rq, "<p class=\"hint\">No signature chosen.</p>");
-		} else if (sig_coverage(rq->db, run_id, sel.ids, sel.n, &cov, e2, sizeof(e2)) < 0) {
+		} else if (sig_coverage(rq->db, run_id, kind, sel.ids, sel.n, &cov, e2, sizeof(e2)) < 0) {
 			html_raw(rq, "<p class=\"error\">");
 			html_text(rq, e2);
 			html_raw(rq, "</p>");
 		} else {
 			html_rawf(rq, "<p class=\"coverage\">All signatures cover <strong>%.1f%%</strong> of run #%lld's AOI "
-				      "cost (", cov.coverage * 100, (long long)run_id);
+				      "cost of %s events (", cov.coverage * 100, (long long)run_id,
+				  cov.kind == 'w' ? "wait" : "run");
 			html_cost(rq, (int64_t)cov.covered_ns);
 			html_raw(rq, " of ");
 			html_cost(rq, (int64_t)cov.total_ns);
@@ -1149,7 +1162,7 @@ static void page_signatures(struct req *rq)
 			html_raw(rq, "</tbody></table>");
 			free(cov.by);
 		}
-		if (sig_triage(rq->db, run_id, &tr, e2, sizeof(e2)) == 0 && tr.max_coverage > 0) {
+		if (sig_triage(rq->db, run_id, kind, &tr, e2, sizeof(e2)) == 0 && tr.max_coverage > 0) {
 			double x[SIG_NORDERS][SIG_LEVELS], y[SIG_LEVELS];
 			struct plot_series ps[SIG_NORDERS];
 			struct plot_opts po = { "Streams to open per coverage level", "streams opened",
@@ -1270,61 +1283,59 @@ static void post_signature_import(struct req *rq)
 
 /* ---- routing ---- */
 
-static bool is_id(const char *s)
-{
-	int64_t v;
+static void root_r(struct req *rq, const char *arg) { (void)arg; html_redirect(rq, "/runs"); }
+static void login_r(struct req *rq, const char *arg) { (void)arg; page_login(rq, NULL, 200); }
+static void post_login_r(struct req *rq, const char *arg) { (void)arg; post_login(rq); }
+static void runs_r(struct req *rq, const char *arg) { (void)arg; page_runs(rq); }
+static void streams_r(struct req *rq, const char *arg) { (void)arg; page_streams(rq); }
+static void signatures_r(struct req *rq, const char *arg) { (void)arg; page_signatures(rq); }
+static void signature_new_r(struct req *rq, const char *arg) { (void)arg; post_signature_new(rq); }
+static void signature_import_r(struct req *rq, const char *arg) { (void)arg; post_signature_import(rq); }
 
-	return util_parse_i64(s, 1, INT64_MAX, &v) == 0;
+static void logout_r(struct req *rq, const char *arg)
+{
+	(void)arg;
+	if (req_may_write(rq, false)) {
+		req_logout(rq);
+		html_redirect(rq, "/login");
+	}
 }
+
+/* The pages; all but the login's need a read token (else: to the login page and back). */
+static const struct req_route routes[] = {
+	{ REQ_M_GET, "/login", login_r, NULL },
+	{ REQ_M_POST, "/login", post_login_r, NULL },
+	{ REQ_M_POST, "/logout", logout_r, NULL },
+	{ REQ_M_GET, "/", root_r, NULL },
+	{ REQ_M_GET, "/runs", runs_r, NULL },
+	{ REQ_M_GET, "/runs/#", page_run, "run" },
+	{ REQ_M_GET, "/clusters/#", page_cluster, "cluster" },
+	{ REQ_M_GET, "/streams", streams_r, NULL },
+	{ REQ_M_GET, "/streams/*", page_stream, NULL },
+	{ REQ_M_GET, "/signatures", signatures_r, NULL },
+	{ REQ_M_POST, "/signatures/new", signature_new_r, NULL },
+	{ REQ_M_POST, "/signatures/import", signature_import_r, NULL },
+	{ REQ_M_POST, "/signatures/#", post_signature_update, "signature" },
+};
 
 void pages_handle(struct req *rq)
 {
-	const char *p = rq->path;
-	bool get = rq->method == REQ_GET || rq->method == REQ_HEAD, post = rq->method == REQ_POST;
+	struct req_match m;
 
-	if (strcmp(p, "/login") == 0) {
-		if (post)
-			post_login(rq);
-		else
-			page_login(rq, NULL, 200);
-		return;
-	}
-	if (strcmp(p, "/logout") == 0 && post) {
-		if (req_may_write(rq, false)) {
-			req_logout(rq);
-			html_redirect(rq, "/login");
-		}
-		return;
-	}
-	if (get && !req_may_read(rq)) {
+	req_route(routes, sizeof(routes) / sizeof(routes[0]), rq, &m);
+	if ((rq->method == REQ_GET || rq->method == REQ_HEAD) && strcmp(rq->path, "/login") != 0 &&
+	    !req_may_read(rq)) {
 		struct buf b = BUF_INIT(8192);
+
 		buf_puts(&b, "/login?next=");
-		url_encode(&b, strcmp(p, "/") == 0 ? "/runs" : p);
+		url_encode(&b, strcmp(rq->path, "/") == 0 ? "/runs" : rq->path);
 		html_redirect(rq, req_strdup(rq, buf_cstr(&b)));
 		buf_release(&b);
 		return;
 	}
-	if (get && (strcmp(p, "/") == 0)) {
-		html_redirect(rq, "/runs");
-	} else if (get && strcmp(p, "/runs") == 0) {
-		page_runs(rq);
-	} else if (get && strncmp(p, "/runs/", 6) == 0 && is_id(p + 6)) {
-		page_run(rq, p + 6);
-	} else if (get && strncmp(p, "/clusters/", 10) == 0 && is_id(p + 10)) {
-		page_cluster(rq, p + 10);
-	} else if (get && strcmp(p, "/streams") == 0) {
-		page_streams(rq);
-	} else if (get && strncmp(p, "/streams/", 9) == 0) {
-		page_stream(rq, p + 9);
-	} else if (get && strcmp(p, "/signatures") == 0) {
-		page_signatures(rq);
-	} else if (post && strcmp(p, "/signatures/new") == 0) {
-		post_signature_new(rq);
-	} else if (post && strcmp(p, "/signatures/import") == 0) {
-		post_signature_import(rq);
-	} else if (post && strncmp(p, "/signatures/", 12) == 0 && is_id(p + 12)) {
-		post_signature_update(rq, p + 12);
-	} else {
+	if (!m.route) {
 		html_error(rq, 404, "No such page.");
+		return;
 	}
+	m.route->fn(rq, m.arg);
 }

@@ -1,5 +1,5 @@
 /* plot: a line plot with nice ticks and a legend, as SVG (see plot.h). */
-#include "plot.h"
+#include "web/plot.h"
 
 #include <float.h>
 #include <math.h>

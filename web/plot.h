@@ -9,7 +9,7 @@
 #ifndef SM_PLOT_H
 #define SM_PLOT_H
 
-#include "buf.h"
+#include "common/buf.h"
 
 #include <stddef.h>
 

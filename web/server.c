@@ -1,14 +1,17 @@
-/* server: sm-web's HTTP server, authentication and request plumbing (see server.h). */
-#include "server.h"
-#include "arena.h"
-#include "db.h"
-#include "framecache.h"
-#include "httpd.h"
-#include "log.h"
-#include "run.h"
-#include "sha256.h"
-#include "static.h"
-#include "util.h"
+/* server: sm-web's HTTP daemon: connections, the database pool, the embedded worker (see server.h). */
+#include "web/server.h"
+#include "common/arena.h"
+#include "common/db.h"
+#include "common/httpd.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "common/util.h"
+#include "miner/run.h"
+#include "web/api.h"
+#include "web/framecache.h"
+#include "web/pages.h"
+#include "web/static.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -25,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define COOKIE "sm_token"
 #define POOL_WAIT_S 10
 
 /* Pages may load scripts, styles and images from this server only, nothing inline. */
@@ -42,27 +44,48 @@ struct pool {
 
 struct web {
 	const struct web_config *cfg;
-	struct auth_cache *auth;
-	struct framecache *frames;
+	struct req_env env;         /* what every request shares: tokens, frame names, the secret */
 	struct pool pool;
-	unsigned char secret[32];   /* keys the cross-site request tokens; new at each start */
 	atomic_llong requests;
 };
 
 static struct web W;
-static volatile sig_atomic_t worker_stop;
 
-void web_config_default(struct web_config *c)
+/* ---- a request's headers, query and cookies, from libmicrohttpd ---- */
+
+static enum MHD_ValueKind mhd_kind(enum req_kind kind)
 {
-	memset(c, 0, sizeof(*c));
-	c->listen = "127.0.0.1:8081";
-	c->threads = 4;
-	c->max_connections = 256;
-	c->max_body = 8u << 20;
-	c->worker = true;
-	c->auth_ttl_ms = 10000;
-	c->frame_cache_bytes = (size_t)256 << 20;
+	return kind == REQ_QUERY ? MHD_GET_ARGUMENT_KIND : kind == REQ_COOKIE ? MHD_COOKIE_KIND : MHD_HEADER_KIND;
 }
+
+static const char *mhd_lookup(void *conn, enum req_kind kind, const char *name)
+{
+	return MHD_lookup_connection_value(conn, mhd_kind(kind), name);
+}
+
+struct each {
+	bool (*fn)(void *cls, const char *key, const char *value);
+	void *cls;
+};
+
+static enum MHD_Result each_value(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct each *e = cls;
+
+	(void)kind;
+	return e->fn(e->cls, key, value ? value : "") ? MHD_YES : MHD_NO;
+}
+
+static void mhd_each(void *conn, enum req_kind kind, bool (*fn)(void *cls, const char *key, const char *value),
+		     void *cls)
+{
+	struct each e = { fn, cls };
+
+	MHD_get_connection_values(conn, mhd_kind(kind), each_value, &e);
+}
+
+static const struct req_source mhd_source = { mhd_lookup, mhd_each };
+static volatile sig_atomic_t worker_stop;
 
 /* ---- the connection pool ---- */
 
@@ -95,304 +118,6 @@ static void pool_put(struct pool *p, PGconn *c)
 	p->idle[p->nidle++] = c;
 	pthread_cond_signal(&p->cond);
 	pthread_mutex_unlock(&p->lock);
-}
-
-/* ---- request helpers ---- */
-
-const char *req_query(struct req *rq, const char *name)
-{
-	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-struct each {
-	bool (*fn)(void *cls, const char *key, const char *value);
-	void *cls;
-};
-
-static enum MHD_Result each_value(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-	struct each *e = cls;
-
-	(void)kind;
-	return e->fn(e->cls, key, value ? value : "") ? MHD_YES : MHD_NO;
-}
-
-void req_query_each(struct req *rq, bool (*fn)(void *cls, const char *key, const char *value), void *cls)
-{
-	struct each e = { fn, cls };
-
-	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, each_value, &e);
-}
-
-const char *req_header(struct req *rq, const char *name)
-{
-	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
-}
-
-int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n)
-{
-	int32_t tmp[1024];
-	int k = ids ? db_parse_int_array(ids, tmp, 1024) : 0;
-	char err[256];
-
-	*n = 0;
-	*names = arena_calloc(rq->a, k > 0 ? (size_t)k : 1, sizeof(char *));
-	if (k < 0 || !*names)
-		return -1;
-	if (k && framecache_names(rq->frames, rq->db, tmp, (size_t)k, *names, rq->a, err, sizeof(err)) < 0) {
-		log_warn("frame names", "error=\"%s\"", err);
-		return -1;
-	}
-	*n = (size_t)k;
-	return 0;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-	long long x = *(const long long *)a, y = *(const long long *)b;
-
-	return (x > y) - (x < y);
-}
-
-const char *req_id_array(struct req *rq, PGresult *r, int col)
-{
-	int n = PQntuples(r);
-	long long *v = arena_alloc(rq->a, ((size_t)n + 1) * sizeof(*v));
-	struct buf b = BUF_INIT(0);
-	const char *out;
-
-	if (!v)
-		return "{}";
-	for (int i = 0; i < n; i++)
-		v[i] = strtoll(PQgetvalue(r, i, col), NULL, 10);
-	qsort(v, (size_t)n, sizeof(*v), cmp_ll);
-	buf_putc(&b, '{');
-	for (int i = 0; i < n; i++)
-		if (i == 0 || v[i] != v[i - 1])
-			buf_printf(&b, b.len > 1 ? ",%lld" : "%lld", v[i]);
-	buf_putc(&b, '}');
-	out = req_strdup(rq, buf_cstr(&b));
-	buf_release(&b);
-	return out ? out : "{}";
-}
-
-void req_add_header(struct req *rq, const char *name, const char *value)
-{
-	if (rq->nheaders < REQ_MAX_HEADERS && name && value) {
-		rq->hname[rq->nheaders] = name;
-		rq->hval[rq->nheaders++] = value;
-	}
-}
-
-char *req_strdup(struct req *rq, const char *s)
-{
-	return arena_strndup(rq->a, s, strlen(s));
-}
-
-char *req_printf(struct req *rq, const char *fmt, ...)
-{
-	char tmp[1024];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return NULL;
-	return arena_strndup(rq->a, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
-}
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent- and plus-decodes s[0..n) into the arena. */
-static char *form_decode(struct req *rq, const char *s, size_t n)
-{
-	char *out = arena_alloc(rq->a, n + 1), *o = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '+') {
-			*o++ = ' ';
-		} else if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-			*o++ = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
-			i += 2;
-		} else {
-			*o++ = s[i];
-		}
-	}
-	*o = '\0';
-	return out;
-}
-
-const char *req_form(struct req *rq, const char *name)
-{
-	const char *p = rq->body.data ? rq->body.data : "", *end = p + rq->body.len;
-	size_t nl = strlen(name);
-
-	while (p < end) {
-		const char *amp = memchr(p, '&', (size_t)(end - p)), *stop = amp ? amp : end;
-		const char *eq = memchr(p, '=', (size_t)(stop - p));
-
-		if (eq && (size_t)(eq - p) == nl && memcmp(p, name, nl) == 0) {
-			char *v = form_decode(rq, eq + 1, (size_t)(stop - eq - 1));
-			/* decoded text must be UTF-8 like everything else */
-			return v && util_utf8_valid(v, strlen(v)) ? v : NULL;
-		}
-		p = stop + 1;
-	}
-	return NULL;
-}
-
-void req_json_error(struct req *rq, int status, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* messages quote what the client sent (cut at a byte count): keep the JSON UTF-8 */
-	for (size_t i = 0, len, n = strlen(msg); i < n; i += len)
-		if (!(len = util_utf8_seq((const unsigned char *)msg + i, n - i))) {
-			msg[i] = '?';
-			len = 1;
-		}
-	buf_reset(&rq->out);
-	buf_puts(&rq->out, "{\"error\": ");
-	buf_put_json_str(&rq->out, msg, strlen(msg));
-	buf_puts(&rq->out, "}\n");
-	rq->status = status;
-	rq->ctype = "application/json";
-}
-
-static void text_error(struct req *rq, int status, const char *msg)
-{
-	buf_reset(&rq->out);
-	buf_puts(&rq->out, msg);
-	buf_putc(&rq->out, '\n');
-	rq->status = status;
-	rq->ctype = "text/plain; charset=utf-8";
-}
-
-/* ---- authentication ---- */
-
-static void csrf_of(const char *token, char out[33])
-{
-	unsigned char in[32 + AUTH_TOKEN_LEN + 1], h[SHA256_LEN];
-	size_t tl = strnlen(token, AUTH_TOKEN_LEN + 1);
-
-	memcpy(in, W.secret, 32);
-	memcpy(in + 32, token, tl);
-	sha256(in, 32 + tl, h);
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", h[i]);
-}
-
-static void authenticate(struct req *rq)
-{
-	const char *hdr = req_header(rq, MHD_HTTP_HEADER_AUTHORIZATION);
-	const char *cookie = MHD_lookup_connection_value(rq->conn, MHD_COOKIE_KIND, COOKIE);
-	enum auth_role role = AUTH_NONE;
-
-	rq->role = AUTH_NONE;
-	rq->csrf[0] = '\0';
-	if (hdr) {
-		if (auth_check(W.auth, rq->db, hdr, &role) == 0)
-			rq->role = role;
-		return;
-	}
-	if (cookie && strlen(cookie) == AUTH_TOKEN_LEN && auth_check(W.auth, rq->db, cookie, &role) == 0 &&
-	    role != AUTH_NONE) {
-		rq->role = role;
-		rq->via_cookie = true;
-		csrf_of(cookie, rq->csrf);
-	}
-}
-
-bool req_may_read(struct req *rq)
-{
-	return rq->role >= AUTH_ANALYST || rq->cfg->anonymous_read;
-}
-
-/* The Origin header, when a browser sends one, names this server. */
-static bool same_origin(struct req *rq)
-{
-	const char *origin = req_header(rq, "Origin"), *host = req_header(rq, MHD_HTTP_HEADER_HOST);
-	const char *rest;
-
-	if (!origin)
-		return true;
-	if (!host)
-		return false;
-	if (strncmp(origin, "http://", 7) == 0)
-		rest = origin + 7;
-	else if (strncmp(origin, "https://", 8) == 0)
-		rest = origin + 8;
-	else
-		return false;
-	return strcmp(rest, host) == 0;
-}
-
-bool req_may_write(struct req *rq, bool json)
-{
-	const char *why = NULL;
-	int status = 403;
-
-	if (rq->role < AUTH_ANALYST) {
-		why = rq->role == AUTH_NONE ? "an analyst or admin token is required" :
-					      "this token may not change anything (analyst or admin needed)";
-		status = rq->role == AUTH_NONE ? 401 : 403;
-	} else if (rq->via_cookie) {
-		const char *t = req_header(rq, "X-CSRF-Token");
-		if (!t)
-			t = req_form(rq, "csrf");
-		if (!same_origin(rq))
-			why = "cross-site request refused (Origin is not this server)";
-		else if (!t || strlen(t) != 32 || !util_ct_equal(t, rq->csrf, 32))
-			why = "cross-site request token missing or wrong (reload the page)";
-	}
-	if (!why)
-		return true;
-	if (json)
-		req_json_error(rq, status, "%s", why);
-	else
-		text_error(rq, status, why);
-	return false;
-}
-
-enum auth_role req_login(struct req *rq, const char *token)
-{
-	enum auth_role role = AUTH_NONE;
-
-	if (!token || strlen(token) != AUTH_TOKEN_LEN || auth_check(W.auth, rq->db, token, &role) < 0)
-		return AUTH_NONE;
-	if (role >= AUTH_ANALYST) {
-		req_add_header(rq, MHD_HTTP_HEADER_SET_COOKIE,
-			       req_printf(rq, COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000%s",
-					  token, rq->cfg->cookie_secure ? "; Secure" : ""));
-		rq->via_cookie = true;
-		rq->role = role;
-		csrf_of(token, rq->csrf);
-	}
-	return role;
-}
-
-void req_logout(struct req *rq)
-{
-	req_add_header(rq, MHD_HTTP_HEADER_SET_COOKIE,
-		       req_printf(rq, COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s",
-				  rq->cfg->cookie_secure ? "; Secure" : ""));
 }
 
 /* ---- the HTTP side ---- */
@@ -452,7 +177,7 @@ static void serve_static(struct req *rq)
 			req_add_header(rq, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=300");
 			return;
 		}
-	text_error(rq, 404, "no such file");
+	req_text_error(rq, 404, "no such file");
 }
 
 /* The first query parameter whose name or value is not UTF-8 (the database refuses such text). */
@@ -475,7 +200,7 @@ static void dispatch(struct req *rq)
 		PGresult *r = PQexec(rq->db, "SELECT 1");
 		bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
 		PQclear(r);
-		text_error(rq, ok ? 200 : 503, ok ? "ok" : "database unreachable");
+		req_text_error(rq, ok ? 200 : 503, ok ? "ok" : "database unreachable");
 		return;
 	}
 	if (strncmp(rq->path, "/static/", 8) == 0) {
@@ -487,10 +212,10 @@ static void dispatch(struct req *rq)
 		if (api)
 			req_json_error(rq, 400, "%.64s: a query parameter must be UTF-8", bad);
 		else
-			text_error(rq, 400, "a query parameter is not UTF-8");
+			req_text_error(rq, 400, "a query parameter is not UTF-8");
 		return;
 	}
-	authenticate(rq);
+	req_authenticate(rq);
 	if (api)
 		api_handle(rq);
 	else
@@ -516,8 +241,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		}
 		rq->conn = conn;
+		rq->src = &mhd_source;
+		rq->env = &W.env;
 		rq->cfg = W.cfg;
-		rq->frames = W.frames;
+		rq->frames = W.env.frames;
 		rq->method = method_of(method);
 		rq->body.max = W.cfg->max_body;
 		rq->out.max = 64u << 20;
@@ -548,6 +275,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return send_response(rq);
 	}
 	dispatch(rq);
+	if (buf_error(&rq->out) != BUF_OK) {
+		/* never a response cut short: what could not be built is an error */
+		char why[64];
+
+		snprintf(why, sizeof(why), "%s", buf_error_text(&rq->out));
+		if (strncmp(rq->path, "/api/", 5) == 0)
+			req_json_error(rq, 500, "the response could not be built: %s", why);
+		else
+			req_text_error(rq, 500, "The page could not be built: it would be too large or the server is out of memory.");
+	}
 	pool_put(&W.pool, rq->db);
 	rq->db = NULL;
 	atomic_fetch_add(&W.requests, 1);
@@ -616,6 +353,7 @@ int web_run(const struct web_config *cfg)
 
 	memset(&W, 0, sizeof(W));
 	W.cfg = cfg;
+	W.env.cfg = cfg;
 	fam = httpd_parse_listen(cfg->listen, &addr, &addrlen);
 	if (fam < 0) {
 		log_error("bad --listen address", "listen=\"%s\" want=ADDR:PORT", cfg->listen);
@@ -626,17 +364,17 @@ int web_run(const struct web_config *cfg)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	if (util_random(W.secret, sizeof(W.secret)) < 0) {
+	if (util_random(W.env.secret, sizeof(W.env.secret)) < 0) {
 		log_error("no randomness for the session secret", "%s", "");
 		return -1;
 	}
-	W.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
-	W.frames = framecache_open(cfg->frame_cache_bytes);
+	W.env.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
+	W.env.frames = framecache_open(cfg->frame_cache_bytes);
 	pthread_mutex_init(&W.pool.lock, NULL);
 	pthread_cond_init(&W.pool.cond, NULL);
 	W.pool.size = cfg->threads;
 	W.pool.idle = calloc((size_t)cfg->threads, sizeof(PGconn *));
-	if (!W.auth || !W.frames || !W.pool.idle) {
+	if (!W.env.auth || !W.env.frames || !W.pool.idle) {
 		log_error("out of memory at start", "%s", "");
 		goto out_pool;
 	}
@@ -694,7 +432,7 @@ out_pool:
 	for (int i = 0; i < W.pool.nidle; i++)
 		PQfinish(W.pool.idle[i]);
 	free(W.pool.idle);
-	auth_cache_free(W.auth);
-	framecache_free(W.frames);
+	auth_cache_free(W.env.auth);
+	framecache_free(W.env.frames);
 	return rc;
 }

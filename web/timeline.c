@@ -1,5 +1,5 @@
 /* timeline: a stream's events per thread on a time axis, as SVG (see timeline.h). */
-#include "timeline.h"
+#include "web/timeline.h"
 
 #include <math.h>
 #include <stdio.h>

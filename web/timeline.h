@@ -13,7 +13,7 @@
 #ifndef SM_TIMELINE_H
 #define SM_TIMELINE_H
 
-#include "buf.h"
+#include "common/buf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,10 +3,10 @@
  * libsmguard.so and SM_GUARD_* settings), prints those settings, and shows
  * and merges performance profiles. See docs/guard.md.
  */
-#include "guard/config.h"
-#include "guard/profile.h"
-#include "buf.h"
-#include "util.h"
+#include "agent/guard/config.h"
+#include "agent/guard/profile.h"
+#include "common/buf.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <getopt.h>

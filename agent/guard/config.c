@@ -1,6 +1,6 @@
 /* config: SM_GUARD_* settings, parsed and checked from one table (see config.h). */
-#include "guard/config.h"
-#include "util.h"
+#include "agent/guard/config.h"
+#include "common/util.h"
 
 #include <fnmatch.h>
 #include <signal.h>

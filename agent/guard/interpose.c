@@ -16,7 +16,7 @@
  *   - exec disarms the thread's CPU timer first; pthread_create notes the new
  *     thread's stack base; dlopen/dlclose keep the sampler out of the loader.
  */
-#include "guard/rt.h"
+#include "agent/guard/rt.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* modmap: loaded modules and their build ids, from dl_iterate_phdr (see modmap.h). */
-#include "guard/modmap.h"
-#include "util.h"
-#include "vec.h"
+#include "agent/guard/modmap.h"
+#include "common/util.h"
+#include "common/vec.h"
 
 #include <elf.h>
 #include <link.h>
@@ -68,7 +68,7 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *ctx)
 	}
 	if (lo >= hi)
 		return 0;
-	if (vec_reserve((void **)&c->mods, &c->cap, c->n + 1, sizeof(*c->mods)) < 0) {
+	if (vec_reserve(&c->mods, &c->cap, c->n + 1, sizeof(*c->mods)) < 0) {
 		c->oom = 1;
 		return 1;
 	}

@@ -1,9 +1,10 @@
 /* profile: performance profiles, their JSON form, exact merging and unit clustering (see profile.h). */
-#include "guard/profile.h"
-#include "hclust.h"
-#include "intern.h"
-#include "util.h"
-#include "vec.h"
+#include "agent/guard/profile.h"
+#include "clusterer/linkage.h"
+#include "common/intern.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "common/vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -134,7 +135,7 @@ int64_t gp_add_module(struct gprofile *p, const char *name, const char *build_id
 			return (int64_t)i;
 	if (p->nmodules >= GP_MAX_MODULES)
 		return gp_fail(p, "more than %d modules", GP_MAX_MODULES);
-	if (vec_reserve((void **)&p->modules, &p->capmodules, p->nmodules + 1, sizeof(*p->modules)) < 0)
+	if (vec_reserve(&p->modules, &p->capmodules, p->nmodules + 1, sizeof(*p->modules)) < 0)
 		return gp_fail(p, "out of memory");
 	m = &p->modules[p->nmodules];
 	m->name = strdup(name);
@@ -200,7 +201,7 @@ int64_t gp_add_loop(struct gprofile *p, const struct gp_site *site, const char *
 		return gp_fail(p, "loop site: module %u out of range", site->module);
 	if (p->nloops >= GP_MAX_LOOPS)
 		return gp_fail(p, "more than %d loop sites", GP_MAX_LOOPS);
-	if (vec_reserve((void **)&p->loops, &p->caploops, p->nloops + 1, sizeof(*p->loops)) < 0)
+	if (vec_reserve(&p->loops, &p->caploops, p->nloops + 1, sizeof(*p->loops)) < 0)
 		return gp_fail(p, "out of memory");
 	l = &p->loops[p->nloops];
 	memset(l, 0, sizeof(*l));
@@ -239,8 +240,8 @@ int64_t gp_add_context(struct gprofile *p, uint32_t loop, const struct gp_site *
 		path += pathlen - GP_MAX_PATH;
 		pathlen = GP_MAX_PATH;
 	}
-	if (vec_reserve((void **)&l->contexts, &l->capcontexts, l->ncontexts + 1, sizeof(*l->contexts)) < 0 ||
-	    vec_reserve((void **)&l->paths, &l->cappaths, l->npaths + pathlen, sizeof(*l->paths)) < 0)
+	if (vec_reserve(&l->contexts, &l->capcontexts, l->ncontexts + 1, sizeof(*l->contexts)) < 0 ||
+	    vec_reserve(&l->paths, &l->cappaths, l->npaths + pathlen, sizeof(*l->paths)) < 0)
 		return gp_fail(p, "out of memory");
 	c = &l->contexts[l->ncontexts];
 	c->site = *site;
@@ -294,8 +295,8 @@ int64_t gp_add_class(struct gprofile *p, uint32_t loop, const uint32_t *ctx, uin
 	if (id < 0)
 		return -2;  /* full: the units still count in loop->all */
 	if (added) {
-		if (vec_reserve((void **)&l->classes, &l->capclasses, l->nclasses + 1, sizeof(*l->classes)) < 0 ||
-		    vec_reserve((void **)&l->ctxs, &l->capctxs, l->nctxs + m, sizeof(*l->ctxs)) < 0)
+		if (vec_reserve(&l->classes, &l->capclasses, l->nclasses + 1, sizeof(*l->classes)) < 0 ||
+		    vec_reserve(&l->ctxs, &l->capctxs, l->nctxs + m, sizeof(*l->ctxs)) < 0)
 			return gp_fail(p, "out of memory");
 		c = &l->classes[l->nclasses++];
 		memset(c, 0, sizeof(*c));
@@ -576,8 +577,8 @@ static int cluster_labels(struct gprofile *p, struct gp_loop *l, uint32_t *label
 	uint32_t (*sets)[GP_MAX_CLASS_CONTEXTS] = NULL;
 	uint32_t *nsets = NULL;
 	double *dist = NULL;
-	struct hclust_merge *z = NULL;
-	struct hclust *h = NULL;
+	struct linkage_merge *z = NULL;
+	struct linkage *h = NULL;
 	double cut = p->cut;
 	int rc = -1;
 
@@ -592,7 +593,7 @@ static int cluster_labels(struct gprofile *p, struct gp_loop *l, uint32_t *label
 	nsets = malloc(vec_bytes(n, sizeof(*nsets)));
 	dist = malloc(vec_bytes(npairs, sizeof(*dist)));
 	z = malloc(vec_bytes(n, sizeof(*z)));
-	h = hclust_open();
+	h = linkage_open();
 	if (!sets || !nsets || !dist || !z || !h) {
 		gp_fail(p, "out of memory");
 		goto out_free;
@@ -602,16 +603,16 @@ static int cluster_labels(struct gprofile *p, struct gp_loop *l, uint32_t *label
 	for (size_t i = 0, k = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
 			dist[k++] = unit_distance(l, &ps, sets[i], nsets[i], sets[j], nsets[j]);
-	if (hclust_linkage(h, dist, n, HCLUST_AVERAGE, z) < 0) {
-		gp_fail(p, "clustering: %s", hclust_error(h));
+	if (linkage_dense(h, dist, n, LINKAGE_AVERAGE, z) < 0) {
+		gp_fail(p, "clustering: %s", linkage_error(h));
 		goto out_free;
 	}
 	/* more types than inference can tell apart: raise the cut to the merges that bring them down */
 	if (n > GP_MAX_TYPES && z[n - 1 - GP_MAX_TYPES].dist > cut)
 		cut = z[n - 1 - GP_MAX_TYPES].dist;
 	for (;;) {
-		if (hclust_fcluster(h, z, n, cut, label, nlabels) < 0) {
-			gp_fail(p, "clustering: %s", hclust_error(h));
+		if (linkage_fcluster(h, z, n, cut, label, nlabels) < 0) {
+			gp_fail(p, "clustering: %s", linkage_error(h));
 			goto out_free;
 		}
 		if (*nlabels <= GP_MAX_TYPES)
@@ -620,7 +621,7 @@ static int cluster_labels(struct gprofile *p, struct gp_loop *l, uint32_t *label
 	}
 	rc = 0;
 out_free:
-	hclust_free(h);
+	linkage_free(h);
 	free(z);
 	free(dist);
 	free(nsets);
@@ -650,7 +651,7 @@ static int cluster_loop(struct gprofile *p, struct gp_loop *l, uint32_t *first_n
 	rank = calloc(nlabels, sizeof(*rank));
 	mark = calloc(l->ncontexts + 1, 1);
 	if (!order || !rank || !mark ||
-	    vec_reserve((void **)&l->types, &l->captypes, nlabels, sizeof(*l->types)) < 0) {
+	    vec_reserve(&l->types, &l->captypes, nlabels, sizeof(*l->types)) < 0) {
 		gp_fail(p, "out of memory");
 		goto out_free;
 	}
@@ -689,7 +690,7 @@ static int cluster_loop(struct gprofile *p, struct gp_loop *l, uint32_t *first_n
 		for (size_t ci = 0; ci < l->ncontexts; ci++) {
 			if (!mark[ci])
 				continue;
-			if (vec_reserve((void **)&l->tctxs, &l->captctxs, l->ntctxs + 1, sizeof(*l->tctxs)) < 0) {
+			if (vec_reserve(&l->tctxs, &l->captctxs, l->ntctxs + 1, sizeof(*l->tctxs)) < 0) {
 				gp_fail(p, "out of memory");
 				goto out_free;
 			}
@@ -763,163 +764,155 @@ int gp_cluster(struct gprofile *p, int64_t min_threshold_ns)
 
 /* ---- JSON out ---- */
 
-static void put_stats(struct buf *b, const struct gp_stats *st)
+static void put_stats(struct jsonw *w, const struct gp_stats *st)
 {
-	buf_printf(b, "\"n\":%llu,\"mean_ns\":", (unsigned long long)st->n);
-	buf_put_double(b, st->mean);
-	buf_puts(b, ",\"m2\":");
-	buf_put_double(b, st->m2);
+	jsonw_ku64(w, "n", st->n);
+	jsonw_kdouble(w, "mean_ns", st->mean);
+	jsonw_kdouble(w, "m2", st->m2);
 }
 
-static void put_threshold(struct buf *b, double t);
+static void put_threshold(struct jsonw *w, double t)
+{
+	jsonw_i64(w, isfinite(t) && t < 9e18 ? (int64_t)llround(t) : 0);
+}
 
 /* "sizes":[[bucket,n,mean,m2],...] for the buckets that have units; types add every bucket's threshold */
-static void put_sizes(struct buf *b, const struct gp_stats *size, const double *thr)
+static void put_sizes(struct jsonw *w, const struct gp_stats *size, const double *thr)
 {
-	int first = 1;
-
-	buf_puts(b, ",\"sizes\":[");
+	jsonw_karray(w, "sizes");
 	for (unsigned k = 0; k < GP_BUCKETS; k++) {
 		if (!size[k].n)
 			continue;
-		buf_printf(b, "%s[%u,%llu,", first ? "" : ",", k, (unsigned long long)size[k].n);
-		buf_put_double(b, size[k].mean);
-		buf_putc(b, ',');
-		buf_put_double(b, size[k].m2);
-		buf_putc(b, ']');
-		first = 0;
+		jsonw_array(w);
+		jsonw_u64(w, k);
+		jsonw_u64(w, size[k].n);
+		jsonw_double(w, size[k].mean);
+		jsonw_double(w, size[k].m2);
+		jsonw_end(w);
 	}
-	buf_putc(b, ']');
+	jsonw_end(w);
 	if (!thr)
 		return;
-	buf_puts(b, ",\"size_thresholds_ns\":[");
-	for (unsigned k = 0; k < GP_BUCKETS; k++) {
-		if (k)
-			buf_putc(b, ',');
-		put_threshold(b, thr[k]);
-	}
-	buf_putc(b, ']');
+	jsonw_karray(w, "size_thresholds_ns");
+	for (unsigned k = 0; k < GP_BUCKETS; k++)
+		put_threshold(w, thr[k]);
+	jsonw_end(w);
 }
 
-static void put_site(struct buf *b, const struct gp_site *s)
+static void put_site(struct jsonw *w, const struct gp_site *s)
 {
-	buf_printf(b, "\"module\":%u,\"offset\":\"0x%llx\",\"depth\":%lld,\"call\":", s->module,
-		   (unsigned long long)s->offset, (long long)s->depth);
-	buf_put_json_str(b, s->call, strlen(s->call));
+	char off[24];
+
+	snprintf(off, sizeof(off), "0x%llx", (unsigned long long)s->offset);
+	jsonw_ku64(w, "module", s->module);
+	jsonw_kstr(w, "offset", off);
+	jsonw_ki64(w, "depth", s->depth);
+	jsonw_kstr(w, "call", s->call);
 }
 
-static void put_u32_list(struct buf *b, const uint32_t *v, size_t n)
+static void put_u32_list(struct jsonw *w, const char *key, const uint32_t *v, size_t n)
 {
-	buf_putc(b, '[');
+	jsonw_karray(w, key);
 	for (size_t i = 0; i < n; i++)
-		buf_printf(b, "%s%u", i ? "," : "", v[i]);
-	buf_putc(b, ']');
-}
-
-static void put_threshold(struct buf *b, double t)
-{
-	buf_put_i64(b, isfinite(t) && t < 9e18 ? (int64_t)llround(t) : 0);
+		jsonw_u64(w, v[i]);
+	jsonw_end(w);
 }
 
 int gp_write(const struct gprofile *p, struct buf *b)
 {
 	size_t nframes = intern_count(p->frames);
-	size_t start = b->len;
 	char when[32] = "";
 	struct tm tm;
 	time_t updated = (time_t)p->updated_s;
+	struct jsonw w;
 
 	if (p->updated_s > 0 && gmtime_r(&updated, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	buf_puts(b, "{\"format\":\"" GP_FORMAT "\",\"v\":1,\"build_id\":");
-	buf_put_json_str(b, p->build_id, strlen(p->build_id));
-	buf_puts(b, ",\n \"exe\":");
-	buf_put_json_str(b, p->exe ? p->exe : "", p->exe ? strlen(p->exe) : 0);
-	buf_puts(b, ",\"k\":");
-	buf_put_double(b, p->k);
-	buf_puts(b, ",\"cut\":");
-	buf_put_double(b, p->cut);
-	buf_puts(b, ",\"updated\":");
-	buf_put_json_str(b, when, strlen(when));
-	buf_printf(b, ",\"units\":%llu,\n \"modules\":[", (unsigned long long)p->units);
+	/* a member per line down to each loop's contexts, classes and types */
+	jsonw_init_lines(&w, b, 4);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "format", GP_FORMAT);
+	jsonw_ki64(&w, "v", 1);
+	jsonw_kstr(&w, "build_id", p->build_id);
+	jsonw_kstr(&w, "exe", p->exe ? p->exe : "");
+	jsonw_kdouble(&w, "k", p->k);
+	jsonw_kdouble(&w, "cut", p->cut);
+	jsonw_kstr(&w, "updated", when);
+	jsonw_ku64(&w, "units", p->units);
+	jsonw_karray(&w, "modules");
 	for (size_t i = 0; i < p->nmodules; i++) {
-		buf_puts(b, i ? ",\n  {\"name\":" : "\n  {\"name\":");
-		buf_put_json_str(b, p->modules[i].name, strlen(p->modules[i].name));
-		buf_puts(b, ",\"build_id\":");
-		buf_put_json_str(b, p->modules[i].build_id, strlen(p->modules[i].build_id));
-		buf_putc(b, '}');
+		jsonw_object(&w);
+		jsonw_kstr(&w, "name", p->modules[i].name);
+		jsonw_kstr(&w, "build_id", p->modules[i].build_id);
+		jsonw_end(&w);
 	}
-	buf_puts(b, "],\n \"frames\":[");
+	jsonw_end(&w);
+	jsonw_karray(&w, "frames");
 	for (size_t i = 0; i < nframes; i++) {
 		size_t len;
 		const char *f = intern_key(p->frames, (uint32_t)i, &len);
 
-		buf_puts(b, i ? ",\n  " : "\n  ");
-		buf_put_json_str(b, f, len);
+		jsonw_strn(&w, f, len);
 	}
-	buf_puts(b, "],\n \"loops\":[");
+	jsonw_end(&w);
+	jsonw_karray(&w, "loops");
 	for (size_t li = 0; li < p->nloops; li++) {
 		const struct gp_loop *l = &p->loops[li];
 
-		buf_puts(b, li ? ",\n  {\"site\":{" : "\n  {\"site\":{");
-		put_site(b, &l->site);
-		buf_puts(b, "},\"symbol\":");
-		if (l->symbol)
-			buf_put_json_str(b, l->symbol, strlen(l->symbol));
-		else
-			buf_puts(b, "null");
-		buf_printf(b, ",\"threads\":%llu,\"units\":{", (unsigned long long)l->threads);
-		put_stats(b, &l->all);
-		buf_puts(b, "},\"threshold_ns\":");
-		put_threshold(b, l->threshold_ns);
-		buf_puts(b, ",\n   \"contexts\":[");
+		jsonw_object(&w);
+		jsonw_kobject(&w, "site");
+		put_site(&w, &l->site);
+		jsonw_end(&w);
+		jsonw_kstr(&w, "symbol", l->symbol);
+		jsonw_ku64(&w, "threads", l->threads);
+		jsonw_kobject(&w, "units");
+		put_stats(&w, &l->all);
+		jsonw_end(&w);
+		jsonw_key(&w, "threshold_ns");
+		put_threshold(&w, l->threshold_ns);
+		jsonw_karray(&w, "contexts");
 		for (size_t i = 0; i < l->ncontexts; i++) {
 			const struct gp_context *c = &l->contexts[i];
 
-			buf_puts(b, i ? ",\n    {" : "\n    {");
-			put_site(b, &c->site);
-			buf_puts(b, ",\"path\":");
-			put_u32_list(b, l->paths + c->path_off, c->path_len);
-			buf_putc(b, '}');
+			jsonw_object(&w);
+			put_site(&w, &c->site);
+			put_u32_list(&w, "path", l->paths + c->path_off, c->path_len);
+			jsonw_end(&w);
 		}
-		buf_puts(b, "],\n   \"classes\":[");
+		jsonw_end(&w);
+		jsonw_karray(&w, "classes");
 		for (size_t i = 0; i < l->nclasses; i++) {
 			const struct gp_class *c = &l->classes[i];
 
-			buf_puts(b, i ? ",\n    {\"contexts\":" : "\n    {\"contexts\":");
-			put_u32_list(b, l->ctxs + c->ctx_off, c->nctx);
-			buf_putc(b, ',');
-			put_stats(b, &c->st);
-			put_sizes(b, c->size, NULL);
-			buf_printf(b, ",\"type\":%u}", c->type);
+			jsonw_object(&w);
+			put_u32_list(&w, "contexts", l->ctxs + c->ctx_off, c->nctx);
+			put_stats(&w, &c->st);
+			put_sizes(&w, c->size, NULL);
+			jsonw_ku64(&w, "type", c->type);
+			jsonw_end(&w);
 		}
-		buf_puts(b, "],\n   \"types\":[");
+		jsonw_end(&w);
+		jsonw_karray(&w, "types");
 		for (size_t t = 0; t < l->ntypes; t++) {
 			const struct gp_type *ty = &l->types[t];
 
-			buf_puts(b, t ? ",\n    {\"name\":" : "\n    {\"name\":");
-			buf_put_json_str(b, ty->name, strlen(ty->name));
-			buf_putc(b, ',');
-			put_stats(b, &ty->st);
-			buf_puts(b, ",\"sd_ns\":");
-			buf_put_double(b, gp_stats_sd(&ty->st));
-			buf_puts(b, ",\"threshold_ns\":");
-			put_threshold(b, ty->threshold_ns);
-			put_sizes(b, ty->size, ty->size_thr);
-			buf_printf(b, ",\"classes\":%u,\"contexts\":", ty->nclasses);
-			put_u32_list(b, l->tctxs + ty->ctx_off, ty->nctx);
-			buf_putc(b, '}');
+			jsonw_object(&w);
+			jsonw_kstr(&w, "name", ty->name);
+			put_stats(&w, &ty->st);
+			jsonw_kdouble(&w, "sd_ns", gp_stats_sd(&ty->st));
+			jsonw_key(&w, "threshold_ns");
+			put_threshold(&w, ty->threshold_ns);
+			put_sizes(&w, ty->size, ty->size_thr);
+			jsonw_ku64(&w, "classes", ty->nclasses);
+			put_u32_list(&w, "contexts", l->tctxs + ty->ctx_off, ty->nctx);
+			jsonw_end(&w);
 		}
-		buf_puts(b, "]}");
+		jsonw_end(&w);
+		jsonw_end(&w);
 	}
-	buf_puts(b, "]}\n");
-	/* the appends are checked once: a buf that failed keeps failing and stays short */
-	if (buf_putc(b, '\0') < 0) {
-		b->len = start;
-		return -1;
-	}
-	b->len--;
-	return 0;
+	jsonw_end(&w);
+	jsonw_end(&w);
+	return jsonw_finish(&w);
 }
 
 /* ---- JSON in ---- */
@@ -1217,7 +1210,7 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 	r->path[base] = '\0';
 	if (!(a = rd_array(r, lo, "types", GP_MAX_TYPES, &ntypes)))
 		return -1;
-	if (vec_reserve((void **)&l->types, &l->captypes, ntypes, sizeof(*l->types)) < 0)
+	if (vec_reserve(&l->types, &l->captypes, ntypes, sizeof(*l->types)) < 0)
 		return gp_fail(p, "out of memory");
 	for (size_t t = 0; t < ntypes; t++) {
 		json_object *o = json_object_array_get_idx(a, t);
@@ -1257,7 +1250,7 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 		if (!ctx)
 			return gp_fail(p, "out of memory");
 		if (rd_u32_list(r, o, "contexts", l->ncontexts, l->ncontexts, ctx, &n) < 0 ||
-		    vec_reserve((void **)&l->tctxs, &l->captctxs, l->ntctxs + n, sizeof(*l->tctxs)) < 0) {
+		    vec_reserve(&l->tctxs, &l->captctxs, l->ntctxs + n, sizeof(*l->tctxs)) < 0) {
 			free(ctx);
 			return p->err[0] ? -1 : gp_fail(p, "out of memory");
 		}

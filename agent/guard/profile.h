@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define GP_FORMAT "stackmine-guard-profile"
 #define GP_VERSION 1

@@ -7,16 +7,16 @@
  * duration as labels. Shipping is agent/ship.c's: zstd, retries with backoff,
  * the spool when the server cannot be reached.
  */
-#include "guard/rt.h"
-#include "guard/modmap.h"
-#include "guard/symbolize.h"
-#include "arena.h"
-#include "intern.h"
-#include "ship.h"
-#include "spool.h"
-#include "util.h"
-#include "vec.h"
-#include "wire.h"
+#include "agent/guard/modmap.h"
+#include "agent/guard/rt.h"
+#include "agent/guard/symbolize.h"
+#include "agent/ship.h"
+#include "agent/spool.h"
+#include "common/arena.h"
+#include "common/intern.h"
+#include "common/util.h"
+#include "common/vec.h"
+#include "common/wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -191,7 +191,7 @@ static void collect_slot(struct gslot *s, const struct gviol *v, struct arena *a
 		if (!overlaps(r, v->start, v->end))
 			continue;
 		copy = arena_alloc(a, r->len);
-		if (!copy || vec_reserve((void **)&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
+		if (!copy || vec_reserve(&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
 			return;
 		memcpy(copy, r, r->len);
 		out->v[out->n].rec = copy;
@@ -221,7 +221,7 @@ static void add_in_flight_wait(const struct gviol *v, struct arena *a, struct ev
 	}
 	if (!w) {
 		w = arena_alloc(a, sizeof(*w) + sizeof(w->ip[0]));
-		if (!w || vec_reserve((void **)&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
+		if (!w || vec_reserve(&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
 			return;
 		memset(w, 0, sizeof(*w));
 		w->len = (uint32_t)(sizeof(*w) + sizeof(w->ip[0]));
@@ -306,7 +306,7 @@ static int64_t stack_id(struct builder *b, const struct grec *r)
 	if (added) {
 		uint32_t *copy = arena_alloc(b->a, n * sizeof(ids[0]));
 
-		if (!copy || vec_reserve((void **)&b->stk, &b->capstk, b->nstk + 1, sizeof(*b->stk)) < 0)
+		if (!copy || vec_reserve(&b->stk, &b->capstk, b->nstk + 1, sizeof(*b->stk)) < 0)
 			return -1;
 		memcpy(copy, ids, n * sizeof(ids[0]));
 		b->stk[b->nstk].frames = copy;

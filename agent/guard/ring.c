@@ -1,5 +1,5 @@
 /* ring: per-thread event rings, written without locks, read by copy (see ring.h). */
-#include "guard/ring.h"
+#include "agent/guard/ring.h"
 
 #include <string.h>
 #include <sys/mman.h>

@@ -29,9 +29,9 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "guard/config.h"
-#include "guard/profile.h"
-#include "guard/ring.h"
+#include "agent/guard/config.h"
+#include "agent/guard/profile.h"
+#include "agent/guard/ring.h"
 
 #define GUARD_VERSION "1.0"
 #define GUARD_MAX_THREADS 2048

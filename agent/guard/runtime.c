@@ -10,11 +10,11 @@
  * leave the agent inert with the reason in SM_GUARD_LOG: a bad setting never
  * changes what the program does.
  */
-#include "guard/rt.h"
-#include "guard/modmap.h"
-#include "log.h"
-#include "sha256.h"
-#include "util.h"
+#include "agent/guard/modmap.h"
+#include "agent/guard/rt.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "common/util.h"
 
 #include <dlfcn.h>
 #include <errno.h>

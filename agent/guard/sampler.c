@@ -15,7 +15,7 @@
  * spinning without wrapped calls, is caught while it happens).
  */
 #define UNW_LOCAL_ONLY
-#include "guard/rt.h"
+#include "agent/guard/rt.h"
 
 #include <errno.h>
 #include <libunwind.h>

@@ -1,8 +1,8 @@
 /* symbolize: frame names from ELF symbols, through libdwfl, with no descriptor kept (see symbolize.h). */
-#include "guard/symbolize.h"
-#include "hash.h"
-#include "util.h"
-#include "vec.h"
+#include "agent/guard/symbolize.h"
+#include "common/hash.h"
+#include "common/util.h"
+#include "common/vec.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
@@ -56,7 +56,7 @@ static Elf *map_elf(struct gsym *s, const char *path)
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || (size_t)st.st_size > MAX_FILE ||
-	    vec_reserve((void **)&s->maps, &s->capmaps, s->nmaps + 1, sizeof(*s->maps)) < 0) {
+	    vec_reserve(&s->maps, &s->capmaps, s->nmaps + 1, sizeof(*s->maps)) < 0) {
 		close(fd);
 		return NULL;
 	}
@@ -277,7 +277,7 @@ size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)
 		s->cached = 0;
 		s->nnames = 0;
 	}
-	if (addr && vec_reserve((void **)&s->names, &s->capnames, s->nnames + n, 1) == 0) {
+	if (addr && vec_reserve(&s->names, &s->capnames, s->nnames + n, 1) == 0) {
 		for (size_t probe = 0; probe < 16; probe++) {
 			e = &s->cache[(h + probe) & (CACHE_SLOTS - 1)];
 			if (!e->addr) {

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "guard/modmap.h"
+#include "agent/guard/modmap.h"
 
 struct gsym;
 

@@ -11,11 +11,11 @@
  * workers) and its restarts all add to the same profile.
  */
 #define UNW_LOCAL_ONLY
-#include "guard/rt.h"
-#include "guard/modmap.h"
-#include "guard/symbolize.h"
-#include "intern.h"
-#include "vec.h"
+#include "agent/guard/modmap.h"
+#include "agent/guard/rt.h"
+#include "agent/guard/symbolize.h"
+#include "common/intern.h"
+#include "common/vec.h"
 
 #include <errno.h>
 #include <libunwind.h>
@@ -199,7 +199,7 @@ uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t 
 	pthread_mutex_lock(&tr->mu);
 	id = intern_put(tr->ctx_index, &key, sizeof(key), &added);
 	if (id >= 0 && added) {
-		if (vec_reserve((void **)&tr->ctx, &tr->capctx, tr->nctx + 1, sizeof(*tr->ctx)) == 0) {
+		if (vec_reserve(&tr->ctx, &tr->capctx, tr->nctx + 1, sizeof(*tr->ctx)) == 0) {
 			struct tctx *c = &tr->ctx[tr->nctx++];
 
 			c->ret = ret;
@@ -242,7 +242,7 @@ void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t 
 	tr->units++;
 	id = intern_put(tr->cls_index, key, (nctx + 1) * sizeof(key[0]), &added);
 	if (id >= 0 && added) {
-		if (vec_reserve((void **)&tr->cls, &tr->capcls, tr->ncls + 1, sizeof(*tr->cls)) == 0) {
+		if (vec_reserve(&tr->cls, &tr->capcls, tr->ncls + 1, sizeof(*tr->cls)) == 0) {
 			struct tclass *c = &tr->cls[tr->ncls++];
 
 			memset(c, 0, sizeof(*c));

@@ -11,9 +11,9 @@
  * per long wait or only when training stays out of line, so that the code of a
  * call's bookkeeping takes few cache lines from the program's.
  */
-#include "guard/rt.h"
-#include "guard/modmap.h"
-#include "hash.h"
+#include "agent/guard/modmap.h"
+#include "agent/guard/rt.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,10 +3,12 @@
  * importers. The first byte picks the format; the rest is the file. Whatever
  * imports must be a valid wire-format stream. Built and run by `make fuzz`.
  */
-#include "arena.h"
-#include "buf.h"
-#include "import.h"
-#include "wire.h"
+#include "agent/folded.h"
+#include "agent/import.h"
+#include "agent/perf.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	import_opts_init(&o);
 	o.host = "fuzz";
 	o.app = "fuzz";
-	im = importer_open(data[0] & 1 ? IMPORT_FOLDED : IMPORT_PERF, &o);
+	im = importer_open(data[0] & 1 ? &import_folded : &import_perf, &o);
 	if (importer_run(im, path, &s) == 0) {
 		struct buf b = BUF_INIT(0);
 		struct arena *a = arena_open(0);

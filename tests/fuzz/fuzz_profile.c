@@ -4,9 +4,9 @@
  * (agent/guard/config.c). A profile that loads must cluster, write, and load
  * again to the same text. Built and run by `make fuzz`.
  */
-#include "buf.h"
-#include "guard/config.h"
-#include "guard/profile.h"
+#include "agent/guard/config.h"
+#include "agent/guard/profile.h"
+#include "common/buf.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,10 +5,10 @@
  * hostile names through the HTML escaper and the SVG flame graph, which must
  * never let markup through. Built and run by `make fuzz`.
  */
-#include "arena.h"
-#include "buf.h"
-#include "flame.h"
-#include "params.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "miner/params.h"
+#include "web/flame.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,9 +3,9 @@
  * reader and every validation rule). Whatever it accepts must write back and
  * parse again to the same stream. Built and run by `make fuzz`.
  */
-#include "arena.h"
-#include "buf.h"
-#include "wire.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,8 +11,8 @@
 # of call-stack patterns clustered as a mining run clusters them: the flat
 # clusters must be SciPy's on the full matrix of 1 - Sim.
 #
-# Needs no database. SciPy comes from Debian (python3-scipy): installed here
-# when running as root, else the test fails with the command to run.
+# Needs no database. SciPy comes from Debian (python3-scipy), which
+# deploy/deps.sh test installs; without it the test fails saying so.
 export SM_TEST_FRESH_DB=0
 . "$(dirname "$0")/../lib.sh"
 
@@ -31,15 +31,7 @@ for cand in python3 /usr/bin/python3; do
 		break
 	fi
 done
-if [ -z "$py" ]; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		echo "installing the oracle: apt-get install -y python3-scipy python3-numpy"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-scipy python3-numpy >"$T_TMP/apt.log" 2>&1 ||
-			{ tail -n 20 "$T_TMP/apt.log"; t_bail "scipy" "apt-get install python3-scipy python3-numpy failed"; }
-		have_scipy /usr/bin/python3 && py=/usr/bin/python3
-	fi
-	[ -n "$py" ] || t_bail "scipy" "SciPy is missing: run 'apt-get install -y python3-scipy python3-numpy' as root"
-fi
+[ -n "$py" ] || t_bail "scipy" "SciPy is missing: deploy/deps.sh test installs it (python3-scipy python3-numpy)"
 echo "oracle: $("$py" -c 'import scipy, sys; print("scipy", scipy.__version__, "python", sys.version.split()[0])')"
 
 # The Python side writes the inputs, runs sm-cluster, compares and prints one

@@ -80,6 +80,7 @@ t_eq "guideline: bad option" "$?|$(cat "$T_TMP/e")" \
 
 # --- a lower threshold: both lock paths are maximal ---
 run --app lockapp --kind wait --threshold-ns 900
+WAIT_RUN=$RUN
 t_eq "lower threshold: patterns" "$(patterns "$RUN")" \
 "w 1 1500 3 3 app!main>app!loop>app!handle>libc!lock_wait $S1
 w 2 1000 2 2 app!main>app!loop2>app!handle>libc!lock_wait $S1B"
@@ -105,18 +106,36 @@ SIG1=$(cl signatures create --name lock-convoy --frame 'app!main' --frame 'app!h
 	--note 'stock ledger lock' --from-cluster "$LOCK_CLUSTER")
 t_eq "signature created" "$(pg_q "SELECT name, array_to_string(frames, '>'), status, note, from_cluster FROM signatures WHERE id = $SIG1")" \
 	"lock-convoy|app!main>app!handle>libc!lock_wait|open|stock ledger lock|$LOCK_CLUSTER"
+# coverage is per kind: the first run mined both, its wait events (2500 ns) come first
 t_eq "coverage of one signature (the lock waits of the first run)" "$(cl coverage "$FIRST_RUN")" \
-	"coverage 0.6250  covered 2500 ns of 4000 ns
+	"coverage 1.0000  covered 2500 ns of 2500 ns (wait events)
   $SIG1	2500	lock-convoy"
 SIG2=$(cl signatures create --name holder-cpu --frame 'app!compute' --status known)
-t_eq "coverage of all signatures" "$(cl coverage "$FIRST_RUN" | head -n 1)" "coverage 1.0000  covered 4000 ns of 4000 ns"
-t_eq "coverage of the chosen ones" "$(cl coverage --signatures "$SIG2" "$FIRST_RUN")" \
-	"coverage 0.3750  covered 1500 ns of 4000 ns
+t_eq "coverage of all signatures, wait events" "$(cl coverage "$FIRST_RUN")" \
+	"coverage 1.0000  covered 2500 ns of 2500 ns (wait events)
+  $SIG1	2500	lock-convoy
+  $SIG2	0	holder-cpu"
+t_eq "coverage of all signatures, run events" "$(cl coverage --kind run "$FIRST_RUN")" \
+	"coverage 1.0000  covered 1500 ns of 1500 ns (run events)
+  $SIG1	0	lock-convoy
   $SIG2	1500	holder-cpu"
-# triage over the first run (5 streams; each stream holds both signatures): one stream reveals all
+t_eq "coverage of the chosen ones" "$(cl coverage --signatures "$SIG2" --kind run "$FIRST_RUN")" \
+	"coverage 1.0000  covered 1500 ns of 1500 ns (run events)
+  $SIG2	1500	holder-cpu"
+# a wait-only run keeps no run events in its mining database, and has no run coverage
+t_eq "a wait-only run stores only wait stacks" \
+	"$(pg_q "SELECT string_agg(DISTINCT kind::text, ',') FROM run_stacks WHERE run_id = $WAIT_RUN")" "w"
+cl coverage --kind run "$WAIT_RUN" >/dev/null 2>"$T_TMP/e"
+t_eq "run coverage of a wait-only run" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: kind: run $WAIT_RUN mined wait events only"
+cl coverage --kind cpu "$WAIT_RUN" >/dev/null 2>"$T_TMP/e"
+t_eq "coverage: a bad kind" "$?|$(head -n 1 "$T_TMP/e")" "2|sm-cluster: --kind 'cpu': wait or run"
+# triage over the first run's wait events (5 streams; each reveals lock-convoy): one stream is enough
 t_eq "triage" "$(cl triage "$FIRST_RUN" | sed -n '1,2p;12p')" \
-"5 streams, coverage of all signatures 1.0000
+"5 streams, coverage of all signatures 1.0000 (wait events)
 coverage	random	greedy-total	greedy-max	signature
+1.0000	1	1	1	1"
+t_eq "triage of run events" "$(cl triage --kind run "$FIRST_RUN" | sed -n '1p;12p')" \
+"5 streams, coverage of all signatures 1.0000 (run events)
 1.0000	1	1	1	1"
 cl signatures update "$SIG1" --status known --note 'fixed in 1.3'
 t_eq "signature updated" "$(pg_q "SELECT status, note FROM signatures WHERE id = $SIG1")" "known|fixed in 1.3"

@@ -407,12 +407,16 @@ t_eq "signature: an empty patch changes nothing" "$HTTP_STATUS $(j '[j["status"]
 api GET "/api/v1/signatures/999999" "${AN[@]}"
 t_err "signature: missing" 404 "signature 999999: no such signature"
 
-# ---- coverage and triage (AOI cost of the run: 1800 + 4000 + 600) ----
+# ---- coverage and triage (AOI cost of the run: waits 1800 + 4000, CPU 600; per kind) ----
 api GET "/api/v1/runs/$RUN/coverage" "${AN[@]}"
-t_eq "coverage: all signatures" "$HTTP_STATUS $HTTP_BODY" \
-	"200 {\"run_id\": $RUN, \"coverage\": 0.90625, \"covered_cost_ns\": 5800, \"total_cost_ns\": 6400, \"by_signature\": [{\"signature_id\": $S1, \"name\": \"hostile-wait\", \"cost_ns\": 1800, \"coverage\": 0.28125}, {\"signature_id\": $S2, \"name\": \"disk-flush\", \"cost_ns\": 4000, \"coverage\": 0.625}]}"$'\n'
+t_eq "coverage: all signatures, wait events (the default)" "$HTTP_STATUS $HTTP_BODY" \
+	"200 {\"run_id\": $RUN, \"kind\": \"wait\", \"coverage\": 1, \"covered_cost_ns\": 5800, \"total_cost_ns\": 5800, \"by_signature\": [{\"signature_id\": $S1, \"name\": \"hostile-wait\", \"cost_ns\": 1800, \"coverage\": 0.3103448275862069}, {\"signature_id\": $S2, \"name\": \"disk-flush\", \"cost_ns\": 4000, \"coverage\": 0.6896551724137931}]}"$'\n'
 api GET "/api/v1/runs/$RUN/coverage?signatures=$S2" "${AN[@]}"
-t_eq "coverage: one signature" "$(j '[j["coverage"], j["covered_cost_ns"], j["total_cost_ns"], [s["signature_id"] for s in j["by_signature"]]]')" "[0.625,4000,6400,[$S2]]"
+t_eq "coverage: one signature" "$(j '[j["coverage"], j["covered_cost_ns"], j["total_cost_ns"], [s["signature_id"] for s in j["by_signature"]]]')" "[0.6896551724137931,4000,5800,[$S2]]"
+api GET "/api/v1/runs/$RUN/coverage?kind=run" "${AN[@]}"
+t_eq "coverage: run events, which no signature matches" "$HTTP_STATUS $(j '[j["kind"], j["coverage"], j["covered_cost_ns"], j["total_cost_ns"]]')" '200 ["run",0,0,600]'
+api GET "/api/v1/runs/$RUN/coverage?kind=cpu" "${AN[@]}"
+t_err "coverage: a bad kind" 400 "kind: must be wait or run"
 api GET "/api/v1/runs/$RUN/coverage?signatures=all" "${AN[@]}"
 t_eq "coverage: 'all'" "$(j 'j["covered_cost_ns"]')" 5800
 api GET "/api/v1/runs/$RUN/coverage?signatures=$S1,$S1" "${AN[@]}"
@@ -425,10 +429,11 @@ api GET "/api/v1/runs/$RUN/coverage?signatures=999999" "${AN[@]}"
 t_err "coverage: unknown signature" 400 "signatures: 1 of the 1 ids given do not exist"
 api GET "/api/v1/runs/999999/coverage" "${AN[@]}"
 t_err "coverage: missing run" 404 "run 999999: no such run"
-# triage: opening A or B reveals hostile-wait (31% of the reachable 90.625%), C reveals both
+# triage of the wait events: opening A or B reveals hostile-wait (31 % of the 100 % reachable), C
+# reveals both
 api GET "/api/v1/runs/$RUN/triage" "${AN[@]}"
-t_eq "triage: streams, maximum, levels (tenths of the maximum)" "$HTTP_STATUS $(j '[j["run_id"], j["streams"], j["max_coverage"], j["levels"]]')" \
-	"200 [$RUN,3,0.90625,[0.090625,0.18125,0.271875,0.3625,0.453125,0.54375,0.634375,0.725,0.815625,0.90625]]"
+t_eq "triage: streams, maximum, levels (tenths of the maximum)" "$HTTP_STATUS $(j '[j["run_id"], j["kind"], j["streams"], j["max_coverage"], j["levels"]]')" \
+	"200 [$RUN,\"wait\",3,1,[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1]]"
 # greedy-total: symptom delays tie, so A, B, C; greedy-max and signature: C first; random: C's
 # mean position over the 100 fixed shuffles (33, 34 and 33 times first, second, third) is 2
 t_eq "triage: the four orders" "$(j 'j["orders"]')" \

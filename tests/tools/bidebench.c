@@ -20,9 +20,9 @@
  * sequences pick stacks with a skewed distribution (a few hot ones) and
  * carry log-uniform costs from 1 us to 100 ms (in ns).
  */
-#include "bide.h"
-#include "spmf.h"
-#include "util.h"
+#include "common/util.h"
+#include "miner/bide.h"
+#include "miner/spmf.h"
 
 #include <getopt.h>
 #include <math.h>

@@ -21,9 +21,9 @@
  *
  * Prints one line of figures (time, peak RSS); exit status 0, or 1 on failure.
  */
-#include "hclust.h"
-#include "sim.h"
-#include "util.h"
+#include "clusterer/hclust.h"
+#include "clusterer/sim.h"
+#include "common/util.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -377,8 +377,8 @@ static int cmd_patterns(size_t npat, double avglen, double famsize, const struct
 	       st.threads, peak_mb(), (double)ps.total / (double)ps.n, (unsigned)g.nframes, ps.nfam, whole,
 	       cl->nclusters, (unsigned long long)st.candidates, (unsigned long long)st.bounded,
 	       (unsigned long long)st.aligned, (unsigned long long)st.kept, (unsigned long long)st.extended,
-	       (double)st.extended * (double)sizeof(struct hclust_pair) * 2 / 1048576.0,
-	       (unsigned long long)st.medoid_aligned, hclust_method_name(o->method), o->cut, t_gen);
+	       (double)st.extended * (double)sizeof(struct linkage_pair) * 2 / 1048576.0,
+	       (unsigned long long)st.medoid_aligned, linkage_method_name(o->method), o->cut, t_gen);
 	if (write && write_oracle_input(write, g.ft, p, ps.n, cl) < 0)
 		goto out;
 	rc = 0;
@@ -399,12 +399,12 @@ out:
 	return rc;
 }
 
-static int cmd_dense(size_t n, enum hclust_method m, const char *write)
+static int cmd_dense(size_t n, enum linkage_method m, const char *write)
 {
 	size_t nd = n * (n - 1) / 2, i, j, k, c;
 	double *pts = malloc(n * 8 * sizeof(*pts)), *d = malloc((nd ? nd : 1) * sizeof(*d)), cen[50][8], t0;
-	struct hclust_merge *z = malloc((n ? n : 1) * sizeof(*z));
-	struct hclust *h = hclust_open();
+	struct linkage_merge *z = malloc((n ? n : 1) * sizeof(*z));
+	struct linkage *h = linkage_open();
 	int rc = 1;
 
 	if (!pts || !d || !z || !h) {
@@ -440,19 +440,19 @@ static int cmd_dense(size_t n, enum hclust_method m, const char *write)
 		}
 	}
 	t0 = now_s();
-	if (hclust_linkage(h, d, n, m, z) < 0) {
-		fprintf(stderr, "clusterbench: %s\n", hclust_error(h));
+	if (linkage_dense(h, d, n, m, z) < 0) {
+		fprintf(stderr, "clusterbench: %s\n", linkage_error(h));
 		goto out;
 	}
 	t0 = now_s() - t0;
 	printf("dense %zu points, %s linkage: %.2f s, peak RSS %.0f MB; last merge at %.6g\n", n,
-	       hclust_method_name(m), t0, peak_mb(), n > 1 ? z[n - 2].dist : 0.0);
+	       linkage_method_name(m), t0, peak_mb(), n > 1 ? z[n - 2].dist : 0.0);
 	rc = 0;
 out:
 	free(pts);
 	free(d);
 	free(z);
-	hclust_free(h);
+	linkage_free(h);
 	return rc;
 }
 
@@ -474,7 +474,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },  { "seed", required_argument, NULL, 's' },
 		{ "write", required_argument, NULL, 'w' },    { NULL, 0, NULL, 0 },
 	};
-	struct hclust_opts o = { HCLUST_AVERAGE, 0.5, 0 };
+	struct hclust_opts o = { LINKAGE_AVERAGE, 0.5, 0 };
 	int64_t npat = -1, ndense = -1, v;
 	double len = 36, fam = 20;
 	const char *write = NULL;
@@ -499,7 +499,7 @@ int main(int argc, char **argv)
 				return usage();
 			break;
 		case 'm':
-			if (hclust_method_parse(optarg, &o.method) < 0)
+			if (linkage_method_parse(optarg, &o.method) < 0)
 				return usage();
 			break;
 		case 'c':

@@ -36,8 +36,8 @@
  * the port from its first output line, points sm-agent at
  * http://127.0.0.1:PORT, and checks the log and what reached sm-ingest.
  */
-#include "buf.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/util.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>

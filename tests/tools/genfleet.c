@@ -17,11 +17,11 @@
  * splitmix64 (never rand()), one per purpose and stream, so a seed always
  * gives the same bytes.
  */
-#include "arena.h"
-#include "buf.h"
-#include "intern.h"
-#include "util.h"
-#include "wire.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/intern.h"
+#include "common/util.h"
+#include "common/wire.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -10,9 +10,9 @@
  *
  * Usage: test_bide [DATA_DIR]  (else $SM_DATA, else ../shared/data)
  */
-#include "check.h"
-#include "bide.h"
-#include "spmf.h"
+#include "miner/bide.h"
+#include "miner/spmf.h"
+#include "tests/unit/check.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,13 +1,20 @@
-/* Unit tests of the shared modules: buf, arena, intern, sha256, util, auth tokens, idcache. */
-#include "arena.h"
-#include "auth.h"
-#include "buf.h"
-#include "check.h"
-#include "idcache.h"
-#include "intern.h"
-#include "sha256.h"
-#include "util.h"
+/* Unit tests of the shared modules: buf, jsonw, imap, vec, par, arena, intern, sha256, util, auth tokens,
+ * idcache. */
+#include "common/arena.h"
+#include "common/auth.h"
+#include "common/buf.h"
+#include "common/imap.h"
+#include "common/intern.h"
+#include "common/jsonw.h"
+#include "common/par.h"
+#include "common/sha256.h"
+#include "common/util.h"
+#include "common/vec.h"
+#include "ingest/idcache.h"
+#include "tests/unit/check.h"
 
+#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static void test_buf(void)
@@ -17,17 +24,31 @@ static void test_buf(void)
 	CHECK_INT(buf_puts(&b, "0123456789"), 0);
 	CHECK_INT(buf_put_i64(&b, -42), 0);
 	CHECK_STR(buf_cstr(&b), "0123456789-42");
-	/* past the hard maximum: refused, contents unchanged */
+	/* past the hard maximum: refused, contents unchanged, and the error sticks */
+	CHECK_INT(buf_error(&b), BUF_OK);
 	CHECK_INT(buf_puts(&b, "abcd"), -1);
 	CHECK_INT(b.len, 13);
 	CHECK_STR(buf_cstr(&b), "0123456789-42");
+	CHECK_INT(buf_error(&b), BUF_TOO_LARGE);
+	CHECK_STR(buf_error_text(&b), "more than 16 bytes");
+	CHECK_INT(buf_puts(&b, "abc"), -1);
+	CHECK_INT(buf_putc(&b, 'x'), -1);
+	CHECK_INT(buf_printf(&b, "%d", 1), -1);
+	CHECK_INT(b.len, 13);
+	/* a reset clears it */
+	buf_reset(&b);
+	CHECK_INT(buf_error(&b), BUF_OK);
 	CHECK_INT(buf_puts(&b, "abc"), 0);
-	CHECK_INT(b.len, 16);
+	CHECK_INT(b.len, 3);
 	buf_release(&b);
 
 	b.max = 0;
 	buf_put_json_str(&b, "a\"b\\c\n\x01<>", 9);
 	CHECK_STR(buf_cstr(&b), "\"a\\\"b\\\\c\\n\\u0001<>\"");
+	/* JSON text is UTF-8: a byte that is not becomes U+FFFD, valid sequences pass */
+	buf_reset(&b);
+	buf_put_json_str(&b, "\xc3\xa9\xff!\xed\xa0\x80", 7);
+	CHECK_STR(buf_cstr(&b), "\"\xc3\xa9\xef\xbf\xbd!\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
 	buf_reset(&b);
 	buf_put_i64(&b, INT64_MIN);
 	CHECK_STR(buf_cstr(&b), "-9223372036854775808");
@@ -55,6 +76,211 @@ static void test_buf(void)
 	CHECK_STR(buf_cstr(&b), "std::map&lt;K, V&gt;::find&amp;&quot;&#39;\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd"
 		  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdok");
 	buf_release(&b);
+}
+
+static void test_jsonw(void)
+{
+	struct buf b = BUF_INIT(0);
+	struct jsonw w;
+
+	/* structure: commas, keys, nesting; non-finite numbers as null; number text checked */
+	jsonw_init(&w, &b);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "name", "a\"b");
+	jsonw_karray(&w, "xs");
+	jsonw_i64(&w, -1);
+	jsonw_u64(&w, UINT64_MAX);
+	jsonw_double(&w, 0.5);
+	jsonw_double(&w, NAN);
+	jsonw_double(&w, -INFINITY);
+	jsonw_number_text(&w, "12.5e3");
+	jsonw_number_text(&w, "NaN");
+	jsonw_number_text(&w, "01");
+	jsonw_end(&w);
+	jsonw_kobject(&w, "o");
+	jsonw_end(&w);
+	jsonw_key(&w, "raw");
+	jsonw_raw(&w, "{\"k\": [1]}", 10);
+	jsonw_kbool(&w, "t", true);
+	jsonw_knull(&w, "n");
+	jsonw_kstr(&w, "nul", NULL);
+	jsonw_end(&w);
+	CHECK_INT(jsonw_finish(&w), 0);
+	CHECK_STR(jsonw_error(&w), "");
+	CHECK_STR(buf_cstr(&b), "{\"name\": \"a\\\"b\", \"xs\": [-1, 18446744073709551615, 0.5, null, null, 12.5e3, null, "
+		  "null], \"o\": {}, \"raw\": {\"k\": [1]}, \"t\": true, \"n\": null, \"nul\": null}");
+	/* compact */
+	buf_reset(&b);
+	jsonw_init_compact(&w, &b);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "a", 1);
+	jsonw_karray(&w, "b");
+	jsonw_str(&w, "x");
+	jsonw_str(&w, "y");
+	jsonw_end(&w);
+	jsonw_end(&w);
+	CHECK_INT(jsonw_finish(&w), 0);
+	CHECK_STR(buf_cstr(&b), "{\"a\":1,\"b\":[\"x\",\"y\"]}");
+	/* one member per line down to depth 2 */
+	buf_reset(&b);
+	jsonw_init_lines(&w, &b, 2);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "a", 1);
+	jsonw_karray(&w, "b");
+	jsonw_array(&w);
+	jsonw_i64(&w, 1);
+	jsonw_i64(&w, 2);
+	jsonw_end(&w);
+	jsonw_end(&w);
+	jsonw_end(&w);
+	CHECK_INT(jsonw_finish(&w), 0);
+	CHECK_STR(buf_cstr(&b), "{\n \"a\":1,\n \"b\":[\n  [1,2]\n ]\n}\n");
+	/* misuse: a value without a key, a key in an array, unclosed, a second document */
+	buf_reset(&b);
+	jsonw_init(&w, &b);
+	jsonw_object(&w);
+	jsonw_i64(&w, 1);
+	CHECK_INT(jsonw_finish(&w), -1);
+	CHECK_STR(jsonw_error(&w), "a value without a key inside an object");
+	buf_reset(&b);
+	jsonw_init(&w, &b);
+	jsonw_array(&w);
+	jsonw_key(&w, "k");
+	CHECK_STR(jsonw_error(&w), "a key outside an object");
+	buf_reset(&b);
+	jsonw_init(&w, &b);
+	jsonw_array(&w);
+	CHECK_INT(jsonw_finish(&w), -1);
+	CHECK_STR(jsonw_error(&w), "an unfinished document");
+	jsonw_end(&w);
+	jsonw_null(&w);
+	CHECK_STR(jsonw_error(&w), "a second value after the document");
+	buf_release(&b);
+	/* over the cap: the document fails whole, later writes do nothing */
+	{
+		struct buf small = BUF_INIT(20);
+
+		jsonw_init(&w, &small);
+		jsonw_array(&w);
+		for (int i = 0; i < 10; i++)
+			jsonw_str(&w, "abcdef");
+		jsonw_end(&w);
+		CHECK_INT(jsonw_finish(&w), -1);
+		CHECK(jsonw_too_large(&w));
+		CHECK_STR(jsonw_error(&w), "more than 20 bytes");
+		CHECK(small.len <= 20);
+		buf_release(&small);
+	}
+	/* nesting deeper than JSONW_MAX_DEPTH */
+	jsonw_init(&w, &b);
+	for (int i = 0; i < JSONW_MAX_DEPTH + 1; i++)
+		jsonw_array(&w);
+	CHECK_STR(jsonw_error(&w), "nesting too deep");
+	buf_release(&b);
+}
+
+static void test_imap(void)
+{
+	struct imap m = IMAP_INIT;
+	uint64_t v = 0;
+	double d = 0;
+	size_t n = 0;
+
+	CHECK(!imap_get(&m, 5, &v));
+	CHECK(!imap_del(&m, 5));
+	/* many keys, with deletions in between: every survivor found, every deleted key gone */
+	for (uint64_t k = 0; k < 5000; k++)
+		CHECK_INT(imap_put(&m, k * 7919, k), 0);
+	CHECK_INT(imap_put(&m, 7919, 42), 1);
+	for (uint64_t k = 0; k < 5000; k += 3)
+		CHECK(imap_del(&m, k * 7919));
+	for (uint64_t k = 0; k < 5000; k++) {
+		bool there = imap_get(&m, k * 7919, &v);
+
+		if (k % 3 == 0)
+			n += there;
+		else
+			n += !there || v != (k == 1 ? 42 : k);
+	}
+	CHECK_INT(n, 0);
+	CHECK_INT(m.cnt, 5000 - 1667);
+	n = 0;
+	for (size_t i = 0; i < m.cap; i++)
+		n += m.keys[i] != IMAP_EMPTY;
+	CHECK_INT(n, m.cnt);
+	CHECK_INT(imap_put_double(&m, 1u << 31, 0.25), 0);
+	CHECK(imap_get_double(&m, 1u << 31, &d) && d == 0.25);
+	imap_clear(&m);
+	CHECK_INT(m.cnt, 0);
+	CHECK(!imap_get(&m, 7919 * 2, &v));
+	imap_free(&m);
+	imap_free(NULL);
+}
+
+static void test_vec(void)
+{
+	struct vec v = VEC_INIT(int64_t);
+	int64_t x = 7;
+	size_t cap = 0;
+	int *a = NULL;
+
+	for (int i = 0; i < 1000; i++) {
+		int64_t *p = vec_push(&v);
+
+		CHECK(p != NULL);
+		if (p)
+			*p = i;
+	}
+	CHECK_INT(vec_append(&v, &x), 0);
+	CHECK_INT(v.len, 1001);
+	CHECK_INT(((int64_t *)v.data)[999], 999);
+	CHECK_INT(((int64_t *)v.data)[1000], 7);
+	vec_free(&v);
+	vec_free(NULL);
+	CHECK_INT(v.len, 0);
+	/* sizes that would wrap fail instead of allocating a little */
+	CHECK_INT(vec_bytes(SIZE_MAX / 2, 4), SIZE_MAX);
+	CHECK(vec_alloc(SIZE_MAX / 2, 4) == NULL);
+	CHECK(vec_realloc(NULL, SIZE_MAX / 8 + 1, 8) == NULL);
+	CHECK_INT(vec_reserve(&a, &cap, SIZE_MAX / 2, sizeof(*a)), -1);
+	CHECK(a == NULL && cap == 0);
+	CHECK_INT(vec_reserve(&a, &cap, 10, sizeof(*a)), 0);
+	CHECK(a != NULL && cap >= 10);
+	free(a);
+}
+
+struct par_test {
+	struct par_items items;
+	atomic_int seen[1000];
+	atomic_int workers[PAR_MAX_THREADS];
+};
+
+static void par_test_fn(void *ctx, int w)
+{
+	struct par_test *t = ctx;
+	size_t i;
+
+	atomic_fetch_add(&t->workers[w], 1);
+	while (par_take(&t->items, &i))
+		atomic_fetch_add(&t->seen[i], 1);
+}
+
+static void test_par(void)
+{
+	static struct par_test t;
+	int bad = 0;
+
+	CHECK(par_threads(0) >= 1);
+	CHECK_INT(par_threads(1000), PAR_MAX_THREADS);
+	CHECK_INT(par_threads(3), 3);
+	par_items_init(&t.items, 1000);
+	par_run(4, par_test_fn, &t);
+	/* every item once, every worker once */
+	for (int i = 0; i < 1000; i++)
+		bad += atomic_load(&t.seen[i]) != 1;
+	for (int w = 0; w < PAR_MAX_THREADS; w++)
+		bad += atomic_load(&t.workers[w]) != (w < 4);
+	CHECK_INT(bad, 0);
 }
 
 static void test_arena(void)
@@ -137,6 +363,42 @@ static void test_sha256(void)
 	util_hex(h, SHA256_LEN, hex);
 	CHECK_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 	free(million);
+	/* incremental in pieces of every size: the same digest */
+	{
+		unsigned char ref[SHA256_LEN], got[SHA256_LEN];
+		static unsigned char data[300];
+		int bad = 0;
+
+		for (size_t k = 0; k < sizeof(data); k++)
+			data[k] = (unsigned char)(k * 31);
+		sha256(data, sizeof(data), ref);
+		for (size_t piece = 1; piece <= 130; piece++) {
+			struct sha256_ctx c;
+
+			sha256_init(&c);
+			for (size_t off = 0; off < sizeof(data); off += piece)
+				sha256_update(&c, data + off, sizeof(data) - off < piece ? sizeof(data) - off : piece);
+			sha256_final(&c, got);
+			bad += memcmp(ref, got, sizeof(ref)) != 0;
+		}
+		CHECK_INT(bad, 0);
+	}
+	/* HMAC-SHA-256: RFC 4231 test cases 1, 2 and 6 (a key longer than a block) */
+	{
+		unsigned char key[131];
+
+		memset(key, 0x0b, 20);
+		hmac_sha256(key, 20, "Hi There", 8, h);
+		util_hex(h, SHA256_LEN, hex);
+		CHECK_STR(hex, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+		hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, h);
+		util_hex(h, SHA256_LEN, hex);
+		CHECK_STR(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+		memset(key, 0xaa, sizeof(key));
+		hmac_sha256(key, sizeof(key), "Test Using Larger Than Block-Size Key - Hash Key First", 54, h);
+		util_hex(h, SHA256_LEN, hex);
+		CHECK_STR(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+	}
 }
 
 static void test_util(void)
@@ -229,6 +491,10 @@ static void test_idcache(void)
 int main(void)
 {
 	RUN(test_buf);
+	RUN(test_jsonw);
+	RUN(test_imap);
+	RUN(test_vec);
+	RUN(test_par);
 	RUN(test_arena);
 	RUN(test_intern);
 	RUN(test_sha256);

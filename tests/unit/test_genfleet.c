@@ -8,10 +8,10 @@
  * The binary is argv[1], else genfleet next to this test, else $SM_BIN_DIR/genfleet
  * or $SM_BIN_DIR/../tests/genfleet.
  */
-#include "arena.h"
-#include "check.h"
-#include "intern.h"
-#include "wire.h"
+#include "common/arena.h"
+#include "common/intern.h"
+#include "common/wire.h"
+#include "tests/unit/check.h"
 
 #include <json-c/json.h>
 #include <stdbool.h>

@@ -4,12 +4,12 @@
  * thresholds, the JSON form, merging), the event ring, the module map and the
  * symbolizer run on this very process.
  */
-#include "check.h"
-#include "guard/config.h"
-#include "guard/modmap.h"
-#include "guard/profile.h"
-#include "guard/ring.h"
-#include "guard/symbolize.h"
+#include "agent/guard/config.h"
+#include "agent/guard/modmap.h"
+#include "agent/guard/profile.h"
+#include "agent/guard/ring.h"
+#include "agent/guard/symbolize.h"
+#include "tests/unit/check.h"
 
 #include <math.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 /* Unit tests for clusterer/hclust.c: linkages by hand, ties, flat clusters, sparse == dense, patterns. */
-#include "check.h"
-#include "hclust.h"
-#include "sim.h"
+#include "clusterer/hclust.h"
+#include "clusterer/sim.h"
+#include "tests/unit/check.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -10,15 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_NEAR(a, b)                                                                          \
-	do {                                                                                      \
-		double near_a_ = (a), near_b_ = (b);                                              \
-		if (!(fabs(near_a_ - near_b_) <= 1e-12 * (1 + fabs(near_b_)))) {                   \
-			fprintf(stderr, "  %s:%d: %s == %.17g, expected %.17g\n", __FILE__, __LINE__,   \
-				#a, near_a_, near_b_);                                            \
-			check_cur_failed = 1;                                                     \
-		}                                                                                 \
-	} while (0)
 
 static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
 
@@ -30,13 +21,15 @@ static uint64_t rnd(void)
 	return rng_state;
 }
 
-static void check_row(const struct hclust_merge *z, uint32_t a, uint32_t b, double d, uint32_t size, int line)
+static void check_row(const struct linkage_merge *z, uint32_t a, uint32_t b, double d, uint32_t size, int line)
 {
 	if (z->a != a || z->b != b || z->size != size || !(fabs(z->dist - d) <= 1e-12)) {
 		fprintf(stderr, "  %s:%d: row (%u %u %.17g %u), expected (%u %u %.17g %u)\n", __FILE__, line,
 			(unsigned)z->a, (unsigned)z->b, z->dist, (unsigned)z->size, (unsigned)a, (unsigned)b, d,
 			(unsigned)size);
-		check_cur_failed = 1;
+		check_made(1);
+	} else {
+		check_made(0);
 	}
 }
 #define ROW(z, a, b, d, s) check_row(z, a, b, d, s, __LINE__)
@@ -46,47 +39,47 @@ static const double four[6] = { 0.3, 0.5, 0.9, 0.4, 0.8, 0.2 };
 
 static void test_methods_by_hand(void)
 {
-	struct hclust *h = hclust_open();
-	struct hclust_merge z[3];
+	struct linkage *h = linkage_open();
+	struct linkage_merge z[3];
 	double d[6];
-	enum hclust_method m;
+	enum linkage_method m;
 
 	CHECK(h != NULL);
 	if (!h)
 		return;
 	memcpy(d, four, sizeof(d));
-	CHECK_INT(hclust_linkage(h, d, 4, HCLUST_AVERAGE, z), 0);
+	CHECK_INT(linkage_dense(h, d, 4, LINKAGE_AVERAGE, z), 0);
 	ROW(&z[0], 2, 3, 0.2, 2);
 	ROW(&z[1], 0, 1, 0.3, 2);
 	/* ((.5 + .9)/2 + (.4 + .8)/2) / 2 = mean of the four cross distances */
 	ROW(&z[2], 4, 5, 0.65, 4);
 	memcpy(d, four, sizeof(d));
-	CHECK_INT(hclust_linkage(h, d, 4, HCLUST_SINGLE, z), 0);
+	CHECK_INT(linkage_dense(h, d, 4, LINKAGE_SINGLE, z), 0);
 	ROW(&z[0], 2, 3, 0.2, 2);
 	ROW(&z[1], 0, 1, 0.3, 2);
 	ROW(&z[2], 4, 5, 0.4, 4);
 	memcpy(d, four, sizeof(d));
-	CHECK_INT(hclust_linkage(h, d, 4, HCLUST_COMPLETE, z), 0);
+	CHECK_INT(linkage_dense(h, d, 4, LINKAGE_COMPLETE, z), 0);
 	ROW(&z[2], 4, 5, 0.9, 4);
 	/* names */
-	CHECK_INT(hclust_method_parse("complete", &m), 0);
-	CHECK_INT(m, HCLUST_COMPLETE);
-	CHECK_INT(hclust_method_parse("ward", &m), -1);
-	CHECK_STR(hclust_method_name(HCLUST_AVERAGE), "average");
+	CHECK_INT(linkage_method_parse("complete", &m), 0);
+	CHECK_INT(m, LINKAGE_COMPLETE);
+	CHECK_INT(linkage_method_parse("ward", &m), -1);
+	CHECK_STR(linkage_method_name(LINKAGE_AVERAGE), "average");
 	/* not finite */
 	memcpy(d, four, sizeof(d));
 	d[4] = NAN;
-	CHECK_INT(hclust_linkage(h, d, 4, HCLUST_AVERAGE, z), -1);
-	CHECK(strstr(hclust_error(h), "distance 4") != NULL);
+	CHECK_INT(linkage_dense(h, d, 4, LINKAGE_AVERAGE, z), -1);
+	CHECK(strstr(linkage_error(h), "distance 4") != NULL);
 	/* one point: nothing to do */
-	CHECK_INT(hclust_linkage(h, d, 1, HCLUST_AVERAGE, z), 0);
-	hclust_free(h);
+	CHECK_INT(linkage_dense(h, d, 1, LINKAGE_AVERAGE, z), 0);
+	linkage_free(h);
 }
 
 static void test_ties(void)
 {
-	struct hclust *h = hclust_open();
-	struct hclust_merge z[3];
+	struct linkage *h = linkage_open();
+	struct linkage_merge z[3];
 	double d[6];
 	double abc[3] = { 0.3, 1, 0.3 };
 	uint32_t lab[4];
@@ -98,33 +91,33 @@ static void test_ties(void)
 	/* all equal: the chain starts at 0 and keeps taking the lowest index (SciPy's rows) */
 	for (i = 0; i < 6; i++)
 		d[i] = 0.5;
-	CHECK_INT(hclust_linkage(h, d, 4, HCLUST_AVERAGE, z), 0);
+	CHECK_INT(linkage_dense(h, d, 4, LINKAGE_AVERAGE, z), 0);
 	ROW(&z[0], 0, 1, 0.5, 2);
 	ROW(&z[1], 2, 4, 0.5, 3);
 	ROW(&z[2], 3, 5, 0.5, 4);
 	/* 1 is as close to 0 as to 2: it joins 0, the lower index; 2 then stays out at a cut of 0.5 */
-	CHECK_INT(hclust_linkage(h, abc, 3, HCLUST_AVERAGE, z), 0);
+	CHECK_INT(linkage_dense(h, abc, 3, LINKAGE_AVERAGE, z), 0);
 	ROW(&z[0], 0, 1, 0.3, 2);
 	ROW(&z[1], 2, 3, 0.65, 3);
-	CHECK_INT(hclust_fcluster(h, z, 3, 0.5, lab, &nc), 0);
+	CHECK_INT(linkage_fcluster(h, z, 3, 0.5, lab, &nc), 0);
 	CHECK_INT(nc, 2);
 	CHECK_INT(lab[0], 0);
 	CHECK_INT(lab[1], 0);
 	CHECK_INT(lab[2], 1);
 	abc[0] = 0.3, abc[1] = 1, abc[2] = 0.3;
-	CHECK_INT(hclust_linkage(h, abc, 3, HCLUST_SINGLE, z), 0);
+	CHECK_INT(linkage_dense(h, abc, 3, LINKAGE_SINGLE, z), 0);
 	ROW(&z[0], 0, 1, 0.3, 2);
 	ROW(&z[1], 2, 3, 0.3, 3);
 	abc[0] = 0.3, abc[1] = 1, abc[2] = 0.3;
-	CHECK_INT(hclust_linkage(h, abc, 3, HCLUST_COMPLETE, z), 0);
+	CHECK_INT(linkage_dense(h, abc, 3, LINKAGE_COMPLETE, z), 0);
 	ROW(&z[1], 2, 3, 1.0, 3);
-	hclust_free(h);
+	linkage_free(h);
 }
 
 static void test_fcluster(void)
 {
-	struct hclust *h = hclust_open();
-	struct hclust_merge z[3];
+	struct linkage *h = linkage_open();
+	struct linkage_merge z[3];
 	double d[6];
 	uint32_t lab[4];
 	size_t nc = 0;
@@ -133,48 +126,48 @@ static void test_fcluster(void)
 	if (!h)
 		return;
 	memcpy(d, four, sizeof(d));
-	CHECK_INT(hclust_linkage(h, d, 4, HCLUST_AVERAGE, z), 0);
+	CHECK_INT(linkage_dense(h, d, 4, LINKAGE_AVERAGE, z), 0);
 	/* merges at .2 (2,3), .3 (0,1), .65 */
-	CHECK_INT(hclust_fcluster(h, z, 4, 0.1, lab, &nc), 0);
+	CHECK_INT(linkage_fcluster(h, z, 4, 0.1, lab, &nc), 0);
 	CHECK_INT(nc, 4);
 	CHECK_INT(lab[3], 3);
 	/* a merge exactly at the cut is made */
-	CHECK_INT(hclust_fcluster(h, z, 4, 0.2, lab, &nc), 0);
+	CHECK_INT(linkage_fcluster(h, z, 4, 0.2, lab, &nc), 0);
 	CHECK_INT(nc, 3);
 	CHECK_INT(lab[0], 0);
 	CHECK_INT(lab[1], 1);
 	CHECK_INT(lab[2], 2);
 	CHECK_INT(lab[3], 2);
-	CHECK_INT(hclust_fcluster(h, z, 4, 0.5, lab, &nc), 0);
+	CHECK_INT(linkage_fcluster(h, z, 4, 0.5, lab, &nc), 0);
 	CHECK_INT(nc, 2);
 	CHECK_INT(lab[1], 0);
 	CHECK_INT(lab[2], 1);
-	CHECK_INT(hclust_fcluster(h, z, 4, 0.65, lab, &nc), 0);
+	CHECK_INT(linkage_fcluster(h, z, 4, 0.65, lab, &nc), 0);
 	CHECK_INT(nc, 1);
 	/* the highest merge below decides: a made-up non-monotone tree (root at .1 over a child at .4) */
 	{
-		struct hclust_merge nm[2] = { { 0, 1, 0.4, 2 }, { 2, 3, 0.1, 3 } };
+		struct linkage_merge nm[2] = { { 0, 1, 0.4, 2 }, { 2, 3, 0.1, 3 } };
 
-		CHECK_INT(hclust_fcluster(h, nm, 3, 0.2, lab, &nc), 0);
+		CHECK_INT(linkage_fcluster(h, nm, 3, 0.2, lab, &nc), 0);
 		CHECK_INT(nc, 3);
-		CHECK_INT(hclust_fcluster(h, nm, 3, 0.4, lab, &nc), 0);
+		CHECK_INT(linkage_fcluster(h, nm, 3, 0.4, lab, &nc), 0);
 		CHECK_INT(nc, 1);
 	}
 	/* invalid rows, NaN cut */
 	{
-		struct hclust_merge bad[2] = { { 0, 1, 0.4, 2 }, { 2, 4, 0.1, 3 } };
+		struct linkage_merge bad[2] = { { 0, 1, 0.4, 2 }, { 2, 4, 0.1, 3 } };
 
-		CHECK_INT(hclust_fcluster(h, bad, 3, 0.2, lab, &nc), -1);
-		CHECK(strstr(hclust_error(h), "row 1") != NULL);
-		CHECK_INT(hclust_fcluster(h, z, 4, NAN, lab, &nc), -1);
+		CHECK_INT(linkage_fcluster(h, bad, 3, 0.2, lab, &nc), -1);
+		CHECK(strstr(linkage_error(h), "row 1") != NULL);
+		CHECK_INT(linkage_fcluster(h, z, 4, NAN, lab, &nc), -1);
 	}
-	hclust_free(h);
+	linkage_free(h);
 }
 
 /* The sparse linkage equals the dense one on the matrix with the missing pairs at 1, row for row. */
 static void test_sparse_equals_dense(void)
 {
-	struct hclust *h = hclust_open();
+	struct linkage *h = linkage_open();
 	int t, bad_z = 0, bad_flat = 0, fails = 0;
 	static const double cuts[] = { 0.0, 0.2, 0.3, 0.5, 0.7, 0.95, 1.0 };
 
@@ -184,10 +177,10 @@ static void test_sparse_equals_dense(void)
 	for (t = 0; t < 600; t++) {
 		size_t n = 2 + rnd() % 70, nd = n * (n - 1) / 2, np = 0, i, j, k = 0, c;
 		double *dense = malloc(nd * sizeof(*dense)), *work = malloc(nd * sizeof(*work));
-		struct hclust_pair *pairs = malloc(nd * sizeof(*pairs));
-		struct hclust_merge *zd = malloc(n * sizeof(*zd)), *zs = malloc(n * sizeof(*zs));
+		struct linkage_pair *pairs = malloc(nd * sizeof(*pairs));
+		struct linkage_merge *zd = malloc(n * sizeof(*zd)), *zs = malloc(n * sizeof(*zs));
 		uint32_t *ld = malloc(n * sizeof(*ld)), *ls = malloc(n * sizeof(*ls));
-		enum hclust_method m = (enum hclust_method)(t % 3);
+		enum linkage_method m = (enum linkage_method)(t % 3);
 		unsigned density = 5 + (unsigned)(rnd() % 95);
 		int decimals = t % 4 == 3 ? 0 : 1;
 
@@ -212,14 +205,14 @@ static void test_sparse_equals_dense(void)
 		}
 		/* any order */
 		for (i = np; i > 1; i--) {
-			struct hclust_pair tmp = pairs[i - 1];
+			struct linkage_pair tmp = pairs[i - 1];
 
 			j = rnd() % i;
 			pairs[i - 1] = pairs[j];
 			pairs[j] = tmp;
 		}
 		memcpy(work, dense, nd * sizeof(*work));
-		if (hclust_linkage(h, work, n, m, zd) < 0 || hclust_linkage_sparse(h, pairs, np, n, m, zs) < 0) {
+		if (linkage_dense(h, work, n, m, zd) < 0 || linkage_sparse(h, pairs, np, n, m, zs) < 0) {
 			fails++;
 			goto next;
 		}
@@ -230,8 +223,8 @@ static void test_sparse_equals_dense(void)
 		for (c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
 			size_t ncd, ncs;
 
-			if (hclust_fcluster(h, zd, n, cuts[c], ld, &ncd) < 0 ||
-			    hclust_fcluster(h, zs, n, cuts[c], ls, &ncs) < 0) {
+			if (linkage_fcluster(h, zd, n, cuts[c], ld, &ncd) < 0 ||
+			    linkage_fcluster(h, zs, n, cuts[c], ls, &ncs) < 0) {
 				fails++;
 				break;
 			}
@@ -250,37 +243,37 @@ next:
 	CHECK_INT(fails, 0);
 	CHECK_INT(bad_z, 0);
 	CHECK_INT(bad_flat, 0);
-	hclust_free(h);
+	linkage_free(h);
 }
 
 static void test_sparse_errors(void)
 {
-	struct hclust *h = hclust_open();
-	struct hclust_merge z[4];
-	struct hclust_pair p[2] = { { 0, 1, 0.5 }, { 1, 0, 0.25 } };
+	struct linkage *h = linkage_open();
+	struct linkage_merge z[4];
+	struct linkage_pair p[2] = { { 0, 1, 0.5 }, { 1, 0, 0.25 } };
 
 	CHECK(h != NULL);
 	if (!h)
 		return;
-	CHECK_INT(hclust_linkage_sparse(h, p, 2, 5, HCLUST_AVERAGE, z), -1);
-	CHECK(strstr(hclust_error(h), "listed twice") != NULL);
+	CHECK_INT(linkage_sparse(h, p, 2, 5, LINKAGE_AVERAGE, z), -1);
+	CHECK(strstr(linkage_error(h), "listed twice") != NULL);
 	p[1].i = 3;
 	p[1].j = 3;
-	CHECK_INT(hclust_linkage_sparse(h, p, 2, 5, HCLUST_AVERAGE, z), -1);
-	CHECK(strstr(hclust_error(h), "pair 1") != NULL);
+	CHECK_INT(linkage_sparse(h, p, 2, 5, LINKAGE_AVERAGE, z), -1);
+	CHECK(strstr(linkage_error(h), "pair 1") != NULL);
 	p[1].j = 5;
-	CHECK_INT(hclust_linkage_sparse(h, p, 2, 5, HCLUST_SINGLE, z), -1);
+	CHECK_INT(linkage_sparse(h, p, 2, 5, LINKAGE_SINGLE, z), -1);
 	p[1].j = 4;
 	p[1].d = 1.5;
-	CHECK_INT(hclust_linkage_sparse(h, p, 2, 5, HCLUST_COMPLETE, z), -1);
-	CHECK(strstr(hclust_error(h), "not in [0, 1]") != NULL);
+	CHECK_INT(linkage_sparse(h, p, 2, 5, LINKAGE_COMPLETE, z), -1);
+	CHECK(strstr(linkage_error(h), "not in [0, 1]") != NULL);
 	p[1].d = NAN;
-	CHECK_INT(hclust_linkage_sparse(h, p, 2, 5, HCLUST_COMPLETE, z), -1);
+	CHECK_INT(linkage_sparse(h, p, 2, 5, LINKAGE_COMPLETE, z), -1);
 	/* no pairs at all: everything merges at 1, lowest indexes first */
-	CHECK_INT(hclust_linkage_sparse(h, NULL, 0, 3, HCLUST_AVERAGE, z), 0);
+	CHECK_INT(linkage_sparse(h, NULL, 0, 3, LINKAGE_AVERAGE, z), 0);
 	ROW(&z[0], 0, 1, 1.0, 2);
 	ROW(&z[1], 2, 3, 1.0, 3);
-	hclust_free(h);
+	linkage_free(h);
 }
 
 /* ---- patterns ---- */
@@ -390,7 +383,7 @@ static void within_components(const double *sims, size_t n, double cut, uint32_t
 
 /* The height at which points i < j first share a cluster (cophenetic distance), -1 above the cut, into
  * c[n * i + j]. */
-static void cophenetic_to(const struct hclust_merge *z, size_t n, double cut, uint32_t *label, double *c)
+static void cophenetic_to(const struct linkage_merge *z, size_t n, double cut, uint32_t *label, double *c)
 {
 	size_t i, j, r;
 
@@ -412,7 +405,7 @@ static void cophenetic_to(const struct hclust_merge *z, size_t n, double cut, ui
 /* Whether two linkages of n points join every pair at the same height up to the cut: the same tree,
  * but for the order of merges at equal heights (the chain may walk them in another order) and the
  * rounding of averages updated in another order (1e-12). */
-static bool same_tree_to(const struct hclust_merge *za, const struct hclust_merge *zb, size_t n, double cut)
+static bool same_tree_to(const struct linkage_merge *za, const struct linkage_merge *zb, size_t n, double cut)
 {
 	uint32_t *label = malloc(n * sizeof(*label));
 	double *ca = malloc(n * n * sizeof(*ca)), *cb = malloc(n * n * sizeof(*cb));
@@ -440,13 +433,14 @@ static bool same_tree_to(const struct hclust_merge *za, const struct hclust_merg
 static void test_patterns_brute_force(void)
 {
 	struct pset s;
-	struct hclust *h = hclust_open(), *hd = hclust_open();
+	struct hclust *h = hclust_open();
+	struct linkage *hd = linkage_open();
 	struct sim_ctx *c = NULL;
 	static const double cuts[] = { 0.3, 0.5, 0.7 };
 	double *sims = NULL, *work = NULL;
 	size_t n, nd, i, j, k, ci;
 	int mth, thr, bad_pairs = 0, bad_z = 0, bad_lab = 0, bad_med = 0, bad_common = 0, runs = 0;
-	struct hclust_merge *zref = NULL;
+	struct linkage_merge *zref = NULL;
 	uint32_t *lref = NULL, *comp = NULL, pos[32];
 	bool *keep = NULL;
 	size_t beyond;
@@ -475,19 +469,19 @@ static void test_patterns_brute_force(void)
 		for (mth = 0; mth < 3; mth++) {
 			size_t nref = 0, ncref, within = 0;
 			const struct hclust_clusters *cl;
-			struct hclust_opts o = { (enum hclust_method)mth, cuts[ci], 1 };
+			struct hclust_opts o = { (enum linkage_method)mth, cuts[ci], 1 };
 
 			within_components(sims, n, cuts[ci], comp);
 			for (i = 0, k = 0, beyond = 0; i < n; i++)
 				for (j = i + 1; j < n; j++, k++) {
 					keep[k] = 1 - sims[k] <= cuts[ci] ||
-						  (mth == HCLUST_AVERAGE && sims[k] > 0 && comp[i] == comp[j]);
-					work[k] = mth == HCLUST_AVERAGE || 1 - sims[k] <= cuts[ci] ? 1 - sims[k] : 1.0;
+						  (mth == LINKAGE_AVERAGE && sims[k] > 0 && comp[i] == comp[j]);
+					work[k] = mth == LINKAGE_AVERAGE || 1 - sims[k] <= cuts[ci] ? 1 - sims[k] : 1.0;
 					within += 1 - sims[k] <= cuts[ci];
 					beyond += keep[k] && 1 - sims[k] > cuts[ci];
 				}
-			if (hclust_linkage(hd, work, n, o.method, zref) < 0 ||
-			    hclust_fcluster(hd, zref, n, cuts[ci], lref, &ncref) < 0)
+			if (linkage_dense(hd, work, n, o.method, zref) < 0 ||
+			    linkage_fcluster(hd, zref, n, cuts[ci], lref, &ncref) < 0)
 				goto out;
 			for (thr = 1; thr <= 2; thr++) {
 				struct hclust_stats st;
@@ -518,7 +512,7 @@ static void test_patterns_brute_force(void)
 				CHECK(st.candidates <= nd);
 				CHECK_INT(st.kept, within);
 				CHECK_INT(st.extended, beyond);
-				if (mth == HCLUST_AVERAGE) {
+				if (mth == LINKAGE_AVERAGE) {
 					/* the tree up to the cut: merges at equal heights may come in another
 					 * order (the chain walks another matrix above the cut) */
 					if (!same_tree_to(zref, cl->z, n, cuts[ci]))
@@ -572,7 +566,7 @@ out:
 	free(keep);
 	pset_free(&s);
 	hclust_free(h);
-	hclust_free(hd);
+	linkage_free(hd);
 }
 
 static void test_patterns_small(void)
@@ -587,7 +581,7 @@ static void test_patterns_small(void)
 	double w[5][5];
 	struct sim_pattern p[5] = { { a0, w[0], 4 }, { b0, w[1], 4 }, { a1, w[2], 5 }, { b1, w[3], 3 },
 				    { c0, w[4], 1 } };
-	struct hclust_opts o = { HCLUST_AVERAGE, 0.5, 2 };
+	struct hclust_opts o = { LINKAGE_AVERAGE, 0.5, 2 };
 	const struct hclust_clusters *cl;
 	struct hclust_stats st;
 	size_t i;

@@ -6,13 +6,16 @@
  *
  * Usage: test_import [DATA_DIR]  (else $SM_DATA, else ../shared/data)
  */
-#include "check.h"
-#include "arena.h"
-#include "buf.h"
-#include "import.h"
-#include "intern.h"
-#include "util.h"
-#include "wire.h"
+#include "agent/folded.h"
+#include "agent/formats.h"
+#include "agent/import.h"
+#include "agent/perf.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/intern.h"
+#include "common/util.h"
+#include "common/wire.h"
+#include "tests/unit/check.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -59,7 +62,7 @@ static const char *tmp_text(const char *name, const char *text)
 	return tmp_file(name, text, strlen(text));
 }
 
-static struct importer *open_opts(enum import_format fmt, struct import_opts *o)
+static struct importer *open_opts(const struct import_format *fmt, struct import_opts *o)
 {
 	if (!o->host)
 		o->host = "test-host";
@@ -68,7 +71,7 @@ static struct importer *open_opts(enum import_format fmt, struct import_opts *o)
 	return importer_open(fmt, o);
 }
 
-static struct importer *open_fmt(enum import_format fmt)
+static struct importer *open_fmt(const struct import_format *fmt)
 {
 	struct import_opts o;
 
@@ -182,7 +185,7 @@ static int by_name(const struct dirent **a, const struct dirent **b)
 }
 
 /* Import every file of data/<sub> with fmt; returns how many there were. */
-static int import_dir(const char *sub, enum import_format fmt)
+static int import_dir(const char *sub, const struct import_format *fmt)
 {
 	struct dirent **ents;
 	char dir[4096], path[8192];
@@ -223,24 +226,20 @@ static int import_dir(const char *sub, enum import_format fmt)
 
 static void test_all_perf_files(void)
 {
-	CHECK(import_dir("perf", IMPORT_PERF) >= 34);
+	CHECK(import_dir("perf", &import_perf) >= 34);
 }
 
 static void test_all_folded_files(void)
 {
-	CHECK(import_dir("folded", IMPORT_FOLDED) >= 3);
+	CHECK(import_dir("folded", &import_folded) >= 3);
 }
 
 static void test_format_parse(void)
 {
-	enum import_format f = IMPORT_FOLDED;
-
-	CHECK_INT(import_format_parse("perf", &f), 0);
-	CHECK_INT(f, IMPORT_PERF);
-	CHECK_INT(import_format_parse("folded", &f), 0);
-	CHECK_INT(f, IMPORT_FOLDED);
-	CHECK_INT(import_format_parse("pprof", &f), -1);
-	CHECK_INT(import_format_parse(NULL, &f), -1);
+	CHECK(import_format_find("perf") == &import_perf);
+	CHECK(import_format_find("folded") == &import_folded);
+	CHECK(import_format_find("pprof") == NULL);
+	CHECK(import_format_find(NULL) == NULL);
 	importer_free(NULL);
 }
 
@@ -250,7 +249,7 @@ static void test_format_parse(void)
 static void test_perfview_one_wakeup(void)
 {
 	const char *path = data_file("perf/perfview-one_wakeup.txt");
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
 	CHECK_INT(importer_run(im, path, &s), 0);
@@ -275,7 +274,7 @@ static void test_dd_stacks(void)
 {
 	const char *path = data_file("perf/flamegraph-perf-dd-stacks-01.txt");
 	struct import_opts o;
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
 	CHECK_INT(importer_run(im, path, &s), 0);
@@ -312,7 +311,7 @@ static void test_dd_stacks(void)
 	o.app = "a";
 	o.version = "1.2";
 	o.build_id = "abc";
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), 0);
 	CHECK_INT(s.events[3].dur_ns, 1000);
 	CHECK_STR(s.version, "1.2");
@@ -325,7 +324,7 @@ static void test_dd_stacks(void)
 static void test_perfview_mixed_switches(void)
 {
 	const char *path = data_file("perf/perfview-mixed_switches.txt");
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 	static const struct {
 		int kind;
@@ -376,7 +375,7 @@ static void test_dspeyer_sched(void)
 
 	import_opts_init(&o);
 	o.symptom_comm = "pass";
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), 0);
 	for (size_t i = 0; i < s.nevents; i++) {
 		const struct wire_event *e = &s.events[i];
@@ -403,7 +402,7 @@ static void test_dspeyer_sched(void)
 
 	import_opts_init(&o);
 	o.symptom_comm = "no-such-comm";
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), -1);
 	CHECK_STR(error_of(im, path), "PATH: no thread named \"no-such-comm\" in the capture");
 	importer_free(im);
@@ -449,7 +448,7 @@ static void test_tiny_sched(void)
 {
 	const char *path = tmp_text("tiny-sched.txt", tiny_sched);
 	struct import_opts o;
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 	static const struct {
 		int kind;
@@ -495,7 +494,7 @@ static void test_tiny_sched(void)
 	o.symptom_comm = "helper";
 	o.window_start_ns = 1001000000;
 	o.window_end_ns = 1002000000;
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), 0);
 	CHECK_INT(s.symptom.tid, 200);
 	CHECK_INT(s.symptom.start_ns, 1001000000);
@@ -505,7 +504,7 @@ static void test_tiny_sched(void)
 
 	import_opts_init(&o);
 	o.symptom_tid = 300;
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), 0);
 	CHECK_INT(s.symptom.tid, 300);
 	importer_free(im);
@@ -517,7 +516,7 @@ static void test_old_switch_layout(void)
 	const char *path = tmp_text("old-switch.txt",
 		"a 1/1 1.000000: sched:sched_switch: a:1 [120] S ==> b c:2 [120]\n\t1 f (/x)\n\n"
 		"b c 2/2 1.000300: sched:sched_switch: b c:2 [120] R+ ==> a:1 [120]\n\t2 g (/x)\n");
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
 	CHECK_INT(importer_run(im, path, &s), 0);
@@ -552,7 +551,7 @@ static void test_period_inference(void)
 		"a 5/5 1.000001: cycles:\n\n"
 		"a 5/5 1.000002: cycles:\n");
 	struct import_opts o;
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
 	/* cycles gaps on thread 5: 2, 1, 4 ms (the cpu-clock sample is another event) */
@@ -571,7 +570,7 @@ static void test_period_inference(void)
 
 	import_opts_init(&o);
 	o.event = "cpu-clock";
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), 0);
 	CHECK_INT(s.nevents, 1);
 	CHECK_INT(s.events[0].ts_ns, 1003100000);
@@ -582,7 +581,7 @@ static void test_period_inference(void)
 static void test_no_timestamps(void)
 {
 	const char *path = data_file("perf/flamegraph-perf-funcab-pid-01.txt");
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
 	CHECK_INT(importer_run(im, path, &s), 0);
@@ -604,7 +603,7 @@ static void test_pseudo_tids(void)
 		"my app [000] 1.000000: cycles:\n\t1 f (/bin/a)\n\n"
 		"other [000] 1.001000: cycles:\n\t1 f (/bin/a)\n\n"
 		"my app [001] 1.002000: cycles:\n\t1 f (/bin/a)\n");
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 	int64_t a, b;
 
@@ -625,7 +624,7 @@ static void test_pseudo_tids(void)
 static void test_frame_limits(void)
 {
 	struct buf t = BUF_INIT(0);
-	struct importer *im = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 	const char *path, *top;
 
@@ -671,7 +670,7 @@ static void test_folded_exact(void)
 		"app-10/12 4\n"
 		"zero;count 0\n");
 	struct import_opts o;
-	struct importer *im = open_fmt(IMPORT_FOLDED);
+	struct importer *im = open_fmt(&import_folded);
 	struct wire_stream s;
 	int64_t pseudo;
 
@@ -707,7 +706,7 @@ static void test_folded_exact(void)
 	import_opts_init(&o);
 	o.sample_period_ns = 1000;
 	o.symptom_comm = "app";
-	im = open_opts(IMPORT_FOLDED, &o);
+	im = open_opts(&import_folded, &o);
 	CHECK_INT(importer_run(im, path, &s), 0);
 	CHECK_INT(s.events[0].dur_ns, 3000);
 	CHECK_INT(s.symptom.tid, 11);
@@ -717,7 +716,7 @@ static void test_folded_exact(void)
 /* The iperf collapse carries comm-pid/tid prefixes: they become threads. */
 static void test_folded_tid_prefix(void)
 {
-	struct importer *im = open_fmt(IMPORT_FOLDED);
+	struct importer *im = open_fmt(&import_folded);
 	struct wire_stream s;
 	size_t on_28741 = 0;
 
@@ -733,7 +732,7 @@ static void test_folded_tid_prefix(void)
 	importer_free(im);
 }
 
-static void expect_refusal(enum import_format fmt, const char *path, const char *want)
+static void expect_refusal(const struct import_format *fmt, const char *path, const char *want)
 {
 	struct importer *im = open_fmt(fmt);
 	struct wire_stream s;
@@ -754,43 +753,43 @@ static void test_refusals(void)
 			     "(FRAME;FRAME;...;FRAME COUNT, outermost frame first)";
 
 	/* the wrong format, at its first line */
-	expect_refusal(IMPORT_PERF, data_file("folded/inferno-flames.txt"), hdr);
-	expect_refusal(IMPORT_PERF, data_file("folded/flamegraph-iperf-collapsed-tid.txt"), hdr);
-	expect_refusal(IMPORT_FOLDED, data_file("perf/dspeyer-sched-61cb776.perf.txt"), folded);
-	expect_refusal(IMPORT_FOLDED, data_file("perf/flamegraph-perf-dd-stacks-01.txt"), folded);
-	expect_refusal(IMPORT_FOLDED, data_file("perf/firefox-geckoview.perf.txt.gz"), folded);
+	expect_refusal(&import_perf, data_file("folded/inferno-flames.txt"), hdr);
+	expect_refusal(&import_perf, data_file("folded/flamegraph-iperf-collapsed-tid.txt"), hdr);
+	expect_refusal(&import_folded, data_file("perf/dspeyer-sched-61cb776.perf.txt"), folded);
+	expect_refusal(&import_folded, data_file("perf/flamegraph-perf-dd-stacks-01.txt"), folded);
+	expect_refusal(&import_folded, data_file("perf/firefox-geckoview.perf.txt.gz"), folded);
 	/* ... or further down */
-	expect_refusal(IMPORT_PERF,
+	expect_refusal(&import_perf,
 		       tmp_text("mid.txt", "a 1/1 1.0: cycles:\n\t1 f (/x)\nthis is not a frame\n"),
 		       "PATH:3: expected a stack frame (ADDRESS SYMBOL (DSO)), a blank line or a "
 		       "sample header");
-	expect_refusal(IMPORT_FOLDED, tmp_text("mid.folded", "a;b 1\na;b 2\na;b 1.5\n"),
+	expect_refusal(&import_folded, tmp_text("mid.folded", "a;b 1\na;b 2\na;b 1.5\n"),
 		       "PATH:3: expected a collapsed stack (FRAME;FRAME;...;FRAME COUNT, "
 		       "outermost frame first)");
-	expect_refusal(IMPORT_PERF,
+	expect_refusal(&import_perf,
 		       tmp_text("badswitch.txt", "a 1/1 1.0: sched:sched_switch: nonsense\n"),
 		       "PATH:1: sched_switch: expected prev_pid=PID prev_state=S ==> "
 		       "next_comm=COMM next_pid=PID");
-	expect_refusal(IMPORT_PERF, tmp_text("notime.txt", "a 1/1 sched:sched_wakeup: pid=2\n"),
+	expect_refusal(&import_perf, tmp_text("notime.txt", "a 1/1 sched:sched_wakeup: pid=2\n"),
 		       "PATH:1: sched_wakeup without a timestamp (record with -F +time)");
 	/* nothing to import */
-	expect_refusal(IMPORT_PERF, tmp_text("empty.txt", ""), "PATH:1: empty file");
-	expect_refusal(IMPORT_FOLDED, tmp_text("empty.folded", ""), "PATH:1: empty file");
-	expect_refusal(IMPORT_PERF, tmp_text("comments.txt", "# a\n#\n\n"),
+	expect_refusal(&import_perf, tmp_text("empty.txt", ""), "PATH:1: empty file");
+	expect_refusal(&import_folded, tmp_text("empty.folded", ""), "PATH:1: empty file");
+	expect_refusal(&import_perf, tmp_text("comments.txt", "# a\n#\n\n"),
 		       "PATH:3: no samples found");
-	expect_refusal(IMPORT_FOLDED, tmp_text("zero.folded", "a;b 0\n"), "PATH:1: no samples found");
-	expect_refusal(IMPORT_PERF, tmp_text("ignored.txt", "a 1/1 1.0: sched:sched_process_exec: x\n"),
+	expect_refusal(&import_folded, tmp_text("zero.folded", "a;b 0\n"), "PATH:1: no samples found");
+	expect_refusal(&import_perf, tmp_text("ignored.txt", "a 1/1 1.0: sched:sched_process_exec: x\n"),
 		       "PATH:1: no samples found");
 	/* not text, too long */
-	expect_refusal(IMPORT_PERF, tmp_file("nul.txt", nul, sizeof(nul) - 1),
+	expect_refusal(&import_perf, tmp_file("nul.txt", nul, sizeof(nul) - 1),
 		       "PATH:2: NUL byte: not a text file");
 	buf_puts(&t, "a;b 1\n");
 	for (int i = 0; i < IMPORT_MAX_LINE + 10; i++)
 		buf_putc(&t, 'x');
 	buf_puts(&t, " 1\n");
-	expect_refusal(IMPORT_FOLDED, tmp_file("long.folded", t.data, t.len),
+	expect_refusal(&import_folded, tmp_file("long.folded", t.data, t.len),
 		       "PATH:2: line longer than 65536 bytes");
-	expect_refusal(IMPORT_PERF, data_file("perf/no-such-file.txt"),
+	expect_refusal(&import_perf, data_file("perf/no-such-file.txt"),
 		       "PATH: cannot open: No such file or directory");
 	buf_release(&t);
 }
@@ -804,7 +803,7 @@ static void test_bad_options(void)
 
 	import_opts_init(&o);
 	o.host = "";
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), -1);
 	CHECK_STR(error_of(im, path), "PATH: option host: must be 1 to 255 bytes of UTF-8");
 	importer_free(im);
@@ -812,7 +811,7 @@ static void test_bad_options(void)
 	import_opts_init(&o);
 	o.window_start_ns = 10;
 	o.window_end_ns = 5;
-	im = open_opts(IMPORT_PERF, &o);
+	im = open_opts(&import_perf, &o);
 	CHECK_INT(importer_run(im, path, &s), -1);
 	CHECK_STR(error_of(im, path), "PATH: option window: end before start or out of range");
 	importer_free(im);
@@ -826,7 +825,7 @@ static void test_gzip(void)
 	size_t len;
 	char gz_path[4096], trunc_path[4096];
 	gzFile gz;
-	struct importer *im = open_fmt(IMPORT_PERF), *im2 = open_fmt(IMPORT_PERF);
+	struct importer *im = open_fmt(&import_perf), *im2 = open_fmt(&import_perf);
 	struct wire_stream a, b;
 	FILE *f;
 

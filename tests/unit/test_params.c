@@ -1,7 +1,7 @@
 /* Unit tests of mining-run parameters (miner/params.c): parsing, defaults, errors, canonical JSON. */
-#include "arena.h"
-#include "check.h"
-#include "params.h"
+#include "common/arena.h"
+#include "miner/params.h"
+#include "tests/unit/check.h"
 
 static const char *parse(const char *json, struct run_params *p, struct arena *a)
 {

@@ -5,11 +5,11 @@
  * started in this process (libmicrohttpd) that answers as the ingest server
  * does, or with the failures a test asks for.
  */
-#include "check.h"
-#include "log.h"
-#include "ship.h"
-#include "spool.h"
-#include "util.h"
+#include "agent/ship.h"
+#include "agent/spool.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "tests/unit/check.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

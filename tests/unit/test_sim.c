@@ -1,21 +1,12 @@
 /* Unit tests for clusterer/sim.c: words, sub, weights, alignment, Sim, medoid and common part. */
-#include "check.h"
-#include "sim.h"
+#include "clusterer/sim.h"
+#include "tests/unit/check.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_NEAR(a, b)                                                                          \
-	do {                                                                                      \
-		double near_a_ = (a), near_b_ = (b);                                              \
-		if (!(fabs(near_a_ - near_b_) <= 1e-12 * (1 + fabs(near_b_)))) {                   \
-			fprintf(stderr, "  %s:%d: %s == %.17g, expected %.17g\n", __FILE__, __LINE__,   \
-				#a, near_a_, near_b_);                                            \
-			check_cur_failed = 1;                                                     \
-		}                                                                                 \
-	} while (0)
 
 static const char *words_of(const char *f)
 {

@@ -1,10 +1,10 @@
 /* Unit tests of the dashboard's SVG renderers: flame (icicle graph), timeline and plot. */
-#include "buf.h"
-#include "check.h"
-#include "flame.h"
-#include "plot.h"
-#include "timeline.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/util.h"
+#include "tests/unit/check.h"
+#include "web/flame.h"
+#include "web/plot.h"
+#include "web/timeline.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,11 +1,14 @@
-/* Unit tests of sm-web's request helpers and page pieces that need no server: form
- * decoding (req_form), escaped frame names, costs, bars, and the page frame. */
-#include "arena.h"
-#include "check.h"
-#include "html.h"
-#include "server.h"
+/* Unit tests of sm-web's request layer and page pieces that need no server: form
+ * decoding (req_form), who may read and write (roles, the cross-site request
+ * token, Origin), routing, escaped frame names, costs, bars, and the page frame. */
+#include "common/arena.h"
+#include "tests/unit/check.h"
+#include "web/html.h"
+#include "web/request.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static struct web_config cfg;
 
@@ -25,6 +28,188 @@ static void req_done(struct req *rq)
 	buf_release(&rq->body);
 	buf_release(&rq->out);
 	arena_free(rq->a);
+}
+
+/* A request's headers, query and cookies from a table: "H:Name", "Q:name", "C:name", then the value. */
+struct fake {
+	const char *kv[16][2];
+};
+
+static const char *fake_lookup(void *conn, enum req_kind kind, const char *name)
+{
+	const struct fake *f = conn;
+	char want[64];
+
+	snprintf(want, sizeof(want), "%c:%s", kind == REQ_HEADER ? 'H' : kind == REQ_QUERY ? 'Q' : 'C', name);
+	for (int i = 0; i < 16 && f->kv[i][0]; i++)
+		if (strcasecmp(f->kv[i][0], want) == 0)
+			return f->kv[i][1];
+	return NULL;
+}
+
+static void fake_each(void *conn, enum req_kind kind, bool (*fn)(void *cls, const char *key, const char *value),
+		      void *cls)
+{
+	const struct fake *f = conn;
+	char k = kind == REQ_HEADER ? 'H' : kind == REQ_QUERY ? 'Q' : 'C';
+
+	for (int i = 0; i < 16 && f->kv[i][0]; i++)
+		if (f->kv[i][0][0] == k && !fn(cls, f->kv[i][0] + 2, f->kv[i][1]))
+			return;
+}
+
+static const struct req_source fake_source = { fake_lookup, fake_each };
+static struct req_env env;
+
+static void req_fake(struct req *rq, struct fake *f, const char *body)
+{
+	req_init(rq, body);
+	rq->src = &fake_source;
+	rq->conn = f;
+	rq->env = &env;
+	memset(env.secret, 7, sizeof(env.secret));
+	env.cfg = &cfg;
+}
+
+static void test_may_write(void)
+{
+	static const char token[] = "sm_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char csrf[33], wrong[33];
+	struct fake f = { { { NULL } } };
+	struct req rq;
+
+	req_fake(&rq, &f, "");
+	req_csrf_of(&env, token, csrf);
+	CHECK_INT(strlen(csrf), 32);
+	/* the token is keyed: another secret gives another token */
+	env.secret[0] ^= 1;
+	req_csrf_of(&env, token, wrong);
+	env.secret[0] ^= 1;
+	CHECK(strcmp(csrf, wrong) != 0);
+	/* no token: 401; an ingest token: 403; a bearer analyst: no cross-site token needed */
+	CHECK(!req_may_write(&rq, true));
+	CHECK_INT(rq.status, 401);
+	CHECK_STR(buf_cstr(&rq.out), "{\"error\": \"an analyst or admin token is required\"}\n");
+	rq.role = AUTH_INGEST;
+	CHECK(!req_may_write(&rq, true));
+	CHECK_INT(rq.status, 403);
+	rq.role = AUTH_ANALYST;
+	CHECK(req_may_write(&rq, true));
+	/* a cookie session: the header must carry the session's token */
+	rq.via_cookie = true;
+	memcpy(rq.csrf, csrf, sizeof(csrf));
+	CHECK(!req_may_write(&rq, true));
+	CHECK_STR(buf_cstr(&rq.out), "{\"error\": \"cross-site request token missing or wrong (reload the page)\"}\n");
+	f.kv[0][0] = "H:X-CSRF-Token";
+	f.kv[0][1] = wrong;
+	CHECK(!req_may_write(&rq, true));
+	CHECK_INT(rq.status, 403);
+	f.kv[0][1] = csrf;
+	CHECK(req_may_write(&rq, true));
+	/* Origin: this server's host, else refused; a page form's field works like the header */
+	f.kv[1][0] = "H:Origin";
+	f.kv[1][1] = "http://evil.example";
+	f.kv[2][0] = "H:Host";
+	f.kv[2][1] = "127.0.0.1:8081";
+	CHECK(!req_may_write(&rq, false));
+	CHECK_INT(rq.status, 403);
+	CHECK_STR(buf_cstr(&rq.out), "cross-site request refused (Origin is not this server)\n");
+	f.kv[1][1] = "http://127.0.0.1:8081";
+	CHECK(req_may_write(&rq, true));
+	req_done(&rq);
+	f.kv[0][0] = "H:Other";
+	req_fake(&rq, &f, "a=1&csrf=");
+	rq.role = AUTH_ADMIN;
+	rq.via_cookie = true;
+	memcpy(rq.csrf, csrf, sizeof(csrf));
+	CHECK(!req_may_write(&rq, false));
+	req_done(&rq);
+	{
+		char body[64];
+
+		snprintf(body, sizeof(body), "a=1&csrf=%s", csrf);
+		req_fake(&rq, &f, body);
+		rq.role = AUTH_ADMIN;
+		rq.via_cookie = true;
+		memcpy(rq.csrf, csrf, sizeof(csrf));
+		CHECK(req_may_write(&rq, false));
+		req_done(&rq);
+	}
+	/* reads: a token, or anonymous reads allowed */
+	req_fake(&rq, &f, "");
+	CHECK(!req_may_read(&rq));
+	cfg.anonymous_read = true;
+	CHECK(req_may_read(&rq));
+	cfg.anonymous_read = false;
+	rq.role = AUTH_ANALYST;
+	CHECK(req_may_read(&rq));
+	req_done(&rq);
+}
+
+static const char *routed;
+
+static void r_list(struct req *rq, const char *arg) { (void)rq; routed = arg ? arg : "list"; }
+static void r_one(struct req *rq, const char *arg) { (void)rq; routed = arg; }
+
+static void test_routes(void)
+{
+	static const struct req_route routes[] = {
+		{ REQ_M_GET, "/v/things", r_list, NULL },
+		{ REQ_M_POST, "/v/things", r_list, NULL },
+		{ REQ_M_GET, "/v/things/export", r_list, NULL },
+		{ REQ_M_GET, "/v/things/#", r_one, "thing" },
+		{ REQ_M_PATCH, "/v/things/#", r_one, "thing" },
+		{ REQ_M_GET, "/v/names/*", r_one, NULL },
+	};
+	static const struct {
+		enum req_method method;
+		const char *path, *arg, *allow, *bad;
+	} cases[] = {
+		{ REQ_GET, "/v/things", "list", "GET, HEAD, POST", NULL },
+		{ REQ_HEAD, "/v/things", "list", "GET, HEAD, POST", NULL },
+		{ REQ_POST, "/v/things", "list", "GET, HEAD, POST", NULL },
+		{ REQ_DELETE, "/v/things", NULL, "GET, HEAD, POST", NULL },
+		/* a literal segment wins over an id */
+		{ REQ_GET, "/v/things/export", "list", "GET, HEAD", NULL },
+		{ REQ_GET, "/v/things/42", "42", "GET, HEAD, PATCH", NULL },
+		{ REQ_PATCH, "/v/things/42", "42", "GET, HEAD, PATCH", NULL },
+		{ REQ_POST, "/v/things/42", NULL, "GET, HEAD, PATCH", NULL },
+		/* not an id: the route that wanted one says so */
+		{ REQ_GET, "/v/things/x1", NULL, "", "x1" },
+		{ REQ_GET, "/v/things/0", NULL, "", "0" },
+		{ REQ_GET, "/v/names/a%20b", "a%20b", "GET, HEAD", NULL },
+		{ REQ_GET, "/v/names", NULL, "", NULL },
+		{ REQ_GET, "/v/names/a/b", NULL, "", NULL },
+		{ REQ_GET, "/v/things/", NULL, "", NULL },
+		{ REQ_GET, "/v/thing", NULL, "", NULL },
+		{ REQ_GET, "/v/things/42/more", NULL, "", NULL },
+	};
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fake f = { { { NULL } } };
+		struct req_match m;
+		struct req rq;
+
+		req_fake(&rq, &f, "");
+		rq.method = cases[i].method;
+		rq.path = cases[i].path;
+		routed = NULL;
+		req_route(routes, sizeof(routes) / sizeof(routes[0]), &rq, &m);
+		if (m.route)
+			m.route->fn(&rq, m.arg);
+		if ((cases[i].arg == NULL) != (routed == NULL) || (routed && strcmp(routed, cases[i].arg) != 0) ||
+		    strcmp(req_allow_header(m.allowed), cases[i].allow) != 0 ||
+		    (cases[i].bad == NULL) != (m.bad_arg == NULL) ||
+		    (m.bad_arg && strcmp(m.bad_arg, cases[i].bad) != 0)) {
+			fprintf(stderr, "  route %s %s: got %s, allow \"%s\", bad id %s\n", cases[i].path,
+				cases[i].arg ? cases[i].arg : "-", routed ? routed : "(none)",
+				req_allow_header(m.allowed), m.bad_arg ? m.bad_arg : "-");
+			bad++;
+		}
+		req_done(&rq);
+	}
+	CHECK_INT(bad, 0);
 }
 
 static void test_form(void)
@@ -99,6 +284,8 @@ static void test_html(void)
 int main(void)
 {
 	RUN(test_form);
+	RUN(test_may_write);
+	RUN(test_routes);
 	RUN(test_html);
 	return CHECK_DONE();
 }

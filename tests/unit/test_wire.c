@@ -1,8 +1,8 @@
 /* Unit tests of the wire codec and validator (common/wire.c), with a mutation fuzz loop. */
-#include "arena.h"
-#include "check.h"
-#include "json.h"
-#include "wire.h"
+#include "common/arena.h"
+#include "common/json.h"
+#include "common/wire.h"
+#include "tests/unit/check.h"
 
 #include <json-c/json.h>
 

@@ -1,0 +1,87 @@
+/* cli: what the command lines of the programs share (see cli.h). */
+#include "common/cli.h"
+#include "common/util.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+int cli_fail(const struct cli *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", c->prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (c->hint)
+		fprintf(stderr, "%s\n", c->hint);
+	return 2;
+}
+
+int cli_bad(const struct cli *c, const char *opt, const char *val, const char *why)
+{
+	return cli_fail(c, "--%s '%s': %s", opt, val, why);
+}
+
+int cli_int(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
+{
+	char why[96];
+
+	if (util_parse_i64(val, min, max, out) == 0)
+		return 0;
+	snprintf(why, sizeof(why), "must be a whole number from %" PRId64 " to %" PRId64, min, max);
+	return cli_bad(c, opt, val, why);
+}
+
+/* 1024 -> "1k", 1 << 30 -> "1G", 1 << 40 -> "1024G": the largest unit that divides it, up to G */
+static void size_text(uint64_t v, char *out, size_t n)
+{
+	static const char units[] = { 'G', 'M', 'k' };
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t u = (uint64_t)1 << (30 - 10 * i);
+
+		if (v >= u && v % u == 0) {
+			snprintf(out, n, "%" PRIu64 "%c", v / u, units[i]);
+			return;
+		}
+	}
+	snprintf(out, n, "%" PRIu64, v);
+}
+
+int cli_size(const struct cli *c, const char *opt, const char *val, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char why[96], lo[24], hi[24];
+
+	if (util_parse_size(val, out) == 0 && *out >= min && *out <= max)
+		return 0;
+	size_text(min, lo, sizeof(lo));
+	size_text(max, hi, sizeof(hi));
+	if (min == 0)
+		snprintf(why, sizeof(why), "must be a size up to %s", hi);
+	else
+		snprintf(why, sizeof(why), "must be a size from %s to %s", lo, hi);
+	return cli_bad(c, opt, val, why);
+}
+
+int cli_seconds(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
+{
+	char why[96];
+
+	if (util_parse_i64(val, min, max, out) == 0)
+		return 0;
+	snprintf(why, sizeof(why), "must be a number of seconds from %" PRId64 " to %" PRId64, min, max);
+	return cli_bad(c, opt, val, why);
+}
+
+int cli_log_level(const struct cli *c, const char *opt, const char *val, enum log_level *out)
+{
+	int l = log_level_parse(val);
+
+	if (l < 0)
+		return cli_bad(c, opt, val, "must be debug, info, warn or error");
+	*out = (enum log_level)l;
+	return 0;
+}

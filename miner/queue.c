@@ -1,0 +1,284 @@
+/* queue: the queue of mining runs in PostgreSQL (see queue.h). */
+#include "miner/queue.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/db.h"
+#include "common/par.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A run whose worker has not beaten for this long is taken again. */
+#define HEARTBEAT_STALE "60 seconds"
+
+struct miner {
+	PGconn *db;
+	struct miner_opts o;
+	char *conninfo;
+	char worker[128];
+	char err[1024];
+};
+
+int miner_fail(struct miner *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m->err, sizeof(m->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int miner_db_fail(struct miner *m, const char *what, PGresult *r)
+{
+	db_errcpy(m->err, sizeof(m->err), what, r ? PQresultErrorMessage(r) : PQerrorMessage(m->db));
+	PQclear(r);
+	return -1;
+}
+
+int miner_exec(struct miner *m, const char *sql)
+{
+	return db_exec(m->db, sql, m->err, sizeof(m->err));
+}
+
+PGconn *miner_db(struct miner *m)
+{
+	return m->db;
+}
+
+const struct miner_opts *miner_options(const struct miner *m)
+{
+	return &m->o;
+}
+
+const char *miner_conninfo(const struct miner *m)
+{
+	return m->conninfo;
+}
+
+const char *miner_worker(const struct miner *m)
+{
+	return m->worker;
+}
+
+void miner_opts_default(struct miner_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_patterns = 1000000;
+}
+
+struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen)
+{
+	struct miner *m = calloc(1, sizeof(*m));
+	char host[64];
+
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	m->o = *o;
+	m->o.threads = par_threads(m->o.threads);
+	m->conninfo = strdup(o->conninfo ? o->conninfo : "");
+	if (gethostname(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "unknown");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(m->worker, sizeof(m->worker), "%s:%d", host, (int)getpid());
+	m->db = m->conninfo ? db_connect(m->conninfo, err, errlen) : NULL;
+	if (!m->db)
+		goto fail_free;
+	if (db_schema_check(m->db, err, errlen) < 0 ||
+	    db_exec(m->db, "SET TimeZone = 'UTC'; SET client_min_messages = warning", err, errlen) < 0)
+		goto fail_free;
+	return m;
+fail_free:
+	miner_free(m);
+	return NULL;
+}
+
+void miner_free(struct miner *m)
+{
+	if (!m)
+		return;
+	if (m->db)
+		PQfinish(m->db);
+	free(m->conninfo);
+	free(m);
+}
+
+const char *miner_error(const struct miner *m)
+{
+	return m->err;
+}
+
+
+int miner_enqueue(struct miner *m, const struct run_params *p, int64_t *run_id)
+{
+	return miner_enqueue_db(m->db, p, run_id, m->err, sizeof(m->err));
+}
+
+int miner_enqueue_db(PGconn *db, const struct run_params *p, int64_t *run_id, char *err, size_t errlen)
+{
+	struct buf b = BUF_INIT(0);
+	const char *params[1];
+	PGresult *r;
+
+	if (params_write_json(p, &b) < 0) {
+		buf_release(&b);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	params[0] = buf_cstr(&b);
+	/* one statement: the row and the wake-up commit together */
+	r = PQexecParams(db, "WITH r AS (INSERT INTO runs (params) VALUES ($1::jsonb) RETURNING id)"
+			 " SELECT id, pg_notify('sm_runs', '') FROM r", 1, NULL, params, NULL, NULL, 0);
+	buf_release(&b);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "creating the run", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	*run_id = db_get_i64(r, 0, 0);
+	PQclear(r);
+	return 0;
+}
+
+int miner_create_running(struct miner *m, const struct run_params *p, int64_t *run_id)
+{
+	struct buf b = BUF_INIT(0);
+	const char *params[2];
+	PGresult *r;
+
+	if (params_write_json(p, &b) < 0) {
+		buf_release(&b);
+		return miner_fail(m, "out of memory");
+	}
+	params[0] = buf_cstr(&b);
+	params[1] = m->worker;
+	r = PQexecParams(m->db,
+			 "INSERT INTO runs (params, status, worker, started_at, heartbeat_at, attempts)"
+			 " VALUES ($1::jsonb, 'running', $2, now(), now(), 1) RETURNING id",
+			 2, NULL, params, NULL, NULL, 0);
+	buf_release(&b);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return miner_db_fail(m, "creating the run", r);
+	*run_id = db_get_i64(r, 0, 0);
+	PQclear(r);
+	return 0;
+}
+
+int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_params *p)
+{
+	const char *params[1] = { m->worker };
+	PGresult *r;
+	char err[512];
+
+	/* a run whose worker died too often fails instead of killing more workers */
+	r = PQexec(m->db, "UPDATE runs SET status = 'failed', finished_at = now(),"
+			  " error = 'abandoned: its worker stopped " "3 times while mining it'"
+			  " WHERE status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "'"
+			  " AND attempts >= 3");
+	PQclear(r);
+	r = PQexecParams(m->db,
+			 "UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),"
+			 " worker = $1, attempts = attempts + 1, error = NULL, progress = '{}'"
+			 " WHERE id = (SELECT id FROM runs WHERE status = 'queued'"
+			 "   OR (status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "')"
+			 "   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+			 " RETURNING id, params::text",
+			 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return miner_db_fail(m, "taking a queued run", r);
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return 0;
+	}
+	*run_id = db_get_i64(r, 0, 0);
+	if (params_parse(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), a, p, err, sizeof(err)) < 0) {
+		const char *ps[2];
+		char idbuf[24], msg[600];
+
+		snprintf(idbuf, sizeof(idbuf), "%lld", (long long)*run_id);
+		snprintf(msg, sizeof(msg), "bad parameters: %s", err);
+		ps[0] = idbuf;
+		ps[1] = msg;
+		PQclear(PQexecParams(m->db, "UPDATE runs SET status = 'failed', error = $2,"
+					    " finished_at = now() WHERE id = $1", 2, NULL, ps, NULL, NULL, 0));
+		PQclear(r);
+		miner_fail(m, "run %s: %s", idbuf, msg);
+		return -1;
+	}
+	PQclear(r);
+	return 1;
+}
+
+int miner_wait(struct miner *m, int timeout_ms)
+{
+	struct pollfd pfd;
+	PGnotify *n;
+
+	if (db_exec(m->db, "LISTEN sm_runs", m->err, sizeof(m->err)) < 0)
+		return -1;
+	pfd.fd = PQsocket(m->db);
+	pfd.events = POLLIN;
+	if (pfd.fd < 0)
+		return miner_fail(m, "database connection lost");
+	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+		return miner_fail(m, "poll: %s", strerror(errno));
+	if (!PQconsumeInput(m->db))
+		return miner_db_fail(m, "waiting for runs", NULL);
+	while ((n = PQnotifies(m->db)))
+		PQfreemem(n);
+	return 0;
+}
+
+int miner_finish(struct miner *m, int64_t id, int64_t cluster_ms, int64_t total_ms)
+{
+	char idbuf[24], cms[24], tms[24];
+	const char *params[4] = { idbuf, m->worker, cms, tms };
+	PGresult *r;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	snprintf(cms, sizeof(cms), "%lld", (long long)cluster_ms);
+	snprintf(tms, sizeof(tms), "%lld", (long long)total_ms);
+	r = PQexecParams(m->db, "UPDATE runs SET status = 'done', finished_at = now(), error = NULL,"
+				" progress = progress || '{\"phase\": \"done\"}',"
+				" timings_ms = timings_ms || jsonb_build_object('cluster', $3::bigint, 'total', $4::bigint)"
+				" WHERE id = $1 AND worker = $2 AND status = 'running'",
+			 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		return miner_db_fail(m, "finishing the run", r);
+	if (strcmp(PQcmdTuples(r), "1") != 0) {
+		PQclear(r);
+		return miner_fail(m, "run %s was taken over by another worker", idbuf);
+	}
+	PQclear(r);
+	return 0;
+}
+
+void miner_set_status(struct miner *m, int64_t id, const char *status, const char *error)
+{
+	char idbuf[24];
+	const char *params[4] = { idbuf, status, error, m->worker };
+	PGresult *r;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	if (PQstatus(m->db) != CONNECTION_OK)
+		PQreset(m->db);
+	/* a COPY cut short leaves the connection busy: drain it first */
+	while ((r = PQgetResult(m->db)))
+		PQclear(r);
+	PQclear(PQexec(m->db, "ROLLBACK"));
+	r = PQexecParams(m->db,
+			 "UPDATE runs SET status = $2, error = $3,"
+			 " finished_at = CASE WHEN $2 = 'failed' THEN now() END,"
+			 " worker = CASE WHEN $2 = 'queued' THEN NULL ELSE worker END"
+			 " WHERE id = $1 AND worker = $4 AND status = 'running'",
+			 4, NULL, params, NULL, NULL, 0);
+	PQclear(r);
+}
+

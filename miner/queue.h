@@ -1,0 +1,68 @@
+/*
+ * queue: the queue of mining runs. Runs are rows of the table runs with a
+ * status (queued, running, done, failed); workers on any machine take queued
+ * ones with FOR UPDATE SKIP LOCKED, a run whose worker stops beating is taken
+ * again, and LISTEN/NOTIFY wakes idle workers. The handle also carries the
+ * connection and the error message a run's pipeline (run.h) works with.
+ */
+#ifndef SM_QUEUE_H
+#define SM_QUEUE_H
+
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "miner/params.h"
+
+struct arena;
+struct miner;
+
+struct miner_opts {
+	const char *conninfo;     /* NULL: PG* environment */
+	int threads;              /* AOI extraction and mining threads; 0: one per core */
+	bool progress;            /* progress lines on stderr */
+	size_t max_patterns;      /* per kind; a run past it fails (raise the threshold) */
+	const volatile sig_atomic_t *cancel; /* non-zero: stop at the next step, requeue the run */
+};
+
+void miner_opts_default(struct miner_opts *o);
+/* Connects; NULL with the reason in err. Caller frees. */
+struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen);
+void miner_free(struct miner *m);   /* NULL-safe */
+const char *miner_error(const struct miner *m);
+
+/* Queue a run (status queued) and wake the workers. Returns 0 and *run_id, or -1. */
+int miner_enqueue(struct miner *m, const struct run_params *p, int64_t *run_id);
+/* The same on a connection of the caller's (servers): 0, or -1 with err. */
+int miner_enqueue_db(PGconn *db, const struct run_params *p, int64_t *run_id, char *err, size_t errlen);
+/* Create a run already taken by this process (sm-miner run). */
+int miner_create_running(struct miner *m, const struct run_params *p, int64_t *run_id);
+/* Take the oldest queued run (or one whose worker stopped beating). Returns 1 and
+ * fills *run_id and *p (strings in a) when there was one, 0 when none, -1 on error. */
+int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_params *p);
+/* Wait up to timeout_ms for a new run to be queued (LISTEN/NOTIFY). 0 or -1. */
+int miner_wait(struct miner *m, int timeout_ms);
+/* A run taken by this worker: done (with its last timings), or back to a status (queued when
+ * cancelled, failed with error). miner_finish() returns 0, or -1 when another worker took it over. */
+int miner_finish(struct miner *m, int64_t id, int64_t cluster_ms, int64_t total_ms);
+void miner_set_status(struct miner *m, int64_t id, const char *status, const char *error);
+
+/* ---- for the run pipeline (run.c) ---- */
+
+/* The handle's connection and options (owned by the handle). */
+PGconn *miner_db(struct miner *m);
+const struct miner_opts *miner_options(const struct miner *m);
+/* The connection string it was opened with ("" for the PG* environment). */
+const char *miner_conninfo(const struct miner *m);
+/* "host:pid", the name this worker takes runs under. */
+const char *miner_worker(const struct miner *m);
+/* Sets the error message; returns -1. */
+int miner_fail(struct miner *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A database failure about `what` (r, or the connection when NULL; r is cleared); returns -1. */
+int miner_db_fail(struct miner *m, const char *what, PGresult *r);
+/* Runs sql (no parameters); 0, or -1 with the error set. */
+int miner_exec(struct miner *m, const char *sql);
+
+#endif

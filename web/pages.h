@@ -1,0 +1,12 @@
+/*
+ * pages: the dashboard's HTML pages (docs/web.md).
+ */
+#ifndef SM_WEB_PAGES_H
+#define SM_WEB_PAGES_H
+
+#include "web/request.h"
+
+/* Answers a request for a page: sets status, content type and body (or an error page). */
+void pages_handle(struct req *rq);
+
+#endif

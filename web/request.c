@@ -1,0 +1,396 @@
+/* request: what a handler of sm-web sees of a request (see request.h). */
+#include "web/request.h"
+#include "common/arena.h"
+#include "common/db.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "common/util.h"
+#include "web/framecache.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COOKIE "sm_token"
+
+void web_config_default(struct web_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->listen = "127.0.0.1:8081";
+	c->threads = 4;
+	c->max_connections = 256;
+	c->max_body = 8u << 20;
+	c->worker = true;
+	c->auth_ttl_ms = 10000;
+	c->frame_cache_bytes = (size_t)256 << 20;
+}
+
+/* ---- request helpers ---- */
+
+const char *req_query(struct req *rq, const char *name)
+{
+	return rq->src->lookup(rq->conn, REQ_QUERY, name);
+}
+
+void req_query_each(struct req *rq, bool (*fn)(void *cls, const char *key, const char *value), void *cls)
+{
+	rq->src->each(rq->conn, REQ_QUERY, fn, cls);
+}
+
+const char *req_header(struct req *rq, const char *name)
+{
+	return rq->src->lookup(rq->conn, REQ_HEADER, name);
+}
+
+int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n)
+{
+	int32_t tmp[1024];
+	int k = ids ? db_parse_int_array(ids, tmp, 1024) : 0;
+	char err[256];
+
+	*n = 0;
+	*names = arena_calloc(rq->a, k > 0 ? (size_t)k : 1, sizeof(char *));
+	if (k < 0 || !*names)
+		return -1;
+	if (k && framecache_names(rq->frames, rq->db, tmp, (size_t)k, *names, rq->a, err, sizeof(err)) < 0) {
+		log_warn("frame names", "error=\"%s\"", err);
+		return -1;
+	}
+	*n = (size_t)k;
+	return 0;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+const char *req_id_array(struct req *rq, PGresult *r, int col)
+{
+	int n = PQntuples(r);
+	long long *v = arena_alloc(rq->a, ((size_t)n + 1) * sizeof(*v));
+	struct buf b = BUF_INIT(0);
+	const char *out;
+
+	if (!v)
+		return "{}";
+	for (int i = 0; i < n; i++)
+		v[i] = strtoll(PQgetvalue(r, i, col), NULL, 10);
+	qsort(v, (size_t)n, sizeof(*v), cmp_ll);
+	buf_putc(&b, '{');
+	for (int i = 0; i < n; i++)
+		if (i == 0 || v[i] != v[i - 1])
+			buf_printf(&b, b.len > 1 ? ",%lld" : "%lld", v[i]);
+	buf_putc(&b, '}');
+	out = req_strdup(rq, buf_cstr(&b));
+	buf_release(&b);
+	return out ? out : "{}";
+}
+
+void req_add_header(struct req *rq, const char *name, const char *value)
+{
+	if (rq->nheaders < REQ_MAX_HEADERS && name && value) {
+		rq->hname[rq->nheaders] = name;
+		rq->hval[rq->nheaders++] = value;
+	}
+}
+
+char *req_strdup(struct req *rq, const char *s)
+{
+	return arena_strndup(rq->a, s, strlen(s));
+}
+
+char *req_printf(struct req *rq, const char *fmt, ...)
+{
+	char tmp[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return NULL;
+	return arena_strndup(rq->a, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* Percent- and plus-decodes s[0..n) into the arena. */
+static char *form_decode(struct req *rq, const char *s, size_t n)
+{
+	char *out = arena_alloc(rq->a, n + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '+') {
+			*o++ = ' ';
+		} else if (s[i] == '%' && i + 2 < n && util_hexval(s[i + 1]) >= 0 && util_hexval(s[i + 2]) >= 0) {
+			*o++ = (char)(util_hexval(s[i + 1]) << 4 | util_hexval(s[i + 2]));
+			i += 2;
+		} else {
+			*o++ = s[i];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+const char *req_form(struct req *rq, const char *name)
+{
+	const char *p = rq->body.data ? rq->body.data : "", *end = p + rq->body.len;
+	size_t nl = strlen(name);
+
+	while (p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p)), *stop = amp ? amp : end;
+		const char *eq = memchr(p, '=', (size_t)(stop - p));
+
+		if (eq && (size_t)(eq - p) == nl && memcmp(p, name, nl) == 0) {
+			char *v = form_decode(rq, eq + 1, (size_t)(stop - eq - 1));
+			/* decoded text must be UTF-8 like everything else */
+			return v && util_utf8_valid(v, strlen(v)) ? v : NULL;
+		}
+		p = stop + 1;
+	}
+	return NULL;
+}
+
+void req_json_error(struct req *rq, int status, const char *fmt, ...)
+{
+	char msg[512];
+	struct jsonw w;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* messages quote what the client sent (cut at a byte count): keep the JSON UTF-8 */
+	for (size_t i = 0, len, n = strlen(msg); i < n; i += len)
+		if (!(len = util_utf8_seq((const unsigned char *)msg + i, n - i))) {
+			msg[i] = '?';
+			len = 1;
+		}
+	buf_reset(&rq->out);
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "error", msg);
+	jsonw_end(&w);
+	buf_putc(&rq->out, '\n');
+	rq->status = status;
+	rq->ctype = "application/json";
+}
+
+void req_text_error(struct req *rq, int status, const char *msg)
+{
+	buf_reset(&rq->out);
+	buf_puts(&rq->out, msg);
+	buf_putc(&rq->out, '\n');
+	rq->status = status;
+	rq->ctype = "text/plain; charset=utf-8";
+}
+
+/* ---- authentication ---- */
+
+/* The cross-site request token of a session token: HMAC-SHA-256 under the server's secret, cut to 128
+ * bits (hex). */
+void req_csrf_of(const struct req_env *env, const char *token, char out[33])
+{
+	unsigned char h[SHA256_LEN];
+
+	hmac_sha256(env->secret, sizeof(env->secret), token, strnlen(token, AUTH_TOKEN_LEN + 1), h);
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+void req_authenticate(struct req *rq)
+{
+	const char *hdr = req_header(rq, "Authorization");
+	const char *cookie = rq->src->lookup(rq->conn, REQ_COOKIE, COOKIE);
+	enum auth_role role = AUTH_NONE;
+
+	rq->role = AUTH_NONE;
+	rq->csrf[0] = '\0';
+	if (hdr) {
+		if (auth_check(rq->env->auth, rq->db, hdr, &role) == 0)
+			rq->role = role;
+		return;
+	}
+	if (cookie && strlen(cookie) == AUTH_TOKEN_LEN && auth_check(rq->env->auth, rq->db, cookie, &role) == 0 &&
+	    role != AUTH_NONE) {
+		rq->role = role;
+		rq->via_cookie = true;
+		req_csrf_of(rq->env, cookie, rq->csrf);
+	}
+}
+
+bool req_may_read(struct req *rq)
+{
+	return rq->role >= AUTH_ANALYST || rq->cfg->anonymous_read;
+}
+
+/* The Origin header, when a browser sends one, names this server. */
+static bool same_origin(struct req *rq)
+{
+	const char *origin = req_header(rq, "Origin"), *host = req_header(rq, "Host");
+	const char *rest;
+
+	if (!origin)
+		return true;
+	if (!host)
+		return false;
+	if (strncmp(origin, "http://", 7) == 0)
+		rest = origin + 7;
+	else if (strncmp(origin, "https://", 8) == 0)
+		rest = origin + 8;
+	else
+		return false;
+	return strcmp(rest, host) == 0;
+}
+
+bool req_may_write(struct req *rq, bool json)
+{
+	const char *why = NULL;
+	int status = 403;
+
+	if (rq->role < AUTH_ANALYST) {
+		why = rq->role == AUTH_NONE ? "an analyst or admin token is required" :
+					      "this token may not change anything (analyst or admin needed)";
+		status = rq->role == AUTH_NONE ? 401 : 403;
+	} else if (rq->via_cookie) {
+		const char *t = req_header(rq, "X-CSRF-Token");
+		if (!t)
+			t = req_form(rq, "csrf");
+		if (!same_origin(rq))
+			why = "cross-site request refused (Origin is not this server)";
+		else if (!t || strlen(t) != 32 || !util_ct_equal(t, rq->csrf, 32))
+			why = "cross-site request token missing or wrong (reload the page)";
+	}
+	if (!why)
+		return true;
+	if (json)
+		req_json_error(rq, status, "%s", why);
+	else
+		req_text_error(rq, status, why);
+	return false;
+}
+
+enum auth_role req_login(struct req *rq, const char *token)
+{
+	enum auth_role role = AUTH_NONE;
+
+	if (!token || strlen(token) != AUTH_TOKEN_LEN || auth_check(rq->env->auth, rq->db, token, &role) < 0)
+		return AUTH_NONE;
+	if (role >= AUTH_ANALYST) {
+		req_add_header(rq, "Set-Cookie",
+			       req_printf(rq, COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000%s",
+					  token, rq->cfg->cookie_secure ? "; Secure" : ""));
+		rq->via_cookie = true;
+		rq->role = role;
+		req_csrf_of(rq->env, token, rq->csrf);
+	}
+	return role;
+}
+
+void req_logout(struct req *rq)
+{
+	req_add_header(rq, "Set-Cookie",
+		       req_printf(rq, COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s",
+				  rq->cfg->cookie_secure ? "; Secure" : ""));
+}
+
+
+/* ---- routing ---- */
+
+static unsigned method_bit(enum req_method m)
+{
+	switch (m) {
+	case REQ_GET: case REQ_HEAD: return REQ_M_GET;
+	case REQ_POST: return REQ_M_POST;
+	case REQ_PATCH: return REQ_M_PATCH;
+	case REQ_DELETE: return REQ_M_DELETE;
+	case REQ_OTHER: break;
+	}
+	return 0;
+}
+
+/* Whether path matches pattern segment for segment; *wild gets the '#' or '*' segment. */
+static bool path_matches(const char *pattern, const char *path, const char **wild, size_t *wlen, bool *id_ok)
+{
+	*wild = NULL;
+	*id_ok = true;
+	for (;;) {
+		size_t pl = strcspn(pattern, "/"), sl = strcspn(path, "/");
+
+		if ((pl == 1 && (pattern[0] == '#' || pattern[0] == '*')) && sl > 0) {
+			*wild = path;
+			*wlen = sl;
+			if (pattern[0] == '#') {
+				char tmp[24];
+				int64_t v;
+
+				*id_ok = sl < sizeof(tmp);
+				if (*id_ok) {
+					memcpy(tmp, path, sl);
+					tmp[sl] = '\0';
+					*id_ok = util_parse_i64(tmp, 1, INT64_MAX, &v) == 0;
+				}
+			}
+		} else if (pl != sl || memcmp(pattern, path, pl) != 0) {
+			return false;
+		}
+		pattern += pl;
+		path += sl;
+		if (!*pattern || !*path)
+			return !*pattern && !*path;
+		pattern++;
+		path++;
+	}
+}
+
+void req_route(const struct req_route *routes, size_t n, struct req *rq, struct req_match *m)
+{
+	unsigned want = method_bit(rq->method);
+
+	memset(m, 0, sizeof(*m));
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n; i++) {
+			const struct req_route *r = &routes[i];
+			bool wildcard = strpbrk(r->path, "#*") != NULL, id_ok;
+			const char *wild;
+			size_t wlen = 0;
+
+			if (wildcard != (pass == 1) || !path_matches(r->path, rq->path, &wild, &wlen, &id_ok))
+				continue;
+			if (!id_ok) {
+				if (!m->bad_id) {
+					m->bad_id = r;
+					m->bad_arg = arena_strndup(rq->a, wild, wlen);
+				}
+				continue;
+			}
+			m->allowed |= r->method;
+			if (!m->route && r->method == want) {
+				m->route = r;
+				m->arg = wild ? arena_strndup(rq->a, wild, wlen) : NULL;
+			}
+		}
+	/* a bad id only matters where no route took the path */
+	if (m->allowed) {
+		m->bad_id = NULL;
+		m->bad_arg = NULL;
+	}
+}
+
+const char *req_allow_header(unsigned allowed)
+{
+	static const char *const names[16] = {
+		"", "GET, HEAD", "POST", "GET, HEAD, POST", "PATCH", "GET, HEAD, PATCH", "POST, PATCH",
+		"GET, HEAD, POST, PATCH", "DELETE", "GET, HEAD, DELETE", "POST, DELETE", "GET, HEAD, POST, DELETE",
+		"PATCH, DELETE", "GET, HEAD, PATCH, DELETE", "POST, PATCH, DELETE", "GET, HEAD, POST, PATCH, DELETE",
+	};
+
+	return names[allowed & 15];
+}

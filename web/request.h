@@ -1,0 +1,162 @@
+/*
+ * request: what a handler of sm-web sees of a request, apart from the HTTP
+ * daemon (server.c): its method, path, query, headers and body; who sent it
+ * (bearer tokens, or the token in an HttpOnly cookie for browsers); the
+ * cross-site request check for cookie-authenticated writes; form parameters;
+ * and the response a handler builds. Headers, query and cookies come through a
+ * req_source, so that the tests can make requests without a server. See
+ * docs/web.md.
+ */
+#ifndef SM_WEB_REQUEST_H
+#define SM_WEB_REQUEST_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/auth.h"
+#include "common/buf.h"
+
+struct web_config {
+	const char *conninfo;       /* NULL: PG* environment */
+	const char *listen;         /* ADDR:PORT, port 0 = any free one */
+	const char *port_file;      /* write the bound port here once listening (NULL: no) */
+	int threads;                /* HTTP threads (each holds a database connection while it answers) */
+	int max_connections;
+	size_t max_body;            /* request bodies (signature imports are the largest) */
+	bool anonymous_read;        /* reads without a token */
+	bool worker;                /* work queued mining runs in this process */
+	int miner_threads;          /* for the embedded worker, 0 = one per core */
+	bool cookie_secure;         /* mark the session cookie Secure (behind TLS) */
+	int auth_ttl_ms;
+	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
+};
+
+void web_config_default(struct web_config *c);
+
+
+enum req_kind { REQ_HEADER, REQ_QUERY, REQ_COOKIE };
+
+/* Where a request's headers, query parameters (decoded) and cookies come from. */
+struct req_source {
+	/* The value of name, or NULL. */
+	const char *(*lookup)(void *conn, enum req_kind kind, const char *name);
+	/* fn for each (key, value) of that kind, until it returns false. */
+	void (*each)(void *conn, enum req_kind kind, bool (*fn)(void *cls, const char *key, const char *value),
+		     void *cls);
+};
+
+/* What every request shares: the configuration, the token cache, the frame names, the secret that keys
+ * the cross-site request tokens (drawn at each start). */
+struct req_env {
+	const struct web_config *cfg;
+	struct auth_cache *auth;
+	struct framecache *frames;
+	unsigned char secret[32];
+};
+
+enum req_method { REQ_GET, REQ_HEAD, REQ_POST, REQ_PATCH, REQ_DELETE, REQ_OTHER };
+
+#define REQ_MAX_HEADERS 4
+
+struct req {
+	void *conn;                 /* the source's connection */
+	const struct req_source *src;
+	const struct req_env *env;
+	const struct web_config *cfg;
+	enum req_method method;
+	const char *path;           /* without the query string */
+	struct buf body;            /* the request body (bounded by max_body) */
+	struct arena *a;            /* freed with the request */
+	PGconn *db;                 /* the connection of this request */
+	struct framecache *frames;  /* the server's frame names */
+
+	/* authentication */
+	enum auth_role role;        /* AUTH_NONE when no valid token was given */
+	bool via_cookie;            /* the token came from the session cookie */
+	char csrf[33];              /* the token's cross-site request token ("" without a cookie) */
+
+	/* the response */
+	int status;
+	const char *ctype;
+	struct buf out;
+	const char *hname[REQ_MAX_HEADERS], *hval[REQ_MAX_HEADERS];
+	int nheaders;
+};
+
+/* A query-string parameter (decoded), or NULL. */
+const char *req_query(struct req *rq, const char *name);
+/* Calls fn for each query-string parameter (decoded) until it returns false. */
+void req_query_each(struct req *rq, bool (*fn)(void *cls, const char *key, const char *value), void *cls);
+/* A request header, or NULL. */
+const char *req_header(struct req *rq, const char *name);
+/* A field of an application/x-www-form-urlencoded body (decoded, in the arena), or NULL. */
+const char *req_form(struct req *rq, const char *name);
+/*
+ * The frame names of a PostgreSQL int array of frame ids ("{3,1,4}") into *names (in the
+ * request's arena or the server's cache; valid for the request), their number into *n.
+ * Returns 0, or -1 (not such an array, over 1024 ids, a database error).
+ */
+int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n);
+/* The distinct integers of column col of r as a PostgreSQL array literal ("{1,5,9}", ascending),
+ * in the request's arena ("{}" on out of memory). */
+const char *req_id_array(struct req *rq, PGresult *r, int col);
+/* Add a response header (name and value must outlive the request: literals or arena strings). */
+void req_add_header(struct req *rq, const char *name, const char *value);
+/* Copy s into the request's arena (NULL on out of memory). */
+char *req_strdup(struct req *rq, const char *s);
+/* printf into the request's arena. */
+char *req_printf(struct req *rq, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Whether a write may proceed: an analyst or admin token, and when the token came
+ * from the cookie, the cross-site request token (header X-CSRF-Token, or the form
+ * field "csrf") and an Origin, when sent, of this server. Sets the error response
+ * (JSON for the API, else text) and returns false when not.
+ */
+bool req_may_write(struct req *rq, bool json);
+/* Whether a read may proceed (analyst or admin, or anonymous reads allowed). */
+bool req_may_read(struct req *rq);
+
+/* The cross-site request token of a session token (32 hex digits): HMAC-SHA-256 under env's secret. */
+void req_csrf_of(const struct req_env *env, const char *token, char out[33]);
+/* Who sent the request: sets role, via_cookie and csrf from the Authorization header or the session
+ * cookie (rq->db must be set: tokens are checked against the database, through the cache). */
+void req_authenticate(struct req *rq);
+
+/* JSON error response {"error": msg}. */
+void req_json_error(struct req *rq, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* ---- routing: a table of routes, for the API and the pages alike ---- */
+
+enum { REQ_M_GET = 1, REQ_M_POST = 2, REQ_M_PATCH = 4, REQ_M_DELETE = 8 };
+
+struct req_route {
+	unsigned method;        /* one REQ_M_*; REQ_M_GET also answers HEAD */
+	const char *path;       /* "/api/v1/runs/#/clusters": '#' a positive id, '*' any one segment */
+	void (*fn)(struct req *rq, const char *arg);   /* arg: the '#' or '*' segment, else NULL */
+	const char *what;       /* the object a '#' names, for the 404 of a bad id ("run") */
+};
+
+struct req_match {
+	const struct req_route *route;  /* NULL: none for this method */
+	const char *arg;                /* the '#' or '*' segment (in the arena), or NULL */
+	unsigned allowed;               /* the methods of the routes whose path matches (405, Allow) */
+	const struct req_route *bad_id; /* a route whose '#' got a segment that is not an id ... */
+	const char *bad_arg;            /* ... that segment (in the arena) */
+};
+
+/* Matches rq's method and path against routes[0..n): a route without '#' or '*' first, then the
+ * others in order. */
+void req_route(const struct req_route *routes, size_t n, struct req *rq, struct req_match *m);
+/* "GET, HEAD, POST" for an allowed mask (a literal, for the Allow header). */
+const char *req_allow_header(unsigned allowed);
+
+/* Plain-text response (status, one line). */
+void req_text_error(struct req *rq, int status, const char *msg);
+/* Take the session token from a login form: checks it and sets the cookie. Returns the role. */
+enum auth_role req_login(struct req *rq, const char *token);
+/* Clear the session cookie. */
+void req_logout(struct req *rq);
+
+#endif
