@@ -328,6 +328,7 @@ struct pjob {
 	/* the second pass (average linkage): the component of each pattern (NONE: alone) and the pairs
 	 * the first pass kept, by (i, j), those of pattern i at known[koff[i] .. koff[i + 1]) */
 	const uint32_t *comp;
+	const uint32_t *comp_next;      /* the next higher pattern of the same component, or NONE */
 	const struct kept *known;
 	const size_t *koff;
 	atomic_size_t next;
@@ -363,33 +364,44 @@ static size_t upper(const uint32_t *v, size_t lo, size_t hi, uint32_t x)
  * distances inside the components decide every merge up to the cut, and a pair
  * that shares no frame is at distance 1 exactly.
  */
+/* Whether patterns P and Q share a frame (their distinct frames are ascending). */
+static bool share_frame(const struct pinfo *pi, uint32_t P, uint32_t Q)
+{
+	size_t a = pi->doff[P], ae = pi->doff[P + 1], b = pi->doff[Q], be = pi->doff[Q + 1];
+
+	while (a < ae && b < be) {
+		if (pi->dfr[a] == pi->dfr[b])
+			return true;
+		if (pi->dfr[a] < pi->dfr[b])
+			a++;
+		else
+			b++;
+	}
+	return false;
+}
+
 static int extend_pairs(struct pworker *w, struct sim_ctx *ctx, uint32_t P, uint32_t *stamp)
 {
 	const struct pjob *jb = w->job;
 	const struct pinfo *pi = jb->pi;
-	size_t c, e;
 
-	for (c = jb->koff[P]; c < jb->koff[P + 1]; c++)
+	for (size_t c = jb->koff[P]; c < jb->koff[P + 1]; c++)
 		stamp[jb->known[c].j] = P;
-	for (e = pi->doff[P]; e < pi->doff[P + 1]; e++) {
-		size_t f = pi->dfr[e];
+	/* the higher-numbered patterns of P's component: a component's pairs, not the frame index
+	 * (nearly every pattern shares the thread-start frames with every other) */
+	for (uint32_t Q = jb->comp_next[P]; Q != NONE; Q = jb->comp_next[Q]) {
+		double sim;
 
-		for (c = upper(pi->full, pi->foff[f], pi->foff[f + 1], P); c < pi->foff[f + 1]; c++) {
-			uint32_t Q = pi->full[c];
-			double sim;
-
-			if (stamp[Q] == P || jb->comp[Q] != jb->comp[P])
-				continue;
-			stamp[Q] = P;
-			w->extended_aligned++;
-			if (sim_similarity(ctx, &jb->p[P], &jb->p[Q], &sim) < 0) {
-				snprintf(w->err, sizeof(w->err), "%s", sim_ctx_error(ctx));
-				return -1;
-			}
-			if (sim > 0 && pv_push(&w->out, P, Q, sim) < 0) {
-				snprintf(w->err, sizeof(w->err), "out of memory");
-				return -1;
-			}
+		if (stamp[Q] == P || !share_frame(pi, P, Q))
+			continue;
+		w->extended_aligned++;
+		if (sim_similarity(ctx, &jb->p[P], &jb->p[Q], &sim) < 0) {
+			snprintf(w->err, sizeof(w->err), "%s", sim_ctx_error(ctx));
+			return -1;
+		}
+		if (sim > 0 && pv_push(&w->out, P, Q, sim) < 0) {
+			snprintf(w->err, sizeof(w->err), "out of memory");
+			return -1;
 		}
 	}
 	return 0;
@@ -735,7 +747,7 @@ static int find_pairs(struct hclust *h, struct sim_frames *ft, const struct sim_
 {
 	struct pinfo pi;
 	struct pjob jb;
-	uint32_t *comp = NULL;
+	uint32_t *comp = NULL, *next = NULL, *last = NULL;
 	size_t *koff = NULL;
 	int rc = -1;
 	double t0 = now_ms();
@@ -764,7 +776,24 @@ static int find_pairs(struct hclust *h, struct sim_frames *ft, const struct sim_
 	if (o->method == LINKAGE_AVERAGE && *nkept) {
 		if (components(h, *kept, *nkept, n, &comp, &koff) < 0)
 			goto out;
+		/* each component as a list of its patterns, ascending: last[root] is the one seen last */
+		next = malloc((n ? n : 1) * sizeof(*next));
+		last = malloc((n ? n : 1) * sizeof(*last));
+		if (!next || !last) {
+			oom(h);
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++)
+			last[i] = NONE;
+		for (size_t i = n; i-- > 0;) {
+			next[i] = NONE;
+			if (comp[i] != NONE) {
+				next[i] = last[comp[i]];
+				last[comp[i]] = (uint32_t)i;
+			}
+		}
 		jb.comp = comp;
+		jb.comp_next = next;
 		jb.known = *kept;
 		jb.koff = koff;
 		/* the workers only read the first pass's pairs: they are appended to after the workers end */
@@ -779,6 +808,8 @@ static int find_pairs(struct hclust *h, struct sim_frames *ft, const struct sim_
 	rc = 0;
 out:
 	free(comp);
+	free(next);
+	free(last);
 	free(koff);
 	pinfo_release(&pi);
 	h->st.ms_pairs = now_ms() - t0;
