@@ -68,10 +68,18 @@ int sig_create(PGconn *db, const char *name, const char *const *frames, size_t n
 	params[2] = status;
 	params[3] = note ? note : "";
 	params[4] = from_cluster > 0 ? cl : NULL;
-	r = PQexecParams(db, "INSERT INTO signatures (name, frames, status, note, from_cluster)"
-			     " VALUES ($1, $2::text[], $3, $4, $5) RETURNING id",
+	/* the cluster must exist now; its id and run's are kept as numbers that outlive them */
+	r = PQexecParams(db, "INSERT INTO signatures (name, frames, status, note, from_cluster, from_run)"
+			     " SELECT $1, $2::text[], $3, $4, $5::bigint, (SELECT run_id FROM clusters WHERE id = $5::bigint)"
+			     " WHERE $5::bigint IS NULL OR EXISTS (SELECT 1 FROM clusters WHERE id = $5::bigint)"
+			     " RETURNING id",
 			 5, NULL, params, NULL, NULL, 0);
 	buf_release(&arr);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 0) {
+		PQclear(r);
+		snprintf(err, errlen, "from_cluster: no cluster %s", cl);
+		return -1;
+	}
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 		if (state && strcmp(state, "23505") == 0)

@@ -23,7 +23,11 @@ static const char usage[] =
 	"                                   prints it once on stdout; only its hash is stored\n"
 	"  token list                       tokens (id, role, name, created, revoked)\n"
 	"  token revoke ID                  revoke a token by id\n"
-	"  retention [--days N]             show or set how many days of streams to keep (0: forever)\n"
+	"  retention [--days N] [--run-days N]\n"
+	"                                   show or set how many days of streams (with their events)\n"
+	"                                   and of finished runs (with their results) to keep (0: forever)\n"
+	"  collect                          delete the frames and stacks nothing refers to any more\n"
+	"                                   (safe while sm-ingest runs; sm-ingest does it daily)\n"
 	"  maintain                         create the coming days' event partitions, drop what is\n"
 	"                                   older than the retention, fold pending frame statistics\n"
 	"                                   (sm-ingest does the first two hourly, the last every 2 s)\n"
@@ -192,24 +196,14 @@ static int cmd_token(PGconn *c, int argc, char **argv)
 	return 2;
 }
 
-static int cmd_retention(PGconn *c, int argc, char **argv)
+static int set_setting(PGconn *c, const char *key, int64_t value)
 {
-	int64_t days;
-	char dbuf[24];
-	const char *params[1] = { dbuf };
+	char vbuf[24];
+	const char *params[2] = { key, vbuf };
 	PGresult *r;
 
-	if (argc == 1)
-		return print_query(c, "retention",
-				   "SELECT value AS days FROM settings WHERE key = 'retention_days'");
-	if (argc != 3 || strcmp(argv[1], "--days") != 0 ||
-	    util_parse_i64(argv[2], 0, 100000, &days) < 0) {
-		fprintf(stderr, "sm-admin: retention: --days takes a whole number of days (0: keep forever)\n");
-		return 2;
-	}
-	snprintf(dbuf, sizeof(dbuf), "%lld", (long long)days);
-	r = PQexecParams(c, "UPDATE settings SET value = $1 WHERE key = 'retention_days'", 1, NULL,
-			 params, NULL, NULL, 0);
+	snprintf(vbuf, sizeof(vbuf), "%lld", (long long)value);
+	r = PQexecParams(c, "UPDATE settings SET value = $2 WHERE key = $1", 2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		char err[512];
 		db_errcpy(err, sizeof(err), "retention", PQresultErrorMessage(r));
@@ -217,7 +211,51 @@ static int cmd_retention(PGconn *c, int argc, char **argv)
 		return fail(err);
 	}
 	PQclear(r);
-	printf("retention set to %lld days%s\n", (long long)days, days ? "" : " (keep forever)");
+	return 0;
+}
+
+/* retention [--days N] [--run-days N]: streams and their events, and runs with their results */
+static int cmd_retention(PGconn *c, int argc, char **argv)
+{
+	int64_t days = -1, run_days = -1;
+
+	if (argc == 1)
+		return print_query(c, "retention",
+				   "SELECT (SELECT value FROM settings WHERE key = 'retention_days') AS days,"
+				   " (SELECT value FROM settings WHERE key = 'run_retention_days') AS run_days");
+	for (int i = 1; i < argc; i += 2) {
+		int64_t *dst = strcmp(argv[i], "--days") == 0 ? &days : strcmp(argv[i], "--run-days") == 0 ? &run_days : NULL;
+
+		if (!dst || i + 1 >= argc || util_parse_i64(argv[i + 1], 0, 100000, dst) < 0) {
+			fprintf(stderr, "sm-admin: retention: --days and --run-days take a whole number of days"
+					" (0: keep forever)\n");
+			return 2;
+		}
+	}
+	if (days >= 0 && set_setting(c, "retention_days", days))
+		return 1;
+	if (run_days >= 0 && set_setting(c, "run_retention_days", run_days))
+		return 1;
+	if (days >= 0)
+		printf("retention set to %lld days%s\n", (long long)days, days ? "" : " (keep forever)");
+	if (run_days >= 0)
+		printf("run retention set to %lld days%s\n", (long long)run_days, run_days ? "" : " (keep forever)");
+	return 0;
+}
+
+/* collect: frames and stacks nothing refers to any more */
+static int cmd_collect(PGconn *c)
+{
+	PGresult *r = PQexec(c, "SELECT stacks, frames FROM sm_collect_interned()");
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		char err[512];
+		db_errcpy(err, sizeof(err), "collect", PQresultErrorMessage(r));
+		PQclear(r);
+		return fail(err);
+	}
+	printf("stacks collected: %s, frames collected: %s\n", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+	PQclear(r);
 	return 0;
 }
 
@@ -269,7 +307,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(cmd, "migrate") && strcmp(cmd, "status") && strcmp(cmd, "token") &&
-	    strcmp(cmd, "retention") && strcmp(cmd, "maintain")) {
+	    strcmp(cmd, "retention") && strcmp(cmd, "maintain") && strcmp(cmd, "collect")) {
 		fprintf(stderr, "sm-admin: unknown command '%s'\n\n%s", cmd, usage);
 		return 2;
 	}
@@ -290,6 +328,8 @@ int main(int argc, char **argv)
 		rc = cmd_token(c, argc - optind, argv + optind);
 	else if (strcmp(cmd, "retention") == 0)
 		rc = cmd_retention(c, argc - optind, argv + optind);
+	else if (strcmp(cmd, "collect") == 0)
+		rc = cmd_collect(c);
 	else
 		rc = cmd_maintain(c);
 	PQfinish(c);

@@ -3,6 +3,7 @@
 #include "common/intern.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct idmap {
@@ -19,6 +20,8 @@ struct idmap {
 
 struct idcache {
 	struct idmap frames, stacks;
+	/* the database's intern_epoch the ids belong to (sm_collect_interned() bumps it) */
+	_Atomic uint64_t epoch;
 };
 
 static int idmap_init(struct idmap *m, size_t max)
@@ -49,11 +52,17 @@ static int32_t idmap_get_locked(struct idmap *m, const void *key, size_t len)
 	return k < 0 ? -1 : m->ids[k];
 }
 
-static void idmap_put(struct idmap *m, const void *key, size_t len, int32_t id)
+static void idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
+		      uint64_t epoch)
 {
 	int64_t k;
 
 	pthread_rwlock_wrlock(&m->lock);
+	/* an id mapped under an older epoch may name a collected row: not kept */
+	if (epoch != atomic_load(&c->epoch)) {
+		pthread_rwlock_unlock(&m->lock);
+		return;
+	}
 	k = m->bytes + len > IDMAP_MAX_BYTES ? -1 : intern_put(m->keys, key, len, NULL);
 	if (k < 0) {
 		/* full: start over rather than grow; hot keys come back at once */
@@ -108,9 +117,9 @@ size_t idcache_get_frames(struct idcache *c, const char *const *names, const siz
 	return found;
 }
 
-void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id)
+void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint64_t epoch)
 {
-	idmap_put(&c->frames, name, len, id);
+	idmap_put(c, &c->frames, name, len, id, epoch);
 }
 
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n)
@@ -123,9 +132,29 @@ int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t 
 	return id;
 }
 
-void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id)
+void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch)
 {
-	idmap_put(&c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id);
+	idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, epoch);
+}
+
+uint64_t idcache_epoch(struct idcache *c)
+{
+	return atomic_load(&c->epoch);
+}
+
+void idcache_reset(struct idcache *c, uint64_t epoch)
+{
+	/* both maps locked: no reader sees one map of the new epoch and one of the old */
+	pthread_rwlock_wrlock(&c->frames.lock);
+	pthread_rwlock_wrlock(&c->stacks.lock);
+	if (atomic_load(&c->epoch) != epoch) {
+		intern_clear(c->frames.keys);
+		intern_clear(c->stacks.keys);
+		c->frames.bytes = c->stacks.bytes = 0;
+		atomic_store(&c->epoch, epoch);
+	}
+	pthread_rwlock_unlock(&c->stacks.lock);
+	pthread_rwlock_unlock(&c->frames.lock);
 }
 
 void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks)

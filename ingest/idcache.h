@@ -2,7 +2,10 @@
  * idcache: the ingest server's in-process map from frame strings and frame-id
  * sequences to their database ids, shared by all workers, so that a frame or
  * stack seen before costs no database round trip. Bounded: when a map fills
- * it is emptied and refilled from the database as streams arrive.
+ * it is emptied and refilled from the database as streams arrive. The ids
+ * belong to an epoch of the database (settings intern_epoch): a collection of
+ * unused frames and stacks (sm_collect_interned()) starts a new one, and the
+ * cache is emptied (idcache_reset()) before ids of the old one can be used.
  */
 #ifndef SM_IDCACHE_H
 #define SM_IDCACHE_H
@@ -18,10 +21,16 @@ void idcache_free(struct idcache *c);   /* NULL-safe */
 /* For each names[i] (lens[i] bytes) set ids[i] to its database id or -1. Returns how many were found. */
 size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
 			  int32_t *ids);
-void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id);
+/* Ids mapped while the cache was at epoch (idcache_epoch() before the mapping): dropped if the
+ * cache has moved on since. */
+void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint64_t epoch);
 /* Database id of the stack with these frame ids, or -1. */
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n);
-void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id);
+void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch);
+/* The epoch the cached ids belong to (0 at first). */
+uint64_t idcache_epoch(struct idcache *c);
+/* Empties the cache for a new epoch (nothing when it is there already). */
+void idcache_reset(struct idcache *c, uint64_t epoch);
 /* Current sizes, for logs and tests. */
 void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks);
 

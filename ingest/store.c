@@ -27,6 +27,7 @@ struct store {
 	struct buf copy;           /* COPY rows */
 	struct intern *missing;    /* frames or stacks not in the cache, per call */
 	struct intern *stat_keys;  /* frame ids and call edges, per call */
+	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
 };
 
 /* Per stream, what its frames and stacks are in the database. */
@@ -279,9 +280,9 @@ static int resolve_missing(struct store *st, bool is_stack, int32_t **local)
 		const void *key = intern_key(st->missing, (uint32_t)k, &len);
 
 		if (is_stack)
-			idcache_put_stack(st->cache, key, (uint32_t)(len / sizeof(int32_t)), (*local)[k]);
+			idcache_put_stack(st->cache, key, (uint32_t)(len / sizeof(int32_t)), (*local)[k], st->epoch);
 		else
-			idcache_put_frame(st->cache, key, len, (*local)[k]);
+			idcache_put_frame(st->cache, key, len, (*local)[k], st->epoch);
 	}
 	return 0;
 }
@@ -649,8 +650,11 @@ static int cmp_stream_id(const void *a, const void *b, void *ctx)
 	return strcmp(ss[*(const size_t *)a]->stream_id, ss[*(const size_t *)b]->stream_id);
 }
 
+/* write_batch(): the ids were mapped in an epoch that a collection has ended */
+#define STORE_REMAP (-2)
+
 static int write_batch(struct store *st, const struct wire_stream *const *ss, size_t n,
-		       struct mapped *m, enum store_result *res, bool *no_partition)
+		       struct mapped *m, enum store_result *res, bool *no_partition, uint64_t *new_epoch)
 {
 	PGresult *r;
 	char received_at[64], day[16];
@@ -669,8 +673,12 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 
 	if (db_exec(st->db, "BEGIN", st->err, sizeof(st->err)) < 0)
 		return -1;
+	/* the intern lock, shared: no collection of frames and stacks runs while this batch is written;
+	 * one that ran since its ids were mapped changed the epoch, and the batch is mapped again */
 	r = PQexec(st->db, "SELECT now()::text, (now() AT TIME ZONE 'UTC')::date::text,"
-			   " (extract(epoch FROM now()) * 1000000)::bigint - 946684800000000");
+			   " (extract(epoch FROM now()) * 1000000)::bigint - 946684800000000,"
+			   " pg_advisory_xact_lock_shared(hashtext('stackmine.intern')) IS NULL,"
+			   " (SELECT value FROM settings WHERE key = 'intern_epoch')");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_fail(st, "reading the time", r);
 		PQclear(r);
@@ -679,6 +687,12 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	snprintf(received_at, sizeof(received_at), "%s", PQgetvalue(r, 0, 0));
 	snprintf(day, sizeof(day), "%s", PQgetvalue(r, 0, 1));
 	received_us = db_get_i64(r, 0, 2);
+	if (!PQgetisnull(r, 0, 4) && (uint64_t)db_get_i64(r, 0, 4) != st->epoch) {
+		*new_epoch = (uint64_t)db_get_i64(r, 0, 4);
+		PQclear(r);
+		PQclear(PQexec(st->db, "ROLLBACK"));
+		return STORE_REMAP;
+	}
 	PQclear(r);
 	for (size_t i = 0; i < n; i++) {
 		size_t s = order[i];
@@ -722,15 +736,26 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		snprintf(st->err, sizeof(st->err), "out of memory");
 		return -1;
 	}
-	{
+	for (int attempt = 0; attempt < 3; attempt++) {
 		int64_t t0 = util_now_mono_ns();
+		uint64_t epoch = 0;
+
+		st->epoch = idcache_epoch(st->cache);
 		if (map_ids(st, ss, n, m) < 0)
 			goto done;
 		log_debug("ids mapped", "streams=%zu ms=%.1f", n, (util_now_mono_ns() - t0) / 1e6);
+		rc = write_batch(st, ss, n, m, res, &no_partition, &epoch);
+		if (rc == -1 && no_partition && store_maintain(st) == 0)
+			rc = write_batch(st, ss, n, m, res, &no_partition, &epoch);
+		if (rc != STORE_REMAP)
+			break;
+		/* frames and stacks were collected since the ids were mapped: map them again */
+		log_info("interned ids of a new epoch", "epoch=%llu", (unsigned long long)epoch);
+		idcache_reset(st->cache, epoch);
+		memset(m, 0, (n + 1) * sizeof(*m));
+		rc = -1;
+		snprintf(st->err, sizeof(st->err), "frames and stacks are being collected; retry");
 	}
-	rc = write_batch(st, ss, n, m, res, &no_partition);
-	if (rc < 0 && no_partition && store_maintain(st) == 0)
-		rc = write_batch(st, ss, n, m, res, &no_partition);
 done:
 	arena_reset(st->scratch);
 	return rc;
@@ -753,6 +778,17 @@ int store_maintain(struct store *st)
 	else if (strcmp(PQgetvalue(r, 0, 0), "0") || strcmp(PQgetvalue(r, 0, 1), "0"))
 		log_info("partitions maintained", "created=%s dropped=%s", PQgetvalue(r, 0, 0),
 			 PQgetvalue(r, 0, 1));
+	/* a day's events went: collect the frames and stacks only they used */
+	if (ok && strcmp(PQgetvalue(r, 0, 1), "0") != 0) {
+		PGresult *g = PQexec(st->db, "SELECT stacks, frames FROM sm_collect_interned()");
+
+		if (PQresultStatus(g) != PGRES_TUPLES_OK)
+			ok = db_fail(st, "collecting frames and stacks", g) == 0;
+		else
+			log_info("frames and stacks collected", "stacks=%s frames=%s", PQgetvalue(g, 0, 0),
+				 PQgetvalue(g, 0, 1));
+		PQclear(g);
+	}
 	PQclear(r);
 	return ok ? 0 : -1;
 }

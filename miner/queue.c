@@ -282,3 +282,33 @@ void miner_set_status(struct miner *m, int64_t id, const char *status, const cha
 	PQclear(r);
 }
 
+
+int miner_delete_run(PGconn *db, int64_t run_id, char *err, size_t errlen)
+{
+	char idbuf[24];
+	const char *params[1] = { idbuf };
+	PGresult *r;
+	int rc;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run_id);
+	/* its stacks, patterns and clusters go with it (ON DELETE CASCADE) */
+	r = PQexecParams(db, "WITH d AS (DELETE FROM runs WHERE id = $1 AND status <> 'running' RETURNING id)"
+			     " SELECT (SELECT count(*) FROM d), (SELECT status FROM runs WHERE id = $1)",
+			 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "deleting the run", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	if (strcmp(PQgetvalue(r, 0, 0), "1") == 0) {
+		rc = 0;
+	} else if (!PQgetisnull(r, 0, 1)) {
+		snprintf(err, errlen, "run %s is running: it can be deleted when it has ended", idbuf);
+		rc = -2;
+	} else {
+		snprintf(err, errlen, "run %s: no such run", idbuf);
+		rc = -3;
+	}
+	PQclear(r);
+	return rc;
+}

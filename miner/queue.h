@@ -49,6 +49,11 @@ int miner_wait(struct miner *m, int timeout_ms);
 int miner_finish(struct miner *m, int64_t id, int64_t cluster_ms, int64_t total_ms);
 void miner_set_status(struct miner *m, int64_t id, const char *status, const char *error);
 
+/* Deletes a run that is not running, with its stacks, patterns and clusters (an analyst's
+ * signatures keep their frames and remember the cluster's number). Returns 0, or -1 (database, err
+ * set), -2 (the run is running), -3 (no such run). */
+int miner_delete_run(PGconn *db, int64_t run_id, char *err, size_t errlen);
+
 /* ---- for the run pipeline (run.c) ---- */
 
 /* The handle's connection and options (owned by the handle). */

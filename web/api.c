@@ -540,6 +540,35 @@ static void get_run(struct req *rq, const char *id)
 	PQclear(r);
 }
 
+/* DELETE /api/v1/runs/{id}: an admin's */
+static void delete_run(struct req *rq, const char *id)
+{
+	char err[512];
+	int rc;
+
+	if (!req_may_write(rq, true))
+		return;
+	if (rq->role < AUTH_ADMIN) {
+		req_json_error(rq, 403, "deleting a run needs an admin token");
+		return;
+	}
+	rc = miner_delete_run(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
+	if (rc < 0) {
+		req_json_error(rq, rc == -2 ? 409 : rc == -3 ? 404 : 500, "%s", err);
+		return;
+	}
+	{
+		struct jsonw w;
+
+		jsonw_init(&w, &rq->out);
+		jsonw_object(&w);
+		jsonw_ki64(&w, "run_id", strtoll(id, NULL, 10));
+		jsonw_kbool(&w, "deleted", true);
+		jsonw_end(&w);
+		ok_json(rq, &w, 200);
+	}
+}
+
 static bool kind_param(struct req *rq, const char **kind)
 {
 	const char *k = req_query(rq, "kind");
@@ -1062,6 +1091,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/runs", get_runs_r, NULL },
 	{ REQ_M_POST, "/api/v1/runs", post_run_r, NULL },
 	{ REQ_M_GET, "/api/v1/runs/#", get_run, "run" },
+	{ REQ_M_DELETE, "/api/v1/runs/#", delete_run, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/clusters", get_clusters, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/coverage", get_coverage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/triage", get_triage, "run" },

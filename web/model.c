@@ -285,10 +285,12 @@ PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *er
 
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	return run_prepared(db, 8,
-		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events"
+		   /* a stream that retention removed since the run: listed, marked expired */
+		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events,"
+		   " s.id IS NULL AS expired"
 		   " FROM (SELECT rs.stream_ref, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events"
 		   MATCHED " GROUP BY rs.stream_ref ORDER BY 2 DESC, 1 LIMIT $2) m"
-		   " JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, s.id",
+		   " LEFT JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, m.stream_ref",
 		   2, p, err, errlen);
 }
 
@@ -328,7 +330,9 @@ PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t err
 
 #define SIG_COLS                                                                                 \
 	"SELECT g.id AS signature_id, g.name, to_json(g.frames) AS frames, g.status, g.note,"       \
-	" g.from_cluster, " ISO("g.created_at") " AS created_at, " ISO("g.updated_at") " AS updated_at" \
+	" g.from_cluster, g.from_run,"                                                              \
+	" (g.from_cluster IS NOT NULL AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.id = g.from_cluster))" \
+	" AS from_expired, " ISO("g.created_at") " AS created_at, " ISO("g.updated_at") " AS updated_at" \
 	" FROM signatures g"
 
 PGresult *model_signatures(PGconn *db, long limit, long offset, char *err, size_t errlen)

@@ -10,6 +10,7 @@
 #include "clusterer/signature.h"
 #include "common/arena.h"
 #include "common/util.h"
+#include "miner/queue.h"
 #include "web/flame.h"
 #include "web/html.h"
 #include "web/model.h"
@@ -408,6 +409,11 @@ static void page_run(struct req *rq, const char *id)
 	html_raw(rq, "</h1><p class=\"params\">");
 	run_params_summary(rq, col(run, 0, "params"));
 	html_raw(rq, "</p>");
+	if (rq->role >= AUTH_ADMIN && strcmp(col(run, 0, "status"), "running") != 0) {
+		html_rawf(rq, "<form class=\"delete\" method=\"post\" action=\"/runs/%s/delete\">", id);
+		html_csrf_field(rq);
+		html_raw(rq, "<button type=\"submit\">Delete this run and its results</button></form>");
+	}
 	if (col(run, 0, "error")) {
 		html_raw(rq, "<p class=\"error\">");
 		html_text(rq, col(run, 0, "error"));
@@ -758,11 +764,17 @@ static void page_cluster(struct req *rq, const char *id)
 		html_raw(rq, "<h3>Top streams</h3><table class=\"streams\"><thead><tr><th>Stream</th><th>Host</th>"
 			     "<th>Version</th><th class=\"n\">Matched cost</th><th class=\"n\">Events</th></tr></thead><tbody>");
 		for (int i = 0; i < PQntuples(ts); i++) {
-			html_raw(rq, "<tr><td><a href=\"/streams/");
-			html_text(rq, col(ts, i, "stream_id"));
-			html_raw(rq, "\">");
-			html_text(rq, col(ts, i, "stream_id"));
-			html_raw(rq, "</a></td><td>");
+			if (!col(ts, i, "stream_id")) {
+				/* retention removed it after the run: no link to a page that is gone */
+				html_raw(rq, "<tr><td class=\"expired\" title=\"older than the stream retention "
+					     "(sm-admin retention)\">stream expired</td><td>");
+			} else {
+				html_raw(rq, "<tr><td><a href=\"/streams/");
+				html_text(rq, col(ts, i, "stream_id"));
+				html_raw(rq, "\">");
+				html_text(rq, col(ts, i, "stream_id"));
+				html_raw(rq, "</a></td><td>");
+			}
 			html_text(rq, col(ts, i, "host"));
 			html_raw(rq, "</td><td>");
 			html_text(rq, col(ts, i, "version"));
@@ -1090,7 +1102,10 @@ static void page_signatures(struct req *rq)
 			html_raw(rq, "</td>");
 		}
 		html_raw(rq, "<td>");
-		if (col(r, i, "from_cluster"))
+		if (col(r, i, "from_cluster") && col(r, i, "from_expired")[0] == 't')
+			html_rawf(rq, "cluster %lld of run %lld (expired)", (long long)coln(r, i, "from_cluster"),
+				  (long long)coln(r, i, "from_run"));
+		else if (col(r, i, "from_cluster"))
 			html_rawf(rq, "<a href=\"/clusters/%lld\">cluster %lld</a>", (long long)coln(r, i, "from_cluster"),
 				  (long long)coln(r, i, "from_cluster"));
 		html_raw(rq, "</td><td class=\"time\">");
@@ -1283,6 +1298,26 @@ static void post_signature_import(struct req *rq)
 
 /* ---- routing ---- */
 
+/* POST /runs/{id}/delete: an admin's; back to the list */
+static void post_run_delete(struct req *rq, const char *id)
+{
+	char err[512];
+	int rc;
+
+	if (!req_may_write(rq, false))
+		return;
+	if (rq->role < AUTH_ADMIN) {
+		html_error(rq, 403, "Deleting a run needs an admin token.");
+		return;
+	}
+	rc = miner_delete_run(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
+	if (rc < 0) {
+		html_error(rq, rc == -2 ? 409 : rc == -3 ? 404 : 500, err);
+		return;
+	}
+	html_redirect(rq, "/runs");
+}
+
 static void root_r(struct req *rq, const char *arg) { (void)arg; html_redirect(rq, "/runs"); }
 static void login_r(struct req *rq, const char *arg) { (void)arg; page_login(rq, NULL, 200); }
 static void post_login_r(struct req *rq, const char *arg) { (void)arg; post_login(rq); }
@@ -1309,6 +1344,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/", root_r, NULL },
 	{ REQ_M_GET, "/runs", runs_r, NULL },
 	{ REQ_M_GET, "/runs/#", page_run, "run" },
+	{ REQ_M_POST, "/runs/#/delete", post_run_delete, "run" },
 	{ REQ_M_GET, "/clusters/#", page_cluster, "cluster" },
 	{ REQ_M_GET, "/streams", streams_r, NULL },
 	{ REQ_M_GET, "/streams/*", page_stream, NULL },

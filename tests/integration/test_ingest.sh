@@ -327,4 +327,66 @@ t_eq "retention: the old partition is gone" \
 t_eq "retention: recent streams are kept" "$(pg_q "SELECT count(*) FROM streams")" "$recent"
 t_eq "retention: statistics lose exactly the old day" "$(pg_q "SELECT n FROM stream_total")" "$((total_before - 1))"
 
+# ---- runs expire too: an old run goes with its stacks, patterns and clusters ----
+run_old=$(pg_q "INSERT INTO runs (status, params, created_at, finished_at) VALUES ('done', '{}',
+	now() - interval '100 days', now() - interval '100 days') RETURNING id")
+run_new=$(pg_q "INSERT INTO runs (status, params, finished_at) VALUES ('done', '{}', now()) RETURNING id")
+run_live=$(pg_q "INSERT INTO runs (status, params, created_at, started_at, heartbeat_at, worker)
+	VALUES ('running', '{}', now() - interval '100 days', now(), now(), 'x:1') RETURNING id")
+pat=$(pg_q "INSERT INTO patterns (run_id, kind, rank, frame_ids, cost_ns, events, streams, stack_ids)
+	VALUES ($run_old, 'w', 1, '{1}', 1, 1, 1, '{1}') RETURNING id")
+clu=$(pg_q "INSERT INTO clusters (run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost,
+	rank_streams, rank_events, rank_avg_cost, medoid, common_frame_ids, members, alignment)
+	VALUES ($run_old, 'w', 1, 1, 1, 1, 1, 1, 1, 1, $pat, '{1}', '{$pat}', '[]') RETURNING id")
+pg_q "INSERT INTO run_stacks VALUES ($run_old, 'w', 1, 1, 1, 1)" >/dev/null
+sig=$("$SM_BIN_DIR/sm-cluster" signatures create --name from-an-old-run --frame 'x!y' --from-cluster "$clu")
+t_eq "signature: remembers its cluster's run" "$(pg_q "SELECT from_cluster, from_run FROM signatures WHERE id = $sig")" "$clu|$run_old"
+t_eq "retention: both shown" "$(sm_admin retention)" "retention:
+  days=30 run_days=90"
+t_eq "retention: run days set" "$(sm_admin retention --run-days 90)" "run retention set to 90 days"
+sm_admin retention --run-days x >/dev/null 2>"$T_TMP/e"
+t_eq "retention: a bad number" "$?|$(cat "$T_TMP/e")" \
+	"2|sm-admin: retention: --days and --run-days take a whole number of days (0: keep forever)"
+sm_admin maintain >/dev/null
+t_eq "run retention: the old run and its results are gone, the new and the running one kept" \
+	"$(pg_q "SELECT (SELECT string_agg(id::text, ',' ORDER BY id) FROM runs WHERE id IN ($run_old, $run_new, $run_live)),
+	 (SELECT count(*) FROM patterns WHERE run_id = $run_old), (SELECT count(*) FROM clusters WHERE run_id = $run_old),
+	 (SELECT count(*) FROM run_stacks WHERE run_id = $run_old)")" "$run_new,$run_live|0|0|0"
+t_eq "run retention: the signature keeps its frames and where it came from" \
+	"$(pg_q "SELECT name, array_to_string(frames, '>'), from_cluster, from_run FROM signatures WHERE id = $sig")" \
+	"from-an-old-run|x!y|$clu|$run_old"
+
+# ---- frames and stacks nothing refers to are collected, while ingest has their ids cached ----
+start_ingest --auth-cache-ms 0 || t_bail "sm-ingest starts again"
+GC1=$(newid)
+stream "$GC1" 's/"nginx!/"gc!/g; s/"libc\.so\.6!/"gc!libc./g' >"$T_TMP/gc1.json"
+post "$T_TMP/gc1.json"
+t_eq "collection: a stream with frames of its own stored" "$HTTP_STATUS" 200
+gcframes="SELECT count(*) FROM frames WHERE name LIKE 'gc!%'"
+gcstacks="SELECT count(*) FROM stacks s WHERE EXISTS (SELECT 1 FROM frames f WHERE f.id = ANY (s.frame_ids) AND f.name LIKE 'gc!%')"
+t_eq "collection: its frames (those its events use) and stacks exist" "$(pg_q "$gcframes")|$(pg_q "$gcstacks")" "5|2"
+epoch0=$(pg_q "SELECT value FROM settings WHERE key = 'intern_epoch'")
+# as retention would do: the stream, its events and its day's statistics go
+pg_q "SELECT sm_fold_stats(1000000)" >/dev/null
+pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$GC1');
+	DELETE FROM streams WHERE stream_id = '$GC1';
+	DELETE FROM stat_frames WHERE frame_id IN (SELECT id FROM frames WHERE name LIKE 'gc!%');
+	DELETE FROM stat_calls WHERE caller IN (SELECT id FROM frames WHERE name LIKE 'gc!%')
+		OR callee IN (SELECT id FROM frames WHERE name LIKE 'gc!%')" >/dev/null
+out=$(sm_admin collect)
+t_match "collection: reports what it deleted" "$out" "^stacks collected: [1-9][0-9]*, frames collected: [1-9][0-9]*$"
+t_eq "collection: the stream's own frames and stacks are gone" "$(pg_q "$gcframes")|$(pg_q "$gcstacks")" "0|0"
+t_eq "collection: every event's stack, every stack's frames remain" \
+	"$(pg_q "SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM stacks s WHERE s.id = e.stack_id)")|$(pg_q "SELECT count(*) FROM stacks s, unnest(s.frame_ids) u(f) WHERE NOT EXISTS (SELECT 1 FROM frames WHERE id = u.f)")" "0|0"
+t_eq "collection: a new epoch" "$(pg_q "SELECT value::bigint - $epoch0 FROM settings WHERE key = 'intern_epoch'")" 1
+# the same frames again: the server must not use the ids it cached before the collection
+GC2=$(newid)
+stream "$GC2" 's/"nginx!/"gc!/g; s/"libc\.so\.6!/"gc!libc./g' >"$T_TMP/gc2.json"
+post "$T_TMP/gc2.json"
+t_eq "collection: the same frames stored again" "$HTTP_STATUS|$(pg_q "$gcframes")|$(pg_q "$gcstacks")" "200|5|2"
+t_eq "collection: the new events' stacks and frames exist" \
+	"$(pg_q "SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM stacks s WHERE s.id = e.stack_id)")|$(pg_q "SELECT count(*) FROM stacks s, unnest(s.frame_ids) u(f) WHERE NOT EXISTS (SELECT 1 FROM frames WHERE id = u.f)")" "0|0"
+t_match "collection: the server mapped its ids again" "$(cat "$SRV_LOG")" "interned ids of a new epoch"
+stop_ingest
+
 t_done

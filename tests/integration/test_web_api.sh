@@ -338,7 +338,7 @@ t_eq "cluster: metrics" "$(j '[j["cluster_id"], j["kind"], j["total_cost_ns"], j
 	"[$W1,\"wait\",1800,3,3,600,$P1,true]"
 t_eq "cluster: alignment" "$(j 'j["alignment"]')" "[{\"pattern_id\":$P1,\"sim\":1,\"ops\":\"MMM\"}]"
 t_eq "cluster: top streams" "$(j 'j["top_streams"]')" \
-	"[{\"stream_id\":\"$SC\",\"host\":\"h-beta\",\"app\":\"webapp\",\"version\":\"2.0\",\"cost_ns\":700,\"events\":1},{\"stream_id\":\"$SB\",\"host\":\"h-beta\",\"app\":\"webapp\",\"version\":\"1.0\",\"cost_ns\":600,\"events\":1},{\"stream_id\":\"$SA\",\"host\":\"h-alpha\",\"app\":\"webapp\",\"version\":\"1.0\",\"cost_ns\":500,\"events\":1}]"
+	"[{\"stream_id\":\"$SC\",\"host\":\"h-beta\",\"app\":\"webapp\",\"version\":\"2.0\",\"cost_ns\":700,\"events\":1,\"expired\":false},{\"stream_id\":\"$SB\",\"host\":\"h-beta\",\"app\":\"webapp\",\"version\":\"1.0\",\"cost_ns\":600,\"events\":1,\"expired\":false},{\"stream_id\":\"$SA\",\"host\":\"h-alpha\",\"app\":\"webapp\",\"version\":\"1.0\",\"cost_ns\":500,\"events\":1,\"expired\":false}]"
 t_eq "cluster: by host and version" "$(j '[j["by_host"], j["by_version"]]')" \
 	'[[{"value":"h-beta","cost_ns":1300,"events":2,"streams":2},{"value":"h-alpha","cost_ns":500,"events":1,"streams":1}],[{"value":"1.0","cost_ns":1100,"events":2,"streams":2},{"value":"2.0","cost_ns":700,"events":1,"streams":1}]]'
 t_eq "cluster: by label" "$(j 'j["by_label"]')" \
@@ -387,7 +387,7 @@ sig '{"name": "s", "frames": ["x!y"]} trailing'
 t_err "signature: not one JSON object" 400 "the body must be one JSON object"
 api GET "/api/v1/signatures/$S1" "${AN[@]}"
 t_eq "signature: read back" "$HTTP_STATUS $(j '{k: v for k, v in j.items() if k not in ("created_at", "updated_at")}')" \
-	"200 {\"signature_id\":$S1,\"name\":\"hostile-wait\",\"frames\":$(j '[E["HOSTILE"]]'),\"status\":\"open\",\"note\":\"<b>nöte</b> \\\"q\\\"\",\"from_cluster\":$W1}"
+	"200 {\"signature_id\":$S1,\"name\":\"hostile-wait\",\"frames\":$(j '[E["HOSTILE"]]'),\"status\":\"open\",\"note\":\"<b>nöte</b> \\\"q\\\"\",\"from_cluster\":$W1,\"from_run\":$RUN,\"from_expired\":false}"
 api GET /api/v1/signatures "${AN[@]}"
 t_eq "signatures: all, by name" "$(j '[[s["signature_id"], s["name"], s["status"]] for s in j["signatures"]]') $(j 'j["total"]')" \
 	"[[$S2,\"disk-flush\",\"known\"],[$S1,\"hostile-wait\",\"open\"]] 2"
@@ -495,6 +495,32 @@ t_eq "cookie: with the token and this Origin: 202" "$HTTP_STATUS" 202
 api POST /api/v1/runs -H "Cookie: sm_token=$INGEST" "${JS[@]}" -H "X-CSRF-Token: $CSRF" --data-binary '{"app": "nosuchapp"}'
 t_eq "cookie: an ingest token may not write" "$HTTP_STATUS" 403
 
+# ---- a stream that retention removed after the run: listed, marked expired, no link ----
+pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');
+	DELETE FROM streams WHERE stream_id = '$SA'" >/dev/null
+api GET "/api/v1/clusters/$W1" "${AN[@]}"
+t_eq "expired stream: still in the cluster's top streams, marked" \
+	"$(j '[[s["stream_id"], s["expired"], s["cost_ns"]] for s in j["top_streams"]]')" "[[\"$SC\",false,700],[\"$SB\",false,600],[null,true,500]]"
+api GET "/clusters/$W1" "${AN[@]}"
+t_match "expired stream: the page says so" "$HTTP_BODY" '<td class="expired" title="[^"]*">stream expired</td>'
+
+# ---- deleting a run: an admin's ----
+api DELETE "/api/v1/runs/$RUN" "${AN[@]}"
+t_err "delete run: an analyst may not" 403 "deleting a run needs an admin token"
+api DELETE "/api/v1/runs/999999" "${AD[@]}"
+t_err "delete run: missing" 404 "run 999999: no such run"
+LIVE=$(pg_q "INSERT INTO runs (status, params, started_at, heartbeat_at, worker) VALUES ('running', '{}', now(), now(), 'x:1') RETURNING id")
+api DELETE "/api/v1/runs/$LIVE" "${AD[@]}"
+t_err "delete run: not while it runs" 409 "run $LIVE is running: it can be deleted when it has ended"
+pg_q "DELETE FROM runs WHERE id = $LIVE" >/dev/null
+api DELETE "/api/v1/runs/$RUN" "${AD[@]}"
+t_eq "delete run: done, with its results" "$HTTP_STATUS $HTTP_BODY $(pg_q "SELECT count(*) FROM clusters WHERE run_id = $RUN")|$(pg_q "SELECT count(*) FROM patterns WHERE run_id = $RUN")" \
+	"200 {\"run_id\": $RUN, \"deleted\": true}"$'\n'" 0|0"
+api GET "/api/v1/runs/$RUN" "${AN[@]}"
+t_err "delete run: gone" 404 "run $RUN: no such run"
+api GET "/signatures" "${AN[@]}"
+t_match "delete run: a signature from its cluster says it expired" "$HTTP_BODY" "cluster $W1 of run $RUN \\(expired\\)"
+
 t_eq "every answer had CSP, nosniff, X-Frame-Options, no-store (and JSON for the API) ($HDR_N answers)" "$HDR_BAD" ""
 HDR_BAD=
 stop_web
@@ -502,7 +528,7 @@ stop_web
 # ---- anonymous reads, the body limit ----
 start_web --anonymous-read --max-body 1k --no-worker || t_bail "sm-web --anonymous-read starts"
 api GET /api/v1/streams
-t_eq "anonymous reads: allowed" "$HTTP_STATUS $(j 'j["total"]')" "200 4"
+t_eq "anonymous reads: allowed" "$HTTP_STATUS $(j 'j["total"]')" "200 3"
 api POST /api/v1/runs "${JS[@]}" --data-binary '{"app": "webapp"}'
 t_err "anonymous reads: writes still need a token" 401 "an analyst or admin token is required"
 bhead='{"app": "nosuchapp",' btail='"kind": "wait"}'

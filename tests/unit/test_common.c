@@ -468,22 +468,36 @@ static void test_idcache(void)
 	int32_t ids[3], st1[2] = { 10, 11 }, st2[2] = { 11, 10 };
 
 	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 0);
-	idcache_put_frame(c, "a!f", 3, 10);
-	idcache_put_frame(c, "a!g", 3, 11);
+	CHECK_INT(idcache_epoch(c), 0);
+	idcache_put_frame(c, "a!f", 3, 10, 0);
+	idcache_put_frame(c, "a!g", 3, 11, 0);
 	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 2);
 	CHECK_INT(ids[0], 10);
 	CHECK_INT(ids[1], 11);
 	CHECK_INT(ids[2], -1);
 	/* full: the map starts over instead of growing */
-	idcache_put_frame(c, "a!h", 3, 12);
+	idcache_put_frame(c, "a!h", 3, 12, 0);
 	idcache_sizes(c, &nf, &ns);
 	CHECK_INT(nf, 1);
 	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 1);
 	CHECK_INT(ids[2], 12);
-	idcache_put_stack(c, st1, 2, 5);
+	idcache_put_stack(c, st1, 2, 5, 0);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 5);
 	CHECK_INT(idcache_get_stack(c, st2, 2), -1);   /* order matters */
 	CHECK_INT(idcache_get_stack(c, st1, 1), -1);
+	/* a collection starts a new epoch: the cache empties, ids mapped under the old one are dropped */
+	idcache_reset(c, 3);
+	CHECK_INT(idcache_epoch(c), 3);
+	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
+	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 0);
+	idcache_put_stack(c, st1, 2, 6, 2);
+	idcache_put_frame(c, "a!f", 3, 20, 2);
+	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
+	CHECK_INT(idcache_get_frames(c, names, lens, 1, ids), 0);
+	idcache_put_stack(c, st1, 2, 7, 3);
+	CHECK_INT(idcache_get_stack(c, st1, 2), 7);
+	idcache_reset(c, 3);
+	CHECK_INT(idcache_get_stack(c, st1, 2), 7);
 	idcache_free(c);
 	idcache_free(NULL);
 }
