@@ -3,6 +3,7 @@
 #include "common/arena.h"
 #include "common/intern.h"
 #include "common/util.h"
+#include "common/vec.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -349,15 +350,8 @@ int64_t import_thread(struct importer *im, int64_t tid, const char *comm, size_t
 	if (idx < 0)
 		return import_fail(im, "out of memory");
 	if (added) {
-		if (im->nth == im->cap_th) {
-			size_t cap = im->cap_th ? im->cap_th * 2 : 256;
-			struct thread *t = realloc(im->th, cap * sizeof(*t));
-
-			if (!t)
-				return import_fail(im, "out of memory");
-			im->th = t;
-			im->cap_th = cap;
-		}
+		if (vec_reserve(&im->th, &im->cap_th, im->nth + 1, sizeof(*im->th)) < 0)
+			return import_fail(im, "out of memory");
 		im->th[im->nth++] = (struct thread){ .tid = tid, .comm = -1 };
 	}
 	if (n) {
@@ -400,15 +394,8 @@ int64_t import_event(struct importer *im, const struct wire_event *e)
 {
 	if (im->nev >= im->lim.max_events)
 		return import_fail(im, "more than %zu events", im->lim.max_events);
-	if (im->nev == im->cap_ev) {
-		size_t cap = im->cap_ev ? im->cap_ev * 2 : 1024;
-		struct wire_event *p = realloc(im->ev, cap * sizeof(*p));
-
-		if (!p)
-			return import_fail(im, "out of memory");
-		im->ev = p;
-		im->cap_ev = cap;
-	}
+	if (vec_reserve(&im->ev, &im->cap_ev, im->nev + 1, sizeof(*im->ev)) < 0)
+		return import_fail(im, "out of memory");
 	im->ev[im->nev] = *e;
 	return (int64_t)im->nev++;
 }

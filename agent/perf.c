@@ -3,6 +3,7 @@
 #include "agent/import.h"
 #include "common/buf.h"
 #include "common/intern.h"
+#include "common/vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -727,15 +728,8 @@ static int finish_run(struct perf *p)
 	if ((idx = import_event(p->im, &e)) < 0)
 		return -1;
 	if (dur < 0) {
-		if (p->ninf == p->cap_inf) {
-			size_t cap = p->cap_inf ? p->cap_inf * 2 : 1024;
-			struct infer *n = realloc(p->inf, cap * sizeof(*n));
-
-			if (!n)
-				return import_fail(p->im, "out of memory");
-			p->inf = n;
-			p->cap_inf = cap;
-		}
+		if (vec_reserve(&p->inf, &p->cap_inf, p->ninf + 1, sizeof(*p->inf)) < 0)
+			return import_fail(p->im, "out of memory");
 		p->inf[p->ninf++] = (struct infer){ (size_t)idx, p->tid, p->ts, p->name };
 	}
 	return 0;

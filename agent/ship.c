@@ -5,6 +5,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/vec.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -835,15 +836,8 @@ static int enqueue(struct shipper *sh, const char *json, size_t len, const char 
 		len--;
 	if (sh->nq && sh->batch.len + len + 1 > sh->o.batch_bytes && (rc = shipper_flush(sh)) < 0)
 		return rc;
-	if (sh->nq == sh->capq) {
-		size_t ncap = sh->capq ? sh->capq * 2 : 16;
-		struct entry *q = realloc(sh->q, ncap * sizeof(*q));
-
-		if (!q)
-			return ship_fail(sh, SHIP_EFATAL, "out of memory");
-		sh->q = q;
-		sh->capq = ncap;
-	}
+	if (vec_reserve(&sh->q, &sh->capq, sh->nq + 1, sizeof(*sh->q)) < 0)
+		return ship_fail(sh, SHIP_EFATAL, "out of memory");
 	e = &sh->q[sh->nq];
 	memset(e, 0, sizeof(*e));
 	e->off = sh->batch.len;

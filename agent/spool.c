@@ -1,6 +1,7 @@
 /* spool: atomic one-file-per-stream queue on disk, bounded in size (see spool.h). */
 #include "agent/spool.h"
 #include "common/util.h"
+#include "common/vec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -262,17 +263,10 @@ int spool_list(struct spool *sp, struct spool_entry **out, size_t *n)
 
 		if (nl != 41 || strcmp(de->d_name + 36, ".json") != 0)
 			continue;
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			struct spool_entry *p = realloc(v, ncap * sizeof(*v));
-
-			if (!p) {
-				closedir(d);
-				free(v);
-				return spool_fail(sp, SPOOL_EIO, "out of memory listing");
-			}
-			v = p;
-			cap = ncap;
+		if (vec_reserve(&v, &cap, len + 1, sizeof(*v)) < 0) {
+			closedir(d);
+			free(v);
+			return spool_fail(sp, SPOOL_EIO, "out of memory listing");
 		}
 		memcpy(v[len].id, de->d_name, 36);
 		v[len].id[36] = '\0';

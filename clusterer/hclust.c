@@ -9,6 +9,7 @@
 #include "clusterer/linkage.h"
 #include "common/imap.h"
 #include "common/par.h"
+#include "common/vec.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -303,15 +304,8 @@ struct pairvec {
 
 static int pv_push(struct pairvec *pv, uint32_t i, uint32_t j, double sim)
 {
-	if (pv->n == pv->cap) {
-		size_t nc = pv->cap ? pv->cap * 2 : 1024;
-		struct kept *nv = realloc(pv->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -1;
-		pv->v = nv;
-		pv->cap = nc;
-	}
+	if (vec_reserve(&pv->v, &pv->cap, pv->n + 1, sizeof(*pv->v)) < 0)
+		return -1;
 	pv->v[pv->n].i = i;
 	pv->v[pv->n].j = j;
 	pv->v[pv->n++].sim = sim;

@@ -18,6 +18,7 @@
  */
 #include "clusterer/linkage.h"
 #include "common/imap.h"
+#include "common/vec.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -602,15 +603,8 @@ static int heap_push(struct heap *hp, uint32_t i, double d)
 {
 	size_t c;
 
-	if (hp->n == hp->cap) {
-		size_t nc = hp->cap ? hp->cap * 2 : 64;
-		struct upd *nv = realloc(hp->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -1;
-		hp->v = nv;
-		hp->cap = nc;
-	}
+	if (vec_reserve(&hp->v, &hp->cap, hp->n + 1, sizeof(*hp->v)) < 0)
+		return -1;
 	c = hp->n++;
 	hp->v[c].i = i;
 	hp->v[c].d = d;

@@ -11,6 +11,7 @@
 #include "common/hash.h"
 #include "common/imap.h"
 #include "common/par.h"
+#include "common/vec.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -278,15 +279,8 @@ static int add_word(void *ctx, const char *w, size_t len, bool module)
 		a->sig.module = (uint32_t)id;
 	else
 		a->sig.bits |= (uint64_t)1 << (hash_mix64((uint64_t)id) & 63);
-	if (ft->nwords == ft->cap_words) {
-		size_t ncap = ft->cap_words ? ft->cap_words * 2 : 1024;
-		uint32_t *nw = realloc(ft->words, ncap * sizeof(*nw));
-
-		if (!nw)
-			return -1;
-		ft->words = nw;
-		ft->cap_words = ncap;
-	}
+	if (vec_reserve(&ft->words, &ft->cap_words, ft->nwords + 1, sizeof(*ft->words)) < 0)
+		return -1;
 	ft->words[ft->nwords++] = (uint32_t)id;
 	return 0;
 }

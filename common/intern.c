@@ -2,6 +2,7 @@
 #include "common/intern.h"
 #include "common/arena.h"
 #include "common/hash.h"
+#include "common/vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -135,14 +136,8 @@ int64_t intern_put(struct intern *m, const void *key, size_t len, bool *added)
 		return (int64_t)m->slots[i] - 1;
 	if ((m->max_keys && m->nents >= m->max_keys) || m->nents >= UINT32_MAX - 1 || len > UINT32_MAX)
 		return -1;
-	if (m->nents == m->cap_ents) {
-		size_t cap = m->cap_ents ? m->cap_ents * 2 : 256;
-		struct entry *p = realloc(m->ents, cap * sizeof(*p));
-		if (!p)
-			return -1;
-		m->ents = p;
-		m->cap_ents = cap;
-	}
+	if (vec_reserve(&m->ents, &m->cap_ents, m->nents + 1, sizeof(*m->ents)) < 0)
+		return -1;
 	copy = arena_alloc(m->keys, len + 1);
 	if (!copy)
 		return -1;

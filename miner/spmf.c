@@ -1,5 +1,6 @@
 /* spmf: SPMF sequence databases in, sequential patterns out (see spmf.h). */
 #include "miner/spmf.h"
+#include "common/vec.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -64,30 +65,16 @@ const char *spmf_error(const struct spmf *s)
 
 static int push_item(struct spmf *s, uint32_t v)
 {
-	if (s->nitems == s->cap_items) {
-		size_t cap = s->cap_items ? s->cap_items * 2 : 4096;
-		uint32_t *p = realloc(s->items, cap * sizeof(*p));
-
-		if (!p)
-			return -1;
-		s->items = p;
-		s->cap_items = cap;
-	}
+	if (vec_reserve(&s->items, &s->cap_items, s->nitems + 1, sizeof(*s->items)) < 0)
+		return -1;
 	s->items[s->nitems++] = v;
 	return 0;
 }
 
 static int push_seq_end(struct spmf *s)
 {
-	if (s->nseq + 1 >= s->cap_off) {
-		size_t cap = s->cap_off ? s->cap_off * 2 : 1024;
-		size_t *p = realloc(s->off, cap * sizeof(*p));
-
-		if (!p)
-			return -1;
-		s->off = p;
-		s->cap_off = cap;
-	}
+	if (vec_reserve(&s->off, &s->cap_off, s->nseq + 2, sizeof(*s->off)) < 0)
+		return -1;
 	if (!s->nseq)
 		s->off[0] = 0;
 	s->off[++s->nseq] = s->nitems;

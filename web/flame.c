@@ -2,6 +2,7 @@
 #include "web/flame.h"
 #include "common/arena.h"
 #include "common/hash.h"
+#include "common/imap.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -39,10 +40,6 @@ struct fcost {
 	uint64_t cost, events;
 };
 
-/* A child table slot: (parent, name id) -> node; node 0 = empty (the root is nobody's child). */
-struct cslot {
-	uint32_t parent, nid, node;
-};
 
 struct flame {
 	struct arena *arena;
@@ -53,8 +50,7 @@ struct flame {
 	struct fnode *nodes;
 	struct fcost *costs; /* parallel to nodes */
 	size_t n, cap;
-	struct cslot *table; /* at most half full */
-	size_t tcap;
+	struct imap children; /* parent << 32 | name id -> node (the root is nobody's child) */
 	uint64_t total_cost, total_events;
 	/* The previous stack: consecutive stacks mostly share a prefix, found without the table. */
 	uint32_t last_nid[FLAME_MAX_DEPTH], last_node[FLAME_MAX_DEPTH];
@@ -92,11 +88,6 @@ static uint32_t name_hash(const char *s, size_t n)
 	return (uint32_t)hash_mix64(h);
 }
 
-static size_t child_slot(uint32_t parent, uint32_t nid, size_t mask)
-{
-	return (size_t)hash_mix64(((uint64_t)parent << 32) | nid) & mask;
-}
-
 static void set_err(struct flame *f, const char *msg)
 {
 	snprintf(f->err, sizeof(f->err), "%s", msg);
@@ -122,7 +113,7 @@ void flame_free(struct flame *f)
 	free(f->ntable);
 	free(f->nodes);
 	free(f->costs);
-	free(f->table);
+	imap_free(&f->children);
 	free(f);
 }
 
@@ -140,9 +131,8 @@ struct flame *flame_open(void)
 	f->cap = 64;
 	f->nodes = calloc(f->cap, sizeof(*f->nodes));
 	f->costs = calloc(f->cap, sizeof(*f->costs));
-	f->tcap = 128;
-	f->table = calloc(f->tcap, sizeof(*f->table));
-	if (!f->arena || !f->names || !f->ntable || !f->nodes || !f->costs || !f->table) {
+	f->children = (struct imap)IMAP_INIT;
+	if (!f->arena || !f->names || !f->ntable || !f->nodes || !f->costs || imap_reserve(&f->children, 64) < 0) {
 		flame_free(f);
 		return NULL;
 	}
@@ -199,27 +189,9 @@ static void name_slot_put(uint32_t *table, size_t tcap, uint32_t h, uint32_t id)
 
 static uint32_t child_find(const struct flame *f, uint32_t parent, uint32_t nid)
 {
-	size_t mask = f->tcap - 1, i = child_slot(parent, nid, mask);
+	uint64_t node;
 
-	for (;; i = (i + 1) & mask) {
-		const struct cslot *c = &f->table[i];
-
-		if (!c->node)
-			return 0;
-		if (c->parent == parent && c->nid == nid)
-			return c->node;
-	}
-}
-
-static void child_slot_put(struct cslot *table, size_t tcap, uint32_t parent, uint32_t nid, uint32_t node)
-{
-	size_t mask = tcap - 1, i = child_slot(parent, nid, mask);
-
-	while (table[i].node)
-		i = (i + 1) & mask;
-	table[i].parent = parent;
-	table[i].nid = nid;
-	table[i].node = node;
+	return imap_get(&f->children, (uint64_t)parent << 32 | nid, &node) ? (uint32_t)node : 0;
 }
 
 /* Room for `more` names and `more_nodes` nodes, tables included, so that adding them cannot fail. */
@@ -267,20 +239,8 @@ static int reserve(struct flame *f, size_t more, size_t more_nodes)
 		f->costs = q;
 		f->cap = ncap;
 	}
-	if (nneed * 2 > f->tcap) {
-		size_t ncap = f->tcap;
-		struct cslot *t;
-
-		while (nneed * 2 > ncap)
-			ncap *= 2;
-		if (!(t = calloc(ncap, sizeof(*t))))
-			return -1;
-		for (size_t k = 1; k < f->n; k++)
-			child_slot_put(t, ncap, f->nodes[k].parent, f->nodes[k].nid, (uint32_t)k);
-		free(f->table);
-		f->table = t;
-		f->tcap = ncap;
-	}
+	if (imap_reserve(&f->children, nneed) < 0)
+		return -1;
 	return 0;
 }
 
@@ -387,7 +347,7 @@ int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost
 		path[i] = p = (uint32_t)f->n++;
 		if (!f->nodes[c->parent].fc)
 			f->nodes[c->parent].fc = p;
-		child_slot_put(f->table, f->tcap, c->parent, c->nid, p);
+		imap_put(&f->children, (uint64_t)c->parent << 32 | c->nid, p);  /* reserved: cannot fail */
 		f->dirty_tree = true;
 	}
 	leaf = n ? path[n - 1] : 0;

@@ -3,22 +3,16 @@
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/db.h"
-#include "common/hash.h"
+#include "common/imap.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct slot {
-	int32_t id;         /* 0: empty (frame ids start at 1) */
-	const char *name;   /* in the cache's arena */
-};
-
 struct framecache {
 	pthread_rwlock_t lock;
-	struct slot *slots;
-	size_t cap, count;  /* cap: a power of two, kept under 2/3 full */
+	struct imap ids;    /* frame id -> the name's address in names */
 	struct arena *names;
 	size_t max_bytes, used;
 };
@@ -29,12 +23,11 @@ struct framecache *framecache_open(size_t max_bytes)
 
 	if (!c)
 		return NULL;
-	c->cap = 1024;
-	c->slots = calloc(c->cap, sizeof(*c->slots));
+	c->ids = (struct imap)IMAP_INIT;
 	c->names = arena_open(0);
 	c->max_bytes = max_bytes;
-	if (!c->slots || !c->names || pthread_rwlock_init(&c->lock, NULL) != 0) {
-		free(c->slots);
+	if (!c->names || imap_reserve(&c->ids, 1024) < 0 || pthread_rwlock_init(&c->lock, NULL) != 0) {
+		imap_free(&c->ids);
 		arena_free(c->names);
 		free(c);
 		return NULL;
@@ -47,64 +40,33 @@ void framecache_free(struct framecache *c)
 	if (!c)
 		return;
 	pthread_rwlock_destroy(&c->lock);
-	free(c->slots);
+	imap_free(&c->ids);
 	arena_free(c->names);
 	free(c);
 }
 
-static size_t slot_of(const struct framecache *c, int32_t id)
-{
-	size_t i = (size_t)hash_mix64((uint64_t)(uint32_t)id) & (c->cap - 1);
-
-	while (c->slots[i].id && c->slots[i].id != id)
-		i = (i + 1) & (c->cap - 1);
-	return i;
-}
-
 static const char *lookup(const struct framecache *c, int32_t id)
 {
-	const struct slot *s = &c->slots[slot_of(c, id)];
+	uint64_t v;
 
-	return s->id ? s->name : NULL;
-}
-
-/* Under the write lock. Returns 0, or -1 when out of memory. */
-static int grow(struct framecache *c)
-{
-	size_t ncap = c->cap * 2;
-	struct slot *old = c->slots, *ns = calloc(ncap, sizeof(*ns));
-
-	if (!ns)
-		return -1;
-	c->slots = ns;
-	c->cap = ncap;
-	for (size_t i = 0; i < ncap / 2; i++)
-		if (old[i].id)
-			c->slots[slot_of(c, old[i].id)] = old[i];
-	free(old);
-	return 0;
+	return imap_get(&c->ids, (uint64_t)(uint32_t)id, &v) ? (const char *)(uintptr_t)v : NULL;
 }
 
 /* Under the write lock: cache one name if there is room. Returns the kept copy or NULL. */
 static const char *insert(struct framecache *c, int32_t id, const char *name, size_t len)
 {
-	size_t i;
+	const char *old = lookup(c, id);
 	char *copy;
 
-	if (c->used + len + 1 + 2 * sizeof(struct slot) > c->max_bytes)
+	if (old)
+		return old;
+	/* a name, and its map entry's share (two slots of 16 bytes at most half full) */
+	if (c->used + len + 1 + 32 > c->max_bytes)
 		return NULL;
-	if ((c->count + 1) * 3 > c->cap * 2 && grow(c) < 0)
-		return NULL;
-	i = slot_of(c, id);
-	if (c->slots[i].id)
-		return c->slots[i].name;
 	copy = arena_strndup(c->names, name, len);
-	if (!copy)
+	if (!copy || imap_put(&c->ids, (uint64_t)(uint32_t)id, (uint64_t)(uintptr_t)copy) < 0)
 		return NULL;
-	c->slots[i].id = id;
-	c->slots[i].name = copy;
-	c->count++;
-	c->used += len + 1 + 2 * sizeof(struct slot);
+	c->used += len + 1 + 32;
 	return copy;
 }
 
@@ -157,7 +119,7 @@ size_t framecache_count(struct framecache *c)
 	size_t n;
 
 	pthread_rwlock_rdlock(&c->lock);
-	n = c->count;
+	n = c->ids.cnt;
 	pthread_rwlock_unlock(&c->lock);
 	return n;
 }
