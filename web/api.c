@@ -528,6 +528,22 @@ static PGresult *need_run(struct req *rq, const char *id)
 	return r;
 }
 
+/* The cluster row of id, or NULL after setting a 404/500 response. */
+static PGresult *need_cluster(struct req *rq, const char *id)
+{
+	char err[512];
+	PGresult *c = model_cluster(rq->db, id, err, sizeof(err));
+
+	if (failed(rq, c, err))
+		return NULL;
+	if (PQntuples(c) == 0) {
+		req_json_error(rq, 404, "cluster %s: no such cluster", id);
+		PQclear(c);
+		return NULL;
+	}
+	return c;
+}
+
 static const char *const no_params[] = { NULL };
 
 static void get_run(struct req *rq, const char *id)
@@ -696,14 +712,8 @@ static void get_cluster(struct req *rq, const char *id)
 
 	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 1000, 20, &lim))
 		return;
-	c = model_cluster(rq->db, id, err, sizeof(err));
-	if (failed(rq, c, err))
+	if (!(c = need_cluster(rq, id)))
 		return;
-	if (PQntuples(c) == 0) {
-		req_json_error(rq, 404, "cluster %s: no such cluster", id);
-		PQclear(c);
-		return;
-	}
 	r = model_cluster_patterns(rq->db, req_id_array(rq, c, 0), 100000, err, sizeof(err));
 	jsonw_init(&w, &rq->out);
 	if (failed(rq, r, err) || !put_clusters(rq, &w, c, r, false)) {
@@ -746,14 +756,8 @@ static void get_cluster_stacks(struct req *rq, const char *id)
 
 	if (!known_query(rq, no_params, false))
 		return;
-	c = model_cluster(rq->db, id, err, sizeof(err));
-	if (failed(rq, c, err))
+	if (!(c = need_cluster(rq, id)))
 		return;
-	if (PQntuples(c) == 0) {
-		req_json_error(rq, 404, "cluster %s: no such cluster", id);
-		PQclear(c);
-		return;
-	}
 	PQclear(c);
 	r = model_cluster_stacks(rq->db, id, err, sizeof(err));
 	if (failed(rq, r, err))
