@@ -5,6 +5,7 @@
 #   make demo       private PostgreSQL + services + a demo fleet; prints what to open
 #   make stop       stop what the demo started
 #   make bench      benchmarks (a report, not a test)
+#   make deb        Debian packages stackmine-agent and stackmine-server in build/deb
 #   make fuzz       libFuzzer runs of the wire parser, the importers, sm-web's inputs and the guard
 #                   agent's profiles and settings (FUZZ_SECONDS each)
 #
@@ -65,7 +66,7 @@ PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin $(BINDIR)/sm-
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
-.PHONY: all binaries deps test unit check-integration demo stop bench clean fuzz
+.PHONY: all binaries deps test unit check-integration demo stop bench clean fuzz deb
 .DEFAULT_GOAL := all
 # keep the objects of tests and tools (make would delete them as intermediates)
 .SECONDARY:
@@ -185,6 +186,12 @@ demo:
 
 stop:
 	@deploy/demo.sh stop
+
+# Debian packages stackmine-agent and stackmine-server into build/deb (docs/fleet.md)
+deb:
+	@deploy/deps.sh deb
+	@$(MAKE) --no-print-directory binaries
+	@deploy/deb/build.sh
 
 bench:
 	@deploy/deps.sh bench

@@ -10,12 +10,13 @@ pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
 case "$purpose" in
 build) ;;
 test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core
-      redis-server redis-tools nginx-light wrk binutils) ;;
+      redis-server redis-tools nginx-light wrk binutils dpkg-dev lintian) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps redis-server redis-tools) ;;
 bench) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps time python3-scipy python3-numpy wrk
        redis-server redis-tools nginx-light) ;;
 fuzz) pkgs+=(clang) ;;
-*) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench)" >&2; exit 2 ;;
+deb) pkgs+=(dpkg-dev lintian) ;;
+*) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench, fuzz, deb)" >&2; exit 2 ;;
 esac
 
 # the browser tests run playwright-core on Node.js; a node from elsewhere
