@@ -43,7 +43,7 @@ INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
-GUARD_CORE_SRC := $(addprefix agent/guard/,config.c profile.c ring.c modmap.c symbolize.c)
+GUARD_CORE_SRC := $(addprefix agent/guard/,config.c dropin.c profile.c ring.c modmap.c symbolize.c)
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c runtime.c unit.c sampler.c train.c report.c)
 # what libsmguard.so takes from the rest of the tree
 GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c imap.c intern.c json.c jsonw.c log.c sha256.c util.c vec.c wire.c) \

@@ -4,13 +4,17 @@
  * and merges performance profiles. See docs/guard.md.
  */
 #include "agent/guard/config.h"
+#include "agent/guard/dropin.h"
 #include "agent/guard/profile.h"
 #include "common/buf.h"
 #include "common/util.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,9 @@ static const char usage[] =
 	"usage: sm-guard run [options] -- COMMAND [ARG]...\n"
 	"       sm-guard env [--markdown]\n"
 	"       sm-guard lib\n"
+	"       sm-guard enable UNIT [--app NAME] [--label KEY=VALUE]... [--root DIR] [--no-reload]\n"
+	"       sm-guard disable UNIT [--root DIR] [--no-reload]\n"
+	"       sm-guard status [--root DIR]\n"
 	"       sm-guard profile show FILE\n"
 	"       sm-guard profile merge [--k K] [--cut C] [--min-threshold-us N] FILE... > OUT\n"
 	"\n"
@@ -33,6 +40,11 @@ static const char usage[] =
 	"env      the SM_GUARD_* settings, their defaults, and the values set here\n"
 	"         (--markdown: as the table of docs/guard.md)\n"
 	"lib      the path of " LIB_NAME " (for LD_PRELOAD in a systemd drop-in)\n"
+	"enable   guard a systemd service: writes the drop-in\n"
+	"         /etc/systemd/system/UNIT.d/" DROPIN_NAME " (LD_PRELOAD, /etc/stackmine/agent.conf,\n"
+	"         the app and labels of its streams) and reloads systemd; restart the service\n"
+	"disable  remove that drop-in (restart the service to stop guarding it)\n"
+	"status   the guarded services: app, labels, and whether the agent is loaded in them\n"
 	"profile  show a profile, or merge profiles of one build learnt on several hosts\n"
 	"\n"
 	"run options (each sets the SM_GUARD_* variable named in `sm-guard env`):\n"
@@ -408,6 +420,211 @@ out_free:
 	return rc;
 }
 
+/* ---- systemd ---- */
+
+#define AGENT_CONF "/etc/stackmine/agent.conf"
+
+static bool systemd_running(const char *root)
+{
+	return !*root && access("/run/systemd/system", F_OK) == 0;
+}
+
+/* Runs argv (a program and its arguments, no shell) and captures its first line of output into out.
+ * Returns its exit status, or -1. */
+static int run_capture(char *const argv[], char *out, size_t cap)
+{
+	posix_spawn_file_actions_t fa;
+	int pfd[2], status;
+	pid_t pid;
+	ssize_t n;
+
+	out[0] = '\0';
+	if (pipe(pfd) < 0)
+		return -1;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+	posix_spawn_file_actions_addclose(&fa, pfd[0]);
+	if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	close(pfd[1]);
+	n = read(pfd[0], out, cap - 1);
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void daemon_reload(const char *root, bool reload)
+{
+	char out[64];
+	char *argv[] = { "systemctl", "daemon-reload", NULL };
+
+	if (!reload)
+		return;
+	if (!systemd_running(root)) {
+		printf("systemd is not running here: it reads the drop-in when it starts\n");
+		return;
+	}
+	if (run_capture(argv, out, sizeof(out)) != 0)
+		fprintf(stderr, "sm-guard: systemctl daemon-reload failed: run it yourself\n");
+}
+
+/* --root DIR and --no-reload, shared by enable and disable; returns argv's index past them, or -1 */
+static int systemd_opts(int argc, char **argv, int i, const char **root, bool *reload)
+{
+	for (; i < argc; i++) {
+		if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
+			*root = argv[++i];
+		else if (strcmp(argv[i], "--no-reload") == 0)
+			*reload = false;
+		else
+			return i;
+	}
+	return i;
+}
+
+static int cmd_enable(int argc, char **argv)
+{
+	struct dropin_spec sp = { "", NULL, NULL, AGENT_CONF, NULL, NULL };
+	struct buf labels = BUF_INIT(16 * 1024);
+	char lib[PATH_MAX], path[4400], err[512], unit[256];
+	bool reload = true;
+	int rc = 2;
+
+	if (argc < 2 || argv[1][0] == '-')
+		return die("%s", "enable: give a UNIT (e.g. nginx.service)");
+	sp.unit = argv[1];
+	for (int i = 2; i < argc; i++) {
+		int j = systemd_opts(argc, argv, i, &sp.root, &reload);
+
+		if (j > i) {
+			i = j - 1;
+			continue;
+		}
+		if (strcmp(argv[i], "--app") == 0 && i + 1 < argc) {
+			sp.app = argv[++i];
+		} else if (strcmp(argv[i], "--label") == 0 && i + 1 < argc) {
+			if (add_label(&labels, argv[++i]) < 0) {
+				fprintf(stderr, "sm-guard: --label '%s': want KEY=VALUE\n", argv[i]);
+				goto out;
+			}
+		} else {
+			fprintf(stderr, "sm-guard: enable: unknown option '%s'\n", argv[i]);
+			goto out;
+		}
+	}
+	if (lib_path(lib, sizeof(lib)) < 0) {
+		fprintf(stderr, "sm-guard: cannot find " LIB_NAME " (set SM_GUARD_LIB)\n");
+		rc = 1;
+		goto out;
+	}
+	sp.lib = lib;
+	sp.labels = labels.len ? buf_cstr(&labels) : NULL;
+	if (buf_error(&labels) != BUF_OK || dropin_write(&sp, path, sizeof(path), err, sizeof(err)) < 0) {
+		fprintf(stderr, "sm-guard: %s\n", buf_error(&labels) != BUF_OK ? "labels: too long" : err);
+		rc = 1;
+		goto out;
+	}
+	dropin_unit_name(sp.unit, unit, sizeof(unit), err, sizeof(err));
+	printf("wrote %s\n", path);
+	daemon_reload(sp.root, reload);
+	printf("restart the service to guard it: systemctl restart %s\n", unit);
+	rc = 0;
+out:
+	buf_release(&labels);
+	return rc;
+}
+
+static int cmd_disable(int argc, char **argv)
+{
+	const char *root = "";
+	bool reload = true;
+	char err[512], unit[256];
+	int r;
+
+	if (argc < 2 || argv[1][0] == '-')
+		return die("%s", "disable: give a UNIT");
+	if (systemd_opts(argc, argv, 2, &root, &reload) != argc) {
+		fprintf(stderr, "sm-guard: disable: unknown option\n");
+		return 2;
+	}
+	r = dropin_remove(root, argv[1], err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "sm-guard: %s\n", err);
+		return 1;
+	}
+	dropin_unit_name(argv[1], unit, sizeof(unit), err, sizeof(err));
+	if (r == 1) {
+		printf("%s is not guarded\n", unit);
+		return 0;
+	}
+	printf("removed the guard of %s\n", unit);
+	daemon_reload(root, reload);
+	printf("restart the service to stop guarding it: systemctl restart %s\n", unit);
+	return 0;
+}
+
+/* "guarded (pid N)", "not guarded yet: restart it", "not running", or "-" when systemd does not run here */
+static void unit_state(const char *root, const char *unit, char *out, size_t cap)
+{
+	char pid[32], maps[64], *text = NULL;
+	char *argv[] = { "systemctl", "show", "-p", "MainPID", "--value", (char *)unit, NULL };
+	size_t len;
+
+	snprintf(out, cap, "-");
+	if (!systemd_running(root))
+		return;
+	if (run_capture(argv, pid, sizeof(pid)) != 0 || !*pid || strcmp(pid, "0") == 0) {
+		snprintf(out, cap, "not running");
+		return;
+	}
+	snprintf(maps, sizeof(maps), "/proc/%s/maps", pid);
+	if (util_read_file(maps, 64u << 20, &text, &len) == 0 && strstr(text, LIB_NAME))
+		snprintf(out, cap, "guarded (pid %s)", pid);
+	else
+		snprintf(out, cap, "not guarded yet: restart it");
+	free(text);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	const char *root = "";
+	bool reload = true;
+	struct dropin_info *info = calloc(1024, sizeof(*info));
+	size_t n;
+	char err[512], state[128];
+
+	if (!info)
+		return die("%s", "out of memory");
+	if (systemd_opts(argc, argv, 1, &root, &reload) != argc || !reload) {
+		free(info);
+		fprintf(stderr, "sm-guard: status: unknown option\n");
+		return 2;
+	}
+	if (dropin_list(root, info, 1024, &n, err, sizeof(err)) < 0) {
+		free(info);
+		fprintf(stderr, "sm-guard: %s\n", err);
+		return 1;
+	}
+	if (!n)
+		printf("no service is guarded (sm-guard enable UNIT)\n");
+	for (size_t i = 0; i < n; i++) {
+		unit_state(root, info[i].unit, state, sizeof(state));
+		printf("%s\tapp=%s\tlabels=%s\t%s\n", info[i].unit, *info[i].app ? info[i].app : "(its executable)",
+		       *info[i].labels ? info[i].labels : "-", state);
+	}
+	free(info);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -424,6 +641,12 @@ int main(int argc, char **argv)
 		return cmd_env(argc == 3 && strcmp(argv[2], "--markdown") == 0);
 	if (strcmp(argv[1], "lib") == 0)
 		return cmd_lib();
+	if (strcmp(argv[1], "enable") == 0)
+		return cmd_enable(argc - 1, argv + 1);
+	if (strcmp(argv[1], "disable") == 0)
+		return cmd_disable(argc - 1, argv + 1);
+	if (strcmp(argv[1], "status") == 0)
+		return cmd_status(argc - 1, argv + 1);
 	if (strcmp(argv[1], "profile") == 0 && argc >= 3) {
 		if (strcmp(argv[2], "show") == 0 && argc == 4)
 			return cmd_show(argv[3]);
