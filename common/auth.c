@@ -4,6 +4,7 @@
 #include "common/util.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 struct auth_entry {
 	unsigned char hash[SHA256_LEN];
-	enum auth_role role;
+	struct auth_who who;
 	int64_t expires_ns;
 	bool used;
 };
@@ -106,37 +107,45 @@ static size_t slot_of(const struct auth_cache *c, const unsigned char *hash)
 	return (size_t)(v % c->n);
 }
 
-static int cache_get(struct auth_cache *c, const unsigned char *hash, enum auth_role *role)
+static int cache_get(struct auth_cache *c, const unsigned char *hash, struct auth_who *who)
 {
 	struct auth_entry *e = &c->ents[slot_of(c, hash)];
 	int hit = 0;
 
 	pthread_mutex_lock(&c->lock);
 	if (e->used && e->expires_ns > util_now_mono_ns() && util_ct_equal(e->hash, hash, SHA256_LEN)) {
-		*role = e->role;
+		*who = e->who;
 		hit = 1;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return hit;
 }
 
-int auth_cached(struct auth_cache *c, const char *header, enum auth_role *role)
+int auth_cached_who(struct auth_cache *c, const char *header, struct auth_who *who)
 {
 	unsigned char hash[SHA256_LEN];
 	size_t n;
 	const char *tok = bearer_token(header, &n);
 
-	if (!tok) {
-		*role = AUTH_NONE;
+	memset(who, 0, sizeof(*who));
+	if (!tok)
 		return 1;
-	}
 	if (c->ttl_ns <= 0)
 		return 0;
 	sha256(tok, n, hash);
-	return cache_get(c, hash, role);
+	return cache_get(c, hash, who);
 }
 
-int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_role *role)
+int auth_cached(struct auth_cache *c, const char *header, enum auth_role *role)
+{
+	struct auth_who who;
+	int hit = auth_cached_who(c, header, &who);
+
+	*role = who.role;
+	return hit;
+}
+
+int auth_check_who(struct auth_cache *c, PGconn *db, const char *header, struct auth_who *who)
 {
 	unsigned char hash[SHA256_LEN];
 	size_t n;
@@ -145,15 +154,15 @@ int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_r
 	int lens[1] = { SHA256_LEN }, fmts[1] = { 1 };
 	PGresult *r;
 
-	*role = AUTH_NONE;
+	memset(who, 0, sizeof(*who));
 	if (!tok)
 		return 0;
 	sha256(tok, n, hash);
-	if (c->ttl_ns > 0 && cache_get(c, hash, role))
+	if (c->ttl_ns > 0 && cache_get(c, hash, who))
 		return 0;
 	params[0] = (const char *)hash;
 	r = PQexecParams(db,
-			 "SELECT role, token_hash FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL",
+			 "SELECT role, token_hash, coalesce(host, '') FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL",
 			 1, NULL, params, lens, fmts, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		PQclear(r);
@@ -163,12 +172,14 @@ int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_r
 	if (PQntuples(r) == 1 && PQgetlength(r, 0, 1) == SHA256_LEN &&
 	    util_ct_equal(PQgetvalue(r, 0, 1), hash, SHA256_LEN)) {
 		char rolename[16];
-		size_t rl = (size_t)PQgetlength(r, 0, 0);
+		size_t rl = (size_t)PQgetlength(r, 0, 0), hl = (size_t)PQgetlength(r, 0, 2);
 
-		if (rl < sizeof(rolename)) {
+		if (rl < sizeof(rolename) && hl < sizeof(who->host)) {
 			memcpy(rolename, PQgetvalue(r, 0, 0), rl);
 			rolename[rl] = '\0';
-			*role = auth_role_parse(rolename);
+			who->role = auth_role_parse(rolename);
+			memcpy(who->host, PQgetvalue(r, 0, 2), hl);
+			who->host[hl] = '\0';
 		}
 	}
 	PQclear(r);
@@ -177,10 +188,86 @@ int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_r
 
 		pthread_mutex_lock(&c->lock);
 		memcpy(e->hash, hash, SHA256_LEN);
-		e->role = *role;
+		e->who = *who;
 		e->expires_ns = util_now_mono_ns() + c->ttl_ns;
 		e->used = true;
 		pthread_mutex_unlock(&c->lock);
 	}
 	return 0;
+}
+
+int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_role *role)
+{
+	struct auth_who who;
+	int rc = auth_check_who(c, db, header, &who);
+
+	*role = who.role;
+	return rc;
+}
+
+int auth_token_create(PGconn *db, enum auth_role role, const char *name, const char *host,
+		      char token[AUTH_TOKEN_LEN + 1], int64_t *id, char *err, size_t errlen)
+{
+	unsigned char hash[SHA256_LEN];
+	const char *params[4];
+	int lens[4] = { SHA256_LEN, 0, 0, 0 }, fmts[4] = { 1, 0, 0, 0 };
+	PGresult *r;
+
+	if (role == AUTH_NONE) {
+		snprintf(err, errlen, "role: must be ingest, analyst or admin");
+		return -1;
+	}
+	if (host && (!*host || strlen(host) > AUTH_HOST_MAX || !util_utf8_valid(host, strlen(host)))) {
+		snprintf(err, errlen, "host: 1 to %d bytes of UTF-8", AUTH_HOST_MAX);
+		return -1;
+	}
+	if (host && role != AUTH_INGEST) {
+		snprintf(err, errlen, "host: only ingest tokens are bound to a host");
+		return -1;
+	}
+	if (name && (strlen(name) > 255 || !util_utf8_valid(name, strlen(name)))) {
+		snprintf(err, errlen, "name: at most 255 bytes of UTF-8");
+		return -1;
+	}
+	if (auth_token_new(token) < 0) {
+		snprintf(err, errlen, "no randomness from the kernel");
+		return -1;
+	}
+	sha256(token, strlen(token), hash);
+	params[0] = (const char *)hash;
+	params[1] = auth_role_name(role);
+	params[2] = name ? name : "";
+	params[3] = host;
+	r = PQexecParams(db, "INSERT INTO tokens (token_hash, role, name, host) VALUES ($1, $2, $3, $4) RETURNING id",
+			 4, NULL, params, lens, fmts, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		snprintf(err, errlen, "creating the token: %s", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	*id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return 0;
+}
+
+int auth_token_revoke(PGconn *db, int64_t id, char *err, size_t errlen)
+{
+	char idbuf[24];
+	const char *params[1] = { idbuf };
+	PGresult *r;
+	int rc;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	r = PQexecParams(db, "UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+			 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		snprintf(err, errlen, "revoking the token: %s", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	rc = strcmp(PQcmdTuples(r), "1") == 0 ? 0 : 1;
+	PQclear(r);
+	if (rc)
+		snprintf(err, errlen, "token %s: no active token with that id", idbuf);
+	return rc;
 }

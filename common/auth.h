@@ -9,6 +9,7 @@
 
 #include <libpq-fe.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum auth_role { AUTH_NONE = 0, AUTH_INGEST = 1, AUTH_ANALYST = 2, AUTH_ADMIN = 3 };
 
@@ -34,5 +35,24 @@ void auth_cache_free(struct auth_cache *c);   /* NULL-safe */
 int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_role *role);
 /* Cached role without the database: 1 if known (role set), 0 if the database must be asked. */
 int auth_cached(struct auth_cache *c, const char *header, enum auth_role *role);
+
+#define AUTH_HOST_MAX 255
+
+/* Who a token is: its role, and the host it is bound to ("" when any). */
+struct auth_who {
+	enum auth_role role;
+	char host[AUTH_HOST_MAX + 1];
+};
+
+/* Creates a token of role (bound to host when not NULL: ingest tokens only) into token (shown to the
+ * caller once; only its hash is stored) and *id. Returns 0, or -1 with err naming the field. */
+int auth_token_create(PGconn *db, enum auth_role role, const char *name, const char *host,
+		      char token[AUTH_TOKEN_LEN + 1], int64_t *id, char *err, size_t errlen);
+/* Revokes token id. Returns 0, 1 when there was no active token with that id, or -1 (err). */
+int auth_token_revoke(PGconn *db, int64_t id, char *err, size_t errlen);
+
+/* auth_check() and auth_cached() that also tell the token's host. */
+int auth_check_who(struct auth_cache *c, PGconn *db, const char *header, struct auth_who *who);
+int auth_cached_who(struct auth_cache *c, const char *header, struct auth_who *who);
 
 #endif

@@ -18,8 +18,9 @@ static const char usage[] =
 	"Commands:\n"
 	"  migrate                          apply the missing schema migrations (safe to repeat)\n"
 	"  status                           schema version, row counts, partitions, retention\n"
-	"  token create --role ROLE [--name NAME]\n"
-	"                                   create a token (ROLE: ingest, analyst, admin);\n"
+	"  token create --role ROLE [--name NAME] [--host HOST]\n"
+	"                                   create a token (ROLE: ingest, analyst, admin; --host\n"
+	"                                   binds an ingest token to the streams of one host);\n"
 	"                                   prints it once on stdout; only its hash is stored\n"
 	"  token list                       tokens (id, role, name, created, revoked)\n"
 	"  token revoke ID                  revoke a token by id\n"
@@ -107,14 +108,12 @@ static int cmd_token_create(PGconn *c, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "role", required_argument, NULL, 'r' },
 		{ "name", required_argument, NULL, 'n' },
+		{ "host", required_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *role = NULL, *name = "";
-	char tok[AUTH_TOKEN_LEN + 1];
-	unsigned char hash[SHA256_LEN];
-	const char *params[3];
-	int lens[3] = { SHA256_LEN, 0, 0 }, fmts[3] = { 1, 0, 0 };
-	PGresult *r;
+	const char *role = NULL, *name = "", *host = NULL;
+	char tok[AUTH_TOKEN_LEN + 1], err[512];
+	int64_t id;
 	int o;
 
 	optind = 1;
@@ -123,6 +122,8 @@ static int cmd_token_create(PGconn *c, int argc, char **argv)
 			role = optarg;
 		else if (o == 'n')
 			name = optarg;
+		else if (o == 'H')
+			host = optarg;
 		else
 			return 2;
 	}
@@ -130,23 +131,10 @@ static int cmd_token_create(PGconn *c, int argc, char **argv)
 		fprintf(stderr, "sm-admin: token create: --role must be ingest, analyst or admin\n");
 		return 2;
 	}
-	if (auth_token_new(tok) < 0)
-		return fail("token create: no randomness from the kernel");
-	sha256(tok, strlen(tok), hash);
-	params[0] = (const char *)hash;
-	params[1] = role;
-	params[2] = name;
-	r = PQexecParams(c, "INSERT INTO tokens (token_hash, role, name) VALUES ($1, $2, $3) RETURNING id",
-			 3, NULL, params, lens, fmts, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		char err[512];
-		db_errcpy(err, sizeof(err), "token create", PQresultErrorMessage(r));
-		PQclear(r);
+	if (auth_token_create(c, auth_role_parse(role), name, host, tok, &id, err, sizeof(err)) < 0)
 		return fail(err);
-	}
-	fprintf(stderr, "sm-admin: created %s token id %s; it is shown only now\n", role,
-		PQgetvalue(r, 0, 0));
-	PQclear(r);
+	fprintf(stderr, "sm-admin: created %s token id %lld%s%s; it is shown only now\n", role, (long long)id,
+		host ? " for host " : "", host ? host : "");
 	printf("%s\n", tok);
 	return 0;
 }
@@ -154,26 +142,17 @@ static int cmd_token_create(PGconn *c, int argc, char **argv)
 static int cmd_token_revoke(PGconn *c, const char *id)
 {
 	int64_t v;
-	const char *params[1] = { id };
-	PGresult *r;
-	int64_t n;
+	char err[512];
+	int rc;
 
 	if (util_parse_i64(id, 1, INT32_MAX, &v) < 0) {
 		fprintf(stderr, "sm-admin: token revoke: ID must be a token id (see 'token list')\n");
 		return 2;
 	}
-	r = PQexecParams(c, "UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
-			 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		char err[512];
-		db_errcpy(err, sizeof(err), "token revoke", PQresultErrorMessage(r));
-		PQclear(r);
+	rc = auth_token_revoke(c, v, err, sizeof(err));
+	if (rc < 0)
 		return fail(err);
-	}
-	if (util_parse_i64(PQcmdTuples(r), 0, INT64_MAX, &n) < 0)
-		n = 0;
-	PQclear(r);
-	if (n != 1)
+	if (rc > 0)
 		return fail("token revoke: no active token with that id");
 	printf("revoked token %s (servers forget it within their cache time, 10 s by default)\n", id);
 	return 0;
@@ -189,7 +168,7 @@ static int cmd_token(PGconn *c, int argc, char **argv)
 		return cmd_token_create(c, argc - 1, argv + 1);
 	if (strcmp(argv[1], "list") == 0)
 		return print_query(c, "tokens",
-				   "SELECT id, role, name, created_at, revoked_at FROM tokens ORDER BY id");
+				   "SELECT id, role, name, coalesce(host, '') AS host, created_at, revoked_at FROM tokens ORDER BY id");
 	if (strcmp(argv[1], "revoke") == 0 && argc == 3)
 		return cmd_token_revoke(c, argv[2]);
 	fputs(usage, stderr);

@@ -23,6 +23,7 @@ struct handler {
 	struct buf decoded;
 	struct buf rejected;         /* the "rejected" list being built */
 	struct jsonw rw;             /* its writer */
+	char token_host[AUTH_HOST_MAX + 1];  /* the request's token is bound to this host ("" : any) */
 	char err[1024];
 };
 
@@ -175,17 +176,19 @@ static void add_rejection(struct handler *h, struct handler_response *rs, size_t
 static int check_auth(struct handler *h, const struct handler_request *rq,
 		      struct handler_response *rs)
 {
+	struct auth_who who;
 	enum auth_role role;
 	PGconn *db;
 
+	h->token_host[0] = '\0';
 	if (!rq->authorization || !*rq->authorization) {
 		metrics_reject(REASON_UNAUTHORIZED, 1);
 		handler_error(rs, 401, "authorization: missing bearer token");
 		return -1;
 	}
-	if (!auth_cached(h->auth, rq->authorization, &role)) {
+	if (!auth_cached_who(h->auth, rq->authorization, &who)) {
 		db = store_conn(h->store);
-		if (!db || auth_check(h->auth, db, rq->authorization, &role) < 0) {
+		if (!db || auth_check_who(h->auth, db, rq->authorization, &who) < 0) {
 			metrics_reject(REASON_DB_ERROR, 1);
 			log_error("token check failed", "error=\"%s\"", store_error(h->store));
 			handler_error(rs, 503, "database unavailable; retry later");
@@ -193,6 +196,8 @@ static int check_auth(struct handler *h, const struct handler_request *rq,
 			return -1;
 		}
 	}
+	role = who.role;
+	memcpy(h->token_host, who.host, sizeof(h->token_host));
 	if (role != AUTH_INGEST && role != AUTH_ADMIN) {
 		metrics_reject(REASON_UNAUTHORIZED, 1);
 		handler_error(rs, 401, role == AUTH_NONE
@@ -306,6 +311,20 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 
 		if (rc == WIRE_ENOMEM)
 			goto fail_oom;
+		if (rc == WIRE_OK && h->token_host[0] && strcmp(parsed[i].host, h->token_host) != 0) {
+			/* a host-bound token speaks for its host only */
+			char msg[AUTH_HOST_MAX + 64];
+
+			snprintf(msg, sizeof(msg), "host: this token sends streams of host '%s' only", h->token_host);
+			metrics_reject(REASON_INVALID, 1);
+			if (!rq->ndjson) {
+				handler_error_id(rs, 403, msg, parsed[i].stream_id);
+				rs->rejected = 1;
+				return;
+			}
+			add_rejection(h, rs, lines[i].lineno, parsed[i].stream_id, msg);
+			continue;
+		}
 		if (rc == WIRE_OK) {
 			valid[nvalid] = &parsed[i];
 			valid_line[nvalid] = lines[i].lineno;

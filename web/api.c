@@ -978,6 +978,96 @@ static void post_import(struct req *rq)
 	respond_id(rq, "imported", (int64_t)n, 200);
 }
 
+/* ---- tokens (admin) ---- */
+
+static bool admin_only(struct req *rq, bool write)
+{
+	if (write ? !req_may_write(rq, true) : rq->role == AUTH_NONE) {
+		if (!write)
+			req_json_error(rq, 401, "an admin token is required");
+		return false;
+	}
+	if (rq->role < AUTH_ADMIN) {
+		req_json_error(rq, 403, "tokens are an admin's");
+		return false;
+	}
+	return true;
+}
+
+static void get_tokens(struct req *rq)
+{
+	static const char *const names[] = { "limit", "offset", NULL };
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!admin_only(rq, false) || !known_query(rq, names, false) || !page_params(rq, &limit, &offset))
+		return;
+	rows = model_tokens(rq->db, limit, offset, err, sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_tokens_count(rq->db, err, sizeof(err));
+	if (rows && !failed(rq, count, err))
+		list_response(rq, "tokens", rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
+static void post_token(struct req *rq)
+{
+	static const char *const fields[] = { "role", "name", "host", NULL };
+	json_object *o;
+	const char *role, *name, *host;
+	char token[AUTH_TOKEN_LEN + 1], err[512];
+	int64_t id;
+	struct jsonw w;
+
+	if (!admin_only(rq, true) || !(o = body_object(rq, fields)))
+		return;
+	if (!str_field(rq, o, "role", &role) || !str_field(rq, o, "name", &name) || !str_field(rq, o, "host", &host))
+		goto out;
+	if (!role || auth_role_parse(role) == AUTH_NONE) {
+		req_json_error(rq, 400, "role: required, ingest, analyst or admin");
+		goto out;
+	}
+	if (auth_token_create(rq->db, auth_role_parse(role), name, host, token, &id, err, sizeof(err)) < 0) {
+		req_json_error(rq, strncmp(err, "creating", 8) == 0 ? 500 : 400, "%s", err);
+		goto out;
+	}
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "token_id", id);
+	jsonw_kstr(&w, "token", token);
+	jsonw_kstr(&w, "role", role);
+	jsonw_kstr(&w, "name", name ? name : "");
+	jsonw_kstr(&w, "host", host);
+	jsonw_end(&w);
+	ok_json(rq, &w, 201);
+	req_add_header(rq, "Location", req_printf(rq, "/api/v1/tokens/%lld", (long long)id));
+out:
+	json_object_put(o);
+}
+
+static void delete_token(struct req *rq, const char *id)
+{
+	char err[512];
+	int rc;
+	struct jsonw w;
+
+	if (!admin_only(rq, true))
+		return;
+	rc = auth_token_revoke(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
+	if (rc != 0) {
+		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		return;
+	}
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "token_id", strtoll(id, NULL, 10));
+	jsonw_kbool(&w, "revoked", true);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+}
+
 /* ---- coverage and triage ---- */
 
 static void get_coverage(struct req *rq, const char *run)
@@ -1088,6 +1178,8 @@ static void get_signatures_r(struct req *rq, const char *arg) { (void)arg; get_s
 static void post_signature_r(struct req *rq, const char *arg) { (void)arg; post_signature(rq); }
 static void get_export_r(struct req *rq, const char *arg) { (void)arg; get_export(rq); }
 static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_import(rq); }
+static void get_tokens_r(struct req *rq, const char *arg) { (void)arg; get_tokens(rq); }
+static void post_token_r(struct req *rq, const char *arg) { (void)arg; post_token(rq); }
 
 static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/streams", get_streams_r, NULL },
@@ -1107,6 +1199,9 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/api/v1/signatures/import", post_import_r, NULL },
 	{ REQ_M_GET, "/api/v1/signatures/#", get_signature, "signature" },
 	{ REQ_M_PATCH, "/api/v1/signatures/#", patch_signature, "signature" },
+	{ REQ_M_GET, "/api/v1/tokens", get_tokens_r, NULL },
+	{ REQ_M_POST, "/api/v1/tokens", post_token_r, NULL },
+	{ REQ_M_DELETE, "/api/v1/tokens/#", delete_token, "token" },
 };
 
 void api_handle(struct req *rq)

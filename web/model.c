@@ -390,3 +390,22 @@ out:
 	aoi_free(a);
 	return rc;
 }
+
+/* ---- tokens ---- */
+
+PGresult *model_tokens(PGconn *db, long limit, long offset, char *err, size_t errlen)
+{
+	char lim[24], off[24];
+	const char *p[2] = { lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	return run(db, "SELECT id AS token_id, role, name, host, " ISO("created_at") " AS created_at, "
+		       ISO("revoked_at") " AS revoked_at FROM tokens ORDER BY id LIMIT $1 OFFSET $2",
+		   2, p, err, errlen);
+}
+
+PGresult *model_tokens_count(PGconn *db, char *err, size_t errlen)
+{
+	return run(db, "SELECT count(*) AS total FROM tokens", 0, NULL, err, errlen);
+}

@@ -86,6 +86,9 @@ PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t err
 /* signatures: signature_id, name, frames (json), status, note, from_cluster, created_at, updated_at. */
 PGresult *model_signatures(PGconn *db, long limit, long offset, char *err, size_t errlen);
 PGresult *model_signatures_count(PGconn *db, char *err, size_t errlen);
+/* API tokens (their hashes are never read): id, role, name, host, created, revoked. */
+PGresult *model_tokens(PGconn *db, long limit, long offset, char *err, size_t errlen);
+PGresult *model_tokens_count(PGconn *db, char *err, size_t errlen);
 PGresult *model_signature(PGconn *db, const char *id, char *err, size_t errlen);
 
 #endif

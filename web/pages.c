@@ -1298,6 +1298,106 @@ static void post_signature_import(struct req *rq)
 
 /* ---- routing ---- */
 
+/* ---- tokens (admin) ---- */
+
+static bool page_admin(struct req *rq)
+{
+	if (rq->role < AUTH_ADMIN) {
+		html_error(rq, 403, "Tokens are an admin's.");
+		return false;
+	}
+	return true;
+}
+
+static void page_tokens(struct req *rq, const char *arg)
+{
+	char err[512];
+	PGresult *r;
+
+	(void)arg;
+	if (!page_admin(rq))
+		return;
+	if (!(r = model_tokens(rq->db, 1000, 0, err, sizeof(err)))) {
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, "Tokens");
+	html_raw(rq, "<h1>API tokens</h1><p class=\"hint\">Agents send with ingest tokens (bound to their host: a "
+		     "stream of another host is refused), analysts read and write with analyst tokens, admins "
+		     "manage runs and tokens. A token is shown once, when it is made; only its hash is kept.</p>"
+		     "<form class=\"token-new\" method=\"post\" action=\"/tokens/new\">");
+	html_csrf_field(rq);
+	html_raw(rq, "<label>Role <select name=\"role\"><option>ingest</option><option>analyst</option>"
+		     "<option>admin</option></select></label> <label>Name <input name=\"name\" maxlength=\"255\">"
+		     "</label> <label>Host (ingest) <input name=\"host\" maxlength=\"255\"></label> "
+		     "<button type=\"submit\">Create</button></form><table class=\"tokens\"><thead><tr><th class=\"n\">Id"
+		     "</th><th>Role</th><th>Name</th><th>Host</th><th>Created</th><th>Revoked</th><th></th></tr></thead>"
+		     "<tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		html_rawf(rq, "<tr><td class=\"n\">%lld</td><td>", (long long)coln(r, i, "token_id"));
+		html_text(rq, col(r, i, "role"));
+		html_raw(rq, "</td><td>");
+		html_text(rq, col(r, i, "name"));
+		html_raw(rq, "</td><td>");
+		html_text(rq, col(r, i, "host") ? col(r, i, "host") : "any");
+		html_raw(rq, "</td><td class=\"time\">");
+		html_time(rq, col(r, i, "created_at"));
+		html_raw(rq, "</td><td class=\"time\">");
+		if (col(r, i, "revoked_at")) {
+			html_time(rq, col(r, i, "revoked_at"));
+			html_raw(rq, "</td><td>");
+		} else {
+			html_rawf(rq, "</td><td><form method=\"post\" action=\"/tokens/%lld/revoke\">",
+				  (long long)coln(r, i, "token_id"));
+			html_csrf_field(rq);
+			html_raw(rq, "<button type=\"submit\">Revoke</button></form>");
+		}
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+	html_end(rq);
+	PQclear(r);
+}
+
+static void post_token_new(struct req *rq, const char *arg)
+{
+	const char *role = req_form(rq, "role"), *name = req_form(rq, "name"), *host = req_form(rq, "host");
+	char token[AUTH_TOKEN_LEN + 1], err[512];
+	int64_t id;
+
+	(void)arg;
+	if (!req_may_write(rq, false) || !page_admin(rq))
+		return;
+	if (host && !*host)
+		host = NULL;
+	if (auth_token_create(rq->db, role ? auth_role_parse(role) : AUTH_NONE, name, host, token, &id, err,
+			      sizeof(err)) < 0) {
+		html_error(rq, 400, err);
+		return;
+	}
+	html_begin(rq, "New token");
+	html_rawf(rq, "<h1>Token %lld</h1><p>Copy it now: it is not shown again.</p><p><code class=\"token\">",
+		  (long long)id);
+	html_text(rq, token);
+	html_raw(rq, "</code></p><p><a href=\"/tokens\">Back to the tokens</a></p>");
+	html_end(rq);
+}
+
+static void post_token_revoke(struct req *rq, const char *id)
+{
+	char err[512];
+	int rc;
+
+	if (!req_may_write(rq, false) || !page_admin(rq))
+		return;
+	rc = auth_token_revoke(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
+	if (rc != 0) {
+		html_error(rq, rc > 0 ? 404 : 500, err);
+		return;
+	}
+	html_redirect(rq, "/tokens");
+}
+
 /* POST /runs/{id}/delete: an admin's; back to the list */
 static void post_run_delete(struct req *rq, const char *id)
 {
@@ -1352,6 +1452,9 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/signatures/new", signature_new_r, NULL },
 	{ REQ_M_POST, "/signatures/import", signature_import_r, NULL },
 	{ REQ_M_POST, "/signatures/#", post_signature_update, "signature" },
+	{ REQ_M_GET, "/tokens", page_tokens, NULL },
+	{ REQ_M_POST, "/tokens/new", post_token_new, NULL },
+	{ REQ_M_POST, "/tokens/#/revoke", post_token_revoke, "token" },
 };
 
 void pages_handle(struct req *rq)

@@ -389,4 +389,29 @@ t_eq "collection: the new events' stacks and frames exist" \
 t_match "collection: the server mapped its ids again" "$(cat "$SRV_LOG")" "interned ids of a new epoch"
 stop_ingest
 
+# ---- a token bound to a host sends that host's streams only ----
+start_ingest --auth-cache-ms 0 || t_bail "sm-ingest starts once more"
+HOSTTOK=$(sm_admin token create --role ingest --host web-17 2>/dev/null)
+t_eq "host token: stored with its host" "$(pg_q "SELECT role, host FROM tokens WHERE host IS NOT NULL")" "ingest|web-17"
+H1=$(newid)
+stream "$H1" >"$T_TMP/h1.json"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $HOSTTOK" -H "Content-Type: application/json" \
+	--data-binary "@$T_TMP/h1.json"
+t_eq "host token: its own host's stream accepted" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
+H2=$(newid)
+stream "$H2" 's/"web-17"/"web-18"/' >"$T_TMP/h2.json"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $HOSTTOK" -H "Content-Type: application/json" \
+	--data-binary "@$T_TMP/h2.json"
+t_eq "host token: another host's stream refused" "$HTTP_STATUS $HTTP_BODY" \
+	"403 {\"error\":\"host: this token sends streams of host 'web-17' only\",\"stream_id\":\"$H2\"}"
+{ stream "$(newid)"; stream "$H2" 's/"web-17"/"web-18"/'; } >"$T_TMP/h3.ndjson"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $HOSTTOK" -H "Content-Type: application/x-ndjson" \
+	--data-binary "@$T_TMP/h3.ndjson"
+t_eq "host token: in a batch, the other host's line is refused, the rest stored" "$HTTP_STATUS $HTTP_BODY" \
+	"200 {\"accepted\":1,\"duplicates\":0,\"rejected\":[{\"line\":2,\"stream_id\":\"$H2\",\"error\":\"host: this token sends streams of host 'web-17' only\"}]}"
+t_eq "host token: nothing of web-18 stored" "$(pg_q "SELECT count(*) FROM streams WHERE host = 'web-18'")" 0
+out=$(sm_admin token create --role analyst --host web-17 2>&1)
+t_eq "host token: only ingest tokens have a host" "$?|$out" "1|sm-admin: host: only ingest tokens are bound to a host"
+stop_ingest
+
 t_done

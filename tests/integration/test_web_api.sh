@@ -495,6 +495,42 @@ t_eq "cookie: with the token and this Origin: 202" "$HTTP_STATUS" 202
 api POST /api/v1/runs -H "Cookie: sm_token=$INGEST" "${JS[@]}" -H "X-CSRF-Token: $CSRF" --data-binary '{"app": "nosuchapp"}'
 t_eq "cookie: an ingest token may not write" "$HTTP_STATUS" 403
 
+# ---- tokens: an admin's ----
+api POST /api/v1/tokens "${AD[@]}" "${JS[@]}" --data-binary '{"role": "ingest", "name": "web-1 agent", "host": "web-1"}'
+TOK=$(j 'j["token"]')
+export TOKID=$(j 'j["token_id"]')
+t_eq "token: created, shown once" "$HTTP_STATUS $(j '[j["role"], j["name"], j["host"], len(j["token"])]') $(header Location)" \
+	"201 [\"ingest\",\"web-1 agent\",\"web-1\",67] /api/v1/tokens/$TOKID"
+t_eq "token: only its hash is stored" "$(pg_q "SELECT count(*) FROM tokens WHERE token_hash = sha256('$TOK'::bytea) AND host = 'web-1'")" 1
+api GET /api/v1/tokens "${AD[@]}"
+t_eq "tokens: listed, without hashes" "$HTTP_STATUS $(j 'sorted(j["tokens"][-1])') $(j '[t["host"] for t in j["tokens"] if t["token_id"] == int(E["TOKID"])]')" \
+	'200 ["created_at","host","name","revoked_at","role","token_id"] ["web-1"]'
+api GET /api/v1/tokens "${AN[@]}"
+t_err "tokens: not an analyst's" 403 "tokens are an admin's"
+api POST /api/v1/tokens "${AN[@]}" "${JS[@]}" --data-binary '{"role": "admin"}'
+t_err "tokens: an analyst may not create one" 403 "tokens are an admin's"
+api POST /api/v1/tokens "${AD[@]}" "${JS[@]}" --data-binary '{"role": "analyst", "host": "web-1"}'
+t_err "token: a host for an analyst" 400 "host: only ingest tokens are bound to a host"
+api POST /api/v1/tokens "${AD[@]}" "${JS[@]}" --data-binary '{"role": "root"}'
+t_err "token: a bad role" 400 "role: required, ingest, analyst or admin"
+api DELETE "/api/v1/tokens/$TOKID" "${AD[@]}"
+t_eq "token: revoked" "$HTTP_STATUS $HTTP_BODY $(pg_q "SELECT revoked_at IS NOT NULL FROM tokens WHERE id = $TOKID")" \
+	"200 {\"token_id\": $TOKID, \"revoked\": true}"$'\n'" t"
+api DELETE "/api/v1/tokens/$TOKID" "${AD[@]}"
+t_err "token: revoked already" 404 "token $TOKID: no active token with that id"
+
+# the dashboard's tokens page: an admin's
+api GET /tokens "${AD[@]}"
+t_match "tokens page: lists them" "$HTTP_STATUS $HTTP_BODY" '^200 .*<h1>API tokens</h1>.*<td>web-1 agent</td><td>web-1</td>'
+api GET /tokens "${AN[@]}"
+t_eq "tokens page: not an analyst's" "$HTTP_STATUS" 403
+api POST /tokens/new "${AD[@]}" -H 'Content-Type: application/x-www-form-urlencoded' --data-binary 'role=ingest&name=web-2+agent&host=web-2'
+t_match "tokens page: a new one shown once" "$HTTP_STATUS $HTTP_BODY" '^200 .*<code class="token">sm_[0-9a-f]{64}</code>'
+NEWTOK=$(pg_q "SELECT id FROM tokens WHERE host = 'web-2'")
+api POST "/tokens/$NEWTOK/revoke" "${AD[@]}" -H 'Content-Type: application/x-www-form-urlencoded' --data-binary ''
+t_eq "tokens page: revoked, back to the list" "$HTTP_STATUS $(header Location) $(pg_q "SELECT revoked_at IS NOT NULL FROM tokens WHERE id = $NEWTOK")" \
+	"303 /tokens t"
+
 # ---- a stream that retention removed after the run: listed, marked expired, no link ----
 pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');
 	DELETE FROM streams WHERE stream_id = '$SA'" >/dev/null
