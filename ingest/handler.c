@@ -2,12 +2,14 @@
 #include "ingest/handler.h"
 #include "common/arena.h"
 #include "common/auth.h"
+#include "common/json.h"
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "ingest/idcache.h"
 #include "ingest/metrics.h"
 #include "ingest/store.h"
 
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,4 +417,172 @@ int handler_fold_stats(struct handler *h)
 	if (n < 0)
 		snprintf(h->err, sizeof(h->err), "%s", store_error(h->store));
 	return n;
+}
+
+/* ---- agents' reports ---- */
+
+/* A string field into out (cap bytes with the NUL): absent -> def (NULL: required). 0, or -1 with err. */
+static int report_str(json_object *o, const char *name, const char *def, size_t min, char *out, size_t cap,
+		      char *err, size_t errlen)
+{
+	json_object *v;
+	const char *s;
+	size_t n;
+
+	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null)) {
+		if (!def) {
+			snprintf(err, errlen, "%s: required", name);
+			return -1;
+		}
+		snprintf(out, cap, "%s", def);
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_string)) {
+		snprintf(err, errlen, "%s: must be a string", name);
+		return -1;
+	}
+	s = json_object_get_string(v);
+	n = (size_t)json_object_get_string_len(v);
+	if (n < min || n >= cap || strlen(s) != n) {
+		snprintf(err, errlen, "%s: %zu to %zu bytes, no NUL", name, min, cap - 1);
+		return -1;
+	}
+	memcpy(out, s, n + 1);
+	return 0;
+}
+
+static int report_int(json_object *o, const char *name, bool required, int64_t max, int64_t *out, char *err,
+		      size_t errlen)
+{
+	json_object *v;
+
+	*out = 0;
+	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null)) {
+		if (required) {
+			snprintf(err, errlen, "%s: required", name);
+			return -1;
+		}
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_int) || (*out = json_object_get_int64(v)) < 0 || *out > max) {
+		snprintf(err, errlen, "%s: a whole number from 0 to %lld", name, (long long)max);
+		return -1;
+	}
+	return 0;
+}
+
+/* The report in text[0..len) into *r. Unknown fields are ignored (newer agents). 0, or -1 with err. */
+static int report_parse(const char *text, size_t len, struct agent_report *r, char *err, size_t errlen)
+{
+	json_tokener *tok;
+	json_object *o, *v;
+	char msg[256];
+	int rc = -1;
+
+	memset(r, 0, sizeof(*r));
+	if (json_check(text, len, 8, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "not JSON: %s", msg);
+		return -1;
+	}
+	if (!(tok = json_tokener_new())) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	o = json_tokener_parse_ex(tok, text, (int)len);
+	json_tokener_free(tok);
+	if (!o || !json_object_is_type(o, json_type_object)) {
+		snprintf(err, errlen, "the report must be one JSON object");
+		goto out;
+	}
+	if (!json_object_object_get_ex(o, "v", &v) || !json_object_is_type(v, json_type_int) ||
+	    json_object_get_int64(v) != 1) {
+		snprintf(err, errlen, "v: must be 1");
+		goto out;
+	}
+	if (report_str(o, "host", NULL, 1, r->host, sizeof(r->host), err, errlen) < 0 ||
+	    report_str(o, "exe", NULL, 1, r->exe, sizeof(r->exe), err, errlen) < 0 ||
+	    report_str(o, "build_id", "", 0, r->build_id, sizeof(r->build_id), err, errlen) < 0 ||
+	    report_str(o, "mode", NULL, 1, r->mode, sizeof(r->mode), err, errlen) < 0 ||
+	    report_str(o, "agent_version", NULL, 1, r->agent_version, sizeof(r->agent_version), err, errlen) < 0 ||
+	    report_str(o, "app", "", 0, r->app, sizeof(r->app), err, errlen) < 0 ||
+	    report_int(o, "pid", true, INT32_MAX, &r->pid, err, errlen) < 0 ||
+	    report_int(o, "started_ns", true, INT64_MAX / 2, &r->started_ns, err, errlen) < 0 ||
+	    report_int(o, "units", false, INT64_MAX / 2, &r->units, err, errlen) < 0 ||
+	    report_int(o, "violations", false, INT64_MAX / 2, &r->violations, err, errlen) < 0 ||
+	    report_int(o, "drops", false, INT64_MAX / 2, &r->drops, err, errlen) < 0 ||
+	    report_int(o, "spool_backlog", false, INT64_MAX / 2, &r->spool_backlog, err, errlen) < 0 ||
+	    report_int(o, "ship_errors", false, INT64_MAX / 2, &r->ship_errors, err, errlen) < 0)
+		goto out;
+	if (r->pid < 1) {
+		snprintf(err, errlen, "pid: a process id (from 1)");
+		goto out;
+	}
+	if (strcmp(r->mode, "train") && strcmp(r->mode, "guard") && strcmp(r->mode, "inert")) {
+		snprintf(err, errlen, "mode: must be train, guard or inert");
+		goto out;
+	}
+	if (json_object_object_get_ex(o, "exiting", &v) && !json_object_is_type(v, json_type_null)) {
+		if (!json_object_is_type(v, json_type_boolean)) {
+			snprintf(err, errlen, "exiting: must be true or false");
+			goto out;
+		}
+		r->exiting = json_object_get_boolean(v);
+	}
+	rc = 0;
+out:
+	json_object_put(o);
+	return rc;
+}
+
+void handler_report(struct handler *h, const struct handler_request *rq, struct handler_response *rs)
+{
+	const char *body = rq->body;
+	size_t len = rq->len;
+	struct agent_report r;
+	char err[512];
+	struct jsonw w;
+	int st;
+
+	rs->status = 0;
+	rs->retry_after = 0;
+	rs->accepted = rs->duplicates = rs->rejected = rs->events = 0;
+	buf_reset(&rs->body);
+	h->err[0] = '\0';
+	if (check_auth(h, rq, rs) < 0)
+		return;
+	if (rq->zstd) {
+		st = decode_zstd(h, body, len);
+		if (st) {
+			handler_error(rs, st, h->err);
+			return;
+		}
+		body = h->decoded.data;
+		len = h->decoded.len;
+	}
+	if (report_parse(body, len, &r, err, sizeof(err)) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		handler_error(rs, 400, err);
+		return;
+	}
+	if (h->token_host[0] && strcmp(r.host, h->token_host) != 0) {
+		snprintf(err, sizeof(err), "host: this token reports for host '%s' only", h->token_host);
+		handler_error(rs, 403, err);
+		return;
+	}
+	if (store_report(h->store, &r) < 0) {
+		metrics_reject(REASON_DB_ERROR, 1);
+		log_error("storing a report failed", "error=\"%s\"", store_error(h->store));
+		handler_error(rs, 503, "database unavailable; retry later");
+		rs->retry_after = 2;
+		return;
+	}
+	jsonw_init_compact(&w, &rs->body);
+	jsonw_object(&w);
+	jsonw_kbool(&w, "ok", true);
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0) {
+		handler_error(rs, 503, "server out of memory for this request; retry later");
+		return;
+	}
+	rs->status = 200;
 }

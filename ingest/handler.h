@@ -53,6 +53,8 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 /* Check a token (an Authorization header value) before any body is read: 0 when it may send
  * streams, else -1 with *rs filled (401, or 503 when the database cannot be asked). */
 int handler_authorize(struct handler *h, const char *authorization, struct handler_response *rs);
+/* POST /api/v1/agents/report: a guard agent's report about itself, recorded (store_report()). */
+void handler_report(struct handler *h, const struct handler_request *rq, struct handler_response *rs);
 /* Set a ready-made error answer: {"error": msg}. */
 void handler_error(struct handler_response *rs, int status, const char *msg);
 /* The same with the stream's id (when stream_id is neither NULL nor ""). */

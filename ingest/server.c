@@ -40,6 +40,7 @@ struct request {
 	int early_status;            /* refuse once the body is in (413, 503) */
 	const char *early_msg;
 	bool ndjson, zstd;
+	bool report;                 /* POST /api/v1/agents/report, not streams */
 	bool authorized;             /* a worker found the token good */
 	char *authorization;
 	struct handler_response resp;
@@ -223,9 +224,13 @@ static void *worker_main(void *p)
 				.zstd = rq->zstd,
 				.authorization = rq->authorization,
 			};
-			handler_process(wa->h, &hr, &rq->resp);
-			metrics_bytes(rq->body.len, rq->resp.decoded_bytes);
-			metrics_streams(rq->resp.accepted, rq->resp.duplicates, rq->resp.events);
+			if (rq->report) {
+				handler_report(wa->h, &hr, &rq->resp);
+			} else {
+				handler_process(wa->h, &hr, &rq->resp);
+				metrics_bytes(rq->body.len, rq->resp.decoded_bytes);
+				metrics_streams(rq->resp.accepted, rq->resp.duplicates, rq->resp.events);
+			}
 		}
 		/* the body is no longer needed: give its memory back now */
 		atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
@@ -325,6 +330,10 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		queue_push(s, rq);
 		return MHD_YES;
 	}
+	if (rq->report && (!ct || !media_is(ct, "application/json"))) {
+		metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
+		return respond_rq(rq, 415, "Content-Type: must be application/json", 0);
+	}
 	if (!ct || !(media_is(ct, "application/json") || media_is(ct, "application/x-ndjson"))) {
 		metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
 		return respond_rq(rq, 415, "Content-Type: must be application/json or application/x-ndjson", 0);
@@ -399,9 +408,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = rq;
 		atomic_fetch_add(&s->inflight, 1);
 		metrics_gauge_add(GAUGE_INFLIGHT, 1);
-		if (strcmp(url, "/api/v1/streams") == 0) {
+		if (strcmp(url, "/api/v1/streams") == 0 || strcmp(url, "/api/v1/agents/report") == 0) {
 			if (strcmp(method, "POST") != 0)
 				return respond_rq(rq, 405, "method: use POST", 0);
+			/* an agent's report about itself takes the streams' way: token, limits, queue */
+			rq->report = url[8] == 'a';
 			return start_streams(s, rq);
 		}
 		if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
@@ -413,7 +424,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return serve_metrics(conn);
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
-		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, GET /healthz, GET /metrics)", 0);
+		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/agents/report,"
+					   " GET /healthz, GET /metrics)", 0);
 	}
 	if (rq->route == ROUTE_AUTH) {
 		/* resumed after the token check, still before the body */

@@ -808,3 +808,55 @@ int store_fold_stats(struct store *st)
 	PQclear(r);
 	return n;
 }
+
+int store_report(struct store *st, const struct agent_report *r)
+{
+	char pid[24], started[24], n[5][24], exited[2] = { r->exiting ? 't' : 'f', 0 };
+	const int64_t counts[5] = { r->units, r->violations, r->drops, r->spool_backlog, r->ship_errors };
+	const char *params[14];
+	PGresult *res;
+
+	if (!store_conn(st))
+		return -1;
+	snprintf(pid, sizeof(pid), "%lld", (long long)r->pid);
+	snprintf(started, sizeof(started), "%lld", (long long)r->started_ns);
+	for (int i = 0; i < 5; i++)
+		snprintf(n[i], sizeof(n[i]), "%lld", (long long)counts[i]);
+	params[0] = r->host;
+	params[1] = pid;
+	params[2] = started;
+	params[3] = r->exe;
+	params[4] = r->build_id;
+	params[5] = r->mode;
+	params[6] = r->agent_version;
+	params[7] = r->app;
+	params[8] = exited;
+	for (int i = 0; i < 5; i++)
+		params[9 + i] = n[i];
+	/* the previous counters, the new row, and what grew into the host's hour: one statement */
+	res = PQexecParams(st->db,
+		"WITH old AS (SELECT units, violations FROM agent_procs WHERE host = $1 AND pid = $2::integer"
+		"   AND started_at = to_timestamp($3::bigint / 1e9)),"
+		" up AS (INSERT INTO agent_procs (host, pid, started_at, exe, build_id, mode, agent_version, app, exited,"
+		"   units, violations, drops, spool_backlog, ship_errors)"
+		"   VALUES ($1, $2::integer, to_timestamp($3::bigint / 1e9), $4, $5, $6, $7, $8, $9::boolean,"
+		"   $10::bigint, $11::bigint, $12::bigint, $13::bigint, $14::bigint)"
+		"   ON CONFLICT (host, pid, started_at) DO UPDATE SET exe = EXCLUDED.exe, build_id = EXCLUDED.build_id,"
+		"   mode = EXCLUDED.mode, agent_version = EXCLUDED.agent_version, app = EXCLUDED.app,"
+		"   exited = EXCLUDED.exited, last_seen = now(), units = EXCLUDED.units,"
+		"   violations = EXCLUDED.violations, drops = EXCLUDED.drops, spool_backlog = EXCLUDED.spool_backlog,"
+		"   ship_errors = EXCLUDED.ship_errors RETURNING units, violations)"
+		" INSERT INTO agent_hours (host, hour, units, violations)"
+		" SELECT $1, date_trunc('hour', now()), greatest(up.units - coalesce(old.units, 0), 0),"
+		"   greatest(up.violations - coalesce(old.violations, 0), 0) FROM up LEFT JOIN old ON true"
+		" ON CONFLICT (host, hour) DO UPDATE SET units = agent_hours.units + EXCLUDED.units,"
+		"   violations = agent_hours.violations + EXCLUDED.violations",
+		14, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		db_fail(st, "recording the report", res);
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	return 0;
+}

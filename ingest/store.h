@@ -9,6 +9,7 @@
 #define SM_STORE_H
 
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/wire.h"
@@ -39,5 +40,17 @@ int store_fold_stats(struct store *st);
 PGconn *store_conn(struct store *st);
 /* Create the event partitions for the coming days and apply retention. Returns 0 or -1. */
 int store_maintain(struct store *st);
+
+/* A guard agent's report about itself (POST /api/v1/agents/report, docs/wire-format.md). */
+struct agent_report {
+	char host[256], exe[4097], build_id[129], mode[8], agent_version[65], app[256];
+	int64_t pid, started_ns;
+	int64_t units, violations, drops, spool_backlog, ship_errors;
+	bool exiting;
+};
+
+/* Records it: the process's row (its counters as reported) and the host's violations and units of
+ * this hour (what grew since the last report). Returns 0, or -1 (store_error()). */
+int store_report(struct store *st, const struct agent_report *r);
 
 #endif

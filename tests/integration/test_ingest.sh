@@ -412,6 +412,48 @@ t_eq "host token: in a batch, the other host's line is refused, the rest stored"
 t_eq "host token: nothing of web-18 stored" "$(pg_q "SELECT count(*) FROM streams WHERE host = 'web-18'")" 0
 out=$(sm_admin token create --role analyst --host web-17 2>&1)
 t_eq "host token: only ingest tokens have a host" "$?|$out" "1|sm-admin: host: only ingest tokens are bound to a host"
+# ---- a guard agent's report about itself ----
+report() { # report TOKEN JSON: POST it to /api/v1/agents/report
+	http POST "$INGEST_URL/api/v1/agents/report" -H "Authorization: Bearer $1" -H "Content-Type: application/json" \
+		--data-binary "$2"
+}
+REP='{"v":1,"host":"web-17","exe":"/usr/sbin/nginx","build_id":"3f9a0c","mode":"guard","agent_version":"0.9.0","app":"nginx","pid":4211,"started_ns":1700000000000000000,"units":100,"violations":3,"drops":1,"spool_backlog":2,"ship_errors":0,"future_field":[1]}'
+report "$HOSTTOK" "$REP"
+t_eq "report: accepted" "$HTTP_STATUS $HTTP_BODY" '200 {"ok":true}'
+t_eq "report: the process's row" "$(pg_q "SELECT host, pid, extract(epoch FROM started_at)::bigint, exe, build_id, mode,
+	agent_version, app, exited, units, violations, drops, spool_backlog, ship_errors FROM agent_procs")" \
+	"web-17|4211|1700000000|/usr/sbin/nginx|3f9a0c|guard|0.9.0|nginx|f|100|3|1|2|0"
+report "$HOSTTOK" "${REP/\"units\":100,\"violations\":3/\"units\":250,\"violations\":7}"
+t_eq "report: a second report updates the row" "$HTTP_STATUS|$(pg_q "SELECT count(*), sum(units), sum(violations) FROM agent_procs")" "200|1|250|7"
+t_eq "report: the hour counts what grew" "$(pg_q "SELECT host, units, violations, hour = date_trunc('hour', now()) FROM agent_hours")" "web-17|250|7|t"
+report "$HOSTTOK" "${REP/\"pid\":4211/\"pid\":4300}"
+t_eq "report: another process of the host" "$(pg_q "SELECT count(*) FROM agent_procs")|$(pg_q "SELECT units, violations FROM agent_hours")" "2|350|10"
+report "$HOSTTOK" "${REP/\"web-17\"/\"web-18\"}"
+t_eq "report: another host's report refused" "$HTTP_STATUS $HTTP_BODY|$(pg_q "SELECT count(*) FROM agent_procs WHERE host = 'web-18'")" \
+	"403 {\"error\":\"host: this token reports for host 'web-17' only\"}|0"
+report "$HOSTTOK" "${REP/\"mode\":\"guard\"/\"mode\":\"sleep\"}"
+t_eq "report: a bad mode" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"mode: must be train, guard or inert"}'
+report "$HOSTTOK" "${REP/\"pid\":4211,/}"
+t_eq "report: pid missing" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"pid: required"}'
+report "$HOSTTOK" "${REP/\"units\":100/\"units\":-5}"
+t_eq "report: a negative counter" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"units: a whole number from 0 to 4611686018427387903"}'
+report "$HOSTTOK" "${REP/\"v\":1/\"v\":2}"
+t_eq "report: an unknown version" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"v: must be 1"}'
+report "$HOSTTOK" '{"v":1,'
+t_match "report: not JSON" "$HTTP_STATUS $HTTP_BODY" '^400 \{"error":"not JSON: '
+report "$ANALYST" "$REP"
+t_eq "report: an analyst token may not report" "$HTTP_STATUS" 401
+http POST "$INGEST_URL/api/v1/agents/report" -H "Authorization: Bearer $HOSTTOK" -H "Content-Type: text/plain" --data-binary "$REP"
+t_eq "report: JSON only" "$HTTP_STATUS $HTTP_BODY" '415 {"error":"Content-Type: must be application/json"}'
+report "$HOSTTOK" "${REP/\"ship_errors\":0/\"ship_errors\":0,\"exiting\":true}"
+t_eq "report: the last report marks the process exited" "$(pg_q "SELECT exited FROM agent_procs WHERE pid = 4211")" t
+t_eq "report: counters that fell add nothing to the hour; refused reports added nothing" \
+	"$(pg_q "SELECT count(*), sum(units) FROM agent_procs")|$(pg_q "SELECT units, violations FROM agent_hours")" "2|200|350|10"
+pg_q "UPDATE agent_procs SET last_seen = now() - interval '40 days' WHERE pid = 4300;
+	INSERT INTO agent_hours VALUES ('web-17', date_trunc('hour', now()) - interval '40 days', 5, 5)" >/dev/null
+pg_q "SELECT sm_apply_retention(now())" >/dev/null
+t_eq "report: retention drops processes silent and hours older than retention_days" \
+	"$(pg_q "SELECT string_agg(pid::text, ',') FROM agent_procs")|$(pg_q "SELECT count(*), sum(units) FROM agent_hours")" "4211|1|350"
 stop_ingest
 
 t_done
