@@ -266,6 +266,8 @@ struct shipper {
 	ZSTD_CCtx *cctx;
 	CURL *curl;
 	struct curl_slist *headers;
+	struct curl_slist *json_headers;  /* shipper_post_json(): plain JSON */
+	char *base;                     /* the server's URL without a trailing '/' */
 	struct buf resp;
 	int64_t retry_after_ms;         /* of the last response, -1 when absent */
 	char curl_err[CURL_ERROR_SIZE];
@@ -277,6 +279,7 @@ struct shipper {
 
 static int ship_fail(struct shipper *sh, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+static void answer_message(const struct buf *resp, char *out, size_t outlen);
 
 static int ship_fail(struct shipper *sh, int code, const char *fmt, ...)
 {
@@ -436,7 +439,8 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 		goto fail_free;
 	memcpy(sh->url, o->url, ul);
 	memcpy(sh->url + ul, "/api/v1/streams", sizeof("/api/v1/streams"));
-	if ((o->token && !(sh->token = strdup(o->token))) ||
+	if (!(sh->base = strndup(o->url, ul)) ||
+	    (o->token && !(sh->token = strdup(o->token))) ||
 	    (o->spool_dir && !(sh->spool_dir = strdup(o->spool_dir))))
 		goto fail_free;
 	sh->o.url = sh->url;
@@ -458,6 +462,10 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 	    /* no 100-continue round trip: the server answers early errors anyway */
 	    !curl_slist_append(sh->headers, "Expect:") ||
 	    (hdr.len && !curl_slist_append(sh->headers, hdr.data)))
+		goto fail_free;
+	if (!(sh->json_headers = curl_slist_append(NULL, "Content-Type: application/json")) ||
+	    !curl_slist_append(sh->json_headers, "Expect:") ||
+	    (hdr.len && !curl_slist_append(sh->json_headers, hdr.data)))
 		goto fail_free;
 	buf_release(&hdr);
 	curl_easy_setopt(sh->curl, CURLOPT_URL, sh->url);
@@ -513,6 +521,8 @@ void shipper_free(struct shipper *sh)
 	if (sh->curl_global)
 		curl_global_cleanup();
 	curl_slist_free_all(sh->headers);
+	curl_slist_free_all(sh->json_headers);
+	free(sh->base);
 	ZSTD_freeCCtx(sh->cctx);
 	arena_free(sh->arena);
 	wire_parser_free(sh->parser);
@@ -540,6 +550,49 @@ const struct ship_counters *shipper_counters(const struct shipper *sh)
 int shipper_stopped(const struct shipper *sh)
 {
 	return sh->stopped;
+}
+
+int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, char *err, size_t errlen)
+{
+	struct buf url = BUF_INIT(8192);
+	CURLcode cc;
+	long status = 0;
+	char msg[512];
+	int rc = -1;
+
+	if (sh->stopped) {
+		snprintf(err, errlen, "shipping stopped: %s", sh->err);
+		return -1;
+	}
+	if (buf_printf(&url, "%s%s", sh->base, path) < 0) {
+		snprintf(err, errlen, "URL too long");
+		goto out;
+	}
+	buf_reset(&sh->resp);
+	sh->curl_err[0] = '\0';
+	curl_easy_setopt(sh->curl, CURLOPT_URL, url.data);
+	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->json_headers);
+	curl_easy_setopt(sh->curl, CURLOPT_POSTFIELDS, json);
+	curl_easy_setopt(sh->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	cc = curl_easy_perform(sh->curl);
+	sh->c.requests++;
+	/* back to the streams' request for the next batch */
+	curl_easy_setopt(sh->curl, CURLOPT_URL, sh->url);
+	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->headers);
+	if (cc != CURLE_OK) {
+		snprintf(err, errlen, "%s: %s", url.data, sh->curl_err[0] ? sh->curl_err : curl_easy_strerror(cc));
+		goto out;
+	}
+	curl_easy_getinfo(sh->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200) {
+		answer_message(&sh->resp, msg, sizeof(msg));
+		snprintf(err, errlen, "server answered %ld: %s", status, msg);
+		goto out;
+	}
+	rc = 0;
+out:
+	buf_release(&url);
+	return rc;
 }
 
 /* The "error" member of a JSON answer, else its first bytes made printable. */

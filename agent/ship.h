@@ -101,6 +101,13 @@ const struct ship_counters *shipper_counters(const struct shipper *sh);
  * a batch used up its attempts, cancelled); shipper_error() says why.
  */
 int shipper_stopped(const struct shipper *sh);
+/*
+ * One POST of the JSON document json[0..len) to the server's URL + path (e.g.
+ * "/api/v1/agents/report") on the same connection, once, no retry: for
+ * what is sent again later anyway. 0 on a 200, else -1 with the reason in err.
+ */
+int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, char *err,
+		      size_t errlen);
 
 /*
  * Return codes of the calls below. A stream that cannot be delivered is not

@@ -84,6 +84,9 @@ static const struct var_def vars[] = {
 	  V_SIGNAL, F(signal), 0, 0, 0 },
 	{ { "SM_GUARD_SAVE_S", "30", "training: how often the profile is written (and at exit)" },
 	  V_INT, F(save_ns), 1000000000LL, 86400000000000LL, 1000000000LL },
+	{ { "SM_GUARD_REPORT_S", "60",
+	    "how often the process reports itself to the server (mode, counters; the Fleet page); 0: never" },
+	  V_INT, F(report_ns), 0, 86400000000000LL, 1000000000LL },
 	{ { "SM_GUARD_MAX_FRAMES", "128", "frames kept per stack (the innermost)" },
 	  V_INT, F(max_frames), 8, 512, 1 },
 	{ { "SM_GUARD_MAX_EVENTS", "20000", "events per violation stream (the symptom thread's first)" },
@@ -130,6 +133,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->min_threshold_ns = 1000000;
 	c->signal = SIGRTMAX - 7;
 	c->save_ns = 30000000000LL;
+	c->report_ns = 60000000000LL;
 	c->max_frames = 128;
 	c->max_events = 20000;
 }

@@ -54,6 +54,7 @@ struct guard_config {
 	int reports_per_min;        /* violation streams per unit type and process */
 	int signal;                 /* the sampling signal */
 	int64_t save_ns;            /* training: write the profile this often */
+	int64_t report_ns;          /* the process's report to the server (0: none) */
 	int max_frames;
 	int max_events;             /* per stream */
 };

@@ -14,6 +14,7 @@
 #include "agent/spool.h"
 #include "common/arena.h"
 #include "common/intern.h"
+#include "common/jsonw.h"
 #include "common/util.h"
 #include "common/vec.h"
 #include "common/wire.h"
@@ -149,6 +150,60 @@ void guard_report_tick(int64_t now)
 		if (sh)
 			shipper_drain(sh);
 	}
+}
+
+/* ---- the process's report about itself ---- */
+
+/* Streams waiting in the spool (the host's directory, all its processes'), or 0 when unknown. */
+static uint64_t spool_backlog(void)
+{
+	struct spool *sp;
+	struct spool_entry *e = NULL;
+	size_t n = 0;
+	char err[256];
+
+	if (!G.cfg.spool[0] || !(sp = spool_open(G.cfg.spool, G.cfg.spool_max, 0, err, sizeof(err))))
+		return 0;
+	if (spool_list(sp, &e, &n) < 0)
+		n = 0;
+	free(e);
+	spool_free(sp);
+	return n;
+}
+
+void guard_report_self(int exiting)
+{
+	struct shipper *sh = get_shipper(guard_now());
+	struct buf body = BUF_INIT(64 << 10);
+	struct jsonw w;
+	char err[512];
+
+	if (!sh)
+		return;  /* the server is out of reach: the next report says it all */
+	jsonw_init_compact(&w, &body);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "v", 1);
+	jsonw_kstr(&w, "host", G.host);
+	jsonw_kstr(&w, "exe", G.exe[0] ? G.exe : G.exe_name);
+	jsonw_kstr(&w, "build_id", G.build_id);
+	jsonw_kstr(&w, "mode", guard_mode_name(G.mode));
+	jsonw_kstr(&w, "agent_version", GUARD_VERSION);
+	jsonw_kstr(&w, "app", G.app);
+	jsonw_ki64(&w, "pid", G.pid);
+	jsonw_ki64(&w, "started_ns", G.started_ns);
+	jsonw_ku64(&w, "units", guard_units());
+	jsonw_ku64(&w, "violations", atomic_load(&G.n.violations));
+	jsonw_ku64(&w, "drops", atomic_load(&G.n.suppressed) + atomic_load(&G.n.queue_drops) +
+		   atomic_load(&G.n.lost));
+	jsonw_ku64(&w, "spool_backlog", spool_backlog());
+	jsonw_ku64(&w, "ship_errors", atomic_load(&G.n.rejected) + atomic_load(&G.n.lost));
+	jsonw_kbool(&w, "exiting", exiting != 0);
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0)
+		guard_log("cannot build the report", "%s", "");
+	else if (shipper_post_json(sh, "/api/v1/agents/report", body.data, body.len, err, sizeof(err)) < 0)
+		guard_log("report not delivered", "error=\"%s\"", err);
+	buf_release(&body);
 }
 
 /* ---- collecting the window's events ---- */

@@ -249,7 +249,11 @@ struct guard_rt {
 	struct {
 		_Atomic uint64_t violations, suppressed, queue_drops, shipped, spooled, lost, rejected;
 		_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
+		_Atomic uint64_t units_gone;    /* ended in threads whose slots were taken again */
+		_Atomic uint64_t train_units;   /* training: units learnt from */
 	} n;
+	int64_t started_ns;                  /* CLOCK_REALTIME when the agent started in this process */
+	int exit_report, exit_reported;      /* exit: the shipping thread's last report (under mu) */
 };
 
 extern struct guard_rt G;
@@ -375,6 +379,10 @@ void gtrain_reset_child(struct gtrain *tr);
 void guard_report(const struct gviol *v);
 /* Periodic work of the shipping thread: drain the spool, release idle symbol tables. */
 void guard_report_tick(int64_t now);
+/* The process's report to the server (docs/wire-format.md "Agent reports"); shipping thread only. */
+void guard_report_self(int exiting);
+/* Units ended in this process so far (every thread's, training's too). */
+uint64_t guard_units(void);
 /* Frame name of a stack entry (tags name wrapped calls). */
 struct gsym *guard_symbolizer(void);
 /* After fork, in the child: forget the parent's shipper and symbolizer (not freed: shared pages). */

@@ -281,6 +281,8 @@ struct gslot *guard_slot_of(struct gthread *t)
 	atomic_store(&s->pthread, (uintptr_t)pthread_self());
 	atomic_store(&s->unit_start, 0);
 	atomic_store(&s->timer_live, 0);
+	/* the previous owner's units stay counted (reports never go backwards) */
+	atomic_fetch_add(&G.n.units_gone, atomic_load(&s->units));
 	atomic_store(&s->units, 0);
 	atomic_store(&s->violations, 0);
 	atomic_store(&s->samples, 0);
@@ -373,6 +375,9 @@ static void *watchdog_main(void *arg)
 	t->agent = 1;
 	own_fd_table(t);
 	pthread_setname_np(pthread_self(), "smguard-watch");
+	/* reports go out from the first unit on, not only from the first violation */
+	if (G.cfg.url[0] && G.cfg.report_ns > 0)
+		guard_start_shipper();
 	for (;;) {
 		struct timespec ts = { G.cfg.watchdog_ns / 1000000000, G.cfg.watchdog_ns % 1000000000 };
 		uint32_t n;
@@ -439,24 +444,31 @@ static int ship_busy;
 static void *ship_main(void *arg)
 {
 	struct gthread *t = &guard_tls;
-	int64_t next_save;
+	int64_t next_save, next_report;
+	int reporting = G.cfg.url[0] && G.cfg.report_ns > 0;
 
 	(void)arg;
 	t->agent = 1;
 	own_fd_table(t);
 	pthread_setname_np(pthread_self(), "smguard-ship");
 	next_save = guard_now() + G.cfg.save_ns;
+	next_report = guard_now();   /* at once: the host shows up as soon as its service runs */
 	for (;;) {
 		struct gviol v;
-		int have = 0;
+		int have = 0, exit_report;
 		int64_t now = guard_now(), until = now + 1000000000;
 
 		guard_clock_tick();
+		if (reporting && now >= next_report) {
+			guard_report_self(0);
+			next_report = now + G.cfg.report_ns;
+		}
 		if (G.mode == GUARD_MODE_TRAIN && next_save < until)
 			until = next_save;
 		pthread_mutex_lock(&G.mu);
-		if (!G.qlen && !G.save_req && now < until)
+		if (!G.qlen && !G.save_req && !(G.exit_report && !G.exit_reported) && now < until)
 			timed_wait(until);
+		exit_report = G.exit_report && !G.exit_reported;
 		if (G.save_req) {
 			/* the process exits: its last save, here rather than on the program's thread */
 			G.save_req = 0;
@@ -470,6 +482,14 @@ static void *ship_main(void *arg)
 			ship_busy = 1;
 		}
 		pthread_mutex_unlock(&G.mu);
+		if (exit_report) {
+			guard_report_self(1);
+			pthread_mutex_lock(&G.mu);
+			G.exit_reported = 1;
+			pthread_cond_broadcast(&G.cv);
+			pthread_mutex_unlock(&G.mu);
+			reporting = 0;
+		}
 		if (have) {
 			guard_report(&v);
 			pthread_mutex_lock(&G.mu);
@@ -641,6 +661,7 @@ static void after_fork_child(void)
 		atomic_store(&s->dead_since, 0);
 		atomic_store(&s->unit_start, 0);
 		atomic_store(&s->timer_live, 0);
+		atomic_store(&s->units, 0);     /* the parent's: not the child's to report */
 		gring_reset(&s->ring);
 	}
 	if (t->slot) {
@@ -662,6 +683,8 @@ static void after_fork_child(void)
 	G.qhead = G.qlen = 0;
 	G.ship_cancel = 0;
 	G.save_req = G.save_done = 0;
+	G.exit_report = G.exit_reported = 0;
+	G.started_ns = util_now_real_ns();       /* a new process: reports as one */
 	ship_busy = 0;
 	memset(G.rl_used, 0, sizeof(G.rl_used));
 	memset(&G.n, 0, sizeof(G.n));
@@ -815,6 +838,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 	}
 	snprintf(G.profile_path, sizeof(G.profile_path), "%s/%s.json", G.cfg.profile_dir, G.build_id);
 	G.pid = getpid();
+	G.started_ns = util_now_real_ns();
 	G.sig = G.cfg.signal;
 	clock_init();
 	G.period_ns = G.cfg.sample_hz > 0 ? 1000000000LL / G.cfg.sample_hz : 0;
@@ -855,6 +879,16 @@ inert:
 	t->nest = 0;
 }
 
+uint64_t guard_units(void)
+{
+	uint32_t n = atomic_load(&G.nslots);
+	uint64_t units = atomic_load(&G.n.units_gone) + atomic_load(&G.n.train_units);
+
+	for (uint32_t i = 0; i < n; i++)
+		units += atomic_load(&G.slots[i].units);
+	return units;
+}
+
 __attribute__((destructor)) static void guard_fini(void)
 {
 	struct gthread *t = &guard_tls;
@@ -863,6 +897,17 @@ __attribute__((destructor)) static void guard_fini(void)
 	if (!atomic_load(&G.active) || t->agent)
 		return;
 	t->nest = 1;
+	if (G.ship_started && G.cfg.url[0] && G.cfg.report_ns > 0) {
+		/* the last report says the process is gone; a second at most, then the program exits */
+		int64_t until = guard_now() + 1000000000LL;
+
+		pthread_mutex_lock(&G.mu);
+		G.exit_report = 1;
+		pthread_cond_broadcast(&G.cv);
+		while (!G.exit_reported && guard_now() < until)
+			timed_wait(until);
+		pthread_mutex_unlock(&G.mu);
+	}
 	if (G.mode == GUARD_MODE_TRAIN && G.train && G.ship_started) {
 		/* the shipping thread names the frames and writes the file: never the program's threads */
 		int64_t until = guard_now() + 10000000000LL;
@@ -887,12 +932,7 @@ __attribute__((destructor)) static void guard_fini(void)
 			timed_wait(until);
 		pthread_mutex_unlock(&G.mu);
 	}
-	{
-		uint32_t n = atomic_load(&G.nslots);
-
-		for (uint32_t i = 0; i < n; i++)
-			units += atomic_load(&G.slots[i].units);
-	}
+	units = guard_units();
 	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu shipped=%llu spooled=%llu lost=%llu "
 		  "empty=%llu", (unsigned long long)units, (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
 		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.shipped),

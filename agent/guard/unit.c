@@ -561,6 +561,7 @@ __attribute__((noinline)) static void train_enter(struct gthread *t, struct gcal
 	if (t->loop >= 0 && c->ret == t->loop_ret && depth == t->loop_depth) {
 		if (t->unit_start) {
 			gtrain_unit(G.train, t->loop, t->ctx, t->nctx, t->calls, now - t->unit_start - t->agent_ns);
+			atomic_fetch_add_explicit(&G.n.train_units, 1, memory_order_relaxed);
 			t->unit_start = 0;
 		}
 		c->loopsite = (int8_t)t->loop;

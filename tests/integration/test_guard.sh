@@ -113,6 +113,15 @@ spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
 echo "slow requests sent: $sleeps sleeps, $spins spins"
 t_eq "a stream per slow request at least" \
 	"$(q "SELECT count(*) >= $((sleeps + spins)) FROM streams WHERE build_id = :'bid'")" t
+# the process reported itself: at its first unit, and once more as it exited
+t_eq "the process's report: what it guards, in which mode, and that it exited" \
+	"$(q "SELECT app, exe = '$GT', build_id = :'bid', mode, agent_version, exited, pid = $GPID,
+	       units >= 1500, violations >= $((sleeps + spins)), drops, ship_errors FROM agent_procs")" \
+	"guardtest|t|t|guard|1.0|t|t|t|t|0|0"
+t_eq "the report's violations are the streams it shipped" \
+	"$(q "SELECT violations FROM agent_procs")" "$(q "SELECT count(*) FROM streams WHERE build_id = :'bid'")"
+t_eq "and the host's hour has them" "$(q "SELECT h.violations = p.violations AND h.units = p.units
+	FROM agent_hours h, agent_procs p")" t
 t_eq "app, labels and symptom kind" \
 	"$(q "SELECT DISTINCT app || ' ' || (labels->>'region') || ' ' || (labels->>'conf.mix') || ' ' ||
 	       symptom_kind FROM streams WHERE build_id = :'bid'")" "guardtest test-1 a,b unit_violation"
@@ -151,9 +160,13 @@ echo "fast requests reported as violations: $fp of $(awk '$1 == "fast" {print $2
 t_match "almost no fast request is reported" "$fp" '^[0-9]$'
 
 # the rate limit: a storm is counted, at most 6 streams per type and minute shipped
-SM_GUARD_LABELS=run=limited guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+SM_GUARD_REPORT_S=1 SM_GUARD_LABELS=run=limited guarded "$GT" epoll "$PORT" || t_bail "guarded server"
 "$GT" client "$PORT" 400 2 sleep=5:1 >/dev/null || t_fail "storm load"
+seen=$(q "SELECT last_seen > first_seen FROM agent_procs WHERE pid = $GPID")
 stop_server "$PORT"
+t_eq "reports every second while the process runs (SM_GUARD_REPORT_S=1)" "$seen" t
+t_eq "the suppressed violations are reported as drops" \
+	"$(q "SELECT violations >= 200, violations - drops, exited FROM agent_procs WHERE pid = $GPID")" "t|6|t"
 t_eq "a storm ships 6 streams" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'limited'")" 6
 line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
 v=$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")
