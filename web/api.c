@@ -978,6 +978,84 @@ static void post_import(struct req *rq)
 	respond_id(rq, "imported", (int64_t)n, 200);
 }
 
+/* ---- the fleet ---- */
+
+#define SILENT_AFTER_DEFAULT 300   /* seconds: five missed reports at the agent's default of 60 s */
+
+static bool silent_after_param(struct req *rq, long long *out)
+{
+	int64_t v;
+
+	if (!num_param(rq, "silent_after", 10, 7 * 86400, SILENT_AFTER_DEFAULT, &v))
+		return false;
+	*out = (long long)v;
+	return true;
+}
+
+static void get_hosts(struct req *rq)
+{
+	static const char *const names[] = { "limit", "offset", "silent_after", "status", NULL };
+	struct host_filter f = { NULL, req_query(rq, "status"), 0 };
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!known_query(rq, names, false) || !page_params(rq, &limit, &offset) ||
+	    !silent_after_param(rq, &f.silent_after_s))
+		return;
+	if (f.status && strcmp(f.status, "live") && strcmp(f.status, "silent") && strcmp(f.status, "stopped")) {
+		req_json_error(rq, 400, "status: must be live, silent or stopped");
+		return;
+	}
+	rows = model_hosts(rq->db, &f, limit, offset, err, sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_hosts_count(rq->db, &f, err, sizeof(err));
+	if (rows && !failed(rq, count, err))
+		list_response(rq, "hosts", rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
+static void get_host(struct req *rq, const char *host)
+{
+	static const char *const names[] = { "silent_after", "hours", NULL };
+	struct host_filter f = { host, NULL, 0 };
+	PGresult *h = NULL, *procs = NULL, *hours = NULL;
+	char err[512];
+	int64_t nh;
+	struct jsonw w;
+
+	if (!known_query(rq, names, false) || !silent_after_param(rq, &f.silent_after_s) ||
+	    !num_param(rq, "hours", 1, 24 * 30, 24, &nh))
+		return;
+	h = model_hosts(rq->db, &f, 1, 0, err, sizeof(err));
+	if (failed(rq, h, err))
+		return;
+	if (PQntuples(h) == 0) {
+		req_json_error(rq, 404, "host '%.255s': no agent has reported from it", host);
+		goto out;
+	}
+	procs = model_host_procs(rq->db, host, f.silent_after_s, 1000, err, sizeof(err));
+	if (failed(rq, procs, err))
+		goto out;
+	hours = model_host_hours(rq->db, host, (int)nh, err, sizeof(err));
+	if (failed(rq, hours, err))
+		goto out;
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	put_members(&w, h, 0, NULL);
+	jsonw_key(&w, "processes");
+	put_rows(&w, procs, NULL);
+	jsonw_key(&w, "hours");
+	put_rows(&w, hours, NULL);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+out:
+	PQclear(h);
+	PQclear(procs);
+	PQclear(hours);
+}
+
 /* ---- tokens (admin) ---- */
 
 static bool admin_only(struct req *rq, bool write)
@@ -1179,6 +1257,7 @@ static void post_signature_r(struct req *rq, const char *arg) { (void)arg; post_
 static void get_export_r(struct req *rq, const char *arg) { (void)arg; get_export(rq); }
 static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_import(rq); }
 static void get_tokens_r(struct req *rq, const char *arg) { (void)arg; get_tokens(rq); }
+static void get_hosts_r(struct req *rq, const char *arg) { (void)arg; get_hosts(rq); }
 static void post_token_r(struct req *rq, const char *arg) { (void)arg; post_token(rq); }
 
 static const struct req_route routes[] = {
@@ -1199,6 +1278,8 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/api/v1/signatures/import", post_import_r, NULL },
 	{ REQ_M_GET, "/api/v1/signatures/#", get_signature, "signature" },
 	{ REQ_M_PATCH, "/api/v1/signatures/#", patch_signature, "signature" },
+	{ REQ_M_GET, "/api/v1/hosts", get_hosts_r, NULL },
+	{ REQ_M_GET, "/api/v1/hosts/**", get_host, NULL },
 	{ REQ_M_GET, "/api/v1/tokens", get_tokens_r, NULL },
 	{ REQ_M_POST, "/api/v1/tokens", post_token_r, NULL },
 	{ REQ_M_DELETE, "/api/v1/tokens/#", delete_token, "token" },

@@ -409,3 +409,88 @@ PGresult *model_tokens_count(PGconn *db, char *err, size_t errlen)
 {
 	return run(db, "SELECT count(*) AS total FROM tokens", 0, NULL, err, errlen);
 }
+
+/* ---- the fleet: what the guard agents report (ingest's agent_procs, agent_hours) ---- */
+
+/*
+ * A process is live when it reported within $1 seconds, silent when it did not and never said it
+ * exited; a host takes its worst process's state. What a host runs now (apps, modes, builds) is
+ * read from its processes that have not exited, or from its last one when all have.
+ */
+#define HOSTS_SQL                                                                                       \
+	"WITH p AS (SELECT a.*, NOT a.exited AND a.last_seen >= now() - make_interval(secs => $1::float8)" \
+	"   AS is_live, NOT a.exited AND a.last_seen < now() - make_interval(secs => $1::float8) AS is_silent," \
+	"   max(a.last_seen) OVER (PARTITION BY a.host) AS host_last FROM agent_procs a" \
+	"   WHERE $2::text IS NULL OR a.host = $2)," \
+	" h AS (SELECT host, CASE WHEN bool_or(is_silent) THEN 'silent' WHEN bool_or(is_live) THEN 'live'" \
+	"   ELSE 'stopped' END AS status, min(first_seen) AS first_seen, max(last_seen) AS last_seen," \
+	"   count(*) FILTER (WHERE is_live) AS processes_live, count(*) FILTER (WHERE is_silent) AS processes_silent," \
+	"   to_jsonb(array_agg(DISTINCT app ORDER BY app) FILTER (WHERE NOT exited OR last_seen = host_last)) AS apps," \
+	"   to_jsonb(array_agg(DISTINCT mode ORDER BY mode) FILTER (WHERE NOT exited OR last_seen = host_last))" \
+	"   AS modes, to_jsonb(array_agg(DISTINCT build_id ORDER BY build_id) FILTER (WHERE NOT exited OR" \
+	"   last_seen = host_last)) AS build_ids, to_jsonb(array_agg(DISTINCT agent_version ORDER BY agent_version)" \
+	"   FILTER (WHERE NOT exited OR last_seen = host_last)) AS agent_versions," \
+	"   coalesce(sum(drops) FILTER (WHERE NOT exited), 0) AS drops," \
+	"   coalesce(max(spool_backlog) FILTER (WHERE NOT exited), 0) AS spool_backlog," \
+	"   coalesce(sum(ship_errors) FILTER (WHERE NOT exited), 0) AS ship_errors FROM p GROUP BY host)" \
+	" SELECT h.host, h.status, h.processes_live, h.processes_silent, h.apps, h.modes, h.build_ids," \
+	"   h.agent_versions, " ISO("h.first_seen") " AS first_seen, " ISO("h.last_seen") " AS last_seen," \
+	"   extract(epoch FROM now() - h.last_seen)::bigint AS seconds_since_report," \
+	"   coalesce(hr.units_24h, 0) AS units_24h, coalesce(hr.violations_24h, 0) AS violations_24h," \
+	"   hr.violations_by_hour, h.drops, h.spool_backlog, h.ship_errors FROM h" \
+	" CROSS JOIN LATERAL (SELECT sum(x.units)::bigint AS units_24h, sum(x.violations)::bigint AS violations_24h," \
+	"   to_jsonb(array_agg(coalesce(x.violations, 0) ORDER BY g.hour)) AS violations_by_hour" \
+	"   FROM generate_series(date_trunc('hour', now()) - interval '23 hours', date_trunc('hour', now())," \
+	"   interval '1 hour') AS g(hour) LEFT JOIN agent_hours x ON x.host = h.host AND x.hour = g.hour) hr" \
+	" WHERE $3::text IS NULL OR h.status = $3"
+
+PGresult *model_hosts(PGconn *db, const struct host_filter *f, long limit, long offset, char *err,
+		      size_t errlen)
+{
+	char secs[24], lim[24], off[24];
+	const char *p[5] = { secs, f->host, f->status, lim, off };
+
+	snprintf(secs, sizeof(secs), "%lld", (long long)f->silent_after_s);
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	return run(db, HOSTS_SQL " ORDER BY h.status = 'silent' DESC, violations_24h DESC, h.host LIMIT $4 OFFSET $5",
+		   5, p, err, errlen);
+}
+
+PGresult *model_hosts_count(PGconn *db, const struct host_filter *f, char *err, size_t errlen)
+{
+	char secs[24];
+	const char *p[3] = { secs, f->host, f->status };
+
+	snprintf(secs, sizeof(secs), "%lld", (long long)f->silent_after_s);
+	return run(db, "SELECT count(*) AS total FROM (" HOSTS_SQL ") n", 3, p, err, errlen);
+}
+
+PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_s, long limit, char *err,
+			   size_t errlen)
+{
+	char secs[24], lim[24];
+	const char *p[3] = { host, secs, lim };
+
+	snprintf(secs, sizeof(secs), "%lld", silent_after_s);
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db, "SELECT pid, app, exe, build_id, mode, agent_version, CASE WHEN exited THEN 'exited'"
+		       " WHEN last_seen >= now() - make_interval(secs => $2::float8) THEN 'live' ELSE 'silent' END AS status,"
+		       " " ISO("started_at") " AS started_at, " ISO("first_seen") " AS first_seen, "
+		       ISO("last_seen") " AS last_seen, units, violations, drops, spool_backlog, ship_errors"
+		       " FROM agent_procs WHERE host = $1 ORDER BY exited, last_seen DESC, pid LIMIT $3",
+		   3, p, err, errlen);
+}
+
+PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, size_t errlen)
+{
+	char n[16];
+	const char *p[2] = { host, n };
+
+	snprintf(n, sizeof(n), "%d", hours - 1);
+	return run(db, "SELECT " ISO("g.hour") " AS hour, coalesce(x.units, 0) AS units,"
+		       " coalesce(x.violations, 0) AS violations FROM generate_series(date_trunc('hour', now())"
+		       " - make_interval(hours => $2::integer), date_trunc('hour', now()), interval '1 hour') AS g(hour)"
+		       " LEFT JOIN agent_hours x ON x.host = $1 AND x.hour = g.hour ORDER BY g.hour",
+		   2, p, err, errlen);
+}

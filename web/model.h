@@ -91,4 +91,24 @@ PGresult *model_tokens(PGconn *db, long limit, long offset, char *err, size_t er
 PGresult *model_tokens_count(PGconn *db, char *err, size_t errlen);
 PGresult *model_signature(PGconn *db, const char *id, char *err, size_t errlen);
 
+/* The fleet (docs/fleet.md "Seeing the fleet"). A process that has not reported for silent_after_s
+ * seconds and never said it exited is silent; a host is silent when one of its processes is. */
+struct host_filter {
+	const char *host;          /* one host, or NULL */
+	const char *status;        /* live, silent or stopped, or NULL */
+	long long silent_after_s;
+};
+/* host, status, processes_live, processes_silent, apps, modes, build_ids, agent_versions (json
+ * arrays), first_seen, last_seen, seconds_since_report, units_24h, violations_24h,
+ * violations_by_hour (24 numbers, oldest first), drops, spool_backlog, ship_errors; silent first. */
+PGresult *model_hosts(PGconn *db, const struct host_filter *f, long limit, long offset, char *err,
+		      size_t errlen);
+PGresult *model_hosts_count(PGconn *db, const struct host_filter *f, char *err, size_t errlen);
+/* A host's processes, live first: pid, app, exe, build_id, mode, agent_version, status, started_at,
+ * first_seen, last_seen, units, violations, drops, spool_backlog, ship_errors. */
+PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_s, long limit, char *err,
+			   size_t errlen);
+/* A host's last `hours` hours, oldest first: hour, units, violations. */
+PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, size_t errlen);
+
 #endif

@@ -74,14 +74,21 @@ static void pager(struct req *rq, const char *base, const char *keep, long offse
 	html_raw(rq, "</nav>");
 }
 
-static void url_encode(struct buf *b, const char *value)
+/* Percent-encodes value into b; the characters of keep (besides letters and digits) stay. */
+static void url_encode_keep(struct buf *b, const char *value, const char *keep)
 {
 	for (const unsigned char *p = (const unsigned char *)value; *p; p++)
 		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		    strchr("-_.~/", *p))
+		    strchr(keep, *p))
 			buf_putc(b, (char)*p);
 		else
 			buf_printf(b, "%%%02X", *p);
+}
+
+/* A path or a query value ('/' kept). */
+static void url_encode(struct buf *b, const char *value)
+{
+	url_encode_keep(b, value, "-_.~/");
 }
 
 /* "&name=urlencoded(value)" appended to prev, in the arena (for links that keep a filter). */
@@ -1298,6 +1305,277 @@ static void post_signature_import(struct req *rq)
 
 /* ---- routing ---- */
 
+/* ---- the fleet ---- */
+
+#define SILENT_AFTER 300   /* seconds without a report before a process counts as silent (the API's default) */
+
+/* A link to the host's page: /fleet/<host, one path segment>. */
+static void host_link(struct req *rq, const char *host)
+{
+	struct buf b = BUF_INIT(4096);
+
+	buf_puts(&b, "/fleet/");
+	url_encode_keep(&b, host, "-_.~");
+	html_raw(rq, "<a href=\"");
+	html_text(rq, buf_cstr(&b));
+	html_raw(rq, "\">");
+	html_text(rq, host);
+	html_raw(rq, "</a>");
+	buf_release(&b);
+}
+
+/* A build id: its first 12 characters, the whole in the title. */
+static void short_id(struct req *rq, const char *v)
+{
+	char cut[13];
+
+	if (!v || !*v) {
+		html_raw(rq, "–");
+		return;
+	}
+	snprintf(cut, sizeof(cut), "%s", v);
+	html_raw(rq, "<code title=\"");
+	html_text(rq, v);
+	html_raw(rq, "\">");
+	html_text(rq, cut);
+	html_raw(rq, "</code>");
+}
+
+/* The strings of a JSON array, comma-separated (build ids shortened when short_ids is set). */
+static void json_list(struct req *rq, const char *json, bool short_ids)
+{
+	json_object *a = json ? json_tokener_parse(json) : NULL;
+	size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *v = json_object_get_string(json_object_array_get_idx(a, i));
+
+		if (i)
+			html_raw(rq, ", ");
+		if (short_ids)
+			short_id(rq, v);
+		else
+			html_text(rq, v && *v ? v : "–");
+	}
+	json_object_put(a);
+}
+
+/* Violations per hour as small bars (a JSON array of counts, oldest first). */
+static void violation_bars(struct req *rq, const char *json, int bar_w, int height)
+{
+	json_object *a = json ? json_tokener_parse(json) : NULL;
+	size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+	int64_t max = 0, total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t v = json_object_get_int64(json_object_array_get_idx(a, i));
+
+		max = v > max ? v : max;
+		total += v;
+	}
+	html_rawf(rq, "<svg class=\"spark\" width=\"%zu\" height=\"%d\" role=\"img\"><title>%lld violations in %zu h"
+		      " (most in an hour: %lld)</title>", n * (size_t)bar_w, height, (long long)total, n, (long long)max);
+	for (size_t i = 0; i < n; i++) {
+		int64_t v = json_object_get_int64(json_object_array_get_idx(a, i));
+		double h = max > 0 ? (double)v / (double)max * height : 0;
+
+		if (v > 0 && h < 1)
+			h = 1;
+		html_rawf(rq, "<rect x=\"%zu\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"></rect>", i * (size_t)bar_w,
+			  height - h, bar_w - 1, h);
+	}
+	html_raw(rq, "</svg>");
+	json_object_put(a);
+}
+
+/* "live", "silent" or "stopped", with how long ago the last report came. */
+static void host_status(struct req *rq, PGresult *r, int i)
+{
+	const char *st = col(r, i, "status");
+	int64_t ago = coln(r, i, "seconds_since_report");
+
+	html_raw(rq, "<span class=\"status ");
+	html_text(rq, st);
+	html_raw(rq, "\">");
+	html_text(rq, st);
+	html_raw(rq, "</span> <span class=\"hint\">");
+	if (ago < 120)
+		html_rawf(rq, "%llds ago", (long long)ago);
+	else if (ago < 7200)
+		html_rawf(rq, "%lld min ago", (long long)(ago / 60));
+	else if (ago < 2 * 86400)
+		html_rawf(rq, "%lld h ago", (long long)(ago / 3600));
+	else
+		html_rawf(rq, "%lld days ago", (long long)(ago / 86400));
+	html_raw(rq, "</span>");
+}
+
+static void page_fleet(struct req *rq)
+{
+	char err[512];
+	long offset = page_offset(rq);
+	struct host_filter f = { NULL, req_query(rq, "status"), SILENT_AFTER };
+	PGresult *r, *cnt, *all;
+	static const char *const states[] = { "live", "silent", "stopped" };
+
+	if (f.status && strcmp(f.status, "live") && strcmp(f.status, "silent") && strcmp(f.status, "stopped"))
+		f.status = NULL;
+	r = model_hosts(rq->db, &f, PAGE, offset, err, sizeof(err));
+	cnt = r ? model_hosts_count(rq->db, &f, err, sizeof(err)) : NULL;
+	all = cnt ? model_hosts_count(rq->db, &(struct host_filter){ NULL, "silent", SILENT_AFTER }, err,
+				      sizeof(err)) : NULL;
+	if (!r || !cnt || !all) {
+		PQclear(r);
+		PQclear(cnt);
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, "Fleet");
+	html_raw(rq, "<h1>Fleet</h1><p class=\"hint\">Every host whose guard agents have reported, silent ones first. "
+		     "A process is silent when it has not reported for 5 minutes (agents report every minute) and "
+		     "never said it exited.</p>");
+	if (coln(all, 0, "total") > 0)
+		html_rawf(rq, "<p class=\"alert\"><a href=\"/fleet?status=silent\">%lld host%s silent</a>: agents "
+			      "that stopped reporting without exiting (host down, network cut, or the service hung).</p>",
+			  (long long)coln(all, 0, "total"), coln(all, 0, "total") == 1 ? " is" : "s are");
+	html_raw(rq, "<form class=\"filter\" method=\"get\"><label>Status <select name=\"status\"><option value=\"\">any"
+		     "</option>");
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		html_rawf(rq, "<option%s>%s</option>", f.status && !strcmp(f.status, states[i]) ? " selected" : "",
+			  states[i]);
+	html_raw(rq, "</select></label><button type=\"submit\">Filter</button></form>"
+		     "<table class=\"fleet\"><thead><tr><th>Host</th><th>Status</th><th>Apps</th><th>Mode</th>"
+		     "<th>Builds</th><th>Agent</th><th class=\"n\">Processes</th><th>Violations, 24 h</th>"
+		     "<th class=\"n\">Units, 24 h</th><th class=\"n\">Dropped</th><th class=\"n\">Spooled</th>"
+		     "<th class=\"n\">Ship errors</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		html_raw(rq, "<tr><td>");
+		host_link(rq, col(r, i, "host"));
+		html_raw(rq, "</td><td>");
+		host_status(rq, r, i);
+		html_raw(rq, "</td><td>");
+		json_list(rq, col(r, i, "apps"), false);
+		html_raw(rq, "</td><td>");
+		json_list(rq, col(r, i, "modes"), false);
+		html_raw(rq, "</td><td>");
+		json_list(rq, col(r, i, "build_ids"), true);
+		html_raw(rq, "</td><td>");
+		json_list(rq, col(r, i, "agent_versions"), false);
+		html_rawf(rq, "</td><td class=\"n\">%lld", (long long)coln(r, i, "processes_live"));
+		if (coln(r, i, "processes_silent"))
+			html_rawf(rq, " <span class=\"bad\">+%lld silent</span>", (long long)coln(r, i, "processes_silent"));
+		html_raw(rq, "</td><td class=\"spark\">");
+		violation_bars(rq, col(r, i, "violations_by_hour"), 3, 16);
+		html_rawf(rq, " %lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
+			      "<td class=\"n\">%lld</td></tr>", (long long)coln(r, i, "violations_24h"),
+			  (long long)coln(r, i, "units_24h"), (long long)coln(r, i, "drops"),
+			  (long long)coln(r, i, "spool_backlog"), (long long)coln(r, i, "ship_errors"));
+	}
+	html_raw(rq, "</tbody></table>");
+	if (PQntuples(r) == 0)
+		html_raw(rq, "<p class=\"hint\">No agent has reported yet. docs/fleet.md says how to roll agents out.</p>");
+	pager(rq, "/fleet", keep_param(rq, NULL, "status", f.status), offset, PQntuples(r), (long)coln(cnt, 0, "total"));
+	html_end(rq);
+	PQclear(r);
+	PQclear(cnt);
+	PQclear(all);
+}
+
+static void page_host(struct req *rq, const char *host)
+{
+	char err[512];
+	struct host_filter f = { host, NULL, SILENT_AFTER };
+	PGresult *h, *procs = NULL, *hours = NULL;
+	struct buf series = BUF_INIT(1 << 16);
+
+	h = model_hosts(rq->db, &f, 1, 0, err, sizeof(err));
+	if (h && PQntuples(h) == 0) {
+		PQclear(h);
+		html_error(rq, 404, "No agent has reported from this host.");
+		return;
+	}
+	if (h)
+		procs = model_host_procs(rq->db, host, SILENT_AFTER, 1000, err, sizeof(err));
+	if (procs)
+		hours = model_host_hours(rq->db, host, 48, err, sizeof(err));
+	if (!hours) {
+		PQclear(h);
+		PQclear(procs);
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, host);
+	html_raw(rq, "<p class=\"crumbs\"><a href=\"/fleet\">Fleet</a></p><h1>");
+	html_text(rq, host);
+	html_raw(rq, " ");
+	host_status(rq, h, 0);
+	html_raw(rq, "</h1><p>");
+	json_list(rq, col(h, 0, "apps"), false);
+	html_raw(rq, " · mode ");
+	json_list(rq, col(h, 0, "modes"), false);
+	html_raw(rq, " · agent ");
+	json_list(rq, col(h, 0, "agent_versions"), false);
+	html_raw(rq, " · first report ");
+	html_time(rq, col(h, 0, "first_seen"));
+	html_raw(rq, " · <a href=\"/streams?host=");
+	{
+		struct buf b = BUF_INIT(4096);
+
+		url_encode(&b, host);
+		html_text(rq, buf_cstr(&b));
+		buf_release(&b);
+	}
+	html_raw(rq, "\">its streams</a></p><h2>Violations per hour, last 48 h</h2>");
+	buf_putc(&series, '[');
+	for (int i = 0; i < PQntuples(hours); i++)
+		buf_printf(&series, "%s%s", i ? "," : "", col(hours, i, "violations"));
+	buf_putc(&series, ']');
+	violation_bars(rq, buf_cstr(&series), 8, 48);
+	buf_release(&series);
+	html_raw(rq, "<table class=\"hours\"><thead><tr><th>Hour (UTC)</th><th class=\"n\">Units</th>"
+		     "<th class=\"n\">Violations</th></tr></thead><tbody>");
+	for (int i = PQntuples(hours) - 1; i >= 0; i--) {
+		if (!coln(hours, i, "units") && !coln(hours, i, "violations"))
+			continue;
+		html_raw(rq, "<tr><td class=\"time\">");
+		html_time(rq, col(hours, i, "hour"));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>",
+			  (long long)coln(hours, i, "units"), (long long)coln(hours, i, "violations"));
+	}
+	html_raw(rq, "</tbody></table><h2>Guarded processes</h2><table class=\"procs\"><thead><tr><th class=\"n\">Pid"
+		     "</th><th>App</th><th>Executable</th><th>Build</th><th>Mode</th><th>Status</th><th>Started</th>"
+		     "<th>Last report</th><th class=\"n\">Units</th><th class=\"n\">Violations</th>"
+		     "<th class=\"n\">Dropped</th><th class=\"n\">Spooled</th><th class=\"n\">Ship errors</th></tr>"
+		     "</thead><tbody>");
+	for (int i = 0; i < PQntuples(procs); i++) {
+		html_rawf(rq, "<tr><td class=\"n\">%lld</td><td>", (long long)coln(procs, i, "pid"));
+		html_text(rq, col(procs, i, "app"));
+		html_raw(rq, "</td><td><code>");
+		html_text(rq, col(procs, i, "exe"));
+		html_raw(rq, "</code></td><td>");
+		short_id(rq, col(procs, i, "build_id"));
+		html_raw(rq, "</td><td>");
+		html_text(rq, col(procs, i, "mode"));
+		html_raw(rq, "</td><td><span class=\"status ");
+		html_text(rq, col(procs, i, "status"));
+		html_raw(rq, "\">");
+		html_text(rq, col(procs, i, "status"));
+		html_raw(rq, "</span></td><td class=\"time\">");
+		html_time(rq, col(procs, i, "started_at"));
+		html_raw(rq, "</td><td class=\"time\">");
+		html_time(rq, col(procs, i, "last_seen"));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
+			      "<td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>", (long long)coln(procs, i, "units"),
+			  (long long)coln(procs, i, "violations"), (long long)coln(procs, i, "drops"),
+			  (long long)coln(procs, i, "spool_backlog"), (long long)coln(procs, i, "ship_errors"));
+	}
+	html_raw(rq, "</tbody></table>");
+	html_end(rq);
+	PQclear(h);
+	PQclear(procs);
+	PQclear(hours);
+}
+
 /* ---- tokens (admin) ---- */
 
 static bool page_admin(struct req *rq)
@@ -1424,6 +1702,7 @@ static void post_login_r(struct req *rq, const char *arg) { (void)arg; post_logi
 static void runs_r(struct req *rq, const char *arg) { (void)arg; page_runs(rq); }
 static void streams_r(struct req *rq, const char *arg) { (void)arg; page_streams(rq); }
 static void signatures_r(struct req *rq, const char *arg) { (void)arg; page_signatures(rq); }
+static void fleet_r(struct req *rq, const char *arg) { (void)arg; page_fleet(rq); }
 static void signature_new_r(struct req *rq, const char *arg) { (void)arg; post_signature_new(rq); }
 static void signature_import_r(struct req *rq, const char *arg) { (void)arg; post_signature_import(rq); }
 
@@ -1452,6 +1731,8 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/signatures/new", signature_new_r, NULL },
 	{ REQ_M_POST, "/signatures/import", signature_import_r, NULL },
 	{ REQ_M_POST, "/signatures/#", post_signature_update, "signature" },
+	{ REQ_M_GET, "/fleet", fleet_r, NULL },
+	{ REQ_M_GET, "/fleet/**", page_host, NULL },
 	{ REQ_M_GET, "/tokens", page_tokens, NULL },
 	{ REQ_M_POST, "/tokens/new", post_token_new, NULL },
 	{ REQ_M_POST, "/tokens/#/revoke", post_token_revoke, "token" },

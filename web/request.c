@@ -316,7 +316,8 @@ static unsigned method_bit(enum req_method m)
 	return 0;
 }
 
-/* Whether path matches pattern segment for segment; *wild gets the '#' or '*' segment. */
+/* Whether path matches pattern segment for segment; *wild gets the '#' or '*' segment, or for a
+ * final "**" the rest of the path (slashes too: a host name may hold one, decoded from %2F). */
 static bool path_matches(const char *pattern, const char *path, const char **wild, size_t *wlen, bool *id_ok)
 {
 	*wild = NULL;
@@ -324,6 +325,11 @@ static bool path_matches(const char *pattern, const char *path, const char **wil
 	for (;;) {
 		size_t pl = strcspn(pattern, "/"), sl = strcspn(path, "/");
 
+		if (strcmp(pattern, "**") == 0) {
+			*wild = path;
+			*wlen = strlen(path);
+			return *wlen > 0;
+		}
 		if ((pl == 1 && (pattern[0] == '#' || pattern[0] == '*')) && sl > 0) {
 			*wild = path;
 			*wlen = sl;

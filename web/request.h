@@ -133,7 +133,8 @@ enum { REQ_M_GET = 1, REQ_M_POST = 2, REQ_M_PATCH = 4, REQ_M_DELETE = 8 };
 
 struct req_route {
 	unsigned method;        /* one REQ_M_*; REQ_M_GET also answers HEAD */
-	const char *path;       /* "/api/v1/runs/#/clusters": '#' a positive id, '*' any one segment */
+	const char *path;       /* "/api/v1/runs/#/clusters": '#' a positive id, '*' any one segment,
+				 * a final '**' the rest of the path */
 	void (*fn)(struct req *rq, const char *arg);   /* arg: the '#' or '*' segment, else NULL */
 	const char *what;       /* the object a '#' names, for the 404 of a bad id ("run") */
 };

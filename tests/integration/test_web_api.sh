@@ -531,6 +531,64 @@ api POST "/tokens/$NEWTOK/revoke" "${AD[@]}" -H 'Content-Type: application/x-www
 t_eq "tokens page: revoked, back to the list" "$HTTP_STATUS $(header Location) $(pg_q "SELECT revoked_at IS NOT NULL FROM tokens WHERE id = $NEWTOK")" \
 	"303 /tokens t"
 
+# ---- the fleet: what agents reported (rows as sm-ingest's POST /api/v1/agents/report writes them) ----
+pg_q "INSERT INTO agent_procs (host, pid, started_at, exe, build_id, mode, agent_version, app, first_seen, last_seen,
+	exited, units, violations, drops, spool_backlog, ship_errors) VALUES
+	('web-1', 100, now() - interval '2 hours', '/usr/sbin/nginx', 'aaaabbbbccccdddd', 'guard', '1.0', 'nginx',
+	 now() - interval '2 hours', now() - interval '20 seconds', false, 5000, 12, 1, 0, 0),
+	('web-1', 90, now() - interval '3 hours', '/usr/sbin/nginx', 'old0build', 'train', '0.9', 'nginx',
+	 now() - interval '3 hours', now() - interval '2 hours', true, 900, 0, 0, 0, 0),
+	('db-1', 200, now() - interval '1 day', '/usr/lib/postgresql/15/bin/postgres', 'pgpgpgpg', 'guard', '1.0', 'pg',
+	 now() - interval '1 day', now() - interval '10 minutes', false, 800, 3, 0, 4, 2),
+	('<b>x</b>', 300, now() - interval '1 day', '/bin/x', '', 'train', '1.0', 'x',
+	 now() - interval '1 day', now() - interval '1 hour', true, 10, 0, 0, 0, 0);
+	INSERT INTO agent_hours VALUES ('web-1', date_trunc('hour', now()), 3000, 5),
+	 ('web-1', date_trunc('hour', now()) - interval '2 hours', 2000, 7),
+	 ('web-1', date_trunc('hour', now()) - interval '30 hours', 100, 50),
+	 ('db-1', date_trunc('hour', now()) - interval '1 hour', 800, 3)" >/dev/null
+api GET /api/v1/hosts "${AN[@]}"
+t_eq "hosts: silent first, then by violations; status, processes and what they run" \
+	"$HTTP_STATUS $(j '[[h["host"], h["status"], h["processes_live"], h["processes_silent"], h["apps"], h["modes"], h["build_ids"], h["agent_versions"]] for h in j["hosts"]]') $(j 'j["total"]')" \
+	'200 [["db-1","silent",0,1,["pg"],["guard"],["pgpgpgpg"],["1.0"]],["web-1","live",1,0,["nginx"],["guard"],["aaaabbbbccccdddd"],["1.0"]],["<b>x</b>","stopped",0,0,["x"],["train"],[""],["1.0"]]] 3'
+t_eq "hosts: the last 24 hours, by hour, oldest first" \
+	"$(j '[[h["host"], h["violations_24h"], h["units_24h"], len(h["violations_by_hour"]), h["violations_by_hour"][-3:]] for h in j["hosts"][:2]]')" \
+	'[["db-1",3,800,24,[0,3,0]],["web-1",12,5000,24,[7,0,5]]]'
+t_eq "hosts: counters of the processes still running, seconds since the last report" \
+	"$(j '[[h["drops"], h["spool_backlog"], h["ship_errors"], 500 < h["seconds_since_report"] < 700] for h in j["hosts"][:1]]')" '[[0,4,2,true]]'
+api GET '/api/v1/hosts?silent_after=3600' "${AN[@]}"
+t_eq "hosts: silent_after moves the line" "$(j '[h["status"] for h in j["hosts"]]')" '["live","live","stopped"]'
+api GET '/api/v1/hosts?status=silent' "${AN[@]}"
+t_eq "hosts: by status" "$(j '[h["host"] for h in j["hosts"]]') $(j 'j["total"]')" '["db-1"] 1'
+api GET '/api/v1/hosts?status=down' "${AN[@]}"
+t_err "hosts: a bad status" 400 "status: must be live, silent or stopped"
+api GET '/api/v1/hosts?silent_after=1' "${AN[@]}"
+t_err "hosts: silent_after too small" 400 "silent_after: must be a whole number from 10 to 604800"
+api GET /api/v1/hosts -H "Authorization: Bearer $INGEST"
+t_eq "hosts: not an ingest token's" "$HTTP_STATUS" 401
+api GET /api/v1/hosts/web-1 "${AN[@]}"
+t_eq "host: its processes, live first, and its hours" \
+	"$HTTP_STATUS $(j '[[p["pid"], p["status"], p["mode"], p["build_id"], p["units"]] for p in j["processes"]]') $(j '[len(j["hours"]), j["hours"][-1]["violations"], j["hours"][-3]["units"]]') $(j 'j["status"]')" \
+	'200 [[100,"live","guard","aaaabbbbccccdddd",5000],[90,"exited","train","old0build",900]] [24,5,2000] live'
+api GET '/api/v1/hosts/web-1?hours=48' "${AN[@]}"
+t_eq "host: hours=48 reaches the older hour" "$(j '[len(j["hours"]), sum(h["violations"] for h in j["hours"])]')" '[48,62]'
+api GET /api/v1/hosts/%3Cb%3Ex%3C%2Fb%3E "${AN[@]}"
+t_eq "host: any name, percent-encoded" "$HTTP_STATUS $(j 'j["host"]')" '200 <b>x</b>'
+api GET /api/v1/hosts/nosuchhost "${AN[@]}"
+t_err "host: unknown" 404 "host 'nosuchhost': no agent has reported from it"
+api GET /fleet "${AN[@]}"
+t_match "fleet page: hosts, silent first, with the alert" "$HTTP_STATUS $HTTP_BODY" \
+	'^200 .*<h1>Fleet</h1>.*<a href="/fleet\?status=silent">1 host is silent</a>.*<a href="/fleet/db-1">db-1</a></td><td><span class="status silent">silent</span>.*<a href="/fleet/web-1">web-1</a></td><td><span class="status live">live</span>'
+t_match "fleet page: violations per hour drawn, with their total" "$HTTP_BODY" '<title>12 violations in 24 h \(most in an hour: 7\)</title>'
+t_match "fleet page: a host's name is escaped" "$HTTP_BODY" '<a href="/fleet/%3Cb%3Ex%3C%2Fb%3E">&lt;b&gt;x&lt;/b&gt;</a>'
+t_eq "fleet page: nothing unescaped" "$(grep -c '<b>x' <<<"$HTTP_BODY")" 0
+api GET '/fleet?status=stopped' "${AN[@]}"
+t_match "fleet page: filtered" "$HTTP_BODY" '<span>1–1 of 1</span>'
+api GET /fleet/web-1 "${AN[@]}"
+t_match "host page: processes and the link to its streams" "$HTTP_STATUS $HTTP_BODY" \
+	'^200 .*<h1>web-1 <span class="status live">.*<a href="/streams\?host=web-1">its streams</a>.*<td class="n">100</td><td>nginx</td><td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td>guard</td><td><span class="status live">'
+api GET /fleet/nosuchhost "${AN[@]}"
+t_eq "host page: unknown host" "$HTTP_STATUS" 404
+
 # ---- a stream that retention removed after the run: listed, marked expired, no link ----
 pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');
 	DELETE FROM streams WHERE stream_id = '$SA'" >/dev/null

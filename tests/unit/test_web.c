@@ -160,6 +160,7 @@ static void test_routes(void)
 		{ REQ_M_GET, "/v/things/#", r_one, "thing" },
 		{ REQ_M_PATCH, "/v/things/#", r_one, "thing" },
 		{ REQ_M_GET, "/v/names/*", r_one, NULL },
+		{ REQ_M_GET, "/v/hosts/**", r_one, NULL },
 	};
 	static const struct {
 		enum req_method method;
@@ -183,6 +184,12 @@ static void test_routes(void)
 		{ REQ_GET, "/v/things/", NULL, "", NULL },
 		{ REQ_GET, "/v/thing", NULL, "", NULL },
 		{ REQ_GET, "/v/things/42/more", NULL, "", NULL },
+		/* '**': the rest of the path, slashes and all */
+		{ REQ_GET, "/v/hosts/web-1", "web-1", "GET, HEAD", NULL },
+		{ REQ_GET, "/v/hosts/<b>x</b>", "<b>x</b>", "GET, HEAD", NULL },
+		{ REQ_GET, "/v/hosts/a//b/", "a//b/", "GET, HEAD", NULL },
+		{ REQ_GET, "/v/hosts/", NULL, "", NULL },
+		{ REQ_GET, "/v/hosts", NULL, "", NULL },
 	};
 	int bad = 0;
 
