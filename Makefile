@@ -144,13 +144,14 @@ $(O)/libguard.a: $(GUARD_CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libcommon.a
+$(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libguard.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-# link lines are the dependency graph: web -> miner -> clusterer -> common; agent, ingest -> common
+# link lines are the dependency graph: web -> miner -> clusterer -> common; agent -> common;
+# ingest -> guard (the profile format, to merge the fleet's profiles) -> clusterer -> common
 $(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -160,7 +161,7 @@ $(BINDIR)/sm-cluster: $(O)/clusterer/main.o $(O)/libclusterer.a $(O)/libcommon.a
 $(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libclusterer.a $(O)/libcommon.a
+$(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libagent.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-admin: $(O)/deploy/admin.o $(O)/libcommon.a

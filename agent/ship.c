@@ -552,6 +552,54 @@ int shipper_stopped(const struct shipper *sh)
 	return sh->stopped;
 }
 
+int shipper_get(struct shipper *sh, const char *path, size_t max, struct buf *out, long *status, char *err,
+		size_t errlen)
+{
+	struct buf url = BUF_INIT(8192);
+	size_t keep = sh->resp.max;
+	CURLcode cc;
+	char msg[512];
+	int rc = -1;
+
+	*status = 0;
+	if (buf_printf(&url, "%s%s", sh->base, path) < 0) {
+		snprintf(err, errlen, "URL too long");
+		goto out;
+	}
+	buf_reset(&sh->resp);
+	sh->resp.max = max;
+	sh->curl_err[0] = '\0';
+	curl_easy_setopt(sh->curl, CURLOPT_URL, url.data);
+	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->json_headers);
+	curl_easy_setopt(sh->curl, CURLOPT_HTTPGET, 1L);
+	cc = curl_easy_perform(sh->curl);
+	sh->c.requests++;
+	curl_easy_setopt(sh->curl, CURLOPT_URL, sh->url);
+	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->headers);
+	curl_easy_setopt(sh->curl, CURLOPT_POST, 1L);
+	sh->resp.max = keep;
+	if (cc != CURLE_OK) {
+		snprintf(err, errlen, "%s: %s", url.data, sh->curl_err[0] ? sh->curl_err : curl_easy_strerror(cc));
+		goto out;
+	}
+	curl_easy_getinfo(sh->curl, CURLINFO_RESPONSE_CODE, status);
+	if (*status != 200) {
+		answer_message(&sh->resp, msg, sizeof(msg));
+		snprintf(err, errlen, "server answered %ld: %s", *status, msg);
+		goto out;
+	}
+	buf_append(out, sh->resp.data, sh->resp.len);
+	if (buf_error(out) != BUF_OK) {
+		snprintf(err, errlen, "the answer is larger than %zu bytes", out->max);
+		goto out;
+	}
+	rc = 0;
+out:
+	buf_reset(&sh->resp);
+	buf_release(&url);
+	return rc;
+}
+
 int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, char *err, size_t errlen)
 {
 	struct buf url = BUF_INIT(8192);

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "common/wire.h"
 
 #define SHIP_BACKOFF_BASE_MS 200
@@ -108,6 +109,10 @@ int shipper_stopped(const struct shipper *sh);
  */
 int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, char *err,
 		      size_t errlen);
+/* One GET of the server's URL + path; the body (at most max bytes) appended to out. 0 on a 200,
+ * else -1 with *status (0 when no answer came) and the reason in err. */
+int shipper_get(struct shipper *sh, const char *path, size_t max, struct buf *out, long *status, char *err,
+		size_t errlen);
 
 /*
  * Return codes of the calls below. A stream that cannot be delivered is not

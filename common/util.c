@@ -289,6 +289,27 @@ fail_fd:
 	return -1;
 }
 
+int util_mkdir_p(const char *dir)
+{
+	char path[4096];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(path, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return -1;
+		path[i] = i == n ? '\0' : '/';
+	}
+	return 0;
+}
+
 int util_write_all(int fd, const void *p, size_t n)
 {
 	const char *c = p;

@@ -40,6 +40,8 @@ void util_hex(const void *p, size_t n, char *out);
 bool util_glob(const char *pattern, const char *s);
 /* Write all of p[0..n) to fd, resuming after EINTR and short writes. Returns 0 or -1 (errno set). */
 int util_write_all(int fd, const void *p, size_t n);
+/* mkdir -p (mode 0755 for what it makes). 0, or -1 with errno. */
+int util_mkdir_p(const char *dir);
 /* Read a whole file (at most max bytes) into *out (caller frees). Returns 0 or -1
  * with errno set (EFBIG when over max). */
 int util_read_file(const char *path, size_t max, char **out, size_t *len);

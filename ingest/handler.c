@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "ingest/idcache.h"
 #include "ingest/metrics.h"
+#include "ingest/profiles.h"
 #include "ingest/store.h"
 
 #include <json-c/json.h>
@@ -534,13 +535,19 @@ out:
 	return rc;
 }
 
-void handler_report(struct handler *h, const struct handler_request *rq, struct handler_response *rs)
+static void db_unavailable(struct handler_response *rs, const char *what, const char *err)
 {
-	const char *body = rq->body;
-	size_t len = rq->len;
-	struct agent_report r;
-	char err[512];
-	struct jsonw w;
+	metrics_reject(REASON_DB_ERROR, 1);
+	log_error(what, "error=\"%s\"", err);
+	handler_error(rs, 503, "database unavailable; retry later");
+	rs->retry_after = 2;
+}
+
+/* The start of every agent request but streams: the answer reset, the token checked, the body
+ * decompressed into *body, *len. 0, or -1 with *rs answered. */
+static int agent_request(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
+			 const char **body, size_t *len)
+{
 	int st;
 
 	rs->status = 0;
@@ -548,40 +555,128 @@ void handler_report(struct handler *h, const struct handler_request *rq, struct 
 	rs->accepted = rs->duplicates = rs->rejected = rs->events = 0;
 	buf_reset(&rs->body);
 	h->err[0] = '\0';
+	*body = rq->body;
+	*len = rq->len;
 	if (check_auth(h, rq, rs) < 0)
-		return;
+		return -1;
 	if (rq->zstd) {
-		st = decode_zstd(h, body, len);
+		st = decode_zstd(h, *body, *len);
 		if (st) {
 			handler_error(rs, st, h->err);
-			return;
+			return -1;
 		}
-		body = h->decoded.data;
-		len = h->decoded.len;
+		*body = h->decoded.data;
+		*len = h->decoded.len;
 	}
-	if (report_parse(body, len, &r, err, sizeof(err)) < 0) {
-		metrics_reject(REASON_INVALID, 1);
-		handler_error(rs, 400, err);
-		return;
-	}
-	if (h->token_host[0] && strcmp(r.host, h->token_host) != 0) {
-		snprintf(err, sizeof(err), "host: this token reports for host '%s' only", h->token_host);
-		handler_error(rs, 403, err);
-		return;
-	}
-	if (store_report(h->store, &r) < 0) {
-		metrics_reject(REASON_DB_ERROR, 1);
-		log_error("storing a report failed", "error=\"%s\"", store_error(h->store));
-		handler_error(rs, 503, "database unavailable; retry later");
-		rs->retry_after = 2;
-		return;
-	}
+	return 0;
+}
+
+/* A token bound to a host speaks for that host only: 0, or -1 with a 403. */
+static int host_allowed(struct handler *h, const char *host, const char *what, struct handler_response *rs)
+{
+	char err[512];
+
+	if (!h->token_host[0] || strcmp(host, h->token_host) == 0)
+		return 0;
+	snprintf(err, sizeof(err), "host: this token %s for host '%s' only", what, h->token_host);
+	handler_error(rs, 403, err);
+	return -1;
+}
+
+/* {"ok": true} */
+static void answer_ok(struct handler_response *rs)
+{
+	struct jsonw w;
+
 	jsonw_init_compact(&w, &rs->body);
 	jsonw_object(&w);
 	jsonw_kbool(&w, "ok", true);
 	jsonw_end(&w);
 	if (jsonw_finish(&w) < 0) {
 		handler_error(rs, 503, "server out of memory for this request; retry later");
+		return;
+	}
+	rs->status = 200;
+}
+
+void handler_report(struct handler *h, const struct handler_request *rq, struct handler_response *rs)
+{
+	const char *body;
+	size_t len;
+	struct agent_report r;
+	char err[512];
+
+	if (agent_request(h, rq, rs, &body, &len) < 0)
+		return;
+	if (report_parse(body, len, &r, err, sizeof(err)) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		handler_error(rs, 400, err);
+		return;
+	}
+	if (host_allowed(h, r.host, "reports", rs) < 0)
+		return;
+	if (store_report(h->store, &r) < 0) {
+		db_unavailable(rs, "storing a report failed", store_error(h->store));
+		return;
+	}
+	answer_ok(rs);
+}
+
+/* ---- profiles learnt by the fleet (ingest/profiles.h) ---- */
+
+void handler_profile_put(struct handler *h, const struct handler_request *rq, struct handler_response *rs)
+{
+	const char *body;
+	size_t len;
+	struct profile_upload u;
+	char err[512];
+	PGconn *db;
+
+	if (agent_request(h, rq, rs, &body, &len) < 0)
+		return;
+	if (profiles_parse(body, len, &u, err, sizeof(err)) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		handler_error(rs, 400, err);
+		goto out;
+	}
+	if (host_allowed(h, u.host, "uploads", rs) < 0)
+		goto out;
+	if (!(db = store_conn(h->store)) || profiles_store(db, &u, err, sizeof(err)) < 0) {
+		db_unavailable(rs, "storing a profile failed", db ? err : store_error(h->store));
+		goto out;
+	}
+	/* the merged profile (and the Fleet page's view of it) follows the uploads, once a minute at most */
+	if (profiles_refresh(db, u.build_id, h->lim.profile_merge_ms, err, sizeof(err)) < 0)
+		log_warn("merging the fleet's profiles failed", "build_id=%s error=\"%s\"", u.build_id, err);
+	answer_ok(rs);
+out:
+	buf_release(&u.text);
+}
+
+void handler_profile_get(struct handler *h, const struct handler_request *rq, const char *build_id,
+			 struct handler_response *rs)
+{
+	const char *body;
+	size_t len;
+	char err[512];
+	PGconn *db;
+	int rc;
+
+	if (agent_request(h, rq, rs, &body, &len) < 0)
+		return;
+	if (!(db = store_conn(h->store))) {
+		db_unavailable(rs, "fetching a profile failed", store_error(h->store));
+		return;
+	}
+	rc = profiles_fetch(db, build_id, h->lim.profile_merge_ms, &rs->body, err, sizeof(err));
+	if (rc < 0) {
+		buf_reset(&rs->body);
+		db_unavailable(rs, "fetching a profile failed", err);
+		return;
+	}
+	if (rc > 0) {
+		snprintf(err, sizeof(err), "build_id %s: no profile learnt yet", build_id);
+		handler_error(rs, 404, err);
 		return;
 	}
 	rs->status = 200;

@@ -20,6 +20,7 @@ struct handler_limits {
 	size_t max_body;           /* bytes as sent */
 	size_t max_decoded;        /* bytes after decompression */
 	size_t max_batch;          /* streams in one NDJSON body */
+	int64_t profile_merge_ms;  /* a build's merged profile is made again at most this often */
 	struct wire_limits wire;
 };
 
@@ -55,6 +56,11 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 int handler_authorize(struct handler *h, const char *authorization, struct handler_response *rs);
 /* POST /api/v1/agents/report: a guard agent's report about itself, recorded (store_report()). */
 void handler_report(struct handler *h, const struct handler_request *rq, struct handler_response *rs);
+/* POST /api/v1/profiles: a training process's profile (ingest/profiles.h), stored. */
+void handler_profile_put(struct handler *h, const struct handler_request *rq, struct handler_response *rs);
+/* GET /api/v1/profiles/{build_id}: the build's merged profile (merged again when stale). */
+void handler_profile_get(struct handler *h, const struct handler_request *rq, const char *build_id,
+			 struct handler_response *rs);
 /* Set a ready-made error answer: {"error": msg}. */
 void handler_error(struct handler_response *rs, int status, const char *msg);
 /* The same with the stream's id (when stream_id is neither NULL nor ""). */

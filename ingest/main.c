@@ -36,6 +36,7 @@ static const char usage[] =
 	"  --drain-timeout SECONDS  on SIGTERM, how long to wait for requests in flight [30]\n"
 	"  --maintain-interval S    seconds between partition/retention maintenance [3600]\n"
 	"  --log-level LEVEL        debug, info, warn, error [info]\n"
+	"  --profile-merge-ms N     a build's fleet profile is merged again at most this often [60000]\n"
 	"  -h, --help               this text\n"
 	"\n"
 	"Limits fixed by the wire format: 255-byte names, 1024-byte frames, 512 frames per stack,\n"
@@ -45,7 +46,7 @@ static const char usage[] =
 enum {
 	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_WORKERS, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
 	OPT_MAXDEC, OPT_MAXBUF, OPT_MAXBATCH, OPT_MAXEVENTS, OPT_MAXFRAMES, OPT_MAXSTACKS,
-	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_LOGLEVEL,
+	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_LOGLEVEL, OPT_MERGE,
 };
 
 static const struct cli cl = { "sm-ingest", NULL };
@@ -71,6 +72,7 @@ int main(int argc, char **argv)
 		{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
 		{ "maintain-interval", required_argument, NULL, OPT_MAINT },
 		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
+		{ "profile-merge-ms", required_argument, NULL, OPT_MERGE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -125,6 +127,7 @@ int main(int argc, char **argv)
 		case OPT_AUTHTTL: cfg.auth_ttl_ms = (int)v; break;
 		case OPT_DRAIN: cfg.drain_timeout_s = (int)v; break;
 		case OPT_MAINT: cfg.maintain_interval_s = (int)v; break;
+		case OPT_MERGE: cfg.lim.profile_merge_ms = v; break;
 		}
 	}
 	if (optind < argc)

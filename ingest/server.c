@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "ingest/idcache.h"
 #include "ingest/metrics.h"
+#include "ingest/profiles.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,6 +31,13 @@ enum route { ROUTE_NONE, ROUTE_STREAMS, ROUTE_AUTH };
 #define STATEMENT_TIMEOUT_S 60
 enum rq_state { RQ_RECEIVING, RQ_QUEUED, RQ_DONE };
 
+enum rq_kind {
+	RQ_STREAMS,                  /* POST /api/v1/streams */
+	RQ_REPORT,                   /* POST /api/v1/agents/report */
+	RQ_PROFILE_PUT,              /* POST /api/v1/profiles */
+	RQ_PROFILE_GET,              /* GET /api/v1/profiles/{build_id} */
+};
+
 struct request {
 	struct server *srv;
 	struct MHD_Connection *conn;
@@ -40,7 +48,8 @@ struct request {
 	int early_status;            /* refuse once the body is in (413, 503) */
 	const char *early_msg;
 	bool ndjson, zstd;
-	bool report;                 /* POST /api/v1/agents/report, not streams */
+	enum rq_kind kind;           /* what the body is for (all take the streams' way: token, limits, queue) */
+	char build_id[129];          /* RQ_PROFILE_GET */
 	bool authorized;             /* a worker found the token good */
 	char *authorization;
 	struct handler_response resp;
@@ -93,6 +102,7 @@ void server_config_default(struct ingest_config *cfg)
 	cfg->lim.max_body = (size_t)16 << 20;
 	cfg->lim.max_decoded = (size_t)128 << 20;
 	cfg->lim.max_batch = 1000;
+	cfg->lim.profile_merge_ms = 60000;
 	wire_limits_default(&cfg->lim.wire);
 }
 
@@ -224,12 +234,21 @@ static void *worker_main(void *p)
 				.zstd = rq->zstd,
 				.authorization = rq->authorization,
 			};
-			if (rq->report) {
+			switch (rq->kind) {
+			case RQ_REPORT:
 				handler_report(wa->h, &hr, &rq->resp);
-			} else {
+				break;
+			case RQ_PROFILE_PUT:
+				handler_profile_put(wa->h, &hr, &rq->resp);
+				break;
+			case RQ_PROFILE_GET:
+				handler_profile_get(wa->h, &hr, rq->build_id, &rq->resp);
+				break;
+			case RQ_STREAMS:
 				handler_process(wa->h, &hr, &rq->resp);
 				metrics_bytes(rq->body.len, rq->resp.decoded_bytes);
 				metrics_streams(rq->resp.accepted, rq->resp.duplicates, rq->resp.events);
+				break;
 			}
 		}
 		/* the body is no longer needed: give its memory back now */
@@ -330,7 +349,9 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		queue_push(s, rq);
 		return MHD_YES;
 	}
-	if (rq->report && (!ct || !media_is(ct, "application/json"))) {
+	if (rq->kind == RQ_PROFILE_GET)
+		goto accept;   /* no body */
+	if (rq->kind != RQ_STREAMS && (!ct || !media_is(ct, "application/json"))) {
 		metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
 		return respond_rq(rq, 415, "Content-Type: must be application/json", 0);
 	}
@@ -352,6 +373,7 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		snprintf(msg, sizeof(msg), "body: larger than the limit of %zu bytes", s->cfg->lim.max_body);
 		return respond_rq(rq, 413, msg, 0);
 	}
+accept:
 	free(rq->authorization);
 	rq->authorization = strndup(au, 512);
 	if (!rq->authorization)
@@ -408,11 +430,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = rq;
 		atomic_fetch_add(&s->inflight, 1);
 		metrics_gauge_add(GAUGE_INFLIGHT, 1);
-		if (strcmp(url, "/api/v1/streams") == 0 || strcmp(url, "/api/v1/agents/report") == 0) {
+		if (strcmp(url, "/api/v1/streams") == 0 || strcmp(url, "/api/v1/agents/report") == 0 ||
+		    strcmp(url, "/api/v1/profiles") == 0) {
 			if (strcmp(method, "POST") != 0)
 				return respond_rq(rq, 405, "method: use POST", 0);
-			/* an agent's report about itself takes the streams' way: token, limits, queue */
-			rq->report = url[8] == 'a';
+			rq->kind = url[8] == 'a' ? RQ_REPORT : url[8] == 'p' ? RQ_PROFILE_PUT : RQ_STREAMS;
+			return start_streams(s, rq);
+		}
+		if (strncmp(url, "/api/v1/profiles/", 17) == 0) {
+			if (strcmp(method, "GET") != 0)
+				return respond_rq(rq, 405, "method: use GET", 0);
+			if (strlen(url + 17) >= sizeof(rq->build_id) || !profiles_build_id_ok(url + 17))
+				return respond_rq(rq, 404, "build_id: lower-case hex (or path- and hex), 1 to 128 characters", 0);
+			memcpy(rq->build_id, url + 17, strlen(url + 17) + 1);
+			rq->kind = RQ_PROFILE_GET;
 			return start_streams(s, rq);
 		}
 		if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
@@ -425,7 +456,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
 		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/agents/report,"
-					   " GET /healthz, GET /metrics)", 0);
+					   " POST /api/v1/profiles, GET /api/v1/profiles/{build_id}, GET /healthz,"
+					   " GET /metrics)", 0);
 	}
 	if (rq->route == ROUTE_AUTH) {
 		/* resumed after the token check, still before the body */

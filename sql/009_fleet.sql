@@ -30,8 +30,16 @@ CREATE TABLE agent_hours (
 	PRIMARY KEY (host, hour)
 );
 
--- Reports expire with the events (retention_days): sm_apply_retention() as in
--- 007, plus the two tables above.
+-- What agents reported expires with the events (retention_days): a process
+-- silent since the cutoff, an hour before it. Later migrations add their
+-- fleet tables here.
+CREATE OR REPLACE FUNCTION sm_expire_fleet(cutoff timestamptz) RETURNS void
+LANGUAGE sql AS $$
+	DELETE FROM agent_procs WHERE last_seen < cutoff;
+	DELETE FROM agent_hours WHERE hour < cutoff;
+$$;
+
+-- sm_apply_retention() as in 007, plus sm_expire_fleet().
 CREATE OR REPLACE FUNCTION sm_apply_retention(now_ts timestamptz) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -63,8 +71,6 @@ BEGIN
 	DELETE FROM stat_streams WHERE day < cutoff;
 	DELETE FROM stat_frames WHERE day < cutoff;
 	DELETE FROM stat_calls WHERE day < cutoff;
-	-- what agents reported expires with the events: a process silent since, an hour before
-	DELETE FROM agent_procs WHERE last_seen < cutoff::timestamp AT TIME ZONE 'UTC';
-	DELETE FROM agent_hours WHERE hour < cutoff::timestamp AT TIME ZONE 'UTC';
+	PERFORM sm_expire_fleet(cutoff::timestamp AT TIME ZONE 'UTC');
 	RETURN dropped;
 END $$;

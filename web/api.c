@@ -1056,6 +1056,24 @@ out:
 	PQclear(hours);
 }
 
+static void get_profiles(struct req *rq)
+{
+	static const char *const names[] = { "limit", "offset", NULL };
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!known_query(rq, names, false) || !page_params(rq, &limit, &offset))
+		return;
+	rows = model_profiles(rq->db, NULL, limit, offset, err, sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_profiles_count(rq->db, err, sizeof(err));
+	if (rows && !failed(rq, count, err))
+		list_response(rq, "profiles", rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
 /* ---- tokens (admin) ---- */
 
 static bool admin_only(struct req *rq, bool write)
@@ -1258,6 +1276,7 @@ static void get_export_r(struct req *rq, const char *arg) { (void)arg; get_expor
 static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_import(rq); }
 static void get_tokens_r(struct req *rq, const char *arg) { (void)arg; get_tokens(rq); }
 static void get_hosts_r(struct req *rq, const char *arg) { (void)arg; get_hosts(rq); }
+static void get_profiles_r(struct req *rq, const char *arg) { (void)arg; get_profiles(rq); }
 static void post_token_r(struct req *rq, const char *arg) { (void)arg; post_token(rq); }
 
 static const struct req_route routes[] = {
@@ -1280,6 +1299,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_PATCH, "/api/v1/signatures/#", patch_signature, "signature" },
 	{ REQ_M_GET, "/api/v1/hosts", get_hosts_r, NULL },
 	{ REQ_M_GET, "/api/v1/hosts/**", get_host, NULL },
+	{ REQ_M_GET, "/api/v1/profiles", get_profiles_r, NULL },
 	{ REQ_M_GET, "/api/v1/tokens", get_tokens_r, NULL },
 	{ REQ_M_POST, "/api/v1/tokens", post_token_r, NULL },
 	{ REQ_M_DELETE, "/api/v1/tokens/#", delete_token, "token" },

@@ -494,3 +494,22 @@ PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, s
 		       " LEFT JOIN agent_hours x ON x.host = $1 AND x.hour = g.hour ORDER BY g.hour",
 		   2, p, err, errlen);
 }
+
+PGresult *model_profiles(PGconn *db, const char *build_id, long limit, long offset, char *err, size_t errlen)
+{
+	char lim[24], off[24];
+	const char *p[3] = { build_id, lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	return run(db, "SELECT m.build_id, m.exe, m.hosts, m.processes, m.units, m.merge_ms, " ISO("m.merged_at")
+		       " AS merged_at, m.stale, " ISO("(SELECT max(uploaded_at) FROM profile_uploads u WHERE u.build_id ="
+		       " m.build_id)") " AS last_upload, m.summary FROM profiles_merged m WHERE $1::text IS NULL OR"
+		       " m.build_id = $1 ORDER BY m.units DESC, m.build_id LIMIT $2 OFFSET $3",
+		   3, p, err, errlen);
+}
+
+PGresult *model_profiles_count(PGconn *db, char *err, size_t errlen)
+{
+	return run(db, "SELECT count(*) AS total FROM profiles_merged", 0, NULL, err, errlen);
+}

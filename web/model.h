@@ -108,6 +108,11 @@ PGresult *model_hosts_count(PGconn *db, const struct host_filter *f, char *err, 
  * first_seen, last_seen, units, violations, drops, spool_backlog, ship_errors. */
 PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_s, long limit, char *err,
 			   size_t errlen);
+/* The profiles merged from the fleet's uploads (docs/fleet.md), the most learnt first (or one build):
+ * build_id, exe, hosts, processes, units, merge_ms, merged_at, stale, last_upload, summary (json:
+ * loops, unit types, thresholds). */
+PGresult *model_profiles(PGconn *db, const char *build_id, long limit, long offset, char *err, size_t errlen);
+PGresult *model_profiles_count(PGconn *db, char *err, size_t errlen);
 /* A host's last `hours` hours, oldest first: hour, units, violations. */
 PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, size_t errlen);
 

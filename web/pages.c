@@ -1410,12 +1410,103 @@ static void host_status(struct req *rq, PGresult *r, int i)
 	html_raw(rq, "</span>");
 }
 
+/* The fleet's merged profiles: per build, where it was learnt, then each loop's unit types. */
+static void fleet_profiles(struct req *rq, PGresult *r)
+{
+	html_raw(rq, "<h2>Profiles learnt by the fleet</h2><p class=\"hint\">Training agents upload what they "
+		     "learnt; each build's profiles are pooled (mean and variance per unit type) and agents fetch "
+		     "the result, so a new host guards at once with the fleet's thresholds.</p>");
+	if (PQntuples(r) == 0) {
+		html_raw(rq, "<p class=\"hint\">No profile uploaded yet.</p>");
+		return;
+	}
+	html_raw(rq, "<table class=\"profiles\"><thead><tr><th>Executable</th><th>Build</th><th class=\"n\">Hosts</th>"
+		     "<th class=\"n\">Processes</th><th class=\"n\">Units</th><th>Merged</th><th>Loop</th><th>Unit type"
+		     "</th><th class=\"n\">Units</th><th class=\"n\">Mean</th><th class=\"n\">Sd</th>"
+		     "<th class=\"n\">Threshold</th><th>Contexts</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		json_object *sum = json_tokener_parse(col(r, i, "summary")), *loops = NULL;
+		size_t nl, shown = 0;
+
+		if (!sum || !json_object_object_get_ex(sum, "loops", &loops) || !json_object_is_type(loops, json_type_array))
+			loops = NULL;
+		nl = loops ? json_object_array_length(loops) : 0;
+		for (size_t l = 0; l < nl || shown == 0; l++) {
+			json_object *loop = l < nl ? json_object_array_get_idx(loops, l) : NULL, *types = NULL, *v;
+			size_t nt;
+
+			if (loop && (!json_object_object_get_ex(loop, "types", &types) ||
+				     !json_object_is_type(types, json_type_array)))
+				types = NULL;
+			nt = types ? json_object_array_length(types) : 0;
+			for (size_t t = 0; t < nt || (t == 0 && nt == 0); t++) {
+				json_object *ty = t < nt ? json_object_array_get_idx(types, t) : NULL, *ctxs;
+
+				html_raw(rq, "<tr>");
+				if (shown++ == 0) {
+					html_raw(rq, "<td><code>");
+					html_text(rq, col(r, i, "exe"));
+					html_raw(rq, "</code></td><td>");
+					short_id(rq, col(r, i, "build_id"));
+					html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">"
+						      "%lld</td><td class=\"time\">", (long long)coln(r, i, "hosts"),
+						  (long long)coln(r, i, "processes"), (long long)coln(r, i, "units"));
+					html_time(rq, col(r, i, "merged_at"));
+					if (col(r, i, "stale") && col(r, i, "stale")[0] == 't')
+						html_raw(rq, " <span class=\"hint\">(newer uploads)</span>");
+					html_raw(rq, "</td>");
+				} else {
+					html_raw(rq, "<td colspan=\"6\"></td>");
+				}
+				html_raw(rq, "<td>");
+				if (loop && t == 0 && json_object_object_get_ex(loop, "symbol", &v))
+					html_frame_short(rq, json_object_get_string(v), 40);
+				html_raw(rq, "</td><td>");
+				if (ty && json_object_object_get_ex(ty, "name", &v))
+					html_text(rq, json_object_get_string(v));
+				html_raw(rq, "</td><td class=\"n\">");
+				if (ty && json_object_object_get_ex(ty, "units", &v))
+					html_rawf(rq, "%lld", (long long)json_object_get_int64(v));
+				html_raw(rq, "</td><td class=\"n\">");
+				if (ty && json_object_object_get_ex(ty, "mean_ns", &v))
+					html_cost(rq, json_object_get_int64(v));
+				html_raw(rq, "</td><td class=\"n\">");
+				if (ty && json_object_object_get_ex(ty, "sd_ns", &v))
+					html_cost(rq, json_object_get_int64(v));
+				html_raw(rq, "</td><td class=\"n\">");
+				if (ty && json_object_object_get_ex(ty, "threshold_ns", &v))
+					html_cost(rq, json_object_get_int64(v));
+				html_raw(rq, "</td><td>");
+				if (ty && json_object_object_get_ex(ty, "contexts", &ctxs) &&
+				    json_object_is_type(ctxs, json_type_array)) {
+					size_t nc = json_object_array_length(ctxs);
+
+					for (size_t c = 0; c < nc && c < 3; c++) {
+						if (c)
+							html_raw(rq, "; ");
+						html_text(rq, json_object_get_string(json_object_array_get_idx(ctxs, c)));
+					}
+					if (nc > 3)
+						html_rawf(rq, "; %zu more", nc - 3);
+				}
+				html_raw(rq, "</td></tr>");
+				if (!ty)
+					break;
+			}
+			if (!loop)
+				break;
+		}
+		json_object_put(sum);
+	}
+	html_raw(rq, "</tbody></table>");
+}
+
 static void page_fleet(struct req *rq)
 {
 	char err[512];
 	long offset = page_offset(rq);
 	struct host_filter f = { NULL, req_query(rq, "status"), SILENT_AFTER };
-	PGresult *r, *cnt, *all;
+	PGresult *r, *cnt, *all, *prof = NULL;
 	static const char *const states[] = { "live", "silent", "stopped" };
 
 	if (f.status && strcmp(f.status, "live") && strcmp(f.status, "silent") && strcmp(f.status, "stopped"))
@@ -1424,9 +1515,11 @@ static void page_fleet(struct req *rq)
 	cnt = r ? model_hosts_count(rq->db, &f, err, sizeof(err)) : NULL;
 	all = cnt ? model_hosts_count(rq->db, &(struct host_filter){ NULL, "silent", SILENT_AFTER }, err,
 				      sizeof(err)) : NULL;
-	if (!r || !cnt || !all) {
+	prof = all ? model_profiles(rq->db, NULL, 100, 0, err, sizeof(err)) : NULL;
+	if (!r || !cnt || !all || !prof) {
 		PQclear(r);
 		PQclear(cnt);
+		PQclear(all);
 		html_error(rq, 500, err);
 		return;
 	}
@@ -1475,10 +1568,12 @@ static void page_fleet(struct req *rq)
 	if (PQntuples(r) == 0)
 		html_raw(rq, "<p class=\"hint\">No agent has reported yet. docs/fleet.md says how to roll agents out.</p>");
 	pager(rq, "/fleet", keep_param(rq, NULL, "status", f.status), offset, PQntuples(r), (long)coln(cnt, 0, "total"));
+	fleet_profiles(rq, prof);
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
 	PQclear(all);
+	PQclear(prof);
 }
 
 static void page_host(struct req *rq, const char *host)

@@ -6,10 +6,15 @@
 #include "agent/guard/config.h"
 #include "agent/guard/dropin.h"
 #include "agent/guard/profile.h"
+#include "agent/ship.h"
+#include "common/sha256.h"
 #include "common/buf.h"
 #include "common/util.h"
 
+#include <elfutils/libdwelf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libelf.h>
 #include <getopt.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -33,6 +38,7 @@ static const char usage[] =
 	"       sm-guard status [--root DIR]\n"
 	"       sm-guard profile show FILE\n"
 	"       sm-guard profile merge [--k K] [--cut C] [--min-threshold-us N] FILE... > OUT\n"
+	"       sm-guard profile fetch [--url URL] [--token-file FILE] [--profile-dir DIR] EXECUTABLE\n"
 	"\n"
 	"run      run COMMAND with the guard agent loaded; it learns a performance profile of\n"
 	"         each guarded executable (--train, or when there is none for its build yet)\n"
@@ -131,6 +137,197 @@ static const char *env_lookup(const char *name)
 	return getenv(name);
 }
 
+/* ---- profiles learnt by the fleet ---- */
+
+/* The build id the agent keys exe's profile by: its GNU build id, else "path-" and a hash of its path. */
+static int exe_build_id(const char *exe, char *out, size_t cap)
+{
+	char real[PATH_MAX];
+	const void *id = NULL;
+	ssize_t n = -1;
+	Elf *e;
+	int fd;
+
+	if (!realpath(exe, real))
+		return -1;
+	if ((fd = open(real, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	elf_version(EV_CURRENT);
+	if ((e = elf_begin(fd, ELF_C_READ_MMAP, NULL))) {
+		n = dwelf_elf_gnu_build_id(e, &id);
+		if (n > 0 && (size_t)n * 2 < cap)
+			util_hex(id, (size_t)n, out);
+		elf_end(e);
+	}
+	close(fd);
+	if (n <= 0 || (size_t)n * 2 >= cap) {
+		unsigned char h[SHA256_LEN];
+		char hex[2 * SHA256_LEN + 1];
+
+		/* as the agent does for an executable without a build id (runtime.c) */
+		sha256(real, strlen(real), h);
+		util_hex(h, 16, hex);
+		snprintf(out, cap, "path-%s", hex);
+	}
+	return 0;
+}
+
+/* The file execvp() would run for cmd, into out: 0, or -1 when none is found. */
+static int resolve_command(const char *cmd, char *out, size_t cap)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(cmd, '/'))
+		return (size_t)snprintf(out, cap, "%s", cmd) < cap && access(cmd, X_OK) == 0 ? 0 : -1;
+	for (const char *p = path ? path : "/usr/local/bin:/usr/bin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+
+		if ((size_t)snprintf(out, cap, "%.*s/%s", (int)n, n ? p : ".", cmd) < cap && access(out, X_OK) == 0)
+			return 0;
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	return -1;
+}
+
+/* Writes text to dir/name through a temporary file and a rename: readers see the old or the new. */
+static int write_atomic(const char *dir, const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	int fd;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, name, (int)getpid()) >= sizeof(tmp)) {
+		snprintf(err, errlen, "%s: path too long", dir);
+		return -1;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+		snprintf(err, errlen, "%.300s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	if (util_write_all(fd, text, len) < 0 || fsync(fd) < 0) {
+		snprintf(err, errlen, "%.300s: %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The fleet's merged profile of exe's build, fetched from the server (cfg->url) into the profile
+ * directory. Returns 0 (written; *units and the build id in bid), 1 when the server has none, or
+ * -1 with err.
+ */
+static int fetch_profile(const struct guard_config *cfg, const char *exe, long timeout_s, char *bid,
+			 size_t bidcap, uint64_t *units, char *err, size_t errlen)
+{
+	struct ship_opts o;
+	struct shipper *sh = NULL;
+	struct gprofile *p = NULL;
+	struct buf body = BUF_INIT((size_t)64 << 20);
+	char path[300], name[200], *token = NULL;
+	size_t tlen = 0;
+	long status = 0;
+	int rc = -1;
+
+	if (!cfg->url[0]) {
+		snprintf(err, errlen, "no server: set SM_GUARD_URL or --url");
+		return -1;
+	}
+	if (exe_build_id(exe, bid, bidcap) < 0) {
+		snprintf(err, errlen, "%s: %s", exe, strerror(errno));
+		return -1;
+	}
+	if (cfg->token_file[0]) {
+		if (util_read_file(cfg->token_file, 4096, &token, &tlen) < 0) {
+			snprintf(err, errlen, "%.300s: %s", cfg->token_file, strerror(errno));
+			return -1;
+		}
+		while (tlen && (token[tlen - 1] == '\n' || token[tlen - 1] == '\r' || token[tlen - 1] == ' '))
+			token[--tlen] = '\0';
+	}
+	ship_opts_init(&o);
+	o.url = cfg->url;
+	o.token = token && *token ? token : NULL;
+	o.timeout_s = timeout_s;
+	o.max_attempts = 1;
+	if (!(sh = shipper_open(&o, err, errlen)))
+		goto out;
+	snprintf(path, sizeof(path), "/api/v1/profiles/%s", bid);
+	if (shipper_get(sh, path, body.max, &body, &status, err, errlen) < 0) {
+		rc = status == 404 ? 1 : -1;
+		goto out;
+	}
+	if (!(p = gp_new()) || gp_load_text(p, body.data, body.len) < 0 || strcmp(p->build_id, bid) != 0) {
+		snprintf(err, errlen, "the server's profile is not one of build %s: %s", bid, p ? gp_error(p) : "out of memory");
+		goto out;
+	}
+	snprintf(name, sizeof(name), "%s.json", bid);
+	if (util_mkdir_p(cfg->profile_dir) < 0) {
+		snprintf(err, errlen, "%.300s: %s", cfg->profile_dir, strerror(errno));
+		goto out;
+	}
+	if (write_atomic(cfg->profile_dir, name, body.data, body.len, err, errlen) < 0)
+		goto out;
+	*units = p->units;
+	rc = 0;
+out:
+	gp_free(p);
+	shipper_free(sh);
+	buf_release(&body);
+	free(token);
+	return rc;
+}
+
+static int cmd_fetch(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "url", required_argument, NULL, 'u' },
+		{ "token-file", required_argument, NULL, 'T' },
+		{ "profile-dir", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct guard_config cfg;
+	char err[512], bid[160];
+	uint64_t units = 0;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		const char *var = c == 'u' ? "SM_GUARD_URL" : c == 'T' ? "SM_GUARD_TOKEN_FILE" : c == 'p'
+				  ? "SM_GUARD_PROFILE_DIR" : NULL;
+
+		if (!var) {
+			fputs(usage, stderr);
+			return 2;
+		}
+		if (setenv(var, optarg, 1) < 0)
+			return die("%s", strerror(errno));
+	}
+	if (optind + 1 != argc)
+		return die("%s", "profile fetch: one EXECUTABLE (sm-guard profile fetch [--url U] [--token-file F] "
+			   "[--profile-dir D] EXECUTABLE)");
+	guard_config_defaults(&cfg);
+	if (guard_config_load(&cfg, env_lookup, err, sizeof(err)) < 0)
+		return die("%s", err);
+	rc = fetch_profile(&cfg, argv[optind], 30, bid, sizeof(bid), &units, err, sizeof(err));
+	if (rc == 0) {
+		printf("%s/%s.json: the fleet's profile of %s (%llu units)\n", cfg.profile_dir, bid, argv[optind],
+		       (unsigned long long)units);
+		return 0;
+	}
+	fprintf(stderr, "sm-guard: profile fetch: %s\n", rc > 0 ? "the server has no profile of this build yet" : err);
+	return rc > 0 ? 3 : 1;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -218,6 +415,21 @@ static int cmd_run(int argc, char **argv)
 		return die("%s", err);
 	if (lib_path(lib, sizeof(lib)) < 0)
 		return die("%s", "cannot find " LIB_NAME " (set SM_GUARD_LIB)");
+	if (cfg.url[0] && cfg.mode != GUARD_MODE_TRAIN && cfg.mode != GUARD_MODE_OFF) {
+		/*
+		 * A host new to this build guards at once with the fleet's thresholds (the server has
+		 * none yet: it trains). Only then: a host with a profile starts without waiting on the
+		 * server; `sm-guard profile fetch` brings it up to date.
+		 */
+		char path[PATH_MAX], bid[160], have[PATH_MAX + 200];
+		uint64_t units;
+
+		if (resolve_command(argv[optind], path, sizeof(path)) == 0 &&
+		    exe_build_id(path, bid, sizeof(bid)) == 0 &&
+		    (size_t)snprintf(have, sizeof(have), "%s/%s.json", cfg.profile_dir, bid) < sizeof(have) &&
+		    access(have, F_OK) != 0)
+			(void)fetch_profile(&cfg, path, 3, bid, sizeof(bid), &units, err, sizeof(err));
+	}
 	buf_puts(&preload, lib);
 	old = getenv("LD_PRELOAD");
 	if (old && *old) {
@@ -652,6 +864,8 @@ int main(int argc, char **argv)
 			return cmd_show(argv[3]);
 		if (strcmp(argv[2], "merge") == 0)
 			return cmd_merge(argc - 2, argv + 2);
+		if (strcmp(argv[2], "fetch") == 0)
+			return cmd_fetch(argc - 2, argv + 2);
 	}
 	fputs(usage, stderr);
 	return 2;

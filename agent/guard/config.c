@@ -87,6 +87,10 @@ static const struct var_def vars[] = {
 	{ { "SM_GUARD_REPORT_S", "60",
 	    "how often the process reports itself to the server (mode, counters; the Fleet page); 0: never" },
 	  V_INT, F(report_ns), 0, 86400000000000LL, 1000000000LL },
+	{ { "SM_GUARD_PROFILE_UPLOAD_S", "300",
+	    "training: how often what the process learnt is uploaded to the server (and at exit), which "
+	    "merges the fleet's profiles per build; 0: never" },
+	  V_INT, F(upload_ns), 0, 86400000000000LL, 1000000000LL },
 	{ { "SM_GUARD_MAX_FRAMES", "128", "frames kept per stack (the innermost)" },
 	  V_INT, F(max_frames), 8, 512, 1 },
 	{ { "SM_GUARD_MAX_EVENTS", "20000", "events per violation stream (the symptom thread's first)" },
@@ -134,6 +138,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->signal = SIGRTMAX - 7;
 	c->save_ns = 30000000000LL;
 	c->report_ns = 60000000000LL;
+	c->upload_ns = 300000000000LL;
 	c->max_frames = 128;
 	c->max_events = 20000;
 }

@@ -818,6 +818,57 @@ static void put_u32_list(struct jsonw *w, const char *key, const uint32_t *v, si
 	jsonw_end(w);
 }
 
+/* A number of nanoseconds, rounded (NaN and infinities are 0: never in JSON). */
+static int64_t ns_of(double v)
+{
+	return isfinite(v) && v > 0 ? (int64_t)llround(v) : 0;
+}
+
+void gp_summary(const struct gprofile *p, struct jsonw *w)
+{
+	jsonw_object(w);
+	jsonw_kstr(w, "exe", p->exe ? p->exe : "");
+	jsonw_ku64(w, "units", p->units);
+	jsonw_kdouble(w, "k", p->k);
+	jsonw_karray(w, "loops");
+	for (size_t li = 0; li < p->nloops; li++) {
+		const struct gp_loop *l = &p->loops[li];
+
+		jsonw_object(w);
+		jsonw_kstr(w, "symbol", l->symbol ? l->symbol : "");
+		jsonw_kstr(w, "call", l->site.call);
+		jsonw_ku64(w, "units", l->all.n);
+		jsonw_ki64(w, "mean_ns", ns_of(l->all.mean));
+		jsonw_ki64(w, "threshold_ns", ns_of(l->threshold_ns));
+		jsonw_karray(w, "types");
+		for (size_t t = 0; t < l->ntypes; t++) {
+			const struct gp_type *ty = &l->types[t];
+
+			jsonw_object(w);
+			jsonw_kstr(w, "name", ty->name);
+			jsonw_ku64(w, "units", ty->st.n);
+			jsonw_ki64(w, "mean_ns", ns_of(ty->st.mean));
+			jsonw_ki64(w, "sd_ns", ns_of(gp_stats_sd(&ty->st)));
+			jsonw_ki64(w, "threshold_ns", ns_of(ty->threshold_ns));
+			jsonw_karray(w, "contexts");
+			for (uint32_t k = 0; k < ty->nctx; k++) {
+				const struct gp_context *c = &l->contexts[l->tctxs[ty->ctx_off + k]];
+				const char *where = c->path_len ? gp_frame_name(p, l->paths[c->path_off + c->path_len - 1]) : NULL;
+				char text[GP_CALL_MAX + 300];
+
+				snprintf(text, sizeof(text), "%s in %s", c->site.call, where ? where : "?");
+				jsonw_str(w, text);
+			}
+			jsonw_end(w);
+			jsonw_end(w);
+		}
+		jsonw_end(w);
+		jsonw_end(w);
+	}
+	jsonw_end(w);
+	jsonw_end(w);
+}
+
 int gp_write(const struct gprofile *p, struct buf *b)
 {
 	size_t nframes = intern_count(p->frames);

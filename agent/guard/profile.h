@@ -147,6 +147,10 @@ int gp_load_text(struct gprofile *p, const char *text, size_t len);
 int gp_load_file(struct gprofile *p, const char *path);
 /* Appends the profile as JSON (with a trailing newline). Returns 0 or -1 (out of memory or over the buf's max). */
 int gp_write(const struct gprofile *p, struct buf *out);
+struct jsonw;
+/* What the profile says, for people: exe, units, k, loops (symbol, call, units, mean_ns,
+ * threshold_ns, types: name, units, mean_ns, sd_ns, threshold_ns, contexts "call in function"). */
+void gp_summary(const struct gprofile *p, struct jsonw *w);
 
 /* ---- building, for the trainer and the tests: each returns an index, or -1 on error ---- */
 int64_t gp_add_module(struct gprofile *p, const char *name, const char *build_id);

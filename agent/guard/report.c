@@ -206,6 +206,40 @@ void guard_report_self(int exiting)
 	buf_release(&body);
 }
 
+void guard_profile_upload(void)
+{
+	struct shipper *sh = get_shipper(guard_now());
+	struct buf prof = BUF_INIT((size_t)64 << 20), body = BUF_INIT((size_t)64 << 20);
+	struct jsonw w;
+	char err[512];
+	int rc;
+
+	if (!sh || !G.train)
+		return;
+	rc = gtrain_own_write(G.train, &prof);
+	if (rc != 0) {
+		if (rc < 0)
+			guard_log("cannot write the profile to upload", "%s", "");
+		goto out;
+	}
+	jsonw_init_compact(&w, &body);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "v", 1);
+	jsonw_kstr(&w, "host", G.host);
+	jsonw_ki64(&w, "pid", G.pid);
+	jsonw_ki64(&w, "started_ns", G.started_ns);
+	jsonw_key(&w, "profile");
+	jsonw_raw(&w, prof.data, prof.len);
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0)
+		guard_log("cannot build the profile upload", "%s", "");
+	else if (shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, err, sizeof(err)) < 0)
+		guard_log("profile not uploaded", "error=\"%s\"", err);
+out:
+	buf_release(&prof);
+	buf_release(&body);
+}
+
 /* ---- collecting the window's events ---- */
 
 struct ev {

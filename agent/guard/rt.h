@@ -373,6 +373,9 @@ void gtrain_lock(struct gtrain *tr);
 void gtrain_unlock(struct gtrain *tr);
 /* After fork, in the child: the parent saves what it learnt; the child starts from zero. */
 void gtrain_reset_child(struct gtrain *tr);
+/* What this process learnt (every save so far) as a profile file's text, into out: 0, 1 when nothing
+ * was saved yet, -1 on failure. Agent threads only. */
+int gtrain_own_write(struct gtrain *tr, struct buf *out);
 
 /* ---- report.c ---- */
 /* Builds the violation's stream and ships it (shipping thread only). */
@@ -381,6 +384,8 @@ void guard_report(const struct gviol *v);
 void guard_report_tick(int64_t now);
 /* The process's report to the server (docs/wire-format.md "Agent reports"); shipping thread only. */
 void guard_report_self(int exiting);
+/* Training: what this process learnt, uploaded to the server (POST /api/v1/profiles). Shipping thread only. */
+void guard_profile_upload(void);
 /* Units ended in this process so far (every thread's, training's too). */
 uint64_t guard_units(void);
 /* Frame name of a stack entry (tags name wrapped calls). */

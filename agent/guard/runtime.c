@@ -444,7 +444,7 @@ static int ship_busy;
 static void *ship_main(void *arg)
 {
 	struct gthread *t = &guard_tls;
-	int64_t next_save, next_report;
+	int64_t next_save, next_report, next_upload;
 	int reporting = G.cfg.url[0] && G.cfg.report_ns > 0;
 
 	(void)arg;
@@ -453,9 +453,10 @@ static void *ship_main(void *arg)
 	pthread_setname_np(pthread_self(), "smguard-ship");
 	next_save = guard_now() + G.cfg.save_ns;
 	next_report = guard_now();   /* at once: the host shows up as soon as its service runs */
+	next_upload = guard_now() + G.cfg.upload_ns;
 	for (;;) {
 		struct gviol v;
-		int have = 0, exit_report;
+		int have = 0, exit_report, exit_save = 0;
 		int64_t now = guard_now(), until = now + 1000000000;
 
 		guard_clock_tick();
@@ -473,6 +474,7 @@ static void *ship_main(void *arg)
 			/* the process exits: its last save, here rather than on the program's thread */
 			G.save_req = 0;
 			next_save = 0;
+			exit_save = 1;
 		}
 		if (G.qlen) {
 			v = G.queue[G.qhead];
@@ -506,6 +508,11 @@ static void *ship_main(void *arg)
 				guard_log("cannot save the profile", "path=%s error=\"%s\"", G.profile_path, err);
 			} else {
 				atomic_fetch_add(&G.n.saves, 1);
+				if (G.cfg.url[0] && G.cfg.upload_ns > 0 && (exit_save || now >= next_upload)) {
+					/* before the exiting program is told the save is done */
+					guard_profile_upload();
+					next_upload = now + G.cfg.upload_ns;
+				}
 			}
 			next_save = now + G.cfg.save_ns;
 			pthread_mutex_lock(&G.mu);

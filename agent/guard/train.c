@@ -13,6 +13,7 @@
 #define UNW_LOCAL_ONLY
 #include "agent/guard/modmap.h"
 #include "agent/guard/rt.h"
+#include "common/util.h"
 #include "agent/guard/symbolize.h"
 #include "common/intern.h"
 #include "common/vec.h"
@@ -65,6 +66,7 @@ struct gtrain {
 	size_t ncls, capcls;
 	struct intern *cls_index;
 	uint64_t units;
+	struct gprofile *own;         /* what this process learnt, all saves pooled (for the fleet) */
 };
 
 struct ctx_key {
@@ -122,6 +124,7 @@ void gtrain_reset_child(struct gtrain *tr)
 	/* the parent saves what was learnt before the fork; the save lock may be the parent's */
 	pthread_mutex_init(&tr->save_mu, NULL);
 	zero_counts(tr);
+	tr->own = NULL;   /* the parent's learning is the parent's to upload (its copy is left, not freed) */
 }
 
 int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t call)
@@ -406,25 +409,6 @@ out_free:
 	return rc;
 }
 
-static int mkdir_p(const char *dir)
-{
-	char path[GUARD_PATH_MAX];
-	size_t n = strlen(dir);
-
-	if (n >= sizeof(path))
-		return -1;
-	memcpy(path, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (path[i] != '/' && path[i] != '\0')
-			continue;
-		path[i] = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST)
-			return -1;
-		path[i] = i == n ? '\0' : '/';
-	}
-	return 0;
-}
-
 int gtrain_save(struct gtrain *tr, char *err, size_t errlen)
 {
 	struct snapshot s;
@@ -440,7 +424,7 @@ int gtrain_save(struct gtrain *tr, char *err, size_t errlen)
 		rc = 0;   /* nothing learnt since the last save */
 		goto out_free;
 	}
-	if (mkdir_p(G.cfg.profile_dir) < 0) {
+	if (util_mkdir_p(G.cfg.profile_dir) < 0) {
 		snprintf(err, errlen, "%s: %s", G.cfg.profile_dir, strerror(errno));
 		goto out_free;
 	}
@@ -452,11 +436,31 @@ int gtrain_save(struct gtrain *tr, char *err, size_t errlen)
 		goto out_free;
 	/* the file keeps mean + k sd exactly; the floor is the guarding process's setting */
 	rc = gp_save_merged(G.profile_path, p, 0, 2000, err, errlen);
+	/* the file may hold other processes' (or the fleet's) learning: uploads send only ours */
+	if (!tr->own)
+		tr->own = gp_new();
+	if (tr->own && gp_merge(tr->own, p) < 0) {
+		gp_free(tr->own);
+		tr->own = NULL;
+	}
 out_free:
 	gp_free(p);
 	free(s.ctx);
 	free(s.cls);
 out_unlock:
+	pthread_mutex_unlock(&tr->save_mu);
+	return rc;
+}
+
+int gtrain_own_write(struct gtrain *tr, struct buf *out)
+{
+	int rc = 1;
+
+	pthread_mutex_lock(&tr->save_mu);
+	if (tr->own && tr->own->units) {
+		/* pooled statistics need their types again before they are written */
+		rc = gp_cluster(tr->own, 0) < 0 || gp_write(tr->own, out) < 0 ? -1 : 0;
+	}
 	pthread_mutex_unlock(&tr->save_mu);
 	return rc;
 }

@@ -17,7 +17,7 @@ py=python3
 sm_admin migrate >/dev/null || t_bail "migrate"
 TOKEN=$(mk_token ingest 2>/dev/null)
 printf '%s\n' "$TOKEN" >"$T_TMP/token"
-start_ingest || t_bail "sm-ingest starts"
+start_ingest --profile-merge-ms 0 || t_bail "sm-ingest starts"
 PROF=$T_TMP/profiles
 
 # guarded SERVER_ARGS...: runs guardtest with the agent in the background as GPID
@@ -258,18 +258,21 @@ start=$(date +%s%N)
 stop_server "$PORT"
 echo "exit took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 spooled=$(ls "$T_TMP/spool"/*.json 2>/dev/null | wc -l)
-t_eq "at exit, the violations go to the spool" "$spooled" 3
+# the three slow requests at least (a fast one slowed past its 1 ms threshold on a busy machine counts too)
+viol=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1 | sed -n 's/.* violations=\([0-9]*\).*/\1/p')
+t_eq "at exit, the violations go to the spool" "$spooled|$([ "${viol:-0}" -ge 3 ] && echo 3+)" "${viol:-none}|3+"
 "$BIN/sm-agent" drain --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool" >/dev/null 2>&1 ||
 	t_fail "sm-agent drain"
-t_eq "a later drain delivers them" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'offline'")" 3
+t_eq "a later drain delivers them" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'offline'")" "$spooled"
 
 # ---- profiles of one build learnt apart, merged ----
 
 for part in a b; do
 	mix=fast:1
 	[ $part = b ] && mix=fast:50,file:50
-	"$GUARD" run --train --profile-dir "$T_TMP/prof-$part" --log "$T_TMP/guard.log" -- "$GT" epoll "$PORT" \
-		>"$T_TMP/server.out" 2>&1 &
+	# each "host" uploads what it learnt when it exits (and every SM_GUARD_PROFILE_UPLOAD_S)
+	"$GUARD" run --train --profile-dir "$T_TMP/prof-$part" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
+		--token-file "$T_TMP/token" --host "train-$part" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 	GPID=$!
 	sleep 0.3
 	"$GT" client "$PORT" 5000 2 "$mix" >/dev/null
@@ -299,6 +302,57 @@ t_eq "merged: the types cover every class" "$(grep '^types' "$T_TMP/merge.out")"
 other=$(ls "$PROF"/*.json | grep -v "$bid" | head -n 1)
 out=$("$GUARD" profile merge "$T_TMP/merged.json" "$other" 2>&1)
 t_match "profiles of two builds are not merged" "$out" "profiles of different builds .* cannot be merged"
+# ---- the fleet's profile: uploaded by both, merged by the server, fetched by a new host ----
+t_eq "fleet: each training process uploaded what it learnt" \
+	"$(q "SELECT string_agg(host || ':' || (units > 0)::text, ',' ORDER BY host) FROM profile_uploads WHERE build_id = :'bid'")" \
+	"train-a:true,train-b:true"
+t_eq "fleet: the server merged them" \
+	"$(q "SELECT hosts, processes, units = (SELECT sum(units) FROM profile_uploads WHERE build_id = :'bid'), stale,
+	       jsonb_array_length(summary->'loops') > 0 FROM profiles_merged WHERE build_id = :'bid'")" "2|2|t|f|t"
+out=$("$GUARD" profile fetch --url "$INGEST_URL" --token-file "$T_TMP/token" --profile-dir "$T_TMP/prof-fleet" "$GT")
+t_match "fleet: sm-guard profile fetch writes the build's profile" "$out" "^$T_TMP/prof-fleet/$bid\.json: the fleet's profile of "
+t_eq "fleet: the server's merge is sm-guard profile merge's (same units, types, thresholds)" \
+	"$("$GUARD" profile show "$T_TMP/prof-fleet/$bid.json")" "$("$GUARD" profile show "$T_TMP/merged.json")"
+out=$("$GUARD" profile fetch --url "$INGEST_URL" --token-file "$T_TMP/token" --profile-dir "$T_TMP/prof-fleet" /bin/true 2>&1)
+t_eq "fleet: a build nobody trained" "$?|$out" "3|sm-guard: profile fetch: the server has no profile of this build yet"
+# a host new to the build: sm-guard run fetches the fleet's profile first, so the agent guards at once
+"$GUARD" run --profile-dir "$T_TMP/prof-new" --log "$T_TMP/guard.log" --url "$INGEST_URL" --token-file "$T_TMP/token" \
+	--host new-host -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+sleep 0.3
+"$GT" client "$PORT" 200 1 fast:1 >/dev/null
+stop_server "$PORT"
+t_eq "fleet: a new host guards at once with the fleet's profile" \
+	"$(q "SELECT mode FROM agent_procs WHERE host = 'new-host'")|$(ls "$T_TMP/prof-new")" "guard|$bid.json"
+# uploads that are refused, with the field and the reason
+upload() { # upload TOKEN BODY
+	http POST "$INGEST_URL/api/v1/profiles" -H "Authorization: Bearer $1" -H "Content-Type: application/json" \
+		--data-binary "$2"
+}
+PJ=$(tr -d '\n' <"$T_TMP/prof-a/$bid.json")
+HT=$(sm_admin token create --role ingest --host train-a 2>/dev/null)
+upload "$HT" "{\"v\":1,\"host\":\"train-b\",\"pid\":7,\"started_ns\":1,\"profile\":$PJ}"
+t_eq "fleet upload: a host token uploads for its host only" "$HTTP_STATUS $HTTP_BODY" \
+	"403 {\"error\":\"host: this token uploads for host 'train-a' only\"}"
+upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":{\"format\":\"stackmine-guard-profile\",\"v\":1}}"
+t_eq "fleet upload: a damaged profile" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"profile: build_id: missing or not a string"}'
+upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"started_ns\":1,\"profile\":$PJ}"
+t_eq "fleet upload: pid missing" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"pid: required, a whole number from 1 to 2147483647"}'
+upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":[]}"
+t_eq "fleet upload: no profile object" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"profile: required, the profile object (docs/guard.md)"}'
+t_eq "fleet upload: nothing refused was stored" "$(q "SELECT count(*) FROM profile_uploads")" 2
+upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":$PJ}"
+t_eq "fleet upload: another process of a host adds to the merge" \
+	"$HTTP_STATUS $HTTP_BODY|$(q "SELECT hosts, processes FROM profiles_merged WHERE build_id = :'bid'")" '200 {"ok":true}|2|3'
+http GET "$INGEST_URL/api/v1/profiles/ABC" -H "Authorization: Bearer $TOKEN"
+t_eq "fleet fetch: not a build id" "$HTTP_STATUS $HTTP_BODY" \
+	'404 {"error":"build_id: lower-case hex (or path- and hex), 1 to 128 characters"}'
+http GET "$INGEST_URL/api/v1/profiles/abc123" -H "Authorization: Bearer $TOKEN"
+t_eq "fleet fetch: a build nobody trained" "$HTTP_STATUS $HTTP_BODY" '404 {"error":"build_id abc123: no profile learnt yet"}'
+http GET "$INGEST_URL/api/v1/profiles/$bid"
+t_eq "fleet fetch: a token is needed" "$HTTP_STATUS" 401
+http POST "$INGEST_URL/api/v1/profiles/$bid" -H "Authorization: Bearer $TOKEN"
+t_eq "fleet fetch: GET only" "$HTTP_STATUS $HTTP_BODY" '405 {"error":"method: use GET"}'
 printf '{"format":"stackmine-guard-profile","v":1}' >"$T_TMP/bad.json"
 t_eq "a damaged profile is named with its field" "$("$GUARD" profile show "$T_TMP/bad.json" 2>&1)" \
 	"sm-guard: $T_TMP/bad.json: build_id: missing or not a string"

@@ -588,6 +588,21 @@ t_match "host page: processes and the link to its streams" "$HTTP_STATUS $HTTP_B
 	'^200 .*<h1>web-1 <span class="status live">.*<a href="/streams\?host=web-1">its streams</a>.*<td class="n">100</td><td>nginx</td><td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td>guard</td><td><span class="status live">'
 api GET /fleet/nosuchhost "${AN[@]}"
 t_eq "host page: unknown host" "$HTTP_STATUS" 404
+# a build's profile as sm-ingest merges it from the uploads (summary as gp_summary writes it)
+pg_q "INSERT INTO profile_uploads VALUES ('aaaabbbbccccdddd', 'web-1', 100, now(), '/usr/sbin/nginx', 5000, '{}', now());
+	INSERT INTO profiles_merged (build_id, exe, profile, hosts, processes, units, summary, merge_ms) VALUES
+	('aaaabbbbccccdddd', '/usr/sbin/nginx', '{}', 3, 7, 5000, '{\"exe\": \"/usr/sbin/nginx\", \"units\": 5000,
+	 \"k\": 4, \"loops\": [{\"symbol\": \"nginx!ngx_process_events_and_timers\", \"call\": \"epoll_wait\",
+	 \"units\": 5000, \"mean_ns\": 2000000, \"threshold_ns\": 9000000, \"types\": [{\"name\": \"u0\",
+	 \"units\": 4000, \"mean_ns\": 1500000, \"sd_ns\": 500000, \"threshold_ns\": 3500000,
+	 \"contexts\": [\"read in nginx!ngx_unix_recv\", \"<script>\"]}]}]}', 12.5)" >/dev/null
+api GET /api/v1/profiles "${AN[@]}"
+t_eq "profiles: each build's merged profile, where it was learnt" \
+	"$HTTP_STATUS $(j '[[p["build_id"], p["hosts"], p["processes"], p["units"], p["stale"], p["summary"]["loops"][0]["types"][0]["threshold_ns"]] for p in j["profiles"]]') $(j 'j["total"]')" \
+	'200 [["aaaabbbbccccdddd",3,7,5000,false,3500000]] 1'
+api GET /fleet "${AN[@]}"
+t_match "fleet page: the profiles with their unit types and thresholds" "$HTTP_BODY" \
+	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5000</td>.*<td>u0</td><td class="n">4000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td>read in nginx!ngx_unix_recv; &lt;script&gt;</td>'
 
 # ---- a stream that retention removed after the run: listed, marked expired, no link ----
 pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');
