@@ -600,7 +600,8 @@ out:
 	return rc;
 }
 
-int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, char *err, size_t errlen)
+int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, struct buf *answer,
+		      char *err, size_t errlen)
 {
 	struct buf url = BUF_INIT(8192);
 	CURLcode cc;
@@ -635,6 +636,10 @@ int shipper_post_json(struct shipper *sh, const char *path, const char *json, si
 	if (status != 200) {
 		answer_message(&sh->resp, msg, sizeof(msg));
 		snprintf(err, errlen, "server answered %ld: %s", status, msg);
+		goto out;
+	}
+	if (answer && (buf_append(answer, sh->resp.data, sh->resp.len) < 0 || buf_error(answer) != BUF_OK)) {
+		snprintf(err, errlen, "the answer is larger than %zu bytes", answer->max);
 		goto out;
 	}
 	rc = 0;

@@ -105,10 +105,11 @@ int shipper_stopped(const struct shipper *sh);
 /*
  * One POST of the JSON document json[0..len) to the server's URL + path (e.g.
  * "/api/v1/agents/report") on the same connection, once, no retry: for
- * what is sent again later anyway. 0 on a 200, else -1 with the reason in err.
+ * what is sent again later anyway. 0 on a 200 (its body appended to answer unless NULL), else -1
+ * with the reason in err.
  */
-int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, char *err,
-		      size_t errlen);
+int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, struct buf *answer,
+		      char *err, size_t errlen);
 /* One GET of the server's URL + path; the body (at most max bytes) appended to out. 0 on a 200,
  * else -1 with *status (0 when no answer came) and the reason in err. */
 int shipper_get(struct shipper *sh, const char *path, size_t max, struct buf *out, long *status, char *err,

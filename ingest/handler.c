@@ -619,7 +619,19 @@ void handler_report(struct handler *h, const struct handler_request *rq, struct 
 		db_unavailable(rs, "storing a report failed", store_error(h->store));
 		return;
 	}
-	answer_ok(rs);
+	/* the answer carries the settings an operator pushed to this app's agents */
+	buf_puts(&rs->body, "{\"ok\":true,\"settings\":");
+	if (store_agent_settings(h->store, r.app[0] ? r.app : "*", &rs->body) < 0) {
+		buf_reset(&rs->body);
+		db_unavailable(rs, "reading the agents' settings failed", store_error(h->store));
+		return;
+	}
+	buf_putc(&rs->body, '}');
+	if (buf_error(&rs->body) != BUF_OK) {
+		handler_error(rs, 503, "server out of memory for this request; retry later");
+		return;
+	}
+	rs->status = 200;
 }
 
 /* ---- profiles learnt by the fleet (ingest/profiles.h) ---- */

@@ -860,3 +860,27 @@ int store_report(struct store *st, const struct agent_report *r)
 	PQclear(res);
 	return 0;
 }
+
+int store_agent_settings(struct store *st, const char *app, struct buf *out)
+{
+	const char *params[1] = { app };
+	PGresult *res;
+
+	if (!store_conn(st))
+		return -1;
+	/* the app's own value where it has one, else the row of every app's */
+	res = PQexecParams(st->db,
+		"SELECT json_strip_nulls(json_build_object('guard', coalesce(a.guard, d.guard), 'k', coalesce(a.k, d.k),"
+		" 'sample_hz', coalesce(a.sample_hz, d.sample_hz), 'min_wait_us', coalesce(a.min_wait_us, d.min_wait_us),"
+		" 'reports_per_min', coalesce(a.reports_per_min, d.reports_per_min)))::text"
+		" FROM (SELECT 1) one LEFT JOIN agent_settings a ON a.app = $1 LEFT JOIN agent_settings d ON d.app = '*'",
+		1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		db_fail(st, "reading the agents' settings", res);
+		PQclear(res);
+		return -1;
+	}
+	buf_append(out, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+	PQclear(res);
+	return 0;
+}

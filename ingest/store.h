@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/buf.h"
 #include "common/wire.h"
 
 struct idcache;
@@ -52,5 +53,8 @@ struct agent_report {
 /* Records it: the process's row (its counters as reported) and the host's violations and units of
  * this hour (what grew since the last report). Returns 0, or -1 (store_error()). */
 int store_report(struct store *st, const struct agent_report *r);
+/* The settings pushed to the agents of app (agent_settings: the app's row over '*'), as a JSON
+ * object appended to out ({} when none). Returns 0, or -1 (store_error()). */
+int store_agent_settings(struct store *st, const char *app, struct buf *out);
 
 #endif

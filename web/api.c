@@ -16,6 +16,7 @@
 #include "web/request.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1074,9 +1075,10 @@ static void get_profiles(struct req *rq)
 	PQclear(count);
 }
 
-/* ---- tokens (admin) ---- */
+/* ---- settings pushed to the agents ---- */
 
-static bool admin_only(struct req *rq, bool write)
+/* Only an admin's: what names the thing in the 403 ("tokens"). */
+static bool admin_only(struct req *rq, bool write, const char *what)
 {
 	if (write ? !req_may_write(rq, true) : rq->role == AUTH_NONE) {
 		if (!write)
@@ -1084,11 +1086,121 @@ static bool admin_only(struct req *rq, bool write)
 		return false;
 	}
 	if (rq->role < AUTH_ADMIN) {
-		req_json_error(rq, 403, "tokens are an admin's");
+		req_json_error(rq, 403, "%s are an admin's", what);
 		return false;
 	}
 	return true;
 }
+
+static void get_agent_settings(struct req *rq)
+{
+	static const char *const names[] = { NULL };
+	PGresult *rows;
+	char err[512];
+	struct jsonw w;
+
+	if (!known_query(rq, names, false))
+		return;
+	rows = model_agent_settings(rq->db, err, sizeof(err));
+	if (failed(rq, rows, err))
+		return;
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_key(&w, "settings");
+	put_rows(&w, rows, NULL);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+	PQclear(rows);
+}
+
+/* An optional number field in [min, max] (whole when whole is set); absent or null: *present false. */
+static bool num_field(struct req *rq, json_object *o, const char *name, double min, double max, bool whole,
+		      double *out, bool *present)
+{
+	json_object *v;
+
+	*present = false;
+	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null))
+		return true;
+	if (!(json_object_is_type(v, json_type_int) || (!whole && json_object_is_type(v, json_type_double))) ||
+	    (*out = json_object_get_double(v)) < min || *out > max || !isfinite(*out)) {
+		req_json_error(rq, 400, "%s: %s from %g to %g, or null (as the agents were started)", name,
+			       whole ? "a whole number" : "a number", min, max);
+		return false;
+	}
+	*present = true;
+	return true;
+}
+
+static void post_agent_settings(struct req *rq)
+{
+	static const char *const fields[] = { "app", "guard", "k", "sample_hz", "min_wait_us", "reports_per_min",
+					      "note", NULL };
+	struct agent_settings s = { NULL, -1, -1, 0, 0, -1, "" };
+	json_object *o, *v;
+	const char *note;
+	char err[512];
+	double d;
+	bool has;
+
+	if (!admin_only(rq, true, "agent settings") || !(o = body_object(rq, fields)))
+		return;
+	if (!str_field(rq, o, "app", &s.app) || !str_field(rq, o, "note", &note))
+		goto out;
+	if (!s.app || !*s.app || strlen(s.app) > 255) {
+		req_json_error(rq, 400, "app: required, 1 to 255 bytes ('*': every app)");
+		goto out;
+	}
+	s.note = note ? note : "";
+	if (json_object_object_get_ex(o, "guard", &v) && !json_object_is_type(v, json_type_null)) {
+		if (!json_object_is_type(v, json_type_boolean)) {
+			req_json_error(rq, 400, "guard: true, false, or null (as the agents were started)");
+			goto out;
+		}
+		s.guard = json_object_get_boolean(v) ? 1 : 0;
+	}
+	if (!num_field(rq, o, "k", 0, 1000, false, &d, &has))
+		goto out;
+	if (has)
+		s.k = d;
+	if (!num_field(rq, o, "sample_hz", 1, 10000, true, &d, &has))
+		goto out;
+	if (has)
+		s.sample_hz = (int)d;
+	if (!num_field(rq, o, "min_wait_us", 1, 60000000, true, &d, &has))
+		goto out;
+	if (has)
+		s.min_wait_us = (int)d;
+	if (!num_field(rq, o, "reports_per_min", 0, 100000, true, &d, &has))
+		goto out;
+	if (has)
+		s.reports_per_min = (int)d;
+	if (model_agent_settings_put(rq->db, &s, err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "%s", err);
+		goto out;
+	}
+	get_agent_settings(rq);
+out:
+	json_object_put(o);
+}
+
+static void delete_agent_settings(struct req *rq, const char *app)
+{
+	char err[512];
+	int rc;
+
+	if (!admin_only(rq, true, "agent settings"))
+		return;
+	rc = model_agent_settings_delete(rq->db, app, err, sizeof(err));
+	if (rc != 0) {
+		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		return;
+	}
+	get_agent_settings(rq);
+}
+
+/* ---- tokens (admin) ---- */
+
 
 static void get_tokens(struct req *rq)
 {
@@ -1097,7 +1209,7 @@ static void get_tokens(struct req *rq)
 	char err[512];
 	long limit, offset;
 
-	if (!admin_only(rq, false) || !known_query(rq, names, false) || !page_params(rq, &limit, &offset))
+	if (!admin_only(rq, false, "tokens") || !known_query(rq, names, false) || !page_params(rq, &limit, &offset))
 		return;
 	rows = model_tokens(rq->db, limit, offset, err, sizeof(err));
 	if (!failed(rq, rows, err))
@@ -1117,7 +1229,7 @@ static void post_token(struct req *rq)
 	int64_t id;
 	struct jsonw w;
 
-	if (!admin_only(rq, true) || !(o = body_object(rq, fields)))
+	if (!admin_only(rq, true, "tokens") || !(o = body_object(rq, fields)))
 		return;
 	if (!str_field(rq, o, "role", &role) || !str_field(rq, o, "name", &name) || !str_field(rq, o, "host", &host))
 		goto out;
@@ -1149,7 +1261,7 @@ static void delete_token(struct req *rq, const char *id)
 	int rc;
 	struct jsonw w;
 
-	if (!admin_only(rq, true))
+	if (!admin_only(rq, true, "tokens"))
 		return;
 	rc = auth_token_revoke(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
 	if (rc != 0) {
@@ -1277,6 +1389,8 @@ static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_imp
 static void get_tokens_r(struct req *rq, const char *arg) { (void)arg; get_tokens(rq); }
 static void get_hosts_r(struct req *rq, const char *arg) { (void)arg; get_hosts(rq); }
 static void get_profiles_r(struct req *rq, const char *arg) { (void)arg; get_profiles(rq); }
+static void get_agent_settings_r(struct req *rq, const char *arg) { (void)arg; get_agent_settings(rq); }
+static void post_agent_settings_r(struct req *rq, const char *arg) { (void)arg; post_agent_settings(rq); }
 static void post_token_r(struct req *rq, const char *arg) { (void)arg; post_token(rq); }
 
 static const struct req_route routes[] = {
@@ -1300,6 +1414,9 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/hosts", get_hosts_r, NULL },
 	{ REQ_M_GET, "/api/v1/hosts/**", get_host, NULL },
 	{ REQ_M_GET, "/api/v1/profiles", get_profiles_r, NULL },
+	{ REQ_M_GET, "/api/v1/agent-settings", get_agent_settings_r, NULL },
+	{ REQ_M_POST, "/api/v1/agent-settings", post_agent_settings_r, NULL },
+	{ REQ_M_DELETE, "/api/v1/agent-settings/**", delete_agent_settings, NULL },
 	{ REQ_M_GET, "/api/v1/tokens", get_tokens_r, NULL },
 	{ REQ_M_POST, "/api/v1/tokens", post_token_r, NULL },
 	{ REQ_M_DELETE, "/api/v1/tokens/#", delete_token, "token" },

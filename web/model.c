@@ -513,3 +513,65 @@ PGresult *model_profiles_count(PGconn *db, char *err, size_t errlen)
 {
 	return run(db, "SELECT count(*) AS total FROM profiles_merged", 0, NULL, err, errlen);
 }
+
+PGresult *model_agent_settings(PGconn *db, char *err, size_t errlen)
+{
+	return run(db, "SELECT app, guard, k, sample_hz, min_wait_us, reports_per_min, note, " ISO("updated_at")
+		       " AS updated_at FROM agent_settings ORDER BY app = '*' DESC, app", 0, NULL, err, errlen);
+}
+
+int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *err, size_t errlen)
+{
+	char k[40], hz[16], mw[16], rpm[16];
+	const char *p[7] = { s->app, s->guard < 0 ? NULL : s->guard ? "t" : "f", NULL, NULL, NULL, NULL, s->note };
+	PGresult *r;
+
+	if (s->k >= 0) {
+		snprintf(k, sizeof(k), "%.17g", s->k);
+		p[2] = k;
+	}
+	if (s->sample_hz > 0) {
+		snprintf(hz, sizeof(hz), "%d", s->sample_hz);
+		p[3] = hz;
+	}
+	if (s->min_wait_us > 0) {
+		snprintf(mw, sizeof(mw), "%d", s->min_wait_us);
+		p[4] = mw;
+	}
+	if (s->reports_per_min >= 0) {
+		snprintf(rpm, sizeof(rpm), "%d", s->reports_per_min);
+		p[5] = rpm;
+	}
+	r = PQexecParams(db, "INSERT INTO agent_settings (app, guard, k, sample_hz, min_wait_us, reports_per_min, note)"
+			 " VALUES ($1, $2::boolean, $3::float8, $4::integer, $5::integer, $6::integer, $7)"
+			 " ON CONFLICT (app) DO UPDATE SET guard = EXCLUDED.guard, k = EXCLUDED.k, sample_hz = EXCLUDED.sample_hz,"
+			 " min_wait_us = EXCLUDED.min_wait_us, reports_per_min = EXCLUDED.reports_per_min,"
+			 " note = EXCLUDED.note, updated_at = now()", 7, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(err, errlen, "storing the settings", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	return 0;
+}
+
+int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t errlen)
+{
+	const char *p[1] = { app };
+	PGresult *r = PQexecParams(db, "DELETE FROM agent_settings WHERE app = $1", 1, NULL, p, NULL, NULL, 0);
+	int n;
+
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(err, errlen, "deleting the settings", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	n = strcmp(PQcmdTuples(r), "0") != 0;
+	PQclear(r);
+	if (n == 0) {
+		snprintf(err, errlen, "app '%.255s': no settings pushed to it", app);
+		return 1;
+	}
+	return 0;
+}

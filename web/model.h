@@ -113,6 +113,21 @@ PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_
  * loops, unit types, thresholds). */
 PGresult *model_profiles(PGconn *db, const char *build_id, long limit, long offset, char *err, size_t errlen);
 PGresult *model_profiles_count(PGconn *db, char *err, size_t errlen);
+/* Settings pushed to the agents of an app ('*': every app), docs/fleet.md. */
+struct agent_settings {
+	const char *app;
+	int guard;                 /* 1, 0, or -1: as the agent was started */
+	double k;                  /* < 0: as started */
+	int sample_hz, min_wait_us;   /* 0: as started */
+	int reports_per_min;       /* < 0: as started */
+	const char *note;
+};
+/* app, guard, k, sample_hz, min_wait_us, reports_per_min (NULL: as started), note, updated_at; '*' first. */
+PGresult *model_agent_settings(PGconn *db, char *err, size_t errlen);
+/* Sets an app's row (replacing it). 0, or -1 with err. */
+int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *err, size_t errlen);
+/* 0, 1 when the app has no row (err says so), -1 with err. */
+int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t errlen);
 /* A host's last `hours` hours, oldest first: hour, units, violations. */
 PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, size_t errlen);
 

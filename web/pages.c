@@ -1501,12 +1501,148 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 	html_raw(rq, "</tbody></table>");
 }
 
+/* The settings pushed to the agents, and for an admin the forms that change them. */
+static void fleet_settings(struct req *rq, PGresult *r)
+{
+	static const char *const num[] = { "k", "sample_hz", "min_wait_us", "reports_per_min" };
+
+	html_raw(rq, "<h2>Settings pushed to the agents</h2><p class=\"hint\">Agents receive them in the answer to "
+		     "their next report (a minute at most): an app's row over the row of every app (<code>*</code>); an "
+		     "empty field leaves the setting as the agents were started. Guarding off stops units, samples and "
+		     "violations.</p><table class=\"settings\"><thead><tr><th>App</th><th>Guarding</th><th class=\"n\">k"
+		     "</th><th class=\"n\">Samples/s</th><th class=\"n\">Min wait (µs)</th><th class=\"n\">Reports/min"
+		     "</th><th>Note</th><th>Changed</th><th></th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *g = col(r, i, "guard");
+
+		html_raw(rq, "<tr><td>");
+		html_text(rq, col(r, i, "app"));
+		html_rawf(rq, "</td><td>%s</td>", !g ? "–" : g[0] == 't' ? "on" : "<span class=\"bad\">off</span>");
+		for (size_t k = 0; k < sizeof(num) / sizeof(num[0]); k++) {
+			html_raw(rq, "<td class=\"n\">");
+			html_text(rq, col(r, i, num[k]) ? col(r, i, num[k]) : "–");
+			html_raw(rq, "</td>");
+		}
+		html_raw(rq, "<td>");
+		html_text(rq, col(r, i, "note"));
+		html_raw(rq, "</td><td class=\"time\">");
+		html_time(rq, col(r, i, "updated_at"));
+		html_raw(rq, "</td><td>");
+		if (rq->role >= AUTH_ADMIN) {
+			html_raw(rq, "<form method=\"post\" action=\"/fleet/settings/delete\"><input type=\"hidden\" "
+				     "name=\"app\" value=\"");
+			html_text(rq, col(r, i, "app"));
+			html_raw(rq, "\">");
+			html_csrf_field(rq);
+			html_raw(rq, "<button type=\"submit\">Remove</button></form>");
+		}
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+	if (rq->role < AUTH_ADMIN)
+		return;
+	html_raw(rq, "<form class=\"settings-new\" method=\"post\" action=\"/fleet/settings\">");
+	html_csrf_field(rq);
+	html_raw(rq, "<label>App <input name=\"app\" required maxlength=\"255\" placeholder=\"nginx, or *\"></label> "
+		     "<label>Guarding <select name=\"guard\"><option value=\"\">as started</option><option value=\"on\">"
+		     "on</option><option value=\"off\">off</option></select></label> <label>k <input name=\"k\" size=\"5\">"
+		     "</label> <label>Samples/s <input name=\"sample_hz\" size=\"5\"></label> <label>Min wait (µs) <input "
+		     "name=\"min_wait_us\" size=\"7\"></label> <label>Reports/min <input name=\"reports_per_min\" size=\"5\">"
+		     "</label> <label>Note <input name=\"note\" maxlength=\"500\"></label> <button type=\"submit\">Push"
+		     "</button></form>");
+}
+
+/* A change to the agents' settings: a write (the cross-site request token checked) by an admin. */
+static bool settings_writer(struct req *rq)
+{
+	if (!req_may_write(rq, false))
+		return false;
+	if (rq->role < AUTH_ADMIN) {
+		html_error(rq, 403, "Agent settings are an admin's.");
+		return false;
+	}
+	return true;
+}
+
+/* A form's number: empty is "as started" (*out untouched); else it must be in [min, max]. */
+static bool form_number(struct req *rq, const char *name, double min, double max, bool whole, double *out,
+			char *err, size_t errlen)
+{
+	const char *v = req_form(rq, name);
+
+	if (!v || !*v)
+		return true;
+	if (util_parse_double(v, out) < 0 || *out < min || *out > max || (whole && *out != (double)(int64_t)*out)) {
+		snprintf(err, errlen, "%s: %s from %g to %g, or empty (as the agents were started)", name,
+			 whole ? "a whole number" : "a number", min, max);
+		return false;
+	}
+	return true;
+}
+
+static void post_fleet_settings(struct req *rq, const char *arg)
+{
+	struct agent_settings s = { req_form(rq, "app"), -1, -1, 0, 0, -1, req_form(rq, "note") };
+	const char *g = req_form(rq, "guard");
+	double hz = 0, mw = 0, rpm = -1;
+	char err[512];
+
+	(void)arg;
+	if (!settings_writer(rq))
+		return;
+	if (!s.app || !*s.app || strlen(s.app) > 255) {
+		html_error(rq, 400, "app: required, 1 to 255 bytes ('*': every app)");
+		return;
+	}
+	if (g && *g) {
+		if (strcmp(g, "on") && strcmp(g, "off")) {
+			html_error(rq, 400, "guard: on, off, or empty (as the agents were started)");
+			return;
+		}
+		s.guard = strcmp(g, "on") == 0;
+	}
+	if (!form_number(rq, "k", 0, 1000, false, &s.k, err, sizeof(err)) ||
+	    !form_number(rq, "sample_hz", 1, 10000, true, &hz, err, sizeof(err)) ||
+	    !form_number(rq, "min_wait_us", 1, 60000000, true, &mw, err, sizeof(err)) ||
+	    !form_number(rq, "reports_per_min", 0, 100000, true, &rpm, err, sizeof(err))) {
+		html_error(rq, 400, err);
+		return;
+	}
+	s.sample_hz = (int)hz;
+	s.min_wait_us = (int)mw;
+	s.reports_per_min = (int)rpm;
+	if (!s.note)
+		s.note = "";
+	if (model_agent_settings_put(rq->db, &s, err, sizeof(err)) < 0) {
+		html_error(rq, 500, err);
+		return;
+	}
+	html_redirect(rq, "/fleet");
+}
+
+static void post_fleet_settings_delete(struct req *rq, const char *arg)
+{
+	const char *app = req_form(rq, "app");
+	char err[512];
+	int rc;
+
+	(void)arg;
+	if (!settings_writer(rq))
+		return;
+	rc = app ? model_agent_settings_delete(rq->db, app, err, sizeof(err)) : 1;
+	if (rc != 0) {
+		html_error(rq, rc > 0 ? 404 : 500, app ? err : "app: required");
+		return;
+	}
+	html_redirect(rq, "/fleet");
+}
+
 static void page_fleet(struct req *rq)
 {
 	char err[512];
 	long offset = page_offset(rq);
 	struct host_filter f = { NULL, req_query(rq, "status"), SILENT_AFTER };
-	PGresult *r, *cnt, *all, *prof = NULL;
+	PGresult *r, *cnt, *all, *prof = NULL, *set = NULL;
 	static const char *const states[] = { "live", "silent", "stopped" };
 
 	if (f.status && strcmp(f.status, "live") && strcmp(f.status, "silent") && strcmp(f.status, "stopped"))
@@ -1516,10 +1652,12 @@ static void page_fleet(struct req *rq)
 	all = cnt ? model_hosts_count(rq->db, &(struct host_filter){ NULL, "silent", SILENT_AFTER }, err,
 				      sizeof(err)) : NULL;
 	prof = all ? model_profiles(rq->db, NULL, 100, 0, err, sizeof(err)) : NULL;
-	if (!r || !cnt || !all || !prof) {
+	set = prof ? model_agent_settings(rq->db, err, sizeof(err)) : NULL;
+	if (!r || !cnt || !all || !prof || !set) {
 		PQclear(r);
 		PQclear(cnt);
 		PQclear(all);
+		PQclear(prof);
 		html_error(rq, 500, err);
 		return;
 	}
@@ -1568,12 +1706,14 @@ static void page_fleet(struct req *rq)
 	if (PQntuples(r) == 0)
 		html_raw(rq, "<p class=\"hint\">No agent has reported yet. docs/fleet.md says how to roll agents out.</p>");
 	pager(rq, "/fleet", keep_param(rq, NULL, "status", f.status), offset, PQntuples(r), (long)coln(cnt, 0, "total"));
+	fleet_settings(rq, set);
 	fleet_profiles(rq, prof);
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
 	PQclear(all);
 	PQclear(prof);
+	PQclear(set);
 }
 
 static void page_host(struct req *rq, const char *host)
@@ -1827,6 +1967,8 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/signatures/import", signature_import_r, NULL },
 	{ REQ_M_POST, "/signatures/#", post_signature_update, "signature" },
 	{ REQ_M_GET, "/fleet", fleet_r, NULL },
+	{ REQ_M_POST, "/fleet/settings", post_fleet_settings, NULL },
+	{ REQ_M_POST, "/fleet/settings/delete", post_fleet_settings_delete, NULL },
 	{ REQ_M_GET, "/fleet/**", page_host, NULL },
 	{ REQ_M_GET, "/tokens", page_tokens, NULL },
 	{ REQ_M_POST, "/tokens/new", post_token_new, NULL },

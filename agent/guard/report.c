@@ -199,10 +199,17 @@ void guard_report_self(int exiting)
 	jsonw_ku64(&w, "ship_errors", atomic_load(&G.n.rejected) + atomic_load(&G.n.lost));
 	jsonw_kbool(&w, "exiting", exiting != 0);
 	jsonw_end(&w);
-	if (jsonw_finish(&w) < 0)
+	if (jsonw_finish(&w) < 0) {
 		guard_log("cannot build the report", "%s", "");
-	else if (shipper_post_json(sh, "/api/v1/agents/report", body.data, body.len, err, sizeof(err)) < 0)
-		guard_log("report not delivered", "error=\"%s\"", err);
+	} else {
+		struct buf answer = BUF_INIT(64 << 10);
+
+		if (shipper_post_json(sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err)) < 0)
+			guard_log("report not delivered", "error=\"%s\"", err);
+		else if (!exiting)
+			guard_apply_settings(answer.data, answer.len);
+		buf_release(&answer);
+	}
 	buf_release(&body);
 }
 
@@ -233,7 +240,7 @@ void guard_profile_upload(void)
 	jsonw_end(&w);
 	if (jsonw_finish(&w) < 0)
 		guard_log("cannot build the profile upload", "%s", "");
-	else if (shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, err, sizeof(err)) < 0)
+	else if (shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, NULL, err, sizeof(err)) < 0)
 		guard_log("profile not uploaded", "error=\"%s\"", err);
 out:
 	buf_release(&prof);

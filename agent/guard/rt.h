@@ -119,6 +119,7 @@ struct gthread {
 	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
 	uint8_t violated;         /* guard: this unit passed its threshold */
 	uint8_t own_fds;          /* an agent thread with a descriptor table of its own */
+	int64_t period_ns;        /* the CPU-time period this thread's timer was armed with */
 	uint32_t nest;            /* inside a wrapper's bookkeeping or the agent's work */
 	uintptr_t nest_cfa;
 	pid_t tid;
@@ -253,6 +254,12 @@ struct guard_rt {
 		_Atomic uint64_t train_units;   /* training: units learnt from */
 	} n;
 	int64_t started_ns;                  /* CLOCK_REALTIME when the agent started in this process */
+	/* settings pushed by the server (guard_apply_settings), over what the process started with */
+	_Atomic int muted;                   /* guarding off: no unit begins */
+	struct guard_config cfg0;            /* the settings as started */
+	double k0;                           /* the k the profile was loaded with */
+	pthread_mutex_t tab_mu;              /* G.profile and guard-table rebuilds */
+	int tab_swaps;                       /* tables replaced for a new k (the old ones are kept) */
 	int exit_report, exit_reported;      /* exit: the shipping thread's last report (under mu) */
 };
 
@@ -384,6 +391,9 @@ void guard_report(const struct gviol *v);
 void guard_report_tick(int64_t now);
 /* The process's report to the server (docs/wire-format.md "Agent reports"); shipping thread only. */
 void guard_report_self(int exiting);
+/* Applies the settings in a report's answer ({"ok": true, "settings": {...}}, docs/fleet.md);
+ * a setting absent is the one the process started with. Shipping thread only. */
+void guard_apply_settings(const char *answer, size_t len);
 /* Training: what this process learnt, uploaded to the server (POST /api/v1/profiles). Shipping thread only. */
 void guard_profile_upload(void);
 /* Units ended in this process so far (every thread's, training's too). */

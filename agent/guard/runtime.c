@@ -18,6 +18,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -600,14 +602,98 @@ void guard_on_dlopen(void)
 	if (!old || !old->unresolved)
 		return;
 	t->nest = 1;
+	pthread_mutex_lock(&G.tab_mu);
 	tab = gtab_build(G.profile, err, sizeof(err));
-	if (tab && tab->unresolved < old->unresolved) {
+	if (tab && tab->unresolved < atomic_load(&G.tab)->unresolved) {
 		/* the old table stays: a thread may be reading it */
 		atomic_store(&G.tab, tab);
 	} else {
 		gtab_free(tab);
 	}
+	pthread_mutex_unlock(&G.tab_mu);
 	t->nest = 0;
+}
+
+/* ---- settings pushed by the server ---- */
+
+#define MAX_TAB_SWAPS 32   /* guard tables replaced for a new k; each old one is kept (threads may read it) */
+
+/* The number named in settings, or def when absent or not a number. */
+static double setting(json_object *s, const char *name, double min, double max, double def)
+{
+	json_object *v;
+	double d;
+
+	if (!json_object_object_get_ex(s, name, &v) ||
+	    !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+		return def;
+	d = json_object_get_double(v);
+	return isfinite(d) && d >= min && d <= max ? d : def;
+}
+
+/* The thresholds again with another k: the same loops and contexts, so the table is swapped whole. */
+static void set_k(double k)
+{
+	struct gtab *tab;
+	char err[256];
+
+	if (!G.profile || k == G.profile->k)
+		return;
+	if (G.tab_swaps >= MAX_TAB_SWAPS) {
+		guard_log("k not changed: too many changes in this process", "k=%g", k);
+		return;
+	}
+	pthread_mutex_lock(&G.tab_mu);
+	gp_set_k(G.profile, k, G.cfg.min_threshold_ns);
+	tab = gtab_build(G.profile, err, sizeof(err));
+	if (tab) {
+		atomic_store(&G.tab, tab);
+		G.tab_swaps++;
+	}
+	pthread_mutex_unlock(&G.tab_mu);
+	if (tab)
+		guard_log("new thresholds", "k=%g", k);
+	else
+		guard_log("cannot build the guard table for a new k", "k=%g error=\"%s\"", k, err);
+}
+
+void guard_apply_settings(const char *answer, size_t len)
+{
+	json_tokener *tok = json_tokener_new();
+	json_object *o = tok ? json_tokener_parse_ex(tok, answer ? answer : "", (int)len) : NULL, *s = NULL, *v;
+	int muted, hz;
+	int64_t min_wait;
+	int rpm;
+
+	json_tokener_free(tok);
+	if (!o || !json_object_object_get_ex(o, "settings", &s) || !json_object_is_type(s, json_type_object)) {
+		json_object_put(o);
+		return;   /* an older server: nothing pushed */
+	}
+	muted = json_object_object_get_ex(s, "guard", &v) && json_object_is_type(v, json_type_boolean) &&
+		!json_object_get_boolean(v);
+	if (atomic_exchange(&G.muted, muted) != muted)
+		guard_log(muted ? "guarding off (pushed by the server)" : "guarding on again", "%s", "");
+	min_wait = (int64_t)setting(s, "min_wait_us", 1, 60000000, (double)G.cfg0.min_wait_ns / 1000) * 1000;
+	if (min_wait != G.cfg.min_wait_ns) {
+		G.cfg.min_wait_ns = min_wait;   /* read by every wrapped call: one aligned store */
+		guard_log("new minimum wait", "min_wait_us=%lld", (long long)(min_wait / 1000));
+	}
+	rpm = (int)setting(s, "reports_per_min", 0, 100000, G.cfg0.reports_per_min);
+	if (rpm != G.cfg.reports_per_min) {
+		G.cfg.reports_per_min = rpm;
+		guard_log("new report limit", "reports_per_min=%d", rpm);
+	}
+	hz = (int)setting(s, "sample_hz", 1, 10000, G.cfg0.sample_hz);
+	if (G.cfg0.sample_hz > 0 && hz != G.cfg.sample_hz) {
+		/* timers armed from now on take it */
+		G.cfg.sample_hz = hz;
+		G.period_ns = 1000000000LL / hz;
+		guard_log("new sampling rate", "sample_hz=%d", hz);
+	}
+	if (G.mode == GUARD_MODE_GUARD)
+		set_k(setting(s, "k", 0, 1000, G.k0));
+	json_object_put(o);
 }
 
 /* The condition the agent's threads wait on; made anew in a forked child, whose copy may count
@@ -631,6 +717,7 @@ static void before_fork(void)
 	if (!atomic_load(&G.active))
 		return;
 	t->nest++;
+	pthread_mutex_lock(&G.tab_mu);
 	pthread_mutex_lock(&G.mu);
 	if (G.train)
 		gtrain_lock(G.train);
@@ -645,6 +732,7 @@ static void after_fork_parent(void)
 	if (G.train)
 		gtrain_unlock(G.train);
 	pthread_mutex_unlock(&G.mu);
+	pthread_mutex_unlock(&G.tab_mu);
 	t->nest--;
 }
 
@@ -709,6 +797,7 @@ static void after_fork_child(void)
 	}
 	init_cv();
 	pthread_mutex_unlock(&G.mu);
+	pthread_mutex_unlock(&G.tab_mu);
 	t->nest--;
 }
 
@@ -789,7 +878,8 @@ static int load_profile(void)
 		gp_free(p);
 		return -1;
 	}
-	gp_set_k(p, G.cfg.k >= 0 ? G.cfg.k : p->k, G.cfg.min_threshold_ns);
+	G.k0 = G.cfg.k >= 0 ? G.cfg.k : p->k;
+	gp_set_k(p, G.k0, G.cfg.min_threshold_ns);
 	G.profile = p;
 	G.tab = gtab_build(p, err, sizeof(err));
 	if (!G.tab) {
@@ -858,7 +948,9 @@ __attribute__((constructor(102))) static void guard_init(void)
 	if (uname(&uts) == 0)
 		snprintf(G.kernel, sizeof(G.kernel), "%s", uts.release);
 	read_token();
+	G.cfg0 = G.cfg;
 	pthread_mutex_init(&G.mu, NULL);
+	pthread_mutex_init(&G.tab_mu, NULL);
 	init_cv();
 	G.mode = G.cfg.mode;
 	if (G.mode == GUARD_MODE_AUTO)

@@ -173,7 +173,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		}
 		now = guard_now();
 		/* a late signal stands for every period that passed */
-		dur = G.period_ns * (1 + (si->si_overrun > 0 ? si->si_overrun : 0));
+		dur = t->period_ns * (1 + (si->si_overrun > 0 ? si->si_overrun : 0));
 		record_interrupted(t, s, uc, now - dur, dur, 0);
 		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
 		/* the stack walk is the agent's time, not the unit's (training never sees it) */
@@ -261,8 +261,10 @@ void guard_timer_arm(struct gthread *t)
 	}
 	if (t->timer_state != TIMER_IDLE || !atomic_load(&s->timer_live))
 		return;
-	its.it_interval.tv_sec = G.period_ns / 1000000000;
-	its.it_interval.tv_nsec = G.period_ns % 1000000000;
+	/* the period may change (a pushed sample_hz): each timer keeps the one it was armed with */
+	t->period_ns = G.period_ns;
+	its.it_interval.tv_sec = t->period_ns / 1000000000;
+	its.it_interval.tv_nsec = t->period_ns % 1000000000;
 	its.it_value = its.it_interval;
 	if (timer_settime(s->timer, 0, &its, NULL) == 0)
 		t->timer_state = TIMER_ARMED;

@@ -467,7 +467,7 @@ static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_
 	if (c->loopsite >= 0) {
 		const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
 
-		if (tab)
+		if (tab && !atomic_load_explicit(&G.muted, memory_order_relaxed))
 			unit_begin(t, tab, c->loopsite, c->cfa, now);
 		return;
 	}

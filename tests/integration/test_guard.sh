@@ -174,6 +174,25 @@ sup=$(sed -n 's/.* suppressed=\([0-9]*\).*/\1/p' <<<"$line")
 echo "storm: $v violations, $sup suppressed"
 t_eq "and counts the rest" "$((v - sup)):$([ "${v:-0}" -ge 200 ] && echo all)" "6:all"
 
+# ---- settings pushed by the server in the reports' answers: guarding off for an app, then on again ----
+q "INSERT INTO agent_settings (app, guard, min_wait_us, reports_per_min) VALUES ('pushed', false, 5000, 100000)" >/dev/null
+SM_GUARD_REPORT_S=1 SM_GUARD_APP=pushed guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+"$GT" client "$PORT" 20 1 fast:1 >/dev/null    # the first unit starts the agent's threads and its first report
+sleep 1.5
+"$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
+sleep 0.5
+muted=$(q "SELECT count(*) FROM streams WHERE app = 'pushed'")
+q "UPDATE agent_settings SET guard = NULL, k = 7 WHERE app = 'pushed'" >/dev/null
+sleep 2.5
+"$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
+stop_server "$PORT"
+t_eq "pushed: guarding off, slow requests are not violations" "$muted" 0
+t_eq "pushed: guarding on again, every slow request is (reports_per_min pushed too)" \
+	"$(q "SELECT count(*) FROM streams WHERE app = 'pushed'")" 10
+log=$(grep "exe=guardtest" "$T_TMP/guard.log" | grep -A100 'msg="guarding off (pushed by the server)"')
+t_match "pushed: the agent says what it applied" "$log" \
+	'msg="new minimum wait".* min_wait_us=5000.*msg="new report limit".* reports_per_min=100000.*msg="guarding on again".*msg="new thresholds".* k=7'
+
 # ---- the stripped copy: no symbol table, exported names from .dynsym only ----
 
 read -r sa ss < <(nm -S "$GT" | awk '$4 == "spin_inner" {print $1, $2}')

@@ -419,7 +419,7 @@ report() { # report TOKEN JSON: POST it to /api/v1/agents/report
 }
 REP='{"v":1,"host":"web-17","exe":"/usr/sbin/nginx","build_id":"3f9a0c","mode":"guard","agent_version":"0.9.0","app":"nginx","pid":4211,"started_ns":1700000000000000000,"units":100,"violations":3,"drops":1,"spool_backlog":2,"ship_errors":0,"future_field":[1]}'
 report "$HOSTTOK" "$REP"
-t_eq "report: accepted" "$HTTP_STATUS $HTTP_BODY" '200 {"ok":true}'
+t_eq "report: accepted; no settings pushed" "$HTTP_STATUS $HTTP_BODY" '200 {"ok":true,"settings":{}}'
 t_eq "report: the process's row" "$(pg_q "SELECT host, pid, extract(epoch FROM started_at)::bigint, exe, build_id, mode,
 	agent_version, app, exited, units, violations, drops, spool_backlog, ship_errors FROM agent_procs")" \
 	"web-17|4211|1700000000|/usr/sbin/nginx|3f9a0c|guard|0.9.0|nginx|f|100|3|1|2|0"
@@ -428,6 +428,14 @@ t_eq "report: a second report updates the row" "$HTTP_STATUS|$(pg_q "SELECT coun
 t_eq "report: the hour counts what grew" "$(pg_q "SELECT host, units, violations, hour = date_trunc('hour', now()) FROM agent_hours")" "web-17|250|7|t"
 report "$HOSTTOK" "${REP/\"pid\":4211/\"pid\":4300}"
 t_eq "report: another process of the host" "$(pg_q "SELECT count(*) FROM agent_procs")|$(pg_q "SELECT units, violations FROM agent_hours")" "2|350|10"
+pg_q "INSERT INTO agent_settings (app, guard, k, sample_hz) VALUES ('*', NULL, 5, 50), ('nginx', false, NULL, NULL),
+	('redis', NULL, 9, NULL)" >/dev/null
+report "$HOSTTOK" "$REP"
+t_eq "report: the answer carries the app's settings over every app's" "$HTTP_BODY" \
+	'{"ok":true,"settings":{"guard":false,"k":5,"sample_hz":50}}'
+report "$HOSTTOK" "${REP/\"app\":\"nginx\"/\"app\":\"other\"}"
+t_eq "report: an app without a row of its own gets every app's" "$HTTP_BODY" '{"ok":true,"settings":{"k":5,"sample_hz":50}}'
+pg_q "DELETE FROM agent_settings" >/dev/null
 report "$HOSTTOK" "${REP/\"web-17\"/\"web-18\"}"
 t_eq "report: another host's report refused" "$HTTP_STATUS $HTTP_BODY|$(pg_q "SELECT count(*) FROM agent_procs WHERE host = 'web-18'")" \
 	"403 {\"error\":\"host: this token reports for host 'web-17' only\"}|0"

@@ -604,6 +604,50 @@ api GET /fleet "${AN[@]}"
 t_match "fleet page: the profiles with their unit types and thresholds" "$HTTP_BODY" \
 	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5000</td>.*<td>u0</td><td class="n">4000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td>read in nginx!ngx_unix_recv; &lt;script&gt;</td>'
 
+# ---- settings pushed to the agents: an admin's ----
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": false, "k": 6.5, "note": "noisy after the 2.5 rollout"}'
+t_eq "agent settings: set for an app" "$HTTP_STATUS $(j '[[s["app"], s["guard"], s["k"], s["sample_hz"], s["min_wait_us"], s["reports_per_min"], s["note"]] for s in j["settings"]]')" \
+	'200 [["nginx",false,6.5,null,null,null,"noisy after the 2.5 rollout"]]'
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "*", "sample_hz": 20, "min_wait_us": 5000, "reports_per_min": 2}'
+t_eq "agent settings: every app's row first" "$(j '[[s["app"], s["sample_hz"], s["min_wait_us"], s["reports_per_min"]] for s in j["settings"]]')" \
+	'[["*",20,5000,2],["nginx",null,null,null]]'
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": true}'
+t_eq "agent settings: a new post replaces the app's row" "$(j '[[s["app"], s["guard"], s["k"], s["note"]] for s in j["settings"] if s["app"] == "nginx"]')" \
+	'[["nginx",true,null,""]]'
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "k": -1}'
+t_err "agent settings: k out of range" 400 "k: a number from 0 to 1000, or null (as the agents were started)"
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "sample_hz": 2.5}'
+t_err "agent settings: a whole number" 400 "sample_hz: a whole number from 1 to 10000, or null (as the agents were started)"
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": "no"}'
+t_err "agent settings: guard is a boolean" 400 "guard: true, false, or null (as the agents were started)"
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"guard": false}'
+t_err "agent settings: the app is required" 400 "app: required, 1 to 255 bytes ('*': every app)"
+api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "x", "gaurd": false}'
+t_err "agent settings: an unknown field" 400 "gaurd: unknown field"
+api POST /api/v1/agent-settings "${AN[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": false}'
+t_err "agent settings: not an analyst's to change" 403 "agent settings are an admin's"
+api GET /api/v1/agent-settings "${AN[@]}"
+t_eq "agent settings: an analyst reads them" "$HTTP_STATUS $(j 'len(j["settings"])')" "200 2"
+api DELETE "/api/v1/agent-settings/%2A" "${AD[@]}"
+t_eq "agent settings: deleted" "$HTTP_STATUS $(j '[s["app"] for s in j["settings"]]')" '200 ["nginx"]'
+api DELETE "/api/v1/agent-settings/%2A" "${AD[@]}"
+t_err "agent settings: nothing to delete" 404 "app '*': no settings pushed to it"
+t_eq "agent settings: stored" "$(pg_q "SELECT app, guard FROM agent_settings")" "nginx|t"
+FORM=(-H 'Content-Type: application/x-www-form-urlencoded')
+api POST /fleet/settings "${AD[@]}" "${FORM[@]}" --data-binary 'app=redis&guard=off&k=&sample_hz=10&min_wait_us=&reports_per_min=1&note=calm+%3Cit%3E'
+t_eq "fleet page: an admin pushes settings with the form" "$HTTP_STATUS $(header Location) $(pg_q "SELECT guard, k IS NULL, sample_hz, min_wait_us IS NULL, reports_per_min, note FROM agent_settings WHERE app = 'redis'")" \
+	"303 /fleet f|t|10|t|1|calm <it>"
+api POST /fleet/settings "${AD[@]}" "${FORM[@]}" --data-binary 'app=redis&sample_hz=0.5'
+t_match "fleet page: a bad number is refused with the reason" "$HTTP_STATUS $HTTP_BODY" \
+	'^400 .*sample_hz: a whole number from 1 to 10000, or empty \(as the agents were started\)'
+api POST /fleet/settings "${AN[@]}" "${FORM[@]}" --data-binary 'app=redis&guard=on'
+t_eq "fleet page: not an analyst's" "$HTTP_STATUS $(pg_q "SELECT guard FROM agent_settings WHERE app = 'redis'")" "403 f"
+api GET /fleet "${AD[@]}"
+t_match "fleet page: the settings, escaped, with a remove button for an admin" "$HTTP_BODY" \
+	'<h2>Settings pushed to the agents</h2>.*<td>redis</td><td><span class="bad">off</span></td><td class="n">–</td><td class="n">10</td><td class="n">–</td><td class="n">1</td><td>calm &lt;it&gt;</td>.*action="/fleet/settings/delete"'
+api POST /fleet/settings/delete "${AD[@]}" "${FORM[@]}" --data-binary 'app=redis'
+t_eq "fleet page: removed" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM agent_settings WHERE app = 'redis'")" "303 0"
+
 # ---- a stream that retention removed after the run: listed, marked expired, no link ----
 pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');
 	DELETE FROM streams WHERE stream_id = '$SA'" >/dev/null
