@@ -10,7 +10,7 @@ pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
 case "$purpose" in
 build) ;;
 test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core
-      redis-server redis-tools nginx-light wrk binutils dpkg-dev lintian) ;;
+      redis-server redis-tools nginx-light wrk binutils dpkg-dev lintian ansible openssh-server openssh-client iproute2) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps redis-server redis-tools) ;;
 bench) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps time python3-scipy python3-numpy wrk
        redis-server redis-tools nginx-light) ;;

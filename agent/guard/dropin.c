@@ -127,6 +127,9 @@ int dropin_write(const struct dropin_spec *s, char *path, size_t pathcap, char *
 		put_quoted(&b, "SM_GUARD_LABELS", s->labels);
 		buf_putc(&b, '\n');
 	}
+	/* hardened units (Debian's redis: ProtectSystem=strict) would make the spool and the
+	 * profiles read-only for the agent; '-': no error where they do not exist */
+	buf_puts(&b, "ReadWritePaths=-/var/spool/stackmine -/var/lib/stackmine/profiles\n");
 	if (buf_error(&b) != BUF_OK) {
 		snprintf(err, errlen, "drop-in: %s", buf_error_text(&b));
 		goto out;

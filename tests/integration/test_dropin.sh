@@ -24,7 +24,8 @@ t_eq "enable: the drop-in" "$(cat "$root/etc/systemd/system/nginx.service.d/stac
 EnvironmentFile=-/etc/stackmine/agent.conf
 Environment=\"LD_PRELOAD=$lib\"
 Environment=\"SM_GUARD_APP=web\"
-Environment=\"SM_GUARD_LABELS=tier=edge,note=50%% \\\"x\\\"\\\\,y\""
+Environment=\"SM_GUARD_LABELS=tier=edge,note=50%% \\\"x\\\"\\\\,y\"
+ReadWritePaths=-/var/spool/stackmine -/var/lib/stackmine/profiles"
 
 # systemd reads the unit with the drop-in: no warning, no error
 mkdir -p "$T_TMP/units"
