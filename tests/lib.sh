@@ -13,6 +13,7 @@
 # Database: pg_q SQL [PSQL ARGS]   (prints the result; -v x=V makes :'x' usable in SQL)
 # Servers:  start_ingest [ARGS] / stop_ingest ; sets INGEST_URL, INGEST_PID, INGEST_LOG
 # Tokens:   mk_token ROLE          (prints the token)
+# Packages: build_debs VERSION...   (stackmine-agent and -server of each version in $T_TMP/deb)
 # HTTP:     http METHOD URL [CURL ARGS]   sets HTTP_STATUS, HTTP_BODY, HTTP_HEADERS
 # Streams:  stream_events WHERE [PSQL ARGS]   (events of the matching streams with their stacks)
 # Misc:     free_port, t_cleanup 'COMMAND' (run at exit, last registered first),
@@ -69,6 +70,21 @@ t_match() {
 	else
 		t_fail "$1" "'$2' does not match /$3/"
 	fi
+}
+
+# build_debs VERSION...: stackmine's packages of each version in $T_TMP/deb, from the release
+# build (the tests otherwise run the sanitizer one); sets arch.
+build_debs() {
+	local v
+	make --no-print-directory -C "$SM_REPO" -j2 binaries >"$T_TMP/make.log" 2>&1 || {
+		tail -n 20 "$T_TMP/make.log"
+		t_bail "make binaries" "the release build failed"
+	}
+	for v in "$@"; do
+		SM_DEB_VERSION=$v "$SM_REPO/deploy/deb/build.sh" "$T_TMP/deb" >"$T_TMP/build.log" 2>&1 ||
+			{ cat "$T_TMP/build.log"; t_bail "deb build" "deploy/deb/build.sh failed"; }
+	done
+	arch=$(dpkg --print-architecture)
 }
 
 t_cleanup() {

@@ -703,9 +703,27 @@ static int systemd_opts(int argc, char **argv, int i, const char **root, bool *r
 	return i;
 }
 
+#define AGENT_GROUP "stackmine"
+
+/* Whether root/etc/group has the group (the file, not NSS: --root stands for another system). */
+static bool group_exists(const char *root, const char *name)
+{
+	char path[PATH_MAX], line[1024];
+	size_t n = strlen(name);
+	bool found = false;
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/etc/group", root) >= sizeof(path) || !(f = fopen(path, "re")))
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strncmp(line, name, n) == 0 && line[n] == ':';
+	fclose(f);
+	return found;
+}
+
 static int cmd_enable(int argc, char **argv)
 {
-	struct dropin_spec sp = { "", NULL, NULL, AGENT_CONF, NULL, NULL };
+	struct dropin_spec sp = { "", NULL, NULL, AGENT_CONF, NULL, NULL, NULL };
 	struct buf labels = BUF_INIT(16 * 1024);
 	char lib[PATH_MAX], path[4400], err[512], unit[256];
 	bool reload = true;
@@ -740,6 +758,9 @@ static int cmd_enable(int argc, char **argv)
 	}
 	sp.lib = lib;
 	sp.labels = labels.len ? buf_cstr(&labels) : NULL;
+	/* where the package made its group, the service joins it to read the host's token */
+	if (group_exists(sp.root, AGENT_GROUP))
+		sp.group = AGENT_GROUP;
 	if (buf_error(&labels) != BUF_OK || dropin_write(&sp, path, sizeof(path), err, sizeof(err)) < 0) {
 		fprintf(stderr, "sm-guard: %s\n", buf_error(&labels) != BUF_OK ? "labels: too long" : err);
 		rc = 1;

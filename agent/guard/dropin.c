@@ -130,6 +130,9 @@ int dropin_write(const struct dropin_spec *s, char *path, size_t pathcap, char *
 	/* hardened units (Debian's redis: ProtectSystem=strict) would make the spool and the
 	 * profiles read-only for the agent; '-': no error where they do not exist */
 	buf_puts(&b, "ReadWritePaths=-/var/spool/stackmine -/var/lib/stackmine/profiles\n");
+	/* the service's user reads the token file (mode 0640, group stackmine), which the package made */
+	if (s->group && *s->group)
+		buf_printf(&b, "SupplementaryGroups=%s\n", s->group);
 	if (buf_error(&b) != BUF_OK) {
 		snprintf(err, errlen, "drop-in: %s", buf_error_text(&b));
 		goto out;

@@ -19,6 +19,7 @@ struct dropin_spec {
 	const char *conf;       /* the agent settings file (EnvironmentFile=, optional: '-' prefix) */
 	const char *app;        /* SM_GUARD_APP, or NULL: the executable's name */
 	const char *labels;     /* SM_GUARD_LABELS (escaped as it wants them), or NULL */
+	const char *group;      /* SupplementaryGroups= (reads the token file), or NULL */
 };
 
 /* The unit's full name (".service" added when it has no suffix) into out. Returns 0, or -1 when it is

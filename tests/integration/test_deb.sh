@@ -12,16 +12,7 @@ export SM_TEST_FRESH_DB=0
 
 [ "$(id -u)" = 0 ] || t_bail "root" "installing packages on an overlay host needs root"
 command -v lintian >/dev/null || t_bail "lintian" "lintian is missing: deploy/deps.sh test installs it"
-# the packages hold the release build (the tests otherwise run the sanitizer one)
-make --no-print-directory -C "$SM_REPO" -j2 binaries >"$T_TMP/make.log" 2>&1 || {
-	tail -n 20 "$T_TMP/make.log"
-	t_bail "make binaries" "the release build failed"
-}
-for v in 1.0.0 1.0.1; do
-	SM_DEB_VERSION=$v "$SM_REPO/deploy/deb/build.sh" "$T_TMP/deb" >"$T_TMP/build.log" 2>&1 ||
-		{ cat "$T_TMP/build.log"; t_bail "deb build" "deploy/deb/build.sh failed"; }
-done
-arch=$(dpkg --print-architecture)
+build_debs 1.0.0 1.0.1
 t_eq "four packages built" "$(cd "$T_TMP/deb" && ls)" "stackmine-agent_1.0.0_${arch}.deb
 stackmine-agent_1.0.1_${arch}.deb
 stackmine-server_1.0.0_${arch}.deb
