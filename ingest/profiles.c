@@ -124,10 +124,10 @@ int profiles_store(PGconn *db, const struct profile_upload *u, char *err, size_t
 	snprintf(started, sizeof(started), "%lld", (long long)u->started_ns);
 	snprintf(units, sizeof(units), "%llu", (unsigned long long)u->units);
 	r = PQexecParams(db,
-		"WITH up AS (INSERT INTO profile_uploads (build_id, host, pid, started_at, exe, units, profile)"
-		" VALUES ($1, $2, $3::integer, to_timestamp($4::bigint / 1e9), $5, $6::bigint, $7)"
+		"WITH up AS (INSERT INTO profile_uploads (build_id, host, pid, started_at, exe, units, profile, uploaded_at)"
+		" VALUES ($1, $2, $3::integer, to_timestamp($4::bigint / 1e9), $5, $6::bigint, $7, clock_timestamp())"
 		" ON CONFLICT (build_id, host, pid, started_at) DO UPDATE SET exe = EXCLUDED.exe, units = EXCLUDED.units,"
-		" profile = EXCLUDED.profile, uploaded_at = now() RETURNING build_id)"
+		" profile = EXCLUDED.profile, uploaded_at = clock_timestamp() RETURNING build_id)"
 		" UPDATE profiles_merged m SET stale = true FROM up WHERE m.build_id = up.build_id",
 		7, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -144,8 +144,9 @@ int profiles_store(PGconn *db, const struct profile_upload *u, char *err, size_t
 static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, size_t errlen)
 {
 	const char *params[1] = { build_id };
-	PGresult *r = PQexecParams(db, "SELECT profile, host FROM profile_uploads WHERE build_id = $1 ORDER BY host,"
-				   " pid, started_at", 1, NULL, params, NULL, NULL, 0);
+	/* the newest upload read: one stored after it (another worker's) leaves the merge stale */
+	PGresult *r = PQexecParams(db, "SELECT profile, host, max(uploaded_at) OVER ()::text FROM profile_uploads"
+				   " WHERE build_id = $1 ORDER BY host, pid, started_at", 1, NULL, params, NULL, NULL, 0);
 	struct gprofile *into = NULL, *one = NULL;
 	struct buf text = BUF_INIT((size_t)256 << 20), summary = BUF_INIT((size_t)64 << 20);
 	struct jsonw w;
@@ -196,8 +197,8 @@ static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, s
 	}
 	{
 		char nh[16], np[16], units[24], ms[32];
-		const char *p[8] = { build_id, into->exe ? into->exe : "", buf_cstr(&text), nh, np, units,
-				     buf_cstr(&summary), ms };
+		const char *p[9] = { build_id, into->exe ? into->exe : "", buf_cstr(&text), nh, np, units,
+				     buf_cstr(&summary), ms, PQgetvalue(r, 0, 2) };
 		PGresult *u;
 
 		snprintf(nh, sizeof(nh), "%d", hosts);
@@ -205,12 +206,14 @@ static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, s
 		snprintf(units, sizeof(units), "%llu", (unsigned long long)into->units);
 		snprintf(ms, sizeof(ms), "%.3f", (double)(util_now_mono_ns() - t0) / 1e6);
 		u = PQexecParams(db,
-			"INSERT INTO profiles_merged (build_id, exe, profile, hosts, processes, units, summary, merge_ms)"
-			" VALUES ($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::jsonb, $8::float8)"
+			"INSERT INTO profiles_merged (build_id, exe, profile, hosts, processes, units, summary, merge_ms,"
+			" stale) VALUES ($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::jsonb, $8::float8,"
+			" EXISTS (SELECT 1 FROM profile_uploads WHERE build_id = $1 AND uploaded_at > $9::timestamptz))"
 			" ON CONFLICT (build_id) DO UPDATE SET exe = EXCLUDED.exe, profile = EXCLUDED.profile,"
 			" hosts = EXCLUDED.hosts, processes = EXCLUDED.processes, units = EXCLUDED.units,"
-			" summary = EXCLUDED.summary, merge_ms = EXCLUDED.merge_ms, merged_at = now(), stale = false",
-			8, NULL, p, NULL, NULL, 0);
+			" summary = EXCLUDED.summary, merge_ms = EXCLUDED.merge_ms, merged_at = clock_timestamp(),"
+			" stale = EXCLUDED.stale",
+			9, NULL, p, NULL, NULL, 0);
 		if (PQresultStatus(u) != PGRES_COMMAND_OK) {
 			db_errcpy(err, errlen, "storing the merged profile", PQresultErrorMessage(u));
 			PQclear(u);

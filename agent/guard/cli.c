@@ -19,6 +19,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,8 @@ static const char usage[] =
 	"       sm-guard status [--root DIR]\n"
 	"       sm-guard profile show FILE\n"
 	"       sm-guard profile merge [--k K] [--cut C] [--min-threshold-us N] FILE... > OUT\n"
-	"       sm-guard profile fetch [--url URL] [--token-file FILE] [--profile-dir DIR] EXECUTABLE\n"
+	"       sm-guard profile fetch [--url URL] [--token-file FILE] [--profile-dir DIR] [--conf FILE]\n"
+	"                              [--owner USER] EXECUTABLE\n"
 	"\n"
 	"run      run COMMAND with the guard agent loaded; it learns a performance profile of\n"
 	"         each guarded executable (--train, or when there is none for its build yet)\n"
@@ -137,6 +139,8 @@ static const char *env_lookup(const char *name)
 	return getenv(name);
 }
 
+#define AGENT_CONF "/etc/stackmine/agent.conf"   /* the package's settings for the host's agents */
+
 /* ---- profiles learnt by the fleet ---- */
 
 /* The build id the agent keys exe's profile by: its GNU build id, else "path-" and a hash of its path. */
@@ -199,7 +203,7 @@ static int write_atomic(const char *dir, const char *name, const char *text, siz
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
 	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, name, (int)getpid()) >= sizeof(tmp)) {
-		snprintf(err, errlen, "%s: path too long", dir);
+		snprintf(err, errlen, "%.300s: path too long", dir);
 		return -1;
 	}
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
@@ -223,11 +227,11 @@ static int write_atomic(const char *dir, const char *name, const char *text, siz
 
 /*
  * The fleet's merged profile of exe's build, fetched from the server (cfg->url) into the profile
- * directory. Returns 0 (written; *units and the build id in bid), 1 when the server has none, or
- * -1 with err.
+ * directory. Returns 0 (written, or *same set when the file held it already; *units and the build id
+ * in bid), 1 when the server has none, or -1 with err.
  */
 static int fetch_profile(const struct guard_config *cfg, const char *exe, long timeout_s, char *bid,
-			 size_t bidcap, uint64_t *units, char *err, size_t errlen)
+			 size_t bidcap, uint64_t *units, bool *same, char *err, size_t errlen)
 {
 	struct ship_opts o;
 	struct shipper *sh = NULL;
@@ -275,7 +279,17 @@ static int fetch_profile(const struct guard_config *cfg, const char *exe, long t
 		snprintf(err, errlen, "%.300s: %s", cfg->profile_dir, strerror(errno));
 		goto out;
 	}
-	if (write_atomic(cfg->profile_dir, name, body.data, body.len, err, errlen) < 0)
+	{
+		char have[PATH_MAX + 200], *old = NULL;
+		size_t oldlen = 0;
+
+		/* the same bytes already there: nothing to write (a playbook's second run changes nothing) */
+		*same = (size_t)snprintf(have, sizeof(have), "%s/%s", cfg->profile_dir, name) < sizeof(have) &&
+			util_read_file(have, body.len + 1, &old, &oldlen) == 0 && oldlen == body.len &&
+			memcmp(old, body.data, body.len) == 0;
+		free(old);
+	}
+	if (!*same && write_atomic(cfg->profile_dir, name, body.data, body.len, err, errlen) < 0)
 		goto out;
 	*units = p->units;
 	rc = 0;
@@ -287,17 +301,51 @@ out:
 	return rc;
 }
 
+/* The SM_GUARD_* lines of the agent's settings file (as systemd's EnvironmentFile= reads them) into the
+ * environment, where not set already: a host's sm-guard speaks to the host's server. */
+static void read_agent_conf(const char *path)
+{
+	char line[4096];
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line, *eq, *v;
+		size_t n;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (strncmp(p, "SM_GUARD_", 9) != 0 || !(eq = strchr(p, '=')))
+			continue;
+		*eq = '\0';
+		v = eq + 1;
+		n = strcspn(v, "\r\n");
+		v[n] = '\0';
+		if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
+			v[n - 1] = '\0';
+			v++;
+		}
+		setenv(p, v, 0);
+	}
+	fclose(f);
+}
+
 static int cmd_fetch(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "url", required_argument, NULL, 'u' },
 		{ "token-file", required_argument, NULL, 'T' },
 		{ "profile-dir", required_argument, NULL, 'p' },
+		{ "conf", required_argument, NULL, 'c' },
+		{ "owner", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct guard_config cfg;
+	const char *conf = AGENT_CONF, *owner = NULL;
 	char err[512], bid[160];
 	uint64_t units = 0;
+	bool same = false;
 	int c, rc;
 
 	optind = 1;
@@ -305,6 +353,10 @@ static int cmd_fetch(int argc, char **argv)
 		const char *var = c == 'u' ? "SM_GUARD_URL" : c == 'T' ? "SM_GUARD_TOKEN_FILE" : c == 'p'
 				  ? "SM_GUARD_PROFILE_DIR" : NULL;
 
+		if (c == 'c' || c == 'o') {
+			*(c == 'c' ? &conf : &owner) = optarg;
+			continue;
+		}
 		if (!var) {
 			fputs(usage, stderr);
 			return 2;
@@ -314,14 +366,26 @@ static int cmd_fetch(int argc, char **argv)
 	}
 	if (optind + 1 != argc)
 		return die("%s", "profile fetch: one EXECUTABLE (sm-guard profile fetch [--url U] [--token-file F] "
-			   "[--profile-dir D] EXECUTABLE)");
+			   "[--profile-dir D] [--conf FILE] [--owner USER] EXECUTABLE)");
+	read_agent_conf(conf);
 	guard_config_defaults(&cfg);
 	if (guard_config_load(&cfg, env_lookup, err, sizeof(err)) < 0)
 		return die("%s", err);
-	rc = fetch_profile(&cfg, argv[optind], 30, bid, sizeof(bid), &units, err, sizeof(err));
+	rc = fetch_profile(&cfg, argv[optind], 30, bid, sizeof(bid), &units, &same, err, sizeof(err));
+	if (rc == 0 && owner && *owner) {
+		/* the service's user must be able to replace the file as it trains (the directory is sticky) */
+		struct passwd *pw = getpwnam(owner);
+		char path[PATH_MAX + 200];
+
+		snprintf(path, sizeof(path), "%s/%s.json", cfg.profile_dir, bid);
+		if (!pw || chown(path, pw->pw_uid, pw->pw_gid) < 0) {
+			fprintf(stderr, "sm-guard: profile fetch: --owner %s: %s\n", owner, pw ? strerror(errno) : "no such user");
+			return 1;
+		}
+	}
 	if (rc == 0) {
-		printf("%s/%s.json: the fleet's profile of %s (%llu units)\n", cfg.profile_dir, bid, argv[optind],
-		       (unsigned long long)units);
+		printf("%s/%s.json: the fleet's profile of %s (%llu units)%s\n", cfg.profile_dir, bid, argv[optind],
+		       (unsigned long long)units, same ? ", unchanged" : "");
 		return 0;
 	}
 	fprintf(stderr, "sm-guard: profile fetch: %s\n", rc > 0 ? "the server has no profile of this build yet" : err);
@@ -423,12 +487,13 @@ static int cmd_run(int argc, char **argv)
 		 */
 		char path[PATH_MAX], bid[160], have[PATH_MAX + 200];
 		uint64_t units;
+		bool same;
 
 		if (resolve_command(argv[optind], path, sizeof(path)) == 0 &&
 		    exe_build_id(path, bid, sizeof(bid)) == 0 &&
 		    (size_t)snprintf(have, sizeof(have), "%s/%s.json", cfg.profile_dir, bid) < sizeof(have) &&
 		    access(have, F_OK) != 0)
-			(void)fetch_profile(&cfg, path, 3, bid, sizeof(bid), &units, err, sizeof(err));
+			(void)fetch_profile(&cfg, path, 3, bid, sizeof(bid), &units, &same, err, sizeof(err));
 	}
 	buf_puts(&preload, lib);
 	old = getenv("LD_PRELOAD");
@@ -634,7 +699,6 @@ out_free:
 
 /* ---- systemd ---- */
 
-#define AGENT_CONF "/etc/stackmine/agent.conf"
 
 static bool systemd_running(const char *root)
 {

@@ -72,7 +72,7 @@ done
 # ---- the backend, on the bridge's address ----
 sm_admin migrate >/dev/null || t_bail "migrate"
 ADMIN=$(mk_token admin 2>/dev/null)
-start_ingest --listen 0.0.0.0:0 || t_bail "sm-ingest starts"
+start_ingest --listen 0.0.0.0:0 --profile-merge-ms 0 || t_bail "sm-ingest starts"
 start_web --listen 0.0.0.0:0 --no-worker || t_bail "sm-web starts"
 IURL=http://$NET.1:${INGEST_URL##*:}
 WURL=http://$NET.1:${WEB_URL##*:}
@@ -94,7 +94,7 @@ cat >"$T_TMP/vars.json" <<JSON
 {"stackmine_agent_deb": "$T_TMP/deb/stackmine-agent_1.0.0_$arch.deb",
  "stackmine_ingest_url": "$IURL", "stackmine_web_url": "$WURL", "stackmine_admin_token": "$ADMIN",
  "stackmine_health_retries": 5,
- "stackmine_guarded": [{"unit": "redis-server", "app": "redis", "labels": ["tier=cache"],
+ "stackmine_guarded": [{"unit": "redis-server", "app": "redis", "labels": ["tier=cache"], "exe": "/usr/bin/redis-server",
    "health": "redis-cli ping | grep -q PONG"}]}
 JSON
 play() { # play LOGNAME [ARGS...]: runs site.yml; PLAY_RC, the log in $T_TMP/LOGNAME
@@ -194,5 +194,24 @@ t_eq "upgrade: version 1.0.1, redis restarted and guarded by the new library" \
 	"$(for i in 1 2; do on "$i" 'dpkg-query -W -f="\${Version}\n" stackmine-agent'; done) $(paste -d' ' <(cut -d' ' -f1 <<<"$after") <(paste -d' ' <(cut -d' ' -f2 <<<"$before") <(cut -d' ' -f2 <<<"$after") | awk '{print ($1 != $2) ? "restarted" : "same"}') | tr '\n' ' ')" \
 	"1.0.1
 1.0.1 guarded restarted guarded restarted "
+
+# ---- a new host guards at once with what the fleet learnt ----
+# the training processes that the removal and the upgrade stopped uploaded what they learnt as they exited
+t_eq "fleet profile: learnt on every host" "$(pg_q "SELECT string_agg(DISTINCT host, ',' ORDER BY host) FROM profile_uploads")" \
+	"fleet-1,fleet-2,fleet-3,fleet-4,fleet-5"
+play newhost.log --limit fleet-5
+[ "$PLAY_RC" = 0 ] || tail -n 30 "$T_TMP/newhost.log"
+t_eq "new host: the playbook fetched the fleet's profile, merged from every host's" \
+	"$PLAY_RC|$(grep -A2 "The fleet's profile" "$T_TMP/newhost.log" | grep -c 'changed: \[fleet-5\]')|$(pg_q "SELECT hosts, stale FROM profiles_merged")" \
+	"0|1|5|f"
+for _ in $(seq 50); do
+	[ -n "$(pg_q "SELECT 1 FROM agent_procs WHERE host = 'fleet-5' AND NOT exited AND last_seen > now() - interval '1 minute'")" ] && break
+	sleep 0.2
+done
+t_eq "new host: its redis guards from the start, with the fleet's thresholds" \
+	"$(pg_q "SELECT mode FROM agent_procs WHERE host = 'fleet-5' ORDER BY started_at DESC LIMIT 1")" guard
+play newhost2.log --limit fleet-5
+t_eq "new host: a second run changes nothing (the same profile is not written again)" "$PLAY_RC|$(recap newhost2.log)" \
+	"0|fleet-5 changed=0 failed=0"
 
 t_done
