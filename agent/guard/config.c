@@ -91,6 +91,10 @@ static const struct var_def vars[] = {
 	    "training: how often what the process learnt is uploaded to the server (and at exit), which "
 	    "merges the fleet's profiles per build; 0: never" },
 	  V_INT, F(upload_ns), 0, 86400000000000LL, 1000000000LL },
+	{ { "SM_GUARD_PROFILE_FETCH_S", "300",
+	    "guarding: how often the fleet's merged profile of this build is fetched from the server and, "
+	    "when it has the same loops, guarded with at once; 0: never" },
+	  V_INT, F(fetch_ns), 0, 86400000000000LL, 1000000000LL },
 	{ { "SM_GUARD_MAX_FRAMES", "128", "frames kept per stack (the innermost)" },
 	  V_INT, F(max_frames), 8, 512, 1 },
 	{ { "SM_GUARD_MAX_EVENTS", "20000", "events per violation stream (the symptom thread's first)" },
@@ -139,6 +143,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->save_ns = 30000000000LL;
 	c->report_ns = 60000000000LL;
 	c->upload_ns = 300000000000LL;
+	c->fetch_ns = 300000000000LL;
 	c->max_frames = 128;
 	c->max_events = 20000;
 }

@@ -56,6 +56,7 @@ struct guard_config {
 	int64_t save_ns;            /* training: write the profile this often */
 	int64_t report_ns;          /* the process's report to the server (0: none) */
 	int64_t upload_ns;          /* training: upload what was learnt to the server (0: never) */
+	int64_t fetch_ns;           /* guarding: fetch the fleet's profile this often (0: never) */
 	int max_frames;
 	int max_events;             /* per stream */
 };

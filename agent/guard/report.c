@@ -247,6 +247,23 @@ out:
 	buf_release(&body);
 }
 
+void guard_profile_refresh(void)
+{
+	struct shipper *sh = get_shipper(guard_now());
+	struct buf body = BUF_INIT((size_t)64 << 20);
+	char path[200], err[512];
+	long status;
+
+	if (!sh)
+		return;
+	snprintf(path, sizeof(path), "/api/v1/profiles/%s", G.build_id);
+	if (shipper_get(sh, path, body.max, &body, &status, err, sizeof(err)) == 0)
+		guard_profile_swap(body.data, body.len);
+	else if (status != 404)
+		guard_log("cannot fetch the fleet's profile", "error=\"%s\"", err);
+	buf_release(&body);
+}
+
 /* ---- collecting the window's events ---- */
 
 struct ev {

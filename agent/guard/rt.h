@@ -259,7 +259,8 @@ struct guard_rt {
 	struct guard_config cfg0;            /* the settings as started */
 	double k0;                           /* the k the profile was loaded with */
 	pthread_mutex_t tab_mu;              /* G.profile and guard-table rebuilds */
-	int tab_swaps;                       /* tables replaced for a new k (the old ones are kept) */
+	int tab_swaps;                       /* tables replaced (a new k or profile; the old ones are kept) */
+	unsigned char fleet_sha[32];         /* the fleet's profile last applied */
 	int exit_report, exit_reported;      /* exit: the shipping thread's last report (under mu) */
 };
 
@@ -396,6 +397,11 @@ void guard_report_self(int exiting);
 void guard_apply_settings(const char *answer, size_t len);
 /* Training: what this process learnt, uploaded to the server (POST /api/v1/profiles). Shipping thread only. */
 void guard_profile_upload(void);
+/* Guarding: the fleet's profile of this build fetched and, when it has the same loops, guarded with
+ * from now on (runtime.c's guard_profile_swap). Shipping thread only. */
+void guard_profile_refresh(void);
+/* Takes a profile text as the one to guard with (same build, same loops), keeping the current k. */
+void guard_profile_swap(const char *text, size_t len);
 /* Units ended in this process so far (every thread's, training's too). */
 uint64_t guard_units(void);
 /* Frame name of a stack entry (tags name wrapped calls). */

@@ -446,7 +446,7 @@ static int ship_busy;
 static void *ship_main(void *arg)
 {
 	struct gthread *t = &guard_tls;
-	int64_t next_save, next_report, next_upload;
+	int64_t next_save, next_report, next_upload, next_fetch;
 	int reporting = G.cfg.url[0] && G.cfg.report_ns > 0;
 
 	(void)arg;
@@ -456,6 +456,7 @@ static void *ship_main(void *arg)
 	next_save = guard_now() + G.cfg.save_ns;
 	next_report = guard_now();   /* at once: the host shows up as soon as its service runs */
 	next_upload = guard_now() + G.cfg.upload_ns;
+	next_fetch = guard_now() + G.cfg.fetch_ns;
 	for (;;) {
 		struct gviol v;
 		int have = 0, exit_report, exit_save = 0;
@@ -522,8 +523,13 @@ static void *ship_main(void *arg)
 			pthread_cond_broadcast(&G.cv);
 			pthread_mutex_unlock(&G.mu);
 		}
-		if (G.mode == GUARD_MODE_GUARD)
+		if (G.mode == GUARD_MODE_GUARD) {
 			guard_report_tick(now);
+			if (G.cfg.url[0] && G.cfg.fetch_ns > 0 && now >= next_fetch) {
+				guard_profile_refresh();
+				next_fetch = now + G.cfg.fetch_ns;
+			}
+		}
 	}
 	return NULL;
 }
@@ -655,6 +661,70 @@ static void set_k(double k)
 		guard_log("new thresholds", "k=%g", k);
 	else
 		guard_log("cannot build the guard table for a new k", "k=%g error=\"%s\"", k, err);
+}
+
+/* Whether two profiles have the same loops in the same order: the thread states (a loop's index)
+ * stay valid across the swap of their guard tables. */
+static int same_loops(const struct gprofile *a, const struct gprofile *b)
+{
+	if (a->nloops != b->nloops)
+		return 0;
+	for (size_t i = 0; i < a->nloops; i++) {
+		const struct gp_site *x = &a->loops[i].site, *y = &b->loops[i].site;
+		const struct gp_module *mx = &a->modules[x->module], *my = &b->modules[y->module];
+
+		if (x->offset != y->offset || x->depth != y->depth || strcmp(x->call, y->call) != 0 ||
+		    strcmp(mx->name, my->name) != 0 || strcmp(mx->build_id, my->build_id) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+void guard_profile_swap(const char *text, size_t len)
+{
+	unsigned char sha[SHA256_LEN];
+	struct gprofile *p, *old = NULL;
+	struct gtab *tab = NULL;
+	char err[256];
+
+	sha256(text, len, sha);
+	if (!G.profile || memcmp(sha, G.fleet_sha, sizeof(sha)) == 0)
+		return;
+	if (!(p = gp_new()) || gp_load_text(p, text, len) < 0 || strcmp(p->build_id, G.build_id) != 0) {
+		guard_log("the fleet's profile is not usable", "error=\"%s\"", p ? gp_error(p) : "out of memory");
+		gp_free(p);
+		return;
+	}
+	memcpy(G.fleet_sha, sha, sizeof(sha));
+	if (!same_loops(G.profile, p)) {
+		guard_log("the fleet's profile has other loops: the next start takes it", "units=%llu",
+			  (unsigned long long)p->units);
+		gp_free(p);
+		return;
+	}
+	if (G.tab_swaps >= MAX_TAB_SWAPS) {
+		guard_log("the fleet's profile not taken: too many changes in this process", "%s", "");
+		gp_free(p);
+		return;
+	}
+	pthread_mutex_lock(&G.tab_mu);
+	gp_set_k(p, G.profile->k, G.cfg.min_threshold_ns);
+	tab = gtab_build(p, err, sizeof(err));
+	if (tab) {
+		atomic_store(&G.tab, tab);
+		old = G.profile;
+		G.profile = p;
+		G.tab_swaps++;
+	}
+	pthread_mutex_unlock(&G.tab_mu);
+	if (!tab) {
+		guard_log("cannot build the guard table of the fleet's profile", "error=\"%s\"", err);
+		gp_free(p);
+		return;
+	}
+	/* the guard tables hold what they need: the old profile can go (the old tables stay) */
+	gp_free(old);
+	guard_log("guarding with the fleet's profile", "units=%llu", (unsigned long long)p->units);
 }
 
 void guard_apply_settings(const char *answer, size_t len)

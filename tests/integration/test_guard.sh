@@ -344,6 +344,19 @@ sleep 0.3
 stop_server "$PORT"
 t_eq "fleet: a new host guards at once with the fleet's profile" \
 	"$(q "SELECT mode FROM agent_procs WHERE host = 'new-host'")|$(ls "$T_TMP/prof-new")" "guard|$bid.json"
+# a guarding process takes a newer fleet profile of its build while it runs (same loops: swapped at once)
+mkdir -p "$T_TMP/prof-own" && cp "$T_TMP/prof-a/$bid.json" "$T_TMP/prof-own/"
+SM_GUARD_PROFILE_FETCH_S=1 "$GUARD" run --profile-dir "$T_TMP/prof-own" --log "$T_TMP/refresh.log" --url "$INGEST_URL" \
+	--token-file "$T_TMP/token" --host train-a -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+sleep 0.3
+"$GT" client "$PORT" 300 1 fast:1 >/dev/null
+sleep 1.5
+"$GT" client "$PORT" 300 1 fast:1 >/dev/null
+stop_server "$PORT"
+t_match "fleet: a guarding process takes the fleet's newer profile of its build" "$(cat "$T_TMP/refresh.log")" \
+	"msg=\"guarding with the fleet's profile\".* units=$(q "SELECT units FROM profiles_merged WHERE build_id = :'bid'")"
+
 # uploads that are refused, with the field and the reason
 upload() { # upload TOKEN BODY
 	http POST "$INGEST_URL/api/v1/profiles" -H "Authorization: Bearer $1" -H "Content-Type: application/json" \
