@@ -525,14 +525,14 @@ static int parse_events(struct wire_parser *p, struct arena *a, struct json_read
 }
 
 enum { F_V, F_ID, F_HOST, F_APP, F_VERSION, F_BUILD, F_LABELS, F_SYMPTOM, F_FRAMES, F_STACKS,
-       F_EVENTS, F_COUNT };
+       F_EVENTS, F_ROLE, F_COUNT };
 
 static int parse_stream(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
 	static const char *const names[F_COUNT] = { "v", "stream_id", "host", "app", "version",
 						    "build_id", "labels", "symptom", "frames",
-						    "stacks", "events" };
+						    "stacks", "events", "role" };
 	const char *pos[F_COUNT];
 	const char *end = r->end;
 	const char *id;
@@ -576,6 +576,18 @@ static int parse_stream(struct wire_parser *p, struct arena *a, struct json_read
 		return rc;
 	if (present(r, pos[F_LABELS], end) && (rc = parse_labels(p, a, r, s)))
 		return rc;
+	if (present(r, pos[F_ROLE], end)) {
+		const char *role;
+
+		if ((rc = take_str(p, a, r, PATH("role"), p->lim.max_name, false, &role)))
+			return rc;
+		if (strcmp(role, "violation") == 0)
+			s->role = WIRE_ROLE_VIOLATION;
+		else if (strcmp(role, "baseline") == 0)
+			s->role = WIRE_ROLE_BASELINE;
+		else
+			return fail(p, WIRE_EINVALID, "role: must be \"violation\" or \"baseline\"");
+	}
 	for (int f = F_SYMPTOM; f <= F_EVENTS; f++) {
 		if (!pos[f])
 			return fail(p, WIRE_EINVALID, "%s: required field missing", names[f]);
@@ -616,6 +628,8 @@ int wire_write_json(const struct wire_stream *s, struct buf *b)
 	jsonw_kstr(&w, "stream_id", s->stream_id);
 	jsonw_kstr(&w, "host", s->host);
 	jsonw_kstr(&w, "app", s->app);
+	if (s->role == WIRE_ROLE_BASELINE)
+		jsonw_kstr(&w, "role", "baseline");
 	if (s->version)
 		jsonw_kstr(&w, "version", s->version);
 	if (s->build_id)

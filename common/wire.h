@@ -47,10 +47,14 @@ struct wire_stack {
 	uint32_t len;
 };
 
+/* What a stream stands for: a unit that was slow (mined), or a normal one sampled for comparison. */
+enum wire_role { WIRE_ROLE_VIOLATION = 0, WIRE_ROLE_BASELINE = 1 };
+
 struct wire_stream {
 	char stream_id[37];      /* canonical lower-case UUID; "" if unknown */
 	const char *host;
 	const char *app;
+	enum wire_role role;     /* WIRE_ROLE_VIOLATION when absent */
 	const char *version;     /* NULL when absent */
 	const char *build_id;    /* NULL when absent */
 	const struct wire_label *labels;

@@ -58,8 +58,8 @@ static const char SQL_GET_STACKS[] =
 static const char SQL_INS_STREAM[] =
 	"INSERT INTO streams (stream_id, host, app, version, build_id, labels, symptom_kind,"
 	" symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,"
-	" n_events, received_at)"
-	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14)"
+	" n_events, received_at, role)"
+	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
 	" ON CONFLICT (stream_id) DO NOTHING RETURNING id";
 static const char SQL_STAT_DELTA[] =
 	"INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts)"
@@ -397,7 +397,7 @@ static int insert_stream(struct store *st, const struct wire_stream *w, const ch
 			 int64_t *ref)
 {
 	char tid[24], start[24], end[24], thr[24], nev[24];
-	const char *params[14];
+	const char *params[15];
 	PGresult *r;
 
 	buf_reset(&st->param);
@@ -424,7 +424,8 @@ static int insert_stream(struct store *st, const struct wire_stream *w, const ch
 	params[11] = w->symptom.threshold_ns >= 0 ? thr : NULL;
 	params[12] = nev;
 	params[13] = received_at;
-	r = PQexecPrepared(st->db, "ins_stream", 14, params, NULL, NULL, 0);
+	params[14] = w->role == WIRE_ROLE_BASELINE ? "baseline" : "violation";
+	r = PQexecPrepared(st->db, "ins_stream", 15, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_fail(st, "storing stream", r);
 		PQclear(r);

@@ -887,7 +887,7 @@ struct bug {
 };
 
 struct opts {
-	int64_t streams, events, hosts, bugs, distinct, depth;
+	int64_t streams, events, hosts, bugs, distinct, depth, baseline;
 	uint64_t seed;
 	const char *apps, *out, *truth;
 	bool validate, stats;
@@ -929,6 +929,7 @@ struct srec {                   /* what the truth says about one stream */
 	int64_t aoi_run, aoi_wait, total_run, total_wait;
 	int8_t bugs[MAX_HITS];
 	int nbugs;
+	bool base;                  /* a baseline stream: a normal unit */
 };
 
 struct gen {
@@ -964,6 +965,7 @@ struct sbuild {
 	struct gen *g;
 	struct rng r;
 	uint32_t index;
+	bool base;                  /* a normal unit, no bug, not slow: role baseline */
 	struct host *h;
 	struct app *a;
 	int route, arch;
@@ -2531,7 +2533,7 @@ static int stream_try(struct sbuild *b)
 	total = (ns + 1) * GAP + nnorm * p;
 	for (int i = 0; i < ns; i++)
 		total += step_len(b, &steps[i]);
-	if (total <= b->threshold + 2 * GAP) {
+	if (!b->base && total <= b->threshold + 2 * GAP) {
 		/* a unit only violates once it is longer than its threshold: a slow downstream call */
 		steps[ns] = (struct step){ .kind = S_DB,
 					   .dur = b->threshold - total + 3 * GAP + max64(1 * MS, ms_scaled(b, 2, 20)) };
@@ -2634,7 +2636,7 @@ static void stream_choose(struct gen *g, struct sbuild *b, uint32_t index)
 	snprintf(b->id, sizeof(b->id), "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
 
 	b->nhits = 0;
-	for (int i = 0; i < g->nbugs; i++) {
+	for (int i = 0; i < g->nbugs && !b->base; i++) {
 		struct bug *bug = &g->bugs[i];
 		size_t sofar = bug->var_hits[0] + bug->var_hits[1];
 		bool lucky;
@@ -2817,6 +2819,7 @@ static void stream_finish(struct gen *g, struct sbuild *b, FILE *out)
 	rec->s0 = b->s0;
 	rec->s1 = b->s1;
 	rec->threshold = b->threshold;
+	rec->base = b->base;
 	stream_aoi(g, b, rec);
 
 	/* the stream's own tables, in order of first use */
@@ -2878,7 +2881,8 @@ static void stream_finish(struct gen *g, struct sbuild *b, FILE *out)
 	ws.build_id = a->build_ids[h->version][h->arch];
 	ws.labels = h->labels;
 	ws.nlabels = h->nlabels;
-	ws.symptom = (struct wire_symptom){ "unit_violation", b->th[b->st].tid, b->s0, b->s1,
+	ws.role = b->base ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;
+	ws.symptom = (struct wire_symptom){ b->base ? "unit_sample" : "unit_violation", b->th[b->st].tid, b->s0, b->s1,
 					    a->routes[b->route].spec->path, b->threshold };
 	ws.frames = frames;
 	ws.nframes = nlf;
@@ -3162,7 +3166,8 @@ static int truth_write(struct gen *g, const char *path)
 		bool any = false;
 
 		buf_puts(&o, i ? ",\n    " : "\n    ");
-		buf_printf(&o, "{\"index\": %zu, \"stream_id\": \"%s\", \"host\": ", i, s->id);
+		buf_printf(&o, "{\"index\": %zu, \"stream_id\": \"%s\", \"role\": \"%s\", \"host\": ", i, s->id,
+			   s->base ? "baseline" : "violation");
 		json_str(&o, h->name);
 		buf_puts(&o, ", \"app\": ");
 		json_str(&o, a->name);
@@ -3203,6 +3208,8 @@ static const char usage[] =
 	"\n"
 	"Options:\n"
 	"  --streams N           streams to write (default 100)\n"
+	"  --baseline N          then N baseline streams: normal units of the same fleet, no bug\n"
+	"                        (role baseline; default 0)\n"
 	"  --events M            events per stream, exactly (default 2000, at least 64)\n"
 	"  --hosts H             hosts in the fleet, spread over the apps (default 40)\n"
 	"  --apps LIST           comma-separated app names (default checkout,search)\n"
@@ -3333,6 +3340,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "streams", required_argument, NULL, 'n' },
+		{ "baseline", required_argument, NULL, 'B' },
 		{ "events", required_argument, NULL, 'm' },
 		{ "hosts", required_argument, NULL, 'H' },
 		{ "apps", required_argument, NULL, 'a' },
@@ -3359,6 +3367,7 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n': if (opt_num("--streams", optarg, 0, 100000000, &o->streams)) goto done; break;
+		case 'B': if (opt_num("--baseline", optarg, 0, 100000000, &o->baseline)) goto done; break;
 		case 'm': if (opt_num("--events", optarg, 64, 1000000, &o->events)) goto done; break;
 		case 'H': if (opt_num("--hosts", optarg, 1, 100000, &o->hosts)) goto done; break;
 		case 's': if (opt_num("--seed", optarg, 0, INT64_MAX, &seed)) goto done; break;
@@ -3410,6 +3419,10 @@ int main(int argc, char **argv)
 	b->events = o->events;
 	for (int64_t i = 0; i < o->streams; i++)
 		stream_run(g, b, (uint32_t)i, out);
+	/* numbered after the violating ones: --baseline leaves those byte for byte */
+	b->base = true;
+	for (int64_t i = 0; i < o->baseline; i++)
+		stream_run(g, b, (uint32_t)(o->streams + i), out);
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "genfleet: writing the streams failed: %s\n", strerror(errno));
 		goto done;
