@@ -6,6 +6,7 @@
 #include "common/db.h"
 #include "common/intern.h"
 #include "common/jsonw.h"
+#include "common/par.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +23,12 @@ struct ctx {
 	const struct runclust_stack *rs;
 	size_t nrs;
 	const uint32_t *stream_idx;     /* dense stream numbers */
+	const uint64_t *stream_cost;
 	size_t nstreams;
+	const struct runclust_stack *bs;
+	size_t nbs;
+	const struct excess *excess;
+	int threads;
 	const struct runclust_pattern *pats;
 	size_t npats;
 };
@@ -121,7 +127,14 @@ out:
 struct cl {
 	uint64_t cost, events, avg;
 	uint32_t streams;
-	uint32_t rank[4];
+	uint32_t rank[5];              /* total cost, streams, events, average cost, excess cost */
+	/* the streams in which the cluster has a cost (violating and baseline), for the excess */
+	uint32_t *xs;
+	uint64_t *xc;
+	size_t xn;
+	uint64_t own;                  /* cost of the violating stacks it owns */
+	struct excess_result ex;
+	int xrc;
 };
 
 struct rank_by {
@@ -129,20 +142,197 @@ struct rank_by {
 	int metric;
 };
 
-static uint64_t metric(const struct cl *c, int m)
+static double metric(const struct cl *c, int m)
 {
-	return m == 0 ? c->cost : m == 1 ? c->streams : m == 2 ? c->events : c->avg;
+	return m == 0 ? (double)c->cost : m == 1 ? c->streams : m == 2 ? (double)c->events :
+	       m == 3 ? (double)c->avg : c->ex.excess;
 }
 
 static int cmp_rank(const void *a, const void *b, void *arg)
 {
 	const struct rank_by *rb = arg;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	uint64_t mx = metric(&rb->cls[x], rb->metric), my = metric(&rb->cls[y], rb->metric);
+	const struct cl *cx = &rb->cls[x], *cy = &rb->cls[y];
 
-	if (mx != my)
-		return mx > my ? -1 : 1;
+	/* exact integers for the four metrics a double could round */
+	if (rb->metric < 4) {
+		uint64_t mx = rb->metric == 0 ? cx->cost : rb->metric == 1 ? cx->streams :
+			      rb->metric == 2 ? cx->events : cx->avg;
+		uint64_t my = rb->metric == 0 ? cy->cost : rb->metric == 1 ? cy->streams :
+			      rb->metric == 2 ? cy->events : cy->avg;
+		if (mx != my)
+			return mx > my ? -1 : 1;
+	} else if (metric(cx, 4) != metric(cy, 4)) {
+		return metric(cx, 4) > metric(cy, 4) ? -1 : 1;
+	}
 	return x < y ? -1 : x > y;
+}
+
+/* Where the greedy embedding of p in the stack ends (1-based: the frame that completes it), 0 when
+ * p is not a subsequence of it. The leftmost end is where the pattern is first fully seen. */
+static uint32_t match_end(const struct runclust_pattern *p, const struct runclust_stack *st)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < st->len; i++)
+		if (st->frames[i] == p->frames[j] && ++j == p->len)
+			return i + 1;
+	return 0;
+}
+
+/* The owner of each stack of the kind, violating (side 0) and baseline (side 1): of the clusters
+ * with a member contained in it, the one whose member ends deepest in the stack, then the longer
+ * member, then the better rank by total cost. Each event thus counts for the excess of one cluster. */
+struct owners {
+	uint32_t *cl[2];        /* cluster, UINT32_MAX: none */
+	uint32_t *end[2];
+	uint32_t *len[2];
+};
+
+static void own_stacks(struct ctx *c, const struct hclust_clusters *hc, size_t lo, const struct cl *cls,
+		       struct owners *ow)
+{
+	for (size_t k = 0; k < hc->nclusters; k++)
+		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
+			const struct runclust_pattern *p = &c->pats[lo + hc->members[m]];
+
+			for (int side = 0; side < 2; side++) {
+				const uint32_t *st = side ? p->bstacks : p->stacks;
+				uint32_t nst = side ? p->nbstacks : p->nstacks;
+
+				for (uint32_t i = 0; i < nst; i++) {
+					uint32_t t = st[i], e = match_end(p, side ? &c->bs[t] : &c->rs[t]);
+					uint32_t o = ow->cl[side][t];
+
+					if (!e)
+						continue;
+					if (o != UINT32_MAX &&
+					    (e < ow->end[side][t] ||
+					     (e == ow->end[side][t] &&
+					      (p->len < ow->len[side][t] ||
+					       (p->len == ow->len[side][t] && cls[o].rank[0] <= cls[k].rank[0])))))
+						continue;
+					ow->cl[side][t] = (uint32_t)k;
+					ow->end[side][t] = e;
+					ow->len[side][t] = p->len;
+				}
+			}
+		}
+}
+
+/* The streams in which cluster k has a cost in the stacks it owns, and that cost: violating ones
+ * (whose sum is its own cost) and baseline ones. by[side][off[side][k] .. off[side][k + 1]) are
+ * the stacks it owns. The first pass sums per stream, the second collects each stream once. */
+static int cluster_streams(struct ctx *c, size_t k, uint32_t *const by[2], uint32_t *const off[2],
+			   uint32_t *stamp, uint64_t *acc, struct cl *cl)
+{
+	uint32_t gen = (uint32_t)k + 1;
+	size_t n = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			cl->xs = arena_alloc(c->a, (n + 1) * sizeof(*cl->xs));
+			cl->xc = arena_alloc(c->a, (n + 1) * sizeof(*cl->xc));
+			if (!cl->xs || !cl->xc)
+				return -1;
+		}
+		for (int side = 0; side < 2; side++)
+			for (uint32_t i = off[side][k]; i < off[side][k + 1]; i++) {
+				const struct runclust_stack *r = side ? &c->bs[by[side][i]] : &c->rs[by[side][i]];
+
+				if (pass == 0 && side == 0)
+					cl->own += r->cost;
+				for (uint32_t x = r->first; x < r->first + r->n; x++) {
+					uint32_t s = c->stream_idx[x];
+
+					if (pass == 1) {
+						if (stamp[s] == gen) {
+							stamp[s] = 0;
+							cl->xs[cl->xn] = s;
+							cl->xc[cl->xn++] = acc[s];
+						}
+					} else if (stamp[s] != gen) {
+						stamp[s] = gen;
+						acc[s] = c->stream_cost[x];
+						n++;
+					} else {
+						acc[s] += c->stream_cost[x];
+					}
+				}
+			}
+	}
+	return 0;
+}
+
+struct excess_job {
+	struct ctx *c;
+	struct cl *cls;
+	struct par_items items;
+};
+
+static void excess_worker(void *arg, int w)
+{
+	struct excess_job *j = arg;
+	size_t k;
+
+	(void)w;
+	while (par_take(&j->items, &k))
+		j->cls[k].xrc = excess_measure(j->c->excess, j->cls[k].xs, j->cls[k].xc, j->cls[k].xn,
+					       &j->cls[k].ex);
+}
+
+/* Each cluster's excess over the stacks it owns (own_stacks()), measured on all cores. */
+static int excess_clusters(struct ctx *c, const struct hclust_clusters *hc, size_t lo, struct cl *cls)
+{
+	size_t nst[2] = { c->nrs, c->nbs };
+	struct owners ow;
+	uint32_t *by[2], *off[2], *stamp;
+	uint64_t *acc;
+	struct excess_job job = { c, cls, { 0, 0 } };
+
+	for (int side = 0; side < 2; side++) {
+		ow.cl[side] = arena_alloc(c->a, (nst[side] + 1) * sizeof(uint32_t));
+		ow.end[side] = arena_calloc(c->a, nst[side] + 1, sizeof(uint32_t));
+		ow.len[side] = arena_calloc(c->a, nst[side] + 1, sizeof(uint32_t));
+		by[side] = arena_alloc(c->a, (nst[side] + 1) * sizeof(uint32_t));
+		off[side] = arena_calloc(c->a, hc->nclusters + 2, sizeof(uint32_t));
+		if (!ow.cl[side] || !ow.end[side] || !ow.len[side] || !by[side] || !off[side])
+			return fail_oom(c);
+		memset(ow.cl[side], 0xff, (nst[side] + 1) * sizeof(uint32_t));
+	}
+	stamp = arena_calloc(c->a, c->nstreams + 1, sizeof(uint32_t));
+	acc = arena_alloc(c->a, (c->nstreams + 1) * sizeof(uint64_t));
+	if (!stamp || !acc)
+		return fail_oom(c);
+	own_stacks(c, hc, lo, cls, &ow);
+	/* the stacks of each cluster, by a counting sort on their owner */
+	for (int side = 0; side < 2; side++) {
+		for (size_t t = 0; t < nst[side]; t++)
+			if (ow.cl[side][t] != UINT32_MAX)
+				off[side][ow.cl[side][t] + 2]++;
+		for (size_t k = 0; k < hc->nclusters; k++)
+			off[side][k + 2] += off[side][k + 1];
+		for (size_t t = 0; t < nst[side]; t++)
+			if (ow.cl[side][t] != UINT32_MAX)
+				by[side][off[side][ow.cl[side][t] + 1]++] = (uint32_t)t;
+	}
+	for (size_t k = 0; k < hc->nclusters; k++)
+		if (cluster_streams(c, k, by, off, stamp, acc, &cls[k]) < 0)
+			return fail_oom(c);
+	par_items_init(&job.items, hc->nclusters);
+	par_run(par_threads(c->threads), excess_worker, &job);
+	for (size_t k = 0; k < hc->nclusters; k++)
+		if (cls[k].xrc < 0)
+			return fail_oom(c);
+	return 0;
+}
+
+static void put_nullable(struct buf *out, double v)
+{
+	if (isnan(v))
+		buf_puts(out, "\\N\t");
+	else
+		buf_printf(out, "%lld\t", (long long)llround(v));
 }
 
 /* Cluster the patterns of one kind (pats[lo..hi)) and append COPY rows to out. */
@@ -218,14 +408,39 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 		for (uint32_t r = 0; r < hc->nclusters; r++)
 			cls[order[r]].rank[mt] = r + 1;
 	}
+	if (c->excess) {
+		struct rank_by rb = { cls, 4 };
+
+		if (excess_clusters(c, hc, lo, cls) < 0)
+			goto out;
+		for (uint32_t k = 0; k < hc->nclusters; k++)
+			order[k] = k;
+		qsort_r(order, hc->nclusters, sizeof(*order), cmp_rank, &rb);
+		for (uint32_t r = 0; r < hc->nclusters; r++)
+			cls[order[r]].rank[4] = r + 1;
+	}
 	for (size_t k = 0; k < hc->nclusters; k++) {
 		uint32_t med = hc->medoid[k];
 		const struct runclust_pattern *mp = &c->pats[lo + med];
 
-		buf_printf(out, "%s\t%c\t%llu\t%u\t%llu\t%llu\t%u\t%u\t%u\t%u\t%lld\t{", run, mp->kind,
+		buf_printf(out, "%s\t%c\t%llu\t%u\t%llu\t%llu\t%u\t%u\t%u\t%u\t", run, mp->kind,
 			   (unsigned long long)cls[k].cost, cls[k].streams,
 			   (unsigned long long)cls[k].events, (unsigned long long)cls[k].avg,
-			   cls[k].rank[0], cls[k].rank[1], cls[k].rank[2], cls[k].rank[3], (long long)mp->id);
+			   cls[k].rank[0], cls[k].rank[1], cls[k].rank[2], cls[k].rank[3]);
+		if (c->excess) {
+			const struct excess_result *ex = &cls[k].ex;
+
+			buf_printf(out, "%u\t%llu\t", ex->baseline_streams, (unsigned long long)cls[k].own);
+			put_nullable(out, ex->baseline_cost);
+			put_nullable(out, ex->expected);
+			put_nullable(out, ex->excess);
+			put_nullable(out, ex->lo);
+			put_nullable(out, ex->hi);
+			buf_printf(out, "%u\t", cls[k].rank[4]);
+		} else {
+			buf_puts(out, "\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t");
+		}
+		buf_printf(out, "%lld\t{", (long long)mp->id);
 		for (uint32_t j = hc->common_off[k]; j < hc->common_off[k + 1]; j++)
 			buf_printf(out, j > hc->common_off[k] ? ",%u" : "%u", mp->frames[hc->common[j]]);
 		buf_puts(out, "}\t{");
@@ -306,7 +521,12 @@ int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, 
 	c.rs = in->stacks;
 	c.nrs = in->nstacks;
 	c.stream_idx = in->stream_idx;
+	c.stream_cost = in->stream_cost;
 	c.nstreams = in->nstreams;
+	c.bs = in->bstacks;
+	c.nbs = in->nbstacks;
+	c.excess = in->excess;
+	c.threads = o->threads;
 	c.pats = in->pats;
 	c.npats = in->npats;
 	*nclusters = 0;

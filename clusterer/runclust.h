@@ -5,7 +5,8 @@
  * medoid, the four metrics computed exactly over the run's collapsed AOI
  * stacks (each event once per cluster), and the ranks. Frame weights use the
  * database-wide statistics (folded first): the only thing read from the
- * database. The miner stores the rows with the rest of the run.
+ * database. The miner stores the rows with the rest of the run. When the run
+ * has baseline streams, each cluster is also measured in them (excess.h).
  */
 #ifndef SM_RUNCLUST_H
 #define SM_RUNCLUST_H
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clusterer/excess.h"
 #include "clusterer/hclust.h"
 #include "common/buf.h"
 
@@ -24,11 +26,13 @@ struct runclust_opts {
 };
 
 /* A collapsed AOI stack of the run of one kind: cost and events summed over its streams,
- * stream_idx[first .. first + n) of the input. */
+ * stream_idx[first .. first + n) of the input (and stream_cost[] the cost in each). */
 struct runclust_stack {
 	uint64_t cost, events;
 	uint32_t first, n;
 	uint32_t stack_id;    /* stacks.id */
+	const uint32_t *frames;  /* outermost first */
+	uint32_t len;
 };
 
 /* A pattern: its id in the table patterns, kind ('w' or 'r'), frames outermost first, and the
@@ -40,6 +44,8 @@ struct runclust_pattern {
 	uint32_t len;
 	const uint32_t *stacks;
 	uint32_t nstacks;
+	const uint32_t *bstacks;    /* the baseline's stacks that contain it (indexes into bstacks) */
+	uint32_t nbstacks;
 };
 
 struct runclust_input {
@@ -48,12 +54,16 @@ struct runclust_input {
 	const struct runclust_stack *stacks;
 	size_t nstacks;
 	const uint32_t *stream_idx;            /* dense stream numbers, 0 .. nstreams - 1 */
-	size_t nstreams;
+	const uint64_t *stream_cost;           /* per entry of stream_idx */
+	size_t nstreams;                       /* violating and baseline streams */
+	/* the baseline streams' collapsed stacks (entries in stream_idx too); NULL excess: none */
+	const struct runclust_stack *bstacks;
+	size_t nbstacks;
+	const struct excess *excess;
 };
 
-/* Appends to rows the COPY text of the run's clusters (the columns run_id, kind, total_cost_ns,
- * streams, events, avg_cost_ns, rank_total_cost, rank_streams, rank_events, rank_avg_cost, medoid,
- * common_frame_ids, members, stack_ids, alignment of the table clusters). db: read for the frames'
+/* Appends to rows the COPY text of the run's clusters (the columns RUNCLUST_COLUMNS of the table
+ * clusters; the baseline's are NULL without a baseline). db: read for the frames'
  * names and statistics only. Returns 0 with *nclusters, or -1 with the reason in err. */
 int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
 		   struct buf *rows, size_t *nclusters, char *err, size_t errlen);
@@ -61,6 +71,8 @@ int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, 
 /* The column list of those rows, for COPY clusters (...) FROM STDIN. */
 #define RUNCLUST_COLUMNS                                                                             \
 	"run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost, rank_streams, "   \
-	"rank_events, rank_avg_cost, medoid, common_frame_ids, members, stack_ids, alignment"
+	"rank_events, rank_avg_cost, baseline_streams, own_cost_ns, baseline_cost_ns, expected_cost_ns, "            \
+	"excess_cost_ns, excess_lo_ns, excess_hi_ns, rank_excess_cost, medoid, common_frame_ids, "     \
+	"members, stack_ids, alignment"
 
 #endif

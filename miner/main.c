@@ -47,6 +47,8 @@ static const char usage[] =
 	"  --threshold-guideline S,D  or by the paper's guideline: C = S x D ns x the streams\n"
 	"                           selected (bugs hitting a share S of them with a delay D each)\n"
 	"  --linkage average|single|complete, --cut D   clustering [average, 0.5]\n"
+	"  --no-baseline            do not measure the clusters in the baseline streams\n"
+	"  --bootstrap N            replicates of the excess cost's interval [200; 0: none]\n"
 	"  --version V, --host H, --label K=V (repeatable), --since T, --until T\n"
 	"                           stream filters (T: RFC 3339 time)\n"
 	"\n"
@@ -78,7 +80,7 @@ static int usage_error(const char *fmt, const char *arg)
 enum {
 	O_PARAMS = 256, O_APP, O_KIND, O_AOI, O_INCLUDE, O_EXCLUDE, O_TNS, O_TFRAC, O_TGUIDE, O_LINKAGE, O_CUT,
 	O_VERSION, O_HOST, O_LABEL, O_SINCE, O_UNTIL, O_QUEUE, O_THREADS, O_QUIET, O_ONCE, O_LIMIT,
-	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL, O_BRIEF,
+	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL, O_BRIEF, O_NO_BASELINE, O_BOOTSTRAP,
 };
 
 static const struct option cmd_opts[] = {
@@ -93,6 +95,8 @@ static const struct option cmd_opts[] = {
 	{ "threshold-guideline", required_argument, NULL, O_TGUIDE },
 	{ "linkage", required_argument, NULL, O_LINKAGE },
 	{ "cut", required_argument, NULL, O_CUT },
+	{ "no-baseline", no_argument, NULL, O_NO_BASELINE },
+	{ "bootstrap", required_argument, NULL, O_BOOTSTRAP },
 	{ "version", required_argument, NULL, O_VERSION },
 	{ "host", required_argument, NULL, O_HOST },
 	{ "label", required_argument, NULL, O_LABEL },
@@ -140,7 +144,7 @@ static int parse_cli(int argc, char **argv, struct args *c)
 	c->minsup_rel = -1;
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "h", cmd_opts, NULL)) != -1) {
-		if (o >= O_APP && o <= O_UNTIL)
+		if ((o >= O_APP && o <= O_UNTIL) || o == O_NO_BASELINE || o == O_BOOTSTRAP)
 			c->cli_params = true;
 		switch (o) {
 		case 'h': fputs(usage, stdout); exit(0);
@@ -191,6 +195,14 @@ static int parse_cli(int argc, char **argv, struct args *c)
 			if (util_parse_double(optarg, &c->p.cut) < 0)
 				return usage_error("--cut '%s': a number", optarg);
 			break;
+		case O_NO_BASELINE: c->p.baseline = false; break;
+		case O_BOOTSTRAP: {
+			int64_t reps;
+			if (util_parse_i64(optarg, 0, PARAMS_MAX_BOOTSTRAP, &reps) < 0)
+				return usage_error("--bootstrap '%s': an integer from 0 to 10000", optarg);
+			c->p.bootstrap = (int)reps;
+			break;
+		}
 		case O_VERSION: c->p.filter.version = optarg; break;
 		case O_HOST: c->p.filter.host = optarg; break;
 		case O_LABEL: {

@@ -19,6 +19,8 @@ void params_init(struct run_params *p)
 	p->threshold_fraction = 0.01;
 	p->linkage = "average";
 	p->cut = 0.5;
+	p->baseline = true;
+	p->bootstrap = 200;
 	p->filter.since_ns = PARAMS_NO_TIME;
 	p->filter.until_ns = PARAMS_NO_TIME;
 }
@@ -82,6 +84,10 @@ int params_check(const struct run_params *p, char *err, size_t errlen)
 	if (p->filter.since_ns != PARAMS_NO_TIME && p->filter.until_ns != PARAMS_NO_TIME &&
 	    p->filter.until_ns <= p->filter.since_ns) {
 		snprintf(err, errlen, "filter.until: must be after filter.since");
+		return -1;
+	}
+	if (p->bootstrap < 0 || p->bootstrap > PARAMS_MAX_BOOTSTRAP) {
+		snprintf(err, errlen, "bootstrap: must be an integer from 0 to %d", PARAMS_MAX_BOOTSTRAP);
 		return -1;
 	}
 	for (size_t i = 0; i < p->ninclude + p->nexclude; i++) {
@@ -372,6 +378,19 @@ int params_parse(const char *json, size_t len, struct arena *a, struct run_param
 			if (num_field(val, "cut", &d, err, errlen) < 0)
 				goto out;
 			p->cut = d;
+		} else if (strcmp(key, "baseline") == 0) {
+			if (!json_object_is_type(val, json_type_boolean)) {
+				snprintf(err, errlen, "baseline: must be true or false");
+				goto out;
+			}
+			p->baseline = json_object_get_boolean(val);
+		} else if (strcmp(key, "bootstrap") == 0) {
+			if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) < 0 ||
+			    json_object_get_int64(val) > PARAMS_MAX_BOOTSTRAP) {
+				snprintf(err, errlen, "bootstrap: must be an integer from 0 to %d", PARAMS_MAX_BOOTSTRAP);
+				goto out;
+			}
+			p->bootstrap = (int)json_object_get_int64(val);
 		} else if (strcmp(key, "filter") == 0) {
 			if (parse_filter(val, a, p, err, errlen) < 0)
 				goto out;
@@ -441,6 +460,8 @@ int params_write_json(const struct run_params *p, struct buf *b)
 	}
 	jsonw_kstr(&w, "linkage", p->linkage);
 	jsonw_kdouble(&w, "cut", p->cut);
+	jsonw_kbool(&w, "baseline", p->baseline);
+	jsonw_ki64(&w, "bootstrap", p->bootstrap);
 	jsonw_kobject(&w, "filter");
 	if (p->filter.version)
 		jsonw_kstr(&w, "version", p->filter.version);

@@ -18,6 +18,7 @@ enum run_kinds { RUN_KINDS_WAIT = 1, RUN_KINDS_RUN = 2, RUN_KINDS_BOTH = 3 };
 
 #define PARAMS_MAX_GLOBS 64
 #define PARAMS_NO_TIME INT64_MIN
+#define PARAMS_MAX_BOOTSTRAP 10000
 
 struct run_params {
 	const char *app;
@@ -37,6 +38,8 @@ struct run_params {
 	} guideline;
 	const char *linkage;          /* "average" (default), "single", "complete" */
 	double cut;                   /* clustering distance cut, default 0.5 */
+	bool baseline;                /* measure the clusters in the selection's baseline streams (default) */
+	int bootstrap;                /* replicates of the excess cost's interval, default 200; 0: none */
 	struct {
 		const char *version;      /* NULL: any */
 		const char *host;

@@ -1,5 +1,6 @@
 /* run: one mining run from the database to stored patterns (see run.h). */
 #include "miner/run.h"
+#include "clusterer/excess.h"
 #include "clusterer/runclust.h"
 #include "common/arena.h"
 #include "common/buf.h"
@@ -13,6 +14,7 @@
 #include "common/vec.h"
 #include "common/wire.h"
 #include "miner/aoi.h"
+#include "miner/baseline.h"
 #include "miner/bide.h"
 #include "miner/queue.h"
 
@@ -66,15 +68,20 @@ struct run {
 	int64_t id;
 	const struct run_params *p;
 	struct progress prog;
-	/* selected streams */
+	/* selected streams, violating and baseline, by id */
 	int64_t *refs;
 	struct wire_symptom *sym;
 	size_t nstreams;
+	size_t nbase;                 /* of them baseline */
+	uint8_t *base;                /* per stream: 1 baseline */
+	uint32_t *utype;              /* per stream: its unit type, 0 .. nutypes - 1 */
+	uint32_t nutypes;
 	/* the current chunk */
 	struct vec events;            /* struct wire_event */
 	struct vec chunk;             /* struct stream_events */
-	/* results of AOI extraction */
+	/* results of AOI extraction: the violating streams', the baseline's */
 	struct vec entries;           /* struct entry */
+	struct vec bentries;
 	pthread_mutex_t entries_lock;
 	struct aoi **aoi;             /* one per thread */
 	int threads;
@@ -212,12 +219,13 @@ static int select_streams(struct run *run)
 	struct miner *m = run->m;
 	const struct run_params *p = run->p;
 	char since[40], until[40];
-	const char *params[6];
+	const char *params[7];
+	struct intern *types;
 	PGresult *r;
 	int n;
 
 	if (miner_exec(m, "DROP TABLE IF EXISTS sm_sel; CREATE TEMP TABLE sm_sel ("
-			  " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint)") < 0)
+			  " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint, base boolean, utype text)") < 0)
 		return -1;
 	/* received_at bounds as microsecond epoch seconds for to_timestamp() */
 	if (p->filter.since_ns != PARAMS_NO_TIME)
@@ -230,30 +238,47 @@ static int select_streams(struct run *run)
 	params[3] = p->filter.labels_json;
 	params[4] = p->filter.since_ns != PARAMS_NO_TIME ? since : NULL;
 	params[5] = p->filter.until_ns != PARAMS_NO_TIME ? until : NULL;
+	params[6] = p->baseline ? "t" : "f";
 	r = PQexecParams(miner_db(m),
-			 "INSERT INTO sm_sel SELECT id, symptom_tid, symptom_start_ns, symptom_end_ns"
-			 " FROM streams WHERE app = $1"
+			 "INSERT INTO sm_sel SELECT id, symptom_tid, symptom_start_ns, symptom_end_ns,"
+			 " role = 'baseline', coalesce(symptom_unit_type, '')"
+			 " FROM streams WHERE app = $1 AND ($7::boolean OR role = 'violation')"
 			 " AND ($2::text IS NULL OR version = $2)"
 			 " AND ($3::text IS NULL OR host = $3)"
 			 " AND ($4::jsonb IS NULL OR labels @> $4::jsonb)"
 			 " AND ($5::float8 IS NULL OR received_at >= to_timestamp($5::float8))"
 			 " AND ($6::float8 IS NULL OR received_at < to_timestamp($6::float8))",
-			 6, NULL, params, NULL, NULL, 0);
+			 7, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		return miner_db_fail(m, "selecting streams", r);
 	PQclear(r);
-	r = PQexec(miner_db(m), "SELECT id, tid, t0, t1 FROM sm_sel ORDER BY id");
+	r = PQexec(miner_db(m), "SELECT id, tid, t0, t1, base, utype FROM sm_sel ORDER BY id");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return miner_db_fail(m, "reading the selected streams", r);
 	n = PQntuples(r);
 	run->nstreams = (size_t)n;
 	run->refs = arena_alloc(run->arena, (size_t)(n + 1) * sizeof(*run->refs));
 	run->sym = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->sym));
-	if (!run->refs || !run->sym) {
+	run->base = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->base));
+	run->utype = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->utype));
+	types = intern_open(0);
+	if (!run->refs || !run->sym || !run->base || !run->utype || !types) {
 		PQclear(r);
+		intern_free(types);
 		return miner_fail(m, "out of memory for %d streams", n);
 	}
 	for (int i = 0; i < n; i++) {
+		bool added;
+		int64_t t = intern_put(types, PQgetvalue(r, i, 5), (size_t)PQgetlength(r, i, 5), &added);
+
+		if (t < 0) {
+			PQclear(r);
+			intern_free(types);
+			return miner_fail(m, "out of memory for %d streams", n);
+		}
+		run->utype[i] = (uint32_t)t;
+		run->base[i] = PQgetvalue(r, i, 4)[0] == 't';
+		run->nbase += run->base[i];
 		run->refs[i] = db_get_i64(r, i, 0);
 		run->sym[i].kind = "";
 		run->sym[i].tid = db_get_i64(r, i, 1);
@@ -261,6 +286,8 @@ static int select_streams(struct run *run)
 		run->sym[i].end_ns = db_get_i64(r, i, 3);
 		run->sym[i].threshold_ns = -1;
 	}
+	run->nutypes = (uint32_t)intern_count(types);
+	intern_free(types);
 	PQclear(r);
 	atomic_store(&run->prog.streams_total, (uint64_t)n);
 	return 0;
@@ -395,12 +422,13 @@ static int process_chunk(struct run *run, enum aoi_mode mode)
 			goto out;
 		}
 		for (size_t i = 0; i < jobs[t].out.len; i++) {
-			struct entry *dst = vec_push(&run->entries);
+			const struct entry *e = (const struct entry *)jobs[t].out.data + i;
+			struct entry *dst = vec_push(run->base[e->stream] ? &run->bentries : &run->entries);
 			if (!dst) {
 				rc = miner_fail(run->m, "out of memory");
 				goto out;
 			}
-			*dst = ((struct entry *)jobs[t].out.data)[i];
+			*dst = *e;
 		}
 	}
 out:
@@ -576,7 +604,6 @@ struct stackinfo {
 static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_filter *flt)
 {
 	struct miner *m = run->m;
-	const struct entry *en = run->entries.data;
 	struct buf ids = BUF_INIT(0);
 	const char *params[1];
 	PGresult *r;
@@ -589,14 +616,20 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 	if (!si->ids)
 		return miner_fail(m, "out of memory");
 	buf_putc(&ids, '{');
-	for (size_t i = 0; i < run->entries.len; i++) {
-		bool added;
-		if (intern_put(si->ids, &en[i].stack, sizeof(uint32_t), &added) < 0)
-			goto out_oom;
-		if (added) {
-			if (ids.len > 1)
-				buf_putc(&ids, ',');
-			buf_put_i64(&ids, en[i].stack);
+	/* the violating streams' stacks, then the baseline's only */
+	for (int side = 0; side < 2; side++) {
+		const struct vec *v = side ? &run->bentries : &run->entries;
+		const struct entry *en = v->data;
+
+		for (size_t i = 0; i < v->len; i++) {
+			bool added;
+			if (intern_put(si->ids, &en[i].stack, sizeof(uint32_t), &added) < 0)
+				goto out_oom;
+			if (added) {
+				if (ids.len > 1)
+					buf_putc(&ids, ',');
+				buf_put_i64(&ids, en[i].stack);
+			}
 		}
 	}
 	if (buf_putc(&ids, '}') < 0)
@@ -804,7 +837,8 @@ static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, 
 		minsup = (uint64_t)run->p->threshold_ns;
 	} else if (run->p->guideline.share > 0) {
 		/* for bugs hitting a share of the selected streams with delay_ns each */
-		double c = run->p->guideline.share * (double)run->p->guideline.delay_ns * (double)run->nstreams;
+		double c = run->p->guideline.share * (double)run->p->guideline.delay_ns *
+			   (double)(run->nstreams - run->nbase);
 		minsup = c >= 1.8e19 ? UINT64_MAX : (uint64_t)ceil(c - c * 1e-12);
 	} else {
 		/* 0.07 * 100 is 7.000000000000001 in doubles: take off the rounding
@@ -915,8 +949,12 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 	struct runclust_input in;
 	struct runclust_opts co;
 	struct imap where = IMAP_INIT;  /* kind << 32 | stack id -> index in rs */
-	uint32_t *sidx = NULL, *pstacks = NULL;
-	size_t nrs = 0, nsidx = 0, npst = 0;
+	uint32_t *sidx = NULL, *pstacks = NULL, *boff = NULL, *bidx = NULL;
+	uint64_t *scost = NULL;
+	struct runclust_stack *bs = NULL;
+	struct baseline_seq *bseq = NULL, *pseq = NULL;
+	struct excess *ex = NULL;
+	size_t nrs = 0, nsidx = 0, npst = 0, nbs = 0;
 	char nbuf[24], cerr[512];
 	const char *params[1] = { nbuf };
 	PGresult *r = NULL;
@@ -938,12 +976,15 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 	PQclear(r);
 	/* the collapsed stacks: entries come by (kind, stack, stream) */
 	rs = vec_alloc(run->entries.len + 1, sizeof(*rs));
-	sidx = vec_alloc(run->entries.len + 1, sizeof(*sidx));
+	bs = vec_alloc(run->bentries.len + 1, sizeof(*bs));
+	sidx = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*sidx));
+	scost = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*scost));
 	rp = vec_alloc(patterns->len + 1, sizeof(*rp));
 	for (size_t i = 0; i < patterns->len; i++)
 		npst += pt[i].nstacks;
 	pstacks = vec_alloc(npst + 1, sizeof(*pstacks));
-	if (!rs || !sidx || !rp || !pstacks) {
+	bseq = vec_alloc(run->bentries.len + 1, sizeof(*bseq));
+	if (!rs || !bs || !bseq || !sidx || !scost || !rp || !pstacks) {
 		miner_fail(m, "out of memory");
 		goto out;
 	}
@@ -961,18 +1002,40 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 				miner_fail(m, "out of memory");
 				goto out;
 			}
-			rs[nrs++] = (struct runclust_stack){ 0, 0, (uint32_t)nsidx, 0, en[i].stack };
+			rs[nrs++] = (struct runclust_stack){ 0, 0, (uint32_t)nsidx, 0, en[i].stack, si->frames[k],
+							     si->len[k] };
 		}
 		rs[at].cost += (uint64_t)en[i].cost;
 		rs[at].events += en[i].events;
 		rs[at].n++;
+		scost[nsidx] = (uint64_t)en[i].cost;
 		sidx[nsidx++] = en[i].stream;
+	}
+	/* the baseline's, sorted the same way: each (kind, stack) once, its streams following */
+	for (size_t i = 0; i < run->bentries.len; i++) {
+		const struct entry *b = (const struct entry *)run->bentries.data + i;
+		int64_t k = intern_find(si->ids, &b->stack, sizeof(uint32_t));
+		unsigned kind = b->kind == WIRE_WAIT ? RUN_KINDS_WAIT : RUN_KINDS_RUN;
+
+		if (k < 0 || !si->keep[k] || !(p->kinds & kind))
+			continue;
+		if (!nbs || bs[nbs - 1].stack_id != b->stack || bseq[nbs - 1].kind != b->kind) {
+			bseq[nbs] = (struct baseline_seq){ si->frames[k], si->len[k], b->kind };
+			bs[nbs++] = (struct runclust_stack){ 0, 0, (uint32_t)nsidx, 0, b->stack, si->frames[k],
+							     si->len[k] };
+		}
+		bs[nbs - 1].cost += (uint64_t)b->cost;
+		bs[nbs - 1].events += b->events;
+		bs[nbs - 1].n++;
+		scost[nsidx] = (uint64_t)b->cost;
+		sidx[nsidx++] = b->stream;
 	}
 	npst = 0;
 	for (size_t i = 0; i < patterns->len; i++) {
 		char kc = pt[i].kind == WIRE_WAIT ? 'w' : 'r';
 
-		rp[i] = (struct runclust_pattern){ pt[i].id, kc, pt[i].frames, (uint32_t)pt[i].len, pstacks + npst, 0 };
+		rp[i] = (struct runclust_pattern){ pt[i].id, kc, pt[i].frames, (uint32_t)pt[i].len, pstacks + npst, 0,
+						   NULL, 0 };
 		for (size_t j = 0; j < pt[i].nstacks; j++) {
 			uint64_t v;
 
@@ -982,7 +1045,28 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 			}
 		}
 	}
-	in = (struct runclust_input){ rp, patterns->len, rs, nrs, sidx, run->nstreams };
+	if (run->nbase) {
+		/* which baseline stacks contain each pattern, and the run's streams for the bootstrap */
+		struct excess_streams es = { run->nstreams, run->base, run->utype, run->nutypes };
+
+		pseq = vec_alloc(patterns->len + 1, sizeof(*pseq));
+		if (!pseq) {
+			miner_fail(m, "out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < patterns->len; i++)
+			pseq[i] = (struct baseline_seq){ pt[i].frames, (uint32_t)pt[i].len, pt[i].kind };
+		if (baseline_match(bseq, nbs, pseq, patterns->len, co.threads, &boff, &bidx) < 0 ||
+		    !(ex = excess_open(&es, p->bootstrap, (uint64_t)run->id))) {
+			miner_fail(m, "out of memory measuring the baseline");
+			goto out;
+		}
+		for (size_t i = 0; i < patterns->len; i++) {
+			rp[i].bstacks = bidx + boff[i];
+			rp[i].nbstacks = boff[i + 1] - boff[i];
+		}
+	}
+	in = (struct runclust_input){ rp, patterns->len, rs, nrs, sidx, scost, run->nstreams, bs, nbs, ex };
 	if (runclust_build(miner_db(m), run->id, &in, &co, rows, nclusters, cerr, sizeof(cerr)) < 0) {
 		miner_fail(m, "%s", cerr);
 		goto out;
@@ -990,10 +1074,17 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 	rc = 0;
 out:
 	imap_free(&where);
+	excess_free(ex);
 	free(rs);
+	free(bs);
 	free(sidx);
+	free(scost);
 	free(rp);
 	free(pstacks);
+	free(bseq);
+	free(pseq);
+	free(boff);
+	free(bidx);
 	return rc;
 }
 
@@ -1122,6 +1213,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	run.events.size = sizeof(struct wire_event);
 	run.chunk.size = sizeof(struct stream_events);
 	run.entries.size = sizeof(struct entry);
+	run.bentries.size = sizeof(struct entry);
 	atomic_store(&run.prog.phase, "selecting streams");
 	run.arena = arena_open(0);
 	run.aoi = calloc((size_t)run.threads, sizeof(*run.aoi));
@@ -1158,6 +1250,8 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	t = util_now_mono_ns();
 	if (run.entries.len)
 		qsort(run.entries.data, run.entries.len, sizeof(struct entry), cmp_entry);
+	if (run.bentries.len)
+		qsort(run.bentries.data, run.bentries.len, sizeof(struct entry), cmp_entry);
 	if (load_stacks(&run, &si, flt) < 0)
 		goto out;
 	for (size_t i = 0; i < run.entries.len; i++) {
@@ -1205,7 +1299,8 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 
 		jsonw_init_compact(&w, &cb);
 		jsonw_object(&w);
-		jsonw_ku64(&w, "streams", run.nstreams);
+		jsonw_ku64(&w, "streams", run.nstreams - run.nbase);
+		jsonw_ku64(&w, "baseline_streams", run.nbase);
 		jsonw_ku64(&w, "aoi_events", aoi_events);
 		jsonw_ku64(&w, "distinct_stacks", stacks);
 		jsonw_ku64(&w, "patterns", patterns.len);
@@ -1247,6 +1342,7 @@ out:
 	vec_free(&run.events);
 	vec_free(&run.chunk);
 	vec_free(&run.entries);
+	vec_free(&run.bentries);
 	arena_free(run.arena);
 	return rc;
 }

@@ -268,6 +268,21 @@ sm_admin() {
 	"$SM_BIN_DIR/sm-admin" "$@"
 }
 
+# t_verdicts FILE: a checker's output: its figures shown, each "PASS name" or "FAIL name: why"
+# line turned into a test result; T_VERDICTS is how many there were.
+t_verdicts() {
+	local line name
+	grep -v '^PASS \|^FAIL ' "$1"
+	T_VERDICTS=0
+	while IFS= read -r line; do
+		T_VERDICTS=$((T_VERDICTS + 1))
+		case $line in
+		PASS\ *) t_ok "${line#PASS }" ;;
+		FAIL\ *) name=${line#FAIL }; t_fail "${name%%: *}" "${name#*: }" ;;
+		esac
+	done < <(grep '^PASS \|^FAIL ' "$1")
+}
+
 mk_token() {
 	sm_admin token create --role "$1" --name "$T_NAME-$1"
 }

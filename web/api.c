@@ -668,7 +668,7 @@ static void get_clusters(struct req *rq, const char *run)
 	    !num_param(rq, "patterns", 0, 1000, 10, &np))
 		return;
 	if (sort && (s = model_sort_parse(sort)) < 0) {
-		req_json_error(rq, 400, "sort: must be total_cost, streams, events or avg_cost");
+		req_json_error(rq, 400, "sort: must be total_cost, streams, events, avg_cost or excess_cost");
 		return;
 	}
 	if (text && (!*text || strlen(text) > 1024)) {
@@ -677,6 +677,15 @@ static void get_clusters(struct req *rq, const char *run)
 	}
 	if (!(r = need_run(rq, run)))
 		return;
+	/* a run measured against a baseline ranks by excess cost unless told otherwise */
+	if (model_run_count(r, "baseline_streams") > 0) {
+		if (!sort)
+			s = SORT_EXCESS_COST;
+	} else if (s == SORT_EXCESS_COST) {
+		PQclear(r);
+		req_json_error(rq, 400, "sort: excess_cost needs a run with baseline streams (run %s has none)", run);
+		return;
+	}
 	PQclear(r);
 	rows = model_clusters(rq->db, run, (enum model_sort)s, kind, text, limit, offset, err, sizeof(err));
 	if (!failed(rq, rows, err))

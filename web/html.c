@@ -2,6 +2,7 @@
 #include "web/html.h"
 
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,11 +67,11 @@ void html_end(struct req *rq)
 
 void html_cost(struct req *rq, int64_t ns)
 {
-	double v = (double)ns;
+	double v = (double)ns, a = fabs(v);   /* an excess cost may be negative */
 
-	if (ns >= 1000000000)
+	if (a >= 1e9)
 		html_rawf(rq, "%.3f s", v / 1e9);
-	else if (ns >= 1000000)
+	else if (a >= 1e6)
 		html_rawf(rq, "%.1f ms", v / 1e6);
 	else
 		html_rawf(rq, "%.0f µs", v / 1e3);

@@ -3,6 +3,7 @@
 #include "common/db.h"
 #include "common/wire.h"
 
+#include <json.h>
 #include <stdlib.h>
 
 #include <stdio.h>
@@ -185,9 +186,24 @@ PGresult *model_apps(PGconn *db, char *err, size_t errlen)
 	return run(db, "SELECT DISTINCT app FROM streams ORDER BY app", 0, NULL, err, errlen);
 }
 
+int64_t model_run_count(PGresult *run, const char *key)
+{
+	int c = PQfnumber(run, "counts");
+	json_object *o, *v;
+	int64_t n = -1;
+
+	if (c < 0 || PQntuples(run) < 1 || PQgetisnull(run, 0, c))
+		return -1;
+	o = json_tokener_parse(PQgetvalue(run, 0, c));
+	if (o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int))
+		n = json_object_get_int64(v);
+	json_object_put(o);
+	return n;
+}
+
 /* ---- clusters ---- */
 
-static const char *const sort_names[SORT_N] = { "total_cost", "streams", "events", "avg_cost" };
+static const char *const sort_names[SORT_N] = { "total_cost", "streams", "events", "avg_cost", "excess_cost" };
 
 int model_sort_parse(const char *s)
 {
@@ -210,8 +226,9 @@ const char *model_sort_name(enum model_sort s)
 #define CLUSTER_COLS(rank)                                                                      \
 	"SELECT c.id AS cluster_id, c.run_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind," \
 	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \
-	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.common_frame_ids AS common,"        \
-	" cardinality(c.members) AS patterns_total"
+	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.rank_excess_cost, c.excess_cost_ns,"  \
+	" c.excess_lo_ns, c.excess_hi_ns, c.own_cost_ns, c.expected_cost_ns, c.baseline_cost_ns,"      \
+	" c.baseline_streams, c.common_frame_ids AS common, cardinality(c.members) AS patterns_total"
 /* the page's ids first (an index-only scan when it can), then their rows */
 #define CLUSTER_PAGE(rank, order)                                                                \
 	CLUSTER_COLS(rank) " FROM (SELECT c.id" CLUSTER_WHERE " ORDER BY " order " LIMIT $4 OFFSET $5) pg" \
@@ -222,6 +239,7 @@ static const char *const cluster_sql[SORT_N] = {
 	CLUSTER_PAGE("c.rank_streams", "c.streams DESC, c.id"),
 	CLUSTER_PAGE("c.rank_events", "c.events DESC, c.id"),
 	CLUSTER_PAGE("c.rank_avg_cost", "c.avg_cost_ns DESC, c.id"),
+	CLUSTER_PAGE("c.rank_excess_cost", "c.excess_cost_ns DESC NULLS LAST, c.id"),
 };
 
 PGresult *model_clusters(PGconn *db, const char *run_id, enum model_sort sort, const char *kind,

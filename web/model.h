@@ -49,15 +49,21 @@ PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen);
 /* Distinct apps of the stored streams (for the run form). */
 PGresult *model_apps(PGconn *db, char *err, size_t errlen);
 
-enum model_sort { SORT_TOTAL_COST, SORT_STREAMS, SORT_EVENTS, SORT_AVG_COST, SORT_N };
-/* "total_cost", "streams", "events", "avg_cost" → 0..3, or -1. */
+/* A number of a run row's counts (model_run()), -1 when absent: "baseline_streams" says whether
+ * its clusters have an excess cost (and rank by it by default). */
+int64_t model_run_count(PGresult *run, const char *key);
+
+enum model_sort { SORT_TOTAL_COST, SORT_STREAMS, SORT_EVENTS, SORT_AVG_COST, SORT_EXCESS_COST, SORT_N };
+/* "total_cost", "streams", "events", "avg_cost", "excess_cost" → 0..4, or -1. */
 int model_sort_parse(const char *s);
 const char *model_sort_name(enum model_sort s);
 
 /*
  * A run's clusters sorted by a metric (descending, ties by cluster id): cluster_id, run_id,
  * kind ("wait"/"run"), rank (within its kind under that metric), rank_total_cost, rank_streams,
- * rank_events, rank_avg_cost, total_cost_ns, streams, events, avg_cost_ns, common (the common
+ * rank_events, rank_avg_cost, total_cost_ns, streams, events, avg_cost_ns, rank_excess_cost,
+ * excess_cost_ns, excess_lo_ns, excess_hi_ns, own_cost_ns, expected_cost_ns, baseline_cost_ns,
+ * baseline_streams (NULL when the run had no baseline), common (the common
  * part's frame ids, an int array: names via req_frame_names()), patterns_total. kind: "r", "w"
  * or NULL; text: only clusters with a frame of the common part containing it
  * (case-insensitive), or NULL. The page is chosen before anything else is computed.

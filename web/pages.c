@@ -367,8 +367,9 @@ static void page_runs(struct req *rq)
 	PQclear(cnt);
 }
 
-static const char *const metric_label[SORT_N] = { "Total cost", "Streams", "Events", "Avg cost" };
-static const char *const metric_col[SORT_N] = { "total_cost_ns", "streams", "events", "avg_cost_ns" };
+static const char *const metric_label[SORT_N] = { "Total cost", "Streams", "Events", "Avg cost", "Excess cost" };
+static const char *const metric_col[SORT_N] = { "total_cost_ns", "streams", "events", "avg_cost_ns",
+						"excess_cost_ns" };
 
 static void page_run(struct req *rq, const char *id)
 {
@@ -378,10 +379,7 @@ static void page_run(struct req *rq, const char *id)
 	const char *k = NULL, *keep;
 	long offset = page_offset(rq);
 	double max[SORT_N] = { 0 };
-	int s = sort ? model_sort_parse(sort) : 0;
-
-	if (s < 0)
-		s = 0;
+	int s = sort ? model_sort_parse(sort) : -1, nm = SORT_N - 1;
 	if (kind && strcmp(kind, "run") == 0)
 		k = "r";
 	else if (kind && strcmp(kind, "wait") == 0)
@@ -400,6 +398,11 @@ static void page_run(struct req *rq, const char *id)
 		html_error(rq, 404, "No such run.");
 		return;
 	}
+	/* measured against a baseline: the excess cost, the default order */
+	if (model_run_count(run, "baseline_streams") > 0)
+		nm = SORT_N;
+	if (s < 0 || s >= nm)
+		s = nm == SORT_N ? SORT_EXCESS_COST : SORT_TOTAL_COST;
 	cl = model_clusters(rq->db, id, (enum model_sort)s, k, q, PAGE, offset, err, sizeof(err));
 	cnt = cl ? model_clusters_count(rq->db, id, k, q, err, sizeof(err)) : NULL;
 	if (!cl || !cnt) {
@@ -428,6 +431,10 @@ static void page_run(struct req *rq, const char *id)
 	}
 	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
 	count_of(rq, col(run, 0, "counts"), "streams");
+	if (nm == SORT_N) {
+		html_raw(rq, "</dd><dt title=\"normal units the clusters were measured in\">Baseline streams</dt><dd>");
+		count_of(rq, col(run, 0, "counts"), "baseline_streams");
+	}
 	html_raw(rq, "</dd><dt>AOI events</dt><dd>");
 	count_of(rq, col(run, 0, "counts"), "aoi_events");
 	html_raw(rq, "</dd><dt>Distinct stacks</dt><dd>");
@@ -487,12 +494,12 @@ static void page_run(struct req *rq, const char *id)
 	html_text(rq, q);
 	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form>");
 	for (int i = 0; i < PQntuples(cl); i++)
-		for (int m = 0; m < SORT_N; m++)
+		for (int m = 0; m < nm; m++)
 			if ((double)coln(cl, i, metric_col[m]) > max[m])
 				max[m] = (double)coln(cl, i, metric_col[m]);
 	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th class=\"n\">#</th>"
 		     "<th class=\"n\" title=\"rank within its kind under this metric\">Rank</th><th>Kind</th>");
-	for (int m = 0; m < SORT_N; m++) {
+	for (int m = 0; m < nm; m++) {
 		html_rawf(rq, "<th class=\"n\"%s><a href=\"?", m == s ? " aria-sort=\"descending\"" : "");
 		html_text(rq, keep_param(rq, keep_param(rq, keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)m)),
 							"kind", kind), "q", q) + 1);
@@ -505,14 +512,25 @@ static void page_run(struct req *rq, const char *id)
 		html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
 			  "<td>%s</td>", cid, offset + i + 1, (long long)coln(cl, i, "rank"),
 			  col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
-		for (int m = 0; m < SORT_N; m++) {
+		for (int m = 0; m < nm; m++) {
 			int64_t v = coln(cl, i, metric_col[m]);
 			html_raw(rq, "<td class=\"n metric\">");
-			if (m == 0 || m == 3)
+			if (m == SORT_EXCESS_COST) {
+				/* with its 95 % interval, when there is one */
 				html_cost(rq, v);
-			else
+				if (col(cl, i, "excess_lo_ns")) {
+					html_raw(rq, " <span class=\"ci\" title=\"95 % bootstrap interval\">[");
+					html_cost(rq, coln(cl, i, "excess_lo_ns"));
+					html_raw(rq, ", ");
+					html_cost(rq, coln(cl, i, "excess_hi_ns"));
+					html_raw(rq, "]</span>");
+				}
+			} else if (m == 0 || m == 3) {
+				html_cost(rq, v);
+			} else {
 				html_rawf(rq, "%lld", (long long)v);
-			html_bar(rq, (double)v, max[m], 60);
+			}
+			html_bar(rq, v > 0 ? (double)v : 0, max[m], 60);
 			html_raw(rq, "</td>");
 		}
 		html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
@@ -520,7 +538,7 @@ static void page_run(struct req *rq, const char *id)
 		html_raw(rq, "</a></td></tr>");
 	}
 	if (PQntuples(cl) == 0)
-		html_raw(rq, "<tr><td colspan=\"8\" class=\"empty\">No clusters (yet).</td></tr>");
+		html_rawf(rq, "<tr><td colspan=\"%d\" class=\"empty\">No clusters (yet).</td></tr>", nm + 4);
 	html_raw(rq, "</tbody></table>");
 	pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)coln(cnt, 0, "total"));
 	html_end(rq);
@@ -708,8 +726,35 @@ static void page_cluster(struct req *rq, const char *id)
 		  (long long)coln(c, 0, "streams"), (long long)coln(c, 0, "rank_streams"),
 		  (long long)coln(c, 0, "events"), (long long)coln(c, 0, "rank_events"));
 	html_cost(rq, coln(c, 0, "avg_cost_ns"));
-	html_rawf(rq, " (#%lld)</dd><dt>Patterns</dt><dd>%lld</dd></dl>", (long long)coln(c, 0, "rank_avg_cost"),
+	html_rawf(rq, " (#%lld)</dd>", (long long)coln(c, 0, "rank_avg_cost"));
+	if (col(c, 0, "excess_cost_ns")) {
+		html_raw(rq, "<dt>Excess cost</dt><dd>");
+		html_cost(rq, coln(c, 0, "excess_cost_ns"));
+		html_rawf(rq, " (#%lld)</dd>", (long long)coln(c, 0, "rank_excess_cost"));
+	}
+	html_rawf(rq, "<dt>Patterns</dt><dd>%lld</dd></dl>",
 		  (long long)coln(c, 0, "patterns_total"));
+	if (col(c, 0, "excess_cost_ns")) {
+		/* the excess in words (docs/analysis.md) */
+		html_raw(rq, "<p class=\"excess\">In the events this cluster owns, the slow units spent ");
+		html_cost(rq, coln(c, 0, "own_cost_ns"));
+		html_raw(rq, "; at the rate of the normal units (");
+		html_cost(rq, coln(c, 0, "baseline_cost_ns"));
+		html_rawf(rq, " per baseline stream, %lld of them with a cost here) they would have spent ",
+			  (long long)coln(c, 0, "baseline_streams"));
+		html_cost(rq, coln(c, 0, "expected_cost_ns"));
+		html_raw(rq, ": an excess of <strong>");
+		html_cost(rq, coln(c, 0, "excess_cost_ns"));
+		html_raw(rq, "</strong>");
+		if (col(c, 0, "excess_lo_ns")) {
+			html_raw(rq, " (95 % interval ");
+			html_cost(rq, coln(c, 0, "excess_lo_ns"));
+			html_raw(rq, " to ");
+			html_cost(rq, coln(c, 0, "excess_hi_ns"));
+			html_raw(rq, ")");
+		}
+		html_raw(rq, ".</p>");
+	}
 
 	{
 		const char **common;

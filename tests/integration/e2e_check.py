@@ -155,4 +155,5 @@ def main():
     print("\n".join(verdicts))
 
 
-main()
+if __name__ == "__main__":
+    main()

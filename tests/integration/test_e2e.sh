@@ -59,15 +59,7 @@ thread_run=$(mine run checkout "$run_delay_ms" --aoi thread) || t_bail "sm-miner
 
 "$py" "$SM_REPO/tests/integration/e2e_check.py" --absent "$thread_run" holder \
 	"$T_TMP/truth.json" "${runs[@]}" >"$T_TMP/check.out" 2>&1 || t_bail "e2e_check.py" "$(cat "$T_TMP/check.out")"
-grep -v '^PASS \|^FAIL ' "$T_TMP/check.out"
-nchecks=0
-while IFS= read -r line; do
-	nchecks=$((nchecks + 1))
-	case $line in
-	PASS\ *) t_ok "${line#PASS }" ;;
-	FAIL\ *) name=${line#FAIL }; t_fail "${name%%: *}" "${name#*: }" ;;
-	esac
-done < <(grep '^PASS \|^FAIL ' "$T_TMP/check.out")
+t_verdicts "$T_TMP/check.out"
 # 5 bugs, the convoy with two sides: 6 x 3 checks; noise: 2 apps x 2 kinds; 1 absent
-t_eq "every check ran" "$nchecks" 23
+t_eq "every check ran" "$T_VERDICTS" 23
 t_done

@@ -205,7 +205,7 @@ printf '{"app": "lockapp", "kind": "wait", "threshold_ns": 900, "filter": {"vers
 run --params "$T_TMP/p.json"
 t_eq "--params: patterns" "$(patterns "$RUN" | cut -d' ' -f1-5)" "w 1 1000 2 2"
 t_eq "--params: stored with defaults" "$(pg_q "SELECT params::text FROM runs WHERE id = $RUN")" \
-	'{"aoi": "waitgraph", "app": "lockapp", "cut": 0.5, "kind": "wait", "filter": {"version": "2"}, "exclude": [], "include": [], "linkage": "average", "threshold_ns": 900}'
+	'{"aoi": "waitgraph", "app": "lockapp", "cut": 0.5, "kind": "wait", "filter": {"version": "2"}, "exclude": [], "include": [], "linkage": "average", "baseline": true, "bootstrap": 200, "threshold_ns": 900}'
 
 # --- the queue and a worker ---
 QID=$(miner run --queue --app lockapp --threshold-ns 1200 2>/dev/null)

@@ -248,7 +248,7 @@ t_eq "run: mined by the embedded worker" "$RUN_STATUS" done
 t_eq "run: the fields" "$(j 'sorted(j)')" \
 	'["app","counts","created_at","error","finished_at","params","progress","run_id","started_at","status","timings_ms"]'
 t_eq "run: values, the parameters with their defaults" "$(JSORT=1 j '[j["run_id"], j["status"], j["app"], j["error"], j["params"]]')" \
-	"[$RUN,\"done\",\"webapp\",null,{\"aoi\":\"waitgraph\",\"app\":\"webapp\",\"cut\":0.1,\"exclude\":[],\"filter\":{},\"include\":[],\"kind\":\"both\",\"linkage\":\"average\",\"threshold_ns\":500}]"
+	"[$RUN,\"done\",\"webapp\",null,{\"aoi\":\"waitgraph\",\"app\":\"webapp\",\"baseline\":true,\"bootstrap\":200,\"cut\":0.1,\"exclude\":[],\"filter\":{},\"include\":[],\"kind\":\"both\",\"linkage\":\"average\",\"threshold_ns\":500}]"
 t_eq "run: counts" "$(j '[j["counts"][k] for k in ("streams", "aoi_events", "distinct_stacks", "patterns", "clusters")]')" "[3,6,3,3,3]"
 t_match "run: times" "$(j '[j["created_at"], j["started_at"], j["finished_at"], sorted(j["timings_ms"])]')" \
 	'^\["[0-9-]+T[0-9:.]+Z","[0-9-]+T[0-9:.]+Z","[0-9-]+T[0-9:.]+Z",\[.*"mine".*\]\]$'
@@ -291,12 +291,12 @@ cl() { j '" ".join("%s:%d:%d" % (c["kind"][0], c["total_cost_ns"], c["rank"]) fo
 api GET "/api/v1/runs/$RUN/clusters" "${AN[@]}"
 t_eq "clusters: by total cost (default)" "$HTTP_STATUS $(cl)" "200 w:4000:1 w:1800:2 r:600:1 total_cost 3"
 t_eq "clusters: the fields" "$(j 'sorted(j["clusters"][0])')" \
-	'["avg_cost_ns","cluster_id","common","events","kind","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_streams","rank_total_cost","run_id","streams","total_cost_ns"]'
+	'["avg_cost_ns","baseline_cost_ns","baseline_streams","cluster_id","common","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","kind","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","total_cost_ns"]'
 W1=$(j 'j["clusters"][1]["cluster_id"]')
 W2=$(j 'j["clusters"][0]["cluster_id"]')
 R1=$(j 'j["clusters"][2]["cluster_id"]')
 t_eq "clusters: the hostile one exactly" "$(j '{k: v for k, v in j["clusters"][1].items() if k not in ("cluster_id", "patterns")}')" \
-	"{\"run_id\":$RUN,\"kind\":\"wait\",\"rank\":2,\"rank_total_cost\":2,\"rank_streams\":1,\"rank_events\":1,\"rank_avg_cost\":2,\"total_cost_ns\":1800,\"streams\":3,\"events\":3,\"avg_cost_ns\":600,\"common\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"patterns_total\":1}"
+	"{\"run_id\":$RUN,\"kind\":\"wait\",\"rank\":2,\"rank_total_cost\":2,\"rank_streams\":1,\"rank_events\":1,\"rank_avg_cost\":2,\"total_cost_ns\":1800,\"streams\":3,\"events\":3,\"avg_cost_ns\":600,\"rank_excess_cost\":null,\"excess_cost_ns\":null,\"excess_lo_ns\":null,\"excess_hi_ns\":null,\"own_cost_ns\":null,\"expected_cost_ns\":null,\"baseline_cost_ns\":null,\"baseline_streams\":null,\"common\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"patterns_total\":1}"
 t_eq "clusters: its pattern" "$(j '[{k: v for k, v in p.items() if k != "pattern_id"} for p in j["clusters"][1]["patterns"]]')" \
 	"[{\"frames\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"cost_ns\":1800,\"events\":3,\"streams\":3}]"
 t_eq "clusters: the non-ASCII one's common part" "$(j 'j["clusters"][2]["common"] == ["app!main", E["UNI"], "app!compute"]')" true
@@ -317,7 +317,9 @@ t_eq "clusters: non-ASCII frame text" "$(cl)" "r:600:1 total_cost 1"
 api GET "/api/v1/runs/$RUN/clusters?limit=1&offset=1&patterns=0" "${AN[@]}"
 t_eq "clusters: paged, no patterns" "$(cl) $(j '[j["clusters"][0]["patterns"], j["clusters"][0]["patterns_total"]]')" "w:1800:2 total_cost 3 [[],1]"
 api GET "/api/v1/runs/$RUN/clusters?sort=cost" "${AN[@]}"
-t_err "clusters: bad sort" 400 "sort: must be total_cost, streams, events or avg_cost"
+t_err "clusters: bad sort" 400 "sort: must be total_cost, streams, events, avg_cost or excess_cost"
+api GET "/api/v1/runs/$RUN/clusters?sort=excess_cost" "${AN[@]}"
+t_err "clusters: excess cost without a baseline" 400 "sort: excess_cost needs a run with baseline streams (run $RUN has none)"
 api GET "/api/v1/runs/$RUN/clusters?kind=both" "${AN[@]}"
 t_err "clusters: bad kind" 400 "kind: must be wait or run"
 api GET "/api/v1/runs/$RUN/clusters?q=" "${AN[@]}"
@@ -333,7 +335,7 @@ t_err "clusters: missing run" 404 "run 999999: no such run"
 api GET "/api/v1/clusters/$W1" "${AN[@]}"
 P1=$(j 'j["patterns"][0]["pattern_id"]')
 t_eq "cluster: 200, the list's fields and more" "$HTTP_STATUS $(j 'sorted(j)')" \
-	'200 ["alignment","avg_cost_ns","by_host","by_label","by_version","cluster_id","common","events","has_stacks","kind","medoid","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_streams","rank_total_cost","run_id","streams","top_streams","total_cost_ns"]'
+	'200 ["alignment","avg_cost_ns","baseline_cost_ns","baseline_streams","by_host","by_label","by_version","cluster_id","common","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","has_stacks","kind","medoid","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","top_streams","total_cost_ns"]'
 t_eq "cluster: metrics" "$(j '[j["cluster_id"], j["kind"], j["total_cost_ns"], j["streams"], j["events"], j["avg_cost_ns"], j["medoid"], j["has_stacks"]]')" \
 	"[$W1,\"wait\",1800,3,3,600,$P1,true]"
 t_eq "cluster: alignment" "$(j 'j["alignment"]')" "[{\"pattern_id\":$P1,\"sim\":1,\"ops\":\"MMM\"}]"

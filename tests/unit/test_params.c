@@ -30,7 +30,7 @@ static void test_defaults_and_json(void)
 	CHECK_INT(params_write_json(&p, &b), 0);
 	CHECK_STR(buf_cstr(&b), "{\"app\":\"nginx\",\"kind\":\"both\",\"aoi\":\"waitgraph\",\"include\":[],"
 				"\"exclude\":[],\"threshold_fraction\":0.01,\"linkage\":\"average\","
-				"\"cut\":0.5,\"filter\":{}}");
+				"\"cut\":0.5,\"baseline\":true,\"bootstrap\":200,\"filter\":{}}");
 	buf_release(&b);
 	arena_free(a);
 }

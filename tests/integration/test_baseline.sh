@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# baseline: streams of normal units (role baseline) and the excess cost of a run's
+# clusters over them (docs/analysis.md).
+#   - the wire format's role: stored, the default, refusals naming the field;
+#   - a hand-made app whose numbers are worked out exactly: own cost, cost per
+#     baseline stream, expected and excess cost, the ranks, the API's default order;
+#   - genfleet's fleet with as many baseline streams as violating ones: the ordinary
+#     request dispatch, first by total cost, sinks; every injected bug ranks above it
+#     by excess cost, with an interval above 0 (baseline_check.py).
+. "$(dirname "$0")/../lib.sh"
+
+genfleet=${SM_GENFLEET:-$SM_BIN_DIR/../tests/genfleet}
+[ -x "$genfleet" ] || t_bail "genfleet" "$genfleet is missing (build first)"
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+start_ingest || t_bail "sm-ingest starts"
+
+# ---- the wire format's role ----
+# stream ID ROLE_JSON APP HOST COSTS...: a JSON line; COSTS "STACK:NS" of run events on thread 1
+stream() {
+	local id=$1 role=$2 app=$3 host=$4 ev="" t=0 c
+	shift 4
+	for c in "$@"; do
+		ev+="${ev:+,}{\"kind\":\"run\",\"tid\":1,\"ts_ns\":$t,\"dur_ns\":${c#*:},\"stack\":${c%%:*}}"
+		t=$((t + ${c#*:}))
+	done
+	printf '{"v":1,"stream_id":"%s",%s"host":"%s","app":"%s","symptom":{"kind":"unit_violation","tid":1,"start_ns":0,"end_ns":%d},"frames":["tiny!main","tiny!work","tiny!leaf","tiny!slow"],"stacks":[[0,1,2],[0,3]],"events":[%s]}\n' \
+		"$id" "$role" "$host" "$app" "$t" "$ev"
+}
+V1=00000000-0000-4000-8000-000000000001
+V2=00000000-0000-4000-8000-000000000002
+B1=00000000-0000-4000-8000-000000000003
+B2=00000000-0000-4000-8000-000000000004
+BAD=00000000-0000-4000-8000-000000000005
+{
+	stream "$V1" '' tiny h1 0:100000000 1:30000000
+	stream "$V2" '"role":"violation",' tiny h2 0:100000000 1:40000000
+	stream "$B1" '"role":"baseline",' tiny h1 0:90000000
+	stream "$B2" '"role":"baseline",' tiny h2 0:90000000
+	stream "$BAD" '"role":"slow",' tiny h1 0:1
+	stream 00000000-0000-4000-8000-000000000006 '"role":1,' tiny h1 0:1
+} >"$T_TMP/tiny.ndjson"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/x-ndjson" \
+	--data-binary @"$T_TMP/tiny.ndjson"
+t_eq "role: the valid lines stored, the others refused with the field" "$HTTP_STATUS $HTTP_BODY" \
+	"200 {\"accepted\":4,\"duplicates\":0,\"rejected\":[{\"line\":5,\"stream_id\":\"$BAD\",\"error\":\"role: must be \\\"violation\\\" or \\\"baseline\\\"\"},{\"line\":6,\"stream_id\":\"00000000-0000-4000-8000-000000000006\",\"error\":\"role: must be a string, not an integer\"}]}"
+t_eq "role: stored (absent means violation)" \
+	"$(pg_q "SELECT string_agg(host || ':' || role, ' ' ORDER BY stream_id) FROM streams")" \
+	"h1:violation h2:violation h1:baseline h2:baseline"
+
+# ---- the tiny app, exactly ----
+# [main work leaf]: 200 ms in the slow units; the normal ones spend 90 ms each: 2 x 90 = 180 expected,
+# excess 20 ms. [main slow]: 70 ms, none in the normal units: excess 70 ms. By total cost the first
+# ranks first; by excess the second.
+run=$("$SM_BIN_DIR/sm-miner" run --quiet --app tiny --kind run --aoi thread --threshold-ns 60000000 2>"$T_TMP/miner.err") ||
+	t_bail "sm-miner run" "$(cat "$T_TMP/miner.err")"
+t_eq "tiny: the run's counts" "$(pg_q "SELECT counts->>'streams', counts->>'baseline_streams' FROM runs WHERE id = $run")" "2|2"
+t_eq "tiny: the baseline is not mined" \
+	"$(pg_q "SELECT count(DISTINCT stream_ref) FROM run_stacks WHERE run_id = $run AND stream_ref IN (SELECT id FROM streams WHERE role = 'baseline')")" "0"
+t_eq "tiny: each cluster's excess, exactly" "$(pg_q "SELECT string_agg(concat_ws(':',
+	(SELECT string_agg(split_part(f.name, '!', 2), '>' ORDER BY o.i) FROM unnest(c.common_frame_ids) WITH ORDINALITY o(id, i) JOIN frames f ON f.id = o.id),
+	total_cost_ns, own_cost_ns, baseline_streams, baseline_cost_ns, expected_cost_ns, excess_cost_ns, rank_total_cost, rank_excess_cost), ' ' ORDER BY rank_total_cost)
+	FROM clusters c WHERE run_id = $run")" \
+	"main>work>leaf:200000000:200000000:2:90000000:180000000:20000000:1:2 main>slow:70000000:70000000:0:0:0:70000000:2:1"
+t_eq "tiny: intervals hold the excess" "$(pg_q "SELECT bool_and(excess_lo_ns <= excess_cost_ns AND excess_cost_ns <= excess_hi_ns) FROM clusters WHERE run_id = $run")" "t"
+start_web || t_bail "sm-web starts"
+AN=$(mk_token analyst 2>/dev/null)
+http GET "$WEB_URL/api/v1/runs/$run/clusters" -H "Authorization: Bearer $AN"
+t_eq "tiny: the API ranks by excess cost by default" \
+	"$HTTP_STATUS $(printf '%s' "$HTTP_BODY" | "$py" -c 'import json, sys; j = json.load(sys.stdin); print(j["sort"], [(c["rank"], c["excess_cost_ns"]) for c in j["clusters"]])')" \
+	"200 excess_cost [(1, 70000000), (2, 20000000)]"
+http GET "$WEB_URL/runs/$run" -H "Authorization: Bearer $AN"
+t_match "tiny: the run page shows the baseline and sorts by excess" "$HTTP_STATUS $HTTP_BODY" \
+	'^200 .*<dt[^>]*>Baseline streams</dt><dd>2</dd>.*aria-sort="descending"><a [^>]*data-sort="excess_cost">Excess cost ▼'
+stop_web
+norun=$("$SM_BIN_DIR/sm-miner" run --quiet --app tiny --kind run --aoi thread --threshold-ns 60000000 --no-baseline 2>>"$T_TMP/miner.err") ||
+	t_bail "sm-miner run --no-baseline" "$(cat "$T_TMP/miner.err")"
+t_eq "tiny: --no-baseline: no excess" \
+	"$(pg_q "SELECT counts->>'baseline_streams', count(excess_cost_ns) FROM runs r JOIN clusters c ON c.run_id = r.id WHERE r.id = $norun GROUP BY 1")" "0|0"
+
+# ---- a generated fleet with a baseline ----
+"$genfleet" --streams 300 --baseline 300 --seed 1 --out "$T_TMP/fleet.ndjson" --truth "$T_TMP/truth.json" ||
+	t_bail "genfleet"
+SM_TOKEN=$TOKEN "$SM_BIN_DIR/sm-agent" ship --url "$INGEST_URL" --spool "$T_TMP/spool" "$T_TMP/fleet.ndjson" \
+	>"$T_TMP/ship.out" 2>&1 || { sed 's/^/  | /' "$T_TMP/ship.out"; t_bail "sm-agent ship"; }
+stop_ingest
+t_eq "fleet: stored with their roles" "$(pg_q "SELECT role, count(*) FROM streams WHERE app <> 'tiny' GROUP BY 1 ORDER BY 1" | tr '\n' ' ')" \
+	"baseline|300 violation|300 "
+runs=()
+for app in checkout search; do
+	n=$(pg_q "SELECT count(*) FROM streams WHERE app = :'app' AND role = 'violation'" -v app="$app")
+	for kd in run:300 wait:150; do
+		id=$("$SM_BIN_DIR/sm-miner" run --quiet --app "$app" --kind "${kd%:*}" --threshold-ns $((n * ${kd#*:} * 100000)) \
+			2>"$T_TMP/miner.err") || t_bail "sm-miner run --app $app --kind ${kd%:*}" "$(cat "$T_TMP/miner.err")"
+		runs+=("$id")
+	done
+done
+"$py" "$SM_REPO/tests/integration/baseline_check.py" "$T_TMP/truth.json" "${runs[@]}" >"$T_TMP/check.out" 2>&1 ||
+	t_bail "baseline_check.py" "$(cat "$T_TMP/check.out")"
+t_verdicts "$T_TMP/check.out"
+# checkout run: 3 bugs x (interval, above) + sinks + owned; the 3 other runs: 1 bug each: 4
+t_eq "fleet: every check ran" "$T_VERDICTS" 20
+t_done
