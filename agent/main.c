@@ -62,6 +62,10 @@ static const char usage[] =
 	"  --event NAME             perf: only samples of this event\n"
 	"  -o FILE                  write NDJSON to FILE ('-': standard output) instead of sending\n"
 	"\n"
+	"Ship and import:\n"
+	"  --baseline               the streams are normal units, for comparison (\"role\":\n"
+	"                           \"baseline\", docs/analysis.md), not slow ones\n"
+	"\n"
 	"Exit status: 0 when every stream was delivered (accepted, or already stored), 1 when\n"
 	"some were invalid, rejected, spooled or lost, or an input could not be read, 2 on a\n"
 	"usage error.\n";
@@ -70,7 +74,7 @@ enum {
 	OPT_URL = 256, OPT_TOKEN, OPT_TOKEN_FILE, OPT_SPOOL, OPT_SPOOL_MAX, OPT_RETRIES,
 	OPT_TIMEOUT, OPT_BATCH, OPT_BATCH_BYTES, OPT_FORMAT, OPT_HOST, OPT_APP, OPT_VERSION,
 	OPT_BUILD_ID, OPT_LABEL, OPT_SYMPTOM_TID, OPT_SYMPTOM_COMM, OPT_WINDOW, OPT_PERIOD,
-	OPT_EVENT,
+	OPT_EVENT, OPT_BASELINE,
 };
 
 static const struct option long_opts[] = {
@@ -94,6 +98,7 @@ static const struct option long_opts[] = {
 	{ "window", required_argument, NULL, OPT_WINDOW },
 	{ "sample-period-ns", required_argument, NULL, OPT_PERIOD },
 	{ "event", required_argument, NULL, OPT_EVENT },
+	{ "baseline", no_argument, NULL, OPT_BASELINE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -262,6 +267,7 @@ static int parse_args(struct args *c, int argc, char **argv)
 			c->verbose++;
 			continue;
 		case OPT_URL: c->ship.url = optarg; continue;
+		case OPT_BASELINE: c->ship.mark_baseline = 1; continue;
 		case OPT_TOKEN: c->ship.token = optarg; c->token_file = NULL; continue;
 		case OPT_TOKEN_FILE: c->token_file = optarg; continue;
 		case OPT_SPOOL: c->ship.spool_dir = optarg; continue;
@@ -437,6 +443,8 @@ static int cmd_import(struct args *c, struct shipper *sh, int nfiles, char **fil
 		}
 		if (!s.stream_id[0])
 			util_uuid_v4(s.stream_id);
+		if (c->ship.mark_baseline)
+			s.role = WIRE_ROLE_BASELINE;
 		if (!out) {
 			if (shipper_add_stream(sh, &s, files[i]) == SHIP_EFATAL) {
 				fprintf(stderr, "sm-agent: %s\n", shipper_error(sh));

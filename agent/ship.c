@@ -259,6 +259,7 @@ struct shipper {
 	struct wire_parser *parser;
 	struct arena *arena;
 	struct buf text;                /* one stream serialized by shipper_add_stream() */
+	struct buf retext;              /* one stream rewritten with its role (mark_baseline) */
 	struct buf batch;               /* NDJSON body being collected */
 	struct entry *q;
 	size_t nq, capq;
@@ -452,6 +453,7 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 	sh->cctx = ZSTD_createCCtx();
 	sh->curl = curl_easy_init();
 	sh->text.max = SHIP_MAX_STREAM_TEXT;
+	sh->retext.max = SHIP_MAX_STREAM_TEXT;
 	sh->resp.max = MAX_RESPONSE;
 	if (!sh->parser || !sh->arena || !sh->cctx || !sh->curl)
 		goto fail_free;
@@ -528,6 +530,7 @@ void shipper_free(struct shipper *sh)
 	wire_parser_free(sh->parser);
 	spool_free(sh->spool);
 	buf_release(&sh->text);
+	buf_release(&sh->retext);
 	buf_release(&sh->batch);
 	buf_release(&sh->zbuf);
 	buf_release(&sh->resp);
@@ -968,19 +971,17 @@ static int enqueue(struct shipper *sh, const char *json, size_t len, const char 
 
 /* Validates json[0..len); on failure reports it and returns SHIP_ESTREAM. */
 static int validate(struct shipper *sh, const char *json, size_t len, const char *origin,
-		    char id[37])
+		    struct wire_stream *s)
 {
-	struct wire_stream s;
 	int rc;
 
 	arena_reset(sh->arena);
-	rc = wire_parse(sh->parser, json, len, sh->arena, &s);
-	memcpy(id, s.stream_id, 37);
+	rc = wire_parse(sh->parser, json, len, sh->arena, s);
 	if (rc == WIRE_ENOMEM)
 		return ship_fail(sh, SHIP_EFATAL, "out of memory validating a stream");
 	if (rc != WIRE_OK) {
 		sh->c.invalid++;
-		report(sh, SHIP_EV_INVALID, origin, id, wire_parser_error(sh->parser));
+		report(sh, SHIP_EV_INVALID, origin, s->stream_id, wire_parser_error(sh->parser));
 		return SHIP_ESTREAM;
 	}
 	return 0;
@@ -988,11 +989,23 @@ static int validate(struct shipper *sh, const char *json, size_t len, const char
 
 int shipper_add_json(struct shipper *sh, const char *json, size_t len, const char *origin)
 {
+	struct wire_stream s;
 	char id[37];
-	int rc = validate(sh, json, len, origin, id);
+	int rc = validate(sh, json, len, origin, &s);
 
 	if (rc < 0)
 		return rc;
+	memcpy(id, s.stream_id, sizeof(id));
+	if (sh->o.mark_baseline && s.role != WIRE_ROLE_BASELINE) {
+		s.role = WIRE_ROLE_BASELINE;
+		buf_reset(&sh->retext);
+		if (wire_write_json(&s, &sh->retext) < 0) {
+			sh->c.invalid++;
+			report(sh, SHIP_EV_INVALID, origin, id, "stream text larger than the limit");
+			return SHIP_ESTREAM;
+		}
+		return enqueue(sh, sh->retext.data, sh->retext.len, id, origin, NULL);
+	}
 	return enqueue(sh, json, len, id, origin, NULL);
 }
 
@@ -1105,7 +1118,12 @@ int shipper_drain(struct shipper *sh)
 			sh->c.spooled++;
 			continue;
 		}
-		rc = validate(sh, data, len, origin, id);
+		{
+			struct wire_stream ws;
+
+			rc = validate(sh, data, len, origin, &ws);
+			memcpy(id, ws.stream_id, sizeof(id));
+		}
 		if (rc == SHIP_ESTREAM) {
 			/* cannot ever be delivered: out of the way, with the reason beside it */
 			if (spool_reject(sh->spool, list[i].id, wire_parser_error(sh->parser)) < 0)

@@ -73,6 +73,8 @@ struct ship_opts {
 	/* When set and *cancel becomes non-zero (a signal handler), the shipper stops
 	 * waiting and sending: what is queued and what comes later is spooled. */
 	const volatile sig_atomic_t *cancel;
+	/* Every stream added is sent with "role": "baseline" (a normal unit, docs/analysis.md). */
+	int mark_baseline;
 };
 
 /* Fills *o with the defaults above (no url, token or spool). */

@@ -20,7 +20,7 @@
 # sm-agent could not deliver), var/profiles (the guard agent's profiles).
 # Both commands may be repeated: what already runs is left running.
 #
-# Environment: SM_INGEST_PORT (first port to try, 8080), SM_WEB_PORT (8081), SM_DEMO_STREAMS (300),
+# Environment: SM_INGEST_PORT (first port to try, 8080), SM_WEB_PORT (8081), SM_DEMO_STREAMS (300), SM_DEMO_BASELINE (300),
 # SM_DEMO_EVENTS (events per stream, 2000), SM_DEMO_HOSTS (60), SM_DEMO_SEED (1),
 # SM_BIN (bin), SM_GENFLEET (build/rel/tests/genfleet).
 set -euo pipefail
@@ -179,17 +179,18 @@ svc_stop() {
 ship_fleet() {
 	local fleet=$var/demo/fleet.ndjson truth=$var/demo/truth.json first n
 	local streams=${SM_DEMO_STREAMS:-300} events=${SM_DEMO_EVENTS:-2000} seed=${SM_DEMO_SEED:-1}
-	local hosts=${SM_DEMO_HOSTS:-60}
-	local stamp="streams=$streams events=$events hosts=$hosts seed=$seed"
+	local hosts=${SM_DEMO_HOSTS:-60} baseline=${SM_DEMO_BASELINE:-300}
+	local stamp="streams=$streams baseline=$baseline events=$events hosts=$hosts seed=$seed"
 	if [ ! -s "$fleet" ] || [ "$(cat "$fleet.params" 2>/dev/null)" != "$stamp" ]; then
-		say "generating a demo fleet: $streams streams x $events events from $hosts hosts (seed $seed)"
-		"$genfleet" --streams "$streams" --events "$events" --hosts "$hosts" --seed "$seed" \
+		say "generating a demo fleet: $streams slow units and $baseline normal ones (baseline) x $events events from $hosts hosts (seed $seed)"
+		"$genfleet" --streams "$streams" --baseline "$baseline" --events "$events" --hosts "$hosts" --seed "$seed" \
 			--out "$fleet.tmp" --truth "$truth" || die "genfleet failed"
 		mv "$fleet.tmp" "$fleet"
 		echo "$stamp" >"$fleet.params"
 	fi
-	first=$(head -n 1 "$fleet" | grep -o '"stream_id": *"[^"]*"' | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
-	[ -n "$first" ] || die "$fleet has no stream_id on its first line"
+	# the last line: a fleet stored before it had baseline streams is shipped again (idempotent)
+	first=$(tail -n 1 "$fleet" | grep -o '"stream_id": *"[^"]*"' | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
+	[ -n "$first" ] || die "$fleet has no stream_id on its last line"
 	n=$(q -v id="$first" <<<"SELECT count(*) FROM streams WHERE stream_id = :'id'::uuid")
 	if [ "$n" = 1 ]; then
 		say "the demo fleet is stored already"
@@ -211,6 +212,7 @@ mine_fleet() {
 		for kind in run wait; do
 			id=$(q -v app="$app" -v kind="$kind" <<-'EOF'
 			SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = :'app' AND params->>'kind' = :'kind'
+			  AND (counts->>'baseline_streams')::bigint > 0 = EXISTS (SELECT 1 FROM streams WHERE role = 'baseline')
 			EOF
 			)
 			if [ -z "$id" ]; then
@@ -327,16 +329,20 @@ print_guide() {
 	  # the stack (outermost first) of the longest wait on the slowest stream's symptom thread
 	  deploy/pg.sh psql -c "WITH s AS (SELECT * FROM streams ORDER BY symptom_end_ns - symptom_start_ns DESC LIMIT 1), e AS (SELECT e.* FROM events e, s WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'w' ORDER BY e.dur_ns DESC LIMIT 1) SELECT o.i AS depth, f.name AS frame FROM e, stacks st, unnest(st.frame_ids) WITH ORDINALITY o(id, i), frames f WHERE st.id = e.stack_id AND f.id = o.id ORDER BY o.i"
 
-	Mined and clustered (the top clusters of each run by total cost; the dashboard has them all):
+	Mined, clustered and measured against the normal units (the top clusters of each run by excess cost,
+	docs/analysis.md; the dashboard has them all):
 	EOF
 	for p in $MINED; do
 		echo "  ${p%%:*}: run ${p#*:}   $web_url/runs/${p#*:}"
 		q -v run="${p#*:}" <<-'EOF' | sed 's/^/    /'
-		SELECT format('#%s  %s s  %s streams  ... %s', c.rank_total_cost, round(c.total_cost_ns / 1e9, 3), c.streams,
+		SELECT format('#%s  excess %s s [%s, %s]  (#%s by total cost %s s, %s streams)  ... %s',
+		       coalesce(c.rank_excess_cost, c.rank_total_cost), round(c.excess_cost_ns / 1e9, 3),
+		       round(c.excess_lo_ns / 1e9, 3), round(c.excess_hi_ns / 1e9, 3), c.rank_total_cost,
+		       round(c.total_cost_ns / 1e9, 3), c.streams,
 		       (SELECT string_agg(split_part(f.name, '!', 2), ' > ' ORDER BY o.i) FROM unnest(c.common_frame_ids)
 		        WITH ORDINALITY AS o(id, i) JOIN frames f ON f.id = o.id
 		        WHERE o.i > cardinality(c.common_frame_ids) - 3))
-		FROM clusters c WHERE c.run_id = :'run' ORDER BY c.rank_total_cost LIMIT 3
+		FROM clusters c WHERE c.run_id = :'run' ORDER BY coalesce(c.rank_excess_cost, c.rank_total_cost) LIMIT 4
 		EOF
 	done
 	cat <<-EOF

@@ -142,8 +142,9 @@ int baseline_match(const struct baseline_seq *stacks, size_t nstacks, const stru
 	if (!idx)
 		goto out;
 	for (size_t i = 0; i < npats; i++)
-		memcpy(idx + off[i], (const uint32_t *)j.found[j.worker[i]].data + j.start[i],
-		       j.count[i] * sizeof(*idx));
+		if (j.count[i])
+			memcpy(idx + off[i], (const uint32_t *)j.found[j.worker[i]].data + j.start[i],
+			       j.count[i] * sizeof(*idx));
 	*off_out = off;
 	*idx_out = idx;
 	off = idx = NULL;

@@ -78,6 +78,10 @@ static const struct var_def vars[] = {
 	{ { "SM_GUARD_REPORTS_PER_MIN", "6",
 	    "violation streams shipped per unit type and process per minute; the rest are counted" },
 	  V_INT, F(reports_per_min), 0, 100000, 1 },
+	{ { "SM_GUARD_BASELINE_PER_MIN", "1",
+	    "normal units shipped per unit type and process per minute as baseline streams (the "
+	    "first to end after each interval opens), for comparison with the slow ones; 0: none" },
+	  V_INT, F(baseline_per_min), 0, 600, 1 },
 	{ { "SM_GUARD_SIGNAL", "SIGRTMAX-7",
 	    "signal of the CPU-time timers (a number, SIGRTMIN+N or SIGRTMAX-N); the agent hands it "
 	    "over if the program installs a handler for it" },
@@ -138,6 +142,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->watchdog_ns = 100000000;
 	c->hang_ns = 10000000000LL;
 	c->reports_per_min = 6;
+	c->baseline_per_min = 1;
 	c->min_threshold_ns = 1000000;
 	c->signal = SIGRTMAX - 7;
 	c->save_ns = 30000000000LL;
@@ -308,7 +313,7 @@ int guard_config_load(struct guard_config *c, guard_getenv_fn *get, char *err, s
 			}
 			n *= d->scale;
 			if (d->off == F(sample_hz) || d->off == F(reports_per_min) || d->off == F(max_frames) ||
-			    d->off == F(max_events))
+			    d->off == F(max_events) || d->off == F(baseline_per_min))
 				*(int *)(void *)field = (int)n;
 			else if (d->off == F(ring_bytes))
 				*(size_t *)(void *)field = (size_t)n;

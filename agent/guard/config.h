@@ -52,6 +52,7 @@ struct guard_config {
 	int64_t hang_ns;            /* ship a unit still in flight this long after its violation */
 	int64_t min_threshold_ns;
 	int reports_per_min;        /* violation streams per unit type and process */
+	int baseline_per_min;       /* normal units shipped as baseline streams, per unit type (0: none) */
 	int signal;                 /* the sampling signal */
 	int64_t save_ns;            /* training: write the profile this often */
 	int64_t report_ns;          /* the process's report to the server (0: none) */

@@ -552,7 +552,8 @@ void guard_report(const struct gviol *v)
 	add_label(labels, &nl, a, "kernel", G.kernel);
 	ws.labels = labels;
 	ws.nlabels = nl;
-	ws.symptom.kind = "unit_violation";
+	ws.role = v->baseline ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;
+	ws.symptom.kind = v->baseline ? "unit_sample" : "unit_violation";
 	ws.symptom.tid = v->tid;
 	ws.symptom.start_ns = v->start;
 	ws.symptom.end_ns = v->end;

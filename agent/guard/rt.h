@@ -162,6 +162,7 @@ struct gviol {
 	int32_t loop, type;
 	uint32_t calls;
 	uint8_t hang;
+	uint8_t baseline;         /* a normal unit sampled for comparison, not a violation */
 };
 
 /* The guard table: the profile's loops and contexts at this process's addresses. */
@@ -246,9 +247,11 @@ struct guard_rt {
 	unsigned qhead, qlen;
 	int64_t rl_epoch[GP_MAX_LOOPS];
 	uint32_t rl_used[GP_MAX_LOOPS][GP_MAX_TYPES + 1];
+	_Atomic int64_t base_next[GP_MAX_LOOPS][GP_MAX_TYPES + 1];   /* when a unit may be a baseline again */
 	_Atomic int fds[GUARD_MAX_FDS];
 	struct {
 		_Atomic uint64_t violations, suppressed, queue_drops, shipped, spooled, lost, rejected;
+		_Atomic uint64_t baseline;      /* normal units queued as baseline streams */
 		_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
 		_Atomic uint64_t units_gone;    /* ended in threads whose slots were taken again */
 		_Atomic uint64_t train_units;   /* training: units learnt from */
@@ -301,6 +304,11 @@ void guard_log(const char *msg, const char *fmt, ...) __attribute__((format(prin
 void guard_start_watchdog(void);
 void guard_start_shipper(void);
 void guard_enqueue(const struct gviol *v);
+/* A normal unit of loop L and type ended at end: whether it takes its unit type's baseline interval
+ * (60 s / SM_GUARD_BASELINE_PER_MIN), which then closes. Any thread, lock-free. */
+int guard_baseline_claim(int32_t L, int32_t type, int64_t end);
+/* Queues the unit that took the interval (v->baseline set); never takes more than half the queue. */
+void guard_baseline_enqueue(const struct gviol *v);
 int guard_fd_register(int fd);
 /* An agent thread's new descriptor: moved out of the program's range and registered. Returns the fd to use. */
 int guard_fd_adopt(int fd);

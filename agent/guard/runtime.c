@@ -594,6 +594,41 @@ void guard_enqueue(const struct gviol *v)
 		guard_start_shipper();
 }
 
+int guard_baseline_claim(int32_t L, int32_t type, int64_t end)
+{
+	uint32_t tslot = type >= 0 && type < GP_MAX_TYPES ? (uint32_t)type : GP_MAX_TYPES;
+	int per_min = G.cfg.baseline_per_min;
+	_Atomic int64_t *next;
+	int64_t open;
+
+	if (per_min <= 0 || L < 0 || L >= GP_MAX_LOOPS || G.mode != GUARD_MODE_GUARD)
+		return 0;
+	next = &G.base_next[L][tslot];
+	open = atomic_load_explicit(next, memory_order_relaxed);
+	/* the first unit to end after the interval opens takes it: one CAS, a lost race just says no */
+	return end >= open && atomic_compare_exchange_strong(next, &open, end + 60000000000LL / per_min);
+}
+
+void guard_baseline_enqueue(const struct gviol *v)
+{
+	int queued = 0;
+
+	pthread_mutex_lock(&G.mu);
+	/* half the queue at most: a baseline never keeps a violation out */
+	if (G.qlen < GUARD_QUEUE / 2) {
+		G.queue[(G.qhead + G.qlen) % GUARD_QUEUE] = *v;
+		G.qlen++;
+		queued = 1;
+		pthread_cond_broadcast(&G.cv);
+	}
+	pthread_mutex_unlock(&G.mu);
+	if (queued) {
+		atomic_fetch_add(&G.n.baseline, 1);
+		if (!G.ship_started)
+			guard_start_shipper();
+	}
+}
+
 /* ---- modules loaded later ---- */
 
 void guard_on_dlopen(void)
@@ -1103,9 +1138,9 @@ __attribute__((destructor)) static void guard_fini(void)
 	}
 	units = guard_units();
 	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu shipped=%llu spooled=%llu lost=%llu "
-		  "empty=%llu", (unsigned long long)units, (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
+		  "empty=%llu baseline=%llu", (unsigned long long)units, (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
 		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.shipped),
 		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
-		  (unsigned long long)atomic_load(&G.n.empty));
+		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline));
 	t->nest = 0;
 }

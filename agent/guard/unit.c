@@ -407,6 +407,27 @@ __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 			atomic_fetch_add_explicit(&s->violations, 1, memory_order_relaxed);
 			guard_enqueue(&v);
 		}
+	} else if (G.cfg.baseline_per_min > 0 && t->loop >= 0 && t->loop < GP_MAX_LOOPS &&
+		   now >= atomic_load_explicit(&G.base_next[t->loop][t->best >= 0 && t->best < GP_MAX_TYPES ?
+								    t->best : GP_MAX_TYPES],
+					       memory_order_relaxed) &&
+		   guard_baseline_claim(t->loop, t->best, now)) {
+		struct gviol v;
+
+		/* where the unit ended, as a violation has where it was found slow */
+		guard_record_here(t, GREC_RUN, now, 0, 0, 0, 0);
+		memset(&v, 0, sizeof(v));
+		v.tid = t->tid;
+		v.slot = (uint32_t)(s - G.slots);
+		v.start = t->unit_start;
+		v.end = now;
+		v.dur = dur;
+		v.threshold = t->threshold;
+		v.loop = t->loop;
+		v.type = t->best;
+		v.calls = t->calls;
+		v.baseline = 1;
+		guard_baseline_enqueue(&v);
 	}
 	t->unit_start = 0;
 }

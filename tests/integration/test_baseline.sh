@@ -51,6 +51,19 @@ t_eq "role: stored (absent means violation)" \
 	"$(pg_q "SELECT string_agg(host || ':' || role, ' ' ORDER BY stream_id) FROM streams")" \
 	"h1:violation h2:violation h1:baseline h2:baseline"
 
+# sm-agent marks what it ships or imports as baseline when told
+stream 00000000-0000-4000-8000-000000000007 '' marked h3 0:1000 >"$T_TMP/marked.ndjson"
+printf 'tiny!main;tiny!work 3\n' >"$T_TMP/normal.folded"
+SM_TOKEN=$TOKEN "$SM_BIN_DIR/sm-agent" ship --baseline --url "$INGEST_URL" --spool "$T_TMP/spool" "$T_TMP/marked.ndjson" \
+	>"$T_TMP/ship.out" 2>&1 || t_fail "sm-agent ship --baseline" "$(cat "$T_TMP/ship.out")"
+SM_TOKEN=$TOKEN "$SM_BIN_DIR/sm-agent" import --baseline --format folded --host h3 --app marked \
+	--url "$INGEST_URL" --spool "$T_TMP/spool" "$T_TMP/normal.folded" >"$T_TMP/ship.out" 2>&1 ||
+	t_fail "sm-agent import --baseline" "$(cat "$T_TMP/ship.out")"
+t_eq "sm-agent ship --baseline, import --baseline: stored as baseline" \
+	"$(pg_q "SELECT string_agg(symptom_kind || ':' || role, ' ' ORDER BY symptom_kind) FROM streams WHERE app = 'marked'")" \
+	"import:baseline unit_violation:baseline"
+pg_q "DELETE FROM streams WHERE app = 'marked'" >/dev/null
+
 # ---- the tiny app, exactly ----
 # [main work leaf]: 200 ms in the slow units; the normal ones spend 90 ms each: 2 x 90 = 180 expected,
 # excess 20 ms. [main slow]: 70 ms, none in the normal units: excess 70 ms. By total cost the first

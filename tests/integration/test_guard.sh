@@ -112,27 +112,27 @@ sleeps=$(awk '$1 == "sleep" {print $3}' <<<"$mix")
 spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
 echo "slow requests sent: $sleeps sleeps, $spins spins"
 t_eq "a stream per slow request at least" \
-	"$(q "SELECT count(*) >= $((sleeps + spins)) FROM streams WHERE build_id = :'bid'")" t
+	"$(q "SELECT count(*) >= $((sleeps + spins)) FROM streams WHERE build_id = :'bid' AND role = 'violation'")" t
 # the process reported itself: at its first unit, and once more as it exited
 t_eq "the process's report: what it guards, in which mode, and that it exited" \
 	"$(q "SELECT app, exe = '$GT', build_id = :'bid', mode, agent_version, exited, pid = $GPID,
 	       units >= 1500, violations >= $((sleeps + spins)), drops, ship_errors FROM agent_procs")" \
 	"guardtest|t|t|guard|1.0|t|t|t|t|0|0"
 t_eq "the report's violations are the streams it shipped" \
-	"$(q "SELECT violations FROM agent_procs")" "$(q "SELECT count(*) FROM streams WHERE build_id = :'bid'")"
+	"$(q "SELECT violations FROM agent_procs")" "$(q "SELECT count(*) FROM streams WHERE build_id = :'bid' AND role = 'violation'")"
 t_eq "and the host's hour has them" "$(q "SELECT h.violations = p.violations AND h.units = p.units
 	FROM agent_hours h, agent_procs p")" t
 t_eq "app, labels and symptom kind" \
 	"$(q "SELECT DISTINCT app || ' ' || (labels->>'region') || ' ' || (labels->>'conf.mix') || ' ' ||
-	       symptom_kind FROM streams WHERE build_id = :'bid'")" "guardtest test-1 a,b unit_violation"
+	       symptom_kind FROM streams WHERE build_id = :'bid' AND role = 'violation'")" "guardtest test-1 a,b unit_violation"
 t_eq "unit type, threshold, duration and size labels" \
-	"$(q "SELECT count(*) FROM streams WHERE build_id = :'bid' AND labels->>'unit.type' ~ '^u[0-9]+\$'
+	"$(q "SELECT count(*) FROM streams WHERE build_id = :'bid' AND role = 'violation' AND labels->>'unit.type' ~ '^u[0-9]+\$'
 	       AND (labels->>'unit.threshold_ns')::bigint >= 1000000
 	       AND (labels->>'unit.duration_ns')::bigint > (labels->>'unit.threshold_ns')::bigint
 	       AND (labels->>'unit.calls')::int >= 1 AND labels->>'unit.loop' = 'guardtest!run_epoll'
 	       AND symptom_unit_type = labels->>'unit.type' AND symptom_threshold_ns::text = labels->>'unit.threshold_ns'
 	       AND symptom_end_ns - symptom_start_ns >= (labels->>'unit.duration_ns')::bigint")" \
-	"$(q "SELECT count(*) FROM streams WHERE build_id = :'bid'")"
+	"$(q "SELECT count(*) FROM streams WHERE build_id = :'bid' AND role = 'violation'")"
 t_eq "the symptom thread is the server's loop thread" \
 	"$(q "SELECT DISTINCT symptom_tid FROM streams WHERE build_id = :'bid'")" "$GPID"
 ev=$(events_of "s.build_id = :'bid' AND e.tid = s.symptom_tid")
@@ -167,7 +167,7 @@ stop_server "$PORT"
 t_eq "reports every second while the process runs (SM_GUARD_REPORT_S=1)" "$seen" t
 t_eq "the suppressed violations are reported as drops" \
 	"$(q "SELECT violations >= 200, violations - drops, exited FROM agent_procs WHERE pid = $GPID")" "t|6|t"
-t_eq "a storm ships 6 streams" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'limited'")" 6
+t_eq "a storm ships 6 streams" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'limited' AND role = 'violation'")" 6
 line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
 v=$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")
 sup=$(sed -n 's/.* suppressed=\([0-9]*\).*/\1/p' <<<"$line")
@@ -181,14 +181,14 @@ SM_GUARD_REPORT_S=1 SM_GUARD_APP=pushed guarded "$GT" epoll "$PORT" || t_bail "g
 sleep 1.5
 "$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
 sleep 0.5
-muted=$(q "SELECT count(*) FROM streams WHERE app = 'pushed'")
+muted=$(q "SELECT count(*) FROM streams WHERE app = 'pushed' AND role = 'violation'")
 q "UPDATE agent_settings SET guard = NULL, k = 7 WHERE app = 'pushed'" >/dev/null
 sleep 2.5
 "$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
 stop_server "$PORT"
 t_eq "pushed: guarding off, slow requests are not violations" "$muted" 0
 t_eq "pushed: guarding on again, every slow request is (reports_per_min pushed too)" \
-	"$(q "SELECT count(*) FROM streams WHERE app = 'pushed'")" 10
+	"$(q "SELECT count(*) FROM streams WHERE app = 'pushed' AND role = 'violation'")" 10
 log=$(grep "exe=guardtest" "$T_TMP/guard.log" | grep -A100 'msg="guarding off (pushed by the server)"')
 t_match "pushed: the agent says what it applied" "$log" \
 	'msg="new minimum wait".* min_wait_us=5000.*msg="new report limit".* reports_per_min=100000.*msg="guarding on again".*msg="new thresholds".* k=7'
@@ -280,7 +280,9 @@ echo "exit took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 spooled=$(ls "$T_TMP/spool"/*.json 2>/dev/null | wc -l)
 # the three slow requests at least (a fast one slowed past its 1 ms threshold on a busy machine counts too)
 viol=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1 | sed -n 's/.* violations=\([0-9]*\).*/\1/p')
-t_eq "at exit, the violations go to the spool" "$spooled|$([ "${viol:-0}" -ge 3 ] && echo 3+)" "${viol:-none}|3+"
+base=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1 | sed -n 's/.* baseline=\([0-9]*\).*/\1/p')
+t_eq "at exit, the violations (and the baseline units) go to the spool" \
+	"$spooled|$([ "${viol:-0}" -ge 3 ] && echo 3+)" "$((${viol:-0} + ${base:-0}))|3+"
 "$BIN/sm-agent" drain --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool" >/dev/null 2>&1 ||
 	t_fail "sm-agent drain"
 t_eq "a later drain delivers them" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'offline'")" "$spooled"
@@ -344,6 +346,12 @@ sleep 0.3
 stop_server "$PORT"
 t_eq "fleet: a new host guards at once with the fleet's profile" \
 	"$(q "SELECT mode FROM agent_procs WHERE host = 'new-host'")|$(ls "$T_TMP/prof-new")" "guard|$bid.json"
+# its normal units: the first of its one unit type is shipped as a baseline stream (one a minute)
+t_eq "baseline: one normal unit of the type shipped, built like a violation" \
+	"$(q "SELECT count(*), min(symptom_kind), bool_and(symptom_unit_type = labels->>'unit.type'), bool_and(n_events > 0),
+	       min(labels->>'unit.state'), bool_and((labels->>'unit.duration_ns')::bigint <= symptom_threshold_ns)
+	      FROM streams WHERE host = 'new-host' AND role = 'baseline'")" "1|unit_sample|t|t|ended|t"
+t_match "baseline: counted at exit" "$(grep 'msg="exit"' "$T_TMP/guard.log" | tail -n 1)" ' baseline=1$'
 # a guarding process takes a newer fleet profile of its build while it runs (same loops: swapped at once)
 mkdir -p "$T_TMP/prof-own" && cp "$T_TMP/prof-a/$bid.json" "$T_TMP/prof-own/"
 SM_GUARD_PROFILE_FETCH_S=1 "$GUARD" run --profile-dir "$T_TMP/prof-own" --log "$T_TMP/refresh.log" --url "$INGEST_URL" \

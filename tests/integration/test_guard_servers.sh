@@ -117,7 +117,7 @@ echo "agent: $(sum_exits postgres "$m" units) units, $(sum_exits postgres "$m" v
 # a stream is the pg_sleep's when its symptom thread waited in pg_sleep; the heavy query's when it ran the
 # function scan; each pg_sleep is one wait of 100 ms: counted one by one (a unit may hold two)
 fid() { echo "(SELECT id FROM frames WHERE name = '$1')"; }
-mixed="s.labels->>'run' = 'mixed'"
+mixed="s.labels->>'run' = 'mixed' AND s.role = 'violation'"
 got_sleep=$(pg_q "SELECT count(DISTINCT (e.tid, e.ts_ns)) FROM events e JOIN streams s ON s.id = e.stream_ref JOIN stacks k
 	ON k.id = e.stack_id WHERE $mixed AND e.tid = s.symptom_tid AND e.kind = 'w' AND e.dur_ns >= 90000000 AND
 	$(fid 'postgres!pg_sleep') = ANY(k.frame_ids)")
@@ -239,7 +239,7 @@ echo "nginx: $units units, $v violations; $(grep 'Requests/sec' "$W/wrk.out")"
 t_eq "nginx: no violation storm under wrk (at most 5 in 1000 units)" \
 	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v <= u / 200)}')" 1
 t_eq "nginx: and at most 6 streams shipped per worker and unit type (the run lasts under a minute)" \
-	"$(pg_q "SELECT coalesce(max(n), 0) <= 6 FROM (SELECT count(*) AS n FROM streams WHERE labels->>'run' = 'nginx'
+	"$(pg_q "SELECT coalesce(max(n), 0) <= 6 FROM (SELECT count(*) AS n FROM streams WHERE labels->>'run' = 'nginx' AND role = 'violation'
 	       GROUP BY symptom_tid, symptom_unit_type) x")" t
 
 stop_ingest
