@@ -375,6 +375,21 @@ __attribute__((noinline)) static void unit_begin(struct gthread *t, const struct
 		guard_start_watchdog();
 }
 
+/* The unit t ended at now, as a violation (or a baseline) to report. */
+static void ended_unit(const struct gthread *t, int64_t now, int64_t dur, struct gviol *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->tid = t->tid;
+	v->slot = (uint32_t)(t->slot - G.slots);
+	v->start = t->unit_start;
+	v->end = now;
+	v->dur = dur;
+	v->threshold = t->threshold;
+	v->loop = t->loop;
+	v->type = t->best;
+	v->calls = t->calls;
+}
+
 __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 {
 	struct gslot *s = t->slot;
@@ -394,16 +409,7 @@ __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 			/* no stack taken yet (the watchdog's request may have come too late): take it now */
 			if (!t->violated)
 				guard_record_here(t, GREC_RUN, now, 0, 0, 0, GREC_F_DETECT);
-			memset(&v, 0, sizeof(v));
-			v.tid = t->tid;
-			v.slot = (uint32_t)(s - G.slots);
-			v.start = t->unit_start;
-			v.end = now;
-			v.dur = dur;
-			v.threshold = t->threshold;
-			v.loop = t->loop;
-			v.type = t->best;
-			v.calls = t->calls;
+			ended_unit(t, now, dur, &v);
 			atomic_fetch_add_explicit(&s->violations, 1, memory_order_relaxed);
 			guard_enqueue(&v);
 		}
@@ -416,16 +422,7 @@ __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 
 		/* where the unit ended, as a violation has where it was found slow */
 		guard_record_here(t, GREC_RUN, now, 0, 0, 0, 0);
-		memset(&v, 0, sizeof(v));
-		v.tid = t->tid;
-		v.slot = (uint32_t)(s - G.slots);
-		v.start = t->unit_start;
-		v.end = now;
-		v.dur = dur;
-		v.threshold = t->threshold;
-		v.loop = t->loop;
-		v.type = t->best;
-		v.calls = t->calls;
+		ended_unit(t, now, dur, &v);
 		v.baseline = 1;
 		guard_baseline_enqueue(&v);
 	}
