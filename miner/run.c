@@ -1129,6 +1129,22 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	}
 	if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
 		goto fail_rollback;
+	r = PQexecParams(miner_db(m), "DELETE FROM run_baseline WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
+	PQclear(r);
+	if (run->nbase) {
+		/* the normal units measured against, for attribution */
+		if (copy_begin(m, "COPY run_baseline (run_id, stream_ref) FROM STDIN") < 0)
+			goto fail_rollback;
+		for (size_t i = 0; i < run->nstreams; i++) {
+			if (!run->base[i])
+				continue;
+			buf_printf(&b, "%s\t%lld\n", idbuf, (long long)run->refs[i]);
+			if (copy_send(m, &b, false) < 0)
+				goto fail_rollback;
+		}
+		if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
+			goto fail_rollback;
+	}
 	if (copy_begin(m, "COPY patterns (id, run_id, kind, rank, frame_ids, cost_ns, events, streams,"
 			  " stack_ids) FROM STDIN") < 0)
 		goto fail_rollback;

@@ -12,6 +12,7 @@
 #include "miner/aoi.h"
 #include "miner/params.h"
 #include "miner/queue.h"
+#include "web/attribution.h"
 #include "web/model.h"
 #include "web/request.h"
 
@@ -795,6 +796,71 @@ static void get_cluster_stacks(struct req *rq, const char *id)
 	PQclear(r);
 }
 
+static void get_cluster_attribution(struct req *rq, const char *id)
+{
+	static const char *const names[] = { "limit", NULL };
+	struct attribution at;
+	struct jsonw w;
+	PGresult *c;
+	char err[512];
+	int64_t lim;
+
+	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 1000, 20, &lim))
+		return;
+	if (!(c = need_cluster(rq, id)))
+		return;
+	PQclear(c);
+	if (attribution_compute(rq->db, id, rq->a, &at, err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "%s", err);
+		return;
+	}
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_key(&w, "cluster_id");
+	jsonw_number_text(&w, id);
+	jsonw_ku64(&w, "run_streams", at.run_streams);
+	jsonw_ku64(&w, "cluster_streams", at.cluster_streams);
+	jsonw_ku64(&w, "baseline_streams", at.baseline_streams);
+	jsonw_ku64(&w, "cost_ns", at.cost_ns);
+	jsonw_ku64(&w, "tested", at.tested);
+	jsonw_ku64(&w, "keys_skipped", at.keys_skipped);
+	if (at.n) {
+		struct buf words = BUF_INIT(4096);
+
+		attribution_words(&at, 0, &words);
+		jsonw_kstr(&w, "summary", buf_cstr(&words));
+		buf_release(&words);
+	} else {
+		jsonw_knull(&w, "summary");
+	}
+	jsonw_karray(&w, "values");
+	for (size_t i = 0; i < at.n && i < (size_t)lim; i++) {
+		const struct attribution_value *x = &at.v[i];
+
+		jsonw_object(&w);
+		jsonw_kstr(&w, "key", x->key);
+		jsonw_kstr(&w, "value", x->value);
+		jsonw_ku64(&w, "cost_ns", x->cost_ns);
+		jsonw_kdouble(&w, "cost_share", x->cost_share);
+		jsonw_ku64(&w, "cluster_streams", x->cluster_streams);
+		jsonw_ku64(&w, "run_streams", x->run_streams);
+		jsonw_ku64(&w, "baseline_streams", x->baseline_streams);
+		jsonw_kdouble(&w, "cluster_share", x->cluster_share);
+		jsonw_kdouble(&w, "run_share", x->run_share);
+		jsonw_kdouble(&w, "baseline_share", x->baseline_share);
+		jsonw_kdouble(&w, "lift", x->lift);
+		jsonw_kdouble(&w, "lift_baseline", x->lift_baseline);
+		jsonw_kdouble(&w, "p", x->p);
+		jsonw_kdouble(&w, "q", x->q);
+		jsonw_kdouble(&w, "p_baseline", x->p_baseline);
+		jsonw_kdouble(&w, "q_baseline", x->q_baseline);
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+}
+
 /* ---- signatures ---- */
 
 static void get_signatures(struct req *rq)
@@ -1414,6 +1480,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/runs/#/triage", get_triage, "run" },
 	{ REQ_M_GET, "/api/v1/clusters/#", get_cluster, "cluster" },
 	{ REQ_M_GET, "/api/v1/clusters/#/stacks", get_cluster_stacks, "cluster" },
+	{ REQ_M_GET, "/api/v1/clusters/#/attribution", get_cluster_attribution, "cluster" },
 	{ REQ_M_GET, "/api/v1/signatures", get_signatures_r, NULL },
 	{ REQ_M_POST, "/api/v1/signatures", post_signature_r, NULL },
 	{ REQ_M_GET, "/api/v1/signatures/export", get_export_r, NULL },

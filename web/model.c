@@ -334,6 +334,35 @@ PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, si
 		   2, p, err, errlen);
 }
 
+PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	const char *p[1] = { id };
+
+	/* the run's violating streams (those with AOI events of the kind), the cluster's (with its
+	 * cost), the run's baseline; then every host, version and label value over them */
+	return run_prepared(db, 11,
+		   "WITH c AS (SELECT id, run_id, kind, stack_ids FROM clusters WHERE id = $1::bigint),"
+		   " r AS (SELECT DISTINCT rs.stream_ref FROM run_stacks rs, c WHERE rs.run_id = c.run_id"
+		   "  AND rs.kind = c.kind),"
+		   " k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost FROM run_stacks rs, c WHERE rs.run_id = c.run_id"
+		   "  AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids) GROUP BY rs.stream_ref),"
+		   " b AS (SELECT rb.stream_ref FROM run_baseline rb, c WHERE rb.run_id = c.run_id),"
+		   " a AS (SELECT stream_ref FROM r UNION SELECT stream_ref FROM b),"
+		   " kv AS (SELECT s.id AS stream_ref, x.key, x.value FROM a JOIN streams s ON s.id = a.stream_ref,"
+		   "  LATERAL (SELECT 'host' AS key, s.host AS value UNION ALL"
+		   "   SELECT 'version', s.version WHERE s.version IS NOT NULL UNION ALL"
+		   "   SELECT l.key, l.value FROM jsonb_each_text(s.labels) AS l(key, value)"
+		   "   WHERE l.key NOT IN ('host', 'version')) x)"
+		   " SELECT kv.key, kv.value, count(r.stream_ref) AS run_streams, count(k.stream_ref) AS cluster_streams,"
+		   "  coalesce(sum(k.cost), 0)::bigint AS cluster_cost_ns, count(b.stream_ref) AS baseline_streams"
+		   " FROM kv LEFT JOIN r USING (stream_ref) LEFT JOIN k USING (stream_ref) LEFT JOIN b USING (stream_ref)"
+		   " GROUP BY kv.key, kv.value"
+		   " UNION ALL SELECT NULL, NULL, (SELECT count(*) FROM r), (SELECT count(*) FROM k),"
+		   "  (SELECT coalesce(sum(cost), 0)::bigint FROM k), (SELECT count(*) FROM b)"
+		   " ORDER BY 1 NULLS FIRST, 2",
+		   1, p, err, errlen);
+}
+
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen)
 {
 	const char *p[1] = { id };

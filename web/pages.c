@@ -11,6 +11,7 @@
 #include "common/arena.h"
 #include "common/util.h"
 #include "miner/queue.h"
+#include "web/attribution.h"
 #include "web/flame.h"
 #include "web/html.h"
 #include "web/model.h"
@@ -701,6 +702,54 @@ out:
 	PQclear(fr);
 }
 
+/* Where the cluster happens: its most over-represented host, version or label values, the first
+ * in words when it stands out (docs/analysis.md, "Attribution"). */
+static void attribution_section(struct req *rq, const char *id)
+{
+	struct attribution at;
+	char err[512];
+	struct buf words = BUF_INIT(4096);
+
+	if (attribution_compute(rq->db, id, rq->a, &at, err, sizeof(err)) < 0) {
+		html_raw(rq, "<p class=\"error\">Attribution: ");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+		return;
+	}
+	if (!at.n)
+		return;
+	html_raw(rq, "<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">");
+	if (at.v[0].q < 0.05) {
+		attribution_words(&at, 0, &words);
+		html_text(rq, buf_cstr(&words));
+		html_raw(rq, ".");
+	} else {
+		html_rawf(rq, "No host, version or label value stands out among this cluster's %llu streams "
+			      "(the smallest adjusted p is %.2g).", (unsigned long long)at.cluster_streams, at.v[0].q);
+	}
+	buf_release(&words);
+	html_rawf(rq, "</p><table class=\"attribution\"><thead><tr><th>Key</th><th>Value</th>"
+		      "<th class=\"n\">Cost share</th><th class=\"n\">Its streams</th><th class=\"n\">Run's streams</th>"
+		      "%s<th class=\"n\" title=\"its share of the cluster's streams over its share of the run's\">Lift</th>"
+		      "<th class=\"n\" title=\"Fisher's exact test, Benjamini-Hochberg over %zu values\">p (adjusted)</th>"
+		      "</tr></thead><tbody>",
+		  at.baseline_streams ? "<th class=\"n\">Baseline's streams</th>" : "", at.tested);
+	for (size_t i = 0; i < at.n && i < 8; i++) {
+		const struct attribution_value *x = &at.v[i];
+
+		html_raw(rq, "<tr><td>");
+		html_text(rq, x->key);
+		html_raw(rq, "</td><td>");
+		html_text(rq, x->value);
+		html_rawf(rq, "</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td>",
+			  100 * x->cost_share, 100 * x->cluster_share, 100 * x->run_share);
+		if (at.baseline_streams)
+			html_rawf(rq, "<td class=\"n\">%.0f %%</td>", 100 * x->baseline_share);
+		html_rawf(rq, "<td class=\"n\">%.2f</td><td class=\"n\">%.2g</td></tr>", x->lift, x->q);
+	}
+	html_raw(rq, "</tbody></table></section>");
+}
+
 static void page_cluster(struct req *rq, const char *id)
 {
 	char err[512];
@@ -755,6 +804,7 @@ static void page_cluster(struct req *rq, const char *id)
 		}
 		html_raw(rq, ".</p>");
 	}
+	attribution_section(rq, id);
 
 	{
 		const char **common;

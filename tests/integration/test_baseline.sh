@@ -95,7 +95,7 @@ t_eq "tiny: --no-baseline: no excess" \
 	"$(pg_q "SELECT counts->>'baseline_streams', count(excess_cost_ns) FROM runs r JOIN clusters c ON c.run_id = r.id WHERE r.id = $norun GROUP BY 1")" "0|0"
 
 # ---- a generated fleet with a baseline ----
-"$genfleet" --streams 300 --baseline 300 --seed 1 --out "$T_TMP/fleet.ndjson" --truth "$T_TMP/truth.json" ||
+"$genfleet" --streams 300 --baseline 300 --regression-conf --seed 1 --out "$T_TMP/fleet.ndjson" --truth "$T_TMP/truth.json" ||
 	t_bail "genfleet"
 SM_TOKEN=$TOKEN "$SM_BIN_DIR/sm-agent" ship --url "$INGEST_URL" --spool "$T_TMP/spool" "$T_TMP/fleet.ndjson" \
 	>"$T_TMP/ship.out" 2>&1 || { sed 's/^/  | /' "$T_TMP/ship.out"; t_bail "sm-agent ship"; }
@@ -116,4 +116,25 @@ done
 t_verdicts "$T_TMP/check.out"
 # checkout run: 3 bugs x (interval, above) + sinks + owned; the 3 other runs: 1 bug each: 4
 t_eq "fleet: every check ran" "$T_VERDICTS" 20
+
+# ---- attribution: the regression is on version 2.4.0 and on hosts with conf.db_pool = 16 ----
+reg=$(pg_q "SELECT c.id FROM clusters c WHERE c.run_id = ${runs[0]} AND EXISTS (SELECT 1 FROM unnest(c.common_frame_ids) x
+	JOIN frames f ON f.id = x WHERE f.name LIKE '%ProductCache::rebuild_index') ORDER BY c.rank_total_cost LIMIT 1")
+start_web || t_bail "sm-web starts"
+http GET "$WEB_URL/api/v1/clusters/$reg/attribution?limit=5" -H "Authorization: Bearer $AN"
+printf '%s' "$HTTP_BODY" >"$T_TMP/attribution.json"
+"$py" -c 'import json, sys; j = json.load(open(sys.argv[1])); print(j["summary"])
+for v in j["values"]: print("  %-20s %-10s cost %3.0f %%  streams %3.0f %% of the cluster, %3.0f %% of the run, %3.0f %% of the baseline  lift %.2f  q %.2g  q(baseline) %.2g" % (v["key"], v["value"], 100 * v["cost_share"], 100 * v["cluster_share"], 100 * v["run_share"], 100 * v["baseline_share"], v["lift"], v["q"], v["q_baseline"]))' "$T_TMP/attribution.json"
+t_eq "attribution: the regression's version and configuration value first, p < 0.001" \
+	"$HTTP_STATUS $("$py" -c 'import json, sys; j = json.load(open(sys.argv[1]))
+print(sorted((v["key"], v["value"]) for v in j["values"][:2]), all(v["q"] < 0.001 and v["q_baseline"] < 0.001 for v in j["values"][:2]))' "$T_TMP/attribution.json")" \
+	"200 [('conf.db_pool', '16'), ('version', '2.4.0')] True"
+t_match "attribution: in words" "$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"])' "$T_TMP/attribution.json")" \
+	"^[0-9]+ % of this cluster's cost is on (version 2\.4\.0|conf\.db_pool = 16), which has [0-9]+ % of the run's streams \([0-9]+ % of the baseline's\); p < 10\^-[0-9]+$"
+http GET "$WEB_URL/clusters/$reg" -H "Authorization: Bearer $AN"
+t_match "attribution: the cluster page leads with it" "$HTTP_STATUS $HTTP_BODY" \
+	"^200 .*<h2>Where it happens</h2><p class=\"lead\">[0-9]+ % of this cluster&#39;s cost is on (version 2\.4\.0|conf\.db_pool = 16)"
+http GET "$WEB_URL/api/v1/clusters/$reg/attribution?limit=0" -H "Authorization: Bearer $AN"
+t_eq "attribution: a bad limit" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\": \"limit: must be a whole number from 1 to 1000\"}"$'\n'
+stop_web
 t_done

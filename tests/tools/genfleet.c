@@ -45,6 +45,7 @@
 #define MAX_SEQ 500         /* frames of a stack under construction */
 #define MAX_DEPTH_T 400     /* largest target depth; the i686 rewrite adds a few frames */
 #define WS_MAX 256
+#define REGRESSION_DB_POOL 16   /* --regression-conf: the configuration the regression needs */
 
 /* ---------------------------------------------------------------------------
  * Small helpers. A test tool: running out of memory ends the run.
@@ -891,6 +892,7 @@ struct opts {
 	uint64_t seed;
 	const char *apps, *out, *truth;
 	bool validate, stats;
+	bool regression_conf;       /* the version regression also needs conf.db_pool = 16 */
 };
 
 /* One event while a stream is built. */
@@ -2644,7 +2646,8 @@ static void stream_choose(struct gen *g, struct sbuild *b, uint32_t index)
 
 		if (bug->app != b->a->idx)
 			continue;
-		lucky = rng_chance(&r, bug->fraction);
+		/* --regression-conf halves the regression's hosts: it hits twice as often on them */
+		lucky = rng_chance(&r, bug->type == B_REGRESSION && g->o.regression_conf ? 2 * bug->fraction : bug->fraction);
 		if (bug->type == B_ARCH32)
 			v = b->arch;
 		else if (sofar < (size_t)bug->ncallers)
@@ -2652,6 +2655,8 @@ static void stream_choose(struct gen *g, struct sbuild *b, uint32_t index)
 		else
 			v = (int)rng_below(&r, (uint64_t)bug->ncallers);
 		if (bug->version >= 0 && b->h->version != bug->version)
+			continue;
+		if (bug->type == B_REGRESSION && g->o.regression_conf && b->h->db_pool != REGRESSION_DB_POOL)
 			continue;
 		/* the first stream that can show a variant always does */
 		if ((!lucky && bug->var_hits[v]) || b->nhits == MAX_HITS)
@@ -3052,6 +3057,10 @@ static void truth_bug(struct gen *g, struct buf *o, const struct bug *b)
 		json_str(o, a->spec->versions[b->version]);
 	else
 		buf_puts(o, "null");
+	if (b->type == B_REGRESSION && g->o.regression_conf)
+		buf_printf(o, ", \"conf\": {\"conf.db_pool\": \"%d\"}", REGRESSION_DB_POOL);
+	else
+		buf_puts(o, ", \"conf\": null");
 	buf_printf(o, ", \"fraction\": %.3f, \"injected_streams\": %zu, \"cost_ns\": %lld", b->fraction,
 		   b->nhits, (long long)b->cost);
 	if (b->type == B_CONVOY)
@@ -3094,8 +3103,9 @@ static int truth_write(struct gen *g, const char *path)
 		   "\"events\": %lld, \"hosts\": %lld, \"apps\": ", (unsigned long long)g->o.seed,
 		   (long long)g->o.streams, (long long)g->o.events, (long long)g->o.hosts);
 	json_str(&o, g->o.apps);
-	buf_printf(&o, ", \"bugs\": %lld, \"distinct_stacks\": %lld, \"depth\": %lld},\n", (long long)g->o.bugs,
-		   (long long)g->o.distinct, (long long)g->o.depth);
+	buf_printf(&o, ", \"bugs\": %lld, \"distinct_stacks\": %lld, \"depth\": %lld, \"baseline\": %lld, "
+		   "\"regression_conf\": %s},\n", (long long)g->o.bugs, (long long)g->o.distinct, (long long)g->o.depth,
+		   (long long)g->o.baseline, g->o.regression_conf ? "true" : "false");
 	buf_puts(&o, "  \"apps\": [");
 	for (int i = 0; i < g->napps; i++) {
 		const struct app *a = &g->apps[i];
@@ -3209,6 +3219,7 @@ static const char usage[] =
 	"Options:\n"
 	"  --streams N           streams to write (default 100)\n"
 	"  --baseline N          then N baseline streams: normal units of the same fleet, no bug\n"
+	"  --regression-conf     the version regression also needs the host's conf.db_pool = 16\n"
 	"                        (role baseline; default 0)\n"
 	"  --events M            events per stream, exactly (default 2000, at least 64)\n"
 	"  --hosts H             hosts in the fleet, spread over the apps (default 40)\n"
@@ -3341,6 +3352,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "streams", required_argument, NULL, 'n' },
 		{ "baseline", required_argument, NULL, 'B' },
+		{ "regression-conf", no_argument, NULL, 'R' },
 		{ "events", required_argument, NULL, 'm' },
 		{ "hosts", required_argument, NULL, 'H' },
 		{ "apps", required_argument, NULL, 'a' },
@@ -3378,6 +3390,7 @@ int main(int argc, char **argv)
 		case 'o': o->out = optarg; break;
 		case 't': o->truth = optarg; break;
 		case 'V': o->validate = true; break;
+		case 'R': o->regression_conf = true; break;
 		case 'S': o->stats = true; break;
 		case 'h':
 			fputs(usage, stdout);

@@ -1,0 +1,159 @@
+/* attribution: label values over-represented among a cluster's streams (see attribution.h). */
+#include "web/attribution.h"
+#include "common/db.h"
+#include "common/stats.h"
+#include "web/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A key with more distinct values than this share of the streams names streams, not a cause
+ * (a duration, an id): its values are not tested. */
+#define ID_LIKE_SHARE 0.25
+#define ID_LIKE_MIN 20
+
+static uint64_t u64(PGresult *r, int row, int col)
+{
+	return (uint64_t)strtoull(PQgetvalue(r, row, col), NULL, 10);
+}
+
+static int cmp_value(const void *x, const void *y)
+{
+	const struct attribution_value *a = x, *b = y;
+
+	if (a->q != b->q)
+		return a->q < b->q ? -1 : 1;
+	if (a->p != b->p)
+		return a->p < b->p ? -1 : 1;
+	if (a->cost_share != b->cost_share)
+		return a->cost_share > b->cost_share ? -1 : 1;
+	if (strcmp(a->key, b->key) != 0)
+		return strcmp(a->key, b->key);
+	return strcmp(a->value, b->value);
+}
+
+int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attribution *out, char *err,
+			size_t errlen)
+{
+	PGresult *r = model_cluster_values(db, id, err, errlen);
+	struct attribution_value *v;
+	double *p, *pb;
+	size_t nv = 0, rows, first;
+	uint64_t nr, nk, nb;
+
+	memset(out, 0, sizeof(*out));
+	if (!r)
+		return -1;
+	rows = (size_t)PQntuples(r);
+	if (rows == 0 || !PQgetisnull(r, 0, 0)) {
+		PQclear(r);
+		snprintf(err, errlen, "cluster %s: no totals", id);
+		return -1;
+	}
+	out->run_streams = nr = u64(r, 0, 2);
+	out->cluster_streams = nk = u64(r, 0, 3);
+	out->cost_ns = u64(r, 0, 4);
+	out->baseline_streams = nb = u64(r, 0, 5);
+	if (nk == 0) {
+		/* a cluster without stored stacks: nothing to attribute */
+		PQclear(r);
+		return 0;
+	}
+	v = arena_calloc(a, rows + 1, sizeof(*v));
+	p = arena_alloc(a, (rows + 1) * sizeof(*p));
+	pb = arena_alloc(a, (rows + 1) * sizeof(*pb));
+	if (!v || !p || !pb) {
+		PQclear(r);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* rows come by key: each key's values together */
+	for (size_t i = 1; i < rows; i = first) {
+		size_t nvals = 0;
+
+		for (first = i; first < rows && strcmp(PQgetvalue(r, first, 0), PQgetvalue(r, i, 0)) == 0; first++)
+			nvals++;
+		if (nvals > ID_LIKE_MIN && (double)nvals > ID_LIKE_SHARE * (double)(nr + nb)) {
+			out->keys_skipped++;
+			continue;
+		}
+		for (size_t j = i; j < first; j++) {
+			struct attribution_value *x = &v[nv];
+			uint64_t kv = u64(r, (int)j, 3), rv = u64(r, (int)j, 2), bv = u64(r, (int)j, 5);
+
+			x->key = arena_strndup(a, PQgetvalue(r, (int)j, 0), (size_t)PQgetlength(r, (int)j, 0));
+			x->value = arena_strndup(a, PQgetvalue(r, (int)j, 1), (size_t)PQgetlength(r, (int)j, 1));
+			if (!x->key || !x->value) {
+				PQclear(r);
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			x->run_streams = rv;
+			x->cluster_streams = kv;
+			x->baseline_streams = bv;
+			x->cost_ns = u64(r, (int)j, 4);
+			x->cost_share = out->cost_ns ? (double)x->cost_ns / (double)out->cost_ns : 0;
+			x->cluster_share = (double)kv / (double)nk;
+			x->run_share = nr ? (double)rv / (double)nr : 0;
+			x->lift = x->run_share > 0 ? x->cluster_share / x->run_share : NAN;
+			/* the cluster's streams against the run's other streams */
+			x->p = kv > rv || nk > nr ? 1.0 : stats_fisher_greater(kv, nk - kv, rv - kv, (nr - rv) - (nk - kv));
+			if (nb) {
+				x->baseline_share = (double)bv / (double)nb;
+				x->lift_baseline = bv ? x->cluster_share / x->baseline_share : INFINITY;
+				x->p_baseline = stats_fisher_greater(kv, nk - kv, bv, nb - bv);
+			} else {
+				x->baseline_share = x->lift_baseline = x->p_baseline = NAN;
+			}
+			p[nv] = x->p;
+			pb[nv] = nb ? x->p_baseline : 1;
+			nv++;
+		}
+	}
+	PQclear(r);
+	out->tested = nv;
+	if (stats_bh(p, nv, p) < 0 || stats_bh(pb, nv, pb) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* keep the values the cluster has */
+	out->n = 0;
+	for (size_t i = 0; i < nv; i++) {
+		v[i].q = p[i];
+		v[i].q_baseline = nb ? pb[i] : NAN;
+		if (v[i].cluster_streams)
+			v[out->n++] = v[i];
+	}
+	qsort(v, out->n, sizeof(*v), cmp_value);
+	out->v = v;
+	return 0;
+}
+
+/* "p < 10^-9" for small ones, "p = 0.012" otherwise */
+static void put_p(struct buf *out, double q)
+{
+	if (q < 1e-3) {
+		int e = (int)floor(-log10(q > 0 ? q : 1e-300));
+		buf_printf(out, "p < 10^-%d", e);
+	} else {
+		buf_printf(out, "p = %.2g", q);
+	}
+}
+
+void attribution_words(const struct attribution *at, size_t i, struct buf *out)
+{
+	const struct attribution_value *x = &at->v[i];
+
+	buf_printf(out, "%.0f %% of this cluster's cost is on ", 100 * x->cost_share);
+	if (strcmp(x->key, "host") == 0 || strcmp(x->key, "version") == 0)
+		buf_printf(out, "%s %s", x->key, x->value);
+	else
+		buf_printf(out, "%s = %s", x->key, x->value);
+	buf_printf(out, ", which has %.0f %% of the run's streams", 100 * x->run_share);
+	if (at->baseline_streams)
+		buf_printf(out, " (%.0f %% of the baseline's)", 100 * x->baseline_share);
+	buf_puts(out, "; ");
+	put_p(out, x->q);
+}

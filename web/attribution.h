@@ -1,0 +1,49 @@
+/*
+ * attribution: which hosts, versions and label values (conf.*, kernel, region,
+ * ...) a cluster's streams have more of than the run's streams and than the
+ * baseline's (docs/analysis.md, "Attribution"): share of the cluster's cost,
+ * shares of streams, lift, and Fisher's exact test corrected for the number of
+ * values tested (Benjamini-Hochberg). Computed on request from the run's
+ * stored rows; the cluster page leads with its first value in words.
+ */
+#ifndef SM_WEB_ATTRIBUTION_H
+#define SM_WEB_ATTRIBUTION_H
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "common/buf.h"
+
+struct attribution_value {
+	const char *key, *value;
+	uint64_t run_streams, cluster_streams, baseline_streams;
+	uint64_t cost_ns;              /* the cluster's cost on streams with the value */
+	double cost_share;             /* of the cluster's cost */
+	double cluster_share;          /* of the cluster's streams */
+	double run_share;              /* of the run's streams */
+	double baseline_share;         /* of the baseline's streams; NaN without a baseline */
+	double lift;                   /* cluster_share / run_share */
+	double lift_baseline;          /* cluster_share / baseline_share; NaN without (or +inf: none there) */
+	double p, q;                   /* the cluster's streams against the run's others; q adjusted */
+	double p_baseline, q_baseline; /* against the baseline's; NaN without a baseline */
+};
+
+struct attribution {
+	uint64_t run_streams, cluster_streams, baseline_streams, cost_ns;
+	size_t tested;                 /* values tested (the correction's n) */
+	size_t keys_skipped;           /* identifier-like keys (a value per stream or nearly) */
+	struct attribution_value *v;   /* values the cluster has, the most significant first */
+	size_t n;
+};
+
+/* The attribution of cluster id (which exists); everything lives in a (the request's arena).
+ * Returns 0, or -1 with the reason in err. */
+int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attribution *out, char *err,
+			size_t errlen);
+
+/* Value i in words: "84 % of this cluster's cost is on version 2.5.0, which has 31 % of the run's
+ * streams (12 % of the baseline's); p < 10^-9". Appends to out. */
+void attribution_words(const struct attribution *at, size_t i, struct buf *out);
+
+#endif
