@@ -202,7 +202,7 @@ int excess_measure(const struct excess *x, const uint32_t *streams, const uint64
 	out->baseline_cost = base / (double)x->nbase;
 	out->expected = expected;
 	out->excess = total - expected;
-	out->lo = out->hi = NAN;
+	out->lo = out->hi = out->sd = NAN;
 	if (!x->reps)
 		return 0;
 	vals = malloc((size_t)x->reps * sizeof(*vals));
@@ -224,6 +224,16 @@ int excess_measure(const struct excess *x, const uint32_t *streams, const uint64
 				v += w * (double)costs[i] * rv[x->own[s]];
 		}
 		vals[r] = v;
+	}
+	{
+		double m = 0, ss = 0;
+
+		for (int r = 0; r < x->reps; r++)
+			m += vals[r];
+		m /= x->reps;
+		for (int r = 0; r < x->reps; r++)
+			ss += (vals[r] - m) * (vals[r] - m);
+		out->sd = x->reps > 1 ? sqrt(ss / (x->reps - 1)) : 0;
 	}
 	qsort(vals, (size_t)x->reps, sizeof(*vals), cmp_double);
 	out->lo = vals[(size_t)floor(0.025 * x->reps)];

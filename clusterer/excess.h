@@ -35,6 +35,7 @@ struct excess_result {
 	double expected;            /* what the violating streams would spend at the baseline's rate */
 	double excess;              /* TotalCost - expected */
 	double lo, hi;              /* 95 % interval; NaN without replicates */
+	double sd;                  /* the replicates' standard deviation; NaN without replicates */
 };
 
 struct excess;

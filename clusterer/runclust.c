@@ -46,82 +46,91 @@ static int fail_oom(struct ctx *c)
 	return -1;
 }
 
-static PGresult *query(struct ctx *c, const char *sql, const char *p1)
+int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_frames *ft, char *err,
+			 size_t errlen)
 {
-	const char *params[1] = { p1 };
+	struct intern *seen = intern_open(0);
+	struct buf arr = BUF_INIT(0);
+	const char *params[1];
+	PGresult *r = NULL;
+	int rc = -1;
 
-	return PQexecParams(c->db, sql, p1 ? 1 : 0, NULL, params, NULL, NULL, 0);
+	if (!seen)
+		goto out_oom;
+	buf_putc(&arr, '{');
+	for (size_t i = 0; i < n; i++) {
+		bool added;
+
+		if (intern_put(seen, &ids[i], sizeof(uint32_t), &added) < 0)
+			goto out_oom;
+		if (added) {
+			if (arr.len > 1)
+				buf_putc(&arr, ',');
+			buf_put_i64(&arr, ids[i]);
+		}
+	}
+	if (buf_putc(&arr, '}') < 0)
+		goto out_oom;
+	params[0] = buf_cstr(&arr);
+	r = PQexecParams(db, "SELECT id, name FROM frames WHERE id = ANY($1::integer[])", 1, NULL, params, NULL,
+			 NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto fail_db;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (sim_frames_add(ft, (uint32_t)db_get_i64(r, i, 0), PQgetvalue(r, i, 1),
+				   (size_t)PQgetlength(r, i, 1)) < 0)
+			goto out_oom;
+	PQclear(r);
+	r = PQexec(db, "SELECT n FROM stream_total");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		goto fail_db;
+	sim_frames_set_streams(ft, (uint64_t)db_get_i64(r, 0, 0));
+	PQclear(r);
+	r = PQexecParams(db, "SELECT frame_id, n FROM frame_stats WHERE frame_id = ANY($1::integer[])", 1, NULL,
+			 params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto fail_db;
+	for (int i = 0; i < PQntuples(r); i++)
+		sim_frames_set_count(ft, (uint32_t)db_get_i64(r, i, 0), (uint64_t)db_get_i64(r, i, 1));
+	PQclear(r);
+	r = PQexecParams(db, "SELECT caller, callee, n FROM call_stats WHERE caller = ANY($1::integer[])"
+			     " AND callee = ANY($1::integer[])", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto fail_db;
+	for (int i = 0; i < PQntuples(r); i++)
+		sim_frames_set_calls(ft, (uint32_t)db_get_i64(r, i, 0), (uint32_t)db_get_i64(r, i, 1),
+				     (uint64_t)db_get_i64(r, i, 2));
+	rc = 0;
+	goto out;
+fail_db:
+	db_errcpy(err, errlen, "reading frames and their statistics",
+		  r ? PQresultErrorMessage(r) : PQerrorMessage(db));
+	goto out;
+out_oom:
+	snprintf(err, errlen, "out of memory loading frames");
+out:
+	PQclear(r);
+	buf_release(&arr);
+	intern_free(seen);
+	return rc;
 }
 
 /* Frame names and the statistics of every frame the patterns use. */
 static int load_frames(struct ctx *c, struct sim_frames *ft)
 {
-	struct intern *seen = intern_open(0);
-	struct buf ids = BUF_INIT(0);
-	PGresult *r;
-	int rc = -1;
+	size_t n = 0;
+	uint32_t *ids;
 
-	if (!seen)
-		return fail_oom(c);
-	buf_putc(&ids, '{');
 	for (size_t i = 0; i < c->npats; i++)
-		for (uint32_t j = 0; j < c->pats[i].len; j++) {
-			bool added;
-			if (intern_put(seen, &c->pats[i].frames[j], sizeof(uint32_t), &added) < 0)
-				goto out_oom;
-			if (added) {
-				if (ids.len > 1)
-					buf_putc(&ids, ',');
-				buf_put_i64(&ids, c->pats[i].frames[j]);
-			}
-		}
-	if (buf_putc(&ids, '}') < 0)
-		goto out_oom;
-	r = query(c, "SELECT id, name FROM frames WHERE id = ANY($1::integer[])", buf_cstr(&ids));
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fail_db(c, "reading frames", r);
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++)
-		if (sim_frames_add(ft, (uint32_t)db_get_i64(r, i, 0), PQgetvalue(r, i, 1),
-				   (size_t)PQgetlength(r, i, 1)) < 0) {
-			PQclear(r);
-			goto out_oom;
-		}
-	PQclear(r);
-	r = query(c, "SELECT n FROM stream_total", NULL);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fail_db(c, "reading statistics", r);
-		goto out;
-	}
-	sim_frames_set_streams(ft, (uint64_t)db_get_i64(r, 0, 0));
-	PQclear(r);
-	r = query(c, "SELECT frame_id, n FROM frame_stats WHERE frame_id = ANY($1::integer[])", buf_cstr(&ids));
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fail_db(c, "reading statistics", r);
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++)
-		sim_frames_set_count(ft, (uint32_t)db_get_i64(r, i, 0), (uint64_t)db_get_i64(r, i, 1));
-	PQclear(r);
-	r = query(c, "SELECT caller, callee, n FROM call_stats WHERE caller = ANY($1::integer[])"
-		     " AND callee = ANY($1::integer[])", buf_cstr(&ids));
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fail_db(c, "reading statistics", r);
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++)
-		sim_frames_set_calls(ft, (uint32_t)db_get_i64(r, i, 0), (uint32_t)db_get_i64(r, i, 1),
-				     (uint64_t)db_get_i64(r, i, 2));
-	PQclear(r);
-	rc = 0;
-	goto out;
-out_oom:
-	fail_oom(c);
-out:
-	buf_release(&ids);
-	intern_free(seen);
-	return rc;
+		n += c->pats[i].len;
+	ids = arena_alloc(c->a, (n + 1) * sizeof(*ids));
+	if (!ids)
+		return fail_oom(c);
+	n = 0;
+	for (size_t i = 0; i < c->npats; i++)
+		for (uint32_t j = 0; j < c->pats[i].len; j++)
+			ids[n++] = c->pats[i].frames[j];
+	return runclust_load_frames(c->db, ids, n, ft, c->err, c->errlen);
 }
 
 struct cl {

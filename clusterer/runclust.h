@@ -17,6 +17,7 @@
 
 #include "clusterer/excess.h"
 #include "clusterer/hclust.h"
+#include "clusterer/sim.h"
 #include "common/buf.h"
 
 struct runclust_opts {
@@ -67,6 +68,11 @@ struct runclust_input {
  * names and statistics only. Returns 0 with *nclusters, or -1 with the reason in err. */
 int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
 		   struct buf *rows, size_t *nclusters, char *err, size_t errlen);
+
+/* Frame names and database-wide statistics (mining.md section 5) of the frames ids[0..n) (repeats
+ * allowed) into ft, for similarities outside a run (comparisons). Returns 0, or -1 with err. */
+int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_frames *ft, char *err,
+			 size_t errlen);
 
 /* The column list of those rows, for COPY clusters (...) FROM STDIN. */
 #define RUNCLUST_COLUMNS                                                                             \

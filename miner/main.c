@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "miner/bide.h"
+#include "miner/compare.h"
 #include "miner/params.h"
 #include "miner/run.h"
 #include "miner/spmf.h"
@@ -30,6 +31,10 @@ static const char usage[] =
 	"  worker [--threads N] [--once]\n"
 	"        take queued runs from the database and mine them, until SIGTERM\n"
 	"        (--once: stop when the queue is empty)\n"
+	"  compare A B [--limit N]\n"
+	"        run B against run A (before): clusters matched by signature and medoid similarity,\n"
+	"        each new, gone, grown, shrunk or unchanged by its cost per stream, with a 95 %%\n"
+	"        interval (docs/analysis.md); --limit rows (default 20)\n"
 	"  show RUN [--limit N] [--brief]\n"
 	"        a run's status, counts, timings and its costliest patterns with frame names\n"
 	"        (--brief: only the innermost 4 frames of each)\n"
@@ -436,6 +441,56 @@ static int emit_spmf(void *ctx, const uint32_t *items, size_t len, uint64_t supp
 	return spmf_write_pattern(o->f, items, len, support) < 0;
 }
 
+static int cmd_compare(const char *conninfo, struct args *c, const char *sa, const char *sb)
+{
+	struct compare_opts o;
+	struct compare *cmp;
+	char err[1024];
+	PGconn *db;
+	int64_t a, b;
+	int rc;
+
+	if (util_parse_i64(sa, 1, INT64_MAX, &a) < 0 || util_parse_i64(sb, 1, INT64_MAX, &b) < 0)
+		return usage_error("compare '%s': A and B must be run ids", util_parse_i64(sa, 1, INT64_MAX, &a) ? sa : sb);
+	db = db_connect(conninfo, err, sizeof(err));
+	if (!db) {
+		fprintf(stderr, "sm-miner: %s\n", err);
+		return 1;
+	}
+	compare_opts_init(&o);
+	o.threads = c->threads;
+	rc = compare_runs(db, a, b, &o, &cmp, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "sm-miner: compare: %s\n", err);
+		PQfinish(db);
+		return 1;
+	}
+	printf("run %lld (%llu streams) against run %lld (%llu streams): %zu clusters\n", (long long)b,
+	       (unsigned long long)cmp->b_streams, (long long)a, (unsigned long long)cmp->a_streams, cmp->n);
+	printf("%-9s %-4s %9s %9s %12s %12s %12s %26s  %s\n", "status", "kind", "A", "B", "A ms/stream",
+	       "B ms/stream", "change", "95 % interval", "similarity");
+	for (size_t i = 0; i < cmp->n && i < (size_t)c->limit; i++) {
+		const struct compare_row *r = &cmp->rows[i];
+		char ia[24] = "-", ib[24] = "-", ci[64] = "-", sim[32] = "-";
+
+		if (r->a)
+			snprintf(ia, sizeof(ia), "%lld", (long long)r->a);
+		if (r->b)
+			snprintf(ib, sizeof(ib), "%lld", (long long)r->b);
+		if (!isnan(r->lo))
+			snprintf(ci, sizeof(ci), "[%+.3f, %+.3f]", r->lo / 1e6, r->hi / 1e6);
+		if (r->signature)
+			snprintf(sim, sizeof(sim), "signature %lld", (long long)r->signature);
+		else if (!isnan(r->sim))
+			snprintf(sim, sizeof(sim), "%.3f", r->sim);
+		printf("%-9s %-4s %9s %9s %12.3f %12.3f %+12.3f %26s  %s\n", compare_status_name(r->status),
+		       r->kind == 'w' ? "wait" : "run", ia, ib, r->a_cps / 1e6, r->b_cps / 1e6, r->diff / 1e6, ci, sim);
+	}
+	compare_free(cmp);
+	PQfinish(db);
+	return 0;
+}
+
 static int cmd_spmf(struct args *c, const char *in, const char *out)
 {
 	struct spmf *sp;
@@ -514,7 +569,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cmd = argv[i];
-	if (strcmp(cmd, "run") && strcmp(cmd, "worker") && strcmp(cmd, "show") && strcmp(cmd, "spmf"))
+	if (strcmp(cmd, "run") && strcmp(cmd, "worker") && strcmp(cmd, "show") && strcmp(cmd, "spmf") &&
+	    strcmp(cmd, "compare"))
 		return usage_error("unknown command '%s'", cmd);
 	rc = parse_cli(argc - i, argv + i, &c);
 	if (rc)
@@ -530,6 +586,10 @@ int main(int argc, char **argv)
 		if (optind != argc)
 			return usage_error("unexpected argument '%s'", argv[optind]);
 		rc = strcmp(cmd, "run") == 0 ? cmd_run(conninfo, &c) : cmd_worker(conninfo, &c);
+	} else if (strcmp(cmd, "compare") == 0) {
+		if (optind + 2 != argc)
+			return usage_error("%s", "compare takes two run ids, A (before) and B (after)");
+		rc = cmd_compare(conninfo, &c, argv[optind], argv[optind + 1]);
 	} else if (strcmp(cmd, "show") == 0) {
 		if (optind + 1 != argc)
 			return usage_error("%s", "show takes one RUN id");

@@ -1167,6 +1167,13 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	}
 	if (copy_send(m, &b, true) < 0 || copy_end(m) < 0)
 		goto fail_rollback;
+	/* what attribution counts the clusters' streams against (after run_stacks and run_baseline) */
+	r = PQexecParams(miner_db(m), "SELECT sm_run_values($1)", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		miner_db_fail(m, "counting the run's values", r);
+		goto fail_rollback;
+	}
+	PQclear(r);
 	if (copy_begin(m, "COPY clusters (" RUNCLUST_COLUMNS ") FROM STDIN") < 0 ||
 	    (clusters->len && PQputCopyData(miner_db(m), clusters->data, (int)clusters->len) != 1) || copy_end(m) < 0)
 		goto fail_rollback;

@@ -10,6 +10,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "miner/aoi.h"
+#include "miner/compare.h"
 #include "miner/params.h"
 #include "miner/queue.h"
 #include "web/attribution.h"
@@ -861,6 +862,99 @@ static void get_cluster_attribution(struct req *rq, const char *id)
 	ok_json(rq, &w, 200);
 }
 
+/* "{1,2,3}" of n frame ids, in the request's arena (for req_frame_names()). */
+static const char *ids_text(struct req *rq, const uint32_t *f, uint32_t n)
+{
+	struct buf b = BUF_INIT(0);
+	const char *out;
+
+	buf_putc(&b, '{');
+	for (uint32_t i = 0; i < n; i++)
+		buf_printf(&b, i ? ",%u" : "%u", f[i]);
+	buf_putc(&b, '}');
+	out = arena_strndup(rq->a, buf_cstr(&b), b.len);
+	buf_release(&b);
+	return out ? out : "{}";
+}
+
+/* GET /api/v1/runs/{a}/compare/{b}: arg is b; a comes from the path. */
+static void get_compare(struct req *rq, const char *arg)
+{
+	static const char *const names[] = { "limit", "status", NULL };
+	const char *status = req_query(rq, "status");
+	struct compare_opts o;
+	struct compare *cmp;
+	struct jsonw w;
+	char err[512];
+	int64_t a, b, lim;
+	size_t shown = 0;
+	int rc;
+
+	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 100000, 1000, &lim))
+		return;
+	if (status && strcmp(status, "new") && strcmp(status, "gone") && strcmp(status, "grown") &&
+	    strcmp(status, "shrunk") && strcmp(status, "unchanged")) {
+		req_json_error(rq, 400, "status: must be new, gone, grown, shrunk or unchanged");
+		return;
+	}
+	a = strtoll(rq->path + strlen("/api/v1/runs/"), NULL, 10);
+	b = strtoll(arg, NULL, 10);
+	compare_opts_init(&o);
+	o.threads = 1;   /* a request of many: one core each */
+	rc = compare_runs(rq->db, a, b, &o, &cmp, err, sizeof(err));
+	if (rc != 0) {
+		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		return;
+	}
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "a", a);
+	jsonw_ki64(&w, "b", b);
+	jsonw_ku64(&w, "a_streams", cmp->a_streams);
+	jsonw_ku64(&w, "b_streams", cmp->b_streams);
+	jsonw_karray(&w, "clusters");
+	for (size_t i = 0; i < cmp->n && shown < (size_t)lim; i++) {
+		const struct compare_row *r = &cmp->rows[i];
+
+		if (status && strcmp(status, compare_status_name(r->status)) != 0)
+			continue;
+		shown++;
+		jsonw_object(&w);
+		jsonw_kstr(&w, "status", compare_status_name(r->status));
+		jsonw_kstr(&w, "kind", r->kind == 'w' ? "wait" : "run");
+		if (r->a)
+			jsonw_ki64(&w, "a_cluster", r->a);
+		else
+			jsonw_knull(&w, "a_cluster");
+		if (r->b)
+			jsonw_ki64(&w, "b_cluster", r->b);
+		else
+			jsonw_knull(&w, "b_cluster");
+		jsonw_kdouble(&w, "a_cost_per_stream_ns", round(r->a_cps));
+		jsonw_kdouble(&w, "b_cost_per_stream_ns", round(r->b_cps));
+		jsonw_kdouble(&w, "change_ns", round(r->diff));
+		jsonw_kdouble(&w, "change_lo_ns", round(r->lo));
+		jsonw_kdouble(&w, "change_hi_ns", round(r->hi));
+		jsonw_kdouble(&w, "q", r->q);
+		jsonw_kdouble(&w, "similarity", r->sim);
+		if (r->signature)
+			jsonw_ki64(&w, "signature_id", r->signature);
+		else
+			jsonw_knull(&w, "signature_id");
+		jsonw_key(&w, "common");
+		if (!put_names(rq, &w, ids_text(rq, r->common, r->ncommon))) {
+			compare_free(cmp);
+			return;
+		}
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_ku64(&w, "total", cmp->n);
+	jsonw_end(&w);
+	compare_free(cmp);
+	ok_json(rq, &w, 200);
+}
+
 /* ---- signatures ---- */
 
 static void get_signatures(struct req *rq)
@@ -1478,6 +1572,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/runs/#/clusters", get_clusters, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/coverage", get_coverage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/triage", get_triage, "run" },
+	{ REQ_M_GET, "/api/v1/runs/#/compare/#", get_compare, "run" },
 	{ REQ_M_GET, "/api/v1/clusters/#", get_cluster, "cluster" },
 	{ REQ_M_GET, "/api/v1/clusters/#/stacks", get_cluster_stacks, "cluster" },
 	{ REQ_M_GET, "/api/v1/clusters/#/attribution", get_cluster_attribution, "cluster" },

@@ -44,8 +44,8 @@ void html_begin(struct req *rq, const char *title)
 	/* the token for scripts' writes (only ever for this user's own session) */
 	html_rawf(rq, "<body data-csrf=\"%s\"><header><a class=\"brand\" href=\"/runs\">stackmine</a><nav>", rq->csrf);
 	if (req_may_read(rq))
-		html_raw(rq, "<a href=\"/runs\">Runs</a><a href=\"/streams\">Streams</a><a href=\"/signatures\">Signatures</a>"
-			     "<a href=\"/fleet\">Fleet</a>");
+		html_raw(rq, "<a href=\"/runs\">Runs</a><a href=\"/compare\">Compare</a><a href=\"/streams\">Streams</a>"
+			     "<a href=\"/signatures\">Signatures</a><a href=\"/fleet\">Fleet</a>");
 	if (rq->role >= AUTH_ADMIN)
 		html_raw(rq, "<a href=\"/tokens\">Tokens</a>");
 	html_raw(rq, "</nav>");

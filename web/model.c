@@ -334,9 +334,37 @@ PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, si
 		   2, p, err, errlen);
 }
 
+/* the cluster's streams, their cost, and their host, version and label values */
+#define CLUSTER_KV                                                                               \
+	"WITH c AS (SELECT id, run_id, kind, stack_ids FROM clusters WHERE id = $1::bigint),"      \
+	" k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost FROM run_stacks rs, c WHERE rs.run_id = c.run_id" \
+	"  AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids) GROUP BY rs.stream_ref),"        \
+	" kv AS (SELECT k.stream_ref, k.cost, x.key, x.value FROM k JOIN streams s ON s.id = k.stream_ref," \
+	"  LATERAL (SELECT 'host' AS key, s.host AS value UNION ALL"                                \
+	"   SELECT 'version', s.version WHERE s.version IS NOT NULL UNION ALL"                      \
+	"   SELECT l.key, l.value FROM jsonb_each_text(s.labels) AS l(key, value)"                  \
+	"   WHERE l.key NOT IN ('host', 'version')) x)"
+
 PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t errlen)
 {
 	const char *p[1] = { id };
+	PGresult *r;
+
+	/* the run's counts were stored with it (run_values): only the cluster's streams are read */
+	r = run_prepared(db, 12,
+		 CLUSTER_KV ", kc AS (SELECT key, value, count(*) AS n, sum(cost) AS cost FROM kv GROUP BY key, value)"
+		 " SELECT v.key, v.value, v.run_streams, coalesce(kc.n, 0) AS cluster_streams,"
+		 "  coalesce(kc.cost, 0)::bigint AS cluster_cost_ns, v.baseline_streams"
+		 " FROM run_values v JOIN c ON v.run_id = c.run_id LEFT JOIN kc USING (key, value) WHERE v.key <> ''"
+		 " UNION ALL SELECT NULL, NULL, v.run_streams, (SELECT count(*) FROM k),"
+		 "  (SELECT coalesce(sum(cost), 0)::bigint FROM k), v.baseline_streams"
+		 " FROM run_values v JOIN c ON v.run_id = c.run_id WHERE v.key = ''"
+		 " ORDER BY 1 NULLS FIRST, 2",
+		 1, p, err, errlen);
+	if (!r || PQntuples(r) > 0)
+		return r;
+	PQclear(r);
+	/* a run stored before run_values: everything counted now */
 
 	/* the run's violating streams (those with AOI events of the kind), the cluster's (with its
 	 * cost), the run's baseline; then every host, version and label value over them */

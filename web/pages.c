@@ -10,6 +10,7 @@
 #include "clusterer/signature.h"
 #include "common/arena.h"
 #include "common/util.h"
+#include "miner/compare.h"
 #include "miner/queue.h"
 #include "web/attribution.h"
 #include "web/flame.h"
@@ -20,6 +21,7 @@
 #include "web/timeline.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1152,6 +1154,96 @@ static bool collect_sig(void *cls, const char *key, const char *value)
 	return true;
 }
 
+/* ---- comparing two runs ---- */
+
+static void page_compare(struct req *rq, const char *unused)
+{
+	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b");
+	struct compare_opts o;
+	struct compare *cmp = NULL;
+	char err[512];
+	int64_t a = 0, b = 0;
+	int rc;
+
+	(void)unused;
+	html_begin(rq, "Compare runs");
+	html_raw(rq, "<h1>Compare two runs</h1><p>Run B against run A (before): clusters matched by signature and "
+		     "similarity, each measured in both runs by its cost per stream (docs/analysis.md).</p>"
+		     "<form class=\"filter\" method=\"get\"><label>Run A <input name=\"a\" inputmode=\"numeric\" value=\"");
+	html_text(rq, sa);
+	html_raw(rq, "\"></label> <label>Run B <input name=\"b\" inputmode=\"numeric\" value=\"");
+	html_text(rq, sb);
+	html_raw(rq, "\"></label> <button type=\"submit\">Compare</button></form>");
+	if (!sa || !sb) {
+		html_end(rq);
+		return;
+	}
+	if (util_parse_i64(sa, 1, INT64_MAX, &a) < 0 || util_parse_i64(sb, 1, INT64_MAX, &b) < 0) {
+		html_raw(rq, "<p class=\"error\">Give two run ids.</p>");
+		html_end(rq);
+		return;
+	}
+	compare_opts_init(&o);
+	o.threads = 1;
+	rc = compare_runs(rq->db, a, b, &o, &cmp, err, sizeof(err));
+	if (rc != 0) {
+		html_raw(rq, "<p class=\"error\">");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+		html_end(rq);
+		return;
+	}
+	html_rawf(rq, "<p><a href=\"/runs/%lld\">Run #%lld</a> (%llu streams) against <a href=\"/runs/%lld\">run #%lld</a>"
+		      " (%llu streams): %zu clusters.</p><table class=\"compare\" id=\"compare\"><thead><tr><th>Status</th>"
+		      "<th>Kind</th><th class=\"n\">A</th><th class=\"n\">B</th><th class=\"n\">A per stream</th>"
+		      "<th class=\"n\">B per stream</th><th class=\"n\">Change [95 %%]</th><th class=\"n\">Match</th>"
+		      "<th>Common part (innermost frames)</th></tr></thead><tbody>",
+		  (long long)b, (long long)b, (unsigned long long)cmp->b_streams, (long long)a, (long long)a,
+		  (unsigned long long)cmp->a_streams, cmp->n);
+	for (size_t i = 0; i < cmp->n && i < 500; i++) {
+		const struct compare_row *r = &cmp->rows[i];
+		struct buf ids = BUF_INIT(0);
+
+		html_rawf(rq, "<tr class=\"%s\"><td>%s</td><td>%s</td><td class=\"n\">", compare_status_name(r->status),
+			  compare_status_name(r->status), r->kind == 'w' ? "wait" : "run");
+		if (r->a)
+			html_rawf(rq, "<a href=\"/clusters/%lld\">%lld</a>", (long long)r->a, (long long)r->a);
+		html_raw(rq, "</td><td class=\"n\">");
+		if (r->b)
+			html_rawf(rq, "<a href=\"/clusters/%lld\">%lld</a>", (long long)r->b, (long long)r->b);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_cost(rq, llround(r->a_cps));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_cost(rq, llround(r->b_cps));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_raw(rq, r->diff >= 0 ? "+" : "");
+		html_cost(rq, llround(r->diff));
+		if (!isnan(r->lo)) {
+			html_raw(rq, " <span class=\"ci\">[");
+			html_cost(rq, llround(r->lo));
+			html_raw(rq, ", ");
+			html_cost(rq, llround(r->hi));
+			html_raw(rq, "]</span>");
+		}
+		html_raw(rq, "</td><td class=\"n\">");
+		if (r->signature)
+			html_rawf(rq, "<a href=\"/signatures\">signature #%lld</a>", (long long)r->signature);
+		else if (!isnan(r->sim))
+			html_rawf(rq, "%.2f", r->sim);
+		html_raw(rq, "</td><td>");
+		buf_putc(&ids, '{');
+		for (uint32_t k = 0; k < r->ncommon; k++)
+			buf_printf(&ids, k ? ",%u" : "%u", r->common[k]);
+		buf_putc(&ids, '}');
+		frame_ids_compact(rq, buf_cstr(&ids), 3);
+		buf_release(&ids);
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+	compare_free(cmp);
+	html_end(rq);
+}
+
 static void page_signatures(struct req *rq)
 {
 	char err[512];
@@ -2053,6 +2145,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/", root_r, NULL },
 	{ REQ_M_GET, "/runs", runs_r, NULL },
 	{ REQ_M_GET, "/runs/#", page_run, "run" },
+	{ REQ_M_GET, "/compare", page_compare, NULL },
 	{ REQ_M_POST, "/runs/#/delete", post_run_delete, "run" },
 	{ REQ_M_GET, "/clusters/#", page_cluster, "cluster" },
 	{ REQ_M_GET, "/streams", streams_r, NULL },

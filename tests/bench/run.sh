@@ -3,7 +3,7 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =fleet or =guard runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet or =guard runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -19,6 +19,9 @@
 #           tables: requests/s, median and p99 latency of the cluster list (API,
 #           first page and a deep page), a cluster (API) and their HTML pages,
 #           measured with wrk (2 threads, 8 connections, 10 s each); peak memory.
+#   analysis  the baseline measurement (pattern matching, excess cost with its bootstrap)
+#           on 10,000 clusters over 100,000 streams, a run with and without its baseline,
+#           and attribution through sm-web over 100,000 streams (tests/bench/analysis.sh).
 #   fleet   agents' reports from 1,000 simulated hosts (CPU per report, what 1,000
 #           hosts cost) and the merge of 10, 100 and 1,000 uploaded profiles
 #           (tests/bench/fleet.sh).
@@ -384,6 +387,10 @@ if [ "$only" = all ] || [ "$only" = web ]; then
 	kill "$web_pid"
 	wait "$web_pid" || true
 	web_pid=
+fi
+
+if [ "$only" = all ] || [ "$only" = analysis ]; then
+	. "$repo/tests/bench/analysis.sh"
 fi
 
 if [ "$only" = all ] || [ "$only" = fleet ]; then

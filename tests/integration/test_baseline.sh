@@ -136,5 +136,46 @@ t_match "attribution: the cluster page leads with it" "$HTTP_STATUS $HTTP_BODY" 
 	"^200 .*<h2>Where it happens</h2><p class=\"lead\">[0-9]+ % of this cluster&#39;s cost is on (version 2\.4\.0|conf\.db_pool = 16)"
 http GET "$WEB_URL/api/v1/clusters/$reg/attribution?limit=0" -H "Authorization: Bearer $AN"
 t_eq "attribution: a bad limit" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\": \"limit: must be a whole number from 1 to 1000\"}"$'\n'
+
+# ---- compare: checkout 2.3.1 (A) against 2.4.0 (B), where the regression is ----
+cmp_runs=()
+for v in 2.3.1 2.4.0; do
+	n=$(pg_q "SELECT count(*) FROM streams WHERE app = 'checkout' AND role = 'violation' AND version = :'v'" -v v="$v")
+	id=$("$SM_BIN_DIR/sm-miner" run --quiet --app checkout --kind run --version "$v" --threshold-ns $((n * 300 * 100000)) \
+		2>"$T_TMP/miner.err") || t_bail "sm-miner run --version $v" "$(cat "$T_TMP/miner.err")"
+	cmp_runs+=("$id")
+done
+"$SM_BIN_DIR/sm-miner" compare "${cmp_runs[@]}" >"$T_TMP/compare.out" 2>&1 || t_fail "sm-miner compare" "$(cat "$T_TMP/compare.out")"
+sed 's/^/  /' "$T_TMP/compare.out" | cut -c1-160 | head -14
+t_match "compare: sm-miner compare prints the clusters by status" "$(cat "$T_TMP/compare.out")" \
+	"^run ${cmp_runs[1]} \([0-9]+ streams\) against run ${cmp_runs[0]} \([0-9]+ streams\): [0-9]+ clusters"
+http GET "$WEB_URL/api/v1/runs/${cmp_runs[0]}/compare/${cmp_runs[1]}" -H "Authorization: Bearer $AN"
+printf '%s' "$HTTP_BODY" >"$T_TMP/compare.json"
+# the regression's cluster in B: new or grown; a grown cluster is always one of a bug of 2.4.0
+t_eq "compare: the regression is new or grown, and only bugs grew" "$HTTP_STATUS $("$py" - "$T_TMP/truth.json" "$T_TMP/compare.json" <<-'PY'
+	import json, subprocess, sys
+	truth, cmp = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+	def members(cid):
+	    out = subprocess.check_output(["psql", "-XAtq", "-c", "SELECT coalesce(json_agg((SELECT array_agg(f.name ORDER BY o.i) "
+	        "FROM unnest(p.frame_ids) WITH ORDINALITY o(id, i) JOIN frames f ON f.id = o.id)), '[]') FROM clusters c "
+	        f"JOIN patterns p ON p.id = ANY(c.members) WHERE c.id = {int(cid)}"])
+	    return json.loads(out)
+	def contains(pat, frames):
+	    it = iter(frames)
+	    return all(any(f == p for f in it) for p in pat)
+	bugs = [b for b in truth["bugs"] if b["app"] == "checkout" and b["kind"] == "run" and b["version"] in (None, "2.4.0")]
+	reg = next(b for b in bugs if b["version"] == "2.4.0")
+	rows = [r for r in cmp["clusters"] if r["b_cluster"]]
+	holders = [r for r in rows if any(contains(reg["frames"], m) for m in members(r["b_cluster"]))]
+	grown_ok = all(any(contains(b["frames"], m) for b in bugs for m in members(r["b_cluster"]))
+	               for r in rows if r["status"] == "grown")
+	print(holders[0]["status"] in ("new", "grown") if holders else "no holder", grown_ok)
+	PY
+	)" "200 True True"
+http GET "$WEB_URL/api/v1/runs/${cmp_runs[0]}/compare/999999" -H "Authorization: Bearer $AN"
+t_eq "compare: a missing run" "$HTTP_STATUS $HTTP_BODY" "404 {\"error\": \"run 999999: no such run\"}"$'\n'
+http GET "$WEB_URL/compare?a=${cmp_runs[0]}&b=${cmp_runs[1]}" -H "Authorization: Bearer $AN"
+t_match "compare: the Compare page lists them" "$HTTP_STATUS $HTTP_BODY" \
+	"^200 .*<h1>Compare two runs</h1>.*<table class=\"compare\" id=\"compare\">.*<tr class=\"(new|grown)\">"
 stop_web
 t_done

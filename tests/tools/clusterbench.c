@@ -24,6 +24,7 @@
 #include "clusterer/hclust.h"
 #include "clusterer/sim.h"
 #include "common/util.h"
+#include "tests/tools/benchutil.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -36,37 +37,6 @@
 
 #define STREAMS 20000
 #define MODULES 40
-
-static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static double unit(void)
-{
-	return (double)(rnd() >> 11) / 9007199254740992.0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double peak_mb(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_maxrss / 1024.0;
-}
 
 /* ---- a vocabulary of made-up but name-like words ---- */
 

@@ -1,0 +1,98 @@
+# bench/analysis.sh, sourced by bench/run.sh (SM_BENCH_ONLY=analysis): differential analysis
+# (docs/analysis.md) at scale.
+#   - the baseline measurement in memory (tests/tools/analysisbench): 30,000 patterns matched
+#     against 50,000 baseline stacks, and the excess cost with 200 bootstrap replicates of
+#     10,000 clusters over 100,000 streams (half of them baseline);
+#   - an end-to-end run over a generated fleet of 1,000 slow units and 1,000 normal ones, with
+#     and without its baseline: what the measurement adds to a run;
+#   - attribution through sm-web on a run of 10,000 clusters over 100,000 streams (50,000 of
+#     them baseline, 9 labels each) written straight into the tables: the API's latency for
+#     clusters of 10 to 5,000 streams.
+echo
+echo "== analysis: the baseline measurement, excess cost and attribution (docs/analysis.md)"
+"$tools/analysisbench"
+
+"$tools/genfleet" --apps shop,find --streams 1000 --baseline 1000 --regression-conf --seed 7 \
+	--out "$work/afleet.ndjson" 2>/dev/null
+send_fleet "$work/afleet.ndjson" 10 4
+n=$(psql -XAtc "SELECT count(*) FROM streams WHERE app = 'shop' AND role = 'violation'")
+nb=$(psql -XAtc "SELECT count(*) FROM streams WHERE app = 'shop' AND role = 'baseline'")
+# a first run folds the frame statistics (not measured); then without the baseline and with it
+"$bin/sm-miner" run --quiet --app shop --kind run --threshold-ns $((n * 300 * 100000)) --no-baseline >/dev/null 2>&1
+for opt in --no-baseline --bootstrap=200; do
+	id=$("$bin/sm-miner" run --quiet --app shop --kind run --threshold-ns $((n * 300 * 100000)) "$opt" 2>/dev/null)
+	psql -XAtc "SELECT format('run over %s slow units%s: %s clusters, total %s ms (reading and AOI %s ms,'
+		' clustering and measuring %s ms, storing %s ms)',
+		counts->>'streams', CASE WHEN (counts->>'baseline_streams')::int > 0
+		THEN ' and ' || (counts->>'baseline_streams') || ' normal ones' ELSE ' (no baseline)' END,
+		counts->>'clusters', timings_ms->>'total', timings_ms->>'read_aoi', timings_ms->>'cluster',
+		timings_ms->>'store') FROM runs WHERE id = $id"
+done
+echo "(the fleet: $n slow and $nb normal units of app shop, 2,000 events each)"
+
+# 100,000 streams on 200 hosts, 6 versions, 9 labels; a done run whose 10,000 clusters own
+# run_stacks over the 50,000 violating ones; the 50,000 others are its baseline
+t0=$(now)
+psql -XAtq -v ON_ERROR_STOP=1 >"$work/arun" <<-'SQL'
+SELECT setseed(0.17) \g /dev/null
+INSERT INTO streams (stream_id, host, app, version, labels, symptom_kind, symptom_tid, symptom_start_ns,
+		     symptom_end_ns, n_events, role)
+	SELECT md5('abench-' || i)::uuid, 'ah-' || lpad((i % 200)::text, 3, '0'), 'abench', '7.' || (i % 6) || '.0',
+	       jsonb_build_object('region', (ARRAY['eu-west', 'us-east', 'us-west', 'ap-south'])[1 + i % 4],
+		'kernel', '6.1.' || (i % 9), 'tier', CASE WHEN i % 10 = 0 THEN 'canary' ELSE 'prod' END,
+		'conf.pool', (8 << (i % 3))::text, 'conf.workers', (2 + i % 5)::text, 'arch', 'x86_64',
+		'unit.type', 'u' || (i % 12), 'unit.duration_ns', (i * 7919 % 1000003)::text, 'os', 'debian-12'),
+	       'unit_violation', 1, 0, 1000000000, 100, CASE WHEN i % 2 = 0 THEN 'violation' ELSE 'baseline' END
+	FROM generate_series(0, 99999) i;
+CREATE TEMP TABLE ast AS SELECT i, s.id FROM generate_series(0, 99999) i
+	JOIN streams s ON s.stream_id = md5('abench-' || i)::uuid;
+ALTER TABLE ast ADD PRIMARY KEY (i);
+INSERT INTO runs (status, params, counts, created_at, started_at, finished_at)
+	VALUES ('done', '{"app": "abench", "kind": "run", "aoi": "waitgraph", "threshold_fraction": 0.01,
+		"linkage": "average", "cut": 0.5, "baseline": true, "bootstrap": 200, "filter": {}}',
+		'{"streams": 50000, "baseline_streams": 50000}', now(), now(), now())
+	RETURNING id AS run \gset
+INSERT INTO run_baseline (run_id, stream_ref) SELECT :run, id FROM ast WHERE i % 2 = 1;
+-- cluster c owns stack 1000000 + c; its streams: a heavy-tailed count (10 to 5,000) of violating ones
+CREATE TEMP TABLE acl AS
+	SELECT c, least(5000, 10 + floor(exp(random() * 7.5))::int) AS m, (random() * 50000)::int AS at
+	FROM generate_series(0, 9999) c;
+INSERT INTO run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events)
+	SELECT :run, 'r', 1000000 + c, s.id, 1000000 + (hashint4(c * 7 + k) & 65535) * 100, 1
+	FROM acl CROSS JOIN LATERAL generate_series(0, acl.m - 1) k JOIN ast s ON s.i = 2 * ((acl.at + k * 37) % 50000);
+SELECT count(*) FROM run_stacks WHERE run_id = :run \g
+INSERT INTO patterns (run_id, kind, rank, frame_ids, cost_ns, events, streams, stack_ids)
+	SELECT :run, 'r', c + 1, ARRAY[1, 2, 3], 1, 1, 1, ARRAY[1000000 + c] FROM acl;
+INSERT INTO clusters (run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost, rank_streams,
+		      rank_events, rank_avg_cost, medoid, common_frame_ids, members, stack_ids, alignment)
+	SELECT :run, 'r', m * 1000000, m, m, 1000000, c + 1, c + 1, c + 1, c + 1, p.id, ARRAY[1, 2, 3], ARRAY[p.id],
+	       ARRAY[1000000 + c], '[]'
+	FROM acl JOIN patterns p ON p.run_id = :run AND p.rank = c + 1;
+ANALYZE streams; ANALYZE run_stacks; ANALYZE run_baseline; ANALYZE clusters;
+SELECT sm_run_values(:run) \g /dev/null
+SELECT :run \g
+SQL
+arun=$(tail -n 1 "$work/arun")
+echo "attribution data: 100,000 streams, $(sed -n 1p "$work/arun") run_stacks rows of 10,000 clusters, written in $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
+t0=$(now)
+psql -XAtqc "SELECT sm_run_values($arun)" >/dev/null
+echo "the run's value counts for attribution (sm_run_values, part of storing a run): $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.0f", (b - a) * 1000 }') ms for 100,000 streams, $(psql -XAtc "SELECT count(*) FROM run_values WHERE run_id = $arun") values"
+token=$("$bin/sm-admin" token create --role analyst --name abench 2>/dev/null)
+rm -f "$work/aport"
+"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/aport" --no-worker --log-level warn 2>"$work/aweb.log" &
+web_pid=$!
+for _ in $(seq 100); do [ -s "$work/aport" ] && break; sleep 0.1; done
+for m in 10 100 1000 5000; do
+	cid=$(psql -XAtc "SELECT id FROM clusters WHERE run_id = $arun ORDER BY abs(streams - $m), id LIMIT 1")
+	streams=$(psql -XAtc "SELECT streams FROM clusters WHERE id = $cid")
+	best=
+	for _ in 1 2 3; do
+		t=$(curl -s -o "$work/attr.json" -w '%{time_total}' -H "Authorization: Bearer $token" \
+			"http://127.0.0.1:$(cat "$work/aport")/api/v1/clusters/$cid/attribution")
+		best=$(awk -v a="${best:-1e9}" -v b="$t" 'BEGIN { print (b < a ? b : a) }')
+	done
+	echo "attribution of a cluster of $streams streams (of 50,000, against 50,000 baseline): $(awk -v t="$best" 'BEGIN { printf "%.0f", t * 1000 }') ms (best of 3), $(grep -o '"tested": *[0-9]*' "$work/attr.json" | grep -o '[0-9]*$') values tested"
+done
+kill "$web_pid"
+wait "$web_pid" || true
+web_pid=
