@@ -17,6 +17,7 @@
 #include "miner/baseline.h"
 #include "miner/bide.h"
 #include "miner/queue.h"
+#include "miner/watch.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1370,6 +1371,29 @@ out:
 	return rc;
 }
 
+/* Between runs: the due schedules' runs queued, the due alerts delivered (watch.h). A failure is
+ * logged; the worker goes on mining. */
+static void watch_tick(struct miner *m)
+{
+	char err[512];
+
+	if (watch_schedules(miner_db(m), err, sizeof(err)) < 0)
+		log_error("scheduling runs failed", "error=\"%s\"", err);
+	if (watch_deliver(miner_db(m), 20, err, sizeof(err)) < 0)
+		log_error("delivering alerts failed", "error=\"%s\"", err);
+}
+
+/* After a run: its alerts, delivered at once. */
+static void watch_done(struct miner *m, int64_t id)
+{
+	char err[512];
+
+	if (watch_run_done(miner_db(m), id, err, sizeof(err)) < 0)
+		log_error("alert rules failed", "run=%lld error=\"%s\"", (long long)id, err);
+	else if (watch_deliver(miner_db(m), 20, err, sizeof(err)) < 0)
+		log_error("delivering alerts failed", "error=\"%s\"", err);
+}
+
 /* Sleeps ms, waking early when the run is cancelled. */
 static void nap(const struct miner *m, int ms)
 {
@@ -1383,10 +1407,14 @@ int miner_work(struct miner *m, bool once)
 
 	log_info("worker started", "%s", "");
 	while (!(miner_options(m)->cancel && *miner_options(m)->cancel)) {
-		struct arena *a = arena_open(0);
+		struct arena *a;
 		struct run_params p;
 		int64_t id;
-		int got = a ? miner_claim(m, a, &id, &p) : (miner_fail(m, "out of memory"), -1);
+		int got;
+
+		watch_tick(m);
+		a = arena_open(0);
+		got = a ? miner_claim(m, a, &id, &p) : (miner_fail(m, "out of memory"), -1);
 
 		if (got < 0) {
 			log_error("taking a run failed", "error=\"%s\"", miner_error(m));
@@ -1410,7 +1438,10 @@ int miner_work(struct miner *m, bool once)
 		}
 		log_info("run taken", "run=%lld app=\"%s\"", (long long)id, p.app);
 		switch (miner_execute(m, id, &p)) {
-		case 0: log_info("run done", "run=%lld", (long long)id); break;
+		case 0:
+			log_info("run done", "run=%lld", (long long)id);
+			watch_done(m, id);
+			break;
 		case 1: log_warn("run given back to the queue", "run=%lld", (long long)id); break;
 		default: log_error("run failed", "run=%lld error=\"%s\"", (long long)id, miner_error(m));
 		}

@@ -1282,9 +1282,12 @@ static void get_agent_settings(struct req *rq)
 	PQclear(rows);
 }
 
-/* An optional number field in [min, max] (whole when whole is set); absent or null: *present false. */
+#define AS_STARTED "(as the agents were started)"
+
+/* An optional number field in [min, max] (whole when whole is set); absent or null: *present false.
+ * null_means: what a null stands for, in the error message (NULL: the field is required). */
 static bool num_field(struct req *rq, json_object *o, const char *name, double min, double max, bool whole,
-		      double *out, bool *present)
+		      const char *null_means, double *out, bool *present)
 {
 	json_object *v;
 
@@ -1293,8 +1296,8 @@ static bool num_field(struct req *rq, json_object *o, const char *name, double m
 		return true;
 	if (!(json_object_is_type(v, json_type_int) || (!whole && json_object_is_type(v, json_type_double))) ||
 	    (*out = json_object_get_double(v)) < min || *out > max || !isfinite(*out)) {
-		req_json_error(rq, 400, "%s: %s from %g to %g, or null (as the agents were started)", name,
-			       whole ? "a whole number" : "a number", min, max);
+		req_json_error(rq, 400, "%s: %s from %g to %g%s%s", name, whole ? "a whole number" : "a number", min, max,
+			       null_means ? ", or null " : "", null_means ? null_means : "");
 		return false;
 	}
 	*present = true;
@@ -1328,19 +1331,19 @@ static void post_agent_settings(struct req *rq)
 		}
 		s.guard = json_object_get_boolean(v) ? 1 : 0;
 	}
-	if (!num_field(rq, o, "k", 0, 1000, false, &d, &has))
+	if (!num_field(rq, o, "k", 0, 1000, false, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.k = d;
-	if (!num_field(rq, o, "sample_hz", 1, 10000, true, &d, &has))
+	if (!num_field(rq, o, "sample_hz", 1, 10000, true, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.sample_hz = (int)d;
-	if (!num_field(rq, o, "min_wait_us", 1, 60000000, true, &d, &has))
+	if (!num_field(rq, o, "min_wait_us", 1, 60000000, true, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.min_wait_us = (int)d;
-	if (!num_field(rq, o, "reports_per_min", 0, 100000, true, &d, &has))
+	if (!num_field(rq, o, "reports_per_min", 0, 100000, true, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.reports_per_min = (int)d;
@@ -1366,6 +1369,273 @@ static void delete_agent_settings(struct req *rq, const char *app)
 		return;
 	}
 	get_agent_settings(rq);
+}
+
+/* ---- schedules, alert rules, alerts (docs/analysis.md, "Watching") ---- */
+
+/* GET of one list: {"<key>": rows}. */
+static void list_json(struct req *rq, const char *key, PGresult *rows, const char *err)
+{
+	struct jsonw w;
+
+	if (failed(rq, rows, err))
+		return;
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_key(&w, key);
+	put_rows(&w, rows, NULL);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+	PQclear(rows);
+}
+
+static void get_schedules(struct req *rq, const char *arg)
+{
+	static const char *const names[] = { NULL };
+	char err[512];
+
+	(void)arg;
+	if (known_query(rq, names, false))
+		list_json(rq, "schedules", model_schedules(rq->db, err, sizeof(err)), err);
+}
+
+/* 201 {"<key>": id} of a created (or replaced) row. */
+static void created(struct req *rq, const char *key, PGresult *r, const char *err)
+{
+	struct jsonw w;
+
+	if (failed(rq, r, err))
+		return;
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_key(&w, key);
+	jsonw_number_text(&w, PQgetvalue(r, 0, 0));
+	jsonw_end(&w);
+	ok_json(rq, &w, 201);
+	PQclear(r);
+}
+
+/* 200 {"<key>": id, "deleted": true} */
+static void deleted(struct req *rq, const char *key, const char *id)
+{
+	struct jsonw w;
+
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_key(&w, key);
+	jsonw_number_text(&w, id);
+	jsonw_kbool(&w, "deleted", true);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+}
+
+static void post_schedule(struct req *rq, const char *arg)
+{
+	static const char *const fields[] = { "app", "kind", "every_s", "window_s", "params", NULL };
+	json_object *o, *v, *params = NULL;
+	const char *app, *kind;
+	char every[24], window[24], err[512], perr[256];
+	const char *p[5] = { NULL, NULL, every, window, NULL };
+	struct run_params rp;
+	struct arena *a = NULL;
+	double d;
+	bool has;
+
+	(void)arg;
+	if (!admin_only(rq, true, "schedules") || !(o = body_object(rq, fields)))
+		return;
+	if (!str_field(rq, o, "app", &app) || !str_field(rq, o, "kind", &kind))
+		goto out;
+	if (!app || !*app || strlen(app) > 255) {
+		req_json_error(rq, 400, "app: required, 1 to 255 bytes");
+		goto out;
+	}
+	if (!kind || (strcmp(kind, "wait") && strcmp(kind, "run") && strcmp(kind, "both"))) {
+		req_json_error(rq, 400, "kind: required, wait, run or both");
+		goto out;
+	}
+	if (!num_field(rq, o, "every_s", 60, 604800, true, NULL, &d, &has))
+		goto out;
+	if (!has) {
+		req_json_error(rq, 400, "every_s: required, a whole number from 60 to 604800");
+		goto out;
+	}
+	snprintf(every, sizeof(every), "%.0f", d);
+	if (!num_field(rq, o, "window_s", 60, 2592000, true, NULL, &d, &has))
+		goto out;
+	if (!has) {
+		req_json_error(rq, 400, "window_s: required, a whole number from 60 to 2592000");
+		goto out;
+	}
+	snprintf(window, sizeof(window), "%.0f", d);
+	/* the other run parameters, checked as a run would be (app, kind and the window are the schedule's) */
+	params = json_object_object_get_ex(o, "params", &v) && !json_object_is_type(v, json_type_null)
+			 ? json_object_get(v) : json_object_new_object();
+	if (!params || !json_object_is_type(params, json_type_object)) {
+		req_json_error(rq, 400, "params: an object of run parameters (POST /api/v1/runs)");
+		goto out;
+	}
+	if (json_object_object_get_ex(params, "app", NULL) || json_object_object_get_ex(params, "kind", NULL)) {
+		req_json_error(rq, 400, "params: app and kind are the schedule's own fields");
+		goto out;
+	}
+	if (json_object_object_get_ex(params, "filter", &v) && json_object_is_type(v, json_type_object) &&
+	    (json_object_object_get_ex(v, "since", NULL) || json_object_object_get_ex(v, "until", NULL))) {
+		req_json_error(rq, 400, "params.filter: since and until come from window_s");
+		goto out;
+	}
+	p[4] = json_object_to_json_string_ext(params, JSON_C_TO_STRING_PLAIN);
+	json_object_object_add(params, "app", json_object_new_string(app));
+	json_object_object_add(params, "kind", json_object_new_string(kind));
+	{
+		const char *full = json_object_to_json_string_ext(params, JSON_C_TO_STRING_PLAIN);
+
+		a = arena_open(0);
+		if (!a || params_parse(full, strlen(full), a, &rp, perr, sizeof(perr)) < 0) {
+			req_json_error(rq, 400, "params: %s", a ? perr : "out of memory");
+			goto out;
+		}
+	}
+	/* the text without app and kind, as stored */
+	json_object_object_del(params, "app");
+	json_object_object_del(params, "kind");
+	p[4] = json_object_to_json_string_ext(params, JSON_C_TO_STRING_PLAIN);
+	p[0] = app;
+	p[1] = kind;
+	created(rq, "schedule_id", model_schedule_put(rq->db, p, err, sizeof(err)), err);
+out:
+	arena_free(a);
+	json_object_put(params);
+	json_object_put(o);
+}
+
+static void delete_schedule(struct req *rq, const char *id)
+{
+	char err[512];
+	int rc;
+
+	if (!admin_only(rq, true, "schedules"))
+		return;
+	rc = model_schedule_delete(rq->db, id, err, sizeof(err));
+	if (rc != 0) {
+		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		return;
+	}
+	deleted(rq, "schedule_id", id);
+}
+
+static void get_alert_rules(struct req *rq, const char *arg)
+{
+	static const char *const names[] = { NULL };
+	char err[512];
+
+	(void)arg;
+	if (known_query(rq, names, false))
+		list_json(rq, "rules", model_alert_rules(rq->db, err, sizeof(err)), err);
+}
+
+static void post_alert_rule(struct req *rq, const char *arg)
+{
+	static const char *const fields[] = { "name", "app", "type", "signature_id", "limit_ns_per_hour", "min_share",
+					      "webhook", NULL };
+	json_object *o;
+	const char *name, *app, *type, *hook;
+	char sig[24], lim[24], share[40], err[512];
+	const char *p[7] = { NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+	double d;
+	bool has;
+
+	(void)arg;
+	if (!admin_only(rq, true, "alert rules") || !(o = body_object(rq, fields)))
+		return;
+	if (!str_field(rq, o, "name", &name) || !str_field(rq, o, "app", &app) || !str_field(rq, o, "type", &type) ||
+	    !str_field(rq, o, "webhook", &hook))
+		goto out;
+	if (!name || !*name || strlen(name) > 255) {
+		req_json_error(rq, 400, "name: required, 1 to 255 bytes");
+		goto out;
+	}
+	if (app && (!*app || strlen(app) > 255)) {
+		req_json_error(rq, 400, "app: 1 to 255 bytes, or null for every app");
+		goto out;
+	}
+	if (!hook || strlen(hook) > 2048 || (strncmp(hook, "http://", 7) != 0 && strncmp(hook, "https://", 8) != 0)) {
+		req_json_error(rq, 400, "webhook: required, an http:// or https:// URL of at most 2048 bytes");
+		goto out;
+	}
+	if (!type || (strcmp(type, "signature_cost") && strcmp(type, "new_cluster"))) {
+		req_json_error(rq, 400, "type: required, signature_cost or new_cluster");
+		goto out;
+	}
+	if (strcmp(type, "signature_cost") == 0) {
+		if (!num_field(rq, o, "signature_id", 1, 9e15, true, NULL, &d, &has))
+			goto out;
+		if (!has) {
+			req_json_error(rq, 400, "signature_id: required for signature_cost");
+			goto out;
+		}
+		snprintf(sig, sizeof(sig), "%.0f", d);
+		if (!num_field(rq, o, "limit_ns_per_hour", 1, 9e18, true, NULL, &d, &has))
+			goto out;
+		if (!has) {
+			req_json_error(rq, 400, "limit_ns_per_hour: required for signature_cost");
+			goto out;
+		}
+		snprintf(lim, sizeof(lim), "%.0f", d);
+		p[3] = sig;
+		p[4] = lim;
+	} else {
+		if (!num_field(rq, o, "min_share", 1e-9, 1, false, NULL, &d, &has))
+			goto out;
+		if (!has) {
+			req_json_error(rq, 400, "min_share: required for new_cluster, a share of the run's cost (0 to 1]");
+			goto out;
+		}
+		snprintf(share, sizeof(share), "%.17g", d);
+		p[5] = share;
+	}
+	p[0] = name;
+	p[1] = app;
+	p[2] = type;
+	p[6] = hook;
+	{
+		PGresult *r = model_alert_rule_put(rq->db, p, err, sizeof(err));
+
+		/* a signature that does not exist: the foreign key says so */
+		if (!r && strstr(err, "alert_rules_signature_id_fkey")) {
+			req_json_error(rq, 400, "signature_id: no such signature");
+			goto out;
+		}
+		created(rq, "rule_id", r, err);
+	}
+out:
+	json_object_put(o);
+}
+
+static void delete_alert_rule(struct req *rq, const char *id)
+{
+	char err[512];
+	int rc;
+
+	if (!admin_only(rq, true, "alert rules"))
+		return;
+	rc = model_alert_rule_delete(rq->db, id, err, sizeof(err));
+	if (rc != 0) {
+		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		return;
+	}
+	deleted(rq, "rule_id", id);
+}
+
+static void get_alerts(struct req *rq, const char *arg)
+{
+	static const char *const names[] = { "limit", NULL };
+	char err[512];
+	int64_t lim;
+
+	(void)arg;
+	if (known_query(rq, names, false) && num_param(rq, "limit", 1, 1000, 100, &lim))
+		list_json(rq, "alerts", model_alerts(rq->db, (long)lim, err, sizeof(err)), err);
 }
 
 /* ---- tokens (admin) ---- */
@@ -1585,6 +1855,13 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/hosts", get_hosts_r, NULL },
 	{ REQ_M_GET, "/api/v1/hosts/**", get_host, NULL },
 	{ REQ_M_GET, "/api/v1/profiles", get_profiles_r, NULL },
+	{ REQ_M_GET, "/api/v1/schedules", get_schedules, NULL },
+	{ REQ_M_POST, "/api/v1/schedules", post_schedule, NULL },
+	{ REQ_M_DELETE, "/api/v1/schedules/#", delete_schedule, "schedule" },
+	{ REQ_M_GET, "/api/v1/alert-rules", get_alert_rules, NULL },
+	{ REQ_M_POST, "/api/v1/alert-rules", post_alert_rule, NULL },
+	{ REQ_M_DELETE, "/api/v1/alert-rules/#", delete_alert_rule, "alert rule" },
+	{ REQ_M_GET, "/api/v1/alerts", get_alerts, NULL },
 	{ REQ_M_GET, "/api/v1/agent-settings", get_agent_settings_r, NULL },
 	{ REQ_M_POST, "/api/v1/agent-settings", post_agent_settings_r, NULL },
 	{ REQ_M_DELETE, "/api/v1/agent-settings/**", delete_agent_settings, NULL },

@@ -45,7 +45,7 @@ void html_begin(struct req *rq, const char *title)
 	html_rawf(rq, "<body data-csrf=\"%s\"><header><a class=\"brand\" href=\"/runs\">stackmine</a><nav>", rq->csrf);
 	if (req_may_read(rq))
 		html_raw(rq, "<a href=\"/runs\">Runs</a><a href=\"/compare\">Compare</a><a href=\"/streams\">Streams</a>"
-			     "<a href=\"/signatures\">Signatures</a><a href=\"/fleet\">Fleet</a>");
+			     "<a href=\"/signatures\">Signatures</a><a href=\"/alerts\">Alerts</a><a href=\"/fleet\">Fleet</a>");
 	if (rq->role >= AUTH_ADMIN)
 		html_raw(rq, "<a href=\"/tokens\">Tokens</a>");
 	html_raw(rq, "</nav>");

@@ -650,3 +650,80 @@ int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t e
 	}
 	return 0;
 }
+
+/* ---- schedules, alert rules, alerts (docs/analysis.md, "Watching") ---- */
+
+PGresult *model_schedules(PGconn *db, char *err, size_t errlen)
+{
+	return run(db, "SELECT id AS schedule_id, app, kind, every_s, window_s, params, enabled, " ISO("next_at")
+		       " AS next_at, last_run, " ISO("created_at") " AS created_at FROM schedules ORDER BY app, kind",
+		   0, NULL, err, errlen);
+}
+
+PGresult *model_schedule_put(PGconn *db, const char *const p[5], char *err, size_t errlen)
+{
+	return run(db, "INSERT INTO schedules (app, kind, every_s, window_s, params) VALUES ($1, $2, $3::integer,"
+		       " $4::integer, $5::jsonb) ON CONFLICT (app, kind) DO UPDATE SET every_s = EXCLUDED.every_s,"
+		       " window_s = EXCLUDED.window_s, params = EXCLUDED.params, enabled = true, next_at = now()"
+		       " RETURNING id AS schedule_id", 5, p, err, errlen);
+}
+
+/* DELETE ... RETURNING: 0 deleted, 1 none, -1 error */
+static int delete_one(PGconn *db, const char *sql, const char *id, const char *what, char *err, size_t errlen)
+{
+	const char *p[1] = { id };
+	PGresult *r = PQexecParams(db, sql, 1, NULL, p, NULL, NULL, 0);
+	int n;
+
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(err, errlen, "deleting", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	n = strcmp(PQcmdTuples(r), "0") != 0;
+	PQclear(r);
+	if (!n) {
+		snprintf(err, errlen, "%s %.24s: none", what, id);
+		return 1;
+	}
+	return 0;
+}
+
+int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	return delete_one(db, "DELETE FROM schedules WHERE id = $1::bigint", id, "schedule", err, errlen);
+}
+
+PGresult *model_alert_rules(PGconn *db, char *err, size_t errlen)
+{
+	return run(db, "SELECT r.id AS rule_id, r.name, r.app, r.type, r.signature_id, s.name AS signature,"
+		       " r.limit_ns_per_hour, r.min_share, r.webhook, r.enabled, " ISO("r.created_at") " AS created_at"
+		       " FROM alert_rules r LEFT JOIN signatures s ON s.id = r.signature_id ORDER BY r.name",
+		   0, NULL, err, errlen);
+}
+
+PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen)
+{
+	return run(db, "INSERT INTO alert_rules (name, app, type, signature_id, limit_ns_per_hour, min_share, webhook)"
+		       " VALUES ($1, $2, $3, $4::bigint, $5::bigint, $6::float8, $7) ON CONFLICT (name) DO UPDATE SET"
+		       " app = EXCLUDED.app, type = EXCLUDED.type, signature_id = EXCLUDED.signature_id,"
+		       " limit_ns_per_hour = EXCLUDED.limit_ns_per_hour, min_share = EXCLUDED.min_share,"
+		       " webhook = EXCLUDED.webhook, enabled = true RETURNING id AS rule_id", 7, p, err, errlen);
+}
+
+int model_alert_rule_delete(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	return delete_one(db, "DELETE FROM alert_rules WHERE id = $1::bigint", id, "alert rule", err, errlen);
+}
+
+PGresult *model_alerts(PGconn *db, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[1] = { lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db, "SELECT a.id AS alert_id, r.name AS rule, r.type, a.run_id, a.cluster_id, a.message,"
+		       " a.delivery, a.attempts, a.last_error, " ISO("a.created_at") " AS created_at, "
+		       ISO("a.delivered_at") " AS delivered_at FROM alerts a JOIN alert_rules r ON r.id = a.rule_id"
+		       " ORDER BY a.id DESC LIMIT $1::bigint", 1, p, err, errlen);
+}

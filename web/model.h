@@ -142,4 +142,17 @@ int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t e
 /* A host's last `hours` hours, oldest first: hour, units, violations. */
 PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, size_t errlen);
 
+/* Schedules, alert rules and alerts (docs/analysis.md, "Watching"). _put: p = app, kind, every_s,
+ * window_s, params (JSON) / name, app, type, signature_id, limit_ns_per_hour, min_share, webhook
+ * (NULL for absent): an upsert by (app, kind) / name returning the id. _delete: 0, 1 (none), -1. */
+PGresult *model_schedules(PGconn *db, char *err, size_t errlen);
+PGresult *model_schedule_put(PGconn *db, const char *const p[5], char *err, size_t errlen);
+int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen);
+PGresult *model_alert_rules(PGconn *db, char *err, size_t errlen);
+PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen);
+int model_alert_rule_delete(PGconn *db, const char *id, char *err, size_t errlen);
+/* The latest alerts first: alert_id, rule, type, run_id, cluster_id, message, delivery, attempts,
+ * last_error, created_at, delivered_at. */
+PGresult *model_alerts(PGconn *db, long limit, char *err, size_t errlen);
+
 #endif

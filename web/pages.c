@@ -1244,6 +1244,73 @@ static void page_compare(struct req *rq, const char *unused)
 	html_end(rq);
 }
 
+/* ---- watching: schedules, alert rules, alerts ---- */
+
+/* A table of rows: the columns cols (NULL-terminated) under the headers heads. */
+static void rows_table(struct req *rq, const char *id, PGresult *r, const char *const *cols, const char *const *heads,
+		       const char *empty)
+{
+	int nc = 0;
+
+	html_rawf(rq, "<table id=\"%s\"><thead><tr>", id);
+	for (; cols[nc]; nc++)
+		html_rawf(rq, "<th>%s</th>", heads[nc]);
+	html_raw(rq, "</tr></thead><tbody>");
+	for (int i = 0; r && i < PQntuples(r); i++) {
+		html_raw(rq, "<tr>");
+		for (int c = 0; c < nc; c++) {
+			html_raw(rq, "<td>");
+			html_text(rq, col(r, i, cols[c]));
+			html_raw(rq, "</td>");
+		}
+		html_raw(rq, "</tr>");
+	}
+	if (!r || PQntuples(r) == 0)
+		html_rawf(rq, "<tr><td colspan=\"%d\" class=\"empty\">%s</td></tr>", nc, empty);
+	html_raw(rq, "</tbody></table>");
+}
+
+static void page_alerts(struct req *rq, const char *unused)
+{
+	static const char *const scols[] = { "schedule_id", "app", "kind", "every_s", "window_s", "params", "next_at",
+					     "last_run", NULL };
+	static const char *const sheads[] = { "#", "App", "Kind", "Every (s)", "Window (s)", "Parameters", "Next",
+					      "Last run" };
+	static const char *const rcols[] = { "rule_id", "name", "app", "type", "signature", "limit_ns_per_hour",
+					     "min_share", "webhook", NULL };
+	static const char *const rheads[] = { "#", "Name", "App", "Type", "Signature", "Limit (ns/h)", "Min share",
+					      "Webhook" };
+	static const char *const acols[] = { "alert_id", "created_at", "rule", "run_id", "cluster_id", "message",
+					     "delivery", "attempts", "last_error", NULL };
+	static const char *const aheads[] = { "#", "When", "Rule", "Run", "Cluster", "Message", "Delivery", "Attempts",
+					      "Last error" };
+	char err[512];
+	PGresult *sch = model_schedules(rq->db, err, sizeof(err));
+	PGresult *rules = sch ? model_alert_rules(rq->db, err, sizeof(err)) : NULL;
+	PGresult *alerts = rules ? model_alerts(rq->db, 200, err, sizeof(err)) : NULL;
+
+	(void)unused;
+	if (!alerts) {
+		PQclear(sch);
+		PQclear(rules);
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, "Alerts");
+	html_raw(rq, "<h1>Alerts</h1><p>Scheduled runs, the rules the workers apply to every run they finish, and the "
+		     "alerts sent to the rules' webhooks (docs/analysis.md, \"Watching\"). Admins manage schedules and "
+		     "rules through <code>/api/v1/schedules</code> and <code>/api/v1/alert-rules</code>.</p><h2>Alerts</h2>");
+	rows_table(rq, "alerts", alerts, acols, aheads, "No alerts.");
+	html_raw(rq, "<h2>Rules</h2>");
+	rows_table(rq, "rules", rules, rcols, rheads, "No rules.");
+	html_raw(rq, "<h2>Schedules</h2>");
+	rows_table(rq, "schedules", sch, scols, sheads, "No scheduled runs.");
+	html_end(rq);
+	PQclear(sch);
+	PQclear(rules);
+	PQclear(alerts);
+}
+
 static void page_signatures(struct req *rq)
 {
 	char err[512];
@@ -2146,6 +2213,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/runs", runs_r, NULL },
 	{ REQ_M_GET, "/runs/#", page_run, "run" },
 	{ REQ_M_GET, "/compare", page_compare, NULL },
+	{ REQ_M_GET, "/alerts", page_alerts, NULL },
 	{ REQ_M_POST, "/runs/#/delete", post_run_delete, "run" },
 	{ REQ_M_GET, "/clusters/#", page_cluster, "cluster" },
 	{ REQ_M_GET, "/streams", streams_r, NULL },
