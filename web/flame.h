@@ -31,6 +31,12 @@ const char *flame_error(const struct flame *f);
  * and event count. Returns 0, or -1 with an error (out of memory, n > FLAME_MAX_DEPTH, a NULL name,
  * or the tree would grow past FLAME_MAX_NODES); a refused stack leaves the flame unchanged. */
 int flame_add(struct flame *f, const char *const *names, size_t n, uint64_t cost_ns, uint64_t events);
+/* A differential flame (before and after): the "before" cost of a stack, summed into its frames like
+ * flame_add()'s but drawing nothing (widths are the "after" costs). Returns 0 or -1 as flame_add(). */
+int flame_add_base(struct flame *f, const char *const *names, size_t n, uint64_t cost_ns);
+/* Colours the frames by their change per stream (cost x scale_now against base x scale_base): red
+ * where it grew, blue where it shrank, white where it stayed; titles say both. */
+void flame_set_diff(struct flame *f, double scale_now, double scale_base);
 /* Append the icicle graph as one <svg class="flame"> element to out. width in px (clamped to
  * [100, 100000]); focus = node id to zoom into (0 or an unknown id: the root). Node ids are given
  * after all adds: root = 1, then depth-first with children in name (byte) order, so the same stacks

@@ -727,3 +727,13 @@ PGresult *model_alerts(PGconn *db, long limit, char *err, size_t errlen)
 		       ISO("a.delivered_at") " AS delivered_at FROM alerts a JOIN alert_rules r ON r.id = a.rule_id"
 		       " ORDER BY a.id DESC LIMIT $1::bigint", 1, p, err, errlen);
 }
+
+PGresult *model_run_kind_stacks(PGconn *db, const char *run, const char *kind, char *err, size_t errlen)
+{
+	const char *p[2] = { run, kind };
+
+	return run_prepared(db, 13,
+		   "SELECT s.frame_ids, x.cost_ns FROM (SELECT stack_id, sum(cost_ns)::bigint AS cost_ns FROM run_stacks"
+		   " WHERE run_id = $1::bigint AND kind = $2::\"char\" GROUP BY stack_id) x JOIN stacks s ON s.id = x.stack_id"
+		   " ORDER BY x.stack_id", 2, p, err, errlen);
+}

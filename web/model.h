@@ -155,4 +155,7 @@ int model_alert_rule_delete(PGconn *db, const char *id, char *err, size_t errlen
  * last_error, created_at, delivered_at. */
 PGresult *model_alerts(PGconn *db, long limit, char *err, size_t errlen);
 
+/* A run's collapsed stacks of one kind ("r" or "w"): frame_ids (int array), cost_ns, by stack. */
+PGresult *model_run_kind_stacks(PGconn *db, const char *run, const char *kind, char *err, size_t errlen);
+
 #endif

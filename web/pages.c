@@ -1156,6 +1156,48 @@ static bool collect_sig(void *cls, const char *key, const char *value)
 
 /* ---- comparing two runs ---- */
 
+/* The differential flame graph of two runs' stacks of one kind: B's widths, coloured by the change
+ * of the cost per stream from A. */
+static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t na, uint64_t nb)
+{
+	const char *kind = req_query(rq, "kind");
+	const char *k = kind && strcmp(kind, "wait") == 0 ? "w" : "r";
+	struct flame *f = flame_open();
+	char err[512];
+
+	if (!f)
+		return;
+	for (int side = 0; side < 2; side++) {
+		PGresult *r = model_run_kind_stacks(rq->db, side ? b : a, k, err, sizeof(err));
+
+		for (int i = 0; r && i < PQntuples(r); i++) {
+			const char **names;
+			size_t n;
+
+			if (req_frame_names(rq, col(r, i, "frame_ids"), &names, &n) < 0)
+				continue;
+			if (side)
+				flame_add(f, names, n, (uint64_t)coln(r, i, "cost_ns"), 0);
+			else
+				flame_add_base(f, names, n, (uint64_t)coln(r, i, "cost_ns"));
+		}
+		PQclear(r);
+	}
+	flame_set_diff(f, nb ? 1.0 / (double)nb : 0, na ? 1.0 / (double)na : 0);
+	html_rawf(rq, "<section id=\"flame\"><h2>What changed, frame by frame (%s)</h2><p class=\"hint\">Run B's %s "
+		      "stacks; width is B's cost, colour the change of the cost per stream from run A: red grew, blue "
+		      "shrank, white stayed (hover for both). <a href=\"?a=", k[0] == 'w' ? "wait" : "run (CPU)",
+		  k[0] == 'w' ? "wait" : "run");
+	html_text(rq, a);
+	html_raw(rq, "&amp;b=");
+	html_text(rq, b);
+	html_rawf(rq, "&amp;kind=%s#flame\">The %s stacks</a>.</p><div class=\"flame\">", k[0] == 'w' ? "run" : "wait",
+		  k[0] == 'w' ? "run" : "wait");
+	flame_render_svg(f, 0, NULL, 1200, &rq->out);
+	html_raw(rq, "</div></section>");
+	flame_free(f);
+}
+
 static void page_compare(struct req *rq, const char *unused)
 {
 	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b");
@@ -1240,6 +1282,7 @@ static void page_compare(struct req *rq, const char *unused)
 		html_raw(rq, "</td></tr>");
 	}
 	html_raw(rq, "</tbody></table>");
+	compare_flame(rq, sa, sb, cmp->a_streams, cmp->b_streams);
 	compare_free(cmp);
 	html_end(rq);
 }

@@ -190,6 +190,31 @@ static void test_flame_basic(void)
 	flame_free(NULL);
 }
 
+/* A differential flame: widths by the after costs, colours by the change per stream. */
+static void test_flame_diff(void)
+{
+	struct flame *f = flame_open();
+	struct buf b = BUF_INIT(0);
+	const char *ab[] = { "m!a", "m!b" }, *ac[] = { "m!a", "m!c" };
+	const char *s;
+
+	CHECK_INT(flame_add(f, ab, 2, 1000000, 1), 0);
+	CHECK_INT(flame_add_base(f, ab, 2, 3000000), 0);
+	CHECK_INT(flame_add(f, ac, 2, 2000000, 2), 0);
+	CHECK_INT(flame_total_cost(f), 3000000);   /* the before costs draw nothing */
+	flame_set_diff(f, 1.0, 1.0);
+	CHECK_INT(flame_render_svg(f, 0, NULL, 1000, &b), 0);
+	s = buf_cstr(&b);
+	/* c is new: full red; b lost two thirds: blue (235 - 190 x 2/3 = 108); a is unchanged: white-grey */
+	CHECK(strstr(s, "<title>m!c\n2.000 ms (66.7%), 2 events\nper stream: before 0.000 ms, after 2.000 ms</title>") != NULL);
+	CHECK(strstr(s, "fill=\"#ff2d2d\"") != NULL);
+	CHECK(strstr(s, "<title>m!b\n1.000 ms (33.3%), 1 events\nper stream: before 3.000 ms, after 1.000 ms</title>") != NULL);
+	CHECK(strstr(s, "fill=\"#6c6cff\"") != NULL);
+	CHECK(strstr(s, "fill=\"#ebebeb\"") != NULL);
+	buf_release(&b);
+	flame_free(f);
+}
+
 static void test_flame_escape(void)
 {
 	static const char evil[] = "std::map<K, V>::find&\"'<script>alert(1)</script>";
@@ -806,6 +831,7 @@ static void test_plot_xcount(void)
 int main(void)
 {
 	RUN(test_flame_basic);
+	RUN(test_flame_diff);
 	RUN(test_flame_escape);
 	RUN(test_flame_labels);
 	RUN(test_flame_limits);
