@@ -180,10 +180,10 @@ ship_fleet() {
 	local fleet=$var/demo/fleet.ndjson truth=$var/demo/truth.json first n
 	local streams=${SM_DEMO_STREAMS:-300} events=${SM_DEMO_EVENTS:-2000} seed=${SM_DEMO_SEED:-1}
 	local hosts=${SM_DEMO_HOSTS:-60} baseline=${SM_DEMO_BASELINE:-300}
-	local stamp="streams=$streams baseline=$baseline events=$events hosts=$hosts seed=$seed"
+	local stamp="streams=$streams baseline=$baseline events=$events hosts=$hosts seed=$seed regression-conf"
 	if [ ! -s "$fleet" ] || [ "$(cat "$fleet.params" 2>/dev/null)" != "$stamp" ]; then
 		say "generating a demo fleet: $streams slow units and $baseline normal ones (baseline) x $events events from $hosts hosts (seed $seed)"
-		"$genfleet" --streams "$streams" --baseline "$baseline" --events "$events" --hosts "$hosts" --seed "$seed" \
+		"$genfleet" --streams "$streams" --baseline "$baseline" --regression-conf --events "$events" --hosts "$hosts" --seed "$seed" \
 			--out "$fleet.tmp" --truth "$truth" || die "genfleet failed"
 		mv "$fleet.tmp" "$fleet"
 		echo "$stamp" >"$fleet.params"
@@ -212,7 +212,7 @@ mine_fleet() {
 		for kind in run wait; do
 			id=$(q -v app="$app" -v kind="$kind" <<-'EOF'
 			SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = :'app' AND params->>'kind' = :'kind'
-			  AND (counts->>'baseline_streams')::bigint > 0 = EXISTS (SELECT 1 FROM streams WHERE role = 'baseline')
+			  AND params->'filter' = '{}' AND (coalesce((counts->>'baseline_streams')::bigint, 0) > 0) = EXISTS (SELECT 1 FROM streams WHERE role = 'baseline')
 			EOF
 			)
 			if [ -z "$id" ]; then
@@ -223,6 +223,21 @@ mine_fleet() {
 			fi
 			MINED="$MINED $app/$kind:$id"
 		done
+	done
+	# checkout's run stacks per version, to compare 2.3.1 (before) with 2.4.0 (after)
+	COMPARED=
+	for v in 2.3.1 2.4.0; do
+		id=$(q -v v="$v" <<-'EOF'
+		SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = 'checkout' AND params->>'kind' = 'run'
+		  AND params->'filter'->>'version' = :'v'
+		EOF
+		)
+		if [ -z "$id" ]; then
+			say "mining checkout $v's run stacks, to compare the versions"
+			id=$("$bin/sm-miner" --db "$db" run --app checkout --kind run --version "$v" \
+				--threshold-guideline 0.1,300000000 --quiet) || die "sm-miner run --version $v failed"
+		fi
+		COMPARED="$COMPARED $id"
 	done
 }
 
@@ -334,6 +349,7 @@ print_guide() {
 	EOF
 	for p in $MINED; do
 		echo "  ${p%%:*}: run ${p#*:}   $web_url/runs/${p#*:}"
+
 		q -v run="${p#*:}" <<-'EOF' | sed 's/^/    /'
 		SELECT format('#%s  excess %s s [%s, %s]  (#%s by total cost %s s, %s streams)  ... %s',
 		       coalesce(c.rank_excess_cost, c.rank_total_cost), round(c.excess_cost_ns / 1e9, 3),
@@ -344,8 +360,24 @@ print_guide() {
 		        WHERE o.i > cardinality(c.common_frame_ids) - 3))
 		FROM clusters c WHERE c.run_id = :'run' ORDER BY coalesce(c.rank_excess_cost, c.rank_total_cost) LIMIT 4
 		EOF
+		# where they happen, when a host, version or label value stands out (attribution, docs/analysis.md)
+		for top in $(q -v run="${p#*:}" <<<"SELECT id FROM clusters WHERE run_id = :'run' ORDER BY coalesce(rank_excess_cost, rank_total_cost), id LIMIT 4"); do
+			words=$(curl -s -H "Authorization: Bearer $SM_ANALYST_TOKEN" "$web_url/api/v1/clusters/$top/attribution?limit=1" |
+				sed -n 's/.*"summary": *"\([^"]*\)".*/\1/p')
+			case $words in ''|No\ *) ;; *) echo "    cluster $top: $words" ;; esac
+		done
 	done
+	set -- $COMPARED
+	if [ $# = 2 ]; then
+		echo
+		echo "  checkout 2.4.0 against 2.3.1 (sm-miner compare $1 $2; $web_url/compare?a=$1&b=$2):"
+		"$bin/sm-miner" --db "$db" compare "$1" "$2" --limit 6 | sed 's/^/    /' | cut -c1-150
+	fi
 	cat <<-EOF
+
+	  # scheduled runs and alert rules (docs/analysis.md, "Watching"), as an admin, e.g.:
+	  #   curl -H "Authorization: Bearer ADMIN_TOKEN" -d '{"app": "checkout", "kind": "run", "every_s": 600,
+	  #     "window_s": 86400}' $web_url/api/v1/schedules        (then see $web_url/alerts)
 
 	  # guard a server yourself (docs/guard.md): learn its profile on a normal load, then guard it
 	  bin/sm-guard run --train --profile-dir var/profiles -- redis-server --port 7400 --save '' &

@@ -828,7 +828,7 @@ static void get_cluster_attribution(struct req *rq, const char *id)
 	if (at.n) {
 		struct buf words = BUF_INIT(4096);
 
-		attribution_words(&at, 0, &words);
+		attribution_summary(&at, &words);
 		jsonw_kstr(&w, "summary", buf_cstr(&words));
 		buf_release(&words);
 	} else {

@@ -157,3 +157,13 @@ void attribution_words(const struct attribution *at, size_t i, struct buf *out)
 	buf_puts(out, "; ");
 	put_p(out, x->q);
 }
+
+void attribution_summary(const struct attribution *at, struct buf *out)
+{
+	if (at->v[0].q < 0.05) {
+		attribution_words(at, 0, out);
+		return;
+	}
+	buf_printf(out, "No host, version or label value stands out among this cluster's %llu streams (the smallest "
+		   "adjusted p is %.2g)", (unsigned long long)at->cluster_streams, at->v[0].q);
+}

@@ -46,4 +46,8 @@ int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attr
  * streams (12 % of the baseline's); p < 10^-9". Appends to out. */
 void attribution_words(const struct attribution *at, size_t i, struct buf *out);
 
+/* The cluster's attribution in one sentence: the first value's words when it stands out (adjusted
+ * p under 0.05), else that nothing does. Appends to out; at->n must be above 0. */
+void attribution_summary(const struct attribution *at, struct buf *out);
+
 #endif

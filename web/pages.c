@@ -721,14 +721,9 @@ static void attribution_section(struct req *rq, const char *id)
 	if (!at.n)
 		return;
 	html_raw(rq, "<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">");
-	if (at.v[0].q < 0.05) {
-		attribution_words(&at, 0, &words);
-		html_text(rq, buf_cstr(&words));
-		html_raw(rq, ".");
-	} else {
-		html_rawf(rq, "No host, version or label value stands out among this cluster's %llu streams "
-			      "(the smallest adjusted p is %.2g).", (unsigned long long)at.cluster_streams, at.v[0].q);
-	}
+	attribution_summary(&at, &words);
+	html_text(rq, buf_cstr(&words));
+	html_raw(rq, ".");
 	buf_release(&words);
 	html_rawf(rq, "</p><table class=\"attribution\"><thead><tr><th>Key</th><th>Value</th>"
 		      "<th class=\"n\">Cost share</th><th class=\"n\">Its streams</th><th class=\"n\">Run's streams</th>"
