@@ -6,6 +6,7 @@
 #include "common/arena.h"
 #include "common/db.h"
 #include "common/imap.h"
+#include "common/par.h"
 #include "common/stats.h"
 #include "common/vec.h"
 #include "common/wire.h"
@@ -18,7 +19,8 @@
 #include <string.h>
 
 #define MAX_FRAMES 512
-#define TAIL 3               /* in large runs a pair is a candidate when their medoids share a last frame */
+#define RARE 3               /* in large runs a pair is a candidate when it shares one of B's rarest frames */
+#define COMMON 256           /* ... the rarest always, the next ones only when fewer A clusters have them */
 #define ALL_PAIRS 4000000    /* below this many pairs of a kind, every pair is a candidate */
 
 struct ccl {
@@ -58,6 +60,20 @@ struct sig {
 	int64_t id;
 	uint32_t *frames, n;
 };
+
+struct posting {
+	uint64_t key;            /* frame << 8 | kind */
+	uint32_t a;
+};
+
+static int cmp_posting(const void *x, const void *y)
+{
+	const struct posting *p = x, *q = y;
+
+	if (p->key != q->key)
+		return p->key < q->key ? -1 : 1;
+	return p->a < q->a ? -1 : p->a > q->a;
+}
 
 struct pair {
 	double sim;
@@ -142,17 +158,6 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 	}
 	s->nstreams = (uint64_t)db_get_i64(r, 0, 1);
 	PQclear(r);
-	r = q1(c, "SELECT DISTINCT stream_ref FROM run_stacks WHERE run_id = $1::bigint ORDER BY 1", s->id);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		return fail(c, "reading the run's streams", r);
-	for (int i = 0; i < PQntuples(r); i++)
-		if (imap_put(&s->sidx, (uint64_t)db_get_i64(r, i, 0), base + n++) < 0) {
-			PQclear(r);
-			return oom(c);
-		}
-	PQclear(r);
-	if (n > s->nstreams)
-		s->nstreams = n;
 	r = q1(c, "SELECT c.id, c.kind, c.streams, p.frame_ids::text, c.common_frame_ids::text FROM clusters c"
 		  " JOIN patterns p ON p.id = c.medoid WHERE c.run_id = $1::bigint ORDER BY c.id", s->id);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -210,41 +215,61 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 		}
 	}
 	PQclear(r);
-	/* the collapsed stacks and their streams' costs */
-	r = q1(c, "SELECT rs.kind, rs.stack_id, rs.stream_ref, rs.cost_ns, s.frame_ids::text FROM run_stacks rs"
-		  " JOIN stacks s ON s.id = rs.stack_id WHERE rs.run_id = $1::bigint ORDER BY rs.kind, rs.stack_id",
-	       s->id);
+	/* the collapsed stacks (their frames once), then their streams' costs in the same order */
+	r = q1(c, "SELECT x.kind, s.frame_ids::text, x.n FROM (SELECT kind, stack_id, count(*) AS n FROM run_stacks"
+		  " WHERE run_id = $1::bigint GROUP BY kind, stack_id) x JOIN stacks s ON s.id = x.stack_id"
+		  " ORDER BY x.kind, x.stack_id", s->id);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return fail(c, "reading the run's stacks", r);
 	s->st = arena_calloc(c->a, (size_t)PQntuples(r) + 1, sizeof(*s->st));
-	s->ent_stream = arena_alloc(c->a, ((size_t)PQntuples(r) + 1) * sizeof(uint32_t));
-	s->ent_cost = arena_alloc(c->a, ((size_t)PQntuples(r) + 1) * sizeof(uint64_t));
-	if (!s->st || !s->ent_stream || !s->ent_cost) {
+	if (!s->st) {
 		PQclear(r);
 		return oom(c);
 	}
 	for (int i = 0; i < PQntuples(r); i++) {
-		uint64_t si = 0;
-		bool fresh = i == 0 || strcmp(PQgetvalue(r, i, 0), PQgetvalue(r, i - 1, 0)) != 0 ||
-			     strcmp(PQgetvalue(r, i, 1), PQgetvalue(r, i - 1, 1)) != 0;
+		struct cstack *t = &s->st[s->nst++];
+		uint32_t *f, nf;
 
-		if (fresh) {
-			struct cstack *t = &s->st[s->nst++];
-			uint32_t *f, nf;
+		if (int_array(c, PQgetvalue(r, i, 1), &f, &nf) < 0) {
+			PQclear(r);
+			return oom(c);
+		}
+		t->seq = (struct baseline_seq){ f, nf, PQgetvalue(r, i, 0)[0] == 'w' ? WIRE_WAIT : WIRE_RUN };
+		t->first = i ? t[-1].first + t[-1].n : 0;
+		t->n = (uint32_t)db_get_i64(r, i, 2);
+	}
+	PQclear(r);
+	r = q1(c, "SELECT stream_ref, cost_ns FROM run_stacks WHERE run_id = $1::bigint ORDER BY kind, stack_id", s->id);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return fail(c, "reading the run's costs", r);
+	if (s->nst && (size_t)PQntuples(r) != s->st[s->nst - 1].first + s->st[s->nst - 1].n) {
+		PQclear(r);
+		snprintf(c->err, c->errlen, "run %lld changed while it was read", (long long)s->id);
+		return -1;
+	}
+	s->ent_stream = arena_alloc(c->a, ((size_t)PQntuples(r) + 1) * sizeof(uint32_t));
+	s->ent_cost = arena_alloc(c->a, ((size_t)PQntuples(r) + 1) * sizeof(uint64_t));
+	if (!s->ent_stream || !s->ent_cost) {
+		PQclear(r);
+		return oom(c);
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		uint64_t ref = (uint64_t)db_get_i64(r, i, 0), si;
 
-			if (int_array(c, PQgetvalue(r, i, 4), &f, &nf) < 0) {
+		/* dense stream numbers, A's first, then B's */
+		if (!imap_get(&s->sidx, ref, &si)) {
+			si = base + n++;
+			if (imap_put(&s->sidx, ref, si) < 0) {
 				PQclear(r);
 				return oom(c);
 			}
-			t->seq = (struct baseline_seq){ f, nf, PQgetvalue(r, i, 0)[0] == 'w' ? WIRE_WAIT : WIRE_RUN };
-			t->first = (uint32_t)i;
 		}
-		imap_get(&s->sidx, (uint64_t)db_get_i64(r, i, 2), &si);
 		s->ent_stream[i] = (uint32_t)si;
-		s->ent_cost[i] = (uint64_t)db_get_i64(r, i, 3);
-		s->st[s->nst - 1].n++;
+		s->ent_cost[i] = (uint64_t)db_get_i64(r, i, 1);
 	}
 	PQclear(r);
+	if (n > s->nstreams)
+		s->nstreams = n;
 	return 0;
 }
 
@@ -344,7 +369,9 @@ static int match(struct cmp *c, struct side *A, struct side *B, const struct com
 {
 	struct sim_frames *ft = sim_frames_open();
 	struct sim_ctx *sc = NULL;
-	struct imap tail = IMAP_INIT;      /* frame << 20 | slot -> A cluster index + 1 */
+	struct imap tail = IMAP_INIT;      /* frame << 8 | kind -> start << 32 | count in posts */
+	struct posting *posts = NULL;
+	size_t npost = 0;
 	struct vec pairs = VEC_INIT(struct pair), ids = VEC_INIT(uint32_t);
 	uint32_t *stamp = NULL;
 	int rc = -1;
@@ -392,34 +419,62 @@ static int match(struct cmp *c, struct side *A, struct side *B, const struct com
 					goto out;
 		goto assign;
 	}
-	/* candidates: A's clusters indexed by the last frames of their medoids */
-	for (size_t a = 0; a < A->ncl; a++) {
-		const struct ccl *k = &A->cl[a];
+	/* candidates: pairs that share one of the B medoid's RARE frames rarest among A's medoids (true
+	 * matches share most frames; common frames such as main or __schedule would pair everything) */
+	for (size_t a = 0; a < A->ncl; a++)
+		npost += A->cl[a].mlen;
+	posts = malloc((npost + 1) * sizeof(*posts));
+	npost = 0;
+	if (!posts)
+		goto out_oom;
+	for (size_t a = 0; a < A->ncl; a++)
+		for (uint32_t i = 0; i < A->cl[a].mlen; i++)
+			posts[npost++] = (struct posting){ (uint64_t)A->cl[a].medoid[i] << 8 |
+							   (uint64_t)(unsigned char)A->cl[a].kind, (uint32_t)a };
+	if (npost)
+		qsort(posts, npost, sizeof(*posts), cmp_posting);
+	for (size_t i = 0; i < npost;) {
+		size_t j = i;
 
-		for (uint32_t i = k->mlen > TAIL ? k->mlen - TAIL : 0; i < k->mlen; i++) {
-			uint64_t key = (uint64_t)k->medoid[i] << 8 | (uint64_t)(unsigned char)k->kind, v;
-			/* a chain through the map: slot 0 holds the head, each cluster its successor */
-			for (uint64_t slot = 0;; slot++)
-				if (!imap_get(&tail, key << 24 | slot, &v)) {
-					if (imap_put(&tail, key << 24 | slot, a + 1) < 0)
-						goto out_oom;
-					break;
-				}
-		}
+		while (j < npost && posts[j].key == posts[i].key)
+			j++;
+		if (imap_put(&tail, posts[i].key, (uint64_t)i << 32 | (j - i)) < 0)
+			goto out_oom;
+		i = j;
 	}
 	stamp = calloc(A->ncl + 1, sizeof(*stamp));
 	if (!stamp)
 		goto out_oom;
 	for (size_t b = 0; b < B->ncl; b++) {
 		const struct ccl *k = &B->cl[b];
+		uint64_t rare[RARE], v;
+		size_t nr = 0;
 
 		if (k->match >= 0)
 			continue;
-		for (uint32_t i = k->mlen > TAIL ? k->mlen - TAIL : 0; i < k->mlen; i++) {
-			uint64_t key = (uint64_t)k->medoid[i] << 8 | (uint64_t)(unsigned char)k->kind, v;
+		/* the RARE frames with the shortest posting lists (insertion into a small sorted array) */
+		for (uint32_t i = 0; i < k->mlen; i++) {
+			uint64_t key = (uint64_t)k->medoid[i] << 8 | (uint64_t)(unsigned char)k->kind;
+			size_t at;
 
-			for (uint64_t slot = 0; imap_get(&tail, key << 24 | slot, &v); slot++) {
-				size_t a = (size_t)v - 1;
+			if (!imap_get(&tail, key, &v))
+				continue;
+			for (at = 0; at < nr && rare[at] != v; at++)
+				;
+			if (at < nr)
+				continue;   /* a frame seen twice (recursion) */
+			for (at = nr; at > 0 && (rare[at - 1] & 0xffffffffu) > (v & 0xffffffffu); at--)
+				if (at < RARE)
+					rare[at] = rare[at - 1];
+			if (at < RARE) {
+				rare[at] = v;
+				if (nr < RARE)
+					nr++;
+			}
+		}
+		for (size_t r = 0; r < nr && (r == 0 || (rare[r] & 0xffffffffu) <= COMMON); r++)
+			for (uint64_t x = rare[r] >> 32; x < (rare[r] >> 32) + (rare[r] & 0xffffffffu); x++) {
+				size_t a = posts[x].a;
 
 				if (stamp[a] == b + 1 || A->cl[a].match >= 0)
 					continue;
@@ -427,7 +482,6 @@ static int match(struct cmp *c, struct side *A, struct side *B, const struct com
 				if (consider(c, sc, A, B, a, b, o->min_sim, &pairs) < 0)
 					goto out;
 			}
-		}
 	}
 assign:
 	if (pairs.len)
@@ -447,17 +501,13 @@ out_oom:
 	oom(c);
 out:
 	free(stamp);
+	free(posts);
 	vec_free(&pairs);
 	vec_free(&ids);
 	imap_free(&tail);
 	sim_ctx_free(sc);
 	sim_frames_free(ft);
 	return rc;
-}
-
-static double abs_d(double x)
-{
-	return x < 0 ? -x : x;
 }
 
 static int cmp_row(const void *x, const void *y)
@@ -468,8 +518,8 @@ static int cmp_row(const void *x, const void *y)
 
 	if (order[p->status] != order[q->status])
 		return order[p->status] - order[q->status];
-	if (abs_d(p->diff) != abs_d(q->diff))
-		return abs_d(p->diff) > abs_d(q->diff) ? -1 : 1;
+	if (fabs(p->diff) != fabs(q->diff))
+		return fabs(p->diff) > fabs(q->diff) ? -1 : 1;
 	if (p->b != q->b)
 		return p->b < q->b ? -1 : 1;
 	return p->a < q->a ? -1 : p->a > q->a;
@@ -590,6 +640,36 @@ static enum compare_status status_of(const struct compare_row *r, const struct c
 	return CMP_UNCHANGED;
 }
 
+struct interval_job {
+	const struct excess *x;
+	const struct unit *u;
+	struct compare_row *rows;
+	uint64_t nb;
+	struct par_items items;
+	_Atomic int failed;
+};
+
+static void interval_worker(void *arg, int w)
+{
+	struct interval_job *j = arg;
+	struct excess_result er;
+	size_t k;
+
+	(void)w;
+	while (par_take(&j->items, &k)) {
+		struct compare_row *row = &j->rows[k];
+
+		if (excess_measure(j->x, j->u[k].xs.data, j->u[k].xc.data, j->u[k].xs.len, &er) < 0) {
+			j->failed = 1;
+			continue;
+		}
+		row->lo = er.lo / (double)j->nb;
+		row->hi = er.hi / (double)j->nb;
+		/* two-sided z-test with the bootstrap's standard error */
+		row->q = er.sd > 0 ? erfc(fabs(er.excess / er.sd) / sqrt(2)) : (er.excess != 0 ? 0 : 1);
+	}
+}
+
 /* The units (every B cluster with its match, then A's unmatched), measured in both runs. */
 static int build_rows(struct cmp *c, struct side *A, struct side *B, const struct compare_opts *o,
 		      struct compare *out)
@@ -622,7 +702,6 @@ static int build_rows(struct cmp *c, struct side *A, struct side *B, const struc
 	for (size_t k = 0; k < nu; k++) {
 		const struct ccl *ka = u[k].ka, *kb = u[k].kb, *me = kb ? kb : ka;
 		struct compare_row *row = &out->rows[out->n++];
-		struct excess_result er;
 
 		row->kind = me->kind == 'w' ? 'w' : 'r';
 		row->a = ka ? ka->id : 0;
@@ -637,14 +716,15 @@ static int build_rows(struct cmp *c, struct side *A, struct side *B, const struc
 		row->b_cps = nb ? u[k].sum[1] / (double)nb : 0;
 		row->diff = row->b_cps - row->a_cps;
 		row->lo = row->hi = row->q = NAN;
-		if (x) {
-			if (excess_measure(x, u[k].xs.data, u[k].xc.data, u[k].xs.len, &er) < 0)
-				goto out_oom;
-			row->lo = er.lo / (double)nb;
-			row->hi = er.hi / (double)nb;
-			/* two-sided z-test with the bootstrap's standard error */
-			row->q = er.sd > 0 ? erfc(fabs(er.excess / er.sd) / sqrt(2)) : (er.excess != 0 ? 0 : 1);
-		}
+	}
+	if (x) {
+		/* the intervals, on all cores: the rows are in the units' order still */
+		struct interval_job job = { x, u, out->rows, nb, { 0, 0 }, 0 };
+
+		par_items_init(&job.items, nu);
+		par_run(par_threads(o->threads), interval_worker, &job);
+		if (job.failed)
+			goto out_oom;
 	}
 	/* adjusted over every row compared */
 	if (x) {

@@ -2,12 +2,14 @@
  * compare: two mining runs side by side (two versions, two time windows, canary
  * and stable; docs/analysis.md, "Comparing runs"). Clusters of one kind are
  * matched across the runs, first by a signature both carry (its frames in both
- * medoids), then by the similarity of their medoids (Sim of mining.md section 5,
- * with the database-wide frame weights) of at least min_sim, each cluster at most
- * once, the most similar pairs first. Each cluster's cost per stream of its run
- * is compared: the difference B - A with a bootstrap interval (the excess
- * estimator with run A as the baseline), and a status: new, gone, grown, shrunk
- * or unchanged. Grown and shrunk need the change to be significant after the
+ * medoids), then by the similarity of their medoids or common parts (Sim of
+ * mining.md section 5, with the database-wide frame weights) of at least min_sim,
+ * each cluster at most once, the most similar pairs first. Every cluster of B
+ * (with its match) and every unmatched one of A is measured in both runs by the
+ * stacks it owns there (the deepest-ending member wins a stack), as a cost per
+ * stream: the difference B - A with a bootstrap interval (the excess estimator
+ * with run A as the baseline), and a status: new, gone, grown, shrunk or
+ * unchanged. Grown and shrunk need the change to be significant after the
  * Benjamini-Hochberg correction over every cluster compared (a z-test with the
  * bootstrap's standard error) and material (min_change).
  */

@@ -96,3 +96,51 @@ done
 kill "$web_pid"
 wait "$web_pid" || true
 web_pid=
+
+# compare: two runs of 10,000 clusters each over the same 50,000 streams (run stacks with real frames):
+# B has 1 % of A's clusters three times as costly, 1 % gone, 100 new ones
+t0=$(now)
+psql -XAtq -v ON_ERROR_STOP=1 >"$work/crun" <<-'SQL'
+SELECT setseed(0.23) \g /dev/null
+INSERT INTO frames (name) SELECT 'abench!f' || i FROM generate_series(0, 11099) i ON CONFLICT (name) DO NOTHING;
+CREATE TEMP TABLE af AS SELECT i, f.id FROM generate_series(0, 11099) i JOIN frames f ON f.name = 'abench!f' || i;
+ALTER TABLE af ADD PRIMARY KEY (i);
+CREATE TEMP TABLE ast2 AS SELECT i, s.id FROM generate_series(0, 99999) i JOIN streams s ON s.stream_id = md5('abench-' || i)::uuid;
+ALTER TABLE ast2 ADD PRIMARY KEY (i);
+-- cluster c: the stack [f0, f1, f(2 + c % 500), f(1000 + c)] and the pattern [f0, f(2 + c % 500), f(1000 + c)]
+CREATE TEMP TABLE ccl AS
+	SELECT c, least(5000, 10 + floor(exp(random() * 7.5))::int) AS m, (random() * 50000)::int AS at,
+	       ARRAY[f0.id, f1.id, f2.id, f3.id] AS sf, ARRAY[f0.id, f2.id, f3.id] AS pf
+	FROM generate_series(0, 10099) c JOIN af f0 ON f0.i = 0 JOIN af f1 ON f1.i = 1
+	JOIN af f2 ON f2.i = 2 + c % 500 JOIN af f3 ON f3.i = 1000 + c;
+INSERT INTO stacks (frame_ids) SELECT sf FROM ccl ON CONFLICT (frame_ids) DO NOTHING;
+ALTER TABLE ccl ADD COLUMN stack integer;
+UPDATE ccl SET stack = s.id FROM stacks s WHERE s.frame_ids = ccl.sf;
+CREATE TEMP TABLE cr (side int, run bigint);
+INSERT INTO runs (status, params, counts, created_at, started_at, finished_at) SELECT 'done',
+	'{"app": "cbench", "kind": "run", "aoi": "waitgraph", "threshold_fraction": 0.01, "linkage": "average",
+	  "cut": 0.5, "baseline": true, "bootstrap": 200, "filter": {}}', '{"streams": 50000}', now(), now(), now()
+	FROM generate_series(1, 2) RETURNING id \g /dev/null
+INSERT INTO cr SELECT row_number() OVER (ORDER BY id) - 1, id FROM runs WHERE params->>'app' = 'cbench';
+-- A: clusters 0..9999; B: the same but 1 % three times as costly and 1 % gone, and 10000..10099 new
+CREATE TEMP TABLE cin AS SELECT cr.side, cr.run, ccl.* FROM cr, ccl
+	WHERE (cr.side = 0 AND c < 10000) OR (cr.side = 1 AND c % 100 <> 1);
+INSERT INTO run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events)
+	SELECT run, 'r', stack, s.id, (1000000 + (hashint4(c * 7 + k) & 65535) * 100) *
+	       CASE WHEN side = 1 AND c % 100 = 0 THEN 3 ELSE 1 END, 1
+	FROM cin CROSS JOIN LATERAL generate_series(0, cin.m - 1) k JOIN ast2 s ON s.i = 2 * ((cin.at + k * 37) % 50000);
+INSERT INTO patterns (run_id, kind, rank, frame_ids, cost_ns, events, streams, stack_ids)
+	SELECT run, 'r', c + 1, pf, 1, 1, 1, ARRAY[stack] FROM cin;
+INSERT INTO clusters (run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost, rank_streams,
+		      rank_events, rank_avg_cost, medoid, common_frame_ids, members, stack_ids, alignment)
+	SELECT cin.run, 'r', m * 1000000, m, m, 1000000, c + 1, c + 1, c + 1, c + 1, p.id, pf, ARRAY[p.id],
+	       ARRAY[stack], '[]'
+	FROM cin JOIN patterns p ON p.run_id = cin.run AND p.rank = c + 1;
+ANALYZE run_stacks; ANALYZE clusters; ANALYZE patterns;
+SELECT (SELECT count(*) FROM run_stacks WHERE run_id IN (SELECT run FROM cr)) \g
+SELECT string_agg(run::text, ' ' ORDER BY side) FROM cr \g
+SQL
+echo "compare data: two runs of about 10,000 clusters, $(sed -n 1p "$work/crun") run_stacks rows, written in $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
+read -r ca cb <<<"$(sed -n 2p "$work/crun")"
+echo "sm-miner compare $ca $cb: $(timed "$bin/sm-miner" compare "$ca" "$cb" --limit 30000)"
+echo "  $(grep -c '^new ' "$work/out") new, $(grep -c '^grown ' "$work/out") grown, $(grep -c '^gone ' "$work/out") gone, $(sed -n 1p "$work/out" | sed 's/.*: //') in all"
