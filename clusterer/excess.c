@@ -236,7 +236,8 @@ int excess_measure(const struct excess *x, const uint32_t *streams, const uint64
 		out->sd = x->reps > 1 ? sqrt(ss / (x->reps - 1)) : 0;
 	}
 	qsort(vals, (size_t)x->reps, sizeof(*vals), cmp_double);
-	out->lo = vals[(size_t)floor(0.025 * x->reps)];
+	/* nearest rank: the ceil(p R)-th smallest */
+	out->lo = vals[(size_t)ceil(0.025 * x->reps) - 1];
 	out->hi = vals[(size_t)ceil(0.975 * x->reps) - 1];
 	free(vals);
 	return 0;

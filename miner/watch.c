@@ -18,7 +18,7 @@
 
 #define MAX_FRAMES 512
 #define WEBHOOK_TIMEOUT_S 10
-#define LEASE_S 60            /* an alert being delivered is not taken again for this long */
+#define LEASE_S (WEBHOOK_TIMEOUT_S + 50)   /* an alert being delivered is not taken again meanwhile */
 
 static int db_error(char *err, size_t errlen, const char *what, PGresult *r, PGconn *db)
 {
@@ -149,8 +149,9 @@ static int store_alert(PGconn *db, const char *rule_id, const char *rule, const 
 		jsonw_ki64(&w, "cluster_id", cluster);
 	else
 		jsonw_knull(&w, "cluster_id");
-	jsonw_kdouble(&w, "value", round(value));
-	jsonw_kdouble(&w, "limit", round(limit));
+	/* ns per hour for signature_cost, shares of the run's cost for new_cluster */
+	jsonw_kdouble(&w, "value", cluster ? value : round(value));
+	jsonw_kdouble(&w, "limit", cluster ? limit : round(limit));
 	jsonw_kstr(&w, "message", message);
 	jsonw_end(&w);
 	if (jsonw_finish(&w) < 0) {
@@ -372,52 +373,62 @@ static int post(const char *url, const char *body, char *err, size_t errlen)
 
 int watch_deliver(PGconn *db, int max, char *err, size_t errlen)
 {
-	char lim[24], lease[24];
-	const char *params[2] = { lim, lease };
-	PGresult *r;
+	char lease[24];
+	const char *params[1] = { lease };
 	int delivered = 0;
 
-	snprintf(lim, sizeof(lim), "%d", max);
 	snprintf(lease, sizeof(lease), "%d", LEASE_S);
-	/* take the due ones for a while: another worker leaves them alone meanwhile */
-	r = PQexecParams(db, "UPDATE alerts a SET attempts = attempts + 1,"
-			     " next_attempt_at = now() + make_interval(secs => $2::int)"
-			     " FROM alert_rules r WHERE r.id = a.rule_id AND a.id IN (SELECT id FROM alerts"
-			     "  WHERE delivery = 'pending' AND next_attempt_at <= now() ORDER BY id LIMIT $1::int"
-			     "  FOR UPDATE SKIP LOCKED)"
-			     " RETURNING a.id, a.payload::text, r.webhook, a.attempts", 2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		return db_error(err, errlen, "taking due alerts", r, db);
-	for (int i = 0; i < PQntuples(r); i++) {
-		char why[256], backoff[24];
-		const char *p[3] = { PQgetvalue(r, i, 0), why, backoff };
-		int attempts = (int)db_get_i64(r, i, 3);
-		PGresult *u;
+	/* one at a time, leased for longer than its post may take: another worker leaves it alone */
+	for (int i = 0; i < max; i++) {
+		char why[256], backoff[24], taken[24];
+		const char *p[4] = { NULL, why, backoff, taken };
+		PGresult *r, *u;
+		int attempts;
 
-		if (post(PQgetvalue(r, i, 2), PQgetvalue(r, i, 1), why, sizeof(why)) == 0) {
-			u = exec1(db, "UPDATE alerts SET delivery = 'delivered', delivered_at = now(), last_error = NULL"
-				      " WHERE id = $1::bigint", p[0]);
+		r = PQexecParams(db, "UPDATE alerts a SET attempts = attempts + 1,"
+				     " next_attempt_at = now() + make_interval(secs => $1::int)"
+				     " FROM alert_rules r WHERE r.id = a.rule_id AND a.id = (SELECT id FROM alerts"
+				     "  WHERE delivery = 'pending' AND next_attempt_at <= now() ORDER BY id LIMIT 1"
+				     "  FOR UPDATE SKIP LOCKED)"
+				     " RETURNING a.id, a.payload::text, r.webhook, a.attempts", 1, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK)
+			return db_error(err, errlen, "taking a due alert", r, db);
+		if (PQntuples(r) == 0) {
+			PQclear(r);
+			break;
+		}
+		p[0] = PQgetvalue(r, 0, 0);
+		attempts = (int)db_get_i64(r, 0, 3);
+		snprintf(taken, sizeof(taken), "%d", attempts);
+		/* the updates below only touch the alert as this worker took it */
+		if (post(PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 1), why, sizeof(why)) == 0) {
+			const char *pd[2] = { p[0], taken };
+
+			u = PQexecParams(db, "UPDATE alerts SET delivery = 'delivered', delivered_at = now(), last_error = NULL"
+					     " WHERE id = $1::bigint AND delivery = 'pending' AND attempts = $2::int",
+					 2, NULL, pd, NULL, NULL, 0);
 			delivered++;
 		} else {
 			/* 30 s, 1 min, 2 min ... at most an hour; given up after the last attempt */
-			long wait_s = 30L << (attempts - 1 < 7 ? (attempts > 1 ? attempts - 1 : 0) : 7);
+			long wait_s = 30L << (attempts > 1 ? (attempts - 1 < 7 ? attempts - 1 : 7) : 0);
 
 			snprintf(backoff, sizeof(backoff), "%ld", wait_s < 3600 ? wait_s : 3600);
 			log_warn("alert not delivered", "alert=%s attempt=%d error=\"%s\"", p[0], attempts, why);
-			if (attempts >= WATCH_MAX_ATTEMPTS)
-				u = PQexecParams(db, "UPDATE alerts SET delivery = 'failed', last_error = $2 WHERE id = $1::bigint",
-						 2, NULL, p, NULL, NULL, 0);
-			else
-				u = PQexecParams(db, "UPDATE alerts SET last_error = $2, next_attempt_at = now() +"
-						     " make_interval(secs => $3::int) WHERE id = $1::bigint",
-						 3, NULL, p, NULL, NULL, 0);
+			if (attempts >= WATCH_MAX_ATTEMPTS) {
+				const char *pf[3] = { p[0], why, taken };
+
+				u = PQexecParams(db, "UPDATE alerts SET delivery = 'failed', last_error = $2 WHERE id = $1::bigint"
+						     " AND delivery = 'pending' AND attempts = $3::int", 3, NULL, pf, NULL, NULL, 0);
+			} else {
+				u = PQexecParams(db, "UPDATE alerts SET last_error = $2, next_attempt_at = now() + make_interval("
+						     "secs => $3::int) WHERE id = $1::bigint AND delivery = 'pending'"
+						     " AND attempts = $4::int", 4, NULL, p, NULL, NULL, 0);
+			}
 		}
-		if (PQresultStatus(u) != PGRES_COMMAND_OK) {
-			PQclear(r);
+		PQclear(r);
+		if (PQresultStatus(u) != PGRES_COMMAND_OK)
 			return db_error(err, errlen, "recording a delivery", u, db);
-		}
 		PQclear(u);
 	}
-	PQclear(r);
 	return delivered;
 }

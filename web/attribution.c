@@ -99,11 +99,13 @@ int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attr
 			x->run_share = nr ? (double)rv / (double)nr : 0;
 			x->lift = x->run_share > 0 ? x->cluster_share / x->run_share : NAN;
 			/* the cluster's streams against the run's other streams */
-			x->p = kv > rv || nk > nr ? 1.0 : stats_fisher_greater(kv, nk - kv, rv - kv, (nr - rv) - (nk - kv));
+			/* counts that cannot form a table (streams expired since the run): nothing to say */
+			x->p = kv > rv || nk > nr || nk - kv > nr - rv ? 1.0
+				: stats_fisher_greater(kv, nk - kv, rv - kv, (nr - rv) - (nk - kv));
 			if (nb) {
 				x->baseline_share = (double)bv / (double)nb;
 				x->lift_baseline = bv ? x->cluster_share / x->baseline_share : INFINITY;
-				x->p_baseline = stats_fisher_greater(kv, nk - kv, bv, nb - bv);
+				x->p_baseline = bv > nb ? 1.0 : stats_fisher_greater(kv, nk - kv, bv, nb - bv);
 			} else {
 				x->baseline_share = x->lift_baseline = x->p_baseline = NAN;
 			}

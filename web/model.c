@@ -356,8 +356,9 @@ PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t err
 		 " SELECT v.key, v.value, v.run_streams, coalesce(kc.n, 0) AS cluster_streams,"
 		 "  coalesce(kc.cost, 0)::bigint AS cluster_cost_ns, v.baseline_streams"
 		 " FROM run_values v JOIN c ON v.run_id = c.run_id LEFT JOIN kc USING (key, value) WHERE v.key <> ''"
-		 " UNION ALL SELECT NULL, NULL, v.run_streams, (SELECT count(*) FROM k),"
-		 "  (SELECT coalesce(sum(cost), 0)::bigint FROM k), v.baseline_streams"
+		 /* the cluster's streams that still exist, as kv counts them (retention may have taken some) */
+		 " UNION ALL SELECT NULL, NULL, v.run_streams, (SELECT count(*) FROM k JOIN streams s ON s.id = k.stream_ref),"
+		 "  (SELECT coalesce(sum(k.cost), 0)::bigint FROM k JOIN streams s ON s.id = k.stream_ref), v.baseline_streams"
 		 " FROM run_values v JOIN c ON v.run_id = c.run_id WHERE v.key = ''"
 		 " ORDER BY 1 NULLS FIRST, 2",
 		 1, p, err, errlen);

@@ -126,6 +126,16 @@ t_eq "alerts: listed by the API, newest first" "$HTTP_STATUS $(j 'len(j["alerts"
 api GET /alerts "$AN"
 t_match "alerts: the Alerts page lists alerts, rules and schedules" "$HTTP_STATUS $HTTP_BODY" \
 	'^200 .*<h1>Alerts</h1>.*<table id="alerts">.*signature product cache rebuild costs.*<table id="rules">.*cache rebuild over 1 s/h.*<table id="schedules">.*checkout'
+t_eq "alerts: a new cluster's value and limit are shares of the run's cost" \
+	"$(pg_q "SELECT bool_and((payload->>'value')::float8 BETWEEN 0.05 AND 1 AND (payload->>'limit')::float8 = 0.05)
+	        FROM alerts WHERE cluster_id IS NOT NULL")" t
+# two signature alerts of one rule outlive their runs (runs expire, or are deleted)
+pg_q "INSERT INTO alerts (rule_id, run_id, message, payload, delivery) SELECT rule_id, $prev, 'earlier', '{}', 'delivered'
+	FROM alerts WHERE run_id = $run AND cluster_id IS NULL" >/dev/null
+api DELETE "/api/v1/runs/$prev" "$ADMIN"
+s1=$HTTP_STATUS
+api DELETE "/api/v1/runs/$run" "$ADMIN"
+t_eq "alerts: their runs can be deleted, the alerts stay" "$s1 $HTTP_STATUS $(pg_q "SELECT count(*) FROM alerts WHERE run_id IS NULL AND cluster_id IS NULL")" "200 200 2"
 api DELETE "/api/v1/schedules/$SCHED" "$ADMIN"
 t_eq "schedules: deleted" "$HTTP_STATUS $(j 'j["deleted"]')" "200 True"
 api DELETE "/api/v1/schedules/$SCHED" "$ADMIN"
