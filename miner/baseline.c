@@ -33,15 +33,16 @@ static int cmp_posting(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-/* Whether p is a subsequence of s (greedy: the earliest match of each item is never worse). */
-static bool contains(const struct baseline_seq *s, const struct baseline_seq *p)
+uint32_t baseline_end(const uint32_t *p, uint32_t m, const uint32_t *s, uint32_t n)
 {
 	uint32_t j = 0;
 
-	for (uint32_t i = 0; i < s->len && j < p->len; i++)
-		if (s->frames[i] == p->frames[j])
-			j++;
-	return j == p->len;
+	if (m == 0)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (s[i] == p[j] && ++j == m)
+			return i + 1;
+	return 0;
 }
 
 static void match_worker(void *arg, int w)
@@ -68,7 +69,8 @@ static void match_worker(void *arg, int w)
 		for (uint64_t x = best >> 32; x < (best >> 32) + (best & 0xffffffffu); x++) {
 			uint32_t s = j->post[x].stack;
 
-			if (j->stacks[s].kind != p->kind || !contains(&j->stacks[s], p))
+			if (j->stacks[s].kind != p->kind ||
+			    !baseline_end(p->frames, p->len, j->stacks[s].frames, j->stacks[s].len))
 				continue;
 			if (vec_append(&j->found[w], &s) < 0) {
 				j->oom[w] = true;

@@ -16,6 +16,10 @@ struct baseline_seq {
 	uint8_t kind;
 };
 
+/* Where the greedy (leftmost) embedding of p[0..m) in s[0..n) ends, 1-based: the frame that completes
+ * it; 0 when p is not a subsequence of s. The earliest match of each item is never worse. */
+uint32_t baseline_end(const uint32_t *p, uint32_t m, const uint32_t *s, uint32_t n);
+
 /* The matches of pattern i are idx[off[i] .. off[i + 1]), ascending indexes into stacks.
  * *off and *idx: caller frees (free()). Returns 0, or -1 when out of memory. */
 int baseline_match(const struct baseline_seq *stacks, size_t nstacks, const struct baseline_seq *pats,

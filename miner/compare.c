@@ -273,16 +273,6 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 	return 0;
 }
 
-static bool contains(const uint32_t *s, uint32_t n, const uint32_t *p, uint32_t m)
-{
-	uint32_t j = 0;
-
-	for (uint32_t i = 0; i < n && j < m; i++)
-		if (s[i] == p[j])
-			j++;
-	return j == m;
-}
-
 /* The signatures with every frame known here, as frame ids; each cluster gets the first it carries. */
 static int load_signatures(struct cmp *c, struct side *sides)
 {
@@ -314,7 +304,7 @@ static int load_signatures(struct cmp *c, struct side *sides)
 			struct ccl *cl = &sides[sd].cl[k];
 
 			for (size_t i = 0; i < n && !cl->signature; i++)
-				if (sg[i].n && contains(cl->medoid, cl->mlen, sg[i].frames, sg[i].n))
+				if (baseline_end(sg[i].frames, sg[i].n, cl->medoid, cl->mlen))
 					cl->signature = sg[i].id;
 		}
 	return 0;
@@ -533,17 +523,6 @@ struct unit {
 	double sum[2];
 };
 
-/* Where the greedy embedding of p in s ends (1-based), 0 when p is not a subsequence of s. */
-static uint32_t match_end(const struct baseline_seq *p, const struct baseline_seq *s)
-{
-	uint32_t j = 0;
-
-	for (uint32_t i = 0; i < s->len && j < p->len; i++)
-		if (s->frames[i] == p->frames[j] && ++j == p->len)
-			return i + 1;
-	return 0;
-}
-
 /*
  * The units' cost in the stacks of one run. Each stack is owned by one unit, as for the excess
  * (analysis.md): of the units with a member contained in it, the one whose member ends deepest,
@@ -585,7 +564,7 @@ static int measure_side(struct cmp *c, const struct side *s, int sd, struct unit
 		goto out_oom;
 	for (size_t p = 0; p < np; p++)
 		for (uint32_t i = off[p]; i < off[p + 1]; i++) {
-			uint32_t t = idx[i], e = match_end(&pats[p], &stk[t]), o = owner[t];
+			uint32_t t = idx[i], e = baseline_end(pats[p].frames, pats[p].len, stk[t].frames, stk[t].len), o = owner[t];
 
 			if (o != UINT32_MAX && (e < end[t] || (e == end[t] && (pats[p].len < len[t] ||
 								       (pats[p].len == len[t] && o <= punit[p])))))

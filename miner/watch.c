@@ -5,6 +5,7 @@
 #include "common/db.h"
 #include "common/jsonw.h"
 #include "common/log.h"
+#include "miner/baseline.h"
 #include "miner/compare.h"
 #include "miner/params.h"
 #include "miner/queue.h"
@@ -109,16 +110,6 @@ int watch_schedules(PGconn *db, char *err, size_t errlen)
 
 /* ---- alert rules ---- */
 
-static bool contains(const int32_t *s, int n, const int32_t *p, int m)
-{
-	int j = 0;
-
-	for (int i = 0; i < n && j < m; i++)
-		if (s[i] == p[j])
-			j++;
-	return j == m;
-}
-
 struct run_info {
 	int64_t id;
 	const char *app, *kind, *id_text;
@@ -203,7 +194,7 @@ static int rule_signature(PGconn *db, PGresult *rule, int row, const struct run_
 	for (int i = 0; i < PQntuples(r); i++) {
 		int n = db_parse_int_array(PQgetvalue(r, i, 0), fr, MAX_FRAMES);
 
-		if (n > 0 && contains(fr, n, sig, ns))
+		if (n > 0 && baseline_end((const uint32_t *)sig, (uint32_t)ns, (const uint32_t *)fr, (uint32_t)n))
 			cost += strtod(PQgetvalue(r, i, 1), NULL);
 	}
 	PQclear(r);

@@ -862,21 +862,6 @@ static void get_cluster_attribution(struct req *rq, const char *id)
 	ok_json(rq, &w, 200);
 }
 
-/* "{1,2,3}" of n frame ids, in the request's arena (for req_frame_names()). */
-static const char *ids_text(struct req *rq, const uint32_t *f, uint32_t n)
-{
-	struct buf b = BUF_INIT(0);
-	const char *out;
-
-	buf_putc(&b, '{');
-	for (uint32_t i = 0; i < n; i++)
-		buf_printf(&b, i ? ",%u" : "%u", f[i]);
-	buf_putc(&b, '}');
-	out = arena_strndup(rq->a, buf_cstr(&b), b.len);
-	buf_release(&b);
-	return out ? out : "{}";
-}
-
 /* GET /api/v1/runs/{a}/compare/{b}: arg is b; a comes from the path. */
 static void get_compare(struct req *rq, const char *arg)
 {
@@ -942,7 +927,7 @@ static void get_compare(struct req *rq, const char *arg)
 		else
 			jsonw_knull(&w, "signature_id");
 		jsonw_key(&w, "common");
-		if (!put_names(rq, &w, ids_text(rq, r->common, r->ncommon))) {
+		if (!put_names(rq, &w, req_ids_text(rq, r->common, r->ncommon))) {
 			compare_free(cmp);
 			return;
 		}

@@ -1239,7 +1239,6 @@ static void page_compare(struct req *rq, const char *unused)
 		  (unsigned long long)cmp->a_streams, cmp->n);
 	for (size_t i = 0; i < cmp->n && i < 500; i++) {
 		const struct compare_row *r = &cmp->rows[i];
-		struct buf ids = BUF_INIT(0);
 
 		html_rawf(rq, "<tr class=\"%s\"><td>%s</td><td>%s</td><td class=\"n\">", compare_status_name(r->status),
 			  compare_status_name(r->status), r->kind == 'w' ? "wait" : "run");
@@ -1268,12 +1267,7 @@ static void page_compare(struct req *rq, const char *unused)
 		else if (!isnan(r->sim))
 			html_rawf(rq, "%.2f", r->sim);
 		html_raw(rq, "</td><td>");
-		buf_putc(&ids, '{');
-		for (uint32_t k = 0; k < r->ncommon; k++)
-			buf_printf(&ids, k ? ",%u" : "%u", r->common[k]);
-		buf_putc(&ids, '}');
-		frame_ids_compact(rq, buf_cstr(&ids), 3);
-		buf_release(&ids);
+		frame_ids_compact(rq, req_ids_text(rq, r->common, r->ncommon), 3);
 		html_raw(rq, "</td></tr>");
 	}
 	html_raw(rq, "</tbody></table>");

@@ -44,6 +44,20 @@ const char *req_header(struct req *rq, const char *name)
 	return rq->src->lookup(rq->conn, REQ_HEADER, name);
 }
 
+const char *req_ids_text(struct req *rq, const uint32_t *ids, uint32_t n)
+{
+	struct buf b = BUF_INIT(0);
+	const char *out;
+
+	buf_putc(&b, '{');
+	for (uint32_t i = 0; i < n; i++)
+		buf_printf(&b, i ? ",%u" : "%u", ids[i]);
+	buf_putc(&b, '}');
+	out = buf_error(&b) == BUF_OK ? arena_strndup(rq->a, buf_cstr(&b), b.len) : NULL;
+	buf_release(&b);
+	return out ? out : "{}";
+}
+
 int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n)
 {
 	int32_t tmp[1024];

@@ -99,6 +99,9 @@ const char *req_form(struct req *rq, const char *name);
  * Returns 0, or -1 (not such an array, over 1024 ids, a database error).
  */
 int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n);
+/* The PostgreSQL int array literal ("{3,1,4}") of ids[0..n), in the request's arena ("{}" when out
+ * of memory), for req_frame_names(). */
+const char *req_ids_text(struct req *rq, const uint32_t *ids, uint32_t n);
 /* The distinct integers of column col of r as a PostgreSQL array literal ("{1,5,9}", ascending),
  * in the request's arena ("{}" on out of memory). */
 const char *req_id_array(struct req *rq, PGresult *r, int col);
