@@ -1,7 +1,9 @@
-/* import: format dispatch, input lines, interning and stream assembly (see import.h). */
+/* import: input, format dispatch, interning and stream assembly (see import.h). */
 #include "agent/import.h"
 #include "common/arena.h"
+#include "common/imap.h"
 #include "common/intern.h"
+#include "common/sha256.h"
 #include "common/util.h"
 #include "common/vec.h"
 
@@ -13,39 +15,68 @@
 #include <zlib.h>
 
 #define READ_CHUNK 65536
+#define PEEK_MAX 65536
 /* Pseudo tids live in [2^30, 2^31): above any kernel pid_max (2^22). */
 #define PSEUDO_TID_BASE ((int64_t)1 << 30)
 
 struct thread {
 	int64_t tid;
 	int64_t comm;     /* id in im->comms, -1 when unnamed */
-	int64_t cost;     /* total dur of its events, filled when the stream is assembled */
+	int64_t cost;     /* total dur of its events in the stream being assembled */
 	bool pseudo;      /* tid made up by import_pseudo_tid() for comm */
 	bool has_events;
 };
 
+/* An event and the stream (group of sample labels) it belongs to. */
+struct ievent {
+	struct wire_event e;
+	uint32_t group;
+};
+
+/* A group's labels: an interned "key\0value\0..." and its decoded form, per run. */
+struct group {
+	struct wire_label *labels;
+	size_t nlabels;
+};
+
 struct importer {
-	const struct import_format *fmt;
+	const struct import_format *fmt, *read_fmt;
 	struct import_opts opts;     /* strings point into meta */
 	struct arena *meta;          /* copies of the options, for the importer's life */
-	struct arena *out;           /* the assembled stream's arrays, per run */
+	struct arena *out;           /* the assembled streams' arrays, per run */
 	struct wire_limits lim;
 	char err[1024];
+	char rerr[512];              /* why the input could not be read */
 
-	/* input */
+	/* input: a gzip/plain file, or a buffer (inflated when compressed) */
 	const char *path;
 	gzFile gz;
+	const unsigned char *mem;
+	size_t mem_len, mem_pos;
+	z_stream zs;
+	bool zs_on, zs_end;
+	size_t total_in;             /* decompressed bytes read so far */
+	struct sha256_ctx hash;      /* of the decompressed input: the streams' ids */
 	char *rbuf;                  /* READ_CHUNK + IMPORT_MAX_LINE + 1 bytes */
 	size_t rstart, rend;
 	bool eof;
 	int64_t lineno;
+	unsigned char *all;          /* import_read_all()'s copy */
 
-	struct intern *frames, *stacks, *threads, *comms;
+	struct intern *frames, *stacks, *threads, *comms, *groups;
 	struct thread *th;
 	size_t nth, cap_th;
-	struct wire_event *ev;
+	struct ievent *ev;
 	size_t nev, cap_ev;
+	struct group *grp;
+	size_t ngrp, cap_grp;
+	uint32_t cur_group;
+	struct imap lay;             /* tid -> where its next laid-out event starts */
+	int64_t lay_origin;
+	struct wire_stream *streams;
+	size_t nstreams;
 	char fbuf[WIRE_MAX_FRAME + 1];
+	struct buf gbuf;             /* a group's key being built */
 };
 
 void import_opts_init(struct import_opts *o)
@@ -77,6 +108,7 @@ struct importer *importer_open(const struct import_format *fmt, const struct imp
 	if (!im)
 		return NULL;
 	im->fmt = fmt;
+	im->lay = (struct imap)IMAP_INIT;
 	wire_limits_default(&im->lim);
 	im->meta = arena_open(0);
 	im->out = arena_open(0);
@@ -85,8 +117,10 @@ struct importer *importer_open(const struct import_format *fmt, const struct imp
 	im->stacks = intern_open(im->lim.max_stacks);
 	im->threads = intern_open(0);
 	im->comms = intern_open(0);
+	im->groups = intern_open(0);
+	im->gbuf = (struct buf)BUF_INIT((WIRE_MAX_LABELS + 1) * 2 * (WIRE_MAX_NAME + 1));
 	if (!im->meta || !im->out || !im->rbuf || !im->frames || !im->stacks || !im->threads ||
-	    !im->comms)
+	    !im->comms || !im->groups)
 		goto fail_alloc;
 	im->opts = *opts;
 	im->opts.host = dup_opt(im->meta, opts->host, &oom);
@@ -95,6 +129,11 @@ struct importer *importer_open(const struct import_format *fmt, const struct imp
 	im->opts.build_id = dup_opt(im->meta, opts->build_id, &oom);
 	im->opts.symptom_comm = dup_opt(im->meta, opts->symptom_comm, &oom);
 	im->opts.event = dup_opt(im->meta, opts->event, &oom);
+	im->opts.sample_type = dup_opt(im->meta, opts->sample_type, &oom);
+	if (!im->opts.max_input)
+		im->opts.max_input = IMPORT_DEFAULT_MAX_INPUT;
+	if (!im->opts.max_streams)
+		im->opts.max_streams = IMPORT_DEFAULT_MAX_STREAMS;
 	if (opts->nlabels) {
 		labels = arena_calloc(im->meta, opts->nlabels, sizeof(*labels));
 		if (!labels)
@@ -114,22 +153,46 @@ fail_alloc:
 	return NULL;
 }
 
-static void reset_run(struct importer *im)
+static void close_input(struct importer *im)
 {
 	if (im->gz) {
 		gzclose(im->gz);
 		im->gz = NULL;
 	}
+	if (im->zs_on) {
+		inflateEnd(&im->zs);
+		im->zs_on = false;
+	}
+	im->mem = NULL;
+	im->mem_len = im->mem_pos = 0;
+	free(im->all);
+	im->all = NULL;
+}
+
+static void reset_run(struct importer *im)
+{
+	close_input(im);
 	im->path = NULL;
+	im->zs_end = false;
+	im->total_in = 0;
+	sha256_init(&im->hash);
 	im->rstart = im->rend = 0;
 	im->eof = false;
 	im->lineno = 0;
+	im->read_fmt = im->fmt;
 	intern_clear(im->frames);
 	intern_clear(im->stacks);
 	intern_clear(im->threads);
 	intern_clear(im->comms);
+	intern_clear(im->groups);
 	im->nth = 0;
 	im->nev = 0;
+	im->ngrp = 0;
+	im->cur_group = 0;
+	imap_clear(&im->lay);
+	im->lay_origin = 0;
+	im->streams = NULL;
+	im->nstreams = 0;
 	arena_reset(im->out);
 }
 
@@ -142,9 +205,13 @@ void importer_free(struct importer *im)
 	intern_free(im->stacks);
 	intern_free(im->threads);
 	intern_free(im->comms);
+	intern_free(im->groups);
 	free(im->th);
 	free(im->ev);
+	free(im->grp);
+	imap_free(&im->lay);
 	free(im->rbuf);
+	buf_release(&im->gbuf);
 	arena_free(im->out);
 	arena_free(im->meta);
 	free(im);
@@ -155,22 +222,52 @@ const char *importer_error(const struct importer *im)
 	return im->err;
 }
 
+const char *importer_format(const struct importer *im)
+{
+	return im->read_fmt ? im->read_fmt->name : "";
+}
+
+size_t importer_count(const struct importer *im)
+{
+	return im->nstreams;
+}
+
+const struct wire_stream *importer_stream(const struct importer *im, size_t i)
+{
+	return i < im->nstreams ? &im->streams[i] : NULL;
+}
+
 const struct import_opts *import_opts_of(const struct importer *im)
 {
 	return &im->opts;
 }
 
-__attribute__((format(printf, 2, 3)))
-static int fail_path(struct importer *im, const char *fmt, ...)
+void import_set_format(struct importer *im, const struct import_format *fmt)
 {
-	va_list ap;
+	im->read_fmt = fmt;
+}
+
+static int vfail(struct importer *im, bool with_line, const char *fmt, va_list ap)
+{
 	int n;
 
-	n = snprintf(im->err, sizeof(im->err), "%s: ", im->path ? im->path : "(input)");
+	if (with_line)
+		n = snprintf(im->err, sizeof(im->err), "%s:%lld: ", im->path ? im->path : "(input)",
+			     (long long)(im->lineno ? im->lineno : 1));
+	else
+		n = snprintf(im->err, sizeof(im->err), "%s: ", im->path ? im->path : "(input)");
 	if (n < 0 || (size_t)n >= sizeof(im->err))
 		return -1;
-	va_start(ap, fmt);
 	vsnprintf(im->err + n, sizeof(im->err) - (size_t)n, fmt, ap);
+	return -1;
+}
+
+int import_fail_input(struct importer *im, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(im, false, fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -178,32 +275,67 @@ static int fail_path(struct importer *im, const char *fmt, ...)
 int import_fail(struct importer *im, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	n = snprintf(im->err, sizeof(im->err), "%s:%lld: ", im->path ? im->path : "(input)",
-		     (long long)(im->lineno ? im->lineno : 1));
-	if (n < 0 || (size_t)n >= sizeof(im->err))
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(im->err + n, sizeof(im->err) - (size_t)n, fmt, ap);
+	vfail(im, true, fmt, ap);
 	va_end(ap);
 	return -1;
 }
 
-/* Refill the read buffer after moving the unread part to its start. */
-static int refill(struct importer *im)
+__attribute__((format(printf, 2, 3)))
+static ssize_t read_fail(struct importer *im, const char *fmt, ...)
 {
-	size_t keep = im->rend - im->rstart;
-	int n;
+	va_list ap;
 
-	if (im->rstart) {
-		memmove(im->rbuf, im->rbuf + im->rstart, keep);
-		im->rstart = 0;
-		im->rend = keep;
+	va_start(ap, fmt);
+	vsnprintf(im->rerr, sizeof(im->rerr), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* From a buffer: inflate gzip or zlib data, copy anything else. */
+static ssize_t mem_read(struct importer *im, unsigned char *dst, size_t n)
+{
+	if (!im->zs_on) {
+		size_t k = im->mem_len - im->mem_pos < n ? im->mem_len - im->mem_pos : n;
+
+		memcpy(dst, im->mem + im->mem_pos, k);
+		im->mem_pos += k;
+		return (ssize_t)k;
 	}
+	im->zs.next_out = dst;
+	im->zs.avail_out = (uInt)n;
+	while (im->zs.avail_out && !im->zs_end) {
+		int zr;
+
+		if (!im->zs.avail_in)
+			break;
+		zr = inflate(&im->zs, Z_NO_FLUSH);
+		if (zr == Z_STREAM_END) {
+			/* gzip members may follow one another, as gzread() reads them */
+			if (im->zs.avail_in >= 2 && im->zs.next_in[0] == 0x1f && im->zs.next_in[1] == 0x8b)
+				inflateReset(&im->zs);
+			else
+				im->zs_end = true;
+		} else if (zr != Z_OK && zr != Z_BUF_ERROR) {
+			return read_fail(im, "read error: %s",
+					 im->zs.msg ? im->zs.msg : "corrupt compressed data");
+		} else if (zr == Z_BUF_ERROR) {
+			break;
+		}
+	}
+	if (!im->zs_end && !im->zs.avail_in && im->zs.avail_out == n)
+		return read_fail(im, "read error: unexpected end of file (truncated compressed data?)");
+	return (ssize_t)(n - im->zs.avail_out);
+}
+
+static ssize_t file_read(struct importer *im, unsigned char *dst, size_t n)
+{
+	int r;
+
 	errno = 0;
-	n = gzread(im->gz, im->rbuf + im->rend, (unsigned)(READ_CHUNK + IMPORT_MAX_LINE - im->rend));
-	if (n <= 0) {
+	r = gzread(im->gz, dst, (unsigned)n);
+	if (r <= 0) {
 		int zerr = Z_OK;
 		const char *msg = gzerror(im->gz, &zerr);
 		size_t pl = strlen(im->path);
@@ -211,20 +343,101 @@ static int refill(struct importer *im)
 		/* zlib prefixes its messages with the path, which ours already has */
 		if (strncmp(msg, im->path, pl) == 0 && strncmp(msg + pl, ": ", 2) == 0)
 			msg += pl + 2;
-		if (zerr == Z_ERRNO) {
-			im->lineno++;
-			return import_fail(im, "read error: %s", strerror(errno));
-		}
+		if (zerr == Z_ERRNO)
+			return read_fail(im, "read error: %s", strerror(errno));
 		/* a gzip stream cut short shows only here, as Z_BUF_ERROR after the data */
-		if (n < 0 || zerr == Z_BUF_ERROR) {
-			im->lineno++;
-			return import_fail(im, "read error: %s%s", msg,
-					   zerr == Z_BUF_ERROR ? " (truncated gzip file?)" : "");
-		}
-		im->eof = true;
+		if (r < 0 || zerr == Z_BUF_ERROR)
+			return read_fail(im, "read error: %s%s", msg,
+					 zerr == Z_BUF_ERROR ? " (truncated gzip file?)" : "");
 		return 0;
 	}
+	return r;
+}
+
+/* Up to n decompressed bytes into dst; 0 at the end, -1 with the error set. */
+static ssize_t src_read(struct importer *im, unsigned char *dst, size_t n)
+{
+	ssize_t r = im->gz ? file_read(im, dst, n) : mem_read(im, dst, n);
+
+	if (r > 0) {
+		if ((size_t)r > im->opts.max_input - im->total_in)
+			return read_fail(im, "more than %zu bytes once decompressed", im->opts.max_input);
+		im->total_in += (size_t)r;
+		sha256_update(&im->hash, dst, (size_t)r);
+	}
+	return r;
+}
+
+/* Refill the read buffer after moving the unread part to its start. */
+static int refill(struct importer *im)
+{
+	size_t keep = im->rend - im->rstart;
+	ssize_t n;
+
+	if (im->rstart) {
+		memmove(im->rbuf, im->rbuf + im->rstart, keep);
+		im->rstart = 0;
+		im->rend = keep;
+	}
+	n = src_read(im, (unsigned char *)im->rbuf + im->rend, READ_CHUNK + IMPORT_MAX_LINE - im->rend);
+	if (n < 0) {
+		im->lineno++;   /* the line being read */
+		return import_fail(im, "%s", im->rerr);
+	}
+	if (n == 0)
+		im->eof = true;
 	im->rend += (size_t)n;
+	return 0;
+}
+
+int import_peek(struct importer *im, size_t want, const unsigned char **data, size_t *len)
+{
+	if (want > PEEK_MAX)
+		want = PEEK_MAX;
+	while (im->rend - im->rstart < want && !im->eof)
+		if (refill(im) < 0)
+			return -1;
+	*data = (const unsigned char *)im->rbuf + im->rstart;
+	*len = im->rend - im->rstart;
+	return 0;
+}
+
+int import_read_all(struct importer *im, const unsigned char **data, size_t *len)
+{
+	size_t have = im->rend - im->rstart, cap = have + READ_CHUNK;
+	unsigned char *b = malloc(cap);
+
+	if (!b)
+		return import_fail_input(im, "out of memory");
+	memcpy(b, im->rbuf + im->rstart, have);
+	im->rstart = im->rend;
+	while (!im->eof) {
+		ssize_t n;
+
+		if (cap - have < READ_CHUNK) {
+			unsigned char *nb;
+
+			cap = cap * 2 > im->opts.max_input + READ_CHUNK ? im->opts.max_input + READ_CHUNK
+									: cap * 2;
+			if (!(nb = realloc(b, cap))) {
+				free(b);
+				return import_fail_input(im, "out of memory");
+			}
+			b = nb;
+		}
+		n = src_read(im, b + have, cap - have);
+		if (n < 0) {
+			free(b);
+			return import_fail_input(im, "%s", im->rerr);
+		}
+		if (n == 0)
+			im->eof = true;
+		have += (size_t)n;
+	}
+	free(im->all);
+	im->all = b;
+	*data = b;
+	*len = have;
 	return 0;
 }
 
@@ -396,19 +609,168 @@ int64_t import_event(struct importer *im, const struct wire_event *e)
 		return import_fail(im, "more than %zu events", im->lim.max_events);
 	if (vec_reserve(&im->ev, &im->cap_ev, im->nev + 1, sizeof(*im->ev)) < 0)
 		return import_fail(im, "out of memory");
-	im->ev[im->nev] = *e;
+	im->ev[im->nev].e = *e;
+	im->ev[im->nev].group = im->cur_group;
 	return (int64_t)im->nev++;
 }
 
 struct wire_event *import_event_at(struct importer *im, size_t idx)
 {
-	return idx < im->nev ? &im->ev[idx] : NULL;
+	return idx < im->nev ? &im->ev[idx].e : NULL;
+}
+
+/* s[0..n) as a label key or value: cut to WIRE_MAX_NAME bytes on a character boundary,
+ * invalid UTF-8 replaced, empty made "-". Appended to b with a NUL. */
+static void put_name(struct buf *b, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, o = 0;
+
+	while (i < n) {
+		size_t k = utf8_char(p + i, n - i);
+		size_t w = k ? k : 3;
+
+		if (o + w > WIRE_MAX_NAME)
+			break;
+		buf_append(b, k ? s + i : "\xef\xbf\xbd", w);
+		o += w;
+		i += k ? k : 1;
+	}
+	if (!o)
+		buf_putc(b, '-');
+	buf_putc(b, '\0');
+}
+
+static bool opts_have_key(const struct import_opts *o, const char *k)
+{
+	for (size_t i = 0; i < o->nlabels; i++)
+		if (strcmp(o->labels[i].key, k) == 0)
+			return true;
+	return false;
+}
+
+int import_group(struct importer *im, const struct wire_label *labels, size_t n)
+{
+	struct buf *b = &im->gbuf;
+	size_t kept = 0;
+	bool added;
+	int64_t id;
+
+	buf_reset(b);
+	for (size_t i = 0; i < n; i++) {
+		size_t mark = b->len;
+		bool dup = false;
+
+		put_name(b, labels[i].key, strlen(labels[i].key));
+		if (opts_have_key(&im->opts, b->data + mark))
+			dup = true;
+		/* a key given twice keeps its first value */
+		for (size_t j = 0, off = 0; !dup && j < kept; j++) {
+			if (strcmp(b->data + off, b->data + mark) == 0)
+				dup = true;
+			off += strlen(b->data + off) + 1;
+			off += strlen(b->data + off) + 1;
+		}
+		if (dup || kept + im->opts.nlabels >= WIRE_MAX_LABELS) {
+			b->len = mark;
+			continue;
+		}
+		put_name(b, labels[i].value, strlen(labels[i].value));
+		kept++;
+	}
+	if (buf_error(b) != BUF_OK)
+		return import_fail(im, "out of memory");
+	id = intern_put(im->groups, b->data ? b->data : "", b->len, &added);
+	if (id < 0)
+		return import_fail(im, "out of memory");
+	if (added) {
+		struct group *g;
+		const char *k;
+
+		if ((size_t)id >= im->opts.max_streams)
+			return import_fail(im, "more than %zu distinct sets of sample labels (streams)",
+					   im->opts.max_streams);
+		if (vec_reserve(&im->grp, &im->cap_grp, im->ngrp + 1, sizeof(*im->grp)) < 0)
+			return import_fail(im, "out of memory");
+		g = &im->grp[im->ngrp++];
+		g->nlabels = kept;
+		g->labels = kept ? arena_calloc(im->out, kept, sizeof(*g->labels)) : NULL;
+		if (kept && !g->labels)
+			return import_fail(im, "out of memory");
+		k = intern_key(im->groups, (uint32_t)id, NULL);
+		for (size_t i = 0; i < kept; i++) {
+			g->labels[i].key = k;
+			k += strlen(k) + 1;
+			g->labels[i].value = k;
+			k += strlen(k) + 1;
+		}
+	}
+	im->cur_group = (uint32_t)id;
+	return 0;
+}
+
+int64_t import_unit_ns(const char *u)
+{
+	static const struct { const char *name; int64_t ns; } units[] = {
+		{ "nanoseconds", 1 }, { "ns", 1 }, { "microseconds", 1000 }, { "us", 1000 },
+		{ "milliseconds", 1000000 }, { "ms", 1000000 }, { "seconds", 1000000000 },
+		{ "s", 1000000000 },
+	};
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(u, units[i].name) == 0)
+			return units[i].ns;
+	return 0;
+}
+
+bool import_wait_type(const char *t)
+{
+	/* whole words only: "wallclock" is not a lock */
+	static const char *const words[] = { "delay", "contention", "contentions", "block",
+					     "off_cpu", "offcpu", "off-cpu", "wait", "lock", "mutex",
+					     "sleep" };
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		size_t n = strlen(words[i]);
+
+		for (const char *p = strstr(t, words[i]); p; p = strstr(p + 1, words[i])) {
+			bool before = p > t && ((p[-1] | 0x20) >= 'a' && (p[-1] | 0x20) <= 'z');
+			bool after = (p[n] | 0x20) >= 'a' && (p[n] | 0x20) <= 'z';
+
+			if (!before && !after)
+				return true;
+		}
+	}
+	return false;
+}
+
+void import_lay_origin(struct importer *im, int64_t origin_ns)
+{
+	im->lay_origin = origin_ns;
+}
+
+int64_t import_lay(struct importer *im, int64_t tid, int64_t dur)
+{
+	uint64_t cur;
+	int64_t ts;
+
+	if (!imap_get(&im->lay, (uint64_t)tid, &cur))
+		cur = (uint64_t)im->lay_origin;
+	ts = (int64_t)cur;
+	if (dur < 0 || dur > WIRE_MAX_TIME_NS - ts)
+		return import_fail(im, "durations add up past %lld ns", (long long)WIRE_MAX_TIME_NS);
+	if (imap_put(&im->lay, (uint64_t)tid, (uint64_t)(ts + dur)) < 0)
+		return import_fail(im, "out of memory");
+	return ts;
 }
 
 static int cmp_event(const void *a, const void *b)
 {
-	const struct wire_event *x = a, *y = b;
+	const struct ievent *p = a, *q = b;
+	const struct wire_event *x = &p->e, *y = &q->e;
 
+	if (p->group != q->group)
+		return p->group < q->group ? -1 : 1;
 #define CMP(f) if (x->f != y->f) return x->f < y->f ? -1 : 1
 	CMP(ts_ns);
 	CMP(tid);
@@ -434,26 +796,26 @@ static int check_opts(struct importer *im)
 	const struct import_opts *o = &im->opts;
 
 	if (!name_ok(o->host, true))
-		return fail_path(im, "option host: must be 1 to %d bytes of UTF-8", WIRE_MAX_NAME);
+		return import_fail_input(im, "option host: must be 1 to %d bytes of UTF-8", WIRE_MAX_NAME);
 	if (!name_ok(o->app, true))
-		return fail_path(im, "option app: must be 1 to %d bytes of UTF-8", WIRE_MAX_NAME);
+		return import_fail_input(im, "option app: must be 1 to %d bytes of UTF-8", WIRE_MAX_NAME);
 	if (!name_ok(o->version, false) || !name_ok(o->build_id, false))
-		return fail_path(im, "option version/build_id: at most %d bytes of UTF-8",
+		return import_fail_input(im, "option version/build_id: at most %d bytes of UTF-8",
 				 WIRE_MAX_NAME);
 	if (o->nlabels > WIRE_MAX_LABELS)
-		return fail_path(im, "%zu labels, at most %d allowed", o->nlabels, WIRE_MAX_LABELS);
+		return import_fail_input(im, "%zu labels, at most %d allowed", o->nlabels, WIRE_MAX_LABELS);
 	for (size_t i = 0; i < o->nlabels; i++)
 		if (!name_ok(o->labels[i].key, true) || !name_ok(o->labels[i].value, true))
-			return fail_path(im, "label %zu: key and value must be at most %d bytes of UTF-8",
+			return import_fail_input(im, "label %zu: key and value must be at most %d bytes of UTF-8",
 					 i, WIRE_MAX_NAME);
 	if (o->symptom_tid > INT32_MAX)
-		return fail_path(im, "option symptom tid %lld out of range", (long long)o->symptom_tid);
+		return import_fail_input(im, "option symptom tid %lld out of range", (long long)o->symptom_tid);
 	if (o->window_start_ns > WIRE_MAX_TIME_NS || o->window_end_ns > WIRE_MAX_TIME_NS ||
 	    (o->window_start_ns >= 0 && o->window_end_ns >= 0 &&
 	     o->window_end_ns < o->window_start_ns))
-		return fail_path(im, "option window: end before start or out of range");
+		return import_fail_input(im, "option window: end before start or out of range");
 	if (o->sample_period_ns < 0 || o->sample_period_ns > WIRE_MAX_TIME_NS)
-		return fail_path(im, "option sample period out of range");
+		return import_fail_input(im, "option sample period out of range");
 	return 0;
 }
 
@@ -471,7 +833,8 @@ static int pick_symptom(struct importer *im, int64_t *tid)
 	if (o->symptom_comm) {
 		want = intern_find(im->comms, o->symptom_comm, strlen(o->symptom_comm));
 		if (want < 0)
-			return fail_path(im, "no thread named \"%s\" in the capture", o->symptom_comm);
+			return import_fail_input(im, "no thread named \"%s\" in the capture",
+						 o->symptom_comm);
 	}
 	for (size_t i = 0; i < im->nth; i++) {
 		const struct thread *t = &im->th[i], *b = best >= 0 ? &im->th[best] : NULL;
@@ -482,33 +845,99 @@ static int pick_symptom(struct importer *im, int64_t *tid)
 		    (t->tid != 0 && (t->cost > b->cost || (t->cost == b->cost && t->tid < b->tid))))
 			best = (int64_t)i;
 	}
-	if (best < 0)
-		return fail_path(im, "no thread named \"%s\" has events", o->symptom_comm);
+	if (best < 0) {
+		*tid = -1;   /* this stream has no such thread */
+		return 0;
+	}
 	*tid = im->th[best].tid;
 	return 0;
 }
 
-static int assemble(struct importer *im, struct wire_stream *out)
+/* s and its NUL; NULL as nothing, so that NULL and "" differ. */
+static void hash_str(struct sha256_ctx *c, const char *s)
+{
+	if (s)
+		sha256_update(c, s, strlen(s) + 1);
+}
+
+/*
+ * The stream's id: a UUID (version 8) from SHA-256 over what makes it: the format,
+ * the options that go into it, the decompressed input and its labels. The same capture
+ * imported twice gives the same id, so the server stores it once.
+ */
+static void stream_id(struct importer *im, const unsigned char digest[SHA256_LEN],
+		      const struct group *g, const struct wire_stream *s, char out[37])
 {
 	const struct import_opts *o = &im->opts;
-	size_t nframes = intern_count(im->frames), nstacks = intern_count(im->stacks);
+	struct sha256_ctx c;
+	unsigned char h[SHA256_LEN];
+	char num[64];
+
+#define PUT(str) hash_str(&c, (str))
+	sha256_init(&c);
+	PUT("stackmine import v1");
+	PUT(importer_format(im));
+	PUT(o->host);
+	PUT(o->app);
+	PUT(o->version);
+	PUT(o->build_id);
+	for (size_t i = 0; i < o->nlabels; i++) {
+		PUT(o->labels[i].key);
+		PUT(o->labels[i].value);
+	}
+	for (size_t i = 0; i < g->nlabels; i++) {
+		PUT(g->labels[i].key);
+		PUT(g->labels[i].value);
+	}
+	snprintf(num, sizeof(num), "%lld %lld %lld %lld", (long long)s->symptom.tid,
+		 (long long)s->symptom.start_ns, (long long)s->symptom.end_ns,
+		 (long long)o->sample_period_ns);
+	PUT(num);
+	PUT(o->event);
+	PUT(o->sample_type);
+#undef PUT
+	sha256_update(&c, digest, SHA256_LEN);
+	sha256_final(&c, h);
+	h[6] = (unsigned char)((h[6] & 0x0f) | 0x80);   /* version 8: custom */
+	h[8] = (unsigned char)((h[8] & 0x3f) | 0x80);   /* RFC 4122 variant */
+	for (size_t i = 0, o2 = 0; i < 16; i++) {
+		static const char hex[] = "0123456789abcdef";
+
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o2++] = '-';
+		out[o2++] = hex[h[i] >> 4];
+		out[o2++] = hex[h[i] & 15];
+		out[o2] = '\0';
+	}
+}
+
+/* One stream from the events ev[0..n) of group g, their frames and stacks renumbered densely. */
+static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
+			const struct group *g, int32_t *smap, int32_t *fmap,
+			const unsigned char digest[SHA256_LEN], struct wire_stream *out)
+{
+	const struct import_opts *o = &im->opts;
+	size_t nframes = 0, nstacks = 0;
 	const char **frames;
 	struct wire_stack *stacks;
+	struct wire_event *events;
+	struct wire_label *labels;
 	int64_t first = INT64_MAX, last = 0;
 
-	if (!im->nev) {
-		if (!im->lineno)
-			return import_fail(im, "empty file");
-		return import_fail(im, "no samples found");
+	for (size_t i = 0; i < im->nth; i++) {
+		im->th[i].has_events = false;
+		im->th[i].cost = 0;
 	}
-	qsort(im->ev, im->nev, sizeof(*im->ev), cmp_event);
-	for (size_t i = 0; i < im->nev; i++) {
-		const struct wire_event *e = &im->ev[i];
+	events = arena_calloc(im->out, n, sizeof(*events));
+	if (!events)
+		return import_fail_input(im, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const struct wire_event *e = &ev[i].e;
 		int64_t t = find_thread(im, e->tid);
 
 		if (t < 0)
-			return fail_path(im, "internal error: event of unknown thread %lld",
-					 (long long)e->tid);
+			return import_fail_input(im, "internal error: event of unknown thread %lld",
+						 (long long)e->tid);
 		im->th[t].has_events = true;
 		im->th[t].cost = e->dur_ns > INT64_MAX - im->th[t].cost ? INT64_MAX
 									 : im->th[t].cost + e->dur_ns;
@@ -516,37 +945,63 @@ static int assemble(struct importer *im, struct wire_stream *out)
 			first = e->ts_ns;
 		if (e->ts_ns + e->dur_ns > last)
 			last = e->ts_ns + e->dur_ns;
+		if (smap[e->stack] < 0)
+			smap[e->stack] = (int32_t)nstacks++;
+		events[i] = *e;
+		events[i].stack = (uint32_t)smap[e->stack];
 	}
 	if (last > WIRE_MAX_TIME_NS)
 		last = WIRE_MAX_TIME_NS;
 
-	frames = arena_calloc(im->out, nframes ? nframes : 1, sizeof(*frames));
-	stacks = arena_calloc(im->out, nstacks ? nstacks : 1, sizeof(*stacks));
-	if (!frames || !stacks)
-		return fail_path(im, "out of memory");
-	for (size_t i = 0; i < nframes; i++)
-		frames[i] = intern_key(im->frames, (uint32_t)i, NULL);
-	for (size_t i = 0; i < nstacks; i++) {
+	stacks = arena_calloc(im->out, nstacks, sizeof(*stacks));
+	frames = arena_calloc(im->out, intern_count(im->frames), sizeof(*frames));
+	if (!stacks || !frames)
+		return import_fail_input(im, "out of memory");
+	for (size_t id = 0, total = intern_count(im->stacks); id < total; id++) {
 		size_t len;
-		const void *key = intern_key(im->stacks, (uint32_t)i, &len);
-		uint32_t *copy = arena_alloc(im->out, len);
+		const uint32_t *key;
+		uint32_t *copy;
 
+		if (smap[id] < 0)
+			continue;
+		key = intern_key(im->stacks, (uint32_t)id, &len);
 		/* copied because interned keys carry no alignment promise */
-		if (!copy)
-			return fail_path(im, "out of memory");
+		if (!(copy = arena_alloc(im->out, len)))
+			return import_fail_input(im, "out of memory");
 		memcpy(copy, key, len);
-		stacks[i].frames = copy;
-		stacks[i].len = (uint32_t)(len / sizeof(uint32_t));
+		for (size_t k = 0; k < len / sizeof(uint32_t); k++) {
+			uint32_t f = copy[k];
+
+			if (fmap[f] < 0) {
+				fmap[f] = (int32_t)nframes;
+				frames[nframes++] = intern_key(im->frames, f, NULL);
+			}
+			copy[k] = (uint32_t)fmap[f];
+		}
+		stacks[smap[id]].frames = copy;
+		stacks[smap[id]].len = (uint32_t)(len / sizeof(uint32_t));
 	}
+	/* the maps are shared by all groups: clear what this one set */
+	for (size_t i = 0; i < n; i++)
+		smap[ev[i].e.stack] = -1;
+	for (size_t id = 0, total = intern_count(im->frames); id < total; id++)
+		fmap[id] = -1;
+
+	labels = arena_calloc(im->out, o->nlabels + g->nlabels + 1, sizeof(*labels));
+	if (!labels)
+		return import_fail_input(im, "out of memory");
+	if (o->nlabels)
+		memcpy(labels, o->labels, o->nlabels * sizeof(*labels));
+	if (g->nlabels)
+		memcpy(labels + o->nlabels, g->labels, g->nlabels * sizeof(*labels));
 
 	memset(out, 0, sizeof(*out));
-	util_uuid_v4(out->stream_id);
 	out->host = o->host;
 	out->app = o->app;
 	out->version = o->version;
 	out->build_id = o->build_id;
-	out->labels = o->labels;
-	out->nlabels = o->nlabels;
+	out->labels = labels;
+	out->nlabels = o->nlabels + g->nlabels;
 	out->symptom.kind = "import";
 	if (pick_symptom(im, &out->symptom.tid) < 0)
 		return -1;
@@ -565,31 +1020,112 @@ static int assemble(struct importer *im, struct wire_stream *out)
 	out->nframes = nframes;
 	out->stacks = stacks;
 	out->nstacks = nstacks;
-	out->events = im->ev;
-	out->nevents = im->nev;
+	out->events = events;
+	out->nevents = n;
+	stream_id(im, digest, g, out, out->stream_id);
 	return 0;
 }
 
-int importer_run(struct importer *im, const char *path, struct wire_stream *out)
+static int assemble(struct importer *im)
+{
+	size_t nstacks = intern_count(im->stacks), nframes = intern_count(im->frames), nout = 0;
+	unsigned char digest[SHA256_LEN];
+	int32_t *smap = NULL, *fmap = NULL;
+	int rc = -1;
+
+	if (!im->nev) {
+		if (!im->total_in)
+			return import_fail(im, "empty file");
+		return import_fail(im, "no samples found");
+	}
+	if (!im->ngrp) {
+		/* the parser named no labels: everything is the one stream without them */
+		if (import_group(im, NULL, 0) < 0)
+			return -1;
+	}
+	sha256_final(&im->hash, digest);
+	qsort(im->ev, im->nev, sizeof(*im->ev), cmp_event);
+	smap = malloc((nstacks ? nstacks : 1) * sizeof(*smap));
+	fmap = malloc((nframes ? nframes : 1) * sizeof(*fmap));
+	im->streams = arena_calloc(im->out, im->ngrp, sizeof(*im->streams));
+	if (!smap || !fmap || !im->streams) {
+		import_fail_input(im, "out of memory");
+		goto out_maps;
+	}
+	memset(smap, 0xff, (nstacks ? nstacks : 1) * sizeof(*smap));
+	memset(fmap, 0xff, (nframes ? nframes : 1) * sizeof(*fmap));
+	for (size_t a = 0, b; a < im->nev; a = b) {
+		struct wire_stream *s = &im->streams[nout];
+
+		for (b = a + 1; b < im->nev && im->ev[b].group == im->ev[a].group; b++)
+			;
+		if (assemble_one(im, im->ev + a, b - a, &im->grp[im->ev[a].group], smap, fmap, digest,
+				 s) < 0)
+			goto out_maps;
+		/* a symptom comm that only some streams have: the others are left out */
+		if (s->symptom.tid < 0)
+			continue;
+		nout++;
+	}
+	if (!nout) {
+		import_fail_input(im, "no thread named \"%s\" has events", im->opts.symptom_comm);
+		goto out_maps;
+	}
+	im->nstreams = nout;
+	rc = 0;
+out_maps:
+	free(smap);
+	free(fmap);
+	return rc;
+}
+
+static int run(struct importer *im)
 {
 	int rc;
 
-	reset_run(im);
-	memset(out, 0, sizeof(*out));
-	im->err[0] = '\0';
-	im->path = path;
 	if (check_opts(im) < 0)
 		return -1;
-	im->gz = gzopen(path, "rb");
-	if (!im->gz)
-		return fail_path(im, "cannot open: %s", errno ? strerror(errno) : "out of memory");
-	gzbuffer(im->gz, READ_CHUNK);
 	rc = im->fmt->parse(im);
 	if (rc == 0)
-		rc = assemble(im, out);
-	gzclose(im->gz);
-	im->gz = NULL;
-	if (rc < 0)
-		memset(out, 0, sizeof(*out));
+		rc = assemble(im);
+	close_input(im);
+	if (rc < 0) {
+		im->streams = NULL;
+		im->nstreams = 0;
+	}
 	return rc < 0 ? -1 : 0;
+}
+
+int importer_run(struct importer *im, const char *path)
+{
+	reset_run(im);
+	im->err[0] = '\0';
+	im->path = path;
+	im->gz = gzopen(path, "rb");
+	if (!im->gz)
+		return import_fail_input(im, "cannot open: %s", errno ? strerror(errno) : "out of memory");
+	gzbuffer(im->gz, READ_CHUNK);
+	return run(im);
+}
+
+int importer_run_mem(struct importer *im, const char *name, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	reset_run(im);
+	im->err[0] = '\0';
+	im->path = name;
+	im->mem = p;
+	im->mem_len = len;
+	/* gzip (1f 8b) or zlib (78 01/9c/da) data is inflated, the rest read as it is */
+	if (len >= 2 && ((p[0] == 0x1f && p[1] == 0x8b) ||
+			 (p[0] == 0x78 && (p[1] == 0x01 || p[1] == 0x9c || p[1] == 0xda)))) {
+		memset(&im->zs, 0, sizeof(im->zs));
+		if (inflateInit2(&im->zs, 15 + 32) != Z_OK)
+			return import_fail_input(im, "out of memory");
+		im->zs_on = true;
+		im->zs.next_in = (Bytef *)(uintptr_t)p;
+		im->zs.avail_in = len > UINT32_MAX ? UINT32_MAX : (uInt)len;
+	}
+	return run(im);
 }

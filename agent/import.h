@@ -3,9 +3,12 @@
  * captures made with ordinary tools (perf, flame-graph pipelines) can be
  * uploaded and mined like guard-agent streams.
  *
- * One importer converts one file per importer_run(); the format parsers
- * (perf.c, folded.c) read lines and hand frames, stacks, threads and events
- * to the shared helpers below, which intern them and assemble the stream.
+ * One importer converts one input per importer_run() (a file) or
+ * importer_run_mem() (a request body) into one or more streams; the format
+ * parsers (perf.c, folded.c, pprof.c, bcc.c, otlp.c; formats.h lists them and
+ * detects which one a file is) read lines or the whole input and hand frames,
+ * stacks, threads and events to the shared helpers below, which intern them
+ * and assemble the streams.
  * docs/import.md describes the formats, the options and the limits.
  */
 #ifndef SM_IMPORT_H
@@ -36,7 +39,13 @@ struct import_opts {
 	int64_t window_start_ns, window_end_ns; /* -1: the capture's own bounds */
 	int64_t sample_period_ns;  /* cost of one on-CPU sample (folded: one count); 0: infer */
 	const char *event;         /* perf: only samples of this event (e.g. "cycles"); NULL: all */
+	const char *sample_type;   /* pprof: the sample type to read (e.g. "delay"); NULL: choose */
+	size_t max_input;          /* bytes of decompressed input at most; 0: IMPORT_DEFAULT_MAX_INPUT */
+	size_t max_streams;        /* streams one input may become; 0: IMPORT_DEFAULT_MAX_STREAMS */
 };
+
+#define IMPORT_DEFAULT_MAX_INPUT ((size_t)1 << 30)
+#define IMPORT_DEFAULT_MAX_STREAMS 1024
 
 /* Fills *o with the defaults (no host/app, everything inferred). */
 void import_opts_init(struct import_opts *o);
@@ -47,15 +56,23 @@ struct importer *importer_open(const struct import_format *fmt, const struct imp
 /* NULL-safe. */
 void importer_free(struct importer *im);
 /*
- * Convert one file (plain or gzip-compressed) into *out. Everything *out points to
- * is owned by the importer and valid until the next importer_run() or
- * importer_free(). Returns 0, or -1 with importer_error() set to "PATH:LINE: reason"
- * (or "PATH: reason" when no line is to blame).
+ * Convert one file (plain or gzip-compressed) into streams: one, or one per set of
+ * sample labels where the format has them (docs/import.md). Returns 0, or -1 with
+ * importer_error() set to "PATH:LINE: reason" (or "PATH: reason" when no line is to
+ * blame). What the streams point to is owned by the importer and valid until the next
+ * run or importer_free().
  */
-int importer_run(struct importer *im, const char *path, struct wire_stream *out);
+int importer_run(struct importer *im, const char *path);
+/* The same for data[0..len) in memory (plain, gzip or zlib), named name in messages. */
+int importer_run_mem(struct importer *im, const char *name, const void *data, size_t len);
+/* The streams of the last successful run: i < importer_count(). */
+size_t importer_count(const struct importer *im);
+const struct wire_stream *importer_stream(const struct importer *im, size_t i);
+/* The format the last run read (the one detected when the importer's is "auto"). */
+const char *importer_format(const struct importer *im);
 const char *importer_error(const struct importer *im);
 
-/* ---- For the format parsers (perf.c, folded.c) only. ---- */
+/* ---- For the format parsers (perf.c, folded.c, pprof.c, bcc.c, otlp.c) only. ---- */
 
 #define IMPORT_MAX_LINE 65536              /* longer lines are refused */
 #define IMPORT_DEFAULT_PERIOD_NS 10000000  /* 10 ms: the fallback cost of one sample */
@@ -69,6 +86,31 @@ const struct import_opts *import_opts_of(const struct importer *im);
 int import_next_line(struct importer *im, char **line, size_t *len);
 /* Sets the error to "PATH:LINE: reason" (the line last returned) and returns -1. */
 int import_fail(struct importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sets the error to "PATH: reason" (binary input, or no line to blame) and returns -1. */
+int import_fail_input(struct importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * The first bytes of the input, without consuming them: *len is at least min(want, what
+ * the input has), want at most 64 KiB. Returns 0 or -1 with the error set.
+ */
+int import_peek(struct importer *im, size_t want, const unsigned char **data, size_t *len);
+/*
+ * All of the input not yet read by import_next_line(), decompressed, at most
+ * max_input bytes. Owned by the importer until the run ends. Returns 0 or -1.
+ */
+int import_read_all(struct importer *im, const unsigned char **data, size_t *len);
+/* Nanoseconds per unit of a time unit ("nanoseconds", "ms", ...), 0 for anything else. */
+int64_t import_unit_ns(const char *unit);
+/* Whether a sample type names waiting rather than running (delay, contentions, off_cpu, ...). */
+bool import_wait_type(const char *type);
+/* Records the format actually read ("auto" dispatches to it). */
+void import_set_format(struct importer *im, const struct import_format *fmt);
+/*
+ * Events added from now on belong to the stream of these sample labels (in addition to
+ * the options' labels; a key the options already have is dropped). n == 0 is the
+ * stream without sample labels. Returns 0, or -1 with the error set (too many streams,
+ * a key or value that is not 1..255 bytes of UTF-8 is cut or replaced, never refused).
+ */
+int import_group(struct importer *im, const struct wire_label *labels, size_t n);
 /*
  * Id of the frame string s[0..n): invalid UTF-8 and NUL bytes become U+FFFD and
  * the result is cut to WIRE_MAX_FRAME bytes on a character boundary. An empty
@@ -91,6 +133,13 @@ int64_t import_pseudo_tid(struct importer *im, const char *comm, size_t n);
 /* Appends a copy of *e (its thread must have been registered). Returns the event's
  * index, or -1 with the error set (too many events). */
 int64_t import_event(struct importer *im, const struct wire_event *e);
+/*
+ * For captures without timestamps: each thread's events laid end to end on its own
+ * timeline, which starts at origin (0 unless set). Returns where the next dur ns of
+ * thread tid start, or -1 with the error set (past WIRE_MAX_TIME_NS).
+ */
+int64_t import_lay(struct importer *im, int64_t tid, int64_t dur);
+void import_lay_origin(struct importer *im, int64_t origin_ns);
 /* The event with this index, to fill in what was not known when it was added. */
 struct wire_event *import_event_at(struct importer *im, size_t idx);
 

@@ -25,15 +25,16 @@
 static const char usage[] =
 	"usage: sm-agent ship [options] FILE...\n"
 	"       sm-agent drain [options]\n"
-	"       sm-agent import --format perf|folded [import options] [options] FILE...\n"
+	"       sm-agent import [--format FORMAT] [import options] [options] FILE...\n"
 	"\n"
 	"ship    validate wire-format streams (FILE: one JSON object, pretty or not, several\n"
 	"        objects, or NDJSON; '-' is standard input) and send them to the ingest server;\n"
 	"        what cannot be delivered is kept in the spool\n"
 	"drain   send every stream of the spool; files are removed once the server has them,\n"
 	"        streams it rejects move to SPOOL/rejected/ with a .error file beside them\n"
-	"import  convert profiler output into streams (one per FILE), then ship them, or\n"
-	"        write them as NDJSON with -o\n"
+	"import  convert profiler output into streams (one per FILE, or one per set of sample\n"
+	"        labels for pprof and per process for OTLP), then ship them, or write them as\n"
+	"        NDJSON with -o (docs/import.md)\n"
 	"\n"
 	"Options (defaults in brackets):\n"
 	"  --url URL                ingest server [$SM_URL, else http://127.0.0.1:8080]\n"
@@ -50,7 +51,10 @@ static const char usage[] =
 	"  -h, --help               this text\n"
 	"\n"
 	"Import options:\n"
-	"  --format perf|folded     `perf script` text or folded stacks (plain or gzip)\n"
+	"  --format FORMAT          perf (`perf script`), folded, pprof (protobuf or legacy),\n"
+	"                           otlp (OTLP profiles JSON), bcc-offcpu, bcc-offwaketime,\n"
+	"                           bcc-wakeuptime, bcc-profile; plain or gzip [auto: told\n"
+	"                           from the file's first bytes]\n"
 	"  --host H                 host of the streams [this host's name]\n"
 	"  --app A                  application [imported]\n"
 	"  --version V, --build-id B\n"
@@ -60,6 +64,8 @@ static const char usage[] =
 	"  --window START_NS:END_NS symptom window [the capture's bounds]\n"
 	"  --sample-period-ns N     cost of one on-CPU sample [inferred, else 10 ms]\n"
 	"  --event NAME             perf: only samples of this event\n"
+	"  --sample-type NAME       pprof: the sample type to read (e.g. delay) [the time-\n"
+	"                           valued one: cpu, then delay, off_cpu, wall, time]\n"
 	"  -o FILE                  write NDJSON to FILE ('-': standard output) instead of sending\n"
 	"\n"
 	"Ship and import:\n"
@@ -74,7 +80,7 @@ enum {
 	OPT_URL = 256, OPT_TOKEN, OPT_TOKEN_FILE, OPT_SPOOL, OPT_SPOOL_MAX, OPT_RETRIES,
 	OPT_TIMEOUT, OPT_BATCH, OPT_BATCH_BYTES, OPT_FORMAT, OPT_HOST, OPT_APP, OPT_VERSION,
 	OPT_BUILD_ID, OPT_LABEL, OPT_SYMPTOM_TID, OPT_SYMPTOM_COMM, OPT_WINDOW, OPT_PERIOD,
-	OPT_EVENT, OPT_BASELINE,
+	OPT_EVENT, OPT_BASELINE, OPT_SAMPLE_TYPE,
 };
 
 static const struct option long_opts[] = {
@@ -98,6 +104,7 @@ static const struct option long_opts[] = {
 	{ "window", required_argument, NULL, OPT_WINDOW },
 	{ "sample-period-ns", required_argument, NULL, OPT_PERIOD },
 	{ "event", required_argument, NULL, OPT_EVENT },
+	{ "sample-type", required_argument, NULL, OPT_SAMPLE_TYPE },
 	{ "baseline", no_argument, NULL, OPT_BASELINE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -191,7 +198,8 @@ static int parse_import_opt(struct args *c, int o, char *arg)
 	switch (o) {
 	case OPT_FORMAT:
 		if (!import_format_find(arg))
-			return bad_value(o, arg, "must be perf or folded");
+			return bad_value(o, arg, "must be perf, folded, pprof, otlp, bcc-offcpu, "
+					 "bcc-offwaketime, bcc-wakeuptime, bcc-profile or auto");
 		c->format = arg;
 		return 0;
 	case OPT_HOST: c->imp.host = arg; return 0;
@@ -200,6 +208,7 @@ static int parse_import_opt(struct args *c, int o, char *arg)
 	case OPT_BUILD_ID: c->imp.build_id = arg; return 0;
 	case OPT_SYMPTOM_COMM: c->imp.symptom_comm = arg; return 0;
 	case OPT_EVENT: c->imp.event = arg; return 0;
+	case OPT_SAMPLE_TYPE: c->imp.sample_type = arg; return 0;
 	case 'o': c->out = arg; return 0;
 	case OPT_LABEL:
 		eq = strchr(arg, '=');
@@ -434,35 +443,37 @@ static int cmd_import(struct args *c, struct shipper *sh, int nfiles, char **fil
 		}
 	}
 	for (int i = 0; i < nfiles && !interrupted; i++) {
-		struct wire_stream s;
-
-		if (importer_run(im, files[i], &s) < 0) {
+		if (importer_run(im, files[i]) < 0) {
 			fprintf(stderr, "sm-agent: %s\n", importer_error(im));
 			failed = 1;
 			continue;
 		}
-		if (!s.stream_id[0])
-			util_uuid_v4(s.stream_id);
-		if (c->ship.mark_baseline)
-			s.role = WIRE_ROLE_BASELINE;
-		if (!out) {
-			if (shipper_add_stream(sh, &s, files[i]) == SHIP_EFATAL) {
-				fprintf(stderr, "sm-agent: %s\n", shipper_error(sh));
-				failed = 1;
-				break;
+		for (size_t k = 0; k < importer_count(im); k++) {
+			struct wire_stream s = *importer_stream(im, k);
+
+			if (c->ship.mark_baseline)
+				s.role = WIRE_ROLE_BASELINE;
+			if (c->verbose)
+				fprintf(stderr, "sm-agent: %s (%s): stream %s, %zu events, %zu stacks\n",
+					files[i], importer_format(im), s.stream_id, s.nevents, s.nstacks);
+			if (!out) {
+				if (shipper_add_stream(sh, &s, files[i]) == SHIP_EFATAL) {
+					fprintf(stderr, "sm-agent: %s\n", shipper_error(sh));
+					failed = 1;
+					goto out_run;
+				}
+				continue;
 			}
-			continue;
+			buf_reset(&line);
+			if (wire_write_json(&s, &line) < 0 || buf_putc(&line, '\n') < 0 ||
+			    fwrite(line.data, 1, line.len, out) != line.len) {
+				fprintf(stderr, "sm-agent: %s: cannot write the stream to %s\n", files[i],
+					c->out);
+				failed = 1;
+			}
 		}
-		buf_reset(&line);
-		if (wire_write_json(&s, &line) < 0 || buf_putc(&line, '\n') < 0 ||
-		    fwrite(line.data, 1, line.len, out) != line.len) {
-			fprintf(stderr, "sm-agent: %s: cannot write the stream to %s\n", files[i], c->out);
-			failed = 1;
-		}
-		if (c->verbose)
-			fprintf(stderr, "sm-agent: %s: stream %s, %zu events, %zu stacks\n", files[i],
-				s.stream_id, s.nevents, s.nstacks);
 	}
+out_run:
 	buf_release(&line);
 	importer_free(im);
 	if (out) {
@@ -515,7 +526,7 @@ int main(int argc, char **argv)
 		return cli_fail(&clh, "%s: no FILE given", c.cmd);
 	if (strcmp(c.cmd, "import") == 0) {
 		if (!c.format)
-			return cli_fail(&clh, "import: --format perf|folded is required");
+			c.format = "auto";
 		if (!c.imp.host) {
 			if (gethostname(c.hostname, sizeof(c.hostname) - 1) < 0 || !c.hostname[0])
 				snprintf(c.hostname, sizeof(c.hostname), "unknown");

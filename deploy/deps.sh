@@ -6,10 +6,11 @@ set -euo pipefail
 
 purpose=${1:-build}
 pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
-      libcurl4-openssl-dev zlib1g-dev libdw-dev libelf-dev libunwind-dev)
+      libcurl4-openssl-dev zlib1g-dev libdw-dev libelf-dev libunwind-dev
+      protobuf-c-compiler libprotobuf-c-dev)
 case "$purpose" in
 build) ;;
-test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps python3-scipy python3-numpy chromium fonts-dejavu-core
+test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps python3-scipy python3-numpy python3-protobuf protobuf-compiler chromium fonts-dejavu-core
       redis-server redis-tools nginx-light wrk binutils dpkg-dev lintian ansible openssh-server openssh-client iproute2) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps redis-server redis-tools) ;;
 bench) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps time python3-scipy python3-numpy wrk

@@ -956,12 +956,13 @@ static void test_dspeyer_sched(void)
 		o.app = "imported";
 		o.symptom_comm = "pass";
 		im = importer_open(&import_perf, &o);
-		if (importer_run(im, path, &s) != 0) {
+		if (importer_run(im, path) != 0) {
 			fprintf(stderr, "  %s\n", importer_error(im));
 			CHECK(0);
 			importer_free(im);
 			continue;
 		}
+		s = *importer_stream(im, 0);
 		CHECK(s.symptom.tid == caps[c].pass[0] || s.symptom.tid == caps[c].pass[1]);
 		other = s.symptom.tid == caps[c].pass[0] ? caps[c].pass[1] : caps[c].pass[0];
 		for (int w = 0; w < 2; w++) {

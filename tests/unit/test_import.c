@@ -6,10 +6,12 @@
  *
  * Usage: test_import [DATA_DIR]  (else $SM_DATA, else ../shared/data)
  */
+#include "agent/bcc.h"
 #include "agent/folded.h"
 #include "agent/formats.h"
 #include "agent/import.h"
 #include "agent/perf.h"
+#include "agent/pprof.h"
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/intern.h"
@@ -71,6 +73,16 @@ static struct importer *open_opts(const struct import_format *fmt, struct import
 	return importer_open(fmt, o);
 }
 
+/* Runs im on path and copies its first stream into *s: the formats here make one. */
+static int run1(struct importer *im, const char *path, struct wire_stream *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (importer_run(im, path) < 0)
+		return -1;
+	*s = *importer_stream(im, 0);
+	return 0;
+}
+
 static struct importer *open_fmt(const struct import_format *fmt)
 {
 	struct import_opts o;
@@ -127,7 +139,7 @@ static void check_stream(const char *name, const struct wire_stream *s)
 	int rc;
 
 	CHECK(util_uuid_canon(s->stream_id, strlen(s->stream_id), canon));
-	CHECK(s->stream_id[14] == '4');
+	CHECK(s->stream_id[14] == '8');   /* from the content: docs/import.md */
 	CHECK_STR(s->symptom.kind, "import");
 	CHECK(s->symptom.start_ns <= s->symptom.end_ns);
 	CHECK(s->nevents > 0);
@@ -206,7 +218,7 @@ static int import_dir(const char *sub, const struct import_format *fmt)
 		}
 		path_in(path, sizeof(path), dir, ents[i]->d_name);
 		files++;
-		if (importer_run(im, path, &s) != 0) {
+		if (run1(im, path, &s) != 0) {
 			fprintf(stderr, "  %s/%s: %s\n", sub, ents[i]->d_name, importer_error(im));
 			CHECK(!"import failed");
 		} else {
@@ -238,7 +250,10 @@ static void test_format_parse(void)
 {
 	CHECK(import_format_find("perf") == &import_perf);
 	CHECK(import_format_find("folded") == &import_folded);
-	CHECK(import_format_find("pprof") == NULL);
+	CHECK(import_format_find("pprof") == &import_pprof);
+	CHECK(import_format_find("bcc-offwaketime") == &import_bcc_offwaketime);
+	CHECK(import_format_find("auto") == &import_auto);
+	CHECK(import_format_find("speedscope") == NULL);
 	CHECK(import_format_find(NULL) == NULL);
 	importer_free(NULL);
 }
@@ -252,7 +267,7 @@ static void test_perfview_one_wakeup(void)
 	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 1);
 	CHECK_INT(s.nframes, 1);
 	CHECK_INT(s.nstacks, 1);
@@ -277,7 +292,7 @@ static void test_dd_stacks(void)
 	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 11);
 	CHECK_INT(s.nframes, 17);
 	CHECK_INT(s.nstacks, 10);
@@ -312,7 +327,7 @@ static void test_dd_stacks(void)
 	o.version = "1.2";
 	o.build_id = "abc";
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.events[3].dur_ns, 1000);
 	CHECK_STR(s.version, "1.2");
 	CHECK_STR(s.build_id, "abc");
@@ -340,7 +355,7 @@ static void test_perfview_mixed_switches(void)
 		{ WIRE_RUN, 4, 4000000000, 10000000, "module!symbol" }, /* lone sample: 10 ms */
 	};
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 7);
 	for (size_t i = 0; i < s.nevents && i < 7; i++) {
 		CHECK_INT(s.events[i].kind, want[i].kind);
@@ -376,7 +391,7 @@ static void test_dspeyer_sched(void)
 	import_opts_init(&o);
 	o.symptom_comm = "pass";
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	for (size_t i = 0; i < s.nevents; i++) {
 		const struct wire_event *e = &s.events[i];
 
@@ -403,7 +418,7 @@ static void test_dspeyer_sched(void)
 	import_opts_init(&o);
 	o.symptom_comm = "no-such-comm";
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), -1);
+	CHECK_INT(run1(im, path, &s), -1);
 	CHECK_STR(error_of(im, path), "PATH: no thread named \"no-such-comm\" in the capture");
 	importer_free(im);
 }
@@ -471,7 +486,7 @@ static void test_tiny_sched(void)
 		{ WIRE_WAIT, 101, 1005000000, 1000000, 0, "[kernel.kallsyms]!io_schedule" },
 	};
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 6);
 	for (size_t i = 0; i < s.nevents && i < 6; i++) {
 		CHECK_INT(s.events[i].kind, want[i].kind);
@@ -495,7 +510,7 @@ static void test_tiny_sched(void)
 	o.window_start_ns = 1001000000;
 	o.window_end_ns = 1002000000;
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.symptom.tid, 200);
 	CHECK_INT(s.symptom.start_ns, 1001000000);
 	CHECK_INT(s.symptom.end_ns, 1002000000);
@@ -505,7 +520,7 @@ static void test_tiny_sched(void)
 	import_opts_init(&o);
 	o.symptom_tid = 300;
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.symptom.tid, 300);
 	importer_free(im);
 }
@@ -519,7 +534,7 @@ static void test_old_switch_layout(void)
 	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 3);
 	if (s.nevents == 3) {
 		CHECK_INT(s.events[0].tid, 1); /* blocked (S) at 1.0, back at 1.0003 */
@@ -555,14 +570,14 @@ static void test_period_inference(void)
 	struct wire_stream s;
 
 	/* cycles gaps on thread 5: 2, 1, 4 ms (the cpu-clock sample is another event) */
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 6);
 	for (size_t i = 0; i < s.nevents; i++)
 		CHECK_INT(s.events[i].dur_ns, s.events[i].ts_ns == 1003100000 ? 250000 : 2000000);
 	CHECK_INT(s.symptom.tid, 5);
 
 	/* gaps of 1 us are clamped to 10 us; no frames: the comm stands in */
-	CHECK_INT(importer_run(im, fast, &s), 0);
+	CHECK_INT(run1(im, fast, &s), 0);
 	CHECK_INT(s.nevents, 3);
 	CHECK_INT(s.events[0].dur_ns, 10000);
 	CHECK_STR(stack_of(&s, 0), "[a]");
@@ -571,7 +586,7 @@ static void test_period_inference(void)
 	import_opts_init(&o);
 	o.event = "cpu-clock";
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 1);
 	CHECK_INT(s.events[0].ts_ns, 1003100000);
 	importer_free(im);
@@ -584,7 +599,7 @@ static void test_no_timestamps(void)
 	struct importer *im = open_fmt(&import_perf);
 	struct wire_stream s;
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 228);
 	for (size_t i = 0; i < s.nevents; i++) {
 		CHECK_INT(s.events[i].tid, 15294);
@@ -607,7 +622,7 @@ static void test_pseudo_tids(void)
 	struct wire_stream s;
 	int64_t a, b;
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 3);
 	a = s.events[0].tid;
 	b = s.events[1].tid;
@@ -615,7 +630,7 @@ static void test_pseudo_tids(void)
 	CHECK(b >= (1 << 30) && b <= INT32_MAX);
 	CHECK(a != b);
 	CHECK_INT(s.events[2].tid, a);
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.events[0].tid, a);
 	importer_free(im);
 }
@@ -639,7 +654,7 @@ static void test_frame_limits(void)
 	buf_puts(&t, " (/x/mm)\n");
 	path = tmp_file("limits.txt", t.data, t.len);
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 3);
 	if (s.nevents == 3) {
 		const struct wire_stack *st = &s.stacks[s.events[0].stack];
@@ -674,7 +689,7 @@ static void test_folded_exact(void)
 	struct wire_stream s;
 	int64_t pseudo;
 
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.nevents, 4);
 	if (s.nevents == 4) {
 		/* sorted by ts, then tid; the unnamed thread's pseudo tid sorts last */
@@ -707,7 +722,7 @@ static void test_folded_exact(void)
 	o.sample_period_ns = 1000;
 	o.symptom_comm = "app";
 	im = open_opts(&import_folded, &o);
-	CHECK_INT(importer_run(im, path, &s), 0);
+	CHECK_INT(run1(im, path, &s), 0);
 	CHECK_INT(s.events[0].dur_ns, 3000);
 	CHECK_INT(s.symptom.tid, 11);
 	importer_free(im);
@@ -720,7 +735,7 @@ static void test_folded_tid_prefix(void)
 	struct wire_stream s;
 	size_t on_28741 = 0;
 
-	CHECK_INT(importer_run(im, data_file("folded/flamegraph-iperf-collapsed-tid.txt"), &s), 0);
+	CHECK_INT(run1(im, data_file("folded/flamegraph-iperf-collapsed-tid.txt"), &s), 0);
 	CHECK_INT(s.nevents, 134);
 	for (size_t i = 0; i < s.nevents; i++) {
 		CHECK(s.events[i].tid < (1 << 30));
@@ -737,7 +752,7 @@ static void expect_refusal(const struct import_format *fmt, const char *path, co
 	struct importer *im = open_fmt(fmt);
 	struct wire_stream s;
 
-	CHECK_INT(importer_run(im, path, &s), -1);
+	CHECK_INT(run1(im, path, &s), -1);
 	CHECK_STR(error_of(im, path), want);
 	CHECK_INT(s.nevents, 0);
 	importer_free(im);
@@ -804,7 +819,7 @@ static void test_bad_options(void)
 	import_opts_init(&o);
 	o.host = "";
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), -1);
+	CHECK_INT(run1(im, path, &s), -1);
 	CHECK_STR(error_of(im, path), "PATH: option host: must be 1 to 255 bytes of UTF-8");
 	importer_free(im);
 
@@ -812,7 +827,7 @@ static void test_bad_options(void)
 	o.window_start_ns = 10;
 	o.window_end_ns = 5;
 	im = open_opts(&import_perf, &o);
-	CHECK_INT(importer_run(im, path, &s), -1);
+	CHECK_INT(run1(im, path, &s), -1);
 	CHECK_STR(error_of(im, path), "PATH: option window: end before start or out of range");
 	importer_free(im);
 }
@@ -833,8 +848,8 @@ static void test_gzip(void)
 	path_in(gz_path, sizeof(gz_path), tmp_dir, "dd.txt.gz");
 	gz = gzopen(gz_path, "wb");
 	CHECK(gz && gzwrite(gz, text, (unsigned)len) == (int)len && gzclose(gz) == Z_OK);
-	CHECK_INT(importer_run(im, plain, &a), 0);
-	CHECK_INT(importer_run(im2, gz_path, &b), 0);
+	CHECK_INT(run1(im, plain, &a), 0);
+	CHECK_INT(run1(im2, gz_path, &b), 0);
 	CHECK_INT(b.nevents, a.nevents);
 	CHECK_INT(b.nframes, a.nframes);
 	for (size_t i = 0; i < a.nevents && i < b.nevents; i++) {
@@ -844,7 +859,8 @@ static void test_gzip(void)
 		CHECK_STR(stack_of(&b, i), sa);
 		CHECK_INT(b.events[i].ts_ns, a.events[i].ts_ns);
 	}
-	CHECK(strcmp(a.stream_id, b.stream_id) != 0);
+	/* the same content, compressed or not, is the same stream */
+	CHECK_STR(a.stream_id, b.stream_id);
 
 	/* a gzip file cut short is a read error, not a silent partial import */
 	path_in(trunc_path, sizeof(trunc_path), tmp_dir, "cut.txt.gz");
@@ -852,10 +868,10 @@ static void test_gzip(void)
 	CHECK_INT(util_read_file(gz_path, 1 << 20, &text, &len), 0);
 	f = fopen(trunc_path, "wb");
 	CHECK(f && fwrite(text, 1, len / 2, f) == len / 2 && fclose(f) == 0);
-	CHECK_INT(importer_run(im, trunc_path, &a), -1);
+	CHECK_INT(run1(im, trunc_path, &a), -1);
 	CHECK(strstr(error_of(im, trunc_path), "PATH:") == error_of(im, trunc_path));
 	CHECK(strstr(importer_error(im), ": read error: unexpected end of file (truncated gzip file?)"));
-	CHECK_INT(importer_run(im, tmp_dir, &a), -1);
+	CHECK_INT(run1(im, tmp_dir, &a), -1);
 	CHECK_STR(error_of(im, tmp_dir), "PATH:1: read error: Is a directory");
 	free(text);
 	importer_free(im);

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# formats: every capture in ../shared/data/pprof, otel and bcc imports with sm-agent
+# (its format told from its bytes, and named), and the streams, events, wait events
+# and total cost agree with an independent decoding of the same file
+# (formats_oracle.py: Python's protobuf library on code protoc generates from
+# common/proto/profile.proto, plain readings of the legacy, OTLP and bcc layouts);
+# memory profiles are refused with the reason; a file of one format named as
+# another is refused; the same file imported twice gives the same stream ids.
+. "$(dirname "$0")/../lib.sh"
+
+AGENT=$SM_BIN_DIR/sm-agent
+ORACLE=$SM_REPO/tests/integration/formats_oracle.py
+PY=/usr/bin/python3
+
+[ -x "$AGENT" ] || t_bail "sm-agent" "$AGENT is missing"
+command -v protoc >/dev/null || t_bail "protoc" "protoc is missing (Debian: protobuf-compiler)"
+"$PY" -c 'import google.protobuf' 2>/dev/null || t_bail "python3-protobuf" "Python's protobuf is missing (Debian: python3-protobuf)"
+for d in pprof otel bcc; do
+	[ -d "$SM_DATA/$d" ] || t_bail "test data" "$SM_DATA/$d is missing"
+done
+
+mkdir -p "$T_TMP/py"
+protoc -I"$SM_REPO/common/proto" --python_out="$T_TMP/py" "$SM_REPO/common/proto/profile.proto" ||
+	t_bail "protoc" "cannot generate Python code for profile.proto"
+
+# summary NDJSON: the same fields the oracle prints, from what sm-agent wrote
+summary() {
+	"$PY" - "$1" <<'EOF'
+import json, sys
+n = ev = w = tot = 0
+for l in open(sys.argv[1]):
+    s = json.loads(l)
+    n += 1
+    for e in s["events"]:
+        ev += 1
+        tot += e["dur_ns"]
+        w += e["kind"] == "wait"
+print(json.dumps({"streams": n, "events": ev, "wait": w, "total_ns": tot}, sort_keys=True))
+EOF
+}
+
+mapfile -t files < <(find "$SM_DATA/pprof" "$SM_DATA/otel" "$SM_DATA/bcc" -type f | sort)
+[ ${#files[@]} -ge 20 ] || t_bail "test data" "only ${#files[@]} files in pprof, otel and bcc"
+"$PY" "$ORACLE" "$T_TMP/py" "${files[@]}" >"$T_TMP/oracle.ndjson" || t_bail "oracle" "formats_oracle.py failed"
+
+imported=0
+refused=0
+while IFS= read -r line; do
+	f=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["file"])' "$line")
+	fmt=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["format"])' "$line")
+	want=$("$PY" -c 'import json,sys; d=json.loads(sys.argv[1]); [d.pop(k) for k in ("file","format")]; print(json.dumps(d, sort_keys=True))' "$line")
+	name=${f#"$SM_DATA"/}
+	out=$T_TMP/$(basename "$f").ndjson
+	err=$("$AGENT" import --host h -v -o "$out" "$f" 2>&1)
+	rc=$?
+	if grep -q '"refused"' <<<"$want"; then
+		t_eq "$name: refused, the reason named" "$rc|$(sed "s|$f|F|" <<<"$err")" \
+			"1|sm-agent: F: a memory profile (alloc_objects/count, alloc_space/bytes, inuse_objects/count, inuse_space/bytes): stackmine's costs are time, so it cannot be imported"
+		refused=$((refused + 1))
+		continue
+	fi
+	if [ "$rc" != 0 ]; then
+		t_fail "$name: imports" "exit $rc: $err"
+		continue
+	fi
+	t_match "$name: told as $fmt" "$err" "\\($fmt\\): stream"
+	t_eq "$name: streams, events, waits and cost as decoded independently" "$(summary "$out")" "$want"
+	# named instead of told: the very same streams
+	"$AGENT" import --host h --format "$fmt" -o "$out.named" "$f" 2>/dev/null
+	t_eq "$name: --format $fmt gives the same streams" "$(cksum <"$out.named")" "$(cksum <"$out")"
+	imported=$((imported + 1))
+done <"$T_TMP/oracle.ndjson"
+t_eq "files imported and refused" "$imported $refused" "16 10"
+
+# a pprof file named as bcc output, and bcc output named as pprof
+"$AGENT" import --host h --format bcc-profile -o /dev/null "$SM_DATA/pprof/pprof-java.contention" 2>"$T_TMP/err"
+t_eq "pprof named as bcc: refused" "$?|$(cat "$T_TMP/err")" \
+	"1|sm-agent: $SM_DATA/pprof/pprof-java.contention:43: no profile output found (stack blocks ending in a count, or folded lines)"
+"$AGENT" import --host h --format pprof -o /dev/null "$SM_DATA/bcc/bcc-profile_example.txt" 2>"$T_TMP/err"
+t_eq "bcc named as pprof: refused" "$?|$(cat "$T_TMP/err")" \
+	"1|sm-agent: $SM_DATA/bcc/bcc-profile_example.txt: text, but not a legacy pprof profile (\"--- contention\"): not a pprof profile"
+"$AGENT" import --host h --format otlp -o /dev/null "$SM_DATA/pprof/parca-profile1.pb.gz" 2>"$T_TMP/err"
+t_match "pprof named as OTLP: refused" "$?|$(cat "$T_TMP/err")" "^1\\|sm-agent: .*parca-profile1.pb.gz: not JSON: "
+printf 'hello\nworld\n' >"$T_TMP/prose.txt"
+"$AGENT" import --host h -o /dev/null "$T_TMP/prose.txt" 2>"$T_TMP/err"
+t_eq "a file of no format: refused with the reason" "$?|$(cat "$T_TMP/err")" \
+	"1|sm-agent: $T_TMP/prose.txt: cannot tell which format this is: name it with --format (bcc's offcputime and profile print alike, and their folded -f output looks like any folded file)"
+"$AGENT" import --host h --sample-type alloc_space -o /dev/null "$SM_DATA/pprof/parca-profile1.pb.gz" 2>"$T_TMP/err"
+t_eq "--sample-type not in the profile: refused, the types listed" "$?|$(sed "s|$SM_DATA/||" "$T_TMP/err")" \
+	"1|sm-agent: pprof/parca-profile1.pb.gz: sample type \"alloc_space\" is not in the profile (it has samples/count, cpu/nanoseconds)"
+
+# ids come from the content: the same capture twice is the same stream, another host another
+"$AGENT" import --host h -o "$T_TMP/a1" "$SM_DATA/pprof/parca-fgprof.pb.gz" 2>/dev/null
+"$AGENT" import --host h -o "$T_TMP/a2" "$SM_DATA/pprof/parca-fgprof.pb.gz" 2>/dev/null
+"$AGENT" import --host other -o "$T_TMP/a3" "$SM_DATA/pprof/parca-fgprof.pb.gz" 2>/dev/null
+ids() { grep -oE '"stream_id": ?"[0-9a-f-]{36}"' "$1"; }
+t_eq "the same import twice: the same stream id" "$(ids "$T_TMP/a1")" "$(ids "$T_TMP/a2")"
+t_ok_if() { if [ "$2" != "$3" ]; then t_ok "$1"; else t_fail "$1" "both $2"; fi; }
+t_ok_if "another host: another stream id" "$(ids "$T_TMP/a1")" "$(ids "$T_TMP/a3")"
+
+t_done
