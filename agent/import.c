@@ -688,8 +688,8 @@ int import_group(struct importer *im, const struct wire_label *labels, size_t n)
 		const char *k;
 
 		if ((size_t)id >= im->opts.max_streams)
-			return import_fail(im, "more than %zu distinct sets of sample labels (streams)",
-					   im->opts.max_streams);
+			return import_fail_input(im, "more than %zu distinct sets of sample labels "
+						 "(streams)", im->opts.max_streams);
 		if (vec_reserve(&im->grp, &im->cap_grp, im->ngrp + 1, sizeof(*im->grp)) < 0)
 			return import_fail(im, "out of memory");
 		g = &im->grp[im->ngrp++];
