@@ -156,14 +156,15 @@ $(O)/libguard.a: $(GUARD_CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libguard.a $(O)/libclusterer.a $(O)/libcommon.a
+$(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libagent.a $(O)/libguard.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 # link lines are the dependency graph: web -> miner -> clusterer -> common; agent -> common;
-# ingest -> guard (the profile format, to merge the fleet's profiles) -> clusterer -> common
+# ingest -> guard (the profile format, to merge the fleet's profiles) -> clusterer -> common;
+# ingest -> agent (the importers of other profilers' formats, for POST /api/v1/import) -> common
 $(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -1,10 +1,13 @@
 /* handler: token check, decoding, validation and storing of one request (see handler.h). */
 #include "ingest/handler.h"
+#include "agent/formats.h"
+#include "agent/import.h"
 #include "common/arena.h"
 #include "common/auth.h"
 #include "common/json.h"
 #include "common/jsonw.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "ingest/idcache.h"
 #include "ingest/metrics.h"
 #include "ingest/profiles.h"
@@ -581,6 +584,257 @@ static int host_allowed(struct handler *h, const char *host, const char *what, s
 	snprintf(err, sizeof(err), "host: this token %s for host '%s' only", what, h->token_host);
 	handler_error(rs, 403, err);
 	return -1;
+}
+
+/* ---- POST /api/v1/import ---- */
+
+#define IMPORT_MAX_LABELS WIRE_MAX_LABELS
+
+/* What the query of an import says: the import options and the streams' role. */
+struct import_query {
+	struct import_opts o;
+	const char *format;
+	enum wire_role role;
+	struct wire_label labels[IMPORT_MAX_LABELS];
+};
+
+/* The format a Content-Type names, when the query does not: NULL to tell from the bytes. */
+static const char *format_of_media(const char *m)
+{
+	static const struct { const char *media, *format; } map[] = {
+		{ "application/vnd.google.protobuf", "pprof" }, { "application/x-protobuf", "pprof" },
+		{ "application/protobuf", "pprof" }, { "application/json", "otlp" },
+	};
+	size_t n;
+
+	while (*m == ' ')
+		m++;
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		n = strlen(map[i].media);
+		if (strncasecmp(m, map[i].media, n) == 0 && (m[n] == '\0' || m[n] == ';' || m[n] == ' '))
+			return map[i].format;
+	}
+	return NULL;
+}
+
+/* Parses the query into *q; 0, or -1 with the reason (naming the parameter) in err. */
+static int import_query_parse(const struct handler_request *rq, const char *token_host,
+			      struct import_query *q, char *err, size_t errlen)
+{
+	const char *p = rq->query, *end = rq->query + rq->query_len;
+	int64_t v;
+
+	memset(q, 0, sizeof(*q));
+	import_opts_init(&q->o);
+	while (p < end) {
+		const char *k = p, *val = p + strlen(p) + 1;
+
+		if (val >= end)
+			break;
+		p = val + strlen(val) + 1;
+#define IS(name) (strcmp(k, name) == 0)
+		if (IS("format")) {
+			if (!import_format_find(val)) {
+				snprintf(err, errlen, "format: '%.64s' is not one of %s", val,
+					 import_format_names());
+				return -1;
+			}
+			q->format = val;
+		} else if (IS("host")) {
+			q->o.host = val;
+		} else if (IS("app")) {
+			q->o.app = val;
+		} else if (IS("version")) {
+			q->o.version = val;
+		} else if (IS("build_id")) {
+			q->o.build_id = val;
+		} else if (IS("sample_type")) {
+			q->o.sample_type = val;
+		} else if (IS("event")) {
+			q->o.event = val;
+		} else if (IS("symptom_comm")) {
+			q->o.symptom_comm = val;
+		} else if (IS("symptom_tid")) {
+			if (util_parse_i64(val, 0, INT32_MAX, &v) < 0) {
+				snprintf(err, errlen, "symptom_tid: must be a thread id from 0 to 2147483647");
+				return -1;
+			}
+			q->o.symptom_tid = v;
+		} else if (IS("sample_period_ns")) {
+			if (util_parse_i64(val, 1, WIRE_MAX_TIME_NS, &v) < 0) {
+				snprintf(err, errlen, "sample_period_ns: must be a positive number of nanoseconds");
+				return -1;
+			}
+			q->o.sample_period_ns = v;
+		} else if (IS("role")) {
+			if (strcmp(val, "violation") != 0 && strcmp(val, "baseline") != 0) {
+				snprintf(err, errlen, "role: must be \"violation\" or \"baseline\"");
+				return -1;
+			}
+			q->role = strcmp(val, "baseline") == 0 ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;
+		} else if (IS("label")) {
+			/* label=KEY:VALUE (or KEY=VALUE), repeated */
+			const char *sep = strpbrk(val, ":=");
+
+			if (!sep || sep == val) {
+				snprintf(err, errlen, "label: '%.64s' must be KEY:VALUE", val);
+				return -1;
+			}
+			if (q->o.nlabels == IMPORT_MAX_LABELS) {
+				snprintf(err, errlen, "label: more than %d labels", IMPORT_MAX_LABELS);
+				return -1;
+			}
+			/* the query buffer is the request's: the separator becomes the key's end */
+			*(char *)(uintptr_t)sep = '\0';
+			q->labels[q->o.nlabels].key = val;
+			q->labels[q->o.nlabels].value = sep + 1;
+			q->o.nlabels++;
+		} else {
+			snprintf(err, errlen, "query: unknown parameter '%.64s' (format, host, app, version, "
+				 "build_id, label, role, sample_type, event, symptom_comm, symptom_tid, "
+				 "sample_period_ns)", k);
+			return -1;
+		}
+#undef IS
+	}
+	if (!q->format)
+		q->format = format_of_media(rq->media ? rq->media : "");
+	if (!q->format)
+		q->format = "auto";
+	if (!q->o.host || !*q->o.host) {
+		if (!token_host[0]) {
+			snprintf(err, errlen, "host: required (?host=NAME), unless the token is bound to a host");
+			return -1;
+		}
+		q->o.host = token_host;
+	}
+	if (!q->o.app || !*q->o.app)
+		q->o.app = "imported";
+	q->o.labels = q->labels;
+	return 0;
+}
+
+/* The stream within the server's limits, which may be tighter than the importer's. */
+static int within_limits(const struct handler_limits *lim, const struct wire_stream *s, char *err,
+			 size_t errlen)
+{
+	if (s->nevents > lim->wire.max_events)
+		snprintf(err, errlen, "events: %zu, more than the limit of %zu", s->nevents,
+			 lim->wire.max_events);
+	else if (s->nframes > lim->wire.max_frames)
+		snprintf(err, errlen, "frames: %zu, more than the limit of %zu", s->nframes,
+			 lim->wire.max_frames);
+	else if (s->nstacks > lim->wire.max_stacks)
+		snprintf(err, errlen, "stacks: %zu, more than the limit of %zu", s->nstacks,
+			 lim->wire.max_stacks);
+	else
+		return 0;
+	return -1;
+}
+
+void handler_import(struct handler *h, const struct handler_request *rq, struct handler_response *rs)
+{
+	struct import_query q;
+	struct importer *im = NULL;
+	const struct wire_stream **valid = NULL;
+	struct wire_stream *streams = NULL;
+	enum store_result *results = NULL;
+	const char *body;
+	size_t len, n;
+	char err[1024];
+
+	rs->decoded_bytes = 0;
+	if (agent_request(h, rq, rs, &body, &len) < 0)
+		return;
+	rs->decoded_bytes = len;
+	if (import_query_parse(rq, h->token_host, &q, err, sizeof(err)) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		handler_error(rs, 400, err);
+		return;
+	}
+	if (host_allowed(h, q.o.host, "sends streams", rs) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		return;
+	}
+	q.o.max_input = h->lim.max_decoded;
+	q.o.max_streams = h->lim.max_batch;
+	im = importer_open(import_format_find(q.format), &q.o);
+	if (!im)
+		goto fail_oom;
+	if (importer_run_mem(im, "body", body, len) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		handler_error(rs, strstr(importer_error(im), "once decompressed") ? 413 : 400,
+			      importer_error(im));
+		goto out_free;
+	}
+	n = importer_count(im);
+	streams = calloc(n, sizeof(*streams));
+	valid = calloc(n, sizeof(*valid));
+	results = calloc(n, sizeof(*results));
+	if (!streams || !valid || !results)
+		goto fail_oom;
+	for (size_t i = 0; i < n; i++) {
+		streams[i] = *importer_stream(im, i);
+		streams[i].role = q.role;
+		valid[i] = &streams[i];
+		if (within_limits(&h->lim, &streams[i], err, sizeof(err)) < 0) {
+			metrics_reject(REASON_TOO_LARGE, 1);
+			handler_error_id(rs, 413, err, streams[i].stream_id);
+			goto out_free;
+		}
+	}
+	if (store_streams(h->store, valid, n, results) < 0) {
+		metrics_reject(REASON_DB_ERROR, 1);
+		log_error("storing imported streams failed", "streams=%zu error=\"%s\"", n,
+			  store_error(h->store));
+		handler_error(rs, 503, "database unavailable; nothing of this request was stored, retry later");
+		rs->retry_after = 2;
+		goto out_free;
+	}
+	{
+		struct jsonw w;
+
+		jsonw_init_compact(&w, &rs->body);
+		jsonw_object(&w);
+		jsonw_kstr(&w, "format", importer_format(im));
+		for (size_t i = 0; i < n; i++) {
+			if (results[i] == STORE_ACCEPTED) {
+				rs->accepted++;
+				rs->events += streams[i].nevents;
+			} else {
+				rs->duplicates++;
+			}
+		}
+		jsonw_ku64(&w, "accepted", rs->accepted);
+		jsonw_ku64(&w, "duplicates", rs->duplicates);
+		jsonw_karray(&w, "streams");
+		for (size_t i = 0; i < n; i++) {
+			jsonw_object(&w);
+			jsonw_kstr(&w, "stream_id", streams[i].stream_id);
+			jsonw_kstr(&w, "status", results[i] == STORE_ACCEPTED ? "accepted" : "duplicate");
+			jsonw_ku64(&w, "events", streams[i].nevents);
+			jsonw_kobject(&w, "labels");
+			for (size_t k = 0; k < streams[i].nlabels; k++)
+				jsonw_kstr(&w, streams[i].labels[k].key, streams[i].labels[k].value);
+			jsonw_end(&w);
+			jsonw_end(&w);
+		}
+		jsonw_end(&w);
+		jsonw_end(&w);
+		if (jsonw_finish(&w) < 0)
+			goto fail_oom;
+	}
+	rs->status = 200;
+	goto out_free;
+fail_oom:
+	log_error("out of memory importing a profile", "bytes=%zu", len);
+	handler_error(rs, 503, "server out of memory for this request; retry later");
+	rs->retry_after = 5;
+out_free:
+	free(streams);
+	free(valid);
+	free(results);
+	importer_free(im);
 }
 
 /* {"ok": true} */

@@ -30,6 +30,9 @@ struct handler_request {
 	bool ndjson;               /* application/x-ndjson, else application/json */
 	bool zstd;                 /* Content-Encoding: zstd */
 	const char *authorization; /* header value or NULL */
+	const char *query;         /* POST /api/v1/import: "key\0value\0" of each query argument */
+	size_t query_len;
+	const char *media;         /* POST /api/v1/import: the Content-Type ("" if none) */
 };
 
 struct handler_response {
@@ -54,6 +57,10 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 /* Check a token (an Authorization header value) before any body is read: 0 when it may send
  * streams, else -1 with *rs filled (401, or 503 when the database cannot be asked). */
 int handler_authorize(struct handler *h, const char *authorization, struct handler_response *rs);
+/* POST /api/v1/import: a profile in another profiler's format (pprof, OTLP, bcc, perf,
+ * folded; agent/formats.h), converted into streams and stored like POST /api/v1/streams'
+ * (docs/api.md). */
+void handler_import(struct handler *h, const struct handler_request *rq, struct handler_response *rs);
 /* POST /api/v1/agents/report: a guard agent's report about itself, recorded (store_report()). */
 void handler_report(struct handler *h, const struct handler_request *rq, struct handler_response *rs);
 /* POST /api/v1/profiles: a training process's profile (ingest/profiles.h), stored. */

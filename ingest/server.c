@@ -36,7 +36,10 @@ enum rq_kind {
 	RQ_REPORT,                   /* POST /api/v1/agents/report */
 	RQ_PROFILE_PUT,              /* POST /api/v1/profiles */
 	RQ_PROFILE_GET,              /* GET /api/v1/profiles/{build_id} */
+	RQ_IMPORT,                   /* POST /api/v1/import */
 };
+
+#define IMPORT_QUERY_MAX 16384       /* bytes of query arguments an import keeps */
 
 struct request {
 	struct server *srv;
@@ -50,6 +53,8 @@ struct request {
 	bool ndjson, zstd;
 	enum rq_kind kind;           /* what the body is for (all take the streams' way: token, limits, queue) */
 	char build_id[129];          /* RQ_PROFILE_GET */
+	struct buf query;            /* RQ_IMPORT: "key\0value\0" of each query argument */
+	char media[128];             /* RQ_IMPORT: the Content-Type */
 	bool authorized;             /* a worker found the token good */
 	char *authorization;
 	struct handler_response resp;
@@ -244,6 +249,14 @@ static void *worker_main(void *p)
 			case RQ_PROFILE_GET:
 				handler_profile_get(wa->h, &hr, rq->build_id, &rq->resp);
 				break;
+			case RQ_IMPORT:
+				hr.query = rq->query.data ? rq->query.data : "";
+				hr.query_len = rq->query.len;
+				hr.media = rq->media;
+				handler_import(wa->h, &hr, &rq->resp);
+				metrics_bytes(rq->body.len, rq->resp.decoded_bytes);
+				metrics_streams(rq->resp.accepted, rq->resp.duplicates, rq->resp.events);
+				break;
 			case RQ_STREAMS:
 				handler_process(wa->h, &hr, &rq->resp);
 				metrics_bytes(rq->body.len, rq->resp.decoded_bytes);
@@ -351,6 +364,18 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 	}
 	if (rq->kind == RQ_PROFILE_GET)
 		goto accept;   /* no body */
+	if (rq->kind == RQ_IMPORT) {
+		/* a profile in its own format: any media type; gzip is read by the importer */
+		snprintf(rq->media, sizeof(rq->media), "%s", ct ? ct : "");
+		if (ce && !media_is(ce, "identity") && !media_is(ce, "gzip")) {
+			if (!media_is(ce, "zstd")) {
+				metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
+				return respond_rq(rq, 415, "Content-Encoding: gzip, zstd or none", 0);
+			}
+			rq->zstd = true;
+		}
+		goto sized;
+	}
 	if (rq->kind != RQ_STREAMS && (!ct || !media_is(ct, "application/json"))) {
 		metrics_reject(REASON_UNSUPPORTED_MEDIA, 1);
 		return respond_rq(rq, 415, "Content-Type: must be application/json", 0);
@@ -367,6 +392,7 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		}
 		rq->zstd = true;
 	}
+sized:
 	if (cl && util_parse_i64(cl, 0, INT64_MAX, &clen) == 0 && (uint64_t)clen > s->cfg->lim.max_body) {
 		char msg[96];
 		metrics_reject(REASON_TOO_LARGE, 1);
@@ -412,6 +438,17 @@ static enum MHD_Result receive_body(struct server *s, struct request *rq, const 
 	return MHD_YES;
 }
 
+/* Keeps one query argument as "key\0value\0" (a key without a value as ""). */
+static enum MHD_Result keep_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct buf *b = cls;
+
+	(void)kind;
+	buf_append(b, key, strlen(key) + 1);
+	buf_append(b, value ? value : "", value ? strlen(value) + 1 : 1);
+	return buf_error(b) ? MHD_NO : MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -437,6 +474,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			rq->kind = url[8] == 'a' ? RQ_REPORT : url[8] == 'p' ? RQ_PROFILE_PUT : RQ_STREAMS;
 			return start_streams(s, rq);
 		}
+		if (strcmp(url, "/api/v1/import") == 0) {
+			if (strcmp(method, "POST") != 0)
+				return respond_rq(rq, 405, "method: use POST", 0);
+			rq->kind = RQ_IMPORT;
+			rq->query = (struct buf)BUF_INIT(IMPORT_QUERY_MAX);
+			MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, keep_arg, &rq->query);
+			if (buf_error(&rq->query))
+				return respond_rq(rq, 414, "query: longer than 16384 bytes", 0);
+			return start_streams(s, rq);
+		}
 		if (strncmp(url, "/api/v1/profiles/", 17) == 0) {
 			if (strcmp(method, "GET") != 0)
 				return respond_rq(rq, 405, "method: use GET", 0);
@@ -455,8 +502,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return serve_metrics(conn);
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
-		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/agents/report,"
-					   " POST /api/v1/profiles, GET /api/v1/profiles/{build_id}, GET /healthz,"
+		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/import,"
+					   " POST /api/v1/agents/report, POST /api/v1/profiles,"
+					   " GET /api/v1/profiles/{build_id}, GET /healthz,"
 					   " GET /metrics)", 0);
 	}
 	if (rq->route == ROUTE_AUTH) {
@@ -522,6 +570,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
 	metrics_gauge_add(GAUGE_BUFFERED_BYTES, -(int64_t)rq->body.len);
 	buf_release(&rq->body);
+	buf_release(&rq->query);
 	buf_release(&rq->resp.body);
 	free(rq->authorization);
 	free(rq);

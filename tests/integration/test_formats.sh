@@ -6,6 +6,10 @@
 # common/proto/profile.proto, plain readings of the legacy, OTLP and bcc layouts);
 # memory profiles are refused with the reason; a file of one format named as
 # another is refused; the same file imported twice gives the same stream ids.
+# POST /api/v1/import on sm-ingest stores the very streams sm-agent makes of each
+# file (compressed or not, format told or named by query or Content-Type); a
+# second push is a duplicate; bad queries, bad files, tokens of another host and
+# missing tokens get their status and exact error and store nothing.
 . "$(dirname "$0")/../lib.sh"
 
 AGENT=$SM_BIN_DIR/sm-agent
@@ -97,5 +101,84 @@ ids() { grep -oE '"stream_id": ?"[0-9a-f-]{36}"' "$1"; }
 t_eq "the same import twice: the same stream id" "$(ids "$T_TMP/a1")" "$(ids "$T_TMP/a2")"
 t_ok_if() { if [ "$2" != "$3" ]; then t_ok "$1"; else t_fail "$1" "both $2"; fi; }
 t_ok_if "another host: another stream id" "$(ids "$T_TMP/a1")" "$(ids "$T_TMP/a3")"
+
+# ---- POST /api/v1/import ----
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+HOSTTOK=$(sm_admin token create --role ingest --host web-3 2>/dev/null)
+start_ingest --workers 2 --max-body 4M --max-decoded 32M || t_bail "sm-ingest starts"
+push() { # push FILE QUERY [CURL ARGS...]
+	local f=$1 q=$2
+	shift 2
+	http POST "$INGEST_URL/api/v1/import?$q" -H "Authorization: Bearer $TOKEN" --data-binary "@$f" "$@"
+}
+# stored HOST: streams, events, waits and cost of what the server holds for HOST
+stored() {
+	pg_q "SELECT json_build_object('events', count(e.*), 'streams', count(DISTINCT s.id),
+		'total_ns', coalesce(sum(e.dur_ns), 0), 'wait', count(*) FILTER (WHERE e.kind = 'w'))
+		FROM streams s JOIN events e ON e.stream_ref = s.id WHERE s.host = '$1'" |
+		"$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin), sort_keys=True))'
+}
+i=0
+while IFS= read -r line; do
+	grep -q '"refused"' <<<"$line" && continue
+	f=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["file"])' "$line")
+	want=$("$PY" -c 'import json,sys; d=json.loads(sys.argv[1]); [d.pop(k) for k in ("file","format")]; print(json.dumps(d, sort_keys=True))' "$line")
+	name=${f#"$SM_DATA"/}
+	i=$((i + 1))
+	push "$f" "host=imp$i&app=pushed"
+	t_eq "POST $name: 200" "$HTTP_STATUS" 200
+	t_eq "POST $name: stored as decoded independently" "$(stored "imp$i")" "$want"
+	# the same streams as sm-agent makes, ids included
+	"$AGENT" import --host "imp$i" --app pushed -o "$T_TMP/agent.ndjson" "$f" 2>/dev/null
+	t_eq "POST $name: the stream ids sm-agent gives" \
+		"$(pg_q "SELECT string_agg(stream_id::text, ' ' ORDER BY stream_id) FROM streams WHERE host = 'imp$i'")" \
+		"$(grep -oE '"stream_id": ?"[0-9a-f-]{36}"' "$T_TMP/agent.ndjson" | grep -oE '[0-9a-f-]{36}' | sort | tr '\n' ' ' | sed 's/ $//')"
+done <"$T_TMP/oracle.ndjson"
+
+f=$SM_DATA/pprof/parca-profile-with-labels.pb.gz
+push "$f" "host=imp1&app=again"
+t_eq "a push with other options: new streams" "$HTTP_STATUS $(grep -o '"accepted":[0-9]*' <<<"$HTTP_BODY")" '200 "accepted":1'
+LAST_BODY=$HTTP_BODY
+push "$f" "host=imp1&app=again"
+t_eq "the same push again: a duplicate, nothing stored twice" "$HTTP_STATUS $HTTP_BODY" \
+	"200 $(sed 's/"accepted":1,"duplicates":0/"accepted":0,"duplicates":1/; s/"status":"accepted"/"status":"duplicate"/' <<<"$LAST_BODY")"
+LAST_BODY=$HTTP_BODY
+zcat "$f" >"$T_TMP/plain.pb"
+push "$T_TMP/plain.pb" "host=imp1&app=again" -H "Content-Type: application/x-protobuf"
+t_eq "the same profile uncompressed, as application/x-protobuf: the same stream" "$HTTP_BODY" "$LAST_BODY"
+zstd -q -c "$T_TMP/plain.pb" >"$T_TMP/plain.pb.zst"
+push "$T_TMP/plain.pb.zst" "host=imp1&app=again" -H "Content-Encoding: zstd"
+t_eq "... with Content-Encoding: zstd: the same stream" "$HTTP_BODY" "$LAST_BODY"
+push "$SM_DATA/bcc/bcc-offcputime_example.txt" "host=imp1&app=bcc&format=bcc-offcpu&label=team:db&role=baseline"
+t_eq "?format=, labels and role: stored" "$HTTP_STATUS|$(pg_q "SELECT labels::text, role FROM streams WHERE app = 'bcc'")" \
+	'200|{"team": "db"}|baseline'
+
+before=$(pg_q "SELECT count(*) FROM streams")
+push "$SM_DATA/pprof/parca-many/1644509272337470000.pb.gz" "host=x"
+t_eq "a memory profile: 400 and why" "$HTTP_STATUS $HTTP_BODY" \
+	'400 {"error":"body: a memory profile (alloc_objects/count, alloc_space/bytes, inuse_objects/count, inuse_space/bytes): stackmine'"'"'s costs are time, so it cannot be imported"}'
+push "$f" "host=x&colour=red"
+t_eq "an unknown parameter: 400 and which" "$HTTP_STATUS $HTTP_BODY" \
+	'400 {"error":"query: unknown parameter '"'"'colour'"'"' (format, host, app, version, build_id, label, role, sample_type, event, symptom_comm, symptom_tid, sample_period_ns)"}'
+push "$f" "app=x"
+t_eq "no host: 400" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"host: required (?host=NAME), unless the token is bound to a host"}'
+push "$f" "host=x&format=jfr"
+t_match "an unknown format: 400 and the formats" "$HTTP_STATUS $HTTP_BODY" "^400 \\{\"error\":\"format: 'jfr' is not one of perf, folded, pprof, otlp, "
+push "$SM_DATA/bcc/bcc-profile_example.txt" "host=x&format=pprof"
+t_eq "bcc named pprof: 400" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"body: text, but not a legacy pprof profile (\"--- contention\"): not a pprof profile"}'
+head -c 3000 "$f" >"$T_TMP/cut.gz"
+push "$T_TMP/cut.gz" "host=x"
+t_match "a gzip body cut short: 400, a read error" "$HTTP_STATUS $HTTP_BODY" '^400 \{"error":"body:1: read error: unexpected end of file'
+http POST "$INGEST_URL/api/v1/import?host=web-4" -H "Authorization: Bearer $HOSTTOK" --data-binary "@$f"
+t_eq "a token of another host: 403" "$HTTP_STATUS $HTTP_BODY" "403 {\"error\":\"host: this token sends streams for host 'web-3' only\"}"
+http POST "$INGEST_URL/api/v1/import" -H "Authorization: Bearer $HOSTTOK" --data-binary "@$f"
+t_eq "a host-bound token without ?host=: its host" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM streams WHERE host = 'web-3'")" "200 1"
+before=$((before + 1))
+http POST "$INGEST_URL/api/v1/import?host=x" --data-binary "@$f"
+t_eq "no token: 401" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: missing bearer token"}'
+http GET "$INGEST_URL/api/v1/import"
+t_eq "GET: 405" "$HTTP_STATUS" 405
+t_eq "refused pushes stored nothing" "$(pg_q "SELECT count(*) FROM streams")" "$before"
 
 t_done
