@@ -118,9 +118,10 @@ static const char *pstr(struct pp *p, const Profile *pr, int64_t i, const char *
 
 /* Which value of each sample is the cost, its scale to ns and its kind. */
 struct choice {
-	size_t idx;
-	int64_t scale;        /* ns per unit of the value */
-	enum wire_kind kind;
+	size_t n;             /* 1, or 2 when a profile has both a run and a wait column */
+	size_t idx[2];
+	int64_t scale[2];     /* ns per unit of the value */
+	enum wire_kind kind[2];
 };
 
 static int describe_types(struct pp *p, const Profile *pr, struct buf *b)
@@ -193,22 +194,37 @@ static int choose_value(struct pp *p, const Profile *pr, struct choice *c)
 	if (best >= 0) {
 		const char *t = pr->string_table[pr->sample_type[best]->type];
 
-		c->idx = (size_t)best;
-		c->scale = import_unit_ns(pr->string_table[pr->sample_type[best]->unit]);
-		c->kind = import_wait_type(t) || import_wait_type(ptype) ? WIRE_WAIT : WIRE_RUN;
+		c->n = 1;
+		c->idx[0] = (size_t)best;
+		c->scale[0] = import_unit_ns(pr->string_table[pr->sample_type[best]->unit]);
+		c->kind[0] = import_wait_type(t) || import_wait_type(ptype) ? WIRE_WAIT : WIRE_RUN;
+		/* running and waiting in one profile (cpu and off_cpu, as sm-web exports): both */
+		for (size_t i = 0; !want && i < pr->n_sample_type; i++) {
+			const char *t2 = pr->string_table[pr->sample_type[i]->type];
+			int64_t sc = import_unit_ns(pr->string_table[pr->sample_type[i]->unit]);
+
+			if (i != (size_t)best && sc && import_wait_type(t2) != (c->kind[0] == WIRE_WAIT)) {
+				c->n = 2;
+				c->idx[1] = i;
+				c->scale[1] = sc;
+				c->kind[1] = import_wait_type(t2) ? WIRE_WAIT : WIRE_RUN;
+				break;
+			}
+		}
 		rc = 0;
 	} else if (count >= 0 && pscale && !memory) {
 		/* samples counted at a period of time: each count stands for one period */
-		c->idx = (size_t)count;
+		c->n = 1;
+		c->idx[0] = (size_t)count;
 		if (o->sample_period_ns > 0)
-			c->scale = o->sample_period_ns;
+			c->scale[0] = o->sample_period_ns;
 		else if (pr->period > 0 && pr->period <= WIRE_MAX_TIME_NS / pscale)
-			c->scale = pr->period * pscale;
+			c->scale[0] = pr->period * pscale;
 		else
-			c->scale = IMPORT_DEFAULT_PERIOD_NS;
-		c->kind = import_wait_type(ptype) ||
-			  import_wait_type(pr->string_table[pr->sample_type[count]->type]) ? WIRE_WAIT
-										      : WIRE_RUN;
+			c->scale[0] = IMPORT_DEFAULT_PERIOD_NS;
+		c->kind[0] = import_wait_type(ptype) ||
+			     import_wait_type(pr->string_table[pr->sample_type[count]->type]) ? WIRE_WAIT
+											 : WIRE_RUN;
 		rc = 0;
 	} else if (want && !found) {
 		import_fail_input(p->im, "sample type \"%s\" is not in the profile (it has %s)", want,
@@ -413,11 +429,31 @@ static int sample_labels(struct pp *p, const Profile *pr, const Sample *s, size_
 	return *tid < 0 ? -1 : 0;
 }
 
+/* The sample's stack (its locations' frames, outermost first) as a stack id in *st. */
+static int sample_stack(struct pp *p, const Profile *pr, const Sample *s, size_t si, int64_t *st)
+{
+	p->nstk = 0;
+	for (size_t k = s->n_location_id; k-- > 0;) {
+		uint64_t li;
+		size_t off = 0, n = 0;
+
+		if (!imap_get(&p->by_id, s->location_id[k], &li))
+			return import_fail_input(p->im, "sample[%zu].location_id[%zu]: no location %llu", si,
+						 k, (unsigned long long)s->location_id[k]);
+		if (location_frames(p, pr, (size_t)li, &off, &n) < 0)
+			return -1;
+		for (size_t j = 0; j < n; j++)
+			if (push_frame(p, p->lf[off + j]) < 0)
+				return -1;
+	}
+	return (*st = pp_stack(p)) < 0 ? -1 : 0;
+}
+
 static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 {
 	Profile *pr = perftools__profiles__profile__unpack(NULL, len, data);
 	const char *prog = "pprof";
-	struct choice c = { 0, 1, WIRE_RUN };
+	struct choice c = { 1, { 0, 0 }, { 1, 1 }, { WIRE_RUN, WIRE_RUN } };
 	int rc = -1;
 
 	if (!pr)
@@ -449,39 +485,29 @@ static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 					  s->n_value, pr->n_sample_type);
 			goto out_free;
 		}
-		v = s->value[c.idx];
-		if (v < 0) {
-			import_fail_input(p->im, "sample[%zu].value[%zu]: negative (%lld): a difference "
-					  "of two profiles cannot be imported", si, c.idx, (long long)v);
-			goto out_free;
-		}
-		if (!v)
-			continue;
-		if (v > WIRE_MAX_TIME_NS / c.scale) {
-			import_fail_input(p->im, "sample[%zu].value[%zu]: %lld is too large", si, c.idx,
-					  (long long)v);
-			goto out_free;
-		}
-		dur = v * c.scale;
 		p->nstk = 0;
-		for (size_t k = s->n_location_id; k-- > 0;) {
-			uint64_t li;
-			size_t off = 0, n = 0;
-
-			if (!imap_get(&p->by_id, s->location_id[k], &li)) {
-				import_fail_input(p->im, "sample[%zu].location_id[%zu]: no location %llu", si,
-						  k, (unsigned long long)s->location_id[k]);
+		st = -1;
+		for (size_t k = 0; k < c.n; k++) {
+			v = s->value[c.idx[k]];
+			if (v < 0) {
+				import_fail_input(p->im, "sample[%zu].value[%zu]: negative (%lld): a difference "
+						  "of two profiles cannot be imported", si, c.idx[k], (long long)v);
 				goto out_free;
 			}
-			if (location_frames(p, pr, (size_t)li, &off, &n) < 0)
+			if (!v)
+				continue;
+			if (v > WIRE_MAX_TIME_NS / c.scale[k]) {
+				import_fail_input(p->im, "sample[%zu].value[%zu]: %lld is too large", si,
+						  c.idx[k], (long long)v);
 				goto out_free;
-			for (size_t j = 0; j < n; j++)
-				if (push_frame(p, p->lf[off + j]) < 0)
-					goto out_free;
+			}
+			dur = v * c.scale[k];
+			if (st < 0 && (sample_stack(p, pr, s, si, &st) < 0 ||
+				       sample_labels(p, pr, s, si, prog, &tid) < 0))
+				goto out_free;
+			if (pp_event(p, tid, c.kind[k], st, dur) < 0)
+				goto out_free;
 		}
-		if (sample_labels(p, pr, s, si, prog, &tid) < 0 || (st = pp_stack(p)) < 0 ||
-		    pp_event(p, tid, c.kind, st, dur) < 0)
-			goto out_free;
 	}
 	rc = 0;
 out_free:

@@ -14,6 +14,7 @@
 #include "miner/params.h"
 #include "miner/queue.h"
 #include "web/attribution.h"
+#include "web/export.h"
 #include "web/model.h"
 #include "web/request.h"
 
@@ -389,6 +390,27 @@ static int put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, 
 	return 0;
 }
 
+/* The stream row of uuid (its canonical form into canon), or NULL after a 404/500 response. */
+static PGresult *need_stream(struct req *rq, const char *uuid, char canon[37])
+{
+	char err[512];
+	PGresult *st;
+
+	if (!util_uuid_canon(uuid, strlen(uuid), canon)) {
+		req_json_error(rq, 404, "stream '%.64s': no such stream (not a UUID)", uuid);
+		return NULL;
+	}
+	st = model_stream(rq->db, canon, err, sizeof(err));
+	if (failed(rq, st, err))
+		return NULL;
+	if (PQntuples(st) == 0) {
+		req_json_error(rq, 404, "stream %s: no such stream", canon);
+		PQclear(st);
+		return NULL;
+	}
+	return st;
+}
+
 static void get_stream(struct req *rq, const char *uuid)
 {
 	static const char *const names[] = { "aoi", NULL };
@@ -407,17 +429,8 @@ static void get_stream(struct req *rq, const char *uuid)
 		req_json_error(rq, 400, "aoi: must be waitgraph, thread, critical or stream");
 		return;
 	}
-	if (!util_uuid_canon(uuid, strlen(uuid), canon)) {
-		req_json_error(rq, 404, "stream '%.64s': no such stream (not a UUID)", uuid);
+	if (!(st = need_stream(rq, uuid, canon)))
 		return;
-	}
-	st = model_stream(rq->db, canon, err, sizeof(err));
-	if (failed(rq, st, err))
-		return;
-	if (PQntuples(st) == 0) {
-		req_json_error(rq, 404, "stream %s: no such stream", canon);
-		goto out;
-	}
 	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), MAX_STREAM_EVENTS, err, sizeof(err));
 	if (failed(rq, ev, err))
 		goto out;
@@ -1817,9 +1830,246 @@ static void get_agent_settings_r(struct req *rq, const char *arg) { (void)arg; g
 static void post_agent_settings_r(struct req *rq, const char *arg) { (void)arg; post_agent_settings(rq); }
 static void post_token_r(struct req *rq, const char *arg) { (void)arg; post_token(rq); }
 
+/* ---- profiles in other profilers' formats (web/export.h) ---- */
+
+#define EXPORT_MAX_BYTES ((size_t)512 << 20)
+#define EXPORT_MAX_STREAM_EVENTS 1000000   /* the wire format's limit */
+
+static const char *const profile_params[] = { "format", "kind", NULL };
+
+/* ?format= and ?kind=: false after a 400. kinds: bit 1 run, bit 2 wait. */
+static bool profile_query(struct req *rq, enum export_format *f, unsigned *kinds)
+{
+	const char *k = req_query(rq, "kind");
+
+	if (!known_query(rq, profile_params, false))
+		return false;
+	if (export_format_parse(req_query(rq, "format"), f) < 0) {
+		req_json_error(rq, 400, "format: must be pprof, speedscope or folded");
+		return false;
+	}
+	if (!k)
+		*kinds = 3;
+	else if (strcmp(k, "run") == 0)
+		*kinds = 1;
+	else if (strcmp(k, "wait") == 0)
+		*kinds = 2;
+	else {
+		req_json_error(rq, 400, "kind: must be run or wait");
+		return false;
+	}
+	return true;
+}
+
+/* Rows of (frame_ids, cost_ns, events) into side of x, kind given or ('r'/'w') in column kcol. */
+static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, int kcol, unsigned kinds,
+		       char kind, char *err, size_t errlen)
+{
+	int fcol = PQfnumber(r, "frame_ids"), ccol = PQfnumber(r, "cost_ns"), ecol = PQfnumber(r, "events");
+
+	for (int i = 0; i < PQntuples(r); i++) {
+		char k = kcol >= 0 ? PQgetvalue(r, i, kcol)[0] : kind;
+		const char **names;
+		size_t n;
+
+		if (!(kinds & (k == 'w' ? 2u : 1u)))
+			continue;
+		if (req_frame_names(rq, PQgetvalue(r, i, fcol), &names, &n) < 0) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (export_add(x, side, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+			       strtoull(PQgetvalue(r, i, ccol), NULL, 10),
+			       ecol >= 0 ? strtoull(PQgetvalue(r, i, ecol), NULL, 10) : 0) < 0) {
+			snprintf(err, errlen, "%s", export_error(x));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Writes x as the response, a download named name + the format's suffix. */
+static void send_export(struct req *rq, struct export *x, enum export_format f, const char *name)
+{
+	rq->out.max = EXPORT_MAX_BYTES;
+	if (export_write(x, f, &rq->out) < 0) {
+		rq->out.max = 0;
+		buf_reset(&rq->out);
+		req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+		return;
+	}
+	req_add_header(rq, "Content-Disposition",
+		       req_printf(rq, "attachment; filename=\"%s%s\"", name, export_suffix(f)));
+	rq->status = 200;
+	rq->ctype = export_media(f);
+}
+
+static void get_cluster_profile(struct req *rq, const char *id)
+{
+	enum export_format f;
+	unsigned kinds;
+	PGresult *c, *st = NULL, *fr = NULL;
+	struct export *x = NULL;
+	char err[512];
+
+	if (!profile_query(rq, &f, &kinds) || !(c = need_cluster(rq, id)))
+		return;
+	st = model_cluster_stacks(rq->db, id, err, sizeof(err));
+	if (failed(rq, st, err))
+		goto out;
+	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
+	if (failed(rq, fr, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine cluster %s of run %s", id, model_col(c, 0, "run_id")),
+			      false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	/* both come by stack id */
+	for (int i = 0, j = 0; i < PQntuples(st); i++) {
+		int64_t sid = model_coln(st, i, "stack_id");
+		const char **names;
+		size_t n;
+
+		while (j < PQntuples(fr) && model_coln(fr, j, "stack_id") < sid)
+			j++;
+		if (j == PQntuples(fr) || model_coln(fr, j, "stack_id") != sid ||
+		    !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
+			continue;
+		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
+		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+			       (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events")) < 0) {
+			req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+			goto out;
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "cluster-%s", id));
+out:
+	export_free(x);
+	PQclear(c);
+	PQclear(st);
+	PQclear(fr);
+}
+
+static void get_run_profile(struct req *rq, const char *id)
+{
+	enum export_format f;
+	unsigned kinds;
+	PGresult *run, *r = NULL;
+	struct export *x = NULL;
+	char err[512];
+
+	if (!profile_query(rq, &f, &kinds) || !(run = need_run(rq, id)))
+		return;
+	r = model_run_profile(rq->db, id, err, sizeof(err));
+	if (failed(rq, r, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine run %s", id), false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	if (export_rows(rq, x, 0, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "the profile could not be built: %s", err);
+		goto out;
+	}
+	send_export(rq, x, f, req_printf(rq, "run-%s", id));
+out:
+	export_free(x);
+	PQclear(run);
+	PQclear(r);
+}
+
+static void get_compare_profile(struct req *rq, const char *arg)
+{
+	enum export_format f;
+	unsigned kinds;
+	char a[24], err[512];
+	PGresult *ra = NULL, *rb = NULL;
+	struct export *x = NULL;
+
+	if (!profile_query(rq, &f, &kinds))
+		return;
+	snprintf(a, sizeof(a), "%lld", strtoll(rq->path + strlen("/api/v1/runs/"), NULL, 10));
+	if (!(ra = need_run(rq, a)) || !(rb = need_run(rq, arg)))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine runs %s (A) and %s (B)", a, arg), true))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	export_set_streams(x, (uint64_t)(model_run_count(ra, "streams") > 0 ? model_run_count(ra, "streams") : 0),
+			   (uint64_t)(model_run_count(rb, "streams") > 0 ? model_run_count(rb, "streams") : 0));
+	for (int side = 0; side < 2; side++) {
+		PGresult *r = model_run_profile(rq->db, side ? arg : a, err, sizeof(err));
+		int rc;
+
+		if (failed(rq, r, err))
+			goto out;
+		rc = export_rows(rq, x, side, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err));
+		PQclear(r);
+		if (rc < 0) {
+			req_json_error(rq, 500, "the profile could not be built: %s", err);
+			goto out;
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "compare-%s-%s", a, arg));
+out:
+	export_free(x);
+	PQclear(ra);
+	PQclear(rb);
+}
+
+static void get_stream_profile(struct req *rq, const char *uuid)
+{
+	enum export_format f;
+	unsigned kinds;
+	char canon[37], err[512];
+	PGresult *st = NULL, *ev = NULL, *fr = NULL;
+	struct export *x = NULL;
+
+	if (!profile_query(rq, &f, &kinds) || !(st = need_stream(rq, uuid, canon)))
+		return;
+	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), EXPORT_MAX_STREAM_EVENTS, err, sizeof(err));
+	if (failed(rq, ev, err))
+		goto out;
+	fr = model_stacks(rq->db, req_id_array(rq, ev, PQfnumber(ev, "stack_id")), err, sizeof(err));
+	if (failed(rq, fr, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine stream %s", canon), false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	{
+		/* the stacks come by id: their frame names by binary search */
+		int kc = PQfnumber(ev, "kind"), sc = PQfnumber(ev, "stack_id");
+
+		for (int i = 0; i < PQntuples(ev); i++) {
+			char k = PQgetvalue(ev, i, kc)[0];
+			int lo = model_find_stack(fr, strtoll(PQgetvalue(ev, i, sc), NULL, 10));
+			const char **names;
+			size_t n;
+
+			if (!(kinds & (k == 'w' ? 2u : 1u)) || lo < 0)
+				continue;
+			if (req_frame_names(rq, model_col(fr, lo, "frame_ids"), &names, &n) < 0 ||
+			    export_add(x, 0, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n,
+				       model_coln(ev, i, "tid"), (uint64_t)model_coln(ev, i, "dur_ns"), 1) < 0) {
+				req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+				goto out;
+			}
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "stream-%s", canon));
+out:
+	export_free(x);
+	PQclear(st);
+	PQclear(ev);
+	PQclear(fr);
+}
+
 static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/streams", get_streams_r, NULL },
 	{ REQ_M_GET, "/api/v1/streams/*", get_stream, NULL },
+	{ REQ_M_GET, "/api/v1/streams/*/profile", get_stream_profile, NULL },
 	{ REQ_M_GET, "/api/v1/runs", get_runs_r, NULL },
 	{ REQ_M_POST, "/api/v1/runs", post_run_r, NULL },
 	{ REQ_M_GET, "/api/v1/runs/#", get_run, "run" },
@@ -1828,9 +2078,12 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/runs/#/coverage", get_coverage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/triage", get_triage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/compare/#", get_compare, "run" },
+	{ REQ_M_GET, "/api/v1/runs/#/compare/#/profile", get_compare_profile, "run" },
+	{ REQ_M_GET, "/api/v1/runs/#/profile", get_run_profile, "run" },
 	{ REQ_M_GET, "/api/v1/clusters/#", get_cluster, "cluster" },
 	{ REQ_M_GET, "/api/v1/clusters/#/stacks", get_cluster_stacks, "cluster" },
 	{ REQ_M_GET, "/api/v1/clusters/#/attribution", get_cluster_attribution, "cluster" },
+	{ REQ_M_GET, "/api/v1/clusters/#/profile", get_cluster_profile, "cluster" },
 	{ REQ_M_GET, "/api/v1/signatures", get_signatures_r, NULL },
 	{ REQ_M_POST, "/api/v1/signatures", post_signature_r, NULL },
 	{ REQ_M_GET, "/api/v1/signatures/export", get_export_r, NULL },

@@ -738,3 +738,45 @@ PGresult *model_run_kind_stacks(PGconn *db, const char *run, const char *kind, c
 		   " WHERE run_id = $1::bigint AND kind = $2::\"char\" GROUP BY stack_id) x JOIN stacks s ON s.id = x.stack_id"
 		   " ORDER BY x.stack_id", 2, p, err, errlen);
 }
+
+PGresult *model_run_profile(PGconn *db, const char *run, char *err, size_t errlen)
+{
+	const char *p[1] = { run };
+
+	return run_prepared(db, 14,
+		   "SELECT x.kind, s.frame_ids, x.cost_ns, x.events FROM (SELECT kind, stack_id,"
+		   " sum(cost_ns)::bigint AS cost_ns, sum(events)::bigint AS events FROM run_stacks"
+		   " WHERE run_id = $1::bigint GROUP BY kind, stack_id) x JOIN stacks s ON s.id = x.stack_id"
+		   " ORDER BY x.kind, x.stack_id", 1, p, err, errlen);
+}
+
+const char *model_col(PGresult *r, int row, const char *name)
+{
+	int c = PQfnumber(r, name);
+
+	return c < 0 || PQgetisnull(r, row, c) ? NULL : PQgetvalue(r, row, c);
+}
+
+int64_t model_coln(PGresult *r, int row, const char *name)
+{
+	const char *v = model_col(r, row, name);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+int model_find_stack(PGresult *r, int64_t sid)
+{
+	int lo = 0, hi = PQntuples(r), c = PQfnumber(r, "stack_id");
+
+	if (c < 0)
+		return -1;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (strtoll(PQgetvalue(r, mid, c), NULL, 10) < sid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < PQntuples(r) && strtoll(PQgetvalue(r, lo, c), NULL, 10) == sid ? lo : -1;
+}

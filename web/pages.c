@@ -29,20 +29,6 @@
 #define PAGE 50
 #define TIMELINE_EVENTS 200000
 
-static const char *col(PGresult *r, int row, const char *name)
-{
-	int c = PQfnumber(r, name);
-
-	return c < 0 || PQgetisnull(r, row, c) ? NULL : PQgetvalue(r, row, c);
-}
-
-static int64_t coln(PGresult *r, int row, const char *name)
-{
-	const char *v = col(r, row, name);
-
-	return v ? strtoll(v, NULL, 10) : 0;
-}
-
 /* The page's offset from ?offset= (0 when absent or bad). */
 static long page_offset(struct req *rq)
 {
@@ -270,13 +256,13 @@ static void count_of(struct req *rq, const char *counts_json, const char *key)
 
 static void status_cell(struct req *rq, PGresult *r, int i)
 {
-	const char *st = col(r, i, "status");
+	const char *st = model_col(r, i, "status");
 	bool live = strcmp(st, "queued") == 0 || strcmp(st, "running") == 0;
 
 	html_rawf(rq, "<span class=\"status %s\"", strcmp(st, "done") == 0 ? "done" :
 			 strcmp(st, "failed") == 0 ? "failed" : strcmp(st, "running") == 0 ? "running" : "queued");
 	if (live)
-		html_rawf(rq, " data-run=\"%lld\"", (long long)coln(r, i, "run_id"));
+		html_rawf(rq, " data-run=\"%lld\"", (long long)model_coln(r, i, "run_id"));
 	html_raw(rq, ">");
 	html_text(rq, st);
 	html_raw(rq, "</span>");
@@ -344,27 +330,27 @@ static void page_runs(struct req *rq)
 		     "<th class=\"n\">Streams</th><th class=\"n\">AOI events</th><th class=\"n\">Patterns</th>"
 		     "<th class=\"n\">Clusters</th><th>Created (UTC)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
-		long long id = (long long)coln(r, i, "run_id");
+		long long id = (long long)model_coln(r, i, "run_id");
 		html_rawf(rq, "<tr><td><a href=\"/runs/%lld\">#%lld</a></td><td>", id, id);
-		html_text(rq, col(r, i, "app"));
+		html_text(rq, model_col(r, i, "app"));
 		html_raw(rq, "</td><td>");
 		status_cell(rq, r, i);
 		html_raw(rq, "</td><td>");
-		run_params_summary(rq, col(r, i, "params"));
+		run_params_summary(rq, model_col(r, i, "params"));
 		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, col(r, i, "counts"), "streams");
+		count_of(rq, model_col(r, i, "counts"), "streams");
 		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, col(r, i, "counts"), "aoi_events");
+		count_of(rq, model_col(r, i, "counts"), "aoi_events");
 		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, col(r, i, "counts"), "patterns");
+		count_of(rq, model_col(r, i, "counts"), "patterns");
 		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, col(r, i, "counts"), "clusters");
+		count_of(rq, model_col(r, i, "counts"), "clusters");
 		html_raw(rq, "</td><td class=\"time\">");
-		html_time(rq, col(r, i, "created_at"));
+		html_time(rq, model_col(r, i, "created_at"));
 		html_raw(rq, "</td></tr>");
 	}
 	html_raw(rq, "</tbody></table>");
-	pager(rq, "/runs", "", offset, PQntuples(r), cnt ? (long)coln(cnt, 0, "total") : 0);
+	pager(rq, "/runs", "", offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
@@ -373,6 +359,24 @@ static void page_runs(struct req *rq)
 static const char *const metric_label[SORT_N] = { "Total cost", "Streams", "Events", "Avg cost", "Excess cost" };
 static const char *const metric_col[SORT_N] = { "total_cost_ns", "streams", "events", "avg_cost_ns",
 						"excess_cost_ns" };
+
+/* Links to the profile of what the page shows in other profilers' formats (docs/import.md). */
+static void download_links(struct req *rq, const char *api_path)
+{
+	static const char *const formats[][2] = {
+		{ "pprof", "pprof (go tool pprof, Pyroscope, Parca)" },
+		{ "speedscope", "speedscope" },
+		{ "folded", "collapsed stacks (FlameGraph, inferno)" },
+	};
+
+	html_raw(rq, "<p class=\"downloads\">Download the profile: ");
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		html_raw(rq, i ? " · <a href=\"" : "<a href=\"");
+		html_text(rq, api_path);
+		html_rawf(rq, "?format=%s\" download>%s</a>", formats[i][0], formats[i][1]);
+	}
+	html_raw(rq, "</p>");
+}
 
 static void page_run(struct req *rq, const char *id)
 {
@@ -416,40 +420,42 @@ static void page_run(struct req *rq, const char *id)
 	}
 	html_begin(rq, req_printf(rq, "Run %s", id));
 	html_rawf(rq, "<h1>Run #%s: ", id);
-	html_text(rq, col(run, 0, "app"));
+	html_text(rq, model_col(run, 0, "app"));
 	html_raw(rq, " ");
 	status_cell(rq, run, 0);
 	html_raw(rq, "</h1><p class=\"params\">");
-	run_params_summary(rq, col(run, 0, "params"));
+	run_params_summary(rq, model_col(run, 0, "params"));
 	html_raw(rq, "</p>");
-	if (rq->role >= AUTH_ADMIN && strcmp(col(run, 0, "status"), "running") != 0) {
+	if (strcmp(model_col(run, 0, "status"), "done") == 0)
+		download_links(rq, req_printf(rq, "/api/v1/runs/%s/profile", id));
+	if (rq->role >= AUTH_ADMIN && strcmp(model_col(run, 0, "status"), "running") != 0) {
 		html_rawf(rq, "<form class=\"delete\" method=\"post\" action=\"/runs/%s/delete\">", id);
 		html_csrf_field(rq);
 		html_raw(rq, "<button type=\"submit\">Delete this run and its results</button></form>");
 	}
-	if (col(run, 0, "error")) {
+	if (model_col(run, 0, "error")) {
 		html_raw(rq, "<p class=\"error\">");
-		html_text(rq, col(run, 0, "error"));
+		html_text(rq, model_col(run, 0, "error"));
 		html_raw(rq, "</p>");
 	}
 	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
-	count_of(rq, col(run, 0, "counts"), "streams");
+	count_of(rq, model_col(run, 0, "counts"), "streams");
 	if (nm == SORT_N) {
 		html_raw(rq, "</dd><dt title=\"normal units the clusters were measured in\">Baseline streams</dt><dd>");
-		count_of(rq, col(run, 0, "counts"), "baseline_streams");
+		count_of(rq, model_col(run, 0, "counts"), "baseline_streams");
 	}
 	html_raw(rq, "</dd><dt>AOI events</dt><dd>");
-	count_of(rq, col(run, 0, "counts"), "aoi_events");
+	count_of(rq, model_col(run, 0, "counts"), "aoi_events");
 	html_raw(rq, "</dd><dt>Distinct stacks</dt><dd>");
-	count_of(rq, col(run, 0, "counts"), "distinct_stacks");
+	count_of(rq, model_col(run, 0, "counts"), "distinct_stacks");
 	html_raw(rq, "</dd><dt>Patterns</dt><dd>");
-	count_of(rq, col(run, 0, "counts"), "patterns");
+	count_of(rq, model_col(run, 0, "counts"), "patterns");
 	html_raw(rq, "</dd><dt>Clusters</dt><dd>");
-	count_of(rq, col(run, 0, "counts"), "clusters");
+	count_of(rq, model_col(run, 0, "counts"), "clusters");
 	html_raw(rq, "</dd>");
 	{
 		/* the threshold C each kind was mined with */
-		json_object *cts = json_tokener_parse(col(run, 0, "counts") ? col(run, 0, "counts") : "{}"), *v;
+		json_object *cts = json_tokener_parse(model_col(run, 0, "counts") ? model_col(run, 0, "counts") : "{}"), *v;
 		static const char *const keys[2][2] = { { "threshold_run_ns", "C, run" }, { "threshold_wait_ns", "C, wait" } };
 		for (int i = 0; cts && i < 2; i++)
 			if (json_object_object_get_ex(cts, keys[i][0], &v)) {
@@ -461,7 +467,7 @@ static void page_run(struct req *rq, const char *id)
 	}
 	html_raw(rq, "<dt>Total time</dt><dd>");
 	{
-		json_object *t = json_tokener_parse(col(run, 0, "timings_ms") ? col(run, 0, "timings_ms") : "{}"), *v;
+		json_object *t = json_tokener_parse(model_col(run, 0, "timings_ms") ? model_col(run, 0, "timings_ms") : "{}"), *v;
 		if (t && json_object_object_get_ex(t, "total", &v))
 			html_rawf(rq, "%.2f s", (double)json_object_get_int64(v) / 1000);
 		else
@@ -498,8 +504,8 @@ static void page_run(struct req *rq, const char *id)
 	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form>");
 	for (int i = 0; i < PQntuples(cl); i++)
 		for (int m = 0; m < nm; m++)
-			if ((double)coln(cl, i, metric_col[m]) > max[m])
-				max[m] = (double)coln(cl, i, metric_col[m]);
+			if ((double)model_coln(cl, i, metric_col[m]) > max[m])
+				max[m] = (double)model_coln(cl, i, metric_col[m]);
 	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th class=\"n\">#</th>"
 		     "<th class=\"n\" title=\"rank within its kind under this metric\">Rank</th><th>Kind</th>");
 	for (int m = 0; m < nm; m++) {
@@ -511,21 +517,21 @@ static void page_run(struct req *rq, const char *id)
 	}
 	html_raw(rq, "<th>Common part (innermost frames)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(cl); i++) {
-		long long cid = (long long)coln(cl, i, "cluster_id");
+		long long cid = (long long)model_coln(cl, i, "cluster_id");
 		html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
-			  "<td>%s</td>", cid, offset + i + 1, (long long)coln(cl, i, "rank"),
-			  col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
+			  "<td>%s</td>", cid, offset + i + 1, (long long)model_coln(cl, i, "rank"),
+			  model_col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
 		for (int m = 0; m < nm; m++) {
-			int64_t v = coln(cl, i, metric_col[m]);
+			int64_t v = model_coln(cl, i, metric_col[m]);
 			html_raw(rq, "<td class=\"n metric\">");
 			if (m == SORT_EXCESS_COST) {
 				/* with its 95 % interval, when there is one */
 				html_cost(rq, v);
-				if (col(cl, i, "excess_lo_ns")) {
+				if (model_col(cl, i, "excess_lo_ns")) {
 					html_raw(rq, " <span class=\"ci\" title=\"95 % bootstrap interval\">[");
-					html_cost(rq, coln(cl, i, "excess_lo_ns"));
+					html_cost(rq, model_coln(cl, i, "excess_lo_ns"));
 					html_raw(rq, ", ");
-					html_cost(rq, coln(cl, i, "excess_hi_ns"));
+					html_cost(rq, model_coln(cl, i, "excess_hi_ns"));
 					html_raw(rq, "]</span>");
 				}
 			} else if (m == 0 || m == 3) {
@@ -537,13 +543,13 @@ static void page_run(struct req *rq, const char *id)
 			html_raw(rq, "</td>");
 		}
 		html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
-		frame_ids_compact(rq, col(cl, i, "common"), 3);
+		frame_ids_compact(rq, model_col(cl, i, "common"), 3);
 		html_raw(rq, "</a></td></tr>");
 	}
 	if (PQntuples(cl) == 0)
 		html_rawf(rq, "<tr><td colspan=\"%d\" class=\"empty\">No clusters (yet).</td></tr>", nm + 4);
 	html_raw(rq, "</tbody></table>");
-	pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)coln(cnt, 0, "total"));
+	pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)model_coln(cnt, 0, "total"));
 	html_end(rq);
 	PQclear(run);
 	PQclear(cl);
@@ -576,8 +582,8 @@ static const char *frame_at(const struct member *m, size_t i)
 static void alignment_blocks(struct req *rq, PGresult *c, const struct member *mem, size_t nmem,
 			     const char *const *common, size_t nc)
 {
-	json_object *al = json_tokener_parse(col(c, 0, "alignment"));
-	int64_t medoid = coln(c, 0, "medoid");
+	json_object *al = json_tokener_parse(model_col(c, 0, "alignment"));
+	int64_t medoid = model_coln(c, 0, "medoid");
 	const struct member *mp = member_by_id(mem, nmem, medoid);
 	size_t nal = al ? json_object_array_length(al) : 0;
 
@@ -632,31 +638,31 @@ static void breakdown(struct req *rq, PGresult *r, const char *dim, const char *
 	html_rawf(rq, "<section class=\"by\"><h3>%s</h3><table><thead><tr>%s<th>Value</th><th class=\"n\">Cost</th>"
 		      "<th class=\"n\">Streams</th></tr></thead><tbody>", title, label ? "<th>Label</th>" : "");
 	for (int i = 0; i < PQntuples(r); i++)
-		if (strcmp(col(r, i, "dim"), dim) == 0 && (double)coln(r, i, "cost_ns") > max)
-			max = (double)coln(r, i, "cost_ns");
+		if (strcmp(model_col(r, i, "dim"), dim) == 0 && (double)model_coln(r, i, "cost_ns") > max)
+			max = (double)model_coln(r, i, "cost_ns");
 	/* rows come costliest first; labels are grouped by key (a key's costliest value first),
 	 * the key written once per group */
 	for (int g = 0; done && g < PQntuples(r); g++) {
-		if (done[g] || strcmp(col(r, g, "dim"), dim) != 0)
+		if (done[g] || strcmp(model_col(r, g, "dim"), dim) != 0)
 			continue;
 		for (int i = g; i < PQntuples(r); i++) {
-			if (done[i] || strcmp(col(r, i, "dim"), dim) != 0 ||
-			    (label && strcmp(col(r, i, "key"), col(r, g, "key")) != 0) || (!label && i != g))
+			if (done[i] || strcmp(model_col(r, i, "dim"), dim) != 0 ||
+			    (label && strcmp(model_col(r, i, "key"), model_col(r, g, "key")) != 0) || (!label && i != g))
 				continue;
 			done[i] = true;
 			html_raw(rq, "<tr>");
 			if (label) {
 				html_raw(rq, i == g ? "<td class=\"key\">" : "<td class=\"key more\">");
 				if (i == g)
-					html_text(rq, col(r, i, "key"));
+					html_text(rq, model_col(r, i, "key"));
 				html_raw(rq, "</td>");
 			}
 			html_raw(rq, "<td>");
-			html_text(rq, col(r, i, "value"));
+			html_text(rq, model_col(r, i, "value"));
 			html_raw(rq, "</td><td class=\"n metric\">");
-			html_cost(rq, coln(r, i, "cost_ns"));
-			html_bar(rq, (double)coln(r, i, "cost_ns"), max, 60);
-			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)coln(r, i, "streams"));
+			html_cost(rq, model_coln(r, i, "cost_ns"));
+			html_bar(rq, (double)model_coln(r, i, "cost_ns"), max, 60);
+			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(r, i, "streams"));
 		}
 	}
 	html_raw(rq, "</tbody></table></section>");
@@ -681,14 +687,14 @@ static void flame_section(struct req *rq, const char *id)
 		/* both come by stack id */
 		int j = 0, nf = PQntuples(fr);
 		for (int i = 0; i < PQntuples(st); i++) {
-			int64_t sid = coln(st, i, "stack_id");
+			int64_t sid = model_coln(st, i, "stack_id");
 			const char **names;
 			size_t n;
-			while (j < nf && coln(fr, j, "stack_id") < sid)
+			while (j < nf && model_coln(fr, j, "stack_id") < sid)
 				j++;
-			if (j < nf && coln(fr, j, "stack_id") == sid &&
-			    req_frame_names(rq, col(fr, j, "frame_ids"), &names, &n) == 0)
-				flame_add(f, names, n, (uint64_t)coln(st, i, "cost_ns"), (uint64_t)coln(st, i, "events"));
+			if (j < nf && model_coln(fr, j, "stack_id") == sid &&
+			    req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) == 0)
+				flame_add(f, names, n, (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events"));
 		}
 	}
 	html_raw(rq, "<section id=\"flame\"><h2>Flame graph of the matched events</h2><p class=\"hint\">Width is cost; "
@@ -697,7 +703,9 @@ static void flame_section(struct req *rq, const char *id)
 		html_raw(rq, " <a href=\"?#flame\">Reset zoom</a>");
 	html_raw(rq, "</p><div class=\"flame\">");
 	flame_render_svg(f, (uint32_t)focus, "?focus=", 1200, &rq->out);
-	html_raw(rq, "</div></section>");
+	html_raw(rq, "</div>");
+	download_links(rq, req_printf(rq, "/api/v1/clusters/%s/profile", id));
+	html_raw(rq, "</section>");
 out:
 	flame_free(f);
 	PQclear(st);
@@ -763,40 +771,40 @@ static void page_cluster(struct req *rq, const char *id)
 	}
 	html_begin(rq, req_printf(rq, "Cluster %s", id));
 	html_rawf(rq, "<p class=\"crumbs\"><a href=\"/runs/%lld\">Run #%lld</a> › cluster %s</p>",
-		  (long long)coln(c, 0, "run_id"), (long long)coln(c, 0, "run_id"), id);
+		  (long long)model_coln(c, 0, "run_id"), (long long)model_coln(c, 0, "run_id"), id);
 	html_rawf(rq, "<h1>Cluster %s: %s, rank %lld by total cost</h1><dl class=\"counts\"><dt>Total cost</dt><dd>",
-		  id, col(c, 0, "kind")[0] == 'w' ? "wait" : "run (CPU)", (long long)coln(c, 0, "rank_total_cost"));
-	html_cost(rq, coln(c, 0, "total_cost_ns"));
+		  id, model_col(c, 0, "kind")[0] == 'w' ? "wait" : "run (CPU)", (long long)model_coln(c, 0, "rank_total_cost"));
+	html_cost(rq, model_coln(c, 0, "total_cost_ns"));
 	html_rawf(rq, " (#%lld)</dd><dt>Streams</dt><dd>%lld (#%lld)</dd><dt>Events</dt><dd>%lld (#%lld)</dd>"
-		      "<dt>Average cost</dt><dd>", (long long)coln(c, 0, "rank_total_cost"),
-		  (long long)coln(c, 0, "streams"), (long long)coln(c, 0, "rank_streams"),
-		  (long long)coln(c, 0, "events"), (long long)coln(c, 0, "rank_events"));
-	html_cost(rq, coln(c, 0, "avg_cost_ns"));
-	html_rawf(rq, " (#%lld)</dd>", (long long)coln(c, 0, "rank_avg_cost"));
-	if (col(c, 0, "excess_cost_ns")) {
+		      "<dt>Average cost</dt><dd>", (long long)model_coln(c, 0, "rank_total_cost"),
+		  (long long)model_coln(c, 0, "streams"), (long long)model_coln(c, 0, "rank_streams"),
+		  (long long)model_coln(c, 0, "events"), (long long)model_coln(c, 0, "rank_events"));
+	html_cost(rq, model_coln(c, 0, "avg_cost_ns"));
+	html_rawf(rq, " (#%lld)</dd>", (long long)model_coln(c, 0, "rank_avg_cost"));
+	if (model_col(c, 0, "excess_cost_ns")) {
 		html_raw(rq, "<dt>Excess cost</dt><dd>");
-		html_cost(rq, coln(c, 0, "excess_cost_ns"));
-		html_rawf(rq, " (#%lld)</dd>", (long long)coln(c, 0, "rank_excess_cost"));
+		html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
+		html_rawf(rq, " (#%lld)</dd>", (long long)model_coln(c, 0, "rank_excess_cost"));
 	}
 	html_rawf(rq, "<dt>Patterns</dt><dd>%lld</dd></dl>",
-		  (long long)coln(c, 0, "patterns_total"));
-	if (col(c, 0, "excess_cost_ns")) {
+		  (long long)model_coln(c, 0, "patterns_total"));
+	if (model_col(c, 0, "excess_cost_ns")) {
 		/* the excess in words (docs/analysis.md) */
 		html_raw(rq, "<p class=\"excess\">In the events this cluster owns, the slow units spent ");
-		html_cost(rq, coln(c, 0, "own_cost_ns"));
+		html_cost(rq, model_coln(c, 0, "own_cost_ns"));
 		html_raw(rq, "; at the rate of the normal units (");
-		html_cost(rq, coln(c, 0, "baseline_cost_ns"));
+		html_cost(rq, model_coln(c, 0, "baseline_cost_ns"));
 		html_rawf(rq, " per baseline stream, %lld of them with a cost here) they would have spent ",
-			  (long long)coln(c, 0, "baseline_streams"));
-		html_cost(rq, coln(c, 0, "expected_cost_ns"));
+			  (long long)model_coln(c, 0, "baseline_streams"));
+		html_cost(rq, model_coln(c, 0, "expected_cost_ns"));
 		html_raw(rq, ": an excess of <strong>");
-		html_cost(rq, coln(c, 0, "excess_cost_ns"));
+		html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
 		html_raw(rq, "</strong>");
-		if (col(c, 0, "excess_lo_ns")) {
+		if (model_col(c, 0, "excess_lo_ns")) {
 			html_raw(rq, " (95 % interval ");
-			html_cost(rq, coln(c, 0, "excess_lo_ns"));
+			html_cost(rq, model_coln(c, 0, "excess_lo_ns"));
 			html_raw(rq, " to ");
-			html_cost(rq, coln(c, 0, "excess_hi_ns"));
+			html_cost(rq, model_coln(c, 0, "excess_hi_ns"));
 			html_raw(rq, ")");
 		}
 		html_raw(rq, ".</p>");
@@ -809,14 +817,14 @@ static void page_cluster(struct req *rq, const char *id)
 		struct member *mem = NULL;
 		PGresult *pats = model_cluster_patterns(rq->db, req_printf(rq, "{%s}", id), 100000, err, sizeof(err));
 
-		if (req_frame_names(rq, col(c, 0, "common"), &common, &nc) < 0)
+		if (req_frame_names(rq, model_col(c, 0, "common"), &common, &nc) < 0)
 			nc = 0;
 		if (pats) {
 			mem = arena_calloc(rq->a, (size_t)PQntuples(pats) + 1, sizeof(*mem));
 			for (int i = 0; mem && i < PQntuples(pats); i++) {
-				mem[nmem].id = coln(pats, i, "pattern_id");
-				mem[nmem].cost = coln(pats, i, "cost_ns");
-				if (req_frame_names(rq, col(pats, i, "frame_ids"), &mem[nmem].names, &mem[nmem].n) == 0)
+				mem[nmem].id = model_coln(pats, i, "pattern_id");
+				mem[nmem].cost = model_coln(pats, i, "cost_ns");
+				if (req_frame_names(rq, model_col(pats, i, "frame_ids"), &mem[nmem].names, &mem[nmem].n) == 0)
 					nmem++;
 			}
 		}
@@ -844,7 +852,7 @@ static void page_cluster(struct req *rq, const char *id)
 		PQclear(pats);
 	}
 	html_raw(rq, "<section><h2>Where it costs</h2>");
-	if (strcmp(col(c, 0, "has_stacks"), "t") != 0)
+	if (strcmp(model_col(c, 0, "has_stacks"), "t") != 0)
 		html_raw(rq, "<p class=\"hint\">This run was clustered before matched stacks were recorded; mine it again "
 			     "for breakdowns and a flame graph.</p>");
 	html_raw(rq, "<div class=\"bys\">");
@@ -863,23 +871,23 @@ static void page_cluster(struct req *rq, const char *id)
 		html_raw(rq, "<h3>Top streams</h3><table class=\"streams\"><thead><tr><th>Stream</th><th>Host</th>"
 			     "<th>Version</th><th class=\"n\">Matched cost</th><th class=\"n\">Events</th></tr></thead><tbody>");
 		for (int i = 0; i < PQntuples(ts); i++) {
-			if (!col(ts, i, "stream_id")) {
+			if (!model_col(ts, i, "stream_id")) {
 				/* retention removed it after the run: no link to a page that is gone */
 				html_raw(rq, "<tr><td class=\"expired\" title=\"older than the stream retention "
 					     "(sm-admin retention)\">stream expired</td><td>");
 			} else {
 				html_raw(rq, "<tr><td><a href=\"/streams/");
-				html_text(rq, col(ts, i, "stream_id"));
+				html_text(rq, model_col(ts, i, "stream_id"));
 				html_raw(rq, "\">");
-				html_text(rq, col(ts, i, "stream_id"));
+				html_text(rq, model_col(ts, i, "stream_id"));
 				html_raw(rq, "</a></td><td>");
 			}
-			html_text(rq, col(ts, i, "host"));
+			html_text(rq, model_col(ts, i, "host"));
 			html_raw(rq, "</td><td>");
-			html_text(rq, col(ts, i, "version"));
+			html_text(rq, model_col(ts, i, "version"));
 			html_raw(rq, "</td><td class=\"n\">");
-			html_cost(rq, coln(ts, i, "cost_ns"));
-			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)coln(ts, i, "events"));
+			html_cost(rq, model_coln(ts, i, "cost_ns"));
+			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(ts, i, "events"));
 		}
 		html_raw(rq, "</tbody></table>");
 		PQclear(ts);
@@ -926,30 +934,30 @@ static void page_streams(struct req *rq)
 		     "<th>Stream</th><th>App</th><th>Version</th><th>Host</th><th>Unit</th><th class=\"n\">Delay</th>"
 		     "<th class=\"n\">Events</th><th>Received (UTC)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
-		json_object *sy = json_tokener_parse(col(r, i, "symptom")), *a, *b, *u;
+		json_object *sy = json_tokener_parse(model_col(r, i, "symptom")), *a, *b, *u;
 		html_raw(rq, "<tr><td><a href=\"/streams/");
-		html_text(rq, col(r, i, "stream_id"));
+		html_text(rq, model_col(r, i, "stream_id"));
 		html_raw(rq, "\">");
-		html_text(rq, col(r, i, "stream_id"));
+		html_text(rq, model_col(r, i, "stream_id"));
 		html_raw(rq, "</a></td><td>");
-		html_text(rq, col(r, i, "app"));
+		html_text(rq, model_col(r, i, "app"));
 		html_raw(rq, "</td><td>");
-		html_text(rq, col(r, i, "version"));
+		html_text(rq, model_col(r, i, "version"));
 		html_raw(rq, "</td><td>");
-		html_text(rq, col(r, i, "host"));
+		html_text(rq, model_col(r, i, "host"));
 		html_raw(rq, "</td><td>");
 		if (sy && json_object_object_get_ex(sy, "unit_type", &u))
 			html_text(rq, json_object_get_string(u));
 		html_raw(rq, "</td><td class=\"n\">");
 		if (sy && json_object_object_get_ex(sy, "start_ns", &a) && json_object_object_get_ex(sy, "end_ns", &b))
 			html_cost(rq, json_object_get_int64(b) - json_object_get_int64(a));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"time\">", (long long)coln(r, i, "events"));
-		html_time(rq, col(r, i, "received_at"));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"time\">", (long long)model_coln(r, i, "events"));
+		html_time(rq, model_col(r, i, "received_at"));
 		html_raw(rq, "</td></tr>");
 		json_object_put(sy);
 	}
 	html_raw(rq, "</tbody></table>");
-	pager(rq, "/streams", keep, offset, PQntuples(r), (long)coln(cnt, 0, "total"));
+	pager(rq, "/streams", keep, offset, PQntuples(r), (long)model_coln(cnt, 0, "total"));
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
@@ -977,7 +985,7 @@ static void page_stream(struct req *rq, const char *uuid)
 		html_error(rq, st ? 404 : 500, st ? "No such stream." : err);
 		goto out;
 	}
-	ev = model_stream_events(rq->db, col(st, 0, "ref"), TIMELINE_EVENTS, err, sizeof(err));
+	ev = model_stream_events(rq->db, model_col(st, 0, "ref"), TIMELINE_EVENTS, err, sizeof(err));
 	if (!ev) {
 		html_error(rq, 500, err);
 		goto out;
@@ -991,21 +999,21 @@ static void page_stream(struct req *rq, const char *uuid)
 	}
 	/* the innermost frame of each stack, for the hover text */
 	fr = model_stacks(rq->db, req_id_array(rq, ev, 4), err, sizeof(err));
-	s0 = coln(st, 0, "symptom_start_ns");
-	s1 = coln(st, 0, "symptom_end_ns");
-	from = n ? coln(ev, 0, "ts_ns") : s0;
+	s0 = model_coln(st, 0, "symptom_start_ns");
+	s1 = model_coln(st, 0, "symptom_end_ns");
+	from = n ? model_coln(ev, 0, "ts_ns") : s0;
 	to = s1;
 	for (int i = 0; i < n; i++) {
-		int64_t e = coln(ev, i, "ts_ns") + coln(ev, i, "dur_ns");
+		int64_t e = model_coln(ev, i, "ts_ns") + model_coln(ev, i, "dur_ns");
 		if (e > to)
 			to = e;
-		if (coln(ev, i, "ts_ns") < from)
-			from = coln(ev, i, "ts_ns");
-		te[i].tid = coln(ev, i, "tid");
-		te[i].ts_ns = coln(ev, i, "ts_ns");
-		te[i].dur_ns = coln(ev, i, "dur_ns");
+		if (model_coln(ev, i, "ts_ns") < from)
+			from = model_coln(ev, i, "ts_ns");
+		te[i].tid = model_coln(ev, i, "tid");
+		te[i].ts_ns = model_coln(ev, i, "ts_ns");
+		te[i].dur_ns = model_coln(ev, i, "dur_ns");
 		te[i].kind = PQgetvalue(ev, i, 0)[0] == 'w' ? 'w' : 'r';
-		te[i].readier_tid = coln(ev, i, "readier_tid");
+		te[i].readier_tid = model_coln(ev, i, "readier_tid");
 		te[i].aoi = in[i];
 		naoi += in[i];
 	}
@@ -1016,21 +1024,14 @@ static void page_stream(struct req *rq, const char *uuid)
 		for (int j = 0; leaf && j < nf; j++) {
 			const char **names;
 			size_t k;
-			if (req_frame_names(rq, col(fr, j, "frame_ids"), &names, &k) == 0 && k)
+			if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &k) == 0 && k)
 				leaf[j] = names[k - 1];
 		}
 		for (int i = 0; leaf && i < n; i++) {
-			int lo = 0, hi = nf;
-			int64_t sid = coln(ev, i, "stack_id");
-			while (lo < hi) {
-				int mid = (lo + hi) / 2;
-				if (coln(fr, mid, "stack_id") < sid)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo < nf && coln(fr, lo, "stack_id") == sid)
-				te[i].leaf = leaf[lo];
+			int row = model_find_stack(fr, model_coln(ev, i, "stack_id"));
+
+			if (row >= 0)
+				te[i].leaf = leaf[row];
 		}
 	}
 	if (t) {
@@ -1052,14 +1053,14 @@ static void page_stream(struct req *rq, const char *uuid)
 	html_raw(rq, "<p class=\"crumbs\"><a href=\"/streams\">Streams</a> › ");
 	html_text(rq, canon);
 	html_raw(rq, "</p><h1>");
-	html_text(rq, col(st, 0, "app"));
+	html_text(rq, model_col(st, 0, "app"));
 	html_raw(rq, " ");
-	html_text(rq, col(st, 0, "version"));
+	html_text(rq, model_col(st, 0, "version"));
 	html_raw(rq, " on ");
-	html_text(rq, col(st, 0, "host"));
+	html_text(rq, model_col(st, 0, "host"));
 	html_raw(rq, "</h1><dl class=\"counts\"><dt>Symptom</dt><dd>");
 	{
-		json_object *sy = json_tokener_parse(col(st, 0, "symptom")), *v;
+		json_object *sy = json_tokener_parse(model_col(st, 0, "symptom")), *v;
 		if (sy && json_object_object_get_ex(sy, "kind", &v))
 			html_text(rq, json_object_get_string(v));
 		if (sy && json_object_object_get_ex(sy, "unit_type", &v) && !json_object_is_type(v, json_type_null)) {
@@ -1067,7 +1068,7 @@ static void page_stream(struct req *rq, const char *uuid)
 			html_text(rq, json_object_get_string(v));
 		}
 		html_raw(rq, " · thread ");
-		html_text(rq, col(st, 0, "symptom_tid"));
+		html_text(rq, model_col(st, 0, "symptom_tid"));
 		html_raw(rq, " · ");
 		html_cost(rq, s1 - s0);
 		if (sy && json_object_object_get_ex(sy, "threshold_ns", &v) && !json_object_is_type(v, json_type_null)) {
@@ -1078,14 +1079,16 @@ static void page_stream(struct req *rq, const char *uuid)
 		json_object_put(sy);
 	}
 	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
-		  (long long)coln(st, 0, "events"), n == TIMELINE_EVENTS ? " (first 200,000 shown)" : "",
+		  (long long)model_coln(st, 0, "events"), n == TIMELINE_EVENTS ? " (first 200,000 shown)" : "",
 		  aoi_mode_name(mode), naoi);
-	html_text(rq, col(st, 0, "build_id") ? col(st, 0, "build_id") : "–");
+	html_text(rq, model_col(st, 0, "build_id") ? model_col(st, 0, "build_id") : "–");
 	html_raw(rq, "</dd><dt>Received</dt><dd>");
-	html_time(rq, col(st, 0, "received_at"));
-	html_raw(rq, "</dd></dl><section><h2>Labels</h2><dl class=\"labels\">");
+	html_time(rq, model_col(st, 0, "received_at"));
+	html_raw(rq, "</dd></dl>");
+	download_links(rq, req_printf(rq, "/api/v1/streams/%s/profile", canon));
+	html_raw(rq, "<section><h2>Labels</h2><dl class=\"labels\">");
 	{
-		json_object *l = json_tokener_parse(col(st, 0, "labels") ? col(st, 0, "labels") : "{}");
+		json_object *l = json_tokener_parse(model_col(st, 0, "labels") ? model_col(st, 0, "labels") : "{}");
 		if (l && json_object_is_type(l, json_type_object)) {
 			json_object_object_foreach(l, key, val) {
 				html_raw(rq, "<dt>");
@@ -1111,7 +1114,7 @@ static void page_stream(struct req *rq, const char *uuid)
 		     "it. Click a time on the axis to zoom in.</p><div class=\"timeline\">");
 	{
 		/* room for "tid 4194304 (symptom)" in bold */
-		struct tl_view v = { 1300, from, to, coln(st, 0, "symptom_tid"), s0, s1,
+		struct tl_view v = { 1300, from, to, model_coln(st, 0, "symptom_tid"), s0, s1,
 				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", 190 };
 		char terr[256];
 		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
@@ -1169,12 +1172,12 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 			const char **names;
 			size_t n;
 
-			if (req_frame_names(rq, col(r, i, "frame_ids"), &names, &n) < 0)
+			if (req_frame_names(rq, model_col(r, i, "frame_ids"), &names, &n) < 0)
 				continue;
 			if (side)
-				flame_add(f, names, n, (uint64_t)coln(r, i, "cost_ns"), 0);
+				flame_add(f, names, n, (uint64_t)model_coln(r, i, "cost_ns"), 0);
 			else
-				flame_add_base(f, names, n, (uint64_t)coln(r, i, "cost_ns"));
+				flame_add_base(f, names, n, (uint64_t)model_coln(r, i, "cost_ns"));
 		}
 		PQclear(r);
 	}
@@ -1271,6 +1274,7 @@ static void page_compare(struct req *rq, const char *unused)
 		html_raw(rq, "</td></tr>");
 	}
 	html_raw(rq, "</tbody></table>");
+	download_links(rq, req_printf(rq, "/api/v1/runs/%lld/compare/%lld/profile", (long long)a, (long long)b));
 	compare_flame(rq, sa, sb, cmp->a_streams, cmp->b_streams);
 	compare_free(cmp);
 	html_end(rq);
@@ -1292,7 +1296,7 @@ static void rows_table(struct req *rq, const char *id, PGresult *r, const char *
 		html_raw(rq, "<tr>");
 		for (int c = 0; c < nc; c++) {
 			html_raw(rq, "<td>");
-			html_text(rq, col(r, i, cols[c]));
+			html_text(rq, model_col(r, i, cols[c]));
 			html_raw(rq, "</td>");
 		}
 		html_raw(rq, "</tr>");
@@ -1367,13 +1371,13 @@ static void page_signatures(struct req *rq)
 			    : "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th><th>Status</th>"
 			      "<th>Note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
-		long long sid = (long long)coln(r, i, "signature_id");
-		const char *st = col(r, i, "status");
+		long long sid = (long long)model_coln(r, i, "signature_id");
+		const char *st = model_col(r, i, "status");
 		html_rawf(rq, "<tr id=\"sig-%lld\"><td><input type=\"checkbox\" form=\"coverage-form\" name=\"sig\" "
 			      "value=\"%lld\" checked aria-label=\"use in coverage\"></td><td>", sid, sid);
-		html_text(rq, col(r, i, "name"));
+		html_text(rq, model_col(r, i, "name"));
 		html_raw(rq, "</td><td>");
-		frames_json_compact(rq, col(r, i, "frames"), 3);
+		frames_json_compact(rq, model_col(r, i, "frames"), 3);
 		html_raw(rq, "</td>");
 		if (writer) {
 			html_rawf(rq, "<td colspan=\"2\"><form class=\"inline\" method=\"post\" action=\"/signatures/%lld\">",
@@ -1385,24 +1389,24 @@ static void page_signatures(struct req *rq)
 				html_rawf(rq, "<option%s>%s</option>", strcmp(st, sts[k]) == 0 ? " selected" : "", sts[k]);
 			}
 			html_raw(rq, "</select><input name=\"note\" aria-label=\"note\" value=\"");
-			html_text(rq, col(r, i, "note"));
+			html_text(rq, model_col(r, i, "note"));
 			html_raw(rq, "\"><button type=\"submit\">Save</button></form></td>");
 		} else {
 			html_raw(rq, "<td>");
 			html_text(rq, st);
 			html_raw(rq, "</td><td>");
-			html_text(rq, col(r, i, "note"));
+			html_text(rq, model_col(r, i, "note"));
 			html_raw(rq, "</td>");
 		}
 		html_raw(rq, "<td>");
-		if (col(r, i, "from_cluster") && col(r, i, "from_expired")[0] == 't')
-			html_rawf(rq, "cluster %lld of run %lld (expired)", (long long)coln(r, i, "from_cluster"),
-				  (long long)coln(r, i, "from_run"));
-		else if (col(r, i, "from_cluster"))
-			html_rawf(rq, "<a href=\"/clusters/%lld\">cluster %lld</a>", (long long)coln(r, i, "from_cluster"),
-				  (long long)coln(r, i, "from_cluster"));
+		if (model_col(r, i, "from_cluster") && model_col(r, i, "from_expired")[0] == 't')
+			html_rawf(rq, "cluster %lld of run %lld (expired)", (long long)model_coln(r, i, "from_cluster"),
+				  (long long)model_coln(r, i, "from_run"));
+		else if (model_col(r, i, "from_cluster"))
+			html_rawf(rq, "<a href=\"/clusters/%lld\">cluster %lld</a>", (long long)model_coln(r, i, "from_cluster"),
+				  (long long)model_coln(r, i, "from_cluster"));
 		html_raw(rq, "</td><td class=\"time\">");
-		html_time(rq, col(r, i, "updated_at"));
+		html_time(rq, model_col(r, i, "updated_at"));
 		html_raw(rq, "</td></tr>");
 	}
 	if (PQntuples(r) == 0)
@@ -1415,11 +1419,11 @@ static void page_signatures(struct req *rq)
 	html_raw(rq, "<section class=\"card\"><h2>Coverage and triage</h2><p>Choose the signatures above and a run:</p>"
 		     "<label>Run <select name=\"run\" form=\"coverage-form\">");
 	for (int i = 0; runs && i < PQntuples(runs); i++) {
-		long long id = (long long)coln(runs, i, "run_id");
+		long long id = (long long)model_coln(runs, i, "run_id");
 		html_rawf(rq, "<option value=\"%lld\"%s>#%lld ", id, id == run_id ? " selected" : "", id);
-		html_text(rq, col(runs, i, "app"));
+		html_text(rq, model_col(runs, i, "app"));
 		html_raw(rq, " – ");
-		run_params_summary(rq, col(runs, i, "params"));
+		run_params_summary(rq, model_col(runs, i, "params"));
 		html_raw(rq, "</option>");
 	}
 	PQclear(runs);
@@ -1677,8 +1681,8 @@ static void violation_bars(struct req *rq, const char *json, int bar_w, int heig
 /* "live", "silent" or "stopped", with how long ago the last report came. */
 static void host_status(struct req *rq, PGresult *r, int i)
 {
-	const char *st = col(r, i, "status");
-	int64_t ago = coln(r, i, "seconds_since_report");
+	const char *st = model_col(r, i, "status");
+	int64_t ago = model_coln(r, i, "seconds_since_report");
 
 	html_raw(rq, "<span class=\"status ");
 	html_text(rq, st);
@@ -1711,7 +1715,7 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 		     "</th><th class=\"n\">Units</th><th class=\"n\">Mean</th><th class=\"n\">Sd</th>"
 		     "<th class=\"n\">Threshold</th><th>Contexts</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
-		json_object *sum = json_tokener_parse(col(r, i, "summary")), *loops = NULL;
+		json_object *sum = json_tokener_parse(model_col(r, i, "summary")), *loops = NULL;
 		size_t nl, shown = 0;
 
 		if (!sum || !json_object_object_get_ex(sum, "loops", &loops) || !json_object_is_type(loops, json_type_array))
@@ -1731,14 +1735,14 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 				html_raw(rq, "<tr>");
 				if (shown++ == 0) {
 					html_raw(rq, "<td><code>");
-					html_text(rq, col(r, i, "exe"));
+					html_text(rq, model_col(r, i, "exe"));
 					html_raw(rq, "</code></td><td>");
-					short_id(rq, col(r, i, "build_id"));
+					short_id(rq, model_col(r, i, "build_id"));
 					html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">"
-						      "%lld</td><td class=\"time\">", (long long)coln(r, i, "hosts"),
-						  (long long)coln(r, i, "processes"), (long long)coln(r, i, "units"));
-					html_time(rq, col(r, i, "merged_at"));
-					if (col(r, i, "stale") && col(r, i, "stale")[0] == 't')
+						      "%lld</td><td class=\"time\">", (long long)model_coln(r, i, "hosts"),
+						  (long long)model_coln(r, i, "processes"), (long long)model_coln(r, i, "units"));
+					html_time(rq, model_col(r, i, "merged_at"));
+					if (model_col(r, i, "stale") && model_col(r, i, "stale")[0] == 't')
 						html_raw(rq, " <span class=\"hint\">(newer uploads)</span>");
 					html_raw(rq, "</td>");
 				} else {
@@ -1799,25 +1803,25 @@ static void fleet_settings(struct req *rq, PGresult *r)
 		     "</th><th class=\"n\">Samples/s</th><th class=\"n\">Min wait (µs)</th><th class=\"n\">Reports/min"
 		     "</th><th>Note</th><th>Changed</th><th></th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
-		const char *g = col(r, i, "guard");
+		const char *g = model_col(r, i, "guard");
 
 		html_raw(rq, "<tr><td>");
-		html_text(rq, col(r, i, "app"));
+		html_text(rq, model_col(r, i, "app"));
 		html_rawf(rq, "</td><td>%s</td>", !g ? "–" : g[0] == 't' ? "on" : "<span class=\"bad\">off</span>");
 		for (size_t k = 0; k < sizeof(num) / sizeof(num[0]); k++) {
 			html_raw(rq, "<td class=\"n\">");
-			html_text(rq, col(r, i, num[k]) ? col(r, i, num[k]) : "–");
+			html_text(rq, model_col(r, i, num[k]) ? model_col(r, i, num[k]) : "–");
 			html_raw(rq, "</td>");
 		}
 		html_raw(rq, "<td>");
-		html_text(rq, col(r, i, "note"));
+		html_text(rq, model_col(r, i, "note"));
 		html_raw(rq, "</td><td class=\"time\">");
-		html_time(rq, col(r, i, "updated_at"));
+		html_time(rq, model_col(r, i, "updated_at"));
 		html_raw(rq, "</td><td>");
 		if (rq->role >= AUTH_ADMIN) {
 			html_raw(rq, "<form method=\"post\" action=\"/fleet/settings/delete\"><input type=\"hidden\" "
 				     "name=\"app\" value=\"");
-			html_text(rq, col(r, i, "app"));
+			html_text(rq, model_col(r, i, "app"));
 			html_raw(rq, "\">");
 			html_csrf_field(rq);
 			html_raw(rq, "<button type=\"submit\">Remove</button></form>");
@@ -1951,10 +1955,10 @@ static void page_fleet(struct req *rq)
 	html_raw(rq, "<h1>Fleet</h1><p class=\"hint\">Every host whose guard agents have reported, silent ones first. "
 		     "A process is silent when it has not reported for 5 minutes (agents report every minute) and "
 		     "never said it exited.</p>");
-	if (coln(all, 0, "total") > 0)
+	if (model_coln(all, 0, "total") > 0)
 		html_rawf(rq, "<p class=\"alert\"><a href=\"/fleet?status=silent\">%lld host%s silent</a>: agents "
 			      "that stopped reporting without exiting (host down, network cut, or the service hung).</p>",
-			  (long long)coln(all, 0, "total"), coln(all, 0, "total") == 1 ? " is" : "s are");
+			  (long long)model_coln(all, 0, "total"), model_coln(all, 0, "total") == 1 ? " is" : "s are");
 	html_raw(rq, "<form class=\"filter\" method=\"get\"><label>Status <select name=\"status\"><option value=\"\">any"
 		     "</option>");
 	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
@@ -1967,31 +1971,31 @@ static void page_fleet(struct req *rq)
 		     "<th class=\"n\">Ship errors</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
 		html_raw(rq, "<tr><td>");
-		host_link(rq, col(r, i, "host"));
+		host_link(rq, model_col(r, i, "host"));
 		html_raw(rq, "</td><td>");
 		host_status(rq, r, i);
 		html_raw(rq, "</td><td>");
-		json_list(rq, col(r, i, "apps"), false);
+		json_list(rq, model_col(r, i, "apps"), false);
 		html_raw(rq, "</td><td>");
-		json_list(rq, col(r, i, "modes"), false);
+		json_list(rq, model_col(r, i, "modes"), false);
 		html_raw(rq, "</td><td>");
-		json_list(rq, col(r, i, "build_ids"), true);
+		json_list(rq, model_col(r, i, "build_ids"), true);
 		html_raw(rq, "</td><td>");
-		json_list(rq, col(r, i, "agent_versions"), false);
-		html_rawf(rq, "</td><td class=\"n\">%lld", (long long)coln(r, i, "processes_live"));
-		if (coln(r, i, "processes_silent"))
-			html_rawf(rq, " <span class=\"bad\">+%lld silent</span>", (long long)coln(r, i, "processes_silent"));
+		json_list(rq, model_col(r, i, "agent_versions"), false);
+		html_rawf(rq, "</td><td class=\"n\">%lld", (long long)model_coln(r, i, "processes_live"));
+		if (model_coln(r, i, "processes_silent"))
+			html_rawf(rq, " <span class=\"bad\">+%lld silent</span>", (long long)model_coln(r, i, "processes_silent"));
 		html_raw(rq, "</td><td class=\"spark\">");
-		violation_bars(rq, col(r, i, "violations_by_hour"), 3, 16);
+		violation_bars(rq, model_col(r, i, "violations_by_hour"), 3, 16);
 		html_rawf(rq, " %lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
-			      "<td class=\"n\">%lld</td></tr>", (long long)coln(r, i, "violations_24h"),
-			  (long long)coln(r, i, "units_24h"), (long long)coln(r, i, "drops"),
-			  (long long)coln(r, i, "spool_backlog"), (long long)coln(r, i, "ship_errors"));
+			      "<td class=\"n\">%lld</td></tr>", (long long)model_coln(r, i, "violations_24h"),
+			  (long long)model_coln(r, i, "units_24h"), (long long)model_coln(r, i, "drops"),
+			  (long long)model_coln(r, i, "spool_backlog"), (long long)model_coln(r, i, "ship_errors"));
 	}
 	html_raw(rq, "</tbody></table>");
 	if (PQntuples(r) == 0)
 		html_raw(rq, "<p class=\"hint\">No agent has reported yet. docs/fleet.md says how to roll agents out.</p>");
-	pager(rq, "/fleet", keep_param(rq, NULL, "status", f.status), offset, PQntuples(r), (long)coln(cnt, 0, "total"));
+	pager(rq, "/fleet", keep_param(rq, NULL, "status", f.status), offset, PQntuples(r), (long)model_coln(cnt, 0, "total"));
 	fleet_settings(rq, set);
 	fleet_profiles(rq, prof);
 	html_end(rq);
@@ -2031,13 +2035,13 @@ static void page_host(struct req *rq, const char *host)
 	html_raw(rq, " ");
 	host_status(rq, h, 0);
 	html_raw(rq, "</h1><p>");
-	json_list(rq, col(h, 0, "apps"), false);
+	json_list(rq, model_col(h, 0, "apps"), false);
 	html_raw(rq, " · mode ");
-	json_list(rq, col(h, 0, "modes"), false);
+	json_list(rq, model_col(h, 0, "modes"), false);
 	html_raw(rq, " · agent ");
-	json_list(rq, col(h, 0, "agent_versions"), false);
+	json_list(rq, model_col(h, 0, "agent_versions"), false);
 	html_raw(rq, " · first report ");
-	html_time(rq, col(h, 0, "first_seen"));
+	html_time(rq, model_col(h, 0, "first_seen"));
 	html_raw(rq, " · <a href=\"/streams?host=");
 	{
 		struct buf b = BUF_INIT(4096);
@@ -2049,19 +2053,19 @@ static void page_host(struct req *rq, const char *host)
 	html_raw(rq, "\">its streams</a></p><h2>Violations per hour, last 48 h</h2>");
 	buf_putc(&series, '[');
 	for (int i = 0; i < PQntuples(hours); i++)
-		buf_printf(&series, "%s%s", i ? "," : "", col(hours, i, "violations"));
+		buf_printf(&series, "%s%s", i ? "," : "", model_col(hours, i, "violations"));
 	buf_putc(&series, ']');
 	violation_bars(rq, buf_cstr(&series), 8, 48);
 	buf_release(&series);
 	html_raw(rq, "<table class=\"hours\"><thead><tr><th>Hour (UTC)</th><th class=\"n\">Units</th>"
 		     "<th class=\"n\">Violations</th></tr></thead><tbody>");
 	for (int i = PQntuples(hours) - 1; i >= 0; i--) {
-		if (!coln(hours, i, "units") && !coln(hours, i, "violations"))
+		if (!model_coln(hours, i, "units") && !model_coln(hours, i, "violations"))
 			continue;
 		html_raw(rq, "<tr><td class=\"time\">");
-		html_time(rq, col(hours, i, "hour"));
+		html_time(rq, model_col(hours, i, "hour"));
 		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>",
-			  (long long)coln(hours, i, "units"), (long long)coln(hours, i, "violations"));
+			  (long long)model_coln(hours, i, "units"), (long long)model_coln(hours, i, "violations"));
 	}
 	html_raw(rq, "</tbody></table><h2>Guarded processes</h2><table class=\"procs\"><thead><tr><th class=\"n\">Pid"
 		     "</th><th>App</th><th>Executable</th><th>Build</th><th>Mode</th><th>Status</th><th>Started</th>"
@@ -2069,26 +2073,26 @@ static void page_host(struct req *rq, const char *host)
 		     "<th class=\"n\">Dropped</th><th class=\"n\">Spooled</th><th class=\"n\">Ship errors</th></tr>"
 		     "</thead><tbody>");
 	for (int i = 0; i < PQntuples(procs); i++) {
-		html_rawf(rq, "<tr><td class=\"n\">%lld</td><td>", (long long)coln(procs, i, "pid"));
-		html_text(rq, col(procs, i, "app"));
+		html_rawf(rq, "<tr><td class=\"n\">%lld</td><td>", (long long)model_coln(procs, i, "pid"));
+		html_text(rq, model_col(procs, i, "app"));
 		html_raw(rq, "</td><td><code>");
-		html_text(rq, col(procs, i, "exe"));
+		html_text(rq, model_col(procs, i, "exe"));
 		html_raw(rq, "</code></td><td>");
-		short_id(rq, col(procs, i, "build_id"));
+		short_id(rq, model_col(procs, i, "build_id"));
 		html_raw(rq, "</td><td>");
-		html_text(rq, col(procs, i, "mode"));
+		html_text(rq, model_col(procs, i, "mode"));
 		html_raw(rq, "</td><td><span class=\"status ");
-		html_text(rq, col(procs, i, "status"));
+		html_text(rq, model_col(procs, i, "status"));
 		html_raw(rq, "\">");
-		html_text(rq, col(procs, i, "status"));
+		html_text(rq, model_col(procs, i, "status"));
 		html_raw(rq, "</span></td><td class=\"time\">");
-		html_time(rq, col(procs, i, "started_at"));
+		html_time(rq, model_col(procs, i, "started_at"));
 		html_raw(rq, "</td><td class=\"time\">");
-		html_time(rq, col(procs, i, "last_seen"));
+		html_time(rq, model_col(procs, i, "last_seen"));
 		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
-			      "<td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>", (long long)coln(procs, i, "units"),
-			  (long long)coln(procs, i, "violations"), (long long)coln(procs, i, "drops"),
-			  (long long)coln(procs, i, "spool_backlog"), (long long)coln(procs, i, "ship_errors"));
+			      "<td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(procs, i, "units"),
+			  (long long)model_coln(procs, i, "violations"), (long long)model_coln(procs, i, "drops"),
+			  (long long)model_coln(procs, i, "spool_backlog"), (long long)model_coln(procs, i, "ship_errors"));
 	}
 	html_raw(rq, "</tbody></table>");
 	html_end(rq);
@@ -2133,21 +2137,21 @@ static void page_tokens(struct req *rq, const char *arg)
 		     "</th><th>Role</th><th>Name</th><th>Host</th><th>Created</th><th>Revoked</th><th></th></tr></thead>"
 		     "<tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
-		html_rawf(rq, "<tr><td class=\"n\">%lld</td><td>", (long long)coln(r, i, "token_id"));
-		html_text(rq, col(r, i, "role"));
+		html_rawf(rq, "<tr><td class=\"n\">%lld</td><td>", (long long)model_coln(r, i, "token_id"));
+		html_text(rq, model_col(r, i, "role"));
 		html_raw(rq, "</td><td>");
-		html_text(rq, col(r, i, "name"));
+		html_text(rq, model_col(r, i, "name"));
 		html_raw(rq, "</td><td>");
-		html_text(rq, col(r, i, "host") ? col(r, i, "host") : "any");
+		html_text(rq, model_col(r, i, "host") ? model_col(r, i, "host") : "any");
 		html_raw(rq, "</td><td class=\"time\">");
-		html_time(rq, col(r, i, "created_at"));
+		html_time(rq, model_col(r, i, "created_at"));
 		html_raw(rq, "</td><td class=\"time\">");
-		if (col(r, i, "revoked_at")) {
-			html_time(rq, col(r, i, "revoked_at"));
+		if (model_col(r, i, "revoked_at")) {
+			html_time(rq, model_col(r, i, "revoked_at"));
 			html_raw(rq, "</td><td>");
 		} else {
 			html_rawf(rq, "</td><td><form method=\"post\" action=\"/tokens/%lld/revoke\">",
-				  (long long)coln(r, i, "token_id"));
+				  (long long)model_coln(r, i, "token_id"));
 			html_csrf_field(rq);
 			html_raw(rq, "<button type=\"submit\">Revoke</button></form>");
 		}

@@ -1,0 +1,575 @@
+/* export: pprof, speedscope and collapsed stacks out of weighted stacks (see export.h). */
+#include "web/export.h"
+#include "common/intern.h"
+#include "common/jsonw.h"
+#include "common/proto/profile.pb-c.h"
+#include "common/vec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define EXPORT_MAX_SAMPLES 4000000
+#define EXPORT_MAX_DEPTH 1024
+
+/* One aggregated sample: a stack of one side, kind and thread. */
+struct xsample {
+	size_t off;            /* frames in x->frames */
+	uint32_t n;
+	uint8_t side, kind;
+	int64_t tid;
+	uint64_t cost, events;
+};
+
+struct export {
+	char title[256];
+	bool comparison;
+	uint64_t streams[2];
+	int64_t time_ns;
+	struct intern *names;  /* frame name -> id */
+	struct intern *keys;   /* (side, kind, tid, frames) -> sample index */
+	uint32_t *frames;
+	size_t nframes, cap_frames;
+	struct xsample *s;
+	size_t ns, cap_s;
+	struct buf key;
+	char err[256];
+};
+
+int export_format_parse(const char *s, enum export_format *f)
+{
+	if (!s || strcmp(s, "pprof") == 0)
+		*f = EXPORT_PPROF;
+	else if (strcmp(s, "speedscope") == 0)
+		*f = EXPORT_SPEEDSCOPE;
+	else if (strcmp(s, "folded") == 0)
+		*f = EXPORT_FOLDED;
+	else
+		return -1;
+	return 0;
+}
+
+const char *export_suffix(enum export_format f)
+{
+	return f == EXPORT_PPROF ? ".pb.gz" : f == EXPORT_SPEEDSCOPE ? ".speedscope.json" : ".folded.txt";
+}
+
+const char *export_media(enum export_format f)
+{
+	return f == EXPORT_PPROF ? "application/octet-stream"
+	       : f == EXPORT_SPEEDSCOPE ? "application/json" : "text/plain; charset=utf-8";
+}
+
+struct export *export_open(const char *title, bool comparison)
+{
+	struct export *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	snprintf(x->title, sizeof(x->title), "%s", title ? title : "stackmine");
+	x->comparison = comparison;
+	x->names = intern_open(0);
+	x->keys = intern_open(EXPORT_MAX_SAMPLES);
+	x->key = (struct buf)BUF_INIT(64 + EXPORT_MAX_DEPTH * 4);
+	if (!x->names || !x->keys) {
+		export_free(x);
+		return NULL;
+	}
+	return x;
+}
+
+void export_free(struct export *x)
+{
+	if (!x)
+		return;
+	intern_free(x->names);
+	intern_free(x->keys);
+	free(x->frames);
+	free(x->s);
+	buf_release(&x->key);
+	free(x);
+}
+
+const char *export_error(const struct export *x)
+{
+	return x->err;
+}
+
+void export_set_streams(struct export *x, uint64_t a, uint64_t b)
+{
+	x->streams[0] = a;
+	x->streams[1] = b;
+}
+
+void export_set_time(struct export *x, int64_t time_ns)
+{
+	x->time_ns = time_ns;
+}
+
+static int fail(struct export *x, const char *msg)
+{
+	snprintf(x->err, sizeof(x->err), "%s", msg);
+	return -1;
+}
+
+int export_add(struct export *x, int side, enum export_kind kind, const char *const *names,
+	       size_t n, int64_t tid, uint64_t cost_ns, uint64_t events)
+{
+	uint32_t ids[EXPORT_MAX_DEPTH];
+	unsigned char head[2] = { (unsigned char)side, (unsigned char)kind };
+	struct xsample *s;
+	bool added;
+	int64_t k;
+
+	if (n > EXPORT_MAX_DEPTH)
+		return fail(x, "a stack of more than 1024 frames");
+	for (size_t i = 0; i < n; i++) {
+		int64_t id = intern_put(x->names, names[i], strlen(names[i]), NULL);
+
+		if (id < 0)
+			return fail(x, "out of memory");
+		ids[i] = (uint32_t)id;
+	}
+	buf_reset(&x->key);
+	buf_append(&x->key, head, sizeof(head));
+	buf_append(&x->key, &tid, sizeof(tid));
+	buf_append(&x->key, ids, n * sizeof(*ids));
+	if (buf_error(&x->key))
+		return fail(x, "out of memory");
+	k = intern_put(x->keys, x->key.data, x->key.len, &added);
+	if (k < 0)
+		return fail(x, intern_count(x->keys) >= EXPORT_MAX_SAMPLES ? "more than 4,000,000 stacks"
+										  : "out of memory");
+	if (added) {
+		if (vec_reserve(&x->s, &x->cap_s, x->ns + 1, sizeof(*x->s)) < 0 ||
+		    vec_reserve(&x->frames, &x->cap_frames, x->nframes + n, sizeof(*x->frames)) < 0)
+			return fail(x, "out of memory");
+		memcpy(x->frames + x->nframes, ids, n * sizeof(*ids));
+		x->s[x->ns++] = (struct xsample){ .off = x->nframes, .n = (uint32_t)n,
+						  .side = (uint8_t)side, .kind = (uint8_t)kind, .tid = tid };
+		x->nframes += n;
+	}
+	s = &x->s[k];
+	s->cost += cost_ns;
+	s->events += events;
+	return 0;
+}
+
+static const char *name_of(const struct export *x, uint32_t id)
+{
+	return intern_key(x->names, id, NULL);
+}
+
+/* ---- folded ---- */
+
+/* A frame as a collapsed-stack segment: ';' (the separator) becomes ':', line ends spaces. */
+static void put_segment(struct buf *b, const char *s)
+{
+	for (; *s; s++)
+		buf_putc(b, *s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s);
+}
+
+struct fline {
+	char *stack;
+	uint64_t v[2];
+};
+
+static int cmp_fline(const void *a, const void *b)
+{
+	return strcmp(((const struct fline *)a)->stack, ((const struct fline *)b)->stack);
+}
+
+static int write_folded(struct export *x, struct buf *out)
+{
+	struct intern *seen = intern_open(0);
+	struct fline *lines = NULL;
+	size_t nl = 0, cap = 0;
+	struct buf st = BUF_INIT(0);
+	int rc = -1;
+
+	if (!seen)
+		return fail(x, "out of memory");
+	/* one line per stack: threads merged; a comparison's sides side by side */
+	for (size_t i = 0; i < x->ns; i++) {
+		const struct xsample *s = &x->s[i];
+		bool added;
+		int64_t k;
+
+		buf_reset(&st);
+		for (uint32_t j = 0; j < s->n; j++) {
+			if (j)
+				buf_putc(&st, ';');
+			put_segment(&st, name_of(x, x->frames[s->off + j]));
+		}
+		if (!s->n)
+			buf_puts(&st, "[root]");
+		if (buf_error(&st) || (k = intern_put(seen, st.data, st.len, &added)) < 0) {
+			fail(x, "out of memory");
+			goto out_free;
+		}
+		if (added) {
+			if (vec_reserve(&lines, &cap, nl + 1, sizeof(*lines)) < 0 ||
+			    !(lines[nl].stack = strndup(st.data, st.len))) {
+				fail(x, "out of memory");
+				goto out_free;
+			}
+			lines[nl].v[0] = lines[nl].v[1] = 0;
+			nl++;
+		}
+		lines[k].v[x->comparison ? s->side : 0] += s->cost;
+	}
+	qsort(lines, nl, sizeof(*lines), cmp_fline);
+	for (size_t i = 0; i < nl; i++) {
+		if (x->comparison)
+			buf_printf(out, "%s %llu %llu\n", lines[i].stack, (unsigned long long)lines[i].v[0],
+				   (unsigned long long)lines[i].v[1]);
+		else
+			buf_printf(out, "%s %llu\n", lines[i].stack, (unsigned long long)lines[i].v[0]);
+	}
+	rc = buf_error(out) ? fail(x, buf_error_text(out)) : 0;
+out_free:
+	for (size_t i = 0; i < nl; i++)
+		free(lines[i].stack);
+	free(lines);
+	buf_release(&st);
+	intern_free(seen);
+	return rc;
+}
+
+/* ---- speedscope ---- */
+
+static const char *kind_name(int kind)
+{
+	return kind == EXPORT_WAIT ? "wait" : "run (CPU)";
+}
+
+static int cmp_group(const struct xsample *a, const struct xsample *b)
+{
+	if (a->side != b->side)
+		return a->side < b->side ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return 0;
+}
+
+static int cmp_sample_idx(const void *a, const void *b, void *ctx)
+{
+	const struct xsample *s = ctx;
+
+	return cmp_group(&s[*(const size_t *)a], &s[*(const size_t *)b]);
+}
+
+/* The samples' order for speedscope: grouped into one profile per side, thread and kind. */
+static size_t *group_order(struct export *x)
+{
+	size_t *ord = malloc((x->ns ? x->ns : 1) * sizeof(*ord));
+
+	if (!ord)
+		return NULL;
+	for (size_t i = 0; i < x->ns; i++)
+		ord[i] = i;
+	qsort_r(ord, x->ns, sizeof(*ord), cmp_sample_idx, x->s);
+	return ord;
+}
+
+static int write_speedscope(struct export *x, struct buf *out)
+{
+	struct jsonw w;
+	size_t *ord = group_order(x);
+	char name[512];
+
+	if (!ord)
+		return fail(x, "out of memory");
+	jsonw_init_compact(&w, out);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "$schema", "https://www.speedscope.app/file-format-schema.json");
+	jsonw_kstr(&w, "exporter", "stackmine");
+	jsonw_kstr(&w, "name", x->title);
+	jsonw_ki64(&w, "activeProfileIndex", 0);
+	jsonw_kobject(&w, "shared");
+	jsonw_karray(&w, "frames");
+	for (size_t i = 0, n = intern_count(x->names); i < n; i++) {
+		jsonw_object(&w);
+		jsonw_kstr(&w, "name", name_of(x, (uint32_t)i));
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_end(&w);
+	jsonw_karray(&w, "profiles");
+	for (size_t a = 0, b; a < x->ns; a = b) {
+		const struct xsample *g = &x->s[ord[a]];
+		uint64_t total = 0;
+
+		for (b = a; b < x->ns && cmp_group(&x->s[ord[b]], g) == 0; b++)
+			total += x->s[ord[b]].cost;
+		snprintf(name, sizeof(name), "%s%s%s%s", x->comparison ? (g->side ? "B: " : "A: ") : "",
+			 kind_name(g->kind), g->tid >= 0 ? ", thread " : "", "");
+		if (g->tid >= 0)
+			snprintf(name + strlen(name), sizeof(name) - strlen(name), "%lld", (long long)g->tid);
+		jsonw_object(&w);
+		jsonw_kstr(&w, "type", "sampled");
+		jsonw_kstr(&w, "name", name);
+		jsonw_kstr(&w, "unit", "nanoseconds");
+		jsonw_ki64(&w, "startValue", 0);
+		jsonw_ku64(&w, "endValue", total);
+		jsonw_karray(&w, "samples");
+		for (size_t i = a; i < b; i++) {
+			const struct xsample *s = &x->s[ord[i]];
+
+			jsonw_array(&w);
+			for (uint32_t j = 0; j < s->n; j++)
+				jsonw_u64(&w, x->frames[s->off + j]);
+			jsonw_end(&w);
+		}
+		jsonw_end(&w);
+		jsonw_karray(&w, "weights");
+		for (size_t i = a; i < b; i++)
+			jsonw_u64(&w, x->s[ord[i]].cost);
+		jsonw_end(&w);
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_end(&w);
+	free(ord);
+	if (jsonw_finish(&w) < 0)
+		return fail(x, buf_error_text(out));
+	return 0;
+}
+
+/* ---- pprof ---- */
+
+typedef Perftools__Profiles__Profile Profile;
+
+/* Strings of the profile: the fixed ones first, then the frame names from 16 on. */
+enum { S_EMPTY, S_SAMPLES, S_COUNT, S_CPU, S_NS, S_OFFCPU, S_A, S_B, S_DIFF, S_THREAD, S_KIND,
+       S_RUN, S_WAIT, S_TITLE, S_FIXED = 16 };
+
+/* gzip of in[0..n) appended to out. */
+static int gzip_into(struct export *x, const unsigned char *in, size_t n, struct buf *out)
+{
+	z_stream zs = { 0 };
+	unsigned char chunk[65536];
+	int zr;
+
+	if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return fail(x, "out of memory");
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	zs.avail_in = (uInt)n;
+	do {
+		zs.next_out = chunk;
+		zs.avail_out = sizeof(chunk);
+		zr = deflate(&zs, Z_FINISH);
+		buf_append(out, chunk, sizeof(chunk) - zs.avail_out);
+	} while (zr == Z_OK);
+	deflateEnd(&zs);
+	if (zr != Z_STREAM_END || buf_error(out))
+		return fail(x, buf_error(out) ? buf_error_text(out) : "compression failed");
+	return 0;
+}
+
+/* A comparison's sample: one stack of one kind with both sides' costs. */
+struct cmp_sample {
+	size_t first;          /* a sample giving the stack */
+	uint8_t kind;
+	uint64_t cost[2];
+};
+
+static int write_pprof(struct export *x, struct buf *out)
+{
+	size_t nnames = intern_count(x->names), nsamples = 0;
+	Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
+	Perftools__Profiles__ValueType vt[3], *vtp[3], period;
+	Perftools__Profiles__Function *fn = NULL, **fnp = NULL;
+	Perftools__Profiles__Location *loc = NULL, **locp = NULL;
+	Perftools__Profiles__Line *line = NULL, **linep = NULL;
+	Perftools__Profiles__Sample *smp = NULL, **smpp = NULL;
+	Perftools__Profiles__Label *lab = NULL, **labp = NULL;
+	uint64_t *locids = NULL;
+	int64_t *vals = NULL, comment = S_TITLE;
+	char **strs = NULL;
+	struct cmp_sample *cs = NULL;
+	unsigned char *packed = NULL;
+	size_t plen;
+	int rc = -1;
+
+	strs = calloc(S_FIXED + nnames, sizeof(*strs));
+	fn = calloc(nnames ? nnames : 1, sizeof(*fn));
+	fnp = calloc(nnames ? nnames : 1, sizeof(*fnp));
+	loc = calloc(nnames ? nnames : 1, sizeof(*loc));
+	locp = calloc(nnames ? nnames : 1, sizeof(*locp));
+	line = calloc(nnames ? nnames : 1, sizeof(*line));
+	linep = calloc(nnames ? nnames : 1, sizeof(*linep));
+	if (!strs || !fn || !fnp || !loc || !locp || !line || !linep)
+		goto fail_oom;
+	{
+		static const char *const fixed[S_FIXED] = { "", "samples", "count", "cpu", "nanoseconds",
+							    "off_cpu", "a", "b", "diff", "thread_id",
+							    "kind", "run", "wait", "", "", "" };
+
+		for (int i = 0; i < S_FIXED; i++)
+			strs[i] = (char *)fixed[i];
+		strs[S_TITLE] = x->title;
+	}
+	/* a function and a location per frame name: the name as it is, no mapping */
+	for (size_t i = 0; i < nnames; i++) {
+		strs[S_FIXED + i] = (char *)name_of(x, (uint32_t)i);
+		perftools__profiles__function__init(&fn[i]);
+		fn[i].id = i + 1;
+		fn[i].name = fn[i].system_name = (int64_t)(S_FIXED + i);
+		fnp[i] = &fn[i];
+		perftools__profiles__line__init(&line[i]);
+		line[i].function_id = i + 1;
+		linep[i] = &line[i];
+		perftools__profiles__location__init(&loc[i]);
+		loc[i].id = i + 1;
+		loc[i].n_line = 1;
+		loc[i].line = &linep[i];
+		locp[i] = &loc[i];
+	}
+	for (int i = 0; i < 3; i++) {
+		perftools__profiles__value_type__init(&vt[i]);
+		vt[i].unit = S_NS;
+		vtp[i] = &vt[i];
+	}
+	perftools__profiles__value_type__init(&period);
+	period.type = S_CPU;
+	period.unit = S_NS;
+	if (x->comparison) {
+		/* one sample per stack and kind, A's and B's costs and their difference */
+		struct intern *k = intern_open(0);
+		struct buf key = BUF_INIT(0);
+
+		if (!k || !(cs = calloc(x->ns ? x->ns : 1, sizeof(*cs)))) {
+			intern_free(k);
+			goto fail_oom;
+		}
+		for (size_t i = 0; i < x->ns; i++) {
+			const struct xsample *s = &x->s[i];
+			bool added;
+			int64_t id;
+
+			buf_reset(&key);
+			buf_putc(&key, (char)s->kind);
+			buf_append(&key, x->frames + s->off, s->n * sizeof(uint32_t));
+			if (buf_error(&key) || (id = intern_put(k, key.data, key.len, &added)) < 0) {
+				intern_free(k);
+				buf_release(&key);
+				goto fail_oom;
+			}
+			if (added)
+				cs[nsamples++] = (struct cmp_sample){ .first = i, .kind = s->kind };
+			cs[id].cost[s->side] += s->cost;
+		}
+		intern_free(k);
+		buf_release(&key);
+		vt[0].type = S_A, vt[1].type = S_B, vt[2].type = S_DIFF;
+		p.default_sample_type = S_DIFF;
+	} else {
+		nsamples = x->ns;
+		vt[0].type = S_SAMPLES, vt[0].unit = S_COUNT;
+		vt[1].type = S_CPU;
+		vt[2].type = S_OFFCPU;
+		p.default_sample_type = S_CPU;
+	}
+	smp = calloc(nsamples ? nsamples : 1, sizeof(*smp));
+	smpp = calloc(nsamples ? nsamples : 1, sizeof(*smpp));
+	lab = calloc(nsamples ? nsamples : 1, sizeof(*lab));
+	labp = calloc(nsamples ? nsamples : 1, sizeof(*labp));
+	vals = calloc(3 * (nsamples ? nsamples : 1), sizeof(*vals));
+	locids = calloc(x->nframes ? x->nframes : 1, sizeof(*locids));
+	if (!smp || !smpp || !lab || !labp || !vals || !locids)
+		goto fail_oom;
+	for (size_t i = 0; i < nsamples; i++) {
+		const struct xsample *s = &x->s[x->comparison ? cs[i].first : i];
+		int64_t *v = vals + 3 * i;
+
+		perftools__profiles__sample__init(&smp[i]);
+		/* leaf first */
+		for (uint32_t j = 0; j < s->n; j++)
+			locids[s->off + j] = x->frames[s->off + s->n - 1 - j] + 1;
+		smp[i].n_location_id = s->n;
+		smp[i].location_id = locids + s->off;
+		smp[i].n_value = 3;
+		smp[i].value = v;
+		perftools__profiles__label__init(&lab[i]);
+		labp[i] = &lab[i];
+		if (x->comparison) {
+			double scale = x->streams[0] ? (double)x->streams[1] / (double)x->streams[0] : 1;
+
+			v[0] = (int64_t)cs[i].cost[0];
+			v[1] = (int64_t)cs[i].cost[1];
+			v[2] = v[1] - (int64_t)((double)v[0] * scale + 0.5);
+			lab[i].key = S_KIND;
+			lab[i].str = cs[i].kind == EXPORT_WAIT ? S_WAIT : S_RUN;
+			smp[i].n_label = 1;
+			smp[i].label = &labp[i];
+		} else {
+			v[0] = (int64_t)s->events;
+			v[1] = s->kind == EXPORT_RUN ? (int64_t)s->cost : 0;
+			v[2] = s->kind == EXPORT_WAIT ? (int64_t)s->cost : 0;
+			if (s->tid >= 0) {
+				lab[i].key = S_THREAD;
+				lab[i].num = s->tid;
+				smp[i].n_label = 1;
+				smp[i].label = &labp[i];
+			}
+		}
+		smpp[i] = &smp[i];
+	}
+	p.n_sample_type = 3;
+	p.sample_type = vtp;
+	p.n_sample = nsamples;
+	p.sample = smpp;
+	p.n_location = nnames;
+	p.location = locp;
+	p.n_function = nnames;
+	p.function = fnp;
+	p.n_string_table = S_FIXED + nnames;
+	p.string_table = strs;
+	p.period_type = &period;
+	p.time_nanos = x->time_ns;
+	p.n_comment = 1;
+	p.comment = &comment;
+	plen = perftools__profiles__profile__get_packed_size(&p);
+	if (!(packed = malloc(plen ? plen : 1)))
+		goto fail_oom;
+	perftools__profiles__profile__pack(&p, packed);
+	rc = gzip_into(x, packed, plen, out);
+	goto out_free;
+fail_oom:
+	fail(x, "out of memory");
+out_free:
+	free(packed);
+	free(locids);
+	free(vals);
+	free(labp);
+	free(lab);
+	free(smpp);
+	free(smp);
+	free(cs);
+	free(linep);
+	free(line);
+	free(locp);
+	free(loc);
+	free(fnp);
+	free(fn);
+	free(strs);
+	return rc;
+}
+
+int export_write(struct export *x, enum export_format f, struct buf *out)
+{
+	x->err[0] = '\0';
+	switch (f) {
+	case EXPORT_PPROF:
+		return write_pprof(x, out);
+	case EXPORT_SPEEDSCOPE:
+		return write_speedscope(x, out);
+	case EXPORT_FOLDED:
+		return write_folded(x, out);
+	}
+	return fail(x, "unknown format");
+}
