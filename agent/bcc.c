@@ -24,7 +24,7 @@ struct bcc {
 	size_t nlines;
 	struct buf blk;              /* the block's text */
 	struct buf fb;               /* a frame being built */
-	uint32_t fr[2][WIRE_MAX_STACK_DEPTH];
+	uint32_t fr[2][2 * WIRE_MAX_STACK_DEPTH + 8];   /* cut to the innermost 512 at the end */
 	size_t nfr[2];
 	size_t skipped;              /* lines that are not output */
 };
@@ -108,12 +108,13 @@ static int64_t bcc_frame(struct bcc *b, const char *s, size_t n, bool kernel)
 	return import_frame(b->im, b->fb.data, b->fb.len);
 }
 
-/* Appends a frame to stack k (innermost frames past the limit are dropped at the end). */
+/* Appends a frame to stack k; frames past the array's room are dropped (a block printed
+ * innermost first keeps its innermost ones). */
 static int add_frame(struct bcc *b, int k, const char *s, size_t n, bool kernel)
 {
 	int64_t f;
 
-	if (b->nfr[k] == WIRE_MAX_STACK_DEPTH)
+	if (b->nfr[k] == sizeof(b->fr[k]) / sizeof(b->fr[k][0]))
 		return 0;
 	if ((f = bcc_frame(b, s, n, kernel)) < 0)
 		return -1;
@@ -167,6 +168,9 @@ static int64_t stack_of(struct bcc *b, int k, struct span comm)
 			return -1;
 		b->fr[k][b->nfr[k]++] = (uint32_t)f;
 	}
+	/* outermost first by now: the innermost frames are the last ones */
+	if (b->nfr[k] > WIRE_MAX_STACK_DEPTH)
+		return import_stack(b->im, b->fr[k] + b->nfr[k] - WIRE_MAX_STACK_DEPTH, WIRE_MAX_STACK_DEPTH);
 	return import_stack(b->im, b->fr[k], b->nfr[k]);
 }
 

@@ -445,6 +445,24 @@ static void test_bcc(void)
 	}
 	importer_free(im);
 
+	/* 600 frames folded, outermost first: the innermost 512 are kept */
+	{
+		struct buf t = BUF_INIT(0);
+
+		buf_puts(&t, "deep");
+		for (int i = 0; i < 600; i++)
+			buf_printf(&t, ";f%d", i);
+		buf_puts(&t, " 5\n");
+		im = opener(&import_bcc_offcpu);
+		CHECK_INT(run_mem(im, t.data, t.len), 0);
+		s = importer_stream(im, 0);
+		CHECK_INT(s->stacks[0].len, 512);
+		CHECK_STR(s->frames[s->stacks[0].frames[0]], "f88");
+		CHECK_STR(s->frames[s->stacks[0].frames[511]], "f599");
+		importer_free(im);
+		buf_release(&t);
+	}
+
 	im = opener(&import_bcc_offcpu);
 	CHECK_INT(run_mem(im, "just prose\nand more\n", 20), -1);
 	CHECK_STR(importer_error(im), "mem:2: no offcputime output found (stack blocks ending in a "
