@@ -16,6 +16,7 @@
 
 #define READ_CHUNK 65536
 #define PEEK_MAX 65536
+#define IMPORT_FILE_FACTOR 16
 /* Pseudo tids live in [2^30, 2^31): above any kernel pid_max (2^22). */
 #define PSEUDO_TID_BASE ((int64_t)1 << 30)
 
@@ -113,8 +114,10 @@ struct importer *importer_open(const struct import_format *fmt, const struct imp
 	im->meta = arena_open(0);
 	im->out = arena_open(0);
 	im->rbuf = malloc(READ_CHUNK + IMPORT_MAX_LINE + 1);
-	im->frames = intern_open(im->lim.max_frames);
-	im->stacks = intern_open(im->lim.max_stacks);
+	/* a file may become many streams: each is held to the wire format's limits when it is
+	 * assembled, the file as a whole to IMPORT_FILE_FACTOR times them */
+	im->frames = intern_open(im->lim.max_frames * IMPORT_FILE_FACTOR);
+	im->stacks = intern_open(im->lim.max_stacks * IMPORT_FILE_FACTOR);
 	im->threads = intern_open(0);
 	im->comms = intern_open(0);
 	im->groups = intern_open(0);
@@ -525,8 +528,9 @@ int64_t import_frame(struct importer *im, const char *s, size_t n)
 	}
 	id = intern_put(im->frames, im->fbuf, o, NULL);
 	if (id < 0) {
-		if (intern_count(im->frames) >= im->lim.max_frames)
-			return import_fail(im, "more than %zu distinct frames", im->lim.max_frames);
+		if (intern_count(im->frames) >= im->lim.max_frames * IMPORT_FILE_FACTOR)
+			return import_fail(im, "more than %zu distinct frames",
+					   im->lim.max_frames * IMPORT_FILE_FACTOR);
 		return import_fail(im, "out of memory");
 	}
 	return id;
@@ -540,8 +544,9 @@ int64_t import_stack(struct importer *im, const uint32_t *frames, size_t n)
 		return import_fail(im, "internal error: stack of %zu frames", n);
 	id = intern_put(im->stacks, frames, n * sizeof(*frames), NULL);
 	if (id < 0) {
-		if (intern_count(im->stacks) >= im->lim.max_stacks)
-			return import_fail(im, "more than %zu distinct stacks", im->lim.max_stacks);
+		if (intern_count(im->stacks) >= im->lim.max_stacks * IMPORT_FILE_FACTOR)
+			return import_fail(im, "more than %zu distinct stacks",
+					   im->lim.max_stacks * IMPORT_FILE_FACTOR);
 		return import_fail(im, "out of memory");
 	}
 	return id;
@@ -649,7 +654,12 @@ static bool opts_have_key(const struct import_opts *o, const char *k)
 	return false;
 }
 
-int import_group(struct importer *im, const struct wire_label *labels, size_t n)
+void import_use_group(struct importer *im, uint32_t id)
+{
+	im->cur_group = id;
+}
+
+int64_t import_group(struct importer *im, const struct wire_label *labels, size_t n)
 {
 	struct buf *b = &im->gbuf;
 	size_t kept = 0;
@@ -706,7 +716,7 @@ int import_group(struct importer *im, const struct wire_label *labels, size_t n)
 		}
 	}
 	im->cur_group = (uint32_t)id;
-	return 0;
+	return id;
 }
 
 int64_t import_unit_ns(const char *u)
@@ -952,6 +962,9 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 	}
 	if (last > WIRE_MAX_TIME_NS)
 		last = WIRE_MAX_TIME_NS;
+	if (nstacks > im->lim.max_stacks)
+		return import_fail_input(im, "more than %zu distinct stacks in one stream",
+					 im->lim.max_stacks);
 
 	stacks = arena_calloc(im->out, nstacks, sizeof(*stacks));
 	frames = arena_calloc(im->out, intern_count(im->frames), sizeof(*frames));
@@ -972,6 +985,9 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 		for (size_t k = 0; k < len / sizeof(uint32_t); k++) {
 			uint32_t f = copy[k];
 
+			if (fmap[f] < 0 && nframes == im->lim.max_frames)
+				return import_fail_input(im, "more than %zu distinct frames in one stream",
+							 im->lim.max_frames);
 			if (fmap[f] < 0) {
 				fmap[f] = (int32_t)nframes;
 				frames[nframes++] = intern_key(im->frames, f, NULL);

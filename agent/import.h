@@ -107,10 +107,13 @@ void import_set_format(struct importer *im, const struct import_format *fmt);
 /*
  * Events added from now on belong to the stream of these sample labels (in addition to
  * the options' labels; a key the options already have is dropped). n == 0 is the
- * stream without sample labels. Returns 0, or -1 with the error set (too many streams,
- * a key or value that is not 1..255 bytes of UTF-8 is cut or replaced, never refused).
+ * stream without sample labels. Returns the group's id, or -1 with the error set (too
+ * many streams; a key or value that is not 1..255 bytes of UTF-8 is cut or replaced,
+ * never refused).
  */
-int import_group(struct importer *im, const struct wire_label *labels, size_t n);
+int64_t import_group(struct importer *im, const struct wire_label *labels, size_t n);
+/* Events added from now on belong to group id (an id import_group() returned). */
+void import_use_group(struct importer *im, uint32_t id);
 /*
  * Id of the frame string s[0..n): invalid UTF-8 and NUL bytes become U+FFFD and
  * the result is cut to WIRE_MAX_FRAME bytes on a character boundary. An empty

@@ -3,6 +3,7 @@
 #include "agent/import.h"
 #include "common/buf.h"
 #include "common/imap.h"
+#include "common/intern.h"
 #include "common/proto/profile.pb-c.h"
 #include "common/vec.h"
 
@@ -37,6 +38,11 @@ struct pp {
 	struct lmap *maps;            /* legacy: /proc/self/maps */
 	size_t nmaps, cap_maps;
 	struct imap syms;             /* legacy Java: address -> frame id */
+	struct intern *lsets;         /* a sample's raw labels -> index in lset_* (most repeat) */
+	uint32_t *lset_group;
+	int64_t *lset_tid;
+	size_t cap_lset_g, cap_lset_t;
+	struct buf lkey;
 };
 
 static void pp_free(struct pp *p)
@@ -50,6 +56,10 @@ static void pp_free(struct pp *p)
 	imap_free(&p->fn_id);
 	imap_free(&p->map_id);
 	imap_free(&p->syms);
+	intern_free(p->lsets);
+	free(p->lset_group);
+	free(p->lset_tid);
+	buf_release(&p->lkey);
 }
 
 static const char *base_name(const char *s)
@@ -372,7 +382,7 @@ static bool key_is(const char *k, const char *const *names, size_t n)
 
 /* The sample's thread (from its thread labels) and its stream (the other labels). */
 static int sample_labels(struct pp *p, const Profile *pr, const Sample *s, size_t si,
-			 const char *prog, int64_t *tid)
+			 const char *prog, int64_t *tid, int64_t *group)
 {
 	static const char *const tid_keys[] = { "thread_id", "tid", "thread.id", "thread" };
 	static const char *const comm_keys[] = { "thread_name", "thread.name", "comm" };
@@ -415,7 +425,7 @@ static int sample_labels(struct pp *p, const Profile *pr, const Sample *s, size_
 		labels[n].value = v;
 		n++;
 	}
-	if (import_group(p->im, labels, n) < 0)
+	if ((*group = import_group(p->im, labels, n)) < 0)
 		return -1;
 	if (t >= 0) {
 		if (import_thread(p->im, t, comm ? comm : "", comm ? strlen(comm) : 0) < 0)
@@ -427,6 +437,40 @@ static int sample_labels(struct pp *p, const Profile *pr, const Sample *s, size_
 		comm = prog;
 	*tid = import_pseudo_tid(p->im, comm, strlen(comm));
 	return *tid < 0 ? -1 : 0;
+}
+
+/* sample_labels() once per distinct set of raw labels: a profile repeats a few sets. */
+static int sample_labels_cached(struct pp *p, const Profile *pr, const Sample *s, size_t si,
+				const char *prog, int64_t *tid)
+{
+	bool added;
+	int64_t k, g;
+
+	buf_reset(&p->lkey);
+	for (size_t i = 0; i < s->n_label; i++) {
+		const Perftools__Profiles__Label *l = s->label[i];
+		int64_t raw[4] = { l->key, l->str, l->num, l->num_unit };
+
+		buf_append(&p->lkey, raw, sizeof(raw));
+	}
+	if (buf_error(&p->lkey))
+		return import_fail_input(p->im, "out of memory");
+	k = intern_put(p->lsets, p->lkey.data ? p->lkey.data : "", p->lkey.len, &added);
+	if (k < 0)
+		return import_fail_input(p->im, "out of memory");
+	if (!added) {
+		import_use_group(p->im, p->lset_group[k]);
+		*tid = p->lset_tid[k];
+		return 0;
+	}
+	if (vec_reserve(&p->lset_group, &p->cap_lset_g, (size_t)k + 1, sizeof(*p->lset_group)) < 0 ||
+	    vec_reserve(&p->lset_tid, &p->cap_lset_t, (size_t)k + 1, sizeof(*p->lset_tid)) < 0)
+		return import_fail_input(p->im, "out of memory");
+	if (sample_labels(p, pr, s, si, prog, tid, &g) < 0)
+		return -1;
+	p->lset_group[k] = (uint32_t)g;
+	p->lset_tid[k] = *tid;
+	return 0;
 }
 
 /* The sample's stack (its locations' frames, outermost first) as a stack id in *st. */
@@ -478,7 +522,7 @@ static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 	}
 	for (size_t si = 0; si < pr->n_sample; si++) {
 		const Sample *s = pr->sample[si];
-		int64_t v, tid, st, dur;
+		int64_t v, tid = -1, st, dur;
 
 		if (s->n_value != pr->n_sample_type) {
 			import_fail_input(p->im, "sample[%zu].value: %zu values for %zu sample types", si,
@@ -503,7 +547,7 @@ static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 			}
 			dur = v * c.scale[k];
 			if (st < 0 && (sample_stack(p, pr, s, si, &st) < 0 ||
-				       sample_labels(p, pr, s, si, prog, &tid) < 0))
+				       sample_labels_cached(p, pr, s, si, prog, &tid) < 0))
 				goto out_free;
 			if (pp_event(p, tid, c.kind[k], st, dur) < 0)
 				goto out_free;
@@ -955,7 +999,7 @@ static int pprof_import(struct importer *im)
 {
 	struct pp p = { .im = im, .fb = BUF_INIT(4 * WIRE_MAX_FRAME), .loc_run = IMAP_INIT,
 			.by_id = IMAP_INIT, .fn_id = IMAP_INIT, .map_id = IMAP_INIT,
-			.syms = IMAP_INIT };
+			.syms = IMAP_INIT, .lkey = BUF_INIT(0) };
 	const unsigned char *d;
 	size_t len;
 	int ws, rc = -1;
@@ -964,7 +1008,9 @@ static int pprof_import(struct importer *im)
 
 	if (import_read_all(im, &d, &len) < 0)
 		return -1;
-	if (!len) {
+	if (!(p.lsets = intern_open(0))) {
+		import_fail_input(im, "out of memory");
+	} else if (!len) {
 		import_fail_input(im, "empty file");
 	} else if (legacy_cpu(d, len, &ws, &be, &java, &period)) {
 		rc = import_legacy_cpu(&p, d, len, ws, be, java, period);

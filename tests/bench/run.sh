@@ -3,7 +3,8 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet or =guard runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats or =guard
+# runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -25,6 +26,8 @@
 #   fleet   agents' reports from 1,000 simulated hosts (CPU per report, what 1,000
 #           hosts cost) and the merge of 10, 100 and 1,000 uploaded profiles
 #           (tests/bench/fleet.sh).
+#   formats the importers of pprof, OTLP, bcc and perf and the exporters on one core, and
+#           pprof pushed to POST /api/v1/import (tests/bench/formats.sh).
 #   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
 #           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
 #           per process and the CPU of its threads (tests/bench/guard.sh).
@@ -395,6 +398,10 @@ fi
 
 if [ "$only" = all ] || [ "$only" = fleet ]; then
 	. "$repo/tests/bench/fleet.sh"
+fi
+
+if [ "$only" = all ] || [ "$only" = formats ]; then
+	. "$repo/tests/bench/formats.sh"
 fi
 
 if [ "$only" = all ] || [ "$only" = guard ]; then
