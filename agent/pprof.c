@@ -493,13 +493,63 @@ static int sample_stack(struct pp *p, const Profile *pr, const Sample *s, size_t
 	return (*st = pp_stack(p)) < 0 ? -1 : 0;
 }
 
+/*
+ * protobuf-c's allocations for one message, held to a budget: a message a few bytes a
+ * field long could otherwise unpack into many times its size. A header before each block
+ * keeps its size, for free().
+ */
+struct pb_budget {
+	size_t used, max;
+	bool over;            /* an allocation was refused for the budget */
+};
+
+#define PB_HEADER 16   /* keeps malloc's alignment */
+#define PB_EXPANSION 12   /* real profiles unpack into 5 to 7 times their size */
+#define PB_SLACK ((size_t)16 << 20)
+
+static void *pb_alloc(void *data, size_t size)
+{
+	struct pb_budget *b = data;
+	unsigned char *p;
+
+	if (size > b->max - b->used) {
+		b->over = true;
+		return NULL;
+	}
+	if (!(p = malloc(size + PB_HEADER)))
+		return NULL;
+	memcpy(p, &size, sizeof(size));
+	b->used += size;
+	return p + PB_HEADER;
+}
+
+static void pb_free(void *data, void *ptr)
+{
+	struct pb_budget *b = data;
+	unsigned char *p = ptr;
+	size_t size;
+
+	if (!p)
+		return;
+	p -= PB_HEADER;
+	memcpy(&size, p, sizeof(size));
+	b->used -= size;
+	free(p);
+}
+
 static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 {
-	Profile *pr = perftools__profiles__profile__unpack(NULL, len, data);
+	struct pb_budget budget = { 0, len > (SIZE_MAX - PB_SLACK) / PB_EXPANSION ? SIZE_MAX
+					  : len * PB_EXPANSION + PB_SLACK, false };
+	ProtobufCAllocator alloc = { pb_alloc, pb_free, &budget };
+	Profile *pr = perftools__profiles__profile__unpack(&alloc, len, data);
 	const char *prog = "pprof";
 	struct choice c = { 1, { 0, 0 }, { 1, 1 }, { WIRE_RUN, WIRE_RUN } };
 	int rc = -1;
 
+	if (!pr && budget.over)
+		return import_fail_input(p->im, "the protobuf message unpacks into more than %zu bytes "
+					 "(%d times its size)", budget.max, PB_EXPANSION);
 	if (!pr)
 		return import_fail_input(p->im, "not a pprof profile: the protobuf message does not "
 					 "decode (or out of memory)");
@@ -555,7 +605,7 @@ static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 	}
 	rc = 0;
 out_free:
-	perftools__profiles__profile__free_unpacked(pr, NULL);
+	perftools__profiles__profile__free_unpacked(pr, &alloc);
 	return rc;
 }
 

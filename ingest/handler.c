@@ -589,6 +589,7 @@ static int host_allowed(struct handler *h, const char *host, const char *what, s
 /* ---- POST /api/v1/import ---- */
 
 #define IMPORT_MAX_LABELS WIRE_MAX_LABELS
+#define IMPORT_MAX_DECODED ((size_t)32 << 20)
 
 /* What the query of an import says: the import options and the streams' role. */
 struct import_query {
@@ -756,7 +757,8 @@ void handler_import(struct handler *h, const struct handler_request *rq, struct 
 		metrics_reject(REASON_INVALID, 1);
 		return;
 	}
-	q.o.max_input = h->lim.max_decoded;
+	/* a profile unpacks into several times its size: imports are held to less than batches */
+	q.o.max_input = h->lim.max_decoded < IMPORT_MAX_DECODED ? h->lim.max_decoded : IMPORT_MAX_DECODED;
 	q.o.max_streams = h->lim.max_batch;
 	im = importer_open(import_format_find(q.format), &q.o);
 	if (!im)

@@ -313,6 +313,20 @@ static void test_pprof_kinds_and_refusals(void)
 	b.loc[0].id = 2;
 	expect_pprof_error(&b, "mem: location[1].id: 2 used twice");
 	{
+		/* 4,000,000 empty samples, two bytes each, would unpack into 32 times that */
+		struct importer *im = opener(&import_pprof);
+		size_t n = 8000000;
+		unsigned char *d = malloc(n);
+
+		for (size_t i = 0; i < n; i += 2)
+			d[i] = 0x12, d[i + 1] = 0;
+		CHECK_INT(run_mem(im, d, n), -1);
+		CHECK_STR(importer_error(im), "mem: the protobuf message unpacks into more than 112777216 "
+			  "bytes (12 times its size)");
+		free(d);
+		importer_free(im);
+	}
+	{
 		struct importer *im = opener(&import_pprof);
 		static const unsigned char junk[] = { 0x0a, 0xff, 0xff, 0xff, 0x01, 0x02 };
 
