@@ -4,9 +4,10 @@
 # independent reader sees them (export_check.py: Python's protobuf library for pprof);
 # the costs are the ones stored (run_stacks, the cluster's stacks, the stream's events),
 # per kind and stack; pprof and folded exports imported again with sm-agent give the same
-# costs per stack (and, for a stream, per thread); frame names with ';', quotes, markup
-# and non-ASCII come back exactly (folded: ';' becomes ':'); bad requests get their
-# status and error.
+# costs per stack (and, for a stream, per thread); speedscope itself (the npm package's
+# release, in headless Chromium) opens the pprof, speedscope and folded files and reads the
+# same totals and names; frame names with ';', quotes, markup and non-ASCII come back
+# exactly (folded: ';' becomes ':'); bad requests get their status and error.
 . "$(dirname "$0")/../lib.sh"
 
 PY=/usr/bin/python3
@@ -157,6 +158,51 @@ for s in stacks:
 print("bad", bad, "of", len(stacks) > 0)' \
 	"$(pg_q "SELECT counts->>'streams' FROM runs WHERE id = $RUN1")" "$(pg_q "SELECT counts->>'streams' FROM runs WHERE id = $RUN2")")" \
 	"200 bad 0 of True"
+
+# ---- speedscope, the viewer, opens them ----
+browser_dir=$SM_REPO/tests/browser
+command -v node >/dev/null || t_bail "node" "node is not installed (deploy/deps.sh test)"
+[ -x "${SM_CHROMIUM:-/usr/bin/chromium}" ] || t_bail "chromium" "chromium is missing (deploy/deps.sh test)"
+if [ ! -f "$browser_dir/node_modules/speedscope/package.json" ] ||
+	[ ! -f "$browser_dir/node_modules/playwright-core/package.json" ]; then
+	(cd "$browser_dir" && npm ci --no-audit --no-fund) >"$T_TMP/npm.log" 2>&1 || {
+		sed 's/^/  | /' "$T_TMP/npm.log"
+		t_bail "npm ci" "cannot install speedscope and playwright-core into $browser_dir/node_modules"
+	}
+fi
+mkdir -p "$T_TMP/site"
+cp -r "$browser_dir/node_modules/speedscope/dist/release/." "$T_TMP/site/"
+cp "$T_TMP/run.pb.gz" "$T_TMP/run.speedscope.json" "$T_TMP/run.folded" "$T_TMP/st.pb.gz" "$T_TMP/st.json" "$T_TMP/site/"
+port=$(free_port)
+"$PY" -m http.server "$port" --bind 127.0.0.1 --directory "$T_TMP/site" >"$T_TMP/http.log" 2>&1 &
+http_pid=$!
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/index.html" && break; sleep 0.1; done
+(cd "$browser_dir" && node speedscope.mjs "http://127.0.0.1:$port" run.pb.gz run.speedscope.json run.folded \
+	st.pb.gz st.json) >"$T_TMP/speedscope.out" 2>"$T_TMP/speedscope.err"
+kill "$http_pid" 2>/dev/null
+wait "$http_pid" 2>/dev/null
+[ -s "$T_TMP/speedscope.out" ] || { sed 's/^/  | /' "$T_TMP/speedscope.err"; t_bail "speedscope" "no answer from the viewer"; }
+sv() { # sv FILE EXPR: EXPR (Python) of speedscope's reading of FILE (d)
+	"$PY" -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if d["file"] == sys.argv[2]: print(eval(sys.argv[3]))' "$T_TMP/speedscope.out" "$1" "$2"
+}
+RUN_CPU=$("$PY" -c 'import json,sys; print(sum(v for k,v in json.load(open(sys.argv[1])).items() if k.startswith("run ")))' "$T_TMP/run.truth")
+t_eq "speedscope opens the run's pprof: no error, the default type (cpu) in full" \
+	"$(sv run.pb.gz '[d["errors"], [p["total"] for p in d["profiles"]]]')" "[[], [$RUN_CPU]]"
+t_eq "speedscope opens the run's speedscope file: its profiles and totals" \
+	"$(sv run.speedscope.json 'json.dumps({p["name"]: p["total"] for p in d["profiles"]}, sort_keys=True)')" \
+	"$(chk speedscope "$T_TMP/run.speedscope.json")"
+t_eq "speedscope opens the run's folded file (kind=wait): its total" \
+	"$(sv run.folded '[d["errors"], [p["total"] for p in d["profiles"]]]')" \
+	"[[], [$("$PY" -c 'import json,sys; print(sum(json.load(open(sys.argv[1])).values()))' <(chk folded "$T_TMP/run.folded"))]]"
+t_eq "speedscope opens a stream's pprof: the names exactly, the run time of both threads" \
+	"$(sv st.pb.gz '[d["errors"], [p["total"] for p in d["profiles"]], sorted(set(d["frames"]))]')" \
+	"[[], [400000000], ['app!main', 'app!überprüfe ✓']]"
+t_eq "speedscope opens a stream's speedscope file: a profile per thread and kind, the names exactly" \
+	"$(sv st.json '[d["errors"], sorted((p["name"], p["total"]) for p in d["profiles"]), sorted(set(d["frames"]))]')" \
+	"[[], [('run (CPU), thread 7', 100000000), ('run (CPU), thread 8', 300000000), ('wait, thread 7', 400000000)], ['app!a;b \"q\" <x> & y', 'app!main', 'app!überprüfe ✓', 'libc.so.6!read']]"
 
 # ---- the pages link to them ----
 for page in "/runs/$RUN1|/api/v1/runs/$RUN1/profile" "/clusters/$CL|/api/v1/clusters/$CL/profile" \
