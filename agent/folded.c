@@ -8,8 +8,6 @@
 
 struct folded {
 	struct importer *im;
-	int64_t *cursor;         /* per thread index: where its next event starts */
-	size_t ncursor;
 	struct buf fb;           /* the frame string being built */
 	uint32_t frames[WIRE_MAX_STACK_DEPTH];
 };
@@ -98,31 +96,11 @@ static int64_t folded_frame(struct folded *fo, const char *s, size_t n)
 	return import_frame(fo->im, b->data, b->len);
 }
 
-static int64_t *thread_cursor(struct folded *fo, int64_t idx)
-{
-	if ((size_t)idx >= fo->ncursor) {
-		size_t n = fo->ncursor ? fo->ncursor : 64;
-		int64_t *c;
-
-		while (n <= (size_t)idx)
-			n *= 2;
-		c = realloc(fo->cursor, n * sizeof(*c));
-		if (!c) {
-			import_fail(fo->im, "out of memory");
-			return NULL;
-		}
-		memset(c + fo->ncursor, 0, (n - fo->ncursor) * sizeof(*c));
-		fo->cursor = c;
-		fo->ncursor = n;
-	}
-	return &fo->cursor[idx];
-}
-
 static int folded_line(struct folded *fo, const char *s, size_t n)
 {
 	const struct import_opts *o = import_opts_of(fo->im);
 	int64_t period = o->sample_period_ns > 0 ? o->sample_period_ns : IMPORT_DEFAULT_PERIOD_NS;
-	int64_t count, tid = -1, idx, st, *cur;
+	int64_t count, tid = -1, st;
 	const char *stack = s, *end, *seg;
 	size_t k = n, sl, nseg = 1, skip, nframes = 0, comm_len = 0;
 	struct wire_event e = { .kind = WIRE_RUN };
@@ -156,7 +134,7 @@ static int folded_line(struct folded *fo, const char *s, size_t n)
 	}
 	if (tid < 0 && (tid = import_pseudo_tid(fo->im, "", 0)) < 0)
 		return -1;
-	if ((idx = import_thread(fo->im, tid, stack, comm_len)) < 0)
+	if (import_thread(fo->im, tid, stack, comm_len) < 0)
 		return -1;
 
 	/* outermost first; past 512 frames the innermost 512 are kept */
@@ -188,15 +166,11 @@ static int folded_line(struct folded *fo, const char *s, size_t n)
 	}
 	if ((st = import_stack(fo->im, fo->frames, nframes)) < 0)
 		return -1;
-	if (!(cur = thread_cursor(fo, idx)))
-		return -1;
 	e.tid = tid;
-	e.ts_ns = *cur;
 	e.dur_ns = count * period;
 	e.stack = (uint32_t)st;
-	if (e.dur_ns > WIRE_MAX_TIME_NS - *cur)
-		return import_fail(fo->im, "counts add up past %lld ns", (long long)WIRE_MAX_TIME_NS);
-	*cur += e.dur_ns;
+	if ((e.ts_ns = import_lay(fo->im, tid, e.dur_ns)) < 0)
+		return -1;
 	return import_event(fo->im, &e) < 0 ? -1 : 0;
 }
 
@@ -221,7 +195,6 @@ static int folded_import(struct importer *im)
 	}
 	rc = r < 0 ? -1 : 0;
 out:
-	free(fo.cursor);
 	buf_release(&fo.fb);
 	return rc;
 }

@@ -176,6 +176,21 @@ svc_stop() {
 # Generates the demo fleet once and ships it unless the database has it already
 # (the stream ids are fixed by the seed, so this is also what the server's
 # idempotency would decide, only without sending 600k events again).
+# Real captures of other profilers (../shared/data), pushed as a scraper would: a Go service's
+# pprof CPU profile with thread labels and bcc's offwaketime (waits with their wakers) to
+# POST /api/v1/import, the OpenTelemetry eBPF profiler's off-CPU capture through sm-agent import.
+import_captures() {
+	local data=$repo/../shared/data f out
+	[ -d "$data/pprof" ] || { say "no ../shared/data: skipping the imports of other profilers' captures"; return 0; }
+	for f in pprof/parca-profile-with-labels.pb.gz:parca-1:parca bcc/bcc-offwaketime_example.txt:db-7:kernel; do
+		out=$(curl -s -H "Authorization: Bearer $SM_INGEST_TOKEN" --data-binary "@$data/${f%%:*}" \
+			"$ingest_url/api/v1/import?host=$(cut -d: -f2 <<<"$f")&app=$(cut -d: -f3 <<<"$f")")
+		say "POST /api/v1/import ${f%%:*}: $(sed -n 's/.*"format":"\([^"]*\)","accepted":\([0-9]*\),"duplicates":\([0-9]*\).*/\1, \2 accepted, \3 already stored/p' <<<"$out")"
+	done
+	SM_TOKEN=$SM_INGEST_TOKEN "$bin/sm-agent" import --host desktop --app otel-ebpf --url "$ingest_url" \
+		--spool "$var/spool" "$data/otel/pyroscope-otel-ebpf-offcpu.pb.json" 2>&1 | sed 's/^/demo.sh: /' >&2 || true
+}
+
 ship_fleet() {
 	local fleet=$var/demo/fleet.ndjson truth=$var/demo/truth.json first n
 	local streams=${SM_DEMO_STREAMS:-300} events=${SM_DEMO_EVENTS:-2000} seed=${SM_DEMO_SEED:-1}
@@ -303,6 +318,7 @@ cmd_start() {
 	svc_start ingest "${SM_INGEST_PORT:-8080}"
 	ingest_url=$svc_url
 	ship_fleet
+	import_captures
 	MINED=
 	mine_fleet
 	guard_redis
@@ -338,6 +354,10 @@ print_guide() {
 	  # a real perf capture (scheduler waits with their wakers), converted and shipped
 	  SM_TOKEN=\$SM_INGEST_TOKEN bin/sm-agent import --format perf --host laptop --app pingpong \\
 	      --url $ingest_url --spool var/spool ../shared/data/perf/$(basename "$perf")
+	  # other profilers' formats (docs/import.md): the format is told from the file
+	  bin/sm-agent import -o - ../shared/data/pprof/pprof-java.contention | head -c 400; echo
+	  curl -s -H "Authorization: Bearer \$SM_INGEST_TOKEN" --data-binary @../shared/data/pprof/parca-fgprof.pb.gz \\
+	      "$ingest_url/api/v1/import?host=parca-2&app=parca&label=profiler:fgprof"
 
 	  # what is stored: streams per app and version
 	  deploy/pg.sh psql -c 'SELECT app, version, count(*) AS streams, count(DISTINCT host) AS hosts, sum(n_events) AS events, avg(symptom_end_ns - symptom_start_ns)::bigint / 1000000 AS avg_symptom_ms FROM streams GROUP BY 1, 2 ORDER BY 1, 2'
@@ -348,7 +368,7 @@ print_guide() {
 	docs/analysis.md; the dashboard has them all):
 	EOF
 	for p in $MINED; do
-		echo "  ${p%%:*}: run ${p#*:}   $web_url/runs/${p#*:}"
+		echo "  ${p%%:*}: run ${p#*:}   $web_url/runs/${p#*:}   (as pprof: $web_url/api/v1/runs/${p#*:}/profile)"
 
 		q -v run="${p#*:}" <<-'EOF' | sed 's/^/    /'
 		SELECT format('#%s  excess %s s [%s, %s]  (#%s by total cost %s s, %s streams)  ... %s',
