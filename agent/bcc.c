@@ -2,6 +2,7 @@
 #include "agent/bcc.h"
 #include "agent/import.h"
 #include "common/buf.h"
+#include "common/vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ struct bcc {
 	enum tool tool;
 	int64_t period_ns;           /* profile: one sample */
 	struct span *lines;          /* the block being read, copied into blk */
-	size_t nlines;
+	size_t nlines, cap_lines;
 	struct buf blk;              /* the block's text */
 	struct buf fb;               /* a frame being built */
 	uint32_t fr[2][2 * WIRE_MAX_STACK_DEPTH + 8];   /* cut to the innermost 512 at the end */
@@ -198,7 +199,7 @@ static int emit(struct bcc *b, struct span who, struct span waker, int64_t value
 	e.kind = b->tool == T_PROFILE ? WIRE_RUN : WIRE_WAIT;
 	if ((e.ts_ns = import_lay(b->im, tid, dur)) < 0)
 		return -1;
-	if (b->tool == T_OFFWAKE || b->tool == T_WAKEUP) {
+	if ((b->tool == T_OFFWAKE || b->tool == T_WAKEUP) && (waker.n || b->nfr[1])) {
 		struct wire_event w = { .kind = WIRE_RUN, .ts_ns = e.ts_ns + dur };
 		int64_t wt;
 
@@ -317,15 +318,27 @@ static int folded(struct bcc *b, struct span l)
 
 	while (sp > l.s && !is_ws(sp[-1]))
 		sp--;
+	size_t total = 1, skip = 0, idx = 0, cap = sizeof(segs) / sizeof(segs[0]);
+	bool skipped_dash = false;
+
 	value = to_i64(sp, (size_t)(l.s + l.n - sp));
 	l = trim(l.s, (size_t)(sp - l.s));
-	for (const char *p = l.s, *end = l.s + l.n; p <= end;) {
+	for (size_t i = 0; i < l.n; i++)
+		total += l.s[i] == ';';
+	if (total > cap) {
+		/* offcputime, profile: the comm and the innermost frames; the others need both ends */
+		if (b->tool != T_OFFCPU && b->tool != T_PROFILE)
+			return import_fail(b->im, "a folded line of more than %zu frames", cap);
+		skip = total - cap;
+	}
+	for (const char *p = l.s, *end = l.s + l.n; p <= end; idx++) {
 		const char *semi = memchr(p, ';', (size_t)(end - p));
 		const char *e = semi ? semi : end;
 
-		if (nseg == sizeof(segs) / sizeof(segs[0]))
-			return import_fail(b->im, "more than %zu frames", nseg);
-		segs[nseg++] = (struct span){ p, (size_t)(e - p) };
+		if (idx == 0 || idx > skip)
+			segs[nseg++] = (struct span){ p, (size_t)(e - p) };
+		else if (e - p == 1 && *p == '-')
+			skipped_dash = true;
 		p = e + 1;
 	}
 	for (size_t i = 1; i < nseg; i++)
@@ -334,7 +347,7 @@ static int folded(struct bcc *b, struct span l)
 	first = segs[0];
 	b->nfr[0] = b->nfr[1] = 0;
 	if (b->tool == T_OFFCPU || b->tool == T_PROFILE) {
-		bool kernel = false;
+		bool kernel = skipped_dash;
 
 		for (size_t i = 1; i < nseg; i++) {
 			if (segs[i].n == 1 && segs[i].s[0] == '-') {
@@ -404,16 +417,10 @@ static void banner(struct bcc *b, struct span l)
 
 static int push_line(struct bcc *b, struct span l)
 {
-	struct span *nl;
-
 	if (b->nlines == MAX_BLOCK_LINES)
 		return import_fail(b->im, "a block of more than %d lines", MAX_BLOCK_LINES);
-	if (!(b->nlines & (b->nlines + 1)) || !b->lines) {
-		nl = realloc(b->lines, (b->nlines + 1) * 2 * sizeof(*nl));
-		if (!nl)
-			return import_fail(b->im, "out of memory");
-		b->lines = nl;
-	}
+	if (vec_reserve(&b->lines, &b->cap_lines, b->nlines + 1, sizeof(*b->lines)) < 0)
+		return import_fail(b->im, "out of memory");
 	/* the line's text is copied: the importer's line buffer moves on */
 	b->lines[b->nlines].s = (const char *)(uintptr_t)b->blk.len;
 	b->lines[b->nlines].n = l.n;

@@ -48,6 +48,7 @@ struct importer {
 	struct wire_limits lim;
 	char err[1024];
 	char rerr[512];              /* why the input could not be read */
+	bool too_large;              /* the refusal is for size */
 
 	/* input: a gzip/plain file, or a buffer (inflated when compressed) */
 	const char *path;
@@ -73,6 +74,7 @@ struct importer {
 	size_t ngrp, cap_grp;
 	uint32_t cur_group;
 	struct imap lay;             /* tid -> where its next laid-out event starts */
+	struct imap pseudo;          /* comm id -> its pseudo thread's tid */
 	int64_t lay_origin;
 	struct wire_stream *streams;
 	size_t nstreams;
@@ -110,6 +112,7 @@ struct importer *importer_open(const struct import_format *fmt, const struct imp
 		return NULL;
 	im->fmt = fmt;
 	im->lay = (struct imap)IMAP_INIT;
+	im->pseudo = (struct imap)IMAP_INIT;
 	wire_limits_default(&im->lim);
 	im->meta = arena_open(0);
 	im->out = arena_open(0);
@@ -176,6 +179,7 @@ static void reset_run(struct importer *im)
 {
 	close_input(im);
 	im->path = NULL;
+	im->too_large = false;
 	im->zs_end = false;
 	im->total_in = 0;
 	sha256_init(&im->hash);
@@ -193,6 +197,7 @@ static void reset_run(struct importer *im)
 	im->ngrp = 0;
 	im->cur_group = 0;
 	imap_clear(&im->lay);
+	imap_clear(&im->pseudo);
 	im->lay_origin = 0;
 	im->streams = NULL;
 	im->nstreams = 0;
@@ -213,6 +218,7 @@ void importer_free(struct importer *im)
 	free(im->ev);
 	free(im->grp);
 	imap_free(&im->lay);
+	imap_free(&im->pseudo);
 	free(im->rbuf);
 	buf_release(&im->gbuf);
 	arena_free(im->out);
@@ -223,6 +229,16 @@ void importer_free(struct importer *im)
 const char *importer_error(const struct importer *im)
 {
 	return im->err;
+}
+
+bool importer_too_large(const struct importer *im)
+{
+	return im->too_large;
+}
+
+void import_mark_too_large(struct importer *im)
+{
+	im->too_large = true;
 }
 
 const char *importer_format(const struct importer *im)
@@ -363,8 +379,10 @@ static ssize_t src_read(struct importer *im, unsigned char *dst, size_t n)
 	ssize_t r = im->gz ? file_read(im, dst, n) : mem_read(im, dst, n);
 
 	if (r > 0) {
-		if ((size_t)r > im->opts.max_input - im->total_in)
+		if ((size_t)r > im->opts.max_input - im->total_in) {
+			im->too_large = true;
 			return read_fail(im, "more than %zu bytes once decompressed", im->opts.max_input);
+		}
 		im->total_in += (size_t)r;
 		sha256_update(&im->hash, dst, (size_t)r);
 	}
@@ -584,14 +602,22 @@ int64_t import_thread(struct importer *im, int64_t tid, const char *comm, size_t
 
 int64_t import_pseudo_tid(struct importer *im, const char *comm, size_t n)
 {
-	int64_t tid = PSEUDO_TID_BASE + (int64_t)(intern_hash(comm, n) % (uint64_t)PSEUDO_TID_BASE);
+	uint64_t h = intern_hash(comm, n), step = (h >> 32) | 1, v;
+	int64_t tid = PSEUDO_TID_BASE + (int64_t)(h % (uint64_t)PSEUDO_TID_BASE);
 	int64_t c = intern_find(im->comms, comm, n), idx;
 
-	/* probe past tids taken by another name; ends since threads are finite */
-	while ((idx = find_thread(im, tid)) >= 0) {
+	/* this comm's pseudo thread, made before */
+	if (c >= 0 && imap_get(&im->pseudo, (uint64_t)c, &v) && (idx = find_thread(im, (int64_t)v)) >= 0 &&
+	    im->th[idx].pseudo && im->th[idx].comm == c)
+		return (int64_t)v;
+	/* past tids taken by other threads: double hashing, so that threads an input names on
+	 * purpose cannot make long runs to walk through */
+	for (uint64_t k = 1; (idx = find_thread(im, tid)) >= 0; k++) {
 		if (im->th[idx].pseudo && c >= 0 && im->th[idx].comm == c)
 			return tid;
-		tid = tid + 1 > INT32_MAX ? PSEUDO_TID_BASE : tid + 1;
+		if (k > im->nth)
+			return import_fail(im, "no thread id left for \"%.*s\"", (int)(n < 64 ? n : 64), comm);
+		tid = PSEUDO_TID_BASE + (int64_t)((h + k * step) % (uint64_t)PSEUDO_TID_BASE);
 	}
 	idx = import_thread(im, tid, comm, n);
 	if (idx < 0)
@@ -605,11 +631,17 @@ int64_t import_pseudo_tid(struct importer *im, const char *comm, size_t n)
 		im->th[idx].comm = e;
 	}
 	im->th[idx].pseudo = true;
+	if (imap_put(&im->pseudo, (uint64_t)im->th[idx].comm, (uint64_t)tid) < 0)
+		return import_fail(im, "out of memory");
 	return tid;
 }
 
 int64_t import_event(struct importer *im, const struct wire_event *e)
 {
+	/* what the wire format takes, whatever a parser computed */
+	if (e->ts_ns < 0 || e->dur_ns < 0 || e->ts_ns > WIRE_MAX_TIME_NS - e->dur_ns)
+		return import_fail(im, "an event at %lld ns lasting %lld ns is out of the range of times "
+				   "(0 to 2^62 ns)", (long long)e->ts_ns, (long long)e->dur_ns);
 	if (im->nev >= im->lim.max_events)
 		return import_fail(im, "more than %zu events", im->lim.max_events);
 	if (vec_reserve(&im->ev, &im->cap_ev, im->nev + 1, sizeof(*im->ev)) < 0)
@@ -659,13 +691,27 @@ void import_use_group(struct importer *im, uint32_t id)
 	im->cur_group = id;
 }
 
-int64_t import_group(struct importer *im, const struct wire_label *labels, size_t n)
+int64_t import_group(struct importer *im, const struct wire_label *in, size_t n)
 {
+	struct wire_label labels[2 * WIRE_MAX_LABELS];
 	struct buf *b = &im->gbuf;
 	size_t kept = 0;
 	bool added;
 	int64_t id;
 
+	/* by key, so that the same labels in another order (Go writes a map) are the same set;
+	 * stable, so that a key given twice keeps its first value */
+	if (n > sizeof(labels) / sizeof(labels[0]))
+		n = sizeof(labels) / sizeof(labels[0]);
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+
+		while (j > 0 && strcmp(labels[j - 1].key, in[i].key) > 0) {
+			labels[j] = labels[j - 1];
+			j--;
+		}
+		labels[j] = in[i];
+	}
 	buf_reset(b);
 	for (size_t i = 0; i < n; i++) {
 		size_t mark = b->len;
@@ -899,9 +945,9 @@ static void stream_id(struct importer *im, const unsigned char digest[SHA256_LEN
 		PUT(g->labels[i].key);
 		PUT(g->labels[i].value);
 	}
-	snprintf(num, sizeof(num), "%lld %lld %lld %lld", (long long)s->symptom.tid,
+	snprintf(num, sizeof(num), "%lld %lld %lld %lld %d", (long long)s->symptom.tid,
 		 (long long)s->symptom.start_ns, (long long)s->symptom.end_ns,
-		 (long long)o->sample_period_ns);
+		 (long long)o->sample_period_ns, (int)o->role);
 	PUT(num);
 	PUT(o->event);
 	PUT(o->sample_type);
@@ -921,33 +967,47 @@ static void stream_id(struct importer *im, const unsigned char digest[SHA256_LEN
 	}
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* One stream from the events ev[0..n) of group g, their frames and stacks renumbered densely. */
 static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 			const struct group *g, int32_t *smap, int32_t *fmap,
 			const unsigned char digest[SHA256_LEN], struct wire_stream *out)
 {
 	const struct import_opts *o = &im->opts;
-	size_t nframes = 0, nstacks = 0;
+	size_t nframes = 0, nstacks = 0, total_len = 0, nfcap;
+	uint32_t *ustk = NULL, *ufr = NULL;   /* the stacks and frames this stream uses */
 	const char **frames;
 	struct wire_stack *stacks;
 	struct wire_event *events;
 	struct wire_label *labels;
 	int64_t first = INT64_MAX, last = 0;
+	int rc = -1;
 
 	for (size_t i = 0; i < im->nth; i++) {
 		im->th[i].has_events = false;
 		im->th[i].cost = 0;
 	}
 	events = arena_calloc(im->out, n, sizeof(*events));
-	if (!events)
-		return import_fail_input(im, "out of memory");
+	ustk = malloc(n * sizeof(*ustk));
+	if (!events || !ustk) {
+		rc = import_fail_input(im, "out of memory");
+		goto out_free;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct wire_event *e = &ev[i].e;
 		int64_t t = find_thread(im, e->tid);
 
-		if (t < 0)
-			return import_fail_input(im, "internal error: event of unknown thread %lld",
-						 (long long)e->tid);
+		if (t < 0) {
+			rc = import_fail_input(im, "internal error: event of unknown thread %lld",
+					       (long long)e->tid);
+			goto out_free;
+		}
 		im->th[t].has_events = true;
 		im->th[t].cost = e->dur_ns > INT64_MAX - im->th[t].cost ? INT64_MAX
 									 : im->th[t].cost + e->dur_ns;
@@ -955,57 +1015,74 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 			first = e->ts_ns;
 		if (e->ts_ns + e->dur_ns > last)
 			last = e->ts_ns + e->dur_ns;
-		if (smap[e->stack] < 0)
-			smap[e->stack] = (int32_t)nstacks++;
-		events[i] = *e;
-		events[i].stack = (uint32_t)smap[e->stack];
+		if (smap[e->stack] < 0) {
+			smap[e->stack] = 0;
+			ustk[nstacks++] = e->stack;
+		}
 	}
-	if (last > WIRE_MAX_TIME_NS)
-		last = WIRE_MAX_TIME_NS;
-	if (nstacks > im->lim.max_stacks)
-		return import_fail_input(im, "more than %zu distinct stacks in one stream",
-					 im->lim.max_stacks);
-
-	stacks = arena_calloc(im->out, nstacks, sizeof(*stacks));
-	frames = arena_calloc(im->out, intern_count(im->frames), sizeof(*frames));
-	if (!stacks || !frames)
-		return import_fail_input(im, "out of memory");
-	for (size_t id = 0, total = intern_count(im->stacks); id < total; id++) {
+	if (nstacks > im->lim.max_stacks) {
+		rc = import_fail_input(im, "more than %zu distinct stacks in one stream",
+				       im->lim.max_stacks);
+		goto out_free;
+	}
+	/* only this stream's stacks and frames are visited: numbered in the order of their ids */
+	qsort(ustk, nstacks, sizeof(*ustk), cmp_u32);
+	for (size_t i = 0; i < nstacks; i++) {
 		size_t len;
-		const uint32_t *key;
-		uint32_t *copy;
 
-		if (smap[id] < 0)
-			continue;
-		key = intern_key(im->stacks, (uint32_t)id, &len);
+		smap[ustk[i]] = (int32_t)i;
+		intern_key(im->stacks, ustk[i], &len);
+		total_len += len / sizeof(uint32_t);
+	}
+	for (size_t i = 0; i < n; i++) {
+		events[i] = ev[i].e;
+		events[i].stack = (uint32_t)smap[ev[i].e.stack];
+	}
+	stacks = arena_calloc(im->out, nstacks ? nstacks : 1, sizeof(*stacks));
+	nfcap = total_len < im->lim.max_frames ? total_len : im->lim.max_frames;
+	frames = arena_calloc(im->out, nfcap ? nfcap : 1, sizeof(*frames));
+	ufr = malloc((nfcap ? nfcap : 1) * sizeof(*ufr));
+	if (!stacks || !frames || !ufr) {
+		rc = import_fail_input(im, "out of memory");
+		goto out_free;
+	}
+	for (size_t i = 0; i < nstacks; i++) {
+		size_t len;
+		const uint32_t *key = intern_key(im->stacks, ustk[i], &len);
+		uint32_t *copy = arena_alloc(im->out, len);
+
 		/* copied because interned keys carry no alignment promise */
-		if (!(copy = arena_alloc(im->out, len)))
-			return import_fail_input(im, "out of memory");
+		if (!copy) {
+			rc = import_fail_input(im, "out of memory");
+			goto out_free;
+		}
 		memcpy(copy, key, len);
 		for (size_t k = 0; k < len / sizeof(uint32_t); k++) {
 			uint32_t f = copy[k];
 
-			if (fmap[f] < 0 && nframes == im->lim.max_frames)
-				return import_fail_input(im, "more than %zu distinct frames in one stream",
-							 im->lim.max_frames);
 			if (fmap[f] < 0) {
+				if (nframes == nfcap) {
+					rc = import_fail_input(im, "more than %zu distinct frames in one stream",
+							       im->lim.max_frames);
+					goto out_free;
+				}
 				fmap[f] = (int32_t)nframes;
+				ufr[nframes] = f;
 				frames[nframes++] = intern_key(im->frames, f, NULL);
 			}
 			copy[k] = (uint32_t)fmap[f];
 		}
-		stacks[smap[id]].frames = copy;
-		stacks[smap[id]].len = (uint32_t)(len / sizeof(uint32_t));
+		stacks[i].frames = copy;
+		stacks[i].len = (uint32_t)(len / sizeof(uint32_t));
 	}
-	/* the maps are shared by all groups: clear what this one set */
-	for (size_t i = 0; i < n; i++)
-		smap[ev[i].e.stack] = -1;
-	for (size_t id = 0, total = intern_count(im->frames); id < total; id++)
-		fmap[id] = -1;
+	if (last > WIRE_MAX_TIME_NS)
+		last = WIRE_MAX_TIME_NS;
 
 	labels = arena_calloc(im->out, o->nlabels + g->nlabels + 1, sizeof(*labels));
-	if (!labels)
-		return import_fail_input(im, "out of memory");
+	if (!labels) {
+		rc = import_fail_input(im, "out of memory");
+		goto out_free;
+	}
 	if (o->nlabels)
 		memcpy(labels, o->labels, o->nlabels * sizeof(*labels));
 	if (g->nlabels)
@@ -1020,7 +1097,7 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 	out->nlabels = o->nlabels + g->nlabels;
 	out->symptom.kind = "import";
 	if (pick_symptom(im, &out->symptom.tid) < 0)
-		return -1;
+		goto out_free;
 	out->symptom.start_ns = o->window_start_ns >= 0 ? o->window_start_ns : first;
 	out->symptom.end_ns = o->window_end_ns >= 0 ? o->window_end_ns : last;
 	if (out->symptom.end_ns < out->symptom.start_ns) {
@@ -1038,8 +1115,18 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 	out->nstacks = nstacks;
 	out->events = events;
 	out->nevents = n;
+	out->role = o->role;
 	stream_id(im, digest, g, out, out->stream_id);
-	return 0;
+	rc = 0;
+out_free:
+	/* the maps are shared by all groups: clear what this one set */
+	for (size_t i = 0; ustk && i < nstacks; i++)
+		smap[ustk[i]] = -1;
+	for (size_t i = 0; ufr && i < nframes; i++)
+		fmap[ufr[i]] = -1;
+	free(ustk);
+	free(ufr);
+	return rc;
 }
 
 static int assemble(struct importer *im)

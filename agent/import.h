@@ -40,6 +40,7 @@ struct import_opts {
 	int64_t sample_period_ns;  /* cost of one on-CPU sample (folded: one count); 0: infer */
 	const char *event;         /* perf: only samples of this event (e.g. "cycles"); NULL: all */
 	const char *sample_type;   /* pprof: the sample type to read (e.g. "delay"); NULL: choose */
+	enum wire_role role;       /* of every stream made (part of its id) */
 	size_t max_input;          /* bytes of decompressed input at most; 0: IMPORT_DEFAULT_MAX_INPUT */
 	size_t max_streams;        /* streams one input may become; 0: IMPORT_DEFAULT_MAX_STREAMS */
 };
@@ -71,6 +72,9 @@ const struct wire_stream *importer_stream(const struct importer *im, size_t i);
 /* The format the last run read (the one detected when the importer's is "auto"). */
 const char *importer_format(const struct importer *im);
 const char *importer_error(const struct importer *im);
+/* Whether the last run was refused for its size (more than max_input decompressed, or a
+ * message that unpacks past its budget), not for its content. */
+bool importer_too_large(const struct importer *im);
 
 /* ---- For the format parsers (perf.c, folded.c, pprof.c, bcc.c, otlp.c) only. ---- */
 
@@ -98,6 +102,8 @@ int import_peek(struct importer *im, size_t want, const unsigned char **data, si
  * max_input bytes. Owned by the importer until the run ends. Returns 0 or -1.
  */
 int import_read_all(struct importer *im, const unsigned char **data, size_t *len);
+/* Marks the run's refusal as one for size (importer_too_large()). */
+void import_mark_too_large(struct importer *im);
 /* Nanoseconds per unit of a time unit ("nanoseconds", "ms", ...), 0 for anything else. */
 int64_t import_unit_ns(const char *unit);
 /* Whether a sample type names waiting rather than running (delay, contentions, off_cpu, ...). */

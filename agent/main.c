@@ -451,8 +451,6 @@ static int cmd_import(struct args *c, struct shipper *sh, int nfiles, char **fil
 		for (size_t k = 0; k < importer_count(im); k++) {
 			struct wire_stream s = *importer_stream(im, k);
 
-			if (c->ship.mark_baseline)
-				s.role = WIRE_ROLE_BASELINE;
 			if (c->verbose)
 				fprintf(stderr, "sm-agent: %s (%s): stream %s, %zu events, %zu stacks\n",
 					files[i], importer_format(im), s.stream_id, s.nevents, s.nstacks);
@@ -534,6 +532,8 @@ int main(int argc, char **argv)
 		}
 		if (!c.imp.app)
 			c.imp.app = "imported";
+		if (c.ship.mark_baseline)
+			c.imp.role = WIRE_ROLE_BASELINE;
 		c.imp.labels = c.labels;
 	}
 	if (c.token_file) {

@@ -51,6 +51,7 @@ struct otlp {
 	int64_t *stk_locs;        /* location indexes, leaf first */
 	size_t nstk_locs, cap_stk_locs;
 	size_t *stk_off, *stk_n;
+	int64_t *stk_id;          /* stack entry -> stack id, -1 until made */
 	size_t nstk, cap_stk, cap_stk2;
 	int64_t *loc_frame;       /* location -> first frame id in lframes, -1 until made */
 	uint32_t *lframes;
@@ -134,7 +135,8 @@ static int enter(struct otlp *o, enum json_vtype want, const char *what)
 #define GROW(o, arr, n, cap) \
 	(vec_reserve(&(arr), &(cap), (n) + 1, sizeof(*(arr))) < 0 ? import_fail_input((o)->im, "out of memory") : 0)
 
-/* An array of integers into *out (appended); *n counts them. */
+/* An array of integers into *out (appended); *n counts them. limit: indexes below it, or
+ * SIZE_MAX for any integer (checked where it is used). */
 static int int_array(struct otlp *o, int64_t **out, size_t *n, size_t *cap, size_t limit,
 		     const char *what)
 {
@@ -145,7 +147,8 @@ static int int_array(struct otlp *o, int64_t **out, size_t *n, size_t *cap, size
 	while (json_next_item(&o->r)) {
 		int64_t v;
 
-		if (get_index(o, &v, limit, what) < 0 || GROW(o, *out, *n, *cap) < 0)
+		if ((limit == SIZE_MAX ? get_int(o, &v, what) : get_index(o, &v, limit, what)) < 0 ||
+		    GROW(o, *out, *n, *cap) < 0)
 			return -1;
 		(*out)[(*n)++] = v;
 	}
@@ -524,24 +527,29 @@ static int loc_frames(struct otlp *o, size_t li, size_t *off, size_t *n)
 	return 0;
 }
 
+/* The stack of stackTable entry si (outermost first, its innermost WIRE_MAX_STACK_DEPTH
+ * frames), made once per entry. */
 static int64_t stack_id(struct otlp *o, int64_t si)
 {
-	size_t nf = 0, total = 0;
+	size_t nf = 0;
+	int64_t id;
 
-	/* locations are leaf first: count the frames, then fill from the outermost */
-	for (size_t k = 0; k < o->stk_n[si]; k++) {
+	if (o->stk_id[si] >= 0)
+		return o->stk_id[si];
+	/* locations are leaf first, each's frames outermost first: gather innermost first */
+	for (size_t k = 0; k < o->stk_n[si] && nf < WIRE_MAX_STACK_DEPTH; k++) {
 		size_t off = 0, n = 0;
 
 		if (loc_frames(o, (size_t)o->stk_locs[o->stk_off[si] + k], &off, &n) < 0)
 			return -1;
-		total += n;
+		for (size_t j = n; j-- > 0 && nf < WIRE_MAX_STACK_DEPTH;)
+			o->frames[nf++] = o->lframes[off + j];
 	}
-	for (size_t k = o->stk_n[si]; k-- > 0;) {
-		size_t li = (size_t)o->stk_locs[o->stk_off[si] + k], off = (size_t)o->loc_frame[li];
+	for (size_t i = 0, j = nf; i + 1 < j; i++, j--) {
+		uint32_t t = o->frames[i];
 
-		for (size_t j = 0; j < o->loc_nframes[li]; j++, total--)
-			if (total <= WIRE_MAX_STACK_DEPTH)   /* keep the innermost frames */
-				o->frames[nf++] = o->lframes[off + j];
+		o->frames[i] = o->frames[j - 1];
+		o->frames[j - 1] = t;
 	}
 	if (!nf) {
 		int64_t f = import_frame(o->im, "[unknown]", 9);
@@ -550,7 +558,9 @@ static int64_t stack_id(struct otlp *o, int64_t si)
 			return -1;
 		o->frames[nf++] = (uint32_t)f;
 	}
-	return import_stack(o->im, o->frames, nf);
+	if ((id = import_stack(o->im, o->frames, nf)) >= 0)
+		o->stk_id[si] = id;
+	return id;
 }
 
 struct prof {
@@ -560,6 +570,26 @@ struct prof {
 	bool counted;             /* values are counts of samples, each one period */
 	const char *prog;         /* for samples without a thread */
 };
+
+/* A thread.id attribute's value: an integer, or a string of digits, in [0, INT32_MAX]. */
+static bool thread_id_of(const struct attr *a, int64_t *tid)
+{
+	char *end;
+	long long x;
+
+	if (a->is_int) {
+		x = a->ival;
+	} else {
+		errno = 0;
+		x = strtoll(a->value, &end, 10);
+		if (errno || end == a->value || *end || a->value[0] == '-' || a->value[0] == '+')
+			return false;
+	}
+	if (x < 0 || x > INT32_MAX)
+		return false;
+	*tid = x;
+	return true;
+}
 
 static int read_sample(struct otlp *o, const struct prof *pf, struct wire_label *rlabels, size_t nr)
 {
@@ -619,8 +649,8 @@ static int read_sample(struct otlp *o, const struct prof *pf, struct wire_label 
 
 		if (!a->value)
 			continue;
-		if (strcmp(k, "thread.id") == 0 && a->is_int && a->ival >= 0 && a->ival <= INT32_MAX)
-			tid = a->ival;
+		if (strcmp(k, "thread.id") == 0 && thread_id_of(a, &tid))
+			continue;
 		else if (strcmp(k, "thread.name") == 0)
 			comm = a->value;
 		else if (strncmp(k, "cpu.", 4) != 0 && *k && nl < WIRE_MAX_LABELS)
@@ -651,11 +681,13 @@ static int read_sample(struct otlp *o, const struct prof *pf, struct wire_label 
 		ev.dur_ns = vals[i] * pf->scale;
 		if (nt) {
 			/* an off-CPU sample is taken when the thread runs again: it ends there */
-			ev.ts_ns = pf->kind == WIRE_WAIT ? ts[i] - ev.dur_ns : ts[i];
-			if (ev.ts_ns < 0 || ts[i] > WIRE_MAX_TIME_NS) {
-				import_fail_input(o->im, "sample timestamp %lld out of range", (long long)ts[i]);
+			if (ts[i] < 0 || ts[i] > WIRE_MAX_TIME_NS ||
+			    (pf->kind == WIRE_WAIT ? ts[i] < ev.dur_ns : ts[i] > WIRE_MAX_TIME_NS - ev.dur_ns)) {
+				import_fail_input(o->im, "sample.timestampsUnixNano: %lld out of range for a "
+						  "value of %lld ns", (long long)ts[i], (long long)ev.dur_ns);
 				goto out_free;
 			}
+			ev.ts_ns = pf->kind == WIRE_WAIT ? ts[i] - ev.dur_ns : ts[i];
 		} else if ((ev.ts_ns = import_lay(o->im, tid, ev.dur_ns)) < 0) {
 			goto out_free;
 		}
@@ -919,11 +951,13 @@ static int otlp_import(struct importer *im)
 	}
 	o.loc_frame = malloc((o.nloc ? o.nloc : 1) * sizeof(*o.loc_frame));
 	o.loc_nframes = calloc(o.nloc ? o.nloc : 1, sizeof(*o.loc_nframes));
-	if (!o.loc_frame || !o.loc_nframes) {
+	o.stk_id = malloc((o.nstk ? o.nstk : 1) * sizeof(*o.stk_id));
+	if (!o.loc_frame || !o.loc_nframes || !o.stk_id) {
 		import_fail_input(im, "out of memory");
 		goto out_free;
 	}
 	memset(o.loc_frame, 0xff, (o.nloc ? o.nloc : 1) * sizeof(*o.loc_frame));
+	memset(o.stk_id, 0xff, (o.nstk ? o.nstk : 1) * sizeof(*o.stk_id));
 	json_reader_init(&o.r, o.text, len);
 	json_enter(&o.r);
 	seen = false;
@@ -952,6 +986,7 @@ out_free:
 	free(o.stk_n);
 	free(o.loc_frame);
 	free(o.loc_nframes);
+	free(o.stk_id);
 	free(o.lframes);
 	buf_release(&o.fb);
 	arena_free(o.a);

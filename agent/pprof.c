@@ -38,6 +38,8 @@ struct pp {
 	struct lmap *maps;            /* legacy: /proc/self/maps */
 	size_t nmaps, cap_maps;
 	struct imap syms;             /* legacy Java: address -> frame id */
+	struct imap acache;           /* legacy: address -> frame id, once made */
+	char prog[256];               /* legacy: the first map's file, the program */
 	struct intern *lsets;         /* a sample's raw labels -> index in lset_* (most repeat) */
 	uint32_t *lset_group;
 	int64_t *lset_tid;
@@ -56,6 +58,7 @@ static void pp_free(struct pp *p)
 	imap_free(&p->fn_id);
 	imap_free(&p->map_id);
 	imap_free(&p->syms);
+	imap_free(&p->acache);
 	intern_free(p->lsets);
 	free(p->lset_group);
 	free(p->lset_tid);
@@ -402,10 +405,11 @@ static int sample_labels(struct pp *p, const Profile *pr, const Sample *s, size_
 			char *end;
 			long long x = l->str ? strtoll(v, &end, 10) : l->num;
 
-			if ((l->str && (*end || end == v)) || x < 0 || x > INT32_MAX)
-				continue;   /* not a thread id after all: it stays a label */
-			t = x;
-			continue;
+			if (!((l->str && (*end || end == v)) || x < 0 || x > INT32_MAX)) {
+				t = x;
+				continue;
+			}
+			/* not a thread id after all: it stays a label */
 		}
 		if (l->str && key_is(k, comm_keys, sizeof(comm_keys) / sizeof(comm_keys[0]))) {
 			comm = v;
@@ -473,23 +477,39 @@ static int sample_labels_cached(struct pp *p, const Profile *pr, const Sample *s
 	return 0;
 }
 
-/* The sample's stack (its locations' frames, outermost first) as a stack id in *st. */
+/* Reverses p->stk[0..nstk): stacks are gathered leaf first, to stop at the depth kept. */
+static void reverse_stk(struct pp *p)
+{
+	for (size_t i = 0, j = p->nstk; i + 1 < j; i++, j--) {
+		uint32_t t = p->stk[i];
+
+		p->stk[i] = p->stk[j - 1];
+		p->stk[j - 1] = t;
+	}
+}
+
+/* The sample's stack (its locations' frames, outermost first; the innermost
+ * WIRE_MAX_STACK_DEPTH) as a stack id in *st. */
 static int sample_stack(struct pp *p, const Profile *pr, const Sample *s, size_t si, int64_t *st)
 {
 	p->nstk = 0;
-	for (size_t k = s->n_location_id; k-- > 0;) {
+	for (size_t k = 0; k < s->n_location_id; k++) {
 		uint64_t li;
 		size_t off = 0, n = 0;
 
 		if (!imap_get(&p->by_id, s->location_id[k], &li))
 			return import_fail_input(p->im, "sample[%zu].location_id[%zu]: no location %llu", si,
 						 k, (unsigned long long)s->location_id[k]);
+		if (p->nstk == WIRE_MAX_STACK_DEPTH)
+			continue;   /* deeper than kept: only checked */
 		if (location_frames(p, pr, (size_t)li, &off, &n) < 0)
 			return -1;
-		for (size_t j = 0; j < n; j++)
+		/* a location's frames are outermost first: its innermost is the last */
+		for (size_t j = n; j-- > 0 && p->nstk < WIRE_MAX_STACK_DEPTH;)
 			if (push_frame(p, p->lf[off + j]) < 0)
 				return -1;
 	}
+	reverse_stk(p);
 	return (*st = pp_stack(p)) < 0 ? -1 : 0;
 }
 
@@ -547,9 +567,11 @@ static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 	struct choice c = { 1, { 0, 0 }, { 1, 1 }, { WIRE_RUN, WIRE_RUN } };
 	int rc = -1;
 
-	if (!pr && budget.over)
+	if (!pr && budget.over) {
+		import_mark_too_large(p->im);
 		return import_fail_input(p->im, "the protobuf message unpacks into more than %zu bytes "
 					 "(%d times its size)", budget.max, PB_EXPANSION);
+	}
 	if (!pr)
 		return import_fail_input(p->im, "not a pprof profile: the protobuf message does not "
 					 "decode (or out of memory)");
@@ -794,6 +816,8 @@ static int legacy_tail(struct pp *p, const unsigned char *d, size_t len, size_t 
 					if (*t == '/' && t + 1 < e2)
 						bn = t + 1;
 				snprintf(m->name, sizeof(m->name), "%.*s", (int)(e2 - bn), bn);
+				if (p->nmaps == 1)
+					memcpy(p->prog, m->name, sizeof(p->prog));
 			}
 			continue;
 		}
@@ -822,16 +846,38 @@ static int legacy_tail(struct pp *p, const unsigned char *d, size_t len, size_t 
 	return 0;
 }
 
+static int cmp_lmap(const void *a, const void *b)
+{
+	const struct lmap *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The frame of an address: a Java symbol, else module+0xOFFSET of the map holding it (the
+ * maps sorted by start, searched by halves), else [unknown]+0xADDRESS; cached. */
 static int64_t legacy_frame(struct pp *p, uint64_t addr)
 {
 	uint64_t f;
+	size_t lo = 0, hi = p->nmaps;
+	int64_t id;
 
-	if (imap_get(&p->syms, addr, &f))
+	if (imap_get(&p->syms, addr, &f) || imap_get(&p->acache, addr, &f))
 		return (int64_t)f;
-	for (size_t i = 0; i < p->nmaps; i++)
-		if (addr >= p->maps[i].start && addr < p->maps[i].end)
-			return addr_frame(p, p->maps[i].name, addr - p->maps[i].start + p->maps[i].offset);
-	return addr_frame(p, NULL, addr);
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->maps[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && addr < p->maps[lo - 1].end)
+		id = addr_frame(p, p->maps[lo - 1].name, addr - p->maps[lo - 1].start + p->maps[lo - 1].offset);
+	else
+		id = addr_frame(p, NULL, addr);
+	if (id >= 0 && addr != IMAP_EMPTY && imap_put(&p->acache, addr, (uint64_t)id) < 0)
+		return import_fail_input(p->im, "out of memory");
+	return id;
 }
 
 /* The program's name for the pseudo thread: the first mapping's, else "pprof". */
@@ -839,7 +885,7 @@ static const char *legacy_prog(const struct pp *p, bool java)
 {
 	if (java)
 		return "java";
-	return p->nmaps ? p->maps[0].name : "pprof";
+	return p->prog[0] ? p->prog : "pprof";
 }
 
 /* Legacy samples kept until the addresses can be named (the maps come after them). */
@@ -856,16 +902,20 @@ static int legacy_emit(struct pp *p, const struct lsample *ls, size_t nls, const
 
 	if (tid < 0)
 		return -1;
+	if (p->nmaps)
+		qsort(p->maps, p->nmaps, sizeof(*p->maps), cmp_lmap);
 	for (size_t i = 0; i < nls; i++) {
 		int64_t st;
 
+		/* leaf first, the innermost frames only, then outermost first */
 		p->nstk = 0;
-		for (size_t k = ls[i].n; k-- > 0;) {
+		for (size_t k = 0; k < ls[i].n && p->nstk < WIRE_MAX_STACK_DEPTH; k++) {
 			int64_t f = legacy_frame(p, addrs[ls[i].off + k]);
 
 			if (f < 0 || push_frame(p, (uint32_t)f) < 0)
 				return -1;
 		}
+		reverse_stk(p);
 		if ((st = pp_stack(p)) < 0 || pp_event(p, tid, kind, st, ls[i].dur) < 0)
 			return -1;
 	}
@@ -1003,7 +1053,7 @@ static int import_legacy_contention(struct pp *p, const unsigned char *d, size_t
 			uint64_t a;
 
 			if (!(q = parse_hex(q, end, &a))) {
-				import_fail(p->im, "line %zu: expected DELAY COUNT @ ADDRESS...", lineno);
+				import_fail_input(p->im, "line %zu: expected DELAY COUNT @ ADDRESS...", lineno);
 				goto out_free;
 			}
 			if (vec_reserve(&addrs, &cap_a, na + 1, sizeof(*addrs)) < 0) {
@@ -1049,7 +1099,7 @@ static int pprof_import(struct importer *im)
 {
 	struct pp p = { .im = im, .fb = BUF_INIT(4 * WIRE_MAX_FRAME), .loc_run = IMAP_INIT,
 			.by_id = IMAP_INIT, .fn_id = IMAP_INIT, .map_id = IMAP_INIT,
-			.syms = IMAP_INIT, .lkey = BUF_INIT(0) };
+			.syms = IMAP_INIT, .acache = IMAP_INIT, .lkey = BUF_INIT(0) };
 	const unsigned char *d;
 	size_t len;
 	int ws, rc = -1;

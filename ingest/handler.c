@@ -110,7 +110,8 @@ void handler_error_id(struct handler_response *rs, int status, const char *msg, 
 /* Decompress every zstd frame of in into h->decoded, refusing as soon as the
  * output would pass the limit (a bomb is never inflated). 0, or the HTTP
  * status to answer with a message in h->err. */
-static int decode_zstd(struct handler *h, const char *in, size_t n)
+/* Decompresses in[0..n) into h->decoded, at most max bytes. 0, or an HTTP status with h->err. */
+static int decode_zstd(struct handler *h, const char *in, size_t n, size_t max)
 {
 	ZSTD_inBuffer zin = { in, n, 0 };
 	size_t ret = 1;
@@ -118,12 +119,12 @@ static int decode_zstd(struct handler *h, const char *in, size_t n)
 	buf_reset(&h->decoded);
 	ZSTD_DCtx_reset(h->zd, ZSTD_reset_session_only);
 	while (zin.pos < zin.size || ret != 0) {
-		size_t room = h->lim.max_decoded - h->decoded.len;
+		size_t room = max - h->decoded.len;
 		ZSTD_outBuffer zout;
 
 		if (room == 0) {
 			snprintf(h->err, sizeof(h->err),
-				 "body: decompresses to more than the limit of %zu bytes", h->lim.max_decoded);
+				 "body: decompresses to more than the limit of %zu bytes", max);
 			return 413;
 		}
 		if (buf_reserve(&h->decoded, room < 65536 ? room : 65536) < 0) {
@@ -244,7 +245,7 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 	if (check_auth(h, rq, rs) < 0)
 		return;
 	if (rq->zstd) {
-		st = decode_zstd(h, body, len);
+		st = decode_zstd(h, body, len, h->lim.max_decoded);
 		if (st) {
 			metrics_reject(st == 413 ? REASON_TOO_LARGE : REASON_BAD_ENCODING, 1);
 			handler_error(rs, st, h->err);
@@ -547,9 +548,9 @@ static void db_unavailable(struct handler_response *rs, const char *what, const 
 }
 
 /* The start of every agent request but streams: the answer reset, the token checked, the body
- * decompressed into *body, *len. 0, or -1 with *rs answered. */
-static int agent_request(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
-			 const char **body, size_t *len)
+ * decompressed (at most max bytes) into *body, *len. 0, or -1 with *rs answered. */
+static int agent_request_max(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
+			     const char **body, size_t *len, size_t max)
 {
 	int st;
 
@@ -563,7 +564,7 @@ static int agent_request(struct handler *h, const struct handler_request *rq, st
 	if (check_auth(h, rq, rs) < 0)
 		return -1;
 	if (rq->zstd) {
-		st = decode_zstd(h, *body, *len);
+		st = decode_zstd(h, *body, *len, max);
 		if (st) {
 			handler_error(rs, st, h->err);
 			return -1;
@@ -572,6 +573,12 @@ static int agent_request(struct handler *h, const struct handler_request *rq, st
 		*len = h->decoded.len;
 	}
 	return 0;
+}
+
+static int agent_request(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
+			 const char **body, size_t *len)
+{
+	return agent_request_max(h, rq, rs, body, len, h->lim.max_decoded);
 }
 
 /* A token bound to a host speaks for that host only: 0, or -1 with a 403. */
@@ -595,7 +602,6 @@ static int host_allowed(struct handler *h, const char *host, const char *what, s
 struct import_query {
 	struct import_opts o;
 	const char *format;
-	enum wire_role role;
 	struct wire_label labels[IMPORT_MAX_LABELS];
 };
 
@@ -672,15 +678,27 @@ static int import_query_parse(const struct handler_request *rq, const char *toke
 				snprintf(err, errlen, "role: must be \"violation\" or \"baseline\"");
 				return -1;
 			}
-			q->role = strcmp(val, "baseline") == 0 ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;
+			q->o.role = strcmp(val, "baseline") == 0 ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;
 		} else if (IS("label")) {
 			/* label=KEY:VALUE (or KEY=VALUE), repeated */
 			const char *sep = strpbrk(val, ":=");
 
-			if (!sep || sep == val) {
-				snprintf(err, errlen, "label: '%.64s' must be KEY:VALUE", val);
+			if (!sep || sep == val || !sep[1]) {
+				snprintf(err, errlen, "label: '%.64s' must be KEY:VALUE, both not empty", val);
 				return -1;
 			}
+			if ((size_t)(sep - val) > WIRE_MAX_NAME || strlen(sep + 1) > WIRE_MAX_NAME ||
+			    !util_utf8_valid(val, strlen(val))) {
+				snprintf(err, errlen, "label: key and value must be at most %d bytes of UTF-8 each",
+					 WIRE_MAX_NAME);
+				return -1;
+			}
+			for (size_t i = 0; i < q->o.nlabels; i++)
+				if (strlen(q->labels[i].key) == (size_t)(sep - val) &&
+				    memcmp(q->labels[i].key, val, (size_t)(sep - val)) == 0) {
+					snprintf(err, errlen, "label: '%.*s' given twice", (int)(sep - val), val);
+					return -1;
+				}
 			if (q->o.nlabels == IMPORT_MAX_LABELS) {
 				snprintf(err, errlen, "label: more than %d labels", IMPORT_MAX_LABELS);
 				return -1;
@@ -742,10 +760,12 @@ void handler_import(struct handler *h, const struct handler_request *rq, struct 
 	enum store_result *results = NULL;
 	const char *body;
 	size_t len, n;
+	/* a profile unpacks into several times its size: imports are held to less than batches */
+	size_t max = h->lim.max_decoded < IMPORT_MAX_DECODED ? h->lim.max_decoded : IMPORT_MAX_DECODED;
 	char err[1024];
 
 	rs->decoded_bytes = 0;
-	if (agent_request(h, rq, rs, &body, &len) < 0)
+	if (agent_request_max(h, rq, rs, &body, &len, max) < 0)
 		return;
 	rs->decoded_bytes = len;
 	if (import_query_parse(rq, h->token_host, &q, err, sizeof(err)) < 0) {
@@ -757,16 +777,14 @@ void handler_import(struct handler *h, const struct handler_request *rq, struct 
 		metrics_reject(REASON_INVALID, 1);
 		return;
 	}
-	/* a profile unpacks into several times its size: imports are held to less than batches */
-	q.o.max_input = h->lim.max_decoded < IMPORT_MAX_DECODED ? h->lim.max_decoded : IMPORT_MAX_DECODED;
+	q.o.max_input = max;
 	q.o.max_streams = h->lim.max_batch;
 	im = importer_open(import_format_find(q.format), &q.o);
 	if (!im)
 		goto fail_oom;
 	if (importer_run_mem(im, "body", body, len) < 0) {
 		metrics_reject(REASON_INVALID, 1);
-		handler_error(rs, strstr(importer_error(im), "once decompressed") ? 413 : 400,
-			      importer_error(im));
+		handler_error(rs, importer_too_large(im) ? 413 : 400, importer_error(im));
 		goto out_free;
 	}
 	n = importer_count(im);
@@ -777,7 +795,6 @@ void handler_import(struct handler *h, const struct handler_request *rq, struct 
 		goto fail_oom;
 	for (size_t i = 0; i < n; i++) {
 		streams[i] = *importer_stream(im, i);
-		streams[i].role = q.role;
 		valid[i] = &streams[i];
 		if (within_limits(&h->lim, &streams[i], err, sizeof(err)) < 0) {
 			metrics_reject(REASON_TOO_LARGE, 1);

@@ -157,14 +157,14 @@ PGresult *model_alerts(PGconn *db, long limit, char *err, size_t errlen);
 
 /* A run's collapsed stacks of one kind ("r" or "w"): frame_ids (int array), cost_ns, by stack. */
 PGresult *model_run_kind_stacks(PGconn *db, const char *run, const char *kind, char *err, size_t errlen);
-/* A run's stacks of both kinds for its exports: kind ('r'/'w'), frame_ids, cost_ns, events, summed
- * over its streams. Caller clears. */
 /* Column name of row: its text, NULL when NULL or no such column. */
 const char *model_col(PGresult *r, int row, const char *name);
 /* The same as a number (0 for NULL). */
 int64_t model_coln(PGresult *r, int row, const char *name);
 /* The row of stack id sid in r (rows of a stack_id column, by id), or -1. */
 int model_find_stack(PGresult *r, int64_t sid);
+/* A run's stacks of both kinds for its exports: kind ('r'/'w'), frame_ids, cost_ns, events, summed
+ * over its streams. Caller clears. */
 PGresult *model_run_profile(PGconn *db, const char *run, char *err, size_t errlen);
 
 #endif

@@ -160,7 +160,7 @@ def bcc(path, tool):
     """Blocks of indented lines ended by an indented count; unindented "a;b N" lines."""
     lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
     unit = 10**9 // 49 if tool == "bcc-profile" else 1000
-    events, total, block = 0, 0, 0
+    events, total, block, wakers = 0, 0, 0, 0
     for l in lines:
         # each capture's banner gives the frequency of the samples that follow it
         m = re.match(r"Sampling at (\d+) Hertz", l)
@@ -175,15 +175,25 @@ def bcc(path, tool):
             if m and not l.startswith("#") and int(m.group(2)):
                 events += 1
                 total += int(m.group(2)) * unit
+                segs = m.group(1).strip().split(";")
+                if tool == "bcc-offwaketime":
+                    # the middle "-" separates the target's part from the waker's (frames, comm)
+                    dashes = [i for i, x in enumerate(segs) if x == "-" and i > 0]
+                    sep = dashes[(len(dashes) - 1) // 2]
+                    wakers += any(x for x in segs[sep + 1:] if x != "-")
+                elif tool == "bcc-wakeuptime":
+                    wakers += any(x for x in segs[:-1] if x != "-")
         elif re.fullmatch(r"\d+", s):
             if block and int(s):
                 events += 1
                 total += int(s) * unit
+                wakers += 1   # a block names its waker
             block = 0
         else:
             block += 1
     waker = tool in ("bcc-offwaketime", "bcc-wakeuptime")
-    return {"streams": 1, "events": events * (2 if waker else 1),
+    # a wait with a waker also gives the waker's stack as an event of duration 0
+    return {"streams": 1, "events": events + (wakers if waker else 0),
             "wait": 0 if tool == "bcc-profile" else events, "total_ns": total}
 
 

@@ -170,6 +170,22 @@ t_eq "bcc named pprof: 400" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"body: text,
 head -c 3000 "$f" >"$T_TMP/cut.gz"
 push "$T_TMP/cut.gz" "host=x"
 t_match "a gzip body cut short: 400, a read error" "$HTTP_STATUS $HTTP_BODY" '^400 \{"error":"body:1: read error: unexpected end of file'
+push "$f" "host=x&label=a:1&label=a:2"
+t_eq "a label given twice: 400" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"label: 'a' given twice\"}"
+push "$f" "host=x&label=a:"
+t_eq "a label without a value: 400" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"label: 'a:' must be KEY:VALUE, both not empty\"}"
+head -c 40000000 /dev/zero | zstd -q -c >"$T_TMP/zeros.zst"
+push "$T_TMP/zeros.zst" "host=x" -H "Content-Encoding: zstd"
+t_eq "a zstd body of more than 32 MiB decompressed: 413" "$HTTP_STATUS $HTTP_BODY" \
+	'413 {"error":"body: decompresses to more than the limit of 33554432 bytes"}'
+yes "$(printf 'f%.0s' $(seq 300));b 1" | head -c 40000000 | gzip -c >"$T_TMP/zeros.gz"
+push "$T_TMP/zeros.gz" "host=x&format=folded&sample_type=once%20decompressed"
+t_match "a gzip body of more than 32 MiB decompressed: 413 (told by its class, not its words)" "$HTTP_STATUS $HTTP_BODY" \
+	'^413 \{"error":"body:[0-9]+: more than 33554432 bytes once decompressed"\}$'
+push "$SM_DATA/bcc/bcc-offcputime_example.txt" "host=imp1&app=bcc&format=bcc-offcpu&label=team:db&role=violation"
+t_eq "the same capture as a violation: another stream than the baseline" "$HTTP_STATUS $(grep -o '"accepted":1' <<<"$HTTP_BODY")" \
+	'200 "accepted":1'
+before=$((before + 1))
 http POST "$INGEST_URL/api/v1/import?host=web-4" -H "Authorization: Bearer $HOSTTOK" --data-binary "@$f"
 t_eq "a token of another host: 403" "$HTTP_STATUS $HTTP_BODY" "403 {\"error\":\"host: this token sends streams for host 'web-3' only\"}"
 http POST "$INGEST_URL/api/v1/import" -H "Authorization: Bearer $HOSTTOK" --data-binary "@$f"

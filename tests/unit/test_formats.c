@@ -598,6 +598,163 @@ static void test_limits(void)
 	buf_release(&t);
 }
 
+/* What the review of the first version found, each made to fail first. */
+static void test_edges(void)
+{
+	struct pb b;
+	unsigned char *d;
+	size_t n;
+	struct importer *im;
+	const struct wire_stream *st;
+	static char a_key[] = "a", one[] = "1";
+
+	/* the same labels in another order are one stream; a non-numeric thread_id stays a label */
+	make_profile(&b);
+	b.strs[11] = a_key;            /* "thread_id" becomes "a" */
+	b.strs[13] = one;              /* "worker" becomes "1" */
+	b.l[1].key = 9, b.l[1].str = 10, b.l[1].num = 0;    /* handler=/api */
+	b.l[0].key = 11, b.l[0].str = 13;                   /* a=1 */
+	b.s[0].n_label = 2;
+	b.s[1].n_label = 2;
+	b.s[1].label = &b.lp[0];
+	{
+		/* sample 1: a=1, handler=/api in the other order */
+		static Perftools__Profiles__Label *rev[2];
+
+		rev[0] = b.lp[1];
+		rev[1] = b.lp[0];
+		b.s[0].label = rev;
+	}
+	d = pack(&b.p, &n);
+	im = opener(&import_pprof);
+	CHECK_INT(run_mem(im, d, n), 0);
+	CHECK_INT(importer_count(im), 1);
+	CHECK_STR(label(importer_stream(im, 0), "a"), "1");
+	free(d);
+	importer_free(im);
+
+	make_profile(&b);
+	{
+		static char main_s[] = "main";
+
+		b.strs[13] = main_s;           /* thread_name=main ... */
+		b.l[1].num = 0, b.l[1].str = 13; /* ... and thread_id="main" */
+	}
+	d = pack(&b.p, &n);
+	im = opener(&import_pprof);
+	CHECK_INT(run_mem(im, d, n), 0);
+	CHECK_STR(label(importer_stream(im, 0), "thread_id"), "main");
+	free(d);
+	importer_free(im);
+
+	/* a location of 600 inlined lines: the innermost 512 frames */
+	make_profile(&b);
+	{
+		Perftools__Profiles__Line *lines = calloc(600, sizeof(*lines)), **lp = calloc(600, sizeof(*lp));
+
+		for (int i = 0; i < 600; i++) {
+			perftools__profiles__line__init(&lines[i]);
+			lines[i].function_id = i == 0 ? 3 : 2;   /* the leaf helper, callers handle */
+			lp[i] = &lines[i];
+		}
+		b.loc[0].n_line = 600;
+		b.loc[0].line = lp;
+		d = pack(&b.p, &n);
+		im = opener(&import_pprof);
+		CHECK_INT(run_mem(im, d, n), 0);
+		st = importer_stream(im, 0);
+		CHECK_INT(st->stacks[st->events[0].stack].len, 512);
+		CHECK_STR(st->frames[st->stacks[st->events[0].stack].frames[511]], "app!helper");
+		free(d);
+		importer_free(im);
+		free(lines);
+		free(lp);
+	}
+
+	/* the role is part of the id: a baseline import is another stream */
+	{
+		struct import_opts o;
+		char id0[37];
+
+		make_profile(&b);
+		d = pack(&b.p, &n);
+		im = opener(&import_pprof);
+		CHECK_INT(run_mem(im, d, n), 0);
+		snprintf(id0, sizeof(id0), "%s", importer_stream(im, 0)->stream_id);
+		importer_free(im);
+		import_opts_init(&o);
+		o.host = "h", o.app = "a", o.role = WIRE_ROLE_BASELINE;
+		im = importer_open(&import_pprof, &o);
+		CHECK_INT(run_mem(im, d, n), 0);
+		CHECK_INT(importer_stream(im, 0)->role, WIRE_ROLE_BASELINE);
+		CHECK(strcmp(importer_stream(im, 0)->stream_id, id0) != 0);
+		importer_free(im);
+		free(d);
+	}
+
+	/* OTLP: a string thread.id of digits is the thread; a timestamp before the value's start */
+	{
+		struct buf t = BUF_INIT(0);
+		const char *q = strstr(otlp_doc, "{\"intValue\":\"12\"}");
+
+		buf_append(&t, otlp_doc, (size_t)(q - otlp_doc));
+		buf_puts(&t, "{\"stringValue\":\"42\"}");
+		buf_puts(&t, q + strlen("{\"intValue\":\"12\"}"));
+		im = opener(&import_otlp);
+		CHECK_INT(run_mem(im, t.data, t.len), 0);
+		CHECK_INT(importer_stream(im, 0)->events[0].tid, 42);
+		importer_free(im);
+		buf_reset(&t);
+		q = strstr(otlp_doc, "\"10000\"");
+		buf_append(&t, otlp_doc, (size_t)(q - otlp_doc));
+		buf_puts(&t, "\"-9223372036854775808\"");
+		buf_puts(&t, q + strlen("\"10000\""));
+		im = opener(&import_otlp);
+		CHECK_INT(run_mem(im, t.data, t.len), -1);
+		CHECK_STR(importer_error(im), "mem: sample.timestampsUnixNano: -9223372036854775808 out of "
+			  "range for a value of 500 ns");
+		importer_free(im);
+		buf_release(&t);
+	}
+
+	/* bcc: an empty waker is no waker; a folded line of 1,500 frames keeps the innermost 512 */
+	{
+		struct buf t = BUF_INIT(0);
+
+		im = opener(&import_bcc_offwaketime);
+		CHECK_INT(run_mem(im, "cat;main;read;-; 5\n", 19), 0);
+		st = importer_stream(im, 0);
+		CHECK_INT(st->nevents, 1);
+		CHECK_INT(st->events[0].readier_tid, 0);
+		importer_free(im);
+		buf_puts(&t, "deep;-");
+		for (int i = 0; i < 1500; i++)
+			buf_printf(&t, ";k%d", i);
+		buf_puts(&t, " 5\n");
+		im = opener(&import_bcc_offcpu);
+		CHECK_INT(run_mem(im, t.data, t.len), 0);
+		st = importer_stream(im, 0);
+		CHECK_INT(st->stacks[0].len, 512);
+		CHECK_STR(st->frames[st->stacks[0].frames[511]], "[kernel.kallsyms]!k1499");
+		importer_free(im);
+		buf_release(&t);
+	}
+
+	/* a refusal for size is told from one for content */
+	{
+		struct import_opts o;
+
+		import_opts_init(&o);
+		o.host = "h", o.app = "a", o.max_input = 10;
+		im = importer_open(&import_folded, &o);
+		CHECK_INT(run_mem(im, "a;b 1\na;b 1\na;b 1\n", 18), -1);
+		CHECK(importer_too_large(im));
+		CHECK_INT(run_mem(im, "x", 1), -1);
+		CHECK(!importer_too_large(im));
+		importer_free(im);
+	}
+}
+
 /* xorshift: the same mutations on every run */
 static uint64_t rnd(uint64_t *st)
 {
@@ -688,6 +845,7 @@ int main(void)
 	RUN(test_otlp);
 	RUN(test_detect);
 	RUN(test_limits);
+	RUN(test_edges);
 	RUN(test_mutations);
 	return CHECK_DONE();
 }
