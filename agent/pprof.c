@@ -1,6 +1,7 @@
 /* pprof: profile.proto and the legacy pprof formats to run and wait events (see pprof.h). */
 #include "agent/pprof.h"
 #include "agent/import.h"
+#include "common/arena.h"
 #include "common/buf.h"
 #include "common/imap.h"
 #include "common/intern.h"
@@ -514,67 +515,60 @@ static int sample_stack(struct pp *p, const Profile *pr, const Sample *s, size_t
 }
 
 /*
- * protobuf-c's allocations for one message, held to a budget: a message a few bytes a
- * field long could otherwise unpack into many times its size. A header before each block
- * keeps its size, for free().
+ * protobuf-c's allocations for one message come from an arena, held to a budget: a message
+ * a few bytes a field long could otherwise unpack into many times its size; the arena also
+ * spares the thousands of small mallocs and frees of a profile's messages.
  */
 struct pb_budget {
-	size_t used, max;
+	struct arena *a;
+	size_t max;
 	bool over;            /* an allocation was refused for the budget */
 };
 
-#define PB_HEADER 16   /* keeps malloc's alignment */
 #define PB_EXPANSION 12   /* real profiles unpack into 5 to 7 times their size */
 #define PB_SLACK ((size_t)16 << 20)
 
 static void *pb_alloc(void *data, size_t size)
 {
 	struct pb_budget *b = data;
-	unsigned char *p;
+	void *p = arena_alloc(b->a, size);
 
-	if (size > b->max - b->used) {
+	if (!p && (size > b->max || arena_used(b->a) > b->max - size))
 		b->over = true;
-		return NULL;
-	}
-	if (!(p = malloc(size + PB_HEADER)))
-		return NULL;
-	memcpy(p, &size, sizeof(size));
-	b->used += size;
-	return p + PB_HEADER;
+	return p;
 }
 
 static void pb_free(void *data, void *ptr)
 {
-	struct pb_budget *b = data;
-	unsigned char *p = ptr;
-	size_t size;
-
-	if (!p)
-		return;
-	p -= PB_HEADER;
-	memcpy(&size, p, sizeof(size));
-	b->used -= size;
-	free(p);
+	(void)data;
+	(void)ptr;   /* the arena is freed whole */
 }
 
 static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 {
-	struct pb_budget budget = { 0, len > (SIZE_MAX - PB_SLACK) / PB_EXPANSION ? SIZE_MAX
-					  : len * PB_EXPANSION + PB_SLACK, false };
+	struct pb_budget budget = { NULL, len > (SIZE_MAX - PB_SLACK) / PB_EXPANSION ? SIZE_MAX
+					     : len * PB_EXPANSION + PB_SLACK, false };
 	ProtobufCAllocator alloc = { pb_alloc, pb_free, &budget };
-	Profile *pr = perftools__profiles__profile__unpack(&alloc, len, data);
+	Profile *pr;
+
+	if (!(budget.a = arena_open(budget.max)))
+		return import_fail_input(p->im, "out of memory");
+	pr = perftools__profiles__profile__unpack(&alloc, len, data);
 	const char *prog = "pprof";
 	struct choice c = { 1, { 0, 0 }, { 1, 1 }, { WIRE_RUN, WIRE_RUN } };
 	int rc = -1;
 
 	if (!pr && budget.over) {
+		arena_free(budget.a);
 		import_mark_too_large(p->im);
 		return import_fail_input(p->im, "the protobuf message unpacks into more than %zu bytes "
 					 "(%d times its size)", budget.max, PB_EXPANSION);
 	}
-	if (!pr)
+	if (!pr) {
+		arena_free(budget.a);
 		return import_fail_input(p->im, "not a pprof profile: the protobuf message does not "
 					 "decode (or out of memory)");
+	}
 	if (pr->n_string_table == 0 || (pr->string_table[0] && pr->string_table[0][0])) {
 		import_fail_input(p->im, "string_table[0]: must be \"\" (not a pprof profile?)");
 		goto out_free;
@@ -627,7 +621,7 @@ static int import_proto(struct pp *p, const unsigned char *data, size_t len)
 	}
 	rc = 0;
 out_free:
-	perftools__profiles__profile__free_unpacked(pr, &alloc);
+	arena_free(budget.a);   /* the message, whole */
 	return rc;
 }
 
