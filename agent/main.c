@@ -37,7 +37,8 @@ static const char usage[] =
 	"        NDJSON with -o (docs/import.md)\n"
 	"\n"
 	"Options (defaults in brackets):\n"
-	"  --url URL                ingest server [$SM_URL, else http://127.0.0.1:8080]\n"
+	"  --url URL[,URL...]       ingest server(s), tried in turn when one cannot be reached or\n"
+	"                           answers 5xx [$SM_URL, else http://127.0.0.1:8080]\n"
 	"  --token TOKEN            ingest token [$SM_TOKEN]\n"
 	"  --token-file FILE        read the token from FILE\n"
 	"  --spool DIR              spool directory [$SM_SPOOL, else /var/spool/stackmine if\n"
@@ -382,11 +383,15 @@ static int summarize(const char *cmd, const struct shipper *sh, int failed)
 		fprintf(stderr, "sm-agent: %s\n", shipper_error(sh));
 	fprintf(stderr,
 		"sm-agent: %s: %llu accepted, %llu duplicates, %llu rejected, %llu invalid, "
-		"%llu spooled, %llu lost (%llu requests)\n", cmd,
+		"%llu spooled, %llu lost (%llu requests", cmd,
 		(unsigned long long)c->accepted, (unsigned long long)c->duplicates,
 		(unsigned long long)c->rejected, (unsigned long long)c->invalid,
 		(unsigned long long)c->spooled, (unsigned long long)c->lost,
 		(unsigned long long)c->requests);
+	if (c->failovers)
+		fprintf(stderr, ", %llu switch%s to the next server", (unsigned long long)c->failovers,
+			c->failovers == 1 ? "" : "es");
+	fputs(")\n", stderr);
 	if (failed || interrupted || shipper_stopped(sh) || c->rejected || c->invalid || c->spooled || c->lost)
 		return 1;
 	return 0;

@@ -252,9 +252,14 @@ struct entry {
 	char *rejected;       /* the server's message when it refused the stream */
 };
 
+#define SHIP_MAX_SERVERS 16
+
 struct shipper {
 	struct ship_opts o;
-	char *url, *token, *spool_dir;
+	char *url, *token, *spool_dir;  /* url: the current server's streams endpoint */
+	char *urls[SHIP_MAX_SERVERS];   /* each server's streams endpoint ... */
+	char *bases[SHIP_MAX_SERVERS];  /* ... and base URL, without a trailing '/' */
+	size_t nserver, cur;
 	struct spool *spool;            /* opened when first needed */
 	struct wire_parser *parser;
 	struct arena *arena;
@@ -268,9 +273,10 @@ struct shipper {
 	CURL *curl;
 	struct curl_slist *headers;
 	struct curl_slist *json_headers;  /* shipper_post_json(): plain JSON */
-	char *base;                     /* the server's URL without a trailing '/' */
+	char *base;                     /* the current server's base URL */
 	struct buf resp;
 	int64_t retry_after_ms;         /* of the last response, -1 when absent */
+	long last_status;               /* of the last streams request, 0 when none came */
 	char curl_err[CURL_ERROR_SIZE];
 	struct ship_counters c;
 	bool curl_global;               /* curl_global_init() to balance */
@@ -402,12 +408,66 @@ static bool token_ok(const char *t)
 	return true;
 }
 
+/* Splits the comma-separated URL list of o into the shipper's servers. 0, or -1 with err. */
+static int parse_servers(struct shipper *sh, const char *list, char *err, size_t errlen)
+{
+	const char *p = list;
+
+	for (;;) {
+		const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
+		size_t ul;
+
+		while (p < end && *p == ' ')
+			p++;
+		while (end > p && (end[-1] == ' ' || end[-1] == '/'))
+			end--;
+		ul = (size_t)(end - p);
+		if (!ul || (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0)) {
+			snprintf(err, errlen, "url '%.*s': must start with http:// or https://", (int)ul, p);
+			return -1;
+		}
+		if (sh->nserver == SHIP_MAX_SERVERS) {
+			snprintf(err, errlen, "url: more than %d servers", SHIP_MAX_SERVERS);
+			return -1;
+		}
+		sh->bases[sh->nserver] = strndup(p, ul);
+		sh->urls[sh->nserver] = malloc(ul + sizeof("/api/v1/streams"));
+		if (!sh->bases[sh->nserver] || !sh->urls[sh->nserver]) {
+			sh->nserver++;
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		memcpy(sh->urls[sh->nserver], p, ul);
+		memcpy(sh->urls[sh->nserver] + ul, "/api/v1/streams", sizeof("/api/v1/streams"));
+		sh->nserver++;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	sh->cur = 0;
+	sh->url = sh->urls[0];
+	sh->base = sh->bases[0];
+	return 0;
+}
+
+/* The next server of the list, for the next request (a list of one stays). */
+static void next_server(struct shipper *sh, const char *why)
+{
+	if (sh->nserver < 2)
+		return;
+	sh->cur = (sh->cur + 1) % sh->nserver;
+	sh->url = sh->urls[sh->cur];
+	sh->base = sh->bases[sh->cur];
+	sh->c.failovers++;
+	curl_easy_setopt(sh->curl, CURLOPT_URL, sh->url);
+	log_info("switching server", "url=%s reason=\"%s\"", sh->base, why);
+}
+
 struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen)
 {
 	struct shipper *sh;
 	struct buf hdr = BUF_INIT(8192);
 	struct wire_limits lim;
-	size_t ul;
 
 	if (!o->url || (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0)) {
 		snprintf(err, errlen, "url '%s': must start with http:// or https://",
@@ -426,22 +486,17 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 	if (!sh)
 		goto fail_oom;
 	sh->o = *o;
-	ul = strlen(o->url);
-	while (ul && o->url[ul - 1] == '/')
-		ul--;
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		free(sh);
 		snprintf(err, errlen, "libcurl cannot initialise");
 		return NULL;
 	}
 	sh->curl_global = true;
-	sh->url = malloc(ul + sizeof("/api/v1/streams"));
-	if (!sh->url)
-		goto fail_free;
-	memcpy(sh->url, o->url, ul);
-	memcpy(sh->url + ul, "/api/v1/streams", sizeof("/api/v1/streams"));
-	if (!(sh->base = strndup(o->url, ul)) ||
-	    (o->token && !(sh->token = strdup(o->token))) ||
+	if (parse_servers(sh, o->url, err, errlen) < 0) {
+		shipper_free(sh);
+		return NULL;
+	}
+	if ((o->token && !(sh->token = strdup(o->token))) ||
 	    (o->spool_dir && !(sh->spool_dir = strdup(o->spool_dir))))
 		goto fail_free;
 	sh->o.url = sh->url;
@@ -524,7 +579,10 @@ void shipper_free(struct shipper *sh)
 		curl_global_cleanup();
 	curl_slist_free_all(sh->headers);
 	curl_slist_free_all(sh->json_headers);
-	free(sh->base);
+	for (size_t i = 0; i < sh->nserver; i++) {
+		free(sh->urls[i]);
+		free(sh->bases[i]);
+	}
 	ZSTD_freeCCtx(sh->cctx);
 	arena_free(sh->arena);
 	wire_parser_free(sh->parser);
@@ -534,7 +592,6 @@ void shipper_free(struct shipper *sh)
 	buf_release(&sh->batch);
 	buf_release(&sh->zbuf);
 	buf_release(&sh->resp);
-	free(sh->url);
 	free(sh->token);
 	free(sh->spool_dir);
 	free(sh);
@@ -555,8 +612,31 @@ int shipper_stopped(const struct shipper *sh)
 	return sh->stopped;
 }
 
+static int get_one(struct shipper *sh, const char *path, size_t max, struct buf *out, long *status, char *err,
+		   size_t errlen);
+
+/* Whether a failed request may go to the next server: it could not be sent, or the server
+ * answered 5xx (429 and 4xx are answers about the request, the same from any server). */
+static bool may_fail_over(long status)
+{
+	return status == 0 || status >= 500;
+}
+
 int shipper_get(struct shipper *sh, const char *path, size_t max, struct buf *out, long *status, char *err,
 		size_t errlen)
+{
+	int rc = -1;
+
+	for (size_t tries = 0; tries < sh->nserver; tries++) {
+		if ((rc = get_one(sh, path, max, out, status, err, errlen)) == 0 || !may_fail_over(*status))
+			break;
+		next_server(sh, err);
+	}
+	return rc;
+}
+
+static int get_one(struct shipper *sh, const char *path, size_t max, struct buf *out, long *status, char *err,
+		   size_t errlen)
 {
 	struct buf url = BUF_INIT(8192);
 	size_t keep = sh->resp.max;
@@ -603,8 +683,26 @@ out:
 	return rc;
 }
 
+static int post_json_one(struct shipper *sh, const char *path, const char *json, size_t len,
+			 struct buf *answer, long *status_out, char *err, size_t errlen);
+
 int shipper_post_json(struct shipper *sh, const char *path, const char *json, size_t len, struct buf *answer,
 		      char *err, size_t errlen)
+{
+	long status = 0;
+	int rc = -1;
+
+	for (size_t tries = 0; tries < sh->nserver; tries++) {
+		if ((rc = post_json_one(sh, path, json, len, answer, &status, err, errlen)) == 0 ||
+		    sh->stopped || !may_fail_over(status))
+			break;
+		next_server(sh, err);
+	}
+	return rc;
+}
+
+static int post_json_one(struct shipper *sh, const char *path, const char *json, size_t len,
+			 struct buf *answer, long *status_out, char *err, size_t errlen)
 {
 	struct buf url = BUF_INIT(8192);
 	CURLcode cc;
@@ -636,6 +734,7 @@ int shipper_post_json(struct shipper *sh, const char *path, const char *json, si
 		goto out;
 	}
 	curl_easy_getinfo(sh->curl, CURLINFO_RESPONSE_CODE, &status);
+	*status_out = status;
 	if (status != 200) {
 		answer_message(&sh->resp, msg, sizeof(msg));
 		snprintf(err, errlen, "server answered %ld: %s", status, msg);
@@ -751,6 +850,7 @@ static enum attempt attempt_send(struct shipper *sh, size_t lo, size_t hi, char 
 	sh->c.requests++;
 	if (cc == CURLE_OK)
 		curl_easy_getinfo(sh->curl, CURLINFO_RESPONSE_CODE, &status);
+	sh->last_status = status;
 	log_debug("POST", "url=%s streams=%zu bytes=%zu status=%ld ms=%lld curl=\"%s\"", sh->url,
 		  hi - lo, sh->zbuf.len, status, (long long)((util_now_mono_ns() - t0) / 1000000),
 		  cc == CURLE_OK ? "" : curl_easy_strerror(cc));
@@ -861,17 +961,28 @@ static int send_range(struct shipper *sh, size_t lo, size_t hi)
 	}
 	if ((rc = compress_range(sh, lo, hi)) < 0)
 		return rc;
-	for (int attempt = 1;; attempt++) {
+	for (int attempt = 1, tried = 1;; tried++) {
 		uint64_t r = 0;
 		int64_t delay;
 
 		at = attempt_send(sh, lo, hi, why, sizeof(why));
 		if (at != ATT_RETRY)
 			break;
+		/* another server of the list at once (not after a 429: slowing down is asked);
+		 * a pause only when a round of the servers has failed */
+		if (sh->nserver > 1 && sh->last_status != 429) {
+			next_server(sh, why);
+			if ((size_t)tried % sh->nserver != 0)
+				continue;
+		}
 		if (attempt >= sh->o.max_attempts) {
-			/* the server is down or drowning: leave it alone for the rest of the run */
-			ship_fail(sh, 0, "gave up after %d attempt%s: %s", attempt,
-				  attempt == 1 ? "" : "s", why);
+			/* the servers are down or drowning: leave them alone for the rest of the run */
+			if (sh->nserver > 1)
+				ship_fail(sh, 0, "gave up after %d round%s of the %zu servers: %s", attempt,
+					  attempt == 1 ? "" : "s", sh->nserver, why);
+			else
+				ship_fail(sh, 0, "gave up after %d attempt%s: %s", attempt,
+					  attempt == 1 ? "" : "s", why);
 			sh->stopped = true;
 			break;
 		}
@@ -885,6 +996,7 @@ static int send_range(struct shipper *sh, size_t lo, size_t hi)
 			sh->stopped = true;
 			break;
 		}
+		attempt++;
 	}
 	switch (at) {
 	case ATT_DONE:

@@ -50,7 +50,9 @@ typedef void ship_report_fn(void *ctx, enum ship_event ev, const char *origin,
 			    const char *stream_id, const char *msg);
 
 struct ship_opts {
-	const char *url;          /* server base URL; "/api/v1/streams" is appended */
+	const char *url;          /* server base URL, or several separated by commas (tried in turn
+				   * when one cannot be reached or answers 5xx); "/api/v1/streams"
+				   * is appended */
 	const char *token;        /* bearer token, or NULL */
 	const char *spool_dir;    /* NULL: undeliverable streams are lost (and reported) */
 	uint64_t spool_max;       /* bytes */
@@ -88,6 +90,7 @@ struct ship_counters {
 	uint64_t spooled;     /* written to the spool (ship) or left there (drain) */
 	uint64_t lost;        /* neither delivered nor spooled */
 	uint64_t requests;    /* HTTP requests made, retries included */
+	uint64_t failovers;   /* switches to the next server of the list */
 };
 
 struct shipper;

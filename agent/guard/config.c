@@ -33,7 +33,7 @@ static const struct var_def vars[] = {
 	{ { "SM_GUARD_CUT", "0.5",
 	    "training: units closer than this (PerfGuard's unit distance, 0 to 1) share a unit type" },
 	  V_DOUBLE, F(cut), 0, 1, 0 },
-	{ { "SM_GUARD_URL", "(none: spool only)", "ingest server, e.g. http://ingest:8080" },
+	{ { "SM_GUARD_URL", "(none: spool only)", "ingest server, e.g. http://ingest:8080, or several separated by commas (tried in turn)" },
 	  V_TEXT, F(url), 0, 0, 0 },
 	{ { "SM_GUARD_TOKEN_FILE", "(none)", "file holding the ingest token (read once, at start)" },
 	  V_PATH, F(token_file), 0, 0, 0 },
@@ -336,8 +336,18 @@ int guard_config_load(struct guard_config *c, guard_getenv_fn *get, char *err, s
 			break;
 		}
 	}
-	if (c->url[0] && strncmp(c->url, "http://", 7) != 0 && strncmp(c->url, "https://", 8) != 0)
-		return fail(err, errlen, "SM_GUARD_URL", "not an http:// or https:// URL", c->url);
+	for (const char *u = c->url; *u;) {
+		const char *comma = strchr(u, ',');
+
+		while (*u == ' ')
+			u++;
+		if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
+			return fail(err, errlen, "SM_GUARD_URL", "not an http:// or https:// URL (or a list of them)",
+				    c->url);
+		if (!comma)
+			break;
+		u = comma + 1;
+	}
 	return 0;
 }
 

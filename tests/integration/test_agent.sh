@@ -296,6 +296,27 @@ t_eq "faults: ... and not much more ($AG_MS ms)" "$([ "$AG_MS" -lt 15000 ] && ec
 t_eq "faults: nothing spooled" "$([ -e "$T_TMP/spool3" ] && echo made || echo none)" none
 proxy_stop
 
+# a list of servers: one that cannot be reached, one that answers 503, then the real one
+dead=$(free_port)
+ndjson "$T_TMP/fo.ndjson" 4
+proxy_start '503:0*100' || t_bail "faultproxy starts"
+agent ship --url "http://127.0.0.1:$dead,$PROXY_URL,$INGEST_URL" --token-file "$T_TMP/token" \
+	--spool "$T_TMP/spool-fo" --batch 2 -v "$T_TMP/fo.ndjson"
+t_eq "servers in turn: exit status, every stream delivered, the switches counted" "$AG_RC $(summary)" \
+	"0 sm-agent: ship: 4 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 lost (4 requests, 2 switches to the next server)"
+t_eq "servers in turn: the unreachable one and the 503 tried once, then the next batch stays on the good one" \
+	"$(grep -o 'msg="switching server" url=[^ ]*' <<<"$AG_ERR" | sed 's/.*url=//' | tr '\n' ' ')" "$PROXY_URL $INGEST_URL "
+t_eq "servers in turn: no pause between servers" "$(grep -c 'msg="retrying"' <<<"$AG_ERR")" 0
+t_eq "servers in turn: every stream stored once" "$(stored "$T_TMP/fo.ndjson.ids")" "4|4"
+proxy_stop
+ndjson "$T_TMP/fo2.ndjson" 1
+agent ship --url "http://127.0.0.1:$dead,http://127.0.0.1:$(free_port)" --token-file "$T_TMP/token" \
+	--spool "$T_TMP/spool-fo2" --retries 1 "$T_TMP/fo2.ndjson"
+t_match "no server reachable: rounds of the list, then spooled" "$AG_RC $AG_ERR" \
+	"^1 sm-agent: gave up after 2 rounds of the 2 servers: http://127.0.0.1:[0-9]+/api/v1/streams: .*"$'\n'"sm-agent: ship: 0 accepted, 0 duplicates, 0 rejected, 0 invalid, 1 spooled, 0 lost \\(4 requests, 4 switches to the next server\\)$"
+agent ship --url "$INGEST_URL,ftp://x" x.json
+t_eq "a list with a bad URL: refused" "$AG_RC $(head -n 1 <<<"$AG_ERR")" "2 sm-agent: url 'ftp://x': must start with http:// or https://"
+
 # a timeout: the request the agent gave up on still reaches the server; the retry must not double it
 ndjson "$T_TMP/hang.ndjson" 3
 proxy_start 'hang:4000' || t_bail "faultproxy starts"

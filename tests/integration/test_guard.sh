@@ -62,7 +62,7 @@ out=$(SM_GUARD_LABELS='=x' "$GUARD" run -- true 2>&1)
 t_eq "a bad label is refused" "$out" \
 	"sm-guard: SM_GUARD_LABELS: each label is KEY=VALUE with a non-empty KEY: '=x'"
 out=$("$GUARD" run --url ftp://x -- true 2>&1)
-t_eq "a URL that is not http is refused" "$out" "sm-guard: SM_GUARD_URL: not an http:// or https:// URL: 'ftp://x'"
+t_eq "a URL that is not http is refused" "$out" "sm-guard: SM_GUARD_URL: not an http:// or https:// URL (or a list of them): 'ftp://x'"
 out=$("$GUARD" run -- /nonexistent 2>&1)
 t_eq "a missing command: status 127" "$?" 127
 # the agent stays inert on a bad setting when loaded without the wrapper, and says why in its log

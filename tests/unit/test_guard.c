@@ -94,7 +94,9 @@ static void test_config_errors(void)
 		{ "SM_GUARD_LABELS", "a=", "SM_GUARD_LABELS: empty value for a label: 'a'" },
 		{ "SM_GUARD_SPOOL_MAX", "10k", "SM_GUARD_SPOOL_MAX: not a size of at least 1M: '10k'" },
 		{ "SM_GUARD_APP", "a\tb", "SM_GUARD_APP: holds a control character: 'a\tb'" },
-		{ "SM_GUARD_URL", "ingest:8080", "SM_GUARD_URL: not an http:// or https:// URL: 'ingest:8080'" },
+		{ "SM_GUARD_URL", "ingest:8080", "SM_GUARD_URL: not an http:// or https:// URL (or a list of them): 'ingest:8080'" },
+		{ "SM_GUARD_URL", "http://a:1,ingest:8080",
+		  "SM_GUARD_URL: not an http:// or https:// URL (or a list of them): 'http://a:1,ingest:8080'" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
