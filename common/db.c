@@ -2,6 +2,7 @@
 #include "common/db.h"
 #include "common/migrations.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,4 +202,21 @@ int db_put_array_str(struct buf *b, const char *s, size_t n)
 	if (buf_append(b, s + start, n - start) < 0)
 		return -1;
 	return buf_putc(b, '"');
+}
+
+bool db_alive(PGconn *c)
+{
+	struct pollfd p = { .fd = PQsocket(c), .events = POLLIN };
+
+	if (!c)
+		return false;
+	/* a dying backend may send its FATAL message, then the end of file: read until no more
+	 * is waiting (a few rounds at most) */
+	for (int i = 0; i < 4 && PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_IDLE &&
+			p.fd >= 0 && poll(&p, 1, 0) > 0; i++)
+		if (!PQconsumeInput(c))
+			break;   /* an end of file: the status is CONNECTION_BAD */
+	if (PQstatus(c) != CONNECTION_OK)
+		PQreset(c);
+	return PQstatus(c) == CONNECTION_OK;
 }

@@ -6,6 +6,7 @@
 #define SM_DB_H
 
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,14 @@
 /* Connects with `conninfo` (NULL or "": the standard PG* environment variables).
  * Returns the connection, or NULL with the reason in err. Caller frees with PQfinish(). */
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen);
+/*
+ * Whether c can be used, made again when the server closed it (a crash, a failover to a
+ * standby promoted in its place: with a multi-host conninfo and target_session_attrs=read-write
+ * PQreset() finds the new primary). An idle connection whose socket is readable has an end of
+ * file or an error waiting: it is read first, so that a dead connection is noticed before a
+ * request uses it instead of by the request's failure.
+ */
+bool db_alive(PGconn *c);
 /* The version the embedded migrations bring the schema to. */
 int db_schema_target(void);
 /* Current schema version (0 when never migrated). Returns 0 or -1 with err set. */

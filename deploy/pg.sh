@@ -13,6 +13,9 @@
 #                                       lets every program and psql find the database without --db
 #   deploy/pg.sh psql   [DIR] [PSQL ARGS...]   psql on database stackmine
 #   deploy/pg.sh destroy [DIR]          stop it and delete it, data and all
+#   deploy/pg.sh replica PRIMARY DIR    a streaming standby of the cluster in PRIMARY, made
+#                                       with pg_basebackup and started (read-only)
+#   deploy/pg.sh promote DIR            make the standby in DIR a primary (a failover by hand)
 #
 # DIR defaults to $SM_PGDIR or var/pg in the repository. It holds data/ (the data
 # directory; the Unix socket lives there too), server.log and pgpass.
@@ -36,7 +39,7 @@ die() { echo "pg.sh: $*" >&2; exit 1; }
 say() { echo "pg.sh: $*" >&2; }
 
 usage() {
-	sed -n '5,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '5,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -241,9 +244,10 @@ init_cluster() {
 	as_owner tee "$data/pg_hba.conf" >/dev/null <<-'EOF'
 	# Written by deploy/pg.sh. The socket sits in the mode-0700 data directory, so
 	# only its owner (and root) can reach it; TCP needs the stackmine password.
-	# TYPE  DATABASE  USER  ADDRESS       METHOD
-	local   all       all                 trust
-	host    all       all   127.0.0.1/32  scram-sha-256
+	# TYPE  DATABASE     USER  ADDRESS       METHOD
+	local   all          all                 trust
+	local   replication  all                 trust
+	host    all          all   127.0.0.1/32  scram-sha-256
 	EOF
 	printf "\ninclude_if_exists = 'stackmine.conf'\n" | as_owner tee -a "$data/postgresql.conf" >/dev/null
 	# the password for TCP connections, as a libpq password file
@@ -273,7 +277,7 @@ ensure_db() {
 }
 
 cmd_start() {
-	local port want
+	local port
 	locate
 	[ -n "$base" ] || create_base
 	exec 9<"$base"
@@ -287,14 +291,7 @@ cmd_start() {
 		say "already running (port $(cur_port))"
 		return 0
 	fi
-	want=${SM_PGPORT:-$(conf_port)}
-	want=${want:-54329}
-	port=$want
-	while port_busy "$port"; do
-		port=$(( port + 1 ))
-		[ $port -lt $(( want + 100 )) ] || die "ports $want to $port are all in use; set SM_PGPORT"
-	done
-	[ "$port" = "$want" ] || say "port $want is in use, using $port"
+	pick_port
 	write_conf "$port"
 	as_owner touch "$base/server.log" 2>/dev/null || true
 	# 9<&-: the server must not inherit (and so keep) the lock
@@ -304,6 +301,60 @@ cmd_start() {
 	fi
 	ensure_db
 	say "started on port $port (socket in $data, log $base/server.log)"
+}
+
+# Picks a free port from SM_PGPORT (or the configured one, or 54329) on; sets port.
+pick_port() {
+	local want
+	want=${SM_PGPORT:-$(conf_port)}
+	want=${want:-54329}
+	port=$want
+	while port_busy "$port"; do
+		port=$(( port + 1 ))
+		[ $port -lt $(( want + 100 )) ] || die "ports $want to $port are all in use; set SM_PGPORT"
+	done
+	[ "$port" = "$want" ] || say "port $want is in use, using $port"
+}
+
+cmd_replica() {
+	local pdir=$1 pdata pbase pport port
+	# the primary: its socket, port and password file
+	dir=$pdir
+	case $dir in /*) ;; *) dir=$PWD/$dir ;; esac
+	locate
+	[ -n "$base" ] && running || die "no running cluster in $pdir (deploy/pg.sh start $pdir)"
+	pdata=$data pbase=$base pport=$(cur_port)
+	if ! grep -q '^local[[:space:]]*replication' "$pdata/pg_hba.conf"; then
+		# a cluster made before standbys were: let its owner replicate over the socket
+		printf 'local   replication  all                 trust\n' | as_owner tee -a "$pdata/pg_hba.conf" >/dev/null
+		as_owner "$pgbin/pg_ctl" -D "$pdata" -s reload
+	fi
+	# the standby
+	dir=$2
+	case $dir in /*) ;; *) dir=$PWD/$dir ;; esac
+	locate
+	[ -z "$base" ] || die "$dir holds a cluster already"
+	create_base
+	say "copying the cluster in $pdir (pg_basebackup)"
+	as_owner "$pgbin/pg_basebackup" -D "$data" -h "$pdata" -p "$pport" -U "$osuser" -R -X stream \
+		-c fast >"$base/basebackup.log" 2>&1 || { cat "$base/basebackup.log" >&2; die "pg_basebackup failed"; }
+	cp "$pbase/pgpass" "$base/pgpass"
+	[ "$(id -u)" -ne 0 ] || chown "$osuser:" "$base/pgpass"
+	SM_PGPORT=$(( pport + 1 )) pick_port
+	write_conf "$port"
+	as_owner touch "$base/server.log" 2>/dev/null || true
+	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start; then
+		tail -n 30 "$base/server.log" >&2
+		die "the standby did not start (log: $base/server.log)"
+	fi
+	say "standby of $pdir started on port $port (socket in $data)"
+}
+
+cmd_promote() {
+	locate
+	[ -n "$base" ] && running || die "no running cluster in $dir"
+	as_owner "$pgbin/pg_ctl" -D "$data" -w -t 60 -s promote || die "promote failed (log: $base/server.log)"
+	say "promoted: $dir is a primary (port $(cur_port))"
 }
 
 cmd_stop() {
@@ -357,6 +408,8 @@ start) [ $# -eq 0 ] || usage; cmd_start ;;
 stop) [ $# -eq 0 ] || usage; cmd_stop ;;
 status) [ $# -eq 0 ] || usage; cmd_status ;;
 destroy) [ $# -eq 0 ] || usage; cmd_destroy ;;
+replica) [ $# -eq 1 ] || usage; cmd_replica "$dir" "$1" ;;
+promote) [ $# -eq 0 ] || usage; cmd_promote ;;
 url)
 	[ $# -le 1 ] || usage
 	locate

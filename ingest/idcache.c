@@ -142,19 +142,31 @@ uint64_t idcache_epoch(struct idcache *c)
 	return atomic_load(&c->epoch);
 }
 
-void idcache_reset(struct idcache *c, uint64_t epoch)
+/* Empties both maps (both locked: no reader sees one emptied and not the other); with
+ * epoch != NULL, only when the cache is not of *epoch already, and then it becomes so. */
+static void clear_maps(struct idcache *c, const uint64_t *epoch)
 {
-	/* both maps locked: no reader sees one map of the new epoch and one of the old */
 	pthread_rwlock_wrlock(&c->frames.lock);
 	pthread_rwlock_wrlock(&c->stacks.lock);
-	if (atomic_load(&c->epoch) != epoch) {
+	if (!epoch || atomic_load(&c->epoch) != *epoch) {
 		intern_clear(c->frames.keys);
 		intern_clear(c->stacks.keys);
 		c->frames.bytes = c->stacks.bytes = 0;
-		atomic_store(&c->epoch, epoch);
+		if (epoch)
+			atomic_store(&c->epoch, *epoch);
 	}
 	pthread_rwlock_unlock(&c->stacks.lock);
 	pthread_rwlock_unlock(&c->frames.lock);
+}
+
+void idcache_reset(struct idcache *c, uint64_t epoch)
+{
+	clear_maps(c, &epoch);
+}
+
+void idcache_clear(struct idcache *c)
+{
+	clear_maps(c, NULL);
 }
 
 void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks)

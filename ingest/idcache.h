@@ -31,6 +31,9 @@ void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, 
 uint64_t idcache_epoch(struct idcache *c);
 /* Empties the cache for a new epoch (nothing when it is there already). */
 void idcache_reset(struct idcache *c, uint64_t epoch);
+/* Empties the cache, keeping its epoch: after a failover, ids the old primary gave may not
+ * exist on the new one (asynchronous replication loses the last transactions). */
+void idcache_clear(struct idcache *c);
 /* Current sizes, for logs and tests. */
 void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks);
 

@@ -28,6 +28,7 @@ struct store {
 	struct intern *missing;    /* frames or stacks not in the cache, per call */
 	struct intern *stat_keys;  /* frame ids and call edges, per call */
 	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
+	int backend_pid;           /* of the session the statements were prepared in */
 };
 
 /* Per stream, what its frames and stacks are in the database. */
@@ -121,6 +122,7 @@ struct store *store_open(const char *conninfo, struct idcache *cache, char *err,
 		snprintf(err, errlen, "%s", st->err);
 		goto fail_free;
 	}
+	st->backend_pid = PQbackendPID(st->db);
 	return st;
 fail_free:
 	store_free(st);
@@ -152,15 +154,20 @@ const char *store_error(const struct store *st)
 
 PGconn *store_conn(struct store *st)
 {
-	if (PQstatus(st->db) == CONNECTION_OK)
-		return st->db;
-	PQreset(st->db);
-	if (PQstatus(st->db) != CONNECTION_OK) {
+	if (!db_alive(st->db)) {
 		db_fail(st, "database connection lost", NULL);
 		return NULL;
 	}
-	log_warn("database connection re-established", "%s", "");
-	return prepare_all(st) < 0 ? NULL : st->db;
+	if (PQbackendPID(st->db) == st->backend_pid)
+		return st->db;
+	/* a new session (the server restarted, or a standby took over): its statements are to
+	 * prepare again, and ids cached from the old one may not exist any more */
+	log_warn("database connection re-established", "server=\"%s:%s\"", PQhost(st->db), PQport(st->db));
+	idcache_clear(st->cache);
+	if (prepare_all(st) < 0)
+		return NULL;
+	st->backend_pid = PQbackendPID(st->db);
+	return st->db;
 }
 
 static int put_int_list(struct buf *b, const int32_t *v, size_t n)

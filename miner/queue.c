@@ -177,6 +177,8 @@ int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_pa
 	PGresult *r;
 	char err[512];
 
+	if (!db_alive(m->db))
+		return miner_db_fail(m, "taking a queued run", NULL);
 	/* a run whose worker died too often fails instead of killing more workers */
 	r = PQexec(m->db, "UPDATE runs SET status = 'failed', finished_at = now(),"
 			  " error = 'abandoned: its worker stopped " "3 times while mining it'"
@@ -221,6 +223,8 @@ int miner_wait(struct miner *m, int timeout_ms)
 	struct pollfd pfd;
 	PGnotify *n;
 
+	if (!db_alive(m->db))
+		return miner_db_fail(m, "waiting for runs", NULL);
 	if (db_exec(m->db, "LISTEN sm_runs", m->err, sizeof(m->err)) < 0)
 		return -1;
 	pfd.fd = PQsocket(m->db);

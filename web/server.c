@@ -103,9 +103,9 @@ static PGconn *pool_get(struct pool *p)
 	if (p->nidle > 0)
 		c = p->idle[--p->nidle];
 	pthread_mutex_unlock(&p->lock);
-	/* a connection the server dropped (restart, idle timeout) is made again */
-	if (c && PQstatus(c) != CONNECTION_OK)
-		PQreset(c);
+	/* a connection the server dropped (restart, failover, idle timeout) is made again */
+	if (c)
+		db_alive(c);
 	return c;
 }
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# db failover: sm-ingest and sm-web given a multi-host connection string (the primary and a
+# streaming standby made by deploy/pg.sh replica, target_session_attrs=read-write). The
+# primary is killed (SIGKILL of its postmaster) and the standby promoted, as Patroni would:
+# both servers reconnect by themselves to the new primary, forget the ids cached from the old
+# one, and every stream an agent sends is stored exactly once. Prints the time from the kill
+# to the first stream stored on the new primary.
+. "$(dirname "$0")/../lib.sh"
+
+PG=$SM_REPO/deploy/pg.sh
+DATA=$SM_REPO/tests/integration/data
+P1=$T_TMP/p1 P2=$T_TMP/p2
+t_cleanup '"$PG" destroy "$P2" >/dev/null 2>&1; "$PG" destroy "$P1" >/dev/null 2>&1'
+SM_PGPORT=$(free_port) "$PG" start "$P1" >"$T_TMP/pg1.log" 2>&1 || { cat "$T_TMP/pg1.log"; t_bail "primary starts"; }
+"$PG" replica "$P1" "$P2" >"$T_TMP/pg2.log" 2>&1 || { cat "$T_TMP/pg2.log"; t_bail "standby starts"; }
+u1=$("$PG" url "$P1") u2=$("$PG" url "$P2")
+host1=$(sed 's/.*host=\([^ ]*\) port=\([0-9]*\).*/\1/' <<<"$u1") port1=$(sed 's/.*port=\([0-9]*\).*/\1/' <<<"$u1")
+host2=$(sed 's/.*host=\([^ ]*\) port=\([0-9]*\).*/\1/' <<<"$u2") port2=$(sed 's/.*port=\([0-9]*\).*/\1/' <<<"$u2")
+CONN="host=$host1,$host2 port=$port1,$port2 dbname=stackmine user=stackmine target_session_attrs=read-write connect_timeout=2"
+q2() { "$PG" psql "$P2" -XAtc "$1"; }
+
+"$SM_BIN_DIR/sm-admin" --db "$CONN" migrate >/dev/null 2>&1 || t_bail "migrate through the multi-host string"
+TOKEN=$("$SM_BIN_DIR/sm-admin" --db "$CONN" token create --role ingest --name failover 2>/dev/null)
+ANALYST=$("$SM_BIN_DIR/sm-admin" --db "$CONN" token create --role analyst --name failover-read 2>/dev/null)
+printf '%s\n' "$TOKEN" >"$T_TMP/token"
+srv_start ingest --db "$CONN" --auth-cache-ms 0 || t_bail "sm-ingest starts"
+I_PID=$SRV_PID I_URL=$SRV_URL I_LOG=$SRV_LOG
+srv_start web --db "$CONN" --no-worker || t_bail "sm-web starts"
+W_PID=$SRV_PID W_URL=$SRV_URL W_LOG=$SRV_LOG
+t_cleanup '[ -z "$I_PID" ] || kill -TERM "$I_PID" 2>/dev/null; [ -z "$W_PID" ] || kill -TERM "$W_PID" 2>/dev/null'
+
+ndjson() { # ndjson FILE N: N streams with new ids, their ids in FILE.ids
+	local id i
+	: >"$1"
+	: >"$1.ids"
+	for i in $(seq 1 "$2"); do
+		id=$(cat /proc/sys/kernel/random/uuid)
+		echo "$id" >>"$1.ids"
+		sed -e "s/@ID@/$id/" "$DATA/stream.json" | tr -d '\n' >>"$1"
+		echo >>"$1"
+	done
+}
+ship() { # ship FILE SPOOL: sm-agent with its retries; the summary line
+	"$SM_BIN_DIR/sm-agent" ship --url "$I_URL" --token-file "$T_TMP/token" --spool "$2" --batch 2 \
+		--retries 8 "$1" 2>&1 | tail -n 1
+}
+
+ndjson "$T_TMP/before.ndjson" 10
+t_match "10 streams before the failover" "$(ship "$T_TMP/before.ndjson" "$T_TMP/s1")" \
+	'^sm-agent: ship: 10 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 lost '
+for _ in $(seq 100); do
+	[ "$(q2 "SELECT count(*) FROM streams")" = 10 ] && break
+	sleep 0.1
+done
+t_eq "the standby has them" "$(q2 "SELECT pg_is_in_recovery(), count(*) FROM streams" | tr '|' ' ')" "t 10"
+
+# the primary dies; the standby takes over
+pm=$(head -n 1 "$(readlink -f "$P1")/data/postmaster.pid")
+t0=$(date +%s%N)
+kill -KILL "$pm"
+"$PG" promote "$P2" >/dev/null 2>&1 || t_bail "promote"
+t_eq "the standby is the primary" "$(q2 "SELECT pg_is_in_recovery()")" f
+
+ndjson "$T_TMP/after.ndjson" 10
+summary=$(ship "$T_TMP/after.ndjson" "$T_TMP/s2")
+t1=$(date +%s%N)
+t_match "10 streams after it: all accepted" "$summary" \
+	'^sm-agent: ship: 10 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 lost '
+t_eq "every stream stored once on the new primary" "$(q2 "SELECT count(DISTINCT stream_id) || '|' || count(*) FROM streams")" "20|20"
+t_eq "... with all its events and stacks" "$(q2 "SELECT count(*) FROM streams s WHERE n_events <> (SELECT count(*) FROM events e WHERE e.stream_ref = s.id)")" 0
+t_match "sm-ingest says it reconnected, and where" "$(cat "$I_LOG")" "database connection re-established.*$host2:$port2"
+echo "from the primary's death to 10 more streams stored on the promoted standby: $(( (t1 - t0) / 1000000 )) ms"
+
+# sm-web reads from the new primary, the first request included
+http GET "$W_URL/api/v1/streams?limit=1" -H "Authorization: Bearer $ANALYST"
+t_eq "sm-web after the failover: its first request answered from the new primary" "$HTTP_STATUS $(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$HTTP_BODY")" "200 20"
+
+srv_stop web "$W_PID" "$W_LOG"
+W_PID=
+srv_stop ingest "$I_PID" "$I_LOG"
+I_PID=
+t_done
