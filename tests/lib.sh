@@ -283,6 +283,20 @@ t_verdicts() {
 	done < <(grep '^PASS \|^FAIL ' "$1")
 }
 
+# t_ndjson FILE N: N copies of tests/integration/data/stream.json, one a line, each with a new
+# stream id; the ids in FILE.ids.
+t_ndjson() {
+	local id i
+	: >"$1"
+	: >"$1.ids"
+	for i in $(seq 1 "$2"); do
+		id=$(cat /proc/sys/kernel/random/uuid)
+		echo "$id" >>"$1.ids"
+		sed -e "s/@ID@/$id/" "$SM_REPO/tests/integration/data/stream.json" | tr -d '\n' >>"$1"
+		echo >>"$1"
+	done
+}
+
 mk_token() {
 	sm_admin token create --role "$1" --name "$T_NAME-$1"
 }

@@ -8,7 +8,6 @@
 . "$(dirname "$0")/../lib.sh"
 
 PG=$SM_REPO/deploy/pg.sh
-DATA=$SM_REPO/tests/integration/data
 P1=$T_TMP/p1 P2=$T_TMP/p2
 t_cleanup '"$PG" destroy "$P2" >/dev/null 2>&1; "$PG" destroy "$P1" >/dev/null 2>&1'
 SM_PGPORT=$(free_port) "$PG" start "$P1" >"$T_TMP/pg1.log" 2>&1 || { cat "$T_TMP/pg1.log"; t_bail "primary starts"; }
@@ -29,23 +28,12 @@ srv_start web --db "$CONN" --no-worker || t_bail "sm-web starts"
 W_PID=$SRV_PID W_URL=$SRV_URL W_LOG=$SRV_LOG
 t_cleanup '[ -z "$I_PID" ] || kill -TERM "$I_PID" 2>/dev/null; [ -z "$W_PID" ] || kill -TERM "$W_PID" 2>/dev/null'
 
-ndjson() { # ndjson FILE N: N streams with new ids, their ids in FILE.ids
-	local id i
-	: >"$1"
-	: >"$1.ids"
-	for i in $(seq 1 "$2"); do
-		id=$(cat /proc/sys/kernel/random/uuid)
-		echo "$id" >>"$1.ids"
-		sed -e "s/@ID@/$id/" "$DATA/stream.json" | tr -d '\n' >>"$1"
-		echo >>"$1"
-	done
-}
 ship() { # ship FILE SPOOL: sm-agent with its retries; the summary line
 	"$SM_BIN_DIR/sm-agent" ship --url "$I_URL" --token-file "$T_TMP/token" --spool "$2" --batch 2 \
 		--retries 8 "$1" 2>&1 | tail -n 1
 }
 
-ndjson "$T_TMP/before.ndjson" 10
+t_ndjson "$T_TMP/before.ndjson" 10
 t_match "10 streams before the failover" "$(ship "$T_TMP/before.ndjson" "$T_TMP/s1")" \
 	'^sm-agent: ship: 10 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 lost '
 for _ in $(seq 100); do
@@ -61,7 +49,7 @@ kill -KILL "$pm"
 "$PG" promote "$P2" >/dev/null 2>&1 || t_bail "promote"
 t_eq "the standby is the primary" "$(q2 "SELECT pg_is_in_recovery()")" f
 
-ndjson "$T_TMP/after.ndjson" 10
+t_ndjson "$T_TMP/after.ndjson" 10
 summary=$(ship "$T_TMP/after.ndjson" "$T_TMP/s2")
 t1=$(date +%s%N)
 t_match "10 streams after it: all accepted" "$summary" \

@@ -8,7 +8,6 @@
 
 HAPROXY=${SM_HAPROXY:-/usr/sbin/haproxy}
 PY=/usr/bin/python3
-DATA=$SM_REPO/tests/integration/data
 [ -x "$HAPROXY" ] || t_bail "haproxy" "$HAPROXY is missing (deploy/deps.sh test installs Debian's haproxy)"
 
 sm_admin migrate >/dev/null || t_bail "migrate"
@@ -56,18 +55,6 @@ EOF
 }
 t_eq "both servers up" "$(servers | tr '\n' ' ')" "ingest1 2 ingest2 2 "
 
-# ndjson FILE N: N streams with new ids, their ids in FILE.ids
-ndjson() {
-	local id i
-	: >"$1"
-	: >"$1.ids"
-	for i in $(seq 1 "$2"); do
-		id=$(cat /proc/sys/kernel/random/uuid)
-		echo "$id" >>"$1.ids"
-		sed -e "s/@ID@/$id/" "$DATA/stream.json" | tr -d '\n' >>"$1"
-		echo >>"$1"
-	done
-}
 stored() { # stored IDS-FILE: how many of these streams are stored, and in how many rows
 	pg_q "SELECT count(DISTINCT stream_id) || '|' || count(*) FROM streams
 		WHERE stream_id = ANY('{$(paste -sd, "$1")}'::uuid[])"
@@ -76,7 +63,7 @@ requests() { # requests URL: the streams requests a server answered 200
 	curl -s "$1/metrics" | sed -n 's/^sm_ingest_requests_total{code="200"} //p'
 }
 
-ndjson "$T_TMP/one.ndjson" 20
+t_ndjson "$T_TMP/one.ndjson" 20
 "$SM_BIN_DIR/sm-agent" ship --url "$HAP" --token-file "$T_TMP/token" --spool "$T_TMP/spool1" --batch 1 \
 	"$T_TMP/one.ndjson" 2>"$T_TMP/ship1.err"
 t_eq "20 streams through haproxy: all accepted" "$?|$(tail -n 1 "$T_TMP/ship1.err")" \
@@ -89,7 +76,7 @@ kill -KILL "$A_PID"
 wait "$A_PID" 2>/dev/null
 A_PID=
 t0=$(date +%s%N)
-ndjson "$T_TMP/two.ndjson" 30
+t_ndjson "$T_TMP/two.ndjson" 30
 "$SM_BIN_DIR/sm-agent" ship --url "$HAP" --token-file "$T_TMP/token" --spool "$T_TMP/spool2" --batch 1 \
 	"$T_TMP/two.ndjson" 2>"$T_TMP/ship2.err"
 t_eq "30 streams while a server is dead: all accepted" "$?|$(tail -n 1 "$T_TMP/ship2.err" | sed 's/ ([0-9]* requests.*//')" \
@@ -104,7 +91,7 @@ t_eq "the dead server is taken out" "$(servers | tr '\n' ' ')" "ingest1 0 ingest
 echo "haproxy took the killed server out within $(( (t1 - t0) / 1000000 )) ms of its death (checks every 1 s, 2 failures)"
 
 # two proxies for the agent, the first one dead: it goes to the second by itself
-ndjson "$T_TMP/three.ndjson" 5
+t_ndjson "$T_TMP/three.ndjson" 5
 "$SM_BIN_DIR/sm-agent" ship --url "http://127.0.0.1:$(free_port),$HAP" --token-file "$T_TMP/token" \
 	--spool "$T_TMP/spool3" "$T_TMP/three.ndjson" 2>"$T_TMP/ship3.err"
 t_eq "an agent given a dead proxy first: delivered through the second" "$?|$(tail -n 1 "$T_TMP/ship3.err")" \
