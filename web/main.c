@@ -20,6 +20,8 @@ static const char usage[] =
 	"\n"
 	"Options (defaults in brackets):\n"
 	"  --db CONNINFO          PostgreSQL connection string or URI [PG* environment]\n"
+	"  --db-read CONNINFO     for GET and HEAD requests: reads that may lag a little, e.g. the\n"
+	"                         standbys with target_session_attrs=prefer-standby [--db]\n"
 	"  --listen ADDR:PORT     address to serve on; port 0 picks a free one [127.0.0.1:8081]\n"
 	"  --port-file FILE       write the bound port to FILE once listening\n"
 	"  --threads N            HTTP threads, one database connection each [4]\n"
@@ -38,7 +40,7 @@ static const char usage[] =
 	"2 on a usage error.\n";
 
 enum {
-	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
+	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
 	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE,
 };
 
@@ -48,6 +50,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "db", required_argument, NULL, OPT_DB },
+		{ "db-read", required_argument, NULL, OPT_DB_READ },
 		{ "listen", required_argument, NULL, OPT_LISTEN },
 		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
 		{ "threads", required_argument, NULL, OPT_THREADS },
@@ -78,6 +81,7 @@ int main(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		case OPT_DB: cfg.conninfo = optarg; continue;
+		case OPT_DB_READ: cfg.conninfo_read = optarg; continue;
 		case OPT_LISTEN: cfg.listen = optarg; continue;
 		case OPT_PORT_FILE: cfg.port_file = optarg; continue;
 		case OPT_ANON: cfg.anonymous_read = true; continue;

@@ -20,6 +20,7 @@
 
 struct web_config {
 	const char *conninfo;       /* NULL: PG* environment */
+	const char *conninfo_read;  /* GET and HEAD requests (reads that may lag: a standby); NULL: conninfo */
 	const char *listen;         /* ADDR:PORT, port 0 = any free one */
 	const char *port_file;      /* write the bound port here once listening (NULL: no) */
 	int threads;                /* HTTP threads (each holds a database connection while it answers) */

@@ -45,7 +45,8 @@ struct pool {
 struct web {
 	const struct web_config *cfg;
 	struct req_env env;         /* what every request shares: tokens, frame names, the secret */
-	struct pool pool;
+	struct pool pool;           /* --db: every request but reads when there is a read pool */
+	struct pool rpool;          /* --db-read: GET and HEAD; size 0 when not given */
 	atomic_llong requests;
 };
 
@@ -88,6 +89,38 @@ static const struct req_source mhd_source = { mhd_lookup, mhd_each };
 static volatile sig_atomic_t worker_stop;
 
 /* ---- the connection pool ---- */
+
+/* size connections to conninfo, the schema checked on the first. 0, or -1 with err. */
+static int pool_open(struct pool *p, const char *conninfo, int size, char *err, size_t errlen)
+{
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	p->size = size;
+	if (!(p->idle = calloc((size_t)size, sizeof(PGconn *)))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < size; i++) {
+		PGconn *c = db_connect(conninfo, err, errlen);
+
+		if (!c || (i == 0 && db_schema_check(c, err, errlen) < 0)) {
+			if (c)
+				PQfinish(c);
+			return -1;
+		}
+		p->idle[p->nidle++] = c;
+	}
+	return 0;
+}
+
+static void pool_close(struct pool *p)
+{
+	for (int i = 0; i < p->nidle; i++)
+		PQfinish(p->idle[i]);
+	free(p->idle);
+	p->idle = NULL;
+	p->nidle = p->size = 0;
+}
 
 static PGconn *pool_get(struct pool *p)
 {
@@ -227,6 +260,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				  size_t *upload_size, void **con_cls)
 {
 	struct req *rq = *con_cls;
+	struct pool *pool;
 	enum MHD_Result ret;
 
 	(void)cls;
@@ -268,7 +302,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req_json_error(rq, 400, "the path is not UTF-8");
 		return send_response(rq);
 	}
-	rq->db = pool_get(&W.pool);
+	/* reads go to the read pool (a standby) when there is one; writes and their forms never */
+	pool = W.rpool.size && (rq->method == REQ_GET || rq->method == REQ_HEAD) ? &W.rpool : &W.pool;
+	rq->db = pool_get(pool);
 	if (!rq->db) {
 		req_json_error(rq, 503, "all database connections are busy; try again");
 		req_add_header(rq, "Retry-After", "1");
@@ -285,7 +321,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		else
 			req_text_error(rq, 500, "The page could not be built: it would be too large or the server is out of memory.");
 	}
-	pool_put(&W.pool, rq->db);
+	pool_put(pool, rq->db);
 	rq->db = NULL;
 	atomic_fetch_add(&W.requests, 1);
 	if (rq->status >= 500)
@@ -370,23 +406,14 @@ int web_run(const struct web_config *cfg)
 	}
 	W.env.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.frames = framecache_open(cfg->frame_cache_bytes);
-	pthread_mutex_init(&W.pool.lock, NULL);
-	pthread_cond_init(&W.pool.cond, NULL);
-	W.pool.size = cfg->threads;
-	W.pool.idle = calloc((size_t)cfg->threads, sizeof(PGconn *));
-	if (!W.env.auth || !W.env.frames || !W.pool.idle) {
+	if (!W.env.auth || !W.env.frames) {
 		log_error("out of memory at start", "%s", "");
 		goto out_pool;
 	}
-	for (int i = 0; i < cfg->threads; i++) {
-		PGconn *c = db_connect(cfg->conninfo, err, sizeof(err));
-		if (!c || (i == 0 && db_schema_check(c, err, sizeof(err)) < 0)) {
-			if (c)
-				PQfinish(c);
-			log_error("cannot start", "error=\"%s\"", err);
-			goto out_pool;
-		}
-		W.pool.idle[W.pool.nidle++] = c;
+	if (pool_open(&W.pool, cfg->conninfo, cfg->threads, err, sizeof(err)) < 0 ||
+	    (cfg->conninfo_read && pool_open(&W.rpool, cfg->conninfo_read, cfg->threads, err, sizeof(err)) < 0)) {
+		log_error("cannot start", "error=\"%s\"", err);
+		goto out_pool;
 	}
 	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
 				       (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
@@ -429,9 +456,8 @@ int web_run(const struct web_config *cfg)
 out_mhd:
 	MHD_stop_daemon(mhd);
 out_pool:
-	for (int i = 0; i < W.pool.nidle; i++)
-		PQfinish(W.pool.idle[i]);
-	free(W.pool.idle);
+	pool_close(&W.pool);
+	pool_close(&W.rpool);
 	auth_cache_free(W.env.auth);
 	framecache_free(W.env.frames);
 	return rc;

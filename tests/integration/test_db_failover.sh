@@ -42,6 +42,31 @@ for _ in $(seq 100); do
 done
 t_eq "the standby has them" "$(q2 "SELECT pg_is_in_recovery(), count(*) FROM streams" | tr '|' ' ')" "t 10"
 
+# sm-web reading from the standby (--db-read, prefer-standby) and writing to the primary: with the
+# standby's replay paused, a read does not see what the primary has since; a write reaches it
+srv_start web --db "host=$host1 port=$port1 dbname=stackmine user=stackmine" --no-worker \
+	--db-read "host=$host2,$host1 port=$port2,$port1 dbname=stackmine user=stackmine target_session_attrs=prefer-standby" ||
+	t_bail "sm-web with --db-read starts"
+R_PID=$SRV_PID R_URL=$SRV_URL R_LOG=$SRV_LOG
+t_cleanup '[ -z "$R_PID" ] || kill -TERM "$R_PID" 2>/dev/null'
+q2admin() { (cd / && runuser -u postgres -- psql -XAtq -c "$1" "$("$PG" url "$P2" --admin)"); }
+q2admin "SELECT pg_wal_replay_pause()"
+t_ndjson "$T_TMP/paused.ndjson" 2
+ship "$T_TMP/paused.ndjson" "$T_TMP/s0" >/dev/null
+http GET "$R_URL/api/v1/streams?limit=1" -H "Authorization: Bearer $ANALYST"
+t_eq "--db-read: a read comes from the standby (replay paused: 10, the primary has 12)" \
+	"$HTTP_STATUS $(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$HTTP_BODY")" "200 10"
+http POST "$R_URL/api/v1/runs" -H "Authorization: Bearer $ANALYST" -H 'Content-Type: application/json' \
+	--data-binary '{"app": "nginx"}'
+t_eq "--db-read: a write goes to the primary" "$HTTP_STATUS $("$PG" psql "$P1" -XAtc "SELECT count(*) FROM runs")" "202 1"
+q2admin "SELECT pg_wal_replay_resume()"
+for _ in $(seq 100); do
+	[ "$(q2 "SELECT count(*) FROM streams")" = 12 ] && break
+	sleep 0.1
+done
+srv_stop web "$R_PID" "$R_LOG"
+R_PID=
+
 # the primary dies; the standby takes over
 pm=$(head -n 1 "$(readlink -f "$P1")/data/postmaster.pid")
 t0=$(date +%s%N)
@@ -54,14 +79,14 @@ summary=$(ship "$T_TMP/after.ndjson" "$T_TMP/s2")
 t1=$(date +%s%N)
 t_match "10 streams after it: all accepted" "$summary" \
 	'^sm-agent: ship: 10 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 lost '
-t_eq "every stream stored once on the new primary" "$(q2 "SELECT count(DISTINCT stream_id) || '|' || count(*) FROM streams")" "20|20"
+t_eq "every stream stored once on the new primary" "$(q2 "SELECT count(DISTINCT stream_id) || '|' || count(*) FROM streams")" "22|22"
 t_eq "... with all its events and stacks" "$(q2 "SELECT count(*) FROM streams s WHERE n_events <> (SELECT count(*) FROM events e WHERE e.stream_ref = s.id)")" 0
 t_match "sm-ingest says it reconnected, and where" "$(cat "$I_LOG")" "database connection re-established.*$host2:$port2"
 echo "from the primary's death to 10 more streams stored on the promoted standby: $(( (t1 - t0) / 1000000 )) ms"
 
 # sm-web reads from the new primary, the first request included
 http GET "$W_URL/api/v1/streams?limit=1" -H "Authorization: Bearer $ANALYST"
-t_eq "sm-web after the failover: its first request answered from the new primary" "$HTTP_STATUS $(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$HTTP_BODY")" "200 20"
+t_eq "sm-web after the failover: its first request answered from the new primary" "$HTTP_STATUS $(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$HTTP_BODY")" "200 22"
 
 srv_stop web "$W_PID" "$W_LOG"
 W_PID=
