@@ -16,6 +16,9 @@
 #   deploy/pg.sh replica PRIMARY DIR    a streaming standby of the cluster in PRIMARY, made
 #                                       with pg_basebackup and started (read-only)
 #   deploy/pg.sh promote DIR            make the standby in DIR a primary (a failover by hand)
+#   deploy/pg.sh backup DIR FILE        a base backup of the running cluster, WAL included, as one
+#                                       compressed tar file (pg_basebackup; the server keeps serving)
+#   deploy/pg.sh restore FILE DIR       a new cluster in DIR from such a file, started
 #
 # DIR defaults to $SM_PGDIR or var/pg in the repository. It holds data/ (the data
 # directory; the Unix socket lives there too), server.log and pgpass.
@@ -39,7 +42,7 @@ die() { echo "pg.sh: $*" >&2; exit 1; }
 say() { echo "pg.sh: $*" >&2; }
 
 usage() {
-	sed -n '5,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '5,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -357,6 +360,58 @@ cmd_promote() {
 	say "promoted: $dir is a primary (port $(cur_port))"
 }
 
+cmd_backup() {
+	local file=$1 tmp
+	case $file in /*) ;; *) file=$PWD/$file ;; esac
+	locate
+	[ -n "$base" ] && running || die "no running cluster in $dir"
+	[ ! -e "$file" ] || die "$file exists; not overwriting it"
+	tmp=$(mktemp -d /var/tmp/sm-backup.XXXXXX)
+	[ "$(id -u)" -ne 0 ] || chown "$osuser:" "$tmp"
+	# the data directory and the WAL it needs in one tar stream, checked as it is written
+	if ! as_owner "$pgbin/pg_basebackup" -D "$tmp/b" -h "$data" -p "$(cur_port)" -U "$osuser" \
+		-Ft -X fetch -c fast --manifest-checksums=SHA256 >"$tmp/log" 2>&1; then
+		cat "$tmp/log" >&2
+		rm -rf "$tmp"
+		die "pg_basebackup failed"
+	fi
+	cp "$base/pgpass" "$tmp/b/pgpass"
+	tar -C "$tmp/b" -czf "$file" . || { rm -rf "$tmp"; die "cannot write $file"; }
+	rm -rf "$tmp"
+	say "backup of $dir in $file ($(du -h "$file" | cut -f1))"
+}
+
+cmd_restore() {
+	local file=$1 tmp port
+	case $file in /*) ;; *) file=$PWD/$file ;; esac
+	[ -r "$file" ] || die "cannot read $file"
+	dir=$2
+	case $dir in /*) ;; *) dir=$PWD/$dir ;; esac
+	locate
+	[ -z "$base" ] || die "$dir holds a cluster already"
+	create_base
+	tmp=$(mktemp -d /var/tmp/sm-restore.XXXXXX)
+	tar -C "$tmp" -xzf "$file" || { rm -rf "$tmp"; die "$file is not a backup made by pg.sh backup"; }
+	[ -f "$tmp/base.tar" ] && [ -f "$tmp/pgpass" ] && [ -f "$tmp/backup_manifest" ] ||
+		{ rm -rf "$tmp"; die "$file is not a backup made by pg.sh backup"; }
+	cp "$tmp/pgpass" "$tmp/backup_manifest" "$base/"
+	[ "$(id -u)" -ne 0 ] || chown "$osuser:" "$base/pgpass" "$base/backup_manifest"
+	as_owner mkdir -p -m 0700 "$data"
+	as_owner tar -C "$data" -xf - <"$tmp/base.tar"
+	rm -rf "$tmp"
+	# the backup's manifest says what every file must be (sizes and SHA-256)
+	as_owner "$pgbin/pg_verifybackup" -n -m "$base/backup_manifest" "$data" >/dev/null ||
+		die "the restored files do not match the backup's manifest"
+	pick_port
+	write_conf "$port"
+	as_owner touch "$base/server.log" 2>/dev/null || true
+	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start; then
+		tail -n 30 "$base/server.log" >&2
+		die "the restored cluster did not start (log: $base/server.log)"
+	fi
+	say "restored $file into $dir, started on port $port"
+}
+
 cmd_stop() {
 	locate
 	if ! running; then
@@ -410,6 +465,8 @@ status) [ $# -eq 0 ] || usage; cmd_status ;;
 destroy) [ $# -eq 0 ] || usage; cmd_destroy ;;
 replica) [ $# -eq 1 ] || usage; cmd_replica "$dir" "$1" ;;
 promote) [ $# -eq 0 ] || usage; cmd_promote ;;
+backup) [ $# -eq 1 ] || usage; cmd_backup "$1" ;;
+restore) [ $# -eq 1 ] || usage; cmd_restore "$dir" "$1" ;;
 url)
 	[ $# -le 1 ] || usage
 	locate
