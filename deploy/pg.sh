@@ -295,15 +295,20 @@ cmd_start() {
 		return 0
 	fi
 	pick_port
-	write_conf "$port"
-	as_owner touch "$base/server.log" 2>/dev/null || true
-	# 9<&-: the server must not inherit (and so keep) the lock
-	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start 9<&-; then
-		tail -n 30 "$base/server.log" >&2
-		die "the server did not start (log: $base/server.log, last lines above)"
-	fi
+	start_server "the server"
 	ensure_db
 	say "started on port $port (socket in $data, log $base/server.log)"
+}
+
+# Writes the configuration for $port and starts the server; dies naming what (WHAT) did not.
+start_server() {
+	write_conf "$port"
+	as_owner touch "$base/server.log" 2>/dev/null || true
+	# 9<&-: the server must not inherit (and so keep) start's lock
+	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start 9<&-; then
+		tail -n 30 "$base/server.log" >&2
+		die "$1 did not start (log: $base/server.log, last lines above)"
+	fi
 }
 
 # Picks a free port from SM_PGPORT (or the configured one, or 54329) on; sets port.
@@ -344,12 +349,7 @@ cmd_replica() {
 	cp "$pbase/pgpass" "$base/pgpass"
 	[ "$(id -u)" -ne 0 ] || chown "$osuser:" "$base/pgpass"
 	SM_PGPORT=$(( pport + 1 )) pick_port
-	write_conf "$port"
-	as_owner touch "$base/server.log" 2>/dev/null || true
-	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start; then
-		tail -n 30 "$base/server.log" >&2
-		die "the standby did not start (log: $base/server.log)"
-	fi
+	start_server "the standby"
 	say "standby of $pdir started on port $port (socket in $data)"
 }
 
@@ -403,12 +403,7 @@ cmd_restore() {
 	as_owner "$pgbin/pg_verifybackup" -n -m "$base/backup_manifest" "$data" >/dev/null ||
 		die "the restored files do not match the backup's manifest"
 	pick_port
-	write_conf "$port"
-	as_owner touch "$base/server.log" 2>/dev/null || true
-	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start; then
-		tail -n 30 "$base/server.log" >&2
-		die "the restored cluster did not start (log: $base/server.log)"
-	fi
+	start_server "the restored cluster"
 	say "restored $file into $dir, started on port $port"
 }
 
