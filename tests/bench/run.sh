@@ -151,6 +151,15 @@ if [ "$only" = all ] || [ "$only" = ingest ]; then
 		exit 1
 	fi
 	echo "sm-ingest:  $secs s  $(rate "$nevents" "$secs") events/s  $(rate "$nstreams" "$secs") streams/s  peak RSS $peak MB  server CPU $icpu s"
+	# what it takes on disk (docs/scaling.md, "Sizing"): tables with their indexes and TOAST
+	psql -XAtc "SELECT format('on disk:    events %s MB (%s bytes per event), streams %s MB (%s bytes per stream),'
+		' frames and stacks %s MB, the rest %s MB', round(ev / 1e6), round(ev / $nevents::numeric),
+		round(st / 1e6), round(st / $nstreams::numeric), round(fs / 1e6), round((db - ev - st - fs) / 1e6))
+		FROM (SELECT (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits
+		              WHERE inhparent = 'events'::regclass) AS ev,
+		             pg_total_relation_size('streams') AS st,
+		             pg_total_relation_size('frames') + pg_total_relation_size('stacks') AS fs,
+		             pg_database_size(current_database()) AS db) x"
 
 	# the same rows, straight into the same tables
 	psql -Xqc "\\copy (SELECT * FROM streams ORDER BY id) TO '$work/streams.tsv'" \
