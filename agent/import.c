@@ -523,23 +523,31 @@ static size_t utf8_char(const unsigned char *s, size_t n)
 	return k;
 }
 
-int64_t import_frame(struct importer *im, const char *s, size_t n)
+/* s[0..n) as valid UTF-8 into out (room for max bytes): each invalid byte becomes U+FFFD,
+ * and the text is cut on a character boundary. Returns the bytes written. */
+static size_t clean_utf8(char *out, size_t max, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0, o = 0;
-	int64_t id;
 
 	while (i < n) {
 		size_t k = utf8_char(p + i, n - i);
-		const char *src = k ? s + i : "\xef\xbf\xbd";
 		size_t w = k ? k : 3;
 
-		if (o + w > WIRE_MAX_FRAME)
+		if (o + w > max)
 			break;
-		memcpy(im->fbuf + o, src, w);
+		memcpy(out + o, k ? s + i : "\xef\xbf\xbd", w);
 		o += w;
 		i += k ? k : 1;
 	}
+	return o;
+}
+
+int64_t import_frame(struct importer *im, const char *s, size_t n)
+{
+	size_t o = clean_utf8(im->fbuf, WIRE_MAX_FRAME, s, n);
+	int64_t id;
+
 	if (!o) {
 		memcpy(im->fbuf, "[unknown]", 9);
 		o = 9;
@@ -660,20 +668,12 @@ struct wire_event *import_event_at(struct importer *im, size_t idx)
  * invalid UTF-8 replaced, empty made "-". Appended to b with a NUL. */
 static void put_name(struct buf *b, const char *s, size_t n)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0, o = 0;
+	char name[WIRE_MAX_NAME];
+	size_t o = clean_utf8(name, sizeof(name), s, n);
 
-	while (i < n) {
-		size_t k = utf8_char(p + i, n - i);
-		size_t w = k ? k : 3;
-
-		if (o + w > WIRE_MAX_NAME)
-			break;
-		buf_append(b, k ? s + i : "\xef\xbf\xbd", w);
-		o += w;
-		i += k ? k : 1;
-	}
-	if (!o)
+	if (o)
+		buf_append(b, name, o);
+	else
 		buf_putc(b, '-');
 	buf_putc(b, '\0');
 }

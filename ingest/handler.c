@@ -595,14 +595,13 @@ static int host_allowed(struct handler *h, const char *host, const char *what, s
 
 /* ---- POST /api/v1/import ---- */
 
-#define IMPORT_MAX_LABELS WIRE_MAX_LABELS
 #define IMPORT_MAX_DECODED ((size_t)32 << 20)
 
 /* What the query of an import says: the import options and the streams' role. */
 struct import_query {
 	struct import_opts o;
 	const char *format;
-	struct wire_label labels[IMPORT_MAX_LABELS];
+	struct wire_label labels[WIRE_MAX_LABELS];
 };
 
 /* The format a Content-Type names, when the query does not: NULL to tell from the bytes. */
@@ -699,8 +698,8 @@ static int import_query_parse(const struct handler_request *rq, const char *toke
 					snprintf(err, errlen, "label: '%.*s' given twice", (int)(sep - val), val);
 					return -1;
 				}
-			if (q->o.nlabels == IMPORT_MAX_LABELS) {
-				snprintf(err, errlen, "label: more than %d labels", IMPORT_MAX_LABELS);
+			if (q->o.nlabels == WIRE_MAX_LABELS) {
+				snprintf(err, errlen, "label: more than %d labels", WIRE_MAX_LABELS);
 				return -1;
 			}
 			/* the query buffer is the request's: the separator becomes the key's end */

@@ -1925,16 +1925,12 @@ static void get_cluster_profile(struct req *rq, const char *id)
 		req_json_error(rq, 500, "out of memory");
 		goto out;
 	}
-	/* both come by stack id */
-	for (int i = 0, j = 0; i < PQntuples(st); i++) {
-		int64_t sid = model_coln(st, i, "stack_id");
+	for (int i = 0; i < PQntuples(st); i++) {
+		int j = model_find_stack(fr, model_coln(st, i, "stack_id"));
 		const char **names;
 		size_t n;
 
-		while (j < PQntuples(fr) && model_coln(fr, j, "stack_id") < sid)
-			j++;
-		if (j == PQntuples(fr) || model_coln(fr, j, "stack_id") != sid ||
-		    !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
+		if (j < 0 || !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
 			continue;
 		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
 		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
