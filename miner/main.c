@@ -26,11 +26,13 @@ static const char usage[] =
 	"usage: sm-miner [--db CONNINFO] COMMAND [OPTIONS]\n"
 	"\n"
 	"Commands:\n"
-	"  run [PARAMS] [--queue] [--threads N] [--quiet]\n"
+	"  run [PARAMS] [--queue] [--threads N] [--quiet] [--part-streams N]\n"
 	"        mine now (or with --queue: queue the run for the workers and print its id)\n"
-	"  worker [--threads N] [--once]\n"
+	"  worker [--threads N] [--once] [--lease S] [--part-streams N]\n"
 	"        take queued runs from the database and mine them, until SIGTERM\n"
-	"        (--once: stop when the queue is empty)\n"
+	"        (--once: stop when the queue is empty). A run of more than N streams (1000) is cut\n"
+	"        into parts of N that every worker helps with (0: never cut); a run or part whose\n"
+	"        worker has not beaten for S seconds (60) is taken by another\n"
 	"  compare A B [--limit N]\n"
 	"        run B against run A (before): clusters matched by signature and medoid similarity,\n"
 	"        each new, gone, grown, shrunk or unchanged by its cost per stream, with a 95 %%\n"
@@ -85,7 +87,8 @@ static int usage_error(const char *fmt, const char *arg)
 enum {
 	O_PARAMS = 256, O_APP, O_KIND, O_AOI, O_INCLUDE, O_EXCLUDE, O_TNS, O_TFRAC, O_TGUIDE, O_LINKAGE, O_CUT,
 	O_VERSION, O_HOST, O_LABEL, O_SINCE, O_UNTIL, O_QUEUE, O_THREADS, O_QUIET, O_ONCE, O_LIMIT,
-	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL, O_BRIEF, O_NO_BASELINE, O_BOOTSTRAP,
+	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL, O_BRIEF, O_NO_BASELINE, O_BOOTSTRAP, O_LEASE,
+	O_PART_STREAMS,
 };
 
 static const struct option cmd_opts[] = {
@@ -111,6 +114,8 @@ static const struct option cmd_opts[] = {
 	{ "threads", required_argument, NULL, O_THREADS },
 	{ "quiet", no_argument, NULL, O_QUIET },
 	{ "once", no_argument, NULL, O_ONCE },
+	{ "lease", required_argument, NULL, O_LEASE },
+	{ "part-streams", required_argument, NULL, O_PART_STREAMS },
 	{ "limit", required_argument, NULL, O_LIMIT },
 	{ "closed", no_argument, NULL, O_CLOSED },
 	{ "maximal", no_argument, NULL, O_MAXIMAL },
@@ -127,6 +132,8 @@ struct args {
 	bool cli_params;              /* any run parameter given as an option */
 	bool queue, quiet, once, brief;
 	int threads;
+	int lease_s;                  /* 0: the default */
+	int64_t part_streams;         /* -1: the default */
 	int64_t limit;
 	int mode;                     /* O_CLOSED / O_MAXIMAL */
 	int64_t minsup;
@@ -232,6 +239,16 @@ static int parse_cli(int argc, char **argv, struct args *c)
 		case O_QUIET: c->quiet = true; break;
 		case O_ONCE: c->once = true; break;
 		case O_BRIEF: c->brief = true; break;
+		case O_LEASE:
+			if (util_parse_i64(optarg, 5, 86400, &v) < 0)
+				return usage_error("--lease '%s': seconds, from 5 to 86400", optarg);
+			c->lease_s = (int)v;
+			break;
+		case O_PART_STREAMS:
+			if (util_parse_i64(optarg, 0, 100000000, &v) < 0)
+				return usage_error("--part-streams '%s': a count of streams, 0 for never", optarg);
+			c->part_streams = v;
+			break;
 		case O_THREADS:
 			if (util_parse_i64(optarg, 1, 64, &v) < 0)
 				return usage_error("--threads '%s': from 1 to 64", optarg);
@@ -305,6 +322,19 @@ static int load_params(struct args *c, struct arena *a)
 	return 0;
 }
 
+static void worker_opts(struct miner_opts *mo, const char *conninfo, const struct args *c)
+{
+	miner_opts_default(mo);
+	mo->conninfo = conninfo;
+	mo->threads = c->threads;
+	mo->progress = !c->quiet;
+	mo->cancel = &stop_flag;
+	if (c->lease_s)
+		mo->lease_s = c->lease_s;
+	if (c->part_streams >= 0)
+		mo->part_streams = (size_t)c->part_streams;
+}
+
 static int cmd_run(const char *conninfo, struct args *c)
 {
 	struct miner_opts mo;
@@ -316,11 +346,7 @@ static int cmd_run(const char *conninfo, struct args *c)
 
 	if ((rc = load_params(c, a)) != 0)
 		goto out;
-	miner_opts_default(&mo);
-	mo.conninfo = conninfo;
-	mo.threads = c->threads;
-	mo.progress = !c->quiet;
-	mo.cancel = &stop_flag;
+	worker_opts(&mo, conninfo, c);
 	m = miner_open(&mo, err, sizeof(err));
 	if (!m) {
 		fprintf(stderr, "sm-miner: %s\n", err);
@@ -355,11 +381,7 @@ static int cmd_worker(const char *conninfo, struct args *c)
 	char err[1024];
 	int rc = 0;
 
-	miner_opts_default(&mo);
-	mo.conninfo = conninfo;
-	mo.threads = c->threads;
-	mo.progress = !c->quiet;
-	mo.cancel = &stop_flag;
+	worker_opts(&mo, conninfo, c);
 	m = miner_open(&mo, err, sizeof(err));
 	if (!m) {
 		fprintf(stderr, "sm-miner: %s\n", err);
@@ -552,6 +574,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 
 	memset(&c, 0, sizeof(c));
+	c.part_streams = -1;
 	c.labels.max = 64 * 1024;
 	for (; i < argc; i++) {
 		if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)

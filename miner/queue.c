@@ -13,9 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A run whose worker has not beaten for this long is taken again. */
-#define HEARTBEAT_STALE "60 seconds"
-
 struct miner {
 	PGconn *db;
 	struct miner_opts o;
@@ -70,6 +67,8 @@ void miner_opts_default(struct miner_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->max_patterns = 1000000;
+	o->lease_s = MINER_LEASE_S;
+	o->part_streams = MINER_PART_STREAMS;
 }
 
 struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen)
@@ -173,26 +172,28 @@ int miner_create_running(struct miner *m, const struct run_params *p, int64_t *r
 
 int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_params *p)
 {
-	const char *params[1] = { m->worker };
+	char lease[24];
+	const char *params[2] = { m->worker, lease };
 	PGresult *r;
 	char err[512];
 
+	snprintf(lease, sizeof(lease), "%d", m->o.lease_s);
 	if (!db_alive(m->db))
 		return miner_db_fail(m, "taking a queued run", NULL);
 	/* a run whose worker died too often fails instead of killing more workers */
-	r = PQexec(m->db, "UPDATE runs SET status = 'failed', finished_at = now(),"
-			  " error = 'abandoned: its worker stopped " "3 times while mining it'"
-			  " WHERE status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "'"
-			  " AND attempts >= 3");
+	r = PQexecParams(m->db, "UPDATE runs SET status = 'failed', finished_at = now(),"
+			 " error = 'abandoned: its worker stopped 3 times while mining it'"
+			 " WHERE status = 'running' AND heartbeat_at < now() - make_interval(secs => $1::integer)"
+			 " AND attempts >= 3", 1, NULL, params + 1, NULL, NULL, 0);
 	PQclear(r);
 	r = PQexecParams(m->db,
 			 "UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),"
 			 " worker = $1, attempts = attempts + 1, error = NULL, progress = '{}'"
 			 " WHERE id = (SELECT id FROM runs WHERE status = 'queued'"
-			 "   OR (status = 'running' AND heartbeat_at < now() - interval '" HEARTBEAT_STALE "')"
+			 "   OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $2::integer))"
 			 "   ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
 			 " RETURNING id, params::text",
-			 1, NULL, params, NULL, NULL, 0);
+			 2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return miner_db_fail(m, "taking a queued run", r);
 	if (PQntuples(r) == 0) {

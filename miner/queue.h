@@ -25,7 +25,12 @@ struct miner_opts {
 	bool progress;            /* progress lines on stderr */
 	size_t max_patterns;      /* per kind; a run past it fails (raise the threshold) */
 	const volatile sig_atomic_t *cancel; /* non-zero: stop at the next step, requeue the run */
+	int lease_s;              /* a run or part whose worker has not beaten for this long is taken again */
+	size_t part_streams;      /* a run of more streams is cut into parts of this many (parts.h); 0: never */
 };
+
+#define MINER_LEASE_S 60
+#define MINER_PART_STREAMS 1000
 
 void miner_opts_default(struct miner_opts *o);
 /* Connects; NULL with the reason in err. Caller frees. */

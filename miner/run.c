@@ -16,6 +16,7 @@
 #include "miner/aoi.h"
 #include "miner/baseline.h"
 #include "miner/bide.h"
+#include "miner/parts.h"
 #include "miner/queue.h"
 #include "miner/watch.h"
 
@@ -32,7 +33,6 @@
 
 /* Events read before a chunk of streams is handed to the AOI threads. */
 #define CHUNK_EVENTS (512 * 1024)
-/* A run whose worker has not beaten for this long is taken again. */
 
 /* Costs are summed saturating at INT64_MAX (the database's bigint): a stream of
  * absurd durations must not wrap a run's totals. */
@@ -66,8 +66,9 @@ struct stream_events {
 
 struct run {
 	struct miner *m;
-	int64_t id;
-	const struct run_params *p;
+	int64_t id;                   /* 0: a part of another worker's run */
+	const struct run_params *p;   /* NULL for such a part */
+	enum aoi_mode mode;
 	struct progress prog;
 	/* selected streams, violating and baseline, by id */
 	int64_t *refs;
@@ -86,6 +87,8 @@ struct run {
 	pthread_mutex_t entries_lock;
 	struct aoi **aoi;             /* one per thread */
 	int threads;
+	uint64_t nread;               /* events read */
+	bool split;                   /* the AOI extraction went to parts */
 	/* timings */
 	int64_t t_select, t_read, t_filter, t_mine;
 	struct arena *arena;
@@ -112,6 +115,45 @@ struct cstack {
 	uint64_t events;
 	size_t first, n;              /* its entries (one per stream) */
 };
+
+/* A run's state for run id (0: a part of another worker's run, p NULL) with AOI mode aoi; its
+ * workspaces allocated. 0, or -1 with the error on m; run_release() either way. */
+static int run_init(struct run *run, struct miner *m, int64_t id, const struct run_params *p, const char *aoi,
+		    const char *phase)
+{
+	memset(run, 0, sizeof(*run));
+	run->m = m;
+	run->id = id;
+	run->p = p;
+	run->threads = miner_options(m)->threads;
+	run->events.size = sizeof(struct wire_event);
+	run->chunk.size = sizeof(struct stream_events);
+	run->entries.size = sizeof(struct entry);
+	run->bentries.size = sizeof(struct entry);
+	atomic_store(&run->prog.phase, phase);
+	if (aoi_mode_parse(aoi, &run->mode) < 0)
+		return miner_fail(m, "aoi: unknown mode '%s'", aoi);
+	run->arena = arena_open(0);
+	run->aoi = calloc((size_t)run->threads, sizeof(*run->aoi));
+	if (!run->arena || !run->aoi)
+		return miner_fail(m, "out of memory");
+	for (int i = 0; i < run->threads; i++)
+		if (!(run->aoi[i] = aoi_open()))
+			return miner_fail(m, "out of memory");
+	return 0;
+}
+
+static void run_release(struct run *run)
+{
+	for (int i = 0; run->aoi && i < run->threads; i++)
+		aoi_free(run->aoi[i]);
+	free(run->aoi);
+	vec_free(&run->events);
+	vec_free(&run->chunk);
+	vec_free(&run->entries);
+	vec_free(&run->bentries);
+	arena_free(run->arena);
+}
 
 /* ---- heartbeat and progress, on a connection of their own ---- */
 
@@ -159,18 +201,27 @@ static void *beat_main(void *arg)
 
 		pthread_mutex_unlock(&bt->lock);
 		progress_json(bt->run, &b);
-		params[0] = idbuf;
+		params[0] = bt->run->id ? idbuf : miner_worker(bt->run->m);
 		params[1] = buf_cstr(&b);
 		if (bt->db) {
-			PGresult *r = PQexecParams(bt->db, "UPDATE runs SET heartbeat_at = now(),"
-						   " progress = $2::jsonb WHERE id = $1", 2, NULL, params,
-						   NULL, NULL, 0);
+			/* the run's progress (with its parts'), and the parts this worker has */
+			PGresult *r = bt->run->id
+				? PQexecParams(bt->db, "WITH p AS (UPDATE run_parts SET heartbeat_at = now()"
+					       "  WHERE run_id = $1 AND status = 'running' AND worker = ("
+					       "   SELECT worker FROM runs WHERE id = $1))"
+					       " UPDATE runs SET heartbeat_at = now(), progress = $2::jsonb ||"
+					       " coalesce((SELECT jsonb_build_object('parts', count(*), 'parts_done',"
+					       "   count(*) FILTER (WHERE status = 'done')) FROM run_parts"
+					       "   WHERE run_id = $1 HAVING count(*) > 0), '{}') WHERE id = $1",
+					       2, NULL, params, NULL, NULL, 0)
+				: PQexecParams(bt->db, "UPDATE run_parts SET heartbeat_at = now() WHERE worker = $1"
+					       " AND status = 'running'", 1, NULL, params, NULL, NULL, 0);
 			/* a lost connection would let another worker take the run: get it back */
 			if (PQresultStatus(r) != PGRES_COMMAND_OK && PQstatus(bt->db) != CONNECTION_OK)
 				PQreset(bt->db);
 			PQclear(r);
 		}
-		if (miner_options(bt->run->m)->progress && ticks++ % 2 == 0)
+		if (bt->run->id && miner_options(bt->run->m)->progress && ticks++ % 2 == 0)
 			fprintf(stderr, "sm-miner: run %s: %s\n", idbuf, b.data);
 		pthread_mutex_lock(&bt->lock);
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -215,15 +266,15 @@ static void beat_stop(struct beat *bt)
 
 /* ---- phase 1: select streams ---- */
 
+static int load_selection(struct run *run, const char *sql);
+
 static int select_streams(struct run *run)
 {
 	struct miner *m = run->m;
 	const struct run_params *p = run->p;
 	char since[40], until[40];
 	const char *params[7];
-	struct intern *types;
 	PGresult *r;
-	int n;
 
 	if (miner_exec(m, "DROP TABLE IF EXISTS sm_sel; CREATE TEMP TABLE sm_sel ("
 			  " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint, base boolean, utype text)") < 0)
@@ -253,7 +304,19 @@ static int select_streams(struct run *run)
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		return miner_db_fail(m, "selecting streams", r);
 	PQclear(r);
-	r = PQexec(miner_db(m), "SELECT id, tid, t0, t1, base, utype FROM sm_sel ORDER BY id");
+	return load_selection(run, "SELECT id, tid, t0, t1, base, utype FROM sm_sel ORDER BY id");
+}
+
+/* The selected streams (sql gives id, symptom tid, start, end, baseline, unit type by id) into
+ * the run's refs, symptoms, baseline flags and unit types. */
+static int load_selection(struct run *run, const char *sql)
+{
+	struct miner *m = run->m;
+	struct intern *types;
+	PGresult *r;
+	int n;
+
+	r = PQexec(miner_db(m), sql);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return miner_db_fail(m, "reading the selected streams", r);
 	n = PQntuples(r);
@@ -481,22 +544,27 @@ static int parse_row(const unsigned char *p, size_t n, int64_t *ref, struct wire
 	return 0;
 }
 
-static int read_events(struct run *run)
+/* Reads the events of the streams refs[first .. end) - all of sm_sel, or the part in sm_part -
+ * and extracts their AOI into the entries. */
+static int read_events(struct run *run, size_t first, size_t end, bool part)
 {
 	struct miner *m = run->m;
-	enum aoi_mode mode;
+	enum aoi_mode mode = run->mode;
 	PGresult *r;
 	char *msg;
 	int len;
-	size_t cur = 0;          /* index into refs of the stream being read */
+	size_t cur = first;      /* index into refs of the stream being read */
 	bool header = true, have = false;
 	int rc = 0;
 
-	if (aoi_mode_parse(run->p->aoi, &mode) < 0)
-		return miner_fail(m, "aoi: unknown mode %s", run->p->aoi);
-	r = PQexec(miner_db(m), "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
-			  " coalesce(e.readier_tid, 0) FROM events e JOIN sm_sel s ON s.id = e.stream_ref"
-			  " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)");
+	/* a part's bounds let the index scan start at its streams, not read past the earlier ones */
+	r = PQexec(miner_db(m), part ? "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
+				       " coalesce(e.readier_tid, 0) FROM events e JOIN sm_part s ON s.id = e.stream_ref"
+				       " WHERE e.stream_ref BETWEEN (SELECT min(id) FROM sm_part) AND (SELECT max(id) FROM sm_part)"
+				       " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)"
+				     : "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
+				       " coalesce(e.readier_tid, 0) FROM events e JOIN sm_sel s ON s.id = e.stream_ref"
+				       " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)");
 	if (PQresultStatus(r) != PGRES_COPY_OUT)
 		return miner_db_fail(m, "reading events", r);
 	PQclear(r);
@@ -541,9 +609,9 @@ static int read_events(struct run *run)
 					continue;
 				}
 			}
-			while (cur < run->nstreams && run->refs[cur] != ref)
+			while (cur < end && run->refs[cur] != ref)
 				cur++;
-			if (cur == run->nstreams) {
+			if (cur == end) {
 				rc = miner_fail(m, "reading events: stream %lld was not selected", (long long)ref);
 				continue;
 			}
@@ -563,6 +631,7 @@ static int read_events(struct run *run)
 			continue;
 		}
 		*dst = e;
+		run->nread++;
 		((struct stream_events *)run->chunk.data)[run->chunk.len - 1].n++;
 		if (miner_options(m)->cancel && *miner_options(m)->cancel && !rc)
 			rc = miner_fail(m, "cancelled");
@@ -577,6 +646,206 @@ static int read_events(struct run *run)
 	}
 	if (!rc)
 		rc = process_chunk(run, mode);
+	return rc;
+}
+
+/* ---- phase 2 in parts (parts.h) ---- */
+
+/* The part's streams into the temporary table sm_part that read_events() joins (analyzed: the
+ * planner must see a part's few streams to read them through the index). */
+static int part_fill(struct run *run, const struct parts_claim *c)
+{
+	struct miner *m = run->m;
+	char idbuf[24], part[24];
+	const char *params[2] = { idbuf, part };
+	PGresult *r;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)c->run_id);
+	snprintf(part, sizeof(part), "%d", c->part);
+	if (miner_exec(m, "CREATE TEMP TABLE IF NOT EXISTS sm_part (id bigint PRIMARY KEY); DELETE FROM sm_part") < 0)
+		return -1;
+	r = PQexecParams(miner_db(m), "INSERT INTO sm_part SELECT unnest(stream_refs) FROM run_parts"
+				      " WHERE run_id = $1 AND part = $2::integer", 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		return miner_db_fail(m, "reading the part's streams", r);
+	PQclear(r);
+	return miner_exec(m, "ANALYZE sm_part");
+}
+
+static int cmp_ref(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Adds another worker's part to the run's entries. */
+static int part_merge(struct run *run, int part, struct buf *b)
+{
+	struct parts_entry pe;
+	int64_t events, aoi_events;
+	size_t pos = 0, per = miner_options(run->m)->part_streams;
+	int got;
+
+	if (parts_fetch(run->m, run->id, part, b, &events, &aoi_events) < 0)
+		return -1;
+	while ((got = parts_unpack((const unsigned char *)b->data, b->len, &pos, &pe)) > 0) {
+		const int64_t *at = bsearch(&pe.stream_ref, run->refs, run->nstreams, sizeof(int64_t), cmp_ref);
+		struct entry *dst;
+
+		if (!at)
+			return miner_fail(run->m, "part %d: stream %lld is not in the run", part,
+					  (long long)pe.stream_ref);
+		dst = vec_push(run->base[at - run->refs] ? &run->bentries : &run->entries);
+		if (!dst)
+			return miner_fail(run->m, "out of memory merging the parts");
+		dst->stack = pe.stack;
+		dst->stream = (uint32_t)(at - run->refs);
+		dst->cost = pe.cost;
+		dst->events = pe.events;
+		dst->kind = pe.kind;
+	}
+	if (got < 0)
+		return miner_fail(run->m, "part %d: its result is damaged", part);
+	run->nread += (uint64_t)events;
+	atomic_fetch_add(&run->prog.aoi_events, (uint64_t)aoi_events);
+	{
+		size_t first = (size_t)part * per, end = first + per < run->nstreams ? first + per : run->nstreams;
+		atomic_fetch_add(&run->prog.streams_read, first < end ? end - first : 0);
+	}
+	return 0;
+}
+
+/*
+ * The coordinator's side: the selection cut into parts and queued; this worker takes its run's
+ * parts like any other and keeps their entries, waits for the parts others have, then merges
+ * theirs. A part another worker took over from this one is dropped here.
+ */
+static int extract_parts(struct run *run, size_t per)
+{
+	struct miner *m = run->m;
+	struct buf b = BUF_INIT(PARTS_MAX_BYTES);
+	int *done = NULL, nparts, ndone, rc = -1, own = 0;
+
+	nparts = parts_create(m, run->id, run->refs, run->nstreams, per);
+	if (nparts < 0)
+		return -1;
+	run->split = true;
+	for (;;) {
+		struct parts_claim c;
+		int got, pending, failed;
+
+		if (miner_options(m)->cancel && *miner_options(m)->cancel)
+			return miner_fail(m, "cancelled");
+		got = parts_claim(m, run->id, &c);
+		if (got < 0)
+			return -1;
+		if (got) {
+			size_t first = (size_t)c.part * per;
+			size_t end = first + per < run->nstreams ? first + per : run->nstreams;
+			size_t ne = run->entries.len, nb = run->bentries.len;
+			uint64_t nread = run->nread;
+			int64_t t = util_now_mono_ns();
+
+			if (first >= end)
+				return miner_fail(m, "part %d is beyond the run's %zu streams", c.part, run->nstreams);
+			if (part_fill(run, &c) < 0 || read_events(run, first, end, true) < 0)
+				return -1;
+			got = parts_done(m, &c, NULL, (int64_t)(run->nread - nread), 0,
+					 (util_now_mono_ns() - t) / 1000000);
+			if (got < 0)
+				return -1;
+			if (got == 1) {      /* taken over: the other worker's result counts */
+				run->entries.len = ne;
+				run->bentries.len = nb;
+				run->nread = nread;
+			} else {
+				own++;
+			}
+			continue;
+		}
+		if (parts_status(m, run->id, &pending, &failed) < 0 || failed)
+			return -1;
+		if (!pending)
+			break;
+		poll(NULL, 0, 50);
+	}
+	ndone = parts_list_done(m, run->id, &done);
+	if (ndone < 0)
+		return -1;
+	for (int i = 0; i < ndone; i++)
+		if (part_merge(run, done[i], &b) < 0)
+			goto out;
+	log_info("run's parts extracted", "run=%lld parts=%d here=%d others=%d", (long long)run->id, nparts, own,
+		 ndone);
+	rc = 0;
+out:
+	free(done);
+	buf_release(&b);
+	return rc;
+}
+
+/* Phase 2: in one piece, or in parts when the run has more streams than a part. */
+static int extract(struct run *run)
+{
+	size_t per = miner_options(run->m)->part_streams;
+
+	if (per && run->nstreams > per)
+		return extract_parts(run, per);
+	return read_events(run, 0, run->nstreams, false);
+}
+
+/* Another worker's part, taken by parts_claim(): its streams' AOI extracted and stored packed. */
+static int execute_part(struct miner *m, const struct parts_claim *c)
+{
+	struct run run;
+	struct beat bt;
+	struct buf b = BUF_INIT(PARTS_MAX_BYTES);
+	int64_t t0 = util_now_mono_ns();
+	int rc = -1, beating = 0, got;
+
+	if (run_init(&run, m, 0, NULL, c->aoi, "extracting a part") < 0)
+		goto out;
+	if (beat_start(&bt, &run) < 0)
+		goto out;
+	beating = 1;
+	if (part_fill(&run, c) < 0 ||
+	    load_selection(&run, "SELECT s.id, s.symptom_tid, s.symptom_start_ns, s.symptom_end_ns,"
+				 " s.role = 'baseline', coalesce(s.symptom_unit_type, '')"
+				 " FROM streams s JOIN sm_part p ON p.id = s.id ORDER BY s.id") < 0 ||
+	    read_events(&run, 0, run.nstreams, true) < 0)
+		goto out;
+	parts_pack_begin(&b);
+	for (int side = 0; side < 2; side++) {
+		const struct vec *v = side ? &run.bentries : &run.entries;
+
+		for (size_t i = 0; i < v->len; i++) {
+			const struct entry *e = (const struct entry *)v->data + i;
+			struct parts_entry pe = { run.refs[e->stream], e->cost, e->stack, e->events, e->kind };
+
+			parts_pack(&b, &pe);
+		}
+	}
+	if (buf_error(&b)) {
+		miner_fail(m, "part %d: its result: %s", c->part, buf_error_text(&b));
+		goto out;
+	}
+	got = parts_done(m, c, &b, (int64_t)run.nread, (int64_t)atomic_load(&run.prog.aoi_events),
+			 (util_now_mono_ns() - t0) / 1000000);
+	if (got < 0)
+		goto out;
+	rc = got;
+out:
+	if (beating)
+		beat_stop(&bt);
+	if (rc < 0) {
+		if (miner_options(m)->cancel && *miner_options(m)->cancel)
+			parts_release(m, c);
+		else
+			parts_fail(m, c, miner_error(m));
+	}
+	run_release(&run);
+	buf_release(&b);
 	return rc;
 }
 
@@ -1230,26 +1499,8 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 
 	memset(&run, 0, sizeof(run));
 	memset(&si, 0, sizeof(si));
-	run.m = m;
-	run.id = run_id;
-	run.p = p;
-	run.threads = miner_options(m)->threads;
-	run.events.size = sizeof(struct wire_event);
-	run.chunk.size = sizeof(struct stream_events);
-	run.entries.size = sizeof(struct entry);
-	run.bentries.size = sizeof(struct entry);
-	atomic_store(&run.prog.phase, "selecting streams");
-	run.arena = arena_open(0);
-	run.aoi = calloc((size_t)run.threads, sizeof(*run.aoi));
-	if (!run.arena || !run.aoi) {
-		miner_fail(m, "out of memory");
+	if (run_init(&run, m, run_id, p, p->aoi, "selecting streams") < 0)
 		goto out;
-	}
-	for (int i = 0; i < run.threads; i++)
-		if (!(run.aoi[i] = aoi_open())) {
-			miner_fail(m, "out of memory");
-			goto out;
-		}
 	flt = aoi_filter_open(p->include, p->ninclude, p->exclude, p->nexclude);
 	if (!flt) {
 		miner_fail(m, "out of memory");
@@ -1266,7 +1517,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 
 	atomic_store(&run.prog.phase, "reading events and extracting the AOI");
 	t = util_now_mono_ns();
-	if (read_events(&run) < 0)
+	if (extract(&run) < 0)
 		goto out;
 	run.t_read = ms_since(t);
 
@@ -1350,24 +1601,19 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 out:
 	if (beating)
 		beat_stop(&bt);
+	if (run.split)
+		parts_drop(m, run_id);
 	if (rc < 0) {
 		bool cancelled = miner_options(m)->cancel && *miner_options(m)->cancel;
 		miner_set_status(m, run_id, cancelled ? "queued" : "failed", cancelled ? NULL : miner_error(m));
 		if (cancelled)
 			rc = 1;
 	}
-	for (int i = 0; run.aoi && i < run.threads; i++)
-		aoi_free(run.aoi[i]);
-	free(run.aoi);
+	run_release(&run);
 	aoi_filter_free(flt);
 	intern_free(si.ids);
 	vec_free(&patterns);
 	buf_release(&clusters);
-	vec_free(&run.events);
-	vec_free(&run.chunk);
-	vec_free(&run.entries);
-	vec_free(&run.bentries);
-	arena_free(run.arena);
 	return rc;
 }
 
@@ -1401,6 +1647,24 @@ static void nap(const struct miner *m, int ms)
 		poll(NULL, 0, ms < 100 ? ms : 100);
 }
 
+/* Takes a part of another worker's run and extracts it: 1 when there was one, else 0. */
+static int work_part(struct miner *m)
+{
+	struct parts_claim c;
+	int got = parts_claim(m, 0, &c);
+
+	if (got < 0)
+		log_error("taking a part failed", "error=\"%s\"", miner_error(m));
+	if (got <= 0)
+		return 0;
+	switch (execute_part(m, &c)) {
+	case 0: log_info("part done", "run=%lld part=%d", (long long)c.run_id, c.part); break;
+	case 1: log_warn("part taken over by another worker", "run=%lld part=%d", (long long)c.run_id, c.part); break;
+	default: log_error("part failed", "run=%lld part=%d error=\"%s\"", (long long)c.run_id, c.part, miner_error(m));
+	}
+	return 1;
+}
+
 int miner_work(struct miner *m, bool once)
 {
 	int rc = 0;
@@ -1413,6 +1677,9 @@ int miner_work(struct miner *m, bool once)
 		int got;
 
 		watch_tick(m);
+		/* parts of runs in progress come before new runs */
+		if (work_part(m) > 0)
+			continue;
 		a = arena_open(0);
 		got = a ? miner_claim(m, a, &id, &p) : (miner_fail(m, "out of memory"), -1);
 

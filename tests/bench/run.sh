@@ -3,8 +3,8 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats or =guard
-# runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats, =workers
+# or =guard runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -28,6 +28,8 @@
 #           (tests/bench/fleet.sh).
 #   formats the importers of pprof, OTLP, bcc and perf and the exporters on one core, and
 #           pprof pushed to POST /api/v1/import (tests/bench/formats.sh).
+#   workers one mining run over 4,000 streams split across 1, 2 and 4 worker processes: the
+#           speed-up and the database's share of the CPU (tests/bench/workers.sh).
 #   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
 #           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
 #           per process and the CPU of its threads (tests/bench/guard.sh).
@@ -411,6 +413,10 @@ fi
 
 if [ "$only" = all ] || [ "$only" = formats ]; then
 	. "$repo/tests/bench/formats.sh"
+fi
+
+if [ "$only" = all ] || [ "$only" = workers ]; then
+	. "$repo/tests/bench/workers.sh"
 fi
 
 if [ "$only" = all ] || [ "$only" = guard ]; then

@@ -90,6 +90,7 @@
           if (run.status === "running" && p.phase) {
             text += " · " + p.phase;
             if (p.streams_read !== undefined) text += " · " + p.streams_read + " streams read";
+            if (p.parts !== undefined) text += " · parts " + p.parts_done + " of " + p.parts + " done";
           }
           el.textContent = text;
         } catch (e) {

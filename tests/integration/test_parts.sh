@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# parts: a run's AOI extraction cut into parts that several workers take
+# (miner/parts.h, docs/scaling.md). Against one run in one piece as reference:
+#   - the same run in parts by one process, and by two workers sharing the
+#     parts, stores exactly the same collapsed stacks, patterns and clusters;
+#     every part is extracted once, and no part is left in the table;
+#   - a coordinator killed (SIGKILL) in the middle of its run: another worker
+#     takes the run after the lease and finishes it, with the same result;
+#   - a worker killed in the middle of a part: the coordinator takes the part
+#     after the lease, with the same result.
+. "$(dirname "$0")/../lib.sh"
+
+genfleet=${SM_GENFLEET:-$SM_BIN_DIR/../tests/genfleet}
+[ -x "$genfleet" ] || t_bail "genfleet" "$genfleet is missing (build first)"
+miner() { "$SM_BIN_DIR/sm-miner" "$@"; }
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+start_ingest || t_bail "sm-ingest starts"
+"$genfleet" --streams 240 --events 1000 --apps partapp --hosts 12 --seed 11 --out "$T_TMP/fleet.ndjson" 2>/dev/null ||
+	t_bail "genfleet"
+split -l 40 "$T_TMP/fleet.ndjson" "$T_TMP/batch."
+for f in "$T_TMP"/batch.*; do
+	http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $TOKEN" \
+		-H 'Content-Type: application/x-ndjson' --data-binary "@$f"
+	[ "$HTTP_STATUS" = 200 ] || t_fail "fleet stored" "$HTTP_STATUS $HTTP_BODY"
+done
+stop_ingest
+t_eq "fleet stored" "$(pg_q "SELECT count(*), sum(n_events) FROM streams")" "240|240000"
+
+# digest RUN: the run's collapsed stacks, patterns and clusters, in one line each
+digest() {
+	pg_q "SELECT count(*), md5(string_agg(concat_ws(':', kind, stack_id, stream_ref, cost_ns, events), ','
+		ORDER BY kind, stack_id, stream_ref)) FROM run_stacks WHERE run_id = $1"
+	pg_q "SELECT count(*), md5(string_agg(concat_ws(':', kind, rank, cost_ns, events, streams, frame_ids::text,
+		stack_ids::text), ',' ORDER BY kind, rank)) FROM patterns WHERE run_id = $1"
+	pg_q "SELECT count(*), md5(string_agg(concat_ws(':', kind, total_cost_ns, streams, events, rank_total_cost,
+		common_frame_ids::text, cardinality(members)), ',' ORDER BY kind, rank_total_cost)) FROM clusters
+		WHERE run_id = $1"
+}
+ARGS=(--app partapp --threshold-fraction 0.01)
+# wait_run ID SECONDS: until the run is done or failed
+wait_run() {
+	local i
+	for i in $(seq 1 $(($2 * 10))); do
+		case $(pg_q "SELECT status FROM runs WHERE id = $1") in done|failed) return 0 ;; esac
+		sleep 0.1
+	done
+	return 1
+}
+WORKERS=()
+worker() { # worker LOG ARGS...: a worker in the background; its pid in WPID
+	"$SM_BIN_DIR/sm-miner" worker --quiet --threads 1 "${@:2}" 2>"$1" &
+	WPID=$!
+	WORKERS+=("$WPID")
+}
+stop_workers() {
+	local p
+	for p in "${WORKERS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${WORKERS[@]}"; do wait "$p" 2>/dev/null; done
+	WORKERS=()
+}
+t_cleanup stop_workers
+
+# ---- the reference: one piece ----
+REF=$(miner run --quiet "${ARGS[@]}" --part-streams 0 2>"$T_TMP/ref.err") || t_bail "reference run" "$(cat "$T_TMP/ref.err")"
+WANT=$(digest "$REF")
+t_match "reference: patterns and clusters found" "$(pg_q "SELECT counts->>'patterns', counts->>'clusters' FROM runs WHERE id = $REF")" '^[1-9][0-9]*\|[1-9]'
+t_eq "reference: not cut into parts" "$(grep -c "parts extracted" "$T_TMP/ref.err")" 0
+
+# ---- in parts, one process ----
+R=$(miner run --quiet "${ARGS[@]}" --part-streams 50 2>"$T_TMP/one.err")
+t_eq "one process, 5 parts: run done" "$(pg_q "SELECT status FROM runs WHERE id = $R")" done
+t_match "one process: every part extracted here" "$(cat "$T_TMP/one.err")" "run=$R parts=5 here=5 others=0"
+t_eq "one process: the same result" "$(digest "$R")" "$WANT"
+t_eq "one process: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
+
+# ---- in parts, two workers ----
+worker "$T_TMP/w1.log" --part-streams 25
+worker "$T_TMP/w2.log" --part-streams 25
+R=$(miner run --queue --quiet "${ARGS[@]}")
+wait_run "$R" 120 || t_fail "two workers: run ends" "still $(pg_q "SELECT status FROM runs WHERE id = $R")"
+stop_workers
+t_eq "two workers: run done, taken once" "$(pg_q "SELECT status, attempts FROM runs WHERE id = $R")" "done|1"
+t_eq "two workers: the same result" "$(digest "$R")" "$WANT"
+split_line=$(cat "$T_TMP/w1.log" "$T_TMP/w2.log" | grep -o "run=$R parts=[0-9]* here=[0-9]* others=[0-9]*")
+t_match "two workers: 10 parts" "$split_line" "parts=10 "
+here=$(echo "$split_line" | sed 's/.*here=\([0-9]*\).*/\1/')
+others=$(echo "$split_line" | sed 's/.*others=\([0-9]*\)/\1/')
+t_eq "two workers: each part extracted once (here + others)" "$((here + others))" 10
+t_eq "two workers: the other worker's log names the parts it did, once each" \
+	"$(cat "$T_TMP/w1.log" "$T_TMP/w2.log" | grep -o "msg=\"part done\" run=$R part=[0-9]*" | sort -u | wc -l)" "$others"
+t_eq "two workers: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
+
+# ---- the coordinator killed in the middle of its run ----
+worker "$T_TMP/w3.log" --part-streams 20 --lease 5
+W3=$WPID
+R=$(miner run --queue --quiet "${ARGS[@]}")
+for _ in $(seq 1 500); do
+	[ "$(pg_q "SELECT count(*) FROM run_parts WHERE run_id = $R")" -gt 0 ] && break
+	sleep 0.01
+done
+kill -STOP "$W3"
+t_eq "coordinator: took the run and cut it, then stopped" \
+	"$(pg_q "SELECT r.status, r.worker LIKE '%:$W3', count(p.*) FROM runs r JOIN run_parts p ON p.run_id = r.id
+		WHERE r.id = $R GROUP BY r.id")" "running|t|12"
+kill -9 "$W3"
+wait "$W3" 2>/dev/null
+killed_at=$(date +%s.%N)
+worker "$T_TMP/w4.log" --part-streams 20 --lease 5
+wait_run "$R" 120 || t_fail "coordinator killed: run ends" "still $(pg_q "SELECT status FROM runs WHERE id = $R")"
+took=$(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+stop_workers
+t_eq "coordinator killed: run done by the other worker (second attempt)" \
+	"$(pg_q "SELECT status, attempts FROM runs WHERE id = $R")" "done|2"
+t_match "coordinator killed: the other worker took the run" "$(cat "$T_TMP/w4.log")" "msg=\"run taken\" run=$R"
+t_eq "coordinator killed: the same result" "$(digest "$R")" "$WANT"
+t_eq "coordinator killed: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
+echo "# coordinator killed: run done ${took} s after the kill (lease 5 s)"
+
+# ---- a worker killed in the middle of a part ----
+# the second worker waits, stopped, until the first has taken the run and cut it
+worker "$T_TMP/w6.log" --part-streams 20 --lease 5
+W6=$WPID
+for _ in $(seq 1 100); do grep -q "worker started" "$T_TMP/w6.log" && break; sleep 0.1; done
+sleep 1
+kill -STOP "$W6"
+worker "$T_TMP/w5.log" --part-streams 20 --lease 5
+W5=$WPID
+R=$(miner run --queue --quiet "${ARGS[@]}")
+for _ in $(seq 1 500); do
+	[ "$(pg_q "SELECT count(*) FROM run_parts WHERE run_id = $R")" -gt 0 ] && break
+	sleep 0.02
+done
+kill -CONT "$W6"
+caught=
+for _ in $(seq 1 1000); do
+	caught=$(pg_q "SELECT part FROM run_parts WHERE run_id = $R AND status = 'running' AND worker LIKE '%:$W6'")
+	[ -n "$caught" ] && break
+	sleep 0.01
+done
+kill -STOP "$W6"
+held=$(pg_q "SELECT status FROM run_parts WHERE run_id = $R AND part = ${caught:-(-1)} AND worker LIKE '%:$W6'")
+kill -9 "$W6"
+kill -CONT "$W6" 2>/dev/null
+wait "$W6" 2>/dev/null
+t_eq "worker killed: it held part ${caught:-?} when it died" "$held" running
+wait_run "$R" 120 || t_fail "worker killed: run ends" "still $(pg_q "SELECT status FROM runs WHERE id = $R")"
+stop_workers
+t_eq "worker killed: run done by its coordinator, first attempt" "$(pg_q "SELECT status, attempts FROM runs WHERE id = $R")" "done|1"
+t_eq "worker killed: the killed worker's part is not in its log as done" \
+	"$(grep -c "msg=\"part done\" run=$R part=${caught:-x}\$" "$T_TMP/w6.log")" 0
+split_line=$(grep -o "run=$R parts=[0-9]* here=[0-9]* others=[0-9]*" "$T_TMP/w5.log")
+t_match "worker killed: the coordinator did the rest" "$split_line" "parts=12 "
+t_eq "worker killed: the same result" "$(digest "$R")" "$WANT"
+t_eq "worker killed: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
+
+# ---- refusals ----
+out=$(miner worker --part-streams -1 2>&1)
+t_match "--part-streams -1 refused" "$out" "--part-streams '-1': a count of streams, 0 for never"
+out=$(miner worker --lease 2 2>&1)
+t_match "--lease 2 refused" "$out" "--lease '2': seconds, from 5 to 86400"
+
+t_done
