@@ -5,6 +5,8 @@
 #   make demo       private PostgreSQL + services + a demo fleet; prints what to open
 #   make stop       stop what the demo started
 #   make bench      benchmarks (a report, not a test)
+#   make chaos      the chaos test at full length: Patroni, HAProxy, ingest servers, workers and
+#                   agents in network namespaces, machines lost under load (a short run is in make test)
 #   make deb        Debian packages stackmine-agent and stackmine-server in build/deb
 #   make fuzz       libFuzzer runs of the wire parser, the importers, sm-web's inputs and the guard
 #                   agent's profiles and settings (FUZZ_SECONDS each)
@@ -70,7 +72,7 @@ PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin $(BINDIR)/sm-
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
-.PHONY: all binaries deps test unit check-integration demo stop bench clean fuzz deb
+.PHONY: all binaries deps test unit check-integration demo stop bench chaos clean fuzz deb
 .DEFAULT_GOAL := all
 # keep the objects of tests and tools (make would delete them as intermediates)
 .SECONDARY:
@@ -206,6 +208,12 @@ deb:
 	@deploy/deps.sh deb
 	@$(MAKE) --no-print-directory binaries
 	@deploy/deb/build.sh
+
+chaos:
+	@deploy/deps.sh test
+	@$(MAKE) --no-print-directory binaries
+	@SM_BIN_DIR=$(CURDIR)/bin SM_GENFLEET=$(CURDIR)/build/rel/tests/genfleet SM_CHAOS_CUT_S=60 \
+		bash tests/integration/test_chaos.sh
 
 bench:
 	@deploy/deps.sh bench
