@@ -15,10 +15,11 @@
 
 struct miner {
 	PGconn *db;
+	PGconn *rdb;              /* --db-read, or NULL */
 	struct miner_opts o;
 	char *conninfo;
 	char worker[128];
-	char err[1024];
+	char err[MINER_ERRLEN];
 };
 
 int miner_fail(struct miner *m, const char *fmt, ...)
@@ -46,6 +47,16 @@ int miner_exec(struct miner *m, const char *sql)
 PGconn *miner_db(struct miner *m)
 {
 	return m->db;
+}
+
+PGconn *miner_read_db(struct miner *m)
+{
+	return m->rdb ? m->rdb : m->db;
+}
+
+char *miner_errbuf(struct miner *m)
+{
+	return m->err;
 }
 
 const struct miner_opts *miner_options(const struct miner *m)
@@ -93,6 +104,16 @@ struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen)
 	if (db_schema_check(m->db, err, errlen) < 0 ||
 	    db_exec(m->db, "SET TimeZone = 'UTC'; SET client_min_messages = warning", err, errlen) < 0)
 		goto fail_free;
+	if (o->read_conninfo) {
+		char rerr[512];
+
+		m->rdb = db_connect(o->read_conninfo, rerr, sizeof(rerr));
+		if (!m->rdb) {
+			snprintf(err, errlen, "--db-read: %s", rerr);
+			goto fail_free;
+		}
+		m->o.read_conninfo = NULL;     /* the caller's string need not outlive this call */
+	}
 	return m;
 fail_free:
 	miner_free(m);
@@ -105,6 +126,8 @@ void miner_free(struct miner *m)
 		return;
 	if (m->db)
 		PQfinish(m->db);
+	if (m->rdb)
+		PQfinish(m->rdb);
 	free(m->conninfo);
 	free(m);
 }

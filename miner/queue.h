@@ -21,6 +21,7 @@ struct miner;
 
 struct miner_opts {
 	const char *conninfo;     /* NULL: PG* environment */
+	const char *read_conninfo; /* events read here when it has caught up (a standby); NULL: conninfo */
 	int threads;              /* AOI extraction and mining threads; 0: one per core */
 	bool progress;            /* progress lines on stderr */
 	size_t max_patterns;      /* per kind; a run past it fails (raise the threshold) */
@@ -63,11 +64,16 @@ int miner_delete_run(PGconn *db, int64_t run_id, char *err, size_t errlen);
 
 /* The handle's connection and options (owned by the handle). */
 PGconn *miner_db(struct miner *m);
+/* The connection for reads that may lag (read_conninfo), or miner_db() when there is none. */
+PGconn *miner_read_db(struct miner *m);
 const struct miner_opts *miner_options(const struct miner *m);
 /* The connection string it was opened with ("" for the PG* environment). */
 const char *miner_conninfo(const struct miner *m);
 /* "host:pid", the name this worker takes runs under. */
 const char *miner_worker(const struct miner *m);
+#define MINER_ERRLEN 1024
+/* The error message's buffer (MINER_ERRLEN bytes), for helpers that write it themselves. */
+char *miner_errbuf(struct miner *m);
 /* Sets the error message; returns -1. */
 int miner_fail(struct miner *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A database failure about `what` (r, or the connection when NULL; r is cleared); returns -1. */

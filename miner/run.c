@@ -544,17 +544,56 @@ static int parse_row(const unsigned char *p, size_t n, int64_t *ref, struct wire
 	return 0;
 }
 
-/* Reads the events of the streams refs[first .. end) - all of sm_sel, or the part in sm_part -
- * and extracts their AOI into the entries. */
-static int read_events(struct run *run, size_t first, size_t end, bool part)
+/* Where a read of events stands: the stream being read (index into refs) and the end. */
+struct reader {
+	size_t cur, end;
+	bool have;
+};
+
+/* One event of the stream ref (events come grouped by stream, in the order of refs) into the
+ * current chunk; a full chunk is handed to the AOI threads at a stream's start. 0 or -1. */
+static int take_event(struct run *run, struct reader *rd, int64_t ref, const struct wire_event *e)
 {
 	struct miner *m = run->m;
-	enum aoi_mode mode = run->mode;
+	struct wire_event *dst;
+
+	if (!rd->have || run->refs[rd->cur] != ref) {
+		struct stream_events *se;
+
+		if (rd->have && run->events.len >= CHUNK_EVENTS && process_chunk(run, run->mode) < 0)
+			return -1;
+		while (rd->cur < rd->end && run->refs[rd->cur] != ref)
+			rd->cur++;
+		if (rd->cur == rd->end)
+			return miner_fail(m, "reading events: stream %lld was not selected", (long long)ref);
+		se = vec_push(&run->chunk);
+		if (!se)
+			return miner_fail(m, "out of memory reading events");
+		se->idx = (uint32_t)rd->cur;
+		se->first = run->events.len;
+		se->n = 0;
+		rd->have = true;
+	}
+	dst = vec_push(&run->events);
+	if (!dst)
+		return miner_fail(m, "out of memory reading events");
+	*dst = *e;
+	run->nread++;
+	((struct stream_events *)run->chunk.data)[run->chunk.len - 1].n++;
+	if (miner_options(m)->cancel && *miner_options(m)->cancel)
+		return miner_fail(m, "cancelled");
+	return 0;
+}
+
+/* The events through a binary COPY on the worker's connection, joined with the selection's
+ * temporary table (all of sm_sel, or the part in sm_part). */
+static int read_events_copy(struct run *run, struct reader *rd, bool part)
+{
+	struct miner *m = run->m;
 	PGresult *r;
 	char *msg;
 	int len;
-	size_t cur = first;      /* index into refs of the stream being read */
-	bool header = true, have = false;
+	bool header = true;
 	int rc = 0;
 
 	/* a part's bounds let the index scan start at its streams, not read past the earlier ones */
@@ -571,8 +610,7 @@ static int read_events(struct run *run, size_t first, size_t end, bool part)
 	while ((len = PQgetCopyData(miner_db(m), &msg, 0)) > 0) {
 		const unsigned char *p = (const unsigned char *)msg;
 		size_t n = (size_t)len;
-		struct wire_event e, *dst;
-		struct stream_events *se;
+		struct wire_event e;
 		int64_t ref;
 
 		if (header) {
@@ -601,40 +639,8 @@ static int read_events(struct run *run, size_t first, size_t end, bool part)
 			continue; /* drain the COPY */
 		}
 		PQfreemem(msg);
-		if (!have || run->refs[cur] != ref) {
-			/* a new stream; the selection is sorted like the events */
-			if (have && run->events.len >= CHUNK_EVENTS) {
-				if (process_chunk(run, mode) < 0) {
-					rc = -1;
-					continue;
-				}
-			}
-			while (cur < end && run->refs[cur] != ref)
-				cur++;
-			if (cur == end) {
-				rc = miner_fail(m, "reading events: stream %lld was not selected", (long long)ref);
-				continue;
-			}
-			se = vec_push(&run->chunk);
-			if (!se) {
-				rc = miner_fail(m, "out of memory reading events");
-				continue;
-			}
-			se->idx = (uint32_t)cur;
-			se->first = run->events.len;
-			se->n = 0;
-			have = true;
-		}
-		dst = vec_push(&run->events);
-		if (!dst) {
-			rc = miner_fail(m, "out of memory reading events");
-			continue;
-		}
-		*dst = e;
-		run->nread++;
-		((struct stream_events *)run->chunk.data)[run->chunk.len - 1].n++;
-		if (miner_options(m)->cancel && *miner_options(m)->cancel && !rc)
-			rc = miner_fail(m, "cancelled");
+		if (take_event(run, rd, ref, &e) < 0)
+			rc = -1;   /* drain the COPY */
 	}
 	if (len == -2 && !rc)
 		rc = miner_db_fail(m, "reading events", NULL);
@@ -644,9 +650,159 @@ static int read_events(struct run *run, size_t first, size_t end, bool part)
 		else
 			PQclear(r);
 	}
-	if (!rc)
-		rc = process_chunk(run, mode);
 	return rc;
+}
+
+/* Whether the read connection (a standby) has replayed everything the worker's connection (the
+ * primary) had committed when the streams were selected: 1, 0 when it is still behind after 30 s
+ * (or unreachable), -1 on a failure of the primary. A primary on the read side is never behind. */
+static int standby_caught_up(struct miner *m)
+{
+	PGconn *rdb = miner_read_db(m);
+	const char *params[1];
+	char lsn[64];
+	PGresult *r;
+	int64_t t0 = util_now_mono_ns();
+
+	r = PQexec(miner_db(m), "SELECT pg_current_wal_lsn()::text");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return miner_db_fail(m, "reading the primary's WAL position", r);
+	snprintf(lsn, sizeof(lsn), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	params[0] = lsn;
+	while (db_alive(rdb)) {
+		bool ok;
+
+		r = PQexecParams(rdb, "SELECT NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= $1::pg_lsn",
+				 1, NULL, params, NULL, NULL, 0);
+		ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
+		PQclear(r);
+		if (ok)
+			return 1;
+		if (util_now_mono_ns() - t0 > 30 * 1000000000LL ||
+		    (miner_options(m)->cancel && *miner_options(m)->cancel))
+			break;
+		poll(NULL, 0, 50);
+	}
+	return 0;
+}
+
+/* The events through a cursor on the read connection (--db-read, a standby: no temporary table
+ * there), the streams given as an array. */
+static int read_events_standby(struct run *run, struct reader *rd)
+{
+	struct miner *m = run->m;
+	PGconn *rdb = miner_read_db(m);
+	struct buf ids = BUF_INIT(0);
+	char lo[24], hi[24];
+	const char *params[3] = { NULL, lo, hi };
+	PGresult *r;
+	int rc = -1;
+
+	buf_putc(&ids, '{');
+	for (size_t i = rd->cur; i < rd->end; i++) {
+		if (i > rd->cur)
+			buf_putc(&ids, ',');
+		buf_put_i64(&ids, run->refs[i]);
+	}
+	if (buf_putc(&ids, '}') < 0) {
+		buf_release(&ids);
+		return miner_fail(m, "out of memory reading events");
+	}
+	params[0] = buf_cstr(&ids);
+	snprintf(lo, sizeof(lo), "%lld", (long long)run->refs[rd->cur]);
+	snprintf(hi, sizeof(hi), "%lld", (long long)run->refs[rd->end - 1]);
+	if (db_exec(rdb, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", miner_errbuf(m), MINER_ERRLEN) < 0)
+		goto out;
+	r = PQexecParams(rdb, "DECLARE sm_ev NO SCROLL CURSOR FOR SELECT stream_ref, kind, tid, ts_ns, dur_ns,"
+			      " stack_id, coalesce(readier_tid, 0) FROM events WHERE stream_ref = ANY($1::bigint[])"
+			      " AND stream_ref BETWEEN $2::bigint AND $3::bigint ORDER BY stream_ref",
+			 3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(miner_errbuf(m), MINER_ERRLEN, "reading events from the standby", PQresultErrorMessage(r));
+		PQclear(r);
+		goto out_rollback;
+	}
+	PQclear(r);
+	for (;;) {
+		int n;
+
+		r = PQexecParams(rdb, "FETCH FORWARD 50000 FROM sm_ev", 0, NULL, NULL, NULL, NULL, 1);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			db_errcpy(miner_errbuf(m), MINER_ERRLEN, "reading events from the standby",
+				  PQresultErrorMessage(r));
+			PQclear(r);
+			goto out_rollback;
+		}
+		n = PQntuples(r);
+		if (n == 0) {
+			PQclear(r);
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			static const int widths[7] = { 8, 1, 4, 8, 8, 4, 4 };
+			const unsigned char *f[7];
+			struct wire_event e;
+
+			for (int k = 0; k < 7; k++) {
+				if (PQgetlength(r, i, k) != widths[k]) {
+					PQclear(r);
+					miner_fail(m, "reading events from the standby: unexpected row layout");
+					goto out_rollback;
+				}
+				f[k] = (const unsigned char *)PQgetvalue(r, i, k);
+			}
+			e.kind = f[1][0] == 'w' ? WIRE_WAIT : WIRE_RUN;
+			e.tid = be32(f[2]);
+			e.ts_ns = be64(f[3]);
+			e.dur_ns = be64(f[4]);
+			e.stack = (uint32_t)be32(f[5]);
+			e.readier_tid = be32(f[6]);
+			if (take_event(run, rd, be64(f[0]), &e) < 0) {
+				PQclear(r);
+				goto out_rollback;
+			}
+		}
+		PQclear(r);
+	}
+	rc = db_exec(rdb, "COMMIT", miner_errbuf(m), MINER_ERRLEN);
+	goto out;
+out_rollback:
+	PQclear(PQexec(rdb, "ROLLBACK"));
+out:
+	buf_release(&ids);
+	return rc;
+}
+
+/* Reads the events of the streams refs[first .. end) - all of sm_sel, or the part in sm_part -
+ * and extracts their AOI into the entries: from the standby of --db-read once it has caught up,
+ * else from the worker's own connection. */
+static int read_events(struct run *run, size_t first, size_t end, bool part)
+{
+	struct reader rd = { first, end, false };
+	int rc;
+
+	if (first == end)
+		return 0;
+	if (miner_read_db(run->m) != miner_db(run->m)) {
+		rc = standby_caught_up(run->m);
+		if (rc < 0)
+			return -1;
+		if (rc == 1) {
+			uint64_t n = run->nread;
+
+			if (read_events_standby(run, &rd) < 0)
+				return -1;
+			log_info("events read from the standby", "streams=%zu events=%llu", end - first,
+				 (unsigned long long)(run->nread - n));
+			return process_chunk(run, run->mode);
+		}
+		log_warn("the standby is behind or unreachable: reading from the primary", "streams=%zu",
+			 end - first);
+	}
+	if (read_events_copy(run, &rd, part) < 0)
+		return -1;
+	return process_chunk(run, run->mode);
 }
 
 /* ---- phase 2 in parts (parts.h) ---- */

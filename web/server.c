@@ -360,6 +360,7 @@ static void *worker_main(void *arg)
 		log_warn("cannot lower the embedded worker's priority", "error=\"%s\"", strerror(errno));
 	miner_opts_default(&mo);
 	mo.conninfo = cfg->conninfo;
+	mo.read_conninfo = cfg->conninfo_read;   /* the AOI's events, like the pages, from a standby */
 	mo.threads = cfg->miner_threads;
 	mo.cancel = &worker_stop;
 	while (!worker_stop) {

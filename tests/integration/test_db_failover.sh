@@ -67,6 +67,29 @@ done
 srv_stop web "$R_PID" "$R_LOG"
 R_PID=
 
+# the miner reading events from the standby (--db-read) once it has replayed what the run selected:
+# the standby paused one stream behind, the run waits for it, then reads every part there
+READ="host=$host2 port=$port2 dbname=stackmine user=stackmine"
+REF=$("$SM_BIN_DIR/sm-miner" --db "$CONN" run --quiet --app nginx --threshold-ns 1 2>/dev/null)
+q2admin "SELECT pg_wal_replay_pause()"
+t_ndjson "$T_TMP/paused2.ndjson" 1
+ship "$T_TMP/paused2.ndjson" "$T_TMP/s0" >/dev/null
+"$SM_BIN_DIR/sm-miner" --db "$CONN" run --quiet --app nginx --threshold-ns 1 --part-streams 5 --db-read "$READ" \
+	>"$T_TMP/mread.id" 2>"$T_TMP/mread.err" &
+M_PID=$!
+sleep 1.5
+t_eq "--db-read miner: waits while the standby is behind" "$(kill -0 "$M_PID" 2>/dev/null && echo waiting)" waiting
+q2admin "SELECT pg_wal_replay_resume()"
+wait "$M_PID"
+t_eq "--db-read miner: run done" "$?|$("$PG" psql "$P1" -XAtc "SELECT status, counts->>'streams' FROM runs WHERE id = $(cat "$T_TMP/mread.id")")" "0|done|13"
+t_eq "--db-read miner: every part's events read from the standby" \
+	"$(grep -o 'msg="events read from the standby" streams=[0-9]*' "$T_TMP/mread.err" | sed 's/.*=//' | tr '\n' ' ')" "5 5 3 "
+REF2=$("$SM_BIN_DIR/sm-miner" --db "$CONN" run --quiet --app nginx --threshold-ns 1 2>/dev/null)
+pat() { "$PG" psql "$P1" -XAtc "SELECT string_agg(concat_ws(':', kind, rank, cost_ns, events, streams), ',' ORDER BY kind, rank) FROM patterns WHERE run_id = $1"; }
+t_eq "--db-read miner: the same patterns as a run on the primary" "$(pat "$(cat "$T_TMP/mread.id")")" "$(pat "$REF2")"
+t_match "--db-read miner: the stream the standby lacked at first is in them (13 streams, not 12)" \
+	"$(pat "$REF2")|$(pat "$REF")" '13.*\|.*12'
+
 # the primary dies; the standby takes over
 pm=$(head -n 1 "$(readlink -f "$P1")/data/postmaster.pid")
 t0=$(date +%s%N)
@@ -79,14 +102,14 @@ summary=$(ship "$T_TMP/after.ndjson" "$T_TMP/s2")
 t1=$(date +%s%N)
 t_match "10 streams after it: all accepted" "$summary" \
 	'^sm-agent: ship: 10 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 lost '
-t_eq "every stream stored once on the new primary" "$(q2 "SELECT count(DISTINCT stream_id) || '|' || count(*) FROM streams")" "22|22"
+t_eq "every stream stored once on the new primary" "$(q2 "SELECT count(DISTINCT stream_id) || '|' || count(*) FROM streams")" "23|23"
 t_eq "... with all its events and stacks" "$(q2 "SELECT count(*) FROM streams s WHERE n_events <> (SELECT count(*) FROM events e WHERE e.stream_ref = s.id)")" 0
 t_match "sm-ingest says it reconnected, and where" "$(cat "$I_LOG")" "database connection re-established.*$host2:$port2"
 echo "from the primary's death to 10 more streams stored on the promoted standby: $(( (t1 - t0) / 1000000 )) ms"
 
 # sm-web reads from the new primary, the first request included
 http GET "$W_URL/api/v1/streams?limit=1" -H "Authorization: Bearer $ANALYST"
-t_eq "sm-web after the failover: its first request answered from the new primary" "$HTTP_STATUS $(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$HTTP_BODY")" "200 22"
+t_eq "sm-web after the failover: its first request answered from the new primary" "$HTTP_STATUS $(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$HTTP_BODY")" "200 23"
 
 srv_stop web "$W_PID" "$W_LOG"
 W_PID=
