@@ -19,9 +19,12 @@ void db_errcpy(char *err, size_t errlen, const char *what, const char *pgmsg)
 
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 {
-	/* before the caller's conninfo, so that it can set its own */
-	static const char *const keys[] = { "connect_timeout", "dbname", NULL };
-	const char *vals[] = { "10", conninfo ? conninfo : "", NULL };
+	/* before the caller's conninfo, so that it can set its own. A server that went silent (its
+	 * machine lost, not just its processes) is noticed by TCP keepalives when idle and within
+	 * 10 s of unacknowledged data otherwise, instead of the kernel's quarter of an hour */
+	static const char *const keys[] = { "connect_timeout", "keepalives_idle", "keepalives_interval",
+					    "keepalives_count", "tcp_user_timeout", "dbname", NULL };
+	const char *vals[] = { "10", "5", "2", "3", "10000", conninfo ? conninfo : "", NULL };
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
 	if (!c) {
@@ -50,6 +53,29 @@ int db_exec(PGconn *c, const char *sql, char *err, size_t errlen)
 		db_errcpy(err, errlen, "database", PQresultErrorMessage(r));
 	PQclear(r);
 	return ok ? 0 : -1;
+}
+
+void db_drain(PGconn *c)
+{
+	PGresult *r;
+
+	/* bounded: a connection that keeps answering is not waited on forever */
+	for (int i = 0; i < 64 && (r = PQgetResult(c)); i++) {
+		ExecStatusType st = PQresultStatus(r);
+
+		PQclear(r);
+		if (st == PGRES_COPY_OUT) {
+			char *buf;
+			int n;
+
+			while ((n = PQgetCopyData(c, &buf, 0)) > 0)
+				PQfreemem(buf);
+		} else if (st == PGRES_COPY_IN) {
+			PQputCopyEnd(c, "abandoned");
+		} else if (st == PGRES_COPY_BOTH) {
+			break;
+		}
+	}
 }
 
 int64_t db_get_i64(const PGresult *r, int row, int col)

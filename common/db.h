@@ -35,6 +35,10 @@ int db_schema_check(PGconn *c, char *err, size_t errlen);
 int db_migrate(PGconn *c, int *applied, char *err, size_t errlen);
 /* Run a statement without parameters that returns no rows of interest. 0 or -1 with err. */
 int db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
+/* Ends what the connection may still be busy with after a failure: results not read, a COPY out
+ * read to its end, a COPY in abandoned. The connection is then ready for a command (a transaction
+ * it is in stays open: the caller rolls it back). */
+void db_drain(PGconn *c);
 /* The first column of the first row of a result as int64 (0 when NULL). */
 int64_t db_get_i64(const PGresult *r, int row, int col);
 /* Parse an integer array as PostgreSQL prints it ("{1,2,3}") into out (room for max).

@@ -37,6 +37,8 @@
 # too long, the cluster goes to /var/tmp/stackmine-pg-<hash of DIR> and DIR
 # becomes a symbolic link to it.
 set -euo pipefail
+# the caller's connection settings (of another cluster, say) must not steer this one's commands
+unset PGHOST PGHOSTADDR PGPORT PGUSER PGDATABASE PGPASSWORD PGPASSFILE PGSERVICE PGOPTIONS
 
 die() { echo "pg.sh: $*" >&2; exit 1; }
 say() { echo "pg.sh: $*" >&2; }

@@ -83,6 +83,7 @@ int parts_create(struct miner *m, int64_t run_id, const int64_t *refs, size_t n,
 	struct buf arr = BUF_INIT(0);
 	char idbuf[24], per[24];
 	const char *params[3] = { idbuf, NULL, per };
+	const char *own[2] = { idbuf, miner_worker(m) };
 	PGresult *r;
 	int nparts;
 
@@ -107,6 +108,21 @@ int parts_create(struct miner *m, int64_t run_id, const int64_t *refs, size_t n,
 		buf_release(&arr);
 		return -1;
 	}
+	/* only while the run is this worker's: one that took it over owns its parts */
+	r = PQexecParams(miner_db(m), "SELECT 1 FROM runs WHERE id = $1 AND worker = $2 AND status = 'running'"
+				      " FOR UPDATE", 2, NULL, own, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		if (PQresultStatus(r) != PGRES_TUPLES_OK)
+			miner_db_fail(m, "queueing the run's parts", r);      /* clears r */
+		else {
+			PQclear(r);
+			miner_fail(m, "run %s was taken over by another worker", idbuf);
+		}
+		PQclear(PQexec(miner_db(m), "ROLLBACK"));
+		buf_release(&arr);
+		return -1;
+	}
+	PQclear(r);
 	r = PQexecParams(miner_db(m),
 			 "WITH s AS (SELECT (u.o - 1) / $3::integer AS part, array_agg(u.ref ORDER BY u.o) AS refs"
 			 "   FROM unnest($2::bigint[]) WITH ORDINALITY AS u(ref, o) GROUP BY 1)"
@@ -151,9 +167,11 @@ int parts_claim(struct miner *m, int64_t run_id, struct parts_claim *c)
 		return miner_db_fail(m, "taking a part", NULL);
 	/* a part whose workers died 3 times fails its run instead of killing more workers */
 	r = PQexecParams(miner_db(m),
-			 "UPDATE run_parts SET status = 'failed', error = 'abandoned: its worker stopped 3 times"
-			 " while extracting it' WHERE status = 'running' AND attempts >= 3"
-			 " AND heartbeat_at < now() - make_interval(secs => $1::integer)",
+			 "UPDATE run_parts SET status = 'failed', error = CASE WHEN status = 'queued'"
+			 "   THEN 'failed 3 times, the last: ' || error"
+			 "   ELSE 'abandoned: its worker stopped 3 times while extracting it' END"
+			 " WHERE attempts >= 3 AND ((status = 'queued' AND error IS NOT NULL) OR (status = 'running'"
+			 "   AND heartbeat_at < now() - make_interval(secs => $1::integer)))",
 			 1, NULL, params + 2, NULL, NULL, 0);
 	PQclear(r);
 	r = PQexecParams(miner_db(m),
@@ -195,9 +213,7 @@ static int part_update(struct miner *m, const struct parts_claim *c, const char 
 	params[0] = idbuf;
 	params[1] = part;
 	params[2] = miner_worker(m);
-	/* after a failure in the middle of a COPY the connection is still busy with it */
-	while ((r = PQgetResult(miner_db(m))))
-		PQclear(r);
+	db_drain(miner_db(m));
 	r = PQexecParams(miner_db(m), sql, nparams, NULL, params, lengths, formats, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		return miner_db_fail(m, what, r);
@@ -221,26 +237,24 @@ int parts_done(struct miner *m, const struct parts_claim *c, const struct buf *p
 	snprintf(ev, sizeof(ev), "%lld", (long long)events);
 	snprintf(aev, sizeof(aev), "%lld", (long long)aoi_events);
 	snprintf(msb, sizeof(msb), "%lld", (long long)ms);
-	return part_update(m, c, "UPDATE run_parts SET status = 'done', entries = $4::bytea, events = $5::bigint,"
-			   " aoi_events = $6::bigint, ms = $7::integer, heartbeat_at = now()" PART_MINE,
+	/* a result kept by the coordinator counts only while the run is still the coordinator's */
+	return part_update(m, c, packed
+			   ? "UPDATE run_parts SET status = 'done', entries = $4::bytea, events = $5::bigint,"
+			     " aoi_events = $6::bigint, ms = $7::integer, heartbeat_at = now()" PART_MINE
+			   : "UPDATE run_parts SET status = 'done', entries = $4::bytea, events = $5::bigint,"
+			     " aoi_events = $6::bigint, ms = $7::integer, heartbeat_at = now()" PART_MINE
+			     " AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND worker = $3 AND status = 'running')",
 			   7, params, lengths, formats, "storing the part");
 }
 
-int parts_fail(struct miner *m, const struct parts_claim *c, const char *error)
+int parts_release(struct miner *m, const struct parts_claim *c, const char *error)
 {
 	const char *params[4] = { NULL, NULL, NULL, error };
 
-	return part_update(m, c, "UPDATE run_parts SET status = 'failed', error = $4" PART_MINE, 4, params,
-			   NULL, NULL, "failing the part");
-}
-
-int parts_release(struct miner *m, const struct parts_claim *c)
-{
-	const char *params[3];
-
-	return part_update(m, c, "UPDATE run_parts SET status = 'queued', worker = NULL,"
-			   " attempts = greatest(attempts - 1, 0)" PART_MINE, 3, params, NULL, NULL,
-			   "giving the part back");
+	/* stopped: the attempt does not count; a failure does (a part that fails 3 times fails) */
+	return part_update(m, c, "UPDATE run_parts SET status = 'queued', worker = NULL, error = $4,"
+			   " attempts = CASE WHEN $4::text IS NULL THEN greatest(attempts - 1, 0) ELSE attempts END"
+			   PART_MINE, 4, params, NULL, NULL, "giving the part back");
 }
 
 int parts_status(struct miner *m, int64_t run_id, int *pending, int *failed)
@@ -296,16 +310,19 @@ int parts_list_done(struct miner *m, int64_t run_id, int **parts)
 	return n;
 }
 
-int parts_fetch(struct miner *m, int64_t run_id, int part, struct buf *b, int64_t *events,
-		int64_t *aoi_events)
+int parts_fetch(struct miner *m, int64_t run_id, int part, int (*each)(void *arg, const struct parts_entry *e),
+		void *arg, int64_t *events, int64_t *aoi_events)
 {
 	char idbuf[24], pbuf[24];
 	const char *params[2] = { idbuf, pbuf };
+	const unsigned char *data;
+	struct parts_entry e;
+	size_t pos = 0, len;
 	PGresult *r;
+	int got, rc = 0;
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run_id);
 	snprintf(pbuf, sizeof(pbuf), "%d", part);
-	buf_reset(b);
 	/* binary: the bytea as its bytes, not as hex twice their size */
 	r = PQexecParams(miner_db(m), "SELECT entries, events, aoi_events"
 				      " FROM run_parts WHERE run_id = $1 AND part = $2::integer AND status = 'done'",
@@ -316,22 +333,29 @@ int parts_fetch(struct miner *m, int64_t run_id, int part, struct buf *b, int64_
 		PQclear(r);
 		return miner_fail(m, "part %d of run %lld is gone", part, (long long)run_id);
 	}
-	if (buf_append(b, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0)) < 0) {
-		PQclear(r);
-		return miner_fail(m, "part %d: %s", part, buf_error_text(b));
+	data = (const unsigned char *)PQgetvalue(r, 0, 0);
+	len = (size_t)PQgetlength(r, 0, 0);
+	while (rc == 0 && (got = parts_unpack(data, len, &pos, &e)) != 0) {
+		if (got < 0)
+			rc = miner_fail(m, "part %d: its result is damaged", part);
+		else
+			rc = each(arg, &e);
 	}
 	*events = PQgetlength(r, 0, 1) == 8 ? (int64_t)get_be64((const unsigned char *)PQgetvalue(r, 0, 1)) : 0;
 	*aoi_events = PQgetlength(r, 0, 2) == 8 ? (int64_t)get_be64((const unsigned char *)PQgetvalue(r, 0, 2)) : 0;
 	PQclear(r);
-	return 0;
+	return rc;
 }
 
 void parts_drop(struct miner *m, int64_t run_id)
 {
 	char idbuf[24];
-	const char *params[1] = { idbuf };
+	const char *params[2] = { idbuf, miner_worker(m) };
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run_id);
-	PQclear(PQexecParams(miner_db(m), "DELETE FROM run_parts WHERE run_id = $1", 1, NULL, params, NULL,
-			     NULL, 0));
+	db_drain(miner_db(m));
+	/* never the parts of a worker that took the run over */
+	PQclear(PQexecParams(miner_db(m), "DELETE FROM run_parts WHERE run_id = $1"
+					  " AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND worker = $2)",
+			     2, NULL, params, NULL, NULL, 0));
 }

@@ -62,12 +62,13 @@ struct parts_claim {
 int parts_claim(struct miner *m, int64_t run_id, struct parts_claim *c);
 
 /* Ends a part this worker took: done with its packed result (NULL: kept by the coordinator, which
- * did it itself), failed with error, or back to the queue (both NULL and !done). Returns 0, 1 when
- * the part is no longer this worker's (taken over, or its run ended), -1 on error. */
+ * did it itself, and only while the run is still its own), or back to the queue (error NULL:
+ * stopped, the attempt does not count; else it counts, and a part whose third attempt failed fails
+ * with the last error). Returns 0, 1 when the part is no longer this worker's (taken over, or its
+ * run ended), -1 on error. */
 int parts_done(struct miner *m, const struct parts_claim *c, const struct buf *packed, int64_t events,
 	       int64_t aoi_events, int64_t ms);
-int parts_fail(struct miner *m, const struct parts_claim *c, const char *error);
-int parts_release(struct miner *m, const struct parts_claim *c);
+int parts_release(struct miner *m, const struct parts_claim *c, const char *error);
 
 /* How a run's parts stand: *pending are queued or running; *failed, with the first failure's
  * message in m's error. 0, or -1 (also when another worker has taken the run over). */
@@ -76,9 +77,11 @@ int parts_status(struct miner *m, int64_t run_id, int *pending, int *failed);
 /* The parts of the run done by other workers: part numbers ascending into *parts (caller frees),
  * their count returned, or -1. */
 int parts_list_done(struct miner *m, int64_t run_id, int **parts);
-/* One done part's packed result into b (emptied first) and its counts. 0 or -1. */
-int parts_fetch(struct miner *m, int64_t run_id, int part, struct buf *b, int64_t *events,
-		int64_t *aoi_events);
+/* One done part's result, read in place from the database's answer: each(arg, e) for every entry
+ * (a return other than 0 stops there and is returned), and the part's counts. 0, or -1 with the
+ * error in m (also for a damaged result). */
+int parts_fetch(struct miner *m, int64_t run_id, int part, int (*each)(void *arg, const struct parts_entry *e),
+		void *arg, int64_t *events, int64_t *aoi_events);
 
 /* Deletes the run's parts. Errors are ignored: the parts go with the run at the latest. */
 void parts_drop(struct miner *m, int64_t run_id);

@@ -3,7 +3,9 @@
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/db.h"
+#include "common/log.h"
 #include "common/par.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -15,7 +17,9 @@
 
 struct miner {
 	PGconn *db;
-	PGconn *rdb;              /* --db-read, or NULL */
+	PGconn *rdb;              /* --db-read once connected, or NULL */
+	char *read_conninfo;      /* --db-read, or NULL */
+	int64_t rdb_skip_until;   /* monotonic ns: the standby is passed over until then */
 	struct miner_opts o;
 	char *conninfo;
 	char worker[128];
@@ -51,7 +55,24 @@ PGconn *miner_db(struct miner *m)
 
 PGconn *miner_read_db(struct miner *m)
 {
-	return m->rdb ? m->rdb : m->db;
+	char err[512];
+
+	if (!m->read_conninfo || util_now_mono_ns() < m->rdb_skip_until)
+		return NULL;
+	if (m->rdb && db_alive(m->rdb))
+		return m->rdb;
+	PQfinish(m->rdb);
+	m->rdb = db_connect(m->read_conninfo, err, sizeof(err));
+	if (!m->rdb) {
+		log_warn("cannot connect to --db-read: reading from the primary", "error=\"%s\"", err);
+		miner_read_skip(m);
+	}
+	return m->rdb;
+}
+
+void miner_read_skip(struct miner *m)
+{
+	m->rdb_skip_until = util_now_mono_ns() + 30 * 1000000000LL;
 }
 
 char *miner_errbuf(struct miner *m)
@@ -104,16 +125,11 @@ struct miner *miner_open(const struct miner_opts *o, char *err, size_t errlen)
 	if (db_schema_check(m->db, err, errlen) < 0 ||
 	    db_exec(m->db, "SET TimeZone = 'UTC'; SET client_min_messages = warning", err, errlen) < 0)
 		goto fail_free;
-	if (o->read_conninfo) {
-		char rerr[512];
-
-		m->rdb = db_connect(o->read_conninfo, rerr, sizeof(rerr));
-		if (!m->rdb) {
-			snprintf(err, errlen, "--db-read: %s", rerr);
-			goto fail_free;
-		}
-		m->o.read_conninfo = NULL;     /* the caller's string need not outlive this call */
+	if (o->read_conninfo && !(m->read_conninfo = strdup(o->read_conninfo))) {
+		snprintf(err, errlen, "out of memory");
+		goto fail_free;
 	}
+	m->o.read_conninfo = NULL;     /* the caller's string need not outlive this call */
 	return m;
 fail_free:
 	miner_free(m);
@@ -128,6 +144,7 @@ void miner_free(struct miner *m)
 		PQfinish(m->db);
 	if (m->rdb)
 		PQfinish(m->rdb);
+	free(m->read_conninfo);
 	free(m->conninfo);
 	free(m);
 }
@@ -298,8 +315,7 @@ void miner_set_status(struct miner *m, int64_t id, const char *status, const cha
 	if (PQstatus(m->db) != CONNECTION_OK)
 		PQreset(m->db);
 	/* a COPY cut short leaves the connection busy: drain it first */
-	while ((r = PQgetResult(m->db)))
-		PQclear(r);
+	db_drain(m->db);
 	PQclear(PQexec(m->db, "ROLLBACK"));
 	r = PQexecParams(m->db,
 			 "UPDATE runs SET status = $2, error = $3,"

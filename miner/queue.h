@@ -64,8 +64,11 @@ int miner_delete_run(PGconn *db, int64_t run_id, char *err, size_t errlen);
 
 /* The handle's connection and options (owned by the handle). */
 PGconn *miner_db(struct miner *m);
-/* The connection for reads that may lag (read_conninfo), or miner_db() when there is none. */
+/* The connection for reads that may lag (read_conninfo, connected when first needed), or NULL when
+ * none is given or it cannot be used now: unreachable (a warning is logged), or passed over for
+ * 30 s after miner_read_skip() (a standby found behind, or failing). */
 PGconn *miner_read_db(struct miner *m);
+void miner_read_skip(struct miner *m);
 const struct miner_opts *miner_options(const struct miner *m);
 /* The connection string it was opened with ("" for the PG* environment). */
 const char *miner_conninfo(const struct miner *m);

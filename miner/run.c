@@ -197,23 +197,25 @@ static void *beat_main(void *arg)
 	pthread_mutex_lock(&bt->lock);
 	while (!bt->stop) {
 		struct timespec ts;
-		const char *params[2];
+		const char *params[3];
 
 		pthread_mutex_unlock(&bt->lock);
 		progress_json(bt->run, &b);
 		params[0] = bt->run->id ? idbuf : miner_worker(bt->run->m);
 		params[1] = buf_cstr(&b);
+		params[2] = miner_worker(bt->run->m);
 		if (bt->db) {
-			/* the run's progress (with its parts'), and the parts this worker has */
+			/* the run's progress (with its parts'), and the parts this worker has - only its
+			 * own: a run taken over by another worker is that one's to keep alive */
 			PGresult *r = bt->run->id
 				? PQexecParams(bt->db, "WITH p AS (UPDATE run_parts SET heartbeat_at = now()"
-					       "  WHERE run_id = $1 AND status = 'running' AND worker = ("
-					       "   SELECT worker FROM runs WHERE id = $1))"
+					       "  WHERE run_id = $1 AND status = 'running' AND worker = $3)"
 					       " UPDATE runs SET heartbeat_at = now(), progress = $2::jsonb ||"
 					       " coalesce((SELECT jsonb_build_object('parts', count(*), 'parts_done',"
 					       "   count(*) FILTER (WHERE status = 'done')) FROM run_parts"
-					       "   WHERE run_id = $1 HAVING count(*) > 0), '{}') WHERE id = $1",
-					       2, NULL, params, NULL, NULL, 0)
+					       "   WHERE run_id = $1 HAVING count(*) > 0), '{}')"
+					       " WHERE id = $1 AND worker = $3 AND status = 'running'",
+					       3, NULL, params, NULL, NULL, 0)
 				: PQexecParams(bt->db, "UPDATE run_parts SET heartbeat_at = now() WHERE worker = $1"
 					       " AND status = 'running'", 1, NULL, params, NULL, NULL, 0);
 			/* a lost connection would let another worker take the run: get it back */
@@ -596,13 +598,15 @@ static int read_events_copy(struct run *run, struct reader *rd, bool part)
 	bool header = true;
 	int rc = 0;
 
-	/* a part's bounds let the index scan start at its streams, not read past the earlier ones */
+	/* the selection's bounds let the index scan start at its streams, not read past the earlier
+	 * ones, and travel to the shards with their foreign scans */
 	r = PQexec(miner_db(m), part ? "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
 				       " coalesce(e.readier_tid, 0) FROM events e JOIN sm_part s ON s.id = e.stream_ref"
 				       " WHERE e.stream_ref BETWEEN (SELECT min(id) FROM sm_part) AND (SELECT max(id) FROM sm_part)"
 				       " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)"
 				     : "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
 				       " coalesce(e.readier_tid, 0) FROM events e JOIN sm_sel s ON s.id = e.stream_ref"
+				       " WHERE e.stream_ref BETWEEN (SELECT min(id) FROM sm_sel) AND (SELECT max(id) FROM sm_sel)"
 				       " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)");
 	if (PQresultStatus(r) != PGRES_COPY_OUT)
 		return miner_db_fail(m, "reading events", r);
@@ -618,7 +622,8 @@ static int read_events_copy(struct run *run, struct reader *rd, bool part)
 			if (n < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0) {
 				PQfreemem(msg);
 				rc = miner_fail(m, "reading events: not a binary COPY stream");
-				break;
+				header = false;
+				continue; /* drain the COPY */
 			}
 			n -= 19 + (size_t)be32(p + 15);
 			p += 19 + (size_t)be32(p + 15);
@@ -656,9 +661,8 @@ static int read_events_copy(struct run *run, struct reader *rd, bool part)
 /* Whether the read connection (a standby) has replayed everything the worker's connection (the
  * primary) had committed when the streams were selected: 1, 0 when it is still behind after 30 s
  * (or unreachable), -1 on a failure of the primary. A primary on the read side is never behind. */
-static int standby_caught_up(struct miner *m)
+static int standby_caught_up(struct miner *m, PGconn *rdb)
 {
-	PGconn *rdb = miner_read_db(m);
 	const char *params[1];
 	char lsn[64];
 	PGresult *r;
@@ -689,10 +693,9 @@ static int standby_caught_up(struct miner *m)
 
 /* The events through a cursor on the read connection (--db-read, a standby: no temporary table
  * there), the streams given as an array. */
-static int read_events_standby(struct run *run, struct reader *rd)
+static int read_events_standby(struct run *run, struct reader *rd, PGconn *rdb)
 {
 	struct miner *m = run->m;
-	PGconn *rdb = miner_read_db(m);
 	struct buf ids = BUF_INIT(0);
 	char lo[24], hi[24];
 	const char *params[3] = { NULL, lo, hi };
@@ -776,29 +779,41 @@ out:
 
 /* Reads the events of the streams refs[first .. end) - all of sm_sel, or the part in sm_part -
  * and extracts their AOI into the entries: from the standby of --db-read once it has caught up,
- * else from the worker's own connection. */
+ * else (none given, unreachable, behind, or failing in the middle) from the worker's own
+ * connection, the standby's part of the work undone first. */
 static int read_events(struct run *run, size_t first, size_t end, bool part)
 {
+	struct miner *m = run->m;
 	struct reader rd = { first, end, false };
-	int rc;
+	PGconn *rdb;
 
 	if (first == end)
 		return 0;
-	if (miner_read_db(run->m) != miner_db(run->m)) {
-		rc = standby_caught_up(run->m);
+	rdb = miner_read_db(m);
+	if (rdb) {
+		size_t ne = run->entries.len, nb = run->bentries.len;
+		uint64_t nread = run->nread;
+		int rc = standby_caught_up(m, rdb);
+
 		if (rc < 0)
 			return -1;
-		if (rc == 1) {
-			uint64_t n = run->nread;
-
-			if (read_events_standby(run, &rd) < 0)
-				return -1;
+		if (rc == 1 && read_events_standby(run, &rd, rdb) == 0 && process_chunk(run, run->mode) == 0) {
 			log_info("events read from the standby", "streams=%zu events=%llu", end - first,
-				 (unsigned long long)(run->nread - n));
-			return process_chunk(run, run->mode);
+				 (unsigned long long)(run->nread - nread));
+			return 0;
 		}
-		log_warn("the standby is behind or unreachable: reading from the primary", "streams=%zu",
-			 end - first);
+		if (miner_options(m)->cancel && *miner_options(m)->cancel)
+			return miner_fail(m, "cancelled");
+		log_warn("reading from the primary instead of the standby", "streams=%zu reason=\"%s\"", end - first,
+			 rc == 1 ? miner_error(m) : "the standby is behind");
+		miner_read_skip(m);
+		run->entries.len = ne;
+		run->bentries.len = nb;
+		run->nread = nread;
+		run->chunk.len = 0;
+		run->events.len = 0;
+		rd.cur = first;
+		rd.have = false;
 	}
 	if (read_events_copy(run, &rd, part) < 0)
 		return -1;
@@ -835,40 +850,50 @@ static int cmp_ref(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Adds another worker's part to the run's entries. */
-static int part_merge(struct run *run, int part, struct buf *b)
+/* Where another worker's part goes: its streams are refs[first .. end). */
+struct merge {
+	struct run *run;
+	int part;
+	size_t first, end;
+};
+
+static int merge_entry(void *arg, const struct parts_entry *pe)
 {
-	struct parts_entry pe;
+	struct merge *mg = arg;
+	struct run *run = mg->run;
+	const int64_t *at = bsearch(&pe->stream_ref, run->refs + mg->first, mg->end - mg->first, sizeof(int64_t),
+				    cmp_ref);
+	struct entry *dst;
+
+	/* a stream of another part, or of none, would be counted twice or from nowhere */
+	if (!at)
+		return miner_fail(run->m, "part %d: stream %lld is not one of its streams", mg->part,
+				  (long long)pe->stream_ref);
+	dst = vec_push(run->base[at - run->refs] ? &run->bentries : &run->entries);
+	if (!dst)
+		return miner_fail(run->m, "out of memory merging the parts");
+	dst->stack = pe->stack;
+	dst->stream = (uint32_t)(at - run->refs);
+	dst->cost = pe->cost;
+	dst->events = pe->events;
+	dst->kind = pe->kind;
+	return 0;
+}
+
+/* Adds another worker's part to the run's entries. */
+static int part_merge(struct run *run, int part, size_t per)
+{
+	struct merge mg = { run, part, (size_t)part * per, 0 };
 	int64_t events, aoi_events;
-	size_t pos = 0, per = miner_options(run->m)->part_streams;
-	int got;
 
-	if (parts_fetch(run->m, run->id, part, b, &events, &aoi_events) < 0)
+	mg.end = mg.first + per < run->nstreams ? mg.first + per : run->nstreams;
+	if (mg.first >= mg.end)
+		return miner_fail(run->m, "part %d is beyond the run's %zu streams", part, run->nstreams);
+	if (parts_fetch(run->m, run->id, part, merge_entry, &mg, &events, &aoi_events) != 0)
 		return -1;
-	while ((got = parts_unpack((const unsigned char *)b->data, b->len, &pos, &pe)) > 0) {
-		const int64_t *at = bsearch(&pe.stream_ref, run->refs, run->nstreams, sizeof(int64_t), cmp_ref);
-		struct entry *dst;
-
-		if (!at)
-			return miner_fail(run->m, "part %d: stream %lld is not in the run", part,
-					  (long long)pe.stream_ref);
-		dst = vec_push(run->base[at - run->refs] ? &run->bentries : &run->entries);
-		if (!dst)
-			return miner_fail(run->m, "out of memory merging the parts");
-		dst->stack = pe.stack;
-		dst->stream = (uint32_t)(at - run->refs);
-		dst->cost = pe.cost;
-		dst->events = pe.events;
-		dst->kind = pe.kind;
-	}
-	if (got < 0)
-		return miner_fail(run->m, "part %d: its result is damaged", part);
 	run->nread += (uint64_t)events;
 	atomic_fetch_add(&run->prog.aoi_events, (uint64_t)aoi_events);
-	{
-		size_t first = (size_t)part * per, end = first + per < run->nstreams ? first + per : run->nstreams;
-		atomic_fetch_add(&run->prog.streams_read, first < end ? end - first : 0);
-	}
+	atomic_fetch_add(&run->prog.streams_read, mg.end - mg.first);
 	return 0;
 }
 
@@ -880,7 +905,6 @@ static int part_merge(struct run *run, int part, struct buf *b)
 static int extract_parts(struct run *run, size_t per)
 {
 	struct miner *m = run->m;
-	struct buf b = BUF_INIT(PARTS_MAX_BYTES);
 	int *done = NULL, nparts, ndone, rc = -1, own = 0;
 
 	nparts = parts_create(m, run->id, run->refs, run->nstreams, per);
@@ -929,15 +953,20 @@ static int extract_parts(struct run *run, size_t per)
 	ndone = parts_list_done(m, run->id, &done);
 	if (ndone < 0)
 		return -1;
+	/* every part once: here, or by another worker (a run taken over stops before) */
+	if (own + ndone != nparts) {
+		miner_fail(m, "run %lld: %d of its %d parts were extracted, by this worker or others", (long long)run->id,
+			   own + ndone, nparts);
+		goto out;
+	}
 	for (int i = 0; i < ndone; i++)
-		if (part_merge(run, done[i], &b) < 0)
+		if (part_merge(run, done[i], per) < 0)
 			goto out;
 	log_info("run's parts extracted", "run=%lld parts=%d here=%d others=%d", (long long)run->id, nparts, own,
 		 ndone);
 	rc = 0;
 out:
 	free(done);
-	buf_release(&b);
 	return rc;
 }
 
@@ -994,12 +1023,9 @@ static int execute_part(struct miner *m, const struct parts_claim *c)
 out:
 	if (beating)
 		beat_stop(&bt);
-	if (rc < 0) {
-		if (miner_options(m)->cancel && *miner_options(m)->cancel)
-			parts_release(m, c);
-		else
-			parts_fail(m, c, miner_error(m));
-	}
+	/* back to the queue: stopped, or failed (the third failure fails the part and its run) */
+	if (rc < 0)
+		parts_release(m, c, miner_options(m)->cancel && *miner_options(m)->cancel ? NULL : miner_error(m));
 	run_release(&run);
 	buf_release(&b);
 	return rc;

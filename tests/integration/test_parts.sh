@@ -54,9 +54,9 @@ worker() { # worker LOG ARGS...: a worker in the background; its pid in WPID
 	WPID=$!
 	WORKERS+=("$WPID")
 }
-stop_workers() {
+stop_workers() { # a stopped worker is continued first: SIGTERM would wait for it forever
 	local p
-	for p in "${WORKERS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${WORKERS[@]}"; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
 	for p in "${WORKERS[@]}"; do wait "$p" 2>/dev/null; done
 	WORKERS=()
 }
@@ -88,6 +88,7 @@ t_match "two workers: 10 parts" "$split_line" "parts=10 "
 here=$(echo "$split_line" | sed 's/.*here=\([0-9]*\).*/\1/')
 others=$(echo "$split_line" | sed 's/.*others=\([0-9]*\)/\1/')
 t_eq "two workers: each part extracted once (here + others)" "$((here + others))" 10
+t_match "two workers: the other worker did some" "$others" '^[1-9]' 
 t_eq "two workers: the other worker's log names the parts it did, once each" \
 	"$(cat "$T_TMP/w1.log" "$T_TMP/w2.log" | grep -o "msg=\"part done\" run=$R part=[0-9]*" | sort -u | wc -l)" "$others"
 t_eq "two workers: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
@@ -133,14 +134,15 @@ for _ in $(seq 1 500); do
 	sleep 0.02
 done
 kill -CONT "$W6"
-caught=
-for _ in $(seq 1 1000); do
+# stopped first, then looked at: a part it holds then is held for good
+caught= held=
+for _ in $(seq 1 300); do
+	kill -STOP "$W6"
 	caught=$(pg_q "SELECT part FROM run_parts WHERE run_id = $R AND status = 'running' AND worker LIKE '%:$W6'")
-	[ -n "$caught" ] && break
+	[ -n "$caught" ] && { held=running; break; }
+	kill -CONT "$W6"
 	sleep 0.01
 done
-kill -STOP "$W6"
-held=$(pg_q "SELECT status FROM run_parts WHERE run_id = $R AND part = ${caught:-(-1)} AND worker LIKE '%:$W6'")
 kill -9 "$W6"
 kill -CONT "$W6" 2>/dev/null
 wait "$W6" 2>/dev/null
@@ -154,6 +156,38 @@ split_line=$(grep -o "run=$R parts=[0-9]* here=[0-9]* others=[0-9]*" "$T_TMP/w5.
 t_match "worker killed: the coordinator did the rest" "$split_line" "parts=12 "
 t_eq "worker killed: the same result" "$(digest "$R")" "$WANT"
 t_eq "worker killed: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
+
+# ---- a coordinator that stalls past the lease and comes back ----
+# (a paused machine, a database failover longer than the lease): the worker that took its run over
+# keeps its own parts, the stalled one gives up at its next look, and the result is whole
+worker "$T_TMP/w7.log" --part-streams 5 --lease 5
+W7=$WPID
+R=$(miner run --queue --quiet "${ARGS[@]}")
+for _ in $(seq 1 1000); do
+	[ "$(pg_q "SELECT count(*) FROM run_parts WHERE run_id = $R AND status = 'done'")" -ge 5 ] && break
+	sleep 0.01
+done
+kill -STOP "$W7"
+t_eq "stalled coordinator: stopped in the middle of its parts" \
+	"$(pg_q "SELECT r.status, count(*) > 0 FROM runs r JOIN run_parts p ON p.run_id = r.id AND p.status = 'queued'
+		WHERE r.id = $R GROUP BY r.status")" "running|t"
+sleep 6
+worker "$T_TMP/w8.log" --part-streams 5 --lease 5
+W8=$WPID
+for _ in $(seq 1 300); do
+	[ "$(pg_q "SELECT worker LIKE '%:$W8' FROM runs WHERE id = $R")" = t ] && break
+	sleep 0.05
+done
+kill -CONT "$W7"
+for _ in $(seq 1 1200); do
+	case $(pg_q "SELECT status FROM runs WHERE id = $R") in done|failed) break ;; esac
+	sleep 0.1
+done
+stop_workers
+t_eq "stalled coordinator: the run done by the other worker" "$(pg_q "SELECT status, attempts, worker LIKE '%:$W8' FROM runs WHERE id = $R")" "done|2|t"
+t_match "stalled coordinator: it noticed and stopped" "$(cat "$T_TMP/w7.log")" "run $R was taken over by another worker"
+t_eq "stalled coordinator: the same result" "$(digest "$R")" "$WANT"
+t_eq "stalled coordinator: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
 
 # ---- refusals ----
 out=$(miner worker --part-streams -1 2>&1)
