@@ -3,11 +3,13 @@
  * API tokens, event partitions and retention, and a status overview.
  */
 #include "common/auth.h"
+#include "common/buf.h"
 #include "common/db.h"
 #include "common/sha256.h"
 #include "common/util.h"
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,10 @@ static const char usage[] =
 	"  maintain                         create the coming days' event partitions, drop what is\n"
 	"                                   older than the retention, fold pending frame statistics\n"
 	"                                   (sm-ingest does the first two hourly, the last every 2 s)\n"
+	"  shard add NAME CONNINFO          hold the events of the days from now on (and of the empty\n"
+	"                                   ones) on one more PostgreSQL server as well (postgres_fdw;\n"
+	"                                   docs/scaling.md); CONNINFO must log in with a password\n"
+	"  shard list                       the shards, their servers and how many days each holds\n"
 	"\n"
 	"Options:\n"
 	"  --db CONNINFO   libpq connection string or URI (default: the PG* environment variables)\n"
@@ -238,6 +244,121 @@ static int cmd_collect(PGconn *c)
 	return 0;
 }
 
+/* The libpq options of a shard's connection that its postgres_fdw server keeps (the user and
+ * password go to the user mapping). */
+static const char *const shard_server_opts[] = {
+	"host", "hostaddr", "port", "dbname", "target_session_attrs", "sslmode", "sslrootcert",
+	"connect_timeout", NULL,
+};
+
+/* shard add NAME CONNINFO: a shard, checked from here first, then added in one transaction with
+ * the day partitions it now takes part in */
+static int cmd_shard_add(PGconn *c, const char *name, const char *conninfo)
+{
+	struct buf opts = BUF_INIT(64 * 1024);
+	char err[1024];
+	const char *params[4];
+	PQconninfoOption *info = NULL;
+	PGconn *sc;
+	PGresult *r;
+	int rc = 1;
+
+	if (!*name || strlen(name) > 48 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name)) {
+		fprintf(stderr, "sm-admin: shard add: NAME '%s': 1 to 48 of a-z, 0-9 and _\n", name);
+		return 2;
+	}
+	sc = db_connect(conninfo, err, sizeof(err));
+	if (!sc) {
+		fprintf(stderr, "sm-admin: shard %s: %s\n", name, err);
+		return 1;
+	}
+	if (!PQconnectionUsedPassword(sc)) {
+		fprintf(stderr, "sm-admin: shard %s: the connection logged in without a password; postgres_fdw"
+				" lets a role that is not a superuser connect only with one (give password= or"
+				" a passfile entry, and password authentication on the shard)\n", name);
+		goto out_close;
+	}
+	info = PQconninfo(sc);
+	if (!info) {
+		fprintf(stderr, "sm-admin: out of memory\n");
+		goto out_close;
+	}
+	buf_putc(&opts, '{');
+	for (const PQconninfoOption *o = info; o->keyword; o++) {
+		bool keep = false;
+
+		for (int i = 0; shard_server_opts[i]; i++)
+			keep |= strcmp(o->keyword, shard_server_opts[i]) == 0;
+		/* what libpq would take anyway need not be kept */
+		if (!keep || !o->val || !*o->val || (o->compiled && strcmp(o->val, o->compiled) == 0))
+			continue;
+		if (opts.len > 1)
+			buf_putc(&opts, ',');
+		db_put_array_str(&opts, o->keyword, strlen(o->keyword));
+		buf_putc(&opts, ',');
+		db_put_array_str(&opts, o->val, strlen(o->val));
+	}
+	if (buf_putc(&opts, '}') < 0) {
+		fprintf(stderr, "sm-admin: shard %s: its options: %s\n", name, buf_error_text(&opts));
+		goto out_close;
+	}
+	params[0] = name;
+	params[1] = buf_cstr(&opts);
+	params[2] = PQuser(sc);
+	params[3] = PQpass(sc);
+	if (db_exec(c, "BEGIN", err, sizeof(err)) < 0) {
+		fail(err);
+		goto out_close;
+	}
+	r = PQexecParams(c, "SELECT sm_shard_add($1, $2::text[], $3, $4),"
+			    " sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
+			    "   2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead'))",
+			 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
+
+		db_errcpy(err, sizeof(err), "shard add", PQresultErrorMessage(r));
+		fprintf(stderr, "sm-admin: %s%s%s\n", err, hint ? "\nhint: " : "", hint ? hint : "");
+		PQclear(r);
+		PQclear(PQexec(c, "ROLLBACK"));
+		goto out_close;
+	}
+	if (db_exec(c, "COMMIT", err, sizeof(err)) < 0) {
+		PQclear(r);
+		fail(err);
+		goto out_close;
+	}
+	{
+		PGresult *n = PQexec(c, "SELECT count(*) FROM shards");
+
+		printf("shard %s added (id %s): the day partitions made from now on, and the empty ones (%s made"
+		       " again), are spread over %s shards\n", name, PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1),
+		       PQresultStatus(n) == PGRES_TUPLES_OK ? PQgetvalue(n, 0, 0) : "?");
+		PQclear(n);
+	}
+	PQclear(r);
+	rc = 0;
+out_close:
+	PQconninfoFree(info);
+	buf_release(&opts);
+	PQfinish(sc);
+	return rc;
+}
+
+static int cmd_shard(PGconn *c, int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "list") == 0)
+		return print_query(c, "shards",
+				   "SELECT s.id, s.server, array_to_string(f.srvoptions, ' ') AS options,"
+				   " (SELECT count(*) FROM pg_foreign_table t WHERE t.ftserver = f.oid) AS days,"
+				   " s.added_at FROM shards s JOIN pg_foreign_server f ON f.srvname = s.server"
+				   " ORDER BY s.id");
+	if (argc == 4 && strcmp(argv[1], "add") == 0)
+		return cmd_shard_add(c, argv[2], argv[3]);
+	fprintf(stderr, "sm-admin: shard: 'shard add NAME CONNINFO' or 'shard list'\n");
+	return 2;
+}
+
 static int cmd_maintain(PGconn *c)
 {
 	PGresult *r = PQexec(c,
@@ -286,7 +407,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(cmd, "migrate") && strcmp(cmd, "status") && strcmp(cmd, "token") &&
-	    strcmp(cmd, "retention") && strcmp(cmd, "maintain") && strcmp(cmd, "collect")) {
+	    strcmp(cmd, "retention") && strcmp(cmd, "maintain") && strcmp(cmd, "collect") && strcmp(cmd, "shard")) {
 		fprintf(stderr, "sm-admin: unknown command '%s'\n\n%s", cmd, usage);
 		return 2;
 	}
@@ -309,6 +430,8 @@ int main(int argc, char **argv)
 		rc = cmd_retention(c, argc - optind, argv + optind);
 	else if (strcmp(cmd, "collect") == 0)
 		rc = cmd_collect(c);
+	else if (strcmp(cmd, "shard") == 0)
+		rc = cmd_shard(c, argc - optind, argv + optind);
 	else
 		rc = cmd_maintain(c);
 	PQfinish(c);

@@ -29,6 +29,7 @@ struct store {
 	struct intern *stat_keys;  /* frame ids and call edges, per call */
 	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
 	int backend_pid;           /* of the session the statements were prepared in */
+	bool sharded;              /* events go to shards: through the staging table (copy_events) */
 };
 
 /* Per stream, what its frames and stacks are in the database. */
@@ -80,6 +81,26 @@ static int db_fail(struct store *st, const char *what, const PGresult *r)
 	return -1;
 }
 
+/* Whether the events are sharded (018_shards.sql): COPY into a partitioned table routes each row to
+ * a foreign partition with a statement of its own, INSERT ... SELECT sends them 1,000 at a time, so
+ * sharded events are copied into a temporary table first. */
+static int check_shards(struct store *st)
+{
+	PGresult *r = PQexec(st->db, "SELECT EXISTS (SELECT 1 FROM shards)");
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_fail(st, "reading the shards", r);
+		PQclear(r);
+		return -1;
+	}
+	st->sharded = PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	if (!st->sharded)
+		return 0;
+	return db_exec(st->db, "CREATE TEMP TABLE IF NOT EXISTS sm_ev_stage (LIKE events) ON COMMIT DELETE ROWS",
+		       st->err, sizeof(st->err));
+}
+
 static int prepare_all(struct store *st)
 {
 	for (size_t i = 0; i < sizeof(statements) / sizeof(statements[0]); i++) {
@@ -94,8 +115,9 @@ static int prepare_all(struct store *st)
 	}
 	/* COPY's received_at and the statistics' day are both UTC; a statement that
 	 * hangs must not hold a request (and a shutdown) forever */
-	return db_exec(st->db, "SET TimeZone = 'UTC'; SET statement_timeout = '60s'", st->err,
-		       sizeof(st->err));
+	if (db_exec(st->db, "SET TimeZone = 'UTC'; SET statement_timeout = '60s'", st->err, sizeof(st->err)) < 0)
+		return -1;
+	return check_shards(st);
 }
 
 struct store *store_open(const char *conninfo, struct idcache *cache, char *err, size_t errlen)
@@ -480,8 +502,10 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 		       const struct mapped *m, int64_t received_us, bool *no_partition)
 {
 	static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
-	PGresult *r = PQexec(st->db, "COPY events (stream_ref, received_at, seq, kind, tid, ts_ns,"
-				     " dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)");
+	PGresult *r = PQexec(st->db, st->sharded ? "COPY sm_ev_stage (stream_ref, received_at, seq, kind, tid,"
+						   " ts_ns, dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)"
+						 : "COPY events (stream_ref, received_at, seq, kind, tid, ts_ns,"
+						   " dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)");
 	struct buf *b = &st->copy;
 	int rc = 0;
 
@@ -532,6 +556,19 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 			if (state && strcmp(state, "23514") == 0)
 				*no_partition = true;
 			db_fail(st, "copying events", r);
+			rc = -1;
+		}
+		PQclear(r);
+	}
+	if (rc == 0 && st->sharded) {
+		/* routed to the shards in batches; the staging rows go at the commit */
+		r = PQexec(st->db, "INSERT INTO events SELECT * FROM sm_ev_stage");
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+			if (state && strcmp(state, "23514") == 0)
+				*no_partition = true;
+			db_fail(st, "sending events to the shards", r);
 			rc = -1;
 		}
 		PQclear(r);
@@ -667,6 +704,7 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	PGresult *r;
 	char received_at[64], day[16];
 	int64_t received_us;
+	bool sharded;
 	size_t nacc = 0;
 	int64_t t0 = util_now_mono_ns(), t1, t2, t3;
 	size_t *order = arena_alloc(st->scratch, (n + 1) * sizeof(*order));
@@ -686,7 +724,8 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	r = PQexec(st->db, "SELECT now()::text, (now() AT TIME ZONE 'UTC')::date::text,"
 			   " (extract(epoch FROM now()) * 1000000)::bigint - 946684800000000,"
 			   " pg_advisory_xact_lock_shared(hashtext('stackmine.intern')) IS NULL,"
-			   " (SELECT value FROM settings WHERE key = 'intern_epoch')");
+			   " (SELECT value FROM settings WHERE key = 'intern_epoch'),"
+			   " EXISTS (SELECT 1 FROM shards)");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_fail(st, "reading the time", r);
 		PQclear(r);
@@ -695,6 +734,7 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	snprintf(received_at, sizeof(received_at), "%s", PQgetvalue(r, 0, 0));
 	snprintf(day, sizeof(day), "%s", PQgetvalue(r, 0, 1));
 	received_us = db_get_i64(r, 0, 2);
+	sharded = PQgetvalue(r, 0, 5)[0] == 't';
 	if (!PQgetisnull(r, 0, 4) && (uint64_t)db_get_i64(r, 0, 4) != st->epoch) {
 		*new_epoch = (uint64_t)db_get_i64(r, 0, 4);
 		PQclear(r);
@@ -702,6 +742,8 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 		return STORE_REMAP;
 	}
 	PQclear(r);
+	if (sharded != st->sharded && check_shards(st) < 0)   /* a shard was added since */
+		goto fail_rollback;
 	for (size_t i = 0; i < n; i++) {
 		size_t s = order[i];
 
@@ -725,6 +767,7 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	return 0;
 fail_rollback:
 	PQclear(PQexec(st->db, "ROLLBACK"));
+	st->sharded = false;   /* a staging table made in this transaction is gone: look again */
 	return -1;
 }
 

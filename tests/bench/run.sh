@@ -3,8 +3,8 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats, =workers
-# or =guard runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats, =workers,
+# =guard or =shards runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -30,6 +30,8 @@
 #           pprof pushed to POST /api/v1/import (tests/bench/formats.sh).
 #   workers one mining run over 4,000 streams split across 1, 2 and 4 worker processes: the
 #           speed-up and the database's share of the CPU (tests/bench/workers.sh).
+#   shards  the events of a fleet on two shards (sm-admin shard add): ingest and mining rates
+#           (tests/bench/shards.sh).
 #   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
 #           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
 #           per process and the CPU of its threads (tests/bench/guard.sh).
@@ -53,6 +55,7 @@ cleanup() {
 	[ -z "$ingest_pid" ] || { kill "$ingest_pid" 2>/dev/null; wait "$ingest_pid" 2>/dev/null || true; }
 	[ -z "$web_pid" ] || { kill "$web_pid" 2>/dev/null; wait "$web_pid" 2>/dev/null || true; }
 	deploy/pg.sh destroy "$work/pg" >/dev/null 2>&1 || true
+	for d in "$work"/shard?; do [ -d "$d" ] && deploy/pg.sh destroy "$d" >/dev/null 2>&1; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -421,4 +424,9 @@ fi
 
 if [ "$only" = all ] || [ "$only" = guard ]; then
 	bash "$repo/tests/bench/guard.sh"
+fi
+
+# last: it leaves the database sharded
+if [ "$only" = all ] || [ "$only" = shards ]; then
+	. "$repo/tests/bench/shards.sh"
 fi

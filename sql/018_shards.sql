@@ -1,0 +1,195 @@
+-- 018_shards: events held by other PostgreSQL servers (shards), with PostgreSQL's
+-- own partitioning and postgres_fdw (docs/scaling.md, "Sharding the events").
+--
+-- Without shards nothing changes. With shards (sm-admin shard add), every day
+-- partition created from then on is itself partitioned by hash of stream_ref,
+-- one foreign partition per shard; the rows live on the shard in a table of the
+-- same name as the day partition (events_pYYYYMMDD), made there through dblink
+-- when the day partition is made here, and dropped there when retention drops
+-- it here. A day keeps the shards it was made with: adding a shard spreads the
+-- days created afterwards (and the empty ones) over one more server.
+--
+-- Needs, created once by a superuser: CREATE EXTENSION postgres_fdw; CREATE
+-- EXTENSION dblink; GRANT USAGE ON FOREIGN DATA WRAPPER postgres_fdw TO <the
+-- stackmine role>. Installations without shards need neither.
+CREATE TABLE shards (
+	id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	server text NOT NULL UNIQUE,        -- its postgres_fdw foreign server
+	added_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- The statements that make one day's table on a shard (events' columns, and the index
+-- the miner reads through).
+CREATE FUNCTION sm_shard_table_sql(pname text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT format('CREATE TABLE IF NOT EXISTS %I (stream_ref bigint NOT NULL,'
+		' received_at timestamptz NOT NULL, seq integer NOT NULL,'
+		' kind "char" NOT NULL CHECK (kind IN (''r'', ''w'')), tid integer NOT NULL,'
+		' ts_ns bigint NOT NULL, dur_ns bigint NOT NULL CHECK (dur_ns >= 0),'
+		' stack_id integer NOT NULL, readier_tid integer);'
+		' CREATE INDEX IF NOT EXISTS %I ON %I (stream_ref)', pname, pname || '_stream', pname)
+$$;
+
+-- sm_ensure_partitions() as in 001, over the shards when there are any.
+CREATE OR REPLACE FUNCTION sm_ensure_partitions(first_day date, ndays integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	d date;
+	pname text;
+	created integer := 0;
+	nshards integer;
+	remainder integer;
+	s record;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
+	SELECT count(*) INTO nshards FROM shards;
+	FOR i IN 0 .. ndays - 1 LOOP
+		d := first_day + i;
+		pname := 'events_p' || to_char(d, 'YYYYMMDD');
+		CONTINUE WHEN to_regclass(pname) IS NOT NULL;
+		IF nshards = 0 THEN
+			EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
+				pname, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+		ELSE
+			EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)'
+				' PARTITION BY HASH (stream_ref)',
+				pname, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+			remainder := 0;
+			FOR s IN SELECT id, server FROM shards ORDER BY id LOOP
+				PERFORM dblink_exec(s.server, sm_shard_table_sql(pname));
+				EXECUTE format('CREATE FOREIGN TABLE %I PARTITION OF %I'
+					' FOR VALUES WITH (MODULUS %s, REMAINDER %s) SERVER %I OPTIONS (table_name %L)',
+					pname || '_s' || s.id, pname, nshards, remainder, s.server, pname);
+				remainder := remainder + 1;
+			END LOOP;
+		END IF;
+		created := created + 1;
+	END LOOP;
+	RETURN created;
+END $$;
+
+-- The shards a day partition's rows are on: each foreign server and the table there.
+CREATE FUNCTION sm_event_partition_shards(pname text) RETURNS TABLE (srvname name, remote text)
+LANGUAGE sql STABLE AS $$
+	SELECT s.srvname, (SELECT substr(o, 12) FROM unnest(t.ftoptions) o WHERE o LIKE 'table_name=%')
+	FROM pg_inherits i JOIN pg_foreign_table t ON t.ftrelid = i.inhrelid
+	JOIN pg_foreign_server s ON s.oid = t.ftserver
+	WHERE i.inhparent = to_regclass(pname)
+$$;
+
+-- Drops one day partition, and its tables on the shards first. A shard that cannot be
+-- reached fails the drop (and retention with it, to be tried again): its rows are not left
+-- behind unnoticed.
+CREATE FUNCTION sm_drop_event_partition(pname text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	f record;
+BEGIN
+	FOR f IN SELECT * FROM sm_event_partition_shards(pname) LOOP
+		PERFORM dblink_exec(f.srvname, format('DROP TABLE IF EXISTS %I', f.remote));
+	END LOOP;
+	EXECUTE format('DROP TABLE %I', pname);
+END $$;
+
+-- Whether a day partition holds no event. A sharded day's tables are looked at through dblink,
+-- not through its foreign partitions: postgres_fdw would keep the remote transaction (and its
+-- lock on the table) open to the end of this one, and a drop through dblink would wait for it.
+CREATE FUNCTION sm_event_partition_empty(pname text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+	f record;
+	found boolean;
+BEGIN
+	FOR f IN SELECT * FROM sm_event_partition_shards(pname) LOOP
+		SELECT x INTO found FROM dblink(f.srvname,
+			format('SELECT EXISTS (SELECT 1 FROM %I)', f.remote))
+			AS t(x boolean);
+		IF found THEN
+			RETURN false;
+		END IF;
+	END LOOP;
+	IF EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass(pname) AND relkind = 'r') THEN
+		EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %I)', pname) INTO found;
+		RETURN found;
+	END IF;
+	RETURN true;
+END $$;
+
+-- sm_apply_retention() as in 009, dropping day partitions with sm_drop_event_partition().
+CREATE OR REPLACE FUNCTION sm_apply_retention(now_ts timestamptz) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	days integer;
+	run_days integer;
+	cutoff date;
+	r record;
+	dropped integer := 0;
+BEGIN
+	SELECT value::integer INTO run_days FROM settings WHERE key = 'run_retention_days';
+	IF run_days > 0 THEN
+		DELETE FROM runs WHERE status IN ('done', 'failed')
+			AND coalesce(finished_at, created_at) < now_ts - make_interval(days => run_days);
+	END IF;
+	SELECT value::integer INTO days FROM settings WHERE key = 'retention_days';
+	IF days IS NULL OR days <= 0 THEN
+		RETURN 0;
+	END IF;
+	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
+	cutoff := (now_ts AT TIME ZONE 'UTC')::date - days;
+	FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_p[0-9]{8}$'
+		   AND to_date(substr(c.relname, 9), 'YYYYMMDD') < cutoff LOOP
+		PERFORM sm_drop_event_partition(r.relname);
+		dropped := dropped + 1;
+	END LOOP;
+	DELETE FROM streams WHERE received_at < cutoff::timestamp AT TIME ZONE 'UTC';
+	DELETE FROM stat_deltas WHERE day < cutoff;
+	DELETE FROM stat_streams WHERE day < cutoff;
+	DELETE FROM stat_frames WHERE day < cutoff;
+	DELETE FROM stat_calls WHERE day < cutoff;
+	PERFORM sm_expire_fleet(cutoff::timestamp AT TIME ZONE 'UTC');
+	RETURN dropped;
+END $$;
+
+-- Adds a shard: a postgres_fdw server named srv with the libpq options opts (name, value,
+-- name, value, ...), this role's user mapping (usr, pw), a check that it answers; then every
+-- day partition from today on that holds no event yet is dropped, for sm_ensure_partitions()
+-- to make it again over all the shards. DDL takes no parameters: format() quotes every name
+-- and value. Returns the shard's id.
+CREATE FUNCTION sm_shard_add(srv text, opts text[], usr text, pw text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	sid integer;
+	o text := '';
+	r record;
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'postgres_fdw')
+	   OR NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'dblink') THEN
+		RAISE EXCEPTION 'shards need the extensions postgres_fdw and dblink in this database'
+			USING HINT = format('as a superuser: CREATE EXTENSION postgres_fdw; CREATE EXTENSION dblink;'
+				' GRANT USAGE ON FOREIGN DATA WRAPPER postgres_fdw TO %I', current_user);
+	END IF;
+	IF EXISTS (SELECT 1 FROM shards WHERE server = srv) THEN
+		RAISE EXCEPTION 'shard %: already added', srv;
+	END IF;
+	FOR i IN 1 .. coalesce(array_length(opts, 1), 0) / 2 LOOP
+		o := o || format('%I %L, ', opts[2 * i - 1], opts[2 * i]);
+	END LOOP;
+	EXECUTE format('CREATE SERVER %I FOREIGN DATA WRAPPER postgres_fdw OPTIONS (%s'
+		' async_capable %L, fetch_size %L, batch_size %L)', srv, o, 'true', '10000', '1000');
+	EXECUTE format('CREATE USER MAPPING FOR CURRENT_USER SERVER %I OPTIONS (user %L, password %L)',
+		srv, usr, pw);
+	PERFORM * FROM dblink(srv, 'SELECT 1') AS t(one integer);
+	INSERT INTO shards (server) VALUES (srv) RETURNING id INTO sid;
+	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
+	FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_p[0-9]{8}$'
+		   AND to_date(substr(c.relname, 9), 'YYYYMMDD') >= (now() AT TIME ZONE 'UTC')::date LOOP
+		-- no event can come in between the look and the drop
+		EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE', r.relname);
+		IF sm_event_partition_empty(r.relname) THEN
+			PERFORM sm_drop_event_partition(r.relname);
+		END IF;
+	END LOOP;
+	RETURN sid;
+END $$;
