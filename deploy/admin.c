@@ -289,8 +289,11 @@ static int cmd_shard_add(PGconn *c, const char *name, const char *conninfo)
 
 		for (int i = 0; shard_server_opts[i]; i++)
 			keep |= strcmp(o->keyword, shard_server_opts[i]) == 0;
-		/* what libpq would take anyway need not be kept */
-		if (!keep || !o->val || !*o->val || (o->compiled && strcmp(o->val, o->compiled) == 0))
+		/* what libpq would take anyway need not be kept - but where to go always is: the
+		 * server's backend has other defaults than this program */
+		if (!keep || !o->val || !*o->val ||
+		    (o->compiled && strcmp(o->val, o->compiled) == 0 && strcmp(o->keyword, "host") &&
+		     strcmp(o->keyword, "port") && strcmp(o->keyword, "dbname")))
 			continue;
 		if (opts.len > 1)
 			buf_putc(&opts, ',');
@@ -361,13 +364,15 @@ static int cmd_shard(PGconn *c, int argc, char **argv)
 
 static int cmd_maintain(PGconn *c)
 {
+	PGresult *left;
+	int rc;
 	PGresult *r = PQexec(c,
 		"SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
 		" 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead')),"
 		" sm_apply_retention(now()), sm_fold_stats(1000000)");
+	char err[512];
 
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		char err[512];
 		db_errcpy(err, sizeof(err), "maintain", PQresultErrorMessage(r));
 		PQclear(r);
 		return fail(err);
@@ -375,7 +380,24 @@ static int cmd_maintain(PGconn *c)
 	printf("partitions created: %s, dropped by retention: %s, statistics deltas folded: %s\n",
 	       PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
 	PQclear(r);
-	return 0;
+	/* after retention has committed: its days' tables on the shards (a statement of its own,
+	 * and then what is left, which that statement's snapshot would not show) */
+	r = PQexec(c, "SELECT sm_shard_drops()");
+	left = PQexec(c, "SELECT count(*) FROM shard_drops");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQresultStatus(left) != PGRES_TUPLES_OK) {
+		db_errcpy(err, sizeof(err), "maintain: dropping days on the shards",
+			  PQresultErrorMessage(PQresultStatus(r) != PGRES_TUPLES_OK ? r : left));
+		PQclear(r);
+		PQclear(left);
+		return fail(err);
+	}
+	if (strcmp(PQgetvalue(r, 0, 0), "0") || strcmp(PQgetvalue(left, 0, 0), "0"))
+		printf("tables dropped on the shards: %s, still to drop (a shard did not answer): %s\n",
+		       PQgetvalue(r, 0, 0), PQgetvalue(left, 0, 0));
+	rc = strcmp(PQgetvalue(left, 0, 0), "0") ? 1 : 0;
+	PQclear(r);
+	PQclear(left);
+	return rc;
 }
 
 int main(int argc, char **argv)

@@ -759,8 +759,10 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	if (nacc && update_stats(st, ss, n, m, day) < 0)
 		goto fail_rollback;
 	t3 = util_now_mono_ns();
-	if (db_exec(st->db, "COMMIT", st->err, sizeof(st->err)) < 0)
+	if (db_exec(st->db, "COMMIT", st->err, sizeof(st->err)) < 0) {
+		st->sharded = false;   /* as after a rollback */
 		return -1;
+	}
 	log_debug("batch stored", "streams=%zu accepted=%zu insert_ms=%.1f copy_ms=%.1f stats_ms=%.1f"
 		  " commit_ms=%.1f", n, nacc, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (t3 - t2) / 1e6,
 		  (util_now_mono_ns() - t3) / 1e6);
@@ -841,6 +843,16 @@ int store_maintain(struct store *st)
 		PQclear(g);
 	}
 	PQclear(r);
+	/* the sharded days' tables retention dropped here, now on the shards (on their own:
+	 * a shard that cannot be reached keeps them for the next time) */
+	if (ok) {
+		r = PQexec(st->db, "SELECT sm_shard_drops()");
+		if (PQresultStatus(r) != PGRES_TUPLES_OK)
+			log_warn("dropping days on the shards failed", "error=\"%s\"", PQresultErrorMessage(r));
+		else if (strcmp(PQgetvalue(r, 0, 0), "0") != 0)
+			log_info("days dropped on the shards", "tables=%s", PQgetvalue(r, 0, 0));
+		PQclear(r);
+	}
 	return ok ? 0 : -1;
 }
 

@@ -209,7 +209,8 @@ static void *beat_main(void *arg)
 			 * own: a run taken over by another worker is that one's to keep alive */
 			PGresult *r = bt->run->id
 				? PQexecParams(bt->db, "WITH p AS (UPDATE run_parts SET heartbeat_at = now()"
-					       "  WHERE run_id = $1 AND status = 'running' AND worker = $3)"
+					       "  WHERE run_id = $1 AND status = 'running' AND worker = $3"
+					       "  AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND worker = $3))"
 					       " UPDATE runs SET heartbeat_at = now(), progress = $2::jsonb ||"
 					       " coalesce((SELECT jsonb_build_object('parts', count(*), 'parts_done',"
 					       "   count(*) FILTER (WHERE status = 'done')) FROM run_parts"
@@ -279,7 +280,8 @@ static int select_streams(struct run *run)
 	PGresult *r;
 
 	if (miner_exec(m, "DROP TABLE IF EXISTS sm_sel; CREATE TEMP TABLE sm_sel ("
-			  " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint, base boolean, utype text)") < 0)
+			  " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint, base boolean, utype text,"
+			  " ra timestamptz)") < 0)
 		return -1;
 	/* received_at bounds as microsecond epoch seconds for to_timestamp() */
 	if (p->filter.since_ns != PARAMS_NO_TIME)
@@ -295,7 +297,7 @@ static int select_streams(struct run *run)
 	params[6] = p->baseline ? "t" : "f";
 	r = PQexecParams(miner_db(m),
 			 "INSERT INTO sm_sel SELECT id, symptom_tid, symptom_start_ns, symptom_end_ns,"
-			 " role = 'baseline', coalesce(symptom_unit_type, '')"
+			 " role = 'baseline', coalesce(symptom_unit_type, ''), received_at"
 			 " FROM streams WHERE app = $1 AND ($7::boolean OR role = 'violation')"
 			 " AND ($2::text IS NULL OR version = $2)"
 			 " AND ($3::text IS NULL OR host = $3)"
@@ -599,14 +601,17 @@ static int read_events_copy(struct run *run, struct reader *rd, bool part)
 	int rc = 0;
 
 	/* the selection's bounds let the index scan start at its streams, not read past the earlier
-	 * ones, and travel to the shards with their foreign scans */
+	 * ones, leave out the days (and their shards) it has no stream of, and travel to the shards
+	 * with their foreign scans */
 	r = PQexec(miner_db(m), part ? "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
 				       " coalesce(e.readier_tid, 0) FROM events e JOIN sm_part s ON s.id = e.stream_ref"
 				       " WHERE e.stream_ref BETWEEN (SELECT min(id) FROM sm_part) AND (SELECT max(id) FROM sm_part)"
+				       " AND e.received_at BETWEEN (SELECT min(ra) FROM sm_part) AND (SELECT max(ra) FROM sm_part)"
 				       " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)"
 				     : "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
 				       " coalesce(e.readier_tid, 0) FROM events e JOIN sm_sel s ON s.id = e.stream_ref"
 				       " WHERE e.stream_ref BETWEEN (SELECT min(id) FROM sm_sel) AND (SELECT max(id) FROM sm_sel)"
+				       " AND e.received_at BETWEEN (SELECT min(ra) FROM sm_sel) AND (SELECT max(ra) FROM sm_sel)"
 				       " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)");
 	if (PQresultStatus(r) != PGRES_COPY_OUT)
 		return miner_db_fail(m, "reading events", r);
@@ -833,10 +838,12 @@ static int part_fill(struct run *run, const struct parts_claim *c)
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)c->run_id);
 	snprintf(part, sizeof(part), "%d", c->part);
-	if (miner_exec(m, "CREATE TEMP TABLE IF NOT EXISTS sm_part (id bigint PRIMARY KEY); DELETE FROM sm_part") < 0)
+	if (miner_exec(m, "CREATE TEMP TABLE IF NOT EXISTS sm_part (id bigint PRIMARY KEY, ra timestamptz);"
+			  " DELETE FROM sm_part") < 0)
 		return -1;
-	r = PQexecParams(miner_db(m), "INSERT INTO sm_part SELECT unnest(stream_refs) FROM run_parts"
-				      " WHERE run_id = $1 AND part = $2::integer", 2, NULL, params, NULL, NULL, 0);
+	r = PQexecParams(miner_db(m), "INSERT INTO sm_part SELECT s.id, s.received_at FROM streams s"
+				      " WHERE s.id IN (SELECT unnest(stream_refs) FROM run_parts"
+				      "   WHERE run_id = $1 AND part = $2::integer)", 2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		return miner_db_fail(m, "reading the part's streams", r);
 	PQclear(r);
@@ -939,6 +946,7 @@ static int extract_parts(struct run *run, size_t per)
 				run->entries.len = ne;
 				run->bentries.len = nb;
 				run->nread = nread;
+				parts_release(m, &c, NULL);   /* still ours if the run was taken: for its new owner */
 			} else {
 				own++;
 			}

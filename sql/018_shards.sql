@@ -3,11 +3,14 @@
 --
 -- Without shards nothing changes. With shards (sm-admin shard add), every day
 -- partition created from then on is itself partitioned by hash of stream_ref,
--- one foreign partition per shard; the rows live on the shard in a table of the
--- same name as the day partition (events_pYYYYMMDD), made there through dblink
--- when the day partition is made here, and dropped there when retention drops
--- it here. A day keeps the shards it was made with: adding a shard spreads the
--- days created afterwards (and the empty ones) over one more server.
+-- one foreign partition per shard; the rows live on the shard in the schema
+-- stackmine_events, in a table of the same name as the day partition
+-- (events_pYYYYMMDD), made there through dblink when the day partition is made
+-- here. Retention drops a day here first and records its shards' tables in
+-- shard_drops, which sm_shard_drops() drops on the shards afterwards, in
+-- transactions of their own. A day keeps the shards it was made with: adding a
+-- shard spreads the days created afterwards (and the empty ones) over one more
+-- server.
 --
 -- Needs, created once by a superuser: CREATE EXTENSION postgres_fdw; CREATE
 -- EXTENSION dblink; GRANT USAGE ON FOREIGN DATA WRAPPER postgres_fdw TO <the
@@ -18,16 +21,30 @@ CREATE TABLE shards (
 	added_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- Tables on the shards whose day retention dropped here, to drop there.
+CREATE TABLE shard_drops (
+	server text NOT NULL,
+	remote text NOT NULL,
+	PRIMARY KEY (server, remote)
+);
+
+-- What every statement sent to a shard through dblink starts with: dblink waits for its
+-- answer where a cancel cannot reach it, so the shard itself must give up.
+CREATE FUNCTION sm_shard_sql(body text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT 'SET lock_timeout = ''5s''; SET statement_timeout = ''60s''; ' || body
+$$;
+
 -- The statements that make one day's table on a shard (events' columns, and the index
 -- the miner reads through).
 CREATE FUNCTION sm_shard_table_sql(pname text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-	SELECT format('CREATE TABLE IF NOT EXISTS %I (stream_ref bigint NOT NULL,'
+	SELECT sm_shard_sql(format('CREATE TABLE IF NOT EXISTS stackmine_events.%I (stream_ref bigint NOT NULL,'
 		' received_at timestamptz NOT NULL, seq integer NOT NULL,'
 		' kind "char" NOT NULL CHECK (kind IN (''r'', ''w'')), tid integer NOT NULL,'
 		' ts_ns bigint NOT NULL, dur_ns bigint NOT NULL CHECK (dur_ns >= 0),'
 		' stack_id integer NOT NULL, readier_tid integer);'
-		' CREATE INDEX IF NOT EXISTS %I ON %I (stream_ref)', pname, pname || '_stream', pname)
+		' CREATE INDEX IF NOT EXISTS %I ON stackmine_events.%I (stream_ref)', pname, pname || '_stream', pname))
 $$;
 
 -- sm_ensure_partitions() as in 001, over the shards when there are any.
@@ -58,8 +75,9 @@ BEGIN
 			FOR s IN SELECT id, server FROM shards ORDER BY id LOOP
 				PERFORM dblink_exec(s.server, sm_shard_table_sql(pname));
 				EXECUTE format('CREATE FOREIGN TABLE %I PARTITION OF %I'
-					' FOR VALUES WITH (MODULUS %s, REMAINDER %s) SERVER %I OPTIONS (table_name %L)',
-					pname || '_s' || s.id, pname, nshards, remainder, s.server, pname);
+					' FOR VALUES WITH (MODULUS %s, REMAINDER %s) SERVER %I'
+					' OPTIONS (schema_name %L, table_name %L)',
+					pname || '_s' || s.id, pname, nshards, remainder, s.server, 'stackmine_events', pname);
 				remainder := remainder + 1;
 			END LOOP;
 		END IF;
@@ -77,18 +95,37 @@ LANGUAGE sql STABLE AS $$
 	WHERE i.inhparent = to_regclass(pname)
 $$;
 
--- Drops one day partition, and its tables on the shards first. A shard that cannot be
--- reached fails the drop (and retention with it, to be tried again): its rows are not left
--- behind unnoticed.
+-- Drops one day partition here; its tables on the shards are recorded in shard_drops for
+-- sm_shard_drops() to drop once this transaction has committed (a shard's table never goes
+-- while a partition here still points at it).
 CREATE FUNCTION sm_drop_event_partition(pname text) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE
-	f record;
 BEGIN
-	FOR f IN SELECT * FROM sm_event_partition_shards(pname) LOOP
-		PERFORM dblink_exec(f.srvname, format('DROP TABLE IF EXISTS %I', f.remote));
-	END LOOP;
+	INSERT INTO shard_drops (server, remote) SELECT srvname, remote FROM sm_event_partition_shards(pname)
+		ON CONFLICT DO NOTHING;
 	EXECUTE format('DROP TABLE %I', pname);
+END $$;
+
+-- Drops on the shards the tables recorded in shard_drops, each in a transaction of its own
+-- (called on its own, after retention). A shard that cannot be reached keeps its rows in
+-- shard_drops for the next call. Returns how many tables were dropped.
+CREATE FUNCTION sm_shard_drops() RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	d record;
+	n integer := 0;
+BEGIN
+	FOR d IN SELECT server, remote FROM shard_drops ORDER BY server, remote LOOP
+		BEGIN
+			PERFORM dblink_exec(d.server, sm_shard_sql(format('DROP TABLE IF EXISTS stackmine_events.%I',
+				d.remote)));
+			DELETE FROM shard_drops WHERE server = d.server AND remote = d.remote;
+			n := n + 1;
+		EXCEPTION WHEN OTHERS THEN
+			RAISE WARNING 'shard %: cannot drop %: %', d.server, d.remote, SQLERRM;
+		END;
+	END LOOP;
+	RETURN n;
 END $$;
 
 -- Whether a day partition holds no event. A sharded day's tables are looked at through dblink,
@@ -102,7 +139,7 @@ DECLARE
 BEGIN
 	FOR f IN SELECT * FROM sm_event_partition_shards(pname) LOOP
 		SELECT x INTO found FROM dblink(f.srvname,
-			format('SELECT EXISTS (SELECT 1 FROM %I)', f.remote))
+			sm_shard_sql(format('SELECT EXISTS (SELECT 1 FROM stackmine_events.%I)', f.remote)))
 			AS t(x boolean);
 		IF found THEN
 			RETURN false;
@@ -152,10 +189,11 @@ BEGIN
 END $$;
 
 -- Adds a shard: a postgres_fdw server named srv with the libpq options opts (name, value,
--- name, value, ...), this role's user mapping (usr, pw), a check that it answers; then every
--- day partition from today on that holds no event yet is dropped, for sm_ensure_partitions()
--- to make it again over all the shards. DDL takes no parameters: format() quotes every name
--- and value. Returns the shard's id.
+-- name, value, ...) and TCP keepalives, this role's user mapping (usr, pw), a check that it
+-- answers and the schema stackmine_events there; then every day partition from today on that
+-- holds no event yet is dropped here, for sm_ensure_partitions() to make it again over all the
+-- shards (the shards' empty tables are used again). DDL takes no parameters: format() quotes
+-- every name and value. Returns the shard's id.
 CREATE FUNCTION sm_shard_add(srv text, opts text[], usr text, pw text) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -169,6 +207,11 @@ BEGIN
 			USING HINT = format('as a superuser: CREATE EXTENSION postgres_fdw; CREATE EXTENSION dblink;'
 				' GRANT USAGE ON FOREIGN DATA WRAPPER postgres_fdw TO %I', current_user);
 	END IF;
+	-- the user mapping is this role's: the programs' role, which owns the tables
+	IF NOT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = 'events'::regclass), 'USAGE') THEN
+		RAISE EXCEPTION 'shards are added by the role that owns the tables (%), not by %',
+			(SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'events'::regclass), current_user;
+	END IF;
 	IF EXISTS (SELECT 1 FROM shards WHERE server = srv) THEN
 		RAISE EXCEPTION 'shard %: already added', srv;
 	END IF;
@@ -176,20 +219,39 @@ BEGIN
 		o := o || format('%I %L, ', opts[2 * i - 1], opts[2 * i]);
 	END LOOP;
 	EXECUTE format('CREATE SERVER %I FOREIGN DATA WRAPPER postgres_fdw OPTIONS (%s'
-		' async_capable %L, fetch_size %L, batch_size %L)', srv, o, 'true', '10000', '1000');
+		' keepalives_idle %L, keepalives_interval %L, keepalives_count %L, tcp_user_timeout %L,'
+		' async_capable %L, fetch_size %L, batch_size %L)',
+		srv, o, '5', '2', '3', '30000', 'true', '10000', '1000');
 	EXECUTE format('CREATE USER MAPPING FOR CURRENT_USER SERVER %I OPTIONS (user %L, password %L)',
 		srv, usr, pw);
-	PERFORM * FROM dblink(srv, 'SELECT 1') AS t(one integer);
+	PERFORM dblink_exec(srv, sm_shard_sql('CREATE SCHEMA IF NOT EXISTS stackmine_events'));
 	INSERT INTO shards (server) VALUES (srv) RETURNING id INTO sid;
+	-- events first, then a partition: the order ingest takes them in (no deadlock with it)
+	SET LOCAL lock_timeout = '10s';
 	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
+	LOCK TABLE ONLY events IN ACCESS EXCLUSIVE MODE;
 	FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_p[0-9]{8}$'
 		   AND to_date(substr(c.relname, 9), 'YYYYMMDD') >= (now() AT TIME ZONE 'UTC')::date LOOP
-		-- no event can come in between the look and the drop
-		EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE', r.relname);
 		IF sm_event_partition_empty(r.relname) THEN
-			PERFORM sm_drop_event_partition(r.relname);
+			EXECUTE format('DROP TABLE %I', r.relname);
 		END IF;
 	END LOOP;
 	RETURN sid;
+END $$;
+
+-- sm_collect_interned() of 007 looks for the stacks still in use with one scan of events and a
+-- second under the intern lock; through postgres_fdw both see the shards as of the first, so
+-- a batch committed in between would lose its stacks. Frames and stacks are not collected while
+-- there are shards (they are stored once; what stays is what the shards' days may use).
+ALTER FUNCTION sm_collect_interned(OUT integer, OUT integer) RENAME TO sm_collect_interned_local;
+CREATE FUNCTION sm_collect_interned(OUT stacks integer, OUT frames integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM shards) THEN
+		stacks := 0;
+		frames := 0;
+		RETURN;
+	END IF;
+	SELECT c.stacks, c.frames INTO stacks, frames FROM sm_collect_interned_local() c;
 END $$;

@@ -98,8 +98,11 @@ patroni_start() {
 		PATRONI_POSTGRESQL_PGPASS="$T_TMP/db$1/pgpass" PATRONI_ETCD3_HOSTS="$ETCD_HOSTS" \
 		PATRONI_SUPERUSER_PASSWORD="$SUPER_PW" PATRONI_REPLICATION_PASSWORD="$SUPER_PW" \
 		PATRONI_REWIND_PASSWORD="$SUPER_PW" PATRONI_LOG_LEVEL=${SM_CHAOS_PATRONI_LOG:-WARNING} \
-		patroni "$SM_REPO/deploy/patroni/stackmine.yml" >>"$T_TMP/patroni$1.log" 2>&1 &
+		patroni "$T_TMP/patroni.yml" >>"$T_TMP/patroni$1.log" 2>&1 &
 }
+# the postgres user may not be able to enter the repository (a clone in a mode-0700 directory)
+cp "$SM_REPO/deploy/patroni/stackmine.yml" "$T_TMP/patroni.yml"
+chmod 644 "$T_TMP/patroni.yml"
 for i in 1 2 3; do patroni_start $i; done
 role() { curl -s --max-time 1 "http://$(ip_of "$1"):8008/patroni" | sed -n 's/.*"role": *"\([a-z_]*\)".*/\1/p'; }
 leader() { local h; for h in db1 db2 db3; do [ "$(role $h)" = master ] || [ "$(role $h)" = primary ] && echo $h; done; }
