@@ -90,7 +90,7 @@ patroni_start() {
 	a=$(ip_of "db$1")
 	on "db$1" unshare --mount --propagation private sh -c '
 		mount -t tmpfs -o mode=0775 tmpfs /var/run/postgresql && chown postgres:postgres /var/run/postgresql &&
-		exec runuser -u postgres -- env -i "$@"' sh PATH=/usr/bin:/bin LANG=C.UTF-8 \
+		cd / && exec runuser -u postgres -- env -i "$@"' sh PATH=/usr/bin:/bin LANG=C.UTF-8 \
 		PATRONI_NAME="db$1" PATRONI_SCOPE="smc$$" \
 		PATRONI_RESTAPI_LISTEN="$a:8008" PATRONI_RESTAPI_CONNECT_ADDRESS="$a:8008" \
 		PATRONI_POSTGRESQL_LISTEN="$a:5432" PATRONI_POSTGRESQL_CONNECT_ADDRESS="$a:5432" \
@@ -110,7 +110,8 @@ streaming() { # how many standbys stream from the leader, and how many of them a
 	PGPASSWORD=$SUPER_PW psql -XAt -h "$(ip_of "$1")" -U postgres -d postgres \
 		-c "SELECT count(*) || ' ' || count(*) FILTER (WHERE sync_state = 'sync') FROM pg_stat_replication" 2>/dev/null
 }
-for _ in $(seq 600); do
+deadline=$((SECONDS + 120))
+while [ $SECONDS -lt $deadline ]; do
 	L=$(leader)
 	[ -n "$L" ] && [ "$(streaming "$L")" = "2 1" ] && break
 	sleep 0.2
@@ -146,12 +147,13 @@ done
 on hap env SM_HAPROXY_BIND="$(ip_of hap):8080" SM_HAPROXY_SOCKET="$T_TMP/haproxy.sock" \
 	SM_INGEST_1="$(ip_of ing1):8080" SM_INGEST_2="$(ip_of ing2):8080" \
 	haproxy -db -f "$SM_REPO/deploy/haproxy/ingest.cfg" >"$T_TMP/haproxy.log" 2>&1 &
-for _ in $(seq 300); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$(ip_of hap):8080/healthz")" = 200 ] &&
-		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$(ip_of ing2):8080/healthz")" = 200 ] && break
+deadline=$((SECONDS + 60))
+while [ $SECONDS -lt $deadline ]; do
+	[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://$(ip_of hap):8080/healthz")" = 200 ] &&
+		[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://$(ip_of ing2):8080/healthz")" = 200 ] && break
 	sleep 0.1
 done
-t_eq "ingest through HAProxy answers" "$(curl -s -o /dev/null -w '%{http_code}' "http://$(ip_of hap):8080/healthz")" 200
+t_eq "ingest through HAProxy answers" "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$(ip_of hap):8080/healthz")" 200
 for h in wk1 wk2; do
 	on $h "$SM_BIN_DIR/sm-miner" --db "$CONN" worker --quiet --threads 1 --lease "$LEASE" --part-streams 100 \
 		>"$T_TMP/$h.log" 2>&1 &
@@ -161,7 +163,7 @@ done
 "$genfleet" --streams 1000 --events 300 --apps chaosmine --hosts 20 --seed 3 --out "$T_TMP/mine.ndjson" 2>/dev/null
 split -l 100 "$T_TMP/mine.ndjson" "$T_TMP/mine."
 for f in "$T_TMP"/mine.??; do
-	curl -s -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/x-ndjson' \
+	curl -s --max-time 120 -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/x-ndjson' \
 		--data-binary "@$f" "http://$(ip_of hap):8080/api/v1/streams"
 done >"$T_TMP/mine.codes"
 t_eq "mining fleet stored" "$(sort -u "$T_TMP/mine.codes")|$(cq "SELECT count(*) FROM streams WHERE app = 'chaosmine'")" "200|1000"
@@ -217,7 +219,8 @@ ip link set "smc$$v${IP[$OLD]}" down
 ip link set "smc$$v${IP[ag1]}" down
 T_CUT=$T_KILL
 FAILOVER=
-for _ in $(seq 300); do
+deadline=$((SECONDS + 90))
+while [ $SECONDS -lt $deadline ]; do
 	if timeout 3 psql -XAt "$CONN" -c "SELECT txid_current()" >/dev/null 2>&1; then
 		FAILOVER=$(since "$T_KILL")
 		break
@@ -237,7 +240,8 @@ T_ING=$(now)
 # ---- a mining run, its coordinator killed in the middle ----
 R=$("$SM_BIN_DIR/sm-miner" --db "$CONN" run --queue --quiet --app chaosmine --threshold-fraction 0.01)
 COORD=
-for _ in $(seq 500); do
+deadline=$((SECONDS + 60))
+while [ $SECONDS -lt $deadline ]; do
 	COORD=$(cq "SELECT r.worker FROM runs r WHERE r.id = $R AND r.status = 'running'
 		AND EXISTS (SELECT 1 FROM run_parts p WHERE p.run_id = r.id AND p.status <> 'queued')")
 	[ -n "$COORD" ] && break
@@ -246,7 +250,8 @@ done
 t_match "run: taken and cut into parts" "$COORD" ':[0-9]+$'
 kill -9 "${COORD##*:}" 2>/dev/null
 T_WK=$(now)
-for _ in $(seq 1200); do
+deadline=$((SECONDS + 180))
+while [ $SECONDS -lt $deadline ]; do
 	case $(cq "SELECT status FROM runs WHERE id = $R") in done|failed) break ;; esac
 	sleep 0.1
 done
