@@ -21,10 +21,12 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 {
 	/* before the caller's conninfo, so that it can set its own. A server that went silent (its
 	 * machine lost, not just its processes) is noticed by TCP keepalives when idle and within
-	 * 30 s of unacknowledged data otherwise, instead of the kernel's quarter of an hour */
+	 * 10 s of unacknowledged data otherwise, instead of the kernel's quarter of an hour: about
+	 * a Patroni failover's time, so that a request in flight at the loss does not outlast it.
+	 * A busy server still acknowledges what it receives; only silence counts */
 	static const char *const keys[] = { "connect_timeout", "keepalives_idle", "keepalives_interval",
 					    "keepalives_count", "tcp_user_timeout", "dbname", NULL };
-	const char *vals[] = { "10", "5", "2", "3", "30000", conninfo ? conninfo : "", NULL };
+	const char *vals[] = { "10", "5", "2", "3", "10000", conninfo ? conninfo : "", NULL };
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
 	if (!c) {
