@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,9 +80,33 @@ int httpd_write_port_file(const char *path, int port)
 
 void httpd_log(void *cls, const char *fmt, va_list ap)
 {
+	/* a flood makes libmicrohttpd complain per connection: at most LOG_BURST lines per
+	 * LOG_PERIOD_S, then one line with the count of those dropped */
+	enum { LOG_BURST = 20, LOG_PERIOD_S = 10 };
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static int64_t period_start;
+	static unsigned used, dropped;
+	int64_t now = util_now_mono_ns() / 1000000000;
+	unsigned missed = 0;
 	char msg[512];
 
 	(void)cls;
+	pthread_mutex_lock(&lock);
+	if (now - period_start >= LOG_PERIOD_S) {
+		missed = dropped;
+		period_start = now;
+		used = dropped = 0;
+	}
+	if (used >= LOG_BURST) {
+		dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	used++;
+	pthread_mutex_unlock(&lock);
+	if (missed)
+		log_warn("http", "detail=\"%u messages of libmicrohttpd dropped in the last %d s or more\"", missed,
+			 (int)LOG_PERIOD_S);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	log_warn("http", "detail=\"%.*s\"", (int)strcspn(msg, "\n\""), msg);
 }

@@ -17,7 +17,8 @@ int httpd_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t 
 int httpd_bound_port(struct MHD_Daemon *d);
 /* Write "PORT\n" to path atomically (a temporary file renamed). Returns 0 or -1 (errno). */
 int httpd_write_port_file(const char *path, int port);
-/* For MHD_OPTION_EXTERNAL_LOGGER: one warning log line per message. */
+/* For MHD_OPTION_EXTERNAL_LOGGER: one warning log line per message, at most 20 per 10 s (then a
+ * count of those dropped). */
 void httpd_log(void *cls, const char *fmt, va_list ap);
 
 #endif

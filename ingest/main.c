@@ -23,7 +23,11 @@ static const char usage[] =
 	"  --port-file FILE         write the bound port to FILE once listening\n"
 	"  --workers N              database workers, one connection each [4]\n"
 	"  --queue N                complete requests waiting for a worker before 503 [64]\n"
-	"  --max-connections N      open HTTP connections [512]\n"
+	"  --max-connections N      open HTTP connections; beyond, the oldest idle or slowest give way [512]\n"
+	"  --max-connections-per-ip N  connections from one address (IPv6: its /64), 0 = no limit [64]\n"
+	"  --header-timeout S       a request's headers must be in within S seconds [10]\n"
+	"  --idle-timeout S         a kept-alive connection waits S seconds for its next request [60]\n"
+	"  --min-body-rate SIZE     body bytes a second, over every 10 s, 0 = none (k, M suffixes) [1k]\n"
 	"  --max-body SIZE          request body as sent (k, M, G suffixes) [16M]\n"
 	"  --max-decoded SIZE       request body after zstd decompression [128M]\n"
 	"  --max-buffered SIZE      body bytes held in memory over all requests before 503 [512M]\n"
@@ -46,7 +50,8 @@ static const char usage[] =
 enum {
 	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_WORKERS, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
 	OPT_MAXDEC, OPT_MAXBUF, OPT_MAXBATCH, OPT_MAXEVENTS, OPT_MAXFRAMES, OPT_MAXSTACKS,
-	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_LOGLEVEL, OPT_MERGE,
+	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_LOGLEVEL, OPT_MERGE, OPT_PERIP, OPT_HEADTO,
+	OPT_IDLETO, OPT_BODYRATE,
 };
 
 static const struct cli cl = { "sm-ingest", NULL };
@@ -73,6 +78,10 @@ int main(int argc, char **argv)
 		{ "maintain-interval", required_argument, NULL, OPT_MAINT },
 		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
 		{ "profile-merge-ms", required_argument, NULL, OPT_MERGE },
+		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
+		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
+		{ "idle-timeout", required_argument, NULL, OPT_IDLETO },
+		{ "min-body-rate", required_argument, NULL, OPT_BODYRATE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -96,6 +105,11 @@ int main(int argc, char **argv)
 		case OPT_LOGLEVEL:
 			if (cli_log_level(&cl, name, optarg, &level))
 				return 2;
+			continue;
+		case OPT_BODYRATE:
+			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 30, &sz))
+				return 2;
+			cfg.min_body_rate = (int)sz;
 			continue;
 		case OPT_MAXBODY: case OPT_MAXDEC: case OPT_MAXBUF:
 			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 40, &sz))
@@ -128,12 +142,19 @@ int main(int argc, char **argv)
 		case OPT_DRAIN: cfg.drain_timeout_s = (int)v; break;
 		case OPT_MAINT: cfg.maintain_interval_s = (int)v; break;
 		case OPT_MERGE: cfg.lim.profile_merge_ms = v; break;
+		case OPT_PERIP: cfg.max_per_ip = (int)v; break;
+		case OPT_HEADTO: cfg.header_timeout_s = (int)v; break;
+		case OPT_IDLETO: cfg.conn_timeout_s = (int)v; break;
 		}
 	}
 	if (optind < argc)
 		return cli_fail(&cl, "unexpected argument '%s'", argv[optind]);
 	if (cfg.workers < 1 || cfg.workers > 256)
 		return cli_fail(&cl, "--workers: must be from 1 to 256");
+	if (cfg.max_connections > 1000000)
+		return cli_fail(&cl, "--max-connections: at most 1000000");
+	if (cfg.header_timeout_s < 1 || cfg.conn_timeout_s < 1)
+		return cli_fail(&cl, "--header-timeout and --idle-timeout: must be at least 1 second");
 	if (cfg.queue < 1 || cfg.max_connections < 1 || cfg.lim.max_batch < 1)
 		return cli_fail(&cl, "--queue, --max-connections and --max-batch: must be at least 1");
 	if (cfg.lim.max_decoded < cfg.lim.max_body)

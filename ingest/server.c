@@ -1,6 +1,7 @@
 /* server: HTTP front, bounded queue and database worker pool of sm-ingest (see server.h). */
 #include "ingest/server.h"
 #include "common/auth.h"
+#include "common/conns.h"
 #include "common/db.h"
 #include "common/httpd.h"
 #include "common/jsonw.h"
@@ -29,6 +30,8 @@ enum route { ROUTE_NONE, ROUTE_STREAMS, ROUTE_AUTH };
 
 /* Each worker statement is cut off after this (store.c sets it); shutdown waits that long at most. */
 #define STATEMENT_TIMEOUT_S 60
+/* connections beyond --max-connections kept for /healthz and /metrics when none can give way */
+#define CONN_RESERVE 16
 enum rq_state { RQ_RECEIVING, RQ_QUEUED, RQ_DONE };
 
 enum rq_kind {
@@ -65,6 +68,7 @@ struct request {
 struct server {
 	const struct ingest_config *cfg;
 	struct MHD_Daemon *mhd;
+	struct conns *conns;
 	struct idcache *cache;
 	struct auth_cache *auth;
 
@@ -99,7 +103,10 @@ void server_config_default(struct ingest_config *cfg)
 	cfg->workers = 4;
 	cfg->queue = 64;
 	cfg->max_connections = 512;
+	cfg->max_per_ip = 64;
+	cfg->header_timeout_s = 10;
 	cfg->conn_timeout_s = 60;
+	cfg->min_body_rate = 1024;
 	cfg->max_buffered = (size_t)512 << 20;
 	cfg->auth_ttl_ms = 10000;
 	cfg->drain_timeout_s = 30;
@@ -311,12 +318,13 @@ static enum MHD_Result serve_health(struct server *s, struct MHD_Connection *con
 	return ret;
 }
 
-static enum MHD_Result serve_metrics(struct MHD_Connection *conn)
+static enum MHD_Result serve_metrics(struct server *s, struct MHD_Connection *conn)
 {
 	struct buf b = BUF_INIT(1 << 20);
 	enum MHD_Result ret;
 
 	metrics_render(&b);
+	conns_render(s->conns, &b);
 	ret = respond(conn, 200, "text/plain; version=0.0.4", buf_cstr(&b), b.len, 0);
 	buf_release(&b);
 	return ret;
@@ -499,7 +507,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {
 			rq->resp.status = 200;
-			return serve_metrics(conn);
+			return serve_metrics(s, conn);
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
 		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/import,"
@@ -721,21 +729,36 @@ int server_run(const struct ingest_config *cfg)
 		goto out_workers;
 	}
 
-	s.mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-				 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG |
-				 (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
-				 0, NULL, NULL, on_request, &s,
-				 MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
-				 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-				 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
-				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-				 MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
-				 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-				 MHD_OPTION_END);
+	{
+		static const char *const reserved[] = { "/healthz", "/metrics", NULL };
+		struct conns_config cc = {
+			.max_connections = (unsigned)cfg->max_connections, .reserve = CONN_RESERVE,
+			.max_per_ip = (unsigned)cfg->max_per_ip, .header_timeout_s = (unsigned)cfg->header_timeout_s,
+			.idle_timeout_s = (unsigned)cfg->conn_timeout_s, .body_min_rate = (unsigned)cfg->min_body_rate,
+			.metrics_prefix = "sm_ingest", .reserved_paths = reserved,
+		};
+		struct MHD_OptionItem copts[CONNS_NOPTIONS];
+
+		s.conns = conns_open(&cc, on_request, &s, on_completed, &s, err, sizeof(err));
+		if (!s.conns) {
+			log_error("cannot start", "error=\"%s\"", err);
+			goto out_maint;
+		}
+		conns_options(s.conns, copts);
+		s.mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+					 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+					 (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
+					 0, NULL, NULL, conns_access, s.conns,
+					 MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
+					 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+					 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+					 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+					 MHD_OPTION_ARRAY, copts,
+					 MHD_OPTION_END);
+	}
 	if (!s.mhd) {
 		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
-		goto out_maint;
+		goto out_conns;
 	}
 	port = httpd_bound_port(s.mhd);
 	{
@@ -784,6 +807,8 @@ int server_run(const struct ingest_config *cfg)
 	}
 	rc = 0;
 	MHD_stop_daemon(s.mhd);
+out_conns:
+	conns_free(s.conns);
 out_maint:
 	pthread_mutex_lock(&s.mlock);
 	s.maint_stop = true;

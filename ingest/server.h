@@ -18,8 +18,11 @@ struct ingest_config {
 	const char *port_file;      /* write the bound port here once listening; NULL: don't */
 	int workers;                /* database workers = pool size */
 	int queue;                  /* complete requests waiting for a worker */
-	int max_connections;
-	int conn_timeout_s;         /* idle connection timeout */
+	int max_connections;        /* beyond these, the oldest idle or slowest give way (common/conns.h) */
+	int max_per_ip;             /* connections from one address (IPv6: /64); 0: no limit */
+	int header_timeout_s;       /* accept (or request line) to the end of the headers */
+	int conn_timeout_s;         /* a kept-alive connection's wait for its next request */
+	int min_body_rate;          /* body bytes a second, over each 10 s; 0: no minimum */
 	size_t max_buffered;        /* request body bytes held in memory, all requests together */
 	int auth_ttl_ms;
 	int drain_timeout_s;        /* how long SIGTERM waits for requests in flight */

@@ -25,7 +25,11 @@ static const char usage[] =
 	"  --listen ADDR:PORT     address to serve on; port 0 picks a free one [127.0.0.1:8081]\n"
 	"  --port-file FILE       write the bound port to FILE once listening\n"
 	"  --threads N            HTTP threads, one database connection each [4]\n"
-	"  --max-connections N    open HTTP connections [256]\n"
+	"  --max-connections N    open HTTP connections; beyond, the oldest idle or slowest give way [256]\n"
+	"  --max-connections-per-ip N  connections from one address (IPv6: its /64), 0 = no limit [32]\n"
+	"  --header-timeout S     a request's headers must be in within S seconds [10]\n"
+	"  --idle-timeout S       a kept-alive connection waits S seconds for its next request [30]\n"
+	"  --min-body-rate SIZE   body bytes a second, over every 10 s, 0 = none (k, M suffixes) [1k]\n"
 	"  --max-body SIZE        request body (k, M suffixes) [8M]\n"
 	"  --anonymous-read       allow reads (pages and GET requests) without a token\n"
 	"  --no-worker            leave queued runs to `sm-miner worker` processes\n"
@@ -41,7 +45,8 @@ static const char usage[] =
 
 enum {
 	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
-	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE,
+	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE, OPT_PERIP,
+	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE,
 };
 
 static const struct cli cl = { "sm-web", NULL };
@@ -63,6 +68,10 @@ int main(int argc, char **argv)
 		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
 		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
 		{ "frame-cache", required_argument, NULL, OPT_FRAMECACHE },
+		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
+		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
+		{ "idle-timeout", required_argument, NULL, OPT_IDLETO },
+		{ "min-body-rate", required_argument, NULL, OPT_BODYRATE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -96,6 +105,11 @@ int main(int argc, char **argv)
 				return 2;
 			cfg.max_body = sz;
 			continue;
+		case OPT_BODYRATE:
+			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 30, &sz))
+				return 2;
+			cfg.min_body_rate = (int)sz;
+			continue;
 		case OPT_FRAMECACHE:
 			/* 0: no cache */
 			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 40, &sz))
@@ -115,9 +129,19 @@ int main(int argc, char **argv)
 			cfg.threads = (int)v;
 			break;
 		case OPT_MAXCONN:
-			if (cli_int(&cl, name, optarg, 1, INT32_MAX, &v))
+			if (cli_int(&cl, name, optarg, 1, 1000000, &v))
 				return 2;
 			cfg.max_connections = (int)v;
+			break;
+		case OPT_PERIP:
+			if (cli_int(&cl, name, optarg, 0, INT32_MAX, &v))
+				return 2;
+			cfg.max_per_ip = (int)v;
+			break;
+		case OPT_HEADTO: case OPT_IDLETO:
+			if (cli_int(&cl, name, optarg, 1, 86400, &v))
+				return 2;
+			*(o == OPT_HEADTO ? &cfg.header_timeout_s : &cfg.idle_timeout_s) = (int)v;
 			break;
 		case OPT_MINERTHREADS:
 			if (cli_int(&cl, name, optarg, 0, 64, &v))

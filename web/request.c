@@ -21,6 +21,10 @@ void web_config_default(struct web_config *c)
 	c->listen = "127.0.0.1:8081";
 	c->threads = 4;
 	c->max_connections = 256;
+	c->max_per_ip = 32;
+	c->header_timeout_s = 10;
+	c->idle_timeout_s = 30;
+	c->min_body_rate = 1024;
 	c->max_body = 8u << 20;
 	c->worker = true;
 	c->auth_ttl_ms = 10000;

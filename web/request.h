@@ -24,7 +24,11 @@ struct web_config {
 	const char *listen;         /* ADDR:PORT, port 0 = any free one */
 	const char *port_file;      /* write the bound port here once listening (NULL: no) */
 	int threads;                /* HTTP threads (each holds a database connection while it answers) */
-	int max_connections;
+	int max_connections;        /* beyond these, the oldest idle or slowest give way (common/conns.h) */
+	int max_per_ip;             /* connections from one address (IPv6: /64); 0: no limit */
+	int header_timeout_s;       /* accept (or request line) to the end of the headers */
+	int idle_timeout_s;         /* a kept-alive connection's wait for its next request */
+	int min_body_rate;          /* body bytes a second, over each 10 s; 0: no minimum */
 	size_t max_body;            /* request bodies (signature imports are the largest) */
 	bool anonymous_read;        /* reads without a token */
 	bool worker;                /* work queued mining runs in this process */

@@ -1,6 +1,7 @@
 /* server: sm-web's HTTP daemon: connections, the database pool, the embedded worker (see server.h). */
 #include "web/server.h"
 #include "common/arena.h"
+#include "common/conns.h"
 #include "common/db.h"
 #include "common/httpd.h"
 #include "common/jsonw.h"
@@ -29,6 +30,8 @@
 #include <unistd.h>
 
 #define POOL_WAIT_S 10
+/* connections beyond --max-connections kept for /healthz and /metrics when none can give way */
+#define CONN_RESERVE 16
 
 /* Pages may load scripts, styles and images from this server only, nothing inline. */
 static const char csp[] =
@@ -47,6 +50,7 @@ struct web {
 	struct req_env env;         /* what every request shares: tokens, frame names, the secret */
 	struct pool pool;           /* --db: every request but reads when there is a read pool */
 	struct pool rpool;          /* --db-read: GET and HEAD; size 0 when not given */
+	struct conns *conns;        /* admission, deadlines, shedding */
 	atomic_llong requests;
 };
 
@@ -198,6 +202,17 @@ static enum MHD_Result send_response(struct req *rq)
 	return ret;
 }
 
+/* Without a database connection: it must answer while the pool is busy or the database down. */
+static void serve_metrics(struct req *rq)
+{
+	buf_printf(&rq->out, "# HELP sm_web_requests_total HTTP requests answered.\n"
+			     "# TYPE sm_web_requests_total counter\nsm_web_requests_total %lld\n",
+		   (long long)atomic_load(&W.requests));
+	conns_render(W.conns, &rq->out);
+	rq->status = 200;
+	rq->ctype = "text/plain; version=0.0.4";
+}
+
 static void serve_static(struct req *rq)
 {
 	const char *name = rq->path + strlen("/static/");
@@ -300,6 +315,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!util_utf8_valid(url, strlen(url))) {
 		req_json_error(rq, 400, "the path is not UTF-8");
+		return send_response(rq);
+	}
+	if (strcmp(url, "/metrics") == 0 && (rq->method == REQ_GET || rq->method == REQ_HEAD)) {
+		serve_metrics(rq);
+		atomic_fetch_add(&W.requests, 1);
 		return send_response(rq);
 	}
 	/* reads go to the read pool (a standby) when there is one; writes and their forms never */
@@ -416,18 +436,33 @@ int web_run(const struct web_config *cfg)
 		log_error("cannot start", "error=\"%s\"", err);
 		goto out_pool;
 	}
-	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-				       (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
-			       0, NULL, NULL, on_request, NULL,
-			       MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
-			       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-			       MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-			       MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-			       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-			       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-			       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-			       MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-			       MHD_OPTION_END);
+	{
+		static const char *const reserved[] = { "/healthz", "/metrics", NULL };
+		struct conns_config cc = {
+			.max_connections = (unsigned)cfg->max_connections, .reserve = CONN_RESERVE,
+			.max_per_ip = (unsigned)cfg->max_per_ip, .header_timeout_s = (unsigned)cfg->header_timeout_s,
+			.idle_timeout_s = (unsigned)cfg->idle_timeout_s, .body_min_rate = (unsigned)cfg->min_body_rate,
+			.metrics_prefix = "sm_web", .reserved_paths = reserved,
+		};
+		struct MHD_OptionItem copts[CONNS_NOPTIONS];
+
+		W.conns = conns_open(&cc, on_request, NULL, on_completed, NULL, err, sizeof(err));
+		if (!W.conns) {
+			log_error("cannot start", "error=\"%s\"", err);
+			goto out_pool;
+		}
+		conns_options(W.conns, copts);
+		mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+					       (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
+				       0, NULL, NULL, conns_access, W.conns,
+				       MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
+				       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+				       MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+				       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+				       MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+				       MHD_OPTION_ARRAY, copts,
+				       MHD_OPTION_END);
+	}
 	if (!mhd) {
 		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
 		goto out_pool;
@@ -457,6 +492,7 @@ int web_run(const struct web_config *cfg)
 out_mhd:
 	MHD_stop_daemon(mhd);
 out_pool:
+	conns_free(W.conns);
 	pool_close(&W.pool);
 	pool_close(&W.rpool);
 	auth_cache_free(W.env.auth);

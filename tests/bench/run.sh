@@ -4,7 +4,7 @@
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
 # Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats, =workers,
-# =guard or =shards runs one):
+# =guard, =flood or =shards runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -32,6 +32,9 @@
 #           speed-up and the database's share of the CPU (tests/bench/workers.sh).
 #   shards  the events of a fleet on two shards (sm-admin shard add): ingest and mining rates
 #           (tests/bench/shards.sh).
+#   flood   sm-ingest and sm-web under thousands of half-open and trickling connections: the
+#           latency of a legitimate client's requests meanwhile, the servers' memory and
+#           descriptors (tests/bench/flood.sh; SM_BENCH_FLOOD_S seconds a phase, default 30).
 #   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
 #           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
 #           per process and the CPU of its threads (tests/bench/guard.sh).
@@ -424,6 +427,10 @@ fi
 
 if [ "$only" = all ] || [ "$only" = guard ]; then
 	bash "$repo/tests/bench/guard.sh"
+fi
+
+if [ "$only" = all ] || [ "$only" = flood ]; then
+	. "$repo/tests/bench/flood.sh"
 fi
 
 # last: it leaves the database sharded

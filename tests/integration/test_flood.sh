@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# flood: sm-ingest and sm-web under connection floods and slow clients from
+# loopback (tests/tools/flood.c): thousands of half-open requests from several
+# addresses and from the legitimate client's own address, requests that
+# trickle a header byte a second, bodies that trickle a byte a second. A
+# legitimate client asks /healthz (and, for sm-ingest, stores a stream) every
+# 100 ms throughout: every one of its requests must succeed within 2 s; the
+# servers' memory and descriptors stay bounded; /metrics counts what was shed
+# by reason; both servers stop cleanly afterwards. SM_FLOOD_S sets each phase's
+# length (make bench runs it longer with more connections, SM_FLOOD_CONNS).
+. "$(dirname "$0")/../lib.sh"
+
+flood=${SM_FLOOD:-$SM_BIN_DIR/../tests/flood}
+[ -x "$flood" ] || t_bail "flood" "$flood is missing (build first)"
+S=${SM_FLOOD_S:-6}
+N=${SM_FLOOD_CONNS:-2000}
+FROM8=127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7,127.0.0.8,127.0.0.9
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+INGEST=$(mk_token ingest 2>/dev/null)
+ANALYST=$(mk_token analyst 2>/dev/null)
+t_ndjson "$T_TMP/one.ndjson" 1
+tr -d '\n' <"$T_TMP/one.ndjson" >"$T_TMP/one.json"
+
+# metric NAME_WITH_LABELS URL: its value in /metrics (empty when absent)
+metric() {
+	curl -s --max-time 5 "$2/metrics" | awk -v m="$1" '$1 == m { print $2 }'
+}
+# figures LINE KEY: a key's value in flood's output line
+fig() { sed -n "s/.* $2=\([^ ]*\).*/\1/p; s/^$2=\([^ ]*\).*/\1/p" <<<"$1" | head -n 1; }
+# check_flood NAME LINE MEM_MB MAX_FDS: the probes all succeeded within 2 s, memory and descriptors bounded
+check_flood() {
+	local name=$1 line=$2 mem=$3 fds=$4 grow
+	echo "# $name: $line"
+	t_match "$name: the legitimate client's requests all succeeded" "$line" '^probes=[1-9][0-9]* failed=0 '
+	t_eq "$name: each within 2 s" "$(awk -v m="$(fig "$line" max_ms)" 'BEGIN { print (m < 2000) ? "yes" : "no (" m " ms)" }')" yes
+	grow=$(( ($(fig "$line" rss_peak_kb) - $(fig "$line" rss_start_kb)) / 1024 ))
+	t_eq "$name: memory grew by less than $mem MB" "$([ "$grow" -lt "$mem" ] && echo yes || echo "no ($grow MB)")" yes
+	t_eq "$name: at most $fds descriptors" "$([ "$(fig "$line" fds_peak)" -le "$fds" ] && echo yes || echo "no ($(fig "$line" fds_peak))")" yes
+	t_match "$name: the server closed attack connections" "$(fig "$line" closed_by_server)" '^[1-9]'
+}
+
+# ---- the options refused with their reason ----
+"$SM_BIN_DIR/sm-ingest" --header-timeout 0 >/dev/null 2>"$T_TMP/o1.err"
+t_eq "ingest: --header-timeout 0 refused" "$?|$(cat "$T_TMP/o1.err")" \
+	"2|sm-ingest: --header-timeout and --idle-timeout: must be at least 1 second"
+"$SM_BIN_DIR/sm-web" --max-connections-per-ip -1 >/dev/null 2>"$T_TMP/o2.err"
+t_match "web: a negative --max-connections-per-ip refused" "$?|$(cat "$T_TMP/o2.err")" '^2\|sm-web: --max-connections-per-ip'
+"$SM_BIN_DIR/sm-ingest" --listen 127.0.0.1:0 --max-connections 2000000 >/dev/null 2>"$T_TMP/o3.err"
+t_eq "ingest: --max-connections beyond a million refused" "$?|$(cat "$T_TMP/o3.err")" \
+	"2|sm-ingest: --max-connections: at most 1000000"
+
+# ---- sm-ingest: the reserve ----
+# two requests held by a database that does not answer (streams locked) fill --max-connections 2:
+# none can give way, so a new connection gets a reserve place, good for /healthz and /metrics only
+start_ingest --max-connections 2 --workers 1 --queue 4 || t_bail "sm-ingest starts"
+pg_q "BEGIN; LOCK TABLE streams IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(6); COMMIT" >/dev/null 2>&1 &
+lockpid=$!
+for _ in $(seq 50); do
+	[ "$(pg_q "SELECT count(*) FROM pg_locks WHERE relation = 'streams'::regclass AND granted
+		AND mode = 'AccessExclusiveLock'")" = 1 ] && break
+	sleep 0.1
+done
+held=()
+for i in 1 2; do
+	t_ndjson "$T_TMP/held$i.ndjson" 1
+	curl -s --max-time 20 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $INGEST" \
+		-H 'Content-Type: application/x-ndjson' --data-binary "@$T_TMP/held$i.ndjson" \
+		"$INGEST_URL/api/v1/streams" >"$T_TMP/held$i.code" &
+	held+=($!)
+	sleep 0.5
+done
+http GET "$INGEST_URL/healthz"
+t_eq "reserve: /healthz answered while every connection is held" "$HTTP_STATUS" 200
+http GET "$INGEST_URL/metrics"
+t_match "reserve: so is /metrics, which shows both held" "$HTTP_BODY" 'sm_ingest_connections_open [34]'
+code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $INGEST" \
+	-H 'Content-Type: application/x-ndjson' --data-binary "@$T_TMP/one.ndjson" "$INGEST_URL/api/v1/streams")
+t_eq "reserve: any other request in the reserve is closed unanswered" "$code" 000
+t_match "reserve: counted" "$(metric 'sm_ingest_connections_shed_total{reason="reserve_other_path"}' "$INGEST_URL")" '^[1-9]'
+wait "$lockpid" "${held[@]}"
+t_eq "reserve: the held requests were stored once the database answered" "$(cat "$T_TMP/held1.code" "$T_TMP/held2.code")" 200200
+stop_ingest
+t_eq "reserve: sm-ingest stops cleanly" "$INGEST_RC" 0
+pg_q "DELETE FROM streams" >/dev/null
+
+# ---- sm-ingest: floods ----
+start_ingest --max-connections 512 --header-timeout 3 || t_bail "sm-ingest starts"
+IP=${INGEST_URL#http://}
+http GET "$INGEST_URL/metrics"
+t_match "ingest: /metrics shows the limits" "$HTTP_BODY" 'sm_ingest_connections_limit\{kind="per_ip"\} 64'
+
+line=$("$flood" --target "$IP" --conns "$N" --mode half --from "$FROM8" --duration "$S" --pid "$INGEST_PID" \
+	--probe /healthz --probe-post "$T_TMP/one.json" --token "$INGEST" 2>"$T_TMP/f1.err")
+cat "$T_TMP/f1.err"
+check_flood "ingest, $N half-open from 8 addresses" "$line" 128 600
+t_match "ingest: connections gave way to new ones (per address)" \
+	"$(metric 'sm_ingest_connections_shed_total{reason="gave_way_per_ip"}' "$INGEST_URL")" '^[1-9]'
+t_eq "ingest: the probe's stream stored" "$(pg_q "SELECT count(*) FROM streams")" 1
+
+"$flood" --target "$IP" --conns 1200 --mode half --from 127.0.0.1 --duration "$S" --pid "$INGEST_PID" \
+	--probe /healthz >"$T_TMP/f2.out" 2>"$T_TMP/f2.err" &
+fpid=$!
+sleep "$((S / 2))"
+# from another address: the flooded one may hold 64 at most, the probe's included
+TOP=$(curl -s --max-time 5 --interface 127.0.0.10 "$INGEST_URL/metrics" | awk '$1 == "sm_ingest_connections_top_address" { print $2 }')
+wait "$fpid"
+line=$(cat "$T_TMP/f2.out")
+cat "$T_TMP/f2.err"
+check_flood "ingest, 1200 half-open from the client's own address" "$line" 128 600
+t_match "ingest: one address held 64 connections at most" "$TOP" '^([1-5]?[0-9]|6[0-4])$'
+
+line=$("$flood" --target "$IP" --conns 300 --mode trickle --from 127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7 \
+	--duration "$((S > 5 ? S : 5))" --pid "$INGEST_PID" --probe /metrics 2>"$T_TMP/f3.err")
+cat "$T_TMP/f3.err"
+check_flood "ingest, 300 trickling headers (a byte a second)" "$line" 128 600
+t_match "ingest: trickling headers closed at the header deadline (3 s)" \
+	"$(metric 'sm_ingest_connections_shed_total{reason="header_timeout"}' "$INGEST_URL")" '^[1-9]'
+
+line=$("$flood" --target "$IP" --conns 100 --mode body --token "$INGEST" --from 127.0.0.2,127.0.0.3 \
+	--duration 12 --pid "$INGEST_PID" --probe /healthz 2>"$T_TMP/f4.err")
+cat "$T_TMP/f4.err"
+check_flood "ingest, 100 bodies at a byte a second" "$line" 128 600
+t_match "ingest: bodies slower than 1 KB/s over 10 s closed" \
+	"$(metric 'sm_ingest_connections_shed_total{reason="body_too_slow"}' "$INGEST_URL")" '^[1-9]'
+t_eq "ingest: no connection counted after the floods" "$(sleep 0.5; metric sm_ingest_connections_open "$INGEST_URL")" 1
+http GET "$INGEST_URL/healthz"
+t_eq "ingest: healthy afterwards" "$HTTP_STATUS" 200
+t_eq "ingest: no sanitizer report" "$(grep -c 'runtime error\|AddressSanitizer\|LeakSanitizer' "$INGEST_LOG")" 0
+t_match "ingest: what was shed is logged by reason, not per connection" \
+	"$(grep -c 'connections shed' "$INGEST_LOG")" '^[0-9]$'
+stop_ingest
+t_eq "ingest: stops cleanly after the floods" "$INGEST_RC" 0
+
+# ---- sm-web (bare, as on a laptop) ----
+start_web --no-worker --max-connections 256 --header-timeout 3 || t_bail "sm-web starts"
+WP=${WEB_URL#http://}
+line=$("$flood" --target "$WP" --conns 300 --mode half --from 127.0.0.1 --duration "$S" --pid "$WEB_PID" \
+	--probe /healthz 2>"$T_TMP/w1.err")
+cat "$T_TMP/w1.err"
+check_flood "web, 300 half-open from the client's own address" "$line" 128 400
+t_match "web: connections gave way per address" \
+	"$(metric 'sm_web_connections_shed_total{reason="gave_way_per_ip"}' "$WEB_URL")" '^[1-9]'
+
+line=$("$flood" --target "$WP" --conns "$N" --mode half --from "$FROM8" --duration "$S" --pid "$WEB_PID" \
+	--probe /metrics 2>"$T_TMP/w2.err")
+cat "$T_TMP/w2.err"
+check_flood "web, $N half-open from 8 addresses" "$line" 128 400
+t_match "web: full, the oldest gave way to new connections" \
+	"$(metric 'sm_web_connections_shed_total{reason="gave_way_full"}' "$WEB_URL")" '^[1-9]'
+
+line=$("$flood" --target "$WP" --conns 200 --mode trickle --from 127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7,127.0.0.8 \
+	--duration "$((S > 5 ? S : 5))" --pid "$WEB_PID" --probe /healthz 2>"$T_TMP/w3.err")
+cat "$T_TMP/w3.err"
+check_flood "web, 200 trickling headers" "$line" 128 400
+t_match "web: trickling headers closed at the deadline" \
+	"$(metric 'sm_web_connections_shed_total{reason="header_timeout"}' "$WEB_URL")" '^[1-9]'
+http GET "$WEB_URL/api/v1/runs" -H "Authorization: Bearer $ANALYST"
+t_eq "web: the API answers afterwards" "$HTTP_STATUS" 200
+t_eq "web: no sanitizer report" "$(grep -c 'runtime error\|AddressSanitizer\|LeakSanitizer' "$WEB_LOG")" 0
+stop_web
+t_eq "web: stops cleanly after the floods" "$WEB_RC" 0
+t_done
