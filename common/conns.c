@@ -19,6 +19,8 @@
 #define SWEEP_MS 100           /* how often deadlines are checked: their resolution */
 #define REPORT_S 60            /* a log line of what was shed, at most this often */
 #define NO_SLOT UINT32_MAX
+#define MAX_THREADS 260        /* libmicrohttpd threads told apart: sm-web's pool has at most 256 */
+#define BODY_MIN_AGE_MS 1000   /* a body window younger than this is not judged slow yet */
 
 enum phase { PH_FREE, PH_HEAD, PH_BODY, PH_HELD, PH_IDLE };
 
@@ -34,6 +36,14 @@ struct slot {
 	uint64_t win_body;            /* body at the window's start */
 	int64_t win_ms;
 	uint32_t next_free;
+	uint16_t owner;               /* the libmicrohttpd thread that serves it (threads[]) */
+};
+
+/* A libmicrohttpd thread. While it runs a handler, its other connections wait for it, not for
+ * their clients: their deadlines stop, and they never give way. */
+struct thread {
+	pthread_t id;
+	int64_t busy_since;           /* 0: not in a handler */
 };
 
 struct conns {
@@ -50,6 +60,8 @@ struct conns {
 	unsigned live;                /* connections not shed */
 	uint64_t accepted;
 	uint64_t closed[CONNS_NREASONS];
+	struct thread threads[MAX_THREADS];
+	unsigned nthreads;
 
 	pthread_t sweeper;
 	pthread_cond_t wake;
@@ -100,14 +112,37 @@ static uint64_t ip_count(const struct conns *c, uint64_t ip)
 	return n;
 }
 
+/* In place: a decrement must not fail (imap_put may want to grow). */
 static void ip_sub(struct conns *c, uint64_t ip)
 {
-	uint64_t n = ip_count(c, ip);
+	size_t i = imap_find(&c->per_ip, ip);
 
-	if (n <= 1)
+	if (i == SIZE_MAX)
+		return;
+	if (c->per_ip.vals[i] <= 1)
 		imap_del(&c->per_ip, ip);
 	else
-		imap_put(&c->per_ip, ip, n - 1);
+		c->per_ip.vals[i]--;
+}
+
+/* The calling thread's entry, registered on first sight. Under the lock. */
+static uint16_t this_thread(struct conns *c)
+{
+	pthread_t me = pthread_self();
+
+	for (unsigned i = 0; i < c->nthreads; i++)
+		if (pthread_equal(c->threads[i].id, me))
+			return (uint16_t)i;
+	if (c->nthreads == MAX_THREADS)
+		return MAX_THREADS - 1;
+	c->threads[c->nthreads].id = me;
+	c->threads[c->nthreads].busy_since = 0;
+	return (uint16_t)c->nthreads++;
+}
+
+static bool owner_busy(const struct conns *c, const struct slot *s)
+{
+	return c->threads[s->owner].busy_since != 0;
 }
 
 /* Closes s's connection for reason: libmicrohttpd sees the shutdown at its next poll and cleans up
@@ -144,12 +179,17 @@ static struct slot *pick_victim(struct conns *c, bool only_ip, uint64_t ip, cons
 		int rank;
 		int64_t key;
 
-		if (s == skip || s->shed || (only_ip && s->ip != ip))
+		if (s == skip || s->shed || (only_ip && s->ip != ip) || owner_busy(c, s))
 			continue;
 		switch (s->ph) {
 		case PH_IDLE: rank = 0; key = s->since_ms; break;
 		case PH_HEAD: rank = 1; key = s->since_ms; break;
-		case PH_BODY: rank = 2; key = (int64_t)body_rate(s, now); break;
+		case PH_BODY:
+			if (now - s->win_ms < BODY_MIN_AGE_MS)
+				continue;
+			rank = 2;
+			key = (int64_t)body_rate(s, now);
+			break;
 		default: continue;
 		}
 		if (rank < best_rank || (rank == best_rank && key < best_key)) {
@@ -233,6 +273,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		s->ip = addr_key(ad ? ad->client_addr : NULL);
 		s->ph = PH_HEAD;
 		s->since_ms = now_ms();
+		s->owner = this_thread(c);
 		admit(c, s);
 		*socket_context = s;
 		pthread_mutex_unlock(&c->lock);
@@ -283,17 +324,45 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 	return NULL;   /* the handler's first call must still see a NULL request pointer */
 }
 
+/* The calling thread's handler call is over: its connections waited for it since busy_since, so
+ * their clocks move on by as much. Under the lock. */
+static void thread_done(struct conns *c, uint16_t t, int64_t now)
+{
+	int64_t waited = now - c->threads[t].busy_since;
+
+	c->threads[t].busy_since = 0;
+	if (waited < 10)
+		return;
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		struct slot *o = &c->slots[i];
+
+		if (o->ph != PH_FREE && o->owner == t) {
+			o->since_ms += waited;
+			o->win_ms += waited;
+		}
+	}
+}
+
 enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
 			     const char *version, const char *upload, size_t *upload_size, void **req_cls)
 {
 	struct conns *c = cls;
 	struct slot *s = slot_of(mc);
 	enum MHD_Result ret;
+	uint16_t t;
 
+	pthread_mutex_lock(&c->lock);
+	/* what libmicrohttpd had read before the connection was shut is not served */
+	if (s && s->shed) {
+		pthread_mutex_unlock(&c->lock);
+		return MHD_NO;
+	}
+	t = this_thread(c);
+	c->threads[t].busy_since = now_ms();
 	if (s) {
-		int64_t now = now_ms();
+		int64_t now = c->threads[t].busy_since;
 
-		pthread_mutex_lock(&c->lock);
+		s->owner = t;
 		if (s->ph == PH_HEAD || s->ph == PH_IDLE) {
 			s->body = s->win_body = 0;
 			s->win_ms = now;
@@ -304,17 +373,19 @@ enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *u
 		}
 		s->body += *upload_size;
 		s->ph = PH_HELD;
-		pthread_mutex_unlock(&c->lock);
 	}
+	pthread_mutex_unlock(&c->lock);
 	ret = c->handler(c->handler_cls, mc, url, method, version, upload, upload_size, req_cls);
-	if (s) {
+	{
 		const union MHD_ConnectionInfo *st = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_HTTP_STATUS);
 		const union MHD_ConnectionInfo *su =
 			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_SUSPENDED);
 		bool answered = st && st->http_status != 0, suspended = su && su->suspended == MHD_YES;
 
 		pthread_mutex_lock(&c->lock);
-		s->ph = answered || suspended ? PH_HELD : PH_BODY;
+		thread_done(c, t, now_ms());
+		if (s)
+			s->ph = answered || suspended ? PH_HELD : PH_BODY;
 		pthread_mutex_unlock(&c->lock);
 	}
 	return ret;
@@ -345,7 +416,7 @@ static void sweep(struct conns *c, int64_t now)
 	for (uint32_t i = 0; i < c->nslots; i++) {
 		struct slot *s = &c->slots[i];
 
-		if (s->shed)
+		if (s->shed || s->ph == PH_FREE || owner_busy(c, s))
 			continue;
 		if (s->ph == PH_HEAD && head && now - s->since_ms > head) {
 			shed(c, s, CONNS_HEADER_TIMEOUT);
@@ -362,7 +433,8 @@ static void sweep(struct conns *c, int64_t now)
 	}
 }
 
-static void report(struct conns *c, uint64_t *last)
+/* Logs what was shed since the last report; whether there was anything. */
+static bool report(struct conns *c, uint64_t *last)
 {
 	char line[512];
 	size_t n = 0;
@@ -381,13 +453,14 @@ static void report(struct conns *c, uint64_t *last)
 	}
 	if (any)
 		log_warn("connections shed by the limits", "%s open=%u", line, c->live);
+	return any;
 }
 
 static void *sweeper_main(void *p)
 {
 	struct conns *c = p;
 	uint64_t last[CONNS_NREASONS] = { 0 };
-	int64_t next_report = now_ms() + REPORT_S * 1000;
+	int64_t next_report = 0;   /* the first shedding is reported at once, then once a minute */
 
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop) {
@@ -405,10 +478,8 @@ static void *sweeper_main(void *p)
 			break;
 		now = now_ms();
 		sweep(c, now);
-		if (now >= next_report) {
-			report(c, last);
+		if (now >= next_report && report(c, last))
 			next_report = now + REPORT_S * 1000;
-		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
@@ -417,17 +488,18 @@ static void *sweeper_main(void *p)
 /* ---- set-up ---- */
 
 /* Enough descriptors for every connection: the soft limit raised towards the hard one. */
-static int raise_fd_limit(rlim_t want, char *err, size_t errlen)
+static int raise_fd_limit(rlim_t conns, rlim_t others, char *err, size_t errlen)
 {
+	rlim_t want = conns + others;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return 0;
 	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want) {
-		snprintf(err, errlen, "--max-connections: %llu connections need %llu file descriptors, the limit"
-			 " is %llu (ulimit -n)", (unsigned long long)want - 64, (unsigned long long)want,
-			 (unsigned long long)rl.rlim_cur);
+		snprintf(err, errlen, "--max-connections: %llu connections and %llu other files need %llu file"
+			 " descriptors, the limit is %llu (ulimit -n)", (unsigned long long)conns,
+			 (unsigned long long)others, (unsigned long long)want, (unsigned long long)rl.rlim_cur);
 		return -1;
 	}
 	return 0;
@@ -439,11 +511,11 @@ struct conns *conns_open(const struct conns_config *cfg, MHD_AccessHandlerCallba
 	struct conns *c;
 	pthread_condattr_t ca;
 
-	if (!cfg->max_connections || cfg->max_connections > 1000000 || cfg->reserve > 1000) {
-		snprintf(err, errlen, "--max-connections: from 1 to 1000000");
+	if (!cfg->max_connections || cfg->max_connections > CONNS_MAX || cfg->reserve > 1000) {
+		snprintf(err, errlen, "--max-connections: from 1 to %d", CONNS_MAX);
 		return NULL;
 	}
-	if (raise_fd_limit((rlim_t)cfg->max_connections + cfg->reserve + 64, err, errlen) < 0)
+	if (raise_fd_limit((rlim_t)cfg->max_connections + cfg->reserve, (rlim_t)cfg->other_fds + 64, err, errlen) < 0)
 		return NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c) {

@@ -15,6 +15,10 @@
  * trickles a byte now and then does not extend them, unlike libmicrohttpd's
  * own inactivity timeout.
  *
+ * A thread of libmicrohttpd's that is running a handler (sm-web's pages run their queries in
+ * it) serves none of its other connections meanwhile: their clocks stop for that time and they
+ * never give way then, since their clients may have sent everything.
+ *
  * Admission: an address (an IPv4 address, an IPv6 /64) holds at most
  * max_per_ip connections; beyond max_connections in all, a new connection
  * makes the oldest idle, else the oldest one still sending its headers, else
@@ -33,6 +37,7 @@
 #include "common/buf.h"
 
 #define CONNS_BODY_WINDOW_S 10
+#define CONNS_MAX 100000              /* --max-connections at most: every check scans them all */
 
 struct conns_config {
 	unsigned max_connections;     /* beyond these, others give way */
@@ -41,6 +46,7 @@ struct conns_config {
 	unsigned header_timeout_s;    /* accept or request line to the end of the headers */
 	unsigned idle_timeout_s;      /* a kept-alive connection's wait for its next request */
 	unsigned body_min_rate;       /* bytes a second over each window; 0: no minimum */
+	unsigned other_fds;           /* descriptors the process needs besides connections (database...) */
 	const char *metrics_prefix;   /* "sm_ingest": names sm_ingest_connections_... */
 	const char *const *reserved_paths;  /* NULL-terminated, exact paths */
 };

@@ -3,6 +3,7 @@
  * stores them in PostgreSQL. See docs/ingest.md.
  */
 #include "common/cli.h"
+#include "common/conns.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "ingest/server.h"
@@ -151,8 +152,8 @@ int main(int argc, char **argv)
 		return cli_fail(&cl, "unexpected argument '%s'", argv[optind]);
 	if (cfg.workers < 1 || cfg.workers > 256)
 		return cli_fail(&cl, "--workers: must be from 1 to 256");
-	if (cfg.max_connections > 1000000)
-		return cli_fail(&cl, "--max-connections: at most 1000000");
+	if (cfg.max_connections > CONNS_MAX)
+		return cli_fail(&cl, "--max-connections: at most %d", CONNS_MAX);
 	if (cfg.header_timeout_s < 1 || cfg.conn_timeout_s < 1)
 		return cli_fail(&cl, "--header-timeout and --idle-timeout: must be at least 1 second");
 	if (cfg.queue < 1 || cfg.max_connections < 1 || cfg.lim.max_batch < 1)

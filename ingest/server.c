@@ -735,7 +735,7 @@ int server_run(const struct ingest_config *cfg)
 			.max_connections = (unsigned)cfg->max_connections, .reserve = CONN_RESERVE,
 			.max_per_ip = (unsigned)cfg->max_per_ip, .header_timeout_s = (unsigned)cfg->header_timeout_s,
 			.idle_timeout_s = (unsigned)cfg->conn_timeout_s, .body_min_rate = (unsigned)cfg->min_body_rate,
-			.metrics_prefix = "sm_ingest", .reserved_paths = reserved,
+			.other_fds = (unsigned)cfg->workers + 2, .metrics_prefix = "sm_ingest", .reserved_paths = reserved,
 		};
 		struct MHD_OptionItem copts[CONNS_NOPTIONS];
 

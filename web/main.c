@@ -3,6 +3,7 @@
  * over the stackmine database; by default it also works the queued mining runs.
  */
 #include "common/cli.h"
+#include "common/conns.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "web/server.h"
@@ -129,7 +130,7 @@ int main(int argc, char **argv)
 			cfg.threads = (int)v;
 			break;
 		case OPT_MAXCONN:
-			if (cli_int(&cl, name, optarg, 1, 1000000, &v))
+			if (cli_int(&cl, name, optarg, 1, CONNS_MAX, &v))
 				return 2;
 			cfg.max_connections = (int)v;
 			break;

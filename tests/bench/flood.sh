@@ -13,6 +13,8 @@ set -euo pipefail
 
 fs=${SM_BENCH_FLOOD_S:-30}
 from8=127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7,127.0.0.8,127.0.0.9
+# sixteen: more than --max-connections / --max-connections-per-ip, so the total limit binds
+from16=$from8,127.0.0.10,127.0.0.11,127.0.0.12,127.0.0.13,127.0.0.14,127.0.0.15,127.0.0.16,127.0.0.17
 echo
 echo "== flood: half-open and trickling connections from loopback, $fs s each; a client asks every 100 ms"
 
@@ -53,7 +55,7 @@ start_srv ingest
 ingest_pid=$srv_pid
 a=${srv_url#http://}
 echo "sm-ingest (--max-connections 512, --max-connections-per-ip 64, --header-timeout 10, --min-body-rate 1k):"
-flood_line "  5000 half-open from 8 addresses" --target "$a" --conns 5000 --mode half --from "$from8" \
+flood_line "  5000 half-open from 16 addresses" --target "$a" --conns 5000 --mode half --from "$from16" \
 	--pid "$srv_pid" --probe /healthz --probe-post "$work/flood1.json" --token "$ftoken"
 flood_line "  2000 half-open from the client's address" --target "$a" --conns 2000 --mode half --from 127.0.0.1 \
 	--pid "$srv_pid" --probe /healthz
@@ -72,7 +74,7 @@ a=${srv_url#http://}
 echo "sm-web (--max-connections 256, --max-connections-per-ip 32, --header-timeout 10, --min-body-rate 1k):"
 flood_line "  300 half-open from the client's address" --target "$a" --conns 300 --mode half --from 127.0.0.1 \
 	--pid "$srv_pid" --probe /healthz
-flood_line "  5000 half-open from 8 addresses" --target "$a" --conns 5000 --mode half --from "$from8" \
+flood_line "  5000 half-open from 16 addresses" --target "$a" --conns 5000 --mode half --from "$from16" \
 	--pid "$srv_pid" --probe /healthz
 flood_line "  250 trickling headers (1 byte/s), 8 addr." --target "$a" --conns 250 --mode trickle --from "$from8" \
 	--pid "$srv_pid" --probe /healthz
