@@ -2,8 +2,9 @@
 # haproxy: two sm-ingest behind Debian's HAProxy with deploy/haproxy/ingest.cfg as it is
 # shipped. Streams sent through the proxy reach both servers; after one server is killed
 # (SIGKILL) HAProxy's health checks take it out, every stream an agent sends is still stored
-# exactly once, and sm-agent given the proxy and a dead second proxy fails over by itself.
-# Prints how long HAProxy took to take the dead server out.
+# exactly once, and sm-agent given the proxy and a dead second proxy fails over by itself;
+# a client flooding the proxy with half-open connections holds 64 at most while others are
+# answered. Prints how long HAProxy took to take the dead server out.
 . "$(dirname "$0")/../lib.sh"
 
 HAPROXY=${SM_HAPROXY:-/usr/sbin/haproxy}
@@ -97,6 +98,19 @@ t_ndjson "$T_TMP/three.ndjson" 5
 t_eq "an agent given a dead proxy first: delivered through the second" "$?|$(tail -n 1 "$T_TMP/ship3.err")" \
 	"0|sm-agent: ship: 5 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 lost (2 requests, 1 switch to the next server)"
 t_eq "... stored once each" "$(stored "$T_TMP/three.ndjson.ids")" "5|5"
+
+# one client address holds 64 connections at most: 200 half-open ones from 127.0.0.2 while another
+# client asks /healthz through the proxy every 100 ms
+flood=$SM_BIN_DIR/../tests/flood
+"$flood" --target "127.0.0.1:$port" --conns 200 --mode half --from 127.0.0.2 --duration 4 \
+	--probe /healthz >"$T_TMP/flood.out" 2>"$T_TMP/flood.err" &
+fpid=$!
+sleep 2
+NFROM=$(ss -Htn state established "( sport = :$port and dst 127.0.0.2 )" | wc -l)
+wait "$fpid"
+cat "$T_TMP/flood.err"
+t_match "a client flooding the proxy: every other client's request answered" "$(cat "$T_TMP/flood.out")" '^probes=[1-9][0-9]* failed=0 '
+t_eq "... and the flooding address holds 64 connections at most" "$([ "$NFROM" -le 64 ] && echo yes || echo "no ($NFROM)")" yes
 
 kill -TERM "$HAP_PID"
 wait "$HAP_PID" 2>/dev/null
