@@ -37,13 +37,18 @@ struct slot {
 	int64_t win_ms;
 	uint32_t next_free;
 	uint16_t owner;               /* the libmicrohttpd thread that serves it (threads[]) */
+	int64_t paused_base;          /* the owner's paused_ms when since_ms or win_ms was set */
 };
 
 /* A libmicrohttpd thread. While it runs a handler, its other connections wait for it, not for
- * their clients: their deadlines stop, and they never give way. */
+ * their clients: their clocks stop (paused_ms counts the time), and they never give way. The
+ * owner of a connection is the thread that accepted it: with libmicrohttpd's internal thread or
+ * its pool (not thread-per-connection, which the servers do not use) it serves it to the end. */
 struct thread {
 	pthread_t id;
-	int64_t busy_since;           /* 0: not in a handler */
+	bool busy;                    /* in a handler since busy_since */
+	int64_t busy_since;
+	int64_t paused_ms;            /* time spent in handlers, all told */
 };
 
 struct conns {
@@ -136,13 +141,27 @@ static uint16_t this_thread(struct conns *c)
 	if (c->nthreads == MAX_THREADS)
 		return MAX_THREADS - 1;
 	c->threads[c->nthreads].id = me;
-	c->threads[c->nthreads].busy_since = 0;
+	c->threads[c->nthreads].busy = false;
+	c->threads[c->nthreads].paused_ms = 0;
 	return (uint16_t)c->nthreads++;
 }
 
 static bool owner_busy(const struct conns *c, const struct slot *s)
 {
-	return c->threads[s->owner].busy_since != 0;
+	return c->threads[s->owner].busy;
+}
+
+/* Starts one of s's clocks (since_ms or win_ms) at now. */
+static void clock_start(const struct conns *c, struct slot *s, int64_t *clock, int64_t now)
+{
+	*clock = now;
+	s->paused_base = c->threads[s->owner].paused_ms;
+}
+
+/* The milliseconds since t0 that s's thread was free to serve it. */
+static int64_t waited_ms(const struct conns *c, const struct slot *s, int64_t t0, int64_t now)
+{
+	return now - t0 - (c->threads[s->owner].paused_ms - s->paused_base);
 }
 
 /* Closes s's connection for reason: libmicrohttpd sees the shutdown at its next poll and cleans up
@@ -159,9 +178,9 @@ static void shed(struct conns *c, struct slot *s, enum conns_reason reason)
 }
 
 /* Body bytes a second in the current window. */
-static uint64_t body_rate(const struct slot *s, int64_t now)
+static uint64_t body_rate(const struct conns *c, const struct slot *s, int64_t now)
 {
-	int64_t ms = now - s->win_ms;
+	int64_t ms = waited_ms(c, s, s->win_ms, now);
 
 	return (s->body - s->win_body) * 1000 / (uint64_t)(ms > 0 ? ms : 1);
 }
@@ -182,13 +201,13 @@ static struct slot *pick_victim(struct conns *c, bool only_ip, uint64_t ip, cons
 		if (s == skip || s->shed || (only_ip && s->ip != ip) || owner_busy(c, s))
 			continue;
 		switch (s->ph) {
-		case PH_IDLE: rank = 0; key = s->since_ms; break;
-		case PH_HEAD: rank = 1; key = s->since_ms; break;
+		case PH_IDLE: rank = 0; key = -waited_ms(c, s, s->since_ms, now); break;
+		case PH_HEAD: rank = 1; key = -waited_ms(c, s, s->since_ms, now); break;
 		case PH_BODY:
-			if (now - s->win_ms < BODY_MIN_AGE_MS)
+			if (waited_ms(c, s, s->win_ms, now) < BODY_MIN_AGE_MS)
 				continue;
 			rank = 2;
-			key = (int64_t)body_rate(s, now);
+			key = (int64_t)body_rate(c, s, now);
 			break;
 		default: continue;
 		}
@@ -272,8 +291,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		s->fd = fd->connect_fd;
 		s->ip = addr_key(ad ? ad->client_addr : NULL);
 		s->ph = PH_HEAD;
-		s->since_ms = now_ms();
 		s->owner = this_thread(c);
+		clock_start(c, s, &s->since_ms, now_ms());
 		admit(c, s);
 		*socket_context = s;
 		pthread_mutex_unlock(&c->lock);
@@ -316,7 +335,7 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 	pthread_mutex_lock(&c->lock);
 	if (s->ph == PH_IDLE) {
 		s->ph = PH_HEAD;
-		s->since_ms = now_ms();
+		clock_start(c, s, &s->since_ms, now_ms());
 	}
 	if (s->reserve && !reserved_path(c, uri ? uri : ""))
 		shed(c, s, CONNS_RESERVE_OTHER_PATH);
@@ -324,23 +343,11 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 	return NULL;   /* the handler's first call must still see a NULL request pointer */
 }
 
-/* The calling thread's handler call is over: its connections waited for it since busy_since, so
- * their clocks move on by as much. Under the lock. */
+/* The calling thread's handler call is over: its connections' clocks go on. Under the lock. */
 static void thread_done(struct conns *c, uint16_t t, int64_t now)
 {
-	int64_t waited = now - c->threads[t].busy_since;
-
-	c->threads[t].busy_since = 0;
-	if (waited < 10)
-		return;
-	for (uint32_t i = 0; i < c->nslots; i++) {
-		struct slot *o = &c->slots[i];
-
-		if (o->ph != PH_FREE && o->owner == t) {
-			o->since_ms += waited;
-			o->win_ms += waited;
-		}
-	}
+	c->threads[t].busy = false;
+	c->threads[t].paused_ms += now - c->threads[t].busy_since;
 }
 
 enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
@@ -358,17 +365,21 @@ enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *u
 		return MHD_NO;
 	}
 	t = this_thread(c);
+	c->threads[t].busy = true;
 	c->threads[t].busy_since = now_ms();
 	if (s) {
 		int64_t now = c->threads[t].busy_since;
 
-		s->owner = t;
+		if (s->owner != t) {   /* not with the servers' threading; kept consistent anyway */
+			s->owner = t;
+			s->paused_base = c->threads[t].paused_ms;
+		}
 		if (s->ph == PH_HEAD || s->ph == PH_IDLE) {
 			s->body = s->win_body = 0;
-			s->win_ms = now;
+			clock_start(c, s, &s->win_ms, now);
 		} else if (s->ph == PH_HELD && !*upload_size) {
 			/* back from a suspension: the client was not the one waiting */
-			s->win_ms = now;
+			clock_start(c, s, &s->win_ms, now);
 			s->win_body = s->body;
 		}
 		s->body += *upload_size;
@@ -399,7 +410,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls, e
 	if (s) {
 		pthread_mutex_lock(&c->lock);
 		s->ph = PH_IDLE;
-		s->since_ms = now_ms();
+		clock_start(c, s, &s->since_ms, now_ms());
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (c->done)
@@ -418,15 +429,15 @@ static void sweep(struct conns *c, int64_t now)
 
 		if (s->shed || s->ph == PH_FREE || owner_busy(c, s))
 			continue;
-		if (s->ph == PH_HEAD && head && now - s->since_ms > head) {
+		if (s->ph == PH_HEAD && head && waited_ms(c, s, s->since_ms, now) > head) {
 			shed(c, s, CONNS_HEADER_TIMEOUT);
-		} else if (s->ph == PH_IDLE && idle && now - s->since_ms > idle) {
+		} else if (s->ph == PH_IDLE && idle && waited_ms(c, s, s->since_ms, now) > idle) {
 			shed(c, s, CONNS_IDLE_TIMEOUT);
-		} else if (s->ph == PH_BODY && c->cfg.body_min_rate && now - s->win_ms >= win) {
+		} else if (s->ph == PH_BODY && c->cfg.body_min_rate && waited_ms(c, s, s->win_ms, now) >= win) {
 			if (s->body - s->win_body < (uint64_t)c->cfg.body_min_rate * CONNS_BODY_WINDOW_S) {
 				shed(c, s, CONNS_BODY_TOO_SLOW);
 			} else {
-				s->win_ms = now;
+				clock_start(c, s, &s->win_ms, now);
 				s->win_body = s->body;
 			}
 		}

@@ -442,7 +442,7 @@ int web_run(const struct web_config *cfg)
 			.max_connections = (unsigned)cfg->max_connections, .reserve = CONN_RESERVE,
 			.max_per_ip = (unsigned)cfg->max_per_ip, .header_timeout_s = (unsigned)cfg->header_timeout_s,
 			.idle_timeout_s = (unsigned)cfg->idle_timeout_s, .body_min_rate = (unsigned)cfg->min_body_rate,
-			.other_fds = 2 * (unsigned)cfg->threads + 2, .metrics_prefix = "sm_web", .reserved_paths = reserved,
+			.other_fds = 4 * (unsigned)cfg->threads + 16, .metrics_prefix = "sm_web", .reserved_paths = reserved,
 		};
 		struct MHD_OptionItem copts[CONNS_NOPTIONS];
 
