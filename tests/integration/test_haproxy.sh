@@ -35,24 +35,23 @@ for _ in $(seq 100); do
 done
 t_eq "haproxy answers /healthz from a server" "$(curl -s -o /dev/null -w '%{http_code}' "$HAP/healthz")" 200
 
-# servers STATE: "NAME OPERATIONAL-STATE" of each server (2 up, 0 down), from the admin socket
-servers() {
-	"$PY" - "$SM_HAPROXY_SOCKET" <<'EOF'
+# hap_cmd COMMAND: what HAProxy's admin socket answers to COMMAND
+hap_cmd() {
+	"$PY" - "$SM_HAPROXY_SOCKET" "$1" <<'EOF'
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
-s.sendall(b"show servers state ingest\n")
-out = b""
+s.sendall(sys.argv[2].encode() + b"\n")
 while True:
     b = s.recv(65536)
     if not b:
         break
-    out += b
-for line in out.decode().splitlines():
-    f = line.split()
-    if len(f) > 6 and f[1] == "ingest":
-        print(f[3], f[5])
+    sys.stdout.write(b.decode())
 EOF
+}
+# servers: "NAME OPERATIONAL-STATE" of each server (2 up, 0 down)
+servers() {
+	hap_cmd "show servers state ingest" | awk 'NF > 6 && $2 == "ingest" { print $4, $6 }'
 }
 t_eq "both servers up" "$(servers | tr '\n' ' ')" "ingest1 2 ingest2 2 "
 
@@ -108,20 +107,8 @@ fpid=$!
 sleep 2
 # the most connections one client holds, as HAProxy's stick table counts them (the 65th is counted
 # for the instant before it is refused)
-NFROM=$("$PY" - "$SM_HAPROXY_SOCKET" <<'EOF'
-import re, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.sendall(b"show table ingest\n")
-out = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    out += b
-print(max([int(n) for n in re.findall(rb"conn_cur=(\d+)", out)] or [0]))
-EOF
-)
+NFROM=$(hap_cmd "show table ingest" | grep -o 'conn_cur=[0-9]*' | cut -d= -f2 | sort -n | tail -n 1)
+NFROM=${NFROM:-0}
 wait "$fpid"
 cat "$T_TMP/flood.err"
 t_match "a client flooding the proxy: every other client's request answered" "$(cat "$T_TMP/flood.out")" '^probes=[1-9][0-9]* failed=0 '
