@@ -12,6 +12,12 @@
 
 #include "common/buf.h"
 
+/* The SQL expression that makes the event partitions from yesterday to the configured days ahead
+ * (settings.partition_days_ahead), for every maintenance (sm-ingest's, sm-admin's). */
+#define DB_ENSURE_PARTITIONS \
+	"sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1," \
+	" 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead'))"
+
 /* Connects with `conninfo` (NULL or "": the standard PG* environment variables).
  * Returns the connection, or NULL with the reason in err. Caller frees with PQfinish(). */
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen);

@@ -313,9 +313,7 @@ static int cmd_shard_add(PGconn *c, const char *name, const char *conninfo)
 		fail(err);
 		goto out_close;
 	}
-	r = PQexecParams(c, "SELECT sm_shard_add($1, $2::text[], $3, $4),"
-			    " sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
-			    "   2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead'))",
+	r = PQexecParams(c, "SELECT sm_shard_add($1, $2::text[], $3, $4), " DB_ENSURE_PARTITIONS,
 			 4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
@@ -367,9 +365,7 @@ static int cmd_maintain(PGconn *c)
 	PGresult *left;
 	int rc;
 	PGresult *r = PQexec(c,
-		"SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
-		" 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead')),"
-		" sm_apply_retention(now()), sm_fold_stats(1000000)");
+		"SELECT " DB_ENSURE_PARTITIONS ", sm_apply_retention(now()), sm_fold_stats(1000000)");
 	char err[512];
 
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {

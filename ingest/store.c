@@ -822,9 +822,7 @@ int store_maintain(struct store *st)
 	if (!store_conn(st))
 		return -1;
 	r = PQexec(st->db,
-		   "SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
-		   " 2 + (SELECT value::integer FROM settings WHERE key = 'partition_days_ahead')),"
-		   " sm_apply_retention(now())");
+		   "SELECT " DB_ENSURE_PARTITIONS ", sm_apply_retention(now())");
 	ok = PQresultStatus(r) == PGRES_TUPLES_OK;
 	if (!ok)
 		db_fail(st, "maintaining partitions", r);

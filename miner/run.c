@@ -524,20 +524,13 @@ static inline int32_t be32(const unsigned char *p)
 }
 
 /* One row of the binary COPY: stream_ref, kind, tid, ts_ns, dur_ns, stack_id, readier_tid. */
-static int parse_row(const unsigned char *p, size_t n, int64_t *ref, struct wire_event *e)
-{
-	static const int widths[7] = { 8, 1, 4, 8, 8, 4, 4 };
-	const unsigned char *f[7];
-	size_t off = 2;
+/* The binary widths of an event row's fields: stream_ref, kind, tid, ts_ns, dur_ns, stack_id,
+ * readier_tid (as the COPY and the standby's cursor select them). */
+static const int event_widths[7] = { 8, 1, 4, 8, 8, 4, 4 };
 
-	if (n < 2 || (p[0] << 8 | p[1]) != 7)
-		return -1;
-	for (int i = 0; i < 7; i++) {
-		if (off + 4 > n || be32(p + off) != widths[i] || off + 4 + (size_t)widths[i] > n)
-			return -1;
-		f[i] = p + off + 4;
-		off += 4 + (size_t)widths[i];
-	}
+/* An event row from its seven binary fields, each of its width in event_widths. */
+static void decode_event(const unsigned char *const f[7], int64_t *ref, struct wire_event *e)
+{
 	*ref = be64(f[0]);
 	e->kind = f[1][0] == 'w' ? WIRE_WAIT : WIRE_RUN;
 	e->tid = be32(f[2]);
@@ -545,6 +538,22 @@ static int parse_row(const unsigned char *p, size_t n, int64_t *ref, struct wire
 	e->dur_ns = be64(f[4]);
 	e->stack = (uint32_t)be32(f[5]);
 	e->readier_tid = be32(f[6]);
+}
+
+static int parse_row(const unsigned char *p, size_t n, int64_t *ref, struct wire_event *e)
+{
+	const unsigned char *f[7];
+	size_t off = 2;
+
+	if (n < 2 || (p[0] << 8 | p[1]) != 7)
+		return -1;
+	for (int i = 0; i < 7; i++) {
+		if (off + 4 > n || be32(p + off) != event_widths[i] || off + 4 + (size_t)event_widths[i] > n)
+			return -1;
+		f[i] = p + off + 4;
+		off += 4 + (size_t)event_widths[i];
+	}
+	decode_event(f, ref, e);
 	return 0;
 }
 
@@ -747,25 +756,20 @@ static int read_events_standby(struct run *run, struct reader *rd, PGconn *rdb)
 			break;
 		}
 		for (int i = 0; i < n; i++) {
-			static const int widths[7] = { 8, 1, 4, 8, 8, 4, 4 };
 			const unsigned char *f[7];
 			struct wire_event e;
+			int64_t ref;
 
 			for (int k = 0; k < 7; k++) {
-				if (PQgetlength(r, i, k) != widths[k]) {
+				if (PQgetlength(r, i, k) != event_widths[k]) {
 					PQclear(r);
 					miner_fail(m, "reading events from the standby: unexpected row layout");
 					goto out_rollback;
 				}
 				f[k] = (const unsigned char *)PQgetvalue(r, i, k);
 			}
-			e.kind = f[1][0] == 'w' ? WIRE_WAIT : WIRE_RUN;
-			e.tid = be32(f[2]);
-			e.ts_ns = be64(f[3]);
-			e.dur_ns = be64(f[4]);
-			e.stack = (uint32_t)be32(f[5]);
-			e.readier_tid = be32(f[6]);
-			if (take_event(run, rd, be64(f[0]), &e) < 0) {
+			decode_event(f, &ref, &e);
+			if (take_event(run, rd, ref, &e) < 0) {
 				PQclear(r);
 				goto out_rollback;
 			}

@@ -48,6 +48,15 @@ wait_run() {
 	done
 	return 1
 }
+# wait_sql TRIES PAUSE SQL: until SQL prints t, at most TRIES looks PAUSE seconds apart
+wait_sql() {
+	local i
+	for i in $(seq 1 "$1"); do
+		[ "$(pg_q "$3")" = t ] && return 0
+		sleep "$2"
+	done
+	return 1
+}
 WORKERS=()
 worker() { # worker LOG ARGS...: a worker in the background; its pid in WPID
 	"$SM_BIN_DIR/sm-miner" worker --quiet --threads 1 "${@:2}" 2>"$1" &
@@ -97,10 +106,7 @@ t_eq "two workers: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
 worker "$T_TMP/w3.log" --part-streams 20 --lease 5
 W3=$WPID
 R=$(miner run --queue --quiet "${ARGS[@]}")
-for _ in $(seq 1 500); do
-	[ "$(pg_q "SELECT count(*) FROM run_parts WHERE run_id = $R")" -gt 0 ] && break
-	sleep 0.01
-done
+wait_sql 500 0.01 "SELECT count(*) > 0 FROM run_parts WHERE run_id = $R"
 kill -STOP "$W3"
 t_eq "coordinator: took the run and cut it, then stopped" \
 	"$(pg_q "SELECT r.status, r.worker LIKE '%:$W3', count(p.*) FROM runs r JOIN run_parts p ON p.run_id = r.id
@@ -129,10 +135,7 @@ kill -STOP "$W6"
 worker "$T_TMP/w5.log" --part-streams 20 --lease 5
 W5=$WPID
 R=$(miner run --queue --quiet "${ARGS[@]}")
-for _ in $(seq 1 500); do
-	[ "$(pg_q "SELECT count(*) FROM run_parts WHERE run_id = $R")" -gt 0 ] && break
-	sleep 0.02
-done
+wait_sql 500 0.02 "SELECT count(*) > 0 FROM run_parts WHERE run_id = $R"
 kill -CONT "$W6"
 # stopped first, then looked at: a part it holds then is held for good
 caught= held=
@@ -163,10 +166,7 @@ t_eq "worker killed: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
 worker "$T_TMP/w7.log" --part-streams 5 --lease 5
 W7=$WPID
 R=$(miner run --queue --quiet "${ARGS[@]}")
-for _ in $(seq 1 1000); do
-	[ "$(pg_q "SELECT count(*) FROM run_parts WHERE run_id = $R AND status = 'done'")" -ge 5 ] && break
-	sleep 0.01
-done
+wait_sql 1000 0.01 "SELECT count(*) >= 5 FROM run_parts WHERE run_id = $R AND status = 'done'"
 kill -STOP "$W7"
 t_eq "stalled coordinator: stopped in the middle of its parts" \
 	"$(pg_q "SELECT r.status, count(*) > 0 FROM runs r JOIN run_parts p ON p.run_id = r.id AND p.status = 'queued'
@@ -174,15 +174,9 @@ t_eq "stalled coordinator: stopped in the middle of its parts" \
 sleep 6
 worker "$T_TMP/w8.log" --part-streams 5 --lease 5
 W8=$WPID
-for _ in $(seq 1 300); do
-	[ "$(pg_q "SELECT worker LIKE '%:$W8' FROM runs WHERE id = $R")" = t ] && break
-	sleep 0.05
-done
+wait_sql 300 0.05 "SELECT worker LIKE '%:$W8' FROM runs WHERE id = $R"
 kill -CONT "$W7"
-for _ in $(seq 1 1200); do
-	case $(pg_q "SELECT status FROM runs WHERE id = $R") in done|failed) break ;; esac
-	sleep 0.1
-done
+wait_run "$R" 120
 stop_workers
 t_eq "stalled coordinator: the run done by the other worker" "$(pg_q "SELECT status, attempts, worker LIKE '%:$W8' FROM runs WHERE id = $R")" "done|2|t"
 t_match "stalled coordinator: it noticed and stopped" "$(cat "$T_TMP/w7.log")" "run $R was taken over by another worker"
