@@ -46,7 +46,8 @@ MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
 GUARD_CORE_SRC := $(addprefix agent/guard/,config.c dropin.c profile.c ring.c modmap.c symbolize.c)
-GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c runtime.c unit.c sampler.c train.c report.c)
+GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \
+	train.c report.c lazy.c)
 # what libsmguard.so takes from the rest of the tree
 GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c imap.c intern.c json.c jsonw.c log.c sha256.c util.c vec.c wire.c) \
 	agent/ship.c agent/spool.c clusterer/linkage.c
@@ -81,7 +82,8 @@ all:
 	@deploy/deps.sh build
 	@$(MAKE) --no-print-directory binaries
 
-GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped $(O)/tests/safety $(O)/tests/callcost
+GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped $(O)/tests/safety $(O)/tests/callcost \
+	$(O)/tests/torture
 
 binaries: $(PROGS) $(GUARD_LIB) $(UNIT_BINS) $(TOOL_BINS) $(GUARD_TEST_BINS)
 
@@ -99,15 +101,26 @@ $(O)/gen/%.pb-c.o: $(O)/gen/%.pb-c.c
 
 # the guard library's objects: optimised, unsanitized, position-independent, hidden by default
 GUARD_PIC_CFLAGS := -std=c11 -g -O2 -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
-	-pthread $(WARN) -MMD -MP -I.
-$(O)/pic/%.o: %.c
+	-pthread $(WARN) -MMD -MP -I. -I$(O)/gen
+$(O)/pic/%.o: %.c | $(O)/gen/guard_sonames.h
 	@mkdir -p $(dir $@)
 	$(CC) $(GUARD_PIC_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
+# The libraries libsmguard.so loads itself when it first needs them (agent/guard/lazy.c, unwind.c),
+# named by the sonames the linker would have recorded: its only dependency is the C library.
+GUARD_LAZY_LIBS := curl zstd json-c elf dw unwind
+$(O)/gen/guard_sonames.h: Makefile
+	@mkdir -p $(dir $@)
+	@for l in $(GUARD_LAZY_LIBS); do \
+		f=$$($(CC) -print-file-name=lib$$l.so); \
+		n=$$(readelf -d "$$f" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'); \
+		[ -n "$$n" ] || { echo "Makefile: no soname for lib$$l ($$f)" >&2; exit 1; }; \
+		echo "#define SONAME_$$(echo $$l | tr 'a-z-' 'A-Z_') \"$$n\""; \
+	done >$@.tmp && mv $@.tmp $@
+
 $(GUARD_LIB): $(GUARD_PIC_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -O2 -pthread -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now -Wl,--as-needed -o $@ $^ \
-		$(shell pkg-config --libs libdw libunwind libcurl libzstd json-c) -ldl -lm
+	$(CC) -shared -O2 -pthread -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now -Wl,--as-needed -o $@ $^ -lm
 
 # the guard tests' server: an ordinary program (no sanitizers, exported names, a stripped copy)
 $(O)/tests/guardtest: tests/guard/guardtest.c
@@ -116,6 +129,9 @@ $(O)/tests/guardtest: tests/guard/guardtest.c
 $(O)/tests/guardtest-stripped: $(O)/tests/guardtest
 	objcopy --strip-all $< $@
 $(O)/tests/safety: tests/guard/safety.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
+$(O)/tests/torture: tests/guard/torture.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
 $(O)/tests/callcost: tests/guard/callcost.c

@@ -271,6 +271,7 @@ struct shipper {
 	struct buf zbuf;                /* the compressed body */
 	ZSTD_CCtx *cctx;
 	CURL *curl;
+	CURLM *multi;                   /* one transfer at a time, polled so that a cancel is seen at once */
 	struct curl_slist *headers;
 	struct curl_slist *json_headers;  /* shipper_post_json(): plain JSON */
 	char *base;                     /* the current server's base URL */
@@ -375,15 +376,16 @@ static bool cancelled(const struct shipper *sh)
 	return sh->o.cancel && *sh->o.cancel;
 }
 
-/* Sleeps, but not past a cancel (the signal that sets it interrupts nanosleep). */
+/* Sleeps, but not past a cancel: in slices, since another thread may be the one that cancels. */
 static void sleep_ms(const struct shipper *sh, int64_t ms)
 {
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+	while (ms > 0 && !cancelled(sh)) {
+		int64_t slice = ms < SHIP_CANCEL_POLL_MS ? ms : SHIP_CANCEL_POLL_MS;
+		struct timespec ts = { 0, (long)slice * 1000000 };
 
-	if (cancelled(sh))
-		return;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !cancelled(sh))
-		;
+		nanosleep(&ts, NULL);
+		ms -= slice;
+	}
 }
 
 /* libcurl's progress callback: a non-zero return aborts the transfer. */
@@ -395,6 +397,43 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
 	(void)ultotal;
 	(void)ulnow;
 	return cancelled(ctx);
+}
+
+/*
+ * One transfer of the easy handle, like curl_easy_perform(), but through the multi interface: its
+ * wait is cut into SHIP_CANCEL_POLL_MS slices, so that a cancel (the process exits, the agent's
+ * threads step aside) ends a request to a server that never answers within one slice instead of
+ * the next second of libcurl's own loop.
+ */
+static CURLcode perform(struct shipper *sh)
+{
+	CURLcode cc = CURLE_OK;
+	CURLMsg *m;
+	int running = 1, left;
+
+	if (curl_multi_add_handle(sh->multi, sh->curl) != CURLM_OK)
+		return curl_easy_perform(sh->curl);
+	while (running) {
+		if (curl_multi_perform(sh->multi, &running) != CURLM_OK) {
+			cc = CURLE_FAILED_INIT;
+			break;
+		}
+		if (!running)
+			break;
+		if (cancelled(sh)) {
+			cc = CURLE_ABORTED_BY_CALLBACK;
+			break;
+		}
+		if (curl_multi_poll(sh->multi, NULL, 0, SHIP_CANCEL_POLL_MS, NULL) != CURLM_OK) {
+			cc = CURLE_FAILED_INIT;
+			break;
+		}
+	}
+	while ((m = curl_multi_info_read(sh->multi, &left)))
+		if (m->msg == CURLMSG_DONE && m->easy_handle == sh->curl)
+			cc = m->data.result;
+	curl_multi_remove_handle(sh->multi, sh->curl);
+	return cc;
 }
 
 /* Header values must not smuggle in other headers. */
@@ -507,10 +546,11 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 	sh->arena = arena_open(0);
 	sh->cctx = ZSTD_createCCtx();
 	sh->curl = curl_easy_init();
+	sh->multi = curl_multi_init();
 	sh->text.max = SHIP_MAX_STREAM_TEXT;
 	sh->retext.max = SHIP_MAX_STREAM_TEXT;
 	sh->resp.max = MAX_RESPONSE;
-	if (!sh->parser || !sh->arena || !sh->cctx || !sh->curl)
+	if (!sh->parser || !sh->arena || !sh->cctx || !sh->curl || !sh->multi)
 		goto fail_free;
 	if (sh->token && buf_printf(&hdr, "Authorization: Bearer %s", sh->token) < 0)
 		goto fail_free;
@@ -530,8 +570,16 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->headers);
 	curl_easy_setopt(sh->curl, CURLOPT_USERAGENT, "sm-agent/1");
 	curl_easy_setopt(sh->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(sh->curl, CURLOPT_TIMEOUT, o->timeout_s);
-	curl_easy_setopt(sh->curl, CURLOPT_CONNECTTIMEOUT, o->timeout_s < 10 ? o->timeout_s : 10L);
+	if (o->timeout_ms > 0) {
+		shipper_set_timeout_ms(sh, o->timeout_ms);
+	} else {
+		curl_easy_setopt(sh->curl, CURLOPT_TIMEOUT, o->timeout_s);
+		curl_easy_setopt(sh->curl, CURLOPT_CONNECTTIMEOUT, o->timeout_s < 10 ? o->timeout_s : 10L);
+	}
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/* a name still being resolved when the shipper ends is left to its thread, not waited for */
+	curl_easy_setopt(sh->curl, CURLOPT_QUICK_EXIT, 1L);
+#endif
 	curl_easy_setopt(sh->curl, CURLOPT_ERRORBUFFER, sh->curl_err);
 	curl_easy_setopt(sh->curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(sh->curl, CURLOPT_WRITEDATA, sh);
@@ -574,6 +622,8 @@ void shipper_free(struct shipper *sh)
 		return;
 	queue_reset(sh);
 	free(sh->q);
+	if (sh->multi)
+		curl_multi_cleanup(sh->multi);
 	curl_easy_cleanup(sh->curl);
 	if (sh->curl_global)
 		curl_global_cleanup();
@@ -600,6 +650,12 @@ void shipper_free(struct shipper *sh)
 const char *shipper_error(const struct shipper *sh)
 {
 	return sh->err;
+}
+
+void shipper_set_timeout_ms(struct shipper *sh, long ms)
+{
+	curl_easy_setopt(sh->curl, CURLOPT_TIMEOUT_MS, ms);
+	curl_easy_setopt(sh->curl, CURLOPT_CONNECTTIMEOUT_MS, ms < 10000 ? ms : 10000L);
 }
 
 const struct ship_counters *shipper_counters(const struct shipper *sh)
@@ -655,7 +711,7 @@ static int get_one(struct shipper *sh, const char *path, size_t max, struct buf 
 	curl_easy_setopt(sh->curl, CURLOPT_URL, url.data);
 	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->json_headers);
 	curl_easy_setopt(sh->curl, CURLOPT_HTTPGET, 1L);
-	cc = curl_easy_perform(sh->curl);
+	cc = perform(sh);
 	sh->c.requests++;
 	curl_easy_setopt(sh->curl, CURLOPT_URL, sh->url);
 	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->headers);
@@ -724,7 +780,7 @@ static int post_json_one(struct shipper *sh, const char *path, const char *json,
 	curl_easy_setopt(sh->curl, CURLOPT_HTTPHEADER, sh->json_headers);
 	curl_easy_setopt(sh->curl, CURLOPT_POSTFIELDS, json);
 	curl_easy_setopt(sh->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	cc = curl_easy_perform(sh->curl);
+	cc = perform(sh);
 	sh->c.requests++;
 	/* back to the streams' request for the next batch */
 	curl_easy_setopt(sh->curl, CURLOPT_URL, sh->url);
@@ -846,7 +902,7 @@ static enum attempt attempt_send(struct shipper *sh, size_t lo, size_t hi, char 
 	sh->curl_err[0] = '\0';
 	curl_easy_setopt(sh->curl, CURLOPT_POSTFIELDS, sh->zbuf.data);
 	curl_easy_setopt(sh->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sh->zbuf.len);
-	cc = curl_easy_perform(sh->curl);
+	cc = perform(sh);
 	sh->c.requests++;
 	if (cc == CURLE_OK)
 		curl_easy_getinfo(sh->curl, CURLINFO_RESPONSE_CODE, &status);

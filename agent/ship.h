@@ -32,6 +32,7 @@
 #define SHIP_DEFAULT_BATCH_BYTES ((size_t)4 << 20)
 #define SHIP_DEFAULT_TIMEOUT_S 30
 #define SHIP_MAX_STREAM_TEXT ((size_t)256 << 20)  /* one stream's JSON, as read */
+#define SHIP_CANCEL_POLL_MS 20    /* a transfer in flight notices a cancel this soon */
 
 /* What happened to one stream, for the report callback. */
 enum ship_event {
@@ -58,6 +59,7 @@ struct ship_opts {
 	uint64_t spool_max;       /* bytes */
 	int max_attempts;         /* per batch, first try included (>= 1) */
 	long timeout_s;           /* whole request, connection included */
+	long timeout_ms;          /* when above 0, the whole request in milliseconds instead */
 	size_t batch_count;       /* streams per request */
 	size_t batch_bytes;       /* uncompressed NDJSON bytes per request (a larger stream goes alone) */
 	int zstd_level;
@@ -72,8 +74,9 @@ struct ship_opts {
 	int (*open_socket)(void *ctx, int domain, int type, int protocol);
 	void (*close_socket)(void *ctx, int fd);
 	void *socket_ctx;
-	/* When set and *cancel becomes non-zero (a signal handler), the shipper stops
-	 * waiting and sending: what is queued and what comes later is spooled. */
+	/* When set and *cancel becomes non-zero (a signal handler, another thread), the shipper
+	 * stops waiting and sending within SHIP_CANCEL_POLL_MS: what is queued and what comes later is
+	 * spooled. */
 	const volatile sig_atomic_t *cancel;
 	/* Every stream added is sent with "role": "baseline" (a normal unit, docs/analysis.md). */
 	int mark_baseline;
@@ -101,6 +104,8 @@ struct shipper *shipper_open(const struct ship_opts *o, char *err, size_t errlen
 /* Flushes nothing: call shipper_flush() first. NULL-safe. */
 void shipper_free(struct shipper *sh);
 const char *shipper_error(const struct shipper *sh);
+/* The whole of each later request, connection included, in milliseconds. */
+void shipper_set_timeout_ms(struct shipper *sh, long ms);
 const struct ship_counters *shipper_counters(const struct shipper *sh);
 /*
  * Non-zero once the shipper stopped talking to the server (token refused,

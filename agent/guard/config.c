@@ -83,8 +83,8 @@ static const struct var_def vars[] = {
 	    "first to end after each interval opens), for comparison with the slow ones; 0: none" },
 	  V_INT, F(baseline_per_min), 0, 600, 1 },
 	{ { "SM_GUARD_SIGNAL", "SIGRTMAX-7",
-	    "signal of the CPU-time timers (a number, SIGRTMIN+N or SIGRTMAX-N); the agent hands it "
-	    "over if the program installs a handler for it" },
+	    "the agent's signal: CPU-time samples and the watchdog's requests for a stack (a number, "
+	    "SIGRTMIN+N or SIGRTMAX-N); the program's own uses of it are untouched (docs/guard.md)" },
 	  V_SIGNAL, F(signal), 0, 0, 0 },
 	{ { "SM_GUARD_SAVE_S", "30", "training: how often the profile is written (and at exit)" },
 	  V_INT, F(save_ns), 1000000000LL, 86400000000000LL, 1000000000LL },

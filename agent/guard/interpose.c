@@ -1,35 +1,45 @@
 /*
  * interpose: the C library calls libsmguard.so wraps (guard.md "Units",
  * "Inspection"; docs/guard.md lists them). Each wrapper calls the real
- * function, found with dlsym(RTLD_NEXT), and brackets it with the bookkeeping
- * of unit.c; return values and errno are always the real call's.
+ * function and brackets it with the bookkeeping of unit.c; return values and
+ * errno are always the real call's.
  *
- * Besides the waits, it keeps the agent safe inside the program:
- *   - sigaction/signal: the program never sees the agent's signal handler;
- *     installing its own handler for that signal hands the signal over; its
- *     other handlers run through a trampoline that counts them, so that a
- *     wait interrupted by the agent's signal alone (EINTR from a call the
- *     kernel does not restart) is resumed instead of reported;
- *   - sigprocmask/pthread_sigmask never block the agent's signal, and report
- *     it as the program set it;
- *   - close/close_range/closefrom skip the agent's descriptors;
- *   - exec disarms the thread's CPU timer first; pthread_create notes the new
- *     thread's stack base; dlopen/dlclose keep the sampler out of the loader.
+ * Besides the waits, it keeps the agent out of the program's way:
+ *   - a call the agent's signal alone interrupted is resumed where the kernel
+ *     would not resume it, with what was left of its time (a socket's own
+ *     SO_RCVTIMEO and SO_SNDTIMEO too); a blocking connect() goes on as the
+ *     kernel would have gone on with it. The program's own signals still
+ *     interrupt what they interrupt (signals.c counts its handlers).
+ *   - pointers the program passes are read by the kernel first: a bad one is
+ *     EFAULT, as without the agent, never a crash in the agent;
+ *   - close/close_range/closefrom skip the agent's descriptors, and the agent's
+ *     threads' own descriptors are moved out of the way where those threads
+ *     share the program's table (threads.c, own_fd_table());
+ *   - unshare and setns, which a process of more than one thread cannot do,
+ *     succeed in a single-threaded program: the agent's threads step aside;
+ *   - exec disarms the thread's CPU timer first and takes back any of the
+ *     agent's signals pending (they would survive exec); pthread_create gives
+ *     the new thread its creator's view of its mask and its stack base;
+ *     dlopen/dlclose keep the sampler out of the loader.
  */
+#include "agent/guard/real.h"
 #include "agent/guard/rt.h"
+#include "agent/guard/unwind.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/msg.h>
 #include <sys/select.h>
+#include <sys/sem.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -54,24 +64,21 @@ int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *, const sigset_t
 #define REAL_LIST(X)                                                                                 \
 	X(epoll_wait) X(epoll_pwait) X(poll) X(ppoll) X(select) X(pselect) X(accept) X(accept4) X(recv) \
 	X(recvfrom) X(recvmsg) X(read) X(readv) X(sem_wait) X(sem_timedwait) X(sem_post) X(msgrcv)      \
-	X(sigwaitinfo) X(sigtimedwait) X(pthread_mutex_lock) X(pthread_mutex_trylock)                  \
-	X(pthread_mutex_timedlock) X(pthread_mutex_unlock) X(pthread_rwlock_rdlock)                    \
-	X(pthread_rwlock_tryrdlock) X(pthread_rwlock_wrlock) X(pthread_rwlock_trywrlock)              \
-	X(pthread_rwlock_unlock) X(pthread_join) X(write) X(writev) X(send) X(sendto) X(sendmsg)       \
-	X(pread) X(pread64) X(pwrite) X(pwrite64) X(fsync) X(fdatasync) X(connect) X(nanosleep)        \
-	X(clock_nanosleep) X(usleep) X(sleep) X(waitpid) X(flock) X(__read_chk) X(__recv_chk)          \
-	X(__recvfrom_chk) X(__pread_chk) X(__pread64_chk) X(__poll_chk) X(__ppoll_chk)                 \
-	X(sigaction) X(signal) X(sigprocmask) X(pthread_sigmask) X(close) X(close_range) X(closefrom)   \
-	X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(pthread_create) X(dlopen) X(dlclose) X(open)   \
-	X(open64) X(openat) X(openat64)
-
-#define DECLARE(f) static __typeof__(f) *real_##f;
-REAL_LIST(DECLARE)
+	X(msgsnd) X(semop) X(semtimedop) X(sigwaitinfo) X(sigtimedwait) X(pthread_mutex_lock)          \
+	X(pthread_mutex_trylock) X(pthread_mutex_timedlock) X(pthread_mutex_unlock)                    \
+	X(pthread_rwlock_rdlock) X(pthread_rwlock_tryrdlock) X(pthread_rwlock_wrlock)                  \
+	X(pthread_rwlock_trywrlock) X(pthread_rwlock_unlock) X(pthread_join) X(write) X(writev) X(send) \
+	X(sendto) X(sendmsg) X(pread) X(pread64) X(pwrite) X(pwrite64) X(fsync) X(fdatasync)           \
+	X(connect) X(nanosleep) X(clock_nanosleep) X(usleep) X(sleep) X(waitpid) X(flock) X(__read_chk) \
+	X(__recv_chk) X(__recvfrom_chk) X(__pread_chk) X(__pread64_chk) X(__poll_chk) X(__ppoll_chk)   \
+	X(close) X(close_range) X(closefrom) X(execve) X(execv) X(execvp) X(execvpe) X(fexecve)        \
+	X(pthread_create) X(dlopen) X(dlclose) X(open) X(open64) X(openat) X(openat64) X(pipe) X(pipe2) \
+	X(socket) X(socketpair) X(eventfd) X(unshare) X(setns)
+REAL_LIST(GUARD_REAL_DECLARE)
 static int (*real_pthread_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
 static int (*real_pthread_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
 static int (*real_pthread_cond_signal)(pthread_cond_t *);
 static int (*real_pthread_cond_broadcast)(pthread_cond_t *);
-
 
 static void *cond_symbol(const char *name)
 {
@@ -83,8 +90,7 @@ static void *cond_symbol(const char *name)
 
 static void resolve_all(void)
 {
-#define RESOLVE(f) real_##f = (__typeof__(f) *)dlsym(RTLD_NEXT, #f);
-	REAL_LIST(RESOLVE)
+	REAL_LIST(GUARD_REAL_RESOLVE)
 	real_pthread_cond_wait = (int (*)(pthread_cond_t *, pthread_mutex_t *))cond_symbol("pthread_cond_wait");
 	real_pthread_cond_timedwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))
 		cond_symbol("pthread_cond_timedwait");
@@ -92,8 +98,8 @@ static void resolve_all(void)
 	real_pthread_cond_broadcast = (int (*)(pthread_cond_t *))cond_symbol("pthread_cond_broadcast");
 }
 
-/* Every wrapper may run before the constructors (another library's constructor calling read). */
-#define REAL(f) (GUARD_LIKELY(real_##f != NULL) ? real_##f : (resolve_all(), real_##f))
+/* The condition-variable calls resolve with their version, all at once. */
+#define REAL_COND(f) (GUARD_LIKELY(real_##f != NULL) ? real_##f : (resolve_all(), real_##f))
 
 __attribute__((constructor(101))) static void interpose_init(void)
 {
@@ -101,16 +107,6 @@ __attribute__((constructor(101))) static void interpose_init(void)
 }
 
 /* For the runtime: the real functions it must reach past its own wrappers from program threads. */
-int guard_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	return REAL(sigaction)(sig, act, old);
-}
-
-int guard_real_sigmask(int how, const sigset_t *set, sigset_t *old)
-{
-	return REAL(pthread_sigmask)(how, set, old);
-}
-
 int guard_real_close(int fd)
 {
 	return REAL(close)(fd);
@@ -121,19 +117,17 @@ int guard_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(
 	return REAL(pthread_create)(th, attr, fn, arg);
 }
 
-/* ---- EINTR caused by the agent's own signal ---- */
-
-/* True when the call was interrupted by the agent's signal and by no handler of the program. */
-static int ours_only(struct gcall *c)
+int guard_real_pthread_join(pthread_t th, void **ret)
 {
-	struct gthread *t = &guard_tls;
-	uint32_t ours = atomic_load_explicit(&t->our_sigs, memory_order_relaxed);
-
-	if (ours == c->our_sigs || atomic_load_explicit(&t->prog_sigs, memory_order_relaxed) != c->prog_sigs)
-		return 0;
-	c->our_sigs = ours;
-	return 1;
+	return REAL(pthread_join)(th, ret);
 }
+
+int guard_real_nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	return REAL(nanosleep)(req, rem);
+}
+
+/* ---- time left ---- */
 
 /* Milliseconds left until deadline (ns), at least 0, rounded up like the kernel does. */
 static int left_ms(int64_t deadline)
@@ -156,11 +150,65 @@ static void left_ts(int64_t deadline, struct timespec *ts)
 	ts->tv_nsec = left % 1000000000;
 }
 
+/* Only once the kernel read *ts without complaint: a bad pointer is the kernel's EFAULT. */
 static int64_t ts_ns(const struct timespec *ts)
 {
 	if (ts->tv_sec > INT64_MAX / 1000000000 - 1)
 		return INT64_MAX / 2;
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* ---- a socket's own timeout, for a call resumed after the agent's signal ---- */
+
+struct sotmo {
+	int fd, opt;          /* opt: SO_RCVTIMEO or SO_SNDTIMEO */
+	int8_t state;         /* 0 not read yet, 1 none (or not a socket), 2 the socket has one */
+	int8_t shortened;     /* the socket holds what was left of it: put orig back */
+	struct timeval orig;
+};
+
+#define SOTMO(fd, opt) { (fd), (opt), 0, 0, { 0, 0 } }
+
+/*
+ * Before a call is tried again: a socket timeout is shortened to what is left of it, so that the
+ * retry ends when the first call would have. 0 when nothing is left: the call timed out (EAGAIN).
+ */
+static int sotmo_again(struct sotmo *m, int64_t t0)
+{
+	int saved = errno;
+	int64_t left;
+	struct timeval tv;
+
+	if (m->state == 0) {
+		socklen_t len = sizeof(m->orig);
+
+		m->state = 1;
+		if (m->fd >= 0 && getsockopt(m->fd, SOL_SOCKET, m->opt, &m->orig, &len) == 0 &&
+		    (m->orig.tv_sec || m->orig.tv_usec))
+			m->state = 2;
+	}
+	errno = saved;
+	if (m->state != 2)
+		return 1;
+	left = t0 + (int64_t)m->orig.tv_sec * 1000000000 + (int64_t)m->orig.tv_usec * 1000 - guard_now();
+	if (left < 1000) {
+		errno = EAGAIN;
+		return 0;
+	}
+	tv.tv_sec = left / 1000000000;
+	tv.tv_usec = (left % 1000000000) / 1000;
+	m->shortened = setsockopt(m->fd, SOL_SOCKET, m->opt, &tv, sizeof(tv)) == 0;
+	errno = saved;
+	return 1;
+}
+
+static void sotmo_restore(struct sotmo *m)
+{
+	int saved = errno;
+
+	if (m->shortened)
+		setsockopt(m->fd, SOL_SOCKET, m->opt, &m->orig, sizeof(m->orig));
+	errno = saved;
 }
 
 /* ---- loop-capable waits ---- */
@@ -174,7 +222,8 @@ GUARD_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeo
 	if (!gcall_begin(&c, GC_EPOLL_WAIT, RET, CFA, NULL, epfd))
 		return REAL(epoll_wait)(epfd, ev, max, timeout);
 	deadline = c.t0 + (int64_t)timeout * 1000000;
-	while ((r = REAL(epoll_wait)(epfd, ev, max, timeout)) < 0 && errno == EINTR && ours_only(&c))
+	while ((r = REAL(epoll_wait)(epfd, ev, max, timeout)) < 0 && errno == EINTR &&
+	       guard_sigsnap_ours_only(&c.sigs))
 		if (timeout > 0 && (timeout = left_ms(deadline)) == 0) {
 			r = 0;
 			break;
@@ -192,7 +241,8 @@ GUARD_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int time
 	if (!gcall_begin(&c, GC_EPOLL_PWAIT, RET, CFA, NULL, epfd))
 		return REAL(epoll_pwait)(epfd, ev, max, timeout, ss);
 	deadline = c.t0 + (int64_t)timeout * 1000000;
-	while ((r = REAL(epoll_pwait)(epfd, ev, max, timeout, ss)) < 0 && errno == EINTR && ours_only(&c))
+	while ((r = REAL(epoll_pwait)(epfd, ev, max, timeout, ss)) < 0 && errno == EINTR &&
+	       guard_sigsnap_ours_only(&c.sigs))
 		if (timeout > 0 && (timeout = left_ms(deadline)) == 0) {
 			r = 0;
 			break;
@@ -212,7 +262,7 @@ static int poll_common(int id, struct pollfd *fds, nfds_t n, int timeout, uintpt
 	if (!gcall_begin(&c, id, ret, cfa, NULL, -1))
 		return CALL_POLL();
 	deadline = c.t0 + (int64_t)timeout * 1000000;
-	while ((r = CALL_POLL()) < 0 && errno == EINTR && ours_only(&c))
+	while ((r = CALL_POLL()) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		if (timeout > 0 && (timeout = left_ms(deadline)) == 0) {
 			r = 0;
 			break;
@@ -244,10 +294,10 @@ static int ppoll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 #define CALL_PPOLL() (chk ? REAL(__ppoll_chk)(fds, n, cur, ss, fdslen) : REAL(ppoll)(fds, n, cur, ss))
 	if (!gcall_begin(&c, GC_PPOLL, ret, cfa, NULL, -1))
 		return CALL_PPOLL();
-	if (ts)
-		deadline = c.t0 + ts_ns(ts);
-	while ((r = CALL_PPOLL()) < 0 && errno == EINTR && ours_only(&c))
+	while ((r = CALL_PPOLL()) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		if (ts) {
+			if (!deadline)
+				deadline = c.t0 + ts_ns(ts);
 			left_ts(deadline, &left);
 			cur = &left;
 		}
@@ -275,7 +325,7 @@ GUARD_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *
 	if (!gcall_begin(&c, GC_SELECT, RET, CFA, NULL, -1))
 		return REAL(select)(n, r, w, e, tv);
 	/* Linux leaves the time not slept in *tv: a retry waits what was left */
-	while ((rc = REAL(select)(n, r, w, e, tv)) < 0 && errno == EINTR && ours_only(&c))
+	while ((rc = REAL(select)(n, r, w, e, tv)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		;
 	gcall_finish(&c, rc < 0);
 	return rc;
@@ -291,10 +341,10 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 
 	if (!gcall_begin(&c, GC_PSELECT, RET, CFA, NULL, -1))
 		return REAL(pselect)(n, r, w, e, ts, ss);
-	if (ts)
-		deadline = c.t0 + ts_ns(ts);
-	while ((rc = REAL(pselect)(n, r, w, e, cur, ss)) < 0 && errno == EINTR && ours_only(&c))
+	while ((rc = REAL(pselect)(n, r, w, e, cur, ss)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		if (ts) {
+			if (!deadline)
+				deadline = c.t0 + ts_ns(ts);
 			left_ts(deadline, &left);
 			cur = &left;
 		}
@@ -302,117 +352,113 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 	return rc;
 }
 
-/* A call the kernel restarts after the agent's handler (SA_RESTART): only the bookkeeping. */
-#define SIMPLE(id, obj, fd, type, call, failed)                \
-	do {                                                   \
-		struct gcall c_;                               \
-		type r_;                                       \
-		if (!gcall_begin(&c_, id, RET, CFA, obj, fd))  \
-			return call;                           \
-		r_ = call;                                     \
-		gcall_finish(&c_, failed);                     \
-		return r_;                                     \
+/*
+ * The bookkeeping around one call, resumed while the agent's signal alone interrupted it. fd and
+ * opt name the socket timeout the retry keeps to (-1, 0 when none); calls that return an error
+ * number (the pthread ones) are never interrupted and run once.
+ */
+#define SIMPLE(id, obj, fd, opt, type, call, failed)                                                   \
+	do {                                                                                           \
+		struct gcall c_;                                                                       \
+		struct sotmo m_ = SOTMO(fd, opt);                                                      \
+		type r_;                                                                               \
+		if (!gcall_begin(&c_, id, RET, CFA, obj, fd))                                          \
+			return call;                                                                   \
+		while ((r_ = call) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c_.sigs) &&      \
+		       sotmo_again(&m_, c_.t0))                                                        \
+			;                                                                              \
+		sotmo_restore(&m_);                                                                    \
+		gcall_finish(&c_, failed);                                                             \
+		return r_;                                                                             \
 	} while (0)
+
+#define RCV SO_RCVTIMEO
+#define SND SO_SNDTIMEO
 
 GUARD_EXPORT int accept(int fd, struct sockaddr *a, socklen_t *l)
 {
-	SIMPLE(GC_ACCEPT, NULL, fd, int, REAL(accept)(fd, a, l), r_ < 0);
+	SIMPLE(GC_ACCEPT, NULL, fd, RCV, int, REAL(accept)(fd, a, l), r_ < 0);
 }
 
 GUARD_EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
 {
-	SIMPLE(GC_ACCEPT4, NULL, fd, int, REAL(accept4)(fd, a, l, flags), r_ < 0);
+	SIMPLE(GC_ACCEPT4, NULL, fd, RCV, int, REAL(accept4)(fd, a, l, flags), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
 {
-	SIMPLE(GC_RECV, NULL, fd, ssize_t, REAL(recv)(fd, b, n, flags), r_ < 0);
+	SIMPLE(GC_RECV, NULL, fd, RCV, ssize_t, REAL(recv)(fd, b, n, flags), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t __recv_chk(int fd, void *b, size_t n, size_t blen, int flags)
 {
-	SIMPLE(GC_RECV, NULL, fd, ssize_t, REAL(__recv_chk)(fd, b, n, blen, flags), r_ < 0);
+	SIMPLE(GC_RECV, NULL, fd, RCV, ssize_t, REAL(__recv_chk)(fd, b, n, blen, flags), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags, struct sockaddr *a, socklen_t *l)
 {
-	SIMPLE(GC_RECVFROM, NULL, fd, ssize_t, REAL(recvfrom)(fd, b, n, flags, a, l), r_ < 0);
+	SIMPLE(GC_RECVFROM, NULL, fd, RCV, ssize_t, REAL(recvfrom)(fd, b, n, flags, a, l), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t blen, int flags, struct sockaddr *a,
 				    socklen_t *l)
 {
-	SIMPLE(GC_RECVFROM, NULL, fd, ssize_t, REAL(__recvfrom_chk)(fd, b, n, blen, flags, a, l), r_ < 0);
+	SIMPLE(GC_RECVFROM, NULL, fd, RCV, ssize_t, REAL(__recvfrom_chk)(fd, b, n, blen, flags, a, l), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
-	SIMPLE(GC_RECVMSG, NULL, fd, ssize_t, REAL(recvmsg)(fd, m, flags), r_ < 0);
+	SIMPLE(GC_RECVMSG, NULL, fd, RCV, ssize_t, REAL(recvmsg)(fd, m, flags), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t read(int fd, void *b, size_t n)
 {
-	SIMPLE(GC_READ, NULL, fd, ssize_t, REAL(read)(fd, b, n), r_ < 0);
+	SIMPLE(GC_READ, NULL, fd, RCV, ssize_t, REAL(read)(fd, b, n), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t __read_chk(int fd, void *b, size_t n, size_t blen)
 {
-	SIMPLE(GC_READ, NULL, fd, ssize_t, REAL(__read_chk)(fd, b, n, blen), r_ < 0);
+	SIMPLE(GC_READ, NULL, fd, RCV, ssize_t, REAL(__read_chk)(fd, b, n, blen), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
-	SIMPLE(GC_READV, NULL, fd, ssize_t, REAL(readv)(fd, iov, n), r_ < 0);
+	SIMPLE(GC_READV, NULL, fd, RCV, ssize_t, REAL(readv)(fd, iov, n), r_ < 0);
 }
 
 GUARD_EXPORT int pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
 {
-	SIMPLE(GC_COND_WAIT, cv, -1, int, REAL(pthread_cond_wait)(cv, m), r_ != 0);
+	SIMPLE(GC_COND_WAIT, cv, -1, 0, int, REAL_COND(pthread_cond_wait)(cv, m), r_ != 0);
 }
 
 GUARD_EXPORT int pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *ts)
 {
 	/* ETIMEDOUT is the common, normal outcome of a timed wait, not a failure */
-	SIMPLE(GC_COND_TIMEDWAIT, cv, -1, int, REAL(pthread_cond_timedwait)(cv, m, ts),
+	SIMPLE(GC_COND_TIMEDWAIT, cv, -1, 0, int, REAL_COND(pthread_cond_timedwait)(cv, m, ts),
 	       r_ != 0 && r_ != ETIMEDOUT);
 }
 
 GUARD_EXPORT int pthread_cond_signal(pthread_cond_t *cv)
 {
 	guard_note_release(cv);
-	return REAL(pthread_cond_signal)(cv);
+	return REAL_COND(pthread_cond_signal)(cv);
 }
 
 GUARD_EXPORT int pthread_cond_broadcast(pthread_cond_t *cv)
 {
 	guard_note_release(cv);
-	return REAL(pthread_cond_broadcast)(cv);
+	return REAL_COND(pthread_cond_broadcast)(cv);
 }
 
 GUARD_EXPORT int sem_wait(sem_t *s)
 {
-	struct gcall c;
-	int r;
-
-	if (!gcall_begin(&c, GC_SEM_WAIT, RET, CFA, s, -1))
-		return REAL(sem_wait)(s);
-	while ((r = REAL(sem_wait)(s)) < 0 && errno == EINTR && ours_only(&c))
-		;
-	gcall_finish(&c, r < 0);
-	return r;
+	SIMPLE(GC_SEM_WAIT, s, -1, 0, int, REAL(sem_wait)(s), r_ < 0);
 }
 
 GUARD_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abs)
 {
-	struct gcall c;
-	int r;
-
-	if (!gcall_begin(&c, GC_SEM_TIMEDWAIT, RET, CFA, s, -1))
-		return REAL(sem_timedwait)(s, abs);
-	while ((r = REAL(sem_timedwait)(s, abs)) < 0 && errno == EINTR && ours_only(&c))
-		;
-	gcall_finish(&c, r < 0 && errno != ETIMEDOUT);
-	return r;
+	/* an absolute deadline: a retry keeps it */
+	SIMPLE(GC_SEM_TIMEDWAIT, s, -1, 0, int, REAL(sem_timedwait)(s, abs), r_ < 0 && errno != ETIMEDOUT);
 }
 
 GUARD_EXPORT int sem_post(sem_t *s)
@@ -423,25 +469,26 @@ GUARD_EXPORT int sem_post(sem_t *s)
 
 GUARD_EXPORT ssize_t msgrcv(int id, void *p, size_t n, long type, int flags)
 {
-	struct gcall c;
-	ssize_t r;
+	SIMPLE(GC_MSGRCV, NULL, -1, 0, ssize_t, REAL(msgrcv)(id, p, n, type, flags), r_ < 0);
+}
 
-	if (!gcall_begin(&c, GC_MSGRCV, RET, CFA, NULL, -1))
-		return REAL(msgrcv)(id, p, n, type, flags);
-	while ((r = REAL(msgrcv)(id, p, n, type, flags)) < 0 && errno == EINTR && ours_only(&c))
-		;
-	gcall_finish(&c, r < 0);
-	return r;
+/* A signal the agent sent that the program's wait took (it never should: signals.c keeps the agent's
+ * signal off threads that block it): waited for again. */
+static int took_ours(int r, const siginfo_t *si)
+{
+	return r == G.sig && guard_sig_ours(si);
 }
 
 GUARD_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
 	struct gcall c;
+	siginfo_t mine, *si = info ? info : &mine;
 	int r;
 
 	if (!gcall_begin(&c, GC_SIGWAITINFO, RET, CFA, NULL, -1))
 		return REAL(sigwaitinfo)(set, info);
-	while ((r = REAL(sigwaitinfo)(set, info)) < 0 && errno == EINTR && ours_only(&c))
+	while (((r = REAL(sigwaitinfo)(set, si)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) ||
+	       took_ours(r, si))
 		;
 	gcall_finish(&c, r < 0);
 	return r;
@@ -450,6 +497,7 @@ GUARD_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 GUARD_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
 {
 	struct gcall c;
+	siginfo_t mine, *si = info ? info : &mine;
 	struct timespec left;
 	const struct timespec *cur = ts;
 	int64_t deadline = 0;
@@ -457,10 +505,11 @@ GUARD_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct
 
 	if (!gcall_begin(&c, GC_SIGTIMEDWAIT, RET, CFA, NULL, -1))
 		return REAL(sigtimedwait)(set, info, ts);
-	if (ts)
-		deadline = c.t0 + ts_ns(ts);
-	while ((r = REAL(sigtimedwait)(set, info, cur)) < 0 && errno == EINTR && ours_only(&c))
+	while (((r = REAL(sigtimedwait)(set, si, cur)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) ||
+	       took_ours(r, si))
 		if (ts) {
+			if (!deadline)
+				deadline = c.t0 + ts_ns(ts);
 			left_ts(deadline, &left);
 			cur = &left;
 		}
@@ -479,12 +528,12 @@ GUARD_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 	r = REAL(pthread_mutex_trylock)(m);
 	if (r == 0 || r == EOWNERDEAD)
 		return r;
-	SIMPLE(GC_MUTEX_LOCK, m, -1, int, REAL(pthread_mutex_lock)(m), r_ != 0 && r_ != EOWNERDEAD);
+	SIMPLE(GC_MUTEX_LOCK, m, -1, 0, int, REAL(pthread_mutex_lock)(m), r_ != 0 && r_ != EOWNERDEAD);
 }
 
 GUARD_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abs)
 {
-	SIMPLE(GC_MUTEX_TIMEDLOCK, m, -1, int, REAL(pthread_mutex_timedlock)(m, abs),
+	SIMPLE(GC_MUTEX_TIMEDLOCK, m, -1, 0, int, REAL(pthread_mutex_timedlock)(m, abs),
 	       r_ != 0 && r_ != EOWNERDEAD && r_ != ETIMEDOUT);
 }
 
@@ -498,14 +547,14 @@ GUARD_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
 	if (atomic_load_explicit(&G.active, memory_order_relaxed) && REAL(pthread_rwlock_tryrdlock)(l) == 0)
 		return 0;
-	SIMPLE(GC_RWLOCK_RDLOCK, l, -1, int, REAL(pthread_rwlock_rdlock)(l), r_ != 0);
+	SIMPLE(GC_RWLOCK_RDLOCK, l, -1, 0, int, REAL(pthread_rwlock_rdlock)(l), r_ != 0);
 }
 
 GUARD_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
 	if (atomic_load_explicit(&G.active, memory_order_relaxed) && REAL(pthread_rwlock_trywrlock)(l) == 0)
 		return 0;
-	SIMPLE(GC_RWLOCK_WRLOCK, l, -1, int, REAL(pthread_rwlock_wrlock)(l), r_ != 0);
+	SIMPLE(GC_RWLOCK_WRLOCK, l, -1, 0, int, REAL(pthread_rwlock_wrlock)(l), r_ != 0);
 }
 
 GUARD_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
@@ -516,89 +565,141 @@ GUARD_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
 
 GUARD_EXPORT int pthread_join(pthread_t th, void **ret)
 {
-	SIMPLE(GC_JOIN, (const void *)(uintptr_t)th, -1, int, REAL(pthread_join)(th, ret), r_ != 0);
+	SIMPLE(GC_JOIN, (const void *)(uintptr_t)th, -1, 0, int, REAL(pthread_join)(th, ret), r_ != 0);
 }
 
 /* ---- I/O and sleeps ---- */
 
 GUARD_EXPORT ssize_t write(int fd, const void *b, size_t n)
 {
-	SIMPLE(GC_WRITE, NULL, fd, ssize_t, REAL(write)(fd, b, n), r_ < 0);
+	SIMPLE(GC_WRITE, NULL, fd, SND, ssize_t, REAL(write)(fd, b, n), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
-	SIMPLE(GC_WRITEV, NULL, fd, ssize_t, REAL(writev)(fd, iov, n), r_ < 0);
+	SIMPLE(GC_WRITEV, NULL, fd, SND, ssize_t, REAL(writev)(fd, iov, n), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t send(int fd, const void *b, size_t n, int flags)
 {
-	SIMPLE(GC_SEND, NULL, fd, ssize_t, REAL(send)(fd, b, n, flags), r_ < 0);
+	SIMPLE(GC_SEND, NULL, fd, SND, ssize_t, REAL(send)(fd, b, n, flags), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t sendto(int fd, const void *b, size_t n, int flags, const struct sockaddr *a, socklen_t l)
 {
-	SIMPLE(GC_SENDTO, NULL, fd, ssize_t, REAL(sendto)(fd, b, n, flags, a, l), r_ < 0);
+	SIMPLE(GC_SENDTO, NULL, fd, SND, ssize_t, REAL(sendto)(fd, b, n, flags, a, l), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	SIMPLE(GC_SENDMSG, NULL, fd, ssize_t, REAL(sendmsg)(fd, m, flags), r_ < 0);
+	SIMPLE(GC_SENDMSG, NULL, fd, SND, ssize_t, REAL(sendmsg)(fd, m, flags), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t pread(int fd, void *b, size_t n, off_t off)
 {
-	SIMPLE(GC_PREAD, NULL, fd, ssize_t, REAL(pread)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(pread)(fd, b, n, off), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t pread64(int fd, void *b, size_t n, off64_t off)
 {
-	SIMPLE(GC_PREAD, NULL, fd, ssize_t, REAL(pread64)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(pread64)(fd, b, n, off), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t __pread_chk(int fd, void *b, size_t n, off_t off, size_t blen)
 {
-	SIMPLE(GC_PREAD, NULL, fd, ssize_t, REAL(__pread_chk)(fd, b, n, off, blen), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(__pread_chk)(fd, b, n, off, blen), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t __pread64_chk(int fd, void *b, size_t n, off64_t off, size_t blen)
 {
-	SIMPLE(GC_PREAD, NULL, fd, ssize_t, REAL(__pread64_chk)(fd, b, n, off, blen), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(__pread64_chk)(fd, b, n, off, blen), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t pwrite(int fd, const void *b, size_t n, off_t off)
 {
-	SIMPLE(GC_PWRITE, NULL, fd, ssize_t, REAL(pwrite)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PWRITE, NULL, fd, SND, ssize_t, REAL(pwrite)(fd, b, n, off), r_ < 0);
 }
 
 GUARD_EXPORT ssize_t pwrite64(int fd, const void *b, size_t n, off64_t off)
 {
-	SIMPLE(GC_PWRITE, NULL, fd, ssize_t, REAL(pwrite64)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PWRITE, NULL, fd, SND, ssize_t, REAL(pwrite64)(fd, b, n, off), r_ < 0);
 }
 
 GUARD_EXPORT int fsync(int fd)
 {
-	SIMPLE(GC_FSYNC, NULL, fd, int, REAL(fsync)(fd), r_ < 0);
+	SIMPLE(GC_FSYNC, NULL, fd, 0, int, REAL(fsync)(fd), r_ < 0);
 }
 
 GUARD_EXPORT int fdatasync(int fd)
 {
-	SIMPLE(GC_FDATASYNC, NULL, fd, int, REAL(fdatasync)(fd), r_ < 0);
+	SIMPLE(GC_FDATASYNC, NULL, fd, 0, int, REAL(fdatasync)(fd), r_ < 0);
+}
+
+/*
+ * A blocking connect() the agent's signal interrupted goes on in the kernel (calling it again would
+ * say EALREADY): waits for it as the call would have (within the socket's SO_SNDTIMEO, else
+ * EINPROGRESS as the kernel says then) and returns its outcome.
+ */
+static int connect_finish(int fd, struct gcall *c)
+{
+	struct sotmo m = SOTMO(fd, SO_SNDTIMEO);
+	struct pollfd p = { fd, POLLOUT, 0 };
+	int64_t deadline = 0;
+	socklen_t len = sizeof(int);
+	int r, err = 0;
+
+	sotmo_again(&m, c->t0);   /* reads the timeout; shortening it changes nothing here */
+	sotmo_restore(&m);
+	if (m.state == 2)
+		deadline = c->t0 + (int64_t)m.orig.tv_sec * 1000000000 + (int64_t)m.orig.tv_usec * 1000;
+	for (;;) {
+		int ms = deadline ? left_ms(deadline) : -1;
+
+		if (ms == 0) {
+			errno = EINPROGRESS;
+			return -1;
+		}
+		r = REAL(poll)(&p, 1, ms);
+		if (r > 0)
+			break;
+		if (r == 0) {
+			errno = EINPROGRESS;
+			return -1;
+		}
+		if (errno != EINTR || !guard_sigsnap_ours_only(&c->sigs))
+			return -1;   /* the program's own signal: EINTR, as the first call would have said */
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -1;
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
 }
 
 GUARD_EXPORT int connect(int fd, const struct sockaddr *a, socklen_t l)
 {
-	SIMPLE(GC_CONNECT, NULL, fd, int, REAL(connect)(fd, a, l), r_ < 0 && errno != EINPROGRESS);
+	struct gcall c;
+	int r;
+
+	if (!gcall_begin(&c, GC_CONNECT, RET, CFA, NULL, fd))
+		return REAL(connect)(fd, a, l);
+	r = REAL(connect)(fd, a, l);
+	if (r < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
+		r = connect_finish(fd, &c);
+	gcall_finish(&c, r < 0 && errno != EINPROGRESS);
+	return r;
 }
 
 GUARD_EXPORT int flock(int fd, int op)
 {
-	SIMPLE(GC_FLOCK, NULL, fd, int, REAL(flock)(fd, op), r_ < 0);
+	SIMPLE(GC_FLOCK, NULL, fd, 0, int, REAL(flock)(fd, op), r_ < 0);
 }
 
 GUARD_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
 {
-	SIMPLE(GC_WAITPID, NULL, -1, pid_t, REAL(waitpid)(pid, status, options), r_ < 0);
+	SIMPLE(GC_WAITPID, NULL, -1, 0, pid_t, REAL(waitpid)(pid, status, options), r_ < 0);
 }
 
 GUARD_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
@@ -609,9 +710,12 @@ GUARD_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 
 	if (!gcall_begin(&c, GC_NANOSLEEP, RET, CFA, NULL, -1))
 		return REAL(nanosleep)(req, rem);
-	cur = *req;
-	while ((r = REAL(nanosleep)(&cur, &left)) < 0 && errno == EINTR && ours_only(&c))
+	/* the kernel reads *req first (EFAULT, EINVAL); what is left comes back in ours */
+	r = REAL(nanosleep)(req, &left);
+	while (r < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) {
 		cur = left;
+		r = REAL(nanosleep)(&cur, &left);
+	}
 	if (r < 0 && errno == EINTR && rem)
 		*rem = left;
 	gcall_finish(&c, r < 0);
@@ -626,11 +730,16 @@ GUARD_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec
 
 	if (!gcall_begin(&c, GC_CLOCK_NANOSLEEP, RET, CFA, NULL, -1))
 		return REAL(clock_nanosleep)(clk, flags, req, rem);
-	cur = *req;
-	/* returns the error number itself */
-	while ((r = REAL(clock_nanosleep)(clk, flags, &cur, &left)) == EINTR && ours_only(&c))
-		if (!(flags & TIMER_ABSTIME))
+	/* returns the error number itself; an absolute deadline is kept by a retry as it is */
+	r = REAL(clock_nanosleep)(clk, flags, req, &left);
+	while (r == EINTR && guard_sigsnap_ours_only(&c.sigs)) {
+		if (flags & TIMER_ABSTIME) {
+			r = REAL(clock_nanosleep)(clk, flags, req, &left);
+		} else {
 			cur = left;
+			r = REAL(clock_nanosleep)(clk, flags, &cur, &left);
+		}
+	}
 	if (r == EINTR && rem && !(flags & TIMER_ABSTIME))
 		*rem = left;
 	gcall_finish(&c, r != 0);
@@ -646,7 +755,7 @@ GUARD_EXPORT int usleep(useconds_t us)
 	if (!gcall_begin(&c, GC_USLEEP, RET, CFA, NULL, -1))
 		return REAL(usleep)(us);
 	deadline = c.t0 + (int64_t)us * 1000;
-	while ((r = REAL(usleep)(us)) < 0 && errno == EINTR && ours_only(&c)) {
+	while ((r = REAL(usleep)(us)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) {
 		int64_t left = deadline - guard_now();
 
 		if (left <= 0) {
@@ -669,7 +778,7 @@ GUARD_EXPORT unsigned int sleep(unsigned int secs)
 		return REAL(sleep)(secs);
 	deadline = c.t0 + (int64_t)secs * 1000000000;
 	/* sleep() reports an interruption as time left, not as EINTR */
-	while ((left = REAL(sleep)(secs)) > 0 && ours_only(&c)) {
+	while ((left = REAL(sleep)(secs)) > 0 && guard_sigsnap_ours_only(&c.sigs)) {
 		int64_t ns = deadline - guard_now();
 
 		if (ns <= 0) {
@@ -692,181 +801,58 @@ GUARD_EXPORT unsigned int sleep(unsigned int secs)
 	return left;
 }
 
-/* ---- signals ---- */
+/* ---- System V IPC: never resumed by the kernel ---- */
 
-struct shadow {
-	_Atomic(void (*)(int, siginfo_t *, void *)) fn;
-	_Atomic int flags;
-};
-
-static struct shadow shadows[_NSIG];
-static struct sigaction our_view;       /* what the program believes it set for the agent's signal */
-static int our_view_set;
-
-static void trampoline(int sig, siginfo_t *si, void *uc)
+GUARD_EXPORT int msgsnd(int id, const void *p, size_t n, int flags)
 {
-	void (*fn)(int, siginfo_t *, void *);
-
-	atomic_fetch_add_explicit(&guard_tls.prog_sigs, 1, memory_order_relaxed);
-	if (sig <= 0 || sig >= _NSIG)
-		return;
-	fn = atomic_load_explicit(&shadows[sig].fn, memory_order_acquire);
-	if (!fn)
-		return;
-	if (atomic_load_explicit(&shadows[sig].flags, memory_order_relaxed) & SA_SIGINFO)
-		fn(sig, si, uc);
-	else
-		((void (*)(int))(void (*)(void))fn)(sig);
-}
-
-static int is_function(const struct sigaction *act)
-{
-	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
-}
-
-static void shadow_to_old(int sig, struct sigaction *old)
-{
-	void (*fn)(int, siginfo_t *, void *) = atomic_load(&shadows[sig].fn);
-
-	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline && fn) {
-		int flags = atomic_load(&shadows[sig].flags);
-
-		old->sa_flags = flags;
-		if (flags & SA_SIGINFO)
-			old->sa_sigaction = fn;
-		else
-			old->sa_handler = (void (*)(int))(void (*)(void))fn;
-	}
-}
-
-GUARD_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	struct sigaction mine;
+	struct sigsnap snap;
 	int r;
 
-	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent || guard_tls.nest ||
-	    sig <= 0 || sig >= _NSIG)
-		return REAL(sigaction)(sig, act, old);
-	if (sig == G.sig && atomic_load(&G.sampling)) {
-		/* the program's own use of the agent's signal wins */
-		if (act && is_function(act)) {
-			guard_take_signal_back();
-			return REAL(sigaction)(sig, act, old);
-		}
-		if (old) {
-			if (our_view_set) {
-				*old = our_view;
-			} else {
-				memset(old, 0, sizeof(*old));
-				old->sa_handler = SIG_DFL;
-			}
-		}
-		if (act) {
-			our_view = *act;
-			our_view_set = 1;
-		}
-		return 0;
-	}
-	if (!act || !is_function(act) || (act->sa_flags & SA_RESETHAND)) {
-		r = REAL(sigaction)(sig, act, old);
-		if (r == 0 && old)
-			shadow_to_old(sig, old);
-		if (r == 0 && act)
-			atomic_store(&shadows[sig].fn, NULL);
-		return r;
-	}
-	mine = *act;
-	mine.sa_flags |= SA_SIGINFO;
-	mine.sa_sigaction = trampoline;
-	{
-		/* the trampoline must find the new handler as soon as it can be called */
-		void (*prev_fn)(int, siginfo_t *, void *) = atomic_load(&shadows[sig].fn);
-		int prev_flags = atomic_load(&shadows[sig].flags);
-
-		atomic_store(&shadows[sig].flags, act->sa_flags);
-		atomic_store_explicit(&shadows[sig].fn,
-				      (act->sa_flags & SA_SIGINFO) ?
-					      act->sa_sigaction :
-					      (void (*)(int, siginfo_t *, void *))(void (*)(void))act->sa_handler,
-				      memory_order_release);
-		r = REAL(sigaction)(sig, &mine, old);
-		if (r < 0) {
-			atomic_store(&shadows[sig].flags, prev_flags);
-			atomic_store(&shadows[sig].fn, prev_fn);
-			return r;
-		}
-		if (old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline && prev_fn) {
-			old->sa_flags = prev_flags;
-			if (prev_flags & SA_SIGINFO)
-				old->sa_sigaction = prev_fn;
-			else
-				old->sa_handler = (void (*)(int))(void (*)(void))prev_fn;
-		}
-	}
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent)
+		return REAL(msgsnd)(id, p, n, flags);
+	guard_sigsnap_take(&snap);
+	while ((r = REAL(msgsnd)(id, p, n, flags)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&snap))
+		;
 	return r;
 }
 
-GUARD_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+GUARD_EXPORT int semop(int id, struct sembuf *ops, size_t n)
 {
-	struct sigaction act, old;
+	struct sigsnap snap;
+	int r;
 
-	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent || guard_tls.nest)
-		return REAL(signal)(sig, handler);
-	/* glibc's signal(): BSD semantics */
-	memset(&act, 0, sizeof(act));
-	act.sa_handler = handler;
-	act.sa_flags = SA_RESTART;
-	sigemptyset(&act.sa_mask);
-	if (sig > 0 && sig < _NSIG)
-		sigaddset(&act.sa_mask, sig);
-	if (sigaction(sig, &act, &old) < 0)
-		return SIG_ERR;
-	return old.sa_handler;
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent)
+		return REAL(semop)(id, ops, n);
+	guard_sigsnap_take(&snap);
+	while ((r = REAL(semop)(id, ops, n)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&snap))
+		;
+	return r;
 }
 
-static int mask_common(int how, const sigset_t *set, sigset_t *old, int proc)
+GUARD_EXPORT int semtimedop(int id, struct sembuf *ops, size_t n, const struct timespec *ts)
 {
-	struct gthread *t = &guard_tls;
-	sigset_t mine;
-	int prev = t->prog_blocked, r;
+	struct sigsnap snap;
+	struct timespec left;
+	const struct timespec *cur = ts;
+	int64_t t0, deadline = 0;
+	int r;
 
-	/* the agent's own calls (libunwind blocks every signal around dl_iterate_phdr while it
-	 * walks a stack, in the handler too) must block what they block */
-	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent || t->unwinding ||
-	    !atomic_load(&G.sampling))
-		return proc ? REAL(sigprocmask)(how, set, old) : REAL(pthread_sigmask)(how, set, old);
-	if (set && (how == SIG_BLOCK || how == SIG_SETMASK) && sigismember(set, G.sig) == 1) {
-		mine = *set;
-		sigdelset(&mine, G.sig);
-		r = proc ? REAL(sigprocmask)(how, &mine, old) : REAL(pthread_sigmask)(how, &mine, old);
-	} else {
-		r = proc ? REAL(sigprocmask)(how, set, old) : REAL(pthread_sigmask)(how, set, old);
-	}
-	if (r != 0)
-		return r;
-	if (set) {
-		if (how == SIG_SETMASK)
-			t->prog_blocked = sigismember(set, G.sig) == 1;
-		else if (sigismember(set, G.sig) == 1)
-			t->prog_blocked = how == SIG_BLOCK;
-	}
-	if (old) {
-		if (prev)
-			sigaddset(old, G.sig);
-		else
-			sigdelset(old, G.sig);
-	}
-	return 0;
-}
-
-GUARD_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
-{
-	return mask_common(how, set, old, 1);
-}
-
-GUARD_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
-{
-	return mask_common(how, set, old, 0);
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || guard_tls.agent)
+		return REAL(semtimedop)(id, ops, n, ts);
+	guard_sigsnap_take(&snap);
+	t0 = guard_now();
+	while ((r = REAL(semtimedop)(id, ops, n, cur)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&snap))
+		if (ts) {
+			if (!deadline)
+				deadline = t0 + ts_ns(ts);
+			left_ts(deadline, &left);
+			if (left.tv_sec == 0 && left.tv_nsec == 0) {
+				errno = EAGAIN;   /* what the kernel says when the time runs out */
+				break;
+			}
+			cur = &left;
+		}
+	return r;
 }
 
 /* ---- descriptors ---- */
@@ -973,15 +959,110 @@ GUARD_EXPORT void closefrom(int lo)
 	}
 }
 
-/* ---- exec: no pending timer signal may reach the next program ---- */
+/* ---- the agent's own descriptors where its threads share the program's table ---- */
+
+/* A descriptor an agent thread made, moved out of the program's way (threads.c, own_fd_table()). */
+static int adopt(int fd)
+{
+	if (fd >= 0 && guard_tls.agent && atomic_load_explicit(&G.active, memory_order_relaxed))
+		return guard_fd_adopt(fd);
+	return fd;
+}
+
+static int adopt_pair(int r, int fds[2])
+{
+	if (r == 0 && guard_tls.agent) {
+		fds[0] = adopt(fds[0]);
+		fds[1] = adopt(fds[1]);
+	}
+	return r;
+}
+
+GUARD_EXPORT int pipe(int fds[2])
+{
+	/* libunwind's memory-check pipe (unwind.h): refused, it checks nothing through it */
+	if (GUARD_UNLIKELY(unwind_starting())) {
+		errno = EMFILE;
+		return -1;
+	}
+	return adopt_pair(REAL(pipe)(fds), fds);
+}
+
+GUARD_EXPORT int pipe2(int fds[2], int flags)
+{
+	if (GUARD_UNLIKELY(unwind_starting())) {
+		errno = EMFILE;
+		return -1;
+	}
+	return adopt_pair(REAL(pipe2)(fds, flags), fds);
+}
+
+GUARD_EXPORT int socket(int domain, int type, int protocol)
+{
+	return adopt(REAL(socket)(domain, type, protocol));
+}
+
+GUARD_EXPORT int socketpair(int domain, int type, int protocol, int fds[2])
+{
+	return adopt_pair(REAL(socketpair)(domain, type, protocol, fds), fds);
+}
+
+GUARD_EXPORT int eventfd(unsigned int count, int flags)
+{
+	return adopt(REAL(eventfd)(count, flags));
+}
+
+/* ---- namespaces: what only a process of one thread may do ---- */
+
+struct ns_call {
+	int setns;
+	int a, b;
+};
+
+static int ns_call(void *p)
+{
+	const struct ns_call *n = p;
+
+	return n->setns ? REAL(setns)(n->a, n->b) : REAL(unshare)(n->a);
+}
+
+/* Refused with EINVAL for a process of more than one thread (CLONE_NEWUSER, entering a user or mount
+ * namespace): the agent's threads may be the others. They step aside for the call. */
+static int single_threaded(struct ns_call *n, int r)
+{
+	if (r < 0 && errno == EINVAL && atomic_load_explicit(&G.active, memory_order_relaxed) && !guard_tls.agent &&
+	    !guard_tls.nest)
+		return guard_threads_aside(ns_call, n);
+	return r;
+}
+
+GUARD_EXPORT int unshare(int flags)
+{
+	struct ns_call n = { 0, flags, 0 };
+
+	return single_threaded(&n, REAL(unshare)(flags));
+}
+
+GUARD_EXPORT int setns(int fd, int type)
+{
+	struct ns_call n = { 1, fd, type };
+
+	return single_threaded(&n, REAL(setns)(fd, type));
+}
+
+/* ---- exec: no timer and no signal of the agent's may reach the next program ---- */
 
 static void before_exec(void)
 {
 	struct gthread *t = &guard_tls;
 
-	/* in a vfork() child the memory is the parent's: leave its thread alone */
-	if (atomic_load_explicit(&G.active, memory_order_relaxed) && !t->agent && getpid() == G.pid)
-		guard_timer_delete(t);
+	/* in a vfork() child the memory is the parent's: its thread is left alone (the child has no
+	 * timer and nothing pending: a new process starts with none) */
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent || getpid() != G.pid)
+		return;
+	guard_timer_delete(t);
+	/* pending signals survive exec: the agent's would reach the next program */
+	guard_sig_drain();
 }
 
 GUARD_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -1090,6 +1171,7 @@ struct tramp {
 	void *(*fn)(void *);
 	void *arg;
 	uint8_t agent;
+	uint8_t prog_blocked, mask_known;   /* the creator's: a new thread starts with its mask */
 };
 
 static void *thread_start(void *p)
@@ -1099,6 +1181,8 @@ static void *thread_start(void *p)
 
 	free(p);
 	t->agent = tr.agent;
+	t->prog_blocked = tr.prog_blocked;
+	t->mask_known = tr.mask_known;
 	/* loop-site depths are measured from here: the same for every run of the same code */
 	t->base = (uintptr_t)__builtin_dwarf_cfa();
 	return tr.fn(tr.arg);
@@ -1106,6 +1190,7 @@ static void *thread_start(void *p)
 
 GUARD_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+	struct gthread *t = &guard_tls;
 	struct tramp *tr;
 	int r;
 
@@ -1117,7 +1202,9 @@ GUARD_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void 
 	tr->fn = fn;
 	tr->arg = arg;
 	/* threads the agent's threads start (libcurl's resolver) are the agent's too */
-	tr->agent = guard_tls.agent;
+	tr->agent = t->agent;
+	tr->prog_blocked = t->prog_blocked;
+	tr->mask_known = t->mask_known;
 	r = REAL(pthread_create)(th, attr, thread_start, tr);
 	if (r != 0)
 		free(tr);
@@ -1135,8 +1222,12 @@ GUARD_EXPORT void *dlopen(const char *file, int mode)
 	t->in_dl = 1;
 	h = REAL(dlopen)(file, mode);
 	t->in_dl = was;
-	if (h && file && atomic_load_explicit(&G.active, memory_order_relaxed) && !t->agent && !t->nest)
-		guard_on_dlopen();
+	if (h && file && atomic_load_explicit(&G.active, memory_order_relaxed)) {
+		/* stack walks may pass through the new module now */
+		unwind_modules_changed();
+		if (!t->agent && !t->nest)
+			guard_on_dlopen();
+	}
 	return h;
 }
 

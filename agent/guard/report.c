@@ -6,6 +6,10 @@
  * replaced by the wrapped call they stand for), the unit type, threshold and
  * duration as labels. Shipping is agent/ship.c's: zstd, retries with backoff,
  * the spool when the server cannot be reached.
+ *
+ * It also remembers whether the server answered its last request: at exit only
+ * a server that has been answering gets the last report (within EXIT_NET_MS);
+ * one that accepts connections and never answers holds nothing up.
  */
 #include "agent/guard/modmap.h"
 #include "agent/guard/rt.h"
@@ -31,6 +35,7 @@
 #define SYM_IDLE_NS 60000000000LL        /* symbol tables go after a minute without reports */
 #define SHIP_RETRY_NS 60000000000LL      /* a shipper that gave up is opened again after this */
 #define DRAIN_EVERY_NS 60000000000LL
+#define EXIT_NET_MS 500                  /* exit: the last report and training's upload, at most */
 
 static struct shipper *shipper;
 static int64_t shipper_retry_at, next_drain;
@@ -39,12 +44,23 @@ static int64_t sym_used;
 static struct spool *spool_only;        /* no URL: streams go to the spool directly */
 static unsigned char *snap;             /* one ring's copy */
 static size_t snap_cap;
+static int server_ok;                   /* the server answered the last request */
 
 void guard_report_reset_child(void)
 {
 	/* the parent's: their pages are shared until written, so they are left, not freed */
 	shipper = NULL;
 	sym = NULL;
+	spool_only = NULL;
+	shipper_retry_at = next_drain = 0;
+	server_ok = 0;
+}
+
+void guard_report_thread_end(void)
+{
+	shipper_free(shipper);
+	shipper = NULL;
+	spool_free(spool_only);
 	spool_only = NULL;
 	shipper_retry_at = next_drain = 0;
 }
@@ -87,6 +103,20 @@ static void on_ship_event(void *ctx, enum ship_event ev, const char *origin, con
 	}
 }
 
+static void ship_options(struct ship_opts *o)
+{
+	ship_opts_init(o);
+	o->url = G.cfg.url;
+	o->token = G.token[0] ? G.token : NULL;
+	o->spool_dir = G.cfg.spool[0] ? G.cfg.spool : NULL;
+	o->spool_max = G.cfg.spool_max;
+	o->max_attempts = 4;
+	o->timeout_s = 10;
+	o->report = on_ship_event;
+	o->open_socket = open_socket;
+	o->close_socket = close_socket;
+}
+
 static struct shipper *get_shipper(int64_t now)
 {
 	struct ship_opts o;
@@ -98,20 +128,12 @@ static struct shipper *get_shipper(int64_t now)
 		shipper_free(shipper);
 		shipper = NULL;
 		shipper_retry_at = now + SHIP_RETRY_NS;
+		server_ok = 0;
 	}
 	if (shipper || !G.cfg.url[0] || now < shipper_retry_at)
 		return shipper;
-	ship_opts_init(&o);
-	o.url = G.cfg.url;
-	o.token = G.token[0] ? G.token : NULL;
-	o.spool_dir = G.cfg.spool[0] ? G.cfg.spool : NULL;
-	o.spool_max = G.cfg.spool_max;
-	o.max_attempts = 4;
-	o.timeout_s = 10;
-	o.report = on_ship_event;
+	ship_options(&o);
 	o.cancel = &G.ship_cancel;
-	o.open_socket = open_socket;
-	o.close_socket = close_socket;
 	shipper = shipper_open(&o, err, sizeof(err));
 	if (!shipper) {
 		guard_log("cannot start shipping", "error=\"%s\"", err);
@@ -171,15 +193,13 @@ static uint64_t spool_backlog(void)
 	return n;
 }
 
-void guard_report_self(int exiting)
+static int report_self(struct shipper *sh, int exiting)
 {
-	struct shipper *sh = get_shipper(guard_now());
 	struct buf body = BUF_INIT(64 << 10);
 	struct jsonw w;
 	char err[512];
+	int rc = -1;
 
-	if (!sh)
-		return;  /* the server is out of reach: the next report says it all */
 	jsonw_init_compact(&w, &body);
 	jsonw_object(&w);
 	jsonw_ki64(&w, "v", 1);
@@ -204,24 +224,34 @@ void guard_report_self(int exiting)
 	} else {
 		struct buf answer = BUF_INIT(64 << 10);
 
-		if (shipper_post_json(sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err)) < 0)
+		rc = shipper_post_json(sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err));
+		server_ok = rc == 0;
+		if (rc < 0)
 			guard_log("report not delivered", "error=\"%s\"", err);
 		else if (!exiting)
 			guard_apply_settings(answer.data, answer.len);
 		buf_release(&answer);
 	}
 	buf_release(&body);
+	return rc;
 }
 
-void guard_profile_upload(void)
+void guard_report_self(void)
 {
 	struct shipper *sh = get_shipper(guard_now());
+
+	if (sh)
+		report_self(sh, 0);   /* else the server is out of reach: the next report says it all */
+}
+
+static void profile_upload(struct shipper *sh)
+{
 	struct buf prof = BUF_INIT((size_t)64 << 20), body = BUF_INIT((size_t)64 << 20);
 	struct jsonw w;
 	char err[512];
 	int rc;
 
-	if (!sh || !G.train)
+	if (!G.train)
 		return;
 	rc = gtrain_own_write(G.train, &prof);
 	if (rc != 0) {
@@ -238,13 +268,54 @@ void guard_profile_upload(void)
 	jsonw_key(&w, "profile");
 	jsonw_raw(&w, prof.data, prof.len);
 	jsonw_end(&w);
-	if (jsonw_finish(&w) < 0)
+	if (jsonw_finish(&w) < 0) {
 		guard_log("cannot build the profile upload", "%s", "");
-	else if (shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, NULL, err, sizeof(err)) < 0)
-		guard_log("profile not uploaded", "error=\"%s\"", err);
+	} else {
+		rc = shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, NULL, err, sizeof(err));
+		server_ok = rc == 0;
+		if (rc < 0)
+			guard_log("profile not uploaded", "error=\"%s\"", err);
+	}
 out:
 	buf_release(&prof);
 	buf_release(&body);
+}
+
+void guard_profile_upload(void)
+{
+	struct shipper *sh = get_shipper(guard_now());
+
+	if (sh)
+		profile_upload(sh);
+}
+
+void guard_report_exit(int upload)
+{
+	struct ship_opts o;
+	struct shipper *sh;
+	int64_t until = guard_now() + (int64_t)EXIT_NET_MS * 1000000;
+	char err[256];
+
+	if (!G.cfg.url[0] || !server_ok || (!upload && G.cfg.report_ns <= 0))
+		return;
+	/* a connection of its own: the shipping one gave up when the exit began */
+	ship_options(&o);
+	o.max_attempts = 1;
+	o.timeout_ms = EXIT_NET_MS;
+	sh = shipper_open(&o, err, sizeof(err));
+	if (!sh)
+		return;
+	if (upload)
+		profile_upload(sh);
+	if (server_ok && G.cfg.report_ns > 0) {
+		int64_t left = (until - guard_now()) / 1000000;
+
+		if (left > 0) {
+			shipper_set_timeout_ms(sh, left);
+			report_self(sh, 1);
+		}
+	}
+	shipper_free(sh);
 }
 
 void guard_profile_refresh(void)
@@ -261,6 +332,7 @@ void guard_profile_refresh(void)
 		guard_profile_swap(body.data, body.len);
 	else if (status != 404)
 		guard_log("cannot fetch the fleet's profile", "error=\"%s\"", err);
+	server_ok = status != 0;
 	buf_release(&body);
 }
 
@@ -281,23 +353,25 @@ static int overlaps(const struct grec *r, int64_t start, int64_t end)
 	return r->ts <= end && r->ts + r->dur >= start;
 }
 
-static void collect_slot(struct gslot *s, const struct gviol *v, struct arena *a, struct evlist *out, size_t max)
+/* The records of a ring that overlap the unit; tid is the ring's thread, or 0 for the shared ring
+ * (each record names its own). */
+static void collect_ring(struct gring *ring, pid_t tid, const struct gviol *v, struct arena *a, struct evlist *out,
+			 size_t max)
 {
 	size_t len, off = 0;
 	const struct grec *r;
-	pid_t tid = atomic_load(&s->tid);
 
-	if (!s->ring.size || out->n >= max)
+	if (!ring->size || out->n >= max)
 		return;
-	if (snap_cap < s->ring.size) {
-		unsigned char *p = realloc(snap, s->ring.size);
+	if (snap_cap < ring->size) {
+		unsigned char *p = realloc(snap, ring->size);
 
 		if (!p)
 			return;
 		snap = p;
-		snap_cap = s->ring.size;
+		snap_cap = ring->size;
 	}
-	len = gring_snapshot(&s->ring, snap, snap_cap);
+	len = gring_snapshot(ring, snap, snap_cap);
 	while ((r = gring_next(snap, len, &off)) && out->n < max) {
 		struct grec *copy;
 
@@ -308,9 +382,14 @@ static void collect_slot(struct gslot *s, const struct gviol *v, struct arena *a
 			return;
 		memcpy(copy, r, r->len);
 		out->v[out->n].rec = copy;
-		out->v[out->n].tid = tid;
+		out->v[out->n].tid = tid ? tid : (pid_t)r->tid;
 		out->n++;
 	}
+}
+
+static void collect_slot(struct gslot *s, const struct gviol *v, struct arena *a, struct evlist *out, size_t max)
+{
+	collect_ring(&s->ring, atomic_load(&s->tid), v, a, out, max);
 }
 
 /* A unit still in flight, blocked in a wrapped call: its wait so far is an event too. */
@@ -454,6 +533,7 @@ static void deliver(const struct wire_stream *ws)
 			shipper_flush(sh);
 		c = shipper_counters(sh);
 		atomic_fetch_add(&G.n.shipped, c->accepted + c->duplicates - before);
+		server_ok = c->accepted + c->duplicates > before;
 		return;
 	}
 	/* no server (or it gave up a while ago): straight to the spool */
@@ -500,6 +580,7 @@ void guard_report(const struct gviol *v)
 	for (uint32_t i = 0; i < n && evs.n < max; i++)
 		if (i != v->slot && atomic_load(&G.slots[i].state) != SLOT_FREE)
 			collect_slot(&G.slots[i], v, a, &evs, max);
+	collect_ring(&G.shared_ring, 0, v, a, &evs, max);
 	if (v->hang && v->slot < n)
 		add_in_flight_wait(v, a, &evs);
 	b.sym = guard_symbolizer();

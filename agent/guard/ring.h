@@ -29,7 +29,7 @@ struct grec {
 	uint16_t nframes;
 	uint16_t call;      /* wrapped call in progress (a guard call id), 0 = none */
 	uint16_t flags;
-	uint32_t reserved;
+	uint32_t tid;       /* in the ring the process's threads share: the writer; in a thread's own: 0 */
 	int64_t ts;         /* CLOCK_MONOTONIC ns, start of the span */
 	int64_t dur;
 	int64_t readier;    /* wait events: the readier thread, 0 = unknown or external */

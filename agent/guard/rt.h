@@ -4,10 +4,14 @@
  *
  *   interpose.c  the wrapped C library calls; each asks gcall_begin() whether
  *                to do its bookkeeping and calls gcall_finish() after the call
+ *   signals.c    the program's signal dispositions and masks as it set them,
+ *                the agent's own signal out of its sight
  *   unit.c       per thread: units (loop-site waits), unit-type inference and
  *                violation checks (guard), contexts and classes (training),
  *                wait events with readiers
- *   sampler.c    per-thread CPU-time timers, the signal handler, stack walks
+ *   sampler.c    per-thread CPU-time timers, the agent's signal, stack walks
+ *   unwind.c     libunwind, loaded by the agent and kept off descriptors
+ *   lazy.c       the libraries loaded when first used (shipping, symbols, JSON)
  *   train.c      the process's training tables and the profile it writes
  *   runtime.c    start-up, settings, thread slots, fork and exit, the agent's
  *                own threads (watchdog, shipping), logging
@@ -39,6 +43,7 @@
 #define GUARD_LOOP_MIN_BLOCKS 4     /* blocking calls before a site can be a loop site */
 #define GUARD_QUEUE 64              /* violations waiting for the shipping thread */
 #define GUARD_MAX_FDS 64
+#define GUARD_MAX_STACK 512         /* frames a walk may keep (SM_GUARD_MAX_FRAMES is at most this) */
 /* a stack entry naming a wrapped call rather than an address: above every user address */
 #define GUARD_CALL_TAG 0xfffe000000000000ULL
 
@@ -84,6 +89,9 @@ struct gslot {
 	_Atomic uint32_t flagged_seq;   /* the watchdog saw this unit over its threshold */
 	_Atomic uint32_t reported_seq;  /* this unit's stream was queued */
 	_Atomic uint32_t capture_seq;   /* the watchdog asks for this unit's stack */
+	_Atomic uint32_t captured_seq;  /* ... and it was taken */
+	_Atomic uint32_t hang_seq;      /* the watchdog asks for the stack of the call this unit hangs in */
+	int64_t asked_at;               /* the watchdog's: the call it last asked the thread in */
 	_Atomic int32_t loop, type;
 	_Atomic uint32_t calls;
 	/* the wrapped call in progress inside the unit */
@@ -92,6 +100,8 @@ struct gslot {
 	_Atomic int64_t call_start;
 	/* the thread's CPU-time timer; timer_live is taken (1 -> 0) by whoever deletes it */
 	_Atomic int timer_live;
+	/* the program blocks the agent's signal on this thread; a send of the watchdog's under way */
+	_Atomic int sig_blocked, sending;
 	timer_t timer;
 	/* figures */
 	_Atomic uint64_t units, violations, samples;
@@ -115,7 +125,9 @@ struct gthread {
 	uint8_t exiting;
 	uint8_t in_dl;            /* inside dlopen/dlclose: no stack walks from the handler */
 	uint8_t unwinding;        /* a stack walk in progress: the handler must not start one */
-	uint8_t prog_blocked;     /* the program asked for the sampling signal to be blocked */
+	uint8_t prog_blocked;     /* the thread's mask blocks the agent's signal (the program's doing) */
+	uint8_t mask_known;       /* prog_blocked was set from the thread's start or its mask */
+	uint8_t walks;            /* walks made without libunwind's per-thread cache (sampler.c) */
 	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
 	uint8_t violated;         /* guard: this unit passed its threshold */
 	uint8_t own_fds;          /* an agent thread with a descriptor table of its own */
@@ -231,18 +243,23 @@ struct guard_rt {
 	char token[512];
 	int64_t period_ns;              /* CPU-time per sample */
 	int sig;
+	int sig_owned;                  /* the agent's handler is in place for sig (guard mode) */
+	void *sig_cookie;               /* in the si_value of every signal the agent sends */
 	uintptr_t self_lo, self_hi;     /* this library's code, left out of stacks */
 	char libc_name[64];             /* module of the wrapped calls' frames */
 	pthread_key_t key;
 	struct gslot slots[GUARD_MAX_THREADS];
+	struct gring shared_ring;       /* the waits of threads that never ran a unit */
+	pthread_mutex_t shared_mu;
 	_Atomic uint32_t nslots;        /* high-water mark */
 	struct gprofile *profile;       /* guard mode: what tab was built from */
 	struct gtrain *train;           /* training mode */
-	pthread_mutex_t mu;             /* queue, thread starts, rate limits */
-	pthread_cond_t cv;
-	int stopping;
-	volatile sig_atomic_t ship_cancel;   /* exit: stop waiting on the server, spool the rest */
-	int save_req, save_done;             /* exit: the shipping thread saves the profile (under mu) */
+	pthread_mutex_t mu;             /* queue, thread starts, rate limits, the states below */
+	pthread_cond_t cv;              /* the shipping thread's, and exit's */
+	pthread_cond_t wd_cv;           /* the watchdog's */
+	int quiesce;                    /* the agent's threads step aside (threads.c) */
+	int exiting, exit_done;         /* the process exits; the shipping thread finished its work */
+	volatile sig_atomic_t ship_cancel;   /* a transfer in flight gives up; streams go to the spool */
 	struct gviol queue[GUARD_QUEUE];
 	unsigned qhead, qlen;
 	int64_t rl_epoch[GP_MAX_LOOPS];
@@ -264,16 +281,17 @@ struct guard_rt {
 	pthread_mutex_t tab_mu;              /* G.profile and guard-table rebuilds */
 	int tab_swaps;                       /* tables replaced (a new k or profile; the old ones are kept) */
 	unsigned char fleet_sha[32];         /* the fleet's profile last applied */
-	int exit_report, exit_reported;      /* exit: the shipping thread's last report (under mu) */
 };
 
 extern struct guard_rt G;
 
-/* ---- interpose.c: the real functions, for the agent's own use from program threads ---- */
+/* ---- the real functions, for the agent's own use past its wrappers (signals.c, interpose.c) ---- */
 int guard_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 int guard_real_sigmask(int how, const sigset_t *set, sigset_t *old);
 int guard_real_close(int fd);
 int guard_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+int guard_real_pthread_join(pthread_t th, void **ret);
+int guard_real_nanosleep(const struct timespec *req, struct timespec *rem);
 
 /* ---- the clock (G.clk, see struct guard_clock) ---- */
 int64_t guard_mono_ns(void);
@@ -300,15 +318,11 @@ static inline int64_t guard_now(void)
 /* ---- runtime.c ---- */
 void guard_thread_setup(struct gthread *t);
 struct gslot *guard_slot_of(struct gthread *t);
+/* A line for SM_GUARD_LOG; from a program's thread it is queued for the shipping thread. */
 void guard_log(const char *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void guard_start_watchdog(void);
-void guard_start_shipper(void);
-void guard_enqueue(const struct gviol *v);
-/* A normal unit of loop L and type ended at end: whether it takes its unit type's baseline interval
- * (60 s / SM_GUARD_BASELINE_PER_MIN), which then closes. Any thread, lock-free. */
-int guard_baseline_claim(int32_t L, int32_t type, int64_t end);
-/* Queues the unit that took the interval (v->baseline set); never takes more than half the queue. */
-void guard_baseline_enqueue(const struct gviol *v);
+/* Writes the queued lines (agent threads only); whether any wait. */
+void guard_log_flush(void);
+int guard_log_pending(void);
 int guard_fd_register(int fd);
 /* An agent thread's new descriptor: moved out of the program's range and registered. Returns the fd to use. */
 int guard_fd_adopt(int fd);
@@ -318,23 +332,77 @@ int guard_fd_is_ours(int fd);
 void guard_thread_exit(void *slot);
 void guard_on_dlopen(void);
 
+/* ---- threads.c: the agent's own threads ---- */
+void guard_threads_init(void);
+void guard_start_watchdog(void);
+void guard_start_shipper(void);
+/* Wakes the shipping thread (a log line waits). */
+void guard_log_wake(void);
+void guard_enqueue(const struct gviol *v);
+/* A normal unit of loop L and type ended at end: whether it takes its unit type's baseline interval
+ * (60 s / SM_GUARD_BASELINE_PER_MIN), which then closes. Any thread, lock-free. */
+int guard_baseline_claim(int32_t L, int32_t type, int64_t end);
+/* Queues the unit that took the interval (v->baseline set); never takes more than half the queue. */
+void guard_baseline_enqueue(const struct gviol *v);
+/* Stops the agent's threads, calls fn(arg) (again while it fails with EINVAL, for a moment: a thread
+ * joined leaves the process a little later), starts them again. fn's result, errno kept; -1 with
+ * EINVAL when the agent had no thread running. */
+int guard_threads_aside(int (*fn)(void *), void *arg);
+/* At exit, on the exiting thread: the shipping thread saves, spools and reports; waits for it. */
+void guard_threads_exit(void);
+void guard_threads_reset_child(void);
+
 /* ---- sampler.c ---- */
-/* libunwind's one-time set-up, done at start rather than in a handler. */
-void guard_sampler_init_unwinder(void);
-/* Installs the sampling handler (guard mode). Returns 0 or -1. */
+/* Installs the agent's signal (guard mode). Returns 0 or -1. */
 int guard_sampler_init(void);
+/* The agent's own signal, from the trampoline (signals.c): a CPU sample or the watchdog's request. */
+void guard_sampler_signal(siginfo_t *si, void *uc);
 void guard_timer_arm(struct gthread *t);
+void guard_timer_disarm(struct gthread *t);
 void guard_timer_delete(struct gthread *t);
-void guard_sampler_release(void);
-/* The signal handler, also the target of the program's handler trampolines' bookkeeping. */
-void guard_signal_count_program(void);
-/* Walks this thread's stack from the caller into ips (innermost first). Returns the frames. */
-uint32_t guard_unwind_here(uint64_t *ips, uint32_t max, uint16_t *flags);
+/* The program ignores the agent's signal: no timer, no request until it takes the signal back. */
+void guard_sampler_pause(void);
+void guard_sampler_resume(void);
+/* The watchdog asks the thread of s, asleep in a wrapped call, for its stack. */
+void guard_sampler_request(struct gslot *s);
+/* A wait of a thread that never ran a unit, into the ring all such threads share. */
+void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t readier, uint16_t call);
 /* Records the stack of the current thread (detection of a violation, unit end fallback). */
 void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int64_t readier, uint16_t call,
 		       uint16_t flags);
-int guard_handler_installed(void);
-void guard_take_signal_back(void);
+
+/* ---- signals.c ---- */
+/* Whether a signal is one the agent sent (its cookie). Async-signal-safe. */
+int guard_sig_ours(const siginfo_t *si);
+/* The trampoline for the agent's signal, with what the program inherited as its view. 0 or -1. */
+int guard_sig_install(void);
+/* Takes back the agent's signals pending for this thread (its mask blocks them). */
+void guard_sig_drain(void);
+/* Sets t->prog_blocked from the thread's mask. */
+void guard_sig_thread_mask(struct gthread *t);
+
+/* The signal counters of the calling thread, to tell a call interrupted by the agent's signal alone
+ * (it is resumed) from one the program's handler interrupted (EINTR stays). */
+struct sigsnap {
+	uint32_t ours, prog;
+};
+
+static inline void guard_sigsnap_take(struct sigsnap *s)
+{
+	s->ours = atomic_load_explicit(&guard_tls.our_sigs, memory_order_relaxed);
+	s->prog = atomic_load_explicit(&guard_tls.prog_sigs, memory_order_relaxed);
+}
+
+/* True when only the agent's signals came since the snapshot (which moves on). */
+static inline int guard_sigsnap_ours_only(struct sigsnap *s)
+{
+	uint32_t ours = atomic_load_explicit(&guard_tls.our_sigs, memory_order_relaxed);
+
+	if (ours == s->ours || atomic_load_explicit(&guard_tls.prog_sigs, memory_order_relaxed) != s->prog)
+		return 0;
+	s->ours = ours;
+	return 1;
+}
 
 /* ---- unit.c: the bookkeeping of the wrappers ---- */
 struct gcall {
@@ -345,7 +413,7 @@ struct gcall {
 	uint16_t id;
 	int8_t loopsite;      /* this call is the thread's loop wait */
 	int fd;
-	uint32_t our_sigs, prog_sigs;
+	struct sigsnap sigs;
 };
 
 int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj,
@@ -399,7 +467,12 @@ void guard_report(const struct gviol *v);
 /* Periodic work of the shipping thread: drain the spool, release idle symbol tables. */
 void guard_report_tick(int64_t now);
 /* The process's report to the server (docs/wire-format.md "Agent reports"); shipping thread only. */
-void guard_report_self(int exiting);
+void guard_report_self(void);
+/* At exit (shipping thread): training's upload when upload is set, and the last report, but only to a
+ * server that answered the last request, and within EXIT_NET_MS. */
+void guard_report_exit(int upload);
+/* The shipping thread ends: its connections and spool (in its own descriptor table) go with it. */
+void guard_report_thread_end(void);
 /* Applies the settings in a report's answer ({"ok": true, "settings": {...}}, docs/fleet.md);
  * a setting absent is the one the process started with. Shipping thread only. */
 void guard_apply_settings(const char *answer, size_t len);

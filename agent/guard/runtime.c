@@ -1,17 +1,19 @@
 /*
  * runtime: libsmguard.so's life inside a program: settings and start-up
- * (constructor), one slot per thread, fork and exit, the agent's fds, and
- * the agent's own threads: the watchdog (units stuck in flight) and the
- * shipping thread (violation streams, training saves, the spool).
+ * (constructor), one slot per thread, fork and exit, the agent's descriptors,
+ * the clock, logging, and the settings the server pushes. The agent's own
+ * threads are threads.c's.
  *
  * Start-up decides once whether this process is guarded at all (SM_GUARD_ONLY,
  * SM_GUARD_MODE, a usable profile); when not, every wrapper passes straight
- * through for the rest of the process's life. Settings that do not parse
- * leave the agent inert with the reason in SM_GUARD_LOG: a bad setting never
- * changes what the program does.
+ * through for the rest of the process's life, and nothing but libsmguard.so
+ * itself was loaded. Settings that do not parse leave the agent inert with the
+ * reason in SM_GUARD_LOG: a bad setting never changes what the program does.
  */
+#include "agent/guard/lazy.h"
 #include "agent/guard/modmap.h"
 #include "agent/guard/rt.h"
+#include "agent/guard/unwind.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/util.h"
@@ -102,21 +104,95 @@ void guard_clock_tick(void)
 	cal_next = ns + 1000000000;
 }
 
-/* ---- log: to SM_GUARD_LOG only, never to the program's descriptors ---- */
+/* ---- log: to SM_GUARD_LOG only, never to the program's descriptors ----
+ * A line logged on a program's thread is queued and written by the shipping
+ * thread: the file is opened in the agent's own table, never in the
+ * program's, where even a moment's descriptor could take the number the
+ * program's next open() expects. Before the agent is active (the constructor,
+ * before main()) lines are written at once. */
 
-static void log_to_file(const char *line, size_t len)
+#define LOG_QUEUE 64
+
+static struct {
+	pthread_mutex_t mu;
+	char *line[LOG_QUEUE];
+	size_t len[LOG_QUEUE];
+	unsigned head, n;
+	uint64_t dropped;
+} logq = { PTHREAD_MUTEX_INITIALIZER, { NULL }, { 0 }, 0, 0, 0 };
+
+static void log_write(const char *line, size_t len)
 {
-	int fd;
+	int fd = open(G.cfg.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 
-	if (!G.cfg.log[0])
-		return;
-	fd = open(G.cfg.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return;
 	if (write(fd, line, len) < 0) {
 		/* nowhere left to say so */
 	}
 	close(fd);
+}
+
+static void log_to_file(const char *line, size_t len)
+{
+	char *copy;
+
+	if (!G.cfg.log[0])
+		return;
+	if (guard_tls.agent || !atomic_load_explicit(&G.active, memory_order_relaxed)) {
+		log_write(line, len);
+		return;
+	}
+	copy = malloc(len);
+	pthread_mutex_lock(&logq.mu);
+	if (copy && logq.n < LOG_QUEUE) {
+		memcpy(copy, line, len);
+		logq.line[(logq.head + logq.n) % LOG_QUEUE] = copy;
+		logq.len[(logq.head + logq.n) % LOG_QUEUE] = len;
+		logq.n++;
+		copy = NULL;
+	} else {
+		logq.dropped++;
+	}
+	pthread_mutex_unlock(&logq.mu);
+	free(copy);
+}
+
+int guard_log_pending(void)
+{
+	return logq.n != 0;
+}
+
+void guard_log_flush(void)
+{
+	uint64_t dropped;
+
+	for (;;) {
+		char *line = NULL;
+		size_t len = 0;
+
+		pthread_mutex_lock(&logq.mu);
+		if (logq.n) {
+			line = logq.line[logq.head];
+			len = logq.len[logq.head];
+			logq.head = (logq.head + 1) % LOG_QUEUE;
+			logq.n--;
+		}
+		dropped = logq.dropped;
+		logq.dropped = 0;
+		pthread_mutex_unlock(&logq.mu);
+		if (dropped) {
+			char note[96];
+			int n = snprintf(note, sizeof(note), "smguard: %llu log lines dropped (queue full)\n",
+					 (unsigned long long)dropped);
+
+			log_write(note, (size_t)n);
+		}
+		if (!line)
+			return;
+		log_write(line, len);
+		free(line);
+	}
 }
 
 void guard_log(const char *msg, const char *fmt, ...)
@@ -134,6 +210,8 @@ void guard_log(const char *msg, const char *fmt, ...)
 	va_end(ap);
 	log_msg(LOG_INFO, msg, "pid=%ld exe=%s %s", (long)getpid(), G.exe_name, rest);
 	t->nest = nest;
+	if (!t->agent && atomic_load_explicit(&G.active, memory_order_relaxed))
+		guard_log_wake();
 }
 
 /* ---- the agent's descriptors ---- */
@@ -201,6 +279,15 @@ int guard_fd_is_ours(int fd)
 
 /* ---- threads and their slots ---- */
 
+#define SLOT_REUSE_NS 30000000000LL   /* a slot's ring may be read by a report this long after its thread ended */
+
+/* Slots of threads that ended, oldest first (a thread takes one back in O(1)). */
+static struct {
+	pthread_mutex_t mu;
+	uint32_t idx[GUARD_MAX_THREADS];
+	unsigned head, n;
+} dead = { PTHREAD_MUTEX_INITIALIZER, { 0 }, 0, 0 };
+
 void guard_thread_setup(struct gthread *t)
 {
 	t->tid = gettid();
@@ -221,6 +308,9 @@ void guard_thread_setup(struct gthread *t)
 			t->base = (uintptr_t)addr + size;
 		}
 	}
+	unwind_thread_init();
+	if (!t->mask_known && G.mode == GUARD_MODE_GUARD)
+		guard_sig_thread_mask(t);
 	t->loop = -1;
 	t->best = -1;
 	t->ready = 1;
@@ -228,34 +318,29 @@ void guard_thread_setup(struct gthread *t)
 
 static struct gslot *claim_slot(void)
 {
-	uint32_t n = atomic_load(&G.nslots);
-	int64_t now = guard_now(), oldest = INT64_MAX;
-	struct gslot *best = NULL;
+	struct gslot *s = NULL;
+	uint32_t n;
 
-	/* a slot freed long enough ago that no report still needs its ring */
-	for (uint32_t i = 0; i < n; i++) {
-		struct gslot *s = &G.slots[i];
-		int st = atomic_load(&s->state);
-		int64_t since = atomic_load(&s->dead_since);
+	pthread_mutex_lock(&dead.mu);
+	n = atomic_load(&G.nslots);
+	if (dead.n) {
+		struct gslot *old = &G.slots[dead.idx[dead.head]];
 
-		if ((st == SLOT_FREE || (st == SLOT_DEAD && now - since > 30000000000LL)) && since < oldest) {
-			best = s;
-			oldest = since;
+		/* the oldest one, once no report can need its ring any more (or when no slot is left) */
+		if (guard_now() - atomic_load(&old->dead_since) > SLOT_REUSE_NS || n >= GUARD_MAX_THREADS) {
+			dead.head = (dead.head + 1) % GUARD_MAX_THREADS;
+			dead.n--;
+			s = old;
 		}
 	}
-	if (best) {
-		int st = atomic_load(&best->state);
-
-		if (atomic_compare_exchange_strong(&best->state, &st, SLOT_LIVE))
-			return best;
+	if (!s && n < GUARD_MAX_THREADS) {
+		s = &G.slots[n];
+		atomic_store(&G.nslots, n + 1);
 	}
-	while ((n = atomic_load(&G.nslots)) < GUARD_MAX_THREADS) {
-		if (atomic_compare_exchange_weak(&G.nslots, &n, n + 1)) {
-			atomic_store(&G.slots[n].state, SLOT_LIVE);
-			return &G.slots[n];
-		}
-	}
-	return NULL;
+	if (s)
+		atomic_store(&s->state, SLOT_LIVE);
+	pthread_mutex_unlock(&dead.mu);
+	return s;
 }
 
 struct gslot *guard_slot_of(struct gthread *t)
@@ -272,8 +357,7 @@ struct gslot *guard_slot_of(struct gthread *t)
 	}
 	if (!s->ring.size) {
 		if (gring_init(&s->ring, G.cfg.ring_bytes) < 0) {
-			atomic_store(&s->state, SLOT_FREE);
-			t->exiting = 1;
+			guard_thread_exit(s);
 			return NULL;
 		}
 	} else {
@@ -283,11 +367,13 @@ struct gslot *guard_slot_of(struct gthread *t)
 	atomic_store(&s->pthread, (uintptr_t)pthread_self());
 	atomic_store(&s->unit_start, 0);
 	atomic_store(&s->timer_live, 0);
+	atomic_store(&s->sig_blocked, t->prog_blocked);
 	/* the previous owner's units stay counted (reports never go backwards) */
 	atomic_fetch_add(&G.n.units_gone, atomic_load(&s->units));
 	atomic_store(&s->units, 0);
 	atomic_store(&s->violations, 0);
 	atomic_store(&s->samples, 0);
+	t->timer_state = TIMER_NONE;
 	t->slot = s;
 	/* the key's destructor gives the slot back when the thread ends */
 	pthread_setspecific(G.key, s);
@@ -302,331 +388,17 @@ void guard_thread_exit(void *p)
 	if (!s)
 		return;
 	t->nest = 1;
-	guard_timer_delete(t);
+	if (t->slot == s)
+		guard_timer_delete(t);
 	atomic_store(&s->unit_start, 0);
 	atomic_store(&s->dead_since, guard_now());
 	atomic_store(&s->state, SLOT_DEAD);
+	pthread_mutex_lock(&dead.mu);
+	dead.idx[(dead.head + dead.n) % GUARD_MAX_THREADS] = (uint32_t)(s - G.slots);
+	dead.n++;
+	pthread_mutex_unlock(&dead.mu);
 	t->slot = NULL;
 	t->exiting = 1;
-}
-
-/* ---- the queue of violations and the agent's threads ---- */
-
-static pthread_t start_thread(void *(*fn)(void *), int *ok)
-{
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t th;
-
-	/* the agent's threads take no signal: the program's go to the program's threads */
-	sigfillset(&all);
-	guard_real_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	*ok = guard_real_pthread_create(&th, &attr, fn, NULL) == 0;
-	pthread_attr_destroy(&attr);
-	guard_real_sigmask(SIG_SETMASK, &old, NULL);
-	return th;
-}
-
-/*
- * An agent thread takes a descriptor table of its own. While a thread shares
- * the program's table, the kernel takes a reference on the file in each read,
- * write, recv, send... the program makes, and locks the file position of
- * regular files, which it skips for a table with one user: the agent's
- * threads would slow every system call of a single-threaded program (a
- * PostgreSQL backend, an nginx worker). The copy holds the program's files:
- * they go at once, or the program's close() would no longer close them. What
- * the agent opens afterwards is out of the program's reach (no need to
- * protect it) and never inherited by the program's children.
- */
-static void own_fd_table(struct gthread *t)
-{
-	int fd;
-
-	if (unshare(CLONE_FILES) < 0)
-		return;   /* shared, as before: the agent's descriptors are protected instead */
-	/* from here, what this thread opens stays where it is, unregistered */
-	t->own_fds = 1;
-	if (syscall(SYS_close_range, 0U, ~0U, 0) < 0) {
-		struct rlimit rl;
-		long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (long)rl.rlim_cur : 65536;
-
-		for (long i = 0; i < top; i++)
-			guard_real_close((int)i);
-	}
-	/* 0, 1 and 2 taken, so that a library's message to stderr never lands in the agent's files */
-	while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd < 2)
-		;
-	if (fd > 2)
-		guard_real_close(fd);
-}
-
-static void timed_wait(int64_t until)
-{
-	struct timespec ts = { until / 1000000000, until % 1000000000 };
-
-	pthread_cond_timedwait(&G.cv, &G.mu, &ts);
-}
-
-static void *watchdog_main(void *arg)
-{
-	struct gthread *t = &guard_tls;
-
-	(void)arg;
-	t->agent = 1;
-	own_fd_table(t);
-	pthread_setname_np(pthread_self(), "smguard-watch");
-	/* reports go out from the first unit on, not only from the first violation */
-	if (G.cfg.url[0] && G.cfg.report_ns > 0)
-		guard_start_shipper();
-	for (;;) {
-		struct timespec ts = { G.cfg.watchdog_ns / 1000000000, G.cfg.watchdog_ns % 1000000000 };
-		uint32_t n;
-		int64_t now;
-
-		nanosleep(&ts, NULL);
-		guard_clock_tick();
-		now = guard_now();
-		n = atomic_load(&G.nslots);
-		for (uint32_t i = 0; i < n; i++) {
-			struct gslot *s = &G.slots[i];
-			int64_t start, thr, agent;
-			uint32_t seq, flagged;
-
-			if (atomic_load(&s->state) != SLOT_LIVE)
-				continue;
-			start = atomic_load_explicit(&s->unit_start, memory_order_acquire);
-			if (!start)
-				continue;
-			seq = atomic_load(&s->unit_seq);
-			thr = atomic_load(&s->threshold);
-			agent = atomic_load(&s->agent_ns);
-			/* the unit must not have changed while it was read */
-			if (atomic_load_explicit(&s->unit_start, memory_order_acquire) != start)
-				continue;
-			flagged = atomic_load(&s->flagged_seq);
-			if (thr >= 0 && now - start - agent > thr && flagged != seq) {
-				atomic_store(&s->flagged_seq, seq);
-				flagged = seq;
-				/* ask the thread itself for its stack; a connect() it sits in would fail with EINTR */
-				if (atomic_load(&G.sampling) && atomic_load(&s->call) != GC_CONNECT) {
-					atomic_store(&s->capture_seq, seq);
-					syscall(SYS_tgkill, (long)G.pid, (long)atomic_load(&s->tid), (long)G.sig);
-				}
-			}
-			if (flagged == seq && now - start > G.cfg.hang_ns) {
-				uint32_t prev = atomic_load(&s->reported_seq);
-
-				if (prev != seq && atomic_compare_exchange_strong(&s->reported_seq, &prev, seq)) {
-					struct gviol v;
-
-					memset(&v, 0, sizeof(v));
-					v.tid = atomic_load(&s->tid);
-					v.slot = i;
-					v.start = start;
-					v.end = now;
-					v.dur = now - start - agent;
-					v.threshold = thr;
-					v.loop = atomic_load(&s->loop);
-					v.type = atomic_load(&s->type);
-					v.calls = atomic_load(&s->calls);
-					v.hang = 1;
-					atomic_fetch_add(&s->violations, 1);
-					guard_enqueue(&v);
-				}
-			}
-		}
-	}
-	return NULL;
-}
-
-static int ship_busy;
-
-static void *ship_main(void *arg)
-{
-	struct gthread *t = &guard_tls;
-	int64_t next_save, next_report, next_upload, next_fetch;
-	int reporting = G.cfg.url[0] && G.cfg.report_ns > 0;
-
-	(void)arg;
-	t->agent = 1;
-	own_fd_table(t);
-	pthread_setname_np(pthread_self(), "smguard-ship");
-	next_save = guard_now() + G.cfg.save_ns;
-	next_report = guard_now();   /* at once: the host shows up as soon as its service runs */
-	next_upload = guard_now() + G.cfg.upload_ns;
-	next_fetch = guard_now() + G.cfg.fetch_ns;
-	for (;;) {
-		struct gviol v;
-		int have = 0, exit_report, exit_save = 0;
-		int64_t now = guard_now(), until = now + 1000000000;
-
-		guard_clock_tick();
-		if (reporting && now >= next_report) {
-			guard_report_self(0);
-			next_report = now + G.cfg.report_ns;
-		}
-		if (G.mode == GUARD_MODE_TRAIN && next_save < until)
-			until = next_save;
-		pthread_mutex_lock(&G.mu);
-		if (!G.qlen && !G.save_req && !(G.exit_report && !G.exit_reported) && now < until)
-			timed_wait(until);
-		exit_report = G.exit_report && !G.exit_reported;
-		if (G.save_req) {
-			/* the process exits: its last save, here rather than on the program's thread */
-			G.save_req = 0;
-			next_save = 0;
-			exit_save = 1;
-		}
-		if (G.qlen) {
-			v = G.queue[G.qhead];
-			G.qhead = (G.qhead + 1) % GUARD_QUEUE;
-			G.qlen--;
-			have = 1;
-			ship_busy = 1;
-		}
-		pthread_mutex_unlock(&G.mu);
-		if (exit_report) {
-			guard_report_self(1);
-			pthread_mutex_lock(&G.mu);
-			G.exit_reported = 1;
-			pthread_cond_broadcast(&G.cv);
-			pthread_mutex_unlock(&G.mu);
-			reporting = 0;
-		}
-		if (have) {
-			guard_report(&v);
-			pthread_mutex_lock(&G.mu);
-			ship_busy = 0;
-			pthread_cond_broadcast(&G.cv);
-			pthread_mutex_unlock(&G.mu);
-		}
-		now = guard_now();
-		if (G.mode == GUARD_MODE_TRAIN && now >= next_save) {
-			char err[512];
-
-			if (gtrain_save(G.train, err, sizeof(err)) < 0) {
-				atomic_fetch_add(&G.n.save_errors, 1);
-				guard_log("cannot save the profile", "path=%s error=\"%s\"", G.profile_path, err);
-			} else {
-				atomic_fetch_add(&G.n.saves, 1);
-				if (G.cfg.url[0] && G.cfg.upload_ns > 0 && (exit_save || now >= next_upload)) {
-					/* before the exiting program is told the save is done */
-					guard_profile_upload();
-					next_upload = now + G.cfg.upload_ns;
-				}
-			}
-			next_save = now + G.cfg.save_ns;
-			pthread_mutex_lock(&G.mu);
-			G.save_done++;
-			pthread_cond_broadcast(&G.cv);
-			pthread_mutex_unlock(&G.mu);
-		}
-		if (G.mode == GUARD_MODE_GUARD) {
-			guard_report_tick(now);
-			if (G.cfg.url[0] && G.cfg.fetch_ns > 0 && now >= next_fetch) {
-				guard_profile_refresh();
-				next_fetch = now + G.cfg.fetch_ns;
-			}
-		}
-	}
-	return NULL;
-}
-
-void guard_start_watchdog(void)
-{
-	int ok;
-
-	pthread_mutex_lock(&G.mu);
-	if (!G.wd_started) {
-		G.wd_started = 1;
-		start_thread(watchdog_main, &ok);
-		if (!ok)
-			guard_log("cannot start the watchdog thread", "%s", "");
-	}
-	pthread_mutex_unlock(&G.mu);
-}
-
-void guard_start_shipper(void)
-{
-	int ok;
-
-	pthread_mutex_lock(&G.mu);
-	if (!G.ship_started) {
-		G.ship_started = 1;
-		start_thread(ship_main, &ok);
-		if (!ok)
-			guard_log("cannot start the shipping thread", "%s", "");
-	}
-	pthread_mutex_unlock(&G.mu);
-}
-
-void guard_enqueue(const struct gviol *v)
-{
-	int64_t now = guard_now();
-	uint32_t tslot = v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
-	int drop = 0;
-
-	atomic_fetch_add(&G.n.violations, 1);
-	if (v->loop < 0 || v->loop >= GP_MAX_LOOPS)
-		return;
-	pthread_mutex_lock(&G.mu);
-	/* at most reports_per_min streams per unit type and minute: a storm is counted, not shipped */
-	if (now - G.rl_epoch[v->loop] >= 60000000000LL) {
-		G.rl_epoch[v->loop] = now;
-		memset(G.rl_used[v->loop], 0, sizeof(G.rl_used[v->loop]));
-	}
-	if (G.rl_used[v->loop][tslot] >= (uint32_t)G.cfg.reports_per_min) {
-		atomic_fetch_add(&G.n.suppressed, 1);
-		drop = 1;
-	} else if (G.qlen == GUARD_QUEUE) {
-		atomic_fetch_add(&G.n.queue_drops, 1);
-		drop = 1;
-	} else {
-		G.rl_used[v->loop][tslot]++;
-		G.queue[(G.qhead + G.qlen) % GUARD_QUEUE] = *v;
-		G.qlen++;
-		pthread_cond_broadcast(&G.cv);
-	}
-	pthread_mutex_unlock(&G.mu);
-	if (!drop && !G.ship_started)
-		guard_start_shipper();
-}
-
-int guard_baseline_claim(int32_t L, int32_t type, int64_t end)
-{
-	uint32_t tslot = type >= 0 && type < GP_MAX_TYPES ? (uint32_t)type : GP_MAX_TYPES;
-	int per_min = G.cfg.baseline_per_min;
-	_Atomic int64_t *next;
-	int64_t open;
-
-	if (per_min <= 0 || L < 0 || L >= GP_MAX_LOOPS || G.mode != GUARD_MODE_GUARD)
-		return 0;
-	next = &G.base_next[L][tslot];
-	open = atomic_load_explicit(next, memory_order_relaxed);
-	/* the first unit to end after the interval opens takes it: one CAS, a lost race just says no */
-	return end >= open && atomic_compare_exchange_strong(next, &open, end + 60000000000LL / per_min);
-}
-
-void guard_baseline_enqueue(const struct gviol *v)
-{
-	int queued = 0;
-
-	pthread_mutex_lock(&G.mu);
-	/* half the queue at most: a baseline never keeps a violation out */
-	if (G.qlen < GUARD_QUEUE / 2) {
-		G.queue[(G.qhead + G.qlen) % GUARD_QUEUE] = *v;
-		G.qlen++;
-		queued = 1;
-		pthread_cond_broadcast(&G.cv);
-	}
-	pthread_mutex_unlock(&G.mu);
-	if (queued) {
-		atomic_fetch_add(&G.n.baseline, 1);
-		if (!G.ship_started)
-			guard_start_shipper();
-	}
 }
 
 /* ---- modules loaded later ---- */
@@ -801,18 +573,6 @@ void guard_apply_settings(const char *answer, size_t len)
 	json_object_put(o);
 }
 
-/* The condition the agent's threads wait on; made anew in a forked child, whose copy may count
- * waiters (the parent's shipping thread) that do not exist there: a broadcast would wait for them. */
-static void init_cv(void)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&G.cv, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
 /* ---- fork ---- */
 
 static void before_fork(void)
@@ -822,8 +582,12 @@ static void before_fork(void)
 	if (!atomic_load(&G.active))
 		return;
 	t->nest++;
+	/* no lock of the agent's may be inherited held by a thread the child does not have */
 	pthread_mutex_lock(&G.tab_mu);
 	pthread_mutex_lock(&G.mu);
+	pthread_mutex_lock(&dead.mu);
+	pthread_mutex_lock(&logq.mu);
+	pthread_mutex_lock(&G.shared_mu);
 	if (G.train)
 		gtrain_lock(G.train);
 }
@@ -836,6 +600,9 @@ static void after_fork_parent(void)
 		return;
 	if (G.train)
 		gtrain_unlock(G.train);
+	pthread_mutex_unlock(&G.shared_mu);
+	pthread_mutex_unlock(&logq.mu);
+	pthread_mutex_unlock(&dead.mu);
 	pthread_mutex_unlock(&G.mu);
 	pthread_mutex_unlock(&G.tab_mu);
 	t->nest--;
@@ -850,8 +617,9 @@ static void after_fork_child(void)
 		return;
 	G.pid = getpid();
 	t->tid = gettid();
-	/* the child has one thread: this one; the others' slots and the agent's threads stay behind */
+	/* the child has one thread: this one; the others' slots can be taken again at once */
 	n = atomic_load(&G.nslots);
+	dead.head = dead.n = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct gslot *s = &G.slots[i];
 
@@ -863,6 +631,7 @@ static void after_fork_child(void)
 		atomic_store(&s->timer_live, 0);
 		atomic_store(&s->units, 0);     /* the parent's: not the child's to report */
 		gring_reset(&s->ring);
+		dead.idx[dead.n++] = i;
 	}
 	if (t->slot) {
 		struct gslot *s = t->slot;
@@ -878,15 +647,8 @@ static void after_fork_child(void)
 	}
 	t->timer_state = TIMER_NONE;
 	guard_unit_reset_child(t);
-	G.wd_started = 0;
-	G.ship_started = 0;
-	G.qhead = G.qlen = 0;
-	G.ship_cancel = 0;
-	G.save_req = G.save_done = 0;
-	G.exit_report = G.exit_reported = 0;
+	guard_threads_reset_child();
 	G.started_ns = util_now_real_ns();       /* a new process: reports as one */
-	ship_busy = 0;
-	memset(G.rl_used, 0, sizeof(G.rl_used));
 	memset(&G.n, 0, sizeof(G.n));
 	guard_report_reset_child();
 	for (int i = 0; i < GUARD_MAX_FDS; i++) {
@@ -896,11 +658,21 @@ static void after_fork_child(void)
 			guard_real_close(fd);
 	}
 	atomic_store(&G.nfds, 0);
+	/* the parent writes what its threads logged */
+	while (logq.n) {
+		free(logq.line[logq.head]);
+		logq.head = (logq.head + 1) % LOG_QUEUE;
+		logq.n--;
+	}
+	logq.dropped = 0;
 	if (G.train) {
 		gtrain_unlock(G.train);
 		gtrain_reset_child(G.train);
 	}
-	init_cv();
+	gring_reset(&G.shared_ring);
+	pthread_mutex_unlock(&G.shared_mu);
+	pthread_mutex_unlock(&logq.mu);
+	pthread_mutex_unlock(&dead.mu);
 	pthread_mutex_unlock(&G.mu);
 	pthread_mutex_unlock(&G.tab_mu);
 	t->nest--;
@@ -976,6 +748,11 @@ static int load_profile(void)
 
 	if (!p)
 		return -1;
+	if (lazy_load(LAZY_JSONC) < 0) {
+		guard_log("cannot read the profile; not guarding", "error=\"%s\"", lazy_error(LAZY_JSONC));
+		gp_free(p);
+		return -1;
+	}
 	r = gp_load_file(p, G.profile_path);
 	if (r < 0) {
 		if (r == -1)
@@ -1054,12 +831,23 @@ __attribute__((constructor(102))) static void guard_init(void)
 		snprintf(G.kernel, sizeof(G.kernel), "%s", uts.release);
 	read_token();
 	G.cfg0 = G.cfg;
-	pthread_mutex_init(&G.mu, NULL);
+	guard_threads_init();
 	pthread_mutex_init(&G.tab_mu, NULL);
-	init_cv();
+	pthread_mutex_init(&G.shared_mu, NULL);
+	{
+		/* every signal the agent sends carries it: a program's own never does by chance */
+		uint64_t r = 0;
+
+		util_random(&r, sizeof(r));
+		G.sig_cookie = (void *)(uintptr_t)(r | 1);
+	}
 	G.mode = G.cfg.mode;
 	if (G.mode == GUARD_MODE_AUTO)
 		G.mode = stat(G.profile_path, &st) == 0 ? GUARD_MODE_GUARD : GUARD_MODE_TRAIN;
+	if (unwind_open(err, sizeof(err)) < 0) {
+		guard_log("cannot load the unwinder; the agent stays inert", "error=\"%s\"", err);
+		goto inert;
+	}
 	if (G.mode == GUARD_MODE_GUARD) {
 		if (load_profile() < 0)
 			goto inert;
@@ -1069,7 +857,6 @@ __attribute__((constructor(102))) static void guard_init(void)
 		G.train = gtrain_new();
 		if (!G.train)
 			goto inert;
-		guard_sampler_init_unwinder();
 	}
 	if (pthread_key_create(&G.key, key_destructor) != 0 ||
 	    pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0)
@@ -1096,51 +883,11 @@ uint64_t guard_units(void)
 __attribute__((destructor)) static void guard_fini(void)
 {
 	struct gthread *t = &guard_tls;
-	uint64_t units = 0;
 
-	if (!atomic_load(&G.active) || t->agent)
+	/* a child of vfork() that calls exit() runs on the parent's memory: the agent is the parent's */
+	if (!atomic_load(&G.active) || t->agent || getpid() != G.pid)
 		return;
 	t->nest = 1;
-	if (G.ship_started && G.cfg.url[0] && G.cfg.report_ns > 0) {
-		/* the last report says the process is gone; a second at most, then the program exits */
-		int64_t until = guard_now() + 1000000000LL;
-
-		pthread_mutex_lock(&G.mu);
-		G.exit_report = 1;
-		pthread_cond_broadcast(&G.cv);
-		while (!G.exit_reported && guard_now() < until)
-			timed_wait(until);
-		pthread_mutex_unlock(&G.mu);
-	}
-	if (G.mode == GUARD_MODE_TRAIN && G.train && G.ship_started) {
-		/* the shipping thread names the frames and writes the file: never the program's threads */
-		int64_t until = guard_now() + 10000000000LL;
-		int done;
-
-		pthread_mutex_lock(&G.mu);
-		done = G.save_done;
-		G.save_req = 1;
-		pthread_cond_broadcast(&G.cv);
-		while (G.save_done == done && guard_now() < until)
-			timed_wait(until);
-		if (G.save_done == done)
-			guard_log("the profile was not saved at exit in time", "path=%s", G.profile_path);
-		pthread_mutex_unlock(&G.mu);
-	} else if (G.mode == GUARD_MODE_GUARD && G.ship_started) {
-		/* what is queued goes to the spool: no waiting on a slow server at exit */
-		int64_t until = guard_now() + 2000000000LL;
-
-		G.ship_cancel = 1;
-		pthread_mutex_lock(&G.mu);
-		while ((G.qlen || ship_busy) && guard_now() < until)
-			timed_wait(until);
-		pthread_mutex_unlock(&G.mu);
-	}
-	units = guard_units();
-	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu shipped=%llu spooled=%llu lost=%llu "
-		  "empty=%llu baseline=%llu", (unsigned long long)units, (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
-		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.shipped),
-		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
-		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline));
+	guard_threads_exit();
 	t->nest = 0;
 }

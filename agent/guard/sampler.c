@@ -4,62 +4,33 @@
  * A thread gets a CPU-time timer (CLOCK_THREAD_CPUTIME_ID, delivered to that
  * thread only) at its first unit; a unit arms it, and the handler disarms it
  * when it fires outside a unit, so a thread waiting for work costs nothing
- * and a busy loop pays no system call per unit. The handler is
- * async-signal-safe: it walks the interrupted stack with libunwind (DWARF
- * CFI from .eh_frame; Debian builds without frame pointers) straight into the
- * thread's ring, and gives up rather than wait when the thread was already
- * writing its ring, walking its stack, or inside the dynamic loader.
+ * and a busy loop pays no system call per unit. A CPU-time timer expires only
+ * while its thread runs, so its signal never interrupts a wait the thread is
+ * sleeping in. The handler is async-signal-safe: it walks the interrupted
+ * stack (unwind.c) straight into the thread's ring, and gives up rather than
+ * wait when the thread was already writing its ring, walking its stack, or
+ * inside the dynamic loader.
  *
- * The same signal, sent by the watchdog with tgkill, asks a thread whose unit
- * went over its threshold for its stack (a unit stuck in one long call, or
- * spinning without wrapped calls, is caught while it happens).
+ * The watchdog asks a thread whose unit went over its threshold for its stack:
+ * the thread's next CPU sample takes it while it runs; a thread sleeping in a
+ * wrapped call gets the agent's signal (the wrapper resumes the call). Every
+ * signal the agent sends carries G.sig_cookie (signals.c tells it from the
+ * program's by that), and none goes to a thread that blocks the signal.
  */
-#define UNW_LOCAL_ONLY
 #include "agent/guard/rt.h"
+#include "agent/guard/unwind.h"
 
 #include <errno.h>
-#include <libunwind.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+/* the documented name (sigevent(7)); glibc before 2.38 spells it only through the union */
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
 
-static int handler_installed;
 static uintptr_t restorer;   /* the C library's signal-return trampoline (sa_restorer) */
-
-static void delete_slot_timer(struct gslot *s);
-
-/* Walks from the cursor into ips; sets GREC_F_... flags. */
-static uint32_t walk(unw_cursor_t *cur, uint64_t *ips, uint32_t max, uint16_t *flags)
-{
-	uint32_t n = 0;
-	int step = 1;
-
-	while (n < max) {
-		unw_word_t ip;
-
-		if (unw_get_reg(cur, UNW_REG_IP, &ip) < 0 || ip == 0)
-			break;
-		ips[n++] = ip;
-		if ((step = unw_step(cur)) <= 0)
-			break;
-	}
-	(void)flags;
-	return n;
-}
-
-/*
- * libunwind's fast path: a per-thread cache of each address's frame layout, so
- * that a stack seen before costs no DWARF parsing and no dl_iterate_phdr (which
- * libunwind brackets with two sigprocmask calls); the step-by-step cursor
- * (walk()) pays both on every cache miss.
- */
-__attribute__((noinline)) uint32_t guard_unwind_here(uint64_t *ips, uint32_t max, uint16_t *flags)
-{
-	int n = unw_backtrace((void **)ips, (int)max);
-
-	(void)flags;
-	return n > 0 ? (uint32_t)n : 0;
-}
 
 void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int64_t readier, uint16_t call,
 		       uint16_t flags)
@@ -74,7 +45,7 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 	if (!rec)
 		return;
 	t->unwinding = 1;
-	n = guard_unwind_here(rec->ip, (uint32_t)G.cfg.max_frames, &flags);
+	n = unwind_here(rec->ip, (uint32_t)G.cfg.max_frames);
 	t->unwinding = 0;
 	rec->kind = (uint16_t)kind;
 	rec->ts = ts;
@@ -85,12 +56,61 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 	gring_commit(&s->ring, rec, n);
 }
 
-/* A stack from the interrupted context into the thread's ring. Returns 1 when recorded. */
+/*
+ * A wait of a thread that has no slot (it never ran a unit), which may ready a unit's wait: into
+ * the ring such threads share, so that the thread gets no ring, no slot, no timer. Its first
+ * walks go without libunwind's per-thread trace cache (a quarter of a megabyte, filled, for a
+ * thread that may wait once and end); a thread that keeps waiting makes the cache after all.
+ */
+#define COLD_WALKS 16
+
+void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t readier, uint16_t call)
+{
+	uint64_t ips[GUARD_MAX_STACK];
+	uint32_t max = G.cfg.max_frames < GUARD_MAX_STACK ? (uint32_t)G.cfg.max_frames : GUARD_MAX_STACK, n;
+	struct grec *rec;
+
+	if (!G.shared_ring.size) {
+		pthread_mutex_lock(&G.shared_mu);
+		if (!G.shared_ring.size && gring_init(&G.shared_ring, G.cfg.ring_bytes) < 0)
+			G.shared_ring.size = 0;
+		pthread_mutex_unlock(&G.shared_mu);
+		if (!G.shared_ring.size)
+			return;
+	}
+	t->unwinding = 1;
+	if (t->walks < COLD_WALKS) {
+		t->walks++;
+		n = unwind_here_cold(ips, max);
+	} else {
+		n = unwind_here(ips, max);
+	}
+	t->unwinding = 0;
+	if (!n)
+		return;
+	pthread_mutex_lock(&G.shared_mu);
+	rec = gring_begin(&G.shared_ring, n);
+	if (rec) {
+		memcpy(rec->ip, ips, n * sizeof(ips[0]));
+		rec->kind = GREC_WAIT;
+		rec->ts = ts;
+		rec->dur = dur;
+		rec->readier = readier;
+		rec->call = call;
+		rec->flags = 0;
+		rec->tid = (uint32_t)t->tid;
+		gring_commit(&G.shared_ring, rec, n);
+	}
+	pthread_mutex_unlock(&G.shared_mu);
+}
+
+/* A stack from the interrupted context into the thread's ring; with detect, a copy of it at its end
+ * is the stack taken when the violation was detected (a run event of no cost). Returns 1 when
+ * recorded. */
 static int record_interrupted(struct gthread *t, struct gslot *s, void *uc, int64_t ts, int64_t dur,
-			      uint16_t flags)
+			      uint16_t flags, int detect)
 {
 	struct grec *rec;
-	unw_cursor_t cur;
 	uint32_t n = 0;
 
 	if (t->in_dl || t->unwinding) {
@@ -104,7 +124,7 @@ static int record_interrupted(struct gthread *t, struct gslot *s, void *uc, int6
 	if (restorer) {
 		/* from here, through the handler and the signal frame, into the interrupted code:
 		 * what the trampoline returns to is the interrupted pc */
-		uint32_t got = guard_unwind_here(rec->ip, (uint32_t)G.cfg.max_frames, &flags), k;
+		uint32_t got = unwind_here(rec->ip, (uint32_t)G.cfg.max_frames), k;
 
 		for (k = 0; k < got && !(rec->ip[k] >= restorer && rec->ip[k] < restorer + 16); k++)
 			;
@@ -112,8 +132,8 @@ static int record_interrupted(struct gthread *t, struct gslot *s, void *uc, int6
 			n = got - k - 1;
 			memmove(rec->ip, rec->ip + k + 1, n * sizeof(rec->ip[0]));
 		}
-	} else if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
-		n = walk(&cur, rec->ip, (uint32_t)G.cfg.max_frames, &flags);
+	} else {
+		n = unwind_context(uc, rec->ip, (uint32_t)G.cfg.max_frames);
 	}
 	t->unwinding = 0;
 	if (n == 0) {
@@ -127,6 +147,20 @@ static int record_interrupted(struct gthread *t, struct gslot *s, void *uc, int6
 	rec->call = atomic_load_explicit(&t->cur_call, memory_order_relaxed);
 	rec->flags = flags | GREC_F_EXACT_PC;
 	gring_commit(&s->ring, rec, n);
+	if (detect && dur) {
+		/* the newest record stays intact while the next one is written after it */
+		struct grec *d = gring_begin(&s->ring, n);
+
+		if (d) {
+			memcpy(d->ip, rec->ip, n * sizeof(d->ip[0]));
+			d->kind = GREC_RUN;
+			d->ts = ts + dur;
+			d->dur = 0;
+			d->call = rec->call;
+			d->flags = GREC_F_DETECT | GREC_F_EXACT_PC;
+			gring_commit(&s->ring, d, n);
+		}
+	}
 	return 1;
 }
 
@@ -139,7 +173,13 @@ static void disarm(struct gthread *t, struct gslot *s)
 		t->timer_state = TIMER_IDLE;
 }
 
-static void on_signal(int sig, siginfo_t *si, void *uc)
+/* The watchdog asked for the stack of this thread's unit: taken with the caller's stamp. */
+static int wanted(struct gthread *t, struct gslot *s)
+{
+	return t->unit_start && !t->violated && atomic_load_explicit(&s->capture_seq, memory_order_relaxed) == t->unit_seq;
+}
+
+void guard_sampler_signal(siginfo_t *si, void *uc)
 {
 	struct gthread *t = &guard_tls;
 	struct gslot *s = t->slot;
@@ -147,25 +187,32 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	uint32_t nest = t->nest;
 	uintptr_t nest_cfa = t->nest_cfa;
 
-	(void)sig;
 	atomic_fetch_add_explicit(&t->our_sigs, 1, memory_order_relaxed);
 	if (!atomic_load_explicit(&G.sampling, memory_order_relaxed) || t->agent || !s)
 		goto out;
 	/* calls made from here (libunwind reads unwind tables) are the agent's: no bookkeeping */
 	t->nest = 1;
 	t->nest_cfa = (uintptr_t)__builtin_frame_address(0);
-	if (si->si_code == SI_TKILL) {
-		/* the watchdog asks for the stack of this thread's violating unit */
-		if (t->unit_start && atomic_load(&s->capture_seq) == t->unit_seq && !t->violated) {
-			int64_t now = guard_now();
+	if (si->si_code == SI_QUEUE) {
+		/* the watchdog's request: this thread sleeps in a wrapped call (which is resumed) */
+		int want = wanted(t, s);
 
+		if (want || (t->unit_start && atomic_load_explicit(&t->cur_call, memory_order_relaxed) &&
+			     atomic_load_explicit(&s->hang_seq, memory_order_relaxed) == t->unit_seq)) {
+			int64_t now = guard_now();
 			/* inspected only if the stack was taken: else the unit's end takes it */
-			t->violated = (uint8_t)record_interrupted(t, s, uc, now, 0, GREC_F_DETECT);
+			int got = record_interrupted(t, s, uc, now, 0, GREC_F_DETECT, 0);
+
+			if (want && got) {
+				t->violated = 1;
+				atomic_store_explicit(&s->captured_seq, t->unit_seq, memory_order_relaxed);
+			}
 			t->agent_ns += guard_now() - now;
 			atomic_store_explicit(&s->agent_ns, t->agent_ns, memory_order_relaxed);
 		}
 	} else if (si->si_code == SI_TIMER) {
 		int64_t now, dur;
+		int detect;
 
 		if (!t->unit_start) {
 			disarm(t, s);
@@ -174,7 +221,11 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		now = guard_now();
 		/* a late signal stands for every period that passed */
 		dur = t->period_ns * (1 + (si->si_overrun > 0 ? si->si_overrun : 0));
-		record_interrupted(t, s, uc, now - dur, dur, 0);
+		detect = wanted(t, s);
+		if (record_interrupted(t, s, uc, now - dur, dur, 0, detect) && detect) {
+			t->violated = 1;
+			atomic_store_explicit(&s->captured_seq, t->unit_seq, memory_order_relaxed);
+		}
 		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
 		/* the stack walk is the agent's time, not the unit's (training never sees it) */
 		t->agent_ns += guard_now() - now;
@@ -186,47 +237,17 @@ out:
 	errno = saved;
 }
 
-void guard_sampler_init_unwinder(void)
-{
-	unw_context_t uc;
-	unw_cursor_t cur;
-
-	/* per-thread caches: no locks, nothing shared with a handler on another thread */
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-	/* libunwind initialises itself on first use, with locks: do it here, not in a handler */
-	if (unw_getcontext(&uc) == 0 && unw_init_local(&cur, &uc) == 0)
-		unw_step(&cur);
-}
-
 int guard_sampler_init(void)
 {
-	struct sigaction act;
+	struct sigaction cur;
 
-	guard_sampler_init_unwinder();
-	if (G.cfg.sample_hz <= 0)
-		return 0;
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = on_signal;
-	/* SA_RESTART: the kernel resumes the calls it can; the wrappers resume the others */
-	act.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&act.sa_mask);
-	if (guard_real_sigaction(G.sig, &act, NULL) < 0)
+	if (guard_sig_install() < 0)
 		return -1;
-	{
-		struct sigaction cur;
-
-		/* glibc fills in its trampoline: the frame a stack walk from the handler passes */
-		if (guard_real_sigaction(G.sig, NULL, &cur) == 0 && cur.sa_restorer)
-			restorer = (uintptr_t)cur.sa_restorer;
-	}
-	handler_installed = 1;
-	atomic_store(&G.sampling, 1);
+	G.sig_owned = 1;
+	/* glibc fills in its trampoline: the frame a stack walk from the handler passes */
+	if (guard_real_sigaction(G.sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_restorer)
+		restorer = (uintptr_t)cur.sa_restorer;
 	return 0;
-}
-
-int guard_handler_installed(void)
-{
-	return handler_installed;
 }
 
 void guard_timer_arm(struct gthread *t)
@@ -234,23 +255,25 @@ void guard_timer_arm(struct gthread *t)
 	struct gslot *s = t->slot;
 	struct itimerspec its;
 
-	if (!s)
+	if (!s || t->prog_blocked || G.cfg.sample_hz <= 0)
 		return;
-	if (t->timer_state == TIMER_NONE) {
+	if (!atomic_load(&s->timer_live)) {
 		struct sigevent sev;
 		uint64_t warm[8];
-		uint16_t flags = 0;
 
+		if (t->timer_state == TIMER_FAILED)
+			return;
 		/* libunwind makes a thread's trace cache on first use, with locks and mmap:
 		 * here, not in the handler */
 		t->unwinding = 1;
-		guard_unwind_here(warm, 8, &flags);
+		unwind_here(warm, 8);
 		t->unwinding = 0;
 
 		memset(&sev, 0, sizeof(sev));
 		sev.sigev_notify = SIGEV_THREAD_ID;
 		sev.sigev_signo = G.sig;
-		sev._sigev_un._tid = t->tid;
+		sev.sigev_value.sival_ptr = G.sig_cookie;
+		sev.sigev_notify_thread_id = t->tid;
 		if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &s->timer) < 0) {
 			/* too many timers (RLIMIT_SIGPENDING): this thread goes without samples */
 			t->timer_state = TIMER_FAILED;
@@ -259,7 +282,7 @@ void guard_timer_arm(struct gthread *t)
 		atomic_store(&s->timer_live, 1);
 		t->timer_state = TIMER_IDLE;
 	}
-	if (t->timer_state != TIMER_IDLE || !atomic_load(&s->timer_live))
+	if (t->timer_state == TIMER_ARMED)
 		return;
 	/* the period may change (a pushed sample_hz): each timer keeps the one it was armed with */
 	t->period_ns = G.period_ns;
@@ -268,12 +291,18 @@ void guard_timer_arm(struct gthread *t)
 	its.it_value = its.it_interval;
 	if (timer_settime(s->timer, 0, &its, NULL) == 0)
 		t->timer_state = TIMER_ARMED;
-	/* the program may have taken the signal while this timer was being set */
+	/* the program may have ignored the signal while this timer was being set */
 	if (!atomic_load(&G.sampling))
 		guard_timer_delete(t);
 }
 
-/* Deletes a slot's timer once, whoever gets there first (its owner, or the hand-over). */
+void guard_timer_disarm(struct gthread *t)
+{
+	if (t->slot)
+		disarm(t, t->slot);
+}
+
+/* Deletes a slot's timer once, whoever gets there first (its owner, or a pause of sampling). */
 static void delete_slot_timer(struct gslot *s)
 {
 	int live = 1;
@@ -289,19 +318,38 @@ void guard_timer_delete(struct gthread *t)
 	t->timer_state = TIMER_NONE;
 }
 
-void guard_take_signal_back(void)
+void guard_sampler_pause(void)
 {
 	uint32_t n = atomic_load(&G.nslots);
 
-	/* the program installs a handler for the agent's signal: sampling stops, and
-	 * every timer goes before the program's handler could be reached by one */
+	/* the program ignores the signal: no timer may fire, no request be sent until it takes it back */
 	atomic_store(&G.sampling, 0);
 	for (uint32_t i = 0; i < n; i++)
 		delete_slot_timer(&G.slots[i]);
-	atomic_fetch_add(&G.n.handed_over, 1);
-	guard_log("the program took the sampling signal; CPU samples stop", "signal=%d", G.sig);
+	guard_log("the program ignores the sampling signal; CPU samples pause", "signal=%d", G.sig);
 }
 
-void guard_sampler_release(void)
+void guard_sampler_resume(void)
 {
+	/* timers are made again at the threads' next units */
+	atomic_store(&G.sampling, 1);
+	guard_log("CPU samples resume", "signal=%d", G.sig);
+}
+
+/* The watchdog asks the thread of slot s, asleep in a wrapped call, for its stack. */
+void guard_sampler_request(struct gslot *s)
+{
+	siginfo_t si;
+
+	atomic_fetch_add(&s->sending, 1);
+	if (!atomic_load(&s->sig_blocked) && atomic_load(&G.sampling)) {
+		memset(&si, 0, sizeof(si));
+		si.si_signo = G.sig;
+		si.si_code = SI_QUEUE;
+		si.si_pid = G.pid;
+		si.si_uid = getuid();
+		si.si_value.sival_ptr = G.sig_cookie;
+		syscall(SYS_rt_tgsigqueueinfo, (long)G.pid, (long)atomic_load(&s->tid), (long)G.sig, &si);
+	}
+	atomic_fetch_sub(&s->sending, 1);
 }

@@ -10,16 +10,15 @@
  * with gp_save_merged(), so the processes of one program (a forking server's
  * workers) and its restarts all add to the same profile.
  */
-#define UNW_LOCAL_ONLY
 #include "agent/guard/modmap.h"
 #include "agent/guard/rt.h"
 #include "common/util.h"
 #include "agent/guard/symbolize.h"
+#include "agent/guard/unwind.h"
 #include "common/intern.h"
 #include "common/vec.h"
 
 #include <errno.h>
-#include <libunwind.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,22 +158,12 @@ int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t ca
  */
 static uint16_t capture_path(uint64_t *path)
 {
-	uint64_t tmp[GP_MAX_PATH];
-	unw_context_t uc;
-	unw_cursor_t cur;
-	uint32_t n = 0;
+	uint64_t ips[GP_MAX_PATH + 16], tmp[GP_MAX_PATH];
+	uint32_t got = unwind_here(ips, GP_MAX_PATH + 16), n = 0;
 
-	if (unw_getcontext(&uc) < 0 || unw_init_local(&cur, &uc) < 0)
-		return 0;
-	do {
-		unw_word_t ip;
-
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
-			break;
-		if (ip >= G.self_lo && ip < G.self_hi)
-			continue;   /* the agent's own frames */
-		tmp[n++] = ip;
-	} while (n < GP_MAX_PATH && unw_step(&cur) > 0);
+	for (uint32_t i = 0; i < got && n < GP_MAX_PATH; i++)
+		if (!(ips[i] >= G.self_lo && ips[i] < G.self_hi))   /* the agent's own frames */
+			tmp[n++] = ips[i];
 	for (uint32_t i = 0; i < n; i++)
 		path[i] = tmp[n - 1 - i];
 	return (uint16_t)n;

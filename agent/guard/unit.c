@@ -268,6 +268,8 @@ __attribute__((noinline, cold)) static void violation_here(struct gthread *t, ui
 	int64_t a0;
 
 	t->violated = 1;
+	if (t->slot)
+		atomic_store_explicit(&t->slot->captured_seq, t->unit_seq, memory_order_relaxed);
 	a0 = guard_now();
 	guard_record_here(t, GREC_RUN, now, 0, 0, call, GREC_F_DETECT);
 	add_agent_time(t, a0);
@@ -448,6 +450,11 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 	}
 	if (readier == t->tid)
 		readier = 0;
+	if (!t->slot) {
+		/* a thread that never ran a unit: it may ready one's wait, but gets nothing of its own */
+		guard_record_shared(t, c->t0, dur, readier, c->id);
+		return;
+	}
 	guard_record_here(t, GREC_WAIT, c->t0, dur, readier, c->id, 0);
 	if (t->unit_start)
 		add_agent_time(t, a0);
@@ -491,11 +498,11 @@ static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_
 	}
 	if (dur >= G.cfg.min_wait_ns)
 		record_wait(t, c, dur);
-	if (t->unit_start) {
-		atomic_store_explicit(&t->slot->call, 0, memory_order_relaxed);
-		/* the time right after the call (a wait event's inspection, if any, is already in agent_ns) */
-		check(t, c->id, now);
-	}
+	if (!t->unit_start)
+		return;
+	atomic_store_explicit(&t->slot->call, 0, memory_order_relaxed);
+	/* the time right after the call (a wait event's inspection, if any, is already in agent_ns) */
+	check(t, c->id, now);
 }
 
 /* ---- training ---- */
@@ -651,8 +658,7 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 	c->obj = obj;
 	c->fd = fd;
 	c->loopsite = -1;
-	c->our_sigs = atomic_load_explicit(&t->our_sigs, memory_order_relaxed);
-	c->prog_sigs = atomic_load_explicit(&t->prog_sigs, memory_order_relaxed);
+	guard_sigsnap_take(&c->sigs);
 	atomic_store_explicit(&t->cur_call, (uint16_t)id, memory_order_relaxed);
 	now = guard_now();
 	if (G.mode == GUARD_MODE_GUARD)

@@ -48,6 +48,19 @@ depends() {
 	rm -rf "$d"
 }
 
+# lazy_depends DEPENDS: DEPENDS and the packages of the libraries libsmguard.so loads itself when
+# it needs them (dlopen: agent/guard/lazy.c and unwind.c), which dpkg-shlibdeps cannot see; their
+# sonames are the ones the build recorded (build/rel/gen/guard_sonames.h)
+lazy_depends() {
+	local deps=$1 so pkg
+	for so in $(sed -n 's/^#define SONAME_[A-Z_]* "\(.*\)"$/\1/p' "$repo/build/rel/gen/guard_sonames.h"); do
+		pkg=$(dpkg -S "*/$so" 2>/dev/null | head -n 1 | cut -d: -f1)
+		[ -n "$pkg" ] || { echo "deb: no installed package has $so" >&2; exit 1; }
+		[[ ", $deps" == *", $pkg "* || ", $deps," == *", $pkg,"* ]] || deps+=", $pkg"
+	done
+	echo "$deps"
+}
+
 # control ROOT PKG DESCRIPTION DEPENDS
 control() {
 	local root=$1 pkg=$2 desc=$3 deps=$4 size
@@ -84,7 +97,7 @@ control "$a" stackmine-agent "stackmine guard agent: finds slow units of work in
  how long each kind of unit of work takes in an unmodified program and,
  when one takes longer than it should, ships its call stacks and waits to
  sm-ingest. sm-agent imports perf captures and ships or spools streams." \
-	"adduser, $(depends "$a" usr/bin/sm-agent usr/bin/sm-guard usr/lib/stackmine/libsmguard.so)"
+	"$(lazy_depends "adduser, $(depends "$a" usr/bin/sm-agent usr/bin/sm-guard usr/lib/stackmine/libsmguard.so)")"
 
 # ---- stackmine-server ----
 s=$work/stackmine-server

@@ -1,0 +1,45 @@
+/*
+ * unwind: walks of the program's threads' stacks with libunwind, from DWARF
+ * CFI (.eh_frame; Debian builds without frame pointers), on the program's
+ * threads and in the agent's signal handler.
+ *
+ * libunwind is loaded by the agent itself (dlopen, RTLD_LOCAL), so that its
+ * _Unwind_* functions and backtrace() never take the place of libgcc's or the
+ * C library's in the program. It is set up so that a walk opens nothing and
+ * never touches a descriptor: libunwind 1.6 checks the addresses it reads by
+ * writing them to a pipe it opens when it starts and keeps by number; in a
+ * program that closes its descriptors those numbers become the program's own
+ * files, which libunwind then reads, closes and opens again. The agent
+ * refuses it that pipe and checks addresses itself: the current thread's
+ * stack above the stack pointer, the loaded modules' readable segments, else
+ * a process_vm_readv() of its own memory (no descriptor, no fault).
+ *
+ * Async-signal-safety: unwind_here(), unwind_context() and what they call
+ * may run in a signal handler; the rest may not.
+ */
+#ifndef SM_GUARD_UNWIND_H
+#define SM_GUARD_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Loads and sets up libunwind (the constructor, before main()). 0, or -1 with the reason in err. */
+int unwind_open(char *err, size_t errlen);
+/* Whether unwind_open() succeeded: without it every walk returns 0 frames. */
+int unwind_ready(void);
+/* Notes the calling thread's stack (once per thread, on the thread, not in a handler). */
+void unwind_thread_init(void);
+/* The loaded modules changed (after dlopen): the address check learns their segments. */
+void unwind_modules_changed(void);
+/* True on a thread where libunwind is starting: the descriptors it asks for are refused. */
+int unwind_starting(void);
+
+/* This thread's return addresses from the caller of unwind_here() outwards, innermost first. */
+uint32_t unwind_here(uint64_t *ips, uint32_t max);
+/* The same without libunwind's per-thread trace cache, which a thread's first unwind_here() makes
+ * (a quarter of a megabyte, filled): for threads that walk rarely. Slower per walk. Not in a handler. */
+uint32_t unwind_here_cold(uint64_t *ips, uint32_t max);
+/* The same from a signal's context (ucontext_t *), the interrupted pc first. */
+uint32_t unwind_context(void *uc, uint64_t *ips, uint32_t max);
+
+#endif
