@@ -26,7 +26,10 @@
 #
 # First, the agent's bookkeeping per wrapped call (tests/guard/callcost: the
 # cheapest system call, in units, without and with the agent): unlike the
-# throughputs, it does not move with the machine's neighbours.
+# throughputs, it does not move with the machine's neighbours. Then what loading
+# the agent costs every process (`env true`; a process that starts 1,000 others,
+# each of which loads it; git and sqlite3; 2,000 threads), plainly, with the agent
+# loaded but off, training, and guarding.
 #
 # Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 20), SM_BENCH_GUARD_SECS
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
@@ -42,7 +45,7 @@ rounds=${SM_BENCH_GUARD_ROUNDS:-20}
 secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-servers=" ${SM_BENCH_GUARD_SERVERS:-callcost postgres redis shipping nginx control contention} "
+servers=" ${SM_BENCH_GUARD_SERVERS:-callcost load postgres redis shipping nginx control contention} "
 want() { [[ $servers == *" $1 "* ]]; }
 
 # the servers here are this script's own: nothing from the caller's PostgreSQL settings applies
@@ -197,6 +200,70 @@ printf 'guard one wrapped call inside a unit:       %.0f ns without, %.0f ns wit
 	"$(awk '{ print $1 }' "$W/cc" | median)" "$(awk '{ print $2 }' "$W/cc" | median)" \
 	"$(awk '{ print $2 - $1 }' "$W/cc" | median)"
 
+fi
+
+if want load; then
+# ---- loading the agent: every exec, and programs made of many processes or threads ----
+L=$W/load
+mkdir -p "$L/prof" "$L/repo"
+chmod 1777 "$L" "$L/prof"
+tort=$repo/build/rel/tests/torture
+# a git repository of 200 files in 20 commits, and 3,000 sqlite transactions (each a write and an fsync)
+(
+	cd "$L/repo" && git init -q && git config user.email b@x && git config user.name bench
+	for c in $(seq 20); do
+		for f in $(seq 10); do echo "$c $f" >"f$c-$f"; done
+		git add -A && git commit -qm "c$c"
+	done
+)
+{
+	echo 'PRAGMA journal_mode=WAL; CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT);'
+	for i in $(seq 3000); do echo "INSERT INTO t (v) VALUES ('row $i');"; done
+} >"$L/ins.sql"
+# usecs N COMMAND...: microseconds for N runs of COMMAND, one after the other
+usecs() {
+	local n=$1 t0
+	shift
+	t0=$(date +%s%N)
+	for _ in $(seq "$n"); do "$@" >/dev/null 2>&1; done
+	echo $((($(date +%s%N) - t0) / 1000))
+}
+# modes: the environment of each way of running a program
+mode_env() {
+	case $1 in
+	plain) echo "" ;;
+	off) echo "LD_PRELOAD=$W/libsmguard.so SM_GUARD_MODE=off" ;;
+	train) echo "LD_PRELOAD=$W/libsmguard.so SM_GUARD_MODE=train SM_GUARD_PROFILE_DIR=$L/prof" ;;
+	guard) echo "LD_PRELOAD=$W/libsmguard.so SM_GUARD_MODE=guard SM_GUARD_PROFILE_DIR=$L/prof SM_GUARD_SPOOL=$L/spool" ;;
+	esac
+}
+# load NAME PER COUNT COMMAND...: median of 5 batches of COUNT runs of COMMAND in each mode (the
+# training batches come first: guarding uses what they learnt); PER divides into the unit printed
+load() {
+	local name=$1 per=$2 n=$3 m b line=""
+	shift 3
+	for m in plain off train guard; do
+		for b in 1 2 3 4 5; do
+			# shellcheck disable=SC2046
+			usecs "$n" env $(mode_env "$m") "$@"
+		done >"$L/t.$m"
+	done
+	for m in plain off train guard; do
+		line+=$(printf ' %s %.2f' "$m" "$(median <"$L/t.$m" | awk -v n="$n" -v p="$per" '{ print $1 / n / p }')")
+	done
+	echo "guard load $name:$line"
+}
+echo "guard load: per run, median of 5 batches; plain, the agent loaded but off (SM_GUARD_MODE=off), training, guarding"
+load "env true (ms per exec)" 1000 200 /usr/bin/true
+load "1,000 posix_spawn()s of /bin/true by one process (s)" 1000000 1 "$tort" spawns 1000
+load "git status in a 200-file repository (ms)" 1000 20 git -C "$L/repo" status --short
+load "sqlite3, 3,000 transactions in WAL mode (s)" 1000000 1 sqlite3 "$L/db.sqlite" ".read $L/ins.sql"
+"$W/sm-guard" run --train --profile-dir "$L/prof" --log "$W/guard.log" -- "$tort" train 400 >/dev/null
+load "2,000 threads that lock and sleep (s)" 1000000 1 "$tort" threads 2000
+echo "guard load: libsmguard.so needs $(readelf -d "$W/libsmguard.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+echo "guard load: libraries mapped by an inert agent: $(SM_GUARD_MODE=off LD_PRELOAD=$W/libsmguard.so cat /proc/self/maps |
+	awk '$6 ~ /\.so/ {n = split($6, p, "/"); print p[n]}' | sort -u | wc -l), without the agent $(cat /proc/self/maps |
+	awk '$6 ~ /\.so/ {n = split($6, p, "/"); print p[n]}' | sort -u | wc -l)"
 fi
 
 # ---- PostgreSQL: pgbench -S ----

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The guard agent is invisible to the programs it runs in (docs/guard.md "What the agent
+# guarantees"). Each case of tests/guard/torture.c, a bash script and a Python program run
+# three times: plainly, under libsmguard.so in training, and in guard mode with a profile
+# that makes every unit a violation (k 0, no minimum threshold, every wrapped call a wait
+# event with a stack walk, 1000 CPU samples a second, a watchdog every 5 ms); the streams go to
+# the real sm-ingest. Exit status, standard output and error, and the files each run wrote
+# must be the same byte for byte. Then: the agent was busy in those runs (units and
+# violations counted), libsmguard.so needs nothing but the C library, and a short program
+# exits at once with its training saved when the server accepts connections and never answers.
+. "$(dirname "$0")/../lib.sh"
+
+BIN=$SM_BIN_DIR
+TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
+GUARD=$BIN/sm-guard
+TORTURE=$TOOLS/torture
+LIB=$("$GUARD" lib)
+PY=/usr/bin/python3
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+printf '%s\n' "$TOKEN" >"$T_TMP/token"
+start_ingest || t_bail "sm-ingest starts"
+PROF=$T_TMP/profiles       # guard mode's: learnt from `torture train` only (tiny thresholds)
+PROF_T=$T_TMP/profiles-t   # what the training runs of the cases learn
+W=$T_TMP/runs
+
+# every stack walk, every signal and timer of the agent as often as it makes them
+STRESS=(SM_GUARD_MIN_WAIT_US=1 SM_GUARD_SAMPLE_HZ=1000)
+GUARD_STRESS=("${STRESS[@]}" SM_GUARD_K=0 SM_GUARD_MIN_THRESHOLD_US=0 SM_GUARD_WATCHDOG_MS=5
+	SM_GUARD_HANG_MS=50 SM_GUARD_REPORTS_PER_MIN=100000 SM_GUARD_REPORT_S=1)
+
+# run MODE NAME COMMAND...: runs COMMAND in $W/MODE/NAME (plain, train or guard), keeping its
+# standard output and error, exit status and the checksums of the files it wrote
+run() {
+	local mode=$1 name=$2 dir=$W/$1/$2
+	shift 2
+	mkdir -p "$dir"
+	case $mode in
+	plain) (cd "$dir" && exec timeout 120 "$@" </dev/null >"$dir.out" 2>"$dir.err") ;;
+	train) (cd "$dir" && exec env "${STRESS[@]}" timeout 120 "$GUARD" run --train --profile-dir "$PROF_T" \
+		--log "$dir.log" --url "$INGEST_URL" --token-file "$T_TMP/token" -- "$@" \
+		</dev/null >"$dir.out" 2>"$dir.err") ;;
+	guard) (cd "$dir" && exec env "${GUARD_STRESS[@]}" timeout 120 "$GUARD" run --guard --profile-dir "$PROF" \
+		--log "$dir.log" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool" -- "$@" \
+		</dev/null >"$dir.out" 2>"$dir.err") ;;
+	esac
+	echo "rc=$?" >>"$dir.out"
+	(cd "$dir" && find . -type f | sort | xargs -r sha256sum) >"$dir.files"
+}
+
+# same NAME: the runs under the agent are the plain run's, byte for byte
+same() {
+	local name=$1 mode what
+	for mode in train guard; do
+		for what in out err files; do
+			if cmp -s "$W/plain/$name.$what" "$W/$mode/$name.$what"; then
+				t_ok "$name ($mode): $what as without the agent"
+			else
+				t_fail "$name ($mode): $what as without the agent" \
+					"$(diff "$W/plain/$name.$what" "$W/$mode/$name.$what" | head -n 12)"
+			fi
+		done
+	done
+}
+
+# agent_exits NAME MODE: "units violations" of the exit lines in that run's log, summed
+agent_exits() {
+	awk '/msg="exit"/ {
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "units") u += kv[2]; if (kv[1] == "violations") v += kv[2] }
+	} END { printf "%d %d\n", u, v }' "$W/$2/$1.log" 2>/dev/null
+}
+
+# ---- the library's own dependencies ----
+
+needed=$(readelf -d "$LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+t_eq "libsmguard.so needs only the C library (the rest is loaded when used, by the agent's own threads)" \
+	"$needed" "ld-linux-x86-64.so.2 libc.so.6 libm.so.6 "
+t_eq "and exports none of the libraries' functions it forwards to them" \
+	"$(nm -D --defined-only "$LIB" | grep -cE ' (curl_|json_|ZSTD_|dwfl_|elf_|_?U[Lx]*86|unw_)')" 0
+# libs_of COMMAND...: the shared libraries in the memory map of `cat` run by COMMAND
+libs_of() {
+	"$@" cat /proc/self/maps | awk '$6 ~ /\.so/ {n = split($6, p, "/"); print p[n]}' | sort -u | tr '\n' ' '
+}
+want=$( (libs_of env | tr ' ' '\n'; echo libsmguard.so; echo libm.so.6) | sed '/^$/d' | sort -u | tr '\n' ' ')
+t_eq "an inert agent (SM_GUARD_MODE=off) loads no other library" "$(libs_of env SM_GUARD_MODE=off LD_PRELOAD="$LIB")" \
+	"$want"
+t_eq "nor does one that is not meant for the program (SM_GUARD_ONLY)" \
+	"$(libs_of env SM_GUARD_ONLY=nothing LD_PRELOAD="$LIB")" "$want"
+got=$(libs_of env SM_GUARD_MODE=train SM_GUARD_PROFILE_DIR="$T_TMP" LD_PRELOAD="$LIB")
+t_match "a training agent loads its unwinder" "$got" "libunwind"
+t_eq "but nothing it ships or names frames with before it needs to" \
+	"$(tr ' ' '\n' <<<"$got" | grep -cE '^lib(curl|dw|elf|zstd|json-c|ssl|crypto|gnutls)')" 0
+
+# ---- training ----
+
+"$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/train.log" -- "$TORTURE" train 400 >/dev/null ||
+	t_bail "torture trains"
+show=$("$GUARD" profile show "$PROF"/"$(readelf -n "$TORTURE" | sed -n 's/.*Build ID: //p')".json)
+t_match "the torture program's event loop is learnt" "$show" "loop [0-9]+: torture!loop_wait"
+
+BASH_SCRIPT=$T_TMP/fds.sh
+cat >"$BASH_SCRIPT" <<'EOF'
+# a script that writes through descriptors 3 and 4 while it reads its input line by line
+exec 3>f.txt 4>g.txt
+n=0
+while read -r line; do
+	echo "$line" >&3
+	echo "$line" >&4
+	n=$((n + 1))
+done < <(for i in $(seq 1 60); do echo "line $i"; sleep 0.005; done)
+exec 3>&- 4>&-
+echo "read $n lines, f.txt $(wc -c <f.txt) bytes, g.txt $(wc -c <g.txt) bytes"
+EOF
+PY_SCRIPT=$T_TMP/subproc.py
+cat >"$PY_SCRIPT" <<'EOF'
+# handlers of its own; subprocesses (vfork: the child resets its handlers before exec) started
+# while it reads lines from a pipe (its units)
+import os, signal, subprocess, threading, time
+got = {}
+def on(sig, frame):
+    got[sig] = got.get(sig, 0) + 1
+mine = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
+for s in mine + (signal.SIGCHLD,):
+    signal.signal(s, on)
+r, w = os.pipe()
+def feed():
+    for i in range(40):
+        os.write(w, b'line\n')
+        time.sleep(0.005)
+    os.close(w)
+feeder = threading.Thread(target=feed)
+feeder.start()
+n = 0
+with os.fdopen(r) as f:
+    for line in f:
+        if n % 8 == 0:
+            subprocess.run(['/bin/true'], check=True)
+        n += 1
+feeder.join()
+print('lines:', n, 'handlers kept:', [signal.getsignal(s) is on for s in mine])
+for s in mine:
+    os.kill(os.getpid(), s)
+    os.kill(os.getpid(), s)
+print('handled:', [(signal.Signals(s).name, got.get(s, 0)) for s in mine])
+EOF
+# bash and python learn their own loops (each reads lines from a pipe)
+for _ in 1 2; do
+	(cd "$T_TMP" && "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/train.log" -- bash "$BASH_SCRIPT" \
+		>/dev/null 2>&1)
+	(cd "$T_TMP" && "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/train.log" -- "$PY" "$PY_SCRIPT" \
+		>/dev/null 2>&1)
+done
+
+# ---- the cases ----
+
+mapfile -t CASES < <("$TORTURE" list)
+for c in "${CASES[@]}"; do
+	for mode in plain train guard; do
+		run "$mode" "$c" "$TORTURE" "$c"
+	done
+	same "$c"
+done
+for mode in plain train guard; do
+	run "$mode" bash-fds bash "$BASH_SCRIPT"
+	run "$mode" python-subprocess "$PY" "$PY_SCRIPT"
+done
+same bash-fds
+same python-subprocess
+t_match "bash: every line reached both files" "$(cat "$W/plain/bash-fds.out")" "^read 60 lines, f.txt 471 bytes, g.txt 471 bytes"
+t_match "python: every handler ran twice" "$(cat "$W/plain/python-subprocess.out")" \
+	"lines: 40 handlers kept: \[True, True, True, True\].handled: \[\('SIGTERM', 2\), \('SIGINT', 2\), \('SIGUSR1', 2\), \('SIGHUP', 2\)\]"
+
+# the agent was busy in the guarded runs: units, violations, streams
+busy=0
+for c in fds closefrom dup2 vfork eintr masks signalfd sigconsume rtsig unshare threads; do
+	read -r u v <<<"$(agent_exits "$c" guard)"
+	[ "${u:-0}" -ge 2 ] && [ "${v:-0}" -ge 1 ] && busy=$((busy + 1)) || echo "  $c: $u units, $v violations"
+done
+t_eq "guard mode: every case that runs units had violations the agent inspected" "$busy" 11
+t_match "and streams of them reached sm-ingest" "$(pg_q "SELECT count(*) FROM streams WHERE app = 'torture'")" '^[1-9][0-9]+$'
+for p in bash-fds python-subprocess; do
+	read -r u v <<<"$(agent_exits "$p" guard)"
+	t_match "$p: the interpreter ran units and had violations in guard mode" "$u $v" '^[1-9][0-9]* [1-9][0-9]*$'
+done
+
+# ---- exit never waits on the network ----
+
+# a server that accepts connections and never answers
+"$PY" -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)
+' >"$T_TMP/hole.port" &
+HOLE=$!
+t_cleanup "kill $HOLE 2>/dev/null"
+for _ in $(seq 1 50); do [ -s "$T_TMP/hole.port" ] && break; sleep 0.1; done
+HOLE_URL=http://127.0.0.1:$(cat "$T_TMP/hole.port")
+rm -rf "$T_TMP/exitprof"
+t0=$(date +%s%N)
+"$GUARD" run --train --profile-dir "$T_TMP/exitprof" --log "$T_TMP/exit.log" --url "$HOLE_URL" -- "$TORTURE" train 50 \
+	>/dev/null 2>&1
+ms=$((($(date +%s%N) - t0) / 1000000))
+echo "a 50-unit training run against a server that never answers took $ms ms"
+# 50 rounds of two waits: up to 100 units, less the first few before the loop is known
+t_eq "training: the profile is saved at exit although the server never answers" \
+	"$("$GUARD" profile show "$T_TMP"/exitprof/*.json 2>&1 | awk '/^build id/ {print ($NF >= 80 && $NF <= 100)}')" 1
+t_eq "training: and the program is not held up by the server (under 2 s)" "$((ms < 2000))" 1
+t0=$(date +%s%N)
+SM_GUARD_K=0 SM_GUARD_MIN_THRESHOLD_US=0 "$GUARD" run --guard --profile-dir "$PROF" --log "$T_TMP/exit.log" \
+	--url "$HOLE_URL" --spool "$T_TMP/exitspool" -- "$TORTURE" exit >/dev/null 2>&1
+ms=$((($(date +%s%N) - t0) / 1000000))
+echo "a short guarded run against a server that never answers took $ms ms"
+t_eq "guard mode: the program is not held up by the server (under 2 s)" "$((ms < 2000))" 1
+t_match "guard mode: what could not be sent is in the spool" "$(ls "$T_TMP/exitspool" 2>/dev/null | grep -c '\.json$')" '^[1-9]'
+
+t_done
