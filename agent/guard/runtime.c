@@ -18,6 +18,7 @@
 #include "common/sha256.h"
 #include "common/util.h"
 
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <json-c/json.h>
@@ -58,8 +59,8 @@ static int64_t cal_ns, cal_next;
 
 static void clock_init(void)
 {
-	char src[32] = "", *flags = NULL;
-	size_t n = 0;
+	char src[32] = "";
+	unsigned int a, b, c, d;
 	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
 
 	if (fd >= 0) {
@@ -70,10 +71,8 @@ static void clock_init(void)
 	}
 	if (strcmp(src, "tsc\n") != 0)
 		return;
-	if (util_read_file("/proc/cpuinfo", 1 << 20, &flags, &n) < 0)
-		return;
-	tsc_usable = strstr(flags, " constant_tsc") && strstr(flags, " nonstop_tsc");
-	free(flags);
+	/* an invariant TSC (CPUID 0x80000007, EDX bit 8): constant rate, ticking in every C- and P-state */
+	tsc_usable = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1U << 8));
 	cal_tsc = __builtin_ia32_rdtsc();
 	cal_ns = guard_mono_ns();
 	cal_next = cal_ns + 100000000;
@@ -748,6 +747,10 @@ static int load_profile(void)
 
 	if (!p)
 		return -1;
+	if (access(G.profile_path, F_OK) < 0) {
+		gp_free(p);
+		return -1;   /* no profile of this build: nothing to guard with (gp_load_file says so too) */
+	}
 	if (lazy_load(LAZY_JSONC) < 0) {
 		guard_log("cannot read the profile; not guarding", "error=\"%s\"", lazy_error(LAZY_JSONC));
 		gp_free(p);
@@ -844,13 +847,14 @@ __attribute__((constructor(102))) static void guard_init(void)
 	G.mode = G.cfg.mode;
 	if (G.mode == GUARD_MODE_AUTO)
 		G.mode = stat(G.profile_path, &st) == 0 ? GUARD_MODE_GUARD : GUARD_MODE_TRAIN;
+	/* what is loaded (json-c, libunwind) only once the agent is sure to run */
+	if (G.mode == GUARD_MODE_GUARD && load_profile() < 0)
+		goto inert;
 	if (unwind_open(err, sizeof(err)) < 0) {
 		guard_log("cannot load the unwinder; the agent stays inert", "error=\"%s\"", err);
 		goto inert;
 	}
 	if (G.mode == GUARD_MODE_GUARD) {
-		if (load_profile() < 0)
-			goto inert;
 		if (guard_sampler_init() < 0)
 			guard_log("cannot install the sampling handler; no CPU samples", "signal=%d", G.sig);
 	} else {

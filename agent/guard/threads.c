@@ -476,8 +476,9 @@ void guard_threads_exit(void)
 	G.ship_cancel = 1;   /* a transfer in flight gives up at once */
 	pthread_cond_broadcast(&G.cv);
 	pthread_cond_broadcast(&G.wd_cv);
-	/* the shipping thread does the exit's work: started for it when there is any */
-	need = G.ship_started || G.qlen || G.cfg.log[0] || (G.mode == GUARD_MODE_TRAIN && G.train);
+	/* the shipping thread does the exit's work: started for it when there is any (training
+	 * started it when it found a loop: before, nothing was learnt) */
+	need = G.ship_started || G.qlen || G.cfg.log[0];
 	pthread_mutex_unlock(&G.mu);
 	if (need && !G.ship_started)
 		guard_start_shipper();

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -191,28 +192,20 @@ int unwind_starting(void)
 	return starting;
 }
 
-/* The main thread's stack, from the mapping that holds this frame (before main(): a descriptor
- * opened here is closed before the program runs). */
+/* The main thread's stack: its top is just above the program's file name, the last string the
+ * kernel put there (no /proc read). */
 static void main_stack(void)
 {
-	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+	const char *fn = (const char *)getauxval(AT_EXECFN);
+	long page = sysconf(_SC_PAGESIZE);
 	struct rlimit rl;
-	char line[512];
-	FILE *f = fopen("/proc/self/maps", "re");
 
 	main_tid = (pid_t)syscall(SYS_gettid);
-	while (f && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-
-		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && here >= lo && here < hi) {
-			main_hi = hi;
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
+	if (!fn || page <= 0)
+		return;
+	main_hi = ((uintptr_t)fn + strlen(fn) + 1 + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
 	/* how far it may grow: only to tell it from a signal stack elsewhere */
-	if (main_hi && getrlimit(RLIMIT_STACK, &rl) == 0)
+	if (getrlimit(RLIMIT_STACK, &rl) == 0)
 		main_lo = main_hi - (rl.rlim_cur < ((rlim_t)1 << 30) ? rl.rlim_cur : ((rlim_t)1 << 30));
 }
 
