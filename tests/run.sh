@@ -14,7 +14,8 @@
 #
 # Environment given to the tests: SM_DATA (../shared/data), SM_BIN_DIR
 # (BUILD_DIR/bin), SM_REPO, and the sanitizer options below.
-# SM_TEST_TIMEOUT (seconds per test file, default 900); SM_TEST_ONLY (a glob
+# SM_TEST_TIMEOUT (seconds per test file, default 900; a script may ask for more with a line
+# "# sm-test-timeout: SECONDS" of its own: the larger applies); SM_TEST_ONLY (a glob
 # on the file name, e.g. 'test_wire*', to run a subset); SM_TEST_PG=pg.sh (use
 # deploy/pg.sh even where pg_virtualenv exists). Every file's output is kept in
 # BUILD_DIR/test-logs/.
@@ -74,9 +75,11 @@ trap on_signal INT TERM
 # Runs one test file: "$1" is its name in the report, the rest the command.
 # Appends "name passed failed seconds note" to $results.
 run_one() {
-	local name=$1 log rc line p f t0 ms secs why note=
+	local name=$1 log rc line p f t0 ms secs why note= limit=$limit own
 	shift
 	log=$logs/${name//\//_}.log
+	own=$(sed -n 's/^# sm-test-timeout: \([0-9][0-9]*\)$/\1/p' "$name" 2>/dev/null | head -n 1)
+	[ -n "$own" ] && [ "$own" -gt "$limit" ] && limit=$own
 	t0=$(date +%s%N)
 	# timeout gives the test a process group of its own (out of reach of ^C,
 	# which on_signal covers) and kills all of it, servers it started included

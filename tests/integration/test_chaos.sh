@@ -151,8 +151,11 @@ on hap env SM_HAPROXY_BIND="$(ip_of hap):8080" SM_HAPROXY_SOCKET="$T_TMP/haproxy
 	SM_INGEST_1="$(ip_of ing1):8080" SM_INGEST_2="$(ip_of ing2):8080" \
 	haproxy -db -f "$SM_REPO/deploy/haproxy/ingest.cfg" >"$T_TMP/haproxy.log" 2>&1 &
 deadline=$((SECONDS + 60))
+# both servers up (HAProxy takes a server for up until its checks say otherwise: one that is still
+# starting would answer the next request through it 503)
 while [ $SECONDS -lt $deadline ]; do
 	[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://$(ip_of hap):8080/healthz")" = 200 ] &&
+		[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://$(ip_of ing1):8080/healthz")" = 200 ] &&
 		[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://$(ip_of ing2):8080/healthz")" = 200 ] && break
 	sleep 0.1
 done

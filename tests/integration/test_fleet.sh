@@ -8,8 +8,10 @@
 # which reads the same units and drop-ins (docs/fleet.md, "Test hosts").
 # Shows: rollout in batches (packages, per-host tokens made through the API,
 # configuration, guarded and healthy redis, the agents reporting); a second run
-# changes nothing; removal; a batch whose guarded service fails its health check
+# changes nothing but a newer fleet profile; removal; a batch whose guarded service fails its health check
 # rolled back whole, the rollout stopped; an upgrade to a new package version.
+# sm-test-timeout: 1800
+# (five hosts booted and rolled out over ssh: 800 to 900 s on a slow machine)
 . "$(dirname "$0")/../lib.sh"
 
 [ "$(id -u)" = 0 ] || t_bail "root" "network namespaces and overlay roots need root"
@@ -137,8 +139,10 @@ print(" ".join("%s:%s:%s" % (h["host"], h["status"], ",".join(h["apps"])) for h 
 # ---- a second run changes nothing ----
 pids=$(for i in $(seq 1 $NH); do guarded_pid "$i"; done)
 play again.log
-t_eq "idempotent: a second run succeeds and changes nothing" "$PLAY_RC|$(recap again.log)" \
-	"0|$(for i in $(seq 1 $NH); do echo "fleet-$i changed=0 failed=0"; done)"
+# nothing changes but the fleet's profile, which the hosts fetch again when the fleet learnt more
+# meanwhile (each training agent uploads what it learnt every 300 s, and the rollout may take longer)
+t_eq "idempotent: a second run succeeds and changes nothing but a newer fleet profile" \
+	"$PLAY_RC|$(awk '/^TASK \[/ { t = $0 } /^changed: \[/ && t !~ /The fleet.s profile/ { print t " " $0 }' "$T_TMP/again.log")" "0|"
 t_eq "idempotent: no service was restarted" "$(for i in $(seq 1 $NH); do guarded_pid "$i"; done)" "$pids"
 
 # ---- removal: hosts 3 to 5 ----
