@@ -1185,6 +1185,9 @@ static void *thread_start(void *p)
 	t->mask_known = tr.mask_known;
 	/* loop-site depths are measured from here: the same for every run of the same code */
 	t->base = (uintptr_t)__builtin_dwarf_cfa();
+	/* the stack's bounds, while the thread holds no lock of the program's (this allocates) */
+	if (!tr.agent && unwind_ready())
+		unwind_thread_init();
 	return tr.fn(tr.arg);
 }
 

@@ -35,7 +35,7 @@
 #define SYM_IDLE_NS 60000000000LL        /* symbol tables go after a minute without reports */
 #define SHIP_RETRY_NS 60000000000LL      /* a shipper that gave up is opened again after this */
 #define DRAIN_EVERY_NS 60000000000LL
-#define EXIT_NET_MS 500                  /* exit: the last report and training's upload, at most */
+#define EXIT_NET_MS 2000                 /* exit: the last report and training's upload, at most (a loaded server) */
 
 static struct shipper *shipper;
 static int64_t shipper_retry_at, next_drain;

@@ -237,6 +237,7 @@ struct guard_rt {
 	_Atomic(struct gtab *) tab;     /* guard mode */
 	struct guard_config cfg;
 	int wd_started, ship_started;
+	int starting;                   /* threads being created (outside G.mu: creation allocates) */
 	pid_t pid;
 	char exe[1024], exe_name[256], build_id[129], profile_path[1200];
 	char host[256], app[256], kernel[128];
@@ -380,6 +381,8 @@ int guard_sig_install(void);
 void guard_sig_drain(void);
 /* Sets t->prog_blocked from the thread's mask. */
 void guard_sig_thread_mask(struct gthread *t);
+/* After fork, in the child: the lock of sigaction() as new. */
+void guard_sig_reset_child(void);
 
 /* The signal counters of the calling thread, to tell a call interrupted by the agent's signal alone
  * (it is resumed) from one the program's handler interrupted (EINTR stays). */
@@ -453,8 +456,6 @@ void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t 
 		 int64_t dur_ns);
 /* Writes what was learnt since the last save into the profile file. Agent threads only. */
 int gtrain_save(struct gtrain *tr, char *err, size_t errlen);
-void gtrain_lock(struct gtrain *tr);
-void gtrain_unlock(struct gtrain *tr);
 /* After fork, in the child: the parent saves what it learnt; the child starts from zero. */
 void gtrain_reset_child(struct gtrain *tr);
 /* What this process learnt (every save so far) as a profile file's text, into out: 0, 1 when nothing

@@ -289,25 +289,26 @@ static struct {
 
 void guard_thread_setup(struct gthread *t)
 {
-	t->tid = gettid();
-	if (!t->base) {
-		if (t->tid == getpid()) {
-			/* the main thread: its stack starts where the kernel put argc */
-			t->base = (uintptr_t)__libc_stack_end;
-		} else {
-			/* a thread started before the agent, or not through pthread_create */
-			pthread_attr_t a;
-			void *addr = NULL;
-			size_t size = 0;
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
-			if (pthread_getattr_np(pthread_self(), &a) == 0) {
-				pthread_attr_getstack(&a, &addr, &size);
-				pthread_attr_destroy(&a);
-			}
-			t->base = (uintptr_t)addr + size;
-		}
+	t->tid = gettid();
+	if (t->tid == getpid()) {
+		/* the main thread: its stack starts where the kernel put argc */
+		if (!t->base)
+			t->base = (uintptr_t)__libc_stack_end;
+		unwind_thread_init();
+	} else {
+		/* a thread started before the agent, or not through pthread_create (jemalloc's own), may
+		 * be inside the program's allocator now, holding its locks, where nothing may allocate
+		 * (pthread_getattr_np() would). glibc keeps a thread's descriptor at the top of its stack
+		 * block: from this frame to there is mapped. */
+		uintptr_t self = (uintptr_t)pthread_self();
+
+		if (!t->base)
+			t->base = self;
+		if (self > sp)
+			unwind_thread_bounds(sp & ~(uintptr_t)4095, self);
 	}
-	unwind_thread_init();
 	if (!t->mask_known && G.mode == GUARD_MODE_GUARD)
 		guard_sig_thread_mask(t);
 	t->loop = -1;
@@ -572,7 +573,21 @@ void guard_apply_settings(const char *answer, size_t len)
 	json_object_put(o);
 }
 
-/* ---- fork ---- */
+/* ---- fork ----
+ * No lock of the agent is held across fork(): the handlers a program's allocator registers
+ * (jemalloc's) take its locks after ours would have been taken, and a thread holding one of those
+ * may be inside a wrapped pthread_mutex_lock(), waiting for ours. The child instead makes every
+ * lock anew, and throws away what a lock held at the fork (by a thread it does not have) may have
+ * left half changed. */
+
+/* A lock of the agent in the child, as new. Returns whether it was held at the fork. */
+static int child_lock_reset(pthread_mutex_t *m)
+{
+	int held = pthread_mutex_trylock(m) != 0;
+
+	pthread_mutex_init(m, NULL);
+	return held;
+}
 
 static void before_fork(void)
 {
@@ -581,14 +596,6 @@ static void before_fork(void)
 	if (!atomic_load(&G.active))
 		return;
 	t->nest++;
-	/* no lock of the agent's may be inherited held by a thread the child does not have */
-	pthread_mutex_lock(&G.tab_mu);
-	pthread_mutex_lock(&G.mu);
-	pthread_mutex_lock(&dead.mu);
-	pthread_mutex_lock(&logq.mu);
-	pthread_mutex_lock(&G.shared_mu);
-	if (G.train)
-		gtrain_lock(G.train);
 }
 
 static void after_fork_parent(void)
@@ -597,13 +604,6 @@ static void after_fork_parent(void)
 
 	if (!atomic_load(&G.active))
 		return;
-	if (G.train)
-		gtrain_unlock(G.train);
-	pthread_mutex_unlock(&G.shared_mu);
-	pthread_mutex_unlock(&logq.mu);
-	pthread_mutex_unlock(&dead.mu);
-	pthread_mutex_unlock(&G.mu);
-	pthread_mutex_unlock(&G.tab_mu);
 	t->nest--;
 }
 
@@ -611,11 +611,20 @@ static void after_fork_child(void)
 {
 	struct gthread *t = &guard_tls;
 	uint32_t n;
+	int log_held;
 
 	if (!atomic_load(&G.active))
 		return;
 	G.pid = getpid();
 	t->tid = gettid();
+	/* what these guard is made anew below whether or not it was held */
+	child_lock_reset(&G.tab_mu);
+	child_lock_reset(&G.mu);
+	child_lock_reset(&dead.mu);
+	child_lock_reset(&G.shared_mu);
+	log_held = child_lock_reset(&logq.mu);
+	unwind_reset_child();
+	guard_sig_reset_child();
 	/* the child has one thread: this one; the others' slots can be taken again at once */
 	n = atomic_load(&G.nslots);
 	dead.head = dead.n = 0;
@@ -657,23 +666,17 @@ static void after_fork_child(void)
 			guard_real_close(fd);
 	}
 	atomic_store(&G.nfds, 0);
-	/* the parent writes what its threads logged */
-	while (logq.n) {
+	/* the parent writes what its threads logged (a queue caught half changed is left, not freed) */
+	while (logq.n && !log_held) {
 		free(logq.line[logq.head]);
 		logq.head = (logq.head + 1) % LOG_QUEUE;
 		logq.n--;
 	}
+	logq.head = logq.n = 0;
 	logq.dropped = 0;
-	if (G.train) {
-		gtrain_unlock(G.train);
+	if (G.train)
 		gtrain_reset_child(G.train);
-	}
 	gring_reset(&G.shared_ring);
-	pthread_mutex_unlock(&G.shared_mu);
-	pthread_mutex_unlock(&logq.mu);
-	pthread_mutex_unlock(&dead.mu);
-	pthread_mutex_unlock(&G.mu);
-	pthread_mutex_unlock(&G.tab_mu);
 	t->nest--;
 }
 

@@ -67,6 +67,11 @@ static pthread_mutex_t agent_mu = PTHREAD_MUTEX_INITIALIZER;
 /* siginterrupt(sig, 1) was called: signal() installs sig without SA_RESTART. Bit sig - 1. */
 static _Atomic uint64_t intr_bits;
 
+void guard_sig_reset_child(void)
+{
+	pthread_mutex_init(&agent_mu, NULL);   /* (runtime.c, "fork") */
+}
+
 int guard_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	return REAL(sigaction)(sig, act, old);

@@ -323,18 +323,32 @@ static void *ship_main(void *arg)
 }
 
 /* Starts one of the agent's threads unless it runs, or the threads step aside, or the process exits
- * (the shipping thread: once its exit work is done). */
+ * (the shipping thread: once its exit work is done). The thread is created outside G.mu: creation
+ * allocates, and the program's allocator may be waiting, through a lock of its own, on a program
+ * thread that waits for G.mu (jemalloc's background thread calls pthread_cond_wait holding its
+ * mutex). No lock of the agent is ever held across a call into the program's allocator. */
 static void start_once(int *started, pthread_t *th, void *(*fn)(void *), int at_exit, const char *what)
 {
+	int go = 0, ok;
+
 	pthread_mutex_lock(&G.mu);
 	if (!*started && !G.quiesce && !(at_exit ? G.exit_done : G.exiting)) {
 		*started = 1;
-		if (!start_thread(th, fn)) {
-			*started = 0;
-			guard_log("cannot start one of the agent's threads", "thread=%s", what);
-		}
+		G.starting++;
+		go = 1;
 	}
 	pthread_mutex_unlock(&G.mu);
+	if (!go)
+		return;
+	ok = start_thread(th, fn);
+	pthread_mutex_lock(&G.mu);
+	if (!ok)
+		*started = 0;
+	G.starting--;
+	pthread_cond_broadcast(&G.cv);   /* guard_threads_aside() may wait for the pthread_t */
+	pthread_mutex_unlock(&G.mu);
+	if (!ok)
+		guard_log("cannot start one of the agent's threads", "thread=%s", what);
 }
 
 void guard_start_watchdog(void)
@@ -443,6 +457,11 @@ int guard_threads_aside(int (*fn)(void *), void *arg)
 	G.ship_cancel = 1;   /* a transfer in flight gives up; its streams go to the spool */
 	pthread_cond_broadcast(&G.cv);
 	pthread_cond_broadcast(&G.wd_cv);
+	/* a thread being created has no pthread_t to join yet (none starts now: quiesce) */
+	while (G.starting)
+		timed_wait(&G.cv, guard_now() + 1000000);
+	wd = G.wd_started;
+	ship = G.ship_started;
 	pthread_mutex_unlock(&G.mu);
 	if (wd)
 		guard_real_pthread_join(wd_th, NULL);
@@ -496,6 +515,7 @@ void guard_threads_reset_child(void)
 	/* the child has one thread: this one; the agent's threads stayed with the parent */
 	G.wd_started = 0;
 	G.ship_started = 0;
+	G.starting = 0;
 	G.quiesce = 0;
 	G.exiting = G.exit_done = 0;
 	G.qhead = G.qlen = 0;

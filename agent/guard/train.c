@@ -4,7 +4,11 @@
  * and the classes of units (same contexts) with their duration statistics.
  *
  * Program threads add to the tables under one mutex, briefly; the call path
- * of a new context is walked outside it. gtrain_save() (the shipping thread,
+ * of a new context is walked outside it. Nothing allocates under the mutex:
+ * the tables are mapped whole at start (untouched pages cost nothing), with
+ * their own hash indexes. A program thread may wait for the mutex inside a
+ * wrapped lock or condition wait of the program's allocator, which then holds
+ * its own lock: a holder that called the allocator could wait for it forever. gtrain_save() (the shipping thread,
  * and exit) takes what was learnt since the last save, names the addresses
  * (module, offset, build id, function), and merges it into the profile file
  * with gp_save_merged(), so the processes of one program (a forking server's
@@ -18,6 +22,8 @@
 #include "common/intern.h"
 #include "common/vec.h"
 
+#include <sys/mman.h>
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +33,7 @@
 
 #define TRAIN_MAX_CONTEXTS 8192
 #define TRAIN_MAX_CLASSES 8192
+#define TRAIN_SLOTS 16384   /* per index: twice the most entries, so probing always ends */
 
 struct tloop {
 	uintptr_t ret;
@@ -58,12 +65,12 @@ struct gtrain {
 	pthread_mutex_t save_mu;      /* one save at a time */
 	struct tloop loops[GP_MAX_LOOPS];
 	uint32_t nloops;
-	struct tctx *ctx;
-	size_t nctx, capctx;
-	struct intern *ctx_index;
-	struct tclass *cls;
-	size_t ncls, capcls;
-	struct intern *cls_index;
+	struct tctx *ctx;             /* TRAIN_MAX_CONTEXTS of them, mapped */
+	size_t nctx;
+	uint32_t *ctx_slot;           /* the contexts' index: id + 1, 0 empty; TRAIN_SLOTS */
+	struct tclass *cls;           /* TRAIN_MAX_CLASSES of them, mapped */
+	size_t ncls;
+	uint32_t *cls_slot;           /* the classes' index */
 	uint64_t units;
 	struct gprofile *own;         /* what this process learnt, all saves pooled (for the fleet) */
 };
@@ -75,23 +82,70 @@ struct ctx_key {
 	int32_t pad;
 };
 
+static size_t tables_bytes(void)
+{
+	return (size_t)TRAIN_MAX_CONTEXTS * sizeof(struct tctx) + (size_t)TRAIN_MAX_CLASSES * sizeof(struct tclass) +
+	       2 * (size_t)TRAIN_SLOTS * sizeof(uint32_t);
+}
+
 struct gtrain *gtrain_new(void)
 {
 	struct gtrain *tr = calloc(1, sizeof(*tr));
+	unsigned char *p;
 
 	if (!tr)
 		return NULL;
-	tr->ctx_index = intern_open(TRAIN_MAX_CONTEXTS);
-	tr->cls_index = intern_open(TRAIN_MAX_CLASSES);
-	if (!tr->ctx_index || !tr->cls_index) {
-		intern_free(tr->ctx_index);
-		intern_free(tr->cls_index);
+	p = mmap(NULL, tables_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
 		free(tr);
 		return NULL;
 	}
+	tr->ctx = (struct tctx *)p;
+	p += (size_t)TRAIN_MAX_CONTEXTS * sizeof(struct tctx);
+	tr->cls = (struct tclass *)p;
+	p += (size_t)TRAIN_MAX_CLASSES * sizeof(struct tclass);
+	tr->ctx_slot = (uint32_t *)p;
+	tr->cls_slot = tr->ctx_slot + TRAIN_SLOTS;
 	pthread_mutex_init(&tr->mu, NULL);
 	pthread_mutex_init(&tr->save_mu, NULL);
 	return tr;
+}
+
+/* The slot of a context in its index: its id + 1 there, or 0 (an empty slot, where it goes). */
+static uint32_t *ctx_find(struct gtrain *tr, uintptr_t ret, int64_t depth, int32_t loop)
+{
+	struct ctx_key key;
+	uint64_t i;
+
+	memset(&key, 0, sizeof(key));
+	key.ret = ret;
+	key.depth = depth;
+	key.loop = loop;
+	for (i = intern_hash(&key, sizeof(key));; i++) {
+		uint32_t *slot = &tr->ctx_slot[i & (TRAIN_SLOTS - 1)];
+		const struct tctx *c;
+
+		if (!*slot)
+			return slot;
+		c = &tr->ctx[*slot - 1];
+		if (c->ret == ret && c->depth == depth && c->loop == loop)
+			return slot;
+	}
+}
+
+/* The same for a class: key[0] the loop, then its nctx contexts, sorted. */
+static uint32_t *cls_find(struct gtrain *tr, const uint32_t *key, uint32_t nctx)
+{
+	for (uint64_t i = intern_hash(key, (nctx + 1) * sizeof(*key));; i++) {
+		uint32_t *slot = &tr->cls_slot[i & (TRAIN_SLOTS - 1)];
+		const struct tclass *c;
+
+		if (!*slot)
+			return slot;
+		c = &tr->cls[*slot - 1];
+		if (c->loop == (int32_t)key[0] && c->nctx == nctx && memcmp(c->ctx, key + 1, nctx * sizeof(*key)) == 0)
+			return slot;
+	}
 }
 
 /* Forgets the counts learnt (after a save, or in a forked child), keeping the contexts and classes. */
@@ -108,19 +162,15 @@ static void zero_counts(struct gtrain *tr)
 	tr->units = 0;
 }
 
-void gtrain_lock(struct gtrain *tr)
-{
-	pthread_mutex_lock(&tr->mu);
-}
-
-void gtrain_unlock(struct gtrain *tr)
-{
-	pthread_mutex_unlock(&tr->mu);
-}
-
 void gtrain_reset_child(struct gtrain *tr)
 {
-	/* the parent saves what was learnt before the fork; the save lock may be the parent's */
+	/* the locks as new (runtime.c, "fork"); tables a thread of the parent was changing, empty */
+	if (pthread_mutex_trylock(&tr->mu) != 0) {
+		tr->nloops = 0;
+		tr->nctx = tr->ncls = 0;
+		memset(tr->ctx_slot, 0, 2 * (size_t)TRAIN_SLOTS * sizeof(uint32_t));
+	}
+	pthread_mutex_init(&tr->mu, NULL);
 	pthread_mutex_init(&tr->save_mu, NULL);
 	zero_counts(tr);
 	tr->own = NULL;   /* the parent's learning is the parent's to upload (its copy is left, not freed) */
@@ -171,50 +221,39 @@ static uint16_t capture_path(uint64_t *path)
 
 uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t depth, uint16_t call)
 {
-	struct ctx_key key;
 	uint64_t path[GP_MAX_PATH];
 	uint16_t npath;
-	bool added = false;
-	int64_t id;
+	uint32_t *slot, id;
 
-	memset(&key, 0, sizeof(key));
-	key.ret = ret;
-	key.depth = depth;
-	key.loop = loop;
 	pthread_mutex_lock(&tr->mu);
-	id = intern_find(tr->ctx_index, &key, sizeof(key));
+	id = *ctx_find(tr, ret, depth, loop);
 	pthread_mutex_unlock(&tr->mu);
-	if (id >= 0)
-		return (uint32_t)id;
+	if (id)
+		return id - 1;
 	/* a new context: walk its call path once, outside the lock */
 	npath = capture_path(path);
 	pthread_mutex_lock(&tr->mu);
-	id = intern_put(tr->ctx_index, &key, sizeof(key), &added);
-	if (id >= 0 && added) {
-		if (vec_reserve(&tr->ctx, &tr->capctx, tr->nctx + 1, sizeof(*tr->ctx)) == 0) {
-			struct tctx *c = &tr->ctx[tr->nctx++];
+	slot = ctx_find(tr, ret, depth, loop);
+	if (!*slot && tr->nctx < TRAIN_MAX_CONTEXTS) {
+		struct tctx *c = &tr->ctx[tr->nctx];
 
-			c->ret = ret;
-			c->depth = depth;
-			c->loop = loop;
-			c->call = call;
-			c->npath = npath;
-			memcpy(c->path, path, npath * sizeof(path[0]));
-		} else {
-			id = -1;   /* the index got the key, the table did not: refuse it from now on */
-			intern_clear(tr->ctx_index);
-		}
+		c->ret = ret;
+		c->depth = depth;
+		c->loop = loop;
+		c->call = call;
+		c->npath = npath;
+		memcpy(c->path, path, npath * sizeof(path[0]));
+		*slot = (uint32_t)++tr->nctx;
 	}
+	id = *slot;
 	pthread_mutex_unlock(&tr->mu);
-	return id < 0 ? UINT32_MAX : (uint32_t)id;
+	return id ? id - 1 : UINT32_MAX;
 }
 
 void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, uint32_t calls,
 		 int64_t dur_ns)
 {
-	uint32_t key[GP_MAX_CLASS_CONTEXTS + 1];
-	bool added = false;
-	int64_t id;
+	uint32_t key[GP_MAX_CLASS_CONTEXTS + 1], *slot;
 
 	if (loop < 0 || nctx > GP_MAX_CLASS_CONTEXTS)
 		return;
@@ -232,23 +271,21 @@ void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t 
 	pthread_mutex_lock(&tr->mu);
 	gp_stats_add(&tr->loops[loop].all, (double)dur_ns);
 	tr->units++;
-	id = intern_put(tr->cls_index, key, (nctx + 1) * sizeof(key[0]), &added);
-	if (id >= 0 && added) {
-		if (vec_reserve(&tr->cls, &tr->capcls, tr->ncls + 1, sizeof(*tr->cls)) == 0) {
-			struct tclass *c = &tr->cls[tr->ncls++];
+	slot = cls_find(tr, key, nctx);
+	if (!*slot && tr->ncls < TRAIN_MAX_CLASSES) {
+		struct tclass *c = &tr->cls[tr->ncls];
 
-			memset(c, 0, sizeof(*c));
-			c->loop = loop;
-			c->nctx = nctx;
-			memcpy(c->ctx, key + 1, nctx * sizeof(*ctx));
-		} else {
-			id = -1;
-			intern_clear(tr->cls_index);
-		}
+		memset(c, 0, sizeof(*c));
+		c->loop = loop;
+		c->nctx = nctx;
+		memcpy(c->ctx, key + 1, nctx * sizeof(*ctx));
+		*slot = (uint32_t)++tr->ncls;
 	}
-	if (id >= 0 && (size_t)id < tr->ncls) {
-		tr->cls[id].n++;
-		gp_stats_add(&tr->cls[id].size[gp_bucket(calls)], (double)dur_ns);
+	if (*slot) {
+		struct tclass *c = &tr->cls[*slot - 1];
+
+		c->n++;
+		gp_stats_add(&c->size[gp_bucket(calls)], (double)dur_ns);
 	}
 	pthread_mutex_unlock(&tr->mu);
 }
@@ -267,15 +304,28 @@ struct snapshot {
 
 static int take_snapshot(struct gtrain *tr, struct snapshot *s)
 {
-	memset(s, 0, sizeof(*s));
-	pthread_mutex_lock(&tr->mu);
-	s->ctx = malloc(vec_bytes(tr->nctx + 1, sizeof(*s->ctx)));
-	s->cls = malloc(vec_bytes(tr->ncls + 1, sizeof(*s->cls)));
-	if (!s->ctx || !s->cls) {
+	/* allocated outside the lock (see the top), large enough for what the tables hold by then */
+	for (;;) {
+		size_t nctx, ncls;
+
+		memset(s, 0, sizeof(*s));
+		pthread_mutex_lock(&tr->mu);
+		nctx = tr->nctx + 64;
+		ncls = tr->ncls + 64;
+		pthread_mutex_unlock(&tr->mu);
+		s->ctx = malloc(vec_bytes(nctx, sizeof(*s->ctx)));
+		s->cls = malloc(vec_bytes(ncls, sizeof(*s->cls)));
+		if (!s->ctx || !s->cls) {
+			free(s->ctx);
+			free(s->cls);
+			return -1;
+		}
+		pthread_mutex_lock(&tr->mu);
+		if (tr->nctx <= nctx && tr->ncls <= ncls)
+			break;
 		pthread_mutex_unlock(&tr->mu);
 		free(s->ctx);
 		free(s->cls);
-		return -1;
 	}
 	memcpy(s->loops, tr->loops, sizeof(tr->loops));
 	s->nloops = tr->nloops;

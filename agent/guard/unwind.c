@@ -32,6 +32,7 @@ static int ready;
 /* the calling thread's stack: [lo, hi); 0 = not known (the address check falls back to the others) */
 static __thread uintptr_t stk_lo __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t stk_hi __attribute__((tls_model("initial-exec")));
+static __thread int stk_whole __attribute__((tls_model("initial-exec")));
 static __thread int starting __attribute__((tls_model("initial-exec")));
 static uintptr_t main_lo, main_hi;
 static pid_t main_tid;
@@ -72,17 +73,6 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* No child of fork() may inherit the lock held by a thread it does not have. */
-static void ranges_lock(void)
-{
-	pthread_mutex_lock(&ranges_mu);
-}
-
-static void ranges_unlock(void)
-{
-	pthread_mutex_unlock(&ranges_mu);
-}
-
 static int by_lo(const void *a, const void *b)
 {
 	const struct range *x = a, *y = b;
@@ -111,6 +101,16 @@ void unwind_modules_changed(void)
 	atomic_fetch_add_explicit(&rseq, 1, memory_order_release);
 	pthread_mutex_unlock(&ranges_mu);
 	free(c);
+}
+
+void unwind_reset_child(void)
+{
+	/* a table a thread of the parent was writing: empty (its addresses are asked of the kernel) */
+	if (pthread_mutex_trylock(&ranges_mu) != 0 || (atomic_load(&rseq) & 1)) {
+		atomic_store(&nranges, 0);
+		atomic_store(&rseq, (atomic_load(&rseq) | 1) + 1);
+	}
+	pthread_mutex_init(&ranges_mu, NULL);
 }
 
 static int in_modules(uintptr_t a, size_t n)
@@ -169,6 +169,9 @@ static int readable(uintptr_t a, size_t n)
 	 * not a signal stack elsewhere) */
 	if (sp >= stk_lo && sp < stk_hi && a >= sp && a + n <= stk_hi)
 		return 1;
+	/* a thread's stack (not the main one, which grows on demand) is mapped whole */
+	if (stk_whole && a >= stk_lo && a + n <= stk_hi)
+		return 1;
 	ok = in_modules(a, n) || probe(a, n);
 	errno = saved;
 	return ok;
@@ -226,7 +229,17 @@ void unwind_thread_init(void)
 		pthread_attr_destroy(&a);
 		stk_lo = (uintptr_t)addr;
 		stk_hi = (uintptr_t)addr + size;
+		stk_whole = 1;
 	}
+}
+
+void unwind_thread_bounds(uintptr_t lo, uintptr_t hi)
+{
+	if (stk_hi || (pid_t)syscall(SYS_gettid) == main_tid)
+		return;
+	stk_lo = lo;
+	stk_hi = hi;
+	stk_whole = 1;
 }
 
 int unwind_open(char *err, size_t errlen)
@@ -259,7 +272,6 @@ int unwind_open(char *err, size_t errlen)
 	main_stack();
 	unwind_thread_init();
 	unwind_modules_changed();
-	pthread_atfork(ranges_lock, ranges_unlock, ranges_unlock);
 	/* libunwind starts here: its memory-check pipe is refused (unwind_starting()) */
 	starting = 1;
 	acc = p_get_accessors(*local);

@@ -29,6 +29,11 @@ int unwind_open(char *err, size_t errlen);
 int unwind_ready(void);
 /* Notes the calling thread's stack (once per thread, on the thread, not in a handler). */
 void unwind_thread_init(void);
+/* The same where the thread may not allocate (pthread_getattr_np() does): what is known to be
+ * mapped of its stack, [lo, hi). Nothing when the thread's stack is known already. */
+void unwind_thread_bounds(uintptr_t lo, uintptr_t hi);
+/* After fork, in the child: the module table's lock as new. */
+void unwind_reset_child(void);
 /* The loaded modules changed (after dlopen): the address check learns their segments. */
 void unwind_modules_changed(void);
 /* True on a thread where libunwind is starting: the descriptors it asks for are refused. */

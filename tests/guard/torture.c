@@ -32,6 +32,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1168,6 +1169,14 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static void *worker_once(void *arg)
+{
+	pthread_mutex_lock(&tm);
+	tcount++;
+	pthread_mutex_unlock(&tm);
+	return arg;
+}
+
 static void th_run(void)
 {
 	pthread_t *th = calloc((size_t)nthreads, sizeof(*th));
@@ -1187,6 +1196,83 @@ static void th_run(void)
 }
 
 static step_fn *const case_threads[] = { busy, th_run, busy, NULL };
+
+/* ---- forklocks: forks while other threads contend for locks and allocate ----
+ * The agent takes no lock of its own across fork() and holds none while the program's allocator
+ * runs: a child must find every lock of the agent free, whatever the other threads were doing. */
+
+static atomic_int fl_stop;
+
+static void *fl_worker(void *arg)
+{
+	struct timespec ts = { 0, 200000 };
+
+	(void)arg;
+	while (!atomic_load(&fl_stop)) {
+		void *p;
+
+		pthread_mutex_lock(&tm);
+		p = malloc(64 + (size_t)(rand() % 4096));
+		pthread_cond_broadcast(&tc);
+		pthread_mutex_unlock(&tm);
+		free(p);
+		pthread_mutex_lock(&tm);
+		{
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += 100000;
+			if (until.tv_nsec >= 1000000000) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&tc, &tm, &until);
+		}
+		pthread_mutex_unlock(&tm);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void fl_run(void)
+{
+	pthread_t th[4];
+	int ok = 0, n = 0;
+
+	atomic_store(&fl_stop, 0);
+	for (int i = 0; i < 4; i++)
+		if (pthread_create(&th[i], NULL, fl_worker, NULL) == 0)
+			n++;
+	for (int i = 0; i < 100; i++) {
+		pid_t p = fork();
+		int st;
+
+		if (p == 0) {
+			/* the child: locks, a wait the agent times, memory, a thread */
+			struct timespec ts = { 0, 1000000 };
+			void *m = malloc(1 << 16);
+			pthread_t t;
+
+			/* (not tm: a thread the child does not have may have held it at the fork) */
+			pthread_mutex_init(&tm, NULL);
+			pthread_mutex_lock(&tm);
+			pthread_mutex_unlock(&tm);
+			nanosleep(&ts, NULL);
+			if (pthread_create(&t, NULL, worker_once, NULL) != 0 || pthread_join(t, NULL) != 0)
+				_exit(3);
+			free(m);
+			_exit(0);
+		}
+		if (p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			ok++;
+	}
+	atomic_store(&fl_stop, 1);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	say("forklocks: %d threads, %d of 100 children exited 0", n, ok);
+}
+
+static step_fn *const case_forklocks[] = { busy, fl_run, busy, NULL };
 
 /* ---- daemon: fork twice, close everything, write a file ---- */
 
@@ -1275,6 +1361,7 @@ static const struct {
 	{ "rtsig", case_rtsig },
 	{ "unshare", case_unshare },
 	{ "threads", case_threads },
+	{ "forklocks", case_forklocks },
 	{ "daemon", case_daemon },
 	{ "exec", case_exec },
 	{ "exit", case_exit },

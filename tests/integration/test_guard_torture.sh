@@ -171,6 +171,9 @@ t_match "bash: every line reached both files" "$(cat "$W/plain/bash-fds.out")" "
 t_match "python: every handler ran twice" "$(cat "$W/plain/python-subprocess.out")" \
 	"lines: 40 handlers kept: \[True, True, True, True\].handled: \[\('SIGTERM', 2\), \('SIGINT', 2\), \('SIGUSR1', 2\), \('SIGHUP', 2\)\]"
 
+t_match "forklocks: every child of a fork among busy threads ran and exited" "$(cat "$W/plain/forklocks.out")" \
+	"^forklocks: 4 threads, 100 of 100 children exited 0"
+
 # the agent was busy in the guarded runs: units, violations, streams
 busy=0
 for c in fds closefrom dup2 vfork eintr masks signalfd sigconsume rtsig unshare threads; do
