@@ -1052,47 +1052,61 @@ GUARD_EXPORT int setns(int fd, int type)
 
 /* ---- exec: no timer and no signal of the agent's may reach the next program ---- */
 
-static void before_exec(void)
+/* Returns what guard_sig_exec_failed() takes when the exec fails. */
+static int before_exec(void)
 {
 	struct gthread *t = &guard_tls;
+	int ign;
 
+	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent)
+		return 0;
+	/* (a vfork() child too: its dispositions are its own) */
+	ign = guard_sig_exec_prepare();
 	/* in a vfork() child the memory is the parent's: its thread is left alone (the child has no
 	 * timer and nothing pending: a new process starts with none) */
-	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent || getpid() != G.pid)
-		return;
+	if (getpid() != G.pid)
+		return ign;
 	guard_timer_delete(t);
 	/* pending signals survive exec: the agent's would reach the next program */
 	guard_sig_drain();
+	return ign;
 }
+
+/* exec as the program would: what the agent's threads changed is put back first, and again when
+ * the exec fails */
+#define EXEC(call)                                   \
+	do {                                         \
+		int ign_ = before_exec(), r_, e_;    \
+		r_ = call;                           \
+		e_ = errno;                          \
+		guard_sig_exec_failed(ign_);         \
+		errno = e_;                          \
+		return r_;                           \
+	} while (0)
 
 GUARD_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	before_exec();
-	return REAL(execve)(path, argv, envp);
+	EXEC(REAL(execve)(path, argv, envp));
 }
 
 GUARD_EXPORT int execv(const char *path, char *const argv[])
 {
-	before_exec();
-	return REAL(execv)(path, argv);
+	EXEC(REAL(execv)(path, argv));
 }
 
 GUARD_EXPORT int execvp(const char *file, char *const argv[])
 {
-	before_exec();
-	return REAL(execvp)(file, argv);
+	EXEC(REAL(execvp)(file, argv));
 }
 
 GUARD_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	before_exec();
-	return REAL(execvpe)(file, argv, envp);
+	EXEC(REAL(execvpe)(file, argv, envp));
 }
 
 GUARD_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	before_exec();
-	return REAL(fexecve)(fd, argv, envp);
+	EXEC(REAL(fexecve)(fd, argv, envp));
 }
 
 /* execl*: glibc's own call execve internally, out of reach; collect the arguments and go through execv*. */
@@ -1130,8 +1144,7 @@ GUARD_EXPORT int execl(const char *path, const char *arg, ...)
 	va_end(ap);
 	if (r < 0)
 		return -1;
-	before_exec();
-	return REAL(execve)(path, argv, environ);
+	EXEC(REAL(execve)(path, argv, environ));
 }
 
 GUARD_EXPORT int execlp(const char *file, const char *arg, ...)
@@ -1145,8 +1158,7 @@ GUARD_EXPORT int execlp(const char *file, const char *arg, ...)
 	va_end(ap);
 	if (r < 0)
 		return -1;
-	before_exec();
-	return REAL(execvp)(file, argv);
+	EXEC(REAL(execvp)(file, argv));
 }
 
 GUARD_EXPORT int execle(const char *path, const char *arg, ...)
@@ -1161,8 +1173,7 @@ GUARD_EXPORT int execle(const char *path, const char *arg, ...)
 	va_end(ap);
 	if (r < 0)
 		return -1;
-	before_exec();
-	return REAL(execve)(path, argv, envp);
+	EXEC(REAL(execve)(path, argv, envp));
 }
 
 /* ---- threads ---- */
@@ -1197,6 +1208,8 @@ GUARD_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void 
 	struct tramp *tr;
 	int r;
 
+	if (!t->agent)
+		guard_sig_program_threads();
 	if (!atomic_load_explicit(&G.active, memory_order_relaxed))
 		return REAL(pthread_create)(th, attr, fn, arg);
 	tr = malloc(sizeof(*tr));

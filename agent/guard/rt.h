@@ -131,6 +131,8 @@ struct gthread {
 	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
 	uint8_t violated;         /* guard: this unit passed its threshold */
 	uint8_t own_fds;          /* an agent thread with a descriptor table of its own */
+	uint8_t sync_call;        /* in a wrapped lock, condition or semaphore wait: the caller may be the
+				   * program's allocator, holding its locks (no thread is created here) */
 	int64_t period_ns;        /* the CPU-time period this thread's timer was armed with */
 	uint32_t nest;            /* inside a wrapper's bookkeeping or the agent's work */
 	uintptr_t nest_cfa;
@@ -238,6 +240,7 @@ struct guard_rt {
 	struct guard_config cfg;
 	int wd_started, ship_started;
 	int starting;                   /* threads being created (outside G.mu: creation allocates) */
+	_Atomic int start_wanted;       /* threads to create at the next wrapped call that may: START_* */
 	pid_t pid;
 	char exe[1024], exe_name[256], build_id[129], profile_path[1200];
 	char host[256], app[256], kernel[128];
@@ -335,8 +338,14 @@ void guard_on_dlopen(void);
 
 /* ---- threads.c: the agent's own threads ---- */
 void guard_threads_init(void);
+/* Start the watchdog, the shipping thread, unless it runs. On a program thread inside a wrapped lock,
+ * condition or semaphore wait (t->sync_call) the start waits for the next wrapped call of any
+ * program thread that is not one (guard_start_wanted()): creating a thread allocates. */
 void guard_start_watchdog(void);
 void guard_start_shipper(void);
+#define START_WATCHDOG 1
+#define START_SHIPPER 2
+void guard_start_wanted(void);
 /* Wakes the shipping thread (a log line waits). */
 void guard_log_wake(void);
 void guard_enqueue(const struct gviol *v);
@@ -383,6 +392,16 @@ void guard_sig_drain(void);
 void guard_sig_thread_mask(struct gthread *t);
 /* After fork, in the child: the lock of sigaction() as new. */
 void guard_sig_reset_child(void);
+/* glibc's SIGSETXID (33) gets a handler at a process's first pthread_create(), and a handler turns
+ * into SIG_DFL across exec: a program that inherited it ignored and started no thread of its own
+ * must pass it on ignored, whatever threads the agent started. guard_sig_at_start() notes the
+ * disposition (the constructor, before any thread of the agent), guard_sig_program_threads() that
+ * the program starts threads; guard_sig_exec_prepare() puts SIG_IGN back just before an exec
+ * (returns 1 when it did), guard_sig_exec_failed(1) the handler again when the exec failed. */
+void guard_sig_at_start(void);
+void guard_sig_program_threads(void);
+int guard_sig_exec_prepare(void);
+void guard_sig_exec_failed(int prepared);
 
 /* The signal counters of the calling thread, to tell a call interrupted by the agent's signal alone
  * (it is resumed) from one the program's handler interrupted (EINTR stays). */

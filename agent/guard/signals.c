@@ -67,6 +67,54 @@ static pthread_mutex_t agent_mu = PTHREAD_MUTEX_INITIALIZER;
 /* siginterrupt(sig, 1) was called: signal() installs sig without SA_RESTART. Bit sig - 1. */
 static _Atomic uint64_t intr_bits;
 
+/* ---- glibc's SIGSETXID across exec (rt.h) ---- */
+
+#define SIG_SETXID 33
+
+struct ksigaction {   /* the kernel's struct sigaction (glibc refuses its own signals) */
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+
+static int setxid_ignored;
+static _Atomic int prog_threads;
+static struct ksigaction setxid_handler;
+
+void guard_sig_at_start(void)
+{
+	struct ksigaction old;
+
+	if (syscall(SYS_rt_sigaction, SIG_SETXID, NULL, &old, sizeof(old.mask)) == 0)
+		setxid_ignored = old.handler == SIG_IGN;
+}
+
+void guard_sig_program_threads(void)
+{
+	atomic_store_explicit(&prog_threads, 1, memory_order_relaxed);
+}
+
+int guard_sig_exec_prepare(void)
+{
+	struct ksigaction ign;
+
+	if (!setxid_ignored || atomic_load_explicit(&prog_threads, memory_order_relaxed))
+		return 0;
+	memset(&ign, 0, sizeof(ign));
+	ign.handler = SIG_IGN;
+	/* (a setuid() of another thread in this moment would wait on the agent's threads: they are
+	 * gone with the exec, or the handler is back at once if it fails) */
+	return syscall(SYS_rt_sigaction, SIG_SETXID, &ign, &setxid_handler, sizeof(ign.mask)) == 0 &&
+	       setxid_handler.handler != SIG_IGN;
+}
+
+void guard_sig_exec_failed(int prepared)
+{
+	if (prepared)
+		syscall(SYS_rt_sigaction, SIG_SETXID, &setxid_handler, NULL, sizeof(setxid_handler.mask));
+}
+
 void guard_sig_reset_child(void)
 {
 	pthread_mutex_init(&agent_mu, NULL);   /* (runtime.c, "fork") */

@@ -327,10 +327,14 @@ static void *ship_main(void *arg)
  * allocates, and the program's allocator may be waiting, through a lock of its own, on a program
  * thread that waits for G.mu (jemalloc's background thread calls pthread_cond_wait holding its
  * mutex). No lock of the agent is ever held across a call into the program's allocator. */
-static void start_once(int *started, pthread_t *th, void *(*fn)(void *), int at_exit, const char *what)
+static void start_once(int *started, pthread_t *th, void *(*fn)(void *), int at_exit, int bit, const char *what)
 {
 	int go = 0, ok;
 
+	if (guard_tls.sync_call && !guard_tls.agent) {
+		atomic_fetch_or(&G.start_wanted, bit);
+		return;
+	}
 	pthread_mutex_lock(&G.mu);
 	if (!*started && !G.quiesce && !(at_exit ? G.exit_done : G.exiting)) {
 		*started = 1;
@@ -353,13 +357,23 @@ static void start_once(int *started, pthread_t *th, void *(*fn)(void *), int at_
 
 void guard_start_watchdog(void)
 {
-	start_once(&G.wd_started, &wd_th, watchdog_main, 0, "watchdog");
+	start_once(&G.wd_started, &wd_th, watchdog_main, 0, START_WATCHDOG, "watchdog");
 }
 
 void guard_start_shipper(void)
 {
 	/* at exit too: the exit's work is the shipping thread's */
-	start_once(&G.ship_started, &ship_th, ship_main, 1, "shipping");
+	start_once(&G.ship_started, &ship_th, ship_main, 1, START_SHIPPER, "shipping");
+}
+
+void guard_start_wanted(void)
+{
+	int w = atomic_exchange(&G.start_wanted, 0);
+
+	if (w & START_WATCHDOG)
+		guard_start_watchdog();
+	if (w & START_SHIPPER)
+		guard_start_shipper();
 }
 
 void guard_log_wake(void)
@@ -516,6 +530,7 @@ void guard_threads_reset_child(void)
 	G.wd_started = 0;
 	G.ship_started = 0;
 	G.starting = 0;
+	atomic_store(&G.start_wanted, 0);
 	G.quiesce = 0;
 	G.exiting = G.exit_done = 0;
 	G.qhead = G.qlen = 0;

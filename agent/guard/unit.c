@@ -652,6 +652,10 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 	t->nest_cfa = cfa;
 	if (GUARD_UNLIKELY(!t->ready))
 		guard_thread_setup(t);
+	t->sync_call = gcall_info[id].kind == GK_LOCK || gcall_info[id].kind == GK_COND ||
+		       gcall_info[id].kind == GK_SEM;
+	if (GUARD_UNLIKELY(atomic_load_explicit(&G.start_wanted, memory_order_relaxed)) && !t->sync_call)
+		guard_start_wanted();
 	c->id = (uint16_t)id;
 	c->ret = ret;
 	c->cfa = cfa;
@@ -681,6 +685,7 @@ void gcall_finish(struct gcall *c, int failed)
 		guard_finish(t, c, now, now - c->t0);
 	else
 		train_finish(t, c, now);
+	t->sync_call = 0;
 	t->nest = 0;
 	errno = saved;
 }
