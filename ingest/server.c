@@ -59,6 +59,7 @@ struct request {
 	struct buf query;            /* RQ_IMPORT: "key\0value\0" of each query argument */
 	char media[128];             /* RQ_IMPORT: the Content-Type */
 	bool authorized;             /* a worker found the token good */
+	bool held;                   /* counted in server.suspended (handed to a worker, not answered) */
 	char *authorization;
 	struct handler_response resp;
 	int64_t start_ns;
@@ -95,6 +96,23 @@ struct server {
 	_Atomic int64_t inflight;
 	_Atomic int64_t buffered;
 };
+
+/* A request handed to a worker counts in suspended until it is answered, or until its client went
+ * away while it was held (libmicrohttpd then ends it without calling the handler again): shutdown
+ * waits for the count. */
+static void held_add(struct server *s, struct request *rq)
+{
+	rq->held = true;
+	atomic_fetch_add(&s->suspended, 1);
+}
+
+static void held_done(struct server *s, struct request *rq)
+{
+	if (rq->held) {
+		rq->held = false;
+		atomic_fetch_sub(&s->suspended, 1);
+	}
+}
 
 void server_config_default(struct ingest_config *cfg)
 {
@@ -365,7 +383,7 @@ static enum MHD_Result start_streams(struct server *s, struct request *rq)
 		}
 		rq->route = ROUTE_AUTH;
 		atomic_store(&rq->state, RQ_QUEUED);
-		atomic_fetch_add(&s->suspended, 1);
+		held_add(s, rq);
 		MHD_suspend_connection(rq->conn);
 		queue_push(s, rq);
 		return MHD_YES;
@@ -517,7 +535,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (rq->route == ROUTE_AUTH) {
 		/* resumed after the token check, still before the body */
-		atomic_fetch_sub(&s->suspended, 1);
+		held_done(s, rq);
 		rq->route = ROUTE_NONE;
 		if (rq->resp.status == 503 && !rq->resp.body.len)
 			return respond_rq(rq, 503, "server is shutting down; retry later", 5);
@@ -538,7 +556,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return r;
 	}
 	if (atomic_load(&rq->state) == RQ_DONE) {
-		atomic_fetch_sub(&s->suspended, 1);
+		held_done(s, rq);
 		return respond(conn, rq->resp.status, "application/json", rq->resp.body.data,
 			       rq->resp.body.len, rq->resp.retry_after);
 	}
@@ -550,7 +568,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return respond_rq(rq, 503, "server busy: request queue full; retry later", 1);
 	}
 	atomic_store(&rq->state, RQ_QUEUED);
-	atomic_fetch_add(&s->suspended, 1);
+	held_add(s, rq);
 	MHD_suspend_connection(conn);
 	queue_push(s, rq);
 	return MHD_YES;
@@ -575,6 +593,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			rq->resp.duplicates, rq->resp.rejected, rq->resp.events, rq->resp.decoded_bytes,
 			(long long)ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
 	}
+	held_done(s, rq);
 	atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
 	metrics_gauge_add(GAUGE_BUFFERED_BYTES, -(int64_t)rq->body.len);
 	buf_release(&rq->body);

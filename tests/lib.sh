@@ -208,6 +208,9 @@ srv_stop() {
 		sleep 0.1
 	done
 	if t_alive "$pid"; then
+		# where it is stuck, for the log
+		command -v gdb >/dev/null && timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 20" 2>/dev/null |
+			grep -E '^(#|Thread)' | sed 's/^/  | /' | head -n 300
 		kill -KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 		SRV_RC=killed

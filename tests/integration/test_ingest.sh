@@ -462,6 +462,22 @@ pg_q "UPDATE agent_procs SET last_seen = now() - interval '40 days' WHERE pid = 
 pg_q "SELECT sm_apply_retention(now())" >/dev/null
 t_eq "report: retention drops processes silent and hours older than retention_days" \
 	"$(pg_q "SELECT string_agg(pid::text, ',') FROM agent_procs")|$(pg_q "SELECT count(*), sum(units) FROM agent_hours")" "4211|1|350"
+
+# ---- a client gone while the database held its request: the server still stops at once ----
+# (libmicrohttpd ends such a request without asking the handler again: the count of requests held
+# by workers, which shutdown waits for, must drop all the same; it waited 70 s before)
+t_ndjson "$T_TMP/held.ndjson" 1
+pg_q "BEGIN; LOCK TABLE streams IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;" >/dev/null &
+lockpid=$!
+sleep 0.5
+curl -s --max-time 1 -o /dev/null -X POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $TOKEN" \
+	-H "Content-Type: application/x-ndjson" --data-binary @"$T_TMP/held.ndjson"
+wait "$lockpid"
+sleep 1
+t_eq "a client gone while the database held its request: stored all the same" \
+	"$(pg_q "SELECT count(*) FROM streams WHERE stream_id = '$(cat "$T_TMP/held.ndjson.ids")'")" 1
+t0=$SECONDS
 stop_ingest
+t_eq "and the server stops at once on SIGTERM (under 5 s), exit status 0" "$((SECONDS - t0 < 5))|$INGEST_RC" "1|0"
 
 t_done
