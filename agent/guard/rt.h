@@ -390,6 +390,9 @@ int guard_sig_install(void);
 void guard_sig_drain(void);
 /* Sets t->prog_blocked from the thread's mask. */
 void guard_sig_thread_mask(struct gthread *t);
+/* After fork, in the child: a lock of the agent as new (runtime.c, "fork"). Returns whether it was
+ * held at the fork, by a thread the child does not have: what it guards may be half changed. */
+int guard_lock_reset_child(pthread_mutex_t *m);
 /* After fork, in the child: the lock of sigaction() as new. */
 void guard_sig_reset_child(void);
 /* glibc's SIGSETXID (33) gets a handler at a process's first pthread_create(), and a handler turns

@@ -580,8 +580,7 @@ void guard_apply_settings(const char *answer, size_t len)
  * lock anew, and throws away what a lock held at the fork (by a thread it does not have) may have
  * left half changed. */
 
-/* A lock of the agent in the child, as new. Returns whether it was held at the fork. */
-static int child_lock_reset(pthread_mutex_t *m)
+int guard_lock_reset_child(pthread_mutex_t *m)
 {
 	int held = pthread_mutex_trylock(m) != 0;
 
@@ -618,11 +617,11 @@ static void after_fork_child(void)
 	G.pid = getpid();
 	t->tid = gettid();
 	/* what these guard is made anew below whether or not it was held */
-	child_lock_reset(&G.tab_mu);
-	child_lock_reset(&G.mu);
-	child_lock_reset(&dead.mu);
-	child_lock_reset(&G.shared_mu);
-	log_held = child_lock_reset(&logq.mu);
+	guard_lock_reset_child(&G.tab_mu);
+	guard_lock_reset_child(&G.mu);
+	guard_lock_reset_child(&dead.mu);
+	guard_lock_reset_child(&G.shared_mu);
+	log_held = guard_lock_reset_child(&logq.mu);
 	unwind_reset_child();
 	guard_sig_reset_child();
 	/* the child has one thread: this one; the others' slots can be taken again at once */

@@ -8,8 +8,10 @@
  * the tables are mapped whole at start (untouched pages cost nothing), with
  * their own hash indexes. A program thread may wait for the mutex inside a
  * wrapped lock or condition wait of the program's allocator, which then holds
- * its own lock: a holder that called the allocator could wait for it forever. gtrain_save() (the shipping thread,
- * and exit) takes what was learnt since the last save, names the addresses
+ * its own lock: a holder that called the allocator could wait for it forever.
+ *
+ * gtrain_save() (the shipping thread, and exit) takes what was learnt since
+ * the last save, names the addresses
  * (module, offset, build id, function), and merges it into the profile file
  * with gp_save_merged(), so the processes of one program (a forking server's
  * workers) and its restarts all add to the same profile.
@@ -22,13 +24,12 @@
 #include "common/intern.h"
 #include "common/vec.h"
 
-#include <sys/mman.h>
-
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #define TRAIN_MAX_CONTEXTS 8192
@@ -165,13 +166,12 @@ static void zero_counts(struct gtrain *tr)
 void gtrain_reset_child(struct gtrain *tr)
 {
 	/* the locks as new (runtime.c, "fork"); tables a thread of the parent was changing, empty */
-	if (pthread_mutex_trylock(&tr->mu) != 0) {
+	if (guard_lock_reset_child(&tr->mu)) {
 		tr->nloops = 0;
 		tr->nctx = tr->ncls = 0;
 		memset(tr->ctx_slot, 0, 2 * (size_t)TRAIN_SLOTS * sizeof(uint32_t));
 	}
-	pthread_mutex_init(&tr->mu, NULL);
-	pthread_mutex_init(&tr->save_mu, NULL);
+	guard_lock_reset_child(&tr->save_mu);
 	zero_counts(tr);
 	tr->own = NULL;   /* the parent's learning is the parent's to upload (its copy is left, not freed) */
 }
