@@ -118,6 +118,28 @@ int buf_put_double(struct buf *b, double v)
 	return buf_puts(b, tmp);
 }
 
+/*
+ * A bidirectional formatting character (U+061C, U+200E/F, U+202A-E, U+2066-9) at p, as visible
+ * text, or NULL. Left in a page, one reverses or reorders the text around it (a host name
+ * "evil\u202Etxt.exe" reads as another), so a page shows its code point instead.
+ */
+static const char *bidi_control_name(const unsigned char *p, size_t len)
+{
+	static const char *const u20[] = {
+		[0x0e] = "[U+200E]", [0x0f] = "[U+200F]", [0x2a] = "[U+202A]", [0x2b] = "[U+202B]",
+		[0x2c] = "[U+202C]", [0x2d] = "[U+202D]", [0x2e] = "[U+202E]", [0x66] = "[U+2066]",
+		[0x67] = "[U+2067]", [0x68] = "[U+2068]", [0x69] = "[U+2069]",
+	};
+	unsigned cp;
+
+	if (len == 2 && p[0] == 0xd8 && p[1] == 0x9c)
+		return "[U+061C]";
+	if (len != 3 || p[0] != 0xe2 || (p[1] != 0x80 && p[1] != 0x81))
+		return NULL;
+	cp = (unsigned)(p[1] & 0x3f) << 6 | (p[2] & 0x3f);   /* the low 12 bits: 0x00e..0x069 */
+	return cp < sizeof(u20) / sizeof(u20[0]) ? u20[cp] : NULL;
+}
+
 int buf_put_html(struct buf *b, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -138,6 +160,8 @@ int buf_put_html(struct buf *b, const char *s, size_t n)
 				rep = "\xef\xbf\xbd";
 			else if (p[i] >= 0x80 && !(len = util_utf8_seq(p + i, n - i)))
 				rep = "\xef\xbf\xbd", len = 1;
+			else if (p[i] >= 0x80)
+				rep = bidi_control_name(p + i, len);
 		}
 		if (!rep) {
 			i += len;

@@ -56,7 +56,8 @@ int buf_put_json_str(struct buf *b, const char *s, size_t n);
  * without printf, so no locale changes it (SVG coordinates). */
 int buf_put_f1(struct buf *b, double v);
 /* Append s escaped for HTML text and attribute values (& < > " ' as entities; bytes below
- * 0x20 other than tab and newline, and invalid UTF-8, as U+FFFD), safe in both. */
+ * 0x20 other than tab and newline, and invalid UTF-8, as U+FFFD; bidirectional formatting
+ * characters visibly as "[U+202E]"), safe in both. */
 int buf_put_html(struct buf *b, const char *s, size_t n);
 /* Returns a NUL-terminated view of the contents (valid until the next append). */
 const char *buf_cstr(struct buf *b);

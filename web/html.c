@@ -26,6 +26,15 @@ void html_text(struct req *rq, const char *s)
 		buf_put_html(&rq->out, s, strlen(s));
 }
 
+void html_value(struct req *rq, const char *s)
+{
+	if (!s)
+		return;
+	html_raw(rq, "<bdi>");
+	html_text(rq, s);
+	html_raw(rq, "</bdi>");
+}
+
 void html_csrf_field(struct req *rq)
 {
 	html_rawf(rq, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", rq->csrf);
@@ -148,6 +157,10 @@ void html_time(struct req *rq, const char *iso)
 
 void html_error(struct req *rq, int status, const char *msg)
 {
+	if (status == 500) {
+		rq->detail = msg ? req_strdup(rq, msg) : NULL;
+		msg = "The request failed on the server; its log says why.";
+	}
 	html_begin(rq, "Error");
 	html_rawf(rq, "<h1>%d</h1><p class=\"error\">", status);
 	html_text(rq, msg);

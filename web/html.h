@@ -22,6 +22,9 @@ void html_raw(struct req *rq, const char *s);
 void html_rawf(struct req *rq, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Escaped text (also safe inside a quoted attribute value). NULL writes nothing. */
 void html_text(struct req *rq, const char *s);
+/* A value from outside (host, app, version, label, frame) in running text: escaped and in a
+ * <bdi>, so right-to-left characters in it cannot reorder the text around it. NULL: nothing. */
+void html_value(struct req *rq, const char *s);
 /* A hidden form field with the cross-site request token. */
 void html_csrf_field(struct req *rq);
 /* A cost in ns as "1.234 s", "12.3 ms" or "850 µs". */

@@ -420,7 +420,7 @@ static void page_run(struct req *rq, const char *id)
 	}
 	html_begin(rq, req_printf(rq, "Run %s", id));
 	html_rawf(rq, "<h1>Run #%s: ", id);
-	html_text(rq, model_col(run, 0, "app"));
+	html_value(rq, model_col(run, 0, "app"));
 	html_raw(rq, " ");
 	status_cell(rq, run, 0);
 	html_raw(rq, "</h1><p class=\"params\">");
@@ -1051,21 +1051,21 @@ static void page_stream(struct req *rq, const char *uuid)
 	}
 	html_begin(rq, req_printf(rq, "Stream %s", canon));
 	html_raw(rq, "<p class=\"crumbs\"><a href=\"/streams\">Streams</a> › ");
-	html_text(rq, canon);
+	html_value(rq, canon);
 	html_raw(rq, "</p><h1>");
-	html_text(rq, model_col(st, 0, "app"));
+	html_value(rq, model_col(st, 0, "app"));
 	html_raw(rq, " ");
-	html_text(rq, model_col(st, 0, "version"));
+	html_value(rq, model_col(st, 0, "version"));
 	html_raw(rq, " on ");
-	html_text(rq, model_col(st, 0, "host"));
+	html_value(rq, model_col(st, 0, "host"));
 	html_raw(rq, "</h1><dl class=\"counts\"><dt>Symptom</dt><dd>");
 	{
 		json_object *sy = json_tokener_parse(model_col(st, 0, "symptom")), *v;
 		if (sy && json_object_object_get_ex(sy, "kind", &v))
-			html_text(rq, json_object_get_string(v));
+			html_value(rq, json_object_get_string(v));
 		if (sy && json_object_object_get_ex(sy, "unit_type", &v) && !json_object_is_type(v, json_type_null)) {
 			html_raw(rq, " · ");
-			html_text(rq, json_object_get_string(v));
+			html_value(rq, json_object_get_string(v));
 		}
 		html_raw(rq, " · thread ");
 		html_text(rq, model_col(st, 0, "symptom_tid"));
@@ -1774,7 +1774,7 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 					for (size_t c = 0; c < nc && c < 3; c++) {
 						if (c)
 							html_raw(rq, "; ");
-						html_text(rq, json_object_get_string(json_object_array_get_idx(ctxs, c)));
+						html_value(rq, json_object_get_string(json_object_array_get_idx(ctxs, c)));
 					}
 					if (nc > 3)
 						html_rawf(rq, "; %zu more", nc - 3);
@@ -2031,7 +2031,7 @@ static void page_host(struct req *rq, const char *host)
 	}
 	html_begin(rq, host);
 	html_raw(rq, "<p class=\"crumbs\"><a href=\"/fleet\">Fleet</a></p><h1>");
-	html_text(rq, host);
+	html_value(rq, host);
 	html_raw(rq, " ");
 	host_status(rq, h, 0);
 	html_raw(rq, "</h1><p>");

@@ -136,8 +136,9 @@ char *req_printf(struct req *rq, const char *fmt, ...)
 	return arena_strndup(rq->a, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-/* Percent- and plus-decodes s[0..n) into the arena. */
-static char *form_decode(struct req *rq, const char *s, size_t n)
+/* Percent- and plus-decodes s[0..n) into the arena; *len is the decoded length (a %00 inside
+ * the text makes it longer than strlen()). */
+static char *form_decode_n(struct req *rq, const char *s, size_t n, size_t *len)
 {
 	char *out = arena_alloc(rq->a, n + 1), *o = out;
 
@@ -154,7 +155,15 @@ static char *form_decode(struct req *rq, const char *s, size_t n)
 		}
 	}
 	*o = '\0';
+	*len = (size_t)(o - out);
 	return out;
+}
+
+static char *form_decode(struct req *rq, const char *s, size_t n)
+{
+	size_t len;
+
+	return form_decode_n(rq, s, n, &len);
 }
 
 const char *req_form(struct req *rq, const char *name)
@@ -191,6 +200,8 @@ void req_json_error(struct req *rq, int status, const char *fmt, ...)
 			msg[i] = '?';
 			len = 1;
 		}
+	if (status == 500)
+		rq->detail = req_strdup(rq, msg);
 	buf_reset(&rq->out);
 	jsonw_init(&w, &rq->out);
 	jsonw_object(&w);
@@ -203,6 +214,8 @@ void req_json_error(struct req *rq, int status, const char *fmt, ...)
 
 void req_text_error(struct req *rq, int status, const char *msg)
 {
+	if (status == 500)
+		rq->detail = req_strdup(rq, msg);
 	buf_reset(&rq->out);
 	buf_puts(&rq->out, msg);
 	buf_putc(&rq->out, '\n');
@@ -268,6 +281,45 @@ static bool same_origin(struct req *rq)
 	return strcmp(rest, host) == 0;
 }
 
+/*
+ * A form's first field whose decoded value storing it would change: a NUL byte (C strings and
+ * PostgreSQL's text end there), a control character other than tab, CR and newline, or bytes
+ * that are not UTF-8. Returns the reason, naming the field, or NULL when every field is clean.
+ */
+static const char *form_invalid(struct req *rq)
+{
+	const char *p = rq->body.data ? rq->body.data : "", *end = p + rq->body.len;
+
+	while (p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p)), *stop = amp ? amp : end;
+		const char *eq = memchr(p, '=', (size_t)(stop - p));
+		const char *why = NULL, *v;
+		size_t n;
+
+		if (eq && (v = form_decode_n(rq, eq + 1, (size_t)(stop - eq - 1), &n))) {
+			for (size_t i = 0; i < n && !why; i++) {
+				unsigned char c = (unsigned char)v[i];
+				if (c == 0)
+					why = "holds a NUL byte";
+				else if ((c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f)
+					why = "holds a control character";
+			}
+			if (!why && !util_utf8_valid(v, n))
+				why = "is not UTF-8";
+		}
+		if (why) {
+			const char *name = form_decode_n(rq, p, (size_t)(eq - p), &n);
+			bool printable = name && util_utf8_valid(name, n) && strlen(name) == n;
+
+			for (size_t i = 0; printable && i < n; i++)
+				printable = (unsigned char)name[i] >= 0x20 && name[i] != 0x7f;
+			return req_printf(rq, "form field '%s' %s", printable ? name : "?", why);
+		}
+		p = stop + 1;
+	}
+	return NULL;
+}
+
 bool req_may_write(struct req *rq, bool json)
 {
 	const char *why = NULL;
@@ -286,6 +338,8 @@ bool req_may_write(struct req *rq, bool json)
 		else if (!t || strlen(t) != 32 || !util_ct_equal(t, rq->csrf, 32))
 			why = "cross-site request token missing or wrong (reload the page)";
 	}
+	if (!why && !json && (why = form_invalid(rq)))
+		status = 400;
 	if (!why)
 		return true;
 	if (json)

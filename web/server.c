@@ -174,10 +174,30 @@ static enum req_method method_of(const char *m)
 	return REQ_OTHER;
 }
 
+/*
+ * A 500's text may be PostgreSQL's (ERROR, DETAIL, CONTEXT: names of tables, constraints and
+ * values) or a library's: it goes to the log, and the client reads only that something failed.
+ */
+static void hide_internal_error(struct req *rq)
+{
+	if (rq->status != 500)
+		return;
+	log_warn("internal error", "path=\"%.200s\" detail=\"%.300s\"", rq->path ? rq->path : "",
+		 rq->detail ? rq->detail : "");
+	if (rq->ctype && strncmp(rq->ctype, "text/html", 9) == 0 && buf_error(&rq->out) == BUF_OK)
+		return;   /* html_error()'s page, which says no more */
+	if (rq->path && strncmp(rq->path, "/api/", 5) == 0)
+		req_json_error(rq, 500, "internal error: the request failed on the server (its log says why)");
+	else
+		req_text_error(rq, 500, "Internal error: the request failed on the server (its log says why).");
+}
+
 static enum MHD_Result send_response(struct req *rq)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
+
+	hide_internal_error(rq);
 
 	r = MHD_create_response_from_buffer(rq->out.len, rq->out.data ? rq->out.data : (void *)"",
 					    MHD_RESPMEM_MUST_COPY);

@@ -32,6 +32,7 @@ const XSS_FRAMES = [
 const XSS_HOST = "h<svg onload=window.__xss=3>";
 const XSS_LABEL = "<img src=x onerror=window.__xss=2>";
 const XSS_STREAM = "5ec0de00-0000-4000-8000-000000000001";
+const BIDI_STREAM = "5ec0de00-0000-4000-8000-000000000004";   /* U+202E in its host, long labels */
 const SIG_NAME = `browser-sig <i>"${process.pid}"</i> & 'co'`;
 const SIG_NOTE = "seen by the <b>browser</b> test";
 
@@ -579,6 +580,37 @@ await check("markup: the stream page shows host, labels and frames as text", asy
   expect((await page.locator("svg.timeline").count()) === 1, "no timeline");
 });
 await shot(page, "xss-stream");
+step = "bidi";
+await check("bidi controls show as text and long values wrap, at 1400 and 800 px", async () => {
+  const wide = [];
+  const fits = async (where) => {
+    const w = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    if (w[0] > w[1]) wide.push(`${where} is ${w[0]} px in ${w[1]}`);
+  };
+  await go(`/streams/${BIDI_STREAM}`);
+  const h1 = await page.locator("h1").textContent();
+  expect(h1 === "xssapp 2.0[U+2067] on evil[U+202E]exe.txt", `heading '${h1}'`);
+  expect((await page.locator("h1 bdi").count()) === 3, "the heading's values are not each in a <bdi>");
+  const text = await page.evaluate(() => document.documentElement.outerHTML);
+  expect(!/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(text), "a bidi control is in the page");
+  const dd = await page.locator("dl.labels dd").allTextContents();
+  expect(dd.includes("x".repeat(255)), "the long label is not shown whole");
+  await fits("stream page");
+  await go("/streams?app=xssapp");
+  await fits("streams page");
+  await page.setViewportSize({ width: 800, height: 900 });
+  try {
+    await go(`/streams/${BIDI_STREAM}`);
+    await fits("stream page");
+    await shot(page, "bidi-stream-800");
+    await go("/streams?app=xssapp");
+    await fits("streams page");
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 900 });
+  }
+  expect(wide.length === 0, wide.join("; "));
+});
+await shot(page, "bidi-streams");
 await collectCsp();
 await check("no Content-Security-Policy violation on any page", async () => {
   expect(cspViolations.length === 0, cspViolations.join(" ; "));

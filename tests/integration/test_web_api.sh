@@ -532,6 +532,27 @@ NEWTOK=$(pg_q "SELECT id FROM tokens WHERE host = 'web-2'")
 api POST "/tokens/$NEWTOK/revoke" "${AD[@]}" -H 'Content-Type: application/x-www-form-urlencoded' --data-binary ''
 t_eq "tokens page: revoked, back to the list" "$HTTP_STATUS $(header Location) $(pg_q "SELECT revoked_at IS NOT NULL FROM tokens WHERE id = $NEWTOK")" \
 	"303 /tokens t"
+# a form field that storing would change (cut at a NUL, a control character, not UTF-8): refused,
+# naming the field, and nothing stored
+FORM=(-H 'Content-Type: application/x-www-form-urlencoded')
+api POST /tokens/new "${AD[@]}" "${FORM[@]}" --data-binary 'role=ingest&name=web-3%00agent&host=web-3'
+t_eq "form: a NUL in a token's name" "$HTTP_STATUS $HTTP_BODY" "400 form field 'name' holds a NUL byte"$'\n'
+api POST /tokens/new "${AD[@]}" "${FORM[@]}" --data-binary 'role=ingest&name=web-3&host=web-3%00.evil'
+t_eq "form: a NUL in a token's host" "$HTTP_STATUS $HTTP_BODY" "400 form field 'host' holds a NUL byte"$'\n'
+api POST /tokens/new "${AD[@]}" "${FORM[@]}" --data-binary 'role=ingest&name=web-3%1b%5b31m&host=web-3'
+t_eq "form: an escape character" "$HTTP_STATUS $HTTP_BODY" "400 form field 'name' holds a control character"$'\n'
+api POST /tokens/new "${AD[@]}" "${FORM[@]}" --data-binary 'role=ingest&name=web-3%ff&host=web-3'
+t_eq "form: not UTF-8" "$HTTP_STATUS $HTTP_BODY" "400 form field 'name' is not UTF-8"$'\n'
+api POST /signatures/new "${AN[@]}" "${FORM[@]}" --data-binary 'name=sig%00hidden&frames=a%0Ab'
+t_eq "form: a NUL in a signature's name" "$HTTP_STATUS $HTTP_BODY" "400 form field 'name' holds a NUL byte"$'\n'
+api POST /fleet/settings "${AD[@]}" "${FORM[@]}" --data-binary 'app=nginx%00x&sample_hz=97'
+t_eq "form: a NUL in the fleet settings' app" "$HTTP_STATUS $HTTP_BODY" "400 form field 'app' holds a NUL byte"$'\n'
+t_eq "form: nothing stored from refused forms" \
+	"$(pg_q "SELECT (SELECT count(*) FROM tokens WHERE host LIKE 'web-3%' OR name LIKE 'web-3%'),
+		(SELECT count(*) FROM signatures WHERE name LIKE 'sig%'), (SELECT count(*) FROM agent_settings WHERE app LIKE 'nginx%')")" \
+	'0|0|0'
+api POST /tokens/new "${AD[@]}" "${FORM[@]}" --data-binary 'role=ingest&name=web-3%09agent%0D%0A&host=web-3'
+t_eq "form: tab, CR and newline are text" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM tokens WHERE host = 'web-3'")" '200 1'
 
 # ---- the fleet: what agents reported (rows as sm-ingest's POST /api/v1/agents/report writes them) ----
 pg_q "INSERT INTO agent_procs (host, pid, started_at, exe, build_id, mode, agent_version, app, first_seen, last_seen,
@@ -587,7 +608,7 @@ api GET '/fleet?status=stopped' "${AN[@]}"
 t_match "fleet page: filtered" "$HTTP_BODY" '<span>1–1 of 1</span>'
 api GET /fleet/web-1 "${AN[@]}"
 t_match "host page: processes and the link to its streams" "$HTTP_STATUS $HTTP_BODY" \
-	'^200 .*<h1>web-1 <span class="status live">.*<a href="/streams\?host=web-1">its streams</a>.*<td class="n">100</td><td>nginx</td><td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td>guard</td><td><span class="status live">'
+	'^200 .*<h1><bdi>web-1</bdi> <span class="status live">.*<a href="/streams\?host=web-1">its streams</a>.*<td class="n">100</td><td>nginx</td><td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td>guard</td><td><span class="status live">'
 api GET /fleet/nosuchhost "${AN[@]}"
 t_eq "host page: unknown host" "$HTTP_STATUS" 404
 # a build's profile as sm-ingest merges it from the uploads (summary as gp_summary writes it)
@@ -604,7 +625,7 @@ t_eq "profiles: each build's merged profile, where it was learnt" \
 	'200 [["aaaabbbbccccdddd",3,7,5000,false,3500000]] 1'
 api GET /fleet "${AN[@]}"
 t_match "fleet page: the profiles with their unit types and thresholds" "$HTTP_BODY" \
-	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5000</td>.*<td>u0</td><td class="n">4000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td>read in nginx!ngx_unix_recv; &lt;script&gt;</td>'
+	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5000</td>.*<td>u0</td><td class="n">4000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td><bdi>read in nginx!ngx_unix_recv</bdi>; <bdi>&lt;script&gt;</bdi></td>'
 
 # ---- settings pushed to the agents: an admin's ----
 api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": false, "k": 6.5, "note": "noisy after the 2.5 rollout"}'
@@ -635,7 +656,6 @@ t_eq "agent settings: deleted" "$HTTP_STATUS $(j '[s["app"] for s in j["settings
 api DELETE "/api/v1/agent-settings/%2A" "${AD[@]}"
 t_err "agent settings: nothing to delete" 404 "app '*': no settings pushed to it"
 t_eq "agent settings: stored" "$(pg_q "SELECT app, guard FROM agent_settings")" "nginx|t"
-FORM=(-H 'Content-Type: application/x-www-form-urlencoded')
 api POST /fleet/settings "${AD[@]}" "${FORM[@]}" --data-binary 'app=redis&guard=off&k=&sample_hz=10&min_wait_us=&reports_per_min=1&note=calm+%3Cit%3E'
 t_eq "fleet page: an admin pushes settings with the form" "$HTTP_STATUS $(header Location) $(pg_q "SELECT guard, k IS NULL, sample_hz, min_wait_us IS NULL, reports_per_min, note FROM agent_settings WHERE app = 'redis'")" \
 	"303 /fleet f|t|10|t|1|calm <it>"
@@ -709,5 +729,17 @@ t_eq "import: exported again, the identical document" "$HTTP_BODY" "$EXPORT"
 api POST /api/v1/signatures/import -H "Authorization: Bearer $ADMIN2" "${JS[@]}" --data-binary "$EXPORT"
 t_eq "import: again (updated by name)" "$HTTP_STATUS $HTTP_BODY $(PGDATABASE=$DB2 pg_q "SELECT count(*) FROM signatures")" "200 {\"imported\": 2}"$'\n'" 2"
 t_eq "every answer had the security headers on this one too" "$HDR_BAD" ""
+
+# ---- a failure inside the server: its cause is logged, never sent (PostgreSQL's text names tables) ----
+PGDATABASE=$DB2 pg_q "ALTER TABLE agent_settings RENAME TO agent_settings_gone"
+api GET /api/v1/agent-settings -H "Authorization: Bearer $ADMIN2"
+t_eq "a 500 of the API says nothing of the cause" "$HTTP_STATUS $HTTP_BODY" \
+	'500 {"error": "internal error: the request failed on the server (its log says why)"}'$'\n'
+api GET /fleet -H "Authorization: Bearer $ADMIN2"
+t_match "a 500 page says nothing of the cause" "$HTTP_STATUS $HTTP_BODY" \
+	'^500 .*<p class="error">The request failed on the server; its log says why.</p>'
+t_eq "neither names the table" "$(grep -c 'agent_settings' <<<"$HTTP_BODY")" 0
+t_match "the log has the cause" "$(grep 'msg="internal error"' "$WEB_LOG" | tail -n 1)" 'agent_settings.*does not exist'
+PGDATABASE=$DB2 pg_q "ALTER TABLE agent_settings_gone RENAME TO agent_settings"
 
 t_done

@@ -21,7 +21,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the number of checks the browser scenario makes when it runs to the end
-BROWSER_CHECKS=38
+BROWSER_CHECKS=39
 
 browser_dir=$SM_REPO/tests/browser
 chromium=${SM_CHROMIUM:-/usr/bin/chromium}
@@ -69,13 +69,27 @@ xss_stream() {
 	printf '{"kind":"run","tid":2,"ts_ns":1100000,"dur_ns":300000,"stack":1},'
 	printf '{"kind":"wait","tid":3,"ts_ns":1000000,"dur_ns":900000,"stack":2,"readier_tid":0}]}\n'
 }
+# the fourth: bidirectional controls in host and version (U+202E would show "evil" + "txt.exe"
+# reversed), a label value of 255 characters (the most a label may have) and a key of 200, no
+# space in either
+bidi_stream() {
+	local long key
+	long=$(printf 'x%.0s' {1..255})
+	key=$(printf 'k%.0s' {1..200})
+	xss_stream "$1" | sed -e 's/"host":"h<svg onload=window.__xss=3>"/"host":"evil\\u202eexe.txt"/' \
+		-e 's/"version":"1.0 \\"v\\" <b>&amp;<\/b>"/"version":"2.0\\u2067"/' \
+		-e "s/\"labels\":{[^}]*}/\"labels\":{\"long\":\"$long\",\"$key\":\"v\"}/"
+}
 for id in 5ec0de00-0000-4000-8000-000000000001 5ec0de00-0000-4000-8000-000000000002 \
 	5ec0de00-0000-4000-8000-000000000003; do
 	xss_stream "$id"
 done >"$T_TMP/xss.ndjson"
+bidi_stream 5ec0de00-0000-4000-8000-000000000004 >>"$T_TMP/xss.ndjson"
 http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $INGEST_TOKEN" \
 	-H 'Content-Type: application/x-ndjson' --data-binary "@$T_TMP/xss.ndjson"
-t_eq "xssapp streams stored" "$HTTP_BODY" '{"accepted":3,"duplicates":0,"rejected":[]}'
+t_eq "xssapp streams stored" "$HTTP_BODY" '{"accepted":4,"duplicates":0,"rejected":[]}'
+t_eq "the bidi stream's host" "$(pg_q "SELECT host = 'evil' || U&'\\202E' || 'exe.txt' FROM streams WHERE app = 'xssapp'
+	AND stream_id = '5ec0de00-0000-4000-8000-000000000004'")" t
 stop_ingest
 
 XSS_RUN=$("$SM_BIN_DIR/sm-miner" run --quiet --app xssapp --threshold-ns 800000 2>"$T_TMP/miner.err") ||
@@ -110,7 +124,7 @@ if [ -s "$T_TMP/browser.err" ]; then
 fi
 t_eq "browser: scenario exit status" "$rc" "$([ "$nfail" -eq 0 ] && echo 0 || echo 1)"
 t_eq "browser: number of checks" "$n" "$BROWSER_CHECKS"
-t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 15
+t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 17
 
 stop_web
 t_eq "sm-web: no 5xx answered" "$(grep -c 'status=5' "$WEB_LOG")" 0

@@ -75,6 +75,14 @@ static void test_buf(void)
 	}
 	CHECK_STR(buf_cstr(&b), "std::map&lt;K, V&gt;::find&amp;&quot;&#39;\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd"
 		  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdok");
+	/* bidirectional controls shown, never obeyed; other characters of those blocks pass */
+	buf_reset(&b);
+	{
+		static const char in[] = "a\xe2\x80\xaetxt\xe2\x81\xa6x\xe2\x81\xa9\xe2\x80\x8f\xd8\x9c"
+					 "\xe2\x80\x94\xe2\x81\xaa\xd8\x9b";
+		buf_put_html(&b, in, sizeof(in) - 1);
+	}
+	CHECK_STR(buf_cstr(&b), "a[U+202E]txt[U+2066]x[U+2069][U+200F][U+061C]\xe2\x80\x94\xe2\x81\xaa\xd8\x9b");
 	buf_release(&b);
 }
 
