@@ -365,8 +365,21 @@ static int cmd_run(const char *conninfo, struct args *c)
 	} else {
 		rc = miner_create_running(m, &c->p, &id) < 0;
 		if (!rc) {
+			int x;
+
 			fprintf(stderr, "sm-miner: run %lld started\n", (long long)id);
-			rc = miner_execute(m, id, &c->p) != 0;
+			/* the database went away and came back: the next attempt, unless a worker has it */
+			while ((x = miner_execute(m, id, &c->p)) == 2) {
+				fprintf(stderr, "sm-miner: run %lld: %s; trying again\n", (long long)id, miner_error(m));
+				if ((x = miner_retake(m, id)) != 1) {
+					if (x == 0)
+						miner_fail(m, "run %lld was taken by a worker after the database came back",
+							   (long long)id);
+					x = -1;
+					break;
+				}
+			}
+			rc = x != 0;
 			if (!rc)
 				printf("%lld\n", (long long)id);
 		}

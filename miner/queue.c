@@ -24,6 +24,7 @@ struct miner {
 	char *conninfo;
 	char worker[128];
 	char err[MINER_ERRLEN];
+	char sqlstate[6];         /* of the last failed statement on db, "" when it had none */
 };
 
 int miner_fail(struct miner *m, const char *fmt, ...)
@@ -38,6 +39,9 @@ int miner_fail(struct miner *m, const char *fmt, ...)
 
 int miner_db_fail(struct miner *m, const char *what, PGresult *r)
 {
+	const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	snprintf(m->sqlstate, sizeof(m->sqlstate), "%s", st ? st : "");
 	db_errcpy(m->err, sizeof(m->err), what, r ? PQresultErrorMessage(r) : PQerrorMessage(m->db));
 	PQclear(r);
 	return -1;
@@ -212,19 +216,20 @@ int miner_create_running(struct miner *m, const struct run_params *p, int64_t *r
 
 int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_params *p)
 {
-	char lease[24];
+	char lease[24], maxat[24];
 	const char *params[2] = { m->worker, lease };
 	PGresult *r;
 	char err[512];
 
 	snprintf(lease, sizeof(lease), "%d", m->o.lease_s);
+	snprintf(maxat, sizeof(maxat), "%d", MINER_MAX_ATTEMPTS);
 	if (!db_alive(m->db))
 		return miner_db_fail(m, "taking a queued run", NULL);
 	/* a run whose worker died too often fails instead of killing more workers */
 	r = PQexecParams(m->db, "UPDATE runs SET status = 'failed', finished_at = now(),"
-			 " error = 'abandoned: its worker stopped 3 times while mining it'"
+			 " error = 'abandoned: its worker stopped ' || attempts || ' times while mining it'"
 			 " WHERE status = 'running' AND heartbeat_at < now() - make_interval(secs => $1::integer)"
-			 " AND attempts >= 3", 1, NULL, params + 1, NULL, NULL, 0);
+			 " AND attempts >= $2::integer", 2, NULL, (const char *[]){ lease, maxat }, NULL, NULL, 0);
 	PQclear(r);
 	r = PQexecParams(m->db,
 			 "UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),"
@@ -326,6 +331,68 @@ void miner_set_status(struct miner *m, int64_t id, const char *status, const cha
 	PQclear(r);
 }
 
+bool miner_db_lost(const struct miner *m)
+{
+	/* 08: connection exceptions; 57P01-57P03: shut down, crashed, not yet accepting connections */
+	return PQstatus(m->db) != CONNECTION_OK || strncmp(m->sqlstate, "08", 2) == 0 ||
+	       strcmp(m->sqlstate, "57P01") == 0 || strcmp(m->sqlstate, "57P02") == 0 ||
+	       strcmp(m->sqlstate, "57P03") == 0;
+}
+
+int miner_requeue_lost(struct miner *m, int64_t id, const char *why, int wait_s)
+{
+	char idbuf[24], maxat[24];
+	const char *params[4] = { idbuf, why, m->worker, maxat };
+	PGresult *r;
+	int rc;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	snprintf(maxat, sizeof(maxat), "%d", MINER_MAX_ATTEMPTS);
+	for (int s = 0; !db_alive(m->db); s++) {
+		if (s >= wait_s || (m->o.cancel && *m->o.cancel))
+			return -1;
+		poll(NULL, 0, 1000);
+	}
+	db_drain(m->db);
+	if (PQtransactionStatus(m->db) != PQTRANS_IDLE)
+		PQclear(PQexec(m->db, "ROLLBACK"));
+	r = PQexecParams(m->db,
+			 "UPDATE runs SET last_retry = $2,"
+			 " status = CASE WHEN attempts < $4::integer THEN 'queued' ELSE 'failed' END,"
+			 " error = CASE WHEN attempts < $4::integer THEN NULL"
+			 "   ELSE 'the database went away during each of its ' || attempts || ' attempts; the last: ' || $2 END,"
+			 " finished_at = CASE WHEN attempts < $4::integer THEN NULL ELSE now() END,"
+			 " worker = CASE WHEN attempts < $4::integer THEN NULL ELSE worker END"
+			 " WHERE id = $1 AND worker = $3 AND status = 'running' RETURNING status",
+			 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return miner_db_fail(m, "queueing the run again", r);
+	rc = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "queued") == 0;
+	PQclear(r);
+	if (rc)
+		PQclear(PQexec(m->db, "NOTIFY sm_runs"));
+	return rc;
+}
+
+int miner_retake(struct miner *m, int64_t id)
+{
+	char idbuf[24];
+	const char *params[2] = { idbuf, m->worker };
+	PGresult *r;
+	int rc;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	r = PQexecParams(m->db,
+			 "UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),"
+			 " worker = $2, attempts = attempts + 1, error = NULL, progress = '{}'"
+			 " WHERE id = $1 AND status = 'queued' RETURNING id",
+			 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return miner_db_fail(m, "taking the run back", r);
+	rc = PQntuples(r) == 1;
+	PQclear(r);
+	return rc;
+}
 
 int miner_delete_run(PGconn *db, int64_t run_id, char *err, size_t errlen)
 {

@@ -54,6 +54,21 @@ int miner_wait(struct miner *m, int timeout_ms);
  * cancelled, failed with error). miner_finish() returns 0, or -1 when another worker took it over. */
 int miner_finish(struct miner *m, int64_t id, int64_t cluster_ms, int64_t total_ms);
 void miner_set_status(struct miner *m, int64_t id, const char *status, const char *error);
+/* A run may be taken this many times in all (a worker that died, the database gone). */
+#define MINER_MAX_ATTEMPTS 3
+/* Whether the last failure on the worker's connection was the database going away (the
+ * connection lost, a shutdown or a server not yet accepting connections), not the run's own. */
+bool miner_db_lost(const struct miner *m);
+/*
+ * A run taken by this worker whose database went away: waits for the database (up to wait_s
+ * seconds, or the cancel flag), then queues the run again with why in its last_retry, or fails
+ * it for good when it has had MINER_MAX_ATTEMPTS attempts. Returns 1 when queued again, 0 when
+ * failed, -1 when the database did not come back (the run's lease then gives it to a worker).
+ */
+int miner_requeue_lost(struct miner *m, int64_t id, const char *why, int wait_s);
+/* Takes back a run this process queued again (sm-miner run): 1 when taken, 0 when another
+ * worker has it, -1 on error. */
+int miner_retake(struct miner *m, int64_t id);
 
 /* Deletes a run that is not running, with its stacks, patterns and clusters (an analyst's
  * signatures keep their frames and remember the cluster's number). Returns 0, or -1 (database, err

@@ -1798,9 +1798,23 @@ out:
 		parts_drop(m, run_id);
 	if (rc < 0) {
 		bool cancelled = miner_options(m)->cancel && *miner_options(m)->cancel;
-		miner_set_status(m, run_id, cancelled ? "queued" : "failed", cancelled ? NULL : miner_error(m));
-		if (cancelled)
-			rc = 1;
+
+		if (!cancelled && miner_db_lost(m)) {
+			/* a restart or failover of the database is not the run's fault: it goes again */
+			char why[MINER_ERRLEN];
+
+			snprintf(why, sizeof(why), "the database went away: %s", miner_error(m));
+			switch (miner_requeue_lost(m, run_id, why, RUN_DB_WAIT_S)) {
+			case 1: miner_fail(m, "%s", why); rc = 2; break;
+			case 0: miner_fail(m, "%s (attempt %d of %d)", why, MINER_MAX_ATTEMPTS, MINER_MAX_ATTEMPTS); break;
+			default: miner_fail(m, "%s; not back after %d s: the run's lease gives it to a worker",
+					    why, RUN_DB_WAIT_S);
+			}
+		} else {
+			miner_set_status(m, run_id, cancelled ? "queued" : "failed", cancelled ? NULL : miner_error(m));
+			if (cancelled)
+				rc = 1;
+		}
 	}
 	run_release(&run);
 	aoi_filter_free(flt);
@@ -1903,6 +1917,10 @@ int miner_work(struct miner *m, bool once)
 			watch_done(m, id);
 			break;
 		case 1: log_warn("run given back to the queue", "run=%lld", (long long)id); break;
+		case 2:
+			log_warn("run queued again: the database went away", "run=%lld error=\"%s\"", (long long)id,
+				 miner_error(m));
+			break;
 		default: log_error("run failed", "run=%lld error=\"%s\"", (long long)id, miner_error(m));
 		}
 		arena_free(a);

@@ -16,8 +16,11 @@
 
 /* Execute a taken run to status done or failed (the error is stored with the
  * run and also left in miner_error()). Returns 0 when done, -1 when failed,
- * 1 when cancelled (the run went back to the queue). */
+ * 1 when cancelled (the run went back to the queue), 2 when the database went
+ * away and the run was queued again for another attempt (queue.h). */
 int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p);
+/* How long a run whose database went away waits for it before leaving the run to its lease. */
+#define RUN_DB_WAIT_S 60
 
 /*
  * A worker: take queued runs and execute them one after another until the

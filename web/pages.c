@@ -438,6 +438,12 @@ static void page_run(struct req *rq, const char *id)
 		html_text(rq, model_col(run, 0, "error"));
 		html_raw(rq, "</p>");
 	}
+	if (model_col(run, 0, "last_retry") && model_coln(run, 0, "attempts") > 1) {
+		html_rawf(rq, "<p class=\"hint\">Attempt %lld of %d; the previous one ended: ",
+			  (long long)model_coln(run, 0, "attempts"), MINER_MAX_ATTEMPTS);
+		html_text(rq, model_col(run, 0, "last_retry"));
+		html_raw(rq, "</p>");
+	}
 	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
 	count_of(rq, model_col(run, 0, "counts"), "streams");
 	if (nm == SORT_N) {
