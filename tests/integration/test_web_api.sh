@@ -246,7 +246,7 @@ wait_run() { # wait_run ID: polls until done or failed (60 s); RUN_STATUS, and t
 wait_run "$RUN"
 t_eq "run: mined by the embedded worker" "$RUN_STATUS" done
 t_eq "run: the fields" "$(j 'sorted(j)')" \
-	'["app","counts","created_at","error","finished_at","params","progress","run_id","started_at","status","timings_ms"]'
+	'["app","attempts","counts","created_at","error","finished_at","last_retry","params","progress","run_id","started_at","status","timings_ms"]'
 t_eq "run: values, the parameters with their defaults" "$(JSORT=1 j '[j["run_id"], j["status"], j["app"], j["error"], j["params"]]')" \
 	"[$RUN,\"done\",\"webapp\",null,{\"aoi\":\"waitgraph\",\"app\":\"webapp\",\"baseline\":true,\"bootstrap\":200,\"cut\":0.1,\"exclude\":[],\"filter\":{},\"include\":[],\"kind\":\"both\",\"linkage\":\"average\",\"threshold_ns\":500}]"
 t_eq "run: counts" "$(j '[j["counts"][k] for k in ("streams", "aoi_events", "distinct_stacks", "patterns", "clusters")]')" "[3,6,3,3,3]"
