@@ -195,7 +195,13 @@ static void post_login(struct req *rq)
 			return;
 		}
 	}
-	role = req_login(rq, req_form(rq, "token"));
+	if (req_login(rq, req_form(rq, "token"), &role) < 0) {
+		/* the token may well be right: say so, not that it is wrong */
+		page_login(rq, "The database is unavailable, so the token cannot be checked; try again in a moment.",
+			   503);
+		req_add_header(rq, "Retry-After", REQ_DB_RETRY_AFTER);
+		return;
+	}
 	if (role == AUTH_NONE) {
 		page_login(rq, "That token is not valid (unknown, revoked or mistyped).", 401);
 		return;
@@ -2266,6 +2272,12 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/tokens/new", post_token_new, NULL },
 	{ REQ_M_POST, "/tokens/#/revoke", post_token_revoke, "token" },
 };
+
+void pages_unavailable(struct req *rq)
+{
+	html_error(rq, 503, "The database is unavailable; try again in a moment.");
+	req_add_header(rq, "Retry-After", REQ_DB_RETRY_AFTER);
+}
 
 void pages_handle(struct req *rq)
 {

@@ -231,13 +231,17 @@ void req_authenticate(struct req *rq)
 
 	rq->role = AUTH_NONE;
 	rq->csrf[0] = '\0';
+	rq->db_down = false;
 	if (hdr) {
 		if (auth_check(rq->env->auth, rq->db, hdr, &role) == 0)
 			rq->role = role;
+		else
+			rq->db_down = true;
 		return;
 	}
-	if (cookie && strlen(cookie) == AUTH_TOKEN_LEN && auth_check(rq->env->auth, rq->db, cookie, &role) == 0 &&
-	    role != AUTH_NONE) {
+	if (cookie && strlen(cookie) == AUTH_TOKEN_LEN && auth_check(rq->env->auth, rq->db, cookie, &role) < 0)
+		rq->db_down = true;
+	else if (cookie && strlen(cookie) == AUTH_TOKEN_LEN && role != AUTH_NONE) {
 		rq->role = role;
 		rq->via_cookie = true;
 		req_csrf_of(rq->env, cookie, rq->csrf);
@@ -295,12 +299,16 @@ bool req_may_write(struct req *rq, bool json)
 	return false;
 }
 
-enum auth_role req_login(struct req *rq, const char *token)
+int req_login(struct req *rq, const char *token, enum auth_role *rolep)
 {
 	enum auth_role role = AUTH_NONE;
 
-	if (!token || strlen(token) != AUTH_TOKEN_LEN || auth_check(rq->env->auth, rq->db, token, &role) < 0)
-		return AUTH_NONE;
+	*rolep = AUTH_NONE;
+	if (!token || strlen(token) != AUTH_TOKEN_LEN)
+		return 0;
+	if (auth_check(rq->env->auth, rq->db, token, &role) < 0)
+		return -1;
+	*rolep = role;
 	if (role >= AUTH_ANALYST) {
 		req_add_header(rq, "Set-Cookie",
 			       req_printf(rq, COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000%s",
@@ -309,7 +317,16 @@ enum auth_role req_login(struct req *rq, const char *token)
 		rq->role = role;
 		req_csrf_of(rq->env, token, rq->csrf);
 	}
-	return role;
+	return 0;
+}
+
+void req_db_unavailable(struct req *rq, bool json)
+{
+	if (json)
+		req_json_error(rq, 503, "database unavailable");
+	else
+		req_text_error(rq, 503, "The database is unavailable; try again in a moment.");
+	req_add_header(rq, "Retry-After", REQ_DB_RETRY_AFTER);
 }
 
 void req_logout(struct req *rq)

@@ -81,6 +81,7 @@ struct req {
 	enum auth_role role;        /* AUTH_NONE when no valid token was given */
 	bool via_cookie;            /* the token came from the session cookie */
 	char csrf[33];              /* the token's cross-site request token ("" without a cookie) */
+	bool db_down;               /* a token was sent but the database could not be asked (503, not 401) */
 
 	/* the response */
 	int status;
@@ -163,8 +164,13 @@ const char *req_allow_header(unsigned allowed);
 
 /* Plain-text response (status, one line). */
 void req_text_error(struct req *rq, int status, const char *msg);
-/* Take the session token from a login form: checks it and sets the cookie. Returns the role. */
-enum auth_role req_login(struct req *rq, const char *token);
+/* Take the session token from a login form: checks it and sets the cookie; *role gets its role
+ * (AUTH_NONE: unknown). Returns 0, or -1 when the database could not be asked. */
+int req_login(struct req *rq, const char *token, enum auth_role *role);
+/* The answer when the database is down: 503 with Retry-After, {"error": "database unavailable"} for
+ * the API (json), else text (pages make their own page of it). */
+void req_db_unavailable(struct req *rq, bool json);
+#define REQ_DB_RETRY_AFTER "5"
 /* Clear the session cookie. */
 void req_logout(struct req *rq);
 

@@ -264,10 +264,26 @@ static void dispatch(struct req *rq)
 		return;
 	}
 	req_authenticate(rq);
+	/* a token that could not be checked is not an unknown one: no 401, no way to the login page
+	 * (the login form says it itself) */
+	if (rq->db_down && (api || strcmp(rq->path, "/login") != 0)) {
+		if (api)
+			req_db_unavailable(rq, true);
+		else
+			pages_unavailable(rq);
+		return;
+	}
 	if (api)
 		api_handle(rq);
 	else
 		pages_handle(rq);
+	/* what failed because the database went away is an outage (503), not the server's fault (500) */
+	if (rq->status == 500 && PQstatus(rq->db) != CONNECTION_OK) {
+		if (api)
+			req_db_unavailable(rq, true);
+		else
+			pages_unavailable(rq);
+	}
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
