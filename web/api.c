@@ -1705,6 +1705,7 @@ static void delete_token(struct req *rq, const char *id)
 		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
 		return;
 	}
+	req_token_revoked(rq, strtoll(id, NULL, 10));
 	jsonw_init(&w, &rq->out);
 	jsonw_object(&w);
 	jsonw_ki64(&w, "token_id", strtoll(id, NULL, 10));

@@ -750,6 +750,51 @@ PGresult *model_run_profile(PGconn *db, const char *run, char *err, size_t errle
 		   " ORDER BY x.kind, x.stack_id", 1, p, err, errlen);
 }
 
+/* ---- sessions ---- */
+
+/* whether session s (an alias and a dot, or "") is over its limits, idle ($I) and absolute ($M) */
+#define SESSION_OVER(s, I, M) "(" s "last_seen_at < now() - make_interval(secs => $" I "::int)" \
+			      " OR " s "created_at < now() - make_interval(secs => $" M "::int))"
+
+PGresult *model_session_create(PGconn *db, const char *sh, const char *th, const char *idle, const char *max,
+			       char *err, size_t errlen)
+{
+	const char *p[4] = { sh, th, idle, max };
+
+	return run(db, "WITH gone AS (DELETE FROM sessions WHERE " SESSION_OVER("", "3", "4")
+		       " OR token_id IN (SELECT id FROM tokens WHERE revoked_at IS NOT NULL) RETURNING 1)"
+		       " INSERT INTO sessions (session_hash, token_id) SELECT decode($1, 'hex'), id FROM tokens"
+		       " WHERE token_hash = decode($2, 'hex') AND revoked_at IS NULL"
+		       " RETURNING id AS session_id, (SELECT count(*) FROM gone) AS expired", 4, p, err, errlen);
+}
+
+PGresult *model_session_touch(PGconn *db, const char *sh, const char *idle, const char *max, char *err,
+			      size_t errlen)
+{
+	const char *p[3] = { sh, idle, max };
+
+	return run(db, "UPDATE sessions s SET last_seen_at = now() FROM tokens t"
+		       " WHERE s.session_hash = decode($1, 'hex') AND t.id = s.token_id"
+		       " AND t.revoked_at IS NULL AND NOT " SESSION_OVER("s.", "2", "3")
+		       " RETURNING t.role, encode(s.session_hash, 'hex') AS session_hash", 3, p, err, errlen);
+}
+
+PGresult *model_session_delete(PGconn *db, const char *sh, char *err, size_t errlen)
+{
+	const char *p[1] = { sh };
+
+	return run(db, "DELETE FROM sessions WHERE session_hash = decode($1, 'hex') RETURNING id AS session_id", 1,
+		   p, err, errlen);
+}
+
+PGresult *model_sessions_of_token_delete(PGconn *db, const char *token_id, char *err, size_t errlen)
+{
+	const char *p[1] = { token_id };
+
+	return run(db, "DELETE FROM sessions WHERE token_id = $1::int RETURNING id AS session_id", 1, p, err,
+		   errlen);
+}
+
 const char *model_col(PGresult *r, int row, const char *name)
 {
 	int c = PQfnumber(r, name);

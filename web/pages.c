@@ -175,8 +175,8 @@ static void page_login(struct req *rq, const char *msg, int status)
 		     "size=\"72\"></label><input type=\"hidden\" name=\"next\" value=\"");
 	html_text(rq, next);
 	html_raw(rq, "\"><button type=\"submit\">Log in</button></form><p class=\"hint\">Tokens come from "
-		     "<code>sm-admin token create --role analyst</code>. The token is kept in an HttpOnly cookie "
-		     "for this site only.</p>");
+		     "<code>sm-admin token create --role analyst</code>. The token is not kept: the login starts "
+		     "a session of its own, in an HttpOnly cookie for this site only.</p>");
 	html_end(rq);
 	rq->status = status;
 }
@@ -2204,6 +2204,7 @@ static void post_token_revoke(struct req *rq, const char *id)
 		html_error(rq, rc > 0 ? 404 : 500, err);
 		return;
 	}
+	req_token_revoked(rq, strtoll(id, NULL, 10));
 	html_redirect(rq, "/tokens");
 }
 
@@ -2240,10 +2241,13 @@ static void signature_import_r(struct req *rq, const char *arg) { (void)arg; pos
 static void logout_r(struct req *rq, const char *arg)
 {
 	(void)arg;
-	if (req_may_write(rq, false)) {
-		req_logout(rq);
-		html_redirect(rq, "/login");
+	if (!req_may_write(rq, false))
+		return;
+	if (req_logout(rq) < 0) {
+		pages_unavailable(rq);
+		return;
 	}
+	html_redirect(rq, "/login");
 }
 
 /* The pages; all but the login's need a read token (else: to the login page and back). */

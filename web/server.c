@@ -338,8 +338,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		atomic_fetch_add(&W.requests, 1);
 		return send_response(rq);
 	}
-	/* reads go to the read pool (a standby) when there is one; writes and their forms never */
-	pool = W.rpool.size && (rq->method == REQ_GET || rq->method == REQ_HEAD) ? &W.rpool : &W.pool;
+	/* reads go to the read pool (a standby) when there is one; writes and their forms never, nor
+	 * browser sessions (a standby may not have the login's session yet, and a check marks it seen) */
+	pool = W.rpool.size && (rq->method == REQ_GET || rq->method == REQ_HEAD) &&
+	       !MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, req_cookie_name(W.cfg)) ? &W.rpool : &W.pool;
 	rq->db = pool_get(pool);
 	if (!rq->db) {
 		req_json_error(rq, 503, "all database connections are busy; try again");
@@ -442,8 +444,9 @@ int web_run(const struct web_config *cfg)
 		return -1;
 	}
 	W.env.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
+	W.env.sessions = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.frames = framecache_open(cfg->frame_cache_bytes);
-	if (!W.env.auth || !W.env.frames) {
+	if (!W.env.auth || !W.env.sessions || !W.env.frames) {
 		log_error("out of memory at start", "%s", "");
 		goto out_pool;
 	}
@@ -512,6 +515,7 @@ out_pool:
 	pool_close(&W.pool);
 	pool_close(&W.rpool);
 	auth_cache_free(W.env.auth);
+	auth_cache_free(W.env.sessions);
 	framecache_free(W.env.frames);
 	return rc;
 }
