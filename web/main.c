@@ -40,7 +40,8 @@ static const char usage[] =
 	"  --session-idle S       a browser session unused for S seconds ends [43200]\n"
 	"  --session-max S        a browser session ends S seconds after its login [604800]\n"
 	"  --frame-cache SIZE     memory for frame names (k, M, G suffixes) [256M]\n"
-
+	"  --webhook-allow CIDR[,CIDR]  loopback, link-local or private networks alert webhooks may\n"
+	"                         point at (repeatable; e.g. 127.0.0.0/8) [none]\n"
 	"  --log-level LEVEL      debug, info, warn, error [info]\n"
 	"  -h, --help             this text\n"
 	"\n"
@@ -50,7 +51,7 @@ static const char usage[] =
 enum {
 	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
 	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE, OPT_PERIP,
-	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE, OPT_SESSIDLE, OPT_SESSMAX,
+	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW,
 };
 
 static const struct cli cl = { "sm-web", NULL };
@@ -78,6 +79,7 @@ int main(int argc, char **argv)
 		{ "min-body-rate", required_argument, NULL, OPT_BODYRATE },
 		{ "session-idle", required_argument, NULL, OPT_SESSIDLE },
 		{ "session-max", required_argument, NULL, OPT_SESSMAX },
+		{ "webhook-allow", required_argument, NULL, OPT_WEBHOOK_ALLOW },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -102,6 +104,13 @@ int main(int argc, char **argv)
 		case OPT_ANON: cfg.anonymous_read = true; continue;
 		case OPT_NOWORKER: cfg.worker = false; continue;
 		case OPT_SECURE: cfg.cookie_secure = true; continue;
+		case OPT_WEBHOOK_ALLOW: {
+			char err[160];
+
+			if (webhook_nets_add(&cfg.webhook_allow, optarg, err, sizeof(err)) < 0)
+				return cli_fail(&cl, "%s", err);
+			continue;
+		}
 		case OPT_LOGLEVEL:
 			if (cli_log_level(&cl, name, optarg, &level))
 				return 2;

@@ -695,12 +695,19 @@ int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen)
 	return delete_one(db, "DELETE FROM schedules WHERE id = $1::bigint", id, "schedule", err, errlen);
 }
 
-PGresult *model_alert_rules(PGconn *db, char *err, size_t errlen)
+PGresult *model_alert_rules(PGconn *db, bool redact, char *err, size_t errlen)
 {
+	const char *p[1] = { redact ? "t" : "f" };
+
+	/* the user information is everything of the authority up to its last '@' */
 	return run(db, "SELECT r.id AS rule_id, r.name, r.app, r.type, r.signature_id, s.name AS signature,"
-		       " r.limit_ns_per_hour, r.min_share, r.webhook, r.enabled, " ISO("r.created_at") " AS created_at"
+		       " r.limit_ns_per_hour, r.min_share, CASE WHEN $1::bool THEN regexp_replace(regexp_replace("
+		       "  r.webhook, '^([A-Za-z]+://)[^/?#\\\\]*@', '\\1***@'),"
+		       "  '([?&;][^=&;#]*(token|key|secret|passw|pwd|auth|sig|credential|session)[^=&;#]*=)[^&;#]*',"
+		       "  '\\1***', 'gi') ELSE r.webhook END AS webhook,"
+		       " r.enabled, " ISO("r.created_at") " AS created_at"
 		       " FROM alert_rules r LEFT JOIN signatures s ON s.id = r.signature_id ORDER BY r.name",
-		   0, NULL, err, errlen);
+		   1, p, err, errlen);
 }
 
 PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen)

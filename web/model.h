@@ -148,7 +148,9 @@ PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, s
 PGresult *model_schedules(PGconn *db, char *err, size_t errlen);
 PGresult *model_schedule_put(PGconn *db, const char *const p[5], char *err, size_t errlen);
 int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen);
-PGresult *model_alert_rules(PGconn *db, char *err, size_t errlen);
+/* redact: the webhooks' credentials (user:password@, query parameters named like a token, key, secret
+ * or password) as "***", for those who may not manage the rules. */
+PGresult *model_alert_rules(PGconn *db, bool redact, char *err, size_t errlen);
 PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen);
 int model_alert_rule_delete(PGconn *db, const char *id, char *err, size_t errlen);
 /* The latest alerts first: alert_id, rule, type, run_id, cluster_id, message, delivery, attempts,

@@ -1328,7 +1328,7 @@ static void page_alerts(struct req *rq, const char *unused)
 					      "Last error" };
 	char err[512];
 	PGresult *sch = model_schedules(rq->db, err, sizeof(err));
-	PGresult *rules = sch ? model_alert_rules(rq->db, err, sizeof(err)) : NULL;
+	PGresult *rules = sch ? model_alert_rules(rq->db, rq->role < AUTH_ADMIN, err, sizeof(err)) : NULL;
 	PGresult *alerts = rules ? model_alerts(rq->db, 200, err, sizeof(err)) : NULL;
 
 	(void)unused;

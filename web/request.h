@@ -17,6 +17,7 @@
 
 #include "common/auth.h"
 #include "common/buf.h"
+#include "common/webhook.h"
 
 struct web_config {
 	const char *conninfo;       /* NULL: PG* environment */
@@ -38,6 +39,7 @@ struct web_config {
 	int session_idle_s;         /* a session unused this long ends */
 	int session_max_s;          /* a session ends this long after the login, used or not */
 	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
+	struct webhook_nets webhook_allow; /* internal networks alert webhooks may point at (webhook.h) */
 };
 
 void web_config_default(struct web_config *c);

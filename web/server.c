@@ -400,6 +400,7 @@ static void *worker_main(void *arg)
 	mo.conninfo = cfg->conninfo;
 	mo.read_conninfo = cfg->conninfo_read;   /* the AOI's events, like the pages, from a standby */
 	mo.threads = cfg->miner_threads;
+	mo.webhook_allow = &cfg->webhook_allow;
 	mo.cancel = &worker_stop;
 	while (!worker_stop) {
 		m = miner_open(&mo, err, sizeof(err));
