@@ -121,6 +121,20 @@ static int cache_get(struct auth_cache *c, const unsigned char *hash, struct aut
 	return hit;
 }
 
+static void cache_put(struct auth_cache *c, const unsigned char *hash, const struct auth_who *who)
+{
+	struct auth_entry *e = &c->ents[slot_of(c, hash)];
+
+	if (c->ttl_ns <= 0)
+		return;
+	pthread_mutex_lock(&c->lock);
+	memcpy(e->hash, hash, SHA256_LEN);
+	e->who = *who;
+	e->expires_ns = util_now_mono_ns() + c->ttl_ns;
+	e->used = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
 int auth_cached_who(struct auth_cache *c, const char *header, struct auth_who *who)
 {
 	unsigned char hash[SHA256_LEN];
@@ -183,17 +197,45 @@ int auth_check_who(struct auth_cache *c, PGconn *db, const char *header, struct 
 		}
 	}
 	PQclear(r);
-	if (c->ttl_ns > 0) {
-		struct auth_entry *e = &c->ents[slot_of(c, hash)];
-
-		pthread_mutex_lock(&c->lock);
-		memcpy(e->hash, hash, SHA256_LEN);
-		e->who = *who;
-		e->expires_ns = util_now_mono_ns() + c->ttl_ns;
-		e->used = true;
-		pthread_mutex_unlock(&c->lock);
-	}
+	cache_put(c, hash, who);
 	return 0;
+}
+
+void auth_cache_put(struct auth_cache *c, const char *key, const struct auth_who *who)
+{
+	unsigned char hash[SHA256_LEN];
+	size_t n;
+	const char *k = bearer_token(key, &n);
+
+	if (!k)
+		return;
+	sha256(k, n, hash);
+	cache_put(c, hash, who);
+}
+
+void auth_cache_forget(struct auth_cache *c, const char *key)
+{
+	unsigned char hash[SHA256_LEN];
+	size_t n;
+	const char *k = bearer_token(key, &n);
+	struct auth_entry *e;
+
+	if (!k)
+		return;
+	sha256(k, n, hash);
+	e = &c->ents[slot_of(c, hash)];
+	pthread_mutex_lock(&c->lock);
+	if (e->used && util_ct_equal(e->hash, hash, SHA256_LEN))
+		e->used = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void auth_cache_clear(struct auth_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n; i++)
+		c->ents[i].used = false;
+	pthread_mutex_unlock(&c->lock);
 }
 
 int auth_check(struct auth_cache *c, PGconn *db, const char *header, enum auth_role *role)

@@ -51,6 +51,12 @@ int auth_token_create(PGconn *db, enum auth_role role, const char *name, const c
 /* Revokes token id. Returns 0, 1 when there was no active token with that id, or -1 (err). */
 int auth_token_revoke(PGconn *db, int64_t id, char *err, size_t errlen);
 
+/* The cache as a store of other secrets' answers (sm-web's sessions, in a cache of their own): remember
+ * who the bare secret key is, forget it, forget everything (each at once, for this process). */
+void auth_cache_put(struct auth_cache *c, const char *key, const struct auth_who *who);
+void auth_cache_forget(struct auth_cache *c, const char *key);
+void auth_cache_clear(struct auth_cache *c);
+
 /* auth_check() and auth_cached() that also tell the token's host. */
 int auth_check_who(struct auth_cache *c, PGconn *db, const char *header, struct auth_who *who);
 int auth_cached_who(struct auth_cache *c, const char *header, struct auth_who *who);

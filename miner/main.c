@@ -8,6 +8,7 @@
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/webhook.h"
 #include "miner/bide.h"
 #include "miner/compare.h"
 #include "miner/params.h"
@@ -29,11 +30,14 @@ static const char usage[] =
 	"  run [PARAMS] [--queue] [--threads N] [--quiet] [--part-streams N]\n"
 	"        mine now (or with --queue: queue the run for the workers and print its id)\n"
 	"  worker [--threads N] [--once] [--lease S] [--part-streams N] [--db-read CONNINFO]\n"
+	"         [--webhook-allow CIDR[,CIDR]...]\n"
 	"        take queued runs from the database and mine them, until SIGTERM\n"
 	"        (--once: stop when the queue is empty). A run of more than N streams (1000) is cut\n"
 	"        into parts of N that every worker helps with (0: never cut); a run or part whose\n"
 	"        worker has not beaten for S seconds (60) is taken by another. --db-read: read the\n"
-	"        events from this server (a standby) once it has replayed what the run selected\n"
+	"        events from this server (a standby) once it has replayed what the run selected.\n"
+	"        Alerts never go to loopback, link-local or private addresses but those of\n"
+	"        --webhook-allow (repeatable; e.g. 127.0.0.0/8)\n"
 	"  compare A B [--limit N]\n"
 	"        run B against run A (before): clusters matched by signature and medoid similarity,\n"
 	"        each new, gone, grown, shrunk or unchanged by its cost per stream, with a 95 %%\n"
@@ -89,7 +93,7 @@ enum {
 	O_PARAMS = 256, O_APP, O_KIND, O_AOI, O_INCLUDE, O_EXCLUDE, O_TNS, O_TFRAC, O_TGUIDE, O_LINKAGE, O_CUT,
 	O_VERSION, O_HOST, O_LABEL, O_SINCE, O_UNTIL, O_QUEUE, O_THREADS, O_QUIET, O_ONCE, O_LIMIT,
 	O_CLOSED, O_MAXIMAL, O_MINSUP, O_MINSUP_REL, O_BRIEF, O_NO_BASELINE, O_BOOTSTRAP, O_LEASE,
-	O_PART_STREAMS, O_DB_READ,
+	O_PART_STREAMS, O_DB_READ, O_WEBHOOK_ALLOW,
 };
 
 static const struct option cmd_opts[] = {
@@ -118,6 +122,7 @@ static const struct option cmd_opts[] = {
 	{ "lease", required_argument, NULL, O_LEASE },
 	{ "part-streams", required_argument, NULL, O_PART_STREAMS },
 	{ "db-read", required_argument, NULL, O_DB_READ },
+	{ "webhook-allow", required_argument, NULL, O_WEBHOOK_ALLOW },
 	{ "limit", required_argument, NULL, O_LIMIT },
 	{ "closed", no_argument, NULL, O_CLOSED },
 	{ "maximal", no_argument, NULL, O_MAXIMAL },
@@ -136,6 +141,7 @@ struct args {
 	int threads;
 	int lease_s;                  /* 0: the default */
 	const char *db_read;
+	struct webhook_nets webhook_allow; /* internal networks alerts may go to */
 	int64_t part_streams;         /* -1: the default */
 	int64_t limit;
 	int mode;                     /* O_CLOSED / O_MAXIMAL */
@@ -248,6 +254,13 @@ static int parse_cli(int argc, char **argv, struct args *c)
 			c->lease_s = (int)v;
 			break;
 		case O_DB_READ: c->db_read = optarg; break;
+		case O_WEBHOOK_ALLOW: {
+			char err[160];
+
+			if (webhook_nets_add(&c->webhook_allow, optarg, err, sizeof(err)) < 0)
+				return usage_error("%s", err);
+			break;
+		}
 		case O_PART_STREAMS:
 			if (util_parse_i64(optarg, 0, 100000000, &v) < 0)
 				return usage_error("--part-streams '%s': a count of streams, 0 for never", optarg);
@@ -336,6 +349,7 @@ static void worker_opts(struct miner_opts *mo, const char *conninfo, const struc
 	if (c->lease_s)
 		mo->lease_s = c->lease_s;
 	mo->read_conninfo = c->db_read;
+	mo->webhook_allow = &c->webhook_allow;
 	if (c->part_streams >= 0)
 		mo->part_streams = (size_t)c->part_streams;
 }

@@ -18,6 +18,7 @@
 
 struct arena;
 struct miner;
+struct webhook_nets;
 
 struct miner_opts {
 	const char *conninfo;     /* NULL: PG* environment */
@@ -28,6 +29,7 @@ struct miner_opts {
 	const volatile sig_atomic_t *cancel; /* non-zero: stop at the next step, requeue the run */
 	int lease_s;              /* a run or part whose worker has not beaten for this long is taken again */
 	size_t part_streams;      /* a run of more streams is cut into parts of this many (parts.h); 0: never */
+	const struct webhook_nets *webhook_allow; /* internal addresses alerts may go to (webhook.h); NULL: none */
 };
 
 #define MINER_LEASE_S 60

@@ -1832,7 +1832,7 @@ static void watch_tick(struct miner *m)
 
 	if (watch_schedules(miner_db(m), err, sizeof(err)) < 0)
 		log_error("scheduling runs failed", "error=\"%s\"", err);
-	if (watch_deliver(miner_db(m), 20, err, sizeof(err)) < 0)
+	if (watch_deliver(miner_db(m), 20, miner_options(m)->webhook_allow, err, sizeof(err)) < 0)
 		log_error("delivering alerts failed", "error=\"%s\"", err);
 }
 
@@ -1843,7 +1843,7 @@ static void watch_done(struct miner *m, int64_t id)
 
 	if (watch_run_done(miner_db(m), id, err, sizeof(err)) < 0)
 		log_error("alert rules failed", "run=%lld error=\"%s\"", (long long)id, err);
-	else if (watch_deliver(miner_db(m), 20, err, sizeof(err)) < 0)
+	else if (watch_deliver(miner_db(m), 20, miner_options(m)->webhook_allow, err, sizeof(err)) < 0)
 		log_error("delivering alerts failed", "error=\"%s\"", err);
 }
 

@@ -5,6 +5,7 @@
 #include "common/db.h"
 #include "common/jsonw.h"
 #include "common/log.h"
+#include "common/webhook.h"
 #include "miner/baseline.h"
 #include "miner/compare.h"
 #include "miner/params.h"
@@ -325,11 +326,31 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx)
 	return size * n;
 }
 
-/* POSTs the payload; 0 on a 2xx, else -1 with why in err. */
-static int post(const char *url, const char *body, char *err, size_t errlen)
+struct target {
+	const struct webhook_nets *allow;
+	bool refused;               /* an address it resolved to was not allowed */
+};
+
+/* Every connection a delivery makes, after DNS: a refused address is never connected to. */
+static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct target *t = ctx;
+
+	(void)purpose;
+	if (!webhook_addr_ok(t->allow, &a->addr)) {
+		t->refused = true;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(a->family, a->socktype, a->protocol);
+}
+
+/* POSTs the payload; 0 on a 2xx, else -1 with why in err: what users see, the same whatever
+ * listens or not at a refused address (the details go to the log). */
+static int post(const char *url, const char *body, const struct webhook_nets *allow, char *err, size_t errlen)
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
+	struct target t = { allow, false };
 	long code = 0;
 	CURLcode rc;
 
@@ -346,13 +367,20 @@ static int post(const char *url, const char *body, char *err, size_t errlen)
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)WEBHOOK_TIMEOUT_S);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &t);
 	rc = curl_easy_perform(c);
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
+	if (t.refused) {
+		snprintf(err, errlen, "not delivered: the webhook's address is not allowed (--webhook-allow)");
+		return -1;
+	}
 	if (rc != CURLE_OK) {
-		snprintf(err, errlen, "%s", curl_easy_strerror(rc));
+		log_warn("webhook not reached", "error=\"%s\"", curl_easy_strerror(rc));
+		snprintf(err, errlen, "not delivered: no answer from the webhook");
 		return -1;
 	}
 	if (code < 200 || code > 299) {
@@ -362,7 +390,7 @@ static int post(const char *url, const char *body, char *err, size_t errlen)
 	return 0;
 }
 
-int watch_deliver(PGconn *db, int max, char *err, size_t errlen)
+int watch_deliver(PGconn *db, int max, const struct webhook_nets *allow, char *err, size_t errlen)
 {
 	char lease[24];
 	const char *params[1] = { lease };
@@ -392,7 +420,7 @@ int watch_deliver(PGconn *db, int max, char *err, size_t errlen)
 		attempts = (int)db_get_i64(r, 0, 3);
 		snprintf(taken, sizeof(taken), "%d", attempts);
 		/* the updates below only touch the alert as this worker took it */
-		if (post(PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 1), why, sizeof(why)) == 0) {
+		if (post(PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 1), allow, why, sizeof(why)) == 0) {
 			const char *pd[2] = { p[0], taken };
 
 			u = PQexecParams(db, "UPDATE alerts SET delivery = 'delivered', delivered_at = now(), last_error = NULL"

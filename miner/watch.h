@@ -22,7 +22,9 @@ int watch_schedules(PGconn *db, char *err, size_t errlen);
  * Returns how many alerts were new, or -1. */
 int watch_run_done(PGconn *db, int64_t run_id, char *err, size_t errlen);
 
-/* Delivers up to max due alerts. Returns how many were delivered, or -1 (the database). */
-int watch_deliver(PGconn *db, int max, char *err, size_t errlen);
+struct webhook_nets;
+/* Delivers up to max due alerts, never to an address refused by common/webhook.h (allow: the
+ * exceptions, NULL: none). Returns how many were delivered, or -1 (the database). */
+int watch_deliver(PGconn *db, int max, const struct webhook_nets *allow, char *err, size_t errlen);
 
 #endif

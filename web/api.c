@@ -8,6 +8,7 @@
 #include "common/arena.h"
 #include "common/jsonw.h"
 #include "common/util.h"
+#include "common/webhook.h"
 #include "common/wire.h"
 #include "miner/aoi.h"
 #include "miner/compare.h"
@@ -1529,7 +1530,7 @@ static void get_alert_rules(struct req *rq, const char *arg)
 
 	(void)arg;
 	if (known_query(rq, names, false))
-		list_json(rq, "rules", model_alert_rules(rq->db, err, sizeof(err)), err);
+		list_json(rq, "rules", model_alert_rules(rq->db, rq->role < AUTH_ADMIN, err, sizeof(err)), err);
 }
 
 static void post_alert_rule(struct req *rq, const char *arg)
@@ -1557,8 +1558,8 @@ static void post_alert_rule(struct req *rq, const char *arg)
 		req_json_error(rq, 400, "app: 1 to 255 bytes, or null for every app");
 		goto out;
 	}
-	if (!hook || strlen(hook) > 2048 || (strncmp(hook, "http://", 7) != 0 && strncmp(hook, "https://", 8) != 0)) {
-		req_json_error(rq, 400, "webhook: required, an http:// or https:// URL of at most 2048 bytes");
+	if (webhook_url_check(hook, &rq->cfg->webhook_allow, err, sizeof(err)) < 0) {
+		req_json_error(rq, 400, "%s", err);
 		goto out;
 	}
 	if (!type || (strcmp(type, "signature_cost") && strcmp(type, "new_cluster"))) {
@@ -1705,6 +1706,7 @@ static void delete_token(struct req *rq, const char *id)
 		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
 		return;
 	}
+	req_token_revoked(rq, strtoll(id, NULL, 10));
 	jsonw_init(&w, &rq->out);
 	jsonw_object(&w);
 	jsonw_ki64(&w, "token_id", strtoll(id, NULL, 10));

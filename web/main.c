@@ -36,8 +36,12 @@ static const char usage[] =
 	"  --no-worker            leave queued runs to `sm-miner worker` processes\n"
 	"  --miner-threads N      threads of the embedded worker's runs, 0 = one per core [0]\n"
 	"  --cookie-secure        mark the session cookie Secure (serve behind TLS)\n"
-	"  --auth-cache-ms N      how long a token check is remembered [10000]\n"
+	"  --auth-cache-ms N      how long a token or session check is remembered [10000]\n"
+	"  --session-idle S       a browser session unused for S seconds ends [43200]\n"
+	"  --session-max S        a browser session ends S seconds after its login [604800]\n"
 	"  --frame-cache SIZE     memory for frame names (k, M, G suffixes) [256M]\n"
+	"  --webhook-allow CIDR[,CIDR]  loopback, link-local or private networks alert webhooks may\n"
+	"                         point at (repeatable; e.g. 127.0.0.0/8) [none]\n"
 	"  --log-level LEVEL      debug, info, warn, error [info]\n"
 	"  -h, --help             this text\n"
 	"\n"
@@ -47,7 +51,7 @@ static const char usage[] =
 enum {
 	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
 	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE, OPT_PERIP,
-	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE,
+	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW,
 };
 
 static const struct cli cl = { "sm-web", NULL };
@@ -73,6 +77,9 @@ int main(int argc, char **argv)
 		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLETO },
 		{ "min-body-rate", required_argument, NULL, OPT_BODYRATE },
+		{ "session-idle", required_argument, NULL, OPT_SESSIDLE },
+		{ "session-max", required_argument, NULL, OPT_SESSMAX },
+		{ "webhook-allow", required_argument, NULL, OPT_WEBHOOK_ALLOW },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -97,6 +104,13 @@ int main(int argc, char **argv)
 		case OPT_ANON: cfg.anonymous_read = true; continue;
 		case OPT_NOWORKER: cfg.worker = false; continue;
 		case OPT_SECURE: cfg.cookie_secure = true; continue;
+		case OPT_WEBHOOK_ALLOW: {
+			char err[160];
+
+			if (webhook_nets_add(&cfg.webhook_allow, optarg, err, sizeof(err)) < 0)
+				return cli_fail(&cl, "%s", err);
+			continue;
+		}
 		case OPT_LOGLEVEL:
 			if (cli_log_level(&cl, name, optarg, &level))
 				return 2;
@@ -148,6 +162,12 @@ int main(int argc, char **argv)
 			if (cli_int(&cl, name, optarg, 0, 64, &v))
 				return 2;
 			cfg.miner_threads = (int)v;
+			break;
+		case OPT_SESSIDLE: case OPT_SESSMAX:
+			/* at most a year: a session is not a token */
+			if (cli_int(&cl, name, optarg, 1, 366 * 86400, &v))
+				return 2;
+			*(o == OPT_SESSIDLE ? &cfg.session_idle_s : &cfg.session_max_s) = (int)v;
 			break;
 		case OPT_AUTHTTL:
 			if (cli_int(&cl, name, optarg, 0, INT32_MAX, &v))

@@ -696,12 +696,19 @@ int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen)
 	return delete_one(db, "DELETE FROM schedules WHERE id = $1::bigint", id, "schedule", err, errlen);
 }
 
-PGresult *model_alert_rules(PGconn *db, char *err, size_t errlen)
+PGresult *model_alert_rules(PGconn *db, bool redact, char *err, size_t errlen)
 {
+	const char *p[1] = { redact ? "t" : "f" };
+
+	/* the user information is everything of the authority up to its last '@' */
 	return run(db, "SELECT r.id AS rule_id, r.name, r.app, r.type, r.signature_id, s.name AS signature,"
-		       " r.limit_ns_per_hour, r.min_share, r.webhook, r.enabled, " ISO("r.created_at") " AS created_at"
+		       " r.limit_ns_per_hour, r.min_share, CASE WHEN $1::bool THEN regexp_replace(regexp_replace("
+		       "  r.webhook, '^([A-Za-z]+://)[^/?#\\\\]*@', '\\1***@'),"
+		       "  '([?&;][^=&;#]*(token|key|secret|passw|pwd|auth|sig|credential|session)[^=&;#]*=)[^&;#]*',"
+		       "  '\\1***', 'gi') ELSE r.webhook END AS webhook,"
+		       " r.enabled, " ISO("r.created_at") " AS created_at"
 		       " FROM alert_rules r LEFT JOIN signatures s ON s.id = r.signature_id ORDER BY r.name",
-		   0, NULL, err, errlen);
+		   1, p, err, errlen);
 }
 
 PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen)
@@ -749,6 +756,51 @@ PGresult *model_run_profile(PGconn *db, const char *run, char *err, size_t errle
 		   " sum(cost_ns)::bigint AS cost_ns, sum(events)::bigint AS events FROM run_stacks"
 		   " WHERE run_id = $1::bigint GROUP BY kind, stack_id) x JOIN stacks s ON s.id = x.stack_id"
 		   " ORDER BY x.kind, x.stack_id", 1, p, err, errlen);
+}
+
+/* ---- sessions ---- */
+
+/* whether session s (an alias and a dot, or "") is over its limits, idle ($I) and absolute ($M) */
+#define SESSION_OVER(s, I, M) "(" s "last_seen_at < now() - make_interval(secs => $" I "::int)" \
+			      " OR " s "created_at < now() - make_interval(secs => $" M "::int))"
+
+PGresult *model_session_create(PGconn *db, const char *sh, const char *th, const char *idle, const char *max,
+			       char *err, size_t errlen)
+{
+	const char *p[4] = { sh, th, idle, max };
+
+	return run(db, "WITH gone AS (DELETE FROM sessions WHERE " SESSION_OVER("", "3", "4")
+		       " OR token_id IN (SELECT id FROM tokens WHERE revoked_at IS NOT NULL) RETURNING 1)"
+		       " INSERT INTO sessions (session_hash, token_id) SELECT decode($1, 'hex'), id FROM tokens"
+		       " WHERE token_hash = decode($2, 'hex') AND revoked_at IS NULL"
+		       " RETURNING id AS session_id, (SELECT count(*) FROM gone) AS expired", 4, p, err, errlen);
+}
+
+PGresult *model_session_touch(PGconn *db, const char *sh, const char *idle, const char *max, char *err,
+			      size_t errlen)
+{
+	const char *p[3] = { sh, idle, max };
+
+	return run(db, "UPDATE sessions s SET last_seen_at = now() FROM tokens t"
+		       " WHERE s.session_hash = decode($1, 'hex') AND t.id = s.token_id"
+		       " AND t.revoked_at IS NULL AND NOT " SESSION_OVER("s.", "2", "3")
+		       " RETURNING t.role, encode(s.session_hash, 'hex') AS session_hash", 3, p, err, errlen);
+}
+
+PGresult *model_session_delete(PGconn *db, const char *sh, char *err, size_t errlen)
+{
+	const char *p[1] = { sh };
+
+	return run(db, "DELETE FROM sessions WHERE session_hash = decode($1, 'hex') RETURNING id AS session_id", 1,
+		   p, err, errlen);
+}
+
+PGresult *model_sessions_of_token_delete(PGconn *db, const char *token_id, char *err, size_t errlen)
+{
+	const char *p[1] = { token_id };
+
+	return run(db, "DELETE FROM sessions WHERE token_id = $1::int RETURNING id AS session_id", 1, p, err,
+		   errlen);
 }
 
 const char *model_col(PGresult *r, int row, const char *name)

@@ -148,12 +148,29 @@ PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, s
 PGresult *model_schedules(PGconn *db, char *err, size_t errlen);
 PGresult *model_schedule_put(PGconn *db, const char *const p[5], char *err, size_t errlen);
 int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen);
-PGresult *model_alert_rules(PGconn *db, char *err, size_t errlen);
+/* redact: the webhooks' credentials (user:password@, query parameters named like a token, key, secret
+ * or password) as "***", for those who may not manage the rules. */
+PGresult *model_alert_rules(PGconn *db, bool redact, char *err, size_t errlen);
 PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen);
 int model_alert_rule_delete(PGconn *db, const char *id, char *err, size_t errlen);
 /* The latest alerts first: alert_id, rule, type, run_id, cluster_id, message, delivery, attempts,
  * last_error, created_at, delivered_at. */
 PGresult *model_alerts(PGconn *db, long limit, char *err, size_t errlen);
+
+/* Browser sessions (docs/web.md, "Who may do what"): hashes cross as hex text (64 digits); idle and
+ * max are sm-web's limits in seconds. */
+/* A session of hash sh for the unrevoked token of hash th (one row: session_id; none: no such token),
+ * after deleting the sessions that are over a limit or whose token is revoked. */
+PGresult *model_session_create(PGconn *db, const char *sh, const char *th, const char *idle, const char *max,
+			       char *err, size_t errlen);
+/* The live session of hash sh, marked as seen now: one row (role, session_hash as hex), or none when
+ * unknown, over a limit, or its token revoked. */
+PGresult *model_session_touch(PGconn *db, const char *sh, const char *idle, const char *max, char *err,
+			      size_t errlen);
+/* Ends the session of hash sh (rows: session_id of what was deleted). */
+PGresult *model_session_delete(PGconn *db, const char *sh, char *err, size_t errlen);
+/* Ends every session of token id (rows: session_id). */
+PGresult *model_sessions_of_token_delete(PGconn *db, const char *token_id, char *err, size_t errlen);
 
 /* A run's collapsed stacks of one kind ("r" or "w"): frame_ids (int array), cost_ns, by stack. */
 PGresult *model_run_kind_stacks(PGconn *db, const char *run, const char *kind, char *err, size_t errlen);

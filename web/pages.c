@@ -175,8 +175,8 @@ static void page_login(struct req *rq, const char *msg, int status)
 		     "size=\"72\"></label><input type=\"hidden\" name=\"next\" value=\"");
 	html_text(rq, next);
 	html_raw(rq, "\"><button type=\"submit\">Log in</button></form><p class=\"hint\">Tokens come from "
-		     "<code>sm-admin token create --role analyst</code>. The token is kept in an HttpOnly cookie "
-		     "for this site only.</p>");
+		     "<code>sm-admin token create --role analyst</code>. The token is not kept: the login starts "
+		     "a session of its own, in an HttpOnly cookie for this site only.</p>");
 	html_end(rq);
 	rq->status = status;
 }
@@ -195,7 +195,13 @@ static void post_login(struct req *rq)
 			return;
 		}
 	}
-	role = req_login(rq, req_form(rq, "token"));
+	if (req_login(rq, req_form(rq, "token"), &role) < 0) {
+		/* the token may well be right: say so, not that it is wrong */
+		page_login(rq, "The database is unavailable, so the token cannot be checked; try again in a moment.",
+			   503);
+		req_add_header(rq, "Retry-After", REQ_DB_RETRY_AFTER);
+		return;
+	}
 	if (role == AUTH_NONE) {
 		page_login(rq, "That token is not valid (unknown, revoked or mistyped).", 401);
 		return;
@@ -1328,7 +1334,7 @@ static void page_alerts(struct req *rq, const char *unused)
 					      "Last error" };
 	char err[512];
 	PGresult *sch = model_schedules(rq->db, err, sizeof(err));
-	PGresult *rules = sch ? model_alert_rules(rq->db, err, sizeof(err)) : NULL;
+	PGresult *rules = sch ? model_alert_rules(rq->db, rq->role < AUTH_ADMIN, err, sizeof(err)) : NULL;
 	PGresult *alerts = rules ? model_alerts(rq->db, 200, err, sizeof(err)) : NULL;
 
 	(void)unused;
@@ -2204,6 +2210,7 @@ static void post_token_revoke(struct req *rq, const char *id)
 		html_error(rq, rc > 0 ? 404 : 500, err);
 		return;
 	}
+	req_token_revoked(rq, strtoll(id, NULL, 10));
 	html_redirect(rq, "/tokens");
 }
 
@@ -2240,10 +2247,13 @@ static void signature_import_r(struct req *rq, const char *arg) { (void)arg; pos
 static void logout_r(struct req *rq, const char *arg)
 {
 	(void)arg;
-	if (req_may_write(rq, false)) {
-		req_logout(rq);
-		html_redirect(rq, "/login");
+	if (!req_may_write(rq, false))
+		return;
+	if (req_logout(rq) < 0) {
+		pages_unavailable(rq);
+		return;
 	}
+	html_redirect(rq, "/login");
 }
 
 /* The pages; all but the login's need a read token (else: to the login page and back). */
@@ -2272,6 +2282,12 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/tokens/new", post_token_new, NULL },
 	{ REQ_M_POST, "/tokens/#/revoke", post_token_revoke, "token" },
 };
+
+void pages_unavailable(struct req *rq)
+{
+	html_error(rq, 503, "The database is unavailable; try again in a moment.");
+	req_add_header(rq, "Retry-After", REQ_DB_RETRY_AFTER);
+}
 
 void pages_handle(struct req *rq)
 {

@@ -7,13 +7,16 @@
 #include "common/sha256.h"
 #include "common/util.h"
 #include "web/framecache.h"
+#include "web/model.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define COOKIE "sm_token"
+/* a session: "sms_" and 256 random bits in hex; only its SHA-256 is stored */
+#define SESSION_PREFIX "sms_"
+#define SESSION_LEN (4 + 64)
 
 void web_config_default(struct web_config *c)
 {
@@ -28,6 +31,8 @@ void web_config_default(struct web_config *c)
 	c->max_body = 8u << 20;
 	c->worker = true;
 	c->auth_ttl_ms = 10000;
+	c->session_idle_s = 12 * 3600;
+	c->session_max_s = 7 * 86400;
 	c->frame_cache_bytes = (size_t)256 << 20;
 }
 
@@ -225,36 +230,115 @@ void req_text_error(struct req *rq, int status, const char *msg)
 
 /* ---- authentication ---- */
 
-/* The cross-site request token of a session token: HMAC-SHA-256 under the server's secret, cut to 128
- * bits (hex). */
-void req_csrf_of(const struct req_env *env, const char *token, char out[33])
+void req_csrf_of(const struct req_env *env, const char *session, char out[33])
 {
 	unsigned char h[SHA256_LEN];
 
-	hmac_sha256(env->secret, sizeof(env->secret), token, strnlen(token, AUTH_TOKEN_LEN + 1), h);
+	hmac_sha256(env->secret, sizeof(env->secret), session, strnlen(session, 256), h);
 	for (int i = 0; i < 16; i++)
 		snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+const char *req_cookie_name(const struct web_config *cfg)
+{
+	/* __Host-: the browser keeps it only when Secure, Path=/ and without Domain (no subdomain sets it) */
+	return cfg->cookie_secure ? "__Host-sm_session" : "sm_session";
+}
+
+static bool session_wellformed(const char *s)
+{
+	if (strlen(s) != SESSION_LEN || strncmp(s, SESSION_PREFIX, 4) != 0)
+		return false;
+	for (const char *p = s + 4; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+/* The SHA-256 of s as 64 hex digits. */
+static void hash_hex(const char *s, char out[2 * SHA256_LEN + 1])
+{
+	unsigned char h[SHA256_LEN];
+
+	sha256(s, strlen(s), h);
+	util_hex(h, sizeof(h), out);
+}
+
+static void limits_text(const struct web_config *cfg, char idle[16], char max[16])
+{
+	snprintf(idle, 16, "%d", cfg->session_idle_s);
+	snprintf(max, 16, "%d", cfg->session_max_s);
+}
+
+/* The role of session s (AUTH_NONE: unknown, over a limit, or its token revoked), from the cache or
+ * the database (which marks it as seen). 0, or -1 when the database could not be asked. */
+static int session_check(struct req *rq, const char *s, enum auth_role *role)
+{
+	char sh[2 * SHA256_LEN + 1], idle[16], max[16], err[256];
+	struct auth_who who;
+	PGresult *r;
+
+	*role = AUTH_NONE;
+	if (auth_cached_who(rq->env->sessions, s, &who)) {
+		*role = who.role;
+		return 0;
+	}
+	hash_hex(s, sh);
+	limits_text(rq->cfg, idle, max);
+	if (!(r = model_session_touch(rq->db, sh, idle, max, err, sizeof(err))))
+		return -1;
+	memset(&who, 0, sizeof(who));
+	/* the index found it by hash; compare the stored hash in constant time anyway */
+	if (PQntuples(r) == 1 && PQgetlength(r, 0, 1) == 2 * SHA256_LEN &&
+	    util_ct_equal(PQgetvalue(r, 0, 1), sh, 2 * SHA256_LEN))
+		who.role = auth_role_parse(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	auth_cache_put(rq->env->sessions, s, &who);
+	*role = who.role;
+	return 0;
 }
 
 void req_authenticate(struct req *rq)
 {
 	const char *hdr = req_header(rq, "Authorization");
-	const char *cookie = rq->src->lookup(rq->conn, REQ_COOKIE, COOKIE);
+	const char *cookie = rq->src->lookup(rq->conn, REQ_COOKIE, req_cookie_name(rq->cfg));
 	enum auth_role role = AUTH_NONE;
 
 	rq->role = AUTH_NONE;
 	rq->csrf[0] = '\0';
+	rq->session = NULL;
+	rq->db_down = false;
 	if (hdr) {
 		if (auth_check(rq->env->auth, rq->db, hdr, &role) == 0)
 			rq->role = role;
+		else
+			rq->db_down = true;
 		return;
 	}
-	if (cookie && strlen(cookie) == AUTH_TOKEN_LEN && auth_check(rq->env->auth, rq->db, cookie, &role) == 0 &&
-	    role != AUTH_NONE) {
+	/* an old cookie holding a token is not a session: it is ignored */
+	if (!cookie || !session_wellformed(cookie))
+		return;
+	if (session_check(rq, cookie, &role) < 0) {
+		rq->db_down = true;
+	} else if (role != AUTH_NONE) {
 		rq->role = role;
 		rq->via_cookie = true;
+		rq->session = req_strdup(rq, cookie);
 		req_csrf_of(rq->env, cookie, rq->csrf);
 	}
+}
+
+void req_token_revoked(struct req *rq, int64_t id)
+{
+	char idbuf[24], err[256];
+	PGresult *r;
+
+	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+	if (!(r = model_sessions_of_token_delete(rq->db, idbuf, err, sizeof(err))))
+		log_warn("deleting a revoked token's sessions", "token=%s error=\"%s\"", idbuf, err);
+	PQclear(r);
+	/* the sessions' check sees the revocation anyway; this ends them in this process at once */
+	auth_cache_clear(rq->env->sessions);
 }
 
 bool req_may_read(struct req *rq)
@@ -349,28 +433,83 @@ bool req_may_write(struct req *rq, bool json)
 	return false;
 }
 
-enum auth_role req_login(struct req *rq, const char *token)
-{
-	enum auth_role role = AUTH_NONE;
-
-	if (!token || strlen(token) != AUTH_TOKEN_LEN || auth_check(rq->env->auth, rq->db, token, &role) < 0)
-		return AUTH_NONE;
-	if (role >= AUTH_ANALYST) {
-		req_add_header(rq, "Set-Cookie",
-			       req_printf(rq, COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000%s",
-					  token, rq->cfg->cookie_secure ? "; Secure" : ""));
-		rq->via_cookie = true;
-		rq->role = role;
-		req_csrf_of(rq->env, token, rq->csrf);
-	}
-	return role;
-}
-
-void req_logout(struct req *rq)
+static void set_cookie(struct req *rq, const char *value, int max_age)
 {
 	req_add_header(rq, "Set-Cookie",
-		       req_printf(rq, COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s",
-				  rq->cfg->cookie_secure ? "; Secure" : ""));
+		       req_printf(rq, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s", req_cookie_name(rq->cfg),
+				  value, max_age, rq->cfg->cookie_secure ? "; Secure" : ""));
+}
+
+int req_login(struct req *rq, const char *token, enum auth_role *rolep)
+{
+	enum auth_role role = AUTH_NONE;
+	unsigned char rnd[32];
+	char session[SESSION_LEN + 1], sh[2 * SHA256_LEN + 1], th[2 * SHA256_LEN + 1], idle[16], max[16], err[256];
+	PGresult *r;
+	bool made;
+
+	*rolep = AUTH_NONE;
+	if (!token || strlen(token) != AUTH_TOKEN_LEN)
+		return 0;
+	if (auth_check(rq->env->auth, rq->db, token, &role) < 0)
+		return -1;
+	if (role < AUTH_ANALYST) {
+		*rolep = role;
+		return 0;
+	}
+	if (util_random(rnd, sizeof(rnd)) < 0) {
+		log_error("no randomness for a session", "%s", "");
+		return -1;
+	}
+	memcpy(session, SESSION_PREFIX, 4);
+	util_hex(rnd, sizeof(rnd), session + 4);
+	hash_hex(session, sh);
+	hash_hex(token, th);
+	limits_text(rq->cfg, idle, max);
+	if (!(r = model_session_create(rq->db, sh, th, idle, max, err, sizeof(err)))) {
+		log_warn("creating a session", "error=\"%s\"", err);
+		return -1;
+	}
+	made = PQntuples(r) == 1;
+	PQclear(r);
+	if (!made)   /* revoked since the cached check */
+		return 0;
+	*rolep = role;
+	set_cookie(rq, session, rq->cfg->session_max_s);
+	rq->via_cookie = true;
+	rq->role = role;
+	rq->session = req_strdup(rq, session);
+	req_csrf_of(rq->env, session, rq->csrf);
+	return 0;
+}
+
+int req_logout(struct req *rq)
+{
+	char sh[2 * SHA256_LEN + 1], err[256];
+	PGresult *r = NULL;
+
+	set_cookie(rq, "", 0);
+	if (!rq->session)
+		return 0;
+	hash_hex(rq->session, sh);
+	r = model_session_delete(rq->db, sh, err, sizeof(err));
+	/* after the delete: a check racing with it cannot cache the session again */
+	auth_cache_forget(rq->env->sessions, rq->session);
+	if (!r) {
+		log_warn("ending a session", "error=\"%s\"", err);
+		return -1;
+	}
+	PQclear(r);
+	return 0;
+}
+
+void req_db_unavailable(struct req *rq, bool json)
+{
+	if (json)
+		req_json_error(rq, 503, "database unavailable");
+	else
+		req_text_error(rq, 503, "The database is unavailable; try again in a moment.");
+	req_add_header(rq, "Retry-After", REQ_DB_RETRY_AFTER);
 }
 
 

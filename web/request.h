@@ -17,6 +17,7 @@
 
 #include "common/auth.h"
 #include "common/buf.h"
+#include "common/webhook.h"
 
 struct web_config {
 	const char *conninfo;       /* NULL: PG* environment */
@@ -33,9 +34,12 @@ struct web_config {
 	bool anonymous_read;        /* reads without a token */
 	bool worker;                /* work queued mining runs in this process */
 	int miner_threads;          /* for the embedded worker, 0 = one per core */
-	bool cookie_secure;         /* mark the session cookie Secure (behind TLS) */
-	int auth_ttl_ms;
+	bool cookie_secure;         /* mark the session cookie Secure (behind TLS) and name it __Host- */
+	int auth_ttl_ms;            /* token and session checks remembered this long */
+	int session_idle_s;         /* a session unused this long ends */
+	int session_max_s;          /* a session ends this long after the login, used or not */
 	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
+	struct webhook_nets webhook_allow; /* internal networks alert webhooks may point at (webhook.h) */
 };
 
 void web_config_default(struct web_config *c);
@@ -52,11 +56,12 @@ struct req_source {
 		     void *cls);
 };
 
-/* What every request shares: the configuration, the token cache, the frame names, the secret that keys
- * the cross-site request tokens (drawn at each start). */
+/* What every request shares: the configuration, the token and session caches, the frame names, the secret
+ * that keys the cross-site request tokens (drawn at each start). */
 struct req_env {
 	const struct web_config *cfg;
 	struct auth_cache *auth;
+	struct auth_cache *sessions;
 	struct framecache *frames;
 	unsigned char secret[32];
 };
@@ -79,8 +84,10 @@ struct req {
 
 	/* authentication */
 	enum auth_role role;        /* AUTH_NONE when no valid token was given */
-	bool via_cookie;            /* the token came from the session cookie */
-	char csrf[33];              /* the token's cross-site request token ("" without a cookie) */
+	bool via_cookie;            /* the role came from the session cookie */
+	const char *session;        /* that session (in the arena), or NULL */
+	char csrf[33];              /* the session's cross-site request token ("" without a session) */
+	bool db_down;               /* a token was sent but the database could not be asked (503, not 401) */
 
 	/* the response */
 	int status;
@@ -128,11 +135,16 @@ bool req_may_write(struct req *rq, bool json);
 /* Whether a read may proceed (analyst or admin, or anonymous reads allowed). */
 bool req_may_read(struct req *rq);
 
-/* The cross-site request token of a session token (32 hex digits): HMAC-SHA-256 under env's secret. */
-void req_csrf_of(const struct req_env *env, const char *token, char out[33]);
-/* Who sent the request: sets role, via_cookie and csrf from the Authorization header or the session
- * cookie (rq->db must be set: tokens are checked against the database, through the cache). */
+/* The cross-site request token of a session (32 hex digits): HMAC-SHA-256 under env's secret. */
+void req_csrf_of(const struct req_env *env, const char *session, char out[33]);
+/* Who sent the request: sets role, via_cookie, session and csrf from the Authorization header or the
+ * session cookie (rq->db must be set: tokens and sessions are checked against the database, through
+ * the caches), or db_down. */
 void req_authenticate(struct req *rq);
+/* The session cookie's name: "__Host-sm_session" with --cookie-secure, else "sm_session". */
+const char *req_cookie_name(const struct web_config *cfg);
+/* After token id was revoked: its sessions end, in this process at once. */
+void req_token_revoked(struct req *rq, int64_t id);
 
 /* JSON error response {"error": msg}. */
 void req_json_error(struct req *rq, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -164,9 +176,16 @@ const char *req_allow_header(unsigned allowed);
 
 /* Plain-text response (status, one line). */
 void req_text_error(struct req *rq, int status, const char *msg);
-/* Take the session token from a login form: checks it and sets the cookie. Returns the role. */
-enum auth_role req_login(struct req *rq, const char *token);
-/* Clear the session cookie. */
-void req_logout(struct req *rq);
+/* A login form's token: checks it and, for an analyst or admin token, starts a session of its own and
+ * sets its cookie; *role gets the token's role (AUTH_NONE: unknown). Returns 0, or -1 when the
+ * database could not be asked. */
+int req_login(struct req *rq, const char *token, enum auth_role *role);
+/* The answer when the database is down: 503 with Retry-After, {"error": "database unavailable"} for
+ * the API (json), else text (pages make their own page of it). */
+void req_db_unavailable(struct req *rq, bool json);
+#define REQ_DB_RETRY_AFTER "5"
+/* Ends the request's session (at once, in this process too) and clears its cookie. Returns 0, or -1
+ * when the database could not be asked. */
+int req_logout(struct req *rq);
 
 #endif

@@ -284,10 +284,26 @@ static void dispatch(struct req *rq)
 		return;
 	}
 	req_authenticate(rq);
+	/* a token that could not be checked is not an unknown one: no 401, no way to the login page
+	 * (the login form says it itself) */
+	if (rq->db_down && (api || strcmp(rq->path, "/login") != 0)) {
+		if (api)
+			req_db_unavailable(rq, true);
+		else
+			pages_unavailable(rq);
+		return;
+	}
 	if (api)
 		api_handle(rq);
 	else
 		pages_handle(rq);
+	/* what failed because the database went away is an outage (503), not the server's fault (500) */
+	if (rq->status == 500 && PQstatus(rq->db) != CONNECTION_OK) {
+		if (api)
+			req_db_unavailable(rq, true);
+		else
+			pages_unavailable(rq);
+	}
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -342,8 +358,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		atomic_fetch_add(&W.requests, 1);
 		return send_response(rq);
 	}
-	/* reads go to the read pool (a standby) when there is one; writes and their forms never */
-	pool = W.rpool.size && (rq->method == REQ_GET || rq->method == REQ_HEAD) ? &W.rpool : &W.pool;
+	/* reads go to the read pool (a standby) when there is one; writes and their forms never, nor
+	 * browser sessions (a standby may not have the login's session yet, and a check marks it seen) */
+	pool = W.rpool.size && (rq->method == REQ_GET || rq->method == REQ_HEAD) &&
+	       !MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, req_cookie_name(W.cfg)) ? &W.rpool : &W.pool;
 	rq->db = pool_get(pool);
 	if (!rq->db) {
 		req_json_error(rq, 503, "all database connections are busy; try again");
@@ -402,6 +420,7 @@ static void *worker_main(void *arg)
 	mo.conninfo = cfg->conninfo;
 	mo.read_conninfo = cfg->conninfo_read;   /* the AOI's events, like the pages, from a standby */
 	mo.threads = cfg->miner_threads;
+	mo.webhook_allow = &cfg->webhook_allow;
 	mo.cancel = &worker_stop;
 	while (!worker_stop) {
 		m = miner_open(&mo, err, sizeof(err));
@@ -446,8 +465,9 @@ int web_run(const struct web_config *cfg)
 		return -1;
 	}
 	W.env.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
+	W.env.sessions = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.frames = framecache_open(cfg->frame_cache_bytes);
-	if (!W.env.auth || !W.env.frames) {
+	if (!W.env.auth || !W.env.sessions || !W.env.frames) {
 		log_error("out of memory at start", "%s", "");
 		goto out_pool;
 	}
@@ -516,6 +536,7 @@ out_pool:
 	pool_close(&W.pool);
 	pool_close(&W.rpool);
 	auth_cache_free(W.env.auth);
+	auth_cache_free(W.env.sessions);
 	framecache_free(W.env.frames);
 	return rc;
 }

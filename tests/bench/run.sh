@@ -397,8 +397,8 @@ if [ "$only" = all ] || [ "$only" = web ]; then
 	wrk_line "clusters by streams, offset 5000 (API)" "$url/api/v1/runs/$run/clusters?sort=streams&offset=5000" \
 		"Authorization: Bearer $token"
 	wrk_line "cluster $cid (API)" "$url/api/v1/clusters/$cid" "Authorization: Bearer $token"
-	wrk_line "run page (HTML)" "$url/runs/$run" "Cookie: sm_token=$token"
-	wrk_line "cluster page (HTML)" "$url/clusters/$cid" "Cookie: sm_token=$token"
+	wrk_line "run page (HTML)" "$url/runs/$run" "Authorization: Bearer $token"
+	wrk_line "cluster page (HTML)" "$url/clusters/$cid" "Authorization: Bearer $token"
 	echo "sm-web: peak RSS $(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$web_pid/status") MB  CPU $(cpu_s "$web_pid") s"
 	if [ -s "$work/web.log" ]; then
 		echo "sm-web warnings (count, message):"

@@ -158,7 +158,7 @@ await check("a wrong token shows an error", async () => {
   const err = await page.locator("p.error[role=alert]").textContent();
   expect(/not valid/.test(err), `error text '${err}'`);
   const cookies = await context.cookies();
-  expect(!cookies.some((c) => c.name === "sm_token"), "a session cookie was set for a wrong token");
+  expect(!cookies.some((c) => c.name === "sm_session"), "a session cookie was set for a wrong token");
 });
 await shot(page, "login-error");
 
@@ -171,12 +171,12 @@ await check("the analyst token lands on /runs", async () => {
   expect((await page.locator("header .role").textContent()) === "analyst", "the header does not say analyst");
 });
 await check("the session cookie is HttpOnly, SameSite=Strict and hidden from scripts", async () => {
-  const c = (await context.cookies()).find((x) => x.name === "sm_token");
-  expect(c, "no sm_token cookie");
-  expect(c.httpOnly, "sm_token is not HttpOnly");
+  const c = (await context.cookies()).find((x) => x.name === "sm_session");
+  expect(c, "no sm_session cookie");
+  expect(c.httpOnly, "sm_session is not HttpOnly");
   expect(c.sameSite === "Strict", `SameSite=${c.sameSite}`);
   const dc = await page.evaluate(() => document.cookie);
-  expect(!dc.includes("sm_token") && !dc.includes(env.SM_ANALYST_TOKEN), `document.cookie = '${dc}'`);
+  expect(!dc.includes("sm_session") && !dc.includes(env.SM_ANALYST_TOKEN), `document.cookie = '${dc}'`);
 });
 await shot(page, "runs");
 
@@ -635,8 +635,8 @@ await check("logging out ends the session", async () => {
   await go("/runs");
   await clickAndWait(page.locator("form.logout button[type=submit]"));
   expect(path(page) === "/login", `landed on ${page.url()}`);
-  const c = (await context.cookies()).find((x) => x.name === "sm_token");
-  expect(!c || c.value === "", "the sm_token cookie is still set");
+  const c = (await context.cookies()).find((x) => x.name === "sm_session");
+  expect(!c || c.value === "", "the sm_session cookie is still set");
   await go("/runs");
   expect(path(page) === "/login" && query(page, "next") === "/runs", `/runs now shows ${page.url()}`);
   const api = await page.evaluate(async () => (await fetch("/api/v1/runs", { credentials: "same-origin" })).status);

@@ -22,7 +22,8 @@ start_ingest || t_bail "sm-ingest starts"
 SM_TOKEN=$TOKEN "$SM_BIN_DIR/sm-agent" ship --url "$INGEST_URL" --spool "$T_TMP/spool" "$T_TMP/fleet.ndjson" \
 	>"$T_TMP/ship.out" 2>&1 || t_bail "sm-agent ship" "$(cat "$T_TMP/ship.out")"
 stop_ingest
-start_web --no-worker || t_bail "sm-web starts"
+# the webhook below listens on 127.0.0.1: allowed by the servers' --webhook-allow, else refused
+start_web --no-worker --webhook-allow 127.0.0.1/32 || t_bail "sm-web starts"
 
 # the webhook: records every body; refuses the first request with a 503
 cat >"$T_TMP/hook.py" <<'PY'
@@ -74,6 +75,28 @@ api POST /api/v1/alert-rules "$ADMIN" '{"name": "x", "type": "new_cluster", "min
 t_eq "alert rules: an http(s) webhook" "$HTTP_STATUS $(j 'j["error"]')" "400 webhook: required, an http:// or https:// URL of at most 2048 bytes"
 api POST /api/v1/alert-rules "$ADMIN" "{\"name\": \"x\", \"type\": \"signature_cost\", \"signature_id\": 999, \"limit_ns_per_hour\": 1, \"webhook\": \"$HOOK\"}"
 t_eq "alert rules: an existing signature" "$HTTP_STATUS $(j 'j["error"]')" "400 signature_id: no such signature"
+# internal targets: refused when the rule is made, naming the field (only 127.0.0.1 is allowed here)
+WH_REFUSED="400 webhook: a loopback, link-local, private or otherwise internal address is not allowed (the server's --webhook-allow lists the exceptions)"
+for hook in http://169.254.169.254/latest/meta-data/ http://10.0.0.1/hook "http://127.0.0.2:$(cat "$T_TMP/hook.port")/" \
+	http://[::1]:5432/ http://[::ffff:127.0.0.2]:5432/ http://2130706434:5432/ "http://x:y@192.168.0.1/"; do
+	api POST /api/v1/alert-rules "$ADMIN" "{\"name\": \"internal\", \"type\": \"new_cluster\", \"min_share\": 0.1, \"webhook\": \"$hook\"}"
+	t_eq "alert rules: an internal webhook $hook: refused" "$HTTP_STATUS $(j 'j["error"]')" "$WH_REFUSED"
+done
+t_eq "alert rules: none of them made" "$(pg_q "SELECT count(*) FROM alert_rules")" 0
+# credentials in a webhook: shown to admins, redacted for analysts (API and page)
+api POST /api/v1/alert-rules "$ADMIN" "{\"name\": \"with credentials\", \"app\": \"none-such\", \"type\": \"new_cluster\", \"min_share\": 0.5, \"webhook\": \"https://bob:s3cr3t@hooks.example.com/x?api_key=k3y&channel=ops&Token=t0k\"}"
+t_eq "alert rules: one with credentials made" "$HTTP_STATUS" 201
+CRED_ID=$(j 'j["rule_id"]')
+api GET /api/v1/alert-rules "$ADMIN"
+t_eq "alert rules: an admin reads the webhook whole" "$(j 'j["rules"][0]["webhook"]')" \
+	"https://bob:s3cr3t@hooks.example.com/x?api_key=k3y&channel=ops&Token=t0k"
+api GET /api/v1/alert-rules "$AN"
+t_eq "alert rules: an analyst reads it redacted" "$HTTP_STATUS $(j 'j["rules"][0]["webhook"]')" \
+	"200 https://***@hooks.example.com/x?api_key=***&channel=ops&Token=***"
+api GET /alerts "$AN"
+t_eq "alert rules: the Alerts page redacts it for an analyst" \
+	"$HTTP_STATUS $(grep -c 's3cr3t\|k3y\|t0k\|bob' <<<"$HTTP_BODY") $(grep -c 'https://\*\*\*@hooks.example.com' <<<"$HTTP_BODY")" "200 0 1"
+api DELETE "/api/v1/alert-rules/$CRED_ID" "$ADMIN"
 
 # ---- a signature of the regression, the rules, a schedule over checkout 2.4.0 ----
 sig_frames=$("$py" -c 'import json, sys; t = json.load(open(sys.argv[1]))
@@ -90,7 +113,7 @@ n=$(pg_q "SELECT count(*) FROM streams WHERE app = 'checkout' AND version = '2.4
 api POST /api/v1/schedules "$ADMIN" "{\"app\": \"checkout\", \"kind\": \"run\", \"every_s\": 600, \"window_s\": 3600, \"params\": {\"threshold_ns\": $((n * 300 * 100000)), \"filter\": {\"version\": \"2.4.0\"}}}"
 t_eq "schedules: made" "$HTTP_STATUS" 201
 SCHED=$(j 'j["schedule_id"]')
-"$SM_BIN_DIR/sm-miner" worker --once >"$T_TMP/worker.log" 2>&1 || t_fail "sm-miner worker --once" "$(cat "$T_TMP/worker.log")"
+"$SM_BIN_DIR/sm-miner" worker --once --webhook-allow 127.0.0.0/8 >"$T_TMP/worker.log" 2>&1 || t_fail "sm-miner worker --once" "$(cat "$T_TMP/worker.log")"
 t_eq "schedules: a due schedule's run, over its window, done" \
 	"$(pg_q "SELECT r.status, r.params->'filter'->>'version', (r.params->'filter'->>'until')::timestamptz
 	          - (r.params->'filter'->>'since')::timestamptz, s.last_run = r.id, s.next_at > now() + interval '9 minutes'
@@ -109,7 +132,7 @@ t_eq "alerts: the regression's cluster is new since 2.3.1, and delivered" \
 # the retry: due now, delivered on the second attempt; nothing twice
 pg_q "UPDATE alerts SET next_attempt_at = now() WHERE delivery = 'pending'" >/dev/null
 nalerts=$(pg_q "SELECT count(*) FROM alerts")
-"$SM_BIN_DIR/sm-miner" worker --once >>"$T_TMP/worker.log" 2>&1 || t_fail "sm-miner worker --once (again)"
+"$SM_BIN_DIR/sm-miner" worker --once --webhook-allow 127.0.0.0/8 >>"$T_TMP/worker.log" 2>&1 || t_fail "sm-miner worker --once (again)"
 t_eq "alerts: retried and delivered, none made twice, no run queued before the schedule is due" \
 	"$(pg_q "SELECT count(*) = $nalerts, bool_and(delivery = 'delivered'), max(attempts) FROM alerts")|$(pg_q "SELECT count(*) FROM runs")" \
 	"t|t|2|2"
@@ -140,4 +163,29 @@ api DELETE "/api/v1/schedules/$SCHED" "$ADMIN"
 t_eq "schedules: deleted" "$HTTP_STATUS $(j 'j["deleted"]')" "200 True"
 api DELETE "/api/v1/schedules/$SCHED" "$ADMIN"
 t_eq "schedules: deleted once" "$HTTP_STATUS $(j 'j["error"]')" "404 schedule $SCHED: none"
+
+# ---- delivery: refused addresses are never connected to, whatever the rule says ----
+# rules made before the check existed (straight into the table): the webhook that listens, a name
+# that resolves to it, and a port where nothing listens; alerts due for each
+HP=$(cat "$T_TMP/hook.port")
+pg_q "INSERT INTO alert_rules (name, type, min_share, webhook) VALUES
+	('listening', 'new_cluster', 0.5, 'http://127.0.0.1:$HP/hook'), ('by name', 'new_cluster', 0.5, 'http://localhost:$HP/hook'),
+	('closed', 'new_cluster', 0.5, 'http://127.0.0.1:1/hook');
+	INSERT INTO alerts (rule_id, message, payload) SELECT id, name, '{}' FROM alert_rules
+	WHERE name IN ('listening', 'by name', 'closed')" >/dev/null
+hooked=$(wc -l <"$T_TMP/hook.log")
+"$SM_BIN_DIR/sm-miner" worker --once >>"$T_TMP/worker.log" 2>&1 || t_fail "sm-miner worker --once (no --webhook-allow)"
+t_eq "delivery: without --webhook-allow nothing reaches 127.0.0.1 (a literal or a name resolving to it)" \
+	"$(wc -l <"$T_TMP/hook.log")" "$hooked"
+t_eq "delivery: the same error whether something listens there or not (no oracle)" \
+	"$(pg_q "SELECT string_agg(r.name || ': ' || a.delivery || ', ' || a.last_error, '; ' ORDER BY r.name)
+	         FROM alerts a JOIN alert_rules r ON r.id = a.rule_id WHERE r.name IN ('listening', 'by name', 'closed')")" \
+	"by name: pending, not delivered: the webhook's address is not allowed (--webhook-allow); closed: pending, not delivered: the webhook's address is not allowed (--webhook-allow); listening: pending, not delivered: the webhook's address is not allowed (--webhook-allow)"
+pg_q "UPDATE alerts SET next_attempt_at = now() WHERE delivery = 'pending'" >/dev/null
+"$SM_BIN_DIR/sm-miner" worker --once --webhook-allow 127.0.0.0/8 >>"$T_TMP/worker.log" 2>&1 ||
+	t_fail "sm-miner worker --once (--webhook-allow 127.0.0.0/8)"
+t_eq "delivery: allowed, the listening webhook and the name get theirs; a closed port a generic error" \
+	"$(pg_q "SELECT string_agg(r.name || ': ' || a.delivery || ', ' || coalesce(a.last_error, '-'), '; ' ORDER BY r.name)
+	         FROM alerts a JOIN alert_rules r ON r.id = a.rule_id WHERE r.name IN ('listening', 'by name', 'closed')")|$(( $(wc -l <"$T_TMP/hook.log") - hooked ))" \
+	"by name: delivered, -; closed: pending, not delivered: no answer from the webhook; listening: delivered, -|2"
 t_done

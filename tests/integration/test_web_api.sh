@@ -476,7 +476,12 @@ api GET /api/v1/signatures/import "${AN[@]}"
 t_eq "GET on signatures/import: 405" "$HTTP_STATUS" 405
 
 # ---- cookie sessions: the cross-site request token and Origin ----
-CK=(-H "Cookie: sm_token=$ANALYST")
+# session TOKEN: logs in; prints the cookie (name=value) the login set
+session() {
+	http POST "$WEB_URL/login" -H 'Content-Type: application/x-www-form-urlencoded' --data-urlencode "token=$1" >/dev/null
+	header Set-Cookie | cut -d';' -f1
+}
+CK=(-H "Cookie: $(session "$ANALYST")")
 api GET /api/v1/signatures "${CK[@]}"
 t_eq "cookie: reads" "$HTTP_STATUS $(j 'j["total"]')" "200 2"
 api GET /signatures "${CK[@]}"
@@ -494,8 +499,10 @@ t_eq "refused cookie writes changed nothing" "$(pg_q "SELECT count(*) FROM runs"
 	'2|<b>nöte</b> "q"'
 api POST /api/v1/runs "${CK[@]}" "${JS[@]}" -H "X-CSRF-Token: $CSRF" -H "Origin: $WEB_URL" --data-binary '{"app": "nosuchapp"}'
 t_eq "cookie: with the token and this Origin: 202" "$HTTP_STATUS" 202
-api POST /api/v1/runs -H "Cookie: sm_token=$INGEST" "${JS[@]}" -H "X-CSRF-Token: $CSRF" --data-binary '{"app": "nosuchapp"}'
-t_eq "cookie: an ingest token may not write" "$HTTP_STATUS" 403
+api POST /api/v1/runs -H "Cookie: x=1; $(session "$INGEST")" "${JS[@]}" -H "X-CSRF-Token: $CSRF" --data-binary '{"app": "nosuchapp"}'
+t_eq "cookie: an ingest token gets no session, may not write" "$HTTP_STATUS" 401
+api POST /api/v1/runs -H "Cookie: sm_token=$ANALYST" "${JS[@]}" -H "X-CSRF-Token: $CSRF" --data-binary '{"app": "nosuchapp"}'
+t_eq "cookie: an old cookie holding the token itself is no session" "$HTTP_STATUS" 401
 
 # ---- tokens: an admin's ----
 api POST /api/v1/tokens "${AD[@]}" "${JS[@]}" --data-binary '{"role": "ingest", "name": "web-1 agent", "host": "web-1"}'

@@ -33,7 +33,10 @@ http GET "$WEB_URL/api/v1/streams?host=%ff" -H "Authorization: Bearer $ANALYST"
 t_eq "a query parameter that is not UTF-8" "$HTTP_STATUS $HTTP_BODY" $'400 {"error": "host: a query parameter must be UTF-8"}\n'
 http GET "$WEB_URL/streams?host=%C3%28" -H "Authorization: Bearer $ANALYST"
 t_eq "the same on a page" "$HTTP_STATUS" 400
-"$py" "$SM_REPO/tests/integration/web_hostile.py" 127.0.0.1 "$port" "$ANALYST" 400 7 >"$T_TMP/hostile.out" 2>&1
+http POST "$WEB_URL/login" -H 'Content-Type: application/x-www-form-urlencoded' --data-urlencode "token=$ANALYST"
+SESSION=$(grep -i '^Set-Cookie: ' <<<"${HTTP_HEADERS//$'\r'/}" | cut -d' ' -f2 | cut -d';' -f1)
+t_match "a browser session for the cookie requests" "$SESSION" '^sm_session=sms_'
+"$py" "$SM_REPO/tests/integration/web_hostile.py" 127.0.0.1 "$port" "$ANALYST" 400 7 "$SESSION" >"$T_TMP/hostile.out" 2>&1
 sed 's/^/  /' "$T_TMP/hostile.out"
 t_match "every hostile request answered, none 5xx but 503" "$(head -n 1 "$T_TMP/hostile.out")" \
 	'^requests 400, .* problems 0$'

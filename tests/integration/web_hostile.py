@@ -17,6 +17,8 @@ import socket
 import sys
 
 host, port, token, count, seed = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+# the browser session's cookie (name=value, from a login), for the cookie-authenticated requests
+session = sys.argv[6] if len(sys.argv) > 6 else "sm_session=" + token
 rnd = random.Random(seed)
 
 ROUTES = ["/api/v1/streams", "/api/v1/streams/%s", "/api/v1/runs", "/api/v1/runs/%s", "/api/v1/runs/%s/clusters",
@@ -56,7 +58,7 @@ def request():
     if r < 0.4:
         headers.append("Authorization: Bearer " + token)
     elif r < 0.6:
-        headers.append("Cookie: sm_token=" + token)
+        headers.append("Cookie: " + session)
         if rnd.random() < 0.5:
             headers.append("X-CSRF-Token: " + piece())
         if rnd.random() < 0.3:

@@ -10,10 +10,13 @@
 #include "common/sha256.h"
 #include "common/util.h"
 #include "common/vec.h"
+#include "common/webhook.h"
 #include "ingest/idcache.h"
 #include "tests/unit/check.h"
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -510,6 +513,88 @@ static void test_idcache(void)
 	idcache_free(NULL);
 }
 
+static bool hook_ok(const struct webhook_nets *w, const char *url)
+{
+	char err[256];
+
+	return webhook_url_check(url, w, err, sizeof(err)) == 0;
+}
+
+static bool sa_ok(const struct webhook_nets *w, int family, const char *addr)
+{
+	struct sockaddr_in in = { .sin_family = AF_INET };
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+
+	if (family == AF_INET) {
+		inet_pton(AF_INET, addr, &in.sin_addr);
+		return webhook_addr_ok(w, (struct sockaddr *)&in);
+	}
+	inet_pton(AF_INET6, addr, &in6.sin6_addr);
+	return webhook_addr_ok(w, (struct sockaddr *)&in6);
+}
+
+static void test_webhook(void)
+{
+	struct webhook_nets none = { 0 }, lo = { 0 };
+	char err[256];
+
+	/* refused by default: loopback, link-local (the metadata service), private, unspecified, IPv6 alike */
+	CHECK(!hook_ok(&none, "http://127.0.0.1:5432/"));
+	CHECK(!hook_ok(&none, "http://169.254.169.254/latest/meta-data/"));
+	CHECK(!hook_ok(&none, "https://10.1.2.3/hook"));
+	CHECK(!hook_ok(&none, "http://172.16.0.1/"));
+	CHECK(!hook_ok(&none, "http://192.168.1.1/"));
+	CHECK(!hook_ok(&none, "http://0.0.0.0:80/"));
+	CHECK(!hook_ok(&none, "http://[::1]:8080/"));
+	CHECK(!hook_ok(&none, "http://[fe80::1]/"));
+	CHECK(!hook_ok(&none, "http://[fd00::5]/"));
+	CHECK(!hook_ok(&none, "http://[::ffff:127.0.0.1]/"));
+	/* the other spellings of an address a URL parser takes, names for loopback, credentials before the host */
+	CHECK(!hook_ok(&none, "http://127.1/"));
+	CHECK(!hook_ok(&none, "http://2130706433/"));
+	CHECK(!hook_ok(&none, "http://0x7f000001/"));
+	CHECK(!hook_ok(&none, "http://localhost:9000/"));
+	CHECK(!hook_ok(&none, "http://LOCALHOST./"));
+	CHECK(!hook_ok(&none, "http://db.localhost/"));
+	CHECK(!hook_ok(&none, "http://user:pa@ss@127.0.0.1/"));
+	CHECK(!hook_ok(&none, "http://example.com@127.0.0.1/"));
+	/* allowed: public addresses, names (checked again when delivering), credentials */
+	CHECK(hook_ok(&none, "https://hooks.example.com/x?token=1"));
+	CHECK(hook_ok(&none, "https://user:pass@93.184.216.34:8443/x"));
+	CHECK(hook_ok(&none, "http://[2001:db8::1]/"));
+	CHECK(hook_ok(&none, "http://127.0.0.1.example.com/"));
+	/* not URLs of a host */
+	CHECK_INT(webhook_url_check("ftp://x/", &none, err, sizeof(err)), -1);
+	CHECK_STR(err, "webhook: required, an http:// or https:// URL of at most 2048 bytes");
+	CHECK_INT(webhook_url_check("http:///x", &none, err, sizeof(err)), -1);
+	CHECK_STR(err, "webhook: the URL has no host");
+	CHECK_INT(webhook_url_check("http://10.0.0.1/", &none, err, sizeof(err)), -1);
+	CHECK(strncmp(err, "webhook: a loopback, link-local, private", 40) == 0);
+	/* the allow list */
+	CHECK_INT(webhook_nets_add(&lo, "127.0.0.0/8, ::1", err, sizeof(err)), 0);
+	CHECK_INT(lo.n, 2);
+	CHECK(hook_ok(&lo, "http://127.0.0.1:8080/hook"));
+	CHECK(hook_ok(&lo, "http://localhost:8080/hook"));
+	CHECK(hook_ok(&lo, "http://[::1]/"));
+	CHECK(!hook_ok(&lo, "http://169.254.169.254/"));
+	CHECK_INT(webhook_nets_add(&lo, "10.0.0.0/33", err, sizeof(err)), -1);
+	CHECK_INT(webhook_nets_add(&lo, "nonsense", err, sizeof(err)), -1);
+	CHECK_INT(webhook_nets_add(&lo, "10.0.0.0/", err, sizeof(err)), -1);
+	CHECK_INT(lo.n, 2);
+	/* at delivery: each address connected to */
+	CHECK(!sa_ok(&none, AF_INET, "127.0.0.1"));
+	CHECK(!sa_ok(&none, AF_INET, "169.254.169.254"));
+	CHECK(!sa_ok(&none, AF_INET, "100.64.0.1"));
+	CHECK(!sa_ok(&none, AF_INET6, "::ffff:10.0.0.1"));
+	CHECK(!sa_ok(&none, AF_INET6, "::1"));
+	CHECK(sa_ok(&none, AF_INET, "93.184.216.34"));
+	CHECK(sa_ok(&none, AF_INET6, "2001:db8::1"));
+	CHECK(sa_ok(&lo, AF_INET, "127.0.0.1"));
+	CHECK(sa_ok(&lo, AF_INET6, "::ffff:127.0.0.1"));
+	CHECK(!sa_ok(&lo, AF_INET, "10.0.0.1"));
+	CHECK(!sa_ok(NULL, AF_INET, "127.0.0.1"));
+}
+
 int main(void)
 {
 	RUN(test_buf);
@@ -523,5 +608,6 @@ int main(void)
 	RUN(test_util);
 	RUN(test_auth_token);
 	RUN(test_idcache);
+	RUN(test_webhook);
 	return CHECK_DONE();
 }
