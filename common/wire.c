@@ -110,7 +110,7 @@ static int failp(struct wire_parser *p, int code, const struct fpath *f, const c
 static const char *type_name(struct json_reader *r)
 {
 	switch (json_peek(r)) {
-	case JV_NULL: return "null";
+	case JV_NULL: case JV_ABSENT: return "null";
 	case JV_TRUE: case JV_FALSE: return "a boolean";
 	case JV_OBJECT: return "an object";
 	case JV_ARRAY: return "an array";
