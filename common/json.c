@@ -330,6 +330,8 @@ static void scan_path(const struct scan *sc, const unsigned char *kinds, char *o
 		snprintf(out, n, "body");
 }
 
+const struct json_limits json_body_limits = { 16, 4, 0 };
+
 int json_check_body(const char *text, size_t len, const struct json_limits *lim, char *err, size_t errlen)
 {
 	struct scan sc = { .s = text, .p = text, .end = text + len, .max_depth = lim->max_depth, .err = err,
@@ -558,6 +560,16 @@ const char *json_string(struct json_reader *r, struct arena *a, size_t *len)
 	out[n] = '\0';
 	*len = n;
 	return out;
+}
+
+size_t json_string_into(struct json_reader *r, char *out, size_t cap)
+{
+	size_t n;
+
+	ws(r);
+	n = decode_string(r, out, cap - 1);
+	out[n < cap - 1 ? n : cap - 1] = '\0';
+	return n;
 }
 
 int json_int(struct json_reader *r, int64_t *v)

@@ -38,6 +38,8 @@ struct json_limits {
  * field at fault ("filter.labels.os: ...", "frames[3]: ...", "body: ..." for the whole).
  */
 int json_check_body(const char *text, size_t len, const struct json_limits *lim, char *err, size_t errlen);
+/* The limits of sm-web's bodies and agents' reports: depth 16, one value per 4 bytes. */
+extern const struct json_limits json_body_limits;
 
 enum json_vtype { JV_NULL, JV_FALSE, JV_TRUE, JV_NUMBER, JV_STRING, JV_ARRAY, JV_OBJECT, JV_ABSENT };
 
@@ -65,6 +67,9 @@ bool json_next_item(struct json_reader *r);
 void json_skip(struct json_reader *r);
 /* A string value, decoded, NUL-terminated, in the arena (NULL: out of memory). */
 const char *json_string(struct json_reader *r, struct arena *a, size_t *len);
+/* A string value decoded into out (cap >= 1 bytes with the NUL, cut to fit): the decoded length,
+ * which is cap or more when it was cut. */
+size_t json_string_into(struct json_reader *r, char *out, size_t cap);
 /*
  * A number value. Returns 0 and *v for an integer in int64 range; 1 for a
  * number with a fraction or exponent; 2 for an integer out of int64 range.
