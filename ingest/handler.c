@@ -106,6 +106,17 @@ void handler_error_id(struct handler_response *rs, int status, const char *msg, 
 	}
 }
 
+void handler_trim(struct handler *h, size_t body_len)
+{
+	size_t held = h->decoded.cap > body_len ? h->decoded.cap : body_len;
+
+	if (held < ((size_t)1 << 20))
+		return;
+	buf_release(&h->decoded);
+	arena_reset(h->arena);
+	util_trim_after(held);
+}
+
 /* Decompress every zstd frame of in into h->decoded, refusing as soon as the
  * output would pass the limit (a bomb is never inflated). 0, or the HTTP
  * status to answer with a message in h->err. */

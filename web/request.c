@@ -185,6 +185,11 @@ void req_json_error(struct req *rq, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* a 500's message may be the database's (its ERROR, DETAIL and CONTEXT): for the log only */
+	if (status == 500) {
+		log_error("request failed", "path=\"%.200s\" error=\"%s\"", rq->path, msg);
+		snprintf(msg, sizeof(msg), "internal error; the server's log has the details");
+	}
 	/* messages quote what the client sent (cut at a byte count): keep the JSON UTF-8 */
 	for (size_t i = 0, len, n = strlen(msg); i < n; i += len)
 		if (!(len = util_utf8_seq((const unsigned char *)msg + i, n - i))) {

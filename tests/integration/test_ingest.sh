@@ -118,7 +118,11 @@ bad "negative duration" 400 'events[0].dur_ns: -240000000 is negative or too sma
 bad "oversized string" 400 "host: 300 bytes long, at most 255 allowed" "s/\"web-17\"/\"$(printf 'h%.0s' $(seq 300))\"/"
 bad "end before start" 400 'symptom.end_ns: 1 is before start_ns 81234000000' 's/"end_ns": 81684000000/"end_ns": 1/'
 bad "readier on a run event" 400 'events[1].readier_tid: only wait events have a readier' 's/"stack": 1},/"stack": 1, "readier_tid": 5},/'
-bad "NUL in a frame" 400 'frames[0]: contains a NUL character' 's/"nginx!main"/"nginx!\\u0000main"/'
+# NUL is refused by the JSON check itself (issue 25), with the field's path
+stream "$(newid)" 's/"nginx!main"/"nginx!\\u0000main"/' >"$T_TMP/bad.json"
+post "$T_TMP/bad.json"
+t_eq "bad input, NUL in a frame" "$HTTP_STATUS $(printf '%s' "$HTTP_BODY" | grep -o 'frames\[0\]: [^(]*(NUL')" \
+	"400 frames[0]: unexpected '\\\\' (NUL"
 bad "unsupported version" 400 'v: unsupported version 2 (this server speaks 1)' 's/"v": 1/"v": 2/'
 
 printf 'hello' >"$T_TMP/notjson"
