@@ -96,7 +96,7 @@ IDA=$(newid) IDB=$(newid) IDC=$(newid)
 } >"$T_TMP/batch.ndjson"
 post "$T_TMP/batch.ndjson" application/x-ndjson
 t_eq "batch: status" "$HTTP_STATUS" 200
-t_eq "batch: answer" "$HTTP_BODY" "{\"accepted\":2,\"duplicates\":1,\"rejected\":[{\"line\":2,\"stream_id\":\"$IDB\",\"error\":\"events[0].stack: index 9 out of range (3 stacks)\"},{\"line\":3,\"stream_id\":null,\"error\":\"not JSON: unexpected 'o' where a value belongs at byte 22\"}]}"
+t_eq "batch: answer" "$HTTP_BODY" "{\"accepted\":2,\"duplicates\":1,\"rejected\":[{\"line\":2,\"stream_id\":\"$IDB\",\"error\":\"events[0].stack: index 9 out of range (3 stacks)\"},{\"line\":3,\"stream_id\":null,\"error\":\"not JSON: stream_id: unexpected 'o' where a value belongs at byte 22\"}]}"
 t_eq "batch: valid lines stored, invalid not" \
 	"$(pg_q "SELECT string_agg(c, '' ORDER BY c) FROM (SELECT CASE stream_id WHEN '$IDA' THEN 'A' WHEN '$IDB' THEN 'B' WHEN '$IDC' THEN 'C' END AS c
 		 FROM streams WHERE stream_id IN ('$IDA', '$IDB', '$IDC')) s")" "AC"
@@ -127,13 +127,13 @@ bad "unsupported version" 400 'v: unsupported version 2 (this server speaks 1)' 
 
 printf 'hello' >"$T_TMP/notjson"
 post "$T_TMP/notjson"
-t_eq "bad input, not JSON" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"not JSON: unexpected 'h' where a value belongs at byte 0\"}"
+t_eq "bad input, not JSON" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"not JSON: body: unexpected 'h' where a value belongs at byte 0\"}"
 { printf '{"v": 1, "labels": '; printf '[%.0s' $(seq 20); printf ']%.0s' $(seq 20); printf '}'; } >"$T_TMP/deep.json"
 post "$T_TMP/deep.json"
-t_eq "bad input, deep nesting" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON: nested deeper than 16 levels at byte 34"}'
+t_eq "bad input, deep nesting" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON: labels[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]: nested deeper than 16 levels at byte 34"}'
 stream "$(newid)" 's/"web-17"/"web-\xff\xfe"/' >"$T_TMP/utf8.json"
 post "$T_TMP/utf8.json"
-t_eq "bad input, invalid UTF-8" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON: unexpected byte 0xff (invalid UTF-8) at byte 79"}'
+t_eq "bad input, invalid UTF-8" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON: host: unexpected byte 0xff (invalid UTF-8) at byte 79"}'
 stream "$(newid)" | zstd -q -c >"$T_TMP/full.zst"
 head -c $(( $(stat -c %s "$T_TMP/full.zst") / 2 )) "$T_TMP/full.zst" >"$T_TMP/trunc.zst"
 post "$T_TMP/trunc.zst" application/json -H 'Content-Encoding: zstd'
