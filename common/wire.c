@@ -240,12 +240,12 @@ static int parse_labels(struct wire_parser *p, struct arena *a, struct json_read
 			return fail(p, WIRE_EINVALID, "labels: key contains a NUL character");
 		for (i = 0; i < n && strcmp(labels[i].key, key) != 0; i++)
 			;
-		if (i == n) {
-			labels[n].key = arena_strndup(a, key, klen);
-			if (!labels[n].key)
-				return fail(p, WIRE_ENOMEM, "labels: out of memory");
-			n++;
-		}
+		if (i < n)
+			return fail(p, WIRE_EINVALID, "labels.%s: duplicate key", key);
+		labels[n].key = arena_strndup(a, key, klen);
+		if (!labels[n].key)
+			return fail(p, WIRE_ENOMEM, "labels: out of memory");
+		n++;
 		rc = take_str(p, a, r, &f, p->lim.max_name, true, &labels[i].value);
 		if (rc)
 			return rc;

@@ -163,6 +163,8 @@ static void test_rejections(void)
 	BAD("\"host\": \"web-17\"", "\"host\": \"web-17\", \"host\": \"web-18\"", WIRE_EINVALID, "host: duplicate key");
 	BAD("\"tid\": 4211, \"start_ns\"", "\"tid\": 4211, \"tid\": 1, \"start_ns\"", WIRE_EINVALID,
 	    "symptom.tid: duplicate key");
+	BAD("\"labels\": {\"os\": \"debian-12\"", "\"labels\": {\"os\": \"a\", \"os\": \"debian-12\"", WIRE_EINVALID,
+	    "labels.os: duplicate key");
 	BAD("\"nginx!main\"", "\"nginx!\xff\xfemain\"", WIRE_ENOTJSON, "not JSON: frames[0]: unexpected byte 0xff (invalid UTF-8) at byte 357");
 	BAD("\"events\": [", "\"events\": 5, \"x\": [", WIRE_EINVALID, "events: must be an array, not an integer");
 	BAD("{\"v\": 1", "[{\"v\": 1", WIRE_ENOTJSON, "not JSON: [0]: unexpected end of input at byte 798");
