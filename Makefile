@@ -8,7 +8,7 @@
 #   make chaos      the chaos test at full length: Patroni, HAProxy, ingest servers, workers and
 #                   agents in network namespaces, machines lost under load (a short run is in make test)
 #   make deb        Debian packages stackmine-agent and stackmine-server in build/deb
-#   make fuzz       libFuzzer runs of the wire parser, the importers, sm-web's inputs and the guard
+#   make fuzz       libFuzzer runs of the wire parser, the JSON body reader, the importers, sm-web's inputs and the guard
 #                   agent's profiles and settings (FUZZ_SECONDS each)
 #
 # The guard agent is a shared library, lib/libsmguard.so (build/asan/lib/ for SAN=1), loaded
@@ -243,6 +243,9 @@ FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined 
 build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/fuzz/fuzz_json: tests/fuzz/fuzz_json.c $(COMMON_SRC) build/fuzz/gen/migrations.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_import: tests/fuzz/fuzz_import.c $(COMMON_SRC) $(AGENT_SRC) build/fuzz/gen/migrations.c \
 		$(PROTO_SRC:%.proto=build/fuzz/gen/%.pb-c.c)
 	@mkdir -p $(dir $@)
@@ -262,11 +265,13 @@ build/fuzz/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 
 fuzz:
 	@deploy/deps.sh fuzz
-	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_import build/fuzz/fuzz_web \
-		build/fuzz/fuzz_profile
-	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-import build/fuzz/corpus-web build/fuzz/corpus-profile
+	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_json build/fuzz/fuzz_import \
+		build/fuzz/fuzz_web build/fuzz/fuzz_profile
+	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-json build/fuzz/corpus-import build/fuzz/corpus-web \
+		build/fuzz/corpus-profile
 	@cp -n tests/guard/profile-seed.json build/fuzz/corpus-profile/ 2>/dev/null || true
 	build/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-wire tests/integration/data
+	build/fuzz/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-json tests/integration/data
 	build/fuzz/fuzz_import -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-import
 	build/fuzz/fuzz_web -max_total_time=$(FUZZ_SECONDS) -max_len=16384 build/fuzz/corpus-web
 	build/fuzz/fuzz_profile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-profile

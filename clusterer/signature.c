@@ -1,10 +1,10 @@
 /* signature: performance signatures, export/import and coverage (see signature.h). */
 #include "clusterer/signature.h"
 #include "common/db.h"
+#include "common/json.h"
 #include "common/jsonw.h"
 #include "common/vec.h"
 
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,59 +168,86 @@ int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen)
 	return 0;
 }
 
-/* Check every field of an export document before anything is written. */
-static int check_document(json_object *root, size_t *n, char *err, size_t errlen)
+/* The decoded length of the string at v, or 0 for a value that is not a string. */
+static size_t str_len(struct json_val v)
 {
-	json_object *sigs, *v;
+	struct json_reader r;
+	char one[1];
 
-	if (!json_object_is_type(root, json_type_object) ||
-	    !json_object_object_get_ex(root, "signatures", &sigs) ||
-	    !json_object_is_type(sigs, json_type_array)) {
+	if (json_val_type(v) != JV_STRING)
+		return 0;
+	json_reader_at(&r, v);
+	return json_string_into(&r, one, sizeof(one));
+}
+
+/* Check every field of an export document (closed: unknown fields are refused) before anything is
+ * written. */
+static int check_document(const char *json, size_t len, size_t *n, char *err, size_t errlen)
+{
+	static const char *const top[] = { "version", "signatures", NULL };
+	static const char *const one[] = { "name", "frames", "status", "note", NULL };
+	struct json_val f[2], g[4];
+	struct json_reader r, fr;
+	int64_t v;
+	char path[48], st[8];
+
+	*n = 0;
+	if (json_val_type(json_root(json, len)) != JV_OBJECT) {
 		snprintf(err, errlen, "signatures: required, an array");
 		return -1;
 	}
-	if (json_object_object_get_ex(root, "version", &v) &&
-	    (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 1)) {
+	if (json_fields(json_root(json, len), "", top, true, f, err, errlen) < 0)
+		return -1;
+	if (json_val_type(f[1]) != JV_ARRAY) {
+		snprintf(err, errlen, "signatures: required, an array");
+		return -1;
+	}
+	if (f[0].p && (json_val_int(f[0], &v) != 0 || v != 1)) {
 		snprintf(err, errlen, "version: unsupported (this program reads 1)");
 		return -1;
 	}
-	*n = json_object_array_length(sigs);
-	for (size_t i = 0; i < *n; i++) {
-		json_object *s = json_object_array_get_idx(sigs, i), *name, *frames, *st, *note;
+	json_reader_at(&r, f[1]);
+	json_enter(&r);
+	for (size_t i = 0; json_next_item(&r); i++, json_skip(&r)) {
+		size_t nf, k = 0;
 
-		if (!json_object_is_type(s, json_type_object)) {
-			snprintf(err, errlen, "signatures[%zu]: must be an object", i);
+		*n = i + 1;
+		snprintf(path, sizeof(path), "signatures[%zu]", i);
+		if (json_val_type(json_here(&r)) != JV_OBJECT) {
+			snprintf(err, errlen, "%s: must be an object", path);
 			return -1;
 		}
-		if (!json_object_object_get_ex(s, "name", &name) || !json_object_is_type(name, json_type_string) ||
-		    json_object_get_string_len(name) < 1 || json_object_get_string_len(name) > 255) {
-			snprintf(err, errlen, "signatures[%zu].name: a string of 1 to 255 bytes", i);
+		if (json_fields(json_here(&r), path, one, true, g, err, errlen) < 0)
+			return -1;
+		if (str_len(g[0]) < 1 || str_len(g[0]) > 255) {
+			snprintf(err, errlen, "%s.name: a string of 1 to 255 bytes", path);
 			return -1;
 		}
-		if (!json_object_object_get_ex(s, "frames", &frames) ||
-		    !json_object_is_type(frames, json_type_array) || json_object_array_length(frames) < 1 ||
-		    json_object_array_length(frames) > SIG_MAX_FRAMES) {
-			snprintf(err, errlen, "signatures[%zu].frames: an array of 1 to %d frames", i,
-				 SIG_MAX_FRAMES);
+		nf = json_count(g[1]);
+		if (json_val_type(g[1]) != JV_ARRAY || nf < 1 || nf > SIG_MAX_FRAMES) {
+			snprintf(err, errlen, "%s.frames: an array of 1 to %d frames", path, SIG_MAX_FRAMES);
 			return -1;
 		}
-		for (size_t k = 0; k < json_object_array_length(frames); k++) {
-			json_object *f = json_object_array_get_idx(frames, k);
-			if (!json_object_is_type(f, json_type_string) || json_object_get_string_len(f) < 1 ||
-			    json_object_get_string_len(f) > SIG_MAX_FRAME ||
-			    memchr(json_object_get_string(f), '\0', (size_t)json_object_get_string_len(f))) {
-				snprintf(err, errlen, "signatures[%zu].frames[%zu]: a frame of 1 to %d bytes",
-					 i, k, SIG_MAX_FRAME);
+		json_reader_at(&fr, g[1]);
+		json_enter(&fr);
+		for (; json_next_item(&fr); k++, json_skip(&fr))
+			if (str_len(json_here(&fr)) < 1 || str_len(json_here(&fr)) > SIG_MAX_FRAME) {
+				snprintf(err, errlen, "%s.frames[%zu]: a frame of 1 to %d bytes", path, k,
+					 SIG_MAX_FRAME);
+				return -1;
+			}
+		if (g[2].p) {
+			struct json_reader sr;
+
+			json_reader_at(&sr, g[2]);
+			if (json_val_type(g[2]) != JV_STRING || json_string_into(&sr, st, sizeof(st)) >= sizeof(st) ||
+			    !status_ok(st)) {
+				snprintf(err, errlen, "%s.status: must be open, known or fixed", path);
 				return -1;
 			}
 		}
-		if (json_object_object_get_ex(s, "status", &st) &&
-		    (!json_object_is_type(st, json_type_string) || !status_ok(json_object_get_string(st)))) {
-			snprintf(err, errlen, "signatures[%zu].status: must be open, known or fixed", i);
-			return -1;
-		}
-		if (json_object_object_get_ex(s, "note", &note) && !json_object_is_type(note, json_type_string)) {
-			snprintf(err, errlen, "signatures[%zu].note: must be a string", i);
+		if (g[3].p && json_val_type(g[3]) != JV_STRING) {
+			snprintf(err, errlen, "%s.note: must be a string", path);
 			return -1;
 		}
 	}
@@ -229,25 +256,18 @@ static int check_document(json_object *root, size_t *n, char *err, size_t errlen
 
 int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, size_t errlen)
 {
-	json_tokener *tok = json_tokener_new_ex(16);
-	json_object *root;
 	const char *params[1];
+	char msg[256];
 	PGresult *r;
-	int rc = -1;
 
 	*n = 0;
-	if (!tok) {
-		snprintf(err, errlen, "out of memory");
+	/* no tree: the document is read in place, and PostgreSQL's jsonb never sees a NUL */
+	if (json_check_body(json, len, &json_body_limits, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "not JSON: %s", msg);
 		return -1;
 	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-	root = json_tokener_parse_ex(tok, json, (int)(len > INT32_MAX ? INT32_MAX : len));
-	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		snprintf(err, errlen, "not JSON: %s", json_tokener_error_desc(json_tokener_get_error(tok)));
-		goto out;
-	}
-	if (check_document(root, n, err, errlen) < 0)
-		goto out;
+	if (check_document(json, len, n, err, errlen) < 0)
+		return -1;
 	params[0] = json;
 	r = PQexecParams(db,
 		"INSERT INTO signatures (name, frames, status, note)"
@@ -260,14 +280,10 @@ int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, s
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(err, errlen, "importing signatures", PQresultErrorMessage(r));
 		PQclear(r);
-		goto out;
+		return -1;
 	}
 	PQclear(r);
-	rc = 0;
-out:
-	json_object_put(root);
-	json_tokener_free(tok);
-	return rc;
+	return 0;
 }
 
 /* Is needle a subsequence of hay (order kept, gaps allowed)? */

@@ -3,16 +3,26 @@
 #include "common/arena.h"
 #include "common/util.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- validation ---- */
+
+/* levels whose key or index an error message names */
+#define PATH_LEVELS 32
 
 struct scan {
 	const char *s, *p, *end;
 	int depth, max_depth;
 	char *err;
 	size_t errlen;
+	/* json_check_body() only (max_values 0: no budget) */
+	bool no_nul;
+	size_t nvalues, max_values, ncont, max_cont;
+	const char *keyat[PATH_LEVELS];  /* opening quote of the level's current key */
+	size_t idx[PATH_LEVELS];         /* index of the level's current element */
 };
 
 static int scan_fail(struct scan *sc, const char *what)
@@ -82,6 +92,9 @@ static int scan_string(struct scan *sc)
 			}
 			if (sc->end - sc->p < 6 || hex4(sc->p + 2, &u) < 0)
 				return scan_fail(sc, "in a \\u escape");
+			/* PostgreSQL's text cannot hold it and C strings end at it */
+			if (u == 0 && sc->no_nul)
+				return scan_fail(sc, "(NUL, \\u0000, is not allowed in a string)");
 			if (u >= 0xdc00 && u <= 0xdfff)
 				return scan_fail(sc, "(a lone low surrogate)");
 			if (u >= 0xd800 && u <= 0xdbff) {
@@ -161,6 +174,8 @@ static int scan_key(struct scan *sc)
 {
 	if (sc->p >= sc->end || *sc->p != '"')
 		return scan_fail(sc, "where an object key belongs");
+	if (sc->depth >= 1 && sc->depth <= PATH_LEVELS)
+		sc->keyat[sc->depth - 1] = sc->p;
 	if (scan_string(sc) < 0)
 		return -1;
 	scan_ws(sc);
@@ -171,93 +186,176 @@ static int scan_key(struct scan *sc)
 	return 0;
 }
 
-/* Iterative over containers so that depth costs no C stack. */
-int json_check(const char *text, size_t len, int max_depth, char *err, size_t errlen)
+static int over_budget(struct scan *sc, const char *what, size_t per)
 {
-	struct scan sc = { text, text, text + len, 0, max_depth, err, errlen };
-	/* one bit per level: 1 = object, 0 = array */
-	unsigned char kinds[1024];
+	snprintf(sc->err, sc->errlen,
+		 "body: more than %zu %s in %zu bytes, over the budget of 64 plus one per %zu bytes (at byte %zu)",
+		 what[0] == 'v' ? sc->max_values : sc->max_cont, what, (size_t)(sc->end - sc->s), per,
+		 (size_t)(sc->p - sc->s));
+	return -1;
+}
 
-	if (max_depth > (int)sizeof(kinds) * 8)
-		sc.max_depth = (int)sizeof(kinds) * 8;
-	scan_ws(&sc);
+/* Iterative over containers so that depth costs no C stack. kinds: one bit per level, 1 = object. */
+static int scan_text(struct scan *sc, unsigned char *kinds, size_t per_value, size_t per_cont)
+{
+	const char *text = sc->s;
+
+	scan_ws(sc);
 	for (;;) {
 		/* a value */
-		if (sc.p >= sc.end)
-			return scan_fail(&sc, "where a value belongs");
-		switch (*sc.p) {
+		if (sc->p >= sc->end)
+			return scan_fail(sc, "where a value belongs");
+		if (sc->max_values && ++sc->nvalues > sc->max_values)
+			return over_budget(sc, "values", per_value);
+		switch (*sc->p) {
 		case '{':
 		case '[': {
-			bool obj = *sc.p == '{';
-			if (sc.depth >= sc.max_depth) {
-				snprintf(err, errlen, "nested deeper than %d levels at byte %zu",
-					 sc.max_depth, (size_t)(sc.p - text));
+			bool obj = *sc->p == '{';
+			if (sc->depth >= sc->max_depth) {
+				snprintf(sc->err, sc->errlen, "nested deeper than %d levels at byte %zu",
+					 sc->max_depth, (size_t)(sc->p - text));
 				return -1;
 			}
+			if (sc->max_cont && ++sc->ncont > sc->max_cont)
+				return over_budget(sc, "objects and arrays", per_cont);
 			if (obj)
-				kinds[sc.depth / 8] |= (unsigned char)(1u << (sc.depth % 8));
+				kinds[sc->depth / 8] |= (unsigned char)(1u << (sc->depth % 8));
 			else
-				kinds[sc.depth / 8] &= (unsigned char)~(1u << (sc.depth % 8));
-			sc.depth++;
-			sc.p++;
-			scan_ws(&sc);
-			if (sc.p < sc.end && *sc.p == (obj ? '}' : ']')) {
-				sc.p++;
-				sc.depth--;
+				kinds[sc->depth / 8] &= (unsigned char)~(1u << (sc->depth % 8));
+			if (sc->depth < PATH_LEVELS) {
+				sc->keyat[sc->depth] = NULL;
+				sc->idx[sc->depth] = 0;
+			}
+			sc->depth++;
+			sc->p++;
+			scan_ws(sc);
+			if (sc->p < sc->end && *sc->p == (obj ? '}' : ']')) {
+				sc->p++;
+				sc->depth--;
 				goto after_value;
 			}
-			if (obj && scan_key(&sc) < 0)
+			if (obj && scan_key(sc) < 0)
 				return -1;
 			continue;
 		}
 		case '"':
-			if (scan_string(&sc) < 0)
+			if (scan_string(sc) < 0)
 				return -1;
 			break;
 		case 't':
-			if (scan_word(&sc, "true", 4) < 0)
+			if (scan_word(sc, "true", 4) < 0)
 				return -1;
 			break;
 		case 'f':
-			if (scan_word(&sc, "false", 5) < 0)
+			if (scan_word(sc, "false", 5) < 0)
 				return -1;
 			break;
 		case 'n':
-			if (scan_word(&sc, "null", 4) < 0)
+			if (scan_word(sc, "null", 4) < 0)
 				return -1;
 			break;
 		default:
-			if (*sc.p != '-' && (*sc.p < '0' || *sc.p > '9'))
-				return scan_fail(&sc, "where a value belongs");
-			if (scan_number(&sc) < 0)
+			if (*sc->p != '-' && (*sc->p < '0' || *sc->p > '9'))
+				return scan_fail(sc, "where a value belongs");
+			if (scan_number(sc) < 0)
 				return -1;
 		}
 after_value:
 		for (;;) {
 			bool obj;
 
-			scan_ws(&sc);
-			if (sc.depth == 0) {
-				if (sc.p != sc.end)
-					return scan_fail(&sc, "after the value");
+			scan_ws(sc);
+			if (sc->depth == 0) {
+				if (sc->p != sc->end)
+					return scan_fail(sc, "after the value");
 				return 0;
 			}
-			obj = kinds[(sc.depth - 1) / 8] & (1u << ((sc.depth - 1) % 8));
-			if (sc.p < sc.end && *sc.p == ',') {
-				sc.p++;
-				scan_ws(&sc);
-				if (obj && scan_key(&sc) < 0)
+			obj = kinds[(sc->depth - 1) / 8] & (1u << ((sc->depth - 1) % 8));
+			if (sc->p < sc->end && *sc->p == ',') {
+				sc->p++;
+				scan_ws(sc);
+				if (!obj && sc->depth <= PATH_LEVELS)
+					sc->idx[sc->depth - 1]++;
+				if (obj && scan_key(sc) < 0)
 					return -1;
 				break; /* next value */
 			}
-			if (sc.p < sc.end && *sc.p == (obj ? '}' : ']')) {
-				sc.p++;
-				sc.depth--;
+			if (sc->p < sc->end && *sc->p == (obj ? '}' : ']')) {
+				sc->p++;
+				sc->depth--;
 				continue;
 			}
-			return scan_fail(&sc, obj ? "in an object" : "in an array");
+			return scan_fail(sc, obj ? "in an object" : "in an array");
 		}
 	}
+}
+
+int json_check(const char *text, size_t len, int max_depth, char *err, size_t errlen)
+{
+	struct scan sc = { .s = text, .p = text, .end = text + len, .max_depth = max_depth, .err = err,
+			   .errlen = errlen };
+	unsigned char kinds[1024];
+
+	if (max_depth > (int)sizeof(kinds) * 8)
+		sc.max_depth = (int)sizeof(kinds) * 8;
+	return scan_text(&sc, kinds, 0, 0);
+}
+
+/* "filter.labels.os", "frames[3]": where the scan stopped; keys as written, cut at 40 bytes. */
+static void scan_path(const struct scan *sc, const unsigned char *kinds, char *out, size_t n)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (int l = 0; l < sc->depth && l < PATH_LEVELS && len + 48 < n; l++) {
+		if (kinds[l / 8] & (1u << (l % 8))) {
+			const char *k = sc->keyat[l];
+			size_t m = 0;
+
+			if (!k)
+				break;
+			if (len)
+				out[len++] = '.';
+			for (k++; k < sc->end && *k != '"' && m < 40; k++, m++) {
+				if (*k == '\\' && k + 1 < sc->end)
+					out[len++] = *k++, m++;
+				out[len++] = *k;
+			}
+			out[len] = '\0';
+		} else {
+			len += (size_t)snprintf(out + len, n - len, "[%zu]", sc->idx[l]);
+		}
+	}
+	if (!len)
+		snprintf(out, n, "body");
+}
+
+const struct json_limits json_body_limits = { 16, 4, 0 };
+
+int json_check_body(const char *text, size_t len, const struct json_limits *lim, char *err, size_t errlen)
+{
+	struct scan sc = { .s = text, .p = text, .end = text + len, .max_depth = lim->max_depth, .err = err,
+			   .errlen = errlen, .no_nul = true };
+	unsigned char kinds[PATH_LEVELS / 8 + 1];
+	char msg[256], path[PATH_LEVELS * 48];
+
+	if (sc.max_depth > PATH_LEVELS)
+		sc.max_depth = PATH_LEVELS;
+	if (lim->bytes_per_value)
+		sc.max_values = 64 + len / lim->bytes_per_value;
+	if (lim->bytes_per_container)
+		sc.max_cont = 64 + len / lim->bytes_per_container;
+	sc.err = msg;
+	sc.errlen = sizeof(msg);
+	if (scan_text(&sc, kinds, lim->bytes_per_value, lim->bytes_per_container) == 0)
+		return 0;
+	if (strncmp(msg, "body: ", 6) == 0) {
+		snprintf(err, errlen, "%s", msg);
+	} else {
+		scan_path(&sc, kinds, path, sizeof(path));
+		snprintf(err, errlen, "%s: %s", path, msg);
+	}
+	return -1;
 }
 
 /* ---- reading (input known to be valid) ---- */
@@ -464,6 +562,16 @@ const char *json_string(struct json_reader *r, struct arena *a, size_t *len)
 	return out;
 }
 
+size_t json_string_into(struct json_reader *r, char *out, size_t cap)
+{
+	size_t n;
+
+	ws(r);
+	n = decode_string(r, out, cap - 1);
+	out[n < cap - 1 ? n : cap - 1] = '\0';
+	return n;
+}
+
 int json_int(struct json_reader *r, int64_t *v)
 {
 	const char *p;
@@ -499,4 +607,147 @@ int json_int(struct json_reader *r, int64_t *v)
 size_t json_offset(const struct json_reader *r, const char *text)
 {
 	return (size_t)(r->p - text);
+}
+
+/* ---- values by position ---- */
+
+struct json_val json_root(const char *text, size_t len)
+{
+	struct json_reader r;
+
+	json_reader_init(&r, text, len);
+	return json_here(&r);
+}
+
+struct json_val json_here(struct json_reader *r)
+{
+	ws(r);
+	return (struct json_val){ r->p, r->end };
+}
+
+void json_reader_at(struct json_reader *r, struct json_val v)
+{
+	r->p = v.p;
+	r->end = v.end;
+}
+
+enum json_vtype json_val_type(struct json_val v)
+{
+	struct json_reader r = { v.p, v.end };
+
+	return v.p ? json_peek(&r) : JV_ABSENT;
+}
+
+bool json_given(struct json_val v)
+{
+	enum json_vtype t = json_val_type(v);
+
+	return t != JV_ABSENT && t != JV_NULL;
+}
+
+int json_fields(struct json_val obj, const char *path, const char *const *names, bool closed,
+		struct json_val *out, char *err, size_t errlen)
+{
+	struct json_reader r;
+	char key[64];
+	size_t n, klen;
+	bool trunc;
+
+	for (n = 0; names[n]; n++)
+		out[n] = (struct json_val){ NULL, obj.end };
+	json_reader_at(&r, obj);
+	json_enter(&r);
+	while (json_next_key(&r, key, sizeof(key), &klen, &trunc)) {
+		size_t i = n;
+
+		/* NUL was refused by the check, so strcmp sees the whole key */
+		for (i = 0; !trunc && i < n && strcmp(names[i], key) != 0; i++)
+			;
+		if (i < n && out[i].p) {
+			snprintf(err, errlen, "%s%s%s: duplicate key", path, *path ? "." : "", key);
+			return -1;
+		}
+		if (i < n) {
+			out[i] = json_here(&r);
+		} else if (closed) {
+			snprintf(err, errlen, "%s%s%s%s: unknown field", path, *path ? "." : "", key,
+				 trunc ? "..." : "");
+			return -1;
+		}
+		json_skip(&r);
+	}
+	return 0;
+}
+
+size_t json_count(struct json_val v)
+{
+	struct json_reader r;
+	size_t n = 0;
+	enum json_vtype t = json_val_type(v);
+
+	if (t != JV_ARRAY && t != JV_OBJECT)
+		return 0;
+	json_reader_at(&r, v);
+	json_enter(&r);
+	if (t == JV_ARRAY) {
+		for (; json_next_item(&r); n++)
+			json_skip(&r);
+	} else {
+		char key[1];
+		size_t klen;
+		bool trunc;
+
+		for (; json_next_key(&r, key, sizeof(key), &klen, &trunc); n++)
+			json_skip(&r);
+	}
+	return n;
+}
+
+const char *json_val_str(struct json_val v, struct arena *a, size_t *len)
+{
+	struct json_reader r = { v.p, v.end };
+
+	if (json_val_type(v) != JV_STRING)
+		return NULL;
+	return json_string(&r, a, len);
+}
+
+int json_val_int(struct json_val v, int64_t *out)
+{
+	struct json_reader r = { v.p, v.end };
+
+	if (json_val_type(v) != JV_NUMBER)
+		return -1;
+	return json_int(&r, out);
+}
+
+int json_val_num(struct json_val v, double *out)
+{
+	char tmp[128];
+	size_t n;
+	const char *text;
+	char *end;
+
+	if (json_val_type(v) != JV_NUMBER)
+		return -1;
+	n = json_val_text(v, &text);
+	if (n >= sizeof(tmp))
+		return -1;
+	memcpy(tmp, text, n);
+	tmp[n] = '\0';
+	*out = strtod(tmp, &end);
+	return *end == '\0' && isfinite(*out) ? 0 : -1;
+}
+
+size_t json_val_text(struct json_val v, const char **text)
+{
+	struct json_reader r = { v.p, v.end };
+
+	*text = v.p;
+	if (!v.p)
+		return 0;
+	json_skip(&r);
+	while (r.p > v.p && (r.p[-1] == ' ' || r.p[-1] == '\n' || r.p[-1] == '\r' || r.p[-1] == '\t'))
+		r.p--;
+	return (size_t)(r.p - v.p);
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,4 +327,12 @@ int util_write_all(int fd, const void *p, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+bool util_trim_after(size_t bytes)
+{
+	if (bytes < ((size_t)1 << 20))
+		return false;
+	malloc_trim(0);
+	return true;
 }

@@ -46,4 +46,11 @@ int util_mkdir_p(const char *dir);
  * with errno set (EFBIG when over max). */
 int util_read_file(const char *path, size_t max, char **out, size_t *len);
 
+/*
+ * After a request that held `bytes` of memory (its body, decoded or not): when that was a large
+ * amount (1 MiB or more), give the freed memory back to the system, which glibc keeps otherwise
+ * (malloc_trim). Returns true when it trimmed.
+ */
+bool util_trim_after(size_t bytes);
+
 #endif

@@ -110,7 +110,7 @@ static int failp(struct wire_parser *p, int code, const struct fpath *f, const c
 static const char *type_name(struct json_reader *r)
 {
 	switch (json_peek(r)) {
-	case JV_NULL: return "null";
+	case JV_NULL: case JV_ABSENT: return "null";
 	case JV_TRUE: case JV_FALSE: return "a boolean";
 	case JV_OBJECT: return "an object";
 	case JV_ARRAY: return "an array";
@@ -174,28 +174,24 @@ static int take_int(struct wire_parser *p, struct json_reader *r, const struct f
  * Object members are found first and read afterwards in a fixed order, so
  * that the order of keys in the text changes nothing (stacks are checked
  * against the frame table, events against the stacks) and the first error
- * reported is always the same one. The last of repeated keys wins.
+ * reported is always the same one. A known key given twice is refused (two
+ * readers could take different ones); unknown members are skipped unread.
  */
-static void find_members(struct json_reader *r, const char *const *names, size_t n,
-			 const char **pos)
+static int find_members(struct wire_parser *p, struct json_reader *r, const char *path,
+			const char *const *names, size_t n, const char **pos)
 {
-	char key[32];
-	size_t klen;
-	bool trunc;
+	const char *list[17];
+	struct json_val v[16];
+	char err[WIRE_MAX_NAME + 128];
 
+	memcpy(list, names, n * sizeof(*list));
+	list[n] = NULL;
+	if (json_fields(json_here(r), path, list, false, v, err, sizeof(err)) < 0)
+		return fail(p, WIRE_EINVALID, "%s", err);
 	for (size_t i = 0; i < n; i++)
-		pos[i] = NULL;
-	json_enter(r);
-	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
-		json_peek(r); /* skip white space: pos points at the value */
-		/* compare lengths too: "stream_id\u0000x" is another, unknown key */
-		for (size_t i = 0; i < n && !trunc; i++)
-			if (strlen(names[i]) == klen && memcmp(key, names[i], klen) == 0) {
-				pos[i] = r->p;
-				break;
-			}
-		json_skip(r);
-	}
+		pos[i] = v[i].p;
+	json_skip(r);
+	return WIRE_OK;
 }
 
 static bool present(struct json_reader *r, const char *pos, const char *end)
@@ -244,12 +240,12 @@ static int parse_labels(struct wire_parser *p, struct arena *a, struct json_read
 			return fail(p, WIRE_EINVALID, "labels: key contains a NUL character");
 		for (i = 0; i < n && strcmp(labels[i].key, key) != 0; i++)
 			;
-		if (i == n) {
-			labels[n].key = arena_strndup(a, key, klen);
-			if (!labels[n].key)
-				return fail(p, WIRE_ENOMEM, "labels: out of memory");
-			n++;
-		}
+		if (i < n)
+			return fail(p, WIRE_EINVALID, "labels.%s: duplicate key", key);
+		labels[n].key = arena_strndup(a, key, klen);
+		if (!labels[n].key)
+			return fail(p, WIRE_ENOMEM, "labels: out of memory");
+		n++;
 		rc = take_str(p, a, r, &f, p->lim.max_name, true, &labels[i].value);
 		if (rc)
 			return rc;
@@ -270,7 +266,8 @@ static int parse_symptom(struct wire_parser *p, struct arena *a, struct json_rea
 
 	if (json_peek(r) != JV_OBJECT)
 		return fail(p, WIRE_EINVALID, "symptom: must be an object, not %s", type_name(r));
-	find_members(r, names, 6, pos);
+	if ((rc = find_members(p, r, "symptom", names, 6, pos)))
+		return rc;
 	for (int i = 0; i < 4; i++)
 		if (!pos[i])
 			return fail(p, WIRE_EINVALID, "symptom.%s: required field missing", names[i]);
@@ -423,7 +420,13 @@ static int parse_event(struct wire_parser *p, struct arena *a, struct json_reade
 
 	if (json_peek(r) != JV_OBJECT)
 		return fail(p, WIRE_EINVALID, "events[%zu]: must be an object, not %s", i, type_name(r));
-	find_members(r, names, 6, pos);
+	{
+		char path[32];
+
+		snprintf(path, sizeof(path), "events[%zu]", i);
+		if ((rc = find_members(p, r, path, names, 6, pos)))
+			return rc;
+	}
 	{
 		const char *after = r->p;
 		size_t klen;
@@ -542,7 +545,8 @@ static int parse_stream(struct wire_parser *p, struct arena *a, struct json_read
 
 	if (json_peek(r) != JV_OBJECT)
 		return fail(p, WIRE_EINVALID, "stream: must be a JSON object, not %s", type_name(r));
-	find_members(r, names, F_COUNT, pos);
+	if ((rc = find_members(p, r, "", names, F_COUNT, pos)))
+		return rc;
 	if (present(r, pos[F_ID], end)) {
 		if (json_peek(r) != JV_STRING || !(id = json_string(r, a, &idlen)) ||
 		    !util_uuid_canon(id, idlen, s->stream_id)) {
@@ -612,8 +616,13 @@ int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena
 
 	memset(out, 0, sizeof(*out));
 	p->err[0] = '\0';
-	if (json_check(json, len, p->lim.max_nesting, msg, sizeof(msg)) < 0)
-		return fail(p, WIRE_ENOTJSON, "not JSON: %s", msg);
+	/* no allocation per value here, so the budget is only what JSON allows (two bytes a value) */
+	{
+		const struct json_limits lim = { p->lim.max_nesting, 2, 0 };
+
+		if (json_check_body(json, len, &lim, msg, sizeof(msg)) < 0)
+			return fail(p, WIRE_ENOTJSON, "not JSON: %s", msg);
+	}
 	json_reader_init(&r, json, len);
 	return parse_stream(p, a, &r, out);
 }

@@ -13,7 +13,6 @@
 #include "ingest/profiles.h"
 #include "ingest/store.h"
 
-#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +104,17 @@ void handler_error_id(struct handler_response *rs, int status, const char *msg, 
 		buf_reset(&rs->body);
 		rs->status = 503;
 	}
+}
+
+void handler_trim(struct handler *h, size_t body_len)
+{
+	size_t held = h->decoded.cap > body_len ? h->decoded.cap : body_len;
+
+	if (held < ((size_t)1 << 20))
+		return;
+	buf_release(&h->decoded);
+	arena_reset(h->arena);
+	util_trim_after(held);
 }
 
 /* Decompress every zstd frame of in into h->decoded, refusing as soon as the
@@ -427,14 +437,13 @@ int handler_fold_stats(struct handler *h)
 /* ---- agents' reports ---- */
 
 /* A string field into out (cap bytes with the NUL): absent -> def (NULL: required). 0, or -1 with err. */
-static int report_str(json_object *o, const char *name, const char *def, size_t min, char *out, size_t cap,
+static int report_str(struct json_val v, const char *name, const char *def, size_t min, char *out, size_t cap,
 		      char *err, size_t errlen)
 {
-	json_object *v;
-	const char *s;
+	struct json_reader r;
 	size_t n;
 
-	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null)) {
+	if (!json_given(v)) {
 		if (!def) {
 			snprintf(err, errlen, "%s: required", name);
 			return -1;
@@ -442,101 +451,101 @@ static int report_str(json_object *o, const char *name, const char *def, size_t 
 		snprintf(out, cap, "%s", def);
 		return 0;
 	}
-	if (!json_object_is_type(v, json_type_string)) {
+	if (json_val_type(v) != JV_STRING) {
 		snprintf(err, errlen, "%s: must be a string", name);
 		return -1;
 	}
-	s = json_object_get_string(v);
-	n = (size_t)json_object_get_string_len(v);
-	if (n < min || n >= cap || strlen(s) != n) {
+	/* decoded straight into out; NUL was refused by the check */
+	json_reader_at(&r, v);
+	json_peek(&r);
+	n = json_string_into(&r, out, cap);
+	if (n < min || n >= cap) {
 		snprintf(err, errlen, "%s: %zu to %zu bytes, no NUL", name, min, cap - 1);
 		return -1;
 	}
-	memcpy(out, s, n + 1);
 	return 0;
 }
 
-static int report_int(json_object *o, const char *name, bool required, int64_t max, int64_t *out, char *err,
+static int report_int(struct json_val v, const char *name, bool required, int64_t max, int64_t *out, char *err,
 		      size_t errlen)
 {
-	json_object *v;
-
 	*out = 0;
-	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null)) {
+	if (!json_given(v)) {
 		if (required) {
 			snprintf(err, errlen, "%s: required", name);
 			return -1;
 		}
 		return 0;
 	}
-	if (!json_object_is_type(v, json_type_int) || (*out = json_object_get_int64(v)) < 0 || *out > max) {
+	if (json_val_int(v, out) != 0 || *out < 0 || *out > max) {
+		*out = 0;
 		snprintf(err, errlen, "%s: a whole number from 0 to %lld", name, (long long)max);
 		return -1;
 	}
 	return 0;
 }
 
+/* Report bodies: flat objects of short fields; unknown fields (newer agents) are skipped unread. */
+static const struct json_limits report_limits = { 8, 4, 0 };
+
 /* The report in text[0..len) into *r. Unknown fields are ignored (newer agents). 0, or -1 with err. */
 static int report_parse(const char *text, size_t len, struct agent_report *r, char *err, size_t errlen)
 {
-	json_tokener *tok;
-	json_object *o, *v;
+	enum { F_V, F_HOST, F_EXE, F_BUILD, F_MODE, F_AGENT, F_APP, F_PID, F_STARTED, F_UNITS, F_VIOL, F_DROPS,
+	       F_BACKLOG, F_SHIPERR, F_EXITING, F_N };
+	static const char *const names[F_N + 1] = { "v", "host", "exe", "build_id", "mode", "agent_version", "app",
+						     "pid", "started_ns", "units", "violations", "drops",
+						     "spool_backlog", "ship_errors", "exiting", NULL };
+	struct json_val f[F_N];
 	char msg[256];
-	int rc = -1;
+	int64_t v;
 
 	memset(r, 0, sizeof(*r));
-	if (json_check(text, len, 8, msg, sizeof(msg)) < 0) {
+	if (json_check_body(text, len, &report_limits, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "not JSON: %s", msg);
 		return -1;
 	}
-	if (!(tok = json_tokener_new())) {
-		snprintf(err, errlen, "out of memory");
+	if (json_val_type(json_root(text, len)) != JV_OBJECT) {
+		snprintf(err, errlen, "the report must be one JSON object");
 		return -1;
 	}
-	o = json_tokener_parse_ex(tok, text, (int)len);
-	json_tokener_free(tok);
-	if (!o || !json_object_is_type(o, json_type_object)) {
-		snprintf(err, errlen, "the report must be one JSON object");
-		goto out;
-	}
-	if (!json_object_object_get_ex(o, "v", &v) || !json_object_is_type(v, json_type_int) ||
-	    json_object_get_int64(v) != 1) {
+	if (json_fields(json_root(text, len), "", names, false, f, err, errlen) < 0)
+		return -1;
+	if (json_val_int(f[F_V], &v) != 0 || v != 1) {
 		snprintf(err, errlen, "v: must be 1");
-		goto out;
+		return -1;
 	}
-	if (report_str(o, "host", NULL, 1, r->host, sizeof(r->host), err, errlen) < 0 ||
-	    report_str(o, "exe", NULL, 1, r->exe, sizeof(r->exe), err, errlen) < 0 ||
-	    report_str(o, "build_id", "", 0, r->build_id, sizeof(r->build_id), err, errlen) < 0 ||
-	    report_str(o, "mode", NULL, 1, r->mode, sizeof(r->mode), err, errlen) < 0 ||
-	    report_str(o, "agent_version", NULL, 1, r->agent_version, sizeof(r->agent_version), err, errlen) < 0 ||
-	    report_str(o, "app", "", 0, r->app, sizeof(r->app), err, errlen) < 0 ||
-	    report_int(o, "pid", true, INT32_MAX, &r->pid, err, errlen) < 0 ||
-	    report_int(o, "started_ns", true, INT64_MAX / 2, &r->started_ns, err, errlen) < 0 ||
-	    report_int(o, "units", false, INT64_MAX / 2, &r->units, err, errlen) < 0 ||
-	    report_int(o, "violations", false, INT64_MAX / 2, &r->violations, err, errlen) < 0 ||
-	    report_int(o, "drops", false, INT64_MAX / 2, &r->drops, err, errlen) < 0 ||
-	    report_int(o, "spool_backlog", false, INT64_MAX / 2, &r->spool_backlog, err, errlen) < 0 ||
-	    report_int(o, "ship_errors", false, INT64_MAX / 2, &r->ship_errors, err, errlen) < 0)
-		goto out;
+	if (report_str(f[F_HOST], "host", NULL, 1, r->host, sizeof(r->host), err, errlen) < 0 ||
+	    report_str(f[F_EXE], "exe", NULL, 1, r->exe, sizeof(r->exe), err, errlen) < 0 ||
+	    report_str(f[F_BUILD], "build_id", "", 0, r->build_id, sizeof(r->build_id), err, errlen) < 0 ||
+	    report_str(f[F_MODE], "mode", NULL, 1, r->mode, sizeof(r->mode), err, errlen) < 0 ||
+	    report_str(f[F_AGENT], "agent_version", NULL, 1, r->agent_version, sizeof(r->agent_version), err,
+		       errlen) < 0 ||
+	    report_str(f[F_APP], "app", "", 0, r->app, sizeof(r->app), err, errlen) < 0 ||
+	    report_int(f[F_PID], "pid", true, INT32_MAX, &r->pid, err, errlen) < 0 ||
+	    report_int(f[F_STARTED], "started_ns", true, INT64_MAX / 2, &r->started_ns, err, errlen) < 0 ||
+	    report_int(f[F_UNITS], "units", false, INT64_MAX / 2, &r->units, err, errlen) < 0 ||
+	    report_int(f[F_VIOL], "violations", false, INT64_MAX / 2, &r->violations, err, errlen) < 0 ||
+	    report_int(f[F_DROPS], "drops", false, INT64_MAX / 2, &r->drops, err, errlen) < 0 ||
+	    report_int(f[F_BACKLOG], "spool_backlog", false, INT64_MAX / 2, &r->spool_backlog, err, errlen) < 0 ||
+	    report_int(f[F_SHIPERR], "ship_errors", false, INT64_MAX / 2, &r->ship_errors, err, errlen) < 0)
+		return -1;
 	if (r->pid < 1) {
 		snprintf(err, errlen, "pid: a process id (from 1)");
-		goto out;
+		return -1;
 	}
 	if (strcmp(r->mode, "train") && strcmp(r->mode, "guard") && strcmp(r->mode, "inert")) {
 		snprintf(err, errlen, "mode: must be train, guard or inert");
-		goto out;
+		return -1;
 	}
-	if (json_object_object_get_ex(o, "exiting", &v) && !json_object_is_type(v, json_type_null)) {
-		if (!json_object_is_type(v, json_type_boolean)) {
+	if (json_given(f[F_EXITING])) {
+		if (json_val_type(f[F_EXITING]) != JV_TRUE && json_val_type(f[F_EXITING]) != JV_FALSE) {
 			snprintf(err, errlen, "exiting: must be true or false");
-			goto out;
+			return -1;
 		}
-		r->exiting = json_object_get_boolean(v);
+		r->exiting = json_val_type(f[F_EXITING]) == JV_TRUE;
 	}
-	rc = 0;
-out:
-	json_object_put(o);
-	return rc;
+	return 0;
 }
 
 static void db_unavailable(struct handler_response *rs, const char *what, const char *err)

@@ -80,4 +80,8 @@ int handler_fold_stats(struct handler *h);
 int handler_ping(struct handler *h);
 const char *handler_last_error(const struct handler *h);
 
+/* After a request whose body was body_len bytes: a large decoded body's buffer and the request's
+ * arena released, and the memory given back to the system (util_trim_after). */
+void handler_trim(struct handler *h, size_t body_len);
+
 #endif

@@ -6,7 +6,6 @@
 #include "common/jsonw.h"
 #include "common/util.h"
 
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +24,10 @@ int profiles_build_id_ok(const char *s)
 	return 1;
 }
 
-static int get_int(json_object *o, const char *name, int64_t min, int64_t max, int64_t *out, char *err,
+static int get_int(struct json_val v, const char *name, int64_t min, int64_t max, int64_t *out, char *err,
 		   size_t errlen)
 {
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, name, &v) || !json_object_is_type(v, json_type_int) ||
-	    (*out = json_object_get_int64(v)) < min || *out > max) {
+	if (json_val_int(v, out) != 0 || *out < min || *out > max) {
 		snprintf(err, errlen, "%s: required, a whole number from %lld to %lld", name, (long long)min,
 			 (long long)max);
 		return -1;
@@ -39,56 +35,62 @@ static int get_int(json_object *o, const char *name, int64_t min, int64_t max, i
 	return 0;
 }
 
+/*
+ * The profile itself is read by the guard's loader, which builds a json-c tree of it: a tighter
+ * budget of objects and arrays there (a real profile has one per 40 bytes or more) keeps that
+ * tree within a few times the body.
+ */
+static const struct json_limits upload_limits = { 32, 2, 128 };
+
 int profiles_parse(const char *body, size_t len, struct profile_upload *u, char *err, size_t errlen)
 {
-	json_tokener *tok;
-	json_object *o = NULL, *v, *prof;
+	enum { F_V, F_HOST, F_PID, F_STARTED, F_PROFILE, F_N };
+	static const char *const names[F_N + 1] = { "v", "host", "pid", "started_ns", "profile", NULL };
+	struct json_val f[F_N];
+	struct json_reader r;
 	struct gprofile *p = NULL;
 	const char *ptext;
+	size_t plen;
 	char msg[256];
+	int64_t v;
 	int rc = -1;
 
 	memset(u, 0, sizeof(*u));
 	u->text.max = (size_t)64 << 20;
-	if (json_check(body, len, 64, msg, sizeof(msg)) < 0) {
+	if (json_check_body(body, len, &upload_limits, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "not JSON: %s", msg);
 		return -1;
 	}
-	if (!(tok = json_tokener_new())) {
-		snprintf(err, errlen, "out of memory");
+	if (json_val_type(json_root(body, len)) != JV_OBJECT) {
+		snprintf(err, errlen, "the upload must be one JSON object");
 		return -1;
 	}
-	o = json_tokener_parse_ex(tok, body, (int)len);
-	json_tokener_free(tok);
-	if (!o || !json_object_is_type(o, json_type_object)) {
-		snprintf(err, errlen, "the upload must be one JSON object");
-		goto out;
-	}
-	if (!json_object_object_get_ex(o, "v", &v) || !json_object_is_type(v, json_type_int) ||
-	    json_object_get_int64(v) != 1) {
+	/* unknown fields are skipped unread, as in reports (newer agents) */
+	if (json_fields(json_root(body, len), "", names, false, f, err, errlen) < 0)
+		return -1;
+	if (json_val_int(f[F_V], &v) != 0 || v != 1) {
 		snprintf(err, errlen, "v: must be 1");
-		goto out;
+		return -1;
 	}
-	if (!json_object_object_get_ex(o, "host", &v) || !json_object_is_type(v, json_type_string) ||
-	    json_object_get_string_len(v) < 1 || (size_t)json_object_get_string_len(v) >= sizeof(u->host) ||
-	    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v)) {
+	json_reader_at(&r, f[F_HOST]);
+	plen = json_val_type(f[F_HOST]) == JV_STRING ? json_string_into(&r, u->host, sizeof(u->host)) : 0;
+	if (plen < 1 || plen >= sizeof(u->host)) {
 		snprintf(err, errlen, "host: required, 1 to %zu bytes, no NUL", sizeof(u->host) - 1);
-		goto out;
+		return -1;
 	}
-	memcpy(u->host, json_object_get_string(v), (size_t)json_object_get_string_len(v) + 1);
-	if (get_int(o, "pid", 1, INT32_MAX, &u->pid, err, errlen) < 0 ||
-	    get_int(o, "started_ns", 0, INT64_MAX / 2, &u->started_ns, err, errlen) < 0)
-		goto out;
-	if (!json_object_object_get_ex(o, "profile", &prof) || !json_object_is_type(prof, json_type_object)) {
+	if (get_int(f[F_PID], "pid", 1, INT32_MAX, &u->pid, err, errlen) < 0 ||
+	    get_int(f[F_STARTED], "started_ns", 0, INT64_MAX / 2, &u->started_ns, err, errlen) < 0)
+		return -1;
+	if (json_val_type(f[F_PROFILE]) != JV_OBJECT) {
 		snprintf(err, errlen, "profile: required, the profile object (docs/guard.md)");
-		goto out;
+		return -1;
 	}
-	ptext = json_object_to_json_string_ext(prof, JSON_C_TO_STRING_PLAIN);
-	if (!ptext || !(p = gp_new())) {
+	plen = json_val_text(f[F_PROFILE], &ptext);
+	if (!(p = gp_new())) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (gp_load_text(p, ptext, strlen(ptext)) < 0) {
+	if (gp_load_text(p, ptext, plen) < 0) {
 		snprintf(err, errlen, "profile: %s", gp_error(p));
 		goto out;
 	}
@@ -110,7 +112,6 @@ int profiles_parse(const char *body, size_t len, struct profile_upload *u, char 
 	rc = 0;
 out:
 	gp_free(p);
-	json_object_put(o);
 	return rc;
 }
 

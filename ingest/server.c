@@ -292,8 +292,13 @@ static void *worker_main(void *p)
 		/* the body is no longer needed: give its memory back now */
 		atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
 		metrics_gauge_add(GAUGE_BUFFERED_BYTES, -(int64_t)rq->body.len);
-		buf_release(&rq->body);
-		rq->body.len = 0;
+		{
+			size_t held = rq->body.len;
+
+			buf_release(&rq->body);
+			rq->body.len = 0;
+			handler_trim(wa->h, held);
+		}
 		atomic_store(&rq->state, RQ_DONE);
 		MHD_resume_connection(rq->conn);
 	}

@@ -1,10 +1,10 @@
 /* params: mining-run parameters, parsed, checked and written back (see params.h). */
 #include "miner/params.h"
 #include "common/arena.h"
+#include "common/json.h"
 #include "common/jsonw.h"
 #include "common/util.h"
 
-#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,36 +141,35 @@ int params_parse_time(const char *s, int64_t *ns)
 	return 0;
 }
 
-static int str_field(json_object *o, const char *name, struct arena *a, const char **out,
+static int str_field(struct json_val v, const char *name, struct arena *a, const char **out,
 		     char *err, size_t errlen)
 {
-	if (!json_object_is_type(o, json_type_string)) {
+	size_t n;
+
+	if (json_val_type(v) != JV_STRING) {
 		snprintf(err, errlen, "%s: must be a string", name);
 		return -1;
 	}
-	*out = arena_strndup(a, json_object_get_string(o), (size_t)json_object_get_string_len(o));
-	if (!*out) {
+	/* no NUL: json_check_body refused it */
+	if (!(*out = json_val_str(v, a, &n))) {
 		snprintf(err, errlen, "%s: out of memory", name);
-		return -1;
-	}
-	if (memchr(*out, '\0', (size_t)json_object_get_string_len(o))) {
-		snprintf(err, errlen, "%s: contains a NUL character", name);
 		return -1;
 	}
 	return 0;
 }
 
-static int globs_field(json_object *o, const char *name, struct arena *a, const char *const **out,
+static int globs_field(struct json_val o, const char *name, struct arena *a, const char *const **out,
 		       size_t *n, char *err, size_t errlen)
 {
+	struct json_reader r;
 	const char **v;
 	size_t len;
 
-	if (!json_object_is_type(o, json_type_array)) {
+	if (json_val_type(o) != JV_ARRAY) {
 		snprintf(err, errlen, "%s: must be an array of strings", name);
 		return -1;
 	}
-	len = json_object_array_length(o);
+	len = json_count(o);
 	if (len > PARAMS_MAX_GLOBS) {
 		snprintf(err, errlen, "%s: %zu globs, at most %d allowed", name, len, PARAMS_MAX_GLOBS);
 		return -1;
@@ -180,10 +179,12 @@ static int globs_field(json_object *o, const char *name, struct arena *a, const 
 		snprintf(err, errlen, "%s: out of memory", name);
 		return -1;
 	}
-	for (size_t i = 0; i < len; i++) {
+	json_reader_at(&r, o);
+	json_enter(&r);
+	for (size_t i = 0; json_next_item(&r); i++, json_skip(&r)) {
 		char path[48];
 		snprintf(path, sizeof(path), "%s[%zu]", name, i);
-		if (str_field(json_object_array_get_idx(o, i), path, a, &v[i], err, errlen) < 0)
+		if (str_field(json_here(&r), path, a, &v[i], err, errlen) < 0)
 			return -1;
 	}
 	*out = v;
@@ -191,224 +192,282 @@ static int globs_field(json_object *o, const char *name, struct arena *a, const 
 	return 0;
 }
 
-static int num_field(json_object *o, const char *name, double *out, char *err, size_t errlen)
+static int num_field(struct json_val o, const char *name, double *out, char *err, size_t errlen)
 {
-	if (!json_object_is_type(o, json_type_double) && !json_object_is_type(o, json_type_int)) {
+	if (json_val_type(o) != JV_NUMBER) {
 		snprintf(err, errlen, "%s: must be a number", name);
 		return -1;
 	}
-	*out = json_object_get_double(o);
-	if (!isfinite(*out)) {
+	if (json_val_num(o, out) < 0) {
 		snprintf(err, errlen, "%s: must be a finite number", name);
 		return -1;
 	}
 	return 0;
 }
 
-static int time_field(json_object *o, const char *name, int64_t *out, char *err, size_t errlen)
+/* A positive integer below INT64_MAX, or -1 with err. */
+static int pos_int_field(struct json_val o, const char *name, int64_t *out, char *err, size_t errlen)
 {
-	if (json_object_is_type(o, json_type_int)) {
-		*out = json_object_get_int64(o);
+	if (json_val_int(o, out) != 0 || *out <= 0 || *out == INT64_MAX) {
+		snprintf(err, errlen, "%s: must be a positive integer", name);
+		return -1;
+	}
+	return 0;
+}
+
+static int time_field(struct json_val o, const char *name, struct arena *a, int64_t *out, char *err,
+		      size_t errlen)
+{
+	const char *s;
+	size_t n;
+	int rc = json_val_int(o, out);
+
+	if (rc == 0) {
 		if (*out == INT64_MAX || *out == INT64_MIN) {
 			snprintf(err, errlen, "%s: out of range", name);
 			return -1;
 		}
 		return 0;
 	}
-	if (json_object_is_type(o, json_type_string) &&
-	    params_parse_time(json_object_get_string(o), out) == 0)
+	if (rc < 0 && (s = json_val_str(o, a, &n)) && params_parse_time(s, out) == 0)
 		return 0;
 	snprintf(err, errlen, "%s: must be an RFC 3339 time (2026-11-22T03:00:00Z) or ns since the epoch",
 		 name);
 	return -1;
 }
 
-static int parse_filter(json_object *f, struct arena *a, struct run_params *p, char *err,
+/*
+ * The next member of the object under r whose value is not null: its index in names (names_n for
+ * an unknown key, whose text is in key), or -1 at the end or (with err) for a key given twice.
+ */
+static int next_member(struct json_reader *r, const char *path, const char *const *names, size_t names_n,
+		       uint32_t *seen, char *key, size_t keysize, char *err, size_t errlen)
+{
+	size_t klen;
+	bool trunc;
+
+	while (json_next_key(r, key, keysize, &klen, &trunc)) {
+		size_t i;
+
+		for (i = 0; !trunc && i < names_n && strcmp(names[i], key) != 0; i++)
+			;
+		if (i < names_n && (*seen & (1u << i))) {
+			snprintf(err, errlen, "%s%.64s: duplicate key", path, key);
+			return -2;
+		}
+		if (i < names_n)
+			*seen |= 1u << i;
+		if (json_peek(r) == JV_NULL) {
+			json_skip(r);
+			continue;
+		}
+		return (int)i;
+	}
+	return -1;
+}
+
+/* filter.labels: a flat object of strings, at most 64 (streams carry no more), no key twice. */
+static int labels_field(struct json_val o, struct arena *a, struct run_params *p, char *err, size_t errlen)
+{
+	struct buf b = BUF_INIT(64 * 1024);
+	struct jsonw w;
+	struct json_reader r;
+	const char *keys[65];
+	char key[1024];
+	size_t klen;
+	bool trunc;
+	int n = 0, rc = -1;
+
+	if (json_val_type(o) != JV_OBJECT) {
+		snprintf(err, errlen, "filter.labels: must be an object of strings");
+		return -1;
+	}
+	jsonw_init_compact(&w, &b);
+	jsonw_object(&w);
+	json_reader_at(&r, o);
+	json_enter(&r);
+	while (json_next_key(&r, key, sizeof(key), &klen, &trunc)) {
+		const char *v;
+		size_t vlen;
+
+		if (trunc || n == 64) {
+			snprintf(err, errlen, "filter.labels: at most 64 labels, keys of at most %zu bytes",
+				 sizeof(key) - 1);
+			goto out;
+		}
+		for (int i = 0; i < n; i++)
+			if (strcmp(keys[i], key) == 0) {
+				snprintf(err, errlen, "filter.labels.%.100s: duplicate key", key);
+				goto out;
+			}
+		if (!(keys[n] = arena_strndup(a, key, klen))) {
+			snprintf(err, errlen, "filter.labels: out of memory");
+			goto out;
+		}
+		n++;
+		if (!(v = json_val_str(json_here(&r), a, &vlen))) {
+			snprintf(err, errlen, "filter.labels.%.100s: must be a string", key);
+			goto out;
+		}
+		json_skip(&r);
+		jsonw_key(&w, key);
+		jsonw_strn(&w, v, vlen);
+	}
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0) {
+		snprintf(err, errlen, "filter.labels: %s", jsonw_error(&w));
+		goto out;
+	}
+	p->filter.labels_json = n ? arena_strndup(a, b.data, b.len) : NULL;
+	rc = 0;
+out:
+	buf_release(&b);
+	return rc;
+}
+
+static int parse_filter(struct json_val f, struct arena *a, struct run_params *p, char *err,
 			size_t errlen)
 {
-	if (!json_object_is_type(f, json_type_object)) {
+	static const char *const names[] = { "version", "host", "since", "until", "labels" };
+	struct json_reader r;
+	uint32_t seen = 0;
+	char key[64], name[64];
+	int i;
+
+	if (json_val_type(f) != JV_OBJECT) {
 		snprintf(err, errlen, "filter: must be an object");
 		return -1;
 	}
-	json_object_object_foreach(f, key, val) {
-		char name[64];
+	json_reader_at(&r, f);
+	json_enter(&r);
+	while ((i = next_member(&r, "filter.", names, 5, &seen, key, sizeof(key), err, errlen)) >= 0) {
+		struct json_val v = json_here(&r);
+		int rc = 0;
 
 		snprintf(name, sizeof(name), "filter.%.40s", key);
-		if (json_object_is_type(val, json_type_null))
-			continue;
-		if (strcmp(key, "version") == 0) {
-			if (str_field(val, name, a, &p->filter.version, err, errlen) < 0)
-				return -1;
-		} else if (strcmp(key, "host") == 0) {
-			if (str_field(val, name, a, &p->filter.host, err, errlen) < 0)
-				return -1;
-		} else if (strcmp(key, "since") == 0) {
-			if (time_field(val, name, &p->filter.since_ns, err, errlen) < 0)
-				return -1;
-		} else if (strcmp(key, "until") == 0) {
-			if (time_field(val, name, &p->filter.until_ns, err, errlen) < 0)
-				return -1;
-		} else if (strcmp(key, "labels") == 0) {
-			struct buf b = BUF_INIT(64 * 1024);
-			struct jsonw w;
-			int n = 0;
-
-			if (!json_object_is_type(val, json_type_object)) {
-				snprintf(err, errlen, "filter.labels: must be an object of strings");
-				return -1;
-			}
-			jsonw_init_compact(&w, &b);
-			jsonw_object(&w);
-			json_object_object_foreach(val, lk, lv) {
-				if (!json_object_is_type(lv, json_type_string)) {
-					snprintf(err, errlen, "filter.labels.%.100s: must be a string", lk);
-					buf_release(&b);
-					return -1;
-				}
-				n++;
-				jsonw_key(&w, lk);
-				jsonw_strn(&w, json_object_get_string(lv), (size_t)json_object_get_string_len(lv));
-			}
-			jsonw_end(&w);
-			if (jsonw_finish(&w) < 0) {
-				snprintf(err, errlen, "filter.labels: %s", jsonw_error(&w));
-				buf_release(&b);
-				return -1;
-			}
-			p->filter.labels_json = n ? arena_strndup(a, b.data, b.len) : NULL;
-			buf_release(&b);
-		} else {
+		switch (i) {
+		case 0: rc = str_field(v, name, a, &p->filter.version, err, errlen); break;
+		case 1: rc = str_field(v, name, a, &p->filter.host, err, errlen); break;
+		case 2: rc = time_field(v, name, a, &p->filter.since_ns, err, errlen); break;
+		case 3: rc = time_field(v, name, a, &p->filter.until_ns, err, errlen); break;
+		case 4: rc = labels_field(v, a, p, err, errlen); break;
+		default:
 			snprintf(err, errlen, "%s: unknown field (version, host, labels, since, until)", name);
 			return -1;
 		}
+		if (rc < 0)
+			return -1;
+		json_skip(&r);
 	}
-	return 0;
+	return i == -1 ? 0 : -1;
+}
+
+/* One member of the top object (index i of the names in params_parse) into p. */
+static int parse_member(int i, struct json_val v, struct arena *a, struct run_params *p, char *err,
+			size_t errlen)
+{
+	static const char *const guide[] = { "share", "delay_ns", NULL };
+	struct json_val g[2];
+	const char *k;
+
+	switch (i) {
+	case 0: return str_field(v, "app", a, &p->app, err, errlen);
+	case 1:
+		if (str_field(v, "kind", a, &k, err, errlen) < 0)
+			return -1;
+		if (strcmp(k, "wait") == 0)
+			p->kinds = RUN_KINDS_WAIT;
+		else if (strcmp(k, "run") == 0)
+			p->kinds = RUN_KINDS_RUN;
+		else if (strcmp(k, "both") == 0)
+			p->kinds = RUN_KINDS_BOTH;
+		else {
+			snprintf(err, errlen, "kind: must be wait, run or both");
+			return -1;
+		}
+		return 0;
+	case 2: return str_field(v, "aoi", a, &p->aoi, err, errlen);
+	case 3: return str_field(v, "linkage", a, &p->linkage, err, errlen);
+	case 4: return globs_field(v, "include", a, &p->include, &p->ninclude, err, errlen);
+	case 5: return globs_field(v, "exclude", a, &p->exclude, &p->nexclude, err, errlen);
+	case 6: return pos_int_field(v, "threshold_ns", &p->threshold_ns, err, errlen);
+	case 7: return num_field(v, "threshold_fraction", &p->threshold_fraction, err, errlen);
+	case 8:
+		if (json_val_type(v) != JV_OBJECT || json_count(v) != 2 ||
+		    json_fields(v, "threshold_guideline", guide, true, g, err, errlen) < 0 || !g[0].p || !g[1].p) {
+			snprintf(err, errlen, "threshold_guideline: must be {\"share\": S, \"delay_ns\": D}");
+			return -1;
+		}
+		if (num_field(g[0], "threshold_guideline.share", &p->guideline.share, err, errlen) < 0)
+			return -1;
+		if (json_val_int(g[1], &p->guideline.delay_ns) != 0 || p->guideline.delay_ns <= 0) {
+			snprintf(err, errlen, "threshold_guideline.delay_ns: must be a positive integer");
+			return -1;
+		}
+		return 0;
+	case 9: return num_field(v, "cut", &p->cut, err, errlen);
+	case 10:
+		if (json_val_type(v) != JV_TRUE && json_val_type(v) != JV_FALSE) {
+			snprintf(err, errlen, "baseline: must be true or false");
+			return -1;
+		}
+		p->baseline = json_val_type(v) == JV_TRUE;
+		return 0;
+	case 11: {
+		int64_t b;
+		if (json_val_int(v, &b) != 0 || b < 0 || b > PARAMS_MAX_BOOTSTRAP) {
+			snprintf(err, errlen, "bootstrap: must be an integer from 0 to %d", PARAMS_MAX_BOOTSTRAP);
+			return -1;
+		}
+		p->bootstrap = (int)b;
+		return 0;
+	}
+	default: return parse_filter(v, a, p, err, errlen);
+	}
 }
 
 int params_parse(const char *json, size_t len, struct arena *a, struct run_params *p, char *err,
 		 size_t errlen)
 {
-	json_tokener *tok = json_tokener_new_ex(8);
-	json_object *root;
-	bool has_ns = false, has_frac = false, has_guide = false;
-	int rc = -1;
+	enum { F_NS = 6, F_FRAC = 7, F_GUIDE = 8, F_N = 13 };
+	static const char *const names[F_N] = { "app", "kind", "aoi", "linkage", "include", "exclude",
+						"threshold_ns", "threshold_fraction", "threshold_guideline", "cut",
+						"baseline", "bootstrap", "filter" };
+	struct json_reader r;
+	uint32_t seen = 0, given = 0;
+	char msg[256], key[64];
+	int i;
 
 	params_init(p);
-	if (!tok) {
-		snprintf(err, errlen, "out of memory");
+	/* read in place: no tree of the body, whatever it holds */
+	if (json_check_body(json, len, &json_body_limits, msg, sizeof(msg)) < 0) {
+		snprintf(err, errlen, "%s", msg);
 		return -1;
 	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-	root = json_tokener_parse_ex(tok, json, (int)(len > INT32_MAX ? INT32_MAX : len));
-	if (!root || json_tokener_get_error(tok) != json_tokener_success ||
-	    json_tokener_get_parse_end(tok) < len) {
-		snprintf(err, errlen, "body: not a JSON object (%s)",
-			 json_tokener_error_desc(json_tokener_get_error(tok)));
-		goto out;
-	}
-	if (!json_object_is_type(root, json_type_object)) {
+	if (json_val_type(json_root(json, len)) != JV_OBJECT) {
 		snprintf(err, errlen, "body: must be a JSON object");
-		goto out;
+		return -1;
 	}
-	json_object_object_foreach(root, key, val) {
-		char name[48];
-		double d;
-
-		snprintf(name, sizeof(name), "%.40s", key);
-		if (json_object_is_type(val, json_type_null))
-			continue;
-		if (strcmp(key, "app") == 0) {
-			if (str_field(val, "app", a, &p->app, err, errlen) < 0)
-				goto out;
-		} else if (strcmp(key, "kind") == 0) {
-			const char *k;
-			if (str_field(val, "kind", a, &k, err, errlen) < 0)
-				goto out;
-			if (strcmp(k, "wait") == 0)
-				p->kinds = RUN_KINDS_WAIT;
-			else if (strcmp(k, "run") == 0)
-				p->kinds = RUN_KINDS_RUN;
-			else if (strcmp(k, "both") == 0)
-				p->kinds = RUN_KINDS_BOTH;
-			else {
-				snprintf(err, errlen, "kind: must be wait, run or both");
-				goto out;
-			}
-		} else if (strcmp(key, "aoi") == 0) {
-			if (str_field(val, "aoi", a, &p->aoi, err, errlen) < 0)
-				goto out;
-		} else if (strcmp(key, "linkage") == 0) {
-			if (str_field(val, "linkage", a, &p->linkage, err, errlen) < 0)
-				goto out;
-		} else if (strcmp(key, "include") == 0) {
-			if (globs_field(val, "include", a, &p->include, &p->ninclude, err, errlen) < 0)
-				goto out;
-		} else if (strcmp(key, "exclude") == 0) {
-			if (globs_field(val, "exclude", a, &p->exclude, &p->nexclude, err, errlen) < 0)
-				goto out;
-		} else if (strcmp(key, "threshold_ns") == 0) {
-			if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) <= 0 ||
-			    json_object_get_int64(val) == INT64_MAX) {
-				snprintf(err, errlen, "threshold_ns: must be a positive integer");
-				goto out;
-			}
-			p->threshold_ns = json_object_get_int64(val);
-			has_ns = true;
-		} else if (strcmp(key, "threshold_fraction") == 0) {
-			if (num_field(val, "threshold_fraction", &d, err, errlen) < 0)
-				goto out;
-			p->threshold_fraction = d;
-			has_frac = true;
-		} else if (strcmp(key, "threshold_guideline") == 0) {
-			json_object *sh, *dl;
-			if (!json_object_is_type(val, json_type_object) || json_object_object_length(val) != 2 ||
-			    !json_object_object_get_ex(val, "share", &sh) || !json_object_object_get_ex(val, "delay_ns", &dl)) {
-				snprintf(err, errlen, "threshold_guideline: must be {\"share\": S, \"delay_ns\": D}");
-				goto out;
-			}
-			if (num_field(sh, "threshold_guideline.share", &p->guideline.share, err, errlen) < 0)
-				goto out;
-			if (!json_object_is_type(dl, json_type_int) || json_object_get_int64(dl) <= 0) {
-				snprintf(err, errlen, "threshold_guideline.delay_ns: must be a positive integer");
-				goto out;
-			}
-			p->guideline.delay_ns = json_object_get_int64(dl);
-			has_guide = true;
-		} else if (strcmp(key, "cut") == 0) {
-			if (num_field(val, "cut", &d, err, errlen) < 0)
-				goto out;
-			p->cut = d;
-		} else if (strcmp(key, "baseline") == 0) {
-			if (!json_object_is_type(val, json_type_boolean)) {
-				snprintf(err, errlen, "baseline: must be true or false");
-				goto out;
-			}
-			p->baseline = json_object_get_boolean(val);
-		} else if (strcmp(key, "bootstrap") == 0) {
-			if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) < 0 ||
-			    json_object_get_int64(val) > PARAMS_MAX_BOOTSTRAP) {
-				snprintf(err, errlen, "bootstrap: must be an integer from 0 to %d", PARAMS_MAX_BOOTSTRAP);
-				goto out;
-			}
-			p->bootstrap = (int)json_object_get_int64(val);
-		} else if (strcmp(key, "filter") == 0) {
-			if (parse_filter(val, a, p, err, errlen) < 0)
-				goto out;
-		} else {
-			snprintf(err, errlen, "%s: unknown field", name);
-			goto out;
+	json_reader_at(&r, json_root(json, len));
+	json_enter(&r);
+	while ((i = next_member(&r, "", names, F_N, &seen, key, sizeof(key), err, errlen)) >= 0) {
+		if (i == F_N) {
+			snprintf(err, errlen, "%.40s: unknown field", key);
+			return -1;
 		}
+		if (parse_member(i, json_here(&r), a, p, err, errlen) < 0)
+			return -1;
+		given |= 1u << i;
+		json_skip(&r);
 	}
-	if (has_ns + has_frac + has_guide > 1) {
+	if (i != -1)
+		return -1;
+	if (((given >> F_NS) & 1) + ((given >> F_FRAC) & 1) + ((given >> F_GUIDE) & 1) > 1) {
 		snprintf(err, errlen, "%s: give one of threshold_ns, threshold_fraction and threshold_guideline",
-			 has_ns ? "threshold_ns" : "threshold_fraction");
-		goto out;
+			 (given >> F_NS) & 1 ? "threshold_ns" : "threshold_fraction");
+		return -1;
 	}
-	rc = params_check(p, err, errlen);
-out:
-	json_object_put(root);
-	json_tokener_free(tok);
-	return rc;
+	return params_check(p, err, errlen);
 }
 
 static void put_time(struct jsonw *w, const char *key, int64_t ns)

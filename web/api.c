@@ -6,6 +6,7 @@
 #include "web/api.h"
 #include "clusterer/signature.h"
 #include "common/arena.h"
+#include "common/json.h"
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "common/webhook.h"
@@ -974,54 +975,43 @@ static void get_signatures(struct req *rq)
 	PQclear(count);
 }
 
-/* The body as a JSON object, or NULL after a 400. Caller puts. */
-static json_object *body_object(struct req *rq, const char *const *fields)
+/* The body checked (json_check_body) and its members named in fields (NULL-terminated) into out:
+ * true, or false after a 400 (unknown fields are refused: sm-web's bodies are closed). */
+static bool body_fields(struct req *rq, const char *const *fields, struct json_val *out)
 {
-	json_tokener *tok = json_tokener_new();
-	json_object *o;
+	const char *text = rq->body.data ? rq->body.data : "";
+	char err[512];
 
-	if (!tok) {
-		req_json_error(rq, 500, "out of memory");
-		return NULL;
+	if (json_check_body(text, rq->body.len, &json_body_limits, err, sizeof(err)) < 0) {
+		req_json_error(rq, 400, "the body must be one JSON object: %s", err);
+		return false;
 	}
-	o = json_tokener_parse_ex(tok, rq->body.data ? rq->body.data : "", (int)rq->body.len);
-	if (!o || json_tokener_get_error(tok) != json_tokener_success || !json_object_is_type(o, json_type_object) ||
-	    (size_t)json_tokener_get_parse_end(tok) != rq->body.len) {
-		json_object_put(o);
-		json_tokener_free(tok);
+	if (json_val_type(json_root(text, rq->body.len)) != JV_OBJECT) {
 		req_json_error(rq, 400, "the body must be one JSON object");
-		return NULL;
+		return false;
 	}
-	json_tokener_free(tok);
-	json_object_object_foreach(o, key, val) {
-		bool known = false;
-		(void)val;
-		for (const char *const *f = fields; *f; f++)
-			known |= strcmp(*f, key) == 0;
-		if (!known) {
-			req_json_error(rq, 400, "%.64s: unknown field", key);
-			json_object_put(o);
-			return NULL;
-		}
+	if (json_fields(json_root(text, rq->body.len), "", fields, true, out, err, sizeof(err)) < 0) {
+		req_json_error(rq, 400, "%s", err);
+		return false;
 	}
-	return o;
+	return true;
 }
 
-/* A string field: true with *out (NULL when absent), false after a 400. */
-static bool str_field(struct req *rq, json_object *o, const char *name, const char **out)
+/* A string field: true with *out (NULL when absent or null), false after a 400. */
+static bool str_field(struct req *rq, struct json_val v, const char *name, const char **out)
 {
-	json_object *v;
+	size_t n;
 
 	*out = NULL;
-	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null))
+	if (!json_given(v))
 		return true;
-	if (!json_object_is_type(v, json_type_string)) {
+	if (json_val_type(v) != JV_STRING) {
 		req_json_error(rq, 400, "%s: must be a string", name);
 		return false;
 	}
-	*out = json_object_get_string(v);
-	if (!util_utf8_valid(*out, strlen(*out)) || strlen(*out) != (size_t)json_object_get_string_len(v)) {
-		req_json_error(rq, 400, "%s: must be UTF-8 without NUL", name);
+	/* UTF-8 and no NUL: json_check_body saw to both */
+	if (!(*out = json_val_str(v, rq->a, &n))) {
+		req_json_error(rq, 500, "out of memory");
 		return false;
 	}
 	return true;
@@ -1030,42 +1020,40 @@ static bool str_field(struct req *rq, json_object *o, const char *name, const ch
 static void post_signature(struct req *rq)
 {
 	static const char *const fields[] = { "name", "frames", "status", "note", "from_cluster", NULL };
-	json_object *o, *v;
+	struct json_val o[5];
+	struct json_reader r;
 	const char *name, *status, *note, **frames = NULL;
-	size_t nframes = 0;
+	size_t nframes = 0, n;
 	int64_t from = 0, id;
 	char err[512];
 
-	if (!req_may_write(rq, true) || !(o = body_object(rq, fields)))
+	if (!req_may_write(rq, true) || !body_fields(rq, fields, o))
 		return;
-	if (!str_field(rq, o, "name", &name) || !str_field(rq, o, "status", &status) ||
-	    !str_field(rq, o, "note", &note))
+	if (!str_field(rq, o[0], "name", &name) || !str_field(rq, o[2], "status", &status) ||
+	    !str_field(rq, o[3], "note", &note))
 		goto out;
 	if (!name) {
 		req_json_error(rq, 400, "name: required");
 		goto out;
 	}
-	if (!json_object_object_get_ex(o, "frames", &v) || !json_object_is_type(v, json_type_array)) {
+	if (json_val_type(o[1]) != JV_ARRAY) {
 		req_json_error(rq, 400, "frames: required, an array of frame names (outermost first)");
 		goto out;
 	}
-	nframes = json_object_array_length(v);
+	nframes = json_count(o[1]);
 	frames = arena_calloc(rq->a, nframes + 1, sizeof(*frames));
-	for (size_t i = 0; frames && i < nframes; i++) {
-		json_object *f = json_object_array_get_idx(v, i);
-		if (!json_object_is_type(f, json_type_string) ||
-		    strlen(json_object_get_string(f)) != (size_t)json_object_get_string_len(f) ||
-		    !util_utf8_valid(json_object_get_string(f), strlen(json_object_get_string(f)))) {
+	json_reader_at(&r, o[1]);
+	json_enter(&r);
+	for (size_t i = 0; frames && json_next_item(&r); i++) {
+		if (!(frames[i] = json_val_str(json_here(&r), rq->a, &n))) {
 			req_json_error(rq, 400, "frames[%zu]: must be a string", i);
 			goto out;
 		}
-		frames[i] = json_object_get_string(f);
+		json_skip(&r);
 	}
-	if (json_object_object_get_ex(o, "from_cluster", &v) && !json_object_is_type(v, json_type_null)) {
-		if (!json_object_is_type(v, json_type_int) || (from = json_object_get_int64(v)) < 1) {
-			req_json_error(rq, 400, "from_cluster: must be a cluster id");
-			goto out;
-		}
+	if (json_given(o[4]) && (json_val_int(o[4], &from) != 0 || from < 1)) {
+		req_json_error(rq, 400, "from_cluster: must be a cluster id");
+		goto out;
 	}
 	if (sig_create(rq->db, name, frames, nframes, status ? status : "open", note ? note : "", from, &id, err,
 		       sizeof(err)) < 0) {
@@ -1076,7 +1064,7 @@ static void post_signature(struct req *rq)
 	respond_id(rq, "signature_id", id, 201);
 	req_add_header(rq, "Location", req_printf(rq, "/api/v1/signatures/%lld", (long long)id));
 out:
-	json_object_put(o);
+	return;
 }
 
 static void get_signature(struct req *rq, const char *id)
@@ -1099,19 +1087,18 @@ static void get_signature(struct req *rq, const char *id)
 static void patch_signature(struct req *rq, const char *id)
 {
 	static const char *const fields[] = { "status", "note", NULL };
-	json_object *o;
+	struct json_val o[2];
 	const char *status, *note;
 	char err[512];
 
-	if (!req_may_write(rq, true) || !(o = body_object(rq, fields)))
+	if (!req_may_write(rq, true) || !body_fields(rq, fields, o))
 		return;
-	if (str_field(rq, o, "status", &status) && str_field(rq, o, "note", &note)) {
+	if (str_field(rq, o[0], "status", &status) && str_field(rq, o[1], "note", &note)) {
 		if (sig_update(rq->db, strtoll(id, NULL, 10), status, note, err, sizeof(err)) < 0)
 			req_json_error(rq, sig_status(err), "%s", err);
 		else
 			get_signature(rq, id);
 	}
-	json_object_put(o);
 }
 
 static void get_export(struct req *rq)
@@ -1285,16 +1272,15 @@ static void get_agent_settings(struct req *rq)
 
 /* An optional number field in [min, max] (whole when whole is set); absent or null: *present false.
  * null_means: what a null stands for, in the error message (NULL: the field is required). */
-static bool num_field(struct req *rq, json_object *o, const char *name, double min, double max, bool whole,
+static bool num_field(struct req *rq, struct json_val v, const char *name, double min, double max, bool whole,
 		      const char *null_means, double *out, bool *present)
 {
-	json_object *v;
+	int64_t i;
 
 	*present = false;
-	if (!json_object_object_get_ex(o, name, &v) || json_object_is_type(v, json_type_null))
+	if (!json_given(v))
 		return true;
-	if (!(json_object_is_type(v, json_type_int) || (!whole && json_object_is_type(v, json_type_double))) ||
-	    (*out = json_object_get_double(v)) < min || *out > max || !isfinite(*out)) {
+	if ((whole && json_val_int(v, &i) != 0) || json_val_num(v, out) < 0 || *out < min || *out > max) {
 		req_json_error(rq, 400, "%s: %s from %g to %g%s%s", name, whole ? "a whole number" : "a number", min, max,
 			       null_means ? ", or null " : "", null_means ? null_means : "");
 		return false;
@@ -1308,41 +1294,41 @@ static void post_agent_settings(struct req *rq)
 	static const char *const fields[] = { "app", "guard", "k", "sample_hz", "min_wait_us", "reports_per_min",
 					      "note", NULL };
 	struct agent_settings s = { NULL, -1, -1, 0, 0, -1, "" };
-	json_object *o, *v;
+	struct json_val o[7];
 	const char *note;
 	char err[512];
 	double d;
 	bool has;
 
-	if (!admin_only(rq, true, "agent settings") || !(o = body_object(rq, fields)))
+	if (!admin_only(rq, true, "agent settings") || !body_fields(rq, fields, o))
 		return;
-	if (!str_field(rq, o, "app", &s.app) || !str_field(rq, o, "note", &note))
+	if (!str_field(rq, o[0], "app", &s.app) || !str_field(rq, o[6], "note", &note))
 		goto out;
 	if (!s.app || !*s.app || strlen(s.app) > 255) {
 		req_json_error(rq, 400, "app: required, 1 to 255 bytes ('*': every app)");
 		goto out;
 	}
 	s.note = note ? note : "";
-	if (json_object_object_get_ex(o, "guard", &v) && !json_object_is_type(v, json_type_null)) {
-		if (!json_object_is_type(v, json_type_boolean)) {
+	if (json_given(o[1])) {
+		if (json_val_type(o[1]) != JV_TRUE && json_val_type(o[1]) != JV_FALSE) {
 			req_json_error(rq, 400, "guard: true, false, or null (as the agents were started)");
 			goto out;
 		}
-		s.guard = json_object_get_boolean(v) ? 1 : 0;
+		s.guard = json_val_type(o[1]) == JV_TRUE ? 1 : 0;
 	}
-	if (!num_field(rq, o, "k", 0, 1000, false, AS_STARTED, &d, &has))
+	if (!num_field(rq, o[2], "k", 0, 1000, false, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.k = d;
-	if (!num_field(rq, o, "sample_hz", 1, 10000, true, AS_STARTED, &d, &has))
+	if (!num_field(rq, o[3], "sample_hz", 1, 10000, true, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.sample_hz = (int)d;
-	if (!num_field(rq, o, "min_wait_us", 1, 60000000, true, AS_STARTED, &d, &has))
+	if (!num_field(rq, o[4], "min_wait_us", 1, 60000000, true, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.min_wait_us = (int)d;
-	if (!num_field(rq, o, "reports_per_min", 0, 100000, true, AS_STARTED, &d, &has))
+	if (!num_field(rq, o[5], "reports_per_min", 0, 100000, true, AS_STARTED, &d, &has))
 		goto out;
 	if (has)
 		s.reports_per_min = (int)d;
@@ -1352,7 +1338,7 @@ static void post_agent_settings(struct req *rq)
 	}
 	get_agent_settings(rq);
 out:
-	json_object_put(o);
+	return;
 }
 
 static void delete_agent_settings(struct req *rq, const char *app)
@@ -1431,19 +1417,22 @@ static void deleted(struct req *rq, const char *key, const char *id)
 static void post_schedule(struct req *rq, const char *arg)
 {
 	static const char *const fields[] = { "app", "kind", "every_s", "window_s", "params", NULL };
-	json_object *o, *v, *params = NULL;
-	const char *app, *kind;
-	char every[24], window[24], err[512], perr[256];
-	const char *p[5] = { NULL, NULL, every, window, NULL };
+	static const char *const own[] = { "app", "kind", "filter", NULL };
+	static const char *const window[] = { "since", "until", NULL };
+	struct json_val o[5], pf[3], wf[2];
+	const char *app, *kind, *ptext = "{}";
+	char every[24], window_s[24], err[512], perr[256];
+	const char *p[5] = { NULL, NULL, every, window_s, NULL };
 	struct run_params rp;
-	struct arena *a = NULL;
+	struct buf full = BUF_INIT(rq->body.len + 1024);
+	size_t plen = 2;
 	double d;
 	bool has;
 
 	(void)arg;
-	if (!admin_only(rq, true, "schedules") || !(o = body_object(rq, fields)))
+	if (!admin_only(rq, true, "schedules") || !body_fields(rq, fields, o))
 		return;
-	if (!str_field(rq, o, "app", &app) || !str_field(rq, o, "kind", &kind))
+	if (!str_field(rq, o[0], "app", &app) || !str_field(rq, o[1], "kind", &kind))
 		goto out;
 	if (!app || !*app || strlen(app) > 255) {
 		req_json_error(rq, 400, "app: required, 1 to 255 bytes");
@@ -1453,59 +1442,68 @@ static void post_schedule(struct req *rq, const char *arg)
 		req_json_error(rq, 400, "kind: required, wait, run or both");
 		goto out;
 	}
-	if (!num_field(rq, o, "every_s", 60, 604800, true, NULL, &d, &has))
+	if (!num_field(rq, o[2], "every_s", 60, 604800, true, NULL, &d, &has))
 		goto out;
 	if (!has) {
 		req_json_error(rq, 400, "every_s: required, a whole number from 60 to 604800");
 		goto out;
 	}
 	snprintf(every, sizeof(every), "%.0f", d);
-	if (!num_field(rq, o, "window_s", 60, 2592000, true, NULL, &d, &has))
+	if (!num_field(rq, o[3], "window_s", 60, 2592000, true, NULL, &d, &has))
 		goto out;
 	if (!has) {
 		req_json_error(rq, 400, "window_s: required, a whole number from 60 to 2592000");
 		goto out;
 	}
-	snprintf(window, sizeof(window), "%.0f", d);
+	snprintf(window_s, sizeof(window_s), "%.0f", d);
 	/* the other run parameters, checked as a run would be (app, kind and the window are the schedule's) */
-	params = json_object_object_get_ex(o, "params", &v) && !json_object_is_type(v, json_type_null)
-			 ? json_object_get(v) : json_object_new_object();
-	if (!params || !json_object_is_type(params, json_type_object)) {
-		req_json_error(rq, 400, "params: an object of run parameters (POST /api/v1/runs)");
-		goto out;
-	}
-	if (json_object_object_get_ex(params, "app", NULL) || json_object_object_get_ex(params, "kind", NULL)) {
-		req_json_error(rq, 400, "params: app and kind are the schedule's own fields");
-		goto out;
-	}
-	if (json_object_object_get_ex(params, "filter", &v) && json_object_is_type(v, json_type_object) &&
-	    (json_object_object_get_ex(v, "since", NULL) || json_object_object_get_ex(v, "until", NULL))) {
-		req_json_error(rq, 400, "params.filter: since and until come from window_s");
-		goto out;
-	}
-	p[4] = json_object_to_json_string_ext(params, JSON_C_TO_STRING_PLAIN);
-	json_object_object_add(params, "app", json_object_new_string(app));
-	json_object_object_add(params, "kind", json_object_new_string(kind));
-	{
-		const char *full = json_object_to_json_string_ext(params, JSON_C_TO_STRING_PLAIN);
-
-		a = arena_open(0);
-		if (!a || params_parse(full, strlen(full), a, &rp, perr, sizeof(perr)) < 0) {
-			req_json_error(rq, 400, "params: %s", a ? perr : "out of memory");
+	if (json_given(o[4])) {
+		if (json_val_type(o[4]) != JV_OBJECT) {
+			req_json_error(rq, 400, "params: an object of run parameters (POST /api/v1/runs)");
 			goto out;
 		}
+		if (json_fields(o[4], "params", own, false, pf, err, sizeof(err)) < 0) {
+			req_json_error(rq, 400, "%s", err);
+			goto out;
+		}
+		if (pf[0].p || pf[1].p) {
+			req_json_error(rq, 400, "params: app and kind are the schedule's own fields");
+			goto out;
+		}
+		if (json_val_type(pf[2]) == JV_OBJECT &&
+		    (json_fields(pf[2], "params.filter", window, false, wf, err, sizeof(err)) < 0 || wf[0].p ||
+		     wf[1].p)) {
+			req_json_error(rq, 400, "params.filter: since and until come from window_s");
+			goto out;
+		}
+		plen = json_val_text(o[4], &ptext);
+	}
+	/* the params as a run would get them: {"app": ..., "kind": ..., <the params' members>} */
+	buf_puts(&full, "{\"app\":");
+	buf_put_json_str(&full, app, strlen(app));
+	buf_puts(&full, ",\"kind\":");
+	buf_put_json_str(&full, kind, strlen(kind));
+	if (json_count(o[4]) > 0) {
+		buf_putc(&full, ',');
+		buf_append(&full, ptext + 1, plen - 1);
+	} else {
+		buf_putc(&full, '}');
+	}
+	if (buf_error(&full) != BUF_OK) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	if (params_parse(full.data, full.len, rq->a, &rp, perr, sizeof(perr)) < 0) {
+		req_json_error(rq, 400, "params: %s", perr);
+		goto out;
 	}
 	/* the text without app and kind, as stored */
-	json_object_object_del(params, "app");
-	json_object_object_del(params, "kind");
-	p[4] = json_object_to_json_string_ext(params, JSON_C_TO_STRING_PLAIN);
+	p[4] = arena_strndup(rq->a, ptext, plen);
 	p[0] = app;
 	p[1] = kind;
 	created(rq, "schedule_id", model_schedule_put(rq->db, p, err, sizeof(err)), err);
 out:
-	arena_free(a);
-	json_object_put(params);
-	json_object_put(o);
+	buf_release(&full);
 }
 
 static void delete_schedule(struct req *rq, const char *id)
@@ -1537,7 +1535,7 @@ static void post_alert_rule(struct req *rq, const char *arg)
 {
 	static const char *const fields[] = { "name", "app", "type", "signature_id", "limit_ns_per_hour", "min_share",
 					      "webhook", NULL };
-	json_object *o;
+	struct json_val o[7];
 	const char *name, *app, *type, *hook;
 	char sig[24], lim[24], share[40], err[512];
 	const char *p[7] = { NULL, NULL, NULL, NULL, NULL, NULL, NULL };
@@ -1545,10 +1543,10 @@ static void post_alert_rule(struct req *rq, const char *arg)
 	bool has;
 
 	(void)arg;
-	if (!admin_only(rq, true, "alert rules") || !(o = body_object(rq, fields)))
+	if (!admin_only(rq, true, "alert rules") || !body_fields(rq, fields, o))
 		return;
-	if (!str_field(rq, o, "name", &name) || !str_field(rq, o, "app", &app) || !str_field(rq, o, "type", &type) ||
-	    !str_field(rq, o, "webhook", &hook))
+	if (!str_field(rq, o[0], "name", &name) || !str_field(rq, o[1], "app", &app) ||
+	    !str_field(rq, o[2], "type", &type) || !str_field(rq, o[6], "webhook", &hook))
 		goto out;
 	if (!name || !*name || strlen(name) > 255) {
 		req_json_error(rq, 400, "name: required, 1 to 255 bytes");
@@ -1567,14 +1565,14 @@ static void post_alert_rule(struct req *rq, const char *arg)
 		goto out;
 	}
 	if (strcmp(type, "signature_cost") == 0) {
-		if (!num_field(rq, o, "signature_id", 1, 9e15, true, NULL, &d, &has))
+		if (!num_field(rq, o[3], "signature_id", 1, 9e15, true, NULL, &d, &has))
 			goto out;
 		if (!has) {
 			req_json_error(rq, 400, "signature_id: required for signature_cost");
 			goto out;
 		}
 		snprintf(sig, sizeof(sig), "%.0f", d);
-		if (!num_field(rq, o, "limit_ns_per_hour", 1, 9e18, true, NULL, &d, &has))
+		if (!num_field(rq, o[4], "limit_ns_per_hour", 1, 9e18, true, NULL, &d, &has))
 			goto out;
 		if (!has) {
 			req_json_error(rq, 400, "limit_ns_per_hour: required for signature_cost");
@@ -1584,7 +1582,7 @@ static void post_alert_rule(struct req *rq, const char *arg)
 		p[3] = sig;
 		p[4] = lim;
 	} else {
-		if (!num_field(rq, o, "min_share", 1e-9, 1, false, NULL, &d, &has))
+		if (!num_field(rq, o[5], "min_share", 1e-9, 1, false, NULL, &d, &has))
 			goto out;
 		if (!has) {
 			req_json_error(rq, 400, "min_share: required for new_cluster, a share of the run's cost (0 to 1]");
@@ -1608,7 +1606,7 @@ static void post_alert_rule(struct req *rq, const char *arg)
 		created(rq, "rule_id", r, err);
 	}
 out:
-	json_object_put(o);
+	return;
 }
 
 static void delete_alert_rule(struct req *rq, const char *id)
@@ -1661,15 +1659,16 @@ static void get_tokens(struct req *rq)
 static void post_token(struct req *rq)
 {
 	static const char *const fields[] = { "role", "name", "host", NULL };
-	json_object *o;
+	struct json_val o[3];
 	const char *role, *name, *host;
 	char token[AUTH_TOKEN_LEN + 1], err[512];
 	int64_t id;
 	struct jsonw w;
 
-	if (!admin_only(rq, true, "tokens") || !(o = body_object(rq, fields)))
+	if (!admin_only(rq, true, "tokens") || !body_fields(rq, fields, o))
 		return;
-	if (!str_field(rq, o, "role", &role) || !str_field(rq, o, "name", &name) || !str_field(rq, o, "host", &host))
+	if (!str_field(rq, o[0], "role", &role) || !str_field(rq, o[1], "name", &name) ||
+	    !str_field(rq, o[2], "host", &host))
 		goto out;
 	if (!role || auth_role_parse(role) == AUTH_NONE) {
 		req_json_error(rq, 400, "role: required, ingest, analyst or admin");
@@ -1690,7 +1689,7 @@ static void post_token(struct req *rq)
 	ok_json(rq, &w, 201);
 	req_add_header(rq, "Location", req_printf(rq, "/api/v1/tokens/%lld", (long long)id));
 out:
-	json_object_put(o);
+	return;
 }
 
 static void delete_token(struct req *rq, const char *id)

@@ -392,17 +392,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct req *rq = *con_cls;
+	size_t held;
 
 	(void)cls;
 	(void)conn;
 	(void)toe;
 	if (!rq)
 		return;
+	held = rq->body.cap + rq->out.cap + arena_used(rq->a);
 	buf_release(&rq->body);
 	buf_release(&rq->out);
 	arena_free(rq->a);
 	free(rq);
 	*con_cls = NULL;
+	util_trim_after(held);
 }
 
 static void *worker_main(void *arg)

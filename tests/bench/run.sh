@@ -4,7 +4,7 @@
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
 # Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats, =workers,
-# =guard, =flood or =shards runs one):
+# =guard, =flood, =json or =shards runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -35,6 +35,8 @@
 #   flood   sm-ingest and sm-web under thousands of half-open and trickling connections: the
 #           latency of a legitimate client's requests meanwhile, the servers' memory and
 #           descriptors (tests/bench/flood.sh; SM_BENCH_FLOOD_S seconds a phase, default 30).
+#   json    every JSON endpoint of both servers: peak RSS growth per body byte for a large
+#           legitimate body and a node bomb of about 4 MB (tests/bench/json.sh; goal <= 4).
 #   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
 #           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
 #           per process and the CPU of its threads (tests/bench/guard.sh).
@@ -434,6 +436,10 @@ if [ "$only" = all ] || [ "$only" = flood ]; then
 fi
 
 # last: it leaves the database sharded
+if [ "$only" = all ] || [ "$only" = json ]; then
+	. "$repo/tests/bench/json.sh"
+fi
+
 if [ "$only" = all ] || [ "$only" = shards ]; then
 	. "$repo/tests/bench/shards.sh"
 fi

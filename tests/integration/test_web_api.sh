@@ -386,7 +386,7 @@ t_err "signature: from a missing cluster" 400 "from_cluster: no cluster 999999"
 sig '{"name": "s", "frames": []}'
 t_err "signature: no frames" 400 "frames: 1 to 512 frames, not 0"
 sig '{"name": "s", "frames": ["x!y"]} trailing'
-t_err "signature: not one JSON object" 400 "the body must be one JSON object"
+t_err "signature: not one JSON object" 400 "the body must be one JSON object: body: unexpected 't' after the value at byte 33"
 api GET "/api/v1/signatures/$S1" "${AN[@]}"
 t_eq "signature: read back" "$HTTP_STATUS $(j '{k: v for k, v in j.items() if k not in ("created_at", "updated_at")}')" \
 	"200 {\"signature_id\":$S1,\"name\":\"hostile-wait\",\"frames\":$(j '[E["HOSTILE"]]'),\"status\":\"open\",\"note\":\"<b>nöte</b> \\\"q\\\"\",\"from_cluster\":$W1,\"from_run\":$RUN,\"from_expired\":false}"

@@ -5,6 +5,7 @@
 #include "common/buf.h"
 #include "common/imap.h"
 #include "common/intern.h"
+#include "common/json.h"
 #include "common/jsonw.h"
 #include "common/par.h"
 #include "common/sha256.h"
@@ -595,10 +596,109 @@ static void test_webhook(void)
 	CHECK(!sa_ok(NULL, AF_INET, "127.0.0.1"));
 }
 
+/* json_check_body() and the readers by position (common/json.h) */
+static void test_json_body(void)
+{
+	static const struct json_limits lim = { 8, 4, 0 };
+	char err[512];
+	struct json_val f[4];
+	static const char *const names[] = { "a", "b", "c", NULL };
+	struct arena *a = arena_open(0);
+	struct buf bomb = BUF_INIT(1 << 24);
+	const char *t;
+	size_t n;
+	int64_t i;
+	double d;
+
+#define BODY(s) json_check_body(s, strlen(s), &lim, err, sizeof(err))
+	CHECK_INT(BODY("{\"a\": [1, \"x\", {\"b\": null}], \"c\": -0}"), 0);
+	/* NUL in a string and in a key, named by the path */
+	CHECK_INT(BODY("{\"a\": [1, {\"b\": \"x\\u0000\"}]}"), -1);
+	CHECK(strncmp(err, "a[1].b: ", 8) == 0 && strstr(err, "NUL"));
+	CHECK_INT(BODY("{\"a\": {\"k\\u0000\": 1}}"), -1);
+	CHECK(strncmp(err, "a.k\\u0000: ", 11) == 0 && strstr(err, "NUL"));
+	/* lone surrogates, high and low */
+	CHECK_INT(BODY("{\"a\": \"\\ud800\"}"), -1);
+	CHECK(strncmp(err, "a: ", 3) == 0 && strstr(err, "lone high surrogate"));
+	CHECK_INT(BODY("[\"\\udc00x\"]"), -1);
+	CHECK(strncmp(err, "[0]: ", 5) == 0 && strstr(err, "lone low surrogate"));
+	/* a pair and a bidi control are text like any other */
+	CHECK_INT(BODY("[\"\\ud83d\\ude00\", \"\\u202e\", \"\xe2\x80\xae\"]"), 0);
+	/* depth */
+	CHECK_INT(BODY("[[[[[[[[1]]]]]]]]"), 0);
+	CHECK_INT(BODY("[[[[[[[[[1]]]]]]]]]"), -1);
+	CHECK(strstr(err, "nested deeper than 8") != NULL);
+	/* the budget: a node bomb is refused whole, with the reason */
+	buf_putc(&bomb, '[');
+	for (int k = 0; k < 100000; k++)
+		buf_puts(&bomb, k ? ",{}" : "{}");
+	buf_putc(&bomb, ']');
+	CHECK_INT(json_check_body(bomb.data, bomb.len, &lim, err, sizeof(err)), -1);
+	CHECK(strncmp(err, "body: more than 75064 values in 300001 bytes", 44) == 0);
+	{
+		static const struct json_limits clim = { 8, 2, 16 };
+		CHECK_INT(json_check_body(bomb.data, bomb.len, &clim, err, sizeof(err)), -1);
+		CHECK(strstr(err, "objects and arrays") != NULL);
+	}
+	/* json_check() keeps its old meaning: no budget, NUL allowed */
+	CHECK_INT(json_check(bomb.data, bomb.len, 8, err, sizeof(err)), 0);
+	CHECK_INT(json_check("\"\\u0000\"", 8, 8, err, sizeof(err)), 0);
+
+	/* fields: found by name, duplicates and (closed) unknown names refused */
+	t = "{\"c\": 1e400, \"x\": {\"a\": 1}, \"a\": \" s\\n\", \"b\": [1, 2, {}]}";
+	CHECK_INT(BODY(t), 0);
+	CHECK_INT(json_fields(json_root(t, strlen(t)), "", names, false, f, err, sizeof(err)), 0);
+	CHECK_INT(json_val_type(f[0]), JV_STRING);
+	CHECK_STR(json_val_str(f[0], a, &n), " s\n");
+	CHECK_INT(json_count(f[1]), 3);
+	CHECK_INT(json_val_num(f[2], &d), -1); /* 1e400 is not finite */
+	CHECK_INT(json_fields(json_root(t, strlen(t)), "p", names, true, f, err, sizeof(err)), -1);
+	CHECK_STR(err, "p.x: unknown field");
+	t = "{\"a\": 1, \"b\": 2, \"a\": 3}";
+	CHECK_INT(json_fields(json_root(t, strlen(t)), "", names, false, f, err, sizeof(err)), -1);
+	CHECK_STR(err, "a: duplicate key");
+	/* numbers at the limits */
+	t = "[9223372036854775807, 9223372036854775808, -1, -0, 1.5, 2.5e3 ]";
+	{
+		struct json_reader r;
+		int want[] = { 0, 2, 0, 0, 1, 1 };
+		int64_t vals[] = { INT64_MAX, 0, -1, 0, 0, 0 };
+		int k = 0;
+
+		json_reader_init(&r, t, strlen(t));
+		json_enter(&r);
+		while (json_next_item(&r) && k < 6) {
+			struct json_val v = json_here(&r);
+
+			CHECK_INT(json_val_int(v, &i), want[k]);
+			if (want[k] == 0)
+				CHECK_INT(i, vals[k]);
+			json_skip(&r);
+			if (k == 5) {
+				CHECK_INT(json_val_num(v, &d), 0);
+				CHECK(d == 2500);
+			}
+			k++;
+		}
+		CHECK_INT(k, 6);
+	}
+	/* the text of a value, as written */
+	t = "{\"p\": {\"x\" : [1, 2]} }";
+	CHECK_INT(json_fields(json_root(t, strlen(t)), "", (const char *const[]){ "p", NULL }, true, f, err,
+			      sizeof(err)), 0);
+	n = json_val_text(f[0], &t);
+	CHECK_INT(n, 14);
+	CHECK(memcmp(t, "{\"x\" : [1, 2]}", n) == 0);
+#undef BODY
+	buf_release(&bomb);
+	arena_free(a);
+}
+
 int main(void)
 {
 	RUN(test_buf);
 	RUN(test_jsonw);
+	RUN(test_json_body);
 	RUN(test_imap);
 	RUN(test_vec);
 	RUN(test_par);

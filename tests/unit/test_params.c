@@ -117,7 +117,22 @@ static void test_errors(void)
 		  "filter.until: must be after filter.since");
 	CHECK_STR(parse("{\"app\": \"x\", \"filter\": {\"labels\": {\"a\": 1}}}", &p, a),
 		  "filter.labels.a: must be a string");
-	CHECK_STR(parse("{\"app\": \"x\"} trailing", &p, a), "body: not a JSON object (unexpected character)");
+	CHECK_STR(parse("{\"app\": \"x\"} trailing", &p, a), "body: unexpected 't' after the value at byte 13");
+	/* issue 25: a NUL in a label's key or value, a lone surrogate, a key given twice */
+	CHECK_STR(parse("{\"app\": \"x\", \"filter\": {\"labels\": {\"o\\u0000s\": \"a\"}}}", &p, a),
+		  "filter.labels.o\\u0000s: unexpected '\\' (NUL, \\u0000, is not allowed in a string) at byte 37");
+	CHECK_STR(parse("{\"app\": \"x\", \"filter\": {\"labels\": {\"os\": \"a\\u0000\"}}}", &p, a),
+		  "filter.labels.os: unexpected '\\' (NUL, \\u0000, is not allowed in a string) at byte 43");
+	CHECK_STR(parse("{\"app\": \"x\\ud800\"}", &p, a),
+		  "app: unexpected '\\' (a lone high surrogate) at byte 10");
+	CHECK_STR(parse("{\"app\": \"x\", \"app\": \"y\"}", &p, a), "app: duplicate key");
+	CHECK_STR(parse("{\"app\": \"x\", \"filter\": {\"labels\": {\"a\": \"1\", \"a\": \"2\"}}}", &p, a),
+		  "filter.labels.a: duplicate key");
+	CHECK_STR(parse("{\"app\": \"x\", \"filter\": {\"host\": \"a\", \"host\": null}}", &p, a),
+		  "filter.host: duplicate key");
+	CHECK_STR(parse("{\"app\": \"x\", \"threshold_ns\": 9223372036854775808}", &p, a),
+		  "threshold_ns: must be a positive integer");
+	CHECK_STR(parse("{\"app\": \"x\", \"cut\": 1e400}", &p, a), "cut: must be a finite number");
 	arena_free(a);
 }
 
