@@ -29,6 +29,12 @@ void web_config_default(struct web_config *c)
 	c->worker = true;
 	c->auth_ttl_ms = 10000;
 	c->frame_cache_bytes = (size_t)256 << 20;
+	c->request_timeout_s = 30;
+}
+
+bool req_should_stop(struct req *rq)
+{
+	return budget_over(&rq->budget);
 }
 
 /* ---- request helpers ---- */
