@@ -1751,7 +1751,7 @@ static void get_coverage(struct req *rq, const char *run)
 			p += len + (p[len] == ',');
 		}
 	}
-	if (sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, err, sizeof(err)) < 0) {
+	if (sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, &rq->budget, err, sizeof(err)) < 0) {
 		int st = sig_status(err);
 		req_json_error(rq, strstr(err, "ids given do not exist") ? 400 : st, "%s", err);
 		return;
@@ -1788,7 +1788,7 @@ static void get_triage(struct req *rq, const char *run)
 
 	if (!known_query(rq, names, false) || !kind_param(rq, &kind))
 		return;
-	if (sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, err, sizeof(err)) < 0) {
+	if (sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, &rq->budget, err, sizeof(err)) < 0) {
 		req_json_error(rq, sig_status(err), "%s", err);
 		return;
 	}

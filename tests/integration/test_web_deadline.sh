@@ -3,6 +3,7 @@
 # files still answer at once (they never wait for the database pool); a request that needs the
 # locked table answers 503 with a JSON error by its deadline (--request-timeout), never later;
 # a request whose client went away has its query cancelled (gone from pg_stat_activity) within ~2 s.
+# The signature lists are paged (the page: 50 a page with links; the API: limit, at most 1000).
 . "$(dirname "$0")/../lib.sh"
 
 sm_admin migrate >/dev/null || t_bail "migrate"
@@ -111,5 +112,28 @@ t_eq "  within 2 s" "$(($(now_ms) - t0 < 2000))" 1
 wait "$sd"
 t_eq "  and answers the held request 503" "$(cat "$T_TMP/sd.status")" 503
 unlock_runs
+
+# ---- the signature lists are paged: thousands of signatures made the page take minutes ----
+pg_q "INSERT INTO signatures (name, frames) SELECT 'page-' || lpad(i::text, 3, '0'), ARRAY['app!main', 'app!f' || i]
+      FROM generate_series(1, 120) i" >/dev/null
+start_web --no-worker || t_bail "sm-web starts for paging"
+rows() { grep -o '<tr id="sig-' <<<"$HTTP_BODY" | wc -l; }
+http GET "$WEB_URL/signatures" "${AUTH[@]}"
+t_eq "signature page: 200, 50 signatures" "$HTTP_STATUS $(rows)" "200 50"
+t_eq "  the first 50 by name" "$(grep -o 'page-[0-9]*' <<<"$HTTP_BODY" | sort -u | sed -n '1p;$p' | tr '\n' ' ')" "page-001 page-050 "
+t_match "  and a link to the next page" "$HTTP_BODY" \
+	'<nav class="pager"><span>1–50 of 120</span><a rel="next" href="/signatures\?offset=50">next →</a></nav>'
+http GET "$WEB_URL/signatures?offset=100&run=7&kind=run" "${AUTH[@]}"
+t_eq "the last page: 20 signatures" "$HTTP_STATUS $(rows)" "200 20"
+t_match "  a link back that keeps the run and kind, none further" "$HTTP_BODY" \
+	'<nav class="pager"><a rel="prev" href="/signatures\?offset=50&amp;run=7&amp;kind=run">← previous</a><span>101–120 of 120</span></nav>'
+http GET "$WEB_URL/api/v1/signatures" "${AUTH[@]}"
+t_eq "API list: 50 by default, the total" "$HTTP_STATUS $(grep -o '"signature_id"' <<<"$HTTP_BODY" | wc -l) $(grep -o '"total": [0-9]*' <<<"$HTTP_BODY")" \
+	'200 50 "total": 120'
+http GET "$WEB_URL/api/v1/signatures?limit=1000&offset=100" "${AUTH[@]}"
+t_eq "API list: from an offset" "$HTTP_STATUS $(grep -o '"signature_id"' <<<"$HTTP_BODY" | wc -l)" '200 20'
+http GET "$WEB_URL/api/v1/signatures?limit=1001" "${AUTH[@]}"
+t_eq "API list: at most 1000" "$HTTP_STATUS $HTTP_BODY" $'400 {"error": "limit: must be a whole number from 1 to 1000"}\n'
+stop_web
 t_eq "no sanitizer report" "$(cat "$T_TMP"/web.*.log | grep -c 'runtime error\|AddressSanitizer\|LeakSanitizer')" 0
 t_done
