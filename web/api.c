@@ -1874,6 +1874,11 @@ static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, 
 
 		if (!(kinds & (k == 'w' ? 2u : 1u)))
 			continue;
+		if (req_should_stop(rq)) {
+			/* the server answers 503 for it */
+			snprintf(err, errlen, "stopped: out of time");
+			return -1;
+		}
 		if (req_frame_names(rq, PQgetvalue(r, i, fcol), &names, &n) < 0) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
@@ -1932,7 +1937,7 @@ static void get_cluster_profile(struct req *rq, const char *id)
 
 		if (j < 0 || !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
 			continue;
-		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
+		if (req_should_stop(rq) || req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
 		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
 			       (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events")) < 0) {
 			req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));

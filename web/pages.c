@@ -686,7 +686,7 @@ static void flame_section(struct req *rq, const char *id)
 	{
 		/* both come by stack id */
 		int j = 0, nf = PQntuples(fr);
-		for (int i = 0; i < PQntuples(st); i++) {
+		for (int i = 0; i < PQntuples(st) && !req_should_stop(rq); i++) {
 			int64_t sid = model_coln(st, i, "stack_id");
 			const char **names;
 			size_t n;
@@ -1168,7 +1168,7 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 	for (int side = 0; side < 2; side++) {
 		PGresult *r = model_run_kind_stacks(rq->db, side ? b : a, k, err, sizeof(err));
 
-		for (int i = 0; r && i < PQntuples(r); i++) {
+		for (int i = 0; r && i < PQntuples(r) && !req_should_stop(rq); i++) {
 			const char **names;
 			size_t n;
 
