@@ -530,7 +530,7 @@ static int cmd_coverage(int argc, char **argv)
 			}
 		}
 	}
-	if (sig_coverage(db, run, kind, ids, n, &cov, err, sizeof(err)) < 0) {
+	if (sig_coverage(db, run, kind, ids, n, &cov, NULL, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sm-cluster: %s\n", err);
 	} else {
 		printf("coverage %.4f  covered %llu ns of %llu ns (%s events)\n", cov.coverage,
@@ -568,7 +568,7 @@ static int cmd_triage(int argc, char **argv)
 		PQfinish(db);
 		return usage_error(c, "%s", "triage: give a RUN id");
 	}
-	if (sig_triage(db, run, kind, &tr, err, sizeof(err)) < 0) {
+	if (sig_triage(db, run, kind, &tr, NULL, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sm-cluster: %s\n", err);
 	} else {
 		printf("%zu streams, coverage of all signatures %.4f (%s events)\ncoverage", tr.nstreams, tr.max_coverage,

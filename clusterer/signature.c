@@ -1,6 +1,7 @@
 /* signature: performance signatures, export/import and coverage (see signature.h). */
 #include "clusterer/signature.h"
 #include "common/db.h"
+#include "common/imap.h"
 #include "common/json.h"
 #include "common/jsonw.h"
 #include "common/vec.h"
@@ -304,16 +305,138 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t n, struct sig_coverage *out,
-		 char *err, size_t errlen)
+/*
+ * The signatures by their innermost frame: a stack can only match the signatures whose innermost frame
+ * it holds, so a stack is tested against those alone, not against every signature (with 60,000
+ * signatures the full comparison of every stack took minutes).
+ */
+struct sig_index {
+	struct imap first;           /* frame id -> its signatures' start in sigs */
+	uint32_t *start, *sigs;      /* bucket b: sigs[start[b] .. start[b + 1]) */
+	uint32_t *stamp;             /* per signature: the last stack tested + 1 (each once per stack) */
+	uint32_t stack;
+	int32_t *frames;             /* every signature's frame ids, one after the other (few cache misses) */
+	uint32_t *off;               /* signature i: frames[off[i] .. off[i] + sl[i]) */
+	int *sl;                     /* <= 0: never matches */
+};
+
+static void index_free(struct sig_index *x)
 {
+	imap_free(&x->first);
+	free(x->start);
+	free(x->sigs);
+	free(x->stamp);
+	free(x->frames);
+	free(x->off);
+	free(x->sl);
+	memset(x, 0, sizeof(*x));
+}
+
+/* Index the signatures whose frame ids (PostgreSQL arrays, -1 for a frame never seen) are in column col
+ * of rs's nsig rows. 0, or -1 out of memory. */
+static int index_build(struct sig_index *x, PGresult *rs, int col, size_t nsig)
+{
+	struct imap first = IMAP_INIT;
+	uint32_t *count = NULL;
+	int32_t tmp[SIG_MAX_FRAMES];
+	size_t nb = 0, nf = 0, cap = 0;
+	uint64_t b;
+
+	memset(x, 0, sizeof(*x));
+	x->first = first;
+	x->stamp = calloc(nsig + 1, sizeof(uint32_t));
+	x->sigs = calloc(nsig + 1, sizeof(uint32_t));
+	x->off = calloc(nsig + 1, sizeof(uint32_t));
+	x->sl = calloc(nsig + 1, sizeof(int));
+	count = calloc(nsig + 2, sizeof(uint32_t));
+	x->start = calloc(nsig + 2, sizeof(uint32_t));
+	if (!x->stamp || !x->sigs || !x->off || !x->sl || !count || !x->start)
+		goto fail;
+	for (size_t i = 0; i < nsig; i++) {
+		int n = db_parse_int_array(PQgetvalue(rs, (int)i, col), tmp, SIG_MAX_FRAMES);
+
+		x->sl[i] = n;
+		x->off[i] = (uint32_t)nf;
+		if (n <= 0)
+			continue;
+		if (vec_reserve(&x->frames, &cap, nf + (size_t)n, sizeof(int32_t)) < 0)
+			goto fail;
+		memcpy(x->frames + nf, tmp, (size_t)n * sizeof(int32_t));
+		nf += (size_t)n;
+		if (tmp[n - 1] < 0)
+			continue;
+		if (!imap_get(&x->first, (uint64_t)tmp[n - 1], &b)) {
+			b = nb++;
+			if (imap_put(&x->first, (uint64_t)tmp[n - 1], b) < 0)
+				goto fail;
+		}
+		count[b + 1]++;
+	}
+	for (size_t i = 0; i < nb; i++)
+		x->start[i + 1] = x->start[i] + count[i + 1];
+	memset(count, 0, (nsig + 2) * sizeof(uint32_t));
+	for (size_t i = 0; i < nsig; i++) {
+		int n = x->sl[i];
+
+		if (n > 0 && x->frames[x->off[i] + (uint32_t)n - 1] >= 0 &&
+		    imap_get(&x->first, (uint64_t)x->frames[x->off[i] + (uint32_t)n - 1], &b))
+			x->sigs[x->start[b] + count[b]++] = (uint32_t)i;
+	}
+	free(count);
+	return 0;
+fail:
+	free(count);
+	index_free(x);
+	return -1;
+}
+
+/* fn(cls, i) for each signature i that stack[0 .. len) matches (a subsequence of it), once each. */
+static void index_match(struct sig_index *x, const int32_t *stack, int len, void (*fn)(void *cls, uint32_t g),
+			void *cls)
+{
+	uint32_t me = ++x->stack;
+	uint64_t b;
+
+	for (int j = 0; j < len; j++) {
+		if (!imap_get(&x->first, (uint64_t)(uint32_t)stack[j], &b))
+			continue;
+		for (uint32_t k = x->start[b]; k < x->start[b + 1]; k++) {
+			uint32_t g = x->sigs[k];
+
+			if (x->stamp[g] == me)
+				continue;
+			x->stamp[g] = me;
+			if (subseq(x->frames + x->off[g], x->sl[g], stack, len))
+				fn(cls, g);
+		}
+	}
+}
+
+struct cover_hit {
+	struct sig_coverage *out;
+	uint64_t cost;
+	bool any;
+};
+
+static void cover_hit(void *cls, uint32_t g)
+{
+	struct cover_hit *h = cls;
+
+	h->out->by[g].cost_ns += h->cost;
+	h->any = true;
+}
+
+int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t n, struct sig_coverage *out,
+		 const struct budget *bud, char *err, size_t errlen)
+{
+	struct sig_index x = { .first = IMAP_INIT };
 	struct buf idl = BUF_INIT(0);
 	char runbuf[24], kindbuf[2] = { 0, 0 };
 	const char *params[3];
 	const char *mined;
 	PGresult *rs = NULL, *rt = NULL;
-	int32_t **sf = NULL, stack[SIG_MAX_FRAMES];
-	int *sl = NULL, rc = -1;
+	int32_t stack[SIG_MAX_FRAMES];
+	int rc = -1;
 	size_t ndistinct = n;
 
 	memset(out, 0, sizeof(*out));
@@ -373,21 +496,17 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 	}
 	out->nby = (size_t)PQntuples(rs);
 	out->by = calloc(out->nby + 1, sizeof(*out->by));
-	sf = calloc(out->nby + 1, sizeof(*sf));
-	sl = calloc(out->nby + 1, sizeof(*sl));
-	if (!out->by || !sf || !sl) {
+	if (!out->by) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < out->nby; i++) {
 		out->by[i].id = db_get_i64(rs, (int)i, 0);
 		snprintf(out->by[i].name, sizeof(out->by[i].name), "%s", PQgetvalue(rs, (int)i, 1));
-		sf[i] = malloc(SIG_MAX_FRAMES * sizeof(int32_t));
-		if (!sf[i]) {
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		sl[i] = db_parse_int_array(PQgetvalue(rs, (int)i, 2), sf[i], SIG_MAX_FRAMES);
+	}
+	if (index_build(&x, rs, 2, out->nby) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
 	}
 	params[2] = kindbuf;
 	rt = PQexecParams(db,
@@ -399,26 +518,22 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 		goto out;
 	}
 	for (int row = 0; row < PQntuples(rt); row++) {
-		uint64_t cost = (uint64_t)db_get_i64(rt, row, 0);
+		struct cover_hit h = { out, (uint64_t)db_get_i64(rt, row, 0), false };
 		int len = db_parse_int_array(PQgetvalue(rt, row, 1), stack, SIG_MAX_FRAMES);
-		bool any = false;
 
-		out->total_ns += cost;
-		for (size_t i = 0; i < out->nby && len > 0; i++)
-			if (sl[i] > 0 && subseq(sf[i], sl[i], stack, len)) {
-				out->by[i].cost_ns += cost;
-				any = true;
-			}
-		if (any)
-			out->covered_ns += cost;
+		if ((row & 255) == 0 && budget_over(bud)) {
+			snprintf(err, errlen, "coverage: stopped (out of time)");
+			goto out;
+		}
+		out->total_ns += h.cost;
+		index_match(&x, stack, len, cover_hit, &h);
+		if (h.any)
+			out->covered_ns += h.cost;
 	}
 	out->coverage = out->total_ns ? (double)out->covered_ns / (double)out->total_ns : 0;
 	rc = 0;
 out:
-	for (size_t i = 0; sf && i < out->nby; i++)
-		free(sf[i]);
-	free(sf);
-	free(sl);
+	index_free(&x);
 	PQclear(rs);
 	PQclear(rt);
 	buf_release(&idl);
@@ -440,51 +555,52 @@ const char *sig_order_name(enum sig_order o)
 struct tstream {
 	int64_t ref;
 	uint64_t total_delay, max_delay;
-	uint64_t *mask;              /* signatures it reveals */
+	uint32_t first, n;           /* its signatures: t->stream_sigs[first .. first + n) */
 };
 
+/* Who reveals what: streams their signatures, signatures the (stack, stream) rows they match. */
 struct triage_ctx {
-	size_t nsig, words;
-	const uint64_t *sig_cost;    /* cost covered by each signature alone ... */
-	const uint64_t *stack_cost;  /* ... but coverage needs the union: per stack */
-	uint64_t **stack_mask;       /* signatures matching each stack */
-	size_t nstacks;
+	size_t nsig, nstacks;
 	uint64_t total;
+	const uint64_t *stack_cost;
+	const uint32_t *stream_sigs;
+	const uint32_t *sig_start, *sig_rows;   /* signature g: rows sig_rows[sig_start[g] .. sig_start[g + 1]) */
+	uint8_t *revealed;           /* per signature, scratch of walk() */
+	uint8_t *covered;            /* per row, scratch of walk() */
 };
 
-/* Coverage of the signatures in `revealed`: the cost of stacks matching any of them. */
-static double revealed_coverage(const struct triage_ctx *t, const uint64_t *revealed)
-{
-	uint64_t cov = 0;
-
-	for (size_t s = 0; s < t->nstacks; s++)
-		for (size_t w = 0; w < t->words; w++)
-			if (t->stack_mask[s][w] & revealed[w]) {
-				cov += t->stack_cost[s];
-				break;
-			}
-	return t->total ? (double)cov / (double)t->total : 0;
-}
-
-/* Open the streams in `order`; needed[i] = streams opened when level[i] is first reached. */
+/* Open the streams in `order`; needed[i] = streams opened when level[i] is first reached. The
+ * coverage grows by the rows of each newly revealed signature, each row counted once. */
 static void walk(const struct triage_ctx *t, const struct tstream *st, const size_t *order, size_t n,
-		 const double *level, double *needed, uint64_t *revealed)
+		 const double *level, double *needed)
 {
 	size_t li = 0;
+	uint64_t cov = 0;
 
-	memset(revealed, 0, t->words * sizeof(uint64_t));
+	memset(t->revealed, 0, t->nsig);
+	memset(t->covered, 0, t->nstacks);
 	for (size_t k = 0; k < n && li < SIG_LEVELS; k++) {
-		double cov;
+		const struct tstream *s = &st[order[k]];
 		bool grew = false;
+		double c;
 
-		for (size_t w = 0; w < t->words; w++) {
-			grew |= (st[order[k]].mask[w] & ~revealed[w]) != 0;
-			revealed[w] |= st[order[k]].mask[w];
+		for (uint32_t i = s->first; i < s->first + s->n; i++) {
+			uint32_t g = t->stream_sigs[i];
+
+			if (t->revealed[g])
+				continue;
+			t->revealed[g] = 1;
+			grew = true;
+			for (uint32_t r = t->sig_start[g]; r < t->sig_start[g + 1]; r++)
+				if (!t->covered[t->sig_rows[r]]) {
+					t->covered[t->sig_rows[r]] = 1;
+					cov += t->stack_cost[t->sig_rows[r]];
+				}
 		}
 		if (!grew)
 			continue;
-		cov = revealed_coverage(t, revealed);
-		while (li < SIG_LEVELS && cov + 1e-12 >= level[li])
+		c = t->total ? (double)cov / (double)t->total : 0;
+		while (li < SIG_LEVELS && c + 1e-12 >= level[li])
 			needed[li++] = (double)(k + 1);
 	}
 	for (; li < SIG_LEVELS; li++)
@@ -509,15 +625,53 @@ static int by_max(const void *a, const void *b, void *ctx)
 	return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
-int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char *err, size_t errlen)
+/* Signatures by their own coverage, most first; equal ones by index. */
+static int by_cover(const void *a, const void *b, void *ctx)
+{
+	const struct sig_cover *by = ctx;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+	if (by[x].cost_ns != by[y].cost_ns)
+		return by[x].cost_ns > by[y].cost_ns ? -1 : 1;
+	return (x > y) - (x < y);
+}
+
+struct row_hit {
+	uint32_t row, sig;
+};
+
+struct triage_hits {
+	struct row_hit *v;
+	size_t n, cap;
+	uint32_t row;
+	bool oom;
+};
+
+static void triage_hit(void *cls, uint32_t g)
+{
+	struct triage_hits *h = cls;
+
+	if (vec_reserve(&h->v, &h->cap, h->n + 1, sizeof(*h->v)) < 0) {
+		h->oom = true;
+		return;
+	}
+	h->v[h->n++] = (struct row_hit){ h->row, g };
+}
+
+int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const struct budget *bud, char *err,
+	       size_t errlen)
 {
 	struct sig_coverage cov;
+	struct sig_index x = { .first = IMAP_INIT };
+	struct triage_hits hits = { 0 };
 	struct triage_ctx t;
 	struct tstream *st = NULL;
-	size_t *order = NULL, nsig;
-	uint64_t *revealed = NULL, *stack_cost = NULL, **stack_mask = NULL, *masks = NULL;
-	int32_t **sf = NULL, stack[SIG_MAX_FRAMES];
-	int *sl = NULL;
+	size_t *order = NULL, *sorder = NULL, nsig;
+	uint64_t *stack_cost = NULL;
+	uint32_t *stream_sigs = NULL, *sig_start = NULL, *sig_rows = NULL, *seen = NULL, *first_stream = NULL;
+	uint32_t *sstamp = NULL;
+	uint8_t *revealed = NULL, *covered = NULL, *opened = NULL;
+	int32_t stack[SIG_MAX_FRAMES];
 	char runbuf[24], kindbuf[2] = { 0, 0 };
 	const char *params[2] = { runbuf, kindbuf };
 	PGresult *rs = NULL, *rt = NULL, *rd = NULL;
@@ -525,11 +679,10 @@ int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char 
 
 	memset(out, 0, sizeof(*out));
 	memset(&t, 0, sizeof(t));
-	if (sig_coverage(db, run, kind, NULL, 0, &cov, err, errlen) < 0)
+	if (sig_coverage(db, run, kind, NULL, 0, &cov, bud, err, errlen) < 0)
 		return -1;
 	nsig = cov.nby;
 	out->kind = kindbuf[0] = cov.kind;
-	/* signatures sorted by their own coverage, for the Signature order */
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
 	rs = PQexec(db, "SELECT s.id, (SELECT array_agg(coalesce(f.id, -1) ORDER BY u.o)"
 			" FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
@@ -552,55 +705,88 @@ int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char 
 		goto out;
 	}
 	t.nsig = nsig;
-	t.words = nsig / 64 + 1;
 	out->nstreams = (size_t)PQntuples(rd);
 	t.nstacks = (size_t)PQntuples(rt);
 	st = calloc(out->nstreams + 1, sizeof(*st));
 	order = calloc(out->nstreams + 1, sizeof(*order));
-	revealed = calloc(t.words, sizeof(uint64_t));
 	stack_cost = calloc(t.nstacks + 1, sizeof(uint64_t));
-	stack_mask = calloc(t.nstacks + 1, sizeof(uint64_t *));
-	/* one mask per stack and per stream: (stacks + streams + 1) * words, checked */
-	masks = vec_calloc(vec_bytes(t.nstacks + out->nstreams + 1, t.words), sizeof(uint64_t));
-	sf = calloc(nsig + 1, sizeof(*sf));
-	sl = calloc(nsig + 1, sizeof(*sl));
-	if (!st || !order || !revealed || !stack_cost || !stack_mask || !masks || !sf || !sl) {
+	revealed = calloc(nsig + 1, 1);
+	covered = calloc(t.nstacks + 1, 1);
+	opened = calloc(out->nstreams + 1, 1);
+	seen = calloc(nsig + 1, sizeof(uint32_t));
+	sstamp = calloc(nsig + 1, sizeof(uint32_t));
+	first_stream = malloc((nsig + 1) * sizeof(uint32_t));
+	sig_start = calloc(nsig + 2, sizeof(uint32_t));
+	sorder = calloc(nsig + 1, sizeof(*sorder));
+	if (!st || !order || !stack_cost || !revealed || !covered || !opened || !seen || !sstamp || !first_stream || !sig_start ||
+	    !sorder) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < nsig; i++) {
-		sf[i] = malloc(SIG_MAX_FRAMES * sizeof(int32_t));
-		if (!sf[i]) {
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		sl[i] = db_parse_int_array(PQgetvalue(rs, (int)i, 1), sf[i], SIG_MAX_FRAMES);
+	for (size_t i = 0; i < nsig; i++)
+		first_stream[i] = UINT32_MAX;
+	if (index_build(&x, rs, 1, nsig) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
 	}
 	for (size_t i = 0; i < out->nstreams; i++) {
 		st[i].ref = db_get_i64(rd, (int)i, 0);
 		st[i].total_delay = (uint64_t)db_get_i64(rd, (int)i, 1);
 		st[i].max_delay = (uint64_t)db_get_i64(rd, (int)i, 2);
-		st[i].mask = masks + (t.nstacks + i) * t.words;
 	}
-	/* each (stack, stream) row: which signatures match; streams reveal them */
-	for (size_t row = 0, si = 0; row < t.nstacks; row++) {
-		int64_t ref = db_get_i64(rt, (int)row, 1);
+	/* each (stack, stream) row: which signatures match it */
+	for (size_t row = 0; row < t.nstacks; row++) {
 		int len = db_parse_int_array(PQgetvalue(rt, (int)row, 3), stack, SIG_MAX_FRAMES);
 
-		stack_mask[row] = masks + row * t.words;
+		if ((row & 255) == 0 && budget_over(bud)) {
+			snprintf(err, errlen, "triage: stopped (out of time)");
+			goto out;
+		}
 		stack_cost[row] = (uint64_t)db_get_i64(rt, (int)row, 2);
 		t.total += stack_cost[row];
+		hits.row = (uint32_t)row;
+		index_match(&x, stack, len, triage_hit, &hits);
+		if (hits.oom) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+	}
+	/* the rows of each signature, and the signatures each stream reveals (rows come by stream) */
+	stream_sigs = malloc((hits.n + 1) * sizeof(uint32_t));
+	sig_rows = malloc((hits.n + 1) * sizeof(uint32_t));
+	if (!stream_sigs || !sig_rows) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < hits.n; i++)
+		sig_start[hits.v[i].sig + 1]++;
+	for (size_t g = 0; g < nsig; g++)
+		sig_start[g + 1] += sig_start[g];
+	for (size_t i = 0, si = 0, nss = 0; i < hits.n; i++) {
+		uint32_t g = hits.v[i].sig;
+		int64_t ref = db_get_i64(rt, (int)hits.v[i].row, 1);
+
+		sig_rows[sig_start[g] + seen[g]++] = hits.v[i].row;
 		while (si < out->nstreams && st[si].ref < ref)
 			si++;
-		for (size_t g = 0; g < nsig && len > 0; g++)
-			if (sl[g] > 0 && subseq(sf[g], sl[g], stack, len)) {
-				stack_mask[row][g / 64] |= (uint64_t)1 << (g % 64);
-				if (si < out->nstreams && st[si].ref == ref)
-					st[si].mask[g / 64] |= (uint64_t)1 << (g % 64);
-			}
+		if (si >= out->nstreams || st[si].ref != ref)
+			continue;
+		if (sstamp[g] == (uint32_t)si + 1)
+			continue;   /* once per stream */
+		sstamp[g] = (uint32_t)si + 1;
+		if (st[si].n == 0)
+			st[si].first = (uint32_t)nss;
+		stream_sigs[nss++] = g;
+		st[si].n++;
+		if (first_stream[g] == UINT32_MAX)
+			first_stream[g] = (uint32_t)si;
 	}
 	t.stack_cost = stack_cost;
-	t.stack_mask = stack_mask;
+	t.stream_sigs = stream_sigs;
+	t.sig_start = sig_start;
+	t.sig_rows = sig_rows;
+	t.revealed = revealed;
+	t.covered = covered;
 	out->max_coverage = cov.coverage;
 	for (int i = 0; i < SIG_LEVELS; i++)
 		out->level[i] = cov.coverage * (i + 1) / SIG_LEVELS;
@@ -611,22 +797,26 @@ int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char 
 	/* Random: the mean over 100 shuffles with fixed seeds, so the figure is repeatable */
 	{
 		double acc[SIG_LEVELS] = { 0 }, one[SIG_LEVELS];
-		uint64_t x = 0x9e3779b97f4a7c15ULL;
+		uint64_t r = 0x9e3779b97f4a7c15ULL;
 
 		for (int rep = 0; rep < 100; rep++) {
+			if (budget_over(bud)) {
+				snprintf(err, errlen, "triage: stopped (out of time)");
+				goto out;
+			}
 			for (size_t i = 0; i < out->nstreams; i++)
 				order[i] = i;
 			for (size_t i = out->nstreams - 1; i > 0; i--) {
 				size_t j, tmp;
-				x ^= x << 13;
-				x ^= x >> 7;
-				x ^= x << 17;
-				j = (size_t)(x % (i + 1));
+				r ^= r << 13;
+				r ^= r >> 7;
+				r ^= r << 17;
+				j = (size_t)(r % (i + 1));
 				tmp = order[i];
 				order[i] = order[j];
 				order[j] = tmp;
 			}
-			walk(&t, st, order, out->nstreams, out->level, one, revealed);
+			walk(&t, st, order, out->nstreams, out->level, one);
 			for (int l = 0; l < SIG_LEVELS; l++)
 				acc[l] += one[l];
 		}
@@ -636,60 +826,49 @@ int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char 
 	for (size_t i = 0; i < out->nstreams; i++)
 		order[i] = i;
 	qsort_r(order, out->nstreams, sizeof(*order), by_total, st);
-	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_TOTAL], revealed);
+	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_TOTAL]);
 	for (size_t i = 0; i < out->nstreams; i++)
 		order[i] = i;
 	qsort_r(order, out->nstreams, sizeof(*order), by_max, st);
-	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_MAX], revealed);
+	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_MAX]);
 	/* Signature: signatures by coverage; for each not yet revealed, open its first stream */
 	{
-		size_t *sorder = calloc(nsig, sizeof(*sorder)), k = 0;
-		bool *opened = calloc(out->nstreams, sizeof(*opened));
+		size_t k = 0;
 
-		if (!sorder || !opened) {
-			free(sorder);
-			free(opened);
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
 		for (size_t i = 0; i < nsig; i++)
 			sorder[i] = i;
-		for (size_t i = 1; i < nsig; i++)   /* insertion sort: few signatures */
-			for (size_t j = i; j > 0 && cov.by[sorder[j]].cost_ns > cov.by[sorder[j - 1]].cost_ns; j--) {
-				size_t tmp = sorder[j];
-				sorder[j] = sorder[j - 1];
-				sorder[j - 1] = tmp;
-			}
-		memset(revealed, 0, t.words * sizeof(uint64_t));
+		qsort_r(sorder, nsig, sizeof(*sorder), by_cover, cov.by);
+		memset(revealed, 0, nsig);
 		for (size_t i = 0; i < nsig; i++) {
 			size_t g = sorder[i];
-			if (revealed[g / 64] & ((uint64_t)1 << (g % 64)))
+			uint32_t s0 = first_stream[g];
+
+			if (revealed[g] || s0 == UINT32_MAX || opened[s0])
 				continue;
-			for (size_t s = 0; s < out->nstreams; s++)
-				if (!opened[s] && (st[s].mask[g / 64] & ((uint64_t)1 << (g % 64)))) {
-					opened[s] = true;
-					order[k++] = s;
-					for (size_t w = 0; w < t.words; w++)
-						revealed[w] |= st[s].mask[w];
-					break;
-				}
+			opened[s0] = 1;
+			order[k++] = s0;
+			for (uint32_t j = st[s0].first; j < st[s0].first + st[s0].n; j++)
+				revealed[stream_sigs[j]] = 1;
 		}
-		walk(&t, st, order, k, out->level, out->needed[SIG_SIGNATURE], revealed);
-		free(sorder);
-		free(opened);
+		walk(&t, st, order, k, out->level, out->needed[SIG_SIGNATURE]);
 	}
 	rc = 0;
 out:
-	for (size_t i = 0; sf && i < nsig; i++)
-		free(sf[i]);
-	free(sf);
-	free(sl);
 	free(st);
 	free(order);
-	free(revealed);
+	free(sorder);
 	free(stack_cost);
-	free(stack_mask);
-	free(masks);
+	free(stream_sigs);
+	free(sig_start);
+	free(sig_rows);
+	free(seen);
+	free(sstamp);
+	free(first_stream);
+	free(revealed);
+	free(covered);
+	free(opened);
+	free(hits.v);
+	index_free(&x);
 	free(cov.by);
 	PQclear(rs);
 	PQclear(rt);

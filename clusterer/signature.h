@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/budget.h"
 #include "common/buf.h"
 
 /* Create one; frames outermost first. Returns 0 and *id, or -1 with err. */
@@ -45,7 +46,7 @@ struct sig_coverage {
  * 0 for the run's first (wait, unless it mined only run events). Returns 0, or -1 with err (unknown
  * run or signature, a kind the run did not mine). */
 int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t n, struct sig_coverage *out,
-		 char *err, size_t errlen);
+		 const struct budget *b, char *err, size_t errlen);
 
 /* The triage comparison (mining.md section 7): how many streams an analyst opens
  * to reach each coverage level, under four orders. */
@@ -63,7 +64,10 @@ struct sig_triage {
 };
 
 const char *sig_order_name(enum sig_order o);
-/* Over run's AOI events of one kind (as for sig_coverage()). Returns 0, or -1 with err. */
-int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, char *err, size_t errlen);
+/* Over run's AOI events of one kind (as for sig_coverage()). Returns 0, or -1 with err. Both stop with -1
+ * when b (NULL: none) runs out. A stack is compared only with the signatures whose innermost frame it
+ * holds. */
+int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const struct budget *b, char *err,
+	       size_t errlen);
 
 #endif

@@ -15,9 +15,10 @@
  * trickles a byte now and then does not extend them, unlike libmicrohttpd's
  * own inactivity timeout.
  *
- * A thread of libmicrohttpd's that is running a handler (sm-web's pages run their queries in
- * it) serves none of its other connections meanwhile: their clocks stop for that time and they
- * never give way then, since their clients may have sent everything.
+ * A thread of libmicrohttpd's that is running a handler serves none of its other connections
+ * meanwhile: their clocks stop for that time and they never give way then, since their clients
+ * may have sent everything. (sm-web's queries run in its request workers, the connection
+ * suspended.)
  *
  * Admission: an address (an IPv4 address, an IPv6 /64) holds at most
  * max_per_ip connections; beyond max_connections in all, a new connection

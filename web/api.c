@@ -1752,7 +1752,7 @@ static void get_coverage(struct req *rq, const char *run)
 			p += len + (p[len] == ',');
 		}
 	}
-	if (sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, err, sizeof(err)) < 0) {
+	if (sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, &rq->budget, err, sizeof(err)) < 0) {
 		int st = sig_status(err);
 		req_json_error(rq, strstr(err, "ids given do not exist") ? 400 : st, "%s", err);
 		return;
@@ -1789,7 +1789,7 @@ static void get_triage(struct req *rq, const char *run)
 
 	if (!known_query(rq, names, false) || !kind_param(rq, &kind))
 		return;
-	if (sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, err, sizeof(err)) < 0) {
+	if (sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, &rq->budget, err, sizeof(err)) < 0) {
 		req_json_error(rq, sig_status(err), "%s", err);
 		return;
 	}
@@ -1875,6 +1875,11 @@ static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, 
 
 		if (!(kinds & (k == 'w' ? 2u : 1u)))
 			continue;
+		if (req_should_stop(rq)) {
+			/* the server answers 503 for it */
+			snprintf(err, errlen, "stopped: out of time");
+			return -1;
+		}
 		if (req_frame_names(rq, PQgetvalue(r, i, fcol), &names, &n) < 0) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
@@ -1933,7 +1938,7 @@ static void get_cluster_profile(struct req *rq, const char *id)
 
 		if (j < 0 || !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
 			continue;
-		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
+		if (req_should_stop(rq) || req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
 		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
 			       (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events")) < 0) {
 			req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));

@@ -32,6 +32,8 @@ static const char usage[] =
 	"  --idle-timeout S       a kept-alive connection waits S seconds for its next request [30]\n"
 	"  --min-body-rate SIZE   body bytes a second, over every 10 s, 0 = none (k, M suffixes) [1k]\n"
 	"  --max-body SIZE        request body (k, M suffixes) [8M]\n"
+	"  --request-timeout S    a request's deadline: its queries are cancelled and it answers 503\n"
+	"                         after S seconds, or at once when its client goes away [30]\n"
 	"  --anonymous-read       allow reads (pages and GET requests) without a token\n"
 	"  --no-worker            leave queued runs to `sm-miner worker` processes\n"
 	"  --miner-threads N      threads of the embedded worker's runs, 0 = one per core [0]\n"
@@ -51,7 +53,7 @@ static const char usage[] =
 enum {
 	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
 	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE, OPT_PERIP,
-	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW,
+	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW, OPT_REQTO,
 };
 
 static const struct cli cl = { "sm-web", NULL };
@@ -80,6 +82,7 @@ int main(int argc, char **argv)
 		{ "session-idle", required_argument, NULL, OPT_SESSIDLE },
 		{ "session-max", required_argument, NULL, OPT_SESSMAX },
 		{ "webhook-allow", required_argument, NULL, OPT_WEBHOOK_ALLOW },
+		{ "request-timeout", required_argument, NULL, OPT_REQTO },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -152,6 +155,11 @@ int main(int argc, char **argv)
 			if (cli_int(&cl, name, optarg, 0, INT32_MAX, &v))
 				return 2;
 			cfg.max_per_ip = (int)v;
+			break;
+		case OPT_REQTO:
+			if (cli_int(&cl, name, optarg, 1, 3600, &v))
+				return 2;
+			cfg.request_timeout_s = (int)v;
 			break;
 		case OPT_HEADTO: case OPT_IDLETO:
 			if (cli_int(&cl, name, optarg, 1, 86400, &v))

@@ -698,7 +698,7 @@ static void flame_section(struct req *rq, const char *id)
 	{
 		/* both come by stack id */
 		int j = 0, nf = PQntuples(fr);
-		for (int i = 0; i < PQntuples(st); i++) {
+		for (int i = 0; i < PQntuples(st) && !req_should_stop(rq); i++) {
 			int64_t sid = model_coln(st, i, "stack_id");
 			const char **names;
 			size_t n;
@@ -1180,7 +1180,7 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 	for (int side = 0; side < 2; side++) {
 		PGresult *r = model_run_kind_stacks(rq->db, side ? b : a, k, err, sizeof(err));
 
-		for (int i = 0; r && i < PQntuples(r); i++) {
+		for (int i = 0; r && i < PQntuples(r) && !req_should_stop(rq); i++) {
 			const char **names;
 			size_t n;
 
@@ -1359,11 +1359,22 @@ static void page_alerts(struct req *rq, const char *unused)
 	PQclear(alerts);
 }
 
+/* Most covered first; equal ones by id. */
+static int by_cost_desc(const void *a, const void *b)
+{
+	const struct sig_cover *x = a, *y = b;
+
+	if (x->cost_ns != y->cost_ns)
+		return x->cost_ns > y->cost_ns ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
 static void page_signatures(struct req *rq)
 {
 	char err[512];
-	PGresult *r = model_signatures(rq->db, 1000, 0, err, sizeof(err)), *runs;
-	const char *run = req_query(rq, "run");
+	long offset = page_offset(rq);
+	PGresult *r = model_signatures(rq->db, PAGE, offset, err, sizeof(err)), *runs, *cnt;
+	const char *run = req_query(rq, "run"), *kq = req_query(rq, "kind");
 	int64_t run_id = 0;
 	char kind;
 	bool writer = rq->role >= AUTH_ANALYST;
@@ -1372,6 +1383,7 @@ static void page_signatures(struct req *rq)
 		html_error(rq, 500, err);
 		return;
 	}
+	cnt = model_signatures_count(rq->db, err, sizeof(err));
 	if (run && util_parse_i64(run, 1, INT64_MAX, &run_id) < 0)
 		run_id = 0;
 	html_begin(rq, "Signatures");
@@ -1425,6 +1437,13 @@ static void page_signatures(struct req *rq)
 		html_raw(rq, "<tr><td colspan=\"7\" class=\"empty\">No signatures yet: open a cluster and create one from "
 			     "its common part.</td></tr>");
 	html_raw(rq, "</tbody></table>");
+	/* PAGE signatures a page: thousands made the page (and its coverage) take minutes */
+	pager(rq, "/signatures",
+	      req_printf(rq, "%s%s%s", run_id ? req_printf(rq, "&run=%lld", (long long)run_id) : "",
+			 kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? "&kind=" : "",
+			 kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? kq : ""),
+	      offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
+	PQclear(cnt);
 
 	/* coverage and triage over a run */
 	runs = model_runs(rq->db, NULL, "done", 100, 0, err, sizeof(err));
@@ -1439,12 +1458,8 @@ static void page_signatures(struct req *rq)
 		html_raw(rq, "</option>");
 	}
 	PQclear(runs);
-	{
-		/* coverage and triage are per kind (mining.md section 7); default: the run's first */
-		const char *k = req_query(rq, "kind");
-
-		kind = k && strcmp(k, "run") == 0 ? 'r' : k && strcmp(k, "wait") == 0 ? 'w' : 0;
-	}
+	/* coverage and triage are per kind (mining.md section 7); default: the run's first */
+	kind = kq && strcmp(kq, "run") == 0 ? 'r' : kq && strcmp(kq, "wait") == 0 ? 'w' : 0;
 	html_rawf(rq, "</select></label> <label>Events <select name=\"kind\" form=\"coverage-form\">"
 		      "<option value=\"\">the run's</option><option value=\"wait\"%s>wait</option>"
 		      "<option value=\"run\"%s>run</option></select></label>"
@@ -1460,7 +1475,7 @@ static void page_signatures(struct req *rq)
 		req_query_each(rq, collect_sig, &sel);
 		if (sel.any && sel.n == 0) {
 			html_raw(rq, "<p class=\"hint\">No signature chosen.</p>");
-		} else if (sig_coverage(rq->db, run_id, kind, sel.ids, sel.n, &cov, e2, sizeof(e2)) < 0) {
+		} else if (sig_coverage(rq->db, run_id, kind, sel.ids, sel.n, &cov, &rq->budget, e2, sizeof(e2)) < 0) {
 			html_raw(rq, "<p class=\"error\">");
 			html_text(rq, e2);
 			html_raw(rq, "</p>");
@@ -1471,9 +1486,15 @@ static void page_signatures(struct req *rq)
 			html_cost(rq, (int64_t)cov.covered_ns);
 			html_raw(rq, " of ");
 			html_cost(rq, (int64_t)cov.total_ns);
-			html_raw(rq, ").</p><table class=\"coverage\"><thead><tr><th>Signature</th><th class=\"n\">Cost</th>"
+			html_raw(rq, ").</p>");
+			/* the ones that cover the most, a page of them */
+			qsort(cov.by, cov.nby, sizeof(*cov.by), by_cost_desc);
+			if (cov.nby > PAGE)
+				html_rawf(rq, "<p class=\"hint\">The %d signatures that cover the most of the %zu.</p>", PAGE,
+					  cov.nby);
+			html_raw(rq, "<table class=\"coverage\"><thead><tr><th>Signature</th><th class=\"n\">Cost</th>"
 				     "<th class=\"n\">Coverage</th></tr></thead><tbody>");
-			for (size_t i = 0; i < cov.nby; i++) {
+			for (size_t i = 0; i < cov.nby && i < PAGE; i++) {
 				html_raw(rq, "<tr><td>");
 				html_text(rq, cov.by[i].name);
 				html_raw(rq, "</td><td class=\"n\">");
@@ -1486,7 +1507,7 @@ static void page_signatures(struct req *rq)
 			html_raw(rq, "</tbody></table>");
 			free(cov.by);
 		}
-		if (sig_triage(rq->db, run_id, kind, &tr, e2, sizeof(e2)) == 0 && tr.max_coverage > 0) {
+		if (sig_triage(rq->db, run_id, kind, &tr, &rq->budget, e2, sizeof(e2)) == 0 && tr.max_coverage > 0) {
 			double x[SIG_NORDERS][SIG_LEVELS], y[SIG_LEVELS];
 			struct plot_series ps[SIG_NORDERS];
 			struct plot_opts po = { "Streams to open per coverage level", "streams opened",

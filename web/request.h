@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/auth.h"
+#include "common/budget.h"
 #include "common/buf.h"
 #include "common/webhook.h"
 
@@ -40,6 +41,7 @@ struct web_config {
 	int session_max_s;          /* a session ends this long after the login, used or not */
 	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
 	struct webhook_nets webhook_allow; /* internal networks alert webhooks may point at (webhook.h) */
+	int request_timeout_s;      /* a request's deadline: its queries and long loops stop then (503) */
 };
 
 void web_config_default(struct web_config *c);
@@ -96,7 +98,23 @@ struct req {
 	const char *detail;         /* a 500's message: logged, never sent (it may be PostgreSQL's) */
 	const char *hname[REQ_MAX_HEADERS], *hval[REQ_MAX_HEADERS];
 	int nheaders;
+
+	/* the deadline and the reason to stop early; long loops ask req_should_stop() */
+	atomic_int stop;            /* enum req_stop, raised by the server's watchdog */
+	struct budget budget;       /* deadline_ns and &stop; deadline 0 (none) outside the server */
+
+	/* the server's (server.c): the request while a worker holds it */
+	int fd;                     /* the client's socket, polled for its going away */
+	int held;                   /* queued or running in a worker */
+	PGcancel *cancel;           /* the running query's, under the server's lock */
+	struct req *next;
 };
+
+enum req_stop { REQ_RUN, REQ_STOP_DEADLINE, REQ_STOP_GONE, REQ_STOP_SHUTDOWN };
+
+/* Whether the request's work should end now: its deadline passed, its client went away, the server is
+ * stopping. What it answers then is replaced by the server (503). */
+bool req_should_stop(struct req *rq);
 
 /* A query-string parameter (decoded), or NULL. */
 const char *req_query(struct req *rq, const char *name);

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,11 +26,15 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define POOL_WAIT_S 10
+/* the watchdog's round: how late a deadline or a client's going away may be noticed */
+#define WATCH_MS 100
+/* /healthz's own probe of the database answers within this */
+#define HEALTH_PROBE_MS 1000
 /* connections beyond --max-connections kept for /healthz and /metrics when none can give way */
 #define CONN_RESERVE 16
 
@@ -52,6 +57,24 @@ struct web {
 	struct pool rpool;          /* --db-read: GET and HEAD; size 0 when not given */
 	struct conns *conns;        /* admission, deadlines, shedding */
 	atomic_llong requests;
+
+	/* requests with a database go to the workers; the HTTP threads never wait for one */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct req *qhead, *qtail;  /* queued, oldest first */
+	struct req *running[256];   /* per worker (--threads at most 256), under qlock */
+	pthread_t workers[256];
+	int nworkers;
+	bool stopping;              /* under qlock: new requests answered 503, queued ones too */
+	atomic_int held;            /* queued or running: shutdown waits for them */
+	atomic_llong stopped[4];    /* by enum req_stop */
+	pthread_t watchdog;
+	bool watch_started;
+	atomic_bool watch_stop;
+
+	/* /healthz's own connection: never the pool's queue */
+	pthread_mutex_t hlock;
+	PGconn *health;
 };
 
 static struct web W;
@@ -126,13 +149,22 @@ static void pool_close(struct pool *p)
 	p->nidle = p->size = 0;
 }
 
-static PGconn *pool_get(struct pool *p)
+/* A connection, waiting at most until the budget's deadline; NULL when none came. */
+static PGconn *pool_get(struct pool *p, const struct budget *b)
 {
 	struct timespec ts;
+	int64_t left = budget_left_ms(b);
 	PGconn *c = NULL;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += POOL_WAIT_S;
+	if (left < 0)
+		left = 10000;
+	ts.tv_sec += (time_t)(left / 1000);
+	ts.tv_nsec += (long)(left % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
 	pthread_mutex_lock(&p->lock);
 	while (p->nidle == 0)
 		if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
@@ -228,6 +260,16 @@ static void serve_metrics(struct req *rq)
 	buf_printf(&rq->out, "# HELP sm_web_requests_total HTTP requests answered.\n"
 			     "# TYPE sm_web_requests_total counter\nsm_web_requests_total %lld\n",
 		   (long long)atomic_load(&W.requests));
+	buf_printf(&rq->out, "# HELP sm_web_requests_stopped_total Requests stopped before their end, by reason.\n"
+			     "# TYPE sm_web_requests_stopped_total counter\n"
+			     "sm_web_requests_stopped_total{reason=\"deadline\"} %lld\n"
+			     "sm_web_requests_stopped_total{reason=\"client_gone\"} %lld\n"
+			     "sm_web_requests_stopped_total{reason=\"shutdown\"} %lld\n"
+			     "# HELP sm_web_requests_held Requests queued for or running in a worker.\n"
+			     "# TYPE sm_web_requests_held gauge\nsm_web_requests_held %d\n",
+		   (long long)atomic_load(&W.stopped[REQ_STOP_DEADLINE]),
+		   (long long)atomic_load(&W.stopped[REQ_STOP_GONE]),
+		   (long long)atomic_load(&W.stopped[REQ_STOP_SHUTDOWN]), atomic_load(&W.held));
 	conns_render(W.conns, &rq->out);
 	rq->status = 200;
 	rq->ctype = "text/plain; version=0.0.4";
@@ -259,22 +301,79 @@ static bool find_bad_utf8(void *cls, const char *key, const char *value)
 	return false;
 }
 
+/* ---- /healthz: a connection of its own and a short probe, never the pool's queue ---- */
+
+/* SELECT 1 within HEALTH_PROBE_MS. A connection that does not answer in time is dropped (made again
+ * by the next probe): its state is unknown. Called under hlock. */
+static bool health_probe(char *why, size_t whylen)
+{
+	int64_t end = util_now_mono_ns() + (int64_t)HEALTH_PROBE_MS * 1000000;
+	PGresult *r;
+	bool ok = false;
+
+	if (!W.health) {
+		W.health = db_connect(W.cfg->conninfo, why, whylen);
+		if (!W.health)
+			return false;
+	} else if (!db_alive(W.health)) {
+		snprintf(why, whylen, "database unreachable");
+		return false;
+	}
+	if (!PQsendQuery(W.health, "SELECT 1"))
+		goto drop;
+	while (PQisBusy(W.health)) {
+		struct pollfd pfd = { PQsocket(W.health), POLLIN, 0 };
+		int64_t left = (end - util_now_mono_ns()) / 1000000;
+		int n = left > 0 ? poll(&pfd, 1, (int)left) : 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(why, whylen, "the database did not answer within %d ms", HEALTH_PROBE_MS);
+			goto drop;
+		}
+		if (!PQconsumeInput(W.health))
+			goto drop;
+	}
+	while ((r = PQgetResult(W.health))) {
+		ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+		PQclear(r);
+	}
+	if (!ok)
+		snprintf(why, whylen, "database unreachable");
+	return ok;
+drop:
+	if (!why[0])
+		snprintf(why, whylen, "database unreachable");
+	PQfinish(W.health);
+	W.health = NULL;
+	return false;
+}
+
+static void serve_health(struct req *rq)
+{
+	char why[256] = "";
+	struct timespec ts;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += HEALTH_PROBE_MS / 1000 + 1;
+	if (pthread_mutex_timedlock(&W.hlock, &ts) != 0) {
+		req_text_error(rq, 503, "the database probe is busy");
+		return;
+	}
+	ok = health_probe(why, sizeof(why));
+	pthread_mutex_unlock(&W.hlock);
+	if (!ok)
+		log_warn("health probe failed", "error=\"%.200s\"", why);
+	req_text_error(rq, ok ? 200 : 503, ok ? "ok" : "database unreachable");
+}
+
 static void dispatch(struct req *rq)
 {
 	bool api = strncmp(rq->path, "/api/", 5) == 0;
 	const char *bad = NULL;
 
-	if (strcmp(rq->path, "/healthz") == 0) {
-		PGresult *r = PQexec(rq->db, "SELECT 1");
-		bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
-		PQclear(r);
-		req_text_error(rq, ok ? 200 : 503, ok ? "ok" : "database unreachable");
-		return;
-	}
-	if (strncmp(rq->path, "/static/", 8) == 0) {
-		serve_static(rq);
-		return;
-	}
 	req_query_each(rq, find_bad_utf8, &bad);
 	if (bad) {
 		if (api)
@@ -306,13 +405,227 @@ static void dispatch(struct req *rq)
 	}
 }
 
+/* ---- the workers: requests that need the database ---- */
+
+enum { HELD_NOT, HELD_QUEUED, HELD_ANSWERED };
+
+/* Whether the client closed its end (data it pipelined after the request does not count). */
+static bool client_gone(int fd)
+{
+	struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+	char c;
+	ssize_t n;
+
+	if (fd < 0 || poll(&p, 1, 0) <= 0)
+		return false;
+	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+		return true;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Raise rq's stop flag for why, once, and cancel its running query. Under qlock. */
+static void stop_request(struct req *rq, enum req_stop why)
+{
+	char err[256];
+
+	if (atomic_load(&rq->stop) != REQ_RUN)
+		return;
+	atomic_store(&rq->stop, why);
+	atomic_fetch_add(&W.stopped[why], 1);
+	if (rq->cancel && !PQcancel(rq->cancel, err, sizeof(err)))
+		log_warn("cannot cancel a request's query", "error=\"%.200s\"", err);
+}
+
+static void watch_one(struct req *rq, int64_t now)
+{
+	if (!rq || atomic_load(&rq->stop) != REQ_RUN)
+		return;
+	if (rq->budget.deadline_ns && now >= rq->budget.deadline_ns)
+		stop_request(rq, REQ_STOP_DEADLINE);
+	else if (client_gone(rq->fd))
+		stop_request(rq, REQ_STOP_GONE);
+}
+
+/* Stops requests past their deadline or whose client went away, every WATCH_MS: a worker blocked in a
+ * query or a long loop cannot notice either itself. */
+static void *watchdog_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&W.watch_stop)) {
+		int64_t now;
+
+		usleep(WATCH_MS * 1000);
+		now = util_now_mono_ns();
+		pthread_mutex_lock(&W.qlock);
+		for (struct req *rq = W.qhead; rq; rq = rq->next)
+			watch_one(rq, now);
+		for (int i = 0; i < W.nworkers; i++)
+			watch_one(W.running[i], now);
+		pthread_mutex_unlock(&W.qlock);
+	}
+	return NULL;
+}
+
+/* The connection's queries end at the request's deadline (statement_timeout) and never wait longer for
+ * a lock (lock_timeout); the watchdog's cancel is the other half. */
+static void set_timeouts(struct req *rq)
+{
+	char ms[24];
+	const char *params[1] = { ms };
+	int64_t left = budget_left_ms(&rq->budget);
+	PGresult *r;
+
+	snprintf(ms, sizeof(ms), "%lld", (long long)(left > 0 ? left : 1));
+	r = PQexecParams(rq->db, "SELECT set_config('statement_timeout', $1, false),"
+				 " set_config('lock_timeout', $1, false)", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		log_warn("cannot set the request's statement_timeout", "error=\"%.200s\"", PQresultErrorMessage(r));
+	PQclear(r);
+}
+
+/* What a request that was stopped answers, in place of what its handler left. */
+static void stopped_response(struct req *rq, enum req_stop why)
+{
+	bool api = strncmp(rq->path, "/api/", 5) == 0;
+	char msg[256];
+
+	if (why == REQ_STOP_DEADLINE)
+		snprintf(msg, sizeof(msg), "the request took longer than %d s (the server's --request-timeout) and was "
+			 "stopped; narrow it (filters, a smaller page) or try again later", W.cfg->request_timeout_s);
+	else if (why == REQ_STOP_SHUTDOWN)
+		snprintf(msg, sizeof(msg), "the server is shutting down; try again");
+	else
+		snprintf(msg, sizeof(msg), "the client went away");
+	rq->nheaders = 0;
+	if (api)
+		req_json_error(rq, 503, "%s", msg);
+	else
+		req_text_error(rq, 503, msg);
+	req_add_header(rq, "Retry-After", "5");
+}
+
+static void work(struct req *rq, int me)
+{
+	/* reads go to the read pool (a standby) when there is one; writes and their forms never, nor
+	 * browser sessions (a standby may not have the login's session yet, and a check marks it seen) */
+	bool read = (rq->method == REQ_GET || rq->method == REQ_HEAD) &&
+		    !MHD_lookup_connection_value(rq->conn, MHD_COOKIE_KIND, req_cookie_name(W.cfg));
+	struct pool *pool = W.rpool.size && read ? &W.rpool : &W.pool;
+	PGcancel *cancel = NULL;
+	int why;
+
+	if (!req_should_stop(rq)) {
+		rq->db = pool_get(pool, &rq->budget);
+		if (!rq->db) {
+			req_json_error(rq, 503, "all database connections are busy; try again");
+			req_add_header(rq, "Retry-After", "1");
+		} else {
+			set_timeouts(rq);
+			cancel = PQgetCancel(rq->db);
+			pthread_mutex_lock(&W.qlock);
+			rq->cancel = cancel;
+			pthread_mutex_unlock(&W.qlock);
+			dispatch(rq);
+			if (buf_error(&rq->out) != BUF_OK) {
+				/* never a response cut short: what could not be built is an error */
+				char why_[64];
+
+				snprintf(why_, sizeof(why_), "%s", buf_error_text(&rq->out));
+				if (strncmp(rq->path, "/api/", 5) == 0)
+					req_json_error(rq, 500, "the response could not be built: %s", why_);
+				else
+					req_text_error(rq, 500, "The page could not be built: it would be too large or the "
+								"server is out of memory.");
+			}
+		}
+	}
+	/* the deadline may have passed without the watchdog's round yet */
+	if (atomic_load(&rq->stop) == REQ_RUN && req_should_stop(rq)) {
+		pthread_mutex_lock(&W.qlock);
+		stop_request(rq, REQ_STOP_DEADLINE);
+		pthread_mutex_unlock(&W.qlock);
+	}
+	pthread_mutex_lock(&W.qlock);
+	W.running[me] = NULL;
+	rq->cancel = NULL;
+	pthread_mutex_unlock(&W.qlock);
+	PQfreeCancel(cancel);
+	if (rq->db) {
+		pool_put(pool, rq->db);
+		rq->db = NULL;
+	}
+	/* a write that went through keeps its answer, late or not; everything else stopped is a 503 */
+	why = atomic_load(&rq->stop);
+	if (why != REQ_RUN && (read || rq->status >= 500))
+		stopped_response(rq, (enum req_stop)why);
+	if (why == REQ_STOP_DEADLINE || why == REQ_STOP_GONE)
+		log_info(why == REQ_STOP_GONE ? "request stopped: the client went away" : "request stopped at its deadline",
+			 "path=\"%.200s\" timeout_s=%d", rq->path, W.cfg->request_timeout_s);
+}
+
+static void *request_worker_main(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+
+	for (;;) {
+		struct req *rq;
+
+		pthread_mutex_lock(&W.qlock);
+		while (!W.qhead && !W.stopping)
+			pthread_cond_wait(&W.qcond, &W.qlock);
+		rq = W.qhead;
+		if (!rq) {
+			pthread_mutex_unlock(&W.qlock);
+			return NULL;
+		}
+		W.qhead = rq->next;
+		if (!W.qhead)
+			W.qtail = NULL;
+		rq->next = NULL;
+		if (W.stopping)
+			stop_request(rq, REQ_STOP_SHUTDOWN);
+		W.running[me] = rq;
+		pthread_mutex_unlock(&W.qlock);
+		work(rq, me);
+		/* rq is libmicrohttpd's again once resumed */
+		rq->held = HELD_ANSWERED;
+		MHD_resume_connection(rq->conn);
+	}
+}
+
+/* Queue rq for a worker and suspend its connection: the HTTP thread goes on with other connections. */
+static enum MHD_Result hand_over(struct req *rq)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	rq->fd = ci ? ci->connect_fd : -1;
+	rq->budget.deadline_ns = util_now_mono_ns() + (int64_t)W.cfg->request_timeout_s * 1000000000;
+	rq->budget.stop = &rq->stop;
+	pthread_mutex_lock(&W.qlock);
+	if (W.stopping) {
+		pthread_mutex_unlock(&W.qlock);
+		stopped_response(rq, REQ_STOP_SHUTDOWN);
+		return send_response(rq);
+	}
+	rq->held = HELD_QUEUED;
+	atomic_fetch_add(&W.held, 1);
+	MHD_suspend_connection(rq->conn);
+	if (W.qtail)
+		W.qtail->next = rq;
+	else
+		W.qhead = rq;
+	W.qtail = rq;
+	pthread_cond_signal(&W.qcond);
+	pthread_mutex_unlock(&W.qlock);
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
 {
 	struct req *rq = *con_cls;
-	struct pool *pool;
-	enum MHD_Result ret;
 
 	(void)cls;
 	(void)version;
@@ -343,6 +656,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (rq->held == HELD_ANSWERED) {
+		/* resumed: the worker's answer */
+		rq->held = HELD_NOT;
+		atomic_fetch_sub(&W.held, 1);
+		atomic_fetch_add(&W.requests, 1);
+		if (rq->status >= 500)
+			log_warn("request failed", "method=%s path=\"%.200s\" status=%d", method, url, rq->status);
+		return send_response(rq);
+	}
 	rq->path = url;
 	rq->status = 500;
 	if (rq->body.max == 0) {
@@ -353,39 +675,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req_json_error(rq, 400, "the path is not UTF-8");
 		return send_response(rq);
 	}
-	if (strcmp(url, "/metrics") == 0 && (rq->method == REQ_GET || rq->method == REQ_HEAD)) {
+	/* these answer in this thread, without the pool: while every connection is taken too */
+	if (strcmp(url, "/metrics") == 0 && (rq->method == REQ_GET || rq->method == REQ_HEAD))
 		serve_metrics(rq);
-		atomic_fetch_add(&W.requests, 1);
-		return send_response(rq);
-	}
-	/* reads go to the read pool (a standby) when there is one; writes and their forms never, nor
-	 * browser sessions (a standby may not have the login's session yet, and a check marks it seen) */
-	pool = W.rpool.size && (rq->method == REQ_GET || rq->method == REQ_HEAD) &&
-	       !MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, req_cookie_name(W.cfg)) ? &W.rpool : &W.pool;
-	rq->db = pool_get(pool);
-	if (!rq->db) {
-		req_json_error(rq, 503, "all database connections are busy; try again");
-		req_add_header(rq, "Retry-After", "1");
-		return send_response(rq);
-	}
-	dispatch(rq);
-	if (buf_error(&rq->out) != BUF_OK) {
-		/* never a response cut short: what could not be built is an error */
-		char why[64];
-
-		snprintf(why, sizeof(why), "%s", buf_error_text(&rq->out));
-		if (strncmp(rq->path, "/api/", 5) == 0)
-			req_json_error(rq, 500, "the response could not be built: %s", why);
-		else
-			req_text_error(rq, 500, "The page could not be built: it would be too large or the server is out of memory.");
-	}
-	pool_put(pool, rq->db);
-	rq->db = NULL;
+	else if (strcmp(url, "/healthz") == 0)
+		serve_health(rq);
+	else if (strncmp(url, "/static/", 8) == 0)
+		serve_static(rq);
+	else
+		return hand_over(rq);
 	atomic_fetch_add(&W.requests, 1);
-	if (rq->status >= 500)
-		log_warn("request failed", "method=%s path=\"%.200s\" status=%d", method, url, rq->status);
-	ret = send_response(rq);
-	return ret;
+	return send_response(rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -400,6 +700,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!rq)
 		return;
 	held = rq->body.cap + rq->out.cap + arena_used(rq->a);
+	if (rq->held != HELD_NOT) {
+		/* answered by a worker, then gone before libmicrohttpd sent it */
+		if (rq->held == HELD_ANSWERED)
+			atomic_fetch_sub(&W.held, 1);
+		else
+			log_error("request ended while a worker holds it", "path=\"%.200s\"", rq->path ? rq->path : "");
+	}
 	buf_release(&rq->body);
 	buf_release(&rq->out);
 	arena_free(rq->a);
@@ -439,6 +746,26 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* New requests answered 503, held ones stopped (their queries cancelled); waits for them to be answered,
+ * a few seconds at most. 0, or -1 when some are still held. */
+static int stop_requests(void)
+{
+	int64_t end = util_now_mono_ns() + (int64_t)5 * 1000000000;
+
+	pthread_mutex_lock(&W.qlock);
+	W.stopping = true;
+	for (struct req *rq = W.qhead; rq; rq = rq->next)
+		stop_request(rq, REQ_STOP_SHUTDOWN);
+	for (int i = 0; i < W.nworkers; i++)
+		if (W.running[i])
+			stop_request(W.running[i], REQ_STOP_SHUTDOWN);
+	pthread_cond_broadcast(&W.qcond);
+	pthread_mutex_unlock(&W.qlock);
+	while (atomic_load(&W.held) > 0 && util_now_mono_ns() < end)
+		usleep(20000);
+	return atomic_load(&W.held) > 0 ? -1 : 0;
+}
+
 int web_run(const struct web_config *cfg)
 {
 	struct sockaddr_storage addr;
@@ -451,6 +778,9 @@ int web_run(const struct web_config *cfg)
 	int fam, port, sig, rc = -1;
 
 	memset(&W, 0, sizeof(W));
+	pthread_mutex_init(&W.qlock, NULL);
+	pthread_cond_init(&W.qcond, NULL);
+	pthread_mutex_init(&W.hlock, NULL);
 	W.cfg = cfg;
 	W.env.cfg = cfg;
 	fam = httpd_parse_listen(cfg->listen, &addr, &addrlen);
@@ -479,6 +809,16 @@ int web_run(const struct web_config *cfg)
 		log_error("cannot start", "error=\"%s\"", err);
 		goto out_pool;
 	}
+	for (; W.nworkers < cfg->threads && W.nworkers < (int)(sizeof(W.workers) / sizeof(W.workers[0])); W.nworkers++)
+		if (pthread_create(&W.workers[W.nworkers], NULL, request_worker_main, (void *)(intptr_t)W.nworkers) != 0) {
+			log_error("cannot start the request workers", "%s", "");
+			goto out_workers;
+		}
+	if (pthread_create(&W.watchdog, NULL, watchdog_main, NULL) != 0) {
+		log_error("cannot start the request watchdog", "%s", "");
+		goto out_workers;
+	}
+	W.watch_started = true;
 	{
 		static const char *const reserved[] = { "/healthz", "/metrics", NULL };
 		struct conns_config cc = {
@@ -492,10 +832,11 @@ int web_run(const struct web_config *cfg)
 		W.conns = conns_open(&cc, on_request, NULL, on_completed, NULL, err, sizeof(err));
 		if (!W.conns) {
 			log_error("cannot start", "error=\"%s\"", err);
-			goto out_pool;
+			goto out_workers;
 		}
 		conns_options(W.conns, copts);
 		mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+					       MHD_ALLOW_SUSPEND_RESUME |
 					       (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
 				       0, NULL, NULL, conns_access, W.conns,
 				       MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
@@ -508,7 +849,7 @@ int web_run(const struct web_config *cfg)
 	}
 	if (!mhd) {
 		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
-		goto out_pool;
+		goto out_workers;
 	}
 	if (cfg->worker) {
 		if (pthread_create(&worker, NULL, worker_main, (void *)cfg) != 0) {
@@ -518,8 +859,9 @@ int web_run(const struct web_config *cfg)
 		worker_started = true;
 	}
 	port = httpd_bound_port(mhd);
-	log_info("listening", "listen=\"%s\" port=%d threads=%d worker=%s anonymous_read=%s", cfg->listen, port,
-		 cfg->threads, cfg->worker ? "embedded" : "none", cfg->anonymous_read ? "yes" : "no");
+	log_info("listening", "listen=\"%s\" port=%d threads=%d worker=%s anonymous_read=%s request_timeout_s=%d",
+		 cfg->listen, port, cfg->threads, cfg->worker ? "embedded" : "none", cfg->anonymous_read ? "yes" : "no",
+		 cfg->request_timeout_s);
 	if (cfg->port_file && httpd_write_port_file(cfg->port_file, port) < 0)
 		log_warn("cannot write the port file", "path=\"%s\" error=\"%s\"", cfg->port_file, strerror(errno));
 	do {
@@ -529,13 +871,29 @@ int web_run(const struct web_config *cfg)
 	log_info("shutting down", "signal=%s requests=%lld", sig == SIGINT ? "INT" : "TERM",
 		 (long long)atomic_load(&W.requests));
 	rc = 0;
+	if (stop_requests() < 0) {
+		/* stopping libmicrohttpd with suspended connections would abort the process */
+		log_error("requests still held after the drain; exiting without them", "requests=%d",
+			  atomic_load(&W.held));
+		return -1;
+	}
 	worker_stop = 1;
 	if (worker_started)
 		pthread_join(worker, NULL);
 out_mhd:
+	stop_requests();
 	MHD_stop_daemon(mhd);
+out_workers:
+	stop_requests();
+	for (int i = 0; i < W.nworkers; i++)
+		pthread_join(W.workers[i], NULL);
+	atomic_store(&W.watch_stop, true);
+	if (W.watch_started)
+		pthread_join(W.watchdog, NULL);
 out_pool:
 	conns_free(W.conns);
+	if (W.health)
+		PQfinish(W.health);
 	pool_close(&W.pool);
 	pool_close(&W.rpool);
 	auth_cache_free(W.env.auth);

@@ -3,8 +3,8 @@
 # release build (bin/) against a private PostgreSQL made for the run with
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
-# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =fleet, =formats, =workers,
-# =guard, =flood, =json or =shards runs one):
+# Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =signatures, =fleet, =formats,
+# =workers, =guard, =flood, =json or =shards runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -23,6 +23,8 @@
 #   analysis  the baseline measurement (pattern matching, excess cost with its bootstrap)
 #           on 10,000 clusters over 100,000 streams, a run with and without its baseline,
 #           and attribution through sm-web over 100,000 streams (tests/bench/analysis.sh).
+#   signatures  coverage and triage at 60,000 signatures: sm-cluster triage, the API's coverage and
+#           triage, the signature page with ?run=N and the API's list (tests/bench/signatures.sh).
 #   fleet   agents' reports from 1,000 simulated hosts (CPU per report, what 1,000
 #           hosts cost) and the merge of 10, 100 and 1,000 uploaded profiles
 #           (tests/bench/fleet.sh).
@@ -413,6 +415,10 @@ fi
 
 if [ "$only" = all ] || [ "$only" = analysis ]; then
 	. "$repo/tests/bench/analysis.sh"
+fi
+
+if [ "$only" = all ] || [ "$only" = signatures ]; then
+	. "$repo/tests/bench/signatures.sh"
 fi
 
 if [ "$only" = all ] || [ "$only" = fleet ]; then

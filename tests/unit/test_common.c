@@ -2,6 +2,7 @@
  * idcache. */
 #include "common/arena.h"
 #include "common/auth.h"
+#include "common/budget.h"
 #include "common/buf.h"
 #include "common/imap.h"
 #include "common/intern.h"
@@ -472,6 +473,24 @@ static void test_auth_token(void)
 	CHECK_STR(auth_role_name(AUTH_INGEST), "ingest");
 }
 
+/* A budget ends at its deadline or when its flag is raised; none (NULL, deadline 0) never. */
+static void test_budget(void)
+{
+	atomic_int stop = 0;
+	struct budget none = { 0, NULL }, later = { util_now_mono_ns() + (int64_t)60 * 1000000000, &stop },
+		      past = { util_now_mono_ns() - 1, NULL };
+
+	CHECK(!budget_over(NULL));
+	CHECK(!budget_over(&none));
+	CHECK_INT(budget_left_ms(&none), -1);
+	CHECK(!budget_over(&later));
+	CHECK(budget_left_ms(&later) > 59000 && budget_left_ms(&later) <= 60001);
+	atomic_store(&stop, 2);
+	CHECK(budget_over(&later));
+	CHECK(budget_over(&past));
+	CHECK_INT(budget_left_ms(&past), 0);
+}
+
 static void test_idcache(void)
 {
 	struct idcache *c = idcache_open(2, 2);
@@ -709,5 +728,6 @@ int main(void)
 	RUN(test_auth_token);
 	RUN(test_idcache);
 	RUN(test_webhook);
+	RUN(test_budget);
 	return CHECK_DONE();
 }
