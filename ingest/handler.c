@@ -925,6 +925,11 @@ void handler_profile_put(struct handler *h, const struct handler_request *rq, st
 	}
 	if (host_allowed(h, u.host, "uploads", rs) < 0)
 		goto out;
+	if (profiles_validate(&u, util_now_real_ns(), err, sizeof(err)) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		handler_error(rs, 400, err);
+		goto out;
+	}
 	if (!(db = store_conn(h->store)) || profiles_store(db, &u, err, sizeof(err)) < 0) {
 		db_unavailable(rs, "storing a profile failed", db ? err : store_error(h->store));
 		goto out;

@@ -580,7 +580,7 @@ PGresult *model_profiles(PGconn *db, const char *build_id, long limit, long offs
 	snprintf(off, sizeof(off), "%ld", offset);
 	return run(db, "SELECT m.build_id, m.exe, m.hosts, m.processes, m.units, m.merge_ms, " ISO("m.merged_at")
 		       " AS merged_at, m.stale, " ISO("(SELECT max(uploaded_at) FROM profile_uploads u WHERE u.build_id ="
-		       " m.build_id)") " AS last_upload, m.summary FROM profiles_merged m WHERE $1::text IS NULL OR"
+		       " m.build_id)") " AS last_upload, m.summary, m.held_back FROM profiles_merged m WHERE $1::text IS NULL OR"
 		       " m.build_id = $1 ORDER BY m.units DESC, m.build_id LIMIT $2 OFFSET $3",
 		   3, p, err, errlen);
 }

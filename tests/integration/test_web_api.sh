@@ -597,7 +597,8 @@ pg_q "INSERT INTO profile_uploads VALUES ('aaaabbbbccccdddd', 'web-1', 100, now(
 	 \"k\": 4, \"loops\": [{\"symbol\": \"nginx!ngx_process_events_and_timers\", \"call\": \"epoll_wait\",
 	 \"units\": 5000, \"mean_ns\": 2000000, \"threshold_ns\": 9000000, \"types\": [{\"name\": \"u0\",
 	 \"units\": 4000, \"mean_ns\": 1500000, \"sd_ns\": 500000, \"threshold_ns\": 3500000,
-	 \"contexts\": [\"read in nginx!ngx_unix_recv\", \"<script>\"]}]}]}', 12.5)" >/dev/null
+	 \"contexts\": [\"read in nginx!ngx_unix_recv\", \"<script>\"]}]}]}', 12.5);
+	UPDATE profiles_merged SET held_back = '[{\"host\": \"<i>evil</i>\", \"reason\": \"loop nginx!x: threshold 9000000000 ns, 1e+03 times the median of 3 hosts (9000000 ns): more than 4 times and 3 MADs off\"}]'" >/dev/null
 api GET /api/v1/profiles "${AN[@]}"
 t_eq "profiles: each build's merged profile, where it was learnt" \
 	"$HTTP_STATUS $(j '[[p["build_id"], p["hosts"], p["processes"], p["units"], p["stale"], p["summary"]["loops"][0]["types"][0]["threshold_ns"]] for p in j["profiles"]]') $(j 'j["total"]')" \
@@ -616,9 +617,13 @@ t_eq "agent settings: every app's row first" "$(j '[[s["app"], s["sample_hz"], s
 api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": true}'
 t_eq "agent settings: a new post replaces the app's row" "$(j '[[s["app"], s["guard"], s["k"], s["note"]] for s in j["settings"] if s["app"] == "nginx"]')" \
 	'[["nginx",true,null,""]]'
+t_eq "profiles: the hosts the merge held back, with the reason" "$(j '[p["held_back"] for p in j["profiles"]]')" \
+	'[[{"host":"<i>evil</i>","reason":"loop nginx!x: threshold 9000000000 ns, 1e+03 times the median of 3 hosts (9000000 ns): more than 4 times and 3 MADs off"}]]'
 api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "k": -1}'
 t_err "agent settings: k out of range" 400 "k: a number from 0 to 1000, or null (as the agents were started)"
 api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "sample_hz": 2.5}'
+t_match "fleet page: the hosts held back, escaped" "$HTTP_BODY" \
+	'<tr class="held"><td colspan="13">Held back from the merge \(far off the other hosts\): <b>&lt;i&gt;evil&lt;/i&gt;</b>: loop nginx!x: threshold 9000000000 ns, 1e\+03 times the median of 3 hosts \(9000000 ns\): more than 4 times and 3 MADs off</td></tr>'
 t_err "agent settings: a whole number" 400 "sample_hz: a whole number from 1 to 10000, or null (as the agents were started)"
 api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": "no"}'
 t_err "agent settings: guard is a boolean" 400 "guard: true, false, or null (as the agents were started)"
