@@ -512,11 +512,11 @@ static int report_parse(const char *text, size_t len, struct agent_report *r, ch
 	    report_str(o, "app", "", 0, r->app, sizeof(r->app), err, errlen) < 0 ||
 	    report_int(o, "pid", true, INT32_MAX, &r->pid, err, errlen) < 0 ||
 	    report_int(o, "started_ns", true, INT64_MAX / 2, &r->started_ns, err, errlen) < 0 ||
-	    report_int(o, "units", false, INT64_MAX / 2, &r->units, err, errlen) < 0 ||
-	    report_int(o, "violations", false, INT64_MAX / 2, &r->violations, err, errlen) < 0 ||
-	    report_int(o, "drops", false, INT64_MAX / 2, &r->drops, err, errlen) < 0 ||
-	    report_int(o, "spool_backlog", false, INT64_MAX / 2, &r->spool_backlog, err, errlen) < 0 ||
-	    report_int(o, "ship_errors", false, INT64_MAX / 2, &r->ship_errors, err, errlen) < 0)
+	    report_int(o, "units", false, INT64_MAX, &r->units, err, errlen) < 0 ||
+	    report_int(o, "violations", false, INT64_MAX, &r->violations, err, errlen) < 0 ||
+	    report_int(o, "drops", false, INT64_MAX, &r->drops, err, errlen) < 0 ||
+	    report_int(o, "spool_backlog", false, INT64_MAX, &r->spool_backlog, err, errlen) < 0 ||
+	    report_int(o, "ship_errors", false, INT64_MAX, &r->ship_errors, err, errlen) < 0)
 		goto out;
 	if (r->pid < 1) {
 		snprintf(err, errlen, "pid: a process id (from 1)");

@@ -1661,7 +1661,7 @@ static void violation_bars(struct req *rq, const char *json, int bar_w, int heig
 		int64_t v = json_object_get_int64(json_object_array_get_idx(a, i));
 
 		max = v > max ? v : max;
-		total += v;
+		total = util_add_sat_i64(total, v);
 	}
 	html_rawf(rq, "<svg class=\"spark\" width=\"%zu\" height=\"%d\" role=\"img\"><title>%lld violations in %zu h"
 		      " (most in an hour: %lld)</title>", n * (size_t)bar_w, height, (long long)total, n, (long long)max);
