@@ -189,6 +189,15 @@ bool util_ct_equal(const void *a, const void *b, size_t n)
 	return d == 0;
 }
 
+int64_t util_add_sat_i64(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return a > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
 int64_t util_now_mono_ns(void)
 {
 	struct timespec ts;

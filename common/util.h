@@ -31,6 +31,8 @@ bool util_utf8_valid(const char *s, size_t n);
 int util_random(void *p, size_t n);
 /* Constant-time equality of two n-byte blocks. */
 bool util_ct_equal(const void *a, const void *b, size_t n);
+/* a + b, saturated at INT64_MIN and INT64_MAX (counters from outside). */
+int64_t util_add_sat_i64(int64_t a, int64_t b);
 /* CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds. */
 int64_t util_now_mono_ns(void);
 int64_t util_now_real_ns(void);

@@ -524,11 +524,11 @@ static int report_parse(const char *text, size_t len, struct agent_report *r, ch
 	    report_str(f[F_APP], "app", "", 0, r->app, sizeof(r->app), err, errlen) < 0 ||
 	    report_int(f[F_PID], "pid", true, INT32_MAX, &r->pid, err, errlen) < 0 ||
 	    report_int(f[F_STARTED], "started_ns", true, INT64_MAX / 2, &r->started_ns, err, errlen) < 0 ||
-	    report_int(f[F_UNITS], "units", false, INT64_MAX / 2, &r->units, err, errlen) < 0 ||
-	    report_int(f[F_VIOL], "violations", false, INT64_MAX / 2, &r->violations, err, errlen) < 0 ||
-	    report_int(f[F_DROPS], "drops", false, INT64_MAX / 2, &r->drops, err, errlen) < 0 ||
-	    report_int(f[F_BACKLOG], "spool_backlog", false, INT64_MAX / 2, &r->spool_backlog, err, errlen) < 0 ||
-	    report_int(f[F_SHIPERR], "ship_errors", false, INT64_MAX / 2, &r->ship_errors, err, errlen) < 0)
+	    report_int(f[F_UNITS], "units", false, INT64_MAX, &r->units, err, errlen) < 0 ||
+	    report_int(f[F_VIOL], "violations", false, INT64_MAX, &r->violations, err, errlen) < 0 ||
+	    report_int(f[F_DROPS], "drops", false, INT64_MAX, &r->drops, err, errlen) < 0 ||
+	    report_int(f[F_BACKLOG], "spool_backlog", false, INT64_MAX, &r->spool_backlog, err, errlen) < 0 ||
+	    report_int(f[F_SHIPERR], "ship_errors", false, INT64_MAX, &r->ship_errors, err, errlen) < 0)
 		return -1;
 	if (r->pid < 1) {
 		snprintf(err, errlen, "pid: a process id (from 1)");
@@ -934,6 +934,11 @@ void handler_profile_put(struct handler *h, const struct handler_request *rq, st
 	}
 	if (host_allowed(h, u.host, "uploads", rs) < 0)
 		goto out;
+	if (profiles_validate(&u, util_now_real_ns(), err, sizeof(err)) < 0) {
+		metrics_reject(REASON_INVALID, 1);
+		handler_error(rs, 400, err);
+		goto out;
+	}
 	if (!(db = store_conn(h->store)) || profiles_store(db, &u, err, sizeof(err)) < 0) {
 		db_unavailable(rs, "storing a profile failed", db ? err : store_error(h->store));
 		goto out;

@@ -5,12 +5,30 @@
 #include "common/json.h"
 #include "common/jsonw.h"
 #include "common/util.h"
+#include "common/vec.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/*
+ * What one process can have learnt (docs/fleet.md, "Bounds and a robust merge"): at most a unit per
+ * PROFILES_NS_PER_UNIT of its life, no unit longer than its life, at most PROFILES_MAX_THREADS
+ * threads (Linux's pid_max limit). Its life is measured by this server's clock from started_ns,
+ * plus PROFILES_CLOCK_SLACK_NS for hosts whose clock is ahead.
+ */
+#define PROFILES_NS_PER_UNIT 10
+#define PROFILES_MAX_THREADS 4194304
+#define PROFILES_CLOCK_SLACK_NS 60e9
+/* The merge holds back a host off the others in a loop learnt by this many hosts at least... */
+#define PROFILES_ROBUST_MIN 3
+/* ...when its threshold is more than this factor from the hosts' median, and... */
+#define PROFILES_OFF_FACTOR 4.0
+/* ...more than this many scaled MADs (1.4826 MAD: one standard deviation of a normal), on a log scale. */
+#define PROFILES_OFF_MADS 3.0
 
 int profiles_build_id_ok(const char *s)
 {
@@ -140,19 +158,282 @@ int profiles_store(PGconn *db, const struct profile_upload *u, char *err, size_t
 	return 0;
 }
 
-/* Merges every upload of the build, stores the result and appends its text to out. 0, 1 (no
- * upload), or -1. */
+/* ---- what one process can have learnt ---- */
+
+/* check one statistic of the upload against the process's life; path names it in the error */
+static int stats_ok(const struct gp_stats *st, double life_ns, const char *path, char *err, size_t errlen)
+{
+	double maxn = life_ns / PROFILES_NS_PER_UNIT;
+
+	if ((double)st->n > maxn) {
+		snprintf(err, errlen, "profile: %s.n: %llu units in %.0f s since started_ns; at most %.0f (one per %d ns)",
+			 path, (unsigned long long)st->n, life_ns / 1e9, maxn, PROFILES_NS_PER_UNIT);
+		return -1;
+	}
+	if (!(st->mean <= life_ns)) {
+		snprintf(err, errlen, "profile: %s.mean_ns: %.0f ns is longer than the process has lived (%.0f s)",
+			 path, st->mean, life_ns / 1e9);
+		return -1;
+	}
+	/* no deviation is larger than the life */
+	if (!(st->m2 <= (double)st->n * life_ns * life_ns)) {
+		snprintf(err, errlen, "profile: %s.m2: larger than %llu units of at most %.0f s can spread",
+			 path, (unsigned long long)st->n, life_ns / 1e9);
+		return -1;
+	}
+	return 0;
+}
+
+int profiles_validate(const struct profile_upload *u, int64_t now_ns, char *err, size_t errlen)
+{
+	struct gprofile *p = gp_new();
+	double life = (double)(now_ns > u->started_ns ? now_ns - u->started_ns : 0) + PROFILES_CLOCK_SLACK_NS;
+	char path[96];
+	int rc = -1;
+
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (gp_load_text(p, buf_cstr((struct buf *)&u->text), u->text.len) < 0) {
+		snprintf(err, errlen, "profile: %s", gp_error(p));
+		goto out;
+	}
+	if ((double)p->units > life / PROFILES_NS_PER_UNIT) {
+		snprintf(err, errlen, "profile: units: %llu in %.0f s since started_ns; at most %.0f (one per %d ns)",
+			 (unsigned long long)p->units, life / 1e9, life / PROFILES_NS_PER_UNIT, PROFILES_NS_PER_UNIT);
+		goto out;
+	}
+	for (size_t li = 0; li < p->nloops; li++) {
+		const struct gp_loop *l = &p->loops[li];
+
+		if (l->threads > PROFILES_MAX_THREADS) {
+			snprintf(err, errlen, "profile: loops[%zu].threads: at most %d (a process has no more)", li,
+				 PROFILES_MAX_THREADS);
+			goto out;
+		}
+		snprintf(path, sizeof(path), "loops[%zu].units", li);
+		if (stats_ok(&l->all, life, path, err, errlen) < 0)
+			goto out;
+		/* a thread's units follow one another: together they last at most its life */
+		if (l->threads > 0 && (double)l->all.n * l->all.mean > life * (double)l->threads) {
+			snprintf(err, errlen, "profile: loops[%zu].units: %llu units of %.0f ns on %llu threads last longer"
+				 " than the process has lived (%.0f s)", li, (unsigned long long)l->all.n, l->all.mean,
+				 (unsigned long long)l->threads, life / 1e9);
+			goto out;
+		}
+		for (size_t c = 0; c < l->nclasses; c++) {
+			snprintf(path, sizeof(path), "loops[%zu].classes[%zu]", li, c);
+			if (stats_ok(&l->classes[c].st, life, path, err, errlen) < 0)
+				goto out;
+			for (unsigned b = 0; b < GP_BUCKETS; b++) {
+				snprintf(path, sizeof(path), "loops[%zu].classes[%zu].sizes[%u]", li, c, b);
+				if (stats_ok(&l->classes[c].size[b], life, path, err, errlen) < 0)
+					goto out;
+			}
+		}
+	}
+	rc = 0;
+out:
+	gp_free(p);
+	return rc;
+}
+
+/* ---- the merge ---- */
+
+/* One host's thresholds of one loop, from its own upload. */
+struct loop_thr {
+	char *key;          /* the loop's identity across profiles (loop_key) */
+	size_t host;        /* index of the host's row */
+	double thr;         /* the loop's threshold (all its units) */
+	double lo, hi;      /* the lowest and highest threshold of the loop: its own, its types', by size */
+	char what[96];      /* the loop, for people */
+};
+
+/* What one host's upload counts for. */
+struct host_part {
+	const char *host;
+	char reason[320];   /* held back: why; "" when merged */
+};
+
+/* "module\x1fbuild id\x1foffset\x1fdepth\x1fcall": a loop matched as gp_merge matches it. Caller frees. */
+static char *loop_key(const struct gprofile *p, const struct gp_loop *l)
+{
+	const struct gp_module *m = &p->modules[l->site.module];
+	size_t n = strlen(m->name) + strlen(m->build_id) + GP_CALL_MAX + 64;
+	char *k = malloc(n);
+
+	if (k)
+		snprintf(k, n, "%s\x1f%s\x1f%llx\x1f%lld\x1f%s", m->name, m->build_id,
+			 (unsigned long long)l->site.offset, (long long)l->site.depth, l->site.call);
+	return k;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int cmp_thr(const void *a, const void *b)
+{
+	const struct loop_thr *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+
+	return c ? c : (x->host > y->host) - (x->host < y->host);
+}
+
+/* The median of v[0..n) (n >= 1), sorting v. */
+static double median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double clamp(double x, double lo, double hi)
+{
+	return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* Appends the loops of one host's upload (clustered with its own k and cut) to thr. 0 or -1. */
+static int host_loops(const struct gprofile *p, size_t host, struct vec *thr)
+{
+	for (size_t li = 0; li < p->nloops; li++) {
+		const struct gp_loop *l = &p->loops[li];
+		struct loop_thr *t;
+
+		if (l->all.n == 0)
+			continue;
+		if (!(t = vec_push(thr)) || !(t->key = loop_key(p, l))) {
+			if (t)
+				thr->len--;
+			return -1;
+		}
+		t->host = host;
+		t->thr = t->lo = t->hi = l->threshold_ns;
+		for (size_t ti = 0; ti < l->ntypes; ti++) {
+			const struct gp_type *ty = &l->types[ti];
+
+			t->lo = fmin(t->lo, ty->threshold_ns);
+			t->hi = fmax(t->hi, ty->threshold_ns);
+			for (unsigned b = 0; b < GP_BUCKETS; b++) {
+				t->lo = fmin(t->lo, ty->size_thr[b]);
+				t->hi = fmax(t->hi, ty->size_thr[b]);
+			}
+		}
+		snprintf(t->what, sizeof(t->what), "%s", l->symbol && l->symbol[0] ? l->symbol : l->site.call);
+	}
+	return 0;
+}
+
+/*
+ * Holds back the hosts far off the others in a loop that at least PROFILES_ROBUST_MIN hosts learnt:
+ * on a log scale (durations differ by factors), a host whose loop threshold is further from the
+ * hosts' median than both PROFILES_OFF_FACTOR times and PROFILES_OFF_MADS scaled MADs.
+ * thr[0..n) sorted by key; groups [g, e) are one loop each.
+ */
+static int hold_back(struct loop_thr *thr, size_t n, struct host_part *hosts)
+{
+	double *x = vec_alloc(n ? n : 1, sizeof(*x)), *dev = vec_alloc(n ? n : 1, sizeof(*dev));
+
+	if (!x || !dev) {
+		free(x);
+		free(dev);
+		return -1;
+	}
+	for (size_t g = 0, e; g < n; g = e) {
+		size_t m;
+		double med, mad, limit;
+
+		for (e = g; e < n && strcmp(thr[e].key, thr[g].key) == 0; e++)
+			;
+		if ((m = e - g) < PROFILES_ROBUST_MIN)
+			continue;
+		for (size_t i = 0; i < m; i++)
+			x[i] = log(fmax(thr[g + i].thr, 1));
+		med = median(x, m);
+		for (size_t i = 0; i < m; i++)
+			dev[i] = fabs(log(fmax(thr[g + i].thr, 1)) - med);
+		mad = median(dev, m);
+		limit = fmax(PROFILES_OFF_MADS * 1.4826 * mad, log(PROFILES_OFF_FACTOR));
+		for (size_t i = 0; i < m; i++) {
+			const struct loop_thr *t = &thr[g + i];
+			double d = log(fmax(t->thr, 1)) - med;
+
+			if (fabs(d) <= limit || hosts[t->host].reason[0])
+				continue;
+			snprintf(hosts[t->host].reason, sizeof(hosts[t->host].reason),
+				 "loop %s: threshold %.0f ns, %.3g times the median of %zu hosts (%.0f ns): more than %g"
+				 " times and %g MADs off", t->what, t->thr, exp(d), m, exp(med), PROFILES_OFF_FACTOR,
+				 PROFILES_OFF_MADS);
+		}
+	}
+	free(x);
+	free(dev);
+	return 0;
+}
+
+/* Keeps every threshold of the merged profile's loops within what the merged hosts learnt. */
+static int clamp_thresholds(struct gprofile *into, struct loop_thr *thr, size_t n, const struct host_part *hosts)
+{
+	for (size_t li = 0; li < into->nloops; li++) {
+		struct gp_loop *l = &into->loops[li];
+		char *key = loop_key(into, l);
+		double lo = INFINITY, hi = -INFINITY;
+
+		if (!key)
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			if (!hosts[thr[i].host].reason[0] && strcmp(thr[i].key, key) == 0) {
+				lo = fmin(lo, thr[i].lo);
+				hi = fmax(hi, thr[i].hi);
+			}
+		free(key);
+		if (lo > hi)
+			continue;
+		l->threshold_ns = clamp(l->threshold_ns, lo, hi);
+		for (size_t ti = 0; ti < l->ntypes; ti++) {
+			l->types[ti].threshold_ns = clamp(l->types[ti].threshold_ns, lo, hi);
+			for (unsigned b = 0; b < GP_BUCKETS; b++)
+				l->types[ti].size_thr[b] = clamp(l->types[ti].size_thr[b], lo, hi);
+		}
+	}
+	return 0;
+}
+
+static void free_thr(struct vec *thr)
+{
+	for (size_t i = 0; i < thr->len; i++)
+		free(((struct loop_thr *)thr->data)[i].key);
+	vec_free(thr);
+}
+
+/*
+ * Merges the build's latest upload of each host (docs/fleet.md, "Thresholds learnt by the fleet"),
+ * stores the result and appends its text to out. 0, 1 (no upload), or -1.
+ */
 static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, size_t errlen)
 {
 	const char *params[1] = { build_id };
-	/* the newest upload read: one stored after it (another worker's) leaves the merge stale */
-	PGresult *r = PQexecParams(db, "SELECT profile, host, max(uploaded_at) OVER ()::text FROM profile_uploads"
-				   " WHERE build_id = $1 ORDER BY host, pid, started_at", 1, NULL, params, NULL, NULL, 0);
+	/*
+	 * A host counts once: its latest upload. The newest upload read (any process's): one stored
+	 * after it (another worker's) leaves the merge stale.
+	 */
+	PGresult *r = PQexecParams(db, "SELECT DISTINCT ON (host) profile, host,"
+				   " (SELECT max(uploaded_at) FROM profile_uploads WHERE build_id = $1)::text,"
+				   " (SELECT count(*) FROM profile_uploads WHERE build_id = $1)"
+				   " FROM profile_uploads WHERE build_id = $1 ORDER BY host, uploaded_at DESC, started_at DESC,"
+				   " pid DESC", 1, NULL, params, NULL, NULL, 0);
 	struct gprofile *into = NULL, *one = NULL;
-	struct buf text = BUF_INIT((size_t)256 << 20), summary = BUF_INIT((size_t)64 << 20);
-	struct jsonw w;
+	struct buf text = BUF_INIT((size_t)256 << 20), summary = BUF_INIT((size_t)64 << 20),
+		   held = BUF_INIT((size_t)16 << 20);
+	struct vec thr = VEC_INIT(struct loop_thr);
+	struct host_part *hosts = NULL;
+	double *ks = NULL, *cuts = NULL;
+	struct jsonw w, hw;
 	int64_t t0 = util_now_mono_ns();
-	int rc = -1, n, hosts = 0;
+	int rc = -1, n, merged = 0;
 
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "reading the uploads", PQresultErrorMessage(r));
@@ -162,59 +443,94 @@ static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, s
 		rc = 1;
 		goto out;
 	}
-	if (!(into = gp_new())) {
+	hosts = vec_calloc((size_t)n, sizeof(*hosts));
+	ks = vec_alloc((size_t)n, sizeof(*ks));
+	cuts = vec_alloc((size_t)n, sizeof(*cuts));
+	if (!hosts || !ks || !cuts || !(into = gp_new())) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* each host's own thresholds, as it would guard with them */
+	for (int i = 0; i < n; i++) {
+		gp_free(one);
+		if (!(one = gp_new()) || gp_load_text(one, PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0)) < 0 ||
+		    gp_cluster(one, 0) < 0) {
+			snprintf(err, errlen, "merging the uploads: %s", one ? gp_error(one) : "out of memory");
+			goto out;
+		}
+		hosts[i].host = PQgetvalue(r, i, 1);
+		ks[i] = one->k;
+		cuts[i] = one->cut;
+		if (host_loops(one, (size_t)i, &thr) < 0) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+	}
+	if (thr.len)
+		qsort(thr.data, thr.len, sizeof(struct loop_thr), cmp_thr);
+	if (hold_back(thr.data, thr.len, hosts) < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
-		const char *t = PQgetvalue(r, i, 0);
-
-		if (i == 0 || strcmp(PQgetvalue(r, i, 1), PQgetvalue(r, i - 1, 1)) != 0)
-			hosts++;
+		if (hosts[i].reason[0])
+			continue;
 		gp_free(one);
-		if (!(one = gp_new()) || gp_load_text(one, t, (size_t)PQgetlength(r, i, 0)) < 0 ||
+		if (!(one = gp_new()) || gp_load_text(one, PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0)) < 0 ||
 		    gp_merge(into, one) < 0) {
 			snprintf(err, errlen, "merging the uploads: %s", one ? gp_error(one)[0] ? gp_error(one)
 				 : gp_error(into) : "out of memory");
 			goto out;
 		}
-		if (i == 0) {
-			/* k and the cut are the build's settings, as sm-guard profile merge keeps them */
-			into->k = one->k;
-			into->cut = one->cut;
-		}
+		merged++;
 	}
+	/* k and the cut: the build's settings, the hosts' median (one host cannot set them) */
+	into->k = median(ks, (size_t)n);
+	into->cut = median(cuts, (size_t)n);
 	into->updated_s = (int64_t)time(NULL);
 	/* the floor of the thresholds is each guarding process's own setting */
-	if (gp_cluster(into, 0) < 0 || gp_write(into, &text) < 0) {
-		snprintf(err, errlen, "merging the uploads: %s", gp_error(into));
+	if (gp_cluster(into, 0) < 0 || clamp_thresholds(into, thr.data, thr.len, hosts) < 0 ||
+	    gp_write(into, &text) < 0) {
+		snprintf(err, errlen, "merging the uploads: %s", gp_error(into)[0] ? gp_error(into) : "out of memory");
 		goto out;
 	}
 	jsonw_init_compact(&w, &summary);
 	gp_summary(into, &w);
-	if (jsonw_finish(&w) < 0 || buf_error(&text) != BUF_OK) {
+	jsonw_init_compact(&hw, &held);
+	jsonw_array(&hw);
+	for (int i = 0; i < n; i++) {
+		if (!hosts[i].reason[0])
+			continue;
+		jsonw_object(&hw);
+		jsonw_kstr(&hw, "host", hosts[i].host);
+		jsonw_kstr(&hw, "reason", hosts[i].reason);
+		jsonw_end(&hw);
+	}
+	jsonw_end(&hw);
+	if (jsonw_finish(&w) < 0 || jsonw_finish(&hw) < 0 || buf_error(&text) != BUF_OK) {
 		snprintf(err, errlen, "merging the uploads: the merged profile is too large");
 		goto out;
 	}
 	{
-		char nh[16], np[16], units[24], ms[32];
-		const char *p[9] = { build_id, into->exe ? into->exe : "", buf_cstr(&text), nh, np, units,
-				     buf_cstr(&summary), ms, PQgetvalue(r, 0, 2) };
+		char nh[16], np[24], units[24], ms[32];
+		const char *p[10] = { build_id, into->exe ? into->exe : "", buf_cstr(&text), nh, np, units,
+				      buf_cstr(&summary), ms, PQgetvalue(r, 0, 2), buf_cstr(&held) };
 		PGresult *u;
 
-		snprintf(nh, sizeof(nh), "%d", hosts);
-		snprintf(np, sizeof(np), "%d", n);
+		snprintf(nh, sizeof(nh), "%d", merged);
+		snprintf(np, sizeof(np), "%s", PQgetvalue(r, 0, 3));
 		snprintf(units, sizeof(units), "%llu", (unsigned long long)into->units);
 		snprintf(ms, sizeof(ms), "%.3f", (double)(util_now_mono_ns() - t0) / 1e6);
 		u = PQexecParams(db,
 			"INSERT INTO profiles_merged (build_id, exe, profile, hosts, processes, units, summary, merge_ms,"
-			" stale) VALUES ($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::jsonb, $8::float8,"
-			" EXISTS (SELECT 1 FROM profile_uploads WHERE build_id = $1 AND uploaded_at > $9::timestamptz))"
+			" stale, held_back) VALUES ($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::jsonb, $8::float8,"
+			" EXISTS (SELECT 1 FROM profile_uploads WHERE build_id = $1 AND uploaded_at > $9::timestamptz),"
+			" $10::jsonb)"
 			" ON CONFLICT (build_id) DO UPDATE SET exe = EXCLUDED.exe, profile = EXCLUDED.profile,"
 			" hosts = EXCLUDED.hosts, processes = EXCLUDED.processes, units = EXCLUDED.units,"
 			" summary = EXCLUDED.summary, merge_ms = EXCLUDED.merge_ms, merged_at = clock_timestamp(),"
-			" stale = EXCLUDED.stale",
-			9, NULL, p, NULL, NULL, 0);
+			" stale = EXCLUDED.stale, held_back = EXCLUDED.held_back",
+			10, NULL, p, NULL, NULL, 0);
 		if (PQresultStatus(u) != PGRES_COMMAND_OK) {
 			db_errcpy(err, errlen, "storing the merged profile", PQresultErrorMessage(u));
 			PQclear(u);
@@ -231,8 +547,13 @@ static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, s
 out:
 	gp_free(one);
 	gp_free(into);
+	free_thr(&thr);
+	free(hosts);
+	free(ks);
+	free(cuts);
 	buf_release(&text);
 	buf_release(&summary);
+	buf_release(&held);
 	PQclear(r);
 	return rc;
 }

@@ -2,9 +2,11 @@
  * profiles: performance profiles learnt across the fleet (docs/fleet.md,
  * "Thresholds learnt by the fleet"). A training guard agent uploads what its
  * process learnt (POST /api/v1/profiles); the merged profile of a build pools
- * the statistics of every upload of that build exactly (agent/guard/profile.h's
+ * the statistics of each host's latest upload of that build exactly (agent/guard/profile.h's
  * gp_merge, then its unit types and thresholds again) and is what agents fetch
- * (GET /api/v1/profiles/{build_id}) to guard with the fleet's thresholds.
+ * (GET /api/v1/profiles/{build_id}) to guard with the fleet's thresholds. A host counts once (its
+ * latest upload); a host far off the others is held back, and no merged threshold leaves the range
+ * of the merged hosts' own.
  */
 #ifndef SM_INGEST_PROFILES_H
 #define SM_INGEST_PROFILES_H
@@ -28,6 +30,10 @@ struct profile_upload {
 /* Parses and checks an upload body ({"v": 1, "host", "pid", "started_ns", "profile": {...}}) into *u.
  * 0, or -1 with the field and the reason in err. buf_release(&u->text) in both cases. */
 int profiles_parse(const char *body, size_t len, struct profile_upload *u, char *err, size_t errlen);
+/* Checks the parsed upload against what one process can have learnt by now_ns (ns since the epoch)
+ * since its started_ns: counts, mean durations and spreads (docs/fleet.md). 0, or -1 with the
+ * field and the reason in err. */
+int profiles_validate(const struct profile_upload *u, int64_t now_ns, char *err, size_t errlen);
 /* Stores it, replacing that process's previous upload, and marks the build's merged profile stale. */
 int profiles_store(PGconn *db, const struct profile_upload *u, char *err, size_t errlen);
 /*

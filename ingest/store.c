@@ -894,24 +894,35 @@ int store_report(struct store *st, const struct agent_report *r)
 	params[8] = exited;
 	for (int i = 0; i < 5; i++)
 		params[9 + i] = n[i];
-	/* the previous counters, the new row, and what grew into the host's hour: one statement */
+	/*
+	 * The previous counters, the new row, and what grew into the host's hour: one statement. What
+	 * a process can have counted (docs/wire-format.md, "Agent reports"): at most one per 10 ns of
+	 * its life since started_ns (life), and of the interval since its previous report (span), each
+	 * with a minute's slack for clocks; the hour's sums saturate at the largest bigint.
+	 */
 	res = PQexecParams(st->db,
-		"WITH old AS (SELECT units, violations FROM agent_procs WHERE host = $1 AND pid = $2::integer"
+		"WITH old AS (SELECT units, violations, last_seen FROM agent_procs WHERE host = $1 AND pid = $2::integer"
 		"   AND started_at = to_timestamp($3::bigint / 1e9)),"
+		" cap AS (SELECT ((greatest(extract(epoch FROM now() - to_timestamp($3::bigint / 1e9)), 0) + 60)"
+		"   * 1e8)::numeric AS life, ((greatest(extract(epoch FROM now() - coalesce((SELECT last_seen FROM old),"
+		"   to_timestamp($3::bigint / 1e9))), 0) + 60) * 1e8)::numeric AS span),"
 		" up AS (INSERT INTO agent_procs (host, pid, started_at, exe, build_id, mode, agent_version, app, exited,"
 		"   units, violations, drops, spool_backlog, ship_errors)"
-		"   VALUES ($1, $2::integer, to_timestamp($3::bigint / 1e9), $4, $5, $6, $7, $8, $9::boolean,"
-		"   $10::bigint, $11::bigint, $12::bigint, $13::bigint, $14::bigint)"
+		"   SELECT $1, $2::integer, to_timestamp($3::bigint / 1e9), $4, $5, $6, $7, $8, $9::boolean,"
+		"   least($10::numeric, life)::bigint, least($11::numeric, life)::bigint, least($12::numeric, life)::bigint,"
+		"   least($13::numeric, life)::bigint, least($14::numeric, life)::bigint FROM cap"
 		"   ON CONFLICT (host, pid, started_at) DO UPDATE SET exe = EXCLUDED.exe, build_id = EXCLUDED.build_id,"
 		"   mode = EXCLUDED.mode, agent_version = EXCLUDED.agent_version, app = EXCLUDED.app,"
 		"   exited = EXCLUDED.exited, last_seen = now(), units = EXCLUDED.units,"
 		"   violations = EXCLUDED.violations, drops = EXCLUDED.drops, spool_backlog = EXCLUDED.spool_backlog,"
 		"   ship_errors = EXCLUDED.ship_errors RETURNING units, violations)"
 		" INSERT INTO agent_hours (host, hour, units, violations)"
-		" SELECT $1, date_trunc('hour', now()), greatest(up.units - coalesce(old.units, 0), 0),"
-		"   greatest(up.violations - coalesce(old.violations, 0), 0) FROM up LEFT JOIN old ON true"
-		" ON CONFLICT (host, hour) DO UPDATE SET units = agent_hours.units + EXCLUDED.units,"
-		"   violations = agent_hours.violations + EXCLUDED.violations",
+		" SELECT $1, date_trunc('hour', now()), least(greatest(up.units - coalesce(old.units, 0), 0), cap.span)::bigint,"
+		"   least(greatest(up.violations - coalesce(old.violations, 0), 0), cap.span)::bigint"
+		"   FROM up CROSS JOIN cap LEFT JOIN old ON true"
+		" ON CONFLICT (host, hour) DO UPDATE SET"
+		"   units = least(agent_hours.units::numeric + EXCLUDED.units, 9223372036854775807)::bigint,"
+		"   violations = least(agent_hours.violations::numeric + EXCLUDED.violations, 9223372036854775807)::bigint",
 		14, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		db_fail(st, "recording the report", res);

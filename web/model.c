@@ -489,6 +489,10 @@ PGresult *model_tokens_count(PGconn *db, char *err, size_t errlen)
 
 /* ---- the fleet: what the guard agents report (ingest's agent_procs, agent_hours) ---- */
 
+/* A sum of bigints (numeric in SQL), 0 when none, at most the largest bigint: stored counters may
+ * be that large (least() alone would turn no rows into the largest). */
+#define SAT(sum) "least(coalesce(" sum ", 0), 9223372036854775807)::bigint"
+
 /*
  * A process is live when it reported within $1 seconds, silent when it did not and never said it
  * exited; a host takes its worst process's state. What a host runs now (apps, modes, builds) is
@@ -507,15 +511,15 @@ PGresult *model_tokens_count(PGconn *db, char *err, size_t errlen)
 	"   AS modes, to_jsonb(array_agg(DISTINCT build_id ORDER BY build_id) FILTER (WHERE NOT exited OR" \
 	"   last_seen = host_last)) AS build_ids, to_jsonb(array_agg(DISTINCT agent_version ORDER BY agent_version)" \
 	"   FILTER (WHERE NOT exited OR last_seen = host_last)) AS agent_versions," \
-	"   coalesce(sum(drops) FILTER (WHERE NOT exited), 0) AS drops," \
+	"   " SAT("sum(drops) FILTER (WHERE NOT exited)") " AS drops," \
 	"   coalesce(max(spool_backlog) FILTER (WHERE NOT exited), 0) AS spool_backlog," \
-	"   coalesce(sum(ship_errors) FILTER (WHERE NOT exited), 0) AS ship_errors FROM p GROUP BY host)" \
+	"   " SAT("sum(ship_errors) FILTER (WHERE NOT exited)") " AS ship_errors FROM p GROUP BY host)" \
 	" SELECT h.host, h.status, h.processes_live, h.processes_silent, h.apps, h.modes, h.build_ids," \
 	"   h.agent_versions, " ISO("h.first_seen") " AS first_seen, " ISO("h.last_seen") " AS last_seen," \
 	"   extract(epoch FROM now() - h.last_seen)::bigint AS seconds_since_report," \
 	"   coalesce(hr.units_24h, 0) AS units_24h, coalesce(hr.violations_24h, 0) AS violations_24h," \
 	"   hr.violations_by_hour, h.drops, h.spool_backlog, h.ship_errors FROM h" \
-	" CROSS JOIN LATERAL (SELECT sum(x.units)::bigint AS units_24h, sum(x.violations)::bigint AS violations_24h," \
+	" CROSS JOIN LATERAL (SELECT " SAT("sum(x.units)") " AS units_24h, " SAT("sum(x.violations)") " AS violations_24h," \
 	"   to_jsonb(array_agg(coalesce(x.violations, 0) ORDER BY g.hour)) AS violations_by_hour" \
 	"   FROM generate_series(date_trunc('hour', now()) - interval '23 hours', date_trunc('hour', now())," \
 	"   interval '1 hour') AS g(hour) LEFT JOIN agent_hours x ON x.host = h.host AND x.hour = g.hour) hr" \
@@ -581,7 +585,7 @@ PGresult *model_profiles(PGconn *db, const char *build_id, long limit, long offs
 	snprintf(off, sizeof(off), "%ld", offset);
 	return run(db, "SELECT m.build_id, m.exe, m.hosts, m.processes, m.units, m.merge_ms, " ISO("m.merged_at")
 		       " AS merged_at, m.stale, " ISO("(SELECT max(uploaded_at) FROM profile_uploads u WHERE u.build_id ="
-		       " m.build_id)") " AS last_upload, m.summary FROM profiles_merged m WHERE $1::text IS NULL OR"
+		       " m.build_id)") " AS last_upload, m.summary, m.held_back FROM profiles_merged m WHERE $1::text IS NULL OR"
 		       " m.build_id = $1 ORDER BY m.units DESC, m.build_id LIMIT $2 OFFSET $3",
 		   3, p, err, errlen);
 }

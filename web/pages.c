@@ -1694,7 +1694,7 @@ static void violation_bars(struct req *rq, const char *json, int bar_w, int heig
 		int64_t v = json_object_get_int64(json_object_array_get_idx(a, i));
 
 		max = v > max ? v : max;
-		total += v;
+		total = util_add_sat_i64(total, v);
 	}
 	html_rawf(rq, "<svg class=\"spark\" width=\"%zu\" height=\"%d\" role=\"img\"><title>%lld violations in %zu h"
 		      " (most in an hour: %lld)</title>", n * (size_t)bar_w, height, (long long)total, n, (long long)max);
@@ -1731,6 +1731,32 @@ static void host_status(struct req *rq, PGresult *r, int i)
 	else
 		html_rawf(rq, "%lld days ago", (long long)(ago / 86400));
 	html_raw(rq, "</span>");
+}
+
+/* The hosts a build's merge held back ([{"host", "reason"}]), in a row of their own. */
+static void fleet_held_back(struct req *rq, const char *json)
+{
+	json_object *held = json ? json_tokener_parse(json) : NULL;
+	size_t n = held && json_object_is_type(held, json_type_array) ? json_object_array_length(held) : 0;
+
+	if (n > 0) {
+		html_raw(rq, "<tr class=\"held\"><td colspan=\"13\">Held back from the merge (far off the other "
+			     "hosts): ");
+		for (size_t k = 0; k < n; k++) {
+			json_object *e = json_object_array_get_idx(held, k), *v;
+
+			if (k)
+				html_raw(rq, "; ");
+			html_raw(rq, "<b>");
+			if (json_object_object_get_ex(e, "host", &v))
+				html_text(rq, json_object_get_string(v));
+			html_raw(rq, "</b>: ");
+			if (json_object_object_get_ex(e, "reason", &v))
+				html_text(rq, json_object_get_string(v));
+		}
+		html_raw(rq, "</td></tr>");
+	}
+	json_object_put(held);
 }
 
 /* The fleet's merged profiles: per build, where it was learnt, then each loop's unit types. */
@@ -1820,6 +1846,7 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 				break;
 		}
 		json_object_put(sum);
+		fleet_held_back(rq, model_col(r, i, "held_back"));
 	}
 	html_raw(rq, "</tbody></table>");
 }

@@ -46,6 +46,11 @@ void gp_stats_add(struct gp_stats *s, double x)
 	s->m2 += d * (x - s->mean);
 }
 
+uint64_t gp_add_sat(uint64_t a, uint64_t b)
+{
+	return a > GP_MAX_N || b > GP_MAX_N - a ? GP_MAX_N : a + b;
+}
+
 void gp_stats_merge(struct gp_stats *into, const struct gp_stats *from)
 {
 	double n1 = (double)into->n, n2 = (double)from->n, d;
@@ -59,7 +64,8 @@ void gp_stats_merge(struct gp_stats *into, const struct gp_stats *from)
 	d = from->mean - into->mean;
 	into->mean += d * n2 / (n1 + n2);
 	into->m2 += from->m2 + d * d * n1 * n2 / (n1 + n2);
-	into->n += from->n;
+	/* counts saturate: the largest a profile file holds (and a bigint) */
+	into->n = gp_add_sat(into->n, from->n);
 }
 
 double gp_stats_sd(const struct gp_stats *s)
@@ -358,7 +364,7 @@ int gp_merge(struct gprofile *into, const struct gprofile *from)
 		lo = gp_add_loop(into, &site, fl->symbol);
 		if (lo < 0)
 			goto out_free;
-		into->loops[lo].threads += fl->threads;
+		into->loops[lo].threads = gp_add_sat(into->loops[lo].threads, fl->threads);
 		gp_stats_merge(&into->loops[lo].all, &fl->all);
 		free(ctxmap);
 		ctxmap = calloc(fl->ncontexts + 1, sizeof(*ctxmap));
@@ -392,7 +398,7 @@ int gp_merge(struct gprofile *into, const struct gprofile *from)
 				goto out_free;
 		}
 	}
-	into->units += from->units;
+	into->units = gp_add_sat(into->units, from->units);
 	rc = 0;
 out_free:
 	free(ctxmap);
@@ -771,9 +777,10 @@ static void put_stats(struct jsonw *w, const struct gp_stats *st)
 	jsonw_kdouble(w, "m2", st->m2);
 }
 
+/* Too large to write is written as the largest: 0 would make every unit a violation. */
 static void put_threshold(struct jsonw *w, double t)
 {
-	jsonw_i64(w, isfinite(t) && t < 9e18 ? (int64_t)llround(t) : 0);
+	jsonw_i64(w, !(t > 0) ? 0 : t < 9e18 ? (int64_t)llround(t) : (int64_t)9e18);
 }
 
 /* "sizes":[[bucket,n,mean,m2],...] for the buckets that have units; types add every bucket's threshold */
@@ -818,10 +825,10 @@ static void put_u32_list(struct jsonw *w, const char *key, const uint32_t *v, si
 	jsonw_end(w);
 }
 
-/* A number of nanoseconds, rounded (NaN and infinities are 0: never in JSON). */
+/* A number of nanoseconds, rounded (NaN is 0: never in JSON; too large for an int64, the largest). */
 static int64_t ns_of(double v)
 {
-	return isfinite(v) && v > 0 ? (int64_t)llround(v) : 0;
+	return !(v > 0) ? 0 : v < 9e18 ? (int64_t)llround(v) : (int64_t)9e18;
 }
 
 void gp_summary(const struct gprofile *p, struct jsonw *w)

@@ -386,7 +386,7 @@ upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile
 t_eq "fleet upload: no profile object" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"profile: required, the profile object (docs/guard.md)"}'
 t_eq "fleet upload: nothing refused was stored" "$(q "SELECT count(*) FROM profile_uploads")" 2
 upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":$PJ}"
-t_eq "fleet upload: another process of a host adds to the merge" \
+t_eq "fleet upload: another process of a host is stored, its host still merged once" \
 	"$HTTP_STATUS $HTTP_BODY|$(q "SELECT hosts, processes FROM profiles_merged WHERE build_id = :'bid'")" '200 {"ok":true}|2|3'
 http GET "$INGEST_URL/api/v1/profiles/ABC" -H "Authorization: Bearer $TOKEN"
 t_eq "fleet fetch: not a build id" "$HTTP_STATUS $HTTP_BODY" \
@@ -397,6 +397,100 @@ http GET "$INGEST_URL/api/v1/profiles/$bid"
 t_eq "fleet fetch: a token is needed" "$HTTP_STATUS" 401
 http POST "$INGEST_URL/api/v1/profiles/$bid" -H "Authorization: Bearer $TOKEN"
 t_eq "fleet fetch: GET only" "$HTTP_STATUS $HTTP_BODY" '405 {"error":"method: use GET"}'
+# ---- a host cannot poison a build's profile: bounded uploads, a host counted once, a robust merge ----
+# (docs/fleet.md, "Bounds and a robust merge"); uploads made from the seed profile of
+# tests/guard/ (one loop, 554131 units), its durations scaled per host
+SEED=$SM_REPO/tests/guard/profile-seed.json
+sbid=a50d6825e71f1473372299161f75fe50e80452de
+# seed_upload HOST PID AGE_S SCALE [N MEAN_NS]: the body of an upload by a process started AGE_S ago
+# (AGE_S "epoch": in 1970); N and MEAN_NS replace the loop's count and mean
+seed_upload() {
+	"$py" - "$SEED" "$@" <<'PY'
+import json, sys, time
+seed, host, pid, age, scale = sys.argv[1:6]
+p = json.load(open(seed))
+s = float(scale)
+def sc(st):
+    st["mean_ns"] *= s
+    st["m2"] *= s * s
+for l in p["loops"]:
+    sc(l["units"])
+    for c in l["classes"] + l["types"]:
+        sc(c)
+        c["sizes"] = [[b, n, m * s, m2 * s * s] for b, n, m, m2 in c["sizes"]]
+if len(sys.argv) > 6:
+    p["loops"][0]["units"]["n"] = int(sys.argv[6])
+    p["loops"][0]["units"]["mean_ns"] = float(sys.argv[7])
+started = 1 if age == "epoch" else time.time_ns() - int(age) * 10**9
+print(json.dumps({"v": 1, "host": host, "pid": int(pid), "started_ns": started, "profile": p}))
+PY
+}
+# loop_thr < PROFILE: its first loop's n, and the lowest and highest of its thresholds (the loop's,
+# its types', by size)
+loop_thr() {
+	"$py" -c 'import json, sys
+l = json.load(sys.stdin)["loops"][0]
+t = [l["threshold_ns"]] + [x["threshold_ns"] for x in l["types"]] + [v for x in l["types"] for v in x["size_thresholds_ns"]]
+print(l["units"]["n"], min(t), max(t))'
+}
+merged_loop() { # that of the build's merged profile
+	http GET "$INGEST_URL/api/v1/profiles/$sbid" -H "Authorization: Bearer $TOKEN"
+	loop_thr <<<"$HTTP_BODY"
+}
+for h in 1:1.0 2:1.2 3:0.8; do
+	upload "$TOKEN" "$(seed_upload "honest-${h%%:*}" 1 86400 "${h#*:}")"
+done
+t_eq "poisoning: three honest hosts merged" "$HTTP_STATUS|$(q "SELECT hosts, processes, units, held_back FROM profiles_merged WHERE build_id = '$sbid'")" \
+	"200|3|3|1662393|[]"
+read -r hn hlo hhi <<<"$(merged_loop)"
+read -r _ slo shi < <(loop_thr <"$SEED")
+t_eq "poisoning: the honest merge within the honest hosts' thresholds" \
+	"$hn $((hlo >= slo * 8 / 10 && hhi <= shi * 12 / 10 && hlo > 0))" "1662393 1"
+# the upload of issue 25: n = 2^63-1, mean 9e18 ns, from a process started a day ago
+upload "$TOKEN" "$(seed_upload evil 1 86400 1 9223372036854775807 9e18)"
+t_match "poisoning: counts beyond what one process can have learnt are refused, naming the field" "$HTTP_STATUS $HTTP_BODY" \
+	'^400 \{"error":"profile: loops\[0\]\.units\.n: 9223372036854775807 units in 864[0-9]{2} s since started_ns; at most 864[0-9]{10} \(one per 10 ns\)"\}$'
+upload "$TOKEN" "$(seed_upload evil 1 86400 1 1000 9e18)"
+t_match "poisoning: a mean longer than the process has lived is refused" "$HTTP_STATUS $HTTP_BODY" \
+	'^400 \{"error":"profile: loops\[0\]\.units\.mean_ns: 9000000000000000000 ns is longer than the process has lived \(864[0-9]{2} s\)"\}$'
+t_eq "poisoning: the merge unchanged" "$(merged_loop)" "$hn $hlo $hhi"
+# within the bounds (a process "started" in 1970) but far off the others: held back, and shown
+upload "$TOKEN" "$(seed_upload evil 1 epoch 1000)"
+upload "$TOKEN" "$(seed_upload evil-low 1 epoch 0.0001)"
+t_eq "poisoning: hosts far off the others are held back" \
+	"$HTTP_STATUS|$(q "SELECT hosts, processes, units, jsonb_path_query_array(held_back, '\$[*].host') FROM profiles_merged WHERE build_id = '$sbid'")" \
+	'200|3|5|1662393|["evil", "evil-low"]'
+t_match "poisoning: with the reason" "$(q "SELECT held_back->0->>'reason' FROM profiles_merged WHERE build_id = '$sbid'")" \
+	'^loop redis-check-rdb\+0x64e50: threshold [0-9]+ ns, 1e\+03 times the median of 5 hosts \([0-9]+ ns\): more than 4 times and 3 MADs off$'
+t_eq "poisoning: the merged profile's n and thresholds are the honest hosts'" "$(merged_loop)" "$hn $hlo $hhi"
+echo "merge of 5 hosts' uploads of the seed profile, 2 held back: $(q "SELECT merge_ms FROM profiles_merged WHERE build_id = '$sbid'") ms"
+# a host counts once: its latest upload (another process's) replaces its earlier one
+upload "$TOKEN" "$(seed_upload honest-1 2 60 1.0)"
+t_eq "a host uploading twice is counted once" \
+	"$HTTP_STATUS|$(q "SELECT hosts, processes, units FROM profiles_merged WHERE build_id = '$sbid'")|$(merged_loop)" \
+	"200|3|6|1662393|$hn $hlo $hhi"
+upload "$TOKEN" "$(seed_upload honest-1 3 60 1.1)"
+t_eq "its latest upload is the one merged" "$(merged_loop | cut -d' ' -f1)|$([ "$(merged_loop)" != "$hn $hlo $hhi" ] && echo changed)" \
+	"1662393|changed"
+# two hosts learnt tight, apart: pooled, the spread between them would make a threshold above both
+tight() { # tight HOST MEAN_NS: 1000 units of MEAN_NS, sd 1 us
+	"$py" - "$1" "$2" <<'PY'
+import json, sys, time
+host, mean = sys.argv[1], float(sys.argv[2])
+st = {"n": 1000, "mean_ns": mean, "m2": 1e6 * 999}
+p = {"format": "stackmine-guard-profile", "v": 1, "build_id": "7e57", "exe": "/bin/tight", "k": 4, "cut": 0.5,
+     "updated": "2026-11-24T13:25:34Z", "units": 1000, "modules": [{"name": "tight", "build_id": "7e57"}], "frames": [],
+     "loops": [{"site": {"module": 0, "offset": "0x10", "depth": 64, "call": "epoll_wait"}, "symbol": "tight!loop",
+                "threads": 1, "units": st, "threshold_ns": 0, "contexts": [],
+                "classes": [dict(st, contexts=[], sizes=[[0, 1000, mean, 1e6 * 999]], type=0)], "types": []}]}
+print(json.dumps({"v": 1, "host": host, "pid": 1, "started_ns": time.time_ns() - 3600 * 10**9, "profile": p}))
+PY
+}
+upload "$TOKEN" "$(tight tight-1 1000000)"
+upload "$TOKEN" "$(tight tight-2 3000000)"
+http GET "$INGEST_URL/api/v1/profiles/7e57" -H "Authorization: Bearer $TOKEN"
+t_eq "a merged threshold stays within the hosts' own (1.004 to 3.004 ms: 6 ms pooled, kept at 3.004)" "$HTTP_STATUS $(loop_thr <<<"$HTTP_BODY")" \
+	"200 2000 3004000 3004000"
 printf '{"format":"stackmine-guard-profile","v":1}' >"$T_TMP/bad.json"
 t_eq "a damaged profile is named with its field" "$("$GUARD" profile show "$T_TMP/bad.json" 2>&1)" \
 	"sm-guard: $T_TMP/bad.json: build_id: missing or not a string"

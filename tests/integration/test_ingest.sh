@@ -448,7 +448,7 @@ t_eq "report: a bad mode" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"mode: must be
 report "$HOSTTOK" "${REP/\"pid\":4211,/}"
 t_eq "report: pid missing" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"pid: required"}'
 report "$HOSTTOK" "${REP/\"units\":100/\"units\":-5}"
-t_eq "report: a negative counter" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"units: a whole number from 0 to 4611686018427387903"}'
+t_eq "report: a negative counter" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"units: a whole number from 0 to 9223372036854775807"}'
 report "$HOSTTOK" "${REP/\"v\":1/\"v\":2}"
 t_eq "report: an unknown version" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"v: must be 1"}'
 report "$HOSTTOK" '{"v":1,'
@@ -461,6 +461,45 @@ report "$HOSTTOK" "${REP/\"ship_errors\":0/\"ship_errors\":0,\"exiting\":true}"
 t_eq "report: the last report marks the process exited" "$(pg_q "SELECT exited FROM agent_procs WHERE pid = 4211")" t
 t_eq "report: counters that fell add nothing to the hour; refused reports added nothing" \
 	"$(pg_q "SELECT count(*), sum(units) FROM agent_procs")|$(pg_q "SELECT units, violations FROM agent_hours")" "2|200|350|10"
+# counters at the largest bigint: counted only as far as a process can have counted (one per 10 ns
+# of its life, and of the interval since its previous report, each plus a minute); the hour's sums
+# saturate. rep_big PID UNITS VIOLATIONS: a report of a process started an hour ago
+BIGSTART=$(($(date +%s) - 3600))000000000
+rep_big() {
+	report "$HOSTTOK" "${REP/\"pid\":4211,\"started_ns\":1700000000000000000,\"units\":100,\"violations\":3/\"pid\":$1,\"started_ns\":$BIGSTART,\"units\":$2,\"violations\":$3}"
+}
+for pid in 5001 5002; do
+	rep_big $pid 9223372036854775807 9223372036854775807
+	t_eq "report: counters at 2^63-1 accepted (pid $pid)" "$HTTP_STATUS $HTTP_BODY" '200 {"ok":true,"settings":{}}'
+done
+t_eq "report: a process's counters bounded by its life (an hour and a minute: 3.66e11, a few seconds' slack)" \
+	"$(pg_q "SELECT count(*), bool_and(units BETWEEN 366000000000 AND 366500000000 AND violations = units)
+	 FROM agent_procs WHERE pid IN (5001, 5002)")" "2|t"
+report "$HOSTTOK" "${REP/\"pid\":4211/\"pid\":5003}"
+t_eq "report: a normal report after them is stored, the hour counts all three" \
+	"$HTTP_STATUS|$(pg_q "SELECT units, violations FROM agent_procs WHERE pid = 5003")|$(pg_q "SELECT
+	 units = 450 + (SELECT sum(units) FROM agent_procs WHERE pid IN (5001, 5002)),
+	 violations = 13 + (SELECT sum(violations) FROM agent_procs WHERE pid IN (5001, 5002)) FROM agent_hours")" \
+	"200|100|3|t|t"
+before=$(pg_q "SELECT units FROM agent_hours")
+rep_big 5005 100 0
+rep_big 5005 9223372036854775807 0
+t_eq "report: what grew since a process's last report counts at most for the interval (a minute and seconds)" \
+	"$HTTP_STATUS|$(pg_q "SELECT units - $before BETWEEN 6000000100 AND 6050000100 FROM agent_hours")" "200|t"
+# issue 25: two processes at the old largest counter (2^62-1) overflowed the hour (503 for the rest of it)
+rep_big 5006 4611686018427387903 4611686018427387903
+out="$HTTP_STATUS"
+rep_big 5007 4611686018427387903 4611686018427387903
+out="$out $HTTP_STATUS"
+report "$HOSTTOK" "${REP/\"pid\":4211/\"pid\":5008}"
+t_eq "report: two processes at 2^62-1, then a normal report: all answered, the last stored" \
+	"$out $HTTP_STATUS|$(pg_q "SELECT units, violations FROM agent_procs WHERE pid = 5008")" "200 200 200|100|3"
+pg_q "UPDATE agent_hours SET units = 9223372036854775000, violations = 9223372036854775000" >/dev/null
+rep_big 5004 1000 1000
+t_eq "report: the hour's sums saturate at the largest bigint, the report stored" \
+	"$HTTP_STATUS|$(pg_q "SELECT units, violations FROM agent_hours")|$(pg_q "SELECT count(*) FROM agent_procs WHERE pid = 5004")" \
+	"200|9223372036854775807|9223372036854775807|1"
+pg_q "DELETE FROM agent_procs WHERE pid > 5000; UPDATE agent_hours SET units = 350, violations = 10" >/dev/null
 pg_q "UPDATE agent_procs SET last_seen = now() - interval '40 days' WHERE pid = 4300;
 	INSERT INTO agent_hours VALUES ('web-17', date_trunc('hour', now()) - interval '40 days', 5, 5)" >/dev/null
 pg_q "SELECT sm_apply_retention(now())" >/dev/null

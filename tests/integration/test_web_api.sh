@@ -618,6 +618,20 @@ t_match "host page: processes and the link to its streams" "$HTTP_STATUS $HTTP_B
 	'^200 .*<h1><bdi>web-1</bdi> <span class="status live">.*<a href="/streams\?host=web-1">its streams</a>.*<td class="n">100</td><td>nginx</td><td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td>guard</td><td><span class="status live">'
 api GET /fleet/nosuchhost "${AN[@]}"
 t_eq "host page: unknown host" "$HTTP_STATUS" 404
+# two saturated hours of a host and counters at the largest bigint: answered, sums clamped
+pg_q "INSERT INTO agent_procs (host, pid, started_at, exe, mode, agent_version, units, violations, drops, ship_errors)
+	SELECT 'big-1', pid, now() - interval '1 hour', '/bin/big', 'guard', '1.0', 9223372036854775807,
+	 9223372036854775807, 9223372036854775807, 9223372036854775807 FROM generate_series(1, 2) pid;
+	INSERT INTO agent_hours VALUES ('big-1', date_trunc('hour', now()), 9223372036854775807, 9223372036854775807),
+	 ('big-1', date_trunc('hour', now()) - interval '1 hour', 9223372036854775807, 9223372036854775807)" >/dev/null
+api GET /api/v1/hosts "${AN[@]}"
+t_eq "hosts: two saturated hours and huge counters answered, sums clamped to the largest bigint" \
+	"$HTTP_STATUS $(j '[[h["host"], h["units_24h"], h["violations_24h"], h["violations_by_hour"][-2:], h["drops"], h["ship_errors"]] for h in j["hosts"] if h["host"] == "big-1"]') $(j 'j["total"]')" \
+	'200 [["big-1",9223372036854775807,9223372036854775807,[9223372036854775807,9223372036854775807],9223372036854775807,9223372036854775807]] 4'
+api GET /fleet "${AN[@]}"
+t_match "fleet page: the same, its total clamped" "$HTTP_STATUS $HTTP_BODY" \
+	'^200 .*<title>9223372036854775807 violations in 24 h \(most in an hour: 9223372036854775807\)</title>'
+pg_q "DELETE FROM agent_procs WHERE host = 'big-1'; DELETE FROM agent_hours WHERE host = 'big-1'" >/dev/null
 # a build's profile as sm-ingest merges it from the uploads (summary as gp_summary writes it)
 pg_q "INSERT INTO profile_uploads VALUES ('aaaabbbbccccdddd', 'web-1', 100, now(), '/usr/sbin/nginx', 5000, '{}', now());
 	INSERT INTO profiles_merged (build_id, exe, profile, hosts, processes, units, summary, merge_ms) VALUES
@@ -625,14 +639,19 @@ pg_q "INSERT INTO profile_uploads VALUES ('aaaabbbbccccdddd', 'web-1', 100, now(
 	 \"k\": 4, \"loops\": [{\"symbol\": \"nginx!ngx_process_events_and_timers\", \"call\": \"epoll_wait\",
 	 \"units\": 5000, \"mean_ns\": 2000000, \"threshold_ns\": 9000000, \"types\": [{\"name\": \"u0\",
 	 \"units\": 4000, \"mean_ns\": 1500000, \"sd_ns\": 500000, \"threshold_ns\": 3500000,
-	 \"contexts\": [\"read in nginx!ngx_unix_recv\", \"<script>\"]}]}]}', 12.5)" >/dev/null
+	 \"contexts\": [\"read in nginx!ngx_unix_recv\", \"<script>\"]}]}]}', 12.5);
+	UPDATE profiles_merged SET held_back = '[{\"host\": \"<i>evil</i>\", \"reason\": \"loop nginx!x: threshold 9000000000 ns, 1e+03 times the median of 3 hosts (9000000 ns): more than 4 times and 3 MADs off\"}]'" >/dev/null
 api GET /api/v1/profiles "${AN[@]}"
 t_eq "profiles: each build's merged profile, where it was learnt" \
 	"$HTTP_STATUS $(j '[[p["build_id"], p["hosts"], p["processes"], p["units"], p["stale"], p["summary"]["loops"][0]["types"][0]["threshold_ns"]] for p in j["profiles"]]') $(j 'j["total"]')" \
 	'200 [["aaaabbbbccccdddd",3,7,5000,false,3500000]] 1'
+t_eq "profiles: the hosts the merge held back, with the reason" "$(j '[p["held_back"] for p in j["profiles"]]')" \
+	'[[{"host":"<i>evil</i>","reason":"loop nginx!x: threshold 9000000000 ns, 1e+03 times the median of 3 hosts (9000000 ns): more than 4 times and 3 MADs off"}]]'
 api GET /fleet "${AN[@]}"
 t_match "fleet page: the profiles with their unit types and thresholds" "$HTTP_BODY" \
 	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5000</td>.*<td>u0</td><td class="n">4000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td><bdi>read in nginx!ngx_unix_recv</bdi>; <bdi>&lt;script&gt;</bdi></td>'
+t_match "fleet page: the hosts held back, escaped" "$HTTP_BODY" \
+	'<tr class="held"><td colspan="13">Held back from the merge \(far off the other hosts\): <b>&lt;i&gt;evil&lt;/i&gt;</b>: loop nginx!x: threshold 9000000000 ns, 1e\+03 times the median of 3 hosts \(9000000 ns\): more than 4 times and 3 MADs off</td></tr>'
 
 # ---- settings pushed to the agents: an admin's ----
 api POST /api/v1/agent-settings "${AD[@]}" "${JS[@]}" --data-binary '{"app": "nginx", "guard": false, "k": 6.5, "note": "noisy after the 2.5 rollout"}'
