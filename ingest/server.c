@@ -482,8 +482,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct server *s = cls;
 	struct request *rq = *con_cls;
 
-	(void)version;
 	if (!rq) {
+		const char *why;
+		int refuse;
+
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
@@ -493,6 +495,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = rq;
 		atomic_fetch_add(&s->inflight, 1);
 		metrics_gauge_add(GAUGE_INFLIGHT, 1);
+		if ((refuse = httpd_check_framing(conn, version, &why))) {
+			rq->resp.status = refuse;
+			metrics_reject(REASON_INVALID, 1);
+			return httpd_refuse(conn, refuse, why);
+		}
 		if (strcmp(url, "/api/v1/streams") == 0 || strcmp(url, "/api/v1/agents/report") == 0 ||
 		    strcmp(url, "/api/v1/profiles") == 0) {
 			if (strcmp(method, "POST") != 0)

@@ -279,8 +279,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	enum MHD_Result ret;
 
 	(void)cls;
-	(void)version;
 	if (!rq) {
+		const char *why;
+		int refuse = httpd_check_framing(conn, version, &why);
+
+		if (refuse) {
+			atomic_fetch_add(&W.requests, 1);
+			return httpd_refuse(conn, refuse, why);
+		}
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;

@@ -41,6 +41,33 @@ t_ok_alive=$(t_alive "$WEB_PID" && echo yes)
 t_eq "sm-web is still running" "$t_ok_alive" yes
 http GET "$WEB_URL/healthz"
 t_eq "and healthy" "$HTTP_STATUS $HTTP_BODY" $'200 ok\n'
+# strict framing (RFC 9112): refused with 400 and the connection closed before any body is read,
+# so that a request smuggled behind the body never runs
+raw() { "$SM_REPO/tests/integration/raw_http.py" 127.0.0.1 "$port" 3; }
+run_req() { # run_req APP [FRAMING-HEADERS]: POST /api/v1/runs of app APP (framed by its length by default)
+	local body="{\"app\": \"$1\"}"
+	printf 'POST /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n%s\r\n%s' \
+		"$port" "$ANALYST" "${2:-Content-Length: ${#body}$'\r\n'}" "$body"
+}
+inner=$(run_req smuggled)
+first='{"app": "first"}'
+got=$( { run_req first "Content-Length: ${#first}"$'\r\n'"Content-Length: $((${#first} + ${#inner}))"$'\r\n'
+	printf '%s' "$inner"; } | raw)
+t_eq "framing: two different Content-Length: 400, closed" "$got" \
+	$'400 closed\n{"error": "Content-Length: more than one"}'
+got=$( { run_req first "Content-Length: ${#first}"$'\r\n'"Transfer-Encoding: chunked"$'\r\n'
+	printf '%s' "$inner"; } | raw)
+t_eq "framing: Content-Length with Transfer-Encoding: 400, closed" "$got" \
+	$'400 closed\n{"error": "Content-Length: not allowed with Transfer-Encoding"}'
+got=$(printf 'GET /healthz HTTP/1.1\r\n\r\n' | raw)
+t_eq "framing: HTTP/1.1 without Host: 400, closed" "$got" \
+	$'400 closed\n{"error": "Host: missing (HTTP/1.1 requires it)"}'
+got=$(printf 'GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n' | raw)
+t_eq "framing: two Host headers: 400, closed" "$got" $'400 closed\n{"error": "Host: more than one"}'
+got=$(run_req framed | raw)
+t_eq "framing: a run framed once is taken" "${got%%$'\n'*}" "202 open"
+t_eq "framing: the refused and the smuggled runs were never queued" \
+	"$(pg_q "SELECT string_agg(params->>'app', ',' ORDER BY id) FROM runs WHERE params->>'app' IN ('first', 'smuggled', 'framed')")" framed
 t_eq "no sanitizer report" "$(grep -c 'runtime error\|AddressSanitizer\|LeakSanitizer' "$WEB_LOG")" 0
 # cookie writes without a valid CSRF token were refused; a POST of a run with a bearer token may
 # have been accepted (that is a legitimate request), so only signatures and clusters must be unchanged
