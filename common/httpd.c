@@ -217,3 +217,26 @@ enum MHD_Result httpd_refuse(struct MHD_Connection *c, int status, const char *w
 	MHD_destroy_response(r);
 	return ret;
 }
+
+bool httpd_probe_method(struct MHD_Connection *c, const char *method, enum MHD_Result *ret)
+{
+	static const char allow[] = "GET, HEAD, OPTIONS";
+	static const char msg[] = "{\"error\": \"method: use GET or HEAD\"}\n";
+	bool options = strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0;
+	struct MHD_Response *r;
+
+	if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
+		return false;
+	*ret = MHD_NO;
+	r = options ? MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT)
+		    : MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return true;
+	if (!options)
+		MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "Allow", allow);
+	*ret = MHD_queue_response(c, options ? MHD_HTTP_NO_CONTENT : MHD_HTTP_METHOD_NOT_ALLOWED, r);
+	MHD_destroy_response(r);
+	return true;
+}

@@ -9,6 +9,7 @@
 
 #include <microhttpd.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 
 /* "ADDR:PORT", "[V6]:PORT" or ":PORT" (any address) into *ss. Returns AF_INET or AF_INET6, or -1. */
@@ -32,5 +33,9 @@ int httpd_check_framing(struct MHD_Connection *c, const char *version, const cha
 /* Answers status with {"error": why} and Connection: close, so that libmicrohttpd reads nothing
  * more of the connection (a smuggled request behind the body is never seen). */
 enum MHD_Result httpd_refuse(struct MHD_Connection *c, int status, const char *why);
+/* For /healthz and /metrics, which take GET and HEAD (libmicrohttpd sends no body to HEAD): false
+ * for those, which the caller serves; else answers OPTIONS 204 and any other method 405, both with
+ * Allow, and returns true with *ret what the access handler is to return. */
+bool httpd_probe_method(struct MHD_Connection *c, const char *method, enum MHD_Result *ret);
 
 #endif

@@ -235,6 +235,33 @@ struct worker_arg {
 	struct handler *h;
 };
 
+/* What /healthz tells: the last thing any thread learnt of the database, the maintenance
+ * thread's check or a worker's request, so that it is up again with the first request that
+ * succeeds (not up to 2 s later) and down with the first that finds it gone. */
+static void db_state(struct server *s, bool ok, const char *why)
+{
+	pthread_mutex_lock(&s->mlock);
+	if (ok != atomic_load(&s->db_ok)) {
+		if (ok)
+			log_info("database reachable again", "%s", "");
+		else
+			log_error("database unreachable", "error=\"%s\"", why);
+	}
+	if (!ok)
+		snprintf(s->db_error, sizeof(s->db_error), "%s", why);
+	atomic_store(&s->db_ok, ok);
+	metrics_gauge_set(GAUGE_DB_UP, ok);
+	pthread_mutex_unlock(&s->mlock);
+}
+
+static void db_seen(struct server *s, struct handler *h)
+{
+	int seen = handler_db_seen(h);
+
+	if (seen)
+		db_state(s, seen > 0, handler_last_error(h));
+}
+
 static void *worker_main(void *p)
 {
 	struct worker_arg *wa = p;
@@ -250,6 +277,7 @@ static void *worker_main(void *p)
 			} else if (handler_authorize(wa->h, rq->authorization, &rq->resp) == 0) {
 				rq->resp.status = 0;
 			}
+			db_seen(s, wa->h);
 			MHD_resume_connection(rq->conn);
 			continue;
 		}
@@ -289,6 +317,7 @@ static void *worker_main(void *p)
 				break;
 			}
 		}
+		db_seen(s, wa->h);
 		/* the body is no longer needed: give its memory back now */
 		atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
 		metrics_gauge_add(GAUGE_BUFFERED_BYTES, -(int64_t)rq->body.len);
@@ -526,13 +555,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			rq->kind = RQ_PROFILE_GET;
 			return start_streams(s, rq);
 		}
-		if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
+		if (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0) {
+			enum MHD_Result ret;
+
+			if (httpd_probe_method(conn, method, &ret)) {
+				rq->resp.status = strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0 ? 204 : 405;
+				return ret;
+			}
 			rq->resp.status = 200;
-			return serve_health(s, conn);
-		}
-		if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {
-			rq->resp.status = 200;
-			return serve_metrics(s, conn);
+			return url[1] == 'h' ? serve_health(s, conn) : serve_metrics(s, conn);
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
 		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/import,"
@@ -638,21 +669,18 @@ static void *maint_main(void *p)
 					  handler_last_error(s->maint_handler));
 			last_maint = util_now_mono_ns();
 		}
+		db_state(s, ok, handler_last_error(s->maint_handler));
+		handler_db_seen(s->maint_handler);   /* told already */
 		pthread_mutex_lock(&s->mlock);
-		if (ok != atomic_load(&s->db_ok)) {
-			if (ok)
-				log_info("database reachable again", "%s", "");
-			else
-				log_error("database unreachable", "error=\"%s\"",
-					  handler_last_error(s->maint_handler));
-		}
-		if (!ok)
-			snprintf(s->db_error, sizeof(s->db_error), "%s",
-				 handler_last_error(s->maint_handler));
-		atomic_store(&s->db_ok, ok);
-		metrics_gauge_set(GAUGE_DB_UP, ok);
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 2;
+		/* while it is down, look again sooner: /healthz follows within half a second even
+		 * when no request comes to find it back */
+		if (ok) {
+			ts.tv_sec += 2;
+		} else if ((ts.tv_nsec += 500000000) >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
 		if (!s->maint_stop)
 			pthread_cond_timedwait(&s->mcond, &s->mlock, &ts);
 	}

@@ -323,10 +323,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req_json_error(rq, 400, "the path is not UTF-8");
 		return send_response(rq);
 	}
-	if (strcmp(url, "/metrics") == 0 && (rq->method == REQ_GET || rq->method == REQ_HEAD)) {
-		serve_metrics(rq);
-		atomic_fetch_add(&W.requests, 1);
-		return send_response(rq);
+	if (strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0) {
+		if (httpd_probe_method(conn, method, &ret)) {
+			atomic_fetch_add(&W.requests, 1);
+			return ret;
+		}
+		if (url[1] == 'm') {
+			serve_metrics(rq);
+			atomic_fetch_add(&W.requests, 1);
+			return send_response(rq);
+		}
 	}
 	/* reads go to the read pool (a standby) when there is one; writes and their forms never */
 	pool = W.rpool.size && (rq->method == REQ_GET || rq->method == REQ_HEAD) ? &W.rpool : &W.pool;

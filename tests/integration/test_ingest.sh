@@ -508,6 +508,23 @@ t_eq "framing: the same request framed once is stored" "${got%%$'\n'*}" "200 ope
 t_eq "framing: the smuggled requests were never run" \
 	"$(pg_q "SELECT count(*) FROM streams WHERE stream_id IN ('$SMUG1', '$SMUG2')")" 1
 
+# ---- /healthz and /metrics: GET and HEAD, OPTIONS, other methods 405; the database's state as
+# soon as a request finds it (it lagged up to 2 s behind, the maintenance thread's check) ----
+t_probe_methods "$INGEST_URL"
+pg_q "ALTER DATABASE \"$PGDATABASE\" WITH ALLOW_CONNECTIONS false" -d postgres
+pg_q "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :'d'" -d postgres -v d="$PGDATABASE" >/dev/null
+for i in $(seq 1 100); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "$INGEST_URL/healthz")" = 503 ] && break
+	sleep 0.1
+done
+t_eq "database gone: /healthz 503" "$(curl -s -o /dev/null -w '%{http_code}' "$INGEST_URL/healthz")" 503
+pg_q "ALTER DATABASE \"$PGDATABASE\" WITH ALLOW_CONNECTIONS true" -d postgres
+stream "$(newid)" >"$T_TMP/back.json"
+post "$T_TMP/back.json"
+back=$HTTP_STATUS
+http GET "$INGEST_URL/healthz"
+t_eq "database back: the first POST succeeds, and /healthz says so at once" "$back|$HTTP_STATUS" "200|200"
+
 # ---- a client gone while the database held its request: the server still stops at once ----
 # (libmicrohttpd ends such a request without asking the handler again: the count of requests held
 # by workers, which shutdown waits for, must drop all the same; it waited 70 s before)

@@ -68,6 +68,8 @@ got=$(run_req framed | raw)
 t_eq "framing: a run framed once is taken" "${got%%$'\n'*}" "202 open"
 t_eq "framing: the refused and the smuggled runs were never queued" \
 	"$(pg_q "SELECT string_agg(params->>'app', ',' ORDER BY id) FROM runs WHERE params->>'app' IN ('first', 'smuggled', 'framed')")" framed
+# /healthz and /metrics take GET and HEAD; OPTIONS is answered 204, other methods 405, with Allow
+t_probe_methods "$WEB_URL" -H "Authorization: Bearer $ANALYST"
 t_eq "no sanitizer report" "$(grep -c 'runtime error\|AddressSanitizer\|LeakSanitizer' "$WEB_LOG")" 0
 # cookie writes without a valid CSRF token were refused; a POST of a run with a bearer token may
 # have been accepted (that is a legitimate request), so only signatures and clusters must be unchanged
