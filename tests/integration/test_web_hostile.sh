@@ -70,6 +70,23 @@ t_eq "framing: the refused and the smuggled runs were never queued" \
 	"$(pg_q "SELECT string_agg(params->>'app', ',' ORDER BY id) FROM runs WHERE params->>'app' IN ('first', 'smuggled', 'framed')")" framed
 # /healthz and /metrics take GET and HEAD; OPTIONS is answered 204, other methods 405, with Allow
 t_probe_methods "$WEB_URL" -H "Authorization: Bearer $ANALYST"
+# after a login, only a path of this origin as browsers parse it (WHATWG URL): "/\t/evil.example"
+# is "//evil.example" to them; anything else goes to "/". The query of the page asked for is kept.
+location() { grep -i '^location: ' <<<"$HTTP_HEADERS" | sed 's/^[Ll]ocation: //' | tr -d '\r'; }
+for n in %2F%09%2Fevil.example %2F%0B%2Fevil.example %2F%0C%2Fevil.example %2F%1F%2Fevil.example \
+	%2F%7F%2Fevil.example %2F%2Fevil.example %2F%5Cevil.example %2F%20%2Fevil.example %2Fruns%5C..%5C%5Cevil.example \
+	https%3A%2F%2Fevil.example %09%2F%2Fevil.example; do
+	http POST "$WEB_URL/login" -H 'Content-Type: application/x-www-form-urlencoded' --data-binary "token=$ANALYST&next=$n"
+	t_eq "login: next=$n goes to /" "$HTTP_STATUS $(location)" "303 /"
+done
+http GET "$WEB_URL/runs/2?sort=streams&q=a%20b"
+t_eq "login: a page asked for without a token keeps its query in next" "$HTTP_STATUS $(location)" \
+	"303 /login?next=/runs/2%3Fsort%3Dstreams%26q%3Da%2520b"
+http GET "$WEB_URL$(location)"
+t_match "login: the form carries it" "$HTTP_BODY" 'name="next" value="/runs/2\?sort=streams&amp;q=a%20b"'
+http POST "$WEB_URL/login" -H 'Content-Type: application/x-www-form-urlencoded' \
+	--data-binary "token=$ANALYST&next=%2Fruns%2F2%3Fsort%3Dstreams%26q%3Da%2520b"
+t_eq "login: back to the page with its query" "$HTTP_STATUS $(location)" "303 /runs/2?sort=streams&q=a%20b"
 t_eq "no sanitizer report" "$(grep -c 'runtime error\|AddressSanitizer\|LeakSanitizer' "$WEB_LOG")" 0
 # cookie writes without a valid CSRF token were refused; a POST of a run with a bearer token may
 # have been accepted (that is a legitimate request), so only signatures and clusters must be unchanged
