@@ -107,10 +107,9 @@ void httpd_log(void *cls, const char *fmt, va_list ap)
 	used++;
 	pthread_mutex_unlock(&lock);
 	if (missed)
-		log_warn("http", "detail=\"%u messages of libmicrohttpd dropped in the last %d s or more\"", missed,
-			 (int)LOG_PERIOD_S);
+		log_warn("http: messages of libmicrohttpd dropped", "dropped=%u period_s=%d", missed, (int)LOG_PERIOD_S);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	log_warn("http", "detail=\"%.*s\"", (int)strcspn(msg, "\n\""), msg);
+	log_warn("http", "detail=%.*s", (int)strcspn(msg, "\n"), msg);
 }
 
 /* ---- framing (RFC 9112 section 6.3, 3.2) ---- */

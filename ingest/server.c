@@ -61,6 +61,8 @@ struct request {
 	bool authorized;             /* a worker found the token good */
 	bool held;                   /* counted in server.suspended (handed to a worker, not answered) */
 	char *authorization;
+	const char *endpoint;        /* for the log: the endpoint's pattern; NULL: none (path then) */
+	char path[128];              /* of a request no endpoint took, cut, for the log ("" for the others) */
 	struct handler_response resp;
 	int64_t start_ns;
 	struct request *next;
@@ -534,12 +536,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			if (strcmp(method, "POST") != 0)
 				return respond_rq(rq, 405, "method: use POST", 0);
 			rq->kind = url[8] == 'a' ? RQ_REPORT : url[8] == 'p' ? RQ_PROFILE_PUT : RQ_STREAMS;
+			rq->endpoint = rq->kind == RQ_REPORT ? "/api/v1/agents/report" :
+				    rq->kind == RQ_PROFILE_PUT ? "/api/v1/profiles" : "/api/v1/streams";
 			return start_streams(s, rq);
 		}
 		if (strcmp(url, "/api/v1/import") == 0) {
 			if (strcmp(method, "POST") != 0)
 				return respond_rq(rq, 405, "method: use POST", 0);
 			rq->kind = RQ_IMPORT;
+			rq->endpoint = "/api/v1/import";
 			rq->query = (struct buf)BUF_INIT(IMPORT_QUERY_MAX);
 			MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, keep_arg, &rq->query);
 			if (buf_error(&rq->query))
@@ -547,6 +552,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return start_streams(s, rq);
 		}
 		if (strncmp(url, "/api/v1/profiles/", 17) == 0) {
+			rq->endpoint = "/api/v1/profiles/{build_id}";
 			if (strcmp(method, "GET") != 0)
 				return respond_rq(rq, 405, "method: use GET", 0);
 			if (strlen(url + 17) >= sizeof(rq->build_id) || !profiles_build_id_ok(url + 17))
@@ -562,10 +568,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				rq->resp.status = strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0 ? 204 : 405;
 				return ret;
 			}
+			rq->endpoint = url[1] == 'h' ? "/healthz" : "/metrics";
 			rq->resp.status = 200;
 			return url[1] == 'h' ? serve_health(s, conn) : serve_metrics(s, conn);
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
+		snprintf(rq->path, sizeof(rq->path), "%s", url);
 		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/import,"
 					   " POST /api/v1/agents/report, POST /api/v1/profiles,"
 					   " GET /api/v1/profiles/{build_id}, GET /healthz,"
@@ -626,8 +634,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	metrics_request(rq->resp.status, util_now_mono_ns() - rq->start_ns);
 	if (rq->route == ROUTE_STREAMS || rq->resp.status >= 400) {
 		enum log_level lvl = rq->resp.status == 200 ? LOG_INFO : LOG_WARN;
-		log_msg(lvl, "streams request", "status=%d accepted=%zu duplicates=%zu rejected=%zu"
-			" events=%zu bytes=%zu ms=%lld%s", rq->resp.status, rq->resp.accepted,
+		log_msg(lvl, "streams request", "route=%s path=%s status=%d accepted=%zu duplicates=%zu rejected=%zu"
+			" events=%zu bytes=%zu ms=%lld%s", rq->endpoint ? rq->endpoint : "-", rq->path, rq->resp.status,
+			rq->resp.accepted,
 			rq->resp.duplicates, rq->resp.rejected, rq->resp.events, rq->resp.decoded_bytes,
 			(long long)ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
 	}

@@ -416,6 +416,8 @@ void req_route(const struct req_route *routes, size_t n, struct req *rq, struct 
 				continue;
 			}
 			m->allowed |= r->method;
+			if (!rq->route)
+				rq->route = r->path;
 			if (!m->route && r->method == want) {
 				m->route = r;
 				m->arg = wild ? arena_strndup(rq->a, wild, wlen) : NULL;

@@ -72,6 +72,7 @@ struct req {
 	const struct web_config *cfg;
 	enum req_method method;
 	const char *path;           /* without the query string */
+	const char *route;          /* the pattern of the route its path matched ("/api/v1/runs/#"), for the log */
 	struct buf body;            /* the request body (bounded by max_body) */
 	struct arena *a;            /* freed with the request */
 	PGconn *db;                 /* the connection of this request */

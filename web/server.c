@@ -270,6 +270,17 @@ static void dispatch(struct req *rq)
 		pages_handle(rq);
 }
 
+/* What the log names a request by: its route's pattern (the path, which may be anything, follows
+ * it escaped). */
+static const char *route_of(const struct req *rq)
+{
+	if (rq->route)
+		return rq->route;
+	if (strcmp(rq->path, "/healthz") == 0)
+		return "/healthz";
+	return strncmp(rq->path, "/static/", 8) == 0 ? "/static/*" : "-";
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -357,7 +368,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	rq->db = NULL;
 	atomic_fetch_add(&W.requests, 1);
 	if (rq->status >= 500)
-		log_warn("request failed", "method=%s path=\"%.200s\" status=%d", method, url, rq->status);
+		log_warn("request failed", "method=%s route=%s path=%.200s status=%d", method, route_of(rq), url,
+			 rq->status);
 	ret = send_response(rq);
 	return ret;
 }

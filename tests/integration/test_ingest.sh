@@ -525,6 +525,12 @@ back=$HTTP_STATUS
 http GET "$INGEST_URL/healthz"
 t_eq "database back: the first POST succeeds, and /healthz says so at once" "$back|$HTTP_STATUS" "200|200"
 
+# ---- log lines: a path from a client is one escaped value, on one line, after the route ----
+http GET "$INGEST_URL/nope%22%20level=error%20msg=%22forged%0D%0Alevel=error"
+t_eq "log: a path no endpoint took: one escaped value, one line" \
+	"$HTTP_STATUS|$(grep -c forged "$INGEST_LOG")|$(grep forged "$INGEST_LOG" | grep -o ' route=.* status=404')" \
+	'404|1| route=- path="/nope\" level=error msg=\"forged\r\nlevel=error" status=404'
+
 # ---- a client gone while the database held its request: the server still stops at once ----
 # (libmicrohttpd ends such a request without asking the handler again: the count of requests held
 # by workers, which shutdown waits for, must drop all the same; it waited 70 s before)

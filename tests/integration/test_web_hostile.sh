@@ -87,6 +87,25 @@ t_match "login: the form carries it" "$HTTP_BODY" 'name="next" value="/runs/2\?s
 http POST "$WEB_URL/login" -H 'Content-Type: application/x-www-form-urlencoded' \
 	--data-binary "token=$ANALYST&next=%2Fruns%2F2%3Fsort%3Dstreams%26q%3Da%2520b"
 t_eq "login: back to the page with its query" "$HTTP_STATUS $(location)" "303 /runs/2?sort=streams&q=a%20b"
+# log injection: a run's app and a failed request's path are values, escaped: one line each, no
+# forged key or line
+FORGE=$'x" level=error msg="forged\r\nlevel=error msg="forged2'
+http POST "$WEB_URL/api/v1/runs" -H "Authorization: Bearer $ANALYST" -H 'Content-Type: application/json' \
+	--data-binary "$(FORGE=$FORGE "$py" -c 'import json, os; print(json.dumps({"app": os.environ["FORGE"]}))')"
+t_eq "log: a run with a forged app is queued" "$HTTP_STATUS" 202
+"$SM_BIN_DIR/sm-miner" worker --once >"$T_TMP/worker.log" 2>&1
+t_eq "log: the worker logs the app as one escaped value, on one line" "$(grep -c forged "$T_TMP/worker.log")|$(grep -F 'msg="run taken"' "$T_TMP/worker.log" | grep forged | grep -o ' app=.*$')" \
+	'1| app="x\" level=error msg=\"forged\r\nlevel=error msg=\"forged2"'
+http GET "$WEB_URL/api/v1/runs" -H "Authorization: Bearer $ANALYST"
+pg_q "ALTER DATABASE \"$PGDATABASE\" WITH ALLOW_CONNECTIONS false" -d postgres
+pg_q "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :'d'" -d postgres -v d="$PGDATABASE" >/dev/null
+http GET "$WEB_URL/api/v1/hosts/h%22%20level=error%20msg=%22forged%0D%0Alevel=error%20msg=%22forged2" \
+	-H "Authorization: Bearer $ANALYST"
+failed=$HTTP_STATUS
+pg_q "ALTER DATABASE \"$PGDATABASE\" WITH ALLOW_CONNECTIONS true" -d postgres
+t_match "log: a request failing with the database gone: 5xx" "$failed" '^5'
+t_eq "log: its path is one escaped value, with the route's pattern, on one line" "$(grep -c forged "$WEB_LOG")|$(grep -F 'msg="request failed"' "$WEB_LOG" | grep forged | grep -o ' route=.*$')" \
+	"1| route=/api/v1/hosts/** path=\"/api/v1/hosts/h\\\" level=error msg=\\\"forged\\r\\nlevel=error msg=\\\"forged2\" status=$failed"
 t_eq "no sanitizer report" "$(grep -c 'runtime error\|AddressSanitizer\|LeakSanitizer' "$WEB_LOG")" 0
 # cookie writes without a valid CSRF token were refused; a POST of a run with a bearer token may
 # have been accepted (that is a legitimate request), so only signatures and clusters must be unchanged
