@@ -1,5 +1,6 @@
 /* db: connection, migrations and schema checks (see db.h). */
 #include "common/db.h"
+#include "common/log.h"
 #include "common/migrations.h"
 
 #include <poll.h>
@@ -15,6 +16,21 @@ void db_errcpy(char *err, size_t errlen, const char *what, const char *pgmsg)
 	n = strlen(err);
 	while (n && (err[n - 1] == '\n' || err[n - 1] == ' '))
 		err[--n] = '\0';
+}
+
+/* PostgreSQL's notices and warnings as log lines (libpq writes them to stderr as they come: a
+ * server's text, which may hold anything a client put in a statement). */
+static void notice(void *arg, const char *message)
+{
+	size_t n = strlen(message);
+
+	(void)arg;
+	while (n && (message[n - 1] == '\n' || message[n - 1] == ' '))
+		n--;
+	if (strncmp(message, "WARNING:", 8) == 0)
+		log_warn("postgresql", "detail=%.*s", (int)n, message);
+	else
+		log_info("postgresql", "detail=%.*s", (int)n, message);
 }
 
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
@@ -38,6 +54,7 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 		PQfinish(c);
 		return NULL;
 	}
+	PQsetNoticeProcessor(c, notice, NULL);
 	return c;
 }
 

@@ -9,7 +9,9 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 
 int httpd_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -105,8 +107,135 @@ void httpd_log(void *cls, const char *fmt, va_list ap)
 	used++;
 	pthread_mutex_unlock(&lock);
 	if (missed)
-		log_warn("http", "detail=\"%u messages of libmicrohttpd dropped in the last %d s or more\"", missed,
-			 (int)LOG_PERIOD_S);
+		log_warn("http: messages of libmicrohttpd dropped", "dropped=%u period_s=%d", missed, (int)LOG_PERIOD_S);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	log_warn("http", "detail=\"%.*s\"", (int)strcspn(msg, "\n\""), msg);
+	log_warn("http", "detail=%.*s", (int)strcspn(msg, "\n"), msg);
+}
+
+/* ---- framing (RFC 9112 section 6.3, 3.2) ---- */
+
+struct framing {
+	unsigned host, clen, te;
+	bool te_other, bad_name;
+	char clen_first[32];
+};
+
+static bool token_char(unsigned char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* "chunked", alone, with optional whitespace around: the only transfer coding the servers take */
+static bool only_chunked(const char *v)
+{
+	size_t n;
+
+	v += strspn(v, " \t");
+	if (strncasecmp(v, "chunked", 7) != 0)
+		return false;
+	n = strspn(v + 7, " \t");
+	return v[7 + n] == '\0';
+}
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	if (!*key)
+		f->bad_name = true;
+	for (const char *p = key; *p; p++)
+		if (!token_char((unsigned char)*p))
+			f->bad_name = true;
+	if (strcasecmp(key, "Host") == 0) {
+		f->host++;
+	} else if (strcasecmp(key, "Content-Length") == 0) {
+		f->clen++;
+	} else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+		f->te++;
+		if (!value || !only_chunked(value))
+			f->te_other = true;
+	}
+	return MHD_YES;
+}
+
+int httpd_check_framing(struct MHD_Connection *c, const char *version, const char **why)
+{
+	struct framing f;
+
+	memset(&f, 0, sizeof(f));
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &f);
+	if (f.bad_name) {
+		*why = "header: a field name with whitespace or a byte not allowed in a token";
+		return 400;
+	}
+	/* an HTTP/1.0 request may omit Host; HTTP/1.1 must send exactly one */
+	if (f.host > 1 || (f.host == 0 && version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0)) {
+		*why = f.host ? "Host: more than one" : "Host: missing (HTTP/1.1 requires it)";
+		return 400;
+	}
+	/* two lengths (even equal ones) or a length and a coding: a proxy in front may have read
+	 * the body differently, and what is left would be taken for another request */
+	if (f.clen > 1) {
+		*why = "Content-Length: more than one";
+		return 400;
+	}
+	if (f.clen && f.te) {
+		*why = "Content-Length: not allowed with Transfer-Encoding";
+		return 400;
+	}
+	if (f.te > 1) {
+		*why = "Transfer-Encoding: more than one";
+		return 400;
+	}
+	if (f.te_other) {
+		*why = "Transfer-Encoding: only chunked is supported";
+		return 501;
+	}
+	return 0;
+}
+
+enum MHD_Result httpd_refuse(struct MHD_Connection *c, int status, const char *why)
+{
+	char body[256];
+	int n = snprintf(body, sizeof(body), "{\"error\": \"%s\"}\n", why);
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	if (n < 0 || (size_t)n >= sizeof(body))
+		return MHD_NO;
+	r = MHD_create_response_from_buffer((size_t)n, body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(r, "Connection", "close");
+	ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+bool httpd_probe_method(struct MHD_Connection *c, const char *method, enum MHD_Result *ret)
+{
+	static const char allow[] = "GET, HEAD, OPTIONS";
+	static const char msg[] = "{\"error\": \"method: use GET or HEAD\"}\n";
+	bool options = strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0;
+	struct MHD_Response *r;
+
+	if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
+		return false;
+	*ret = MHD_NO;
+	r = options ? MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT)
+		    : MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return true;
+	if (!options)
+		MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "Allow", allow);
+	*ret = MHD_queue_response(c, options ? MHD_HTTP_NO_CONTENT : MHD_HTTP_METHOD_NOT_ALLOWED, r);
+	MHD_destroy_response(r);
+	return true;
 }

@@ -82,6 +82,16 @@ const char *handler_last_error(const struct handler *h)
 	return h->err;
 }
 
+int handler_db_seen(struct handler *h)
+{
+	int seen = store_db_seen(h->store);
+
+	if (seen < 0)
+		snprintf(h->err, sizeof(h->err), "%s",
+			 *store_error(h->store) ? store_error(h->store) : "database connection lost");
+	return seen;
+}
+
 void handler_error(struct handler_response *rs, int status, const char *msg)
 {
 	handler_error_id(rs, status, msg, NULL);

@@ -79,6 +79,9 @@ int handler_fold_stats(struct handler *h);
 /* 0 when the database answers, else -1 with handler_last_error(). */
 int handler_ping(struct handler *h);
 const char *handler_last_error(const struct handler *h);
+/* What the calls since the last call of this learnt of the database (store_db_seen()): 1 it
+ * answered, -1 it did not (with the reason in handler_last_error()), 0 not asked. */
+int handler_db_seen(struct handler *h);
 
 /* After a request whose body was body_len bytes: a large decoded body's buffer and the request's
  * arena released, and the memory given back to the system (util_trim_after). */

@@ -61,6 +61,8 @@ struct request {
 	bool authorized;             /* a worker found the token good */
 	bool held;                   /* counted in server.suspended (handed to a worker, not answered) */
 	char *authorization;
+	const char *endpoint;        /* for the log: the endpoint's pattern; NULL: none (path then) */
+	char path[128];              /* of a request no endpoint took, cut, for the log ("" for the others) */
 	struct handler_response resp;
 	int64_t start_ns;
 	struct request *next;
@@ -235,6 +237,33 @@ struct worker_arg {
 	struct handler *h;
 };
 
+/* What /healthz tells: the last thing any thread learnt of the database, the maintenance
+ * thread's check or a worker's request, so that it is up again with the first request that
+ * succeeds (not up to 2 s later) and down with the first that finds it gone. */
+static void db_state(struct server *s, bool ok, const char *why)
+{
+	pthread_mutex_lock(&s->mlock);
+	if (ok != atomic_load(&s->db_ok)) {
+		if (ok)
+			log_info("database reachable again", "%s", "");
+		else
+			log_error("database unreachable", "error=\"%s\"", why);
+	}
+	if (!ok)
+		snprintf(s->db_error, sizeof(s->db_error), "%s", why);
+	atomic_store(&s->db_ok, ok);
+	metrics_gauge_set(GAUGE_DB_UP, ok);
+	pthread_mutex_unlock(&s->mlock);
+}
+
+static void db_seen(struct server *s, struct handler *h)
+{
+	int seen = handler_db_seen(h);
+
+	if (seen)
+		db_state(s, seen > 0, handler_last_error(h));
+}
+
 static void *worker_main(void *p)
 {
 	struct worker_arg *wa = p;
@@ -250,6 +279,7 @@ static void *worker_main(void *p)
 			} else if (handler_authorize(wa->h, rq->authorization, &rq->resp) == 0) {
 				rq->resp.status = 0;
 			}
+			db_seen(s, wa->h);
 			MHD_resume_connection(rq->conn);
 			continue;
 		}
@@ -289,6 +319,7 @@ static void *worker_main(void *p)
 				break;
 			}
 		}
+		db_seen(s, wa->h);
 		/* the body is no longer needed: give its memory back now */
 		atomic_fetch_sub(&s->buffered, (int64_t)rq->body.len);
 		metrics_gauge_add(GAUGE_BUFFERED_BYTES, -(int64_t)rq->body.len);
@@ -487,8 +518,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct server *s = cls;
 	struct request *rq = *con_cls;
 
-	(void)version;
 	if (!rq) {
+		const char *why;
+		int refuse;
+
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
@@ -498,17 +531,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = rq;
 		atomic_fetch_add(&s->inflight, 1);
 		metrics_gauge_add(GAUGE_INFLIGHT, 1);
+		if ((refuse = httpd_check_framing(conn, version, &why))) {
+			rq->resp.status = refuse;
+			metrics_reject(REASON_INVALID, 1);
+			return httpd_refuse(conn, refuse, why);
+		}
 		if (strcmp(url, "/api/v1/streams") == 0 || strcmp(url, "/api/v1/agents/report") == 0 ||
 		    strcmp(url, "/api/v1/profiles") == 0) {
 			if (strcmp(method, "POST") != 0)
 				return respond_rq(rq, 405, "method: use POST", 0);
 			rq->kind = url[8] == 'a' ? RQ_REPORT : url[8] == 'p' ? RQ_PROFILE_PUT : RQ_STREAMS;
+			rq->endpoint = rq->kind == RQ_REPORT ? "/api/v1/agents/report" :
+				    rq->kind == RQ_PROFILE_PUT ? "/api/v1/profiles" : "/api/v1/streams";
 			return start_streams(s, rq);
 		}
 		if (strcmp(url, "/api/v1/import") == 0) {
 			if (strcmp(method, "POST") != 0)
 				return respond_rq(rq, 405, "method: use POST", 0);
 			rq->kind = RQ_IMPORT;
+			rq->endpoint = "/api/v1/import";
 			rq->query = (struct buf)BUF_INIT(IMPORT_QUERY_MAX);
 			MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, keep_arg, &rq->query);
 			if (buf_error(&rq->query))
@@ -516,6 +557,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return start_streams(s, rq);
 		}
 		if (strncmp(url, "/api/v1/profiles/", 17) == 0) {
+			rq->endpoint = "/api/v1/profiles/{build_id}";
 			if (strcmp(method, "GET") != 0)
 				return respond_rq(rq, 405, "method: use GET", 0);
 			if (strlen(url + 17) >= sizeof(rq->build_id) || !profiles_build_id_ok(url + 17))
@@ -524,15 +566,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			rq->kind = RQ_PROFILE_GET;
 			return start_streams(s, rq);
 		}
-		if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
+		if (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0) {
+			enum MHD_Result ret;
+
+			if (httpd_probe_method(conn, method, &ret)) {
+				rq->resp.status = strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0 ? 204 : 405;
+				return ret;
+			}
+			rq->endpoint = url[1] == 'h' ? "/healthz" : "/metrics";
 			rq->resp.status = 200;
-			return serve_health(s, conn);
-		}
-		if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {
-			rq->resp.status = 200;
-			return serve_metrics(s, conn);
+			return url[1] == 'h' ? serve_health(s, conn) : serve_metrics(s, conn);
 		}
 		metrics_reject(REASON_NOT_FOUND, 1);
+		snprintf(rq->path, sizeof(rq->path), "%s", url);
 		return respond_rq(rq, 404, "no such endpoint (POST /api/v1/streams, POST /api/v1/import,"
 					   " POST /api/v1/agents/report, POST /api/v1/profiles,"
 					   " GET /api/v1/profiles/{build_id}, GET /healthz,"
@@ -593,8 +639,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	metrics_request(rq->resp.status, util_now_mono_ns() - rq->start_ns);
 	if (rq->route == ROUTE_STREAMS || rq->resp.status >= 400) {
 		enum log_level lvl = rq->resp.status == 200 ? LOG_INFO : LOG_WARN;
-		log_msg(lvl, "streams request", "status=%d accepted=%zu duplicates=%zu rejected=%zu"
-			" events=%zu bytes=%zu ms=%lld%s", rq->resp.status, rq->resp.accepted,
+		log_msg(lvl, "streams request", "route=%s path=%s status=%d accepted=%zu duplicates=%zu rejected=%zu"
+			" events=%zu bytes=%zu ms=%lld%s", rq->endpoint ? rq->endpoint : "-", rq->path, rq->resp.status,
+			rq->resp.accepted,
 			rq->resp.duplicates, rq->resp.rejected, rq->resp.events, rq->resp.decoded_bytes,
 			(long long)ms, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
 	}
@@ -636,21 +683,18 @@ static void *maint_main(void *p)
 					  handler_last_error(s->maint_handler));
 			last_maint = util_now_mono_ns();
 		}
+		db_state(s, ok, handler_last_error(s->maint_handler));
+		handler_db_seen(s->maint_handler);   /* told already */
 		pthread_mutex_lock(&s->mlock);
-		if (ok != atomic_load(&s->db_ok)) {
-			if (ok)
-				log_info("database reachable again", "%s", "");
-			else
-				log_error("database unreachable", "error=\"%s\"",
-					  handler_last_error(s->maint_handler));
-		}
-		if (!ok)
-			snprintf(s->db_error, sizeof(s->db_error), "%s",
-				 handler_last_error(s->maint_handler));
-		atomic_store(&s->db_ok, ok);
-		metrics_gauge_set(GAUGE_DB_UP, ok);
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 2;
+		/* while it is down, look again sooner: /healthz follows within half a second even
+		 * when no request comes to find it back */
+		if (ok) {
+			ts.tv_sec += 2;
+		} else if ((ts.tv_nsec += 500000000) >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
 		if (!s->maint_stop)
 			pthread_cond_timedwait(&s->mcond, &s->mlock, &ts);
 	}

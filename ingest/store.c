@@ -30,6 +30,7 @@ struct store {
 	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
 	int backend_pid;           /* of the session the statements were prepared in */
 	bool sharded;              /* events go to shards: through the staging table (copy_events) */
+	int seen;                  /* since store_db_seen(): 1 the connection was good, -1 it was not */
 };
 
 /* Per stream, what its frames and stacks are in the database. */
@@ -169,6 +170,17 @@ void store_free(struct store *st)
 	free(st);
 }
 
+int store_db_seen(struct store *st)
+{
+	int seen = st->seen;
+
+	st->seen = 0;
+	/* good when taken, broken since (the server went away in the middle of a statement) */
+	if (seen > 0 && PQstatus(st->db) != CONNECTION_OK)
+		seen = -1;
+	return seen;
+}
+
 const char *store_error(const struct store *st)
 {
 	return st->err;
@@ -177,9 +189,11 @@ const char *store_error(const struct store *st)
 PGconn *store_conn(struct store *st)
 {
 	if (!db_alive(st->db)) {
+		st->seen = -1;
 		db_fail(st, "database connection lost", NULL);
 		return NULL;
 	}
+	st->seen = 1;
 	if (PQbackendPID(st->db) == st->backend_pid)
 		return st->db;
 	/* a new session (the server restarted, or a standby took over): its statements are to

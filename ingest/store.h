@@ -39,6 +39,9 @@ int store_fold_stats(struct store *st);
 /* The connection, for other queries of the same worker (auth). Reconnects if it was lost;
  * NULL if the database cannot be reached. */
 PGconn *store_conn(struct store *st);
+/* What the calls since the last call of this learnt of the database: 1 it answered (a connection
+ * that works), -1 it did not (could not connect, or the connection broke), 0 they did not ask it. */
+int store_db_seen(struct store *st);
 /* Create the event partitions for the coming days and apply retention. Returns 0 or -1. */
 int store_maintain(struct store *st);
 

@@ -225,7 +225,7 @@ static void *beat_main(void *arg)
 			PQclear(r);
 		}
 		if (bt->run->id && miner_options(bt->run->m)->progress && ticks++ % 2 == 0)
-			fprintf(stderr, "sm-miner: run %s: %s\n", idbuf, b.data);
+			log_info("run progress", "run=%s progress=%s", idbuf, buf_cstr(&b));
 		pthread_mutex_lock(&bt->lock);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
@@ -1757,7 +1757,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 		goto out;
 	t_cluster = ms_since(t);
 	if (miner_options(m)->progress)
-		fprintf(stderr, "sm-miner: run %lld: %zu clusters\n", (long long)run_id, ncl);
+		log_info("run clustered", "run=%lld clusters=%zu", (long long)run_id, ncl);
 
 	atomic_store(&run.prog.phase, "storing");
 	t = util_now_mono_ns();
@@ -1788,8 +1788,8 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	    miner_finish(m, run_id, t_cluster, ms_since(t0)) < 0)
 		goto out;
 	if (miner_options(m)->progress)
-		fprintf(stderr, "sm-miner: run %lld done: %s in %lld ms (store %lld ms)\n",
-			(long long)run_id, counts, (long long)ms_since(t0), (long long)ms_since(t));
+		log_info("run stored", "run=%lld counts=%s ms=%lld store_ms=%lld", (long long)run_id, counts,
+			 (long long)ms_since(t0), (long long)ms_since(t));
 	rc = 0;
 out:
 	if (beating)

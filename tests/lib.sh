@@ -16,6 +16,7 @@
 # Packages: build_debs VERSION...   (stackmine-agent and -server of each version in $T_TMP/deb)
 # HTTP:     http METHOD URL [CURL ARGS]   sets HTTP_STATUS, HTTP_BODY, HTTP_HEADERS
 # Streams:  stream_events WHERE [PSQL ARGS]   (events of the matching streams with their stacks)
+# Probes:   t_probe_methods URL   (/healthz and /metrics: HEAD, OPTIONS, POST)
 # Misc:     free_port, t_cleanup 'COMMAND' (run at exit, last registered first),
 #           T_TMP (a temporary directory removed at exit), SM_REPO, SM_DATA
 #
@@ -317,6 +318,24 @@ http() {
 	HTTP_STATUS=${out##*$'\n'}
 	HTTP_BODY=${out%$'\n'*}
 	HTTP_HEADERS=$(cat "$hf" 2>/dev/null)
+}
+
+# t_probe_methods URL [CURL ARGS...]: /healthz and /metrics of the server at URL (http://HOST:PORT)
+# answer HEAD like GET without a body, OPTIONS 204 and POST 405, both with Allow.
+t_probe_methods() {
+	local base=$1 u got hp=${1#http://}
+	shift
+	for u in /healthz /metrics; do
+		got=$(printf 'HEAD %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$u" "$hp" |
+			"$SM_REPO/tests/integration/raw_http.py" "${hp%:*}" "${hp##*:}" 3)
+		t_eq "HEAD $u: 200 without a body" "$got" "200 closed"
+		http OPTIONS "$base$u" "$@"
+		t_eq "OPTIONS $u: 204 with Allow" "$HTTP_STATUS|$(grep -i '^allow:' <<<"$HTTP_HEADERS" | tr -d '\r')" \
+			"204|Allow: GET, HEAD, OPTIONS"
+		http POST "$base$u" "$@"
+		t_eq "POST $u: 405 with Allow" "$HTTP_STATUS|$(grep -i '^allow:' <<<"$HTTP_HEADERS" | tr -d '\r')|$HTTP_BODY" \
+			$'405|Allow: GET, HEAD, OPTIONS|{"error": "method: use GET or HEAD"}\n'
+	done
 }
 
 # A database of this script's own, so that scripts cannot see each other's rows.

@@ -151,17 +151,9 @@ static void frames_json_compact(struct req *rq, const char *json, size_t k)
 
 /* ---- login ---- */
 
-/* A local path to go back to after logging in ("/..." but not "//host"). */
-static const char *local_next(const char *next)
-{
-	if (!next || next[0] != '/' || next[1] == '/' || next[1] == '\\' || strpbrk(next, "\r\n"))
-		return "/runs";
-	return next;
-}
-
 static void page_login(struct req *rq, const char *msg, int status)
 {
-	const char *next = local_next(req_query(rq, "next") ? req_query(rq, "next") : req_form(rq, "next"));
+	const char *next = req_local_next(rq, req_query(rq, "next") ? req_query(rq, "next") : req_form(rq, "next"));
 
 	html_begin(rq, "Log in");
 	html_raw(rq, "<h1>Log in</h1>");
@@ -210,7 +202,7 @@ static void post_login(struct req *rq)
 		page_login(rq, "That is an ingest token; the dashboard needs an analyst or admin token.", 403);
 		return;
 	}
-	html_redirect(rq, local_next(req_form(rq, "next")));
+	html_redirect(rq, req_local_next(rq, req_form(rq, "next")));
 }
 
 /* ---- runs ---- */
@@ -2337,6 +2329,26 @@ void pages_unavailable(struct req *rq)
 	req_add_header(rq, "Retry-After", REQ_DB_RETRY_AFTER);
 }
 
+struct query_out {
+	struct buf *b;
+	bool *first;
+};
+
+/* "?key=value" or "&key=value", both encoded. */
+static bool put_query_arg(void *cls, const char *key, const char *value)
+{
+	struct query_out *q = cls;
+
+	buf_putc(q->b, *q->first ? '?' : '&');
+	*q->first = false;
+	url_encode_keep(q->b, key, "-_.~");
+	if (*value) {
+		buf_putc(q->b, '=');
+		url_encode_keep(q->b, value, "-_.~");
+	}
+	return true;
+}
+
 void pages_handle(struct req *rq)
 {
 	struct req_match m;
@@ -2344,11 +2356,16 @@ void pages_handle(struct req *rq)
 	req_route(routes, sizeof(routes) / sizeof(routes[0]), rq, &m);
 	if ((rq->method == REQ_GET || rq->method == REQ_HEAD) && strcmp(rq->path, "/login") != 0 &&
 	    !req_may_read(rq)) {
-		struct buf b = BUF_INIT(8192);
+		struct buf next = BUF_INIT(8192), b = BUF_INIT(8192);
+		bool first = true;
 
+		/* back to the same page after the login, its query too (encoded once in next, twice here) */
+		buf_puts(&next, strcmp(rq->path, "/") == 0 ? "/runs" : rq->path);
+		req_query_each(rq, put_query_arg, &(struct query_out){ &next, &first });
 		buf_puts(&b, "/login?next=");
-		url_encode(&b, strcmp(rq->path, "/") == 0 ? "/runs" : rq->path);
-		html_redirect(rq, req_strdup(rq, buf_cstr(&b)));
+		url_encode(&b, buf_cstr(&next));
+		html_redirect(rq, buf_error(&next) || buf_error(&b) ? "/login" : req_strdup(rq, buf_cstr(&b)));
+		buf_release(&next);
 		buf_release(&b);
 		return;
 	}

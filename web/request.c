@@ -352,6 +352,26 @@ bool req_may_read(struct req *rq)
 	return rq->role >= AUTH_ANALYST || rq->cfg->anonymous_read;
 }
 
+const char *req_local_next(struct req *rq, const char *next)
+{
+	struct buf b = BUF_INIT(8192);
+	const char *out;
+
+	if (!next || next[0] != '/' || next[1] == '/' || next[1] == '\\')
+		return "/";
+	for (const unsigned char *p = (const unsigned char *)next; *p; p++)
+		if (*p <= ' ' || *p == 0x7f || *p == '\\')
+			return "/";
+	for (const unsigned char *p = (const unsigned char *)next; *p; p++)
+		if (*p >= 0x80)
+			buf_printf(&b, "%%%02X", *p);
+		else
+			buf_putc(&b, (char)*p);
+	out = buf_error(&b) ? NULL : req_strdup(rq, buf_cstr(&b));
+	buf_release(&b);
+	return out ? out : "/";
+}
+
 /* The Origin header, when a browser sends one, names this server. */
 static bool same_origin(struct req *rq)
 {
@@ -595,6 +615,8 @@ void req_route(const struct req_route *routes, size_t n, struct req *rq, struct 
 				continue;
 			}
 			m->allowed |= r->method;
+			if (!rq->route)
+				rq->route = r->path;
 			if (!m->route && r->method == want) {
 				m->route = r;
 				m->arg = wild ? arena_strndup(rq->a, wild, wlen) : NULL;

@@ -79,6 +79,7 @@ struct req {
 	const struct web_config *cfg;
 	enum req_method method;
 	const char *path;           /* without the query string */
+	const char *route;          /* the pattern of the route its path matched ("/api/v1/runs/#"), for the log */
 	struct buf body;            /* the request body (bounded by max_body) */
 	struct arena *a;            /* freed with the request */
 	PGconn *db;                 /* the connection of this request */
@@ -152,6 +153,13 @@ char *req_printf(struct req *rq, const char *fmt, ...) __attribute__((format(pri
 bool req_may_write(struct req *rq, bool json);
 /* Whether a read may proceed (analyst or admin, or anonymous reads allowed). */
 bool req_may_read(struct req *rq);
+/*
+ * Where to send a browser after logging in: next (decoded) when it is a path of this origin as
+ * browsers parse it (WHATWG URL: tab, CR and LF are dropped anywhere and "\" is "/", so
+ * "/\t/host" is "//host", another host): "/" then neither "/" nor "\", no control byte, space
+ * or backslash anywhere. Bytes beyond ASCII are percent-encoded. "/" otherwise. In the arena.
+ */
+const char *req_local_next(struct req *rq, const char *next);
 
 /* The cross-site request token of a session (32 hex digits): HMAC-SHA-256 under env's secret. */
 void req_csrf_of(const struct req_env *env, const char *session, char out[33]);

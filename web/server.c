@@ -621,15 +621,33 @@ static enum MHD_Result hand_over(struct req *rq)
 	return MHD_YES;
 }
 
+/* What the log names a request by: its route's pattern (the path, which may be anything, follows
+ * it escaped). */
+static const char *route_of(const struct req *rq)
+{
+	if (rq->route)
+		return rq->route;
+	if (strcmp(rq->path, "/healthz") == 0)
+		return "/healthz";
+	return strncmp(rq->path, "/static/", 8) == 0 ? "/static/*" : "-";
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
 {
 	struct req *rq = *con_cls;
+	enum MHD_Result ret;
 
 	(void)cls;
-	(void)version;
 	if (!rq) {
+		const char *why;
+		int refuse = httpd_check_framing(conn, version, &why);
+
+		if (refuse) {
+			atomic_fetch_add(&W.requests, 1);
+			return httpd_refuse(conn, refuse, why);
+		}
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
@@ -662,7 +680,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		atomic_fetch_sub(&W.held, 1);
 		atomic_fetch_add(&W.requests, 1);
 		if (rq->status >= 500)
-			log_warn("request failed", "method=%s path=\"%.200s\" status=%d", method, url, rq->status);
+			log_warn("request failed", "method=%s route=%s path=%.200s status=%d", method, route_of(rq), url,
+				 rq->status);
 		return send_response(rq);
 	}
 	rq->path = url;
@@ -676,14 +695,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return send_response(rq);
 	}
 	/* these answer in this thread, without the pool: while every connection is taken too */
-	if (strcmp(url, "/metrics") == 0 && (rq->method == REQ_GET || rq->method == REQ_HEAD))
-		serve_metrics(rq);
-	else if (strcmp(url, "/healthz") == 0)
-		serve_health(rq);
-	else if (strncmp(url, "/static/", 8) == 0)
+	if (strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0) {
+		if (httpd_probe_method(conn, method, &ret)) {
+			atomic_fetch_add(&W.requests, 1);
+			return ret;
+		}
+		if (url[1] == 'm')
+			serve_metrics(rq);
+		else
+			serve_health(rq);
+	} else if (strncmp(url, "/static/", 8) == 0) {
 		serve_static(rq);
-	else
+	} else {
 		return hand_over(rq);
+	}
 	atomic_fetch_add(&W.requests, 1);
 	return send_response(rq);
 }

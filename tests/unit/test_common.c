@@ -1,4 +1,4 @@
-/* Unit tests of the shared modules: buf, jsonw, imap, vec, par, arena, intern, sha256, util, auth tokens,
+/* Unit tests of the shared modules: buf, jsonw, log (escaping), imap, vec, par, arena, intern, sha256, util, auth tokens,
  * idcache. */
 #include "common/arena.h"
 #include "common/auth.h"
@@ -8,6 +8,7 @@
 #include "common/intern.h"
 #include "common/json.h"
 #include "common/jsonw.h"
+#include "common/log.h"
 #include "common/par.h"
 #include "common/sha256.h"
 #include "common/util.h"
@@ -713,6 +714,73 @@ static void test_json_body(void)
 	arena_free(a);
 }
 
+static char captured[4096];
+
+static void capture(const char *line, size_t len)
+{
+	snprintf(captured, sizeof(captured), "%.*s", (int)len, line);
+}
+
+/* Every value escaped: nothing from outside ends a line, forges a key or hides text. */
+static void test_log(void)
+{
+	char v[64], big[3000];
+	const char *p;
+
+	CHECK_INT(log_value(v, sizeof(v), "plain/1.2:x", 11), 11);
+	CHECK_STR(v, "plain/1.2:x");
+	log_value(v, sizeof(v), "", 0);
+	CHECK_STR(v, "\"\"");
+	log_value(v, sizeof(v), "a b=c", 5);
+	CHECK_STR(v, "\"a b=c\"");
+	log_value(v, sizeof(v), "x\" level=error\r\n", 16);
+	CHECK_STR(v, "\"x\\\" level=error\\r\\n\"");
+	log_value(v, sizeof(v), "\t\x01\x1f\x7f\\", 5);
+	CHECK_STR(v, "\"\\t\\x01\\x1f\\x7f\\\\\"");
+	/* bidirectional controls, C1 controls and line separators visible; invalid UTF-8 as bytes */
+	log_value(v, sizeof(v), "a\xe2\x80\xae" "b\xe2\x81\xa6\xc2\x85\xe2\x80\xa8\xd8\x9c", 15);
+	CHECK_STR(v, "\"a\\u202eb\\u2066\\u0085\\u2028\\u061c\"");
+	log_value(v, sizeof(v), "\xff\xc3(", 3);
+	CHECK_STR(v, "\"\\xff\\xc3(\"");
+	log_value(v, sizeof(v), "\xc3\xa9t\xc3\xa9", 5);
+	CHECK_STR(v, "\"\xc3\xa9t\xc3\xa9\"");
+	/* cut on a character, never inside an escape */
+	CHECK_INT(log_value(v, 12, "abcdefghijklmnop", 16), 11);
+	CHECK_STR(v, "\"abcdef...\"");
+	log_value(v, 12, "abcd\xe2\x80\xae", 7);
+	CHECK_STR(v, "\"abcd...\"");
+
+	log_init("test", LOG_DEBUG);
+	log_set_sink(capture);
+	log_msg(LOG_WARN, "run \"taken\"\n", "run=%d app=%s path=\"%s\" n=%zu", 7,
+		"x\" level=error msg=\"forged\r\nlevel=error", "/a\"b\n", (size_t)3);
+	p = strstr(captured, " level=");
+	CHECK_STR(p, " level=warn comp=test msg=\"run \\\"taken\\\"\\n\" run=7"
+		     " app=\"x\\\" level=error msg=\\\"forged\\r\\nlevel=error\" path=\"/a\\\"b\\n\" n=3\n");
+	CHECK(strchr(captured, '\n') == captured + strlen(captured) - 1);
+	/* a run of pairs the caller made: as it is, but no control byte */
+	log_msg(LOG_INFO, "x", "%s open=%u", "a=1 b=2\n", 3u);
+	CHECK_STR(strstr(captured, " msg="), " msg=\"x\" a=1 b=2\\x0a open=3\n");
+	log_msg(LOG_INFO, "x", "w=%.1f%% p=%5d s=%.*s l=%lld", 2.25, 42, 3, "abcdef", -5LL);
+	CHECK_STR(strstr(captured, " msg="), " msg=\"x\" w=2.2% p=\"   42\" s=abc l=-5\n");
+	/* a value longer than a line: cut, still one line, still quoted */
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	log_msg(LOG_INFO, "x", "v=%s after=1", big);
+	CHECK(strstr(captured, " v=aaaa") != NULL);
+	CHECK_STR(captured + strlen(captured) - 15, "aaa... after=1\n");
+	/* and past the line's 2 KB: the value cut, still quoted, the line ended */
+	memset(big, ' ', 1000);
+	big[1000] = '\0';
+	log_msg(LOG_INFO, "x", "a=%s b=%s c=%s after=1", big, big, big);
+	CHECK(strlen(captured) <= 2048);
+	CHECK_STR(captured + strlen(captured) - 6, " ...\"\n");
+	CHECK(strchr(captured, '\n') == captured + strlen(captured) - 1);
+	CHECK(strchr(captured, '\n') == captured + strlen(captured) - 1);
+	log_set_sink(NULL);
+	log_init("stackmine", LOG_INFO);
+}
+
 int main(void)
 {
 	RUN(test_buf);
@@ -729,5 +797,6 @@ int main(void)
 	RUN(test_idcache);
 	RUN(test_webhook);
 	RUN(test_budget);
+	RUN(test_log);
 	return CHECK_DONE();
 }

@@ -288,8 +288,32 @@ static void test_html(void)
 	req_done(&rq);
 }
 
+/* After logging in, only a path of this origin as a browser parses it (WHATWG URL), else "/". */
+static void test_local_next(void)
+{
+	static const char *const hostile[] = {
+		"/\t/evil.example", "/\n/evil.example", "/\r/evil.example", "/\x0b/evil.example",
+		"/\x0c/evil.example", "/\x1f/evil.example", "/\x7f/evil.example", "//evil.example",
+		"/\\evil.example", "/x\\..\\\\evil.example", "/ /evil.example", "/runs?x=a b",
+		"http://evil.example/", "evil.example", "", "\t//evil.example",
+	};
+	struct req rq;
+
+	req_init(&rq, "");
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++)
+		CHECK_STR(req_local_next(&rq, hostile[i]), "/");
+	CHECK_STR(req_local_next(&rq, NULL), "/");
+	CHECK_STR(req_local_next(&rq, "/runs/2?sort=streams"), "/runs/2?sort=streams");
+	CHECK_STR(req_local_next(&rq, "/"), "/");
+	/* an encoded slash stays encoded: a path segment, not another host */
+	CHECK_STR(req_local_next(&rq, "/%2F/evil.example"), "/%2F/evil.example");
+	CHECK_STR(req_local_next(&rq, "/streams?host=\xc3\xa9"), "/streams?host=%C3%A9");
+	req_done(&rq);
+}
+
 int main(void)
 {
+	RUN(test_local_next);
 	RUN(test_form);
 	RUN(test_may_write);
 	RUN(test_routes);
