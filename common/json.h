@@ -21,7 +21,7 @@ struct arena;
 int json_check(const char *text, size_t len, int max_depth, char *err, size_t errlen);
 
 /*
- * What a request body from outside may hold (docs/security.md, "JSON bodies"). Nothing that reads
+ * What a request body from outside may hold (docs/api.md, "JSON bodies"). Nothing that reads
  * a checked body allocates per value, but a budget proportional to the size still refuses node
  * bombs early: at most 64 + len / bytes_per_value values, and 64 + len / bytes_per_container of
  * them objects or arrays (0: no separate bound).
