@@ -260,7 +260,7 @@ agent ship "${REAL[@]}" --spool "$T_TMP/spool2" "$T_TMP/invalid.ndjson"
 t_eq "invalid lines: exit status 1" "$AG_RC" 1
 t_eq "invalid lines: each reported with file:line and the reason, then the summary" "$AG_ERR" \
 	"sm-agent: $T_TMP/invalid.ndjson:2: invalid stream $IB: events[0].stack: index 9 out of range (3 stacks)
-sm-agent: $T_TMP/invalid.ndjson:3: invalid stream: not JSON: unexpected 'o' where a value belongs at byte 22
+sm-agent: $T_TMP/invalid.ndjson:3: invalid stream: not JSON: stream_id: unexpected 'o' where a value belongs at byte 22
 sm-agent: ship: 2 accepted, 0 duplicates, 0 rejected, 2 invalid, 0 spooled, 0 lost (1 requests)"
 t_eq "invalid lines: the valid streams stored, the invalid not" \
 	"$(pg_q "SELECT string_agg(c, '' ORDER BY c) FROM (SELECT CASE stream_id WHEN '$IA' THEN 'A' WHEN '$IB' THEN 'B' WHEN '$IC' THEN 'C' END AS c
