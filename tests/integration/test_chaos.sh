@@ -159,6 +159,14 @@ while [ $SECONDS -lt $deadline ]; do
 		[ "$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://$(ip_of ing2):8080/healthz")" = 200 ] && break
 	sleep 0.1
 done
+if [ $SECONDS -ge $deadline ]; then
+	# not ready within a minute: say which, and what each said (the servers' logs are kept below)
+	for h in hap ing1 ing2; do
+		echo "  | $h /healthz: $(curl -s --max-time 2 -w ' (%{http_code})' "http://$(ip_of $h):8080/healthz")"
+	done
+	sed 's/^/  | haproxy: /' "$T_TMP/haproxy.log" | tail -n 10
+	for h in ing1 ing2; do sed "s/^/  | $h: /" "$T_TMP/$h.log" | tail -n 10; done
+fi
 t_eq "ingest through HAProxy answers" "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$(ip_of hap):8080/healthz")" 200
 for h in wk1 wk2; do
 	on $h "$SM_BIN_DIR/sm-miner" --db "$CONN" worker --quiet --threads 1 --lease "$LEASE" --part-streams 100 \
