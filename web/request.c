@@ -177,22 +177,33 @@ static char *form_decode(struct req *rq, const char *s, size_t n)
 	return form_decode_n(rq, s, n, &len);
 }
 
+/* A form body's next name=value pair from *p (advanced past it): false at the end. A pair
+ * without '=' has eq NULL. */
+static bool form_next(const char **p, const char *end, const char **name, const char **eq, const char **stop)
+{
+	const char *amp;
+
+	if (*p >= end)
+		return false;
+	amp = memchr(*p, '&', (size_t)(end - *p));
+	*name = *p;
+	*stop = amp ? amp : end;
+	*eq = memchr(*p, '=', (size_t)(*stop - *p));
+	*p = amp ? amp + 1 : end;
+	return true;
+}
+
 const char *req_form(struct req *rq, const char *name)
 {
-	const char *p = rq->body.data ? rq->body.data : "", *end = p + rq->body.len;
+	const char *p = rq->body.data ? rq->body.data : "", *end = p + rq->body.len, *k, *eq, *stop;
 	size_t nl = strlen(name);
 
-	while (p < end) {
-		const char *amp = memchr(p, '&', (size_t)(end - p)), *stop = amp ? amp : end;
-		const char *eq = memchr(p, '=', (size_t)(stop - p));
-
-		if (eq && (size_t)(eq - p) == nl && memcmp(p, name, nl) == 0) {
+	while (form_next(&p, end, &k, &eq, &stop))
+		if (eq && (size_t)(eq - k) == nl && memcmp(k, name, nl) == 0) {
 			char *v = form_decode(rq, eq + 1, (size_t)(stop - eq - 1));
 			/* decoded text must be UTF-8 like everything else */
 			return v && util_utf8_valid(v, strlen(v)) ? v : NULL;
 		}
-		p = stop + 1;
-	}
 	return NULL;
 }
 
@@ -398,11 +409,9 @@ static bool same_origin(struct req *rq)
  */
 static const char *form_invalid(struct req *rq)
 {
-	const char *p = rq->body.data ? rq->body.data : "", *end = p + rq->body.len;
+	const char *p = rq->body.data ? rq->body.data : "", *end = p + rq->body.len, *k, *eq, *stop;
 
-	while (p < end) {
-		const char *amp = memchr(p, '&', (size_t)(end - p)), *stop = amp ? amp : end;
-		const char *eq = memchr(p, '=', (size_t)(stop - p));
+	while (form_next(&p, end, &k, &eq, &stop)) {
 		const char *why = NULL, *v;
 		size_t n;
 
@@ -418,14 +427,13 @@ static const char *form_invalid(struct req *rq)
 				why = "is not UTF-8";
 		}
 		if (why) {
-			const char *name = form_decode_n(rq, p, (size_t)(eq - p), &n);
+			const char *name = form_decode_n(rq, k, (size_t)(eq - k), &n);
 			bool printable = name && util_utf8_valid(name, n) && strlen(name) == n;
 
 			for (size_t i = 0; printable && i < n; i++)
 				printable = (unsigned char)name[i] >= 0x20 && name[i] != 0x7f;
 			return req_printf(rq, "form field '%s' %s", printable ? name : "?", why);
 		}
-		p = stop + 1;
 	}
 	return NULL;
 }

@@ -777,10 +777,16 @@ static void put_stats(struct jsonw *w, const struct gp_stats *st)
 	jsonw_kdouble(w, "m2", st->m2);
 }
 
+/* A number of nanoseconds, rounded (NaN is 0: never in JSON; too large for an int64, the largest). */
+static int64_t ns_of(double v)
+{
+	return !(v > 0) ? 0 : v < 9e18 ? (int64_t)llround(v) : (int64_t)9e18;
+}
+
 /* Too large to write is written as the largest: 0 would make every unit a violation. */
 static void put_threshold(struct jsonw *w, double t)
 {
-	jsonw_i64(w, !(t > 0) ? 0 : t < 9e18 ? (int64_t)llround(t) : (int64_t)9e18);
+	jsonw_i64(w, ns_of(t));
 }
 
 /* "sizes":[[bucket,n,mean,m2],...] for the buckets that have units; types add every bucket's threshold */
@@ -825,11 +831,6 @@ static void put_u32_list(struct jsonw *w, const char *key, const uint32_t *v, si
 	jsonw_end(w);
 }
 
-/* A number of nanoseconds, rounded (NaN is 0: never in JSON; too large for an int64, the largest). */
-static int64_t ns_of(double v)
-{
-	return !(v > 0) ? 0 : v < 9e18 ? (int64_t)llround(v) : (int64_t)9e18;
-}
 
 void gp_summary(const struct gprofile *p, struct jsonw *w)
 {
