@@ -229,7 +229,9 @@ const char *model_sort_name(enum model_sort s)
 	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \
 	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.rank_excess_cost, c.excess_cost_ns,"  \
 	" c.excess_lo_ns, c.excess_hi_ns, c.own_cost_ns, c.expected_cost_ns, c.baseline_cost_ns,"      \
-	" c.baseline_streams, c.common_frame_ids AS common, cardinality(c.members) AS patterns_total"
+	" c.baseline_streams, coalesce(c.est_cost_ns, c.total_cost_ns) AS est_cost_ns,"             \
+	" coalesce(c.est_streams, c.streams) AS est_streams,"                                          \
+	" c.common_frame_ids AS common, cardinality(c.members) AS patterns_total"
 /* the page's ids first (an index-only scan when it can), then their rows */
 #define CLUSTER_PAGE(rank, order)                                                                \
 	CLUSTER_COLS(rank) " FROM (SELECT c.id" CLUSTER_WHERE " ORDER BY " order " LIMIT $4 OFFSET $5) pg" \
@@ -270,8 +272,9 @@ PGresult *model_cluster_patterns(PGconn *db, const char *cluster_ids, long per_c
 
 	snprintf(lim, sizeof(lim), "%ld", per_cluster);
 	return run_prepared(db, 6,
-		   "SELECT cluster_id, pattern_id, frame_ids, cost_ns, events, streams FROM ("
+		   "SELECT cluster_id, pattern_id, frame_ids, cost_ns, events, streams, est_cost_ns FROM ("
 		   " SELECT c.id AS cluster_id, p.id AS pattern_id, p.frame_ids, p.cost_ns, p.events, p.streams,"
+		   "  coalesce(p.est_cost_ns, p.cost_ns) AS est_cost_ns,"
 		   "  row_number() OVER (PARTITION BY c.id ORDER BY p.cost_ns DESC, p.id) AS k"
 		   " FROM clusters c JOIN patterns p ON p.id = ANY(c.members) WHERE c.id = ANY($1::bigint[])) x"
 		   " WHERE k <= $2 ORDER BY cluster_id, k",
@@ -819,6 +822,13 @@ int64_t model_coln(PGresult *r, int row, const char *name)
 	const char *v = model_col(r, row, name);
 
 	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+double model_cold(PGresult *r, int row, const char *name)
+{
+	const char *v = model_col(r, row, name);
+
+	return v ? strtod(v, NULL) : 0;
 }
 
 int model_find_stack(PGresult *r, int64_t sid)

@@ -178,6 +178,8 @@ PGresult *model_run_kind_stacks(PGconn *db, const char *run, const char *kind, c
 const char *model_col(PGresult *r, int row, const char *name);
 /* The same as a number (0 for NULL). */
 int64_t model_coln(PGresult *r, int row, const char *name);
+/* The same as a double (0 when NULL or absent). */
+double model_cold(PGresult *r, int row, const char *name);
 /* The row of stack id sid in r (rows of a stack_id column, by id), or -1. */
 int model_find_stack(PGresult *r, int64_t sid);
 /* A run's stacks of both kinds for its exports: kind ('r'/'w'), frame_ids, cost_ns, events, summed

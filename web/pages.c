@@ -376,6 +376,16 @@ static void download_links(struct req *rq, const char *api_path)
 	html_raw(rq, "</p>");
 }
 
+/* A cluster's estimated fleet cost (docs/mining.md, "Estimated metrics"), beside its sampled cost
+ * where they differ: the agents shipped only some of a minute's violations. */
+static void est_cost_note(struct req *rq, int64_t est)
+{
+	html_raw(rq, " <span class=\"est\" title=\"estimated fleet cost: each stream's cost times its sampling "
+		     "weight (the agents shipped only the worst violations of a busy minute)\">est. ");
+	html_cost(rq, est);
+	html_raw(rq, "</span>");
+}
+
 static void page_run(struct req *rq, const char *id)
 {
 	char err[512];
@@ -540,6 +550,8 @@ static void page_run(struct req *rq, const char *id)
 				}
 			} else if (m == 0 || m == 3) {
 				html_cost(rq, v);
+				if (m == 0 && model_coln(cl, i, "est_cost_ns") != v)
+					est_cost_note(rq, model_coln(cl, i, "est_cost_ns"));
 			} else {
 				html_rawf(rq, "%lld", (long long)v);
 			}
@@ -790,6 +802,11 @@ static void page_cluster(struct req *rq, const char *id)
 		html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
 		html_rawf(rq, " (#%lld)</dd>", (long long)model_coln(c, 0, "rank_excess_cost"));
 	}
+	/* always here, with what it means: equal to the total cost when nothing was sampled away */
+	html_raw(rq, "<dt title=\"each stream's cost times its sampling weight: what the whole fleet spent, "
+		     "the violations the agents did not ship included\">Estimated fleet cost</dt><dd>");
+	html_cost(rq, model_coln(c, 0, "est_cost_ns"));
+	html_rawf(rq, " (%.1f streams estimated)</dd>", model_cold(c, 0, "est_streams"));
 	html_rawf(rq, "<dt>Patterns</dt><dd>%lld</dd></dl>",
 		  (long long)model_coln(c, 0, "patterns_total"));
 	if (model_col(c, 0, "excess_cost_ns")) {
