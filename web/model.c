@@ -550,6 +550,30 @@ PGresult *model_hosts_count(PGconn *db, const struct host_filter *f, char *err, 
 	return run(db, "SELECT count(*) AS total FROM (" HOSTS_SQL ") n", 3, p, err, errlen);
 }
 
+/*
+ * What the shipping budget sampled away, per app and host (docs/fleet.md, "Sampled away"): the
+ * violations its processes seen in the last 24 h counted and dropped (their reports), the violation
+ * streams stored in the last 24 h and the sum of their weights (the violations they stand for).
+ */
+PGresult *model_fleet_sampling(PGconn *db, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[1] = { lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db, "WITH s AS (SELECT app, host, count(*) AS streams, sum(weight) AS est FROM streams"
+		       "  WHERE role = 'violation' AND received_at >= now() - interval '24 hours' GROUP BY app, host),"
+		       " p AS (SELECT app, host, " SAT("sum(violations)") " AS violations, " SAT("sum(drops)") " AS drops"
+		       "  FROM agent_procs WHERE last_seen >= now() - interval '24 hours' GROUP BY app, host)"
+		       " SELECT coalesce(s.app, p.app) AS app, coalesce(s.host, p.host) AS host,"
+		       " coalesce(p.violations, 0) AS violations, coalesce(p.drops, 0) AS drops,"
+		       " coalesce(s.streams, 0) AS streams,"
+		       " least(round(coalesce(s.est, 0)), 9223372036854775807)::bigint AS est_violations"
+		       " FROM s FULL JOIN p ON p.app = s.app AND p.host = s.host"
+		       " ORDER BY coalesce(p.drops, 0) DESC, 1, 2 LIMIT $1::integer",
+		   1, p, err, errlen);
+}
+
 PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_s, long limit, char *err,
 			   size_t errlen)
 {

@@ -134,6 +134,9 @@ struct agent_settings {
 	const char *note;
 };
 /* app, guard, k, sample_hz, min_wait_us, reports_per_min (NULL: as started), note, updated_at; '*' first. */
+/* Per app and host: violations counted and dropped by the agents (processes seen in 24 h), violation
+ * streams stored in 24 h and the sum of their weights (est_violations), the most drops first. */
+PGresult *model_fleet_sampling(PGconn *db, long limit, char *err, size_t errlen);
 PGresult *model_agent_settings(PGconn *db, char *err, size_t errlen);
 /* Sets an app's row (replacing it). 0, or -1 with err. */
 int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *err, size_t errlen);

@@ -36,8 +36,11 @@
 #define SHIP_RETRY_NS 60000000000LL      /* a shipper that gave up is opened again after this */
 #define DRAIN_EVERY_NS 60000000000LL
 #define EXIT_NET_MS 2000                 /* exit: the last report and training's upload, at most (a loaded server) */
+#define EXIT_HELD_MS 3000                /* exit: the minute's candidates, at most; the rest to the spool */
 
 static struct shipper *shipper;
+static struct shipper *exit_sh;         /* at exit: the candidates' own connection (guard_report_exit_held) */
+static int64_t exit_until;
 static int64_t shipper_retry_at, next_drain;
 static struct gsym *sym;
 static int64_t sym_used;
@@ -329,6 +332,27 @@ void guard_report_exit(int upload)
 	shipper_free(sh);
 }
 
+void guard_report_exit_held(int begin)
+{
+	struct ship_opts o;
+	char err[256];
+
+	if (!begin) {
+		shipper_free(exit_sh);
+		exit_sh = NULL;
+		return;
+	}
+	/* the shipping connection gave up when the exit began: a server that has been answering gets
+	 * the held streams on a connection of their own, within EXIT_HELD_MS */
+	if (exit_sh || !G.cfg.url[0] || !server_ok)
+		return;
+	ship_options(&o);
+	o.max_attempts = 1;
+	o.timeout_ms = EXIT_HELD_MS;
+	exit_until = guard_now() + (int64_t)EXIT_HELD_MS * 1000000;
+	exit_sh = shipper_open(&o, err, sizeof(err));
+}
+
 void guard_profile_refresh(void)
 {
 	struct shipper *sh = get_shipper(guard_now());
@@ -534,7 +558,16 @@ static void add_label(struct wire_label *l, size_t *n, struct arena *a, const ch
 static void deliver(const struct wire_stream *ws)
 {
 	int64_t now = guard_now();
-	struct shipper *sh = get_shipper(now);
+	struct shipper *sh = exit_sh ? exit_sh : get_shipper(now);
+
+	if (exit_sh) {
+		int64_t left = (exit_until - now) / 1000000;
+
+		if (left > 0)
+			shipper_set_timeout_ms(exit_sh, left);
+		else
+			sh = NULL;   /* out of time: the spool */
+	}
 
 	if (sh) {
 		const struct ship_counters *c = shipper_counters(sh);

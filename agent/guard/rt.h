@@ -45,6 +45,7 @@
 #define GUARD_QUEUE 64              /* baselines waiting for the shipping thread */
 /* the shipping budget (threads.c, docs/guard.md): violations held until their minute closes */
 #define GUARD_HELD 256                          /* candidates held, every unit type's together */
+#define GUARD_HELD_HIGH (GUARD_HELD * 3 / 4)     /* over it, the fullest minute closes early */
 #define GUARD_HELD_BYTES ((size_t)16 << 20)     /* their captured streams; over it a minute closes early */
 #define GUARD_HELD_STREAM ((size_t)8 << 20)     /* one captured stream, at most */
 #define GUARD_MINUTE_NS 60000000000LL
@@ -513,6 +514,10 @@ int guard_capture(uint32_t i, uint32_t tag, const struct gviol *v);
 int guard_captured(uint32_t i, uint32_t tag);
 size_t guard_captured_bytes(uint32_t i);
 void guard_capture_ship(uint32_t i, double weight);
+/* At exit (shipping thread), around the shipping of the candidates: with begin, a connection of
+ * their own to a server that answered the last request (EXIT_HELD_MS at most, then the spool);
+ * without, closes it. */
+void guard_report_exit_held(int begin);
 /* Periodic work of the shipping thread: drain the spool, release idle symbol tables. */
 void guard_report_tick(int64_t now);
 /* The process's report to the server (docs/wire-format.md "Agent reports"); shipping thread only. */

@@ -227,7 +227,9 @@ static void exit_sequence(void)
 		}
 	}
 	/* the minute's candidates, with the tau known so far, then the streams still queued: to the spool */
+	guard_report_exit_held(1);
 	held_work(guard_now(), 1);
+	guard_report_exit_held(0);
 	for (;;) {
 		pthread_mutex_lock(&G.mu);
 		if (!G.qlen) {
@@ -506,16 +508,24 @@ static void capture_new(void)
 static void ship_closed(void)
 {
 	for (uint32_t i = 0; i < GUARD_HELD; i++) {
+		struct gviol v;
 		double w = 0;
+		uint32_t tag = 0;
 		int closed;
 
 		pthread_mutex_lock(&G.mu);
 		closed = G.held[i].closed;
-		if (closed)
+		if (closed) {
 			w = G.held[i].weight;
+			tag = G.held_tag[i];
+			v = G.held_v[i];
+		}
 		pthread_mutex_unlock(&G.mu);
 		if (!closed)
 			continue;
+		/* closed before the shipping thread saw it (by a later violation of its type) */
+		if (!guard_captured(i, tag))
+			guard_capture(i, tag, &v);
 		guard_capture_ship(i, w);
 		pthread_mutex_lock(&G.mu);
 		prio_release(&G.held[i]);
@@ -523,25 +533,32 @@ static void ship_closed(void)
 	}
 }
 
-/* Over GUARD_HELD_BYTES: the open minute holding the most bytes closes early and ships. */
+/* Over GUARD_HELD_BYTES of streams, or over GUARD_HELD_HIGH candidates (a budget larger than the
+ * pool): the open minute holding the most bytes (candidates) closes early and ships. */
 static void trim_held(void)
 {
 	static size_t by_group[GP_MAX_LOOPS * (GP_MAX_TYPES + 1)];   /* the shipping thread's */
 
 	for (;;) {
-		size_t total = 0, most = 0;
+		size_t total = 0, most = 0, nheld = 0;
 		uint32_t gid = PRIO_NONE;
+		int by_bytes;
 
 		for (uint32_t i = 0; i < GUARD_HELD; i++)
 			total += guard_captured_bytes(i);
-		if (total <= GUARD_HELD_BYTES)
-			return;
 		memset(by_group, 0, sizeof(by_group));
 		pthread_mutex_lock(&G.mu);
+		for (uint32_t i = 0; i < GUARD_HELD; i++)
+			nheld += G.held[i].group != PRIO_NONE;
+		by_bytes = total > GUARD_HELD_BYTES;
+		if (!by_bytes && nheld <= GUARD_HELD_HIGH) {
+			pthread_mutex_unlock(&G.mu);
+			return;
+		}
 		for (uint32_t i = 0; i < GUARD_HELD; i++) {
 			uint32_t g = G.held[i].group;
 
-			if (g != PRIO_NONE && (by_group[g] += guard_captured_bytes(i)) > most) {
+			if (g != PRIO_NONE && (by_group[g] += by_bytes ? guard_captured_bytes(i) : 1) > most) {
 				most = by_group[g];
 				gid = g;
 			}

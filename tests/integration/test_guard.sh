@@ -174,6 +174,49 @@ sup=$(sed -n 's/.* suppressed=\([0-9]*\).*/\1/p' <<<"$line")
 echo "storm: $v violations, $sup suppressed"
 t_eq "and counts the rest" "$((v - sup)):$([ "${v:-0}" -ge 200 ] && echo all)" "6:all"
 
+# ---- the shipping budget (guard.md "Shipping budget"): the worst of the minute first, weighted ----
+# about 290 slow requests of 5 ms and 8 of 300 ms in one minute, a budget of 40: every 300 ms one is
+# shipped (its priority beats the small ones' but by a chance of about 1e-7), with weight 1; the
+# others are a priority sample whose weights add up to about the violations counted
+SM_GUARD_REPORTS_PER_MIN=40 SM_GUARD_APP=budget SM_GUARD_LABELS=run=budget guarded "$GT" epoll "$PORT" ||
+	t_bail "guarded server"
+mix=$("$GT" client "$PORT" 300 1 sleep=5:292,sleep=300:8) || t_fail "budget load"
+stop_server "$PORT"
+big=$(awk '$1 == "sleep" && $2 == 300 {print $3}' <<<"$mix")
+bq() { q "$1 FROM streams WHERE app = 'budget' AND role = 'violation'"; }
+echo "budget: $big requests of 300 ms; $(bq "SELECT count(*) || ' streams, weights ' || min(weight) || ' to ' ||
+	round(max(weight)::numeric, 2) || ', sum ' || round(sum(weight)::numeric, 1)"); counted:
+	$(q "SELECT violations || ' violations, ' || drops || ' drops' FROM agent_procs WHERE app = 'budget'")"
+t_eq "budget: every one of the worst violations is shipped, with weight 1" \
+	"$(bq "SELECT count(*) FILTER (WHERE (labels->>'unit.duration_ns')::bigint >= 300000000 AND weight = 1),
+	       count(*) FILTER (WHERE (labels->>'unit.duration_ns')::bigint >= 300000000)")" "$big|$big"
+t_eq "budget: at most 40 streams per unit type, every weight at least 1, some above" \
+	"$(q "SELECT max(n) <= 40, bool_and(ok), bool_or(above) FROM (SELECT count(*) AS n, bool_and(weight >= 1) AS ok,
+	       bool_or(weight > 1) AS above FROM streams WHERE app = 'budget' AND role = 'violation'
+	       GROUP BY symptom_unit_type) x")" "t|t|t"
+t_eq "budget: the streams shipped are the violations counted less the drops" \
+	"$(bq "SELECT count(*)")" "$(q "SELECT violations - drops FROM agent_procs WHERE app = 'budget'")"
+# sum(weight) estimates the count: within a factor of 2 but with a chance of about 1e-4 (40 kept of ~300)
+t_eq "budget: the weights add up to the violations counted (within a factor of 2)" \
+	"$(q "SELECT s.w BETWEEN p.violations / 2.0 AND p.violations * 2.0 FROM (SELECT sum(weight) AS w FROM streams
+	       WHERE app = 'budget' AND role = 'violation') s, agent_procs p WHERE p.app = 'budget'")" t
+# mined: each cluster's estimated cost is sum(weight x cost) over the AOI events it matched, exactly
+run=$("$BIN/sm-miner" run --quiet --app budget --kind wait --aoi thread --threshold-fraction 0.05 \
+	--no-baseline 2>"$T_TMP/miner.err") || t_fail "sm-miner run (budget)" "$(cat "$T_TMP/miner.err")"
+t_eq "budget: a cluster's est_cost_ns is sum(weight x cost) over its matched stacks, and its est_streams" \
+	"$(q "SELECT count(*), count(*) FILTER (WHERE c.est_cost_ns = x.est AND abs(c.est_streams - x.w) < 1e-6
+	       AND c.total_cost_ns = x.cost), count(*) FILTER (WHERE c.est_cost_ns > c.total_cost_ns)
+	       FROM clusters c, LATERAL (SELECT round(sum(s.weight::numeric * rs.cost_ns)) AS est, sum(rs.cost_ns) AS cost,
+	        (SELECT sum(s2.weight) FROM streams s2 WHERE s2.id IN (SELECT rs2.stream_ref FROM run_stacks rs2
+	         WHERE rs2.run_id = c.run_id AND rs2.kind = c.kind AND rs2.stack_id = ANY(c.stack_ids))) AS w
+	        FROM run_stacks rs JOIN streams s ON s.id = rs.stream_ref
+	        WHERE rs.run_id = c.run_id AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids)) x
+	       WHERE c.run_id = $run" | sed 's/^\([0-9]*\)|\1|[1-9][0-9]*$/same/')" same
+t_eq "budget: a pattern's est_cost_ns is sum(weight x cost) over its stacks" \
+	"$(q "SELECT count(*) FILTER (WHERE p.est_cost_ns IS DISTINCT FROM (SELECT round(sum(s.weight::numeric * rs.cost_ns))
+	       FROM run_stacks rs JOIN streams s ON s.id = rs.stream_ref WHERE rs.run_id = p.run_id AND rs.kind = p.kind
+	       AND rs.stack_id = ANY(p.stack_ids))) FROM patterns p WHERE p.run_id = $run")" 0
+
 # ---- settings pushed by the server in the reports' answers: guarding off for an app, then on again ----
 q "INSERT INTO agent_settings (app, guard, min_wait_us, reports_per_min) VALUES ('pushed', false, 5000, 100000)" >/dev/null
 SM_GUARD_REPORT_S=1 SM_GUARD_APP=pushed guarded "$GT" epoll "$PORT" || t_bail "guarded server"
