@@ -7,7 +7,9 @@
  *             gets the agent's signal, and the wrapper resumes the call); a unit
  *             still in flight SM_GUARD_HANG_MS after its start is shipped as it
  *             stands.
- *   shipping  builds and ships the violation streams, saves what training
+ *   shipping  captures the violation streams the shipping budget keeps and
+ *             ships them when their minute closes (below, "the shipping
+ *             budget"), ships the baseline streams, saves what training
  *             learnt, reports the process, fetches the fleet's profile, and
  *             writes the log lines of the program's threads.
  *
