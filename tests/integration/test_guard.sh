@@ -34,6 +34,16 @@ guarded() {
 	return 1
 }
 
+# wait_ready: the server started in the background (output in server.out) listens; under ASan on a
+# busy machine it takes more than the 0.3 s that was once enough
+wait_ready() {
+	sleep 0.3
+	for _ in $(seq 1 200); do
+		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
+		sleep 0.05
+	done
+}
+
 # stop PORT: asks the server to quit and waits for it
 stop_server() {
 	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
@@ -91,7 +101,7 @@ t_match "safety: units that ran after every descriptor was closed still reach th
 PORT=$(free_port)
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
-sleep 0.3
+wait_ready
 "$GT" client "$PORT" 20000 4 fast:80,file:20 >/dev/null || t_fail "training load"
 stop_server "$PORT"
 bid=$(readelf -n "$GT" | sed -n 's/.*Build ID: //p')
@@ -256,7 +266,7 @@ t_eq "and never borrows a neighbour's name" "$(grep -c 'guardtest-stripped!\(han
 
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" pool "$PORT" 4 >"$T_TMP/server.out" 2>&1 &
 GPID=$!
-sleep 0.3
+wait_ready
 "$GT" client "$PORT" 20000 8 fast:90,file:10 >/dev/null || t_fail "pool training load"
 "$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
 "$GT" client "$PORT" 1 1 fast:1 >/dev/null 2>&1
@@ -310,7 +320,7 @@ for _ in $(seq 1 50); do [ -s "$T_TMP/hole.port" ] && break; sleep 0.1; done
 "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "http://127.0.0.1:$(cat "$T_TMP/hole.port")" \
 	--spool "$T_TMP/spool" --label run=offline -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
-sleep 0.3
+wait_ready
 "$GT" client "$PORT" 3 1 sleep=30:1 >/dev/null || t_fail "offline slow requests"
 # the shipping thread is stuck on the black hole now; the program must not notice
 mix=$("$GT" client "$PORT" 4000 4 fast:1) || t_fail "offline load"
@@ -341,7 +351,7 @@ for part in a b; do
 	"$GUARD" run --train --profile-dir "$T_TMP/prof-$part" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
 		--token-file "$T_TMP/token" --host "train-$part" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 	GPID=$!
-	sleep 0.3
+	wait_ready
 	"$GT" client "$PORT" 5000 2 "$mix" >/dev/null
 	stop_server "$PORT"
 done
@@ -386,7 +396,7 @@ t_eq "fleet: a build nobody trained" "$?|$out" "3|sm-guard: profile fetch: the s
 "$GUARD" run --profile-dir "$T_TMP/prof-new" --log "$T_TMP/guard.log" --url "$INGEST_URL" --token-file "$T_TMP/token" \
 	--host new-host -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
-sleep 0.3
+wait_ready
 "$GT" client "$PORT" 200 1 fast:1 >/dev/null
 sleep 1   # the baseline unit's stream on its way (at exit it would go to the spool)
 stop_server "$PORT"
@@ -405,7 +415,7 @@ mkdir -p "$T_TMP/prof-own" && cp "$T_TMP/prof-a/$bid.json" "$T_TMP/prof-own/"
 SM_GUARD_PROFILE_FETCH_S=1 "$GUARD" run --profile-dir "$T_TMP/prof-own" --log "$T_TMP/refresh.log" --url "$INGEST_URL" \
 	--token-file "$T_TMP/token" --host train-a -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
-sleep 0.3
+wait_ready
 "$GT" client "$PORT" 300 1 fast:1 >/dev/null
 sleep 1.5
 "$GT" client "$PORT" 300 1 fast:1 >/dev/null
