@@ -610,6 +610,8 @@ t_match "fleet page: hosts, silent first, with the alert" "$HTTP_STATUS $HTTP_BO
 	'^200 .*<h1>Fleet</h1>.*<a href="/fleet\?status=silent">1 host is silent</a>.*<a href="/fleet/db-1">db-1</a></td><td><span class="status silent">silent</span>.*<a href="/fleet/web-1">web-1</a></td><td><span class="status live">live</span>'
 t_match "fleet page: violations per hour drawn, with their total" "$HTTP_BODY" '<title>12 violations in 24 h \(most in an hour: 7\)</title>'
 t_match "fleet page: a host's name is escaped" "$HTTP_BODY" '<a href="/fleet/%3Cb%3Ex%3C%2Fb%3E">&lt;b&gt;x&lt;/b&gt;</a>'
+t_match "fleet page: what the shipping budget sampled away, per app and host" "$HTTP_BODY" \
+	'<h2>Sampled away</h2>.*<tr><td>nginx</td><td><a href="/fleet/web-1">web-1</a></td><td class="n">12</td><td class="n">1</td><td class="n">[0-9]+</td><td class="n">[0-9]+</td><td class="n">[0-9.]+ %</td></tr>'
 t_eq "fleet page: nothing unescaped" "$(grep -c '<b>x' <<<"$HTTP_BODY")" 0
 api GET '/fleet?status=stopped' "${AN[@]}"
 t_match "fleet page: filtered" "$HTTP_BODY" '<span>1–1 of 1</span>'
