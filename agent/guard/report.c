@@ -59,6 +59,16 @@ static struct capture {
 	size_t bytes;
 } caps[GUARD_HELD];
 
+/* Whether the server answered: a request the exit cut short (G.ship_cancel) says nothing about it,
+ * and must not keep the held streams from going to it at exit. */
+static void note_server(int answered)
+{
+	if (answered)
+		server_ok = 1;
+	else if (!G.ship_cancel)
+		server_ok = 0;
+}
+
 void guard_report_reset_child(void)
 {
 	/* the parent's: their pages are shared until written, so they are left, not freed */
@@ -239,7 +249,7 @@ static int report_self(struct shipper *sh, int exiting)
 		struct buf answer = BUF_INIT(64 << 10);
 
 		rc = shipper_post_json(sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err));
-		server_ok = rc == 0;
+		note_server(rc == 0);
 		if (rc < 0)
 			guard_log("report not delivered", "error=\"%s\"", err);
 		else if (!exiting)
@@ -286,7 +296,7 @@ static void profile_upload(struct shipper *sh)
 		guard_log("cannot build the profile upload", "%s", "");
 	} else {
 		rc = shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, NULL, err, sizeof(err));
-		server_ok = rc == 0;
+		note_server(rc == 0);
 		if (rc < 0)
 			guard_log("profile not uploaded", "error=\"%s\"", err);
 	}
@@ -367,7 +377,7 @@ void guard_profile_refresh(void)
 		guard_profile_swap(body.data, body.len);
 	else if (status != 404)
 		guard_log("cannot fetch the fleet's profile", "error=\"%s\"", err);
-	server_ok = status != 0;
+	note_server(status != 0);
 	buf_release(&body);
 }
 
@@ -577,7 +587,7 @@ static void deliver(const struct wire_stream *ws)
 			shipper_flush(sh);
 		c = shipper_counters(sh);
 		atomic_fetch_add(&G.n.shipped, c->accepted + c->duplicates - before);
-		server_ok = c->accepted + c->duplicates > before;
+		note_server(c->accepted + c->duplicates > before);
 		return;
 	}
 	/* no server (or it gave up a while ago): straight to the spool */
