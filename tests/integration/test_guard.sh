@@ -293,6 +293,13 @@ t_eq "the holder readies a lock wait in every stream whose unit waited in the co
 	"$(q "SELECT count(*) FROM streams s WHERE app = 'pool' AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON
 	       k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'w' AND
 	       (SELECT id FROM frames WHERE name = 'guardtest!take_big_lock') = ANY(k.frame_ids))")"
+echo "streams with a convoy lock wait of another thread only: $(q "SELECT coalesce(string_agg(s.role || ' ' ||
+	(s.labels->>'unit.state') || ' ' || (s.labels->>'unit.duration_ns') || ' ' || s.weight, '; '), 'none')
+	FROM streams s WHERE app = 'pool' AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id
+	WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'w' AND (SELECT id FROM frames WHERE
+	name = 'guardtest!take_big_lock') = ANY(k.frame_ids)) AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON
+	k.id = e.stack_id WHERE e.stream_ref = s.id AND e.kind = 'w' AND (SELECT id FROM frames WHERE
+	name = 'guardtest!take_big_lock') = ANY(k.frame_ids))")"
 # a worker may take two queued jobs in one unit: count the convoys by their distinct lock waits, the
 # ones behind the holder's 50 ms (not a short wait for the holder's hand-off mutex on a busy machine)
 t_eq "every convoy's lock wait is reported" \
