@@ -45,7 +45,7 @@ INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
-GUARD_CORE_SRC := $(addprefix agent/guard/,config.c dropin.c profile.c ring.c modmap.c symbolize.c)
+GUARD_CORE_SRC := $(addprefix agent/guard/,config.c dropin.c profile.c ring.c modmap.c symbolize.c prio.c)
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \
 	train.c report.c lazy.c)
 # what libsmguard.so takes from the rest of the tree

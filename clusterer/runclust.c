@@ -24,6 +24,7 @@ struct ctx {
 	size_t nrs;
 	const uint32_t *stream_idx;     /* dense stream numbers */
 	const uint64_t *stream_cost;
+	const double *stream_weight;    /* NULL: every stream weighs 1 */
 	size_t nstreams;
 	const struct runclust_stack *bs;
 	size_t nbs;
@@ -136,6 +137,7 @@ static int load_frames(struct ctx *c, struct sim_frames *ft)
 struct cl {
 	uint64_t cost, events, avg;
 	uint32_t streams;
+	double est_cost, est_streams;  /* the same, each stream's share times its sampling weight */
 	uint32_t rank[5];              /* total cost, streams, events, average cost, excess cost */
 	/* the streams in which the cluster has a cost (violating and baseline), for the excess */
 	uint32_t *xs;
@@ -399,11 +401,16 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 				stamp_t[p->stacks[s]] = (uint32_t)k + 1;
 				cls[k].cost += r->cost;
 				cls[k].events += r->events;
-				for (uint32_t x = r->first; x < r->first + r->n; x++)
+				for (uint32_t x = r->first; x < r->first + r->n; x++) {
+					double wt = c->stream_weight ? c->stream_weight[c->stream_idx[x]] : 1;
+
+					cls[k].est_cost += wt * (double)c->stream_cost[x];
 					if (stamp_s[c->stream_idx[x]] != k + 1) {
 						stamp_s[c->stream_idx[x]] = (uint32_t)k + 1;
 						cls[k].streams++;
+						cls[k].est_streams += wt;
 					}
+				}
 			}
 		}
 		cls[k].avg = cls[k].events ? cls[k].cost / cls[k].events : 0;
@@ -499,7 +506,9 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 				jsonw_end(&w);
 			}
 			jsonw_end(&w);
-			if (jsonw_finish(&w) < 0 || buf_putc(out, '\n') < 0) {
+			if (jsonw_finish(&w) < 0 ||
+			    buf_printf(out, "\t%lld\t", (long long)llround(cls[k].est_cost)) < 0 ||
+			    buf_put_double(out, cls[k].est_streams) < 0 || buf_putc(out, '\n') < 0) {
 				fail_oom(c);
 				goto out;
 			}
@@ -531,6 +540,7 @@ int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, 
 	c.nrs = in->nstacks;
 	c.stream_idx = in->stream_idx;
 	c.stream_cost = in->stream_cost;
+	c.stream_weight = in->stream_weight;
 	c.nstreams = in->nstreams;
 	c.bs = in->bstacks;
 	c.nbs = in->nbstacks;

@@ -3,7 +3,8 @@
  * 6), handed over in memory by the miner, into the rows of its clusters:
  * members, medoid, common part, the alignment of every member with the
  * medoid, the four metrics computed exactly over the run's collapsed AOI
- * stacks (each event once per cluster), and the ranks. Frame weights use the
+ * stacks (each event once per cluster), their estimates weighted by the streams' sampling
+ * weights (est_cost_ns, est_streams), and the ranks. Frame weights use the
  * database-wide statistics (folded first): the only thing read from the
  * database. The miner stores the rows with the rest of the run. When the run
  * has baseline streams, each cluster is also measured in them (excess.h).
@@ -61,6 +62,8 @@ struct runclust_input {
 	const struct runclust_stack *bstacks;
 	size_t nbstacks;
 	const struct excess *excess;
+	/* per dense stream number, its sampling weight (>= 1; NULL: all 1): est_cost_ns, est_streams */
+	const double *stream_weight;
 };
 
 /* Appends to rows the COPY text of the run's clusters (the columns RUNCLUST_COLUMNS of the table
@@ -79,6 +82,6 @@ int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_f
 	"run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost, rank_streams, "   \
 	"rank_events, rank_avg_cost, baseline_streams, own_cost_ns, baseline_cost_ns, expected_cost_ns, "            \
 	"excess_cost_ns, excess_lo_ns, excess_hi_ns, rank_excess_cost, medoid, common_frame_ids, "     \
-	"members, stack_ids, alignment"
+	"members, stack_ids, alignment, est_cost_ns, est_streams"
 
 #endif

@@ -124,6 +124,11 @@ void arena_reset(struct arena *a)
 		keep->used = 0;
 }
 
+size_t arena_reserved(const struct arena *a)
+{
+	return a->total;
+}
+
 size_t arena_used(const struct arena *a)
 {
 	size_t n = 0;

@@ -22,6 +22,8 @@ void *arena_calloc(struct arena *a, size_t n, size_t sz);
 char *arena_strndup(struct arena *a, const char *s, size_t n);
 /* Forget everything allocated, keeping the first block for reuse. */
 void arena_reset(struct arena *a);
+/* Bytes of the blocks it holds (what it costs in memory). */
+size_t arena_reserved(const struct arena *a);
 /* Bytes handed out since open/reset. */
 size_t arena_used(const struct arena *a);
 

@@ -528,14 +528,14 @@ static int parse_events(struct wire_parser *p, struct arena *a, struct json_read
 }
 
 enum { F_V, F_ID, F_HOST, F_APP, F_VERSION, F_BUILD, F_LABELS, F_SYMPTOM, F_FRAMES, F_STACKS,
-       F_EVENTS, F_ROLE, F_COUNT };
+       F_EVENTS, F_ROLE, F_WEIGHT, F_COUNT };
 
 static int parse_stream(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
 	static const char *const names[F_COUNT] = { "v", "stream_id", "host", "app", "version",
 						    "build_id", "labels", "symptom", "frames",
-						    "stacks", "events", "role" };
+						    "stacks", "events", "role", "weight" };
 	const char *pos[F_COUNT];
 	const char *end = r->end;
 	const char *id;
@@ -592,6 +592,18 @@ static int parse_stream(struct wire_parser *p, struct arena *a, struct json_read
 		else
 			return fail(p, WIRE_EINVALID, "role: must be \"violation\" or \"baseline\"");
 	}
+	s->weight = 1;
+	if (present(r, pos[F_WEIGHT], end)) {
+		double wt;
+
+		if (json_peek(r) != JV_NUMBER)
+			return fail(p, WIRE_EINVALID, "weight: must be a number, not %s", type_name(r));
+		if (json_val_num(json_here(r), &wt) < 0)
+			return fail(p, WIRE_EINVALID, "weight: must be a finite number");
+		if (!(wt >= 1))
+			return fail(p, WIRE_EINVALID, "weight: %g is below 1 (a sampling weight is at least 1)", wt);
+		s->weight = wt;
+	}
 	for (int f = F_SYMPTOM; f <= F_EVENTS; f++) {
 		if (!pos[f])
 			return fail(p, WIRE_EINVALID, "%s: required field missing", names[f]);
@@ -639,6 +651,8 @@ int wire_write_json(const struct wire_stream *s, struct buf *b)
 	jsonw_kstr(&w, "app", s->app);
 	if (s->role == WIRE_ROLE_BASELINE)
 		jsonw_kstr(&w, "role", "baseline");
+	if (s->weight > 1)
+		jsonw_kdouble(&w, "weight", s->weight);
 	if (s->version)
 		jsonw_kstr(&w, "version", s->version);
 	if (s->build_id)

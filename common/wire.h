@@ -55,6 +55,8 @@ struct wire_stream {
 	const char *host;
 	const char *app;
 	enum wire_role role;     /* WIRE_ROLE_VIOLATION when absent */
+	double weight;           /* sampling weight (guard.md "Shipping budget"): >= 1; 0 (a zeroed
+				  * struct) or 1 means unsampled, and is not written */
 	const char *version;     /* NULL when absent */
 	const char *build_id;    /* NULL when absent */
 	const struct wire_label *labels;
@@ -67,6 +69,12 @@ struct wire_stream {
 	const struct wire_event *events;
 	size_t nevents;
 };
+
+/* The stream's weight as stored and summed: 1 unless a weight above 1 was given. */
+static inline double wire_weight(const struct wire_stream *s)
+{
+	return s->weight > 1 ? s->weight : 1;
+}
 
 /* What one stream may hold. The wire format fixes some (names 255 bytes, frames
  * 1024 bytes, stacks 512 frames, 64 labels); the rest are the server's choice. */

@@ -61,8 +61,8 @@ static const char SQL_GET_STACKS[] =
 static const char SQL_INS_STREAM[] =
 	"INSERT INTO streams (stream_id, host, app, version, build_id, labels, symptom_kind,"
 	" symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,"
-	" n_events, received_at, role)"
-	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+	" n_events, received_at, role, weight)"
+	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
 	" ON CONFLICT (stream_id) DO NOTHING RETURNING id";
 static const char SQL_STAT_DELTA[] =
 	"INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts)"
@@ -439,8 +439,8 @@ static int put_labels_json(struct buf *b, const struct wire_stream *w)
 static int insert_stream(struct store *st, const struct wire_stream *w, const char *received_at,
 			 int64_t *ref)
 {
-	char tid[24], start[24], end[24], thr[24], nev[24];
-	const char *params[15];
+	char tid[24], start[24], end[24], thr[24], nev[24], wt[32];
+	const char *params[16];
 	PGresult *r;
 
 	buf_reset(&st->param);
@@ -468,7 +468,10 @@ static int insert_stream(struct store *st, const struct wire_stream *w, const ch
 	params[12] = nev;
 	params[13] = received_at;
 	params[14] = w->role == WIRE_ROLE_BASELINE ? "baseline" : "violation";
-	r = PQexecPrepared(st->db, "ins_stream", 15, params, NULL, NULL, 0);
+	/* %.17g: the weight stored is the one sent, to the last bit */
+	snprintf(wt, sizeof(wt), "%.17g", wire_weight(w));
+	params[15] = wt;
+	r = PQexecPrepared(st->db, "ins_stream", 16, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_fail(st, "storing stream", r);
 		PQclear(r);

@@ -76,6 +76,7 @@ struct run {
 	size_t nstreams;
 	size_t nbase;                 /* of them baseline */
 	uint8_t *base;                /* per stream: 1 baseline */
+	double *weight;               /* per stream: its sampling weight (>= 1) */
 	uint32_t *utype;              /* per stream: its unit type, 0 .. nutypes - 1 */
 	uint32_t nutypes;
 	/* the current chunk */
@@ -104,6 +105,7 @@ struct pattern {
 	uint32_t streams;
 	int32_t *stacks;
 	size_t nstacks;
+	double est_cost;     /* sum over its AOI events of their stream's weight x cost */
 };
 
 /* A collapsed stack of one kind: the mining database's sequence i. */
@@ -281,7 +283,7 @@ static int select_streams(struct run *run)
 
 	if (miner_exec(m, "DROP TABLE IF EXISTS sm_sel; CREATE TEMP TABLE sm_sel ("
 			  " id bigint PRIMARY KEY, tid integer, t0 bigint, t1 bigint, base boolean, utype text,"
-			  " ra timestamptz)") < 0)
+			  " ra timestamptz, weight float8)") < 0)
 		return -1;
 	/* received_at bounds as microsecond epoch seconds for to_timestamp() */
 	if (p->filter.since_ns != PARAMS_NO_TIME)
@@ -297,7 +299,7 @@ static int select_streams(struct run *run)
 	params[6] = p->baseline ? "t" : "f";
 	r = PQexecParams(miner_db(m),
 			 "INSERT INTO sm_sel SELECT id, symptom_tid, symptom_start_ns, symptom_end_ns,"
-			 " role = 'baseline', coalesce(symptom_unit_type, ''), received_at"
+			 " role = 'baseline', coalesce(symptom_unit_type, ''), received_at, weight"
 			 " FROM streams WHERE app = $1 AND ($7::boolean OR role = 'violation')"
 			 " AND ($2::text IS NULL OR version = $2)"
 			 " AND ($3::text IS NULL OR host = $3)"
@@ -308,11 +310,11 @@ static int select_streams(struct run *run)
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		return miner_db_fail(m, "selecting streams", r);
 	PQclear(r);
-	return load_selection(run, "SELECT id, tid, t0, t1, base, utype FROM sm_sel ORDER BY id");
+	return load_selection(run, "SELECT id, tid, t0, t1, base, utype, weight FROM sm_sel ORDER BY id");
 }
 
-/* The selected streams (sql gives id, symptom tid, start, end, baseline, unit type by id) into
- * the run's refs, symptoms, baseline flags and unit types. */
+/* The selected streams (sql gives id, symptom tid, start, end, baseline, unit type, weight by id)
+ * into the run's refs, symptoms, baseline flags, unit types and weights. */
 static int load_selection(struct run *run, const char *sql)
 {
 	struct miner *m = run->m;
@@ -329,8 +331,9 @@ static int load_selection(struct run *run, const char *sql)
 	run->sym = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->sym));
 	run->base = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->base));
 	run->utype = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->utype));
+	run->weight = arena_calloc(run->arena, (size_t)n + 1, sizeof(*run->weight));
 	types = intern_open(0);
-	if (!run->refs || !run->sym || !run->base || !run->utype || !types) {
+	if (!run->refs || !run->sym || !run->base || !run->utype || !run->weight || !types) {
 		PQclear(r);
 		intern_free(types);
 		return miner_fail(m, "out of memory for %d streams", n);
@@ -347,6 +350,9 @@ static int load_selection(struct run *run, const char *sql)
 		run->utype[i] = (uint32_t)t;
 		run->base[i] = PQgetvalue(r, i, 4)[0] == 't';
 		run->nbase += run->base[i];
+		run->weight[i] = strtod(PQgetvalue(r, i, 6), NULL);
+		if (!(run->weight[i] >= 1))
+			run->weight[i] = 1;   /* the column's CHECK says >= 1: never below, whatever */
 		run->refs[i] = db_get_i64(r, i, 0);
 		run->sym[i].kind = "";
 		run->sym[i].tid = db_get_i64(r, i, 1);
@@ -1007,7 +1013,7 @@ static int execute_part(struct miner *m, const struct parts_claim *c)
 	beating = 1;
 	if (part_fill(&run, c) < 0 ||
 	    load_selection(&run, "SELECT s.id, s.symptom_tid, s.symptom_start_ns, s.symptom_end_ns,"
-				 " s.role = 'baseline', coalesce(s.symptom_unit_type, '')"
+				 " s.role = 'baseline', coalesce(s.symptom_unit_type, ''), s.weight"
 				 " FROM streams s JOIN sm_part p ON p.id = s.id ORDER BY s.id") < 0 ||
 	    read_events(&run, 0, run.nstreams, true) < 0)
 		goto out;
@@ -1499,12 +1505,15 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 
 		rp[i] = (struct runclust_pattern){ pt[i].id, kc, pt[i].frames, (uint32_t)pt[i].len, pstacks + npst, 0,
 						   NULL, 0 };
+		pt[i].est_cost = 0;
 		for (size_t j = 0; j < pt[i].nstacks; j++) {
 			uint64_t v;
 
 			if (imap_get(&where, (uint64_t)kc << 32 | (uint32_t)pt[i].stacks[j], &v)) {
 				pstacks[npst++] = (uint32_t)v;
 				rp[i].nstacks++;
+				for (uint32_t x = rs[v].first; x < rs[v].first + rs[v].n; x++)
+					pt[i].est_cost += run->weight[sidx[x]] * (double)scost[x];
 			}
 		}
 	}
@@ -1529,7 +1538,8 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 			rp[i].nbstacks = boff[i + 1] - boff[i];
 		}
 	}
-	in = (struct runclust_input){ rp, patterns->len, rs, nrs, sidx, scost, run->nstreams, bs, nbs, ex };
+	in = (struct runclust_input){ rp, patterns->len, rs, nrs, sidx, scost, run->nstreams, bs, nbs, ex,
+				      run->weight };
 	if (runclust_build(miner_db(m), run->id, &in, &co, rows, nclusters, cerr, sizeof(cerr)) < 0) {
 		miner_fail(m, "%s", cerr);
 		goto out;
@@ -1609,7 +1619,7 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 			goto fail_rollback;
 	}
 	if (copy_begin(m, "COPY patterns (id, run_id, kind, rank, frame_ids, cost_ns, events, streams,"
-			  " stack_ids) FROM STDIN") < 0)
+			  " stack_ids, est_cost_ns) FROM STDIN") < 0)
 		goto fail_rollback;
 	for (size_t i = 0; i < patterns->len; i++) {
 		if (pt[i].kind != last_kind) {
@@ -1624,7 +1634,7 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 			   (unsigned long long)pt[i].events, pt[i].streams);
 		for (size_t j = 0; j < pt[i].nstacks; j++)
 			buf_printf(&b, j ? ",%d" : "%d", pt[i].stacks[j]);
-		buf_puts(&b, "}\n");
+		buf_printf(&b, "}\t%lld\n", (long long)llround(pt[i].est_cost));
 		if (copy_send(m, &b, false) < 0)
 			goto fail_rollback;
 	}

@@ -660,6 +660,8 @@ static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresu
 			jsonw_number_text(w, PQgetvalue(pats, pc, 4));
 			jsonw_key(w, "streams");
 			jsonw_number_text(w, PQgetvalue(pats, pc, 5));
+			jsonw_key(w, "est_cost_ns");
+			jsonw_number_text(w, PQgetvalue(pats, pc, 6));
 			jsonw_end(w);
 		}
 		jsonw_end(w);

@@ -229,7 +229,9 @@ const char *model_sort_name(enum model_sort s)
 	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \
 	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.rank_excess_cost, c.excess_cost_ns,"  \
 	" c.excess_lo_ns, c.excess_hi_ns, c.own_cost_ns, c.expected_cost_ns, c.baseline_cost_ns,"      \
-	" c.baseline_streams, c.common_frame_ids AS common, cardinality(c.members) AS patterns_total"
+	" c.baseline_streams, coalesce(c.est_cost_ns, c.total_cost_ns) AS est_cost_ns,"             \
+	" coalesce(c.est_streams, c.streams) AS est_streams,"                                          \
+	" c.common_frame_ids AS common, cardinality(c.members) AS patterns_total"
 /* the page's ids first (an index-only scan when it can), then their rows */
 #define CLUSTER_PAGE(rank, order)                                                                \
 	CLUSTER_COLS(rank) " FROM (SELECT c.id" CLUSTER_WHERE " ORDER BY " order " LIMIT $4 OFFSET $5) pg" \
@@ -270,8 +272,9 @@ PGresult *model_cluster_patterns(PGconn *db, const char *cluster_ids, long per_c
 
 	snprintf(lim, sizeof(lim), "%ld", per_cluster);
 	return run_prepared(db, 6,
-		   "SELECT cluster_id, pattern_id, frame_ids, cost_ns, events, streams FROM ("
+		   "SELECT cluster_id, pattern_id, frame_ids, cost_ns, events, streams, est_cost_ns FROM ("
 		   " SELECT c.id AS cluster_id, p.id AS pattern_id, p.frame_ids, p.cost_ns, p.events, p.streams,"
+		   "  coalesce(p.est_cost_ns, p.cost_ns) AS est_cost_ns,"
 		   "  row_number() OVER (PARTITION BY c.id ORDER BY p.cost_ns DESC, p.id) AS k"
 		   " FROM clusters c JOIN patterns p ON p.id = ANY(c.members) WHERE c.id = ANY($1::bigint[])) x"
 		   " WHERE k <= $2 ORDER BY cluster_id, k",
@@ -547,6 +550,30 @@ PGresult *model_hosts_count(PGconn *db, const struct host_filter *f, char *err, 
 	return run(db, "SELECT count(*) AS total FROM (" HOSTS_SQL ") n", 3, p, err, errlen);
 }
 
+/*
+ * What the shipping budget sampled away, per app and host (docs/fleet.md, "Sampled away"): the
+ * violations its processes seen in the last 24 h counted and dropped (their reports), the violation
+ * streams stored in the last 24 h and the sum of their weights (the violations they stand for).
+ */
+PGresult *model_fleet_sampling(PGconn *db, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[1] = { lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db, "WITH s AS (SELECT app, host, count(*) AS streams, sum(weight) AS est FROM streams"
+		       "  WHERE role = 'violation' AND received_at >= now() - interval '24 hours' GROUP BY app, host),"
+		       " p AS (SELECT app, host, " SAT("sum(violations)") " AS violations, " SAT("sum(drops)") " AS drops"
+		       "  FROM agent_procs WHERE last_seen >= now() - interval '24 hours' GROUP BY app, host)"
+		       " SELECT coalesce(s.app, p.app) AS app, coalesce(s.host, p.host) AS host,"
+		       " coalesce(p.violations, 0) AS violations, coalesce(p.drops, 0) AS drops,"
+		       " coalesce(s.streams, 0) AS streams,"
+		       " least(round(coalesce(s.est, 0)), 9223372036854775807)::bigint AS est_violations"
+		       " FROM s FULL JOIN p ON p.app = s.app AND p.host = s.host"
+		       " ORDER BY coalesce(p.drops, 0) DESC, 1, 2 LIMIT $1::integer",
+		   1, p, err, errlen);
+}
+
 PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_s, long limit, char *err,
 			   size_t errlen)
 {
@@ -819,6 +846,13 @@ int64_t model_coln(PGresult *r, int row, const char *name)
 	const char *v = model_col(r, row, name);
 
 	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+double model_cold(PGresult *r, int row, const char *name)
+{
+	const char *v = model_col(r, row, name);
+
+	return v ? strtod(v, NULL) : 0;
 }
 
 int model_find_stack(PGresult *r, int64_t sid)

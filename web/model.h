@@ -134,6 +134,9 @@ struct agent_settings {
 	const char *note;
 };
 /* app, guard, k, sample_hz, min_wait_us, reports_per_min (NULL: as started), note, updated_at; '*' first. */
+/* Per app and host: violations counted and dropped by the agents (processes seen in 24 h), violation
+ * streams stored in 24 h and the sum of their weights (est_violations), the most drops first. */
+PGresult *model_fleet_sampling(PGconn *db, long limit, char *err, size_t errlen);
 PGresult *model_agent_settings(PGconn *db, char *err, size_t errlen);
 /* Sets an app's row (replacing it). 0, or -1 with err. */
 int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *err, size_t errlen);
@@ -178,6 +181,8 @@ PGresult *model_run_kind_stacks(PGconn *db, const char *run, const char *kind, c
 const char *model_col(PGresult *r, int row, const char *name);
 /* The same as a number (0 for NULL). */
 int64_t model_coln(PGresult *r, int row, const char *name);
+/* The same as a double (0 when NULL or absent). */
+double model_cold(PGresult *r, int row, const char *name);
 /* The row of stack id sid in r (rows of a stack_id column, by id), or -1. */
 int model_find_stack(PGresult *r, int64_t sid);
 /* A run's stacks of both kinds for its exports: kind ('r'/'w'), frame_ids, cost_ns, events, summed

@@ -376,6 +376,16 @@ static void download_links(struct req *rq, const char *api_path)
 	html_raw(rq, "</p>");
 }
 
+/* A cluster's estimated fleet cost (docs/mining.md, "Estimated metrics"), beside its sampled cost
+ * where they differ: the agents shipped only some of a minute's violations. */
+static void est_cost_note(struct req *rq, int64_t est)
+{
+	html_raw(rq, " <span class=\"est\" title=\"estimated fleet cost: each stream's cost times its sampling "
+		     "weight (the agents shipped only the worst violations of a busy minute)\">est. ");
+	html_cost(rq, est);
+	html_raw(rq, "</span>");
+}
+
 static void page_run(struct req *rq, const char *id)
 {
 	char err[512];
@@ -540,6 +550,8 @@ static void page_run(struct req *rq, const char *id)
 				}
 			} else if (m == 0 || m == 3) {
 				html_cost(rq, v);
+				if (m == 0 && model_coln(cl, i, "est_cost_ns") != v)
+					est_cost_note(rq, model_coln(cl, i, "est_cost_ns"));
 			} else {
 				html_rawf(rq, "%lld", (long long)v);
 			}
@@ -790,6 +802,11 @@ static void page_cluster(struct req *rq, const char *id)
 		html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
 		html_rawf(rq, " (#%lld)</dd>", (long long)model_coln(c, 0, "rank_excess_cost"));
 	}
+	/* always here, with what it means: equal to the total cost when nothing was sampled away */
+	html_raw(rq, "<dt title=\"each stream's cost times its sampling weight: what the whole fleet spent, "
+		     "the violations the agents did not ship included\">Estimated fleet cost</dt><dd>");
+	html_cost(rq, model_coln(c, 0, "est_cost_ns"));
+	html_rawf(rq, " (%.1f streams estimated)</dd>", model_cold(c, 0, "est_streams"));
 	html_rawf(rq, "<dt>Patterns</dt><dd>%lld</dd></dl>",
 		  (long long)model_coln(c, 0, "patterns_total"));
 	if (model_col(c, 0, "excess_cost_ns")) {
@@ -1752,6 +1769,40 @@ static void fleet_held_back(struct req *rq, const char *json)
 }
 
 /* The fleet's merged profiles: per build, where it was learnt, then each loop's unit types. */
+/* What the shipping budget sampled away (docs/fleet.md, "Sampled away"). */
+static void fleet_sampling(struct req *rq, PGresult *r)
+{
+	html_raw(rq, "<h2>Sampled away</h2><p class=\"hint\">Agents ship at most <code>reports_per_min</code> "
+		     "violations per unit type and minute, the worst first, each stream weighted by the inverse of "
+		     "its chance of being shipped. Counted and dropped: what the processes seen in the last 24 h "
+		     "reported; shipped: the violation streams stored in the last 24 h; estimated: the sum of their "
+		     "weights, the violations they stand for.</p>");
+	if (PQntuples(r) == 0) {
+		html_raw(rq, "<p class=\"hint\">No violation in the last 24 h.</p>");
+		return;
+	}
+	html_raw(rq, "<table class=\"sampling\"><thead><tr><th>App</th><th>Host</th><th class=\"n\">Violations counted"
+		     "</th><th class=\"n\">Dropped</th><th class=\"n\">Streams shipped</th><th class=\"n\">Estimated "
+		     "violations</th><th class=\"n\">Sampled away</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		long long counted = (long long)model_coln(r, i, "violations"), sent = (long long)model_coln(r, i, "streams");
+
+		html_raw(rq, "<tr><td>");
+		html_text(rq, model_col(r, i, "app"));
+		html_raw(rq, "</td><td>");
+		host_link(rq, model_col(r, i, "host"));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
+			      "<td class=\"n\">%lld</td><td class=\"n\">", counted, (long long)model_coln(r, i, "drops"),
+			  sent, (long long)model_coln(r, i, "est_violations"));
+		if (counted > 0 && counted >= sent)
+			html_rawf(rq, "%.1f %%", 100.0 * (double)(counted - sent) / (double)counted);
+		else
+			html_raw(rq, "–");
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+}
+
 static void fleet_profiles(struct req *rq, PGresult *r)
 {
 	html_raw(rq, "<h2>Profiles learnt by the fleet</h2><p class=\"hint\">Training agents upload what they "
@@ -1984,7 +2035,7 @@ static void page_fleet(struct req *rq)
 	char err[512];
 	long offset = page_offset(rq);
 	struct host_filter f = { NULL, req_query(rq, "status"), SILENT_AFTER };
-	PGresult *r, *cnt, *all, *prof = NULL, *set = NULL;
+	PGresult *r, *cnt, *all, *prof = NULL, *set = NULL, *samp = NULL;
 	static const char *const states[] = { "live", "silent", "stopped" };
 
 	if (f.status && strcmp(f.status, "live") && strcmp(f.status, "silent") && strcmp(f.status, "stopped"))
@@ -1995,11 +2046,13 @@ static void page_fleet(struct req *rq)
 				      sizeof(err)) : NULL;
 	prof = all ? model_profiles(rq->db, NULL, 100, 0, err, sizeof(err)) : NULL;
 	set = prof ? model_agent_settings(rq->db, err, sizeof(err)) : NULL;
-	if (!r || !cnt || !all || !prof || !set) {
+	samp = set ? model_fleet_sampling(rq->db, 100, err, sizeof(err)) : NULL;
+	if (!r || !cnt || !all || !prof || !set || !samp) {
 		PQclear(r);
 		PQclear(cnt);
 		PQclear(all);
 		PQclear(prof);
+		PQclear(set);
 		html_error(rq, 500, err);
 		return;
 	}
@@ -2048,6 +2101,7 @@ static void page_fleet(struct req *rq)
 	if (PQntuples(r) == 0)
 		html_raw(rq, "<p class=\"hint\">No agent has reported yet. docs/fleet.md says how to roll agents out.</p>");
 	pager(rq, "/fleet", keep_param(rq, NULL, "status", f.status), offset, PQntuples(r), (long)model_coln(cnt, 0, "total"));
+	fleet_sampling(rq, samp);
 	fleet_settings(rq, set);
 	fleet_profiles(rq, prof);
 	html_end(rq);
@@ -2056,6 +2110,7 @@ static void page_fleet(struct req *rq)
 	PQclear(all);
 	PQclear(prof);
 	PQclear(set);
+	PQclear(samp);
 }
 
 static void page_host(struct req *rq, const char *host)

@@ -76,7 +76,8 @@ static const struct var_def vars[] = {
 	    "microseconds over a short unit is a loaded machine's noise, not a performance problem)" },
 	  V_INT, F(min_threshold_ns), 0, 3600000000000LL, 1000 },
 	{ { "SM_GUARD_REPORTS_PER_MIN", "6",
-	    "violation streams shipped per unit type and process per minute; the rest are counted" },
+	    "violation streams shipped per unit type and process per minute, the worst first (priority "
+	    "sampling, each with its weight); the rest are counted" },
 	  V_INT, F(reports_per_min), 0, 100000, 1 },
 	{ { "SM_GUARD_BASELINE_PER_MIN", "1",
 	    "normal units shipped per unit type and process per minute as baseline streams (the "

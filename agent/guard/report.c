@@ -36,8 +36,11 @@
 #define SHIP_RETRY_NS 60000000000LL      /* a shipper that gave up is opened again after this */
 #define DRAIN_EVERY_NS 60000000000LL
 #define EXIT_NET_MS 2000                 /* exit: the last report and training's upload, at most (a loaded server) */
+#define EXIT_HELD_MS 3000                /* exit: the minute's candidates, at most; the rest to the spool */
 
 static struct shipper *shipper;
+static struct shipper *exit_sh;         /* at exit: the candidates' own connection (guard_report_exit_held) */
+static int64_t exit_until;
 static int64_t shipper_retry_at, next_drain;
 static struct gsym *sym;
 static int64_t sym_used;
@@ -45,6 +48,26 @@ static struct spool *spool_only;        /* no URL: streams go to the spool direc
 static unsigned char *snap;             /* one ring's copy */
 static size_t snap_cap;
 static int server_ok;                   /* the server answered the last request */
+/* the minute's candidates, captured when they violated (threads.c, "the shipping budget"): the
+ * shipping thread's alone, by the index of their item in G.held */
+static struct capture {
+	struct arena *a;          /* NULL: nothing held */
+	struct wire_stream ws;
+	uint32_t tag;             /* the violation it is (G.held_tag when captured) */
+	int empty;                /* nothing to ship (no event, or the capture failed) */
+	int failed;               /* the capture failed (counted as lost once) */
+	size_t bytes;
+} caps[GUARD_HELD];
+
+/* Whether the server answered: a request the exit cut short (G.ship_cancel) says nothing about it,
+ * and must not keep the held streams from going to it at exit. */
+static void note_server(int answered)
+{
+	if (answered)
+		server_ok = 1;
+	else if (!G.ship_cancel)
+		server_ok = 0;
+}
 
 void guard_report_reset_child(void)
 {
@@ -54,6 +77,7 @@ void guard_report_reset_child(void)
 	spool_only = NULL;
 	shipper_retry_at = next_drain = 0;
 	server_ok = 0;
+	memset(caps, 0, sizeof(caps));   /* the parent's candidates, shipped by the parent */
 }
 
 void guard_report_thread_end(void)
@@ -225,7 +249,7 @@ static int report_self(struct shipper *sh, int exiting)
 		struct buf answer = BUF_INIT(64 << 10);
 
 		rc = shipper_post_json(sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err));
-		server_ok = rc == 0;
+		note_server(rc == 0);
 		if (rc < 0)
 			guard_log("report not delivered", "error=\"%s\"", err);
 		else if (!exiting)
@@ -272,7 +296,7 @@ static void profile_upload(struct shipper *sh)
 		guard_log("cannot build the profile upload", "%s", "");
 	} else {
 		rc = shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, NULL, err, sizeof(err));
-		server_ok = rc == 0;
+		note_server(rc == 0);
 		if (rc < 0)
 			guard_log("profile not uploaded", "error=\"%s\"", err);
 	}
@@ -318,6 +342,27 @@ void guard_report_exit(int upload)
 	shipper_free(sh);
 }
 
+void guard_report_exit_held(int begin)
+{
+	struct ship_opts o;
+	char err[256];
+
+	if (!begin) {
+		shipper_free(exit_sh);
+		exit_sh = NULL;
+		return;
+	}
+	/* the shipping connection gave up when the exit began: a server that has been answering gets
+	 * the held streams on a connection of their own, within EXIT_HELD_MS */
+	if (exit_sh || !G.cfg.url[0] || !server_ok)
+		return;
+	ship_options(&o);
+	o.max_attempts = 1;
+	o.timeout_ms = EXIT_HELD_MS;
+	exit_until = guard_now() + (int64_t)EXIT_HELD_MS * 1000000;
+	exit_sh = shipper_open(&o, err, sizeof(err));
+}
+
 void guard_profile_refresh(void)
 {
 	struct shipper *sh = get_shipper(guard_now());
@@ -332,7 +377,7 @@ void guard_profile_refresh(void)
 		guard_profile_swap(body.data, body.len);
 	else if (status != 404)
 		guard_log("cannot fetch the fleet's profile", "error=\"%s\"", err);
-	server_ok = status != 0;
+	note_server(status != 0);
 	buf_release(&body);
 }
 
@@ -523,7 +568,16 @@ static void add_label(struct wire_label *l, size_t *n, struct arena *a, const ch
 static void deliver(const struct wire_stream *ws)
 {
 	int64_t now = guard_now();
-	struct shipper *sh = get_shipper(now);
+	struct shipper *sh = exit_sh ? exit_sh : get_shipper(now);
+
+	if (exit_sh) {
+		int64_t left = (exit_until - now) / 1000000;
+
+		if (left > 0)
+			shipper_set_timeout_ms(exit_sh, left);
+		else
+			sh = NULL;   /* out of time: the spool */
+	}
 
 	if (sh) {
 		const struct ship_counters *c = shipper_counters(sh);
@@ -533,7 +587,7 @@ static void deliver(const struct wire_stream *ws)
 			shipper_flush(sh);
 		c = shipper_counters(sh);
 		atomic_fetch_add(&G.n.shipped, c->accepted + c->duplicates - before);
-		server_ok = c->accepted + c->duplicates > before;
+		note_server(c->accepted + c->duplicates > before);
 		return;
 	}
 	/* no server (or it gave up a while ago): straight to the spool */
@@ -554,37 +608,42 @@ static void deliver(const struct wire_stream *ws)
 	atomic_fetch_add(&G.n.lost, 1);
 }
 
-void guard_report(const struct gviol *v)
+/*
+ * The stream of v, built into keep (everything ws points to lives there, or is the process's for
+ * its life: host, app, the unit type's name in a guard table, which is never freed): 1, or 0 when
+ * no event of the window could be named (counted as empty), -1 when out of memory.
+ */
+static int build_stream(const struct gviol *v, struct arena *keep, struct wire_stream *ws)
 {
-	struct arena *a = arena_open(0);
+	struct arena *a = keep, *scratch = arena_open(0);   /* the ring's records: not kept */
 	struct evlist evs = { NULL, 0, 0 };
 	struct builder b;
-	struct wire_stream ws;
 	struct wire_event *we = NULL;
-	struct wire_label labels[WIRE_MAX_LABELS];
+	struct wire_label *labels = arena_calloc(keep, WIRE_MAX_LABELS, sizeof(*labels));
 	const struct gtab *tab = atomic_load(&G.tab);
 	const char *tname = NULL, *loopsym = NULL;
 	char num[4][32];
 	size_t nl = 0, ne = 0, max = (size_t)G.cfg.max_events;
 	uint32_t n = atomic_load(&G.nslots);
+	int rc = -1;
 
 	memset(&b, 0, sizeof(b));
 	b.a = a;
 	b.frames = intern_open(0);
 	b.stacks = intern_open(0);
-	if (!a || !b.frames || !b.stacks)
+	if (!scratch || !labels || !b.frames || !b.stacks)
 		goto out_free;
 	/* the symptom thread first: its events go in even when the stream is full */
 	if (v->slot < n)
-		collect_slot(&G.slots[v->slot], v, a, &evs, max);
+		collect_slot(&G.slots[v->slot], v, scratch, &evs, max);
 	for (uint32_t i = 0; i < n && evs.n < max; i++)
 		if (i != v->slot && atomic_load(&G.slots[i].state) != SLOT_FREE)
-			collect_slot(&G.slots[i], v, a, &evs, max);
-	collect_ring(&G.shared_ring, 0, v, a, &evs, max);
+			collect_slot(&G.slots[i], v, scratch, &evs, max);
+	collect_ring(&G.shared_ring, 0, v, scratch, &evs, max);
 	if (v->hang && v->slot < n)
-		add_in_flight_wait(v, a, &evs);
+		add_in_flight_wait(v, scratch, &evs);
 	b.sym = guard_symbolizer();
-	we = calloc(evs.n + 1, sizeof(*we));
+	we = arena_calloc(keep, evs.n + 1, sizeof(*we));
 	if (!we)
 		goto out_free;
 	for (size_t i = 0; i < evs.n; i++) {
@@ -603,6 +662,7 @@ void guard_report(const struct gviol *v)
 	}
 	if (ne == 0) {
 		atomic_fetch_add(&G.n.empty, 1);
+		rc = 0;
 		goto out_free;
 	}
 	if (tab && v->loop >= 0 && (uint32_t)v->loop < tab->nloops) {
@@ -610,12 +670,12 @@ void guard_report(const struct gviol *v)
 		if (v->type >= 0 && (uint32_t)v->type < tab->loops[v->loop].ntypes)
 			tname = tab->loops[v->loop].type_name[v->type];
 	}
-	memset(&ws, 0, sizeof(ws));
-	util_uuid_v4(ws.stream_id);
-	ws.host = G.host;
-	ws.app = G.app;
-	ws.version = G.cfg.version[0] ? G.cfg.version : NULL;
-	ws.build_id = G.build_id;
+	memset(ws, 0, sizeof(*ws));
+	util_uuid_v4(ws->stream_id);
+	ws->host = G.host;
+	ws->app = G.app;
+	ws->version = G.cfg.version[0] ? G.cfg.version : NULL;
+	ws->build_id = G.build_id;
 	for (int i = 0; i < G.cfg.nlabels; i++)
 		add_label(labels, &nl, a, G.cfg.labels[i].key, G.cfg.labels[i].value);
 	snprintf(num[0], sizeof(num[0]), "%lld", (long long)v->threshold);
@@ -631,36 +691,104 @@ void guard_report(const struct gviol *v)
 	add_label(labels, &nl, a, "guard.exe", G.exe);
 	add_label(labels, &nl, a, "guard.version", GUARD_VERSION);
 	add_label(labels, &nl, a, "kernel", G.kernel);
-	ws.labels = labels;
-	ws.nlabels = nl;
-	ws.role = v->baseline ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;
-	ws.symptom.kind = v->baseline ? "unit_sample" : "unit_violation";
-	ws.symptom.tid = v->tid;
-	ws.symptom.start_ns = v->start;
-	ws.symptom.end_ns = v->end;
-	ws.symptom.unit_type = tname;
-	ws.symptom.threshold_ns = v->threshold >= 0 ? v->threshold : -1;
+	ws->labels = labels;
+	ws->nlabels = nl;
+	ws->role = v->baseline ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;
+	ws->weight = 1;
+	ws->symptom.kind = v->baseline ? "unit_sample" : "unit_violation";
+	ws->symptom.tid = v->tid;
+	ws->symptom.start_ns = v->start;
+	ws->symptom.end_ns = v->end;
+	ws->symptom.unit_type = tname;
+	ws->symptom.threshold_ns = v->threshold >= 0 ? v->threshold : -1;
 	{
 		size_t nf = intern_count(b.frames);
 		const char **fr = arena_calloc(a, nf + 1, sizeof(*fr));
+		struct wire_stack *stk = arena_calloc(a, b.nstk + 1, sizeof(*stk));
 
-		if (!fr)
+		if (!fr || !stk)
 			goto out_free;
-		for (size_t i = 0; i < nf; i++)
-			fr[i] = intern_key(b.frames, (uint32_t)i, NULL);
-		ws.frames = fr;
-		ws.nframes = nf;
+		/* the names and the stack list out of the builder's tables, into the stream's arena */
+		for (size_t i = 0; i < nf; i++) {
+			size_t len;
+			const char *k = intern_key(b.frames, (uint32_t)i, &len);
+
+			if (!(fr[i] = arena_strndup(a, k, len)))
+				goto out_free;
+		}
+		memcpy(stk, b.stk, b.nstk * sizeof(*stk));
+		ws->frames = fr;
+		ws->nframes = nf;
+		ws->stacks = stk;
+		ws->nstacks = b.nstk;
 	}
-	ws.stacks = b.stk;
-	ws.nstacks = b.nstk;
-	ws.events = we;
-	ws.nevents = ne;
-	deliver(&ws);
+	ws->events = we;
+	ws->nevents = ne;
+	rc = 1;
 out_free:
-	free(we);
 	free(evs.v);
 	free(b.stk);
 	intern_free(b.frames);
 	intern_free(b.stacks);
+	arena_free(scratch);
+	return rc;
+}
+
+void guard_report(const struct gviol *v)
+{
+	struct arena *a = arena_open(0);
+	struct wire_stream ws;
+
+	if (a && build_stream(v, a, &ws) > 0)
+		deliver(&ws);
 	arena_free(a);
+}
+
+/* ---- the minute's candidates, captured (threads.c, "the shipping budget") ---- */
+
+
+int guard_capture(uint32_t i, uint32_t tag, const struct gviol *v)
+{
+	struct capture *c = &caps[i];
+	int rc;
+
+	arena_free(c->a);
+	memset(c, 0, sizeof(*c));
+	c->a = arena_open(GUARD_HELD_STREAM);
+	rc = c->a ? build_stream(v, c->a, &c->ws) : -1;
+	if (rc < 0) {
+		arena_free(c->a);
+		c->a = NULL;
+		c->failed = 1;
+		c->tag = tag;
+		atomic_fetch_add(&G.n.lost, 1);
+		guard_log("a violation's stream could not be captured", "bytes_max=%zu", GUARD_HELD_STREAM);
+		return -1;
+	}
+	c->tag = tag;
+	c->empty = rc == 0;
+	c->bytes = arena_reserved(c->a);
+	return 0;
+}
+
+int guard_captured(uint32_t i, uint32_t tag)
+{
+	return (caps[i].a || caps[i].failed) && caps[i].tag == tag;
+}
+
+size_t guard_captured_bytes(uint32_t i)
+{
+	return caps[i].a ? caps[i].bytes : 0;
+}
+
+void guard_capture_ship(uint32_t i, double weight)
+{
+	struct capture *c = &caps[i];
+
+	if (c->a && !c->empty) {
+		c->ws.weight = weight;
+		deliver(&c->ws);
+	}
+	arena_free(c->a);
+	memset(c, 0, sizeof(*c));
 }

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "agent/guard/config.h"
+#include "agent/guard/prio.h"
 #include "agent/guard/profile.h"
 #include "agent/guard/ring.h"
 
@@ -41,7 +42,13 @@
 #define GUARD_MAX_THREADS 2048
 #define GUARD_TSITES 8              /* wait sites a training thread tells apart */
 #define GUARD_LOOP_MIN_BLOCKS 4     /* blocking calls before a site can be a loop site */
-#define GUARD_QUEUE 64              /* violations waiting for the shipping thread */
+#define GUARD_QUEUE 64              /* baselines waiting for the shipping thread */
+/* the shipping budget (threads.c, docs/guard.md): violations held until their minute closes */
+#define GUARD_HELD 256                          /* candidates held, every unit type's together */
+#define GUARD_HELD_HIGH (GUARD_HELD * 3 / 4)     /* over it, the fullest minute closes early */
+#define GUARD_HELD_BYTES ((size_t)16 << 20)     /* their captured streams; over it a minute closes early */
+#define GUARD_HELD_STREAM ((size_t)8 << 20)     /* one captured stream, at most */
+#define GUARD_MINUTE_NS 60000000000LL
 #define GUARD_MAX_FDS 64
 #define GUARD_MAX_STACK 512         /* frames a walk may keep (SM_GUARD_MAX_FRAMES is at most this) */
 /* a stack entry naming a wrapped call rather than an address: above every user address */
@@ -266,12 +273,21 @@ struct guard_rt {
 	volatile sig_atomic_t ship_cancel;   /* a transfer in flight gives up; streams go to the spool */
 	struct gviol queue[GUARD_QUEUE];
 	unsigned qhead, qlen;
-	int64_t rl_epoch[GP_MAX_LOOPS];
-	uint32_t rl_used[GP_MAX_LOOPS][GP_MAX_TYPES + 1];
+	/* the shipping budget (threads.c), under mu: per unit type its minute's priority sample;
+	 * held[i] a candidate (held_v[i] the violation, held_tag[i] bumped whenever it changes) */
+	struct prio_group pg[GP_MAX_LOOPS][GP_MAX_TYPES + 1];
+	struct prio_item held[GUARD_HELD];
+	struct gviol held_v[GUARD_HELD];
+	uint32_t held_tag[GUARD_HELD];
+	unsigned held_new;              /* candidates kept since the shipping thread last looked */
+	int held_flush;                 /* every minute closes now (the budget changed) */
+	uint64_t prng;                  /* the draws u of the sampling: seeded per process */
 	_Atomic int64_t base_next[GP_MAX_LOOPS][GP_MAX_TYPES + 1];   /* when a unit may be a baseline again */
 	_Atomic int fds[GUARD_MAX_FDS];
 	struct {
+		/* suppressed: sampled away by the budget; queue_drops: no room to hold a candidate */
 		_Atomic uint64_t violations, suppressed, queue_drops, shipped, spooled, lost, rejected;
+		_Atomic uint64_t early_closes;  /* minutes closed early: the held streams' bytes were full */
 		_Atomic uint64_t baseline;      /* normal units queued as baseline streams */
 		_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
 		_Atomic uint64_t units_gone;    /* ended in threads whose slots were taken again */
@@ -348,7 +364,11 @@ void guard_start_shipper(void);
 void guard_start_wanted(void);
 /* Wakes the shipping thread (a log line waits). */
 void guard_log_wake(void);
+/* A violation, offered to its unit type's priority sample of the minute (any thread). */
 void guard_enqueue(const struct gviol *v);
+/* A new budget (reports_per_min): every unit type's minute closes first, with the tau known so far,
+ * so that no minute mixes two budgets. Takes G.mu. */
+void guard_budget_set(int reports_per_min);
 /* A normal unit of loop L and type ended at end: whether it takes its unit type's baseline interval
  * (60 s / SM_GUARD_BASELINE_PER_MIN), which then closes. Any thread, lock-free. */
 int guard_baseline_claim(int32_t L, int32_t type, int64_t end);
@@ -487,6 +507,17 @@ int gtrain_own_write(struct gtrain *tr, struct buf *out);
 /* ---- report.c ---- */
 /* Builds the violation's stream and ships it (shipping thread only). */
 void guard_report(const struct gviol *v);
+/* The shipping budget's candidates (shipping thread only), by their index i in G.held: captures
+ * v's stream as it stands, as the violation tag (0, or -1: not captured, counted as lost);
+ * whether i holds tag's capture; the bytes i holds; ships it with its weight and frees it. */
+int guard_capture(uint32_t i, uint32_t tag, const struct gviol *v);
+int guard_captured(uint32_t i, uint32_t tag);
+size_t guard_captured_bytes(uint32_t i);
+void guard_capture_ship(uint32_t i, double weight);
+/* At exit (shipping thread), around the shipping of the candidates: with begin, a connection of
+ * their own to a server that answered the last request (EXIT_HELD_MS at most, then the spool);
+ * without, closes it. */
+void guard_report_exit_held(int begin);
 /* Periodic work of the shipping thread: drain the spool, release idle symbol tables. */
 void guard_report_tick(int64_t now);
 /* The process's report to the server (docs/wire-format.md "Agent reports"); shipping thread only. */

@@ -558,7 +558,7 @@ void guard_apply_settings(const char *answer, size_t len)
 	}
 	rpm = (int)setting(s, "reports_per_min", 0, 100000, G.cfg0.reports_per_min);
 	if (rpm != G.cfg.reports_per_min) {
-		G.cfg.reports_per_min = rpm;
+		guard_budget_set(rpm);
 		guard_log("new report limit", "reports_per_min=%d", rpm);
 	}
 	hz = (int)setting(s, "sample_hz", 1, 10000, G.cfg0.sample_hz);

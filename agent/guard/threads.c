@@ -7,7 +7,9 @@
  *             gets the agent's signal, and the wrapper resumes the call); a unit
  *             still in flight SM_GUARD_HANG_MS after its start is shipped as it
  *             stands.
- *   shipping  builds and ships the violation streams, saves what training
+ *   shipping  captures the violation streams the shipping budget keeps and
+ *             ships them when their minute closes (below, "the shipping
+ *             budget"), ships the baseline streams, saves what training
  *             learnt, reports the process, fetches the fleet's profile, and
  *             writes the log lines of the program's threads.
  *
@@ -35,6 +37,8 @@
 
 static pthread_t wd_th, ship_th;
 
+static void held_work(int64_t now, int all);
+
 static void timed_wait(pthread_cond_t *cv, int64_t until)
 {
 	struct timespec ts = { until / 1000000000, until % 1000000000 };
@@ -55,6 +59,8 @@ static void init_cv(pthread_cond_t *cv)
 
 void guard_threads_init(void)
 {
+	G.prng = prio_seed();
+	prio_pool_init(G.held, GUARD_HELD);
 	pthread_mutex_init(&G.mu, NULL);
 	init_cv(&G.cv);
 	init_cv(&G.wd_cv);
@@ -222,7 +228,10 @@ static void exit_sequence(void)
 			atomic_fetch_add(&G.n.saves, 1);
 		}
 	}
-	/* the streams still queued: to the spool */
+	/* the minute's candidates, with the tau known so far, then the streams still queued: to the spool */
+	guard_report_exit_held(1);
+	held_work(guard_now(), 1);
+	guard_report_exit_held(0);
 	for (;;) {
 		pthread_mutex_lock(&G.mu);
 		if (!G.qlen) {
@@ -237,10 +246,11 @@ static void exit_sequence(void)
 	}
 	/* the server, if it has been answering: training's upload and the last report */
 	guard_report_exit(G.mode == GUARD_MODE_TRAIN && G.train && G.cfg.upload_ns > 0);
-	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu shipped=%llu spooled=%llu "
-		  "lost=%llu empty=%llu baseline=%llu", (unsigned long long)guard_units(),
+	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu early_closes=%llu shipped=%llu "
+		  "spooled=%llu lost=%llu empty=%llu baseline=%llu", (unsigned long long)guard_units(),
 		  (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
-		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.shipped),
+		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.early_closes),
+		  (unsigned long long)atomic_load(&G.n.shipped),
 		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
 		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline));
 	guard_log_flush();
@@ -271,7 +281,7 @@ static void *ship_main(void *arg)
 		if (G.mode == GUARD_MODE_TRAIN && next_save < until)
 			until = next_save;
 		pthread_mutex_lock(&G.mu);
-		if (!G.qlen && !G.exiting && !G.quiesce && !guard_log_pending() && now < until)
+		if (!G.qlen && !G.held_new && !G.exiting && !G.quiesce && !guard_log_pending() && now < until)
 			timed_wait(&G.cv, until);
 		leave = G.exiting || G.quiesce;
 		if (!leave && G.qlen) {
@@ -283,6 +293,7 @@ static void *ship_main(void *arg)
 		pthread_mutex_unlock(&G.mu);
 		if (leave)
 			break;
+		held_work(now, 0);
 		if (have)
 			guard_report(&v);
 		now = guard_now();
@@ -383,38 +394,199 @@ void guard_log_wake(void)
 		pthread_cond_broadcast(&G.cv);
 }
 
-/* ---- the queue of violations ---- */
+/* ---- the shipping budget: the worst first, totals unbiased ---- */
+
+/*
+ * guard.md "Shipping budget". Per unit type (loop and type) and minute, the
+ * violations are priority-sampled (prio.h): the reports_per_min of highest
+ * priority are held as candidates in G.held, the others are counted
+ * (suppressed). A candidate's stream is captured by the shipping thread as
+ * soon as it is kept, as a violation's stream always was (the rings move on),
+ * and shipped when its minute closes, with its weight max(1, tau / w).
+ *
+ * Memory: GUARD_HELD candidates of every type together (a violation that
+ * finds none free is a queue drop), and their streams at most
+ * GUARD_HELD_BYTES: over it, the open minute holding the most bytes closes
+ * early (early_closes) and ships, each stream at most GUARD_HELD_STREAM.
+ * A minute also closes, with the tau known so far, at exit and when the
+ * budget changes; a forked child starts with none (the parent ships its own).
+ */
+
+static uint32_t group_id(int32_t loop, uint32_t tslot)
+{
+	return (uint32_t)loop * (GP_MAX_TYPES + 1) + tslot;
+}
+
+/* The violation's size: its excess over its threshold (its duration without one), at least 1 ns. */
+static double violation_size(const struct gviol *v)
+{
+	int64_t x = v->threshold >= 0 ? v->dur - v->threshold : v->dur;
+
+	return x > 1 ? (double)x : 1;
+}
 
 void guard_enqueue(const struct gviol *v)
 {
 	int64_t now = guard_now();
 	uint32_t tslot = v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
-	int drop = 0;
+	struct prio_group *g;
+	int evicted = 0;
+	int32_t at;
 
 	atomic_fetch_add(&G.n.violations, 1);
 	if (v->loop < 0 || v->loop >= GP_MAX_LOOPS)
 		return;
 	pthread_mutex_lock(&G.mu);
-	/* at most reports_per_min streams per unit type and minute: a storm is counted, not shipped */
-	if (now - G.rl_epoch[v->loop] >= 60000000000LL) {
-		G.rl_epoch[v->loop] = now;
-		memset(G.rl_used[v->loop], 0, sizeof(G.rl_used[v->loop]));
+	g = &G.pg[v->loop][tslot];
+	/* a minute over that the shipping thread has not closed yet closes here */
+	if (g->offered && now - g->opened >= GUARD_MINUTE_NS) {
+		prio_close(G.held, GUARD_HELD, g, group_id(v->loop, tslot));
+		G.held_new++;
 	}
-	if (G.rl_used[v->loop][tslot] >= (uint32_t)G.cfg.reports_per_min) {
-		atomic_fetch_add(&G.n.suppressed, 1);
-		drop = 1;
-	} else if (G.qlen == GUARD_QUEUE) {
-		atomic_fetch_add(&G.n.queue_drops, 1);
-		drop = 1;
-	} else {
-		G.rl_used[v->loop][tslot]++;
-		G.queue[(G.qhead + G.qlen) % GUARD_QUEUE] = *v;
-		G.qlen++;
+	if (!g->offered)
+		g->opened = now;
+	at = prio_offer(G.held, GUARD_HELD, g, group_id(v->loop, tslot), (uint32_t)G.cfg.reports_per_min,
+			violation_size(v), prio_uniform(&G.prng), &evicted);
+	if (at >= 0) {
+		G.held_v[at] = *v;
+		G.held_tag[at]++;
+		G.held_new++;
 		pthread_cond_broadcast(&G.cv);
 	}
 	pthread_mutex_unlock(&G.mu);
-	if (!drop && !G.ship_started)
+	if (at == PRIO_DROPPED || evicted)
+		atomic_fetch_add(&G.n.suppressed, 1);
+	else if (at == PRIO_FULL)
+		atomic_fetch_add(&G.n.queue_drops, 1);
+	if (at >= 0 && !G.ship_started)
 		guard_start_shipper();
+}
+
+/* Under G.mu: the minutes over at now close (every open one with all). */
+static void close_minutes(int64_t now, int all)
+{
+	for (int32_t l = 0; l < GP_MAX_LOOPS; l++)
+		for (uint32_t t = 0; t <= GP_MAX_TYPES; t++) {
+			struct prio_group *g = &G.pg[l][t];
+
+			if (g->offered && (all || now - g->opened >= GUARD_MINUTE_NS))
+				prio_close(G.held, GUARD_HELD, g, group_id(l, t));
+		}
+}
+
+void guard_budget_set(int reports_per_min)
+{
+	pthread_mutex_lock(&G.mu);
+	close_minutes(0, 1);
+	G.cfg.reports_per_min = reports_per_min;
+	G.held_new++;
+	pthread_cond_broadcast(&G.cv);
+	pthread_mutex_unlock(&G.mu);
+}
+
+/* Captures the candidates kept since the last look, and the closed ones not captured yet. */
+static void capture_new(void)
+{
+	for (uint32_t i = 0; i < GUARD_HELD; i++) {
+		struct gviol v;
+		uint32_t tag = 0;
+		int need;
+
+		pthread_mutex_lock(&G.mu);
+		need = (G.held[i].group != PRIO_NONE || G.held[i].closed) && !guard_captured(i, G.held_tag[i]);
+		if (need) {
+			v = G.held_v[i];
+			tag = G.held_tag[i];
+		}
+		pthread_mutex_unlock(&G.mu);
+		/* an item evicted meanwhile has another tag now: captured again at the next look */
+		if (need)
+			guard_capture(i, tag, &v);
+	}
+}
+
+/* Ships the candidates whose minute closed, with their weights. A closed item is the shipping
+ * thread's until released: no program thread touches it. */
+static void ship_closed(void)
+{
+	for (uint32_t i = 0; i < GUARD_HELD; i++) {
+		struct gviol v;
+		double w = 0;
+		uint32_t tag = 0;
+		int closed;
+
+		pthread_mutex_lock(&G.mu);
+		closed = G.held[i].closed;
+		if (closed) {
+			w = G.held[i].weight;
+			tag = G.held_tag[i];
+			v = G.held_v[i];
+		}
+		pthread_mutex_unlock(&G.mu);
+		if (!closed)
+			continue;
+		/* closed before the shipping thread saw it (by a later violation of its type) */
+		if (!guard_captured(i, tag))
+			guard_capture(i, tag, &v);
+		guard_capture_ship(i, w);
+		pthread_mutex_lock(&G.mu);
+		prio_release(&G.held[i]);
+		pthread_mutex_unlock(&G.mu);
+	}
+}
+
+/* Over GUARD_HELD_BYTES of streams, or over GUARD_HELD_HIGH candidates (a budget larger than the
+ * pool): the open minute holding the most bytes (candidates) closes early and ships. */
+static void trim_held(void)
+{
+	static size_t by_group[GP_MAX_LOOPS * (GP_MAX_TYPES + 1)];   /* the shipping thread's */
+
+	for (;;) {
+		size_t total = 0, most = 0, nheld = 0;
+		uint32_t gid = PRIO_NONE;
+		int by_bytes;
+
+		for (uint32_t i = 0; i < GUARD_HELD; i++)
+			total += guard_captured_bytes(i);
+		memset(by_group, 0, sizeof(by_group));
+		pthread_mutex_lock(&G.mu);
+		for (uint32_t i = 0; i < GUARD_HELD; i++)
+			nheld += G.held[i].group != PRIO_NONE;
+		by_bytes = total > GUARD_HELD_BYTES;
+		if (!by_bytes && nheld <= GUARD_HELD_HIGH) {
+			pthread_mutex_unlock(&G.mu);
+			return;
+		}
+		for (uint32_t i = 0; i < GUARD_HELD; i++) {
+			uint32_t g = G.held[i].group;
+
+			if (g != PRIO_NONE && (by_group[g] += by_bytes ? guard_captured_bytes(i) : 1) > most) {
+				most = by_group[g];
+				gid = g;
+			}
+		}
+		if (gid != PRIO_NONE) {
+			prio_close(G.held, GUARD_HELD, &G.pg[gid / (GP_MAX_TYPES + 1)][gid % (GP_MAX_TYPES + 1)], gid);
+			atomic_fetch_add(&G.n.early_closes, 1);
+		}
+		pthread_mutex_unlock(&G.mu);
+		if (gid == PRIO_NONE)
+			return;
+		ship_closed();
+	}
+}
+
+/* The shipping thread's part of the budget: closes the minutes over (every one with all),
+ * captures the new candidates, keeps their bytes within bounds, ships what closed. */
+static void held_work(int64_t now, int all)
+{
+	pthread_mutex_lock(&G.mu);
+	G.held_new = 0;
+	close_minutes(now, all);
+	pthread_mutex_unlock(&G.mu);
+	capture_new();
+	trim_held();
+	ship_closed();
 }
 
 int guard_baseline_claim(int32_t L, int32_t type, int64_t end)
@@ -535,7 +707,11 @@ void guard_threads_reset_child(void)
 	G.exiting = G.exit_done = 0;
 	G.qhead = G.qlen = 0;
 	G.ship_cancel = 0;
-	memset(G.rl_used, 0, sizeof(G.rl_used));
+	/* the parent's candidates are the parent's to ship; the child draws a sequence of its own */
+	memset(G.pg, 0, sizeof(G.pg));
+	prio_pool_init(G.held, GUARD_HELD);
+	G.held_new = 0;
+	G.prng = prio_seed();
 	/* made anew: the parent's copies may count waiters (its threads) that do not exist here */
 	init_cv(&G.cv);
 	init_cv(&G.wd_cv);

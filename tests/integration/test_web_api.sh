@@ -291,14 +291,14 @@ cl() { j '" ".join("%s:%d:%d" % (c["kind"][0], c["total_cost_ns"], c["rank"]) fo
 api GET "/api/v1/runs/$RUN/clusters" "${AN[@]}"
 t_eq "clusters: by total cost (default)" "$HTTP_STATUS $(cl)" "200 w:4000:1 w:1800:2 r:600:1 total_cost 3"
 t_eq "clusters: the fields" "$(j 'sorted(j["clusters"][0])')" \
-	'["avg_cost_ns","baseline_cost_ns","baseline_streams","cluster_id","common","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","kind","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","total_cost_ns"]'
+	'["avg_cost_ns","baseline_cost_ns","baseline_streams","cluster_id","common","est_cost_ns","est_streams","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","kind","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","total_cost_ns"]'
 W1=$(j 'j["clusters"][1]["cluster_id"]')
 W2=$(j 'j["clusters"][0]["cluster_id"]')
 R1=$(j 'j["clusters"][2]["cluster_id"]')
 t_eq "clusters: the hostile one exactly" "$(j '{k: v for k, v in j["clusters"][1].items() if k not in ("cluster_id", "patterns")}')" \
-	"{\"run_id\":$RUN,\"kind\":\"wait\",\"rank\":2,\"rank_total_cost\":2,\"rank_streams\":1,\"rank_events\":1,\"rank_avg_cost\":2,\"total_cost_ns\":1800,\"streams\":3,\"events\":3,\"avg_cost_ns\":600,\"rank_excess_cost\":null,\"excess_cost_ns\":null,\"excess_lo_ns\":null,\"excess_hi_ns\":null,\"own_cost_ns\":null,\"expected_cost_ns\":null,\"baseline_cost_ns\":null,\"baseline_streams\":null,\"common\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"patterns_total\":1}"
+	"{\"run_id\":$RUN,\"kind\":\"wait\",\"rank\":2,\"rank_total_cost\":2,\"rank_streams\":1,\"rank_events\":1,\"rank_avg_cost\":2,\"total_cost_ns\":1800,\"streams\":3,\"events\":3,\"avg_cost_ns\":600,\"rank_excess_cost\":null,\"excess_cost_ns\":null,\"excess_lo_ns\":null,\"excess_hi_ns\":null,\"own_cost_ns\":null,\"expected_cost_ns\":null,\"baseline_cost_ns\":null,\"baseline_streams\":null,\"est_cost_ns\":1800,\"est_streams\":3,\"common\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"patterns_total\":1}"
 t_eq "clusters: its pattern" "$(j '[{k: v for k, v in p.items() if k != "pattern_id"} for p in j["clusters"][1]["patterns"]]')" \
-	"[{\"frames\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"cost_ns\":1800,\"events\":3,\"streams\":3}]"
+	"[{\"frames\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"cost_ns\":1800,\"events\":3,\"streams\":3,\"est_cost_ns\":1800}]"
 t_eq "clusters: the non-ASCII one's common part" "$(j 'j["clusters"][2]["common"] == ["app!main", E["UNI"], "app!compute"]')" true
 api GET "/api/v1/runs/$RUN/clusters?sort=streams" "${AN[@]}"
 t_eq "clusters: by streams" "$(cl)" "w:1800:1 r:600:1 w:4000:2 streams 3"
@@ -335,7 +335,7 @@ t_err "clusters: missing run" 404 "run 999999: no such run"
 api GET "/api/v1/clusters/$W1" "${AN[@]}"
 P1=$(j 'j["patterns"][0]["pattern_id"]')
 t_eq "cluster: 200, the list's fields and more" "$HTTP_STATUS $(j 'sorted(j)')" \
-	'200 ["alignment","avg_cost_ns","baseline_cost_ns","baseline_streams","by_host","by_label","by_version","cluster_id","common","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","has_stacks","kind","medoid","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","top_streams","total_cost_ns"]'
+	'200 ["alignment","avg_cost_ns","baseline_cost_ns","baseline_streams","by_host","by_label","by_version","cluster_id","common","est_cost_ns","est_streams","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","has_stacks","kind","medoid","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","top_streams","total_cost_ns"]'
 t_eq "cluster: metrics" "$(j '[j["cluster_id"], j["kind"], j["total_cost_ns"], j["streams"], j["events"], j["avg_cost_ns"], j["medoid"], j["has_stacks"]]')" \
 	"[$W1,\"wait\",1800,3,3,600,$P1,true]"
 t_eq "cluster: alignment" "$(j 'j["alignment"]')" "[{\"pattern_id\":$P1,\"sim\":1,\"ops\":\"MMM\"}]"
@@ -610,6 +610,8 @@ t_match "fleet page: hosts, silent first, with the alert" "$HTTP_STATUS $HTTP_BO
 	'^200 .*<h1>Fleet</h1>.*<a href="/fleet\?status=silent">1 host is silent</a>.*<a href="/fleet/db-1">db-1</a></td><td><span class="status silent">silent</span>.*<a href="/fleet/web-1">web-1</a></td><td><span class="status live">live</span>'
 t_match "fleet page: violations per hour drawn, with their total" "$HTTP_BODY" '<title>12 violations in 24 h \(most in an hour: 7\)</title>'
 t_match "fleet page: a host's name is escaped" "$HTTP_BODY" '<a href="/fleet/%3Cb%3Ex%3C%2Fb%3E">&lt;b&gt;x&lt;/b&gt;</a>'
+t_match "fleet page: what the shipping budget sampled away, per app and host" "$HTTP_BODY" \
+	'<h2>Sampled away</h2>.*<tr><td>nginx</td><td><a href="/fleet/web-1">web-1</a></td><td class="n">12</td><td class="n">1</td><td class="n">[0-9]+</td><td class="n">[0-9]+</td><td class="n">[0-9.]+ %</td></tr>'
 t_eq "fleet page: nothing unescaped" "$(grep -c '<b>x' <<<"$HTTP_BODY")" 0
 api GET '/fleet?status=stopped' "${AN[@]}"
 t_match "fleet page: filtered" "$HTTP_BODY" '<span>1–1 of 1</span>'

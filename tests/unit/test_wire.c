@@ -175,6 +175,58 @@ static void test_rejections(void)
 	    " at byte 803");
 }
 
+/* weight (guard.md "Shipping budget"): a finite number >= 1, 1 when absent, written only above 1 */
+static void test_weight(void)
+{
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	struct wire_stream s, t;
+	struct buf b = BUF_INIT(0);
+	const char *at = strstr(example, "\"host\"");
+	struct buf in = BUF_INIT(0);
+
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_OK);
+	CHECK_NEAR(s.weight, 1);
+	CHECK_NEAR(wire_weight(&s), 1);
+	CHECK_INT(wire_write_json(&s, &b), 0);
+	CHECK(!strstr(buf_cstr(&b), "weight"));
+	buf_append(&in, example, (size_t)(at - example));
+	buf_puts(&in, "\"weight\": 2.75, ");
+	buf_puts(&in, at);
+	CHECK_INT(wire_parse(p, in.data, in.len, a, &s), WIRE_OK);
+	CHECK_NEAR(s.weight, 2.75);
+	buf_reset(&b);
+	CHECK_INT(wire_write_json(&s, &b), 0);
+	CHECK(strstr(buf_cstr(&b), "\"weight\":2.75") != NULL);
+	CHECK_INT(wire_parse(p, b.data, b.len, a, &t), WIRE_OK);
+	CHECK_NEAR(t.weight, 2.75);
+	/* a zeroed stream (older writers) weighs 1 */
+	memset(&t, 0, sizeof(t));
+	CHECK_NEAR(wire_weight(&t), 1);
+	BAD("\"host\"", "\"weight\": 1, \"host\"", WIRE_OK, "");
+	BAD("\"host\"", "\"weight\": null, \"host\"", WIRE_OK, "");
+	BAD("\"host\"", "\"weight\": 1e300, \"host\"", WIRE_OK, "");
+	BAD("\"host\"", "\"weight\": 0, \"host\"", WIRE_EINVALID,
+	    "weight: 0 is below 1 (a sampling weight is at least 1)");
+	BAD("\"host\"", "\"weight\": -1, \"host\"", WIRE_EINVALID,
+	    "weight: -1 is below 1 (a sampling weight is at least 1)");
+	BAD("\"host\"", "\"weight\": 0.999, \"host\"", WIRE_EINVALID,
+	    "weight: 0.999 is below 1 (a sampling weight is at least 1)");
+	BAD("\"host\"", "\"weight\": \"x\", \"host\"", WIRE_EINVALID, "weight: must be a number, not a string");
+	BAD("\"host\"", "\"weight\": true, \"host\"", WIRE_EINVALID, "weight: must be a number, not a boolean");
+	BAD("\"host\"", "\"weight\": 1e400, \"host\"", WIRE_EINVALID, "weight: must be a finite number");
+	BAD("\"host\"", "\"weight\": -1e400, \"host\"", WIRE_EINVALID, "weight: must be a finite number");
+	BAD("\"host\"", "\"weight\": NaN, \"host\"", WIRE_ENOTJSON,
+	    "not JSON: weight: unexpected 'N' where a value belongs at byte 72");
+	BAD("\"host\"", "\"weight\": Infinity, \"host\"", WIRE_ENOTJSON,
+	    "not JSON: weight: unexpected 'I' where a value belongs at byte 72");
+	BAD("\"host\"", "\"weight\": 2, \"weight\": 3, \"host\"", WIRE_EINVALID, "weight: duplicate key");
+	buf_release(&b);
+	buf_release(&in);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
 /* A key with a NUL inside is refused (issue 25): it would be another key to one reader and the
  * field its prefix names to another. */
 static void test_nul_in_key(void)
@@ -356,6 +408,7 @@ int main(void)
 	RUN(test_example);
 	RUN(test_roundtrip);
 	RUN(test_rejections);
+	RUN(test_weight);
 	RUN(test_nul_in_key);
 	RUN(test_limits);
 	RUN(test_fuzz);
