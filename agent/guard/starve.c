@@ -1,0 +1,397 @@
+/*
+ * starve: slowness that is the machine's, not the code's (guard.md "CPU
+ * starvation"). Per unit, the time its thread waited for a CPU (the
+ * scheduler's run delay, the second field of schedstat) and, when the
+ * process's cgroup (or an ancestor) has a CPU limit, the cgroup's throttled
+ * time over the unit.
+ *
+ * No system call is added to a unit's start or end. The watchdog snapshots a
+ * thread's run delay (/proc/self/task/TID/schedstat) when it finds the thread
+ * between units after one ended, or in a unit it has no snapshot for; and the
+ * cgroup's throttled time every tick into a short history. Only a unit that is
+ * shipped (a violation, a baseline) reads its thread's value at its end, on
+ * its own thread, with raw system calls: the descriptor lives for the read
+ * alone, registered meanwhile so that the program's close() leaves it.
+ */
+#include "agent/guard/rt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define THR_HIST 64   /* ticks of cgroup history: 6.4 s at the default 100 ms */
+
+static struct {
+	_Atomic int ok;          /* the paths below are set (the watchdog, once) */
+	int v1;                  /* cgroup v1: throttled_time in ns, else v2's throttled_usec */
+	char stat[512];          /* cpu.stat of the nearest cgroup with a CPU limit */
+	char limit[32];          /* that limit in CPUs, "0.1" */
+} cg;
+
+static struct {
+	_Atomic int64_t at[THR_HIST], val[THR_HIST];
+	_Atomic uint32_t n;      /* samples written; the last is (n - 1) % THR_HIST */
+} hist;
+
+static int cg_tried;
+
+/* A small kernel file into buf (NUL-terminated): bytes read, or -1. Raw system calls: no wrapper, no
+ * allocation; errno kept. On a thread that shares the program's table the descriptor is registered
+ * while it lives (runtime.c's registry: the program's close() of that number leaves it). */
+static long read_small(const char *path, char *buf, size_t cap)
+{
+	int e = errno, fd, reg;
+	long n;
+
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	reg = !guard_tls.own_fds && guard_fd_register(fd) == 0;
+	n = syscall(SYS_pread64, fd, buf, cap - 1, 0);
+	if (reg)
+		guard_fd_unregister(fd);
+	guard_real_close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	errno = e;
+	return n;
+}
+
+/* The decimal number at p (saturating), or -1 when none. */
+static int64_t num_at(const char *p)
+{
+	int64_t v = 0;
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++)
+		v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (*p - '0');
+	return v;
+}
+
+/* The second field of a schedstat file: ns waited on a run queue. */
+static int64_t run_delay_of(const char *path)
+{
+	char b[128];
+	const char *p;
+
+	if (read_small(path, b, sizeof(b)) <= 0 || !(p = strchr(b, ' ')))
+		return -1;
+	return num_at(p + 1);
+}
+
+/* The cgroup's throttled time so far, in ns, or -1. */
+static int64_t throttled_now(void)
+{
+	char b[1024];
+	const char *key = cg.v1 ? "throttled_time " : "throttled_usec ", *p;
+	int64_t v;
+
+	if (!atomic_load_explicit(&cg.ok, memory_order_acquire) || read_small(cg.stat, b, sizeof(b)) <= 0)
+		return -1;
+	for (p = b; (p = strstr(p, key)); p++)
+		if (p == b || p[-1] == '\n') {
+			v = num_at(p + strlen(key));
+			return v < 0 || cg.v1 ? v : (v > INT64_MAX / 1000 ? INT64_MAX : v * 1000);
+		}
+	return -1;
+}
+
+/* ---- finding the cgroup (the watchdog, once; an agent thread may allocate and use stdio) ---- */
+
+/* The limit of the cgroup directory dir in CPUs (quota / period) into out, or 0 when it has none. */
+static int limit_of(const char *dir, int v1, char *out, size_t outlen)
+{
+	char path[1300], b[128];
+	int64_t quota, period;
+
+	if (v1) {
+		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", dir);
+		if (read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0)
+			return 0;   /* -1: none */
+		snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir);
+		if (read_small(path, b, sizeof(b)) <= 0 || (period = num_at(b)) <= 0)
+			return 0;
+	} else {
+		const char *sp;
+
+		snprintf(path, sizeof(path), "%s/cpu.max", dir);
+		if (read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0 || !(sp = strchr(b, ' ')) ||
+		    (period = num_at(sp + 1)) <= 0)
+			return 0;   /* "max 100000": none */
+	}
+	snprintf(out, outlen, "%.3g", (double)quota / (double)period);
+	return 1;
+}
+
+/* Mount point and root of the cgroup hierarchy (v2, or v1's with the cpu controller). */
+static int mount_of(int v1, char *mnt, size_t mntlen, char *root, size_t rootlen)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[2048];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char r[512], m[512], fstype[64], opts[512];
+		const char *dash = strstr(line, " - ");
+
+		if (!dash || sscanf(line, "%*s %*s %*s %511s %511s", r, m) != 2 ||
+		    sscanf(dash + 3, "%63s %*s %511s", fstype, opts) != 2)
+			continue;
+		if (v1 ? strcmp(fstype, "cgroup") != 0 : strcmp(fstype, "cgroup2") != 0)
+			continue;
+		if (v1) {
+			char *tok, *save = NULL;
+
+			for (tok = strtok_r(opts, ",", &save); tok && strcmp(tok, "cpu") != 0;
+			     tok = strtok_r(NULL, ",", &save))
+				;
+			if (!tok)
+				continue;
+		}
+		snprintf(mnt, mntlen, "%s", m);
+		snprintf(root, rootlen, "%s", r);
+		found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether the process's cgroup of this kind has (or an ancestor has) a CPU limit: cg set. */
+static int find_limited(int v1, const char *cgpath)
+{
+	char mnt[512], root[512], dir[1200];
+	const char *rel = cgpath;
+	size_t rl;
+
+	if (!mount_of(v1, mnt, sizeof(mnt), root, sizeof(root)))
+		return 0;
+	rl = strlen(root);
+	if (strcmp(root, "/") != 0 && strncmp(cgpath, root, rl) == 0)
+		rel = cgpath + rl;   /* a namespaced mount shows the cgroup from its own root */
+	snprintf(dir, sizeof(dir), "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel);
+	/* the nearest cgroup with a limit, up to the mount: the one that throttles */
+	for (;;) {
+		char *slash;
+
+		if (limit_of(dir, v1, cg.limit, sizeof(cg.limit))) {
+			if ((size_t)snprintf(cg.stat, sizeof(cg.stat), "%s/cpu.stat", dir) >= sizeof(cg.stat))
+				return 0;
+			cg.v1 = v1;
+			return 1;
+		}
+		if (strlen(dir) <= strlen(mnt) || !(slash = strrchr(dir, '/')))
+			return 0;
+		*slash = '\0';
+	}
+}
+
+static void cgroup_find(void)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[1024], v2[600] = "", v1[600] = "";
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL, *nl;
+
+		if (!c2)
+			continue;
+		if ((nl = strchr(c2, '\n')))
+			*nl = '\0';
+		*c2 = '\0';
+		if (strcmp(line, "0") == 0 && c1[1] == '\0') {
+			snprintf(v2, sizeof(v2), "%s", c2 + 1);
+		} else {
+			char *tok, *save = NULL;
+
+			for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+				if (strcmp(tok, "cpu") == 0)
+					snprintf(v1, sizeof(v1), "%s", c2 + 1);
+		}
+	}
+	fclose(f);
+	/* a hybrid host binds the cpu controller to v1; v2's cpu.max then does not exist */
+	if ((v2[0] && find_limited(0, v2)) || (v1[0] && find_limited(1, v1)))
+		atomic_store_explicit(&cg.ok, 1, memory_order_release);
+}
+
+const char *guard_starve_cpu_limit(void)
+{
+	return atomic_load_explicit(&cg.ok, memory_order_acquire) ? cg.limit : NULL;
+}
+
+/* ---- the watchdog's snapshots ---- */
+
+static void snap_store(struct gslot *s, pid_t tid, uint32_t seq, int mid, int64_t ns, int64_t at)
+{
+	atomic_fetch_add_explicit(&s->rd_gen, 1, memory_order_acq_rel);   /* odd: being written */
+	atomic_store_explicit(&s->rd_tid, tid, memory_order_relaxed);
+	atomic_store_explicit(&s->rd_seq, seq, memory_order_relaxed);
+	atomic_store_explicit(&s->rd_mid, mid, memory_order_relaxed);
+	atomic_store_explicit(&s->rd_ns, ns, memory_order_relaxed);
+	atomic_store_explicit(&s->rd_at, at, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->rd_gen, 1, memory_order_release);
+}
+
+void guard_starve_tick(int64_t now)
+{
+	uint32_t n = atomic_load(&G.nslots);
+
+	if (!cg_tried) {
+		cg_tried = 1;
+		cgroup_find();
+	}
+	if (atomic_load_explicit(&cg.ok, memory_order_relaxed)) {
+		int64_t v = throttled_now();
+
+		if (v >= 0) {
+			uint32_t k = atomic_load_explicit(&hist.n, memory_order_relaxed);
+
+			atomic_store_explicit(&hist.at[k % THR_HIST], now, memory_order_relaxed);
+			atomic_store_explicit(&hist.val[k % THR_HIST], v, memory_order_relaxed);
+			atomic_store_explicit(&hist.n, k + 1, memory_order_release);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct gslot *s = &G.slots[i];
+		pid_t tid;
+		uint32_t seq, have;
+		int64_t start, ns, at;
+		int mid;
+		char path[64];
+
+		if (atomic_load(&s->state) != SLOT_LIVE)
+			continue;
+		tid = atomic_load(&s->tid);
+		start = atomic_load_explicit(&s->unit_start, memory_order_acquire);
+		seq = atomic_load(&s->unit_seq);
+		have = atomic_load_explicit(&s->rd_seq, memory_order_relaxed);
+		mid = atomic_load_explicit(&s->rd_mid, memory_order_relaxed);
+		if (atomic_load_explicit(&s->rd_tid, memory_order_relaxed) == tid) {
+			/* one read per unit at most: between units after one ended, or in one not covered */
+			if (start ? have == seq || (have == seq - 1 && !mid) : have == seq && !mid)
+				continue;
+		}
+		snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+		at = guard_now();
+		ns = run_delay_of(path);
+		/* the thread moved on while it was read: next tick */
+		if (ns < 0 || atomic_load(&s->unit_seq) != seq ||
+		    atomic_load_explicit(&s->unit_start, memory_order_acquire) != start)
+			continue;
+		snap_store(s, tid, seq, start != 0, ns, at);
+	}
+}
+
+/* ---- a unit's figures ---- */
+
+/* The throttled time at t: interpolated between the history's samples around t, the latest one
+ * before t when none is after it (a unit shorter than a tick); -1 when the history starts after t. */
+static int64_t throttled_at(int64_t t)
+{
+	uint32_t k = atomic_load_explicit(&hist.n, memory_order_acquire);
+	int64_t next_at = 0, next_val = 0;
+
+	for (uint32_t j = 0; j < k && j < THR_HIST; j++) {
+		uint32_t i = (k - 1 - j) % THR_HIST;
+		int64_t at = atomic_load_explicit(&hist.at[i], memory_order_relaxed);
+		int64_t val = atomic_load_explicit(&hist.val[i], memory_order_relaxed);
+
+		if (at <= t) {
+			if (next_at > at && next_val >= val)
+				val += (int64_t)((double)(next_val - val) * (double)(t - at) / (double)(next_at - at));
+			return val;
+		}
+		next_at = at;
+		next_val = val;
+	}
+	return -1;
+}
+
+static int64_t clamp(int64_t v, int64_t hi)
+{
+	return v < 0 ? 0 : v > hi ? hi : v;
+}
+
+/* s's unit v ended (or is still running at v->end); cur is its thread's run delay now. */
+static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
+{
+	int64_t len = v->end - v->start, ns = 0, at = 0, thr;
+	uint32_t g, seq = 0, useq = atomic_load(&s->unit_seq);
+	int mid = 0, tries = 0;
+	pid_t tid = 0;
+
+	v->run_delay_ns = v->throttled_ns = -1;
+	if (cur >= 0) {
+		do {
+			g = atomic_load_explicit(&s->rd_gen, memory_order_acquire);
+			tid = atomic_load_explicit(&s->rd_tid, memory_order_relaxed);
+			seq = atomic_load_explicit(&s->rd_seq, memory_order_relaxed);
+			mid = atomic_load_explicit(&s->rd_mid, memory_order_relaxed);
+			ns = atomic_load_explicit(&s->rd_ns, memory_order_relaxed);
+			at = atomic_load_explicit(&s->rd_at, memory_order_relaxed);
+			atomic_thread_fence(memory_order_acquire);
+		} while (((g & 1) || g != atomic_load_explicit(&s->rd_gen, memory_order_relaxed)) && ++tries < 100);
+		if (!(g & 1) && tries < 100 && tid == v->tid && at > 0 && at <= v->end && ns <= cur) {
+			if (seq == useq - 1 && !mid) {
+				/* from between the last unit and this one: the unit and the end of its idle wait */
+				v->run_delay_ns = clamp(cur - ns, len);
+				v->rd_how = GUARD_RD_BEFORE;
+			} else if (v->end > at) {
+				/* from inside the unit, or older (units back to back): the window's rate over the
+				 * unit's length */
+				v->run_delay_ns = clamp((int64_t)((double)(cur - ns) * (double)len / (double)(v->end - at)), len);
+				v->rd_how = seq == useq && mid ? GUARD_RD_INSIDE : GUARD_RD_RATE;
+			}
+		}
+	}
+	if (atomic_load_explicit(&cg.ok, memory_order_acquire) && (thr = throttled_now()) >= 0) {
+		int64_t before = throttled_at(v->start);
+
+		/* summed over the CPUs by the kernel: never more than the unit's length */
+		if (before >= 0 && before <= thr)
+			v->throttled_ns = clamp(thr - before, len);
+	}
+}
+
+void guard_starve_unit_end(struct gthread *t, struct gviol *v)
+{
+	unit_figures(t->slot, v, run_delay_of("/proc/thread-self/schedstat"));
+}
+
+void guard_starve_hang(struct gslot *s, struct gviol *v)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)v->tid);
+	unit_figures(s, v, run_delay_of(path));
+}
+
+int guard_starve_load1(char *out, size_t outlen)
+{
+	char b[128];
+	size_t n;
+
+	if (read_small("/proc/loadavg", b, sizeof(b)) <= 0)
+		return -1;
+	n = strspn(b, "0123456789.");
+	if (n == 0 || n >= outlen)
+		return -1;
+	memcpy(out, b, n);
+	out[n] = '\0';
+	return 0;
+}
+
+void guard_starve_reset_child(void)
+{
+	/* the child's threads are new; the cgroup is the parent's (until it moves, not followed) */
+	atomic_store(&hist.n, 0);
+}
