@@ -546,10 +546,10 @@ static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gvi
  * in the run delay: the two events never count it twice). */
 static size_t starve_events(struct builder *b, struct wire_event *e, const struct gviol *v)
 {
-	int64_t rd = v->run_delay_ns, thr = v->throttled_ns > 0 ? v->throttled_ns : 0;
+	int64_t rd = v->run_delay_ns, thr = v->thr_known ? v->throttled_ns : 0;
 	size_t n = 0;
 
-	if (rd < 0)
+	if (v->rd_how == GUARD_RD_NONE)
 		return 0;
 	if (thr > rd)
 		thr = rd;
@@ -585,7 +585,7 @@ static void starve_labels(struct wire_label *l, size_t *n, struct arena *a, cons
 	char load[32];
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
-	if (v->run_delay_ns >= 0) {
+	if (v->rd_how != GUARD_RD_NONE) {
 		add_label_i64(l, n, a, "unit.run_delay_ns", v->run_delay_ns);
 		add_label(l, n, a, "unit.run_delay_window", how[v->rd_how < 4 ? v->rd_how : 0]);
 		/* starved: the CPU wait is at least half of the time over the threshold */
@@ -593,7 +593,7 @@ static void starve_labels(struct wire_label *l, size_t *n, struct arena *a, cons
 		    v->run_delay_ns >= (v->dur - v->threshold + 1) / 2)
 			add_label(l, n, a, "unit.cause", "cpu");
 	}
-	if (v->throttled_ns >= 0)
+	if (v->thr_known)
 		add_label_i64(l, n, a, "unit.throttled_ns", v->throttled_ns);
 	if (guard_starve_load1(load, sizeof(load)) == 0)
 		add_label(l, n, a, "host.load1", load);

@@ -106,8 +106,11 @@ struct gslot {
 	/* the watchdog's snapshot of the thread's run delay (starve.c), under rd_gen (odd: being written) */
 	_Atomic uint32_t rd_gen, rd_seq;   /* rd_seq: the thread's unit_seq when it was taken */
 	_Atomic int rd_mid;                /* taken inside unit rd_seq, else after it ended */
-	_Atomic pid_t rd_tid;
+	_Atomic pid_t rd_tid, rd_ptid;
 	_Atomic int64_t rd_ns, rd_at;
+	_Atomic int64_t rd_pns, rd_pat;    /* the snapshot before it */
+	_Atomic uint32_t rd_pseq;
+	_Atomic int rd_pmid;
 	/* figures */
 	_Atomic uint64_t units, violations, samples;
 	struct gring ring;
@@ -182,9 +185,10 @@ struct gviol {
 	uint32_t calls;
 	uint8_t hang;
 	uint8_t baseline;         /* a normal unit sampled for comparison, not a violation */
-	uint8_t rd_how;           /* GUARD_RD_*: what run_delay_ns covers (starve.c) */
-	int64_t run_delay_ns;     /* waited for a CPU during the unit; -1 unknown */
-	int64_t throttled_ns;     /* the cgroup's throttled time over the unit; -1 none or unknown */
+	uint8_t rd_how;           /* GUARD_RD_*: what run_delay_ns covers (starve.c); NONE: unknown */
+	uint8_t thr_known;        /* throttled_ns was measured (the cgroup has a CPU limit) */
+	int64_t run_delay_ns;     /* waited for a CPU during the unit */
+	int64_t throttled_ns;     /* the cgroup's throttled time over the unit */
 };
 
 enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };

@@ -115,7 +115,7 @@ t_eq "each starved unit has a [cpu run queue] wait of its run delay, inside the 
 	       AND e.ts_ns >= s.symptom_start_ns AND e.ts_ns + e.dur_ns <= s.symptom_end_ns")" "$nwork"
 t_eq "the host's CPUs and load on every stream" \
 	"$(q "SELECT DISTINCT labels->>'host.cpus', labels->>'host.load1' ~ '^[0-9]+\.[0-9]+\$' FROM streams
-	       WHERE app IN ('starved', 'calm')")" "$(nproc --all)|t"
+	       WHERE app IN ('starved', 'calm')")" "$(getconf _NPROCESSORS_ONLN)|t"
 
 # ---- mined: the run queue is one cluster, with both starved hosts ----
 run=$("$BIN/sm-miner" run --quiet --app starved --kind wait --aoi waitgraph --threshold-fraction 0.1 \
