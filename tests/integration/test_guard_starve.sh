@@ -42,12 +42,35 @@ stop_server() {
 	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
 	wait "$GPID"
 }
+# shipped WHERE COUNT: waits (at most 60 s) until at least COUNT violation streams matching WHERE are
+# stored and no more came for a second: a server stopped earlier would leave its queue unsent (exit
+# never waits on the network)
+shipped() {
+	local n last=-1 same=0
+	for _ in $(seq 1 600); do
+		n=$(pg_q "SELECT count(*) FROM streams s WHERE role = 'violation' AND $1")
+		if [ "$n" -ge "$2" ]; then
+			[ "$n" = "$last" ] && same=$((same + 1)) || same=0
+			[ "$same" -ge 10 ] && return 0
+		fi
+		last=$n
+		sleep 0.1
+	done
+	t_fail "streams shipped: $1" "$n, fewer than $2 or still coming after 60 s"
+}
 
 # ---- training, on a quiet CPU ----
 PORT=$(free_port)
 TRAIN=--train serve "$PORT" env
 "$GT" client "$PORT" 5000 2 fast:80,file:20 >/dev/null || t_fail "training load"
 stop_server "$PORT"
+
+# the cpu_work units: not a sleep, and at least WORK_MS long (their CPU time alone). Their stack may
+# not show cpu_work (a unit found slow at its first call, and no CPU sample in it), so: by what they are not.
+# Under starvation another unit may be this slow too (an accept waiting for the CPU): it is starved as well.
+work="(NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id WHERE e.stream_ref = s.id AND
+	(SELECT id FROM frames WHERE name = 'guardtest!handle_sleep') = ANY(k.frame_ids))
+	AND (s.labels->>'unit.duration_ns')::bigint >= $WORK_MS * 1000000)"
 
 # ---- starved: BUSY processes on CPU 0 with the server; the client on CPU 1 ----
 busy=()
@@ -63,6 +86,7 @@ for host in starve-a starve-b; do
 	# a few sleeps: a normal code path's waits beside the run queue's
 	mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=5:4") || t_fail "starved load ($host)"
 	sent[$host]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
+	shipped "host = '$host' AND $work" "${sent[$host]:-1}"
 	stop_server "$PORT"
 done
 kill "${busy[@]}" 2>/dev/null
@@ -72,14 +96,9 @@ wait "${busy[@]}" 2>/dev/null
 PORT=$(free_port)
 serve "$PORT" env SM_GUARD_HOST=calm SM_GUARD_APP=calm SM_GUARD_REPORTS_PER_MIN=100000 chrt -f 10
 "$GT" client "$PORT" "$N" 1 "cpu=$((2 * WORK_MS)):1" >/dev/null || t_fail "control load"
+shipped "host = 'calm' AND $work" "$N"
 stop_server "$PORT"
 
-# the cpu_work units: not a sleep, and at least WORK_MS long (their CPU time alone). Their stack may
-# not show cpu_work (a unit found slow at its first call, and no CPU sample in it), so: by what they are not.
-# Under starvation another unit may be this slow too (an accept waiting for the CPU): it is starved as well.
-work="(NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id WHERE e.stream_ref = s.id AND
-	(SELECT id FROM frames WHERE name = 'guardtest!handle_sleep') = ANY(k.frame_ids))
-	AND (s.labels->>'unit.duration_ns')::bigint >= $WORK_MS * 1000000)"
 rd="(s.labels->>'unit.run_delay_ns')::bigint"
 echo "starved units (duration, threshold, run delay, window, cause):"
 q "SELECT s.host, s.labels->>'unit.duration_ns', s.labels->>'unit.threshold_ns', $rd, s.labels->>'unit.run_delay_window',
@@ -165,6 +184,7 @@ else
 	"$GT" client "$PORT" 5 1 fast:1 >/dev/null
 	sleep 0.5
 	"$GT" client "$PORT" 4 1 "cpu=30:1" >/dev/null || t_fail "throttled load"
+	shipped "host = 'tight' AND (s.labels->>'unit.duration_ns')::bigint >= 100000000" 4
 	stop_server "$PORT"
 	thr="(s.labels->>'unit.throttled_ns')::bigint"
 	q "SELECT s.labels->>'unit.duration_ns', $rd, $thr, s.labels->>'host.cpu_limit', coalesce(s.labels->>'unit.cause', '-')
