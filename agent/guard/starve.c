@@ -17,7 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
+#include <stdio.h>   /* snprintf only */
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -41,10 +41,10 @@ static int cg_tried;
 /* A small kernel file into buf (NUL-terminated): bytes read, or -1. Raw system calls: no wrapper, no
  * allocation; errno kept. On a thread that shares the program's table the descriptor is registered
  * while it lives (runtime.c's registry: the program's close() of that number leaves it). */
-static long read_small(const char *path, char *buf, size_t cap)
+static long read_file(const char *path, char *buf, size_t cap, int whole)
 {
 	int e = errno, fd, reg;
-	long n;
+	long n, got = 0;
 
 	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -52,13 +52,21 @@ static long read_small(const char *path, char *buf, size_t cap)
 		return -1;
 	}
 	reg = !guard_tls.own_fds && guard_fd_register(fd) == 0;
-	n = syscall(SYS_pread64, fd, buf, cap - 1, 0);
+	/* a /proc file gives a page or so per read: the whole of a long one takes several */
+	do
+		n = syscall(SYS_pread64, fd, buf + got, cap - 1 - (size_t)got, (off_t)got);
+	while (n > 0 && (got += n) < (long)cap - 1 && whole);
 	if (reg)
 		guard_fd_unregister(fd);
 	guard_real_close(fd);
-	buf[n > 0 ? n : 0] = '\0';
+	buf[got] = '\0';
 	errno = e;
-	return n;
+	return n < 0 && !got ? -1 : got;
+}
+
+static long read_small(const char *path, char *buf, size_t cap)
+{
+	return read_file(path, buf, cap, 0);
 }
 
 /* The decimal number at p (saturating), or -1 when none. */
@@ -128,39 +136,54 @@ static int limit_of(const char *dir, int v1, char *out, size_t outlen)
 	return 1;
 }
 
+/* No stdio here: the watchdog may run while the program's exit() tears stdio down. */
+static char text[65536];
+
+/* Splits line (in place) at spaces into at most max fields; their number. */
+static int fields_of(char *line, char **f, int max)
+{
+	int n = 0;
+	char *save = NULL;
+
+	for (char *t = strtok_r(line, " ", &save); t && n < max; t = strtok_r(NULL, " ", &save))
+		f[n++] = t;
+	return n;
+}
+
+/* Whether the comma-separated list has word. */
+static int has_word(const char *list, const char *word)
+{
+	size_t wl = strlen(word);
+
+	for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, word, wl) == 0 && (p[wl] == ',' || p[wl] == '\0'))
+			return 1;
+	return 0;
+}
+
 /* Mount point and root of the cgroup hierarchy (v2, or v1's with the cpu controller). */
 static int mount_of(int v1, char *mnt, size_t mntlen, char *root, size_t rootlen)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[2048];
-	int found = 0;
+	char *save = NULL;
 
-	if (!f)
+	if (read_file("/proc/self/mountinfo", text, sizeof(text), 1) <= 0)
 		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char r[512], m[512], fstype[64], opts[512];
-		const char *dash = strstr(line, " - ");
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[64];
+		int n = fields_of(line, f, 64), dash;
 
-		if (!dash || sscanf(line, "%*s %*s %*s %511s %511s", r, m) != 2 ||
-		    sscanf(dash + 3, "%63s %*s %511s", fstype, opts) != 2)
+		/* id parent dev root mountpoint options [optional...] - fstype source superoptions */
+		for (dash = 6; dash < n && strcmp(f[dash], "-") != 0; dash++)
+			;
+		if (n < 5 || dash + 3 >= n)
 			continue;
-		if (v1 ? strcmp(fstype, "cgroup") != 0 : strcmp(fstype, "cgroup2") != 0)
+		if (strcmp(f[dash + 1], v1 ? "cgroup" : "cgroup2") != 0 || (v1 && !has_word(f[dash + 3], "cpu")))
 			continue;
-		if (v1) {
-			char *tok, *save = NULL;
-
-			for (tok = strtok_r(opts, ",", &save); tok && strcmp(tok, "cpu") != 0;
-			     tok = strtok_r(NULL, ",", &save))
-				;
-			if (!tok)
-				continue;
-		}
-		snprintf(mnt, mntlen, "%s", m);
-		snprintf(root, rootlen, "%s", r);
-		found = 1;
+		snprintf(mnt, mntlen, "%s", f[4]);
+		snprintf(root, rootlen, "%s", f[3]);
+		return 1;
 	}
-	fclose(f);
-	return found;
+	return 0;
 }
 
 /* Whether the process's cgroup of this kind has (or an ancestor has) a CPU limit: cg set. */
@@ -194,30 +217,22 @@ static int find_limited(int v1, const char *cgpath)
 
 static void cgroup_find(void)
 {
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	char line[1024], v2[600] = "", v1[600] = "";
+	char v2[600] = "", v1[600] = "", *save = NULL;
 
-	if (!f)
+	if (read_file("/proc/self/cgroup", text, sizeof(text), 1) <= 0)
 		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL, *nl;
+	/* ID:CONTROLLERS:PATH; v2's is 0::PATH */
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 
 		if (!c2)
 			continue;
-		if ((nl = strchr(c2, '\n')))
-			*nl = '\0';
 		*c2 = '\0';
-		if (strcmp(line, "0") == 0 && c1[1] == '\0') {
+		if (strncmp(line, "0:", 2) == 0 && c1[1] == '\0')
 			snprintf(v2, sizeof(v2), "%s", c2 + 1);
-		} else {
-			char *tok, *save = NULL;
-
-			for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-				if (strcmp(tok, "cpu") == 0)
-					snprintf(v1, sizeof(v1), "%s", c2 + 1);
-		}
+		else if (has_word(c1 + 1, "cpu"))
+			snprintf(v1, sizeof(v1), "%s", c2 + 1);
 	}
-	fclose(f);
 	/* a hybrid host binds the cpu controller to v1; v2's cpu.max then does not exist */
 	if ((v2[0] && find_limited(0, v2)) || (v1[0] && find_limited(1, v1)))
 		atomic_store_explicit(&cg.ok, 1, memory_order_release);
