@@ -23,6 +23,9 @@
 #include <unistd.h>
 
 #define THR_HIST 64   /* ticks of cgroup history: 6.4 s at the default 100 ms */
+#define SNAP_GAP_NS 10000000LL    /* a thread's snapshots at most every 10 ms (a fast watchdog) */
+#define MIN_UNIT_NS 1000000LL     /* a unit shorter than this is not measured: the read would cost a
+				   * few per cent of it (SM_GUARD_MIN_THRESHOLD_US=0) */
 
 static struct {
 	_Atomic int ok;          /* the paths below are set (the watchdog, once) */
@@ -299,6 +302,8 @@ void guard_starve_tick(int64_t now)
 			/* one read per unit at most: between units after one ended, or in one not covered */
 			if (start ? have == seq || (have == seq - 1 && !mid) : have == seq && !mid)
 				continue;
+			if (now - atomic_load_explicit(&s->rd_at, memory_order_relaxed) < SNAP_GAP_NS)
+				continue;
 		}
 		snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
 		at = guard_now();
@@ -416,6 +421,11 @@ static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
 
 void guard_starve_unit_end(struct gthread *t, struct gviol *v)
 {
+	if (v->end - v->start < MIN_UNIT_NS) {
+		v->rd_how = GUARD_RD_NONE;
+		v->thr_known = 0;
+		return;
+	}
 	unit_figures(t->slot, v, run_delay_of("/proc/thread-self/schedstat"));
 }
 
