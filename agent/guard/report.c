@@ -553,6 +553,56 @@ static int64_t stack_id(struct builder *b, const struct grec *r)
 	return id;
 }
 
+/* A wait of a single pseudo-frame on the symptom thread, ending at the unit's end (inside the symptom
+ * window, which the miner's AOI keeps): the time the unit waited for a CPU (guard.md "CPU starvation"). */
+static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gviol *v, int64_t dur, const char *frame)
+{
+	int64_t f, id;
+	uint32_t fid;
+	bool added = false;
+
+	if (dur < G.cfg.min_wait_ns || dur <= 0)
+		return 0;
+	if ((f = intern_put(b->frames, frame, strlen(frame), NULL)) < 0)
+		return 0;
+	fid = (uint32_t)f;
+	if ((id = intern_put(b->stacks, &fid, sizeof(fid), &added)) < 0)
+		return 0;
+	if (added) {
+		uint32_t *copy = arena_alloc(b->a, sizeof(fid));
+
+		if (!copy || vec_reserve(&b->stk, &b->capstk, b->nstk + 1, sizeof(*b->stk)) < 0)
+			return 0;
+		*copy = fid;
+		b->stk[b->nstk].frames = copy;
+		b->stk[b->nstk].len = 1;
+		b->nstk++;
+	}
+	memset(e, 0, sizeof(*e));
+	e->kind = WIRE_WAIT;
+	e->tid = v->tid;
+	e->ts_ns = v->end - dur > v->start ? v->end - dur : v->start;
+	e->dur_ns = dur;
+	e->stack = (uint32_t)id;
+	return 1;
+}
+
+/* The run queue's part and the throttled part of the unit's CPU wait (the kernel counts throttled time
+ * in the run delay: the two events never count it twice). */
+static size_t starve_events(struct builder *b, struct wire_event *e, const struct gviol *v)
+{
+	int64_t rd = v->run_delay_ns, thr = v->thr_known ? v->throttled_ns : 0;
+	size_t n = 0;
+
+	if (v->rd_how == GUARD_RD_NONE)
+		return 0;
+	if (thr > rd)
+		thr = rd;
+	n += (size_t)pseudo_wait(b, e + n, v, rd - thr, "[cpu run queue]");
+	n += (size_t)pseudo_wait(b, e + n, v, thr, "[cgroup throttled]");
+	return n;
+}
+
 /* ---- the stream ---- */
 
 static void add_label(struct wire_label *l, size_t *n, struct arena *a, const char *k, const char *v)
@@ -563,6 +613,38 @@ static void add_label(struct wire_label *l, size_t *n, struct arena *a, const ch
 	l[*n].value = arena_strndup(a, v, strlen(v));
 	if (l[*n].key && l[*n].value)
 		(*n)++;
+}
+
+static void add_label_i64(struct wire_label *l, size_t *n, struct arena *a, const char *k, int64_t v)
+{
+	char num[32];
+
+	snprintf(num, sizeof(num), "%lld", (long long)v);
+	add_label(l, n, a, k, num);
+}
+
+/* The unit's CPU wait, and the host's load and CPUs (guard.md "CPU starvation"). */
+static void starve_labels(struct wire_label *l, size_t *n, struct arena *a, const struct gviol *v)
+{
+	static const char *const how[] = { "", "before", "inside", "rate" };
+	char load[32];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (v->rd_how != GUARD_RD_NONE) {
+		add_label_i64(l, n, a, "unit.run_delay_ns", v->run_delay_ns);
+		add_label(l, n, a, "unit.run_delay_window", how[v->rd_how < 4 ? v->rd_how : 0]);
+		/* starved: the CPU wait is at least half of the time over the threshold */
+		if (!v->baseline && v->threshold >= 0 && v->dur > v->threshold &&
+		    v->run_delay_ns >= (v->dur - v->threshold + 1) / 2)
+			add_label(l, n, a, "unit.cause", "cpu");
+	}
+	if (v->thr_known)
+		add_label_i64(l, n, a, "unit.throttled_ns", v->throttled_ns);
+	if (guard_starve_load1(load, sizeof(load)) == 0)
+		add_label(l, n, a, "host.load1", load);
+	if (cpus > 0)
+		add_label_i64(l, n, a, "host.cpus", cpus);
+	add_label(l, n, a, "host.cpu_limit", guard_starve_cpu_limit());
 }
 
 static void deliver(const struct wire_stream *ws)
@@ -643,7 +725,7 @@ static int build_stream(const struct gviol *v, struct arena *keep, struct wire_s
 	if (v->hang && v->slot < n)
 		add_in_flight_wait(v, scratch, &evs);
 	b.sym = guard_symbolizer();
-	we = arena_calloc(keep, evs.n + 1, sizeof(*we));
+	we = arena_calloc(keep, evs.n + 3, sizeof(*we));   /* + the CPU wait's two pseudo-events */
 	if (!we)
 		goto out_free;
 	for (size_t i = 0; i < evs.n; i++) {
@@ -660,6 +742,8 @@ static int build_stream(const struct gviol *v, struct arena *keep, struct wire_s
 		we[ne].stack = (uint32_t)sid;
 		ne++;
 	}
+	if (ne)
+		ne += starve_events(&b, we + ne, v);
 	if (ne == 0) {
 		atomic_fetch_add(&G.n.empty, 1);
 		rc = 0;
@@ -688,6 +772,7 @@ static int build_stream(const struct gviol *v, struct arena *keep, struct wire_s
 	add_label(labels, &nl, a, "unit.calls", num[3]);
 	add_label(labels, &nl, a, "unit.loop", loopsym && *loopsym ? loopsym : num[2]);
 	add_label(labels, &nl, a, "unit.state", v->hang ? "in_flight" : "ended");
+	starve_labels(labels, &nl, a, v);
 	add_label(labels, &nl, a, "guard.exe", G.exe);
 	add_label(labels, &nl, a, "guard.version", GUARD_VERSION);
 	add_label(labels, &nl, a, "kernel", G.kernel);

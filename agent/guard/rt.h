@@ -110,6 +110,14 @@ struct gslot {
 	/* the program blocks the agent's signal on this thread; a send of the watchdog's under way */
 	_Atomic int sig_blocked, sending;
 	timer_t timer;
+	/* the watchdog's snapshot of the thread's run delay (starve.c), under rd_gen (odd: being written) */
+	_Atomic uint32_t rd_gen, rd_seq;   /* rd_seq: the thread's unit_seq when it was taken */
+	_Atomic int rd_mid;                /* taken inside unit rd_seq, else after it ended */
+	_Atomic pid_t rd_tid, rd_ptid;
+	_Atomic int64_t rd_ns, rd_at;
+	_Atomic int64_t rd_pns, rd_pat;    /* the snapshot before it */
+	_Atomic uint32_t rd_pseq;
+	_Atomic int rd_pmid;
 	/* figures */
 	_Atomic uint64_t units, violations, samples;
 	struct gring ring;
@@ -184,7 +192,13 @@ struct gviol {
 	uint32_t calls;
 	uint8_t hang;
 	uint8_t baseline;         /* a normal unit sampled for comparison, not a violation */
+	uint8_t rd_how;           /* GUARD_RD_*: what run_delay_ns covers (starve.c); NONE: unknown */
+	uint8_t thr_known;        /* throttled_ns was measured (the cgroup has a CPU limit) */
+	int64_t run_delay_ns;     /* waited for a CPU during the unit */
+	int64_t throttled_ns;     /* the cgroup's throttled time over the unit */
 };
+
+enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };
 
 /* The guard table: the profile's loops and contexts at this process's addresses. */
 struct gtab_site {            /* what every loop-capable call compares: a few cache lines for all loops */
@@ -400,6 +414,19 @@ void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t rea
 /* Records the stack of the current thread (detection of a violation, unit end fallback). */
 void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int64_t readier, uint16_t call,
 		       uint16_t flags);
+
+/* ---- starve.c: run delay and cgroup throttling per unit ---- */
+/* The watchdog's tick: snapshots of the threads' run delay, the cgroup's throttled time. */
+void guard_starve_tick(int64_t now);
+/* v's run_delay_ns, throttled_ns (and rd_how): at the end of the unit, on its thread (unit.c), or for
+ * a unit still in flight, on the watchdog. */
+void guard_starve_unit_end(struct gthread *t, struct gviol *v);
+void guard_starve_hang(struct gslot *s, struct gviol *v);
+/* The CPU limit of the process's cgroup in CPUs ("0.1"), or NULL when none was found (so far). */
+const char *guard_starve_cpu_limit(void);
+void guard_starve_reset_child(void);
+/* The host's load average over a minute, as /proc/loadavg writes it, into out: 0, or -1. */
+int guard_starve_load1(char *out, size_t outlen);
 
 /* ---- signals.c ---- */
 /* Whether a signal is one the agent sent (its cookie). Async-signal-safe. */

@@ -655,6 +655,7 @@ static void after_fork_child(void)
 	t->timer_state = TIMER_NONE;
 	guard_unit_reset_child(t);
 	guard_threads_reset_child();
+	guard_starve_reset_child();
 	G.started_ns = util_now_real_ns();       /* a new process: reports as one */
 	memset(&G.n, 0, sizeof(G.n));
 	guard_report_reset_child();

@@ -181,6 +181,7 @@ static void watch(int64_t now)
 				v.type = atomic_load(&s->type);
 				v.calls = atomic_load(&s->calls);
 				v.hang = 1;
+				guard_starve_hang(s, &v);
 				atomic_fetch_add(&s->violations, 1);
 				guard_enqueue(&v);
 			}
@@ -192,6 +193,8 @@ static void *watchdog_main(void *arg)
 {
 	(void)arg;
 	agent_thread("smguard-watch");
+	/* the first units' run delay snapshots, without waiting a tick */
+	guard_starve_tick(guard_now());
 	/* reports go out from the first unit on, not only from the first violation */
 	if (G.cfg.url[0] && G.cfg.report_ns > 0)
 		guard_start_shipper();
@@ -203,6 +206,7 @@ static void *watchdog_main(void *arg)
 		pthread_mutex_unlock(&G.mu);
 		guard_clock_tick();
 		watch(guard_now());
+		guard_starve_tick(guard_now());
 		pthread_mutex_lock(&G.mu);
 	}
 	pthread_mutex_unlock(&G.mu);

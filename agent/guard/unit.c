@@ -412,6 +412,7 @@ __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 			if (!t->violated)
 				guard_record_here(t, GREC_RUN, now, 0, 0, 0, GREC_F_DETECT);
 			ended_unit(t, now, dur, &v);
+			guard_starve_unit_end(t, &v);
 			atomic_fetch_add_explicit(&s->violations, 1, memory_order_relaxed);
 			guard_enqueue(&v);
 		}
@@ -425,6 +426,7 @@ __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 		/* where the unit ended, as a violation has where it was found slow */
 		guard_record_here(t, GREC_RUN, now, 0, 0, 0, 0);
 		ended_unit(t, now, dur, &v);
+		guard_starve_unit_end(t, &v);
 		v.baseline = 1;
 		guard_baseline_enqueue(&v);
 	}

@@ -16,6 +16,8 @@
  *   file          read a small file first (another unit type)
  *   sleep MS      nanosleep(MS) in handle_sleep()       (a wait)
  *   spin MS       burn CPU for MS in spin_cpu()         (run events)
+ *   cpu MS        burn MS of this thread's CPU time in cpu_work(): a fixed
+ *                 amount of work, slower only when the thread waits for a CPU
  *   convoy MS     (pool) lock a mutex that the holder thread keeps for MS
  *                 while it sleeps in holder_work(): the worker's wait has the
  *                 holder as its readier
@@ -26,6 +28,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +80,26 @@ __attribute__((noinline)) void spin_cpu(long ms)
 	while (now_ms() < end)
 		x = spin_inner(x);
 	sink = x;
+}
+
+static long thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+__attribute__((noinline)) void cpu_work(long ms)
+{
+	long end = thread_cpu_us() + ms * 1000;
+	unsigned long x = 1;
+
+	while (thread_cpu_us() < end)
+		x = spin_inner(x);
+	sink = x;
+	/* a wrapped call inside the work: the agent takes the violation's stack here, in cpu_work() */
+	poll(NULL, 0, 0);
 }
 
 __attribute__((noinline)) void read_file(void)
@@ -161,6 +184,10 @@ static int handle_line(const char *line)
 	}
 	if (sscanf(line, "spin %ld", &ms) == 1) {
 		spin_cpu(ms);
+		return 0;
+	}
+	if (sscanf(line, "cpu %ld", &ms) == 1) {
+		cpu_work(ms);
 		return 0;
 	}
 	if (sscanf(line, "convoy %ld", &ms) == 1) {

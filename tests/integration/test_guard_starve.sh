@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Slowness that is the machine's, not the code's (docs/guard.md "CPU starvation"): a guarded server
+# whose units do a fixed amount of CPU work, made slow by busy processes on the same CPU (taskset) and
+# by a cgroup's CPU limit; a control server doing the same work alone at a real-time priority (nothing
+# takes its CPU: its units are slow for their own reasons). Stored rows: run delay, cause, the
+# [cpu run queue] / [cgroup throttled] events, the host's load and CPUs; mined, the run queue is one
+# cluster listing both starved hosts.
+. "$(dirname "$0")/../lib.sh"
+
+BIN=$SM_BIN_DIR
+TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
+GUARD=$BIN/sm-guard
+GT=$TOOLS/guardtest
+PROF=$T_TMP/profiles
+N=12          # slow requests per server
+WORK_MS=10    # CPU time of each (cpu_work)
+BUSY=3        # busy processes beside the starved server on its CPU
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+printf '%s\n' "$TOKEN" >"$T_TMP/token"
+AN=$(mk_token analyst 2>/dev/null)
+start_ingest || t_bail "sm-ingest starts"
+q() { pg_q "$1"; }
+
+# serve PORT PREFIX...: runs guardtest epoll under the agent (PREFIX: taskset, chrt, env; TRAIN=--train
+# to learn) as GPID
+TRAIN=
+serve() {
+	local port=$1 out=$T_TMP/server-$1.out
+	shift
+	"$@" "$GUARD" run $TRAIN --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
+		--token-file "$T_TMP/token" -- "$GT" epoll "$port" >"$out" 2>&1 &
+	GPID=$!
+	for _ in $(seq 1 100); do
+		grep -q '^ready' "$out" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	t_bail "server starts" "$(cat "$out")"
+}
+stop_server() {
+	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
+	wait "$GPID"
+}
+# shipped WHERE COUNT: waits (at most 60 s) until at least COUNT violation streams matching WHERE are
+# stored and no more came for a second: a server stopped earlier would leave its queue unsent (exit
+# never waits on the network)
+shipped() {
+	local n last=-1 same=0
+	for _ in $(seq 1 600); do
+		n=$(pg_q "SELECT count(*) FROM streams s WHERE role = 'violation' AND $1")
+		if [ "$n" -ge "$2" ]; then
+			[ "$n" = "$last" ] && same=$((same + 1)) || same=0
+			[ "$same" -ge 10 ] && return 0
+		fi
+		last=$n
+		sleep 0.1
+	done
+	t_fail "streams shipped: $1" "$n, fewer than $2 or still coming after 60 s"
+}
+
+# ---- training, on a quiet CPU ----
+PORT=$(free_port)
+TRAIN=--train serve "$PORT" env
+"$GT" client "$PORT" 5000 2 fast:80,file:20 >/dev/null || t_fail "training load"
+stop_server "$PORT"
+
+# the cpu_work units: not a sleep, and at least WORK_MS long (their CPU time alone). Their stack may
+# not show cpu_work (a unit found slow at its first call, and no CPU sample in it), so: by what they are not.
+# Under starvation another unit may be this slow too (an accept waiting for the CPU): it is starved as well.
+work="(NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id WHERE e.stream_ref = s.id AND
+	(SELECT id FROM frames WHERE name = 'guardtest!handle_sleep') = ANY(k.frame_ids))
+	AND (s.labels->>'unit.duration_ns')::bigint >= $WORK_MS * 1000000)"
+
+# ---- starved: BUSY processes on CPU 0 with the server; the client on CPU 1 ----
+busy=()
+declare -A sent
+for _ in $(seq 1 "$BUSY"); do
+	taskset -c 0 sh -c 'while :; do :; done' &
+	busy+=($!)
+done
+t_cleanup "kill ${busy[*]} 2>/dev/null; true"
+for host in starve-a starve-b; do
+	PORT=$(free_port)
+	serve "$PORT" env SM_GUARD_HOST=$host SM_GUARD_APP=starved SM_GUARD_REPORTS_PER_MIN=100000 taskset -c 0
+	# a few sleeps: a normal code path's waits beside the run queue's
+	mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=5:4") || t_fail "starved load ($host)"
+	sent[$host]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
+	shipped "host = '$host' AND $work" "${sent[$host]:-1}"
+	stop_server "$PORT"
+done
+kill "${busy[@]}" 2>/dev/null
+wait "${busy[@]}" 2>/dev/null
+
+# ---- the control: the same work, alone at a real-time priority (no one takes its CPU) ----
+PORT=$(free_port)
+serve "$PORT" env SM_GUARD_HOST=calm SM_GUARD_APP=calm SM_GUARD_REPORTS_PER_MIN=100000 chrt -f 10
+"$GT" client "$PORT" "$N" 1 "cpu=$((2 * WORK_MS)):1" >/dev/null || t_fail "control load"
+shipped "host = 'calm' AND $work" "$N"
+stop_server "$PORT"
+
+rd="(s.labels->>'unit.run_delay_ns')::bigint"
+echo "starved units (duration, threshold, run delay, window, cause):"
+q "SELECT s.host, s.labels->>'unit.duration_ns', s.labels->>'unit.threshold_ns', $rd, s.labels->>'unit.run_delay_window',
+	coalesce(s.labels->>'unit.cause', '-') FROM streams s WHERE s.app IN ('starved', 'calm') AND s.role = 'violation'
+	AND $work ORDER BY s.app, s.host, s.symptom_start_ns" | sed 's/^/  | /'
+echo "cpu_work requests sent: ${sent[starve-a]} to starve-a, ${sent[starve-b]} to starve-b"
+t_eq "every starved cpu_work request is a violation stream" \
+	"$(q "SELECT host, count(*) >= CASE host WHEN 'starve-a' THEN ${sent[starve-a]:-0} ELSE ${sent[starve-b]:-0} END
+	       FROM streams s WHERE app = 'starved' AND role = 'violation' AND $work GROUP BY 1 ORDER BY 1")" "starve-a|t
+starve-b|t"
+nwork=$(q "SELECT count(*) FROM streams s WHERE app = 'starved' AND role = 'violation' AND $work")
+# BUSY spinners share CPU 0 with the server: of each unit's wall time it runs about 1/(BUSY+1), so a unit
+# of WORK_MS of CPU waits about BUSY x WORK_MS for the CPU; a waking thread's head start and the
+# scheduler's slices lower that, never below the work itself: the bound is WORK_MS
+t_eq "each starved unit waited at least its work's length for the CPU (unit.run_delay_ns)" \
+	"$(q "SELECT count(*) FROM streams s WHERE app = 'starved' AND role = 'violation' AND $work AND
+	       $rd >= $WORK_MS * 1000000 AND $rd <= (s.labels->>'unit.duration_ns')::bigint + 5000000")" "$nwork"
+t_eq "and is labelled unit.cause=cpu (run delay >= half its excess over the threshold)" \
+	"$(q "SELECT count(*) FROM streams s WHERE app = 'starved' AND role = 'violation' AND $work AND
+	       s.labels->>'unit.cause' = 'cpu' AND 2 * $rd >= (s.labels->>'unit.duration_ns')::bigint -
+	       (s.labels->>'unit.threshold_ns')::bigint")" "$nwork"
+t_eq "the control's units: violations, their run delay measured, not unit.cause=cpu" \
+	"$(q "SELECT count(*), count(*) FILTER (WHERE s.labels ? 'unit.run_delay_ns'),
+	       count(*) FILTER (WHERE s.labels->>'unit.cause' = 'cpu') FROM streams s WHERE app = 'calm' AND
+	       role = 'violation' AND $work")" "$N|$N|0"
+# the run queue's event: on the symptom thread, inside the symptom window, its duration the label's
+# (no cgroup limit here: nothing of it is throttled time)
+t_eq "each starved unit has a [cpu run queue] wait of its run delay, inside the unit" \
+	"$(q "SELECT count(*) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
+	       WHERE s.app = 'starved' AND $work AND e.kind = 'w' AND e.tid = s.symptom_tid
+	       AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cpu run queue]')]::int[]
+	       AND e.dur_ns = $rd - coalesce((s.labels->>'unit.throttled_ns')::bigint, 0)
+	       AND e.ts_ns >= s.symptom_start_ns AND e.ts_ns + e.dur_ns <= s.symptom_end_ns")" "$nwork"
+t_eq "the host's CPUs and load on every stream" \
+	"$(q "SELECT DISTINCT labels->>'host.cpus', labels->>'host.load1' ~ '^[0-9]+\.[0-9]+\$' FROM streams
+	       WHERE app IN ('starved', 'calm')")" "$(getconf _NPROCESSORS_ONLN)|t"
+
+# ---- mined: the run queue is one cluster, with both starved hosts ----
+run=$("$BIN/sm-miner" run --quiet --app starved --kind wait --aoi waitgraph --threshold-fraction 0.1 \
+	2>"$T_TMP/miner.err") || t_bail "sm-miner run" "$(cat "$T_TMP/miner.err")"
+clu=$(q "SELECT string_agg(c.id::text, ',') FROM clusters c WHERE c.run_id = $run AND
+	c.common_frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cpu run queue]')]::int[]")
+t_match "one cluster whose common part is [cpu run queue]" "$clu" '^[0-9]+$'
+t_eq "and no other cluster has the run queue's frame" \
+	"$(q "SELECT count(*) FROM clusters c WHERE c.run_id = $run AND c.id <> ${clu:-0} AND
+	       (SELECT id FROM frames WHERE name = '[cpu run queue]') = ANY(c.common_frame_ids)")" 0
+start_web || t_bail "sm-web starts"
+http GET "$WEB_URL/api/v1/clusters/$clu" -H "Authorization: Bearer $AN"
+t_eq "the cluster's API lists both hosts" "$HTTP_STATUS $(printf '%s' "$HTTP_BODY" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+print(sorted(r["value"] for r in j["by_host"]))' 2>&1)" "200 ['starve-a', 'starve-b']"
+http GET "$WEB_URL/clusters/$clu" -H "Authorization: Bearer $AN"
+t_eq "and its page, by host" \
+	"$HTTP_STATUS $(grep -c '<td>starve-a</td>' <<<"$HTTP_BODY" | sed 's/^[1-9][0-9]*$/a/') $(grep -c '<td>starve-b</td>' <<<"$HTTP_BODY" | sed 's/^[1-9][0-9]*$/b/') $(grep -c 'cpu run queue' <<<"$HTTP_BODY" | sed 's/^[1-9][0-9]*$/named/')" \
+	"200 a b named"
+stop_web
+
+# ---- a cgroup's CPU limit: 10 ms per 100 ms ----
+# cgroup v2 with the cpu controller, else v1's cpu hierarchy (a hybrid host binds cpu to v1)
+cgdir=
+v2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
+v1=$(awk '$9 == "cgroup" && $0 ~ /[ ,]cpu(,|$)/ {print $5; exit}' /proc/self/mountinfo)
+if [ -n "$v2" ] && grep -qw cpu "$v2/cgroup.controllers" 2>/dev/null; then
+	grep -qw cpu "$v2/cgroup.subtree_control" || echo +cpu >"$v2/cgroup.subtree_control" 2>/dev/null
+	cgdir=$v2/sm-starve-$$
+	mkdir "$cgdir" 2>/dev/null && echo "10000 100000" >"$cgdir/cpu.max" 2>/dev/null || cgdir=
+elif [ -n "$v1" ]; then
+	cgdir=$v1/sm-starve-$$
+	mkdir "$cgdir" 2>/dev/null && echo 100000 >"$cgdir/cpu.cfs_period_us" && echo 10000 >"$cgdir/cpu.cfs_quota_us" ||
+		cgdir=
+fi
+if [ -z "$cgdir" ]; then
+	t_ok "SKIP cgroup throttling: no writable cgroup with the cpu controller (v2: ${v2:-none}, v1: ${v1:-none})"
+else
+	t_cleanup "rmdir $cgdir 2>/dev/null; true"
+	echo "cgroup: $cgdir"
+	PORT=$(free_port)
+	# the server (and its agent) in the cgroup from its start
+	serve "$PORT" env SM_GUARD_HOST=tight SM_GUARD_APP=tight SM_GUARD_REPORTS_PER_MIN=100000 \
+		sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cgdir"
+	# a first unit starts the watchdog, which finds the limit and keeps the throttled time's history
+	"$GT" client "$PORT" 5 1 fast:1 >/dev/null
+	sleep 0.5
+	"$GT" client "$PORT" 4 1 "cpu=30:1" >/dev/null || t_fail "throttled load"
+	shipped "host = 'tight' AND (s.labels->>'unit.duration_ns')::bigint >= 100000000" 4
+	stop_server "$PORT"
+	thr="(s.labels->>'unit.throttled_ns')::bigint"
+	q "SELECT s.labels->>'unit.duration_ns', $rd, $thr, s.labels->>'host.cpu_limit', coalesce(s.labels->>'unit.cause', '-')
+		FROM streams s WHERE app = 'tight' AND role = 'violation' AND $work" | sed 's/^/  | /'
+	# 30 ms of CPU at 10 ms per 100 ms period spans at least two period boundaries: throttled for one
+	# period's 90 ms at least; the start's value is interpolated between the watchdog's samples (100 ms
+	# apart, the cgroup itself throttling the watchdog), so the bound is 60 ms
+	t_eq "throttled units: unit.throttled_ns over 60 ms, the limit, cause=cpu" \
+		"$(q "SELECT count(*) FROM streams s WHERE app = 'tight' AND role = 'violation' AND $work AND
+		       $thr > 60000000 AND $thr <= (s.labels->>'unit.duration_ns')::bigint + 1000000
+		       AND s.labels->>'host.cpu_limit' = '0.1' AND s.labels->>'unit.cause' = 'cpu'")" 4
+	t_eq "each has a [cgroup throttled] wait of the throttled time (the run queue's wait the rest)" \
+		"$(q "SELECT count(*) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
+		       WHERE s.app = 'tight' AND $work AND e.kind = 'w' AND e.tid = s.symptom_tid
+		       AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cgroup throttled]')]::int[]
+		       AND e.dur_ns = least($thr, $rd)")" 4
+	t_eq "no limit, no host.cpu_limit label" \
+		"$(q "SELECT count(*) FROM streams WHERE app IN ('starved', 'calm') AND labels ? 'host.cpu_limit'")" \
+		"$(q "SELECT count(*) FROM streams WHERE app IN ('starved', 'calm') AND labels ? 'unit.throttled_ns'")"
+fi
+
+stop_ingest
+t_done
