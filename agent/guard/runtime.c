@@ -790,6 +790,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 
 	t->nest = 1;
 	guard_sig_at_start();
+	gmodmap_capture_argv0();   /* before the program can rewrite its argv (a process title) */
 	for (int i = 0; i < GUARD_MAX_FDS; i++)
 		atomic_store(&G.fds[i], -1);
 	guard_config_defaults(&G.cfg);
