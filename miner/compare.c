@@ -277,7 +277,7 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 /* The signatures with every frame known here, as frame ids; each cluster gets the first it carries. */
 static int load_signatures(struct cmp *c, struct side *sides)
 {
-	PGresult *r = PQexec(c->db, "SELECT s.id, array_agg(f.id ORDER BY o.i)::text FROM signatures s"
+	PGresult *r = PQexec(c->db, "SELECT s.id, array_agg(coalesce(f.canon_id, f.id) ORDER BY o.i)::text FROM signatures s"
 				    " CROSS JOIN LATERAL unnest(s.frames) WITH ORDINALITY AS o(name, i)"
 				    " JOIN frames f ON f.name = o.name GROUP BY s.id"
 				    " HAVING count(*) = max(cardinality(s.frames)) ORDER BY s.id");

@@ -176,7 +176,7 @@ static int rule_signature(PGconn *db, PGresult *rule, int row, const struct run_
 
 	if (ri->since == PARAMS_NO_TIME || ri->until == PARAMS_NO_TIME || ri->until <= ri->since)
 		return 0;   /* a cost per hour needs the run's window */
-	r = exec1(db, "SELECT (SELECT array_agg(f.id ORDER BY o.i) FROM unnest(s.frames) WITH ORDINALITY o(name, i)"
+	r = exec1(db, "SELECT (SELECT array_agg(coalesce(f.canon_id, f.id) ORDER BY o.i) FROM unnest(s.frames) WITH ORDINALITY o(name, i)"
 		      " JOIN frames f ON f.name = o.name)::text, cardinality(s.frames), s.name FROM signatures s"
 		      " WHERE s.id = $1::bigint", PQgetvalue(rule, row, 3));
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)

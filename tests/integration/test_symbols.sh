@@ -131,6 +131,15 @@ t_eq "the statistics count the function once per stream" \
 	       WHERE name = 'x-server!spin_inner') OR name = 'x-server!spin_inner')")"
 t_eq "and no alias keeps counts of its own" \
 	"$(q "SELECT count(*) FROM stat_frames s JOIN frames f ON f.id = s.frame_id WHERE f.canon_id IS NOT NULL")|$(q "SELECT count(*) FROM stat_calls s JOIN frames a ON a.id = s.caller JOIN frames b ON b.id = s.callee WHERE a.canon_id IS NOT NULL OR b.canon_id IS NOT NULL")" "0|0"
+# a signature naming the function covers the run mined before too (its stacks hold the offsets)
+http POST "$WEB_URL/api/v1/signatures" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
+	--data-binary '{"name": "spin", "frames": ["x-server!spin_inner"]}'
+t_eq "a signature of the named function is created" "$HTTP_STATUS" 201
+cov() {
+	curl -sS -H "Authorization: Bearer $ANALYST" "$WEB_URL/api/v1/runs/$1/coverage?kind=run" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["by_signature"][0]["cost_ns"] > 0)'
+}
+t_eq "its coverage counts in the runs mined before and after" "$(cov "$run1") $(cov "$run2")" "True True"
 t_eq "the build id is no longer missing" "$(sm_admin debuginfo missing | awk -v b="$bid" '$1 == b' | wc -l)" 0
 
 # ---- the collection keeps a canonical frame its aliases refer to ----
