@@ -8,8 +8,8 @@
 #   make chaos      the chaos test at full length: Patroni, HAProxy, ingest servers, workers and
 #                   agents in network namespaces, machines lost under load (a short run is in make test)
 #   make deb        Debian packages stackmine-agent and stackmine-server in build/deb
-#   make fuzz       libFuzzer runs of the wire parser, the JSON body reader, the importers, sm-web's inputs and the guard
-#                   agent's profiles and settings (FUZZ_SECONDS each)
+#   make fuzz       libFuzzer runs of the wire parser, the JSON body reader, the importers, sm-web's inputs, the guard
+#                   agent's profiles and settings, and the ELF debug-file reader (FUZZ_SECONDS each)
 #
 # The guard agent is a shared library, lib/libsmguard.so (build/asan/lib/ for SAN=1), loaded
 # into other programs: it is always built optimised and without sanitizers, from position-
@@ -30,7 +30,7 @@ BINDIR ?= bin
 OPT := -O2
 endif
 
-PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib libdw libunwind libprotobuf-c
+PKGS := libpq libmicrohttpd json-c libzstd libcurl zlib libdw libunwind libprotobuf-c libdebuginfod
 WARN := -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat-security \
 	-Wshadow -Wpointer-arith -Wcast-qual -Wno-cast-qual
 CFLAGS := -std=c11 -g $(OPT) -D_GNU_SOURCE -pthread $(WARN) -MMD -MP -I. -I$(O)/gen
@@ -256,6 +256,9 @@ build/fuzz/fuzz_web: tests/fuzz/fuzz_web.c $(COMMON_SRC) miner/params.c web/flam
 build/fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(COMMON_SRC) $(GUARD_CORE_SRC) $(CLUSTER_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/fuzz/fuzz_debuginfo: tests/fuzz/fuzz_debuginfo.c $(COMMON_SRC) build/fuzz/gen/migrations.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/gen/%.pb-c.c: %.proto
 	@mkdir -p build/fuzz/gen
 	protoc-c --proto_path=. --c_out=build/fuzz/gen $<
@@ -266,15 +269,17 @@ build/fuzz/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
 fuzz:
 	@deploy/deps.sh fuzz
 	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_json build/fuzz/fuzz_import \
-		build/fuzz/fuzz_web build/fuzz/fuzz_profile
+		build/fuzz/fuzz_web build/fuzz/fuzz_profile build/fuzz/fuzz_debuginfo
 	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-json build/fuzz/corpus-import build/fuzz/corpus-web \
-		build/fuzz/corpus-profile
+		build/fuzz/corpus-profile build/fuzz/corpus-debuginfo
+	@cp -n $(O)/tests/callcost build/fuzz/corpus-debuginfo/ 2>/dev/null || true
 	@cp -n tests/guard/profile-seed.json build/fuzz/corpus-profile/ 2>/dev/null || true
 	build/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-wire tests/integration/data
 	build/fuzz/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-json tests/integration/data
 	build/fuzz/fuzz_import -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-import
 	build/fuzz/fuzz_web -max_total_time=$(FUZZ_SECONDS) -max_len=16384 build/fuzz/corpus-web
 	build/fuzz/fuzz_profile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-profile
+	build/fuzz/fuzz_debuginfo -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-debuginfo
 
 clean:
 	rm -rf build bin lib

@@ -73,7 +73,7 @@ int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_f
 	if (buf_putc(&arr, '}') < 0)
 		goto out_oom;
 	params[0] = buf_cstr(&arr);
-	r = PQexecParams(db, "SELECT id, name FROM frames WHERE id = ANY($1::integer[])", 1, NULL, params, NULL,
+	r = PQexecParams(db, "SELECT id, name FROM frame_names WHERE id = ANY($1::integer[])", 1, NULL, params, NULL,
 			 NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		goto fail_db;

@@ -468,7 +468,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 	params[1] = n ? buf_cstr(&idl) : NULL;
 	/* each signature's frames as frame ids; -1 for a frame this database never saw */
 	rs = PQexecParams(db,
-		"SELECT s.id, s.name, (SELECT array_agg(coalesce(f.id, -1) ORDER BY u.o)"
+		"SELECT s.id, s.name, (SELECT array_agg(coalesce(f.canon_id, f.id, -1) ORDER BY u.o)"
 		"   FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
 		" FROM signatures s WHERE $1::bigint[] IS NULL OR s.id = ANY($1::bigint[]) ORDER BY s.id",
 		1, NULL, params + 1, NULL, NULL, 0);
@@ -510,7 +510,8 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 	}
 	params[2] = kindbuf;
 	rt = PQexecParams(db,
-		"SELECT sum(rs.cost_ns), st.frame_ids::text FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
+		"SELECT sum(rs.cost_ns), sm_canon_frames(st.frame_ids)::text FROM run_stacks rs"
+		" JOIN stacks st ON st.id = rs.stack_id"
 		" WHERE rs.run_id = $1 AND rs.kind = $2 GROUP BY rs.stack_id, st.frame_ids", 2, NULL,
 		(const char *const[]){ params[0], params[2] }, NULL, NULL, 0);
 	if (PQresultStatus(rt) != PGRES_TUPLES_OK) {
@@ -684,10 +685,10 @@ int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const
 	nsig = cov.nby;
 	out->kind = kindbuf[0] = cov.kind;
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
-	rs = PQexec(db, "SELECT s.id, (SELECT array_agg(coalesce(f.id, -1) ORDER BY u.o)"
+	rs = PQexec(db, "SELECT s.id, (SELECT array_agg(coalesce(f.canon_id, f.id, -1) ORDER BY u.o)"
 			" FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
 			" FROM signatures s ORDER BY s.id");
-	rt = PQexecParams(db, "SELECT rs.stack_id, rs.stream_ref, rs.cost_ns, st.frame_ids::text"
+	rt = PQexecParams(db, "SELECT rs.stack_id, rs.stream_ref, rs.cost_ns, sm_canon_frames(st.frame_ids)::text"
 			      " FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
 			      " WHERE rs.run_id = $1 AND rs.kind = $2"
 			      " ORDER BY rs.stream_ref, rs.stack_id", 2, NULL, params, NULL, NULL, 0);

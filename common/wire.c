@@ -203,8 +203,11 @@ static bool present(struct json_reader *r, const char *pos, const char *end)
 
 #define TID_MAX ((int64_t)INT32_MAX)
 
-static int parse_labels(struct wire_parser *p, struct arena *a, struct json_reader *r,
-			struct wire_stream *s)
+/* An object of string values ("labels", "modules") into pairs: at most max_keys keys of 1 to
+ * max_name bytes, values of at most max_value bytes (empty ones too when allow_empty). */
+static int parse_pairs(struct wire_parser *p, struct arena *a, struct json_reader *r, const char *what,
+		       size_t max_keys, size_t max_value, bool allow_empty, const struct wire_label **out,
+		       size_t *nout)
 {
 	struct json_reader cnt = *r;
 	struct wire_label *labels;
@@ -214,45 +217,50 @@ static int parse_labels(struct wire_parser *p, struct arena *a, struct json_read
 	int rc;
 
 	if (json_peek(r) != JV_OBJECT)
-		return fail(p, WIRE_EINVALID, "labels: must be an object, not %s", type_name(r));
+		return fail(p, WIRE_EINVALID, "%s: must be an object, not %s", what, type_name(r));
 	json_enter(&cnt);
 	while (json_next_key(&cnt, key, sizeof(key), &klen, &trunc)) {
 		total++;
 		json_skip(&cnt);
 	}
-	if (total > p->lim.max_labels)
-		return fail(p, WIRE_EINVALID, "labels: %zu keys, at most %zu allowed", total,
-			    p->lim.max_labels);
+	if (total > max_keys)
+		return fail(p, WIRE_EINVALID, "%s: %zu keys, at most %zu allowed", what, total, max_keys);
 	labels = arena_calloc(a, total ? total : 1, sizeof(*labels));
 	if (!labels)
-		return fail(p, WIRE_ENOMEM, "labels: out of memory");
+		return fail(p, WIRE_ENOMEM, "%s: out of memory", what);
 	json_enter(r);
 	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
-		struct fpath f = { "labels", key, 0, 0, 0 };
+		struct fpath f = { what, key, 0, 0, 0 };
 		size_t i;
 
 		if (!klen)
-			return fail(p, WIRE_EINVALID, "labels: empty key");
+			return fail(p, WIRE_EINVALID, "%s: empty key", what);
 		if (trunc || klen > p->lim.max_name)
-			return fail(p, WIRE_EINVALID, "labels: key of %s%zu bytes, at most %zu allowed",
+			return fail(p, WIRE_EINVALID, "%s: key of %s%zu bytes, at most %zu allowed", what,
 				    trunc ? "more than " : "", klen, p->lim.max_name);
 		if (memchr(key, '\0', klen))
-			return fail(p, WIRE_EINVALID, "labels: key contains a NUL character");
+			return fail(p, WIRE_EINVALID, "%s: key contains a NUL character", what);
 		for (i = 0; i < n && strcmp(labels[i].key, key) != 0; i++)
 			;
 		if (i < n)
-			return fail(p, WIRE_EINVALID, "labels.%s: duplicate key", key);
+			return fail(p, WIRE_EINVALID, "%s.%s: duplicate key", what, key);
 		labels[n].key = arena_strndup(a, key, klen);
 		if (!labels[n].key)
-			return fail(p, WIRE_ENOMEM, "labels: out of memory");
+			return fail(p, WIRE_ENOMEM, "%s: out of memory", what);
 		n++;
-		rc = take_str(p, a, r, &f, p->lim.max_name, true, &labels[i].value);
+		rc = take_str(p, a, r, &f, max_value, allow_empty, &labels[i].value);
 		if (rc)
 			return rc;
 	}
-	s->labels = labels;
-	s->nlabels = n;
+	*out = labels;
+	*nout = n;
 	return WIRE_OK;
+}
+
+static int parse_labels(struct wire_parser *p, struct arena *a, struct json_reader *r,
+			struct wire_stream *s)
+{
+	return parse_pairs(p, a, r, "labels", p->lim.max_labels, p->lim.max_name, true, &s->labels, &s->nlabels);
 }
 
 static int parse_symptom(struct wire_parser *p, struct arena *a, struct json_reader *r,
@@ -527,15 +535,39 @@ static int parse_events(struct wire_parser *p, struct arena *a, struct json_read
 	return WIRE_OK;
 }
 
+bool wire_build_id_ok(const char *s, size_t n)
+{
+	if (n < 2 || n > WIRE_MAX_BUILD_ID || n % 2)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* "modules": {"name": "build id hex", ...}: at most WIRE_MAX_MODULES, names as labels' keys. */
+static int parse_modules(struct wire_parser *p, struct arena *a, struct json_reader *r,
+			 struct wire_stream *s)
+{
+	int rc = parse_pairs(p, a, r, "modules", WIRE_MAX_MODULES, WIRE_MAX_BUILD_ID, false, &s->modules,
+			     &s->nmodules);
+
+	for (size_t i = 0; rc == WIRE_OK && i < s->nmodules; i++)
+		if (!wire_build_id_ok(s->modules[i].value, strlen(s->modules[i].value)))
+			rc = fail(p, WIRE_EINVALID, "modules.%s: a build id is 2 to %d lower-case hex digits, an even number",
+				  s->modules[i].key, WIRE_MAX_BUILD_ID);
+	return rc;
+}
+
 enum { F_V, F_ID, F_HOST, F_APP, F_VERSION, F_BUILD, F_LABELS, F_SYMPTOM, F_FRAMES, F_STACKS,
-       F_EVENTS, F_ROLE, F_WEIGHT, F_COUNT };
+       F_EVENTS, F_ROLE, F_WEIGHT, F_MODULES, F_COUNT };
 
 static int parse_stream(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
 	static const char *const names[F_COUNT] = { "v", "stream_id", "host", "app", "version",
 						    "build_id", "labels", "symptom", "frames",
-						    "stacks", "events", "role", "weight" };
+						    "stacks", "events", "role", "weight", "modules" };
 	const char *pos[F_COUNT];
 	const char *end = r->end;
 	const char *id;
@@ -579,6 +611,8 @@ static int parse_stream(struct wire_parser *p, struct arena *a, struct json_read
 	    (rc = take_str(p, a, r, PATH("build_id"), p->lim.max_name, true, &s->build_id)))
 		return rc;
 	if (present(r, pos[F_LABELS], end) && (rc = parse_labels(p, a, r, s)))
+		return rc;
+	if (present(r, pos[F_MODULES], end) && (rc = parse_modules(p, a, r, s)))
 		return rc;
 	if (present(r, pos[F_ROLE], end)) {
 		const char *role;
@@ -661,6 +695,12 @@ int wire_write_json(const struct wire_stream *s, struct buf *b)
 		jsonw_kobject(&w, "labels");
 		for (size_t i = 0; i < s->nlabels; i++)
 			jsonw_kstr(&w, s->labels[i].key, s->labels[i].value);
+		jsonw_end(&w);
+	}
+	if (s->nmodules) {
+		jsonw_kobject(&w, "modules");
+		for (size_t i = 0; i < s->nmodules; i++)
+			jsonw_kstr(&w, s->modules[i].key, s->modules[i].value);
 		jsonw_end(&w);
 	}
 	jsonw_kobject(&w, "symptom");

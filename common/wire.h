@@ -68,6 +68,10 @@ struct wire_stream {
 	size_t nstacks;
 	const struct wire_event *events;
 	size_t nevents;
+	/* optional extension "modules": key a module named in `module+0xOFFSET` frames, value its GNU
+	 * build id (lower-case hex), for the server to name those frames later (docs/symbols.md) */
+	const struct wire_label *modules;
+	size_t nmodules;
 };
 
 /* The stream's weight as stored and summed: 1 unless a weight above 1 was given. */
@@ -93,6 +97,8 @@ struct wire_limits {
 #define WIRE_MAX_FRAME 1024
 #define WIRE_MAX_LABELS 64
 #define WIRE_MAX_STACK_DEPTH 512
+#define WIRE_MAX_MODULES 256
+#define WIRE_MAX_BUILD_ID 80     /* hex digits */
 #define WIRE_MAX_TIME_NS ((int64_t)1 << 62)
 
 void wire_limits_default(struct wire_limits *lim);
@@ -115,6 +121,10 @@ void wire_parser_free(struct wire_parser *p);
 int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena *a,
 	       struct wire_stream *out);
 const char *wire_parser_error(const struct wire_parser *p);
+
+/* Whether s[0..n) is a build id as the wire carries it: 2 to WIRE_MAX_BUILD_ID lower-case hex
+ * digits, an even number of them. */
+bool wire_build_id_ok(const char *s, size_t n);
 
 /* Append s as one line of compact JSON (no trailing newline). Returns 0 or -1 (buffer full). */
 int wire_write_json(const struct wire_stream *s, struct buf *out);

@@ -6,6 +6,7 @@
 #include "common/buf.h"
 #include "common/db.h"
 #include "common/sha256.h"
+#include "common/symstore.h"
 #include "common/util.h"
 
 #include <getopt.h>
@@ -38,6 +39,13 @@ static const char usage[] =
 	"                                   ones) on one more PostgreSQL server as well (postgres_fdw;\n"
 	"                                   docs/scaling.md); CONNINFO must log in with a password\n"
 	"  shard list                       the shards, their servers and how many days each holds\n"
+	"  debuginfo add FILE...            store the function symbols of ELF debug files (by their\n"
+	"                                   GNU build id) and name the frames of those builds\n"
+	"  debuginfo list                   build ids known: debug file, symbols, unnamed frames\n"
+	"  debuginfo missing                build ids with unnamed frames and no debug file, most\n"
+	"                                   frames first: the files to upload (docs/symbols.md)\n"
+	"  debuginfo resolve                look for the missing debug files now (local .build-id\n"
+	"                                   tree, debuginfod through DEBUGINFOD_URLS) and name frames\n"
 	"\n"
 	"Options:\n"
 	"  --db CONNINFO   libpq connection string or URI (default: the PG* environment variables)\n"
@@ -396,6 +404,73 @@ static int cmd_maintain(PGconn *c)
 	return rc;
 }
 
+static int debuginfo_add(PGconn *c, int argc, char **argv)
+{
+	struct debuginfo *d = debuginfo_open();
+	char err[1024];
+	int rc = 0;
+
+	if (!d)
+		return fail("out of memory");
+	for (int i = 0; i < argc; i++) {
+		int n;
+
+		if (debuginfo_load_file(d, argv[i]) < 0) {
+			fprintf(stderr, "sm-admin: %s\n", debuginfo_error(d));
+			rc = 1;
+			continue;
+		}
+		n = symstore_put(c, d, "upload", debuginfo_path(d), err, sizeof(err));
+		if (n < 0) {
+			fprintf(stderr, "sm-admin: %s: %s\n", argv[i], err);
+			rc = 1;
+			continue;
+		}
+		printf("%s: build id %s, %zu symbols, %d frames named\n", argv[i], debuginfo_build_id(d),
+		       debuginfo_count(d), n);
+	}
+	debuginfo_free(d);
+	return rc;
+}
+
+static int debuginfo_show(PGconn *c, int missing_only)
+{
+	struct symstore_build *b;
+	char err[1024];
+	int n = symstore_builds(c, missing_only, 10000, &b, err, sizeof(err));
+
+	if (n < 0)
+		return fail(err);
+	printf("%-40s  %-24s  %10s  %8s  %-13s  %s\n", "BUILD_ID", "MODULE", "UNNAMED", "SYMBOLS", "SOURCE",
+	       "TRIED / ERROR");
+	for (int i = 0; i < n; i++)
+		printf("%-40s  %-24s  %10lld  %8lld  %-13s  %s%s%s\n", b[i].build_id, b[i].module[0] ? b[i].module : "-",
+		       b[i].unresolved, b[i].symbols, b[i].source[0] ? b[i].source : "-", b[i].tried_at,
+		       b[i].error[0] ? " " : "", b[i].error);
+	free(b);
+	return 0;
+}
+
+static int cmd_debuginfo(PGconn *c, int argc, char **argv)
+{
+	if (argc >= 3 && strcmp(argv[1], "add") == 0)
+		return debuginfo_add(c, argc - 2, argv + 2);
+	if (argc == 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "missing") == 0))
+		return debuginfo_show(c, strcmp(argv[1], "missing") == 0);
+	if (argc == 2 && strcmp(argv[1], "resolve") == 0) {
+		const struct debuginfo_opts o = { NULL, 1, 0, 0 };
+		char err[1024];
+		int n = symstore_resolve_pending(c, &o, 0, 1000, err, sizeof(err));
+
+		if (n < 0)
+			return fail(err);
+		printf("%d frames named\n", n);
+		return 0;
+	}
+	fputs(usage, stderr);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -425,7 +500,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(cmd, "migrate") && strcmp(cmd, "status") && strcmp(cmd, "token") &&
-	    strcmp(cmd, "retention") && strcmp(cmd, "maintain") && strcmp(cmd, "collect") && strcmp(cmd, "shard")) {
+	    strcmp(cmd, "retention") && strcmp(cmd, "maintain") && strcmp(cmd, "collect") && strcmp(cmd, "shard") &&
+	    strcmp(cmd, "debuginfo")) {
 		fprintf(stderr, "sm-admin: unknown command '%s'\n\n%s", cmd, usage);
 		return 2;
 	}
@@ -450,6 +526,8 @@ int main(int argc, char **argv)
 		rc = cmd_collect(c);
 	else if (strcmp(cmd, "shard") == 0)
 		rc = cmd_shard(c, argc - optind, argv + optind);
+	else if (strcmp(cmd, "debuginfo") == 0)
+		rc = cmd_debuginfo(c, argc - optind, argv + optind);
 	else
 		rc = cmd_maintain(c);
 	PQfinish(c);

@@ -6,11 +6,11 @@ set -euo pipefail
 
 purpose=${1:-build}
 pkgs=(gcc make pkg-config libpq-dev libmicrohttpd-dev libjson-c-dev libzstd-dev
-      libcurl4-openssl-dev zlib1g-dev libdw-dev libelf-dev libunwind-dev
+      libcurl4-openssl-dev zlib1g-dev libdw-dev libelf-dev libdebuginfod-dev libunwind-dev
       protobuf-c-compiler libprotobuf-c-dev)
 case "$purpose" in
 build) ;;
-test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps python3-scipy python3-numpy python3-protobuf protobuf-compiler chromium fonts-dejavu-core
+test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps debuginfod libc6-dbg python3-scipy python3-numpy python3-protobuf protobuf-compiler chromium fonts-dejavu-core
       redis-server redis-tools nginx-light wrk binutils dpkg-dev lintian ansible openssh-server openssh-client iproute2
       haproxy patroni etcd-server etcd-client) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps redis-server redis-tools) ;;

@@ -2,6 +2,7 @@
 #include "ingest/store.h"
 #include "common/arena.h"
 #include "common/db.h"
+#include "common/imap.h"
 #include "common/intern.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -27,6 +28,7 @@ struct store {
 	struct buf copy;           /* COPY rows */
 	struct intern *missing;    /* frames or stacks not in the cache, per call */
 	struct intern *stat_keys;  /* frame ids and call edges, per call */
+	struct imap canon;         /* frame id -> its canonical frame's id, this batch's aliases only */
 	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
 	int backend_pid;           /* of the session the statements were prepared in */
 	bool sharded;              /* events go to shards: through the staging table (copy_events) */
@@ -64,6 +66,11 @@ static const char SQL_INS_STREAM[] =
 	" n_events, received_at, role, weight)"
 	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
 	" ON CONFLICT (stream_id) DO NOTHING RETURNING id";
+static const char SQL_FRAME_ADDRS[] =
+	"WITH a AS (INSERT INTO frame_addrs (frame_id, build_id, addr)"
+	"           SELECT * FROM unnest($1::integer[], $2::text[], $3::bigint[]) ORDER BY 1"
+	"           ON CONFLICT (frame_id) DO NOTHING)"
+	" SELECT id, canon_id FROM frames WHERE id = ANY($4::integer[]) AND canon_id IS NOT NULL";
 static const char SQL_STAT_DELTA[] =
 	"INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7)";
@@ -74,6 +81,7 @@ static const struct {
 	{ "ins_frames", SQL_INS_FRAMES },   { "get_frames", SQL_GET_FRAMES },
 	{ "ins_stacks", SQL_INS_STACKS },   { "get_stacks", SQL_GET_STACKS },
 	{ "ins_stream", SQL_INS_STREAM },   { "stat_delta", SQL_STAT_DELTA },
+	{ "frame_addrs", SQL_FRAME_ADDRS },
 };
 
 static int db_fail(struct store *st, const char *what, const PGresult *r)
@@ -130,6 +138,7 @@ struct store *store_open(const char *conninfo, struct idcache *cache, char *err,
 		return NULL;
 	}
 	st->cache = cache;
+	st->canon = (struct imap)IMAP_INIT;
 	st->conninfo = strdup(conninfo ? conninfo : "");
 	st->scratch = arena_open(0);
 	st->missing = intern_open(0);
@@ -162,6 +171,7 @@ void store_free(struct store *st)
 	arena_free(st->scratch);
 	intern_free(st->missing);
 	intern_free(st->stat_keys);
+	imap_free(&st->canon);
 	buf_release(&st->param);
 	buf_release(&st->param2);
 	buf_release(&st->param3);
@@ -595,6 +605,111 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 	return rc ? -1 : 0;
 }
 
+/* The build id and ELF address of frame name f (`module+0xOFFSET`) when w names its module's build. */
+static const char *unnamed_frame(const struct wire_stream *w, const char *f, int64_t *addr)
+{
+	const char *plus = strstr(f, "+0x");
+	uint64_t v = 0;
+	size_t len, i;
+
+	if (!plus || plus == f)
+		return NULL;
+	for (i = 3; plus[i]; i++) {
+		int d = plus[i] >= '0' && plus[i] <= '9' ? plus[i] - '0' :
+			plus[i] >= 'a' && plus[i] <= 'f' ? plus[i] - 'a' + 10 : -1;
+
+		if (d < 0 || i > 3 + 15)   /* at most 15 hex digits: fits a bigint */
+			return NULL;
+		v = v * 16 + (uint64_t)d;
+	}
+	if (i == 3)
+		return NULL;
+	len = (size_t)(plus - f);
+	for (size_t k = 0; k < w->nmodules; k++)
+		if (strlen(w->modules[k].key) == len && memcmp(w->modules[k].key, f, len) == 0) {
+			*addr = (int64_t)v;
+			return w->modules[k].value;
+		}
+	return NULL;
+}
+
+/*
+ * Records where each unnamed frame of the accepted streams is (frame_addrs: build id, address),
+ * and reads which of them are aliases already (st->canon), for update_stats() to count them
+ * under their canonical frame. Runs under the intern lock: a resolution (sm_resolve_frames) is
+ * either committed and seen here, or waits for this batch and bumps the epoch after it.
+ */
+static int store_unnamed_frames(struct store *st, const struct wire_stream *const *ss, size_t n,
+				const struct mapped *m)
+{
+	struct buf *ids = &st->param, *bids = &st->param2, *addrs = &st->param3, *all = &st->param4;
+	const char *params[4];
+	PGresult *r;
+	int rc = 0;
+
+	imap_clear(&st->canon);
+	intern_clear(st->stat_keys);
+	buf_reset(ids);
+	buf_reset(bids);
+	buf_reset(addrs);
+	buf_reset(all);
+	for (size_t s = 0; s < n; s++) {
+		if (!m[s].ref)
+			continue;
+		for (size_t i = 0; i < ss[s]->nframes; i++) {
+			const char *f = ss[s]->frames[i], *bid;
+			int32_t id = m[s].frame_db[i];
+			int64_t addr = 0;
+			bool added = false;
+
+			if (id < 0 || !strstr(f, "+0x") ||
+			    intern_put(st->stat_keys, &id, sizeof(id), &added) < 0 || !added)
+				continue;
+			rc |= buf_puts(all, all->len ? "," : "{") | buf_put_i64(all, id);
+			if (!(bid = unnamed_frame(ss[s], f, &addr)))
+				continue;
+			rc |= buf_puts(ids, ids->len ? "," : "{") | buf_put_i64(ids, id);
+			rc |= buf_puts(bids, bids->len ? "," : "{") | buf_puts(bids, bid);
+			rc |= buf_puts(addrs, addrs->len ? "," : "{") | buf_put_i64(addrs, addr);
+		}
+	}
+	if (!all->len)
+		return 0;
+	if (!ids->len)
+		rc |= buf_puts(ids, "{") | buf_puts(bids, "{") | buf_puts(addrs, "{");
+	rc |= buf_puts(ids, "}") | buf_puts(bids, "}") | buf_puts(addrs, "}") | buf_puts(all, "}");
+	if (rc) {
+		snprintf(st->err, sizeof(st->err), "unnamed frames: out of memory");
+		return -1;
+	}
+	params[0] = buf_cstr(ids);
+	params[1] = buf_cstr(bids);
+	params[2] = buf_cstr(addrs);
+	params[3] = buf_cstr(all);
+	r = PQexecPrepared(st->db, "frame_addrs", 4, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_fail(st, "recording unnamed frames", r);
+		PQclear(r);
+		return -1;
+	}
+	for (int i = 0; i < PQntuples(r); i++)
+		if (imap_put(&st->canon, (uint64_t)db_get_i64(r, i, 0), (uint64_t)db_get_i64(r, i, 1)) < 0) {
+			PQclear(r);
+			snprintf(st->err, sizeof(st->err), "unnamed frames: out of memory");
+			return -1;
+		}
+	PQclear(r);
+	return 0;
+}
+
+/* A frame as the statistics count it: an alias as its canonical frame. */
+static int32_t stat_frame(const struct store *st, int32_t id)
+{
+	uint64_t c;
+
+	return imap_get(&st->canon, (uint64_t)id, &c) ? (int32_t)c : id;
+}
+
 /* Count, over the accepted streams, in how many streams each frame and each
  * direct call appears, and record that as one delta of the day's counters. */
 static int update_stats(struct store *st, const struct wire_stream *const *ss, size_t n,
@@ -632,9 +747,10 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 			if (!f)
 				continue;
 			for (uint32_t j = 0; j < ss[s]->stacks[k].len; j++) {
-				int32_t edge[2] = { j ? f[j - 1] : 0, f[j] };
+				int32_t fj = stat_frame(st, f[j]);
+				int32_t edge[2] = { j ? stat_frame(st, f[j - 1]) : 0, fj };
 				/* a frame is a 4-byte key, a call an 8-byte key */
-				int64_t a = intern_put(st->stat_keys, &f[j], sizeof(int32_t), NULL);
+				int64_t a = intern_put(st->stat_keys, &fj, sizeof(int32_t), NULL);
 				int64_t b = j ? intern_put(st->stat_keys, edge, sizeof(edge), NULL) : -1;
 
 				if (a < 0 || (j && b < 0))
@@ -773,6 +889,8 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	if (nacc && copy_events(st, ss, n, m, received_us, no_partition) < 0)
 		goto fail_rollback;
 	t2 = util_now_mono_ns();
+	if (nacc && store_unnamed_frames(st, ss, n, m) < 0)
+		goto fail_rollback;
 	if (nacc && update_stats(st, ss, n, m, day) < 0)
 		goto fail_rollback;
 	t3 = util_now_mono_ns();

@@ -158,7 +158,8 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 	}
 	s->nstreams = (uint64_t)db_get_i64(r, 0, 1);
 	PQclear(r);
-	r = q1(c, "SELECT c.id, c.kind, c.streams, p.frame_ids::text, c.common_frame_ids::text FROM clusters c"
+	r = q1(c, "SELECT c.id, c.kind, c.streams, sm_canon_frames(p.frame_ids)::text,"
+		  " sm_canon_frames(c.common_frame_ids)::text FROM clusters c"
 		  " JOIN patterns p ON p.id = c.medoid WHERE c.run_id = $1::bigint ORDER BY c.id", s->id);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return fail(c, "reading the run's clusters", r);
@@ -185,7 +186,7 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 	}
 	PQclear(r);
 	/* members */
-	r = q1(c, "SELECT c.id, p.kind, p.frame_ids::text FROM clusters c JOIN patterns p ON p.id = ANY(c.members)"
+	r = q1(c, "SELECT c.id, p.kind, sm_canon_frames(p.frame_ids)::text FROM clusters c JOIN patterns p ON p.id = ANY(c.members)"
 		  " WHERE c.run_id = $1::bigint ORDER BY c.id, p.id", s->id);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return fail(c, "reading the clusters' patterns", r);
@@ -216,7 +217,7 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 	}
 	PQclear(r);
 	/* the collapsed stacks (their frames once), then their streams' costs in the same order */
-	r = q1(c, "SELECT x.kind, s.frame_ids::text, x.n FROM (SELECT kind, stack_id, count(*) AS n FROM run_stacks"
+	r = q1(c, "SELECT x.kind, sm_canon_frames(s.frame_ids)::text, x.n FROM (SELECT kind, stack_id, count(*) AS n FROM run_stacks"
 		  " WHERE run_id = $1::bigint GROUP BY kind, stack_id) x JOIN stacks s ON s.id = x.stack_id"
 		  " ORDER BY x.kind, x.stack_id", s->id);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -276,7 +277,7 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 /* The signatures with every frame known here, as frame ids; each cluster gets the first it carries. */
 static int load_signatures(struct cmp *c, struct side *sides)
 {
-	PGresult *r = PQexec(c->db, "SELECT s.id, array_agg(f.id ORDER BY o.i)::text FROM signatures s"
+	PGresult *r = PQexec(c->db, "SELECT s.id, array_agg(coalesce(f.canon_id, f.id) ORDER BY o.i)::text FROM signatures s"
 				    " CROSS JOIN LATERAL unnest(s.frames) WITH ORDINALITY AS o(name, i)"
 				    " JOIN frames f ON f.name = o.name GROUP BY s.id"
 				    " HAVING count(*) = max(cardinality(s.frames)) ORDER BY s.id");

@@ -457,7 +457,7 @@ static int cmd_show(const char *conninfo, struct args *c, const char *run)
 			 "SELECT p.kind, p.rank, p.cost_ns, p.events, p.streams,"
 			 " CASE WHEN cardinality(p.frame_ids) > $3::integer THEN '... > ' ELSE '' END ||"
 			 " (SELECT string_agg(f.name, ' > ' ORDER BY u.o) FROM unnest(p.frame_ids)"
-			 "   WITH ORDINALITY AS u(fid, o) JOIN frames f ON f.id = u.fid"
+			 "   WITH ORDINALITY AS u(fid, o) JOIN frame_names f ON f.id = u.fid"
 			 "   WHERE u.o > cardinality(p.frame_ids) - $3::integer)"
 			 " FROM patterns p WHERE p.run_id = $1 AND p.rank <= $2::integer"
 			 " ORDER BY p.kind DESC, p.rank",

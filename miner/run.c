@@ -10,6 +10,7 @@
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/par.h"
+#include "common/symstore.h"
 #include "common/util.h"
 #include "common/vec.h"
 #include "common/wire.h"
@@ -36,6 +37,9 @@
 
 /* Costs are summed saturating at INT64_MAX (the database's bigint): a stream of
  * absurd durations must not wrap a run's totals. */
+#define MINER_SYMBOLS_BUILDS 8       /* build ids looked for before one run */
+#define MINER_SYMBOLS_TIMEOUT_S 20   /* per debuginfod download */
+
 static inline uint64_t sat_add(uint64_t a, uint64_t b)
 {
 	uint64_t r;
@@ -1110,7 +1114,7 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 	if (!si->frames || !si->len || !si->keep)
 		goto out_oom;
 	params[0] = buf_cstr(&ids);
-	r = PQexecParams(miner_db(m), "SELECT id, frame_ids::text FROM stacks WHERE id = ANY($1::integer[])", 1,
+	r = PQexecParams(miner_db(m), "SELECT id, sm_canon_frames(frame_ids)::text FROM stacks WHERE id = ANY($1::integer[])", 1,
 			 NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		miner_db_fail(m, "reading stacks", r);
@@ -1167,7 +1171,7 @@ static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_f
 	if (!names)
 		goto out_oom;
 	params[0] = buf_cstr(&ids);
-	r = PQexecParams(miner_db(m), "SELECT id, name FROM frames WHERE id = ANY($1::integer[])", 1, NULL,
+	r = PQexecParams(miner_db(m), "SELECT id, name FROM frame_names WHERE id = ANY($1::integer[])", 1, NULL,
 			 params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		miner_db_fail(m, "reading frames", r);
@@ -1686,6 +1690,24 @@ static int64_t ms_since(int64_t t0)
 	return (util_now_mono_ns() - t0) / 1000000;
 }
 
+/*
+ * Names the unnamed frames it can before the run reads any stack (docs/symbols.md): from symbols
+ * stored, else debug files looked for by build id (a failed search is tried again after a day).
+ * Bounded: a few build ids a run, each download bounded in time. A failure here is logged, never
+ * the run's: the frames stay `module+0xOFFSET`.
+ */
+static void name_frames(struct miner *m, int64_t run_id)
+{
+	const struct debuginfo_opts o = { NULL, 1, MINER_SYMBOLS_TIMEOUT_S, 0 };
+	char err[512];
+	int n = symstore_resolve_pending(miner_db(m), &o, 86400, MINER_SYMBOLS_BUILDS, err, sizeof(err));
+
+	if (n < 0)
+		log_warn("frames not named", "run=%lld error=\"%s\"", (long long)run_id, err);
+	else if (n > 0)
+		log_info("frames named", "run=%lld frames=%d", (long long)run_id, n);
+}
+
 int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 {
 	struct run run;
@@ -1712,6 +1734,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	if (beat_start(&bt, &run) < 0)
 		goto out;
 	beating = 1;
+	name_frames(m, run_id);
 
 	t = util_now_mono_ns();
 	if (select_streams(&run) < 0)

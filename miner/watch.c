@@ -176,7 +176,7 @@ static int rule_signature(PGconn *db, PGresult *rule, int row, const struct run_
 
 	if (ri->since == PARAMS_NO_TIME || ri->until == PARAMS_NO_TIME || ri->until <= ri->since)
 		return 0;   /* a cost per hour needs the run's window */
-	r = exec1(db, "SELECT (SELECT array_agg(f.id ORDER BY o.i) FROM unnest(s.frames) WITH ORDINALITY o(name, i)"
+	r = exec1(db, "SELECT (SELECT array_agg(coalesce(f.canon_id, f.id) ORDER BY o.i) FROM unnest(s.frames) WITH ORDINALITY o(name, i)"
 		      " JOIN frames f ON f.name = o.name)::text, cardinality(s.frames), s.name FROM signatures s"
 		      " WHERE s.id = $1::bigint", PQgetvalue(rule, row, 3));
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -188,7 +188,7 @@ static int rule_signature(PGconn *db, PGresult *rule, int row, const struct run_
 	}
 	snprintf(msg, sizeof(msg), "%s", PQgetvalue(r, 0, 2));
 	PQclear(r);
-	r = exec1(db, "SELECT s.frame_ids::text, sum(rs.cost_ns)::float8 FROM run_stacks rs JOIN stacks s"
+	r = exec1(db, "SELECT sm_canon_frames(s.frame_ids)::text, sum(rs.cost_ns)::float8 FROM run_stacks rs JOIN stacks s"
 		      " ON s.id = rs.stack_id WHERE rs.run_id = $1::bigint GROUP BY s.id", ri->id_text);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return db_error(err, errlen, "reading the run's stacks", r, db);

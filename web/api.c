@@ -8,6 +8,7 @@
 #include "common/arena.h"
 #include "common/json.h"
 #include "common/jsonw.h"
+#include "common/symstore.h"
 #include "common/util.h"
 #include "common/webhook.h"
 #include "common/wire.h"
@@ -1716,6 +1717,84 @@ static void delete_token(struct req *rq, const char *id)
 	ok_json(rq, &w, 200);
 }
 
+/* ---- debug files (admin): names for unnamed frames, docs/symbols.md ---- */
+
+/* POST /api/v1/debuginfo: the body is one ELF debug file; its symbols name the frames of its build. */
+static void post_debuginfo(struct req *rq)
+{
+	struct debuginfo *d;
+	char err[512];
+	int n;
+	struct jsonw w;
+
+	if (!admin_only(rq, true, "debug files"))
+		return;
+	if (!(d = debuginfo_open())) {
+		req_json_error(rq, 500, "out of memory");
+		return;
+	}
+	if (debuginfo_load_mem(d, rq->body.data ? rq->body.data : "", rq->body.len) < 0)
+		req_json_error(rq, 400, "the body is not a usable ELF debug file: %s", debuginfo_error(d));
+	else if (!debuginfo_build_id(d)[0])
+		req_json_error(rq, 400, "the file has no GNU build id (.note.gnu.build-id)");
+	else if (debuginfo_count(d) == 0)
+		req_json_error(rq, 400, "the file has no function symbols (.symtab or .dynsym)");
+	else if ((n = symstore_put(rq->db, d, "upload", "POST /api/v1/debuginfo", err, sizeof(err))) < 0)
+		req_json_error(rq, 500, "%s", err);
+	else {
+		jsonw_init(&w, &rq->out);
+		jsonw_object(&w);
+		jsonw_kstr(&w, "build_id", debuginfo_build_id(d));
+		jsonw_ki64(&w, "symbols", (int64_t)debuginfo_count(d));
+		jsonw_ki64(&w, "frames_named", n);
+		jsonw_end(&w);
+		ok_json(rq, &w, 201);
+	}
+	debuginfo_free(d);
+}
+
+/* GET /api/v1/debuginfo[?missing=1]: build ids known, most unnamed frames first. */
+static void get_debuginfo(struct req *rq)
+{
+	static const char *const names[] = { "missing", NULL };
+	const char *missing = req_query(rq, "missing");
+	struct symstore_build *b;
+	char err[512];
+	struct jsonw w;
+	int n;
+
+	if (!admin_only(rq, false, "debug files") || !known_query(rq, names, false))
+		return;
+	if (missing && strcmp(missing, "0") != 0 && strcmp(missing, "1") != 0) {
+		req_json_error(rq, 400, "missing: 0 or 1");
+		return;
+	}
+	if ((n = symstore_builds(rq->db, missing && missing[0] == '1', 1000, &b, err, sizeof(err))) < 0) {
+		req_json_error(rq, 500, "%s", err);
+		return;
+	}
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_karray(&w, "builds");
+	for (int i = 0; i < n; i++) {
+		jsonw_object(&w);
+		jsonw_kstr(&w, "build_id", b[i].build_id);
+		jsonw_kstr(&w, "module", b[i].module[0] ? b[i].module : NULL);
+		jsonw_kstr(&w, "source", b[i].source[0] ? b[i].source : NULL);
+		jsonw_kstr(&w, "path", b[i].path[0] ? b[i].path : NULL);
+		jsonw_ki64(&w, "symbols", b[i].symbols);
+		jsonw_ki64(&w, "unnamed_frames", b[i].unresolved);
+		jsonw_kbool(&w, "missing", b[i].unresolved > 0 && !b[i].source[0]);
+		jsonw_kstr(&w, "tried_at", b[i].tried_at[0] ? b[i].tried_at : NULL);
+		jsonw_kstr(&w, "error", b[i].error[0] ? b[i].error : NULL);
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_end(&w);
+	free(b);
+	ok_json(rq, &w, 200);
+}
+
 /* ---- coverage and triage ---- */
 
 static void get_coverage(struct req *rq, const char *run)
@@ -1827,6 +1906,8 @@ static void post_signature_r(struct req *rq, const char *arg) { (void)arg; post_
 static void get_export_r(struct req *rq, const char *arg) { (void)arg; get_export(rq); }
 static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_import(rq); }
 static void get_tokens_r(struct req *rq, const char *arg) { (void)arg; get_tokens(rq); }
+static void get_debuginfo_r(struct req *rq, const char *arg) { (void)arg; get_debuginfo(rq); }
+static void post_debuginfo_r(struct req *rq, const char *arg) { (void)arg; post_debuginfo(rq); }
 static void get_hosts_r(struct req *rq, const char *arg) { (void)arg; get_hosts(rq); }
 static void get_profiles_r(struct req *rq, const char *arg) { (void)arg; get_profiles(rq); }
 static void get_agent_settings_r(struct req *rq, const char *arg) { (void)arg; get_agent_settings(rq); }
@@ -2110,6 +2191,8 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/tokens", get_tokens_r, NULL },
 	{ REQ_M_POST, "/api/v1/tokens", post_token_r, NULL },
 	{ REQ_M_DELETE, "/api/v1/tokens/#", delete_token, "token" },
+	{ REQ_M_GET, "/api/v1/debuginfo", get_debuginfo_r, NULL },
+	{ REQ_M_POST, "/api/v1/debuginfo", post_debuginfo_r, NULL },
 };
 
 void api_handle(struct req *rq)

@@ -87,7 +87,9 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 		return 0;
 	buf_putc(&q, '}');
 	p[0] = buf_cstr(&q);
-	r = PQexecParams(db, "SELECT id, name FROM frames WHERE id = ANY($1::int[])", 1, NULL, p, NULL, NULL, 0);
+	/* an unnamed frame (`module+0xOFFSET`, no canonical frame yet) may be named later: not cached */
+	r = PQexecParams(db, "SELECT id, name, canon_id <> id OR name !~ '\\+0x[0-9a-fA-F]+$' FROM frame_names"
+			     " WHERE id = ANY($1::int[])", 1, NULL, p, NULL, NULL, 0);
 	buf_release(&q);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "reading frame names", PQresultErrorMessage(r));
@@ -96,8 +98,9 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 	}
 	pthread_rwlock_wrlock(&c->lock);
 	for (int i = 0; i < PQntuples(r); i++)
-		insert(c, (int32_t)strtol(PQgetvalue(r, i, 0), NULL, 10), PQgetvalue(r, i, 1),
-		       (size_t)PQgetlength(r, i, 1));
+		if (PQgetvalue(r, i, 2)[0] == 't')
+			insert(c, (int32_t)strtol(PQgetvalue(r, i, 0), NULL, 10), PQgetvalue(r, i, 1),
+			       (size_t)PQgetlength(r, i, 1));
 	/* fill the misses: from the cache, else (it is full) a copy in the request's arena */
 	for (size_t i = 0; i < n; i++) {
 		if (names[i])

@@ -1,6 +1,8 @@
 /*
- * framecache: frame id -> name for sm-web. Frames are written once and never
- * change (retention drops events and streams, not frames), so every thread of
+ * framecache: frame id -> name for sm-web. A frame's name never changes once
+ * it is final: a named frame, or an unnamed one (`module+0xOFFSET`) once it is
+ * an alias of its function's frame (docs/symbols.md); unnamed frames not yet
+ * resolved are read each time and never cached. So every thread of
  * the server shares one cache and a page's thousands of names cost one query
  * for the ids it has not seen yet instead of one index lookup each.
  */

@@ -32,6 +32,7 @@ static const char usage[] =
 	"  --idle-timeout S       a kept-alive connection waits S seconds for its next request [30]\n"
 	"  --min-body-rate SIZE   body bytes a second, over every 10 s, 0 = none (k, M suffixes) [1k]\n"
 	"  --max-body SIZE        request body (k, M suffixes) [8M]\n"
+	"  --max-debuginfo SIZE   a debug file uploaded to POST /api/v1/debuginfo [128M]\n"
 	"  --request-timeout S    a request's deadline: its queries are cancelled and it answers 503\n"
 	"                         after S seconds, or at once when its client goes away [30]\n"
 	"  --anonymous-read       allow reads (pages and GET requests) without a token\n"
@@ -51,7 +52,7 @@ static const char usage[] =
 	"2 on a usage error.\n";
 
 enum {
-	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_ANON,
+	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_MAXDEBUGINFO, OPT_ANON,
 	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE, OPT_PERIP,
 	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW, OPT_REQTO,
 };
@@ -68,6 +69,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
 		{ "max-body", required_argument, NULL, OPT_MAXBODY },
+		{ "max-debuginfo", required_argument, NULL, OPT_MAXDEBUGINFO },
 		{ "anonymous-read", no_argument, NULL, OPT_ANON },
 		{ "no-worker", no_argument, NULL, OPT_NOWORKER },
 		{ "miner-threads", required_argument, NULL, OPT_MINERTHREADS },
@@ -122,6 +124,11 @@ int main(int argc, char **argv)
 			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 30, &sz))
 				return 2;
 			cfg.max_body = sz;
+			continue;
+		case OPT_MAXDEBUGINFO:
+			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 30, &sz))
+				return 2;
+			cfg.max_debuginfo = sz;
 			continue;
 		case OPT_BODYRATE:
 			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 30, &sz))

@@ -13,7 +13,7 @@
 /* the frame names of an int[] of frame ids, in order, as a json array */
 #define NAMES(ids)                                                                              \
 	"(SELECT coalesce(json_agg(f.name ORDER BY o.i), '[]') FROM unnest(" ids                \
-	") WITH ORDINALITY AS o(id, i) JOIN frames f ON f.id = o.id)"
+	") WITH ORDINALITY AS o(id, i) JOIN frame_names f ON f.id = o.id)"
 #define SYMPTOM                                                                                  \
 	"json_build_object('kind', s.symptom_kind, 'tid', s.symptom_tid, 'start_ns', s.symptom_start_ns," \
 	" 'end_ns', s.symptom_end_ns, 'unit_type', s.symptom_unit_type, 'threshold_ns'," \
@@ -223,7 +223,7 @@ const char *model_sort_name(enum model_sort s)
 #define CLUSTER_WHERE                                                                            \
 	" FROM clusters c WHERE c.run_id = $1::bigint AND ($2::\"char\" IS NULL OR c.kind = $2::\"char\")" \
 	" AND ($3::text IS NULL OR c.common_frame_ids && (SELECT coalesce(array_agg(f.id), '{}')"  \
-	"  FROM frames f WHERE strpos(lower(f.name), lower($3)) > 0))"
+	"  FROM frame_names f WHERE strpos(lower(f.name), lower($3)) > 0))"
 #define CLUSTER_COLS(rank)                                                                      \
 	"SELECT c.id AS cluster_id, c.run_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind," \
 	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \

@@ -29,6 +29,7 @@ void web_config_default(struct web_config *c)
 	c->idle_timeout_s = 30;
 	c->min_body_rate = 1024;
 	c->max_body = 8u << 20;
+	c->max_debuginfo = (size_t)128 << 20;
 	c->worker = true;
 	c->auth_ttl_ms = 10000;
 	c->session_idle_s = 12 * 3600;

@@ -32,6 +32,7 @@ struct web_config {
 	int idle_timeout_s;         /* a kept-alive connection's wait for its next request */
 	int min_body_rate;          /* body bytes a second, over each 10 s; 0: no minimum */
 	size_t max_body;            /* request bodies (signature imports are the largest) */
+	size_t max_debuginfo;       /* a debug file uploaded (POST /api/v1/debuginfo) */
 	bool anonymous_read;        /* reads without a token */
 	bool worker;                /* work queued mining runs in this process */
 	int miner_threads;          /* for the embedded worker, 0 = one per core */

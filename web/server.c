@@ -632,6 +632,14 @@ static const char *route_of(const struct req *rq)
 	return strncmp(rq->path, "/static/", 8) == 0 ? "/static/*" : "-";
 }
 
+/* A debug file upload (POST /api/v1/debuginfo, docs/symbols.md) may be larger than other bodies. */
+static size_t body_limit(const char *method, const char *url)
+{
+	if (strcmp(method, "POST") == 0 && strcmp(url, "/api/v1/debuginfo") == 0)
+		return W.cfg->max_debuginfo;
+	return W.cfg->max_body;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -662,7 +670,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->cfg = W.cfg;
 		rq->frames = W.env.frames;
 		rq->method = method_of(method);
-		rq->body.max = W.cfg->max_body;
+		rq->body.max = body_limit(method, url);
 		rq->out.max = 64u << 20;
 		*con_cls = rq;
 		return MHD_YES;
@@ -687,7 +695,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	rq->path = url;
 	rq->status = 500;
 	if (rq->body.max == 0) {
-		req_json_error(rq, 413, "the request body is larger than %zu bytes", W.cfg->max_body);
+		req_json_error(rq, 413, "the request body is larger than %zu bytes", body_limit(method, url));
 		return send_response(rq);
 	}
 	if (!util_utf8_valid(url, strlen(url))) {

@@ -4,11 +4,40 @@
 #include "common/vec.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+static char argv0_name[256];   /* "" until captured */
+
+void gmodmap_capture_argv0(void)
+{
+	char buf[4096];
+	ssize_t n = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';   /* argv[0] ends at its own NUL, or here when longer than buf */
+	{
+		const char *slash = strrchr(buf, '/');
+		const char *base = slash ? slash + 1 : buf;
+		size_t len = strnlen(base, sizeof(argv0_name) - 1);
+
+		/* a name a frame can carry: no '!' or '+' (they separate module and function) */
+		if (!len || strpbrk(base, "!+"))
+			return;
+		memcpy(argv0_name, base, len);
+		argv0_name[len] = '\0';
+	}
+}
 
 struct collect {
 	struct gmod *mods;
@@ -16,6 +45,17 @@ struct collect {
 	int first;
 	int oom;
 };
+
+/* The module's name: its file's base name, the executable's as started when known. */
+static void module_name(struct gmod *g, const char *path, int is_main)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = is_main && argv0_name[0] ? argv0_name : slash ? slash + 1 : path;
+	size_t n = strnlen(base, sizeof(g->name) - 1);
+
+	memcpy(g->name, base, n);
+	g->name[n] = '\0';
+}
 
 static void note_build_id(const struct dl_phdr_info *info, const ElfW(Phdr) *ph, char *out, size_t cap)
 {
@@ -46,6 +86,7 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *ctx)
 	const char *path = info->dlpi_name;
 	char exe[1024];
 	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int is_main = c->first;
 
 	(void)size;
 	if (c->first) {
@@ -78,14 +119,8 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *ctx)
 	g->lo = lo;
 	g->hi = hi;
 	if (path && *path && strncmp(path, "linux-vdso", 10) != 0 && strncmp(path, "linux-gate", 10) != 0) {
-		const char *slash = strrchr(path, '/');
-
 		snprintf(g->path, sizeof(g->path), "%s", path);
-		const char *base = slash ? slash + 1 : path;
-		size_t n = strnlen(base, sizeof(g->name) - 1);
-
-		memcpy(g->name, base, n);
-		g->name[n] = '\0';
+		module_name(g, path, is_main);
 	} else {
 		snprintf(g->name, sizeof(g->name), "[vdso]");
 	}

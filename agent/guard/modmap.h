@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 struct gmod {
-	char name[256];       /* base name: "libc.so.6", "postgres" */
+	char name[256];       /* base name: "libc.so.6", "postgres"; the executable's as started */
 	char path[1024];      /* as loaded; "" for the vdso */
 	char build_id[129];   /* lower-case hex, "" when none */
 	uintptr_t bias;
@@ -24,6 +24,15 @@ struct gmodmap {
 	struct gmod *mods;    /* sorted by lo */
 	size_t n;
 };
+
+/*
+ * Remembers the base name of argv[0] as the program was started, from
+ * /proc/self/cmdline (the program may overwrite its argv later, as redis does
+ * for its process title): the executable's module is named so from then on
+ * ("redis-server", not "redis-check-rdb" that /usr/bin/redis-server links to).
+ * Called once, in the agent's constructor, before any module map is read.
+ */
+void gmodmap_capture_argv0(void);
 
 /* Reads the modules loaded now into *m (replacing what it held). Returns 0 or -1 (out of memory). */
 int gmodmap_load(struct gmodmap *m);

@@ -605,6 +605,35 @@ static size_t starve_events(struct builder *b, struct wire_event *e, const struc
 
 /* ---- the stream ---- */
 
+/* The build id of every module a `module+0xOFFSET` frame names, for the server to name them later. */
+static void add_modules(struct wire_stream *ws, struct arena *a, const struct gsym *gs)
+{
+	struct wire_label *mods;
+	size_t n = 0;
+
+	if (!gs || !(mods = arena_calloc(a, WIRE_MAX_MODULES, sizeof(*mods))))
+		return;
+	for (size_t i = 0; i < ws->nframes && n < WIRE_MAX_MODULES; i++) {
+		const char *f = ws->frames[i], *plus = strstr(f, "+0x");
+		const char *bid;
+		size_t k, len;
+
+		if (!plus || plus == f || f[0] == '[')
+			continue;
+		len = (size_t)(plus - f);
+		for (k = 0; k < n && !(strlen(mods[k].key) == len && memcmp(mods[k].key, f, len) == 0); k++)
+			;
+		if (k < n || !(bid = gsym_build_id(gs, f, len)) || !wire_build_id_ok(bid, strlen(bid)))
+			continue;
+		mods[n].key = arena_strndup(a, f, len);
+		mods[n].value = arena_strndup(a, bid, strlen(bid));
+		if (mods[n].key && mods[n].value)
+			n++;
+	}
+	ws->modules = n ? mods : NULL;
+	ws->nmodules = n;
+}
+
 static void add_label(struct wire_label *l, size_t *n, struct arena *a, const char *k, const char *v)
 {
 	if (*n >= WIRE_MAX_LABELS || !v || !*v)
@@ -807,6 +836,7 @@ static int build_stream(const struct gviol *v, struct arena *keep, struct wire_s
 		ws->stacks = stk;
 		ws->nstacks = b.nstk;
 	}
+	add_modules(ws, a, b.sym);
 	ws->events = we;
 	ws->nevents = ne;
 	rc = 1;

@@ -791,6 +791,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 
 	t->nest = 1;
 	guard_sig_at_start();
+	gmodmap_capture_argv0();   /* before the program can rewrite its argv (a process title) */
 	for (int i = 0; i < GUARD_MAX_FDS; i++)
 		atomic_store(&G.fds[i], -1);
 	guard_config_defaults(&G.cfg);
@@ -809,9 +810,11 @@ __attribute__((constructor(102))) static void guard_init(void)
 		goto inert;
 	}
 	find_self();
-	/* a program may run through a link (redis-server -> redis-check-rdb): both names count */
+	/* a program may run through a link (redis-server -> redis-check-rdb): both names count (the
+	 * module is named as started, the file is the link's target) */
 	if (G.cfg.mode == GUARD_MODE_OFF || (!guard_config_only_matches(G.cfg.only, G.exe_name) &&
-					     !guard_config_only_matches(G.cfg.only, program_invocation_short_name)))
+					     !guard_config_only_matches(G.cfg.only, program_invocation_short_name) &&
+					     !guard_config_only_matches(G.cfg.only, strrchr(G.exe, '/') ? strrchr(G.exe, '/') + 1 : G.exe)))
 		goto inert;
 	if (!G.build_id[0]) {
 		/* no GNU build id: the profile is keyed by the executable's path instead */

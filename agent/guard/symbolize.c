@@ -181,6 +181,17 @@ void gsym_stats(const struct gsym *s, size_t *mapped, size_t *cached)
 	*cached = s->cached;
 }
 
+const char *gsym_build_id(const struct gsym *s, const char *module, size_t len)
+{
+	for (size_t i = 0; i < s->map.n; i++) {
+		const struct gmod *g = &s->map.mods[i];
+
+		if (g->build_id[0] && strlen(g->name) == len && memcmp(g->name, module, len) == 0)
+			return g->build_id;
+	}
+	return NULL;
+}
+
 /* Appends s[0..n) to out as valid UTF-8 (bad bytes become '?'), within cap. */
 static size_t put_text(char *out, size_t at, size_t cap, const char *s, size_t n)
 {

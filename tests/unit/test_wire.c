@@ -403,9 +403,57 @@ static void test_fuzz(void)
 	wire_parser_free(p);
 }
 
+/* The "modules" extension (docs/symbols.md): read, written back, validated with the field named. */
+static void test_modules(void)
+{
+	static const char at_labels[] = "\"labels\": {";
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	struct buf b1 = BUF_INIT(0), b2 = BUF_INIT(0), big = BUF_INIT(0);
+	struct wire_stream s, t;
+	const char *at = strstr(example, at_labels);
+
+	buf_append(&b1, example, (size_t)(at - example));
+	buf_puts(&b1, "\"modules\": {\"nginx\": \"3f9a0c\", \"libc.so.6\": \"00ff\"}, ");
+	buf_puts(&b1, at);
+	CHECK_INT(wire_parse(p, b1.data, b1.len, a, &s), WIRE_OK);
+	CHECK_INT(s.nmodules, 2);
+	CHECK_STR(s.modules[1].key, "libc.so.6");
+	CHECK_STR(s.modules[1].value, "00ff");
+	CHECK_INT(wire_write_json(&s, &b2), 0);
+	CHECK(strstr(buf_cstr(&b2), "\"modules\":{\"nginx\":\"3f9a0c\",\"libc.so.6\":\"00ff\"}") != NULL);
+	CHECK_INT(wire_parse(p, b2.data, b2.len, a, &t), WIRE_OK);
+	CHECK_INT(t.nmodules, 2);
+	BAD(at_labels, "\"modules\": {\"m\": \"ABCD\"}, \"labels\": {", WIRE_EINVALID,
+	    "modules.m: a build id is 2 to 80 lower-case hex digits, an even number");
+	BAD(at_labels, "\"modules\": {\"m\": \"abc\"}, \"labels\": {", WIRE_EINVALID,
+	    "modules.m: a build id is 2 to 80 lower-case hex digits, an even number");
+	BAD(at_labels, "\"modules\": {\"m\": \"\"}, \"labels\": {", WIRE_EINVALID, "modules.m: must not be empty");
+	BAD(at_labels, "\"modules\": {\"m\": \"00\", \"m\": \"11\"}, \"labels\": {", WIRE_EINVALID,
+	    "modules.m: duplicate key");
+	BAD(at_labels, "\"modules\": [], \"labels\": {", WIRE_EINVALID, "modules: must be an object, not an array");
+	buf_puts(&big, "\"modules\": {\"m\": \"");
+	for (int i = 0; i < 41; i++)
+		buf_puts(&big, "00");
+	buf_puts(&big, "\"}, \"labels\": {");
+	BAD(at_labels, buf_cstr(&big), WIRE_EINVALID, "modules.m: 82 bytes long, at most 80 allowed");
+	buf_reset(&big);
+	buf_puts(&big, "\"modules\": {");
+	for (int i = 0; i <= WIRE_MAX_MODULES; i++)
+		buf_printf(&big, "%s\"m%d\": \"00\"", i ? ", " : "", i);
+	buf_puts(&big, "}, \"labels\": {");
+	BAD(at_labels, buf_cstr(&big), WIRE_EINVALID, "modules: 257 keys, at most 256 allowed");
+	buf_release(&big);
+	buf_release(&b1);
+	buf_release(&b2);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
 int main(void)
 {
 	RUN(test_example);
+	RUN(test_modules);
 	RUN(test_roundtrip);
 	RUN(test_rejections);
 	RUN(test_weight);
