@@ -799,7 +799,7 @@ static const char *problems_absent(PGresult *run)
  * problem's object is left open. Returns false after an error response. */
 static bool put_problems(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *cl, bool array)
 {
-	static const char *const skip[] = { "title", "clusters", NULL };
+	static const char *const skip[] = { "title", NULL };
 	static const char *const cskip[] = { "problem_id", "title", "common", NULL };
 	int k = 0, nc = PQntuples(cl);
 

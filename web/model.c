@@ -843,7 +843,7 @@ int model_find_stack(PGresult *r, int64_t sid)
 
 #define PROBLEM_COLS                                                                             \
 	"SELECT p.id AS problem_id, p.run_id, p.rank, p.title_frame_ids AS title, p.total_cost_ns,"   \
-	" p.streams, p.events, p.avg_cost_ns, cardinality(p.members) AS clusters, p.excess_cost_ns,"  \
+	" p.streams, p.events, p.avg_cost_ns, p.excess_cost_ns,"                                   \
 	" p.excess_lo_ns, p.excess_hi_ns, p.own_cost_ns, p.expected_cost_ns, p.baseline_streams"     \
 	" FROM problems p"
 

@@ -188,7 +188,7 @@ PGresult *model_run_profile(PGconn *db, const char *run, char *err, size_t errle
 /* ---- problems (docs/mining.md, "Problems") ---- */
 
 /* A run's problems by rank: problem_id, run_id, rank, title (frame ids), total_cost_ns, streams,
- * events, avg_cost_ns, clusters (how many), excess_cost_ns, excess_lo_ns, excess_hi_ns,
+ * events, avg_cost_ns, excess_cost_ns, excess_lo_ns, excess_hi_ns,
  * own_cost_ns, expected_cost_ns, baseline_streams (the last six NULL without a baseline). */
 PGresult *model_problems(PGconn *db, const char *run_id, long limit, long offset, char *err, size_t errlen);
 /* One row: total. */
