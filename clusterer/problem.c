@@ -10,6 +10,13 @@
 
 bool problem_frame_named(const char *name, size_t len)
 {
+	const char *bang = memchr(name, '!', len);
+
+	/* the function part: a module's name may be a pseudo one ("[kernel.kallsyms]!schedule") */
+	if (bang) {
+		len -= (size_t)(bang + 1 - name);
+		name = bang + 1;
+	}
 	if (len == 0 || name[0] == '[')
 		return false;
 	if (len > 2 && name[0] == '0' && (name[1] == 'x' || name[1] == 'X'))

@@ -70,7 +70,8 @@ struct problem_frames {
 int problem_titles(const struct problem_unit *u, size_t n, const struct problem_frames *fr, uint32_t *out,
 		   uint8_t *nout);
 
-/* A frame name that says where to look: not empty, not a pseudo-frame ("[unknown]", "[cpu run
+/* A frame name that says where to look: its function part (after "module!", the module being
+ * anything, "[kernel.kallsyms]" too) not empty, not a pseudo-frame ("[unknown]", "[cpu run
  * queue]") and not an unresolved address ("libx.so+0x1a2b", "0x7f00..."). */
 bool problem_frame_named(const char *name, size_t len);
 

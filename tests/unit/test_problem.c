@@ -152,6 +152,10 @@ static void test_named(void)
 	CHECK(!problem_frame_named("[cpu run queue]", 15));
 	CHECK(!problem_frame_named("", 0));
 	CHECK(problem_frame_named("a+0", 3));
+	CHECK(problem_frame_named("[kernel.kallsyms]!schedule", 26));
+	CHECK(!problem_frame_named("app![unknown]", 13));
+	CHECK(!problem_frame_named("app!+0x10", 9));
+	CHECK(!problem_frame_named("app!", 4));
 }
 
 int main(void)
