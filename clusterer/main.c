@@ -43,10 +43,12 @@ static const struct command commands[] = {
 	  "        numbered from 0 in the order of their lowest point\n" },
 	{ "signatures", cmd_signatures,
 	  "signatures [--db CONNINFO] list | create --name N --frame F... [--status S] [--note T]\n"
-	  "           [--from-cluster ID] | update ID [--status S] [--note T] | export [OUT] | import IN",
+	  "           [--from-cluster ID] | create --name N --from-problem ID [--status S] [--note T]\n"
+	  "           | update ID [--status S] [--note T] | export [OUT] | import IN",
 	  "        performance signatures: list them, create one (frames outermost first;\n"
 	  "        status open, known or fixed), export all as one JSON document, import one\n"
-	  "        (created, or updated by name); '-' = stdin/stdout\n" },
+	  "        (created, or updated by name); '-' = stdin/stdout; --from-problem: a problem's\n"
+	  "        signature, one per member cluster (its common part), named N, N #2, ...\n" },
 	{ "coverage", cmd_coverage, "coverage [--db CONNINFO] [--signatures all|ID,ID...] [--kind wait|run] RUN",
 	  "        the share of RUN's AOI cost of one kind of events (default: wait, unless the\n"
 	  "        run mined only run events) that matches the signatures, and each one's\n" },
@@ -395,11 +397,12 @@ static int cmd_signatures(int argc, char **argv)
 		static const struct option opts[] = {
 			{ "name", required_argument, NULL, 'n' }, { "frame", required_argument, NULL, 'f' },
 			{ "status", required_argument, NULL, 's' }, { "note", required_argument, NULL, 't' },
-			{ "from-cluster", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
+			{ "from-cluster", required_argument, NULL, 'c' }, { "from-problem", required_argument, NULL, 'p' },
+			{ NULL, 0, NULL, 0 },
 		};
 		const char *name = NULL, *status = "open", *note = "", *frames[512];
 		size_t nf = 0;
-		int64_t cl = 0, id;
+		int64_t cl = 0, pr = 0, id;
 		int o;
 
 		optind = 1;
@@ -414,12 +417,27 @@ static int cmd_signatures(int argc, char **argv)
 				frames[nf++] = optarg;
 			else if (o == 'c' && util_parse_i64(optarg, 1, INT64_MAX, &cl) == 0)
 				;
+			else if (o == 'p' && util_parse_i64(optarg, 1, INT64_MAX, &pr) == 0)
+				;
 			else {
 				PQfinish(db);
 				return usage_error(c, "%s", "signatures create: bad option");
 			}
 		}
-		if (sig_create(db, name, frames, nf, status, note, cl, &id, err, sizeof(err)) < 0) {
+		if (pr && (nf || cl)) {
+			PQfinish(db);
+			return usage_error(c, "%s", "signatures create --from-problem: takes no --frame nor --from-cluster");
+		}
+		if (pr) {
+			size_t n;
+
+			if (sig_create_from_problem(db, pr, name, status, note, &n, err, sizeof(err)) < 0) {
+				fprintf(stderr, "sm-cluster: %s\n", err);
+			} else {
+				printf("%zu\n", n);
+				rc = 0;
+			}
+		} else if (sig_create(db, name, frames, nf, status, note, cl, &id, err, sizeof(err)) < 0) {
 			fprintf(stderr, "sm-cluster: %s\n", err);
 		} else {
 			printf("%lld\n", (long long)id);

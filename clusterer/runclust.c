@@ -1,5 +1,6 @@
 /* runclust: cluster a run's patterns into the rows of its clusters (see runclust.h). */
 #include "clusterer/runclust.h"
+#include "clusterer/problem.h"
 #include "clusterer/sim.h"
 #include "common/arena.h"
 #include "common/buf.h"
@@ -7,6 +8,7 @@
 #include "common/intern.h"
 #include "common/jsonw.h"
 #include "common/par.h"
+#include "common/vec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ struct ctx {
 	int threads;
 	const struct runclust_pattern *pats;
 	size_t npats;
+	struct vec kept;                /* struct kept: the clusters of both kinds, for the problems */
 };
 
 static int fail_db(struct ctx *c, const char *what, PGresult *r)
@@ -346,7 +349,157 @@ static void put_nullable(struct buf *out, double v)
 		buf_printf(out, "%lld\t", (long long)llround(v));
 }
 
-/* Cluster the patterns of one kind (pats[lo..hi)) and append COPY rows to out. */
+/* A cluster of either kind, kept for the problems (problem.h) and its row's end. */
+struct kept {
+	int64_t id;
+	uint64_t cost, own;
+	uint32_t *stacks, nstacks;      /* its matched violating stacks, each once (indexes into rs) */
+	/* the violating streams in which it has a cost in the stacks it owns (own_stacks()), and that
+	 * cost: an event matched by a deeper cluster too is that one's, so that request dispatch,
+	 * matched by every request's events, links no problem through them */
+	uint32_t *streams, nstreams;
+	uint64_t *scost;
+	const uint32_t *xs;             /* excess: the streams of the stacks it owns (cl.xs) */
+	const uint64_t *xc;
+	size_t xn;
+	uint32_t *common, ncommon;      /* the common part's frame ids */
+	char *row;                      /* its COPY row up to the estimates */
+	uint32_t problem;
+	uint32_t title[PROBLEM_TITLE_MAX];
+	uint8_t ntitle;
+};
+
+/* n ids of table (clusters or problems) from its identity's sequence, as the miner takes patterns'. */
+static int take_ids(struct ctx *c, const char *table, size_t n, int64_t *ids)
+{
+	char cnt[24];
+	const char *params[2] = { table, cnt };
+	PGresult *r;
+
+	snprintf(cnt, sizeof(cnt), "%zu", n);
+	r = PQexecParams(c->db, "SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2::integer)",
+			 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || (size_t)PQntuples(r) != n)
+		return fail_db(c, "taking ids", r);
+	for (size_t i = 0; i < n; i++)
+		ids[i] = db_get_i64(r, (int)i, 0);
+	PQclear(r);
+	return 0;
+}
+
+/* Sums the cost of the violating stacks st[0..n) per stream into acc (stamp[s] == gen marks a
+ * stream seen) and lists the streams; returns how many, or -1 when out of memory. */
+static int64_t stream_costs(struct ctx *c, const uint32_t *st, size_t n, uint32_t *stamp, uint32_t gen,
+			    uint64_t *acc, uint32_t **streams, uint64_t **cost)
+{
+	size_t ns = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct runclust_stack *r = &c->rs[st[i]];
+
+		for (uint32_t x = r->first; x < r->first + r->n; x++) {
+			uint32_t s = c->stream_idx[x];
+
+			if (stamp[s] != gen) {
+				stamp[s] = gen;
+				acc[s] = 0;
+				ns++;
+			}
+			acc[s] += c->stream_cost[x];
+		}
+	}
+	*streams = arena_alloc(c->a, (ns + 1) * sizeof(**streams));
+	*cost = arena_alloc(c->a, (ns + 1) * sizeof(**cost));
+	if (!*streams || !*cost)
+		return -1;
+	ns = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct runclust_stack *r = &c->rs[st[i]];
+
+		for (uint32_t x = r->first; x < r->first + r->n; x++) {
+			uint32_t s = c->stream_idx[x];
+
+			if (stamp[s] == gen) {
+				stamp[s] = gen - 1;     /* listed */
+				(*streams)[ns] = s;
+				(*cost)[ns++] = acc[s];
+			}
+		}
+	}
+	return (int64_t)ns;
+}
+
+/* Keeps the clusters of one kind just clustered (their ids taken) for the problems. */
+static int keep_clusters(struct ctx *c, const struct hclust_clusters *hc, size_t lo, const struct cl *cls)
+{
+	int64_t *ids = arena_alloc(c->a, (hc->nclusters + 1) * sizeof(*ids));
+	uint32_t *stamp_t = arena_calloc(c->a, c->nrs + 1, sizeof(uint32_t));
+	uint32_t *stamp_s = arena_calloc(c->a, c->nstreams + 1, sizeof(uint32_t));
+	uint64_t *acc = arena_alloc(c->a, (c->nstreams + 1) * sizeof(uint64_t));
+	uint32_t *owned = arena_alloc(c->a, (c->nrs + 1) * sizeof(uint32_t));
+	size_t nside[2] = { c->nrs, c->nbs }, nown;
+	struct owners ow;
+
+	if (!ids || !stamp_t || !stamp_s || !acc || !owned)
+		return fail_oom(c);
+	for (int side = 0; side < 2; side++) {
+		ow.cl[side] = arena_alloc(c->a, (nside[side] + 1) * sizeof(uint32_t));
+		ow.end[side] = arena_calloc(c->a, nside[side] + 1, sizeof(uint32_t));
+		ow.len[side] = arena_calloc(c->a, nside[side] + 1, sizeof(uint32_t));
+		if (!ow.cl[side] || !ow.end[side] || !ow.len[side])
+			return fail_oom(c);
+		memset(ow.cl[side], 0xff, (nside[side] + 1) * sizeof(uint32_t));
+	}
+	own_stacks(c, hc, lo, cls, &ow);
+	if (take_ids(c, "clusters", hc->nclusters, ids) < 0)
+		return -1;
+	for (size_t k = 0; k < hc->nclusters; k++) {
+		const struct runclust_pattern *mp = &c->pats[lo + hc->medoid[k]];
+		struct kept *kp = vec_push(&c->kept);
+		size_t nst = 0;
+		int64_t ns;
+
+		if (!kp)
+			return fail_oom(c);
+		memset(kp, 0, sizeof(*kp));
+		kp->id = ids[k];
+		kp->cost = cls[k].cost;
+		kp->own = cls[k].own;
+		kp->xs = cls[k].xs;
+		kp->xc = cls[k].xc;
+		kp->xn = cls[k].xn;
+		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++)
+			nst += c->pats[lo + hc->members[m]].nstacks;
+		kp->stacks = arena_alloc(c->a, (nst + 1) * sizeof(uint32_t));
+		kp->ncommon = hc->common_off[k + 1] - hc->common_off[k];
+		kp->common = arena_alloc(c->a, (kp->ncommon + 1) * sizeof(uint32_t));
+		if (!kp->stacks || !kp->common)
+			return fail_oom(c);
+		for (uint32_t j = 0; j < kp->ncommon; j++)
+			kp->common[j] = mp->frames[hc->common[hc->common_off[k] + j]];
+		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
+			const struct runclust_pattern *p = &c->pats[lo + hc->members[m]];
+
+			for (uint32_t s = 0; s < p->nstacks; s++)
+				if (stamp_t[p->stacks[s]] != k + 1) {
+					stamp_t[p->stacks[s]] = (uint32_t)k + 1;
+					kp->stacks[kp->nstacks++] = p->stacks[s];
+				}
+		}
+		nown = 0;
+		for (uint32_t i = 0; i < kp->nstacks; i++)
+			if (ow.cl[0][kp->stacks[i]] == k)
+				owned[nown++] = kp->stacks[i];
+		/* generations 2k + 2 (seen) and 2k + 1 (listed): never 0, the arrays' start */
+		ns = stream_costs(c, owned, nown, stamp_s, 2 * (uint32_t)k + 2, acc, &kp->streams, &kp->scost);
+		if (ns < 0)
+			return fail_oom(c);
+		kp->nstreams = (uint32_t)ns;
+	}
+	return 0;
+}
+
+/* Cluster the patterns of one kind (pats[lo..hi)) and keep their rows (c->kept; out: scratch). */
 static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runclust_opts *o,
 			size_t lo, size_t hi, const char *run, struct buf *out, size_t *ncl)
 {
@@ -435,9 +588,12 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 		for (uint32_t r = 0; r < hc->nclusters; r++)
 			cls[order[r]].rank[4] = r + 1;
 	}
+	if (keep_clusters(c, hc, lo, cls) < 0)
+		goto out;
 	for (size_t k = 0; k < hc->nclusters; k++) {
 		uint32_t med = hc->medoid[k];
 		const struct runclust_pattern *mp = &c->pats[lo + med];
+		struct kept *kp = (struct kept *)c->kept.data + c->kept.len - hc->nclusters + k;
 
 		buf_printf(out, "%s\t%c\t%llu\t%u\t%llu\t%llu\t%u\t%u\t%u\t%u\t", run, mp->kind,
 			   (unsigned long long)cls[k].cost, cls[k].streams,
@@ -506,12 +662,16 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 				jsonw_end(&w);
 			}
 			jsonw_end(&w);
+			/* the estimates, then the row's end (id, title, problem) comes with the problems:
+			 * kept until then */
 			if (jsonw_finish(&w) < 0 ||
-			    buf_printf(out, "\t%lld\t", (long long)llround(cls[k].est_cost)) < 0 ||
-			    buf_put_double(out, cls[k].est_streams) < 0 || buf_putc(out, '\n') < 0) {
+			    buf_printf(out, "	%lld	", (long long)llround(cls[k].est_cost)) < 0 ||
+			    buf_put_double(out, cls[k].est_streams) < 0 || buf_error(out) != BUF_OK ||
+			    !(kp->row = arena_strndup(c->a, out->data, out->len))) {
 				fail_oom(c);
 				goto out;
 			}
+			buf_reset(out);
 		}
 	}
 	*ncl += hc->nclusters;
@@ -522,11 +682,261 @@ out:
 	return rc;
 }
 
+/* A problem: its member clusters (indexes into kept, costliest first) and metrics. */
+struct prob {
+	int64_t id;
+	uint32_t *members, nmembers;
+	uint64_t cost, events, avg, own;
+	uint32_t streams, rank;
+	double est_cost, est_streams;   /* weighted by the streams' sampling weights */
+	struct excess_result ex;
+	uint32_t title[PROBLEM_TITLE_MAX];
+	uint8_t ntitle;
+};
+
+static int cmp_members(const void *a, const void *b, void *arg)
+{
+	const struct kept *k = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (k[x].cost != k[y].cost)
+		return k[x].cost > k[y].cost ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_problems(const void *a, const void *b, void *arg)
+{
+	const struct prob *p = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (p[x].cost != p[y].cost)
+		return p[x].cost > p[y].cost ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static bool frame_named(uint32_t f, void *arg)
+{
+	size_t len;
+	const char *name = sim_frames_name(arg, f, &len);
+
+	return name && problem_frame_named(name, len);
+}
+
+static uint64_t frame_streams(uint32_t f, void *arg)
+{
+	return sim_frames_streams_of(arg, f);
+}
+
+/* A problem's metrics over its members' matched stacks, each once (stamp_t[t] == gen: seen), and
+ * its excess over the stacks they own (each owned by one cluster: summed per stream). */
+static int problem_metrics(struct ctx *c, const struct kept *kp, struct prob *p, uint32_t gen, uint32_t *stamp_t,
+			   uint32_t *stamp_s, uint64_t *acc, struct vec *st)
+{
+	uint32_t *streams;
+	uint64_t *scost;
+	int64_t ns;
+
+	st->len = 0;
+	for (uint32_t m = 0; m < p->nmembers; m++) {
+		const struct kept *k = &kp[p->members[m]];
+
+		p->own += k->own;
+		for (uint32_t i = 0; i < k->nstacks; i++)
+			if (stamp_t[k->stacks[i]] != gen) {
+				stamp_t[k->stacks[i]] = gen;
+				p->events += c->rs[k->stacks[i]].events;
+				if (vec_append(st, &k->stacks[i]) < 0)
+					return fail_oom(c);
+			}
+	}
+	ns = stream_costs(c, st->data, st->len, stamp_s, 3 * gen + 2, acc, &streams, &scost);
+	if (ns < 0)
+		return fail_oom(c);
+	p->streams = (uint32_t)ns;
+	for (int64_t i = 0; i < ns; i++) {
+		double wt = c->stream_weight ? c->stream_weight[streams[i]] : 1;
+
+		p->cost += scost[i];
+		p->est_cost += wt * (double)scost[i];
+		p->est_streams += wt;
+	}
+	p->avg = p->events ? p->cost / p->events : 0;
+	if (c->excess) {
+		size_t nx = 0;
+
+		for (uint32_t m = 0; m < p->nmembers; m++)
+			nx += kp[p->members[m]].xn;
+		streams = arena_alloc(c->a, (nx + 1) * sizeof(*streams));
+		scost = arena_alloc(c->a, (nx + 1) * sizeof(*scost));
+		if (!streams || !scost)
+			return fail_oom(c);
+		nx = 0;
+		/* a third generation of the stream stamps: 3 gen + 3 (acc: the stream's index once) */
+		for (uint32_t m = 0; m < p->nmembers; m++) {
+			const struct kept *k = &kp[p->members[m]];
+
+			for (size_t i = 0; i < k->xn; i++) {
+				uint32_t s = k->xs[i];
+
+				if (stamp_s[s] != 3 * gen + 3) {
+					stamp_s[s] = 3 * gen + 3;
+					acc[s] = nx;
+					streams[nx] = s;
+					scost[nx++] = 0;
+				}
+				scost[acc[s]] += k->xc[i];
+			}
+		}
+		if (excess_measure(c->excess, streams, scost, nx, &p->ex) < 0)
+			return fail_oom(c);
+	}
+	return 0;
+}
+
+/* Titles of the problems and of the clusters (problem_titles()). */
+static int title_all(struct ctx *c, struct sim_frames *ft, struct kept *kp, size_t nk, struct prob *pr, size_t np)
+{
+	struct problem_unit *u = arena_calloc(c->a, (nk > np ? nk : np) + 1, sizeof(*u));
+	uint32_t *out = arena_alloc(c->a, ((nk > np ? nk : np) + 1) * PROBLEM_TITLE_MAX * sizeof(uint32_t));
+	uint8_t *nout = arena_alloc(c->a, (nk > np ? nk : np) + 1);
+	struct problem_frames fr = { frame_named, frame_streams, ft };
+
+	if (!u || !out || !nout)
+		return fail_oom(c);
+	for (size_t i = 0; i < np; i++) {
+		const struct kept *lead = &kp[pr[i].members[0]];
+		uint32_t n = 0, *set;
+
+		for (uint32_t m = 0; m < pr[i].nmembers; m++)
+			n += kp[pr[i].members[m]].ncommon;
+		if (!(set = arena_alloc(c->a, (n + 1) * sizeof(*set))))
+			return fail_oom(c);
+		n = 0;
+		for (uint32_t m = 0; m < pr[i].nmembers; m++)
+			for (uint32_t j = 0; j < kp[pr[i].members[m]].ncommon; j++)
+				set[n++] = kp[pr[i].members[m]].common[j];
+		u[i] = (struct problem_unit){ lead->common, lead->ncommon, set, n };
+	}
+	if (problem_titles(u, np, &fr, out, nout) < 0)
+		return fail_oom(c);
+	for (size_t i = 0; i < np; i++) {
+		pr[i].ntitle = nout[i];
+		memcpy(pr[i].title, out + i * PROBLEM_TITLE_MAX, nout[i] * sizeof(uint32_t));
+	}
+	for (size_t i = 0; i < nk; i++)
+		u[i] = (struct problem_unit){ kp[i].common, kp[i].ncommon, kp[i].common, kp[i].ncommon };
+	if (problem_titles(u, nk, &fr, out, nout) < 0)
+		return fail_oom(c);
+	for (size_t i = 0; i < nk; i++) {
+		kp[i].ntitle = nout[i];
+		memcpy(kp[i].title, out + i * PROBLEM_TITLE_MAX, nout[i] * sizeof(uint32_t));
+	}
+	return 0;
+}
+
+static void put_ids(struct buf *out, const uint32_t *ids, size_t n)
+{
+	buf_putc(out, '{');
+	for (size_t i = 0; i < n; i++)
+		buf_printf(out, i ? ",%u" : "%u", ids[i]);
+	buf_putc(out, '}');
+}
+
+/* Groups the kept clusters into problems (problem.h), writes the problems' COPY rows to prows and
+ * the clusters' to rows (each kept row ended by its id, title and problem). */
+static int build_problems(struct ctx *c, struct sim_frames *ft, const char *run, struct buf *rows,
+			  struct buf *prows, size_t *nproblems)
+{
+	struct kept *kp = c->kept.data;
+	size_t nk = c->kept.len, np = 0;
+	struct problem_cluster *pc = arena_alloc(c->a, (nk + 1) * sizeof(*pc));
+	uint32_t *label = arena_alloc(c->a, (nk + 1) * sizeof(*label));
+	uint32_t *stamp_t = arena_calloc(c->a, c->nrs + 1, sizeof(uint32_t));
+	uint32_t *stamp_s = arena_calloc(c->a, c->nstreams + 1, sizeof(uint32_t));
+	uint64_t *acc = arena_alloc(c->a, (c->nstreams + 1) * sizeof(uint64_t));
+	uint32_t *order;
+	int64_t *ids;
+	struct prob *pr;
+	struct vec st = VEC_INIT(uint32_t);
+	int rc = -1;
+
+	*nproblems = 0;
+	if (nk == 0)
+		return 0;
+	if (!pc || !label || !stamp_t || !stamp_s || !acc)
+		return fail_oom(c);
+	for (size_t i = 0; i < nk; i++)
+		pc[i] = (struct problem_cluster){ kp[i].streams, kp[i].scost, kp[i].nstreams };
+	if (problem_group(pc, nk, c->nstreams, PROBLEM_THETA, label, &np, c->err, c->errlen) < 0)
+		return -1;
+	pr = arena_calloc(c->a, np + 1, sizeof(*pr));
+	order = arena_alloc(c->a, (np + nk + 1) * sizeof(*order));
+	ids = arena_alloc(c->a, (np + 1) * sizeof(*ids));
+	if (!pr || !order || !ids)
+		return fail_oom(c);
+	for (size_t i = 0; i < nk; i++) {
+		kp[i].problem = label[i];
+		pr[label[i]].nmembers++;
+	}
+	for (size_t p = 0; p < np; p++) {
+		if (!(pr[p].members = arena_alloc(c->a, pr[p].nmembers * sizeof(uint32_t))))
+			return fail_oom(c);
+		pr[p].nmembers = 0;
+	}
+	for (size_t i = 0; i < nk; i++)
+		pr[label[i]].members[pr[label[i]].nmembers++] = (uint32_t)i;
+	for (size_t p = 0; p < np; p++) {
+		qsort_r(pr[p].members, pr[p].nmembers, sizeof(uint32_t), cmp_members, kp);
+		if (problem_metrics(c, kp, &pr[p], (uint32_t)p + 1, stamp_t, stamp_s, acc, &st) < 0)
+			goto out;
+		order[p] = (uint32_t)p;
+	}
+	qsort_r(order, np, sizeof(*order), cmp_problems, pr);
+	for (uint32_t r = 0; r < np; r++)
+		pr[order[r]].rank = r + 1;
+	if (title_all(c, ft, kp, nk, pr, np) < 0 || take_ids(c, "problems", np, ids) < 0)
+		goto out;
+	for (size_t p = 0; p < np; p++) {
+		pr[p].id = ids[p];
+		buf_printf(prows, "%lld\t%s\t%u\t", (long long)pr[p].id, run, pr[p].rank);
+		put_ids(prows, pr[p].title, pr[p].ntitle);
+		buf_printf(prows, "\t%llu\t%u\t%llu\t%llu\t{", (unsigned long long)pr[p].cost, pr[p].streams,
+			   (unsigned long long)pr[p].events, (unsigned long long)pr[p].avg);
+		for (uint32_t m = 0; m < pr[p].nmembers; m++)
+			buf_printf(prows, m ? ",%lld" : "%lld", (long long)kp[pr[p].members[m]].id);
+		buf_puts(prows, "}\t");
+		if (c->excess) {
+			buf_printf(prows, "%u\t%llu\t", pr[p].ex.baseline_streams, (unsigned long long)pr[p].own);
+			put_nullable(prows, pr[p].ex.expected);
+			put_nullable(prows, pr[p].ex.excess);
+			put_nullable(prows, pr[p].ex.lo);
+			put_nullable(prows, pr[p].ex.hi);
+		} else {
+			buf_puts(prows, "\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t");
+		}
+		buf_printf(prows, "%lld\t", (long long)llround(pr[p].est_cost));
+		buf_put_double(prows, pr[p].est_streams);
+		buf_putc(prows, '\n');
+	}
+	for (size_t i = 0; i < nk; i++) {
+		buf_printf(rows, "%s\t%lld\t", kp[i].row, (long long)kp[i].id);
+		put_ids(rows, kp[i].title, kp[i].ntitle);
+		buf_printf(rows, "\t%lld\n", (long long)pr[kp[i].problem].id);
+	}
+	*nproblems = np;
+	rc = 0;
+out:
+	vec_free(&st);
+	return rc;
+}
+
 int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
-		   struct buf *rows, size_t *nclusters, char *err, size_t errlen)
+		   struct buf *rows, size_t *nclusters, struct buf *prows, size_t *nproblems, char *err,
+		   size_t errlen)
 {
 	struct ctx c;
 	struct sim_frames *ft = NULL;
+	struct buf scratch = BUF_INIT(0);
 	char run[24];
 	PGresult *r;
 	size_t split;
@@ -548,7 +958,9 @@ int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, 
 	c.threads = o->threads;
 	c.pats = in->pats;
 	c.npats = in->npats;
+	c.kept = (struct vec)VEC_INIT(struct kept);
 	*nclusters = 0;
+	*nproblems = 0;
 	snprintf(run, sizeof(run), "%lld", (long long)run_id);
 	c.a = arena_open(0);
 	ft = sim_frames_open();
@@ -567,16 +979,20 @@ int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, 
 		goto out;
 	for (split = 0; split < c.npats && c.pats[split].kind == 'w'; split++)
 		;
-	if (cluster_kind(&c, ft, o, 0, split, run, rows, nclusters) < 0 ||
-	    cluster_kind(&c, ft, o, split, c.npats, run, rows, nclusters) < 0)
+	if (cluster_kind(&c, ft, o, 0, split, run, &scratch, nclusters) < 0 ||
+	    cluster_kind(&c, ft, o, split, c.npats, run, &scratch, nclusters) < 0 ||
+	    build_problems(&c, ft, run, rows, prows, nproblems) < 0)
 		goto out;
-	if (buf_error(rows) != BUF_OK) {
-		snprintf(err, errlen, "clustering: %s", buf_error_text(rows));
+	if (buf_error(rows) != BUF_OK || buf_error(prows) != BUF_OK) {
+		snprintf(err, errlen, "clustering: %s",
+			 buf_error_text(buf_error(rows) != BUF_OK ? rows : prows));
 		goto out;
 	}
 	rc = 0;
 out:
 	sim_frames_free(ft);
 	arena_free(c.a);
+	vec_free(&c.kept);
+	buf_release(&scratch);
 	return rc;
 }

@@ -4,7 +4,8 @@
  * members, medoid, common part, the alignment of every member with the
  * medoid, the four metrics computed exactly over the run's collapsed AOI
  * stacks (each event once per cluster), their estimates weighted by the streams' sampling
- * weights (est_cost_ns, est_streams), and the ranks. Frame weights use the
+ * weights (est_cost_ns, est_streams), and the ranks; then the run's problems (problem.h): its
+ * clusters of both kinds grouped, measured and titled. Frame weights use the
  * database-wide statistics (folded first): the only thing read from the
  * database. The miner stores the rows with the rest of the run. When the run
  * has baseline streams, each cluster is also measured in them (excess.h).
@@ -67,10 +68,13 @@ struct runclust_input {
 };
 
 /* Appends to rows the COPY text of the run's clusters (the columns RUNCLUST_COLUMNS of the table
- * clusters; the baseline's are NULL without a baseline). db: read for the frames'
- * names and statistics only. Returns 0 with *nclusters, or -1 with the reason in err. */
+ * clusters; the baseline's are NULL without a baseline) and to prows that of its problems (the
+ * columns RUNCLUST_PROBLEM_COLUMNS of the table problems, to be copied first: clusters name
+ * them). db: read for the frames' names and statistics, and for the clusters' and problems' ids
+ * (their sequences). Returns 0 with *nclusters and *nproblems, or -1 with the reason in err. */
 int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
-		   struct buf *rows, size_t *nclusters, char *err, size_t errlen);
+		   struct buf *rows, size_t *nclusters, struct buf *prows, size_t *nproblems, char *err,
+		   size_t errlen);
 
 /* Frame names and database-wide statistics (mining.md section 5) of the frames ids[0..n) (repeats
  * allowed) into ft, for similarities outside a run (comparisons). Returns 0, or -1 with err. */
@@ -82,6 +86,12 @@ int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_f
 	"run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost, rank_streams, "   \
 	"rank_events, rank_avg_cost, baseline_streams, own_cost_ns, baseline_cost_ns, expected_cost_ns, "            \
 	"excess_cost_ns, excess_lo_ns, excess_hi_ns, rank_excess_cost, medoid, common_frame_ids, "     \
-	"members, stack_ids, alignment, est_cost_ns, est_streams"
+	"members, stack_ids, alignment, est_cost_ns, est_streams, id, title_frame_ids, problem_id"
+
+/* The column list of the problems' rows (docs/mining.md, "Problems"). */
+#define RUNCLUST_PROBLEM_COLUMNS                                                                     \
+	"id, run_id, rank, title_frame_ids, total_cost_ns, streams, events, avg_cost_ns, members, "    \
+	"baseline_streams, own_cost_ns, expected_cost_ns, excess_cost_ns, excess_lo_ns, excess_hi_ns, " \
+	"est_cost_ns, est_streams"
 
 #endif

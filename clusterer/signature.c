@@ -97,6 +97,55 @@ int sig_create(PGconn *db, const char *name, const char *const *frames, size_t n
 	return 0;
 }
 
+int sig_create_from_problem(PGconn *db, int64_t problem, const char *name, const char *status,
+			    const char *note, size_t *n, char *err, size_t errlen)
+{
+	char pid[24];
+	const char *params[4];
+	PGresult *r;
+
+	*n = 0;
+	/* room for " #NNNNN" after the name */
+	if (!name || !*name || strlen(name) > 248) {
+		snprintf(err, errlen, "name: 1 to 248 bytes (a problem's signatures add \" #2\"...)");
+		return -1;
+	}
+	if (!status_ok(status)) {
+		snprintf(err, errlen, "status: must be open, known or fixed");
+		return -1;
+	}
+	snprintf(pid, sizeof(pid), "%lld", (long long)problem);
+	params[0] = pid;
+	params[1] = name;
+	params[2] = status;
+	params[3] = note ? note : "";
+	/* one statement: all of the problem's clusters or none */
+	r = PQexecParams(db, "INSERT INTO signatures (name, frames, status, note, from_cluster, from_run)"
+			     " SELECT CASE m.o WHEN 1 THEN $2 ELSE $2 || ' #' || m.o END,"
+			     "  (SELECT array_agg(f.name ORDER BY u.o) FROM unnest(c.common_frame_ids) WITH ORDINALITY"
+			     "   AS u(fid, o) JOIN frames f ON f.id = u.fid), $3, $4, c.id, c.run_id"
+			     " FROM problems p CROSS JOIN LATERAL unnest(p.members) WITH ORDINALITY AS m(cid, o)"
+			     " JOIN clusters c ON c.id = m.cid WHERE p.id = $1::bigint ORDER BY m.o RETURNING id",
+			 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+		if (state && strcmp(state, "23505") == 0)
+			snprintf(err, errlen, "name: a signature named '%s' (or '%s #N') exists already", name, name);
+		else
+			db_errcpy(err, errlen, "creating the problem's signatures", PQresultErrorMessage(r));
+		PQclear(r);
+		return -1;
+	}
+	*n = (size_t)PQntuples(r);
+	PQclear(r);
+	if (*n == 0) {
+		snprintf(err, errlen, "from_problem: no problem %s", pid);
+		return -1;
+	}
+	return 0;
+}
+
 int sig_update(PGconn *db, int64_t id, const char *status, const char *note, char *err, size_t errlen)
 {
 	char idbuf[24];

@@ -18,6 +18,11 @@
 int sig_create(PGconn *db, const char *name, const char *const *frames, size_t nframes,
 	       const char *status, const char *note, int64_t from_cluster, int64_t *id, char *err,
 	       size_t errlen);
+/* A problem's signature (docs/mining.md, "Problems"): one signature per member cluster, its
+ * common part, costliest first, named name, then "name #2", "name #3", ...; all or none.
+ * Returns 0 and *n, or -1 with err (no such problem, a name taken, bad status). */
+int sig_create_from_problem(PGconn *db, int64_t problem, const char *name, const char *status,
+			    const char *note, size_t *n, char *err, size_t errlen);
 /* Change a signature's status and/or note (NULL: keep). Returns 0, or -1 with err
  * (no such signature, bad status). */
 int sig_update(PGconn *db, int64_t id, const char *status, const char *note, char *err, size_t errlen);

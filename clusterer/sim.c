@@ -241,6 +241,18 @@ size_t sim_frames_count(const struct sim_frames *ft)
 	return ft->nframes;
 }
 
+const char *sim_frames_name(const struct sim_frames *ft, uint32_t f, size_t *len)
+{
+	uint64_t v;
+
+	if (!imap_get(&ft->idx, f, &v)) {
+		*len = 0;
+		return NULL;
+	}
+	*len = ft->name_len[v];
+	return ft->names[v];
+}
+
 int64_t sim_frames_index(const struct sim_frames *ft, uint32_t f)
 {
 	uint64_t v;
@@ -451,6 +463,11 @@ static uint64_t count_of(const struct sim_frames *ft, uint32_t f)
 	uint64_t v;
 
 	return imap_get(&ft->counts, f, &v) ? v : 0;
+}
+
+uint64_t sim_frames_streams_of(const struct sim_frames *ft, uint32_t f)
+{
+	return count_of(ft, f);
 }
 
 static uint64_t calls_of(const struct sim_frames *ft, uint32_t g, uint32_t f)

@@ -186,6 +186,10 @@ int sim_common_part(struct sim_ctx *c, const struct sim_pattern *p, size_t k, si
  */
 int sim_frames_prepare(struct sim_frames *ft, int threads);
 double sim_frames_sub_floor(const struct sim_frames *ft, uint32_t f);
+/* n(f): the streams with a stack containing f, as set (0 when not set). */
+uint64_t sim_frames_streams_of(const struct sim_frames *ft, uint32_t f);
+/* The name of a registered frame id (not NUL-terminated: *len bytes), or NULL. Owned by ft. */
+const char *sim_frames_name(const struct sim_frames *ft, uint32_t f, size_t *len);
 /* Dense index 0..count-1 of a registered frame id, or -1. */
 int64_t sim_frames_index(const struct sim_frames *ft, uint32_t f);
 

@@ -1408,10 +1408,11 @@ static int64_t ms_since(int64_t t0);
 
 /*
  * The clustering stage, in memory: reserves the patterns' ids, hands the clusterer the run's
- * collapsed stacks (of the kinds mined) and patterns, and gets back the COPY rows of the clusters.
+ * collapsed stacks (of the kinds mined) and patterns, and gets back the COPY rows of the clusters
+ * and of the problems they make.
  */
 static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *patterns, struct buf *rows,
-		       size_t *nclusters)
+		       size_t *nclusters, struct buf *prows, size_t *nproblems)
 {
 	struct miner *m = run->m;
 	const struct run_params *p = run->p;
@@ -1544,7 +1545,7 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 	}
 	in = (struct runclust_input){ rp, patterns->len, rs, nrs, sidx, scost, run->nstreams, bs, nbs, ex,
 				      run->weight };
-	if (runclust_build(miner_db(m), run->id, &in, &co, rows, nclusters, cerr, sizeof(cerr)) < 0) {
+	if (runclust_build(miner_db(m), run->id, &in, &co, rows, nclusters, prows, nproblems, cerr, sizeof(cerr)) < 0) {
 		miner_fail(m, "%s", cerr);
 		goto out;
 	}
@@ -1565,10 +1566,11 @@ out:
 	return rc;
 }
 
-/* Writes the run once, in one transaction: its mining database (run_stacks), patterns and clusters
- * (the COPY rows of runclust_build()), counts and timings. */
+/* Writes the run once, in one transaction: its mining database (run_stacks), patterns, problems and
+ * clusters (the COPY rows of runclust_build()), counts and timings. */
 static int store_results(struct run *run, const struct stackinfo *si, struct vec *patterns,
-			 const struct buf *clusters, const char *counts, int64_t t_run, int64_t t_store)
+			 const struct buf *clusters, const struct buf *problems, const char *counts, int64_t t_run,
+			 int64_t t_store)
 {
 	char timings[256];
 	struct miner *m = run->m;
@@ -1588,6 +1590,8 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 	r = PQexecParams(miner_db(m), "DELETE FROM run_stacks WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
 	PQclear(r);
 	r = PQexecParams(miner_db(m), "DELETE FROM patterns WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
+	PQclear(r);
+	r = PQexecParams(miner_db(m), "DELETE FROM problems WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
 	PQclear(r);
 	if (copy_begin(m, "COPY run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events) FROM STDIN") < 0)
 		goto fail_rollback;
@@ -1651,6 +1655,11 @@ static int store_results(struct run *run, const struct stackinfo *si, struct vec
 		goto fail_rollback;
 	}
 	PQclear(r);
+	/* the problems first: the clusters name theirs */
+	if (copy_begin(m, "COPY problems (" RUNCLUST_PROBLEM_COLUMNS ") FROM STDIN") < 0 ||
+	    (problems->len && PQputCopyData(miner_db(m), problems->data, (int)problems->len) != 1) ||
+	    copy_end(m) < 0)
+		goto fail_rollback;
 	if (copy_begin(m, "COPY clusters (" RUNCLUST_COLUMNS ") FROM STDIN") < 0 ||
 	    (clusters->len && PQputCopyData(miner_db(m), clusters->data, (int)clusters->len) != 1) || copy_end(m) < 0)
 		goto fail_rollback;
@@ -1715,11 +1724,11 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 	struct stackinfo si;
 	struct aoi_filter *flt = NULL;
 	struct vec patterns = VEC_INIT(struct pattern);
-	struct buf clusters = BUF_INIT(0);
+	struct buf clusters = BUF_INIT(0), problems = BUF_INIT(0);
 	char counts[256];
 	uint64_t minsup_w = 0, minsup_r = 0, aoi_events = 0, stacks = 0;
 	int64_t t0 = util_now_mono_ns(), t, t_cluster;
-	size_t ncl = 0;
+	size_t ncl = 0, npr = 0;
 	int rc = -1, beating = 0;
 
 	memset(&run, 0, sizeof(run));
@@ -1786,7 +1795,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 
 	atomic_store(&run.prog.phase, "clustering");
 	t = util_now_mono_ns();
-	if (cluster_run(&run, &si, &patterns, &clusters, &ncl) < 0)
+	if (cluster_run(&run, &si, &patterns, &clusters, &ncl, &problems, &npr) < 0)
 		goto out;
 	t_cluster = ms_since(t);
 	if (miner_options(m)->progress)
@@ -1806,6 +1815,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 		jsonw_ku64(&w, "distinct_stacks", stacks);
 		jsonw_ku64(&w, "patterns", patterns.len);
 		jsonw_ku64(&w, "clusters", ncl);
+		jsonw_ku64(&w, "problems", npr);
 		jsonw_ku64(&w, "threshold_wait_ns", minsup_w);
 		jsonw_ku64(&w, "threshold_run_ns", minsup_r);
 		jsonw_end(&w);
@@ -1817,7 +1827,7 @@ int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 		memcpy(counts, cb.data, cb.len + 1);
 		buf_release(&cb);
 	}
-	if (store_results(&run, &si, &patterns, &clusters, counts, t0, t) < 0 ||
+	if (store_results(&run, &si, &patterns, &clusters, &problems, counts, t0, t) < 0 ||
 	    miner_finish(m, run_id, t_cluster, ms_since(t0)) < 0)
 		goto out;
 	if (miner_options(m)->progress)
@@ -1854,6 +1864,7 @@ out:
 	intern_free(si.ids);
 	vec_free(&patterns);
 	buf_release(&clusters);
+	buf_release(&problems);
 	return rc;
 }
 

@@ -630,7 +630,7 @@ static bool kind_param(struct req *rq, const char **kind)
  */
 static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *pats, bool array)
 {
-	static const char *const skip[] = { "common", "patterns_total", NULL };
+	static const char *const skip[] = { "common", "patterns_total", "title", NULL };
 	int pc = 0, np = PQntuples(pats), ccol = PQfnumber(rows, "common");
 
 	if (array)
@@ -642,6 +642,12 @@ static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresu
 		put_members(w, rows, i, skip);
 		jsonw_key(w, "common");
 		if (!put_names(rq, w, PQgetvalue(rows, i, ccol)))
+			return false;
+		/* the frames that tell it apart (docs/mining.md); null: mined before titles */
+		jsonw_key(w, "title");
+		if (!model_col(rows, i, "title"))
+			jsonw_null(w);
+		else if (!put_names(rq, w, model_col(rows, i, "title")))
 			return false;
 		jsonw_key(w, "patterns_total");
 		jsonw_number_text(w, PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
@@ -774,6 +780,146 @@ static void get_cluster(struct req *rq, const char *id)
 	PQclear(r);
 	jsonw_end(&w);
 	ok_json(rq, &w, 200);
+}
+
+/* ---- problems (docs/mining.md, "Problems"; docs/api.md) ---- */
+
+/* Why a run has no problems to list, or NULL when it has them (its counts name how many: a run
+ * mined before migration 023 has no such count, and its clusters no problem). */
+static const char *problems_absent(PGresult *run)
+{
+	const char *st = model_col(run, 0, "status");
+
+	if (!st || strcmp(st, "done") != 0)
+		return "the run is not done: its problems come with its clusters";
+	if (model_run_count(run, "problems") < 0)
+		return "the run was mined before problems existed: mine it again to group its clusters into problems";
+	return NULL;
+}
+
+/* Problem rows (model_problems()/model_problem()) as objects with "title" as frame names and their
+ * member clusters from cl (model_problem_clusters(), by problem); with array false the one
+ * problem's object is left open. Returns false after an error response. */
+static bool put_problems(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *cl, bool array)
+{
+	static const char *const skip[] = { "title", NULL };
+	static const char *const cskip[] = { "problem_id", "title", "common", NULL };
+	int k = 0, nc = PQntuples(cl);
+
+	if (array)
+		jsonw_array(w);
+	for (int i = 0; i < PQntuples(rows); i++) {
+		const char *pid = PQgetvalue(rows, i, 0);
+
+		jsonw_object(w);
+		put_members(w, rows, i, skip);
+		jsonw_key(w, "title");
+		if (!put_names(rq, w, model_col(rows, i, "title")))
+			return false;
+		jsonw_karray(w, "clusters");
+		while (k < nc && strtoll(PQgetvalue(cl, k, 0), NULL, 10) < strtoll(pid, NULL, 10))
+			k++;
+		for (; k < nc && strcmp(PQgetvalue(cl, k, 0), pid) == 0; k++) {
+			jsonw_object(w);
+			put_members(w, cl, k, cskip);
+			jsonw_key(w, "title");
+			if (!put_names(rq, w, model_col(cl, k, "title")))
+				return false;
+			jsonw_key(w, "common");
+			if (!put_names(rq, w, model_col(cl, k, "common")))
+				return false;
+			jsonw_end(w);
+		}
+		jsonw_end(w);
+		if (array)
+			jsonw_end(w);
+	}
+	if (array)
+		jsonw_end(w);
+	return true;
+}
+
+/* GET /api/v1/runs/{id}/problems: the run's problems by rank, paged, with their clusters */
+static void get_problems(struct req *rq, const char *run)
+{
+	static const char *const names[] = { "limit", "offset", NULL };
+	PGresult *r, *rows = NULL, *count = NULL, *cl = NULL;
+	const char *why;
+	long limit, offset;
+	char err[512];
+
+	if (!known_query(rq, names, false) || !page_params(rq, &limit, &offset) || !(r = need_run(rq, run)))
+		return;
+	why = problems_absent(r);
+	rows = model_problems(rq->db, run, limit, offset, err, sizeof(err));
+	if (!failed(rq, rows, err))
+		count = model_problems_count(rq->db, run, err, sizeof(err));
+	if (count && !failed(rq, count, err))
+		cl = model_problem_clusters(rq->db, req_id_array(rq, rows, 0), err, sizeof(err));
+	if (cl && !failed(rq, cl, err)) {
+		struct jsonw w;
+
+		jsonw_init(&w, &rq->out);
+		jsonw_object(&w);
+		jsonw_key(&w, "problems");
+		if (put_problems(rq, &w, rows, cl, true)) {
+			jsonw_key(&w, "total");
+			jsonw_number_text(&w, PQgetvalue(count, 0, 0));
+			jsonw_key(&w, "reason");
+			if (why)
+				jsonw_str(&w, why);
+			else
+				jsonw_null(&w);
+			jsonw_end(&w);
+			ok_json(rq, &w, 200);
+		}
+	}
+	PQclear(r);
+	PQclear(rows);
+	PQclear(count);
+	PQclear(cl);
+}
+
+/* GET /api/v1/problems/{id}: one problem, its clusters, costliest streams and hosts */
+static void get_problem(struct req *rq, const char *id)
+{
+	static const char *const names[] = { "limit", NULL };
+	PGresult *p, *r = NULL;
+	char err[512];
+	int64_t lim;
+	struct jsonw w;
+
+	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 1000, 20, &lim))
+		return;
+	p = model_problem(rq->db, id, err, sizeof(err));
+	if (failed(rq, p, err))
+		return;
+	if (PQntuples(p) == 0) {
+		req_json_error(rq, 404, "problem %s: no such problem", id);
+		PQclear(p);
+		return;
+	}
+	jsonw_init(&w, &rq->out);
+	r = model_problem_clusters(rq->db, req_id_array(rq, p, 0), err, sizeof(err));
+	if (failed(rq, r, err) || !put_problems(rq, &w, p, r, false))
+		goto out;
+	PQclear(r);
+	r = model_problem_streams(rq->db, id, (long)lim, err, sizeof(err));
+	if (failed(rq, r, err))
+		goto out;
+	jsonw_key(&w, "top_streams");
+	put_rows(&w, r, NULL);
+	PQclear(r);
+	r = model_problem_hosts(rq->db, id, (long)lim, err, sizeof(err));
+	if (failed(rq, r, err))
+		goto out;
+	jsonw_key(&w, "hosts");
+	put_rows(&w, r, NULL);
+	jsonw_end(&w);
+	ok_json(rq, &w, 200);
+out:
+	PQclear(p);
+	PQclear(r);
 }
 
 /* The matched stacks of a cluster with cost, frames resolved (for flame graphs). */
@@ -2160,6 +2306,8 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/runs/#", get_run, "run" },
 	{ REQ_M_DELETE, "/api/v1/runs/#", delete_run, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/clusters", get_clusters, "run" },
+	{ REQ_M_GET, "/api/v1/runs/#/problems", get_problems, "run" },
+	{ REQ_M_GET, "/api/v1/problems/#", get_problem, "problem" },
 	{ REQ_M_GET, "/api/v1/runs/#/coverage", get_coverage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/triage", get_triage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/compare/#", get_compare, "run" },

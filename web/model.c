@@ -231,7 +231,8 @@ const char *model_sort_name(enum model_sort s)
 	" c.excess_lo_ns, c.excess_hi_ns, c.own_cost_ns, c.expected_cost_ns, c.baseline_cost_ns,"      \
 	" c.baseline_streams, coalesce(c.est_cost_ns, c.total_cost_ns) AS est_cost_ns,"             \
 	" coalesce(c.est_streams, c.streams) AS est_streams,"                                          \
-	" c.common_frame_ids AS common, cardinality(c.members) AS patterns_total"
+	" c.common_frame_ids AS common, cardinality(c.members) AS patterns_total,"                     \
+	" c.problem_id, c.title_frame_ids AS title"
 /* the page's ids first (an index-only scan when it can), then their rows */
 #define CLUSTER_PAGE(rank, order)                                                                \
 	CLUSTER_COLS(rank) " FROM (SELECT c.id" CLUSTER_WHERE " ORDER BY " order " LIMIT $4 OFFSET $5) pg" \
@@ -870,4 +871,85 @@ int model_find_stack(PGresult *r, int64_t sid)
 			hi = mid;
 	}
 	return lo < PQntuples(r) && strtoll(PQgetvalue(r, lo, c), NULL, 10) == sid ? lo : -1;
+}
+
+/* ---- problems (docs/mining.md, "Problems") ---- */
+
+#define PROBLEM_COLS                                                                             \
+	"SELECT p.id AS problem_id, p.run_id, p.rank, p.title_frame_ids AS title, p.total_cost_ns,"   \
+	" p.streams, p.events, p.avg_cost_ns, p.excess_cost_ns,"                                   \
+	" p.excess_lo_ns, p.excess_hi_ns, p.own_cost_ns, p.expected_cost_ns, p.baseline_streams,"    \
+	" p.est_cost_ns, p.est_streams"                                                              \
+	" FROM problems p"
+
+PGresult *model_problems(PGconn *db, const char *run_id, long limit, long offset, char *err, size_t errlen)
+{
+	char lim[24], off[24];
+	const char *p[3] = { run_id, lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	return run(db, PROBLEM_COLS " WHERE p.run_id = $1::bigint ORDER BY p.rank LIMIT $2 OFFSET $3", 3, p, err,
+		   errlen);
+}
+
+PGresult *model_problems_count(PGconn *db, const char *run_id, char *err, size_t errlen)
+{
+	const char *p[1] = { run_id };
+
+	return run(db, "SELECT count(*) AS total FROM problems WHERE run_id = $1::bigint", 1, p, err, errlen);
+}
+
+PGresult *model_problem(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	const char *p[1] = { id };
+
+	return run(db, PROBLEM_COLS " WHERE p.id = $1::bigint", 1, p, err, errlen);
+}
+
+PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err, size_t errlen)
+{
+	const char *p[1] = { problem_ids };
+
+	return run(db,
+		   "SELECT c.problem_id, c.id AS cluster_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind,"
+		   " c.rank_total_cost AS rank, c.title_frame_ids AS title, c.common_frame_ids AS common,"
+		   " c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.excess_cost_ns"
+		   " FROM problems p CROSS JOIN LATERAL unnest(p.members) WITH ORDINALITY AS m(cid, o)"
+		   " JOIN clusters c ON c.id = m.cid WHERE p.id = ANY($1::bigint[]) ORDER BY p.id, m.o",
+		   1, p, err, errlen);
+}
+
+/* the run's collapsed stacks a problem's clusters match, each (kind, stack) once: an event once */
+#define PROBLEM_MATCHED                                                                          \
+	" FROM (SELECT DISTINCT c.run_id, c.kind, unnest(c.stack_ids) AS stack_id FROM clusters c"   \
+	"  WHERE c.problem_id = $1::bigint) u"                                                     \
+	" JOIN run_stacks rs ON rs.run_id = u.run_id AND rs.kind = u.kind AND rs.stack_id = u.stack_id"
+
+PGresult *model_problem_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[2] = { id, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db,
+		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events,"
+		   " s.id IS NULL AS expired"
+		   " FROM (SELECT rs.stream_ref, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events"
+		   PROBLEM_MATCHED "  GROUP BY rs.stream_ref ORDER BY 2 DESC, 1 LIMIT $2) m"
+		   " LEFT JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, m.stream_ref",
+		   2, p, err, errlen);
+}
+
+PGresult *model_problem_hosts(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[2] = { id, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db,
+		   "SELECT coalesce(s.host, '(expired)') AS host, count(DISTINCT rs.stream_ref) AS streams,"
+		   " sum(rs.cost_ns)::bigint AS cost_ns"
+		   PROBLEM_MATCHED " LEFT JOIN streams s ON s.id = rs.stream_ref GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT $2",
+		   2, p, err, errlen);
 }

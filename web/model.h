@@ -189,4 +189,25 @@ int model_find_stack(PGresult *r, int64_t sid);
  * over its streams. Caller clears. */
 PGresult *model_run_profile(PGconn *db, const char *run, char *err, size_t errlen);
 
+
+/* ---- problems (docs/mining.md, "Problems") ---- */
+
+/* A run's problems by rank: problem_id, run_id, rank, title (frame ids), total_cost_ns, streams,
+ * events, avg_cost_ns, excess_cost_ns, excess_lo_ns, excess_hi_ns,
+ * own_cost_ns, expected_cost_ns, baseline_streams (the last six NULL without a baseline). */
+PGresult *model_problems(PGconn *db, const char *run_id, long limit, long offset, char *err, size_t errlen);
+/* One row: total. */
+PGresult *model_problems_count(PGconn *db, const char *run_id, char *err, size_t errlen);
+/* One problem: the columns of model_problems(). */
+PGresult *model_problem(PGconn *db, const char *id, char *err, size_t errlen);
+/* The member clusters of the problems problem_ids ("{1,2}"), by problem, costliest first:
+ * problem_id, cluster_id, kind, rank (rank_total_cost), title, common (frame ids), total_cost_ns,
+ * streams, events, avg_cost_ns, excess_cost_ns. */
+PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err, size_t errlen);
+/* A problem's costliest streams (its members' matched events, each once): the columns of
+ * model_cluster_streams(). */
+PGresult *model_problem_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen);
+/* Its hosts, costliest first: host, streams, cost_ns. */
+PGresult *model_problem_hosts(PGconn *db, const char *id, long limit, char *err, size_t errlen);
+
 #endif

@@ -386,6 +386,9 @@ static void est_cost_note(struct req *rq, int64_t est)
 	html_raw(rq, "</span>");
 }
 
+static void problems_section(struct req *rq, const char *id, PGresult *run);
+static void title_frames(struct req *rq, const char *ids);
+
 static void page_run(struct req *rq, const char *id)
 {
 	char err[512];
@@ -452,6 +455,8 @@ static void page_run(struct req *rq, const char *id)
 		html_text(rq, model_col(run, 0, "last_retry"));
 		html_raw(rq, "</p>");
 	}
+	problems_section(rq, id, run);
+	html_raw(rq, "<h2>The run</h2>");
 	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
 	count_of(rq, model_col(run, 0, "counts"), "streams");
 	if (nm == SORT_N) {
@@ -529,7 +534,7 @@ static void page_run(struct req *rq, const char *id)
 		html_rawf(rq, "\" data-sort=\"%s\">%s%s</a></th>", model_sort_name((enum model_sort)m), metric_label[m],
 			  m == s ? " ▼" : "");
 	}
-	html_raw(rq, "<th>Common part (innermost frames)</th></tr></thead><tbody>");
+	html_raw(rq, "<th>Title (the frames that tell it apart)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(cl); i++) {
 		long long cid = (long long)model_coln(cl, i, "cluster_id");
 		html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
@@ -559,7 +564,11 @@ static void page_run(struct req *rq, const char *id)
 			html_raw(rq, "</td>");
 		}
 		html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
-		frame_ids_compact(rq, model_col(cl, i, "common"), 3);
+		/* its title (the frames that tell it apart); a run mined before titles: the innermost frames */
+		if (model_col(cl, i, "title"))
+			title_frames(rq, model_col(cl, i, "title"));
+		else
+			frame_ids_compact(rq, model_col(cl, i, "common"), 3);
 		html_raw(rq, "</a></td></tr>");
 	}
 	if (PQntuples(cl) == 0)
@@ -570,6 +579,174 @@ static void page_run(struct req *rq, const char *id)
 	PQclear(run);
 	PQclear(cl);
 	PQclear(cnt);
+}
+
+/* ---- problems (docs/mining.md, "Problems") ---- */
+
+#define PROBLEMS_SHOWN 10
+
+/* A title (a PostgreSQL int array of frame ids), each frame short, joined by ›; NULL: none. */
+static void title_frames(struct req *rq, const char *ids)
+{
+	const char **names;
+	size_t n;
+
+	if (ids && req_frame_names(rq, ids, &names, &n) == 0)
+		frames_compact(rq, names, n, n);
+}
+
+/* A problem's metrics as definition list items. */
+static void problem_metrics(struct req *rq, PGresult *p, int i)
+{
+	html_raw(rq, "<dl class=\"counts\"><dt>Total cost</dt><dd>");
+	html_cost(rq, model_coln(p, i, "total_cost_ns"));
+	if (model_coln(p, i, "est_cost_ns") != model_coln(p, i, "total_cost_ns"))
+		est_cost_note(rq, model_coln(p, i, "est_cost_ns"));
+	html_rawf(rq, "</dd><dt>Streams</dt><dd>%lld</dd><dt>Events</dt><dd>%lld</dd><dt>Average cost</dt><dd>",
+		  (long long)model_coln(p, i, "streams"), (long long)model_coln(p, i, "events"));
+	html_cost(rq, model_coln(p, i, "avg_cost_ns"));
+	html_raw(rq, "</dd>");
+	if (model_col(p, i, "excess_cost_ns")) {
+		html_raw(rq, "<dt title=\"beyond what the baseline streams spend\">Excess cost</dt><dd>");
+		html_cost(rq, model_coln(p, i, "excess_cost_ns"));
+		html_raw(rq, "</dd>");
+	}
+	html_raw(rq, "</dl>");
+}
+
+/* The member clusters of problem pid (rows of model_problem_clusters() from *k on). */
+static void problem_members(struct req *rq, PGresult *cl, int *k, const char *pid)
+{
+	int nc = PQntuples(cl);
+
+	while (*k < nc && strtoll(PQgetvalue(cl, *k, 0), NULL, 10) < strtoll(pid, NULL, 10))
+		(*k)++;
+	html_raw(rq, "<ul class=\"members\">");
+	for (; *k < nc && strcmp(PQgetvalue(cl, *k, 0), pid) == 0; (*k)++) {
+		long long cid = (long long)model_coln(cl, *k, "cluster_id");
+
+		html_rawf(rq, "<li>%s cluster <a href=\"/clusters/%lld\">#%lld</a> (rank %lld), ",
+			  model_col(cl, *k, "kind")[0] == 'w' ? "wait" : "run", cid, cid,
+			  (long long)model_coln(cl, *k, "rank"));
+		html_cost(rq, model_coln(cl, *k, "total_cost_ns"));
+		html_rawf(rq, " in %lld streams: <a class=\"common\" href=\"/clusters/%lld\">",
+			  (long long)model_coln(cl, *k, "streams"), cid);
+		title_frames(rq, model_col(cl, *k, "title"));
+		html_raw(rq, "</a></li>");
+	}
+	html_raw(rq, "</ul>");
+}
+
+/* The run page's first section: its problems, the worst first (or why it has none). */
+static void problems_section(struct req *rq, const char *id, PGresult *run)
+{
+	char err[512];
+	PGresult *p = NULL, *cnt = NULL, *cl = NULL;
+	const char *st = model_col(run, 0, "status");
+	int k = 0;
+
+	html_raw(rq, "<section id=\"problems\"><h2>Problems</h2>");
+	if (!st || strcmp(st, "done") != 0) {
+		html_raw(rq, "<p class=\"hint\">The run is not done: its problems come with its clusters.</p></section>");
+		return;
+	}
+	if (model_run_count(run, "problems") < 0) {
+		html_raw(rq, "<p class=\"hint\">This run was mined before problems existed: its clusters are listed "
+			     "one by one below. Mine it again to group them into problems.</p></section>");
+		return;
+	}
+	p = model_problems(rq->db, id, PROBLEMS_SHOWN, 0, err, sizeof(err));
+	cnt = p ? model_problems_count(rq->db, id, err, sizeof(err)) : NULL;
+	cl = cnt ? model_problem_clusters(rq->db, req_id_array(rq, p, 0), err, sizeof(err)) : NULL;
+	if (!cl) {
+		html_raw(rq, "<p class=\"error\">");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+	} else {
+		html_raw(rq, "<ol class=\"problems\">");
+		for (int i = 0; i < PQntuples(p); i++) {
+			const char *pid = model_col(p, i, "problem_id");
+
+			html_rawf(rq, "<li class=\"problem\" id=\"problem-%s\"><h3><a href=\"/problems/%s\">", pid, pid);
+			title_frames(rq, model_col(p, i, "title"));
+			html_raw(rq, "</a></h3>");
+			problem_metrics(rq, p, i);
+			problem_members(rq, cl, &k, pid);
+			html_raw(rq, "</li>");
+		}
+		html_raw(rq, "</ol>");
+		if (PQntuples(p) == 0)
+			html_raw(rq, "<p class=\"empty\">No problems: the run found no clusters.</p>");
+		else if (model_coln(cnt, 0, "total") > PQntuples(p))
+			html_rawf(rq, "<p>%lld more problems, in the clusters below (and GET /api/v1/runs/%s/problems).</p>",
+				  (long long)(model_coln(cnt, 0, "total") - PQntuples(p)), id);
+	}
+	html_raw(rq, "</section>");
+	PQclear(p);
+	PQclear(cnt);
+	PQclear(cl);
+}
+
+/* /problems/{id}: a problem, its clusters, hosts and costliest streams */
+static void page_problem(struct req *rq, const char *id)
+{
+	char err[512];
+	PGresult *p, *cl = NULL, *h = NULL, *s = NULL;
+	int k = 0;
+
+	p = model_problem(rq->db, id, err, sizeof(err));
+	if (p && PQntuples(p) == 0) {
+		PQclear(p);
+		html_error(rq, 404, "No such problem.");
+		return;
+	}
+	cl = p ? model_problem_clusters(rq->db, req_id_array(rq, p, 0), err, sizeof(err)) : NULL;
+	h = cl ? model_problem_hosts(rq->db, id, 20, err, sizeof(err)) : NULL;
+	s = h ? model_problem_streams(rq->db, id, 20, err, sizeof(err)) : NULL;
+	if (!s) {
+		PQclear(p);
+		PQclear(cl);
+		PQclear(h);
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, req_printf(rq, "Problem %s", id));
+	html_rawf(rq, "<h1>Problem #%s, rank %lld of <a href=\"/runs/%lld\">run #%lld</a>: ", id,
+		  (long long)model_coln(p, 0, "rank"), (long long)model_coln(p, 0, "run_id"),
+		  (long long)model_coln(p, 0, "run_id"));
+	title_frames(rq, model_col(p, 0, "title"));
+	html_raw(rq, "</h1>");
+	problem_metrics(rq, p, 0);
+	html_raw(rq, "<h2>Clusters</h2>");
+	problem_members(rq, cl, &k, id);
+	html_raw(rq, "<h2>Hosts</h2><table class=\"hosts\"><thead><tr><th>Host</th><th class=\"n\">Streams</th>"
+		     "<th class=\"n\">Cost</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(h); i++) {
+		html_raw(rq, "<tr><td>");
+		html_text(rq, model_col(h, i, "host"));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">", (long long)model_coln(h, i, "streams"));
+		html_cost(rq, model_coln(h, i, "cost_ns"));
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table><h2>Costliest streams</h2><table class=\"streams\"><thead><tr><th>Stream</th>"
+		     "<th>Host</th><th class=\"n\">Cost</th><th class=\"n\">Events</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(s); i++) {
+		html_raw(rq, "<tr><td><a href=\"/streams/");
+		html_text(rq, model_col(s, i, "stream_id"));
+		html_raw(rq, "\">");
+		html_text(rq, model_col(s, i, "stream_id"));
+		html_raw(rq, "</a></td><td>");
+		html_text(rq, model_col(s, i, "host"));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_cost(rq, model_coln(s, i, "cost_ns"));
+		html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(s, i, "events"));
+	}
+	html_raw(rq, "</tbody></table>");
+	html_end(rq);
+	PQclear(p);
+	PQclear(cl);
+	PQclear(h);
+	PQclear(s);
 }
 
 /* ---- a cluster ---- */
@@ -2363,6 +2540,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/alerts", page_alerts, NULL },
 	{ REQ_M_POST, "/runs/#/delete", post_run_delete, "run" },
 	{ REQ_M_GET, "/clusters/#", page_cluster, "cluster" },
+	{ REQ_M_GET, "/problems/#", page_problem, "problem" },
 	{ REQ_M_GET, "/streams", streams_r, NULL },
 	{ REQ_M_GET, "/streams/*", page_stream, NULL },
 	{ REQ_M_GET, "/signatures", signatures_r, NULL },

@@ -24,6 +24,8 @@ The checks (tests/integration/test_e2e.sh turns them into test results):
   noise     no cluster whose member contains an idle-wait noise frame set of
             the truth (classes outside the wait-graph AOI) ranks above any bug
             of its kind
+  problems  a run with several bugs has each bug's cluster in a problem of its
+            own (docs/mining.md, "Problems")
 With --absent RUN SIDE: the run must have no cluster holding that bug side
 (the holder's CPU is out of reach of a symptom-thread-only AOI).
 """
@@ -51,6 +53,7 @@ def load(run):
     if params is None:
         sys.exit(f"e2e_check: run {run} is not done")
     clusters = q(f"""SELECT coalesce(json_agg(json_build_object('kind', c.kind, 'rank', c.rank_total_cost,
+        'problem', c.problem_id,
         'cost', c.total_cost_ns, 'streams', c.streams, 'events', c.events,
         'common', {NAMES.format('c.common_frame_ids')},
         'members', (SELECT json_agg({NAMES.format('p.frame_ids')}) FROM patterns p WHERE p.id = ANY(c.members)))
@@ -90,6 +93,7 @@ def main():
         print(f"run {run} ({app}, kind {params['kind']}, threshold {params.get('threshold_ns')} ns, {params['linkage']} "
               f"linkage, cut {params['cut']}): {nk['r']} run clusters, {nk['w']} wait clusters")
         worst = {"r": 0, "w": 0}   # the lowest rank of a bug's cluster, per kind
+        problems = {}              # bug -> the problems of its clusters
         for bug in truth["bugs"]:
             if bug["app"] != app:
                 continue
@@ -106,6 +110,7 @@ def main():
                     continue
                 k = holders[0]
                 worst[kind] = max(worst[kind], k["rank"])
+                problems.setdefault(bug["name"], set()).add(k["problem"])
 
                 def matched(sts):
                     return sum(s["cost"] for s in sts if any(contains(m, s["frames"]) for m in k["members"]))
@@ -128,6 +133,12 @@ def main():
                 check(k["rank"] <= 5, f"{name} top5", f"rank {k['rank']}")
                 check(not vmissing, f"{name} variants", f"variants {','.join(vmissing)} not in its cluster")
                 check(share >= 0.5, f"{name} share", f"its cluster matches {share:.0%} of its cost")
+        if len(problems) > 1:
+            # distinct bugs (a convoy's two sides are one) are distinct problems
+            owners = [p for ps in problems.values() for p in ps]
+            print(f"  problems of the bugs' clusters: {problems}")
+            check(len(set(owners)) == len(owners) and None not in owners, f"{app} {params['kind']} bugs are separate problems",
+                  f"{problems}")
         for kind in kinds:
             print(f"  top {kind} clusters (rank, total cost, streams, events, members, innermost frames of the common part):")
             for c in [c for c in clusters if c["kind"] == kind][:8]:

@@ -79,6 +79,11 @@ t_eq "tiny: each cluster's excess, exactly" "$(pg_q "SELECT string_agg(concat_ws
 	FROM clusters c WHERE run_id = $run")" \
 	"main>work>leaf:200000000:200000000:2:90000000:180000000:20000000:1:2 main>slow:70000000:70000000:0:0:0:70000000:2:1"
 t_eq "tiny: intervals hold the excess" "$(pg_q "SELECT bool_and(excess_lo_ns <= excess_cost_ns AND excess_cost_ns <= excess_hi_ns) FROM clusters WHERE run_id = $run")" "t"
+# both clusters cost in both slow streams: one problem, measured over both (each event once) against
+# the baseline: 270 ms spent, 2 x 90 ms expected at the normal units' rate
+t_eq "tiny: one problem, its excess over both clusters" "$(pg_q "SELECT rank, total_cost_ns, streams, events, own_cost_ns,
+	baseline_streams, expected_cost_ns, excess_cost_ns, cardinality(members), excess_lo_ns <= excess_cost_ns AND excess_cost_ns <= excess_hi_ns
+	FROM problems WHERE run_id = $run")" "1|270000000|2|4|270000000|2|180000000|90000000|2|t"
 start_web || t_bail "sm-web starts"
 AN=$(mk_token analyst 2>/dev/null)
 http GET "$WEB_URL/api/v1/runs/$run/clusters" -H "Authorization: Bearer $AN"

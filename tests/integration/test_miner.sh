@@ -146,6 +146,32 @@ cl signatures create --name lock-convoy --frame 'x!y' >/dev/null 2>"$T_TMP/e"
 t_eq "signature names are unique" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: name: a signature named 'lock-convoy' exists already"
 cl signatures create --name s --frame 'x!y' --status done >/dev/null 2>"$T_TMP/e"
 t_eq "signature status checked" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: status: must be open, known or fixed"
+# --- problems: the first run's lock waits (3 streams) and the holder's CPU (all 5): one problem ---
+# (the wait cluster has all of its cost in the run cluster's streams, the run one 900 of 1500 in
+# the wait one's); measured over both clusters' events, titled, its clusters with titles
+t_eq "problems: the lock wait and the holder's CPU are one problem" \
+	"$(pg_q "SELECT p.rank, p.total_cost_ns, p.streams, p.events, p.avg_cost_ns,
+		(SELECT string_agg(c.kind::text || ':' || c.total_cost_ns, ',' ORDER BY o) FROM unnest(p.members) WITH ORDINALITY u(cid, o) JOIN clusters c ON c.id = u.cid),
+		(SELECT string_agg(f.name, '>' ORDER BY o) FROM unnest(p.title_frame_ids) WITH ORDINALITY u(fid, o) JOIN frames f ON f.id = u.fid),
+		(SELECT count(*) FROM clusters c WHERE c.run_id = p.run_id AND c.problem_id = p.id)
+		FROM problems p WHERE p.run_id = $FIRST_RUN")" \
+	"1|3000|5|8|375|w:1500,r:1500|app!loop>libc!lock_wait|2"
+t_eq "problems: the clusters' titles" "$(pg_q "SELECT c.kind, (SELECT string_agg(f.name, '>' ORDER BY o) FROM unnest(c.title_frame_ids) WITH ORDINALITY u(fid, o) JOIN frames f ON f.id = u.fid) FROM clusters c WHERE c.run_id = $FIRST_RUN ORDER BY c.kind DESC" | tr '\n' ' ')" \
+	"w|app!loop>libc!lock_wait r|app!worker>app!compute "
+PROB=$(pg_q "SELECT id FROM problems WHERE run_id = $FIRST_RUN")
+t_eq "problem signature: one per cluster" "$(cl signatures create --name convoy --from-problem "$PROB" --status known)" 2
+t_eq "problem signature: the clusters' common parts, costliest first" \
+	"$(pg_q "SELECT name, array_to_string(frames, '>'), status, from_run = $FIRST_RUN FROM signatures WHERE name LIKE 'convoy%' ORDER BY id" | tr '\n' ' ')" \
+	"convoy|app!main>app!loop>app!handle>libc!lock_wait|known|t convoy #2|app!main>app!worker>app!compute|known|t "
+# (the second lock path, 1000 ns through app!loop2, is outside the wait cluster: outside its signature)
+t_eq "problem signature: its coverage of the run's waits" "$(cl coverage --signatures "$(pg_q "SELECT string_agg(id::text, ',') FROM signatures WHERE name LIKE 'convoy%'")" "$FIRST_RUN" | head -n 1)" \
+	"coverage 0.6000  covered 1500 ns of 2500 ns (wait events)"
+cl signatures create --name convoy --from-problem "$PROB" >/dev/null 2>"$T_TMP/e"
+t_eq "problem signature: names taken, nothing created" "$?|$(cat "$T_TMP/e")|$(pg_q "SELECT count(*) FROM signatures WHERE name LIKE 'convoy%'")" \
+	"1|sm-cluster: name: a signature named 'convoy' (or 'convoy #N') exists already|2"
+cl signatures create --name x --from-problem 999999 >/dev/null 2>"$T_TMP/e"
+t_eq "problem signature: a missing problem" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: from_problem: no problem 999999"
+pg_q "DELETE FROM signatures WHERE name LIKE 'convoy%'"
 cl coverage 999999 >/dev/null 2>"$T_TMP/e"
 t_eq "coverage of a missing run" "$?|$(cat "$T_TMP/e")" "1|sm-cluster: run 999999: no such run"
 cl signatures export "$T_TMP/sigs.json"

@@ -291,12 +291,12 @@ cl() { j '" ".join("%s:%d:%d" % (c["kind"][0], c["total_cost_ns"], c["rank"]) fo
 api GET "/api/v1/runs/$RUN/clusters" "${AN[@]}"
 t_eq "clusters: by total cost (default)" "$HTTP_STATUS $(cl)" "200 w:4000:1 w:1800:2 r:600:1 total_cost 3"
 t_eq "clusters: the fields" "$(j 'sorted(j["clusters"][0])')" \
-	'["avg_cost_ns","baseline_cost_ns","baseline_streams","cluster_id","common","est_cost_ns","est_streams","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","kind","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","total_cost_ns"]'
+	'["avg_cost_ns","baseline_cost_ns","baseline_streams","cluster_id","common","est_cost_ns","est_streams","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","kind","own_cost_ns","patterns","patterns_total","problem_id","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","title","total_cost_ns"]'
 W1=$(j 'j["clusters"][1]["cluster_id"]')
 W2=$(j 'j["clusters"][0]["cluster_id"]')
 R1=$(j 'j["clusters"][2]["cluster_id"]')
 t_eq "clusters: the hostile one exactly" "$(j '{k: v for k, v in j["clusters"][1].items() if k not in ("cluster_id", "patterns")}')" \
-	"{\"run_id\":$RUN,\"kind\":\"wait\",\"rank\":2,\"rank_total_cost\":2,\"rank_streams\":1,\"rank_events\":1,\"rank_avg_cost\":2,\"total_cost_ns\":1800,\"streams\":3,\"events\":3,\"avg_cost_ns\":600,\"rank_excess_cost\":null,\"excess_cost_ns\":null,\"excess_lo_ns\":null,\"excess_hi_ns\":null,\"own_cost_ns\":null,\"expected_cost_ns\":null,\"baseline_cost_ns\":null,\"baseline_streams\":null,\"est_cost_ns\":1800,\"est_streams\":3,\"common\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"patterns_total\":1}"
+	"{\"run_id\":$RUN,\"kind\":\"wait\",\"rank\":2,\"rank_total_cost\":2,\"rank_streams\":1,\"rank_events\":1,\"rank_avg_cost\":2,\"total_cost_ns\":1800,\"streams\":3,\"events\":3,\"avg_cost_ns\":600,\"rank_excess_cost\":null,\"excess_cost_ns\":null,\"excess_lo_ns\":null,\"excess_hi_ns\":null,\"own_cost_ns\":null,\"expected_cost_ns\":null,\"baseline_cost_ns\":null,\"baseline_streams\":null,\"est_cost_ns\":1800,\"est_streams\":3,\"problem_id\":$(pg_q "SELECT problem_id FROM clusters WHERE id = $(j 'j["clusters"][1]["cluster_id"]')"),\"common\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"title\":$(j '[E["HOSTILE"], "libc!futex_wait"]'),\"patterns_total\":1}"
 t_eq "clusters: its pattern" "$(j '[{k: v for k, v in p.items() if k != "pattern_id"} for p in j["clusters"][1]["patterns"]]')" \
 	"[{\"frames\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"cost_ns\":1800,\"events\":3,\"streams\":3,\"est_cost_ns\":1800}]"
 t_eq "clusters: the non-ASCII one's common part" "$(j 'j["clusters"][2]["common"] == ["app!main", E["UNI"], "app!compute"]')" true
@@ -331,11 +331,62 @@ t_err "clusters: too many patterns" 400 "patterns: must be a whole number from 0
 api GET "/api/v1/runs/999999/clusters" "${AN[@]}"
 t_err "clusters: missing run" 404 "run 999999: no such run"
 
+# ---- GET runs/{id}/problems, problems/{id} ----
+# W1 (the waits on the hostile stack, in A, B, C) and R1 (the holder's CPU in A, B) are one problem:
+# R1 has all of its cost in W1's streams, W1 1100 of 1800 in R1's; W2 (fsync, in C, on h-beta as
+# B) has all of its cost in W1's stream C, but W1 only 700 of 1800 in C: apart
+PW1=$(pg_q "SELECT problem_id FROM clusters WHERE id = $W1")
+PW2=$(pg_q "SELECT problem_id FROM clusters WHERE id = $W2")
+t_eq "problems: stored rows" "$(pg_q "SELECT p.rank, p.total_cost_ns, p.streams, p.events, p.avg_cost_ns, p.members = ARRAY[c.id], p.title_frame_ids = c.title_frame_ids FROM problems p JOIN clusters c ON c.problem_id = p.id WHERE p.run_id = $RUN AND cardinality(p.members) = 1") $(pg_q "SELECT rank, total_cost_ns, streams, events, avg_cost_ns, members = ARRAY[$W1, $R1]::bigint[] FROM problems WHERE id = $PW1")" \
+	"1|4000|1|1|4000|t|t 2|2400|3|5|480|t"
+t_eq "problems: every cluster in one, the run's count" "$(pg_q "SELECT count(*) FILTER (WHERE problem_id IS NULL), count(DISTINCT problem_id) FROM clusters WHERE run_id = $RUN") $(pg_q "SELECT counts->>'problems' FROM runs WHERE id = $RUN")" "0|2 2"
+PCL() { # PCL ID KIND RANK COST STREAMS EVENTS AVG TITLE COMMON: a member cluster's JSON
+	printf '{"cluster_id":%s,"kind":"%s","rank":%s,"total_cost_ns":%s,"streams":%s,"events":%s,"avg_cost_ns":%s,"excess_cost_ns":null,"title":%s,"common":%s}' "$@"
+}
+NOEX='"excess_cost_ns":null,"excess_lo_ns":null,"excess_hi_ns":null,"own_cost_ns":null,"expected_cost_ns":null,"baseline_streams":null'
+P2JSON="{\"problem_id\":$PW2,\"run_id\":$RUN,\"rank\":1,\"total_cost_ns\":4000,\"streams\":1,\"events\":1,\"avg_cost_ns\":4000,$NOEX,\"est_cost_ns\":4000,\"est_streams\":1,\"title\":[\"app!disk\",\"libc!fsync\"],\"clusters\":[$(PCL "$W2" wait 1 4000 1 1 4000 '["app!disk","libc!fsync"]' '["app!main","app!disk","libc!fsync"]')]}"
+P1JSON="{\"problem_id\":$PW1,\"run_id\":$RUN,\"rank\":2,\"total_cost_ns\":2400,\"streams\":3,\"events\":5,\"avg_cost_ns\":480,$NOEX,\"est_cost_ns\":2400,\"est_streams\":3,\"title\":$(j '[E["HOSTILE"], "libc!futex_wait"]'),\"clusters\":[$(PCL "$W1" wait 2 1800 3 3 600 "$(j '[E["HOSTILE"], "libc!futex_wait"]')" "$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]')"),$(PCL "$R1" run 1 600 2 2 300 "$(j '[E["UNI"], "app!compute"]')" "$(j '["app!main", E["UNI"], "app!compute"]')")]}"
+api GET "/api/v1/runs/$RUN/problems" "${AN[@]}"
+t_eq "problems: the worst first, run and wait clusters of the same streams together, exactly" "$HTTP_STATUS $(j 'j')" \
+	"200 {\"problems\":[$P2JSON,$P1JSON],\"total\":2,\"reason\":null}"
+t_eq "problems: the hostile frame's exact JSON text" "$(grep -cF '"title": ["app!std::map<K, V>::find&\"'"'"'<script>alert(1)</script>", "libc!futex_wait"]' <<<"$HTTP_BODY")" 1
+api GET "/api/v1/runs/$RUN/problems?limit=1&offset=1" "${AN[@]}"
+t_eq "problems: paged" "$HTTP_STATUS $(j 'j')" "200 {\"problems\":[$P1JSON],\"total\":2,\"reason\":null}"
+api GET "/api/v1/runs/$RUN/problems?limit=0" "${AN[@]}"
+t_err "problems: limit 0" 400 "limit: must be a whole number from 1 to 1000"
+api GET "/api/v1/runs/$RUN/problems?sort=streams" "${AN[@]}"
+t_err "problems: unknown parameter" 400 "sort: unknown parameter"
+api GET "/api/v1/runs/999999/problems" "${AN[@]}"
+t_err "problems: missing run" 404 "run 999999: no such run"
+api GET "/api/v1/problems/$PW1" "${AN[@]}"
+t_eq "problem: one, its clusters, streams and hosts" "$HTTP_STATUS $(j '{k: v for k, v in j.items() if k not in ("top_streams", "hosts")}') $(j '[[s["stream_id"], s["host"], s["cost_ns"], s["events"]] for s in j["top_streams"]]') $(j 'j["hosts"]')" \
+	"200 $P1JSON [[\"$SB\",\"h-beta\",900,2],[\"$SA\",\"h-alpha\",800,2],[\"$SC\",\"h-beta\",700,1]] [{\"host\":\"h-beta\",\"streams\":2,\"cost_ns\":1600},{\"host\":\"h-alpha\",\"streams\":1,\"cost_ns\":800}]"
+api GET "/api/v1/problems/999999" "${AN[@]}"
+t_err "problem: missing" 404 "problem 999999: no such problem"
+# a run mined before problems existed (migration 023): said so, nothing invented
+pg_q "INSERT INTO runs (params, status, counts) SELECT params, 'done', counts - 'problems' FROM runs WHERE id = $RUN RETURNING id" >"$T_TMP/oldrun"
+OLDRUN=$(head -n 1 "$T_TMP/oldrun")
+api GET "/api/v1/runs/$OLDRUN/problems" "${AN[@]}"
+t_eq "problems: an old run's empty list says why" "$HTTP_STATUS $(j 'j')" \
+	"200 {\"problems\":[],\"total\":0,\"reason\":\"the run was mined before problems existed: mine it again to group its clusters into problems\"}"
+api GET "/runs/$OLDRUN" "${AN[@]}"
+t_match "run page: an old run says it has no problems" "$HTTP_STATUS $HTTP_BODY" '^200 .*<section id="problems"><h2>Problems</h2><p class="hint">This run was mined before problems existed'
+pg_q "DELETE FROM runs WHERE id = $OLDRUN"
+api GET "/runs/$RUN" "${AN[@]}"
+t_match "run page: leads with the problems, the worst first, escaped" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
+	"^200 .*<h1>Run #$RUN: .*<section id=\"problems\"><h2>Problems</h2><ol class=\"problems\"><li class=\"problem\" id=\"problem-$PW2\"><h3><a href=\"/problems/$PW2\">.*libc!fsync.*</li><li class=\"problem\" id=\"problem-$PW1\">.*std::map&lt;K, V&gt;::find&amp;&quot;&#39;&lt;script&gt;alert\(1\)&lt;/script&gt;.*href=\"/clusters/$R1\".*</ol></section>.*<table class=\"clusters\""
+t_eq "run page: no raw hostile frame" "$(grep -c '<script>alert' <<<"$HTTP_BODY")" 0
+api GET "/problems/$PW1" "${AN[@]}"
+t_match "problem page: its clusters and hosts" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
+	"^200 .*<h1>Problem #$PW1, rank 2 of <a href=\"/runs/$RUN\">run #$RUN</a>: .*href=\"/clusters/$W1\".*href=\"/clusters/$R1\".*<td>h-beta</td><td class=\"n\">2</td>.*$SB"
+api GET "/problems/999999" "${AN[@]}"
+t_eq "problem page: missing" "$HTTP_STATUS" 404
+
 # ---- GET clusters/{id}, clusters/{id}/stacks ----
 api GET "/api/v1/clusters/$W1" "${AN[@]}"
 P1=$(j 'j["patterns"][0]["pattern_id"]')
 t_eq "cluster: 200, the list's fields and more" "$HTTP_STATUS $(j 'sorted(j)')" \
-	'200 ["alignment","avg_cost_ns","baseline_cost_ns","baseline_streams","by_host","by_label","by_version","cluster_id","common","est_cost_ns","est_streams","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","has_stacks","kind","medoid","own_cost_ns","patterns","patterns_total","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","top_streams","total_cost_ns"]'
+	'200 ["alignment","avg_cost_ns","baseline_cost_ns","baseline_streams","by_host","by_label","by_version","cluster_id","common","est_cost_ns","est_streams","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","has_stacks","kind","medoid","own_cost_ns","patterns","patterns_total","problem_id","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","title","top_streams","total_cost_ns"]'
 t_eq "cluster: metrics" "$(j '[j["cluster_id"], j["kind"], j["total_cost_ns"], j["streams"], j["events"], j["avg_cost_ns"], j["medoid"], j["has_stacks"]]')" \
 	"[$W1,\"wait\",1800,3,3,600,$P1,true]"
 t_eq "cluster: alignment" "$(j 'j["alignment"]')" "[{\"pattern_id\":$P1,\"sim\":1,\"ops\":\"MMM\"}]"

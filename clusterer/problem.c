@@ -1,0 +1,223 @@
+/* problem: a run's clusters grouped into problems, and titles (see problem.h). */
+#include "clusterer/problem.h"
+#include "clusterer/linkage.h"
+#include "common/imap.h"
+#include "common/vec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool problem_frame_named(const char *name, size_t len)
+{
+	const char *bang = memchr(name, '!', len);
+
+	/* the function part: a module's name may be a pseudo one ("[kernel.kallsyms]!schedule") */
+	if (bang) {
+		len -= (size_t)(bang + 1 - name);
+		name = bang + 1;
+	}
+	if (len == 0 || name[0] == '[')
+		return false;
+	if (len > 2 && name[0] == '0' && (name[1] == 'x' || name[1] == 'X'))
+		return false;
+	for (size_t i = 0; i + 2 < len; i++)
+		if (name[i] == '+' && name[i + 1] == '0' && (name[i + 2] == 'x' || name[i + 2] == 'X'))
+			return false;
+	return true;
+}
+
+int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, double theta, uint32_t *label,
+		  size_t *nproblems, char *err, size_t errlen)
+{
+	uint32_t *off = NULL, *who = NULL, *touched = NULL;
+	uint64_t *wcost = NULL, *tot = NULL;
+	double *sa = NULL, *sb = NULL;
+	struct vec pairs = VEC_INIT(struct linkage_pair);
+	struct linkage_merge *z = NULL;
+	struct linkage *lk = NULL;
+	size_t nent = 0;
+	int rc = -1;
+
+	*nproblems = 0;
+	if (n == 0)
+		return 0;
+	/* each stream's clusters (a counting sort of the entries by stream) */
+	off = vec_calloc(nstreams + 2, sizeof(*off));
+	tot = vec_calloc(n, sizeof(*tot));
+	for (size_t i = 0; i < n; i++)
+		nent += cl[i].n;
+	who = vec_alloc(nent + 1, sizeof(*who));
+	wcost = vec_alloc(nent + 1, sizeof(*wcost));
+	sa = vec_calloc(n, sizeof(*sa));
+	sb = vec_calloc(n, sizeof(*sb));
+	touched = vec_alloc(n, sizeof(*touched));
+	z = vec_alloc(n, sizeof(*z));
+	lk = linkage_open();
+	if (!off || !tot || !who || !wcost || !sa || !sb || !touched || !z || !lk)
+		goto out_oom;
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t x = 0; x < cl[i].n; x++) {
+			off[cl[i].streams[x] + 2]++;
+			/* saturating: a sum no real run reaches */
+			tot[i] = tot[i] + cl[i].cost[x] < tot[i] ? UINT64_MAX : tot[i] + cl[i].cost[x];
+		}
+	for (size_t s = 0; s < nstreams; s++)
+		off[s + 2] += off[s + 1];
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t x = 0; x < cl[i].n; x++) {
+			uint32_t at = off[cl[i].streams[x] + 1]++;
+
+			who[at] = (uint32_t)i;
+			wcost[at] = cl[i].cost[x];
+		}
+	/* for each a, the cost of a and of every later b in the streams they share */
+	for (size_t a = 0; a < n; a++) {
+		size_t nt = 0;
+
+		for (uint32_t x = 0; x < cl[a].n; x++) {
+			uint32_t s = cl[a].streams[x];
+
+			for (uint32_t e = off[s]; e < off[s + 1]; e++) {
+				uint32_t b = who[e];
+
+				if (b <= a)
+					continue;
+				if (sa[b] == 0 && sb[b] == 0)
+					touched[nt++] = b;
+				sa[b] += (double)cl[a].cost[x];
+				sb[b] += (double)wcost[e];
+			}
+		}
+		for (size_t t = 0; t < nt; t++) {
+			uint32_t b = touched[t];
+			double ca = tot[a] ? sa[b] / (double)tot[a] : 0, cb = tot[b] ? sb[b] / (double)tot[b] : 0;
+			double d = 1 - (ca < cb ? ca : cb);
+			struct linkage_pair *p;
+
+			sa[b] = sb[b] = 0;
+			if (d >= 1)
+				continue;
+			if (!(p = vec_push(&pairs)))
+				goto out_oom;
+			*p = (struct linkage_pair){ (uint32_t)a, b, d < 0 ? 0 : d };
+		}
+	}
+	if (linkage_sparse(lk, pairs.data, pairs.len, n, LINKAGE_AVERAGE, z) < 0 ||
+	    linkage_fcluster(lk, z, n, 1 - theta, label, nproblems) < 0) {
+		snprintf(err, errlen, "grouping clusters into problems: %s", linkage_error(lk));
+		goto out;
+	}
+	rc = 0;
+	goto out;
+out_oom:
+	snprintf(err, errlen, "grouping clusters into problems: out of memory");
+out:
+	linkage_free(lk);
+	vec_free(&pairs);
+	free(off);
+	free(tot);
+	free(who);
+	free(wcost);
+	free(sa);
+	free(sb);
+	free(touched);
+	free(z);
+	return rc;
+}
+
+/* k(f) + 1 for a frame of the unit: the units whose set has it */
+static uint32_t shared_by(const struct imap *cnt, uint32_t f)
+{
+	uint64_t v = 0;
+
+	imap_get(cnt, f, &v);
+	return v > 0 ? (uint32_t)v - 1 : 0;
+}
+
+/* Whether frame i of seq is a better pick than frame j (j == UINT32_MAX: none yet): less shared,
+ * then more specific, then (inner) deeper or (!inner) shallower. */
+static bool better(const struct problem_unit *u, const struct imap *cnt, const struct problem_frames *fr, uint32_t i,
+		   uint32_t j, bool inner)
+{
+	uint32_t ki, kj;
+	uint64_t ni, nj;
+
+	if (j == UINT32_MAX)
+		return true;
+	ki = shared_by(cnt, u->seq[i]);
+	kj = shared_by(cnt, u->seq[j]);
+	if (ki != kj)
+		return ki < kj;
+	ni = fr->streams(u->seq[i], fr->arg);
+	nj = fr->streams(u->seq[j], fr->arg);
+	if (ni != nj)
+		return ni < nj;
+	return inner ? i > j : i < j;
+}
+
+/* The title of one unit (problem.h) into out, returns how many frames. */
+static uint8_t title_of(const struct problem_unit *u, size_t n, const struct imap *cnt, const struct problem_frames *fr,
+			uint32_t *out)
+{
+	uint32_t p1 = UINT32_MAX, p2 = UINT32_MAX, c = UINT32_MAX, lo, hi;
+	uint32_t half = (uint32_t)((n - 1) / 2) > 1 ? (uint32_t)((n - 1) / 2) : 1;
+	uint8_t k = 0;
+
+	/* the best, then the best of the others equally shared */
+	for (uint32_t i = 0; i < u->len; i++)
+		if (fr->named(u->seq[i], fr->arg) && better(u, cnt, fr, i, p1, true))
+			p1 = i;
+	if (p1 == UINT32_MAX) {
+		/* nothing named: the innermost frames */
+		for (uint32_t i = u->len > PROBLEM_TITLE_MAX ? u->len - PROBLEM_TITLE_MAX : 0; i < u->len; i++)
+			out[k++] = u->seq[i];
+		return k;
+	}
+	for (uint32_t i = 0; i < u->len; i++)
+		if (i != p1 && fr->named(u->seq[i], fr->arg) &&
+		    shared_by(cnt, u->seq[i]) == shared_by(cnt, u->seq[p1]) && better(u, cnt, fr, i, p2, true))
+			p2 = i;
+	lo = p2 != UINT32_MAX && p2 < p1 ? p2 : p1;
+	hi = p2 != UINT32_MAX && p2 > p1 ? p2 : p1;
+	if (shared_by(cnt, u->seq[p1]) + 1 < n)
+		for (uint32_t i = hi + 1; i < u->len; i++)
+			if (fr->named(u->seq[i], fr->arg) && better(u, cnt, fr, i, c, false))
+				c = i;
+	out[k++] = u->seq[lo];
+	if (hi != lo)
+		out[k++] = u->seq[hi];
+	if (c != UINT32_MAX && shared_by(cnt, u->seq[c]) <= half)
+		out[k++] = u->seq[c];
+	return k;
+}
+
+int problem_titles(const struct problem_unit *u, size_t n, const struct problem_frames *fr, uint32_t *out,
+		   uint8_t *nout)
+{
+	struct imap cnt = IMAP_INIT, seen = IMAP_INIT;
+	int rc = -1;
+
+	/* how many units have each frame (a unit's repeats once) */
+	for (size_t i = 0; i < n; i++) {
+		imap_clear(&seen);
+		for (uint32_t j = 0; j < u[i].nset; j++) {
+			uint64_t v = 0;
+
+			if (imap_get(&seen, u[i].set[j], &v))
+				continue;
+			if (imap_put(&seen, u[i].set[j], 1) < 0)
+				goto out;
+			imap_get(&cnt, u[i].set[j], &v);
+			if (imap_put(&cnt, u[i].set[j], v + 1) < 0)
+				goto out;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		nout[i] = title_of(&u[i], n, &cnt, fr, out + i * PROBLEM_TITLE_MAX);
+	rc = 0;
+out:
+	imap_free(&cnt);
+	imap_free(&seen);
+	return rc;
+}

@@ -1,0 +1,78 @@
+/*
+ * problem: a run's clusters grouped into problems, and the titles of problems
+ * and clusters (docs/mining.md, "Problems"). Pure functions over what the
+ * clusterer has in memory; runclust.c stores their result.
+ *
+ * Grouping: c(s) is a cluster's cost in stream s (its matched AOI events, each
+ * once). containment(a->b) = sum of a(s) over the streams b has a cost in /
+ * sum of a(s). d(a, b) = 1 - min(containment(a->b), containment(b->a)); the
+ * clusters are linked by average linkage on d and cut at 1 - theta.
+ *
+ * Titles: each unit (a problem, or a cluster) has a sequence of frames to take
+ * its title from (outermost first) and a set of frames (all of its common
+ * parts). k(f) = how many OTHER units have f in their set; n(f) = the streams
+ * of the database with f (the frame statistics: fewer is more specific).
+ * Among the named frames of its sequence (problem_frame_named()), with m the
+ * least k: the two most specific frames with k = m (least n, then the
+ * innermost); then, below the innermost of those, the least shared named
+ * frame (least k, then least n, then the outermost) if at most half of the
+ * other units (at least one) share it. In sequence order. When every named
+ * frame is in every other unit (or the unit is alone), only the first step.
+ * A sequence without a named frame: its innermost PROBLEM_TITLE_MAX frames.
+ */
+#ifndef SM_PROBLEM_H
+#define SM_PROBLEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* the least containment, both ways, that links two clusters into one problem */
+#define PROBLEM_THETA 0.5
+/* most frames in a title */
+#define PROBLEM_TITLE_MAX 3
+
+/* A cluster's cost per stream: streams[0..n) (dense numbers < nstreams, each once) and cost[]. */
+struct problem_cluster {
+	const uint32_t *streams;
+	const uint64_t *cost;
+	uint32_t n;
+};
+
+/*
+ * Groups clusters cl[0..n) into problems: label[i] = the problem of cluster i, numbered 0, 1, ... in
+ * the order of their lowest cluster; *nproblems their number. theta in (0, 1]. Returns 0, or -1
+ * with the reason in err (out of memory).
+ */
+int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, double theta, uint32_t *label,
+		  size_t *nproblems, char *err, size_t errlen);
+
+/* A unit to title: seq[0..len) outermost first; set[0..nset) all of its frames (repeats allowed,
+ * seq's included). */
+struct problem_unit {
+	const uint32_t *seq;
+	uint32_t len;
+	const uint32_t *set;
+	uint32_t nset;
+};
+
+/* What titles need of a frame (the caller's frame table): whether it is named, and n(f). */
+struct problem_frames {
+	bool (*named)(uint32_t f, void *arg);
+	uint64_t (*streams)(uint32_t f, void *arg);
+	void *arg;
+};
+
+/*
+ * The titles of units u[0..n): out[i * PROBLEM_TITLE_MAX ..] the frame ids of unit i's title,
+ * outermost first, nout[i] how many. Returns 0, or -1 on out of memory.
+ */
+int problem_titles(const struct problem_unit *u, size_t n, const struct problem_frames *fr, uint32_t *out,
+		   uint8_t *nout);
+
+/* A frame name that says where to look: its function part (after "module!", the module being
+ * anything, "[kernel.kallsyms]" too) not empty, not a pseudo-frame ("[unknown]", "[cpu run
+ * queue]") and not an unresolved address ("libx.so+0x1a2b", "0x7f00..."). */
+bool problem_frame_named(const char *name, size_t len);
+
+#endif

@@ -1,0 +1,171 @@
+/* Unit tests of the grouping of a run's clusters into problems and of titles (clusterer/problem.c):
+ * constructed runs whose containments are worked out by hand. */
+#include "clusterer/problem.h"
+#include "tests/unit/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define C(s, c) { s, c, sizeof(s) / sizeof(s[0]) }
+
+static void group(const struct problem_cluster *cl, size_t n, size_t nstreams, uint32_t *label, size_t *np)
+{
+	char err[256];
+
+	CHECK_INT(problem_group(cl, n, nstreams, PROBLEM_THETA, label, np, err, sizeof(err)), 0);
+}
+
+/* Two clusters in the same streams: one problem; a third elsewhere: its own. */
+static void test_same_streams(void)
+{
+	static const uint32_t sa[] = { 0, 1, 2 }, sb[] = { 0, 1, 2 }, sc[] = { 3, 4 };
+	static const uint64_t ca[] = { 100, 100, 100 }, cb[] = { 10, 30, 20 }, cc[] = { 50, 50 };
+	const struct problem_cluster cl[] = { C(sa, ca), C(sb, cb), C(sc, cc) };
+	uint32_t label[3];
+	size_t np;
+
+	group(cl, 3, 5, label, &np);
+	CHECK_INT((long long)np, 2);
+	CHECK_INT(label[0], 0);
+	CHECK_INT(label[1], 0);
+	CHECK_INT(label[2], 1);
+}
+
+/* A cluster in every stream (request dispatch) does not glue two problems: A in streams 0-2, B in
+ * 5-7, D everywhere (0-9). containment(A->D) = 1, containment(D->A) = 3/10 < 0.5. */
+static void test_everywhere(void)
+{
+	static const uint32_t sa[] = { 0, 1, 2 }, sb[] = { 5, 6, 7 }, sd[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+	static const uint64_t ca[] = { 90, 90, 90 }, cb[] = { 80, 80, 80 },
+			      cd[] = { 10, 10, 10, 10, 10, 10, 10, 10, 10, 10 };
+	const struct problem_cluster cl[] = { C(sa, ca), C(sd, cd), C(sb, cb) };
+	uint32_t label[3];
+	size_t np;
+
+	group(cl, 3, 10, label, &np);
+	CHECK_INT((long long)np, 3);
+	CHECK(label[0] != label[1] && label[1] != label[2] && label[0] != label[2]);
+}
+
+/* Run and wait clusters of the same units (the holder's CPU, the waiters' lock wait): one problem,
+ * even with different costs per stream; a containment of 0.4 one way does not link. */
+static void test_run_and_wait(void)
+{
+	static const uint32_t sr[] = { 0, 1, 2, 3 }, sw[] = { 0, 1, 2, 3 }, sx[] = { 0, 1, 4, 5, 6 };
+	static const uint64_t cr[] = { 300, 200, 100, 400 }, cw[] = { 250, 260, 90, 380 },
+			      cx[] = { 20, 20, 30, 30, 0 };
+	const struct problem_cluster cl[] = { C(sr, cr), C(sw, cw), C(sx, cx) };
+	uint32_t label[3];
+	size_t np;
+
+	group(cl, 3, 7, label, &np);
+	CHECK_INT((long long)np, 2);
+	CHECK_INT(label[0], label[1]);
+	CHECK(label[2] != label[0]);
+}
+
+/* Average linkage: A-B linked, B-C linked, A and C share nothing: no chain through B. */
+static void test_no_chain(void)
+{
+	static const uint32_t sa[] = { 0, 1 }, sb[] = { 1, 2 }, sc[] = { 2, 3 };
+	static const uint64_t ca[] = { 10, 90 }, cb[] = { 50, 50 }, cc[] = { 90, 10 };
+	const struct problem_cluster cl[] = { C(sa, ca), C(sb, cb), C(sc, cc) };
+	uint32_t label[3];
+	size_t np;
+
+	/* A->B 0.9, B->A 0.5: linked at 0.5; B->C 0.5, C->B 0.9: linked at 0.5; A, C: 1 */
+	group(cl, 3, 4, label, &np);
+	CHECK_INT((long long)np, 2);
+	CHECK(label[0] != label[2]);
+}
+
+/* frame names of the title tests: id = index */
+static const char *const names[] = {
+	"app!main", "app!Router::dispatch", "app!SearchQuery::handle", "app!ext4_sync_file", "k!schedule",
+	"k!__schedule", "app!Indexer::run", "libx.so+0x1a2b", "[unknown]", "app!Mutex::lock", "0x7f001234",
+};
+static const uint64_t nstreams[] = { 100, 90, 30, 20, 95, 95, 10, 5, 99, 40, 1 };
+
+static bool named(uint32_t f, void *arg)
+{
+	(void)arg;
+	return problem_frame_named(names[f], strlen(names[f]));
+}
+
+static uint64_t streams_of(uint32_t f, void *arg)
+{
+	(void)arg;
+	return nstreams[f];
+}
+
+static const struct problem_frames frames = { named, streams_of, NULL };
+
+#define U(s) { s, sizeof(s) / sizeof(s[0]), s, sizeof(s) / sizeof(s[0]) }
+
+/* Two units that differ only by their caller, and a third lock wait: the distinguishing frame, then
+ * the least shared below it (ext4_sync_file, not schedule > __schedule); hex and pseudo skipped. */
+static void test_titles(void)
+{
+	static const uint32_t a[] = { 0, 1, 2, 7, 3, 4, 5 }, b[] = { 0, 1, 6, 8, 3, 4, 5 }, c[] = { 0, 1, 9, 4, 5 };
+	const struct problem_unit u[] = { U(a), U(b), U(c) };
+	uint32_t out[3 * PROBLEM_TITLE_MAX];
+	uint8_t nout[3];
+
+	CHECK_INT(problem_titles(u, 3, &frames, out, nout), 0);
+	/* a: SearchQuery::handle (only a's; the hex frame is too but is not named) > ext4_sync_file */
+	CHECK_INT(nout[0], 2);
+	CHECK_INT(out[0], 2);
+	CHECK_INT(out[1], 3);
+	CHECK_INT(nout[1], 2);
+	CHECK_INT(out[PROBLEM_TITLE_MAX], 6);
+	CHECK_INT(out[PROBLEM_TITLE_MAX + 1], 3);
+	/* c: Mutex::lock, then schedule is shared by both others: not more than half of them */
+	CHECK_INT(nout[2], 1);
+	CHECK_INT(out[2 * PROBLEM_TITLE_MAX], 9);
+}
+
+/* A lone unit: its two most specific named frames (fewest streams: ext4_sync_file, then
+ * dispatch), in order; nothing named: the innermost frames as they are. */
+static void test_titles_alone(void)
+{
+	static const uint32_t a[] = { 0, 1, 3, 4, 8 }, h[] = { 10, 7, 8 };
+	const struct problem_unit one[] = { U(a) }, hex[] = { U(h), U(a) };
+	uint32_t out[2 * PROBLEM_TITLE_MAX];
+	uint8_t nout[2];
+
+	CHECK_INT(problem_titles(one, 1, &frames, out, nout), 0);
+	CHECK_INT(nout[0], 2);
+	CHECK_INT(out[0], 1);
+	CHECK_INT(out[1], 3);
+	CHECK_INT(problem_titles(hex, 2, &frames, out, nout), 0);
+	CHECK_INT(nout[0], 3);
+	CHECK_INT(out[0], 10);
+	CHECK_INT(out[1], 7);
+	CHECK_INT(out[2], 8);
+}
+
+static void test_named(void)
+{
+	CHECK(problem_frame_named("app!main", 8));
+	CHECK(!problem_frame_named("libx.so+0x1a2B", 14));
+	CHECK(!problem_frame_named("0x7f00", 6));
+	CHECK(!problem_frame_named("[cpu run queue]", 15));
+	CHECK(!problem_frame_named("", 0));
+	CHECK(problem_frame_named("a+0", 3));
+	CHECK(problem_frame_named("[kernel.kallsyms]!schedule", 26));
+	CHECK(!problem_frame_named("app![unknown]", 13));
+	CHECK(!problem_frame_named("app!+0x10", 9));
+	CHECK(!problem_frame_named("app!", 4));
+}
+
+int main(void)
+{
+	RUN(test_same_streams);
+	RUN(test_everywhere);
+	RUN(test_run_and_wait);
+	RUN(test_no_chain);
+	RUN(test_titles);
+	RUN(test_titles_alone);
+	RUN(test_named);
+	return CHECK_DONE();
+}
