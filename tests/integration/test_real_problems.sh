@@ -79,16 +79,21 @@ WEIGHT=1
 [ "$(pg_q "SELECT count(*) FROM information_schema.columns WHERE table_name = 'streams' AND column_name = 'weight'")" = 1 ] &&
 	WEIGHT='coalesce(s.weight, 1)'
 
-# problem_rank RUN MARKER: "RANK CLUSTERS" of the problem. The one function to change when
+# problem_rank RUN MARKER: "RANK CLUSTERS OWN_RANK" of the problem. The one function to change when
 # GET /api/v1/runs/{id}/problems exists (then: the rank of the problem whose member clusters these
 # are). Today a problem's clusters are the run's clusters with a member pattern holding a marker
-# frame, and its rank the best of theirs, clusters of both kinds ranked together by total cost.
+# frame, and its rank the best of theirs, clusters of both kinds ranked together by total cost;
+# OWN_RANK counts only clusters whose medoid (what the cluster is titled by) holds a marker frame: a
+# cluster that glued the problem to other work does not count ("-" when none).
 problem_rank() {
-	pg_q "WITH r AS (SELECT c.members, row_number() OVER (ORDER BY c.total_cost_ns DESC, c.kind, c.rank_total_cost) AS rank
+	pg_q "WITH r AS (SELECT c.members, c.medoid, row_number() OVER (ORDER BY c.total_cost_ns DESC, c.kind, c.rank_total_cost) AS rank
 	                 FROM clusters c WHERE c.run_id = :'run'),
-	      hit AS (SELECT r.rank FROM r WHERE EXISTS (SELECT 1 FROM patterns p, unnest(p.frame_ids) fid, frames f
-	                                                 WHERE p.id = ANY (r.members) AND f.id = fid AND f.name ~ :'re'))
-	      SELECT coalesce(min(rank)::text, '-') || ' ' || count(*) FROM hit" -v run="$1" -v re="$2"
+	      hit AS (SELECT r.rank, EXISTS (SELECT 1 FROM patterns p, unnest(p.frame_ids) fid, frames f
+	                                     WHERE p.id = r.medoid AND f.id = fid AND f.name ~ :'re') AS own
+	              FROM r WHERE EXISTS (SELECT 1 FROM patterns p, unnest(p.frame_ids) fid, frames f
+	                                   WHERE p.id = ANY (r.members) AND f.id = fid AND f.name ~ :'re'))
+	      SELECT coalesce(min(rank)::text, '-') || ' ' || count(*) || ' ' || coalesce(min(rank) FILTER (WHERE own)::text, '-')
+	      FROM hit" -v run="$1" -v re="$2"
 }
 
 # problem_streams LABEL MARKER: "STREAMS VIOLATIONS THRESHOLD_NS" of the shipped violation streams whose
@@ -104,22 +109,23 @@ problem_streams() {
 
 # report APP LABEL RUN: per problem (PROBLEMS: "name slow marker" lines; slow: a command that prints
 # the load tool's count of requests slower than the threshold given as its argument, in ns), then
-# the run's top clusters. Sets RANK_<name>, RECALL_<name> (percent), NOPROB (streams of no problem),
+# the run's top clusters. Sets RANK_<name>, OWN_<name>, RECALL_<name> (percent), NOPROB (streams of no problem),
 # SHIPPED, and NORMAL_RANK (best rank of a cluster of no problem).
 report() {
-	local app=$1 label=$2 run=$3 name re slow rk ncl st viol thr truth all_re=
+	local app=$1 label=$2 run=$3 name re slow rk ncl own st viol thr truth all_re=
 	SHIPPED=$(pg_q "SELECT count(*) FROM streams s WHERE s.labels->>'run' = :'lab' AND s.role = 'violation'" -v lab="$label")
 	echo "$app: run $run; $SHIPPED violation streams shipped"
-	printf '  %-10s %5s %8s %7s %10s %9s %7s %12s\n' problem rank clusters streams violations slow recall threshold
+	printf '  %-10s %5s %8s %8s %7s %10s %9s %7s %12s\n' problem rank own-rank clusters streams violations slow recall threshold
 	while read -r name slow re; do
 		[ -n "$name" ] || continue
 		all_re=${all_re:+$all_re|}$re
-		read -r rk ncl < <(problem_rank "$run" "$re")
+		read -r rk ncl own < <(problem_rank "$run" "$re")
 		read -r st viol thr < <(problem_streams "$label" "$re")
 		truth=$($slow "$thr")
-		printf '  %-10s %5s %8s %7s %10s %9s %6s%% %9.1f ms\n' "$name" "$rk" "$ncl" "$st" "$viol" "$truth" \
+		printf '  %-10s %5s %8s %8s %7s %10s %9s %6s%% %9.1f ms\n' "$name" "$rk" "$own" "$ncl" "$st" "$viol" "$truth" \
 			"$(pct "$st" "$truth")" "$(awk -v t="$thr" 'BEGIN {print t / 1e6}')"
 		printf -v "RANK_$name" '%s' "$rk"
+		printf -v "OWN_$name" '%s' "$own"
 		printf -v "CLUSTERS_$name" '%s' "$ncl"
 		printf -v "STREAMS_$name" '%s' "$st"
 		printf -v "RECALL_$name" '%s' "$(pct "$st" "$truth")"
@@ -156,13 +162,13 @@ mine() {
 goal() {
 	local n r
 	for n in "$@"; do
-		r=RANK_$n
+		r=OWN_$n
 		r=${!r}
 		if [ "$GOAL" = 1 ]; then
 			t_eq "goal: $n is one of the top 3 problems, normal work below it" \
 				"$(awk -v r="$r" -v b="$NORMAL_RANK" 'BEGIN {print (r ~ /^[0-9]+$/ && r <= 3 && (b == 0 || b > r))}')" 1
 		else
-			echo "  goal (SM_PROBLEMS_GOAL=1): $n rank $r (top 3 wanted), best normal cluster #$NORMAL_RANK (below it wanted)"
+			echo "  goal (SM_PROBLEMS_GOAL=1): $n own rank $r (top 3 wanted), best normal cluster #$NORMAL_RANK (below it wanted)"
 		fi
 	done
 }
@@ -481,7 +487,8 @@ print('\n'.join(' '.join(r.choice(words) + str(r.randrange(1000)) for _ in range
 	nstop
 	echo "nginx: one gzipped export alone takes $t_gzip s"
 
-	# the normal load alone, then with the slow upstream: does the guard see it?
+	# the normal load alone, then with the slow upstream: does the guard see it? (that phase ships
+	# every violation: a budget would hide the units that waited for the upstream, if any did)
 	m=$(mark)
 	guard_args nginx-control
 	nginx_run "${GUARD[@]}" --
@@ -494,7 +501,7 @@ print('\n'.join(' '.join(r.choice(words) + str(r.randrange(1000)) for _ in range
 	m=$(mark)
 	: >"$ND/logs/slow.log"
 	guard_args nginx-upstream
-	nginx_run "${GUARD[@]}" --
+	SM_GUARD_REPORTS_PER_MIN=100000 nginx_run "${GUARD[@]}" --
 	nload report "$LOAD_S"
 	nstop
 	u_units=$(exits nginx units "$m")
@@ -505,15 +512,18 @@ print('\n'.join(' '.join(r.choice(words) + str(r.randrange(1000)) for _ in range
 			awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}') s); $(grep 'Requests/sec' "$ND/wrk.out")"
 	t_eq "nginx: the upstream's requests were slow (over 20 ms each, at least 90 % of them)" \
 		"$(awk -v a="$(n_slow /report 20000000)" -v b="$n_up" 'BEGIN {print (b > 0 && a >= 0.9 * b)}')" 1
-	# an event-driven worker does not wait for its upstream: no unit waits for it (its streams, the
-	# machine's noise, hold no wait of 20 ms: the upstream takes longer), and its violations are the
-	# noise of the normal load alone
-	t_eq "nginx: no shipped unit waited 20 ms (the slow upstream takes longer)" \
-		"$(pg_q "SELECT count(*) FROM events e JOIN streams s ON s.id = e.stream_ref WHERE s.labels->>'run' = 'nginx-upstream'
-		       AND e.kind = 'w' AND e.dur_ns >= 20000000")" 0
+	# an event-driven worker does not wait for its upstream: its units are as often slow as under the
+	# normal load alone, and hardly any of those shipped holds a wait of 20 ms (the upstream takes
+	# longer): a preemption now and then, where a worker that waited for it would have one per request
+	u_long=$(pg_q "SELECT count(DISTINCT s.id) FROM events e JOIN streams s ON s.id = e.stream_ref
+	        WHERE s.labels->>'run' = 'nginx-upstream' AND e.kind = 'w' AND e.dur_ns >= 20000000")
+	u_st=$(pg_q "SELECT count(*) FROM streams WHERE labels->>'run' = 'nginx-upstream' AND role = 'violation'")
 	echo "  its violations: $(pct "$u_v" "$u_units") % of units (normal load alone: $(pct "$c_v" "$c_units") %);" \
-		"the longest unit shipped: $(pg_q "SELECT coalesce(max(symptom_end_ns - symptom_start_ns) / 1000000, 0) FROM streams
+		"$u_st streams shipped, $u_long with a wait of 20 ms or more; the longest unit shipped:" \
+		"$(pg_q "SELECT coalesce(max(symptom_end_ns - symptom_start_ns) / 1000000, 0) FROM streams
 		       WHERE labels->>'run' = 'nginx-upstream' AND role = 'violation'") ms"
+	t_eq "nginx: the slow upstream makes no unit wait for it (waits of 20 ms in under 10 % of its requests' count)" \
+		"$(awk -v a="$u_long" -v b="$n_up" 'BEGIN {print (a < b / 10)}')" 1
 
 	# both problems
 	m=$(mark)
