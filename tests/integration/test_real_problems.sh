@@ -183,7 +183,11 @@ if want postgres; then
 	PGD=$W/pg
 	mkdir -p "$PGD"
 	chown postgres "$PGD"
-	as_pg() { runuser -u postgres -- env SM_GUARD_LIB="$SM_GUARD_LIB" "$@"; }
+	# the server here is the test's own: nothing of the caller's PG* environment applies to it
+	as_pg() {
+		runuser -u postgres -- env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u PGPASSWORD -u PGPASSFILE \
+			-u PGSERVICE -u PGOPTIONS SM_GUARD_LIB="$SM_GUARD_LIB" "$@"
+	}
 	as_pg "$PGBIN/initdb" -D "$PGD/data" -A trust >/dev/null 2>&1 || t_bail "initdb"
 	# the tables fit in shared_buffers, which autoprewarm fills at every start as the last shutdown left
 	# them: a production server's cache is warm (cold, every read of a page is a violation);
