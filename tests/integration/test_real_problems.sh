@@ -28,8 +28,8 @@ TRAIN_S=${SM_PROBLEMS_TRAIN_S:-12}
 LOAD_S=${SM_PROBLEMS_LOAD_S:-25}
 APPS=" ${SM_PROBLEMS_APPS:-postgres redis nginx} "
 GOAL=${SM_PROBLEMS_GOAL:-0}
-# what holds today: every problem (the slow upstream aside) has a cluster among the run's top 15
-# (ranks seen here: 1 to 10; the goal is 3)
+# what holds today: most problems (the slow upstream aside) have a cluster among the run's top 15
+# (ranks seen here: 1 to 14, or none when the budget suppressed all of a problem's streams; the goal is 3)
 TOP_TODAY=15
 want() { [[ $APPS == *" $1 "* ]]; }
 
@@ -161,6 +161,18 @@ mine() {
 		t_fail "sm-miner run --app $1" "$(cat "$T_TMP/miner.err")"
 }
 
+# found_today APP MIN NAME...: what holds today, that at least MIN of these problems have a cluster among
+# the run's top TOP_TODAY
+found_today() {
+	local app=$1 min=$2 n r found=0
+	shift 2
+	for n in "$@"; do
+		r=RANK_$n
+		awk -v r="${!r}" -v t="$TOP_TODAY" 'BEGIN {exit !(r ~ /^[0-9]+$/ && r <= t)}' && found=$((found + 1))
+	done
+	t_eq "$app: at least $min of its $# problems found among the run's top $TOP_TODAY clusters" "$((found >= min))" 1
+}
+
 # goal NAME...: the issue's goal for these problems of the report just printed (asserted with SM_PROBLEMS_GOAL=1)
 goal() {
 	local n r
@@ -287,11 +299,8 @@ sort pg_slow_sort postgres!(tuplesort_|LogicalTape|BufFile)"
 	echo "  normal selects over 1 ms: $(pg_slow 0 1000000) of $n_sel ($(pct "$(pg_slow 0 1000000)" "$n_sel") %)"
 	# what holds today (figures of the runs here in the report of issue 26)
 	t_eq "postgres: lock waits happened (log_lock_waits)" "$(awk '{print ($1 > 0)}' <<<"$(pg_slow_lock 1000000)")" 1
-	for p in lock seqscan sort; do
-		r=RANK_$p
-		t_eq "postgres: the $p problem is found among the run's top $TOP_TODAY clusters" \
-			"$(awk -v r="${!r}" -v t="$TOP_TODAY" 'BEGIN {print (r ~ /^[0-9]+$/ && r <= t)}')" 1
-	done
+	# the lock waits' streams were all suppressed by the first-come budget in one run of make bench
+	found_today postgres 2 lock seqscan sort
 	goal lock seqscan sort
 fi
 
@@ -403,9 +412,7 @@ eval r_slow_eval $M!(evalCommand|evalGenericCommand)"
 	# the first 6 violations of a minute per unit type are shipped, whichever they are: on a loaded
 	# machine normal work takes them often enough that a problem's streams are all suppressed (DEL, or
 	# EVAL, in some runs here); severity-first sampling is to fix that (the goal below)
-	t_eq "redis: at least one of the three problems is found among the run's top $TOP_TODAY clusters" \
-		"$(awk -v a="$RANK_keys" -v b="$RANK_del" -v c="$RANK_eval" -v t="$TOP_TODAY" 'BEGIN {
-			print ((a ~ /^[0-9]+$/ && a <= t) + (b ~ /^[0-9]+$/ && b <= t) + (c ~ /^[0-9]+$/ && c <= t) >= 1)}')" 1
+	found_today redis 1 keys del eval
 	goal keys del eval
 fi
 
@@ -516,21 +523,21 @@ print('\n'.join(' '.join(r.choice(words) + str(r.randrange(1000)) for _ in range
 	u_v=$(exits nginx violations "$m")
 	n_up=$(wc -l <"$ND/logs/slow.log")
 	echo "nginx, slow upstream alone: agent $u_units units, $u_v violations; $n_up upstream requests," \
-		"$(n_slow /report 20000000) over 20 ms (median $(awk '{print $2}' "$ND/logs/slow.log" | sort -g |
+		"$(n_slow /report 10000000) over 10 ms (median $(awk '{print $2}' "$ND/logs/slow.log" | sort -g |
 			awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}') s); $(grep 'Requests/sec' "$ND/wrk.out")"
-	t_eq "nginx: the upstream's requests were slow (over 20 ms each, at least 90 % of them)" \
-		"$(awk -v a="$(n_slow /report 20000000)" -v b="$n_up" 'BEGIN {print (b > 0 && a >= 0.9 * b)}')" 1
+	t_eq "nginx: the upstream's requests were slow (over 10 ms each, at least 90 % of them)" \
+		"$(awk -v a="$(n_slow /report 10000000)" -v b="$n_up" 'BEGIN {print (b > 0 && a >= 0.9 * b)}')" 1
 	# an event-driven worker does not wait for its upstream: its units are as often slow as under the
-	# normal load alone, and hardly any of those shipped holds a wait of 20 ms (the upstream takes
+	# normal load alone, and hardly any of those shipped holds a wait of 10 ms (the upstream takes
 	# longer): a preemption now and then, where a worker that waited for it would have one per request
 	u_long=$(pg_q "SELECT count(DISTINCT s.id) FROM events e JOIN streams s ON s.id = e.stream_ref
-	        WHERE s.labels->>'run' = 'nginx-upstream' AND e.kind = 'w' AND e.dur_ns >= 20000000")
+	        WHERE s.labels->>'run' = 'nginx-upstream' AND e.kind = 'w' AND e.dur_ns >= 10000000")
 	u_st=$(pg_q "SELECT count(*) FROM streams WHERE labels->>'run' = 'nginx-upstream' AND role = 'violation'")
 	echo "  its violations: $(pct "$u_v" "$u_units") % of units (normal load alone: $(pct "$c_v" "$c_units") %);" \
-		"$u_st streams shipped, $u_long with a wait of 20 ms or more; the longest unit shipped:" \
+		"$u_st streams shipped, $u_long with a wait of 10 ms or more; the longest unit shipped:" \
 		"$(pg_q "SELECT coalesce(max(symptom_end_ns - symptom_start_ns) / 1000000, 0) FROM streams
 		       WHERE labels->>'run' = 'nginx-upstream' AND role = 'violation'") ms"
-	t_eq "nginx: the slow upstream makes no unit wait for it (waits of 20 ms in under 10 % of its requests' count)" \
+	t_eq "nginx: the slow upstream makes no unit wait for it (waits of 10 ms in under 10 % of its requests' count)" \
 		"$(awk -v a="$u_long" -v b="$n_up" 'BEGIN {print (a < b / 10)}')" 1
 
 	# both problems
