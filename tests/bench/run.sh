@@ -4,7 +4,7 @@
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
 # Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =signatures, =fleet, =formats,
-# =workers, =guard, =flood, =json or =shards runs one):
+# =workers, =guard, =problems, =flood, =json or =shards runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -42,6 +42,9 @@
 #   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
 #           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
 #           per process and the CPU of its threads (tests/bench/guard.sh).
+#   problems  PostgreSQL, redis and nginx guarded with realistic problems mixed into their loads,
+#           mined with default settings: per problem its rank, clusters, streams, violations and
+#           the load tool's count of slow requests (tests/bench/problems.sh; issue 26's acceptance).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -435,6 +438,10 @@ fi
 
 if [ "$only" = all ] || [ "$only" = guard ]; then
 	bash "$repo/tests/bench/guard.sh"
+fi
+
+if [ "$only" = all ] || [ "$only" = problems ]; then
+	bash "$repo/tests/bench/problems.sh"
 fi
 
 if [ "$only" = all ] || [ "$only" = flood ]; then
