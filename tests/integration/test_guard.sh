@@ -228,6 +228,15 @@ t_eq "budget: a pattern's est_cost_ns is sum(weight x cost) over its stacks" \
 	"$(q "SELECT count(*) FILTER (WHERE p.est_cost_ns IS DISTINCT FROM (SELECT round(sum(s.weight::numeric * rs.cost_ns))
 	       FROM run_stacks rs JOIN streams s ON s.id = rs.stream_ref WHERE rs.run_id = p.run_id AND rs.kind = p.kind
 	       AND rs.stack_id = ANY(p.stack_ids))) FROM patterns p WHERE p.run_id = $run")" 0
+t_eq "budget: a problem's est_cost_ns and est_streams weigh the events of its clusters, each once" \
+	"$(q "SELECT count(*), count(*) FILTER (WHERE pr.est_cost_ns = x.est AND abs(pr.est_streams - x.w) < 1e-6
+	       AND pr.total_cost_ns = x.cost) FROM problems pr, LATERAL (SELECT round(sum(s.weight::numeric * rs.cost_ns)) AS est,
+	        sum(rs.cost_ns) AS cost, (SELECT sum(weight) FROM streams WHERE id IN (SELECT rs2.stream_ref FROM run_stacks rs2
+	         WHERE rs2.run_id = pr.run_id AND (rs2.kind, rs2.stack_id) IN (SELECT c.kind, unnest(c.stack_ids)
+	          FROM clusters c WHERE c.problem_id = pr.id)))) AS w
+	        FROM run_stacks rs JOIN streams s ON s.id = rs.stream_ref WHERE rs.run_id = pr.run_id
+	        AND (rs.kind, rs.stack_id) IN (SELECT c.kind, unnest(c.stack_ids) FROM clusters c WHERE c.problem_id = pr.id)) x
+	       WHERE pr.run_id = $run" | sed 's/^\([1-9][0-9]*\)|\1$/same/')" same
 
 # ---- settings pushed by the server in the reports' answers: guarding off for an app, then on again ----
 q "INSERT INTO agent_settings (app, guard, min_wait_us, reports_per_min) VALUES ('pushed', false, 5000, 100000)" >/dev/null
