@@ -83,8 +83,8 @@ t_cleanup "kill ${busy[*]} 2>/dev/null; true"
 for host in starve-a starve-b; do
 	PORT=$(free_port)
 	serve "$PORT" env SM_GUARD_HOST=$host SM_GUARD_APP=starved SM_GUARD_REPORTS_PER_MIN=100000 taskset -c 0
-	# a few sleeps: a normal code path's waits beside the run queue's
-	mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=5:4") || t_fail "starved load ($host)"
+	# a few sleeps: a normal code path's waits beside the run queue's (long enough to be a problem of the code)
+	mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=60:4") || t_fail "starved load ($host)"
 	sent[$host]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
 	shipped "host = '$host' AND $work" "${sent[$host]:-1}"
 	stop_server "$PORT"
