@@ -531,36 +531,37 @@ static void get_runs(struct req *rq)
 	PQclear(count);
 }
 
-/* The run row of id, or NULL after setting a 404/500 response. */
-static PGresult *need_run(struct req *rq, const char *id)
+/* The row of id that get reads (what: "run", "cluster", "problem"), or NULL after setting a
+ * 404/500 response. */
+static PGresult *need_row(struct req *rq, PGresult *(*get)(PGconn *, const char *, char *, size_t),
+			  const char *what, const char *id)
 {
 	char err[512];
-	PGresult *r = model_run(rq->db, id, err, sizeof(err));
+	PGresult *r = get(rq->db, id, err, sizeof(err));
 
 	if (failed(rq, r, err))
 		return NULL;
 	if (PQntuples(r) == 0) {
-		req_json_error(rq, 404, "run %s: no such run", id);
+		req_json_error(rq, 404, "%s %s: no such %s", what, id, what);
 		PQclear(r);
 		return NULL;
 	}
 	return r;
 }
 
-/* The cluster row of id, or NULL after setting a 404/500 response. */
+static PGresult *need_run(struct req *rq, const char *id)
+{
+	return need_row(rq, model_run, "run", id);
+}
+
 static PGresult *need_cluster(struct req *rq, const char *id)
 {
-	char err[512];
-	PGresult *c = model_cluster(rq->db, id, err, sizeof(err));
+	return need_row(rq, model_cluster, "cluster", id);
+}
 
-	if (failed(rq, c, err))
-		return NULL;
-	if (PQntuples(c) == 0) {
-		req_json_error(rq, 404, "cluster %s: no such cluster", id);
-		PQclear(c);
-		return NULL;
-	}
-	return c;
+static PGresult *need_problem(struct req *rq, const char *id)
+{
+	return need_row(rq, model_problem, "problem", id);
 }
 
 static const char *const no_params[] = { NULL };
@@ -891,14 +892,8 @@ static void get_problem(struct req *rq, const char *id)
 
 	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 1000, 20, &lim))
 		return;
-	p = model_problem(rq->db, id, err, sizeof(err));
-	if (failed(rq, p, err))
+	if (!(p = need_problem(rq, id)))
 		return;
-	if (PQntuples(p) == 0) {
-		req_json_error(rq, 404, "problem %s: no such problem", id);
-		PQclear(p);
-		return;
-	}
 	jsonw_init(&w, &rq->out);
 	r = model_problem_clusters(rq->db, req_id_array(rq, p, 0), err, sizeof(err));
 	if (failed(rq, r, err) || !put_problems(rq, &w, p, r, false))
@@ -961,27 +956,29 @@ static void get_cluster_stacks(struct req *rq, const char *id)
 	PQclear(r);
 }
 
-static void get_cluster_attribution(struct req *rq, const char *id)
+/* GET /api/v1/clusters/{id}/attribution, /api/v1/problems/{id}/attribution: the first `limit`
+ * values; the same shape for both, but for the id's key ("cluster_id", "problem_id"). */
+static void get_attribution(struct req *rq, enum attribution_of of, const char *id)
 {
 	static const char *const names[] = { "limit", NULL };
 	struct attribution at;
 	struct jsonw w;
-	PGresult *c;
+	PGresult *row;
 	char err[512];
 	int64_t lim;
 
 	if (!known_query(rq, names, false) || !num_param(rq, "limit", 1, 1000, 20, &lim))
 		return;
-	if (!(c = need_cluster(rq, id)))
+	if (!(row = of == ATTRIBUTION_PROBLEM ? need_problem(rq, id) : need_cluster(rq, id)))
 		return;
-	PQclear(c);
-	if (attribution_compute(rq->db, id, rq->a, &at, err, sizeof(err)) < 0) {
+	PQclear(row);
+	if (attribution_compute(rq->db, of, id, rq->a, &at, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
 		return;
 	}
 	jsonw_init(&w, &rq->out);
 	jsonw_object(&w);
-	jsonw_key(&w, "cluster_id");
+	jsonw_key(&w, of == ATTRIBUTION_PROBLEM ? "problem_id" : "cluster_id");
 	jsonw_number_text(&w, id);
 	jsonw_ku64(&w, "run_streams", at.run_streams);
 	jsonw_ku64(&w, "cluster_streams", at.cluster_streams);
@@ -1024,6 +1021,16 @@ static void get_cluster_attribution(struct req *rq, const char *id)
 	jsonw_end(&w);
 	jsonw_end(&w);
 	ok_json(rq, &w, 200);
+}
+
+static void get_cluster_attribution(struct req *rq, const char *id)
+{
+	get_attribution(rq, ATTRIBUTION_CLUSTER, id);
+}
+
+static void get_problem_attribution(struct req *rq, const char *id)
+{
+	get_attribution(rq, ATTRIBUTION_PROBLEM, id);
 }
 
 /* GET /api/v1/runs/{a}/compare/{b}: arg is b; a comes from the path. */
@@ -2308,6 +2315,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/runs/#/clusters", get_clusters, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/problems", get_problems, "run" },
 	{ REQ_M_GET, "/api/v1/problems/#", get_problem, "problem" },
+	{ REQ_M_GET, "/api/v1/problems/#/attribution", get_problem_attribution, "problem" },
 	{ REQ_M_GET, "/api/v1/runs/#/coverage", get_coverage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/triage", get_triage, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/compare/#", get_compare, "run" },

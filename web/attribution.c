@@ -1,4 +1,4 @@
-/* attribution: label values over-represented among a cluster's streams (see attribution.h). */
+/* attribution: label values over-represented among a cluster's or a problem's streams (see attribution.h). */
 #include "web/attribution.h"
 #include "common/db.h"
 #include "common/stats.h"
@@ -34,22 +34,30 @@ static int cmp_value(const void *x, const void *y)
 	return strcmp(a->value, b->value);
 }
 
-int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attribution *out, char *err,
-			size_t errlen)
+/* "cluster" or "problem" */
+static const char *what(const struct attribution *at)
 {
-	PGresult *r = model_cluster_values(db, id, err, errlen);
+	return at->of == ATTRIBUTION_PROBLEM ? "problem" : "cluster";
+}
+
+int attribution_compute(PGconn *db, enum attribution_of of, const char *id, struct arena *a,
+			struct attribution *out, char *err, size_t errlen)
+{
+	PGresult *r = of == ATTRIBUTION_PROBLEM ? model_problem_values(db, id, err, errlen)
+						: model_cluster_values(db, id, err, errlen);
 	struct attribution_value *v;
 	double *p, *pb;
 	size_t nv = 0, rows, first;
 	uint64_t nr, nk, nb;
 
 	memset(out, 0, sizeof(*out));
+	out->of = of;
 	if (!r)
 		return -1;
 	rows = (size_t)PQntuples(r);
 	if (rows == 0 || !PQgetisnull(r, 0, 0)) {
 		PQclear(r);
-		snprintf(err, errlen, "cluster %s: no totals", id);
+		snprintf(err, errlen, "%s %s: no totals", what(out), id);
 		return -1;
 	}
 	out->run_streams = nr = u64(r, 0, 2);
@@ -57,7 +65,7 @@ int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attr
 	out->cost_ns = u64(r, 0, 4);
 	out->baseline_streams = nb = u64(r, 0, 5);
 	if (nk == 0) {
-		/* a cluster without stored stacks: nothing to attribute */
+		/* a cluster (problem) without stored stacks: nothing to attribute */
 		PQclear(r);
 		return 0;
 	}
@@ -98,7 +106,7 @@ int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attr
 			x->cluster_share = (double)kv / (double)nk;
 			x->run_share = nr ? (double)rv / (double)nr : 0;
 			x->lift = x->run_share > 0 ? x->cluster_share / x->run_share : NAN;
-			/* the cluster's streams against the run's other streams */
+			/* the attributed streams against the run's other streams */
 			/* counts that cannot form a table (streams expired since the run): nothing to say */
 			x->p = kv > rv || nk > nr || nk - kv > nr - rv ? 1.0
 				: stats_fisher_greater(kv, nk - kv, rv - kv, (nr - rv) - (nk - kv));
@@ -120,7 +128,7 @@ int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attr
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	/* keep the values the cluster has */
+	/* keep the values the attributed streams have */
 	out->n = 0;
 	for (size_t i = 0; i < nv; i++) {
 		v[i].q = p[i];
@@ -148,7 +156,7 @@ void attribution_words(const struct attribution *at, size_t i, struct buf *out)
 {
 	const struct attribution_value *x = &at->v[i];
 
-	buf_printf(out, "%.0f %% of this cluster's cost is on ", 100 * x->cost_share);
+	buf_printf(out, "%.0f %% of this %s's cost is on ", 100 * x->cost_share, what(at));
 	if (strcmp(x->key, "host") == 0 || strcmp(x->key, "version") == 0)
 		buf_printf(out, "%s %s", x->key, x->value);
 	else
@@ -166,6 +174,7 @@ void attribution_summary(const struct attribution *at, struct buf *out)
 		attribution_words(at, 0, out);
 		return;
 	}
-	buf_printf(out, "No host, version or label value stands out among this cluster's %llu streams (the smallest "
-		   "adjusted p is %.2g)", (unsigned long long)at->cluster_streams, at->v[0].q);
+	buf_printf(out, "No host, version or label value stands out among this %s's %llu stream%s (the smallest "
+		   "adjusted p is %.2g)", what(at), (unsigned long long)at->cluster_streams,
+		   at->cluster_streams == 1 ? "" : "s", at->v[0].q);
 }

@@ -1,10 +1,11 @@
 /*
  * attribution: which hosts, versions and label values (conf.*, kernel, region,
- * ...) a cluster's streams have more of than the run's streams and than the
- * baseline's (docs/analysis.md, "Attribution"): share of the cluster's cost,
+ * ...) a cluster's (or a problem's) streams have more of than the run's streams
+ * and than the baseline's (docs/analysis.md, "Attribution"): share of its cost,
  * shares of streams, lift, and Fisher's exact test corrected for the number of
  * values tested (Benjamini-Hochberg). Computed on request from the run's
- * stored rows; the cluster page leads with its first value in words.
+ * stored rows; the cluster's and the problem's pages lead with the first value
+ * in words.
  */
 #ifndef SM_WEB_ATTRIBUTION_H
 #define SM_WEB_ATTRIBUTION_H
@@ -15,6 +16,10 @@
 #include "common/arena.h"
 #include "common/buf.h"
 
+/* What is attributed: one cluster, or one problem (its member clusters' events, each once). */
+enum attribution_of { ATTRIBUTION_CLUSTER, ATTRIBUTION_PROBLEM };
+
+/* "cluster" members are the attributed thing's: the cluster's or the problem's */
 struct attribution_value {
 	const char *key, *value;
 	uint64_t run_streams, cluster_streams, baseline_streams;
@@ -30,6 +35,7 @@ struct attribution_value {
 };
 
 struct attribution {
+	enum attribution_of of;
 	uint64_t run_streams, cluster_streams, baseline_streams, cost_ns;
 	size_t tested;                 /* values tested (the correction's n) */
 	size_t keys_skipped;           /* identifier-like keys (a value per stream or nearly) */
@@ -37,16 +43,16 @@ struct attribution {
 	size_t n;
 };
 
-/* The attribution of cluster id (which exists); everything lives in a (the request's arena).
- * Returns 0, or -1 with the reason in err. */
-int attribution_compute(PGconn *db, const char *id, struct arena *a, struct attribution *out, char *err,
-			size_t errlen);
+/* The attribution of cluster or problem id (which exists); everything lives in a (the request's
+ * arena). Returns 0, or -1 with the reason in err. */
+int attribution_compute(PGconn *db, enum attribution_of of, const char *id, struct arena *a,
+			struct attribution *out, char *err, size_t errlen);
 
-/* Value i in words: "84 % of this cluster's cost is on version 2.5.0, which has 31 % of the run's
+/* Value i in words: "84 % of this cluster's (problem's) cost is on version 2.5.0, which has 31 % of the run's
  * streams (12 % of the baseline's); p < 10^-9". Appends to out. */
 void attribution_words(const struct attribution *at, size_t i, struct buf *out);
 
-/* The cluster's attribution in one sentence: the first value's words when it stands out (adjusted
+/* The attribution in one sentence: the first value's words when it stands out (adjusted
  * p under 0.05), else that nothing does. Appends to out; at->n must be above 0. */
 void attribution_summary(const struct attribution *at, struct buf *out);
 

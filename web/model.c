@@ -339,62 +339,82 @@ PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, si
 		   2, p, err, errlen);
 }
 
-/* the cluster's streams, their cost, and their host, version and label values */
-#define CLUSTER_KV                                                                               \
-	"WITH c AS (SELECT id, run_id, kind, stack_ids FROM clusters WHERE id = $1::bigint),"      \
-	" k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost FROM run_stacks rs, c WHERE rs.run_id = c.run_id" \
-	"  AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids) GROUP BY rs.stream_ref),"        \
-	" kv AS (SELECT k.stream_ref, k.cost, x.key, x.value FROM k JOIN streams s ON s.id = k.stream_ref," \
+/* ---- attribution (web/attribution.h): what is attributed, then the same two queries ---- */
+
+/* the run's collapsed stacks a problem's clusters match, each (kind, stack) once: an event once */
+#define PROBLEM_MATCHED                                                                          \
+	" FROM (SELECT DISTINCT c.run_id, c.kind, unnest(c.stack_ids) AS stack_id FROM clusters c"   \
+	"  WHERE c.problem_id = $1::bigint) u"                                                     \
+	" JOIN run_stacks rs ON rs.run_id = u.run_id AND rs.kind = u.kind AND rs.stack_id = u.stack_id"
+
+/* c: the run and the kind of the population (NULL: both kinds, a problem spans them);
+ * k: the attributed streams with their cost there */
+#define CLUSTER_K                                                                                \
+	"WITH c AS (SELECT run_id, kind FROM clusters WHERE id = $1::bigint),"                     \
+	" k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost" MATCHED " GROUP BY rs.stream_ref)"
+#define PROBLEM_K                                                                                \
+	"WITH c AS (SELECT run_id, NULL::\"char\" AS kind FROM problems WHERE id = $1::bigint),"    \
+	" k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost" PROBLEM_MATCHED " GROUP BY rs.stream_ref)"
+
+/* a stream's host, version and label values (x.key, x.value) */
+#define STREAM_KV                                                                                \
 	"  LATERAL (SELECT 'host' AS key, s.host AS value UNION ALL"                                \
 	"   SELECT 'version', s.version WHERE s.version IS NOT NULL UNION ALL"                      \
 	"   SELECT l.key, l.value FROM jsonb_each_text(s.labels) AS l(key, value)"                  \
-	"   WHERE l.key NOT IN ('host', 'version')) x)"
+	"   WHERE l.key NOT IN ('host', 'version')) x"
 
-PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t errlen)
+/* the run's counts were stored with it (run_values): only the attributed streams are read */
+#define VALUES_STORED                                                                            \
+	", kv AS (SELECT k.stream_ref, k.cost, x.key, x.value FROM k JOIN streams s ON s.id = k.stream_ref," \
+	STREAM_KV "),"                                                                             \
+	" kc AS (SELECT key, value, count(*) AS n, sum(cost) AS cost FROM kv GROUP BY key, value)"  \
+	" SELECT v.key, v.value, v.run_streams, coalesce(kc.n, 0) AS cluster_streams,"              \
+	"  coalesce(kc.cost, 0)::bigint AS cluster_cost_ns, v.baseline_streams"                     \
+	" FROM run_values v JOIN c ON v.run_id = c.run_id LEFT JOIN kc USING (key, value) WHERE v.key <> ''" \
+	/* the attributed streams that still exist, as kv counts them (retention may have taken some) */ \
+	" UNION ALL SELECT NULL, NULL, v.run_streams, (SELECT count(*) FROM k JOIN streams s ON s.id = k.stream_ref)," \
+	"  (SELECT coalesce(sum(k.cost), 0)::bigint FROM k JOIN streams s ON s.id = k.stream_ref), v.baseline_streams" \
+	" FROM run_values v JOIN c ON v.run_id = c.run_id WHERE v.key = ''"                         \
+	" ORDER BY 1 NULLS FIRST, 2"
+
+/* a run stored before run_values: the run's violating streams (those with AOI events of the
+ * kind, or of either), the attributed ones, the baseline; every value over them counted now */
+#define VALUES_COUNTED                                                                           \
+	", r AS (SELECT DISTINCT rs.stream_ref FROM run_stacks rs, c WHERE rs.run_id = c.run_id"    \
+	"  AND (c.kind IS NULL OR rs.kind = c.kind)),"                                             \
+	" b AS (SELECT rb.stream_ref FROM run_baseline rb, c WHERE rb.run_id = c.run_id),"         \
+	" a AS (SELECT stream_ref FROM r UNION SELECT stream_ref FROM b),"                         \
+	" kv AS (SELECT s.id AS stream_ref, x.key, x.value FROM a JOIN streams s ON s.id = a.stream_ref," \
+	STREAM_KV ")"                                                                              \
+	" SELECT kv.key, kv.value, count(r.stream_ref) AS run_streams, count(k.stream_ref) AS cluster_streams," \
+	"  coalesce(sum(k.cost), 0)::bigint AS cluster_cost_ns, count(b.stream_ref) AS baseline_streams" \
+	" FROM kv LEFT JOIN r USING (stream_ref) LEFT JOIN k USING (stream_ref) LEFT JOIN b USING (stream_ref)" \
+	" GROUP BY kv.key, kv.value"                                                               \
+	" UNION ALL SELECT NULL, NULL, (SELECT count(*) FROM r), (SELECT count(*) FROM k),"         \
+	"  (SELECT coalesce(sum(cost), 0)::bigint FROM k), (SELECT count(*) FROM b)"                \
+	" ORDER BY 1 NULLS FIRST, 2"
+
+/* the stored counts' query, else (no run_values rows: an older run) the counting one */
+static PGresult *values(PGconn *db, int stored_no, const char *stored, int counted_no, const char *counted,
+			const char *id, char *err, size_t errlen)
 {
 	const char *p[1] = { id };
-	PGresult *r;
+	PGresult *r = run_prepared(db, stored_no, stored, 1, p, err, errlen);
 
-	/* the run's counts were stored with it (run_values): only the cluster's streams are read */
-	r = run_prepared(db, 12,
-		 CLUSTER_KV ", kc AS (SELECT key, value, count(*) AS n, sum(cost) AS cost FROM kv GROUP BY key, value)"
-		 " SELECT v.key, v.value, v.run_streams, coalesce(kc.n, 0) AS cluster_streams,"
-		 "  coalesce(kc.cost, 0)::bigint AS cluster_cost_ns, v.baseline_streams"
-		 " FROM run_values v JOIN c ON v.run_id = c.run_id LEFT JOIN kc USING (key, value) WHERE v.key <> ''"
-		 /* the cluster's streams that still exist, as kv counts them (retention may have taken some) */
-		 " UNION ALL SELECT NULL, NULL, v.run_streams, (SELECT count(*) FROM k JOIN streams s ON s.id = k.stream_ref),"
-		 "  (SELECT coalesce(sum(k.cost), 0)::bigint FROM k JOIN streams s ON s.id = k.stream_ref), v.baseline_streams"
-		 " FROM run_values v JOIN c ON v.run_id = c.run_id WHERE v.key = ''"
-		 " ORDER BY 1 NULLS FIRST, 2",
-		 1, p, err, errlen);
 	if (!r || PQntuples(r) > 0)
 		return r;
 	PQclear(r);
-	/* a run stored before run_values: everything counted now */
+	return run_prepared(db, counted_no, counted, 1, p, err, errlen);
+}
 
-	/* the run's violating streams (those with AOI events of the kind), the cluster's (with its
-	 * cost), the run's baseline; then every host, version and label value over them */
-	return run_prepared(db, 11,
-		   "WITH c AS (SELECT id, run_id, kind, stack_ids FROM clusters WHERE id = $1::bigint),"
-		   " r AS (SELECT DISTINCT rs.stream_ref FROM run_stacks rs, c WHERE rs.run_id = c.run_id"
-		   "  AND rs.kind = c.kind),"
-		   " k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost FROM run_stacks rs, c WHERE rs.run_id = c.run_id"
-		   "  AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids) GROUP BY rs.stream_ref),"
-		   " b AS (SELECT rb.stream_ref FROM run_baseline rb, c WHERE rb.run_id = c.run_id),"
-		   " a AS (SELECT stream_ref FROM r UNION SELECT stream_ref FROM b),"
-		   " kv AS (SELECT s.id AS stream_ref, x.key, x.value FROM a JOIN streams s ON s.id = a.stream_ref,"
-		   "  LATERAL (SELECT 'host' AS key, s.host AS value UNION ALL"
-		   "   SELECT 'version', s.version WHERE s.version IS NOT NULL UNION ALL"
-		   "   SELECT l.key, l.value FROM jsonb_each_text(s.labels) AS l(key, value)"
-		   "   WHERE l.key NOT IN ('host', 'version')) x)"
-		   " SELECT kv.key, kv.value, count(r.stream_ref) AS run_streams, count(k.stream_ref) AS cluster_streams,"
-		   "  coalesce(sum(k.cost), 0)::bigint AS cluster_cost_ns, count(b.stream_ref) AS baseline_streams"
-		   " FROM kv LEFT JOIN r USING (stream_ref) LEFT JOIN k USING (stream_ref) LEFT JOIN b USING (stream_ref)"
-		   " GROUP BY kv.key, kv.value"
-		   " UNION ALL SELECT NULL, NULL, (SELECT count(*) FROM r), (SELECT count(*) FROM k),"
-		   "  (SELECT coalesce(sum(cost), 0)::bigint FROM k), (SELECT count(*) FROM b)"
-		   " ORDER BY 1 NULLS FIRST, 2",
-		   1, p, err, errlen);
+PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	return values(db, 12, CLUSTER_K VALUES_STORED, 11, CLUSTER_K VALUES_COUNTED, id, err, errlen);
+}
+
+PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	return values(db, 21, PROBLEM_K VALUES_STORED, 22, PROBLEM_K VALUES_COUNTED, id, err, errlen);
 }
 
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen)
@@ -919,12 +939,6 @@ PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err,
 		   " JOIN clusters c ON c.id = m.cid WHERE p.id = ANY($1::bigint[]) ORDER BY p.id, m.o",
 		   1, p, err, errlen);
 }
-
-/* the run's collapsed stacks a problem's clusters match, each (kind, stack) once: an event once */
-#define PROBLEM_MATCHED                                                                          \
-	" FROM (SELECT DISTINCT c.run_id, c.kind, unnest(c.stack_ids) AS stack_id FROM clusters c"   \
-	"  WHERE c.problem_id = $1::bigint) u"                                                     \
-	" JOIN run_stacks rs ON rs.run_id = u.run_id AND rs.kind = u.kind AND rs.stack_id = u.stack_id"
 
 PGresult *model_problem_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {

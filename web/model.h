@@ -87,10 +87,14 @@ PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *er
  * dimension, by dim then cost. */
 PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, size_t errlen);
 /* For attribution (web/attribution.h): first a totals row (key and value NULL): run_streams (the
- * run's violating streams with AOI events of the cluster's kind), cluster_streams, cluster_cost_ns,
- * baseline_streams (the run's); then per key ("host", "version", or a label's) and value the
- * same four counts over the streams with that value. */
+ * run's violating streams: with AOI events of any kind, as run_values counts them; of the
+ * cluster's kind in a run stored before run_values), cluster_streams, cluster_cost_ns (the
+ * cluster's streams and its cost there), baseline_streams (the run's); then per key ("host",
+ * "version", or a label's) and value the same four counts over the streams with that value. */
 PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t errlen);
+/* The same for problem id: its streams and cost are those of the run's AOI events any member
+ * cluster matches, each (kind, stack) once; run_streams counts both kinds in every run. */
+PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t errlen);
 /* The matched stacks with their cost: stack_id, cost_ns, events (frames via model_stack_frames). */
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen);
 

@@ -699,6 +699,50 @@ static void problems_section(struct req *rq, const char *id, PGresult *run)
 	PQclear(cl);
 }
 
+/* Where the cluster or problem happens: its most over-represented host, version or label values,
+ * the first in words when it stands out (docs/analysis.md, "Attribution"). */
+static void attribution_section(struct req *rq, enum attribution_of of, const char *id)
+{
+	const char *what = of == ATTRIBUTION_PROBLEM ? "problem" : "cluster";
+	struct attribution at;
+	char err[512];
+	struct buf words = BUF_INIT(4096);
+
+	if (attribution_compute(rq->db, of, id, rq->a, &at, err, sizeof(err)) < 0) {
+		html_raw(rq, "<p class=\"error\">Attribution: ");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+		return;
+	}
+	if (!at.n)
+		return;
+	html_raw(rq, "<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">");
+	attribution_summary(&at, &words);
+	html_text(rq, buf_cstr(&words));
+	html_raw(rq, ".");
+	buf_release(&words);
+	html_rawf(rq, "</p><table class=\"attribution\"><thead><tr><th>Key</th><th>Value</th>"
+		      "<th class=\"n\">Cost share</th><th class=\"n\">Its streams</th><th class=\"n\">Run's streams</th>"
+		      "%s<th class=\"n\" title=\"its share of the %s's streams over its share of the run's\">Lift</th>"
+		      "<th class=\"n\" title=\"Fisher's exact test, Benjamini-Hochberg over %zu values\">p (adjusted)</th>"
+		      "</tr></thead><tbody>",
+		  at.baseline_streams ? "<th class=\"n\">Baseline's streams</th>" : "", what, at.tested);
+	for (size_t i = 0; i < at.n && i < 8; i++) {
+		const struct attribution_value *x = &at.v[i];
+
+		html_raw(rq, "<tr><td>");
+		html_text(rq, x->key);
+		html_raw(rq, "</td><td>");
+		html_text(rq, x->value);
+		html_rawf(rq, "</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td>",
+			  100 * x->cost_share, 100 * x->cluster_share, 100 * x->run_share);
+		if (at.baseline_streams)
+			html_rawf(rq, "<td class=\"n\">%.0f %%</td>", 100 * x->baseline_share);
+		html_rawf(rq, "<td class=\"n\">%.2f</td><td class=\"n\">%.2g</td></tr>", x->lift, x->q);
+	}
+	html_raw(rq, "</tbody></table></section>");
+}
+
 /* /problems/{id}: a problem, its clusters, hosts and costliest streams */
 static void page_problem(struct req *rq, const char *id)
 {
@@ -730,6 +774,7 @@ static void page_problem(struct req *rq, const char *id)
 	html_raw(rq, "</h1>");
 	machine_note(rq, p, 0);
 	problem_metrics(rq, p, 0);
+	attribution_section(rq, ATTRIBUTION_PROBLEM, id);
 	html_raw(rq, "<h2>Clusters</h2>");
 	problem_members(rq, cl, &k, id);
 	html_raw(rq, "<h2>Hosts</h2><table class=\"hosts\"><thead><tr><th>Host</th><th class=\"n\">Streams</th>"
@@ -918,49 +963,6 @@ out:
 	PQclear(fr);
 }
 
-/* Where the cluster happens: its most over-represented host, version or label values, the first
- * in words when it stands out (docs/analysis.md, "Attribution"). */
-static void attribution_section(struct req *rq, const char *id)
-{
-	struct attribution at;
-	char err[512];
-	struct buf words = BUF_INIT(4096);
-
-	if (attribution_compute(rq->db, id, rq->a, &at, err, sizeof(err)) < 0) {
-		html_raw(rq, "<p class=\"error\">Attribution: ");
-		html_text(rq, err);
-		html_raw(rq, "</p>");
-		return;
-	}
-	if (!at.n)
-		return;
-	html_raw(rq, "<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">");
-	attribution_summary(&at, &words);
-	html_text(rq, buf_cstr(&words));
-	html_raw(rq, ".");
-	buf_release(&words);
-	html_rawf(rq, "</p><table class=\"attribution\"><thead><tr><th>Key</th><th>Value</th>"
-		      "<th class=\"n\">Cost share</th><th class=\"n\">Its streams</th><th class=\"n\">Run's streams</th>"
-		      "%s<th class=\"n\" title=\"its share of the cluster's streams over its share of the run's\">Lift</th>"
-		      "<th class=\"n\" title=\"Fisher's exact test, Benjamini-Hochberg over %zu values\">p (adjusted)</th>"
-		      "</tr></thead><tbody>",
-		  at.baseline_streams ? "<th class=\"n\">Baseline's streams</th>" : "", at.tested);
-	for (size_t i = 0; i < at.n && i < 8; i++) {
-		const struct attribution_value *x = &at.v[i];
-
-		html_raw(rq, "<tr><td>");
-		html_text(rq, x->key);
-		html_raw(rq, "</td><td>");
-		html_text(rq, x->value);
-		html_rawf(rq, "</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td>",
-			  100 * x->cost_share, 100 * x->cluster_share, 100 * x->run_share);
-		if (at.baseline_streams)
-			html_rawf(rq, "<td class=\"n\">%.0f %%</td>", 100 * x->baseline_share);
-		html_rawf(rq, "<td class=\"n\">%.2f</td><td class=\"n\">%.2g</td></tr>", x->lift, x->q);
-	}
-	html_raw(rq, "</tbody></table></section>");
-}
-
 static void page_cluster(struct req *rq, const char *id)
 {
 	char err[512];
@@ -1020,7 +1022,7 @@ static void page_cluster(struct req *rq, const char *id)
 		}
 		html_raw(rq, ".</p>");
 	}
-	attribution_section(rq, id);
+	attribution_section(rq, ATTRIBUTION_CLUSTER, id);
 
 	{
 		const char **common;

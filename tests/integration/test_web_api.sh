@@ -364,6 +364,38 @@ t_eq "problem: one, its clusters, streams and hosts" "$HTTP_STATUS $(j '{k: v fo
 	"200 $P1JSON [[\"$SB\",\"h-beta\",900,2],[\"$SA\",\"h-alpha\",800,2],[\"$SC\",\"h-beta\",700,1]] [{\"host\":\"h-beta\",\"streams\":2,\"cost_ns\":1600},{\"host\":\"h-alpha\",\"streams\":1,\"cost_ns\":800}]"
 api GET "/api/v1/problems/999999" "${AN[@]}"
 t_err "problem: missing" 404 "problem 999999: no such problem"
+# attribution per problem (docs/analysis.md): its streams and cost are its members' events, each
+# once (PW1: W1's waits in A, B, C and R1's CPU in A, B: 900 in B, 800 in A, 700 in C); the run's
+# streams R = A, B, C (both kinds), no baseline. Values one stream has are not stored (run_values):
+# h-beta (B, C), 1.0 (A, B), eu (A, C) are tested. PW1 has every stream: p = 1, lift 1.
+ATOT='[j[k] for k in ("problem_id", "run_streams", "cluster_streams", "baseline_streams", "cost_ns", "tested", "keys_skipped", "summary")]'
+AVAL='[[v["key"], v["value"], v["cost_ns"], round(v["cost_share"], 6), v["cluster_streams"], v["run_streams"], v["baseline_streams"], round(v["cluster_share"], 6), round(v["run_share"], 6), v["baseline_share"], round(v["lift"], 6), v["lift_baseline"], round(v["p"], 6), round(v["q"], 6), v["p_baseline"], v["q_baseline"]] for v in j["values"]]'
+api GET "/api/v1/problems/$PW1/attribution" "${AN[@]}"
+t_eq "problem attribution: totals over both kinds, each event once" "$HTTP_STATUS $(j "$ATOT")" \
+	"200 [$PW1,3,3,0,2400,3,0,\"No host, version or label value stands out among this problem's 3 streams (the smallest adjusted p is 1)\"]"
+t_eq "problem attribution: every value exactly, by cost share when p ties" "$(j "$AVAL")" \
+	'[["version","1.0",1700,0.708333,2,2,0,0.666667,0.666667,null,1,null,1,1,null,null],["host","h-beta",1600,0.666667,2,2,0,0.666667,0.666667,null,1,null,1,1,null,null],["region","eu",1500,0.625,2,2,0,0.666667,0.666667,null,1,null,1,1,null,null]]'
+PAKEYS=$(j 'sorted(j)')
+# PW2 (W2's fsync wait, in C only): h-beta and eu, 1 of its 1 stream against 2 of the run's 3:
+# Fisher's one-sided p = 2/3; version 1.0 (not C's) tested too, so q = min(2/3 x 3/2, 1 x 3/3) = 1
+api GET "/api/v1/problems/$PW2/attribution?limit=1" "${AN[@]}"
+t_eq "problem attribution: a one-stream problem, limit" "$HTTP_STATUS $(j "$ATOT") $(j "$AVAL")" \
+	"200 [$PW2,3,1,0,4000,3,0,\"No host, version or label value stands out among this problem's 1 stream (the smallest adjusted p is 1)\"] [[\"host\",\"h-beta\",4000,1,1,2,0,1,0.666667,null,1.5,null,0.666667,1,null,null]]"
+api GET "/api/v1/clusters/$W1/attribution" "${AN[@]}"
+t_eq "problem attribution: the cluster's shape, the id's key apart" "$PAKEYS" "$(j 'sorted(k if k != "cluster_id" else "problem_id" for k in j)')"
+# a run stored before run_values: every value counted on request, over both kinds' streams (8 values
+# tested; C's 2.0 and db have p = 1/3, its h-beta and eu 2/3; BH over 8: q = 1)
+pg_q "DELETE FROM run_values WHERE run_id = $RUN"
+api GET "/api/v1/problems/$PW2/attribution" "${AN[@]}"
+t_eq "problem attribution: an older run, counted on request" "$HTTP_STATUS $(j "$ATOT") $(j '[[v["key"], v["value"], v["run_streams"], round(v["p"], 6), round(v["q"], 6)] for v in j["values"]]')" \
+	"200 [$PW2,3,1,0,4000,8,0,\"No host, version or label value stands out among this problem's 1 stream (the smallest adjusted p is 1)\"] [[\"tier\",\"db\",1,0.333333,1],[\"version\",\"2.0\",1,0.333333,1],[\"host\",\"h-beta\",2,0.666667,1],[\"region\",\"eu\",2,0.666667,1]]"
+pg_q "SELECT sm_run_values($RUN)" >/dev/null
+api GET "/api/v1/problems/999999/attribution" "${AN[@]}"
+t_err "problem attribution: missing" 404 "problem 999999: no such problem"
+api GET "/api/v1/problems/$PW1/attribution?limit=0" "${AN[@]}"
+t_err "problem attribution: limit 0" 400 "limit: must be a whole number from 1 to 1000"
+api GET "/api/v1/problems/$PW1/attribution?sort=q" "${AN[@]}"
+t_err "problem attribution: unknown parameter" 400 "sort: unknown parameter"
 # a run mined before problems existed (migration 023): said so, nothing invented
 pg_q "INSERT INTO runs (params, status, counts) SELECT params, 'done', counts - 'problems' FROM runs WHERE id = $RUN RETURNING id" >"$T_TMP/oldrun"
 OLDRUN=$(head -n 1 "$T_TMP/oldrun")
@@ -380,6 +412,8 @@ t_eq "run page: no raw hostile frame" "$(grep -c '<script>alert' <<<"$HTTP_BODY"
 api GET "/problems/$PW1" "${AN[@]}"
 t_match "problem page: its clusters and hosts" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
 	"^200 .*<h1>Problem #$PW1, rank 2 of <a href=\"/runs/$RUN\">run #$RUN</a>: .*href=\"/clusters/$W1\".*href=\"/clusters/$R1\".*<td>h-beta</td><td class=\"n\">2</td>.*$SB"
+t_match "problem page: where it happens, in one sentence and a table" "$(tr -d '\n' <<<"$HTTP_BODY")" \
+	"<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">No host, version or label value stands out among this problem&#39;s 3 streams \(the smallest adjusted p is 1\)\.</p><table class=\"attribution\">.*<tbody><tr><td>version</td><td>1\.0</td><td class=\"n\">71 %</td><td class=\"n\">67 %</td><td class=\"n\">67 %</td><td class=\"n\">1\.00</td><td class=\"n\">1</td></tr><tr><td>host</td><td>h-beta</td>.*</tbody></table></section><h2>Clusters</h2>"
 api GET "/problems/999999" "${AN[@]}"
 t_eq "problem page: missing" "$HTTP_STATUS" 404
 

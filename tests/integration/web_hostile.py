@@ -23,6 +23,7 @@ rnd = random.Random(seed)
 
 ROUTES = ["/api/v1/streams", "/api/v1/streams/%s", "/api/v1/runs", "/api/v1/runs/%s", "/api/v1/runs/%s/clusters",
           "/api/v1/runs/%s/coverage", "/api/v1/runs/%s/triage", "/api/v1/clusters/%s", "/api/v1/clusters/%s/stacks",
+          "/api/v1/clusters/%s/attribution", "/api/v1/problems/%s", "/api/v1/problems/%s/attribution", "/problems/%s",
           "/api/v1/signatures", "/api/v1/signatures/%s", "/api/v1/signatures/export", "/api/v1/signatures/import",
           "/runs", "/runs/%s", "/clusters/%s", "/streams", "/streams/%s", "/signatures", "/signatures/new",
           "/signatures/%s", "/login", "/logout", "/static/app.js", "/static/%s", "/healthz", "/%s"]
