@@ -418,7 +418,7 @@ void guard_log_wake(void)
 
 static uint32_t group_id(int32_t loop, uint32_t tslot)
 {
-	return (uint32_t)loop * (GP_MAX_TYPES + 1) + tslot;
+	return (uint32_t)loop * GUARD_TSLOTS + tslot;
 }
 
 /* The violation's size: its excess over its threshold (its duration without one), at least 1 ns. */
@@ -432,7 +432,9 @@ static double violation_size(const struct gviol *v)
 void guard_enqueue(const struct gviol *v)
 {
 	int64_t now = guard_now();
-	uint32_t tslot = v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
+	/* deferred requests have a budget of their own per loop: they never push a unit type's out */
+	uint32_t tslot = v->async ? GUARD_TSLOT_ASYNC :
+			 v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
 	struct prio_group *g;
 	int evicted = 0;
 	int32_t at;
@@ -470,7 +472,7 @@ void guard_enqueue(const struct gviol *v)
 static void close_minutes(int64_t now, int all)
 {
 	for (int32_t l = 0; l < GP_MAX_LOOPS; l++)
-		for (uint32_t t = 0; t <= GP_MAX_TYPES; t++) {
+		for (uint32_t t = 0; t < GUARD_TSLOTS; t++) {
 			struct prio_group *g = &G.pg[l][t];
 
 			if (g->offered && (all || now - g->opened >= GUARD_MINUTE_NS))
@@ -543,7 +545,7 @@ static void ship_closed(void)
  * pool): the open minute holding the most bytes (candidates) closes early and ships. */
 static void trim_held(void)
 {
-	static size_t by_group[GP_MAX_LOOPS * (GP_MAX_TYPES + 1)];   /* the shipping thread's */
+	static size_t by_group[GP_MAX_LOOPS * GUARD_TSLOTS];   /* the shipping thread's */
 
 	for (;;) {
 		size_t total = 0, most = 0, nheld = 0;
@@ -570,7 +572,7 @@ static void trim_held(void)
 			}
 		}
 		if (gid != PRIO_NONE) {
-			prio_close(G.held, GUARD_HELD, &G.pg[gid / (GP_MAX_TYPES + 1)][gid % (GP_MAX_TYPES + 1)], gid);
+			prio_close(G.held, GUARD_HELD, &G.pg[gid / GUARD_TSLOTS][gid % GUARD_TSLOTS], gid);
 			atomic_fetch_add(&G.n.early_closes, 1);
 		}
 		pthread_mutex_unlock(&G.mu);
