@@ -96,7 +96,8 @@ enum { GA_NONE, GA_READ, GA_SEND, GA_CONNECT, GA_ACCEPT };
 struct gafd {
 	int32_t fd1;              /* the descriptor + 1; 0 = free */
 	uint8_t role;             /* AF_CLIENT, AF_UPSTREAM, AF_OUT, AF_SKIP */
-	uint8_t pad[3];
+	uint8_t known;            /* its accept or connect was seen: the role is not a guess */
+	uint8_t pad[2];
 	int32_t peer;             /* upstream: the client's descriptor + 1 it last worked for */
 	int32_t loop;             /* client: the loop of the unit that read the request */
 	uint32_t seq;             /* client: that unit (gthread.aseq) */

@@ -606,6 +606,7 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 		e->peer = how == GA_ACCEPT ? 0 : t->acur;
 		e->t = e->role == AF_UPSTREAM ? c->t0 : 0;
 		e->used = t->aseq;
+		e->known = 1;
 		return;
 	}
 	if (!e)
@@ -619,9 +620,9 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 				e->loop = t->loop;
 			}
 			t->acur = e->fd1;
-		} else if (e->t && t->acur && t->acur != e->fd1) {
-			/* written with a request in flight, for another client: an upstream the table took
-			 * for a client (connected before it knew), its reply for a request */
+		} else if (!e->known && e->t && t->acur && t->acur != e->fd1) {
+			/* a guess, written with a request in flight for another client: an upstream the
+			 * table took for a client (connected before it knew), its reply for a request */
 			e->role = AF_UPSTREAM;
 			e->peer = t->acur;
 			e->t = c->t0;
@@ -641,11 +642,11 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 				e->t = 0;
 			}
 			t->acur = e->peer;   /* the unit now works for the upstream's client */
-		} else {
+		} else if (!e->t) {
+			/* a new request to it (a kept-alive upstream): for the client this unit works for */
 			if (t->acur)
 				e->peer = t->acur;
-			if (!e->t)
-				e->t = c->t0;
+			e->t = c->t0;
 		}
 	}
 }
