@@ -6,7 +6,7 @@
  *                to do its bookkeeping and calls gcall_finish() after the call
  *   signals.c    the program's signal dispositions and masks as it set them,
  *                the agent's own signal out of its sight
- *   unit.c       per thread: units (loop-site waits), unit-type inference and
+ *   unit.c       per thread: units (loop-site waits), deferred requests, unit-type inference and
  *                violation checks (guard), contexts and classes (training),
  *                wait events with readiers
  *   sampler.c    per-thread CPU-time timers, the agent's signal, stack walks
