@@ -551,8 +551,6 @@ static inline int gcall_begin(struct gcall *c, int id, uintptr_t ret, uintptr_t 
 void guard_unit_reset_child(struct gthread *t);
 /* The program closed fd: the calling thread's deferred-request entry of it goes. */
 void guard_async_close(int fd);
-/* The thread ends: its deferred-request table goes. */
-void guard_async_release(struct gthread *t);
 
 /* ---- train.c ---- */
 struct gtrain *gtrain_new(void);

@@ -399,7 +399,6 @@ void guard_thread_exit(void *p)
 	pthread_mutex_unlock(&dead.mu);
 	t->slot = NULL;
 	t->exiting = 1;
-	guard_async_release(t);
 }
 
 /* ---- modules loaded later ---- */

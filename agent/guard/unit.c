@@ -487,21 +487,53 @@ static int async_loop_call(uint16_t id)
 	       id == GC_PSELECT;
 }
 
+/* The table goes with its thread (training's threads have no slot: a key of its own). */
+static pthread_key_t afd_key;
+static pthread_once_t afd_once = PTHREAD_ONCE_INIT;
+static int afd_key_ok;
+
+static void afd_destructor(void *p)
+{
+	struct gthread *t = &guard_tls;
+
+	if (t->afd == p) {
+		t->aloop = 0;
+		t->afd = NULL;
+	}
+	munmap(p, afd_bytes());
+}
+
+static void afd_key_init(void)
+{
+	afd_key_ok = pthread_key_create(&afd_key, afd_destructor) == 0;
+}
+
+__attribute__((noinline, cold)) static void async_map(struct gthread *t)
+{
+	/* once per thread; mapped, not malloc'ed: the program's allocator is never entered here */
+	void *p;
+
+	pthread_once(&afd_once, afd_key_init);
+	p = afd_key_ok ? mmap(NULL, afd_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) :
+			 MAP_FAILED;
+	if (p != MAP_FAILED && pthread_setspecific(afd_key, p) != 0) {
+		munmap(p, afd_bytes());
+		p = MAP_FAILED;
+	}
+	if (p == MAP_FAILED)
+		t->aloop = 0;
+	else
+		t->afd = p;
+}
+
 /* A unit begins after the loop's wait call id. */
 static inline void async_unit_begin(struct gthread *t, uint16_t id)
 {
 	t->aseq++;
 	t->acur = 0;
 	t->aloop = G.cfg.async && async_loop_call(id);
-	if (GUARD_UNLIKELY(t->aloop && !t->afd)) {
-		/* once per thread; mapped, not malloc'ed: the program's allocator is never entered here */
-		void *p = mmap(NULL, afd_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (p == MAP_FAILED)
-			t->aloop = 0;
-		else
-			t->afd = p;
-	}
+	if (GUARD_UNLIKELY(t->aloop && !t->afd))
+		async_map(t);
 }
 
 static inline struct gafd *async_find(const struct gthread *t, int fd)
@@ -669,14 +701,6 @@ void guard_async_close(int fd)
 
 	if (t->afd && fd >= 0 && (e = async_find(t, fd)))
 		memset(e, 0, sizeof(*e));
-}
-
-void guard_async_release(struct gthread *t)
-{
-	t->aloop = 0;
-	if (t->afd)
-		munmap(t->afd, afd_bytes());
-	t->afd = NULL;
 }
 
 static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
