@@ -64,31 +64,33 @@ thr_ms=$(grep '^  deferred requests' <<<"$show")
 echo "  $thr_ms"
 q() { pg_q "$1" -v bid="$bid"; }
 
-# ---- guarding: 2 % of the upstream's replies take 60 ms ----
+# ---- guarding: 2 % of the upstream's replies take 300 ms ----
+# (far over the threshold learnt: on a loaded machine a stall in training can raise it to 100 ms)
 SM_GUARD_REPORTS_PER_MIN=100000 guarded async
-mix=$("$GT" client "$PORT" 800 1 up:96,up=60:2,fast:2) || t_fail "guarded load"
+mix=$("$GT" client "$PORT" 800 1 up:96,up=300:2,fast:2) || t_fail "guarded load"
 stop_proxy
-slow=$(awk '$1 == "up" && $2 == 60 {print $3}' <<<"$mix")
-fast=$(awk '$1 == "up" && $2 != 60 {print $2}' <<<"$mix")
+slow=$(awk '$1 == "up" && $2 == 300 {print $3}' <<<"$mix")
+fast=$(awk '$1 == "up" && $2 != 300 {print $2}' <<<"$mix")
 echo "guarded: $slow slow upstream replies, $fast fast ones"
 A="labels->>'run' = 'async' AND role = 'violation' AND labels->>'unit.async' = '1'"
 echo "deferred-request streams: $(q "SELECT count(*) FROM streams WHERE $A")"
 # the [async wait]: on the symptom thread, the stack at the proxy's read of the reply, as long as the
-# upstream's 60 ms (from the connect to the read: the sleep plus a connect, a send and a wake-up)
+# upstream's 300 ms (from the connect to the read: the sleep plus a connect, a send and a wake-up)
 W="e.tid = s.symptom_tid AND e.kind = 'w' AND k.frame_ids[cardinality(k.frame_ids)] =
 	(SELECT id FROM frames WHERE name = '[async wait]')"
 waits=$(stream_events "s.labels->>'run' = 'async' AND s.labels->>'unit.async' = '1' AND $W")
 echo "$waits" | awk '{print $3}' | sort -n | awk '{v[NR] = $1} END {if (NR) print "  async waits: " NR ", " v[1] / 1e6 " to " v[NR] / 1e6 " ms"}'
 n=$(grep -c '^w [0-9]* [0-9]* 0 .*guardtest!run_proxy;guardtest!read_upstream;libc\.so\.6!read;\[async wait\]$' <<<"$waits")
-long=$(awk '$3 >= 60000000 && $3 < 80000000' <<<"$waits" | wc -l)
+long=$(awk '$3 >= 300000000 && $3 < 330000000' <<<"$waits" | wc -l)
 t_eq "each slow reply is a violation stream with an [async wait] under the upstream's read" \
 	"$(q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
-	       WHERE s.$A AND $W AND e.dur_ns BETWEEN 60000000 AND 80000000")" "$slow"
+	       WHERE s.$A AND $W AND e.dur_ns BETWEEN 300000000 AND 330000000")" "$slow"
 t_eq "the wait's stack: the proxy's loop, its read of the reply, [async wait]" "$n" "$(grep -c . <<<"$waits")"
-t_eq "lasting the upstream's 60 ms (60 to 80 ms)" "$long" "$slow"
+t_eq "lasting the upstream's 300 ms (300 to 330 ms)" "$long" "$slow"
 fp=$(q "SELECT count(*) FROM streams WHERE $A")
 echo "fast replies reported: $((fp - slow)) of $fast"
-t_match "fast replies are not reported (a few at most, on a loaded machine)" "$((fp - slow))" '^[0-9]$'
+# (the threshold is a few ms: a loaded machine's stalls make a few per cent of them slower)
+t_eq "fast replies are hardly reported (under 5 % of them)" "$(( (fp - slow) * 20 < fast ))" 1
 t_eq "the stream's symptom spans the request: unit.type async, its threshold learnt, duration over it" \
 	"$(q "SELECT count(*) FROM streams WHERE $A AND symptom_unit_type = 'async' AND labels->>'unit.type' = 'async'
 	       AND symptom_threshold_ns >= 1000000 AND symptom_threshold_ns::text = labels->>'unit.threshold_ns'
@@ -97,7 +99,7 @@ t_eq "the stream's symptom spans the request: unit.type async, its threshold lea
 	       AND labels->>'unit.loop' = 'guardtest!run_proxy' AND symptom_tid = $GPID")" "$fp"
 t_eq "a slow request's duration holds its upstream's wait, and its window the wait" \
 	"$(q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
-	       WHERE s.$A AND $W AND e.dur_ns >= 60000000 AND (s.labels->>'unit.duration_ns')::bigint >= e.dur_ns
+	       WHERE s.$A AND $W AND e.dur_ns >= 300000000 AND (s.labels->>'unit.duration_ns')::bigint >= e.dur_ns
 	       AND e.ts_ns >= s.symptom_start_ns AND e.ts_ns + e.dur_ns <= s.symptom_end_ns")" "$slow"
 line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
 t_eq "the agent counts them as violations" "$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")" \
@@ -114,7 +116,7 @@ t_match "mined, the top cluster is the upstream's wait" "$top" '\[async wait\]$'
 
 # ---- SM_GUARD_ASYNC=0: units only ----
 SM_GUARD_ASYNC=0 SM_GUARD_REPORTS_PER_MIN=100000 guarded async-off
-"$GT" client "$PORT" 200 1 up:90,up=60:10 >/dev/null || t_fail "load without deferred requests"
+"$GT" client "$PORT" 200 1 up:95,up=300:5 >/dev/null || t_fail "load without deferred requests"
 stop_proxy
 t_eq "SM_GUARD_ASYNC=0: no deferred-request stream, no [async wait]" \
 	"$(q "SELECT count(*) FROM streams s WHERE labels->>'run' = 'async-off' AND (labels->>'unit.async' = '1' OR EXISTS (
