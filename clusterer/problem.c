@@ -27,6 +27,16 @@ bool problem_frame_named(const char *name, size_t len)
 	return true;
 }
 
+bool problem_frame_machine(const char *name, size_t len)
+{
+	static const char *const machine[] = { "[cpu run queue]", "[cgroup throttled]" };
+
+	for (size_t i = 0; i < sizeof(machine) / sizeof(machine[0]); i++)
+		if (len == strlen(machine[i]) && memcmp(name, machine[i], len) == 0)
+			return true;
+	return false;
+}
+
 int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, double theta, uint32_t *label,
 		  size_t *nproblems, char *err, size_t errlen)
 {

@@ -75,4 +75,8 @@ int problem_titles(const struct problem_unit *u, size_t n, const struct problem_
  * queue]") and not an unresolved address ("libx.so+0x1a2b", "0x7f00..."). */
 bool problem_frame_named(const char *name, size_t len);
 
+/* A frame that stands for the machine, not the code: the guard's CPU starvation pseudo-frames
+ * ("[cpu run queue]", "[cgroup throttled]"; docs/guard.md "CPU starvation"). */
+bool problem_frame_machine(const char *name, size_t len);
+
 #endif

@@ -688,6 +688,7 @@ struct prob {
 	uint32_t *members, nmembers;
 	uint64_t cost, events, avg, own;
 	uint32_t streams, rank;
+	bool machine;                   /* its costliest cluster is CPU starvation: ranked after the code's */
 	double est_cost, est_streams;   /* weighted by the streams' sampling weights */
 	struct excess_result ex;
 	uint32_t title[PROBLEM_TITLE_MAX];
@@ -709,6 +710,8 @@ static int cmp_problems(const void *a, const void *b, void *arg)
 	const struct prob *p = arg;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
+	if (p[x].machine != p[y].machine)
+		return p[x].machine ? 1 : -1;
 	if (p[x].cost != p[y].cost)
 		return p[x].cost > p[y].cost ? -1 : 1;
 	return x < y ? -1 : x > y;
@@ -842,6 +845,18 @@ static void put_ids(struct buf *out, const uint32_t *ids, size_t n)
 	buf_putc(out, '}');
 }
 
+/* A cluster of the machine: the innermost frame of its common part is a CPU starvation
+ * pseudo-frame (a wait of one frame: problem_frame_machine()). */
+static bool cluster_machine(struct sim_frames *ft, const struct kept *k)
+{
+	const char *name;
+	size_t len;
+
+	if (k->ncommon == 0 || !(name = sim_frames_name(ft, k->common[k->ncommon - 1], &len)))
+		return false;
+	return problem_frame_machine(name, len);
+}
+
 /* Groups the kept clusters into problems (problem.h), writes the problems' COPY rows to prows and
  * the clusters' to rows (each kept row ended by its id, title and problem). */
 static int build_problems(struct ctx *c, struct sim_frames *ft, const char *run, struct buf *rows,
@@ -887,6 +902,7 @@ static int build_problems(struct ctx *c, struct sim_frames *ft, const char *run,
 		pr[label[i]].members[pr[label[i]].nmembers++] = (uint32_t)i;
 	for (size_t p = 0; p < np; p++) {
 		qsort_r(pr[p].members, pr[p].nmembers, sizeof(uint32_t), cmp_members, kp);
+		pr[p].machine = cluster_machine(ft, &kp[pr[p].members[0]]);
 		if (problem_metrics(c, kp, &pr[p], (uint32_t)p + 1, stamp_t, stamp_s, acc, &st) < 0)
 			goto out;
 		order[p] = (uint32_t)p;
@@ -916,7 +932,7 @@ static int build_problems(struct ctx *c, struct sim_frames *ft, const char *run,
 		}
 		buf_printf(prows, "%lld\t", (long long)llround(pr[p].est_cost));
 		buf_put_double(prows, pr[p].est_streams);
-		buf_putc(prows, '\n');
+		buf_puts(prows, pr[p].machine ? "\tcpu\n" : "\tcode\n");
 	}
 	for (size_t i = 0; i < nk; i++) {
 		buf_printf(rows, "%s\t%lld\t", kp[i].row, (long long)kp[i].id);

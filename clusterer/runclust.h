@@ -92,6 +92,6 @@ int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_f
 #define RUNCLUST_PROBLEM_COLUMNS                                                                     \
 	"id, run_id, rank, title_frame_ids, total_cost_ns, streams, events, avg_cost_ns, members, "    \
 	"baseline_streams, own_cost_ns, expected_cost_ns, excess_cost_ns, excess_lo_ns, excess_hi_ns, " \
-	"est_cost_ns, est_streams"
+	"est_cost_ns, est_streams, cause"
 
 #endif

@@ -102,7 +102,7 @@ PGresult *model_streams(PGconn *db, const struct stream_filter *f, long limit, l
 	p[7] = off;
 	return run(db,
 		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, s.labels, " SYMPTOM
-		   " AS symptom, s.n_events AS events, " ISO("s.received_at") " AS received_at"
+		   " AS symptom, s.n_events AS events, " ISO("s.received_at") " AS received_at, s.role, s.weight"
 		   " FROM streams s" STREAM_WHERE " ORDER BY s.received_at DESC, s.id DESC LIMIT $7 OFFSET $8",
 		   8, p, err, errlen);
 }
@@ -123,7 +123,7 @@ PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen)
 	return run_prepared(db, 2,
 		   "SELECT s.id AS ref, s.stream_id::text AS stream_id, s.host, s.app, s.version, s.build_id,"
 		   " s.labels, " SYMPTOM " AS symptom, s.n_events AS events, " ISO("s.received_at")
-		   " AS received_at, s.symptom_tid, s.symptom_start_ns, s.symptom_end_ns"
+		   " AS received_at, s.role, s.weight, s.symptom_tid, s.symptom_start_ns, s.symptom_end_ns"
 		   " FROM streams s WHERE s.stream_id = $1::uuid",
 		   1, p, err, errlen);
 }
@@ -879,7 +879,7 @@ int model_find_stack(PGresult *r, int64_t sid)
 	"SELECT p.id AS problem_id, p.run_id, p.rank, p.title_frame_ids AS title, p.total_cost_ns,"   \
 	" p.streams, p.events, p.avg_cost_ns, p.excess_cost_ns,"                                   \
 	" p.excess_lo_ns, p.excess_hi_ns, p.own_cost_ns, p.expected_cost_ns, p.baseline_streams,"    \
-	" p.est_cost_ns, p.est_streams"                                                              \
+	" p.est_cost_ns, p.est_streams, p.cause"                                                     \
 	" FROM problems p"
 
 PGresult *model_problems(PGconn *db, const char *run_id, long limit, long offset, char *err, size_t errlen)

@@ -614,6 +614,17 @@ static void problem_metrics(struct req *rq, PGresult *p, int i)
 	html_raw(rq, "</dl>");
 }
 
+/* A problem of the machine (cause cpu, docs/mining.md "Problems"): say so, it is not the code's. */
+static void machine_note(struct req *rq, PGresult *p, int i)
+{
+	const char *cause = model_col(p, i, "cause");
+
+	if (cause && strcmp(cause, "cpu") == 0)
+		html_raw(rq, "<p class=\"machine\"><strong>The machine, not the code:</strong> these units waited for a "
+			     "CPU (the scheduler's run queue, or the cgroup's CPU limit), so their hosts were saturated or "
+			     "throttled. Ranked after the program's own problems; see its hosts.</p>");
+}
+
 /* The member clusters of problem pid (rows of model_problem_clusters() from *k on). */
 static void problem_members(struct req *rq, PGresult *cl, int *k, const char *pid)
 {
@@ -670,6 +681,7 @@ static void problems_section(struct req *rq, const char *id, PGresult *run)
 			html_rawf(rq, "<li class=\"problem\" id=\"problem-%s\"><h3><a href=\"/problems/%s\">", pid, pid);
 			title_frames(rq, model_col(p, i, "title"));
 			html_raw(rq, "</a></h3>");
+			machine_note(rq, p, i);
 			problem_metrics(rq, p, i);
 			problem_members(rq, cl, &k, pid);
 			html_raw(rq, "</li>");
@@ -716,6 +728,7 @@ static void page_problem(struct req *rq, const char *id)
 		  (long long)model_coln(p, 0, "run_id"));
 	title_frames(rq, model_col(p, 0, "title"));
 	html_raw(rq, "</h1>");
+	machine_note(rq, p, 0);
 	problem_metrics(rq, p, 0);
 	html_raw(rq, "<h2>Clusters</h2>");
 	problem_members(rq, cl, &k, id);
@@ -1098,6 +1111,17 @@ static void page_cluster(struct req *rq, const char *id)
 
 /* ---- streams ---- */
 
+/* A stream's role, and the violations it stands for when the agent sampled it (guard.md "Shipping budget"). */
+static void stream_role(struct req *rq, PGresult *r, int i)
+{
+	const char *w = model_col(r, i, "weight");
+
+	html_text(rq, model_col(r, i, "role"));
+	if (w && strtod(w, NULL) > 1)
+		html_rawf(rq, " <span class=\"est\" title=\"sampled: this stream stands for %.2f violations of its "
+			  "minute\">×%.2f</span>", strtod(w, NULL), strtod(w, NULL));
+}
+
 static void page_streams(struct req *rq)
 {
 	char err[512];
@@ -1129,7 +1153,7 @@ static void page_streams(struct req *rq)
 	html_raw(rq, "\"></label><label>Version <input name=\"version\" value=\"");
 	html_text(rq, f.version);
 	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form><table class=\"streams\"><thead><tr>"
-		     "<th>Stream</th><th>App</th><th>Version</th><th>Host</th><th>Unit</th><th class=\"n\">Delay</th>"
+		     "<th>Stream</th><th>Role</th><th>App</th><th>Version</th><th>Host</th><th>Unit</th><th class=\"n\">Delay</th>"
 		     "<th class=\"n\">Events</th><th>Received (UTC)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
 		json_object *sy = json_tokener_parse(model_col(r, i, "symptom")), *a, *b, *u;
@@ -1138,6 +1162,8 @@ static void page_streams(struct req *rq)
 		html_raw(rq, "\">");
 		html_text(rq, model_col(r, i, "stream_id"));
 		html_raw(rq, "</a></td><td>");
+		stream_role(rq, r, i);
+		html_raw(rq, "</td><td>");
 		html_text(rq, model_col(r, i, "app"));
 		html_raw(rq, "</td><td>");
 		html_text(rq, model_col(r, i, "version"));
@@ -1256,7 +1282,9 @@ static void page_stream(struct req *rq, const char *uuid)
 	html_value(rq, model_col(st, 0, "version"));
 	html_raw(rq, " on ");
 	html_value(rq, model_col(st, 0, "host"));
-	html_raw(rq, "</h1><dl class=\"counts\"><dt>Symptom</dt><dd>");
+	html_raw(rq, "</h1><dl class=\"counts\"><dt>Role</dt><dd>");
+	stream_role(rq, st, 0);
+	html_raw(rq, "</dd><dt>Symptom</dt><dd>");
 	{
 		json_object *sy = json_tokener_parse(model_col(st, 0, "symptom")), *v;
 		if (sy && json_object_object_get_ex(sy, "kind", &v))

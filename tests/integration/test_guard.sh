@@ -233,7 +233,7 @@ t_eq "budget: a problem's est_cost_ns and est_streams weigh the events of its cl
 	       AND pr.total_cost_ns = x.cost) FROM problems pr, LATERAL (SELECT round(sum(s.weight::numeric * rs.cost_ns)) AS est,
 	        sum(rs.cost_ns) AS cost, (SELECT sum(weight) FROM streams WHERE id IN (SELECT rs2.stream_ref FROM run_stacks rs2
 	         WHERE rs2.run_id = pr.run_id AND (rs2.kind, rs2.stack_id) IN (SELECT c.kind, unnest(c.stack_ids)
-	          FROM clusters c WHERE c.problem_id = pr.id)))) AS w
+	          FROM clusters c WHERE c.problem_id = pr.id))) AS w
 	        FROM run_stacks rs JOIN streams s ON s.id = rs.stream_ref WHERE rs.run_id = pr.run_id
 	        AND (rs.kind, rs.stack_id) IN (SELECT c.kind, unnest(c.stack_ids) FROM clusters c WHERE c.problem_id = pr.id)) x
 	       WHERE pr.run_id = $run" | sed 's/^\([1-9][0-9]*\)|\1$/same/')" same

@@ -83,8 +83,8 @@ t_cleanup "kill ${busy[*]} 2>/dev/null; true"
 for host in starve-a starve-b; do
 	PORT=$(free_port)
 	serve "$PORT" env SM_GUARD_HOST=$host SM_GUARD_APP=starved SM_GUARD_REPORTS_PER_MIN=100000 taskset -c 0
-	# a few sleeps: a normal code path's waits beside the run queue's
-	mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=5:4") || t_fail "starved load ($host)"
+	# a few sleeps: a normal code path's waits beside the run queue's (long enough to be a problem of the code)
+	mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=60:4") || t_fail "starved load ($host)"
 	sent[$host]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
 	shipped "host = '$host' AND $work" "${sent[$host]:-1}"
 	stop_server "$PORT"
@@ -145,6 +145,10 @@ t_match "one cluster whose common part is [cpu run queue]" "$clu" '^[0-9]+$'
 t_eq "and no other cluster has the run queue's frame" \
 	"$(q "SELECT count(*) FROM clusters c WHERE c.run_id = $run AND c.id <> ${clu:-0} AND
 	       (SELECT id FROM frames WHERE name = '[cpu run queue]') = ANY(c.common_frame_ids)")" 0
+t_eq "its problem is the machine's, ranked after every problem of the code" \
+	"$(q "SELECT p.cause, p.rank > ALL (SELECT o.rank FROM problems o WHERE o.run_id = $run AND o.cause = 'code')
+	       FROM problems p JOIN clusters c ON c.problem_id = p.id WHERE c.id = ${clu:-0}")" "cpu|t"
+t_match "and the code's problems are there too" "$(q "SELECT count(*) FROM problems WHERE run_id = $run AND cause = 'code'")" '^[1-9][0-9]*$'
 start_web || t_bail "sm-web starts"
 http GET "$WEB_URL/api/v1/clusters/$clu" -H "Authorization: Bearer $AN"
 t_eq "the cluster's API lists both hosts" "$HTTP_STATUS $(printf '%s' "$HTTP_BODY" | python3 -c '
@@ -155,6 +159,8 @@ http GET "$WEB_URL/clusters/$clu" -H "Authorization: Bearer $AN"
 t_eq "and its page, by host" \
 	"$HTTP_STATUS $(grep -c '<td>starve-a</td>' <<<"$HTTP_BODY" | sed 's/^[1-9][0-9]*$/a/') $(grep -c '<td>starve-b</td>' <<<"$HTTP_BODY" | sed 's/^[1-9][0-9]*$/b/') $(grep -c 'cpu run queue' <<<"$HTTP_BODY" | sed 's/^[1-9][0-9]*$/named/')" \
 	"200 a b named"
+http GET "$WEB_URL/runs/$run" -H "Authorization: Bearer $AN"
+t_eq "the run page says which problem is the machine's" "$HTTP_STATUS $(grep -o 'The machine, not the code' <<<"$HTTP_BODY" | wc -l)" "200 1"
 stop_web
 
 # ---- a cgroup's CPU limit: 10 ms per 100 ms ----

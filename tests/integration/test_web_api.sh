@@ -106,7 +106,7 @@ docs = {
     "b": s(sb, "h-beta", "1.0", {"region": "us"}, 600, 2),
     "c": s(sc, "h-beta", "2.0", {"region": "eu", "tier": "db"}, 700, 0,
            extra=[{"kind": "wait", "tid": 1, "ts_ns": 1800, "dur_ns": 4000, "stack": 3, "readier_tid": 0}]),
-    "d": {"v": 1, "stream_id": sd, "host": "h-delta", "app": "otherapp",
+    "d": {"v": 1, "stream_id": sd, "host": "h-delta", "app": "otherapp", "weight": 2.5,
           "symptom": {"kind": "hang", "tid": 5, "start_ns": 0, "end_ns": 10},
           "frames": ["app!main"], "stacks": [[0]], "events": [{"kind": "run", "tid": 5, "ts_ns": 0, "dur_ns": 10, "stack": 0}]},
 }
@@ -151,7 +151,8 @@ api GET /api/v1/streams "${AN[@]}"
 t_eq "streams: newest first, total" "$HTTP_STATUS $(j '[s["stream_id"] for s in j["streams"]]') $(j 'j["total"]')" \
 	"200 [\"$SD\",\"$SC\",\"$SB\",\"$SA\"] 4"
 t_eq "streams: the fields of one" "$(JSORT=1 j '{k: v for k, v in j["streams"][3].items() if k != "received_at"}')" \
-	"{\"app\":\"webapp\",\"events\":3,\"host\":\"h-alpha\",\"labels\":{\"region\":\"eu\",\"tier\":\"web\"},\"stream_id\":\"$SA\",\"symptom\":{\"end_ns\":2000,\"kind\":\"unit_violation\",\"start_ns\":1000,\"threshold_ns\":500,\"tid\":1,\"unit_type\":\"u7\"},\"version\":\"1.0\"}"
+	"{\"app\":\"webapp\",\"events\":3,\"host\":\"h-alpha\",\"labels\":{\"region\":\"eu\",\"tier\":\"web\"},\"role\":\"violation\",\"stream_id\":\"$SA\",\"symptom\":{\"end_ns\":2000,\"kind\":\"unit_violation\",\"start_ns\":1000,\"threshold_ns\":500,\"tid\":1,\"unit_type\":\"u7\"},\"version\":\"1.0\",\"weight\":1}"
+t_eq "streams: a sampled stream's weight" "$(j '[j["streams"][0]["weight"], j["streams"][0]["role"]]')" '[2.5,"violation"]'
 t_eq "streams: absent version and symptom fields are null" \
 	"$(j '[j["streams"][0]["version"], j["streams"][0]["labels"], j["streams"][0]["symptom"], j["streams"][1]["events"]]')" \
 	'[null,{},{"kind":"hang","tid":5,"start_ns":0,"end_ns":10,"unit_type":null,"threshold_ns":null},4]'
@@ -200,7 +201,7 @@ t_eq "streams: a long unknown parameter: 400, UTF-8 JSON" "$HTTP_STATUS $(j 'j["
 ev() { j '";".join("%s %d %d %d %s %s %s" % (e["kind"], e["tid"], e["ts_ns"], e["dur_ns"], ">".join(j["stacks"][e["stack"]]), e.get("readier_tid", "-"), "T" if e["aoi"] else "F") for e in j["events"])'; }
 api GET "/api/v1/streams/$SA" "${AN[@]}"
 t_eq "stream: the fields" "$HTTP_STATUS $(JSORT=1 j '{k: v for k, v in j.items() if k not in ("received_at", "stacks", "events")}')" \
-	"200 {\"aoi_mode\":\"waitgraph\",\"app\":\"webapp\",\"build_id\":\"abc123\",\"event_count\":3,\"events_truncated\":false,\"host\":\"h-alpha\",\"labels\":{\"region\":\"eu\",\"tier\":\"web\"},\"stream_id\":\"$SA\",\"symptom\":{\"end_ns\":2000,\"kind\":\"unit_violation\",\"start_ns\":1000,\"threshold_ns\":500,\"tid\":1,\"unit_type\":\"u7\"},\"version\":\"1.0\"}"
+	"200 {\"aoi_mode\":\"waitgraph\",\"app\":\"webapp\",\"build_id\":\"abc123\",\"event_count\":3,\"events_truncated\":false,\"host\":\"h-alpha\",\"labels\":{\"region\":\"eu\",\"tier\":\"web\"},\"role\":\"violation\",\"stream_id\":\"$SA\",\"symptom\":{\"end_ns\":2000,\"kind\":\"unit_violation\",\"start_ns\":1000,\"threshold_ns\":500,\"tid\":1,\"unit_type\":\"u7\"},\"version\":\"1.0\",\"weight\":1}"
 t_eq "stream: three distinct stacks, frames outermost first" "$(j 'sorted(j["stacks"])')" \
 	"$(j 'sorted([["app!main", E["HOSTILE"], "libc!futex_wait"], ["app!main", E["UNI"], "app!compute"], ["app!main", "app!idle", "libc!epoll_wait"]])')"
 t_eq "stream: events by time, waitgraph AOI" "$(ev)" \
@@ -344,8 +345,8 @@ PCL() { # PCL ID KIND RANK COST STREAMS EVENTS AVG TITLE COMMON: a member cluste
 	printf '{"cluster_id":%s,"kind":"%s","rank":%s,"total_cost_ns":%s,"streams":%s,"events":%s,"avg_cost_ns":%s,"excess_cost_ns":null,"title":%s,"common":%s}' "$@"
 }
 NOEX='"excess_cost_ns":null,"excess_lo_ns":null,"excess_hi_ns":null,"own_cost_ns":null,"expected_cost_ns":null,"baseline_streams":null'
-P2JSON="{\"problem_id\":$PW2,\"run_id\":$RUN,\"rank\":1,\"total_cost_ns\":4000,\"streams\":1,\"events\":1,\"avg_cost_ns\":4000,$NOEX,\"est_cost_ns\":4000,\"est_streams\":1,\"title\":[\"app!disk\",\"libc!fsync\"],\"clusters\":[$(PCL "$W2" wait 1 4000 1 1 4000 '["app!disk","libc!fsync"]' '["app!main","app!disk","libc!fsync"]')]}"
-P1JSON="{\"problem_id\":$PW1,\"run_id\":$RUN,\"rank\":2,\"total_cost_ns\":2400,\"streams\":3,\"events\":5,\"avg_cost_ns\":480,$NOEX,\"est_cost_ns\":2400,\"est_streams\":3,\"title\":$(j '[E["HOSTILE"], "libc!futex_wait"]'),\"clusters\":[$(PCL "$W1" wait 2 1800 3 3 600 "$(j '[E["HOSTILE"], "libc!futex_wait"]')" "$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]')"),$(PCL "$R1" run 1 600 2 2 300 "$(j '[E["UNI"], "app!compute"]')" "$(j '["app!main", E["UNI"], "app!compute"]')")]}"
+P2JSON="{\"problem_id\":$PW2,\"run_id\":$RUN,\"rank\":1,\"total_cost_ns\":4000,\"streams\":1,\"events\":1,\"avg_cost_ns\":4000,$NOEX,\"est_cost_ns\":4000,\"est_streams\":1,\"cause\":\"code\",\"title\":[\"app!disk\",\"libc!fsync\"],\"clusters\":[$(PCL "$W2" wait 1 4000 1 1 4000 '["app!disk","libc!fsync"]' '["app!main","app!disk","libc!fsync"]')]}"
+P1JSON="{\"problem_id\":$PW1,\"run_id\":$RUN,\"rank\":2,\"total_cost_ns\":2400,\"streams\":3,\"events\":5,\"avg_cost_ns\":480,$NOEX,\"est_cost_ns\":2400,\"est_streams\":3,\"cause\":\"code\",\"title\":$(j '[E["HOSTILE"], "libc!futex_wait"]'),\"clusters\":[$(PCL "$W1" wait 2 1800 3 3 600 "$(j '[E["HOSTILE"], "libc!futex_wait"]')" "$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]')"),$(PCL "$R1" run 1 600 2 2 300 "$(j '[E["UNI"], "app!compute"]')" "$(j '["app!main", E["UNI"], "app!compute"]')")]}"
 api GET "/api/v1/runs/$RUN/problems" "${AN[@]}"
 t_eq "problems: the worst first, run and wait clusters of the same streams together, exactly" "$HTTP_STATUS $(j 'j')" \
 	"200 {\"problems\":[$P2JSON,$P1JSON],\"total\":2,\"reason\":null}"
