@@ -340,6 +340,8 @@ struct guard_rt {
 		_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
 		_Atomic uint64_t units_gone;    /* ended in threads whose slots were taken again */
 		_Atomic uint64_t train_units;   /* training: units learnt from */
+		/* deferred requests ended (trained or checked), and those over their threshold */
+		_Atomic uint64_t async_requests, async_violations;
 	} n;
 	int64_t started_ns;                  /* CLOCK_REALTIME when the agent started in this process */
 	/* settings pushed by the server (guard_apply_settings), over what the process started with */

@@ -251,12 +251,15 @@ static void exit_sequence(void)
 	/* the server, if it has been answering: training's upload and the last report */
 	guard_report_exit(G.mode == GUARD_MODE_TRAIN && G.train && G.cfg.upload_ns > 0);
 	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu early_closes=%llu shipped=%llu "
-		  "spooled=%llu lost=%llu empty=%llu baseline=%llu", (unsigned long long)guard_units(),
+		  "spooled=%llu lost=%llu empty=%llu baseline=%llu async_requests=%llu async_violations=%llu",
+		  (unsigned long long)guard_units(),
 		  (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
 		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.early_closes),
 		  (unsigned long long)atomic_load(&G.n.shipped),
 		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
-		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline));
+		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline),
+		  (unsigned long long)atomic_load(&G.n.async_requests),
+		  (unsigned long long)atomic_load(&G.n.async_violations));
 	guard_log_flush();
 }
 

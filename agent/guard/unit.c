@@ -466,14 +466,15 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 
 /* ---- deferred requests (guard.md "Deferred requests") ----
  *
- * In a unit of an epoll, poll or select loop, per descriptor of the thread: a socket first read
- * (not written) is a client; its request starts at a read of data while none is in flight and
- * ends at the next write of data to it. Answered in the unit that read it, it was the unit's own
- * work; answered in a later unit, it was deferred: its duration is checked against the loop's
- * deferred-request threshold (trained like a unit's). A socket a unit working for a client
- * (acur) first writes to or connects is that client's upstream; the first read of data from it
- * after a send ends the upstream's wait: an [async wait] event with the stack at that read.
- * Known descriptors cost a set lookup and a few stores; a new one an fstat().
+ * In a unit of an epoll, poll or select loop, per descriptor of the thread: a socket accepted is
+ * a client (one the table never saw: read first, a client; written first, outbound); its request
+ * starts at a read of data while none is in flight and ends at the next write of data to it.
+ * Answered in the unit that read it, it was the unit's own work; answered in a later unit, it was
+ * deferred: its duration is checked against the loop's deferred-request threshold (trained like a
+ * unit's). A socket connected by a unit working for a client (acur) is that client's upstream;
+ * the first read of data from it after its connect or a send ends the upstream's wait: an
+ * [async wait] event with the stack at that read. Known descriptors cost a set lookup and a few
+ * stores; one never seen an fstat().
  */
 
 static size_t afd_bytes(void)
@@ -591,6 +592,7 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 	int64_t dur = now - e->t, thr, a0;
 	struct gviol v;
 
+	atomic_fetch_add_explicit(&G.n.async_requests, 1, memory_order_relaxed);
 	if (G.mode != GUARD_MODE_GUARD) {
 		if (G.train)
 			gtrain_async(G.train, e->loop, dur);
@@ -615,6 +617,7 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 	v.loop = e->loop;
 	v.type = -1;
 	v.async = 1;
+	atomic_fetch_add_explicit(&G.n.async_violations, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->slot->violations, 1, memory_order_relaxed);
 	guard_enqueue(&v);
 	if (t->unit_start)

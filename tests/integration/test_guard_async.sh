@@ -104,6 +104,9 @@ t_eq "a slow request's duration holds its upstream's wait, and its window the wa
 line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
 t_eq "the agent counts them as violations" "$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")" \
 	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'async' AND role = 'violation'")"
+t_eq "and as deferred-request violations, of every forwarded request" \
+	"$(sed -n 's/.* async_requests=\([0-9]*\) async_violations=\([0-9]*\).*/\1 \2/p' <<<"$line")" \
+	"$(awk '$1 == "up" {n += NF == 4 ? $3 : $2} END {print n}' <<<"$mix") $fp"
 
 # mined with default settings: the upstream's wait is the run's costliest cluster
 run=$("$BIN/sm-miner" run --quiet --app guardtest --label run=async 2>"$T_TMP/miner.err") ||

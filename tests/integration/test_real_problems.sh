@@ -557,8 +557,16 @@ print('\n'.join(' '.join(r.choice(words) + str(r.randrange(1000)) for _ in range
 		"the longest unit shipped: $(pg_q "SELECT coalesce(max(symptom_end_ns - symptom_start_ns) / 1000000, 0)
 		       FROM streams WHERE labels->>'run' = 'nginx-upstream' AND role = 'violation'
 		       AND coalesce(labels->>'unit.async', '') <> '1'") ms"
-	t_eq "nginx: each upstream request over 10 ms is a deferred request with its [async wait] under recv (90 % at least)" \
-		"$(awk -v a="$u_long" -v b="$(n_slow /report 10000000)" 'BEGIN {print (b > 0 && a >= 0.9 * b)}')" 1
+	# (counted by the agent: on a loaded machine the units' violations can outrun the candidates held,
+	# GUARD_HELD, and push some of the requests' streams out as queue drops)
+	u_async=$(exits nginx async_violations "$m")
+	u_async_st=$(pg_q "SELECT count(*) FROM streams WHERE labels->>'run' = 'nginx-upstream' AND role = 'violation'
+	        AND labels->>'unit.async' = '1'")
+	echo "  deferred-request violations: $u_async counted by the agent, $u_async_st shipped; queue drops" \
+		"$(exits nginx queue_drops "$m")"
+	t_eq "nginx: each upstream request over 10 ms is a deferred-request violation (90 % at least)" \
+		"$(awk -v a="$u_async" -v b="$(n_slow /report 10000000)" 'BEGIN {print (b > 0 && a >= 0.9 * b)}')" 1
+	t_eq "nginx: and every one shipped holds its [async wait] of 10 ms or more under recv" "$u_long" "$u_async_st"
 
 	# both problems
 	m=$(mark)
