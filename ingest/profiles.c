@@ -222,6 +222,10 @@ int profiles_validate(const struct profile_upload *u, int64_t now_ns, char *err,
 				 (unsigned long long)l->threads, life / 1e9);
 			goto out;
 		}
+		/* deferred requests span units (guard.md): each at most the process's life too */
+		snprintf(path, sizeof(path), "loops[%zu].async", li);
+		if (stats_ok(&l->async, life, path, err, errlen) < 0)
+			goto out;
 		for (size_t c = 0; c < l->nclasses; c++) {
 			snprintf(path, sizeof(path), "loops[%zu].classes[%zu]", li, c);
 			if (stats_ok(&l->classes[c].st, life, path, err, errlen) < 0)

@@ -597,6 +597,13 @@ static int cmd_show(const char *path)
 		printf("   threshold ");
 		print_ns(l->threshold_ns);
 		printf("   (%zu contexts, %zu classes)\n", l->ncontexts, l->nclasses);
+		printf("  deferred requests %llu   mean ", (unsigned long long)l->async.n);
+		print_ns(l->async.mean);
+		printf("   sd ");
+		print_ns(gp_stats_sd(&l->async));
+		printf("   threshold ");
+		print_ns(l->async_thr_ns);
+		printf("\n");
 		for (size_t t = 0; t < l->ntypes; t++) {
 			const struct gp_type *ty = &l->types[t];
 

@@ -83,6 +83,11 @@ static const struct var_def vars[] = {
 	    "normal units shipped per unit type and process per minute as baseline streams (the "
 	    "first to end after each interval opens), for comparison with the slow ones; 0: none" },
 	  V_INT, F(baseline_per_min), 0, 600, 1 },
+	{ { "SM_GUARD_ASYNC", "1",
+	    "deferred requests in epoll/poll/select loops: a request answered in a later iteration than the "
+	    "one that read it (a proxy's slow upstream) is timed against a threshold of its own, its "
+	    "upstream's reply wait is an [async wait] event (docs/guard.md); 0: off" },
+	  V_INT, F(async), 0, 1, 1 },
 	{ { "SM_GUARD_SIGNAL", "SIGRTMAX-7",
 	    "the agent's signal: CPU-time samples and the watchdog's requests for a stack (a number, "
 	    "SIGRTMIN+N or SIGRTMAX-N); the program's own uses of it are untouched (docs/guard.md)" },
@@ -144,6 +149,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->hang_ns = 10000000000LL;
 	c->reports_per_min = 6;
 	c->baseline_per_min = 1;
+	c->async = 1;
 	c->min_threshold_ns = 1000000;
 	c->signal = SIGRTMAX - 7;
 	c->save_ns = 30000000000LL;
@@ -314,7 +320,7 @@ int guard_config_load(struct guard_config *c, guard_getenv_fn *get, char *err, s
 			}
 			n *= d->scale;
 			if (d->off == F(sample_hz) || d->off == F(reports_per_min) || d->off == F(max_frames) ||
-			    d->off == F(max_events) || d->off == F(baseline_per_min))
+			    d->off == F(max_events) || d->off == F(baseline_per_min) || d->off == F(async))
 				*(int *)(void *)field = (int)n;
 			else if (d->off == F(ring_bytes))
 				*(size_t *)(void *)field = (size_t)n;

@@ -53,6 +53,7 @@ struct guard_config {
 	int64_t min_threshold_ns;
 	int reports_per_min;        /* violation streams per unit type and process */
 	int baseline_per_min;       /* normal units shipped as baseline streams, per unit type (0: none) */
+	int async;                  /* deferred requests followed in epoll/poll/select loops (unit.c) */
 	int signal;                 /* the sampling signal */
 	int64_t save_ns;            /* training: write the profile this often */
 	int64_t report_ns;          /* the process's report to the server (0: none) */

@@ -368,6 +368,7 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 		       sotmo_again(&m_, c_.t0))                                                        \
 			;                                                                              \
 		sotmo_restore(&m_);                                                                    \
+		c_.res = (long)r_;                                                                     \
 		gcall_finish(&c_, failed);                                                             \
 		return r_;                                                                             \
 	} while (0)
@@ -688,6 +689,7 @@ GUARD_EXPORT int connect(int fd, const struct sockaddr *a, socklen_t l)
 	r = REAL(connect)(fd, a, l);
 	if (r < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		r = connect_finish(fd, &c);
+	c.res = r < 0 && errno != EINPROGRESS ? -1 : 0;   /* under way counts: the upstream's wait starts */
 	gcall_finish(&c, r < 0 && errno != EINPROGRESS);
 	return r;
 }
@@ -866,6 +868,8 @@ GUARD_EXPORT int close(int fd)
 			guard_fd_unregister(fd);
 		else if (guard_fd_is_ours(fd))
 			return 0;  /* the program thinks it closed it; the agent keeps it */
+		else if (t->afd)
+			guard_async_close(fd);
 	}
 	return REAL(close)(fd);
 }

@@ -366,6 +366,7 @@ int gp_merge(struct gprofile *into, const struct gprofile *from)
 			goto out_free;
 		into->loops[lo].threads = gp_add_sat(into->loops[lo].threads, fl->threads);
 		gp_stats_merge(&into->loops[lo].all, &fl->all);
+		gp_stats_merge(&into->loops[lo].async, &fl->async);
 		free(ctxmap);
 		ctxmap = calloc(fl->ncontexts + 1, sizeof(*ctxmap));
 		if (!ctxmap) {
@@ -730,6 +731,10 @@ void gp_set_k(struct gprofile *p, double k, int64_t min_threshold_ns)
 		struct gp_loop *l = &p->loops[li];
 
 		l->threshold_ns = threshold_of(&l->all, k, (double)min_threshold_ns);
+		/* deferred requests: as a unit type, no tighter than the loop's units until 100 are known */
+		l->async_thr_ns = threshold_of(&l->async, k, l->async.n < GP_MIN_TYPE_UNITS &&
+							   l->threshold_ns > (double)min_threshold_ns ?
+							   l->threshold_ns : (double)min_threshold_ns);
 		for (size_t t = 0; t < l->ntypes; t++) {
 			struct gp_type *ty = &l->types[t];
 			double floor_ns = (double)min_threshold_ns;
@@ -848,6 +853,9 @@ void gp_summary(const struct gprofile *p, struct jsonw *w)
 		jsonw_ku64(w, "units", l->all.n);
 		jsonw_ki64(w, "mean_ns", ns_of(l->all.mean));
 		jsonw_ki64(w, "threshold_ns", ns_of(l->threshold_ns));
+		jsonw_ku64(w, "async_requests", l->async.n);
+		jsonw_ki64(w, "async_mean_ns", ns_of(l->async.mean));
+		jsonw_ki64(w, "async_threshold_ns", ns_of(l->async_thr_ns));
 		jsonw_karray(w, "types");
 		for (size_t t = 0; t < l->ntypes; t++) {
 			const struct gp_type *ty = &l->types[t];
@@ -929,6 +937,11 @@ int gp_write(const struct gprofile *p, struct buf *b)
 		jsonw_end(&w);
 		jsonw_key(&w, "threshold_ns");
 		put_threshold(&w, l->threshold_ns);
+		jsonw_kobject(&w, "async");
+		put_stats(&w, &l->async);
+		jsonw_end(&w);
+		jsonw_key(&w, "async_threshold_ns");
+		put_threshold(&w, l->async_thr_ns);
 		jsonw_karray(&w, "contexts");
 		for (size_t i = 0; i < l->ncontexts; i++) {
 			const struct gp_context *c = &l->contexts[i];
@@ -1219,6 +1232,20 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 	r->path[base] = '\0';
 	if (rd_double(r, lo, "threshold_ns", &l->threshold_ns) < 0)
 		return -1;
+	/* deferred requests: absent from profiles written before them */
+	units = get(lo, "async");
+	if (units) {
+		if (!json_object_is_type(units, json_type_object))
+			return rd_fail(r, "async: not an object");
+		snprintf(r->path + base, sizeof(r->path) - base, ".async");
+		if (rd_stats(r, units, &l->async) < 0)
+			return -1;
+		r->path[base] = '\0';
+		if (rd_double(r, lo, "async_threshold_ns", &l->async_thr_ns) < 0)
+			return -1;
+	} else {
+		l->async_thr_ns = l->threshold_ns;
+	}
 	if (!(a = rd_array(r, lo, "contexts", GP_MAX_CONTEXTS, &nctx)))
 		return -1;
 	for (size_t i = 0; i < nctx; i++) {

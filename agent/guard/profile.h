@@ -109,6 +109,8 @@ struct gp_loop {
 	uint64_t threads;              /* threads that ran this loop, summed over processes */
 	struct gp_stats all;           /* every unit of the loop, classes or not */
 	double threshold_ns;           /* for units whose type is not known yet */
+	struct gp_stats async;         /* deferred requests begun in the loop (docs/guard.md) */
+	double async_thr_ns;           /* their threshold */
 	struct gp_context *contexts;
 	size_t ncontexts, capcontexts;
 	struct gp_class *classes;

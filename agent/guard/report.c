@@ -493,7 +493,9 @@ static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 	char name[WIRE_MAX_FRAME + 1];
 	size_t n;
 
-	if (ip >= GUARD_CALL_TAG) {
+	if (ip == GUARD_ASYNC_FRAME) {
+		n = (size_t)snprintf(name, sizeof(name), "[async wait]");
+	} else if (ip >= GUARD_CALL_TAG) {
 		uint64_t call = ip - GUARD_CALL_TAG;
 
 		n = (size_t)snprintf(name, sizeof(name), "%s!%s", G.libc_name,
@@ -522,6 +524,9 @@ static int64_t stack_id(struct builder *b, const struct grec *r)
 	for (uint32_t i = 0; i < r->nframes; i++)
 		if (r->ip[i] >= G.self_lo && r->ip[i] < G.self_hi)
 			first = i + 1;
+	/* an async wait ends in its pseudo-frame, under the read of the upstream's reply */
+	if (r->flags & GREC_F_ASYNC)
+		ips[n++] = GUARD_ASYNC_FRAME;
 	if (first && r->call && r->call < GC_COUNT)
 		ips[n++] = GUARD_CALL_TAG + r->call;
 	for (uint32_t i = first; i < r->nframes && n < WIRE_MAX_STACK_DEPTH; i++)
@@ -783,6 +788,8 @@ static int build_stream(const struct gviol *v, struct arena *keep, struct wire_s
 		if (v->type >= 0 && (uint32_t)v->type < tab->loops[v->loop].ntypes)
 			tname = tab->loops[v->loop].type_name[v->type];
 	}
+	if (v->async)
+		tname = "async";   /* a deferred request, not a unit: no unit type */
 	memset(ws, 0, sizeof(*ws));
 	util_uuid_v4(ws->stream_id);
 	ws->host = G.host;
@@ -801,6 +808,8 @@ static int build_stream(const struct gviol *v, struct arena *keep, struct wire_s
 	add_label(labels, &nl, a, "unit.calls", num[3]);
 	add_label(labels, &nl, a, "unit.loop", loopsym && *loopsym ? loopsym : num[2]);
 	add_label(labels, &nl, a, "unit.state", v->hang ? "in_flight" : "ended");
+	if (v->async)
+		add_label(labels, &nl, a, "unit.async", "1");
 	starve_labels(labels, &nl, a, v);
 	add_label(labels, &nl, a, "guard.exe", G.exe);
 	add_label(labels, &nl, a, "guard.version", GUARD_VERSION);

@@ -38,6 +38,7 @@ struct grec {
 
 #define GREC_F_EXACT_PC 1   /* ip[0] is an interrupted pc, not a return address */
 #define GREC_F_DETECT 2     /* the stack taken when the violation was detected */
+#define GREC_F_ASYNC 4      /* an async wait: the stack at the read of an upstream's reply (unit.c) */
 
 struct gring {
 	_Atomic uint64_t head;   /* logical end of the last committed record */

@@ -6,7 +6,7 @@
  *                to do its bookkeeping and calls gcall_finish() after the call
  *   signals.c    the program's signal dispositions and masks as it set them,
  *                the agent's own signal out of its sight
- *   unit.c       per thread: units (loop-site waits), unit-type inference and
+ *   unit.c       per thread: units (loop-site waits), deferred requests, unit-type inference and
  *                violation checks (guard), contexts and classes (training),
  *                wait events with readiers
  *   sampler.c    per-thread CPU-time timers, the agent's signal, stack walks
@@ -53,6 +53,14 @@
 #define GUARD_MAX_STACK 512         /* frames a walk may keep (SM_GUARD_MAX_FRAMES is at most this) */
 /* a stack entry naming a wrapped call rather than an address: above every user address */
 #define GUARD_CALL_TAG 0xfffe000000000000ULL
+/* the pseudo-frame ending an async wait's stack (guard.md "Deferred requests") */
+#define GUARD_ASYNC_FRAME (GUARD_CALL_TAG + 0xffffULL)
+/* deferred requests: a thread's descriptors, in sets of GUARD_AFD_WAYS (unit.c) */
+#define GUARD_AFD_SETS 64
+#define GUARD_AFD_WAYS 4
+/* the shipping budget's groups per loop: one per unit type, the untyped units', the deferred requests' */
+#define GUARD_TSLOTS (GP_MAX_TYPES + 2)
+#define GUARD_TSLOT_ASYNC (GP_MAX_TYPES + 1)
 
 #define GUARD_EXPORT __attribute__((visibility("default")))
 #define GUARD_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -79,7 +87,26 @@ struct gcall_info {
 	uint8_t loop;      /* may be a loop site */
 	uint8_t kind;      /* enum gcall_kind */
 	uint8_t fd;        /* read/readv: a loop site only on sockets, pipes and terminals */
+	uint8_t async;     /* GA_*: what deferred requests follow (unit.c) */
 };
+
+enum { GA_NONE, GA_READ, GA_SEND, GA_CONNECT, GA_ACCEPT };
+
+/* A descriptor as deferred requests see it (guard.md "Deferred requests"); 32 bytes. */
+struct gafd {
+	int32_t fd1;              /* the descriptor + 1; 0 = free */
+	uint8_t role;             /* AF_CLIENT, AF_UPSTREAM, AF_OUT, AF_SKIP */
+	uint8_t known;            /* its accept or connect was seen: the role is not a guess */
+	uint8_t pad[2];
+	int32_t peer;             /* upstream: the client's descriptor + 1 it last worked for */
+	int32_t loop;             /* client: the loop of the unit that read the request */
+	uint32_t seq;             /* client: that unit (gthread.aseq) */
+	uint32_t used;            /* the unit that last used the entry (the least recent is replaced) */
+	int64_t t;                /* client: the request's first read, 0 = none in flight;
+				   * upstream: the first send since its last reply, 0 = none */
+};
+
+enum { AF_FREE, AF_CLIENT, AF_UPSTREAM, AF_OUT, AF_SKIP };
 extern const struct gcall_info gcall_info[GC_COUNT];
 
 /* One thread's state shared with the agent's threads (the watchdog, the reporter). */
@@ -177,6 +204,11 @@ struct gthread {
 	uint32_t nctx;
 	uint32_t ctx[GP_MAX_CLASS_CONTEXTS];
 	struct { uintptr_t ret; int64_t depth; int32_t loop; uint32_t id; } ctxcache[64];
+	/* deferred requests (unit.c): only in units of an epoll, poll or select loop */
+	uint8_t aloop;            /* this unit's loop waits in epoll/poll/select */
+	uint32_t aseq;            /* units begun (both modes) */
+	int32_t acur;             /* the client's descriptor + 1 this unit works for, 0 = none */
+	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
 };
 
 enum { TIMER_NONE, TIMER_IDLE, TIMER_ARMED, TIMER_FAILED };
@@ -192,6 +224,7 @@ struct gviol {
 	uint32_t calls;
 	uint8_t hang;
 	uint8_t baseline;         /* a normal unit sampled for comparison, not a violation */
+	uint8_t async;            /* a deferred request over its threshold, not a unit (guard.md "Deferred requests") */
 	uint8_t rd_how;           /* GUARD_RD_*: what run_delay_ns covers (starve.c); NONE: unknown */
 	uint8_t thr_known;        /* throttled_ns was measured (the cgroup has a CPU limit) */
 	int64_t run_delay_ns;     /* waited for a CPU during the unit */
@@ -209,6 +242,7 @@ struct gtab_site {            /* what every loop-capable call compares: a few ca
 
 struct gtab_loop {
 	int64_t threshold;
+	int64_t async_thr;        /* deferred requests begun in this loop; -1 = none */
 	uint32_t ntypes;
 	int64_t type_thr[GP_BUCKETS][GP_MAX_TYPES];   /* by the unit's size so far */
 	char type_name[GP_MAX_TYPES][16];
@@ -289,14 +323,14 @@ struct guard_rt {
 	unsigned qhead, qlen;
 	/* the shipping budget (threads.c), under mu: per unit type its minute's priority sample;
 	 * held[i] a candidate (held_v[i] the violation, held_tag[i] bumped whenever it changes) */
-	struct prio_group pg[GP_MAX_LOOPS][GP_MAX_TYPES + 1];
+	struct prio_group pg[GP_MAX_LOOPS][GUARD_TSLOTS];
 	struct prio_item held[GUARD_HELD];
 	struct gviol held_v[GUARD_HELD];
 	uint32_t held_tag[GUARD_HELD];
 	unsigned held_new;              /* candidates kept since the shipping thread last looked */
 	int held_flush;                 /* every minute closes now (the budget changed) */
 	uint64_t prng;                  /* the draws u of the sampling: seeded per process */
-	_Atomic int64_t base_next[GP_MAX_LOOPS][GP_MAX_TYPES + 1];   /* when a unit may be a baseline again */
+	_Atomic int64_t base_next[GP_MAX_LOOPS][GUARD_TSLOTS];   /* when a unit may be a baseline again */
 	_Atomic int fds[GUARD_MAX_FDS];
 	struct {
 		/* suppressed: sampled away by the budget; queue_drops: no room to hold a candidate */
@@ -306,6 +340,8 @@ struct guard_rt {
 		_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
 		_Atomic uint64_t units_gone;    /* ended in threads whose slots were taken again */
 		_Atomic uint64_t train_units;   /* training: units learnt from */
+		/* deferred requests ended (trained or checked), and those over their threshold */
+		_Atomic uint64_t async_requests, async_violations;
 	} n;
 	int64_t started_ns;                  /* CLOCK_REALTIME when the agent started in this process */
 	/* settings pushed by the server (guard_apply_settings), over what the process started with */
@@ -482,6 +518,7 @@ struct gcall {
 	const void *obj;
 	int64_t t0;
 	long nvcsw;           /* training: voluntary switches at entry */
+	long res;             /* what the call returned, where deferred requests need it (-1 = failed) */
 	uint16_t id;
 	int8_t loopsite;      /* this call is the thread's loop wait */
 	int fd;
@@ -514,6 +551,8 @@ static inline int gcall_begin(struct gcall *c, int id, uintptr_t ret, uintptr_t 
 
 /* After fork, in the child. */
 void guard_unit_reset_child(struct gthread *t);
+/* The program closed fd: the calling thread's deferred-request entry of it goes. */
+void guard_async_close(int fd);
 
 /* ---- train.c ---- */
 struct gtrain *gtrain_new(void);
@@ -523,6 +562,8 @@ int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t ca
 uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t depth, uint16_t call);
 void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, uint32_t calls,
 		 int64_t dur_ns);
+/* A deferred request of loop took dur_ns (guard.md "Deferred requests"). */
+void gtrain_async(struct gtrain *tr, int32_t loop, int64_t dur_ns);
 /* Writes what was learnt since the last save into the profile file. Agent threads only. */
 int gtrain_save(struct gtrain *tr, char *err, size_t errlen);
 /* After fork, in the child: the parent saves what it learnt; the child starts from zero. */

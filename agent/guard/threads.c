@@ -251,12 +251,15 @@ static void exit_sequence(void)
 	/* the server, if it has been answering: training's upload and the last report */
 	guard_report_exit(G.mode == GUARD_MODE_TRAIN && G.train && G.cfg.upload_ns > 0);
 	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu early_closes=%llu shipped=%llu "
-		  "spooled=%llu lost=%llu empty=%llu baseline=%llu", (unsigned long long)guard_units(),
+		  "spooled=%llu lost=%llu empty=%llu baseline=%llu async_requests=%llu async_violations=%llu",
+		  (unsigned long long)guard_units(),
 		  (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
 		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.early_closes),
 		  (unsigned long long)atomic_load(&G.n.shipped),
 		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
-		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline));
+		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline),
+		  (unsigned long long)atomic_load(&G.n.async_requests),
+		  (unsigned long long)atomic_load(&G.n.async_violations));
 	guard_log_flush();
 }
 
@@ -418,7 +421,7 @@ void guard_log_wake(void)
 
 static uint32_t group_id(int32_t loop, uint32_t tslot)
 {
-	return (uint32_t)loop * (GP_MAX_TYPES + 1) + tslot;
+	return (uint32_t)loop * GUARD_TSLOTS + tslot;
 }
 
 /* The violation's size: its excess over its threshold (its duration without one), at least 1 ns. */
@@ -432,7 +435,9 @@ static double violation_size(const struct gviol *v)
 void guard_enqueue(const struct gviol *v)
 {
 	int64_t now = guard_now();
-	uint32_t tslot = v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
+	/* deferred requests have a budget of their own per loop: they never push a unit type's out */
+	uint32_t tslot = v->async ? GUARD_TSLOT_ASYNC :
+			 v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
 	struct prio_group *g;
 	int evicted = 0;
 	int32_t at;
@@ -470,7 +475,7 @@ void guard_enqueue(const struct gviol *v)
 static void close_minutes(int64_t now, int all)
 {
 	for (int32_t l = 0; l < GP_MAX_LOOPS; l++)
-		for (uint32_t t = 0; t <= GP_MAX_TYPES; t++) {
+		for (uint32_t t = 0; t < GUARD_TSLOTS; t++) {
 			struct prio_group *g = &G.pg[l][t];
 
 			if (g->offered && (all || now - g->opened >= GUARD_MINUTE_NS))
@@ -543,7 +548,7 @@ static void ship_closed(void)
  * pool): the open minute holding the most bytes (candidates) closes early and ships. */
 static void trim_held(void)
 {
-	static size_t by_group[GP_MAX_LOOPS * (GP_MAX_TYPES + 1)];   /* the shipping thread's */
+	static size_t by_group[GP_MAX_LOOPS * GUARD_TSLOTS];   /* the shipping thread's */
 
 	for (;;) {
 		size_t total = 0, most = 0, nheld = 0;
@@ -570,7 +575,7 @@ static void trim_held(void)
 			}
 		}
 		if (gid != PRIO_NONE) {
-			prio_close(G.held, GUARD_HELD, &G.pg[gid / (GP_MAX_TYPES + 1)][gid % (GP_MAX_TYPES + 1)], gid);
+			prio_close(G.held, GUARD_HELD, &G.pg[gid / GUARD_TSLOTS][gid % GUARD_TSLOTS], gid);
 			atomic_fetch_add(&G.n.early_closes, 1);
 		}
 		pthread_mutex_unlock(&G.mu);

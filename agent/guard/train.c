@@ -42,6 +42,7 @@ struct tloop {
 	uint16_t call;
 	uint64_t threads;
 	struct gp_stats all;
+	struct gp_stats async;   /* deferred requests begun in the loop */
 };
 
 struct tctx {
@@ -155,6 +156,7 @@ static void zero_counts(struct gtrain *tr)
 	for (uint32_t i = 0; i < tr->nloops; i++) {
 		tr->loops[i].threads = 0;
 		memset(&tr->loops[i].all, 0, sizeof(tr->loops[i].all));
+		memset(&tr->loops[i].async, 0, sizeof(tr->loops[i].async));
 	}
 	for (size_t i = 0; i < tr->ncls; i++) {
 		tr->cls[i].n = 0;
@@ -292,6 +294,15 @@ void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t 
 
 /* ---- saving ---- */
 
+void gtrain_async(struct gtrain *tr, int32_t loop, int64_t dur_ns)
+{
+	if (loop < 0 || (uint32_t)loop >= GP_MAX_LOOPS)
+		return;
+	pthread_mutex_lock(&tr->mu);
+	gp_stats_add(&tr->loops[loop].async, (double)(dur_ns > 0 ? dur_ns : 0));
+	pthread_mutex_unlock(&tr->mu);
+}
+
 struct snapshot {
 	struct tloop loops[GP_MAX_LOOPS];
 	uint32_t nloops;
@@ -394,6 +405,7 @@ static int build_delta(const struct snapshot *s, struct gprofile *p, char *err, 
 		loopmap[i] = li;
 		p->loops[li].threads += l->threads;
 		gp_stats_merge(&p->loops[li].all, &l->all);
+		gp_stats_merge(&p->loops[li].async, &l->async);
 	}
 	for (size_t i = 0; i < s->nctx; i++) {
 		const struct tctx *c = &s->ctx[i];

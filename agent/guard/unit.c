@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,13 +32,13 @@ const struct gcall_info gcall_info[GC_COUNT] = {
 	[GC_PPOLL] = { "ppoll", 1, GK_IO, 0 },
 	[GC_SELECT] = { "select", 1, GK_IO, 0 },
 	[GC_PSELECT] = { "pselect", 1, GK_IO, 0 },
-	[GC_ACCEPT] = { "accept", 1, GK_IO, 0 },
-	[GC_ACCEPT4] = { "accept4", 1, GK_IO, 0 },
-	[GC_RECV] = { "recv", 1, GK_IO, 0 },
-	[GC_RECVFROM] = { "recvfrom", 1, GK_IO, 0 },
-	[GC_RECVMSG] = { "recvmsg", 1, GK_IO, 0 },
-	[GC_READ] = { "read", 1, GK_IO, 1 },
-	[GC_READV] = { "readv", 1, GK_IO, 1 },
+	[GC_ACCEPT] = { "accept", 1, GK_IO, 0, GA_ACCEPT },
+	[GC_ACCEPT4] = { "accept4", 1, GK_IO, 0, GA_ACCEPT },
+	[GC_RECV] = { "recv", 1, GK_IO, 0, GA_READ },
+	[GC_RECVFROM] = { "recvfrom", 1, GK_IO, 0, GA_READ },
+	[GC_RECVMSG] = { "recvmsg", 1, GK_IO, 0, GA_READ },
+	[GC_READ] = { "read", 1, GK_IO, 1, GA_READ },
+	[GC_READV] = { "readv", 1, GK_IO, 1, GA_READ },
 	[GC_COND_WAIT] = { "pthread_cond_wait", 1, GK_COND, 0 },
 	[GC_COND_TIMEDWAIT] = { "pthread_cond_timedwait", 1, GK_COND, 0 },
 	[GC_SEM_WAIT] = { "sem_wait", 1, GK_SEM, 0 },
@@ -50,16 +51,16 @@ const struct gcall_info gcall_info[GC_COUNT] = {
 	[GC_RWLOCK_RDLOCK] = { "pthread_rwlock_rdlock", 0, GK_LOCK, 0 },
 	[GC_RWLOCK_WRLOCK] = { "pthread_rwlock_wrlock", 0, GK_LOCK, 0 },
 	[GC_JOIN] = { "pthread_join", 0, GK_JOIN, 0 },
-	[GC_WRITE] = { "write", 0, GK_IO, 0 },
-	[GC_WRITEV] = { "writev", 0, GK_IO, 0 },
-	[GC_SEND] = { "send", 0, GK_IO, 0 },
-	[GC_SENDTO] = { "sendto", 0, GK_IO, 0 },
-	[GC_SENDMSG] = { "sendmsg", 0, GK_IO, 0 },
+	[GC_WRITE] = { "write", 0, GK_IO, 0, GA_SEND },
+	[GC_WRITEV] = { "writev", 0, GK_IO, 0, GA_SEND },
+	[GC_SEND] = { "send", 0, GK_IO, 0, GA_SEND },
+	[GC_SENDTO] = { "sendto", 0, GK_IO, 0, GA_SEND },
+	[GC_SENDMSG] = { "sendmsg", 0, GK_IO, 0, GA_SEND },
 	[GC_PREAD] = { "pread64", 0, GK_IO, 0 },
 	[GC_PWRITE] = { "pwrite64", 0, GK_IO, 0 },
 	[GC_FSYNC] = { "fsync", 0, GK_IO, 0 },
 	[GC_FDATASYNC] = { "fdatasync", 0, GK_IO, 0 },
-	[GC_CONNECT] = { "connect", 0, GK_IO, 0 },
+	[GC_CONNECT] = { "connect", 0, GK_IO, 0, GA_CONNECT },
 	[GC_NANOSLEEP] = { "nanosleep", 0, GK_SLEEP, 0 },
 	[GC_CLOCK_NANOSLEEP] = { "clock_nanosleep", 0, GK_SLEEP, 0 },
 	[GC_USLEEP] = { "usleep", 0, GK_SLEEP, 0 },
@@ -173,6 +174,7 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 		snprintf(tl->symbol, sizeof(tl->symbol), "%s", l->symbol ? l->symbol : "");
 		ts->depth = l->site.depth;
 		tl->threshold = l->all.n ? round_threshold(l->threshold_ns) : -1;
+		tl->async_thr = l->all.n ? round_threshold(l->async_thr_ns) : -1;
 		tl->ntypes = (uint32_t)l->ntypes;
 		ts->all_types = l->ntypes >= 64 ? ~0ULL : (1ULL << l->ntypes) - 1;
 		if (!g) {
@@ -462,6 +464,248 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 		add_agent_time(t, a0);
 }
 
+/* ---- deferred requests (guard.md "Deferred requests") ----
+ *
+ * In a unit of an epoll, poll or select loop, per descriptor of the thread: a socket accepted is
+ * a client (one the table never saw: read first, a client; written first, outbound); its request
+ * starts at a read of data while none is in flight and ends at the next write of data to it.
+ * Answered in the unit that read it, it was the unit's own work; answered in a later unit, it was
+ * deferred: its duration is checked against the loop's deferred-request threshold (trained like a
+ * unit's). A socket connected by a unit working for a client (acur) is that client's upstream;
+ * the first read of data from it after its connect or a send ends the upstream's wait: an
+ * [async wait] event with the stack at that read. Known descriptors cost a set lookup and a few
+ * stores; one never seen an fstat().
+ */
+
+static size_t afd_bytes(void)
+{
+	return (size_t)GUARD_AFD_SETS * GUARD_AFD_WAYS * sizeof(struct gafd);
+}
+
+static int async_loop_call(uint16_t id)
+{
+	return id == GC_EPOLL_WAIT || id == GC_EPOLL_PWAIT || id == GC_POLL || id == GC_PPOLL || id == GC_SELECT ||
+	       id == GC_PSELECT;
+}
+
+/* The table goes with its thread (training's threads have no slot: a key of its own). */
+static pthread_key_t afd_key;
+static pthread_once_t afd_once = PTHREAD_ONCE_INIT;
+static int afd_key_ok;
+
+static void afd_destructor(void *p)
+{
+	struct gthread *t = &guard_tls;
+
+	if (t->afd == p) {
+		t->aloop = 0;
+		t->afd = NULL;
+	}
+	munmap(p, afd_bytes());
+}
+
+static void afd_key_init(void)
+{
+	afd_key_ok = pthread_key_create(&afd_key, afd_destructor) == 0;
+}
+
+__attribute__((noinline, cold)) static void async_map(struct gthread *t)
+{
+	/* once per thread; mapped, not malloc'ed: the program's allocator is never entered here */
+	void *p;
+
+	pthread_once(&afd_once, afd_key_init);
+	p = afd_key_ok ? mmap(NULL, afd_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) :
+			 MAP_FAILED;
+	if (p != MAP_FAILED && pthread_setspecific(afd_key, p) != 0) {
+		munmap(p, afd_bytes());
+		p = MAP_FAILED;
+	}
+	if (p == MAP_FAILED)
+		t->aloop = 0;
+	else
+		t->afd = p;
+}
+
+/* A unit begins after the loop's wait call id. */
+static inline void async_unit_begin(struct gthread *t, uint16_t id)
+{
+	t->aseq++;
+	t->acur = 0;
+	t->aloop = G.cfg.async && async_loop_call(id);
+	if (GUARD_UNLIKELY(t->aloop && !t->afd))
+		async_map(t);
+}
+
+static inline struct gafd *async_find(const struct gthread *t, int fd)
+{
+	struct gafd *set = &t->afd[(uint32_t)(fd & (GUARD_AFD_SETS - 1)) * GUARD_AFD_WAYS];
+
+	for (int w = 0; w < GUARD_AFD_WAYS; w++)
+		if (set[w].fd1 == fd + 1)
+			return &set[w];
+	return NULL;
+}
+
+/* A descriptor seen first: a free way of its set, else the one least recently used. */
+__attribute__((noinline, cold)) static struct gafd *async_claim(struct gthread *t, int fd)
+{
+	struct gafd *set = &t->afd[(uint32_t)(fd & (GUARD_AFD_SETS - 1)) * GUARD_AFD_WAYS], *e = set;
+
+	for (int w = 1; w < GUARD_AFD_WAYS && e->fd1; w++)
+		if (!set[w].fd1 || t->aseq - set[w].used > t->aseq - e->used)
+			e = &set[w];
+	memset(e, 0, sizeof(*e));
+	e->fd1 = fd + 1;
+	return e;
+}
+
+/* A socket the thread's table does not know (older than it, or handed over by another thread):
+ * read first, a client; written first, never one. Not a socket: no requests. */
+__attribute__((noinline, cold)) static struct gafd *async_guess(struct gthread *t, int fd, int how)
+{
+	struct gafd *e = async_claim(t, fd);
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		e->role = AF_SKIP;
+	else
+		e->role = how == GA_READ ? AF_CLIENT : AF_OUT;
+	return e;
+}
+
+/* The upstream's reply after a wait of dur since `since`: a wait event, stack at the read. */
+__attribute__((noinline, cold)) static void async_wait(struct gthread *t, const struct gcall *c, int64_t since,
+							int64_t dur)
+{
+	int64_t a0 = guard_now();
+
+	guard_record_here(t, GREC_WAIT, since, dur, 0, c->id, GREC_F_ASYNC);
+	add_agent_time(t, a0);
+}
+
+/* A deferred request answered at now: trained, or checked against its loop's threshold. */
+__attribute__((noinline, cold)) static void async_done(struct gthread *t, const struct gafd *e, const struct gcall *c,
+						       int64_t now)
+{
+	const struct gtab *tab;
+	int64_t dur = now - e->t, thr, a0;
+	struct gviol v;
+
+	atomic_fetch_add_explicit(&G.n.async_requests, 1, memory_order_relaxed);
+	if (G.mode != GUARD_MODE_GUARD) {
+		if (G.train)
+			gtrain_async(G.train, e->loop, dur);
+		return;
+	}
+	tab = atomic_load_explicit(&G.tab, memory_order_acquire);
+	if (!tab || !t->slot || e->loop < 0 || (uint32_t)e->loop >= tab->nloops)
+		return;
+	thr = tab->loops[e->loop].async_thr;
+	if (thr < 0 || dur <= thr)
+		return;
+	a0 = guard_now();
+	/* where the answer is written: the stack the stream's symptom thread ends with */
+	guard_record_here(t, GREC_RUN, now, 0, 0, c->id, GREC_F_DETECT);
+	memset(&v, 0, sizeof(v));
+	v.tid = t->tid;
+	v.slot = (uint32_t)(t->slot - G.slots);
+	v.start = e->t;
+	v.end = now;
+	v.dur = dur;
+	v.threshold = thr;
+	v.loop = e->loop;
+	v.type = -1;
+	v.async = 1;
+	atomic_fetch_add_explicit(&G.n.async_violations, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->slot->violations, 1, memory_order_relaxed);
+	guard_enqueue(&v);
+	if (t->unit_start)
+		add_agent_time(t, a0);
+}
+
+/* A read or write of data, a connect under way or an accept, inside a unit of an epoll/poll/select loop. */
+static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
+{
+	int how = gcall_info[c->id].async;
+	int fd = how == GA_ACCEPT ? (int)c->res : c->fd;
+	struct gafd *e = async_find(t, fd);
+
+	if (how == GA_ACCEPT || how == GA_CONNECT) {
+		/* a new connection: what it is is known. An upstream's wait starts at its connect. */
+		if (!e)
+			e = async_claim(t, fd);
+		memset(e, 0, sizeof(*e));
+		e->fd1 = fd + 1;
+		e->role = how == GA_ACCEPT ? AF_CLIENT : t->acur ? AF_UPSTREAM : AF_OUT;
+		e->peer = how == GA_ACCEPT ? 0 : t->acur;
+		e->t = e->role == AF_UPSTREAM ? c->t0 : 0;
+		e->used = t->aseq;
+		e->known = 1;
+		return;
+	}
+	if (!e)
+		e = async_guess(t, fd, how);
+	e->used = t->aseq;
+	if (e->role == AF_CLIENT) {
+		if (how == GA_READ) {
+			if (!e->t) {
+				e->t = c->t0;
+				e->seq = t->aseq;
+				e->loop = t->loop;
+			}
+			t->acur = e->fd1;
+		} else if (!e->known && e->t && t->acur && t->acur != e->fd1) {
+			/* a guess, written with a request in flight for another client: an upstream the
+			 * table took for a client (connected before it knew), its reply for a request */
+			e->role = AF_UPSTREAM;
+			e->peer = t->acur;
+			e->t = c->t0;
+		} else if (e->t) {
+			/* the answer's first write: in a later unit than the read, the request was deferred */
+			if (e->seq != t->aseq)
+				async_done(t, e, c, now);
+			e->t = 0;
+		}
+	} else if (e->role == AF_UPSTREAM) {
+		if (how == GA_READ) {
+			if (e->t) {
+				int64_t dur = c->t0 - e->t;
+
+				if (dur >= G.cfg.min_wait_ns && G.mode == GUARD_MODE_GUARD)
+					async_wait(t, c, e->t, dur);
+				e->t = 0;
+			}
+			t->acur = e->peer;   /* the unit now works for the upstream's client */
+		} else if (!e->t) {
+			/* a new request to it (a kept-alive upstream): for the client this unit works for */
+			if (t->acur)
+				e->peer = t->acur;
+			e->t = c->t0;
+		}
+	}
+}
+
+static inline void async_call(struct gthread *t, const struct gcall *c, int64_t now)
+{
+	int how;
+
+	if (GUARD_LIKELY(!t->aloop) || !t->unit_start || !(how = gcall_info[c->id].async) || !t->afd)
+		return;
+	/* data moved, a connect under way (res 0), a connection accepted (res its descriptor) */
+	if (how == GA_ACCEPT ? c->res >= 0 : c->fd >= 0 && (c->res > 0 || (c->res == 0 && how == GA_CONNECT)))
+		async_note(t, c, now);
+}
+
+void guard_async_close(int fd)
+{
+	struct gthread *t = &guard_tls;
+	struct gafd *e;
+
+	if (t->afd && fd >= 0 && (e = async_find(t, fd)))
+		memset(e, 0, sizeof(*e));
+}
+
 static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 {
 	const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
@@ -496,6 +740,8 @@ static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_
 
 		if (tab && !atomic_load_explicit(&G.muted, memory_order_relaxed))
 			unit_begin(t, tab, c->loopsite, c->cfa, now);
+		if (t->unit_start)
+			async_unit_begin(t, c->id);
 		return;
 	}
 	if (dur >= G.cfg.min_wait_ns)
@@ -639,6 +885,7 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 		t->loop_cfa = c->cfa;
 		t->nctx = 0;
 		t->calls = 0;
+		async_unit_begin(t, c->id);
 		if (GUARD_UNLIKELY(!G.ship_started))
 			guard_start_shipper();
 	}
@@ -664,6 +911,7 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 	c->obj = obj;
 	c->fd = fd;
 	c->loopsite = -1;
+	c->res = -1;
 	guard_sigsnap_take(&c->sigs);
 	atomic_store_explicit(&t->cur_call, (uint16_t)id, memory_order_relaxed);
 	now = guard_now();
@@ -687,6 +935,7 @@ void gcall_finish(struct gcall *c, int failed)
 		guard_finish(t, c, now, now - c->t0);
 	else
 		train_finish(t, c, now);
+	async_call(t, c, now);
 	t->sync_call = 0;
 	t->nest = 0;
 	errno = saved;
@@ -707,4 +956,9 @@ void guard_unit_reset_child(struct gthread *t)
 	memset(t->hits, 0, sizeof(t->hits));
 	memset(t->ctxcache, 0, sizeof(t->ctxcache));
 	memset(rel_table, 0, sizeof(rel_table));
+	/* the parent's requests are the parent's to answer */
+	t->aloop = 0;
+	t->acur = 0;
+	if (t->afd)
+		memset(t->afd, 0, afd_bytes());
 }

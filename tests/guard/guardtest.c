@@ -7,6 +7,13 @@
  *   guardtest epoll PORT              one thread, an epoll loop
  *   guardtest pool PORT WORKERS       a listener thread feeding a worker pool
  *                                     through a queue (mutex + condition)
+ *   guardtest proxy PORT UPORT        one thread, an epoll loop that forwards "up MS"
+ *                                     to the server on UPORT as "sleep MS" over a
+ *                                     non-blocking connection of its own, and
+ *                                     answers when the reply comes, in a later
+ *                                     iteration (nginx's proxy_pass); "up" alone
+ *                                     forwards "fast"; other requests are served
+ *                                     at once
  *   guardtest client PORT N CONC MIX  N requests over CONC connections; MIX is
  *                                     KIND:WEIGHT,... ; prints each kind's count
  *                                     and slowest answer (microseconds)
@@ -288,6 +295,139 @@ static int run_epoll(int port)
 	return 0;
 }
 
+/* ---- proxy: an upstream's reply comes in a later iteration ---- */
+
+struct pconn {
+	int peer;          /* a client's upstream connection, an upstream connection's client */
+	char req[32];      /* an upstream connection: what to send it once connected */
+};
+
+static struct pconn pconns[MAXC];
+static int proxy_ep, proxy_uport;
+
+__attribute__((noinline)) void forward_request(int cfd, long ms)
+{
+	struct sockaddr_in a;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct epoll_event ev = { .events = EPOLLOUT };
+
+	if (s < 0 || s >= MAXC) {
+		if (s >= 0)
+			close(s);
+		reply(cfd);
+		return;
+	}
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((unsigned short)proxy_uport);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+		close(s);
+		reply(cfd);
+		return;
+	}
+	pconns[s].peer = cfd;
+	if (ms > 0)
+		snprintf(pconns[s].req, sizeof(pconns[s].req), "sleep %ld\n", ms);
+	else
+		snprintf(pconns[s].req, sizeof(pconns[s].req), "fast\n");
+	ev.data.fd = s;
+	epoll_ctl(proxy_ep, EPOLL_CTL_ADD, s, &ev);
+}
+
+/* connected: the request goes out, the reply is waited for by the loop */
+__attribute__((noinline)) void send_upstream(int s)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = s };
+
+	if (write(s, pconns[s].req, strlen(pconns[s].req)) < 0)
+		sink++;
+	pconns[s].req[0] = '\0';
+	epoll_ctl(proxy_ep, EPOLL_CTL_MOD, s, &ev);
+}
+
+__attribute__((noinline)) void read_upstream(int s)
+{
+	char buf[64];
+	ssize_t n = read(s, buf, sizeof(buf));
+	int c = pconns[s].peer;
+
+	epoll_ctl(proxy_ep, EPOLL_CTL_DEL, s, NULL);
+	close(s);
+	pconns[s].peer = -1;
+	if (n > 0)
+		sink++;
+	reply(c);
+}
+
+__attribute__((noinline)) void proxy_readable(int fd)
+{
+	struct conn *c = &conns[fd];
+	ssize_t n = read(fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+	char *nl;
+	long ms;
+
+	if (n <= 0) {
+		close(fd);
+		c->len = 0;
+		return;
+	}
+	c->len += (size_t)n;
+	c->buf[c->len] = '\0';
+	while ((nl = strchr(c->buf, '\n'))) {
+		*nl = '\0';
+		if (strncmp(c->buf, "up", 2) == 0) {
+			forward_request(fd, sscanf(c->buf, "up %ld", &ms) == 1 ? ms : 0);
+		} else {
+			handle_line(c->buf);
+			reply(fd);
+		}
+		c->len -= (size_t)(nl + 1 - c->buf);
+		memmove(c->buf, nl + 1, c->len + 1);
+	}
+}
+
+static int run_proxy(int port, int uport)
+{
+	int lfd = listen_on(port);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd }, evs[64];
+
+	proxy_ep = epoll_create1(0);
+	proxy_uport = uport;
+	for (int i = 0; i < MAXC; i++)
+		pconns[i].peer = -1;
+	epoll_ctl(proxy_ep, EPOLL_CTL_ADD, lfd, &ev);
+	printf("ready\n");
+	fflush(stdout);
+	while (!stop) {
+		int n = epoll_wait(proxy_ep, evs, 64, 1000);
+
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+
+			if (fd == lfd) {
+				int c = accept(lfd, NULL, NULL);
+
+				if (c >= 0 && c < MAXC) {
+					struct epoll_event cev = { .events = EPOLLIN, .data.fd = c };
+
+					conns[c].len = 0;
+					epoll_ctl(proxy_ep, EPOLL_CTL_ADD, c, &cev);
+				} else if (c >= 0) {
+					close(c);
+				}
+			} else if (pconns[fd].peer >= 0 && pconns[fd].req[0]) {
+				send_upstream(fd);
+			} else if (pconns[fd].peer >= 0) {
+				read_upstream(fd);
+			} else {
+				proxy_readable(fd);
+			}
+		}
+	}
+	return 0;
+}
+
 /* ---- thread pool ---- */
 
 struct job {
@@ -483,10 +623,12 @@ int main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "epoll") == 0)
 		return run_epoll(atoi(argv[2]));
+	if (argc >= 4 && strcmp(argv[1], "proxy") == 0)
+		return run_proxy(atoi(argv[2]), atoi(argv[3]));
 	if (argc >= 4 && strcmp(argv[1], "pool") == 0)
 		return run_pool(atoi(argv[2]), atoi(argv[3]));
 	if (argc >= 6 && strcmp(argv[1], "client") == 0)
 		return run_client(atoi(argv[2]), atol(argv[3]), atoi(argv[4]), argv[5]);
-	fprintf(stderr, "usage: guardtest epoll PORT | pool PORT WORKERS | client PORT N CONC KIND:W,...\n");
+	fprintf(stderr, "usage: guardtest epoll PORT | proxy PORT UPORT | pool PORT WORKERS | client PORT N CONC KIND:W,...\n");
 	return 2;
 }

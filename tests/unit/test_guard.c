@@ -326,6 +326,48 @@ static void test_profile_merge(void)
 	gp_free(other);
 }
 
+/* Deferred requests per loop (guard.md "Deferred requests"): learnt, written, read back, merged exactly;
+ * a profile written before them loads with its loop's threshold for them. */
+static void test_profile_async(void)
+{
+	struct gprofile *p = sample_profile(), *q = gp_new(), *m = gp_new(), *old = gp_new();
+	struct buf a = BUF_INIT(0);
+	struct gp_stats few = { 0, 0, 0 };
+	const char *text;
+
+	for (int i = 0; i < 200; i++)
+		gp_stats_add(&p->loops[0].async, 2000000.0 + (i % 2 ? 100000.0 : -100000.0));
+	gp_set_k(p, 4, 1000000);
+	/* 200 requests of 2 ms +- 0.1 ms: mean + 4 sd, over the 1 ms floor */
+	CHECK(fabs(p->loops[0].async_thr_ns - (2000000.0 + 4 * gp_stats_sd(&p->loops[0].async))) < 1);
+	CHECK_INT(gp_write(p, &a), 0);
+	CHECK_INT(gp_load_text(q, a.data, a.len), 0);
+	CHECK_INT(q->loops[0].async.n, 200);
+	CHECK(q->loops[0].async_thr_ns == round(p->loops[0].async_thr_ns));
+	CHECK_INT(gp_merge(m, p), 0);
+	CHECK_INT(gp_merge(m, q), 0);
+	CHECK_INT(m->loops[0].async.n, 400);
+	/* fewer than 100: no tighter than the loop's units */
+	for (int i = 0; i < 10; i++)
+		gp_stats_add(&few, 10.0);
+	p->loops[0].async = few;
+	gp_set_k(p, 4, 0);
+	CHECK(p->loops[0].async_thr_ns == p->loops[0].threshold_ns);
+	text = "{\"format\":\"stackmine-guard-profile\",\"v\":1,\"build_id\":\"ab\",\"exe\":\"\",\"k\":4,\"cut\":0.5,"
+	       "\"units\":1,\"modules\":[{\"name\":\"m\",\"build_id\":\"\"}],\"frames\":[],\"loops\":[{\"site\":"
+	       "{\"module\":0,\"offset\":\"0x10\",\"depth\":8,\"call\":\"epoll_wait\"},\"symbol\":null,\"threads\":1,"
+	       "\"units\":{\"n\":1,\"mean_ns\":5,\"m2\":0},\"threshold_ns\":5000,\"contexts\":[],\"classes\":[],"
+	       "\"types\":[]}]}";
+	CHECK_INT(gp_load_text(old, text, strlen(text)), 0);
+	CHECK_INT(old->loops[0].async.n, 0);
+	CHECK(old->loops[0].async_thr_ns == 5000);
+	buf_release(&a);
+	gp_free(p);
+	gp_free(q);
+	gp_free(m);
+	gp_free(old);
+}
+
 /* ---- the ring ---- */
 
 static void put(struct gring *r, int64_t ts, uint32_t frames)
@@ -438,6 +480,7 @@ int main(void)
 	RUN(test_profile_json);
 	RUN(test_profile_load_errors);
 	RUN(test_profile_merge);
+	RUN(test_profile_async);
 	RUN(test_ring);
 	RUN(test_symbolize);
 	return CHECK_DONE();
