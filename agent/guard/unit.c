@@ -444,7 +444,10 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 	case GK_LOCK:
 	case GK_COND:
 	case GK_SEM:
-		readier = guard_last_release(c->obj);
+		/* a wait that timed out or failed was readied by no one: the object's last release may
+		 * be long past (a background thread's timed sleep, released once an hour ago) */
+		if (c->res == 0)
+			readier = guard_last_release(c->obj);
 		break;
 	case GK_JOIN:
 		readier = tid_of_pthread((uintptr_t)c->obj);

@@ -28,6 +28,8 @@
  *   convoy MS     (pool) lock a mutex that the holder thread keeps for MS
  *                 while it sleeps in holder_work(): the worker's wait has the
  *                 holder as its readier
+ *   tmo MS        wait MS on a condition that times out, in timed_out_wait(); another
+ *                 thread signalled it just before (nobody waiting): the wait has no readier
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -158,6 +160,41 @@ static void *holder_main(void *arg)
 	}
 }
 
+/* ---- a timed wait that times out ---- */
+
+static pthread_mutex_t tmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tcv = PTHREAD_COND_INITIALIZER;
+
+static void *signal_once(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&tmu);
+	pthread_cond_signal(&tcv);
+	pthread_mutex_unlock(&tmu);
+	return NULL;
+}
+
+__attribute__((noinline)) void timed_out_wait(long ms)
+{
+	pthread_t th;
+	struct timespec ts;
+
+	/* the condition's last release: another thread's, before the wait starts */
+	if (pthread_create(&th, NULL, signal_once, NULL) == 0)
+		pthread_join(th, NULL);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&tmu);
+	while (pthread_cond_timedwait(&tcv, &tmu, &ts) == 0)
+		;
+	pthread_mutex_unlock(&tmu);
+}
+
 __attribute__((noinline)) void take_big_lock(long ms)
 {
 	/* the holder takes the lock first, then this thread queues behind it */
@@ -195,6 +232,10 @@ static int handle_line(const char *line)
 	}
 	if (sscanf(line, "cpu %ld", &ms) == 1) {
 		cpu_work(ms);
+		return 0;
+	}
+	if (sscanf(line, "tmo %ld", &ms) == 1) {
+		timed_out_wait(ms);
 		return 0;
 	}
 	if (sscanf(line, "convoy %ld", &ms) == 1) {

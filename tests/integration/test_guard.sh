@@ -116,7 +116,7 @@ q() { pg_q "$1" -v bid="$bid"; }
 
 # every violation shipped (no rate limit here); one connection, so that each unit serves one request
 SM_GUARD_REPORTS_PER_MIN=100000 guarded "$GT" epoll "$PORT" || t_bail "guarded server"
-mix=$("$GT" client "$PORT" 1500 1 fast:96,sleep=60:2,spin=60:2) || t_fail "guarded load"
+mix=$("$GT" client "$PORT" 1500 1 fast:95,sleep=60:2,spin=60:2,tmo=30:1) || t_fail "guarded load"
 stop_server "$PORT"
 sleeps=$(awk '$1 == "sleep" {print $3}' <<<"$mix")
 spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
@@ -150,6 +150,10 @@ n=$(grep -c '^w .*;guardtest!run_epoll;guardtest!serve_readable;.*guardtest!hand
 t_eq "each sleep is a wait event: the server's stack down to nanosleep" "$n" "$sleeps"
 n=$(awk '$1 == "w" && $4 == 0 && $3 >= 60000000 && $3 < 70000000' <<<"$ev" | grep -c 'handle_sleep')
 t_eq "lasting the 60 ms, with no readier" "$n" "$sleeps"
+tmos=$(awk '$1 == "tmo" {print $3}' <<<"$mix")
+# a condition another thread signalled before the wait began: the wait timed out, no one readied it
+n=$(awk '$1 == "w" && $4 == 0 && $3 >= 30000000' <<<"$ev" | grep -c 'guardtest!timed_out_wait;libc\.so\.6!pthread_cond_timedwait')
+t_eq "a timed wait that timed out has no readier (the condition's last signaller is not one)" "$n|$(awk '$1 == "w" && $4 != 0' <<<"$ev" | grep -c 'timed_out_wait')" "$tmos|0"
 # a late timer signal stands for every period that passed: multiples of 10 ms
 t_eq "spins are run events in spin_cpu, 10 ms of CPU each (or a multiple)" \
 	"$(grep '^r ' <<<"$ev" | grep 'guardtest!spin_cpu' | awk '$3 % 10000000 != 0')" ""
@@ -167,7 +171,7 @@ t_eq "stacks start at the process's entry" "$(grep -v 'libc\.so\.6!__libc_start_
 	grep -Ev '^w [0-9]+ [0-9]+ 0 \[(cpu run queue|cgroup throttled)\]$')" ""
 fp=$(q "SELECT count(*) FROM streams s WHERE build_id = :'bid' AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k
 	ON k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND k.frame_ids && ARRAY(SELECT id
-	FROM frames WHERE name IN ('guardtest!handle_sleep', 'guardtest!spin_cpu')))")
+	FROM frames WHERE name IN ('guardtest!handle_sleep', 'guardtest!spin_cpu', 'guardtest!timed_out_wait')))")
 echo "fast requests reported as violations: $fp of $(awk '$1 == "fast" {print $2}' <<<"$mix")"
 t_match "almost no fast request is reported" "$fp" '^[0-9]$'
 

@@ -65,7 +65,7 @@ max_connections = 20
 EOF
 pgstart() {
 	as_pg "$@" "$PGBIN/postgres" -D "$PGD/data" >"$PGD/server.log" 2>&1 &
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 300); do
 		as_pg "$PGBIN/pg_isready" -q -h "$PGD" -p "$PGPORT_T" && return 0
 		sleep 0.1
 	done
@@ -159,11 +159,16 @@ redis() {
 	"$@" /usr/bin/redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --enable-debug-command yes \
 		--dir "$W" --logfile "$W/redis.log" &
 	RPID=$!
-	for _ in $(seq 1 100); do
+	# a loaded machine may take seconds (the agent symbolizes the program at start): 30 s at most,
+	# unless it exited
+	for _ in $(seq 1 600); do
 		redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return 0
+		kill -0 "$RPID" 2>/dev/null || break
 		sleep 0.05
 	done
-	t_bail "redis starts"
+	t_bail "redis starts" "$(kill -0 "$RPID" 2>/dev/null && echo "alive, no answer in 30 s" || echo "exited")
+$(tail -n 20 "$W/redis.log" 2>/dev/null)
+$(tail -n 20 "$W/guard.log" 2>/dev/null)"
 }
 rstop() { redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1; wait "$RPID"; }
 t_cleanup "redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1"
@@ -215,7 +220,7 @@ chmod -R a+rX "$ND"
 nginx_run() {
 	"$@" /usr/sbin/nginx -c "$ND/nginx.conf" -p "$ND" &
 	NPID=$!
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 600); do
 		curl -sf -o /dev/null "http://127.0.0.1:$NPORT/" && return 0
 		sleep 0.05
 	done
