@@ -14,6 +14,7 @@
 #include "agent/guard/modmap.h"
 #include "agent/guard/rt.h"
 #include "agent/guard/symbolize.h"
+#include "agent/guard/unwind.h"
 #include "agent/ship.h"
 #include "agent/spool.h"
 #include "common/arena.h"
@@ -172,7 +173,7 @@ struct gsym *guard_symbolizer(void)
 		struct gmodmap mm = { NULL, 0 };
 		char err[256];
 
-		if (gmodmap_load(&mm) == 0) {
+		if (unwind_modmap_load(&mm) == 0) {
 			sym = gsym_open(&mm, err, sizeof(err));
 			if (!sym)
 				guard_log("cannot open the symbolizer", "error=\"%s\"", err);

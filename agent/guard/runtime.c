@@ -592,6 +592,7 @@ static void before_fork(void)
 {
 	struct gthread *t = &guard_tls;
 
+	unwind_fork_prepare();
 	if (!atomic_load(&G.active))
 		return;
 	t->nest++;
@@ -601,6 +602,7 @@ static void after_fork_parent(void)
 {
 	struct gthread *t = &guard_tls;
 
+	unwind_fork_parent();
 	if (!atomic_load(&G.active))
 		return;
 	t->nest--;
@@ -612,6 +614,7 @@ static void after_fork_child(void)
 	uint32_t n;
 	int log_held;
 
+	unwind_fork_child();
 	if (!atomic_load(&G.active))
 		return;
 	G.pid = getpid();
@@ -711,7 +714,7 @@ static void find_self(void)
 	Dl_info info;
 	struct gmodmap mm = { NULL, 0 };
 
-	if (gmodmap_load(&mm) < 0)
+	if (unwind_modmap_load(&mm) < 0)
 		return;
 	if (dladdr((void *)find_self, &info) && info.dli_fbase) {
 		for (size_t i = 0; i < mm.n; i++)

@@ -372,7 +372,7 @@ static int build_delta(const struct snapshot *s, struct gprofile *p, char *err, 
 	char name[1024];
 	int rc = -1;
 
-	if (gmodmap_load(&mm) < 0 || !(sym = gsym_open(&mm, err, errlen)))
+	if (unwind_modmap_load(&mm) < 0 || !(sym = gsym_open(&mm, err, errlen)))
 		goto out_free;
 	loopmap = calloc(GP_MAX_LOOPS, sizeof(*loopmap));
 	ctxmap = calloc(s->nctx + 1, sizeof(*ctxmap));

@@ -13,6 +13,7 @@
  */
 #include "agent/guard/modmap.h"
 #include "agent/guard/rt.h"
+#include "agent/guard/unwind.h"
 #include "common/hash.h"
 
 #include <errno.h>
@@ -146,7 +147,7 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 	struct gtab *tab = calloc(1, sizeof(*tab));
 	size_t nctx = 0, slots = 64;
 
-	if (!tab || gmodmap_load(&mm) < 0) {
+	if (!tab || unwind_modmap_load(&mm) < 0) {
 		snprintf(err, errlen, "out of memory");
 		free(tab);
 		return NULL;

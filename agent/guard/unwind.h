@@ -34,6 +34,17 @@ void unwind_thread_init(void);
 void unwind_thread_bounds(uintptr_t lo, uintptr_t hi);
 /* After fork, in the child: the module table's lock as new. */
 void unwind_reset_child(void);
+/* Around the agent's uses of dl_iterate_phdr (guard.md "fork"): 1 when the caller may go on (then
+ * unwind_loader_leave() after), 0 while a fork is being prepared and wait is 0. */
+int unwind_loader_enter(int wait);
+void unwind_loader_leave(void);
+struct gmodmap;
+/* gmodmap_load() between the two (the agent's module maps read the loader's list too). */
+int unwind_modmap_load(struct gmodmap *m);
+/* The fork handlers: no fork in the middle of a walk of another thread (prepare waits 100 ms at most). */
+void unwind_fork_prepare(void);
+void unwind_fork_parent(void);
+void unwind_fork_child(void);
 /* The loaded modules changed (after dlopen): the address check learns their segments. */
 void unwind_modules_changed(void);
 /* True on a thread where libunwind is starting: the descriptors it asks for are refused. */
