@@ -261,15 +261,15 @@ struct host_part {
 };
 
 /* "module\x1fbuild id\x1foffset\x1fdepth\x1fcall": a loop matched as gp_merge matches it. Caller frees. */
-static char *loop_key(const struct gprofile *p, const struct gp_loop *l)
+static char *loop_key(const struct gprofile *p, const struct gp_loop *l, const char *part)
 {
 	const struct gp_module *m = &p->modules[l->site.module];
-	size_t n = strlen(m->name) + strlen(m->build_id) + GP_CALL_MAX + 64;
+	size_t n = strlen(m->name) + strlen(m->build_id) + GP_CALL_MAX + strlen(part) + 64;
 	char *k = malloc(n);
 
 	if (k)
-		snprintf(k, n, "%s\x1f%s\x1f%llx\x1f%lld\x1f%s", m->name, m->build_id,
-			 (unsigned long long)l->site.offset, (long long)l->site.depth, l->site.call);
+		snprintf(k, n, "%s\x1f%s\x1f%llx\x1f%lld\x1f%s\x1f%s", m->name, m->build_id,
+			 (unsigned long long)l->site.offset, (long long)l->site.depth, l->site.call, part);
 	return k;
 }
 
@@ -300,7 +300,30 @@ static double clamp(double x, double lo, double hi)
 	return x < lo ? lo : x > hi ? hi : x;
 }
 
-/* Appends the loops of one host's upload (clustered with its own k and cut) to thr. 0 or -1. */
+/* Appends one entry of a loop's thresholds to thr (part: "" for its units, "async" for its deferred requests). */
+static struct loop_thr *push_thr(struct vec *thr, const struct gprofile *p, const struct gp_loop *l, size_t host,
+				 const char *part, double threshold)
+{
+	struct loop_thr *t = vec_push(thr);
+
+	if (!t)
+		return NULL;
+	if (!(t->key = loop_key(p, l, part))) {
+		thr->len--;
+		return NULL;
+	}
+	t->host = host;
+	t->thr = t->lo = t->hi = threshold;
+	snprintf(t->what, sizeof(t->what), "%s%s%s", l->symbol && l->symbol[0] ? l->symbol : l->site.call,
+		 part[0] ? " " : "", part);
+	return t;
+}
+
+/*
+ * Appends the loops of one host's upload (clustered with its own k and cut) to thr: an entry for
+ * its units and, where it saw any, one for its deferred requests, each held back and clamped apart
+ * (one host's slow requests cannot raise the fleet's threshold for either). 0 or -1.
+ */
 static int host_loops(const struct gprofile *p, size_t host, struct vec *thr)
 {
 	for (size_t li = 0; li < p->nloops; li++) {
@@ -309,13 +332,8 @@ static int host_loops(const struct gprofile *p, size_t host, struct vec *thr)
 
 		if (l->all.n == 0)
 			continue;
-		if (!(t = vec_push(thr)) || !(t->key = loop_key(p, l))) {
-			if (t)
-				thr->len--;
+		if (!(t = push_thr(thr, p, l, host, "", l->threshold_ns)))
 			return -1;
-		}
-		t->host = host;
-		t->thr = t->lo = t->hi = l->threshold_ns;
 		for (size_t ti = 0; ti < l->ntypes; ti++) {
 			const struct gp_type *ty = &l->types[ti];
 
@@ -326,7 +344,8 @@ static int host_loops(const struct gprofile *p, size_t host, struct vec *thr)
 				t->hi = fmax(t->hi, ty->size_thr[b]);
 			}
 		}
-		snprintf(t->what, sizeof(t->what), "%s", l->symbol && l->symbol[0] ? l->symbol : l->site.call);
+		if (l->async.n > 0 && !push_thr(thr, p, l, host, "async", l->async_thr_ns))
+			return -1;
 	}
 	return 0;
 }
@@ -378,30 +397,46 @@ static int hold_back(struct loop_thr *thr, size_t n, struct host_part *hosts)
 	return 0;
 }
 
+/* The lowest and highest threshold the merged hosts learnt for key: 0, 1 (none), -1 (out of memory). */
+static int host_range(const struct loop_thr *thr, size_t n, const struct host_part *hosts, char *key, double *lo,
+		      double *hi)
+{
+	if (!key)
+		return -1;
+	*lo = INFINITY;
+	*hi = -INFINITY;
+	for (size_t i = 0; i < n; i++)
+		if (!hosts[thr[i].host].reason[0] && strcmp(thr[i].key, key) == 0) {
+			*lo = fmin(*lo, thr[i].lo);
+			*hi = fmax(*hi, thr[i].hi);
+		}
+	free(key);
+	return *lo > *hi;
+}
+
 /* Keeps every threshold of the merged profile's loops within what the merged hosts learnt. */
-static int clamp_thresholds(struct gprofile *into, struct loop_thr *thr, size_t n, const struct host_part *hosts)
+static int clamp_thresholds(struct gprofile *into, const struct loop_thr *thr, size_t n,
+			    const struct host_part *hosts)
 {
 	for (size_t li = 0; li < into->nloops; li++) {
 		struct gp_loop *l = &into->loops[li];
-		char *key = loop_key(into, l);
-		double lo = INFINITY, hi = -INFINITY;
+		double lo, hi;
+		int rc = host_range(thr, n, hosts, loop_key(into, l, ""), &lo, &hi);
 
-		if (!key)
+		if (rc < 0)
 			return -1;
-		for (size_t i = 0; i < n; i++)
-			if (!hosts[thr[i].host].reason[0] && strcmp(thr[i].key, key) == 0) {
-				lo = fmin(lo, thr[i].lo);
-				hi = fmax(hi, thr[i].hi);
+		if (rc == 0) {
+			l->threshold_ns = clamp(l->threshold_ns, lo, hi);
+			for (size_t ti = 0; ti < l->ntypes; ti++) {
+				l->types[ti].threshold_ns = clamp(l->types[ti].threshold_ns, lo, hi);
+				for (unsigned b = 0; b < GP_BUCKETS; b++)
+					l->types[ti].size_thr[b] = clamp(l->types[ti].size_thr[b], lo, hi);
 			}
-		free(key);
-		if (lo > hi)
-			continue;
-		l->threshold_ns = clamp(l->threshold_ns, lo, hi);
-		for (size_t ti = 0; ti < l->ntypes; ti++) {
-			l->types[ti].threshold_ns = clamp(l->types[ti].threshold_ns, lo, hi);
-			for (unsigned b = 0; b < GP_BUCKETS; b++)
-				l->types[ti].size_thr[b] = clamp(l->types[ti].size_thr[b], lo, hi);
 		}
+		if ((rc = host_range(thr, n, hosts, loop_key(into, l, "async"), &lo, &hi)) < 0)
+			return -1;
+		if (rc == 0)
+			l->async_thr_ns = clamp(l->async_thr_ns, lo, hi);
 	}
 	return 0;
 }

@@ -550,16 +550,21 @@ upload "$TOKEN" "$(seed_upload honest-1 3 60 1.1)"
 t_eq "its latest upload is the one merged" "$(merged_loop | cut -d' ' -f1)|$([ "$(merged_loop)" != "$hn $hlo $hhi" ] && echo changed)" \
 	"1662393|changed"
 # two hosts learnt tight, apart: pooled, the spread between them would make a threshold above both
-tight() { # tight HOST MEAN_NS: 1000 units of MEAN_NS, sd 1 us
-	"$py" - "$1" "$2" <<'PY'
+# tight HOST MEAN_NS [ASYNC_MEAN_NS BUILD]: 1000 units of MEAN_NS, sd 1 us (and 1000 deferred requests)
+tight() {
+	"$py" - "$@" <<'PY'
 import json, sys, time
 host, mean = sys.argv[1], float(sys.argv[2])
 st = {"n": 1000, "mean_ns": mean, "m2": 1e6 * 999}
-p = {"format": "stackmine-guard-profile", "v": 1, "build_id": "7e57", "exe": "/bin/tight", "k": 4, "cut": 0.5,
+bid = sys.argv[4] if len(sys.argv) > 4 else "7e57"
+p = {"format": "stackmine-guard-profile", "v": 1, "build_id": bid, "exe": "/bin/tight", "k": 4, "cut": 0.5,
      "updated": "2026-11-24T13:25:34Z", "units": 1000, "modules": [{"name": "tight", "build_id": "7e57"}], "frames": [],
      "loops": [{"site": {"module": 0, "offset": "0x10", "depth": 64, "call": "epoll_wait"}, "symbol": "tight!loop",
                 "threads": 1, "units": st, "threshold_ns": 0, "contexts": [],
                 "classes": [dict(st, contexts=[], sizes=[[0, 1000, mean, 1e6 * 999]], type=0)], "types": []}]}
+if len(sys.argv) > 3:
+    p["loops"][0]["async"] = {"n": 1000, "mean_ns": float(sys.argv[3]), "m2": 1e6 * 999}
+    p["loops"][0]["async_threshold_ns"] = 0
 print(json.dumps({"v": 1, "host": host, "pid": 1, "started_ns": time.time_ns() - 3600 * 10**9, "profile": p}))
 PY
 }
@@ -568,6 +573,26 @@ upload "$TOKEN" "$(tight tight-2 3000000)"
 http GET "$INGEST_URL/api/v1/profiles/7e57" -H "Authorization: Bearer $TOKEN"
 t_eq "a merged threshold stays within the hosts' own (1.004 to 3.004 ms: 6 ms pooled, kept at 3.004)" "$HTTP_STATUS $(loop_thr <<<"$HTTP_BODY")" \
 	"200 2000 3004000 3004000"
+# deferred requests (docs/guard.md "Deferred requests") have their own threshold, held back and clamped
+# apart: one host's slow ones cannot raise it for the fleet
+async_thr() { "$py" -c 'import json, sys; print(json.load(sys.stdin)["loops"][0]["async_threshold_ns"])'; }
+for h in 1:1000000 2:1200000 3:900000; do
+	upload "$TOKEN" "$(tight "async-${h%%:*}" 1000000 "${h#*:}" 7e58)"
+done
+http GET "$INGEST_URL/api/v1/profiles/7e58" -H "Authorization: Bearer $TOKEN"
+honest=$(async_thr <<<"$HTTP_BODY")
+upload "$TOKEN" "$(tight async-evil 1000000 3000000000 7e58)"
+http GET "$INGEST_URL/api/v1/profiles/7e58" -H "Authorization: Bearer $TOKEN"
+t_eq "deferred requests: a host's far slower ones are held back; the merged threshold the honest hosts'" \
+	"$HTTP_STATUS $(async_thr <<<"$HTTP_BODY") $(q "SELECT jsonb_path_query_array(held_back, '\$[*].host') FROM profiles_merged WHERE build_id = '7e58'")" \
+	"200 $honest [\"async-evil\"]"
+t_match "deferred requests: the reason names them" "$(q "SELECT held_back->0->>'reason' FROM profiles_merged WHERE build_id = '7e58'")" \
+	'^loop tight!loop async: threshold 3[0-9]{9} ns, '
+upload "$TOKEN" "$(tight apart-1 1000000 1000000 7e59)"
+upload "$TOKEN" "$(tight apart-2 1000000 3000000 7e59)"
+http GET "$INGEST_URL/api/v1/profiles/7e59" -H "Authorization: Bearer $TOKEN"
+t_eq "deferred requests: the merged threshold within the hosts' own (kept at 3.004 ms)" "$HTTP_STATUS $(async_thr <<<"$HTTP_BODY")" \
+	"200 3004000"
 printf '{"format":"stackmine-guard-profile","v":1}' >"$T_TMP/bad.json"
 t_eq "a damaged profile is named with its field" "$("$GUARD" profile show "$T_TMP/bad.json" 2>&1)" \
 	"sm-guard: $T_TMP/bad.json: build_id: missing or not a string"
