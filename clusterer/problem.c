@@ -37,6 +37,132 @@ bool problem_frame_machine(const char *name, size_t len)
 	return false;
 }
 
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+/* Where fragments go (problem.h): the clusters by stream (off, who: a counting sort) and their total
+ * costs. */
+struct fragments {
+	const struct problem_cluster *cl;
+	size_t n, np;
+	const uint32_t *off, *who;
+	const uint64_t *tot;
+	uint32_t *label;
+};
+
+/*
+ * Joins each problem that is a fragment of a much costlier one into it (problem.h) and numbers the
+ * problems again in the order of their lowest cluster. 0 or -1 (out of memory).
+ */
+static int join_fragments(struct fragments *f, size_t nstreams, size_t *nproblems)
+{
+	size_t np = f->np, nt, used = 0;
+	uint64_t *gtot = vec_calloc(np + 1, sizeof(*gtot));
+	uint64_t *stamp = vec_calloc(np + 1, sizeof(*stamp)), tick = 0;
+	uint32_t *gstreams = vec_calloc(np + 1, sizeof(*gstreams));
+	uint32_t *parent = vec_alloc(np + 1, sizeof(*parent)), *renum = vec_alloc(np + 1, sizeof(*renum));
+	uint32_t *goff = vec_calloc(np + 2, sizeof(*goff)), *gm = vec_alloc(f->n + 1, sizeof(*gm));
+	uint32_t *touched = vec_alloc(np + 1, sizeof(*touched));
+	bool *gmachine = vec_calloc(np + 1, sizeof(*gmachine));
+	double *shared = vec_calloc(np + 1, sizeof(*shared));
+	int rc = -1;
+
+	if (!gtot || !gstreams || !stamp || !parent || !renum || !goff || !gm || !touched || !gmachine || !shared)
+		goto out;
+	/* each problem's cost, machine flag and members; the streams each has a cost in */
+	for (size_t i = 0; i < f->n; i++) {
+		gtot[f->label[i]] = add_sat(gtot[f->label[i]], f->tot[i]);
+		gmachine[f->label[i]] |= f->cl[i].machine;
+		goff[f->label[i] + 2]++;
+	}
+	for (size_t g = 0; g < np; g++)
+		goff[g + 2] += goff[g + 1];
+	for (size_t i = 0; i < f->n; i++)
+		gm[goff[f->label[i] + 1]++] = (uint32_t)i;
+	for (size_t s = 0; s < nstreams; s++) {
+		tick++;
+		used += f->off[s] < f->off[s + 1];
+		for (uint32_t e = f->off[s]; e < f->off[s + 1]; e++) {
+			uint32_t g = f->label[f->who[e]];
+
+			if (stamp[g] != tick) {
+				stamp[g] = tick;
+				gstreams[g]++;
+			}
+		}
+	}
+	/* each problem's home: a costlier one whose streams hold most of its cost */
+	for (size_t g = 0; g < np; g++) {
+		double best = 0;
+
+		parent[g] = (uint32_t)g;
+		if (gmachine[g] || gtot[g] == 0)
+			continue;
+		nt = 0;
+		for (uint32_t m = goff[g]; m < goff[g + 1]; m++) {
+			const struct problem_cluster *c = &f->cl[gm[m]];
+
+			for (uint32_t x = 0; x < c->n; x++) {
+				uint32_t s = c->streams[x];
+
+				tick++;
+				for (uint32_t e = f->off[s]; e < f->off[s + 1]; e++) {
+					uint32_t h = f->label[f->who[e]];
+
+					if (h == g || stamp[h] == tick)
+						continue;
+					stamp[h] = tick;
+					if (shared[h] == 0)
+						touched[nt++] = h;
+					shared[h] += (double)c->cost[x];
+				}
+			}
+		}
+		for (size_t t = 0; t < nt; t++) {
+			uint32_t h = touched[t];
+			double in = shared[h] / (double)gtot[g];
+
+			shared[h] = 0;
+			if (gmachine[h] || gtot[h] / 2 <= gtot[g] || in < PROBLEM_FRAGMENT ||
+			    in < PROBLEM_LIFT * (double)gstreams[h] / (double)used)
+				continue;
+			if (in > best || (in == best && gtot[h] > gtot[parent[g]])) {
+				best = in;
+				parent[g] = h;
+			}
+		}
+	}
+	/* a home is always costlier: the chains end */
+	for (size_t g = 0; g < np; g++) {
+		while (parent[parent[g]] != parent[g])
+			parent[g] = parent[parent[g]];
+		renum[g] = UINT32_MAX;
+	}
+	*nproblems = 0;
+	for (size_t i = 0; i < f->n; i++) {
+		uint32_t r = parent[f->label[i]];
+
+		if (renum[r] == UINT32_MAX)
+			renum[r] = (uint32_t)(*nproblems)++;
+		f->label[i] = renum[r];
+	}
+	rc = 0;
+out:
+	free(gtot);
+	free(gstreams);
+	free(stamp);
+	free(parent);
+	free(renum);
+	free(goff);
+	free(gm);
+	free(touched);
+	free(gmachine);
+	free(shared);
+	return rc;
+}
+
 int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, double theta, uint32_t *label,
 		  size_t *nproblems, char *err, size_t errlen)
 {
@@ -70,7 +196,7 @@ int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, d
 		for (uint32_t x = 0; x < cl[i].n; x++) {
 			off[cl[i].streams[x] + 2]++;
 			/* saturating: a sum no real run reaches */
-			tot[i] = tot[i] + cl[i].cost[x] < tot[i] ? UINT64_MAX : tot[i] + cl[i].cost[x];
+			tot[i] = add_sat(tot[i], cl[i].cost[x]);
 		}
 	for (size_t s = 0; s < nstreams; s++)
 		off[s + 2] += off[s + 1];
@@ -91,7 +217,7 @@ int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, d
 			for (uint32_t e = off[s]; e < off[s + 1]; e++) {
 				uint32_t b = who[e];
 
-				if (b <= a)
+				if (b <= a || cl[a].machine != cl[b].machine)
 					continue;
 				if (sa[b] == 0 && sb[b] == 0)
 					touched[nt++] = b;
@@ -117,6 +243,12 @@ int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, d
 	    linkage_fcluster(lk, z, n, 1 - theta, label, nproblems) < 0) {
 		snprintf(err, errlen, "grouping clusters into problems: %s", linkage_error(lk));
 		goto out;
+	}
+	{
+		struct fragments f = { cl, n, *nproblems, off, who, tot, label };
+
+		if (join_fragments(&f, nstreams, nproblems) < 0)
+			goto out_oom;
 	}
 	rc = 0;
 	goto out;

@@ -6,7 +6,13 @@
  * Grouping: c(s) is a cluster's cost in stream s (its matched AOI events, each
  * once). containment(a->b) = sum of a(s) over the streams b has a cost in /
  * sum of a(s). d(a, b) = 1 - min(containment(a->b), containment(b->a)); the
- * clusters are linked by average linkage on d and cut at 1 - theta.
+ * clusters are linked by average linkage on d and cut at 1 - theta. Then
+ * fragments join: a problem g joins the problem h (the most contained of
+ * those that qualify; then the costlier) when h costs more than twice g,
+ * containment(g->h) >= PROBLEM_FRAGMENT and containment(g->h) >=
+ * PROBLEM_LIFT x the share of the streams h has a cost in. A cluster of the
+ * machine (problem_frame_machine()) is grouped only with others of the
+ * machine, and no fragment joins a problem of the machine or is one.
  *
  * Titles: each unit (a problem, or a cluster) has a sequence of frames to take
  * its title from (outermost first) and a set of frames (all of its common
@@ -29,14 +35,21 @@
 
 /* the least containment, both ways, that links two clusters into one problem */
 #define PROBLEM_THETA 0.5
+/* a fragment: the least share of its cost in the streams of the problem it joins ... */
+#define PROBLEM_FRAGMENT 0.6
+/* ... and how much more than that problem's share of the streams (a cluster in nearly every stream,
+ * request dispatch, is no problem's home) */
+#define PROBLEM_LIFT 1.5
 /* most frames in a title */
 #define PROBLEM_TITLE_MAX 3
 
-/* A cluster's cost per stream: streams[0..n) (dense numbers < nstreams, each once) and cost[]. */
+/* A cluster's cost per stream: streams[0..n) (dense numbers < nstreams, each once) and cost[];
+ * machine: a cluster of CPU starvation (problem_frame_machine()). */
 struct problem_cluster {
 	const uint32_t *streams;
 	const uint64_t *cost;
 	uint32_t n;
+	bool machine;
 };
 
 /*

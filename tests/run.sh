@@ -117,6 +117,11 @@ run_one() {
 		printf '  ok    %-40s %5d passed  %6s s\n' "$name" "$p" "$secs"
 	else
 		printf '  FAIL  %-40s %5d passed %4d failed  %6s s%s\n' "$name" "$p" "$f" "$secs" "${note:+  ($note)}"
+		# the failed checks first (a reader of a long log sees its head), each with its next lines
+		if grep -q '^FAIL ' "$log"; then
+			echo "  ---- $name: its failed checks ----"
+			grep -A 4 '^FAIL ' "$log" | head -n 60 | cut -c 1-400 | sed 's/^/  | /'
+		fi
 		echo "  ---- $name: last 80 lines of its output ($log) ----"
 		tail -n 80 "$log" | sed 's/^/  | /'
 		echo "  ----"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define C(s, c) { s, c, sizeof(s) / sizeof(s[0]) }
+#define C(s, c) { s, c, sizeof(s) / sizeof(s[0]), false }
 
 static void group(const struct problem_cluster *cl, size_t n, size_t nstreams, uint32_t *label, size_t *np)
 {
@@ -102,6 +102,65 @@ static const struct problem_frames frames = { named, streams_of, NULL };
 
 #define U(s) { s, sizeof(s) / sizeof(s[0]), s, sizeof(s) / sizeof(s[0]) }
 
+/* Fragments of one problem, thinly sampled (a few CPU samples per stream): the hub H in streams 0-9,
+ * S1 and S2 each in a few of them (and S2 a little elsewhere) join it; S3, half in H's streams, does
+ * not; S4, fully in them but more than half of H's cost, does not; U and V are problems of their own. */
+static void test_fragments(void)
+{
+	static const uint32_t sh[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 }, s1[] = { 1, 2 }, s2[] = { 3, 4, 12 },
+			      s3[] = { 5, 13 }, s4[] = { 6, 7 }, su[] = { 10, 11, 12, 13, 14, 15, 16, 17, 18, 19 },
+			      sv[] = { 20, 21, 22, 23, 24, 25, 26, 27, 28, 29 };
+	static const uint64_t ch[] = { 20, 20, 20, 20, 20, 20, 20, 20, 20, 20 }, c1[] = { 30, 40 },
+			      c2[] = { 30, 30, 10 }, c3[] = { 20, 20 }, c4[] = { 60, 60 },
+			      cu[] = { 50, 50, 50, 50, 50, 50, 50, 50, 50, 50 }, cv[] = { 5, 5, 5, 5, 5, 5, 5, 5, 5, 5 };
+	const struct problem_cluster cl[] = { C(sh, ch), C(s1, c1), C(s2, c2), C(s3, c3), C(s4, c4), C(su, cu),
+					      C(sv, cv) };
+	uint32_t label[7];
+	size_t np;
+
+	/* S1 in H's streams: 70/70; S2: 60/70 = 0.86; H's share of the 30 streams 1/3 (x 1.5 = 0.5);
+	 * S3: 20/40 = 0.5 < 0.6; S4: 120 > 200 / 2 */
+	group(cl, 7, 30, label, &np);
+	CHECK_INT((long long)np, 5);
+	CHECK_INT(label[0], 0);
+	CHECK_INT(label[1], 0);
+	CHECK_INT(label[2], 0);
+	CHECK_INT(label[3], 1);
+	CHECK_INT(label[4], 2);
+	CHECK_INT(label[5], 3);
+	CHECK_INT(label[6], 4);
+}
+
+/* A costly cluster in every stream is no problem's home: A (90) lies wholly in D's streams (1000),
+ * but D is in all of them (share 1: a fragment would need 1.5). */
+static void test_everywhere_costly(void)
+{
+	static const uint32_t sa[] = { 0, 1, 2 }, sd[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+	static const uint64_t ca[] = { 30, 30, 30 }, cd[] = { 100, 100, 100, 100, 100, 100, 100, 100, 100, 100 };
+	const struct problem_cluster cl[] = { C(sa, ca), C(sd, cd) };
+	uint32_t label[2];
+	size_t np;
+
+	group(cl, 2, 10, label, &np);
+	CHECK_INT((long long)np, 2);
+	CHECK(label[0] != label[1]);
+}
+
+/* CPU starvation is the machine's: its cluster M shares the streams of the code's A exactly, and
+ * still is a problem of its own; B, a small code cluster wholly in M's streams, is no fragment of it. */
+static void test_machine_apart(void)
+{
+	static const uint32_t sa[] = { 0, 1, 2 }, sm[] = { 0, 1, 2, 3 }, sb[] = { 3 };
+	static const uint64_t ca[] = { 100, 100, 100 }, cm[] = { 100, 100, 100, 100 }, cb[] = { 10 };
+	const struct problem_cluster cl[] = { C(sa, ca), { sm, cm, 4, true }, C(sb, cb) };
+	uint32_t label[3];
+	size_t np;
+
+	group(cl, 3, 4, label, &np);
+	CHECK_INT((long long)np, 3);
+	CHECK(label[0] != label[1] && label[1] != label[2] && label[0] != label[2]);
+}
+
 /* Two units that differ only by their caller, and a third lock wait: the distinguishing frame, then
  * the least shared below it (ext4_sync_file, not schedule > __schedule); hex and pseudo skipped. */
 static void test_titles(void)
@@ -170,6 +229,9 @@ int main(void)
 	RUN(test_everywhere);
 	RUN(test_run_and_wait);
 	RUN(test_no_chain);
+	RUN(test_fragments);
+	RUN(test_everywhere_costly);
+	RUN(test_machine_apart);
 	RUN(test_titles);
 	RUN(test_titles_alone);
 	RUN(test_named);
