@@ -64,12 +64,13 @@ static int join_fragments(struct fragments *f, size_t nstreams, size_t *nproblem
 	uint32_t *gstreams = vec_calloc(np + 1, sizeof(*gstreams));
 	uint32_t *parent = vec_alloc(np + 1, sizeof(*parent)), *renum = vec_alloc(np + 1, sizeof(*renum));
 	uint32_t *goff = vec_calloc(np + 2, sizeof(*goff)), *gm = vec_alloc(f->n + 1, sizeof(*gm));
-	uint32_t *touched = vec_alloc(np + 1, sizeof(*touched));
+	uint32_t *touched = vec_alloc(np + 1, sizeof(*touched)), *mark = vec_calloc(np + 1, sizeof(*mark));
 	bool *gmachine = vec_calloc(np + 1, sizeof(*gmachine));
 	double *shared = vec_calloc(np + 1, sizeof(*shared));
 	int rc = -1;
 
-	if (!gtot || !gstreams || !stamp || !parent || !renum || !goff || !gm || !touched || !gmachine || !shared)
+	if (!gtot || !gstreams || !stamp || !parent || !renum || !goff || !gm || !touched || !mark || !gmachine ||
+	    !shared)
 		goto out;
 	/* each problem's cost, machine flag and members; the streams each has a cost in */
 	for (size_t i = 0; i < f->n; i++) {
@@ -114,8 +115,11 @@ static int join_fragments(struct fragments *f, size_t nstreams, size_t *nproblem
 					if (h == g || stamp[h] == tick)
 						continue;
 					stamp[h] = tick;
-					if (shared[h] == 0)
+					/* (a cost may be 0: marked, not tested by its sum) */
+					if (mark[h] != g + 1) {
+						mark[h] = (uint32_t)g + 1;
 						touched[nt++] = h;
+					}
 					shared[h] += (double)c->cost[x];
 				}
 			}
@@ -158,6 +162,7 @@ out:
 	free(goff);
 	free(gm);
 	free(touched);
+	free(mark);
 	free(gmachine);
 	free(shared);
 	return rc;
@@ -166,7 +171,7 @@ out:
 int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, double theta, uint32_t *label,
 		  size_t *nproblems, char *err, size_t errlen)
 {
-	uint32_t *off = NULL, *who = NULL, *touched = NULL;
+	uint32_t *off = NULL, *who = NULL, *touched = NULL, *seen = NULL;
 	uint64_t *wcost = NULL, *tot = NULL;
 	double *sa = NULL, *sb = NULL;
 	struct vec pairs = VEC_INIT(struct linkage_pair);
@@ -188,9 +193,10 @@ int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, d
 	sa = vec_calloc(n, sizeof(*sa));
 	sb = vec_calloc(n, sizeof(*sb));
 	touched = vec_alloc(n, sizeof(*touched));
+	seen = vec_calloc(n, sizeof(*seen));
 	z = vec_alloc(n, sizeof(*z));
 	lk = linkage_open();
-	if (!off || !tot || !who || !wcost || !sa || !sb || !touched || !z || !lk)
+	if (!off || !tot || !who || !wcost || !sa || !sb || !touched || !seen || !z || !lk)
 		goto out_oom;
 	for (size_t i = 0; i < n; i++)
 		for (uint32_t x = 0; x < cl[i].n; x++) {
@@ -219,8 +225,11 @@ int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, d
 
 				if (b <= a || cl[a].machine != cl[b].machine)
 					continue;
-				if (sa[b] == 0 && sb[b] == 0)
+				/* (a cost may be 0: marked, not tested by its sum) */
+				if (seen[b] != a + 1) {
+					seen[b] = (uint32_t)a + 1;
 					touched[nt++] = b;
+				}
 				sa[b] += (double)cl[a].cost[x];
 				sb[b] += (double)wcost[e];
 			}
@@ -264,6 +273,7 @@ out:
 	free(sa);
 	free(sb);
 	free(touched);
+	free(seen);
 	free(z);
 	return rc;
 }

@@ -131,6 +131,22 @@ static void test_fragments(void)
 	CHECK_INT(label[6], 4);
 }
 
+/* Streams where a cluster's cost is 0 (an event of no cost: the stack taken when a violation is
+ * found) count once: one problem, and nothing written past the end of the work arrays. */
+static void test_zero_costs(void)
+{
+	static const uint32_t sg[] = { 0, 1, 2, 3, 4 }, sh[] = { 0, 1, 2, 3, 4 }, sx[] = { 5 };
+	static const uint64_t cg[] = { 0, 0, 0, 0, 10 }, ch[] = { 0, 0, 0, 0, 100 }, cx[] = { 1 };
+	const struct problem_cluster cl[] = { C(sg, cg), C(sh, ch), C(sx, cx) };
+	uint32_t label[3];
+	size_t np;
+
+	group(cl, 3, 6, label, &np);
+	CHECK_INT((long long)np, 2);
+	CHECK_INT(label[0], label[1]);
+	CHECK(label[2] != label[0]);
+}
+
 /* A costly cluster in every stream is no problem's home: A (90) lies wholly in D's streams (1000),
  * but D is in all of them (share 1: a fragment would need 1.5). */
 static void test_everywhere_costly(void)
@@ -232,6 +248,7 @@ int main(void)
 	RUN(test_fragments);
 	RUN(test_everywhere_costly);
 	RUN(test_machine_apart);
+	RUN(test_zero_costs);
 	RUN(test_titles);
 	RUN(test_titles_alone);
 	RUN(test_named);
