@@ -63,6 +63,10 @@ static const struct var_def vars[] = {
 	{ { "SM_GUARD_SAMPLE_HZ", "100",
 	    "CPU samples per second of CPU time of a thread in a unit (0: none)" },
 	  V_INT, F(sample_hz), 0, 10000, 1 },
+	{ { "SM_GUARD_VIOLATION_HZ", "1000",
+	    "guarding: CPU samples per second of CPU time for the rest of a unit once it is over its threshold, "
+	    "at most 250 per unit (0: SM_GUARD_SAMPLE_HZ); a slow unit's stream then shows where its time went" },
+	  V_INT, F(violation_hz), 0, 10000, 1 },
 	{ { "SM_GUARD_RING_KB", "256", "event ring per thread, in KiB" },
 	  V_INT, F(ring_bytes), 16 << 10, 64 << 20, 1024 },
 	{ { "SM_GUARD_WATCHDOG_MS", "100",
@@ -144,6 +148,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->spool_max = (uint64_t)256 << 20;
 	c->min_wait_ns = 1000000;
 	c->sample_hz = 100;
+	c->violation_hz = 1000;
 	c->ring_bytes = 256 << 10;
 	c->watchdog_ns = 100000000;
 	c->hang_ns = 10000000000LL;

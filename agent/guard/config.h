@@ -47,6 +47,7 @@ struct guard_config {
 	char only[GUARD_PATH_MAX];  /* comma-separated globs on the executable's name; "" : all */
 	char log[GUARD_PATH_MAX];   /* "" : no log */
 	int sample_hz;              /* 0: no CPU samples */
+	int violation_hz;           /* ... in a unit over its threshold (0: sample_hz) */
 	size_t ring_bytes;          /* event ring per thread */
 	int64_t watchdog_ns;
 	int64_t hang_ns;            /* ship a unit still in flight this long after its violation */

@@ -43,6 +43,7 @@
 #define GUARD_TSITES 8              /* wait sites a training thread tells apart */
 #define GUARD_LOOP_MIN_BLOCKS 4     /* blocking calls before a site can be a loop site */
 #define GUARD_QUEUE 64              /* baselines waiting for the shipping thread */
+#define GUARD_BOOST_MAX 250         /* samples at the violation rate per unit (SM_GUARD_VIOLATION_HZ) */
 /* the shipping budget (threads.c, docs/guard.md): violations held until their minute closes */
 #define GUARD_HELD 256                          /* candidates held, every unit type's together */
 #define GUARD_HELD_HIGH (GUARD_HELD * 3 / 4)     /* over it, the fullest minute closes early */
@@ -176,6 +177,8 @@ struct gthread {
 	uint8_t sync_call;        /* in a wrapped lock, condition or semaphore wait: the caller may be the
 				   * program's allocator, holding its locks (no thread is created here) */
 	int64_t period_ns;        /* the CPU-time period this thread's timer was armed with */
+	uint8_t boosted;          /* the timer runs at the violation rate for the rest of this unit */
+	uint16_t boost_left;      /* samples left at that rate (GUARD_BOOST_MAX per unit) */
 	uint32_t nest;            /* inside a wrapper's bookkeeping or the agent's work */
 	uintptr_t nest_cfa;
 	pid_t tid;
@@ -301,6 +304,7 @@ struct guard_rt {
 	char host[256], app[256], kernel[128];
 	char token[512];
 	int64_t period_ns;              /* CPU-time per sample */
+	int64_t boost_period_ns;        /* ... in a unit over its threshold (0: the same) */
 	int sig;
 	int sig_owned;                  /* the agent's handler is in place for sig (guard mode) */
 	void *sig_cookie;               /* in the si_value of every signal the agent sends */
@@ -439,6 +443,8 @@ int guard_sampler_init(void);
 void guard_sampler_signal(siginfo_t *si, void *uc);
 void guard_timer_arm(struct gthread *t);
 void guard_timer_disarm(struct gthread *t);
+/* The end of a unit whose samples were boosted: back to the normal period (one system call). */
+void guard_timer_unboost(struct gthread *t);
 void guard_timer_delete(struct gthread *t);
 /* The program ignores the agent's signal: no timer, no request until it takes the signal back. */
 void guard_sampler_pause(void);

@@ -834,6 +834,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 	G.sig = G.cfg.signal;
 	clock_init();
 	G.period_ns = G.cfg.sample_hz > 0 ? 1000000000LL / G.cfg.sample_hz : 0;
+	G.boost_period_ns = G.cfg.violation_hz > 0 ? 1000000000LL / G.cfg.violation_hz : 0;
 	if (G.cfg.host[0])
 		snprintf(G.host, sizeof(G.host), "%s", G.cfg.host);
 	else if (gethostname(G.host, sizeof(G.host) - 1) < 0)

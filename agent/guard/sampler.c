@@ -171,6 +171,50 @@ static void disarm(struct gthread *t, struct gslot *s)
 	memset(&off, 0, sizeof(off));
 	if (t->timer_state == TIMER_ARMED && atomic_load(&s->timer_live) && timer_settime(s->timer, 0, &off, NULL) == 0)
 		t->timer_state = TIMER_IDLE;
+	t->boosted = 0;
+}
+
+/* Sets the armed timer's period (timer_settime is async-signal-safe). 0 or -1. */
+static int set_period(struct gthread *t, struct gslot *s, int64_t period_ns)
+{
+	struct itimerspec its;
+
+	if (t->timer_state != TIMER_ARMED || !atomic_load(&s->timer_live) || period_ns <= 0)
+		return -1;
+	its.it_interval.tv_sec = period_ns / 1000000000;
+	its.it_interval.tv_nsec = period_ns % 1000000000;
+	its.it_value = its.it_interval;
+	if (timer_settime(s->timer, 0, &its, NULL) < 0)
+		return -1;
+	t->period_ns = period_ns;
+	return 0;
+}
+
+/*
+ * A unit over its threshold is sampled at the violation rate for the rest of it (at most
+ * GUARD_BOOST_MAX samples): at 100 a second, a 30 ms query has three samples, too few to tell where
+ * its time went or which of the run's clusters belong together. Only slow units pay for it.
+ */
+static void boost(struct gthread *t, struct gslot *s, int64_t now)
+{
+	if (t->boosted) {
+		if (--t->boost_left == 0 && set_period(t, s, G.period_ns) == 0)
+			t->boosted = 0;
+		return;
+	}
+	if (G.boost_period_ns <= 0 || G.boost_period_ns >= t->period_ns || t->threshold < 0 ||
+	    now - t->unit_start - t->agent_ns <= t->threshold)
+		return;
+	if (set_period(t, s, G.boost_period_ns) == 0) {
+		t->boosted = 1;
+		t->boost_left = GUARD_BOOST_MAX;
+	}
+}
+
+void guard_timer_unboost(struct gthread *t)
+{
+	if (t->slot && set_period(t, t->slot, G.period_ns) == 0)
+		t->boosted = 0;
 }
 
 /* The watchdog asked for the stack of this thread's unit: taken with the caller's stamp. */
@@ -227,6 +271,7 @@ void guard_sampler_signal(siginfo_t *si, void *uc)
 			atomic_store_explicit(&s->captured_seq, t->unit_seq, memory_order_relaxed);
 		}
 		atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+		boost(t, s, now);
 		/* the stack walk is the agent's time, not the unit's (training never sees it) */
 		t->agent_ns += guard_now() - now;
 		atomic_store_explicit(&s->agent_ns, t->agent_ns, memory_order_relaxed);

@@ -434,6 +434,8 @@ __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 		guard_baseline_enqueue(&v);
 	}
 	t->unit_start = 0;
+	if (GUARD_UNLIKELY(t->boosted))
+		guard_timer_unboost(t);
 }
 
 __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const struct gcall *c, int64_t dur)
@@ -952,6 +954,7 @@ void guard_unit_reset_child(struct gthread *t)
 	t->unit_start = 0;
 	t->agent_ns = 0;
 	t->violated = 0;
+	t->boosted = 0;
 	t->nsites = 0;
 	t->nctx = 0;
 	t->best = -1;

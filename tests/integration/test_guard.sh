@@ -154,9 +154,14 @@ tmos=$(awk '$1 == "tmo" {print $3}' <<<"$mix")
 # a condition another thread signalled before the wait began: the wait timed out, no one readied it
 n=$(awk '$1 == "w" && $4 == 0 && $3 >= 30000000' <<<"$ev" | grep -c 'guardtest!timed_out_wait;libc\.so\.6!pthread_cond_timedwait')
 t_eq "a timed wait that timed out has no readier (the condition's last signaller is not one)" "$n|$(awk '$1 == "w" && $4 != 0' <<<"$ev" | grep -c 'timed_out_wait')" "$tmos|0"
-# a late timer signal stands for every period that passed: multiples of 10 ms
-t_eq "spins are run events in spin_cpu, 10 ms of CPU each (or a multiple)" \
-	"$(grep '^r ' <<<"$ev" | grep 'guardtest!spin_cpu' | awk '$3 % 10000000 != 0')" ""
+# a late timer signal stands for every period that passed: multiples of 10 ms, and once a sample finds
+# the unit over its threshold, of 1 ms (SM_GUARD_VIOLATION_HZ; a CPU-time timer fires at the kernel's tick)
+t_eq "spins are run events in spin_cpu, 10 ms of CPU each (or a multiple), then 1 ms each (or a multiple)" \
+	"$(grep '^r ' <<<"$ev" | grep 'guardtest!spin_cpu' | awk '$3 % 1000000 != 0')" ""
+t_eq "a spinning unit over its threshold is sampled more often (samples under 10 ms in each)" \
+	"$(q "SELECT count(*) FROM streams s WHERE build_id = :'bid' AND EXISTS (SELECT 1 FROM events e JOIN stacks k
+	       ON k.id = e.stack_id WHERE e.stream_ref = s.id AND e.kind = 'r' AND e.dur_ns > 0 AND e.dur_ns < 10000000 AND
+	       (SELECT id FROM frames WHERE name = 'guardtest!spin_cpu') = ANY(k.frame_ids))")" "$spins"
 # and the stack taken when the violation is detected: a run event of no cost
 t_eq "each violation has its inspection stack" \
 	"$(q "SELECT count(*) FROM streams s WHERE build_id = :'bid' AND NOT EXISTS (SELECT 1 FROM events e WHERE

@@ -141,6 +141,18 @@ t_eq "the control's units: violations, their run delay measured, not unit.cause=
 	"$(q "SELECT count(*), count(*) FILTER (WHERE s.labels ? 'unit.run_delay_ns'),
 	       count(*) FILTER (WHERE s.labels->>'unit.cause' = 'cpu') FROM streams s WHERE app = 'calm' AND
 	       role = 'violation' AND $work")" "$N|$N|0"
+# a unit over its threshold is sampled at SM_GUARD_VIOLATION_HZ (1000) for the rest of it: 20 ms of CPU
+# make one sample at 10 ms (100 a second), then shorter ones (a CPU-time timer fires at the kernel's tick,
+# 4 ms at 250 Hz: a sample stands for the ticks' milliseconds); the samples add up to its CPU time. Not
+# every unit: the timer runs on from the unit before, and a unit whose first sample came before its
+# threshold and second one late in it has no time left for a short one
+ctl="SELECT count(*) FILTER (WHERE e.dur_ns < 10000000) short, sum(e.dur_ns) / 1000000 ms, string_agg((e.dur_ns / 1000000)::text, ' ' ORDER BY e.ts_ns) samples
+	FROM streams s JOIN events e ON e.stream_ref = s.id WHERE s.app = 'calm' AND s.role = 'violation' AND $work
+	AND e.kind = 'r' AND e.tid = s.symptom_tid AND e.dur_ns > 0 AND e.ts_ns < s.symptom_end_ns
+	AND e.ts_ns + e.dur_ns > s.symptom_start_ns GROUP BY s.id"
+q "$ctl" | sed 's/^/  control unit: short samples, ms, samples (ms): /'
+t_eq "the control's units: most sampled more often once over their threshold, each one's samples adding up to its CPU time" \
+	"$(q "SELECT 2 * count(*) FILTER (WHERE short >= 1) >= count(*), count(*) FILTER (WHERE ms BETWEEN 14 AND 30) FROM ($ctl) x")" "t|$N"
 # the run queue's event: on the symptom thread, inside the symptom window, its duration the label's
 # (no cgroup limit here: nothing of it is throttled time)
 t_eq "each starved unit has a [cpu run queue] wait of its run delay, inside the unit" \
