@@ -215,8 +215,14 @@ t_eq "budget: at most 40 streams per unit type, every weight at least 1, some ab
 	"$(q "SELECT max(n) <= 40, bool_and(ok), bool_or(above) FROM (SELECT count(*) AS n, bool_and(weight >= 1) AS ok,
 	       bool_or(weight > 1) AS above FROM streams WHERE app = 'budget' AND role = 'violation'
 	       GROUP BY symptom_unit_type) x")" "t|t|t"
-t_eq "budget: the streams shipped are the violations counted less the drops" \
-	"$(bq "SELECT count(*)")" "$(q "SELECT violations - drops FROM agent_procs WHERE app = 'budget'")"
+# (the agent's exit line: a report's drops also count streams lost in sending, baselines' too)
+line=$(grep "msg=\"exit\".* pid=$GPID " "$T_TMP/guard.log" | tail -n 1)
+echo "budget: the agent's exit line: $line"
+kv() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
+kept=$(($(kv violations) - $(kv suppressed) - $(kv queue_drops)))
+stored=$(bq "SELECT count(*)")
+t_eq "budget: the streams shipped are the violations counted less those sampled away (less any lost in sending)" \
+	"$((stored <= kept && stored >= kept - $(kv lost)))|$kept" "1|$(q "SELECT violations - drops + $(kv lost) FROM agent_procs WHERE app = 'budget'")"
 # sum(weight) estimates the count: within a factor of 2 but with a chance of about 1e-4 (40 kept of ~300)
 t_eq "budget: the weights add up to the violations counted (within a factor of 2)" \
 	"$(q "SELECT s.w BETWEEN p.violations / 2.0 AND p.violations * 2.0 FROM (SELECT sum(weight) AS w FROM streams
@@ -275,9 +281,12 @@ stop_server "$PORT"
 ev=$(events_of "s.app = 'guardtest-stripped' AND e.kind = 'r' AND e.dur_ns > 0")
 t_match "exported functions keep their names" "$ev" 'guardtest-stripped!spin_cpu'
 inner=$(grep -o 'guardtest-stripped!spin_cpu;guardtest-stripped+0x[0-9a-f]*' <<<"$ev" | sed 's/.*+0x//' | sort -u)
+# (or in the PLT, on the way to clock_gettime: a slow unit is sampled often enough to land there)
+read -r pa ps < <(readelf -SW "$TOOLS/guardtest-stripped" | awk '$2 == ".plt" {print $4, $6}')
 ok=1
 for off in $inner; do
-	(( 16#$off >= 16#$sa && 16#$off < 16#$sa + 16#$ss )) || ok=0
+	(( (16#$off >= 16#$sa && 16#$off < 16#$sa + 16#$ss) || (16#$off >= 16#$pa && 16#$off < 16#$pa + 16#$ps) )) ||
+		{ ok=0; echo "  under spin_cpu, outside spin_inner ($sa +$ss) and the PLT ($pa +$ps): 0x$off"; }
 done
 t_eq "the static function below it is module+offset, inside its own extent" "$ok:$([ -n "$inner" ] && echo some)" 1:some
 t_eq "and never borrows a neighbour's name" "$(grep -c 'guardtest-stripped!\(handle_sleep\|read_file\|holder_work\)' <<<"$ev")" 0
@@ -415,8 +424,11 @@ t_eq "fleet: the server merged them" \
 	       jsonb_array_length(summary->'loops') > 0 FROM profiles_merged WHERE build_id = :'bid'")" "2|2|t|f|t"
 out=$("$GUARD" profile fetch --url "$INGEST_URL" --token-file "$T_TMP/token" --profile-dir "$T_TMP/prof-fleet" "$GT")
 t_match "fleet: sm-guard profile fetch writes the build's profile" "$out" "^$T_TMP/prof-fleet/$bid\.json: the fleet's profile of "
-t_eq "fleet: the server's merge is sm-guard profile merge's (same units, types, thresholds)" \
-	"$("$GUARD" profile show "$T_TMP/prof-fleet/$bid.json")" "$("$GUARD" profile show "$T_TMP/merged.json")"
+# (but its thresholds: the server keeps each within the hosts' own, which pooling the two hosts' spread
+# may pass; checked below with "a merged threshold stays within the hosts' own")
+nothr() { sed -E 's/threshold [0-9.]+ [mun]?s//g'; }
+t_eq "fleet: the server's merge is sm-guard profile merge's (same units, types, statistics)" \
+	"$("$GUARD" profile show "$T_TMP/prof-fleet/$bid.json" | nothr)" "$("$GUARD" profile show "$T_TMP/merged.json" | nothr)"
 out=$("$GUARD" profile fetch --url "$INGEST_URL" --token-file "$T_TMP/token" --profile-dir "$T_TMP/prof-fleet" /bin/true 2>&1)
 t_eq "fleet: a build nobody trained" "$?|$out" "3|sm-guard: profile fetch: the server has no profile of this build yet"
 # a host new to the build: sm-guard run fetches the fleet's profile first, so the agent guards at once
