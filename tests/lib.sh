@@ -143,9 +143,12 @@ stream_events() {
 # A TCP port nothing on 127.0.0.1 listens on (for tests that need one up front;
 # start_ingest lets the server choose instead, which cannot race).
 free_port() {
-	local p i
+	local p i lo=32768
+	# below the ephemeral range: a client's connection may hold any port of it (nginx's bind then fails)
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+	[ "$lo" -gt 12000 ] 2>/dev/null || lo=32768
 	for i in $(seq 1 100); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((10000 + RANDOM % (lo - 10000)))
 		if ! (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return 0

@@ -75,10 +75,12 @@ chmod 644 "$W/libsmguard.so"
 mkdir -p "$W/prof" "$W/spool"
 chmod 1777 "$W/prof" "$W/spool"
 export SM_GUARD_LIB=$W/libsmguard.so
-free_port() {
-	local p
+free_port() { # below the ephemeral range (tests/lib.sh)
+	local p lo=32768
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+	[ "$lo" -gt 12000 ] 2>/dev/null || lo=32768
 	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((10000 + RANDOM % (lo - 10000)))
 		(: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 }

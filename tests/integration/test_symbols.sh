@@ -43,15 +43,16 @@ PROF=$T_TMP/profiles
 PORT=$(free_port)
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$S/x-server" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
-sleep 0.3
-"$S/x-server" client "$PORT" 5000 4 fast:90,spin=5:10 >/dev/null || t_fail "training load"
+# (ready when it says so: a fixed pause lost the race on a loaded machine, and every check after it)
+for _ in $(seq 1 200); do grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && break; sleep 0.05; done
+"$S/x-server" client "$PORT" 5000 4 fast:90,spin=5:10 >/dev/null || t_fail "training load" "$(cat "$T_TMP/server.out")"
 "$S/x-server" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
 wait "$GPID"
 SM_GUARD_REPORTS_PER_MIN=100000 "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
 	--token-file "$T_TMP/token" --app symsrv -- "$S/x-server" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
-for _ in $(seq 1 100); do grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && break; sleep 0.05; done
-mix=$("$S/x-server" client "$PORT" 300 2 fast:80,spin=40:20) || t_fail "guarded load"
+for _ in $(seq 1 200); do grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && break; sleep 0.05; done
+mix=$("$S/x-server" client "$PORT" 300 2 fast:80,spin=40:20) || t_fail "guarded load" "$(cat "$T_TMP/server.out")"
 "$S/x-server" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
 wait "$GPID"
 spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
