@@ -397,7 +397,8 @@ static int hold_back(struct loop_thr *thr, size_t n, struct host_part *hosts)
 	return 0;
 }
 
-/* The lowest and highest threshold the merged hosts learnt for key: 0, 1 (none), -1 (out of memory). */
+/* The lowest and highest threshold the merged hosts learnt for key (loop_key()'s, taken: freed here;
+ * NULL is its out of memory): 0, 1 (none), -1 (out of memory). */
 static int host_range(const struct loop_thr *thr, size_t n, const struct host_part *hosts, char *key, double *lo,
 		      double *hi)
 {
