@@ -42,6 +42,304 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
+/* Numbers the problems again in the order of their lowest cluster: cluster i's problem becomes that of
+ * root(label[i]) (parent: each problem's, followed to the end of its chain). */
+static void relabel(uint32_t *label, size_t n, uint32_t *parent, uint32_t *renum, size_t np, size_t *nproblems)
+{
+	for (size_t g = 0; g < np; g++) {
+		while (parent[parent[g]] != parent[g])
+			parent[g] = parent[parent[g]];
+		renum[g] = UINT32_MAX;
+	}
+	*nproblems = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t r = parent[label[i]];
+
+		if (renum[r] == UINT32_MAX)
+			renum[r] = (uint32_t)(*nproblems)++;
+		label[i] = renum[r];
+	}
+}
+
+/* Call paths (problem.h): the code's clusters with a path, sorted by it (a node of the paths' trie is a
+ * range of them), a stamp per stream, and the problems' union-find. */
+struct paths {
+	const struct problem_cluster *cl;
+	const uint32_t *label;
+	uint32_t *ord;
+	uint64_t *stamp, tick;
+	uint32_t *parent;     /* the problems' union-find */
+	bool *one;            /* by the first cluster of a branch: the branch is one problem */
+	double most;          /* PROBLEM_PATH_SHARE x the streams of them all */
+};
+
+/* A child of a node: the clusters ord[lo..hi) and its streams set[0..n) (sorted). */
+struct child {
+	size_t lo, hi;
+	uint32_t *set, n;
+};
+
+static int cmp_path(const void *a, const void *b, void *arg)
+{
+	const struct problem_cluster *cl = arg, *x = &cl[*(const uint32_t *)a], *y = &cl[*(const uint32_t *)b];
+
+	for (uint32_t k = 0; k < x->npath && k < y->npath; k++)
+		if (x->path[k] != y->path[k])
+			return x->path[k] < y->path[k] ? -1 : 1;
+	if (x->npath != y->npath)
+		return x->npath < y->npath ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_child_size(const void *a, const void *b)
+{
+	const struct child *x = a, *y = b;
+
+	if (x->n != y->n)
+		return x->n > y->n ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The streams in which clusters ord[lo..hi) have a cost, each once, into out (sorted); their number. */
+static uint32_t range_streams(struct paths *p, size_t lo, size_t hi, uint32_t *out)
+{
+	uint32_t n = 0;
+
+	p->tick++;
+	for (size_t r = lo; r < hi; r++) {
+		const struct problem_cluster *c = &p->cl[p->ord[r]];
+
+		for (uint32_t x = 0; x < c->n; x++)
+			if (p->stamp[c->streams[x]] != p->tick) {
+				p->stamp[c->streams[x]] = p->tick;
+				out[n++] = c->streams[x];
+			}
+	}
+	qsort(out, n, sizeof(*out), cmp_u32);
+	return n;
+}
+
+static uint32_t shared_streams(const struct child *a, const struct child *b)
+{
+	uint32_t i = 0, j = 0, n = 0;
+
+	while (i < a->n && j < b->n) {
+		if (a->set[i] == b->set[j]) {
+			n++;
+			i++;
+			j++;
+		} else if (a->set[i] < b->set[j]) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+	return n;
+}
+
+/* What chance would give children x and y in common if each were spread over the node's all streams. */
+static double chance_of(const struct child *x, const struct child *y, uint32_t all)
+{
+	return (double)x->n * y->n / all;
+}
+
+/* x and y are of different units: chance would give them PROBLEM_PATH_EVIDENCE streams in common or
+ * more, and they share less than PROBLEM_PATH_CHANCE of it. */
+static bool apart(const struct child *x, const struct child *y, uint32_t all)
+{
+	double c = chance_of(x, y, all);
+
+	return c >= PROBLEM_PATH_EVIDENCE && (double)shared_streams(x, y) < PROBLEM_PATH_CHANCE * c;
+}
+
+/* x and y are of one unit: they share a stream, and at least PROBLEM_PATH_CHANCE of chance's. */
+static bool together(const struct child *x, const struct child *y, uint32_t all)
+{
+	uint32_t both = shared_streams(x, y);
+
+	return both > 0 && (double)both >= PROBLEM_PATH_CHANCE * chance_of(x, y, all);
+}
+
+static uint32_t root_of(uint32_t *parent, uint32_t g)
+{
+	while (parent[g] != g)
+		g = parent[g] = parent[parent[g]];
+	return g;
+}
+
+/* The problems a and b become one. */
+static void join(uint32_t *parent, uint32_t a, uint32_t b)
+{
+	a = root_of(parent, a);
+	b = root_of(parent, b);
+	parent[a] = b;
+}
+
+/*
+ * The clusters ord[lo..hi), whose paths all begin with the same d frames (problem.h), bottom up: the
+ * node where the range splits has as children the clusters whose path ends there and the branches by
+ * the next frame, each walked first. Of the children that are each one problem: where units meet (two
+ * children apart), each joins the first group whose head (its largest child) it is together with, or
+ * heads a group; else, where some two show it (chance would give them PROBLEM_PATH_EVIDENCE streams
+ * in common or more), all are one problem; where none does, each stays alone. *whole: the range is one
+ * problem. Depth: one call per frame at most. 0 or -1 (out of memory).
+ */
+static int walk_paths(struct paths *p, size_t lo, size_t hi, uint32_t d, bool *whole)
+{
+	const struct problem_cluster *first = &p->cl[p->ord[lo]];
+	struct child *ch = NULL;
+	uint32_t *sets = NULL, *head = NULL, nch = 0, ngroups = 0, all, used;
+	bool meet = false, shown = false;
+	size_t r, nent = 0;
+	int rc = -1;
+
+	*whole = true;
+	if (hi - lo < 2)
+		return 0;
+	/* sorted: the first and the last path bound the frames they all begin with */
+	for (;; d++) {
+		const struct problem_cluster *last = &p->cl[p->ord[hi - 1]];
+
+		if (d >= first->npath || d >= last->npath || first->path[d] != last->path[d])
+			break;
+	}
+	/* the branches first (nothing of this node held meanwhile): p->one[b], branch b is one problem */
+	for (r = lo; r < hi && p->cl[p->ord[r]].npath == d; r++)
+		;
+	for (size_t e; r < hi; r = e) {
+		bool one;
+
+		for (e = r + 1; e < hi && p->cl[p->ord[e]].path[d] == p->cl[p->ord[r]].path[d]; e++)
+			;
+		if (walk_paths(p, r, e, d + 1, &one) < 0)
+			return -1;
+		p->one[r] = one;
+	}
+	for (r = lo; r < hi; r++)
+		nent += p->cl[p->ord[r]].n;
+	ch = vec_alloc(hi - lo, sizeof(*ch));
+	head = vec_alloc(hi - lo, sizeof(*head));
+	sets = vec_alloc(2 * nent + 1, sizeof(*sets));
+	if (!ch || !head || !sets)
+		goto out;
+	for (r = lo; r < hi && p->cl[p->ord[r]].npath == d; r++)
+		ch[nch++] = (struct child){ r, r + 1, NULL, 0 };
+	for (size_t e; r < hi; r = e) {
+		for (e = r + 1; e < hi && p->cl[p->ord[e]].path[d] == p->cl[p->ord[r]].path[d]; e++)
+			;
+		/* a branch of several problems takes no further part */
+		if (p->one[r])
+			ch[nch++] = (struct child){ r, e, NULL, 0 };
+		else
+			*whole = false;
+	}
+	all = range_streams(p, lo, hi, sets);
+	used = all;
+	for (uint32_t k = 0; k < nch; k++) {
+		ch[k].set = sets + used;
+		ch[k].n = range_streams(p, ch[k].lo, ch[k].hi, ch[k].set);
+		used += ch[k].n;
+	}
+	/* at the root (no frame in common), at a node nearly every unit passes (request dispatch: problems
+	 * that merely co-occur there would be one) and at a node of too many children, every child is alone */
+	if (d == 0 || all == 0 || all > p->most || nch > PROBLEM_PATH_CHILDREN) {
+		*whole = false;
+		rc = 0;
+		goto out;
+	}
+	qsort(ch, nch, sizeof(*ch), cmp_child_size);
+	/* a node where units meet (two children apart), or where some two show they are of one */
+	for (uint32_t k = 0; k < nch && !meet; k++)
+		for (uint32_t m = k + 1; m < nch && !meet; m++) {
+			meet = apart(&ch[k], &ch[m], all);
+			shown |= chance_of(&ch[k], &ch[m], all) >= PROBLEM_PATH_EVIDENCE;
+		}
+	for (uint32_t k = 0; k < nch; k++) {
+		uint32_t g = 0;
+
+		if (meet)
+			while (g < ngroups && !together(&ch[k], &ch[head[g]], all))
+				g++;
+		else if (!shown)
+			g = ngroups;
+		if (g == ngroups) {
+			head[ngroups++] = k;
+			continue;
+		}
+		for (r = ch[k].lo; r < ch[k].hi; r++)
+			join(p->parent, p->label[p->ord[r]], p->label[p->ord[ch[head[g]].lo]]);
+	}
+	*whole = *whole && ngroups == 1;
+	rc = 0;
+out:
+	free(ch);
+	free(head);
+	free(sets);
+	return rc;
+}
+
+/*
+ * Joins the problems of clusters whose call paths begin alike (problem.h), then numbers the problems
+ * again in the order of their lowest cluster. 0 or -1 (out of memory).
+ */
+static int join_paths(const struct problem_cluster *cl, size_t n, size_t nstreams, uint32_t *label,
+		      size_t *nproblems)
+{
+	size_t np = *nproblems, nord = 0, nent = 0;
+	bool whole;
+	struct paths p = { .cl = cl, .label = label };
+	uint32_t *renum = vec_alloc(np + 1, sizeof(*renum));
+	int rc = -1;
+
+	p.ord = vec_alloc(n + 1, sizeof(*p.ord));
+	p.stamp = vec_calloc(nstreams + 1, sizeof(*p.stamp));
+	p.parent = vec_alloc(np + 1, sizeof(*p.parent));
+	p.one = vec_calloc(n + 1, sizeof(*p.one));
+	if (!renum || !p.ord || !p.stamp || !p.parent || !p.one)
+		goto out;
+	for (size_t g = 0; g < np; g++)
+		p.parent[g] = (uint32_t)g;
+	for (size_t i = 0; i < n; i++)
+		if (!cl[i].machine && cl[i].npath > 0) {
+			p.ord[nord++] = (uint32_t)i;
+			nent += cl[i].n;
+		}
+	qsort_r(p.ord, nord, sizeof(*p.ord), cmp_path, (void *)cl);
+	if (nord > 1) {
+		uint32_t *all = vec_alloc(nent + 1, sizeof(*all));
+
+		if (!all)
+			goto out;
+		p.most = PROBLEM_PATH_SHARE * range_streams(&p, 0, nord, all);
+		free(all);
+		if (walk_paths(&p, 0, nord, 0, &whole) < 0)
+			goto out;
+	}
+	relabel(label, n, p.parent, renum, np, nproblems);
+	rc = 0;
+out:
+	free(renum);
+	free(p.ord);
+	free(p.stamp);
+	free(p.parent);
+	free(p.one);
+	return rc;
+}
+
+/* A problem of ns streams costing cost can be the home of one of gs streams costing gcost (problem.h):
+ * costing twice as much, or more and in twice the streams. A home always costs more: the chains end. */
+static bool home_for(uint32_t ns, uint64_t cost, uint32_t gs, uint64_t gcost)
+{
+	return cost / 2 > gcost || (cost > gcost && ns / 2 >= gs);
+}
+
 /* Where fragments go (problem.h): the clusters by stream (off, who: a counting sort) and their total
  * costs. */
 struct fragments {
@@ -129,7 +427,7 @@ static int join_fragments(struct fragments *f, size_t nstreams, size_t *nproblem
 			double in = shared[h] / (double)gtot[g];
 
 			shared[h] = 0;
-			if (gmachine[h] || gtot[h] / 2 <= gtot[g] || in < PROBLEM_FRAGMENT ||
+			if (gmachine[h] || !home_for(gstreams[h], gtot[h], gstreams[g], gtot[g]) || in < PROBLEM_FRAGMENT ||
 			    in < PROBLEM_LIFT * (double)gstreams[h] / (double)used)
 				continue;
 			if (in > best || (in == best && gtot[h] > gtot[parent[g]])) {
@@ -138,20 +436,8 @@ static int join_fragments(struct fragments *f, size_t nstreams, size_t *nproblem
 			}
 		}
 	}
-	/* a home is always costlier: the chains end */
-	for (size_t g = 0; g < np; g++) {
-		while (parent[parent[g]] != parent[g])
-			parent[g] = parent[parent[g]];
-		renum[g] = UINT32_MAX;
-	}
-	*nproblems = 0;
-	for (size_t i = 0; i < f->n; i++) {
-		uint32_t r = parent[f->label[i]];
-
-		if (renum[r] == UINT32_MAX)
-			renum[r] = (uint32_t)(*nproblems)++;
-		f->label[i] = renum[r];
-	}
+	/* a home always costs more: the chains end */
+	relabel(f->label, f->n, parent, renum, np, nproblems);
 	rc = 0;
 out:
 	free(gtot);
@@ -253,6 +539,8 @@ int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, d
 		snprintf(err, errlen, "grouping clusters into problems: %s", linkage_error(lk));
 		goto out;
 	}
+	if (join_paths(cl, n, nstreams, label, nproblems) < 0)
+		goto out_oom;
 	{
 		struct fragments f = { cl, n, *nproblems, off, who, tot, label };
 

@@ -7,8 +7,20 @@
  * once). containment(a->b) = sum of a(s) over the streams b has a cost in /
  * sum of a(s). d(a, b) = 1 - min(containment(a->b), containment(b->a)); the
  * clusters are linked by average linkage on d and cut at 1 - theta. Then
- * fragments join: a problem g joins the problem h (the most contained of
- * those that qualify; then the costlier) when h costs more than twice g,
+ * call paths join: the code's clusters' common parts make a trie; bottom up,
+ * at each node N where paths part (frames in common: at least one) whose
+ * streams are at most PROBLEM_PATH_SHARE of the code's clusters' streams, its
+ * children (a cluster whose path ends there, or a branch that is one problem)
+ * with streams S(x) in the node's S(N), c(x, y) = |S(x)| |S(y)| / |S(N)|
+ * (what chance would give them in common): x and y are apart when c(x, y) >=
+ * PROBLEM_PATH_EVIDENCE and |S(x) & S(y)| < PROBLEM_PATH_CHANCE x c(x, y);
+ * together when |S(x) & S(y)| >= 1 and >= PROBLEM_PATH_CHANCE x c(x, y). Two
+ * children apart: largest child first, each joins the first group whose head
+ * it is together with, or heads a group; a group is one problem. Else, when
+ * some two have c(x, y) >= PROBLEM_PATH_EVIDENCE, all are one problem; when
+ * none has, each child stays as it is. Then fragments join: a problem g joins the problem h (the
+ * most contained of those that qualify; then the costlier) when h costs more
+ * than twice g, or more than g and has a cost in twice the streams g has,
  * containment(g->h) >= PROBLEM_FRAGMENT and containment(g->h) >=
  * PROBLEM_LIFT x the share of the streams h has a cost in. A cluster of the
  * machine (problem_frame_machine()) is grouped only with others of the
@@ -43,13 +55,26 @@
 /* most frames in a title */
 #define PROBLEM_TITLE_MAX 3
 
+/* call paths: two children of a node are apart when chance would give them at least
+ * PROBLEM_PATH_EVIDENCE streams in common and they share less than PROBLEM_PATH_CHANCE of that;
+ * together when they share a stream and at least that share */
+#define PROBLEM_PATH_EVIDENCE 2.0
+/* ... at a node whose streams are at most this share of those of all the code's clusters */
+#define PROBLEM_PATH_SHARE 0.8
+#define PROBLEM_PATH_CHANCE 0.25
+/* ... and a node of more children than this keeps them apart (a bound on the pairs tested) */
+#define PROBLEM_PATH_CHILDREN 256
+
 /* A cluster's cost per stream: streams[0..n) (dense numbers < nstreams, each once) and cost[];
- * machine: a cluster of CPU starvation (problem_frame_machine()). */
+ * machine: a cluster of CPU starvation (problem_frame_machine()); path[0..npath): its common part,
+ * outermost first (npath 0: in no call path). */
 struct problem_cluster {
 	const uint32_t *streams;
 	const uint64_t *cost;
 	uint32_t n;
 	bool machine;
+	const uint32_t *path;
+	uint32_t npath;
 };
 
 /*

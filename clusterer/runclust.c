@@ -881,7 +881,8 @@ static int build_problems(struct ctx *c, struct sim_frames *ft, const char *run,
 	if (!pc || !label || !stamp_t || !stamp_s || !acc)
 		return fail_oom(c);
 	for (size_t i = 0; i < nk; i++)
-		pc[i] = (struct problem_cluster){ kp[i].streams, kp[i].scost, kp[i].nstreams, cluster_machine(ft, &kp[i]) };
+		pc[i] = (struct problem_cluster){ kp[i].streams, kp[i].scost, kp[i].nstreams, cluster_machine(ft, &kp[i]),
+						   kp[i].common, kp[i].ncommon };
 	if (problem_group(pc, nk, c->nstreams, PROBLEM_THETA, label, &np, c->err, c->errlen) < 0)
 		return -1;
 	pr = arena_calloc(c->a, np + 1, sizeof(*pr));

@@ -12,6 +12,7 @@
 #include <libelf.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 /* the shims below must stay hidden like the rest of the library: not zstd.h's default visibility */
@@ -107,6 +108,10 @@ static struct lib libs[LAZY_NLIBS] = {
 	F(LAZY_DW, const char *, dwfl_module_addrinfo, (Dwfl_Module * m, GElf_Addr a, GElf_Off * off,          \
 	  GElf_Sym * sym, GElf_Word * shndx, Elf **elf, Dwarf_Addr *bias), (m, a, off, sym, shndx, elf,       \
 	  bias), NULL)                                                                                        \
+	F(LAZY_DW, Dwarf_CFI *, dwfl_module_eh_cfi, (Dwfl_Module * m, Dwarf_Addr *bias), (m, bias), NULL)        \
+	F(LAZY_DW, int, dwarf_cfi_addrframe, (Dwarf_CFI * c, Dwarf_Addr a, Dwarf_Frame **f), (c, a, f), -1)     \
+	F(LAZY_DW, int, dwarf_frame_info, (Dwarf_Frame * f, Dwarf_Addr *start, Dwarf_Addr *end, bool *sig),    \
+	  (f, start, end, sig), -1)                                                                           \
 	F(LAZY_DW, int, dwfl_module_build_id, (Dwfl_Module * m, const unsigned char **bits, GElf_Addr *vaddr), \
 	  (m, bits, vaddr), -1)                                                                               \
 	F(LAZY_DW, int, dwfl_offline_section_address, (Dwfl_Module * m, void **user, const char *modname,     \

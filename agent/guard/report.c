@@ -502,7 +502,7 @@ static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 		n = (size_t)snprintf(name, sizeof(name), "%s!%s", G.libc_name,
 				     call < GC_COUNT ? gcall_info[call].name : "?");
 	} else if (b->sym) {
-		n = gsym_frame(b->sym, (uintptr_t)(exact ? ip : ip - 1), name, sizeof(name));
+		n = gsym_function(b->sym, (uintptr_t)(exact ? ip : ip - 1), name, sizeof(name));
 	} else {
 		n = (size_t)snprintf(name, sizeof(name), "[unknown]+0x%llx", (unsigned long long)ip);
 	}

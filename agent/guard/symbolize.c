@@ -5,6 +5,7 @@
 #include "common/vec.h"
 
 #include <dlfcn.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 
 #define CACHE_SLOTS 16384            /* names remembered; a full cache starts over */
 #define MAX_FILE ((size_t)2 << 30)
+#define FUNCTION_KEY ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1))
 
 struct mapping {
 	void *addr;
@@ -215,7 +217,23 @@ static size_t put_text(char *out, size_t at, size_t cap, const char *s, size_t n
 	return at;
 }
 
-static size_t format_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)
+/* The start of the function holding addr, from the module's unwind table (.eh_frame: every function
+ * has its entry, stripped or not); addr when there is none. */
+static uintptr_t function_start(Dwfl_Module *mod, uintptr_t addr)
+{
+	Dwarf_Addr bias, start, end;
+	Dwarf_CFI *cfi = mod ? dwfl_module_eh_cfi(mod, &bias) : NULL;
+	Dwarf_Frame *frame = NULL;
+	uintptr_t at = addr;
+
+	if (cfi && dwarf_cfi_addrframe(cfi, addr - bias, &frame) == 0 &&
+	    dwarf_frame_info(frame, &start, &end, NULL) >= 0 && start + bias <= addr && addr < end + bias)
+		at = (uintptr_t)(start + bias);
+	free(frame);
+	return at;
+}
+
+static size_t format_frame(struct gsym *s, uintptr_t addr, bool function, char *out, size_t cap)
 {
 	const struct gmod *g = gmodmap_find(&s->map, addr);
 	Dwfl_Module *mod;
@@ -257,22 +275,25 @@ static size_t format_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap
 		return n;
 	}
 	{
-		int w = snprintf(hexbuf, sizeof(hexbuf), "+0x%llx", (unsigned long long)(addr - g->bias));
+		uintptr_t at = function && mod ? function_start(mod, addr) : addr;
+		int w = snprintf(hexbuf, sizeof(hexbuf), "+0x%llx", (unsigned long long)(at - g->bias));
 
 		return put_text(out, n, cap, hexbuf, (size_t)w);
 	}
 }
 
-size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)
+/* A name of either kind, cached by addr with the kind in its top bit (no user-space address has it). */
+static size_t name_of(struct gsym *s, uintptr_t addr, bool function, char *out, size_t cap)
 {
-	size_t h = hash_mix64(addr) & (CACHE_SLOTS - 1), n;
+	uintptr_t key = function ? addr | FUNCTION_KEY : addr;
+	size_t h = hash_mix64(key) & (CACHE_SLOTS - 1), n;
 	struct cache_ent *e;
 
 	if (cap == 0)
 		return 0;
 	for (size_t probe = 0; probe < 16; probe++) {
 		e = &s->cache[(h + probe) & (CACHE_SLOTS - 1)];
-		if (e->addr == addr) {
+		if (e->addr == key) {
 			n = e->len < cap ? e->len : cap - 1;
 			memcpy(out, s->names + e->off, n);
 			out[n] = '\0';
@@ -281,7 +302,7 @@ size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)
 		if (!e->addr)
 			break;
 	}
-	n = format_frame(s, addr, out, cap);
+	n = format_frame(s, addr, function, out, cap);
 	if (s->cached >= CACHE_SLOTS / 2) {
 		/* full: forget everything rather than grow */
 		memset(s->cache, 0, CACHE_SLOTS * sizeof(*s->cache));
@@ -292,7 +313,7 @@ size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)
 		for (size_t probe = 0; probe < 16; probe++) {
 			e = &s->cache[(h + probe) & (CACHE_SLOTS - 1)];
 			if (!e->addr) {
-				e->addr = addr;
+				e->addr = key;
 				e->off = (uint32_t)s->nnames;
 				e->len = (uint32_t)n;
 				memcpy(s->names + s->nnames, out, n);
@@ -303,4 +324,14 @@ size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)
 		}
 	}
 	return n;
+}
+
+size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)
+{
+	return name_of(s, addr, false, out, cap);
+}
+
+size_t gsym_function(struct gsym *s, uintptr_t addr, char *out, size_t cap)
+{
+	return name_of(s, addr, true, out, cap);
 }

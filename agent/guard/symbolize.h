@@ -4,8 +4,8 @@
  * `module!function` only when the address lies inside the function symbol's
  * extent [value, value + size) (.symtab, else .dynsym, or a separate debug
  * file under /usr/lib/debug/.build-id), otherwise `module+0xOFFSET` (offset
- * = the ELF address): a stripped static function never borrows its
- * neighbour's name. C++ names are demangled when the process has
+ * = the ELF address; for a stack's frame, that of its function's start): a
+ * stripped static function never borrows its neighbour's name. C++ names are demangled when the process has
  * __cxa_demangle (it does whenever it runs C++).
  *
  * Runs on the agent's own thread, never in the program's. ELF files are read
@@ -33,6 +33,12 @@ void gsym_free(struct gsym *s);
  * outside every module. Returns the length. The name is cached.
  */
 size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap);
+/*
+ * The same for a frame of a stack: an address in no function symbol is named by the start of its
+ * function, from the unwind table ("postgres+0x30f4a0" for every sample and call inside it), so that
+ * a stripped function is one frame, as a named one is; addr's own offset when no entry holds it.
+ */
+size_t gsym_function(struct gsym *s, uintptr_t addr, char *out, size_t cap);
 
 /* The build id (lower-case hex) of the module named module[0..len), or NULL when it has none. */
 const char *gsym_build_id(const struct gsym *s, const char *module, size_t len);
