@@ -577,7 +577,7 @@ static uint32_t shared_by(const struct imap *cnt, uint32_t f)
 
 /* Whether frame i of seq is a better pick than frame j (j == UINT32_MAX: none yet): less shared,
  * then more specific, then (inner) deeper or (!inner) shallower. */
-static bool better(const struct problem_unit *u, const struct imap *cnt, const struct problem_frames *fr, uint32_t i,
+static bool better(const uint32_t *seq, const struct imap *cnt, const struct problem_frames *fr, uint32_t i,
 		   uint32_t j, bool inner)
 {
 	uint32_t ki, kj;
@@ -585,50 +585,78 @@ static bool better(const struct problem_unit *u, const struct imap *cnt, const s
 
 	if (j == UINT32_MAX)
 		return true;
-	ki = shared_by(cnt, u->seq[i]);
-	kj = shared_by(cnt, u->seq[j]);
+	ki = shared_by(cnt, seq[i]);
+	kj = shared_by(cnt, seq[j]);
 	if (ki != kj)
 		return ki < kj;
-	ni = fr->streams(u->seq[i], fr->arg);
-	nj = fr->streams(u->seq[j], fr->arg);
+	ni = fr->streams(seq[i], fr->arg);
+	nj = fr->streams(seq[j], fr->arg);
 	if (ni != nj)
 		return ni < nj;
 	return inner ? i > j : i < j;
 }
 
-/* The title of one unit (problem.h) into out, returns how many frames. */
-static uint8_t title_of(const struct problem_unit *u, size_t n, const struct imap *cnt, const struct problem_frames *fr,
-			uint32_t *out)
+/* The best named frame of seq[0..len) (better(), inner), or UINT32_MAX. */
+static uint32_t best_named(const uint32_t *seq, uint32_t len, const struct imap *cnt, const struct problem_frames *fr)
 {
-	uint32_t p1 = UINT32_MAX, p2 = UINT32_MAX, c = UINT32_MAX, lo, hi;
+	uint32_t p = UINT32_MAX;
+
+	for (uint32_t i = 0; i < len; i++)
+		if (fr->named(seq[i], fr->arg) && better(seq, cnt, fr, i, p, true))
+			p = i;
+	return p;
+}
+
+/* Of a unit's sequences, the first (the costliest) whose best named frame is shared by the fewest
+ * other units: a problem's least shared frame, in its costliest cluster that has one. */
+static struct problem_seq pick_seq(const struct problem_unit *u, const struct imap *cnt,
+				   const struct problem_frames *fr)
+{
+	struct problem_seq best = { u->seq, u->len };
+	uint32_t bp = best_named(u->seq, u->len, cnt, fr);
+
+	for (uint32_t a = 0; a < u->nalt; a++) {
+		const struct problem_seq *s = &u->alt[a];
+		uint32_t p = best_named(s->f, s->len, cnt, fr);
+
+		if (p != UINT32_MAX && (bp == UINT32_MAX || shared_by(cnt, s->f[p]) < shared_by(cnt, best.f[bp]))) {
+			best = *s;
+			bp = p;
+		}
+	}
+	return best;
+}
+
+/* The title of one unit (problem.h), from its sequence seq[0..len), into out; returns how many frames. */
+static uint8_t title_of(const uint32_t *seq, uint32_t len, size_t n, const struct imap *cnt,
+			const struct problem_frames *fr, uint32_t *out)
+{
+	uint32_t p1 = best_named(seq, len, cnt, fr), p2 = UINT32_MAX, c = UINT32_MAX, lo, hi;
 	uint32_t half = (uint32_t)((n - 1) / 2) > 1 ? (uint32_t)((n - 1) / 2) : 1;
 	uint8_t k = 0;
 
-	/* the best, then the best of the others equally shared */
-	for (uint32_t i = 0; i < u->len; i++)
-		if (fr->named(u->seq[i], fr->arg) && better(u, cnt, fr, i, p1, true))
-			p1 = i;
 	if (p1 == UINT32_MAX) {
 		/* nothing named: the innermost frames */
-		for (uint32_t i = u->len > PROBLEM_TITLE_MAX ? u->len - PROBLEM_TITLE_MAX : 0; i < u->len; i++)
-			out[k++] = u->seq[i];
+		for (uint32_t i = len > PROBLEM_TITLE_MAX ? len - PROBLEM_TITLE_MAX : 0; i < len; i++)
+			out[k++] = seq[i];
 		return k;
 	}
-	for (uint32_t i = 0; i < u->len; i++)
-		if (i != p1 && fr->named(u->seq[i], fr->arg) &&
-		    shared_by(cnt, u->seq[i]) == shared_by(cnt, u->seq[p1]) && better(u, cnt, fr, i, p2, true))
+	/* the best, then the best of the others equally shared */
+	for (uint32_t i = 0; i < len; i++)
+		if (i != p1 && fr->named(seq[i], fr->arg) && shared_by(cnt, seq[i]) == shared_by(cnt, seq[p1]) &&
+		    better(seq, cnt, fr, i, p2, true))
 			p2 = i;
 	lo = p2 != UINT32_MAX && p2 < p1 ? p2 : p1;
 	hi = p2 != UINT32_MAX && p2 > p1 ? p2 : p1;
-	if (shared_by(cnt, u->seq[p1]) + 1 < n)
-		for (uint32_t i = hi + 1; i < u->len; i++)
-			if (fr->named(u->seq[i], fr->arg) && better(u, cnt, fr, i, c, false))
+	if (shared_by(cnt, seq[p1]) + 1 < n)
+		for (uint32_t i = hi + 1; i < len; i++)
+			if (fr->named(seq[i], fr->arg) && better(seq, cnt, fr, i, c, false))
 				c = i;
-	out[k++] = u->seq[lo];
+	out[k++] = seq[lo];
 	if (hi != lo)
-		out[k++] = u->seq[hi];
-	if (c != UINT32_MAX && shared_by(cnt, u->seq[c]) <= half)
-		out[k++] = u->seq[c];
+		out[k++] = seq[hi];
+	if (c != UINT32_MAX && shared_by(cnt, seq[c]) <= half)
+		out[k++] = seq[c];
 	return k;
 }
 
@@ -653,8 +681,11 @@ int problem_titles(const struct problem_unit *u, size_t n, const struct problem_
 				goto out;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
-		nout[i] = title_of(&u[i], n, &cnt, fr, out + i * PROBLEM_TITLE_MAX);
+	for (size_t i = 0; i < n; i++) {
+		struct problem_seq s = pick_seq(&u[i], &cnt, fr);
+
+		nout[i] = title_of(s.f, s.len, n, &cnt, fr, out + i * PROBLEM_TITLE_MAX);
+	}
 	rc = 0;
 out:
 	imap_free(&cnt);

@@ -27,8 +27,9 @@
  * machine, and no fragment joins a problem of the machine or is one.
  *
  * Titles: each unit (a problem, or a cluster) has a sequence of frames to take
- * its title from (outermost first) and a set of frames (all of its common
- * parts). k(f) = how many OTHER units have f in their set; n(f) = the streams
+ * its title from (outermost first; a problem: the costliest of its clusters'
+ * common parts whose named frames include one shared by the fewest other
+ * units) and a set of frames (all of its common parts). k(f) = how many OTHER units have f in their set; n(f) = the streams
  * of the database with f (the frame statistics: fewer is more specific).
  * Among the named frames of its sequence (problem_frame_named()), with m the
  * least k: the two most specific frames with k = m (least n, then the
@@ -85,13 +86,23 @@ struct problem_cluster {
 int problem_group(const struct problem_cluster *cl, size_t n, size_t nstreams, double theta, uint32_t *label,
 		  size_t *nproblems, char *err, size_t errlen);
 
+/* A sequence of frames, outermost first. */
+struct problem_seq {
+	const uint32_t *f;
+	uint32_t len;
+};
+
 /* A unit to title: seq[0..len) outermost first; set[0..nset) all of its frames (repeats allowed,
- * seq's included). */
+ * seq's included); alt[0..nalt): other sequences of it (a problem's other clusters, costliest
+ * first), the title being taken from the first of seq and alt whose best named frame is shared by the
+ * fewest other units. */
 struct problem_unit {
 	const uint32_t *seq;
 	uint32_t len;
 	const uint32_t *set;
 	uint32_t nset;
+	const struct problem_seq *alt;
+	uint32_t nalt;
 };
 
 /* What titles need of a frame (the caller's frame table): whether it is named, and n(f). */

@@ -808,17 +808,23 @@ static int title_all(struct ctx *c, struct sim_frames *ft, struct kept *kp, size
 		return fail_oom(c);
 	for (size_t i = 0; i < np; i++) {
 		const struct kept *lead = &kp[pr[i].members[0]];
+		struct problem_seq *alt = arena_alloc(c->a, pr[i].nmembers * sizeof(*alt));
 		uint32_t n = 0, *set;
 
 		for (uint32_t m = 0; m < pr[i].nmembers; m++)
 			n += kp[pr[i].members[m]].ncommon;
-		if (!(set = arena_alloc(c->a, (n + 1) * sizeof(*set))))
+		if (!alt || !(set = arena_alloc(c->a, (n + 1) * sizeof(*set))))
 			return fail_oom(c);
 		n = 0;
-		for (uint32_t m = 0; m < pr[i].nmembers; m++)
-			for (uint32_t j = 0; j < kp[pr[i].members[m]].ncommon; j++)
-				set[n++] = kp[pr[i].members[m]].common[j];
-		u[i] = (struct problem_unit){ lead->common, lead->ncommon, set, n };
+		for (uint32_t m = 0; m < pr[i].nmembers; m++) {
+			const struct kept *k = &kp[pr[i].members[m]];
+
+			for (uint32_t j = 0; j < k->ncommon; j++)
+				set[n++] = k->common[j];
+			alt[m] = (struct problem_seq){ k->common, k->ncommon };
+		}
+		/* the lead (costliest) first; the others after it in the members' order */
+		u[i] = (struct problem_unit){ lead->common, lead->ncommon, set, n, alt + 1, pr[i].nmembers - 1 };
 	}
 	if (problem_titles(u, np, &fr, out, nout) < 0)
 		return fail_oom(c);
@@ -827,7 +833,7 @@ static int title_all(struct ctx *c, struct sim_frames *ft, struct kept *kp, size
 		memcpy(pr[i].title, out + i * PROBLEM_TITLE_MAX, nout[i] * sizeof(uint32_t));
 	}
 	for (size_t i = 0; i < nk; i++)
-		u[i] = (struct problem_unit){ kp[i].common, kp[i].ncommon, kp[i].common, kp[i].ncommon };
+		u[i] = (struct problem_unit){ kp[i].common, kp[i].ncommon, kp[i].common, kp[i].ncommon, NULL, 0 };
 	if (problem_titles(u, nk, &fr, out, nout) < 0)
 		return fail_oom(c);
 	for (size_t i = 0; i < nk; i++) {

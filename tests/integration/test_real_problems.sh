@@ -179,12 +179,14 @@ found_today() {
 	t_eq "$app: at least $min of its $# problems found among the run's top $TOP_TODAY problems" "$((found >= min))" 1
 }
 
-# goal NAME...: the issue's goal for these problems of the report just printed (asserted with SM_PROBLEMS_GOAL=1)
+# goal NAME...: the issue's goal for these problems of the report just printed (asserted with SM_PROBLEMS_GOAL=1):
+# each one of the top 3 problems, normal work below it, and each its own entry (no two the same problem)
 goal() {
-	local n r
+	local n r ranks=
 	for n in "$@"; do
 		r=OWN_$n
 		r=${!r}
+		ranks="$ranks $r"
 		if [ "$GOAL" = 1 ]; then
 			t_eq "goal: $n is one of the top 3 problems, normal work below it" \
 				"$(awk -v r="$r" -v b="$NORMAL_RANK" 'BEGIN {print (r ~ /^[0-9]+$/ && r <= 3 && (b == 0 || b > r))}')" 1
@@ -192,6 +194,12 @@ goal() {
 			echo "  goal (SM_PROBLEMS_GOAL=1): $n own rank $r (top 3 wanted), best normal cluster #$NORMAL_RANK (below it wanted)"
 		fi
 	done
+	r=$(tr ' ' '\n' <<<"$ranks" | grep -E '^[0-9]+$' | sort | uniq -d | tr '\n' ' ')
+	if [ "$GOAL" = 1 ]; then
+		t_eq "goal: $* are each a problem of their own" "$r" ""
+	else
+		echo "  goal (SM_PROBLEMS_GOAL=1): $* each a problem of their own (own ranks:$ranks)"
+	fi
 }
 
 # ---- PostgreSQL ----

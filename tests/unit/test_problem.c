@@ -185,7 +185,7 @@ static uint64_t streams_of(uint32_t f, void *arg)
 
 static const struct problem_frames frames = { named, streams_of, NULL };
 
-#define U(s) { s, sizeof(s) / sizeof(s[0]), s, sizeof(s) / sizeof(s[0]) }
+#define U(s) { s, sizeof(s) / sizeof(s[0]), s, sizeof(s) / sizeof(s[0]), NULL, 0 }
 
 /* Fragments of one problem, thinly sampled (a few CPU samples per stream): the hub H in streams 0-9
  * (most of its cost in 0-3), S1 and S2 each in a few of them (and S2 a little elsewhere) join it; S3,
@@ -310,6 +310,29 @@ static void test_titles_alone(void)
 	CHECK_INT(out[2], 8);
 }
 
+/* A problem's title comes from whichever of its clusters' common parts holds its best frame: A's
+ * costliest cluster has only main > dispatch, which B has too; its other one has
+ * SearchQuery::handle, A's alone. Without that other sequence, A would read main > dispatch. */
+static void test_titles_members(void)
+{
+	static const uint32_t lead[] = { 0, 1 }, other[] = { 0, 1, 2 }, aset[] = { 0, 1, 0, 1, 2 }, b[] = { 0, 1, 9 };
+	const struct problem_seq alt[] = { { other, 3 } };
+	const struct problem_unit u[] = { { lead, 2, aset, 5, alt, 1 }, U(b) },
+				  lone[] = { { lead, 2, aset, 5, NULL, 0 }, U(b) };
+	uint32_t out[2 * PROBLEM_TITLE_MAX];
+	uint8_t nout[2];
+
+	CHECK_INT(problem_titles(u, 2, &frames, out, nout), 0);
+	CHECK_INT(nout[0], 1);
+	CHECK_INT(out[0], 2);
+	CHECK_INT(nout[1], 1);
+	CHECK_INT(out[PROBLEM_TITLE_MAX], 9);
+	CHECK_INT(problem_titles(lone, 2, &frames, out, nout), 0);
+	CHECK_INT(nout[0], 2);
+	CHECK_INT(out[0], 0);
+	CHECK_INT(out[1], 1);
+}
+
 static void test_named(void)
 {
 	CHECK(problem_frame_named("app!main", 8));
@@ -345,6 +368,7 @@ int main(void)
 	RUN(test_paths_dispatch);
 	RUN(test_titles);
 	RUN(test_titles_alone);
+	RUN(test_titles_members);
 	RUN(test_named);
 	return CHECK_DONE();
 }
