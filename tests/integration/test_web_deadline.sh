@@ -104,7 +104,12 @@ t_match "and logged" "$(cat "$WEB_LOG")" 'request stopped: the client went away'
 # shutting down while a request waits on the lock: it is answered 503, the server exits 0
 curl -s -o "$T_TMP/sd.body" -w '%{http_code}' --max-time 20 "${AUTH[@]}" "$WEB_URL/api/v1/runs" >"$T_TMP/sd.status" &
 sd=$!
-sleep 0.5
+# held: its query waits on the lock (a fixed pause lost the race in CI: the server stopped first)
+for _ in $(seq 1 100); do
+	[ "$(blocked)" -ge 1 ] && break
+	sleep 0.05
+done
+t_eq "  a request is held on the lock" "$(blocked)" 1
 t0=$(now_ms)
 stop_web
 t_eq "a shutdown with a request held stops cleanly" "$WEB_RC" 0
