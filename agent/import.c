@@ -967,13 +967,6 @@ static void stream_id(struct importer *im, const unsigned char digest[SHA256_LEN
 	}
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* One stream from the events ev[0..n) of group g, their frames and stacks renumbered densely. */
 static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 			const struct group *g, int32_t *smap, int32_t *fmap,
@@ -1026,7 +1019,7 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 		goto out_free;
 	}
 	/* only this stream's stacks and frames are visited: numbered in the order of their ids */
-	qsort(ustk, nstacks, sizeof(*ustk), cmp_u32);
+	vec_sort_u32(ustk, nstacks);
 	for (size_t i = 0; i < nstacks; i++) {
 		size_t len;
 

@@ -91,13 +91,6 @@ static int cmp_path(const void *a, const void *b, void *arg)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int cmp_child_size(const void *a, const void *b)
 {
 	const struct child *x = a, *y = b;
@@ -122,7 +115,7 @@ static uint32_t range_streams(struct paths *p, size_t lo, size_t hi, uint32_t *o
 				out[n++] = c->streams[x];
 			}
 	}
-	qsort(out, n, sizeof(*out), cmp_u32);
+	vec_sort_u32(out, n);
 	return n;
 }
 

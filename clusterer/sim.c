@@ -297,13 +297,6 @@ static int add_word(void *ctx, const char *w, size_t len, bool module)
 	return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int sim_frames_add(struct sim_frames *ft, uint32_t id, const char *name, size_t len)
 {
 	struct add_ctx a = { ft, ft->nwords, { 0, UINT32_MAX, 0 } };
@@ -359,7 +352,7 @@ int sim_frames_add(struct sim_frames *ft, uint32_t id, const char *name, size_t 
 		goto oom;
 	}
 	/* a set: sorted, each word once */
-	qsort(ft->words + a.first, ft->nwords - a.first, sizeof(uint32_t), cmp_u32);
+	vec_sort_u32(ft->words + a.first, ft->nwords - a.first);
 	{
 		size_t r, wr = a.first;
 
@@ -654,7 +647,7 @@ int sim_frames_prepare(struct sim_frames *ft, int threads)
 
 			for (k = 0; k < n; k++)
 				byrank[a + k] = rank[ft->words[a + k]];
-			qsort(byrank + a, n, sizeof(uint32_t), cmp_u32);
+			vec_sort_u32(byrank + a, n);
 			for (k = 0; k < n; k++)
 				byrank[a + k] = word_of_rank[byrank[a + k]];
 		}

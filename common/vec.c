@@ -82,3 +82,15 @@ void vec_free(struct vec *v)
 	v->data = NULL;
 	v->len = v->cap = 0;
 }
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void vec_sort_u32(uint32_t *a, size_t n)
+{
+	qsort(a, n, sizeof(*a), cmp_u32);
+}

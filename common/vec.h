@@ -12,6 +12,7 @@
 #define SM_VEC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Makes room for `need` elements of `elem` bytes in the array whose pointer is at pdata (a T **),
  * capacity *cap. Returns 0, or -1 (overflow or out of memory) leaving the array and *cap as they
@@ -25,6 +26,9 @@ size_t vec_bytes(size_t n, size_t elem);
 void *vec_alloc(size_t n, size_t elem);
 void *vec_calloc(size_t n, size_t elem);
 void *vec_realloc(void *p, size_t n, size_t elem);
+
+/* Sorts a[0..n) ascending. */
+void vec_sort_u32(uint32_t *a, size_t n);
 
 /*
  * A vector that knows its element size, for arrays built by appending:

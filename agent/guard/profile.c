@@ -261,13 +261,6 @@ int64_t gp_add_context(struct gprofile *p, uint32_t loop, const struct gp_site *
 	return (int64_t)l->ncontexts++;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int64_t gp_add_class(struct gprofile *p, uint32_t loop, const uint32_t *ctx, uint32_t n,
 		     const struct gp_stats *size)
 {
@@ -286,7 +279,7 @@ int64_t gp_add_class(struct gprofile *p, uint32_t loop, const uint32_t *ctx, uin
 			return gp_fail(p, "class: context %u out of range", ctx[i]);
 		set[m++] = ctx[i];
 	}
-	qsort(set, m, sizeof(set[0]), cmp_u32);
+	vec_sort_u32(set, m);
 	{
 		uint32_t w = 0;
 
