@@ -98,7 +98,8 @@ struct gafd {
 	int32_t fd1;              /* the descriptor + 1; 0 = free */
 	uint8_t role;             /* AF_CLIENT, AF_UPSTREAM, AF_OUT, AF_SKIP */
 	uint8_t known;            /* its accept or connect was seen: the role is not a guess */
-	uint8_t pad[2];
+	uint8_t sure;             /* not seen, but its address told its role */
+	uint8_t pad;
 	int32_t peer;             /* upstream: the client's descriptor + 1 it last worked for */
 	int32_t loop;             /* client: the loop of the unit that read the request */
 	uint32_t seq;             /* client: that unit (gthread.aseq) */
@@ -191,6 +192,7 @@ struct gthread {
 	uintptr_t loop_ret;
 	int64_t loop_depth;
 	uintptr_t loop_cfa;       /* the caller's stack pointer at the loop's wait */
+	const void *loop_obj;     /* the condition variable the loop's wait waited on, NULL = none */
 	int64_t unit_start;       /* 0 = none */
 	int64_t agent_ns;
 	int64_t threshold;
@@ -211,6 +213,7 @@ struct gthread {
 	uint8_t aloop;            /* this unit's loop waits in epoll/poll/select */
 	uint32_t aseq;            /* units begun (both modes) */
 	int32_t acur;             /* the client's descriptor + 1 this unit works for, 0 = none */
+	int32_t alisten;          /* the listening descriptor + 1 last accepted from (its port noted) */
 	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
 };
 

@@ -16,12 +16,15 @@
 #include "agent/guard/unwind.h"
 #include "common/hash.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -254,6 +257,24 @@ static int loop_match(const struct gtab *tab, const struct gthread *t, uintptr_t
 		if (tab->sites[i].ret == ret && tab->sites[i].depth == depth)
 			return (int)i;
 	return -1;
+}
+
+/* The condition variable a loop's wait waits on: its other waits on it are the loop too. */
+static inline const void *loop_object(const struct gcall *c)
+{
+	return gcall_info[c->id].kind == GK_COND ? c->obj : NULL;
+}
+
+/*
+ * A wait in the unit's frame on the condition variable its loop waited on: the thread waits for
+ * work again, at another call site of the same loop. jemalloc's background thread sleeps in a
+ * pthread_cond_timedwait, or with nothing to purge in a pthread_cond_wait on the same condition;
+ * taken for a wait inside the unit, that sleep (tens of seconds) was a unit and a hang.
+ */
+static inline int loop_twin(const struct gthread *t, const struct gcall *c)
+{
+	return t->unit_start && t->loop_obj && c->obj == t->loop_obj && c->cfa == t->loop_cfa &&
+	       gcall_info[c->id].kind == GK_COND;
 }
 
 /* ---- guard mode ---- */
@@ -566,17 +587,87 @@ __attribute__((noinline, cold)) static struct gafd *async_claim(struct gthread *
 	return e;
 }
 
-/* A socket the thread's table does not know (older than it, or handed over by another thread):
- * read first, a client; written first, never one. Not a socket: no requests. */
+/* The ports the process accepts connections on, each + 1 (0 = free): every accept notes its
+ * listener's, in a unit or not, so that a socket older than the thread's table is told by its
+ * local port. A process listening on more ports than this guesses for the rest. */
+#define ASYNC_LISTEN_PORTS 16
+static _Atomic uint32_t listen_ports[ASYNC_LISTEN_PORTS];
+
+/* The local port of a TCP socket, -1 if it is none; for a Unix socket, 1 when it is named (the
+ * accepted side of a connection carries its listener's name) and 0 when not. */
+static int32_t sock_port(int fd, int *is_unix)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	*is_unix = 0;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	if (ss.ss_family == AF_INET && len >= sizeof(struct sockaddr_in))
+		return ntohs(((const struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+		return ntohs(((const struct sockaddr_in6 *)&ss)->sin6_port);
+	if (ss.ss_family == AF_UNIX) {
+		*is_unix = 1;
+		return len > sizeof(sa_family_t);
+	}
+	return -1;
+}
+
+static int listen_port_known(int32_t port)
+{
+	for (int i = 0; i < ASYNC_LISTEN_PORTS; i++) {
+		uint32_t v = atomic_load_explicit(&listen_ports[i], memory_order_relaxed);
+
+		if (!v)
+			return 0;
+		if (v == (uint32_t)port + 1)
+			return 1;
+	}
+	return 0;
+}
+
+/* An accept from a listener the thread has not accepted from last: its port joins the set. */
+__attribute__((noinline, cold)) static void async_listener(struct gthread *t, int lfd)
+{
+	int is_unix;
+	int32_t port = sock_port(lfd, &is_unix);
+
+	t->alisten = lfd + 1;
+	if (port <= 0 || is_unix || listen_port_known(port))
+		return;
+	for (int i = 0; i < ASYNC_LISTEN_PORTS; i++) {
+		uint32_t v = 0;
+
+		if (atomic_compare_exchange_strong_explicit(&listen_ports[i], &v, (uint32_t)port + 1,
+							    memory_order_relaxed, memory_order_relaxed) ||
+		    v == (uint32_t)port + 1)
+			return;
+	}
+}
+
+/* A socket the thread's table does not know (older than it, or handed over by another thread).
+ * Its address tells when it can: a TCP socket on a port the process accepts on, or a named Unix
+ * socket, is a client; on another port (the process's accepts known) or unnamed, outbound. Else
+ * read first, a client; written first, outbound. Not a socket: no requests. */
 __attribute__((noinline, cold)) static struct gafd *async_guess(struct gthread *t, int fd, int how)
 {
 	struct gafd *e = async_claim(t, fd);
 	struct stat st;
+	int32_t port;
+	int is_unix;
 
-	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		e->role = AF_SKIP;
-	else
+		return e;
+	}
+	port = sock_port(fd, &is_unix);
+	if (is_unix || (port > 0 && atomic_load_explicit(&listen_ports[0], memory_order_relaxed))) {
+		e->role = (is_unix ? port == 1 : listen_port_known(port)) ? AF_CLIENT : AF_OUT;
+		e->sure = 1;
+	} else {
 		e->role = how == GA_READ ? AF_CLIENT : AF_OUT;
+	}
 	return e;
 }
 
@@ -661,7 +752,7 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 				e->loop = t->loop;
 			}
 			t->acur = e->fd1;
-		} else if (!e->known && e->t && t->acur && t->acur != e->fd1) {
+		} else if (!e->known && !e->sure && e->t && t->acur && t->acur != e->fd1) {
 			/* a guess, written with a request in flight for another client: an upstream the
 			 * table took for a client (connected before it knew), its reply for a request */
 			e->role = AF_UPSTREAM;
@@ -689,14 +780,21 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 				e->peer = t->acur;
 			e->t = c->t0;
 		}
+	} else if (e->role == AF_OUT && e->sure && how == GA_SEND && t->acur) {
+		/* an outbound socket older than the table, written for a client: that client's upstream */
+		e->role = AF_UPSTREAM;
+		e->peer = t->acur;
+		e->t = c->t0;
 	}
 }
 
 static inline void async_call(struct gthread *t, const struct gcall *c, int64_t now)
 {
-	int how;
+	int how = gcall_info[c->id].async;
 
-	if (GUARD_LIKELY(!t->aloop) || !t->unit_start || !(how = gcall_info[c->id].async) || !t->afd)
+	if (GUARD_UNLIKELY(how == GA_ACCEPT) && c->res >= 0 && c->fd + 1 != t->alisten && G.cfg.async)
+		async_listener(t, c->fd);
+	if (GUARD_LIKELY(!t->aloop) || !t->unit_start || !how || !t->afd)
 		return;
 	/* data moved, a connect under way (res 0), a connection accepted (res its descriptor) */
 	if (how == GA_ACCEPT ? c->res >= 0 : c->fd >= 0 && (c->res > 0 || (c->res == 0 && how == GA_CONNECT)))
@@ -719,6 +817,11 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 
 	if (!tab)
 		return;
+	if (GUARD_UNLIKELY(loop_twin(t, c))) {
+		unit_end(t, now);
+		c->loopsite = (int8_t)t->loop;
+		return;
+	}
 	if (gcall_info[c->id].loop && (L = loop_match(tab, t, c->ret, c->cfa)) >= 0) {
 		if (!t->unit_start || L == t->loop || tab->sites[L].depth < tab->sites[t->loop].depth) {
 			/* back at the loop (or at a shallower one): the unit ends here */
@@ -746,8 +849,10 @@ static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_
 
 		if (tab && !atomic_load_explicit(&G.muted, memory_order_relaxed))
 			unit_begin(t, tab, c->loopsite, c->cfa, now);
-		if (t->unit_start)
+		if (t->unit_start) {
+			t->loop_obj = loop_object(c);
 			async_unit_begin(t, c->id);
+		}
 		return;
 	}
 	if (dur >= G.cfg.min_wait_ns)
@@ -837,7 +942,7 @@ __attribute__((noinline)) static void train_enter(struct gthread *t, struct gcal
 	}
 	depth = (int64_t)(t->base - c->cfa);
 	c->nvcsw = thread_nvcsw();
-	if (t->loop >= 0 && c->ret == t->loop_ret && depth == t->loop_depth) {
+	if (t->loop >= 0 && ((c->ret == t->loop_ret && depth == t->loop_depth) || loop_twin(t, c))) {
 		if (t->unit_start) {
 			gtrain_unit(G.train, t->loop, t->ctx, t->nctx, t->calls, now - t->unit_start - t->agent_ns);
 			atomic_fetch_add_explicit(&G.n.train_units, 1, memory_order_relaxed);
@@ -889,6 +994,7 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 		t->unit_start = now;
 		t->agent_ns = 0;
 		t->loop_cfa = c->cfa;
+		t->loop_obj = loop_object(c);
 		t->nctx = 0;
 		t->calls = 0;
 		async_unit_begin(t, c->id);

@@ -5,8 +5,11 @@
  * the -stripped copy).
  *
  *   guardtest epoll PORT              one thread, an epoll loop
- *   guardtest pool PORT WORKERS       a listener thread feeding a worker pool
- *                                     through a queue (mutex + condition)
+ *   guardtest pool PORT WORKERS [sweep]
+ *                                     a listener thread feeding a worker pool
+ *                                     through a queue (mutex + condition); with
+ *                                     "sweep", also a background thread that
+ *                                     sleeps as jemalloc's does (below)
  *   guardtest proxy PORT UPORT        one thread, an epoll loop that forwards "up MS"
  *                                     to the server on UPORT as "sleep MS" over a
  *                                     non-blocking connection of its own, and
@@ -30,6 +33,8 @@
  *                 holder as its readier
  *   tmo MS        wait MS on a condition that times out, in timed_out_wait(); another
  *                 thread signalled it just before (nobody waiting): the wait has no readier
+ *   idle MS       (pool sweep) the sweeper's next sleep has no timeout; a thread
+ *                 of its own wakes it MS later
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -174,6 +179,21 @@ static void *signal_once(void *arg)
 	return NULL;
 }
 
+/* A condition wait's deadline, ms from now. */
+static struct timespec deadline_in(long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
 __attribute__((noinline)) void timed_out_wait(long ms)
 {
 	pthread_t th;
@@ -182,13 +202,7 @@ __attribute__((noinline)) void timed_out_wait(long ms)
 	/* the condition's last release: another thread's, before the wait starts */
 	if (pthread_create(&th, NULL, signal_once, NULL) == 0)
 		pthread_join(th, NULL);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	ts = deadline_in(ms);
 	pthread_mutex_lock(&tmu);
 	while (pthread_cond_timedwait(&tcv, &tmu, &ts) == 0)
 		;
@@ -208,6 +222,61 @@ __attribute__((noinline)) void take_big_lock(long ms)
 	pthread_mutex_lock(&big);
 	sink++;
 	pthread_mutex_unlock(&big);
+}
+
+/* ---- a background thread that sleeps as jemalloc's does ----
+ * Every 2 ms it wakes from a timed wait on its condition to do a little work; told it is idle, it
+ * waits on the same condition with no timeout, from the same frame, until woken. */
+
+static pthread_mutex_t swmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t swcv = PTHREAD_COND_INITIALIZER;
+static int sweep_idle;
+
+__attribute__((noinline)) void sweeper_sleep(int indefinite)
+{
+	if (indefinite) {
+		pthread_cond_wait(&swcv, &swmu);
+	} else {
+		struct timespec ts = deadline_in(2);
+
+		pthread_cond_timedwait(&swcv, &swmu, &ts);
+	}
+	sink++;   /* (jemalloc counts its sleeps here: both waits are calls from this frame, not tail calls) */
+}
+
+static void *sweeper_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&swmu);
+	while (!stop) {
+		int idle = sweep_idle;
+
+		sweep_idle = 0;
+		sweeper_sleep(idle);
+		sink++;
+	}
+	pthread_mutex_unlock(&swmu);
+	return NULL;
+}
+
+static void *sweep_waker(void *arg)
+{
+	ms_sleep((long)(intptr_t)arg);
+	pthread_mutex_lock(&swmu);
+	pthread_cond_signal(&swcv);
+	pthread_mutex_unlock(&swmu);
+	return NULL;
+}
+
+__attribute__((noinline)) void sweep_go_idle(long ms)
+{
+	pthread_t th;
+
+	pthread_mutex_lock(&swmu);
+	sweep_idle = 1;
+	pthread_mutex_unlock(&swmu);
+	if (pthread_create(&th, NULL, sweep_waker, (void *)(intptr_t)ms) == 0)
+		pthread_detach(th);
 }
 
 /* ---- requests ---- */
@@ -236,6 +305,10 @@ static int handle_line(const char *line)
 	}
 	if (sscanf(line, "tmo %ld", &ms) == 1) {
 		timed_out_wait(ms);
+		return 0;
+	}
+	if (sscanf(line, "idle %ld", &ms) == 1) {
+		sweep_go_idle(ms);
 		return 0;
 	}
 	if (sscanf(line, "convoy %ld", &ms) == 1) {
@@ -543,12 +616,14 @@ static void *conn_main(void *arg)
 	return NULL;
 }
 
-static int run_pool(int port, int workers)
+static int run_pool(int port, int workers, int sweep)
 {
 	int lfd = listen_on(port);
 	pthread_t th;
 
 	pthread_create(&th, NULL, holder_main, NULL);
+	if (sweep)
+		pthread_create(&th, NULL, sweeper_main, NULL);
 	for (int i = 0; i < workers; i++)
 		pthread_create(&th, NULL, worker_main, NULL);
 	printf("ready\n");
@@ -667,9 +742,9 @@ int main(int argc, char **argv)
 	if (argc >= 4 && strcmp(argv[1], "proxy") == 0)
 		return run_proxy(atoi(argv[2]), atoi(argv[3]));
 	if (argc >= 4 && strcmp(argv[1], "pool") == 0)
-		return run_pool(atoi(argv[2]), atoi(argv[3]));
+		return run_pool(atoi(argv[2]), atoi(argv[3]), argc >= 5 && strcmp(argv[4], "sweep") == 0);
 	if (argc >= 6 && strcmp(argv[1], "client") == 0)
 		return run_client(atoi(argv[2]), atol(argv[3]), atoi(argv[4]), argv[5]);
-	fprintf(stderr, "usage: guardtest epoll PORT | proxy PORT UPORT | pool PORT WORKERS | client PORT N CONC KIND:W,...\n");
+	fprintf(stderr, "usage: guardtest epoll PORT | proxy PORT UPORT | pool PORT WORKERS [sweep] | client PORT N CONC KIND:W,...\n");
 	return 2;
 }

@@ -50,8 +50,10 @@ guarded() {
 	>"$T_TMP/server.out" 2>&1 &
 GPID=$!
 wait_ready
-# a first connection finds the loop site; the load's connections are then accepted inside units
-"$GT" client "$PORT" 50 1 fast:1 >/dev/null || t_fail "warm-up"
+# No warm-up: the load's four connections are accepted before the loop site is found (its fourth
+# blocking wait), as a server's kept-alive clients are; the table tells them by the port they came
+# in on (guessed by their first call, a client answered while the unit works for another looked
+# like an upstream: one connection in four was learnt).
 "$GT" client "$PORT" 3000 4 up:80,fast:20 >"$T_TMP/train.mix" || t_fail "training load"
 stop_proxy
 bid=$(readelf -n "$GT" | sed -n 's/.*Build ID: //p')
@@ -59,7 +61,9 @@ show=$("$GUARD" profile show "$PROF/$bid.json")
 ups=$(awk '$1 == "up" {print $2}' "$T_TMP/train.mix")
 learnt=$(sed -n 's/^  deferred requests \([0-9]*\) .*/\1/p' <<<"$show")
 echo "training: $ups requests forwarded, $learnt deferred requests learnt"
-t_eq "training learns every forwarded request as a deferred request of the epoll loop" "$learnt" "$ups"
+# (all but those begun before the loop site was known or in flight then: a few per connection)
+t_eq "training learns every forwarded request as a deferred request of the epoll loop" \
+	"$(( learnt <= ups && learnt >= ups - 16 ))" 1
 thr_ms=$(grep '^  deferred requests' <<<"$show")
 echo "  $thr_ms"
 q() { pg_q "$1" -v bid="$bid"; }
