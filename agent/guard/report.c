@@ -399,7 +399,19 @@ static int overlaps(const struct grec *r, int64_t start, int64_t end)
 	return r->ts <= end && r->ts + r->dur >= start;
 }
 
-/* The records of a ring that overlap the unit; tid is the ring's thread, or 0 for the shared ring
+/* A record for v's stream: one that overlaps the unit; for a deferred request, one that ends in
+ * the unit that read it or the one that answered it (an [async wait] of its upstream ends at the
+ * reply's read, in the answering unit; the loop's other requests meanwhile are not its own). */
+static int wanted(const struct grec *r, const struct gviol *v)
+{
+	int64_t end = r->ts + r->dur;
+
+	if (!v->async)
+		return overlaps(r, v->start, v->end);
+	return (end >= v->own[0][0] && end <= v->own[0][1]) || (end >= v->own[1][0] && end <= v->own[1][1]);
+}
+
+/* The records of a ring for v's stream; tid is the ring's thread, or 0 for the shared ring
  * (each record names its own). */
 static void collect_ring(struct gring *ring, pid_t tid, const struct gviol *v, struct arena *a, struct evlist *out,
 			 size_t max)
@@ -421,7 +433,7 @@ static void collect_ring(struct gring *ring, pid_t tid, const struct gviol *v, s
 	while ((r = gring_next(snap, len, &off)) && out->n < max) {
 		struct grec *copy;
 
-		if (!overlaps(r, v->start, v->end))
+		if (!wanted(r, v))
 			continue;
 		copy = arena_alloc(a, r->len);
 		if (!copy || vec_reserve(&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)

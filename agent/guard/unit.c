@@ -506,7 +506,7 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 
 static size_t afd_bytes(void)
 {
-	return (size_t)GUARD_AFD_SETS * GUARD_AFD_WAYS * sizeof(struct gafd);
+	return (size_t)GUARD_AFD_SETS * GUARD_AFD_WAYS * sizeof(struct gafd) + GUARD_ASPANS * sizeof(struct gaspan);
 }
 
 static int async_loop_call(uint16_t id)
@@ -527,6 +527,7 @@ static void afd_destructor(void *p)
 	if (t->afd == p) {
 		t->aloop = 0;
 		t->afd = NULL;
+		t->aspans = NULL;
 	}
 	munmap(p, afd_bytes());
 }
@@ -548,20 +549,37 @@ __attribute__((noinline, cold)) static void async_map(struct gthread *t)
 		munmap(p, afd_bytes());
 		p = MAP_FAILED;
 	}
-	if (p == MAP_FAILED)
+	if (p == MAP_FAILED) {
 		t->aloop = 0;
-	else
+	} else {
 		t->afd = p;
+		t->aspans = (struct gaspan *)(t->afd + GUARD_AFD_SETS * GUARD_AFD_WAYS);
+	}
 }
 
-/* A unit begins after the loop's wait call id. */
+/* A unit begins (at t->unit_start) after the loop's wait call id. */
 static inline void async_unit_begin(struct gthread *t, uint16_t id)
 {
+	struct gaspan *sp;
+
 	t->aseq++;
 	t->acur = 0;
 	t->aloop = G.cfg.async && async_loop_call(id);
 	if (GUARD_UNLIKELY(t->aloop && !t->afd))
 		async_map(t);
+	if (!t->aloop || !t->afd)
+		return;
+	sp = &t->aspans[t->aseq & (GUARD_ASPANS - 1)];
+	sp->seq = t->aseq;
+	sp->start = t->unit_start;
+	sp->end = 0;
+}
+
+/* The unit ends at now (guard mode: its span may go into a deferred request's stream). */
+static inline void async_unit_end(struct gthread *t, int64_t now)
+{
+	if (t->aloop && t->afd)
+		t->aspans[t->aseq & (GUARD_ASPANS - 1)].end = now;
 }
 
 static inline struct gafd *async_find(const struct gthread *t, int fd)
@@ -714,6 +732,17 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 	v.loop = e->loop;
 	v.type = -1;
 	v.async = 1;
+	/* its own events: those of the unit that read it (if still known, else the read's instant)
+	 * and of this one; not the loop's other requests served meanwhile */
+	{
+		const struct gaspan *sp = &t->aspans[e->seq & (GUARD_ASPANS - 1)];
+		int known = sp->seq == e->seq && sp->end > 0;
+
+		v.own[0][0] = known ? sp->start : e->t;
+		v.own[0][1] = known ? sp->end : e->t;
+		v.own[1][0] = t->unit_start;
+		v.own[1][1] = now;
+	}
 	atomic_fetch_add_explicit(&G.n.async_violations, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->slot->violations, 1, memory_order_relaxed);
 	guard_enqueue(&v);
@@ -818,6 +847,7 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 	if (!tab)
 		return;
 	if (GUARD_UNLIKELY(loop_twin(t, c))) {
+		async_unit_end(t, now);
 		unit_end(t, now);
 		c->loopsite = (int8_t)t->loop;
 		return;
@@ -825,8 +855,10 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 	if (gcall_info[c->id].loop && (L = loop_match(tab, t, c->ret, c->cfa)) >= 0) {
 		if (!t->unit_start || L == t->loop || tab->sites[L].depth < tab->sites[t->loop].depth) {
 			/* back at the loop (or at a shallower one): the unit ends here */
-			if (t->unit_start)
+			if (t->unit_start) {
+				async_unit_end(t, now);
 				unit_end(t, now);
+			}
 			c->loopsite = (int8_t)L;
 			return;
 		}

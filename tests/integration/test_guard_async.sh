@@ -70,8 +70,13 @@ q() { pg_q "$1" -v bid="$bid"; }
 
 # ---- guarding: 2 % of the upstream's replies take 300 ms ----
 # (far over the threshold learnt: on a loaded machine a stall in training can raise it to 100 ms)
+# beside it, another client's requests that the proxy serves at once but slowly (3 ms of CPU in
+# spin_cpu): unit violations of their own, sampled, while deferred requests are in flight
 SM_GUARD_REPORTS_PER_MIN=100000 guarded async
+(for _ in $(seq 1 25); do "$GT" client "$PORT" 4 1 spin=3:1 >/dev/null; sleep 0.15; done) &
+SPIN=$!
 mix=$("$GT" client "$PORT" 800 1 up:96,up=300:2,fast:2) || t_fail "guarded load"
+wait "$SPIN"
 stop_proxy
 slow=$(awk '$1 == "up" && $2 == 300 {print $3}' <<<"$mix")
 fast=$(awk '$1 == "up" && $2 != 300 {print $2}' <<<"$mix")
@@ -105,6 +110,15 @@ t_eq "a slow request's duration holds its upstream's wait, and its window the wa
 	"$(q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
 	       WHERE s.$A AND $W AND e.dur_ns >= 300000000 AND (s.labels->>'unit.duration_ns')::bigint >= e.dur_ns
 	       AND e.ts_ns >= s.symptom_start_ns AND e.ts_ns + e.dur_ns <= s.symptom_end_ns")" "$slow"
+# a deferred request's stream holds the events of the units that read and answered it, not those
+# of the requests the loop served meanwhile (the spins: they are in their own streams)
+spin_in() { q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON
+	k.id = e.stack_id WHERE s.labels->>'run' = 'async' AND $1 AND
+	(SELECT id FROM frames WHERE name = 'guardtest!spin_cpu') = ANY (k.frame_ids)"; }
+echo "streams with spin_cpu's events: $(spin_in "s.labels->>'unit.async' IS NULL") of units, $(spin_in "s.labels->>'unit.async' = '1'") of deferred requests"
+t_match "the spins are sampled in their own units' streams" "$(spin_in "s.labels->>'unit.async' IS NULL")" '^[1-9][0-9]*$'
+t_eq "a deferred request's stream holds none of them: only its own units' events" \
+	"$(spin_in "s.labels->>'unit.async' = '1'")" 0
 line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
 t_eq "the agent counts them as violations" "$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")" \
 	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'async' AND role = 'violation'")"
