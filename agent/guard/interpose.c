@@ -429,11 +429,14 @@ GUARD_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 
 GUARD_EXPORT int pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
 {
+	/* the wait unlocks m inside the C library: a thread blocked on m is readied by this one */
+	guard_note_release(m);
 	SIMPLE(GC_COND_WAIT, cv, -1, 0, int, REAL_COND(pthread_cond_wait)(cv, m), r_ != 0);
 }
 
 GUARD_EXPORT int pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *ts)
 {
+	guard_note_release(m);
 	/* ETIMEDOUT is the common, normal outcome of a timed wait, not a failure */
 	SIMPLE(GC_COND_TIMEDWAIT, cv, -1, 0, int, REAL_COND(pthread_cond_timedwait)(cv, m, ts),
 	       r_ != 0 && r_ != ETIMEDOUT);

@@ -399,16 +399,15 @@ static int overlaps(const struct grec *r, int64_t start, int64_t end)
 	return r->ts <= end && r->ts + r->dur >= start;
 }
 
-/* A record for v's stream: one that overlaps the unit; for a deferred request, one that ends in
- * the unit that read it or the one that answered it (an [async wait] of its upstream ends at the
- * reply's read, in the answering unit; the loop's other requests meanwhile are not its own). */
+/* A record for v's stream: one that overlaps the unit, but no [async wait] (another request's,
+ * in flight while the loop served this unit: the thread never blocked in it); for a deferred
+ * request, one recorded while its thread worked for its client (the loop's other requests
+ * meanwhile are not its own; a descriptor names one connection while the request is in flight). */
 static int wanted(const struct grec *r, const struct gviol *v)
 {
-	int64_t end = r->ts + r->dur;
-
-	if (!v->async)
-		return overlaps(r, v->start, v->end);
-	return (end >= v->own[0][0] && end <= v->own[0][1]) || (end >= v->own[1][0] && end <= v->own[1][1]);
+	if (!overlaps(r, v->start, v->end))
+		return 0;
+	return v->async ? r->req == v->req : !(r->flags & GREC_F_ASYNC);
 }
 
 /* The records of a ring for v's stream; tid is the ring's thread, or 0 for the shared ring

@@ -32,7 +32,9 @@ struct grec {
 	uint32_t tid;       /* in the ring the process's threads share: the writer; in a thread's own: 0 */
 	int64_t ts;         /* CLOCK_MONOTONIC ns, start of the span */
 	int64_t dur;
-	int64_t readier;    /* wait events: the readier thread, 0 = unknown or external */
+	int32_t readier;    /* wait events: the readier thread, 0 = unknown or external */
+	int32_t req;        /* the client (descriptor + 1) the thread worked for, in a unit of an
+			     * epoll/poll/select loop (gthread.acur); 0 = none */
 	uint64_t ip[];
 };
 

@@ -59,7 +59,6 @@
 /* deferred requests: a thread's descriptors, in sets of GUARD_AFD_WAYS (unit.c) */
 #define GUARD_AFD_SETS 64
 #define GUARD_AFD_WAYS 4
-#define GUARD_ASPANS 64          /* the spans of a thread's last units in such loops (a power of 2) */
 /* the shipping budget's groups per loop: one per unit type, the untyped units', the deferred requests' */
 #define GUARD_TSLOTS (GP_MAX_TYPES + 2)
 #define GUARD_TSLOT_ASYNC (GP_MAX_TYPES + 1)
@@ -110,14 +109,6 @@ struct gafd {
 };
 
 enum { AF_FREE, AF_CLIENT, AF_UPSTREAM, AF_OUT, AF_SKIP };
-
-/* A unit of an epoll/poll/select loop: when it ran (a deferred request's stream holds the events
- * of the unit that read it and of the one that answered it). */
-struct gaspan {
-	uint32_t seq;             /* gthread.aseq of the unit */
-	uint32_t pad;
-	int64_t start, end;       /* end 0: still running */
-};
 extern const struct gcall_info gcall_info[GC_COUNT];
 
 /* One thread's state shared with the agent's threads (the watchdog, the reporter). */
@@ -224,7 +215,6 @@ struct gthread {
 	int32_t acur;             /* the client's descriptor + 1 this unit works for, 0 = none */
 	int32_t alisten;          /* the listening descriptor + 1 last accepted from (its port noted) */
 	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
-	struct gaspan *aspans;    /* GUARD_ASPANS, in the same mapping: unit aseq at [aseq % GUARD_ASPANS] */
 };
 
 enum { TIMER_NONE, TIMER_IDLE, TIMER_ARMED, TIMER_FAILED };
@@ -241,7 +231,7 @@ struct gviol {
 	uint8_t hang;
 	uint8_t baseline;         /* a normal unit sampled for comparison, not a violation */
 	uint8_t async;            /* a deferred request over its threshold, not a unit (guard.md "Deferred requests") */
-	int64_t own[2][2];        /* async: the spans of the units that read and answered it, [start, end] */
+	int32_t req;              /* async: the client's descriptor + 1 (its events carry it) */
 	uint8_t rd_how;           /* GUARD_RD_*: what run_delay_ns covers (starve.c); NONE: unknown */
 	uint8_t thr_known;        /* throttled_ns was measured (the cgroup has a CPU limit) */
 	int64_t run_delay_ns;     /* waited for a CPU during the unit */

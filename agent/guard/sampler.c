@@ -50,7 +50,8 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 	rec->kind = (uint16_t)kind;
 	rec->ts = ts;
 	rec->dur = dur;
-	rec->readier = readier;
+	rec->readier = (int32_t)readier;
+	rec->req = t->acur;
 	rec->call = call;
 	rec->flags = flags;
 	gring_commit(&s->ring, rec, n);
@@ -95,7 +96,8 @@ void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t rea
 		rec->kind = GREC_WAIT;
 		rec->ts = ts;
 		rec->dur = dur;
-		rec->readier = readier;
+		rec->readier = (int32_t)readier;
+		rec->req = 0;
 		rec->call = call;
 		rec->flags = 0;
 		rec->tid = (uint32_t)t->tid;
@@ -144,6 +146,8 @@ static int record_interrupted(struct gthread *t, struct gslot *s, void *uc, int6
 	rec->kind = GREC_RUN;
 	rec->ts = ts;
 	rec->dur = dur;
+	rec->readier = 0;
+	rec->req = t->acur;
 	rec->call = atomic_load_explicit(&t->cur_call, memory_order_relaxed);
 	rec->flags = flags | GREC_F_EXACT_PC;
 	gring_commit(&s->ring, rec, n);
@@ -156,6 +160,8 @@ static int record_interrupted(struct gthread *t, struct gslot *s, void *uc, int6
 			d->kind = GREC_RUN;
 			d->ts = ts + dur;
 			d->dur = 0;
+			d->readier = 0;
+			d->req = rec->req;
 			d->call = rec->call;
 			d->flags = GREC_F_DETECT | GREC_F_EXACT_PC;
 			gring_commit(&s->ring, d, n);

@@ -506,7 +506,7 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 
 static size_t afd_bytes(void)
 {
-	return (size_t)GUARD_AFD_SETS * GUARD_AFD_WAYS * sizeof(struct gafd) + GUARD_ASPANS * sizeof(struct gaspan);
+	return (size_t)GUARD_AFD_SETS * GUARD_AFD_WAYS * sizeof(struct gafd);
 }
 
 static int async_loop_call(uint16_t id)
@@ -527,7 +527,6 @@ static void afd_destructor(void *p)
 	if (t->afd == p) {
 		t->aloop = 0;
 		t->afd = NULL;
-		t->aspans = NULL;
 	}
 	munmap(p, afd_bytes());
 }
@@ -549,37 +548,20 @@ __attribute__((noinline, cold)) static void async_map(struct gthread *t)
 		munmap(p, afd_bytes());
 		p = MAP_FAILED;
 	}
-	if (p == MAP_FAILED) {
+	if (p == MAP_FAILED)
 		t->aloop = 0;
-	} else {
+	else
 		t->afd = p;
-		t->aspans = (struct gaspan *)(t->afd + GUARD_AFD_SETS * GUARD_AFD_WAYS);
-	}
 }
 
-/* A unit begins (at t->unit_start) after the loop's wait call id. */
+/* A unit begins after the loop's wait call id. */
 static inline void async_unit_begin(struct gthread *t, uint16_t id)
 {
-	struct gaspan *sp;
-
 	t->aseq++;
 	t->acur = 0;
 	t->aloop = G.cfg.async && async_loop_call(id);
 	if (GUARD_UNLIKELY(t->aloop && !t->afd))
 		async_map(t);
-	if (!t->aloop || !t->afd)
-		return;
-	sp = &t->aspans[t->aseq & (GUARD_ASPANS - 1)];
-	sp->seq = t->aseq;
-	sp->start = t->unit_start;
-	sp->end = 0;
-}
-
-/* The unit ends at now (guard mode: its span may go into a deferred request's stream). */
-static inline void async_unit_end(struct gthread *t, int64_t now)
-{
-	if (t->aloop && t->afd)
-		t->aspans[t->aseq & (GUARD_ASPANS - 1)].end = now;
 }
 
 static inline struct gafd *async_find(const struct gthread *t, int fd)
@@ -705,6 +687,7 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 {
 	const struct gtab *tab;
 	int64_t dur = now - e->t, thr, a0;
+	int32_t acur;
 	struct gviol v;
 
 	atomic_fetch_add_explicit(&G.n.async_requests, 1, memory_order_relaxed);
@@ -720,8 +703,12 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 	if (thr < 0 || dur <= thr)
 		return;
 	a0 = guard_now();
-	/* where the answer is written: the stack the stream's symptom thread ends with */
+	/* where the answer is written: the stack the stream's symptom thread ends with (for this
+	 * client, whomever the unit worked for last) */
+	acur = t->acur;
+	t->acur = e->fd1;
 	guard_record_here(t, GREC_RUN, now, 0, 0, c->id, GREC_F_DETECT);
+	t->acur = acur;
 	memset(&v, 0, sizeof(v));
 	v.tid = t->tid;
 	v.slot = (uint32_t)(t->slot - G.slots);
@@ -732,17 +719,7 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 	v.loop = e->loop;
 	v.type = -1;
 	v.async = 1;
-	/* its own events: those of the unit that read it (if still known, else the read's instant)
-	 * and of this one; not the loop's other requests served meanwhile */
-	{
-		const struct gaspan *sp = &t->aspans[e->seq & (GUARD_ASPANS - 1)];
-		int known = sp->seq == e->seq && sp->end > 0;
-
-		v.own[0][0] = known ? sp->start : e->t;
-		v.own[0][1] = known ? sp->end : e->t;
-		v.own[1][0] = t->unit_start;
-		v.own[1][1] = now;
-	}
+	v.req = e->fd1;   /* its stream: the events recorded while the thread worked for this client */
 	atomic_fetch_add_explicit(&G.n.async_violations, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->slot->violations, 1, memory_order_relaxed);
 	guard_enqueue(&v);
@@ -795,14 +772,14 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 		}
 	} else if (e->role == AF_UPSTREAM) {
 		if (how == GA_READ) {
+			t->acur = e->peer;   /* the unit now works for the upstream's client */
 			if (e->t) {
 				int64_t dur = c->t0 - e->t;
 
 				if (dur >= G.cfg.min_wait_ns && G.mode == GUARD_MODE_GUARD)
-					async_wait(t, c, e->t, dur);
+					async_wait(t, c, e->t, dur);   /* the client's event */
 				e->t = 0;
 			}
-			t->acur = e->peer;   /* the unit now works for the upstream's client */
 		} else if (!e->t) {
 			/* a new request to it (a kept-alive upstream): for the client this unit works for */
 			if (t->acur)
@@ -847,7 +824,6 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 	if (!tab)
 		return;
 	if (GUARD_UNLIKELY(loop_twin(t, c))) {
-		async_unit_end(t, now);
 		unit_end(t, now);
 		c->loopsite = (int8_t)t->loop;
 		return;
@@ -855,10 +831,8 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 	if (gcall_info[c->id].loop && (L = loop_match(tab, t, c->ret, c->cfa)) >= 0) {
 		if (!t->unit_start || L == t->loop || tab->sites[L].depth < tab->sites[t->loop].depth) {
 			/* back at the loop (or at a shallower one): the unit ends here */
-			if (t->unit_start) {
-				async_unit_end(t, now);
+			if (t->unit_start)
 				unit_end(t, now);
-			}
 			c->loopsite = (int8_t)L;
 			return;
 		}

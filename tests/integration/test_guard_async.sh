@@ -110,15 +110,20 @@ t_eq "a slow request's duration holds its upstream's wait, and its window the wa
 	"$(q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
 	       WHERE s.$A AND $W AND e.dur_ns >= 300000000 AND (s.labels->>'unit.duration_ns')::bigint >= e.dur_ns
 	       AND e.ts_ns >= s.symptom_start_ns AND e.ts_ns + e.dur_ns <= s.symptom_end_ns")" "$slow"
-# a deferred request's stream holds the events of the units that read and answered it, not those
+# a deferred request's stream holds the events recorded while the proxy worked for its client, not those
 # of the requests the loop served meanwhile (the spins: they are in their own streams)
 spin_in() { q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON
 	k.id = e.stack_id WHERE s.labels->>'run' = 'async' AND $1 AND
 	(SELECT id FROM frames WHERE name = 'guardtest!spin_cpu') = ANY (k.frame_ids)"; }
 echo "streams with spin_cpu's events: $(spin_in "s.labels->>'unit.async' IS NULL") of units, $(spin_in "s.labels->>'unit.async' = '1'") of deferred requests"
 t_match "the spins are sampled in their own units' streams" "$(spin_in "s.labels->>'unit.async' IS NULL")" '^[1-9][0-9]*$'
-t_eq "a deferred request's stream holds none of them: only its own units' events" \
+t_eq "a deferred request's stream holds none of them: only its own events" \
 	"$(spin_in "s.labels->>'unit.async' = '1'")" 0
+# nor does a unit's stream hold the [async wait] of a request in flight meanwhile
+t_eq "no unit's stream holds an [async wait]: the loop never blocked in one" \
+	"$(q "SELECT count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON
+	       k.id = e.stack_id WHERE s.labels->>'run' = 'async' AND s.labels->>'unit.async' IS NULL AND
+	       (SELECT id FROM frames WHERE name = '[async wait]') = ANY (k.frame_ids)")" 0
 line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
 t_eq "the agent counts them as violations" "$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")" \
 	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'async' AND role = 'violation'")"
