@@ -41,11 +41,13 @@ LIBDIR ?= $(dir $(BINDIR))lib
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
+FORMATS_SRC := $(wildcard formats/*.c)
+GUARDCORE_SRC := $(wildcard guardcore/*.c)
 INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
-GUARD_CORE_SRC := $(addprefix agent/guard/,config.c dropin.c profile.c ring.c modmap.c symbolize.c prio.c)
+GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c)
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \
 	train.c report.c lazy.c starve.c)
 # what libsmguard.so takes from the rest of the tree
@@ -60,12 +62,14 @@ PROTO_GEN_C := $(PROTO_SRC:%.proto=$(O)/gen/%.pb-c.c)
 PROTO_GEN_H := $(PROTO_SRC:%.proto=$(O)/gen/%.pb-c.h)
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o) $(O)/gen/migrations.o $(PROTO_GEN_C:%.c=%.o)
 AGENT_OBJ := $(AGENT_SRC:%.c=$(O)/%.o)
+FORMATS_OBJ := $(FORMATS_SRC:%.c=$(O)/%.o)
+GUARDCORE_OBJ := $(GUARDCORE_SRC:%.c=$(O)/%.o)
 INGEST_OBJ := $(INGEST_SRC:%.c=$(O)/%.o)
 MINER_OBJ := $(MINER_SRC:%.c=$(O)/%.o)
 CLUSTER_OBJ := $(CLUSTER_SRC:%.c=$(O)/%.o)
 WEB_OBJ := $(WEB_SRC:%.c=$(O)/%.o) $(O)/gen/static.o
-GUARD_CORE_OBJ := $(GUARD_CORE_SRC:%.c=$(O)/%.o)
-GUARD_PIC_OBJ := $(patsubst %.c,$(O)/pic/%.o,$(GUARD_CORE_SRC) $(GUARD_RT_SRC) $(GUARD_SHARED_SRC))
+GUARD_OBJ := $(GUARD_SRC:%.c=$(O)/%.o)
+GUARD_PIC_OBJ := $(patsubst %.c,$(O)/pic/%.o,$(GUARDCORE_SRC) $(GUARD_SRC) $(GUARD_RT_SRC) $(GUARD_SHARED_SRC))
 GUARD_LIB := $(LIBDIR)/libsmguard.so
 
 PROGS := $(BINDIR)/sm-ingest $(BINDIR)/sm-agent $(BINDIR)/sm-admin $(BINDIR)/sm-miner \
@@ -152,37 +156,31 @@ $(O)/gen/static.c: $(wildcard web/static/*) deploy/embed-static.sh
 $(O)/gen/static.o: $(O)/gen/static.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# one archive per directory (the guard's: what its runtime shares with sm-guard and the tests)
 $(O)/libcommon.a: $(COMMON_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
+$(O)/libformats.a: $(FORMATS_OBJ)
+$(O)/libguardcore.a: $(GUARDCORE_OBJ)
 $(O)/libagent.a: $(AGENT_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
 $(O)/libingest.a: $(INGEST_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
 $(O)/libminer.a: $(MINER_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
 $(O)/libclusterer.a: $(CLUSTER_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
 $(O)/libweb.a: $(WEB_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
-$(O)/libguard.a: $(GUARD_CORE_OBJ)
+$(O)/libguard.a: $(GUARD_OBJ)
+$(O)/lib%.a:
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libagent.a $(O)/libguard.a $(O)/libclusterer.a $(O)/libcommon.a
+$(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libformats.a $(O)/libguardcore.a $(O)/libclusterer.a \
+		$(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libcommon.a
+$(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-# link lines are the dependency graph: web -> miner -> clusterer -> common; agent -> common;
-# ingest -> guard (the profile format, to merge the fleet's profiles) -> clusterer -> common;
-# ingest -> agent (the importers of other profilers' formats, for POST /api/v1/import) -> common
+# link lines are the dependency graph: web -> miner -> clusterer -> common;
+# agent (sm-agent: shipping, spooling) -> formats (the importers of other profilers' output) -> common;
+# ingest -> formats (for POST /api/v1/import); ingest -> guardcore (the profile format, to merge the
+# fleet's profiles) -> clusterer -> common; sm-guard -> guard -> guardcore, agent (shipping)
 $(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -192,17 +190,20 @@ $(BINDIR)/sm-cluster: $(O)/clusterer/main.o $(O)/libclusterer.a $(O)/libcommon.a
 $(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libagent.a $(O)/libclusterer.a $(O)/libcommon.a
+$(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libguardcore.a $(O)/libagent.a $(O)/libclusterer.a \
+		$(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-admin: $(O)/deploy/admin.o $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libguard.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+$(O)/tests/%: $(O)/tests/unit/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libguard.a $(O)/libingest.a $(O)/libguardcore.a \
+		$(O)/libclusterer.a $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(O)/tests/%: $(O)/tests/tools/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libagent.a $(O)/libingest.a $(O)/libcommon.a
+$(O)/tests/%: $(O)/tests/tools/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libingest.a $(O)/libguardcore.a \
+		$(O)/libclusterer.a $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -246,14 +247,15 @@ build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrat
 build/fuzz/fuzz_json: tests/fuzz/fuzz_json.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
-build/fuzz/fuzz_import: tests/fuzz/fuzz_import.c $(COMMON_SRC) $(AGENT_SRC) build/fuzz/gen/migrations.c \
+build/fuzz/fuzz_import: tests/fuzz/fuzz_import.c $(COMMON_SRC) $(FORMATS_SRC) build/fuzz/gen/migrations.c \
 		$(PROTO_SRC:%.proto=build/fuzz/gen/%.pb-c.c)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_web: tests/fuzz/fuzz_web.c $(COMMON_SRC) miner/params.c web/flame.c build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
-build/fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(COMMON_SRC) $(GUARD_CORE_SRC) $(CLUSTER_SRC) build/fuzz/gen/migrations.c
+build/fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(COMMON_SRC) $(GUARDCORE_SRC) $(GUARD_SRC) $(CLUSTER_SRC) \
+		build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_debuginfo: tests/fuzz/fuzz_debuginfo.c $(COMMON_SRC) build/fuzz/gen/migrations.c

@@ -4,8 +4,8 @@
  * had to spool, `import` converts profiler output (perf script, folded
  * stacks) into streams and ships or writes them. See docs/agent.md.
  */
-#include "agent/formats.h"
-#include "agent/import.h"
+#include "formats/formats.h"
+#include "formats/import.h"
 #include "agent/ship.h"
 #include "agent/spool.h"
 #include "common/cli.h"

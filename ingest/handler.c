@@ -1,7 +1,7 @@
 /* handler: token check, decoding, validation and storing of one request (see handler.h). */
 #include "ingest/handler.h"
-#include "agent/formats.h"
-#include "agent/import.h"
+#include "formats/formats.h"
+#include "formats/import.h"
 #include "common/arena.h"
 #include "common/auth.h"
 #include "common/json.h"

@@ -58,7 +58,7 @@ void handler_process(struct handler *h, const struct handler_request *rq,
  * streams, else -1 with *rs filled (401, or 503 when the database cannot be asked). */
 int handler_authorize(struct handler *h, const char *authorization, struct handler_response *rs);
 /* POST /api/v1/import: a profile in another profiler's format (pprof, OTLP, bcc, perf,
- * folded; agent/formats.h), converted into streams and stored like POST /api/v1/streams'
+ * folded; formats/formats.h), converted into streams and stored like POST /api/v1/streams'
  * (docs/api.md). */
 void handler_import(struct handler *h, const struct handler_request *rq, struct handler_response *rs);
 /* POST /api/v1/agents/report: a guard agent's report about itself, recorded (store_report()). */

@@ -1,6 +1,6 @@
 /* profiles: uploads of training profiles and their merge per build (see profiles.h). */
 #include "ingest/profiles.h"
-#include "agent/guard/profile.h"
+#include "guardcore/profile.h"
 #include "common/db.h"
 #include "common/json.h"
 #include "common/jsonw.h"

@@ -2,7 +2,7 @@
  * profiles: performance profiles learnt across the fleet (docs/fleet.md,
  * "Thresholds learnt by the fleet"). A training guard agent uploads what its
  * process learnt (POST /api/v1/profiles); the merged profile of a build pools
- * the statistics of each host's latest upload of that build exactly (agent/guard/profile.h's
+ * the statistics of each host's latest upload of that build exactly (guardcore/profile.h's
  * gp_merge, then its unit types and thresholds again) and is what agents fetch
  * (GET /api/v1/profiles/{build_id}) to guard with the fleet's thresholds. A host counts once (its
  * latest upload); a host far off the others is held back, and no merged threshold leaves the range

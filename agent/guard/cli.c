@@ -3,9 +3,9 @@
  * libsmguard.so and SM_GUARD_* settings), prints those settings, and shows
  * and merges performance profiles. See docs/guard.md.
  */
-#include "agent/guard/config.h"
+#include "guardcore/config.h"
 #include "agent/guard/dropin.h"
-#include "agent/guard/profile.h"
+#include "guardcore/profile.h"
 #include "agent/ship.h"
 #include "common/sha256.h"
 #include "common/buf.h"

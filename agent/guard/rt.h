@@ -33,9 +33,9 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "agent/guard/config.h"
+#include "guardcore/config.h"
 #include "agent/guard/prio.h"
-#include "agent/guard/profile.h"
+#include "guardcore/profile.h"
 #include "agent/guard/ring.h"
 
 #define GUARD_VERSION "1.0"

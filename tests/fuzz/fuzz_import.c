@@ -4,8 +4,8 @@
  * read from memory as sm-ingest reads a request body. Whatever imports must be valid
  * wire-format streams; whatever does not must say why. Built and run by `make fuzz`.
  */
-#include "agent/formats.h"
-#include "agent/import.h"
+#include "formats/formats.h"
+#include "formats/import.h"
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/wire.h"

@@ -1,11 +1,11 @@
 /*
  * fuzz_profile: libFuzzer target for what the guard agent reads: performance
- * profiles (agent/guard/profile.c) and its SM_GUARD_* settings
- * (agent/guard/config.c). A profile that loads must cluster, write, and load
+ * profiles (guardcore/profile.c) and its SM_GUARD_* settings
+ * (guardcore/config.c). A profile that loads must cluster, write, and load
  * again to the same text. Built and run by `make fuzz`.
  */
-#include "agent/guard/config.h"
-#include "agent/guard/profile.h"
+#include "guardcore/config.h"
+#include "guardcore/profile.h"
 #include "common/buf.h"
 
 #include <stdlib.h>

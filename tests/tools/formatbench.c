@@ -8,8 +8,8 @@
  * time per file. Encoding: 100,000 stacks written as pprof, speedscope and
  * folded. Usage: formatbench DATA_DIR.
  */
-#include "agent/formats.h"
-#include "agent/import.h"
+#include "formats/formats.h"
+#include "formats/import.h"
 #include "common/buf.h"
 #include "common/proto/profile.pb-c.h"
 #include "common/util.h"

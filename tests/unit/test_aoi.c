@@ -9,8 +9,8 @@
  *
  * Usage: test_aoi [DATA_DIR]  (else $SM_DATA, else ../shared/data)
  */
-#include "agent/import.h"
-#include "agent/perf.h"
+#include "formats/import.h"
+#include "formats/perf.h"
 #include "common/util.h"
 #include "common/wire.h"
 #include "miner/aoi.h"

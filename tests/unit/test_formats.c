@@ -5,12 +5,12 @@
  * into, and the refusals with their messages. The real captures are checked
  * against an independent decoding by tests/integration/test_formats.sh.
  */
-#include "agent/bcc.h"
-#include "agent/folded.h"
-#include "agent/formats.h"
-#include "agent/import.h"
-#include "agent/otlp.h"
-#include "agent/pprof.h"
+#include "formats/bcc.h"
+#include "formats/folded.h"
+#include "formats/formats.h"
+#include "formats/import.h"
+#include "formats/otlp.h"
+#include "formats/pprof.h"
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/proto/profile.pb-c.h"

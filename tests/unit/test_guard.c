@@ -1,12 +1,12 @@
 /*
- * Unit tests of the guard agent's pure parts: settings (agent/guard/config.c),
+ * Unit tests of the guard agent's pure parts: settings (guardcore/config.c),
  * profiles (statistics, PerfGuard's distances, clustering, work-aware
  * thresholds, the JSON form, merging), the event ring, the module map and the
  * symbolizer run on this very process.
  */
-#include "agent/guard/config.h"
+#include "guardcore/config.h"
 #include "agent/guard/modmap.h"
-#include "agent/guard/profile.h"
+#include "guardcore/profile.h"
 #include "agent/guard/ring.h"
 #include "agent/guard/symbolize.h"
 #include "tests/unit/check.h"

@@ -1,17 +1,17 @@
 /*
- * Tests of the profiler-output importers (agent/import.h): every perf and folded
+ * Tests of the profiler-output importers (formats/import.h): every perf and folded
  * file of the shared data set imports and survives wire_write_json/wire_parse,
  * small files give exactly the events worked out by hand, and input of the
  * wrong kind is refused at the right line.
  *
  * Usage: test_import [DATA_DIR]  (else $SM_DATA, else ../shared/data)
  */
-#include "agent/bcc.h"
-#include "agent/folded.h"
-#include "agent/formats.h"
-#include "agent/import.h"
-#include "agent/perf.h"
-#include "agent/pprof.h"
+#include "formats/bcc.h"
+#include "formats/folded.h"
+#include "formats/formats.h"
+#include "formats/import.h"
+#include "formats/perf.h"
+#include "formats/pprof.h"
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/intern.h"

@@ -1,6 +1,6 @@
 /* perf: `perf script` text to run and wait events (see perf.h and docs/import.md). */
-#include "agent/perf.h"
-#include "agent/import.h"
+#include "formats/perf.h"
+#include "formats/import.h"
 #include "common/buf.h"
 #include "common/intern.h"
 #include "common/vec.h"

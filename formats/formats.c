@@ -1,10 +1,10 @@
 /* formats: the formats sm-agent and sm-ingest import, by name, and telling them apart (see formats.h). */
-#include "agent/formats.h"
-#include "agent/bcc.h"
-#include "agent/folded.h"
-#include "agent/otlp.h"
-#include "agent/perf.h"
-#include "agent/pprof.h"
+#include "formats/formats.h"
+#include "formats/bcc.h"
+#include "formats/folded.h"
+#include "formats/otlp.h"
+#include "formats/perf.h"
+#include "formats/pprof.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* profile: performance profiles, their JSON form, exact merging and unit clustering (see profile.h). */
-#include "agent/guard/profile.h"
+#include "guardcore/profile.h"
 #include "clusterer/linkage.h"
 #include "common/intern.h"
 #include "common/jsonw.h"

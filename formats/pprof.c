@@ -1,6 +1,6 @@
 /* pprof: profile.proto and the legacy pprof formats to run and wait events (see pprof.h). */
-#include "agent/pprof.h"
-#include "agent/import.h"
+#include "formats/pprof.h"
+#include "formats/import.h"
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/imap.h"

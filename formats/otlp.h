@@ -8,7 +8,7 @@
 #ifndef SM_OTLP_H
 #define SM_OTLP_H
 
-#include "agent/import.h"
+#include "formats/import.h"
 
 /* "otlp": reads the importer's whole input. */
 extern const struct import_format import_otlp;

@@ -6,7 +6,7 @@
 #ifndef SM_PERF_H
 #define SM_PERF_H
 
-#include "agent/import.h"
+#include "formats/import.h"
 
 /* "perf": reads the importer's input to its end, adding frames, stacks,
  * threads and events. */

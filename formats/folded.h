@@ -6,7 +6,7 @@
 #ifndef SM_FOLDED_H
 #define SM_FOLDED_H
 
-#include "agent/import.h"
+#include "formats/import.h"
 
 /* "folded": reads the importer's input to its end. */
 extern const struct import_format import_folded;

@@ -1,6 +1,6 @@
 /* bcc: offcputime, offwaketime, wakeuptime and profile output to events (see bcc.h). */
-#include "agent/bcc.h"
-#include "agent/import.h"
+#include "formats/bcc.h"
+#include "formats/import.h"
 #include "common/buf.h"
 #include "common/vec.h"
 

@@ -1,5 +1,5 @@
 /* config: SM_GUARD_* settings, parsed and checked from one table (see config.h). */
-#include "agent/guard/config.h"
+#include "guardcore/config.h"
 #include "common/util.h"
 
 #include <fnmatch.h>

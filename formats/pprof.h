@@ -9,7 +9,7 @@
 #ifndef SM_PPROF_H
 #define SM_PPROF_H
 
-#include "agent/import.h"
+#include "formats/import.h"
 
 /* "pprof": reads the importer's whole input. */
 extern const struct import_format import_pprof;

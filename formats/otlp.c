@@ -1,6 +1,6 @@
 /* otlp: OpenTelemetry profiles (OTLP JSON) to events (see otlp.h and docs/import.md). */
-#include "agent/otlp.h"
-#include "agent/import.h"
+#include "formats/otlp.h"
+#include "formats/import.h"
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/json.h"

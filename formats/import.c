@@ -1,5 +1,5 @@
 /* import: input, format dispatch, interning and stream assembly (see import.h). */
-#include "agent/import.h"
+#include "formats/import.h"
 #include "common/arena.h"
 #include "common/imap.h"
 #include "common/intern.h"

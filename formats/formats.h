@@ -7,7 +7,7 @@
 #ifndef SM_FORMATS_H
 #define SM_FORMATS_H
 
-#include "agent/import.h"
+#include "formats/import.h"
 
 /* The format called name, or NULL (unknown name, or NULL). */
 const struct import_format *import_format_find(const char *name);

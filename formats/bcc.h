@@ -9,7 +9,7 @@
 #ifndef SM_BCC_H
 #define SM_BCC_H
 
-#include "agent/import.h"
+#include "formats/import.h"
 
 extern const struct import_format import_bcc_offcpu;
 extern const struct import_format import_bcc_offwaketime;

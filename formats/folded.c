@@ -1,6 +1,6 @@
 /* folded: collapsed stacks to run events laid end to end (see folded.h and docs/import.md). */
-#include "agent/folded.h"
-#include "agent/import.h"
+#include "formats/folded.h"
+#include "formats/import.h"
 #include "common/buf.h"
 
 #include <stdlib.h>
