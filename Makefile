@@ -142,7 +142,7 @@ $(O)/tests/callcost: tests/guard/callcost.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -Wall -Wextra -o $@ $<
 
-$(O)/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
+$(O)/gen/migrations.c: $(wildcard sql/*.sql sql/functions/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)
 	deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
 
@@ -264,7 +264,7 @@ build/fuzz/fuzz_debuginfo: tests/fuzz/fuzz_debuginfo.c $(COMMON_SRC) build/fuzz/
 build/fuzz/gen/%.pb-c.c: %.proto
 	@mkdir -p build/fuzz/gen
 	protoc-c --proto_path=. --c_out=build/fuzz/gen $<
-build/fuzz/gen/migrations.c: $(wildcard sql/*.sql) deploy/embed-sql.sh
+build/fuzz/gen/migrations.c: $(wildcard sql/*.sql sql/functions/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)
 	deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
 

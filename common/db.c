@@ -151,6 +151,15 @@ int db_schema_check(PGconn *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* err becomes "WHAT failed: err". */
+static void err_prefix(char *err, size_t errlen, const char *what)
+{
+	char inner[768];
+
+	snprintf(inner, sizeof(inner), "%s", err);
+	snprintf(err, errlen, "%s failed: %s", what, inner);
+}
+
 static int migrate_one(PGconn *c, const struct migration *m, char *err, size_t errlen)
 {
 	char vbuf[16];
@@ -160,9 +169,7 @@ static int migrate_one(PGconn *c, const struct migration *m, char *err, size_t e
 
 	snprintf(what, sizeof(what), "migration %03d_%s", m->version, m->name);
 	if (db_exec(c, m->sql, err, errlen) < 0) {
-		char inner[768];
-		snprintf(inner, sizeof(inner), "%s", err);
-		snprintf(err, errlen, "%s failed: %s", what, inner);
+		err_prefix(err, errlen, what);
 		return -1;
 	}
 	snprintf(vbuf, sizeof(vbuf), "%d", m->version);
@@ -175,6 +182,37 @@ static int migrate_one(PGconn *c, const struct migration *m, char *err, size_t e
 	}
 	PQclear(r);
 	return 0;
+}
+
+/*
+ * The functions of sql/functions/, each defined there only, over whatever the migrations left
+ * (CREATE OR REPLACE): a database made fresh and one upgraded end alike. Only at the program's
+ * own version: a program older than the schema must not put back its older bodies.
+ */
+static int apply_functions(PGconn *c, char *err, size_t errlen)
+{
+	int v;
+
+	if (db_exec(c, "BEGIN", err, errlen) < 0)
+		return -1;
+	if (db_exec(c, "SELECT pg_advisory_xact_lock(hashtext('stackmine.migrate'))", err, errlen) < 0 ||
+	    db_schema_version(c, &v, err, errlen) < 0)
+		goto fail_rollback;
+	if (v == db_schema_target()) {
+		for (int i = 0; i < sm_nfunctions; i++) {
+			if (db_exec(c, sm_functions[i].sql, err, errlen) < 0) {
+				char what[128];
+
+				snprintf(what, sizeof(what), "function %s", sm_functions[i].name);
+				err_prefix(err, errlen, what);
+				goto fail_rollback;
+			}
+		}
+	}
+	return db_exec(c, "COMMIT", err, errlen);
+fail_rollback:
+	PQclear(PQexec(c, "ROLLBACK"));
+	return -1;
 }
 
 int db_migrate(PGconn *c, int *applied, char *err, size_t errlen)
@@ -207,7 +245,7 @@ int db_migrate(PGconn *c, int *applied, char *err, size_t errlen)
 			return -1;
 		(*applied)++;
 	}
-	return 0;
+	return apply_functions(c, err, errlen);
 fail_rollback:
 	PQclear(PQexec(c, "ROLLBACK"));
 	return -1;

@@ -146,55 +146,6 @@ CREATE TABLE settings (
 );
 INSERT INTO settings (key, value) VALUES ('retention_days', '30'), ('partition_days_ahead', '7');
 
--- Create the daily event partitions for [first_day, first_day + ndays).
--- DDL cannot take parameters; format() with %I and %L quotes every name.
-CREATE FUNCTION sm_ensure_partitions(first_day date, ndays integer) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-	d date;
-	pname text;
-	created integer := 0;
-BEGIN
-	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
-	FOR i IN 0 .. ndays - 1 LOOP
-		d := first_day + i;
-		pname := 'events_p' || to_char(d, 'YYYYMMDD');
-		IF to_regclass(pname) IS NULL THEN
-			EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
-				pname, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
-			created := created + 1;
-		END IF;
-	END LOOP;
-	RETURN created;
-END $$;
+-- sm_ensure_partitions(): defined in sql/functions/sm_ensure_partitions.sql (applied after every migration).
 
--- Drop everything received before the retention cutoff (whole days, UTC):
--- event partitions, their streams, and their share of the frame statistics.
--- Returns the number of partitions dropped.
-CREATE FUNCTION sm_apply_retention(now_ts timestamptz) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-	days integer;
-	cutoff date;
-	r record;
-	dropped integer := 0;
-BEGIN
-	SELECT value::integer INTO days FROM settings WHERE key = 'retention_days';
-	IF days IS NULL OR days <= 0 THEN
-		RETURN 0;
-	END IF;
-	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
-	cutoff := (now_ts AT TIME ZONE 'UTC')::date - days;
-	FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_p[0-9]{8}$'
-		   AND to_date(substr(c.relname, 9), 'YYYYMMDD') < cutoff LOOP
-		EXECUTE format('DROP TABLE %I', r.relname);
-		dropped := dropped + 1;
-	END LOOP;
-	DELETE FROM streams WHERE received_at < cutoff::timestamp AT TIME ZONE 'UTC';
-	DELETE FROM stat_deltas WHERE day < cutoff;
-	DELETE FROM stat_streams WHERE day < cutoff;
-	DELETE FROM stat_frames WHERE day < cutoff;
-	DELETE FROM stat_calls WHERE day < cutoff;
-	RETURN dropped;
-END $$;
+-- sm_apply_retention(): defined in sql/functions/sm_apply_retention.sql (applied after every migration).

@@ -29,12 +29,4 @@ CREATE TABLE profiles_merged (
 	stale boolean NOT NULL DEFAULT false
 );
 
--- Uploads expire with the events (sm_apply_retention() calls this); a merged
--- profile stays while any of its uploads does.
-CREATE OR REPLACE FUNCTION sm_expire_fleet(cutoff timestamptz) RETURNS void
-LANGUAGE sql AS $$
-	DELETE FROM agent_procs WHERE last_seen < cutoff;
-	DELETE FROM agent_hours WHERE hour < cutoff;
-	DELETE FROM profile_uploads WHERE uploaded_at < cutoff;
-	DELETE FROM profiles_merged m WHERE NOT EXISTS (SELECT 1 FROM profile_uploads u WHERE u.build_id = m.build_id);
-$$;
+-- sm_expire_fleet(): defined in sql/functions/sm_expire_fleet.sql (applied after every migration).

@@ -47,44 +47,7 @@ LANGUAGE sql IMMUTABLE AS $$
 		' CREATE INDEX IF NOT EXISTS %I ON stackmine_events.%I (stream_ref)', pname, pname || '_stream', pname))
 $$;
 
--- sm_ensure_partitions() as in 001, over the shards when there are any.
-CREATE OR REPLACE FUNCTION sm_ensure_partitions(first_day date, ndays integer) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-	d date;
-	pname text;
-	created integer := 0;
-	nshards integer;
-	remainder integer;
-	s record;
-BEGIN
-	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
-	SELECT count(*) INTO nshards FROM shards;
-	FOR i IN 0 .. ndays - 1 LOOP
-		d := first_day + i;
-		pname := 'events_p' || to_char(d, 'YYYYMMDD');
-		CONTINUE WHEN to_regclass(pname) IS NOT NULL;
-		IF nshards = 0 THEN
-			EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
-				pname, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
-		ELSE
-			EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)'
-				' PARTITION BY HASH (stream_ref)',
-				pname, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
-			remainder := 0;
-			FOR s IN SELECT id, server FROM shards ORDER BY id LOOP
-				PERFORM dblink_exec(s.server, sm_shard_table_sql(pname));
-				EXECUTE format('CREATE FOREIGN TABLE %I PARTITION OF %I'
-					' FOR VALUES WITH (MODULUS %s, REMAINDER %s) SERVER %I'
-					' OPTIONS (schema_name %L, table_name %L)',
-					pname || '_s' || s.id, pname, nshards, remainder, s.server, 'stackmine_events', pname);
-				remainder := remainder + 1;
-			END LOOP;
-		END IF;
-		created := created + 1;
-	END LOOP;
-	RETURN created;
-END $$;
+-- sm_ensure_partitions(): defined in sql/functions/sm_ensure_partitions.sql (applied after every migration).
 
 -- The shards a day partition's rows are on: each foreign server and the table there.
 CREATE FUNCTION sm_event_partition_shards(pname text) RETURNS TABLE (srvname name, remote text)
@@ -152,41 +115,7 @@ BEGIN
 	RETURN true;
 END $$;
 
--- sm_apply_retention() as in 009, dropping day partitions with sm_drop_event_partition().
-CREATE OR REPLACE FUNCTION sm_apply_retention(now_ts timestamptz) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-	days integer;
-	run_days integer;
-	cutoff date;
-	r record;
-	dropped integer := 0;
-BEGIN
-	SELECT value::integer INTO run_days FROM settings WHERE key = 'run_retention_days';
-	IF run_days > 0 THEN
-		DELETE FROM runs WHERE status IN ('done', 'failed')
-			AND coalesce(finished_at, created_at) < now_ts - make_interval(days => run_days);
-	END IF;
-	SELECT value::integer INTO days FROM settings WHERE key = 'retention_days';
-	IF days IS NULL OR days <= 0 THEN
-		RETURN 0;
-	END IF;
-	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
-	cutoff := (now_ts AT TIME ZONE 'UTC')::date - days;
-	FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_p[0-9]{8}$'
-		   AND to_date(substr(c.relname, 9), 'YYYYMMDD') < cutoff LOOP
-		PERFORM sm_drop_event_partition(r.relname);
-		dropped := dropped + 1;
-	END LOOP;
-	DELETE FROM streams WHERE received_at < cutoff::timestamp AT TIME ZONE 'UTC';
-	DELETE FROM stat_deltas WHERE day < cutoff;
-	DELETE FROM stat_streams WHERE day < cutoff;
-	DELETE FROM stat_frames WHERE day < cutoff;
-	DELETE FROM stat_calls WHERE day < cutoff;
-	PERFORM sm_expire_fleet(cutoff::timestamp AT TIME ZONE 'UTC');
-	RETURN dropped;
-END $$;
+-- sm_apply_retention(): defined in sql/functions/sm_apply_retention.sql (applied after every migration).
 
 -- Adds a shard: a postgres_fdw server named srv with the libpq options opts (name, value,
 -- name, value, ...) and TCP keepalives, this role's user mapping (usr, pw), a check that it
@@ -240,18 +169,5 @@ BEGIN
 	RETURN sid;
 END $$;
 
--- sm_collect_interned() of 007 looks for the stacks still in use with one scan of events and a
--- second under the intern lock; through postgres_fdw both see the shards as of the first, so
--- a batch committed in between would lose its stacks. Frames and stacks are not collected while
--- there are shards (they are stored once; what stays is what the shards' days may use).
-ALTER FUNCTION sm_collect_interned(OUT integer, OUT integer) RENAME TO sm_collect_interned_local;
-CREATE FUNCTION sm_collect_interned(OUT stacks integer, OUT frames integer)
-LANGUAGE plpgsql AS $$
-BEGIN
-	IF EXISTS (SELECT 1 FROM shards) THEN
-		stacks := 0;
-		frames := 0;
-		RETURN;
-	END IF;
-	SELECT c.stacks, c.frames INTO stacks, frames FROM sm_collect_interned_local() c;
-END $$;
+-- sm_collect_interned(): while there are shards, collects nothing; else sm_collect_interned_local(),
+-- the collection of 007: both in sql/functions/ (applied after every migration).

@@ -107,51 +107,7 @@ BEGIN
 	RETURN n;
 END $$;
 
--- The collection of 007 must keep a canonical frame that only aliases refer to.
-CREATE OR REPLACE FUNCTION sm_collect_interned_local(OUT stacks integer, OUT frames integer)
-LANGUAGE plpgsql AS $$
-DECLARE
-	since timestamptz;
-	max_stack integer;
-	canon integer;
-BEGIN
-	SELECT least(clock_timestamp() - interval '10 minutes', min(xact_start)) INTO since
-		FROM pg_stat_activity WHERE xact_start IS NOT NULL;
-	SELECT coalesce(max(id), 0) INTO max_stack FROM stacks;
-	CREATE TEMP TABLE sm_gc_stacks ON COMMIT DROP AS
-		SELECT id FROM stacks WHERE id <= max_stack
-		EXCEPT SELECT stack_id FROM events
-		EXCEPT SELECT stack_id FROM run_stacks
-		EXCEPT SELECT unnest(stack_ids) FROM patterns
-		EXCEPT SELECT unnest(stack_ids) FROM clusters;
-	PERFORM pg_advisory_xact_lock(hashtext('stackmine.intern'));
-	UPDATE settings SET value = (value::bigint + 1)::text WHERE key = 'intern_epoch';
-	DELETE FROM stacks s USING sm_gc_stacks g WHERE s.id = g.id
-		AND NOT EXISTS (SELECT 1 FROM events e WHERE e.stack_id = s.id AND e.received_at >= since)
-		AND NOT EXISTS (SELECT 1 FROM run_stacks r WHERE r.stack_id = s.id)
-		AND NOT EXISTS (SELECT 1 FROM patterns p WHERE s.id = ANY (p.stack_ids))
-		AND NOT EXISTS (SELECT 1 FROM clusters c WHERE s.id = ANY (c.stack_ids));
-	GET DIAGNOSTICS stacks = ROW_COUNT;
-	-- what nothing refers to: the aliases among it first, then the canonical frames no alias keeps
-	CREATE TEMP TABLE sm_gc_frames ON COMMIT DROP AS
-		SELECT id FROM frames
-		EXCEPT SELECT unnest(frame_ids) FROM stacks
-		EXCEPT SELECT unnest(frame_ids) FROM patterns
-		EXCEPT SELECT unnest(common_frame_ids) FROM clusters
-		EXCEPT SELECT frame_id FROM stat_frames
-		EXCEPT SELECT caller FROM stat_calls
-		EXCEPT SELECT callee FROM stat_calls
-		EXCEPT SELECT unnest(frame_ids) FROM stat_deltas
-		EXCEPT SELECT unnest(callers) FROM stat_deltas
-		EXCEPT SELECT unnest(callees) FROM stat_deltas;
-	DELETE FROM frames f USING sm_gc_frames g WHERE f.id = g.id AND f.canon_id IS NOT NULL;
-	GET DIAGNOSTICS frames = ROW_COUNT;
-	DELETE FROM frames f USING sm_gc_frames g WHERE f.id = g.id
-		AND NOT EXISTS (SELECT 1 FROM frames a WHERE a.canon_id = f.id);
-	GET DIAGNOSTICS canon = ROW_COUNT;
-	frames := frames + canon;
-	DROP TABLE sm_gc_frames;
-END $$;
+-- sm_collect_interned_local(): defined in sql/functions/sm_collect_interned_local.sql (applied after every migration).
 
 -- What every reader shows: each frame under its canonical frame's name and id.
 CREATE VIEW frame_names AS

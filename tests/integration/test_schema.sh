@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# schema: every function of the schema has one definition (sql/functions/ for those that changed
+# over the migrations), and a database made fresh ends with the same functions as one upgraded
+# from an old version: tests/integration/data/schema-v006.sql (migrations 001 to 006 as they were
+# released, with their own bodies of sm_apply_retention and sm_ensure_partitions) restored, then
+# migrated. A program older than the schema puts back none of its older bodies.
+. "$(dirname "$0")/../lib.sh"
+
+# ---- one definition per function ----
+defined() { grep -ho '^CREATE \(OR REPLACE \)\?FUNCTION [a-z_0-9]*' "$@" | awk '{print $NF}'; }
+t_eq "no function is defined twice in sql/" \
+	"$(defined "$SM_REPO"/sql/[0-9]*.sql "$SM_REPO"/sql/functions/*.sql | sort | uniq -d)" ""
+bad=
+for f in "$SM_REPO"/sql/functions/*.sql; do
+	[ "$(defined "$f")" = "$(basename "$f" .sql)" ] || bad="$bad $(basename "$f")"
+done
+t_eq "each file of sql/functions/ defines the function it is named after, and only it" "$bad" ""
+
+# ---- fresh and upgraded alike ----
+fns() {
+	pg_q "SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') ' ||
+	       md5(pg_get_functiondef(p.oid)) FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+	       ORDER BY 1" "$@"
+}
+sm_admin migrate >/dev/null || t_bail "migrate"
+fresh=$(fns)
+target=$(pg_q "SELECT max(version) FROM schema_migrations")
+t_match "the fresh database has the functions of sql/functions/" "$fresh" \
+	$'sm_apply_retention\\(now_ts timestamp with time zone\\) .*\nsm_collect_interned\\(OUT stacks integer, OUT frames integer\\) .*\nsm_collect_interned_local\\(OUT stacks integer, OUT frames integer\\) .*\nsm_drop_event_partition.*sm_ensure_partitions\\(first_day date, ndays integer\\) .*sm_expire_fleet\\(cutoff timestamp with time zone\\) '
+
+UP=${PGDATABASE}_up
+createdb "$UP" || t_bail "createdb $UP"
+t_cleanup "dropdb --if-exists '$UP'"
+psql -X -q -v ON_ERROR_STOP=1 -d "$UP" -f "$SM_REPO/tests/integration/data/schema-v006.sql" >/dev/null ||
+	t_bail "restore schema-v006.sql"
+t_eq "the old database is at version 6, with its own sm_apply_retention" \
+	"$(pg_q "SELECT max(version), (SELECT count(*) FROM pg_proc WHERE proname = 'sm_apply_retention')
+	       FROM schema_migrations" -d "$UP")" "6|1"
+old_body=$(pg_q "SELECT md5(pg_get_functiondef('sm_apply_retention'::regproc))" -d "$UP")
+out=$(PGDATABASE=$UP sm_admin migrate 2>&1)
+t_eq "upgraded to the fresh version" "$out" "schema at version $target ($((target - 6)) migrations applied)"
+up=$(fns -d "$UP")
+t_eq "upgraded from version 6, it has the same functions as the fresh one, body for body" "$up" "$fresh"
+t_eq "(its sm_apply_retention changed on the way)" \
+	"$([ "$(pg_q "SELECT md5(pg_get_functiondef('sm_apply_retention'::regproc))" -d "$UP")" != "$old_body" ] &&
+		echo changed)" changed
+
+# ---- a program older than the schema ----
+# (the schema one version ahead of this program, a function body of that version)
+pg_q "INSERT INTO schema_migrations (version, name) VALUES ($((target + 1)), 'from_the_future');
+      CREATE OR REPLACE FUNCTION sm_expire_fleet(cutoff timestamptz) RETURNS void LANGUAGE sql AS
+      \$\$ DELETE FROM agent_procs WHERE last_seen < cutoff - interval '1 day' \$\$" -d "$UP" >/dev/null
+newer=$(pg_q "SELECT md5(pg_get_functiondef('sm_expire_fleet'::regproc))" -d "$UP")
+out=$(PGDATABASE=$UP sm_admin migrate 2>&1)
+t_eq "migrate by an older program applies nothing" "$out" "schema at version $((target + 1)) (0 migrations applied)"
+t_eq "and leaves the newer version's function bodies alone" \
+	"$(pg_q "SELECT md5(pg_get_functiondef('sm_expire_fleet'::regproc))" -d "$UP")" "$newer"
+
+t_done
