@@ -78,11 +78,6 @@ static const char *const reason_names[CONNS_NREASONS] = {
 	"refused_full", "refused_per_ip", "reserve_other_path",
 };
 
-const char *conns_reason_name(enum conns_reason r)
-{
-	return (unsigned)r < CONNS_NREASONS ? reason_names[r] : "?";
-}
-
 static int64_t now_ms(void)
 {
 	return util_now_mono_ns() / 1000000;
@@ -596,7 +591,15 @@ void conns_options(struct conns *c, struct MHD_OptionItem *opts)
 	opts[5] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 }
 
-void conns_stats(struct conns *c, struct conns_stats *st)
+struct conns_stats {
+	uint64_t accepted;
+	uint64_t closed[CONNS_NREASONS];
+	unsigned open;                /* counted against the limits (shed ones excluded) */
+	unsigned addresses;           /* distinct addresses among them */
+	unsigned top_address;         /* the most connections one address holds */
+};
+
+static void conns_stats(struct conns *c, struct conns_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&c->lock);

@@ -58,14 +58,6 @@ enum conns_reason {
 	CONNS_NREASONS
 };
 
-struct conns_stats {
-	uint64_t accepted;
-	uint64_t closed[CONNS_NREASONS];
-	unsigned open;                /* counted against the limits (shed ones excluded) */
-	unsigned addresses;           /* distinct addresses among them */
-	unsigned top_address;         /* the most connections one address holds */
-};
-
 struct conns;
 
 /* The guard around handler/done (libmicrohttpd's access handler and request-completed callback,
@@ -84,10 +76,7 @@ enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *u
 			     const char *version, const char *upload, size_t *upload_size, void **req_cls);
 void conns_options(struct conns *c, struct MHD_OptionItem *opts);
 
-void conns_stats(struct conns *c, struct conns_stats *st);
 /* Prometheus text of the limits and counters. Returns 0, or -1 when b failed (sticky). */
 int conns_render(struct conns *c, struct buf *b);
-/* The metric label of a reason ("header_timeout", ...). */
-const char *conns_reason_name(enum conns_reason r);
 
 #endif

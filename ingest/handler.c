@@ -92,12 +92,8 @@ int handler_db_seen(struct handler *h)
 	return seen;
 }
 
-void handler_error(struct handler_response *rs, int status, const char *msg)
-{
-	handler_error_id(rs, status, msg, NULL);
-}
-
-void handler_error_id(struct handler_response *rs, int status, const char *msg, const char *stream_id)
+/* An error answer, with the stream's id when stream_id is neither NULL nor "". */
+static void handler_error_id(struct handler_response *rs, int status, const char *msg, const char *stream_id)
 {
 	struct jsonw w;
 
@@ -114,6 +110,11 @@ void handler_error_id(struct handler_response *rs, int status, const char *msg, 
 		buf_reset(&rs->body);
 		rs->status = 503;
 	}
+}
+
+void handler_error(struct handler_response *rs, int status, const char *msg)
+{
+	handler_error_id(rs, status, msg, NULL);
 }
 
 void handler_trim(struct handler *h, size_t body_len)

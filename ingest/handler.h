@@ -70,8 +70,6 @@ void handler_profile_get(struct handler *h, const struct handler_request *rq, co
 			 struct handler_response *rs);
 /* Set a ready-made error answer: {"error": msg}. */
 void handler_error(struct handler_response *rs, int status, const char *msg);
-/* The same with the stream's id (when stream_id is neither NULL nor ""). */
-void handler_error_id(struct handler_response *rs, int status, const char *msg, const char *stream_id);
 /* Partitions and retention; 0 or -1 with handler_last_error(). */
 int handler_maintain(struct handler *h);
 /* Fold pending frame statistics; how many deltas, or -1 with handler_last_error(). */

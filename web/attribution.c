@@ -152,7 +152,9 @@ static void put_p(struct buf *out, double q)
 	}
 }
 
-void attribution_words(const struct attribution *at, size_t i, struct buf *out)
+/* Value i in words: "84 % of this cluster's (problem's) cost is on version 2.5.0, which has 31 % of the run's
+ * streams (12 % of the baseline's); p < 10^-9". Appends to out. */
+static void attribution_words(const struct attribution *at, size_t i, struct buf *out)
 {
 	const struct attribution_value *x = &at->v[i];
 

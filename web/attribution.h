@@ -48,10 +48,6 @@ struct attribution {
 int attribution_compute(PGconn *db, enum attribution_of of, const char *id, struct arena *a,
 			struct attribution *out, char *err, size_t errlen);
 
-/* Value i in words: "84 % of this cluster's (problem's) cost is on version 2.5.0, which has 31 % of the run's
- * streams (12 % of the baseline's); p < 10^-9". Appends to out. */
-void attribution_words(const struct attribution *at, size_t i, struct buf *out);
-
 /* The attribution in one sentence: the first value's words when it stands out (adjusted
  * p under 0.05), else that nothing does. Appends to out; at->n must be above 0. */
 void attribution_summary(const struct attribution *at, struct buf *out);

@@ -26,7 +26,6 @@ struct export {
 	char title[256];
 	bool comparison;
 	uint64_t streams[2];
-	int64_t time_ns;
 	struct intern *names;  /* frame name -> id */
 	struct intern *keys;   /* (side, kind, tid, frames) -> sample index */
 	uint32_t *frames;
@@ -100,11 +99,6 @@ void export_set_streams(struct export *x, uint64_t a, uint64_t b)
 {
 	x->streams[0] = a;
 	x->streams[1] = b;
-}
-
-void export_set_time(struct export *x, int64_t time_ns)
-{
-	x->time_ns = time_ns;
 }
 
 static int fail(struct export *x, const char *msg)
@@ -530,7 +524,6 @@ static int write_pprof(struct export *x, struct buf *out)
 	p.n_string_table = S_FIXED + nnames;
 	p.string_table = strs;
 	p.period_type = &period;
-	p.time_nanos = x->time_ns;
 	p.n_comment = 1;
 	p.comment = &comment;
 	plen = perftools__profiles__profile__get_packed_size(&p);

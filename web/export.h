@@ -38,8 +38,6 @@ int export_add(struct export *x, int side, enum export_kind kind, const char *co
 	       size_t n, int64_t tid, uint64_t cost_ns, uint64_t events);
 /* A comparison's stream counts, for its differences per stream (the pprof "diff" value). */
 void export_set_streams(struct export *x, uint64_t a, uint64_t b);
-/* The capture's start (ns since the epoch, 0 unknown), for pprof's time_nanos. */
-void export_set_time(struct export *x, int64_t time_ns);
 /* Writes the export in format f to out. Returns 0, or -1 (out full or out of memory) with
  * export_error() set. */
 int export_write(struct export *x, enum export_format f, struct buf *out);

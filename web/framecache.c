@@ -117,12 +117,3 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 	return 0;
 }
 
-size_t framecache_count(struct framecache *c)
-{
-	size_t n;
-
-	pthread_rwlock_rdlock(&c->lock);
-	n = c->ids.cnt;
-	pthread_rwlock_unlock(&c->lock);
-	return n;
-}

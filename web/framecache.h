@@ -32,7 +32,5 @@ void framecache_free(struct framecache *c);
 int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_t n, const char **names,
 		     struct arena *a, char *err, size_t errlen);
 
-/* Entries cached (for tests and logs). */
-size_t framecache_count(struct framecache *c);
 
 #endif

@@ -167,7 +167,8 @@ static struct shipper *get_shipper(int64_t now)
 	return shipper;
 }
 
-struct gsym *guard_symbolizer(void)
+/* The process's symbolizer, made at its first use. */
+static struct gsym *guard_symbolizer(void)
 {
 	if (!sym) {
 		struct gmodmap mm = { NULL, 0 };

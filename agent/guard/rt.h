@@ -617,8 +617,6 @@ void guard_profile_refresh(void);
 void guard_profile_swap(const char *text, size_t len);
 /* Units ended in this process so far (every thread's, training's too). */
 uint64_t guard_units(void);
-/* Frame name of a stack entry (tags name wrapped calls). */
-struct gsym *guard_symbolizer(void);
 /* After fork, in the child: forget the parent's shipper and symbolizer (not freed: shared pages). */
 void guard_report_reset_child(void);
 

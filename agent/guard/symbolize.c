@@ -39,7 +39,6 @@ struct gsym {
 	struct gmodmap map;
 	struct mapping *maps;
 	size_t nmaps, capmaps;
-	size_t mapped;
 	struct cache_ent *cache;
 	size_t cached;
 	char *names;
@@ -74,7 +73,6 @@ static Elf *map_elf(struct gsym *s, const char *path)
 	s->maps[s->nmaps].addr = p;
 	s->maps[s->nmaps].len = (size_t)st.st_size;
 	s->nmaps++;
-	s->mapped += (size_t)st.st_size;
 	return elf;
 }
 
@@ -175,12 +173,6 @@ void gsym_free(struct gsym *s)
 	free(s->names);
 	free(s->map.mods);
 	free(s);
-}
-
-void gsym_stats(const struct gsym *s, size_t *mapped, size_t *cached)
-{
-	*mapped = s->mapped;
-	*cached = s->cached;
 }
 
 const char *gsym_build_id(const struct gsym *s, const char *module, size_t len)

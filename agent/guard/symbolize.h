@@ -43,7 +43,5 @@ size_t gsym_function(struct gsym *s, uintptr_t addr, char *out, size_t cap);
 /* The build id (lower-case hex) of the module named module[0..len), or NULL when it has none. */
 const char *gsym_build_id(const struct gsym *s, const char *module, size_t len);
 
-/* Mapped bytes and cached names, for the memory figures. */
-void gsym_stats(const struct gsym *s, size_t *mapped, size_t *cached);
 
 #endif
