@@ -4,7 +4,6 @@
 #include "clusterer/sim.h"
 #include "common/arena.h"
 #include "common/buf.h"
-#include "common/db.h"
 #include "common/intern.h"
 #include "common/jsonw.h"
 #include "common/par.h"
@@ -18,7 +17,8 @@
 #define MAX_DEPTH 512
 
 struct ctx {
-	PGconn *db;
+	runclust_ids_fn take_ids;
+	void *ids_arg;
 	char *err;
 	size_t errlen;
 	struct arena *a;
@@ -37,104 +37,10 @@ struct ctx {
 	struct vec kept;                /* struct kept: the clusters of both kinds, for the problems */
 };
 
-static int fail_db(struct ctx *c, const char *what, PGresult *r)
-{
-	db_errcpy(c->err, c->errlen, what, PQresultErrorMessage(r));
-	PQclear(r);
-	return -1;
-}
-
 static int fail_oom(struct ctx *c)
 {
 	snprintf(c->err, c->errlen, "clustering: out of memory");
 	return -1;
-}
-
-int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_frames *ft, char *err,
-			 size_t errlen)
-{
-	struct intern *seen = intern_open(0);
-	struct buf arr = BUF_INIT(0);
-	const char *params[1];
-	PGresult *r = NULL;
-	int rc = -1;
-
-	if (!seen)
-		goto out_oom;
-	buf_putc(&arr, '{');
-	for (size_t i = 0; i < n; i++) {
-		bool added;
-
-		if (intern_put(seen, &ids[i], sizeof(uint32_t), &added) < 0)
-			goto out_oom;
-		if (added) {
-			if (arr.len > 1)
-				buf_putc(&arr, ',');
-			buf_put_i64(&arr, ids[i]);
-		}
-	}
-	if (buf_putc(&arr, '}') < 0)
-		goto out_oom;
-	params[0] = buf_cstr(&arr);
-	r = PQexecParams(db, "SELECT id, name FROM frame_names WHERE id = ANY($1::integer[])", 1, NULL, params, NULL,
-			 NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		goto fail_db;
-	for (int i = 0; i < PQntuples(r); i++)
-		if (sim_frames_add(ft, (uint32_t)db_get_i64(r, i, 0), PQgetvalue(r, i, 1),
-				   (size_t)PQgetlength(r, i, 1)) < 0)
-			goto out_oom;
-	PQclear(r);
-	r = PQexec(db, "SELECT n FROM stream_total");
-	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-		goto fail_db;
-	sim_frames_set_streams(ft, (uint64_t)db_get_i64(r, 0, 0));
-	PQclear(r);
-	r = PQexecParams(db, "SELECT frame_id, n FROM frame_stats WHERE frame_id = ANY($1::integer[])", 1, NULL,
-			 params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		goto fail_db;
-	for (int i = 0; i < PQntuples(r); i++)
-		sim_frames_set_count(ft, (uint32_t)db_get_i64(r, i, 0), (uint64_t)db_get_i64(r, i, 1));
-	PQclear(r);
-	r = PQexecParams(db, "SELECT caller, callee, n FROM call_stats WHERE caller = ANY($1::integer[])"
-			     " AND callee = ANY($1::integer[])", 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		goto fail_db;
-	for (int i = 0; i < PQntuples(r); i++)
-		sim_frames_set_calls(ft, (uint32_t)db_get_i64(r, i, 0), (uint32_t)db_get_i64(r, i, 1),
-				     (uint64_t)db_get_i64(r, i, 2));
-	rc = 0;
-	goto out;
-fail_db:
-	db_errcpy(err, errlen, "reading frames and their statistics",
-		  r ? PQresultErrorMessage(r) : PQerrorMessage(db));
-	goto out;
-out_oom:
-	snprintf(err, errlen, "out of memory loading frames");
-out:
-	PQclear(r);
-	buf_release(&arr);
-	intern_free(seen);
-	return rc;
-}
-
-/* Frame names and the statistics of every frame the patterns use. */
-static int load_frames(struct ctx *c, struct sim_frames *ft)
-{
-	size_t n = 0;
-	uint32_t *ids;
-
-	for (size_t i = 0; i < c->npats; i++)
-		n += c->pats[i].len;
-	ids = arena_alloc(c->a, (n + 1) * sizeof(*ids));
-	if (!ids)
-		return fail_oom(c);
-	n = 0;
-	for (size_t i = 0; i < c->npats; i++)
-		for (uint32_t j = 0; j < c->pats[i].len; j++)
-			ids[n++] = c->pats[i].frames[j];
-	return runclust_load_frames(c->db, ids, n, ft, c->err, c->errlen);
 }
 
 struct cl {
@@ -369,22 +275,10 @@ struct kept {
 	uint8_t ntitle;
 };
 
-/* n ids of table (clusters or problems) from its identity's sequence, as the miner takes patterns'. */
+/* n ids of table (clusters or problems), from the caller. */
 static int take_ids(struct ctx *c, const char *table, size_t n, int64_t *ids)
 {
-	char cnt[24];
-	const char *params[2] = { table, cnt };
-	PGresult *r;
-
-	snprintf(cnt, sizeof(cnt), "%zu", n);
-	r = PQexecParams(c->db, "SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2::integer)",
-			 2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK || (size_t)PQntuples(r) != n)
-		return fail_db(c, "taking ids", r);
-	for (size_t i = 0; i < n; i++)
-		ids[i] = db_get_i64(r, (int)i, 0);
-	PQclear(r);
-	return 0;
+	return c->take_ids(c->ids_arg, table, n, ids, c->err, c->errlen);
 }
 
 /* Sums the cost of the violating stacks st[0..n) per stream into acc (stamp[s] == gen marks a
@@ -953,20 +847,35 @@ out:
 	return rc;
 }
 
-int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
-		   struct buf *rows, size_t *nclusters, struct buf *prows, size_t *nproblems, char *err,
-		   size_t errlen)
+int runclust_frame_ids(const struct runclust_input *in, uint32_t **ids, size_t *n)
+{
+	size_t k = 0;
+
+	*n = 0;
+	for (size_t i = 0; i < in->npats; i++)
+		k += in->pats[i].len;
+	*ids = malloc(vec_bytes(k + 1, sizeof(**ids)));
+	if (!*ids)
+		return -1;
+	for (size_t i = 0; i < in->npats; i++)
+		for (uint32_t j = 0; j < in->pats[i].len; j++)
+			(*ids)[(*n)++] = in->pats[i].frames[j];
+	return 0;
+}
+
+int runclust_build(int64_t run_id, const struct runclust_input *in, struct sim_frames *ft,
+		   const struct runclust_opts *o, runclust_ids_fn take, void *take_arg, struct buf *rows,
+		   size_t *nclusters, struct buf *prows, size_t *nproblems, char *err, size_t errlen)
 {
 	struct ctx c;
-	struct sim_frames *ft = NULL;
 	struct buf scratch = BUF_INIT(0);
 	char run[24];
-	PGresult *r;
 	size_t split;
 	int rc = -1;
 
 	memset(&c, 0, sizeof(c));
-	c.db = db;
+	c.take_ids = take;
+	c.ids_arg = take_arg;
 	c.err = err;
 	c.errlen = errlen;
 	c.rs = in->stacks;
@@ -986,20 +895,10 @@ int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, 
 	*nproblems = 0;
 	snprintf(run, sizeof(run), "%lld", (long long)run_id);
 	c.a = arena_open(0);
-	ft = sim_frames_open();
-	if (!c.a || !ft) {
+	if (!c.a) {
 		fail_oom(&c);
 		goto out;
 	}
-	/* current statistics: fold what ingest appended since the last fold */
-	r = PQexec(db, "SELECT sm_fold_stats(1000000)");
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fail_db(&c, "folding statistics", r);
-		goto out;
-	}
-	PQclear(r);
-	if (load_frames(&c, ft) < 0)
-		goto out;
 	for (split = 0; split < c.npats && c.pats[split].kind == 'w'; split++)
 		;
 	if (cluster_kind(&c, ft, o, 0, split, run, &scratch, nclusters) < 0 ||
@@ -1013,7 +912,6 @@ int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, 
 	}
 	rc = 0;
 out:
-	sim_frames_free(ft);
 	arena_free(c.a);
 	vec_free(&c.kept);
 	buf_release(&scratch);

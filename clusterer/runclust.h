@@ -6,14 +6,14 @@
  * stacks (each event once per cluster), their estimates weighted by the streams' sampling
  * weights (est_cost_ns, est_streams), and the ranks; then the run's problems (problem.h): its
  * clusters of both kinds grouped, measured and titled. Frame weights use the
- * database-wide statistics (folded first): the only thing read from the
- * database. The miner stores the rows with the rest of the run. When the run
- * has baseline streams, each cluster is also measured in them (excess.h).
+ * database-wide statistics, which the caller reads (miner/frames.h) and hands
+ * over with the rows' ids: nothing here touches the database. The miner stores
+ * the rows with the rest of the run. When the run has baseline streams, each
+ * cluster is also measured in them (excess.h).
  */
 #ifndef SM_RUNCLUST_H
 #define SM_RUNCLUST_H
 
-#include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,19 +67,22 @@ struct runclust_input {
 	const double *stream_weight;
 };
 
+/* Takes n ids for rows of table ("clusters" or "problems"): 0, or -1 with the reason in err. */
+typedef int (*runclust_ids_fn)(void *arg, const char *table, size_t n, int64_t *ids, char *err, size_t errlen);
+
+/* The frames in's patterns use (repeats allowed), for the caller to load their names and
+ * statistics into a sim_frames: *ids (caller frees) and *n. 0, or -1 when out of memory. */
+int runclust_frame_ids(const struct runclust_input *in, uint32_t **ids, size_t *n);
+
 /* Appends to rows the COPY text of the run's clusters (the columns RUNCLUST_COLUMNS of the table
  * clusters; the baseline's are NULL without a baseline) and to prows that of its problems (the
  * columns RUNCLUST_PROBLEM_COLUMNS of the table problems, to be copied first: clusters name
- * them). db: read for the frames' names and statistics, and for the clusters' and problems' ids
- * (their sequences). Returns 0 with *nclusters and *nproblems, or -1 with the reason in err. */
-int runclust_build(PGconn *db, int64_t run_id, const struct runclust_input *in, const struct runclust_opts *o,
-		   struct buf *rows, size_t *nclusters, struct buf *prows, size_t *nproblems, char *err,
-		   size_t errlen);
-
-/* Frame names and database-wide statistics (mining.md section 5) of the frames ids[0..n) (repeats
- * allowed) into ft, for similarities outside a run (comparisons). Returns 0, or -1 with err. */
-int runclust_load_frames(PGconn *db, const uint32_t *ids, size_t n, struct sim_frames *ft, char *err,
-			 size_t errlen);
+ * them). ft: the names and database-wide statistics (mining.md section 5) of every frame of
+ * runclust_frame_ids(); take: the rows' ids. Reads and writes no database. Returns 0 with
+ * *nclusters and *nproblems, or -1 with the reason in err. */
+int runclust_build(int64_t run_id, const struct runclust_input *in, struct sim_frames *ft,
+		   const struct runclust_opts *o, runclust_ids_fn take, void *take_arg, struct buf *rows,
+		   size_t *nclusters, struct buf *prows, size_t *nproblems, char *err, size_t errlen);
 
 /* The column list of those rows, for COPY clusters (...) FROM STDIN. */
 #define RUNCLUST_COLUMNS                                                                             \

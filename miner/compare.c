@@ -11,6 +11,7 @@
 #include "common/vec.h"
 #include "common/wire.h"
 #include "miner/baseline.h"
+#include "miner/frames.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -386,7 +387,7 @@ static int match(struct cmp *c, struct side *A, struct side *B, const struct com
 				if (vec_append(&ids, &s->cl[k].medoid[i]) < 0)
 					goto out_oom;
 	}
-	if (runclust_load_frames(c->db, ids.data, ids.len, ft, c->err, c->errlen) < 0)
+	if (frames_load(c->db, ids.data, ids.len, ft, c->err, c->errlen) < 0)
 		goto out;
 	if (!(sc = sim_ctx_open(ft)))
 		goto out_oom;

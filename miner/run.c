@@ -17,6 +17,7 @@
 #include "miner/aoi.h"
 #include "miner/baseline.h"
 #include "miner/bide.h"
+#include "miner/frames.h"
 #include "miner/parts.h"
 #include "miner/queue.h"
 #include "miner/watch.h"
@@ -1428,7 +1429,9 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 	struct runclust_stack *bs = NULL;
 	struct baseline_seq *bseq = NULL, *pseq = NULL;
 	struct excess *ex = NULL;
-	size_t nrs = 0, nsidx = 0, npst = 0, nbs = 0;
+	struct sim_frames *ft = NULL;
+	uint32_t *fids = NULL;
+	size_t nrs = 0, nsidx = 0, npst = 0, nbs = 0, nfids = 0;
 	char nbuf[24], cerr[512];
 	const char *params[1] = { nbuf };
 	PGresult *r = NULL;
@@ -1545,12 +1548,22 @@ static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *
 	}
 	in = (struct runclust_input){ rp, patterns->len, rs, nrs, sidx, scost, run->nstreams, bs, nbs, ex,
 				      run->weight };
-	if (runclust_build(miner_db(m), run->id, &in, &co, rows, nclusters, prows, nproblems, cerr, sizeof(cerr)) < 0) {
+	/* the frames' names and statistics, current: what ingest appended since its last fold too */
+	if (runclust_frame_ids(&in, &fids, &nfids) < 0 || !(ft = sim_frames_open())) {
+		miner_fail(m, "out of memory");
+		goto out;
+	}
+	if (frames_fold(miner_db(m), cerr, sizeof(cerr)) < 0 ||
+	    frames_load(miner_db(m), fids, nfids, ft, cerr, sizeof(cerr)) < 0 ||
+	    runclust_build(run->id, &in, ft, &co, frames_take_ids, miner_db(m), rows, nclusters, prows, nproblems,
+			   cerr, sizeof(cerr)) < 0) {
 		miner_fail(m, "%s", cerr);
 		goto out;
 	}
 	rc = 0;
 out:
+	sim_frames_free(ft);
+	free(fids);
 	imap_free(&where);
 	excess_free(ex);
 	free(rs);
