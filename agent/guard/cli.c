@@ -168,7 +168,7 @@ static int exe_build_id(const char *exe, char *out, size_t cap)
 		unsigned char h[SHA256_LEN];
 		char hex[2 * SHA256_LEN + 1];
 
-		/* as the agent does for an executable without a build id (runtime.c) */
+		/* as the agent does for an executable without a build id (runtime.c, start-up) */
 		sha256(real, strlen(real), h);
 		util_hex(h, 16, hex);
 		snprintf(out, cap, "path-%s", hex);

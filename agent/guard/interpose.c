@@ -23,7 +23,8 @@
  *     dlopen/dlclose keep the sampler out of the loader.
  */
 #include "agent/guard/real.h"
-#include "agent/guard/rt.h"
+#include "agent/guard/gtab.h"
+#include "agent/guard/hot.h"
 #include "agent/guard/unwind.h"
 
 #include <errno.h>

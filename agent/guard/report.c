@@ -12,7 +12,9 @@
  * one that accepts connections and never answers holds nothing up.
  */
 #include "agent/guard/modmap.h"
-#include "agent/guard/rt.h"
+#include "agent/guard/gtab.h"
+#include "agent/guard/hot.h"
+#include "agent/guard/threads.h"
 #include "agent/guard/symbolize.h"
 #include "agent/guard/unwind.h"
 #include "agent/ship.h"

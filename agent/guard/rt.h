@@ -1,22 +1,10 @@
 /*
- * rt: the guard agent's run time inside a program (internal to
- * libsmguard.so; docs/guard.md describes it for operators).
- *
- *   interpose.c  the wrapped C library calls; each asks gcall_begin() whether
- *                to do its bookkeeping and calls gcall_finish() after the call
- *   signals.c    the program's signal dispositions and masks as it set them,
- *                the agent's own signal out of its sight
- *   unit.c       per thread: units (loop-site waits), deferred requests, unit-type inference and
- *                violation checks (guard), contexts and classes (training),
- *                wait events with readiers
- *   sampler.c    per-thread CPU-time timers, the agent's signal, stack walks
- *   unwind.c     libunwind, loaded by the agent and kept off descriptors
- *   lazy.c       the libraries loaded when first used (shipping, symbols, JSON)
- *   train.c      the process's training tables and the profile it writes
- *   runtime.c    start-up, settings, thread slots, fork and exit, the agent's
- *                own threads (watchdog, shipping), logging
- *   report.c     violation -> trace stream: events from the rings, symbols,
- *                shipping or spooling
+ * rt: the state the guard agent's layers share inside a program (internal to
+ * libsmguard.so; docs/guard.md describes it for operators): the agent's G,
+ * each thread's guard_tls and slot, violations on their way to the shipping
+ * thread. What each layer does, and where each function may run, is in
+ * hot.h (the program's threads and the signal handler), threads.h (the
+ * agent's own threads) and runtime.h (start-up, fork).
  *
  * Threads: the program's threads run the wrappers; the agent adds a watchdog
  * and a shipping thread per process, started when first needed, with every
@@ -240,38 +228,6 @@ struct gviol {
 
 enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };
 
-/* The guard table: the profile's loops and contexts at this process's addresses. */
-struct gtab_site {            /* what every loop-capable call compares: a few cache lines for all loops */
-	uintptr_t ret;            /* 0 = in a module not loaded (never matches) */
-	int64_t depth;
-	uint64_t all_types;       /* a bit per unit type: a context of every type tells no type apart */
-};
-
-struct gtab_loop {
-	int64_t threshold;
-	int64_t async_thr;        /* deferred requests begun in this loop; -1 = none */
-	uint32_t ntypes;
-	int64_t type_thr[GP_BUCKETS][GP_MAX_TYPES];   /* by the unit's size so far */
-	char type_name[GP_MAX_TYPES][16];
-	char symbol[256];
-};
-
-struct gtab_ctx {
-	uintptr_t ret;            /* 0 = free */
-	int64_t depth;
-	int32_t loop;
-	uint64_t mask;            /* the unit types having this context */
-};
-
-struct gtab {
-	uint32_t nloops;
-	uint32_t ctx_mask;        /* slots - 1 */
-	struct gtab_ctx *ctx;
-	struct gtab_site sites[GP_MAX_LOOPS];
-	uint32_t unresolved;      /* contexts and loops in modules not loaded yet */
-	struct gtab_loop loops[GP_MAX_LOOPS];
-};
-
 /* ---- the clock ----
  * CLOCK_MONOTONIC nanoseconds. Where the kernel itself keeps time with an
  * invariant TSC, the TSC is read directly (a third of a vDSO clock_gettime)
@@ -287,6 +243,7 @@ struct guard_clock {
 	uint64_t mult;            /* ns per tick, 32.32 fixed point */
 };
 
+struct gtab;
 struct gtrain;
 struct shipper;
 struct gsym;
@@ -324,12 +281,12 @@ struct guard_rt {
 	pthread_mutex_t mu;             /* queue, thread starts, rate limits, the states below */
 	pthread_cond_t cv;              /* the shipping thread's, and exit's */
 	pthread_cond_t wd_cv;           /* the watchdog's */
-	int quiesce;                    /* the agent's threads step aside (threads.c) */
+	int quiesce;                    /* the agent's threads step aside (handoff.c) */
 	int exiting, exit_done;         /* the process exits; the shipping thread finished its work */
 	volatile sig_atomic_t ship_cancel;   /* a transfer in flight gives up; streams go to the spool */
 	struct gviol queue[GUARD_QUEUE];
 	unsigned qhead, qlen;
-	/* the shipping budget (threads.c), under mu: per unit type its minute's priority sample;
+	/* the shipping budget (handoff.c takes, threads.c ships), under mu: per unit type its minute's priority sample;
 	 * held[i] a candidate (held_v[i] the violation, held_tag[i] bumped whenever it changes) */
 	struct prio_group pg[GP_MAX_LOOPS][GUARD_TSLOTS];
 	struct prio_item held[GUARD_HELD];
@@ -362,266 +319,5 @@ struct guard_rt {
 };
 
 extern struct guard_rt G;
-
-/* ---- the real functions, for the agent's own use past its wrappers (signals.c, interpose.c) ---- */
-int guard_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
-int guard_real_sigmask(int how, const sigset_t *set, sigset_t *old);
-int guard_real_close(int fd);
-int guard_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
-int guard_real_pthread_join(pthread_t th, void **ret);
-int guard_real_nanosleep(const struct timespec *req, struct timespec *rem);
-
-/* ---- the clock (G.clk, see struct guard_clock) ---- */
-int64_t guard_mono_ns(void);
-/* The calibration step, from the agent's threads (at most once a second does something). */
-void guard_clock_tick(void);
-
-static inline int64_t guard_now(void)
-{
-	if (GUARD_LIKELY(G.clk.ok)) {
-		uint32_t s;
-		int64_t ns;
-
-		do {
-			s = atomic_load_explicit(&G.clk.seq, memory_order_acquire);
-			ns = G.clk.base_ns +
-			     (int64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() - G.clk.base_tsc) * G.clk.mult) >> 32);
-			atomic_thread_fence(memory_order_acquire);
-		} while ((s & 1) || s != atomic_load_explicit(&G.clk.seq, memory_order_relaxed));
-		return ns;
-	}
-	return guard_mono_ns();
-}
-
-/* ---- runtime.c ---- */
-void guard_thread_setup(struct gthread *t);
-struct gslot *guard_slot_of(struct gthread *t);
-/* A line for SM_GUARD_LOG; from a program's thread it is queued for the shipping thread. */
-void guard_log(const char *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Writes the queued lines (agent threads only); whether any wait. */
-void guard_log_flush(void);
-int guard_log_pending(void);
-int guard_fd_register(int fd);
-/* An agent thread's new descriptor: moved out of the program's range and registered. Returns the fd to use. */
-int guard_fd_adopt(int fd);
-void guard_fd_unregister(int fd);
-int guard_fd_is_ours(int fd);
-/* Called by the pthread_create trampoline and the key destructor. */
-void guard_thread_exit(void *slot);
-void guard_on_dlopen(void);
-
-/* ---- threads.c: the agent's own threads ---- */
-void guard_threads_init(void);
-/* Start the watchdog, the shipping thread, unless it runs. On a program thread inside a wrapped lock,
- * condition or semaphore wait (t->sync_call) the start waits for the next wrapped call of any
- * program thread that is not one (guard_start_wanted()): creating a thread allocates. */
-void guard_start_watchdog(void);
-void guard_start_shipper(void);
-#define START_WATCHDOG 1
-#define START_SHIPPER 2
-void guard_start_wanted(void);
-/* Wakes the shipping thread (a log line waits). */
-void guard_log_wake(void);
-/* A violation, offered to its unit type's priority sample of the minute (any thread). */
-void guard_enqueue(const struct gviol *v);
-/* A new budget (reports_per_min): every unit type's minute closes first, with the tau known so far,
- * so that no minute mixes two budgets. Takes G.mu. */
-void guard_budget_set(int reports_per_min);
-/* A normal unit of loop L and type ended at end: whether it takes its unit type's baseline interval
- * (60 s / SM_GUARD_BASELINE_PER_MIN), which then closes. Any thread, lock-free. */
-int guard_baseline_claim(int32_t L, int32_t type, int64_t end);
-/* Queues the unit that took the interval (v->baseline set); never takes more than half the queue. */
-void guard_baseline_enqueue(const struct gviol *v);
-/* Stops the agent's threads, calls fn(arg) (again while it fails with EINVAL, for a moment: a thread
- * joined leaves the process a little later), starts them again. fn's result, errno kept; -1 with
- * EINVAL when the agent had no thread running. */
-int guard_threads_aside(int (*fn)(void *), void *arg);
-/* At exit, on the exiting thread: the shipping thread saves, spools and reports; waits for it. */
-void guard_threads_exit(void);
-void guard_threads_reset_child(void);
-
-/* ---- sampler.c ---- */
-/* Installs the agent's signal (guard mode). Returns 0 or -1. */
-int guard_sampler_init(void);
-/* The agent's own signal, from the trampoline (signals.c): a CPU sample or the watchdog's request. */
-void guard_sampler_signal(siginfo_t *si, void *uc);
-void guard_timer_arm(struct gthread *t);
-void guard_timer_disarm(struct gthread *t);
-/* The end of a unit whose samples were boosted: back to the normal period (one system call). */
-void guard_timer_unboost(struct gthread *t);
-void guard_timer_delete(struct gthread *t);
-/* The program ignores the agent's signal: no timer, no request until it takes the signal back. */
-void guard_sampler_pause(void);
-void guard_sampler_resume(void);
-/* The watchdog asks the thread of s, asleep in a wrapped call, for its stack. */
-void guard_sampler_request(struct gslot *s);
-/* A wait of a thread that never ran a unit, into the ring all such threads share. */
-void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t readier, uint16_t call);
-/* Records the stack of the current thread (detection of a violation, unit end fallback). */
-void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int64_t readier, uint16_t call,
-		       uint16_t flags);
-
-/* ---- starve.c: run delay and cgroup throttling per unit ---- */
-/* The watchdog's tick: snapshots of the threads' run delay, the cgroup's throttled time. */
-void guard_starve_tick(int64_t now);
-/* v's run_delay_ns, throttled_ns (and rd_how): at the end of the unit, on its thread (unit.c), or for
- * a unit still in flight, on the watchdog. */
-void guard_starve_unit_end(struct gthread *t, struct gviol *v);
-void guard_starve_hang(struct gslot *s, struct gviol *v);
-/* The CPU limit of the process's cgroup in CPUs ("0.1"), or NULL when none was found (so far). */
-const char *guard_starve_cpu_limit(void);
-void guard_starve_reset_child(void);
-/* The host's load average over a minute, as /proc/loadavg writes it, into out: 0, or -1. */
-int guard_starve_load1(char *out, size_t outlen);
-
-/* ---- signals.c ---- */
-/* Whether a signal is one the agent sent (its cookie). Async-signal-safe. */
-int guard_sig_ours(const siginfo_t *si);
-/* The trampoline for the agent's signal, with what the program inherited as its view. 0 or -1. */
-int guard_sig_install(void);
-/* Takes back the agent's signals pending for this thread (its mask blocks them). */
-void guard_sig_drain(void);
-/* Sets t->prog_blocked from the thread's mask. */
-void guard_sig_thread_mask(struct gthread *t);
-/* After fork, in the child: a lock of the agent as new (runtime.c, "fork"). Returns whether it was
- * held at the fork, by a thread the child does not have: what it guards may be half changed. */
-int guard_lock_reset_child(pthread_mutex_t *m);
-/* After fork, in the child: the lock of sigaction() as new. */
-void guard_sig_reset_child(void);
-/* glibc's SIGSETXID (33) gets a handler at a process's first pthread_create(), and a handler turns
- * into SIG_DFL across exec: a program that inherited it ignored and started no thread of its own
- * must pass it on ignored, whatever threads the agent started. guard_sig_at_start() notes the
- * disposition (the constructor, before any thread of the agent), guard_sig_program_threads() that
- * the program starts threads; guard_sig_exec_prepare() puts SIG_IGN back just before an exec
- * (returns 1 when it did), guard_sig_exec_failed(1) the handler again when the exec failed. */
-void guard_sig_at_start(void);
-void guard_sig_program_threads(void);
-int guard_sig_exec_prepare(void);
-void guard_sig_exec_failed(int prepared);
-
-/* The signal counters of the calling thread, to tell a call interrupted by the agent's signal alone
- * (it is resumed) from one the program's handler interrupted (EINTR stays). */
-struct sigsnap {
-	uint32_t ours, prog;
-};
-
-static inline void guard_sigsnap_take(struct sigsnap *s)
-{
-	s->ours = atomic_load_explicit(&guard_tls.our_sigs, memory_order_relaxed);
-	s->prog = atomic_load_explicit(&guard_tls.prog_sigs, memory_order_relaxed);
-}
-
-/* True when only the agent's signals came since the snapshot (which moves on). */
-static inline int guard_sigsnap_ours_only(struct sigsnap *s)
-{
-	uint32_t ours = atomic_load_explicit(&guard_tls.our_sigs, memory_order_relaxed);
-
-	if (ours == s->ours || atomic_load_explicit(&guard_tls.prog_sigs, memory_order_relaxed) != s->prog)
-		return 0;
-	s->ours = ours;
-	return 1;
-}
-
-/* ---- unit.c: the bookkeeping of the wrappers ---- */
-struct gcall {
-	uintptr_t ret, cfa;
-	const void *obj;
-	int64_t t0;
-	long nvcsw;           /* training: voluntary switches at entry */
-	long res;             /* what the call returned, where deferred requests need it (-1 = failed) */
-	uint16_t id;
-	int8_t loopsite;      /* this call is the thread's loop wait */
-	int fd;
-	struct sigsnap sigs;
-};
-
-int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj,
-		int fd);
-/* After the real call: unit boundaries, wait events; restores errno. */
-void gcall_finish(struct gcall *c, int failed);
-/* The readier tables: who last released a lock, signalled a condition, posted a semaphore. */
-void guard_note_release(const void *obj);
-pid_t guard_last_release(const void *obj);
-
-static inline int gcall_begin(struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
-{
-	struct gthread *t = &guard_tls;
-
-	if (GUARD_UNLIKELY(!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent))
-		return 0;
-	if (GUARD_UNLIKELY(t->nest)) {
-		/* a signal handler runs deeper on the stack; a shallower call means the last
-		 * one never returned (longjmp out of it) and its bookkeeping is stale */
-		if (cfa < t->nest_cfa)
-			return 0;
-		t->nest = 0;
-	}
-	return gcall_enter(t, c, id, ret, cfa, obj, fd);
-}
-
-/* After fork, in the child. */
-void guard_unit_reset_child(struct gthread *t);
-/* The program closed fd: the calling thread's deferred-request entry of it goes. */
-void guard_async_close(int fd);
-
-/* ---- train.c ---- */
-struct gtrain *gtrain_new(void);
-/* Registers a thread's loop site; returns its index or -1 (table full). */
-int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t call);
-/* Context id of (loop, ret, depth), capturing its call path when new; UINT32_MAX when full. */
-uint32_t gtrain_context(struct gtrain *tr, int32_t loop, uintptr_t ret, int64_t depth, uint16_t call);
-void gtrain_unit(struct gtrain *tr, int32_t loop, const uint32_t *ctx, uint32_t nctx, uint32_t calls,
-		 int64_t dur_ns);
-/* A deferred request of loop took dur_ns (guard.md "Deferred requests"). */
-void gtrain_async(struct gtrain *tr, int32_t loop, int64_t dur_ns);
-/* Writes what was learnt since the last save into the profile file. Agent threads only. */
-int gtrain_save(struct gtrain *tr, char *err, size_t errlen);
-/* After fork, in the child: the parent saves what it learnt; the child starts from zero. */
-void gtrain_reset_child(struct gtrain *tr);
-/* What this process learnt (every save so far) as a profile file's text, into out: 0, 1 when nothing
- * was saved yet, -1 on failure. Agent threads only. */
-int gtrain_own_write(struct gtrain *tr, struct buf *out);
-
-/* ---- report.c ---- */
-/* Builds the violation's stream and ships it (shipping thread only). */
-void guard_report(const struct gviol *v);
-/* The shipping budget's candidates (shipping thread only), by their index i in G.held: captures
- * v's stream as it stands, as the violation tag (0, or -1: not captured, counted as lost);
- * whether i holds tag's capture; the bytes i holds; ships it with its weight and frees it. */
-int guard_capture(uint32_t i, uint32_t tag, const struct gviol *v);
-int guard_captured(uint32_t i, uint32_t tag);
-size_t guard_captured_bytes(uint32_t i);
-void guard_capture_ship(uint32_t i, double weight);
-/* At exit (shipping thread), around the shipping of the candidates: with begin, a connection of
- * their own to a server that answered the last request (EXIT_HELD_MS at most, then the spool);
- * without, closes it. */
-void guard_report_exit_held(int begin);
-/* Periodic work of the shipping thread: drain the spool, release idle symbol tables. */
-void guard_report_tick(int64_t now);
-/* The process's report to the server (docs/wire-format.md "Agent reports"); shipping thread only. */
-void guard_report_self(void);
-/* At exit (shipping thread): training's upload when upload is set, and the last report, but only to a
- * server that answered the last request, and within EXIT_NET_MS. */
-void guard_report_exit(int upload);
-/* The shipping thread ends: its connections and spool (in its own descriptor table) go with it. */
-void guard_report_thread_end(void);
-/* Applies the settings in a report's answer ({"ok": true, "settings": {...}}, docs/fleet.md);
- * a setting absent is the one the process started with. Shipping thread only. */
-void guard_apply_settings(const char *answer, size_t len);
-/* Training: what this process learnt, uploaded to the server (POST /api/v1/profiles). Shipping thread only. */
-void guard_profile_upload(void);
-/* Guarding: the fleet's profile of this build fetched and, when it has the same loops, guarded with
- * from now on (runtime.c's guard_profile_swap). Shipping thread only. */
-void guard_profile_refresh(void);
-/* Takes a profile text as the one to guard with (same build, same loops), keeping the current k. */
-void guard_profile_swap(const char *text, size_t len);
-/* Units ended in this process so far (every thread's, training's too). */
-uint64_t guard_units(void);
-/* After fork, in the child: forget the parent's shipper and symbolizer (not freed: shared pages). */
-void guard_report_reset_child(void);
-
-/* ---- guard table (unit.c) ---- */
-struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen);
-void gtab_free(struct gtab *tab);
 
 #endif

@@ -17,7 +17,7 @@
  * signal the agent sends carries G.sig_cookie (signals.c tells it from the
  * program's by that), and none goes to a thread that blocks the signal.
  */
-#include "agent/guard/rt.h"
+#include "agent/guard/hot.h"
 #include "agent/guard/unwind.h"
 
 #include <errno.h>
@@ -288,17 +288,9 @@ out:
 	errno = saved;
 }
 
-int guard_sampler_init(void)
+void guard_sampler_init(uintptr_t sig_restorer)
 {
-	struct sigaction cur;
-
-	if (guard_sig_install() < 0)
-		return -1;
-	G.sig_owned = 1;
-	/* glibc fills in its trampoline: the frame a stack walk from the handler passes */
-	if (guard_real_sigaction(G.sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_restorer)
-		restorer = (uintptr_t)cur.sa_restorer;
-	return 0;
+	restorer = sig_restorer;
 }
 
 void guard_timer_arm(struct gthread *t)

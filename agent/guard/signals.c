@@ -30,7 +30,7 @@
  * Only the trampoline and what it calls run in signal handlers.
  */
 #include "agent/guard/real.h"
-#include "agent/guard/rt.h"
+#include "agent/guard/hot.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -67,7 +67,7 @@ static pthread_mutex_t agent_mu = PTHREAD_MUTEX_INITIALIZER;
 /* siginterrupt(sig, 1) was called: signal() installs sig without SA_RESTART. Bit sig - 1. */
 static _Atomic uint64_t intr_bits;
 
-/* ---- glibc's SIGSETXID across exec (rt.h) ---- */
+/* ---- glibc's SIGSETXID across exec (hot.h) ---- */
 
 #define SIG_SETXID 33
 
@@ -117,7 +117,7 @@ void guard_sig_exec_failed(int prepared)
 
 void guard_sig_reset_child(void)
 {
-	pthread_mutex_init(&agent_mu, NULL);   /* (runtime.c, "fork") */
+	pthread_mutex_init(&agent_mu, NULL);   /* (fork.c) */
 }
 
 int guard_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
@@ -567,4 +567,14 @@ GUARD_EXPORT int sigsuspend(const sigset_t *mask)
 	while ((r = REAL(sigsuspend)(mask)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&snap))
 		;
 	return r;
+}
+
+uintptr_t guard_sig_restorer(void)
+{
+	struct sigaction cur;
+
+	/* glibc fills in its trampoline: the frame a stack walk from the handler passes */
+	if (guard_real_sigaction(G.sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_restorer)
+		return (uintptr_t)cur.sa_restorer;
+	return 0;
 }

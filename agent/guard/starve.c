@@ -13,7 +13,7 @@
  * its own thread, with raw system calls: the descriptor lives for the read
  * alone, registered meanwhile so that the program's close() leaves it.
  */
-#include "agent/guard/rt.h"
+#include "agent/guard/hot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +43,7 @@ static int cg_tried;
 
 /* A small kernel file into buf (NUL-terminated): bytes read, or -1. Raw system calls: no wrapper, no
  * allocation; errno kept. On a thread that shares the program's table the descriptor is registered
- * while it lives (runtime.c's registry: the program's close() of that number leaves it). */
+ * while it lives (slots.c's registry: the program's close() of that number leaves it). */
 static long read_file(const char *path, char *buf, size_t cap, int whole)
 {
 	int e = errno, fd, reg;

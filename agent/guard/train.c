@@ -17,7 +17,7 @@
  * workers) and its restarts all add to the same profile.
  */
 #include "agent/guard/modmap.h"
-#include "agent/guard/rt.h"
+#include "agent/guard/hot.h"
 #include "common/util.h"
 #include "agent/guard/symbolize.h"
 #include "agent/guard/unwind.h"
@@ -167,7 +167,7 @@ static void zero_counts(struct gtrain *tr)
 
 void gtrain_reset_child(struct gtrain *tr)
 {
-	/* the locks as new (runtime.c, "fork"); tables a thread of the parent was changing, empty */
+	/* the locks as new (fork.c); tables a thread of the parent was changing, empty */
 	if (guard_lock_reset_child(&tr->mu)) {
 		tr->nloops = 0;
 		tr->nctx = tr->ncls = 0;

@@ -1,0 +1,161 @@
+/*
+ * settings: what the server pushes in its answers (guard.md "Settings from
+ * the server"): guarding on or off, k, the minimum wait, the report limit,
+ * the sampling rate, and the fleet's profile. The shipping thread applies
+ * them over what the process started with; a value out of its range is
+ * ignored, never clamped into something the operator did not ask for.
+ */
+#include "agent/guard/hot.h"
+#include "agent/guard/gtab.h"
+#include "agent/guard/threads.h"
+#include "common/sha256.h"
+
+#include <json-c/json.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- settings pushed by the server ---- */
+
+#define MAX_TAB_SWAPS 32   /* guard tables replaced for a new k; each old one is kept (threads may read it) */
+
+/* The number named in settings, or def when absent or not a number. */
+static double setting(json_object *s, const char *name, double min, double max, double def)
+{
+	json_object *v;
+	double d;
+
+	if (!json_object_object_get_ex(s, name, &v) ||
+	    !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+		return def;
+	d = json_object_get_double(v);
+	return isfinite(d) && d >= min && d <= max ? d : def;
+}
+
+/* The thresholds again with another k: the same loops and contexts, so the table is swapped whole. */
+static void set_k(double k)
+{
+	struct gtab *tab;
+	char err[256];
+
+	if (!G.profile || k == G.profile->k)
+		return;
+	if (G.tab_swaps >= MAX_TAB_SWAPS) {
+		guard_log("k not changed: too many changes in this process", "k=%g", k);
+		return;
+	}
+	pthread_mutex_lock(&G.tab_mu);
+	gp_set_k(G.profile, k, G.cfg.min_threshold_ns);
+	tab = gtab_build(G.profile, err, sizeof(err));
+	if (tab) {
+		atomic_store(&G.tab, tab);
+		G.tab_swaps++;
+	}
+	pthread_mutex_unlock(&G.tab_mu);
+	if (tab)
+		guard_log("new thresholds", "k=%g", k);
+	else
+		guard_log("cannot build the guard table for a new k", "k=%g error=\"%s\"", k, err);
+}
+
+/* Whether two profiles have the same loops in the same order: the thread states (a loop's index)
+ * stay valid across the swap of their guard tables. */
+static int same_loops(const struct gprofile *a, const struct gprofile *b)
+{
+	if (a->nloops != b->nloops)
+		return 0;
+	for (size_t i = 0; i < a->nloops; i++) {
+		const struct gp_site *x = &a->loops[i].site, *y = &b->loops[i].site;
+		const struct gp_module *mx = &a->modules[x->module], *my = &b->modules[y->module];
+
+		if (x->offset != y->offset || x->depth != y->depth || strcmp(x->call, y->call) != 0 ||
+		    strcmp(mx->name, my->name) != 0 || strcmp(mx->build_id, my->build_id) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+void guard_profile_swap(const char *text, size_t len)
+{
+	unsigned char sha[SHA256_LEN];
+	struct gprofile *p, *old = NULL;
+	struct gtab *tab = NULL;
+	char err[256];
+
+	sha256(text, len, sha);
+	if (!G.profile || memcmp(sha, G.fleet_sha, sizeof(sha)) == 0)
+		return;
+	if (!(p = gp_new()) || gp_load_text(p, text, len) < 0 || strcmp(p->build_id, G.build_id) != 0) {
+		guard_log("the fleet's profile is not usable", "error=\"%s\"", p ? gp_error(p) : "out of memory");
+		gp_free(p);
+		return;
+	}
+	memcpy(G.fleet_sha, sha, sizeof(sha));
+	if (!same_loops(G.profile, p)) {
+		guard_log("the fleet's profile has other loops: the next start takes it", "units=%llu",
+			  (unsigned long long)p->units);
+		gp_free(p);
+		return;
+	}
+	if (G.tab_swaps >= MAX_TAB_SWAPS) {
+		guard_log("the fleet's profile not taken: too many changes in this process", "%s", "");
+		gp_free(p);
+		return;
+	}
+	pthread_mutex_lock(&G.tab_mu);
+	gp_set_k(p, G.profile->k, G.cfg.min_threshold_ns);
+	tab = gtab_build(p, err, sizeof(err));
+	if (tab) {
+		atomic_store(&G.tab, tab);
+		old = G.profile;
+		G.profile = p;
+		G.tab_swaps++;
+	}
+	pthread_mutex_unlock(&G.tab_mu);
+	if (!tab) {
+		guard_log("cannot build the guard table of the fleet's profile", "error=\"%s\"", err);
+		gp_free(p);
+		return;
+	}
+	/* the guard tables hold what they need: the old profile can go (the old tables stay) */
+	gp_free(old);
+	guard_log("guarding with the fleet's profile", "units=%llu", (unsigned long long)p->units);
+}
+
+void guard_apply_settings(const char *answer, size_t len)
+{
+	json_tokener *tok = json_tokener_new();
+	json_object *o = tok ? json_tokener_parse_ex(tok, answer ? answer : "", (int)len) : NULL, *s = NULL, *v;
+	int muted, hz;
+	int64_t min_wait;
+	int rpm;
+
+	json_tokener_free(tok);
+	if (!o || !json_object_object_get_ex(o, "settings", &s) || !json_object_is_type(s, json_type_object)) {
+		json_object_put(o);
+		return;   /* an older server: nothing pushed */
+	}
+	muted = json_object_object_get_ex(s, "guard", &v) && json_object_is_type(v, json_type_boolean) &&
+		!json_object_get_boolean(v);
+	if (atomic_exchange(&G.muted, muted) != muted)
+		guard_log(muted ? "guarding off (pushed by the server)" : "guarding on again", "%s", "");
+	min_wait = (int64_t)setting(s, "min_wait_us", 1, 60000000, (double)G.cfg0.min_wait_ns / 1000) * 1000;
+	if (min_wait != G.cfg.min_wait_ns) {
+		G.cfg.min_wait_ns = min_wait;   /* read by every wrapped call: one aligned store */
+		guard_log("new minimum wait", "min_wait_us=%lld", (long long)(min_wait / 1000));
+	}
+	rpm = (int)setting(s, "reports_per_min", 0, 100000, G.cfg0.reports_per_min);
+	if (rpm != G.cfg.reports_per_min) {
+		guard_budget_set(rpm);
+		guard_log("new report limit", "reports_per_min=%d", rpm);
+	}
+	hz = (int)setting(s, "sample_hz", 1, 10000, G.cfg0.sample_hz);
+	if (G.cfg0.sample_hz > 0 && hz != G.cfg.sample_hz) {
+		/* timers armed from now on take it */
+		G.cfg.sample_hz = hz;
+		G.period_ns = 1000000000LL / hz;
+		guard_log("new sampling rate", "sample_hz=%d", hz);
+	}
+	if (G.mode == GUARD_MODE_GUARD)
+		set_k(setting(s, "k", 0, 1000, G.k0));
+	json_object_put(o);
+}
