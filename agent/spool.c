@@ -145,11 +145,6 @@ const char *spool_error(const struct spool *sp)
 	return sp->err;
 }
 
-const char *spool_dir(const struct spool *sp)
-{
-	return sp->dir;
-}
-
 uint64_t spool_used(const struct spool *sp)
 {
 	return sp->used;

@@ -43,7 +43,6 @@ struct spool *spool_open(const char *dir, uint64_t max_bytes, int create, char *
 /* NULL-safe. */
 void spool_free(struct spool *sp);
 const char *spool_error(const struct spool *sp);
-const char *spool_dir(const struct spool *sp);
 /* Bytes held, as counted at open and changed by this handle since. */
 uint64_t spool_used(const struct spool *sp);
 

@@ -46,7 +46,8 @@ void gp_stats_add(struct gp_stats *s, double x)
 	s->m2 += d * (x - s->mean);
 }
 
-uint64_t gp_add_sat(uint64_t a, uint64_t b)
+/* a + b, at most GP_MAX_N. */
+static uint64_t gp_add_sat(uint64_t a, uint64_t b)
 {
 	return a > GP_MAX_N || b > GP_MAX_N - a ? GP_MAX_N : a + b;
 }

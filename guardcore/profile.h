@@ -61,8 +61,6 @@ struct gp_stats {
 #define GP_MAX_N (UINT64_MAX / 2)  /* counts saturate here (a profile file's largest, INT64_MAX) */
 
 void gp_stats_add(struct gp_stats *s, double x);
-/* a + b, at most GP_MAX_N. */
-uint64_t gp_add_sat(uint64_t a, uint64_t b);
 /* Pools from into into (exact: Chan et al.'s parallel formula). */
 void gp_stats_merge(struct gp_stats *into, const struct gp_stats *from);
 /* Sample standard deviation (0 below two values). */

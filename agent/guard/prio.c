@@ -78,7 +78,8 @@ void prio_release(struct prio_item *it)
 	*it = (struct prio_item){ 0, 0, 0, PRIO_NONE, 0 };
 }
 
-uint64_t prio_rand(uint64_t *state)
+/* splitmix64: a fast generator of the process's own (seeded per process, never rand()). */
+static uint64_t prio_rand(uint64_t *state)
 {
 	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
 

@@ -61,9 +61,6 @@ uint32_t prio_close(struct prio_item *items, uint32_t cap, struct prio_group *g,
 
 /* A closed item shipped (or given up): free again. */
 void prio_release(struct prio_item *it);
-
-/* splitmix64: a fast generator of the process's own (seeded per process, never rand()). */
-uint64_t prio_rand(uint64_t *state);
 /* Uniform in (0, 1]: 53 random bits, never 0 (so that q = w / u is finite). */
 double prio_uniform(uint64_t *state);
 /* A seed from the kernel's random bytes (getrandom), mixed with the pid and the clock. */

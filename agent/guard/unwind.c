@@ -83,6 +83,41 @@ static int by_lo(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* ---- no fork in the middle of the agent's walks ----
+ * libunwind finds a frame's unwind table with dl_iterate_phdr, under the loader's write lock; a
+ * fork while another thread holds it leaves it held in the child for good (glibc makes only
+ * dl_load_lock anew there), and the child's first walk, or its program's, hangs. So the agent's
+ * fork handler stops new loader walks and waits for those under way: they are short and never
+ * wait for the agent. A walk on the forking thread itself (a program's signal handler that forks)
+ * is not waited for. */
+static atomic_int loader_users, forking;
+static __thread int loader_mine;
+
+/* Around the agent's uses of dl_iterate_phdr: 1 when the caller may go on (then
+ * unwind_loader_leave() after), 0 while a fork is being prepared and wait is 0. */
+static int unwind_loader_enter(int wait)
+{
+	for (;;) {
+		if (!atomic_load(&forking)) {
+			atomic_fetch_add(&loader_users, 1);
+			if (!atomic_load(&forking)) {
+				loader_mine++;
+				return 1;
+			}
+			atomic_fetch_sub(&loader_users, 1);
+		}
+		if (!wait)
+			return 0;
+		sched_yield();
+	}
+}
+
+static void unwind_loader_leave(void)
+{
+	loader_mine--;
+	atomic_fetch_sub(&loader_users, 1);
+}
+
 void unwind_modules_changed(void)
 {
 	struct collect *c = malloc(sizeof(*c));
@@ -106,39 +141,6 @@ void unwind_modules_changed(void)
 	atomic_fetch_add_explicit(&rseq, 1, memory_order_release);
 	pthread_mutex_unlock(&ranges_mu);
 	free(c);
-}
-
-/* ---- no fork in the middle of the agent's walks ----
- * libunwind finds a frame's unwind table with dl_iterate_phdr, under the loader's write lock; a
- * fork while another thread holds it leaves it held in the child for good (glibc makes only
- * dl_load_lock anew there), and the child's first walk, or its program's, hangs. So the agent's
- * fork handler stops new loader walks and waits for those under way: they are short and never
- * wait for the agent. A walk on the forking thread itself (a program's signal handler that forks)
- * is not waited for. */
-static atomic_int loader_users, forking;
-static __thread int loader_mine;
-
-int unwind_loader_enter(int wait)
-{
-	for (;;) {
-		if (!atomic_load(&forking)) {
-			atomic_fetch_add(&loader_users, 1);
-			if (!atomic_load(&forking)) {
-				loader_mine++;
-				return 1;
-			}
-			atomic_fetch_sub(&loader_users, 1);
-		}
-		if (!wait)
-			return 0;
-		sched_yield();
-	}
-}
-
-void unwind_loader_leave(void)
-{
-	loader_mine--;
-	atomic_fetch_sub(&loader_users, 1);
 }
 
 int unwind_modmap_load(struct gmodmap *m)

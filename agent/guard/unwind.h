@@ -34,10 +34,6 @@ void unwind_thread_init(void);
 void unwind_thread_bounds(uintptr_t lo, uintptr_t hi);
 /* After fork, in the child: the module table's lock as new. */
 void unwind_reset_child(void);
-/* Around the agent's uses of dl_iterate_phdr (guard.md "fork"): 1 when the caller may go on (then
- * unwind_loader_leave() after), 0 while a fork is being prepared and wait is 0. */
-int unwind_loader_enter(int wait);
-void unwind_loader_leave(void);
 struct gmodmap;
 /* gmodmap_load() between the two (the agent's module maps read the loader's list too). */
 int unwind_modmap_load(struct gmodmap *m);
