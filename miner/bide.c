@@ -364,9 +364,13 @@ static int mdb_check(struct mdb *d, const struct seqdb *db, char *err)
  * -1 (out of memory). */
 static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 {
-	bw->rid = vec_alloc(db->n, sizeof(*bw->rid));
-	bw->rw = vec_calloc(db->n, sizeof(*bw->rw));
-	if (!bw->rid || !bw->rw || seqset_init(&bw->raw, db->n) < 0)
+	/* locals in the loop: a store through rw (uint64_t) could otherwise be bw->rtotal (size_t) */
+	uint32_t *rid = bw->rid = vec_alloc(db->n, sizeof(*bw->rid));
+	uint64_t *rw = bw->rw = vec_calloc(db->n, sizeof(*bw->rw));
+	struct seqset *raw = &bw->raw;
+	size_t rtotal = 0;
+
+	if (!rid || !rw || seqset_init(raw, db->n) < 0)
 		return -1;
 	for (size_t i0 = 0; i0 < db->n; i0 += 16) {
 		size_t i1 = i0 + 16 < db->n ? i0 + 16 : db->n;
@@ -375,21 +379,22 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 		/* Hash a batch first and prefetch its slots: the table is too big for the caches. */
 		for (size_t i = i0; i < i1; i++) {
 			h[i - i0] = hash_seq(db->seqs[i], db->lens[i]);
-			__builtin_prefetch(&bw->raw.slot[h[i - i0] & bw->raw.mask]);
+			__builtin_prefetch(&raw->slot[h[i - i0] & raw->mask]);
 		}
 		for (size_t i = i0; i < i1; i++) {
 			bool added;
 
 			if (!db->lens[i]) {
-				bw->rid[i] = NONE;
+				rid[i] = NONE;
 				continue;
 			}
-			bw->rid[i] = seqset_put(&bw->raw, db->seqs[i], db->lens[i], h[i - i0], &added);
-			bw->rw[bw->rid[i]] += db->weights[i];
+			rid[i] = seqset_put(raw, db->seqs[i], db->lens[i], h[i - i0], &added);
+			rw[rid[i]] += db->weights[i];
 			if (added)
-				bw->rtotal += db->lens[i];
+				rtotal += db->lens[i];
 		}
 	}
+	bw->rtotal = rtotal;
 	return 0;
 }
 
@@ -398,23 +403,23 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 static int mdb_index_items(struct mdb_work *bw)
 {
 	const struct seqset *raw = &bw->raw;
+	size_t *roff = bw->roff = vec_alloc((size_t)raw->n + 1, sizeof(*bw->roff));
+	uint32_t *ridx = bw->ridx = vec_alloc(bw->rtotal, sizeof(*bw->ridx));
 	size_t at = 0;
 
-	bw->roff = vec_alloc((size_t)raw->n + 1, sizeof(*bw->roff));
-	bw->ridx = vec_alloc(bw->rtotal, sizeof(*bw->ridx));
-	if (!bw->roff || !bw->ridx)
+	if (!roff || !ridx)
 		return -1;
 	for (uint32_t r = 0; r < raw->n; r++) {
-		bw->roff[r] = at;
+		roff[r] = at;
 		for (uint32_t j = 0; j < raw->len[r]; j++) {
 			uint32_t x = itemmap_put(&bw->im, raw->ptr[r][j]);
 
 			if (x == NONE)
 				return -1;
-			bw->ridx[at++] = x;
+			ridx[at++] = x;
 		}
 	}
-	bw->roff[raw->n] = at;
+	roff[raw->n] = at;
 	return 0;
 }
 
@@ -433,11 +438,13 @@ static int mdb_keep_frequent(struct mdb *d, struct mdb_work *bw, uint64_t minsup
 	if (!isup || !last || !bw->dense || !fi)
 		goto out;
 	memset(last, 0xff, ni * sizeof(*last));
-	for (uint32_t r = 0; r < bw->raw.n; r++) {
-		for (size_t j = bw->roff[r]; j < bw->roff[r + 1]; j++) {
-			if (last[bw->ridx[j]] != r) {
-				last[bw->ridx[j]] = r;
-				isup[bw->ridx[j]] += bw->rw[r];
+	for (uint32_t r = 0, nr = bw->raw.n; r < nr; r++) {
+		const uint32_t *ridx = bw->ridx;
+
+		for (size_t j = bw->roff[r], e = bw->roff[r + 1]; j < e; j++) {
+			if (last[ridx[j]] != r) {
+				last[ridx[j]] = r;
+				isup[ridx[j]] += bw->rw[r];
 			}
 		}
 	}
@@ -470,31 +477,34 @@ out:
 static int mdb_merge_frequent(struct mdb *d, struct mdb_work *bw)
 {
 	const struct seqset *raw = &bw->raw;
+	struct seqset *fin = &bw->fin;
+	const uint32_t *dense = bw->dense;
+	const size_t *roff = bw->roff;
+	uint32_t *items = d->items = bw->ridx, *fid;
+	size_t *off;
 
-	d->items = bw->ridx;
 	bw->ridx = NULL;
-	d->off = vec_alloc((size_t)raw->n + 1, sizeof(*d->off));
-	bw->fid = vec_alloc(raw->n, sizeof(*bw->fid));
-	if (!d->off || !bw->fid || seqset_init(&bw->fin, raw->n) < 0)
+	off = d->off = vec_alloc((size_t)raw->n + 1, sizeof(*d->off));
+	fid = bw->fid = vec_alloc(raw->n, sizeof(*bw->fid));
+	if (!off || !fid || seqset_init(fin, raw->n) < 0)
 		return -1;
-	d->off[0] = 0;
+	off[0] = 0;
 	for (uint32_t r = 0; r < raw->n; r++) {
-		size_t start = d->off[bw->fin.n], len = 0;
+		size_t start = off[fin->n], len = 0;
 		bool added;
 
-		for (size_t j = bw->roff[r]; j < bw->roff[r + 1]; j++)
-			if (bw->dense[d->items[j]] != NONE)
-				d->items[start + len++] = bw->dense[d->items[j]];
+		for (size_t j = roff[r]; j < roff[r + 1]; j++)
+			if (dense[items[j]] != NONE)
+				items[start + len++] = dense[items[j]];
 		if (!len) {
-			bw->fid[r] = NONE;
+			fid[r] = NONE;
 			continue;
 		}
-		bw->fid[r] = seqset_put(&bw->fin, d->items + start, (uint32_t)len, hash_seq(d->items + start, len),
-					&added);
+		fid[r] = seqset_put(fin, items + start, (uint32_t)len, hash_seq(items + start, len), &added);
 		if (added)
-			d->off[bw->fin.n] = start + len;
+			off[fin->n] = start + len;
 	}
-	d->nu = bw->fin.n;
+	d->nu = fin->n;
 	{
 		uint32_t *shrunk = vec_realloc(d->items, d->off[d->nu] ? d->off[d->nu] : 1, sizeof(*d->items));
 
