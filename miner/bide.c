@@ -209,10 +209,11 @@ static uint64_t hash_seq(const uint32_t *s, size_t len)
 /* ---- preparing the database ---- */
 
 /*
- * Set of sequences (not copied) to dense ids, by content. Not common/intern: that copies every key into
- * its arena (the distinct sequences would be held twice: 144 MB more for a million distinct stacks of
- * depth 36) and hashes inside the call, where mdb_merge_raw() hashes a batch of 16 and prefetches their
- * slots first; and its size is known in advance (the number of sequences), so it never grows.
+ * Set of sequences (not copied) to dense ids, by content. Not common/intern: that copies every distinct
+ * key into its arena and hashes inside the call, where mdb_merge_raw() hashes a batch of 16 and prefetches
+ * their slots first. Measured (bidebench, a million generated call stacks, 27,479 distinct): preparing
+ * took 0.26-0.30 s with an intern map for the first merge against 0.11-0.13 s with this set (which costs
+ * 3 MB more peak memory, its slots being sized for every sequence). Sized in advance, it never grows.
  */
 struct seqset {
 	uint64_t *slot;         /* hash bits << 32 | (id + 1); 0 = empty */
