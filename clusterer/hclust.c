@@ -158,17 +158,17 @@ static int pinfo_build(struct hclust *h, struct sim_frames *ft, const struct sim
 	pi->nframes = F;
 	for (i = 0; i < n; i++)
 		total += p[i].len;
-	pi->dfr = malloc((total ? total : 1) * sizeof(*pi->dfr));
-	pi->da = malloc((total ? total : 1) * sizeof(*pi->da));
-	pi->db = malloc((total ? total : 1) * sizeof(*pi->db));
-	pi->pre = malloc((total ? total : 1) * sizeof(*pi->pre));
-	pi->doff = malloc((n + 1) * sizeof(*pi->doff));
-	pi->poff = malloc((n + 1) * sizeof(*pi->poff));
-	pi->btot = malloc((n ? n : 1) * sizeof(*pi->btot));
-	pi->foff = calloc(F + 1, sizeof(*pi->foff));
-	pi->ploff = calloc(F + 1, sizeof(*pi->ploff));
-	dfc = calloc(F ? F : 1, sizeof(*dfc));
-	tmp = malloc(SIM_MAX_LEN * sizeof(*tmp));
+	pi->dfr = vec_alloc(total, sizeof(*pi->dfr));
+	pi->da = vec_alloc(total, sizeof(*pi->da));
+	pi->db = vec_alloc(total, sizeof(*pi->db));
+	pi->pre = vec_alloc(total, sizeof(*pi->pre));
+	pi->doff = vec_alloc(n + 1, sizeof(*pi->doff));
+	pi->poff = vec_alloc(n + 1, sizeof(*pi->poff));
+	pi->btot = vec_alloc(n, sizeof(*pi->btot));
+	pi->foff = vec_calloc(F + 1, sizeof(*pi->foff));
+	pi->ploff = vec_calloc(F + 1, sizeof(*pi->ploff));
+	dfc = vec_calloc(F, sizeof(*dfc));
+	tmp = vec_alloc(SIM_MAX_LEN, sizeof(*tmp));
 	if (!pi->dfr || !pi->da || !pi->db || !pi->pre || !pi->doff || !pi->poff || !pi->btot || !pi->foff ||
 	    !pi->ploff || !dfc || !tmp) {
 		oom(h);
@@ -258,14 +258,14 @@ static int pinfo_build(struct hclust *h, struct sim_frames *ft, const struct sim
 		pi->foff[i + 1] = pi->foff[i] + dfc[i];
 	for (i = 0; i < F; i++)
 		pi->ploff[i + 1] += pi->ploff[i];
-	pi->full = malloc((nd ? nd : 1) * sizeof(*pi->full));
-	pi->prel = malloc((npre ? npre : 1) * sizeof(*pi->prel));
+	pi->full = vec_alloc(nd, sizeof(*pi->full));
+	pi->prel = vec_alloc(npre, sizeof(*pi->prel));
 	if (!pi->full || !pi->prel) {
 		oom(h);
 		goto out;
 	}
 	{
-		size_t *fa = malloc((F ? F : 1) * sizeof(*fa)), *pa = malloc((F ? F : 1) * sizeof(*pa));
+		size_t *fa = vec_alloc(F, sizeof(*fa)), *pa = vec_alloc(F, sizeof(*pa));
 
 		if (!fa || !pa) {
 			free(fa);
@@ -407,8 +407,7 @@ static void *pair_worker(void *arg)
 	struct pjob *jb = w->job;
 	const struct pinfo *pi = jb->pi;
 	struct sim_ctx *ctx = sim_ctx_open(jb->ft);
-	uint32_t *stamp = malloc((jb->n ? jb->n : 1) * sizeof(*stamp)), *cand = malloc((jb->n ? jb->n : 1) *
-										      sizeof(*cand));
+	uint32_t *stamp = vec_alloc(jb->n, sizeof(*stamp)), *cand = vec_alloc(jb->n, sizeof(*cand));
 	size_t i;
 
 	if (!ctx || !stamp || !cand) {
@@ -579,14 +578,8 @@ static void *medoid_worker(void *arg)
 
 			/* two members have equal sums (Sim is symmetric): the lower one */
 			if (k >= 3) {
-				if (k > cap_sums) {
-					double *ns = realloc(sums, k * sizeof(*ns));
-
-					if (!ns)
-						goto fail_oom;
-					sums = ns;
-					cap_sums = k;
-				}
+				if (vec_reserve(&sums, &cap_sums, k, sizeof(*sums)) < 0)
+					goto fail_oom;
 				for (a = 0; a < k; a++)
 					sums[a] = 0;
 				for (a = 0; a < k; a++) {
@@ -607,14 +600,8 @@ static void *medoid_worker(void *arg)
 		} else {
 			size_t m = 0, np;
 
-			if (k > cap_mp) {
-				struct sim_pattern *nm = realloc(mp, k * sizeof(*nm));
-
-				if (!nm)
-					goto fail_oom;
-				mp = nm;
-				cap_mp = k;
-			}
+			if (vec_reserve(&mp, &cap_mp, k, sizeof(*mp)) < 0)
+				goto fail_oom;
 			for (a = 0; a < k; a++) {
 				mp[a] = jb->p[mem[a]];
 				if (mem[a] == jb->medoid[c])
@@ -672,8 +659,7 @@ static int run_pair_workers(struct hclust *h, struct pjob *jb, int nt, struct ke
 	}
 	if (atomic_load(&jb->failed))
 		goto out;
-	if (total > (SIZE_MAX / sizeof(**kept)) - *nkept - 1 ||
-	    !(nk = realloc(*kept, (*nkept + total + 1) * sizeof(**kept)))) {
+	if (total > SIZE_MAX - *nkept - 1 || !(nk = vec_realloc(*kept, *nkept + total + 1, sizeof(**kept)))) {
 		oom(h);
 		goto out;
 	}
@@ -699,8 +685,8 @@ static int components(struct hclust *h, const struct kept *kept, size_t nkept, s
 {
 	size_t i;
 
-	*comp = malloc((n ? n : 1) * sizeof(**comp));
-	*koff = calloc(n + 1, sizeof(**koff));
+	*comp = vec_alloc(n, sizeof(**comp));
+	*koff = vec_calloc(n + 1, sizeof(**koff));
 	if (!*comp || !*koff)
 		return oom(h);
 	for (i = 0; i < n; i++)
@@ -717,7 +703,7 @@ static int components(struct hclust *h, const struct kept *kept, size_t nkept, s
 	for (i = 0; i < n; i++)
 		(*comp)[i] = linkage_uf_find(*comp, (uint32_t)i);
 	{
-		uint32_t *size = calloc(n ? n : 1, sizeof(*size));
+		uint32_t *size = vec_calloc(n, sizeof(*size));
 
 		if (!size)
 			return oom(h);
@@ -771,8 +757,8 @@ static int find_pairs(struct hclust *h, struct sim_frames *ft, const struct sim_
 		if (components(h, *kept, *nkept, n, &comp, &koff) < 0)
 			goto out;
 		/* each component as a list of its patterns, ascending: last[root] is the one seen last */
-		next = malloc((n ? n : 1) * sizeof(*next));
-		last = malloc((n ? n : 1) * sizeof(*last));
+		next = vec_alloc(n, sizeof(*next));
+		last = vec_alloc(n, sizeof(*last));
 		if (!next || !last) {
 			oom(h);
 			goto out;
@@ -825,7 +811,7 @@ static int run_medoids(struct hclust *h, struct sim_frames *ft, const struct sim
 {
 	struct mjob jb;
 	struct mworker *w = calloc((size_t)nt, sizeof(*w));
-	size_t *koff = calloc(n + 1, sizeof(*koff)), *cstart = NULL, i, c, nc = h->res.nclusters, tot = 0;
+	size_t *koff = vec_calloc(n + 1, sizeof(*koff)), *cstart = NULL, i, c, nc = h->res.nclusters, tot = 0;
 	uint32_t *ccount = NULL;
 	int t, phase, rc = -1;
 
@@ -835,10 +821,10 @@ static int run_medoids(struct hclust *h, struct sim_frames *ft, const struct sim
 		koff[kept[i].i + 1]++;
 	for (i = 0; i < n; i++)
 		koff[i + 1] += koff[i];
-	h->medoid = malloc((nc ? nc : 1) * sizeof(*h->medoid));
-	cstart = malloc((nc + 1) * sizeof(*cstart));
-	ccount = malloc((nc ? nc : 1) * sizeof(*ccount));
-	h->common_off = malloc((nc + 1) * sizeof(*h->common_off));
+	h->medoid = vec_alloc(nc, sizeof(*h->medoid));
+	cstart = vec_alloc(nc + 1, sizeof(*cstart));
+	ccount = vec_alloc(nc, sizeof(*ccount));
+	h->common_off = vec_alloc(nc + 1, sizeof(*h->common_off));
 	if (!h->medoid || !cstart || !ccount || !h->common_off)
 		goto oom;
 	memset(&jb, 0, sizeof(jb));
@@ -858,7 +844,7 @@ static int run_medoids(struct hclust *h, struct sim_frames *ft, const struct sim
 				cstart[c] = tot;
 				tot += p[h->medoid[c]].len;
 			}
-			h->common = malloc((tot ? tot : 1) * sizeof(*h->common));
+			h->common = vec_alloc(tot, sizeof(*h->common));
 			if (!h->common)
 				goto oom;
 			jb.common = h->common;
@@ -921,11 +907,11 @@ int hclust_patterns(struct hclust *h, struct sim_frames *ft, const struct sim_pa
 	if (o->cut >= 0 && find_pairs(h, ft, p, n, o, nt, &kept, &nkept) < 0)
 		goto out;
 	t0 = now_ms();
-	h->pairs = malloc((nkept ? nkept : 1) * sizeof(*h->pairs));
-	h->z = malloc((n > 1 ? n - 1 : 1) * sizeof(*h->z));
-	h->label = malloc((n ? n : 1) * sizeof(*h->label));
-	h->off = calloc(n + 2, sizeof(*h->off));
-	h->members = malloc((n ? n : 1) * sizeof(*h->members));
+	h->pairs = vec_alloc(nkept, sizeof(*h->pairs));
+	h->z = vec_alloc(n > 1 ? n - 1 : 1, sizeof(*h->z));
+	h->label = vec_alloc(n, sizeof(*h->label));
+	h->off = vec_calloc(n + 2, sizeof(*h->off));
+	h->members = vec_alloc(n, sizeof(*h->members));
 	if (!h->pairs || !h->z || !h->label || !h->off || !h->members) {
 		oom(h);
 		goto out;
@@ -945,7 +931,7 @@ int hclust_patterns(struct hclust *h, struct sim_frames *ft, const struct sim_pa
 	for (i = 0; i < nc; i++)
 		h->off[i + 1] += h->off[i];
 	{
-		uint32_t *fill = malloc((nc ? nc : 1) * sizeof(*fill));
+		uint32_t *fill = vec_alloc(nc, sizeof(*fill));
 
 		if (!fill) {
 			oom(h);

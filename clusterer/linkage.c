@@ -133,9 +133,9 @@ static int finish_rows(struct linkage *h, const struct linkage_merge *raw, size_
 
 	if (n < 2)
 		return 0;
-	ord = malloc(m * sizeof(*ord));
-	parent = malloc((2 * n - 1) * sizeof(*parent));
-	size = malloc((2 * n - 1) * sizeof(*size));
+	ord = vec_alloc(m, sizeof(*ord));
+	parent = vec_alloc(2 * n - 1, sizeof(*parent));
+	size = vec_alloc(2 * n - 1, sizeof(*size));
 	if (!ord || !parent || !size) {
 		free(ord);
 		free(parent);
@@ -198,8 +198,8 @@ static void act_remove(struct actset *a, uint32_t x)
 static int dense_chain(struct linkage *h, double *D, size_t n, enum linkage_method m, const int64_t *off,
 		       struct linkage_merge *raw)
 {
-	uint32_t *size = malloc(n * sizeof(*size)), *chain = malloc(n * sizeof(*chain));
-	struct actset act = { malloc(n * sizeof(uint32_t)), n };
+	uint32_t *size = vec_alloc(n, sizeof(*size)), *chain = vec_alloc(n, sizeof(*chain));
+	struct actset act = { vec_alloc(n, sizeof(uint32_t)), n };
 	size_t k, len = 0, i;
 
 	if (!size || !chain || !act.v) {
@@ -291,8 +291,8 @@ static int dense_chain(struct linkage *h, double *D, size_t n, enum linkage_meth
 /* mst_single_linkage() of _hierarchy.pyx */
 static int dense_mst(struct linkage *h, const double *dist, size_t n, const int64_t *off, struct linkage_merge *raw)
 {
-	double *D = malloc(n * sizeof(*D));
-	struct actset un = { malloc(n * sizeof(uint32_t)), n };
+	double *D = vec_alloc(n, sizeof(*D));
+	struct actset un = { vec_alloc(n, sizeof(uint32_t)), n };
 	size_t k, i;
 	uint32_t x = 0, y = 0;
 
@@ -352,8 +352,8 @@ int linkage_dense(struct linkage *h, double *dist, size_t n, enum linkage_method
 			return -1;
 		}
 	}
-	off = malloc(n * sizeof(*off));
-	raw = malloc((n - 1) * sizeof(*raw));
+	off = vec_alloc(n, sizeof(*off));
+	raw = vec_alloc(n - 1, sizeof(*raw));
 	if (!off || !raw) {
 		free(off);
 		free(raw);
@@ -418,8 +418,8 @@ static int al_init(struct alist *l, size_t n)
 {
 	size_t i;
 
-	l->next = malloc(n * sizeof(uint32_t));
-	l->prev = malloc(n * sizeof(uint32_t));
+	l->next = vec_alloc(n, sizeof(uint32_t));
+	l->prev = vec_alloc(n, sizeof(uint32_t));
 	if (!l->next || !l->prev)
 		return -1;
 	for (i = 0; i < n; i++) {
@@ -455,7 +455,7 @@ struct upd {
 static int sparse_chain(struct linkage *h, struct imap *nb, size_t n, enum linkage_method m,
 			struct linkage_merge *raw)
 {
-	uint32_t *size = malloc(n * sizeof(*size)), *chain = malloc(n * sizeof(*chain));
+	uint32_t *size = vec_alloc(n, sizeof(*size)), *chain = vec_alloc(n, sizeof(*chain));
 	struct alist act = { NULL, NULL, NONE };
 	struct upd *up = NULL;
 	size_t cap_up = 0, k, len = 0, i;
@@ -531,15 +531,8 @@ static int sparse_chain(struct linkage *h, struct imap *nb, size_t n, enum linka
 		al_remove(&act, x);
 
 		/* new distances to y: first x's neighbours, then y's that x lacks (others stay at 1) */
-		if ((size_t)nb[x].cnt + nb[y].cnt > cap_up) {
-			size_t nc = ((size_t)nb[x].cnt + nb[y].cnt) * 2;
-			struct upd *nu = realloc(up, nc * sizeof(*nu));
-
-			if (!nu)
-				goto out;
-			up = nu;
-			cap_up = nc;
-		}
+		if (vec_reserve(&up, &cap_up, (size_t)nb[x].cnt + nb[y].cnt, sizeof(*up)) < 0)
+			goto out;
 		for (s = 0; s < nb[x].cap; s++) {
 			uint32_t j = (uint32_t)nb[x].keys[s];
 			double dy;
@@ -644,8 +637,8 @@ static void heap_pop(struct heap *hp)
  * not neighbours of point 0); the heap holds the points whose D fell below 1. */
 static int sparse_mst(struct linkage *h, const struct imap *nb, size_t n, struct linkage_merge *raw)
 {
-	double *D = malloc(n * sizeof(*D));
-	bool *merged = calloc(n, sizeof(*merged));
+	double *D = vec_alloc(n, sizeof(*D));
+	bool *merged = vec_calloc(n, sizeof(*merged));
 	struct alist un = { NULL, NULL, NONE };
 	struct heap hp = { NULL, 0, 0 };
 	size_t k, i;
@@ -709,8 +702,8 @@ int linkage_sparse(struct linkage *h, const struct linkage_pair *pairs, size_t n
 		set_err(h, "%s", "too many points");
 		return -1;
 	}
-	nb = calloc(n ? n : 1, sizeof(*nb));
-	raw = malloc((n > 1 ? n - 1 : 1) * sizeof(*raw));
+	nb = vec_calloc(n, sizeof(*nb));
+	raw = vec_alloc(n > 1 ? n - 1 : 1, sizeof(*raw));
 	if (!nb || !raw) {
 		free(nb);
 		free(raw);
@@ -747,10 +740,10 @@ int linkage_fcluster(struct linkage *h, const struct linkage_merge *z, size_t n,
 		set_err(h, "%s", "too many points");
 		return -1;
 	}
-	parent = malloc((n ? n : 1) * sizeof(*parent));
-	lab = malloc((n ? n : 1) * sizeof(*lab));
-	rep = malloc((n ? 2 * n : 1) * sizeof(*rep));
-	maxh = malloc((n ? 2 * n : 1) * sizeof(*maxh));
+	parent = vec_alloc(n, sizeof(*parent));
+	lab = vec_alloc(n, sizeof(*lab));
+	rep = vec_alloc(2 * n, sizeof(*rep));
+	maxh = vec_alloc(2 * n, sizeof(*maxh));
 	if (!parent || !lab || !rep || !maxh) {
 		free(parent);
 		free(lab);

@@ -177,7 +177,7 @@ struct sim_frames {
 	uint32_t *name_len;
 	uint32_t *woff;         /* nframes + 1 offsets into words */
 	uint32_t *words;        /* each frame's word ids, ascending, distinct */
-	size_t nframes, cap_frames, nwords, cap_words;
+	size_t nframes, cap_names, cap_name_len, cap_woff, cap_sig, nwords, cap_words;
 	struct intern *wmap;    /* key byte + word -> word id */
 	struct arena *arena;
 	char *scratch;          /* MAX_NAME + 1 bytes */
@@ -204,11 +204,11 @@ struct sim_frames *sim_frames_open(void)
 	ft->wmap = intern_open(0);
 	ft->arena = arena_open(0);
 	ft->scratch = malloc(MAX_NAME + 2);
-	ft->woff = calloc(1, sizeof(*ft->woff));
-	if (!ft->wmap || !ft->arena || !ft->scratch || !ft->woff) {
+	if (!ft->wmap || !ft->arena || !ft->scratch || vec_reserve(&ft->woff, &ft->cap_woff, 1, sizeof(*ft->woff)) < 0) {
 		sim_frames_free(ft);
 		return NULL;
 	}
+	ft->woff[0] = 0;
 	return ft;
 }
 
@@ -297,6 +297,15 @@ static int add_word(void *ctx, const char *w, size_t len, bool module)
 	return 0;
 }
 
+/* Room for frame d in the arrays indexed by frame (woff has one more). Returns 0 or -1. */
+static int frames_reserve(struct sim_frames *ft, size_t d)
+{
+	return vec_reserve(&ft->names, &ft->cap_names, d + 1, sizeof(*ft->names)) < 0 ||
+	       vec_reserve(&ft->name_len, &ft->cap_name_len, d + 1, sizeof(*ft->name_len)) < 0 ||
+	       vec_reserve(&ft->woff, &ft->cap_woff, d + 2, sizeof(*ft->woff)) < 0 ||
+	       vec_reserve(&ft->sig, &ft->cap_sig, d + 1, sizeof(*ft->sig)) < 0 ? -1 : 0;
+}
+
 int sim_frames_add(struct sim_frames *ft, uint32_t id, const char *name, size_t len)
 {
 	struct add_ctx a = { ft, ft->nwords, { 0, UINT32_MAX, 0 } };
@@ -323,27 +332,8 @@ int sim_frames_add(struct sim_frames *ft, uint32_t id, const char *name, size_t 
 		ft_error(ft, "more than %u frames", MAX_FRAMES);
 		return -1;
 	}
-	if (d == ft->cap_frames) {
-		size_t ncap = ft->cap_frames ? ft->cap_frames * 2 : 256;
-		const char **nn = realloc(ft->names, ncap * sizeof(*nn));
-		uint32_t *nl, *no;
-		struct fsig *ns;
-
-		if (nn)
-			ft->names = nn;
-		nl = realloc(ft->name_len, ncap * sizeof(*nl));
-		if (nl)
-			ft->name_len = nl;
-		no = realloc(ft->woff, (ncap + 1) * sizeof(*no));
-		if (no)
-			ft->woff = no;
-		ns = realloc(ft->sig, ncap * sizeof(*ns));
-		if (ns)
-			ft->sig = ns;
-		if (!nn || !nl || !no || !ns)
-			goto oom;
-		ft->cap_frames = ncap;
-	}
+	if (frames_reserve(ft, d) < 0)
+		goto oom;
 	copy = arena_strndup(ft->arena, name, len);
 	if (!copy)
 		goto oom;
@@ -512,8 +502,8 @@ static void *floor_worker(void *arg)
 	size_t F = ft->nframes, i0, i;
 	struct fstate {
 		uint32_t seen, cnt;     /* the last frame that met this one, and how many of its words */
-	} *st = malloc((F ? F : 1) * sizeof(*st));
-	uint32_t *cand = malloc((F ? F : 1) * sizeof(*cand));
+	} *st = vec_alloc(F, sizeof(*st));
+	uint32_t *cand = vec_alloc(F, sizeof(*cand));
 
 	if (!st || !cand) {
 		atomic_store(&jb->failed, 1);
@@ -589,12 +579,12 @@ int sim_frames_prepare(struct sim_frames *ft, int threads)
 	if (ft->prepared)
 		return 0;
 	threads = par_threads(threads > SIM_MAX_THREADS ? SIM_MAX_THREADS : threads);
-	df = calloc(nw ? nw : 1, sizeof(*df));
-	rank = malloc((nw ? nw : 1) * sizeof(*rank));
-	byrank = malloc((ft->nwords ? ft->nwords : 1) * sizeof(*byrank));
-	woff = calloc(nw + 1, sizeof(*woff));
-	wlist = malloc((ft->nwords ? ft->nwords : 1) * sizeof(*wlist));
-	fl = malloc((F ? F : 1) * sizeof(*fl));
+	df = vec_calloc(nw, sizeof(*df));
+	rank = vec_alloc(nw, sizeof(*rank));
+	byrank = vec_alloc(ft->nwords, sizeof(*byrank));
+	woff = vec_calloc(nw + 1, sizeof(*woff));
+	wlist = vec_alloc(ft->nwords, sizeof(*wlist));
+	fl = vec_alloc(F, sizeof(*fl));
 	if (!df || !rank || !byrank || !woff || !wlist || !fl)
 		goto done;
 	for (i = 0; i < ft->nwords; i++)
@@ -607,7 +597,7 @@ int sim_frames_prepare(struct sim_frames *ft, int threads)
 		for (w = 0; w < nw; w++)
 			if (df[w] > maxdf)
 				maxdf = df[w];
-		c = calloc((size_t)maxdf + 2, sizeof(*c));
+		c = vec_calloc((size_t)maxdf + 2, sizeof(*c));
 		if (!c)
 			goto done;
 		for (w = 0; w < nw; w++)
@@ -624,8 +614,8 @@ int sim_frames_prepare(struct sim_frames *ft, int threads)
 	for (i = 1; i <= nw; i++)
 		woff[i] += woff[i - 1];
 	{
-		uint32_t *fill = malloc((nw ? nw : 1) * sizeof(*fill));
-		uint32_t *word_of_rank = malloc((nw ? nw : 1) * sizeof(*word_of_rank));
+		uint32_t *fill = vec_alloc(nw, sizeof(*fill));
+		uint32_t *word_of_rank = vec_alloc(nw, sizeof(*word_of_rank));
 
 		if (!fill || !word_of_rank) {
 			free(fill);
@@ -721,13 +711,13 @@ struct sim_ctx *sim_ctx_open(const struct sim_frames *ft)
 	if (!c)
 		return NULL;
 	c->ft = ft;
-	c->xa = malloc(SIM_MAX_LEN * sizeof(*c->xa));
-	c->xb = malloc(SIM_MAX_LEN * sizeof(*c->xb));
-	c->yb = malloc(SIM_MAX_LEN * sizeof(*c->yb));
-	c->steps = malloc(2 * SIM_MAX_LEN * sizeof(*c->steps));
-	c->segs = malloc(2 * SIM_MAX_LEN * sizeof(*c->segs));
-	c->hits = malloc(SIM_MAX_LEN * sizeof(*c->hits));
-	c->cache = malloc(((size_t)1 << CACHE_BITS) * sizeof(*c->cache));
+	c->xa = vec_alloc(SIM_MAX_LEN, sizeof(*c->xa));
+	c->xb = vec_alloc(SIM_MAX_LEN, sizeof(*c->xb));
+	c->yb = vec_alloc(SIM_MAX_LEN, sizeof(*c->yb));
+	c->steps = vec_alloc(2 * SIM_MAX_LEN, sizeof(*c->steps));
+	c->segs = vec_alloc(2 * SIM_MAX_LEN, sizeof(*c->segs));
+	c->hits = vec_alloc(SIM_MAX_LEN, sizeof(*c->hits));
+	c->cache = vec_alloc((size_t)1 << CACHE_BITS, sizeof(*c->cache));
 	if (!c->xa || !c->xb || !c->yb || !c->steps || !c->segs || !c->hits || !c->cache) {
 		sim_ctx_free(c);
 		return NULL;
@@ -758,6 +748,8 @@ const char *sim_ctx_error(const struct sim_ctx *c)
 	return c->err;
 }
 
+/* A lossy direct-mapped cache, not a map (so not an imap): a pair evicts the one in its slot, the
+ * memory stays 2^CACHE_BITS slots however many pairs are aligned. */
 static inline double sub_cached(struct sim_ctx *c, uint32_t f, uint32_t g)
 {
 	uint64_t key = f < g ? (uint64_t)f << 32 | g : (uint64_t)g << 32 | f;
@@ -918,9 +910,10 @@ int sim_align(struct sim_ctx *c, const struct sim_pattern *a, const struct sim_p
 	}
 	if (to_dense(c, x, c->xa) < 0 || to_dense(c, y, c->xb) < 0)
 		return -1;
-	cells = (x->len + 1) * (y->len + 1);
+	cells = vec_bytes(x->len + 1, y->len + 1);
 	if (cells > c->cap_cells) {
-		double *nc = realloc(c->cost, cells * sizeof(*nc));
+		/* the exact size, not doubled: (SIM_MAX_LEN + 1)^2 cells are 8 MB */
+		double *nc = vec_realloc(c->cost, cells, sizeof(*nc));
 
 		if (nc)
 			c->cost = nc;
@@ -1010,15 +1003,9 @@ int sim_medoid(struct sim_ctx *c, const struct sim_pattern *p, size_t k, size_t 
 	size_t i, j, best = 0;
 
 	c->err[0] = '\0';
-	if (k > c->cap_sums) {
-		double *ns = realloc(c->sums, k * sizeof(*ns));
-
-		if (!ns) {
-			snprintf(c->err, sizeof(c->err), "out of memory");
-			return -1;
-		}
-		c->sums = ns;
-		c->cap_sums = k;
+	if (vec_reserve(&c->sums, &c->cap_sums, k, sizeof(*c->sums)) < 0) {
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		return -1;
 	}
 	for (i = 0; i < k; i++)
 		c->sums[i] = 0;

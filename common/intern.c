@@ -37,7 +37,17 @@ uint64_t intern_hash(const void *key, size_t len)
 		h = (h ^ hash_mix64(rd64(p + i))) * 0x100000001b3ULL + 0x632be59bd9b4e019ULL;
 	if (i < len) {
 		uint64_t t = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		/* the last 1..7 bytes, zero-extended, without a call to memcpy of a variable length: the
+		 * 8 bytes that end the key shifted down, or for a short key its bytes one by one */
+		if (len >= 8)
+			t = rd64(p + len - 8) >> (8 * (8 - (len - i)));
+		else
+			for (size_t k = len; k-- > 0;)
+				t = t << 8 | p[k];
+#else
 		memcpy(&t, p + i, len - i);
+#endif
 		h = (h ^ hash_mix64(t ^ 0xa0761d6478bd642fULL)) * 0x100000001b3ULL;
 	}
 	return hash_mix64(h);
@@ -110,17 +120,26 @@ static int grow_slots(struct intern *m)
 	return 0;
 }
 
-int64_t intern_find(const struct intern *m, const void *key, size_t len)
+int64_t intern_find_hashed(const struct intern *m, const void *key, size_t len, uint64_t h)
 {
 	bool found;
-	size_t i = probe(m, key, len, intern_hash(key, len), &found);
+	size_t i = probe(m, key, len, h, &found);
 
 	return found ? (int64_t)m->slots[i] - 1 : -1;
 }
 
+int64_t intern_find(const struct intern *m, const void *key, size_t len)
+{
+	return intern_find_hashed(m, key, len, intern_hash(key, len));
+}
+
 int64_t intern_put(struct intern *m, const void *key, size_t len, bool *added)
 {
-	uint64_t h = intern_hash(key, len);
+	return intern_put_hashed(m, key, len, intern_hash(key, len), added);
+}
+
+int64_t intern_put_hashed(struct intern *m, const void *key, size_t len, uint64_t h, bool *added)
+{
 	bool found;
 	size_t i;
 	struct entry *e;
@@ -128,9 +147,10 @@ int64_t intern_put(struct intern *m, const void *key, size_t len, bool *added)
 
 	if (added)
 		*added = false;
-	/* grow first, so the table never fills and probing always ends */
-	if ((m->nents + 1) * 4 > m->nslots * 3 && grow_slots(m) < 0)
-		return intern_find(m, key, len);
+	/* grow first, so the table never fills and probing always ends; at most half full keeps the
+	 * probes short (a slot is 4 bytes, little beside the key) */
+	if ((m->nents + 1) * 2 > m->nslots && grow_slots(m) < 0)
+		return intern_find_hashed(m, key, len, h);
 	i = probe(m, key, len, h, &found);
 	if (found)
 		return (int64_t)m->slots[i] - 1;

@@ -30,5 +30,9 @@ size_t intern_count(const struct intern *m);
 void intern_clear(struct intern *m);
 /* 64-bit hash of a byte string, for callers that need one. */
 uint64_t intern_hash(const void *key, size_t len);
+/* intern_find() and intern_put() given h = intern_hash(key, len), for callers that look the
+ * same key up more than once (web/flame.c hashes a frame once, then finds and adds it). */
+int64_t intern_find_hashed(const struct intern *m, const void *key, size_t len, uint64_t h);
+int64_t intern_put_hashed(struct intern *m, const void *key, size_t len, uint64_t h, bool *added);
 
 #endif

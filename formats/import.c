@@ -1,6 +1,7 @@
 /* import: input, format dispatch, interning and stream assembly (see import.h). */
 #include "formats/import.h"
 #include "common/arena.h"
+#include "common/buf.h"
 #include "common/imap.h"
 #include "common/intern.h"
 #include "common/sha256.h"
@@ -425,40 +426,40 @@ int import_peek(struct importer *im, size_t want, const unsigned char **data, si
 
 int import_read_all(struct importer *im, const unsigned char **data, size_t *len)
 {
-	size_t have = im->rend - im->rstart, cap = have + READ_CHUNK;
-	unsigned char *b = malloc(cap);
+	/* src_read() refuses more than max_input bytes: the buf's maximum is never what stops it */
+	struct buf b = BUF_INIT(im->opts.max_input < SIZE_MAX / 2 - READ_CHUNK ? im->opts.max_input + READ_CHUNK : 0);
 
-	if (!b)
+	/* even when empty, this allocates: *data is never NULL */
+	if (buf_append(&b, im->rbuf + im->rstart, im->rend - im->rstart) < 0) {
+		buf_release(&b);
 		return import_fail_input(im, "out of memory");
-	memcpy(b, im->rbuf + im->rstart, have);
+	}
 	im->rstart = im->rend;
 	while (!im->eof) {
+		size_t room;
 		ssize_t n;
 
-		if (cap - have < READ_CHUNK) {
-			unsigned char *nb;
-
-			cap = cap * 2 > im->opts.max_input + READ_CHUNK ? im->opts.max_input + READ_CHUNK
-									: cap * 2;
-			if (!(nb = realloc(b, cap))) {
-				free(b);
-				return import_fail_input(im, "out of memory");
-			}
-			b = nb;
+		/* read straight into the buffer, keeping the byte its terminator needs; at most 1 GiB at a
+		 * time, which gzread()'s unsigned count and int result hold */
+		if (buf_reserve(&b, READ_CHUNK) < 0) {
+			buf_release(&b);
+			return import_fail_input(im, "out of memory");
 		}
-		n = src_read(im, b + have, cap - have);
+		room = b.cap - b.len - 1;
+		n = src_read(im, (unsigned char *)b.data + b.len, room < ((size_t)1 << 30) ? room : (size_t)1 << 30);
 		if (n < 0) {
-			free(b);
+			buf_release(&b);
 			return import_fail_input(im, "%s", im->rerr);
 		}
 		if (n == 0)
 			im->eof = true;
-		have += (size_t)n;
+		b.len += (size_t)n;
 	}
+	b.data[b.len] = '\0';
 	free(im->all);
-	im->all = b;
-	*data = b;
-	*len = have;
+	im->all = (unsigned char *)b.data;  /* the buf's memory, now the importer's */
+	*data = im->all;
+	*len = b.len;
 	return 0;
 }
 
@@ -987,7 +988,7 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 		im->th[i].cost = 0;
 	}
 	events = arena_calloc(im->out, n, sizeof(*events));
-	ustk = malloc(n * sizeof(*ustk));
+	ustk = vec_alloc(n, sizeof(*ustk));
 	if (!events || !ustk) {
 		rc = import_fail_input(im, "out of memory");
 		goto out_free;
@@ -1034,7 +1035,7 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 	stacks = arena_calloc(im->out, nstacks ? nstacks : 1, sizeof(*stacks));
 	nfcap = total_len < im->lim.max_frames ? total_len : im->lim.max_frames;
 	frames = arena_calloc(im->out, nfcap ? nfcap : 1, sizeof(*frames));
-	ufr = malloc((nfcap ? nfcap : 1) * sizeof(*ufr));
+	ufr = vec_alloc(nfcap, sizeof(*ufr));
 	if (!stacks || !frames || !ufr) {
 		rc = import_fail_input(im, "out of memory");
 		goto out_free;
@@ -1141,8 +1142,8 @@ static int assemble(struct importer *im)
 	}
 	sha256_final(&im->hash, digest);
 	qsort(im->ev, im->nev, sizeof(*im->ev), cmp_event);
-	smap = malloc((nstacks ? nstacks : 1) * sizeof(*smap));
-	fmap = malloc((nframes ? nframes : 1) * sizeof(*fmap));
+	smap = vec_alloc(nstacks, sizeof(*smap));
+	fmap = vec_alloc(nframes, sizeof(*fmap));
 	im->streams = arena_calloc(im->out, im->ngrp, sizeof(*im->streams));
 	if (!smap || !fmap || !im->streams) {
 		import_fail_input(im, "out of memory");

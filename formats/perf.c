@@ -425,19 +425,9 @@ static struct pthread *get_thread(struct perf *p, int64_t tid, const char *comm,
 
 	if (idx < 0)
 		return NULL;
-	if ((size_t)idx >= p->cap_th) {
-		size_t cap = p->cap_th ? p->cap_th : 256;
-		struct pthread *t;
-
-		while (cap <= (size_t)idx)
-			cap *= 2;
-		t = realloc(p->th, cap * sizeof(*t));
-		if (!t) {
-			import_fail(p->im, "out of memory");
-			return NULL;
-		}
-		p->th = t;
-		p->cap_th = cap;
+	if (vec_reserve(&p->th, &p->cap_th, (size_t)idx + 1, sizeof(*p->th)) < 0) {
+		import_fail(p->im, "out of memory");
+		return NULL;
 	}
 	while (p->nth <= (size_t)idx)
 		p->th[p->nth++] = (struct pthread){ .tid = -1 };
@@ -846,7 +836,7 @@ static int infer_durations(struct perf *p)
 
 	if (!p->ninf)
 		return 0;
-	gaps = malloc(p->ninf * sizeof(*gaps));
+	gaps = vec_alloc(p->ninf, sizeof(*gaps));
 	if (!gaps)
 		return import_fail(p->im, "out of memory");
 	qsort(p->inf, p->ninf, sizeof(*p->inf), cmp_infer);

@@ -1,8 +1,9 @@
 /* flame: icicle graph of weighted call stacks as SVG (see flame.h). */
 #include "web/flame.h"
-#include "common/arena.h"
 #include "common/hash.h"
 #include "common/imap.h"
+#include "common/intern.h"
+#include "common/vec.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -15,14 +16,13 @@
 #define CHAR_PX 7      /* monospace 12 px, roughly */
 #define TEXT_PAD 3
 #define MIN_NODE_PX 0.5
-#define NAME_BYTES_MAX ((size_t)256 << 20) /* bounds the names arena */
+#define NAME_BYTES_MAX ((size_t)256 << 20) /* bounds the names' bytes */
 #define NONE UINT32_MAX
 
-/* Distinct frame names, stored once: nodes refer to them by id. */
+/* Distinct frame names, stored once (in the intern map): nodes refer to them by id. */
 struct fname {
 	const char *s;
 	uint32_t len;
-	uint32_t hash;
 };
 
 /* The tree's shape (and the self costs), kept small so that walking it stays in cache. */
@@ -43,14 +43,13 @@ struct fcost {
 
 
 struct flame {
-	struct arena *arena;
+	/* Name id k > 0 is the intern map's key k - 1; names[] caches its bytes for the walk. */
+	struct intern *ntable;
 	struct fname *names;
-	size_t nnames, ncap;
-	uint32_t *ntable;    /* name id + 1, 0 = empty; at most half full */
-	size_t ntcap;
+	size_t nnames, cap_names, name_bytes;
 	struct fnode *nodes;
 	struct fcost *costs; /* parallel to nodes */
-	size_t n, cap;
+	size_t n, cap_nodes, cap_costs;
 	struct imap children; /* parent << 32 | name id -> node (the root is nobody's child) */
 	uint64_t total_cost, total_events;
 	bool diff;                   /* colours by the change from the base (flame_set_diff()) */
@@ -67,29 +66,6 @@ struct flame {
 	uint32_t *idof;      /* node index -> id */
 	char err[96];
 };
-
-/* Word-at-a-time hash of a name (only used in memory, so byte order does not matter). */
-static uint32_t name_hash(const char *s, size_t n)
-{
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w = 0;
-	size_t len = n;
-
-	while (n > 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * 0xff51afd7ed558ccdULL;
-		h ^= h >> 29;
-		s += 8;
-		n -= 8;
-	}
-	/* the last 1..8 bytes: as a word overlapping the one before when there was one */
-	w = 0;
-	if (len >= 8)
-		memcpy(&w, s + n - 8, 8);
-	else
-		memcpy(&w, s, n);
-	h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-	return (uint32_t)hash_mix64(h);
-}
 
 static void set_err(struct flame *f, const char *msg)
 {
@@ -111,9 +87,8 @@ void flame_free(struct flame *f)
 	if (!f)
 		return;
 	index_free(f);
-	arena_free(f->arena);
+	intern_free(f->ntable);
 	free(f->names);
-	free(f->ntable);
 	free(f->nodes);
 	free(f->costs);
 	imap_free(&f->children);
@@ -126,25 +101,19 @@ struct flame *flame_open(void)
 
 	if (!f)
 		return NULL;
-	f->arena = arena_open(NAME_BYTES_MAX);
-	f->ncap = 64;
-	f->names = malloc(f->ncap * sizeof(*f->names));
-	f->ntcap = 128;
-	f->ntable = calloc(f->ntcap, sizeof(*f->ntable));
-	f->cap = 64;
-	f->nodes = calloc(f->cap, sizeof(*f->nodes));
-	f->costs = calloc(f->cap, sizeof(*f->costs));
+	f->ntable = intern_open(0);
 	f->children = (struct imap)IMAP_INIT;
-	if (!f->arena || !f->names || !f->ntable || !f->nodes || !f->costs || imap_reserve(&f->children, 64) < 0) {
+	if (!f->ntable || vec_reserve(&f->names, &f->cap_names, 64, sizeof(*f->names)) < 0 ||
+	    vec_reserve(&f->nodes, &f->cap_nodes, 64, sizeof(*f->nodes)) < 0 ||
+	    vec_reserve(&f->costs, &f->cap_costs, 64, sizeof(*f->costs)) < 0 || imap_reserve(&f->children, 64) < 0) {
 		flame_free(f);
 		return NULL;
 	}
-	/* name 0 is the root's, only ever shown */
+	/* name 0 is the root's, only ever shown (and not in the intern map) */
 	f->names[0].s = "all";
 	f->names[0].len = 3;
-	f->names[0].hash = 0;
 	f->nnames = 1;
-	f->nodes[0].nid = 0;
+	memset(&f->nodes[0], 0, sizeof(f->nodes[0]));
 	f->n = 1;
 	f->dirty_tree = f->dirty_cost = true;
 	return f;
@@ -165,29 +134,11 @@ size_t flame_node_count(const struct flame *f)
 	return f->n;
 }
 
-static uint32_t name_find(const struct flame *f, const char *s, uint32_t len, uint32_t h)
+static uint32_t name_find(const struct flame *f, const char *s, uint32_t len, uint64_t h)
 {
-	size_t mask = f->ntcap - 1, i = h & mask;
+	int64_t id = intern_find_hashed(f->ntable, s, len, h);
 
-	for (;; i = (i + 1) & mask) {
-		uint32_t id = f->ntable[i];
-		const struct fname *nm;
-
-		if (!id)
-			return NONE;
-		nm = &f->names[id - 1];
-		if (nm->hash == h && nm->len == len && memcmp(nm->s, s, len) == 0)
-			return id - 1;
-	}
-}
-
-static void name_slot_put(uint32_t *table, size_t tcap, uint32_t h, uint32_t id)
-{
-	size_t mask = tcap - 1, i = h & mask;
-
-	while (table[i])
-		i = (i + 1) & mask;
-	table[i] = id + 1;
+	return id < 0 ? NONE : (uint32_t)id + 1;
 }
 
 static uint32_t child_find(const struct flame *f, uint32_t parent, uint32_t nid)
@@ -197,52 +148,16 @@ static uint32_t child_find(const struct flame *f, uint32_t parent, uint32_t nid)
 	return imap_get(&f->children, (uint64_t)parent << 32 | nid, &node) ? (uint32_t)node : 0;
 }
 
-/* Room for `more` names and `more_nodes` nodes, tables included, so that adding them cannot fail. */
+/* Room for `more` names and `more_nodes` nodes, tables included, so that adding them cannot fail
+ * (but the intern map's own growth: add_names()). */
 static int reserve(struct flame *f, size_t more, size_t more_nodes)
 {
 	size_t need = f->nnames + more, nneed = f->n + more_nodes;
 
-	if (need > f->ncap) {
-		size_t ncap = f->ncap;
-		struct fname *p;
-
-		while (ncap < need)
-			ncap *= 2;
-		if (!(p = realloc(f->names, ncap * sizeof(*p))))
-			return -1;
-		f->names = p;
-		f->ncap = ncap;
-	}
-	if (need * 2 > f->ntcap) {
-		size_t ncap = f->ntcap;
-		uint32_t *t;
-
-		while (need * 2 > ncap)
-			ncap *= 2;
-		if (!(t = calloc(ncap, sizeof(*t))))
-			return -1;
-		for (size_t k = 1; k < f->nnames; k++)
-			name_slot_put(t, ncap, f->names[k].hash, (uint32_t)k);
-		free(f->ntable);
-		f->ntable = t;
-		f->ntcap = ncap;
-	}
-	if (nneed > f->cap) {
-		size_t ncap = f->cap;
-		struct fnode *p;
-		struct fcost *q;
-
-		while (ncap < nneed)
-			ncap *= 2;
-		if (!(p = realloc(f->nodes, ncap * sizeof(*p))))
-			return -1;
-		f->nodes = p;
-		if (!(q = realloc(f->costs, ncap * sizeof(*q))))
-			return -1; /* nodes merely got bigger */
-		f->costs = q;
-		f->cap = ncap;
-	}
-	if (imap_reserve(&f->children, nneed) < 0)
+	if (vec_reserve(&f->names, &f->cap_names, need, sizeof(*f->names)) < 0 ||
+	    vec_reserve(&f->nodes, &f->cap_nodes, nneed, sizeof(*f->nodes)) < 0 ||
+	    vec_reserve(&f->costs, &f->cap_costs, nneed, sizeof(*f->costs)) < 0 ||
+	    imap_reserve(&f->children, nneed) < 0)
 		return -1;
 	return 0;
 }
@@ -252,7 +167,7 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-static int frame_key(struct flame *f, const char *s, uint32_t *len, uint32_t *h)
+static int frame_key(struct flame *f, const char *s, uint32_t *len, uint64_t *h)
 {
 	size_t n = strlen(s);
 
@@ -261,18 +176,44 @@ static int frame_key(struct flame *f, const char *s, uint32_t *len, uint32_t *h)
 		return -1;
 	}
 	*len = (uint32_t)n;
-	*h = name_hash(s, n);
+	*h = intern_hash(s, n);
+	return 0;
+}
+
+/* Interns the names of frames found..n-1 new to the flame (nid NONE), room for them in names[]
+ * reserved. A failure leaves the names added so far without nodes, which shows nowhere. */
+static int add_names(struct flame *f, const char *const *names, size_t found, size_t n, const uint32_t *lens,
+		     const uint64_t *hs, uint32_t *nid)
+{
+	for (size_t i = found; i < n; i++) {
+		bool added;
+		int64_t id;
+
+		if (nid[i] != NONE)
+			continue;
+		/* a name new to the flame may recur further down (recursion): then it is known by now */
+		id = intern_put_hashed(f->ntable, names[i], lens[i], hs[i], &added);
+		if (id < 0)
+			return -1;
+		nid[i] = (uint32_t)id + 1;
+		if (added) {
+			f->names[f->nnames].s = intern_key(f->ntable, (uint32_t)id, NULL);
+			f->names[f->nnames].len = lens[i];
+			f->nnames++;
+			f->name_bytes += (size_t)lens[i] + 1;
+		}
+	}
 	return 0;
 }
 
 /* A stack's cost (base: its "before" cost, which draws nothing by itself). */
 static int add(struct flame *f, const char *const *names, size_t n, uint64_t cost_ns, uint64_t events, bool base)
 {
-	uint32_t path[FLAME_MAX_DEPTH], lens[FLAME_MAX_DEPTH], hs[FLAME_MAX_DEPTH], nid[FLAME_MAX_DEPTH];
+	uint32_t path[FLAME_MAX_DEPTH], lens[FLAME_MAX_DEPTH], nid[FLAME_MAX_DEPTH];
+	uint64_t hs[FLAME_MAX_DEPTH];
 	uint32_t p = 0, leaf;
 	size_t i, found, missing = 0, bytes = 0;
 	bool keyed = false;
-	char *store = NULL;
 
 	f->err[0] = '\0';
 	if (n > FLAME_MAX_DEPTH) {
@@ -322,27 +263,15 @@ static int add(struct flame *f, const char *const *names, size_t n, uint64_t cos
 			bytes += (size_t)lens[i] + 1;
 		}
 	}
-	/* All allocation happens before the first change: a refused stack leaves the flame as it was. */
-	if ((bytes && !(store = arena_alloc(f->arena, bytes))) || reserve(f, missing, n - found) < 0) {
+	/* All allocation happens before the first node: a refused stack leaves the tree as it was. */
+	if (bytes > NAME_BYTES_MAX - f->name_bytes || reserve(f, missing, n - found) < 0 ||
+	    add_names(f, names, found, n, lens, hs, nid) < 0) {
 		set_err(f, "out of memory");
 		return -1;
 	}
 	for (i = found; i < n; i++) {
 		struct fnode *c;
 
-		/* a name new to the flame may recur further down (recursion): then it is known by now */
-		if (nid[i] == NONE && (nid[i] = name_find(f, names[i], lens[i], hs[i])) == NONE) {
-			struct fname *nm = &f->names[f->nnames];
-
-			memcpy(store, names[i], lens[i]);
-			store[lens[i]] = '\0';
-			nm->s = store;
-			nm->len = lens[i];
-			nm->hash = hs[i];
-			store += lens[i] + 1;
-			nid[i] = (uint32_t)f->nnames++;
-			name_slot_put(f->ntable, f->ntcap, hs[i], nid[i]);
-		}
 		c = &f->nodes[f->n];
 		memset(c, 0, sizeof(*c));
 		c->parent = p;
@@ -424,14 +353,14 @@ static int flame_index(struct flame *f)
 
 	if (f->dirty_tree) {
 		index_free(f);
-		f->rank = malloc(f->nnames * sizeof(uint32_t));
-		f->kstart = calloc(n + 1, sizeof(uint32_t));
-		f->kids = malloc((n > 1 ? n - 1 : 1) * sizeof(uint32_t));
-		f->byid = malloc(n * sizeof(uint32_t));
-		f->idof = malloc(n * sizeof(uint32_t));
-		sn = malloc(f->nnames * sizeof(*sn));
-		tmp = malloc((n > 1 ? n - 1 : 1) * sizeof(*tmp));
-		stack = malloc(n * sizeof(uint32_t));
+		f->rank = vec_alloc(f->nnames, sizeof(uint32_t));
+		f->kstart = vec_calloc(n + 1, sizeof(uint32_t));
+		f->kids = vec_alloc(n > 1 ? n - 1 : 1, sizeof(uint32_t));
+		f->byid = vec_alloc(n, sizeof(uint32_t));
+		f->idof = vec_alloc(n, sizeof(uint32_t));
+		sn = vec_alloc(f->nnames, sizeof(*sn));
+		tmp = vec_alloc(n > 1 ? n - 1 : 1, sizeof(*tmp));
+		stack = vec_alloc(n, sizeof(uint32_t));
 		if (!f->rank || !f->kstart || !f->kids || !f->byid || !f->idof || !sn || !tmp || !stack) {
 			free(sn);
 			free(tmp);

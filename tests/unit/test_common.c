@@ -339,6 +339,13 @@ static void test_intern(void)
 	CHECK_INT(intern_count(m), 0);
 	CHECK_INT(intern_find(m, "main", 4), -1);
 	CHECK_INT(intern_put(m, "again", 5, NULL), 0);
+	/* the _hashed forms are the plain ones given the hash */
+	CHECK_INT(intern_find_hashed(m, "again", 5, intern_hash("again", 5)), 0);
+	CHECK_INT(intern_put_hashed(m, "again", 5, intern_hash("again", 5), &added), 0);
+	CHECK(!added);
+	CHECK_INT(intern_put_hashed(m, "other", 5, intern_hash("other", 5), &added), 1);
+	CHECK(added);
+	CHECK_INT(intern_find(m, "other", 5), 1);
 	intern_free(m);
 
 	/* many keys: growth keeps every id */
