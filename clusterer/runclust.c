@@ -393,67 +393,76 @@ static int keep_clusters(struct ctx *c, const struct hclust_clusters *hc, size_t
 	return 0;
 }
 
-/* Cluster the patterns of one kind (pats[lo..hi)) and keep their rows (c->kept; out: scratch). */
-static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runclust_opts *o,
-			size_t lo, size_t hi, const char *run, struct buf *out, size_t *ncl)
-{
-	size_t n = hi - lo;
+/* One kind's clustering: its patterns pats[lo .. lo + n) as the similarity sees them, their
+ * clusters, each cluster's metrics, and scratch (all in the arena, but sc). */
+struct kind_cl {
+	struct ctx *c;
+	size_t lo, n;
 	struct sim_pattern *sp;
-	struct hclust *h;
-	struct sim_ctx *sc = NULL;
 	const struct hclust_clusters *hc;
-	struct hclust_opts ho = { o->method, o->cut, o->threads };
-	uint32_t *stamp_s, *stamp_t, *order;
+	struct sim_ctx *sc;
 	struct cl *cls;
-	int rc = -1;
+	uint32_t *stamp_s, *stamp_t, *order;
+};
 
-	if (n == 0)
-		return 0;
-	sp = arena_calloc(c->a, n, sizeof(*sp));
-	if (!sp)
+/* The patterns with their frames' weights, for the similarity. */
+static int kind_patterns(struct kind_cl *kc, struct sim_frames *ft)
+{
+	struct ctx *c = kc->c;
+
+	kc->sp = arena_calloc(c->a, kc->n, sizeof(*kc->sp));
+	if (!kc->sp)
 		return fail_oom(c);
-	for (size_t i = 0; i < n; i++) {
-		double *w = arena_alloc(c->a, c->pats[lo + i].len * sizeof(double));
+	for (size_t i = 0; i < kc->n; i++) {
+		const struct runclust_pattern *p = &c->pats[kc->lo + i];
+		double *w = arena_alloc(c->a, p->len * sizeof(double));
 		if (!w)
 			return fail_oom(c);
-		sim_weights(ft, c->pats[lo + i].frames, c->pats[lo + i].len, w);
-		sp[i].frames = c->pats[lo + i].frames;
-		sp[i].w = w;
-		sp[i].len = c->pats[lo + i].len;
+		sim_weights(ft, p->frames, p->len, w);
+		kc->sp[i].frames = p->frames;
+		kc->sp[i].w = w;
+		kc->sp[i].len = p->len;
 	}
-	h = hclust_open();
-	if (!h)
+	return 0;
+}
+
+static int kind_alloc(struct kind_cl *kc, struct sim_frames *ft)
+{
+	struct ctx *c = kc->c;
+
+	kc->sc = sim_ctx_open(ft);
+	kc->cls = arena_calloc(c->a, kc->hc->nclusters + 1, sizeof(*kc->cls));
+	kc->stamp_s = arena_calloc(c->a, c->nstreams + 1, sizeof(uint32_t));
+	kc->stamp_t = arena_calloc(c->a, c->nrs + 1, sizeof(uint32_t));
+	kc->order = arena_alloc(c->a, (kc->hc->nclusters + 1) * sizeof(uint32_t));
+	if (!kc->sc || !kc->cls || !kc->stamp_s || !kc->stamp_t || !kc->order)
 		return fail_oom(c);
-	if (hclust_patterns(h, ft, sp, n, &ho, &hc) < 0) {
-		snprintf(c->err, c->errlen, "clustering: %s", hclust_error(h));
-		goto out;
-	}
-	sc = sim_ctx_open(ft);
-	cls = arena_calloc(c->a, hc->nclusters + 1, sizeof(*cls));
-	stamp_s = arena_calloc(c->a, c->nstreams + 1, sizeof(uint32_t));
-	stamp_t = arena_calloc(c->a, c->nrs + 1, sizeof(uint32_t));
-	order = arena_alloc(c->a, (hc->nclusters + 1) * sizeof(uint32_t));
-	if (!sc || !cls || !stamp_s || !stamp_t || !order) {
-		fail_oom(c);
-		goto out;
-	}
-	/* metrics: the union of the members' supporting stacks, each counted once */
+	return 0;
+}
+
+/* Metrics: the union of the members' supporting stacks, each counted once. */
+static void kind_metrics(struct kind_cl *kc)
+{
+	const struct ctx *c = kc->c;
+	const struct hclust_clusters *hc = kc->hc;
+	struct cl *cls = kc->cls;
+
 	for (size_t k = 0; k < hc->nclusters; k++) {
 		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
-			const struct runclust_pattern *p = &c->pats[lo + hc->members[m]];
+			const struct runclust_pattern *p = &c->pats[kc->lo + hc->members[m]];
 			for (uint32_t s = 0; s < p->nstacks; s++) {
 				const struct runclust_stack *r = &c->rs[p->stacks[s]];
-				if (stamp_t[p->stacks[s]] == k + 1)
+				if (kc->stamp_t[p->stacks[s]] == k + 1)
 					continue;
-				stamp_t[p->stacks[s]] = (uint32_t)k + 1;
+				kc->stamp_t[p->stacks[s]] = (uint32_t)k + 1;
 				cls[k].cost += r->cost;
 				cls[k].events += r->events;
 				for (uint32_t x = r->first; x < r->first + r->n; x++) {
 					double wt = c->stream_weight ? c->stream_weight[c->stream_idx[x]] : 1;
 
 					cls[k].est_cost += wt * (double)c->stream_cost[x];
-					if (stamp_s[c->stream_idx[x]] != k + 1) {
-						stamp_s[c->stream_idx[x]] = (uint32_t)k + 1;
+					if (kc->stamp_s[c->stream_idx[x]] != k + 1) {
+						kc->stamp_s[c->stream_idx[x]] = (uint32_t)k + 1;
 						cls[k].streams++;
 						cls[k].est_streams += wt;
 					}
@@ -462,116 +471,170 @@ static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runcl
 		}
 		cls[k].avg = cls[k].events ? cls[k].cost / cls[k].events : 0;
 	}
-	for (int mt = 0; mt < 4; mt++) {
-		struct rank_by rb = { cls, mt };
+}
 
-		for (uint32_t k = 0; k < hc->nclusters; k++)
-			order[k] = k;
-		qsort_r(order, hc->nclusters, sizeof(*order), cmp_rank, &rb);
-		for (uint32_t r = 0; r < hc->nclusters; r++)
-			cls[order[r]].rank[mt] = r + 1;
-	}
-	if (c->excess) {
-		struct rank_by rb = { cls, 4 };
+/* Each cluster's rank by metric mt (see struct cl's rank). */
+static void kind_rank(struct kind_cl *kc, int mt)
+{
+	struct rank_by rb = { kc->cls, mt };
+	uint32_t nc = (uint32_t)kc->hc->nclusters;
 
-		if (excess_clusters(c, hc, lo, cls) < 0)
-			goto out;
-		for (uint32_t k = 0; k < hc->nclusters; k++)
-			order[k] = k;
-		qsort_r(order, hc->nclusters, sizeof(*order), cmp_rank, &rb);
-		for (uint32_t r = 0; r < hc->nclusters; r++)
-			cls[order[r]].rank[4] = r + 1;
+	for (uint32_t k = 0; k < nc; k++)
+		kc->order[k] = k;
+	qsort_r(kc->order, nc, sizeof(*kc->order), cmp_rank, &rb);
+	for (uint32_t r = 0; r < nc; r++)
+		kc->cls[kc->order[r]].rank[mt] = r + 1;
+}
+
+/* A cluster row's metrics, ranks and excess columns. */
+static void row_metrics(const struct kind_cl *kc, size_t k, const char *run, char kind, struct buf *out)
+{
+	const struct cl *cl = &kc->cls[k];
+
+	buf_printf(out, "%s\t%c\t%llu\t%u\t%llu\t%llu\t%u\t%u\t%u\t%u\t", run, kind,
+		   (unsigned long long)cl->cost, cl->streams,
+		   (unsigned long long)cl->events, (unsigned long long)cl->avg,
+		   cl->rank[0], cl->rank[1], cl->rank[2], cl->rank[3]);
+	if (kc->c->excess) {
+		const struct excess_result *ex = &cl->ex;
+
+		buf_printf(out, "%u\t%llu\t", ex->baseline_streams, (unsigned long long)cl->own);
+		put_nullable(out, ex->baseline_cost);
+		put_nullable(out, ex->expected);
+		put_nullable(out, ex->excess);
+		put_nullable(out, ex->lo);
+		put_nullable(out, ex->hi);
+		buf_printf(out, "%u\t", cl->rank[4]);
+	} else {
+		buf_puts(out, "\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t");
 	}
-	if (keep_clusters(c, hc, lo, cls) < 0)
+}
+
+/* A cluster row's medoid, common frames, members, and the matched stacks, for the pages'
+ * breakdowns (a second stamp: k + 1 + n). */
+static void row_members(const struct kind_cl *kc, size_t k, struct buf *out)
+{
+	const struct ctx *c = kc->c;
+	const struct hclust_clusters *hc = kc->hc;
+	const struct runclust_pattern *mp = &c->pats[kc->lo + hc->medoid[k]];
+	bool first = true;
+
+	buf_printf(out, "%lld\t{", (long long)mp->id);
+	for (uint32_t j = hc->common_off[k]; j < hc->common_off[k + 1]; j++)
+		buf_printf(out, j > hc->common_off[k] ? ",%u" : "%u", mp->frames[hc->common[j]]);
+	buf_puts(out, "}\t{");
+	for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++)
+		buf_printf(out, m > hc->off[k] ? ",%lld" : "%lld", (long long)c->pats[kc->lo + hc->members[m]].id);
+	buf_puts(out, "}\t{");
+	for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
+		const struct runclust_pattern *p = &c->pats[kc->lo + hc->members[m]];
+		for (uint32_t s = 0; s < p->nstacks; s++) {
+			uint32_t t = p->stacks[s];
+			if (kc->stamp_t[t] == (uint32_t)(k + 1 + hc->nclusters))
+				continue;
+			kc->stamp_t[t] = (uint32_t)(k + 1 + hc->nclusters);
+			buf_printf(out, first ? "%u" : ",%u", c->rs[t].stack_id);
+			first = false;
+		}
+	}
+	buf_puts(out, "}\t");
+}
+
+/* A cluster row's alignments of its members to the medoid, as JSON (numbers and op letters:
+ * nothing COPY must escape). */
+static int row_alignments(struct kind_cl *kc, size_t k, struct jsonw *w)
+{
+	struct ctx *c = kc->c;
+	const struct hclust_clusters *hc = kc->hc;
+	uint32_t med = hc->medoid[k];
+
+	jsonw_array(w);
+	for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
+		const struct sim_alignment *al;
+		static const char op[] = { 'M', 'S', 'D', 'I' };
+		char ops[2 * SIM_MAX_LEN + 1];
+		size_t no = 0;
+
+		if (sim_align(kc->sc, &kc->sp[med], &kc->sp[hc->members[m]], &al) < 0) {
+			snprintf(c->err, c->errlen, "clustering: %s", sim_ctx_error(kc->sc));
+			return -1;
+		}
+		for (size_t st = 0; st < al->nsteps && no + 1 < sizeof(ops); st++)
+			ops[no++] = op[al->steps[st].op];
+		ops[no] = '\0';
+		jsonw_object(w);
+		jsonw_ki64(w, "pattern", c->pats[kc->lo + hc->members[m]].id);
+		jsonw_kdouble(w, "sim", round(al->sim * 1e6) / 1e6);
+		jsonw_kstr(w, "ops", ops);
+		jsonw_end(w);
+	}
+	jsonw_end(w);
+	return 0;
+}
+
+/* Cluster k's row up to its estimates, kept with it (out: scratch): the row's end (id, title,
+ * problem) comes with the problems. */
+static int kind_row(struct kind_cl *kc, size_t k, const char *run, struct buf *out)
+{
+	struct ctx *c = kc->c;
+	const struct hclust_clusters *hc = kc->hc;
+	const struct cl *cl = &kc->cls[k];
+	struct kept *kp = (struct kept *)c->kept.data + c->kept.len - hc->nclusters + k;
+	struct jsonw w;
+
+	row_metrics(kc, k, run, c->pats[kc->lo + hc->medoid[k]].kind, out);
+	row_members(kc, k, out);
+	jsonw_init(&w, out);
+	if (row_alignments(kc, k, &w) < 0)
+		return -1;
+	if (jsonw_finish(&w) < 0 ||
+	    buf_printf(out, "	%lld	", (long long)llround(cl->est_cost)) < 0 ||
+	    buf_put_double(out, cl->est_streams) < 0 || buf_error(out) != BUF_OK ||
+	    !(kp->row = arena_strndup(c->a, out->data, out->len)))
+		return fail_oom(c);
+	buf_reset(out);
+	return 0;
+}
+
+/* Cluster the patterns of one kind (pats[lo..hi)) and keep their rows (c->kept; out: scratch). */
+static int cluster_kind(struct ctx *c, struct sim_frames *ft, const struct runclust_opts *o,
+			size_t lo, size_t hi, const char *run, struct buf *out, size_t *ncl)
+{
+	struct kind_cl kc = { .c = c, .lo = lo, .n = hi - lo };
+	struct hclust_opts ho = { o->method, o->cut, o->threads };
+	struct hclust *h;
+	int rc = -1;
+
+	if (kc.n == 0)
+		return 0;
+	if (kind_patterns(&kc, ft) < 0)
+		return -1;
+	h = hclust_open();
+	if (!h)
+		return fail_oom(c);
+	if (hclust_patterns(h, ft, kc.sp, kc.n, &ho, &kc.hc) < 0) {
+		snprintf(c->err, c->errlen, "clustering: %s", hclust_error(h));
 		goto out;
-	for (size_t k = 0; k < hc->nclusters; k++) {
-		uint32_t med = hc->medoid[k];
-		const struct runclust_pattern *mp = &c->pats[lo + med];
-		struct kept *kp = (struct kept *)c->kept.data + c->kept.len - hc->nclusters + k;
-
-		buf_printf(out, "%s\t%c\t%llu\t%u\t%llu\t%llu\t%u\t%u\t%u\t%u\t", run, mp->kind,
-			   (unsigned long long)cls[k].cost, cls[k].streams,
-			   (unsigned long long)cls[k].events, (unsigned long long)cls[k].avg,
-			   cls[k].rank[0], cls[k].rank[1], cls[k].rank[2], cls[k].rank[3]);
-		if (c->excess) {
-			const struct excess_result *ex = &cls[k].ex;
-
-			buf_printf(out, "%u\t%llu\t", ex->baseline_streams, (unsigned long long)cls[k].own);
-			put_nullable(out, ex->baseline_cost);
-			put_nullable(out, ex->expected);
-			put_nullable(out, ex->excess);
-			put_nullable(out, ex->lo);
-			put_nullable(out, ex->hi);
-			buf_printf(out, "%u\t", cls[k].rank[4]);
-		} else {
-			buf_puts(out, "\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t");
-		}
-		buf_printf(out, "%lld\t{", (long long)mp->id);
-		for (uint32_t j = hc->common_off[k]; j < hc->common_off[k + 1]; j++)
-			buf_printf(out, j > hc->common_off[k] ? ",%u" : "%u", mp->frames[hc->common[j]]);
-		buf_puts(out, "}\t{");
-		for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++)
-			buf_printf(out, m > hc->off[k] ? ",%lld" : "%lld",
-				   (long long)c->pats[lo + hc->members[m]].id);
-		buf_puts(out, "}\t{");
-		/* the matched stacks, for the pages' breakdowns (a second stamp: k + 1 + n) */
-		{
-			bool first = true;
-			for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
-				const struct runclust_pattern *p = &c->pats[lo + hc->members[m]];
-				for (uint32_t s = 0; s < p->nstacks; s++) {
-					uint32_t t = p->stacks[s];
-					if (stamp_t[t] == (uint32_t)(k + 1 + hc->nclusters))
-						continue;
-					stamp_t[t] = (uint32_t)(k + 1 + hc->nclusters);
-					buf_printf(out, first ? "%u" : ",%u", c->rs[t].stack_id);
-					first = false;
-				}
-			}
-		}
-		buf_puts(out, "}\t");
-		/* the alignments, as JSON (numbers and op letters: nothing COPY must escape) */
-		{
-			struct jsonw w;
-
-			jsonw_init(&w, out);
-			jsonw_array(&w);
-			for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
-				const struct sim_alignment *al;
-				static const char op[] = { 'M', 'S', 'D', 'I' };
-				char ops[2 * SIM_MAX_LEN + 1];
-				size_t no = 0;
-
-				if (sim_align(sc, &sp[med], &sp[hc->members[m]], &al) < 0) {
-					snprintf(c->err, c->errlen, "clustering: %s", sim_ctx_error(sc));
-					goto out;
-				}
-				for (size_t st = 0; st < al->nsteps && no + 1 < sizeof(ops); st++)
-					ops[no++] = op[al->steps[st].op];
-				ops[no] = '\0';
-				jsonw_object(&w);
-				jsonw_ki64(&w, "pattern", c->pats[lo + hc->members[m]].id);
-				jsonw_kdouble(&w, "sim", round(al->sim * 1e6) / 1e6);
-				jsonw_kstr(&w, "ops", ops);
-				jsonw_end(&w);
-			}
-			jsonw_end(&w);
-			/* the estimates, then the row's end (id, title, problem) comes with the problems:
-			 * kept until then */
-			if (jsonw_finish(&w) < 0 ||
-			    buf_printf(out, "	%lld	", (long long)llround(cls[k].est_cost)) < 0 ||
-			    buf_put_double(out, cls[k].est_streams) < 0 || buf_error(out) != BUF_OK ||
-			    !(kp->row = arena_strndup(c->a, out->data, out->len))) {
-				fail_oom(c);
-				goto out;
-			}
-			buf_reset(out);
-		}
 	}
-	*ncl += hc->nclusters;
+	if (kind_alloc(&kc, ft) < 0)
+		goto out;
+	kind_metrics(&kc);
+	for (int mt = 0; mt < 4; mt++)
+		kind_rank(&kc, mt);
+	if (c->excess) {
+		if (excess_clusters(c, kc.hc, lo, kc.cls) < 0)
+			goto out;
+		kind_rank(&kc, 4);
+	}
+	if (keep_clusters(c, kc.hc, lo, kc.cls) < 0)
+		goto out;
+	for (size_t k = 0; k < kc.hc->nclusters; k++)
+		if (kind_row(&kc, k, run, out) < 0)
+			goto out;
+	*ncl += kc.hc->nclusters;
 	rc = 0;
 out:
-	sim_ctx_free(sc);
+	sim_ctx_free(kc.sc);
 	hclust_free(h);
 	return rc;
 }

@@ -708,220 +708,282 @@ static void triage_hit(void *cls, uint32_t g)
 	h->v[h->n++] = (struct row_hit){ h->row, g };
 }
 
-int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const struct budget *bud, char *err,
-	       size_t errlen)
-{
+/* A triage's state: the run's signatures, (stack, stream) rows and streams as the database gave
+ * them, what matches what, and the scratch of the walks (all freed by triage_release()). */
+struct triage {
 	struct sig_coverage cov;
-	struct sig_index x = { .first = IMAP_INIT };
-	struct triage_hits hits = { 0 };
+	struct sig_index x;
+	struct triage_hits hits;
 	struct triage_ctx t;
-	struct tstream *st = NULL;
-	size_t *order = NULL, *sorder = NULL, nsig;
-	uint64_t *stack_cost = NULL;
-	uint32_t *stream_sigs = NULL, *sig_start = NULL, *sig_rows = NULL, *seen = NULL, *first_stream = NULL;
-	uint32_t *sstamp = NULL;
-	uint8_t *revealed = NULL, *covered = NULL, *opened = NULL;
-	int32_t stack[SIG_MAX_FRAMES];
+	size_t nsig;
+	struct tstream *st;
+	size_t *order, *sorder;
+	uint64_t *stack_cost;
+	uint32_t *stream_sigs, *sig_start, *sig_rows, *seen, *first_stream, *sstamp;
+	uint8_t *revealed, *covered, *opened;
+	PGresult *rs, *rt, *rd;   /* signatures' frames; (stack, stream) rows; streams' delays */
+};
+
+/* The coverage of all signatures, then the signatures, the run's rows of kind and its streams. */
+static int triage_read(PGconn *db, int64_t run, char kind, struct triage *tr, struct sig_triage *out,
+		       const struct budget *bud, char *err, size_t errlen)
+{
 	char runbuf[24], kindbuf[2] = { 0, 0 };
 	const char *params[2] = { runbuf, kindbuf };
-	PGresult *rs = NULL, *rt = NULL, *rd = NULL;
-	int rc = -1;
 
-	memset(out, 0, sizeof(*out));
-	memset(&t, 0, sizeof(t));
-	if (sig_coverage(db, run, kind, NULL, 0, &cov, bud, err, errlen) < 0)
+	if (sig_coverage(db, run, kind, NULL, 0, &tr->cov, bud, err, errlen) < 0)
 		return -1;
-	nsig = cov.nby;
-	out->kind = kindbuf[0] = cov.kind;
+	tr->nsig = tr->cov.nby;
+	out->kind = kindbuf[0] = tr->cov.kind;
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
-	rs = PQexec(db, "SELECT s.id, (SELECT array_agg(coalesce(f.canon_id, f.id, -1) ORDER BY u.o)"
-			" FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
-			" FROM signatures s ORDER BY s.id");
-	rt = PQexecParams(db, "SELECT rs.stack_id, rs.stream_ref, rs.cost_ns, sm_canon_frames(st.frame_ids)::text"
-			      " FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
-			      " WHERE rs.run_id = $1 AND rs.kind = $2"
-			      " ORDER BY rs.stream_ref, rs.stack_id", 2, NULL, params, NULL, NULL, 0);
-	rd = PQexecParams(db, "SELECT s.id, s.symptom_end_ns - s.symptom_start_ns,"
-			      " (SELECT max(e.dur_ns) FROM events e WHERE e.stream_ref = s.id AND e.kind = $2 AND EXISTS"
-			      "   (SELECT 1 FROM run_stacks r WHERE r.run_id = $1 AND r.stream_ref = s.id"
-			      "    AND r.stack_id = e.stack_id AND r.kind = e.kind))"
-			      " FROM streams s WHERE s.id IN (SELECT stream_ref FROM run_stacks WHERE run_id = $1 AND kind = $2)"
-			      " ORDER BY s.id", 2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(rs) != PGRES_TUPLES_OK || PQresultStatus(rt) != PGRES_TUPLES_OK ||
-	    PQresultStatus(rd) != PGRES_TUPLES_OK || (size_t)PQntuples(rs) != nsig) {
-		db_errcpy(err, errlen, "triage", PQresultStatus(rs) != PGRES_TUPLES_OK ? PQresultErrorMessage(rs)
-					   : PQresultStatus(rt) != PGRES_TUPLES_OK ? PQresultErrorMessage(rt)
-					   : PQresultErrorMessage(rd));
-		goto out;
+	tr->rs = PQexec(db, "SELECT s.id, (SELECT array_agg(coalesce(f.canon_id, f.id, -1) ORDER BY u.o)"
+			    " FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
+			    " FROM signatures s ORDER BY s.id");
+	tr->rt = PQexecParams(db, "SELECT rs.stack_id, rs.stream_ref, rs.cost_ns, sm_canon_frames(st.frame_ids)::text"
+				  " FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
+				  " WHERE rs.run_id = $1 AND rs.kind = $2"
+				  " ORDER BY rs.stream_ref, rs.stack_id", 2, NULL, params, NULL, NULL, 0);
+	tr->rd = PQexecParams(db, "SELECT s.id, s.symptom_end_ns - s.symptom_start_ns,"
+				  " (SELECT max(e.dur_ns) FROM events e WHERE e.stream_ref = s.id AND e.kind = $2 AND EXISTS"
+				  "   (SELECT 1 FROM run_stacks r WHERE r.run_id = $1 AND r.stream_ref = s.id"
+				  "    AND r.stack_id = e.stack_id AND r.kind = e.kind))"
+				  " FROM streams s WHERE s.id IN (SELECT stream_ref FROM run_stacks WHERE run_id = $1 AND kind = $2)"
+				  " ORDER BY s.id", 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(tr->rs) != PGRES_TUPLES_OK || PQresultStatus(tr->rt) != PGRES_TUPLES_OK ||
+	    PQresultStatus(tr->rd) != PGRES_TUPLES_OK || (size_t)PQntuples(tr->rs) != tr->nsig) {
+		db_errcpy(err, errlen, "triage", PQresultStatus(tr->rs) != PGRES_TUPLES_OK ? PQresultErrorMessage(tr->rs)
+					   : PQresultStatus(tr->rt) != PGRES_TUPLES_OK ? PQresultErrorMessage(tr->rt)
+					   : PQresultErrorMessage(tr->rd));
+		return -1;
 	}
-	t.nsig = nsig;
-	out->nstreams = (size_t)PQntuples(rd);
-	t.nstacks = (size_t)PQntuples(rt);
-	st = calloc(out->nstreams + 1, sizeof(*st));
-	order = calloc(out->nstreams + 1, sizeof(*order));
-	stack_cost = calloc(t.nstacks + 1, sizeof(uint64_t));
-	revealed = calloc(nsig + 1, 1);
-	covered = calloc(t.nstacks + 1, 1);
-	opened = calloc(out->nstreams + 1, 1);
-	seen = calloc(nsig + 1, sizeof(uint32_t));
-	sstamp = calloc(nsig + 1, sizeof(uint32_t));
-	first_stream = malloc((nsig + 1) * sizeof(uint32_t));
-	sig_start = calloc(nsig + 2, sizeof(uint32_t));
-	sorder = calloc(nsig + 1, sizeof(*sorder));
-	if (!st || !order || !stack_cost || !revealed || !covered || !opened || !seen || !sstamp || !first_stream || !sig_start ||
-	    !sorder) {
+	return 0;
+}
+
+static int triage_alloc(struct triage *tr, size_t nstreams, char *err, size_t errlen)
+{
+	size_t nsig = tr->nsig;
+
+	tr->st = calloc(nstreams + 1, sizeof(*tr->st));
+	tr->order = calloc(nstreams + 1, sizeof(*tr->order));
+	tr->stack_cost = calloc(tr->t.nstacks + 1, sizeof(uint64_t));
+	tr->revealed = calloc(nsig + 1, 1);
+	tr->covered = calloc(tr->t.nstacks + 1, 1);
+	tr->opened = calloc(nstreams + 1, 1);
+	tr->seen = calloc(nsig + 1, sizeof(uint32_t));
+	tr->sstamp = calloc(nsig + 1, sizeof(uint32_t));
+	tr->first_stream = malloc((nsig + 1) * sizeof(uint32_t));
+	tr->sig_start = calloc(nsig + 2, sizeof(uint32_t));
+	tr->sorder = calloc(nsig + 1, sizeof(*tr->sorder));
+	if (!tr->st || !tr->order || !tr->stack_cost || !tr->revealed || !tr->covered || !tr->opened || !tr->seen ||
+	    !tr->sstamp || !tr->first_stream || !tr->sig_start || !tr->sorder) {
 		snprintf(err, errlen, "out of memory");
-		goto out;
+		return -1;
 	}
 	for (size_t i = 0; i < nsig; i++)
-		first_stream[i] = UINT32_MAX;
-	if (index_build(&x, rs, 1, nsig) < 0) {
+		tr->first_stream[i] = UINT32_MAX;
+	return 0;
+}
+
+/* The streams' delays, and for each (stack, stream) row the signatures that match it. */
+static int triage_match(struct triage *tr, size_t nstreams, const struct budget *bud, char *err, size_t errlen)
+{
+	int32_t stack[SIG_MAX_FRAMES];
+
+	if (index_build(&tr->x, tr->rs, 1, tr->nsig) < 0) {
 		snprintf(err, errlen, "out of memory");
-		goto out;
+		return -1;
 	}
-	for (size_t i = 0; i < out->nstreams; i++) {
-		st[i].ref = db_get_i64(rd, (int)i, 0);
-		st[i].total_delay = (uint64_t)db_get_i64(rd, (int)i, 1);
-		st[i].max_delay = (uint64_t)db_get_i64(rd, (int)i, 2);
+	for (size_t i = 0; i < nstreams; i++) {
+		tr->st[i].ref = db_get_i64(tr->rd, (int)i, 0);
+		tr->st[i].total_delay = (uint64_t)db_get_i64(tr->rd, (int)i, 1);
+		tr->st[i].max_delay = (uint64_t)db_get_i64(tr->rd, (int)i, 2);
 	}
-	/* each (stack, stream) row: which signatures match it */
-	for (size_t row = 0; row < t.nstacks; row++) {
-		int len = db_parse_int_array(PQgetvalue(rt, (int)row, 3), stack, SIG_MAX_FRAMES);
+	for (size_t row = 0; row < tr->t.nstacks; row++) {
+		int len = db_parse_int_array(PQgetvalue(tr->rt, (int)row, 3), stack, SIG_MAX_FRAMES);
 
 		if ((row & 255) == 0 && budget_over(bud)) {
 			snprintf(err, errlen, "triage: stopped (out of time)");
-			goto out;
+			return -1;
 		}
-		stack_cost[row] = (uint64_t)db_get_i64(rt, (int)row, 2);
-		t.total += stack_cost[row];
-		hits.row = (uint32_t)row;
-		index_match(&x, stack, len, triage_hit, &hits);
-		if (hits.oom) {
+		tr->stack_cost[row] = (uint64_t)db_get_i64(tr->rt, (int)row, 2);
+		tr->t.total += tr->stack_cost[row];
+		tr->hits.row = (uint32_t)row;
+		index_match(&tr->x, stack, len, triage_hit, &tr->hits);
+		if (tr->hits.oom) {
 			snprintf(err, errlen, "out of memory");
-			goto out;
+			return -1;
 		}
 	}
-	/* the rows of each signature, and the signatures each stream reveals (rows come by stream) */
-	stream_sigs = malloc((hits.n + 1) * sizeof(uint32_t));
-	sig_rows = malloc((hits.n + 1) * sizeof(uint32_t));
-	if (!stream_sigs || !sig_rows) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < hits.n; i++)
-		sig_start[hits.v[i].sig + 1]++;
-	for (size_t g = 0; g < nsig; g++)
-		sig_start[g + 1] += sig_start[g];
-	for (size_t i = 0, si = 0, nss = 0; i < hits.n; i++) {
-		uint32_t g = hits.v[i].sig;
-		int64_t ref = db_get_i64(rt, (int)hits.v[i].row, 1);
+	return 0;
+}
 
-		sig_rows[sig_start[g] + seen[g]++] = hits.v[i].row;
-		while (si < out->nstreams && st[si].ref < ref)
+/* The rows of each signature, and the signatures each stream reveals (rows come by stream); the
+ * walks' context set. */
+static int triage_link(struct triage *tr, size_t nstreams, char *err, size_t errlen)
+{
+	const struct triage_hits *hits = &tr->hits;
+	struct tstream *st = tr->st;
+
+	tr->stream_sigs = malloc((hits->n + 1) * sizeof(uint32_t));
+	tr->sig_rows = malloc((hits->n + 1) * sizeof(uint32_t));
+	if (!tr->stream_sigs || !tr->sig_rows) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < hits->n; i++)
+		tr->sig_start[hits->v[i].sig + 1]++;
+	for (size_t g = 0; g < tr->nsig; g++)
+		tr->sig_start[g + 1] += tr->sig_start[g];
+	for (size_t i = 0, si = 0, nss = 0; i < hits->n; i++) {
+		uint32_t g = hits->v[i].sig;
+		int64_t ref = db_get_i64(tr->rt, (int)hits->v[i].row, 1);
+
+		tr->sig_rows[tr->sig_start[g] + tr->seen[g]++] = hits->v[i].row;
+		while (si < nstreams && st[si].ref < ref)
 			si++;
-		if (si >= out->nstreams || st[si].ref != ref)
+		if (si >= nstreams || st[si].ref != ref)
 			continue;
-		if (sstamp[g] == (uint32_t)si + 1)
+		if (tr->sstamp[g] == (uint32_t)si + 1)
 			continue;   /* once per stream */
-		sstamp[g] = (uint32_t)si + 1;
+		tr->sstamp[g] = (uint32_t)si + 1;
 		if (st[si].n == 0)
 			st[si].first = (uint32_t)nss;
-		stream_sigs[nss++] = g;
+		tr->stream_sigs[nss++] = g;
 		st[si].n++;
-		if (first_stream[g] == UINT32_MAX)
-			first_stream[g] = (uint32_t)si;
+		if (tr->first_stream[g] == UINT32_MAX)
+			tr->first_stream[g] = (uint32_t)si;
 	}
-	t.stack_cost = stack_cost;
-	t.stream_sigs = stream_sigs;
-	t.sig_start = sig_start;
-	t.sig_rows = sig_rows;
-	t.revealed = revealed;
-	t.covered = covered;
-	out->max_coverage = cov.coverage;
+	tr->t.stack_cost = tr->stack_cost;
+	tr->t.stream_sigs = tr->stream_sigs;
+	tr->t.sig_start = tr->sig_start;
+	tr->t.sig_rows = tr->sig_rows;
+	tr->t.revealed = tr->revealed;
+	tr->t.covered = tr->covered;
+	return 0;
+}
+
+/* Random: the mean over 100 shuffles with fixed seeds, so the figure is repeatable. */
+static int triage_random(struct triage *tr, struct sig_triage *out, const struct budget *bud, char *err,
+			 size_t errlen)
+{
+	double acc[SIG_LEVELS] = { 0 }, one[SIG_LEVELS];
+	uint64_t r = 0x9e3779b97f4a7c15ULL;
+	size_t *order = tr->order;
+
+	for (int rep = 0; rep < 100; rep++) {
+		if (budget_over(bud)) {
+			snprintf(err, errlen, "triage: stopped (out of time)");
+			return -1;
+		}
+		for (size_t i = 0; i < out->nstreams; i++)
+			order[i] = i;
+		for (size_t i = out->nstreams - 1; i > 0; i--) {
+			size_t j, tmp;
+			r ^= r << 13;
+			r ^= r >> 7;
+			r ^= r << 17;
+			j = (size_t)(r % (i + 1));
+			tmp = order[i];
+			order[i] = order[j];
+			order[j] = tmp;
+		}
+		walk(&tr->t, tr->st, order, out->nstreams, out->level, one);
+		for (int l = 0; l < SIG_LEVELS; l++)
+			acc[l] += one[l];
+	}
+	for (int l = 0; l < SIG_LEVELS; l++)
+		out->needed[SIG_RANDOM][l] = acc[l] / 100;
+	return 0;
+}
+
+/* Greedy: the streams by their total delay, then by their longest AOI event, most first. */
+static void triage_greedy(struct triage *tr, struct sig_triage *out)
+{
+	for (size_t i = 0; i < out->nstreams; i++)
+		tr->order[i] = i;
+	qsort_r(tr->order, out->nstreams, sizeof(*tr->order), by_total, tr->st);
+	walk(&tr->t, tr->st, tr->order, out->nstreams, out->level, out->needed[SIG_GREEDY_TOTAL]);
+	for (size_t i = 0; i < out->nstreams; i++)
+		tr->order[i] = i;
+	qsort_r(tr->order, out->nstreams, sizeof(*tr->order), by_max, tr->st);
+	walk(&tr->t, tr->st, tr->order, out->nstreams, out->level, out->needed[SIG_GREEDY_MAX]);
+}
+
+/* Signature: signatures by coverage; for each not yet revealed, open its first stream. */
+static void triage_by_signature(struct triage *tr, struct sig_triage *out)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < tr->nsig; i++)
+		tr->sorder[i] = i;
+	qsort_r(tr->sorder, tr->nsig, sizeof(*tr->sorder), by_cover, tr->cov.by);
+	memset(tr->revealed, 0, tr->nsig);
+	for (size_t i = 0; i < tr->nsig; i++) {
+		size_t g = tr->sorder[i];
+		uint32_t s0 = tr->first_stream[g];
+
+		if (tr->revealed[g] || s0 == UINT32_MAX || tr->opened[s0])
+			continue;
+		tr->opened[s0] = 1;
+		tr->order[k++] = s0;
+		for (uint32_t j = tr->st[s0].first; j < tr->st[s0].first + tr->st[s0].n; j++)
+			tr->revealed[tr->stream_sigs[j]] = 1;
+	}
+	walk(&tr->t, tr->st, tr->order, k, out->level, out->needed[SIG_SIGNATURE]);
+}
+
+static void triage_release(struct triage *tr)
+{
+	free(tr->st);
+	free(tr->order);
+	free(tr->sorder);
+	free(tr->stack_cost);
+	free(tr->stream_sigs);
+	free(tr->sig_start);
+	free(tr->sig_rows);
+	free(tr->seen);
+	free(tr->sstamp);
+	free(tr->first_stream);
+	free(tr->revealed);
+	free(tr->covered);
+	free(tr->opened);
+	free(tr->hits.v);
+	index_free(&tr->x);
+	free(tr->cov.by);
+	PQclear(tr->rs);
+	PQclear(tr->rt);
+	PQclear(tr->rd);
+}
+
+int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const struct budget *bud, char *err,
+	       size_t errlen)
+{
+	struct triage tr = { .x = { .first = IMAP_INIT } };
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (triage_read(db, run, kind, &tr, out, bud, err, errlen) < 0)
+		goto out;
+	tr.t.nsig = tr.nsig;
+	out->nstreams = (size_t)PQntuples(tr.rd);
+	tr.t.nstacks = (size_t)PQntuples(tr.rt);
+	if (triage_alloc(&tr, out->nstreams, err, errlen) < 0 ||
+	    triage_match(&tr, out->nstreams, bud, err, errlen) < 0 ||
+	    triage_link(&tr, out->nstreams, err, errlen) < 0)
+		goto out;
+	out->max_coverage = tr.cov.coverage;
 	for (int i = 0; i < SIG_LEVELS; i++)
-		out->level[i] = cov.coverage * (i + 1) / SIG_LEVELS;
-	if (out->nstreams == 0 || nsig == 0) {
+		out->level[i] = tr.cov.coverage * (i + 1) / SIG_LEVELS;
+	if (out->nstreams == 0 || tr.nsig == 0) {
 		rc = 0;
 		goto out;
 	}
-	/* Random: the mean over 100 shuffles with fixed seeds, so the figure is repeatable */
-	{
-		double acc[SIG_LEVELS] = { 0 }, one[SIG_LEVELS];
-		uint64_t r = 0x9e3779b97f4a7c15ULL;
-
-		for (int rep = 0; rep < 100; rep++) {
-			if (budget_over(bud)) {
-				snprintf(err, errlen, "triage: stopped (out of time)");
-				goto out;
-			}
-			for (size_t i = 0; i < out->nstreams; i++)
-				order[i] = i;
-			for (size_t i = out->nstreams - 1; i > 0; i--) {
-				size_t j, tmp;
-				r ^= r << 13;
-				r ^= r >> 7;
-				r ^= r << 17;
-				j = (size_t)(r % (i + 1));
-				tmp = order[i];
-				order[i] = order[j];
-				order[j] = tmp;
-			}
-			walk(&t, st, order, out->nstreams, out->level, one);
-			for (int l = 0; l < SIG_LEVELS; l++)
-				acc[l] += one[l];
-		}
-		for (int l = 0; l < SIG_LEVELS; l++)
-			out->needed[SIG_RANDOM][l] = acc[l] / 100;
-	}
-	for (size_t i = 0; i < out->nstreams; i++)
-		order[i] = i;
-	qsort_r(order, out->nstreams, sizeof(*order), by_total, st);
-	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_TOTAL]);
-	for (size_t i = 0; i < out->nstreams; i++)
-		order[i] = i;
-	qsort_r(order, out->nstreams, sizeof(*order), by_max, st);
-	walk(&t, st, order, out->nstreams, out->level, out->needed[SIG_GREEDY_MAX]);
-	/* Signature: signatures by coverage; for each not yet revealed, open its first stream */
-	{
-		size_t k = 0;
-
-		for (size_t i = 0; i < nsig; i++)
-			sorder[i] = i;
-		qsort_r(sorder, nsig, sizeof(*sorder), by_cover, cov.by);
-		memset(revealed, 0, nsig);
-		for (size_t i = 0; i < nsig; i++) {
-			size_t g = sorder[i];
-			uint32_t s0 = first_stream[g];
-
-			if (revealed[g] || s0 == UINT32_MAX || opened[s0])
-				continue;
-			opened[s0] = 1;
-			order[k++] = s0;
-			for (uint32_t j = st[s0].first; j < st[s0].first + st[s0].n; j++)
-				revealed[stream_sigs[j]] = 1;
-		}
-		walk(&t, st, order, k, out->level, out->needed[SIG_SIGNATURE]);
-	}
+	if (triage_random(&tr, out, bud, err, errlen) < 0)
+		goto out;
+	triage_greedy(&tr, out);
+	triage_by_signature(&tr, out);
 	rc = 0;
 out:
-	free(st);
-	free(order);
-	free(sorder);
-	free(stack_cost);
-	free(stream_sigs);
-	free(sig_start);
-	free(sig_rows);
-	free(seen);
-	free(sstamp);
-	free(first_stream);
-	free(revealed);
-	free(covered);
-	free(opened);
-	free(hits.v);
-	index_free(&x);
-	free(cov.by);
-	PQclear(rs);
-	PQclear(rt);
-	PQclear(rd);
+	triage_release(&tr);
 	return rc;
 }

@@ -1182,29 +1182,22 @@ static int rd_u32_list(struct rd *r, json_object *o, const char *key, size_t max
 	return 0;
 }
 
-static int rd_loop(struct rd *r, json_object *lo, size_t li)
+/* The loop's site and symbol, added as loop li, then its thread count and its units' statistics
+ * and thresholds, all and deferred. */
+static int rd_loop_units(struct rd *r, json_object *lo, size_t li, size_t base)
 {
 	struct gprofile *p = r->p;
-	size_t nctx, ncls, ntypes, nframes = intern_count(p->frames);
-	json_object *a, *units;
 	struct gp_site site;
 	struct gp_loop *l;
-	json_object *sym;
+	json_object *s = get(lo, "site"), *sym, *units;
 	int64_t id;
-	size_t base = strlen(r->path);
 
-	if (!json_object_is_type(lo, json_type_object))
-		return rd_fail(r, "not an object");
-	{
-		json_object *s = get(lo, "site");
-
-		if (!s || !json_object_is_type(s, json_type_object))
-			return rd_fail(r, "site: missing or not an object");
-		snprintf(r->path + base, sizeof(r->path) - base, ".site");
-		if (rd_site(r, s, p->nmodules, &site) < 0)
-			return -1;
-		r->path[base] = '\0';
-	}
+	if (!s || !json_object_is_type(s, json_type_object))
+		return rd_fail(r, "site: missing or not an object");
+	snprintf(r->path + base, sizeof(r->path) - base, ".site");
+	if (rd_site(r, s, p->nmodules, &site) < 0)
+		return -1;
+	r->path[base] = '\0';
 	sym = get(lo, "symbol");
 	if (sym && !json_object_is_type(sym, json_type_string) && !json_object_is_type(sym, json_type_null))
 		return rd_fail(r, "symbol: not a string");
@@ -1240,12 +1233,24 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 	} else {
 		l->async_thr_ns = l->threshold_ns;
 	}
+	return 0;
+}
+
+/* Loop li's contexts: call sites and their paths of frames (below nframes). */
+static int rd_contexts(struct rd *r, json_object *lo, size_t li, size_t base, size_t nframes)
+{
+	struct gprofile *p = r->p;
+	json_object *a;
+	size_t nctx;
+
 	if (!(a = rd_array(r, lo, "contexts", GP_MAX_CONTEXTS, &nctx)))
 		return -1;
 	for (size_t i = 0; i < nctx; i++) {
 		json_object *c = json_object_array_get_idx(a, i);
 		uint32_t path[GP_MAX_PATH];
+		struct gp_site site;
 		size_t np;
+		int64_t id;
 
 		snprintf(r->path + base, sizeof(r->path) - base, ".contexts[%zu]", i);
 		if (!json_object_is_type(c, json_type_object))
@@ -1253,22 +1258,33 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 		if (rd_site(r, c, p->nmodules, &site) < 0 ||
 		    rd_u32_list(r, c, "path", GP_MAX_PATH, nframes, path, &np) < 0)
 			return -1;
-		id = gp_add_context(p, (uint32_t)(l - p->loops), &site, path, (uint32_t)np);
+		id = gp_add_context(p, (uint32_t)li, &site, path, (uint32_t)np);
 		if (id < 0)
 			return id == -2 ? rd_fail(r, "too many contexts") : -1;
 		if ((size_t)id != i)
 			return rd_fail(r, "the same context twice");
-		l = &p->loops[li];
 	}
 	r->path[base] = '\0';
+	return 0;
+}
+
+/* Loop li's classes: sets of its contexts, their statistics per size, and their types. */
+static int rd_classes(struct rd *r, json_object *lo, size_t li, size_t base)
+{
+	struct gprofile *p = r->p;
+	json_object *a;
+	size_t ncls;
+
 	if (!(a = rd_array(r, lo, "classes", GP_MAX_CLASSES, &ncls)))
 		return -1;
 	for (size_t i = 0; i < ncls; i++) {
 		json_object *c = json_object_array_get_idx(a, i);
 		uint32_t set[GP_MAX_CLASS_CONTEXTS];
 		struct gp_stats st, size[GP_BUCKETS];
+		struct gp_loop *l = &p->loops[li];
 		size_t n;
 		uint64_t type;
+		int64_t id;
 
 		snprintf(r->path + base, sizeof(r->path) - base, ".classes[%zu]", i);
 		if (!json_object_is_type(c, json_type_object))
@@ -1288,59 +1304,82 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 		l->classes[id].type = (uint32_t)type;
 	}
 	r->path[base] = '\0';
+	return 0;
+}
+
+/* A type's thresholds per size bucket. */
+static int rd_size_thresholds(struct rd *r, json_object *o, struct gp_type *ty)
+{
+	json_object *ta = get(o, "size_thresholds_ns");
+
+	if (!ta || !json_object_is_type(ta, json_type_array) ||
+	    json_object_array_length(ta) != GP_BUCKETS)
+		return rd_fail(r, "size_thresholds_ns: missing, or not 16 numbers");
+	for (unsigned b = 0; b < GP_BUCKETS; b++) {
+		json_object *v = json_object_array_get_idx(ta, b);
+
+		if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+			return rd_fail(r, "size_thresholds_ns: not 16 non-negative integers");
+		ty->size_thr[b] = (double)json_object_get_int64(v);
+	}
+	return 0;
+}
+
+/* Type t of loop l (its room reserved): name, statistics, thresholds, and its contexts appended to
+ * the loop's. */
+static int rd_type(struct rd *r, json_object *o, struct gp_loop *l, size_t t)
+{
+	struct gprofile *p = r->p;
+	struct gp_type *ty = &l->types[t];
+	uint32_t *ctx = NULL;
+	const char *name;
+	uint64_t ncl;
+	size_t n;
+
+	memset(ty, 0, sizeof(*ty));
+	if (!json_object_is_type(o, json_type_object))
+		return rd_fail(r, "not an object");
+	if (!(name = rd_str(r, o, "name", sizeof(ty->name) - 1)) || rd_stats(r, o, &ty->st) < 0 ||
+	    rd_double(r, o, "threshold_ns", &ty->threshold_ns) < 0 ||
+	    rd_u64(r, o, "classes", GP_MAX_CLASSES, &ncl) < 0)
+		return -1;
+	snprintf(ty->name, sizeof(ty->name), "%s", name);
+	ty->nclasses = (uint32_t)ncl;
+	if (rd_sizes(r, o, ty->size) < 0 || rd_size_thresholds(r, o, ty) < 0)
+		return -1;
+	ctx = malloc(vec_bytes(l->ncontexts + 1, sizeof(*ctx)));
+	if (!ctx)
+		return gp_fail(p, "out of memory");
+	if (rd_u32_list(r, o, "contexts", l->ncontexts, l->ncontexts, ctx, &n) < 0 ||
+	    vec_reserve(&l->tctxs, &l->captctxs, l->ntctxs + n, sizeof(*l->tctxs)) < 0) {
+		free(ctx);
+		return p->err[0] ? -1 : gp_fail(p, "out of memory");
+	}
+	ty->ctx_off = (uint32_t)l->ntctxs;
+	ty->nctx = (uint32_t)n;
+	if (n)
+		memcpy(l->tctxs + l->ntctxs, ctx, n * sizeof(*ctx));
+	l->ntctxs += n;
+	free(ctx);
+	l->ntypes = t + 1;
+	return 0;
+}
+
+/* Loop li's unit types, then every class's type checked against them. */
+static int rd_types(struct rd *r, json_object *lo, size_t li, size_t base)
+{
+	struct gp_loop *l = &r->p->loops[li];
+	json_object *a;
+	size_t ntypes;
+
 	if (!(a = rd_array(r, lo, "types", GP_MAX_TYPES, &ntypes)))
 		return -1;
 	if (vec_reserve(&l->types, &l->captypes, ntypes, sizeof(*l->types)) < 0)
-		return gp_fail(p, "out of memory");
+		return gp_fail(r->p, "out of memory");
 	for (size_t t = 0; t < ntypes; t++) {
-		json_object *o = json_object_array_get_idx(a, t);
-		struct gp_type *ty = &l->types[t];
-		uint32_t *ctx = NULL;
-		const char *name;
-		uint64_t ncl;
-		size_t n;
-
 		snprintf(r->path + base, sizeof(r->path) - base, ".types[%zu]", t);
-		memset(ty, 0, sizeof(*ty));
-		if (!json_object_is_type(o, json_type_object))
-			return rd_fail(r, "not an object");
-		if (!(name = rd_str(r, o, "name", sizeof(ty->name) - 1)) || rd_stats(r, o, &ty->st) < 0 ||
-		    rd_double(r, o, "threshold_ns", &ty->threshold_ns) < 0 ||
-		    rd_u64(r, o, "classes", GP_MAX_CLASSES, &ncl) < 0)
+		if (rd_type(r, json_object_array_get_idx(a, t), l, t) < 0)
 			return -1;
-		snprintf(ty->name, sizeof(ty->name), "%s", name);
-		ty->nclasses = (uint32_t)ncl;
-		if (rd_sizes(r, o, ty->size) < 0)
-			return -1;
-		{
-			json_object *ta = get(o, "size_thresholds_ns");
-
-			if (!ta || !json_object_is_type(ta, json_type_array) ||
-			    json_object_array_length(ta) != GP_BUCKETS)
-				return rd_fail(r, "size_thresholds_ns: missing, or not 16 numbers");
-			for (unsigned b = 0; b < GP_BUCKETS; b++) {
-				json_object *v = json_object_array_get_idx(ta, b);
-
-				if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
-					return rd_fail(r, "size_thresholds_ns: not 16 non-negative integers");
-				ty->size_thr[b] = (double)json_object_get_int64(v);
-			}
-		}
-		ctx = malloc(vec_bytes(l->ncontexts + 1, sizeof(*ctx)));
-		if (!ctx)
-			return gp_fail(p, "out of memory");
-		if (rd_u32_list(r, o, "contexts", l->ncontexts, l->ncontexts, ctx, &n) < 0 ||
-		    vec_reserve(&l->tctxs, &l->captctxs, l->ntctxs + n, sizeof(*l->tctxs)) < 0) {
-			free(ctx);
-			return p->err[0] ? -1 : gp_fail(p, "out of memory");
-		}
-		ty->ctx_off = (uint32_t)l->ntctxs;
-		ty->nctx = (uint32_t)n;
-		if (n)
-			memcpy(l->tctxs + l->ntctxs, ctx, n * sizeof(*ctx));
-		l->ntctxs += n;
-		free(ctx);
-		l->ntypes = t + 1;
 	}
 	for (size_t i = 0; i < l->nclasses; i++)
 		if (l->classes[i].type >= l->ntypes && l->ntypes > 0) {
@@ -1348,6 +1387,19 @@ static int rd_loop(struct rd *r, json_object *lo, size_t li)
 			return rd_fail(r, "type: out of range");
 		}
 	r->path[base] = '\0';
+	return 0;
+}
+
+static int rd_loop(struct rd *r, json_object *lo, size_t li)
+{
+	size_t nframes = intern_count(r->p->frames);
+	size_t base = strlen(r->path);
+
+	if (!json_object_is_type(lo, json_type_object))
+		return rd_fail(r, "not an object");
+	if (rd_loop_units(r, lo, li, base) < 0 || rd_contexts(r, lo, li, base, nframes) < 0 ||
+	    rd_classes(r, lo, li, base) < 0 || rd_types(r, lo, li, base) < 0)
+		return -1;
 	return 0;
 }
 

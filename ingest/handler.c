@@ -243,18 +243,20 @@ int handler_authorize(struct handler *h, const char *authorization, struct handl
 	return check_auth(h, &hr, rs);
 }
 
-void handler_process(struct handler *h, const struct handler_request *rq,
-		     struct handler_response *rs)
-{
-	const char *body = rq->body;
-	size_t len = rq->len, nlines = 0, nvalid = 0;
-	struct line *lines = NULL;
-	const struct wire_stream **valid = NULL;
-	struct wire_stream *parsed = NULL;
-	size_t *valid_line = NULL;
-	enum store_result *results = NULL;
-	int st;
+/* A request's streams: its lines (one for application/json), each parsed, the valid ones with
+ * their line numbers, and what storing made of each (all in the handler's arena). */
+struct batch {
+	struct line *lines;
+	size_t nlines;
+	struct wire_stream *parsed;
+	const struct wire_stream **valid;
+	size_t *valid_line;
+	size_t nvalid;
+	enum store_result *results;
+};
 
+static void response_reset(struct handler *h, struct handler_response *rs)
+{
 	rs->status = 0;
 	rs->retry_after = 0;
 	rs->accepted = rs->duplicates = rs->rejected = rs->events = 0;
@@ -262,151 +264,207 @@ void handler_process(struct handler *h, const struct handler_request *rq,
 	buf_reset(&rs->body);
 	h->err[0] = '\0';
 	arena_reset(h->arena);
+}
 
-	if (check_auth(h, rq, rs) < 0)
-		return;
+/* The body decoded (zstd) into *body, *len and checked for size and content. 0, or -1 when
+ * answered. */
+static int decode_body(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
+		       const char **body, size_t *len)
+{
+	int st;
+
+	*body = rq->body;
+	*len = rq->len;
 	if (rq->zstd) {
-		st = decode_zstd(h, body, len, h->lim.max_decoded);
+		st = decode_zstd(h, *body, *len, h->lim.max_decoded);
 		if (st) {
 			metrics_reject(st == 413 ? REASON_TOO_LARGE : REASON_BAD_ENCODING, 1);
 			handler_error(rs, st, h->err);
-			return;
+			return -1;
 		}
-		body = h->decoded.data;
-		len = h->decoded.len;
+		*body = h->decoded.data;
+		*len = h->decoded.len;
 	}
-	rs->decoded_bytes = len;
-	if (len > h->lim.max_decoded) {
+	rs->decoded_bytes = *len;
+	if (*len > h->lim.max_decoded) {
 		metrics_reject(REASON_TOO_LARGE, 1);
 		handler_error(rs, 413, "body: larger than the limit");
-		return;
+		return -1;
 	}
-	if (blank(body, len)) {
+	if (blank(*body, *len)) {
 		metrics_reject(REASON_NOT_JSON, 1);
 		handler_error(rs, 400, "body: empty");
-		return;
+		return -1;
 	}
+	return 0;
+}
 
-	/* split into lines (one "line" for application/json) */
+/* The body split into lines (one "line" for application/json), blank lines skipped, and the
+ * batch's arrays allocated. 0, 1 when answered (too many streams), -1 when out of memory. */
+static int split_lines(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
+		       const char *body, size_t len, struct batch *b)
+{
 	if (rq->ndjson) {
 		size_t n = 0;
 		for (size_t i = 0; i < len; i++)
 			n += body[i] == '\n';
-		lines = arena_alloc(h->arena, (n + 1) * sizeof(*lines));
-		if (!lines)
-			goto fail_oom;
+		b->lines = arena_alloc(h->arena, (n + 1) * sizeof(*b->lines));
+		if (!b->lines)
+			return -1;
 		for (size_t i = 0, start = 0, lineno = 1; i <= len; i++) {
 			if (i < len && body[i] != '\n')
 				continue;
 			if (!blank(body + start, i - start)) {
-				if (nlines == h->lim.max_batch) {
+				if (b->nlines == h->lim.max_batch) {
 					char msg[128];
 					snprintf(msg, sizeof(msg),
 						 "body: more than %zu streams in one batch", h->lim.max_batch);
 					metrics_reject(REASON_TOO_LARGE, 1);
 					handler_error(rs, 413, msg);
-					return;
+					return 1;
 				}
-				lines[nlines].p = body + start;
-				lines[nlines].len = i - start;
-				lines[nlines].lineno = lineno;
-				nlines++;
+				b->lines[b->nlines].p = body + start;
+				b->lines[b->nlines].len = i - start;
+				b->lines[b->nlines].lineno = lineno;
+				b->nlines++;
 			}
 			start = i + 1;
 			lineno++;
 		}
 	} else {
-		lines = arena_alloc(h->arena, sizeof(*lines));
-		if (!lines)
-			goto fail_oom;
-		lines[0].p = body;
-		lines[0].len = len;
-		lines[0].lineno = 1;
-		nlines = 1;
+		b->lines = arena_alloc(h->arena, sizeof(*b->lines));
+		if (!b->lines)
+			return -1;
+		b->lines[0].p = body;
+		b->lines[0].len = len;
+		b->lines[0].lineno = 1;
+		b->nlines = 1;
 	}
-	parsed = arena_calloc(h->arena, nlines, sizeof(*parsed));
-	valid = arena_calloc(h->arena, nlines, sizeof(*valid));
-	valid_line = arena_calloc(h->arena, nlines, sizeof(*valid_line));
-	results = arena_calloc(h->arena, nlines, sizeof(*results));
-	if (!parsed || !valid || !valid_line || !results)
-		goto fail_oom;
+	b->parsed = arena_calloc(h->arena, b->nlines, sizeof(*b->parsed));
+	b->valid = arena_calloc(h->arena, b->nlines, sizeof(*b->valid));
+	b->valid_line = arena_calloc(h->arena, b->nlines, sizeof(*b->valid_line));
+	b->results = arena_calloc(h->arena, b->nlines, sizeof(*b->results));
+	if (!b->parsed || !b->valid || !b->valid_line || !b->results)
+		return -1;
+	return 0;
+}
 
+/* Each line parsed: the valid streams kept, the others rejected - the request with them for a
+ * single stream, else each into the rejections (h->rw, left open). 0, 1 when answered, -1 when
+ * out of memory. */
+static int parse_lines(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
+		       struct batch *b)
+{
 	buf_reset(&h->rejected);
 	jsonw_init_compact(&h->rw, &h->rejected);
 	jsonw_array(&h->rw);
-	for (size_t i = 0; i < nlines; i++) {
-		int rc = wire_parse(h->parser, lines[i].p, lines[i].len, h->arena, &parsed[i]);
+	for (size_t i = 0; i < b->nlines; i++) {
+		struct wire_stream *ps = &b->parsed[i];
+		int rc = wire_parse(h->parser, b->lines[i].p, b->lines[i].len, h->arena, ps);
 
 		if (rc == WIRE_ENOMEM)
-			goto fail_oom;
-		if (rc == WIRE_OK && h->token_host[0] && strcmp(parsed[i].host, h->token_host) != 0) {
+			return -1;
+		if (rc == WIRE_OK && h->token_host[0] && strcmp(ps->host, h->token_host) != 0) {
 			/* a host-bound token speaks for its host only */
 			char msg[AUTH_HOST_MAX + 64];
 
 			snprintf(msg, sizeof(msg), "host: this token sends streams of host '%s' only", h->token_host);
 			metrics_reject(REASON_INVALID, 1);
 			if (!rq->ndjson) {
-				handler_error_id(rs, 403, msg, parsed[i].stream_id);
+				handler_error_id(rs, 403, msg, ps->stream_id);
 				rs->rejected = 1;
-				return;
+				return 1;
 			}
-			add_rejection(h, rs, lines[i].lineno, parsed[i].stream_id, msg);
+			add_rejection(h, rs, b->lines[i].lineno, ps->stream_id, msg);
 			continue;
 		}
 		if (rc == WIRE_OK) {
-			valid[nvalid] = &parsed[i];
-			valid_line[nvalid] = lines[i].lineno;
-			nvalid++;
+			b->valid[b->nvalid] = ps;
+			b->valid_line[b->nvalid] = b->lines[i].lineno;
+			b->nvalid++;
 			continue;
 		}
 		metrics_reject(rc == WIRE_ENOTJSON ? REASON_NOT_JSON : REASON_INVALID, 1);
 		if (!rq->ndjson) {
 			/* a single stream that cannot be accepted is a bad request */
-			handler_error_id(rs, 400, wire_parser_error(h->parser), parsed[i].stream_id);
+			handler_error_id(rs, 400, wire_parser_error(h->parser), ps->stream_id);
 			rs->rejected = 1;
-			return;
+			return 1;
 		}
-		add_rejection(h, rs, lines[i].lineno, parsed[i].stream_id, wire_parser_error(h->parser));
+		add_rejection(h, rs, b->lines[i].lineno, ps->stream_id, wire_parser_error(h->parser));
 	}
-	if (nvalid && store_streams(h->store, valid, nvalid, results) < 0) {
+	return 0;
+}
+
+/* The valid streams stored in one go and counted. 0, or 1 when answered (the database failed:
+ * nothing stored). */
+static int store_batch(struct handler *h, struct handler_response *rs, const struct batch *b)
+{
+	if (b->nvalid && store_streams(h->store, b->valid, b->nvalid, b->results) < 0) {
 		metrics_reject(REASON_DB_ERROR, 1);
-		log_error("storing streams failed", "streams=%zu error=\"%s\"", nvalid,
+		log_error("storing streams failed", "streams=%zu error=\"%s\"", b->nvalid,
 			  store_error(h->store));
 		handler_error(rs, 503, "database unavailable; nothing of this request was stored, retry later");
 		rs->retry_after = 2;
 		rs->accepted = rs->duplicates = 0;
-		return;
+		return 1;
 	}
-	for (size_t i = 0; i < nvalid; i++) {
-		if (results[i] == STORE_ACCEPTED) {
+	for (size_t i = 0; i < b->nvalid; i++) {
+		if (b->results[i] == STORE_ACCEPTED) {
 			rs->accepted++;
-			rs->events += valid[i]->nevents;
+			rs->events += b->valid[i]->nevents;
 		} else {
 			rs->duplicates++;
 		}
 	}
+	return 0;
+}
+
+/* The answer's body: the counts and the rejections. 0, or -1 when out of memory. */
+static int answer_batch(struct handler *h, struct handler_response *rs)
+{
+	struct jsonw w;
+
 	jsonw_end(&h->rw);
 	if (jsonw_finish(&h->rw) < 0)
-		goto fail_oom;
-	{
-		struct jsonw w;
+		return -1;
+	jsonw_init_compact(&w, &rs->body);
+	jsonw_object(&w);
+	jsonw_ku64(&w, "accepted", rs->accepted);
+	jsonw_ku64(&w, "duplicates", rs->duplicates);
+	jsonw_key(&w, "rejected");
+	jsonw_raw(&w, h->rejected.data, h->rejected.len);
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0)
+		return -1;
+	return 0;
+}
 
-		jsonw_init_compact(&w, &rs->body);
-		jsonw_object(&w);
-		jsonw_ku64(&w, "accepted", rs->accepted);
-		jsonw_ku64(&w, "duplicates", rs->duplicates);
-		jsonw_key(&w, "rejected");
-		jsonw_raw(&w, h->rejected.data, h->rejected.len);
-		jsonw_end(&w);
-		if (jsonw_finish(&w) < 0)
-			goto fail_oom;
+void handler_process(struct handler *h, const struct handler_request *rq,
+		     struct handler_response *rs)
+{
+	struct batch b = { 0 };
+	const char *body;
+	size_t len;
+	int rc;
+
+	response_reset(h, rs);
+	if (check_auth(h, rq, rs) < 0 || decode_body(h, rq, rs, &body, &len) < 0)
+		return;
+	rc = split_lines(h, rq, rs, body, len, &b);
+	if (rc == 0)
+		rc = parse_lines(h, rq, rs, &b);
+	if (rc == 0)
+		rc = store_batch(h, rs, &b);
+	if (rc == 0)
+		rc = answer_batch(h, rs);
+	if (rc == 0) {
+		rs->status = 200;
+	} else if (rc < 0) {
+		log_error("out of memory handling a request", "bytes=%zu", len);
+		handler_error(rs, 503, "server out of memory for this request; retry later");
+		rs->retry_after = 5;
 	}
-	rs->status = 200;
-	return;
-fail_oom:
-	log_error("out of memory handling a request", "bytes=%zu", len);
-	handler_error(rs, 503, "server out of memory for this request; retry later");
-	rs->retry_after = 5;
 }
 
 int handler_maintain(struct handler *h)

@@ -712,6 +712,227 @@ static void stop_workers(struct server *s)
 	pthread_mutex_unlock(&s->qlock);
 }
 
+/* Every thread inherits this mask; only the main thread takes the signals (sigwait()). */
+static void block_signals(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGTERM);
+	sigaddset(sigs, SIGINT);
+	sigaddset(sigs, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+}
+
+static int server_alloc(struct server *s, struct worker_arg **args)
+{
+	const struct ingest_config *cfg = s->cfg;
+
+	s->cache = idcache_open(262144, 262144);
+	s->auth = auth_cache_open(cfg->auth_ttl_ms, 1024);
+	s->nworkers = cfg->workers;
+	s->workers = calloc((size_t)cfg->workers, sizeof(*s->workers));
+	s->handlers = calloc((size_t)cfg->workers, sizeof(*s->handlers));
+	*args = calloc((size_t)cfg->workers, sizeof(**args));
+	if (!s->cache || !s->auth || !s->workers || !s->handlers || !*args) {
+		log_error("out of memory at start", "%s", "");
+		return -1;
+	}
+	return 0;
+}
+
+/* The database reachable and its schema current, before anything is started. */
+static int probe_database(const struct ingest_config *cfg)
+{
+	char err[1024];
+	PGconn *probe = db_connect(cfg->conninfo, err, sizeof(err));
+	int ok = probe && db_schema_check(probe, err, sizeof(err)) == 0;
+
+	if (probe)
+		PQfinish(probe);
+	if (!ok) {
+		log_error("cannot start", "error=\"%s\"", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The maintenance thread's handler, which creates the event partitions before any request. */
+static int open_maintenance(struct server *s)
+{
+	const struct ingest_config *cfg = s->cfg;
+	char err[1024];
+
+	s->maint_handler = handler_open(cfg->conninfo, &cfg->lim, s->cache, s->auth, err, sizeof(err));
+	if (!s->maint_handler) {
+		log_error("cannot start", "error=\"%s\"", err);
+		return -1;
+	}
+	if (handler_maintain(s->maint_handler) < 0) {
+		log_error("cannot create event partitions", "error=\"%s\"",
+			  handler_last_error(s->maint_handler));
+		return -1;
+	}
+	atomic_store(&s->db_ok, true);
+	metrics_gauge_set(GAUGE_DB_UP, 1);
+	return 0;
+}
+
+/* The database workers, each with a handler (a connection) of its own; *started counts the
+ * threads running, also when one fails to start. */
+static int start_workers(struct server *s, struct worker_arg *args, int *started)
+{
+	const struct ingest_config *cfg = s->cfg;
+	char err[1024];
+
+	for (int i = 0; i < cfg->workers; i++) {
+		s->handlers[i] = handler_open(cfg->conninfo, &cfg->lim, s->cache, s->auth, err,
+					      sizeof(err));
+		if (!s->handlers[i]) {
+			log_error("cannot open database worker", "worker=%d error=\"%s\"", i, err);
+			return -1;
+		}
+		args[i].srv = s;
+		args[i].h = s->handlers[i];
+		if (pthread_create(&s->workers[i], NULL, worker_main, &args[i]) != 0) {
+			handler_free(s->handlers[i]);
+			s->handlers[i] = NULL;
+			log_error("cannot start worker thread", "worker=%d", i);
+			return -1;
+		}
+		(*started)++;
+	}
+	return 0;
+}
+
+/* The HTTP side: the connection limits (conns.h) and libmicrohttpd listening on addr. On a
+ * failure nothing of it is left. */
+static int start_http(struct server *s, int fam, struct sockaddr_storage *addr)
+{
+	const struct ingest_config *cfg = s->cfg;
+	static const char *const reserved[] = { "/healthz", "/metrics", NULL };
+	struct conns_config cc = {
+		.max_connections = (unsigned)cfg->max_connections, .reserve = CONN_RESERVE,
+		.max_per_ip = (unsigned)cfg->max_per_ip, .header_timeout_s = (unsigned)cfg->header_timeout_s,
+		.idle_timeout_s = (unsigned)cfg->conn_timeout_s, .body_min_rate = (unsigned)cfg->min_body_rate,
+		.other_fds = (unsigned)cfg->workers + 2, .metrics_prefix = "sm_ingest", .reserved_paths = reserved,
+	};
+	struct MHD_OptionItem copts[CONNS_NOPTIONS];
+	char err[1024];
+
+	s->conns = conns_open(&cc, on_request, s, on_completed, s, err, sizeof(err));
+	if (!s->conns) {
+		log_error("cannot start", "error=\"%s\"", err);
+		return -1;
+	}
+	conns_options(s->conns, copts);
+	s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+				  MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+				  (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
+				  0, NULL, NULL, conns_access, s->conns,
+				  MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
+				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+				  MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+				  MHD_OPTION_ARRAY, copts,
+				  MHD_OPTION_END);
+	if (!s->mhd) {
+		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
+		conns_free(s->conns);
+		s->conns = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* Where it listens, in the log and in the port file when asked for. */
+static void announce(const struct server *s)
+{
+	const struct ingest_config *cfg = s->cfg;
+	int port = httpd_bound_port(s->mhd);
+	char host[128];
+	size_t hl = (size_t)(strrchr(cfg->listen, ':') - cfg->listen);
+
+	snprintf(host, sizeof(host), "%.*s", (int)hl, cfg->listen);
+	log_info("listening", "addr=%s:%d workers=%d queue=%d", host, port, cfg->workers,
+		 cfg->queue);
+	if (cfg->port_file && httpd_write_port_file(cfg->port_file, port) < 0)
+		log_warn("cannot write the port file", "path=\"%s\" error=\"%s\"", cfg->port_file,
+			 strerror(errno));
+}
+
+/* Until SIGTERM or SIGINT (SIGPIPE ignored). */
+static void wait_signal(sigset_t *sigs)
+{
+	int sig;
+
+	do {
+		if (sigwait(sigs, &sig) != 0)
+			sig = SIGTERM;
+	} while (sig == SIGPIPE);
+	log_info("shutting down: no new connections, finishing requests in flight", "signal=%s",
+		 sig == SIGINT ? "INT" : "TERM");
+}
+
+/* No new connections; the requests in flight finished, whatever is still queued answered 503,
+ * the workers stopped. -1 when requests are still held by the database after the drain. */
+static int drain(struct server *s)
+{
+	const struct ingest_config *cfg = s->cfg;
+	MHD_socket lfd;
+	int64_t deadline;
+
+	atomic_store(&s->draining, true);
+	lfd = MHD_quiesce_daemon(s->mhd);
+	if (lfd != MHD_INVALID_SOCKET)
+		close(lfd);
+	deadline = util_now_mono_ns() + (int64_t)cfg->drain_timeout_s * 1000000000;
+	while (atomic_load(&s->inflight) > 0 && util_now_mono_ns() < deadline)
+		usleep(20000);
+	/* whatever is still queued is answered 503 (not stored: the sender retries) */
+	stop_workers(s);
+	/* libmicrohttpd must not be stopped with suspended connections: wait
+	 * for the workers to answer; statement_timeout bounds their wait */
+	deadline = util_now_mono_ns() + (int64_t)(STATEMENT_TIMEOUT_S + 10) * 1000000000;
+	while (atomic_load(&s->suspended) > 0 && util_now_mono_ns() < deadline)
+		usleep(20000);
+	deadline = util_now_mono_ns() + (int64_t)2 * 1000000000;
+	while (atomic_load(&s->inflight) > 0 && util_now_mono_ns() < deadline)
+		usleep(20000);
+	if (atomic_load(&s->suspended) > 0) {
+		log_error("requests still held by the database after the drain; exiting without them",
+			  "requests=%lld", (long long)atomic_load(&s->suspended));
+		return -1;
+	}
+	return 0;
+}
+
+static void stop_maintenance(struct server *s)
+{
+	pthread_mutex_lock(&s->mlock);
+	s->maint_stop = true;
+	pthread_cond_signal(&s->mcond);
+	pthread_mutex_unlock(&s->mlock);
+	pthread_join(s->maint, NULL);
+}
+
+/* The started worker threads stopped and joined, every handler closed. */
+static void join_workers(struct server *s, int started)
+{
+	stop_workers(s);
+	for (int i = 0; i < started; i++)
+		pthread_join(s->workers[i], NULL);
+	for (int i = 0; i < s->cfg->workers; i++)
+		handler_free(s->handlers[i]);
+}
+
+static void server_release(struct server *s, struct worker_arg *args)
+{
+	handler_free(s->maint_handler);
+	free(args);
+	free(s->workers);
+	free(s->handlers);
+	idcache_free(s->cache);
+	auth_cache_free(s->auth);
+}
 
 int server_run(const struct ingest_config *cfg)
 {
@@ -720,8 +941,7 @@ int server_run(const struct ingest_config *cfg)
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	sigset_t sigs;
-	char err[1024];
-	int fam, port, sig, started = 0, rc = -1;
+	int fam, started = 0, rc = -1;
 
 	memset(&s, 0, sizeof(s));
 	s.cfg = cfg;
@@ -736,166 +956,30 @@ int server_run(const struct ingest_config *cfg)
 		log_error("bad --listen address", "listen=\"%s\" want=ADDR:PORT", cfg->listen);
 		return -1;
 	}
-	/* every thread inherits this mask; only the main thread takes the signals */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-
-	s.cache = idcache_open(262144, 262144);
-	s.auth = auth_cache_open(cfg->auth_ttl_ms, 1024);
-	s.nworkers = cfg->workers;
-	s.workers = calloc((size_t)cfg->workers, sizeof(*s.workers));
-	s.handlers = calloc((size_t)cfg->workers, sizeof(*s.handlers));
-	args = calloc((size_t)cfg->workers, sizeof(*args));
-	if (!s.cache || !s.auth || !s.workers || !s.handlers || !args) {
-		log_error("out of memory at start", "%s", "");
+	block_signals(&sigs);
+	if (server_alloc(&s, &args) < 0 || probe_database(cfg) < 0 || open_maintenance(&s) < 0)
 		goto out_free;
-	}
-	{
-		PGconn *probe = db_connect(cfg->conninfo, err, sizeof(err));
-		int ok = probe && db_schema_check(probe, err, sizeof(err)) == 0;
-		if (probe)
-			PQfinish(probe);
-		if (!ok) {
-			log_error("cannot start", "error=\"%s\"", err);
-			goto out_free;
-		}
-	}
-	s.maint_handler = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, err, sizeof(err));
-	if (!s.maint_handler) {
-		log_error("cannot start", "error=\"%s\"", err);
-		goto out_free;
-	}
-	if (handler_maintain(s.maint_handler) < 0) {
-		log_error("cannot create event partitions", "error=\"%s\"",
-			  handler_last_error(s.maint_handler));
-		goto out_free;
-	}
-	atomic_store(&s.db_ok, true);
-	metrics_gauge_set(GAUGE_DB_UP, 1);
-	for (int i = 0; i < cfg->workers; i++) {
-		s.handlers[i] = handler_open(cfg->conninfo, &cfg->lim, s.cache, s.auth, err,
-					     sizeof(err));
-		if (!s.handlers[i]) {
-			log_error("cannot open database worker", "worker=%d error=\"%s\"", i, err);
-			goto out_workers;
-		}
-		args[i].srv = &s;
-		args[i].h = s.handlers[i];
-		if (pthread_create(&s.workers[i], NULL, worker_main, &args[i]) != 0) {
-			handler_free(s.handlers[i]);
-			s.handlers[i] = NULL;
-			log_error("cannot start worker thread", "worker=%d", i);
-			goto out_workers;
-		}
-		started++;
-	}
+	if (start_workers(&s, args, &started) < 0)
+		goto out_workers;
 	if (pthread_create(&s.maint, NULL, maint_main, &s) != 0) {
 		log_error("cannot start maintenance thread", "%s", "");
 		goto out_workers;
 	}
-
-	{
-		static const char *const reserved[] = { "/healthz", "/metrics", NULL };
-		struct conns_config cc = {
-			.max_connections = (unsigned)cfg->max_connections, .reserve = CONN_RESERVE,
-			.max_per_ip = (unsigned)cfg->max_per_ip, .header_timeout_s = (unsigned)cfg->header_timeout_s,
-			.idle_timeout_s = (unsigned)cfg->conn_timeout_s, .body_min_rate = (unsigned)cfg->min_body_rate,
-			.other_fds = (unsigned)cfg->workers + 2, .metrics_prefix = "sm_ingest", .reserved_paths = reserved,
-		};
-		struct MHD_OptionItem copts[CONNS_NOPTIONS];
-
-		s.conns = conns_open(&cc, on_request, &s, on_completed, &s, err, sizeof(err));
-		if (!s.conns) {
-			log_error("cannot start", "error=\"%s\"", err);
-			goto out_maint;
-		}
-		conns_options(s.conns, copts);
-		s.mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-					 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG |
-					 (fam == AF_INET6 ? MHD_USE_IPv6 : 0),
-					 0, NULL, NULL, conns_access, s.conns,
-					 MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
-					 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-					 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-					 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-					 MHD_OPTION_ARRAY, copts,
-					 MHD_OPTION_END);
-	}
-	if (!s.mhd) {
-		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
-		goto out_conns;
-	}
-	port = httpd_bound_port(s.mhd);
-	{
-		char host[128];
-		size_t hl = (size_t)(strrchr(cfg->listen, ':') - cfg->listen);
-		snprintf(host, sizeof(host), "%.*s", (int)hl, cfg->listen);
-		log_info("listening", "addr=%s:%d workers=%d queue=%d", host, port, cfg->workers,
-			 cfg->queue);
-	}
-	if (cfg->port_file && httpd_write_port_file(cfg->port_file, port) < 0)
-		log_warn("cannot write the port file", "path=\"%s\" error=\"%s\"", cfg->port_file,
-			 strerror(errno));
-
-	do {
-		if (sigwait(&sigs, &sig) != 0)
-			sig = SIGTERM;
-	} while (sig == SIGPIPE);
-	log_info("shutting down: no new connections, finishing requests in flight", "signal=%s",
-		 sig == SIGINT ? "INT" : "TERM");
-
-	atomic_store(&s.draining, true);
-	{
-		MHD_socket lfd = MHD_quiesce_daemon(s.mhd);
-		if (lfd != MHD_INVALID_SOCKET)
-			close(lfd);
-	}
-	{
-		int64_t deadline = util_now_mono_ns() + (int64_t)cfg->drain_timeout_s * 1000000000;
-		while (atomic_load(&s.inflight) > 0 && util_now_mono_ns() < deadline)
-			usleep(20000);
-		/* whatever is still queued is answered 503 (not stored: the sender retries) */
-		stop_workers(&s);
-		/* libmicrohttpd must not be stopped with suspended connections: wait
-		 * for the workers to answer; statement_timeout bounds their wait */
-		deadline = util_now_mono_ns() + (int64_t)(STATEMENT_TIMEOUT_S + 10) * 1000000000;
-		while (atomic_load(&s.suspended) > 0 && util_now_mono_ns() < deadline)
-			usleep(20000);
-		deadline = util_now_mono_ns() + (int64_t)2 * 1000000000;
-		while (atomic_load(&s.inflight) > 0 && util_now_mono_ns() < deadline)
-			usleep(20000);
-	}
-	if (atomic_load(&s.suspended) > 0) {
-		log_error("requests still held by the database after the drain; exiting without them",
-			  "requests=%lld", (long long)atomic_load(&s.suspended));
+	if (start_http(&s, fam, &addr) < 0)
+		goto out_maint;
+	announce(&s);
+	wait_signal(&sigs);
+	if (drain(&s) < 0)
 		return -1; /* stopping libmicrohttpd now would abort the process */
-	}
 	rc = 0;
 	MHD_stop_daemon(s.mhd);
-out_conns:
 	conns_free(s.conns);
 out_maint:
-	pthread_mutex_lock(&s.mlock);
-	s.maint_stop = true;
-	pthread_cond_signal(&s.mcond);
-	pthread_mutex_unlock(&s.mlock);
-	pthread_join(s.maint, NULL);
+	stop_maintenance(&s);
 out_workers:
-	stop_workers(&s);
-	for (int i = 0; i < started; i++)
-		pthread_join(s.workers[i], NULL);
-	for (int i = 0; i < cfg->workers; i++)
-		handler_free(s.handlers[i]);
+	join_workers(&s, started);
 out_free:
-	handler_free(s.maint_handler);
-	free(args);
-	free(s.workers);
-	free(s.handlers);
-	idcache_free(s.cache);
-	auth_cache_free(s.auth);
+	server_release(&s, args);
 	if (rc == 0)
 		log_info("stopped", "%s", "");
 	return rc;

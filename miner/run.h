@@ -1,10 +1,13 @@
 /*
  * run: the pipeline of a mining run. A run selects trace streams from
- * PostgreSQL, extracts each stream's AOI (on all cores), applies the frame
- * filters, collapses identical stacks, mines costly maximal patterns of wait
- * and run stacks separately, clusters them, and stores the collapsed stacks,
- * the patterns, the clusters and the run's counts and timings. Runs come from
- * the queue (queue.h); miner_work() is a worker's loop.
+ * PostgreSQL, extracts each stream's AOI (on all cores; extract.h, in parts
+ * across workers with partrun.h), applies the frame filters, collapses
+ * identical stacks, mines costly maximal patterns of wait and run stacks
+ * separately, clusters them, and stores the collapsed stacks, the patterns,
+ * the clusters and the run's counts and timings (results.h), beating all the
+ * while (heartbeat.h). Runs come from the queue (queue.h); miner_work()
+ * (worker.h, included here for the programs that run a worker) is a worker's
+ * loop.
  */
 #ifndef SM_RUN_H
 #define SM_RUN_H
@@ -13,6 +16,7 @@
 #include <stdint.h>
 
 #include "miner/queue.h"
+#include "miner/worker.h"
 
 /* Execute a taken run to status done or failed (the error is stored with the
  * run and also left in miner_error()). Returns 0 when done, -1 when failed,
@@ -21,13 +25,5 @@
 int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p);
 /* How long a run whose database went away waits for it before leaving the run to its lease. */
 #define RUN_DB_WAIT_S 60
-
-/*
- * A worker: take queued runs and execute them one after another until the
- * cancel flag of the options is set (also when a run is in progress: it goes
- * back to the queue). once: return when the queue is empty. Logs each run.
- * Returns 0, or -1 when (with once) a run could not be taken.
- */
-int miner_work(struct miner *m, bool once);
 
 #endif

@@ -1,0 +1,21 @@
+/*
+ * extract: phase 2 of a run in one piece. The events of some of the run's selected streams are
+ * read - from the standby of --db-read once it has caught up (standby.h), else through a binary
+ * COPY on the worker's connection (copyread.h) - in chunks, and each chunk's AOI is extracted on
+ * all cores (aoi.h) and collapsed by (stream, kind, stack) into the run's entries (violating
+ * streams) and bentries (baseline streams). The order of the entries is not set.
+ */
+#ifndef SM_EXTRACT_H
+#define SM_EXTRACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct run;
+
+/* The streams run->refs[first .. end): all of the temporary table sm_sel, or (part) the part in
+ * sm_part, which the COPY joins. Their events counted in run->nread, their AOI in the entries and
+ * the progress. 0, or -1 with the error on the run's miner. */
+int extract_read(struct run *run, size_t first, size_t end, bool part);
+
+#endif

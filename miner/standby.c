@@ -1,0 +1,120 @@
+/* standby: a run's events read from a standby once it has caught up (see standby.h). */
+#include "miner/standby.h"
+#include "common/buf.h"
+#include "common/db.h"
+#include "common/util.h"
+#include "common/wire.h"
+#include "miner/queue.h"
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+int standby_caught_up(struct miner *m, PGconn *rdb)
+{
+	const char *params[1];
+	char lsn[64];
+	PGresult *r;
+	int64_t t0 = util_now_mono_ns();
+
+	r = PQexec(miner_db(m), "SELECT pg_current_wal_lsn()::text");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		return miner_db_fail(m, "reading the primary's WAL position", r);
+	snprintf(lsn, sizeof(lsn), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	params[0] = lsn;
+	while (db_alive(rdb)) {
+		bool ok;
+
+		r = PQexecParams(rdb, "SELECT NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= $1::pg_lsn",
+				 1, NULL, params, NULL, NULL, 0);
+		ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
+		PQclear(r);
+		if (ok)
+			return 1;
+		if (util_now_mono_ns() - t0 > 30 * 1000000000LL ||
+		    (miner_options(m)->cancel && *miner_options(m)->cancel))
+			break;
+		poll(NULL, 0, 50);
+	}
+	return 0;
+}
+
+int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, copyread_each each, void *arg)
+{
+	struct buf ids = BUF_INIT(0);
+	char lo[24], hi[24];
+	const char *params[3] = { NULL, lo, hi };
+	PGresult *r;
+	int rc = -1;
+
+	buf_putc(&ids, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			buf_putc(&ids, ',');
+		buf_put_i64(&ids, refs[i]);
+	}
+	if (buf_putc(&ids, '}') < 0) {
+		buf_release(&ids);
+		return miner_fail(m, "out of memory reading events");
+	}
+	params[0] = buf_cstr(&ids);
+	snprintf(lo, sizeof(lo), "%lld", (long long)refs[0]);
+	snprintf(hi, sizeof(hi), "%lld", (long long)refs[n - 1]);
+	if (db_exec(rdb, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", miner_errbuf(m), MINER_ERRLEN) < 0)
+		goto out;
+	r = PQexecParams(rdb, "DECLARE sm_ev NO SCROLL CURSOR FOR SELECT stream_ref, kind, tid, ts_ns, dur_ns,"
+			      " stack_id, coalesce(readier_tid, 0) FROM events WHERE stream_ref = ANY($1::bigint[])"
+			      " AND stream_ref BETWEEN $2::bigint AND $3::bigint ORDER BY stream_ref",
+			 3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		db_errcpy(miner_errbuf(m), MINER_ERRLEN, "reading events from the standby", PQresultErrorMessage(r));
+		PQclear(r);
+		goto out_rollback;
+	}
+	PQclear(r);
+	for (;;) {
+		int rows;
+
+		r = PQexecParams(rdb, "FETCH FORWARD 50000 FROM sm_ev", 0, NULL, NULL, NULL, NULL, 1);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			db_errcpy(miner_errbuf(m), MINER_ERRLEN, "reading events from the standby",
+				  PQresultErrorMessage(r));
+			PQclear(r);
+			goto out_rollback;
+		}
+		rows = PQntuples(r);
+		if (rows == 0) {
+			PQclear(r);
+			break;
+		}
+		for (int i = 0; i < rows; i++) {
+			const unsigned char *f[COPYREAD_FIELDS];
+			int len[COPYREAD_FIELDS];
+			struct wire_event e;
+			int64_t ref;
+
+			for (int k = 0; k < COPYREAD_FIELDS; k++) {
+				f[k] = (const unsigned char *)PQgetvalue(r, i, k);
+				len[k] = PQgetlength(r, i, k);
+			}
+			if (copyread_fields(f, len, &ref, &e) < 0) {
+				PQclear(r);
+				miner_fail(m, "reading events from the standby: unexpected row layout");
+				goto out_rollback;
+			}
+			if (each(arg, ref, &e) < 0) {
+				PQclear(r);
+				goto out_rollback;
+			}
+		}
+		PQclear(r);
+	}
+	rc = db_exec(rdb, "COMMIT", miner_errbuf(m), MINER_ERRLEN);
+	goto out;
+out_rollback:
+	PQclear(PQexec(rdb, "ROLLBACK"));
+out:
+	buf_release(&ids);
+	return rc;
+}
