@@ -80,15 +80,17 @@ int copyread_events(struct miner *m, const char *sql, copyread_each each, void *
 		int64_t ref;
 
 		if (header) {
-			/* signature, flags, header extension */
-			if (n < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0) {
+			/* signature, flags, header extension (its length read from the stream: within the
+			 * message) */
+			if (n < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0 ||
+			    (uint32_t)be32(p + 15) > n - 19) {
 				PQfreemem(msg);
 				rc = miner_fail(m, "reading events: not a binary COPY stream");
 				header = false;
 				continue; /* drain the COPY */
 			}
-			n -= 19 + (size_t)be32(p + 15);
-			p += 19 + (size_t)be32(p + 15);
+			n -= 19 + (size_t)(uint32_t)be32(p + 15);
+			p += 19 + (size_t)(uint32_t)be32(p + 15);
 			header = false;
 			if (n == 0) {
 				PQfreemem(msg);
