@@ -213,20 +213,15 @@ static bool known_query(struct req *rq, const char *const *names, bool labels)
 	return false;
 }
 
-/* Status for an error message of the signature module. */
-static int sig_status(const char *err)
+/* The status of a signature module's error code (clusterer/signature.h). */
+static int sig_http_status(int code)
 {
-	static const char *const internal[] = { "out of memory", "creating the signature", "updating the signature",
-						"exporting signatures", "importing signatures", "reading", "triage" };
-
-	if (strstr(err, "no such"))
-		return 404;
-	if (strstr(err, "exists already"))
-		return 409;
-	for (size_t i = 0; i < sizeof(internal) / sizeof(internal[0]); i++)
-		if (strncmp(err, internal[i], strlen(internal[i])) == 0)
-			return 500;
-	return 400;
+	switch (code) {
+	case SIG_ENOTFOUND: return 404;
+	case SIG_EEXIST: return 409;
+	case SIG_EINVAL: return 400;
+	default: return 500;
+	}
 }
 
 /* ---- streams ---- */
@@ -414,8 +409,9 @@ static PGresult *need_stream(struct req *rq, const char *uuid, char canon[37])
 	return st;
 }
 
-static void get_stream(struct req *rq, const char *uuid)
+static void get_stream(struct req *rq)
 {
+	const char *uuid = rq->arg;
 	static const char *const names[] = { "aoi", NULL };
 	char canon[37], err[512];
 	PGresult *st, *ev = NULL;
@@ -566,8 +562,9 @@ static PGresult *need_problem(struct req *rq, const char *id)
 
 static const char *const no_params[] = { NULL };
 
-static void get_run(struct req *rq, const char *id)
+static void get_run(struct req *rq)
 {
+	const char *id = rq->arg;
 	PGresult *r;
 
 	if (!known_query(rq, no_params, false) || !(r = need_run(rq, id)))
@@ -577,8 +574,9 @@ static void get_run(struct req *rq, const char *id)
 }
 
 /* DELETE /api/v1/runs/{id}: an admin's */
-static void delete_run(struct req *rq, const char *id)
+static void delete_run(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	int rc;
 
@@ -681,8 +679,9 @@ static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresu
 	return true;
 }
 
-static void get_clusters(struct req *rq, const char *run)
+static void get_clusters(struct req *rq)
 {
+	const char *run = rq->arg;
 	static const char *const names[] = { "sort", "kind", "q", "patterns", "limit", "offset", NULL };
 	const char *sort = req_query(rq, "sort"), *kind, *text = req_query(rq, "q");
 	PGresult *r, *rows = NULL, *count = NULL, *pats = NULL;
@@ -738,8 +737,9 @@ static void get_clusters(struct req *rq, const char *run)
 	PQclear(pats);
 }
 
-static void get_cluster(struct req *rq, const char *id)
+static void get_cluster(struct req *rq)
 {
+	const char *id = rq->arg;
 	static const char *const names[] = { "limit", NULL };
 	static const char *const dims[] = { "host", "version", "label" };
 	PGresult *c, *r;
@@ -841,8 +841,9 @@ static bool put_problems(struct req *rq, struct jsonw *w, PGresult *rows, PGresu
 }
 
 /* GET /api/v1/runs/{id}/problems: the run's problems by rank, paged, with their clusters */
-static void get_problems(struct req *rq, const char *run)
+static void get_problems(struct req *rq)
 {
+	const char *run = rq->arg;
 	static const char *const names[] = { "limit", "offset", NULL };
 	PGresult *r, *rows = NULL, *count = NULL, *cl = NULL;
 	const char *why;
@@ -882,8 +883,9 @@ static void get_problems(struct req *rq, const char *run)
 }
 
 /* GET /api/v1/problems/{id}: one problem, its clusters, costliest streams and hosts */
-static void get_problem(struct req *rq, const char *id)
+static void get_problem(struct req *rq)
 {
+	const char *id = rq->arg;
 	static const char *const names[] = { "limit", NULL };
 	PGresult *p, *r = NULL;
 	char err[512];
@@ -918,8 +920,9 @@ out:
 }
 
 /* The matched stacks of a cluster with cost, frames resolved (for flame graphs). */
-static void get_cluster_stacks(struct req *rq, const char *id)
+static void get_cluster_stacks(struct req *rq)
 {
+	const char *id = rq->arg;
 	PGresult *c, *r;
 	struct stackmap m;
 	struct jsonw w;
@@ -1023,19 +1026,22 @@ static void get_attribution(struct req *rq, enum attribution_of of, const char *
 	ok_json(rq, &w, 200);
 }
 
-static void get_cluster_attribution(struct req *rq, const char *id)
+static void get_cluster_attribution(struct req *rq)
 {
+	const char *id = rq->arg;
 	get_attribution(rq, ATTRIBUTION_CLUSTER, id);
 }
 
-static void get_problem_attribution(struct req *rq, const char *id)
+static void get_problem_attribution(struct req *rq)
 {
+	const char *id = rq->arg;
 	get_attribution(rq, ATTRIBUTION_PROBLEM, id);
 }
 
 /* GET /api/v1/runs/{a}/compare/{b}: arg is b; a comes from the path. */
-static void get_compare(struct req *rq, const char *arg)
+static void get_compare(struct req *rq)
 {
+	const char *arg = rq->arg;
 	static const char *const names[] = { "limit", "status", NULL };
 	const char *status = req_query(rq, "status");
 	struct compare_opts o;
@@ -1182,6 +1188,7 @@ static void post_signature(struct req *rq)
 	size_t nframes = 0, n;
 	int64_t from = 0, id;
 	char err[512];
+	int rc;
 
 	if (!req_may_write(rq, true) || !body_fields(rq, fields, o))
 		return;
@@ -1211,10 +1218,11 @@ static void post_signature(struct req *rq)
 		req_json_error(rq, 400, "from_cluster: must be a cluster id");
 		goto out;
 	}
-	if (sig_create(rq->db, name, frames, nframes, status ? status : "open", note ? note : "", from, &id, err,
-		       sizeof(err)) < 0) {
-		int st = sig_status(err);
-		req_json_error(rq, st == 404 ? 400 : st, "%s", err);
+	rc = sig_create(rq->db, name, frames, nframes, status ? status : "open", note ? note : "", from, &id, err,
+			sizeof(err));
+	if (rc < 0) {
+		/* a cluster given that does not exist is a bad field, not a missing signature */
+		req_json_error(rq, rc == SIG_ENOTFOUND ? 400 : sig_http_status(rc), "%s", err);
 		goto out;
 	}
 	respond_id(rq, "signature_id", id, 201);
@@ -1223,8 +1231,9 @@ out:
 	return;
 }
 
-static void get_signature(struct req *rq, const char *id)
+static void get_signature(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	PGresult *r;
 
@@ -1240,8 +1249,9 @@ static void get_signature(struct req *rq, const char *id)
 	PQclear(r);
 }
 
-static void patch_signature(struct req *rq, const char *id)
+static void patch_signature(struct req *rq)
 {
+	const char *id = rq->arg;
 	static const char *const fields[] = { "status", "note", NULL };
 	struct json_val o[2];
 	const char *status, *note;
@@ -1250,10 +1260,12 @@ static void patch_signature(struct req *rq, const char *id)
 	if (!req_may_write(rq, true) || !body_fields(rq, fields, o))
 		return;
 	if (str_field(rq, o[0], "status", &status) && str_field(rq, o[1], "note", &note)) {
-		if (sig_update(rq->db, strtoll(id, NULL, 10), status, note, err, sizeof(err)) < 0)
-			req_json_error(rq, sig_status(err), "%s", err);
+		int rc = sig_update(rq->db, strtoll(id, NULL, 10), status, note, err, sizeof(err));
+
+		if (rc < 0)
+			req_json_error(rq, sig_http_status(rc), "%s", err);
 		else
-			get_signature(rq, id);
+			get_signature(rq);
 	}
 }
 
@@ -1280,11 +1292,13 @@ static void post_import(struct req *rq)
 {
 	char err[512];
 	size_t n;
+	int rc;
 
 	if (!req_may_write(rq, true))
 		return;
-	if (sig_import(rq->db, rq->body.data ? rq->body.data : "", rq->body.len, &n, err, sizeof(err)) < 0) {
-		req_json_error(rq, sig_status(err) == 500 ? 500 : 400, "%s", err);
+	rc = sig_import(rq->db, rq->body.data ? rq->body.data : "", rq->body.len, &n, err, sizeof(err));
+	if (rc < 0) {
+		req_json_error(rq, rc == SIG_EFAIL ? 500 : 400, "%s", err);
 		return;
 	}
 	respond_id(rq, "imported", (int64_t)n, 200);
@@ -1328,8 +1342,9 @@ static void get_hosts(struct req *rq)
 	PQclear(count);
 }
 
-static void get_host(struct req *rq, const char *host)
+static void get_host(struct req *rq)
 {
+	const char *host = rq->arg;
 	static const char *const names[] = { "silent_after", "hours", NULL };
 	struct host_filter f = { host, NULL, 0 };
 	PGresult *h = NULL, *procs = NULL, *hours = NULL;
@@ -1455,6 +1470,7 @@ static void post_agent_settings(struct req *rq)
 	char err[512];
 	double d;
 	bool has;
+	int rc;
 
 	if (!admin_only(rq, true, "agent settings") || !body_fields(rq, fields, o))
 		return;
@@ -1488,8 +1504,8 @@ static void post_agent_settings(struct req *rq)
 		goto out;
 	if (has)
 		s.reports_per_min = (int)d;
-	if (model_agent_settings_put(rq->db, &s, err, sizeof(err)) < 0) {
-		req_json_error(rq, 500, "%s", err);
+	if ((rc = model_agent_settings_put(rq->db, &s, err, sizeof(err))) < 0) {
+		req_json_error(rq, req_status_of(rc), "%s", err);
 		goto out;
 	}
 	get_agent_settings(rq);
@@ -1497,8 +1513,9 @@ out:
 	return;
 }
 
-static void delete_agent_settings(struct req *rq, const char *app)
+static void delete_agent_settings(struct req *rq)
 {
+	const char *app = rq->arg;
 	char err[512];
 	int rc;
 
@@ -1506,7 +1523,7 @@ static void delete_agent_settings(struct req *rq, const char *app)
 		return;
 	rc = model_agent_settings_delete(rq->db, app, err, sizeof(err));
 	if (rc != 0) {
-		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		req_json_error(rq, req_status_of(rc), "%s", err);
 		return;
 	}
 	get_agent_settings(rq);
@@ -1530,12 +1547,11 @@ static void list_json(struct req *rq, const char *key, PGresult *rows, const cha
 	PQclear(rows);
 }
 
-static void get_schedules(struct req *rq, const char *arg)
+static void get_schedules(struct req *rq)
 {
 	static const char *const names[] = { NULL };
 	char err[512];
 
-	(void)arg;
 	if (known_query(rq, names, false))
 		list_json(rq, "schedules", model_schedules(rq->db, err, sizeof(err)), err);
 }
@@ -1570,7 +1586,7 @@ static void deleted(struct req *rq, const char *key, const char *id)
 	ok_json(rq, &w, 200);
 }
 
-static void post_schedule(struct req *rq, const char *arg)
+static void post_schedule(struct req *rq)
 {
 	static const char *const fields[] = { "app", "kind", "every_s", "window_s", "params", NULL };
 	static const char *const own[] = { "app", "kind", "filter", NULL };
@@ -1585,7 +1601,6 @@ static void post_schedule(struct req *rq, const char *arg)
 	double d;
 	bool has;
 
-	(void)arg;
 	if (!admin_only(rq, true, "schedules") || !body_fields(rq, fields, o))
 		return;
 	if (!str_field(rq, o[0], "app", &app) || !str_field(rq, o[1], "kind", &kind))
@@ -1662,8 +1677,9 @@ out:
 	buf_release(&full);
 }
 
-static void delete_schedule(struct req *rq, const char *id)
+static void delete_schedule(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	int rc;
 
@@ -1671,23 +1687,22 @@ static void delete_schedule(struct req *rq, const char *id)
 		return;
 	rc = model_schedule_delete(rq->db, id, err, sizeof(err));
 	if (rc != 0) {
-		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		req_json_error(rq, req_status_of(rc), "%s", err);
 		return;
 	}
 	deleted(rq, "schedule_id", id);
 }
 
-static void get_alert_rules(struct req *rq, const char *arg)
+static void get_alert_rules(struct req *rq)
 {
 	static const char *const names[] = { NULL };
 	char err[512];
 
-	(void)arg;
 	if (known_query(rq, names, false))
 		list_json(rq, "rules", model_alert_rules(rq->db, rq->role < AUTH_ADMIN, err, sizeof(err)), err);
 }
 
-static void post_alert_rule(struct req *rq, const char *arg)
+static void post_alert_rule(struct req *rq)
 {
 	static const char *const fields[] = { "name", "app", "type", "signature_id", "limit_ns_per_hour", "min_share",
 					      "webhook", NULL };
@@ -1697,8 +1712,9 @@ static void post_alert_rule(struct req *rq, const char *arg)
 	const char *p[7] = { NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 	double d;
 	bool has;
+	int64_t id;
+	int rc;
 
-	(void)arg;
 	if (!admin_only(rq, true, "alert rules") || !body_fields(rq, fields, o))
 		return;
 	if (!str_field(rq, o[0], "name", &name) || !str_field(rq, o[1], "app", &app) ||
@@ -1751,22 +1767,18 @@ static void post_alert_rule(struct req *rq, const char *arg)
 	p[1] = app;
 	p[2] = type;
 	p[6] = hook;
-	{
-		PGresult *r = model_alert_rule_put(rq->db, p, err, sizeof(err));
-
-		/* a signature that does not exist: the foreign key says so */
-		if (!r && strstr(err, "alert_rules_signature_id_fkey")) {
-			req_json_error(rq, 400, "signature_id: no such signature");
-			goto out;
-		}
-		created(rq, "rule_id", r, err);
-	}
+	rc = model_alert_rule_put(rq->db, p, &id, err, sizeof(err));
+	if (rc < 0)
+		req_json_error(rq, req_status_of(rc), "%s", err);
+	else
+		respond_id(rq, "rule_id", id, 201);
 out:
 	return;
 }
 
-static void delete_alert_rule(struct req *rq, const char *id)
+static void delete_alert_rule(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	int rc;
 
@@ -1774,19 +1786,18 @@ static void delete_alert_rule(struct req *rq, const char *id)
 		return;
 	rc = model_alert_rule_delete(rq->db, id, err, sizeof(err));
 	if (rc != 0) {
-		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		req_json_error(rq, req_status_of(rc), "%s", err);
 		return;
 	}
 	deleted(rq, "rule_id", id);
 }
 
-static void get_alerts(struct req *rq, const char *arg)
+static void get_alerts(struct req *rq)
 {
 	static const char *const names[] = { "limit", NULL };
 	char err[512];
 	int64_t lim;
 
-	(void)arg;
 	if (known_query(rq, names, false) && num_param(rq, "limit", 1, 1000, 100, &lim))
 		list_json(rq, "alerts", model_alerts(rq->db, (long)lim, err, sizeof(err)), err);
 }
@@ -1820,6 +1831,7 @@ static void post_token(struct req *rq)
 	char token[AUTH_TOKEN_LEN + 1], err[512];
 	int64_t id;
 	struct jsonw w;
+	int rc;
 
 	if (!admin_only(rq, true, "tokens") || !body_fields(rq, fields, o))
 		return;
@@ -1830,8 +1842,9 @@ static void post_token(struct req *rq)
 		req_json_error(rq, 400, "role: required, ingest, analyst or admin");
 		goto out;
 	}
-	if (auth_token_create(rq->db, auth_role_parse(role), name, host, token, &id, err, sizeof(err)) < 0) {
-		req_json_error(rq, strncmp(err, "creating", 8) == 0 ? 500 : 400, "%s", err);
+	rc = auth_token_create(rq->db, auth_role_parse(role), name, host, token, &id, err, sizeof(err));
+	if (rc < 0) {
+		req_json_error(rq, rc == AUTH_EINVAL ? 400 : 500, "%s", err);
 		goto out;
 	}
 	jsonw_init(&w, &rq->out);
@@ -1848,8 +1861,9 @@ out:
 	return;
 }
 
-static void delete_token(struct req *rq, const char *id)
+static void delete_token(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	int rc;
 	struct jsonw w;
@@ -1950,8 +1964,9 @@ static void get_debuginfo(struct req *rq)
 
 /* ---- coverage and triage ---- */
 
-static void get_coverage(struct req *rq, const char *run)
+static void get_coverage(struct req *rq)
 {
+	const char *run = rq->arg;
 	static const char *const names[] = { "signatures", "kind", NULL };
 	const char *sel = req_query(rq, "signatures"), *kind;
 	struct sig_coverage cov;
@@ -1959,6 +1974,7 @@ static void get_coverage(struct req *rq, const char *run)
 	int64_t *ids = NULL;
 	size_t n = 0;
 	char err[512];
+	int rc;
 
 	if (!known_query(rq, names, false) || !kind_param(rq, &kind))
 		return;
@@ -1986,9 +2002,10 @@ static void get_coverage(struct req *rq, const char *run)
 			p += len + (p[len] == ',');
 		}
 	}
-	if (sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, &rq->budget, err, sizeof(err)) < 0) {
-		int st = sig_status(err);
-		req_json_error(rq, strstr(err, "ids given do not exist") ? 400 : st, "%s", err);
+	rc = sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, &rq->budget, err,
+			  sizeof(err));
+	if (rc < 0) {
+		req_json_error(rq, sig_http_status(rc), "%s", err);
 		return;
 	}
 	jsonw_init(&w, &rq->out);
@@ -2013,18 +2030,21 @@ static void get_coverage(struct req *rq, const char *run)
 	ok_json(rq, &w, 200);
 }
 
-static void get_triage(struct req *rq, const char *run)
+static void get_triage(struct req *rq)
 {
+	const char *run = rq->arg;
 	static const char *const names[] = { "kind", NULL };
 	struct sig_triage tr;
 	struct jsonw w;
 	const char *kind;
 	char err[512];
+	int rc;
 
 	if (!known_query(rq, names, false) || !kind_param(rq, &kind))
 		return;
-	if (sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, &rq->budget, err, sizeof(err)) < 0) {
-		req_json_error(rq, sig_status(err), "%s", err);
+	rc = sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, &rq->budget, err, sizeof(err));
+	if (rc < 0) {
+		req_json_error(rq, sig_http_status(rc), "%s", err);
 		return;
 	}
 	jsonw_init(&w, &rq->out);
@@ -2051,21 +2071,6 @@ static void get_triage(struct req *rq, const char *run)
 
 /* ---- routing ---- */
 
-static void get_streams_r(struct req *rq, const char *arg) { (void)arg; get_streams(rq); }
-static void post_run_r(struct req *rq, const char *arg) { (void)arg; post_run(rq); }
-static void get_runs_r(struct req *rq, const char *arg) { (void)arg; get_runs(rq); }
-static void get_signatures_r(struct req *rq, const char *arg) { (void)arg; get_signatures(rq); }
-static void post_signature_r(struct req *rq, const char *arg) { (void)arg; post_signature(rq); }
-static void get_export_r(struct req *rq, const char *arg) { (void)arg; get_export(rq); }
-static void post_import_r(struct req *rq, const char *arg) { (void)arg; post_import(rq); }
-static void get_tokens_r(struct req *rq, const char *arg) { (void)arg; get_tokens(rq); }
-static void get_debuginfo_r(struct req *rq, const char *arg) { (void)arg; get_debuginfo(rq); }
-static void post_debuginfo_r(struct req *rq, const char *arg) { (void)arg; post_debuginfo(rq); }
-static void get_hosts_r(struct req *rq, const char *arg) { (void)arg; get_hosts(rq); }
-static void get_profiles_r(struct req *rq, const char *arg) { (void)arg; get_profiles(rq); }
-static void get_agent_settings_r(struct req *rq, const char *arg) { (void)arg; get_agent_settings(rq); }
-static void post_agent_settings_r(struct req *rq, const char *arg) { (void)arg; post_agent_settings(rq); }
-static void post_token_r(struct req *rq, const char *arg) { (void)arg; post_token(rq); }
 
 /* ---- profiles in other profilers' formats (web/export.h) ---- */
 
@@ -2146,8 +2151,9 @@ static void send_export(struct req *rq, struct export *x, enum export_format f, 
 	rq->ctype = export_media(f);
 }
 
-static void get_cluster_profile(struct req *rq, const char *id)
+static void get_cluster_profile(struct req *rq)
 {
+	const char *id = rq->arg;
 	enum export_format f;
 	unsigned kinds;
 	PGresult *c, *st = NULL, *fr = NULL;
@@ -2189,8 +2195,9 @@ out:
 	PQclear(fr);
 }
 
-static void get_run_profile(struct req *rq, const char *id)
+static void get_run_profile(struct req *rq)
 {
+	const char *id = rq->arg;
 	enum export_format f;
 	unsigned kinds;
 	PGresult *run, *r = NULL;
@@ -2217,8 +2224,9 @@ out:
 	PQclear(r);
 }
 
-static void get_compare_profile(struct req *rq, const char *arg)
+static void get_compare_profile(struct req *rq)
 {
+	const char *arg = rq->arg;
 	enum export_format f;
 	unsigned kinds;
 	char a[24], err[512];
@@ -2256,8 +2264,9 @@ out:
 	PQclear(rb);
 }
 
-static void get_stream_profile(struct req *rq, const char *uuid)
+static void get_stream_profile(struct req *rq)
 {
+	const char *uuid = rq->arg;
 	enum export_format f;
 	unsigned kinds;
 	char canon[37], err[512];
@@ -2305,11 +2314,11 @@ out:
 }
 
 static const struct req_route routes[] = {
-	{ REQ_M_GET, "/api/v1/streams", get_streams_r, NULL },
+	{ REQ_M_GET, "/api/v1/streams", get_streams, NULL },
 	{ REQ_M_GET, "/api/v1/streams/*", get_stream, NULL },
 	{ REQ_M_GET, "/api/v1/streams/*/profile", get_stream_profile, NULL },
-	{ REQ_M_GET, "/api/v1/runs", get_runs_r, NULL },
-	{ REQ_M_POST, "/api/v1/runs", post_run_r, NULL },
+	{ REQ_M_GET, "/api/v1/runs", get_runs, NULL },
+	{ REQ_M_POST, "/api/v1/runs", post_run, NULL },
 	{ REQ_M_GET, "/api/v1/runs/#", get_run, "run" },
 	{ REQ_M_DELETE, "/api/v1/runs/#", delete_run, "run" },
 	{ REQ_M_GET, "/api/v1/runs/#/clusters", get_clusters, "run" },
@@ -2325,15 +2334,15 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/api/v1/clusters/#/stacks", get_cluster_stacks, "cluster" },
 	{ REQ_M_GET, "/api/v1/clusters/#/attribution", get_cluster_attribution, "cluster" },
 	{ REQ_M_GET, "/api/v1/clusters/#/profile", get_cluster_profile, "cluster" },
-	{ REQ_M_GET, "/api/v1/signatures", get_signatures_r, NULL },
-	{ REQ_M_POST, "/api/v1/signatures", post_signature_r, NULL },
-	{ REQ_M_GET, "/api/v1/signatures/export", get_export_r, NULL },
-	{ REQ_M_POST, "/api/v1/signatures/import", post_import_r, NULL },
+	{ REQ_M_GET, "/api/v1/signatures", get_signatures, NULL },
+	{ REQ_M_POST, "/api/v1/signatures", post_signature, NULL },
+	{ REQ_M_GET, "/api/v1/signatures/export", get_export, NULL },
+	{ REQ_M_POST, "/api/v1/signatures/import", post_import, NULL },
 	{ REQ_M_GET, "/api/v1/signatures/#", get_signature, "signature" },
 	{ REQ_M_PATCH, "/api/v1/signatures/#", patch_signature, "signature" },
-	{ REQ_M_GET, "/api/v1/hosts", get_hosts_r, NULL },
+	{ REQ_M_GET, "/api/v1/hosts", get_hosts, NULL },
 	{ REQ_M_GET, "/api/v1/hosts/**", get_host, NULL },
-	{ REQ_M_GET, "/api/v1/profiles", get_profiles_r, NULL },
+	{ REQ_M_GET, "/api/v1/profiles", get_profiles, NULL },
 	{ REQ_M_GET, "/api/v1/schedules", get_schedules, NULL },
 	{ REQ_M_POST, "/api/v1/schedules", post_schedule, NULL },
 	{ REQ_M_DELETE, "/api/v1/schedules/#", delete_schedule, "schedule" },
@@ -2341,14 +2350,14 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/api/v1/alert-rules", post_alert_rule, NULL },
 	{ REQ_M_DELETE, "/api/v1/alert-rules/#", delete_alert_rule, "alert rule" },
 	{ REQ_M_GET, "/api/v1/alerts", get_alerts, NULL },
-	{ REQ_M_GET, "/api/v1/agent-settings", get_agent_settings_r, NULL },
-	{ REQ_M_POST, "/api/v1/agent-settings", post_agent_settings_r, NULL },
+	{ REQ_M_GET, "/api/v1/agent-settings", get_agent_settings, NULL },
+	{ REQ_M_POST, "/api/v1/agent-settings", post_agent_settings, NULL },
 	{ REQ_M_DELETE, "/api/v1/agent-settings/**", delete_agent_settings, NULL },
-	{ REQ_M_GET, "/api/v1/tokens", get_tokens_r, NULL },
-	{ REQ_M_POST, "/api/v1/tokens", post_token_r, NULL },
+	{ REQ_M_GET, "/api/v1/tokens", get_tokens, NULL },
+	{ REQ_M_POST, "/api/v1/tokens", post_token, NULL },
 	{ REQ_M_DELETE, "/api/v1/tokens/#", delete_token, "token" },
-	{ REQ_M_GET, "/api/v1/debuginfo", get_debuginfo_r, NULL },
-	{ REQ_M_POST, "/api/v1/debuginfo", post_debuginfo_r, NULL },
+	{ REQ_M_GET, "/api/v1/debuginfo", get_debuginfo, NULL },
+	{ REQ_M_POST, "/api/v1/debuginfo", post_debuginfo, NULL },
 };
 
 void api_handle(struct req *rq)
@@ -2386,5 +2395,6 @@ void api_handle(struct req *rq)
 		snprintf(id, sizeof(id), "%lld", (long long)v);
 		m.arg = id;
 	}
-	m.route->fn(rq, m.arg);
+	rq->arg = m.arg;
+	m.route->fn(rq);
 }

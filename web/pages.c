@@ -389,8 +389,9 @@ static void est_cost_note(struct req *rq, int64_t est)
 static void problems_section(struct req *rq, const char *id, PGresult *run);
 static void title_frames(struct req *rq, const char *ids);
 
-static void page_run(struct req *rq, const char *id)
+static void page_run(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	PGresult *run, *cl = NULL, *cnt = NULL;
 	const char *sort = req_query(rq, "sort"), *kind = req_query(rq, "kind"), *q = req_query(rq, "q");
@@ -744,8 +745,9 @@ static void attribution_section(struct req *rq, enum attribution_of of, const ch
 }
 
 /* /problems/{id}: a problem, its clusters, hosts and costliest streams */
-static void page_problem(struct req *rq, const char *id)
+static void page_problem(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	PGresult *p, *cl = NULL, *h = NULL, *s = NULL;
 	int k = 0;
@@ -963,8 +965,9 @@ out:
 	PQclear(fr);
 }
 
-static void page_cluster(struct req *rq, const char *id)
+static void page_cluster(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	PGresult *c = model_cluster(rq->db, id, err, sizeof(err)), *ts;
 
@@ -1189,8 +1192,9 @@ static void page_streams(struct req *rq)
 	PQclear(cnt);
 }
 
-static void page_stream(struct req *rq, const char *uuid)
+static void page_stream(struct req *rq)
 {
+	const char *uuid = rq->arg;
 	char canon[37], err[512];
 	PGresult *st = NULL, *ev = NULL, *fr = NULL;
 	const char *aoi = req_query(rq, "aoi"), *t = req_query(rq, "t");
@@ -1424,7 +1428,7 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 	flame_free(f);
 }
 
-static void page_compare(struct req *rq, const char *unused)
+static void page_compare(struct req *rq)
 {
 	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b");
 	struct compare_opts o;
@@ -1433,7 +1437,6 @@ static void page_compare(struct req *rq, const char *unused)
 	int64_t a = 0, b = 0;
 	int rc;
 
-	(void)unused;
 	html_begin(rq, "Compare runs");
 	html_raw(rq, "<h1>Compare two runs</h1><p>Run B against run A (before): clusters matched by signature and "
 		     "similarity, each measured in both runs by its cost per stream (docs/analysis.md).</p>"
@@ -1534,7 +1537,7 @@ static void rows_table(struct req *rq, const char *id, PGresult *r, const char *
 	html_raw(rq, "</tbody></table>");
 }
 
-static void page_alerts(struct req *rq, const char *unused)
+static void page_alerts(struct req *rq)
 {
 	static const char *const scols[] = { "schedule_id", "app", "kind", "every_s", "window_s", "params", "next_at",
 					     "last_run", NULL };
@@ -1553,7 +1556,6 @@ static void page_alerts(struct req *rq, const char *unused)
 	PGresult *rules = sch ? model_alert_rules(rq->db, rq->role < AUTH_ADMIN, err, sizeof(err)) : NULL;
 	PGresult *alerts = rules ? model_alerts(rq->db, 200, err, sizeof(err)) : NULL;
 
-	(void)unused;
 	if (!alerts) {
 		PQclear(sch);
 		PQclear(rules);
@@ -1795,6 +1797,7 @@ static void post_signature_new(struct req *rq)
 	int64_t id, from = 0;
 	char err[512];
 	const char *fc = req_form(rq, "from_cluster");
+	int rc;
 
 	if (!req_may_write(rq, false))
 		return;
@@ -1803,24 +1806,28 @@ static void post_signature_new(struct req *rq)
 		html_error(rq, 400, "from_cluster: must be a cluster id");
 		return;
 	}
-	if (sig_create(rq->db, req_form(rq, "name") ? req_form(rq, "name") : "", frames, n,
-		       req_form(rq, "status") ? req_form(rq, "status") : "open", req_form(rq, "note") ? req_form(rq, "note") : "",
-		       from, &id, err, sizeof(err)) < 0) {
-		html_error(rq, strstr(err, "exists already") ? 409 : 400, err);
+	rc = sig_create(rq->db, req_form(rq, "name") ? req_form(rq, "name") : "", frames, n,
+			req_form(rq, "status") ? req_form(rq, "status") : "open",
+			req_form(rq, "note") ? req_form(rq, "note") : "", from, &id, err, sizeof(err));
+	if (rc < 0) {
+		html_error(rq, rc == SIG_EEXIST ? 409 : rc == SIG_EFAIL ? 500 : 400, err);
 		return;
 	}
 	html_redirect(rq, req_printf(rq, "/signatures#sig-%lld", (long long)id));
 }
 
-static void post_signature_update(struct req *rq, const char *id)
+static void post_signature_update(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 
 	if (!req_may_write(rq, false))
 		return;
-	if (sig_update(rq->db, strtoll(id, NULL, 10), req_form(rq, "status"), req_form(rq, "note"), err,
-		       sizeof(err)) < 0) {
-		html_error(rq, strstr(err, "no such") ? 404 : 400, err);
+	int rc = sig_update(rq->db, strtoll(id, NULL, 10), req_form(rq, "status"), req_form(rq, "note"), err,
+			    sizeof(err));
+
+	if (rc < 0) {
+		html_error(rq, rc == SIG_ENOTFOUND ? 404 : rc == SIG_EFAIL ? 500 : 400, err);
 		return;
 	}
 	html_redirect(rq, req_printf(rq, "/signatures#sig-%s", id));
@@ -2180,14 +2187,13 @@ static bool form_number(struct req *rq, const char *name, double min, double max
 	return true;
 }
 
-static void post_fleet_settings(struct req *rq, const char *arg)
+static void post_fleet_settings(struct req *rq)
 {
 	struct agent_settings s = { req_form(rq, "app"), -1, -1, 0, 0, -1, req_form(rq, "note") };
 	const char *g = req_form(rq, "guard");
 	double hz = 0, mw = 0, rpm = -1;
 	char err[512];
 
-	(void)arg;
 	if (!settings_writer(rq))
 		return;
 	if (!s.app || !*s.app || strlen(s.app) > 255) {
@@ -2220,18 +2226,21 @@ static void post_fleet_settings(struct req *rq, const char *arg)
 	html_redirect(rq, "/fleet");
 }
 
-static void post_fleet_settings_delete(struct req *rq, const char *arg)
+static void post_fleet_settings_delete(struct req *rq)
 {
 	const char *app = req_form(rq, "app");
 	char err[512];
 	int rc;
 
-	(void)arg;
 	if (!settings_writer(rq))
 		return;
-	rc = app ? model_agent_settings_delete(rq->db, app, err, sizeof(err)) : 1;
-	if (rc != 0) {
-		html_error(rq, rc > 0 ? 404 : 500, app ? err : "app: required");
+	if (!app) {
+		/* as for an app without a row */
+		html_error(rq, 404, "app: required");
+		return;
+	}
+	if ((rc = model_agent_settings_delete(rq->db, app, err, sizeof(err))) < 0) {
+		html_error(rq, req_status_of(rc), err);
 		return;
 	}
 	html_redirect(rq, "/fleet");
@@ -2320,8 +2329,9 @@ static void page_fleet(struct req *rq)
 	PQclear(samp);
 }
 
-static void page_host(struct req *rq, const char *host)
+static void page_host(struct req *rq)
 {
+	const char *host = rq->arg;
 	char err[512];
 	struct host_filter f = { host, NULL, SILENT_AFTER };
 	PGresult *h, *procs = NULL, *hours = NULL;
@@ -2426,12 +2436,11 @@ static bool page_admin(struct req *rq)
 	return true;
 }
 
-static void page_tokens(struct req *rq, const char *arg)
+static void page_tokens(struct req *rq)
 {
 	char err[512];
 	PGresult *r;
 
-	(void)arg;
 	if (!page_admin(rq))
 		return;
 	if (!(r = model_tokens(rq->db, 1000, 0, err, sizeof(err)))) {
@@ -2476,13 +2485,12 @@ static void page_tokens(struct req *rq, const char *arg)
 	PQclear(r);
 }
 
-static void post_token_new(struct req *rq, const char *arg)
+static void post_token_new(struct req *rq)
 {
 	const char *role = req_form(rq, "role"), *name = req_form(rq, "name"), *host = req_form(rq, "host");
 	char token[AUTH_TOKEN_LEN + 1], err[512];
 	int64_t id;
 
-	(void)arg;
 	if (!req_may_write(rq, false) || !page_admin(rq))
 		return;
 	if (host && !*host)
@@ -2500,8 +2508,9 @@ static void post_token_new(struct req *rq, const char *arg)
 	html_end(rq);
 }
 
-static void post_token_revoke(struct req *rq, const char *id)
+static void post_token_revoke(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	int rc;
 
@@ -2517,8 +2526,9 @@ static void post_token_revoke(struct req *rq, const char *id)
 }
 
 /* POST /runs/{id}/delete: an admin's; back to the list */
-static void post_run_delete(struct req *rq, const char *id)
+static void post_run_delete(struct req *rq)
 {
+	const char *id = rq->arg;
 	char err[512];
 	int rc;
 
@@ -2536,19 +2546,19 @@ static void post_run_delete(struct req *rq, const char *id)
 	html_redirect(rq, "/runs");
 }
 
-static void root_r(struct req *rq, const char *arg) { (void)arg; html_redirect(rq, "/runs"); }
-static void login_r(struct req *rq, const char *arg) { (void)arg; page_login(rq, NULL, 200); }
-static void post_login_r(struct req *rq, const char *arg) { (void)arg; post_login(rq); }
-static void runs_r(struct req *rq, const char *arg) { (void)arg; page_runs(rq); }
-static void streams_r(struct req *rq, const char *arg) { (void)arg; page_streams(rq); }
-static void signatures_r(struct req *rq, const char *arg) { (void)arg; page_signatures(rq); }
-static void fleet_r(struct req *rq, const char *arg) { (void)arg; page_fleet(rq); }
-static void signature_new_r(struct req *rq, const char *arg) { (void)arg; post_signature_new(rq); }
-static void signature_import_r(struct req *rq, const char *arg) { (void)arg; post_signature_import(rq); }
-
-static void logout_r(struct req *rq, const char *arg)
+/* "/": the runs are the dashboard's first page. */
+static void page_root(struct req *rq)
 {
-	(void)arg;
+	html_redirect(rq, "/runs");
+}
+
+static void page_login_form(struct req *rq)
+{
+	page_login(rq, NULL, 200);
+}
+
+static void logout_r(struct req *rq)
+{
 	if (!req_may_write(rq, false))
 		return;
 	if (req_logout(rq) < 0) {
@@ -2560,24 +2570,24 @@ static void logout_r(struct req *rq, const char *arg)
 
 /* The pages; all but the login's need a read token (else: to the login page and back). */
 static const struct req_route routes[] = {
-	{ REQ_M_GET, "/login", login_r, NULL },
-	{ REQ_M_POST, "/login", post_login_r, NULL },
+	{ REQ_M_GET, "/login", page_login_form, NULL },
+	{ REQ_M_POST, "/login", post_login, NULL },
 	{ REQ_M_POST, "/logout", logout_r, NULL },
-	{ REQ_M_GET, "/", root_r, NULL },
-	{ REQ_M_GET, "/runs", runs_r, NULL },
+	{ REQ_M_GET, "/", page_root, NULL },
+	{ REQ_M_GET, "/runs", page_runs, NULL },
 	{ REQ_M_GET, "/runs/#", page_run, "run" },
 	{ REQ_M_GET, "/compare", page_compare, NULL },
 	{ REQ_M_GET, "/alerts", page_alerts, NULL },
 	{ REQ_M_POST, "/runs/#/delete", post_run_delete, "run" },
 	{ REQ_M_GET, "/clusters/#", page_cluster, "cluster" },
 	{ REQ_M_GET, "/problems/#", page_problem, "problem" },
-	{ REQ_M_GET, "/streams", streams_r, NULL },
+	{ REQ_M_GET, "/streams", page_streams, NULL },
 	{ REQ_M_GET, "/streams/*", page_stream, NULL },
-	{ REQ_M_GET, "/signatures", signatures_r, NULL },
-	{ REQ_M_POST, "/signatures/new", signature_new_r, NULL },
-	{ REQ_M_POST, "/signatures/import", signature_import_r, NULL },
+	{ REQ_M_GET, "/signatures", page_signatures, NULL },
+	{ REQ_M_POST, "/signatures/new", post_signature_new, NULL },
+	{ REQ_M_POST, "/signatures/import", post_signature_import, NULL },
 	{ REQ_M_POST, "/signatures/#", post_signature_update, "signature" },
-	{ REQ_M_GET, "/fleet", fleet_r, NULL },
+	{ REQ_M_GET, "/fleet", page_fleet, NULL },
 	{ REQ_M_POST, "/fleet/settings", post_fleet_settings, NULL },
 	{ REQ_M_POST, "/fleet/settings/delete", post_fleet_settings_delete, NULL },
 	{ REQ_M_GET, "/fleet/**", page_host, NULL },
@@ -2636,5 +2646,6 @@ void pages_handle(struct req *rq)
 		html_error(rq, 404, "No such page.");
 		return;
 	}
-	m.route->fn(rq, m.arg);
+	rq->arg = m.arg;
+	m.route->fn(rq);
 }

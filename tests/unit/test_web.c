@@ -148,8 +148,8 @@ static void test_may_write(void)
 
 static const char *routed;
 
-static void r_list(struct req *rq, const char *arg) { (void)rq; routed = arg ? arg : "list"; }
-static void r_one(struct req *rq, const char *arg) { (void)rq; routed = arg; }
+static void r_list(struct req *rq) { routed = rq->arg ? rq->arg : "list"; }
+static void r_one(struct req *rq) { routed = rq->arg; }
 
 static void test_routes(void)
 {
@@ -203,8 +203,10 @@ static void test_routes(void)
 		rq.path = cases[i].path;
 		routed = NULL;
 		req_route(routes, sizeof(routes) / sizeof(routes[0]), &rq, &m);
-		if (m.route)
-			m.route->fn(&rq, m.arg);
+		if (m.route) {
+			rq.arg = m.arg;
+			m.route->fn(&rq);
+		}
 		if ((cases[i].arg == NULL) != (routed == NULL) || (routed && strcmp(routed, cases[i].arg) != 0) ||
 		    strcmp(req_allow_header(m.allowed), cases[i].allow) != 0 ||
 		    (cases[i].bad == NULL) != (m.bad_arg == NULL) ||
