@@ -18,6 +18,7 @@
 #include "miner/queue.h"
 #include "web/attribution.h"
 #include "web/export.h"
+#include "web/fleet.h"
 #include "web/model.h"
 #include "web/request.h"
 
@@ -1439,8 +1440,6 @@ static void get_agent_settings(struct req *rq)
 	PQclear(rows);
 }
 
-#define AS_STARTED "(as the agents were started)"
-
 /* An optional number field in [min, max] (whole when whole is set); absent or null: *present false.
  * null_means: what a null stands for, in the error message (NULL: the field is required). */
 static bool num_field(struct req *rq, struct json_val v, const char *name, double min, double max, bool whole,
@@ -1460,57 +1459,50 @@ static bool num_field(struct req *rq, struct json_val v, const char *name, doubl
 	return true;
 }
 
+/* A JSON value as a pushed setting, for fleet_settings_check(). */
+static struct fleet_given given_json(struct json_val v)
+{
+	struct fleet_given g = { FLEET_UNSET, false, 0, false };
+	int64_t i;
+
+	if (!json_given(v))
+		return g;
+	g.kind = FLEET_BAD;
+	if (json_val_type(v) == JV_TRUE || json_val_type(v) == JV_FALSE) {
+		g.kind = FLEET_BOOL;
+		g.b = json_val_type(v) == JV_TRUE;
+	} else if (json_val_num(v, &g.d) == 0) {
+		g.kind = FLEET_NUMBER;
+		g.whole = json_val_int(v, &i) == 0;
+	}
+	return g;
+}
+
 static void post_agent_settings(struct req *rq)
 {
-	static const char *const fields[] = { "app", "guard", "k", "sample_hz", "min_wait_us", "reports_per_min",
-					      "note", NULL };
-	struct agent_settings s = { NULL, -1, -1, 0, 0, -1, "" };
-	struct json_val o[7];
-	const char *note;
+#define SETTING_NAME_(id, name, type, min, max, def, env, label, help) #name,
+	static const char *const fields[] = { "app", GUARD_SETTINGS(SETTING_NAME_) "note", NULL };
+#undef SETTING_NAME_
+	static const struct fleet_words words = { "true", "false", "null" };
+	struct json_val o[GSET_COUNT + 2];
+	struct fleet_given given[GSET_COUNT];
+	struct agent_settings s;
+	const char *app, *note;
 	char err[512];
-	double d;
-	bool has;
 	int rc;
 
 	if (!admin_only(rq, true, "agent settings") || !body_fields(rq, fields, o))
 		return;
-	if (!str_field(rq, o[0], "app", &s.app) || !str_field(rq, o[6], "note", &note))
-		goto out;
-	if (!s.app || !*s.app || strlen(s.app) > 255) {
-		req_json_error(rq, 400, "app: required, 1 to 255 bytes ('*': every app)");
-		goto out;
-	}
-	s.note = note ? note : "";
-	if (json_given(o[1])) {
-		if (json_val_type(o[1]) != JV_TRUE && json_val_type(o[1]) != JV_FALSE) {
-			req_json_error(rq, 400, "guard: true, false, or null (as the agents were started)");
-			goto out;
-		}
-		s.guard = json_val_type(o[1]) == JV_TRUE ? 1 : 0;
-	}
-	if (!num_field(rq, o[2], "k", 0, 1000, false, AS_STARTED, &d, &has))
-		goto out;
-	if (has)
-		s.k = d;
-	if (!num_field(rq, o[3], "sample_hz", 1, 10000, true, AS_STARTED, &d, &has))
-		goto out;
-	if (has)
-		s.sample_hz = (int)d;
-	if (!num_field(rq, o[4], "min_wait_us", 1, 60000000, true, AS_STARTED, &d, &has))
-		goto out;
-	if (has)
-		s.min_wait_us = (int)d;
-	if (!num_field(rq, o[5], "reports_per_min", 0, 100000, true, AS_STARTED, &d, &has))
-		goto out;
-	if (has)
-		s.reports_per_min = (int)d;
-	if ((rc = model_agent_settings_put(rq->db, &s, err, sizeof(err))) < 0) {
+	if (!str_field(rq, o[0], "app", &app) || !str_field(rq, o[GSET_COUNT + 1], "note", &note))
+		return;
+	for (size_t i = 0; i < GSET_COUNT; i++)
+		given[i] = given_json(o[i + 1]);
+	if ((rc = fleet_settings_check(app, given, note, &words, &s, err, sizeof(err))) < 0 ||
+	    (rc = model_agent_settings_put(rq->db, &s, err, sizeof(err))) < 0) {
 		req_json_error(rq, req_status_of(rc), "%s", err);
-		goto out;
+		return;
 	}
 	get_agent_settings(rq);
-out:
-	return;
 }
 
 static void delete_agent_settings(struct req *rq)

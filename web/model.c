@@ -652,31 +652,27 @@ PGresult *model_agent_settings(PGconn *db, char *err, size_t errlen)
 
 int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *err, size_t errlen)
 {
-	char k[40], hz[16], mw[16], rpm[16];
-	const char *p[7] = { s->app, s->guard < 0 ? NULL : s->guard ? "t" : "f", NULL, NULL, NULL, NULL, s->note };
+	char v[GSET_COUNT][40];
+	const char *p[GSET_COUNT + 2] = { s->app };
 	PGresult *r;
 
-	if (s->k >= 0) {
-		snprintf(k, sizeof(k), "%.17g", s->k);
-		p[2] = k;
+	/* $2.. the settings in the table's order, as the statement names them */
+	_Static_assert(GSET_COUNT == 5, "agent_settings' INSERT names each setting of guardcore/settings.h");
+	for (size_t i = 0; i < GSET_COUNT; i++) {
+		if (!s->set[i])
+			continue;
+		if (guard_settings[i].type == GSET_BOOL)
+			snprintf(v[i], sizeof(v[i]), "%s", s->value[i] != 0 ? "t" : "f");
+		else
+			snprintf(v[i], sizeof(v[i]), "%.17g", s->value[i]);
+		p[i + 1] = v[i];
 	}
-	if (s->sample_hz > 0) {
-		snprintf(hz, sizeof(hz), "%d", s->sample_hz);
-		p[3] = hz;
-	}
-	if (s->min_wait_us > 0) {
-		snprintf(mw, sizeof(mw), "%d", s->min_wait_us);
-		p[4] = mw;
-	}
-	if (s->reports_per_min >= 0) {
-		snprintf(rpm, sizeof(rpm), "%d", s->reports_per_min);
-		p[5] = rpm;
-	}
+	p[GSET_COUNT + 1] = s->note;
 	r = PQexecParams(db, "INSERT INTO agent_settings (app, guard, k, sample_hz, min_wait_us, reports_per_min, note)"
 			 " VALUES ($1, $2::boolean, $3::float8, $4::integer, $5::integer, $6::integer, $7)"
 			 " ON CONFLICT (app) DO UPDATE SET guard = EXCLUDED.guard, k = EXCLUDED.k, sample_hz = EXCLUDED.sample_hz,"
 			 " min_wait_us = EXCLUDED.min_wait_us, reports_per_min = EXCLUDED.reports_per_min,"
-			 " note = EXCLUDED.note, updated_at = now()", 7, NULL, p, NULL, NULL, 0);
+			 " note = EXCLUDED.note, updated_at = now()", GSET_COUNT + 2, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(err, errlen, "storing the settings", PQresultErrorMessage(r));
 		PQclear(r);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "guardcore/settings.h"
 #include "miner/aoi.h"
 
 /* Filters of the stream list; NULL / PARAMS_NO_TIME: any. */
@@ -128,13 +129,12 @@ PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_
  * loops, unit types, thresholds). */
 PGresult *model_profiles(PGconn *db, const char *build_id, long limit, long offset, char *err, size_t errlen);
 PGresult *model_profiles_count(PGconn *db, char *err, size_t errlen);
-/* Settings pushed to the agents of an app ('*': every app), docs/fleet.md. */
+/* Settings pushed to the agents of an app ('*': every app), docs/fleet.md: those set, in the order of
+ * guardcore/settings.h's table (a bool as 0 or 1); the others as the agents were started. */
 struct agent_settings {
 	const char *app;
-	int guard;                 /* 1, 0, or -1: as the agent was started */
-	double k;                  /* < 0: as started */
-	int sample_hz, min_wait_us;   /* 0: as started */
-	int reports_per_min;       /* < 0: as started */
+	bool set[GSET_COUNT];
+	double value[GSET_COUNT];
 	const char *note;
 };
 /* app, guard, k, sample_hz, min_wait_us, reports_per_min (NULL: as started), note, updated_at; '*' first. */

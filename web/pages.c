@@ -14,6 +14,7 @@
 #include "miner/queue.h"
 #include "web/attribution.h"
 #include "web/flame.h"
+#include "web/fleet.h"
 #include "web/html.h"
 #include "web/model.h"
 #include "web/plot.h"
@@ -2111,23 +2112,29 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 /* The settings pushed to the agents, and for an admin the forms that change them. */
 static void fleet_settings(struct req *rq, PGresult *r)
 {
-	static const char *const num[] = { "k", "sample_hz", "min_wait_us", "reports_per_min" };
-
 	html_raw(rq, "<h2>Settings pushed to the agents</h2><p class=\"hint\">Agents receive them in the answer to "
 		     "their next report (a minute at most): an app's row over the row of every app (<code>*</code>); an "
 		     "empty field leaves the setting as the agents were started. Guarding off stops units, samples and "
-		     "violations.</p><table class=\"settings\"><thead><tr><th>App</th><th>Guarding</th><th class=\"n\">k"
-		     "</th><th class=\"n\">Samples/s</th><th class=\"n\">Min wait (µs)</th><th class=\"n\">Reports/min"
-		     "</th><th>Note</th><th>Changed</th><th></th></tr></thead><tbody>");
+		     "violations.</p><table class=\"settings\"><thead><tr><th>App</th>");
+	for (size_t k = 0; k < GSET_COUNT; k++) {
+		html_raw(rq, guard_settings[k].type == GSET_BOOL ? "<th>" : "<th class=\"n\">");
+		html_text(rq, guard_settings[k].label);
+		html_raw(rq, "</th>");
+	}
+	html_raw(rq, "<th>Note</th><th>Changed</th><th></th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
-		const char *g = model_col(r, i, "guard");
-
 		html_raw(rq, "<tr><td>");
 		html_text(rq, model_col(r, i, "app"));
-		html_rawf(rq, "</td><td>%s</td>", !g ? "–" : g[0] == 't' ? "on" : "<span class=\"bad\">off</span>");
-		for (size_t k = 0; k < sizeof(num) / sizeof(num[0]); k++) {
+		html_raw(rq, "</td>");
+		for (size_t k = 0; k < GSET_COUNT; k++) {
+			const char *v = model_col(r, i, guard_settings[k].name);
+
+			if (guard_settings[k].type == GSET_BOOL) {
+				html_rawf(rq, "<td>%s</td>", !v ? "–" : v[0] == 't' ? "on" : "<span class=\"bad\">off</span>");
+				continue;
+			}
 			html_raw(rq, "<td class=\"n\">");
-			html_text(rq, model_col(r, i, num[k]) ? model_col(r, i, num[k]) : "–");
+			html_text(rq, v ? v : "–");
 			html_raw(rq, "</td>");
 		}
 		html_raw(rq, "<td>");
@@ -2150,12 +2157,22 @@ static void fleet_settings(struct req *rq, PGresult *r)
 		return;
 	html_raw(rq, "<form class=\"settings-new\" method=\"post\" action=\"/fleet/settings\">");
 	html_csrf_field(rq);
-	html_raw(rq, "<label>App <input name=\"app\" required maxlength=\"255\" placeholder=\"nginx, or *\"></label> "
-		     "<label>Guarding <select name=\"guard\"><option value=\"\">as started</option><option value=\"on\">"
-		     "on</option><option value=\"off\">off</option></select></label> <label>k <input name=\"k\" size=\"5\">"
-		     "</label> <label>Samples/s <input name=\"sample_hz\" size=\"5\"></label> <label>Min wait (µs) <input "
-		     "name=\"min_wait_us\" size=\"7\"></label> <label>Reports/min <input name=\"reports_per_min\" size=\"5\">"
-		     "</label> <label>Note <input name=\"note\" maxlength=\"500\"></label> <button type=\"submit\">Push"
+	html_raw(rq, "<label>App <input name=\"app\" required maxlength=\"255\" placeholder=\"nginx, or *\"></label> ");
+	for (size_t k = 0; k < GSET_COUNT; k++) {
+		const struct guard_setting *g = &guard_settings[k];
+
+		html_raw(rq, "<label>");
+		html_text(rq, g->label);
+		if (g->type == GSET_BOOL) {
+			html_rawf(rq, " <select name=\"%s\"><option value=\"\">as started</option><option value=\"on\">on"
+				      "</option><option value=\"off\">off</option></select></label> ", g->name);
+			continue;
+		}
+		/* wide enough for the largest value */
+		html_rawf(rq, " <input name=\"%s\" size=\"%d\"></label> ", g->name,
+			  g->max >= 1e6 ? 7 : 5);
+	}
+	html_raw(rq, "<label>Note <input name=\"note\" maxlength=\"500\"></label> <button type=\"submit\">Push"
 		     "</button></form>");
 }
 
@@ -2171,56 +2188,40 @@ static bool settings_writer(struct req *rq)
 	return true;
 }
 
-/* A form's number: empty is "as started" (*out untouched); else it must be in [min, max]. */
-static bool form_number(struct req *rq, const char *name, double min, double max, bool whole, double *out,
-			char *err, size_t errlen)
+/* A form field as a pushed setting, for fleet_settings_check(): empty is "as started". */
+static struct fleet_given given_form(const char *v)
 {
-	const char *v = req_form(rq, name);
+	struct fleet_given g = { FLEET_UNSET, false, 0, false };
 
 	if (!v || !*v)
-		return true;
-	if (util_parse_double(v, out) < 0 || *out < min || *out > max || (whole && *out != (double)(int64_t)*out)) {
-		snprintf(err, errlen, "%s: %s from %g to %g, or empty (as the agents were started)", name,
-			 whole ? "a whole number" : "a number", min, max);
-		return false;
+		return g;
+	g.kind = FLEET_BAD;
+	if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
+		g.kind = FLEET_BOOL;
+		g.b = strcmp(v, "on") == 0;
+	} else if (util_parse_double(v, &g.d) == 0) {
+		g.kind = FLEET_NUMBER;
+		g.whole = g.d == (double)(int64_t)g.d;
 	}
-	return true;
+	return g;
 }
 
 static void post_fleet_settings(struct req *rq)
 {
-	struct agent_settings s = { req_form(rq, "app"), -1, -1, 0, 0, -1, req_form(rq, "note") };
-	const char *g = req_form(rq, "guard");
-	double hz = 0, mw = 0, rpm = -1;
+	static const struct fleet_words words = { "on", "off", "empty" };
+	struct fleet_given given[GSET_COUNT];
+	struct agent_settings s;
 	char err[512];
+	int rc;
 
 	if (!settings_writer(rq))
 		return;
-	if (!s.app || !*s.app || strlen(s.app) > 255) {
-		html_error(rq, 400, "app: required, 1 to 255 bytes ('*': every app)");
-		return;
-	}
-	if (g && *g) {
-		if (strcmp(g, "on") && strcmp(g, "off")) {
-			html_error(rq, 400, "guard: on, off, or empty (as the agents were started)");
-			return;
-		}
-		s.guard = strcmp(g, "on") == 0;
-	}
-	if (!form_number(rq, "k", 0, 1000, false, &s.k, err, sizeof(err)) ||
-	    !form_number(rq, "sample_hz", 1, 10000, true, &hz, err, sizeof(err)) ||
-	    !form_number(rq, "min_wait_us", 1, 60000000, true, &mw, err, sizeof(err)) ||
-	    !form_number(rq, "reports_per_min", 0, 100000, true, &rpm, err, sizeof(err))) {
-		html_error(rq, 400, err);
-		return;
-	}
-	s.sample_hz = (int)hz;
-	s.min_wait_us = (int)mw;
-	s.reports_per_min = (int)rpm;
-	if (!s.note)
-		s.note = "";
-	if (model_agent_settings_put(rq->db, &s, err, sizeof(err)) < 0) {
-		html_error(rq, 500, err);
+	for (size_t i = 0; i < GSET_COUNT; i++)
+		given[i] = given_form(req_form(rq, guard_settings[i].name));
+	if ((rc = fleet_settings_check(req_form(rq, "app"), given, req_form(rq, "note"), &words, &s, err,
+				       sizeof(err))) < 0 ||
+	    (rc = model_agent_settings_put(rq->db, &s, err, sizeof(err))) < 0) {
+		html_error(rq, req_status_of(rc), err);
 		return;
 	}
 	html_redirect(rq, "/fleet");
