@@ -1,9 +1,14 @@
-/* export: pprof, speedscope and collapsed stacks out of weighted stacks (see export.h). */
+/* export: pprof, speedscope and collapsed stacks out of weighted stacks, and the API's downloads of them
+ * (see export.h). */
 #include "web/export.h"
 #include "common/intern.h"
 #include "common/jsonw.h"
 #include "common/proto/profile.pb-c.h"
 #include "common/vec.h"
+#include "web/api.h"
+#include "web/model.h"
+#include "web/request.h"
+#include "web/streams.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -565,4 +570,243 @@ int export_write(struct export *x, enum export_format f, struct buf *out)
 		return write_folded(x, out);
 	}
 	return fail(x, "unknown format");
+}
+
+#define EXPORT_MAX_BYTES ((size_t)512 << 20)
+#define EXPORT_MAX_STREAM_EVENTS 1000000   /* the wire format's limit */
+
+static const char *const profile_params[] = { "format", "kind", NULL };
+
+/* ?format= and ?kind=: false after a 400. kinds: bit 1 run, bit 2 wait. */
+static bool profile_query(struct req *rq, enum export_format *f, unsigned *kinds)
+{
+	const char *k = req_query(rq, "kind");
+
+	if (!api_known_query(rq, profile_params, false))
+		return false;
+	if (export_format_parse(req_query(rq, "format"), f) < 0) {
+		req_json_error(rq, 400, "format: must be pprof, speedscope or folded");
+		return false;
+	}
+	if (!k)
+		*kinds = 3;
+	else if (strcmp(k, "run") == 0)
+		*kinds = 1;
+	else if (strcmp(k, "wait") == 0)
+		*kinds = 2;
+	else {
+		req_json_error(rq, 400, "kind: must be run or wait");
+		return false;
+	}
+	return true;
+}
+
+/* Rows of (frame_ids, cost_ns, events) into side of x, kind given or ('r'/'w') in column kcol. */
+static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, int kcol, unsigned kinds,
+		       char kind, char *err, size_t errlen)
+{
+	int fcol = PQfnumber(r, "frame_ids"), ccol = PQfnumber(r, "cost_ns"), ecol = PQfnumber(r, "events");
+
+	for (int i = 0; i < PQntuples(r); i++) {
+		char k = kcol >= 0 ? PQgetvalue(r, i, kcol)[0] : kind;
+		const char **names;
+		size_t n;
+
+		if (!(kinds & (k == 'w' ? 2u : 1u)))
+			continue;
+		if (req_should_stop(rq)) {
+			/* the server answers 503 for it */
+			snprintf(err, errlen, "stopped: out of time");
+			return -1;
+		}
+		if (req_frame_names(rq, PQgetvalue(r, i, fcol), &names, &n) < 0) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (export_add(x, side, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+			       strtoull(PQgetvalue(r, i, ccol), NULL, 10),
+			       ecol >= 0 ? strtoull(PQgetvalue(r, i, ecol), NULL, 10) : 0) < 0) {
+			snprintf(err, errlen, "%s", export_error(x));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Writes x as the response, a download named name + the format's suffix. */
+static void send_export(struct req *rq, struct export *x, enum export_format f, const char *name)
+{
+	rq->out.max = EXPORT_MAX_BYTES;
+	if (export_write(x, f, &rq->out) < 0) {
+		rq->out.max = 0;
+		buf_reset(&rq->out);
+		req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+		return;
+	}
+	req_add_header(rq, "Content-Disposition",
+		       req_printf(rq, "attachment; filename=\"%s%s\"", name, export_suffix(f)));
+	rq->status = 200;
+	rq->ctype = export_media(f);
+}
+
+void export_get_cluster_profile(struct req *rq)
+{
+	const char *id = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	PGresult *c, *st = NULL, *fr = NULL;
+	struct export *x = NULL;
+	char err[512];
+
+	if (!profile_query(rq, &f, &kinds) || !(c = api_need_cluster(rq, id)))
+		return;
+	st = model_cluster_stacks(rq->db, id, err, sizeof(err));
+	if (api_failed(rq, st, err))
+		goto out;
+	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
+	if (api_failed(rq, fr, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine cluster %s of run %s", id, model_col(c, 0, "run_id")),
+			      false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(st); i++) {
+		int j = model_find_stack(fr, model_coln(st, i, "stack_id"));
+		const char **names;
+		size_t n;
+
+		if (j < 0 || !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
+			continue;
+		if (req_should_stop(rq) || req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
+		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+			       (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events")) < 0) {
+			req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+			goto out;
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "cluster-%s", id));
+out:
+	export_free(x);
+	PQclear(c);
+	PQclear(st);
+	PQclear(fr);
+}
+
+void export_get_run_profile(struct req *rq)
+{
+	const char *id = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	PGresult *run, *r = NULL;
+	struct export *x = NULL;
+	char err[512];
+
+	if (!profile_query(rq, &f, &kinds) || !(run = api_need_run(rq, id)))
+		return;
+	r = model_run_profile(rq->db, id, err, sizeof(err));
+	if (api_failed(rq, r, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine run %s", id), false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	if (export_rows(rq, x, 0, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "the profile could not be built: %s", err);
+		goto out;
+	}
+	send_export(rq, x, f, req_printf(rq, "run-%s", id));
+out:
+	export_free(x);
+	PQclear(run);
+	PQclear(r);
+}
+
+void export_get_compare_profile(struct req *rq)
+{
+	const char *arg = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	char a[24], err[512];
+	PGresult *ra = NULL, *rb = NULL;
+	struct export *x = NULL;
+
+	if (!profile_query(rq, &f, &kinds))
+		return;
+	snprintf(a, sizeof(a), "%lld", strtoll(rq->path + strlen("/api/v1/runs/"), NULL, 10));
+	if (!(ra = api_need_run(rq, a)) || !(rb = api_need_run(rq, arg)))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine runs %s (A) and %s (B)", a, arg), true))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	export_set_streams(x, (uint64_t)(model_run_count(ra, "streams") > 0 ? model_run_count(ra, "streams") : 0),
+			   (uint64_t)(model_run_count(rb, "streams") > 0 ? model_run_count(rb, "streams") : 0));
+	for (int side = 0; side < 2; side++) {
+		PGresult *r = model_run_profile(rq->db, side ? arg : a, err, sizeof(err));
+		int rc;
+
+		if (api_failed(rq, r, err))
+			goto out;
+		rc = export_rows(rq, x, side, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err));
+		PQclear(r);
+		if (rc < 0) {
+			req_json_error(rq, 500, "the profile could not be built: %s", err);
+			goto out;
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "compare-%s-%s", a, arg));
+out:
+	export_free(x);
+	PQclear(ra);
+	PQclear(rb);
+}
+
+void export_get_stream_profile(struct req *rq)
+{
+	const char *uuid = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	char canon[37], err[512];
+	PGresult *st = NULL, *ev = NULL, *fr = NULL;
+	struct export *x = NULL;
+
+	if (!profile_query(rq, &f, &kinds) || !(st = streams_need_stream(rq, uuid, canon)))
+		return;
+	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), EXPORT_MAX_STREAM_EVENTS, err, sizeof(err));
+	if (api_failed(rq, ev, err))
+		goto out;
+	fr = model_stacks(rq->db, req_id_array(rq, ev, PQfnumber(ev, "stack_id")), err, sizeof(err));
+	if (api_failed(rq, fr, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine stream %s", canon), false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	{
+		/* the stacks come by id: their frame names by binary search */
+		int kc = PQfnumber(ev, "kind"), sc = PQfnumber(ev, "stack_id");
+
+		for (int i = 0; i < PQntuples(ev); i++) {
+			char k = PQgetvalue(ev, i, kc)[0];
+			int lo = model_find_stack(fr, strtoll(PQgetvalue(ev, i, sc), NULL, 10));
+			const char **names;
+			size_t n;
+
+			if (!(kinds & (k == 'w' ? 2u : 1u)) || lo < 0)
+				continue;
+			if (req_frame_names(rq, model_col(fr, lo, "frame_ids"), &names, &n) < 0 ||
+			    export_add(x, 0, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n,
+				       model_coln(ev, i, "tid"), (uint64_t)model_coln(ev, i, "dur_ns"), 1) < 0) {
+				req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+				goto out;
+			}
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "stream-%s", canon));
+out:
+	export_free(x);
+	PQclear(st);
+	PQclear(ev);
+	PQclear(fr);
 }

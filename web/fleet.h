@@ -7,6 +7,7 @@
 #ifndef SM_WEB_FLEET_H
 #define SM_WEB_FLEET_H
 
+#include "web/request.h"
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -31,5 +32,26 @@ struct fleet_words {
  * with err naming the field and the reason. */
 int fleet_settings_check(const char *app, const struct fleet_given given[GSET_COUNT], const char *note,
 			 const struct fleet_words *w, struct agent_settings *s, char *err, size_t errlen);
+
+/* GET /api/v1/hosts */
+void fleet_get_hosts(struct req *rq);
+/* GET /api/v1/hosts/{path} */
+void fleet_get_host(struct req *rq);
+/* GET /api/v1/profiles */
+void fleet_get_profiles(struct req *rq);
+/* GET /api/v1/agent-settings */
+void fleet_get_agent_settings(struct req *rq);
+/* POST /api/v1/agent-settings */
+void fleet_post_agent_settings(struct req *rq);
+/* DELETE /api/v1/agent-settings/{path} */
+void fleet_delete_agent_settings(struct req *rq);
+/* POST /fleet/settings */
+void fleet_post_fleet_settings(struct req *rq);
+/* POST /fleet/settings/delete */
+void fleet_post_fleet_settings_delete(struct req *rq);
+/* GET /fleet */
+void fleet_page_fleet(struct req *rq);
+/* GET /fleet/{path} */
+void fleet_page_host(struct req *rq);
 
 #endif

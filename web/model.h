@@ -1,7 +1,7 @@
 /*
  * model: the dashboard's and the REST API's queries. Each returns a PGresult
  * whose columns carry the API's field names (api.c writes rows as JSON objects
- * by column name and type; pages.c reads the same columns), so a field means
+ * by column name and type; the pages read the same columns), so a field means
  * the same on a page and in the API. All SQL is static text with parameters.
  *
  * Every function returns the result (caller frees with PQclear()), or NULL with
