@@ -69,6 +69,21 @@ void runs_get_run(struct req *rq)
 	PQclear(r);
 }
 
+/* The one check and deletion of a run, the API's and the page's: 0, or the status with its message in err
+ * (the API writes it as it is, the page as a sentence of its own for the 403). */
+static int delete_checked(struct req *rq, char *err, size_t errlen)
+{
+	int rc;
+
+	if (rq->role < AUTH_ADMIN) {
+		snprintf(err, errlen, "deleting a run needs an admin token");
+		return 403;
+	}
+	/* miner_delete_run(): -2 still being mined, -3 no such run */
+	rc = miner_delete_run(rq->db, strtoll(rq->arg, NULL, 10), err, errlen);
+	return rc >= 0 ? 0 : rc == -2 ? 409 : rc == -3 ? 404 : 500;
+}
+
 void runs_delete_run(struct req *rq)
 {
 	const char *id = rq->arg;
@@ -77,13 +92,8 @@ void runs_delete_run(struct req *rq)
 
 	if (!req_may_write(rq, true))
 		return;
-	if (rq->role < AUTH_ADMIN) {
-		req_json_error(rq, 403, "deleting a run needs an admin token");
-		return;
-	}
-	rc = miner_delete_run(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
-	if (rc < 0) {
-		req_json_error(rq, rc == -2 ? 409 : rc == -3 ? 404 : 500, "%s", err);
+	if ((rc = delete_checked(rq, err, sizeof(err))) != 0) {
+		req_json_error(rq, rc, "%s", err);
 		return;
 	}
 	{
@@ -444,19 +454,13 @@ void runs_page_run(struct req *rq)
 
 void runs_post_run_delete(struct req *rq)
 {
-	const char *id = rq->arg;
 	char err[512];
 	int rc;
 
 	if (!req_may_write(rq, false))
 		return;
-	if (rq->role < AUTH_ADMIN) {
-		html_error(rq, 403, "Deleting a run needs an admin token.");
-		return;
-	}
-	rc = miner_delete_run(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
-	if (rc < 0) {
-		html_error(rq, rc == -2 ? 409 : rc == -3 ? 404 : 500, err);
+	if ((rc = delete_checked(rq, err, sizeof(err))) != 0) {
+		html_error(rq, rc, rc == 403 ? "Deleting a run needs an admin token." : err);
 		return;
 	}
 	html_redirect(rq, "/runs");

@@ -18,7 +18,7 @@
 #include <string.h>
 
 /* The status of a signature module's error code (clusterer/signature.h). */
-static int sig_http_status(int code)
+static int status_of(int code)
 {
 	switch (code) {
 	case SIG_ENOTFOUND: return 404;
@@ -26,6 +26,12 @@ static int sig_http_status(int code)
 	case SIG_EINVAL: return 400;
 	default: return 500;
 	}
+}
+
+/* A new signature's: a cluster given that does not exist is a bad field, not a missing signature. */
+static int create_status(int code)
+{
+	return code == SIG_ENOTFOUND ? 400 : status_of(code);
 }
 
 void signatures_get_signatures(struct req *rq)
@@ -88,8 +94,7 @@ void signatures_post_signature(struct req *rq)
 	rc = sig_create(rq->db, name, frames, nframes, status ? status : "open", note ? note : "", from, &id, err,
 			sizeof(err));
 	if (rc < 0) {
-		/* a cluster given that does not exist is a bad field, not a missing signature */
-		req_json_error(rq, rc == SIG_ENOTFOUND ? 400 : sig_http_status(rc), "%s", err);
+		req_json_error(rq, create_status(rc), "%s", err);
 		goto out;
 	}
 	api_respond_id(rq, "signature_id", id, 201);
@@ -130,7 +135,7 @@ void signatures_patch_signature(struct req *rq)
 		int rc = sig_update(rq->db, strtoll(id, NULL, 10), status, note, err, sizeof(err));
 
 		if (rc < 0)
-			req_json_error(rq, sig_http_status(rc), "%s", err);
+			req_json_error(rq, status_of(rc), "%s", err);
 		else
 			signatures_get_signature(rq);
 	}
@@ -212,7 +217,7 @@ void signatures_get_coverage(struct req *rq)
 	rc = sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, &rq->budget, err,
 			  sizeof(err));
 	if (rc < 0) {
-		req_json_error(rq, sig_http_status(rc), "%s", err);
+		req_json_error(rq, status_of(rc), "%s", err);
 		return;
 	}
 	jsonw_init(&w, &rq->out);
@@ -251,7 +256,7 @@ void signatures_get_triage(struct req *rq)
 		return;
 	rc = sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, &rq->budget, err, sizeof(err));
 	if (rc < 0) {
-		req_json_error(rq, sig_http_status(rc), "%s", err);
+		req_json_error(rq, status_of(rc), "%s", err);
 		return;
 	}
 	jsonw_init(&w, &rq->out);
@@ -528,7 +533,7 @@ void signatures_post_signature_new(struct req *rq)
 			req_form(rq, "status") ? req_form(rq, "status") : "open",
 			req_form(rq, "note") ? req_form(rq, "note") : "", from, &id, err, sizeof(err));
 	if (rc < 0) {
-		html_error(rq, rc == SIG_EEXIST ? 409 : rc == SIG_EFAIL ? 500 : 400, err);
+		html_error(rq, create_status(rc), err);
 		return;
 	}
 	html_redirect(rq, req_printf(rq, "/signatures#sig-%lld", (long long)id));
@@ -545,7 +550,7 @@ void signatures_post_signature_update(struct req *rq)
 			    sizeof(err));
 
 	if (rc < 0) {
-		html_error(rq, rc == SIG_ENOTFOUND ? 404 : rc == SIG_EFAIL ? 500 : 400, err);
+		html_error(rq, status_of(rc), err);
 		return;
 	}
 	html_redirect(rq, req_printf(rq, "/signatures#sig-%s", id));

@@ -28,12 +28,31 @@ void tokens_get_tokens(struct req *rq)
 	PQclear(count);
 }
 
+/* The one check of a new token's fields, the API's body and the page's form alike (auth_token_create()
+ * checks the name and the host). Returns 0 with *role, or WEB_EINVAL with err. */
+static int check_new(const char *role_name, enum auth_role *role, char *err, size_t errlen)
+{
+	*role = role_name ? auth_role_parse(role_name) : AUTH_NONE;
+	if (*role == AUTH_NONE) {
+		snprintf(err, errlen, "role: required, ingest, analyst or admin");
+		return WEB_EINVAL;
+	}
+	return 0;
+}
+
+/* auth_token_create()'s codes as statuses. */
+static int create_status(int rc)
+{
+	return rc == AUTH_EINVAL ? 400 : 500;
+}
+
 void tokens_post_token(struct req *rq)
 {
 	static const char *const fields[] = { "role", "name", "host", NULL };
 	struct json_val o[3];
 	const char *role, *name, *host;
 	char token[AUTH_TOKEN_LEN + 1], err[512];
+	enum auth_role r;
 	int64_t id;
 	struct jsonw w;
 	int rc;
@@ -43,13 +62,13 @@ void tokens_post_token(struct req *rq)
 	if (!api_str_field(rq, o[0], "role", &role) || !api_str_field(rq, o[1], "name", &name) ||
 	    !api_str_field(rq, o[2], "host", &host))
 		goto out;
-	if (!role || auth_role_parse(role) == AUTH_NONE) {
-		req_json_error(rq, 400, "role: required, ingest, analyst or admin");
+	if ((rc = check_new(role, &r, err, sizeof(err))) < 0) {
+		req_json_error(rq, req_status_of(rc), "%s", err);
 		goto out;
 	}
-	rc = auth_token_create(rq->db, auth_role_parse(role), name, host, token, &id, err, sizeof(err));
+	rc = auth_token_create(rq->db, r, name, host, token, &id, err, sizeof(err));
 	if (rc < 0) {
-		req_json_error(rq, rc == AUTH_EINVAL ? 400 : 500, "%s", err);
+		req_json_error(rq, create_status(rc), "%s", err);
 		goto out;
 	}
 	jsonw_init(&w, &rq->out);
@@ -151,15 +170,21 @@ void tokens_post_token_new(struct req *rq)
 {
 	const char *role = req_form(rq, "role"), *name = req_form(rq, "name"), *host = req_form(rq, "host");
 	char token[AUTH_TOKEN_LEN + 1], err[512];
+	enum auth_role r;
 	int64_t id;
+	int rc;
 
 	if (!req_may_write(rq, false) || !page_admin(rq))
 		return;
+	/* an empty field is one not given */
 	if (host && !*host)
 		host = NULL;
-	if (auth_token_create(rq->db, role ? auth_role_parse(role) : AUTH_NONE, name, host, token, &id, err,
-			      sizeof(err)) < 0) {
-		html_error(rq, 400, err);
+	if ((rc = check_new(role, &r, err, sizeof(err))) < 0) {
+		html_error(rq, req_status_of(rc), err);
+		return;
+	}
+	if ((rc = auth_token_create(rq->db, r, name, host, token, &id, err, sizeof(err))) < 0) {
+		html_error(rq, create_status(rc), err);
 		return;
 	}
 	html_begin(rq, "New token");
