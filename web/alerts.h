@@ -5,8 +5,6 @@
 #ifndef SM_WEB_ALERTS_H
 #define SM_WEB_ALERTS_H
 
-#include <libpq-fe.h>
-
 #include "web/request.h"
 
 /* GET /api/v1/schedules */

@@ -20,6 +20,7 @@ void api_handle(struct req *rq);
 /* Row `row` as the members of an object opened by the caller: all its columns except those named in
  * skip (NULL-terminated). */
 void api_put_members(struct jsonw *w, const PGresult *r, int row, const char *const *skip);
+/* Row `row` as an object; api_put_rows(): every row, an array of them. */
 void api_put_row(struct jsonw *w, const PGresult *r, int row, const char *const *skip);
 void api_put_rows(struct jsonw *w, const PGresult *r, const char *const *skip);
 /* The response is the document of w: sent when whole, else a 500 that says why (a response over
@@ -34,8 +35,12 @@ void api_list_response(struct req *rq, const char *name, PGresult *rows, PGresul
 void api_respond_id(struct req *rq, const char *name, int64_t id, int status);
 /* A single row as the response. */
 void api_row_response(struct req *rq, const PGresult *r);
+/* A whole-number query parameter in [min, max] (def when absent): false after a 400. */
 bool api_num_param(struct req *rq, const char *name, int64_t min, int64_t max, int64_t def, int64_t *out);
+/* ?limit= (1 to 1000, 50) and ?offset=: false after a 400. */
 bool api_page_params(struct req *rq, long *limit, long *offset);
+/* Refuses query parameters the endpoint does not know (a typo must not widen a query); labels: also
+ * label.KEY. False after a 400. */
 bool api_known_query(struct req *rq, const char *const *names, bool labels);
 /* A JSON array of the names of a PostgreSQL int array of frame ids. */
 bool api_put_names(struct req *rq, struct jsonw *w, const char *ids);
@@ -44,6 +49,7 @@ struct api_stackmap {
 	int32_t *ids;       /* distinct stack ids, ascending */
 	size_t n;
 };
+/* The position of stack id in the array api_put_stacks() wrote, or -1. */
 long api_stack_index(const struct api_stackmap *m, int32_t id);
 /*
  * Writes "stacks": [[frame names, outermost first], ...] for the distinct stack
@@ -52,10 +58,13 @@ long api_stack_index(const struct api_stackmap *m, int32_t id);
  */
 int api_put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, struct api_stackmap *m, char *err,
 		   size_t errlen);
+/* The row of a run, cluster or problem, or NULL after a 404 or 500 (caller frees the row). */
 PGresult *api_need_run(struct req *rq, const char *id);
 PGresult *api_need_cluster(struct req *rq, const char *id);
 PGresult *api_need_problem(struct req *rq, const char *id);
+/* For api_known_query() of an endpoint without parameters. */
 extern const char *const api_no_params[];
+/* ?kind=wait or run as 'w' or 'r' (NULL when absent): false after a 400. */
 bool api_kind_param(struct req *rq, const char **kind);
 /* The body checked (json_check_body) and its members named in fields (NULL-terminated) into out:
  * true, or false after a 400 (unknown fields are refused: sm-web's bodies are closed). */

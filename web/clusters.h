@@ -6,8 +6,6 @@
 #ifndef SM_WEB_CLUSTERS_H
 #define SM_WEB_CLUSTERS_H
 
-#include <libpq-fe.h>
-
 #include "web/attribution.h"
 #include "web/request.h"
 

@@ -5,8 +5,6 @@
 #ifndef SM_WEB_COMPARE_H
 #define SM_WEB_COMPARE_H
 
-#include <libpq-fe.h>
-
 #include "web/request.h"
 
 /* GET /api/v1/runs/{a}/compare/{b}: arg is b; a comes from the path. */

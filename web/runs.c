@@ -259,48 +259,9 @@ static const char *const metric_label[SORT_N] = { "Total cost", "Streams", "Even
 static const char *const metric_col[SORT_N] = { "total_cost_ns", "streams", "events", "avg_cost_ns",
 						"excess_cost_ns" };
 
-void runs_page_run(struct req *rq)
+/* The run's title line, parameters, downloads, deletion form and errors. */
+static void run_header(struct req *rq, const char *id, PGresult *run)
 {
-	const char *id = rq->arg;
-	char err[512];
-	PGresult *run, *cl = NULL, *cnt = NULL;
-	const char *sort = req_query(rq, "sort"), *kind = req_query(rq, "kind"), *q = req_query(rq, "q");
-	const char *k = NULL, *keep;
-	long offset = pages_offset(rq);
-	double max[SORT_N] = { 0 };
-	int s = sort ? model_sort_parse(sort) : -1, nm = SORT_N - 1;
-	if (kind && strcmp(kind, "run") == 0)
-		k = "r";
-	else if (kind && strcmp(kind, "wait") == 0)
-		k = "w";
-	else
-		kind = NULL;
-	if (q && (!*q || strlen(q) > 1024))
-		q = NULL;
-	run = model_run(rq->db, id, err, sizeof(err));
-	if (!run) {
-		html_error(rq, 500, err);
-		return;
-	}
-	if (PQntuples(run) == 0) {
-		PQclear(run);
-		html_error(rq, 404, "No such run.");
-		return;
-	}
-	/* measured against a baseline: the excess cost, the default order */
-	if (model_run_count(run, "baseline_streams") > 0)
-		nm = SORT_N;
-	if (s < 0 || s >= nm)
-		s = nm == SORT_N ? SORT_EXCESS_COST : SORT_TOTAL_COST;
-	cl = model_clusters(rq->db, id, (enum model_sort)s, k, q, PAGES_ROWS, offset, err, sizeof(err));
-	cnt = cl ? model_clusters_count(rq->db, id, k, q, err, sizeof(err)) : NULL;
-	if (!cl || !cnt) {
-		PQclear(run);
-		PQclear(cl);
-		html_error(rq, 500, err);
-		return;
-	}
-	html_begin(rq, req_printf(rq, "Run %s", id));
 	html_rawf(rq, "<h1>Run #%s: ", id);
 	html_value(rq, model_col(run, 0, "app"));
 	html_raw(rq, " ");
@@ -326,11 +287,15 @@ void runs_page_run(struct req *rq)
 		html_text(rq, model_col(run, 0, "last_retry"));
 		html_raw(rq, "</p>");
 	}
-	problems_section(rq, id, run);
+}
+
+/* "The run": its counts, the threshold C of each kind, its time. baseline: it was measured against one. */
+static void run_counts(struct req *rq, const char *id, PGresult *run, bool baseline)
+{
 	html_raw(rq, "<h2>The run</h2>");
 	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
 	count_of(rq, model_col(run, 0, "counts"), "streams");
-	if (nm == SORT_N) {
+	if (baseline) {
 		html_raw(rq, "</dd><dt title=\"normal units the clusters were measured in\">Baseline streams</dt><dd>");
 		count_of(rq, model_col(run, 0, "counts"), "baseline_streams");
 	}
@@ -366,10 +331,11 @@ void runs_page_run(struct req *rq)
 	}
 	html_rawf(rq, "</dd></dl><p><a href=\"/signatures?run=%s\">Coverage and triage of the signatures over this "
 		      "run</a></p>", id);
+}
 
-	/* kind tabs, filter, the table */
-	keep = pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)s)),
-					 "kind", kind), "q", q);
+/* The kind tabs and the frame filter, keeping the order s. */
+static void run_filter(struct req *rq, int s, const char *kind, const char *q)
+{
 	html_raw(rq, "<form class=\"filter\" method=\"get\"><nav class=\"tabs\">");
 	{
 		static const char *const kinds[] = { "all", "run", "wait" };
@@ -392,6 +358,53 @@ void runs_page_run(struct req *rq)
 	html_raw(rq, "<label>Frame contains <input type=\"search\" name=\"q\" value=\"");
 	html_text(rq, q);
 	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form>");
+}
+
+/* Row i of the clusters' table: its metrics nm with bars against max, its title. */
+static void cluster_row(struct req *rq, PGresult *cl, int i, int nm, const double *max, long offset)
+{
+	long long cid = (long long)model_coln(cl, i, "cluster_id");
+
+	html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
+		  "<td>%s</td>", cid, offset + i + 1, (long long)model_coln(cl, i, "rank"),
+		  model_col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
+	for (int m = 0; m < nm; m++) {
+		int64_t v = model_coln(cl, i, metric_col[m]);
+		html_raw(rq, "<td class=\"n metric\">");
+		if (m == SORT_EXCESS_COST) {
+			/* with its 95 % interval, when there is one */
+			html_cost(rq, v);
+			if (model_col(cl, i, "excess_lo_ns")) {
+				html_raw(rq, " <span class=\"ci\" title=\"95 % bootstrap interval\">[");
+				html_cost(rq, model_coln(cl, i, "excess_lo_ns"));
+				html_raw(rq, ", ");
+				html_cost(rq, model_coln(cl, i, "excess_hi_ns"));
+				html_raw(rq, "]</span>");
+			}
+		} else if (m == 0 || m == 3) {
+			html_cost(rq, v);
+			if (m == 0 && model_coln(cl, i, "est_cost_ns") != v)
+				pages_est_cost_note(rq, model_coln(cl, i, "est_cost_ns"));
+		} else {
+			html_rawf(rq, "%lld", (long long)v);
+		}
+		html_bar(rq, v > 0 ? (double)v : 0, max[m], 60);
+		html_raw(rq, "</td>");
+	}
+	html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
+	/* its title (the frames that tell it apart); a run mined before titles: the innermost frames */
+	if (model_col(cl, i, "title"))
+		pages_title_frames(rq, model_col(cl, i, "title"));
+	else
+		pages_frame_ids_compact(rq, model_col(cl, i, "common"), 3);
+	html_raw(rq, "</a></td></tr>");
+}
+
+/* The clusters' table, ordered by metric s (nm metrics shown), with links that keep kind and q. */
+static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const char *kind, const char *q, long offset)
+{
+	double max[SORT_N] = { 0 };
+
 	for (int i = 0; i < PQntuples(cl); i++)
 		for (int m = 0; m < nm; m++)
 			if ((double)model_coln(cl, i, metric_col[m]) > max[m])
@@ -406,45 +419,62 @@ void runs_page_run(struct req *rq)
 			  m == s ? " ▼" : "");
 	}
 	html_raw(rq, "<th>Title (the frames that tell it apart)</th></tr></thead><tbody>");
-	for (int i = 0; i < PQntuples(cl); i++) {
-		long long cid = (long long)model_coln(cl, i, "cluster_id");
-		html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
-			  "<td>%s</td>", cid, offset + i + 1, (long long)model_coln(cl, i, "rank"),
-			  model_col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
-		for (int m = 0; m < nm; m++) {
-			int64_t v = model_coln(cl, i, metric_col[m]);
-			html_raw(rq, "<td class=\"n metric\">");
-			if (m == SORT_EXCESS_COST) {
-				/* with its 95 % interval, when there is one */
-				html_cost(rq, v);
-				if (model_col(cl, i, "excess_lo_ns")) {
-					html_raw(rq, " <span class=\"ci\" title=\"95 % bootstrap interval\">[");
-					html_cost(rq, model_coln(cl, i, "excess_lo_ns"));
-					html_raw(rq, ", ");
-					html_cost(rq, model_coln(cl, i, "excess_hi_ns"));
-					html_raw(rq, "]</span>");
-				}
-			} else if (m == 0 || m == 3) {
-				html_cost(rq, v);
-				if (m == 0 && model_coln(cl, i, "est_cost_ns") != v)
-					pages_est_cost_note(rq, model_coln(cl, i, "est_cost_ns"));
-			} else {
-				html_rawf(rq, "%lld", (long long)v);
-			}
-			html_bar(rq, v > 0 ? (double)v : 0, max[m], 60);
-			html_raw(rq, "</td>");
-		}
-		html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
-		/* its title (the frames that tell it apart); a run mined before titles: the innermost frames */
-		if (model_col(cl, i, "title"))
-			pages_title_frames(rq, model_col(cl, i, "title"));
-		else
-			pages_frame_ids_compact(rq, model_col(cl, i, "common"), 3);
-		html_raw(rq, "</a></td></tr>");
-	}
+	for (int i = 0; i < PQntuples(cl); i++)
+		cluster_row(rq, cl, i, nm, max, offset);
 	if (PQntuples(cl) == 0)
 		html_rawf(rq, "<tr><td colspan=\"%d\" class=\"empty\">No clusters (yet).</td></tr>", nm + 4);
 	html_raw(rq, "</tbody></table>");
+}
+
+void runs_page_run(struct req *rq)
+{
+	const char *id = rq->arg;
+	char err[512];
+	PGresult *run, *cl = NULL, *cnt = NULL;
+	const char *sort = req_query(rq, "sort"), *kind = req_query(rq, "kind"), *q = req_query(rq, "q");
+	const char *k = NULL, *keep;
+	long offset = pages_offset(rq);
+	int s = sort ? model_sort_parse(sort) : -1, nm = SORT_N - 1;
+	if (kind && strcmp(kind, "run") == 0)
+		k = "r";
+	else if (kind && strcmp(kind, "wait") == 0)
+		k = "w";
+	else
+		kind = NULL;
+	if (q && (!*q || strlen(q) > 1024))
+		q = NULL;
+	run = model_run(rq->db, id, err, sizeof(err));
+	if (!run) {
+		html_error(rq, 500, err);
+		return;
+	}
+	if (PQntuples(run) == 0) {
+		PQclear(run);
+		html_error(rq, 404, "No such run.");
+		return;
+	}
+	/* measured against a baseline: the excess cost, the default order */
+	if (model_run_count(run, "baseline_streams") > 0)
+		nm = SORT_N;
+	if (s < 0 || s >= nm)
+		s = nm == SORT_N ? SORT_EXCESS_COST : SORT_TOTAL_COST;
+	cl = model_clusters(rq->db, id, (enum model_sort)s, k, q, PAGES_ROWS, offset, err, sizeof(err));
+	cnt = cl ? model_clusters_count(rq->db, id, k, q, err, sizeof(err)) : NULL;
+	if (!cl || !cnt) {
+		PQclear(run);
+		PQclear(cl);
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, req_printf(rq, "Run %s", id));
+	run_header(rq, id, run);
+	problems_section(rq, id, run);
+	run_counts(rq, id, run, nm == SORT_N);
+	/* kind tabs, filter, the table */
+	keep = pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)s)),
+					 "kind", kind), "q", q);
+	run_filter(rq, s, kind, q);
+	cluster_table(rq, cl, s, nm, kind, q, offset);
 	pages_pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)model_coln(cnt, 0, "total"));
 	html_end(rq);
 	PQclear(run);

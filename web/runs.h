@@ -5,8 +5,6 @@
 #ifndef SM_WEB_RUNS_H
 #define SM_WEB_RUNS_H
 
-#include <libpq-fe.h>
-
 #include "web/request.h"
 
 /* POST /api/v1/runs */
@@ -17,6 +15,7 @@ void runs_get_runs(struct req *rq);
 void runs_get_run(struct req *rq);
 /* DELETE /api/v1/runs/{id}: an admin's */
 void runs_delete_run(struct req *rq);
+/* A run's parameters in a few words (the runs' list, the run's page, the coverage form). */
 void runs_run_params_summary(struct req *rq, const char *params_json);
 /* GET /runs */
 void runs_page_runs(struct req *rq);

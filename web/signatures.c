@@ -310,11 +310,190 @@ static int by_cost_desc(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
+/* Row i of the signatures' table: with the forms that change its status and note for a writer. */
+static void sig_row(struct req *rq, PGresult *r, int i, bool writer)
+{
+	long long sid = (long long)model_coln(r, i, "signature_id");
+	const char *st = model_col(r, i, "status");
+
+	html_rawf(rq, "<tr id=\"sig-%lld\"><td><input type=\"checkbox\" form=\"coverage-form\" name=\"sig\" "
+		      "value=\"%lld\" checked aria-label=\"use in coverage\"></td><td>", sid, sid);
+	html_text(rq, model_col(r, i, "name"));
+	html_raw(rq, "</td><td>");
+	pages_frames_json_compact(rq, model_col(r, i, "frames"), 3);
+	html_raw(rq, "</td>");
+	if (writer) {
+		html_rawf(rq, "<td colspan=\"2\"><form class=\"inline\" method=\"post\" action=\"/signatures/%lld\">",
+			  sid);
+		html_csrf_field(rq);
+		html_raw(rq, "<select name=\"status\" aria-label=\"status\">");
+		for (int k = 0; k < 3; k++) {
+			static const char *const sts[] = { "open", "known", "fixed" };
+			html_rawf(rq, "<option%s>%s</option>", strcmp(st, sts[k]) == 0 ? " selected" : "", sts[k]);
+		}
+		html_raw(rq, "</select><input name=\"note\" aria-label=\"note\" value=\"");
+		html_text(rq, model_col(r, i, "note"));
+		html_raw(rq, "\"><button type=\"submit\">Save</button></form></td>");
+	} else {
+		html_raw(rq, "<td>");
+		html_text(rq, st);
+		html_raw(rq, "</td><td>");
+		html_text(rq, model_col(r, i, "note"));
+		html_raw(rq, "</td>");
+	}
+	html_raw(rq, "<td>");
+	if (model_col(r, i, "from_cluster") && model_col(r, i, "from_expired")[0] == 't')
+		html_rawf(rq, "cluster %lld of run %lld (expired)", (long long)model_coln(r, i, "from_cluster"),
+			  (long long)model_coln(r, i, "from_run"));
+	else if (model_col(r, i, "from_cluster"))
+		html_rawf(rq, "<a href=\"/clusters/%lld\">cluster %lld</a>", (long long)model_coln(r, i, "from_cluster"),
+			  (long long)model_coln(r, i, "from_cluster"));
+	html_raw(rq, "</td><td class=\"time\">");
+	html_time(rq, model_col(r, i, "updated_at"));
+	html_raw(rq, "</td></tr>");
+
+}
+
+/* The signatures of this page, each with its box for the coverage form. */
+static void sig_table(struct req *rq, PGresult *r, bool writer)
+{
+	html_raw(rq, writer ? "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th>"
+			      "<th colspan=\"2\">Status and note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>"
+			    : "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th><th>Status</th>"
+			      "<th>Note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		sig_row(rq, r, i, writer);
+}
+	if (PQntuples(r) == 0)
+		html_raw(rq, "<tr><td colspan=\"7\" class=\"empty\">No signatures yet: open a cluster and create one from "
+			     "its common part.</td></tr>");
+	html_raw(rq, "</tbody></table>");
+}
+
+/* The coverage form's run (the last 100 done) and kind ('w', 'r', or 0: the run's first). */
+static void run_choice(struct req *rq, int64_t run_id, char kind)
+{
+	char err[512];
+	PGresult *runs;
+
+	runs = model_runs(rq->db, NULL, "done", 100, 0, err, sizeof(err));
+	html_raw(rq, "<section class=\"card\"><h2>Coverage and triage</h2><p>Choose the signatures above and a run:</p>"
+		     "<label>Run <select name=\"run\" form=\"coverage-form\">");
+	for (int i = 0; runs && i < PQntuples(runs); i++) {
+		long long id = (long long)model_coln(runs, i, "run_id");
+		html_rawf(rq, "<option value=\"%lld\"%s>#%lld ", id, id == run_id ? " selected" : "", id);
+		html_text(rq, model_col(runs, i, "app"));
+		html_raw(rq, " – ");
+		runs_run_params_summary(rq, model_col(runs, i, "params"));
+		html_raw(rq, "</option>");
+	}
+	PQclear(runs);
+	html_rawf(rq, "</select></label> <label>Events <select name=\"kind\" form=\"coverage-form\">"
+		      "<option value=\"\">the run's</option><option value=\"wait\"%s>wait</option>"
+		      "<option value=\"run\"%s>run</option></select></label>"
+		      " <button type=\"submit\" form=\"coverage-form\">Show</button>",
+		  kind == 'w' ? " selected" : "", kind == 'r' ? " selected" : "");
+}
+
+/* The coverage of the checked signatures (a bare ?run=ID link: all of them) over run_id's events of kind. */
+static void coverage_section(struct req *rq, int64_t run_id, char kind)
+{
+	struct sig_coverage cov;
+	struct sel sel = { arena_calloc(rq->a, 1001, sizeof(int64_t)), 0, false };
+	char e2[512];
+
+	/* the checked signatures (a bare ?run=ID link: all of them) */
+	req_query_each(rq, collect_sig, &sel);
+	if (sel.any && sel.n == 0) {
+		html_raw(rq, "<p class=\"hint\">No signature chosen.</p>");
+	} else if (sig_coverage(rq->db, run_id, kind, sel.ids, sel.n, &cov, &rq->budget, e2, sizeof(e2)) < 0) {
+		html_raw(rq, "<p class=\"error\">");
+		html_text(rq, e2);
+		html_raw(rq, "</p>");
+	} else {
+		html_rawf(rq, "<p class=\"coverage\">All signatures cover <strong>%.1f%%</strong> of run #%lld's AOI "
+			      "cost of %s events (", cov.coverage * 100, (long long)run_id,
+			  cov.kind == 'w' ? "wait" : "run");
+		html_cost(rq, (int64_t)cov.covered_ns);
+		html_raw(rq, " of ");
+		html_cost(rq, (int64_t)cov.total_ns);
+		html_raw(rq, ").</p>");
+		/* the ones that cover the most, a page of them */
+		qsort(cov.by, cov.nby, sizeof(*cov.by), by_cost_desc);
+		if (cov.nby > PAGES_ROWS)
+			html_rawf(rq, "<p class=\"hint\">The %d signatures that cover the most of the %zu.</p>", PAGES_ROWS,
+				  cov.nby);
+		html_raw(rq, "<table class=\"coverage\"><thead><tr><th>Signature</th><th class=\"n\">Cost</th>"
+			     "<th class=\"n\">Coverage</th></tr></thead><tbody>");
+		for (size_t i = 0; i < cov.nby && i < PAGES_ROWS; i++) {
+			html_raw(rq, "<tr><td>");
+			html_text(rq, cov.by[i].name);
+			html_raw(rq, "</td><td class=\"n\">");
+			html_cost(rq, (int64_t)cov.by[i].cost_ns);
+			html_rawf(rq, "</td><td class=\"n metric\">%.1f%%",
+				  cov.total_ns ? 100.0 * (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
+			html_bar(rq, (double)cov.by[i].cost_ns, (double)cov.total_ns, 80);
+			html_raw(rq, "</td></tr>");
+		}
+		html_raw(rq, "</tbody></table>");
+		free(cov.by);
+	}
+}
+
+/* The triage comparison over run_id's events of kind, when the signatures cover any of it. */
+static void triage_section(struct req *rq, int64_t run_id, char kind)
+{
+	struct sig_triage tr;
+	char e2[512];
+	double x[SIG_NORDERS][SIG_LEVELS], y[SIG_LEVELS];
+	struct plot_series ps[SIG_NORDERS];
+	struct plot_opts po = { "Streams to open per coverage level", "streams opened",
+				"coverage reached", 720, 360, 0, 0, 1 };
+
+	if (sig_triage(rq->db, run_id, kind, &tr, &rq->budget, e2, sizeof(e2)) != 0 || tr.max_coverage <= 0)
+		return;
+	for (int l = 0; l < SIG_LEVELS; l++)
+		y[l] = tr.level[l];
+	for (int o = 0; o < SIG_NORDERS; o++) {
+		for (int l = 0; l < SIG_LEVELS; l++)
+			x[o][l] = tr.needed[o][l];
+		ps[o].name = sig_order_name((enum sig_order)o);
+		ps[o].x = x[o];
+		ps[o].y = y;
+		ps[o].n = SIG_LEVELS;
+	}
+	html_rawf(rq, "<h3>Triage: streams an analyst opens to reach each coverage level (%zu streams)</h3>"
+		      "<div class=\"plot\">", tr.nstreams);
+	plot_render_svg(ps, SIG_NORDERS, &po, &rq->out);
+	html_raw(rq, "</div><table class=\"triage\"><thead><tr><th class=\"n\">Coverage</th>");
+	for (int o = 0; o < SIG_NORDERS; o++)
+		html_rawf(rq, "<th class=\"n\">%s</th>", sig_order_name((enum sig_order)o));
+	html_raw(rq, "</tr></thead><tbody>");
+	for (int l = 0; l < SIG_LEVELS; l++) {
+		html_rawf(rq, "<tr><td class=\"n\">%.1f%%</td>", tr.level[l] * 100);
+		for (int o = 0; o < SIG_NORDERS; o++)
+			html_rawf(rq, "<td class=\"n\">%g</td>", tr.needed[o][l]);
+		html_raw(rq, "</tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+}
+
+/* A writer's form to import an exported document. */
+static void import_form(struct req *rq)
+{
+	html_raw(rq, "<section class=\"card\"><h2>Import</h2><form method=\"post\" action=\"/signatures/import\" "
+		     "id=\"import-form\">");
+	html_csrf_field(rq);
+	html_raw(rq, "<label>A file exported before <input type=\"file\" id=\"import-file\" accept=\".json,"
+		     "application/json\"></label><label>or the JSON document <textarea name=\"doc\" rows=\"4\" "
+		     "required></textarea></label><button type=\"submit\">Import</button></form></section>");
+}
+
 void signatures_page_signatures(struct req *rq)
 {
 	char err[512];
 	long offset = pages_offset(rq);
-	PGresult *r = model_signatures(rq->db, PAGES_ROWS, offset, err, sizeof(err)), *runs, *cnt;
+	PGresult *r = model_signatures(rq->db, PAGES_ROWS, offset, err, sizeof(err)), *cnt;
 	const char *run = req_query(rq, "run"), *kq = req_query(rq, "kind");
 	int64_t run_id = 0;
 	char kind;
@@ -331,163 +510,25 @@ void signatures_page_signatures(struct req *rq)
 	html_raw(rq, "<h1>Performance signatures</h1><p><a class=\"button\" href=\"/api/v1/signatures/export\" "
 		     "download=\"signatures.json\">Export all (JSON)</a></p>");
 	html_raw(rq, "<form id=\"coverage-form\" method=\"get\" action=\"/signatures\"></form>");
-	html_raw(rq, writer ? "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th>"
-			      "<th colspan=\"2\">Status and note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>"
-			    : "<table class=\"signatures\"><thead><tr><th>Use</th><th>Name</th><th>Frames</th><th>Status</th>"
-			      "<th>Note</th><th>From</th><th>Updated (UTC)</th></tr></thead><tbody>");
-	for (int i = 0; i < PQntuples(r); i++) {
-		long long sid = (long long)model_coln(r, i, "signature_id");
-		const char *st = model_col(r, i, "status");
-		html_rawf(rq, "<tr id=\"sig-%lld\"><td><input type=\"checkbox\" form=\"coverage-form\" name=\"sig\" "
-			      "value=\"%lld\" checked aria-label=\"use in coverage\"></td><td>", sid, sid);
-		html_text(rq, model_col(r, i, "name"));
-		html_raw(rq, "</td><td>");
-		pages_frames_json_compact(rq, model_col(r, i, "frames"), 3);
-		html_raw(rq, "</td>");
-		if (writer) {
-			html_rawf(rq, "<td colspan=\"2\"><form class=\"inline\" method=\"post\" action=\"/signatures/%lld\">",
-				  sid);
-			html_csrf_field(rq);
-			html_raw(rq, "<select name=\"status\" aria-label=\"status\">");
-			for (int k = 0; k < 3; k++) {
-				static const char *const sts[] = { "open", "known", "fixed" };
-				html_rawf(rq, "<option%s>%s</option>", strcmp(st, sts[k]) == 0 ? " selected" : "", sts[k]);
-			}
-			html_raw(rq, "</select><input name=\"note\" aria-label=\"note\" value=\"");
-			html_text(rq, model_col(r, i, "note"));
-			html_raw(rq, "\"><button type=\"submit\">Save</button></form></td>");
-		} else {
-			html_raw(rq, "<td>");
-			html_text(rq, st);
-			html_raw(rq, "</td><td>");
-			html_text(rq, model_col(r, i, "note"));
-			html_raw(rq, "</td>");
-		}
-		html_raw(rq, "<td>");
-		if (model_col(r, i, "from_cluster") && model_col(r, i, "from_expired")[0] == 't')
-			html_rawf(rq, "cluster %lld of run %lld (expired)", (long long)model_coln(r, i, "from_cluster"),
-				  (long long)model_coln(r, i, "from_run"));
-		else if (model_col(r, i, "from_cluster"))
-			html_rawf(rq, "<a href=\"/clusters/%lld\">cluster %lld</a>", (long long)model_coln(r, i, "from_cluster"),
-				  (long long)model_coln(r, i, "from_cluster"));
-		html_raw(rq, "</td><td class=\"time\">");
-		html_time(rq, model_col(r, i, "updated_at"));
-		html_raw(rq, "</td></tr>");
-	}
-	if (PQntuples(r) == 0)
-		html_raw(rq, "<tr><td colspan=\"7\" class=\"empty\">No signatures yet: open a cluster and create one from "
-			     "its common part.</td></tr>");
-	html_raw(rq, "</tbody></table>");
+	sig_table(rq, r, writer);
 	/* PAGES_ROWS signatures a page: thousands made the page (and its coverage) take minutes */
 	pages_pager(rq, "/signatures",
-	      req_printf(rq, "%s%s%s", run_id ? req_printf(rq, "&run=%lld", (long long)run_id) : "",
-			 kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? "&kind=" : "",
-			 kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? kq : ""),
-	      offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
+		    req_printf(rq, "%s%s%s", run_id ? req_printf(rq, "&run=%lld", (long long)run_id) : "",
+			       kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? "&kind=" : "",
+			       kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? kq : ""),
+		    offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
 	PQclear(cnt);
 
-	/* coverage and triage over a run */
-	runs = model_runs(rq->db, NULL, "done", 100, 0, err, sizeof(err));
-	html_raw(rq, "<section class=\"card\"><h2>Coverage and triage</h2><p>Choose the signatures above and a run:</p>"
-		     "<label>Run <select name=\"run\" form=\"coverage-form\">");
-	for (int i = 0; runs && i < PQntuples(runs); i++) {
-		long long id = (long long)model_coln(runs, i, "run_id");
-		html_rawf(rq, "<option value=\"%lld\"%s>#%lld ", id, id == run_id ? " selected" : "", id);
-		html_text(rq, model_col(runs, i, "app"));
-		html_raw(rq, " – ");
-		runs_run_params_summary(rq, model_col(runs, i, "params"));
-		html_raw(rq, "</option>");
-	}
-	PQclear(runs);
-	/* coverage and triage are per kind (mining.md section 7); default: the run's first */
+	/* coverage and triage over a run, per kind (mining.md section 7); default: the run's first */
 	kind = kq && strcmp(kq, "run") == 0 ? 'r' : kq && strcmp(kq, "wait") == 0 ? 'w' : 0;
-	html_rawf(rq, "</select></label> <label>Events <select name=\"kind\" form=\"coverage-form\">"
-		      "<option value=\"\">the run's</option><option value=\"wait\"%s>wait</option>"
-		      "<option value=\"run\"%s>run</option></select></label>"
-		      " <button type=\"submit\" form=\"coverage-form\">Show</button>",
-		  kind == 'w' ? " selected" : "", kind == 'r' ? " selected" : "");
+	run_choice(rq, run_id, kind);
 	if (run_id) {
-		struct sig_coverage cov;
-		struct sig_triage tr;
-		struct sel sel = { arena_calloc(rq->a, 1001, sizeof(int64_t)), 0, false };
-		char e2[512];
-
-		/* the checked signatures (a bare ?run=ID link: all of them) */
-		req_query_each(rq, collect_sig, &sel);
-		if (sel.any && sel.n == 0) {
-			html_raw(rq, "<p class=\"hint\">No signature chosen.</p>");
-		} else if (sig_coverage(rq->db, run_id, kind, sel.ids, sel.n, &cov, &rq->budget, e2, sizeof(e2)) < 0) {
-			html_raw(rq, "<p class=\"error\">");
-			html_text(rq, e2);
-			html_raw(rq, "</p>");
-		} else {
-			html_rawf(rq, "<p class=\"coverage\">All signatures cover <strong>%.1f%%</strong> of run #%lld's AOI "
-				      "cost of %s events (", cov.coverage * 100, (long long)run_id,
-				  cov.kind == 'w' ? "wait" : "run");
-			html_cost(rq, (int64_t)cov.covered_ns);
-			html_raw(rq, " of ");
-			html_cost(rq, (int64_t)cov.total_ns);
-			html_raw(rq, ").</p>");
-			/* the ones that cover the most, a page of them */
-			qsort(cov.by, cov.nby, sizeof(*cov.by), by_cost_desc);
-			if (cov.nby > PAGES_ROWS)
-				html_rawf(rq, "<p class=\"hint\">The %d signatures that cover the most of the %zu.</p>", PAGES_ROWS,
-					  cov.nby);
-			html_raw(rq, "<table class=\"coverage\"><thead><tr><th>Signature</th><th class=\"n\">Cost</th>"
-				     "<th class=\"n\">Coverage</th></tr></thead><tbody>");
-			for (size_t i = 0; i < cov.nby && i < PAGES_ROWS; i++) {
-				html_raw(rq, "<tr><td>");
-				html_text(rq, cov.by[i].name);
-				html_raw(rq, "</td><td class=\"n\">");
-				html_cost(rq, (int64_t)cov.by[i].cost_ns);
-				html_rawf(rq, "</td><td class=\"n metric\">%.1f%%",
-					  cov.total_ns ? 100.0 * (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
-				html_bar(rq, (double)cov.by[i].cost_ns, (double)cov.total_ns, 80);
-				html_raw(rq, "</td></tr>");
-			}
-			html_raw(rq, "</tbody></table>");
-			free(cov.by);
-		}
-		if (sig_triage(rq->db, run_id, kind, &tr, &rq->budget, e2, sizeof(e2)) == 0 && tr.max_coverage > 0) {
-			double x[SIG_NORDERS][SIG_LEVELS], y[SIG_LEVELS];
-			struct plot_series ps[SIG_NORDERS];
-			struct plot_opts po = { "Streams to open per coverage level", "streams opened",
-						"coverage reached", 720, 360, 0, 0, 1 };
-			for (int l = 0; l < SIG_LEVELS; l++)
-				y[l] = tr.level[l];
-			for (int o = 0; o < SIG_NORDERS; o++) {
-				for (int l = 0; l < SIG_LEVELS; l++)
-					x[o][l] = tr.needed[o][l];
-				ps[o].name = sig_order_name((enum sig_order)o);
-				ps[o].x = x[o];
-				ps[o].y = y;
-				ps[o].n = SIG_LEVELS;
-			}
-			html_rawf(rq, "<h3>Triage: streams an analyst opens to reach each coverage level (%zu streams)</h3>"
-				      "<div class=\"plot\">", tr.nstreams);
-			plot_render_svg(ps, SIG_NORDERS, &po, &rq->out);
-			html_raw(rq, "</div><table class=\"triage\"><thead><tr><th class=\"n\">Coverage</th>");
-			for (int o = 0; o < SIG_NORDERS; o++)
-				html_rawf(rq, "<th class=\"n\">%s</th>", sig_order_name((enum sig_order)o));
-			html_raw(rq, "</tr></thead><tbody>");
-			for (int l = 0; l < SIG_LEVELS; l++) {
-				html_rawf(rq, "<tr><td class=\"n\">%.1f%%</td>", tr.level[l] * 100);
-				for (int o = 0; o < SIG_NORDERS; o++)
-					html_rawf(rq, "<td class=\"n\">%g</td>", tr.needed[o][l]);
-				html_raw(rq, "</tr>");
-			}
-			html_raw(rq, "</tbody></table>");
-		}
+		coverage_section(rq, run_id, kind);
+		triage_section(rq, run_id, kind);
 	}
 	html_raw(rq, "</section>");
-	if (writer) {
-		html_raw(rq, "<section class=\"card\"><h2>Import</h2><form method=\"post\" action=\"/signatures/import\" "
-			     "id=\"import-form\">");
-		html_csrf_field(rq);
-		html_raw(rq, "<label>A file exported before <input type=\"file\" id=\"import-file\" accept=\".json,"
-			     "application/json\"></label><label>or the JSON document <textarea name=\"doc\" rows=\"4\" "
-			     "required></textarea></label><button type=\"submit\">Import</button></form></section>");
-	}
+	if (writer)
+		import_form(rq);
 	html_end(rq);
 	PQclear(r);
 }

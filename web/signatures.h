@@ -6,8 +6,6 @@
 #ifndef SM_WEB_SIGNATURES_H
 #define SM_WEB_SIGNATURES_H
 
-#include <libpq-fe.h>
-
 #include "web/request.h"
 
 /* GET /api/v1/signatures */

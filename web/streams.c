@@ -253,6 +253,164 @@ void streams_page_streams(struct req *rq)
 	PQclear(cnt);
 }
 
+/* The timeline's events of ev (AOI: in[]), into te[0..n); *from and *to widened to hold them all,
+ * *naoi the events in the AOI. */
+static void fill_events(PGresult *ev, const bool *in, struct tl_event *te, int n, int64_t *from, int64_t *to,
+			int *naoi)
+{
+	for (int i = 0; i < n; i++) {
+		int64_t e = model_coln(ev, i, "ts_ns") + model_coln(ev, i, "dur_ns");
+		if (e > *to)
+			*to = e;
+		if (model_coln(ev, i, "ts_ns") < *from)
+			*from = model_coln(ev, i, "ts_ns");
+		te[i].tid = model_coln(ev, i, "tid");
+		te[i].ts_ns = model_coln(ev, i, "ts_ns");
+		te[i].dur_ns = model_coln(ev, i, "dur_ns");
+		te[i].kind = PQgetvalue(ev, i, 0)[0] == 'w' ? 'w' : 'r';
+		te[i].readier_tid = model_coln(ev, i, "readier_tid");
+		te[i].aoi = in[i];
+		*naoi += in[i];
+	}
+}
+
+/* Each event's innermost frame (the hover text), from the stacks fr (one row per stack, by id). */
+static void set_leaves(struct req *rq, PGresult *fr, PGresult *ev, struct tl_event *te, int n)
+{
+	int nf = PQntuples(fr);
+	const char **leaf = arena_calloc(rq->a, (size_t)nf + 1, sizeof(char *));
+
+	for (int j = 0; leaf && j < nf; j++) {
+		const char **names;
+		size_t k;
+		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &k) == 0 && k)
+			leaf[j] = names[k - 1];
+	}
+	/* each event's by binary search */
+	for (int i = 0; leaf && i < n; i++) {
+		int row = model_find_stack(fr, model_coln(ev, i, "stack_id"));
+
+		if (row >= 0)
+			te[i].leaf = leaf[row];
+	}
+}
+
+/* ?t=FROM-TO (ns, absolute) zooms into part of the stream: *from and *to when t is such a range. */
+static void zoom_param(const char *t, int64_t *from, int64_t *to)
+{
+	char a[24], b[24];
+	const char *dash = strchr(t, '-');
+	int64_t x, y;
+
+	if (dash && (size_t)(dash - t) < sizeof(a) && strlen(dash + 1) < sizeof(b)) {
+		memcpy(a, t, (size_t)(dash - t));
+		a[dash - t] = '\0';
+		memcpy(b, dash + 1, strlen(dash + 1) + 1);
+		if (util_parse_i64(a, 0, INT64_MAX, &x) == 0 && util_parse_i64(b, 0, INT64_MAX, &y) == 0 && x < y) {
+			*from = x;
+			*to = y;
+		}
+	}
+}
+
+/* The stream's title, its role, symptom, counts (n events read, naoi in the AOI of mode), build, and
+ * downloads. */
+static void stream_summary(struct req *rq, PGresult *st, const char *canon, int n, int naoi, enum aoi_mode mode)
+{
+	int64_t s0 = model_coln(st, 0, "symptom_start_ns"), s1 = model_coln(st, 0, "symptom_end_ns");
+
+	html_begin(rq, req_printf(rq, "Stream %s", canon));
+	html_raw(rq, "<p class=\"crumbs\"><a href=\"/streams\">Streams</a> › ");
+	html_value(rq, canon);
+	html_raw(rq, "</p><h1>");
+	html_value(rq, model_col(st, 0, "app"));
+	html_raw(rq, " ");
+	html_value(rq, model_col(st, 0, "version"));
+	html_raw(rq, " on ");
+	html_value(rq, model_col(st, 0, "host"));
+	html_raw(rq, "</h1><dl class=\"counts\"><dt>Role</dt><dd>");
+	stream_role(rq, st, 0);
+	html_raw(rq, "</dd><dt>Symptom</dt><dd>");
+	{
+		json_object *sy = json_tokener_parse(model_col(st, 0, "symptom")), *v;
+		if (sy && json_object_object_get_ex(sy, "kind", &v))
+			html_value(rq, json_object_get_string(v));
+		if (sy && json_object_object_get_ex(sy, "unit_type", &v) && !json_object_is_type(v, json_type_null)) {
+			html_raw(rq, " · ");
+			html_value(rq, json_object_get_string(v));
+		}
+		html_raw(rq, " · thread ");
+		html_text(rq, model_col(st, 0, "symptom_tid"));
+		html_raw(rq, " · ");
+		html_cost(rq, s1 - s0);
+		if (sy && json_object_object_get_ex(sy, "threshold_ns", &v) && !json_object_is_type(v, json_type_null)) {
+			html_raw(rq, " (threshold ");
+			html_cost(rq, json_object_get_int64(v));
+			html_raw(rq, ")");
+		}
+		json_object_put(sy);
+	}
+	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
+		  (long long)model_coln(st, 0, "events"), n == TIMELINE_EVENTS ? " (first 200,000 shown)" : "",
+		  aoi_mode_name(mode), naoi);
+	html_text(rq, model_col(st, 0, "build_id") ? model_col(st, 0, "build_id") : "–");
+	html_raw(rq, "</dd><dt>Received</dt><dd>");
+	html_time(rq, model_col(st, 0, "received_at"));
+	html_raw(rq, "</dd></dl>");
+	pages_download_links(rq, req_printf(rq, "/api/v1/streams/%s/profile", canon));
+}
+
+/* The stream's labels. */
+static void stream_labels(struct req *rq, PGresult *st)
+{
+	html_raw(rq, "<section><h2>Labels</h2><dl class=\"labels\">");
+	{
+		json_object *l = json_tokener_parse(model_col(st, 0, "labels") ? model_col(st, 0, "labels") : "{}");
+		if (l && json_object_is_type(l, json_type_object)) {
+			json_object_object_foreach(l, key, val) {
+				html_raw(rq, "<dt>");
+				html_text(rq, key);
+				html_raw(rq, "</dt><dd>");
+				html_text(rq, json_object_get_string(val));
+				html_raw(rq, "</dd>");
+			}
+		}
+		json_object_put(l);
+	}
+}
+
+/* The timeline section: the AOI form and the SVG of te[0..n) over [from, to]. */
+static void stream_timeline(struct req *rq, PGresult *st, const struct tl_event *te, int n, enum aoi_mode mode,
+			    const char *aoi, const char *t, int64_t from, int64_t to)
+{
+	int64_t s0 = model_coln(st, 0, "symptom_start_ns"), s1 = model_coln(st, 0, "symptom_end_ns");
+
+	html_raw(rq, "</dl></section><section id=\"timeline\"><h2>Timeline</h2><form class=\"filter\" method=\"get\">"
+		     "<label>AOI <select name=\"aoi\">");
+	for (int m = 0; m < 4; m++) {
+		static const enum aoi_mode modes[] = { AOI_WAITGRAPH, AOI_CRITICAL, AOI_THREAD, AOI_STREAM };
+		html_rawf(rq, "<option%s>%s</option>", modes[m] == mode ? " selected" : "", aoi_mode_name(modes[m]));
+	}
+	html_raw(rq, "</select></label><button type=\"submit\">Mark</button>");
+	if (t)
+		html_raw(rq, " <a href=\"?#timeline\">Whole stream</a>");
+	html_raw(rq, "</form><p class=\"hint\">One row per thread, the symptom thread first; the shaded band is the "
+		     "symptom window; highlighted events are in the AOI; arrows go from a wait to the thread that readied "
+		     "it. Click a time on the axis to zoom in.</p><div class=\"timeline\">");
+	{
+		/* room for "tid 4194304 (symptom)" in bold */
+		struct tl_view v = { 1300, from, to, model_coln(st, 0, "symptom_tid"), s0, s1,
+				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", 190 };
+		char terr[256];
+		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
+			html_raw(rq, "<p class=\"error\">");
+			html_text(rq, terr);
+			html_raw(rq, "</p>");
+		}
+	}
+	html_raw(rq, "</div></section>");
+}
+
 void streams_page_stream(struct req *rq)
 {
 	const char *uuid = rq->arg;
@@ -294,129 +452,14 @@ void streams_page_stream(struct req *rq)
 	s1 = model_coln(st, 0, "symptom_end_ns");
 	from = n ? model_coln(ev, 0, "ts_ns") : s0;
 	to = s1;
-	for (int i = 0; i < n; i++) {
-		int64_t e = model_coln(ev, i, "ts_ns") + model_coln(ev, i, "dur_ns");
-		if (e > to)
-			to = e;
-		if (model_coln(ev, i, "ts_ns") < from)
-			from = model_coln(ev, i, "ts_ns");
-		te[i].tid = model_coln(ev, i, "tid");
-		te[i].ts_ns = model_coln(ev, i, "ts_ns");
-		te[i].dur_ns = model_coln(ev, i, "dur_ns");
-		te[i].kind = PQgetvalue(ev, i, 0)[0] == 'w' ? 'w' : 'r';
-		te[i].readier_tid = model_coln(ev, i, "readier_tid");
-		te[i].aoi = in[i];
-		naoi += in[i];
-	}
-	if (fr) {
-		/* one row per stack, by id: the innermost frame of each, then each event's by binary search */
-		int nf = PQntuples(fr);
-		const char **leaf = arena_calloc(rq->a, (size_t)nf + 1, sizeof(char *));
-		for (int j = 0; leaf && j < nf; j++) {
-			const char **names;
-			size_t k;
-			if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &k) == 0 && k)
-				leaf[j] = names[k - 1];
-		}
-		for (int i = 0; leaf && i < n; i++) {
-			int row = model_find_stack(fr, model_coln(ev, i, "stack_id"));
-
-			if (row >= 0)
-				te[i].leaf = leaf[row];
-		}
-	}
-	if (t) {
-		/* ?t=FROM-TO (ns, absolute) zooms into part of the stream */
-		char a[24], b[24];
-		const char *dash = strchr(t, '-');
-		int64_t x, y;
-		if (dash && (size_t)(dash - t) < sizeof(a) && strlen(dash + 1) < sizeof(b)) {
-			memcpy(a, t, (size_t)(dash - t));
-			a[dash - t] = '\0';
-			memcpy(b, dash + 1, strlen(dash + 1) + 1);
-			if (util_parse_i64(a, 0, INT64_MAX, &x) == 0 && util_parse_i64(b, 0, INT64_MAX, &y) == 0 && x < y) {
-				from = x;
-				to = y;
-			}
-		}
-	}
-	html_begin(rq, req_printf(rq, "Stream %s", canon));
-	html_raw(rq, "<p class=\"crumbs\"><a href=\"/streams\">Streams</a> › ");
-	html_value(rq, canon);
-	html_raw(rq, "</p><h1>");
-	html_value(rq, model_col(st, 0, "app"));
-	html_raw(rq, " ");
-	html_value(rq, model_col(st, 0, "version"));
-	html_raw(rq, " on ");
-	html_value(rq, model_col(st, 0, "host"));
-	html_raw(rq, "</h1><dl class=\"counts\"><dt>Role</dt><dd>");
-	stream_role(rq, st, 0);
-	html_raw(rq, "</dd><dt>Symptom</dt><dd>");
-	{
-		json_object *sy = json_tokener_parse(model_col(st, 0, "symptom")), *v;
-		if (sy && json_object_object_get_ex(sy, "kind", &v))
-			html_value(rq, json_object_get_string(v));
-		if (sy && json_object_object_get_ex(sy, "unit_type", &v) && !json_object_is_type(v, json_type_null)) {
-			html_raw(rq, " · ");
-			html_value(rq, json_object_get_string(v));
-		}
-		html_raw(rq, " · thread ");
-		html_text(rq, model_col(st, 0, "symptom_tid"));
-		html_raw(rq, " · ");
-		html_cost(rq, s1 - s0);
-		if (sy && json_object_object_get_ex(sy, "threshold_ns", &v) && !json_object_is_type(v, json_type_null)) {
-			html_raw(rq, " (threshold ");
-			html_cost(rq, json_object_get_int64(v));
-			html_raw(rq, ")");
-		}
-		json_object_put(sy);
-	}
-	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
-		  (long long)model_coln(st, 0, "events"), n == TIMELINE_EVENTS ? " (first 200,000 shown)" : "",
-		  aoi_mode_name(mode), naoi);
-	html_text(rq, model_col(st, 0, "build_id") ? model_col(st, 0, "build_id") : "–");
-	html_raw(rq, "</dd><dt>Received</dt><dd>");
-	html_time(rq, model_col(st, 0, "received_at"));
-	html_raw(rq, "</dd></dl>");
-	pages_download_links(rq, req_printf(rq, "/api/v1/streams/%s/profile", canon));
-	html_raw(rq, "<section><h2>Labels</h2><dl class=\"labels\">");
-	{
-		json_object *l = json_tokener_parse(model_col(st, 0, "labels") ? model_col(st, 0, "labels") : "{}");
-		if (l && json_object_is_type(l, json_type_object)) {
-			json_object_object_foreach(l, key, val) {
-				html_raw(rq, "<dt>");
-				html_text(rq, key);
-				html_raw(rq, "</dt><dd>");
-				html_text(rq, json_object_get_string(val));
-				html_raw(rq, "</dd>");
-			}
-		}
-		json_object_put(l);
-	}
-	html_raw(rq, "</dl></section><section id=\"timeline\"><h2>Timeline</h2><form class=\"filter\" method=\"get\">"
-		     "<label>AOI <select name=\"aoi\">");
-	for (int m = 0; m < 4; m++) {
-		static const enum aoi_mode modes[] = { AOI_WAITGRAPH, AOI_CRITICAL, AOI_THREAD, AOI_STREAM };
-		html_rawf(rq, "<option%s>%s</option>", modes[m] == mode ? " selected" : "", aoi_mode_name(modes[m]));
-	}
-	html_raw(rq, "</select></label><button type=\"submit\">Mark</button>");
+	fill_events(ev, in, te, n, &from, &to, &naoi);
+	if (fr)
+		set_leaves(rq, fr, ev, te, n);
 	if (t)
-		html_raw(rq, " <a href=\"?#timeline\">Whole stream</a>");
-	html_raw(rq, "</form><p class=\"hint\">One row per thread, the symptom thread first; the shaded band is the "
-		     "symptom window; highlighted events are in the AOI; arrows go from a wait to the thread that readied "
-		     "it. Click a time on the axis to zoom in.</p><div class=\"timeline\">");
-	{
-		/* room for "tid 4194304 (symptom)" in bold */
-		struct tl_view v = { 1300, from, to, model_coln(st, 0, "symptom_tid"), s0, s1,
-				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", 190 };
-		char terr[256];
-		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
-			html_raw(rq, "<p class=\"error\">");
-			html_text(rq, terr);
-			html_raw(rq, "</p>");
-		}
-	}
-	html_raw(rq, "</div></section>");
+		zoom_param(t, &from, &to);
+	stream_summary(rq, st, canon, n, naoi, mode);
+	stream_labels(rq, st);
+	stream_timeline(rq, st, te, n, mode, aoi, t, from, to);
 	html_end(rq);
 out:
 	PQclear(st);

@@ -5,8 +5,6 @@
 #ifndef SM_WEB_SYMBOLS_H
 #define SM_WEB_SYMBOLS_H
 
-#include <libpq-fe.h>
-
 #include "web/request.h"
 
 /* POST /api/v1/debuginfo: the body is one ELF debug file; its symbols name the frames of its build. */

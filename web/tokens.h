@@ -5,8 +5,6 @@
 #ifndef SM_WEB_TOKENS_H
 #define SM_WEB_TOKENS_H
 
-#include <libpq-fe.h>
-
 #include "web/request.h"
 
 /* GET /api/v1/tokens */
