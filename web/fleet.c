@@ -51,7 +51,9 @@ int fleet_settings_check(const char *app, const struct fleet_given given[GSET_CO
 	return 0;
 }
 
-#define SILENT_AFTER_DEFAULT 300   /* seconds: five missed reports at the agent's default of 60 s */
+/* seconds without a report before a process counts as silent: five missed reports at the agent's default
+ * of 60 s (the API's ?silent_after= default, the page's) */
+#define SILENT_AFTER_DEFAULT 300
 
 static bool silent_after_param(struct req *rq, long long *out)
 {
@@ -228,8 +230,6 @@ void fleet_delete_agent_settings(struct req *rq)
 	}
 	fleet_get_agent_settings(rq);
 }
-
-#define SILENT_AFTER 300   /* seconds without a report before a process counts as silent (the API's default) */
 
 /* A link to the host's page: /fleet/<host, one path segment>. */
 static void host_link(struct req *rq, const char *host)
@@ -626,7 +626,7 @@ void fleet_page_fleet(struct req *rq)
 {
 	char err[512];
 	long offset = pages_offset(rq);
-	struct host_filter f = { NULL, req_query(rq, "status"), SILENT_AFTER };
+	struct host_filter f = { NULL, req_query(rq, "status"), SILENT_AFTER_DEFAULT };
 	PGresult *r, *cnt, *all, *prof = NULL, *set = NULL, *samp = NULL;
 	static const char *const states[] = { "live", "silent", "stopped" };
 
@@ -634,7 +634,7 @@ void fleet_page_fleet(struct req *rq)
 		f.status = NULL;
 	r = model_hosts(rq->db, &f, PAGES_ROWS, offset, err, sizeof(err));
 	cnt = r ? model_hosts_count(rq->db, &f, err, sizeof(err)) : NULL;
-	all = cnt ? model_hosts_count(rq->db, &(struct host_filter){ NULL, "silent", SILENT_AFTER }, err,
+	all = cnt ? model_hosts_count(rq->db, &(struct host_filter){ NULL, "silent", SILENT_AFTER_DEFAULT }, err,
 				      sizeof(err)) : NULL;
 	prof = all ? model_profiles(rq->db, NULL, 100, 0, err, sizeof(err)) : NULL;
 	set = prof ? model_agent_settings(rq->db, err, sizeof(err)) : NULL;
@@ -709,7 +709,7 @@ void fleet_page_host(struct req *rq)
 {
 	const char *host = rq->arg;
 	char err[512];
-	struct host_filter f = { host, NULL, SILENT_AFTER };
+	struct host_filter f = { host, NULL, SILENT_AFTER_DEFAULT };
 	PGresult *h, *procs = NULL, *hours = NULL;
 	struct buf series = BUF_INIT(1 << 16);
 
@@ -720,7 +720,7 @@ void fleet_page_host(struct req *rq)
 		return;
 	}
 	if (h)
-		procs = model_host_procs(rq->db, host, SILENT_AFTER, 1000, err, sizeof(err));
+		procs = model_host_procs(rq->db, host, SILENT_AFTER_DEFAULT, 1000, err, sizeof(err));
 	if (procs)
 		hours = model_host_hours(rq->db, host, 48, err, sizeof(err));
 	if (!hours) {

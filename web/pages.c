@@ -227,7 +227,7 @@ static void page_login_form(struct req *rq)
 	page_login(rq, NULL, 200);
 }
 
-static void logout_r(struct req *rq)
+static void post_logout(struct req *rq)
 {
 	if (!req_may_write(rq, false))
 		return;
@@ -242,7 +242,7 @@ static void logout_r(struct req *rq)
 static const struct req_route routes[] = {
 	{ REQ_M_GET, "/login", page_login_form, NULL },
 	{ REQ_M_POST, "/login", post_login, NULL },
-	{ REQ_M_POST, "/logout", logout_r, NULL },
+	{ REQ_M_POST, "/logout", post_logout, NULL },
 	{ REQ_M_GET, "/", page_root, NULL },
 	{ REQ_M_GET, "/runs", runs_page_runs, NULL },
 	{ REQ_M_GET, "/runs/#", runs_page_run, "run" },

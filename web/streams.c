@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STREAM_EVENTS 200000
+/* the events of a stream the API and the page show: its first */
+#define STREAM_EVENTS 200000
 
 struct labels_acc {
 	struct req *rq;
@@ -124,7 +125,7 @@ void streams_get_stream(struct req *rq)
 	}
 	if (!(st = streams_need_stream(rq, uuid, canon)))
 		return;
-	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), MAX_STREAM_EVENTS, err, sizeof(err));
+	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), STREAM_EVENTS, err, sizeof(err));
 	if (api_failed(rq, ev, err))
 		goto out;
 	n = PQntuples(ev);
@@ -141,7 +142,7 @@ void streams_get_stream(struct req *rq)
 	}
 	jsonw_key(&w, "event_count");
 	jsonw_number_text(&w, PQgetvalue(st, 0, PQfnumber(st, "events")));
-	jsonw_kbool(&w, "events_truncated", n == MAX_STREAM_EVENTS);
+	jsonw_kbool(&w, "events_truncated", n == STREAM_EVENTS);
 	jsonw_kstr(&w, "aoi_mode", aoi_mode_name(mode));
 	if (api_put_stacks(rq, &w, ev, 4, &m, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
@@ -174,8 +175,6 @@ out:
 	PQclear(st);
 	PQclear(ev);
 }
-
-#define TIMELINE_EVENTS 200000
 
 /* A stream's role, and the violations it stands for when the agent sampled it (guard.md "Shipping budget"). */
 static void stream_role(struct req *rq, PGresult *r, int i)
@@ -351,7 +350,7 @@ static void stream_summary(struct req *rq, PGresult *st, const char *canon, int 
 		json_object_put(sy);
 	}
 	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
-		  (long long)model_coln(st, 0, "events"), n == TIMELINE_EVENTS ? " (first 200,000 shown)" : "",
+		  (long long)model_coln(st, 0, "events"), n == STREAM_EVENTS ? " (first 200,000 shown)" : "",
 		  aoi_mode_name(mode), naoi);
 	html_text(rq, model_col(st, 0, "build_id") ? model_col(st, 0, "build_id") : "–");
 	html_raw(rq, "</dd><dt>Received</dt><dd>");
@@ -434,7 +433,7 @@ void streams_page_stream(struct req *rq)
 		html_error(rq, st ? 404 : 500, st ? "No such stream." : err);
 		goto out;
 	}
-	ev = model_stream_events(rq->db, model_col(st, 0, "ref"), TIMELINE_EVENTS, err, sizeof(err));
+	ev = model_stream_events(rq->db, model_col(st, 0, "ref"), STREAM_EVENTS, err, sizeof(err));
 	if (!ev) {
 		html_error(rq, 500, err);
 		goto out;
