@@ -483,24 +483,9 @@ out:
 	PQclear(fr);
 }
 
-void clusters_page_cluster(struct req *rq)
+/* The cluster's metrics, each with its rank, and its estimated fleet cost. */
+static void cluster_metrics(struct req *rq, PGresult *c, const char *id)
 {
-	const char *id = rq->arg;
-	char err[512];
-	PGresult *c = model_cluster(rq->db, id, err, sizeof(err)), *ts;
-
-	if (!c) {
-		html_error(rq, 500, err);
-		return;
-	}
-	if (PQntuples(c) == 0) {
-		PQclear(c);
-		html_error(rq, 404, "No such cluster.");
-		return;
-	}
-	html_begin(rq, req_printf(rq, "Cluster %s", id));
-	html_rawf(rq, "<p class=\"crumbs\"><a href=\"/runs/%lld\">Run #%lld</a> › cluster %s</p>",
-		  (long long)model_coln(c, 0, "run_id"), (long long)model_coln(c, 0, "run_id"), id);
 	html_rawf(rq, "<h1>Cluster %s: %s, rank %lld by total cost</h1><dl class=\"counts\"><dt>Total cost</dt><dd>",
 		  id, model_col(c, 0, "kind")[0] == 'w' ? "wait" : "run (CPU)", (long long)model_coln(c, 0, "rank_total_cost"));
 	html_cost(rq, model_coln(c, 0, "total_cost_ns"));
@@ -522,69 +507,83 @@ void clusters_page_cluster(struct req *rq)
 	html_rawf(rq, " (%.1f streams estimated)</dd>", model_cold(c, 0, "est_streams"));
 	html_rawf(rq, "<dt>Patterns</dt><dd>%lld</dd></dl>",
 		  (long long)model_coln(c, 0, "patterns_total"));
-	if (model_col(c, 0, "excess_cost_ns")) {
-		/* the excess in words (docs/analysis.md) */
+}
+
+/* The excess in words (docs/analysis.md), for a cluster measured against a baseline. */
+static void excess_words(struct req *rq, PGresult *c)
+{
 		html_raw(rq, "<p class=\"excess\">In the events this cluster owns, the slow units spent ");
-		html_cost(rq, model_coln(c, 0, "own_cost_ns"));
-		html_raw(rq, "; at the rate of the normal units (");
-		html_cost(rq, model_coln(c, 0, "baseline_cost_ns"));
-		html_rawf(rq, " per baseline stream, %lld of them with a cost here) they would have spent ",
-			  (long long)model_coln(c, 0, "baseline_streams"));
-		html_cost(rq, model_coln(c, 0, "expected_cost_ns"));
-		html_raw(rq, ": an excess of <strong>");
-		html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
-		html_raw(rq, "</strong>");
-		if (model_col(c, 0, "excess_lo_ns")) {
-			html_raw(rq, " (95 % interval ");
-			html_cost(rq, model_coln(c, 0, "excess_lo_ns"));
-			html_raw(rq, " to ");
-			html_cost(rq, model_coln(c, 0, "excess_hi_ns"));
-			html_raw(rq, ")");
-		}
-		html_raw(rq, ".</p>");
+	html_cost(rq, model_coln(c, 0, "own_cost_ns"));
+	html_raw(rq, "; at the rate of the normal units (");
+	html_cost(rq, model_coln(c, 0, "baseline_cost_ns"));
+	html_rawf(rq, " per baseline stream, %lld of them with a cost here) they would have spent ",
+		  (long long)model_coln(c, 0, "baseline_streams"));
+	html_cost(rq, model_coln(c, 0, "expected_cost_ns"));
+	html_raw(rq, ": an excess of <strong>");
+	html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
+	html_raw(rq, "</strong>");
+	if (model_col(c, 0, "excess_lo_ns")) {
+		html_raw(rq, " (95 % interval ");
+		html_cost(rq, model_coln(c, 0, "excess_lo_ns"));
+		html_raw(rq, " to ");
+		html_cost(rq, model_coln(c, 0, "excess_hi_ns"));
+		html_raw(rq, ")");
 	}
-	clusters_attribution_section(rq, ATTRIBUTION_CLUSTER, id);
+	html_raw(rq, ".</p>");
 
-	{
-		const char **common;
-		size_t nc = 0, nmem = 0;
-		struct member *mem = NULL;
-		PGresult *pats = model_cluster_patterns(rq->db, req_printf(rq, "{%s}", id), 100000, err, sizeof(err));
+}
 
-		if (req_frame_names(rq, model_col(c, 0, "common"), &common, &nc) < 0)
-			nc = 0;
-		if (pats) {
-			mem = arena_calloc(rq->a, (size_t)PQntuples(pats) + 1, sizeof(*mem));
-			for (int i = 0; mem && i < PQntuples(pats); i++) {
-				mem[nmem].id = model_coln(pats, i, "pattern_id");
-				mem[nmem].cost = model_coln(pats, i, "cost_ns");
-				if (req_frame_names(rq, model_col(pats, i, "frame_ids"), &mem[nmem].names, &mem[nmem].n) == 0)
-					nmem++;
-			}
+/* The common part, the form that makes a signature of it, and the members aligned on it. */
+static void common_section(struct req *rq, PGresult *c, const char *id)
+{
+	char err[512];
+	const char **common;
+	size_t nc = 0, nmem = 0;
+	struct member *mem = NULL;
+	PGresult *pats = model_cluster_patterns(rq->db, req_printf(rq, "{%s}", id), 100000, err, sizeof(err));
+
+	if (req_frame_names(rq, model_col(c, 0, "common"), &common, &nc) < 0)
+		nc = 0;
+	if (pats) {
+		mem = arena_calloc(rq->a, (size_t)PQntuples(pats) + 1, sizeof(*mem));
+		for (int i = 0; mem && i < PQntuples(pats); i++) {
+			mem[nmem].id = model_coln(pats, i, "pattern_id");
+			mem[nmem].cost = model_coln(pats, i, "cost_ns");
+			if (req_frame_names(rq, model_col(pats, i, "frame_ids"), &mem[nmem].names, &mem[nmem].n) == 0)
+				nmem++;
 		}
-		html_raw(rq, "<section class=\"card\"><h2>Common part</h2>");
-		pages_frame_list(rq, common, nc, "common-part");
-		if (rq->role >= AUTH_ANALYST) {
-			html_rawf(rq, "<details class=\"sigform\"><summary><span class=\"button\">Create a signature from the "
-				      "common part</span></summary><form method=\"post\" action=\"/signatures/new\" "
-				      "id=\"sig-form\"><input type=\"hidden\" name=\"from_cluster\" value=\"%s\">", id);
-			html_csrf_field(rq);
-			html_raw(rq, "<label>Name <input name=\"name\" required maxlength=\"255\"></label>"
-				     "<label>Frames (one per line, outermost first; edit to keep the distinctive ones)"
-				     "<textarea name=\"frames\" rows=\"8\">");
-			for (size_t i = 0; i < nc; i++) {
-				html_text(rq, common[i]);
-				html_raw(rq, "\n");
-			}
-			html_raw(rq, "</textarea></label><label>Status <select name=\"status\"><option>open</option>"
-				     "<option>known</option><option>fixed</option></select></label>"
-				     "<label>Note or link <input name=\"note\" maxlength=\"2000\"></label>"
-				     "<button type=\"submit\">Create signature</button></form></details>");
-		}
-		html_raw(rq, "</section>");
-		alignment_blocks(rq, c, mem, nmem, common, nc);
-		PQclear(pats);
 	}
+	html_raw(rq, "<section class=\"card\"><h2>Common part</h2>");
+	pages_frame_list(rq, common, nc, "common-part");
+	if (rq->role >= AUTH_ANALYST) {
+		html_rawf(rq, "<details class=\"sigform\"><summary><span class=\"button\">Create a signature from the "
+			      "common part</span></summary><form method=\"post\" action=\"/signatures/new\" "
+			      "id=\"sig-form\"><input type=\"hidden\" name=\"from_cluster\" value=\"%s\">", id);
+		html_csrf_field(rq);
+		html_raw(rq, "<label>Name <input name=\"name\" required maxlength=\"255\"></label>"
+			     "<label>Frames (one per line, outermost first; edit to keep the distinctive ones)"
+			     "<textarea name=\"frames\" rows=\"8\">");
+		for (size_t i = 0; i < nc; i++) {
+			html_text(rq, common[i]);
+			html_raw(rq, "\n");
+		}
+		html_raw(rq, "</textarea></label><label>Status <select name=\"status\"><option>open</option>"
+			     "<option>known</option><option>fixed</option></select></label>"
+			     "<label>Note or link <input name=\"note\" maxlength=\"2000\"></label>"
+			     "<button type=\"submit\">Create signature</button></form></details>");
+	}
+	html_raw(rq, "</section>");
+	alignment_blocks(rq, c, mem, nmem, common, nc);
+	PQclear(pats);
+
+}
+
+/* Where it costs: by host, version and label, and its top streams. */
+static void where_section(struct req *rq, PGresult *c, const char *id)
+{
+	PGresult *ts;
+	char err[512];
+
 	html_raw(rq, "<section><h2>Where it costs</h2>");
 	if (strcmp(model_col(c, 0, "has_stacks"), "t") != 0)
 		html_raw(rq, "<p class=\"hint\">This run was clustered before matched stacks were recorded; mine it again "
@@ -627,6 +626,32 @@ void clusters_page_cluster(struct req *rq)
 		PQclear(ts);
 	}
 	html_raw(rq, "</section>");
+}
+
+void clusters_page_cluster(struct req *rq)
+{
+	const char *id = rq->arg;
+	char err[512];
+	PGresult *c = model_cluster(rq->db, id, err, sizeof(err));
+
+	if (!c) {
+		html_error(rq, 500, err);
+		return;
+	}
+	if (PQntuples(c) == 0) {
+		PQclear(c);
+		html_error(rq, 404, "No such cluster.");
+		return;
+	}
+	html_begin(rq, req_printf(rq, "Cluster %s", id));
+	html_rawf(rq, "<p class=\"crumbs\"><a href=\"/runs/%lld\">Run #%lld</a> › cluster %s</p>",
+		  (long long)model_coln(c, 0, "run_id"), (long long)model_coln(c, 0, "run_id"), id);
+	cluster_metrics(rq, c, id);
+	if (model_col(c, 0, "excess_cost_ns"))
+		excess_words(rq, c);
+	clusters_attribution_section(rq, ATTRIBUTION_CLUSTER, id);
+	common_section(rq, c, id);
+	where_section(rq, c, id);
 	flame_section(rq, id);
 	html_end(rq);
 	PQclear(c);
