@@ -1,6 +1,7 @@
 /* Unit tests of sm-web's request layer and page pieces that need no server: form
  * decoding (req_form), who may read and write (roles, the cross-site request
- * token, Origin), routing, escaped frame names, costs, bars, and the page frame. */
+ * token, Origin), routing, escaped frame names, costs, bars, the page frame, and the
+ * check of the settings pushed to the agents, whose limits must be the database's. */
 #include "common/arena.h"
 #include "common/migrations.h"
 #include "guardcore/settings.h"
