@@ -28,6 +28,12 @@ static int status_of(int code)
 	}
 }
 
+/* An import's: a bad document is a 400 whatever it lacks; only a failure of the server is not. */
+static int import_status(int code)
+{
+	return code == SIG_EFAIL ? 500 : 400;
+}
+
 /* A new signature's: a cluster given that does not exist is a bad field, not a missing signature. */
 static int create_status(int code)
 {
@@ -170,7 +176,7 @@ void signatures_post_import(struct req *rq)
 		return;
 	rc = sig_import(rq->db, rq->body.data ? rq->body.data : "", rq->body.len, &n, err, sizeof(err));
 	if (rc < 0) {
-		req_json_error(rq, rc == SIG_EFAIL ? 500 : 400, "%s", err);
+		req_json_error(rq, import_status(rc), "%s", err);
 		return;
 	}
 	api_respond_id(rq, "imported", (int64_t)n, 200);
@@ -602,12 +608,17 @@ void signatures_post_signature_import(struct req *rq)
 	const char *doc;
 	char err[512];
 	size_t n;
+	int rc;
 
 	if (!req_may_write(rq, false))
 		return;
 	doc = req_form(rq, "doc");
-	if (!doc || sig_import(rq->db, doc, strlen(doc), &n, err, sizeof(err)) < 0) {
-		html_error(rq, 400, doc ? err : "doc: the exported JSON document is required");
+	if (!doc) {
+		html_error(rq, 400, "doc: the exported JSON document is required");
+		return;
+	}
+	if ((rc = sig_import(rq->db, doc, strlen(doc), &n, err, sizeof(err))) < 0) {
+		html_error(rq, import_status(rc), err);
 		return;
 	}
 	html_redirect(rq, "/signatures");

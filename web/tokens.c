@@ -40,6 +40,12 @@ static int check_new(const char *role_name, enum auth_role *role, char *err, siz
 	return 0;
 }
 
+/* auth_token_revoke()'s result as a status: 1 is no such active token. */
+static int revoke_status(int rc)
+{
+	return rc > 0 ? 404 : 500;
+}
+
 /* auth_token_create()'s codes as statuses. */
 static int create_status(int rc)
 {
@@ -96,7 +102,7 @@ void tokens_delete_token(struct req *rq)
 		return;
 	rc = auth_token_revoke(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
 	if (rc != 0) {
-		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		req_json_error(rq, revoke_status(rc), "%s", err);
 		return;
 	}
 	req_token_revoked(rq, strtoll(id, NULL, 10));
@@ -205,7 +211,7 @@ void tokens_post_token_revoke(struct req *rq)
 		return;
 	rc = auth_token_revoke(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
 	if (rc != 0) {
-		html_error(rq, rc > 0 ? 404 : 500, err);
+		html_error(rq, revoke_status(rc), err);
 		return;
 	}
 	req_token_revoked(rq, strtoll(id, NULL, 10));
