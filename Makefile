@@ -178,7 +178,8 @@ $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libformats.a $(O)/
 $(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-# link lines are the dependency graph: web -> miner -> clusterer -> common;
+# link lines are the dependency graph: web -> miner -> clusterer -> common; web -> guardcore (the table of
+# the settings pushed to the agents);
 # agent (sm-agent: shipping, spooling) -> formats (the importers of other profilers' output) -> common;
 # ingest -> formats (for POST /api/v1/import); ingest -> guardcore (the profile format, to merge the
 # fleet's profiles) -> clusterer -> common; sm-guard -> guard -> guardcore, agent (shipping)
@@ -188,7 +189,8 @@ $(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/l
 $(BINDIR)/sm-cluster: $(O)/clusterer/main.o $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
+$(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libguardcore.a $(O)/libclusterer.a \
+		$(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libguardcore.a $(O)/libagent.a $(O)/libclusterer.a \

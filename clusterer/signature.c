@@ -44,14 +44,14 @@ int sig_create(PGconn *db, const char *name, const char *const *frames, size_t n
 
 	if (!name || !*name || strlen(name) > 255) {
 		snprintf(err, errlen, "name: 1 to 255 bytes");
-		return -1;
+		return SIG_EINVAL;
 	}
 	if (!status_ok(status)) {
 		snprintf(err, errlen, "status: must be open, known or fixed");
-		return -1;
+		return SIG_EINVAL;
 	}
 	if (check_frames(frames, nframes, err, errlen) < 0)
-		return -1;
+		return SIG_EINVAL;
 	buf_putc(&arr, '{');
 	for (size_t i = 0; i < nframes; i++) {
 		if (i)
@@ -61,7 +61,7 @@ int sig_create(PGconn *db, const char *name, const char *const *frames, size_t n
 	if (buf_putc(&arr, '}') < 0) {
 		buf_release(&arr);
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return SIG_EFAIL;
 	}
 	snprintf(cl, sizeof(cl), "%lld", (long long)from_cluster);
 	params[0] = name;
@@ -79,18 +79,23 @@ int sig_create(PGconn *db, const char *name, const char *const *frames, size_t n
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 0) {
 		PQclear(r);
 		snprintf(err, errlen, "from_cluster: no cluster %s", cl);
-		return -1;
+		return SIG_ENOTFOUND;
 	}
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-		if (state && strcmp(state, "23505") == 0)
+		int rc = SIG_EFAIL;
+
+		if (state && strcmp(state, "23505") == 0) {
 			snprintf(err, errlen, "name: a signature named '%s' exists already", name);
-		else if (state && strcmp(state, "23503") == 0)
+			rc = SIG_EEXIST;
+		} else if (state && strcmp(state, "23503") == 0) {
 			snprintf(err, errlen, "from_cluster: no cluster %s", cl);
-		else
+			rc = SIG_ENOTFOUND;
+		} else {
 			db_errcpy(err, errlen, "creating the signature", PQresultErrorMessage(r));
+		}
 		PQclear(r);
-		return -1;
+		return rc;
 	}
 	*id = db_get_i64(r, 0, 0);
 	PQclear(r);
@@ -108,11 +113,11 @@ int sig_create_from_problem(PGconn *db, int64_t problem, const char *name, const
 	/* room for " #NNNNN" after the name */
 	if (!name || !*name || strlen(name) > 248) {
 		snprintf(err, errlen, "name: 1 to 248 bytes (a problem's signatures add \" #2\"...)");
-		return -1;
+		return SIG_EINVAL;
 	}
 	if (!status_ok(status)) {
 		snprintf(err, errlen, "status: must be open, known or fixed");
-		return -1;
+		return SIG_EINVAL;
 	}
 	snprintf(pid, sizeof(pid), "%lld", (long long)problem);
 	params[0] = pid;
@@ -129,19 +134,22 @@ int sig_create_from_problem(PGconn *db, int64_t problem, const char *name, const
 			 4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		int rc = SIG_EFAIL;
 
-		if (state && strcmp(state, "23505") == 0)
+		if (state && strcmp(state, "23505") == 0) {
 			snprintf(err, errlen, "name: a signature named '%s' (or '%s #N') exists already", name, name);
-		else
+			rc = SIG_EEXIST;
+		} else {
 			db_errcpy(err, errlen, "creating the problem's signatures", PQresultErrorMessage(r));
+		}
 		PQclear(r);
-		return -1;
+		return rc;
 	}
 	*n = (size_t)PQntuples(r);
 	PQclear(r);
 	if (*n == 0) {
 		snprintf(err, errlen, "from_problem: no problem %s", pid);
-		return -1;
+		return SIG_ENOTFOUND;
 	}
 	return 0;
 }
@@ -154,7 +162,7 @@ int sig_update(PGconn *db, int64_t id, const char *status, const char *note, cha
 
 	if (status && !status_ok(status)) {
 		snprintf(err, errlen, "status: must be open, known or fixed");
-		return -1;
+		return SIG_EINVAL;
 	}
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
 	r = PQexecParams(db, "UPDATE signatures SET status = coalesce($2, status), note = coalesce($3, note),"
@@ -162,12 +170,12 @@ int sig_update(PGconn *db, int64_t id, const char *status, const char *note, cha
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(err, errlen, "updating the signature", PQresultErrorMessage(r));
 		PQclear(r);
-		return -1;
+		return SIG_EFAIL;
 	}
 	if (strcmp(PQcmdTuples(r), "1") != 0) {
 		snprintf(err, errlen, "signature %s: no such signature", idbuf);
 		PQclear(r);
-		return -1;
+		return SIG_ENOTFOUND;
 	}
 	PQclear(r);
 	return 0;
@@ -186,7 +194,7 @@ int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen)
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "exporting signatures", PQresultErrorMessage(r));
 		PQclear(r);
-		return -1;
+		return SIG_EFAIL;
 	}
 	n = PQntuples(r);
 	jsonw_init(&w, out);
@@ -213,7 +221,7 @@ int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen)
 	PQclear(r);
 	if (jsonw_finish(&w) < 0 || buf_putc(out, '\n') < 0) {
 		snprintf(err, errlen, "exporting signatures: %s", jsonw_error(&w));
-		return -1;
+		return SIG_EFAIL;
 	}
 	return 0;
 }
@@ -244,17 +252,17 @@ static int check_document(const char *json, size_t len, size_t *n, char *err, si
 	*n = 0;
 	if (json_val_type(json_root(json, len)) != JV_OBJECT) {
 		snprintf(err, errlen, "signatures: required, an array");
-		return -1;
+		return SIG_EINVAL;
 	}
 	if (json_fields(json_root(json, len), "", top, true, f, err, errlen) < 0)
-		return -1;
+		return SIG_EINVAL;
 	if (json_val_type(f[1]) != JV_ARRAY) {
 		snprintf(err, errlen, "signatures: required, an array");
-		return -1;
+		return SIG_EINVAL;
 	}
 	if (f[0].p && (json_val_int(f[0], &v) != 0 || v != 1)) {
 		snprintf(err, errlen, "version: unsupported (this program reads 1)");
-		return -1;
+		return SIG_EINVAL;
 	}
 	json_reader_at(&r, f[1]);
 	json_enter(&r);
@@ -265,18 +273,18 @@ static int check_document(const char *json, size_t len, size_t *n, char *err, si
 		snprintf(path, sizeof(path), "signatures[%zu]", i);
 		if (json_val_type(json_here(&r)) != JV_OBJECT) {
 			snprintf(err, errlen, "%s: must be an object", path);
-			return -1;
+			return SIG_EINVAL;
 		}
 		if (json_fields(json_here(&r), path, one, true, g, err, errlen) < 0)
-			return -1;
+			return SIG_EINVAL;
 		if (str_len(g[0]) < 1 || str_len(g[0]) > 255) {
 			snprintf(err, errlen, "%s.name: a string of 1 to 255 bytes", path);
-			return -1;
+			return SIG_EINVAL;
 		}
 		nf = json_count(g[1]);
 		if (json_val_type(g[1]) != JV_ARRAY || nf < 1 || nf > SIG_MAX_FRAMES) {
 			snprintf(err, errlen, "%s.frames: an array of 1 to %d frames", path, SIG_MAX_FRAMES);
-			return -1;
+			return SIG_EINVAL;
 		}
 		json_reader_at(&fr, g[1]);
 		json_enter(&fr);
@@ -284,7 +292,7 @@ static int check_document(const char *json, size_t len, size_t *n, char *err, si
 			if (str_len(json_here(&fr)) < 1 || str_len(json_here(&fr)) > SIG_MAX_FRAME) {
 				snprintf(err, errlen, "%s.frames[%zu]: a frame of 1 to %d bytes", path, k,
 					 SIG_MAX_FRAME);
-				return -1;
+				return SIG_EINVAL;
 			}
 		if (g[2].p) {
 			struct json_reader sr;
@@ -293,12 +301,12 @@ static int check_document(const char *json, size_t len, size_t *n, char *err, si
 			if (json_val_type(g[2]) != JV_STRING || json_string_into(&sr, st, sizeof(st)) >= sizeof(st) ||
 			    !status_ok(st)) {
 				snprintf(err, errlen, "%s.status: must be open, known or fixed", path);
-				return -1;
+				return SIG_EINVAL;
 			}
 		}
 		if (g[3].p && json_val_type(g[3]) != JV_STRING) {
 			snprintf(err, errlen, "%s.note: must be a string", path);
-			return -1;
+			return SIG_EINVAL;
 		}
 	}
 	return 0;
@@ -314,10 +322,10 @@ int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, s
 	/* no tree: the document is read in place, and PostgreSQL's jsonb never sees a NUL */
 	if (json_check_body(json, len, &json_body_limits, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "not JSON: %s", msg);
-		return -1;
+		return SIG_EINVAL;
 	}
 	if (check_document(json, len, n, err, errlen) < 0)
-		return -1;
+		return SIG_EINVAL;
 	params[0] = json;
 	r = PQexecParams(db,
 		"INSERT INTO signatures (name, frames, status, note)"
@@ -330,7 +338,7 @@ int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, s
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(err, errlen, "importing signatures", PQresultErrorMessage(r));
 		PQclear(r);
-		return -1;
+		return SIG_EFAIL;
 	}
 	PQclear(r);
 	return 0;
@@ -495,6 +503,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 			  NULL, NULL, 0);
 	if (PQresultStatus(rt) != PGRES_TUPLES_OK || PQntuples(rt) != 1) {
 		snprintf(err, errlen, "run %s: no such run", runbuf);
+		rc = SIG_ENOTFOUND;
 		goto out;
 	}
 	mined = PQgetvalue(rt, 0, 0);
@@ -502,6 +511,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 		kind = strcmp(mined, "run") == 0 ? 'r' : 'w';
 	if ((kind != 'w' && kind != 'r') || (strcmp(mined, "both") != 0 && mined[0] != kind)) {
 		snprintf(err, errlen, "kind: run %s mined %s events only", runbuf, mined);
+		rc = SIG_EINVAL;
 		goto out;
 	}
 	out->kind = kindbuf[0] = kind;
@@ -523,6 +533,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 		1, NULL, params + 1, NULL, NULL, 0);
 	if (PQresultStatus(rs) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "reading signatures", PQresultErrorMessage(rs));
+		rc = SIG_EFAIL;
 		goto out;
 	}
 	/* an id given twice counts once (the list comes from a URL: sort, not compare all pairs) */
@@ -530,6 +541,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 		int64_t *sorted = malloc(n * sizeof(*sorted));
 		if (!sorted) {
 			snprintf(err, errlen, "out of memory");
+			rc = SIG_EFAIL;
 			goto out;
 		}
 		memcpy(sorted, ids, n * sizeof(*sorted));
@@ -541,12 +553,14 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 	if (n && (size_t)PQntuples(rs) != ndistinct) {
 		snprintf(err, errlen, "signatures: %zu of the %zu ids given do not exist", ndistinct - (size_t)PQntuples(rs),
 			 ndistinct);
+		rc = SIG_EINVAL;
 		goto out;
 	}
 	out->nby = (size_t)PQntuples(rs);
 	out->by = calloc(out->nby + 1, sizeof(*out->by));
 	if (!out->by) {
 		snprintf(err, errlen, "out of memory");
+		rc = SIG_EFAIL;
 		goto out;
 	}
 	for (size_t i = 0; i < out->nby; i++) {
@@ -555,6 +569,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 	}
 	if (index_build(&x, rs, 2, out->nby) < 0) {
 		snprintf(err, errlen, "out of memory");
+		rc = SIG_EFAIL;
 		goto out;
 	}
 	params[2] = kindbuf;
@@ -565,6 +580,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 		(const char *const[]){ params[0], params[2] }, NULL, NULL, 0);
 	if (PQresultStatus(rt) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "reading the run's stacks", PQresultErrorMessage(rt));
+		rc = SIG_EFAIL;
 		goto out;
 	}
 	for (int row = 0; row < PQntuples(rt); row++) {
@@ -573,6 +589,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 
 		if ((row & 255) == 0 && budget_over(bud)) {
 			snprintf(err, errlen, "coverage: stopped (out of time)");
+			rc = SIG_EFAIL;
 			goto out;
 		}
 		out->total_ns += h.cost;
@@ -731,8 +748,10 @@ static int triage_read(PGconn *db, int64_t run, char kind, struct triage *tr, st
 	char runbuf[24], kindbuf[2] = { 0, 0 };
 	const char *params[2] = { runbuf, kindbuf };
 
-	if (sig_coverage(db, run, kind, NULL, 0, &tr->cov, bud, err, errlen) < 0)
-		return -1;
+	int rc = sig_coverage(db, run, kind, NULL, 0, &tr->cov, bud, err, errlen);
+
+	if (rc < 0)
+		return rc;
 	tr->nsig = tr->cov.nby;
 	out->kind = kindbuf[0] = tr->cov.kind;
 	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
@@ -754,7 +773,7 @@ static int triage_read(PGconn *db, int64_t run, char kind, struct triage *tr, st
 		db_errcpy(err, errlen, "triage", PQresultStatus(tr->rs) != PGRES_TUPLES_OK ? PQresultErrorMessage(tr->rs)
 					   : PQresultStatus(tr->rt) != PGRES_TUPLES_OK ? PQresultErrorMessage(tr->rt)
 					   : PQresultErrorMessage(tr->rd));
-		return -1;
+		return SIG_EFAIL;
 	}
 	return 0;
 }
@@ -777,7 +796,7 @@ static int triage_alloc(struct triage *tr, size_t nstreams, char *err, size_t er
 	if (!tr->st || !tr->order || !tr->stack_cost || !tr->revealed || !tr->covered || !tr->opened || !tr->seen ||
 	    !tr->sstamp || !tr->first_stream || !tr->sig_start || !tr->sorder) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return SIG_EFAIL;
 	}
 	for (size_t i = 0; i < nsig; i++)
 		tr->first_stream[i] = UINT32_MAX;
@@ -791,7 +810,7 @@ static int triage_match(struct triage *tr, size_t nstreams, const struct budget 
 
 	if (index_build(&tr->x, tr->rs, 1, tr->nsig) < 0) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return SIG_EFAIL;
 	}
 	for (size_t i = 0; i < nstreams; i++) {
 		tr->st[i].ref = db_get_i64(tr->rd, (int)i, 0);
@@ -803,7 +822,7 @@ static int triage_match(struct triage *tr, size_t nstreams, const struct budget 
 
 		if ((row & 255) == 0 && budget_over(bud)) {
 			snprintf(err, errlen, "triage: stopped (out of time)");
-			return -1;
+			return SIG_EFAIL;
 		}
 		tr->stack_cost[row] = (uint64_t)db_get_i64(tr->rt, (int)row, 2);
 		tr->t.total += tr->stack_cost[row];
@@ -811,7 +830,7 @@ static int triage_match(struct triage *tr, size_t nstreams, const struct budget 
 		index_match(&tr->x, stack, len, triage_hit, &tr->hits);
 		if (tr->hits.oom) {
 			snprintf(err, errlen, "out of memory");
-			return -1;
+			return SIG_EFAIL;
 		}
 	}
 	return 0;
@@ -828,7 +847,7 @@ static int triage_link(struct triage *tr, size_t nstreams, char *err, size_t err
 	tr->sig_rows = malloc((hits->n + 1) * sizeof(uint32_t));
 	if (!tr->stream_sigs || !tr->sig_rows) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return SIG_EFAIL;
 	}
 	for (size_t i = 0; i < hits->n; i++)
 		tr->sig_start[hits->v[i].sig + 1]++;
@@ -873,7 +892,7 @@ static int triage_random(struct triage *tr, struct sig_triage *out, const struct
 	for (int rep = 0; rep < 100; rep++) {
 		if (budget_over(bud)) {
 			snprintf(err, errlen, "triage: stopped (out of time)");
-			return -1;
+			return SIG_EFAIL;
 		}
 		for (size_t i = 0; i < out->nstreams; i++)
 			order[i] = i;
@@ -959,26 +978,24 @@ int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const
 	       size_t errlen)
 {
 	struct triage tr = { .x = { .first = IMAP_INIT } };
-	int rc = -1;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (triage_read(db, run, kind, &tr, out, bud, err, errlen) < 0)
+	if ((rc = triage_read(db, run, kind, &tr, out, bud, err, errlen)) < 0)
 		goto out;
 	tr.t.nsig = tr.nsig;
 	out->nstreams = (size_t)PQntuples(tr.rd);
 	tr.t.nstacks = (size_t)PQntuples(tr.rt);
-	if (triage_alloc(&tr, out->nstreams, err, errlen) < 0 ||
-	    triage_match(&tr, out->nstreams, bud, err, errlen) < 0 ||
-	    triage_link(&tr, out->nstreams, err, errlen) < 0)
+	if ((rc = triage_alloc(&tr, out->nstreams, err, errlen)) < 0 ||
+	    (rc = triage_match(&tr, out->nstreams, bud, err, errlen)) < 0 ||
+	    (rc = triage_link(&tr, out->nstreams, err, errlen)) < 0)
 		goto out;
 	out->max_coverage = tr.cov.coverage;
 	for (int i = 0; i < SIG_LEVELS; i++)
 		out->level[i] = tr.cov.coverage * (i + 1) / SIG_LEVELS;
-	if (out->nstreams == 0 || tr.nsig == 0) {
-		rc = 0;
+	if (out->nstreams == 0 || tr.nsig == 0)
 		goto out;
-	}
-	if (triage_random(&tr, out, bud, err, errlen) < 0)
+	if ((rc = triage_random(&tr, out, bud, err, errlen)) < 0)
 		goto out;
 	triage_greedy(&tr, out);
 	triage_by_signature(&tr, out);

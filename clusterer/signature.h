@@ -14,22 +14,31 @@
 #include "common/budget.h"
 #include "common/buf.h"
 
-/* Create one; frames outermost first. Returns 0 and *id, or -1 with err. */
+/* What the functions below return on failure (negative, with a message in err), so that a caller
+ * (sm-web's status codes) need not read the message. */
+enum sig_error {
+	SIG_EINVAL = -1,     /* a bad argument or document: the message names the field */
+	SIG_ENOTFOUND = -2,  /* the signature, run, cluster or problem named does not exist */
+	SIG_EEXIST = -3,     /* a signature of that name exists already */
+	SIG_EFAIL = -4,      /* the database failed, out of memory, out of time */
+};
+
+/* Create one; frames outermost first. Returns 0 and *id, or a SIG_E* code with err. */
 int sig_create(PGconn *db, const char *name, const char *const *frames, size_t nframes,
 	       const char *status, const char *note, int64_t from_cluster, int64_t *id, char *err,
 	       size_t errlen);
 /* A problem's signature (docs/mining.md, "Problems"): one signature per member cluster, its
  * common part, costliest first, named name, then "name #2", "name #3", ...; all or none.
- * Returns 0 and *n, or -1 with err (no such problem, a name taken, bad status). */
+ * Returns 0 and *n, or a SIG_E* code with err (no such problem, a name taken, bad status). */
 int sig_create_from_problem(PGconn *db, int64_t problem, const char *name, const char *status,
 			    const char *note, size_t *n, char *err, size_t errlen);
-/* Change a signature's status and/or note (NULL: keep). Returns 0, or -1 with err
- * (no such signature, bad status). */
+/* Change a signature's status and/or note (NULL: keep). Returns 0, or a SIG_E* code with
+ * err (no such signature, bad status). */
 int sig_update(PGconn *db, int64_t id, const char *status, const char *note, char *err, size_t errlen);
 /* Every signature as one JSON document {"signatures": [...]} (by name), appended to out. */
 int sig_export(PGconn *db, struct buf *out, char *err, size_t errlen);
 /* Import such a document: each signature is created, or updated when its name exists.
- * All or nothing. *n: how many. Returns 0 or -1 with err naming the field. */
+ * All or nothing. *n: how many. Returns 0 or a SIG_E* code with err naming the field. */
 int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, size_t errlen);
 
 struct sig_cover {
@@ -48,8 +57,8 @@ struct sig_coverage {
 };
 
 /* Coverage of the signatures ids[0..n) (n == 0: all) over run's AOI events of one kind: 'w', 'r', or
- * 0 for the run's first (wait, unless it mined only run events). Returns 0, or -1 with err (unknown
- * run or signature, a kind the run did not mine). */
+ * 0 for the run's first (wait, unless it mined only run events). Returns 0, or a SIG_E* code with err
+ * (unknown run: SIG_ENOTFOUND; unknown signature ids, a kind the run did not mine: SIG_EINVAL). */
 int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t n, struct sig_coverage *out,
 		 const struct budget *b, char *err, size_t errlen);
 
@@ -69,7 +78,8 @@ struct sig_triage {
 };
 
 const char *sig_order_name(enum sig_order o);
-/* Over run's AOI events of one kind (as for sig_coverage()). Returns 0, or -1 with err. Both stop with -1
+/* Over run's AOI events of one kind (as for sig_coverage()). Returns 0, or a SIG_E* code with err. Both stop
+ * with SIG_EFAIL
  * when b (NULL: none) runs out. A stack is compared only with the signatures whose innermost frame it
  * holds. */
 int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const struct budget *b, char *err,

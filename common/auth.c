@@ -257,23 +257,23 @@ int auth_token_create(PGconn *db, enum auth_role role, const char *name, const c
 
 	if (role == AUTH_NONE) {
 		snprintf(err, errlen, "role: must be ingest, analyst or admin");
-		return -1;
+		return AUTH_EINVAL;
 	}
 	if (host && (!*host || strlen(host) > AUTH_HOST_MAX || !util_utf8_valid(host, strlen(host)))) {
 		snprintf(err, errlen, "host: 1 to %d bytes of UTF-8", AUTH_HOST_MAX);
-		return -1;
+		return AUTH_EINVAL;
 	}
 	if (host && role != AUTH_INGEST) {
 		snprintf(err, errlen, "host: only ingest tokens are bound to a host");
-		return -1;
+		return AUTH_EINVAL;
 	}
 	if (name && (strlen(name) > 255 || !util_utf8_valid(name, strlen(name)))) {
 		snprintf(err, errlen, "name: at most 255 bytes of UTF-8");
-		return -1;
+		return AUTH_EINVAL;
 	}
 	if (auth_token_new(token) < 0) {
 		snprintf(err, errlen, "no randomness from the kernel");
-		return -1;
+		return AUTH_EFAIL;
 	}
 	sha256(token, strlen(token), hash);
 	params[0] = (const char *)hash;
@@ -285,7 +285,7 @@ int auth_token_create(PGconn *db, enum auth_role role, const char *name, const c
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
 		snprintf(err, errlen, "creating the token: %s", PQresultErrorMessage(r));
 		PQclear(r);
-		return -1;
+		return AUTH_EFAIL;
 	}
 	*id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
 	PQclear(r);

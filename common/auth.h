@@ -44,8 +44,10 @@ struct auth_who {
 	char host[AUTH_HOST_MAX + 1];
 };
 
+enum { AUTH_EINVAL = -1, AUTH_EFAIL = -2 };
 /* Creates a token of role (bound to host when not NULL: ingest tokens only) into token (shown to the
- * caller once; only its hash is stored) and *id. Returns 0, or -1 with err naming the field. */
+ * caller once; only its hash is stored) and *id. Returns 0, AUTH_EINVAL with err naming the field, or
+ * AUTH_EFAIL with err (the database or the kernel's randomness failed). */
 int auth_token_create(PGconn *db, enum auth_role role, const char *name, const char *host,
 		      char token[AUTH_TOKEN_LEN + 1], int64_t *id, char *err, size_t errlen);
 /* Revokes token id. Returns 0, 1 when there was no active token with that id, or -1 (err). */

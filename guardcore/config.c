@@ -1,5 +1,6 @@
 /* config: SM_GUARD_* settings, parsed and checked from one table (see config.h). */
 #include "guardcore/config.h"
+#include "guardcore/settings.h"
 #include "common/util.h"
 
 #include <fnmatch.h>
@@ -29,7 +30,7 @@ static const struct var_def vars[] = {
 	  V_PATH, F(profile_dir), 0, 0, 0 },
 	{ { "SM_GUARD_K", "(the profile's, 4)",
 	    "threshold of a unit type = mean + K standard deviations of its training durations" },
-	  V_DOUBLE, F(k), 0, 1000, 0 },
+	  V_DOUBLE, F(k), GSET_MIN_K, GSET_MAX_K, 0 },
 	{ { "SM_GUARD_CUT", "0.5",
 	    "training: units closer than this (PerfGuard's unit distance, 0 to 1) share a unit type" },
 	  V_DOUBLE, F(cut), 0, 1, 0 },
@@ -59,10 +60,10 @@ static const struct var_def vars[] = {
 	  V_PATH, F(log), 0, 0, 0 },
 	{ { "SM_GUARD_MIN_WAIT_US", "1000",
 	    "a wrapped blocking call at least this long becomes a wait event" },
-	  V_INT, F(min_wait_ns), 1000, 60000000000LL, 1000 },
+	  V_INT, F(min_wait_ns), GSET_MIN_MIN_WAIT_US * 1000LL, GSET_MAX_MIN_WAIT_US * 1000LL, 1000 },
 	{ { "SM_GUARD_SAMPLE_HZ", "100",
 	    "CPU samples per second of CPU time of a thread in a unit (0: none)" },
-	  V_INT, F(sample_hz), 0, 10000, 1 },
+	  V_INT, F(sample_hz), 0, GSET_MAX_SAMPLE_HZ, 1 },   /* 0 here: no samples */
 	{ { "SM_GUARD_VIOLATION_HZ", "1000",
 	    "guarding: CPU samples per second of CPU time for the rest of a unit once it is over its threshold, "
 	    "at most 250 per unit (0: SM_GUARD_SAMPLE_HZ); a slow unit's stream then shows where its time went" },
@@ -82,7 +83,7 @@ static const struct var_def vars[] = {
 	{ { "SM_GUARD_REPORTS_PER_MIN", "6",
 	    "violation streams shipped per unit type and process per minute, the worst first (priority "
 	    "sampling, each with its weight); the rest are counted" },
-	  V_INT, F(reports_per_min), 0, 100000, 1 },
+	  V_INT, F(reports_per_min), GSET_MIN_REPORTS_PER_MIN, GSET_MAX_REPORTS_PER_MIN, 1 },
 	{ { "SM_GUARD_BASELINE_PER_MIN", "1",
 	    "normal units shipped per unit type and process per minute as baseline streams (the "
 	    "first to end after each interval opens), for comparison with the slow ones; 0: none" },
@@ -146,13 +147,13 @@ void guard_config_defaults(struct guard_config *c)
 	c->k = -1;
 	c->cut = 0.5;
 	c->spool_max = (uint64_t)256 << 20;
-	c->min_wait_ns = 1000000;
-	c->sample_hz = 100;
+	c->min_wait_ns = GSET_DEF_MIN_WAIT_US * 1000LL;
+	c->sample_hz = GSET_DEF_SAMPLE_HZ;
 	c->violation_hz = 1000;
 	c->ring_bytes = 256 << 10;
 	c->watchdog_ns = 100000000;
 	c->hang_ns = 10000000000LL;
-	c->reports_per_min = 6;
+	c->reports_per_min = GSET_DEF_REPORTS_PER_MIN;
 	c->baseline_per_min = 1;
 	c->async = 1;
 	c->min_threshold_ns = 1000000;
@@ -310,9 +311,13 @@ int guard_config_load(struct guard_config *c, guard_getenv_fn *get, char *err, s
 				return -1;
 			break;
 		case V_DOUBLE:
-			if (util_parse_double(v, &x) < 0 || !(x >= (double)d->min && x <= (double)d->max))
-				return fail(err, errlen, d->pub.name,
-					    d->max == 1 ? "not a number from 0 to 1" : "not a number from 0 to 1000", v);
+			if (util_parse_double(v, &x) < 0 || !(x >= (double)d->min && x <= (double)d->max)) {
+				char why[96];
+
+				snprintf(why, sizeof(why), "not a number from %lld to %lld", (long long)d->min,
+					 (long long)d->max);
+				return fail(err, errlen, d->pub.name, why, v);
+			}
 			*(double *)(void *)field = x;
 			break;
 		case V_INT:

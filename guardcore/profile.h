@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "guardcore/settings.h"
 
 #define GP_FORMAT "stackmine-guard-profile"
 #define GP_VERSION 1
@@ -46,7 +47,7 @@
 #define GP_MAX_PATH 64           /* frames of a call path */
 #define GP_MAX_PATHS 512         /* distinct paths per loop the distance looks at */
 #define GP_MIN_TYPE_UNITS 100    /* fewer: the type's threshold is at least its loop's */
-#define GP_DEFAULT_K 4.0
+#define GP_DEFAULT_K ((double)GSET_DEF_K)   /* the pushed setting k's default (settings.h) */
 #define GP_DEFAULT_CUT 0.5
 #define GP_CALL_MAX 24
 #define GP_BUCKETS 16            /* unit sizes: 0-1, 2-3, 4-7, ... 2^15 or more wrapped calls */

@@ -13,6 +13,7 @@
 #include "miner/compare.h"
 #include "miner/params.h"
 #include "miner/run.h"
+#include "miner/worker.h"
 #include "miner/spmf.h"
 
 #include <errno.h>

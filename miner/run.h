@@ -6,8 +6,7 @@
  * separately, clusters them, and stores the collapsed stacks, the patterns,
  * the clusters and the run's counts and timings (results.h), beating all the
  * while (heartbeat.h). Runs come from the queue (queue.h); miner_work()
- * (worker.h, included here for the programs that run a worker) is a worker's
- * loop.
+ * (worker.h) is a worker's loop.
  */
 #ifndef SM_RUN_H
 #define SM_RUN_H
@@ -16,7 +15,6 @@
 #include <stdint.h>
 
 #include "miner/queue.h"
-#include "miner/worker.h"
 
 /* Execute a taken run to status done or failed (the error is stored with the
  * run and also left in miner_error()). Returns 0 when done, -1 when failed,

@@ -1,9 +1,14 @@
-/* export: pprof, speedscope and collapsed stacks out of weighted stacks (see export.h). */
+/* export: pprof, speedscope and collapsed stacks out of weighted stacks, and the API's downloads of them
+ * (see export.h). */
 #include "web/export.h"
 #include "common/intern.h"
 #include "common/jsonw.h"
 #include "common/proto/profile.pb-c.h"
 #include "common/vec.h"
+#include "web/api.h"
+#include "web/model.h"
+#include "web/request.h"
+#include "web/streams.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,185 +376,237 @@ struct cmp_sample {
 	uint64_t cost[2];
 };
 
-static int write_pprof(struct export *x, struct buf *out)
-{
-	size_t nnames = intern_count(x->names), nsamples = 0;
-	Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
+/* What a pprof profile is built of, freed together (pprof_free()). */
+struct pprof {
+	Profile p;
 	Perftools__Profiles__ValueType vt[3], *vtp[3], period;
-	Perftools__Profiles__Function *fn = NULL, **fnp = NULL;
-	Perftools__Profiles__Location *loc = NULL, **locp = NULL;
-	Perftools__Profiles__Line *line = NULL, **linep = NULL;
-	Perftools__Profiles__Sample *smp = NULL, **smpp = NULL;
-	Perftools__Profiles__Label *lab = NULL, **labp = NULL;
-	uint64_t *locids = NULL;
-	int64_t *vals = NULL, comment = S_TITLE;
-	char **strs = NULL;
-	struct cmp_sample *cs = NULL;
-	unsigned char *packed = NULL;
-	size_t plen;
+	size_t nnames, nsamples;
+	char **strs;                                  /* the string table */
+	Perftools__Profiles__Function *fn, **fnp;     /* one function, location and line per frame name */
+	Perftools__Profiles__Location *loc, **locp;
+	Perftools__Profiles__Line *line, **linep;
+	Perftools__Profiles__Sample *smp, **smpp;
+	Perftools__Profiles__Label *lab, **labp;
+	uint64_t *locids;
+	int64_t *vals, comment;
+	struct cmp_sample *cs;                        /* a comparison's samples, one per stack and kind */
+};
+
+static void pprof_free(struct pprof *b)
+{
+	free(b->locids);
+	free(b->vals);
+	free(b->labp);
+	free(b->lab);
+	free(b->smpp);
+	free(b->smp);
+	free(b->cs);
+	free(b->linep);
+	free(b->line);
+	free(b->locp);
+	free(b->loc);
+	free(b->fnp);
+	free(b->fn);
+	free(b->strs);
+}
+
+/* The string table, and a function and a location per frame name: the name as it is, no mapping.
+ * 0, or -1 when out of memory. */
+static int pprof_functions(struct export *x, struct pprof *b)
+{
+	static const char *const fixed[S_FIXED] = { "", "samples", "count", "cpu", "nanoseconds",
+						    "off_cpu", "a", "b", "diff", "thread_id",
+						    "kind", "run", "wait", "", "", "" };
+	size_t n = b->nnames ? b->nnames : 1;
+
+	b->strs = calloc(S_FIXED + b->nnames, sizeof(*b->strs));
+	b->fn = calloc(n, sizeof(*b->fn));
+	b->fnp = calloc(n, sizeof(*b->fnp));
+	b->loc = calloc(n, sizeof(*b->loc));
+	b->locp = calloc(n, sizeof(*b->locp));
+	b->line = calloc(n, sizeof(*b->line));
+	b->linep = calloc(n, sizeof(*b->linep));
+	if (!b->strs || !b->fn || !b->fnp || !b->loc || !b->locp || !b->line || !b->linep)
+		return -1;
+	for (int i = 0; i < S_FIXED; i++)
+		b->strs[i] = (char *)fixed[i];
+	b->strs[S_TITLE] = x->title;
+	for (size_t i = 0; i < b->nnames; i++) {
+		b->strs[S_FIXED + i] = (char *)name_of(x, (uint32_t)i);
+		perftools__profiles__function__init(&b->fn[i]);
+		b->fn[i].id = i + 1;
+		b->fn[i].name = b->fn[i].system_name = (int64_t)(S_FIXED + i);
+		b->fnp[i] = &b->fn[i];
+		perftools__profiles__line__init(&b->line[i]);
+		b->line[i].function_id = i + 1;
+		b->linep[i] = &b->line[i];
+		perftools__profiles__location__init(&b->loc[i]);
+		b->loc[i].id = i + 1;
+		b->loc[i].n_line = 1;
+		b->loc[i].line = &b->linep[i];
+		b->locp[i] = &b->loc[i];
+	}
+	return 0;
+}
+
+/* A comparison: one sample per stack and kind, with A's and B's costs (b->cs, b->nsamples). 0, or -1
+ * when out of memory. */
+static int pprof_merge(struct export *x, struct pprof *b)
+{
+	struct intern *k = intern_open(0);
+	struct buf key = BUF_INIT(0);
 	int rc = -1;
 
-	strs = calloc(S_FIXED + nnames, sizeof(*strs));
-	fn = calloc(nnames ? nnames : 1, sizeof(*fn));
-	fnp = calloc(nnames ? nnames : 1, sizeof(*fnp));
-	loc = calloc(nnames ? nnames : 1, sizeof(*loc));
-	locp = calloc(nnames ? nnames : 1, sizeof(*locp));
-	line = calloc(nnames ? nnames : 1, sizeof(*line));
-	linep = calloc(nnames ? nnames : 1, sizeof(*linep));
-	if (!strs || !fn || !fnp || !loc || !locp || !line || !linep)
-		goto fail_oom;
-	{
-		static const char *const fixed[S_FIXED] = { "", "samples", "count", "cpu", "nanoseconds",
-							    "off_cpu", "a", "b", "diff", "thread_id",
-							    "kind", "run", "wait", "", "", "" };
+	b->nsamples = 0;
+	if (!k || !(b->cs = calloc(x->ns ? x->ns : 1, sizeof(*b->cs))))
+		goto out;
+	for (size_t i = 0; i < x->ns; i++) {
+		const struct xsample *s = &x->s[i];
+		bool added;
+		int64_t id;
 
-		for (int i = 0; i < S_FIXED; i++)
-			strs[i] = (char *)fixed[i];
-		strs[S_TITLE] = x->title;
+		buf_reset(&key);
+		buf_putc(&key, (char)s->kind);
+		buf_append(&key, x->frames + s->off, s->n * sizeof(uint32_t));
+		if (buf_error(&key) || (id = intern_put(k, key.data, key.len, &added)) < 0)
+			goto out;
+		if (added)
+			b->cs[b->nsamples++] = (struct cmp_sample){ .first = i, .kind = s->kind };
+		b->cs[id].cost[s->side] += s->cost;
 	}
-	/* a function and a location per frame name: the name as it is, no mapping */
-	for (size_t i = 0; i < nnames; i++) {
-		strs[S_FIXED + i] = (char *)name_of(x, (uint32_t)i);
-		perftools__profiles__function__init(&fn[i]);
-		fn[i].id = i + 1;
-		fn[i].name = fn[i].system_name = (int64_t)(S_FIXED + i);
-		fnp[i] = &fn[i];
-		perftools__profiles__line__init(&line[i]);
-		line[i].function_id = i + 1;
-		linep[i] = &line[i];
-		perftools__profiles__location__init(&loc[i]);
-		loc[i].id = i + 1;
-		loc[i].n_line = 1;
-		loc[i].line = &linep[i];
-		locp[i] = &loc[i];
-	}
+	rc = 0;
+out:
+	intern_free(k);
+	buf_release(&key);
+	return rc;
+}
+
+/* The sample types: a comparison's A, B and their difference, else samples, CPU and off-CPU time. */
+static void pprof_types(struct export *x, struct pprof *b)
+{
 	for (int i = 0; i < 3; i++) {
-		perftools__profiles__value_type__init(&vt[i]);
-		vt[i].unit = S_NS;
-		vtp[i] = &vt[i];
+		perftools__profiles__value_type__init(&b->vt[i]);
+		b->vt[i].unit = S_NS;
+		b->vtp[i] = &b->vt[i];
 	}
-	perftools__profiles__value_type__init(&period);
-	period.type = S_CPU;
-	period.unit = S_NS;
+	perftools__profiles__value_type__init(&b->period);
+	b->period.type = S_CPU;
+	b->period.unit = S_NS;
 	if (x->comparison) {
-		/* one sample per stack and kind, A's and B's costs and their difference */
-		struct intern *k = intern_open(0);
-		struct buf key = BUF_INIT(0);
-
-		if (!k || !(cs = calloc(x->ns ? x->ns : 1, sizeof(*cs)))) {
-			intern_free(k);
-			goto fail_oom;
-		}
-		for (size_t i = 0; i < x->ns; i++) {
-			const struct xsample *s = &x->s[i];
-			bool added;
-			int64_t id;
-
-			buf_reset(&key);
-			buf_putc(&key, (char)s->kind);
-			buf_append(&key, x->frames + s->off, s->n * sizeof(uint32_t));
-			if (buf_error(&key) || (id = intern_put(k, key.data, key.len, &added)) < 0) {
-				intern_free(k);
-				buf_release(&key);
-				goto fail_oom;
-			}
-			if (added)
-				cs[nsamples++] = (struct cmp_sample){ .first = i, .kind = s->kind };
-			cs[id].cost[s->side] += s->cost;
-		}
-		intern_free(k);
-		buf_release(&key);
-		vt[0].type = S_A, vt[1].type = S_B, vt[2].type = S_DIFF;
-		p.default_sample_type = S_DIFF;
+		b->vt[0].type = S_A, b->vt[1].type = S_B, b->vt[2].type = S_DIFF;
+		b->p.default_sample_type = S_DIFF;
 	} else {
-		nsamples = x->ns;
-		vt[0].type = S_SAMPLES, vt[0].unit = S_COUNT;
-		vt[1].type = S_CPU;
-		vt[2].type = S_OFFCPU;
-		p.default_sample_type = S_CPU;
+		b->vt[0].type = S_SAMPLES, b->vt[0].unit = S_COUNT;
+		b->vt[1].type = S_CPU;
+		b->vt[2].type = S_OFFCPU;
+		b->p.default_sample_type = S_CPU;
 	}
-	smp = calloc(nsamples ? nsamples : 1, sizeof(*smp));
-	smpp = calloc(nsamples ? nsamples : 1, sizeof(*smpp));
-	lab = calloc(nsamples ? nsamples : 1, sizeof(*lab));
-	labp = calloc(nsamples ? nsamples : 1, sizeof(*labp));
-	vals = calloc(3 * (nsamples ? nsamples : 1), sizeof(*vals));
-	locids = calloc(x->nframes ? x->nframes : 1, sizeof(*locids));
-	if (!smp || !smpp || !lab || !labp || !vals || !locids)
-		goto fail_oom;
-	for (size_t i = 0; i < nsamples; i++) {
-		const struct xsample *s = &x->s[x->comparison ? cs[i].first : i];
-		int64_t *v = vals + 3 * i;
+}
 
-		perftools__profiles__sample__init(&smp[i]);
-		/* leaf first */
-		for (uint32_t j = 0; j < s->n; j++)
-			locids[s->off + j] = x->frames[s->off + s->n - 1 - j] + 1;
-		smp[i].n_location_id = s->n;
-		smp[i].location_id = locids + s->off;
-		smp[i].n_value = 3;
-		smp[i].value = v;
-		perftools__profiles__label__init(&lab[i]);
-		labp[i] = &lab[i];
-		if (x->comparison) {
-			double scale = x->streams[0] ? (double)x->streams[1] / (double)x->streams[0] : 1;
+/* Sample i: its locations leaf first, its three values and its label (a comparison's kind, or the
+ * thread). */
+static void pprof_sample(struct export *x, struct pprof *b, size_t i)
+{
+	const struct xsample *s = &x->s[x->comparison ? b->cs[i].first : i];
+	Perftools__Profiles__Sample *smp = &b->smp[i];
+	Perftools__Profiles__Label *lab = &b->lab[i];
+	int64_t *v = b->vals + 3 * i;
 
-			v[0] = (int64_t)cs[i].cost[0];
-			v[1] = (int64_t)cs[i].cost[1];
-			v[2] = v[1] - (int64_t)((double)v[0] * scale + 0.5);
-			lab[i].key = S_KIND;
-			lab[i].str = cs[i].kind == EXPORT_WAIT ? S_WAIT : S_RUN;
-			smp[i].n_label = 1;
-			smp[i].label = &labp[i];
-		} else {
-			v[0] = (int64_t)s->events;
-			v[1] = s->kind == EXPORT_RUN ? (int64_t)s->cost : 0;
-			v[2] = s->kind == EXPORT_WAIT ? (int64_t)s->cost : 0;
-			if (s->tid >= 0) {
-				lab[i].key = S_THREAD;
-				lab[i].num = s->tid;
-				smp[i].n_label = 1;
-				smp[i].label = &labp[i];
-			}
+	perftools__profiles__sample__init(smp);
+	for (uint32_t j = 0; j < s->n; j++)
+		b->locids[s->off + j] = x->frames[s->off + s->n - 1 - j] + 1;
+	smp->n_location_id = s->n;
+	smp->location_id = b->locids + s->off;
+	smp->n_value = 3;
+	smp->value = v;
+	perftools__profiles__label__init(lab);
+	b->labp[i] = lab;
+	if (x->comparison) {
+		double scale = x->streams[0] ? (double)x->streams[1] / (double)x->streams[0] : 1;
+
+		v[0] = (int64_t)b->cs[i].cost[0];
+		v[1] = (int64_t)b->cs[i].cost[1];
+		v[2] = v[1] - (int64_t)((double)v[0] * scale + 0.5);
+		lab->key = S_KIND;
+		lab->str = b->cs[i].kind == EXPORT_WAIT ? S_WAIT : S_RUN;
+		smp->n_label = 1;
+		smp->label = &b->labp[i];
+	} else {
+		v[0] = (int64_t)s->events;
+		v[1] = s->kind == EXPORT_RUN ? (int64_t)s->cost : 0;
+		v[2] = s->kind == EXPORT_WAIT ? (int64_t)s->cost : 0;
+		if (s->tid >= 0) {
+			lab->key = S_THREAD;
+			lab->num = s->tid;
+			smp->n_label = 1;
+			smp->label = &b->labp[i];
 		}
-		smpp[i] = &smp[i];
 	}
-	p.n_sample_type = 3;
-	p.sample_type = vtp;
-	p.n_sample = nsamples;
-	p.sample = smpp;
-	p.n_location = nnames;
-	p.location = locp;
-	p.n_function = nnames;
-	p.function = fnp;
-	p.n_string_table = S_FIXED + nnames;
-	p.string_table = strs;
-	p.period_type = &period;
-	p.n_comment = 1;
-	p.comment = &comment;
-	plen = perftools__profiles__profile__get_packed_size(&p);
+	b->smpp[i] = smp;
+}
+
+/* Every sample. 0, or -1 when out of memory. */
+static int pprof_samples(struct export *x, struct pprof *b)
+{
+	size_t n = b->nsamples ? b->nsamples : 1;
+
+	b->smp = calloc(n, sizeof(*b->smp));
+	b->smpp = calloc(n, sizeof(*b->smpp));
+	b->lab = calloc(n, sizeof(*b->lab));
+	b->labp = calloc(n, sizeof(*b->labp));
+	b->vals = calloc(3 * n, sizeof(*b->vals));
+	b->locids = calloc(x->nframes ? x->nframes : 1, sizeof(*b->locids));
+	if (!b->smp || !b->smpp || !b->lab || !b->labp || !b->vals || !b->locids)
+		return -1;
+	for (size_t i = 0; i < b->nsamples; i++)
+		pprof_sample(x, b, i);
+	return 0;
+}
+
+/* The profile of b packed and gzipped into out. */
+static int pprof_pack(struct export *x, struct pprof *b, struct buf *out)
+{
+	Profile *p = &b->p;
+	unsigned char *packed;
+	size_t plen;
+	int rc;
+
+	p->n_sample_type = 3;
+	p->sample_type = b->vtp;
+	p->n_sample = b->nsamples;
+	p->sample = b->smpp;
+	p->n_location = b->nnames;
+	p->location = b->locp;
+	p->n_function = b->nnames;
+	p->function = b->fnp;
+	p->n_string_table = S_FIXED + b->nnames;
+	p->string_table = b->strs;
+	p->period_type = &b->period;
+	p->n_comment = 1;
+	p->comment = &b->comment;
+	plen = perftools__profiles__profile__get_packed_size(p);
 	if (!(packed = malloc(plen ? plen : 1)))
-		goto fail_oom;
-	perftools__profiles__profile__pack(&p, packed);
+		return fail(x, "out of memory");
+	perftools__profiles__profile__pack(p, packed);
 	rc = gzip_into(x, packed, plen, out);
-	goto out_free;
-fail_oom:
-	fail(x, "out of memory");
-out_free:
 	free(packed);
-	free(locids);
-	free(vals);
-	free(labp);
-	free(lab);
-	free(smpp);
-	free(smp);
-	free(cs);
-	free(linep);
-	free(line);
-	free(locp);
-	free(loc);
-	free(fnp);
-	free(fn);
-	free(strs);
+	return rc;
+}
+
+static int write_pprof(struct export *x, struct buf *out)
+{
+	struct pprof b = { .p = PERFTOOLS__PROFILES__PROFILE__INIT, .nnames = intern_count(x->names),
+			   .comment = S_TITLE };
+	int rc = -1;
+
+	b.nsamples = x->ns;
+	pprof_types(x, &b);
+	if (pprof_functions(x, &b) < 0 || (x->comparison && pprof_merge(x, &b) < 0) ||
+	    pprof_samples(x, &b) < 0)
+		fail(x, "out of memory");
+	else
+		rc = pprof_pack(x, &b, out);
+	pprof_free(&b);
 	return rc;
 }
 
@@ -565,4 +622,243 @@ int export_write(struct export *x, enum export_format f, struct buf *out)
 		return write_folded(x, out);
 	}
 	return fail(x, "unknown format");
+}
+
+#define EXPORT_MAX_BYTES ((size_t)512 << 20)
+#define EXPORT_MAX_STREAM_EVENTS 1000000   /* the wire format's limit */
+
+static const char *const profile_params[] = { "format", "kind", NULL };
+
+/* ?format= and ?kind=: false after a 400. kinds: bit 1 run, bit 2 wait. */
+static bool profile_query(struct req *rq, enum export_format *f, unsigned *kinds)
+{
+	const char *k = req_query(rq, "kind");
+
+	if (!api_known_query(rq, profile_params, false))
+		return false;
+	if (export_format_parse(req_query(rq, "format"), f) < 0) {
+		req_json_error(rq, 400, "format: must be pprof, speedscope or folded");
+		return false;
+	}
+	if (!k)
+		*kinds = 3;
+	else if (strcmp(k, "run") == 0)
+		*kinds = 1;
+	else if (strcmp(k, "wait") == 0)
+		*kinds = 2;
+	else {
+		req_json_error(rq, 400, "kind: must be run or wait");
+		return false;
+	}
+	return true;
+}
+
+/* Rows of (frame_ids, cost_ns, events) into side of x, kind given or ('r'/'w') in column kcol. */
+static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, int kcol, unsigned kinds,
+		       char kind, char *err, size_t errlen)
+{
+	int fcol = PQfnumber(r, "frame_ids"), ccol = PQfnumber(r, "cost_ns"), ecol = PQfnumber(r, "events");
+
+	for (int i = 0; i < PQntuples(r); i++) {
+		char k = kcol >= 0 ? PQgetvalue(r, i, kcol)[0] : kind;
+		const char **names;
+		size_t n;
+
+		if (!(kinds & (k == 'w' ? 2u : 1u)))
+			continue;
+		if (req_should_stop(rq)) {
+			/* the server answers 503 for it */
+			snprintf(err, errlen, "stopped: out of time");
+			return -1;
+		}
+		if (req_frame_names(rq, PQgetvalue(r, i, fcol), &names, &n) < 0) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (export_add(x, side, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+			       strtoull(PQgetvalue(r, i, ccol), NULL, 10),
+			       ecol >= 0 ? strtoull(PQgetvalue(r, i, ecol), NULL, 10) : 0) < 0) {
+			snprintf(err, errlen, "%s", export_error(x));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Writes x as the response, a download named name + the format's suffix. */
+static void send_export(struct req *rq, struct export *x, enum export_format f, const char *name)
+{
+	rq->out.max = EXPORT_MAX_BYTES;
+	if (export_write(x, f, &rq->out) < 0) {
+		rq->out.max = 0;
+		buf_reset(&rq->out);
+		req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+		return;
+	}
+	req_add_header(rq, "Content-Disposition",
+		       req_printf(rq, "attachment; filename=\"%s%s\"", name, export_suffix(f)));
+	rq->status = 200;
+	rq->ctype = export_media(f);
+}
+
+void export_get_cluster_profile(struct req *rq)
+{
+	const char *id = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	PGresult *c, *st = NULL, *fr = NULL;
+	struct export *x = NULL;
+	char err[512];
+
+	if (!profile_query(rq, &f, &kinds) || !(c = api_need_cluster(rq, id)))
+		return;
+	st = model_cluster_stacks(rq->db, id, err, sizeof(err));
+	if (api_failed(rq, st, err))
+		goto out;
+	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
+	if (api_failed(rq, fr, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine cluster %s of run %s", id, model_col(c, 0, "run_id")),
+			      false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(st); i++) {
+		int j = model_find_stack(fr, model_coln(st, i, "stack_id"));
+		const char **names;
+		size_t n;
+
+		if (j < 0 || !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
+			continue;
+		if (req_should_stop(rq) || req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
+		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+			       (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events")) < 0) {
+			req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+			goto out;
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "cluster-%s", id));
+out:
+	export_free(x);
+	PQclear(c);
+	PQclear(st);
+	PQclear(fr);
+}
+
+void export_get_run_profile(struct req *rq)
+{
+	const char *id = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	PGresult *run, *r = NULL;
+	struct export *x = NULL;
+	char err[512];
+
+	if (!profile_query(rq, &f, &kinds) || !(run = api_need_run(rq, id)))
+		return;
+	r = model_run_profile(rq->db, id, err, sizeof(err));
+	if (api_failed(rq, r, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine run %s", id), false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	if (export_rows(rq, x, 0, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "the profile could not be built: %s", err);
+		goto out;
+	}
+	send_export(rq, x, f, req_printf(rq, "run-%s", id));
+out:
+	export_free(x);
+	PQclear(run);
+	PQclear(r);
+}
+
+void export_get_compare_profile(struct req *rq)
+{
+	const char *arg = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	char a[24], err[512];
+	PGresult *ra = NULL, *rb = NULL;
+	struct export *x = NULL;
+
+	if (!profile_query(rq, &f, &kinds))
+		return;
+	snprintf(a, sizeof(a), "%lld", strtoll(rq->path + strlen("/api/v1/runs/"), NULL, 10));
+	if (!(ra = api_need_run(rq, a)) || !(rb = api_need_run(rq, arg)))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine runs %s (A) and %s (B)", a, arg), true))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	export_set_streams(x, (uint64_t)(model_run_count(ra, "streams") > 0 ? model_run_count(ra, "streams") : 0),
+			   (uint64_t)(model_run_count(rb, "streams") > 0 ? model_run_count(rb, "streams") : 0));
+	for (int side = 0; side < 2; side++) {
+		PGresult *r = model_run_profile(rq->db, side ? arg : a, err, sizeof(err));
+		int rc;
+
+		if (api_failed(rq, r, err))
+			goto out;
+		rc = export_rows(rq, x, side, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err));
+		PQclear(r);
+		if (rc < 0) {
+			req_json_error(rq, 500, "the profile could not be built: %s", err);
+			goto out;
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "compare-%s-%s", a, arg));
+out:
+	export_free(x);
+	PQclear(ra);
+	PQclear(rb);
+}
+
+void export_get_stream_profile(struct req *rq)
+{
+	const char *uuid = rq->arg;
+	enum export_format f;
+	unsigned kinds;
+	char canon[37], err[512];
+	PGresult *st = NULL, *ev = NULL, *fr = NULL;
+	struct export *x = NULL;
+
+	if (!profile_query(rq, &f, &kinds) || !(st = streams_need_stream(rq, uuid, canon)))
+		return;
+	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), EXPORT_MAX_STREAM_EVENTS, err, sizeof(err));
+	if (api_failed(rq, ev, err))
+		goto out;
+	fr = model_stacks(rq->db, req_id_array(rq, ev, PQfnumber(ev, "stack_id")), err, sizeof(err));
+	if (api_failed(rq, fr, err))
+		goto out;
+	if (!(x = export_open(req_printf(rq, "stackmine stream %s", canon), false))) {
+		req_json_error(rq, 500, "out of memory");
+		goto out;
+	}
+	{
+		/* the stacks come by id: their frame names by binary search */
+		int kc = PQfnumber(ev, "kind"), sc = PQfnumber(ev, "stack_id");
+
+		for (int i = 0; i < PQntuples(ev); i++) {
+			char k = PQgetvalue(ev, i, kc)[0];
+			int lo = model_find_stack(fr, strtoll(PQgetvalue(ev, i, sc), NULL, 10));
+			const char **names;
+			size_t n;
+
+			if (!(kinds & (k == 'w' ? 2u : 1u)) || lo < 0)
+				continue;
+			if (req_frame_names(rq, model_col(fr, lo, "frame_ids"), &names, &n) < 0 ||
+			    export_add(x, 0, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n,
+				       model_coln(ev, i, "tid"), (uint64_t)model_coln(ev, i, "dur_ns"), 1) < 0) {
+				req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
+				goto out;
+			}
+		}
+	}
+	send_export(rq, x, f, req_printf(rq, "stream-%s", canon));
+out:
+	export_free(x);
+	PQclear(st);
+	PQclear(ev);
+	PQclear(fr);
 }

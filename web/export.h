@@ -2,13 +2,15 @@
  * export: weighted call stacks written in the formats other profilers' viewers
  * open: pprof (gzipped profile.proto, for `go tool pprof`, Pyroscope and
  * Parca), speedscope's JSON (speedscope.app) and collapsed stacks (FlameGraph,
- * inferno). The API fills an export with a cluster's, a run's, a stream's or
- * two runs' stacks (web/api.c); docs/import.md says what each format keeps.
+ * inferno); and the API's downloads that fill one with a cluster's, a run's, a
+ * stream's or two runs' stacks (GET .../profile?format=&kind=). docs/import.md
+ * says what each format keeps.
  */
 #ifndef SM_EXPORT_H
 #define SM_EXPORT_H
 
 #include "common/buf.h"
+#include "web/request.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,5 +44,14 @@ void export_set_streams(struct export *x, uint64_t a, uint64_t b);
  * export_error() set. */
 int export_write(struct export *x, enum export_format f, struct buf *out);
 const char *export_error(const struct export *x);
+
+/* GET /api/v1/clusters/{id}/profile */
+void export_get_cluster_profile(struct req *rq);
+/* GET /api/v1/runs/{id}/profile */
+void export_get_run_profile(struct req *rq);
+/* GET /api/v1/runs/{id}/compare/{id}/profile */
+void export_get_compare_profile(struct req *rq);
+/* GET /api/v1/streams/{name}/profile */
+void export_get_stream_profile(struct req *rq);
 
 #endif

@@ -1,5 +1,6 @@
 /* model: the queries of the dashboard and the REST API (see model.h). */
 #include "web/model.h"
+#include "web/request.h"
 #include "common/db.h"
 #include "common/wire.h"
 
@@ -651,35 +652,31 @@ PGresult *model_agent_settings(PGconn *db, char *err, size_t errlen)
 
 int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *err, size_t errlen)
 {
-	char k[40], hz[16], mw[16], rpm[16];
-	const char *p[7] = { s->app, s->guard < 0 ? NULL : s->guard ? "t" : "f", NULL, NULL, NULL, NULL, s->note };
+	char v[GSET_COUNT][40];
+	const char *p[GSET_COUNT + 2] = { s->app };
 	PGresult *r;
 
-	if (s->k >= 0) {
-		snprintf(k, sizeof(k), "%.17g", s->k);
-		p[2] = k;
+	/* $2.. the settings in the table's order, as the statement names them */
+	_Static_assert(GSET_COUNT == 5, "agent_settings' INSERT names each setting of guardcore/settings.h");
+	for (size_t i = 0; i < GSET_COUNT; i++) {
+		if (!s->set[i])
+			continue;
+		if (guard_settings[i].type == GSET_BOOL)
+			snprintf(v[i], sizeof(v[i]), "%s", s->value[i] != 0 ? "t" : "f");
+		else
+			snprintf(v[i], sizeof(v[i]), "%.17g", s->value[i]);
+		p[i + 1] = v[i];
 	}
-	if (s->sample_hz > 0) {
-		snprintf(hz, sizeof(hz), "%d", s->sample_hz);
-		p[3] = hz;
-	}
-	if (s->min_wait_us > 0) {
-		snprintf(mw, sizeof(mw), "%d", s->min_wait_us);
-		p[4] = mw;
-	}
-	if (s->reports_per_min >= 0) {
-		snprintf(rpm, sizeof(rpm), "%d", s->reports_per_min);
-		p[5] = rpm;
-	}
+	p[GSET_COUNT + 1] = s->note;
 	r = PQexecParams(db, "INSERT INTO agent_settings (app, guard, k, sample_hz, min_wait_us, reports_per_min, note)"
 			 " VALUES ($1, $2::boolean, $3::float8, $4::integer, $5::integer, $6::integer, $7)"
 			 " ON CONFLICT (app) DO UPDATE SET guard = EXCLUDED.guard, k = EXCLUDED.k, sample_hz = EXCLUDED.sample_hz,"
 			 " min_wait_us = EXCLUDED.min_wait_us, reports_per_min = EXCLUDED.reports_per_min,"
-			 " note = EXCLUDED.note, updated_at = now()", 7, NULL, p, NULL, NULL, 0);
+			 " note = EXCLUDED.note, updated_at = now()", GSET_COUNT + 2, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(err, errlen, "storing the settings", PQresultErrorMessage(r));
 		PQclear(r);
-		return -1;
+		return WEB_EFAIL;
 	}
 	PQclear(r);
 	return 0;
@@ -694,13 +691,13 @@ int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t e
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(err, errlen, "deleting the settings", PQresultErrorMessage(r));
 		PQclear(r);
-		return -1;
+		return WEB_EFAIL;
 	}
 	n = strcmp(PQcmdTuples(r), "0") != 0;
 	PQclear(r);
 	if (n == 0) {
 		snprintf(err, errlen, "app '%.255s': no settings pushed to it", app);
-		return 1;
+		return WEB_ENOTFOUND;
 	}
 	return 0;
 }
@@ -732,13 +729,13 @@ static int delete_one(PGconn *db, const char *sql, const char *id, const char *w
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(err, errlen, "deleting", PQresultErrorMessage(r));
 		PQclear(r);
-		return -1;
+		return WEB_EFAIL;
 	}
 	n = strcmp(PQcmdTuples(r), "0") != 0;
 	PQclear(r);
 	if (!n) {
 		snprintf(err, errlen, "%s %.24s: none", what, id);
-		return 1;
+		return WEB_ENOTFOUND;
 	}
 	return 0;
 }
@@ -763,13 +760,29 @@ PGresult *model_alert_rules(PGconn *db, bool redact, char *err, size_t errlen)
 		   1, p, err, errlen);
 }
 
-PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen)
+int model_alert_rule_put(PGconn *db, const char *const p[7], int64_t *id, char *err, size_t errlen)
 {
-	return run(db, "INSERT INTO alert_rules (name, app, type, signature_id, limit_ns_per_hour, min_share, webhook)"
+	PGresult *r = PQexecParams(db, "INSERT INTO alert_rules (name, app, type, signature_id, limit_ns_per_hour, min_share, webhook)"
 		       " VALUES ($1, $2, $3, $4::bigint, $5::bigint, $6::float8, $7) ON CONFLICT (name) DO UPDATE SET"
 		       " app = EXCLUDED.app, type = EXCLUDED.type, signature_id = EXCLUDED.signature_id,"
 		       " limit_ns_per_hour = EXCLUDED.limit_ns_per_hour, min_share = EXCLUDED.min_share,"
-		       " webhook = EXCLUDED.webhook, enabled = true RETURNING id AS rule_id", 7, p, err, errlen);
+		       " webhook = EXCLUDED.webhook, enabled = true RETURNING id AS rule_id", 7, NULL, p, NULL, NULL, 0);
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		*id = db_get_i64(r, 0, 0);
+		PQclear(r);
+		return 0;
+	}
+	/* the only foreign key of a rule is its signature's */
+	if (state && strcmp(state, "23503") == 0) {
+		snprintf(err, errlen, "signature_id: no such signature");
+		PQclear(r);
+		return WEB_EINVAL;
+	}
+	db_errcpy(err, errlen, "query", r ? PQresultErrorMessage(r) : PQerrorMessage(db));
+	PQclear(r);
+	return WEB_EFAIL;
 }
 
 int model_alert_rule_delete(PGconn *db, const char *id, char *err, size_t errlen)

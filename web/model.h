@@ -1,7 +1,7 @@
 /*
  * model: the dashboard's and the REST API's queries. Each returns a PGresult
  * whose columns carry the API's field names (api.c writes rows as JSON objects
- * by column name and type; pages.c reads the same columns), so a field means
+ * by column name and type; the pages read the same columns), so a field means
  * the same on a page and in the API. All SQL is static text with parameters.
  *
  * Every function returns the result (caller frees with PQclear()), or NULL with
@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "guardcore/settings.h"
 #include "miner/aoi.h"
 
 /* Filters of the stream list; NULL / PARAMS_NO_TIME: any. */
@@ -128,13 +129,12 @@ PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_
  * loops, unit types, thresholds). */
 PGresult *model_profiles(PGconn *db, const char *build_id, long limit, long offset, char *err, size_t errlen);
 PGresult *model_profiles_count(PGconn *db, char *err, size_t errlen);
-/* Settings pushed to the agents of an app ('*': every app), docs/fleet.md. */
+/* Settings pushed to the agents of an app ('*': every app), docs/fleet.md: those set, in the order of
+ * guardcore/settings.h's table (a bool as 0 or 1); the others as the agents were started. */
 struct agent_settings {
 	const char *app;
-	int guard;                 /* 1, 0, or -1: as the agent was started */
-	double k;                  /* < 0: as started */
-	int sample_hz, min_wait_us;   /* 0: as started */
-	int reports_per_min;       /* < 0: as started */
+	bool set[GSET_COUNT];
+	double value[GSET_COUNT];
 	const char *note;
 };
 /* app, guard, k, sample_hz, min_wait_us, reports_per_min (NULL: as started), note, updated_at; '*' first. */
@@ -142,23 +142,24 @@ struct agent_settings {
  * streams stored in 24 h and the sum of their weights (est_violations), the most drops first. */
 PGresult *model_fleet_sampling(PGconn *db, long limit, char *err, size_t errlen);
 PGresult *model_agent_settings(PGconn *db, char *err, size_t errlen);
-/* Sets an app's row (replacing it). 0, or -1 with err. */
+/* Sets an app's row (replacing it). 0, or WEB_EFAIL (request.h) with err. */
 int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *err, size_t errlen);
-/* 0, 1 when the app has no row (err says so), -1 with err. */
+/* 0, WEB_ENOTFOUND when the app has no row, WEB_EFAIL; err says which. */
 int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t errlen);
 /* A host's last `hours` hours, oldest first: hour, units, violations. */
 PGresult *model_host_hours(PGconn *db, const char *host, int hours, char *err, size_t errlen);
 
 /* Schedules, alert rules and alerts (docs/analysis.md, "Watching"). _put: p = app, kind, every_s,
  * window_s, params (JSON) / name, app, type, signature_id, limit_ns_per_hour, min_share, webhook
- * (NULL for absent): an upsert by (app, kind) / name returning the id. _delete: 0, 1 (none), -1. */
+ * (NULL for absent): an upsert by (app, kind) / name returning the id (a rule's: 0 and *id, WEB_EINVAL
+ * for a signature that does not exist, WEB_EFAIL). _delete: 0, WEB_ENOTFOUND, WEB_EFAIL (request.h). */
 PGresult *model_schedules(PGconn *db, char *err, size_t errlen);
 PGresult *model_schedule_put(PGconn *db, const char *const p[5], char *err, size_t errlen);
 int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen);
 /* redact: the webhooks' credentials (user:password@, query parameters named like a token, key, secret
  * or password) as "***", for those who may not manage the rules. */
 PGresult *model_alert_rules(PGconn *db, bool redact, char *err, size_t errlen);
-PGresult *model_alert_rule_put(PGconn *db, const char *const p[7], char *err, size_t errlen);
+int model_alert_rule_put(PGconn *db, const char *const p[7], int64_t *id, char *err, size_t errlen);
 int model_alert_rule_delete(PGconn *db, const char *id, char *err, size_t errlen);
 /* The latest alerts first: alert_id, rule, type, run_id, cluster_id, message, delivery, attempts,
  * last_error, created_at, delivered_at. */

@@ -1,14 +1,46 @@
 /*
- * pages: the dashboard's HTML pages (docs/web.md).
+ * pages: the dashboard's HTML pages (docs/web.md): their one table of routes and its dispatch,
+ * the login and logout, and the pieces every resource's pages share (pager, links kept across
+ * pages, frame lists). Pages are rendered on the server from model.c's rows; every name from the
+ * data is escaped (html.c). Writes are forms with the cross-site request token, or the API from
+ * app.js. The pages themselves are in the resources' modules (runs.c, clusters.c, ...).
  */
 #ifndef SM_WEB_PAGES_H
 #define SM_WEB_PAGES_H
 
+#include <libpq-fe.h>
+
 #include "web/request.h"
+
+#define PAGES_ROWS 50   /* rows of a list a page shows */
 
 /* Answers a request for a page: sets status, content type and body (or an error page). */
 void pages_handle(struct req *rq);
 /* The page when the database is down: 503 with Retry-After. */
 void pages_unavailable(struct req *rq);
+/* The page's offset from ?offset= (0 when absent or bad). */
+long pages_offset(struct req *rq);
+/* Previous/next links keeping the other query parameters given as `keep` (already a safe
+ * "&k=v..." string built by the caller with escaped values). */
+void pages_pager(struct req *rq, const char *base, const char *keep, long offset, long shown, long total);
+/* Percent-encodes value into b; the characters of keep (besides letters and digits) stay. */
+void pages_url_encode_keep(struct buf *b, const char *value, const char *keep);
+/* A path or a query value ('/' kept). */
+void pages_url_encode(struct buf *b, const char *value);
+/* "&name=urlencoded(value)" appended to prev, in the arena (for links that keep a filter). */
+const char *pages_keep_param(struct req *rq, const char *prev, const char *name, const char *value);
+/* Frame names as a numbered list, outermost first. */
+void pages_frame_list(struct req *rq, const char *const *names, size_t n, const char *cls);
+/* frames_compact() of the frame ids of a PostgreSQL int array. */
+void pages_frame_ids_compact(struct req *rq, const char *ids, size_t k);
+/* frames_compact() of a JSON array of names (a signature's frames). */
+void pages_frames_json_compact(struct req *rq, const char *json, size_t k);
+/* Links to the profile of what the page shows in other profilers' formats (docs/import.md). */
+void pages_download_links(struct req *rq, const char *api_path);
+/* A cluster's estimated fleet cost (docs/mining.md, "Estimated metrics"), beside its sampled cost
+ * where they differ: the agents shipped only some of a minute's violations. */
+void pages_est_cost_note(struct req *rq, int64_t est);
+/* A title (a PostgreSQL int array of frame ids), each frame short, joined by ›; NULL: none. */
+void pages_title_frames(struct req *rq, const char *ids);
 
 #endif

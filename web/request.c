@@ -538,6 +538,17 @@ int req_logout(struct req *rq)
 	return 0;
 }
 
+int req_status_of(int code)
+{
+	switch (code) {
+	case WEB_EINVAL: return 400;
+	case WEB_ENOTFOUND: return 404;
+	case WEB_EEXIST: return 409;
+	case WEB_ECONFLICT: return 409;
+	default: return 500;
+	}
+}
+
 void req_db_unavailable(struct req *rq, bool json)
 {
 	if (json)

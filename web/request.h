@@ -81,6 +81,7 @@ struct req {
 	enum req_method method;
 	const char *path;           /* without the query string */
 	const char *route;          /* the pattern of the route its path matched ("/api/v1/runs/#"), for the log */
+	const char *arg;            /* that route's '#' (a canonical id) or '*' segment (in the arena), or NULL */
 	struct buf body;            /* the request body (bounded by max_body) */
 	struct arena *a;            /* freed with the request */
 	PGconn *db;                 /* the connection of this request */
@@ -173,6 +174,23 @@ const char *req_cookie_name(const struct web_config *cfg);
 /* After token id was revoked: its sessions end, in this process at once. */
 void req_token_revoked(struct req *rq, int64_t id);
 
+/*
+ * What the model's and the validators' functions return on failure, with a message in their err
+ * naming the field and the reason: the handler's status comes from the code (req_status_of()),
+ * never from the message's text.
+ */
+enum web_error {
+	WEB_EINVAL = -1,     /* 400: a bad field or parameter */
+	WEB_ENOTFOUND = -2,  /* 404: the object named does not exist */
+	WEB_EEXIST = -3,     /* 409: one of that name exists already */
+	WEB_ECONFLICT = -4,  /* 409: the object's state forbids it now */
+	WEB_EFAIL = -5,      /* 500: the database or the server failed (503 when the database went away:
+			      * server.c answers for the outage) */
+};
+
+/* The HTTP status of a web_error code (500 for any other negative code). */
+int req_status_of(int code);
+
 /* JSON error response {"error": msg}. */
 void req_json_error(struct req *rq, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* ---- routing: a table of routes, for the API and the pages alike ---- */
@@ -183,7 +201,7 @@ struct req_route {
 	unsigned method;        /* one REQ_M_*; REQ_M_GET also answers HEAD */
 	const char *path;       /* "/api/v1/runs/#/clusters": '#' a positive id, '*' any one segment,
 				 * a final '**' the rest of the path */
-	void (*fn)(struct req *rq, const char *arg);   /* arg: the '#' or '*' segment, else NULL */
+	void (*fn)(struct req *rq);   /* rq->arg: the '#' or '*' segment, else NULL */
 	const char *what;       /* the object a '#' names, for the 404 of a bad id ("run") */
 };
 

@@ -8,7 +8,8 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/util.h"
-#include "miner/run.h"
+#include "miner/queue.h"
+#include "miner/worker.h"
 #include "web/api.h"
 #include "web/framecache.h"
 #include "web/pages.h"
@@ -449,20 +450,21 @@ static void watch_one(struct req *rq, int64_t now)
 
 /* Stops requests past their deadline or whose client went away, every WATCH_MS: a worker blocked in a
  * query or a long loop cannot notice either itself. */
-static void *watchdog_main(void *arg)
+static void *watchdog_main(void *web)
 {
-	(void)arg;
-	while (!atomic_load(&W.watch_stop)) {
+	struct web *w = web;
+
+	while (!atomic_load(&w->watch_stop)) {
 		int64_t now;
 
 		usleep(WATCH_MS * 1000);
 		now = util_now_mono_ns();
-		pthread_mutex_lock(&W.qlock);
-		for (struct req *rq = W.qhead; rq; rq = rq->next)
+		pthread_mutex_lock(&w->qlock);
+		for (struct req *rq = w->qhead; rq; rq = rq->next)
 			watch_one(rq, now);
-		for (int i = 0; i < W.nworkers; i++)
-			watch_one(W.running[i], now);
-		pthread_mutex_unlock(&W.qlock);
+		for (int i = 0; i < w->nworkers; i++)
+			watch_one(w->running[i], now);
+		pthread_mutex_unlock(&w->qlock);
 	}
 	return NULL;
 }
@@ -847,7 +849,7 @@ int web_run(const struct web_config *cfg)
 			log_error("cannot start the request workers", "%s", "");
 			goto out_workers;
 		}
-	if (pthread_create(&W.watchdog, NULL, watchdog_main, NULL) != 0) {
+	if (pthread_create(&W.watchdog, NULL, watchdog_main, &W) != 0) {
 		log_error("cannot start the request watchdog", "%s", "");
 		goto out_workers;
 	}

@@ -1,8 +1,12 @@
 /* Unit tests of sm-web's request layer and page pieces that need no server: form
  * decoding (req_form), who may read and write (roles, the cross-site request
- * token, Origin), routing, escaped frame names, costs, bars, and the page frame. */
+ * token, Origin), routing, escaped frame names, costs, bars, the page frame, and the
+ * check of the settings pushed to the agents, whose limits must be the database's. */
 #include "common/arena.h"
+#include "common/migrations.h"
+#include "guardcore/settings.h"
 #include "tests/unit/check.h"
+#include "web/fleet.h"
 #include "web/html.h"
 #include "web/request.h"
 
@@ -148,8 +152,8 @@ static void test_may_write(void)
 
 static const char *routed;
 
-static void r_list(struct req *rq, const char *arg) { (void)rq; routed = arg ? arg : "list"; }
-static void r_one(struct req *rq, const char *arg) { (void)rq; routed = arg; }
+static void r_list(struct req *rq) { routed = rq->arg ? rq->arg : "list"; }
+static void r_one(struct req *rq) { routed = rq->arg; }
 
 static void test_routes(void)
 {
@@ -203,8 +207,10 @@ static void test_routes(void)
 		rq.path = cases[i].path;
 		routed = NULL;
 		req_route(routes, sizeof(routes) / sizeof(routes[0]), &rq, &m);
-		if (m.route)
-			m.route->fn(&rq, m.arg);
+		if (m.route) {
+			rq.arg = m.arg;
+			m.route->fn(&rq);
+		}
 		if ((cases[i].arg == NULL) != (routed == NULL) || (routed && strcmp(routed, cases[i].arg) != 0) ||
 		    strcmp(req_allow_header(m.allowed), cases[i].allow) != 0 ||
 		    (cases[i].bad == NULL) != (m.bad_arg == NULL) ||
@@ -311,8 +317,88 @@ static void test_local_next(void)
 	req_done(&rq);
 }
 
+/* The limits of guardcore/settings.h's table are the CHECK constraints of the agent_settings table
+ * (sql/011): the database refuses no value the API and the agents take, and takes none they refuse. */
+static void test_settings_schema(void)
+{
+	const char *create = NULL;
+
+	for (int i = 0; i < sm_nmigrations; i++) {
+		const char *sql = sm_migrations[i].sql, *t = strstr(sql, "CREATE TABLE agent_settings");
+
+		if (t)
+			create = t;
+		/* a later change to the table must be read here too */
+		CHECK(!strstr(sql, "ALTER TABLE agent_settings"));
+	}
+	CHECK(create != NULL);
+	if (!create)
+		return;
+	for (size_t i = 0; i < GSET_COUNT; i++) {
+		const struct guard_setting *g = &guard_settings[i];
+		char col[80], check[160];
+		const char *line;
+		double lo = NAN, hi = NAN;
+
+		snprintf(col, sizeof(col), "\n\t%s %s", g->name,
+			 g->type == GSET_BOOL ? "boolean" : g->type == GSET_WHOLE ? "integer" : "double precision");
+		line = strstr(create, col);
+		if (!line) {
+			fprintf(stderr, "  agent_settings: no column '%s' of that type\n", g->name);
+			CHECK(line != NULL);
+			continue;
+		}
+		if (g->type == GSET_BOOL) {
+			CHECK(g->min == 0 && g->max == 1);
+			continue;
+		}
+		snprintf(check, sizeof(check), " CHECK (%s >= %%lf AND %s <= %%lf)", g->name, g->name);
+		CHECK_INT(sscanf(line + strlen(col), check, &lo, &hi), 2);
+		if (lo != g->min || hi != g->max)
+			fprintf(stderr, "  %s: the database's [%g, %g], the table's [%g, %g]\n", g->name, lo, hi, g->min,
+				g->max);
+		CHECK(lo == g->min && hi == g->max);
+	}
+}
+
+/* The one check of pushed settings, as the API and the page call it. */
+static void test_settings_check(void)
+{
+	static const struct fleet_words w = { "true", "false", "null" };
+	struct fleet_given given[GSET_COUNT] = { { FLEET_UNSET, false, 0, false } };
+	struct agent_settings s;
+	char err[256];
+
+	CHECK_INT(fleet_settings_check("", given, NULL, &w, &s, err, sizeof(err)), WEB_EINVAL);
+	CHECK_STR(err, "app: required, 1 to 255 bytes ('*': every app)");
+	given[GSET_SAMPLE_HZ] = (struct fleet_given){ FLEET_NUMBER, false, GSET_MAX_SAMPLE_HZ, true };
+	given[GSET_GUARD] = (struct fleet_given){ FLEET_BOOL, false, 0, false };
+	CHECK_INT(fleet_settings_check("nginx", given, NULL, &w, &s, err, sizeof(err)), 0);
+	CHECK(s.set[GSET_SAMPLE_HZ] && s.value[GSET_SAMPLE_HZ] == GSET_MAX_SAMPLE_HZ);
+	CHECK(s.set[GSET_GUARD] && s.value[GSET_GUARD] == 0 && !s.set[GSET_K]);
+	CHECK_STR(s.note, "");
+	given[GSET_SAMPLE_HZ].d = 2.5;
+	given[GSET_SAMPLE_HZ].whole = false;
+	CHECK_INT(fleet_settings_check("nginx", given, NULL, &w, &s, err, sizeof(err)), WEB_EINVAL);
+	CHECK_STR(err, "sample_hz: a whole number from 1 to 10000, or null (as the agents were started)");
+	given[GSET_SAMPLE_HZ].kind = FLEET_UNSET;
+	given[GSET_K] = (struct fleet_given){ FLEET_NUMBER, false, GSET_MAX_K + 0.5, false };
+	CHECK_INT(fleet_settings_check("nginx", given, NULL, &w, &s, err, sizeof(err)), WEB_EINVAL);
+	given[GSET_K] = (struct fleet_given){ FLEET_NUMBER, false, 6.5, false };
+	given[GSET_GUARD].kind = FLEET_BAD;
+	CHECK_INT(fleet_settings_check("nginx", given, NULL, &w, &s, err, sizeof(err)), WEB_EINVAL);
+	CHECK_STR(err, "guard: true, false, or null (as the agents were started)");
+	CHECK(guard_setting_valid(GSET_MIN_WAIT_US, GSET_MIN_MIN_WAIT_US));
+	CHECK(!guard_setting_valid(GSET_MIN_WAIT_US, GSET_MIN_MIN_WAIT_US - 1));
+	CHECK(!guard_setting_valid(GSET_K, NAN));
+	CHECK(guard_setting_find("reports_per_min") == &guard_settings[GSET_REPORTS_PER_MIN]);
+	CHECK(guard_setting_find("note") == NULL);
+}
+
 int main(void)
 {
+	RUN(test_settings_schema);
+	RUN(test_settings_check);
 	RUN(test_local_next);
 	RUN(test_form);
 	RUN(test_may_write);

@@ -1,0 +1,219 @@
+/* compare: the comparison of two runs, page and API (see compare.h). */
+#include "web/compare.h"
+#include "common/jsonw.h"
+#include "common/util.h"
+#include "miner/compare.h"
+#include "web/api.h"
+#include "web/flame.h"
+#include "web/html.h"
+#include "web/model.h"
+#include "web/pages.h"
+#include "web/request.h"
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void compare_get_compare(struct req *rq)
+{
+	const char *arg = rq->arg;
+	static const char *const names[] = { "limit", "status", NULL };
+	const char *status = req_query(rq, "status");
+	struct compare_opts o;
+	struct compare *cmp;
+	struct jsonw w;
+	char err[512];
+	int64_t a, b, lim;
+	size_t shown = 0;
+	int rc;
+
+	if (!api_known_query(rq, names, false) || !api_num_param(rq, "limit", 1, 100000, 1000, &lim))
+		return;
+	if (status && strcmp(status, "new") && strcmp(status, "gone") && strcmp(status, "grown") &&
+	    strcmp(status, "shrunk") && strcmp(status, "unchanged")) {
+		req_json_error(rq, 400, "status: must be new, gone, grown, shrunk or unchanged");
+		return;
+	}
+	a = strtoll(rq->path + strlen("/api/v1/runs/"), NULL, 10);
+	b = strtoll(arg, NULL, 10);
+	compare_opts_init(&o);
+	o.threads = 1;   /* a request of many: one core each */
+	rc = compare_runs(rq->db, a, b, &o, &cmp, err, sizeof(err));
+	if (rc != 0) {
+		req_json_error(rq, rc > 0 ? 404 : 500, "%s", err);
+		return;
+	}
+	jsonw_init(&w, &rq->out);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "a", a);
+	jsonw_ki64(&w, "b", b);
+	jsonw_ku64(&w, "a_streams", cmp->a_streams);
+	jsonw_ku64(&w, "b_streams", cmp->b_streams);
+	jsonw_karray(&w, "clusters");
+	for (size_t i = 0; i < cmp->n && shown < (size_t)lim; i++) {
+		const struct compare_row *r = &cmp->rows[i];
+
+		if (status && strcmp(status, compare_status_name(r->status)) != 0)
+			continue;
+		shown++;
+		jsonw_object(&w);
+		jsonw_kstr(&w, "status", compare_status_name(r->status));
+		jsonw_kstr(&w, "kind", r->kind == 'w' ? "wait" : "run");
+		if (r->a)
+			jsonw_ki64(&w, "a_cluster", r->a);
+		else
+			jsonw_knull(&w, "a_cluster");
+		if (r->b)
+			jsonw_ki64(&w, "b_cluster", r->b);
+		else
+			jsonw_knull(&w, "b_cluster");
+		jsonw_kdouble(&w, "a_cost_per_stream_ns", round(r->a_cps));
+		jsonw_kdouble(&w, "b_cost_per_stream_ns", round(r->b_cps));
+		jsonw_kdouble(&w, "change_ns", round(r->diff));
+		jsonw_kdouble(&w, "change_lo_ns", round(r->lo));
+		jsonw_kdouble(&w, "change_hi_ns", round(r->hi));
+		jsonw_kdouble(&w, "q", r->q);
+		jsonw_kdouble(&w, "similarity", r->sim);
+		if (r->signature)
+			jsonw_ki64(&w, "signature_id", r->signature);
+		else
+			jsonw_knull(&w, "signature_id");
+		jsonw_key(&w, "common");
+		if (!api_put_names(rq, &w, req_ids_text(rq, r->common, r->ncommon))) {
+			compare_free(cmp);
+			return;
+		}
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_ku64(&w, "total", cmp->n);
+	jsonw_end(&w);
+	compare_free(cmp);
+	api_ok_json(rq, &w, 200);
+}
+
+/* The differential flame graph of two runs' stacks of one kind: B's widths, coloured by the change
+ * of the cost per stream from A. */
+static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t na, uint64_t nb)
+{
+	const char *kind = req_query(rq, "kind");
+	const char *k = kind && strcmp(kind, "wait") == 0 ? "w" : "r";
+	struct flame *f = flame_open();
+	char err[512];
+
+	if (!f)
+		return;
+	for (int side = 0; side < 2; side++) {
+		PGresult *r = model_run_kind_stacks(rq->db, side ? b : a, k, err, sizeof(err));
+
+		for (int i = 0; r && i < PQntuples(r) && !req_should_stop(rq); i++) {
+			const char **names;
+			size_t n;
+
+			if (req_frame_names(rq, model_col(r, i, "frame_ids"), &names, &n) < 0)
+				continue;
+			if (side)
+				flame_add(f, names, n, (uint64_t)model_coln(r, i, "cost_ns"), 0);
+			else
+				flame_add_base(f, names, n, (uint64_t)model_coln(r, i, "cost_ns"));
+		}
+		PQclear(r);
+	}
+	flame_set_diff(f, nb ? 1.0 / (double)nb : 0, na ? 1.0 / (double)na : 0);
+	html_rawf(rq, "<section id=\"flame\"><h2>What changed, frame by frame (%s)</h2><p class=\"hint\">Run B's %s "
+		      "stacks; width is B's cost, colour the change of the cost per stream from run A: red grew, blue "
+		      "shrank, white stayed (hover for both). <a href=\"?a=", k[0] == 'w' ? "wait" : "run (CPU)",
+		  k[0] == 'w' ? "wait" : "run");
+	html_text(rq, a);
+	html_raw(rq, "&amp;b=");
+	html_text(rq, b);
+	html_rawf(rq, "&amp;kind=%s#flame\">The %s stacks</a>.</p><div class=\"flame\">", k[0] == 'w' ? "run" : "wait",
+		  k[0] == 'w' ? "run" : "wait");
+	flame_render_svg(f, 0, NULL, 1200, &rq->out);
+	html_raw(rq, "</div></section>");
+	flame_free(f);
+}
+
+void compare_page_compare(struct req *rq)
+{
+	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b");
+	struct compare_opts o;
+	struct compare *cmp = NULL;
+	char err[512];
+	int64_t a = 0, b = 0;
+	int rc;
+
+	html_begin(rq, "Compare runs");
+	html_raw(rq, "<h1>Compare two runs</h1><p>Run B against run A (before): clusters matched by signature and "
+		     "similarity, each measured in both runs by its cost per stream (docs/analysis.md).</p>"
+		     "<form class=\"filter\" method=\"get\"><label>Run A <input name=\"a\" inputmode=\"numeric\" value=\"");
+	html_text(rq, sa);
+	html_raw(rq, "\"></label> <label>Run B <input name=\"b\" inputmode=\"numeric\" value=\"");
+	html_text(rq, sb);
+	html_raw(rq, "\"></label> <button type=\"submit\">Compare</button></form>");
+	if (!sa || !sb) {
+		html_end(rq);
+		return;
+	}
+	if (util_parse_i64(sa, 1, INT64_MAX, &a) < 0 || util_parse_i64(sb, 1, INT64_MAX, &b) < 0) {
+		html_raw(rq, "<p class=\"error\">Give two run ids.</p>");
+		html_end(rq);
+		return;
+	}
+	compare_opts_init(&o);
+	o.threads = 1;
+	rc = compare_runs(rq->db, a, b, &o, &cmp, err, sizeof(err));
+	if (rc != 0) {
+		html_raw(rq, "<p class=\"error\">");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+		html_end(rq);
+		return;
+	}
+	html_rawf(rq, "<p><a href=\"/runs/%lld\">Run #%lld</a> (%llu streams) against <a href=\"/runs/%lld\">run #%lld</a>"
+		      " (%llu streams): %zu clusters.</p><table class=\"compare\" id=\"compare\"><thead><tr><th>Status</th>"
+		      "<th>Kind</th><th class=\"n\">A</th><th class=\"n\">B</th><th class=\"n\">A per stream</th>"
+		      "<th class=\"n\">B per stream</th><th class=\"n\">Change [95 %%]</th><th class=\"n\">Match</th>"
+		      "<th>Common part (innermost frames)</th></tr></thead><tbody>",
+		  (long long)b, (long long)b, (unsigned long long)cmp->b_streams, (long long)a, (long long)a,
+		  (unsigned long long)cmp->a_streams, cmp->n);
+	for (size_t i = 0; i < cmp->n && i < 500; i++) {
+		const struct compare_row *r = &cmp->rows[i];
+
+		html_rawf(rq, "<tr class=\"%s\"><td>%s</td><td>%s</td><td class=\"n\">", compare_status_name(r->status),
+			  compare_status_name(r->status), r->kind == 'w' ? "wait" : "run");
+		if (r->a)
+			html_rawf(rq, "<a href=\"/clusters/%lld\">%lld</a>", (long long)r->a, (long long)r->a);
+		html_raw(rq, "</td><td class=\"n\">");
+		if (r->b)
+			html_rawf(rq, "<a href=\"/clusters/%lld\">%lld</a>", (long long)r->b, (long long)r->b);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_cost(rq, llround(r->a_cps));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_cost(rq, llround(r->b_cps));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_raw(rq, r->diff >= 0 ? "+" : "");
+		html_cost(rq, llround(r->diff));
+		if (!isnan(r->lo)) {
+			html_raw(rq, " <span class=\"ci\">[");
+			html_cost(rq, llround(r->lo));
+			html_raw(rq, ", ");
+			html_cost(rq, llround(r->hi));
+			html_raw(rq, "]</span>");
+		}
+		html_raw(rq, "</td><td class=\"n\">");
+		if (r->signature)
+			html_rawf(rq, "<a href=\"/signatures\">signature #%lld</a>", (long long)r->signature);
+		else if (!isnan(r->sim))
+			html_rawf(rq, "%.2f", r->sim);
+		html_raw(rq, "</td><td>");
+		pages_frame_ids_compact(rq, req_ids_text(rq, r->common, r->ncommon), 3);
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+	pages_download_links(rq, req_printf(rq, "/api/v1/runs/%lld/compare/%lld/profile", (long long)a, (long long)b));
+	compare_flame(rq, sa, sb, cmp->a_streams, cmp->b_streams);
+	compare_free(cmp);
+	html_end(rq);
+}

@@ -1,0 +1,497 @@
+/* runs: the runs' pages and API (see runs.h). */
+#include "web/runs.h"
+#include "common/jsonw.h"
+#include "miner/params.h"
+#include "miner/queue.h"
+#include "web/api.h"
+#include "web/html.h"
+#include "web/model.h"
+#include "web/pages.h"
+#include "web/problems.h"
+#include "web/request.h"
+
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+
+void runs_post_run(struct req *rq)
+{
+	struct run_params p;
+	char err[512];
+	int64_t id;
+
+	if (!req_may_write(rq, true))
+		return;
+	if (params_parse(rq->body.data ? rq->body.data : "", rq->body.len, rq->a, &p, err, sizeof(err)) < 0) {
+		req_json_error(rq, 400, "%s", err);
+		return;
+	}
+	if (miner_enqueue_db(rq->db, &p, &id, err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "%s", err);
+		return;
+	}
+	api_respond_id(rq, "run_id", id, 202);
+	req_add_header(rq, "Location", req_printf(rq, "/api/v1/runs/%lld", (long long)id));
+}
+
+void runs_get_runs(struct req *rq)
+{
+	static const char *const names[] = { "app", "status", "limit", "offset", NULL };
+	const char *status = req_query(rq, "status");
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!api_known_query(rq, names, false) || !api_page_params(rq, &limit, &offset))
+		return;
+	if (status && strcmp(status, "queued") && strcmp(status, "running") && strcmp(status, "done") &&
+	    strcmp(status, "failed")) {
+		req_json_error(rq, 400, "status: must be queued, running, done or failed");
+		return;
+	}
+	rows = model_runs(rq->db, req_query(rq, "app"), status, limit, offset, err, sizeof(err));
+	if (!api_failed(rq, rows, err))
+		count = model_runs_count(rq->db, req_query(rq, "app"), status, err, sizeof(err));
+	if (rows && !api_failed(rq, count, err))
+		api_list_response(rq, "runs", rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
+void runs_get_run(struct req *rq)
+{
+	const char *id = rq->arg;
+	PGresult *r;
+
+	if (!api_known_query(rq, api_no_params, false) || !(r = api_need_run(rq, id)))
+		return;
+	api_row_response(rq, r);
+	PQclear(r);
+}
+
+/* The one check and deletion of a run, the API's and the page's: 0, or the status with its message in err
+ * (the API writes it as it is, the page as a sentence of its own for the 403). */
+static int delete_checked(struct req *rq, char *err, size_t errlen)
+{
+	int rc;
+
+	if (rq->role < AUTH_ADMIN) {
+		snprintf(err, errlen, "deleting a run needs an admin token");
+		return 403;
+	}
+	/* miner_delete_run(): -2 still being mined, -3 no such run */
+	rc = miner_delete_run(rq->db, strtoll(rq->arg, NULL, 10), err, errlen);
+	return rc >= 0 ? 0 : rc == -2 ? 409 : rc == -3 ? 404 : 500;
+}
+
+void runs_delete_run(struct req *rq)
+{
+	const char *id = rq->arg;
+	char err[512];
+	int rc;
+
+	if (!req_may_write(rq, true))
+		return;
+	if ((rc = delete_checked(rq, err, sizeof(err))) != 0) {
+		req_json_error(rq, rc, "%s", err);
+		return;
+	}
+	{
+		struct jsonw w;
+
+		jsonw_init(&w, &rq->out);
+		jsonw_object(&w);
+		jsonw_ki64(&w, "run_id", strtoll(id, NULL, 10));
+		jsonw_kbool(&w, "deleted", true);
+		jsonw_end(&w);
+		api_ok_json(rq, &w, 200);
+	}
+}
+
+void runs_run_params_summary(struct req *rq, const char *params_json)
+{
+	json_object *p = json_tokener_parse(params_json ? params_json : "{}"), *v;
+
+	if (!p)
+		return;
+	if (json_object_object_get_ex(p, "kind", &v)) {
+		html_text(rq, json_object_get_string(v));
+		html_raw(rq, " · ");
+	}
+	if (json_object_object_get_ex(p, "aoi", &v))
+		html_text(rq, json_object_get_string(v));
+	if (json_object_object_get_ex(p, "threshold_ns", &v)) {
+		html_raw(rq, " · C ");
+		html_cost(rq, json_object_get_int64(v));
+	} else if (json_object_object_get_ex(p, "threshold_guideline", &v)) {
+		json_object *sh, *dl;
+		if (json_object_object_get_ex(v, "share", &sh) && json_object_object_get_ex(v, "delay_ns", &dl)) {
+			html_rawf(rq, " · C for %.4g of the streams × ", json_object_get_double(sh));
+			html_cost(rq, json_object_get_int64(dl));
+		}
+	} else if (json_object_object_get_ex(p, "threshold_fraction", &v)) {
+		html_rawf(rq, " · C %.4g of the AOI", json_object_get_double(v));
+	}
+	if (json_object_object_get_ex(p, "cut", &v)) {
+		json_object *l;
+		html_raw(rq, " · ");
+		if (json_object_object_get_ex(p, "linkage", &l))
+			html_text(rq, json_object_get_string(l));
+		html_rawf(rq, " cut %g", json_object_get_double(v));
+	}
+	json_object_put(p);
+}
+
+static void count_of(struct req *rq, const char *counts_json, const char *key)
+{
+	json_object *c = json_tokener_parse(counts_json ? counts_json : "{}"), *v;
+
+	if (c && json_object_object_get_ex(c, key, &v))
+		html_rawf(rq, "%lld", (long long)json_object_get_int64(v));
+	else
+		html_raw(rq, "–");
+	json_object_put(c);
+}
+
+static void status_cell(struct req *rq, PGresult *r, int i)
+{
+	const char *st = model_col(r, i, "status");
+	bool live = strcmp(st, "queued") == 0 || strcmp(st, "running") == 0;
+
+	html_rawf(rq, "<span class=\"status %s\"", strcmp(st, "done") == 0 ? "done" :
+			 strcmp(st, "failed") == 0 ? "failed" : strcmp(st, "running") == 0 ? "running" : "queued");
+	if (live)
+		html_rawf(rq, " data-run=\"%lld\"", (long long)model_coln(r, i, "run_id"));
+	html_raw(rq, ">");
+	html_text(rq, st);
+	html_raw(rq, "</span>");
+}
+
+static void run_form(struct req *rq)
+{
+	char err[256];
+	PGresult *apps = model_apps(rq->db, err, sizeof(err));
+
+	html_raw(rq, "<section class=\"card\"><h2>Start a mining run</h2>"
+		     "<form id=\"run-form\" class=\"grid\"><label>App <select name=\"app\" required>");
+	for (int i = 0; apps && i < PQntuples(apps); i++) {
+		html_raw(rq, "<option>");
+		html_text(rq, PQgetvalue(apps, i, 0));
+		html_raw(rq, "</option>");
+	}
+	PQclear(apps);
+	html_raw(rq, "</select></label>"
+		     "<label>Kind <select name=\"kind\"><option>both</option><option>run</option><option>wait</option>"
+		     "</select></label>"
+		     "<label>AOI <select name=\"aoi\"><option>waitgraph</option><option>critical</option>"
+		     "<option>thread</option><option>stream</option></select></label>"
+		     "<label>Threshold <select name=\"threshold_mode\"><option value=\"guideline\">guideline: share of "
+		     "streams × delay</option><option value=\"fraction\">fraction of the AOI cost</option>"
+		     "<option value=\"ns\">absolute, in ns</option></select></label>"
+		     "<label>Value (share, fraction or ns) <input name=\"threshold\" value=\"0.1\" inputmode=\"decimal\">"
+		     "</label><label>Delay per hit, ms (guideline) <input name=\"delay_ms\" value=\"300\" "
+		     "inputmode=\"decimal\"></label>"
+		     "<label>Linkage <select name=\"linkage\"><option>average</option><option>single</option>"
+		     "<option>complete</option></select></label>"
+		     "<label>Cut <input name=\"cut\" value=\"0.5\" inputmode=\"decimal\"></label>"
+		     "<label>Version <input name=\"version\"></label><label>Host <input name=\"host\"></label>"
+		     "<label>Since <input name=\"since\" placeholder=\"2026-11-01T00:00:00Z\"></label>"
+		     "<label>Until <input name=\"until\"></label>"
+		     "<label class=\"wide\">Labels (key=value, one per line) <textarea name=\"labels\" rows=\"2\">"
+		     "</textarea></label>"
+		     "<label class=\"wide\">Include frames (globs, one per line) <textarea name=\"include\" rows=\"2\">"
+		     "</textarea></label>"
+		     "<label class=\"wide\">Exclude frames (globs, one per line) <textarea name=\"exclude\" rows=\"2\">"
+		     "</textarea></label>"
+		     "<div class=\"wide\"><button type=\"submit\">Start run</button> "
+		     "<span id=\"run-form-error\" class=\"error\" role=\"alert\"></span></div></form>"
+		     "<p class=\"hint\">The guideline (the paper's): to find bugs that hit a share s of the selected "
+		     "streams with a delay d each, C = s × d × streams; it ranks whole bugs, where the spec's default of "
+		     "1% of the AOI cost splits them into many small clusters (docs/mining.md).</p></section>");
+}
+
+void runs_page_runs(struct req *rq)
+{
+	char err[512];
+	long offset = pages_offset(rq);
+	PGresult *r = model_runs(rq->db, NULL, NULL, PAGES_ROWS, offset, err, sizeof(err)), *cnt;
+
+	if (!r) {
+		html_error(rq, 500, err);
+		return;
+	}
+	cnt = model_runs_count(rq->db, NULL, NULL, err, sizeof(err));
+	html_begin(rq, "Runs");
+	html_raw(rq, "<h1>Mining runs</h1>");
+	if (rq->role >= AUTH_ANALYST)
+		run_form(rq);
+	html_raw(rq, "<table class=\"runs\"><thead><tr><th>Run</th><th>App</th><th>Status</th><th>Parameters</th>"
+		     "<th class=\"n\">Streams</th><th class=\"n\">AOI events</th><th class=\"n\">Patterns</th>"
+		     "<th class=\"n\">Clusters</th><th>Created (UTC)</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(r); i++) {
+		long long id = (long long)model_coln(r, i, "run_id");
+		html_rawf(rq, "<tr><td><a href=\"/runs/%lld\">#%lld</a></td><td>", id, id);
+		html_text(rq, model_col(r, i, "app"));
+		html_raw(rq, "</td><td>");
+		status_cell(rq, r, i);
+		html_raw(rq, "</td><td>");
+		runs_run_params_summary(rq, model_col(r, i, "params"));
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, model_col(r, i, "counts"), "streams");
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, model_col(r, i, "counts"), "aoi_events");
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, model_col(r, i, "counts"), "patterns");
+		html_raw(rq, "</td><td class=\"n\">");
+		count_of(rq, model_col(r, i, "counts"), "clusters");
+		html_raw(rq, "</td><td class=\"time\">");
+		html_time(rq, model_col(r, i, "created_at"));
+		html_raw(rq, "</td></tr>");
+	}
+	html_raw(rq, "</tbody></table>");
+	pages_pager(rq, "/runs", "", offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
+	html_end(rq);
+	PQclear(r);
+	PQclear(cnt);
+}
+
+static const char *const metric_label[SORT_N] = { "Total cost", "Streams", "Events", "Avg cost", "Excess cost" };
+static const char *const metric_col[SORT_N] = { "total_cost_ns", "streams", "events", "avg_cost_ns",
+						"excess_cost_ns" };
+
+/* The run's title line, parameters, downloads, deletion form and errors. */
+static void run_header(struct req *rq, const char *id, PGresult *run)
+{
+	html_rawf(rq, "<h1>Run #%s: ", id);
+	html_value(rq, model_col(run, 0, "app"));
+	html_raw(rq, " ");
+	status_cell(rq, run, 0);
+	html_raw(rq, "</h1><p class=\"params\">");
+	runs_run_params_summary(rq, model_col(run, 0, "params"));
+	html_raw(rq, "</p>");
+	if (strcmp(model_col(run, 0, "status"), "done") == 0)
+		pages_download_links(rq, req_printf(rq, "/api/v1/runs/%s/profile", id));
+	if (rq->role >= AUTH_ADMIN && strcmp(model_col(run, 0, "status"), "running") != 0) {
+		html_rawf(rq, "<form class=\"delete\" method=\"post\" action=\"/runs/%s/delete\">", id);
+		html_csrf_field(rq);
+		html_raw(rq, "<button type=\"submit\">Delete this run and its results</button></form>");
+	}
+	if (model_col(run, 0, "error")) {
+		html_raw(rq, "<p class=\"error\">");
+		html_text(rq, model_col(run, 0, "error"));
+		html_raw(rq, "</p>");
+	}
+	if (model_col(run, 0, "last_retry") && model_coln(run, 0, "attempts") > 1) {
+		html_rawf(rq, "<p class=\"hint\">Attempt %lld of %d; the previous one ended: ",
+			  (long long)model_coln(run, 0, "attempts"), MINER_MAX_ATTEMPTS);
+		html_text(rq, model_col(run, 0, "last_retry"));
+		html_raw(rq, "</p>");
+	}
+}
+
+/* "The run": its counts, the threshold C of each kind, its time. baseline: it was measured against one. */
+static void run_counts(struct req *rq, const char *id, PGresult *run, bool baseline)
+{
+	html_raw(rq, "<h2>The run</h2>");
+	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
+	count_of(rq, model_col(run, 0, "counts"), "streams");
+	if (baseline) {
+		html_raw(rq, "</dd><dt title=\"normal units the clusters were measured in\">Baseline streams</dt><dd>");
+		count_of(rq, model_col(run, 0, "counts"), "baseline_streams");
+	}
+	html_raw(rq, "</dd><dt>AOI events</dt><dd>");
+	count_of(rq, model_col(run, 0, "counts"), "aoi_events");
+	html_raw(rq, "</dd><dt>Distinct stacks</dt><dd>");
+	count_of(rq, model_col(run, 0, "counts"), "distinct_stacks");
+	html_raw(rq, "</dd><dt>Patterns</dt><dd>");
+	count_of(rq, model_col(run, 0, "counts"), "patterns");
+	html_raw(rq, "</dd><dt>Clusters</dt><dd>");
+	count_of(rq, model_col(run, 0, "counts"), "clusters");
+	html_raw(rq, "</dd>");
+	{
+		/* the threshold C each kind was mined with */
+		json_object *cts = json_tokener_parse(model_col(run, 0, "counts") ? model_col(run, 0, "counts") : "{}"), *v;
+		static const char *const keys[2][2] = { { "threshold_run_ns", "C, run" }, { "threshold_wait_ns", "C, wait" } };
+		for (int i = 0; cts && i < 2; i++)
+			if (json_object_object_get_ex(cts, keys[i][0], &v)) {
+				html_rawf(rq, "<dt>%s</dt><dd>", keys[i][1]);
+				html_cost(rq, json_object_get_int64(v));
+				html_raw(rq, "</dd>");
+			}
+		json_object_put(cts);
+	}
+	html_raw(rq, "<dt>Total time</dt><dd>");
+	{
+		json_object *t = json_tokener_parse(model_col(run, 0, "timings_ms") ? model_col(run, 0, "timings_ms") : "{}"), *v;
+		if (t && json_object_object_get_ex(t, "total", &v))
+			html_rawf(rq, "%.2f s", (double)json_object_get_int64(v) / 1000);
+		else
+			html_raw(rq, "–");
+		json_object_put(t);
+	}
+	html_rawf(rq, "</dd></dl><p><a href=\"/signatures?run=%s\">Coverage and triage of the signatures over this "
+		      "run</a></p>", id);
+}
+
+/* The kind tabs and the frame filter, keeping the order s. */
+static void run_filter(struct req *rq, int s, const char *kind, const char *q)
+{
+	html_raw(rq, "<form class=\"filter\" method=\"get\"><nav class=\"tabs\">");
+	{
+		static const char *const kinds[] = { "all", "run", "wait" };
+		for (int i = 0; i < 3; i++) {
+			bool on = (i == 0 && !kind) || (kind && strcmp(kind, kinds[i]) == 0);
+			html_rawf(rq, "<a%s href=\"?", on ? " class=\"on\" aria-current=\"page\"" : "");
+			html_text(rq, pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort",
+						 model_sort_name((enum model_sort)s)), "kind", i ? kinds[i] : NULL), "q", q) + 1);
+			html_rawf(rq, "\">%s</a>", i == 0 ? "All" : i == 1 ? "Run (CPU)" : "Wait");
+		}
+	}
+	html_raw(rq, "</nav><input type=\"hidden\" name=\"sort\" value=\"");
+	html_text(rq, model_sort_name((enum model_sort)s));
+	html_raw(rq, "\">");
+	if (kind) {
+		html_raw(rq, "<input type=\"hidden\" name=\"kind\" value=\"");
+		html_text(rq, kind);
+		html_raw(rq, "\">");
+	}
+	html_raw(rq, "<label>Frame contains <input type=\"search\" name=\"q\" value=\"");
+	html_text(rq, q);
+	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form>");
+}
+
+/* Row i of the clusters' table: its metrics nm with bars against max, its title. */
+static void cluster_row(struct req *rq, PGresult *cl, int i, int nm, const double *max, long offset)
+{
+	long long cid = (long long)model_coln(cl, i, "cluster_id");
+
+	html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
+		  "<td>%s</td>", cid, offset + i + 1, (long long)model_coln(cl, i, "rank"),
+		  model_col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
+	for (int m = 0; m < nm; m++) {
+		int64_t v = model_coln(cl, i, metric_col[m]);
+		html_raw(rq, "<td class=\"n metric\">");
+		if (m == SORT_EXCESS_COST) {
+			/* with its 95 % interval, when there is one */
+			html_cost(rq, v);
+			if (model_col(cl, i, "excess_lo_ns")) {
+				html_raw(rq, " <span class=\"ci\" title=\"95 % bootstrap interval\">[");
+				html_cost(rq, model_coln(cl, i, "excess_lo_ns"));
+				html_raw(rq, ", ");
+				html_cost(rq, model_coln(cl, i, "excess_hi_ns"));
+				html_raw(rq, "]</span>");
+			}
+		} else if (m == 0 || m == 3) {
+			html_cost(rq, v);
+			if (m == 0 && model_coln(cl, i, "est_cost_ns") != v)
+				pages_est_cost_note(rq, model_coln(cl, i, "est_cost_ns"));
+		} else {
+			html_rawf(rq, "%lld", (long long)v);
+		}
+		html_bar(rq, v > 0 ? (double)v : 0, max[m], 60);
+		html_raw(rq, "</td>");
+	}
+	html_rawf(rq, "<td><a class=\"common\" href=\"/clusters/%lld\">", cid);
+	/* its title (the frames that tell it apart); a run mined before titles: the innermost frames */
+	if (model_col(cl, i, "title"))
+		pages_title_frames(rq, model_col(cl, i, "title"));
+	else
+		pages_frame_ids_compact(rq, model_col(cl, i, "common"), 3);
+	html_raw(rq, "</a></td></tr>");
+}
+
+/* The clusters' table, ordered by metric s (nm metrics shown), with links that keep kind and q. */
+static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const char *kind, const char *q, long offset)
+{
+	double max[SORT_N] = { 0 };
+
+	for (int i = 0; i < PQntuples(cl); i++)
+		for (int m = 0; m < nm; m++)
+			if ((double)model_coln(cl, i, metric_col[m]) > max[m])
+				max[m] = (double)model_coln(cl, i, metric_col[m]);
+	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th class=\"n\">#</th>"
+		     "<th class=\"n\" title=\"rank within its kind under this metric\">Rank</th><th>Kind</th>");
+	for (int m = 0; m < nm; m++) {
+		html_rawf(rq, "<th class=\"n\"%s><a href=\"?", m == s ? " aria-sort=\"descending\"" : "");
+		html_text(rq, pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)m)),
+							"kind", kind), "q", q) + 1);
+		html_rawf(rq, "\" data-sort=\"%s\">%s%s</a></th>", model_sort_name((enum model_sort)m), metric_label[m],
+			  m == s ? " ▼" : "");
+	}
+	html_raw(rq, "<th>Title (the frames that tell it apart)</th></tr></thead><tbody>");
+	for (int i = 0; i < PQntuples(cl); i++)
+		cluster_row(rq, cl, i, nm, max, offset);
+	if (PQntuples(cl) == 0)
+		html_rawf(rq, "<tr><td colspan=\"%d\" class=\"empty\">No clusters (yet).</td></tr>", nm + 4);
+	html_raw(rq, "</tbody></table>");
+}
+
+void runs_page_run(struct req *rq)
+{
+	const char *id = rq->arg;
+	char err[512];
+	PGresult *run, *cl = NULL, *cnt = NULL;
+	const char *sort = req_query(rq, "sort"), *kind = req_query(rq, "kind"), *q = req_query(rq, "q");
+	const char *k = NULL, *keep;
+	long offset = pages_offset(rq);
+	int s = sort ? model_sort_parse(sort) : -1, nm = SORT_N - 1;
+	if (kind && strcmp(kind, "run") == 0)
+		k = "r";
+	else if (kind && strcmp(kind, "wait") == 0)
+		k = "w";
+	else
+		kind = NULL;
+	if (q && (!*q || strlen(q) > 1024))
+		q = NULL;
+	run = model_run(rq->db, id, err, sizeof(err));
+	if (!run) {
+		html_error(rq, 500, err);
+		return;
+	}
+	if (PQntuples(run) == 0) {
+		PQclear(run);
+		html_error(rq, 404, "No such run.");
+		return;
+	}
+	/* measured against a baseline: the excess cost, the default order */
+	if (model_run_count(run, "baseline_streams") > 0)
+		nm = SORT_N;
+	if (s < 0 || s >= nm)
+		s = nm == SORT_N ? SORT_EXCESS_COST : SORT_TOTAL_COST;
+	cl = model_clusters(rq->db, id, (enum model_sort)s, k, q, PAGES_ROWS, offset, err, sizeof(err));
+	cnt = cl ? model_clusters_count(rq->db, id, k, q, err, sizeof(err)) : NULL;
+	if (!cl || !cnt) {
+		PQclear(run);
+		PQclear(cl);
+		html_error(rq, 500, err);
+		return;
+	}
+	html_begin(rq, req_printf(rq, "Run %s", id));
+	run_header(rq, id, run);
+	problems_section(rq, id, run);
+	run_counts(rq, id, run, nm == SORT_N);
+	/* kind tabs, filter, the table */
+	keep = pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)s)),
+					 "kind", kind), "q", q);
+	run_filter(rq, s, kind, q);
+	cluster_table(rq, cl, s, nm, kind, q, offset);
+	pages_pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)model_coln(cnt, 0, "total"));
+	html_end(rq);
+	PQclear(run);
+	PQclear(cl);
+	PQclear(cnt);
+}
+
+void runs_post_run_delete(struct req *rq)
+{
+	char err[512];
+	int rc;
+
+	if (!req_may_write(rq, false))
+		return;
+	if ((rc = delete_checked(rq, err, sizeof(err))) != 0) {
+		html_error(rq, rc, rc == 403 ? "Deleting a run needs an admin token." : err);
+		return;
+	}
+	html_redirect(rq, "/runs");
+}
