@@ -49,7 +49,7 @@ CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
 GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c)
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \
-	rt.c clock.c log.c slots.c settings.c fork.c gtab.c handoff.c \
+	rt.c clock.c log.c slots.c pushed.c fork.c gtab.c handoff.c \
 	train.c report.c lazy.c starve.c)
 # what libsmguard.so takes from the rest of the tree
 GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c imap.c intern.c json.c jsonw.c log.c sha256.c util.c vec.c wire.c) \

@@ -6,7 +6,7 @@
  *   runtime.h   start-up and exit (runtime.c), fork (fork.c): wires the rest
  *   threads.h   the agent's own threads: watchdog and shipping (threads.c),
  *               trace streams and the server (report.c), settings the server
- *               pushes (settings.c)
+ *               pushes (pushed.c)
  *   hot.h       this header: the wrappers (interpose.c), their bookkeeping
  *               (unit.c, train.c, gtab.c), signals and samples (signals.c,
  *               sampler.c), per-thread slots and descriptors (slots.c), the

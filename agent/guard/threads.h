@@ -2,7 +2,7 @@
  * threads: the agent's middle layer (hot.h draws the layers), what runs on
  * its own threads: the watchdog and the shipping thread (threads.c), the
  * trace streams they build and ship (report.c), and the settings the server
- * pushes in its answers (settings.c). All [agent] in hot.h's terms: every
+ * pushes in its answers (pushed.c). All [agent] in hot.h's terms: every
  * signal blocked, a descriptor table of their own; they may block, allocate
  * and do I/O, and call the layer below.
  */
@@ -38,14 +38,14 @@ void guard_report_self(void);
 void guard_report_exit(int upload);
 /* The shipping thread ends: its connections and spool (in its own descriptor table) go with it. */
 void guard_report_thread_end(void);
-/* ---- settings.c ---- */
+/* ---- pushed.c ---- */
 /* Applies the settings in a report's answer ({"ok": true, "settings": {...}}, docs/fleet.md);
  * a setting absent is the one the process started with. Shipping thread only. */
 void guard_apply_settings(const char *answer, size_t len);
 /* Training: what this process learnt, uploaded to the server (POST /api/v1/profiles). Shipping thread only. */
 void guard_profile_upload(void);
 /* Guarding: the fleet's profile of this build fetched and, when it has the same loops, guarded with
- * from now on (settings.c's guard_profile_swap). Shipping thread only. */
+ * from now on (pushed.c's guard_profile_swap). Shipping thread only. */
 void guard_profile_refresh(void);
 /* Takes a profile text as the one to guard with (same build, same loops), keeping the current k. */
 void guard_profile_swap(const char *text, size_t len);

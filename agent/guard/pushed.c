@@ -1,34 +1,36 @@
 /*
- * settings: what the server pushes in its answers (guard.md "Settings from
+ * pushed: the settings the server pushes in its answers (guard.md "Settings from
  * the server"): guarding on or off, k, the minimum wait, the report limit,
  * the sampling rate, and the fleet's profile. The shipping thread applies
- * them over what the process started with; a value out of its range is
- * ignored, never clamped into something the operator did not ask for.
+ * them over what the process started with; a value out of its range (the
+ * table in guardcore/settings.h, which sm-web checks with too) is ignored,
+ * never clamped into something the operator did not ask for.
  */
 #include "agent/guard/hot.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/threads.h"
 #include "common/sha256.h"
+#include "guardcore/settings.h"
 
 #include <json-c/json.h>
-#include <math.h>
 #include <string.h>
 
 /* ---- settings pushed by the server ---- */
 
 #define MAX_TAB_SWAPS 32   /* guard tables replaced for a new k; each old one is kept (threads may read it) */
 
-/* The number named in settings, or def when absent or not a number. */
-static double setting(json_object *s, const char *name, double min, double max, double def)
+/* The pushed value of setting id (guardcore/settings.h: its name and limits), or def when absent, not
+ * a number or outside them. */
+static double setting(json_object *s, enum guard_setting_id id, double def)
 {
 	json_object *v;
 	double d;
 
-	if (!json_object_object_get_ex(s, name, &v) ||
+	if (!json_object_object_get_ex(s, guard_settings[id].name, &v) ||
 	    !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
 		return def;
 	d = json_object_get_double(v);
-	return isfinite(d) && d >= min && d <= max ? d : def;
+	return guard_setting_valid(id, d) ? d : def;
 }
 
 /* The thresholds again with another k: the same loops and contexts, so the table is swapped whole. */
@@ -134,21 +136,21 @@ void guard_apply_settings(const char *answer, size_t len)
 		json_object_put(o);
 		return;   /* an older server: nothing pushed */
 	}
-	muted = json_object_object_get_ex(s, "guard", &v) && json_object_is_type(v, json_type_boolean) &&
+	muted = json_object_object_get_ex(s, guard_settings[GSET_GUARD].name, &v) && json_object_is_type(v, json_type_boolean) &&
 		!json_object_get_boolean(v);
 	if (atomic_exchange(&G.muted, muted) != muted)
 		guard_log(muted ? "guarding off (pushed by the server)" : "guarding on again", "%s", "");
-	min_wait = (int64_t)setting(s, "min_wait_us", 1, 60000000, (double)G.cfg0.min_wait_ns / 1000) * 1000;
+	min_wait = (int64_t)setting(s, GSET_MIN_WAIT_US, (double)G.cfg0.min_wait_ns / 1000) * 1000;
 	if (min_wait != G.cfg.min_wait_ns) {
 		G.cfg.min_wait_ns = min_wait;   /* read by every wrapped call: one aligned store */
 		guard_log("new minimum wait", "min_wait_us=%lld", (long long)(min_wait / 1000));
 	}
-	rpm = (int)setting(s, "reports_per_min", 0, 100000, G.cfg0.reports_per_min);
+	rpm = (int)setting(s, GSET_REPORTS_PER_MIN, G.cfg0.reports_per_min);
 	if (rpm != G.cfg.reports_per_min) {
 		guard_budget_set(rpm);
 		guard_log("new report limit", "reports_per_min=%d", rpm);
 	}
-	hz = (int)setting(s, "sample_hz", 1, 10000, G.cfg0.sample_hz);
+	hz = (int)setting(s, GSET_SAMPLE_HZ, G.cfg0.sample_hz);
 	if (G.cfg0.sample_hz > 0 && hz != G.cfg.sample_hz) {
 		/* timers armed from now on take it */
 		G.cfg.sample_hz = hz;
@@ -156,6 +158,6 @@ void guard_apply_settings(const char *answer, size_t len)
 		guard_log("new sampling rate", "sample_hz=%d", hz);
 	}
 	if (G.mode == GUARD_MODE_GUARD)
-		set_k(setting(s, "k", 0, 1000, G.k0));
+		set_k(setting(s, GSET_K, G.k0));
 	json_object_put(o);
 }
