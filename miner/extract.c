@@ -21,7 +21,7 @@
 #define CHUNK_EVENTS (512 * 1024)
 
 struct aoi_job {
-	struct run *run;
+	struct runstate *run;
 	int t;
 	char err[512];
 	enum aoi_mode mode;
@@ -53,7 +53,7 @@ static int cmp_event(const void *a, const void *b)
 static void *aoi_thread(void *arg)
 {
 	struct aoi_job *job = arg;
-	struct run *run = job->run;
+	struct runstate *run = job->run;
 	const struct stream_events *se = run->chunk.data;
 	const struct wire_event *ev = run->events.data;
 
@@ -120,7 +120,7 @@ static void run_aoi_job(void *ctx, int t)
 	aoi_thread(&((struct aoi_job *)ctx)[t]);
 }
 
-static int process_chunk(struct run *run, enum aoi_mode mode)
+static int process_chunk(struct runstate *run, enum aoi_mode mode)
 {
 	struct aoi_job jobs[PAR_MAX_THREADS];
 	int rc = 0;
@@ -169,7 +169,7 @@ out:
 
 /* Where a read of events stands: the stream being read (index into refs) and the end. */
 struct reader {
-	struct run *run;
+	struct runstate *run;
 	size_t cur, end;
 	bool have;
 };
@@ -179,7 +179,7 @@ struct reader {
 static int take_event(void *arg, int64_t ref, const struct wire_event *e)
 {
 	struct reader *rd = arg;
-	struct run *run = rd->run;
+	struct runstate *run = rd->run;
 	struct miner *m = run->m;
 	struct wire_event *dst;
 
@@ -213,7 +213,7 @@ static int take_event(void *arg, int64_t ref, const struct wire_event *e)
 
 /* The events through a binary COPY on the worker's connection, joined with the selection's
  * temporary table (all of sm_sel, or the part in sm_part). */
-static int read_events_copy(struct run *run, struct reader *rd, bool part)
+static int read_events_copy(struct runstate *run, struct reader *rd, bool part)
 {
 	const char *sql;
 
@@ -235,7 +235,7 @@ static int read_events_copy(struct run *run, struct reader *rd, bool part)
 /* From the standby of --db-read once it has caught up, else (none given, unreachable, behind, or
  * failing in the middle) from the worker's own connection, the standby's part of the work undone
  * first. */
-int extract_read(struct run *run, size_t first, size_t end, bool part)
+int extract_read(struct runstate *run, size_t first, size_t end, bool part)
 {
 	struct miner *m = run->m;
 	struct reader rd = { run, first, end, false };

@@ -11,11 +11,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct run;
+struct runstate;
 
 /* The streams run->refs[first .. end): all of the temporary table sm_sel, or (part) the part in
  * sm_part, which the COPY joins. Their events counted in run->nread, their AOI in the entries and
  * the progress. 0, or -1 with the error on the run's miner. */
-int extract_read(struct run *run, size_t first, size_t end, bool part);
+int extract_read(struct runstate *run, size_t first, size_t end, bool part);
 
 #endif

@@ -17,7 +17,7 @@
 
 /* The part's streams into the temporary table sm_part that extract_read() joins (analyzed: the
  * planner must see a part's few streams to read them through the index). */
-static int part_fill(struct run *run, const struct parts_claim *c)
+static int part_fill(struct runstate *run, const struct parts_claim *c)
 {
 	struct miner *m = run->m;
 	char idbuf[24], part[24];
@@ -47,7 +47,7 @@ static int cmp_ref(const void *a, const void *b)
 
 /* Where another worker's part goes: its streams are refs[first .. end). */
 struct merge {
-	struct run *run;
+	struct runstate *run;
 	int part;
 	size_t first, end;
 };
@@ -55,7 +55,7 @@ struct merge {
 static int merge_entry(void *arg, const struct parts_entry *pe)
 {
 	struct merge *mg = arg;
-	struct run *run = mg->run;
+	struct runstate *run = mg->run;
 	const int64_t *at = bsearch(&pe->stream_ref, run->refs + mg->first, mg->end - mg->first, sizeof(int64_t),
 				    cmp_ref);
 	struct entry *dst;
@@ -76,7 +76,7 @@ static int merge_entry(void *arg, const struct parts_entry *pe)
 }
 
 /* Adds another worker's part to the run's entries. */
-static int part_merge(struct run *run, int part, size_t per)
+static int part_merge(struct runstate *run, int part, size_t per)
 {
 	struct merge mg = { run, part, (size_t)part * per, 0 };
 	int64_t events, aoi_events;
@@ -94,7 +94,7 @@ static int part_merge(struct run *run, int part, size_t per)
 
 /* This worker takes its run's parts like any other and keeps their entries, waits for the parts
  * others have, then merges theirs. A part another worker took over from this one is dropped here. */
-int partrun_coordinate(struct run *run, size_t per)
+int partrun_coordinate(struct runstate *run, size_t per)
 {
 	struct miner *m = run->m;
 	int *done = NULL, nparts, ndone, rc = -1, own = 0;
@@ -165,7 +165,7 @@ out:
 
 int partrun_execute(struct miner *m, const struct parts_claim *c)
 {
-	struct run run;
+	struct runstate run;
 	struct beat *bt = NULL;
 	struct buf b = BUF_INIT(PARTS_MAX_BYTES);
 	int64_t t0 = util_now_mono_ns();

@@ -12,13 +12,13 @@
 
 struct miner;
 struct parts_claim;
-struct run;
+struct runstate;
 
 /* The coordinator's side: run's selected streams cut into parts of per streams, extracted here
  * and by other workers, every part's entries in the run's at the end (run->split set once the
  * parts are queued: the caller drops them when the run ends). 0, or -1 with the error on the
  * run's miner. */
-int partrun_coordinate(struct run *run, size_t per);
+int partrun_coordinate(struct runstate *run, size_t per);
 
 /* Another worker's part c, taken by parts_claim(): its streams' AOI extracted and stored packed,
  * under a heartbeat of its own. 0, 1 when the part is no longer this worker's (parts_done()), or

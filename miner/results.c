@@ -52,7 +52,7 @@ static int copy_end(struct miner *m)
 	return rc;
 }
 
-int results_store(struct run *run, const struct stackinfo *si, const struct vec *patterns,
+int results_store(struct runstate *run, const struct stackinfo *si, const struct vec *patterns,
 		  const struct buf *clusters, const struct buf *problems, const char *counts, int64_t t_run,
 		  int64_t t_store)
 {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 struct buf;
-struct run;
+struct runstate;
 struct stackinfo;
 struct vec;
 
@@ -19,7 +19,7 @@ struct vec;
  * clusters and problems (COPY rows of runclust_build()), counts (a JSON object); its timings from
  * the run's and t_run, the run's start, and t_store, the store's (util_now_mono_ns()). 0, or -1
  * with the error on the run's miner, nothing written. */
-int results_store(struct run *run, const struct stackinfo *si, const struct vec *patterns,
+int results_store(struct runstate *run, const struct stackinfo *si, const struct vec *patterns,
 		  const struct buf *clusters, const struct buf *problems, const char *counts, int64_t t_run,
 		  int64_t t_store);
 

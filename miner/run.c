@@ -47,7 +47,7 @@ struct cstack {
 
 /* ---- phase 1: select streams ---- */
 
-static int select_streams(struct run *run)
+static int select_streams(struct runstate *run)
 {
 	struct miner *m = run->m;
 	const struct run_params *p = run->p;
@@ -90,7 +90,7 @@ static int select_streams(struct run *run)
 /* ---- phase 2: read events, extract the AOI (extract.h), in parts (partrun.h) ---- */
 
 /* Phase 2: in one piece, or in parts when the run has more streams than a part. */
-static int extract(struct run *run)
+static int extract(struct runstate *run)
 {
 	size_t per = miner_options(run->m)->part_streams;
 
@@ -113,7 +113,7 @@ static int cmp_entry(const void *a, const void *b)
 }
 
 /* Frames of every distinct stack in the entries: si filled, keep by the filters flt. */
-static int load_stacks(struct run *run, struct stackinfo *si, const struct aoi_filter *flt)
+static int load_stacks(struct runstate *run, struct stackinfo *si, const struct aoi_filter *flt)
 {
 	struct miner *m = run->m;
 	struct buf ids = BUF_INIT(0);
@@ -245,7 +245,7 @@ out:
 /* ---- phase 4: mining ---- */
 
 struct mine_ctx {
-	struct run *run;
+	struct runstate *run;
 	uint8_t kind;
 	const struct cstack *cs;
 	const struct entry *en;
@@ -305,7 +305,7 @@ static int cmp_pattern(const void *a, const void *b)
 	return x->len < y->len ? -1 : x->len > y->len;
 }
 
-static int mine_kind(struct run *run, const struct stackinfo *si, uint8_t kind, struct vec *patterns,
+static int mine_kind(struct runstate *run, const struct stackinfo *si, uint8_t kind, struct vec *patterns,
 		     uint64_t *minsup_out)
 {
 	struct miner *m = run->m;
@@ -421,7 +421,7 @@ struct clust_in {
 };
 
 /* The patterns' ids, in the order they are stored (and ranked). */
-static int reserve_pattern_ids(struct run *run, struct vec *patterns)
+static int reserve_pattern_ids(struct runstate *run, struct vec *patterns)
 {
 	struct miner *m = run->m;
 	struct pattern *pt = patterns->data;
@@ -440,7 +440,7 @@ static int reserve_pattern_ids(struct run *run, struct vec *patterns)
 	return 0;
 }
 
-static int clust_alloc(struct run *run, const struct vec *patterns, struct clust_in *ci)
+static int clust_alloc(struct runstate *run, const struct vec *patterns, struct clust_in *ci)
 {
 	const struct pattern *pt = patterns->data;
 	size_t npst = 0;
@@ -461,7 +461,7 @@ static int clust_alloc(struct run *run, const struct vec *patterns, struct clust
 
 /* The violating streams' collapsed stacks of the kinds mined: entries come by (kind, stack,
  * stream). */
-static int collect_stacks(struct run *run, const struct stackinfo *si, struct clust_in *ci)
+static int collect_stacks(struct runstate *run, const struct stackinfo *si, struct clust_in *ci)
 {
 	const struct entry *en = run->entries.data;
 
@@ -490,7 +490,7 @@ static int collect_stacks(struct run *run, const struct stackinfo *si, struct cl
 }
 
 /* The baseline's, sorted the same way: each (kind, stack) once, its streams following. */
-static void collect_baseline(struct run *run, const struct stackinfo *si, struct clust_in *ci)
+static void collect_baseline(struct runstate *run, const struct stackinfo *si, struct clust_in *ci)
 {
 	for (size_t i = 0; i < run->bentries.len; i++) {
 		const struct entry *b = (const struct entry *)run->bentries.data + i;
@@ -513,7 +513,7 @@ static void collect_baseline(struct run *run, const struct stackinfo *si, struct
 }
 
 /* Each pattern with the collapsed stacks that support it, and its estimated cost. */
-static void link_patterns(struct run *run, struct vec *patterns, struct clust_in *ci)
+static void link_patterns(struct runstate *run, struct vec *patterns, struct clust_in *ci)
 {
 	struct pattern *pt = patterns->data;
 	size_t npst = 0;
@@ -538,7 +538,7 @@ static void link_patterns(struct run *run, struct vec *patterns, struct clust_in
 }
 
 /* Which baseline stacks contain each pattern, and the run's streams for the bootstrap. */
-static int match_baseline(struct run *run, const struct vec *patterns, int threads, struct clust_in *ci)
+static int match_baseline(struct runstate *run, const struct vec *patterns, int threads, struct clust_in *ci)
 {
 	const struct pattern *pt = patterns->data;
 	struct excess_streams es = { run->nstreams, run->base, run->utype, run->nutypes };
@@ -560,7 +560,7 @@ static int match_baseline(struct run *run, const struct vec *patterns, int threa
 
 /* The clusterer's run: the frames' names and statistics, current (what ingest appended since its
  * last fold too), then the COPY rows of the clusters and problems. */
-static int build_clusters(struct run *run, const struct clust_in *ci, size_t npatterns,
+static int build_clusters(struct runstate *run, const struct clust_in *ci, size_t npatterns,
 			  const struct runclust_opts *co, struct buf *rows, size_t *nclusters, struct buf *prows,
 			  size_t *nproblems)
 {
@@ -612,7 +612,7 @@ static void clust_release(struct clust_in *ci)
  * collapsed stacks (of the kinds mined) and patterns, and gets back the COPY rows of the clusters
  * and of the problems they make.
  */
-static int cluster_run(struct run *run, const struct stackinfo *si, struct vec *patterns, struct buf *rows,
+static int cluster_run(struct runstate *run, const struct stackinfo *si, struct vec *patterns, struct buf *rows,
 		       size_t *nclusters, struct buf *prows, size_t *nproblems)
 {
 	struct runclust_opts co;
@@ -665,7 +665,7 @@ struct tally {
 
 /* Phase 3: the entries sorted by (kind, stack, stream), their stacks' frames loaded and filtered
  * by flt; the AOI events and distinct stacks kept counted. */
-static int collapse(struct run *run, struct stackinfo *si, const struct aoi_filter *flt, struct tally *ty)
+static int collapse(struct runstate *run, struct stackinfo *si, const struct aoi_filter *flt, struct tally *ty)
 {
 	if (run->entries.len)
 		qsort(run->entries.data, run->entries.len, sizeof(struct entry), cmp_entry);
@@ -690,7 +690,7 @@ static int collapse(struct run *run, struct stackinfo *si, const struct aoi_filt
 }
 
 /* Phase 4: the kinds asked for mined, wait first, the patterns in their stored order. */
-static int mine(struct run *run, const struct stackinfo *si, struct vec *patterns, struct tally *ty)
+static int mine(struct runstate *run, const struct stackinfo *si, struct vec *patterns, struct tally *ty)
 {
 	if ((run->p->kinds & RUN_KINDS_WAIT) && mine_kind(run, si, WIRE_WAIT, patterns, &ty->minsup_w) < 0)
 		return -1;
@@ -702,7 +702,7 @@ static int mine(struct run *run, const struct stackinfo *si, struct vec *pattern
 }
 
 /* The run's counts as a JSON object into counts (size bytes). */
-static int counts_json(const struct run *run, const struct tally *ty, size_t npatterns, char *counts, size_t size)
+static int counts_json(const struct runstate *run, const struct tally *ty, size_t npatterns, char *counts, size_t size)
 {
 	struct buf cb = BUF_INIT(size - 1);
 	struct jsonw w;
@@ -729,7 +729,7 @@ static int counts_json(const struct run *run, const struct tally *ty, size_t npa
 }
 
 /* The phases of a set-up run in order, each timed, the progress told; t0 is the run's start. */
-static int run_phases(struct run *run, struct stackinfo *si, const struct aoi_filter *flt, int64_t t0)
+static int run_phases(struct runstate *run, struct stackinfo *si, const struct aoi_filter *flt, int64_t t0)
 {
 	struct miner *m = run->m;
 	struct vec patterns = VEC_INIT(struct pattern);
@@ -821,7 +821,7 @@ static int run_failed(struct miner *m, int64_t run_id)
 
 int miner_execute(struct miner *m, int64_t run_id, const struct run_params *p)
 {
-	struct run run;
+	struct runstate run;
 	struct beat *bt = NULL;
 	struct stackinfo si;
 	struct aoi_filter *flt = NULL;

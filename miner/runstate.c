@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int runstate_init(struct run *run, struct miner *m, int64_t id, const struct run_params *p, const char *aoi,
+int runstate_init(struct runstate *run, struct miner *m, int64_t id, const struct run_params *p, const char *aoi,
 		  const char *phase)
 {
 	memset(run, 0, sizeof(*run));
@@ -34,7 +34,7 @@ int runstate_init(struct run *run, struct miner *m, int64_t id, const struct run
 	return 0;
 }
 
-void runstate_release(struct run *run)
+void runstate_release(struct runstate *run)
 {
 	for (int i = 0; run->aoi && i < run->threads; i++)
 		aoi_free(run->aoi[i]);
@@ -46,7 +46,7 @@ void runstate_release(struct run *run)
 	arena_free(run->arena);
 }
 
-int runstate_select(struct run *run, const char *sql)
+int runstate_select(struct runstate *run, const char *sql)
 {
 	struct miner *m = run->m;
 	struct intern *types;

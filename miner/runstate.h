@@ -51,7 +51,7 @@ struct stream_events {
 	size_t first, n;              /* range in the chunk's event vector */
 };
 
-struct run {
+struct runstate {
 	struct miner *m;
 	int64_t id;                   /* 0: a part of another worker's run */
 	const struct run_params *p;   /* NULL for such a part */
@@ -106,13 +106,13 @@ struct stackinfo {
 /* A run's state for run id (0: a part of another worker's run, p NULL) with AOI mode aoi, its
  * progress at phase; its workspaces allocated. 0, or -1 with the error on m; runstate_release()
  * either way. */
-int runstate_init(struct run *run, struct miner *m, int64_t id, const struct run_params *p, const char *aoi,
+int runstate_init(struct runstate *run, struct miner *m, int64_t id, const struct run_params *p, const char *aoi,
 		  const char *phase);
-void runstate_release(struct run *run);
+void runstate_release(struct runstate *run);
 
 /* The selected streams (sql gives id, symptom tid, start, end, baseline, unit type, weight by id)
  * into the run's refs, symptoms, baseline flags, unit types and weights (in its arena). 0, or -1
  * with the error on the run's miner. */
-int runstate_select(struct run *run, const char *sql);
+int runstate_select(struct runstate *run, const char *sql);
 
 #endif
