@@ -272,7 +272,7 @@ void guard_report_self(void)
 		report_self(sh, 0);   /* else the server is out of reach: the next report says it all */
 }
 
-static void profile_upload(struct shipper *sh)
+static void upload_profile(struct shipper *sh)
 {
 	struct buf prof = BUF_INIT((size_t)64 << 20), body = BUF_INIT((size_t)64 << 20);
 	struct jsonw w;
@@ -314,7 +314,7 @@ void guard_profile_upload(void)
 	struct shipper *sh = get_shipper(guard_now());
 
 	if (sh)
-		profile_upload(sh);
+		upload_profile(sh);
 }
 
 void guard_report_exit(int upload)
@@ -334,7 +334,7 @@ void guard_report_exit(int upload)
 	if (!sh)
 		return;
 	if (upload)
-		profile_upload(sh);
+		upload_profile(sh);
 	if (server_ok && G.cfg.report_ns > 0) {
 		int64_t left = (until - guard_now()) / 1000000;
 
