@@ -316,7 +316,6 @@ int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, s
 {
 	const char *params[1];
 	char msg[256];
-	PGresult *r;
 
 	*n = 0;
 	/* no tree: the document is read in place, and PostgreSQL's jsonb never sees a NUL */
@@ -327,20 +326,15 @@ int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, s
 	if (check_document(json, len, n, err, errlen) < 0)
 		return SIG_EINVAL;
 	params[0] = json;
-	r = PQexecParams(db,
+	if (db_command(db,
 		"INSERT INTO signatures (name, frames, status, note)"
 		" SELECT s->>'name', ARRAY(SELECT jsonb_array_elements_text(s->'frames')),"
 		"  coalesce(s->>'status', 'open'), coalesce(s->>'note', '')"
 		" FROM jsonb_array_elements($1::jsonb->'signatures') AS s"
 		" ON CONFLICT (name) DO UPDATE SET frames = EXCLUDED.frames, status = EXCLUDED.status,"
 		"  note = EXCLUDED.note, updated_at = now()",
-		1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, "importing signatures", PQresultErrorMessage(r));
-		PQclear(r);
+		1, params, "importing signatures", err, errlen) < 0)
 		return SIG_EFAIL;
-	}
-	PQclear(r);
 	return 0;
 }
 
