@@ -85,3 +85,44 @@ int cli_log_level(const struct cli *c, const char *opt, const char *val, enum lo
 	*out = (enum log_level)l;
 	return 0;
 }
+
+const char *cli_opt_name(const struct option *opts, int val)
+{
+	for (const struct option *o = opts; o->name; o++)
+		if (o->val == val)
+			return o->name;
+	return "?";
+}
+
+int cli_server_opt(const struct cli *c, const struct cli_server *s, int opt, const char *arg)
+{
+	uint64_t sz;
+
+	switch (opt) {
+	case 'h':
+		fputs(s->usage, stdout);
+		return 0;
+	case '?':
+		fputs(s->usage, stderr);
+		return 2;
+	case CLI_OPT_DB: *s->conninfo = arg; return CLI_TAKEN;
+	case CLI_OPT_LISTEN: *s->listen = arg; return CLI_TAKEN;
+	case CLI_OPT_PORT_FILE: *s->port_file = arg; return CLI_TAKEN;
+	case CLI_OPT_LOGLEVEL:
+		return cli_log_level(c, "log-level", arg, s->level) ? 2 : CLI_TAKEN;
+	case CLI_OPT_BODYRATE:
+		if (cli_size(c, "min-body-rate", arg, 0, (uint64_t)1 << 30, &sz))
+			return 2;
+		*s->min_body_rate = (int)sz;
+		return CLI_TAKEN;
+	default:
+		return CLI_OTHER;
+	}
+}
+
+int cli_no_operands(const struct cli *c, int argc, char **argv)
+{
+	if (optind < argc)
+		return cli_fail(c, "unexpected argument '%s'", argv[optind]);
+	return 0;
+}

@@ -1,9 +1,10 @@
-/* Unit tests of the shared modules: buf, jsonw, log (escaping), imap, vec, par, arena, intern, sha256, util, auth tokens,
+/* Unit tests of the shared modules: buf, cli (server options), jsonw, log (escaping), imap, vec, par, arena, intern, sha256, util, auth tokens,
  * idcache. */
 #include "common/arena.h"
 #include "common/auth.h"
 #include "common/budget.h"
 #include "common/buf.h"
+#include "common/cli.h"
 #include "common/imap.h"
 #include "common/intern.h"
 #include "common/json.h"
@@ -22,6 +23,47 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+
+/* cli_server_opt stores the options sm-ingest and sm-web share, and says which are not its own */
+static void test_cli(void)
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, CLI_OPT_DB },
+		{ "workers", required_argument, NULL, 256 },
+		{ "min-body-rate", required_argument, NULL, CLI_OPT_BODYRATE },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct cli cl = { "test_common", NULL };
+	const char *db = NULL, *listen = NULL, *port_file = NULL;
+	enum log_level level = LOG_INFO;
+	int rate = -1;
+	const struct cli_server so = { "(usage)\n", &db, &listen, &port_file, &level, &rate };
+	char *argv[] = { "prog", "extra", NULL };
+
+	CHECK_STR(cli_opt_name(opts, CLI_OPT_BODYRATE), "min-body-rate");
+	CHECK_STR(cli_opt_name(opts, 256), "workers");
+	CHECK_STR(cli_opt_name(opts, 'h'), "?");
+	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_DB, "dbname=x"), CLI_TAKEN);
+	CHECK_STR(db, "dbname=x");
+	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_LISTEN, "127.0.0.1:0"), CLI_TAKEN);
+	CHECK_STR(listen, "127.0.0.1:0");
+	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_PORT_FILE, "/tmp/p"), CLI_TAKEN);
+	CHECK_STR(port_file, "/tmp/p");
+	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_LOGLEVEL, "warn"), CLI_TAKEN);
+	CHECK_INT(level, LOG_WARN);
+	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_LOGLEVEL, "loud"), 2);
+	CHECK_INT(level, LOG_WARN);
+	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_BODYRATE, "2k"), CLI_TAKEN);
+	CHECK_INT(rate, 2048);
+	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_BODYRATE, "2G"), 2);
+	CHECK_INT(rate, 2048);
+	CHECK_INT(cli_server_opt(&cl, &so, 256, "4"), CLI_OTHER);
+	CHECK_INT(cli_server_opt(&cl, &so, '?', NULL), 2);
+	CHECK_INT(cli_server_opt(&cl, &so, 'h', NULL), 0);
+	optind = 1;
+	CHECK_INT(cli_no_operands(&cl, 1, argv), 0);
+	CHECK_INT(cli_no_operands(&cl, 2, argv), 2);
+}
 
 static void test_buf(void)
 {
@@ -791,6 +833,7 @@ static void test_log(void)
 int main(void)
 {
 	RUN(test_buf);
+	RUN(test_cli);
 	RUN(test_jsonw);
 	RUN(test_json_body);
 	RUN(test_imap);
