@@ -25,14 +25,21 @@ int cli_bad(const struct cli *c, const char *opt, const char *val, const char *w
 	return cli_fail(c, "--%s '%s': %s", opt, val, why);
 }
 
-int cli_int(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
+/* cli_int and cli_seconds: what tells the accepted numbers ("a whole number") */
+static int int_in(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out,
+		  const char *what)
 {
 	char why[96];
 
 	if (util_parse_i64(val, min, max, out) == 0)
 		return 0;
-	snprintf(why, sizeof(why), "must be a whole number from %" PRId64 " to %" PRId64, min, max);
+	snprintf(why, sizeof(why), "must be %s from %" PRId64 " to %" PRId64, what, min, max);
 	return cli_bad(c, opt, val, why);
+}
+
+int cli_int(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
+{
+	return int_in(c, opt, val, min, max, out, "a whole number");
 }
 
 /* 1024 -> "1k", 1 << 30 -> "1G", 1 << 40 -> "1024G": the largest unit that divides it, up to G */
@@ -68,12 +75,7 @@ int cli_size(const struct cli *c, const char *opt, const char *val, uint64_t min
 
 int cli_seconds(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
 {
-	char why[96];
-
-	if (util_parse_i64(val, min, max, out) == 0)
-		return 0;
-	snprintf(why, sizeof(why), "must be a number of seconds from %" PRId64 " to %" PRId64, min, max);
-	return cli_bad(c, opt, val, why);
+	return int_in(c, opt, val, min, max, out, "a number of seconds");
 }
 
 int cli_log_level(const struct cli *c, const char *opt, const char *val, enum log_level *out)
