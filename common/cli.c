@@ -96,7 +96,11 @@ const char *cli_opt_name(const struct option *opts, int val)
 	return "?";
 }
 
-int cli_server_opt(const struct cli *c, const struct cli_server *s, int opt, const char *arg)
+enum { TAKEN = -1, OTHER = -2 };
+
+/* TAKEN when opt is one of the shared ones (stored), OTHER when it is the program's own, else the
+ * status main returns */
+static int server_opt(const struct cli *c, const struct cli_server *s, int opt, const char *arg)
 {
 	uint64_t sz;
 
@@ -107,24 +111,38 @@ int cli_server_opt(const struct cli *c, const struct cli_server *s, int opt, con
 	case '?':
 		fputs(s->usage, stderr);
 		return 2;
-	case CLI_OPT_DB: *s->conninfo = arg; return CLI_TAKEN;
-	case CLI_OPT_LISTEN: *s->listen = arg; return CLI_TAKEN;
-	case CLI_OPT_PORT_FILE: *s->port_file = arg; return CLI_TAKEN;
+	case CLI_OPT_DB: *s->conninfo = arg; return TAKEN;
+	case CLI_OPT_LISTEN: *s->listen = arg; return TAKEN;
+	case CLI_OPT_PORT_FILE: *s->port_file = arg; return TAKEN;
 	case CLI_OPT_LOGLEVEL:
-		return cli_log_level(c, "log-level", arg, s->level) ? 2 : CLI_TAKEN;
+		return cli_log_level(c, "log-level", arg, s->level) ? 2 : TAKEN;
 	case CLI_OPT_BODYRATE:
 		if (cli_size(c, "min-body-rate", arg, 0, (uint64_t)1 << 30, &sz))
 			return 2;
 		*s->min_body_rate = (int)sz;
-		return CLI_TAKEN;
+		return TAKEN;
 	default:
-		return CLI_OTHER;
+		return OTHER;
 	}
 }
 
-int cli_no_operands(const struct cli *c, int argc, char **argv)
+int cli_server_getopt(const struct cli *c, const struct cli_server *s, int argc, char **argv,
+		      const struct option *opts, int *status)
 {
+	int o;
+
+	*status = -1;
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int rc = server_opt(c, s, o, optarg);
+
+		if (rc == OTHER)
+			return o;
+		if (rc != TAKEN) {
+			*status = rc;
+			return -1;
+		}
+	}
 	if (optind < argc)
-		return cli_fail(c, "unexpected argument '%s'", argv[optind]);
-	return 0;
+		*status = cli_fail(c, "unexpected argument '%s'", argv[optind]);
+	return -1;
 }

@@ -50,15 +50,13 @@ struct cli_server {
 	int *min_body_rate;
 };
 
-enum { CLI_TAKEN = -1, CLI_OTHER = -2 };
-
 /*
- * One option from getopt_long(): CLI_TAKEN when it was one of the shared ones and is stored,
- * CLI_OTHER when it is the program's own; else the status main returns: 0 after -h/--help, 2
- * after a usage error ('?' from getopt, or a bad value).
+ * getopt_long(argc, argv, "h", opts) for a server: returns the program's own options one by one
+ * (the shared ones it stores itself), then -1 with *status -1 when main goes on, else the status
+ * main returns: 0 after -h/--help (usage on standard output), 2 after a usage error (a bad value;
+ * an unknown option or a missing value: usage on standard error; an argument after the options).
  */
-int cli_server_opt(const struct cli *c, const struct cli_server *s, int opt, const char *arg);
-/* 0 when argv has nothing after the options (optind), else 2 after saying what is there. */
-int cli_no_operands(const struct cli *c, int argc, char **argv);
+int cli_server_getopt(const struct cli *c, const struct cli_server *s, int argc, char **argv,
+		      const struct option *opts, int *status);
 
 #endif

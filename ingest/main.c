@@ -90,18 +90,14 @@ int main(int argc, char **argv)
 	enum log_level level = LOG_INFO;
 	const struct cli_server so = { usage, &cfg.conninfo, &cfg.listen, &cfg.port_file, &level,
 				       &cfg.min_body_rate };
-	int o, rc;
+	int o, status;
 
 	server_config_default(&cfg);
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((o = cli_server_getopt(&cl, &so, argc, argv, opts, &status)) != -1) {
 		const char *name = cli_opt_name(opts, o);
 		int64_t v = 0;
 		uint64_t sz = 0;
 
-		if ((rc = cli_server_opt(&cl, &so, o, optarg)) == CLI_TAKEN)
-			continue;
-		if (rc != CLI_OTHER)
-			return rc;
 		switch (o) {
 		case OPT_MAXBODY: case OPT_MAXDEC: case OPT_MAXBUF:
 			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 40, &sz))
@@ -136,8 +132,8 @@ int main(int argc, char **argv)
 		case OPT_IDLETO: cfg.conn_timeout_s = (int)v; break;
 		}
 	}
-	if (cli_no_operands(&cl, argc, argv))
-		return 2;
+	if (status >= 0)
+		return status;
 	if (cfg.workers < 1 || cfg.workers > 256)
 		return cli_fail(&cl, "--workers: must be from 1 to 256");
 	if (cfg.max_connections > CONNS_MAX)

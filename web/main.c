@@ -92,18 +92,14 @@ int main(int argc, char **argv)
 	enum log_level level = LOG_INFO;
 	const struct cli_server so = { usage, &cfg.conninfo, &cfg.listen, &cfg.port_file, &level,
 				       &cfg.min_body_rate };
-	int o, rc;
+	int o, status;
 
 	web_config_default(&cfg);
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((o = cli_server_getopt(&cl, &so, argc, argv, opts, &status)) != -1) {
 		const char *name = cli_opt_name(opts, o);
 		int64_t v = 0;
 		uint64_t sz = 0;
 
-		if ((rc = cli_server_opt(&cl, &so, o, optarg)) == CLI_TAKEN)
-			continue;
-		if (rc != CLI_OTHER)
-			return rc;
 		switch (o) {
 		case OPT_DB_READ: cfg.conninfo_read = optarg; continue;
 		case OPT_ANON: cfg.anonymous_read = true; continue;
@@ -179,8 +175,8 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	if (cli_no_operands(&cl, argc, argv))
-		return 2;
+	if (status >= 0)
+		return status;
 	log_init("web", level);
 	return web_run(&cfg) == 0 ? 0 : 1;
 }

@@ -24,45 +24,64 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* cli_server_opt stores the options sm-ingest and sm-web share, and says which are not its own */
+/* cli_server_getopt stores the options sm-ingest and sm-web share and hands back the others */
 static void test_cli(void)
 {
 	static const struct option opts[] = {
 		{ "db", required_argument, NULL, CLI_OPT_DB },
+		{ "listen", required_argument, NULL, CLI_OPT_LISTEN },
+		{ "port-file", required_argument, NULL, CLI_OPT_PORT_FILE },
+		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "workers", required_argument, NULL, 256 },
 		{ "min-body-rate", required_argument, NULL, CLI_OPT_BODYRATE },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct cli cl = { "test_common", NULL };
 	const char *db = NULL, *listen = NULL, *port_file = NULL;
 	enum log_level level = LOG_INFO;
-	int rate = -1;
+	int rate = -1, status = 99;
 	const struct cli_server so = { "(usage)\n", &db, &listen, &port_file, &level, &rate };
-	char *argv[] = { "prog", "extra", NULL };
+	char *ok[] = { "prog", "--db", "dbname=x", "--workers=4", "--listen=127.0.0.1:0", "--port-file", "/tmp/p",
+		       "--log-level=warn", "--min-body-rate=2k", NULL };
+	char *extra[] = { "prog", "--db=y", "extra", NULL };
+	char *bad_level[] = { "prog", "--log-level=loud", NULL };
+	char *bad_rate[] = { "prog", "--min-body-rate=2G", NULL };
+	char *unknown[] = { "prog", "--bogus", NULL };
+	char *help[] = { "prog", "-h", NULL };
 
 	CHECK_STR(cli_opt_name(opts, CLI_OPT_BODYRATE), "min-body-rate");
 	CHECK_STR(cli_opt_name(opts, 256), "workers");
-	CHECK_STR(cli_opt_name(opts, 'h'), "?");
-	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_DB, "dbname=x"), CLI_TAKEN);
+	CHECK_STR(cli_opt_name(opts, '?'), "?");
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 9, ok, opts, &status), 256);
+	CHECK_STR(optarg, "4");
+	CHECK_INT(status, -1);
+	CHECK_INT(cli_server_getopt(&cl, &so, 9, ok, opts, &status), -1);
+	CHECK_INT(status, -1);
 	CHECK_STR(db, "dbname=x");
-	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_LISTEN, "127.0.0.1:0"), CLI_TAKEN);
 	CHECK_STR(listen, "127.0.0.1:0");
-	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_PORT_FILE, "/tmp/p"), CLI_TAKEN);
 	CHECK_STR(port_file, "/tmp/p");
-	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_LOGLEVEL, "warn"), CLI_TAKEN);
 	CHECK_INT(level, LOG_WARN);
-	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_LOGLEVEL, "loud"), 2);
+	CHECK_INT(rate, 2048);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 3, extra, opts, &status), -1);
+	CHECK_INT(status, 2);
+	CHECK_STR(db, "y");
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, bad_level, opts, &status), -1);
+	CHECK_INT(status, 2);
 	CHECK_INT(level, LOG_WARN);
-	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_BODYRATE, "2k"), CLI_TAKEN);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, bad_rate, opts, &status), -1);
+	CHECK_INT(status, 2);
 	CHECK_INT(rate, 2048);
-	CHECK_INT(cli_server_opt(&cl, &so, CLI_OPT_BODYRATE, "2G"), 2);
-	CHECK_INT(rate, 2048);
-	CHECK_INT(cli_server_opt(&cl, &so, 256, "4"), CLI_OTHER);
-	CHECK_INT(cli_server_opt(&cl, &so, '?', NULL), 2);
-	CHECK_INT(cli_server_opt(&cl, &so, 'h', NULL), 0);
-	optind = 1;
-	CHECK_INT(cli_no_operands(&cl, 1, argv), 0);
-	CHECK_INT(cli_no_operands(&cl, 2, argv), 2);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, unknown, opts, &status), -1);
+	CHECK_INT(status, 2);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, help, opts, &status), -1);
+	CHECK_INT(status, 0);
 }
 
 static void test_buf(void)
