@@ -86,6 +86,18 @@ int db_command(PGconn *c, const char *sql, int nparams, const char *const *param
 	return ok ? 0 : -1;
 }
 
+PGresult *db_query(PGconn *c, const char *sql, int nparams, const char *const *params, const char *what,
+		   char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		return r;
+	db_errcpy(err, errlen, what, PQresultErrorMessage(r));
+	PQclear(r);
+	return NULL;
+}
+
 void db_drain(PGconn *c)
 {
 	PGresult *r;

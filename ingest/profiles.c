@@ -592,13 +592,10 @@ int profiles_fetch(PGconn *db, const char *build_id, int64_t min_age_ms, struct 
 	PGresult *r;
 
 	snprintf(age, sizeof(age), "%lld", (long long)min_age_ms);
-	r = PQexecParams(db, "SELECT profile, stale AND merged_at < now() - make_interval(secs => $2::float8 / 1000)"
-			 " FROM profiles_merged WHERE build_id = $1", 2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "reading the merged profile", PQresultErrorMessage(r));
-		PQclear(r);
+	r = db_query(db, "SELECT profile, stale AND merged_at < now() - make_interval(secs => $2::float8 / 1000)"
+		     " FROM profiles_merged WHERE build_id = $1", 2, params, "reading the merged profile", err, errlen);
+	if (!r)
 		return -1;
-	}
 	if (PQntuples(r) == 1 && PQgetvalue(r, 0, 1)[0] == 'f') {
 		/* fresh, or merged too recently to merge again */
 		buf_append(out, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0));
@@ -621,13 +618,11 @@ int profiles_refresh(PGconn *db, const char *build_id, int64_t min_age_ms, char 
 	bool due;
 
 	snprintf(age, sizeof(age), "%lld", (long long)min_age_ms);
-	r = PQexecParams(db, "SELECT NOT EXISTS (SELECT 1 FROM profiles_merged WHERE build_id = $1 AND NOT (stale AND"
-			 " merged_at < now() - make_interval(secs => $2::float8 / 1000)))", 2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "reading the merged profile", PQresultErrorMessage(r));
-		PQclear(r);
+	r = db_query(db, "SELECT NOT EXISTS (SELECT 1 FROM profiles_merged WHERE build_id = $1 AND NOT (stale AND"
+		     " merged_at < now() - make_interval(secs => $2::float8 / 1000)))", 2, params,
+		     "reading the merged profile", err, errlen);
+	if (!r)
 		return -1;
-	}
 	due = PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	if (due) {
