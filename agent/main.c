@@ -127,18 +127,9 @@ struct args {
 
 static const struct cli cl = { "sm-agent", NULL }, clh = { "sm-agent", "(sm-agent --help lists the options)" };
 
-/* The long name of option opt. */
-static const char *opt_name(int opt)
-{
-	for (const struct option *o = long_opts; o->name; o++)
-		if (o->val == opt)
-			return o->name;
-	return "?";
-}
-
 static int bad_value(int opt, const char *val, const char *why)
 {
-	const char *name = opt_name(opt);
+	const char *name = cli_opt_name(long_opts, opt);
 
 	return cli_bad(&cl, name, val, why);
 }
@@ -282,7 +273,7 @@ static int parse_args(struct args *c, int argc, char **argv)
 		case OPT_TOKEN_FILE: c->token_file = optarg; continue;
 		case OPT_SPOOL: c->ship.spool_dir = optarg; continue;
 		case OPT_SPOOL_MAX: case OPT_BATCH_BYTES:
-			if (cli_size(&cl, opt_name(o), optarg, 1024, (uint64_t)1 << 40, &sz))
+			if (cli_size(&cl, cli_opt_name(long_opts, o), optarg, 1024, (uint64_t)1 << 40, &sz))
 				return 2;
 			if (o == OPT_SPOOL_MAX)
 				c->ship.spool_max = sz;
@@ -290,17 +281,17 @@ static int parse_args(struct args *c, int argc, char **argv)
 				c->ship.batch_bytes = (size_t)sz;
 			continue;
 		case OPT_RETRIES:
-			if (cli_int(&cl, opt_name(o), optarg, 0, 100, &v))
+			if (cli_int(&cl, cli_opt_name(long_opts, o), optarg, 0, 100, &v))
 				return 2;
 			c->ship.max_attempts = (int)v + 1;
 			continue;
 		case OPT_TIMEOUT:
-			if (cli_seconds(&cl, opt_name(o), optarg, 1, 86400, &v))
+			if (cli_seconds(&cl, cli_opt_name(long_opts, o), optarg, 1, 86400, &v))
 				return 2;
 			c->ship.timeout_s = (long)v;
 			continue;
 		case OPT_BATCH:
-			if (cli_int(&cl, opt_name(o), optarg, 1, 100000, &v))
+			if (cli_int(&cl, cli_opt_name(long_opts, o), optarg, 1, 100000, &v))
 				return 2;
 			c->ship.batch_count = (size_t)v;
 			continue;

@@ -195,6 +195,30 @@ static void act_remove(struct actset *a, uint32_t x)
 }
 
 /* nn_chain() of _hierarchy.pyx; off[i] + j is the condensed index of (i, j), i < j */
+/*
+ * The nearest-neighbour chain (dense or sparse) found reciprocal neighbours x and y at distance d:
+ * the merge joins them, the lower index first; y stands for the union from then on and x is gone
+ * (size 0). *nx and *ny: the sizes before, for the distance updates.
+ */
+static void chain_merge(struct linkage_merge *merge, uint32_t *size, uint32_t *x, uint32_t *y, double d,
+			uint32_t *nx, uint32_t *ny)
+{
+	if (*x > *y) {
+		uint32_t t = *x;
+
+		*x = *y;
+		*y = t;
+	}
+	*nx = size[*x];
+	*ny = size[*y];
+	merge->a = *x;
+	merge->b = *y;
+	merge->dist = d;
+	merge->size = *nx + *ny;
+	size[*x] = 0;
+	size[*y] = *nx + *ny;
+}
+
 static int dense_chain(struct linkage *h, double *D, size_t n, enum linkage_method m, const int64_t *off,
 		       struct linkage_merge *raw)
 {
@@ -256,20 +280,7 @@ static int dense_chain(struct linkage *h, double *D, size_t n, enum linkage_meth
 			chain[len++] = y;
 		}
 		len -= 2;
-		if (x > y) {
-			uint32_t t = x;
-
-			x = y;
-			y = t;
-		}
-		nx = size[x];
-		ny = size[y];
-		raw[k].a = x;
-		raw[k].b = y;
-		raw[k].dist = cur;
-		raw[k].size = nx + ny;
-		size[x] = 0;
-		size[y] = nx + ny;
+		chain_merge(&raw[k], size, &x, &y, cur, &nx, &ny);
 		act_remove(&act, x);
 		for (i = 0; i < act.n; i++) {
 			uint32_t j = act.v[i];
@@ -514,20 +525,7 @@ static int sparse_chain(struct linkage *h, struct imap *nb, size_t n, enum linka
 			chain[len++] = y;
 		}
 		len -= 2;
-		if (x > y) {
-			uint32_t t = x;
-
-			x = y;
-			y = t;
-		}
-		nx = size[x];
-		ny = size[y];
-		raw[k].a = x;
-		raw[k].b = y;
-		raw[k].dist = cur;
-		raw[k].size = nx + ny;
-		size[x] = 0;
-		size[y] = nx + ny;
+		chain_merge(&raw[k], size, &x, &y, cur, &nx, &ny);
 		al_remove(&act, x);
 
 		/* new distances to y: first x's neighbours, then y's that x lacks (others stay at 1) */

@@ -316,7 +316,6 @@ int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, s
 {
 	const char *params[1];
 	char msg[256];
-	PGresult *r;
 
 	*n = 0;
 	/* no tree: the document is read in place, and PostgreSQL's jsonb never sees a NUL */
@@ -327,20 +326,15 @@ int sig_import(PGconn *db, const char *json, size_t len, size_t *n, char *err, s
 	if (check_document(json, len, n, err, errlen) < 0)
 		return SIG_EINVAL;
 	params[0] = json;
-	r = PQexecParams(db,
+	if (db_command(db,
 		"INSERT INTO signatures (name, frames, status, note)"
 		" SELECT s->>'name', ARRAY(SELECT jsonb_array_elements_text(s->'frames')),"
 		"  coalesce(s->>'status', 'open'), coalesce(s->>'note', '')"
 		" FROM jsonb_array_elements($1::jsonb->'signatures') AS s"
 		" ON CONFLICT (name) DO UPDATE SET frames = EXCLUDED.frames, status = EXCLUDED.status,"
 		"  note = EXCLUDED.note, updated_at = now()",
-		1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, "importing signatures", PQresultErrorMessage(r));
-		PQclear(r);
+		1, params, "importing signatures", err, errlen) < 0)
 		return SIG_EFAIL;
-	}
-	PQclear(r);
 	return 0;
 }
 
@@ -526,13 +520,12 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 	buf_putc(&idl, '}');
 	params[1] = n ? buf_cstr(&idl) : NULL;
 	/* each signature's frames as frame ids; -1 for a frame this database never saw */
-	rs = PQexecParams(db,
+	rs = db_query(db,
 		"SELECT s.id, s.name, (SELECT array_agg(coalesce(f.canon_id, f.id, -1) ORDER BY u.o)"
 		"   FROM unnest(s.frames) WITH ORDINALITY AS u(name, o) LEFT JOIN frames f ON f.name = u.name)::text"
 		" FROM signatures s WHERE $1::bigint[] IS NULL OR s.id = ANY($1::bigint[]) ORDER BY s.id",
-		1, NULL, params + 1, NULL, NULL, 0);
-	if (PQresultStatus(rs) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "reading signatures", PQresultErrorMessage(rs));
+		1, params + 1, "reading signatures", err, errlen);
+	if (!rs) {
 		rc = SIG_EFAIL;
 		goto out;
 	}
@@ -573,13 +566,12 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 		goto out;
 	}
 	params[2] = kindbuf;
-	rt = PQexecParams(db,
+	rt = db_query(db,
 		"SELECT sum(rs.cost_ns), sm_canon_frames(st.frame_ids)::text FROM run_stacks rs"
 		" JOIN stacks st ON st.id = rs.stack_id"
-		" WHERE rs.run_id = $1 AND rs.kind = $2 GROUP BY rs.stack_id, st.frame_ids", 2, NULL,
-		(const char *const[]){ params[0], params[2] }, NULL, NULL, 0);
-	if (PQresultStatus(rt) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "reading the run's stacks", PQresultErrorMessage(rt));
+		" WHERE rs.run_id = $1 AND rs.kind = $2 GROUP BY rs.stack_id, st.frame_ids", 2,
+		(const char *const[]){ params[0], params[2] }, "reading the run's stacks", err, errlen);
+	if (!rt) {
 		rc = SIG_EFAIL;
 		goto out;
 	}

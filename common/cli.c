@@ -25,14 +25,21 @@ int cli_bad(const struct cli *c, const char *opt, const char *val, const char *w
 	return cli_fail(c, "--%s '%s': %s", opt, val, why);
 }
 
-int cli_int(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
+/* cli_int and cli_seconds: what tells the accepted numbers ("a whole number") */
+static int int_in(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out,
+		  const char *what)
 {
 	char why[96];
 
 	if (util_parse_i64(val, min, max, out) == 0)
 		return 0;
-	snprintf(why, sizeof(why), "must be a whole number from %" PRId64 " to %" PRId64, min, max);
+	snprintf(why, sizeof(why), "must be %s from %" PRId64 " to %" PRId64, what, min, max);
 	return cli_bad(c, opt, val, why);
+}
+
+int cli_int(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
+{
+	return int_in(c, opt, val, min, max, out, "a whole number");
 }
 
 /* 1024 -> "1k", 1 << 30 -> "1G", 1 << 40 -> "1024G": the largest unit that divides it, up to G */
@@ -68,12 +75,7 @@ int cli_size(const struct cli *c, const char *opt, const char *val, uint64_t min
 
 int cli_seconds(const struct cli *c, const char *opt, const char *val, int64_t min, int64_t max, int64_t *out)
 {
-	char why[96];
-
-	if (util_parse_i64(val, min, max, out) == 0)
-		return 0;
-	snprintf(why, sizeof(why), "must be a number of seconds from %" PRId64 " to %" PRId64, min, max);
-	return cli_bad(c, opt, val, why);
+	return int_in(c, opt, val, min, max, out, "a number of seconds");
 }
 
 int cli_log_level(const struct cli *c, const char *opt, const char *val, enum log_level *out)
@@ -84,4 +86,63 @@ int cli_log_level(const struct cli *c, const char *opt, const char *val, enum lo
 		return cli_bad(c, opt, val, "must be debug, info, warn or error");
 	*out = (enum log_level)l;
 	return 0;
+}
+
+const char *cli_opt_name(const struct option *opts, int val)
+{
+	for (const struct option *o = opts; o->name; o++)
+		if (o->val == val)
+			return o->name;
+	return "?";
+}
+
+enum { TAKEN = -1, OTHER = -2 };
+
+/* TAKEN when opt is one of the shared ones (stored), OTHER when it is the program's own, else the
+ * status main returns */
+static int server_opt(const struct cli *c, const struct cli_server *s, int opt, const char *arg)
+{
+	uint64_t sz;
+
+	switch (opt) {
+	case 'h':
+		fputs(s->usage, stdout);
+		return 0;
+	case '?':
+		fputs(s->usage, stderr);
+		return 2;
+	case CLI_OPT_DB: *s->conninfo = arg; return TAKEN;
+	case CLI_OPT_LISTEN: *s->listen = arg; return TAKEN;
+	case CLI_OPT_PORT_FILE: *s->port_file = arg; return TAKEN;
+	case CLI_OPT_LOGLEVEL:
+		return cli_log_level(c, "log-level", arg, s->level) ? 2 : TAKEN;
+	case CLI_OPT_BODYRATE:
+		if (cli_size(c, "min-body-rate", arg, 0, (uint64_t)1 << 30, &sz))
+			return 2;
+		*s->min_body_rate = (int)sz;
+		return TAKEN;
+	default:
+		return OTHER;
+	}
+}
+
+int cli_server_getopt(const struct cli *c, const struct cli_server *s, int argc, char **argv,
+		      const struct option *opts, int *status)
+{
+	int o;
+
+	*status = -1;
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int rc = server_opt(c, s, o, optarg);
+
+		if (rc == OTHER)
+			return o;
+		if (rc != TAKEN) {
+			*status = rc;
+			return -1;
+		}
+	}
+	if (optind < argc)
+		*status = cli_fail(c, "unexpected argument '%s'", argv[optind]);
+	return -1;
 }

@@ -74,6 +74,30 @@ int db_exec(PGconn *c, const char *sql, char *err, size_t errlen)
 	return ok ? 0 : -1;
 }
 
+int db_command(PGconn *c, const char *sql, int nparams, const char *const *params, const char *what,
+	       char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+
+	if (!ok)
+		db_errcpy(err, errlen, what, PQresultErrorMessage(r));
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
+PGresult *db_query(PGconn *c, const char *sql, int nparams, const char *const *params, const char *what,
+		   char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		return r;
+	db_errcpy(err, errlen, what, PQresultErrorMessage(r));
+	PQclear(r);
+	return NULL;
+}
+
 void db_drain(PGconn *c)
 {
 	PGresult *r;
@@ -164,7 +188,6 @@ static int migrate_one(PGconn *c, const struct migration *m, char *err, size_t e
 {
 	char vbuf[16];
 	const char *params[2] = { vbuf, m->name };
-	PGresult *r;
 	char what[128];
 
 	snprintf(what, sizeof(what), "migration %03d_%s", m->version, m->name);
@@ -173,15 +196,8 @@ static int migrate_one(PGconn *c, const struct migration *m, char *err, size_t e
 		return -1;
 	}
 	snprintf(vbuf, sizeof(vbuf), "%d", m->version);
-	r = PQexecParams(c, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2, NULL,
-			 params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, what, PQresultErrorMessage(r));
-		PQclear(r);
-		return -1;
-	}
-	PQclear(r);
-	return 0;
+	return db_command(c, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2, params,
+			  what, err, errlen);
 }
 
 /*

@@ -41,6 +41,13 @@ int db_schema_check(PGconn *c, char *err, size_t errlen);
 int db_migrate(PGconn *c, int *applied, char *err, size_t errlen);
 /* Run a statement without parameters that returns no rows of interest. 0 or -1 with err. */
 int db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
+/* Run a statement with text parameters that returns no rows. 0, or -1 with "WHAT: the server's
+ * message" in err. */
+int db_command(PGconn *c, const char *sql, int nparams, const char *const *params, const char *what,
+	       char *err, size_t errlen);
+/* Run a query with text parameters: its rows, or NULL with "WHAT: the server's message" in err. */
+PGresult *db_query(PGconn *c, const char *sql, int nparams, const char *const *params, const char *what,
+		   char *err, size_t errlen);
 /* Ends what the connection may still be busy with after a failure: results not read, a COPY out
  * read to its end, a COPY in abandoned. The connection is then ready for a command (a transaction
  * it is in stays open: the caller rolls it back). */

@@ -122,6 +122,18 @@ static int scan_string(struct scan *sc)
 	return scan_fail(sc, "in a string");
 }
 
+/* The digits of a fraction or an exponent, at least one: *p moves past them. */
+static int scan_digits(struct scan *sc, const char **p)
+{
+	if (*p >= sc->end || **p < '0' || **p > '9') {
+		sc->p = *p;
+		return scan_fail(sc, "in a number");
+	}
+	while (*p < sc->end && **p >= '0' && **p <= '9')
+		(*p)++;
+	return 0;
+}
+
 static int scan_number(struct scan *sc)
 {
 	const char *p = sc->p;
@@ -139,23 +151,15 @@ static int scan_number(struct scan *sc)
 	}
 	if (p < sc->end && *p == '.') {
 		p++;
-		if (p >= sc->end || *p < '0' || *p > '9') {
-			sc->p = p;
-			return scan_fail(sc, "in a number");
-		}
-		while (p < sc->end && *p >= '0' && *p <= '9')
-			p++;
+		if (scan_digits(sc, &p) < 0)
+			return -1;
 	}
 	if (p < sc->end && (*p == 'e' || *p == 'E')) {
 		p++;
 		if (p < sc->end && (*p == '+' || *p == '-'))
 			p++;
-		if (p >= sc->end || *p < '0' || *p > '9') {
-			sc->p = p;
-			return scan_fail(sc, "in a number");
-		}
-		while (p < sc->end && *p >= '0' && *p <= '9')
-			p++;
+		if (scan_digits(sc, &p) < 0)
+			return -1;
 	}
 	sc->p = p;
 	return 0;

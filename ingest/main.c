@@ -49,10 +49,10 @@ static const char usage[] =
 	"2 on a usage error.\n";
 
 enum {
-	OPT_DB = 256, OPT_LISTEN, OPT_PORT_FILE, OPT_WORKERS, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
+	OPT_WORKERS = 256, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
 	OPT_MAXDEC, OPT_MAXBUF, OPT_MAXBATCH, OPT_MAXEVENTS, OPT_MAXFRAMES, OPT_MAXSTACKS,
-	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_LOGLEVEL, OPT_MERGE, OPT_PERIP, OPT_HEADTO,
-	OPT_IDLETO, OPT_BODYRATE,
+	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_MERGE, OPT_PERIP, OPT_HEADTO,
+	OPT_IDLETO,
 };
 
 static const struct cli cl = { "sm-ingest", NULL };
@@ -60,9 +60,9 @@ static const struct cli cl = { "sm-ingest", NULL };
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "db", required_argument, NULL, OPT_DB },
-		{ "listen", required_argument, NULL, OPT_LISTEN },
-		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+		{ "db", required_argument, NULL, CLI_OPT_DB },
+		{ "listen", required_argument, NULL, CLI_OPT_LISTEN },
+		{ "port-file", required_argument, NULL, CLI_OPT_PORT_FILE },
 		{ "workers", required_argument, NULL, OPT_WORKERS },
 		{ "queue", required_argument, NULL, OPT_QUEUE },
 		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
@@ -77,41 +77,28 @@ int main(int argc, char **argv)
 		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
 		{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
 		{ "maintain-interval", required_argument, NULL, OPT_MAINT },
-		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
+		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "profile-merge-ms", required_argument, NULL, OPT_MERGE },
 		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
 		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLETO },
-		{ "min-body-rate", required_argument, NULL, OPT_BODYRATE },
+		{ "min-body-rate", required_argument, NULL, CLI_OPT_BODYRATE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ingest_config cfg;
 	enum log_level level = LOG_INFO;
-	int o;
+	const struct cli_server so = { usage, &cfg.conninfo, &cfg.listen, &cfg.port_file, &level,
+				       &cfg.min_body_rate };
+	int o, status;
 
 	server_config_default(&cfg);
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		const char *name = o >= OPT_DB ? opts[o - OPT_DB].name : "";
+	while ((o = cli_server_getopt(&cl, &so, argc, argv, opts, &status)) != -1) {
+		const char *name = cli_opt_name(opts, o);
 		int64_t v = 0;
 		uint64_t sz = 0;
 
 		switch (o) {
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		case OPT_DB: cfg.conninfo = optarg; continue;
-		case OPT_LISTEN: cfg.listen = optarg; continue;
-		case OPT_PORT_FILE: cfg.port_file = optarg; continue;
-		case OPT_LOGLEVEL:
-			if (cli_log_level(&cl, name, optarg, &level))
-				return 2;
-			continue;
-		case OPT_BODYRATE:
-			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 30, &sz))
-				return 2;
-			cfg.min_body_rate = (int)sz;
-			continue;
 		case OPT_MAXBODY: case OPT_MAXDEC: case OPT_MAXBUF:
 			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 40, &sz))
 				return 2;
@@ -122,9 +109,6 @@ int main(int argc, char **argv)
 			else
 				cfg.max_buffered = sz;
 			continue;
-		case '?':
-			fputs(usage, stderr);
-			return 2;
 		default:
 			break;
 		}
@@ -148,8 +132,8 @@ int main(int argc, char **argv)
 		case OPT_IDLETO: cfg.conn_timeout_s = (int)v; break;
 		}
 	}
-	if (optind < argc)
-		return cli_fail(&cl, "unexpected argument '%s'", argv[optind]);
+	if (status >= 0)
+		return status;
 	if (cfg.workers < 1 || cfg.workers > 256)
 		return cli_fail(&cl, "--workers: must be from 1 to 256");
 	if (cfg.max_connections > CONNS_MAX)

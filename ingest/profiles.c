@@ -137,25 +137,17 @@ int profiles_store(PGconn *db, const struct profile_upload *u, char *err, size_t
 {
 	char pid[24], started[24], units[24];
 	const char *params[7] = { u->build_id, u->host, pid, started, u->exe, units, buf_cstr((struct buf *)&u->text) };
-	PGresult *r;
 
 	snprintf(pid, sizeof(pid), "%lld", (long long)u->pid);
 	snprintf(started, sizeof(started), "%lld", (long long)u->started_ns);
 	snprintf(units, sizeof(units), "%llu", (unsigned long long)u->units);
-	r = PQexecParams(db,
+	return db_command(db,
 		"WITH up AS (INSERT INTO profile_uploads (build_id, host, pid, started_at, exe, units, profile, uploaded_at)"
 		" VALUES ($1, $2, $3::integer, to_timestamp($4::bigint / 1e9), $5, $6::bigint, $7, clock_timestamp())"
 		" ON CONFLICT (build_id, host, pid, started_at) DO UPDATE SET exe = EXCLUDED.exe, units = EXCLUDED.units,"
 		" profile = EXCLUDED.profile, uploaded_at = clock_timestamp() RETURNING build_id)"
 		" UPDATE profiles_merged m SET stale = true FROM up WHERE m.build_id = up.build_id",
-		7, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, "storing the profile", PQresultErrorMessage(r));
-		PQclear(r);
-		return -1;
-	}
-	PQclear(r);
-	return 0;
+		7, params, "storing the profile", err, errlen);
 }
 
 /* ---- what one process can have learnt ---- */
@@ -555,13 +547,12 @@ static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, s
 		char nh[16], np[24], units[24], ms[32];
 		const char *p[10] = { build_id, into->exe ? into->exe : "", buf_cstr(&text), nh, np, units,
 				      buf_cstr(&summary), ms, PQgetvalue(r, 0, 2), buf_cstr(&held) };
-		PGresult *u;
 
 		snprintf(nh, sizeof(nh), "%d", merged);
 		snprintf(np, sizeof(np), "%s", PQgetvalue(r, 0, 3));
 		snprintf(units, sizeof(units), "%llu", (unsigned long long)into->units);
 		snprintf(ms, sizeof(ms), "%.3f", (double)(util_now_mono_ns() - t0) / 1e6);
-		u = PQexecParams(db,
+		if (db_command(db,
 			"INSERT INTO profiles_merged (build_id, exe, profile, hosts, processes, units, summary, merge_ms,"
 			" stale, held_back) VALUES ($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::jsonb, $8::float8,"
 			" EXISTS (SELECT 1 FROM profile_uploads WHERE build_id = $1 AND uploaded_at > $9::timestamptz),"
@@ -570,13 +561,8 @@ static int merge(PGconn *db, const char *build_id, struct buf *out, char *err, s
 			" hosts = EXCLUDED.hosts, processes = EXCLUDED.processes, units = EXCLUDED.units,"
 			" summary = EXCLUDED.summary, merge_ms = EXCLUDED.merge_ms, merged_at = clock_timestamp(),"
 			" stale = EXCLUDED.stale, held_back = EXCLUDED.held_back",
-			10, NULL, p, NULL, NULL, 0);
-		if (PQresultStatus(u) != PGRES_COMMAND_OK) {
-			db_errcpy(err, errlen, "storing the merged profile", PQresultErrorMessage(u));
-			PQclear(u);
+			10, p, "storing the merged profile", err, errlen) < 0)
 			goto out;
-		}
-		PQclear(u);
 	}
 	buf_append(out, text.data, text.len);
 	if (buf_error(out) != BUF_OK) {
@@ -606,13 +592,10 @@ int profiles_fetch(PGconn *db, const char *build_id, int64_t min_age_ms, struct 
 	PGresult *r;
 
 	snprintf(age, sizeof(age), "%lld", (long long)min_age_ms);
-	r = PQexecParams(db, "SELECT profile, stale AND merged_at < now() - make_interval(secs => $2::float8 / 1000)"
-			 " FROM profiles_merged WHERE build_id = $1", 2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "reading the merged profile", PQresultErrorMessage(r));
-		PQclear(r);
+	r = db_query(db, "SELECT profile, stale AND merged_at < now() - make_interval(secs => $2::float8 / 1000)"
+		     " FROM profiles_merged WHERE build_id = $1", 2, params, "reading the merged profile", err, errlen);
+	if (!r)
 		return -1;
-	}
 	if (PQntuples(r) == 1 && PQgetvalue(r, 0, 1)[0] == 'f') {
 		/* fresh, or merged too recently to merge again */
 		buf_append(out, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0));
@@ -635,13 +618,11 @@ int profiles_refresh(PGconn *db, const char *build_id, int64_t min_age_ms, char 
 	bool due;
 
 	snprintf(age, sizeof(age), "%lld", (long long)min_age_ms);
-	r = PQexecParams(db, "SELECT NOT EXISTS (SELECT 1 FROM profiles_merged WHERE build_id = $1 AND NOT (stale AND"
-			 " merged_at < now() - make_interval(secs => $2::float8 / 1000)))", 2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "reading the merged profile", PQresultErrorMessage(r));
-		PQclear(r);
+	r = db_query(db, "SELECT NOT EXISTS (SELECT 1 FROM profiles_merged WHERE build_id = $1 AND NOT (stale AND"
+		     " merged_at < now() - make_interval(secs => $2::float8 / 1000)))", 2, params,
+		     "reading the merged profile", err, errlen);
+	if (!r)
 		return -1;
-	}
 	due = PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	if (due) {

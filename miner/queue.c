@@ -177,14 +177,11 @@ int miner_enqueue_db(PGconn *db, const struct run_params *p, int64_t *run_id, ch
 	}
 	params[0] = buf_cstr(&b);
 	/* one statement: the row and the wake-up commit together */
-	r = PQexecParams(db, "WITH r AS (INSERT INTO runs (params) VALUES ($1::jsonb) RETURNING id)"
-			 " SELECT id, pg_notify('sm_runs', '') FROM r", 1, NULL, params, NULL, NULL, 0);
+	r = db_query(db, "WITH r AS (INSERT INTO runs (params) VALUES ($1::jsonb) RETURNING id)"
+		     " SELECT id, pg_notify('sm_runs', '') FROM r", 1, params, "creating the run", err, errlen);
 	buf_release(&b);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "creating the run", PQresultErrorMessage(r));
-		PQclear(r);
+	if (!r)
 		return -1;
-	}
 	*run_id = db_get_i64(r, 0, 0);
 	PQclear(r);
 	return 0;
@@ -403,14 +400,11 @@ int miner_delete_run(PGconn *db, int64_t run_id, char *err, size_t errlen)
 
 	snprintf(idbuf, sizeof(idbuf), "%lld", (long long)run_id);
 	/* its stacks, patterns and clusters go with it (ON DELETE CASCADE) */
-	r = PQexecParams(db, "WITH d AS (DELETE FROM runs WHERE id = $1 AND status <> 'running' RETURNING id)"
-			     " SELECT (SELECT count(*) FROM d), (SELECT status FROM runs WHERE id = $1)",
-			 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "deleting the run", PQresultErrorMessage(r));
-		PQclear(r);
+	r = db_query(db, "WITH d AS (DELETE FROM runs WHERE id = $1 AND status <> 'running' RETURNING id)"
+		     " SELECT (SELECT count(*) FROM d), (SELECT status FROM runs WHERE id = $1)",
+		     1, params, "deleting the run", err, errlen);
+	if (!r)
 		return -1;
-	}
 	if (strcmp(PQgetvalue(r, 0, 0), "1") == 0) {
 		rc = 0;
 	} else if (!PQgetisnull(r, 0, 1)) {

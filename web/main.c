@@ -52,9 +52,9 @@ static const char usage[] =
 	"2 on a usage error.\n";
 
 enum {
-	OPT_DB = 256, OPT_DB_READ, OPT_LISTEN, OPT_PORT_FILE, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_MAXDEBUGINFO, OPT_ANON,
-	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_LOGLEVEL, OPT_FRAMECACHE, OPT_PERIP,
-	OPT_HEADTO, OPT_IDLETO, OPT_BODYRATE, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW, OPT_REQTO,
+	OPT_DB_READ = 256, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_MAXDEBUGINFO, OPT_ANON,
+	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_FRAMECACHE, OPT_PERIP,
+	OPT_HEADTO, OPT_IDLETO, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW, OPT_REQTO,
 };
 
 static const struct cli cl = { "sm-web", NULL };
@@ -62,10 +62,10 @@ static const struct cli cl = { "sm-web", NULL };
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "db", required_argument, NULL, OPT_DB },
+		{ "db", required_argument, NULL, CLI_OPT_DB },
 		{ "db-read", required_argument, NULL, OPT_DB_READ },
-		{ "listen", required_argument, NULL, OPT_LISTEN },
-		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+		{ "listen", required_argument, NULL, CLI_OPT_LISTEN },
+		{ "port-file", required_argument, NULL, CLI_OPT_PORT_FILE },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
 		{ "max-body", required_argument, NULL, OPT_MAXBODY },
@@ -75,12 +75,12 @@ int main(int argc, char **argv)
 		{ "miner-threads", required_argument, NULL, OPT_MINERTHREADS },
 		{ "cookie-secure", no_argument, NULL, OPT_SECURE },
 		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
-		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
+		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "frame-cache", required_argument, NULL, OPT_FRAMECACHE },
 		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
 		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLETO },
-		{ "min-body-rate", required_argument, NULL, OPT_BODYRATE },
+		{ "min-body-rate", required_argument, NULL, CLI_OPT_BODYRATE },
 		{ "session-idle", required_argument, NULL, OPT_SESSIDLE },
 		{ "session-max", required_argument, NULL, OPT_SESSMAX },
 		{ "webhook-allow", required_argument, NULL, OPT_WEBHOOK_ALLOW },
@@ -90,22 +90,18 @@ int main(int argc, char **argv)
 	};
 	struct web_config cfg;
 	enum log_level level = LOG_INFO;
-	int o;
+	const struct cli_server so = { usage, &cfg.conninfo, &cfg.listen, &cfg.port_file, &level,
+				       &cfg.min_body_rate };
+	int o, status;
 
 	web_config_default(&cfg);
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		const char *name = o >= OPT_DB ? opts[o - OPT_DB].name : "";
+	while ((o = cli_server_getopt(&cl, &so, argc, argv, opts, &status)) != -1) {
+		const char *name = cli_opt_name(opts, o);
 		int64_t v = 0;
 		uint64_t sz = 0;
 
 		switch (o) {
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		case OPT_DB: cfg.conninfo = optarg; continue;
 		case OPT_DB_READ: cfg.conninfo_read = optarg; continue;
-		case OPT_LISTEN: cfg.listen = optarg; continue;
-		case OPT_PORT_FILE: cfg.port_file = optarg; continue;
 		case OPT_ANON: cfg.anonymous_read = true; continue;
 		case OPT_NOWORKER: cfg.worker = false; continue;
 		case OPT_SECURE: cfg.cookie_secure = true; continue;
@@ -116,10 +112,6 @@ int main(int argc, char **argv)
 				return cli_fail(&cl, "%s", err);
 			continue;
 		}
-		case OPT_LOGLEVEL:
-			if (cli_log_level(&cl, name, optarg, &level))
-				return 2;
-			continue;
 		case OPT_MAXBODY:
 			if (cli_size(&cl, name, optarg, 1024, (uint64_t)1 << 30, &sz))
 				return 2;
@@ -130,20 +122,12 @@ int main(int argc, char **argv)
 				return 2;
 			cfg.max_debuginfo = sz;
 			continue;
-		case OPT_BODYRATE:
-			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 30, &sz))
-				return 2;
-			cfg.min_body_rate = (int)sz;
-			continue;
 		case OPT_FRAMECACHE:
 			/* 0: no cache */
 			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 40, &sz))
 				return 2;
 			cfg.frame_cache_bytes = sz;
 			continue;
-		case '?':
-			fputs(usage, stderr);
-			return 2;
 		default:
 			break;
 		}
@@ -191,8 +175,8 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	if (optind < argc)
-		return cli_fail(&cl, "unexpected argument '%s'", argv[optind]);
+	if (status >= 0)
+		return status;
 	log_init("web", level);
 	return web_run(&cfg) == 0 ? 0 : 1;
 }

@@ -172,6 +172,20 @@ void *guard_watchdog_main(void *arg)
 
 /* ---- the shipping thread ---- */
 
+/* What training learnt, to the profile file, counted and logged. True when it was saved. */
+static bool save_profile(void)
+{
+	char err[512];
+
+	if (gtrain_save(G.train, err, sizeof(err)) < 0) {
+		atomic_fetch_add(&G.n.save_errors, 1);
+		guard_log("cannot save the profile", "path=%s error=\"%s\"", G.profile_path, err);
+		return false;
+	}
+	atomic_fetch_add(&G.n.saves, 1);
+	return true;
+}
+
 /* The last of the process, on the shipping thread: nothing here waits on a server that does not
  * answer (the shipper gave up, G.ship_cancel). */
 static void exit_sequence(void)
@@ -179,16 +193,8 @@ static void exit_sequence(void)
 	struct gviol v;
 
 	/* what training learnt, first */
-	if (G.mode == GUARD_MODE_TRAIN && G.train) {
-		char err[512];
-
-		if (gtrain_save(G.train, err, sizeof(err)) < 0) {
-			atomic_fetch_add(&G.n.save_errors, 1);
-			guard_log("cannot save the profile", "path=%s error=\"%s\"", G.profile_path, err);
-		} else {
-			atomic_fetch_add(&G.n.saves, 1);
-		}
-	}
+	if (G.mode == GUARD_MODE_TRAIN && G.train)
+		save_profile();
 	/* the minute's candidates, with the tau known so far, then the streams still queued: to the spool */
 	guard_report_exit_held(1);
 	held_work(guard_now(), 1);
@@ -262,17 +268,9 @@ void *guard_ship_main(void *arg)
 			guard_report(&v);
 		now = guard_now();
 		if (G.mode == GUARD_MODE_TRAIN && now >= next_save) {
-			char err[512];
-
-			if (gtrain_save(G.train, err, sizeof(err)) < 0) {
-				atomic_fetch_add(&G.n.save_errors, 1);
-				guard_log("cannot save the profile", "path=%s error=\"%s\"", G.profile_path, err);
-			} else {
-				atomic_fetch_add(&G.n.saves, 1);
-				if (G.cfg.url[0] && G.cfg.upload_ns > 0 && now >= next_upload) {
-					guard_profile_upload();
-					next_upload = now + G.cfg.upload_ns;
-				}
+			if (save_profile() && G.cfg.url[0] && G.cfg.upload_ns > 0 && now >= next_upload) {
+				guard_profile_upload();
+				next_upload = now + G.cfg.upload_ns;
 			}
 			next_save = now + G.cfg.save_ns;
 		}

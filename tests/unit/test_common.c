@@ -1,9 +1,10 @@
-/* Unit tests of the shared modules: buf, jsonw, log (escaping), imap, vec, par, arena, intern, sha256, util, auth tokens,
+/* Unit tests of the shared modules: buf, cli (server options), jsonw, log (escaping), imap, vec, par, arena, intern, sha256, util, auth tokens,
  * idcache. */
 #include "common/arena.h"
 #include "common/auth.h"
 #include "common/budget.h"
 #include "common/buf.h"
+#include "common/cli.h"
 #include "common/imap.h"
 #include "common/intern.h"
 #include "common/json.h"
@@ -22,6 +23,66 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+
+/* cli_server_getopt stores the options sm-ingest and sm-web share and hands back the others */
+static void test_cli(void)
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, CLI_OPT_DB },
+		{ "listen", required_argument, NULL, CLI_OPT_LISTEN },
+		{ "port-file", required_argument, NULL, CLI_OPT_PORT_FILE },
+		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
+		{ "workers", required_argument, NULL, 256 },
+		{ "min-body-rate", required_argument, NULL, CLI_OPT_BODYRATE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct cli cl = { "test_common", NULL };
+	const char *db = NULL, *listen = NULL, *port_file = NULL;
+	enum log_level level = LOG_INFO;
+	int rate = -1, status = 99;
+	const struct cli_server so = { "(usage)\n", &db, &listen, &port_file, &level, &rate };
+	char *ok[] = { "prog", "--db", "dbname=x", "--workers=4", "--listen=127.0.0.1:0", "--port-file", "/tmp/p",
+		       "--log-level=warn", "--min-body-rate=2k", NULL };
+	char *extra[] = { "prog", "--db=y", "extra", NULL };
+	char *bad_level[] = { "prog", "--log-level=loud", NULL };
+	char *bad_rate[] = { "prog", "--min-body-rate=2G", NULL };
+	char *unknown[] = { "prog", "--bogus", NULL };
+	char *help[] = { "prog", "-h", NULL };
+
+	CHECK_STR(cli_opt_name(opts, CLI_OPT_BODYRATE), "min-body-rate");
+	CHECK_STR(cli_opt_name(opts, 256), "workers");
+	CHECK_STR(cli_opt_name(opts, '?'), "?");
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 9, ok, opts, &status), 256);
+	CHECK_STR(optarg, "4");
+	CHECK_INT(status, -1);
+	CHECK_INT(cli_server_getopt(&cl, &so, 9, ok, opts, &status), -1);
+	CHECK_INT(status, -1);
+	CHECK_STR(db, "dbname=x");
+	CHECK_STR(listen, "127.0.0.1:0");
+	CHECK_STR(port_file, "/tmp/p");
+	CHECK_INT(level, LOG_WARN);
+	CHECK_INT(rate, 2048);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 3, extra, opts, &status), -1);
+	CHECK_INT(status, 2);
+	CHECK_STR(db, "y");
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, bad_level, opts, &status), -1);
+	CHECK_INT(status, 2);
+	CHECK_INT(level, LOG_WARN);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, bad_rate, opts, &status), -1);
+	CHECK_INT(status, 2);
+	CHECK_INT(rate, 2048);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, unknown, opts, &status), -1);
+	CHECK_INT(status, 2);
+	optind = 0;
+	CHECK_INT(cli_server_getopt(&cl, &so, 2, help, opts, &status), -1);
+	CHECK_INT(status, 0);
+}
 
 static void test_buf(void)
 {
@@ -791,6 +852,7 @@ static void test_log(void)
 int main(void)
 {
 	RUN(test_buf);
+	RUN(test_cli);
 	RUN(test_jsonw);
 	RUN(test_json_body);
 	RUN(test_imap);
