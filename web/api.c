@@ -100,19 +100,30 @@ bool api_failed(struct req *rq, PGresult *r, const char *err)
 	return true;
 }
 
+/* Opens the response's object at its first key; keyed_close() ends and sends it. */
+static void keyed_open(struct req *rq, struct jsonw *w, const char *key)
+{
+	jsonw_init(w, &rq->out);
+	jsonw_object(w);
+	jsonw_key(w, key);
+}
+
+static void keyed_close(struct req *rq, struct jsonw *w, int status)
+{
+	jsonw_end(w);
+	api_ok_json(rq, w, status);
+}
+
 void api_list_response(struct req *rq, const char *name, PGresult *rows, PGresult *count,
 		       const char *const *skip)
 {
 	struct jsonw w;
 
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, name);
+	keyed_open(rq, &w, name);
 	api_put_rows(&w, rows, skip);
 	jsonw_key(&w, "total");
 	jsonw_number_text(&w, PQgetvalue(count, 0, 0));
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 200);
+	keyed_close(rq, &w, 200);
 }
 
 void api_respond_id(struct req *rq, const char *name, int64_t id, int status)
@@ -406,12 +417,9 @@ void api_list_json(struct req *rq, const char *key, PGresult *rows, const char *
 
 	if (api_failed(rq, rows, err))
 		return;
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, key);
+	keyed_open(rq, &w, key);
 	api_put_rows(&w, rows, NULL);
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 200);
+	keyed_close(rq, &w, 200);
 	PQclear(rows);
 }
 
@@ -421,12 +429,9 @@ void api_created(struct req *rq, const char *key, PGresult *r, const char *err)
 
 	if (api_failed(rq, r, err))
 		return;
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, key);
+	keyed_open(rq, &w, key);
 	jsonw_number_text(&w, PQgetvalue(r, 0, 0));
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 201);
+	keyed_close(rq, &w, 201);
 	PQclear(r);
 }
 
@@ -434,13 +439,39 @@ void api_deleted(struct req *rq, const char *key, const char *id)
 {
 	struct jsonw w;
 
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, key);
+	keyed_open(rq, &w, key);
 	jsonw_number_text(&w, id);
 	jsonw_kbool(&w, "deleted", true);
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 200);
+	keyed_close(rq, &w, 200);
+}
+
+void api_get_page(struct req *rq, const char *name, api_page_fn *page, api_count_fn *count_of)
+{
+	static const char *const names[] = { "limit", "offset", NULL };
+	PGresult *rows = NULL, *count = NULL;
+	char err[512];
+	long limit, offset;
+
+	if (!api_known_query(rq, names, false) || !api_page_params(rq, &limit, &offset))
+		return;
+	rows = page(rq->db, limit, offset, err, sizeof(err));
+	if (!api_failed(rq, rows, err))
+		count = count_of(rq->db, err, sizeof(err));
+	if (rows && !api_failed(rq, count, err))
+		api_list_response(rq, name, rows, count, NULL);
+	PQclear(rows);
+	PQclear(count);
+}
+
+int api_child_rows(const PGresult *kids, int *k, const char *parent)
+{
+	int n = PQntuples(kids), end;
+
+	while (*k < n && strtoll(PQgetvalue(kids, *k, 0), NULL, 10) < strtoll(parent, NULL, 10))
+		(*k)++;
+	for (end = *k; end < n && strcmp(PQgetvalue(kids, end, 0), parent) == 0; end++)
+		;
+	return end;
 }
 
 static const struct req_route routes[] = {

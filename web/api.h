@@ -83,5 +83,13 @@ void api_list_json(struct req *rq, const char *key, PGresult *rows, const char *
 void api_created(struct req *rq, const char *key, PGresult *r, const char *err);
 /* 200 {"<key>": id, "deleted": true} */
 void api_deleted(struct req *rq, const char *key, const char *id);
+/* The GET of a list by pages (?limit=, ?offset=): {"<name>": a page of rows, "total": count}, from
+ * model.c's two queries. */
+typedef PGresult *api_page_fn(PGconn *db, long limit, long offset, char *err, size_t errlen);
+typedef PGresult *api_count_fn(PGconn *db, char *err, size_t errlen);
+void api_get_page(struct req *rq, const char *name, api_page_fn *page, api_count_fn *count_of);
+/* Child rows (ordered by their parent's id, in column 0) of parent, the rows from *k on: skips
+ * those of parents before it; returns the row after its last ([*k, end) are its children). */
+int api_child_rows(const PGresult *kids, int *k, const char *parent);
 
 #endif

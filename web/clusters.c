@@ -24,7 +24,7 @@
 static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *pats, bool array)
 {
 	static const char *const skip[] = { "common", "patterns_total", "title", NULL };
-	int pc = 0, np = PQntuples(pats), ccol = PQfnumber(rows, "common");
+	int pc = 0, ccol = PQfnumber(rows, "common");
 
 	if (array)
 		jsonw_array(w);
@@ -45,9 +45,7 @@ static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresu
 		jsonw_key(w, "patterns_total");
 		jsonw_number_text(w, PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
 		jsonw_karray(w, "patterns");
-		while (pc < np && strtoll(PQgetvalue(pats, pc, 0), NULL, 10) < strtoll(cid, NULL, 10))
-			pc++;
-		for (; pc < np && strcmp(PQgetvalue(pats, pc, 0), cid) == 0; pc++) {
+		for (int end = api_child_rows(pats, &pc, cid); pc < end; pc++) {
 			jsonw_object(w);
 			jsonw_key(w, "pattern_id");
 			jsonw_number_text(w, PQgetvalue(pats, pc, 1));

@@ -33,7 +33,7 @@ static bool put_problems(struct req *rq, struct jsonw *w, PGresult *rows, PGresu
 {
 	static const char *const skip[] = { "title", NULL };
 	static const char *const cskip[] = { "problem_id", "title", "common", NULL };
-	int k = 0, nc = PQntuples(cl);
+	int k = 0;
 
 	if (array)
 		jsonw_array(w);
@@ -46,9 +46,7 @@ static bool put_problems(struct req *rq, struct jsonw *w, PGresult *rows, PGresu
 		if (!api_put_names(rq, w, model_col(rows, i, "title")))
 			return false;
 		jsonw_karray(w, "clusters");
-		while (k < nc && strtoll(PQgetvalue(cl, k, 0), NULL, 10) < strtoll(pid, NULL, 10))
-			k++;
-		for (; k < nc && strcmp(PQgetvalue(cl, k, 0), pid) == 0; k++) {
+		for (int end = api_child_rows(cl, &k, pid); k < end; k++) {
 			jsonw_object(w);
 			api_put_members(w, cl, k, cskip);
 			jsonw_key(w, "title");
@@ -186,12 +184,10 @@ static void machine_note(struct req *rq, PGresult *p, int i)
 /* The member clusters of problem pid (rows of model_problem_clusters() from *k on). */
 static void problem_members(struct req *rq, PGresult *cl, int *k, const char *pid)
 {
-	int nc = PQntuples(cl);
+	int end = api_child_rows(cl, k, pid);
 
-	while (*k < nc && strtoll(PQgetvalue(cl, *k, 0), NULL, 10) < strtoll(pid, NULL, 10))
-		(*k)++;
 	html_raw(rq, "<ul class=\"members\">");
-	for (; *k < nc && strcmp(PQgetvalue(cl, *k, 0), pid) == 0; (*k)++) {
+	for (; *k < end; (*k)++) {
 		long long cid = (long long)model_coln(cl, *k, "cluster_id");
 
 		html_rawf(rq, "<li>%s cluster <a href=\"/clusters/%lld\">#%lld</a> (rank %lld), ",
