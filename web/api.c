@@ -100,6 +100,34 @@ bool api_failed(struct req *rq, PGresult *r, const char *err)
 	return true;
 }
 
+bool api_put_parents(struct req *rq, struct jsonw *w, const struct api_parents *how, PGresult *rows,
+		     PGresult *kids, bool array)
+{
+	int k = 0;
+
+	if (array)
+		jsonw_array(w);
+	for (int i = 0; i < PQntuples(rows); i++) {
+		jsonw_object(w);
+		api_put_members(w, rows, i, how->skip);
+		if (!how->head(rq, w, rows, i))
+			return false;
+		jsonw_karray(w, how->kids_key);
+		for (int end = api_child_rows(kids, &k, PQgetvalue(rows, i, 0)); k < end; k++) {
+			jsonw_object(w);
+			if (!how->child(rq, w, kids, k))
+				return false;
+			jsonw_end(w);
+		}
+		jsonw_end(w);
+		if (array)
+			jsonw_end(w);
+	}
+	if (array)
+		jsonw_end(w);
+	return true;
+}
+
 /* Opens the response's object at its first key; keyed_close() ends and sends it. */
 static void keyed_open(struct req *rq, struct jsonw *w, const char *key)
 {
@@ -411,28 +439,30 @@ bool api_num_field(struct req *rq, struct json_val v, const char *name, double m
 	return true;
 }
 
-void api_list_json(struct req *rq, const char *key, PGresult *rows, const char *err)
-{
-	struct jsonw w;
-
-	if (api_failed(rq, rows, err))
-		return;
-	keyed_open(rq, &w, key);
-	api_put_rows(&w, rows, NULL);
-	keyed_close(rq, &w, 200);
-	PQclear(rows);
-}
-
-void api_created(struct req *rq, const char *key, PGresult *r, const char *err)
+/* {"<key>": r's rows, or (id) the id in its first column, 201}, or a 500 when the query failed. */
+static void keyed_result(struct req *rq, const char *key, PGresult *r, const char *err, bool id)
 {
 	struct jsonw w;
 
 	if (api_failed(rq, r, err))
 		return;
 	keyed_open(rq, &w, key);
-	jsonw_number_text(&w, PQgetvalue(r, 0, 0));
-	keyed_close(rq, &w, 201);
+	if (id)
+		jsonw_number_text(&w, PQgetvalue(r, 0, 0));
+	else
+		api_put_rows(&w, r, NULL);
+	keyed_close(rq, &w, id ? 201 : 200);
 	PQclear(r);
+}
+
+void api_list_json(struct req *rq, const char *key, PGresult *rows, const char *err)
+{
+	keyed_result(rq, key, rows, err, false);
+}
+
+void api_created(struct req *rq, const char *key, PGresult *r, const char *err)
+{
+	keyed_result(rq, key, r, err, true);
 }
 
 void api_deleted(struct req *rq, const char *key, const char *id)

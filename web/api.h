@@ -91,5 +91,18 @@ void api_get_page(struct req *rq, const char *name, api_page_fn *page, api_count
 /* Child rows (ordered by their parent's id, in column 0) of parent, the rows from *k on: skips
  * those of parents before it; returns the row after its last ([*k, end) are its children). */
 int api_child_rows(const PGresult *kids, int *k, const char *parent);
+/* How api_put_parents() writes a row and its child rows; head and child return false after an
+ * error response. */
+struct api_parents {
+	const char *const *skip;    /* the row's columns api_put_members() leaves to head */
+	bool (*head)(struct req *rq, struct jsonw *w, PGresult *rows, int i);
+	const char *kids_key;       /* the children's array */
+	bool (*child)(struct req *rq, struct jsonw *w, PGresult *kids, int k);   /* a child's members */
+};
+/* Rows as objects: their columns, head's members, then their children from kids (api_child_rows())
+ * as objects; with array false, the one row's object is left open for more members. Returns false
+ * after an error response. */
+bool api_put_parents(struct req *rq, struct jsonw *w, const struct api_parents *how, PGresult *rows,
+		     PGresult *kids, bool array);
 
 #endif

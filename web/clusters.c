@@ -15,6 +15,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A cluster row's frames: "common" as frame names, "title" (null: mined before titles), "patterns_total". */
+static bool cluster_head(struct req *rq, struct jsonw *w, PGresult *rows, int i)
+{
+	jsonw_key(w, "common");
+	if (!api_put_names(rq, w, PQgetvalue(rows, i, PQfnumber(rows, "common"))))
+		return false;
+	/* the frames that tell it apart (docs/mining.md); null: mined before titles */
+	jsonw_key(w, "title");
+	if (!model_col(rows, i, "title"))
+		jsonw_null(w);
+	else if (!api_put_names(rq, w, model_col(rows, i, "title")))
+		return false;
+	jsonw_key(w, "patterns_total");
+	jsonw_number_text(w, PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
+	return true;
+}
+
+/* A pattern of model_cluster_patterns(). */
+static bool cluster_pattern(struct req *rq, struct jsonw *w, PGresult *pats, int pc)
+{
+	jsonw_key(w, "pattern_id");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 1));
+	jsonw_key(w, "frames");
+	if (!api_put_names(rq, w, PQgetvalue(pats, pc, 2)))
+		return false;
+	jsonw_key(w, "cost_ns");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 3));
+	jsonw_key(w, "events");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 4));
+	jsonw_key(w, "streams");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 5));
+	jsonw_key(w, "est_cost_ns");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 6));
+	return true;
+}
+
 /*
  * Writes cluster rows (model_clusters() or model_cluster()) as objects with "common" as
  * frame names and "patterns" from pats (model_cluster_patterns(), ordered by cluster); with
@@ -24,51 +60,9 @@
 static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *pats, bool array)
 {
 	static const char *const skip[] = { "common", "patterns_total", "title", NULL };
-	int pc = 0, ccol = PQfnumber(rows, "common");
+	static const struct api_parents how = { skip, cluster_head, "patterns", cluster_pattern };
 
-	if (array)
-		jsonw_array(w);
-	for (int i = 0; i < PQntuples(rows); i++) {
-		const char *cid = PQgetvalue(rows, i, 0);
-
-		jsonw_object(w);
-		api_put_members(w, rows, i, skip);
-		jsonw_key(w, "common");
-		if (!api_put_names(rq, w, PQgetvalue(rows, i, ccol)))
-			return false;
-		/* the frames that tell it apart (docs/mining.md); null: mined before titles */
-		jsonw_key(w, "title");
-		if (!model_col(rows, i, "title"))
-			jsonw_null(w);
-		else if (!api_put_names(rq, w, model_col(rows, i, "title")))
-			return false;
-		jsonw_key(w, "patterns_total");
-		jsonw_number_text(w, PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
-		jsonw_karray(w, "patterns");
-		for (int end = api_child_rows(pats, &pc, cid); pc < end; pc++) {
-			jsonw_object(w);
-			jsonw_key(w, "pattern_id");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 1));
-			jsonw_key(w, "frames");
-			if (!api_put_names(rq, w, PQgetvalue(pats, pc, 2)))
-				return false;
-			jsonw_key(w, "cost_ns");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 3));
-			jsonw_key(w, "events");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 4));
-			jsonw_key(w, "streams");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 5));
-			jsonw_key(w, "est_cost_ns");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 6));
-			jsonw_end(w);
-		}
-		jsonw_end(w);
-		if (array)
-			jsonw_end(w);
-	}
-	if (array)
-		jsonw_end(w);
-	return true;
+	return api_put_parents(rq, w, &how, rows, pats, array);
 }
 
 void clusters_get_clusters(struct req *rq)
