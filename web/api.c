@@ -142,16 +142,19 @@ static void keyed_close(struct req *rq, struct jsonw *w, int status)
 	api_ok_json(rq, w, status);
 }
 
-void api_list_response(struct req *rq, const char *name, PGresult *rows, PGresult *count,
-		       const char *const *skip)
+void api_page_response(struct req *rq, const char *name, PGresult *rows, PGresult *count, const char *err)
 {
 	struct jsonw w;
 
-	keyed_open(rq, &w, name);
-	api_put_rows(&w, rows, skip);
-	jsonw_key(&w, "total");
-	jsonw_number_text(&w, PQgetvalue(count, 0, 0));
-	keyed_close(rq, &w, 200);
+	if (!api_failed(rq, rows, err) && !api_failed(rq, count, err)) {
+		keyed_open(rq, &w, name);
+		api_put_rows(&w, rows, NULL);
+		jsonw_key(&w, "total");
+		jsonw_number_text(&w, PQgetvalue(count, 0, 0));
+		keyed_close(rq, &w, 200);
+	}
+	PQclear(rows);
+	PQclear(count);
 }
 
 void api_respond_id(struct req *rq, const char *name, int64_t id, int status)
@@ -478,19 +481,15 @@ void api_deleted(struct req *rq, const char *key, const char *id)
 void api_get_page(struct req *rq, const char *name, api_page_fn *page, api_count_fn *count_of)
 {
 	static const char *const names[] = { "limit", "offset", NULL };
-	PGresult *rows = NULL, *count = NULL;
+	PGresult *rows, *count;
 	char err[512];
 	long limit, offset;
 
 	if (!api_known_query(rq, names, false) || !api_page_params(rq, &limit, &offset))
 		return;
 	rows = page(rq->db, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = count_of(rq->db, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, name, rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	count = rows ? count_of(rq->db, err, sizeof(err)) : NULL;
+	api_page_response(rq, name, rows, count, err);
 }
 
 int api_child_rows(const PGresult *kids, int *k, const char *parent)

@@ -28,9 +28,9 @@ void api_put_rows(struct jsonw *w, const PGresult *r, const char *const *skip);
 void api_ok_json(struct req *rq, const struct jsonw *w, int status);
 /* A database failure: 500, logged by the server. */
 bool api_failed(struct req *rq, PGresult *r, const char *err);
-/* { "<list>": rows, "total": count } */
-void api_list_response(struct req *rq, const char *name, PGresult *rows, PGresult *count,
-		       const char *const *skip);
+/* { "<list>": rows, "total": count }, or the 500 of the query that failed (rows NULL: count was not
+ * run, NULL too); frees both. */
+void api_page_response(struct req *rq, const char *name, PGresult *rows, PGresult *count, const char *err);
 /* {"<name>": id} */
 void api_respond_id(struct req *rq, const char *name, int64_t id, int status);
 /* A single row as the response. */

@@ -624,17 +624,10 @@ void clusters_page_cluster(struct req *rq)
 {
 	const char *id = rq->arg;
 	char err[512];
-	PGresult *c = model_cluster(rq->db, id, err, sizeof(err));
+	PGresult *c = pages_need_row(rq, model_cluster(rq->db, id, err, sizeof(err)), err, "No such cluster.");
 
-	if (!c) {
-		html_error(rq, 500, err);
+	if (!c)
 		return;
-	}
-	if (PQntuples(c) == 0) {
-		PQclear(c);
-		html_error(rq, 404, "No such cluster.");
-		return;
-	}
 	html_begin(rq, req_printf(rq, "Cluster %s", id));
 	html_rawf(rq, "<p class=\"crumbs\"><a href=\"/runs/%lld\">Run #%lld</a> › cluster %s</p>",
 		  (long long)model_coln(c, 0, "run_id"), (long long)model_coln(c, 0, "run_id"), id);

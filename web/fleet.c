@@ -69,7 +69,7 @@ void fleet_get_hosts(struct req *rq)
 {
 	static const char *const names[] = { "limit", "offset", "silent_after", "status", NULL };
 	struct host_filter f = { NULL, req_query(rq, "status"), 0 };
-	PGresult *rows = NULL, *count = NULL;
+	PGresult *rows, *count;
 	char err[512];
 	long limit, offset;
 
@@ -81,12 +81,8 @@ void fleet_get_hosts(struct req *rq)
 		return;
 	}
 	rows = model_hosts(rq->db, &f, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = model_hosts_count(rq->db, &f, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, "hosts", rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	count = rows ? model_hosts_count(rq->db, &f, err, sizeof(err)) : NULL;
+	api_page_response(rq, "hosts", rows, count, err);
 }
 
 void fleet_get_host(struct req *rq)

@@ -679,24 +679,31 @@ int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *e
 	return 0;
 }
 
-int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t errlen)
+/* A DELETE of the rows of key ($1): 0, WEB_ENOTFOUND (none: the caller says so in err) or WEB_EFAIL
+ * with err (doing: what failed). */
+static int delete_rows(PGconn *db, const char *sql, const char *key, const char *doing, char *err, size_t errlen)
 {
-	const char *p[1] = { app };
-	PGresult *r = PQexecParams(db, "DELETE FROM agent_settings WHERE app = $1", 1, NULL, p, NULL, NULL, 0);
+	const char *p[1] = { key };
+	PGresult *r = PQexecParams(db, sql, 1, NULL, p, NULL, NULL, 0);
 	int n;
 
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, "deleting the settings", PQresultErrorMessage(r));
+		db_errcpy(err, errlen, doing, PQresultErrorMessage(r));
 		PQclear(r);
 		return WEB_EFAIL;
 	}
 	n = strcmp(PQcmdTuples(r), "0") != 0;
 	PQclear(r);
-	if (n == 0) {
+	return n ? 0 : WEB_ENOTFOUND;
+}
+
+int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t errlen)
+{
+	int rc = delete_rows(db, "DELETE FROM agent_settings WHERE app = $1", app, "deleting the settings", err, errlen);
+
+	if (rc == WEB_ENOTFOUND)
 		snprintf(err, errlen, "app '%.255s': no settings pushed to it", app);
-		return WEB_ENOTFOUND;
-	}
-	return 0;
+	return rc;
 }
 
 /* ---- schedules, alert rules, alerts (docs/analysis.md, "Watching") ---- */
@@ -716,25 +723,14 @@ PGresult *model_schedule_put(PGconn *db, const char *const p[5], char *err, size
 		       " RETURNING id AS schedule_id", 5, p, err, errlen);
 }
 
-/* DELETE ... RETURNING: 0 deleted, 1 none, -1 error */
+/* The DELETE of one object by id: 0, WEB_ENOTFOUND ("what id: none") or WEB_EFAIL */
 static int delete_one(PGconn *db, const char *sql, const char *id, const char *what, char *err, size_t errlen)
 {
-	const char *p[1] = { id };
-	PGresult *r = PQexecParams(db, sql, 1, NULL, p, NULL, NULL, 0);
-	int n;
+	int rc = delete_rows(db, sql, id, "deleting", err, errlen);
 
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, "deleting", PQresultErrorMessage(r));
-		PQclear(r);
-		return WEB_EFAIL;
-	}
-	n = strcmp(PQcmdTuples(r), "0") != 0;
-	PQclear(r);
-	if (!n) {
+	if (rc == WEB_ENOTFOUND)
 		snprintf(err, errlen, "%s %.24s: none", what, id);
-		return WEB_ENOTFOUND;
-	}
-	return 0;
+	return rc;
 }
 
 int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen)
