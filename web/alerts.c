@@ -112,20 +112,27 @@ out:
 	buf_release(&full);
 }
 
-void alerts_delete_schedule(struct req *rq)
+/* The DELETE of a schedule or an alert rule (what, in the 403: an admin's), by del: {"<key>": id, "deleted": true}. */
+static void delete_one(struct req *rq, const char *what, int (*del)(PGconn *, const char *, char *, size_t),
+		       const char *key)
 {
 	const char *id = rq->arg;
 	char err[512];
 	int rc;
 
-	if (!api_admin_only(rq, true, "schedules"))
+	if (!api_admin_only(rq, true, what))
 		return;
-	rc = model_schedule_delete(rq->db, id, err, sizeof(err));
+	rc = del(rq->db, id, err, sizeof(err));
 	if (rc != 0) {
 		req_json_error(rq, req_status_of(rc), "%s", err);
 		return;
 	}
-	api_deleted(rq, "schedule_id", id);
+	api_deleted(rq, key, id);
+}
+
+void alerts_delete_schedule(struct req *rq)
+{
+	delete_one(rq, "schedules", model_schedule_delete, "schedule_id");
 }
 
 void alerts_get_alert_rules(struct req *rq)
@@ -213,18 +220,7 @@ out:
 
 void alerts_delete_alert_rule(struct req *rq)
 {
-	const char *id = rq->arg;
-	char err[512];
-	int rc;
-
-	if (!api_admin_only(rq, true, "alert rules"))
-		return;
-	rc = model_alert_rule_delete(rq->db, id, err, sizeof(err));
-	if (rc != 0) {
-		req_json_error(rq, req_status_of(rc), "%s", err);
-		return;
-	}
-	api_deleted(rq, "rule_id", id);
+	delete_one(rq, "alert rules", model_alert_rule_delete, "rule_id");
 }
 
 void alerts_get_alerts(struct req *rq)

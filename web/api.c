@@ -100,19 +100,61 @@ bool api_failed(struct req *rq, PGresult *r, const char *err)
 	return true;
 }
 
-void api_list_response(struct req *rq, const char *name, PGresult *rows, PGresult *count,
-		       const char *const *skip)
+bool api_put_parents(struct req *rq, struct jsonw *w, const struct api_parents *how, PGresult *rows,
+		     PGresult *kids, bool array)
+{
+	int k = 0;
+
+	if (array)
+		jsonw_array(w);
+	for (int i = 0; i < PQntuples(rows); i++) {
+		jsonw_object(w);
+		api_put_members(w, rows, i, how->skip);
+		if (!how->head(rq, w, rows, i))
+			return false;
+		jsonw_karray(w, how->kids_key);
+		for (int end = api_child_rows(kids, &k, PQgetvalue(rows, i, 0)); k < end; k++) {
+			jsonw_object(w);
+			if (!how->child(rq, w, kids, k))
+				return false;
+			jsonw_end(w);
+		}
+		jsonw_end(w);
+		if (array)
+			jsonw_end(w);
+	}
+	if (array)
+		jsonw_end(w);
+	return true;
+}
+
+/* Opens the response's object at its first key; keyed_close() ends and sends it. */
+static void keyed_open(struct req *rq, struct jsonw *w, const char *key)
+{
+	jsonw_init(w, &rq->out);
+	jsonw_object(w);
+	jsonw_key(w, key);
+}
+
+static void keyed_close(struct req *rq, struct jsonw *w, int status)
+{
+	jsonw_end(w);
+	api_ok_json(rq, w, status);
+}
+
+void api_page_response(struct req *rq, const char *name, PGresult *rows, PGresult *count, const char *err)
 {
 	struct jsonw w;
 
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, name);
-	api_put_rows(&w, rows, skip);
-	jsonw_key(&w, "total");
-	jsonw_number_text(&w, PQgetvalue(count, 0, 0));
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 200);
+	if (!api_failed(rq, rows, err) && !api_failed(rq, count, err)) {
+		keyed_open(rq, &w, name);
+		api_put_rows(&w, rows, NULL);
+		jsonw_key(&w, "total");
+		jsonw_number_text(&w, PQgetvalue(count, 0, 0));
+		keyed_close(rq, &w, 200);
+	}
+	PQclear(rows);
+	PQclear(count);
 }
 
 void api_respond_id(struct req *rq, const char *name, int64_t id, int status)
@@ -400,47 +442,65 @@ bool api_num_field(struct req *rq, struct json_val v, const char *name, double m
 	return true;
 }
 
-void api_list_json(struct req *rq, const char *key, PGresult *rows, const char *err)
-{
-	struct jsonw w;
-
-	if (api_failed(rq, rows, err))
-		return;
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, key);
-	api_put_rows(&w, rows, NULL);
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 200);
-	PQclear(rows);
-}
-
-void api_created(struct req *rq, const char *key, PGresult *r, const char *err)
+/* {"<key>": r's rows, or (id) the id in its first column, 201}, or a 500 when the query failed. */
+static void keyed_result(struct req *rq, const char *key, PGresult *r, const char *err, bool id)
 {
 	struct jsonw w;
 
 	if (api_failed(rq, r, err))
 		return;
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, key);
-	jsonw_number_text(&w, PQgetvalue(r, 0, 0));
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 201);
+	keyed_open(rq, &w, key);
+	if (id)
+		jsonw_number_text(&w, PQgetvalue(r, 0, 0));
+	else
+		api_put_rows(&w, r, NULL);
+	keyed_close(rq, &w, id ? 201 : 200);
 	PQclear(r);
+}
+
+void api_list_json(struct req *rq, const char *key, PGresult *rows, const char *err)
+{
+	keyed_result(rq, key, rows, err, false);
+}
+
+void api_created(struct req *rq, const char *key, PGresult *r, const char *err)
+{
+	keyed_result(rq, key, r, err, true);
 }
 
 void api_deleted(struct req *rq, const char *key, const char *id)
 {
 	struct jsonw w;
 
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_key(&w, key);
+	keyed_open(rq, &w, key);
 	jsonw_number_text(&w, id);
 	jsonw_kbool(&w, "deleted", true);
-	jsonw_end(&w);
-	api_ok_json(rq, &w, 200);
+	keyed_close(rq, &w, 200);
+}
+
+void api_get_page(struct req *rq, const char *name, api_page_fn *page, api_count_fn *count_of)
+{
+	static const char *const names[] = { "limit", "offset", NULL };
+	PGresult *rows, *count;
+	char err[512];
+	long limit, offset;
+
+	if (!api_known_query(rq, names, false) || !api_page_params(rq, &limit, &offset))
+		return;
+	rows = page(rq->db, limit, offset, err, sizeof(err));
+	count = rows ? count_of(rq->db, err, sizeof(err)) : NULL;
+	api_page_response(rq, name, rows, count, err);
+}
+
+int api_child_rows(const PGresult *kids, int *k, const char *parent)
+{
+	int n = PQntuples(kids), end;
+
+	while (*k < n && strtoll(PQgetvalue(kids, *k, 0), NULL, 10) < strtoll(parent, NULL, 10))
+		(*k)++;
+	for (end = *k; end < n && strcmp(PQgetvalue(kids, end, 0), parent) == 0; end++)
+		;
+	return end;
 }
 
 static const struct req_route routes[] = {

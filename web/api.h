@@ -28,9 +28,9 @@ void api_put_rows(struct jsonw *w, const PGresult *r, const char *const *skip);
 void api_ok_json(struct req *rq, const struct jsonw *w, int status);
 /* A database failure: 500, logged by the server. */
 bool api_failed(struct req *rq, PGresult *r, const char *err);
-/* { "<list>": rows, "total": count } */
-void api_list_response(struct req *rq, const char *name, PGresult *rows, PGresult *count,
-		       const char *const *skip);
+/* { "<list>": rows, "total": count }, or the 500 of the query that failed (rows NULL: count was not
+ * run, NULL too); frees both. */
+void api_page_response(struct req *rq, const char *name, PGresult *rows, PGresult *count, const char *err);
 /* {"<name>": id} */
 void api_respond_id(struct req *rq, const char *name, int64_t id, int status);
 /* A single row as the response. */
@@ -83,5 +83,26 @@ void api_list_json(struct req *rq, const char *key, PGresult *rows, const char *
 void api_created(struct req *rq, const char *key, PGresult *r, const char *err);
 /* 200 {"<key>": id, "deleted": true} */
 void api_deleted(struct req *rq, const char *key, const char *id);
+/* The GET of a list by pages (?limit=, ?offset=): {"<name>": a page of rows, "total": count}, from
+ * model.c's two queries. */
+typedef PGresult *api_page_fn(PGconn *db, long limit, long offset, char *err, size_t errlen);
+typedef PGresult *api_count_fn(PGconn *db, char *err, size_t errlen);
+void api_get_page(struct req *rq, const char *name, api_page_fn *page, api_count_fn *count_of);
+/* Child rows (ordered by their parent's id, in column 0) of parent, the rows from *k on: skips
+ * those of parents before it; returns the row after its last ([*k, end) are its children). */
+int api_child_rows(const PGresult *kids, int *k, const char *parent);
+/* How api_put_parents() writes a row and its child rows; head and child return false after an
+ * error response. */
+struct api_parents {
+	const char *const *skip;    /* the row's columns api_put_members() leaves to head */
+	bool (*head)(struct req *rq, struct jsonw *w, PGresult *rows, int i);
+	const char *kids_key;       /* the children's array */
+	bool (*child)(struct req *rq, struct jsonw *w, PGresult *kids, int k);   /* a child's members */
+};
+/* Rows as objects: their columns, head's members, then their children from kids (api_child_rows())
+ * as objects; with array false, the one row's object is left open for more members. Returns false
+ * after an error response. */
+bool api_put_parents(struct req *rq, struct jsonw *w, const struct api_parents *how, PGresult *rows,
+		     PGresult *kids, bool array);
 
 #endif

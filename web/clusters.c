@@ -15,6 +15,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A cluster row's frames: "common" as frame names, "title" (null: mined before titles), "patterns_total". */
+static bool cluster_head(struct req *rq, struct jsonw *w, PGresult *rows, int i)
+{
+	jsonw_key(w, "common");
+	if (!api_put_names(rq, w, PQgetvalue(rows, i, PQfnumber(rows, "common"))))
+		return false;
+	/* the frames that tell it apart (docs/mining.md); null: mined before titles */
+	jsonw_key(w, "title");
+	if (!model_col(rows, i, "title"))
+		jsonw_null(w);
+	else if (!api_put_names(rq, w, model_col(rows, i, "title")))
+		return false;
+	jsonw_key(w, "patterns_total");
+	jsonw_number_text(w, PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
+	return true;
+}
+
+/* A pattern of model_cluster_patterns(). */
+static bool cluster_pattern(struct req *rq, struct jsonw *w, PGresult *pats, int pc)
+{
+	jsonw_key(w, "pattern_id");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 1));
+	jsonw_key(w, "frames");
+	if (!api_put_names(rq, w, PQgetvalue(pats, pc, 2)))
+		return false;
+	jsonw_key(w, "cost_ns");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 3));
+	jsonw_key(w, "events");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 4));
+	jsonw_key(w, "streams");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 5));
+	jsonw_key(w, "est_cost_ns");
+	jsonw_number_text(w, PQgetvalue(pats, pc, 6));
+	return true;
+}
+
 /*
  * Writes cluster rows (model_clusters() or model_cluster()) as objects with "common" as
  * frame names and "patterns" from pats (model_cluster_patterns(), ordered by cluster); with
@@ -24,53 +60,9 @@
 static bool put_clusters(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *pats, bool array)
 {
 	static const char *const skip[] = { "common", "patterns_total", "title", NULL };
-	int pc = 0, np = PQntuples(pats), ccol = PQfnumber(rows, "common");
+	static const struct api_parents how = { skip, cluster_head, "patterns", cluster_pattern };
 
-	if (array)
-		jsonw_array(w);
-	for (int i = 0; i < PQntuples(rows); i++) {
-		const char *cid = PQgetvalue(rows, i, 0);
-
-		jsonw_object(w);
-		api_put_members(w, rows, i, skip);
-		jsonw_key(w, "common");
-		if (!api_put_names(rq, w, PQgetvalue(rows, i, ccol)))
-			return false;
-		/* the frames that tell it apart (docs/mining.md); null: mined before titles */
-		jsonw_key(w, "title");
-		if (!model_col(rows, i, "title"))
-			jsonw_null(w);
-		else if (!api_put_names(rq, w, model_col(rows, i, "title")))
-			return false;
-		jsonw_key(w, "patterns_total");
-		jsonw_number_text(w, PQgetvalue(rows, i, PQfnumber(rows, "patterns_total")));
-		jsonw_karray(w, "patterns");
-		while (pc < np && strtoll(PQgetvalue(pats, pc, 0), NULL, 10) < strtoll(cid, NULL, 10))
-			pc++;
-		for (; pc < np && strcmp(PQgetvalue(pats, pc, 0), cid) == 0; pc++) {
-			jsonw_object(w);
-			jsonw_key(w, "pattern_id");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 1));
-			jsonw_key(w, "frames");
-			if (!api_put_names(rq, w, PQgetvalue(pats, pc, 2)))
-				return false;
-			jsonw_key(w, "cost_ns");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 3));
-			jsonw_key(w, "events");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 4));
-			jsonw_key(w, "streams");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 5));
-			jsonw_key(w, "est_cost_ns");
-			jsonw_number_text(w, PQgetvalue(pats, pc, 6));
-			jsonw_end(w);
-		}
-		jsonw_end(w);
-		if (array)
-			jsonw_end(w);
-	}
-	if (array)
-		jsonw_end(w);
-	return true;
+	return api_put_parents(rq, w, &how, rows, pats, array);
 }
 
 void clusters_get_clusters(struct req *rq)
@@ -632,17 +624,10 @@ void clusters_page_cluster(struct req *rq)
 {
 	const char *id = rq->arg;
 	char err[512];
-	PGresult *c = model_cluster(rq->db, id, err, sizeof(err));
+	PGresult *c = pages_need_row(rq, model_cluster(rq->db, id, err, sizeof(err)), err, "No such cluster.");
 
-	if (!c) {
-		html_error(rq, 500, err);
+	if (!c)
 		return;
-	}
-	if (PQntuples(c) == 0) {
-		PQclear(c);
-		html_error(rq, 404, "No such cluster.");
-		return;
-	}
 	html_begin(rq, req_printf(rq, "Cluster %s", id));
 	html_rawf(rq, "<p class=\"crumbs\"><a href=\"/runs/%lld\">Run #%lld</a> › cluster %s</p>",
 		  (long long)model_coln(c, 0, "run_id"), (long long)model_coln(c, 0, "run_id"), id);

@@ -685,6 +685,28 @@ static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, 
 	return 0;
 }
 
+/* export_open(), or NULL after a 500. */
+static struct export *open_or_fail(struct req *rq, const char *title, bool comparison)
+{
+	struct export *x = export_open(title, comparison);
+
+	if (!x)
+		req_json_error(rq, 500, "out of memory");
+	return x;
+}
+
+/* export_rows() of a run's profile rows (model_run_profile(): a "kind" column): false after a 500. */
+static bool add_run_rows(struct req *rq, struct export *x, int side, PGresult *r, unsigned kinds)
+{
+	char err[512];
+
+	if (export_rows(rq, x, side, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err)) < 0) {
+		req_json_error(rq, 500, "the profile could not be built: %s", err);
+		return false;
+	}
+	return true;
+}
+
 /* Writes x as the response, a download named name + the format's suffix. */
 static void send_export(struct req *rq, struct export *x, enum export_format f, const char *name)
 {
@@ -718,11 +740,9 @@ void export_get_cluster_profile(struct req *rq)
 	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
 	if (api_failed(rq, fr, err))
 		goto out;
-	if (!(x = export_open(req_printf(rq, "stackmine cluster %s of run %s", id, model_col(c, 0, "run_id")),
-			      false))) {
-		req_json_error(rq, 500, "out of memory");
+	if (!(x = open_or_fail(rq, req_printf(rq, "stackmine cluster %s of run %s", id, model_col(c, 0, "run_id")),
+			       false)))
 		goto out;
-	}
 	for (int i = 0; i < PQntuples(st); i++) {
 		int j = model_find_stack(fr, model_coln(st, i, "stack_id"));
 		const char **names;
@@ -759,14 +779,8 @@ void export_get_run_profile(struct req *rq)
 	r = model_run_profile(rq->db, id, err, sizeof(err));
 	if (api_failed(rq, r, err))
 		goto out;
-	if (!(x = export_open(req_printf(rq, "stackmine run %s", id), false))) {
-		req_json_error(rq, 500, "out of memory");
+	if (!(x = open_or_fail(rq, req_printf(rq, "stackmine run %s", id), false)) || !add_run_rows(rq, x, 0, r, kinds))
 		goto out;
-	}
-	if (export_rows(rq, x, 0, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err)) < 0) {
-		req_json_error(rq, 500, "the profile could not be built: %s", err);
-		goto out;
-	}
 	send_export(rq, x, f, req_printf(rq, "run-%s", id));
 out:
 	export_free(x);
@@ -788,24 +802,20 @@ void export_get_compare_profile(struct req *rq)
 	snprintf(a, sizeof(a), "%lld", strtoll(rq->path + strlen("/api/v1/runs/"), NULL, 10));
 	if (!(ra = api_need_run(rq, a)) || !(rb = api_need_run(rq, arg)))
 		goto out;
-	if (!(x = export_open(req_printf(rq, "stackmine runs %s (A) and %s (B)", a, arg), true))) {
-		req_json_error(rq, 500, "out of memory");
+	if (!(x = open_or_fail(rq, req_printf(rq, "stackmine runs %s (A) and %s (B)", a, arg), true)))
 		goto out;
-	}
 	export_set_streams(x, (uint64_t)(model_run_count(ra, "streams") > 0 ? model_run_count(ra, "streams") : 0),
 			   (uint64_t)(model_run_count(rb, "streams") > 0 ? model_run_count(rb, "streams") : 0));
 	for (int side = 0; side < 2; side++) {
 		PGresult *r = model_run_profile(rq->db, side ? arg : a, err, sizeof(err));
-		int rc;
+		bool ok;
 
 		if (api_failed(rq, r, err))
 			goto out;
-		rc = export_rows(rq, x, side, r, PQfnumber(r, "kind"), kinds, 'r', err, sizeof(err));
+		ok = add_run_rows(rq, x, side, r, kinds);
 		PQclear(r);
-		if (rc < 0) {
-			req_json_error(rq, 500, "the profile could not be built: %s", err);
+		if (!ok)
 			goto out;
-		}
 	}
 	send_export(rq, x, f, req_printf(rq, "compare-%s-%s", a, arg));
 out:
@@ -831,10 +841,8 @@ void export_get_stream_profile(struct req *rq)
 	fr = model_stacks(rq->db, req_id_array(rq, ev, PQfnumber(ev, "stack_id")), err, sizeof(err));
 	if (api_failed(rq, fr, err))
 		goto out;
-	if (!(x = export_open(req_printf(rq, "stackmine stream %s", canon), false))) {
-		req_json_error(rq, 500, "out of memory");
+	if (!(x = open_or_fail(rq, req_printf(rq, "stackmine stream %s", canon), false)))
 		goto out;
-	}
 	{
 		/* the stacks come by id: their frame names by binary search */
 		int kc = PQfnumber(ev, "kind"), sc = PQfnumber(ev, "stack_id");

@@ -69,7 +69,7 @@ void fleet_get_hosts(struct req *rq)
 {
 	static const char *const names[] = { "limit", "offset", "silent_after", "status", NULL };
 	struct host_filter f = { NULL, req_query(rq, "status"), 0 };
-	PGresult *rows = NULL, *count = NULL;
+	PGresult *rows, *count;
 	char err[512];
 	long limit, offset;
 
@@ -81,12 +81,8 @@ void fleet_get_hosts(struct req *rq)
 		return;
 	}
 	rows = model_hosts(rq->db, &f, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = model_hosts_count(rq->db, &f, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, "hosts", rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	count = rows ? model_hosts_count(rq->db, &f, err, sizeof(err)) : NULL;
+	api_page_response(rq, "hosts", rows, count, err);
 }
 
 void fleet_get_host(struct req *rq)
@@ -130,22 +126,15 @@ out:
 	PQclear(hours);
 }
 
+/* model_profiles() of every build, as api_get_page() pages it */
+static PGresult *all_profiles(PGconn *db, long limit, long offset, char *err, size_t errlen)
+{
+	return model_profiles(db, NULL, limit, offset, err, errlen);
+}
+
 void fleet_get_profiles(struct req *rq)
 {
-	static const char *const names[] = { "limit", "offset", NULL };
-	PGresult *rows = NULL, *count = NULL;
-	char err[512];
-	long limit, offset;
-
-	if (!api_known_query(rq, names, false) || !api_page_params(rq, &limit, &offset))
-		return;
-	rows = model_profiles(rq->db, NULL, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = model_profiles_count(rq->db, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, "profiles", rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	api_get_page(rq, "profiles", all_profiles, model_profiles_count);
 }
 
 void fleet_get_agent_settings(struct req *rq)

@@ -65,6 +65,17 @@ static PGresult *run_prepared(PGconn *db, int no, const char *sql, int n, const 
 	return NULL;
 }
 
+/* A query of a key ($1) and a limit ($2): prepared as no (run_prepared()), or not when no is 0. */
+static PGresult *run_key_limit(PGconn *db, int no, const char *sql, const char *key, long limit, char *err,
+			       size_t errlen)
+{
+	char lim[24];
+	const char *p[2] = { key, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return no ? run_prepared(db, no, sql, 2, p, err, errlen) : run(db, sql, 2, p, err, errlen);
+}
+
 /* ---- streams ---- */
 
 #define STREAM_WHERE                                                                            \
@@ -131,14 +142,10 @@ PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen)
 
 PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen)
 {
-	char lim[24];
-	const char *p[2] = { ref, lim };
-
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	return run_prepared(db, 3,
+	return run_key_limit(db, 3,
 		   "SELECT kind, tid, ts_ns, dur_ns, stack_id, coalesce(readier_tid, 0) AS readier_tid"
 		   " FROM events WHERE stream_ref = $1::bigint ORDER BY ts_ns, seq LIMIT $2",
-		   2, p, err, errlen);
+		   ref, limit, err, errlen);
 }
 
 PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errlen)
@@ -269,18 +276,14 @@ PGresult *model_clusters_count(PGconn *db, const char *run_id, const char *kind,
 PGresult *model_cluster_patterns(PGconn *db, const char *cluster_ids, long per_cluster, char *err,
 				 size_t errlen)
 {
-	char lim[24];
-	const char *p[2] = { cluster_ids, lim };
-
-	snprintf(lim, sizeof(lim), "%ld", per_cluster);
-	return run_prepared(db, 6,
+	return run_key_limit(db, 6,
 		   "SELECT cluster_id, pattern_id, frame_ids, cost_ns, events, streams, est_cost_ns FROM ("
 		   " SELECT c.id AS cluster_id, p.id AS pattern_id, p.frame_ids, p.cost_ns, p.events, p.streams,"
 		   "  coalesce(p.est_cost_ns, p.cost_ns) AS est_cost_ns,"
 		   "  row_number() OVER (PARTITION BY c.id ORDER BY p.cost_ns DESC, p.id) AS k"
 		   " FROM clusters c JOIN patterns p ON p.id = ANY(c.members) WHERE c.id = ANY($1::bigint[])) x"
 		   " WHERE k <= $2 ORDER BY cluster_id, k",
-		   2, p, err, errlen);
+		   cluster_ids, per_cluster, err, errlen);
 }
 
 PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
@@ -302,30 +305,24 @@ PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
 	" FROM clusters c JOIN run_stacks rs ON rs.run_id = c.run_id AND rs.kind = c.kind"          \
 	" AND rs.stack_id = ANY(c.stack_ids) WHERE c.id = $1::bigint"
 
+/* the top $2 streams of the stacks that matched (a cluster's or a problem's); a stream that
+ * retention removed since the run: listed, marked expired */
+#define TOP_STREAMS(matched)                                                                     \
+	"SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events,"     \
+	" s.id IS NULL AS expired"                                                                  \
+	" FROM (SELECT rs.stream_ref, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events" \
+	matched " GROUP BY rs.stream_ref ORDER BY 2 DESC, 1 LIMIT $2) m"                            \
+	" LEFT JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, m.stream_ref"
+
 PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	char lim[24];
-	const char *p[2] = { id, lim };
-
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	return run_prepared(db, 8,
-		   /* a stream that retention removed since the run: listed, marked expired */
-		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events,"
-		   " s.id IS NULL AS expired"
-		   " FROM (SELECT rs.stream_ref, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events"
-		   MATCHED " GROUP BY rs.stream_ref ORDER BY 2 DESC, 1 LIMIT $2) m"
-		   " LEFT JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, m.stream_ref",
-		   2, p, err, errlen);
+	return run_key_limit(db, 8, TOP_STREAMS(MATCHED), id, limit, err, errlen);
 }
 
 PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	char lim[24];
-	const char *p[2] = { id, lim };
-
-	snprintf(lim, sizeof(lim), "%ld", limit);
 	/* the matched streams once, then each dimension's top values */
-	return run_prepared(db, 1,
+	return run_key_limit(db, 1,
 		   "WITH m AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost, sum(rs.events) AS ev" MATCHED
 		   "  GROUP BY rs.stream_ref),"
 		   " ms AS (SELECT m.*, s.host, coalesce(s.version, '') AS version, s.labels FROM m"
@@ -337,7 +334,7 @@ PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, si
 		   "  count(*) AS streams, row_number() OVER (PARTITION BY dim ORDER BY sum(cost) DESC, key, value) AS k"
 		   "  FROM kv GROUP BY dim, key, value)"
 		   " SELECT dim, key, value, cost_ns, events, streams FROM g WHERE k <= $2::bigint ORDER BY dim, k",
-		   2, p, err, errlen);
+		   id, limit, err, errlen);
 }
 
 /* ---- attribution (web/attribution.h): what is attributed, then the same two queries ---- */
@@ -682,24 +679,31 @@ int model_agent_settings_put(PGconn *db, const struct agent_settings *s, char *e
 	return 0;
 }
 
-int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t errlen)
+/* A DELETE of the rows of key ($1): 0, WEB_ENOTFOUND (none: the caller says so in err) or WEB_EFAIL
+ * with err (doing: what failed). */
+static int delete_rows(PGconn *db, const char *sql, const char *key, const char *doing, char *err, size_t errlen)
 {
-	const char *p[1] = { app };
-	PGresult *r = PQexecParams(db, "DELETE FROM agent_settings WHERE app = $1", 1, NULL, p, NULL, NULL, 0);
+	const char *p[1] = { key };
+	PGresult *r = PQexecParams(db, sql, 1, NULL, p, NULL, NULL, 0);
 	int n;
 
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, "deleting the settings", PQresultErrorMessage(r));
+		db_errcpy(err, errlen, doing, PQresultErrorMessage(r));
 		PQclear(r);
 		return WEB_EFAIL;
 	}
 	n = strcmp(PQcmdTuples(r), "0") != 0;
 	PQclear(r);
-	if (n == 0) {
+	return n ? 0 : WEB_ENOTFOUND;
+}
+
+int model_agent_settings_delete(PGconn *db, const char *app, char *err, size_t errlen)
+{
+	int rc = delete_rows(db, "DELETE FROM agent_settings WHERE app = $1", app, "deleting the settings", err, errlen);
+
+	if (rc == WEB_ENOTFOUND)
 		snprintf(err, errlen, "app '%.255s': no settings pushed to it", app);
-		return WEB_ENOTFOUND;
-	}
-	return 0;
+	return rc;
 }
 
 /* ---- schedules, alert rules, alerts (docs/analysis.md, "Watching") ---- */
@@ -719,25 +723,14 @@ PGresult *model_schedule_put(PGconn *db, const char *const p[5], char *err, size
 		       " RETURNING id AS schedule_id", 5, p, err, errlen);
 }
 
-/* DELETE ... RETURNING: 0 deleted, 1 none, -1 error */
+/* The DELETE of one object by id: 0, WEB_ENOTFOUND ("what id: none") or WEB_EFAIL */
 static int delete_one(PGconn *db, const char *sql, const char *id, const char *what, char *err, size_t errlen)
 {
-	const char *p[1] = { id };
-	PGresult *r = PQexecParams(db, sql, 1, NULL, p, NULL, NULL, 0);
-	int n;
+	int rc = delete_rows(db, sql, id, "deleting", err, errlen);
 
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		db_errcpy(err, errlen, "deleting", PQresultErrorMessage(r));
-		PQclear(r);
-		return WEB_EFAIL;
-	}
-	n = strcmp(PQcmdTuples(r), "0") != 0;
-	PQclear(r);
-	if (!n) {
+	if (rc == WEB_ENOTFOUND)
 		snprintf(err, errlen, "%s %.24s: none", what, id);
-		return WEB_ENOTFOUND;
-	}
-	return 0;
+	return rc;
 }
 
 int model_schedule_delete(PGconn *db, const char *id, char *err, size_t errlen)
@@ -955,28 +948,14 @@ PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err,
 
 PGresult *model_problem_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	char lim[24];
-	const char *p[2] = { id, lim };
-
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	return run(db,
-		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events,"
-		   " s.id IS NULL AS expired"
-		   " FROM (SELECT rs.stream_ref, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events"
-		   PROBLEM_MATCHED "  GROUP BY rs.stream_ref ORDER BY 2 DESC, 1 LIMIT $2) m"
-		   " LEFT JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, m.stream_ref",
-		   2, p, err, errlen);
+	return run_key_limit(db, 0, TOP_STREAMS(PROBLEM_MATCHED), id, limit, err, errlen);
 }
 
 PGresult *model_problem_hosts(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	char lim[24];
-	const char *p[2] = { id, lim };
-
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	return run(db,
+	return run_key_limit(db, 0,
 		   "SELECT coalesce(s.host, '(expired)') AS host, count(DISTINCT rs.stream_ref) AS streams,"
 		   " sum(rs.cost_ns)::bigint AS cost_ns"
 		   PROBLEM_MATCHED " LEFT JOIN streams s ON s.id = rs.stream_ref GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT $2",
-		   2, p, err, errlen);
+		   id, limit, err, errlen);
 }

@@ -266,6 +266,20 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/tokens/#/revoke", tokens_post_token_revoke, "token" },
 };
 
+PGresult *pages_need_row(struct req *rq, PGresult *r, const char *err, const char *missing)
+{
+	if (!r) {
+		html_error(rq, 500, err);
+		return NULL;
+	}
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		html_error(rq, 404, missing);
+		return NULL;
+	}
+	return r;
+}
+
 void pages_unavailable(struct req *rq)
 {
 	html_error(rq, 503, "The database is unavailable; try again in a moment.");

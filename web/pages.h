@@ -18,6 +18,9 @@
 void pages_handle(struct req *rq);
 /* The page when the database is down: 503 with Retry-After. */
 void pages_unavailable(struct req *rq);
+/* The row of a page's object (a model.c query of one row), or NULL after the error page: 500 with err
+ * when the query failed (r NULL), 404 saying missing when it found none. */
+PGresult *pages_need_row(struct req *rq, PGresult *r, const char *err, const char *missing);
 /* The page's offset from ?offset= (0 when absent or bad). */
 long pages_offset(struct req *rq);
 /* Previous/next links keeping the other query parameters given as `keep` (already a safe

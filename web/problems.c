@@ -26,46 +26,35 @@ static const char *problems_absent(PGresult *run)
 	return NULL;
 }
 
+/* A problem row's "title" as frame names. */
+static bool problem_head(struct req *rq, struct jsonw *w, PGresult *rows, int i)
+{
+	jsonw_key(w, "title");
+	return api_put_names(rq, w, model_col(rows, i, "title"));
+}
+
+/* A member cluster of model_problem_clusters(), its "title" and "common" as frame names. */
+static bool problem_cluster(struct req *rq, struct jsonw *w, PGresult *cl, int k)
+{
+	static const char *const cskip[] = { "problem_id", "title", "common", NULL };
+
+	api_put_members(w, cl, k, cskip);
+	jsonw_key(w, "title");
+	if (!api_put_names(rq, w, model_col(cl, k, "title")))
+		return false;
+	jsonw_key(w, "common");
+	return api_put_names(rq, w, model_col(cl, k, "common"));
+}
+
 /* Problem rows (model_problems()/model_problem()) as objects with "title" as frame names and their
  * member clusters from cl (model_problem_clusters(), by problem); with array false the one
  * problem's object is left open. Returns false after an error response. */
 static bool put_problems(struct req *rq, struct jsonw *w, PGresult *rows, PGresult *cl, bool array)
 {
 	static const char *const skip[] = { "title", NULL };
-	static const char *const cskip[] = { "problem_id", "title", "common", NULL };
-	int k = 0, nc = PQntuples(cl);
+	static const struct api_parents how = { skip, problem_head, "clusters", problem_cluster };
 
-	if (array)
-		jsonw_array(w);
-	for (int i = 0; i < PQntuples(rows); i++) {
-		const char *pid = PQgetvalue(rows, i, 0);
-
-		jsonw_object(w);
-		api_put_members(w, rows, i, skip);
-		jsonw_key(w, "title");
-		if (!api_put_names(rq, w, model_col(rows, i, "title")))
-			return false;
-		jsonw_karray(w, "clusters");
-		while (k < nc && strtoll(PQgetvalue(cl, k, 0), NULL, 10) < strtoll(pid, NULL, 10))
-			k++;
-		for (; k < nc && strcmp(PQgetvalue(cl, k, 0), pid) == 0; k++) {
-			jsonw_object(w);
-			api_put_members(w, cl, k, cskip);
-			jsonw_key(w, "title");
-			if (!api_put_names(rq, w, model_col(cl, k, "title")))
-				return false;
-			jsonw_key(w, "common");
-			if (!api_put_names(rq, w, model_col(cl, k, "common")))
-				return false;
-			jsonw_end(w);
-		}
-		jsonw_end(w);
-		if (array)
-			jsonw_end(w);
-	}
-	if (array)
-		jsonw_end(w);
-	return true;
+	return api_put_parents(rq, w, &how, rows, cl, array);
 }
 
 void problems_get_problems(struct req *rq)
@@ -186,12 +175,10 @@ static void machine_note(struct req *rq, PGresult *p, int i)
 /* The member clusters of problem pid (rows of model_problem_clusters() from *k on). */
 static void problem_members(struct req *rq, PGresult *cl, int *k, const char *pid)
 {
-	int nc = PQntuples(cl);
+	int end = api_child_rows(cl, k, pid);
 
-	while (*k < nc && strtoll(PQgetvalue(cl, *k, 0), NULL, 10) < strtoll(pid, NULL, 10))
-		(*k)++;
 	html_raw(rq, "<ul class=\"members\">");
-	for (; *k < nc && strcmp(PQgetvalue(cl, *k, 0), pid) == 0; (*k)++) {
+	for (; *k < end; (*k)++) {
 		long long cid = (long long)model_coln(cl, *k, "cluster_id");
 
 		html_rawf(rq, "<li>%s cluster <a href=\"/clusters/%lld\">#%lld</a> (rank %lld), ",

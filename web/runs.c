@@ -38,7 +38,7 @@ void runs_get_runs(struct req *rq)
 {
 	static const char *const names[] = { "app", "status", "limit", "offset", NULL };
 	const char *status = req_query(rq, "status");
-	PGresult *rows = NULL, *count = NULL;
+	PGresult *rows, *count;
 	char err[512];
 	long limit, offset;
 
@@ -50,12 +50,8 @@ void runs_get_runs(struct req *rq)
 		return;
 	}
 	rows = model_runs(rq->db, req_query(rq, "app"), status, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = model_runs_count(rq->db, req_query(rq, "app"), status, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, "runs", rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	count = rows ? model_runs_count(rq->db, req_query(rq, "app"), status, err, sizeof(err)) : NULL;
+	api_page_response(rq, "runs", rows, count, err);
 }
 
 void runs_get_run(struct req *rq)
@@ -443,16 +439,8 @@ void runs_page_run(struct req *rq)
 		kind = NULL;
 	if (q && (!*q || strlen(q) > 1024))
 		q = NULL;
-	run = model_run(rq->db, id, err, sizeof(err));
-	if (!run) {
-		html_error(rq, 500, err);
+	if (!(run = pages_need_row(rq, model_run(rq->db, id, err, sizeof(err)), err, "No such run.")))
 		return;
-	}
-	if (PQntuples(run) == 0) {
-		PQclear(run);
-		html_error(rq, 404, "No such run.");
-		return;
-	}
 	/* measured against a baseline: the excess cost, the default order */
 	if (model_run_count(run, "baseline_streams") > 0)
 		nm = SORT_N;

@@ -42,20 +42,7 @@ static int create_status(int code)
 
 void signatures_get_signatures(struct req *rq)
 {
-	static const char *const names[] = { "limit", "offset", NULL };
-	PGresult *rows = NULL, *count = NULL;
-	char err[512];
-	long limit, offset;
-
-	if (!api_known_query(rq, names, false) || !api_page_params(rq, &limit, &offset))
-		return;
-	rows = model_signatures(rq->db, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = model_signatures_count(rq->db, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, "signatures", rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	api_get_page(rq, "signatures", model_signatures, model_signatures_count);
 }
 
 void signatures_post_signature(struct req *rq)
@@ -182,6 +169,22 @@ void signatures_post_import(struct req *rq)
 	api_respond_id(rq, "imported", (int64_t)n, 200);
 }
 
+/* The start of a run's report (sig_coverage(), sig_triage() returning rc): its object opened with the
+ * run and the kind looked at (*kind, read only on success), or false after the error response. */
+static bool open_run_report(struct req *rq, struct jsonw *w, int rc, const char *err, const char *run,
+			    const char *kind)
+{
+	if (rc < 0) {
+		req_json_error(rq, status_of(rc), "%s", err);
+		return false;
+	}
+	jsonw_init(w, &rq->out);
+	jsonw_object(w);
+	jsonw_ki64(w, "run_id", strtoll(run, NULL, 10));
+	jsonw_kstr(w, "kind", *kind == 'w' ? "wait" : "run");
+	return true;
+}
+
 void signatures_get_coverage(struct req *rq)
 {
 	const char *run = rq->arg;
@@ -222,14 +225,8 @@ void signatures_get_coverage(struct req *rq)
 	}
 	rc = sig_coverage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, ids, n, &cov, &rq->budget, err,
 			  sizeof(err));
-	if (rc < 0) {
-		req_json_error(rq, status_of(rc), "%s", err);
+	if (!open_run_report(rq, &w, rc, err, run, &cov.kind))
 		return;
-	}
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_ki64(&w, "run_id", strtoll(run, NULL, 10));
-	jsonw_kstr(&w, "kind", cov.kind == 'w' ? "wait" : "run");
 	jsonw_kdouble(&w, "coverage", cov.coverage);
 	jsonw_ku64(&w, "covered_cost_ns", cov.covered_ns);
 	jsonw_ku64(&w, "total_cost_ns", cov.total_ns);
@@ -261,14 +258,8 @@ void signatures_get_triage(struct req *rq)
 	if (!api_known_query(rq, names, false) || !api_kind_param(rq, &kind))
 		return;
 	rc = sig_triage(rq->db, strtoll(run, NULL, 10), kind ? kind[0] : 0, &tr, &rq->budget, err, sizeof(err));
-	if (rc < 0) {
-		req_json_error(rq, status_of(rc), "%s", err);
+	if (!open_run_report(rq, &w, rc, err, run, &tr.kind))
 		return;
-	}
-	jsonw_init(&w, &rq->out);
-	jsonw_object(&w);
-	jsonw_ki64(&w, "run_id", strtoll(run, NULL, 10));
-	jsonw_kstr(&w, "kind", tr.kind == 'w' ? "wait" : "run");
 	jsonw_ku64(&w, "streams", tr.nstreams);
 	jsonw_kdouble(&w, "max_coverage", tr.max_coverage);
 	jsonw_karray(&w, "levels");

@@ -58,7 +58,7 @@ void streams_get_streams(struct req *rq)
 	struct stream_filter f = { req_query(rq, "app"), req_query(rq, "host"), req_query(rq, "version"), NULL,
 				   PARAMS_NO_TIME, PARAMS_NO_TIME };
 	struct labels_acc l = { rq, NULL, NULL };
-	PGresult *rows = NULL, *count = NULL;
+	PGresult *rows, *count;
 	char err[512];
 	long limit, offset;
 
@@ -76,12 +76,8 @@ void streams_get_streams(struct req *rq)
 		f.labels_json = req_strdup(rq, json_object_to_json_string_ext(l.obj, JSON_C_TO_STRING_PLAIN));
 	json_object_put(l.obj);
 	rows = model_streams(rq->db, &f, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = model_streams_count(rq->db, &f, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, "streams", rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	count = rows ? model_streams_count(rq->db, &f, err, sizeof(err)) : NULL;
+	api_page_response(rq, "streams", rows, count, err);
 }
 
 PGresult *streams_need_stream(struct req *rq, const char *uuid, char canon[37])

@@ -12,20 +12,8 @@
 
 void tokens_get_tokens(struct req *rq)
 {
-	static const char *const names[] = { "limit", "offset", NULL };
-	PGresult *rows = NULL, *count = NULL;
-	char err[512];
-	long limit, offset;
-
-	if (!api_admin_only(rq, false, "tokens") || !api_known_query(rq, names, false) || !api_page_params(rq, &limit, &offset))
-		return;
-	rows = model_tokens(rq->db, limit, offset, err, sizeof(err));
-	if (!api_failed(rq, rows, err))
-		count = model_tokens_count(rq->db, err, sizeof(err));
-	if (rows && !api_failed(rq, count, err))
-		api_list_response(rq, "tokens", rows, count, NULL);
-	PQclear(rows);
-	PQclear(count);
+	if (api_admin_only(rq, false, "tokens"))
+		api_get_page(rq, "tokens", model_tokens, model_tokens_count);
 }
 
 /* The one check of a new token's fields, the API's body and the page's form alike (auth_token_create()
