@@ -10,6 +10,8 @@ struct folded {
 	struct importer *im;
 	struct buf fb;           /* the frame string being built */
 	uint32_t frames[WIRE_MAX_STACK_DEPTH];
+	bool austin;             /* a "# austin:" header was read */
+	int64_t count_ns;        /* cost of one count without the option (austin's: 1 us) */
 };
 
 static bool is_ws(char c)
@@ -99,7 +101,7 @@ static int64_t folded_frame(struct folded *fo, const char *s, size_t n)
 static int folded_line(struct folded *fo, const char *s, size_t n)
 {
 	const struct import_opts *o = import_opts_of(fo->im);
-	int64_t period = o->sample_period_ns > 0 ? o->sample_period_ns : IMPORT_DEFAULT_PERIOD_NS;
+	int64_t period = o->sample_period_ns > 0 ? o->sample_period_ns : fo->count_ns;
 	int64_t count, tid = -1, st;
 	const char *stack = s, *end, *seg;
 	size_t k = n, sl, nseg = 1, skip, nframes = 0, comm_len = 0;
@@ -174,9 +176,43 @@ static int folded_line(struct folded *fo, const char *s, size_t n)
 	return import_event(fo->im, &e) < 0 ? -1 : 0;
 }
 
+/* s (n bytes) after "# KEY:" and blanks, or NULL. */
+static const char *meta_value(const char *s, size_t n, const char *key, size_t *vn)
+{
+	size_t k = strlen(key);
+
+	if (n < 2 + k + 1 || memcmp(s + 2, key, k) != 0 || s[2 + k] != ':')
+		return NULL;
+	s += 3 + k, n -= 3 + k;
+	while (n && is_ws(*s))
+		s++, n--;
+	*vn = n;
+	return s;
+}
+
+/*
+ * A "#" line is a comment (inferno and FlameGraph skip them). austin heads its
+ * output with "# austin: V", "# mode: M": its counts are microseconds of CPU or
+ * wall time, or bytes in memory mode, which are no time at all.
+ */
+static int folded_meta(struct folded *fo, const char *s, size_t n)
+{
+	const char *v;
+	size_t vn;
+
+	if (meta_value(s, n, "austin", &vn))
+		fo->austin = true, fo->count_ns = 1000;
+	else if ((v = meta_value(s, n, "mode", &vn)) && fo->austin &&
+		 !(vn == 3 && memcmp(v, "cpu", 3) == 0) && !(vn == 4 && memcmp(v, "wall", 4) == 0))
+		return import_fail(fo->im, "# mode: %.*s: austin's counts in this mode are not time "
+				   "(only cpu and wall are read)", (int)(vn > 32 ? 32 : vn), v);
+	return 0;
+}
+
 static int folded_import(struct importer *im)
 {
-	struct folded fo = { .im = im, .fb = BUF_INIT(2 * IMPORT_MAX_LINE) };
+	struct folded fo = { .im = im, .fb = BUF_INIT(2 * IMPORT_MAX_LINE),
+			     .count_ns = IMPORT_DEFAULT_PERIOD_NS };
 	char *line;
 	size_t len;
 	int r, rc = -1;
@@ -190,7 +226,7 @@ static int folded_import(struct importer *im)
 			s++;
 			len--;
 		}
-		if (len && folded_line(&fo, s, len) < 0)
+		if (len && (*s == '#' ? folded_meta(&fo, s, len) : folded_line(&fo, s, len)) < 0)
 			goto out;
 	}
 	rc = r < 0 ? -1 : 0;

@@ -707,7 +707,7 @@ sm-agent: import: 0 accepted, 0 duplicates, 0 rejected, 0 invalid, 0 spooled, 0 
 t_eq "wrong format: nothing stored" "$(nstreams)" "$before"
 agent import --format folded -o - "$PERF"
 t_eq "wrong format (perf as folded, -o -): exit status, message, no output" "$AG_RC|$AG_ERR|$AG_OUT" \
-	"1|sm-agent: $PERF:1: expected a collapsed stack (FRAME;FRAME;...;FRAME COUNT, outermost frame first)|"
+	"1|sm-agent: $PERF:22: expected a collapsed stack (FRAME;FRAME;...;FRAME COUNT, outermost frame first)|"
 agent import "${IMP[@]}" --symptom-comm no-such-comm -o - "$PERF"
 t_eq "import, unknown symptom comm: exit status and message" "$AG_RC|$AG_ERR|$AG_OUT" \
 	"1|sm-agent: $PERF: no thread named \"no-such-comm\" in the capture|"

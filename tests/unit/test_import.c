@@ -728,6 +728,55 @@ static void test_folded_exact(void)
 	importer_free(im);
 }
 
+/* austin's output: "# " metadata at both ends, counts in microseconds of wall time. */
+static void test_folded_austin(void)
+{
+	static const char body[] =
+		"P4317;T0:4317;/usr/lib/python3.10/runpy.py:_run_code:86;app.py:<module>:12;"
+		"app.py:main:8 1034\n"
+		"P4317;T0:4317;/usr/lib/python3.10/runpy.py:_run_code:86;app.py:<module>:12 250\n"
+		"\n"
+		"# duration: 1290\n"
+		"# saturation: 0/13\n";
+	char text[1024];
+	struct importer *im = open_fmt(&import_auto);
+	struct wire_stream s;
+	struct import_opts o;
+
+	snprintf(text, sizeof(text), "# austin: 3.3.0\n# interval: 100\n# mode: wall\n\n%s", body);
+	CHECK_INT(run1(im, tmp_text("austin.txt", text), &s), 0);
+	CHECK_STR(importer_format(im), "folded");
+	CHECK_INT(s.nevents, 2);
+	if (s.nevents == 2) {
+		CHECK_INT(s.events[0].dur_ns, 1034000);   /* 1 us per count */
+		CHECK_INT(s.events[1].dur_ns, 250000);
+		CHECK_STR(stack_of(&s, 1), "P4317;T0:4317;/usr/lib/python3.10/runpy.py:_run_code:86;"
+			  "app.py:<module>:12");
+	}
+	importer_free(im);
+
+	/* the option still wins over the header */
+	import_opts_init(&o);
+	o.sample_period_ns = 1;
+	im = open_opts(&import_folded, &o);
+	CHECK_INT(run1(im, tmp_text("austin.txt", text), &s), 0);
+	CHECK_INT(s.events[0].dur_ns, 1034);
+	importer_free(im);
+
+	/* memory mode counts bytes: refused; a plain "#" comment is only skipped */
+	snprintf(text, sizeof(text), "# austin: 3.3.0\n# mode: memory\n%s", body);
+	im = open_fmt(&import_folded);
+	CHECK_INT(run1(im, tmp_text("austin.txt", text), &s), -1);
+	CHECK(strstr(importer_error(im), "austin.txt:2: # mode: memory: austin's counts in this mode "
+		     "are not time (only cpu and wall are read)") != NULL);
+	importer_free(im);
+	im = open_fmt(&import_auto);
+	CHECK_INT(run1(im, tmp_text("c.txt", "# a comment\n# mode: memory\na;b 2\n"), &s), 0);
+	CHECK_STR(importer_format(im), "folded");
+	CHECK_INT(s.events[0].dur_ns, 20000000);
+	importer_free(im);
+}
+
 /* The iperf collapse carries comm-pid/tid prefixes: they become threads. */
 static void test_folded_tid_prefix(void)
 {
@@ -770,7 +819,10 @@ static void test_refusals(void)
 	/* the wrong format, at its first line */
 	expect_refusal(&import_perf, data_file("folded/inferno-flames.txt"), hdr);
 	expect_refusal(&import_perf, data_file("folded/flamegraph-iperf-collapsed-tid.txt"), hdr);
-	expect_refusal(&import_folded, data_file("perf/dspeyer-sched-61cb776.perf.txt"), folded);
+	/* its "# " header of 21 lines is skipped as comments */
+	expect_refusal(&import_folded, data_file("perf/dspeyer-sched-61cb776.perf.txt"),
+		       "PATH:22: expected a collapsed stack "
+		       "(FRAME;FRAME;...;FRAME COUNT, outermost frame first)");
 	expect_refusal(&import_folded, data_file("perf/flamegraph-perf-dd-stacks-01.txt"), folded);
 	expect_refusal(&import_folded, data_file("perf/firefox-geckoview.perf.txt.gz"), folded);
 	/* ... or further down */
@@ -920,6 +972,7 @@ int main(int argc, char **argv)
 	RUN(test_frame_limits);
 	RUN(test_folded_exact);
 	RUN(test_folded_tid_prefix);
+	RUN(test_folded_austin);
 	RUN(test_refusals);
 	RUN(test_bad_options);
 	RUN(test_gzip);
