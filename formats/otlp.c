@@ -261,7 +261,7 @@ static int read_locations(struct otlp *o, int64_t **lattr, size_t *nlattr, size_
 				if (get_int(o, &v, "location.address") < 0)
 					return -1;
 				l.address = (uint64_t)v;
-			} else if (key(o, "lines")) {
+			} else if (key(o, "lines") || key(o, "line")) {   /* "line" until 1.9 */
 				int e3 = enter(o, JV_ARRAY, "location.lines");
 
 				if (e3 < 0)
@@ -747,7 +747,7 @@ static int read_profile(struct otlp *o, struct wire_label *rl, size_t nr, const 
 		} else if (key(o, "timeUnixNano")) {
 			if (get_int(o, &pf.start, "profile.timeUnixNano") < 0)
 				return -1;
-		} else if (key(o, "samples")) {
+		} else if (key(o, "samples") || key(o, "sample")) {   /* "sample" until 1.9 */
 			samples = o->r;   /* read once the sample type is known */
 			json_skip(&o->r);
 		} else {
@@ -768,7 +768,11 @@ static int read_profile(struct otlp *o, struct wire_label *rl, size_t nr, const 
 			   : ps && period > 0 && period <= WIRE_MAX_TIME_NS / ps ? period * ps
 			   : IMPORT_DEFAULT_PERIOD_NS;
 	}
-	pf.kind = import_wait_type(type) || import_wait_type(ptype) ? WIRE_WAIT : WIRE_RUN;
+	/* the eBPF profiler's off-CPU samples are "events" of blocked time */
+	pf.kind = import_wait_type(type) || import_wait_type(ptype) ||
+			  (strcmp(type, "events") == 0 && !pf.counted)
+		  ? WIRE_WAIT
+		  : WIRE_RUN;
 	if (pf.start > 0 && pf.start < WIRE_MAX_TIME_NS / 2)
 		import_lay_origin(o->im, pf.start);
 	{

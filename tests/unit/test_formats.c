@@ -533,6 +533,59 @@ static void test_otlp(void)
 	importer_free(im);
 }
 
+/* doc with every from replaced by to; the caller frees it. */
+static char *replaced(const char *doc, const char *from, const char *to)
+{
+	struct buf b = BUF_INIT(0);
+	size_t fl = strlen(from);
+
+	for (const char *p; (p = strstr(doc, from)); doc = p + fl) {
+		buf_append(&b, doc, (size_t)(p - doc));
+		buf_puts(&b, to);
+	}
+	buf_puts(&b, doc);
+	return b.data;
+}
+
+/* The one sample of doc, imported: its kind, or -1. */
+static int otlp_kind(const char *doc, const char **stack)
+{
+	struct importer *im = opener(&import_auto);
+	int kind = -1;
+
+	if (run_mem(im, doc, strlen(doc)) == 0 && importer_count(im) == 1 &&
+	    importer_stream(im, 0)->nevents == 1) {
+		kind = importer_stream(im, 0)->events[0].kind;
+		*stack = stack_str(importer_stream(im, 0), 0);
+	} else {
+		fprintf(stderr, "  otlp: %s\n", importer_error(im));
+	}
+	importer_free(im);
+	return kind;
+}
+
+/* The 1.8.0 draft's "sample" and "line"; the eBPF profiler's off-CPU "events/nanoseconds". */
+static void test_otlp_spellings(void)
+{
+	const char *st = "";
+	char *d18 = replaced(otlp_doc, "\"lines\"", "\"line\"");
+	char *d = replaced(d18, "\"samples\"", "\"sample\"");
+
+	CHECK_INT(otlp_kind(d, &st), WIRE_WAIT);
+	CHECK_STR(st, "db!main;[kernel.kallsyms]!schedule");
+	free(d);
+	d = replaced(otlp_doc, "\"off_cpu\"", "\"events\"");
+	CHECK_INT(otlp_kind(d, &st), WIRE_WAIT);
+	free(d);
+	d = replaced(otlp_doc, "\"off_cpu\",\"nanoseconds\"", "\"samples\",\"count\"");
+	CHECK_INT(otlp_kind(d, &st), WIRE_RUN);
+	free(d);
+	d = replaced(otlp_doc, "\"off_cpu\",\"nanoseconds\"", "\"cpu\",\"nanoseconds\"");
+	CHECK_INT(otlp_kind(d, &st), WIRE_RUN);
+	free(d);
+	free(d18);
+}
+
 /* ---- detection and limits ---- */
 
 static void test_detect(void)
@@ -843,6 +896,7 @@ int main(void)
 	RUN(test_pprof_legacy);
 	RUN(test_bcc);
 	RUN(test_otlp);
+	RUN(test_otlp_spellings);
 	RUN(test_detect);
 	RUN(test_limits);
 	RUN(test_edges);
