@@ -60,6 +60,53 @@ static bool perf_frame_line(const char *s, size_t n)
 	return i > h && i < n && s[i] == ' ' && s[n - 1] == ')' && memchr(s + i, '(', n - i);
 }
 
+/* The index past the chars of s from i that pass ok. */
+static size_t span(const char *s, size_t n, size_t i, bool (*ok)(char))
+{
+	while (i < n && ok(s[i]))
+		i++;
+	return i;
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_lhex(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'f');
+}
+
+/*
+ * "nginx 1234 [001] 12345.678901: 250000 cpu-clock:  55d2c3a1b2c4 f+0x14 (/usr/sbin/nginx)":
+ * perf script without -g, the one frame on the header line: a SECONDS.MICROS: token, later
+ * a hex token, and a (DSO) at the end.
+ */
+static bool perf_inline_line(const char *s, size_t n)
+{
+	size_t i = 0, j;
+	bool ts = false;
+
+	if (!n || is_ws(s[0]) || s[n - 1] != ')')
+		return false;
+	while (i < n) {
+		i = span(s, n, i, is_ws);
+		if (!ts) {
+			j = span(s, n, i, is_digit);
+			if (j > i && j < n && s[j] == '.' && (j = span(s, n, j + 1, is_digit)) < n &&
+			    s[j] == ':' && s[j - 1] != '.')
+				ts = true;
+		} else if ((j = span(s, n, i, is_lhex)) > i && j < n && is_ws(s[j]) &&
+			   memchr(s + j, '(', n - j)) {
+			return true;
+		}
+		while (i < n && !is_ws(s[i]))
+			i++;
+	}
+	return false;
+}
+
 /* "a;b;c 12" or "a 12" at the start of a line. */
 static bool folded_line(const char *s, size_t n)
 {
@@ -113,7 +160,7 @@ static const struct import_format *detect_text(const char *d, size_t len)
 			wake_order = 2;
 		if (n > 2 && is_ws(s[0]) && tag_line(s, n, "- ") && s[n - 1] == ')')
 			dash++;
-		if (perf_frame_line(s, n))
+		if (perf_frame_line(s, n) || perf_inline_line(s, n))
 			perf++;
 		else if (s[0] != '#' && folded_line(s, n))
 			folded++;

@@ -611,6 +611,35 @@ static void test_no_timestamps(void)
 	importer_free(im);
 }
 
+/* perf script of a recording without -g: one line per sample, its one frame on the header. */
+static void test_no_callgraph(void)
+{
+	const char *path = tmp_text("nog.txt",
+		"nginx  1234 [001] 12345.678901:     250000 cpu-clock:  55d2c3a1b2c4 "
+		"ngx_http_process_request+0x14 (/usr/sbin/nginx)\n"
+		"nginx  1234 [001] 12345.679151:     250000 cpu-clock:  ffffffff8a0c5e1a "
+		"native_safe_halt+0xa ([kernel.kallsyms])\n"
+		"nginx  1235 [000] 12345.679160:     250000 cpu-clock:  7f3a1b2c3d4e [unknown] "
+		"(/usr/lib/x86_64-linux-gnu/libc.so.6)\n");
+	struct importer *im = open_fmt(&import_auto);
+	struct wire_stream s;
+
+	CHECK_INT(run1(im, path, &s), 0);
+	CHECK_STR(importer_format(im), "perf");
+	CHECK_INT(s.nevents, 3);
+	if (s.nevents == 3) {
+		CHECK_INT(s.events[0].tid, 1234);
+		CHECK_INT(s.events[0].kind, WIRE_RUN);
+		CHECK_INT(s.events[0].dur_ns, 250000);
+		CHECK_STR(stack_of(&s, 0), "nginx!ngx_http_process_request");
+		CHECK_STR(stack_of(&s, 1), "[kernel.kallsyms]!native_safe_halt");
+		CHECK_INT(s.events[2].tid, 1235);
+		CHECK_INT(s.events[1].ts_ns + 9000, s.events[2].ts_ns);
+	}
+	check_stream("nog.txt", &s);
+	importer_free(im);
+}
+
 /* Threads named by comm only get stable pseudo tids in [2^30, 2^31). */
 static void test_pseudo_tids(void)
 {
@@ -969,6 +998,7 @@ int main(int argc, char **argv)
 	RUN(test_period_inference);
 	RUN(test_no_timestamps);
 	RUN(test_pseudo_tids);
+	RUN(test_no_callgraph);
 	RUN(test_frame_limits);
 	RUN(test_folded_exact);
 	RUN(test_folded_tid_prefix);
