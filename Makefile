@@ -132,7 +132,8 @@ $(O)/pic/%.o: %.c | $(O)/gen/guard_sonames.h
 GUARD_LAZY_LIBS := curl zstd json-c elf dw unwind
 $(O)/gen/guard_sonames.h: Makefile
 	@mkdir -p $(dir $@)
-	@for l in $(GUARD_LAZY_LIBS); do \
+	$(call say,GEN,$@)
+	$(Q)for l in $(GUARD_LAZY_LIBS); do \
 		f=$$($(CC) -print-file-name=lib$$l.so); \
 		n=$$(readelf -d "$$f" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'); \
 		[ -n "$$n" ] || { echo "Makefile: no soname for lib$$l ($$f)" >&2; exit 1; }; \
