@@ -15,9 +15,21 @@
 # into other programs: it is always built optimised and without sanitizers, from position-
 # independent objects in $(O)/pic with every symbol hidden but the wrapped C library calls.
 # SAN=1 builds with AddressSanitizer and UBSan into build/asan (the tests use it).
+# The build prints a line per step ("  CC      build/rel/web/runs.o"); V=1 prints the full commands.
+# The compiler's errors and warnings show in full either way.
 
 CC ?= gcc
 SAN ?= 0
+V ?= 0
+
+# quiet: $(call say,WHAT,TARGET) before a command run as $(Q)command; V=1 shows the commands instead
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = @printf '  %-7s %s\n' '$(1)' '$(2)'
+endif
 
 # O (objects) and BINDIR may be overridden to keep several builds apart.
 ifeq ($(SAN),1)
@@ -95,28 +107,33 @@ binaries: $(PROGS) $(GUARD_LIB) $(UNIT_BINS) $(TOOL_BINS) $(GUARD_TEST_BINS)
 # every object may include a generated header: they are made first
 $(O)/%.o: %.c | $(PROTO_GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
 $(O)/gen/%.pb-c.c $(O)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(O)/gen
-	protoc-c --proto_path=. --c_out=$(O)/gen $<
+	$(call say,PROTOC,$<)
+	$(Q)protoc-c --proto_path=. --c_out=$(O)/gen $<
 
 $(O)/gen/%.pb-c.o: $(O)/gen/%.pb-c.c
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Wno-missing-prototypes -c -o $@ $<
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) -Wno-missing-prototypes -c -o $@ $<
 
 # the guard library's objects: optimised, unsanitized, position-independent, hidden by default
 GUARD_PIC_CFLAGS := -std=c11 -g -O2 -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
 	-pthread $(WARN) -MMD -MP -I. -I$(O)/gen
 $(O)/pic/%.o: %.c | $(O)/gen/guard_sonames.h
 	@mkdir -p $(dir $@)
-	$(CC) $(GUARD_PIC_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+	$(call say,CC,$@)
+	$(Q)$(CC) $(GUARD_PIC_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
 # The libraries libsmguard.so loads itself when it first needs them (agent/guard/lazy.c, unwind.c),
 # named by the sonames the linker would have recorded: its only dependency is the C library.
 GUARD_LAZY_LIBS := curl zstd json-c elf dw unwind
 $(O)/gen/guard_sonames.h: Makefile
 	@mkdir -p $(dir $@)
-	@for l in $(GUARD_LAZY_LIBS); do \
+	$(call say,GEN,$@)
+	$(Q)for l in $(GUARD_LAZY_LIBS); do \
 		f=$$($(CC) -print-file-name=lib$$l.so); \
 		n=$$(readelf -d "$$f" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'); \
 		[ -n "$$n" ] || { echo "Makefile: no soname for lib$$l ($$f)" >&2; exit 1; }; \
@@ -125,37 +142,47 @@ $(O)/gen/guard_sonames.h: Makefile
 
 $(GUARD_LIB): $(GUARD_PIC_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -O2 -pthread -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now -Wl,--as-needed -o $@ $^ -lm
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -O2 -pthread -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now -Wl,--as-needed -o $@ $^ -lm
 
 # the guard tests' server: an ordinary program (no sanitizers, exported names, a stripped copy)
 $(O)/tests/guardtest: tests/guard/guardtest.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
 $(O)/tests/guardtest-stripped: $(O)/tests/guardtest
-	objcopy --strip-all $< $@
+	$(call say,STRIP,$@)
+	$(Q)objcopy --strip-all $< $@
 $(O)/tests/safety: tests/guard/safety.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
 $(O)/tests/torture: tests/guard/torture.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
 $(O)/tests/callcost: tests/guard/callcost.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -Wall -Wextra -o $@ $<
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -Wall -Wextra -o $@ $<
 
 $(O)/gen/migrations.c: $(wildcard sql/*.sql sql/functions/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)
-	deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
+	$(call say,GEN,$@)
+	$(Q)deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
 
 $(O)/gen/migrations.o: $(O)/gen/migrations.c
-	$(CC) $(CFLAGS) -Wno-missing-prototypes -c -o $@ $<
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Wno-missing-prototypes -c -o $@ $<
 
 $(O)/gen/static.c: $(wildcard web/static/*) deploy/embed-static.sh
 	@mkdir -p $(dir $@)
-	deploy/embed-static.sh web/static > $@.tmp && mv $@.tmp $@
+	$(call say,GEN,$@)
+	$(Q)deploy/embed-static.sh web/static > $@.tmp && mv $@.tmp $@
 
 $(O)/gen/static.o: $(O)/gen/static.c
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 # one archive per directory (the guard's: what its runtime shares with sm-guard and the tests)
 $(O)/libcommon.a: $(COMMON_OBJ)
@@ -169,15 +196,18 @@ $(O)/libweb.a: $(WEB_OBJ)
 $(O)/libguard.a: $(GUARD_OBJ)
 $(O)/lib%.a:
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $^
 
 $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libformats.a $(O)/libguardcore.a $(O)/libclusterer.a \
 		$(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 # link lines are the dependency graph: web -> miner -> clusterer -> common; web -> guardcore (the table of
 # the settings pushed to the agents);
 # agent (sm-agent: shipping, spooling) -> formats (the importers of other profilers' output) -> common;
@@ -185,30 +215,37 @@ $(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libformats.a $(O)/lib
 # fleet's profiles) -> clusterer -> common; sm-guard -> guard -> guardcore, agent (shipping)
 $(BINDIR)/sm-miner: $(O)/miner/main.o $(O)/libminer.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-cluster: $(O)/clusterer/main.o $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-web: $(O)/web/main.o $(O)/libweb.a $(O)/libminer.a $(O)/libguardcore.a $(O)/libclusterer.a \
 		$(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-guard: $(O)/agent/guard/cli.o $(O)/libguard.a $(O)/libguardcore.a $(O)/libagent.a $(O)/libclusterer.a \
 		$(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BINDIR)/sm-admin: $(O)/deploy/admin.o $(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(O)/tests/%: $(O)/tests/unit/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libguard.a $(O)/libingest.a $(O)/libguardcore.a \
 		$(O)/libclusterer.a $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(O)/tests/%: $(O)/tests/tools/%.o $(O)/libweb.a $(O)/libminer.a $(O)/libingest.a $(O)/libguardcore.a \
 		$(O)/libclusterer.a $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 test:
 	@deploy/deps.sh test
@@ -246,30 +283,38 @@ FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined 
 	-I. -Ibuild/fuzz/gen $(PKG_CFLAGS)
 build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_json: tests/fuzz/fuzz_json.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_import: tests/fuzz/fuzz_import.c $(COMMON_SRC) $(FORMATS_SRC) build/fuzz/gen/migrations.c \
 		$(PROTO_SRC:%.proto=build/fuzz/gen/%.pb-c.c)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_web: tests/fuzz/fuzz_web.c $(COMMON_SRC) miner/params.c web/flame.c build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(COMMON_SRC) $(GUARDCORE_SRC) $(GUARD_SRC) $(CLUSTER_SRC) \
 		build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_debuginfo: tests/fuzz/fuzz_debuginfo.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(call say,LD,$@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/gen/%.pb-c.c: %.proto
 	@mkdir -p build/fuzz/gen
-	protoc-c --proto_path=. --c_out=build/fuzz/gen $<
+	$(call say,PROTOC,$<)
+	$(Q)protoc-c --proto_path=. --c_out=build/fuzz/gen $<
 build/fuzz/gen/migrations.c: $(wildcard sql/*.sql sql/functions/*.sql) deploy/embed-sql.sh
 	@mkdir -p $(dir $@)
-	deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
+	$(call say,GEN,$@)
+	$(Q)deploy/embed-sql.sh sql > $@.tmp && mv $@.tmp $@
 
 fuzz:
 	@deploy/deps.sh fuzz

@@ -3,6 +3,7 @@
 #include "common/log.h"
 #include "common/migrations.h"
 
+#include <libpq-events.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,77 @@ PGresult *db_query(PGconn *c, const char *sql, int nparams, const char *const *p
 		return r;
 	db_errcpy(err, errlen, what, PQresultErrorMessage(r));
 	PQclear(r);
+	return NULL;
+}
+
+/* The statements prepared on a connection's current session: a bit per statement number. */
+struct prepared {
+	uint64_t done;
+};
+
+/* libpq's events: a reset starts a session without prepared statements; PQfinish() frees. */
+static int prepared_event(PGEventId id, void *info, void *arg)
+{
+	(void)arg;
+	if (id == PGEVT_CONNRESET) {
+		struct prepared *p = PQinstanceData(((PGEventConnReset *)info)->conn, prepared_event);
+
+		if (p)
+			p->done = 0;
+	} else if (id == PGEVT_CONNDESTROY) {
+		free(PQinstanceData(((PGEventConnDestroy *)info)->conn, prepared_event));
+	}
+	return 1;
+}
+
+static struct prepared *prepared_of(PGconn *c)
+{
+	struct prepared *p = PQinstanceData(c, prepared_event);
+
+	if (p)
+		return p;
+	if (!(p = calloc(1, sizeof(*p))))
+		return NULL;
+	if (!PQregisterEventProc(c, prepared_event, "stackmine prepared", NULL) ||
+	    !PQsetInstanceData(c, prepared_event, p)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static bool sqlstate_is(const PGresult *r, const char *state)
+{
+	const char *s = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	return s && strcmp(s, state) == 0;
+}
+
+PGresult *db_exec_prepared(PGconn *c, int no, const char *name, const char *sql, int nparams,
+			   const char *const *params)
+{
+	struct prepared *p = no >= 0 && no < 64 ? prepared_of(c) : NULL;
+	uint64_t bit = p ? UINT64_C(1) << no : 0;
+	PGresult *r;
+
+	if (!p)   /* not tracked: unprepared rather than an error per call */
+		return PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!(p->done & bit)) {
+			r = PQprepare(c, name, sql, nparams, NULL);
+			/* 42P05: it is there already (prepared by someone else on this session) */
+			if (PQresultStatus(r) != PGRES_COMMAND_OK && !sqlstate_is(r, "42P05"))
+				return r;
+			PQclear(r);
+			p->done |= bit;
+		}
+		r = PQexecPrepared(c, name, nparams, params, NULL, NULL, 0);
+		/* 26000: gone all the same (a DISCARD ALL, a pooler's other session): once more */
+		if (!sqlstate_is(r, "26000") || attempt)
+			return r;
+		PQclear(r);
+		p->done &= ~bit;
+	}
 	return NULL;
 }
 

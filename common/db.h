@@ -48,6 +48,15 @@ int db_command(PGconn *c, const char *sql, int nparams, const char *const *param
 /* Run a query with text parameters: its rows, or NULL with "WHAT: the server's message" in err. */
 PGresult *db_query(PGconn *c, const char *sql, int nparams, const char *const *params, const char *what,
 		   char *err, size_t errlen);
+/*
+ * Runs statement no (0..63, a numbering of the caller's) with text parameters, prepared as name on
+ * the connection the first time it runs there: after a PQreset() (a restart, a failover) the new
+ * session prepares again. Which are prepared is remembered per connection, so that none is
+ * executed unprepared (a server log line "prepared statement ... does not exist" per connection).
+ * Returns the result whatever its status (NULL: out of memory); a failed PQprepare()'s result.
+ */
+PGresult *db_exec_prepared(PGconn *c, int no, const char *name, const char *sql, int nparams,
+			   const char *const *params);
 /* Ends what the connection may still be busy with after a failure: results not read, a COPY out
  * read to its end, a COPY in abandoned. The connection is then ready for a command (a transaction
  * it is in stays open: the caller rolls it back). */

@@ -217,6 +217,14 @@ ship_fleet() {
 		die "sm-agent ship failed (sm-ingest log: var/log/ingest.log)"
 }
 
+# sm-miner run ... --quiet for the summary: the run's id on stdout; of stderr, what is not routine
+# ("run N started", which the caller's line says already, and info lines such as "no debug file"
+# for a build id), warnings and errors in full
+mine() {
+	{ "$bin/sm-miner" --db "$db" run "$@" --quiet 2>&1 >&3 3>&- |
+		{ grep -v -e '^sm-miner: run [0-9]* started$' -e ' level=info ' >&2 || true; }; } 3>&1
+}
+
 # Mines each demo app's run stacks and wait stacks once (unless done runs exist),
 # with the paper's threshold guideline (docs/clustering.md): to find bugs that
 # hit 10% of the streams with a delay d each, C = 0.1 * d * the app's streams;
@@ -233,8 +241,8 @@ mine_fleet() {
 			if [ -z "$id" ]; then
 				[ $kind = run ] && d=300000000 || d=150000000
 				say "mining the $app $kind stacks (sm-miner run --app $app --kind $kind --threshold-guideline 0.1,$d)"
-				id=$("$bin/sm-miner" --db "$db" run --app "$app" --kind "$kind" --threshold-guideline "0.1,$d" \
-					--quiet) || die "sm-miner run failed"
+				id=$(mine --app "$app" --kind "$kind" --threshold-guideline "0.1,$d") ||
+					die "sm-miner run failed"
 			fi
 			MINED="$MINED $app/$kind:$id"
 		done
@@ -249,8 +257,7 @@ mine_fleet() {
 		)
 		if [ -z "$id" ]; then
 			say "mining checkout $v's run stacks, to compare the versions"
-			id=$("$bin/sm-miner" --db "$db" run --app checkout --kind run --version "$v" \
-				--threshold-guideline 0.1,300000000 --quiet) || die "sm-miner run --version $v failed"
+			id=$(mine --app checkout --kind run --version "$v" --threshold-guideline 0.1,300000000) || die "sm-miner run --version $v failed"
 		fi
 		COMPARED="$COMPARED $id"
 	done
@@ -297,7 +304,7 @@ guard_redis() {
 		SELECT max(id) FROM runs WHERE status = 'done' AND params->>'app' = 'redis' AND params->>'kind' = :'kind'
 		EOF
 		)
-		[ -n "$id" ] || id=$("$bin/sm-miner" --db "$db" run --app redis --kind "$kind" --quiet) ||
+		[ -n "$id" ] || id=$(mine --app redis --kind "$kind") ||
 			die "sm-miner run --app redis failed"
 		MINED="$MINED redis/$kind:$id"
 	done

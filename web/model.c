@@ -33,8 +33,8 @@ static PGresult *run(PGconn *db, const char *sql, int n, const char *const *p, c
 
 /*
  * A statement keyed by the server's ids (a cluster, a run): prepared once per
- * connection as sm_web_NO, planning being half the time of these small queries.
- * A connection that does not have it yet (new, or made again) prepares it then.
+ * connection as sm_web_NO, planning being half the time of these small queries
+ * (db_exec_prepared(): prepared before its first execution on each session).
  */
 static PGresult *run_prepared(PGconn *db, int no, const char *sql, int n, const char *const *p, char *err,
 			      size_t errlen)
@@ -43,23 +43,9 @@ static PGresult *run_prepared(PGconn *db, int no, const char *sql, int n, const 
 	PGresult *r;
 
 	snprintf(name, sizeof(name), "sm_web_%d", no);
-	r = PQexecPrepared(db, name, n, p, NULL, NULL, 0);
+	r = db_exec_prepared(db, no, name, sql, n, p);
 	if (PQresultStatus(r) == PGRES_TUPLES_OK)
 		return r;
-	if (r && strcmp(PQresultErrorField(r, PG_DIAG_SQLSTATE) ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : "",
-			"26000") == 0) {   /* invalid_sql_statement_name: not prepared here yet */
-		PQclear(r);
-		r = PQprepare(db, name, sql, n, NULL);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			db_errcpy(err, errlen, "preparing a query", PQresultErrorMessage(r));
-			PQclear(r);
-			return NULL;
-		}
-		PQclear(r);
-		r = PQexecPrepared(db, name, n, p, NULL, NULL, 0);
-		if (PQresultStatus(r) == PGRES_TUPLES_OK)
-			return r;
-	}
 	db_errcpy(err, errlen, "query", r ? PQresultErrorMessage(r) : PQerrorMessage(db));
 	PQclear(r);
 	return NULL;

@@ -91,6 +91,9 @@ t_eq "--db-read miner: the stream the standby lacked at first is in them (13 str
 	"$("$PG" psql "$P1" -XAtc "SELECT string_agg(counts->>'streams', ' ' ORDER BY id) FROM runs
 		WHERE id IN ($REF, $(cat "$T_TMP/mread.id"), $REF2)")" "12 13 13"
 
+http GET "$W_URL/api/v1/runs/999999" -H "Authorization: Bearer $ANALYST"
+t_eq "sm-web before the failover: a prepared statement's query (no such run)" "$HTTP_STATUS" 404
+
 # the primary dies; the standby takes over
 pm=$(head -n 1 "$(readlink -f "$P1")/data/postmaster.pid")
 t0=$(date +%s%N)
@@ -111,6 +114,13 @@ echo "from the primary's death to 10 more streams stored on the promoted standby
 # sm-web reads from the new primary, the first request included
 http GET "$W_URL/api/v1/streams?limit=1" -H "Authorization: Bearer $ANALYST"
 t_eq "sm-web after the failover: its first request answered from the new primary" "$HTTP_STATUS $(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$HTTP_BODY")" "200 23"
+for _ in 1 2 3; do
+	http GET "$W_URL/api/v1/runs/999999" -H "Authorization: Bearer $ANALYST"
+done
+t_eq "sm-web after the failover: the prepared statement on the new primary" "$HTTP_STATUS" 404
+# each new session prepares before it executes: no "does not exist" error in either server's log
+t_eq "no prepared statement executed before it was prepared (server.log)" \
+	"$(cat "$P1/server.log" "$P2/server.log" | grep 'prepared statement .* does not exist' | head -n 3)" ""
 
 srv_stop web "$W_PID" "$W_LOG"
 W_PID=

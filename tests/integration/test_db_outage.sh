@@ -3,7 +3,9 @@
 # by deploy/pg.sh, so that it may be stopped). Past the token cache's time a valid token must
 # not become "unknown": both servers answer 503 with Retry-After (JSON for the API, a page that
 # says so for the dashboard, the login form says the database is unavailable), never 401 or 500,
-# and 200 again once the database is back.
+# and 200 again once the database is back. sm-web's statements are prepared on each new session
+# (after the restart too) without one executed unprepared: the server's log has no "prepared
+# statement ... does not exist".
 . "$(dirname "$0")/../lib.sh"
 
 PG=$SM_REPO/deploy/pg.sh
@@ -37,6 +39,8 @@ t_eq "database up: login" "$HTTP_STATUS" 303
 SESSION=$COOKIE
 http GET "$WEB_URL/runs" -H "Cookie: $SESSION"
 t_eq "database up: a page with the session" "$HTTP_STATUS" 200
+http GET "$WEB_URL/api/v1/runs/1" -H "Authorization: Bearer $ANALYST"
+t_eq "database up: a prepared statement's query (no such run)" "$HTTP_STATUS" 404
 
 "$PG" stop "$P1" >/dev/null 2>&1 || t_bail "stop PostgreSQL"
 sleep 1   # past the token cache
@@ -81,6 +85,12 @@ http GET "$WEB_URL/runs" -H "Cookie: $SESSION"
 t_eq "database back: the session works again" "$HTTP_STATUS" 200
 login "$ANALYST"
 t_eq "database back: login" "$HTTP_STATUS" 303
+for _ in 1 2 3; do
+	http GET "$WEB_URL/api/v1/runs/1" -H "Authorization: Bearer $ANALYST"
+done
+t_eq "database back: the prepared statement on the new session" "$HTTP_STATUS" 404
+t_eq "no prepared statement executed before it was prepared (server.log)" \
+	"$(grep 'prepared statement .* does not exist' "$P1/server.log" | head -n 3)" ""
 for _ in $(seq 50); do
 	http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $INGEST" -H 'Content-Type: application/x-ndjson' \
 		--data-binary @"$T_TMP/s.ndjson"
