@@ -611,6 +611,82 @@ await check("bidi controls show as text and long values wrap, at 1400 and 800 px
   expect(wide.length === 0, wide.join("; "));
 });
 await shot(page, "bidi-streams");
+
+// ---- 8b. narrow windows, dark mode, contrast ----
+step = "layout";
+// "rgb(1, 2, 3)" or "rgba(1, 2, 3, 1)" as its WCAG relative luminance
+function luminance(css) {
+  const m = /rgba?\(([0-9.]+),\s*([0-9.]+),\s*([0-9.]+)/.exec(css);
+  if (!m) throw new Check(`cannot read the colour '${css}'`);
+  const c = [m[1], m[2], m[3]].map((v) => {
+    const x = Number(v) / 255;
+    return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+}
+function contrast(a, b) {
+  const [l1, l2] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (l1 + 0.05) / (l2 + 0.05);
+}
+await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways", async () => {
+  needs(runId, "no run");
+  const wide = [];
+  await page.setViewportSize({ width: 800, height: 900 });
+  try {
+    for (const u of ["/runs", `/runs/${runId}`, `/runs/${env.SM_XSS_RUN}`, "/fleet"]) {
+      const r = await go(u);
+      expect(r.status() === 200, `${u}: status ${r.status()}`);
+      const w = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+      if (w[0] > w[1]) wide.push(`${u} is ${w[0]} px in ${w[1]}`);
+      if (u === "/runs") await shot(page, "runs-800");
+    }
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 900 });
+  }
+  expect(wide.length === 0, wide.join("; "));
+});
+let darkShown = false;
+await check("dark mode: with prefers-color-scheme: dark the page is dark and its text light", async () => {
+  needs(runId, "no run");
+  await page.emulateMedia({ colorScheme: "dark" });
+  try {
+    await go(`/runs/${runId}`);
+    const c = await page.evaluate(() => {
+      const b = getComputedStyle(document.body);
+      const td = document.querySelector("#clusters td");
+      return { bg: b.backgroundColor, fg: b.color, td: td ? getComputedStyle(td).color : b.color,
+        card: getComputedStyle(document.querySelector("table")).backgroundColor };
+    });
+    expect(luminance(c.bg) < 0.05, `the body's background is ${c.bg}`);
+    expect(luminance(c.fg) > 0.5, `the body's text is ${c.fg}`);
+    expect(contrast(c.td, c.card) >= 4.5, `table text ${c.td} on ${c.card}: ${contrast(c.td, c.card).toFixed(2)}:1`);
+    await shot(page, "run-dark");
+    darkShown = true;
+  } finally {
+    await page.emulateMedia({ colorScheme: "light" });
+  }
+});
+await check("the done badge's contrast is at least 4.5:1 in the light and the dark scheme", async () => {
+  needs(runId, "no run");
+  const got = [];
+  try {
+    for (const scheme of ["light", "dark"]) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await go(`/runs/${runId}`);
+      const c = await page.locator("h1 .status.done").evaluate((e) => {
+        const s = getComputedStyle(e);
+        return [s.color, s.backgroundColor];
+      });
+      const r = contrast(c[0], c[1]);
+      got.push(`${scheme}: ${c[0]} on ${c[1]} is ${r.toFixed(2)}:1`);
+      expect(r >= 4.5, got.join("; "));
+    }
+  } finally {
+    await page.emulateMedia({ colorScheme: "light" });
+  }
+  console.log(`# done badge ${got.join("; ")}`);
+});
+
 await collectCsp();
 await check("no Content-Security-Policy violation on any page", async () => {
   expect(cspViolations.length === 0, cspViolations.join(" ; "));
