@@ -629,12 +629,14 @@ function contrast(a, b) {
   const [l1, l2] = [luminance(a), luminance(b)].sort((x, y) => y - x);
   return (l1 + 0.05) / (l2 + 0.05);
 }
-await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways", async () => {
+await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways (nor the others)", async () => {
   needs(runId, "no run");
   const wide = [];
   await page.setViewportSize({ width: 800, height: 900 });
   try {
-    for (const u of ["/runs", `/runs/${runId}`, `/runs/${env.SM_XSS_RUN}`, "/fleet"]) {
+    const more = [clusterUrl, xssCluster, `/signatures?run=${runId}`, "/alerts", `/compare?a=${env.SM_XSS_RUN}&b=${runId}`,
+      "/streams"].filter((u) => u);
+    for (const u of ["/runs", `/runs/${runId}`, `/runs/${env.SM_XSS_RUN}`, "/fleet", ...more]) {
       const r = await go(u);
       expect(r.status() === 200, `${u}: status ${r.status()}`);
       const w = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
@@ -702,11 +704,17 @@ async function loginAs(ctx, token) {
 const runStatus = (p, id) => p.evaluate((u) => fetch(u, { credentials: "same-origin" }).then((x) => x.status),
   `/api/v1/runs/${id}`);
 let askedOnPage = false;
-await check("without JavaScript, Delete leads to a page that asks; Cancel keeps the run", async () => {
+await check("without JavaScript, Delete leads to a page that asks; Cancel keeps the run (and Revoke is red too)", async () => {
   needs(runId, "no run");
   const ctx = await browser.newContext({ viewport: { width: 800, height: 900 }, javaScriptEnabled: false });
   try {
     const p = await loginAs(ctx, env.SM_ADMIN_TOKEN);
+    // the tokens page (an admin's): its revoke buttons are danger buttons that ask too; 800 px fit
+    await p.goto(`${BASE}/tokens`);
+    const w = await p.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    expect(w[0] <= w[1], `at 800 px /tokens is ${w[0]} px in ${w[1]}`);
+    const revoke = p.locator("form[action$='/revoke'][data-confirm] button.danger");
+    expect((await revoke.count()) >= 1, "no revoke danger button with data-confirm on /tokens");
     await p.goto(`${BASE}/runs/${runId}`);
     const b = p.locator("form.delete button[type=submit]");
     expect((await b.getAttribute("class")) === "danger", `the delete button's class is '${await b.getAttribute("class")}'`);
