@@ -182,6 +182,26 @@ static void post_login(struct req *rq)
 	html_redirect(rq, req_local_next(rq, req_form(rq, "next")));
 }
 
+bool pages_confirmed(struct req *rq, const char *title, const char *question, const char *action,
+		     const char *button, const char *back)
+{
+	const char *c = req_form(rq, "confirm");
+
+	if (c && strcmp(c, "1") == 0)
+		return true;
+	html_begin(rq, title);
+	html_rawf(rq, "<h1>%s</h1><form class=\"confirm\" method=\"post\" action=\"", title);
+	html_text(rq, action);
+	html_raw(rq, "\">");
+	html_csrf_field(rq);
+	html_rawf(rq, "<p>%s</p><input type=\"hidden\" name=\"confirm\" value=\"1\"><button type=\"submit\" "
+		  "class=\"danger\">%s</button> <a class=\"button secondary\" href=\"", question, button);
+	html_text(rq, back);
+	html_raw(rq, "\">Cancel</a></form>");
+	html_end(rq);
+	return false;
+}
+
 void pages_download_links(struct req *rq, const char *api_path)
 {
 	static const char *const formats[][2] = {

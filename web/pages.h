@@ -8,6 +8,7 @@
 #ifndef SM_WEB_PAGES_H
 #define SM_WEB_PAGES_H
 
+#include <stdbool.h>
 #include <libpq-fe.h>
 
 #include "web/request.h"
@@ -45,5 +46,11 @@ void pages_download_links(struct req *rq, const char *api_path);
 void pages_est_cost_note(struct req *rq, int64_t est);
 /* A title (a PostgreSQL int array of frame ids), each frame short, joined by ›; NULL: none. */
 void pages_title_frames(struct req *rq, const char *ids);
+/* A destructive form's confirmation: true when the POST carries confirm=1 (app.js adds it once
+ * confirm() was answered yes); otherwise it writes the page that asks (question: literal text, no
+ * data) with a danger button posting to action with confirm=1 and a Cancel link to back, and the
+ * caller must do nothing. Without JavaScript a form's first POST lands here: it never acts on it. */
+bool pages_confirmed(struct req *rq, const char *title, const char *question, const char *action,
+		     const char *button, const char *back);
 
 #endif

@@ -268,9 +268,10 @@ static void run_header(struct req *rq, const char *id, PGresult *run)
 	if (strcmp(model_col(run, 0, "status"), "done") == 0)
 		pages_download_links(rq, req_printf(rq, "/api/v1/runs/%s/profile", id));
 	if (rq->role >= AUTH_ADMIN && strcmp(model_col(run, 0, "status"), "running") != 0) {
-		html_rawf(rq, "<form class=\"delete\" method=\"post\" action=\"/runs/%s/delete\">", id);
+		html_rawf(rq, "<form class=\"delete\" method=\"post\" action=\"/runs/%s/delete\" "
+			  "data-confirm=\"Delete run %s and its results? This cannot be undone.\">", id, id);
 		html_csrf_field(rq);
-		html_raw(rq, "<button type=\"submit\">Delete this run and its results</button></form>");
+		html_raw(rq, "<button type=\"submit\" class=\"danger\">Delete this run and its results</button></form>");
 	}
 	if (model_col(run, 0, "error")) {
 		html_raw(rq, "<p class=\"error\">");
@@ -476,6 +477,16 @@ void runs_post_run_delete(struct req *rq)
 	int rc;
 
 	if (!req_may_write(rq, false))
+		return;
+	if (rq->role < AUTH_ADMIN) {
+		html_error(rq, 403, "Deleting a run needs an admin token.");
+		return;
+	}
+	/* a page form's first POST only asks (the API's DELETE does not) */
+	if (!pages_confirmed(rq, req_printf(rq, "Delete run %s?", rq->arg),
+			     req_printf(rq, "Run %s and all its results (clusters, problems) will be deleted. This "
+					"cannot be undone.", rq->arg),
+			     req_printf(rq, "/runs/%s/delete", rq->arg), "Delete", req_printf(rq, "/runs/%s", rq->arg)))
 		return;
 	if ((rc = delete_checked(rq, err, sizeof(err))) != 0) {
 		html_error(rq, rc, rc == 403 ? "Deleting a run needs an admin token." : err);

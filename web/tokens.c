@@ -5,6 +5,7 @@
 #include "web/api.h"
 #include "web/html.h"
 #include "web/model.h"
+#include "web/pages.h"
 #include "web/request.h"
 
 #include <json-c/json.h>
@@ -148,10 +149,11 @@ void tokens_page_tokens(struct req *rq)
 			html_time(rq, model_col(r, i, "revoked_at"));
 			html_raw(rq, "</td><td>");
 		} else {
-			html_rawf(rq, "</td><td><form method=\"post\" action=\"/tokens/%lld/revoke\">",
-				  (long long)model_coln(r, i, "token_id"));
+			html_rawf(rq, "</td><td><form method=\"post\" action=\"/tokens/%lld/revoke\" "
+				  "data-confirm=\"Revoke token %lld? Whatever uses it is refused from now on.\">",
+				  (long long)model_coln(r, i, "token_id"), (long long)model_coln(r, i, "token_id"));
 			html_csrf_field(rq);
-			html_raw(rq, "<button type=\"submit\">Revoke</button></form>");
+			html_raw(rq, "<button type=\"submit\" class=\"danger\">Revoke</button></form>");
 		}
 		html_raw(rq, "</td></tr>");
 	}
@@ -196,6 +198,11 @@ void tokens_post_token_revoke(struct req *rq)
 	int rc;
 
 	if (!req_may_write(rq, false) || !page_admin(rq))
+		return;
+	if (!pages_confirmed(rq, req_printf(rq, "Revoke token %lld?", strtoll(id, NULL, 10)),
+			     "Whatever uses this token (agents, scripts, sessions) is refused from now on. This cannot "
+			     "be undone.",
+			     req_printf(rq, "/tokens/%lld/revoke", strtoll(id, NULL, 10)), "Revoke", "/tokens"))
 		return;
 	rc = auth_token_revoke(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
 	if (rc != 0) {

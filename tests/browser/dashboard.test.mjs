@@ -8,13 +8,14 @@
 // Environment: SM_WEB_URL (sm-web's base URL), SM_ANALYST_TOKEN, SM_APP (the app
 // to mine with the run form), SM_THRESHOLD_NS (the run's threshold), SM_XSS_RUN
 // (a done run of the app whose frames, host and labels hold markup), SM_SCREENS
-// (where full-page screenshots go), SM_CHROMIUM (default /usr/bin/chromium).
+// (where full-page screenshots go), SM_CHROMIUM (default /usr/bin/chromium),
+// SM_ADMIN_TOKEN (an admin's, for the run deletion and its confirmation).
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 const env = process.env;
-for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_SCREENS"]) {
+for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_ADMIN_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_SCREENS"]) {
   if (!env[k]) {
     console.error(`dashboard.test.mjs: ${k} is not set (run it through tests/integration/test_web_browser.sh)`);
     process.exit(2);
@@ -611,6 +612,163 @@ await check("bidi controls show as text and long values wrap, at 1400 and 800 px
   expect(wide.length === 0, wide.join("; "));
 });
 await shot(page, "bidi-streams");
+
+// ---- 8b. narrow windows, dark mode, contrast ----
+step = "layout";
+// "rgb(1, 2, 3)" or "rgba(1, 2, 3, 1)" as its WCAG relative luminance
+function luminance(css) {
+  const m = /rgba?\(([0-9.]+),\s*([0-9.]+),\s*([0-9.]+)/.exec(css);
+  if (!m) throw new Check(`cannot read the colour '${css}'`);
+  const c = [m[1], m[2], m[3]].map((v) => {
+    const x = Number(v) / 255;
+    return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+}
+function contrast(a, b) {
+  const [l1, l2] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (l1 + 0.05) / (l2 + 0.05);
+}
+await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways (nor the others)", async () => {
+  needs(runId, "no run");
+  const wide = [];
+  await page.setViewportSize({ width: 800, height: 900 });
+  try {
+    const more = [clusterUrl, xssCluster, `/signatures?run=${runId}`, "/alerts", `/compare?a=${env.SM_XSS_RUN}&b=${runId}`,
+      "/streams"].filter((u) => u);
+    for (const u of ["/runs", `/runs/${runId}`, `/runs/${env.SM_XSS_RUN}`, "/fleet", ...more]) {
+      const r = await go(u);
+      expect(r.status() === 200, `${u}: status ${r.status()}`);
+      const w = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+      if (w[0] > w[1]) wide.push(`${u} is ${w[0]} px in ${w[1]}`);
+      if (u === "/runs") await shot(page, "runs-800");
+    }
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 900 });
+  }
+  expect(wide.length === 0, wide.join("; "));
+});
+let darkShown = false;
+await check("dark mode: with prefers-color-scheme: dark the page is dark and its text light", async () => {
+  needs(runId, "no run");
+  await page.emulateMedia({ colorScheme: "dark" });
+  try {
+    await go(`/runs/${runId}`);
+    const c = await page.evaluate(() => {
+      const b = getComputedStyle(document.body);
+      const td = document.querySelector("#clusters td");
+      return { bg: b.backgroundColor, fg: b.color, td: td ? getComputedStyle(td).color : b.color,
+        card: getComputedStyle(document.querySelector("table")).backgroundColor };
+    });
+    expect(luminance(c.bg) < 0.05, `the body's background is ${c.bg}`);
+    expect(luminance(c.fg) > 0.5, `the body's text is ${c.fg}`);
+    expect(contrast(c.td, c.card) >= 4.5, `table text ${c.td} on ${c.card}: ${contrast(c.td, c.card).toFixed(2)}:1`);
+    await shot(page, "run-dark");
+    darkShown = true;
+  } finally {
+    await page.emulateMedia({ colorScheme: "light" });
+  }
+});
+await check("the done badge's contrast is at least 4.5:1 in the light and the dark scheme", async () => {
+  needs(runId, "no run");
+  const got = [];
+  try {
+    for (const scheme of ["light", "dark"]) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await go(`/runs/${runId}`);
+      const c = await page.locator("h1 .status.done").evaluate((e) => {
+        const s = getComputedStyle(e);
+        return [s.color, s.backgroundColor];
+      });
+      const r = contrast(c[0], c[1]);
+      got.push(`${scheme}: ${c[0]} on ${c[1]} is ${r.toFixed(2)}:1`);
+      expect(r >= 4.5, got.join("; "));
+    }
+  } finally {
+    await page.emulateMedia({ colorScheme: "light" });
+  }
+  console.log(`# done badge ${got.join("; ")}`);
+});
+
+// ---- 8c. deleting a run: a danger button that asks first ----
+step = "delete";
+async function loginAs(ctx, token) {
+  const p = await ctx.newPage();
+  p.setDefaultTimeout(15000);
+  await p.goto(`${BASE}/login`);
+  await p.fill("input[name=token]", token);
+  await Promise.all([p.waitForNavigation(), p.click("form.login button[type=submit]")]);
+  expect(new URL(p.url()).pathname === "/runs", `the admin login landed on ${p.url()}`);
+  return p;
+}
+const runStatus = (p, id) => p.evaluate((u) => fetch(u, { credentials: "same-origin" }).then((x) => x.status),
+  `/api/v1/runs/${id}`);
+let askedOnPage = false;
+await check("without JavaScript, Delete leads to a page that asks; Cancel keeps the run (and Revoke is red too)", async () => {
+  needs(runId, "no run");
+  const ctx = await browser.newContext({ viewport: { width: 800, height: 900 }, javaScriptEnabled: false });
+  try {
+    const p = await loginAs(ctx, env.SM_ADMIN_TOKEN);
+    // the tokens page (an admin's): its revoke buttons are danger buttons that ask too; 800 px fit
+    await p.goto(`${BASE}/tokens`);
+    const w = await p.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    expect(w[0] <= w[1], `at 800 px /tokens is ${w[0]} px in ${w[1]}`);
+    const revoke = p.locator("form[action$='/revoke'][data-confirm] button.danger");
+    expect((await revoke.count()) >= 1, "no revoke danger button with data-confirm on /tokens");
+    await p.goto(`${BASE}/runs/${runId}`);
+    const b = p.locator("form.delete button[type=submit]");
+    expect((await b.getAttribute("class")) === "danger", `the delete button's class is '${await b.getAttribute("class")}'`);
+    const bg = await b.evaluate((e) => getComputedStyle(e).backgroundColor);
+    const m = /rgba?\(([0-9]+), ([0-9]+), ([0-9]+)/.exec(bg);
+    expect(m && Number(m[1]) > 150 && Number(m[2]) < 80 && Number(m[3]) < 80, `the delete button is ${bg}, not red`);
+    expect((await p.locator("form.delete").getAttribute("data-confirm")) !== null, "the form has no data-confirm");
+    await Promise.all([p.waitForNavigation(), b.click()]);
+    expect(new URL(p.url()).pathname === `/runs/${runId}/delete`, `landed on ${p.url()}`);
+    expect((await p.locator("h1").textContent()) === `Delete run ${runId}?`, `heading '${await p.locator("h1").textContent()}'`);
+    expect((await p.locator("form.confirm input[name=confirm]").inputValue()) === "1", "no confirm=1 in the form");
+    expect((await p.locator("form.confirm button.danger").count()) === 1, "no danger button on the page");
+    const r = await p.goto(`${BASE}/runs/${runId}`);
+    expect(r.status() === 200, `after the first POST the run page answers ${r.status()}: it was deleted`);
+    await p.goto(`${BASE}/runs/${runId}`);
+    await Promise.all([p.waitForNavigation(), p.locator("form.delete button[type=submit]").click()]);
+    await Promise.all([p.waitForNavigation(), p.locator("form.confirm a:text-is('Cancel')").click()]);
+    expect(new URL(p.url()).pathname === `/runs/${runId}`, `Cancel went to ${p.url()}`);
+    askedOnPage = true;
+  } finally {
+    await ctx.close();
+  }
+});
+await check("with JavaScript, Delete asks with confirm(): no keeps the run, a POST without confirm=1 deletes " +
+  "nothing, yes deletes it", async () => {
+  needs(askedOnPage, "the page without JavaScript did not ask");
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  try {
+    const p = await loginAs(ctx, env.SM_ADMIN_TOKEN);
+    await p.goto(`${BASE}/runs/${runId}`);
+    const asked = [];
+    p.once("dialog", (d) => { asked.push(d.message()); d.dismiss(); });
+    await p.locator("form.delete button[type=submit]").click();
+    await p.waitForTimeout(500);
+    expect(asked.length === 1 && asked[0].includes(`run ${runId}`), `dialogs: ${JSON.stringify(asked)}`);
+    expect(new URL(p.url()).pathname === `/runs/${runId}`, `after 'no' the page is ${p.url()}`);
+    expect((await runStatus(p, runId)) === 200, "after 'no' the run is gone");
+    // a form's POST with the CSRF token but without confirm=1: the page that asks, nothing deleted
+    const direct = await p.evaluate(async (u) => {
+      const body = new URLSearchParams({ csrf: document.body.dataset.csrf });
+      const x = await fetch(u, { method: "POST", credentials: "same-origin", body });
+      return { status: x.status, text: await x.text() };
+    }, `/runs/${runId}/delete`);
+    expect(direct.status === 200 && direct.text.includes("name=\"confirm\""),
+      `a POST without confirm=1 answered ${direct.status}`);
+    expect((await runStatus(p, runId)) === 200, "a POST without confirm=1 deleted the run");
+    p.once("dialog", (d) => d.accept());
+    await Promise.all([p.waitForNavigation(), p.locator("form.delete button[type=submit]").click()]);
+    expect(new URL(p.url()).pathname === "/runs", `after 'yes' landed on ${p.url()}`);
+    expect((await runStatus(p, runId)) === 404, "after 'yes' the run is still there");
+  } finally {
+    await ctx.close();
+  }
+});
 await collectCsp();
 await check("no Content-Security-Policy violation on any page", async () => {
   expect(cspViolations.length === 0, cspViolations.join(" ; "));

@@ -622,7 +622,12 @@ t_eq "tokens page: not an analyst's" "$HTTP_STATUS" 403
 api POST /tokens/new "${AD[@]}" -H 'Content-Type: application/x-www-form-urlencoded' --data-binary 'role=ingest&name=web-2+agent&host=web-2'
 t_match "tokens page: a new one shown once" "$HTTP_STATUS $HTTP_BODY" '^200 .*<code class="token">sm_[0-9a-f]{64}</code>'
 NEWTOK=$(pg_q "SELECT id FROM tokens WHERE host = 'web-2'")
+# the form's first POST only asks (docs/web.md, "Destructive actions"); with confirm=1 it revokes
 api POST "/tokens/$NEWTOK/revoke" "${AD[@]}" -H 'Content-Type: application/x-www-form-urlencoded' --data-binary ''
+t_match "tokens page: revoke without confirm=1 asks" "$HTTP_STATUS $HTTP_BODY" \
+	"^200 .*<h1>Revoke token $NEWTOK\\?</h1>.*action=\"/tokens/$NEWTOK/revoke\".*name=\"confirm\" value=\"1\".*class=\"danger\""
+t_eq "tokens page: ... and revokes nothing" "$(pg_q "SELECT revoked_at IS NULL FROM tokens WHERE id = $NEWTOK")" t
+api POST "/tokens/$NEWTOK/revoke" "${AD[@]}" -H 'Content-Type: application/x-www-form-urlencoded' --data-binary 'confirm=1'
 t_eq "tokens page: revoked, back to the list" "$HTTP_STATUS $(header Location) $(pg_q "SELECT revoked_at IS NOT NULL FROM tokens WHERE id = $NEWTOK")" \
 	"303 /tokens t"
 # a form field that storing would change (cut at a NUL, a control character, not UTF-8): refused,

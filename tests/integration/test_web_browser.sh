@@ -21,7 +21,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the number of checks the browser scenario makes when it runs to the end
-BROWSER_CHECKS=39
+BROWSER_CHECKS=44
 
 browser_dir=$SM_REPO/tests/browser
 chromium=${SM_CHROMIUM:-/usr/bin/chromium}
@@ -46,7 +46,8 @@ fi
 sm_admin migrate >/dev/null || t_bail "migrate"
 INGEST_TOKEN=$(mk_token ingest 2>/dev/null)
 ANALYST_TOKEN=$(mk_token analyst 2>/dev/null)
-[ -n "$ANALYST_TOKEN" ] || t_bail "tokens"
+ADMIN_TOKEN=$(mk_token admin 2>/dev/null)
+[ -n "$ANALYST_TOKEN" ] && [ -n "$ADMIN_TOKEN" ] || t_bail "tokens"
 start_ingest || t_bail "sm-ingest starts"
 
 "$genfleet" --streams 60 --seed 3 --out "$T_TMP/fleet.ndjson" || t_bail "genfleet"
@@ -105,7 +106,7 @@ THRESHOLD_NS=$((napp * 150 * 100000))
 start_web --threads 4 || t_bail "sm-web starts"
 rm -rf "$screens"
 mkdir -p "$screens"
-SM_WEB_URL=$WEB_URL SM_ANALYST_TOKEN=$ANALYST_TOKEN SM_APP=checkout SM_THRESHOLD_NS=$THRESHOLD_NS \
+SM_WEB_URL=$WEB_URL SM_ANALYST_TOKEN=$ANALYST_TOKEN SM_ADMIN_TOKEN=$ADMIN_TOKEN SM_APP=checkout SM_THRESHOLD_NS=$THRESHOLD_NS \
 	SM_XSS_RUN=$XSS_RUN SM_SCREENS=$screens SM_CHROMIUM=$chromium \
 	node "$browser_dir/dashboard.test.mjs" >"$T_TMP/browser.out" 2>"$T_TMP/browser.err"
 rc=$?
@@ -124,7 +125,7 @@ if [ -s "$T_TMP/browser.err" ]; then
 fi
 t_eq "browser: scenario exit status" "$rc" "$([ "$nfail" -eq 0 ] && echo 0 || echo 1)"
 t_eq "browser: number of checks" "$n" "$BROWSER_CHECKS"
-t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 17
+t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 19
 
 stop_web
 t_eq "sm-web: no 5xx answered" "$(grep -c 'status=5' "$WEB_LOG")" 0

@@ -1,7 +1,7 @@
 // app.js: the dashboard's few scripts. Pages are rendered on the server; this
-// posts the run form to the API as JSON, follows running runs' progress, and
-// reads a signature file into the import form. It never builds HTML from data:
-// text goes in with textContent only.
+// posts the run form to the API as JSON, follows running runs' progress,
+// reads a signature file into the import form and asks before a destructive
+// form acts. It never builds HTML from data: text goes in with textContent only.
 "use strict";
 
 (function () {
@@ -101,6 +101,24 @@
       else setTimeout(poll, 1000);
     };
     setTimeout(poll, 1000);
+  }
+
+  // Destructive forms (data-confirm): the browser's confirm() asks; yes adds confirm=1, which
+  // the server wants before it acts (without it, it answers with a page that asks).
+  for (const f of document.querySelectorAll("form[data-confirm]")) {
+    f.addEventListener("submit", (ev) => {
+      if (!window.confirm(f.dataset.confirm)) {
+        ev.preventDefault();
+        return;
+      }
+      if (!f.querySelector("input[name=confirm]")) {
+        const c = document.createElement("input");
+        c.type = "hidden";
+        c.name = "confirm";
+        c.value = "1";
+        f.appendChild(c);
+      }
+    });
   }
 
   // Import: a chosen file fills the form's text area.
