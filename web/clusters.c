@@ -436,11 +436,6 @@ static void flame_section(struct req *rq, const char *id)
 	char err[256];
 	PGresult *st = model_cluster_stacks(rq->db, id, err, sizeof(err)), *fr = NULL;
 	struct flame *f = flame_open();
-	int64_t focus = 0;
-	const char *fv = req_query(rq, "focus");
-
-	if (fv && util_parse_i64(fv, 0, UINT32_MAX, &focus) < 0)
-		focus = 0;
 	if (!st || !f)
 		goto out;
 	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
@@ -461,12 +456,9 @@ static void flame_section(struct req *rq, const char *id)
 		}
 	}
 	html_raw(rq, "<section id=\"flame\"><h2>Flame graph of the matched events</h2><p class=\"hint\">Width is cost; "
-		     "hover for details, click a frame to zoom in, click a bar above it to zoom out.");
-	if (focus)
-		html_raw(rq, " <a href=\"?#flame\">Reset zoom</a>");
-	html_raw(rq, "</p><div class=\"flame\">");
-	flame_render_svg(f, (uint32_t)focus, "?focus=", 1200, &rq->out);
-	html_raw(rq, "</div>");
+		     "hover for details, click a frame to zoom in, click a bar above it to zoom out. Colour is "
+		     "the frame's module or package, the same on every page.</p>");
+	pages_flame_graph(rq, f, NULL);
 	pages_download_links(rq, req_printf(rq, "/api/v1/clusters/%s/profile", id));
 	html_raw(rq, "</section>");
 out:

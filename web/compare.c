@@ -128,10 +128,10 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 	html_text(rq, a);
 	html_raw(rq, "&amp;b=");
 	html_text(rq, b);
-	html_rawf(rq, "&amp;kind=%s#flame\">The %s stacks</a>.</p><div class=\"flame\">", k[0] == 'w' ? "run" : "wait",
+	html_rawf(rq, "&amp;kind=%s#flame\">The %s stacks</a>. Click a frame to zoom in.</p>", k[0] == 'w' ? "run" : "wait",
 		  k[0] == 'w' ? "run" : "wait");
-	flame_render_svg(f, 0, NULL, 1200, &rq->out);
-	html_raw(rq, "</div></section>");
+	pages_flame_graph(rq, f, (const char *const[]){ "a", "b", "kind", NULL });
+	html_raw(rq, "</section>");
 	flame_free(f);
 }
 

@@ -54,6 +54,9 @@ struct flame {
 	uint64_t total_cost, total_events;
 	bool diff;                   /* colours by the change from the base (flame_set_diff()) */
 	double scale_now, scale_base;
+	const char *search;          /* flame_set_search(), NULL or "": none */
+	const char *suffix;          /* after each link's id (flame_set_link_suffix()) */
+	uint64_t matched, shown;     /* of the last render */
 	/* The previous stack: consecutive stacks mostly share a prefix, found without the table. */
 	uint32_t last_nid[FLAME_MAX_DEPTH], last_node[FLAME_MAX_DEPTH];
 	size_t last_n;
@@ -316,6 +319,70 @@ void flame_set_diff(struct flame *f, double scale_now, double scale_base)
 	f->scale_base = scale_base;
 }
 
+void flame_set_search(struct flame *f, const char *q)
+{
+	f->search = q && *q ? q : NULL;
+}
+
+void flame_set_link_suffix(struct flame *f, const char *suffix)
+{
+	f->suffix = suffix;
+}
+
+uint64_t flame_matched_cost(const struct flame *f)
+{
+	return f->matched;
+}
+
+uint64_t flame_shown_cost(const struct flame *f)
+{
+	return f->shown;
+}
+
+/* ASCII case-insensitive substring (the browser's search does the same). */
+static bool name_matches(const char *s, size_t n, const char *q)
+{
+	size_t qn = strlen(q);
+
+	for (size_t i = 0; i + qn <= n; i++) {
+		size_t j = 0;
+
+		while (j < qn) {
+			unsigned char a = (unsigned char)s[i + j], b = (unsigned char)q[j];
+
+			if (a >= 'A' && a <= 'Z')
+				a = (unsigned char)(a + 32);
+			if (b >= 'A' && b <= 'Z')
+				b = (unsigned char)(b + 32);
+			if (a != b)
+				break;
+			j++;
+		}
+		if (j == qn)
+			return true;
+	}
+	return false;
+}
+
+static bool node_matches(const struct flame *f, uint32_t k)
+{
+	const struct fname *nm = &f->names[f->nodes[k].nid];
+
+	return f->search && name_matches(nm->s, nm->len, f->search);
+}
+
+/* The cost of k's subtree in matching frames, each counted once (not again under a match). */
+static uint64_t matched_below(const struct flame *f, uint32_t k)
+{
+	uint64_t sum = 0;
+
+	if (node_matches(f, k))
+		return f->costs[k].cost;
+	for (uint32_t j = f->kstart[k]; j < f->kstart[k + 1]; j++)
+		sum = sat_add(sum, matched_below(f, f->kids[j]));
+	return sum;
+}
+
 struct sname {
 	const char *s;
 	uint32_t len, id;
@@ -444,7 +511,6 @@ static int put_ms3(struct buf *b, uint64_t ns)
 	return buf_put_i64(b, (int64_t)(us / 1000)) || buf_append(b, frac, 4);
 }
 
-/* A stable warm colour from a portable (byte-wise FNV-1a) hash of the name. */
 static int put_hex_rgb(struct buf *b, const unsigned rgb[3])
 {
 	static const char hex[] = "0123456789abcdef";
@@ -458,18 +524,69 @@ static int put_hex_rgb(struct buf *b, const unsigned rgb[3])
 	return buf_append(b, out, 7);
 }
 
-static int put_colour(struct buf *b, const char *s, size_t n)
+size_t flame_module_len(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	unsigned rgb[3];
+	const char *bang = memchr(s, '!', n);
+	size_t last = 0, prev = 0, us = 0, i;
 
+	if (bang)
+		return (size_t)(bang - s) + 1; /* "libc.so.6!" */
+	/* "Foo::Bar::baz": the namespace, up to the last "::" */
+	for (i = 0; i + 1 < n && s[i] != '('; i++)
+		if (s[i] == ':' && s[i + 1] == ':')
+			last = i + 2;
+	if (last)
+		return last;
+	/* "java.util.HashMap.get": the package, up to the dot before the class */
+	for (i = 0; i < n && s[i] != '('; i++) {
+		if (s[i] == '.') {
+			prev = last;
+			last = i + 1;
+		}
+	}
+	if (prev)
+		return prev;
+	if (last)
+		return last;
+	/* "ngx_http_process_request": the first two words */
+	for (i = 1; i < n; i++)
+		if (s[i] == '_' && s[i - 1] != '_' && ++us == 2)
+			return i;
+	return n;
+}
+
+void flame_colour(const char *s, size_t n, char out[8])
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t h = 0xcbf29ce484222325ULL;
+	unsigned rgb[3], hue, light;
+
+	n = flame_module_len(s, n);
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
 	h = hash_mix64(h);
-	rgb[0] = 205 + (unsigned)(h % 51);
-	rgb[1] = (unsigned)((h >> 16) % 231);
-	rgb[2] = (unsigned)((h >> 32) % 56);
-	return put_hex_rgb(b, rgb);
+	/* warm hues (red to yellow, 0..55 degrees) at a few lightnesses, in integers: the same on
+	 * every machine */
+	hue = (unsigned)(h % 56);
+	light = (unsigned)((h >> 16) % 3);
+	rgb[0] = 235 - 12 * light;
+	rgb[2] = 60 + 20 * light;
+	rgb[1] = rgb[2] + (rgb[0] - rgb[2]) * hue / 60;
+	out[0] = '#';
+	for (int i = 0; i < 3; i++) {
+		out[1 + 2 * i] = hex[(rgb[i] >> 4) & 15];
+		out[2 + 2 * i] = hex[rgb[i] & 15];
+	}
+	out[7] = '\0';
+}
+
+/* The module's colour (flame_colour()). */
+static int put_colour(struct buf *b, const char *s, size_t n)
+{
+	char c[8];
+
+	flame_colour(s, n, c);
+	return buf_append(b, c, 7);
 }
 
 /* The change of a node in a differential flame: -1 (all gone) .. 1 (all new), per stream. */
@@ -510,6 +627,7 @@ struct rctx {
 	struct buf *out;
 	const char *href; /* escaped prefix, or NULL */
 	size_t hreflen;
+	const char *suffix; /* escaped, or NULL */
 	uint64_t fcost;   /* the focused node's cost */
 	double scale;     /* px per ns */
 };
@@ -558,15 +676,17 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 	struct buf *b = c->out;
 	double share = c->fcost ? 100.0 * (double)nd->cost / (double)c->fcost : 0;
 	size_t fit = label_fit(w);
+	bool hit = node_matches(c->f, k);
 
-	if (buf_puts(b, anc ? "<g class=\"fn anc\"><title>" : "<g class=\"fn\"><title>") ||
+	if (buf_puts(b, anc ? "<g class=\"fn anc" : "<g class=\"fn") || (hit && buf_puts(b, " hit")) ||
+	    buf_puts(b, "\"><title>") ||
 	    buf_put_html(b, nm->s, nm->len) || buf_putc(b, '\n') || put_ms3(b, nd->cost) ||
 	    buf_puts(b, " ms (") || buf_put_f1(b, share) || buf_puts(b, "%), ") ||
 	    buf_put_i64(b, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events)) ||
 	    buf_puts(b, " events") || (c->f->diff && put_change(b, c->f, nd)) || buf_puts(b, "</title>"))
 		return -1;
 	if (c->href && (buf_puts(b, "<a href=\"") || buf_append(b, c->href, c->hreflen) ||
-			buf_put_i64(b, c->f->idof[k]) || buf_puts(b, "\">")))
+			buf_put_i64(b, c->f->idof[k]) || (c->suffix && buf_puts(b, c->suffix)) || buf_puts(b, "\">")))
 		return -1;
 	if (buf_puts(b, "<rect x=\"") || buf_put_f1(b, x) || buf_puts(b, "\" y=\"") ||
 	    buf_put_i64(b, (int64_t)row * ROW_PX) || buf_puts(b, "\" width=\"") || buf_put_f1(b, w) ||
@@ -631,7 +751,7 @@ static int emit_below(struct rctx *c, uint32_t k, unsigned row, double x)
 int flame_render_svg(struct flame *f, uint32_t focus, const char *href_prefix, int width, struct buf *out)
 {
 	uint32_t chain[FLAME_MAX_DEPTH + 1];
-	struct buf href = BUF_INIT(0);
+	struct buf href = BUF_INIT(0), suffix = BUF_INIT(0);
 	struct rctx c;
 	size_t start = out->len;
 	uint32_t fk = 0, depth;
@@ -663,8 +783,16 @@ int flame_render_svg(struct flame *f, uint32_t focus, const char *href_prefix, i
 		c.href = buf_cstr(&href);
 		c.hreflen = href.len;
 	}
+	if (f->suffix) {
+		if (buf_put_html(&suffix, f->suffix, strlen(f->suffix)) || buf_reserve(&suffix, 0))
+			goto done;
+		c.suffix = buf_cstr(&suffix);
+	}
+	f->shown = c.fcost;
+	f->matched = f->search ? matched_below(f, fk) : 0;
 	rows = depth + 1 + (c.fcost ? measure(&c, fk) : 0);
-	if (buf_puts(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"flame\" width=\"") ||
+	if (buf_puts(out, f->search ? "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"flame searching\" width=\""
+				    : "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"flame\" width=\"") ||
 	    buf_put_i64(out, width) || buf_puts(out, "\" height=\"") ||
 	    buf_put_i64(out, (int64_t)rows * ROW_PX) || buf_puts(out, "\" viewBox=\"0 0 ") ||
 	    buf_put_i64(out, width) || buf_putc(out, ' ') || buf_put_i64(out, (int64_t)rows * ROW_PX) ||
@@ -681,6 +809,7 @@ int flame_render_svg(struct flame *f, uint32_t focus, const char *href_prefix, i
 	rc = 0;
 done:
 	buf_release(&href);
+	buf_release(&suffix);
 	if (rc) {
 		out->len = start;
 		if (out->data)

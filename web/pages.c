@@ -5,6 +5,7 @@
 #include "web/alerts.h"
 #include "web/clusters.h"
 #include "web/compare.h"
+#include "web/flame.h"
 #include "web/fleet.h"
 #include "web/html.h"
 #include "web/problems.h"
@@ -61,6 +62,61 @@ void pages_url_encode_keep(struct buf *b, const char *value, const char *keep)
 void pages_url_encode(struct buf *b, const char *value)
 {
 	pages_url_encode_keep(b, value, "-_.~/");
+}
+
+void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep)
+{
+	const char *search = req_query(rq, "search"), *fv = req_query(rq, "focus"), *params = "", *prefix;
+	struct buf svg = BUF_INIT(0);
+	int64_t focus = 0;
+
+	if (fv && util_parse_i64(fv, 0, UINT32_MAX, &focus) < 0)
+		focus = 0;
+	if (search && !*search)
+		search = NULL;
+	for (size_t i = 0; keep && keep[i]; i++)
+		params = pages_keep_param(rq, params, keep[i], req_query(rq, keep[i]));
+	params = pages_keep_param(rq, params, "search", search);
+	flame_set_search(f, search);
+	flame_set_link_suffix(f, "#flame");
+	prefix = req_printf(rq, "?%s%sfocus=", *params ? params + 1 : "", *params ? "&" : "");
+	if (!prefix || flame_render_svg(f, (uint32_t)focus, prefix, 1200, &svg) < 0) {
+		buf_release(&svg);
+		return;
+	}
+	/* a GET form that lands on the graph; the page's other parameters ride along hidden */
+	html_raw(rq, "<form class=\"flame-search\" method=\"get\" action=\"#flame\" role=\"search\">");
+	for (size_t i = 0; keep && keep[i]; i++) {
+		const char *v = req_query(rq, keep[i]);
+
+		if (!v || !*v)
+			continue;
+		html_rawf(rq, "<input type=\"hidden\" name=\"%s\" value=\"", keep[i]);
+		html_text(rq, v);
+		html_raw(rq, "\">");
+	}
+	if (focus)
+		html_rawf(rq, "<input type=\"hidden\" name=\"focus\" value=\"%lld\">", (long long)focus);
+	html_raw(rq, "<label>Search frames <input type=\"search\" name=\"search\" value=\"");
+	html_text(rq, search);
+	html_raw(rq, "\" placeholder=\"a name or module, e.g. libc\"></label> <button type=\"submit\">Highlight</button> "
+		     "<output class=\"matched\" aria-live=\"polite\">");
+	if (search) {
+		uint64_t shown = flame_shown_cost(f), m = flame_matched_cost(f);
+
+		html_rawf(rq, "matched: %.1f %% of ", shown ? 100.0 * (double)m / (double)shown : 0.0);
+		html_cost(rq, (int64_t)shown);
+	}
+	html_raw(rq, "</output></form>");
+	if (focus) {
+		html_raw(rq, "<p><a class=\"flame-reset\" href=\"?");
+		html_text(rq, *params ? params + 1 : "");
+		html_raw(rq, "#flame\">Reset zoom</a> (back to the whole graph)</p>");
+	}
+	html_rawf(rq, "<div class=\"flame\" data-shown-ns=\"%llu\">", (unsigned long long)flame_shown_cost(f));
+	buf_append(&rq->out, svg.data, svg.len);
+	html_raw(rq, "</div>");
+	buf_release(&svg);
 }
 
 const char *pages_keep_param(struct req *rq, const char *prev, const char *name, const char *value)

@@ -31,6 +31,12 @@ void pages_pager(struct req *rq, const char *base, const char *keep, long offset
 void pages_url_encode_keep(struct buf *b, const char *value, const char *keep);
 /* A path or a query value ('/' kept). */
 void pages_url_encode(struct buf *b, const char *value);
+struct flame;
+/* A flame graph section's body: the search form (?search=, a GET form landing on #flame), the matched
+ * share, a reset link when zoomed (?focus=), and <div class="flame"> with the SVG, whose frames link to
+ * ?...&focus=ID#flame. keep: NULL-terminated names of the page's query parameters the links and the
+ * form carry along (or NULL). */
+void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep);
 /* "&name=urlencoded(value)" appended to prev, in the arena (for links that keep a filter). */
 const char *pages_keep_param(struct req *rq, const char *prev, const char *name, const char *value);
 /* Frame names as a numbered list, outermost first. */

@@ -348,6 +348,77 @@ static uint64_t rng(void)
 	return rng_state;
 }
 
+/* A frame's colour is its module's, from a fixed hash: the same on every page and run. */
+static void test_flame_colour(void)
+{
+	char a[8], b[8];
+	static const struct {
+		const char *name;
+		size_t mod;
+	} mods[] = {
+		{ "libc.so.6!read", 10 }, { "Foo::Bar::baz", 10 }, { "java.util.HashMap.get", 10 },
+		{ "ngx_http_process_request", 8 }, { "main", 4 }, { "java.util.HashMap.get(HashMap.java:3)", 10 },
+	};
+
+	for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++)
+		CHECK_INT(flame_module_len(mods[i].name, strlen(mods[i].name)), mods[i].mod);
+	/* fixed values: a change of the hash or palette recolours every saved page, so it is deliberate */
+	flame_colour("libc.so.6!read", 14, a);
+	CHECK_STR(a, "#eb3c3c");
+	flame_colour("main", 4, a);
+	CHECK_STR(a, "#df6350");
+	/* the same module, the same colour */
+	flame_colour("libc.so.6!write", 15, b);
+	flame_colour("libc.so.6!read", 14, a);
+	CHECK_STR(a, b);
+	flame_colour("ngx_http_a", 10, a);
+	flame_colour("ngx_http_b_c", 12, b);
+	CHECK_STR(a, b);
+	flame_colour("Foo::Bar::x", 11, a);
+	flame_colour("Foo::Bar::y", 11, b);
+	CHECK_STR(a, b);
+	/* warm: red the largest, blue the smallest component */
+	for (int i = 0; i < 200; i++) {
+		char name[32];
+		unsigned r, g, bl;
+
+		snprintf(name, sizeof(name), "mod%d!f", i);
+		flame_colour(name, strlen(name), a);
+		CHECK(sscanf(a, "#%2x%2x%2x", &r, &g, &bl) == 3 && r >= g && g >= bl && r >= 200);
+	}
+}
+
+/* Search: matching frames marked "hit", their cost counted once; links carry a suffix. */
+static void test_flame_search(void)
+{
+	struct flame *f = flame_open();
+	struct buf b = BUF_INIT(0);
+	const char *s;
+
+	add3(f, "main", "libc.so.6!Read", "libc.so.6!read_x", 3000000, 3);
+	add3(f, "main", "b", NULL, 1000000, 1);
+	flame_set_search(f, "READ");
+	flame_set_link_suffix(f, "#flame");
+	CHECK_INT(flame_render_svg(f, 0, "?focus=", 1000, &b), 0);
+	s = buf_cstr(&b);
+	CHECK(strstr(s, "class=\"flame searching\"") != NULL);
+	CHECK_INT(count_sub(s, "<g class=\"fn hit\">"), 2);
+	CHECK(strstr(s, "<a href=\"?focus=1#flame\">") != NULL);
+	CHECK_INT(flame_matched_cost(f), 3000000);  /* read_x under Read: not again */
+	CHECK_INT(flame_shown_cost(f), 4000000);
+	/* zoomed into b: nothing there matches */
+	buf_reset(&b);
+	CHECK_INT(flame_render_svg(f, 3, "?focus=", 1000, &b), 0);
+	CHECK_INT(flame_matched_cost(f), 0);
+	CHECK_INT(flame_shown_cost(f), 1000000);
+	flame_set_search(f, "");
+	buf_reset(&b);
+	CHECK_INT(flame_render_svg(f, 0, "?focus=", 1000, &b), 0);
+	CHECK(strstr(buf_cstr(&b), " hit") == NULL && strstr(buf_cstr(&b), "searching") == NULL);
+	buf_release(&b);
+	flame_free(f);
+}
+
 static void test_flame_perf(void)
 {
 	static char vocab[48][4][64];
@@ -835,6 +906,8 @@ int main(void)
 	RUN(test_flame_escape);
 	RUN(test_flame_labels);
 	RUN(test_flame_limits);
+	RUN(test_flame_colour);
+	RUN(test_flame_search);
 	RUN(test_flame_perf);
 	RUN(test_timeline_basic);
 	RUN(test_timeline_err);
