@@ -502,13 +502,33 @@ static int flame_index(struct flame *f)
 }
 
 
-/* Nanoseconds as milliseconds with 3 decimals, exactly. */
-static int put_ms3(struct buf *b, uint64_t ns)
+/* A duration for people: "36.43 s", "123.4 ms", "5.00 µs", "17 ns" (about 4 digits). */
+static int put_duration(struct buf *b, double ns)
 {
-	uint64_t us = ns / 1000 + (ns % 1000 >= 500);
-	char frac[4] = { '.', (char)('0' + us / 100 % 10), (char)('0' + us / 10 % 10), (char)('0' + us % 10) };
+	static const struct {
+		double div;
+		const char *unit;
+	} u[] = { { 1e9, "s" }, { 1e6, "ms" }, { 1e3, "\xc2\xb5s" } };
 
-	return buf_put_i64(b, (int64_t)(us / 1000)) || buf_append(b, frac, 4);
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		double v = ns / u[i].div;
+
+		/* 999.995 ms would print as "1000.00 ms": seconds instead */
+		if (v >= 0.999995)
+			return buf_printf(b, v >= 99.995 ? "%.1f %s" : "%.2f %s", v, u[i].unit);
+	}
+	return buf_printf(b, "%.0f ns", ns);
+}
+
+/* A share as "66.7 %", "100 %" (no ".0"). */
+static int put_share(struct buf *b, double pct)
+{
+	char s[32];
+	size_t n = (size_t)snprintf(s, sizeof(s), "%.1f", pct);
+
+	if (n >= 2 && n < sizeof(s) && s[n - 2] == '.' && s[n - 1] == '0')
+		n -= 2;
+	return buf_append(b, s, n) || buf_puts(b, " %");
 }
 
 static int put_hex_rgb(struct buf *b, const unsigned rgb[3])
@@ -612,14 +632,14 @@ static int put_diff_colour(struct buf *b, const struct flame *f, const struct fc
 	return put_hex_rgb(b, rgb);
 }
 
-/* "\nbefore 1.234 ms, after 2.345 ms per stream" */
+/* "\nper stream: before 1.23 ms, after 2.35 ms" */
 static int put_change(struct buf *b, const struct flame *f, const struct fcost *nd)
 {
 	double now, before;
 
 	change_of(f, nd, &now, &before);
-	return buf_puts(b, "\nper stream: before ") || put_ms3(b, (uint64_t)(before + 0.5)) ||
-	       buf_puts(b, " ms, after ") || put_ms3(b, (uint64_t)(now + 0.5)) || buf_puts(b, " ms");
+	return buf_puts(b, "\nper stream: before ") || put_duration(b, before) || buf_puts(b, ", after ") ||
+	       put_duration(b, now);
 }
 
 struct rctx {
@@ -680,10 +700,12 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 
 	if (buf_puts(b, anc ? "<g class=\"fn anc" : "<g class=\"fn") || (hit && buf_puts(b, " hit")) ||
 	    buf_puts(b, "\"><title>") ||
-	    buf_put_html(b, nm->s, nm->len) || buf_putc(b, '\n') || put_ms3(b, nd->cost) ||
-	    buf_puts(b, " ms (") || buf_put_f1(b, share) || buf_puts(b, "%), ") ||
-	    buf_put_i64(b, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events)) ||
-	    buf_puts(b, " events") || (c->f->diff && put_change(b, c->f, nd)) || buf_puts(b, "</title>"))
+	    buf_put_html(b, nm->s, nm->len) || buf_putc(b, '\n') || put_duration(b, (double)nd->cost) ||
+	    buf_puts(b, " (") || put_share(b, share) || buf_putc(b, ')') ||
+	    /* a differential flame knows no events */
+	    (!c->f->diff && (buf_puts(b, ", ") || buf_put_i64(b, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events)) ||
+			     buf_puts(b, nd->events == 1 ? " event" : " events"))) ||
+	    (c->f->diff && put_change(b, c->f, nd)) || buf_puts(b, "</title>"))
 		return -1;
 	if (c->href && (buf_puts(b, "<a href=\"") || buf_append(b, c->href, c->hreflen) ||
 			buf_put_i64(b, c->f->idof[k]) || (c->suffix && buf_puts(b, c->suffix)) || buf_puts(b, "\">")))
