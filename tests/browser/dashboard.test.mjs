@@ -367,17 +367,39 @@ const flameNodes = () => page.locator("svg.flame g.fn:has(a)").evaluateAll((gs) 
   name: g.querySelector("title").textContent.split("\n")[0],
   anc: g.classList.contains("anc"),
 })));
+// Clicks a frame link of the flame graph in section#flame and waits for the graph to change in
+// place: no navigation (a marker set on window survives), the URL the same (but the hash), the
+// scroll position kept. Returns a reason when one of these fails.
+async function zoomInPlace(locator) {
+  const svgBefore = await page.locator("svg.flame").evaluate((e) => e.outerHTML);
+  await page.locator("#flame").scrollIntoViewIfNeeded();
+  await page.evaluate(() => window.scrollBy(0, 40));
+  const before = await page.evaluate(() => {
+    window.__noReload = 1;
+    return { url: location.href.split("#")[0], y: window.scrollY };
+  });
+  await locator.click();
+  await page.waitForFunction((old) => {
+    const s = document.querySelector("svg.flame");
+    return s && s.outerHTML !== old;
+  }, svgBefore, { timeout: 10000 });
+  const after = await page.evaluate(() => ({ mark: window.__noReload, url: location.href.split("#")[0], y: window.scrollY }));
+  if (after.mark !== 1) return "the page was reloaded";
+  if (after.url !== before.url) return `the URL changed from ${before.url} to ${after.url}`;
+  if (Math.abs(after.y - before.y) > 2) return `scrollY went from ${before.y} to ${after.y}`;
+  return null;
+}
 let zoomed;
-await check("flame graph: clicking a node zooms in (?focus=)", async () => {
+await check("flame graph: clicking a node zooms in place (no reload, same URL, scroll kept)", async () => {
   needs(flameBefore, "no flame graph");
   const nodes = await flameNodes();
   const full = nodes[0].w;
   // the widest node narrower than 60% of the root
   const pick = nodes.filter((n) => n.w < 0.6 * full).sort((a, b) => b.w - a.w)[0];
   expect(pick, "no node narrower than the root");
-  await clickAndWait(page.locator(`svg.flame a[href='${pick.href}']`).first());
-  const focus = query(page, "focus");
-  expect(focus && pick.href.endsWith(`focus=${focus}`), `clicked ${pick.href}, URL is ${page.url()}`);
+  expect(pick.href.endsWith("#flame"), `the link ${pick.href} does not land on #flame without JS`);
+  const why = await zoomInPlace(page.locator(`svg.flame a[href='${pick.href}']`).first());
+  expect(!why, why);
   const after = await flameNodes();
   const me = after.find((n) => n.href === pick.href && !n.anc);
   expect(me, `the focused node ${pick.name} is not drawn`);
@@ -388,11 +410,92 @@ await check("flame graph: clicking a node zooms in (?focus=)", async () => {
   zoomed = pick;
 });
 await shot(page, "flame-zoom");
-await check("flame graph: clicking a bar above zooms out", async () => {
+await check("flame graph: clicking a bar above zooms out, and Reset zoom too (in place)", async () => {
   needs(zoomed, "not zoomed in");
-  await clickAndWait(page.locator("svg.flame g.fn.anc a").first());
-  const after = await page.locator("svg.flame").evaluate((e) => e.outerHTML);
-  expect(after === flameBefore, `after clicking the root (URL ${page.url()}) the graph is not the whole one again`);
+  let why = await zoomInPlace(page.locator("svg.flame g.fn.anc a").first());
+  expect(!why, why);
+  let after = await page.locator("svg.flame").evaluate((e) => e.outerHTML);
+  expect(after === flameBefore, `after clicking the root the graph is not the whole one again`);
+  why = await zoomInPlace(page.locator(`svg.flame a[href='${zoomed.href}']`).first());
+  expect(!why, `zooming in again: ${why}`);
+  why = await zoomInPlace(page.locator("#flame a.flame-reset"));
+  expect(!why, `Reset zoom: ${why}`);
+  after = await page.locator("svg.flame").evaluate((e) => e.outerHTML);
+  expect(after === flameBefore, "after Reset zoom the graph is not the whole one again");
+});
+const SHARE = /^matched: [0-9]+\.[0-9] % of [0-9.]+ (s|ms|µs)$/;
+let searchTerm;
+await check("flame graph: the search box highlights matching frames live and shows their share", async () => {
+  needs(flameBefore, "no flame graph");
+  await go(clusterUrl);
+  const nodes = await flameNodes();
+  // a module (before '!') or a piece of a name, in other case: the match ignores case
+  const n = nodes.find((x) => x.name.includes("!") && x.w < 0.9 * nodes[0].w) || nodes[1];
+  needs(n, "no frame");
+  searchTerm = (n.name.includes("!") ? n.name.slice(0, n.name.indexOf("!")) : n.name).toUpperCase();
+  await page.locator("#flame input[name=search]").fill(searchTerm);
+  await page.waitForFunction(() => document.querySelectorAll("svg.flame g.hit").length > 0, null, { timeout: 5000 });
+  expect(path(page) === clusterUrl && !query(page, "search"), `the search navigated to ${page.url()}`);
+  const hits = await page.locator("svg.flame g.hit title").allTextContents();
+  const lc = searchTerm.toLowerCase();
+  expect(hits.every((t) => t.split("\n")[0].toLowerCase().includes(lc)), `a hit does not hold '${searchTerm}'`);
+  const misses = await page.locator("svg.flame g.fn:not(.hit) title").allTextContents();
+  expect(misses.every((t) => !t.split("\n")[0].toLowerCase().includes(lc)), "a matching frame is not marked");
+  expect(await page.locator("svg.flame.searching").count() === 1, "the graph is not marked as searching");
+  const share = await page.locator("#flame output.matched").textContent();
+  expect(SHARE.test(share), `share '${share}'`);
+  // the server says the same without JS (?search=), within rounding and the frames too thin to draw
+  await go(`${clusterUrl}?search=${encodeURIComponent(searchTerm)}`);
+  const server = await page.locator("#flame output.matched").textContent();
+  expect(SHARE.test(server), `the server's share '${server}'`);
+  expect(Math.abs(parseFloat(server.slice(9)) - parseFloat(share.slice(9))) <= 1.5, `live '${share}', server '${server}'`);
+  expect(await page.locator("svg.flame g.hit").count() === hits.length, "the server marks other frames");
+  await page.locator("#flame input[name=search]").fill("");
+  await page.waitForFunction(() => !document.querySelector("svg.flame g.hit"), null, { timeout: 5000 });
+  expect((await page.locator("#flame output.matched").textContent()) === "", "the share stays after clearing");
+});
+await shot(page, "flame-search");
+await check("flame graph: a module has the same fill on two pages", async () => {
+  needs(clusterUrl, "no cluster");
+  const fills = async (u) => {
+    await go(u);
+    return page.locator("svg.flame g.fn").evaluateAll((gs) => gs.map((g) => [
+      g.querySelector("title").textContent.split("\n")[0], g.querySelector("rect").getAttribute("fill")]));
+  };
+  await go(`/runs/${runId}`);
+  const urls = await page.locator("#clusters tbody tr td:first-child a").evaluateAll((as) => as.map((a) => a.getAttribute("href")));
+  const mods = new Map(), seen = new Set();
+  let common = 0;
+  for (const u of urls.slice(0, 6)) {
+    for (const [name, fill] of await fills(u)) {
+      if (!name.includes("!")) continue;
+      const m = name.slice(0, name.indexOf("!"));
+      if (!mods.has(m)) mods.set(m, [fill, u]);
+      const [f0, u0] = mods.get(m);
+      expect(f0 === fill, `${m}: ${f0} on ${u0}, ${fill} on ${u} (${name})`);
+      if (u0 !== u && !seen.has(m)) {
+        seen.add(m);
+        common++;
+      }
+    }
+    if (common >= 1) break;
+  }
+  expect(common >= 1, `no module on two of ${urls.length} cluster pages`);
+});
+await check("compare page: the differential graph zooms in place; titles read e.g. '1.23 s (45.6 %)'", async () => {
+  needs(runId, "no run");
+  await go(`/compare?a=${env.SM_XSS_RUN}&b=${runId}`);
+  const titles = await page.locator("svg.flame g.fn title").allTextContents();
+  expect(titles.length >= 1, "no differential graph");
+  expect(titles.every((t) => !/events/.test(t)), `a title counts events: '${titles.find((t) => /events/.test(t))}'`);
+  expect(/^[0-9.]+ (s|ms|µs) \([0-9.]+ %\)$/.test(titles[0].split("\n")[1]), `title '${titles[0]}'`);
+  const nodes = await flameNodes();
+  const pick = nodes.filter((n) => n.w < 0.9 * nodes[0].w).sort((a, b) => b.w - a.w)[0] || nodes[0];
+  expect(/[?&]a=.*&b=.*focus=[0-9]+#flame$/.test(pick.href), `link ${pick.href}`);
+  const why = await zoomInPlace(page.locator(`svg.flame a[href='${pick.href}']`).first());
+  expect(!why, why);
+  const after = await flameNodes();
+  expect(after.some((n) => n.href === pick.href && Math.abs(n.w - nodes[0].w) < 1), "the frame is not full width");
 });
 
 // ---- 5. a signature from the common part ----

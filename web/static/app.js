@@ -1,7 +1,7 @@
 // app.js: the dashboard's few scripts. Pages are rendered on the server; this
 // posts the run form to the API as JSON, follows running runs' progress,
-// reads a signature file into the import form and asks before a destructive
-// form acts. It never builds HTML from data: text goes in with textContent only.
+// reads a signature file into the import form, asks before a destructive
+// form acts, and zooms and searches flame graphs in place. It never builds HTML from data: text goes in with textContent only.
 "use strict";
 
 (function () {
@@ -118,6 +118,85 @@
         c.value = "1";
         f.appendChild(c);
       }
+    });
+  }
+
+  // Flame graphs (section#flame): the server draws them (and zooms and searches through ?focus= and
+  // ?search= without JS). Here a click on a frame fetches the zoomed graph and swaps it in (no
+  // reload, the scroll position kept), and the search box highlights live.
+  const flame = document.getElementById("flame");
+  if (flame && flame.querySelector("svg.flame")) {
+    const field = () => flame.querySelector("form.flame-search input[name=search]");
+    // The same as the server's html_cost().
+    const cost = (ns) => (ns >= 1e9 ? (ns / 1e9).toFixed(3) + " s" : ns >= 1e6 ? (ns / 1e6).toFixed(1) + " ms"
+      : (ns / 1e3).toFixed(0) + " \u00b5s");
+    const lower = (s) => s.replace(/[A-Z]+/g, (c) => c.toLowerCase()); // ASCII only, as the server
+    const search = () => {
+      const svg = flame.querySelector("svg.flame"), f = field();
+      const out = flame.querySelector("form.flame-search output");
+      if (!svg || !f) return;
+      const q = lower(f.value);
+      svg.classList.toggle("searching", q.length > 0);
+      // Frames overlapping in x are one another's callers: the union of the matches' spans counts
+      // each cost once. The full-width callers above a zoomed frame are not part of the share.
+      const spans = [];
+      for (const g of svg.querySelectorAll("g.fn")) {
+        const hit = q.length > 0 && lower(g.querySelector("title").textContent.split("\n")[0]).includes(q);
+        g.classList.toggle("hit", hit);
+        const r = g.querySelector("rect");
+        if (hit && !g.classList.contains("anc")) spans.push([Number(r.getAttribute("x")), Number(r.getAttribute("x")) + Number(r.getAttribute("width"))]);
+      }
+      if (!out) return;
+      if (!q.length) {
+        out.textContent = "";
+        return;
+      }
+      spans.sort((a, b) => a[0] - b[0]);
+      let sum = 0, end = -1;
+      for (const [a, b] of spans) {
+        if (b <= end) continue;
+        sum += b - Math.max(a, end);
+        end = b;
+      }
+      const width = Number(svg.getAttribute("width")) || 1;
+      const shown = Number(flame.querySelector("div.flame").dataset.shownNs) || 0;
+      out.textContent = "matched: " + (100 * Math.min(sum, width) / width).toFixed(1) + " % of " + cost(shown);
+    };
+    const zoom = async (href) => {
+      const url = new URL(href, location.href);
+      const f = field();
+      if (f && f.value) url.searchParams.set("search", f.value);
+      else url.searchParams.delete("search");
+      url.hash = "";
+      try {
+        const r = await fetch(url, { credentials: "same-origin" });
+        if (!r.ok) throw new Error("status " + r.status);
+        const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+        const fresh = doc.getElementById("flame");
+        if (!fresh || !fresh.querySelector("svg.flame")) throw new Error("no graph");
+        const y = window.scrollY, typed = f ? f.value : "";
+        // a shorter graph must not pull the page up under the reader
+        flame.style.minHeight = flame.offsetHeight + "px";
+        flame.replaceChildren(...Array.from(fresh.childNodes, (n) => document.importNode(n, true)));
+        if (field()) field().value = typed;
+        window.scrollTo(window.scrollX, y);
+      } catch (e) {
+        location.href = href; // the server's zoom still works
+      }
+    };
+    flame.addEventListener("click", (ev) => {
+      const a = ev.target.closest("svg.flame a, a.flame-reset");
+      if (!a || ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey) return;
+      ev.preventDefault();
+      zoom(a.getAttribute("href") || a.getAttributeNS("http://www.w3.org/1999/xlink", "href"));
+    });
+    flame.addEventListener("input", (ev) => {
+      if (ev.target.matches("form.flame-search input[name=search]")) search();
+    });
+    flame.addEventListener("submit", (ev) => {
+      if (!ev.target.matches("form.flame-search")) return;
+      ev.preventDefault();
+      search();
     });
   }
 
