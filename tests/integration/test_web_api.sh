@@ -590,6 +590,33 @@ t_eq "cookie: an ingest token gets no session, may not write" "$HTTP_STATUS" 401
 api POST /api/v1/runs -H "Cookie: sm_token=$ANALYST" "${JS[@]}" -H "X-CSRF-Token: $CSRF" --data-binary '{"app": "nosuchapp"}'
 t_eq "cookie: an old cookie holding the token itself is no session" "$HTTP_STATUS" 401
 
+# ---- starting a run without scripts: the page form, posted as a browser does (cookie, its token) ----
+RF=(-H 'Content-Type: application/x-www-form-urlencoded')
+NRUNS=$(pg_q "SELECT count(*) FROM runs")
+api GET /runs "${CK[@]}"
+t_match "run form: a plain POST to /runs/new with the token" "$HTTP_BODY" \
+	"<form id=\"run-form\" class=\"grid\" method=\"post\" action=\"/runs/new\"><input type=\"hidden\" name=\"csrf\" value=\"$CSRF\">"
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary 'app=nosuchapp&kind=wait&aoi=thread&threshold_mode=ns&threshold=750&delay_ms=300&linkage=single&cut=0.25'
+t_eq "run form: without the token: 403, nothing queued" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM runs")" "403 $NRUNS"
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=wait&aoi=thread&threshold_mode=ns&threshold=750&delay_ms=300&linkage=single&cut=0.25&version=2.1&host=&since=&until=&labels=env%3Dprod%0D%0A&include=app%21*%0D%0A&exclude="
+FRUN=$(pg_q "SELECT max(id) FROM runs")
+t_eq "run form: queued, 303 to the run's page" "$HTTP_STATUS $(header Location)" "303 /runs/$FRUN"
+t_eq "run form: the API's parameters" "$(pg_q "SELECT params->>'app', params->>'kind', params->>'aoi', params->>'threshold_ns', params->>'linkage', params->>'cut', params->'filter'->>'version', params->'filter'->'labels'->>'env', params->>'include' FROM runs WHERE id = $FRUN")" \
+	'nosuchapp|wait|thread|750|single|0.25|2.1|prod|["app!*"]'
+NRUNS=$(pg_q "SELECT count(*) FROM runs")
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=wait&aoi=thread&threshold_mode=guideline&threshold=0.1&delay_ms=300&linkage=single&cut=lots"
+t_eq "run form: a bad number: 400, the form again naming the field" "$HTTP_STATUS $(grep -o '<span id="run-form-error" class="error" role="alert">[^<]*</span>' <<<"$HTTP_BODY")" \
+	'400 <span id="run-form-error" class="error" role="alert">cut: must be a number</span>'
+t_match "run form: shown again as sent" "$HTTP_BODY" '<option value="thread" selected>thread</option>.*<input name="cut" value="lots"'
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=wait&aoi=thread&threshold_mode=fraction&threshold=1.5&delay_ms=300&linkage=single&cut=0.5"
+t_eq "run form: the API's validator: the same message" "$HTTP_STATUS $(grep -o 'role="alert">[^<]*<' <<<"$HTTP_BODY")" \
+	'400 role="alert">threshold_fraction: must be more than 0 and at most 1<'
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=sideways&threshold_mode=ns&threshold=5&cut=0.5"
+t_match "run form: a bad choice names the field" "$HTTP_STATUS $HTTP_BODY" '^400 .*role="alert">kind: [^<]+<'
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&threshold_mode=ns&threshold=5&cut=0.5&labels=noequals"
+t_match "run form: bad labels" "$HTTP_STATUS $HTTP_BODY" '^400 .*role="alert">labels: write key=value, one per line<'
+t_eq "run form: refused forms queued nothing" "$(pg_q "SELECT count(*) FROM runs")" "$NRUNS"
+
 # ---- tokens: an admin's ----
 api POST /api/v1/tokens "${AD[@]}" "${JS[@]}" --data-binary '{"role": "ingest", "name": "web-1 agent", "host": "web-1"}'
 TOK=$(j 'j["token"]')
