@@ -142,6 +142,69 @@ void runs_run_params_summary(struct req *rq, const char *params_json)
 	json_object_put(p);
 }
 
+/* n with thousands separated by commas ("1,234"), in the arena. */
+static const char *thousands(struct req *rq, int64_t n)
+{
+	char d[24], out[32];
+	int len = snprintf(d, sizeof(d), "%lld", (long long)(n < 0 ? 0 : n)), o = 0;
+
+	for (int i = 0; i < len; i++) {
+		if (i > 0 && (len - i) % 3 == 0)
+			out[o++] = ',';
+		out[o++] = d[i];
+	}
+	out[o] = '\0';
+	return req_strdup(rq, out);
+}
+
+static bool progress_num(json_object *p, const char *key, int64_t *v)
+{
+	json_object *x;
+
+	if (!p || !json_object_object_get_ex(p, key, &x))
+		return false;
+	*v = json_object_get_int64(x);
+	return true;
+}
+
+/* A queued or running run's phase and progress as the heartbeat recorded them (miner/heartbeat.c):
+ * "reading events and extracting the AOI: 412 of 689 streams", "clustering 1,234 patterns". */
+static void progress_text(struct req *rq, PGresult *r, int i)
+{
+	const char *phase = model_col(r, i, "phase");
+	json_object *p = json_tokener_parse(model_col(r, i, "progress") ? model_col(r, i, "progress") : "{}");
+	int64_t a, b;
+
+	if (!phase || strcmp(model_col(r, i, "status"), "queued") == 0) {
+		html_raw(rq, "waiting for a worker");
+		json_object_put(p);
+		return;
+	}
+	html_text(rq, phase);
+	if (strncmp(phase, "reading events", 14) == 0) {
+		if (progress_num(p, "streams_read", &a) && progress_num(p, "streams", &b)) {
+			html_rawf(rq, ": %s", thousands(rq, a));
+			html_rawf(rq, " of %s streams", thousands(rq, b));
+		}
+		if (progress_num(p, "aoi_events", &a) && a > 0)
+			html_rawf(rq, ", %s AOI events", thousands(rq, a));
+	} else if (strcmp(phase, "collapsing stacks") == 0) {
+		if (progress_num(p, "aoi_events", &a))
+			html_rawf(rq, " of %s AOI events", thousands(rq, a));
+	} else if (strcmp(phase, "mining") == 0) {
+		if (progress_num(p, "patterns", &a))
+			html_rawf(rq, ": %s patterns so far", thousands(rq, a));
+	} else if (strcmp(phase, "clustering") == 0 || strcmp(phase, "storing") == 0) {
+		if (progress_num(p, "patterns", &a))
+			html_rawf(rq, " %s patterns", thousands(rq, a));
+	}
+	if (progress_num(p, "parts", &a) && progress_num(p, "parts_done", &b)) {
+		html_rawf(rq, " (parts: %s", thousands(rq, b));
+		html_rawf(rq, " of %s done)", thousands(rq, a));
+	}
+	json_object_put(p);
+}
+
 static void count_of(struct req *rq, const char *counts_json, const char *key)
 {
 	json_object *c = json_tokener_parse(counts_json ? counts_json : "{}"), *v;
@@ -151,6 +214,13 @@ static void count_of(struct req *rq, const char *counts_json, const char *key)
 	else
 		html_raw(rq, "–");
 	json_object_put(c);
+}
+
+static bool run_live(PGresult *r, int i)
+{
+	const char *st = model_col(r, i, "status");
+
+	return strcmp(st, "queued") == 0 || strcmp(st, "running") == 0;
 }
 
 static void status_cell(struct req *rq, PGresult *r, int i)
@@ -400,15 +470,22 @@ static void runs_list(struct req *rq, const char *form_err)
 		status_cell(rq, r, i);
 		html_raw(rq, "</td><td>");
 		runs_run_params_summary(rq, model_col(r, i, "params"));
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "streams");
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "aoi_events");
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "patterns");
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "clusters");
-		html_raw(rq, "</td><td class=\"time\">");
+		if (run_live(r, i)) {
+			/* no counts yet: how far it got (app.js or the page's refresh keeps it current) */
+			html_rawf(rq, "</td><td colspan=\"4\" class=\"progress\" data-progress=\"%lld\">", id);
+			progress_text(rq, r, i);
+			html_raw(rq, "</td><td class=\"time\">");
+		} else {
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "streams");
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "aoi_events");
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "patterns");
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "clusters");
+			html_raw(rq, "</td><td class=\"time\">");
+		}
 		html_time(rq, model_col(r, i, "created_at"));
 		html_raw(rq, "</td></tr>");
 	}
@@ -488,6 +565,13 @@ static void run_header(struct req *rq, const char *id, PGresult *run)
 static void run_counts(struct req *rq, const char *id, PGresult *run, bool baseline)
 {
 	html_raw(rq, "<h2>The run</h2>");
+	if (run_live(run, 0)) {
+		/* the counts come when it is done; until then, its phase */
+		html_rawf(rq, "<p class=\"progress\" data-progress=\"%s\">", id);
+		progress_text(rq, run, 0);
+		html_raw(rq, "</p>");
+		return;
+	}
 	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
 	count_of(rq, model_col(run, 0, "counts"), "streams");
 	if (baseline) {
@@ -653,7 +737,8 @@ void runs_page_run(struct req *rq)
 		html_error(rq, 500, err);
 		return;
 	}
-	html_begin(rq, req_printf(rq, "Run %s", id));
+	/* without scripts the page reloads itself until the run has ended (app.js polls instead) */
+	html_begin_refresh(rq, req_printf(rq, "Run %s", id), run_live(run, 0) ? 2 : 0);
 	run_header(rq, id, run);
 	problems_section(rq, id, run);
 	run_counts(rq, id, run, nm == SORT_N);
