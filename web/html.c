@@ -42,13 +42,22 @@ void html_csrf_field(struct req *rq)
 
 void html_begin(struct req *rq, const char *title)
 {
+	html_begin_refresh(rq, title, 0);
+}
+
+void html_begin_refresh(struct req *rq, const char *title, int refresh)
+{
 	buf_reset(&rq->out);
 	rq->status = 200;
 	rq->ctype = "text/html; charset=utf-8";
 	html_raw(rq, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 		     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
 	html_text(rq, title);
-	html_raw(rq, " · stackmine</title><link rel=\"stylesheet\" href=\"/static/app.css\">"
+	html_raw(rq, " · stackmine</title>");
+	/* only without scripts: with them, app.js follows the page (a reload would lose what it shows) */
+	if (refresh > 0)
+		html_rawf(rq, "<noscript><meta http-equiv=\"refresh\" content=\"%d\"></noscript>", refresh);
+	html_raw(rq, "<link rel=\"stylesheet\" href=\"/static/app.css\">"
 		     "<link rel=\"icon\" href=\"data:,\"><script src=\"/static/app.js\" defer></script></head>\n");
 	/* the token for scripts' writes (only ever for this user's own session) */
 	html_rawf(rq, "<body data-csrf=\"%s\"><header><a class=\"brand\" href=\"/runs\">stackmine</a><nav>", rq->csrf);

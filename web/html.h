@@ -14,6 +14,8 @@
 
 /* Start a page (status 200, text/html) titled title; ends with <main>. */
 void html_begin(struct req *rq, const char *title);
+/* The same, and when refresh > 0 a browser without scripts reloads the page every refresh seconds. */
+void html_begin_refresh(struct req *rq, const char *title, int refresh);
 /* Close <main>, the body and the document. */
 void html_end(struct req *rq);
 /* Literal markup (never data). */

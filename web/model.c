@@ -146,7 +146,8 @@ PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errl
 
 #define RUN_COLS                                                                                 \
 	"SELECT r.id AS run_id, r.status, r.params->>'app' AS app, r.params, r.error, r.counts,"  \
-	" r.timings_ms, r.progress, r.attempts, r.last_retry, " ISO("r.created_at") " AS created_at, "  \
+	" r.timings_ms, r.progress, CASE WHEN r.status = 'queued' THEN 'queued' ELSE r.progress->>'phase' END AS phase," \
+	" r.attempts, r.last_retry, " ISO("r.created_at") " AS created_at, "  \
 	ISO("r.started_at")                                                                       \
 	" AS started_at, " ISO("r.finished_at") " AS finished_at FROM runs r"
 #define RUN_WHERE " WHERE ($1::text IS NULL OR r.params->>'app' = $1) AND ($2::text IS NULL OR r.status = $2)"

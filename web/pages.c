@@ -322,6 +322,7 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/", page_root, NULL },
 	{ REQ_M_GET, "/runs", runs_page_runs, NULL },
 	{ REQ_M_GET, "/runs/#", runs_page_run, "run" },
+	{ REQ_M_POST, "/runs/new", runs_post_run_new, NULL },
 	{ REQ_M_GET, "/compare", compare_page_compare, NULL },
 	{ REQ_M_GET, "/alerts", alerts_page_alerts, NULL },
 	{ REQ_M_POST, "/runs/#/delete", runs_post_run_delete, "run" },

@@ -1,6 +1,8 @@
 /* runs: the runs' pages and API (see runs.h). */
 #include "web/runs.h"
+#include "common/buf.h"
 #include "common/jsonw.h"
+#include "common/util.h"
 #include "miner/params.h"
 #include "miner/queue.h"
 #include "web/api.h"
@@ -11,6 +13,8 @@
 #include "web/request.h"
 
 #include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +142,69 @@ void runs_run_params_summary(struct req *rq, const char *params_json)
 	json_object_put(p);
 }
 
+/* n with thousands separated by commas ("1,234"), in the arena. */
+static const char *thousands(struct req *rq, int64_t n)
+{
+	char d[24], out[32];
+	int len = snprintf(d, sizeof(d), "%lld", (long long)(n < 0 ? 0 : n)), o = 0;
+
+	for (int i = 0; i < len; i++) {
+		if (i > 0 && (len - i) % 3 == 0)
+			out[o++] = ',';
+		out[o++] = d[i];
+	}
+	out[o] = '\0';
+	return req_strdup(rq, out);
+}
+
+static bool progress_num(json_object *p, const char *key, int64_t *v)
+{
+	json_object *x;
+
+	if (!p || !json_object_object_get_ex(p, key, &x))
+		return false;
+	*v = json_object_get_int64(x);
+	return true;
+}
+
+/* A queued or running run's phase and progress as the heartbeat recorded them (miner/heartbeat.c):
+ * "reading events and extracting the AOI: 412 of 689 streams", "clustering 1,234 patterns". */
+static void progress_text(struct req *rq, PGresult *r, int i)
+{
+	const char *phase = model_col(r, i, "phase");
+	json_object *p = json_tokener_parse(model_col(r, i, "progress") ? model_col(r, i, "progress") : "{}");
+	int64_t a, b;
+
+	if (!phase || strcmp(model_col(r, i, "status"), "queued") == 0) {
+		html_raw(rq, "waiting for a worker");
+		json_object_put(p);
+		return;
+	}
+	html_text(rq, phase);
+	if (strncmp(phase, "reading events", 14) == 0) {
+		if (progress_num(p, "streams_read", &a) && progress_num(p, "streams", &b)) {
+			html_rawf(rq, ": %s", thousands(rq, a));
+			html_rawf(rq, " of %s streams", thousands(rq, b));
+		}
+		if (progress_num(p, "aoi_events", &a) && a > 0)
+			html_rawf(rq, ", %s AOI events", thousands(rq, a));
+	} else if (strcmp(phase, "collapsing stacks") == 0) {
+		if (progress_num(p, "aoi_events", &a))
+			html_rawf(rq, " of %s AOI events", thousands(rq, a));
+	} else if (strcmp(phase, "mining") == 0) {
+		if (progress_num(p, "patterns", &a))
+			html_rawf(rq, ": %s patterns so far", thousands(rq, a));
+	} else if (strcmp(phase, "clustering") == 0 || strcmp(phase, "storing") == 0) {
+		if (progress_num(p, "patterns", &a))
+			html_rawf(rq, " %s patterns", thousands(rq, a));
+	}
+	if (progress_num(p, "parts", &a) && progress_num(p, "parts_done", &b)) {
+		html_rawf(rq, " (parts: %s", thousands(rq, b));
+		html_rawf(rq, " of %s done)", thousands(rq, a));
+	}
+	json_object_put(p);
+}
+
 static void count_of(struct req *rq, const char *counts_json, const char *key)
 {
 	json_object *c = json_tokener_parse(counts_json ? counts_json : "{}"), *v;
@@ -147,6 +214,13 @@ static void count_of(struct req *rq, const char *counts_json, const char *key)
 	else
 		html_raw(rq, "–");
 	json_object_put(c);
+}
+
+static bool run_live(PGresult *r, int i)
+{
+	const char *st = model_col(r, i, "status");
+
+	return strcmp(st, "queued") == 0 || strcmp(st, "running") == 0;
 }
 
 static void status_cell(struct req *rq, PGresult *r, int i)
@@ -163,50 +237,212 @@ static void status_cell(struct req *rq, PGresult *r, int i)
 	html_raw(rq, "</span>");
 }
 
-static void run_form(struct req *rq)
+/* A field's value as sent back with a refused form ("" on the first showing). */
+static const char *form_kept(struct req *rq, bool again, const char *name, const char *dflt)
 {
+	const char *v = again ? req_form(rq, name) : NULL;
+
+	return v ? v : again ? "" : dflt;
+}
+
+/* <select name> of the options opts, the kept value (or the first) selected; labels: shown text or NULL. */
+static void form_select(struct req *rq, bool again, const char *name, const char *const *opts,
+			const char *const *labels)
+{
+	const char *v = form_kept(rq, again, name, opts[0]);
+
+	html_rawf(rq, "<select name=\"%s\">", name);
+	for (int i = 0; opts[i]; i++) {
+		html_raw(rq, "<option value=\"");
+		html_text(rq, opts[i]);
+		html_rawf(rq, "\"%s>", strcmp(v, opts[i]) == 0 ? " selected" : "");
+		html_text(rq, labels ? labels[i] : opts[i]);
+		html_raw(rq, "</option>");
+	}
+	html_raw(rq, "</select>");
+}
+
+static void form_input(struct req *rq, bool again, const char *name, const char *dflt, const char *extra)
+{
+	html_rawf(rq, "<input name=\"%s\" value=\"", name);
+	html_text(rq, form_kept(rq, again, name, dflt));
+	html_rawf(rq, "\"%s>", extra);
+}
+
+static void form_textarea(struct req *rq, bool again, const char *name)
+{
+	html_rawf(rq, "<textarea name=\"%s\" rows=\"2\">", name);
+	html_text(rq, form_kept(rq, again, name, ""));
+	html_raw(rq, "</textarea>");
+}
+
+/* The form that starts a run: a plain POST to /runs/new (app.js may send it to the API instead).
+ * form_err: the reason the last one was refused; its fields are shown again as sent. */
+static void run_form(struct req *rq, const char *form_err)
+{
+	static const char *const kinds[] = { "both", "run", "wait", NULL };
+	static const char *const aois[] = { "waitgraph", "critical", "thread", "stream", NULL };
+	static const char *const modes[] = { "guideline", "fraction", "ns", NULL };
+	static const char *const mode_labels[] = { "guideline: share of streams × delay", "fraction of the AOI cost",
+						   "absolute, in ns" };
+	static const char *const linkages[] = { "average", "single", "complete", NULL };
+	bool again = form_err != NULL;
 	char err[256];
 	PGresult *apps = model_apps(rq->db, err, sizeof(err));
+	const char *app = form_kept(rq, again, "app", "");
 
 	html_raw(rq, "<section class=\"card\"><h2>Start a mining run</h2>"
-		     "<form id=\"run-form\" class=\"grid\"><label>App <select name=\"app\" required>");
+		     "<form id=\"run-form\" class=\"grid\" method=\"post\" action=\"/runs/new\">");
+	html_csrf_field(rq);
+	html_raw(rq, "<label>App <select name=\"app\" required>");
 	for (int i = 0; apps && i < PQntuples(apps); i++) {
-		html_raw(rq, "<option>");
+		html_raw(rq, "<option value=\"");
+		html_text(rq, PQgetvalue(apps, i, 0));
+		html_rawf(rq, "\"%s>", strcmp(app, PQgetvalue(apps, i, 0)) == 0 ? " selected" : "");
 		html_text(rq, PQgetvalue(apps, i, 0));
 		html_raw(rq, "</option>");
 	}
 	PQclear(apps);
-	html_raw(rq, "</select></label>"
-		     "<label>Kind <select name=\"kind\"><option>both</option><option>run</option><option>wait</option>"
-		     "</select></label>"
-		     "<label>AOI <select name=\"aoi\"><option>waitgraph</option><option>critical</option>"
-		     "<option>thread</option><option>stream</option></select></label>"
-		     "<label>Threshold <select name=\"threshold_mode\"><option value=\"guideline\">guideline: share of "
-		     "streams × delay</option><option value=\"fraction\">fraction of the AOI cost</option>"
-		     "<option value=\"ns\">absolute, in ns</option></select></label>"
-		     "<label>Value (share, fraction or ns) <input name=\"threshold\" value=\"0.1\" inputmode=\"decimal\">"
-		     "</label><label>Delay per hit, ms (guideline) <input name=\"delay_ms\" value=\"300\" "
-		     "inputmode=\"decimal\"></label>"
-		     "<label>Linkage <select name=\"linkage\"><option>average</option><option>single</option>"
-		     "<option>complete</option></select></label>"
-		     "<label>Cut <input name=\"cut\" value=\"0.5\" inputmode=\"decimal\"></label>"
-		     "<label>Version <input name=\"version\"></label><label>Host <input name=\"host\"></label>"
-		     "<label>Since <input name=\"since\" placeholder=\"2026-11-01T00:00:00Z\"></label>"
-		     "<label>Until <input name=\"until\"></label>"
-		     "<label class=\"wide\">Labels (key=value, one per line) <textarea name=\"labels\" rows=\"2\">"
-		     "</textarea></label>"
-		     "<label class=\"wide\">Include frames (globs, one per line) <textarea name=\"include\" rows=\"2\">"
-		     "</textarea></label>"
-		     "<label class=\"wide\">Exclude frames (globs, one per line) <textarea name=\"exclude\" rows=\"2\">"
-		     "</textarea></label>"
-		     "<div class=\"wide\"><button type=\"submit\">Start run</button> "
-		     "<span id=\"run-form-error\" class=\"error\" role=\"alert\"></span></div></form>"
+	html_raw(rq, "</select></label><label>Kind ");
+	form_select(rq, again, "kind", kinds, NULL);
+	html_raw(rq, "</label><label>AOI ");
+	form_select(rq, again, "aoi", aois, NULL);
+	html_raw(rq, "</label><label>Threshold ");
+	form_select(rq, again, "threshold_mode", modes, mode_labels);
+	html_raw(rq, "</label><label>Value (share, fraction or ns) ");
+	form_input(rq, again, "threshold", "0.1", " inputmode=\"decimal\"");
+	html_raw(rq, "</label><label>Delay per hit, ms (guideline) ");
+	form_input(rq, again, "delay_ms", "300", " inputmode=\"decimal\"");
+	html_raw(rq, "</label><label>Linkage ");
+	form_select(rq, again, "linkage", linkages, NULL);
+	html_raw(rq, "</label><label>Cut ");
+	form_input(rq, again, "cut", "0.5", " inputmode=\"decimal\"");
+	html_raw(rq, "</label><label>Version ");
+	form_input(rq, again, "version", "", "");
+	html_raw(rq, "</label><label>Host ");
+	form_input(rq, again, "host", "", "");
+	html_raw(rq, "</label><label>Since ");
+	form_input(rq, again, "since", "", " placeholder=\"2026-11-01T00:00:00Z\"");
+	html_raw(rq, "</label><label>Until ");
+	form_input(rq, again, "until", "", "");
+	html_raw(rq, "</label><label class=\"wide\">Labels (key=value, one per line) ");
+	form_textarea(rq, again, "labels");
+	html_raw(rq, "</label><label class=\"wide\">Include frames (globs, one per line) ");
+	form_textarea(rq, again, "include");
+	html_raw(rq, "</label><label class=\"wide\">Exclude frames (globs, one per line) ");
+	form_textarea(rq, again, "exclude");
+	html_raw(rq, "</label><div class=\"wide\"><button type=\"submit\">Start run</button> "
+		     "<span id=\"run-form-error\" class=\"error\" role=\"alert\">");
+	html_text(rq, form_err);
+	html_raw(rq, "</span></div></form>"
 		     "<p class=\"hint\">The guideline (the paper's): to find bugs that hit a share s of the selected "
 		     "streams with a delay d each, C = s × d × streams; it ranks whole bugs, where the spec's default of "
 		     "1% of the AOI cost splits them into many small clusters (docs/mining.md).</p></section>");
 }
 
-void runs_page_runs(struct req *rq)
+/* The non-empty trimmed lines of text, one by one: *line (in the arena) or NULL at the end. */
+static const char *next_line(struct req *rq, const char **text)
+{
+	while (*text && **text) {
+		const char *s = *text, *e = strchr(s, '\n');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+
+		*text = e ? e + 1 : NULL;
+		while (n && (s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+			n--;
+		while (n && (*s == ' ' || *s == '\t'))
+			s++, n--;
+		if (n)
+			return req_printf(rq, "%.*s", (int)n, s);
+	}
+	return NULL;
+}
+
+static void globs_json(struct req *rq, struct jsonw *w, const char *name)
+{
+	const char *text = req_form(rq, name), *l;
+
+	jsonw_karray(w, name);
+	while ((l = next_line(rq, &text)))
+		jsonw_str(w, l);
+	jsonw_end(w);
+}
+
+/* A form field as a number: 0, or -1 with "name: must be a number" in err. */
+static int form_number(struct req *rq, const char *name, double *v, char *err, size_t errlen)
+{
+	const char *s = req_form(rq, name);
+
+	if (!s || util_parse_double(s, v) < 0 || !isfinite(*v)) {
+		snprintf(err, errlen, "%s: must be a number", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* The run form's fields as the JSON body of POST /api/v1/runs (what app.js sends), so that the one
+ * validator, params_parse(), checks both. 0, or -1 with "field: reason" in err. */
+static int runs_form_json(struct req *rq, struct buf *out, char *err, size_t errlen)
+{
+	const char *mode = req_form(rq, "threshold_mode"), *labels = req_form(rq, "labels"), *l;
+	static const char *const filters[] = { "version", "host", "since", "until" };
+	double thr, cut, delay;
+	struct jsonw w;
+
+	if (form_number(rq, "cut", &cut, err, errlen) < 0 || form_number(rq, "threshold", &thr, err, errlen) < 0)
+		return -1;
+	jsonw_init_compact(&w, out);
+	jsonw_object(&w);
+	jsonw_kstr(&w, "app", req_form(rq, "app") ? req_form(rq, "app") : "");
+	jsonw_kstr(&w, "kind", req_form(rq, "kind") ? req_form(rq, "kind") : "both");
+	jsonw_kstr(&w, "aoi", req_form(rq, "aoi") ? req_form(rq, "aoi") : "waitgraph");
+	jsonw_kstr(&w, "linkage", req_form(rq, "linkage") ? req_form(rq, "linkage") : "average");
+	globs_json(rq, &w, "include");
+	globs_json(rq, &w, "exclude");
+	jsonw_kdouble(&w, "cut", cut);
+	if (mode && strcmp(mode, "ns") == 0) {
+		/* out of range: 0, which the validator refuses by name */
+		jsonw_ki64(&w, "threshold_ns", thr >= 1 && thr < 9e18 ? (int64_t)llround(thr) : 0);
+	} else if (mode && strcmp(mode, "fraction") == 0) {
+		jsonw_kdouble(&w, "threshold_fraction", thr);
+	} else {
+		if (form_number(rq, "delay_ms", &delay, err, errlen) < 0)
+			return -1;
+		jsonw_kobject(&w, "threshold_guideline");
+		jsonw_kdouble(&w, "share", thr);
+		jsonw_ki64(&w, "delay_ns", delay > 0 && delay < 9e12 ? (int64_t)llround(delay * 1e6) : 0);
+		jsonw_end(&w);
+	}
+	jsonw_kobject(&w, "filter");
+	for (size_t i = 0; i < sizeof(filters) / sizeof(*filters); i++) {
+		const char *text = req_form(rq, filters[i]), *v = next_line(rq, &text);
+		if (v)
+			jsonw_kstr(&w, filters[i], v);
+	}
+	if ((l = next_line(rq, &labels))) {
+		jsonw_kobject(&w, "labels");
+		for (; l; l = next_line(rq, &labels)) {
+			const char *eq = strchr(l, '=');
+			if (!eq || eq == l) {
+				snprintf(err, errlen, "labels: write key=value, one per line");
+				return -1;
+			}
+			jsonw_keyn(&w, l, (size_t)(eq - l));
+			jsonw_str(&w, eq + 1);
+		}
+		jsonw_end(&w);
+	}
+	jsonw_end(&w);
+	jsonw_end(&w);
+	if (jsonw_finish(&w) < 0) {
+		snprintf(err, errlen, "the form is too large");
+		return -1;
+	}
+	return 0;
+}
+
+/* The runs' list with the run form; form_err: why the form just sent was refused (status 400). */
+static void runs_list(struct req *rq, const char *form_err)
 {
 	char err[512];
 	long offset = pages_offset(rq);
@@ -219,8 +455,10 @@ void runs_page_runs(struct req *rq)
 	cnt = model_runs_count(rq->db, NULL, NULL, err, sizeof(err));
 	html_begin(rq, "Runs");
 	html_raw(rq, "<h1>Mining runs</h1>");
+	if (form_err)
+		rq->status = 400;
 	if (rq->role >= AUTH_ANALYST)
-		run_form(rq);
+		run_form(rq, form_err);
 	html_raw(rq, "<table class=\"runs\"><thead><tr><th>Run</th><th>App</th><th>Status</th><th>Parameters</th>"
 		     "<th class=\"n\">Streams</th><th class=\"n\">AOI events</th><th class=\"n\">Patterns</th>"
 		     "<th class=\"n\">Clusters</th><th>Created (UTC)</th></tr></thead><tbody>");
@@ -232,15 +470,22 @@ void runs_page_runs(struct req *rq)
 		status_cell(rq, r, i);
 		html_raw(rq, "</td><td>");
 		runs_run_params_summary(rq, model_col(r, i, "params"));
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "streams");
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "aoi_events");
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "patterns");
-		html_raw(rq, "</td><td class=\"n\">");
-		count_of(rq, model_col(r, i, "counts"), "clusters");
-		html_raw(rq, "</td><td class=\"time\">");
+		if (run_live(r, i)) {
+			/* no counts yet: how far it got (app.js or the page's refresh keeps it current) */
+			html_rawf(rq, "</td><td colspan=\"4\" class=\"progress\" data-progress=\"%lld\">", id);
+			progress_text(rq, r, i);
+			html_raw(rq, "</td><td class=\"time\">");
+		} else {
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "streams");
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "aoi_events");
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "patterns");
+			html_raw(rq, "</td><td class=\"n\">");
+			count_of(rq, model_col(r, i, "counts"), "clusters");
+			html_raw(rq, "</td><td class=\"time\">");
+		}
 		html_time(rq, model_col(r, i, "created_at"));
 		html_raw(rq, "</td></tr>");
 	}
@@ -249,6 +494,36 @@ void runs_page_runs(struct req *rq)
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
+}
+
+void runs_page_runs(struct req *rq)
+{
+	runs_list(rq, NULL);
+}
+
+void runs_post_run_new(struct req *rq)
+{
+	struct run_params p;
+	struct buf body = BUF_INIT(1 << 20);
+	char err[512];
+	int64_t id;
+	int rc;
+
+	if (!req_may_write(rq, false))
+		return;
+	rc = runs_form_json(rq, &body, err, sizeof(err));
+	if (rc == 0 && params_parse(buf_cstr(&body), body.len, rq->a, &p, err, sizeof(err)) < 0)
+		rc = -1;
+	buf_release(&body);
+	if (rc < 0) {
+		runs_list(rq, err);
+		return;
+	}
+	if (miner_enqueue_db(rq->db, &p, &id, err, sizeof(err)) < 0) {
+		html_error(rq, 500, err);
+		return;
+	}
+	html_redirect(rq, req_printf(rq, "/runs/%lld", (long long)id));
 }
 
 static const char *const metric_label[SORT_N] = { "Total cost", "Streams", "Events", "Avg cost", "Excess cost" };
@@ -290,6 +565,13 @@ static void run_header(struct req *rq, const char *id, PGresult *run)
 static void run_counts(struct req *rq, const char *id, PGresult *run, bool baseline)
 {
 	html_raw(rq, "<h2>The run</h2>");
+	if (run_live(run, 0)) {
+		/* the counts come when it is done; until then, its phase */
+		html_rawf(rq, "<p class=\"progress\" data-progress=\"%s\">", id);
+		progress_text(rq, run, 0);
+		html_raw(rq, "</p>");
+		return;
+	}
 	html_raw(rq, "<dl class=\"counts\"><dt>Streams</dt><dd>");
 	count_of(rq, model_col(run, 0, "counts"), "streams");
 	if (baseline) {
@@ -455,7 +737,8 @@ void runs_page_run(struct req *rq)
 		html_error(rq, 500, err);
 		return;
 	}
-	html_begin(rq, req_printf(rq, "Run %s", id));
+	/* without scripts the page reloads itself until the run has ended (app.js polls instead) */
+	html_begin_refresh(rq, req_printf(rq, "Run %s", id), run_live(run, 0) ? 2 : 0);
 	run_header(rq, id, run);
 	problems_section(rq, id, run);
 	run_counts(rq, id, run, nm == SORT_N);

@@ -19,6 +19,8 @@ void runs_delete_run(struct req *rq);
 void runs_run_params_summary(struct req *rq, const char *params_json);
 /* GET /runs */
 void runs_page_runs(struct req *rq);
+/* POST /runs/new: the run form without scripts; to the new run's page, or the form again with the error */
+void runs_post_run_new(struct req *rq);
 /* GET /runs/{id} */
 void runs_page_run(struct req *rq);
 /* POST /runs/{id}/delete: an admin's; back to the list */

@@ -9,13 +9,15 @@
 // to mine with the run form), SM_THRESHOLD_NS (the run's threshold), SM_XSS_RUN
 // (a done run of the app whose frames, host and labels hold markup), SM_SCREENS
 // (where full-page screenshots go), SM_CHROMIUM (default /usr/bin/chromium),
-// SM_ADMIN_TOKEN (an admin's, for the run deletion and its confirmation).
+// SM_ADMIN_TOKEN (an admin's, for the run deletion and its confirmation), SM_LIVE_RUN (a run
+// "running" with a heartbeat's progress written by the script, never ending).
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 const env = process.env;
-for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_ADMIN_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_SCREENS"]) {
+for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_ADMIN_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_SCREENS",
+  "SM_LIVE_RUN"]) {
   if (!env[k]) {
     console.error(`dashboard.test.mjs: ${k} is not set (run it through tests/integration/test_web_browser.sh)`);
     process.exit(2);
@@ -241,9 +243,9 @@ await check("a write with the session cookie but no CSRF token is refused", asyn
     return { none: await post({}), wrong: await post({ "X-CSRF-Token": "0".repeat(32) }) };
   }, env.SM_APP);
   expect(r.none === 403 && r.wrong === 403, `without the token: ${r.none}, with a wrong one: ${r.wrong}`);
-  // no run was queued by them: the xssapp run and the form's are all there is
+  // no run was queued by them: the xssapp run, the live one (SM_LIVE_RUN) and the form's are all there is
   const body = await page.evaluate(() => fetch("/api/v1/runs", { credentials: "same-origin" }).then((x) => x.json()));
-  expect(body.total === 2, `${body.total} runs, expected 2`);
+  expect(body.total === 3, `${body.total} runs, expected 3`);
 });
 
 // ---- 3. sorting ----
@@ -806,6 +808,57 @@ async function loginAs(ctx, token) {
 }
 const runStatus = (p, id) => p.evaluate((u) => fetch(u, { credentials: "same-origin" }).then((x) => x.status),
   `/api/v1/runs/${id}`);
+// ---- 8d. starting a run and watching it without JavaScript ----
+step = "nojs-run";
+await check("without JavaScript, the run form starts a run (a plain POST) and lands on its page; a bad field " +
+  "comes back named", async () => {
+  const ctx = await browser.newContext({ viewport: { width: 800, height: 900 }, javaScriptEnabled: false });
+  try {
+    const p = await loginAs(ctx, env.SM_ANALYST_TOKEN);
+    const f = p.locator("#run-form");
+    await f.locator("select[name=app]").selectOption("xssapp");
+    await f.locator("select[name=threshold_mode]").selectOption("ns");
+    await f.locator("input[name=threshold]").fill("800000");
+    await f.locator("input[name=cut]").fill("not a number");
+    await Promise.all([p.waitForNavigation(), f.locator("button[type=submit]").click()]);
+    const err = await p.locator("#run-form-error").textContent();
+    expect(new URL(p.url()).pathname === "/runs/new" && err === "cut: must be a number",
+      `a bad cut: ${p.url()}, error '${err}'`);
+    expect((await f.locator("select[name=app]").inputValue()) === "xssapp", "the form lost the app chosen");
+    await f.locator("input[name=cut]").fill("0.5");
+    await Promise.all([p.waitForURL(/\/runs\/[0-9]+$/), f.locator("button[type=submit]").click()]);
+    const id = /\/runs\/([0-9]+)$/.exec(p.url())[1];
+    const h1 = await p.locator("h1").textContent();
+    expect(h1.startsWith(`Run #${id}: xssapp`), `landed on ${p.url()} headed '${h1}'`);
+  } finally {
+    await ctx.close();
+  }
+});
+await check("a running run shows its phase and progress on its page and in the list, with and without " +
+  "JavaScript; without it the page reloads itself", async () => {
+  const live = env.SM_LIVE_RUN;
+  const want = "reading events and extracting the AOI: 412 of 689 streams";
+  const ctx = await browser.newContext({ viewport: { width: 800, height: 900 }, javaScriptEnabled: false });
+  try {
+    const p = await loginAs(ctx, env.SM_ANALYST_TOKEN);
+    const cell = await p.locator(`td.progress[data-progress="${live}"]`).textContent();
+    expect(cell.startsWith(want), `the list shows '${cell}'`);
+    await p.goto(`${BASE}/runs/${live}`);
+    const text = await p.locator(`p.progress[data-progress="${live}"]`).textContent();
+    expect(text.startsWith(want), `the run page shows '${text}'`);
+    expect((await p.locator("dl.counts").count()) === 0, "counts shown for a running run");
+    const refresh = await p.locator("meta[http-equiv=refresh]").getAttribute("content");
+    expect(refresh === "2", `the page's refresh is '${refresh}'`);
+  } finally {
+    await ctx.close();
+  }
+  await go(`/runs/${live}`);
+  await page.waitForTimeout(2500); // app.js has polled once: it kept the phase
+  const text = await page.locator(`p.progress[data-progress="${live}"]`).textContent();
+  expect(text.startsWith(want), `with JavaScript the run page shows '${text}'`);
+  expect((await page.locator("h1 .status").textContent()) === "running", "not 'running' with JavaScript");
+});
+
 let askedOnPage = false;
 await check("without JavaScript, Delete leads to a page that asks; Cancel keeps the run (and Revoke is red too)", async () => {
   needs(runId, "no run");

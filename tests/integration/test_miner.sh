@@ -323,4 +323,24 @@ t_eq "real capture: costly patterns of both kinds" \
 t_eq "real capture: ranks follow cost" "$(pg_q "SELECT bool_and(ok) FROM (SELECT cost_ns >= coalesce(lead(cost_ns)
 	OVER (PARTITION BY kind ORDER BY rank), 0) AS ok FROM patterns WHERE run_id = $RUN) s")" t
 
+# --- the phase: the heartbeat writes runs.progress (phase and counters) while the run is mined,
+# the end writes "done"; a trigger of the test's own records every phase the runs table held ---
+pg_q "CREATE TABLE test_phases (n serial, run_id bigint, status text, phase text, progress jsonb);
+	CREATE FUNCTION test_phase_log() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+		INSERT INTO test_phases (run_id, status, phase, progress) VALUES (NEW.id, NEW.status, NEW.progress->>'phase', NEW.progress);
+		RETURN NEW; END \$\$;
+	CREATE TRIGGER test_phase_log AFTER UPDATE OF progress ON runs FOR EACH ROW EXECUTE FUNCTION test_phase_log()" >/dev/null
+run --app pingpong --threshold-fraction 0.01
+t_eq "phase: the run is done" "$(pg_q "SELECT status, progress->>'phase' FROM runs WHERE id = $RUN")" "done|done"
+t_eq "phase: the heartbeat wrote a phase, with its counters, while it ran" \
+	"$(pg_q "SELECT count(*) > 0, bool_and(phase IS NOT NULL AND phase <> 'done' AND progress ? 'streams_read' AND progress ? 'streams')
+		FROM test_phases WHERE run_id = $RUN AND status = 'running'")" "t|t"
+# (which phases a 1 s heartbeat catches depends on the machine's speed: only known ones, in order)
+t_eq "phase: only the run's phases, in order, the last done" \
+	"$(pg_q "SELECT bool_and(k > 0), bool_and(k >= coalesce(prev, 0)), (SELECT phase FROM test_phases WHERE run_id = $RUN ORDER BY n DESC LIMIT 1)
+		FROM (SELECT k, lag(k) OVER (ORDER BY n) AS prev FROM (SELECT n, array_position(ARRAY['selecting streams',
+		'reading events and extracting the AOI', 'collapsing stacks', 'mining', 'clustering', 'storing', 'done'], phase) AS k
+		FROM test_phases WHERE run_id = $RUN AND phase IS NOT NULL) a) b")" "t|t|done"
+pg_q "DROP TRIGGER test_phase_log ON runs; DROP FUNCTION test_phase_log(); DROP TABLE test_phases" >/dev/null
+
 t_done

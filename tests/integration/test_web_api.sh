@@ -247,7 +247,8 @@ wait_run() { # wait_run ID: polls until done or failed (60 s); RUN_STATUS, and t
 wait_run "$RUN"
 t_eq "run: mined by the embedded worker" "$RUN_STATUS" done
 t_eq "run: the fields" "$(j 'sorted(j)')" \
-	'["app","attempts","counts","created_at","error","finished_at","last_retry","params","progress","run_id","started_at","status","timings_ms"]'
+	'["app","attempts","counts","created_at","error","finished_at","last_retry","params","phase","progress","run_id","started_at","status","timings_ms"]'
+t_eq "run: done, its phase says so" "$(j '[j["phase"], j["progress"]["phase"]]')" '["done","done"]'
 t_eq "run: values, the parameters with their defaults" "$(JSORT=1 j '[j["run_id"], j["status"], j["app"], j["error"], j["params"]]')" \
 	"[$RUN,\"done\",\"webapp\",null,{\"aoi\":\"waitgraph\",\"app\":\"webapp\",\"baseline\":true,\"bootstrap\":200,\"cut\":0.1,\"exclude\":[],\"filter\":{},\"include\":[],\"kind\":\"both\",\"linkage\":\"average\",\"threshold_ns\":500}]"
 t_eq "run: counts" "$(j '[j["counts"][k] for k in ("streams", "aoi_events", "distinct_stacks", "patterns", "clusters")]')" "[3,6,3,3,3]"
@@ -590,6 +591,33 @@ t_eq "cookie: an ingest token gets no session, may not write" "$HTTP_STATUS" 401
 api POST /api/v1/runs -H "Cookie: sm_token=$ANALYST" "${JS[@]}" -H "X-CSRF-Token: $CSRF" --data-binary '{"app": "nosuchapp"}'
 t_eq "cookie: an old cookie holding the token itself is no session" "$HTTP_STATUS" 401
 
+# ---- starting a run without scripts: the page form, posted as a browser does (cookie, its token) ----
+RF=(-H 'Content-Type: application/x-www-form-urlencoded')
+NRUNS=$(pg_q "SELECT count(*) FROM runs")
+api GET /runs "${CK[@]}"
+t_match "run form: a plain POST to /runs/new with the token" "$HTTP_BODY" \
+	"<form id=\"run-form\" class=\"grid\" method=\"post\" action=\"/runs/new\"><input type=\"hidden\" name=\"csrf\" value=\"$CSRF\">"
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary 'app=nosuchapp&kind=wait&aoi=thread&threshold_mode=ns&threshold=750&delay_ms=300&linkage=single&cut=0.25'
+t_eq "run form: without the token: 403, nothing queued" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM runs")" "403 $NRUNS"
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=wait&aoi=thread&threshold_mode=ns&threshold=750&delay_ms=300&linkage=single&cut=0.25&version=2.1&host=&since=&until=&labels=env%3Dprod%0D%0A&include=app%21*%0D%0A&exclude="
+FRUN=$(pg_q "SELECT max(id) FROM runs")
+t_eq "run form: queued, 303 to the run's page" "$HTTP_STATUS $(header Location)" "303 /runs/$FRUN"
+t_eq "run form: the API's parameters" "$(pg_q "SELECT params->>'app', params->>'kind', params->>'aoi', params->>'threshold_ns', params->>'linkage', params->>'cut', params->'filter'->>'version', params->'filter'->'labels'->>'env', params->>'include' FROM runs WHERE id = $FRUN")" \
+	'nosuchapp|wait|thread|750|single|0.25|2.1|prod|["app!*"]'
+NRUNS=$(pg_q "SELECT count(*) FROM runs")
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=wait&aoi=thread&threshold_mode=guideline&threshold=0.1&delay_ms=300&linkage=single&cut=lots"
+t_eq "run form: a bad number: 400, the form again naming the field" "$HTTP_STATUS $(grep -o '<span id="run-form-error" class="error" role="alert">[^<]*</span>' <<<"$HTTP_BODY")" \
+	'400 <span id="run-form-error" class="error" role="alert">cut: must be a number</span>'
+t_match "run form: shown again as sent" "$HTTP_BODY" '<option value="thread" selected>thread</option>.*<input name="cut" value="lots"'
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=wait&aoi=thread&threshold_mode=fraction&threshold=1.5&delay_ms=300&linkage=single&cut=0.5"
+t_eq "run form: the API's validator: the same message" "$HTTP_STATUS $(grep -o 'role="alert">[^<]*<' <<<"$HTTP_BODY")" \
+	'400 role="alert">threshold_fraction: must be more than 0 and at most 1<'
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&kind=sideways&threshold_mode=ns&threshold=5&cut=0.5"
+t_match "run form: a bad choice names the field" "$HTTP_STATUS $HTTP_BODY" '^400 .*role="alert">kind: [^<]+<'
+api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary "csrf=$CSRF&app=nosuchapp&threshold_mode=ns&threshold=5&cut=0.5&labels=noequals"
+t_match "run form: bad labels" "$HTTP_STATUS $HTTP_BODY" '^400 .*role="alert">labels: write key=value, one per line<'
+t_eq "run form: refused forms queued nothing" "$(pg_q "SELECT count(*) FROM runs")" "$NRUNS"
+
 # ---- tokens: an admin's ----
 api POST /api/v1/tokens "${AD[@]}" "${JS[@]}" --data-binary '{"role": "ingest", "name": "web-1 agent", "host": "web-1"}'
 TOK=$(j 'j["token"]')
@@ -807,6 +835,26 @@ LIVE=$(pg_q "INSERT INTO runs (status, params, started_at, heartbeat_at, worker)
 api DELETE "/api/v1/runs/$LIVE" "${AD[@]}"
 t_err "delete run: not while it runs" 409 "run $LIVE is running: it can be deleted when it has ended"
 pg_q "DELETE FROM runs WHERE id = $LIVE" >/dev/null
+
+# ---- a run being mined: its phase and progress as the heartbeat wrote them (miner/heartbeat.c) ----
+LIVE=$(pg_q "INSERT INTO runs (status, params, started_at, heartbeat_at, worker, progress) VALUES ('running', '{\"app\": \"webapp\"}',
+	now(), now(), 'x:1', '{\"phase\": \"reading events and extracting the AOI\", \"streams_read\": 412, \"streams\": 689,
+	\"aoi_events\": 1234567, \"distinct_stacks\": 0, \"patterns\": 0}') RETURNING id")
+api GET "/api/v1/runs/$LIVE" "${AN[@]}"
+t_eq "live run: the API's phase and progress" "$(j '[j["status"], j["phase"], j["progress"]["streams_read"], j["progress"]["streams"]]')" \
+	'["running","reading events and extracting the AOI",412,689]'
+api GET "/runs/$LIVE" "${AN[@]}"
+t_match "live run page: the phase and progress instead of counts" "$HTTP_BODY" \
+	"<p class=\"progress\" data-progress=\"$LIVE\">reading events and extracting the AOI: 412 of 689 streams, 1,234,567 AOI events</p>"
+t_match "live run page: reloads itself without scripts" "$HTTP_BODY" '<noscript><meta http-equiv="refresh" content="2"></noscript>'
+t_eq "live run page: no counts" "$(grep -c '<dl class="counts">' <<<"$HTTP_BODY")" 0
+pg_q "UPDATE runs SET progress = '{\"phase\": \"clustering\", \"streams_read\": 689, \"streams\": 689, \"patterns\": 1234, \"parts\": 3, \"parts_done\": 3}' WHERE id = $LIVE" >/dev/null
+api GET /runs "${AN[@]}"
+t_match "runs list: a running run's phase in place of its counts" "$HTTP_BODY" \
+	"<td colspan=\"4\" class=\"progress\" data-progress=\"$LIVE\">clustering 1,234 patterns \\(parts: 3 of 3 done\\)</td>"
+api GET "/runs/$RUN" "${AN[@]}"
+t_eq "done run page: counts, no refresh" "$(grep -c '<dl class="counts">' <<<"$HTTP_BODY") $(grep -c 'http-equiv="refresh"' <<<"$HTTP_BODY")" "1 0"
+pg_q "DELETE FROM runs WHERE id = $LIVE" >/dev/null
 api DELETE "/api/v1/runs/$RUN" "${AD[@]}"
 t_eq "delete run: done, with its results" "$HTTP_STATUS $HTTP_BODY $(pg_q "SELECT count(*) FROM clusters WHERE run_id = $RUN")|$(pg_q "SELECT count(*) FROM patterns WHERE run_id = $RUN")" \
 	"200 {\"run_id\": $RUN, \"deleted\": true}"$'\n'" 0|0"
@@ -821,6 +869,13 @@ stop_web
 
 # ---- anonymous reads, the body limit ----
 start_web --anonymous-read --max-body 1k --no-worker || t_bail "sm-web --anonymous-read starts"
+# a queued run (no worker here to take it): waiting, in the API and the list
+QUEUED=$(pg_q "INSERT INTO runs (status, params) VALUES ('queued', '{\"app\": \"webapp\"}') RETURNING id")
+api GET "/api/v1/runs/$QUEUED" "${AN[@]}"
+t_eq "queued run: phase queued" "$(j '[j["status"], j["phase"]]')" '["queued","queued"]'
+api GET /runs "${AN[@]}"
+t_match "runs list: a queued one waits" "$HTTP_BODY" "<td colspan=\"4\" class=\"progress\" data-progress=\"$QUEUED\">waiting for a worker</td>"
+pg_q "DELETE FROM runs WHERE id = $QUEUED" >/dev/null
 api GET /api/v1/streams
 t_eq "anonymous reads: allowed" "$HTTP_STATUS $(j 'j["total"]')" "200 3"
 api POST /api/v1/runs "${JS[@]}" --data-binary '{"app": "webapp"}'

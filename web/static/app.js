@@ -1,7 +1,8 @@
 // app.js: the dashboard's few scripts. Pages are rendered on the server; this
-// posts the run form to the API as JSON, follows running runs' progress,
-// reads a signature file into the import form, asks before a destructive
-// form acts, and zooms and searches flame graphs in place. It never builds HTML from data: text goes in with textContent only.
+// posts the run form to the API as JSON (without scripts it is a plain POST to /runs/new),
+// follows running runs' progress, reads a signature file into the import form, asks before a
+// destructive form acts, and zooms and searches flame graphs in place. It never builds HTML
+// from data: text goes in with textContent only.
 "use strict";
 
 (function () {
@@ -74,33 +75,44 @@
     });
   }
 
-  // Runs that are queued or running: show their phase, reload when they end.
+  // Runs that are queued or running: their phase and progress, as the server words it on the run's
+  // page (read from it with DOMParser, copied as text); the run's page reloads when it ends, the
+  // list too unless the run form has been touched.
   const live = document.querySelectorAll("[data-run]");
   if (live.length) {
+    const onRunPage = document.querySelector("h1 [data-run]") !== null;
+    let touched = false;
+    if (form) form.addEventListener("input", () => { touched = true; });
     const poll = async () => {
-      let changed = false;
+      let ended = false;
       for (const el of live) {
+        const id = el.dataset.run;
+        if (!id) continue;
         try {
-          const r = await fetch("/api/v1/runs/" + el.dataset.run, { credentials: "same-origin" });
+          const r = await fetch("/runs/" + id, { credentials: "same-origin" });
           if (!r.ok) continue;
-          const run = await r.json();
-          if (run.status === "done" || run.status === "failed") changed = true;
-          const p = run.progress || {};
-          let text = run.status;
-          if (run.status === "running" && p.phase) {
-            text += " · " + p.phase;
-            if (p.streams_read !== undefined) text += " · " + p.streams_read + " streams read";
-            if (p.parts !== undefined) text += " · parts " + p.parts_done + " of " + p.parts + " done";
+          const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+          const st = doc.querySelector("h1 .status");
+          const pr = doc.querySelector('[data-progress="' + id + '"]');
+          if (pr) {
+            for (const mine of document.querySelectorAll('[data-progress="' + id + '"]')) mine.textContent = pr.textContent;
           }
-          el.textContent = text;
+          if (st) {
+            el.textContent = st.textContent;
+            el.className = st.className;
+            if (!st.dataset.run) {
+              ended = true;
+              delete el.dataset.run;
+            }
+          }
         } catch (e) {
           /* try again at the next tick */
         }
       }
-      if (changed) location.reload();
-      else setTimeout(poll, 1000);
+      if (ended && (onRunPage || !touched)) location.reload();
+      else setTimeout(poll, 2000);
     };
-    setTimeout(poll, 1000);
+    setTimeout(poll, 2000);
   }
 
   // Destructive forms (data-confirm): the browser's confirm() asks; yes adds confirm=1, which
