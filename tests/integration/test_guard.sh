@@ -257,12 +257,21 @@ t_eq "budget: a problem's est_cost_ns and est_streams weigh the events of its cl
 q "INSERT INTO agent_settings (app, guard, min_wait_us, reports_per_min) VALUES ('pushed', false, 5000, 100000)" >/dev/null
 SM_GUARD_REPORT_S=1 SM_GUARD_APP=pushed guarded "$GT" epoll "$PORT" || t_bail "guarded server"
 "$GT" client "$PORT" 20 1 fast:1 >/dev/null    # the first unit starts the agent's threads and its first report
-sleep 1.5
+# each step waits for the agent to say it applied the answer (a loaded machine's report may take longer
+# than a fixed sleep: a slow request before it would count against the check)
+pushed_applied() {
+	for _ in $(seq 1 100); do
+		grep "exe=guardtest" "$T_TMP/guard.log" 2>/dev/null | grep -q "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+pushed_applied 'msg="guarding off (pushed by the server)"' || t_fail "pushed: guarding off was not applied in 10 s"
 "$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
 sleep 0.5
 muted=$(q "SELECT count(*) FROM streams WHERE app = 'pushed' AND role = 'violation'")
 q "UPDATE agent_settings SET guard = NULL, k = 7 WHERE app = 'pushed'" >/dev/null
-sleep 2.5
+pushed_applied 'msg="new thresholds"' || t_fail "pushed: guarding on again was not applied in 10 s"
 "$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
 stop_server "$PORT"
 t_eq "pushed: guarding off, slow requests are not violations" "$muted" 0
