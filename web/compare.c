@@ -15,20 +15,70 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a run of this kind mined, in words. */
+static const char *compare_kind_words(const char *kind)
+{
+	return strcmp(kind, "run") == 0 ? "CPU samples" : strcmp(kind, "wait") == 0 ? "wait events"
+										       : "CPU samples and wait events";
+}
+
+/*
+ * Whether run b may be compared with run a (the page's and the API's one check): 0; WEB_ENOTFOUND
+ * when one does not exist; WEB_EINVAL, with err naming field b and the reason, when they mined
+ * different kinds (never comparable: no cluster of one has a match in the other) or, unless force,
+ * different apps (*forcible then: the same kind of two apps may share library code).
+ */
+static int compare_check(struct req *rq, int64_t a, int64_t b, bool force, bool *forcible, char *err, size_t errlen)
+{
+	PGresult *r[2];
+	int rc = 0;
+
+	*forcible = false;
+	r[0] = model_run_what(rq->db, req_printf(rq, "%lld", (long long)a), err, errlen);
+	r[1] = r[0] ? model_run_what(rq->db, req_printf(rq, "%lld", (long long)b), err, errlen) : NULL;
+	if (!r[0] || !r[1]) {
+		rc = WEB_EFAIL;
+	} else if (PQntuples(r[0]) == 0 || PQntuples(r[1]) == 0) {
+		snprintf(err, errlen, "run %lld: no such run", (long long)(PQntuples(r[0]) == 0 ? a : b));
+		rc = WEB_ENOTFOUND;
+	} else {
+		const char *ka = model_col(r[0], 0, "kind"), *kb = model_col(r[1], 0, "kind");
+		const char *pa = model_col(r[0], 0, "app"), *pb = model_col(r[1], 0, "app");
+
+		pa = pa ? pa : "";
+		pb = pb ? pb : "";
+		if (strcmp(ka, kb) != 0) {
+			snprintf(err, errlen, "b: run %lld mined %s of app %s, run %lld %s of app %s: not comparable",
+				 (long long)b, compare_kind_words(kb), pb, (long long)a, compare_kind_words(ka), pa);
+			rc = WEB_EINVAL;
+		} else if (strcmp(pa, pb) != 0 && !force) {
+			snprintf(err, errlen, "b: run %lld mined app %s, run %lld app %s: not comparable without force=1",
+				 (long long)b, pb, (long long)a, pa);
+			*forcible = true;
+			rc = WEB_EINVAL;
+		}
+	}
+	PQclear(r[0]);
+	PQclear(r[1]);
+	return rc;
+}
+
 void compare_get_compare(struct req *rq)
 {
 	const char *arg = rq->arg;
-	static const char *const names[] = { "limit", "status", NULL };
+	static const char *const names[] = { "limit", "status", "force", NULL };
 	const char *status = req_query(rq, "status");
 	struct compare_opts o;
 	struct compare *cmp;
 	struct jsonw w;
 	char err[512];
-	int64_t a, b, lim;
+	int64_t a, b, lim, force;
 	size_t shown = 0;
+	bool forcible;
 	int rc;
 
-	if (!api_known_query(rq, names, false) || !api_num_param(rq, "limit", 1, 100000, 1000, &lim))
+	if (!api_known_query(rq, names, false) || !api_num_param(rq, "limit", 1, 100000, 1000, &lim) ||
+	    !api_num_param(rq, "force", 0, 1, 0, &force))
 		return;
 	if (status && strcmp(status, "new") && strcmp(status, "gone") && strcmp(status, "grown") &&
 	    strcmp(status, "shrunk") && strcmp(status, "unchanged")) {
@@ -37,6 +87,10 @@ void compare_get_compare(struct req *rq)
 	}
 	a = strtoll(rq->path + strlen("/api/v1/runs/"), NULL, 10);
 	b = strtoll(arg, NULL, 10);
+	if ((rc = compare_check(rq, a, b, force, &forcible, err, sizeof(err))) != 0) {
+		req_json_error(rq, req_status_of(rc), "%s", err);
+		return;
+	}
 	compare_opts_init(&o);
 	o.threads = 1;   /* a request of many: one core each */
 	rc = compare_runs(rq->db, a, b, &o, &cmp, err, sizeof(err));
@@ -137,33 +191,64 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 
 void compare_page_compare(struct req *rq)
 {
-	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b");
+	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b"), *sf = req_query(rq, "force");
+	bool force = sf && strcmp(sf, "1") == 0, forcible = false;
 	struct compare_opts o;
 	struct compare *cmp = NULL;
 	char err[512];
 	int64_t a = 0, b = 0;
-	int rc;
+	int rc = 0;
 
 	html_begin(rq, "Compare runs");
-	html_raw(rq, "<h1>Compare two runs</h1><p>Run B against run A (before): clusters matched by signature and "
+	html_raw(rq, "<h1>Compare two runs</h1>");
+	sa = sa && *sa ? sa : NULL;
+	sb = sb && *sb ? sb : NULL;
+	if (sa && sb) {
+		if (util_parse_i64(sa, 1, INT64_MAX, &a) < 0 || util_parse_i64(sb, 1, INT64_MAX, &b) < 0) {
+			snprintf(err, sizeof(err), "Give two run ids.");
+			rc = WEB_EINVAL;
+		} else {
+			rc = compare_check(rq, a, b, force, &forcible, err, sizeof(err));
+		}
+	}
+	/* refused: said at the top, before anything else */
+	if (rc == WEB_EINVAL && a && b) {
+		html_raw(rq, "<div class=\"warning\" id=\"compare-warning\" role=\"alert\"><p><strong>");
+		html_text(rq, forcible ? "Different apps: not compared." : "Nothing in common to compare.");
+		html_raw(rq, "</strong> ");
+		html_text(rq, err + strlen("b: "));
+		html_raw(rq, ".</p>");
+		if (forcible) {
+			html_raw(rq, "<p>The same kind of events of two apps may share library code: <a id=\"compare-force\" "
+				     "href=\"/compare?a=");
+			html_text(rq, sa);
+			html_raw(rq, "&amp;b=");
+			html_text(rq, sb);
+			html_raw(rq, "&amp;force=1\">compare them anyway</a>.</p>");
+		}
+		html_raw(rq, "</div>");
+	}
+	html_raw(rq, "<p>Run B against run A (before): clusters matched by signature and "
 		     "similarity, each measured in both runs by its cost per stream (docs/analysis.md).</p>"
 		     "<form class=\"filter\" method=\"get\"><label>Run A <input name=\"a\" inputmode=\"numeric\" value=\"");
 	html_text(rq, sa);
 	html_raw(rq, "\"></label> <label>Run B <input name=\"b\" inputmode=\"numeric\" value=\"");
 	html_text(rq, sb);
 	html_raw(rq, "\"></label> <button type=\"submit\">Compare</button></form>");
-	if (!sa || !sb) {
+	if (!sa || !sb || rc == WEB_EINVAL) {
+		if (rc == WEB_EINVAL && !(a && b)) {
+			html_raw(rq, "<p class=\"error\">");
+			html_text(rq, err);
+			html_raw(rq, "</p>");
+		}
 		html_end(rq);
 		return;
 	}
-	if (util_parse_i64(sa, 1, INT64_MAX, &a) < 0 || util_parse_i64(sb, 1, INT64_MAX, &b) < 0) {
-		html_raw(rq, "<p class=\"error\">Give two run ids.</p>");
-		html_end(rq);
-		return;
+	if (rc == 0) {
+		compare_opts_init(&o);
+		o.threads = 1;
+		rc = compare_runs(rq->db, a, b, &o, &cmp, err, sizeof(err));
 	}
-	compare_opts_init(&o);
-	o.threads = 1;
-	rc = compare_runs(rq->db, a, b, &o, &cmp, err, sizeof(err));
 	if (rc != 0) {
 		html_raw(rq, "<p class=\"error\">");
 		html_text(rq, err);

@@ -405,6 +405,36 @@ t_eq "problems: an old run's empty list says why" "$HTTP_STATUS $(j 'j')" \
 api GET "/runs/$OLDRUN" "${AN[@]}"
 t_match "run page: an old run says it has no problems" "$HTTP_STATUS $HTTP_BODY" '^200 .*<section id="problems"><h2>Problems</h2><p class="hint">This run was mined before problems existed'
 pg_q "DELETE FROM runs WHERE id = $OLDRUN"
+# ---- compare: only runs of one kind, and of one app unless forced ----
+cmp_copy() { # cmp_copy JSON: a done copy of $RUN with params JSON merged in; its id
+	pg_q "INSERT INTO runs (params, status, counts) SELECT params || :'p'::jsonb, 'done', counts FROM runs WHERE id = $RUN RETURNING id" -v p="$1" | head -n 1
+}
+CRUN=$(cmp_copy '{"kind": "run"}')
+WRUN=$(cmp_copy '{"kind": "wait", "app": "otherapp"}')
+ORUN=$(cmp_copy '{"app": "otherapp"}')
+api GET "/api/v1/runs/$CRUN/compare/$WRUN" "${AN[@]}"
+t_err "compare: CPU against wait refused" 400 "b: run $WRUN mined wait events of app otherapp, run $CRUN CPU samples of app webapp: not comparable"
+api GET "/api/v1/runs/$CRUN/compare/$WRUN?force=1" "${AN[@]}"
+t_eq "compare: CPU against wait refused even forced" "$HTTP_STATUS" 400
+api GET "/api/v1/runs/$RUN/compare/$ORUN" "${AN[@]}"
+t_err "compare: another app refused" 400 "b: run $ORUN mined app otherapp, run $RUN app webapp: not comparable without force=1"
+api GET "/api/v1/runs/$RUN/compare/$ORUN?force=1" "${AN[@]}"
+t_eq "compare: another app of the same kind, forced" "$HTTP_STATUS $(j '[j["a"], j["b"], j["total"] > 0]')" "200 [$RUN,$ORUN,true]"
+api GET "/api/v1/runs/$RUN/compare/$ORUN?force=yes" "${AN[@]}"
+t_err "compare: a bad force" 400 "force: must be a whole number from 0 to 1"
+api GET "/api/v1/runs/$RUN/compare/999999" "${AN[@]}"
+t_err "compare: a missing run stays 404" 404 "run 999999: no such run"
+api GET "/compare?a=$CRUN&b=$WRUN" "${AN[@]}"
+t_match "compare page: CPU against wait, a warning at the top and no table" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
+	"^200 .*<h1>Compare two runs</h1><div class=\"warning\" id=\"compare-warning\" role=\"alert\"><p><strong>Nothing in common to compare.</strong> run $WRUN mined wait events of app otherapp, run $CRUN CPU samples of app webapp: not comparable.</p></div>"
+t_eq "compare page: refused, nothing compared nor a way to force" "$(grep -c 'id="compare"\|compare-force' <<<"$HTTP_BODY")" 0
+api GET "/compare?a=$RUN&b=$ORUN" "${AN[@]}"
+t_match "compare page: another app, a warning with a link that forces" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
+	"^200 .*<div class=\"warning\" id=\"compare-warning\" role=\"alert\">.*<a id=\"compare-force\" href=\"/compare\\?a=$RUN&amp;b=$ORUN&amp;force=1\">"
+api GET "/compare?a=$RUN&b=$ORUN&force=1" "${AN[@]}"
+t_match "compare page: forced, compared" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" '^200 .*<table class="compare" id="compare">'
+t_eq "compare page: forced, no warning" "$(grep -c 'compare-warning' <<<"$HTTP_BODY")" 0
+pg_q "DELETE FROM runs WHERE id IN ($CRUN, $WRUN, $ORUN)"
 api GET "/runs/$RUN" "${AN[@]}"
 t_match "run page: leads with the problems, the worst first, escaped" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
 	"^200 .*<h1>Run #$RUN: .*<section id=\"problems\"><h2>Problems</h2><ol class=\"problems\"><li class=\"problem\" id=\"problem-$PW2\"><h3><a href=\"/problems/$PW2\">.*libc!fsync.*</li><li class=\"problem\" id=\"problem-$PW1\">.*std::map&lt;K, V&gt;::find&amp;&quot;&#39;&lt;script&gt;alert\(1\)&lt;/script&gt;.*href=\"/clusters/$R1\".*</ol></section>.*<table class=\"clusters\""
