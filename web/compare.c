@@ -189,6 +189,73 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 	flame_free(f);
 }
 
+/* One done run as a choice: its app and kind as data for app.js, which narrows B's choices. */
+static void compare_option(struct req *rq, PGresult *r, int i, const char *sel)
+{
+	const char *id = model_col(r, i, "run_id"), *app = model_col(r, i, "app"), *fin = model_col(r, i, "finished_at");
+
+	html_raw(rq, "<option value=\"");
+	html_text(rq, id);
+	html_raw(rq, "\" data-app=\"");
+	html_text(rq, app);
+	html_raw(rq, "\" data-kind=\"");
+	html_text(rq, model_col(r, i, "kind"));
+	html_raw(rq, sel && strcmp(sel, id) == 0 ? "\" selected>#" : "\">#");
+	html_text(rq, id);
+	html_raw(rq, " · ");
+	html_text(rq, app);
+	html_raw(rq, " · ");
+	html_text(rq, compare_kind_words(model_col(r, i, "kind")));
+	if (fin && strlen(fin) >= 16) {
+		char when[24];
+
+		snprintf(when, sizeof(when), " · %.10s %.5s", fin, fin + 11);
+		html_text(rq, when);
+	}
+	html_raw(rq, "</option>");
+}
+
+/*
+ * The form: run A among every done run, run B among the done runs of A's app and kind only, newest
+ * first; a plain GET, so without JS choosing A and submitting lists B's choices (app.js narrows
+ * them as A changes).
+ */
+static void compare_picker(struct req *rq, const char *sa, const char *sb)
+{
+	char err[512];
+	PGresult *all = model_compare_runs(rq->db, NULL, NULL, 500, err, sizeof(err)), *what = NULL, *bs = NULL;
+	int64_t a;
+
+	if (!all) {
+		html_raw(rq, "<p class=\"error\">");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+		return;
+	}
+	if (sa && util_parse_i64(sa, 1, INT64_MAX, &a) == 0 && (what = model_run_what(rq->db, sa, err, sizeof(err))) &&
+	    PQntuples(what) == 1)
+		bs = model_compare_runs(rq->db, model_col(what, 0, "app"), model_col(what, 0, "kind"), 500, err, sizeof(err));
+	html_raw(rq, "<form class=\"filter\" id=\"compare-pick\" method=\"get\" action=\"/compare\"><label>Run A (before) "
+		     "<select name=\"a\" id=\"compare-a\"><option value=\"\">— choose —</option>");
+	for (int i = 0; i < PQntuples(all); i++)
+		compare_option(rq, all, i, sa);
+	html_raw(rq, "</select></label> <label>Run B (after) <select name=\"b\" id=\"compare-b\"><option value=\"\">");
+	html_raw(rq, bs ? "— choose —" : "— choose run A first —");
+	html_raw(rq, "</option>");
+	for (int i = 0; bs && i < PQntuples(bs); i++)
+		if (strcmp(model_col(bs, i, "run_id"), sa) != 0)
+			compare_option(rq, bs, i, sb);
+	html_raw(rq, "</select></label> <button type=\"submit\">Compare</button>");
+	if (bs)
+		html_raw(rq, " <span class=\"hint\" id=\"compare-b-hint\">B: the done runs of run A&#39;s app and kind, newest first.</span>");
+	else if (!sa)
+		html_raw(rq, " <span class=\"hint\" id=\"compare-b-hint\">Choose run A, then Compare: B lists the runs of its app and kind.</span>");
+	html_raw(rq, "</form>");
+	PQclear(bs);
+	PQclear(what);
+	PQclear(all);
+}
+
 void compare_page_compare(struct req *rq)
 {
 	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b"), *sf = req_query(rq, "force");
@@ -229,12 +296,8 @@ void compare_page_compare(struct req *rq)
 		html_raw(rq, "</div>");
 	}
 	html_raw(rq, "<p>Run B against run A (before): clusters matched by signature and "
-		     "similarity, each measured in both runs by its cost per stream (docs/analysis.md).</p>"
-		     "<form class=\"filter\" method=\"get\"><label>Run A <input name=\"a\" inputmode=\"numeric\" value=\"");
-	html_text(rq, sa);
-	html_raw(rq, "\"></label> <label>Run B <input name=\"b\" inputmode=\"numeric\" value=\"");
-	html_text(rq, sb);
-	html_raw(rq, "\"></label> <button type=\"submit\">Compare</button></form>");
+		     "similarity, each measured in both runs by its cost per stream (docs/analysis.md).</p>");
+	compare_picker(rq, sa, sb);
 	if (!sa || !sb || rc == WEB_EINVAL) {
 		if (rc == WEB_EINVAL && !(a && b)) {
 			html_raw(rq, "<p class=\"error\">");

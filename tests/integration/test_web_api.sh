@@ -434,7 +434,20 @@ t_match "compare page: another app, a warning with a link that forces" "$HTTP_ST
 api GET "/compare?a=$RUN&b=$ORUN&force=1" "${AN[@]}"
 t_match "compare page: forced, compared" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" '^200 .*<table class="compare" id="compare">'
 t_eq "compare page: forced, no warning" "$(grep -c 'compare-warning' <<<"$HTTP_BODY")" 0
-pg_q "DELETE FROM runs WHERE id IN ($CRUN, $WRUN, $ORUN)"
+# the picker: A among every done run, B among those of A's app and kind, newest first
+CRUN2=$(cmp_copy '{"kind": "run"}')
+api GET "/compare?a=$CRUN" "${AN[@]}"
+t_eq "compare picker: B offers the runs of A's app and kind only" \
+	"$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY" | sed -n 's/.*<select name="b" id="compare-b">\(.*\)<\/select><\/label> <button.*/\1/p' | grep -o 'option value="[0-9][0-9]*"' | tr '\n' ' ')" \
+	"200 option value=\"$CRUN2\" "
+t_eq "compare picker: A offers every done run, newest first, A chosen" \
+	"$(tr -d '\n' <<<"$HTTP_BODY" | sed -n 's/.*<select name="a" id="compare-a">\(.*\)<\/select><\/label> <label>Run B.*/\1/p' | grep -o 'option value="[0-9][0-9]*"[^>]*' | head -n 4 | tr '\n' ' ')" \
+	"option value=\"$CRUN2\" data-app=\"webapp\" data-kind=\"run\" option value=\"$ORUN\" data-app=\"otherapp\" data-kind=\"both\" option value=\"$WRUN\" data-app=\"otherapp\" data-kind=\"wait\" option value=\"$CRUN\" data-app=\"webapp\" data-kind=\"run\" selected "
+api GET "/compare" "${AN[@]}"
+t_match "compare picker: no A, B waits for it" "$HTTP_STATUS $HTTP_BODY" '^200 .*<select name="b" id="compare-b"><option value="">— choose run A first —</option></select>'
+api GET "/runs/$RUN" "${AN[@]}"
+t_match "run page: Compare with… opens the picker with this run as A" "$HTTP_STATUS $HTTP_BODY" "^200 .*<a id=\"compare-with\" href=\"/compare\\?a=$RUN\">Compare with…</a>"
+pg_q "DELETE FROM runs WHERE id IN ($CRUN, $WRUN, $ORUN, $CRUN2)"
 api GET "/runs/$RUN" "${AN[@]}"
 t_match "run page: leads with the problems, the worst first, escaped" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
 	"^200 .*<h1>Run #$RUN: .*<section id=\"problems\"><h2>Problems</h2><ol class=\"problems\"><li class=\"problem\" id=\"problem-$PW2\"><h3><a href=\"/problems/$PW2\">.*libc!fsync.*</li><li class=\"problem\" id=\"problem-$PW1\">.*std::map&lt;K, V&gt;::find&amp;&quot;&#39;&lt;script&gt;alert\(1\)&lt;/script&gt;.*href=\"/clusters/$R1\".*</ol></section>.*<table class=\"clusters\""

@@ -121,6 +121,26 @@
     });
   }
 
+  // Compare: run B's choices narrow to the runs of run A's app and kind as A changes (without JS,
+  // the server lists them once A is submitted).
+  const ca = document.getElementById("compare-a"), cb = document.getElementById("compare-b");
+  if (ca && cb) {
+    ca.addEventListener("change", () => {
+      const a = ca.selectedOptions[0], keep = cb.value, first = document.createElement("option");
+      first.value = "";
+      first.textContent = a && a.value ? "— choose —" : "— choose run A first —";
+      cb.replaceChildren(first);
+      if (!a || !a.value) return;
+      for (const o of ca.options) {
+        if (!o.value || o.value === a.value || o.dataset.app !== a.dataset.app || o.dataset.kind !== a.dataset.kind)
+          continue;
+        const c = o.cloneNode(true);
+        c.selected = o.value === keep;
+        cb.appendChild(c);
+      }
+    });
+  }
+
   // Import: a chosen file fills the form's text area.
   const file = document.getElementById("import-file");
   if (file) {
