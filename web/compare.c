@@ -256,6 +256,18 @@ static void compare_picker(struct req *rq, const char *sa, const char *sb)
 	PQclear(all);
 }
 
+/* The page's order: new clusters first, then by growth (B - A cost per stream), the most grown first. */
+static int compare_by_growth(const void *x, const void *y)
+{
+	const struct compare_row *p = x, *q = y;
+
+	if ((p->status == CMP_NEW) != (q->status == CMP_NEW))
+		return p->status == CMP_NEW ? -1 : 1;
+	if (p->diff != q->diff)
+		return p->diff > q->diff ? -1 : 1;
+	return p->b != q->b ? (p->b < q->b ? -1 : 1) : (p->a < q->a ? -1 : p->a > q->a);
+}
+
 void compare_page_compare(struct req *rq)
 {
 	const char *sa = req_query(rq, "a"), *sb = req_query(rq, "b"), *sf = req_query(rq, "force");
@@ -322,15 +334,22 @@ void compare_page_compare(struct req *rq)
 	html_rawf(rq, "<p><a href=\"/runs/%lld\">Run #%lld</a> (%llu streams) against <a href=\"/runs/%lld\">run #%lld</a>"
 		      " (%llu streams): %zu clusters.</p><table class=\"compare\" id=\"compare\"><thead><tr><th>Status</th>"
 		      "<th>Kind</th><th class=\"n\">A</th><th class=\"n\">B</th><th class=\"n\">A per stream</th>"
-		      "<th class=\"n\">B per stream</th><th class=\"n\">Change [95 %%]</th><th class=\"n\">Match</th>"
+		      "<th class=\"n\">B per stream</th><th class=\"n\" aria-sort=\"descending\" title=\"new clusters first, then the most grown\">Change [95 %%]</th><th class=\"n\">Match</th>"
 		      "<th>Common part (innermost frames)</th></tr></thead><tbody>",
 		  (long long)b, (long long)b, (unsigned long long)cmp->b_streams, (long long)a, (long long)a,
 		  (unsigned long long)cmp->a_streams, cmp->n);
+	qsort(cmp->rows, cmp->n, sizeof(*cmp->rows), compare_by_growth);
 	for (size_t i = 0; i < cmp->n && i < 500; i++) {
 		const struct compare_row *r = &cmp->rows[i];
+		const char *st = compare_status_name(r->status);
 
-		html_rawf(rq, "<tr class=\"%s\"><td>%s</td><td>%s</td><td class=\"n\">", compare_status_name(r->status),
-			  compare_status_name(r->status), r->kind == 'w' ? "wait" : "run");
+		/* what changed stands out: a badge for new, grown and gone */
+		if (r->status == CMP_NEW || r->status == CMP_GROWN || r->status == CMP_GONE)
+			html_rawf(rq, "<tr class=\"%s\"><td><span class=\"badge %s\">%s</span></td><td>%s</td><td class=\"n\">",
+				  st, st, st, r->kind == 'w' ? "wait" : "run");
+		else
+			html_rawf(rq, "<tr class=\"%s\"><td>%s</td><td>%s</td><td class=\"n\">", st, st,
+				  r->kind == 'w' ? "wait" : "run");
 		if (r->a)
 			html_rawf(rq, "<a href=\"/clusters/%lld\">%lld</a>", (long long)r->a, (long long)r->a);
 		html_raw(rq, "</td><td class=\"n\">");

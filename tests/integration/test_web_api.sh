@@ -434,6 +434,16 @@ t_match "compare page: another app, a warning with a link that forces" "$HTTP_ST
 api GET "/compare?a=$RUN&b=$ORUN&force=1" "${AN[@]}"
 t_match "compare page: forced, compared" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" '^200 .*<table class="compare" id="compare">'
 t_eq "compare page: forced, no warning" "$(grep -c 'compare-warning' <<<"$HTTP_BODY")" 0
+# the page's order: new first, then the most grown; new, grown and gone carry a badge
+api GET "/api/v1/runs/$ORUN/compare/$RUN?force=1" "${AN[@]}"
+want=$(j '" ".join(str(c["b_cluster"]) for c in sorted(j["clusters"], key=lambda c: (c["status"] != "new", -c["change_ns"], c["b_cluster"])))')
+api GET "/compare?a=$ORUN&b=$RUN&force=1" "${AN[@]}"
+t_eq "compare page: new first, then by growth, each new one with a badge" "$HTTP_STATUS $("$PY" -c '
+import re, sys
+rows = re.findall(r"<tr class=\"(\w+)\">(.*?)</tr>", sys.stdin.read())
+print(" ".join(re.search(r"/clusters/(\d+)", r).group(1) for _, r in rows),
+      all(("<span class=\"badge %s\">%s</span>" % (st, st) in r) == (st in ("new", "grown", "gone")) for st, r in rows))' <<<"$HTTP_BODY")" \
+	"200 $want True"
 # the picker: A among every done run, B among those of A's app and kind, newest first
 CRUN2=$(cmp_copy '{"kind": "run"}')
 api GET "/compare?a=$CRUN" "${AN[@]}"
