@@ -294,8 +294,8 @@ void compare_page_compare(struct req *rq)
 	if (rc == WEB_EINVAL && a && b) {
 		html_raw(rq, "<div class=\"warning\" id=\"compare-warning\" role=\"alert\"><p><strong>");
 		html_text(rq, forcible ? "Different apps: not compared." : "Nothing in common to compare.");
-		html_raw(rq, "</strong> ");
-		html_text(rq, err + strlen("b: "));
+		html_raw(rq, "</strong> R");   /* err is "b: run ...": a sentence here */
+		html_text(rq, err + strlen("b: r"));
 		html_raw(rq, ".</p>");
 		if (forcible) {
 			html_raw(rq, "<p>The same kind of events of two apps may share library code: <a id=\"compare-force\" "

@@ -426,7 +426,7 @@ api GET "/api/v1/runs/$RUN/compare/999999" "${AN[@]}"
 t_err "compare: a missing run stays 404" 404 "run 999999: no such run"
 api GET "/compare?a=$CRUN&b=$WRUN" "${AN[@]}"
 t_match "compare page: CPU against wait, a warning at the top and no table" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
-	"^200 .*<h1>Compare two runs</h1><div class=\"warning\" id=\"compare-warning\" role=\"alert\"><p><strong>Nothing in common to compare.</strong> run $WRUN mined wait events of app otherapp, run $CRUN CPU samples of app webapp: not comparable.</p></div>"
+	"^200 .*<h1>Compare two runs</h1><div class=\"warning\" id=\"compare-warning\" role=\"alert\"><p><strong>Nothing in common to compare.</strong> Run $WRUN mined wait events of app otherapp, run $CRUN CPU samples of app webapp: not comparable.</p></div>"
 t_eq "compare page: refused, nothing compared nor a way to force" "$(grep -c 'id="compare"\|compare-force' <<<"$HTTP_BODY")" 0
 api GET "/compare?a=$RUN&b=$ORUN" "${AN[@]}"
 t_match "compare page: another app, a warning with a link that forces" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
