@@ -247,9 +247,11 @@ static void compare_picker(struct req *rq, const char *sa, const char *sb)
 			compare_option(rq, bs, i, sb);
 	html_raw(rq, "</select></label> <button type=\"submit\">Compare</button>");
 	if (bs)
-		html_raw(rq, " <span class=\"hint\" id=\"compare-b-hint\">B: the done runs of run A&#39;s app and kind, newest first.</span>");
+		html_raw(rq, " <span class=\"hint\" id=\"compare-b-hint\">B: the done runs of run A&#39;s app and kind, "
+			     "newest first.</span>");
 	else if (!sa)
-		html_raw(rq, " <span class=\"hint\" id=\"compare-b-hint\">Choose run A, then Compare: B lists the runs of its app and kind.</span>");
+		html_raw(rq, " <span class=\"hint\" id=\"compare-b-hint\">Choose run A, then Compare: B lists the runs "
+			     "of its app and kind.</span>");
 	html_raw(rq, "</form>");
 	PQclear(bs);
 	PQclear(what);
@@ -334,7 +336,8 @@ void compare_page_compare(struct req *rq)
 	html_rawf(rq, "<p><a href=\"/runs/%lld\">Run #%lld</a> (%llu streams) against <a href=\"/runs/%lld\">run #%lld</a>"
 		      " (%llu streams): %zu clusters.</p><table class=\"compare\" id=\"compare\"><thead><tr><th>Status</th>"
 		      "<th>Kind</th><th class=\"n\">A</th><th class=\"n\">B</th><th class=\"n\">A per stream</th>"
-		      "<th class=\"n\">B per stream</th><th class=\"n\" aria-sort=\"descending\" title=\"new clusters first, then the most grown\">Change [95 %%]</th><th class=\"n\">Match</th>"
+		      "<th class=\"n\">B per stream</th><th class=\"n\" aria-sort=\"descending\" title=\"new clusters first, "
+		      "then the most grown\">Change [95 %%]</th><th class=\"n\">Match</th>"
 		      "<th>Common part (innermost frames)</th></tr></thead><tbody>",
 		  (long long)b, (long long)b, (unsigned long long)cmp->b_streams, (long long)a, (long long)a,
 		  (unsigned long long)cmp->a_streams, cmp->n);

@@ -193,7 +193,8 @@ PGresult *model_compare_runs(PGconn *db, const char *app, const char *kind, long
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	return run(db, "SELECT id AS run_id, params->>'app' AS app, coalesce(params->>'kind', 'both') AS kind, "
 		       ISO("finished_at") " AS finished_at FROM runs WHERE status = 'done'"
-		       " AND ($1::text IS NULL OR params->>'app' = $1) AND ($2::text IS NULL OR coalesce(params->>'kind', 'both') = $2)"
+		       " AND ($1::text IS NULL OR params->>'app' = $1)"
+		       " AND ($2::text IS NULL OR coalesce(params->>'kind', 'both') = $2)"
 		       " ORDER BY id DESC LIMIT $3::bigint", 3, p, err, errlen);
 }
 
