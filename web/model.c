@@ -177,6 +177,28 @@ PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen)
 	return run_prepared(db, 5, RUN_COLS " WHERE r.id = $1::bigint", 1, p, err, errlen);
 }
 
+/* What a run mined, for comparing two: a run without a kind in its params mined both. */
+PGresult *model_run_what(PGconn *db, const char *id, char *err, size_t errlen)
+{
+	const char *p[1] = { id };
+
+	return run(db, "SELECT id AS run_id, status, params->>'app' AS app, coalesce(params->>'kind', 'both') AS kind"
+		       " FROM runs WHERE id = $1::bigint", 1, p, err, errlen);
+}
+
+PGresult *model_compare_runs(PGconn *db, const char *app, const char *kind, long limit, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[3] = { app, kind, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	return run(db, "SELECT id AS run_id, params->>'app' AS app, coalesce(params->>'kind', 'both') AS kind, "
+		       ISO("finished_at") " AS finished_at FROM runs WHERE status = 'done'"
+		       " AND ($1::text IS NULL OR params->>'app' = $1)"
+		       " AND ($2::text IS NULL OR coalesce(params->>'kind', 'both') = $2)"
+		       " ORDER BY id DESC LIMIT $3::bigint", 3, p, err, errlen);
+}
+
 PGresult *model_apps(PGconn *db, char *err, size_t errlen)
 {
 	return run(db, "SELECT DISTINCT app FROM streams ORDER BY app", 0, NULL, err, errlen);

@@ -47,6 +47,11 @@ PGresult *model_runs(PGconn *db, const char *app, const char *status, long limit
 		     size_t errlen);
 PGresult *model_runs_count(PGconn *db, const char *app, const char *status, char *err, size_t errlen);
 PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen);
+/* What run id mined: run_id, status, app, kind (run, wait or both); no row when it does not exist. */
+PGresult *model_run_what(PGconn *db, const char *id, char *err, size_t errlen);
+/* Done runs that a comparison may take, newest first: run_id, app, kind, finished_at; app and kind
+ * (NULL: any) keep those of one app and kind. */
+PGresult *model_compare_runs(PGconn *db, const char *app, const char *kind, long limit, char *err, size_t errlen);
 /* Distinct apps of the stored streams (for the run form). */
 PGresult *model_apps(PGconn *db, char *err, size_t errlen);
 

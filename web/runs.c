@@ -541,7 +541,11 @@ static void run_header(struct req *rq, const char *id, PGresult *run)
 	runs_run_params_summary(rq, model_col(run, 0, "params"));
 	html_raw(rq, "</p>");
 	if (strcmp(model_col(run, 0, "status"), "done") == 0)
+	{
 		pages_download_links(rq, req_printf(rq, "/api/v1/runs/%s/profile", id));
+		html_rawf(rq, "<p><a id=\"compare-with\" href=\"/compare?a=%s\">Compare with…</a> a later run of this app "
+			      "and kind.</p>", id);
+	}
 	if (rq->role >= AUTH_ADMIN && strcmp(model_col(run, 0, "status"), "running") != 0) {
 		html_rawf(rq, "<form class=\"delete\" method=\"post\" action=\"/runs/%s/delete\" "
 			  "data-confirm=\"Delete run %s and its results? This cannot be undone.\">", id, id);

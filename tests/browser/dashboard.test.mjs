@@ -7,7 +7,8 @@
 //
 // Environment: SM_WEB_URL (sm-web's base URL), SM_ANALYST_TOKEN, SM_APP (the app
 // to mine with the run form), SM_THRESHOLD_NS (the run's threshold), SM_XSS_RUN
-// (a done run of the app whose frames, host and labels hold markup), SM_SCREENS
+// (a done run of the app whose frames, host and labels hold markup), SM_XSS_RUN2 and
+// SM_XSS_WAIT (done copies of it: the same kind, wait events only; for Compare), SM_SCREENS
 // (where full-page screenshots go), SM_CHROMIUM (default /usr/bin/chromium),
 // SM_ADMIN_TOKEN (an admin's, for the run deletion and its confirmation), SM_LIVE_RUN (a run
 // "running" with a heartbeat's progress written by the script, never ending).
@@ -16,8 +17,8 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 const env = process.env;
-for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_ADMIN_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_SCREENS",
-  "SM_LIVE_RUN"]) {
+for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_ADMIN_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_XSS_RUN2",
+  "SM_XSS_WAIT", "SM_SCREENS", "SM_LIVE_RUN"]) {
   if (!env[k]) {
     console.error(`dashboard.test.mjs: ${k} is not set (run it through tests/integration/test_web_browser.sh)`);
     process.exit(2);
@@ -243,9 +244,9 @@ await check("a write with the session cookie but no CSRF token is refused", asyn
     return { none: await post({}), wrong: await post({ "X-CSRF-Token": "0".repeat(32) }) };
   }, env.SM_APP);
   expect(r.none === 403 && r.wrong === 403, `without the token: ${r.none}, with a wrong one: ${r.wrong}`);
-  // no run was queued by them: the xssapp run, the live one (SM_LIVE_RUN) and the form's are all there is
+  // no run was queued by them: the xssapp run and its two copies, the live one (SM_LIVE_RUN) and the form's
   const body = await page.evaluate(() => fetch("/api/v1/runs", { credentials: "same-origin" }).then((x) => x.json()));
-  expect(body.total === 3, `${body.total} runs, expected 3`);
+  expect(body.total === 5, `${body.total} runs, expected 5`);
 });
 
 // ---- 3. sorting ----
@@ -739,7 +740,7 @@ await check("at 800 px the runs page, a run page and the fleet page do not scrol
   const wide = [];
   await page.setViewportSize({ width: 800, height: 900 });
   try {
-    const more = [clusterUrl, xssCluster, `/signatures?run=${runId}`, "/alerts", `/compare?a=${env.SM_XSS_RUN}&b=${runId}`,
+    const more = [clusterUrl, xssCluster, `/signatures?run=${runId}`, "/alerts", `/compare?a=${env.SM_XSS_RUN}&b=${runId}&force=1`,
       "/streams"].filter((u) => u);
     for (const u of ["/runs", `/runs/${runId}`, `/runs/${env.SM_XSS_RUN}`, "/fleet", ...more]) {
       const r = await go(u);
@@ -793,6 +794,62 @@ await check("the done badge's contrast is at least 4.5:1 in the light and the da
     await page.emulateMedia({ colorScheme: "light" });
   }
   console.log(`# done badge ${got.join("; ")}`);
+});
+
+// ---- 8b. Compare: a picker of comparable runs, a warning for the others ----
+step = "compare";
+const bOptions = (p) => p.locator("#compare-b option").evaluateAll((os) => os.map((o) => o.value).filter((v) => v));
+await check("Compare: B offers only the done runs of A's app and kind, narrowing as A changes; Compare compares", async () => {
+  needs(runId, "no run");
+  await go(`/runs/${env.SM_XSS_RUN}`);
+  await clickAndWait(page.locator("a#compare-with"));
+  expect(path(page) === "/compare" && query(page, "a") === env.SM_XSS_RUN, `Compare with… went to ${page.url()}`);
+  let b = await bOptions(page);
+  expect(b.join() === env.SM_XSS_RUN2, `B offers [${b}] for run ${env.SM_XSS_RUN}, want [${env.SM_XSS_RUN2}]`);
+  const a = await page.locator("#compare-a option").evaluateAll((os) => os.map((o) => o.value).filter((v) => v));
+  for (const id of [runId, env.SM_XSS_RUN, env.SM_XSS_RUN2, env.SM_XSS_WAIT])
+    expect(a.includes(id), `A does not offer run ${id}: [${a}]`);
+  await page.locator("#compare-a").selectOption(runId);
+  b = await bOptions(page);
+  expect(b.length === 0, `B offers [${b}] for run ${runId}, the only checkout run`);
+  await page.locator("#compare-a").selectOption(env.SM_XSS_RUN2);
+  b = await bOptions(page);
+  expect(b.join() === env.SM_XSS_RUN, `B offers [${b}] for run ${env.SM_XSS_RUN2}`);
+  await page.locator("#compare-b").selectOption(env.SM_XSS_RUN);
+  await clickAndWait(page.locator("#compare-pick button[type=submit]"));
+  expect(query(page, "a") === env.SM_XSS_RUN2 && query(page, "b") === env.SM_XSS_RUN, `submitted ${page.url()}`);
+  expect((await page.locator("table#compare").count()) === 1, "no comparison table");
+  expect((await page.locator("#compare-warning").count()) === 0, "a warning for runs of one app and kind");
+});
+await check("Compare: CPU and wait runs get a warning at the top and no comparison; another app a link that forces", async () => {
+  await go(`/compare?a=${env.SM_XSS_RUN}&b=${env.SM_XSS_WAIT}`);
+  const w = page.locator("main #compare-warning, #compare-warning").first();
+  expect(await w.isVisible(), "no visible warning");
+  const t = await w.textContent();
+  expect(/Nothing in common to compare/.test(t) && t.includes("wait events") && t.includes("CPU samples and wait events"),
+    `warning '${t}'`);
+  const first = await page.evaluate(() => document.querySelector("h1").nextElementSibling.id);
+  expect(first === "compare-warning", `after the heading comes #${first}`);
+  expect((await page.locator("table#compare, #compare-force").count()) === 0, "compared anyway, or offered to force");
+  await shot(page, "compare-warning");
+  await go(`/compare?a=${env.SM_XSS_RUN}&b=${runId}`);
+  await clickAndWait(page.locator("a#compare-force"));
+  expect(query(page, "force") === "1" && (await page.locator("table#compare").count()) === 1, `forced: ${page.url()}`);
+});
+await check("Compare without JavaScript: choosing A and submitting lists B's choices", async () => {
+  const ctx = await browser.newContext({ javaScriptEnabled: false });
+  try {
+    const p = await loginAs(ctx, env.SM_ANALYST_TOKEN);
+    await p.goto(`${BASE}/compare`);
+    expect((await bOptions(p)).length === 0, "B offers runs before A is chosen");
+    await p.locator("#compare-a").selectOption(env.SM_XSS_RUN);
+    expect((await bOptions(p)).length === 0, "B changed without JavaScript");
+    await Promise.all([p.waitForNavigation(), p.locator("#compare-pick button[type=submit]").click()]);
+    const b = await bOptions(p);
+    expect(b.join() === env.SM_XSS_RUN2, `B offers [${b}] after submitting A`);
+  } finally {
+    await ctx.close();
+  }
 });
 
 // ---- 8c. deleting a run: a danger button that asks first ----

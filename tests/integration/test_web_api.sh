@@ -406,6 +406,59 @@ t_eq "problems: an old run's empty list says why" "$HTTP_STATUS $(j 'j')" \
 api GET "/runs/$OLDRUN" "${AN[@]}"
 t_match "run page: an old run says it has no problems" "$HTTP_STATUS $HTTP_BODY" '^200 .*<section id="problems"><h2>Problems</h2><p class="hint">This run was mined before problems existed'
 pg_q "DELETE FROM runs WHERE id = $OLDRUN"
+# ---- compare: only runs of one kind, and of one app unless forced ----
+cmp_copy() { # cmp_copy JSON: a done copy of $RUN with params JSON merged in; its id
+	pg_q "INSERT INTO runs (params, status, counts) SELECT params || :'p'::jsonb, 'done', counts FROM runs WHERE id = $RUN RETURNING id" -v p="$1" | head -n 1
+}
+CRUN=$(cmp_copy '{"kind": "run"}')
+WRUN=$(cmp_copy '{"kind": "wait", "app": "otherapp"}')
+ORUN=$(cmp_copy '{"app": "otherapp"}')
+api GET "/api/v1/runs/$CRUN/compare/$WRUN" "${AN[@]}"
+t_err "compare: CPU against wait refused" 400 "b: run $WRUN mined wait events of app otherapp, run $CRUN CPU samples of app webapp: not comparable"
+api GET "/api/v1/runs/$CRUN/compare/$WRUN?force=1" "${AN[@]}"
+t_eq "compare: CPU against wait refused even forced" "$HTTP_STATUS" 400
+api GET "/api/v1/runs/$RUN/compare/$ORUN" "${AN[@]}"
+t_err "compare: another app refused" 400 "b: run $ORUN mined app otherapp, run $RUN app webapp: not comparable without force=1"
+api GET "/api/v1/runs/$RUN/compare/$ORUN?force=1" "${AN[@]}"
+t_eq "compare: another app of the same kind, forced" "$HTTP_STATUS $(j '[j["a"], j["b"], j["total"] > 0]')" "200 [$RUN,$ORUN,true]"
+api GET "/api/v1/runs/$RUN/compare/$ORUN?force=yes" "${AN[@]}"
+t_err "compare: a bad force" 400 "force: must be a whole number from 0 to 1"
+api GET "/api/v1/runs/$RUN/compare/999999" "${AN[@]}"
+t_err "compare: a missing run stays 404" 404 "run 999999: no such run"
+api GET "/compare?a=$CRUN&b=$WRUN" "${AN[@]}"
+t_match "compare page: CPU against wait, a warning at the top and no table" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
+	"^200 .*<h1>Compare two runs</h1><div class=\"warning\" id=\"compare-warning\" role=\"alert\"><p><strong>Nothing in common to compare.</strong> Run $WRUN mined wait events of app otherapp, run $CRUN CPU samples of app webapp: not comparable.</p></div>"
+t_eq "compare page: refused, nothing compared nor a way to force" "$(grep -c 'id="compare"\|compare-force' <<<"$HTTP_BODY")" 0
+api GET "/compare?a=$RUN&b=$ORUN" "${AN[@]}"
+t_match "compare page: another app, a warning with a link that forces" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
+	"^200 .*<div class=\"warning\" id=\"compare-warning\" role=\"alert\">.*<a id=\"compare-force\" href=\"/compare\\?a=$RUN&amp;b=$ORUN&amp;force=1\">"
+api GET "/compare?a=$RUN&b=$ORUN&force=1" "${AN[@]}"
+t_match "compare page: forced, compared" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" '^200 .*<table class="compare" id="compare">'
+t_eq "compare page: forced, no warning" "$(grep -c 'compare-warning' <<<"$HTTP_BODY")" 0
+# the page's order: new first, then the most grown; new, grown and gone carry a badge
+api GET "/api/v1/runs/$ORUN/compare/$RUN?force=1" "${AN[@]}"
+want=$(j '" ".join(str(c["b_cluster"]) for c in sorted(j["clusters"], key=lambda c: (c["status"] != "new", -c["change_ns"], c["b_cluster"])))')
+api GET "/compare?a=$ORUN&b=$RUN&force=1" "${AN[@]}"
+t_eq "compare page: new first, then by growth, each new one with a badge" "$HTTP_STATUS $("$PY" -c '
+import re, sys
+rows = re.findall(r"<tr class=\"(\w+)\">(.*?)</tr>", sys.stdin.read())
+print(" ".join(re.search(r"/clusters/(\d+)", r).group(1) for _, r in rows),
+      all(("<span class=\"badge %s\">%s</span>" % (st, st) in r) == (st in ("new", "grown", "gone")) for st, r in rows))' <<<"$HTTP_BODY")" \
+	"200 $want True"
+# the picker: A among every done run, B among those of A's app and kind, newest first
+CRUN2=$(cmp_copy '{"kind": "run"}')
+api GET "/compare?a=$CRUN" "${AN[@]}"
+t_eq "compare picker: B offers the runs of A's app and kind only" \
+	"$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY" | sed -n 's/.*<select name="b" id="compare-b">\(.*\)<\/select><\/label> <button.*/\1/p' | grep -o 'option value="[0-9][0-9]*"' | tr '\n' ' ')" \
+	"200 option value=\"$CRUN2\" "
+t_eq "compare picker: A offers every done run, newest first, A chosen" \
+	"$(tr -d '\n' <<<"$HTTP_BODY" | sed -n 's/.*<select name="a" id="compare-a">\(.*\)<\/select><\/label> <label>Run B.*/\1/p' | grep -o 'option value="[0-9][0-9]*"[^>]*' | head -n 4 | tr '\n' ' ')" \
+	"option value=\"$CRUN2\" data-app=\"webapp\" data-kind=\"run\" option value=\"$ORUN\" data-app=\"otherapp\" data-kind=\"both\" option value=\"$WRUN\" data-app=\"otherapp\" data-kind=\"wait\" option value=\"$CRUN\" data-app=\"webapp\" data-kind=\"run\" selected "
+api GET "/compare" "${AN[@]}"
+t_match "compare picker: no A, B waits for it" "$HTTP_STATUS $HTTP_BODY" '^200 .*<select name="b" id="compare-b"><option value="">— choose run A first —</option></select>'
+api GET "/runs/$RUN" "${AN[@]}"
+t_match "run page: Compare with… opens the picker with this run as A" "$HTTP_STATUS $HTTP_BODY" "^200 .*<a id=\"compare-with\" href=\"/compare\\?a=$RUN\">Compare with…</a>"
+pg_q "DELETE FROM runs WHERE id IN ($CRUN, $WRUN, $ORUN, $CRUN2)"
 api GET "/runs/$RUN" "${AN[@]}"
 t_match "run page: leads with the problems, the worst first, escaped" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
 	"^200 .*<h1>Run #$RUN: .*<section id=\"problems\"><h2>Problems</h2><ol class=\"problems\"><li class=\"problem\" id=\"problem-$PW2\"><h3><a href=\"/problems/$PW2\">.*libc!fsync.*</li><li class=\"problem\" id=\"problem-$PW1\">.*std::map&lt;K, V&gt;::find&amp;&quot;&#39;&lt;script&gt;alert\(1\)&lt;/script&gt;.*href=\"/clusters/$R1\".*</ol></section>.*<table class=\"clusters\""

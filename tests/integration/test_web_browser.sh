@@ -21,7 +21,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the number of checks the browser scenario makes when it runs to the end
-BROWSER_CHECKS=49
+BROWSER_CHECKS=52
 
 browser_dir=$SM_REPO/tests/browser
 chromium=${SM_CHROMIUM:-/usr/bin/chromium}
@@ -97,6 +97,11 @@ XSS_RUN=$("$SM_BIN_DIR/sm-miner" run --quiet --app xssapp --threshold-ns 800000 
 	{ sed 's/^/  | /' "$T_TMP/miner.err"; t_bail "sm-miner run --app xssapp"; }
 # the lock wait and the holder's CPU, each in the frames with markup
 t_eq "xssapp: two clusters" "$(pg_q "SELECT counts->>'clusters' FROM runs WHERE id = $XSS_RUN")" 2
+# for the Compare picker: a second run of xssapp's kind, and one of its wait events only
+xss_copy() { pg_q "INSERT INTO runs (params, status, counts, finished_at) SELECT params || :'p'::jsonb, 'done', counts, now()
+	FROM runs WHERE id = $XSS_RUN RETURNING id" -v p="$1" | head -n 1; }
+XSS_RUN2=$(xss_copy '{}')
+XSS_WAIT=$(xss_copy '{"kind": "wait"}')
 
 # the run the browser starts: bugs that hit 10% of checkout's streams for 0.15 s
 napp=$(pg_q "SELECT count(*) FROM streams WHERE app = 'checkout'")
@@ -113,7 +118,8 @@ start_web --threads 4 || t_bail "sm-web starts"
 rm -rf "$screens"
 mkdir -p "$screens"
 SM_WEB_URL=$WEB_URL SM_ANALYST_TOKEN=$ANALYST_TOKEN SM_ADMIN_TOKEN=$ADMIN_TOKEN SM_APP=checkout SM_THRESHOLD_NS=$THRESHOLD_NS \
-	SM_XSS_RUN=$XSS_RUN SM_LIVE_RUN=$LIVE_RUN SM_SCREENS=$screens SM_CHROMIUM=$chromium \
+	SM_XSS_RUN=$XSS_RUN SM_XSS_RUN2=$XSS_RUN2 SM_XSS_WAIT=$XSS_WAIT SM_LIVE_RUN=$LIVE_RUN SM_SCREENS=$screens \
+	SM_CHROMIUM=$chromium \
 	node "$browser_dir/dashboard.test.mjs" >"$T_TMP/browser.out" 2>"$T_TMP/browser.err"
 rc=$?
 n=0
@@ -131,7 +137,7 @@ if [ -s "$T_TMP/browser.err" ]; then
 fi
 t_eq "browser: scenario exit status" "$rc" "$([ "$nfail" -eq 0 ] && echo 0 || echo 1)"
 t_eq "browser: number of checks" "$n" "$BROWSER_CHECKS"
-t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 20
+t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 21
 
 stop_web
 t_eq "sm-web: no 5xx answered" "$(grep -c 'status=5' "$WEB_LOG")" 0

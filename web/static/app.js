@@ -1,7 +1,7 @@
 // app.js: the dashboard's few scripts. Pages are rendered on the server; this
 // posts the run form to the API as JSON (without scripts it is a plain POST to /runs/new),
 // follows running runs' progress, reads a signature file into the import form, asks before a
-// destructive form acts, and zooms and searches flame graphs in place. It never builds HTML
+// destructive form acts, narrows Compare's run B to comparable runs, and zooms and searches flame graphs in place. It never builds HTML
 // from data: text goes in with textContent only.
 "use strict";
 
@@ -129,6 +129,26 @@
         c.name = "confirm";
         c.value = "1";
         f.appendChild(c);
+      }
+    });
+  }
+
+  // Compare: run B's choices narrow to the runs of run A's app and kind as A changes (without JS,
+  // the server lists them once A is submitted).
+  const ca = document.getElementById("compare-a"), cb = document.getElementById("compare-b");
+  if (ca && cb) {
+    ca.addEventListener("change", () => {
+      const a = ca.selectedOptions[0], keep = cb.value, first = document.createElement("option");
+      first.value = "";
+      first.textContent = a && a.value ? "— choose —" : "— choose run A first —";
+      cb.replaceChildren(first);
+      if (!a || !a.value) return;
+      for (const o of ca.options) {
+        if (!o.value || o.value === a.value || o.dataset.app !== a.dataset.app || o.dataset.kind !== a.dataset.kind)
+          continue;
+        const c = o.cloneNode(true);
+        c.selected = o.value === keep;
+        cb.appendChild(c);
       }
     });
   }
