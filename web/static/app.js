@@ -1,8 +1,8 @@
 // app.js: the dashboard's few scripts. Pages are rendered on the server; this
 // posts the run form to the API as JSON (without scripts it is a plain POST to /runs/new),
 // follows running runs' progress, reads a signature file into the import form, asks before a
-// destructive form acts, narrows Compare's run B to comparable runs, and zooms and searches flame graphs in place. It never builds HTML
-// from data: text goes in with textContent only.
+// destructive form acts, narrows Compare's run B to comparable runs, and zooms and searches
+// flame graphs in place. It never builds HTML from data: text goes in with textContent only.
 "use strict";
 
 (function () {
