@@ -149,7 +149,7 @@ void compare_get_compare(struct req *rq)
 
 /* The differential flame graph of two runs' stacks of one kind: B's widths, coloured by the change
  * of the cost per stream from A. */
-static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t na, uint64_t nb)
+static void compare_flame(struct req *rq, const char *a, const char *b, bool force, uint64_t na, uint64_t nb)
 {
 	const char *kind = req_query(rq, "kind");
 	const char *k = kind && strcmp(kind, "wait") == 0 ? "w" : "r";
@@ -182,9 +182,10 @@ static void compare_flame(struct req *rq, const char *a, const char *b, uint64_t
 	html_text(rq, a);
 	html_raw(rq, "&amp;b=");
 	html_text(rq, b);
-	html_rawf(rq, "&amp;kind=%s#flame\">The %s stacks</a>. Click a frame to zoom in.</p>", k[0] == 'w' ? "run" : "wait",
-		  k[0] == 'w' ? "run" : "wait");
-	pages_flame_graph(rq, f, (const char *const[]){ "a", "b", "kind", NULL });
+	/* a forced comparison stays forced on every link out of it */
+	html_rawf(rq, "&amp;kind=%s%s#flame\">The %s stacks</a>. Click a frame to zoom in.</p>", k[0] == 'w' ? "run" : "wait",
+		  force ? "&amp;force=1" : "", k[0] == 'w' ? "run" : "wait");
+	pages_flame_graph(rq, f, (const char *const[]){ "a", "b", "kind", "force", NULL });
 	html_raw(rq, "</section>");
 	flame_free(f);
 }
@@ -383,7 +384,7 @@ void compare_page_compare(struct req *rq)
 	}
 	html_raw(rq, "</tbody></table>");
 	pages_download_links(rq, req_printf(rq, "/api/v1/runs/%lld/compare/%lld/profile", (long long)a, (long long)b));
-	compare_flame(rq, sa, sb, cmp->a_streams, cmp->b_streams);
+	compare_flame(rq, sa, sb, force, cmp->a_streams, cmp->b_streams);
 	compare_free(cmp);
 	html_end(rq);
 }

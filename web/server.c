@@ -67,7 +67,7 @@ struct web {
 	pthread_t workers[256];
 	int nworkers;
 	bool stopping;              /* under qlock: new requests answered 503, queued ones too */
-	atomic_int held;            /* queued or running: shutdown waits for them */
+	atomic_int held;            /* queued, running or being sent: shutdown waits for them */
 	atomic_llong stopped[4];    /* by enum req_stop */
 	pthread_t watchdog;
 	bool watch_started;
@@ -266,7 +266,7 @@ static void serve_metrics(struct req *rq)
 			     "sm_web_requests_stopped_total{reason=\"deadline\"} %lld\n"
 			     "sm_web_requests_stopped_total{reason=\"client_gone\"} %lld\n"
 			     "sm_web_requests_stopped_total{reason=\"shutdown\"} %lld\n"
-			     "# HELP sm_web_requests_held Requests queued for or running in a worker.\n"
+			     "# HELP sm_web_requests_held Requests queued for or running in a worker, or their answers being sent.\n"
 			     "# TYPE sm_web_requests_held gauge\nsm_web_requests_held %d\n",
 		   (long long)atomic_load(&W.stopped[REQ_STOP_DEADLINE]),
 		   (long long)atomic_load(&W.stopped[REQ_STOP_GONE]),
@@ -408,7 +408,9 @@ static void dispatch(struct req *rq)
 
 /* ---- the workers: requests that need the database ---- */
 
-enum { HELD_NOT, HELD_QUEUED, HELD_ANSWERED };
+/* A held request counts until libmicrohttpd has sent its answer (on_completed), not until the answer
+ * is queued: shutdown stops the daemon once none is held, which would cut a queued answer off. */
+enum { HELD_NOT, HELD_QUEUED, HELD_ANSWERED, HELD_SENDING };
 
 /* Whether the client closed its end (data it pipelined after the request does not count). */
 static bool client_gone(int fd)
@@ -685,9 +687,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (rq->held == HELD_ANSWERED) {
-		/* resumed: the worker's answer */
-		rq->held = HELD_NOT;
-		atomic_fetch_sub(&W.held, 1);
+		/* resumed: the worker's answer, held until sent */
+		rq->held = HELD_SENDING;
 		atomic_fetch_add(&W.requests, 1);
 		if (rq->status >= 500)
 			log_warn("request failed", "method=%s route=%s path=%.200s status=%d", method, route_of(rq), url,
@@ -736,8 +737,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	held = rq->body.cap + rq->out.cap + arena_used(rq->a);
 	if (rq->held != HELD_NOT) {
-		/* answered by a worker, then gone before libmicrohttpd sent it */
-		if (rq->held == HELD_ANSWERED)
+		/* sent, or gone before libmicrohttpd could send it */
+		if (rq->held == HELD_ANSWERED || rq->held == HELD_SENDING)
 			atomic_fetch_sub(&W.held, 1);
 		else
 			log_error("request ended while a worker holds it", "path=\"%.200s\"", rq->path ? rq->path : "");

@@ -487,14 +487,14 @@ await check("flame graph: a module has the same fill on two pages", async () => 
 });
 await check("compare page: the differential graph zooms in place; titles read e.g. '1.23 s (45.6 %)'", async () => {
   needs(runId, "no run");
-  await go(`/compare?a=${env.SM_XSS_RUN}&b=${runId}`);
+  await go(`/compare?a=${env.SM_XSS_RUN}&b=${runId}&force=1`);
   const titles = await page.locator("svg.flame g.fn title").allTextContents();
   expect(titles.length >= 1, "no differential graph");
   expect(titles.every((t) => !/events/.test(t)), `a title counts events: '${titles.find((t) => /events/.test(t))}'`);
   expect(/^[0-9.]+ (s|ms|µs) \([0-9.]+ %\)$/.test(titles[0].split("\n")[1]), `title '${titles[0]}'`);
   const nodes = await flameNodes();
   const pick = nodes.filter((n) => n.w < 0.9 * nodes[0].w).sort((a, b) => b.w - a.w)[0] || nodes[0];
-  expect(/[?&]a=.*&b=.*focus=[0-9]+#flame$/.test(pick.href), `link ${pick.href}`);
+  expect(/[?&]a=.*&b=.*&force=1.*focus=[0-9]+#flame$/.test(pick.href), `link ${pick.href} (a forced comparison stays forced)`);
   const why = await zoomInPlace(page.locator(`svg.flame a[href='${pick.href}']`).first());
   expect(!why, why);
   const after = await flameNodes();
