@@ -1,6 +1,7 @@
 /* attribution: label values over-represented among a cluster's or a problem's streams (see attribution.h). */
 #include "web/attribution.h"
 #include "common/db.h"
+#include "common/fmt.h"
 #include "common/stats.h"
 #include "web/model.h"
 
@@ -157,15 +158,17 @@ static void put_p(struct buf *out, double q)
 static void attribution_words(const struct attribution *at, size_t i, struct buf *out)
 {
 	const struct attribution_value *x = &at->v[i];
+	char t[FMT_LEN], v[FMT_LEN];
+	const char *shown = fmt_label_value(v, x->key, x->value);
 
-	buf_printf(out, "%.0f %% of this %s's cost is on ", 100 * x->cost_share, what(at));
+	buf_printf(out, "%s of this %s's cost is on ", fmt_share(t, x->cost_share), what(at));
 	if (strcmp(x->key, "host") == 0 || strcmp(x->key, "version") == 0)
 		buf_printf(out, "%s %s", x->key, x->value);
 	else
-		buf_printf(out, "%s = %s", x->key, x->value);
-	buf_printf(out, ", which has %.0f %% of the run's streams", 100 * x->run_share);
+		buf_printf(out, "%s = %s", x->key, shown ? shown : x->value);
+	buf_printf(out, ", which has %s of the run's streams", fmt_share(t, x->run_share));
 	if (at->baseline_streams)
-		buf_printf(out, " (%.0f %% of the baseline's)", 100 * x->baseline_share);
+		buf_printf(out, " (%s of the baseline's)", fmt_share(t, x->baseline_share));
 	buf_puts(out, "; ");
 	put_p(out, x->q);
 }
@@ -176,7 +179,9 @@ void attribution_summary(const struct attribution *at, struct buf *out)
 		attribution_words(at, 0, out);
 		return;
 	}
-	buf_printf(out, "No host, version or label value stands out among this %s's %llu stream%s (the smallest "
-		   "adjusted p is %.2g)", what(at), (unsigned long long)at->cluster_streams,
+	char t[FMT_LEN];
+
+	buf_printf(out, "No host, version or label value stands out among this %s's %s stream%s (the smallest "
+		   "adjusted p is %.2g)", what(at), fmt_count(t, (int64_t)at->cluster_streams),
 		   at->cluster_streams == 1 ? "" : "s", at->v[0].q);
 }

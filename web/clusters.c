@@ -12,6 +12,7 @@
 #include "web/request.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,11 +312,19 @@ void clusters_attribution_section(struct req *rq, enum attribution_of of, const 
 		html_raw(rq, "<tr><td>");
 		html_text(rq, x->key);
 		html_raw(rq, "</td><td>");
-		html_text(rq, x->value);
-		html_rawf(rq, "</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td>",
-			  100 * x->cost_share, 100 * x->cluster_share, 100 * x->run_share);
-		if (at.baseline_streams)
-			html_rawf(rq, "<td class=\"n\">%.0f %%</td>", 100 * x->baseline_share);
+		html_label_value(rq, x->key, x->value);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_share(rq, x->cost_share);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_share(rq, x->cluster_share);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_share(rq, x->run_share);
+		html_raw(rq, "</td>");
+		if (at.baseline_streams) {
+			html_raw(rq, "<td class=\"n\">");
+			html_share(rq, x->baseline_share);
+			html_raw(rq, "</td>");
+		}
 		html_rawf(rq, "<td class=\"n\">%.2f</td><td class=\"n\">%.2g</td></tr>", x->lift, x->q);
 	}
 	html_raw(rq, "</tbody></table></section>");
@@ -385,8 +394,11 @@ static void alignment_blocks(struct req *rq, PGresult *c, const struct member *m
 		}
 		html_raw(rq, "</tbody></table></details>");
 	}
-	if (nal > 200)
-		html_rawf(rq, "<p>… and %zu more members (the API has them all).</p>", nal - 200);
+	if (nal > 200) {
+		html_raw(rq, "<p>… and ");
+		html_count(rq, (int64_t)(nal - 200));
+		html_raw(rq, " more members (the API has them all).</p>");
+	}
 	html_raw(rq, "</section>");
 	json_object_put(al);
 }
@@ -421,11 +433,16 @@ static void breakdown(struct req *rq, PGresult *r, const char *dim, const char *
 				html_raw(rq, "</td>");
 			}
 			html_raw(rq, "<td>");
-			html_text(rq, model_col(r, i, "value"));
+			if (label)
+				html_label_value(rq, model_col(r, i, "key"), model_col(r, i, "value"));
+			else
+				html_text(rq, model_col(r, i, "value"));
 			html_raw(rq, "</td><td class=\"n metric\">");
 			html_cost(rq, model_coln(r, i, "cost_ns"));
 			html_bar(rq, (double)model_coln(r, i, "cost_ns"), max, 60);
-			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(r, i, "streams"));
+			html_raw(rq, "</td><td class=\"n\">");
+			html_count(rq, model_coln(r, i, "streams"));
+			html_raw(rq, "</td></tr>");
 		}
 	}
 	html_raw(rq, "</tbody></table></section>");
@@ -473,10 +490,11 @@ static void cluster_metrics(struct req *rq, PGresult *c, const char *id)
 	html_rawf(rq, "<h1>Cluster %s: %s, rank %lld by total cost</h1><dl class=\"counts\"><dt>Total cost</dt><dd>",
 		  id, model_col(c, 0, "kind")[0] == 'w' ? "wait" : "run (CPU)", (long long)model_coln(c, 0, "rank_total_cost"));
 	html_cost(rq, model_coln(c, 0, "total_cost_ns"));
-	html_rawf(rq, " (#%lld)</dd><dt>Streams</dt><dd>%lld (#%lld)</dd><dt>Events</dt><dd>%lld (#%lld)</dd>"
-		      "<dt>Average cost</dt><dd>", (long long)model_coln(c, 0, "rank_total_cost"),
-		  (long long)model_coln(c, 0, "streams"), (long long)model_coln(c, 0, "rank_streams"),
-		  (long long)model_coln(c, 0, "events"), (long long)model_coln(c, 0, "rank_events"));
+	html_rawf(rq, " (#%lld)</dd><dt>Streams</dt><dd>", (long long)model_coln(c, 0, "rank_total_cost"));
+	html_count(rq, model_coln(c, 0, "streams"));
+	html_rawf(rq, " (#%lld)</dd><dt>Events</dt><dd>", (long long)model_coln(c, 0, "rank_streams"));
+	html_count(rq, model_coln(c, 0, "events"));
+	html_rawf(rq, " (#%lld)</dd><dt>Average cost</dt><dd>", (long long)model_coln(c, 0, "rank_events"));
 	html_cost(rq, model_coln(c, 0, "avg_cost_ns"));
 	html_rawf(rq, " (#%lld)</dd>", (long long)model_coln(c, 0, "rank_avg_cost"));
 	if (model_col(c, 0, "excess_cost_ns")) {
@@ -488,9 +506,11 @@ static void cluster_metrics(struct req *rq, PGresult *c, const char *id)
 	html_raw(rq, "<dt title=\"each stream's cost times its sampling weight: what the whole fleet spent, "
 		     "the violations the agents did not ship included\">Estimated fleet cost</dt><dd>");
 	html_cost(rq, model_coln(c, 0, "est_cost_ns"));
-	html_rawf(rq, " (%.1f streams estimated)</dd>", model_cold(c, 0, "est_streams"));
-	html_rawf(rq, "<dt>Patterns</dt><dd>%lld</dd></dl>",
-		  (long long)model_coln(c, 0, "patterns_total"));
+	html_raw(rq, " (");
+	html_count(rq, llround(model_cold(c, 0, "est_streams")));
+	html_raw(rq, " streams estimated)</dd><dt>Patterns</dt><dd>");
+	html_count(rq, model_coln(c, 0, "patterns_total"));
+	html_raw(rq, "</dd></dl>");
 }
 
 /* The excess in words (docs/analysis.md), for a cluster measured against a baseline. */
@@ -500,17 +520,16 @@ static void excess_words(struct req *rq, PGresult *c)
 	html_cost(rq, model_coln(c, 0, "own_cost_ns"));
 	html_raw(rq, "; at the rate of the normal units (");
 	html_cost(rq, model_coln(c, 0, "baseline_cost_ns"));
-	html_rawf(rq, " per baseline stream, %lld of them with a cost here) they would have spent ",
-		  (long long)model_coln(c, 0, "baseline_streams"));
+	html_raw(rq, " per baseline stream, ");
+	html_count(rq, model_coln(c, 0, "baseline_streams"));
+	html_raw(rq, " of them with a cost here) they would have spent ");
 	html_cost(rq, model_coln(c, 0, "expected_cost_ns"));
 	html_raw(rq, ": an excess of <strong>");
 	html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
 	html_raw(rq, "</strong>");
 	if (model_col(c, 0, "excess_lo_ns")) {
 		html_raw(rq, " (95 % interval ");
-		html_cost(rq, model_coln(c, 0, "excess_lo_ns"));
-		html_raw(rq, " to ");
-		html_cost(rq, model_coln(c, 0, "excess_hi_ns"));
+		html_interval(rq, (double)model_coln(c, 0, "excess_lo_ns"), (double)model_coln(c, 0, "excess_hi_ns"));
 		html_raw(rq, ")");
 	}
 	html_raw(rq, ".</p>");
@@ -604,7 +623,9 @@ static void where_section(struct req *rq, PGresult *c, const char *id)
 			html_text(rq, model_col(ts, i, "version"));
 			html_raw(rq, "</td><td class=\"n\">");
 			html_cost(rq, model_coln(ts, i, "cost_ns"));
-			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(ts, i, "events"));
+			html_raw(rq, "</td><td class=\"n\">");
+			html_count(rq, model_coln(ts, i, "events"));
+			html_raw(rq, "</td></tr>");
 		}
 		html_raw(rq, "</tbody></table>");
 		PQclear(ts);

@@ -87,13 +87,14 @@ async function shot(page, name) {
   }
 }
 
-// "1.500 s", "12.3 ms", "300 µs" (html_cost) or a plain count, as a number
+// "1.5 s", "12.3 ms", "300 µs", "36,432 s" (common/fmt.c) or a count ("1,234"), as a number
 function metricValue(text) {
-  const t = text.replace(/\s+/g, " ").trim();
+  const t = text.replace(/\s+/g, " ").trim().replace(/,/g, "");
   let m;
   if ((m = /^([0-9.]+) s$/.exec(t))) return Number(m[1]) * 1e9;
   if ((m = /^([0-9.]+) ms$/.exec(t))) return Number(m[1]) * 1e6;
   if ((m = /^([0-9.]+) µs$/.exec(t))) return Number(m[1]) * 1e3;
+  if ((m = /^([0-9]+) ns$/.exec(t))) return Number(m[1]);
   if (/^[0-9]+$/.test(t)) return Number(t);
   return NaN;
 }
@@ -426,7 +427,7 @@ await check("flame graph: clicking a bar above zooms out, and Reset zoom too (in
   after = await page.locator("svg.flame").evaluate((e) => e.outerHTML);
   expect(after === flameBefore, "after Reset zoom the graph is not the whole one again");
 });
-const SHARE = /^matched: [0-9]+\.[0-9] % of [0-9.]+ (s|ms|µs)$/;
+const SHARE = /^matched: ([0-9]+(\.[0-9])?|< 0\.1|> 99\.9) % of [0-9.,]+ (s|ms|µs|ns)$/;
 let searchTerm;
 await check("flame graph: the search box highlights matching frames live and shows their share", async () => {
   needs(flameBefore, "no flame graph");
@@ -735,9 +736,9 @@ function contrast(a, b) {
   const [l1, l2] = [luminance(a), luminance(b)].sort((x, y) => y - x);
   return (l1 + 0.05) / (l2 + 0.05);
 }
-await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways (nor the others)", async () => {
+await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways (nor the others), and labels stay beside their values", async () => {
   needs(runId, "no run");
-  const wide = [];
+  const wide = [], split = [];
   await page.setViewportSize({ width: 800, height: 900 });
   try {
     const more = [clusterUrl, xssCluster, `/signatures?run=${runId}`, "/alerts", `/compare?a=${env.SM_XSS_RUN}&b=${runId}&force=1`,
@@ -747,12 +748,18 @@ await check("at 800 px the runs page, a run page and the fleet page do not scrol
       expect(r.status() === 200, `${u}: status ${r.status()}`);
       const w = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
       if (w[0] > w[1]) wide.push(`${u} is ${w[0]} px in ${w[1]}`);
+      // a label (dt) and its value (dd) on one line: a wrap between them reads as another label's value
+      split.push(...(await page.evaluate(() => [...document.querySelectorAll("dl.counts dt")]
+        .filter((dt) => dt.nextElementSibling && dt.nextElementSibling.tagName === "DD" &&
+          Math.abs(dt.getBoundingClientRect().bottom - dt.nextElementSibling.getBoundingClientRect().bottom) > 6)
+        .map((dt) => dt.textContent))).map((t) => `${u}: '${t}'`));
       if (u === "/runs") await shot(page, "runs-800");
     }
   } finally {
     await page.setViewportSize({ width: 1400, height: 900 });
   }
   expect(wide.length === 0, wide.join("; "));
+  expect(split.length === 0, `labels apart from their values: ${split.join("; ")}`);
 });
 let darkShown = false;
 await check("dark mode: with prefers-color-scheme: dark the page is dark and its text light", async () => {

@@ -467,7 +467,7 @@ api GET "/problems/$PW1" "${AN[@]}"
 t_match "problem page: its clusters and hosts" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
 	"^200 .*<h1>Problem #$PW1, rank 2 of <a href=\"/runs/$RUN\">run #$RUN</a>: .*href=\"/clusters/$W1\".*href=\"/clusters/$R1\".*<td>h-beta</td><td class=\"n\">2</td>.*$SB"
 t_match "problem page: where it happens, in one sentence and a table" "$(tr -d '\n' <<<"$HTTP_BODY")" \
-	"<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">No host, version or label value stands out among this problem&#39;s 3 streams \(the smallest adjusted p is 1\)\.</p><table class=\"attribution\">.*<tbody><tr><td>version</td><td>1\.0</td><td class=\"n\">71 %</td><td class=\"n\">67 %</td><td class=\"n\">67 %</td><td class=\"n\">1\.00</td><td class=\"n\">1</td></tr><tr><td>host</td><td>h-beta</td>.*</tbody></table></section><h2>Clusters</h2>"
+	"<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">No host, version or label value stands out among this problem&#39;s 3 streams \(the smallest adjusted p is 1\)\.</p><table class=\"attribution\">.*<tbody><tr><td>version</td><td>1\.0</td><td class=\"n\">70.8 %</td><td class=\"n\">66.7 %</td><td class=\"n\">66.7 %</td><td class=\"n\">1\.00</td><td class=\"n\">1</td></tr><tr><td>host</td><td>h-beta</td>.*</tbody></table></section><h2>Clusters</h2>"
 api GET "/problems/999999" "${AN[@]}"
 t_eq "problem page: missing" "$HTTP_STATUS" 404
 
@@ -823,7 +823,7 @@ t_eq "profiles: the hosts the merge held back, with the reason" "$(j '[p["held_b
 	'[[{"host":"<i>evil</i>","reason":"loop nginx!x: threshold 9000000000 ns, 1e+03 times the median of 3 hosts (9000000 ns): more than 4 times and 3 MADs off"}]]'
 api GET /fleet "${AN[@]}"
 t_match "fleet page: the profiles with their unit types and thresholds" "$HTTP_BODY" \
-	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5000</td>.*<td>u0</td><td class="n">4000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td><bdi>read in nginx!ngx_unix_recv</bdi>; <bdi>&lt;script&gt;</bdi></td>'
+	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5,000</td>.*<td>u0</td><td class="n">4,000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td><bdi>read in nginx!ngx_unix_recv</bdi>; <bdi>&lt;script&gt;</bdi></td>'
 t_match "fleet page: the hosts held back, escaped" "$HTTP_BODY" \
 	'<tr class="held"><td colspan="13">Held back from the merge \(far off the other hosts\): <b>&lt;i&gt;evil&lt;/i&gt;</b>: loop nginx!x: threshold 9000000000 ns, 1e\+03 times the median of 3 hosts \(9000000 ns\): more than 4 times and 3 MADs off</td></tr>'
 
