@@ -679,9 +679,12 @@ await check("streams: an absolute from/to (UTC) holds only the streams in it", a
   expect((await listTotal()) === 4, `${await listTotal()} streams`);
   const apps = await column(3);
   expect(apps.length === 4 && apps.every((a) => a === "xssapp"), `apps ${apps.join(" ")}`);
-  await go(`/streams?from=${encodeURIComponent(utc(Date.now()))}&to=${encodeURIComponent(utc(Date.now() - 86400e3))}`);
+  step = "streams-bad-range";
+  const r = await go(`/streams?from=${encodeURIComponent(utc(Date.now()))}&to=${encodeURIComponent(utc(Date.now() - 86400e3))}`);
+  step = "streams";
   const err = await page.locator("p.error").textContent();
-  expect(err === "to: must be after from", `error line '${err}'`);
+  expect(r.status() === 400 && err === "to: must be after from", `${r.status()}, error line '${err}'`);
+  expect((await page.inputValue("form.filter input[name=to]")) !== "", "the form lost the field to correct");
 });
 await shot(page, "streams-range");
 
@@ -1056,8 +1059,10 @@ await check("no Content-Security-Policy violation on any page", async () => {
   expect(cspViolations.length === 0, cspViolations.join(" ; "));
 });
 // answers that Chromium logs as "Failed to load resource" and that are meant: the
-// wrong login (401), the writes without a CSRF token (403), the icon (its own check)
+// wrong login (401), the writes without a CSRF token (403), the streams list's reversed time range (400),
+// the icon (its own check)
 const expected = (e) => (e.step === "wrong-login" && /status of 401/.test(e.text)) ||
+  (e.step === "streams-bad-range" && /status of 400/.test(e.text)) ||
   (e.step === "csrf" && /status of 403/.test(e.text)) || /\/favicon\.ico$/.test(e.src || "");
 await check("no script errors in the console", async () => {
   const errs = consoleErrors.filter((e) => !expected(e));
