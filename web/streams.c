@@ -71,11 +71,12 @@ int streams_parse_time(const char *s, int64_t *ns)
 		return -1;
 	if (util_parse_i64(s, 0, INT64_MAX, ns) == 0)
 		return 0;
-	/* a datetime-local value: no seconds (YYYY-MM-DDTHH:MM) or no zone, read as UTC */
-	zone = s[n - 1] == 'Z' || s[n - 1] == 'z' || (n > 19 && strchr(s + 19, '+')) || (n > 19 && strchr(s + 19, '-'));
-	snprintf(t, sizeof(t), "%s%s%s", s, n == 16 ? ":00" : "", zone ? "" : "Z");
-	if (n < 16 || s[10] != 'T' || s[4] != '-' || s[7] != '-' || s[13] != ':')
+	if (n < 16 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':')
 		return -1;
+	/* a datetime-local value: no seconds (YYYY-MM-DDTHH:MM) or no zone, read as UTC; a zone comes
+	 * after the seconds */
+	zone = s[n - 1] == 'Z' || s[n - 1] == 'z' || (n > 19 && (strchr(s + 19, '+') || strchr(s + 19, '-')));
+	snprintf(t, sizeof(t), "%s%s%s", s, n == 16 ? ":00" : "", zone ? "" : "Z");
 	return params_parse_time(t, ns);
 }
 
@@ -88,14 +89,22 @@ struct list_query {
 	const char *from, *to;  /* the page's absolute bounds as given, or NULL */
 };
 
+/* A bound of the time range: the page's (streams_parse_time()) or the API's (RFC 3339 with its zone, or ns). */
+static int bound(const char *v, bool page, int64_t *ns)
+{
+	if (page)
+		return streams_parse_time(v, ns);
+	return util_parse_i64(v, 0, INT64_MAX, ns) == 0 || params_parse_time(v, ns) == 0 ? 0 : -1;
+}
+
 /* q from the request's parameters (the labels aside): 0, or -1 with the message, which names the
  * field, in err. */
 static int list_query(struct req *rq, struct list_query *q, bool page, char *err, size_t errlen)
 {
 	const char *role = req_query(rq, "role"), *sort = req_query(rq, "sort"), *dir = req_query(rq, "dir");
 	const char *lo = page ? "from" : "since", *hi = page ? "to" : "until";
-	const char *vlo = req_query(rq, lo), *vhi = req_query(rq, hi);
-	int64_t span;
+	const char *vlo = req_query(rq, lo), *vhi = req_query(rq, hi), *bad = NULL;
+	int64_t span = 0;
 	int k;
 
 	memset(q, 0, sizeof(*q));
@@ -138,16 +147,13 @@ static int list_query(struct req *rq, struct list_query *q, bool page, char *err
 		snprintf(err, errlen, "range: give either range or %s/%s, not both", lo, hi);
 		return -1;
 	}
-	if (vlo && (page ? streams_parse_time(vlo, &q->f.since_ns) : (util_parse_i64(vlo, 0, INT64_MAX, &q->f.since_ns) &&
-								 params_parse_time(vlo, &q->f.since_ns))) != 0) {
+	if (vlo && bound(vlo, page, &q->f.since_ns) < 0)
+		bad = lo;
+	else if (vhi && bound(vhi, page, &q->f.until_ns) < 0)
+		bad = hi;
+	if (bad) {
 		snprintf(err, errlen, page ? "%s: a date and time such as 2026-11-29T14:00 (UTC)"
-					   : "%s: an RFC 3339 time or nanoseconds since the epoch", lo);
-		return -1;
-	}
-	if (vhi && (page ? streams_parse_time(vhi, &q->f.until_ns) : (util_parse_i64(vhi, 0, INT64_MAX, &q->f.until_ns) &&
-								 params_parse_time(vhi, &q->f.until_ns))) != 0) {
-		snprintf(err, errlen, page ? "%s: a date and time such as 2026-11-29T14:00 (UTC)"
-					   : "%s: an RFC 3339 time or nanoseconds since the epoch", hi);
+					   : "%s: an RFC 3339 time or nanoseconds since the epoch", bad);
 		return -1;
 	}
 	if (vlo && vhi && q->f.until_ns <= q->f.since_ns) {
