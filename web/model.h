@@ -23,11 +23,22 @@ struct stream_filter {
 	const char *app, *host, *version;
 	const char *labels_json;    /* a JSON object the labels must contain */
 	int64_t since_ns, until_ns; /* received_at in [since, until) */
+	const char *role;           /* "violation" or "baseline", or NULL */
 };
 
-/* streams: stream_id, host, app, version, labels, symptom, events, received_at, newest first. */
-PGresult *model_streams(PGconn *db, const struct stream_filter *f, long limit, long offset, char *err,
-			size_t errlen);
+/* The stream list's orders (docs/api.md "Streams"): each a fixed ORDER BY, ties newest first. */
+enum stream_sort { SSORT_RECEIVED, SSORT_HOST, SSORT_APP, SSORT_VERSION, SSORT_DELAY, SSORT_EVENTS, SSORT_ROLE,
+		   SSORT_N };
+/* "received", "host", "app", "version", "delay", "events", "role" -> its enum stream_sort, or -1. */
+int model_stream_sort_parse(const char *s);
+const char *model_stream_sort_name(enum stream_sort s);
+/* Whether s sorts descending unless told (times and amounts: the largest first; names: A to Z). */
+bool model_stream_sort_desc(enum stream_sort s);
+
+/* streams: stream_id, host, app, version, labels, symptom, events, received_at, role, weight, in the
+ * order sort (descending when desc). */
+PGresult *model_streams(PGconn *db, const struct stream_filter *f, enum stream_sort sort, bool desc, long limit,
+			long offset, char *err, size_t errlen);
 /* One row: total. */
 PGresult *model_streams_count(PGconn *db, const struct stream_filter *f, char *err, size_t errlen);
 /* One stream by its uuid: ref (the internal id), stream_id, host, app, version, build_id, labels,

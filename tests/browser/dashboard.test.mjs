@@ -613,15 +613,81 @@ await check("timeline: the thread labels fit left of the events", async () => {
   expect(over.length === 0, over.map((x) => `'${x.text}' ends at x=${x.right}, the events start at x=${x.left}`)
     .join("; "));
 });
+let ticksBefore;
 await check("the timeline's axis zooms in (?t=)", async () => {
   const a = page.locator("svg.timeline a").nth(3);
   expect((await a.count()) === 1, "no zoom links on the axis");
   const before = await page.locator("svg.timeline").evaluate((e) => e.outerHTML);
+  ticksBefore = await page.locator("svg.timeline text.tick").allTextContents();
   await clickAndWait(a);
   expect(/^[0-9]+-[0-9]+$/.test(query(page, "t") || ""), `URL ${page.url()}`);
   const after = await page.locator("svg.timeline").evaluate((e) => e.outerHTML);
   expect(after !== before, "the timeline did not change");
 });
+await check("timeline: a zoomed axis counts from the stream's start, not 0", async () => {
+  needs(ticksBefore, "no zoom");
+  const ticks = await page.locator("svg.timeline text.tick").allTextContents();
+  const ms = (t) => Number(/^(-?[0-9.]+) ms$/.exec(t)?.[1]);
+  expect(ticks.length === 10, `${ticks.length} ticks`);
+  expect(ms(ticks[0]) > 0, `the first tick is '${ticks[0]}'`);
+  // the slice clicked began at the fourth tick of the whole view (shown there to its precision)
+  const want = ms(ticksBefore[3]), step = ms(ticksBefore[1]) - ms(ticksBefore[0]);
+  expect(Math.abs(ms(ticks[0]) - want) <= step / 100 + 1, `first tick '${ticks[0]}', the slice began at '${ticksBefore[3]}'`);
+  expect(ticks.every((t, i) => i === 0 || ms(t) > ms(ticks[i - 1])), `ticks ${ticks.join(", ")}`);
+});
+
+// ---- 7b. the streams list: order, time range ----
+step = "streams";
+// the numbers of a column of the list (Events: 8)
+const column = (n) => page.locator(`table.streams tbody td:nth-child(${n})`).allTextContents();
+const listTotal = async () => Number(/of ([0-9]+)/.exec(await page.locator("nav.pager span").textContent())?.[1]);
+await check("streams: a column's header sorts the list on the server, aria-sort follows", async () => {
+  await go("/streams");
+  expect((await page.locator("th[aria-sort] a").getAttribute("data-sort")) === "received" &&
+    (await page.locator("th[aria-sort]").getAttribute("aria-sort")) === "descending", "not newest first at first");
+  await clickAndWait(page.locator("th a[data-sort=events]"));
+  expect(query(page, "sort") === "events" && query(page, "dir") === "desc", `URL ${page.url()}`);
+  expect((await page.locator("th:has(a[data-sort=events])").getAttribute("aria-sort")) === "descending", "aria-sort");
+  expect((await page.locator("th[aria-sort]").count()) === 1, "aria-sort on more than one header");
+  const down = (await column(8)).map(Number);
+  expect(down.length > 1 && down.every((v, i) => i === 0 || v <= down[i - 1]), `events ${down.join(" ")}`);
+  await clickAndWait(page.locator("th a[data-sort=events]"));
+  expect((await page.locator("th:has(a[data-sort=events])").getAttribute("aria-sort")) === "ascending", "aria-sort asc");
+  const up = (await column(8)).map(Number);
+  expect(up.every((v, i) => i === 0 || v >= up[i - 1]), `events ${up.join(" ")}`);
+  expect(up[0] < down[0], `ascending starts at ${up[0]}, descending at ${down[0]}`);
+  const next = await page.locator("nav.pager a[rel=next]").getAttribute("href");
+  expect(/[?&]sort=events/.test(next) && /[?&]dir=asc/.test(next), `the next page's link ${next} drops the order`);
+});
+await shot(page, "streams-sorted");
+let allStreams;
+await check("streams: the range presets narrow the list (the xssapp streams are 2 days old)", async () => {
+  await go("/streams?range=all");
+  allStreams = await listTotal();
+  expect(allStreams === 64, `${allStreams} streams in all`);
+  await clickAndWait(page.locator("p.ranges a[data-range='24h']"));
+  expect(query(page, "range") === "24h", `URL ${page.url()}`);
+  expect((await listTotal()) === 60, `${await listTotal()} streams in the last 24 h`);
+  expect((await page.locator("p.ranges [aria-current]").getAttribute("data-range")) === "24h", "the preset is not marked");
+});
+await check("streams: an absolute from/to (UTC) holds only the streams in it", async () => {
+  const utc = (ms) => new Date(ms).toISOString().slice(0, 16);
+  await go("/streams");
+  await page.fill("form.filter input[name=from]", utc(Date.now() - 3 * 86400e3));
+  await page.fill("form.filter input[name=to]", utc(Date.now() - 86400e3));
+  await clickAndWait(page.locator("form.filter button[type=submit]"));
+  expect(query(page, "from") && query(page, "to"), `URL ${page.url()}`);
+  expect((await listTotal()) === 4, `${await listTotal()} streams`);
+  const apps = await column(3);
+  expect(apps.length === 4 && apps.every((a) => a === "xssapp"), `apps ${apps.join(" ")}`);
+  step = "streams-bad-range";
+  const r = await go(`/streams?from=${encodeURIComponent(utc(Date.now()))}&to=${encodeURIComponent(utc(Date.now() - 86400e3))}`);
+  step = "streams";
+  const err = await page.locator("p.error").textContent();
+  expect(r.status() === 400 && err === "to: must be after from", `${r.status()}, error line '${err}'`);
+  expect((await page.inputValue("form.filter input[name=to]")) !== "", "the form lost the field to correct");
+});
+await shot(page, "streams-range");
 
 // ---- 8. markup in the data ----
 // the checks each page with data from xssapp must pass
@@ -688,6 +754,12 @@ await check("markup: the stream page shows host, labels and frames as text", asy
   expect((await page.locator("svg.timeline").count()) === 1, "no timeline");
 });
 await shot(page, "xss-stream");
+await check("timeline: a hover holds the event's whole stack, outermost first", async () => {
+  const titles = await page.locator("svg.timeline rect.wait title, svg.timeline rect.run title").allTextContents();
+  const t = titles.find((x) => x.startsWith("wait tid 1\n"));
+  expect(t, `no title of thread 1's wait in ${JSON.stringify(titles)}`);
+  expect(t.endsWith("\n" + XSS_FRAMES.join("\n")), `its title ${JSON.stringify(t)}`);
+});
 step = "bidi";
 await check("bidi controls show as text and long values wrap, at 1400 and 800 px", async () => {
   const wide = [];
@@ -994,8 +1066,10 @@ await check("no Content-Security-Policy violation on any page", async () => {
   expect(cspViolations.length === 0, cspViolations.join(" ; "));
 });
 // answers that Chromium logs as "Failed to load resource" and that are meant: the
-// wrong login (401), the writes without a CSRF token (403), the icon (its own check)
+// wrong login (401), the writes without a CSRF token (403), the streams list's reversed time range (400),
+// the icon (its own check)
 const expected = (e) => (e.step === "wrong-login" && /status of 401/.test(e.text)) ||
+  (e.step === "streams-bad-range" && /status of 400/.test(e.text)) ||
   (e.step === "csrf" && /status of 403/.test(e.text)) || /\/favicon\.ico$/.test(e.src || "");
 await check("no script errors in the console", async () => {
   const errs = consoleErrors.filter((e) => !expected(e));
