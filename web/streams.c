@@ -461,7 +461,9 @@ void streams_page_streams(struct req *rq)
 		html_raw(rq, "</td><td class=\"n\">");
 		if (sy && json_object_object_get_ex(sy, "start_ns", &a) && json_object_object_get_ex(sy, "end_ns", &b))
 			html_cost(rq, json_object_get_int64(b) - json_object_get_int64(a));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"time\">", (long long)model_coln(r, i, "events"));
+		html_raw(rq, "</td>");
+		pages_count_cells(rq, r, i, (const char *const[]){ "events", NULL });
+		html_raw(rq, "<td class=\"time\">");
 		html_time(rq, model_col(r, i, "received_at"));
 		html_raw(rq, "</td></tr>");
 		json_object_put(sy);
@@ -579,9 +581,12 @@ static void stream_summary(struct req *rq, PGresult *st, const char *canon, int 
 		}
 		json_object_put(sy);
 	}
-	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
-		  (long long)model_coln(st, 0, "events"), n == STREAM_EVENTS ? " (first 200,000 shown)" : "",
-		  aoi_mode_name(mode), naoi);
+	html_raw(rq, "</dd><dt>Events</dt><dd>");
+	html_count(rq, model_coln(st, 0, "events"));
+	html_rawf(rq, "%s</dd><dt>In the AOI (%s)</dt><dd>", n == STREAM_EVENTS ? " (first 200,000 shown)" : "",
+		  aoi_mode_name(mode));
+	html_count(rq, naoi);
+	html_raw(rq, "</dd><dt>Build</dt><dd>");
 	html_text(rq, model_col(st, 0, "build_id") ? model_col(st, 0, "build_id") : "–");
 	html_raw(rq, "</dd><dt>Received</dt><dd>");
 	html_time(rq, model_col(st, 0, "received_at"));

@@ -649,11 +649,11 @@ await check("streams: a column's header sorts the list on the server, aria-sort 
   expect(query(page, "sort") === "events" && query(page, "dir") === "desc", `URL ${page.url()}`);
   expect((await page.locator("th:has(a[data-sort=events])").getAttribute("aria-sort")) === "descending", "aria-sort");
   expect((await page.locator("th[aria-sort]").count()) === 1, "aria-sort on more than one header");
-  const down = (await column(8)).map(Number);
+  const down = (await column(8)).map(metricValue);
   expect(down.length > 1 && down.every((v, i) => i === 0 || v <= down[i - 1]), `events ${down.join(" ")}`);
   await clickAndWait(page.locator("th a[data-sort=events]"));
   expect((await page.locator("th:has(a[data-sort=events])").getAttribute("aria-sort")) === "ascending", "aria-sort asc");
-  const up = (await column(8)).map(Number);
+  const up = (await column(8)).map(metricValue);
   expect(up.every((v, i) => i === 0 || v >= up[i - 1]), `events ${up.join(" ")}`);
   expect(up[0] < down[0], `ascending starts at ${up[0]}, descending at ${down[0]}`);
   const next = await page.locator("nav.pager a[rel=next]").getAttribute("href");
