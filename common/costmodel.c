@@ -101,6 +101,7 @@ static void tree_grow(struct tree *t, size_t a, size_t b, int depth)
 		.up_to = t->p[b - 1].x,
 		.cost_ns = t->ym + (t->s1[b] - t->s1[a]) / (double)(b - a),
 		.n = b - a,
+		.end = b,
 	};
 	t->nleaves++;
 }
@@ -128,14 +129,16 @@ static void tree_fit(const struct pt *p, size_t n, double *s1, double *s2, struc
 	if (t.min_gain <= 0)
 		t.min_gain = INFINITY;   /* constant cost: nothing to split */
 	tree_grow(&t, 0, n, 0);
-	t.leaf[t.nleaves - 1].up_to = INFINITY;
+	for (size_t i = 0; i + 1 < t.nleaves; i++)
+		t.leaf[i].cut = (t.leaf[i].up_to + p[t.leaf[i].end].x) / 2;
+	t.leaf[t.nleaves - 1].up_to = t.leaf[t.nleaves - 1].cut = INFINITY;
 	*nleaves = t.nleaves;
 }
 
 static double tree_predict(const struct costmodel_leaf *leaf, size_t n, double x)
 {
 	for (size_t i = 0; i + 1 < n; i++)
-		if (x <= leaf[i].up_to)
+		if (x <= leaf[i].cut)
 			return leaf[i].cost_ns;
 	return leaf[n - 1].cost_ns;
 }
@@ -158,11 +161,23 @@ static double r2_of(const struct pt *p, size_t n, double a, double b, const stru
 	return sst > 0 ? 1 - sse / sst : 0;
 }
 
+/* A stream's fold: its place in the input hashed, so that a pattern in the input's order (every
+ * fifth stream slow) does not put one kind of stream in one fold. */
+static unsigned fold_of(size_t i)
+{
+	unsigned long long h = ((unsigned long long)i + 1) * 0x9E3779B97F4A7C15ULL;
+
+	h ^= h >> 31;
+	h *= 0xBF58476D1CE4E5B9ULL;
+	h ^= h >> 29;
+	return (unsigned)(h % COSTMODEL_FOLDS);
+}
+
 int costmodel_fit(const double *x, const double *cost_ns, size_t n, struct costmodel_fit *out)
 {
 	size_t m = 0, ntr = 0, nte = 0, ns = sample_len(n), nl;
 	struct pt *p, *tr, *te;
-	double *s1, *s2, a, b;
+	double *s1, *s2, a, b, mean = 0, sst = 0, sse_l = 0, sse_t = 0;
 	struct costmodel_leaf leaf[COSTMODEL_MAX_LEAVES];
 	int rc = -1;
 
@@ -191,22 +206,40 @@ int costmodel_fit(const double *x, const double *cost_ns, size_t n, struct costm
 	if (out->distinct < 3)
 		goto out_free;
 	line_fit(p, m, &out->intercept_ns, &out->slope_ns);
+	for (size_t i = 0; i < m; i++)
+		mean += p[i].y;
+	mean /= (double)m;
+	for (size_t i = 0; i < m; i++)
+		sst += (p[i].y - mean) * (p[i].y - mean);
+	if (sst <= 0)
+		goto out_free;   /* the same cost everywhere: nothing to explain */
 	out->r2_linear = r2_of(p, m, out->intercept_ns, out->slope_ns, NULL, 0);
 	tree_fit(p, m, s1, s2, out->leaf, &out->nleaves);
 	out->r2_tree = r2_of(p, m, 0, 0, out->leaf, out->nleaves);
-	/* the hold-out: every fifth stream as given, the models fitted without them */
+	/* out of fold: each stream predicted by the models fitted without its fold (of 5) */
 	tr = p + m;
 	te = tr + m;
-	for (size_t i = 0; i < m; i++) {
-		if (p[i].i % 5 == 4)
-			te[nte++] = p[i];
-		else
-			tr[ntr++] = p[i];
+	for (unsigned fold = 0; fold < COSTMODEL_FOLDS; fold++) {
+		ntr = nte = 0;
+		for (size_t i = 0; i < m; i++) {
+			if (fold_of(p[i].i) == fold)
+				te[nte++] = p[i];
+			else
+				tr[ntr++] = p[i];
+		}
+		if (!nte || ntr < 2)
+			continue;
+		line_fit(tr, ntr, &a, &b);
+		tree_fit(tr, ntr, s1, s2, leaf, &nl);
+		for (size_t i = 0; i < nte; i++) {
+			double dl = te[i].y - (a + b * te[i].x), dt = te[i].y - tree_predict(leaf, nl, te[i].x);
+
+			sse_l += dl * dl;
+			sse_t += dt * dt;
+		}
 	}
-	line_fit(tr, ntr, &a, &b);
-	out->r2_linear_holdout = r2_of(te, nte, a, b, NULL, 0);
-	tree_fit(tr, ntr, s1, s2, leaf, &nl);
-	out->r2_tree_holdout = r2_of(te, nte, 0, 0, leaf, nl);
+	out->r2_linear_holdout = 1 - sse_l / sst;
+	out->r2_tree_holdout = 1 - sse_t / sst;
 	if (out->slope_ns != 0 && out->r2_linear >= COSTMODEL_MIN_R2 && out->r2_linear_holdout >= COSTMODEL_MIN_R2 &&
 	    out->r2_linear >= out->r2_tree - COSTMODEL_LINE_SLACK)
 		out->form = COSTMODEL_LINEAR;

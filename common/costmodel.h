@@ -3,7 +3,7 @@
  * performance annotations of Rogora et al. (EuroSys 2020; docs/analysis.md,
  * "What the cost depends on"). Given each stream's cost and one numeric
  * feature (a label such as unit.calls), a least-squares line and a small
- * regression tree (CART, depth <= 3) are fitted, checked on held-out streams,
+ * regression tree (CART, depth <= 3) are fitted, checked by 5-fold cross-validation,
  * and the better explanation kept: a slope ("800 µs per call") or the tree's
  * steps ("cost jumps from 3 ms to 45 ms above unit.calls 4,096"). Without a
  * feature, Gaussian mixtures of log(cost) with 1 to 3 components (EM, chosen
@@ -20,8 +20,10 @@
 #define COSTMODEL_MAX_ROWS 5000
 /* Fewer streams (with the feature) than this: nothing is said. */
 #define COSTMODEL_MIN_STREAMS 20
-/* A fit explains a "meaningful share" of the cost's variance at this R^2, in and out of sample. */
+/* A fit explains a "meaningful share" of the cost's variance at this R^2, in and out of sample
+ * (out of sample: each stream predicted by the models fitted without its fold, of COSTMODEL_FOLDS). */
 #define COSTMODEL_MIN_R2 0.5
+#define COSTMODEL_FOLDS 5
 /* The line is preferred unless the tree's R^2 is above the line's by more than this. */
 #define COSTMODEL_LINE_SLACK 0.05
 /* Tree: depth, smallest leaf (also at least n / 20), a split must remove this share of the variance. */
@@ -48,13 +50,16 @@ struct costmodel_leaf {
 	double above, up_to;   /* -inf, +inf at the ends */
 	double cost_ns;        /* its streams' mean cost */
 	size_t n;
+	double cut;            /* where predictions pass to the next leaf: midway to its first value */
+	size_t end;            /* past its last stream, in the fitted streams sorted by x */
 };
 
 struct costmodel_fit {
 	enum costmodel_form form;
 	size_t n, distinct;              /* streams used, distinct feature values */
 	double r2_linear, r2_tree;       /* on all the streams */
-	double r2_linear_holdout, r2_tree_holdout;   /* fitted without every fifth stream, on those */
+	double r2_linear_holdout, r2_tree_holdout;   /* out of fold: 1 - (sum of squared errors of each
+						      * stream predicted without its fold) / SST */
 	double intercept_ns, slope_ns;   /* the line on all the streams */
 	struct costmodel_leaf leaf[COSTMODEL_MAX_LEAVES];   /* the tree on all the streams, by x */
 	size_t nleaves;

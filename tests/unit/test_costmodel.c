@@ -107,7 +107,9 @@ static void test_step(void)
 	CHECK_INT(f.leaf[0].n, 64);
 	CHECK_INT(f.leaf[1].n, 36);
 	CHECK(within(f.leaf[0].cost_ns, 3e6, 1e-9) && within(f.leaf[1].cost_ns, 45e6, 1e-9));
-	CHECK(within(f.r2_tree, 1, 1e-9) && within(f.r2_tree_holdout, 1, 1e-9));
+	CHECK(within(f.r2_tree, 1, 1e-9));
+	/* out of fold, a stream next to the step may fall on the wrong side of a fold's cut */
+	CHECK(f.r2_tree_holdout > 0.9);
 	CHECK(f.r2_linear < 0.9);
 	CHECK_STR(fit_words("size", &f), "cost jumps from 3 ms to 45 ms above size 4,096, R^2 1.00");
 	/* a duration feature: its values as durations */
