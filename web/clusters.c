@@ -417,7 +417,7 @@ void clusters_costmodel_section(struct req *rq, enum attribution_of of, const ch
 
 		html_raw(rq, "<li>");
 		costmodel_sentence(rq, cm.v[i].words);
-		html_rawf(rq, " <span class=\"note\">(%zu streams, R^2 %.2f on held-out streams)</span></li>", f->n,
+		html_rawf(rq, " <span class=\"hint\">(%zu streams, R^2 %.2f on held-out streams)</span></li>", f->n,
 			  f->form == COSTMODEL_LINEAR ? f->r2_linear_holdout : f->r2_tree_holdout);
 	}
 	if (cm.modes_words) {
@@ -431,7 +431,7 @@ void clusters_costmodel_section(struct req *rq, enum attribution_of of, const ch
 		html_cost(rq, (int64_t)cm.modes.mode[0].cost_ns);
 		html_raw(rq, ".</li>");
 	}
-	html_rawf(rq, "</ul><p class=\"note\">Over %zu of the %s's streams: a line and a regression tree (depth at most "
+	html_rawf(rq, "</ul><p class=\"hint\">Over %zu of the %s's streams: a line and a regression tree (depth at most "
 		      "%d) per numeric label, kept when R^2 is at least %.1f on all and on held-out streams; modes "
 		      "from mixtures of log-normal costs chosen by BIC (docs/analysis.md).</p></section>",
 		  cm.streams, what, COSTMODEL_TREE_DEPTH, COSTMODEL_MIN_R2);

@@ -78,7 +78,7 @@ t_eq "lin: one mode" "$(j '[j["modes"]["streams"], j["modes"]["k"], j["modes"]["
 	'[40,1,null,[],3]'
 http GET "$WEB_URL/clusters/${CL[lin]}" -H "Authorization: Bearer $AN"
 t_match "lin: the cluster page says it" "$HTTP_STATUS $HTTP_BODY" \
-	'^200 .*<section class="costmodel"><h2>What the cost depends on</h2><ul class="lead"><li>Cost grows with unit\.calls: 800 µs per call, R\^2 1\.00\. <span class="note">\(40 streams, R\^2 1\.00 on held-out streams\)</span></li></ul><p class="note">Over 40 of the cluster'"'"'s streams: '
+	'^200 .*<section class="costmodel"><h2>What the cost depends on</h2><ul class="lead"><li>Cost grows with unit\.calls: 800 µs per call, R\^2 1\.00\. <span class="hint">\(40 streams, R\^2 1\.00 on held-out streams\)</span></li></ul><p class="hint">Over 40 of the cluster'"'"'s streams: '
 
 # ---- bi: two modes, and the size that tells them apart ----
 http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
@@ -92,7 +92,7 @@ t_eq "bi: body.size steps, unit.calls says nothing" \
 t_eq "bi: the step in words" "$(j 'j["numeric"][0]["summary"]')" "cost jumps from 3 ms to 45 ms above body.size 3,200, R^2 1.00"
 http GET "$WEB_URL/clusters/${CL[bi]}" -H "Authorization: Bearer $AN"
 t_match "bi: the cluster page says both" "$HTTP_STATUS $HTTP_BODY" \
-	'^200 .*<h2>What the cost depends on</h2><ul class="lead"><li>Cost jumps from 3 ms to 45 ms above body\.size 3,200, R\^2 1\.00\. <span class="note">\(50 streams, R\^2 1\.00 on held-out streams\)</span></li><li>Two modes: 3 ms \(80 %\) and 45 ms \(20 %\)\.</li></ul>'
+	'^200 .*<h2>What the cost depends on</h2><ul class="lead"><li>Cost jumps from 3 ms to 45 ms above body\.size 3,200, R\^2 1\.00\. <span class="hint">\(50 streams, R\^2 1\.00 on held-out streams\)</span></li><li>Two modes: 3 ms \(80 %\) and 45 ms \(20 %\)\.</li></ul>'
 
 # ---- a problem: the same fields ----
 prob=$(pg_q "SELECT problem_id FROM clusters WHERE id = ${CL[bi]}")
