@@ -287,11 +287,18 @@ static double em(const double *z, size_t n, size_t k, double *resp, double *w, d
 	for (int it = 0; it < COSTMODEL_EM_ITER; it++) {
 		double nll = 0;
 
+		double lc[COSTMODEL_MAX_MODES], inv[COSTMODEL_MAX_MODES];
+
+		/* each component's constant part once per iteration: log(w) - log(2 pi var) / 2 */
+		for (size_t j = 0; j < k; j++) {
+			lc[j] = w[j] > 0 ? log(w[j]) - 0.5 * log(2 * 3.14159265358979323846 * var[j]) : -INFINITY;
+			inv[j] = 0.5 / var[j];
+		}
 		for (size_t i = 0; i < n; i++) {
 			double top = -INFINITY, s = 0, *r = resp + i * k;
 
 			for (size_t j = 0; j < k; j++) {
-				r[j] = w[j] > 0 ? log(w[j]) + log_normal_pdf(z[i], mu[j], var[j]) : -INFINITY;
+				r[j] = lc[j] - (z[i] - mu[j]) * (z[i] - mu[j]) * inv[j];
 				if (r[j] > top)
 					top = r[j];
 			}
@@ -317,7 +324,8 @@ static double em(const double *z, size_t n, size_t k, double *resp, double *w, d
 			mu[j] = m;
 			var[j] = v / nk > VAR_FLOOR ? v / nk : VAR_FLOOR;
 		}
-		if (fabs(nll - ll) <= 1e-10 * (1 + fabs(nll))) {
+		/* converged: the mean log-likelihood per stream moves by under 1e-7 */
+		if (fabs(nll - ll) <= 1e-7 * (double)n) {
 			ll = nll;
 			break;
 		}
@@ -326,17 +334,79 @@ static double em(const double *z, size_t n, size_t k, double *resp, double *w, d
 	return ll;
 }
 
-/* Adjacent components (by mean) told apart: Ashman's D above COSTMODEL_MIN_D, and each weighs enough. */
-static int separated(const struct costmodel_mode *m, size_t k)
+/* z (sorted, n) in [lo, hi] */
+static size_t count_in(const double *z, size_t n, double lo, double hi)
+{
+	size_t a = 0, b = n, l;
+
+	while (a < b) {   /* first >= lo */
+		size_t mid = a + (b - a) / 2;
+
+		if (z[mid] < lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	l = a;
+	b = n;
+	while (a < b) {   /* first > hi */
+		size_t mid = a + (b - a) / 2;
+
+		if (z[mid] <= hi)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a - l;
+}
+
+/* log of the mixture's density at z, summed from its largest term (far from narrow modes the
+ * density itself underflows to 0 everywhere) */
+static double mixture_logpdf(const struct costmodel_mode *m, size_t k, double z)
+{
+	double t[COSTMODEL_MAX_MODES], top = -INFINITY, s = 0;
+
+	for (size_t j = 0; j < k; j++) {
+		t[j] = log(m[j].weight) + log_normal_pdf(z, log(m[j].cost_ns), m[j].sigma * m[j].sigma);
+		if (t[j] > top)
+			top = t[j];
+	}
+	for (size_t j = 0; j < k; j++)
+		s += exp(t[j] - top);
+	return top + log(s);
+}
+
+/*
+ * Modes told apart: each weighs enough; adjacent ones (by centre) are apart by Ashman's D above
+ * COSTMODEL_MIN_D; and the data dip between them, so that a flat or skewed hump, which a mixture
+ * fits better than one Gaussian once there are thousands of streams, is not called two modes: the
+ * streams within a sixth of their distance of the mixture's lowest point between them are at most
+ * COSTMODEL_MAX_DIP of those as near either centre.
+ */
+static int separated(const struct costmodel_mode *m, size_t k, const double *z, size_t n)
 {
 	for (size_t j = 0; j < k; j++)
 		if (m[j].weight < COSTMODEL_MIN_WEIGHT)
 			return 0;
 	for (size_t j = 0; j + 1 < k; j++) {
-		double s1 = m[j].sigma, s2 = m[j + 1].sigma;
-		double d = sqrt(2.0) * fabs(log(m[j + 1].cost_ns) - log(m[j].cost_ns)) / sqrt(s1 * s1 + s2 * s2);
+		double s1 = m[j].sigma, s2 = m[j + 1].sigma, lo = log(m[j].cost_ns), hi = log(m[j + 1].cost_ns);
+		double d = sqrt(2.0) * (hi - lo) / sqrt(s1 * s1 + s2 * s2), h = (hi - lo) / 6, at = lo, low = INFINITY;
+		size_t c1, c2, ca;
 
 		if (d <= COSTMODEL_MIN_D)
+			return 0;
+		for (int g = 1; g < 64; g++) {   /* the mixture's lowest point between the centres */
+			double x = lo + (hi - lo) * g / 64, v = mixture_logpdf(m, k, x);
+
+			if (v < low) {
+				low = v;
+				at = x;
+			}
+		}
+		c1 = count_in(z, n, lo - h, lo + h);
+		c2 = count_in(z, n, hi - h, hi + h);
+		ca = count_in(z, n, at - h, at + h);
+		if ((double)ca > COSTMODEL_MAX_DIP * (double)(c1 < c2 ? c1 : c2))
 			return 0;
 	}
 	return 1;
@@ -382,7 +452,7 @@ int costmodel_modes(const double *cost_ns, size_t n, struct costmodel_modes *out
 		for (size_t j = 0; j < k; j++)
 			fit[k - 1][j] = (struct costmodel_mode){ exp(mu[j]), w[j], sqrt(var[j]) };
 		qsort(fit[k - 1], k, sizeof(fit[k - 1][0]), cmp_mode);
-		if (k > 1 && out->bic[k - 1] < out->bic[0] - COSTMODEL_BIC_MARGIN && separated(fit[k - 1], k) &&
+		if (k > 1 && out->bic[k - 1] < out->bic[0] - COSTMODEL_BIC_MARGIN && separated(fit[k - 1], k, z, m) &&
 		    (best == 1 || out->bic[k - 1] < out->bic[best - 1]))
 			best = k;
 	}

@@ -17,7 +17,7 @@
 #include "common/buf.h"
 
 /* Streams read at most; above, a deterministic stride sample of them. */
-#define COSTMODEL_MAX_ROWS 5000
+#define COSTMODEL_MAX_ROWS 2000
 /* Fewer streams (with the feature) than this: nothing is said. */
 #define COSTMODEL_MIN_STREAMS 20
 /* A fit explains a "meaningful share" of the cost's variance at this R^2, in and out of sample
@@ -32,12 +32,15 @@
 #define COSTMODEL_MIN_LEAF 5
 #define COSTMODEL_MIN_GAIN 0.02
 /* Mixtures: components tried, EM iterations at most, a mixture's BIC must beat one Gaussian's by
- * this much, each mode's weight at least this, adjacent modes apart by Ashman's D above this. */
+ * this much, each mode's weight at least this, adjacent modes apart by Ashman's D above this, and
+ * the streams near the mixture's low point between two modes at most this share of those as near
+ * either mode (a dip in the data, not only in the model). */
 #define COSTMODEL_MAX_MODES 3
 #define COSTMODEL_EM_ITER 500
 #define COSTMODEL_BIC_MARGIN 10.0
 #define COSTMODEL_MIN_WEIGHT 0.05
 #define COSTMODEL_MIN_D 2.0
+#define COSTMODEL_MAX_DIP 0.5
 
 enum costmodel_form {
 	COSTMODEL_NONE,     /* explains too little, too few streams or values */

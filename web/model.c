@@ -431,13 +431,11 @@ PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t err
 #define NUMERIC                                                                                  \
 	", s AS (SELECT k.stream_ref, k.cost FROM k JOIN streams t ON t.id = k.stream_ref"           \
 	"  ORDER BY md5(k.stream_ref::text), k.stream_ref LIMIT $2::bigint),"                        \
-	" kv AS (SELECT s.stream_ref, l.key, l.value FROM s JOIN streams t ON t.id = s.stream_ref,"  \
-	"  jsonb_each_text(t.labels) AS l(key, value)),"                                           \
-	" nk AS (SELECT key FROM kv GROUP BY key"                                                  \
-	"  HAVING count(*) FILTER (WHERE value ~ " NUMBER_RE ") >= 0.95 * count(*))"                \
+	" kv AS (SELECT s.stream_ref, l.key, l.value, l.value ~ " NUMBER_RE " AS num"               \
+	"  FROM s JOIN streams t ON t.id = s.stream_ref, jsonb_each_text(t.labels) AS l(key, value)),"     \
+	" nk AS (SELECT key FROM kv GROUP BY key HAVING count(*) FILTER (WHERE num) >= 0.95 * count(*))" \
 	" SELECT stream_ref, cost::bigint AS cost_ns, NULL::text AS key, NULL::text AS value FROM s" \
-	" UNION ALL SELECT kv.stream_ref, NULL, kv.key, kv.value FROM kv JOIN nk USING (key)"       \
-	"  WHERE kv.value ~ " NUMBER_RE                                                            \
+	" UNION ALL SELECT kv.stream_ref, NULL, kv.key, kv.value FROM kv JOIN nk USING (key) WHERE kv.num" \
 	" ORDER BY 3 NULLS FIRST, 1"
 
 PGresult *model_cluster_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen)

@@ -268,6 +268,36 @@ static void test_unimodal(void)
 	CHECK_INT(m.k, 2);
 }
 
+/* thousands of streams of a flat or skewed hump: a mixture fits it better than one Gaussian (BIC),
+ * and its components are apart by Ashman's D, but the data do not dip between them: one mode */
+static void test_flat(void)
+{
+	size_t n = 5000;
+	double *y = malloc(n * sizeof(*y));
+	struct costmodel_modes m;
+
+	for (size_t i = 0; i < n; i++)
+		y[i] = 2e6 + 13e6 * uniform();
+	CHECK_INT(costmodel_modes(y, n, &m), 0);
+	CHECK(m.bic[1] < m.bic[0] - COSTMODEL_BIC_MARGIN);
+	CHECK_INT(m.k, 1);
+	for (size_t i = 0; i < n; i++)
+		y[i] = 2e6 + 5e4 * floor(1 + 200 * uniform()) + 3e6 * uniform();
+	CHECK_INT(costmodel_modes(y, n, &m), 0);
+	CHECK_INT(m.k, 1);
+	for (size_t i = 0; i < n; i++)
+		y[i] = 1e6 * exp(1.5 * uniform());
+	CHECK_INT(costmodel_modes(y, n, &m), 0);
+	CHECK_INT(m.k, 1);
+	/* the same number of streams, two modes: found */
+	for (size_t i = 0; i < n; i++)
+		y[i] = (i % 3 ? 2e6 : 9e6) * exp(0.2 * normal());
+	CHECK_INT(costmodel_modes(y, n, &m), 0);
+	CHECK_INT(m.k, 2);
+	CHECK(fabs(m.mode[1].weight - 1.0 / 3) < 0.02);
+	free(y);
+}
+
 static void test_put_ns(void)
 {
 	static const struct {
@@ -298,6 +328,7 @@ int main(void)
 	RUN(test_bimodal);
 	RUN(test_trimodal);
 	RUN(test_unimodal);
+	RUN(test_flat);
 	RUN(test_put_ns);
 	return CHECK_DONE();
 }
