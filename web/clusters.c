@@ -426,8 +426,11 @@ void clusters_costmodel_section(struct req *rq, enum attribution_of of, const ch
 		html_raw(rq, "</li>");
 	}
 	if (!cm.n && !cm.modes_words) {
-		html_rawf(rq, "<li>None of its %zu numeric label%s explains this %s's cost, which has a single mode around ",
-			  cm.tested, cm.tested == 1 ? "" : "s", what);
+		if (cm.tested)
+			html_rawf(rq, "<li>None of its %zu numeric label%s explains this %s's cost, which has a single "
+				      "mode around ", cm.tested, cm.tested == 1 ? "" : "s", what);
+		else
+			html_rawf(rq, "<li>Its streams have no numeric label; this %s's cost has a single mode around ", what);
 		html_cost(rq, (int64_t)cm.modes.mode[0].cost_ns);
 		html_raw(rq, ".</li>");
 	}
