@@ -463,6 +463,30 @@ PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t err
 	return values(db, 21, PROBLEM_K VALUES_STORED, 22, PROBLEM_K VALUES_COUNTED, id, err, errlen);
 }
 
+/* what the cost depends on (web/attribution.h): the attributed streams, a deterministic sample of
+ * $2 of them (by a hash of their id), with their cost; then their numeric labels, of the keys whose
+ * values are numbers on at least 95 % of the streams that have them */
+#define NUMBER_RE "'^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$'"
+#define NUMERIC                                                                                  \
+	", s AS (SELECT k.stream_ref, k.cost FROM k JOIN streams t ON t.id = k.stream_ref"           \
+	"  ORDER BY md5(k.stream_ref::text), k.stream_ref LIMIT $2::bigint),"                        \
+	" kv AS (SELECT s.stream_ref, l.key, l.value, l.value ~ " NUMBER_RE " AS num"               \
+	"  FROM s JOIN streams t ON t.id = s.stream_ref, jsonb_each_text(t.labels) AS l(key, value)),"     \
+	" nk AS (SELECT key FROM kv GROUP BY key HAVING count(*) FILTER (WHERE num) >= 0.95 * count(*))" \
+	" SELECT stream_ref, cost::bigint AS cost_ns, NULL::text AS key, NULL::text AS value FROM s" \
+	" UNION ALL SELECT kv.stream_ref, NULL, kv.key, kv.value FROM kv JOIN nk USING (key) WHERE kv.num" \
+	" ORDER BY 3 NULLS FIRST, 1"
+
+PGresult *model_cluster_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	return run_key_limit(db, 0, CLUSTER_K NUMERIC, id, limit, err, errlen);
+}
+
+PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	return run_key_limit(db, 0, PROBLEM_K NUMERIC, id, limit, err, errlen);
+}
+
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen)
 {
 	const char *p[1] = { id };

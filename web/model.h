@@ -112,6 +112,13 @@ PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t err
 /* The same for problem id: its streams and cost are those of the run's AOI events any member
  * cluster matches, each (kind, stack) once; run_streams counts both kinds in every run. */
 PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t errlen);
+/* For what the cost depends on (web/attribution.h): first the attributed streams, at most `limit`
+ * (a deterministic sample above), one row each with key NULL: stream_ref, cost_ns (the cluster's
+ * cost there), by stream_ref; then, by key and stream_ref, those streams' numeric labels: stream_ref,
+ * key, value (a number), for the keys whose values are numbers on at least 95 % of those streams. */
+PGresult *model_cluster_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen);
+/* The same for problem id (its streams and cost as model_problem_values()'). */
+PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen);
 /* The matched stacks with their cost: stack_id, cost_ns, events (frames via model_stack_frames). */
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen);
 

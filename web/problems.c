@@ -281,6 +281,7 @@ void problems_page_problem(struct req *rq)
 	machine_note(rq, p, 0);
 	problem_metrics(rq, p, 0);
 	clusters_attribution_section(rq, ATTRIBUTION_PROBLEM, id);
+	clusters_costmodel_section(rq, ATTRIBUTION_PROBLEM, id);
 	html_raw(rq, "<h2>Clusters</h2>");
 	problem_members(rq, cl, &k, id);
 	html_raw(rq, "<h2>Hosts</h2><table class=\"hosts\"><thead><tr><th>Host</th><th class=\"n\">Streams</th>"
