@@ -1,5 +1,6 @@
 /* costmodel: cost against numeric features (line, regression tree) and its modes (see costmodel.h). */
 #include "common/costmodel.h"
+#include "common/fmt.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -464,43 +465,22 @@ int costmodel_modes(const double *cost_ns, size_t n, struct costmodel_modes *out
 
 /* ---- words ---- */
 
-void costmodel_put_ns(struct buf *out, double ns)
+static void put_ns(struct buf *out, double ns)
 {
-	static const struct {
-		double at;
-		const char *unit;
-	} u[] = { { 1e9, "s" }, { 1e6, "ms" }, { 1e3, "µs" }, { 0, "ns" } };
-	double a = fabs(ns);
-	size_t i = 0;
+	char t[FMT_LEN];
 
-	while (u[i].at > 0 && a < u[i].at)
-		i++;
-	a = u[i].at > 0 ? ns / u[i].at : ns;
-	if (fabs(a) >= 1000)
-		buf_printf(out, "%.0f %s", a, u[i].unit);
-	else
-		buf_printf(out, "%.3g %s", a, u[i].unit);
+	buf_puts(out, fmt_duration(t, ns));
 }
 
 /* A whole number with thousands separators ("4,096"), else three significant digits. */
 static void put_count(struct buf *out, double v)
 {
-	char d[32];
-	int len, start;
+	char t[FMT_LEN];
 
-	if (v != floor(v) || fabs(v) >= 1e15) {
+	if (v != floor(v) || fabs(v) >= 1e15)
 		buf_printf(out, "%.3g", v);
-		return;
-	}
-	len = snprintf(d, sizeof(d), "%.0f", v);
-	start = d[0] == '-';
-	if (start)
-		buf_putc(out, '-');
-	for (int i = start; i < len; i++) {
-		if (i > start && (len - i) % 3 == 0)
-			buf_putc(out, ',');
-		buf_putc(out, d[i]);
-	}
+	else
+		buf_puts(out, fmt_count(t, (int64_t)v));
 }
 
 static int is_ns_key(const char *key)
@@ -514,7 +494,7 @@ static int is_ns_key(const char *key)
 static void put_value(struct buf *out, const char *key, double v)
 {
 	if (is_ns_key(key))
-		costmodel_put_ns(out, v);
+		put_ns(out, v);
 	else
 		put_count(out, v);
 }
@@ -551,22 +531,22 @@ void costmodel_fit_words(const char *key, const struct costmodel_fit *f, struct 
 		for (int i = 0; i < 3 && !is_ns_key(key) && s * scale < 1; i++)
 			scale *= 1000;
 		buf_printf(out, "cost %s with %s: ", f->slope_ns > 0 ? "grows" : "falls", key);
-		costmodel_put_ns(out, s * scale);
+		put_ns(out, s * scale);
 		buf_puts(out, " per ");
 		put_per(out, key, scale);
 		buf_printf(out, ", R^2 %.2f", f->r2_linear);
 	} else if (f->form == COSTMODEL_STEPS && f->nleaves == 2) {
 		buf_printf(out, "cost %s from ", f->leaf[1].cost_ns > f->leaf[0].cost_ns ? "jumps" : "drops");
-		costmodel_put_ns(out, f->leaf[0].cost_ns);
+		put_ns(out, f->leaf[0].cost_ns);
 		buf_puts(out, " to ");
-		costmodel_put_ns(out, f->leaf[1].cost_ns);
+		put_ns(out, f->leaf[1].cost_ns);
 		buf_printf(out, " above %s ", key);
 		put_value(out, key, f->leaf[0].up_to);
 		buf_printf(out, ", R^2 %.2f", f->r2_tree);
 	} else if (f->form == COSTMODEL_STEPS) {
 		buf_printf(out, "cost steps with %s: ", key);
 		for (size_t i = 0; i < f->nleaves; i++) {
-			costmodel_put_ns(out, f->leaf[i].cost_ns);
+			put_ns(out, f->leaf[i].cost_ns);
 			if (i + 1 < f->nleaves) {
 				buf_puts(out, " up to ");
 				put_value(out, key, f->leaf[i].up_to);
@@ -590,7 +570,11 @@ void costmodel_modes_words(const struct costmodel_modes *m, struct buf *out)
 	for (size_t j = 0; j < m->k; j++) {
 		if (j)
 			buf_puts(out, j + 1 == m->k ? " and " : ", ");
-		costmodel_put_ns(out, m->mode[j].cost_ns);
-		buf_printf(out, " (%.0f %%)", 100 * m->mode[j].weight);
+		put_ns(out, m->mode[j].cost_ns);
+		{
+			char t[FMT_LEN];
+
+			buf_printf(out, " (%s)", fmt_share(t, m->mode[j].weight));
+		}
 	}
 }

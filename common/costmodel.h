@@ -98,7 +98,4 @@ void costmodel_fit_words(const char *key, const struct costmodel_fit *f, struct 
 /* "two modes: 3 ms (80 %) and 45 ms (20 %)"; nothing when m->k < 2. */
 void costmodel_modes_words(const struct costmodel_modes *m, struct buf *out);
 
-/* A duration in words: "45 ms", "1.25 s", "800 µs", "12 ns" (three significant digits at most). */
-void costmodel_put_ns(struct buf *out, double ns);
-
 #endif

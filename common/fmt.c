@@ -11,14 +11,14 @@ static const struct {
 	const char *unit;
 	double min;   /* from here on the unit below would print 1000 or more */
 } units[] = {
-	{ 1e9, "s", 0.99995 },
-	{ 1e6, "ms", 0.99995 },
+	{ 1e9, "s", 0.9995 },
+	{ 1e6, "ms", 0.9995 },
 	{ 1e3, "\xc2\xb5s", 0.9995 },
 	{ 1, "ns", 0 },
 };
 #define NUNITS (sizeof(units) / sizeof(units[0]))
 /* seconds from which a duration is written in whole seconds */
-#define WHOLE_S 999.95
+#define WHOLE_S 999.5
 
 char *fmt_count(char out[FMT_LEN], int64_t n)
 {
@@ -38,14 +38,22 @@ char *fmt_count(char out[FMT_LEN], int64_t n)
 	return out;
 }
 
-/* The unit for a magnitude a >= 0, and the most decimals it is written with (three or four digits). */
+/* The decimals that write a >= 0 in unit u to three significant digits. */
+static int decimals_in(double a, size_t u)
+{
+	double v = a / units[u].div;
+
+	return units[u].div == 1 || v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2;
+}
+
+/* The unit for a magnitude a >= 0, and the most decimals it is written with. */
 static size_t unit_of(double a, int *decimals)
 {
 	size_t i = 0;
 
 	while (i + 1 < NUNITS && a / units[i].div < units[i].min)
 		i++;
-	*decimals = units[i].div == 1 ? 0 : a / units[i].div >= 99.995 ? 1 : 2;
+	*decimals = decimals_in(a, i);
 	return i;
 }
 
@@ -103,8 +111,9 @@ char *fmt_interval(char out[FMT_LEN], double lo_ns, double hi_ns)
 	}
 	u = unit_of(m, &d);
 	whole = m / 1e9 >= WHOLE_S;
-	put(lo, sizeof(lo), lo_ns, u, d, whole);
-	put(hi, sizeof(hi), hi_ns, u, d, whole);
+	/* each end to its own three digits, in the larger end's unit */
+	put(lo, sizeof(lo), lo_ns, u, decimals_in(fabs(lo_ns), u), whole);
+	put(hi, sizeof(hi), hi_ns, u, decimals_in(fabs(hi_ns), u), whole);
 	snprintf(out, FMT_LEN, "[%s, %s]", lo, hi);
 	return out;
 }

@@ -17,11 +17,11 @@
 
 /* "50,110", "-1,234", "7". */
 char *fmt_count(char out[FMT_LEN], int64_t n);
-/* Three or four significant digits in the largest unit that keeps the value at least 1, without
- * trailing zeros: "36.43 s", "123.4 ms", "1.5 ms", "500 µs", "17 ns"; from 1,000 s on, whole
- * seconds ("36,432 s"). Negative values (an excess) keep their sign; NaN and infinities read "-". */
+/* Three significant digits in the largest unit that keeps the value at least 1, without trailing
+ * zeros: "36.4 s", "123 ms", "1.5 ms", "500 µs", "17 ns"; from 1,000 s on, whole seconds
+ * ("36,432 s"). Negative values (an excess) keep their sign; NaN and infinities read "-". */
 char *fmt_duration(char out[FMT_LEN], double ns);
-/* "[-0.46 s, 2.61 s]": both ends in the unit and to the decimals the larger end takes. */
+/* "[-0.46 s, 2.61 s]": both ends in the larger end's unit, each to three significant digits. */
 char *fmt_interval(char out[FMT_LEN], double lo_ns, double hi_ns);
 /* A share of 1 as "66.7 %", "100 %", "0 %", "< 0.1 %" (above 0 but under 0.05 %). */
 char *fmt_share(char out[FMT_LEN], double frac);

@@ -503,17 +503,20 @@ static void test_fmt(void)
 	CHECK_STR(fmt_duration(o, 999.6), "1 \xc2\xb5s");
 	CHECK_STR(fmt_duration(o, 5000), "5 \xc2\xb5s");
 	CHECK_STR(fmt_duration(o, 850000), "850 \xc2\xb5s");
-	CHECK_STR(fmt_duration(o, 123400000), "123.4 ms");
-	CHECK_STR(fmt_duration(o, 999940000), "999.9 ms");
-	CHECK_STR(fmt_duration(o, 999960000), "1 s");
-	CHECK_STR(fmt_duration(o, 20080349), "20.08 ms");
+	CHECK_STR(fmt_duration(o, 123400000), "123 ms");
+	CHECK_STR(fmt_duration(o, 999400000), "999 ms");
+	CHECK_STR(fmt_duration(o, 999600000), "1 s");
+	CHECK_STR(fmt_duration(o, 20080349), "20.1 ms");
 	CHECK_STR(fmt_duration(o, 1500000), "1.5 ms");
 	CHECK_STR(fmt_duration(o, 1234567), "1.23 ms");
 	CHECK_STR(fmt_duration(o, 1e10), "10 s");
-	CHECK_STR(fmt_duration(o, 36432000000.0), "36.43 s");
-	CHECK_STR(fmt_duration(o, 999.9e9), "999.9 s");
+	CHECK_STR(fmt_duration(o, 36432000000.0), "36.4 s");
+	CHECK_STR(fmt_duration(o, 999.4e9), "999 s");
 	CHECK_STR(fmt_duration(o, 36432.4e9), "36,432 s");
-	CHECK_STR(fmt_duration(o, -460900000), "-460.9 ms");
+	CHECK_STR(fmt_duration(o, 999.6e9), "1,000 s");
+	CHECK_STR(fmt_duration(o, 45.04e6), "45 ms");
+	CHECK_STR(fmt_duration(o, 2.984e6), "2.98 ms");
+	CHECK_STR(fmt_duration(o, -460900000), "-461 ms");
 	CHECK_STR(fmt_duration(o, NAN), "-");
 
 	/* one unit, the larger end's: not "[-460.9 ms, 2.607 s]" */
@@ -535,7 +538,7 @@ static void test_fmt(void)
 	CHECK_STR(fmt_bytes(o, 4u << 20), "4.00 MiB");
 	CHECK_STR(fmt_bytes(o, 300u << 20), "300 MiB");
 
-	CHECK_STR(fmt_label_value(o, "unit.threshold_ns", "20080349"), "20.08 ms");
+	CHECK_STR(fmt_label_value(o, "unit.threshold_ns", "20080349"), "20.1 ms");
 	CHECK_STR(fmt_label_value(o, "unit.calls", "50110"), "50,110");
 	CHECK_STR(fmt_label_value(o, "req.body_bytes", "1536"), "1.50 KiB");
 	CHECK_STR(fmt_label_value(o, "retry_count", "12000"), "12,000");

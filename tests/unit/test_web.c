@@ -284,8 +284,8 @@ static void test_html(void)
 	html_label_value(&rq, "unit.threshold_ns", "20080349");
 	html_raw(&rq, "|");
 	html_label_value(&rq, "host", "<b>");
-	CHECK_STR(buf_cstr(&rq.out), "1.23 s|12.35 ms|850 µs|50,110|[-0.46 s, 2.61 s]|45.6 %|"
-		  "<span title=\"20080349\">20.08 ms</span>|&lt;b&gt;");
+	CHECK_STR(buf_cstr(&rq.out), "1.23 s|12.3 ms|850 µs|50,110|[-0.46 s, 2.61 s]|45.6 %|"
+		  "<span title=\"20080349\">20.1 ms</span>|&lt;b&gt;");
 	buf_reset(&rq.out);
 	html_bar(&rq, 5, 10, 60);
 	html_bar(&rq, 0.001, 10, 60);
