@@ -11,14 +11,15 @@
 // SM_XSS_WAIT (done copies of it: the same kind, wait events only; for Compare), SM_SCREENS
 // (where full-page screenshots go), SM_CHROMIUM (default /usr/bin/chromium),
 // SM_ADMIN_TOKEN (an admin's, for the run deletion and its confirmation), SM_LIVE_RUN (a run
-// "running" with a heartbeat's progress written by the script, never ending).
+// "running" with a heartbeat's progress written by the script, never ending), SM_BI_CLUSTER (a
+// cluster whose cost has two modes and steps with a numeric label, for "What the cost depends on").
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 const env = process.env;
 for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_ADMIN_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_XSS_RUN2",
-  "SM_XSS_WAIT", "SM_SCREENS", "SM_LIVE_RUN"]) {
+  "SM_XSS_WAIT", "SM_SCREENS", "SM_LIVE_RUN", "SM_BI_CLUSTER"]) {
   if (!env[k]) {
     console.error(`dashboard.test.mjs: ${k} is not set (run it through tests/integration/test_web_browser.sh)`);
     process.exit(2);
@@ -502,6 +503,18 @@ await check("compare page: the differential graph zooms in place; titles read e.
   expect(after.some((n) => n.href === pick.href && Math.abs(n.w - nodes[0].w) < 1), "the frame is not full width");
 });
 
+await check("a cluster's cost model: what its cost depends on and its two modes, in words, after 'Where it happens'", async () => {
+  await go(`/clusters/${env.SM_BI_CLUSTER}`);
+  const items = (await page.locator("section.costmodel ul.lead li").allTextContents()).map((t) => t.replace(/\s+/g, " ").trim());
+  expect(items.length === 2, `sentences ${JSON.stringify(items)}`);
+  expect(/^Cost jumps from 3 ms to 45 ms above body\.size 3,200, R\^2 1\.00\. \(50 streams, R\^2 [01]\.[0-9]{2} on held-out streams\)$/.test(items[0]),
+    `'${items[0]}'`);
+  expect(items[1] === "Two modes: 3 ms (80 %) and 45 ms (20 %).", `'${items[1]}'`);
+  const heads = await page.locator("main h2").allTextContents();
+  expect(heads.indexOf("What the cost depends on") === heads.indexOf("Where it happens") + 1, `sections ${heads.join(" | ")}`);
+});
+await shot(page, "cluster-costmodel");
+
 // ---- 5. a signature from the common part ----
 step = "signature";
 let sigId;
@@ -664,10 +677,10 @@ let allStreams;
 await check("streams: the range presets narrow the list (the xssapp streams are 2 days old)", async () => {
   await go("/streams?range=all");
   allStreams = await listTotal();
-  expect(allStreams === 64, `${allStreams} streams in all`);
+  expect(allStreams === 114, `${allStreams} streams in all`);
   await clickAndWait(page.locator("p.ranges a[data-range='24h']"));
   expect(query(page, "range") === "24h", `URL ${page.url()}`);
-  expect((await listTotal()) === 60, `${await listTotal()} streams in the last 24 h`);
+  expect((await listTotal()) === 110, `${await listTotal()} streams in the last 24 h`);
   expect((await page.locator("p.ranges [aria-current]").getAttribute("data-range")) === "24h", "the preset is not marked");
 });
 await check("streams: an absolute from/to (UTC) holds only the streams in it", async () => {
