@@ -246,9 +246,10 @@ await check("a write with the session cookie but no CSRF token is refused", asyn
     return { none: await post({}), wrong: await post({ "X-CSRF-Token": "0".repeat(32) }) };
   }, env.SM_APP);
   expect(r.none === 403 && r.wrong === 403, `without the token: ${r.none}, with a wrong one: ${r.wrong}`);
-  // no run was queued by them: the xssapp run and its two copies, the live one (SM_LIVE_RUN) and the form's
+  // no run was queued by them: the xssapp run and its two copies, the live one (SM_LIVE_RUN), bi's and
+  // the form's
   const body = await page.evaluate(() => fetch("/api/v1/runs", { credentials: "same-origin" }).then((x) => x.json()));
-  expect(body.total === 5, `${body.total} runs, expected 5`);
+  expect(body.total === 6, `${body.total} runs, expected 6`);
 });
 
 // ---- 3. sorting ----
