@@ -160,6 +160,46 @@ char *fmt_bytes(char out[FMT_LEN], uint64_t bytes)
 	return out;
 }
 
+char *fmt_frame_short(char *out, size_t cap, const char *name, size_t max)
+{
+	const char *fn = strchr(name, '!');
+	size_t len;
+
+	fn = fn && fn[1] ? fn + 1 : name;
+	len = strlen(fn);
+	if (len > 6 && memcmp(fn + len - 6, " const", 6) == 0)
+		len -= 6;
+	if (len && fn[len - 1] == ')') {
+		int depth = 0;
+
+		for (size_t i = len; i-- > 0;) {
+			depth += fn[i] == ')' ? 1 : fn[i] == '(' ? -1 : 0;
+			if (depth == 0) {
+				len = i;
+				break;
+			}
+		}
+	}
+	if (len == 0) {
+		fn = name;
+		len = strlen(name);
+	}
+	/* room for "…" (3 bytes) and the NUL */
+	if (max == 0 || max > cap - 4)
+		max = cap - 4;
+	if (len > max) {
+		len = max;
+		while (len && ((unsigned char)fn[len] & 0xc0) == 0x80)   /* not inside a character */
+			len--;
+		memcpy(out, fn, len);
+		memcpy(out + len, "\xe2\x80\xa6", 4);
+	} else {
+		memcpy(out, fn, len);
+		out[len] = '\0';
+	}
+	return out;
+}
+
 static int ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);

@@ -11,6 +11,7 @@
 #ifndef SM_FMT_H
 #define SM_FMT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define FMT_LEN 64
@@ -27,6 +28,10 @@ char *fmt_interval(char out[FMT_LEN], double lo_ns, double hi_ns);
 char *fmt_share(char out[FMT_LEN], double frac);
 /* "512 B", "1.50 KiB", "4.00 MiB", "1.25 GiB". */
 char *fmt_bytes(char out[FMT_LEN], uint64_t bytes);
+/* A frame name as tables show it: its function part (after "module!"), a trailing argument list
+ * "(...)" (and " const") dropped, at most max bytes (on a character boundary, then "…"; max 0: no limit), into
+ * out[0..cap) (cap at least 8). The whole name when that leaves nothing. Returns out. */
+char *fmt_frame_short(char *out, size_t cap, const char *name, size_t max);
 /* A label's value read by its key, when the value is a whole number: a key ending "_ns" as a
  * duration ("unit.threshold_ns" 20080349: "20.08 ms"), "_bytes" as a size, and "calls", "count" or
  * ending "_calls" or "_count" (after the last '.') as a count. NULL for any other key or value:

@@ -502,6 +502,24 @@ static int cmd_show(const char *conninfo, struct args *c, const char *run)
 	return 0;
 }
 
+/* "    a › b › c": the frames ids ("{1,2,3}", outermost first) by name, each shortened as the
+ * dashboard's tables do; "-" when none. */
+static void print_frames(PGconn *db, const char *ids)
+{
+	const char *params[1] = { ids };
+	PGresult *r = PQexecParams(db, "SELECT f.name FROM unnest($1::integer[]) WITH ORDINALITY AS u(fid, o)"
+				       " JOIN frame_names f ON f.id = u.fid ORDER BY u.o", 1, NULL, params, NULL, NULL, 0);
+	char t[256];
+
+	fputs("    ", stdout);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) == 0)
+		fputs("-", stdout);
+	for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
+		printf("%s%s", i ? " \xe2\x80\xba " : "", fmt_frame_short(t, sizeof(t), PQgetvalue(r, i, 0), 60));
+	fputs("\n", stdout);
+	PQclear(r);
+}
+
 /* "#1  wait  excess 1.2 s [0.9 s, 1.5 s]  total 36.43 s (#3)  1,234 streams  cluster 17", then its title:
  * a run's costliest clusters as people read them (the demo prints these). */
 static int cmd_clusters(const char *conninfo, struct args *c, const char *run)
@@ -514,15 +532,11 @@ static int cmd_clusters(const char *conninfo, struct args *c, const char *run)
 
 	if (!(db = run_open(conninfo, c, "clusters '%s': RUN must be a run id", run, lim, &rc)))
 		return rc;
-	/* the title, or for a run mined before titles the innermost 3 frames of the common part; a
-	 * frame's function part, or the whole name when it has none (an address) */
+	/* the title, or for a run mined before titles the innermost 3 frames of the common part */
 	r = PQexecParams(db,
 			 "SELECT c.id, c.kind, coalesce(c.rank_excess_cost, c.rank_total_cost), c.excess_cost_ns,"
 			 " c.excess_lo_ns, c.excess_hi_ns, c.rank_total_cost, c.total_cost_ns, c.streams,"
-			 " (SELECT string_agg(CASE WHEN split_part(f.name, '!', 2) <> '' THEN split_part(f.name, '!', 2)"
-			 "   ELSE f.name END, ' \xe2\x80\xba ' ORDER BY u.o)"
-			 "  FROM unnest(coalesce(c.title_frame_ids, c.common_frame_ids[greatest(cardinality(c.common_frame_ids) - 2, 1):]))"
-			 "   WITH ORDINALITY AS u(fid, o) JOIN frame_names f ON f.id = u.fid)"
+			 " coalesce(c.title_frame_ids, c.common_frame_ids[greatest(cardinality(c.common_frame_ids) - 2, 1):])"
 			 " FROM clusters c WHERE c.run_id = $1"
 			 " ORDER BY coalesce(c.rank_excess_cost, c.rank_total_cost), c.kind DESC, c.id LIMIT $2::integer",
 			 2, NULL, params, NULL, NULL, 0);
@@ -553,8 +567,10 @@ static int cmd_clusters(const char *conninfo, struct args *c, const char *run)
 			if (!PQgetisnull(r, i, 4))
 				printf(" %s", fmt_interval(b, (double)db_get_i64(r, i, 4), (double)db_get_i64(r, i, 5)));
 		}
-		printf("  total %s (#%s)  %s streams  cluster %s\n    %s\n", fmt_duration(a, (double)db_get_i64(r, i, 7)),
-		       PQgetvalue(r, i, 6), fmt_count(n, db_get_i64(r, i, 8)), PQgetvalue(r, i, 0), PQgetvalue(r, i, 9));
+		printf("  total %s (#%s)  %s stream%s  cluster %s\n", fmt_duration(a, (double)db_get_i64(r, i, 7)),
+		       PQgetvalue(r, i, 6), fmt_count(n, db_get_i64(r, i, 8)), db_get_i64(r, i, 8) == 1 ? "" : "s",
+		       PQgetvalue(r, i, 0));
+		print_frames(db, PQgetvalue(r, i, 9));
 	}
 	PQclear(r);
 	PQfinish(db);
@@ -630,6 +646,19 @@ static int cmd_compare(const char *conninfo, struct args *c, const char *sa, con
 		printf("%-9s %-4s %9s %9s %12s %12s %12s %24s  %s\n", compare_status_name(r->status),
 		       r->kind == 'w' ? "wait" : "run", ia, ib, fmt_duration(ca, r->a_cps), fmt_duration(cb, r->b_cps), cd,
 		       ci, sim);
+		/* its title (mined before titles: the innermost frames of its common part) */
+		{
+			const uint32_t *f = r->title ? r->title : r->common + (r->ncommon > 3 ? r->ncommon - 3 : 0);
+			uint32_t nf = r->title ? r->ntitle : r->ncommon > 3 ? 3 : r->ncommon;
+			char ids[3 * 12 + 4];
+			int len = 0;
+
+			ids[len++] = '{';
+			for (uint32_t k = 0; k < nf && k < 3; k++)
+				len += snprintf(ids + len, sizeof(ids) - (size_t)len, k ? ",%u" : "%u", f[k]);
+			snprintf(ids + len, sizeof(ids) - (size_t)len, "}");
+			print_frames(db, ids);
+		}
 	}
 	compare_free(cmp);
 	PQfinish(db);

@@ -141,39 +141,13 @@ void html_bar(struct req *rq, double value, double max, int width)
 
 void html_frame_short(struct req *rq, const char *name, int max)
 {
-	const char *fn = strchr(name, '!');
-	size_t len;
 	char tmp[512];
 
-	fn = fn ? fn + 1 : name;
-	len = strlen(fn);
-	/* drop a trailing argument list "(...)" and a trailing " const" */
-	if (len && fn[len - 1] == ')') {
-		int depth = 0;
-		for (size_t i = len; i-- > 0;) {
-			depth += fn[i] == ')' ? 1 : fn[i] == '(' ? -1 : 0;
-			if (depth == 0) {
-				len = i;
-				break;
-			}
-		}
-	}
-	if (len > sizeof(tmp) - 4)
-		len = sizeof(tmp) - 4;
-	if (max > 0 && len > (size_t)max) {
-		len = (size_t)max;
-		while (len && ((unsigned char)fn[len] & 0xc0) == 0x80)   /* not inside a character */
-			len--;
-		memcpy(tmp, fn, len);
-		memcpy(tmp + len, "…", sizeof("…"));
-	} else {
-		memcpy(tmp, fn, len);
-		tmp[len] = '\0';
-	}
+	fmt_frame_short(tmp, sizeof(tmp), name, max > 0 ? (size_t)max : 0);
 	html_raw(rq, "<span class=\"frame\" title=\"");
 	html_text(rq, name);
 	html_raw(rq, "\">");
-	html_text(rq, tmp[0] ? tmp : name);
+	html_text(rq, tmp);
 	html_raw(rq, "</span>");
 }
 

@@ -538,6 +538,12 @@ static void test_fmt(void)
 	CHECK_STR(fmt_bytes(o, 4u << 20), "4.00 MiB");
 	CHECK_STR(fmt_bytes(o, 300u << 20), "300 MiB");
 
+	CHECK_STR(fmt_frame_short(o, sizeof(o), "checkout!http::Router::dispatch(http::Request&, http::Response&) const", 0),
+		  "http::Router::dispatch");
+	CHECK_STR(fmt_frame_short(o, sizeof(o), "redis-server+0x64e50", 0), "redis-server+0x64e50");
+	CHECK_STR(fmt_frame_short(o, sizeof(o), "lib!", 0), "lib!");
+	CHECK_STR(fmt_frame_short(o, sizeof(o), "m!\xc3\xa9\xc3\xa9\xc3\xa9", 3), "\xc3\xa9\xe2\x80\xa6");
+	CHECK_STR(fmt_frame_short(o, 16, "m!abcdefghijklmnopqrstuvwxyz", 0), "abcdefghijkl\xe2\x80\xa6");
 	CHECK_STR(fmt_label_value(o, "unit.threshold_ns", "20080349"), "20.1 ms");
 	CHECK_STR(fmt_label_value(o, "unit.calls", "50110"), "50,110");
 	CHECK_STR(fmt_label_value(o, "req.body_bytes", "1536"), "1.50 KiB");

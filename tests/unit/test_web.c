@@ -257,7 +257,7 @@ static void test_html(void)
 	req_init(&rq, "");
 	html_frame_short(&rq, "app!std::map<K, V>::find(K const&) const", 60);
 	CHECK_STR(buf_cstr(&rq.out), "<span class=\"frame\" title=\"app!std::map&lt;K, V&gt;::find(K const&amp;) const\">"
-				      "std::map&lt;K, V&gt;::find(K const&amp;) const</span>");
+				      "std::map&lt;K, V&gt;::find</span>");
 	buf_reset(&rq.out);
 	html_frame_short(&rq, "app!ns::f(int)", 60);
 	CHECK_STR(buf_cstr(&rq.out), "<span class=\"frame\" title=\"app!ns::f(int)\">ns::f</span>");
