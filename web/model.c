@@ -163,6 +163,51 @@ PGresult *model_runs(PGconn *db, const char *app, const char *status, long limit
 	return run(db, RUN_COLS RUN_WHERE " ORDER BY r.id DESC LIMIT $3 OFFSET $4", 4, p, err, errlen);
 }
 
+/* the orders of the runs' page, by run_sort_names */
+static const char *const run_sort_names[RUN_SORT_N] = { "newest", "app", "status", "worst", "clusters" };
+static const char *const run_sort_sql[RUN_SORT_N] = {
+	"x.run_id DESC",
+	"x.app, x.run_id DESC",
+	"x.status, x.run_id DESC",
+	"worst_cost_ns DESC NULLS LAST, x.run_id DESC",
+	"(x.counts->>'clusters')::bigint DESC NULLS LAST, x.run_id DESC",
+};
+
+int model_run_sort_parse(const char *s)
+{
+	for (int i = 0; s && i < RUN_SORT_N; i++)
+		if (strcmp(s, run_sort_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *model_run_sort_name(enum model_run_sort s)
+{
+	return (unsigned)s < RUN_SORT_N ? run_sort_names[s] : "?";
+}
+
+PGresult *model_runs_worst(PGconn *db, enum model_run_sort sort, long limit, long offset, char *err, size_t errlen)
+{
+	char lim[24], off[24], sql[2048];
+	const char *p[2] = { lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	/* the worst problem (rank 1), or for a run mined before problems its costliest cluster (rank 1 of its
+	 * kind by total cost, the index's, then the costlier kind) */
+	snprintf(sql, sizeof(sql),
+		 "SELECT x.*, wp.worst_problem_id, wc.worst_cluster_id, coalesce(wp.title, wc.title) AS worst_title,"
+		 " coalesce(wp.cost, wc.cost) AS worst_cost_ns FROM (" RUN_COLS ") x"
+		 " LEFT JOIN LATERAL (SELECT p.id AS worst_problem_id, p.title_frame_ids AS title, p.total_cost_ns AS cost"
+		 "  FROM problems p WHERE p.run_id = x.run_id AND p.rank = 1) wp ON true"
+		 " LEFT JOIN LATERAL (SELECT c.id AS worst_cluster_id, coalesce(c.title_frame_ids, c.common_frame_ids)"
+		 "  AS title, c.total_cost_ns AS cost FROM clusters c WHERE wp.worst_problem_id IS NULL"
+		 "  AND c.run_id = x.run_id AND c.rank_total_cost = 1 ORDER BY c.total_cost_ns DESC, c.id LIMIT 1) wc"
+		 " ON true ORDER BY %s LIMIT $1 OFFSET $2",
+		 run_sort_sql[(unsigned)sort < RUN_SORT_N ? sort : 0]);
+	return run(db, sql, 2, p, err, errlen);
+}
+
 PGresult *model_runs_count(PGconn *db, const char *app, const char *status, char *err, size_t errlen)
 {
 	const char *p[2] = { app, status };
@@ -241,10 +286,24 @@ const char *model_sort_name(enum model_sort s)
 	" FROM clusters c WHERE c.run_id = $1::bigint AND ($2::\"char\" IS NULL OR c.kind = $2::\"char\")" \
 	" AND ($3::text IS NULL OR c.common_frame_ids && (SELECT coalesce(array_agg(f.id), '{}')"  \
 	"  FROM frame_names f WHERE strpos(lower(f.name), lower($3)) > 0))"
+/*
+ * The ranks a cluster shows, everywhere (run page, cluster page, problems, API): among all the run's
+ * clusters, both kinds, by each metric descending, ties by id: the run page's order, so that the row a
+ * cluster is on under a metric is its rank by it. (The clusterer's stored ranks are within a kind.)
+ */
+#define RUN_RANKS(run)                                                                           \
+	"(SELECT o.id, row_number() OVER (ORDER BY o.total_cost_ns DESC, o.id)::integer AS total_cost,"  \
+	" row_number() OVER (ORDER BY o.streams DESC, o.id)::integer AS streams,"                     \
+	" row_number() OVER (ORDER BY o.events DESC, o.id)::integer AS events,"                       \
+	" row_number() OVER (ORDER BY o.avg_cost_ns DESC, o.id)::integer AS avg_cost,"                \
+	" CASE WHEN o.excess_cost_ns IS NOT NULL THEN row_number() OVER (ORDER BY o.excess_cost_ns DESC"  \
+	" NULLS LAST, o.id)::integer END AS excess_cost FROM clusters o WHERE o.run_id = " run ") rk"
 #define CLUSTER_COLS(rank)                                                                      \
 	"SELECT c.id AS cluster_id, c.run_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind," \
-	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \
-	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.rank_excess_cost, c.excess_cost_ns,"  \
+	" " rank " AS rank, rk.total_cost AS rank_total_cost, rk.streams AS rank_streams,"           \
+	" rk.events AS rank_events, rk.avg_cost AS rank_avg_cost,"                                     \
+	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, rk.excess_cost AS rank_excess_cost,"   \
+	" c.excess_cost_ns,"                                                                           \
 	" c.excess_lo_ns, c.excess_hi_ns, c.own_cost_ns, c.expected_cost_ns, c.baseline_cost_ns,"      \
 	" c.baseline_streams, coalesce(c.est_cost_ns, c.total_cost_ns) AS est_cost_ns,"             \
 	" coalesce(c.est_streams, c.streams) AS est_streams,"                                          \
@@ -253,14 +312,14 @@ const char *model_sort_name(enum model_sort s)
 /* the page's ids first (an index-only scan when it can), then their rows */
 #define CLUSTER_PAGE(rank, order)                                                                \
 	CLUSTER_COLS(rank) " FROM (SELECT c.id" CLUSTER_WHERE " ORDER BY " order " LIMIT $4 OFFSET $5) pg" \
-	" JOIN clusters c ON c.id = pg.id ORDER BY " order
+	" JOIN clusters c ON c.id = pg.id JOIN " RUN_RANKS("$1::bigint") " ON rk.id = c.id ORDER BY " order
 
 static const char *const cluster_sql[SORT_N] = {
-	CLUSTER_PAGE("c.rank_total_cost", "c.total_cost_ns DESC, c.id"),
-	CLUSTER_PAGE("c.rank_streams", "c.streams DESC, c.id"),
-	CLUSTER_PAGE("c.rank_events", "c.events DESC, c.id"),
-	CLUSTER_PAGE("c.rank_avg_cost", "c.avg_cost_ns DESC, c.id"),
-	CLUSTER_PAGE("c.rank_excess_cost", "c.excess_cost_ns DESC NULLS LAST, c.id"),
+	CLUSTER_PAGE("rk.total_cost", "c.total_cost_ns DESC, c.id"),
+	CLUSTER_PAGE("rk.streams", "c.streams DESC, c.id"),
+	CLUSTER_PAGE("rk.events", "c.events DESC, c.id"),
+	CLUSTER_PAGE("rk.avg_cost", "c.avg_cost_ns DESC, c.id"),
+	CLUSTER_PAGE("rk.excess_cost", "c.excess_cost_ns DESC NULLS LAST, c.id"),
 };
 
 PGresult *model_clusters(PGconn *db, const char *run_id, enum model_sort sort, const char *kind,
@@ -300,12 +359,13 @@ PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
 	const char *p[1] = { id };
 
 	return run_prepared(db, 7,
-		   CLUSTER_COLS("c.rank_total_cost") ", c.medoid,"
+		   CLUSTER_COLS("rk.total_cost") ", c.medoid,"
 		   " (SELECT coalesce(json_agg(json_build_object('pattern_id', (a->>'pattern')::bigint,"
 		   "   'sim', (a->>'sim')::float8, 'ops', a->>'ops') ORDER BY o), '[]')"
 		   "  FROM jsonb_array_elements(c.alignment) WITH ORDINALITY AS x(a, o)) AS alignment,"
 		   " cardinality(c.stack_ids) > 0 AS has_stacks"
-		   " FROM clusters c WHERE c.id = $1::bigint",
+		   " FROM clusters c CROSS JOIN LATERAL " RUN_RANKS("c.run_id") " WHERE c.id = $1::bigint"
+		   " AND rk.id = c.id",
 		   1, p, err, errlen);
 }
 
@@ -948,10 +1008,14 @@ PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err,
 
 	return run(db,
 		   "SELECT c.problem_id, c.id AS cluster_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind,"
-		   " c.rank_total_cost AS rank, c.title_frame_ids AS title, c.common_frame_ids AS common,"
+		   " rk.rank, c.title_frame_ids AS title, c.common_frame_ids AS common,"
 		   " c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.excess_cost_ns"
 		   " FROM problems p CROSS JOIN LATERAL unnest(p.members) WITH ORDINALITY AS m(cid, o)"
-		   " JOIN clusters c ON c.id = m.cid WHERE p.id = ANY($1::bigint[]) ORDER BY p.id, m.o",
+		   " JOIN clusters c ON c.id = m.cid"
+		   /* RUN_RANKS' rank by total cost, the window over each run of the problems once */
+		   " JOIN (SELECT o.id, row_number() OVER (PARTITION BY o.run_id ORDER BY o.total_cost_ns DESC, o.id)::integer"
+		   "  AS rank FROM clusters o WHERE o.run_id IN (SELECT run_id FROM problems WHERE id = ANY($1::bigint[]))) rk"
+		   " ON rk.id = c.id WHERE p.id = ANY($1::bigint[]) ORDER BY p.id, m.o",
 		   1, p, err, errlen);
 }
 
