@@ -376,12 +376,11 @@ static void form_error(struct req *rq, const char *form_err)
 static void rule_form(struct req *rq, const char *form_err)
 {
 	static const char *const types[] = { "new_cluster", "signature_cost", NULL };
-	static const char *const type_labels[] = { "new_cluster: a cluster not seen before costs a share of a run",
-						   "signature_cost: a known signature costs over a limit an hour" };
+	static const char *const type_labels[] = { "new cluster", "signature cost" };
 	bool again = form_err != NULL;
 
-	html_raw(rq, "<form id=\"rule-form\" class=\"grid\" method=\"post\" action=\"/alerts/rules\"><h3>New alert rule"
-		     "</h3>");
+	html_raw(rq, "<h3>New alert rule</h3><form id=\"rule-form\" class=\"grid\" method=\"post\" "
+		     "action=\"/alerts/rules\">");
 	html_csrf_field(rq);
 	if (again)
 		form_error(rq, form_err);
@@ -391,12 +390,13 @@ static void rule_form(struct req *rq, const char *form_err)
 	pages_form_input(rq, again, "app", "", " maxlength=\"255\"");
 	html_raw(rq, "<small>Empty: every app.</small></label><label>Type ");
 	pages_form_select(rq, again, "type", types, type_labels);
-	html_raw(rq, "</label><label>Min share (new_cluster) ");
+	html_raw(rq, "<small>New cluster: a cluster no earlier run had costs over a share of a run; signature cost: a "
+		     "known signature costs over a limit an hour.</small></label><label>Min share (new cluster) ");
 	pages_form_input(rq, again, "min_share", "0.05", " inputmode=\"decimal\"");
 	html_raw(rq, "<small>Of the run's total cost, more than 0 up to 1; default 0.05 (5 %).</small></label>"
-		     "<label>Signature id (signature_cost) ");
+		     "<label>Signature id (signature cost) ");
 	pages_form_input(rq, again, "signature_id", "", " inputmode=\"numeric\"");
-	html_raw(rq, "<small>From the Signatures page.</small></label><label>Limit, ns an hour (signature_cost) ");
+	html_raw(rq, "<small>From the Signatures page.</small></label><label>Limit, ns an hour (signature cost) ");
 	pages_form_input(rq, again, "limit_ns_per_hour", "", " inputmode=\"numeric\"");
 	html_raw(rq, "<small>1000000000 is 1 s of cost an hour.</small></label><label class=\"wide\">Webhook ");
 	pages_form_input(rq, again, "webhook", "", " required type=\"url\" size=\"60\"");
@@ -410,8 +410,8 @@ static void schedule_form(struct req *rq, const char *form_err)
 	static const char *const kinds[] = { "both", "run", "wait", NULL };
 	bool again = form_err != NULL;
 
-	html_raw(rq, "<form id=\"schedule-form\" class=\"grid\" method=\"post\" action=\"/alerts/schedules\">"
-		     "<h3>New schedule</h3>");
+	html_raw(rq, "<h3>New schedule</h3><form id=\"schedule-form\" class=\"grid\" method=\"post\" "
+		     "action=\"/alerts/schedules\">");
 	html_csrf_field(rq);
 	if (again)
 		form_error(rq, form_err);
