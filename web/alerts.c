@@ -142,7 +142,8 @@ out:
 }
 
 /* The one check of an alert rule (the API's body and the page's form): 0 with p (name, app, type,
- * signature_id, limit_ns_per_hour, min_share, webhook: model_alert_rule_put()'s), or WEB_EINVAL with err. */
+ * signature_id, limit_ns_per_hour, min_share, webhook: model_alert_rule_put()'s), or WEB_EINVAL (WEB_EFAIL: out
+ * of memory) with err. */
 static int rule_check(struct req *rq, const struct rule_in *in, const char *p[7], char *err, size_t errlen)
 {
 	double d;
@@ -166,22 +167,28 @@ static int rule_check(struct req *rq, const struct rule_in *in, const char *p[7]
 	if (strcmp(in->type, "signature_cost") == 0) {
 		if (num_check(&in->signature_id, "signature_id", 1, 9e15, true, " for signature_cost", &d, err, errlen) < 0)
 			return WEB_EINVAL;
-		p[3] = req_printf(rq, "%.0f", d);
+		if (!(p[3] = req_printf(rq, "%.0f", d)))
+			goto oom;
 		if (num_check(&in->limit_ns_per_hour, "limit_ns_per_hour", 1, 9e18, true, " for signature_cost", &d, err,
 			      errlen) < 0)
 			return WEB_EINVAL;
-		p[4] = req_printf(rq, "%.0f", d);
+		if (!(p[4] = req_printf(rq, "%.0f", d)))
+			goto oom;
 	} else {
 		if (num_check(&in->min_share, "min_share", 1e-9, 1, false,
 			      " for new_cluster, a share of the run's cost (0 to 1]", &d, err, errlen) < 0)
 			return WEB_EINVAL;
-		p[5] = req_printf(rq, "%.17g", d);
+		if (!(p[5] = req_printf(rq, "%.17g", d)))
+			goto oom;
 	}
 	p[0] = in->name;
 	p[1] = in->app;
 	p[2] = in->type;
 	p[6] = in->webhook;
 	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return WEB_EFAIL;
 }
 
 /* A JSON number field as given (whole: an integer's text, as json_int() reads it). */

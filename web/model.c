@@ -165,12 +165,25 @@ PGresult *model_runs(PGconn *db, const char *app, const char *status, long limit
 
 /* the orders of the runs' page, by run_sort_names */
 static const char *const run_sort_names[RUN_SORT_N] = { "newest", "app", "status", "worst", "clusters" };
-static const char *const run_sort_sql[RUN_SORT_N] = {
-	"x.run_id DESC",
-	"x.app, x.run_id DESC",
-	"x.status, x.run_id DESC",
-	"worst_cost_ns DESC NULLS LAST, x.run_id DESC",
-	"(x.counts->>'clusters')::bigint DESC NULLS LAST, x.run_id DESC",
+
+/* A page of runs with their worst problem (rank 1), or for a run mined before problems its costliest cluster
+ * (rank 1 of its kind by total cost, the index's, then the costlier kind); in order, then newest first. */
+#define RUNS_WORST(order)                                                                        \
+	"SELECT x.*, wp.worst_problem_id, wc.worst_cluster_id, coalesce(wp.title, wc.title) AS worst_title," \
+	" coalesce(wp.cost, wc.cost) AS worst_cost_ns FROM (" RUN_COLS ") x"                          \
+	" LEFT JOIN LATERAL (SELECT p.id AS worst_problem_id, p.title_frame_ids AS title, p.total_cost_ns AS cost" \
+	"  FROM problems p WHERE p.run_id = x.run_id AND p.rank = 1) wp ON true"                   \
+	" LEFT JOIN LATERAL (SELECT c.id AS worst_cluster_id, coalesce(c.title_frame_ids, c.common_frame_ids)" \
+	"  AS title, c.total_cost_ns AS cost FROM clusters c WHERE wp.worst_problem_id IS NULL"      \
+	"  AND c.run_id = x.run_id AND c.rank_total_cost = 1 ORDER BY c.total_cost_ns DESC, c.id LIMIT 1) wc" \
+	" ON true ORDER BY " order ", x.run_id DESC LIMIT $1 OFFSET $2"
+
+static const char *const runs_worst_sql[RUN_SORT_N] = {
+	RUNS_WORST("x.run_id DESC"),
+	RUNS_WORST("x.app"),
+	RUNS_WORST("x.status"),
+	RUNS_WORST("worst_cost_ns DESC NULLS LAST"),
+	RUNS_WORST("(x.counts->>'clusters')::bigint DESC NULLS LAST"),
 };
 
 int model_run_sort_parse(const char *s)
@@ -188,24 +201,12 @@ const char *model_run_sort_name(enum model_run_sort s)
 
 PGresult *model_runs_worst(PGconn *db, enum model_run_sort sort, long limit, long offset, char *err, size_t errlen)
 {
-	char lim[24], off[24], sql[2048];
+	char lim[24], off[24];
 	const char *p[2] = { lim, off };
 
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	snprintf(off, sizeof(off), "%ld", offset);
-	/* the worst problem (rank 1), or for a run mined before problems its costliest cluster (rank 1 of its
-	 * kind by total cost, the index's, then the costlier kind) */
-	snprintf(sql, sizeof(sql),
-		 "SELECT x.*, wp.worst_problem_id, wc.worst_cluster_id, coalesce(wp.title, wc.title) AS worst_title,"
-		 " coalesce(wp.cost, wc.cost) AS worst_cost_ns FROM (" RUN_COLS ") x"
-		 " LEFT JOIN LATERAL (SELECT p.id AS worst_problem_id, p.title_frame_ids AS title, p.total_cost_ns AS cost"
-		 "  FROM problems p WHERE p.run_id = x.run_id AND p.rank = 1) wp ON true"
-		 " LEFT JOIN LATERAL (SELECT c.id AS worst_cluster_id, coalesce(c.title_frame_ids, c.common_frame_ids)"
-		 "  AS title, c.total_cost_ns AS cost FROM clusters c WHERE wp.worst_problem_id IS NULL"
-		 "  AND c.run_id = x.run_id AND c.rank_total_cost = 1 ORDER BY c.total_cost_ns DESC, c.id LIMIT 1) wc"
-		 " ON true ORDER BY %s LIMIT $1 OFFSET $2",
-		 run_sort_sql[(unsigned)sort < RUN_SORT_N ? sort : 0]);
-	return run(db, sql, 2, p, err, errlen);
+	return run(db, runs_worst_sql[(unsigned)sort < RUN_SORT_N ? sort : 0], 2, p, err, errlen);
 }
 
 PGresult *model_runs_count(PGconn *db, const char *app, const char *status, char *err, size_t errlen)
