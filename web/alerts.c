@@ -397,8 +397,8 @@ static void rule_form(struct req *rq, const char *form_err)
 	pages_form_input(rq, again, "app", "", " maxlength=\"255\"");
 	html_raw(rq, "<small>Empty: every app.</small></label><label>Type ");
 	pages_form_select(rq, again, "type", types, type_labels);
-	html_raw(rq, "<small>New cluster: a cluster no earlier run had costs over a share of a run; signature cost: a "
-		     "known signature costs over a limit an hour.</small></label><label>Min share (new cluster) ");
+	html_raw(rq, "<small>New cluster: a cluster the app's previous run did not have takes a share of the run's cost; "
+		     "signature cost: a known signature costs over a limit an hour.</small></label><label>Min share (new cluster) ");
 	pages_form_input(rq, again, "min_share", "0.05", " inputmode=\"decimal\"");
 	html_raw(rq, "<small>Of the run's total cost, more than 0 up to 1; default 0.05 (5 %).</small></label>"
 		     "<label>Signature id (signature cost) ");
