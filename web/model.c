@@ -290,20 +290,16 @@ const char *model_sort_name(enum model_sort s)
 /*
  * The ranks a cluster shows, everywhere (run page, cluster page, problems, API): among all the run's
  * clusters, both kinds, by each metric descending, ties by id: the run page's order, so that the row a
- * cluster is on under a metric is its rank by it. (The clusterer's stored ranks are within a kind.)
+ * cluster is on under a metric is its rank by it. The miner stores them (025_run_ranks); the
+ * clusterer's rank_* columns are within a kind, the fallback for rows written by hand without them.
  */
-#define RUN_RANKS(run)                                                                           \
-	"(SELECT o.id, row_number() OVER (ORDER BY o.total_cost_ns DESC, o.id)::integer AS total_cost,"  \
-	" row_number() OVER (ORDER BY o.streams DESC, o.id)::integer AS streams,"                     \
-	" row_number() OVER (ORDER BY o.events DESC, o.id)::integer AS events,"                       \
-	" row_number() OVER (ORDER BY o.avg_cost_ns DESC, o.id)::integer AS avg_cost,"                \
-	" CASE WHEN o.excess_cost_ns IS NOT NULL THEN row_number() OVER (ORDER BY o.excess_cost_ns DESC"  \
-	" NULLS LAST, o.id)::integer END AS excess_cost FROM clusters o WHERE o.run_id = " run ") rk"
+#define RUN_RANK(m) "coalesce(c.run_rank_" m ", c.rank_" m ")"
 #define CLUSTER_COLS(rank)                                                                      \
 	"SELECT c.id AS cluster_id, c.run_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind," \
-	" " rank " AS rank, rk.total_cost AS rank_total_cost, rk.streams AS rank_streams,"           \
-	" rk.events AS rank_events, rk.avg_cost AS rank_avg_cost,"                                     \
-	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, rk.excess_cost AS rank_excess_cost,"   \
+	" " rank " AS rank, " RUN_RANK("total_cost") " AS rank_total_cost,"                          \
+	" " RUN_RANK("streams") " AS rank_streams, " RUN_RANK("events") " AS rank_events,"          \
+	" " RUN_RANK("avg_cost") " AS rank_avg_cost,"                                                  \
+	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, " RUN_RANK("excess_cost") " AS rank_excess_cost," \
 	" c.excess_cost_ns,"                                                                           \
 	" c.excess_lo_ns, c.excess_hi_ns, c.own_cost_ns, c.expected_cost_ns, c.baseline_cost_ns,"      \
 	" c.baseline_streams, coalesce(c.est_cost_ns, c.total_cost_ns) AS est_cost_ns,"             \
@@ -313,14 +309,14 @@ const char *model_sort_name(enum model_sort s)
 /* the page's ids first (an index-only scan when it can), then their rows */
 #define CLUSTER_PAGE(rank, order)                                                                \
 	CLUSTER_COLS(rank) " FROM (SELECT c.id" CLUSTER_WHERE " ORDER BY " order " LIMIT $4 OFFSET $5) pg" \
-	" JOIN clusters c ON c.id = pg.id JOIN " RUN_RANKS("$1::bigint") " ON rk.id = c.id ORDER BY " order
+	" JOIN clusters c ON c.id = pg.id ORDER BY " order
 
 static const char *const cluster_sql[SORT_N] = {
-	CLUSTER_PAGE("rk.total_cost", "c.total_cost_ns DESC, c.id"),
-	CLUSTER_PAGE("rk.streams", "c.streams DESC, c.id"),
-	CLUSTER_PAGE("rk.events", "c.events DESC, c.id"),
-	CLUSTER_PAGE("rk.avg_cost", "c.avg_cost_ns DESC, c.id"),
-	CLUSTER_PAGE("rk.excess_cost", "c.excess_cost_ns DESC NULLS LAST, c.id"),
+	CLUSTER_PAGE(RUN_RANK("total_cost"), "c.total_cost_ns DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("streams"), "c.streams DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("events"), "c.events DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("avg_cost"), "c.avg_cost_ns DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("excess_cost"), "c.excess_cost_ns DESC NULLS LAST, c.id"),
 };
 
 PGresult *model_clusters(PGconn *db, const char *run_id, enum model_sort sort, const char *kind,
@@ -360,13 +356,12 @@ PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
 	const char *p[1] = { id };
 
 	return run_prepared(db, 7,
-		   CLUSTER_COLS("rk.total_cost") ", c.medoid,"
+		   CLUSTER_COLS(RUN_RANK("total_cost")) ", c.medoid,"
 		   " (SELECT coalesce(json_agg(json_build_object('pattern_id', (a->>'pattern')::bigint,"
 		   "   'sim', (a->>'sim')::float8, 'ops', a->>'ops') ORDER BY o), '[]')"
 		   "  FROM jsonb_array_elements(c.alignment) WITH ORDINALITY AS x(a, o)) AS alignment,"
 		   " cardinality(c.stack_ids) > 0 AS has_stacks"
-		   " FROM clusters c CROSS JOIN LATERAL " RUN_RANKS("c.run_id") " WHERE c.id = $1::bigint"
-		   " AND rk.id = c.id",
+		   " FROM clusters c WHERE c.id = $1::bigint",
 		   1, p, err, errlen);
 }
 
@@ -1009,14 +1004,10 @@ PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err,
 
 	return run(db,
 		   "SELECT c.problem_id, c.id AS cluster_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind,"
-		   " rk.rank, c.title_frame_ids AS title, c.common_frame_ids AS common,"
+		   " " RUN_RANK("total_cost") " AS rank, c.title_frame_ids AS title, c.common_frame_ids AS common,"
 		   " c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.excess_cost_ns"
 		   " FROM problems p CROSS JOIN LATERAL unnest(p.members) WITH ORDINALITY AS m(cid, o)"
-		   " JOIN clusters c ON c.id = m.cid"
-		   /* RUN_RANKS' rank by total cost, the window over each run of the problems once */
-		   " JOIN (SELECT o.id, row_number() OVER (PARTITION BY o.run_id ORDER BY o.total_cost_ns DESC, o.id)::integer"
-		   "  AS rank FROM clusters o WHERE o.run_id IN (SELECT run_id FROM problems WHERE id = ANY($1::bigint[]))) rk"
-		   " ON rk.id = c.id WHERE p.id = ANY($1::bigint[]) ORDER BY p.id, m.o",
+		   " JOIN clusters c ON c.id = m.cid WHERE p.id = ANY($1::bigint[]) ORDER BY p.id, m.o",
 		   1, p, err, errlen);
 }
 

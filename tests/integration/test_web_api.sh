@@ -503,6 +503,9 @@ for c in "$W2" "$W1" "$R1"; do
 	api GET "/api/v1/clusters/$c" "${AN[@]}"
 	t_eq "ranks: cluster $c's rank_total_cost in the API" "$(j 'j["rank_total_cost"]')" "$want"
 done
+t_eq "ranks: stored by the miner with the clusters (025_run_ranks)" \
+	"$(pg_q "SELECT string_agg(id || ':' || run_rank_total_cost || ':' || run_rank_streams, ' ' ORDER BY id) FROM clusters WHERE run_id = $RUN")" \
+	"$(printf '%s\n' "$W2:1:3" "$W1:2:1" "$R1:3:2" | sort -t: -k1,1n | tr '\n' ' ' | sed 's/ $//')"
 api GET "/runs/$RUN" "${AN[@]}"
 t_match "ranks: a problem's member shows the same rank" "$HTTP_BODY" "run cluster <a href=\"/clusters/$R1\">#$R1</a> \\(rank 3\\)"
 
