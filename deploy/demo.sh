@@ -378,19 +378,9 @@ print_guide() {
 	EOF
 	for p in $MINED; do
 		echo "  ${p%%:*}: run ${p#*:}   $web_url/runs/${p#*:}   (as pprof: $web_url/api/v1/runs/${p#*:}/profile)"
-
-		q -v run="${p#*:}" <<-'EOF' | sed 's/^/    /'
-		SELECT format('#%s  excess %s s [%s, %s]  (#%s by total cost %s s, %s streams)  ... %s',
-		       coalesce(c.rank_excess_cost, c.rank_total_cost), round(c.excess_cost_ns / 1e9, 3),
-		       round(c.excess_lo_ns / 1e9, 3), round(c.excess_hi_ns / 1e9, 3), c.rank_total_cost,
-		       round(c.total_cost_ns / 1e9, 3), c.streams,
-		       (SELECT string_agg(split_part(f.name, '!', 2), ' > ' ORDER BY o.i) FROM unnest(c.common_frame_ids)
-		        WITH ORDINALITY AS o(id, i) JOIN frames f ON f.id = o.id
-		        WHERE o.i > cardinality(c.common_frame_ids) - 3))
-		FROM clusters c WHERE c.run_id = :'run' ORDER BY coalesce(c.rank_excess_cost, c.rank_total_cost) LIMIT 4
-		EOF
+		"$bin/sm-miner" --db "$db" clusters "${p#*:}" --limit 4 | sed 's/^/    /'
 		# where they happen, when a host, version or label value stands out (attribution, docs/analysis.md)
-		for top in $(q -v run="${p#*:}" <<<"SELECT id FROM clusters WHERE run_id = :'run' ORDER BY coalesce(rank_excess_cost, rank_total_cost), id LIMIT 4"); do
+		for top in $(q -v run="${p#*:}" <<<"SELECT id FROM clusters WHERE run_id = :'run' ORDER BY coalesce(rank_excess_cost, rank_total_cost), kind DESC, id LIMIT 4"); do
 			words=$(curl -s -H "Authorization: Bearer $SM_ANALYST_TOKEN" "$web_url/api/v1/clusters/$top/attribution?limit=1" |
 				sed -n 's/.*"summary": *"\([^"]*\)".*/\1/p')
 			case $words in ''|No\ *) ;; *) echo "    cluster $top: $words" ;; esac

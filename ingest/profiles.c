@@ -2,6 +2,7 @@
 #include "ingest/profiles.h"
 #include "guardcore/profile.h"
 #include "common/db.h"
+#include "common/fmt.h"
 #include "common/json.h"
 #include "common/jsonw.h"
 #include "common/util.h"
@@ -376,12 +377,18 @@ static int hold_back(struct loop_thr *thr, size_t n, struct host_part *hosts)
 			const struct loop_thr *t = &thr[g + i];
 			double d = log(fmax(t->thr, 1)) - med;
 
+			char th[FMT_LEN], md[FMT_LEN], ratio[FMT_LEN];
+
 			if (fabs(d) <= limit || hosts[t->host].reason[0])
 				continue;
+			if (exp(d) >= 10)
+				fmt_count(ratio, llround(fmin(exp(d), 1e18)));
+			else
+				snprintf(ratio, sizeof(ratio), "%.2g", exp(d));
 			snprintf(hosts[t->host].reason, sizeof(hosts[t->host].reason),
-				 "loop %s: threshold %.0f ns, %.3g times the median of %zu hosts (%.0f ns): more than %g"
-				 " times and %g MADs off", t->what, t->thr, exp(d), m, exp(med), PROFILES_OFF_FACTOR,
-				 PROFILES_OFF_MADS);
+				 "loop %s: threshold %s, %s times the median of %zu hosts (%s): more than %g"
+				 " times and %g MADs off", t->what, fmt_duration(th, t->thr), ratio, m,
+				 fmt_duration(md, exp(med)), PROFILES_OFF_FACTOR, PROFILES_OFF_MADS);
 		}
 	}
 	free(x);

@@ -31,6 +31,7 @@ struct ccl {
 	uint32_t *medoid, mlen;
 	double *w, *cw;           /* the medoid's frame weights, the common part's */
 	uint32_t *common, nc;
+	uint32_t *title, ntitle;  /* NULL: mined before titles */
 	struct baseline_seq *mem; /* its member patterns */
 	uint32_t nmem;
 	int64_t signature;
@@ -160,7 +161,7 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 	s->nstreams = (uint64_t)db_get_i64(r, 0, 1);
 	PQclear(r);
 	r = q1(c, "SELECT c.id, c.kind, c.streams, sm_canon_frames(p.frame_ids)::text,"
-		  " sm_canon_frames(c.common_frame_ids)::text FROM clusters c"
+		  " sm_canon_frames(c.common_frame_ids)::text, sm_canon_frames(c.title_frame_ids)::text FROM clusters c"
 		  " JOIN patterns p ON p.id = c.medoid WHERE c.run_id = $1::bigint ORDER BY c.id", s->id);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return fail(c, "reading the run's clusters", r);
@@ -180,6 +181,7 @@ static int load_side(struct cmp *c, struct side *s, uint64_t base)
 		k->sim = NAN;
 		if (int_array(c, PQgetvalue(r, (int)i, 3), &k->medoid, &k->mlen) < 0 ||
 		    int_array(c, PQgetvalue(r, (int)i, 4), &k->common, &k->nc) < 0 ||
+		    (!PQgetisnull(r, (int)i, 5) && int_array(c, PQgetvalue(r, (int)i, 5), &k->title, &k->ntitle) < 0) ||
 		    imap_put(&s->cidx, (uint64_t)k->id, i) < 0) {
 			PQclear(r);
 			return oom(c);
@@ -693,6 +695,8 @@ static int build_rows(struct cmp *c, struct side *A, struct side *B, const struc
 		row->b_streams = kb ? kb->streams : 0;
 		row->common = me->common;
 		row->ncommon = me->nc;
+		row->title = me->title;
+		row->ntitle = me->ntitle;
 		row->a_cps = na ? u[k].sum[0] / (double)na : 0;
 		row->b_cps = nb ? u[k].sum[1] / (double)nb : 0;
 		row->diff = row->b_cps - row->a_cps;

@@ -40,6 +40,8 @@ struct compare_row {
 	uint32_t a_streams, b_streams;
 	const uint32_t *common;    /* B's common part (A's for a gone cluster), outermost first */
 	uint32_t ncommon;
+	const uint32_t *title;     /* its title, the same side's (NULL: mined before titles) */
+	uint32_t ntitle;
 };
 
 struct compare {

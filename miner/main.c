@@ -5,6 +5,7 @@
 #include "common/arena.h"
 #include "common/cli.h"
 #include "common/db.h"
+#include "common/fmt.h"
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -43,6 +44,9 @@ static const char usage[] =
 	"        run B against run A (before): clusters matched by signature and medoid similarity,\n"
 	"        each new, gone, grown, shrunk or unchanged by its cost per stream, with a 95 %%\n"
 	"        interval (docs/analysis.md); --limit rows (default 20)\n"
+	"  clusters RUN [--limit N]\n"
+	"        a run's costliest clusters (by excess cost, else by total cost) with their titles,\n"
+	"        the frames that tell each apart from the run's other clusters\n"
 	"  show RUN [--limit N] [--brief]\n"
 	"        a run's status, counts, timings and its costliest patterns with frame names\n"
 	"        (--brief: only the innermost 4 frames of each)\n"
@@ -425,22 +429,38 @@ static int cmd_worker(const char *conninfo, struct args *c)
 	return rc;
 }
 
-static int cmd_show(const char *conninfo, struct args *c, const char *run)
+/* What show and clusters begin with: RUN checked, --limit as text into lim, a connection (caller
+ * finishes it). NULL with *rc the exit status when any fails. */
+static PGconn *run_open(const char *conninfo, const struct args *c, const char *cmd, const char *run, char lim[24],
+			int *rc)
 {
-	char err[1024], lim[24];
-	const char *params[3] = { run, lim, c->brief ? "4" : "512" };
-	PGconn *db;
-	PGresult *r;
+	char err[1024];
 	int64_t id;
+	PGconn *db;
 
-	if (util_parse_i64(run, 1, INT64_MAX, &id) < 0)
-		return usage_error("show '%s': RUN must be a run id", run);
-	snprintf(lim, sizeof(lim), "%lld", (long long)c->limit);
+	if (util_parse_i64(run, 1, INT64_MAX, &id) < 0) {
+		*rc = usage_error(cmd, run);
+		return NULL;
+	}
+	snprintf(lim, 24, "%lld", (long long)c->limit);
 	db = db_connect(conninfo, err, sizeof(err));
 	if (!db) {
 		fprintf(stderr, "sm-miner: %s\n", err);
-		return 1;
+		*rc = 1;
 	}
+	return db;
+}
+
+static int cmd_show(const char *conninfo, struct args *c, const char *run)
+{
+	char lim[24];
+	const char *params[3] = { run, lim, c->brief ? "4" : "512" };
+	PGconn *db;
+	PGresult *r;
+	int rc;
+
+	if (!(db = run_open(conninfo, c, "show '%s': RUN must be a run id", run, lim, &rc)))
+		return rc;
 	r = PQexecParams(db, "SELECT status, coalesce(error, ''), params::text, counts::text, timings_ms::text"
 			     " FROM runs WHERE id = $1", 1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
@@ -469,11 +489,73 @@ static int cmd_show(const char *conninfo, struct args *c, const char *run)
 		PQfinish(db);
 		return 1;
 	}
-	for (int i = 0; i < PQntuples(r); i++)
-		printf("%s #%s  cost %.3f s  events %s  streams %s\n    %s\n",
+	for (int i = 0; i < PQntuples(r); i++) {
+		char t[FMT_LEN], e[FMT_LEN], n[FMT_LEN];
+
+		printf("%s #%s  cost %s  events %s  streams %s\n    %s\n",
 		       strcmp(PQgetvalue(r, i, 0), "w") == 0 ? "wait" : "run ", PQgetvalue(r, i, 1),
-		       (double)db_get_i64(r, i, 2) / 1e9, PQgetvalue(r, i, 3), PQgetvalue(r, i, 4),
-		       PQgetvalue(r, i, 5));
+		       fmt_duration(t, (double)db_get_i64(r, i, 2)), fmt_count(e, db_get_i64(r, i, 3)),
+		       fmt_count(n, db_get_i64(r, i, 4)), PQgetvalue(r, i, 5));
+	}
+	PQclear(r);
+	PQfinish(db);
+	return 0;
+}
+
+/* "#1  wait  excess 1.2 s [0.9 s, 1.5 s]  total 36.43 s (#3)  1,234 streams  cluster 17", then its title:
+ * a run's costliest clusters as people read them (the demo prints these). */
+static int cmd_clusters(const char *conninfo, struct args *c, const char *run)
+{
+	char lim[24];
+	const char *params[2] = { run, lim };
+	PGconn *db;
+	PGresult *r;
+	int rc;
+
+	if (!(db = run_open(conninfo, c, "clusters '%s': RUN must be a run id", run, lim, &rc)))
+		return rc;
+	/* the title, or for a run mined before titles the innermost 3 frames of the common part; a
+	 * frame's function part, or the whole name when it has none (an address) */
+	r = PQexecParams(db,
+			 "SELECT c.id, c.kind, coalesce(c.rank_excess_cost, c.rank_total_cost), c.excess_cost_ns,"
+			 " c.excess_lo_ns, c.excess_hi_ns, c.rank_total_cost, c.total_cost_ns, c.streams,"
+			 " (SELECT string_agg(CASE WHEN split_part(f.name, '!', 2) <> '' THEN split_part(f.name, '!', 2)"
+			 "   ELSE f.name END, ' \xe2\x80\xba ' ORDER BY u.o)"
+			 "  FROM unnest(coalesce(c.title_frame_ids, c.common_frame_ids[greatest(cardinality(c.common_frame_ids) - 2, 1):]))"
+			 "   WITH ORDINALITY AS u(fid, o) JOIN frame_names f ON f.id = u.fid)"
+			 " FROM clusters c WHERE c.run_id = $1"
+			 " ORDER BY coalesce(c.rank_excess_cost, c.rank_total_cost), c.kind DESC, c.id LIMIT $2::integer",
+			 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "sm-miner: %s", PQresultErrorMessage(r));
+		PQclear(r);
+		PQfinish(db);
+		return 1;
+	}
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		r = PQexecParams(db, "SELECT status FROM runs WHERE id = $1", 1, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+			fprintf(stderr, "sm-miner: run %s: %s\n", run,
+				PQresultStatus(r) == PGRES_TUPLES_OK ? "no such run" : PQresultErrorMessage(r));
+			PQclear(r);
+			PQfinish(db);
+			return 1;
+		}
+		printf("run %s: %s, no clusters\n", run, PQgetvalue(r, 0, 0));
+	}
+	for (int i = 0; PQnfields(r) > 1 && i < PQntuples(r); i++) {
+		char a[FMT_LEN], b[FMT_LEN], n[FMT_LEN];
+
+		printf("#%s  %s", PQgetvalue(r, i, 2), strcmp(PQgetvalue(r, i, 1), "w") == 0 ? "wait" : "run ");
+		if (!PQgetisnull(r, i, 3)) {
+			printf("  excess %s", fmt_duration(a, (double)db_get_i64(r, i, 3)));
+			if (!PQgetisnull(r, i, 4))
+				printf(" %s", fmt_interval(b, (double)db_get_i64(r, i, 4), (double)db_get_i64(r, i, 5)));
+		}
+		printf("  total %s (#%s)  %s streams  cluster %s\n    %s\n", fmt_duration(a, (double)db_get_i64(r, i, 7)),
+		       PQgetvalue(r, i, 6), fmt_count(n, db_get_i64(r, i, 8)), PQgetvalue(r, i, 0), PQgetvalue(r, i, 9));
+	}
 	PQclear(r);
 	PQfinish(db);
 	return 0;
@@ -520,26 +602,34 @@ static int cmd_compare(const char *conninfo, struct args *c, const char *sa, con
 		PQfinish(db);
 		return 1;
 	}
-	printf("run %lld (%llu streams) against run %lld (%llu streams): %zu clusters\n", (long long)b,
-	       (unsigned long long)cmp->b_streams, (long long)a, (unsigned long long)cmp->a_streams, cmp->n);
-	printf("%-9s %-4s %9s %9s %12s %12s %12s %26s  %s\n", "status", "kind", "A", "B", "A ms/stream",
-	       "B ms/stream", "change", "95 % interval", "similarity");
+	{
+		char na[FMT_LEN], nb[FMT_LEN], nc[FMT_LEN];
+
+		printf("run %lld (%s streams) against run %lld (%s streams): %s clusters\n", (long long)b,
+		       fmt_count(nb, (int64_t)cmp->b_streams), (long long)a, fmt_count(na, (int64_t)cmp->a_streams),
+		       fmt_count(nc, (int64_t)cmp->n));
+	}
+	printf("%-9s %-4s %9s %9s %12s %12s %12s %24s  %s\n", "status", "kind", "A", "B", "A per stream",
+	       "B per stream", "change", "95 % interval", "similarity");
 	for (size_t i = 0; i < cmp->n && i < (size_t)c->limit; i++) {
 		const struct compare_row *r = &cmp->rows[i];
-		char ia[24] = "-", ib[24] = "-", ci[64] = "-", sim[32] = "-";
+		char ia[24] = "-", ib[24] = "-", ci[FMT_LEN] = "-", sim[32] = "-", ca[FMT_LEN], cb[FMT_LEN], cd[FMT_LEN + 1];
 
 		if (r->a)
 			snprintf(ia, sizeof(ia), "%lld", (long long)r->a);
 		if (r->b)
 			snprintf(ib, sizeof(ib), "%lld", (long long)r->b);
 		if (!isnan(r->lo))
-			snprintf(ci, sizeof(ci), "[%+.3f, %+.3f]", r->lo / 1e6, r->hi / 1e6);
+			fmt_interval(ci, r->lo, r->hi);
 		if (r->signature)
 			snprintf(sim, sizeof(sim), "signature %lld", (long long)r->signature);
 		else if (!isnan(r->sim))
 			snprintf(sim, sizeof(sim), "%.3f", r->sim);
-		printf("%-9s %-4s %9s %9s %12.3f %12.3f %+12.3f %26s  %s\n", compare_status_name(r->status),
-		       r->kind == 'w' ? "wait" : "run", ia, ib, r->a_cps / 1e6, r->b_cps / 1e6, r->diff / 1e6, ci, sim);
+		cd[0] = r->diff >= 0 ? '+' : '\0';
+		fmt_duration(cd + (r->diff >= 0), r->diff);
+		printf("%-9s %-4s %9s %9s %12s %12s %12s %24s  %s\n", compare_status_name(r->status),
+		       r->kind == 'w' ? "wait" : "run", ia, ib, fmt_duration(ca, r->a_cps), fmt_duration(cb, r->b_cps), cd,
+		       ci, sim);
 	}
 	compare_free(cmp);
 	PQfinish(db);
@@ -626,7 +716,7 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[i];
 	if (strcmp(cmd, "run") && strcmp(cmd, "worker") && strcmp(cmd, "show") && strcmp(cmd, "spmf") &&
-	    strcmp(cmd, "compare"))
+	    strcmp(cmd, "compare") && strcmp(cmd, "clusters"))
 		return usage_error("unknown command '%s'", cmd);
 	rc = parse_cli(argc - i, argv + i, &c);
 	if (rc)
@@ -646,6 +736,10 @@ int main(int argc, char **argv)
 		if (optind + 2 != argc)
 			return usage_error("%s", "compare takes two run ids, A (before) and B (after)");
 		rc = cmd_compare(conninfo, &c, argv[optind], argv[optind + 1]);
+	} else if (strcmp(cmd, "clusters") == 0) {
+		if (optind + 1 != argc)
+			return usage_error("%s", "clusters takes one RUN id");
+		rc = cmd_clusters(conninfo, &c, argv[optind]);
 	} else if (strcmp(cmd, "show") == 0) {
 		if (optind + 1 != argc)
 			return usage_error("%s", "show takes one RUN id");

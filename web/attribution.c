@@ -1,6 +1,8 @@
-/* attribution: label values over-represented among a cluster's or a problem's streams (see attribution.h). */
+/* attribution: label values over-represented among a cluster's or a problem's streams, and what its
+ * cost depends on among their numeric labels (see attribution.h). */
 #include "web/attribution.h"
 #include "common/db.h"
+#include "common/fmt.h"
 #include "common/stats.h"
 #include "web/model.h"
 
@@ -8,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* A key with more distinct values than this share of the streams names streams, not a cause
  * (a duration, an id): its values are not tested. */
@@ -157,15 +160,17 @@ static void put_p(struct buf *out, double q)
 static void attribution_words(const struct attribution *at, size_t i, struct buf *out)
 {
 	const struct attribution_value *x = &at->v[i];
+	char t[FMT_LEN], v[FMT_LEN];
+	const char *shown = fmt_label_value(v, x->key, x->value);
 
-	buf_printf(out, "%.0f %% of this %s's cost is on ", 100 * x->cost_share, what(at));
+	buf_printf(out, "%s of this %s's cost is on ", fmt_share(t, x->cost_share), what(at));
 	if (strcmp(x->key, "host") == 0 || strcmp(x->key, "version") == 0)
 		buf_printf(out, "%s %s", x->key, x->value);
 	else
-		buf_printf(out, "%s = %s", x->key, x->value);
-	buf_printf(out, ", which has %.0f %% of the run's streams", 100 * x->run_share);
+		buf_printf(out, "%s = %s", x->key, shown ? shown : x->value);
+	buf_printf(out, ", which has %s of the run's streams", fmt_share(t, x->run_share));
 	if (at->baseline_streams)
-		buf_printf(out, " (%.0f %% of the baseline's)", 100 * x->baseline_share);
+		buf_printf(out, " (%s of the baseline's)", fmt_share(t, x->baseline_share));
 	buf_puts(out, "; ");
 	put_p(out, x->q);
 }
@@ -176,7 +181,151 @@ void attribution_summary(const struct attribution *at, struct buf *out)
 		attribution_words(at, 0, out);
 		return;
 	}
-	buf_printf(out, "No host, version or label value stands out among this %s's %llu stream%s (the smallest "
-		   "adjusted p is %.2g)", what(at), (unsigned long long)at->cluster_streams,
+	char t[FMT_LEN];
+
+	buf_printf(out, "No host, version or label value stands out among this %s's %s stream%s (the smallest "
+		   "adjusted p is %.2g)", what(at), fmt_count(t, (int64_t)at->cluster_streams),
 		   at->cluster_streams == 1 ? "" : "s", at->v[0].q);
+}
+
+/* ---- what the cost depends on ---- */
+
+/* Numbers that name rather than measure (identifiers, ports, the loop's index when its symbol is
+ * unknown), and the unit's own duration, which holds the cost it would "explain". */
+static bool numeric_skipped(const char *key)
+{
+	static const char *const last[] = { "id", "pid", "tid", "uid", "gid", "port", "seq", NULL };
+	static const char *const whole[] = { "unit.duration_ns", "unit.loop", NULL };
+	const char *c = key + strlen(key);
+
+	for (size_t i = 0; whole[i]; i++)
+		if (strcmp(key, whole[i]) == 0)
+			return true;
+	while (c > key && c[-1] != '.' && c[-1] != '_' && c[-1] != '-')
+		c--;
+	for (size_t i = 0; last[i]; i++)
+		if (strcasecmp(c, last[i]) == 0)
+			return true;
+	return false;
+}
+
+/* the position of stream ref among the n sorted refs, or n */
+static size_t ref_index(const int64_t *refs, size_t n, int64_t ref)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (refs[mid] < ref)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && refs[lo] == ref ? lo : n;
+}
+
+static double numeric_r2(const struct attribution_numeric *x)
+{
+	return x->fit.form == COSTMODEL_LINEAR ? x->fit.r2_linear : x->fit.r2_tree;
+}
+
+static int cmp_numeric(const void *p, const void *q)
+{
+	const struct attribution_numeric *x = p, *y = q;
+	double a = numeric_r2(x), b = numeric_r2(y);
+
+	if (a != b)
+		return a > b ? -1 : 1;
+	return strcmp(x->key, y->key);
+}
+
+/* words from a buffer into the arena: NULL when empty or out of memory */
+static const char *words_in(struct arena *a, struct buf *b)
+{
+	const char *s = buf_cstr(b);
+
+	return s[0] ? arena_strndup(a, s, strlen(s)) : NULL;
+}
+
+int attribution_costmodel(PGconn *db, enum attribution_of of, const char *id, struct arena *a,
+			  struct attribution_costmodel *out, char *err, size_t errlen)
+{
+	PGresult *r = of == ATTRIBUTION_PROBLEM ? model_problem_numeric(db, id, COSTMODEL_MAX_ROWS, err, errlen)
+						: model_cluster_numeric(db, id, COSTMODEL_MAX_ROWS, err, errlen);
+	struct buf words = BUF_INIT(4096);
+	size_t rows, ns = 0, nkeys = 0, first;
+	int64_t *refs;
+	double *cost, *x;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (!r)
+		return -1;
+	rows = (size_t)PQntuples(r);
+	while (ns < rows && PQgetisnull(r, (int)ns, 2))
+		ns++;
+	for (size_t i = ns; i < rows; i++)
+		nkeys += i == ns || strcmp(PQgetvalue(r, (int)i, 2), PQgetvalue(r, (int)i - 1, 2)) != 0;
+	refs = arena_alloc(a, (ns + 1) * sizeof(*refs));
+	cost = arena_alloc(a, (ns + 1) * sizeof(*cost));
+	x = arena_alloc(a, (ns + 1) * sizeof(*x));
+	out->v = arena_calloc(a, nkeys + 1, sizeof(*out->v));
+	if (!refs || !cost || !x || !out->v) {
+		snprintf(err, errlen, "out of memory");
+		goto out_clear;
+	}
+	for (size_t i = 0; i < ns; i++) {
+		refs[i] = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
+		cost[i] = strtod(PQgetvalue(r, (int)i, 1), NULL);
+	}
+	out->streams = ns;
+	if (costmodel_modes(cost, ns, &out->modes) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out_clear;
+	}
+	costmodel_modes_words(&out->modes, &words);
+	out->modes_words = words_in(a, &words);
+	/* rows come by key: each key's streams together */
+	for (size_t i = ns; i < rows; i = first) {
+		const char *key = PQgetvalue(r, (int)i, 2);
+		struct attribution_numeric *v = &out->v[out->n];
+
+		for (first = i; first < rows && strcmp(PQgetvalue(r, (int)first, 2), key) == 0; first++)
+			;
+		if (numeric_skipped(key)) {
+			out->keys_skipped++;
+			continue;
+		}
+		for (size_t j = 0; j < ns; j++)
+			x[j] = NAN;
+		for (size_t j = i; j < first; j++) {
+			size_t at = ref_index(refs, ns, strtoll(PQgetvalue(r, (int)j, 0), NULL, 10));
+
+			if (at < ns)
+				x[at] = strtod(PQgetvalue(r, (int)j, 3), NULL);
+		}
+		out->tested++;
+		if (costmodel_fit(x, cost, ns, &v->fit) < 0) {
+			snprintf(err, errlen, "out of memory");
+			goto out_clear;
+		}
+		if (v->fit.form == COSTMODEL_NONE)
+			continue;
+		v->key = arena_strndup(a, key, strlen(key));
+		buf_reset(&words);
+		costmodel_fit_words(key, &v->fit, &words);
+		v->words = words_in(a, &words);
+		if (!v->key || !v->words) {
+			snprintf(err, errlen, "out of memory");
+			goto out_clear;
+		}
+		out->n++;
+	}
+	qsort(out->v, out->n, sizeof(*out->v), cmp_numeric);
+	rc = 0;
+out_clear:
+	buf_release(&words);
+	PQclear(r);
+	return rc;
 }

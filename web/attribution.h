@@ -6,6 +6,10 @@
  * values tested (Benjamini-Hochberg). Computed on request from the run's
  * stored rows; the cluster's and the problem's pages lead with the first value
  * in words.
+ *
+ * What the cost depends on (docs/analysis.md, "What the cost depends on"): the attributed
+ * streams' cost against each numeric label (unit.calls, sizes: common/costmodel.h), and whether
+ * that cost has several modes.
  */
 #ifndef SM_WEB_ATTRIBUTION_H
 #define SM_WEB_ATTRIBUTION_H
@@ -15,6 +19,7 @@
 
 #include "common/arena.h"
 #include "common/buf.h"
+#include "common/costmodel.h"
 
 /* What is attributed: one cluster, or one problem (its member clusters' events, each once). */
 enum attribution_of { ATTRIBUTION_CLUSTER, ATTRIBUTION_PROBLEM };
@@ -51,5 +56,27 @@ int attribution_compute(PGconn *db, enum attribution_of of, const char *id, stru
 /* The attribution in one sentence: the first value's words when it stands out (adjusted
  * p under 0.05), else that nothing does. Appends to out; at->n must be above 0. */
 void attribution_summary(const struct attribution *at, struct buf *out);
+
+/* A numeric label that explains the attributed streams' cost. */
+struct attribution_numeric {
+	const char *key;
+	struct costmodel_fit fit;
+	const char *words;   /* costmodel_fit_words() */
+};
+
+struct attribution_costmodel {
+	size_t streams;                  /* streams read (at most COSTMODEL_MAX_ROWS: a sample above) */
+	size_t tested;                   /* numeric labels fitted */
+	size_t keys_skipped;             /* numeric labels not fitted: identifiers, the unit's own duration */
+	struct attribution_numeric *v;   /* the labels whose fit says something, best R^2 first */
+	size_t n;
+	struct costmodel_modes modes;
+	const char *modes_words;         /* costmodel_modes_words(); NULL under two modes */
+};
+
+/* What the cost of cluster or problem id depends on; everything lives in a. Returns 0, or -1
+ * with the reason in err. */
+int attribution_costmodel(PGconn *db, enum attribution_of of, const char *id, struct arena *a,
+			  struct attribution_costmodel *out, char *err, size_t errlen);
 
 #endif

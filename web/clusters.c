@@ -12,6 +12,7 @@
 #include "web/request.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,10 +209,76 @@ void clusters_get_cluster_stacks(struct req *rq)
 	PQclear(r);
 }
 
+static const char *const form_names[] = { "none", "linear", "steps" };
+
+/* "numeric", "numeric_tested", "numeric_keys_skipped" and "modes" of the attribution's JSON */
+static void costmodel_json(struct jsonw *w, const struct attribution_costmodel *cm)
+{
+	const struct costmodel_modes *m = &cm->modes;
+
+	jsonw_karray(w, "numeric");
+	for (size_t i = 0; i < cm->n; i++) {
+		const struct attribution_numeric *x = &cm->v[i];
+		const struct costmodel_fit *f = &x->fit;
+
+		jsonw_object(w);
+		jsonw_kstr(w, "key", x->key);
+		jsonw_kstr(w, "form", form_names[f->form]);
+		jsonw_kstr(w, "summary", x->words);
+		jsonw_ku64(w, "streams", f->n);
+		jsonw_ku64(w, "distinct", f->distinct);
+		jsonw_kdouble(w, "r2", f->form == COSTMODEL_LINEAR ? f->r2_linear : f->r2_tree);
+		jsonw_kdouble(w, "r2_holdout", f->form == COSTMODEL_LINEAR ? f->r2_linear_holdout : f->r2_tree_holdout);
+		jsonw_kdouble(w, "r2_linear", f->r2_linear);
+		jsonw_kdouble(w, "r2_linear_holdout", f->r2_linear_holdout);
+		jsonw_kdouble(w, "r2_tree", f->r2_tree);
+		jsonw_kdouble(w, "r2_tree_holdout", f->r2_tree_holdout);
+		jsonw_kdouble(w, "intercept_ns", f->intercept_ns);
+		jsonw_kdouble(w, "slope_ns", f->slope_ns);
+		jsonw_karray(w, "steps");
+		for (size_t j = 0; j < f->nleaves; j++) {
+			jsonw_object(w);
+			jsonw_kdouble(w, "above", f->leaf[j].above);   /* null: no bound */
+			jsonw_kdouble(w, "up_to", f->leaf[j].up_to);
+			jsonw_kdouble(w, "cost_ns", f->leaf[j].cost_ns);
+			jsonw_ku64(w, "streams", f->leaf[j].n);
+			jsonw_end(w);
+		}
+		jsonw_end(w);
+		jsonw_end(w);
+	}
+	jsonw_end(w);
+	jsonw_ku64(w, "numeric_tested", cm->tested);
+	jsonw_ku64(w, "numeric_keys_skipped", cm->keys_skipped);
+	jsonw_kobject(w, "modes");
+	jsonw_ku64(w, "streams", m->n);
+	jsonw_ku64(w, "k", m->k);
+	if (cm->modes_words)
+		jsonw_kstr(w, "summary", cm->modes_words);
+	else
+		jsonw_knull(w, "summary");
+	jsonw_karray(w, "bic");
+	for (size_t k = 0; k < COSTMODEL_MAX_MODES; k++)
+		jsonw_double(w, m->bic[k]);
+	jsonw_end(w);
+	/* the modes when there are several; one Gaussian says nothing the cost does not */
+	jsonw_karray(w, "modes");
+	for (size_t j = 0; m->k >= 2 && j < m->k; j++) {
+		jsonw_object(w);
+		jsonw_kdouble(w, "cost_ns", m->mode[j].cost_ns);
+		jsonw_kdouble(w, "weight", m->mode[j].weight);
+		jsonw_kdouble(w, "sigma_log", m->mode[j].sigma);
+		jsonw_end(w);
+	}
+	jsonw_end(w);
+	jsonw_end(w);
+}
+
 void clusters_get_attribution(struct req *rq, enum attribution_of of, const char *id)
 {
 	static const char *const names[] = { "limit", NULL };
 	struct attribution at;
+	struct attribution_costmodel cm;
 	struct jsonw w;
 	PGresult *row;
 	char err[512];
@@ -222,7 +289,8 @@ void clusters_get_attribution(struct req *rq, enum attribution_of of, const char
 	if (!(row = of == ATTRIBUTION_PROBLEM ? api_need_problem(rq, id) : api_need_cluster(rq, id)))
 		return;
 	PQclear(row);
-	if (attribution_compute(rq->db, of, id, rq->a, &at, err, sizeof(err)) < 0) {
+	if (attribution_compute(rq->db, of, id, rq->a, &at, err, sizeof(err)) < 0 ||
+	    attribution_costmodel(rq->db, of, id, rq->a, &cm, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
 		return;
 	}
@@ -269,6 +337,7 @@ void clusters_get_attribution(struct req *rq, enum attribution_of of, const char
 		jsonw_end(&w);
 	}
 	jsonw_end(&w);
+	costmodel_json(&w, &cm);
 	jsonw_end(&w);
 	api_ok_json(rq, &w, 200);
 }
@@ -311,14 +380,73 @@ void clusters_attribution_section(struct req *rq, enum attribution_of of, const 
 		html_raw(rq, "<tr><td>");
 		html_text(rq, x->key);
 		html_raw(rq, "</td><td>");
-		html_text(rq, x->value);
-		html_rawf(rq, "</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td><td class=\"n\">%.0f %%</td>",
-			  100 * x->cost_share, 100 * x->cluster_share, 100 * x->run_share);
-		if (at.baseline_streams)
-			html_rawf(rq, "<td class=\"n\">%.0f %%</td>", 100 * x->baseline_share);
+		html_label_value(rq, x->key, x->value);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_share(rq, x->cost_share);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_share(rq, x->cluster_share);
+		html_raw(rq, "</td><td class=\"n\">");
+		html_share(rq, x->run_share);
+		html_raw(rq, "</td>");
+		if (at.baseline_streams) {
+			html_raw(rq, "<td class=\"n\">");
+			html_share(rq, x->baseline_share);
+			html_raw(rq, "</td>");
+		}
 		html_rawf(rq, "<td class=\"n\">%.2f</td><td class=\"n\">%.2g</td></tr>", x->lift, x->q);
 	}
 	html_raw(rq, "</tbody></table></section>");
+}
+
+/* A sentence of costmodel words on the page: capitalised, with a full stop. */
+static void costmodel_sentence(struct req *rq, const char *words)
+{
+	html_rawf(rq, "%c", words[0] >= 'a' && words[0] <= 'z' ? words[0] - 'a' + 'A' : words[0]);
+	html_text(rq, words + 1);
+	html_raw(rq, ".");
+}
+
+void clusters_costmodel_section(struct req *rq, enum attribution_of of, const char *id)
+{
+	const char *what = of == ATTRIBUTION_PROBLEM ? "problem" : "cluster";
+	struct attribution_costmodel cm;
+	char err[512];
+
+	if (attribution_costmodel(rq->db, of, id, rq->a, &cm, err, sizeof(err)) < 0) {
+		html_raw(rq, "<p class=\"error\">What the cost depends on: ");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+		return;
+	}
+	if (cm.streams < COSTMODEL_MIN_STREAMS)
+		return;   /* too few streams to say anything */
+	html_raw(rq, "<section class=\"costmodel\"><h2>What the cost depends on</h2><ul class=\"lead\">");
+	for (size_t i = 0; i < cm.n && i < 8; i++) {
+		const struct costmodel_fit *f = &cm.v[i].fit;
+
+		html_raw(rq, "<li>");
+		costmodel_sentence(rq, cm.v[i].words);
+		html_rawf(rq, " <span class=\"hint\">(%zu streams, R^2 %.2f on held-out streams)</span></li>", f->n,
+			  f->form == COSTMODEL_LINEAR ? f->r2_linear_holdout : f->r2_tree_holdout);
+	}
+	if (cm.modes_words) {
+		html_raw(rq, "<li>");
+		costmodel_sentence(rq, cm.modes_words);
+		html_raw(rq, "</li>");
+	}
+	if (!cm.n && !cm.modes_words) {
+		if (cm.tested)
+			html_rawf(rq, "<li>None of its %zu numeric label%s explains this %s's cost, which has a single "
+				      "mode around ", cm.tested, cm.tested == 1 ? "" : "s", what);
+		else
+			html_rawf(rq, "<li>Its streams have no numeric label; this %s's cost has a single mode around ", what);
+		html_cost(rq, (int64_t)cm.modes.mode[0].cost_ns);
+		html_raw(rq, ".</li>");
+	}
+	html_rawf(rq, "</ul><p class=\"hint\">Over %zu of the %s's streams: a line and a regression tree (depth at most "
+		      "%d) per numeric label, kept when R^2 is at least %.1f on all and on held-out streams; modes "
+		      "from mixtures of log-normal costs chosen by BIC (docs/analysis.md).</p></section>",
+		  cm.streams, what, COSTMODEL_TREE_DEPTH, COSTMODEL_MIN_R2);
 }
 
 /* A member pattern: its id, cost and frame names. */
@@ -385,8 +513,11 @@ static void alignment_blocks(struct req *rq, PGresult *c, const struct member *m
 		}
 		html_raw(rq, "</tbody></table></details>");
 	}
-	if (nal > 200)
-		html_rawf(rq, "<p>… and %zu more members (the API has them all).</p>", nal - 200);
+	if (nal > 200) {
+		html_raw(rq, "<p>… and ");
+		html_count(rq, (int64_t)(nal - 200));
+		html_raw(rq, " more members (the API has them all).</p>");
+	}
 	html_raw(rq, "</section>");
 	json_object_put(al);
 }
@@ -421,11 +552,16 @@ static void breakdown(struct req *rq, PGresult *r, const char *dim, const char *
 				html_raw(rq, "</td>");
 			}
 			html_raw(rq, "<td>");
-			html_text(rq, model_col(r, i, "value"));
+			if (label)
+				html_label_value(rq, model_col(r, i, "key"), model_col(r, i, "value"));
+			else
+				html_text(rq, model_col(r, i, "value"));
 			html_raw(rq, "</td><td class=\"n metric\">");
 			html_cost(rq, model_coln(r, i, "cost_ns"));
 			html_bar(rq, (double)model_coln(r, i, "cost_ns"), max, 60);
-			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(r, i, "streams"));
+			html_raw(rq, "</td><td class=\"n\">");
+			html_count(rq, model_coln(r, i, "streams"));
+			html_raw(rq, "</td></tr>");
 		}
 	}
 	html_raw(rq, "</tbody></table></section>");
@@ -473,10 +609,11 @@ static void cluster_metrics(struct req *rq, PGresult *c, const char *id)
 	html_rawf(rq, "<h1>Cluster %s: %s, rank %lld by total cost</h1><dl class=\"counts\"><dt>Total cost</dt><dd>",
 		  id, model_col(c, 0, "kind")[0] == 'w' ? "wait" : "run (CPU)", (long long)model_coln(c, 0, "rank_total_cost"));
 	html_cost(rq, model_coln(c, 0, "total_cost_ns"));
-	html_rawf(rq, " (#%lld)</dd><dt>Streams</dt><dd>%lld (#%lld)</dd><dt>Events</dt><dd>%lld (#%lld)</dd>"
-		      "<dt>Average cost</dt><dd>", (long long)model_coln(c, 0, "rank_total_cost"),
-		  (long long)model_coln(c, 0, "streams"), (long long)model_coln(c, 0, "rank_streams"),
-		  (long long)model_coln(c, 0, "events"), (long long)model_coln(c, 0, "rank_events"));
+	html_rawf(rq, " (#%lld)</dd><dt>Streams</dt><dd>", (long long)model_coln(c, 0, "rank_total_cost"));
+	html_count(rq, model_coln(c, 0, "streams"));
+	html_rawf(rq, " (#%lld)</dd><dt>Events</dt><dd>", (long long)model_coln(c, 0, "rank_streams"));
+	html_count(rq, model_coln(c, 0, "events"));
+	html_rawf(rq, " (#%lld)</dd><dt>Average cost</dt><dd>", (long long)model_coln(c, 0, "rank_events"));
 	html_cost(rq, model_coln(c, 0, "avg_cost_ns"));
 	html_rawf(rq, " (#%lld)</dd>", (long long)model_coln(c, 0, "rank_avg_cost"));
 	if (model_col(c, 0, "excess_cost_ns")) {
@@ -488,9 +625,11 @@ static void cluster_metrics(struct req *rq, PGresult *c, const char *id)
 	html_raw(rq, "<dt title=\"each stream's cost times its sampling weight: what the whole fleet spent, "
 		     "the violations the agents did not ship included\">Estimated fleet cost</dt><dd>");
 	html_cost(rq, model_coln(c, 0, "est_cost_ns"));
-	html_rawf(rq, " (%.1f streams estimated)</dd>", model_cold(c, 0, "est_streams"));
-	html_rawf(rq, "<dt>Patterns</dt><dd>%lld</dd></dl>",
-		  (long long)model_coln(c, 0, "patterns_total"));
+	html_raw(rq, " (");
+	html_count(rq, llround(model_cold(c, 0, "est_streams")));
+	html_raw(rq, " streams estimated)</dd><dt>Patterns</dt><dd>");
+	html_count(rq, model_coln(c, 0, "patterns_total"));
+	html_raw(rq, "</dd></dl>");
 }
 
 /* The excess in words (docs/analysis.md), for a cluster measured against a baseline. */
@@ -500,17 +639,16 @@ static void excess_words(struct req *rq, PGresult *c)
 	html_cost(rq, model_coln(c, 0, "own_cost_ns"));
 	html_raw(rq, "; at the rate of the normal units (");
 	html_cost(rq, model_coln(c, 0, "baseline_cost_ns"));
-	html_rawf(rq, " per baseline stream, %lld of them with a cost here) they would have spent ",
-		  (long long)model_coln(c, 0, "baseline_streams"));
+	html_raw(rq, " per baseline stream, ");
+	html_count(rq, model_coln(c, 0, "baseline_streams"));
+	html_raw(rq, " of them with a cost here) they would have spent ");
 	html_cost(rq, model_coln(c, 0, "expected_cost_ns"));
 	html_raw(rq, ": an excess of <strong>");
 	html_cost(rq, model_coln(c, 0, "excess_cost_ns"));
 	html_raw(rq, "</strong>");
 	if (model_col(c, 0, "excess_lo_ns")) {
 		html_raw(rq, " (95 % interval ");
-		html_cost(rq, model_coln(c, 0, "excess_lo_ns"));
-		html_raw(rq, " to ");
-		html_cost(rq, model_coln(c, 0, "excess_hi_ns"));
+		html_interval(rq, (double)model_coln(c, 0, "excess_lo_ns"), (double)model_coln(c, 0, "excess_hi_ns"));
 		html_raw(rq, ")");
 	}
 	html_raw(rq, ".</p>");
@@ -604,7 +742,9 @@ static void where_section(struct req *rq, PGresult *c, const char *id)
 			html_text(rq, model_col(ts, i, "version"));
 			html_raw(rq, "</td><td class=\"n\">");
 			html_cost(rq, model_coln(ts, i, "cost_ns"));
-			html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(ts, i, "events"));
+			html_raw(rq, "</td><td class=\"n\">");
+			html_count(rq, model_coln(ts, i, "events"));
+			html_raw(rq, "</td></tr>");
 		}
 		html_raw(rq, "</tbody></table>");
 		PQclear(ts);
@@ -627,6 +767,7 @@ void clusters_page_cluster(struct req *rq)
 	if (model_col(c, 0, "excess_cost_ns"))
 		excess_words(rq, c);
 	clusters_attribution_section(rq, ATTRIBUTION_CLUSTER, id);
+	clusters_costmodel_section(rq, ATTRIBUTION_CLUSTER, id);
 	common_section(rq, c, id);
 	where_section(rq, c, id);
 	flame_section(rq, id);

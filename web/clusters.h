@@ -1,7 +1,8 @@
 /*
  * clusters: a cluster explained (common part, aligned members, breakdowns, top streams, flame
  * graph), a run's clusters in the API, a cluster's stacks, and the attribution of a cluster or a
- * problem to hosts, versions and configuration values (page section and API).
+ * problem to hosts, versions and configuration values, and what its cost depends on among numeric
+ * labels (page sections and API).
  */
 #ifndef SM_WEB_CLUSTERS_H
 #define SM_WEB_CLUSTERS_H
@@ -23,6 +24,9 @@ void clusters_get_cluster_attribution(struct req *rq);
 /* Where the cluster or problem happens: its most over-represented host, version or label values,
  * the first in words when it stands out (docs/analysis.md, "Attribution"). */
 void clusters_attribution_section(struct req *rq, enum attribution_of of, const char *id);
+/* What the cluster's or problem's cost depends on: its numeric labels that explain it, its modes
+ * (docs/analysis.md, "What the cost depends on"); nothing under COSTMODEL_MIN_STREAMS streams. */
+void clusters_costmodel_section(struct req *rq, enum attribution_of of, const char *id);
 /* GET /clusters/{id} */
 void clusters_page_cluster(struct req *rq);
 

@@ -1,5 +1,6 @@
 /* compare: the comparison of two runs, page and API (see compare.h). */
 #include "web/compare.h"
+#include "common/fmt.h"
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "miner/compare.h"
@@ -135,6 +136,14 @@ void compare_get_compare(struct req *rq)
 			jsonw_knull(&w, "signature_id");
 		jsonw_key(&w, "common");
 		if (!api_put_names(rq, &w, req_ids_text(rq, r->common, r->ncommon))) {
+			compare_free(cmp);
+			return;
+		}
+		/* the frames that tell it apart in its run; null: mined before titles */
+		jsonw_key(&w, "title");
+		if (!r->title)
+			jsonw_null(&w);
+		else if (!api_put_names(rq, &w, req_ids_text(rq, r->title, r->ntitle))) {
 			compare_free(cmp);
 			return;
 		}
@@ -277,7 +286,7 @@ void compare_page_compare(struct req *rq)
 	bool force = sf && strcmp(sf, "1") == 0, forcible = false;
 	struct compare_opts o;
 	struct compare *cmp = NULL;
-	char err[512];
+	char err[512], na[FMT_LEN], nb[FMT_LEN], nc[FMT_LEN];
 	int64_t a = 0, b = 0;
 	int rc = 0;
 
@@ -334,14 +343,14 @@ void compare_page_compare(struct req *rq)
 		html_end(rq);
 		return;
 	}
-	html_rawf(rq, "<p><a href=\"/runs/%lld\">Run #%lld</a> (%llu streams) against <a href=\"/runs/%lld\">run #%lld</a>"
-		      " (%llu streams): %zu clusters.</p><table class=\"compare\" id=\"compare\"><thead><tr><th>Status</th>"
+	html_rawf(rq, "<p><a href=\"/runs/%lld\">Run #%lld</a> (%s streams) against <a href=\"/runs/%lld\">run #%lld</a>"
+		      " (%s streams): %s clusters.</p><table class=\"compare\" id=\"compare\"><thead><tr><th>Status</th>"
 		      "<th>Kind</th><th class=\"n\">A</th><th class=\"n\">B</th><th class=\"n\">A per stream</th>"
 		      "<th class=\"n\">B per stream</th><th class=\"n\" aria-sort=\"descending\" title=\"new clusters first, "
 		      "then the most grown\">Change [95 %%]</th><th class=\"n\">Match</th>"
-		      "<th>Common part (innermost frames)</th></tr></thead><tbody>",
-		  (long long)b, (long long)b, (unsigned long long)cmp->b_streams, (long long)a, (long long)a,
-		  (unsigned long long)cmp->a_streams, cmp->n);
+		      "<th>Title (the frames that tell it apart)</th></tr></thead><tbody>",
+		  (long long)b, (long long)b, fmt_count(nb, (int64_t)cmp->b_streams), (long long)a, (long long)a,
+		  fmt_count(na, (int64_t)cmp->a_streams), fmt_count(nc, (int64_t)cmp->n));
 	qsort(cmp->rows, cmp->n, sizeof(*cmp->rows), compare_by_growth);
 	for (size_t i = 0; i < cmp->n && i < 500; i++) {
 		const struct compare_row *r = &cmp->rows[i];
@@ -367,11 +376,9 @@ void compare_page_compare(struct req *rq)
 		html_raw(rq, r->diff >= 0 ? "+" : "");
 		html_cost(rq, llround(r->diff));
 		if (!isnan(r->lo)) {
-			html_raw(rq, " <span class=\"ci\">[");
-			html_cost(rq, llround(r->lo));
-			html_raw(rq, ", ");
-			html_cost(rq, llround(r->hi));
-			html_raw(rq, "]</span>");
+			html_raw(rq, " <span class=\"ci\">");
+			html_interval(rq, r->lo, r->hi);
+			html_raw(rq, "</span>");
 		}
 		html_raw(rq, "</td><td class=\"n\">");
 		if (r->signature)
@@ -379,7 +386,10 @@ void compare_page_compare(struct req *rq)
 		else if (!isnan(r->sim))
 			html_rawf(rq, "%.2f", r->sim);
 		html_raw(rq, "</td><td>");
-		pages_frame_ids_compact(rq, req_ids_text(rq, r->common, r->ncommon), 3);
+		if (r->title)
+			pages_title_frames(rq, req_ids_text(rq, r->title, r->ntitle));
+		else
+			pages_frame_ids_compact(rq, req_ids_text(rq, r->common, r->ncommon), 3);
 		html_raw(rq, "</td></tr>");
 	}
 	html_raw(rq, "</tbody></table>");

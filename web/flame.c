@@ -1,5 +1,6 @@
 /* flame: icicle graph of weighted call stacks as SVG (see flame.h). */
 #include "web/flame.h"
+#include "common/fmt.h"
 #include "common/hash.h"
 #include "common/imap.h"
 #include "common/intern.h"
@@ -502,33 +503,18 @@ static int flame_index(struct flame *f)
 }
 
 
-/* A duration for people: "36.43 s", "123.4 ms", "5.00 µs", "17 ns" (about 4 digits). */
 static int put_duration(struct buf *b, double ns)
 {
-	static const struct {
-		double div;
-		const char *unit;
-	} u[] = { { 1e9, "s" }, { 1e6, "ms" }, { 1e3, "\xc2\xb5s" } };
+	char t[FMT_LEN];
 
-	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
-		double v = ns / u[i].div;
-
-		/* 999.995 ms would print as "1000.00 ms": seconds instead */
-		if (v >= 0.999995)
-			return buf_printf(b, v >= 99.995 ? "%.1f %s" : "%.2f %s", v, u[i].unit);
-	}
-	return buf_printf(b, "%.0f ns", ns);
+	return buf_puts(b, fmt_duration(t, ns));
 }
 
-/* A share as "66.7 %", "100 %" (no ".0"). */
 static int put_share(struct buf *b, double pct)
 {
-	char s[32];
-	size_t n = (size_t)snprintf(s, sizeof(s), "%.1f", pct);
+	char t[FMT_LEN];
 
-	if (n >= 2 && n < sizeof(s) && s[n - 2] == '.' && s[n - 1] == '0')
-		n -= 2;
-	return buf_append(b, s, n) || buf_puts(b, " %");
+	return buf_puts(b, fmt_share(t, pct / 100));
 }
 
 static int put_hex_rgb(struct buf *b, const unsigned rgb[3])
@@ -697,13 +683,14 @@ static int emit_node(struct rctx *c, uint32_t k, unsigned row, double x, double 
 	double share = c->fcost ? 100.0 * (double)nd->cost / (double)c->fcost : 0;
 	size_t fit = label_fit(w);
 	bool hit = node_matches(c->f, k);
+	char t[FMT_LEN];
 
 	if (buf_puts(b, anc ? "<g class=\"fn anc" : "<g class=\"fn") || (hit && buf_puts(b, " hit")) ||
 	    buf_puts(b, "\"><title>") ||
 	    buf_put_html(b, nm->s, nm->len) || buf_putc(b, '\n') || put_duration(b, (double)nd->cost) ||
 	    buf_puts(b, " (") || put_share(b, share) || buf_putc(b, ')') ||
 	    /* a differential flame knows no events */
-	    (!c->f->diff && (buf_puts(b, ", ") || buf_put_i64(b, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events)) ||
+	    (!c->f->diff && (buf_puts(b, ", ") || buf_puts(b, fmt_count(t, (int64_t)(nd->events > INT64_MAX ? INT64_MAX : nd->events))) ||
 			     buf_puts(b, nd->events == 1 ? " event" : " events"))) ||
 	    (c->f->diff && put_change(b, c->f, nd)) || buf_puts(b, "</title>"))
 		return -1;

@@ -370,11 +370,11 @@ static void fleet_sampling(struct req *rq, PGresult *r)
 		html_text(rq, model_col(r, i, "app"));
 		html_raw(rq, "</td><td>");
 		host_link(rq, model_col(r, i, "host"));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
-			      "<td class=\"n\">%lld</td><td class=\"n\">", counted, (long long)model_coln(r, i, "drops"),
-			  sent, (long long)model_coln(r, i, "est_violations"));
+		html_raw(rq, "</td>");
+		pages_count_cells(rq, r, i, (const char *const[]){ "violations", "drops", "streams", "est_violations", NULL });
+		html_raw(rq, "<td class=\"n\">");
 		if (counted > 0 && counted >= sent)
-			html_rawf(rq, "%.1f %%", 100.0 * (double)(counted - sent) / (double)counted);
+			html_share(rq, (double)(counted - sent) / (double)counted);
 		else
 			html_raw(rq, "–");
 		html_raw(rq, "</td></tr>");
@@ -419,9 +419,9 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 					html_text(rq, model_col(r, i, "exe"));
 					html_raw(rq, "</code></td><td>");
 					short_id(rq, model_col(r, i, "build_id"));
-					html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">"
-						      "%lld</td><td class=\"time\">", (long long)model_coln(r, i, "hosts"),
-						  (long long)model_coln(r, i, "processes"), (long long)model_coln(r, i, "units"));
+					html_raw(rq, "</td>");
+					pages_count_cells(rq, r, i, (const char *const[]){ "hosts", "processes", "units", NULL });
+					html_raw(rq, "<td class=\"time\">");
 					html_time(rq, model_col(r, i, "merged_at"));
 					if (model_col(r, i, "stale") && model_col(r, i, "stale")[0] == 't')
 						html_raw(rq, " <span class=\"hint\">(newer uploads)</span>");
@@ -437,7 +437,7 @@ static void fleet_profiles(struct req *rq, PGresult *r)
 					html_text(rq, json_object_get_string(v));
 				html_raw(rq, "</td><td class=\"n\">");
 				if (ty && json_object_object_get_ex(ty, "units", &v))
-					html_rawf(rq, "%lld", (long long)json_object_get_int64(v));
+					html_count(rq, json_object_get_int64(v));
 				html_raw(rq, "</td><td class=\"n\">");
 				if (ty && json_object_object_get_ex(ty, "mean_ns", &v))
 					html_cost(rq, json_object_get_int64(v));
@@ -677,15 +677,20 @@ void fleet_page_fleet(struct req *rq)
 		json_list(rq, model_col(r, i, "build_ids"), true);
 		html_raw(rq, "</td><td>");
 		json_list(rq, model_col(r, i, "agent_versions"), false);
-		html_rawf(rq, "</td><td class=\"n\">%lld", (long long)model_coln(r, i, "processes_live"));
-		if (model_coln(r, i, "processes_silent"))
-			html_rawf(rq, " <span class=\"bad\">+%lld silent</span>", (long long)model_coln(r, i, "processes_silent"));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_count(rq, model_coln(r, i, "processes_live"));
+		if (model_coln(r, i, "processes_silent")) {
+			html_raw(rq, " <span class=\"bad\">+");
+			html_count(rq, model_coln(r, i, "processes_silent"));
+			html_raw(rq, " silent</span>");
+		}
 		html_raw(rq, "</td><td class=\"spark\">");
 		violation_bars(rq, model_col(r, i, "violations_by_hour"), 3, 16);
-		html_rawf(rq, " %lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
-			      "<td class=\"n\">%lld</td></tr>", (long long)model_coln(r, i, "violations_24h"),
-			  (long long)model_coln(r, i, "units_24h"), (long long)model_coln(r, i, "drops"),
-			  (long long)model_coln(r, i, "spool_backlog"), (long long)model_coln(r, i, "ship_errors"));
+		html_raw(rq, " ");
+		html_count(rq, model_coln(r, i, "violations_24h"));
+		html_raw(rq, "</td>");
+		pages_count_cells(rq, r, i, (const char *const[]){ "units_24h", "drops", "spool_backlog", "ship_errors", NULL });
+		html_raw(rq, "</tr>");
 	}
 	html_raw(rq, "</tbody></table>");
 	if (PQntuples(r) == 0)
@@ -762,8 +767,9 @@ void fleet_page_host(struct req *rq)
 			continue;
 		html_raw(rq, "<tr><td class=\"time\">");
 		html_time(rq, model_col(hours, i, "hour"));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>",
-			  (long long)model_coln(hours, i, "units"), (long long)model_coln(hours, i, "violations"));
+		html_raw(rq, "</td>");
+		pages_count_cells(rq, hours, i, (const char *const[]){ "units", "violations", NULL });
+		html_raw(rq, "</tr>");
 	}
 	html_raw(rq, "</tbody></table><h2>Guarded processes</h2><table class=\"procs\"><thead><tr><th class=\"n\">Pid"
 		     "</th><th>App</th><th>Executable</th><th>Build</th><th>Mode</th><th>Status</th><th>Started</th>"
@@ -787,10 +793,10 @@ void fleet_page_host(struct req *rq)
 		html_time(rq, model_col(procs, i, "started_at"));
 		html_raw(rq, "</td><td class=\"time\">");
 		html_time(rq, model_col(procs, i, "last_seen"));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
-			      "<td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(procs, i, "units"),
-			  (long long)model_coln(procs, i, "violations"), (long long)model_coln(procs, i, "drops"),
-			  (long long)model_coln(procs, i, "spool_backlog"), (long long)model_coln(procs, i, "ship_errors"));
+		html_raw(rq, "</td>");
+		pages_count_cells(rq, procs, i,
+				  (const char *const[]){ "units", "violations", "drops", "spool_backlog", "ship_errors", NULL });
+		html_raw(rq, "</tr>");
 	}
 	html_raw(rq, "</tbody></table>");
 	html_end(rq);

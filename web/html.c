@@ -1,5 +1,6 @@
 /* html: page frame and escaped pieces of the dashboard's pages (see html.h). */
 #include "web/html.h"
+#include "common/fmt.h"
 
 #include <stdarg.h>
 #include <math.h>
@@ -85,14 +86,45 @@ void html_end(struct req *rq)
 
 void html_cost(struct req *rq, int64_t ns)
 {
-	double v = (double)ns, a = fabs(v);   /* an excess cost may be negative */
+	char t[FMT_LEN];
 
-	if (a >= 1e9)
-		html_rawf(rq, "%.3f s", v / 1e9);
-	else if (a >= 1e6)
-		html_rawf(rq, "%.1f ms", v / 1e6);
-	else
-		html_rawf(rq, "%.0f µs", v / 1e3);
+	html_raw(rq, fmt_duration(t, (double)ns));
+}
+
+void html_count(struct req *rq, int64_t n)
+{
+	char t[FMT_LEN];
+
+	html_raw(rq, fmt_count(t, n));
+}
+
+void html_interval(struct req *rq, double lo_ns, double hi_ns)
+{
+	char t[FMT_LEN];
+
+	html_raw(rq, fmt_interval(t, lo_ns, hi_ns));
+}
+
+void html_share(struct req *rq, double frac)
+{
+	char t[FMT_LEN];
+
+	html_raw(rq, fmt_share(t, frac));
+}
+
+void html_label_value(struct req *rq, const char *key, const char *value)
+{
+	char t[FMT_LEN];
+
+	if (!key || !value || !fmt_label_value(t, key, value)) {
+		html_text(rq, value);
+		return;
+	}
+	html_raw(rq, "<span title=\"");
+	html_text(rq, value);
+	html_raw(rq, "\">");
+	html_raw(rq, t);
+	html_raw(rq, "</span>");
 }
 
 void html_bar(struct req *rq, double value, double max, int width)

@@ -29,8 +29,15 @@ void html_text(struct req *rq, const char *s);
 void html_value(struct req *rq, const char *s);
 /* A hidden form field with the cross-site request token. */
 void html_csrf_field(struct req *rq);
-/* A cost in ns as "1.234 s", "12.3 ms" or "850 µs". */
+/* Numbers as every page writes them (common/fmt.h): a cost in ns ("36.43 s", "123.4 ms"), a count
+ * ("50,110"), an interval of costs in one unit ("[-0.46 s, 2.61 s]"), a share of 1 ("66.7 %"). */
 void html_cost(struct req *rq, int64_t ns);
+void html_count(struct req *rq, int64_t n);
+void html_interval(struct req *rq, double lo_ns, double hi_ns);
+void html_share(struct req *rq, double frac);
+/* A label's value read by its key (fmt_label_value: "unit.threshold_ns" 20080349 as "20.08 ms"),
+ * the value as given in its title; any other value escaped as it is. */
+void html_label_value(struct req *rq, const char *key, const char *value);
 /* A horizontal bar of value/max (an inline SVG, width px). */
 void html_bar(struct req *rq, double value, double max, int width);
 /* A frame name shortened for tables: the function part, arguments dropped, at most max bytes

@@ -68,15 +68,17 @@ static PGresult *run_key_limit(PGconn *db, int no, const char *sql, const char *
 	" WHERE ($1::text IS NULL OR s.app = $1) AND ($2::text IS NULL OR s.host = $2)"          \
 	" AND ($3::text IS NULL OR s.version = $3) AND ($4::jsonb IS NULL OR s.labels @> $4::jsonb)" \
 	" AND ($5::bigint IS NULL OR s.received_at >= to_timestamp($5::bigint / 1e9))"            \
-	" AND ($6::bigint IS NULL OR s.received_at < to_timestamp($6::bigint / 1e9))"
+	" AND ($6::bigint IS NULL OR s.received_at < to_timestamp($6::bigint / 1e9))"            \
+	" AND ($7::text IS NULL OR s.role = $7)"
 
-static void stream_params(const struct stream_filter *f, char since[24], char until[24], const char *p[6])
+static void stream_params(const struct stream_filter *f, char since[24], char until[24], const char *p[7])
 {
 	p[0] = f->app;
 	p[1] = f->host;
 	p[2] = f->version;
 	p[3] = f->labels_json;
 	p[4] = p[5] = NULL;
+	p[6] = f->role;
 	if (f->since_ns != INT64_MIN) {
 		snprintf(since, 24, "%lld", (long long)f->since_ns);
 		p[4] = since;
@@ -87,31 +89,68 @@ static void stream_params(const struct stream_filter *f, char since[24], char un
 	}
 }
 
-PGresult *model_streams(PGconn *db, const struct stream_filter *f, long limit, long offset, char *err,
-			size_t errlen)
+static const char *const stream_sort_names[SSORT_N] = { "received", "host", "app", "version", "delay", "events",
+							"role" };
+
+int model_stream_sort_parse(const char *s)
+{
+	for (int i = 0; s && i < SSORT_N; i++)
+		if (strcmp(s, stream_sort_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *model_stream_sort_name(enum stream_sort s)
+{
+	return stream_sort_names[(unsigned)s < SSORT_N ? s : SSORT_RECEIVED];
+}
+
+bool model_stream_sort_desc(enum stream_sort s)
+{
+	return s == SSORT_RECEIVED || s == SSORT_DELAY || s == SSORT_EVENTS;
+}
+
+#define STREAMS_PAGE(order)                                                                      \
+	"SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, s.labels, " SYMPTOM      \
+	" AS symptom, s.n_events AS events, " ISO("s.received_at") " AS received_at, s.role, s.weight" \
+	" FROM streams s" STREAM_WHERE " ORDER BY " order " LIMIT $8 OFFSET $9"
+/* each order ascending and descending; equal keys newest first, so a page boundary is stable */
+#define STREAMS_BOTH(key)                                                                        \
+	{ STREAMS_PAGE(key " ASC, s.received_at DESC, s.id DESC"),                                 \
+	  STREAMS_PAGE(key " DESC, s.received_at DESC, s.id DESC") }
+static const char *const streams_sql[SSORT_N][2] = {
+	{ STREAMS_PAGE("s.received_at ASC, s.id ASC"), STREAMS_PAGE("s.received_at DESC, s.id DESC") },
+	STREAMS_BOTH("s.host"),
+	STREAMS_BOTH("s.app"),
+	/* a stream without a version last either way */
+	{ STREAMS_PAGE("s.version ASC NULLS LAST, s.received_at DESC, s.id DESC"),
+	  STREAMS_PAGE("s.version DESC NULLS LAST, s.received_at DESC, s.id DESC") },
+	STREAMS_BOTH("(s.symptom_end_ns - s.symptom_start_ns)"),
+	STREAMS_BOTH("s.n_events"),
+	STREAMS_BOTH("s.role"),
+};
+
+PGresult *model_streams(PGconn *db, const struct stream_filter *f, enum stream_sort sort, bool desc, long limit,
+			long offset, char *err, size_t errlen)
 {
 	char since[24], until[24], lim[24], off[24];
-	const char *p[8];
+	const char *p[9];
 
 	stream_params(f, since, until, p);
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	snprintf(off, sizeof(off), "%ld", offset);
-	p[6] = lim;
-	p[7] = off;
-	return run(db,
-		   "SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, s.labels, " SYMPTOM
-		   " AS symptom, s.n_events AS events, " ISO("s.received_at") " AS received_at, s.role, s.weight"
-		   " FROM streams s" STREAM_WHERE " ORDER BY s.received_at DESC, s.id DESC LIMIT $7 OFFSET $8",
-		   8, p, err, errlen);
+	p[7] = lim;
+	p[8] = off;
+	return run(db, streams_sql[(unsigned)sort < SSORT_N ? sort : SSORT_RECEIVED][desc], 9, p, err, errlen);
 }
 
 PGresult *model_streams_count(PGconn *db, const struct stream_filter *f, char *err, size_t errlen)
 {
 	char since[24], until[24];
-	const char *p[6];
+	const char *p[7];
 
 	stream_params(f, since, until, p);
-	return run(db, "SELECT count(*) AS total FROM streams s" STREAM_WHERE, 6, p, err, errlen);
+	return run(db, "SELECT count(*) AS total FROM streams s" STREAM_WHERE, 7, p, err, errlen);
 }
 
 PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen)
@@ -478,6 +517,30 @@ PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t err
 PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t errlen)
 {
 	return values(db, 21, PROBLEM_K VALUES_STORED, 22, PROBLEM_K VALUES_COUNTED, id, err, errlen);
+}
+
+/* what the cost depends on (web/attribution.h): the attributed streams, a deterministic sample of
+ * $2 of them (by a hash of their id), with their cost; then their numeric labels, of the keys whose
+ * values are numbers on at least 95 % of the streams that have them */
+#define NUMBER_RE "'^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$'"
+#define NUMERIC                                                                                  \
+	", s AS (SELECT k.stream_ref, k.cost FROM k JOIN streams t ON t.id = k.stream_ref"           \
+	"  ORDER BY md5(k.stream_ref::text), k.stream_ref LIMIT $2::bigint),"                        \
+	" kv AS (SELECT s.stream_ref, l.key, l.value, l.value ~ " NUMBER_RE " AS num"               \
+	"  FROM s JOIN streams t ON t.id = s.stream_ref, jsonb_each_text(t.labels) AS l(key, value)),"     \
+	" nk AS (SELECT key FROM kv GROUP BY key HAVING count(*) FILTER (WHERE num) >= 0.95 * count(*))" \
+	" SELECT stream_ref, cost::bigint AS cost_ns, NULL::text AS key, NULL::text AS value FROM s" \
+	" UNION ALL SELECT kv.stream_ref, NULL, kv.key, kv.value FROM kv JOIN nk USING (key) WHERE kv.num" \
+	" ORDER BY 3 NULLS FIRST, 1"
+
+PGresult *model_cluster_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	return run_key_limit(db, 0, CLUSTER_K NUMERIC, id, limit, err, errlen);
+}
+
+PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	return run_key_limit(db, 0, PROBLEM_K NUMERIC, id, limit, err, errlen);
 }
 
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen)

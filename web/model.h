@@ -23,11 +23,22 @@ struct stream_filter {
 	const char *app, *host, *version;
 	const char *labels_json;    /* a JSON object the labels must contain */
 	int64_t since_ns, until_ns; /* received_at in [since, until) */
+	const char *role;           /* "violation" or "baseline", or NULL */
 };
 
-/* streams: stream_id, host, app, version, labels, symptom, events, received_at, newest first. */
-PGresult *model_streams(PGconn *db, const struct stream_filter *f, long limit, long offset, char *err,
-			size_t errlen);
+/* The stream list's orders (docs/api.md "Streams"): each a fixed ORDER BY, ties newest first. */
+enum stream_sort { SSORT_RECEIVED, SSORT_HOST, SSORT_APP, SSORT_VERSION, SSORT_DELAY, SSORT_EVENTS, SSORT_ROLE,
+		   SSORT_N };
+/* "received", "host", "app", "version", "delay", "events", "role" -> its enum stream_sort, or -1. */
+int model_stream_sort_parse(const char *s);
+const char *model_stream_sort_name(enum stream_sort s);
+/* Whether s sorts descending unless told (times and amounts: the largest first; names: A to Z). */
+bool model_stream_sort_desc(enum stream_sort s);
+
+/* streams: stream_id, host, app, version, labels, symptom, events, received_at, role, weight, in the
+ * order sort (descending when desc). */
+PGresult *model_streams(PGconn *db, const struct stream_filter *f, enum stream_sort sort, bool desc, long limit,
+			long offset, char *err, size_t errlen);
 /* One row: total. */
 PGresult *model_streams_count(PGconn *db, const struct stream_filter *f, char *err, size_t errlen);
 /* One stream by its uuid: ref (the internal id), stream_id, host, app, version, build_id, labels,
@@ -112,6 +123,13 @@ PGresult *model_cluster_values(PGconn *db, const char *id, char *err, size_t err
 /* The same for problem id: its streams and cost are those of the run's AOI events any member
  * cluster matches, each (kind, stack) once; run_streams counts both kinds in every run. */
 PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t errlen);
+/* For what the cost depends on (web/attribution.h): first the attributed streams, at most `limit`
+ * (a deterministic sample above), one row each with key NULL: stream_ref, cost_ns (the cluster's
+ * cost there), by stream_ref; then, by key and stream_ref, those streams' numeric labels: stream_ref,
+ * key, value (a number), for the keys whose values are numbers on at least 95 % of those streams. */
+PGresult *model_cluster_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen);
+/* The same for problem id (its streams and cost as model_problem_values()'). */
+PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen);
 /* The matched stacks with their cost: stack_id, cost_ns, events (frames via model_stack_frames). */
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen);
 

@@ -104,7 +104,9 @@ void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep)
 	if (search) {
 		uint64_t shown = flame_shown_cost(f), m = flame_matched_cost(f);
 
-		html_rawf(rq, "matched: %.1f %% of ", shown ? 100.0 * (double)m / (double)shown : 0.0);
+		html_raw(rq, "matched: ");
+		html_share(rq, shown ? (double)m / (double)shown : 0.0);
+		html_raw(rq, " of ");
 		html_cost(rq, (int64_t)shown);
 	}
 	html_raw(rq, "</output></form>");
@@ -113,7 +115,9 @@ void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep)
 		html_text(rq, *params ? params + 1 : "");
 		html_raw(rq, "#flame\">Reset zoom</a> (back to the whole graph)</p>");
 	}
-	html_rawf(rq, "<div class=\"flame\" data-shown-ns=\"%llu\">", (unsigned long long)flame_shown_cost(f));
+	html_raw(rq, "<div class=\"flame\" data-shown=\"");
+	html_cost(rq, (int64_t)flame_shown_cost(f));
+	html_raw(rq, "\">");
 	buf_append(&rq->out, svg.data, svg.len);
 	html_raw(rq, "</div>");
 	buf_release(&svg);
@@ -312,6 +316,15 @@ void pages_download_links(struct req *rq, const char *api_path)
 		html_rawf(rq, "?format=%s\" download>%s</a>", formats[i][0], formats[i][1]);
 	}
 	html_raw(rq, "</p>");
+}
+
+void pages_count_cells(struct req *rq, PGresult *r, int i, const char *const *cols)
+{
+	for (; *cols; cols++) {
+		html_raw(rq, "<td class=\"n\">");
+		html_count(rq, model_coln(r, i, *cols));
+		html_raw(rq, "</td>");
+	}
 }
 
 void pages_est_cost_note(struct req *rq, int64_t est)

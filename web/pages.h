@@ -50,6 +50,8 @@ void pages_download_links(struct req *rq, const char *api_path);
 /* A cluster's estimated fleet cost (docs/mining.md, "Estimated metrics"), beside its sampled cost
  * where they differ: the agents shipped only some of a minute's violations. */
 void pages_est_cost_note(struct req *rq, int64_t est);
+/* Table cells <td class="n"> of row i's columns cols (NULL-ended), each a count ("1,234"). */
+void pages_count_cells(struct req *rq, PGresult *r, int i, const char *const *cols);
 /* A title (a PostgreSQL int array of frame ids), each frame short, joined by ›; NULL: none. */
 void pages_title_frames(struct req *rq, const char *ids);
 /* A destructive form's confirmation: true when the POST carries confirm=1 (app.js adds it once

@@ -149,8 +149,11 @@ static void problem_metrics(struct req *rq, PGresult *p, int i)
 	html_cost(rq, model_coln(p, i, "total_cost_ns"));
 	if (model_coln(p, i, "est_cost_ns") != model_coln(p, i, "total_cost_ns"))
 		pages_est_cost_note(rq, model_coln(p, i, "est_cost_ns"));
-	html_rawf(rq, "</dd><dt>Streams</dt><dd>%lld</dd><dt>Events</dt><dd>%lld</dd><dt>Average cost</dt><dd>",
-		  (long long)model_coln(p, i, "streams"), (long long)model_coln(p, i, "events"));
+	html_raw(rq, "</dd><dt>Streams</dt><dd>");
+	html_count(rq, model_coln(p, i, "streams"));
+	html_raw(rq, "</dd><dt>Events</dt><dd>");
+	html_count(rq, model_coln(p, i, "events"));
+	html_raw(rq, "</dd><dt>Average cost</dt><dd>");
 	html_cost(rq, model_coln(p, i, "avg_cost_ns"));
 	html_raw(rq, "</dd>");
 	if (model_col(p, i, "excess_cost_ns")) {
@@ -234,8 +237,11 @@ void problems_section(struct req *rq, const char *id, PGresult *run)
 		if (PQntuples(p) == 0)
 			html_raw(rq, "<p class=\"empty\">No problems: the run found no clusters.</p>");
 		else if (model_coln(cnt, 0, "total") > PQntuples(p))
-			html_rawf(rq, "<p>%lld more problems, in the clusters below (and GET /api/v1/runs/%s/problems).</p>",
-				  (long long)(model_coln(cnt, 0, "total") - PQntuples(p)), id);
+		{
+			html_raw(rq, "<p>");
+			html_count(rq, model_coln(cnt, 0, "total") - PQntuples(p));
+			html_rawf(rq, " more problems, in the clusters below (and GET /api/v1/runs/%s/problems).</p>", id);
+		}
 	}
 	html_raw(rq, "</section>");
 	PQclear(p);
@@ -275,6 +281,7 @@ void problems_page_problem(struct req *rq)
 	machine_note(rq, p, 0);
 	problem_metrics(rq, p, 0);
 	clusters_attribution_section(rq, ATTRIBUTION_PROBLEM, id);
+	clusters_costmodel_section(rq, ATTRIBUTION_PROBLEM, id);
 	html_raw(rq, "<h2>Clusters</h2>");
 	problem_members(rq, cl, &k, id);
 	html_raw(rq, "<h2>Hosts</h2><table class=\"hosts\"><thead><tr><th>Host</th><th class=\"n\">Streams</th>"
@@ -282,7 +289,9 @@ void problems_page_problem(struct req *rq)
 	for (int i = 0; i < PQntuples(h); i++) {
 		html_raw(rq, "<tr><td>");
 		html_text(rq, model_col(h, i, "host"));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"n\">", (long long)model_coln(h, i, "streams"));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_count(rq, model_coln(h, i, "streams"));
+		html_raw(rq, "</td><td class=\"n\">");
 		html_cost(rq, model_coln(h, i, "cost_ns"));
 		html_raw(rq, "</td></tr>");
 	}
@@ -297,7 +306,9 @@ void problems_page_problem(struct req *rq)
 		html_text(rq, model_col(s, i, "host"));
 		html_raw(rq, "</td><td class=\"n\">");
 		html_cost(rq, model_coln(s, i, "cost_ns"));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td></tr>", (long long)model_coln(s, i, "events"));
+		html_raw(rq, "</td><td class=\"n\">");
+		html_count(rq, model_coln(s, i, "events"));
+		html_raw(rq, "</td></tr>");
 	}
 	html_raw(rq, "</tbody></table>");
 	html_end(rq);

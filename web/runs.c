@@ -1,6 +1,7 @@
 /* runs: the runs' pages and API (see runs.h). */
 #include "web/runs.h"
 #include "common/buf.h"
+#include "common/fmt.h"
 #include "common/jsonw.h"
 #include "common/util.h"
 #include "miner/params.h"
@@ -142,19 +143,12 @@ void runs_run_params_summary(struct req *rq, const char *params_json)
 	json_object_put(p);
 }
 
-/* n with thousands separated by commas ("1,234"), in the arena. */
+/* n with thousands separated ("1,234"), in the arena. */
 static const char *thousands(struct req *rq, int64_t n)
 {
-	char d[24], out[32];
-	int len = snprintf(d, sizeof(d), "%lld", (long long)(n < 0 ? 0 : n)), o = 0;
+	char t[FMT_LEN];
 
-	for (int i = 0; i < len; i++) {
-		if (i > 0 && (len - i) % 3 == 0)
-			out[o++] = ',';
-		out[o++] = d[i];
-	}
-	out[o] = '\0';
-	return req_strdup(rq, out);
+	return req_strdup(rq, fmt_count(t, n < 0 ? 0 : n));
 }
 
 static bool progress_num(json_object *p, const char *key, int64_t *v)
@@ -210,7 +204,7 @@ static void count_of(struct req *rq, const char *counts_json, const char *key)
 	json_object *c = json_tokener_parse(counts_json ? counts_json : "{}"), *v;
 
 	if (c && json_object_object_get_ex(c, key, &v))
-		html_rawf(rq, "%lld", (long long)json_object_get_int64(v));
+		html_count(rq, json_object_get_int64(v));
 	else
 		html_raw(rq, "–");
 	json_object_put(c);
@@ -669,7 +663,7 @@ static void run_counts(struct req *rq, const char *id, PGresult *run, bool basel
 	{
 		json_object *t = json_tokener_parse(model_col(run, 0, "timings_ms") ? model_col(run, 0, "timings_ms") : "{}"), *v;
 		if (t && json_object_object_get_ex(t, "total", &v))
-			html_rawf(rq, "%.2f s", (double)json_object_get_int64(v) / 1000);
+			html_cost(rq, json_object_get_int64(v) * 1000000);
 		else
 			html_raw(rq, "–");
 		json_object_put(t);
@@ -720,18 +714,17 @@ static void cluster_row(struct req *rq, PGresult *cl, int i, int nm, const doubl
 			/* with its 95 % interval, when there is one */
 			html_cost(rq, v);
 			if (model_col(cl, i, "excess_lo_ns")) {
-				html_raw(rq, " <span class=\"ci\" title=\"95 % bootstrap interval\">[");
-				html_cost(rq, model_coln(cl, i, "excess_lo_ns"));
-				html_raw(rq, ", ");
-				html_cost(rq, model_coln(cl, i, "excess_hi_ns"));
-				html_raw(rq, "]</span>");
+				html_raw(rq, " <span class=\"ci\" title=\"95 % bootstrap interval\">");
+				html_interval(rq, (double)model_coln(cl, i, "excess_lo_ns"),
+					      (double)model_coln(cl, i, "excess_hi_ns"));
+				html_raw(rq, "</span>");
 			}
 		} else if (m == 0 || m == 3) {
 			html_cost(rq, v);
 			if (m == 0 && model_coln(cl, i, "est_cost_ns") != v)
 				pages_est_cost_note(rq, model_coln(cl, i, "est_cost_ns"));
 		} else {
-			html_rawf(rq, "%lld", (long long)v);
+			html_count(rq, v);
 		}
 		html_bar(rq, v > 0 ? (double)v : 0, max[m], 60);
 		html_raw(rq, "</td>");

@@ -427,8 +427,8 @@ static void coverage_section(struct req *rq, int64_t run_id, char kind)
 			html_text(rq, cov.by[i].name);
 			html_raw(rq, "</td><td class=\"n\">");
 			html_cost(rq, (int64_t)cov.by[i].cost_ns);
-			html_rawf(rq, "</td><td class=\"n metric\">%.1f%%",
-				  cov.total_ns ? 100.0 * (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
+			html_raw(rq, "</td><td class=\"n metric\">");
+			html_share(rq, cov.total_ns ? (double)cov.by[i].cost_ns / (double)cov.total_ns : 0);
 			html_bar(rq, (double)cov.by[i].cost_ns, (double)cov.total_ns, 80);
 			html_raw(rq, "</td></tr>");
 		}
@@ -459,15 +459,18 @@ static void triage_section(struct req *rq, int64_t run_id, char kind)
 		ps[o].y = y;
 		ps[o].n = SIG_LEVELS;
 	}
-	html_rawf(rq, "<h3>Triage: streams an analyst opens to reach each coverage level (%zu streams)</h3>"
-		      "<div class=\"plot\">", tr.nstreams);
+	html_raw(rq, "<h3>Triage: streams an analyst opens to reach each coverage level (");
+	html_count(rq, (int64_t)tr.nstreams);
+	html_raw(rq, " streams)</h3><div class=\"plot\">");
 	plot_render_svg(ps, SIG_NORDERS, &po, &rq->out);
 	html_raw(rq, "</div><table class=\"triage\"><thead><tr><th class=\"n\">Coverage</th>");
 	for (int o = 0; o < SIG_NORDERS; o++)
 		html_rawf(rq, "<th class=\"n\">%s</th>", sig_order_name((enum sig_order)o));
 	html_raw(rq, "</tr></thead><tbody>");
 	for (int l = 0; l < SIG_LEVELS; l++) {
-		html_rawf(rq, "<tr><td class=\"n\">%.1f%%</td>", tr.level[l] * 100);
+		html_raw(rq, "<tr><td class=\"n\">");
+		html_share(rq, tr.level[l]);
+		html_raw(rq, "</td>");
 		for (int o = 0; o < SIG_NORDERS; o++)
 			html_rawf(rq, "<td class=\"n\">%g</td>", tr.needed[o][l]);
 		html_raw(rq, "</tr>");

@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* the events of a stream the API and the page show: its first */
 #define STREAM_EVENTS 200000
@@ -39,32 +40,151 @@ static bool collect_label(void *cls, const char *key, const char *value)
 	return true;
 }
 
-static bool time_param(struct req *rq, const char *name, int64_t *out)
-{
-	const char *v = req_query(rq, name);
+/* the presets of the time range: the last hour, day, week, or everything */
+static const struct {
+	const char *name, *label;
+	int64_t ns;
+} ranges[] = {
+	{ "1h", "last 1 h", 3600 * 1000000000LL },
+	{ "24h", "last 24 h", 24 * 3600 * 1000000000LL },
+	{ "7d", "last 7 d", 7 * 24 * 3600 * 1000000000LL },
+	{ "all", "all", 0 },
+};
 
-	*out = PARAMS_NO_TIME;
-	if (!v)
-		return true;
-	if (util_parse_i64(v, 0, INT64_MAX, out) == 0 || params_parse_time(v, out) == 0)
-		return true;
-	req_json_error(rq, 400, "%s: an RFC 3339 time or nanoseconds since the epoch", name);
-	return false;
+int streams_range_ns(const char *name, int64_t *ns)
+{
+	for (size_t i = 0; name && i < sizeof(ranges) / sizeof(ranges[0]); i++)
+		if (strcmp(name, ranges[i].name) == 0) {
+			*ns = ranges[i].ns;
+			return 0;
+		}
+	return -1;
+}
+
+int streams_parse_time(const char *s, int64_t *ns)
+{
+	char t[48];
+	size_t n = s ? strlen(s) : 0;
+	bool zone;
+
+	if (n == 0 || n > 35)
+		return -1;
+	if (util_parse_i64(s, 0, INT64_MAX, ns) == 0)
+		return 0;
+	if (n < 16 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':')
+		return -1;
+	/* a datetime-local value: no seconds (YYYY-MM-DDTHH:MM) or no zone, read as UTC; a zone comes
+	 * after the seconds */
+	zone = s[n - 1] == 'Z' || s[n - 1] == 'z' || (n > 19 && (strchr(s + 19, '+') || strchr(s + 19, '-')));
+	snprintf(t, sizeof(t), "%s%s%s", s, n == 16 ? ":00" : "", zone ? "" : "Z");
+	return params_parse_time(t, ns);
+}
+
+/* The list's query as the API (since/until) or the page (from/to, empty fields absent) gives it. */
+struct list_query {
+	struct stream_filter f;
+	enum stream_sort sort;
+	bool desc;
+	const char *range;      /* the preset asked for, or NULL */
+	const char *from, *to;  /* the page's absolute bounds as given, or NULL */
+};
+
+/* A bound of the time range: the page's (streams_parse_time()) or the API's (RFC 3339 with its zone, or ns). */
+static int bound(const char *v, bool page, int64_t *ns)
+{
+	if (page)
+		return streams_parse_time(v, ns);
+	return util_parse_i64(v, 0, INT64_MAX, ns) == 0 || params_parse_time(v, ns) == 0 ? 0 : -1;
+}
+
+/* q from the request's parameters (the labels aside): 0, or -1 with the message, which names the
+ * field, in err. */
+static int list_query(struct req *rq, struct list_query *q, bool page, char *err, size_t errlen)
+{
+	const char *role = req_query(rq, "role"), *sort = req_query(rq, "sort"), *dir = req_query(rq, "dir");
+	const char *lo = page ? "from" : "since", *hi = page ? "to" : "until";
+	const char *vlo = req_query(rq, lo), *vhi = req_query(rq, hi), *bad = NULL;
+	int64_t span = 0;
+	int k;
+
+	memset(q, 0, sizeof(*q));
+	q->sort = SSORT_RECEIVED;
+	q->desc = true;
+	q->f.app = req_query(rq, "app");
+	q->f.host = req_query(rq, "host");
+	q->f.version = req_query(rq, "version");
+	q->f.since_ns = q->f.until_ns = PARAMS_NO_TIME;
+	q->range = req_query(rq, "range");
+	if (page) {
+		/* an empty field of the form is no filter */
+		const char **v[] = { &q->f.app, &q->f.host, &q->f.version, &role, &sort, &dir, &q->range, &vlo, &vhi };
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+			if (*v[i] && !**v[i])
+				*v[i] = NULL;
+	}
+	q->from = vlo;
+	q->to = vhi;
+	if (role && strcmp(role, "violation") != 0 && strcmp(role, "baseline") != 0) {
+		snprintf(err, errlen, "role: must be violation or baseline");
+		return -1;
+	}
+	q->f.role = role;
+	if (sort && (k = model_stream_sort_parse(sort)) < 0) {
+		snprintf(err, errlen, "sort: must be received, host, app, version, delay, events or role");
+		return -1;
+	}
+	q->sort = sort ? (enum stream_sort)k : SSORT_RECEIVED;
+	if (dir && strcmp(dir, "asc") != 0 && strcmp(dir, "desc") != 0) {
+		snprintf(err, errlen, "dir: must be asc or desc");
+		return -1;
+	}
+	q->desc = dir ? strcmp(dir, "desc") == 0 : model_stream_sort_desc(q->sort);
+	if (q->range && streams_range_ns(q->range, &span) < 0) {
+		snprintf(err, errlen, "range: must be 1h, 24h, 7d or all");
+		return -1;
+	}
+	if (q->range && (vlo || vhi)) {
+		snprintf(err, errlen, "range: give either range or %s/%s, not both", lo, hi);
+		return -1;
+	}
+	if (vlo && bound(vlo, page, &q->f.since_ns) < 0)
+		bad = lo;
+	else if (vhi && bound(vhi, page, &q->f.until_ns) < 0)
+		bad = hi;
+	if (bad) {
+		snprintf(err, errlen, page ? "%s: a date and time such as 2026-11-29T14:00 (UTC)"
+					   : "%s: an RFC 3339 time or nanoseconds since the epoch", bad);
+		return -1;
+	}
+	if (vlo && vhi && q->f.until_ns <= q->f.since_ns) {
+		snprintf(err, errlen, "%s: must be after %s", hi, lo);
+		return -1;
+	}
+	if (q->range && span) {
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		q->f.since_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - span;
+	}
+	return 0;
 }
 
 void streams_get_streams(struct req *rq)
 {
-	static const char *const names[] = { "app", "host", "version", "since", "until", "limit", "offset", NULL };
-	struct stream_filter f = { req_query(rq, "app"), req_query(rq, "host"), req_query(rq, "version"), NULL,
-				   PARAMS_NO_TIME, PARAMS_NO_TIME };
+	static const char *const names[] = { "app", "host", "version", "since", "until", "limit", "offset", "role",
+					     "sort", "dir", "range", NULL };
+	struct list_query q;
 	struct labels_acc l = { rq, NULL, NULL };
 	PGresult *rows, *count;
 	char err[512];
 	long limit, offset;
 
-	if (!api_known_query(rq, names, true) || !api_page_params(rq, &limit, &offset) ||
-	    !time_param(rq, "since", &f.since_ns) || !time_param(rq, "until", &f.until_ns))
+	if (!api_known_query(rq, names, true) || !api_page_params(rq, &limit, &offset))
 		return;
+	if (list_query(rq, &q, false, err, sizeof(err)) < 0) {
+		req_json_error(rq, 400, "%s", err);
+		return;
+	}
 	l.obj = json_object_new_object();
 	req_query_each(rq, collect_label, &l);
 	if (l.bad) {
@@ -73,10 +193,10 @@ void streams_get_streams(struct req *rq)
 		return;
 	}
 	if (json_object_object_length(l.obj))
-		f.labels_json = req_strdup(rq, json_object_to_json_string_ext(l.obj, JSON_C_TO_STRING_PLAIN));
+		q.f.labels_json = req_strdup(rq, json_object_to_json_string_ext(l.obj, JSON_C_TO_STRING_PLAIN));
 	json_object_put(l.obj);
-	rows = model_streams(rq->db, &f, limit, offset, err, sizeof(err));
-	count = rows ? model_streams_count(rq->db, &f, err, sizeof(err)) : NULL;
+	rows = model_streams(rq->db, &q.f, q.sort, q.desc, limit, offset, err, sizeof(err));
+	count = rows ? model_streams_count(rq->db, &q.f, err, sizeof(err)) : NULL;
 	api_page_response(rq, "streams", rows, count, err);
 }
 
@@ -172,50 +292,155 @@ out:
 	PQclear(ev);
 }
 
-/* A stream's role, and the violations it stands for when the agent sampled it (guard.md "Shipping budget"). */
+/* A stream's role, and the violations it stands for when the agent sampled it (guard.md "Shipping budget").
+ * An imported capture's role is the import's option (violation unless told baseline), not a measured
+ * one: it says so. */
 static void stream_role(struct req *rq, PGresult *r, int i)
 {
-	const char *w = model_col(r, i, "weight");
+	const char *w = model_col(r, i, "weight"), *role = model_col(r, i, "role");
+	json_object *sy = json_tokener_parse(model_col(r, i, "symptom") ? model_col(r, i, "symptom") : "{}"), *k;
 
-	html_text(rq, model_col(r, i, "role"));
+	html_raw(rq, strcmp(role ? role : "", "baseline") == 0 ? "<span class=\"role baseline\">"
+								 : "<span class=\"role violation\">");
+	html_text(rq, role ? role : "–");
+	html_raw(rq, "</span>");
+	if (sy && json_object_object_get_ex(sy, "kind", &k) && strcmp(json_object_get_string(k), "import") == 0)
+		html_raw(rq, " <span class=\"est\" title=\"an imported capture: its role is the import's option "
+			     "(violation unless imported as baseline), not a unit the agent timed\">imported</span>");
+	json_object_put(sy);
 	if (w && strtod(w, NULL) > 1)
 		html_rawf(rq, " <span class=\"est\" title=\"sampled: this stream stands for %.2f violations of its "
 			  "minute\">×%.2f</span>", strtod(w, NULL), strtod(w, NULL));
+}
+
+/* The list's filters as "&k=v..." for links: the fields of the form, and the time range when with_time. */
+static const char *keep_filters(struct req *rq, const struct list_query *q, bool with_time)
+{
+	const char *k = pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL,
+		"app", q->f.app), "host", q->f.host), "version", q->f.version), "role", q->f.role);
+
+	if (with_time)
+		k = pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, k, "range", q->range), "from", q->from),
+				     "to", q->to);
+	return k;
+}
+
+/* "&sort=..&dir=.." of q, nothing for the default order. */
+static const char *keep_sort(struct req *rq, const struct list_query *q, const char *prev)
+{
+	if (q->sort == SSORT_RECEIVED && q->desc)
+		return prev;
+	return pages_keep_param(rq, pages_keep_param(rq, prev, "sort", model_stream_sort_name(q->sort)), "dir",
+				q->desc ? "desc" : "asc");
+}
+
+/* The list's header: each sortable column a link to its order (the other way round when it is the
+ * order already), the order's column with aria-sort. */
+static void list_header(struct req *rq, const struct list_query *q)
+{
+	static const struct {
+		int sort; /* enum stream_sort, -1: not sortable */
+		const char *label, *cls;
+	} cols[] = {
+		{ -1, "Stream", "" }, { SSORT_ROLE, "Role", "" }, { SSORT_APP, "App", "" },
+		{ SSORT_VERSION, "Version", "" }, { SSORT_HOST, "Host", "" }, { -1, "Unit", "" },
+		{ SSORT_DELAY, "Delay", " class=\"n\"" }, { SSORT_EVENTS, "Events", " class=\"n\"" },
+		{ SSORT_RECEIVED, "Received (UTC)", "" },
+	};
+	const char *keep = keep_filters(rq, q, true);
+
+	html_raw(rq, "<table class=\"streams\" id=\"streams\"><thead><tr>");
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+		bool on = cols[i].sort == (int)q->sort;
+		bool desc = on ? !q->desc : model_stream_sort_desc((enum stream_sort)cols[i].sort);
+
+		if (cols[i].sort < 0) {
+			html_rawf(rq, "<th%s>%s</th>", cols[i].cls, cols[i].label);
+			continue;
+		}
+		html_rawf(rq, "<th%s%s><a href=\"?", cols[i].cls,
+			  on ? (q->desc ? " aria-sort=\"descending\"" : " aria-sort=\"ascending\"") : "");
+		html_text(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort",
+				model_stream_sort_name((enum stream_sort)cols[i].sort)), "dir", desc ? "desc" : "asc") + 1);
+		html_text(rq, keep);
+		html_rawf(rq, "\" data-sort=\"%s\">%s%s</a></th>", model_stream_sort_name((enum stream_sort)cols[i].sort),
+			  cols[i].label, on ? (q->desc ? " ▼" : " ▲") : "");
+	}
+	html_raw(rq, "</tr></thead><tbody>");
+}
+
+/* The filter form (the time range's absolute bounds included) and the range's presets, as links. */
+static void list_form(struct req *rq, const struct list_query *q)
+{
+	static const char *const roles[] = { "violation", "baseline" };
+	const char *fields[][2] = { { "app", q->f.app }, { "host", q->f.host }, { "version", q->f.version } };
+	const char *labels[] = { "App", "Host", "Version" };
+	const char *keep = keep_sort(rq, q, keep_filters(rq, q, false));
+
+	html_raw(rq, "<form class=\"filter\" method=\"get\" id=\"stream-filter\">");
+	for (int i = 0; i < 3; i++) {
+		html_rawf(rq, "<label>%s <input name=\"%s\" value=\"", labels[i], fields[i][0]);
+		html_text(rq, fields[i][1]);
+		html_raw(rq, "\"></label>");
+	}
+	html_raw(rq, "<label>Role <select name=\"role\"><option value=\"\">any</option>");
+	for (int i = 0; i < 2; i++)
+		html_rawf(rq, "<option%s>%s</option>", q->f.role && strcmp(q->f.role, roles[i]) == 0 ? " selected" : "",
+			  roles[i]);
+	html_raw(rq, "</select></label><label>From (UTC) <input type=\"datetime-local\" step=\"1\" name=\"from\" value=\"");
+	html_text(rq, q->from);
+	html_raw(rq, "\"></label><label>To (UTC) <input type=\"datetime-local\" step=\"1\" name=\"to\" value=\"");
+	html_text(rq, q->to);
+	html_raw(rq, "\"></label>");
+	if (q->sort != SSORT_RECEIVED || !q->desc) {
+		/* filtering keeps the order */
+		html_rawf(rq, "<input type=\"hidden\" name=\"sort\" value=\"%s\"><input type=\"hidden\" name=\"dir\" "
+			  "value=\"%s\">", model_stream_sort_name(q->sort), q->desc ? "desc" : "asc");
+	}
+	html_raw(rq, "<button type=\"submit\">Filter</button></form><p class=\"ranges\">Received: ");
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		bool on = q->range ? strcmp(q->range, ranges[i].name) == 0 : !q->from && !q->to && !ranges[i].ns;
+
+		html_rawf(rq, "%s<a href=\"?range=%s", i ? " · " : "", ranges[i].name);
+		html_text(rq, keep);
+		html_rawf(rq, "\" data-range=\"%s\"%s>%s</a>", ranges[i].name, on ? " aria-current=\"true\"" : "",
+			  ranges[i].label);
+	}
+	if (q->from || q->to)
+		html_raw(rq, " · <span aria-current=\"true\">from–to as given</span>");
+	html_raw(rq, "</p>");
 }
 
 void streams_page_streams(struct req *rq)
 {
 	char err[512];
 	long offset = pages_offset(rq);
-	struct stream_filter f = { req_query(rq, "app"), req_query(rq, "host"), req_query(rq, "version"), NULL,
-				   INT64_MIN, INT64_MIN };
+	struct list_query q;
 	PGresult *r, *cnt;
-	const char *keep;
 
-	if (f.app && !*f.app)
-		f.app = NULL;
-	if (f.host && !*f.host)
-		f.host = NULL;
-	if (f.version && !*f.version)
-		f.version = NULL;
-	r = model_streams(rq->db, &f, PAGES_ROWS, offset, err, sizeof(err));
-	cnt = r ? model_streams_count(rq->db, &f, err, sizeof(err)) : NULL;
+	if (list_query(rq, &q, true, err, sizeof(err)) < 0) {
+		/* the form as given, and what is wrong with it */
+		html_begin(rq, "Streams");
+		rq->status = 400;
+		html_raw(rq, "<h1>Trace streams</h1>");
+		list_form(rq, &q);
+		html_raw(rq, "<p class=\"error\" role=\"alert\">");
+		html_text(rq, err);
+		html_raw(rq, "</p>");
+		html_end(rq);
+		return;
+	}
+	r = model_streams(rq->db, &q.f, q.sort, q.desc, PAGES_ROWS, offset, err, sizeof(err));
+	cnt = r ? model_streams_count(rq->db, &q.f, err, sizeof(err)) : NULL;
 	if (!r || !cnt) {
 		PQclear(r);
 		html_error(rq, 500, err);
 		return;
 	}
-	keep = pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "app", f.app), "host", f.host), "version", f.version);
 	html_begin(rq, "Streams");
-	html_raw(rq, "<h1>Trace streams</h1><form class=\"filter\" method=\"get\"><label>App <input name=\"app\" value=\"");
-	html_text(rq, f.app);
-	html_raw(rq, "\"></label><label>Host <input name=\"host\" value=\"");
-	html_text(rq, f.host);
-	html_raw(rq, "\"></label><label>Version <input name=\"version\" value=\"");
-	html_text(rq, f.version);
-	html_raw(rq, "\"></label><button type=\"submit\">Filter</button></form><table class=\"streams\"><thead><tr>"
-		     "<th>Stream</th><th>Role</th><th>App</th><th>Version</th><th>Host</th><th>Unit</th><th class=\"n\">Delay</th>"
-		     "<th class=\"n\">Events</th><th>Received (UTC)</th></tr></thead><tbody>");
+	html_raw(rq, "<h1>Trace streams</h1>");
+	list_form(rq, &q);
+	list_header(rq, &q);
 	for (int i = 0; i < PQntuples(r); i++) {
 		json_object *sy = json_tokener_parse(model_col(r, i, "symptom")), *a, *b, *u;
 		html_raw(rq, "<tr><td><a href=\"/streams/");
@@ -236,13 +461,18 @@ void streams_page_streams(struct req *rq)
 		html_raw(rq, "</td><td class=\"n\">");
 		if (sy && json_object_object_get_ex(sy, "start_ns", &a) && json_object_object_get_ex(sy, "end_ns", &b))
 			html_cost(rq, json_object_get_int64(b) - json_object_get_int64(a));
-		html_rawf(rq, "</td><td class=\"n\">%lld</td><td class=\"time\">", (long long)model_coln(r, i, "events"));
+		html_raw(rq, "</td>");
+		pages_count_cells(rq, r, i, (const char *const[]){ "events", NULL });
+		html_raw(rq, "<td class=\"time\">");
 		html_time(rq, model_col(r, i, "received_at"));
 		html_raw(rq, "</td></tr>");
 		json_object_put(sy);
 	}
+	if (PQntuples(r) == 0)
+		html_raw(rq, "<tr><td colspan=\"9\" class=\"empty\">No streams match.</td></tr>");
 	html_raw(rq, "</tbody></table>");
-	pages_pager(rq, "/streams", keep, offset, PQntuples(r), (long)model_coln(cnt, 0, "total"));
+	pages_pager(rq, "/streams", keep_sort(rq, &q, keep_filters(rq, &q, true)), offset, PQntuples(r),
+		    (long)model_coln(cnt, 0, "total"));
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
@@ -269,24 +499,30 @@ static void fill_events(PGresult *ev, const bool *in, struct tl_event *te, int n
 	}
 }
 
-/* Each event's innermost frame (the hover text), from the stacks fr (one row per stack, by id). */
-static void set_leaves(struct req *rq, PGresult *fr, PGresult *ev, struct tl_event *te, int n)
+/* Each event's stack as its hover text (timeline_stack_text(): outermost first, bounded), from the
+ * stacks fr (one row per stack, by id); made once per stack. */
+static void set_stacks(struct req *rq, PGresult *fr, PGresult *ev, struct tl_event *te, int n)
 {
 	int nf = PQntuples(fr);
-	const char **leaf = arena_calloc(rq->a, (size_t)nf + 1, sizeof(char *));
+	const char **text = arena_calloc(rq->a, (size_t)nf + 1, sizeof(char *));
+	struct buf b = BUF_INIT(1 << 16);
 
-	for (int j = 0; leaf && j < nf; j++) {
+	for (int j = 0; text && j < nf; j++) {
 		const char **names;
 		size_t k;
-		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &k) == 0 && k)
-			leaf[j] = names[k - 1];
+
+		buf_reset(&b);
+		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &k) == 0 && k &&
+		    timeline_stack_text(&b, names, k) == 0)
+			text[j] = req_strdup(rq, buf_cstr(&b));
 	}
+	buf_release(&b);
 	/* each event's by binary search */
-	for (int i = 0; leaf && i < n; i++) {
+	for (int i = 0; text && i < n; i++) {
 		int row = model_find_stack(fr, model_coln(ev, i, "stack_id"));
 
 		if (row >= 0)
-			te[i].leaf = leaf[row];
+			te[i].stack = text[row];
 	}
 }
 
@@ -345,9 +581,12 @@ static void stream_summary(struct req *rq, PGresult *st, const char *canon, int 
 		}
 		json_object_put(sy);
 	}
-	html_rawf(rq, "</dd><dt>Events</dt><dd>%lld%s</dd><dt>In the AOI (%s)</dt><dd>%d</dd><dt>Build</dt><dd>",
-		  (long long)model_coln(st, 0, "events"), n == STREAM_EVENTS ? " (first 200,000 shown)" : "",
-		  aoi_mode_name(mode), naoi);
+	html_raw(rq, "</dd><dt>Events</dt><dd>");
+	html_count(rq, model_coln(st, 0, "events"));
+	html_rawf(rq, "%s</dd><dt>In the AOI (%s)</dt><dd>", n == STREAM_EVENTS ? " (first 200,000 shown)" : "",
+		  aoi_mode_name(mode));
+	html_count(rq, naoi);
+	html_raw(rq, "</dd><dt>Build</dt><dd>");
 	html_text(rq, model_col(st, 0, "build_id") ? model_col(st, 0, "build_id") : "–");
 	html_raw(rq, "</dd><dt>Received</dt><dd>");
 	html_time(rq, model_col(st, 0, "received_at"));
@@ -376,7 +615,7 @@ static void stream_labels(struct req *rq, PGresult *st)
 
 /* The timeline section: the AOI form and the SVG of te[0..n) over [from, to]. */
 static void stream_timeline(struct req *rq, PGresult *st, const struct tl_event *te, int n, enum aoi_mode mode,
-			    const char *aoi, const char *t, int64_t from, int64_t to)
+			    const char *aoi, const char *t, int64_t from, int64_t to, int64_t origin)
 {
 	int64_t s0 = model_coln(st, 0, "symptom_start_ns"), s1 = model_coln(st, 0, "symptom_end_ns");
 
@@ -395,7 +634,7 @@ static void stream_timeline(struct req *rq, PGresult *st, const struct tl_event 
 	{
 		/* room for "tid 4194304 (symptom)" in bold */
 		struct tl_view v = { 1300, from, to, model_coln(st, 0, "symptom_tid"), s0, s1,
-				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", 190 };
+				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", 190, true, origin };
 		char terr[256];
 		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
 			html_raw(rq, "<p class=\"error\">");
@@ -416,7 +655,7 @@ void streams_page_stream(struct req *rq)
 	struct tl_event *te;
 	bool *in;
 	int n, naoi = 0;
-	int64_t s0, s1, from, to;
+	int64_t s0, s1, from, to, origin;
 
 	if (aoi && aoi_mode_parse(aoi, &mode) < 0)
 		mode = AOI_WAITGRAPH;
@@ -441,7 +680,7 @@ void streams_page_stream(struct req *rq)
 		html_error(rq, 500, "out of memory");
 		goto out;
 	}
-	/* the innermost frame of each stack, for the hover text */
+	/* each stack's frames, for the hover text */
 	fr = model_stacks(rq->db, req_id_array(rq, ev, 4), err, sizeof(err));
 	s0 = model_coln(st, 0, "symptom_start_ns");
 	s1 = model_coln(st, 0, "symptom_end_ns");
@@ -449,12 +688,14 @@ void streams_page_stream(struct req *rq)
 	to = s1;
 	fill_events(ev, in, te, n, &from, &to, &naoi);
 	if (fr)
-		set_leaves(rq, fr, ev, te, n);
+		set_stacks(rq, fr, ev, te, n);
+	/* a zoomed view's times stay offsets from the stream's start */
+	origin = from;
 	if (t)
 		zoom_param(t, &from, &to);
 	stream_summary(rq, st, canon, n, naoi, mode);
 	stream_labels(rq, st);
-	stream_timeline(rq, st, te, n, mode, aoi, t, from, to);
+	stream_timeline(rq, st, te, n, mode, aoi, t, from, to, origin);
 	html_end(rq);
 out:
 	PQclear(st);

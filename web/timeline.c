@@ -139,6 +139,39 @@ static int put_ms(struct buf *b, int64_t t, int64_t base, int dec)
 	return buf_append(b, frac, (size_t)dec + 1);
 }
 
+/* Where the times shown count from. */
+static int64_t origin_of(const struct tl_view *v)
+{
+	return v->has_origin ? v->origin_ns : v->from_ns;
+}
+
+/* The first bytes of s, at most max and on a character boundary (UTF-8: not before a continuation byte). */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+	if (len <= max)
+		return len;
+	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+		max--;
+	return max;
+}
+
+int timeline_stack_text(struct buf *out, const char *const *names, size_t n)
+{
+	size_t first = n > TL_STACK_FRAMES ? n - TL_STACK_FRAMES : 0;
+
+	if (first && buf_printf(out, "… %zu outer frame%s", first, first == 1 ? "" : "s"))
+		return -1;
+	for (size_t i = first; i < n; i++) {
+		const char *nm = names[i] ? names[i] : "?";
+		size_t len = strlen(nm), k = utf8_cut(nm, len, TL_FRAME_BYTES);
+
+		if (((i > first || first) && buf_putc(out, '\n')) || buf_append(out, nm, k) ||
+		    (k < len && buf_puts(out, "…")))
+			return -1;
+	}
+	return 0;
+}
+
 static int put_attr_f1(struct buf *b, const char *name, double v)
 {
 	return buf_puts(b, name) || buf_put_f1(b, v) || buf_putc(b, '"');
@@ -183,21 +216,21 @@ static int emit_rect(const struct ctx *c, const struct vis *vs, size_t a, size_t
 	if (b - a == 1) {
 		if (buf_puts(o, e->kind == 'w' ? "wait tid " : "run tid ") || buf_put_i64(o, e->tid) ||
 		    buf_puts(o, "\nstart ") ||
-		    put_ms(o, e->ts_ns, c->v->from_ns, 3) || buf_puts(o, " ms, dur ") ||
+		    put_ms(o, e->ts_ns, origin_of(c->v), 3) || buf_puts(o, " ms, dur ") ||
 		    put_ms(o, end_of(e), e->ts_ns, 3) || buf_puts(o, " ms"))
 			return -1;
 		if (e->kind == 'w' && e->readier_tid &&
 		    (buf_puts(o, "\nreadied by tid ") || buf_put_i64(o, e->readier_tid)))
 			return -1;
-		if (e->leaf && (buf_putc(o, '\n') || buf_put_html(o, e->leaf, strlen(e->leaf))))
+		if (e->stack && (buf_putc(o, '\n') || buf_put_html(o, e->stack, strlen(e->stack))))
 			return -1;
 	} else {
 		uint64_t run = busy[CLS_RUN] + busy[CLS_RUN_AOI], wait = busy[CLS_WAIT] + busy[CLS_WAIT_AOI];
 
 		if (buf_put_i64(o, (int64_t)(b - a)) || buf_puts(o, " events, tid ") || buf_put_i64(o, e->tid) ||
 		    (naoi && buf_printf(o, ", %zu in AOI", naoi)) || buf_puts(o, "\nstart ") ||
-		    put_ms(o, start, c->v->from_ns, 3) || buf_puts(o, " ms, end ") ||
-		    put_ms(o, end, c->v->from_ns, 3) || buf_puts(o, " ms\nrun ") ||
+		    put_ms(o, start, origin_of(c->v), 3) || buf_puts(o, " ms, end ") ||
+		    put_ms(o, end, origin_of(c->v), 3) || buf_puts(o, " ms\nrun ") ||
 		    put_ms(o, (int64_t)(run > INT64_MAX ? INT64_MAX : run), 0, 3) || buf_puts(o, " ms, wait ") ||
 		    put_ms(o, (int64_t)(wait > INT64_MAX ? INT64_MAX : wait), 0, 3) || buf_puts(o, " ms"))
 			return -1;
@@ -316,7 +349,7 @@ static int emit_axis(const struct ctx *c, int axis_y)
 		    put_attr_f1(o, " x2=\"", x) || put_attr_i(o, " y2=\"", axis_y + 5) || buf_puts(o, "/>") ||
 		    put_attr_f1(o, "<text class=\"tick\" x=\"", x) || put_attr_i(o, " y=\"", axis_y + 17) ||
 		    buf_puts(o, " text-anchor=\"middle\" stroke=\"none\">") ||
-		    put_ms(o, t[i], v->from_ns, dec) || buf_puts(o, " ms</text>"))
+		    put_ms(o, t[i], origin_of(v), dec) || buf_puts(o, " ms</text>"))
 			return -1;
 		if (v->href_prefix && buf_puts(o, "</a>"))
 			return -1;

@@ -27,7 +27,7 @@ struct tl_event {
 	char kind;              /* 'r' run (CPU sample), 'w' wait; other kinds are ignored */
 	int64_t readier_tid;    /* waits: the thread that readied it, 0 = none/unknown */
 	bool aoi;               /* in the AOI (the events that matter): drawn highlighted (class "aoi") */
-	const char *leaf;       /* innermost frame name (shown on hover), may be NULL */
+	const char *stack;      /* its frames, one a line (timeline_stack_text()), shown on hover; may be NULL */
 };
 
 struct tl_view {
@@ -38,7 +38,19 @@ struct tl_view {
 	const char *href_prefix;        /* zoom links on the time axis: "{prefix}{from}-{to}" for each
 	                                   of 10 equal slices of the view, e.g. "?t="; NULL = no links */
 	int gutter;                     /* px for the row labels left of the axis; 0 = 120 */
+	bool has_origin;                /* times on the axis and in hovers count from origin_ns (the */
+	int64_t origin_ns;              /* stream's start, so a zoomed view keeps its offsets), else from_ns */
 };
+
+/* The most frames timeline_stack_text() writes, and the most bytes of each. */
+#define TL_STACK_FRAMES 16
+#define TL_FRAME_BYTES 160
+
+/* A stack's hover text into out: names[0..n) (outermost first) one a line, outermost first as on
+ * the rest of the dashboard; past TL_STACK_FRAMES frames the outer ones give way to a first line
+ * "… N outer frames", and a name over TL_FRAME_BYTES bytes is cut on a character boundary with "…".
+ * Plain text (the renderer escapes it). Returns 0, or -1 when out is full. */
+int timeline_stack_text(struct buf *out, const char *const *names, size_t n);
 
 /* Append the timeline as one <svg class="timeline"> element to out (ev and v are only read, and
  * not kept). Rows: one per distinct tid of all the events given ('r'/'w' only; those outside the

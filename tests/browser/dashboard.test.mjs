@@ -11,14 +11,15 @@
 // SM_XSS_WAIT (done copies of it: the same kind, wait events only; for Compare), SM_SCREENS
 // (where full-page screenshots go), SM_CHROMIUM (default /usr/bin/chromium),
 // SM_ADMIN_TOKEN (an admin's, for the run deletion and its confirmation), SM_LIVE_RUN (a run
-// "running" with a heartbeat's progress written by the script, never ending).
+// "running" with a heartbeat's progress written by the script, never ending), SM_BI_CLUSTER (a
+// cluster whose cost has two modes and steps with a numeric label, for "What the cost depends on").
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 const env = process.env;
 for (const k of ["SM_WEB_URL", "SM_ANALYST_TOKEN", "SM_ADMIN_TOKEN", "SM_APP", "SM_THRESHOLD_NS", "SM_XSS_RUN", "SM_XSS_RUN2",
-  "SM_XSS_WAIT", "SM_SCREENS", "SM_LIVE_RUN"]) {
+  "SM_XSS_WAIT", "SM_SCREENS", "SM_LIVE_RUN", "SM_BI_CLUSTER"]) {
   if (!env[k]) {
     console.error(`dashboard.test.mjs: ${k} is not set (run it through tests/integration/test_web_browser.sh)`);
     process.exit(2);
@@ -87,13 +88,14 @@ async function shot(page, name) {
   }
 }
 
-// "1.500 s", "12.3 ms", "300 µs" (html_cost) or a plain count, as a number
+// "1.5 s", "12.3 ms", "300 µs", "36,432 s" (common/fmt.c) or a count ("1,234"), as a number
 function metricValue(text) {
-  const t = text.replace(/\s+/g, " ").trim();
+  const t = text.replace(/\s+/g, " ").trim().replace(/,/g, "");
   let m;
   if ((m = /^([0-9.]+) s$/.exec(t))) return Number(m[1]) * 1e9;
   if ((m = /^([0-9.]+) ms$/.exec(t))) return Number(m[1]) * 1e6;
   if ((m = /^([0-9.]+) µs$/.exec(t))) return Number(m[1]) * 1e3;
+  if ((m = /^([0-9]+) ns$/.exec(t))) return Number(m[1]);
   if (/^[0-9]+$/.test(t)) return Number(t);
   return NaN;
 }
@@ -252,9 +254,10 @@ await check("a write with the session cookie but no CSRF token is refused", asyn
     return { none: await post({}), wrong: await post({ "X-CSRF-Token": "0".repeat(32) }) };
   }, env.SM_APP);
   expect(r.none === 403 && r.wrong === 403, `without the token: ${r.none}, with a wrong one: ${r.wrong}`);
-  // no run was queued by them: the xssapp run and its two copies, the live one (SM_LIVE_RUN) and the form's
+  // no run was queued by them: the xssapp run and its two copies, the live one (SM_LIVE_RUN), bi's and
+  // the form's
   const body = await page.evaluate(() => fetch("/api/v1/runs", { credentials: "same-origin" }).then((x) => x.json()));
-  expect(body.total === 5, `${body.total} runs, expected 5`);
+  expect(body.total === 6, `${body.total} runs, expected 6`);
 });
 
 // ---- 3. sorting ----
@@ -486,7 +489,7 @@ await check("flame graph: clicking a bar above zooms out, and Reset zoom too (in
   after = await page.locator("svg.flame").evaluate((e) => e.outerHTML);
   expect(after === flameBefore, "after Reset zoom the graph is not the whole one again");
 });
-const SHARE = /^matched: [0-9]+\.[0-9] % of [0-9.]+ (s|ms|µs)$/;
+const SHARE = /^matched: ([0-9]+(\.[0-9])?|< 0\.1|> 99\.9) % of [0-9.,]+ (s|ms|µs|ns)$/;
 let searchTerm;
 await check("flame graph: the search box highlights matching frames live and shows their share", async () => {
   needs(flameBefore, "no flame graph");
@@ -560,6 +563,18 @@ await check("compare page: the differential graph zooms in place; titles read e.
   const after = await flameNodes();
   expect(after.some((n) => n.href === pick.href && Math.abs(n.w - nodes[0].w) < 1), "the frame is not full width");
 });
+
+await check("a cluster's cost model: what its cost depends on and its two modes, in words, after 'Where it happens'", async () => {
+  await go(`/clusters/${env.SM_BI_CLUSTER}`);
+  const items = (await page.locator("section.costmodel ul.lead li").allTextContents()).map((t) => t.replace(/\s+/g, " ").trim());
+  expect(items.length === 2, `sentences ${JSON.stringify(items)}`);
+  expect(/^Cost jumps from 3 ms to 45 ms above body\.size 3,200, R\^2 1\.00\. \(50 streams, R\^2 [01]\.[0-9]{2} on held-out streams\)$/.test(items[0]),
+    `'${items[0]}'`);
+  expect(items[1] === "Two modes: 3 ms (80 %) and 45 ms (20 %).", `'${items[1]}'`);
+  const heads = await page.locator("main h2").allTextContents();
+  expect(heads.indexOf("What the cost depends on") === heads.indexOf("Where it happens") + 1, `sections ${heads.join(" | ")}`);
+});
+await shot(page, "cluster-costmodel");
 
 // ---- 5. a signature from the common part ----
 step = "signature";
@@ -672,15 +687,81 @@ await check("timeline: the thread labels fit left of the events", async () => {
   expect(over.length === 0, over.map((x) => `'${x.text}' ends at x=${x.right}, the events start at x=${x.left}`)
     .join("; "));
 });
+let ticksBefore;
 await check("the timeline's axis zooms in (?t=)", async () => {
   const a = page.locator("svg.timeline a").nth(3);
   expect((await a.count()) === 1, "no zoom links on the axis");
   const before = await page.locator("svg.timeline").evaluate((e) => e.outerHTML);
+  ticksBefore = await page.locator("svg.timeline text.tick").allTextContents();
   await clickAndWait(a);
   expect(/^[0-9]+-[0-9]+$/.test(query(page, "t") || ""), `URL ${page.url()}`);
   const after = await page.locator("svg.timeline").evaluate((e) => e.outerHTML);
   expect(after !== before, "the timeline did not change");
 });
+await check("timeline: a zoomed axis counts from the stream's start, not 0", async () => {
+  needs(ticksBefore, "no zoom");
+  const ticks = await page.locator("svg.timeline text.tick").allTextContents();
+  const ms = (t) => Number(/^(-?[0-9.]+) ms$/.exec(t)?.[1]);
+  expect(ticks.length === 10, `${ticks.length} ticks`);
+  expect(ms(ticks[0]) > 0, `the first tick is '${ticks[0]}'`);
+  // the slice clicked began at the fourth tick of the whole view (shown there to its precision)
+  const want = ms(ticksBefore[3]), step = ms(ticksBefore[1]) - ms(ticksBefore[0]);
+  expect(Math.abs(ms(ticks[0]) - want) <= step / 100 + 1, `first tick '${ticks[0]}', the slice began at '${ticksBefore[3]}'`);
+  expect(ticks.every((t, i) => i === 0 || ms(t) > ms(ticks[i - 1])), `ticks ${ticks.join(", ")}`);
+});
+
+// ---- 7b. the streams list: order, time range ----
+step = "streams";
+// the numbers of a column of the list (Events: 8)
+const column = (n) => page.locator(`table.streams tbody td:nth-child(${n})`).allTextContents();
+const listTotal = async () => Number(/of ([0-9]+)/.exec(await page.locator("nav.pager span").textContent())?.[1]);
+await check("streams: a column's header sorts the list on the server, aria-sort follows", async () => {
+  await go("/streams");
+  expect((await page.locator("th[aria-sort] a").getAttribute("data-sort")) === "received" &&
+    (await page.locator("th[aria-sort]").getAttribute("aria-sort")) === "descending", "not newest first at first");
+  await clickAndWait(page.locator("th a[data-sort=events]"));
+  expect(query(page, "sort") === "events" && query(page, "dir") === "desc", `URL ${page.url()}`);
+  expect((await page.locator("th:has(a[data-sort=events])").getAttribute("aria-sort")) === "descending", "aria-sort");
+  expect((await page.locator("th[aria-sort]").count()) === 1, "aria-sort on more than one header");
+  const down = (await column(8)).map(metricValue);
+  expect(down.length > 1 && down.every((v, i) => i === 0 || v <= down[i - 1]), `events ${down.join(" ")}`);
+  await clickAndWait(page.locator("th a[data-sort=events]"));
+  expect((await page.locator("th:has(a[data-sort=events])").getAttribute("aria-sort")) === "ascending", "aria-sort asc");
+  const up = (await column(8)).map(metricValue);
+  expect(up.every((v, i) => i === 0 || v >= up[i - 1]), `events ${up.join(" ")}`);
+  expect(up[0] < down[0], `ascending starts at ${up[0]}, descending at ${down[0]}`);
+  const next = await page.locator("nav.pager a[rel=next]").getAttribute("href");
+  expect(/[?&]sort=events/.test(next) && /[?&]dir=asc/.test(next), `the next page's link ${next} drops the order`);
+});
+await shot(page, "streams-sorted");
+let allStreams;
+await check("streams: the range presets narrow the list (the xssapp streams are 2 days old)", async () => {
+  await go("/streams?range=all");
+  allStreams = await listTotal();
+  expect(allStreams === 114, `${allStreams} streams in all`);
+  await clickAndWait(page.locator("p.ranges a[data-range='24h']"));
+  expect(query(page, "range") === "24h", `URL ${page.url()}`);
+  expect((await listTotal()) === 110, `${await listTotal()} streams in the last 24 h`);
+  expect((await page.locator("p.ranges [aria-current]").getAttribute("data-range")) === "24h", "the preset is not marked");
+});
+await check("streams: an absolute from/to (UTC) holds only the streams in it", async () => {
+  const utc = (ms) => new Date(ms).toISOString().slice(0, 16);
+  await go("/streams");
+  await page.fill("form.filter input[name=from]", utc(Date.now() - 3 * 86400e3));
+  await page.fill("form.filter input[name=to]", utc(Date.now() - 86400e3));
+  await clickAndWait(page.locator("form.filter button[type=submit]"));
+  expect(query(page, "from") && query(page, "to"), `URL ${page.url()}`);
+  expect((await listTotal()) === 4, `${await listTotal()} streams`);
+  const apps = await column(3);
+  expect(apps.length === 4 && apps.every((a) => a === "xssapp"), `apps ${apps.join(" ")}`);
+  step = "streams-bad-range";
+  const r = await go(`/streams?from=${encodeURIComponent(utc(Date.now()))}&to=${encodeURIComponent(utc(Date.now() - 86400e3))}`);
+  step = "streams";
+  const err = await page.locator("p.error").textContent();
+  expect(r.status() === 400 && err === "to: must be after from", `${r.status()}, error line '${err}'`);
+  expect((await page.inputValue("form.filter input[name=to]")) !== "", "the form lost the field to correct");
+});
+await shot(page, "streams-range");
 
 // ---- 8. markup in the data ----
 // the checks each page with data from xssapp must pass
@@ -747,6 +828,12 @@ await check("markup: the stream page shows host, labels and frames as text", asy
   expect((await page.locator("svg.timeline").count()) === 1, "no timeline");
 });
 await shot(page, "xss-stream");
+await check("timeline: a hover holds the event's whole stack, outermost first", async () => {
+  const titles = await page.locator("svg.timeline rect.wait title, svg.timeline rect.run title").allTextContents();
+  const t = titles.find((x) => x.startsWith("wait tid 1\n"));
+  expect(t, `no title of thread 1's wait in ${JSON.stringify(titles)}`);
+  expect(t.endsWith("\n" + XSS_FRAMES.join("\n")), `its title ${JSON.stringify(t)}`);
+});
 step = "bidi";
 await check("bidi controls show as text and long values wrap, at 1400 and 800 px", async () => {
   const wide = [];
@@ -795,9 +882,9 @@ function contrast(a, b) {
   const [l1, l2] = [luminance(a), luminance(b)].sort((x, y) => y - x);
   return (l1 + 0.05) / (l2 + 0.05);
 }
-await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways (nor the others)", async () => {
+await check("at 800 px the runs page, a run page and the fleet page do not scroll sideways (nor the others), and labels stay beside their values", async () => {
   needs(runId, "no run");
-  const wide = [];
+  const wide = [], split = [];
   await page.setViewportSize({ width: 800, height: 900 });
   try {
     const more = [clusterUrl, xssCluster, `/signatures?run=${runId}`, "/alerts", `/compare?a=${env.SM_XSS_RUN}&b=${runId}&force=1`,
@@ -807,12 +894,18 @@ await check("at 800 px the runs page, a run page and the fleet page do not scrol
       expect(r.status() === 200, `${u}: status ${r.status()}`);
       const w = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
       if (w[0] > w[1]) wide.push(`${u} is ${w[0]} px in ${w[1]}`);
+      // a label (dt) and its value (dd) on one line: a wrap between them reads as another label's value
+      split.push(...(await page.evaluate(() => [...document.querySelectorAll("dl.counts dt")]
+        .filter((dt) => dt.nextElementSibling && dt.nextElementSibling.tagName === "DD" &&
+          Math.abs(dt.getBoundingClientRect().bottom - dt.nextElementSibling.getBoundingClientRect().bottom) > 6)
+        .map((dt) => dt.textContent))).map((t) => `${u}: '${t}'`));
       if (u === "/runs") await shot(page, "runs-800");
     }
   } finally {
     await page.setViewportSize({ width: 1400, height: 900 });
   }
   expect(wide.length === 0, wide.join("; "));
+  expect(split.length === 0, `labels apart from their values: ${split.join("; ")}`);
 });
 let darkShown = false;
 await check("dark mode: with prefers-color-scheme: dark the page is dark and its text light", async () => {
@@ -1119,8 +1212,10 @@ await check("no Content-Security-Policy violation on any page", async () => {
   expect(cspViolations.length === 0, cspViolations.join(" ; "));
 });
 // answers that Chromium logs as "Failed to load resource" and that are meant: the
-// wrong login (401), the writes without a CSRF token (403), the icon (its own check)
+// wrong login (401), the writes without a CSRF token (403), the streams list's reversed time range (400),
+// the icon (its own check)
 const expected = (e) => (e.step === "wrong-login" && /status of 401/.test(e.text)) ||
+  (e.step === "streams-bad-range" && /status of 400/.test(e.text)) ||
   (e.step === "csrf" && /status of 403/.test(e.text)) || /\/favicon\.ico$/.test(e.src || "");
 await check("no script errors in the console", async () => {
   const errs = consoleErrors.filter((e) => !expected(e));

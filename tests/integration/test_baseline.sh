@@ -135,10 +135,10 @@ t_eq "attribution: the regression's version and configuration value first, p < 0
 print(sorted((v["key"], v["value"]) for v in j["values"][:2]), all(v["q"] < 0.001 and v["q_baseline"] < 0.001 for v in j["values"][:2]))' "$T_TMP/attribution.json")" \
 	"200 [('conf.db_pool', '16'), ('version', '2.4.0')] True"
 t_match "attribution: in words" "$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"])' "$T_TMP/attribution.json")" \
-	"^[0-9]+ % of this cluster's cost is on (version 2\.4\.0|conf\.db_pool = 16), which has [0-9]+ % of the run's streams \([0-9]+ % of the baseline's\); p < 10\^-[0-9]+$"
+	"^[0-9]+(\.[0-9])? % of this cluster's cost is on (version 2\.4\.0|conf\.db_pool = 16), which has [0-9]+(\.[0-9])? % of the run's streams \([0-9]+(\.[0-9])? % of the baseline's\); p < 10\^-[0-9]+$"
 http GET "$WEB_URL/clusters/$reg" -H "Authorization: Bearer $AN"
 t_match "attribution: the cluster page leads with it" "$HTTP_STATUS $HTTP_BODY" \
-	"^200 .*<h2>Where it happens</h2><p class=\"lead\">[0-9]+ % of this cluster&#39;s cost is on (version 2\.4\.0|conf\.db_pool = 16)"
+	"^200 .*<h2>Where it happens</h2><p class=\"lead\">[0-9]+(\.[0-9])? % of this cluster&#39;s cost is on (version 2\.4\.0|conf\.db_pool = 16)"
 http GET "$WEB_URL/api/v1/clusters/$reg/attribution?limit=0" -H "Authorization: Bearer $AN"
 t_eq "attribution: a bad limit" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\": \"limit: must be a whole number from 1 to 1000\"}"$'\n'
 
@@ -177,6 +177,17 @@ t_eq "compare: the regression is new or grown, and only bugs grew" "$HTTP_STATUS
 	print(holders[0]["status"] in ("new", "grown") if holders else "no holder", grown_ok)
 	PY
 	)" "200 True True"
+t_eq "compare: each row carries its cluster's title, the same as the cluster's own" "$("$py" - "$WEB_URL" "$AN" "$T_TMP/compare.json" <<-'PY'
+	import json, sys, urllib.request
+	url, tok, cmp = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+	def title(cid):
+	    rq = urllib.request.Request(f"{url}/api/v1/clusters/{cid}", headers={"Authorization": "Bearer " + tok})
+	    return json.load(urllib.request.urlopen(rq))["title"]
+	rows = cmp["clusters"]
+	same = [r["title"] == title(r["b_cluster"] or r["a_cluster"]) for r in rows[:8]]
+	print(len(rows) > 0 and all(r["title"] for r in rows), len(same) > 0 and all(same))
+	PY
+	)" "True True"
 http GET "$WEB_URL/api/v1/runs/${cmp_runs[0]}/compare/999999" -H "Authorization: Bearer $AN"
 t_eq "compare: a missing run" "$HTTP_STATUS $HTTP_BODY" "404 {\"error\": \"run 999999: no such run\"}"$'\n'
 http GET "$WEB_URL/compare?a=${cmp_runs[0]}&b=${cmp_runs[1]}" -H "Authorization: Bearer $AN"

@@ -225,6 +225,7 @@ t_eq "app filter" "$(counts "$RUN" | cut -d' ' -f1)" 1
 run --app lockapp --since 2000-01-01T00:00:00Z --until 2000-01-02T00:00:00Z --threshold-ns 1
 t_eq "time filter: nothing then" "$(counts "$RUN")" "0 0 0 0"
 t_eq "time filter: still done" "$(pg_q "SELECT status FROM runs WHERE id = $RUN")" done
+EMPTY=$RUN
 
 # --- the same parameters as JSON ---
 printf '{"app": "lockapp", "kind": "wait", "threshold_ns": 900, "filter": {"version": "2"}}' >"$T_TMP/p.json"
@@ -271,8 +272,17 @@ t_eq "two workers: together they took all six" \
 out=$(miner show "$QID" --limit 1)
 t_match "show: status line" "$out" "^run $QID: failed"
 run --app lockapp --threshold-ns 1200
-t_match "show: patterns with frame names" "$(miner show "$RUN")" "wait #1  cost 0.000 s  events 3  streams 3
+t_match "show: patterns with frame names" "$(miner show "$RUN")" "wait #1  cost 1.5 µs  events 3  streams 3
     app!main > app!loop > app!handle > libc!lock_wait"
+t_match "clusters: the costliest with their titles, numbers as people read them" "$(miner clusters "$RUN" --limit 2)" \
+	"^#1  wait  total 1.5 µs \(#1\)  3 streams  cluster [0-9]+
+    loop › lock_wait
+#1  run   total 1.5 µs \(#1\)  5 streams  cluster [0-9]+
+    worker › compute$"
+t_eq "clusters: --limit" "$(miner clusters "$RUN" --limit 1 | wc -l)" 2
+miner clusters 999999 >"$T_TMP/o" 2>&1
+t_eq "clusters of a missing run" "$?|$(cat "$T_TMP/o")" "1|sm-miner: run 999999: no such run"
+t_eq "clusters of a run without any" "$(miner clusters "$EMPTY")" "run $EMPTY: done, no clusters"
 
 # --- bad parameters ---
 miner run --app lockapp --aoi bogus >/dev/null 2>"$T_TMP/e"

@@ -196,6 +196,86 @@ LONG=$(printf 'a%.0s' $(seq 63))
 api GET "/api/v1/streams?${LONG}%C3%A9=1" "${AN[@]}"
 t_eq "streams: a long unknown parameter: 400, UTF-8 JSON" "$HTTP_STATUS $(j 'j["error"].startswith("a" * 63) and j["error"].endswith(": unknown parameter")')" "400 true"
 
+# ---- the streams' order (sort, dir), role and time range (range) ----
+# A, B, C: 1000 ns delays, 3, 3 and 4 events; D: 10 ns, 1 event; received A, B, C, D; equal keys newest first
+api GET '/api/v1/streams?sort=events' "${AN[@]}"
+t_eq "streams: sort=events, the most first, ties newest first" "$(sl)" "3 2 1 4 4"
+api GET '/api/v1/streams?sort=events&dir=asc' "${AN[@]}"
+t_eq "streams: sort=events&dir=asc" "$(sl)" "4 2 1 3 4"
+api GET '/api/v1/streams?sort=delay&dir=asc' "${AN[@]}"
+t_eq "streams: sort=delay&dir=asc" "$(sl)" "4 3 2 1 4"
+api GET '/api/v1/streams?sort=host' "${AN[@]}"
+t_eq "streams: sort=host, A to Z by default" "$(sl)" "1 3 2 4 4"
+api GET '/api/v1/streams?sort=host&dir=desc' "${AN[@]}"
+t_eq "streams: sort=host&dir=desc" "$(sl)" "4 3 2 1 4"
+api GET '/api/v1/streams?sort=host&limit=2&offset=2' "${AN[@]}"
+t_eq "streams: a later page keeps the order" "$(sl)" "2 4 4"
+api GET '/api/v1/streams?sort=received&dir=asc' "${AN[@]}"
+t_eq "streams: sort=received&dir=asc" "$(sl)" "1 2 3 4 4"
+pg_q "UPDATE streams SET role = 'baseline' WHERE stream_id = '$SB'" >/dev/null
+api GET '/api/v1/streams?role=baseline' "${AN[@]}"
+t_eq "streams: role=baseline" "$(sl)" "2 1"
+api GET '/api/v1/streams?role=violation&app=webapp' "${AN[@]}"
+t_eq "streams: role=violation" "$(sl)" "3 1 2"
+api GET '/api/v1/streams?sort=role' "${AN[@]}"
+t_eq "streams: sort=role, baseline first" "$(sl)" "2 4 3 1 4"
+api GET '/streams?sort=role&dir=desc' "${AN[@]}"
+t_eq "streams page: sorted by role, descending, aria-sort on its header" \
+	"$HTTP_STATUS $(grep -o 'aria-sort="[a-z]*"><a href="[^"]*" data-sort="[a-z]*"' <<<"$HTTP_BODY")" \
+	'200 aria-sort="descending"><a href="?sort=role&amp;dir=asc" data-sort="role"'
+t_eq "streams page: the rows in that order, the baseline last" \
+	"$(grep -o 'href="/streams/[0-9a-f-]*"' <<<"$HTTP_BODY" | cut -c16 | tr '\n' ' ')" "4 3 1 2 "
+t_eq "streams page: the baseline stream's role marked" \
+	"$(grep -c '<span class="role baseline">baseline</span>' <<<"$HTTP_BODY")" 1
+api GET '/streams?role=baseline&sort=events&dir=asc&offset=0' "${AN[@]}"
+t_eq "streams page: the range presets keep the filters and the order" \
+	"$(grep -o 'href="?range=24h[^"]*"' <<<"$HTTP_BODY")" 'href="?range=24h&amp;role=baseline&amp;sort=events&amp;dir=asc"'
+pg_q "UPDATE streams SET role = 'violation' WHERE stream_id = '$SB'" >/dev/null
+api GET '/api/v1/streams?range=1h' "${AN[@]}"
+t_eq "streams: range=1h" "$(sl)" "4 3 2 1 4"
+api GET '/api/v1/streams?range=all&sort=received&dir=asc&limit=1' "${AN[@]}"
+t_eq "streams: range=all" "$(sl)" "1 4"
+pg_q "UPDATE streams SET received_at = received_at - interval '2 hours' WHERE stream_id = '$SA'" >/dev/null
+api GET '/api/v1/streams?range=1h' "${AN[@]}"
+t_eq "streams: range=1h leaves out a stream of 2 hours ago" "$(sl)" "4 3 2 3"
+api GET '/streams?range=1h' "${AN[@]}"
+t_eq "streams page: range=1h, its preset marked" \
+	"$(grep -o 'href="/streams/[0-9a-f-]*"' <<<"$HTTP_BODY" | wc -l) $(grep -o 'data-range="[a-z0-9]*" aria-current' <<<"$HTTP_BODY")" \
+	'3 data-range="1h" aria-current'
+FROM=$(pg_q "SELECT to_char((SELECT received_at FROM streams WHERE stream_id = '$SA') AT TIME ZONE 'UTC' - interval '1 minute', 'YYYY-MM-DD\"T\"HH24:MI')")
+TO=$(pg_q "SELECT to_char((SELECT received_at FROM streams WHERE stream_id = '$SA') AT TIME ZONE 'UTC' + interval '1 minute', 'YYYY-MM-DD\"T\"HH24:MI')")
+api GET "/streams?from=$FROM&to=$TO" "${AN[@]}"
+t_eq "streams page: from and to (datetime-local, UTC) hold only A" \
+	"$HTTP_STATUS $(grep -o 'href="/streams/[0-9a-f-]*"' <<<"$HTTP_BODY" | cut -c16 | tr '\n' ' ')" "200 1 "
+pg_q "UPDATE streams SET received_at = received_at + interval '2 hours' WHERE stream_id = '$SA'" >/dev/null
+api GET '/api/v1/streams?sort=cost' "${AN[@]}"
+t_err "streams: an unknown sort" 400 "sort: must be received, host, app, version, delay, events or role"
+api GET '/api/v1/streams?sort=host&dir=up' "${AN[@]}"
+t_err "streams: a bad dir" 400 "dir: must be asc or desc"
+api GET '/api/v1/streams?role=admin' "${AN[@]}"
+t_err "streams: a bad role" 400 "role: must be violation or baseline"
+api GET '/api/v1/streams?range=2h' "${AN[@]}"
+t_err "streams: a bad range" 400 "range: must be 1h, 24h, 7d or all"
+api GET "/api/v1/streams?range=24h&since=$T_MID" "${AN[@]}"
+t_err "streams: range and since" 400 "range: give either range or since/until, not both"
+api GET "/api/v1/streams?since=$T_MID&until=$T_MID" "${AN[@]}"
+t_err "streams: until not after since" 400 "until: must be after since"
+api GET '/streams?from=2026-11-29&to=2026-11-30T00:00' "${AN[@]}"
+t_eq "streams page: a bad from: 400, the error line names it" \
+	"$HTTP_STATUS $(grep -o '<p class="error" role="alert">[^<]*</p>' <<<"$HTTP_BODY") $(grep -c '<table class="streams"' <<<"$HTTP_BODY")" \
+	'400 <p class="error" role="alert">from: a date and time such as 2026-11-29T14:00 (UTC)</p> 0'
+api GET '/streams?from=2026-11-30T00:00&to=2026-11-29T00:00' "${AN[@]}"
+t_eq "streams page: to before from: 400" \
+	"$HTTP_STATUS $(grep -o '<p class="error" role="alert">[^<]*</p>' <<<"$HTTP_BODY")" \
+	'400 <p class="error" role="alert">to: must be after from</p>'
+api GET '/streams?range=1h&from=2026-11-30T00:00' "${AN[@]}"
+t_eq "streams page: a preset and from: 400" \
+	"$HTTP_STATUS $(grep -o '<p class="error" role="alert">[^<]*</p>' <<<"$HTTP_BODY")" \
+	'400 <p class="error" role="alert">range: give either range or from/to, not both</p>'
+api GET '/streams?sort=cost' "${AN[@]}"
+t_eq "streams page: an unknown sort: 400" "$HTTP_STATUS $(grep -o '<p class="error" role="alert">[^<]*</p>' <<<"$HTTP_BODY")" \
+	'400 <p class="error" role="alert">sort: must be received, host, app, version, delay, events or role</p>'
+
 # ---- GET streams/{uuid} ----
 # events resolved: kind tid ts dur frames readier aoi
 ev() { j '";".join("%s %d %d %d %s %s %s" % (e["kind"], e["tid"], e["ts_ns"], e["dur_ns"], ">".join(j["stacks"][e["stack"]]), e.get("readier_tid", "-"), "T" if e["aoi"] else "F") for e in j["events"])'; }
@@ -467,7 +547,7 @@ api GET "/problems/$PW1" "${AN[@]}"
 t_match "problem page: its clusters and hosts" "$HTTP_STATUS $(tr -d '\n' <<<"$HTTP_BODY")" \
 	"^200 .*<h1>Problem #$PW1, rank 2 of <a href=\"/runs/$RUN\">run #$RUN</a>: .*href=\"/clusters/$W1\".*href=\"/clusters/$R1\".*<td>h-beta</td><td class=\"n\">2</td>.*$SB"
 t_match "problem page: where it happens, in one sentence and a table" "$(tr -d '\n' <<<"$HTTP_BODY")" \
-	"<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">No host, version or label value stands out among this problem&#39;s 3 streams \(the smallest adjusted p is 1\)\.</p><table class=\"attribution\">.*<tbody><tr><td>version</td><td>1\.0</td><td class=\"n\">71 %</td><td class=\"n\">67 %</td><td class=\"n\">67 %</td><td class=\"n\">1\.00</td><td class=\"n\">1</td></tr><tr><td>host</td><td>h-beta</td>.*</tbody></table></section><h2>Clusters</h2>"
+	"<section class=\"attribution\"><h2>Where it happens</h2><p class=\"lead\">No host, version or label value stands out among this problem&#39;s 3 streams \(the smallest adjusted p is 1\)\.</p><table class=\"attribution\">.*<tbody><tr><td>version</td><td>1\.0</td><td class=\"n\">70.8 %</td><td class=\"n\">66.7 %</td><td class=\"n\">66.7 %</td><td class=\"n\">1\.00</td><td class=\"n\">1</td></tr><tr><td>host</td><td>h-beta</td>.*</tbody></table></section><h2>Clusters</h2>"
 api GET "/problems/999999" "${AN[@]}"
 t_eq "problem page: missing" "$HTTP_STATUS" 404
 
@@ -861,7 +941,7 @@ t_eq "profiles: the hosts the merge held back, with the reason" "$(j '[p["held_b
 	'[[{"host":"<i>evil</i>","reason":"loop nginx!x: threshold 9000000000 ns, 1e+03 times the median of 3 hosts (9000000 ns): more than 4 times and 3 MADs off"}]]'
 api GET /fleet "${AN[@]}"
 t_match "fleet page: the profiles with their unit types and thresholds" "$HTTP_BODY" \
-	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5000</td>.*<td>u0</td><td class="n">4000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td><bdi>read in nginx!ngx_unix_recv</bdi>; <bdi>&lt;script&gt;</bdi></td>'
+	'<h2>Profiles learnt by the fleet</h2>.*<td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td class="n">3</td><td class="n">7</td><td class="n">5,000</td>.*<td>u0</td><td class="n">4,000</td><td class="n">1.5 ms</td><td class="n">500 µs</td><td class="n">3.5 ms</td><td><bdi>read in nginx!ngx_unix_recv</bdi>; <bdi>&lt;script&gt;</bdi></td>'
 t_match "fleet page: the hosts held back, escaped" "$HTTP_BODY" \
 	'<tr class="held"><td colspan="13">Held back from the merge \(far off the other hosts\): <b>&lt;i&gt;evil&lt;/i&gt;</b>: loop nginx!x: threshold 9000000000 ns, 1e\+03 times the median of 3 hosts \(9000000 ns\): more than 4 times and 3 MADs off</td></tr>'
 

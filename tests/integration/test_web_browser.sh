@@ -21,7 +21,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the number of checks the browser scenario makes when it runs to the end
-BROWSER_CHECKS=58
+BROWSER_CHECKS=64
 
 browser_dir=$SM_REPO/tests/browser
 chromium=${SM_CHROMIUM:-/usr/bin/chromium}
@@ -91,7 +91,15 @@ http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $INGEST_TOKEN" 
 t_eq "xssapp streams stored" "$HTTP_BODY" '{"accepted":4,"duplicates":0,"rejected":[]}'
 t_eq "the bidi stream's host" "$(pg_q "SELECT host = 'evil' || U&'\\202E' || 'exe.txt' FROM streams WHERE app = 'xssapp'
 	AND stream_id = '5ec0de00-0000-4000-8000-000000000004'")" t
+# app bi, whose cost has two modes and steps with a numeric label (costmodel_streams.py)
+python3 "$(dirname "$0")/costmodel_streams.py" "$T_TMP/bi.ndjson" bi || t_bail "costmodel_streams.py"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $INGEST_TOKEN" \
+	-H 'Content-Type: application/x-ndjson' --data-binary "@$T_TMP/bi.ndjson"
+t_eq "bi streams stored" "$HTTP_BODY" '{"accepted":50,"duplicates":0,"rejected":[]}'
 stop_ingest
+BI_RUN=$("$SM_BIN_DIR/sm-miner" run --quiet --app bi --kind run --aoi thread --threshold-ns 10000000 2>"$T_TMP/miner.err") ||
+	{ sed 's/^/  | /' "$T_TMP/miner.err"; t_bail "sm-miner run --app bi"; }
+BI_CLUSTER=$(pg_q "SELECT id FROM clusters WHERE run_id = $BI_RUN ORDER BY rank_total_cost LIMIT 1")
 
 XSS_RUN=$("$SM_BIN_DIR/sm-miner" run --quiet --app xssapp --threshold-ns 800000 2>"$T_TMP/miner.err") ||
 	{ sed 's/^/  | /' "$T_TMP/miner.err"; t_bail "sm-miner run --app xssapp"; }
@@ -113,12 +121,15 @@ LIVE_RUN=$(pg_q "INSERT INTO runs (status, params, started_at, heartbeat_at, wor
 	'{\"app\": \"xssapp\"}', now(), now() + interval '1 hour', 'browser-test:1', '{\"phase\": \"reading events and extracting the AOI\",
 	\"streams_read\": 412, \"streams\": 689, \"aoi_events\": 0, \"distinct_stacks\": 0, \"patterns\": 0}') RETURNING id")
 
+# the streams page's time range: the xssapp streams came two days ago
+pg_q "UPDATE streams SET received_at = received_at - interval '2 days' WHERE app = 'xssapp'" >/dev/null
+
 # --- the browser ---
 start_web --threads 4 || t_bail "sm-web starts"
 rm -rf "$screens"
 mkdir -p "$screens"
 SM_WEB_URL=$WEB_URL SM_ANALYST_TOKEN=$ANALYST_TOKEN SM_ADMIN_TOKEN=$ADMIN_TOKEN SM_APP=checkout SM_THRESHOLD_NS=$THRESHOLD_NS \
-	SM_XSS_RUN=$XSS_RUN SM_XSS_RUN2=$XSS_RUN2 SM_XSS_WAIT=$XSS_WAIT SM_LIVE_RUN=$LIVE_RUN SM_SCREENS=$screens \
+	SM_XSS_RUN=$XSS_RUN SM_XSS_RUN2=$XSS_RUN2 SM_XSS_WAIT=$XSS_WAIT SM_LIVE_RUN=$LIVE_RUN SM_BI_CLUSTER=$BI_CLUSTER SM_SCREENS=$screens \
 	SM_CHROMIUM=$chromium \
 	node "$browser_dir/dashboard.test.mjs" >"$T_TMP/browser.out" 2>"$T_TMP/browser.err"
 rc=$?
@@ -137,7 +148,7 @@ if [ -s "$T_TMP/browser.err" ]; then
 fi
 t_eq "browser: scenario exit status" "$rc" "$([ "$nfail" -eq 0 ] && echo 0 || echo 1)"
 t_eq "browser: number of checks" "$n" "$BROWSER_CHECKS"
-t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 24
+t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 27
 
 stop_web
 t_eq "sm-web: no 5xx answered" "$(grep -c 'status=5' "$WEB_LOG")" 0

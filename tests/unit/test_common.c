@@ -1,10 +1,11 @@
-/* Unit tests of the shared modules: buf, cli (server options), jsonw, log (escaping), imap, vec, par, arena, intern, sha256, util, auth tokens,
+/* Unit tests of the shared modules: buf, cli (server options), fmt, jsonw, log (escaping), imap, vec, par, arena, intern, sha256, util, auth tokens,
  * idcache. */
 #include "common/arena.h"
 #include "common/auth.h"
 #include "common/budget.h"
 #include "common/buf.h"
 #include "common/cli.h"
+#include "common/fmt.h"
 #include "common/imap.h"
 #include "common/intern.h"
 #include "common/json.h"
@@ -483,6 +484,69 @@ static void test_sha256(void)
 	}
 }
 
+/* the exact text every page and tool writes (web/static/app.js mirrors duration and share) */
+static void test_fmt(void)
+{
+	char o[FMT_LEN];
+
+	CHECK_STR(fmt_count(o, 0), "0");
+	CHECK_STR(fmt_count(o, 999), "999");
+	CHECK_STR(fmt_count(o, 50110), "50,110");
+	CHECK_STR(fmt_count(o, 1234567), "1,234,567");
+	CHECK_STR(fmt_count(o, -1234), "-1,234");
+	CHECK_STR(fmt_count(o, INT64_MIN), "-9,223,372,036,854,775,808");
+	CHECK_STR(fmt_count(o, INT64_MAX), "9,223,372,036,854,775,807");
+
+	CHECK_STR(fmt_duration(o, 0), "0 ns");
+	CHECK_STR(fmt_duration(o, 17), "17 ns");
+	CHECK_STR(fmt_duration(o, 999.4), "999 ns");
+	CHECK_STR(fmt_duration(o, 999.6), "1 \xc2\xb5s");
+	CHECK_STR(fmt_duration(o, 5000), "5 \xc2\xb5s");
+	CHECK_STR(fmt_duration(o, 850000), "850 \xc2\xb5s");
+	CHECK_STR(fmt_duration(o, 123400000), "123 ms");
+	CHECK_STR(fmt_duration(o, 999400000), "999 ms");
+	CHECK_STR(fmt_duration(o, 999600000), "1 s");
+	CHECK_STR(fmt_duration(o, 20080349), "20.1 ms");
+	CHECK_STR(fmt_duration(o, 1500000), "1.5 ms");
+	CHECK_STR(fmt_duration(o, 1234567), "1.23 ms");
+	CHECK_STR(fmt_duration(o, 1e10), "10 s");
+	CHECK_STR(fmt_duration(o, 36432000000.0), "36.4 s");
+	CHECK_STR(fmt_duration(o, 999.4e9), "999 s");
+	CHECK_STR(fmt_duration(o, 36432.4e9), "36,432 s");
+	CHECK_STR(fmt_duration(o, 999.6e9), "1,000 s");
+	CHECK_STR(fmt_duration(o, 45.04e6), "45 ms");
+	CHECK_STR(fmt_duration(o, 2.984e6), "2.98 ms");
+	CHECK_STR(fmt_duration(o, -460900000), "-461 ms");
+	CHECK_STR(fmt_duration(o, NAN), "-");
+
+	/* one unit, the larger end's: not "[-460.9 ms, 2.607 s]" */
+	CHECK_STR(fmt_interval(o, -460.9e6, 2.607e9), "[-0.46 s, 2.61 s]");
+	CHECK_STR(fmt_interval(o, 1.5e6, 250e6), "[1.5 ms, 250 ms]");
+	CHECK_STR(fmt_interval(o, -1e3, 2e3), "[-1 \xc2\xb5s, 2 \xc2\xb5s]");
+	CHECK_STR(fmt_interval(o, -1, 1e12), "[0 s, 1,000 s]");
+	CHECK_STR(fmt_interval(o, 0, 0), "[0 ns, 0 ns]");
+
+	CHECK_STR(fmt_share(o, 0), "0 %");
+	CHECK_STR(fmt_share(o, 1), "100 %");
+	CHECK_STR(fmt_share(o, 0.5), "50 %");
+	CHECK_STR(fmt_share(o, 2.0 / 3), "66.7 %");
+	CHECK_STR(fmt_share(o, 0.0001), "< 0.1 %");
+	CHECK_STR(fmt_share(o, 0.99999), "> 99.9 %");
+
+	CHECK_STR(fmt_bytes(o, 512), "512 B");
+	CHECK_STR(fmt_bytes(o, 1536), "1.50 KiB");
+	CHECK_STR(fmt_bytes(o, 4u << 20), "4.00 MiB");
+	CHECK_STR(fmt_bytes(o, 300u << 20), "300 MiB");
+
+	CHECK_STR(fmt_label_value(o, "unit.threshold_ns", "20080349"), "20.1 ms");
+	CHECK_STR(fmt_label_value(o, "unit.calls", "50110"), "50,110");
+	CHECK_STR(fmt_label_value(o, "req.body_bytes", "1536"), "1.50 KiB");
+	CHECK_STR(fmt_label_value(o, "retry_count", "12000"), "12,000");
+	CHECK(fmt_label_value(o, "port", "8080") == NULL);          /* an id, as given */
+	CHECK(fmt_label_value(o, "unit.threshold_ns", "fast") == NULL);
+	CHECK(fmt_label_value(o, "version", "1000") == NULL);
+}
+
 static void test_util(void)
 {
 	int64_t v;
@@ -861,6 +925,7 @@ int main(void)
 	RUN(test_arena);
 	RUN(test_intern);
 	RUN(test_sha256);
+	RUN(test_fmt);
 	RUN(test_util);
 	RUN(test_auth_token);
 	RUN(test_idcache);

@@ -101,7 +101,7 @@ static void test_flame_basic(void)
 	s = buf_cstr(&b);
 	CHECK(starts_with(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"flame\" width=\"1000\" "
 			     "height=\"72\" viewBox=\"0 0 1000 72\" font-family=\"monospace\" font-size=\"12\">\n"));
-	CHECK(strstr(s, "<g class=\"fn\"><title>all\n10.00 ms (100 %), 10 events</title><a href=\"?focus=1\">"
+	CHECK(strstr(s, "<g class=\"fn\"><title>all\n10 ms (100 %), 10 events</title><a href=\"?focus=1\">"
 			"<rect x=\"0.0\" y=\"0\" width=\"1000.0\" height=\"17\" fill=\"#") != NULL);
 	CHECK(strstr(s, "<a href=\"?focus=2\"><rect x=\"0.0\" y=\"18\" width=\"1000.0\" height=\"17\"") != NULL);
 	CHECK(strstr(s, "<a href=\"?focus=3\"><rect x=\"0.0\" y=\"36\" width=\"800.0\" height=\"17\"") != NULL);
@@ -109,7 +109,7 @@ static void test_flame_basic(void)
 	CHECK(strstr(s, "<a href=\"?focus=5\"><rect x=\"600.0\" y=\"54\" width=\"200.0\" height=\"17\"") != NULL);
 	CHECK(strstr(s, "<a href=\"?focus=6\"><rect x=\"800.0\" y=\"36\" width=\"200.0\" height=\"17\"") != NULL);
 	/* main/a/b: its title, and its label (fits) */
-	CHECK(strstr(s, "<g class=\"fn\"><title>b\n6.00 ms (60 %), 6 events</title><a href=\"?focus=4\">") != NULL);
+	CHECK(strstr(s, "<g class=\"fn\"><title>b\n6 ms (60 %), 6 events</title><a href=\"?focus=4\">") != NULL);
 	CHECK(strstr(s, "\"/><text x=\"603.0\" y=\"67\">c</text></a></g>\n") != NULL);
 	/* depth-first in name order: 1 all, 2 main, 3 main/a, 4 a/b, 5 a/c, 6 main/b */
 	CHECK(pos_of(s, "?focus=1\"") < pos_of(s, "?focus=2\""));
@@ -145,11 +145,11 @@ static void test_flame_basic(void)
 	s = buf_cstr(&b);
 	CHECK_INT(count_sub(s, "<g class=\"fn anc\">"), 2);
 	CHECK_INT(count_sub(s, "<g class=\"fn"), 5);
-	CHECK(strstr(s, "<g class=\"fn anc\"><title>all\n10.00 ms (125 %), 10 events</title>") != NULL);
+	CHECK(strstr(s, "<g class=\"fn anc\"><title>all\n10 ms (125 %), 10 events</title>") != NULL);
 	CHECK(strstr(s, "<a href=\"?focus=3\"><rect x=\"0.0\" y=\"36\" width=\"1000.0\"") != NULL);
 	CHECK(strstr(s, "<a href=\"?focus=4\"><rect x=\"0.0\" y=\"54\" width=\"750.0\"") != NULL);
 	CHECK(strstr(s, "<a href=\"?focus=5\"><rect x=\"750.0\" y=\"54\" width=\"250.0\"") != NULL);
-	CHECK(strstr(s, "<title>b\n6.00 ms (75 %), 6 events</title>") != NULL);
+	CHECK(strstr(s, "<title>b\n6 ms (75 %), 6 events</title>") != NULL);
 	CHECK(strstr(s, "?focus=6\"") == NULL);
 	CHECK(strstr(s, "height=\"72\" viewBox=\"0 0 1000 72\"") != NULL);
 
@@ -159,7 +159,7 @@ static void test_flame_basic(void)
 	s = buf_cstr(&b);
 	CHECK_INT(count_sub(s, "<g class=\"fn"), 3);
 	CHECK(strstr(s, "<a ") == NULL); /* no prefix, no links */
-	CHECK(strstr(s, "<g class=\"fn\"><title>b\n2.00 ms (100 %), 2 events</title><rect x=\"0.0\" y=\"36\" "
+	CHECK(strstr(s, "<g class=\"fn\"><title>b\n2 ms (100 %), 2 events</title><rect x=\"0.0\" y=\"36\" "
 			"width=\"1000.0\" height=\"17\"") != NULL);
 
 	/* cost at the root; adds after a render renumber */
@@ -171,7 +171,7 @@ static void test_flame_basic(void)
 	buf_reset(&b);
 	CHECK_INT(flame_render_svg(f, 4, "?f=", 1000, &b), 0);
 	s = buf_cstr(&b);
-	CHECK(strstr(s, "<title>a0\n1.00 ms (100 %), 1 event</title><a href=\"?f=4\">") != NULL);
+	CHECK(strstr(s, "<title>a0\n1 ms (100 %), 1 event</title><a href=\"?f=4\">") != NULL);
 
 	/* output full: refused, out as it was */
 	{
@@ -206,9 +206,9 @@ static void test_flame_diff(void)
 	CHECK_INT(flame_render_svg(f, 0, NULL, 1000, &b), 0);
 	s = buf_cstr(&b);
 	/* c is new: full red; b lost two thirds: blue (235 - 190 x 2/3 = 108); a is unchanged: white-grey */
-	CHECK(strstr(s, "<title>m!c\n2.00 ms (66.7 %)\nper stream: before 0 ns, after 2.00 ms</title>") != NULL);
+	CHECK(strstr(s, "<title>m!c\n2 ms (66.7 %)\nper stream: before 0 ns, after 2 ms</title>") != NULL);
 	CHECK(strstr(s, "fill=\"#ff2d2d\"") != NULL);
-	CHECK(strstr(s, "<title>m!b\n1.00 ms (33.3 %)\nper stream: before 3.00 ms, after 1.00 ms</title>") != NULL);
+	CHECK(strstr(s, "<title>m!b\n1 ms (33.3 %)\nper stream: before 3 ms, after 1 ms</title>") != NULL);
 	CHECK(strstr(s, "fill=\"#6c6cff\"") != NULL);
 	CHECK(strstr(s, "fill=\"#ebebeb\"") != NULL);
 	buf_release(&b);
@@ -230,7 +230,7 @@ static void test_flame_escape(void)
 	CHECK(strstr(s, "&lt;script&gt;") != NULL);
 	CHECK(no_active_content(s));
 	CHECK(strstr(s, "<title>std::map&lt;K, V&gt;::find&amp;&quot;&#39;&lt;script&gt;alert(1)&lt;/script&gt;\n"
-			"3.00 ms (75 %), 3 events</title>") != NULL);
+			"3 ms (75 %), 3 events</title>") != NULL);
 	/* in the label too (900 px: it all fits) */
 	CHECK(strstr(s, ">std::map&lt;K, V&gt;::find&amp;&quot;&#39;&lt;script&gt;alert(1)&lt;/script&gt;</text>") !=
 	      NULL);
@@ -492,7 +492,7 @@ static void test_timeline_basic(void)
 		{ 42, to + 1, 10, 'r', 0, false, NULL },
 		{ 1000, from, 10, 'x', 0, false, NULL },
 	};
-	struct tl_view v = { 1130, from, to, 9, from + 250 * MS, from + 450 * MS, "?t=", 0 };
+	struct tl_view v = { 1130, from, to, 9, from + 250 * MS, from + 450 * MS, "?t=", 0, false, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128] = "x";
 	const char *s;
@@ -559,7 +559,7 @@ static void test_timeline_basic(void)
 	}
 	/* a sub-millisecond view: 3 decimals */
 	{
-		struct tl_view v2 = { 1130, 0, 50000, 0, 0, 0, NULL, 0 };
+		struct tl_view v2 = { 1130, 0, 50000, 0, 0, 0, NULL, 0, false, 0 };
 		char t[512];
 
 		buf_reset(&b);
@@ -568,13 +568,28 @@ static void test_timeline_basic(void)
 			  "0.000 ms,0.005 ms,0.010 ms,0.015 ms,0.020 ms,0.025 ms,0.030 ms,0.035 ms,0.040 ms,0.045 ms");
 		CHECK(strstr(buf_cstr(&b), "class=\"tid") == NULL);
 	}
+	/* zoomed into 1200-1500 ms of a stream that starts at from: ticks and hovers count from the
+	 * stream's start, not the view's */
+	{
+		struct tl_view vz = { 1130, from + 1200 * MS, from + 1500 * MS, 0, 0, 0, "?t=", 0, true, from };
+		struct tl_event z[] = { { 4, from + 1250 * MS, 10 * MS, 'r', 0, false, "a\nb" } };
+		char t[512];
+
+		buf_reset(&b);
+		CHECK_INT(timeline_render_svg(z, 1, &vz, &b, err, sizeof(err)), 0);
+		CHECK_STR(texts_of(buf_cstr(&b), "tick", t, sizeof(t)),
+			  "1200 ms,1230 ms,1260 ms,1290 ms,1320 ms,1350 ms,1380 ms,1410 ms,1440 ms,1470 ms");
+		CHECK(strstr(buf_cstr(&b), "<title>run tid 4\nstart 1250.000 ms, dur 10.000 ms\na\nb</title>") != NULL);
+		/* the zoom links stay absolute ns */
+		CHECK(strstr(buf_cstr(&b), "<a href=\"?t=2200000000-2230000000\">") != NULL);
+	}
 	buf_release(&b);
 }
 
 static void test_timeline_err(void)
 {
 	struct tl_event ev[1] = { { 1, 0, 10, 'r', 0, false, NULL } };
-	struct tl_view v = { 1200, 5, 5, 0, 0, 0, NULL, 0 };
+	struct tl_view v = { 1200, 5, 5, 0, 0, 0, NULL, 0, false, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 
@@ -599,7 +614,7 @@ static void test_timeline_err(void)
 	{
 		struct tl_event x[2] = { { 1, INT64_MIN, INT64_MAX, 'r', 0, false, NULL },
 					 { 2, INT64_MAX - 5, INT64_MAX, 'w', 1, false, NULL } };
-		struct tl_view vx = { 1200, INT64_MIN, INT64_MAX, 0, 0, 0, "?t=", 0 };
+		struct tl_view vx = { 1200, INT64_MIN, INT64_MAX, 0, 0, 0, "?t=", 0, false, 0 };
 
 		buf_reset(&b);
 		CHECK_INT(timeline_render_svg(x, 2, &vx, &b, err, sizeof(err)), 0);
@@ -618,7 +633,7 @@ static void test_timeline_merge(void)
 		{ 7, 10800 * 1000, 100000, 'r', 0, true, NULL },
 		{ 7, 11500 * 1000, 100000, 'r', 0, false, "next column" },
 	};
-	struct tl_view v = { 1130, 0, SEC, 0, 0, 0, NULL, 0 };
+	struct tl_view v = { 1130, 0, SEC, 0, 0, 0, NULL, 0, false, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 	const char *s;
@@ -655,7 +670,7 @@ static struct tl_event *waits(size_t n, size_t naoi)
 
 static void test_timeline_edges(void)
 {
-	struct tl_view v = { 1200, 0, 10 * SEC, 0, 0, 0, NULL, 0 };
+	struct tl_view v = { 1200, 0, 10 * SEC, 0, 0, 0, NULL, 0, false, 0 };
 	struct tl_event *ev;
 	struct buf b = BUF_INIT(0);
 	char err[128];
@@ -696,7 +711,7 @@ static void test_timeline_perf(void)
 {
 	const size_t n = 100000, nthreads = 8;
 	struct tl_event *ev = calloc(n, sizeof(*ev));
-	struct tl_view v = { 1200, 0, SEC, 3, 400 * MS, 600 * MS, "?t=", 0 };
+	struct tl_view v = { 1200, 0, SEC, 3, 400 * MS, 600 * MS, "?t=", 0, false, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 	size_t rects, aoi_edges = 0;
@@ -712,7 +727,7 @@ static void test_timeline_perf(void)
 		ev[i].kind = (r >> 60) & 1 ? 'w' : 'r';
 		ev[i].readier_tid = ev[i].kind == 'w' ? 1 + (int64_t)((r >> 20) % (nthreads + 1)) : 0;
 		ev[i].aoi = (r >> 32) % 50 == 0;
-		ev[i].leaf = "leaf()";
+		ev[i].stack = "leaf()";
 		if (ev[i].kind == 'w' && ev[i].aoi && ev[i].readier_tid != ev[i].tid &&
 		    ev[i].readier_tid <= (int64_t)nthreads && ev[i].ts_ns + ev[i].dur_ns <= SEC)
 			aoi_edges++;

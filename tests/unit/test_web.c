@@ -12,6 +12,8 @@
 #include "web/model.h"
 #include "web/pages.h"
 #include "web/request.h"
+#include "web/streams.h"
+#include "web/timeline.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -275,7 +277,18 @@ static void test_html(void)
 	html_cost(&rq, 12345678);
 	html_raw(&rq, "|");
 	html_cost(&rq, 850000);
-	CHECK_STR(buf_cstr(&rq.out), "1.235 s|12.3 ms|850 µs");
+	html_raw(&rq, "|");
+	html_count(&rq, 50110);
+	html_raw(&rq, "|");
+	html_interval(&rq, -460.9e6, 2.607e9);
+	html_raw(&rq, "|");
+	html_share(&rq, 0.456);
+	html_raw(&rq, "|");
+	html_label_value(&rq, "unit.threshold_ns", "20080349");
+	html_raw(&rq, "|");
+	html_label_value(&rq, "host", "<b>");
+	CHECK_STR(buf_cstr(&rq.out), "1.23 s|12.3 ms|850 µs|50,110|[-0.46 s, 2.61 s]|45.6 %|"
+		  "<span title=\"20080349\">20.1 ms</span>|&lt;b&gt;");
 	buf_reset(&rq.out);
 	html_bar(&rq, 5, 10, 60);
 	html_bar(&rq, 0.001, 10, 60);
@@ -436,6 +449,75 @@ static void test_run_sort(void)
 	CHECK_INT(model_run_sort_parse(NULL), -1);
 }
 
+/* The timeline's hover text of a stack: outermost first, the outer frames dropped past
+ * TL_STACK_FRAMES, long names cut on a character boundary. */
+static void test_stack_text(void)
+{
+	const char *two[] = { "app!main", "libc!read" };
+	const char *deep[20];
+	char names[20][16], longname[TL_FRAME_BYTES + 8];
+	const char *one[1] = { longname };
+	struct buf b = BUF_INIT(1 << 16);
+
+	CHECK_INT(timeline_stack_text(&b, two, 2), 0);
+	CHECK_STR(buf_cstr(&b), "app!main\nlibc!read");
+	buf_reset(&b);
+	CHECK_INT(timeline_stack_text(&b, two, 0), 0);
+	CHECK_STR(buf_cstr(&b), "");
+	for (int i = 0; i < 20; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%d", i);
+		deep[i] = names[i];
+	}
+	buf_reset(&b);
+	CHECK_INT(timeline_stack_text(&b, deep, 17), 0);
+	CHECK_STR(buf_cstr(&b), "… 1 outer frame\nf1\nf2\nf3\nf4\nf5\nf6\nf7\nf8\nf9\nf10\nf11\nf12\nf13\nf14\nf15\nf16");
+	buf_reset(&b);
+	CHECK_INT(timeline_stack_text(&b, deep, 20), 0);
+	CHECK(strncmp(buf_cstr(&b), "… 4 outer frames\nf4\n", strlen("… 4 outer frames\nf4\n")) == 0);
+	CHECK(strstr(buf_cstr(&b), "\nf19") != NULL && strstr(buf_cstr(&b), "\nf3\n") == NULL);
+	/* a name of TL_FRAME_BYTES - 1 ASCII bytes then "é": the cut does not split the é */
+	memset(longname, 'x', TL_FRAME_BYTES - 1);
+	memcpy(longname + TL_FRAME_BYTES - 1, "\xc3\xa9yz", 5);
+	buf_reset(&b);
+	CHECK_INT(timeline_stack_text(&b, one, 1), 0);
+	CHECK_INT((int)b.len, TL_FRAME_BYTES - 1 + (int)strlen("…"));
+	CHECK(strcmp(buf_cstr(&b) + TL_FRAME_BYTES - 1, "…") == 0);
+	buf_release(&b);
+}
+
+/* The streams list's time range: presets, and the form's datetime-local values read as UTC. */
+static void test_stream_times(void)
+{
+	int64_t ns = -1;
+
+	CHECK_INT(streams_range_ns("1h", &ns), 0);
+	CHECK(ns == 3600LL * 1000000000);
+	CHECK_INT(streams_range_ns("7d", &ns), 0);
+	CHECK(ns == 7LL * 86400 * 1000000000);
+	CHECK_INT(streams_range_ns("all", &ns), 0);
+	CHECK(ns == 0);
+	CHECK_INT(streams_range_ns("2h", &ns), -1);
+	CHECK_INT(streams_range_ns(NULL, &ns), -1);
+	CHECK_INT(streams_parse_time("2026-11-29T14:00", &ns), 0);
+	CHECK(ns == 1795960800LL * 1000000000);
+	CHECK_INT(streams_parse_time("2026-11-29T14:00:07", &ns), 0);
+	CHECK(ns == 1795960807LL * 1000000000);
+	CHECK_INT(streams_parse_time("2026-11-29T14:00:07.5", &ns), 0);
+	CHECK(ns == 1795960807LL * 1000000000 + 500000000);
+	CHECK_INT(streams_parse_time("2026-11-29T15:00:00+01:00", &ns), 0);
+	CHECK(ns == 1795960800LL * 1000000000);
+	CHECK_INT(streams_parse_time("2026-11-29T14:00:00Z", &ns), 0);
+	CHECK(ns == 1795960800LL * 1000000000);
+	CHECK_INT(streams_parse_time("1795960800000000000", &ns), 0);
+	CHECK(ns == 1795960800LL * 1000000000);
+	CHECK_INT(streams_parse_time("2026-11-29", &ns), -1);
+	CHECK_INT(streams_parse_time("2026-11-29 14:00", &ns), -1);
+	CHECK_INT(streams_parse_time("2026-13-29T14:00", &ns), -1);
+	CHECK_INT(streams_parse_time("yesterday", &ns), -1);
+	CHECK_INT(streams_parse_time("", &ns), -1);
+	CHECK_INT(streams_parse_time("2026-11-29T14:00junk", &ns), -1);
+}
+
 int main(void)
 {
 	RUN(test_confirmed);
@@ -447,5 +529,7 @@ int main(void)
 	RUN(test_may_write);
 	RUN(test_routes);
 	RUN(test_html);
+	RUN(test_stack_text);
+	RUN(test_stream_times);
 	return CHECK_DONE();
 }

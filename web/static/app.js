@@ -159,9 +159,15 @@
   const flame = document.getElementById("flame");
   if (flame && flame.querySelector("svg.flame")) {
     const field = () => flame.querySelector("form.flame-search input[name=search]");
-    // The same as the server's html_cost().
-    const cost = (ns) => (ns >= 1e9 ? (ns / 1e9).toFixed(3) + " s" : ns >= 1e6 ? (ns / 1e6).toFixed(1) + " ms"
-      : (ns / 1e3).toFixed(0) + " \u00b5s");
+    // The same text as the server's fmt_share() (common/fmt.c); the total comes written by the server.
+    const share = (frac) => {
+      const p = 100 * frac;
+      if (!Number.isFinite(p)) return "-";
+      if (p === 0) return "0 %";
+      if (p > 0 && p < 0.05) return "< 0.1 %";
+      if (p >= 99.95 && p < 100) return "> 99.9 %";
+      return p.toFixed(1).replace(/\.0$/, "") + " %";
+    };
     const lower = (s) => s.replace(/[A-Z]+/g, (c) => c.toLowerCase()); // ASCII only, as the server
     const search = () => {
       const svg = flame.querySelector("svg.flame"), f = field();
@@ -191,8 +197,8 @@
         end = b;
       }
       const width = Number(svg.getAttribute("width")) || 1;
-      const shown = Number(flame.querySelector("div.flame").dataset.shownNs) || 0;
-      out.textContent = "matched: " + (100 * Math.min(sum, width) / width).toFixed(1) + " % of " + cost(shown);
+      out.textContent = "matched: " + share(Math.min(sum, width) / width) + " of " +
+        flame.querySelector("div.flame").dataset.shown;
     };
     const zoom = async (href) => {
       const url = new URL(href, location.href);
