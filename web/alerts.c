@@ -13,7 +13,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* A number field as given, by a JSON body or a form: absent (null, an empty field), a number, or
@@ -36,14 +35,12 @@ struct rule_in {
 	struct given_num signature_id, limit_ns_per_hour, min_share;
 };
 
-/* n in [min, max] (whole when whole): 0 with *out, or WEB_EINVAL with err naming the field; absent:
- * "name: required<why>" with why, or 1 when why is NULL (optional). */
+/* A required number n in [min, max] (whole when whole): 0 with *out, or WEB_EINVAL with err naming the
+ * field ("name: required<why>" when absent). */
 static int num_check(const struct given_num *n, const char *name, double min, double max, bool whole,
 		     const char *why, double *out, char *err, size_t errlen)
 {
 	if (n->kind == NUM_ABSENT) {
-		if (!why)
-			return 1;
 		snprintf(err, errlen, "%s: required%s", name, why);
 		return WEB_EINVAL;
 	}
