@@ -344,6 +344,8 @@ print_guide() {
 	  web       pid $(svc_pid web), log var/log/web.log; the REST API is under $web_url/api/v1/
 	  database  deploy/pg.sh psql   (for --db: $db)
 	  tokens    var/tokens          (load them: . var/tokens)
+	  admin     bin/sm-admin --db "\$(deploy/pg.sh url)" token create --role admin --name me
+	            (prints an admin token: log in with it to delete runs, manage tokens, alerts, schedules)
 
 	Try:
 	  curl -s $ingest_url/healthz

@@ -147,6 +147,13 @@ int results_store(struct runstate *run, const struct stackinfo *si, const struct
 	if (copy_begin(m, "COPY clusters (" RUNCLUST_COLUMNS ") FROM STDIN") < 0 ||
 	    (clusters->len && PQputCopyData(miner_db(m), clusters->data, (int)clusters->len) != 1) || copy_end(m) < 0)
 		goto fail_rollback;
+	/* their ranks among all the run's clusters, both kinds: the ones the pages show (025_run_ranks) */
+	r = PQexecParams(miner_db(m), "SELECT sm_rank_clusters($1)", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		miner_db_fail(m, "ranking the run's clusters", r);
+		goto fail_rollback;
+	}
+	PQclear(r);
 	snprintf(timings, sizeof(timings),
 		 "{\"select\":%lld,\"read_aoi\":%lld,\"collapse_filter\":%lld,\"mine\":%lld,"
 		 "\"store\":%lld,\"total\":%lld}",

@@ -21,7 +21,14 @@ void alerts_post_alert_rule(struct req *rq);
 void alerts_delete_alert_rule(struct req *rq);
 /* GET /api/v1/alerts */
 void alerts_get_alerts(struct req *rq);
-/* GET /alerts */
+/* GET /alerts: the alerts, rules and schedules; for admins, the forms that add and delete them */
 void alerts_page_alerts(struct req *rq);
+/* POST /alerts/rules and /alerts/schedules: a new rule or schedule from the page's form (checked as the
+ * API's body is); 303 to /alerts, or the page again (400) with the error naming the field */
+void alerts_post_rule_new(struct req *rq);
+void alerts_post_schedule_new(struct req *rq);
+/* POST /alerts/rules/{id}/delete and /alerts/schedules/{id}/delete: asked first (pages_confirmed()) */
+void alerts_post_rule_delete(struct req *rq);
+void alerts_post_schedule_delete(struct req *rq);
 
 #endif

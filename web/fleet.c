@@ -507,12 +507,15 @@ static void fleet_settings(struct req *rq, PGresult *r)
 		html_time(rq, model_col(r, i, "updated_at"));
 		html_raw(rq, "</td><td>");
 		if (rq->role >= AUTH_ADMIN) {
-			html_raw(rq, "<form method=\"post\" action=\"/fleet/settings/delete\"><input type=\"hidden\" "
+			html_raw(rq, "<form method=\"post\" action=\"/fleet/settings/delete\" data-confirm=\"Remove the "
+				     "settings pushed to ");
+			html_text(rq, model_col(r, i, "app"));
+			html_raw(rq, "? Its agents go back to the settings they were started with.\"><input type=\"hidden\" "
 				     "name=\"app\" value=\"");
 			html_text(rq, model_col(r, i, "app"));
 			html_raw(rq, "\">");
 			html_csrf_field(rq);
-			html_raw(rq, "<button type=\"submit\">Remove</button></form>");
+			html_raw(rq, "<button type=\"submit\" class=\"danger\">Remove</button></form>");
 		}
 		html_raw(rq, "</td></tr>");
 	}
@@ -593,6 +596,7 @@ void fleet_post_fleet_settings(struct req *rq)
 
 void fleet_post_fleet_settings_delete(struct req *rq)
 {
+	static const char *const keep[] = { "app", NULL };
 	const char *app = req_form(rq, "app");
 	char err[512];
 	int rc;
@@ -604,6 +608,11 @@ void fleet_post_fleet_settings_delete(struct req *rq)
 		html_error(rq, 404, "app: required");
 		return;
 	}
+	if (!pages_confirmed(rq, "Remove these agent settings?",
+			     "The settings pushed to this app are removed; its agents go back to the settings they were "
+			     "started with (or the \"*\" row's).",
+			     "/fleet/settings/delete", "Remove", "/fleet", keep))
+		return;
 	if ((rc = model_agent_settings_delete(rq->db, app, err, sizeof(err))) < 0) {
 		html_error(rq, req_status_of(rc), err);
 		return;

@@ -202,6 +202,52 @@ PGresult *model_runs(PGconn *db, const char *app, const char *status, long limit
 	return run(db, RUN_COLS RUN_WHERE " ORDER BY r.id DESC LIMIT $3 OFFSET $4", 4, p, err, errlen);
 }
 
+/* the orders of the runs' page, by run_sort_names */
+static const char *const run_sort_names[RUN_SORT_N] = { "newest", "app", "status", "worst", "clusters" };
+
+/* A page of runs with their worst problem (rank 1), or for a run mined before problems its costliest cluster
+ * (rank 1 of its kind by total cost, the index's, then the costlier kind); in order, then newest first. */
+#define RUNS_WORST(order)                                                                        \
+	"SELECT x.*, wp.worst_problem_id, wc.worst_cluster_id, coalesce(wp.title, wc.title) AS worst_title," \
+	" coalesce(wp.cost, wc.cost) AS worst_cost_ns FROM (" RUN_COLS ") x"                          \
+	" LEFT JOIN LATERAL (SELECT p.id AS worst_problem_id, p.title_frame_ids AS title, p.total_cost_ns AS cost" \
+	"  FROM problems p WHERE p.run_id = x.run_id AND p.rank = 1) wp ON true"                   \
+	" LEFT JOIN LATERAL (SELECT c.id AS worst_cluster_id, coalesce(c.title_frame_ids, c.common_frame_ids)" \
+	"  AS title, c.total_cost_ns AS cost FROM clusters c WHERE wp.worst_problem_id IS NULL"      \
+	"  AND c.run_id = x.run_id AND c.rank_total_cost = 1 ORDER BY c.total_cost_ns DESC, c.id LIMIT 1) wc" \
+	" ON true ORDER BY " order ", x.run_id DESC LIMIT $1 OFFSET $2"
+
+static const char *const runs_worst_sql[RUN_SORT_N] = {
+	RUNS_WORST("x.run_id DESC"),
+	RUNS_WORST("x.app"),
+	RUNS_WORST("x.status"),
+	RUNS_WORST("worst_cost_ns DESC NULLS LAST"),
+	RUNS_WORST("(x.counts->>'clusters')::bigint DESC NULLS LAST"),
+};
+
+int model_run_sort_parse(const char *s)
+{
+	for (int i = 0; s && i < RUN_SORT_N; i++)
+		if (strcmp(s, run_sort_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *model_run_sort_name(enum model_run_sort s)
+{
+	return (unsigned)s < RUN_SORT_N ? run_sort_names[s] : "?";
+}
+
+PGresult *model_runs_worst(PGconn *db, enum model_run_sort sort, long limit, long offset, char *err, size_t errlen)
+{
+	char lim[24], off[24];
+	const char *p[2] = { lim, off };
+
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	return run(db, runs_worst_sql[(unsigned)sort < RUN_SORT_N ? sort : 0], 2, p, err, errlen);
+}
+
 PGresult *model_runs_count(PGconn *db, const char *app, const char *status, char *err, size_t errlen)
 {
 	const char *p[2] = { app, status };
@@ -280,10 +326,20 @@ const char *model_sort_name(enum model_sort s)
 	" FROM clusters c WHERE c.run_id = $1::bigint AND ($2::\"char\" IS NULL OR c.kind = $2::\"char\")" \
 	" AND ($3::text IS NULL OR c.common_frame_ids && (SELECT coalesce(array_agg(f.id), '{}')"  \
 	"  FROM frame_names f WHERE strpos(lower(f.name), lower($3)) > 0))"
+/*
+ * The ranks a cluster shows, everywhere (run page, cluster page, problems, API): among all the run's
+ * clusters, both kinds, by each metric descending, ties by id: the run page's order, so that the row a
+ * cluster is on under a metric is its rank by it. The miner stores them (025_run_ranks); the
+ * clusterer's rank_* columns are within a kind, the fallback for rows written by hand without them.
+ */
+#define RUN_RANK(m) "coalesce(c.run_rank_" m ", c.rank_" m ")"
 #define CLUSTER_COLS(rank)                                                                      \
 	"SELECT c.id AS cluster_id, c.run_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind," \
-	" " rank " AS rank, c.rank_total_cost, c.rank_streams, c.rank_events, c.rank_avg_cost,"     \
-	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.rank_excess_cost, c.excess_cost_ns,"  \
+	" " rank " AS rank, " RUN_RANK("total_cost") " AS rank_total_cost,"                          \
+	" " RUN_RANK("streams") " AS rank_streams, " RUN_RANK("events") " AS rank_events,"          \
+	" " RUN_RANK("avg_cost") " AS rank_avg_cost,"                                                  \
+	" c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, " RUN_RANK("excess_cost") " AS rank_excess_cost," \
+	" c.excess_cost_ns,"                                                                           \
 	" c.excess_lo_ns, c.excess_hi_ns, c.own_cost_ns, c.expected_cost_ns, c.baseline_cost_ns,"      \
 	" c.baseline_streams, coalesce(c.est_cost_ns, c.total_cost_ns) AS est_cost_ns,"             \
 	" coalesce(c.est_streams, c.streams) AS est_streams,"                                          \
@@ -295,11 +351,11 @@ const char *model_sort_name(enum model_sort s)
 	" JOIN clusters c ON c.id = pg.id ORDER BY " order
 
 static const char *const cluster_sql[SORT_N] = {
-	CLUSTER_PAGE("c.rank_total_cost", "c.total_cost_ns DESC, c.id"),
-	CLUSTER_PAGE("c.rank_streams", "c.streams DESC, c.id"),
-	CLUSTER_PAGE("c.rank_events", "c.events DESC, c.id"),
-	CLUSTER_PAGE("c.rank_avg_cost", "c.avg_cost_ns DESC, c.id"),
-	CLUSTER_PAGE("c.rank_excess_cost", "c.excess_cost_ns DESC NULLS LAST, c.id"),
+	CLUSTER_PAGE(RUN_RANK("total_cost"), "c.total_cost_ns DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("streams"), "c.streams DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("events"), "c.events DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("avg_cost"), "c.avg_cost_ns DESC, c.id"),
+	CLUSTER_PAGE(RUN_RANK("excess_cost"), "c.excess_cost_ns DESC NULLS LAST, c.id"),
 };
 
 PGresult *model_clusters(PGconn *db, const char *run_id, enum model_sort sort, const char *kind,
@@ -339,7 +395,7 @@ PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
 	const char *p[1] = { id };
 
 	return run_prepared(db, 7,
-		   CLUSTER_COLS("c.rank_total_cost") ", c.medoid,"
+		   CLUSTER_COLS(RUN_RANK("total_cost")) ", c.medoid,"
 		   " (SELECT coalesce(json_agg(json_build_object('pattern_id', (a->>'pattern')::bigint,"
 		   "   'sim', (a->>'sim')::float8, 'ops', a->>'ops') ORDER BY o), '[]')"
 		   "  FROM jsonb_array_elements(c.alignment) WITH ORDINALITY AS x(a, o)) AS alignment,"
@@ -1011,7 +1067,7 @@ PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err,
 
 	return run(db,
 		   "SELECT c.problem_id, c.id AS cluster_id, CASE c.kind WHEN 'w' THEN 'wait' ELSE 'run' END AS kind,"
-		   " c.rank_total_cost AS rank, c.title_frame_ids AS title, c.common_frame_ids AS common,"
+		   " " RUN_RANK("total_cost") " AS rank, c.title_frame_ids AS title, c.common_frame_ids AS common,"
 		   " c.total_cost_ns, c.streams, c.events, c.avg_cost_ns, c.excess_cost_ns"
 		   " FROM problems p CROSS JOIN LATERAL unnest(p.members) WITH ORDINALITY AS m(cid, o)"
 		   " JOIN clusters c ON c.id = m.cid WHERE p.id = ANY($1::bigint[]) ORDER BY p.id, m.o",

@@ -57,6 +57,16 @@ PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errl
 PGresult *model_runs(PGconn *db, const char *app, const char *status, long limit, long offset, char *err,
 		     size_t errlen);
 PGresult *model_runs_count(PGconn *db, const char *app, const char *status, char *err, size_t errlen);
+/* The runs' page's orders (?sort=): newest first, by app, by status, by the worst problem's cost, by the
+ * number of clusters (each then newest first). */
+enum model_run_sort { RUN_SORT_NEWEST, RUN_SORT_APP, RUN_SORT_STATUS, RUN_SORT_WORST, RUN_SORT_CLUSTERS, RUN_SORT_N };
+/* -1 when s is none of them. */
+int model_run_sort_parse(const char *s);
+const char *model_run_sort_name(enum model_run_sort s);
+/* A page of every run in order sort: model_runs()'s columns and its worst problem: worst_problem_id (rank 1),
+ * or for a run mined before problems worst_cluster_id (its costliest cluster), worst_title (frame ids) and
+ * worst_cost_ns (total cost); all NULL for a run without clusters. */
+PGresult *model_runs_worst(PGconn *db, enum model_run_sort sort, long limit, long offset, char *err, size_t errlen);
 PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen);
 /* What run id mined: run_id, status, app, kind (run, wait or both); no row when it does not exist. */
 PGresult *model_run_what(PGconn *db, const char *id, char *err, size_t errlen);
@@ -77,7 +87,8 @@ const char *model_sort_name(enum model_sort s);
 
 /*
  * A run's clusters sorted by a metric (descending, ties by cluster id): cluster_id, run_id,
- * kind ("wait"/"run"), rank (within its kind under that metric), rank_total_cost, rank_streams,
+ * kind ("wait"/"run"), rank (under that metric among all the run's clusters, ties by id: the same rank
+ * on every page), rank_total_cost, rank_streams,
  * rank_events, rank_avg_cost, total_cost_ns, streams, events, avg_cost_ns, rank_excess_cost,
  * excess_cost_ns, excess_lo_ns, excess_hi_ns, own_cost_ns, expected_cost_ns, baseline_cost_ns,
  * baseline_streams (NULL when the run had no baseline), common (the common

@@ -243,7 +243,7 @@ static void post_login(struct req *rq)
 }
 
 bool pages_confirmed(struct req *rq, const char *title, const char *question, const char *action,
-		     const char *button, const char *back)
+		     const char *button, const char *back, const char *const *keep)
 {
 	const char *c = req_form(rq, "confirm");
 
@@ -254,12 +254,51 @@ bool pages_confirmed(struct req *rq, const char *title, const char *question, co
 	html_text(rq, action);
 	html_raw(rq, "\">");
 	html_csrf_field(rq);
+	for (size_t i = 0; keep && keep[i]; i++) {
+		const char *v = req_form(rq, keep[i]);
+
+		if (!v)
+			continue;
+		html_rawf(rq, "<input type=\"hidden\" name=\"%s\" value=\"", keep[i]);
+		html_text(rq, v);
+		html_raw(rq, "\">");
+	}
 	html_rawf(rq, "<p>%s</p><input type=\"hidden\" name=\"confirm\" value=\"1\"><button type=\"submit\" "
 		  "class=\"danger\">%s</button> <a class=\"button secondary\" href=\"", question, button);
 	html_text(rq, back);
 	html_raw(rq, "\">Cancel</a></form>");
 	html_end(rq);
 	return false;
+}
+
+const char *pages_form_kept(struct req *rq, bool again, const char *name, const char *dflt)
+{
+	const char *v = again ? req_form(rq, name) : NULL;
+
+	return v ? v : again ? "" : dflt;
+}
+
+void pages_form_select(struct req *rq, bool again, const char *name, const char *const *opts,
+			const char *const *labels)
+{
+	const char *v = pages_form_kept(rq, again, name, opts[0]);
+
+	html_rawf(rq, "<select name=\"%s\">", name);
+	for (int i = 0; opts[i]; i++) {
+		html_raw(rq, "<option value=\"");
+		html_text(rq, opts[i]);
+		html_rawf(rq, "\"%s>", strcmp(v, opts[i]) == 0 ? " selected" : "");
+		html_text(rq, labels ? labels[i] : opts[i]);
+		html_raw(rq, "</option>");
+	}
+	html_raw(rq, "</select>");
+}
+
+void pages_form_input(struct req *rq, bool again, const char *name, const char *dflt, const char *extra)
+{
+	html_rawf(rq, "<input name=\"%s\" value=\"", name);
+	html_text(rq, pages_form_kept(rq, again, name, dflt));
+	html_rawf(rq, "\"%s>", extra);
 }
 
 void pages_download_links(struct req *rq, const char *api_path)
@@ -335,9 +374,14 @@ static const struct req_route routes[] = {
 	{ REQ_M_GET, "/", page_root, NULL },
 	{ REQ_M_GET, "/runs", runs_page_runs, NULL },
 	{ REQ_M_GET, "/runs/#", runs_page_run, "run" },
+	{ REQ_M_GET, "/runs/new", runs_page_run_new, NULL },
 	{ REQ_M_POST, "/runs/new", runs_post_run_new, NULL },
 	{ REQ_M_GET, "/compare", compare_page_compare, NULL },
 	{ REQ_M_GET, "/alerts", alerts_page_alerts, NULL },
+	{ REQ_M_POST, "/alerts/rules", alerts_post_rule_new, NULL },
+	{ REQ_M_POST, "/alerts/rules/#/delete", alerts_post_rule_delete, "alert rule" },
+	{ REQ_M_POST, "/alerts/schedules", alerts_post_schedule_new, NULL },
+	{ REQ_M_POST, "/alerts/schedules/#/delete", alerts_post_schedule_delete, "schedule" },
 	{ REQ_M_POST, "/runs/#/delete", runs_post_run_delete, "run" },
 	{ REQ_M_GET, "/clusters/#", clusters_page_cluster, "cluster" },
 	{ REQ_M_GET, "/problems/#", problems_page_problem, "problem" },

@@ -57,8 +57,17 @@ void pages_title_frames(struct req *rq, const char *ids);
 /* A destructive form's confirmation: true when the POST carries confirm=1 (app.js adds it once
  * confirm() was answered yes); otherwise it writes the page that asks (question: literal text, no
  * data) with a danger button posting to action with confirm=1 and a Cancel link to back, and the
- * caller must do nothing. Without JavaScript a form's first POST lands here: it never acts on it. */
+ * caller must do nothing. keep: the names of the form's fields the page posts again (NULL-terminated,
+ * or NULL). Without JavaScript a form's first POST lands here: it never acts on it. */
 bool pages_confirmed(struct req *rq, const char *title, const char *question, const char *action,
-		     const char *button, const char *back);
+		     const char *button, const char *back, const char *const *keep);
+/* A form's field as sent back with a refused form (again; "" when not sent), or dflt on its first showing. */
+const char *pages_form_kept(struct req *rq, bool again, const char *name, const char *dflt);
+/* <select name> of the options opts (NULL-terminated), the kept value (or the first) selected; labels: the
+ * text shown of each, or NULL. */
+void pages_form_select(struct req *rq, bool again, const char *name, const char *const *opts,
+		       const char *const *labels);
+/* <input name> with the kept value (or dflt); extra: literal attributes (" required"). */
+void pages_form_input(struct req *rq, bool again, const char *name, const char *dflt, const char *extra);
 
 #endif

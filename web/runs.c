@@ -231,47 +231,22 @@ static void status_cell(struct req *rq, PGresult *r, int i)
 	html_raw(rq, "</span>");
 }
 
-/* A field's value as sent back with a refused form ("" on the first showing). */
-static const char *form_kept(struct req *rq, bool again, const char *name, const char *dflt)
-{
-	const char *v = again ? req_form(rq, name) : NULL;
-
-	return v ? v : again ? "" : dflt;
-}
-
-/* <select name> of the options opts, the kept value (or the first) selected; labels: shown text or NULL. */
-static void form_select(struct req *rq, bool again, const char *name, const char *const *opts,
-			const char *const *labels)
-{
-	const char *v = form_kept(rq, again, name, opts[0]);
-
-	html_rawf(rq, "<select name=\"%s\">", name);
-	for (int i = 0; opts[i]; i++) {
-		html_raw(rq, "<option value=\"");
-		html_text(rq, opts[i]);
-		html_rawf(rq, "\"%s>", strcmp(v, opts[i]) == 0 ? " selected" : "");
-		html_text(rq, labels ? labels[i] : opts[i]);
-		html_raw(rq, "</option>");
-	}
-	html_raw(rq, "</select>");
-}
-
-static void form_input(struct req *rq, bool again, const char *name, const char *dflt, const char *extra)
-{
-	html_rawf(rq, "<input name=\"%s\" value=\"", name);
-	html_text(rq, form_kept(rq, again, name, dflt));
-	html_rawf(rq, "\"%s>", extra);
-}
-
 static void form_textarea(struct req *rq, bool again, const char *name)
 {
 	html_rawf(rq, "<textarea name=\"%s\" rows=\"2\">", name);
-	html_text(rq, form_kept(rq, again, name, ""));
+	html_text(rq, pages_form_kept(rq, again, name, ""));
 	html_raw(rq, "</textarea>");
 }
 
-/* The form that starts a run: a plain POST to /runs/new (app.js may send it to the API instead).
- * form_err: the reason the last one was refused; its fields are shown again as sent. */
+/* "<small>text</small></label>": a field's one-line explanation, with its default. */
+static void field_hint(struct req *rq, const char *text)
+{
+	html_rawf(rq, "<small>%s</small></label>", text);
+}
+
+/* The form that starts a run: a plain POST to /runs/new (app.js may send it to the API instead), each field
+ * explained in a line with its default. form_err: the reason the last one was refused; its fields are shown
+ * again as sent. */
 static void run_form(struct req *rq, const char *form_err)
 {
 	static const char *const kinds[] = { "both", "run", "wait", NULL };
@@ -283,10 +258,9 @@ static void run_form(struct req *rq, const char *form_err)
 	bool again = form_err != NULL;
 	char err[256];
 	PGresult *apps = model_apps(rq->db, err, sizeof(err));
-	const char *app = form_kept(rq, again, "app", "");
+	const char *app = pages_form_kept(rq, again, "app", "");
 
-	html_raw(rq, "<section class=\"card\"><h2>Start a mining run</h2>"
-		     "<form id=\"run-form\" class=\"grid\" method=\"post\" action=\"/runs/new\">");
+	html_raw(rq, "<form id=\"run-form\" class=\"grid\" method=\"post\" action=\"/runs/new\">");
 	html_csrf_field(rq);
 	html_raw(rq, "<label>App <select name=\"app\" required>");
 	for (int i = 0; apps && i < PQntuples(apps); i++) {
@@ -297,41 +271,59 @@ static void run_form(struct req *rq, const char *form_err)
 		html_raw(rq, "</option>");
 	}
 	PQclear(apps);
-	html_raw(rq, "</select></label><label>Kind ");
-	form_select(rq, again, "kind", kinds, NULL);
-	html_raw(rq, "</label><label>AOI ");
-	form_select(rq, again, "aoi", aois, NULL);
-	html_raw(rq, "</label><label>Threshold ");
-	form_select(rq, again, "threshold_mode", modes, mode_labels);
-	html_raw(rq, "</label><label>Value (share, fraction or ns) ");
-	form_input(rq, again, "threshold", "0.1", " inputmode=\"decimal\"");
-	html_raw(rq, "</label><label>Delay per hit, ms (guideline) ");
-	form_input(rq, again, "delay_ms", "300", " inputmode=\"decimal\"");
-	html_raw(rq, "</label><label>Linkage ");
-	form_select(rq, again, "linkage", linkages, NULL);
-	html_raw(rq, "</label><label>Cut ");
-	form_input(rq, again, "cut", "0.5", " inputmode=\"decimal\"");
-	html_raw(rq, "</label><label>Version ");
-	form_input(rq, again, "version", "", "");
-	html_raw(rq, "</label><label>Host ");
-	form_input(rq, again, "host", "", "");
-	html_raw(rq, "</label><label>Since ");
-	form_input(rq, again, "since", "", " placeholder=\"2026-11-01T00:00:00Z\"");
-	html_raw(rq, "</label><label>Until ");
-	form_input(rq, again, "until", "", "");
-	html_raw(rq, "</label><label class=\"wide\">Labels (key=value, one per line) ");
+	html_raw(rq, "</select>");
+	field_hint(rq, "The program whose recorded requests are mined.");
+	html_raw(rq, "<label>Kind ");
+	pages_form_select(rq, again, "kind", kinds, NULL);
+	field_hint(rq, "What time to look at: run is CPU time, wait is time blocked; default both.");
+	html_raw(rq, "<label>AOI (area of interest) ");
+	pages_form_select(rq, again, "aoi", aois, NULL);
+	field_hint(rq, "Which events of a slow request count: waitgraph (default) is the slow thread and what it "
+		       "waited for; critical only the critical path; thread the slow thread; stream everything.");
+	html_raw(rq, "<label>Threshold ");
+	pages_form_select(rq, again, "threshold_mode", modes, mode_labels);
+	field_hint(rq, "How costly a pattern must be to be kept; default guideline.");
+	html_raw(rq, "<label>Value (share, fraction or ns) ");
+	pages_form_input(rq, again, "threshold", "0.1", " inputmode=\"decimal\"");
+	field_hint(rq, "Guideline: the share of requests a bug hits (default 0.1, 10 %); fraction: of the total "
+		       "cost, 0 to 1; ns: a cost.");
+	html_raw(rq, "<label>Delay per hit, ms (guideline) ");
+	pages_form_input(rq, again, "delay_ms", "300", " inputmode=\"decimal\"");
+	field_hint(rq, "The delay a bug adds each time it hits; default 300 ms.");
+	html_raw(rq, "<label>Linkage ");
+	pages_form_select(rq, again, "linkage", linkages, NULL);
+	field_hint(rq, "How similar patterns are grouped into clusters; default average.");
+	html_raw(rq, "<label>Cut ");
+	pages_form_input(rq, again, "cut", "0.5", " inputmode=\"decimal\"");
+	field_hint(rq, "0 to 1: lower makes more, tighter clusters; default 0.5.");
+	html_raw(rq, "<label>Version ");
+	pages_form_input(rq, again, "version", "", "");
+	field_hint(rq, "Only requests of this app version; empty: all.");
+	html_raw(rq, "<label>Host ");
+	pages_form_input(rq, again, "host", "", "");
+	field_hint(rq, "Only requests of this host; empty: all.");
+	html_raw(rq, "<label>Since ");
+	pages_form_input(rq, again, "since", "", " placeholder=\"2026-11-01T00:00:00Z\"");
+	field_hint(rq, "Only requests from this time (UTC); empty: the oldest kept.");
+	html_raw(rq, "<label>Until ");
+	pages_form_input(rq, again, "until", "", "");
+	field_hint(rq, "Only requests up to this time; empty: now.");
+	html_raw(rq, "<label class=\"wide\">Labels (key=value, one per line) ");
 	form_textarea(rq, again, "labels");
-	html_raw(rq, "</label><label class=\"wide\">Include frames (globs, one per line) ");
+	field_hint(rq, "Only requests with all these labels; empty: all.");
+	html_raw(rq, "<label class=\"wide\">Include frames (globs, one per line) ");
 	form_textarea(rq, again, "include");
-	html_raw(rq, "</label><label class=\"wide\">Exclude frames (globs, one per line) ");
+	field_hint(rq, "Only events whose stack has a frame matching one (libpq!*); empty: all.");
+	html_raw(rq, "<label class=\"wide\">Exclude frames (globs, one per line) ");
 	form_textarea(rq, again, "exclude");
-	html_raw(rq, "</label><div class=\"wide\"><button type=\"submit\">Start run</button> "
+	field_hint(rq, "Drop events whose stack has a matching frame; empty: none.");
+	html_raw(rq, "<div class=\"wide\"><button type=\"submit\">Start run</button> "
 		     "<span id=\"run-form-error\" class=\"error\" role=\"alert\">");
 	html_text(rq, form_err);
 	html_raw(rq, "</span></div></form>"
 		     "<p class=\"hint\">The guideline (the paper's): to find bugs that hit a share s of the selected "
 		     "streams with a delay d each, C = s × d × streams; it ranks whole bugs, where the spec's default of "
-		     "1% of the AOI cost splits them into many small clusters (docs/mining.md).</p></section>");
+		     "1% of the AOI cost splits them into many small clusters (docs/mining.md).</p>");
 }
 
 /* The non-empty trimmed lines of text, one by one: *line (in the arena) or NULL at the end. */
@@ -435,34 +427,80 @@ static int runs_form_json(struct req *rq, struct buf *out, char *err, size_t err
 	return 0;
 }
 
-/* The runs' list with the run form; form_err: why the form just sent was refused (status 400). */
-static void runs_list(struct req *rq, const char *form_err)
+/* A run's worst problem (or, mined before problems, its costliest cluster): its title, linked, and its total
+ * cost; "–" for a run without one. */
+static void worst_cell(struct req *rq, PGresult *r, int i)
+{
+	const char *pid = model_col(r, i, "worst_problem_id"), *cid = model_col(r, i, "worst_cluster_id");
+
+	html_raw(rq, "<td class=\"worst\">");
+	if (!pid && !cid) {
+		html_raw(rq, "–</td>");
+		return;
+	}
+	html_raw(rq, pid ? "<a class=\"worst-link\" href=\"/problems/" : "<a class=\"worst-link\" href=\"/clusters/");
+	html_text(rq, pid ? pid : cid);
+	html_raw(rq, "\">");
+	pages_title_frames(rq, model_col(r, i, "worst_title"));
+	html_raw(rq, "</a> <span class=\"cost\">");
+	html_cost(rq, model_coln(r, i, "worst_cost_ns"));
+	html_raw(rq, "</span></td>");
+}
+
+/* A sortable header of the runs' table: a link to ?sort=key, aria-sort on the current order's. */
+static void runs_th(struct req *rq, enum model_run_sort key, enum model_run_sort on, const char *label,
+		    const char *cls)
+{
+	/* text sorts ascending, numbers and the newest first descending */
+	const char *dir = key == RUN_SORT_APP || key == RUN_SORT_STATUS ? "ascending" : "descending";
+
+	html_rawf(rq, "<th%s%s%s", cls ? " class=\"" : "", cls ? cls : "", cls ? "\"" : "");
+	if (key == on)
+		html_rawf(rq, " aria-sort=\"%s\"", dir);
+	html_rawf(rq, "><a href=\"/runs?sort=%s\" data-sort=\"%s\">%s%s</a></th>", model_run_sort_name(key),
+		  model_run_sort_name(key), label, key != on ? "" : dir[0] == 'a' ? " ▲" : " ▼");
+}
+
+/* The runs, latest first (or as ?sort= says), each with its worst problem; for analysts, a link to the form
+ * that starts one. */
+static void runs_list(struct req *rq)
 {
 	char err[512];
 	long offset = pages_offset(rq);
-	PGresult *r = model_runs(rq->db, NULL, NULL, PAGES_ROWS, offset, err, sizeof(err)), *cnt;
+	const char *sv = req_query(rq, "sort");
+	int sort = sv ? model_run_sort_parse(sv) : -1;
+	PGresult *r, *cnt;
 
-	if (!r) {
+	if (sort < 0)
+		sort = RUN_SORT_NEWEST;
+	if (!(r = model_runs_worst(rq->db, (enum model_run_sort)sort, PAGES_ROWS, offset, err, sizeof(err)))) {
 		html_error(rq, 500, err);
 		return;
 	}
 	cnt = model_runs_count(rq->db, NULL, NULL, err, sizeof(err));
 	html_begin(rq, "Runs");
-	html_raw(rq, "<h1>Mining runs</h1>");
-	if (form_err)
-		rq->status = 400;
+	html_raw(rq, "<h1>Mining runs</h1><p class=\"lead\">The latest runs first, each with its worst problem (the "
+		     "costliest, by total cost): open it to see where the time goes.");
 	if (rq->role >= AUTH_ANALYST)
-		run_form(rq, form_err);
-	html_raw(rq, "<table class=\"runs\"><thead><tr><th>Run</th><th>App</th><th>Status</th><th>Parameters</th>"
-		     "<th class=\"n\">Streams</th><th class=\"n\">AOI events</th><th class=\"n\">Patterns</th>"
-		     "<th class=\"n\">Clusters</th><th>Created (UTC)</th></tr></thead><tbody>");
+		html_raw(rq, " <a id=\"new-run\" class=\"button\" href=\"/runs/new\">New run</a>");
+	html_raw(rq, "</p><table class=\"runs\" id=\"runs\"><thead><tr>");
+	runs_th(rq, RUN_SORT_NEWEST, (enum model_run_sort)sort, "Run", NULL);
+	runs_th(rq, RUN_SORT_APP, (enum model_run_sort)sort, "App", NULL);
+	runs_th(rq, RUN_SORT_STATUS, (enum model_run_sort)sort, "Status", NULL);
+	runs_th(rq, RUN_SORT_WORST, (enum model_run_sort)sort, "Worst problem (total cost)", NULL);
+	html_raw(rq, "<th>Parameters</th><th class=\"n\">Streams</th><th class=\"n\">AOI events</th>"
+		     "<th class=\"n\">Patterns</th>");
+	runs_th(rq, RUN_SORT_CLUSTERS, (enum model_run_sort)sort, "Clusters", "n");
+	html_raw(rq, "<th>Created (UTC)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(r); i++) {
 		long long id = (long long)model_coln(r, i, "run_id");
 		html_rawf(rq, "<tr><td><a href=\"/runs/%lld\">#%lld</a></td><td>", id, id);
 		html_text(rq, model_col(r, i, "app"));
 		html_raw(rq, "</td><td>");
 		status_cell(rq, r, i);
-		html_raw(rq, "</td><td>");
+		html_raw(rq, "</td>");
+		worst_cell(rq, r, i);
+		html_raw(rq, "<td>");
 		runs_run_params_summary(rq, model_col(r, i, "params"));
 		if (run_live(r, i)) {
 			/* no counts yet: how far it got (app.js or the page's refresh keeps it current) */
@@ -483,8 +521,11 @@ static void runs_list(struct req *rq, const char *form_err)
 		html_time(rq, model_col(r, i, "created_at"));
 		html_raw(rq, "</td></tr>");
 	}
+	if (PQntuples(r) == 0)
+		html_raw(rq, "<tr><td colspan=\"10\" class=\"empty\">No runs yet.</td></tr>");
 	html_raw(rq, "</tbody></table>");
-	pages_pager(rq, "/runs", "", offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
+	pages_pager(rq, "/runs", sort == RUN_SORT_NEWEST ? "" : pages_keep_param(rq, NULL, "sort", sv), offset,
+		    PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
@@ -492,7 +533,28 @@ static void runs_list(struct req *rq, const char *form_err)
 
 void runs_page_runs(struct req *rq)
 {
-	runs_list(rq, NULL);
+	runs_list(rq);
+}
+
+/* The page of the run form; form_err: why the form just sent was refused (status 400). */
+static void run_new_page(struct req *rq, const char *form_err)
+{
+	if (rq->role < AUTH_ANALYST) {
+		html_error(rq, 403, "Starting a run needs an analyst or admin token.");
+		return;
+	}
+	html_begin(rq, "New run");
+	if (form_err)
+		rq->status = 400;
+	html_raw(rq, "<h1>Start a mining run</h1><p class=\"lead\">Every field but the app has a default that suits a "
+		     "first look; the run appears on <a href=\"/runs\">Runs</a> and opens when it is queued.</p>");
+	run_form(rq, form_err);
+	html_end(rq);
+}
+
+void runs_page_run_new(struct req *rq)
+{
+	run_new_page(rq, NULL);
 }
 
 void runs_post_run_new(struct req *rq)
@@ -510,7 +572,7 @@ void runs_post_run_new(struct req *rq)
 		rc = -1;
 	buf_release(&body);
 	if (rc < 0) {
-		runs_list(rq, err);
+		run_new_page(rq, err);
 		return;
 	}
 	if (miner_enqueue_db(rq->db, &p, &id, err, sizeof(err)) < 0) {
@@ -638,13 +700,13 @@ static void run_filter(struct req *rq, int s, const char *kind, const char *q)
 }
 
 /* Row i of the clusters' table: its metrics nm with bars against max, its title. */
-static void cluster_row(struct req *rq, PGresult *cl, int i, int nm, const double *max, long offset)
+static void cluster_row(struct req *rq, PGresult *cl, int i, int nm, const double *max)
 {
 	long long cid = (long long)model_coln(cl, i, "cluster_id");
 
-	html_rawf(rq, "<tr><td class=\"n\"><a href=\"/clusters/%lld\">%ld</a></td><td class=\"n\">%lld</td>"
-		  "<td>%s</td>", cid, offset + i + 1, (long long)model_coln(cl, i, "rank"),
-		  model_col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
+	/* its rank by total cost, the one its own page and its problem give it */
+	html_rawf(rq, "<tr><td class=\"n rank\"><a href=\"/clusters/%lld\">%lld</a></td><td>%s</td>", cid,
+		  (long long)model_coln(cl, i, "rank_total_cost"), model_col(cl, i, "kind")[0] == 'w' ? "wait" : "run");
 	for (int m = 0; m < nm; m++) {
 		int64_t v = model_coln(cl, i, metric_col[m]);
 		html_raw(rq, "<td class=\"n metric\">");
@@ -677,7 +739,7 @@ static void cluster_row(struct req *rq, PGresult *cl, int i, int nm, const doubl
 }
 
 /* The clusters' table, ordered by metric s (nm metrics shown), with links that keep kind and q. */
-static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const char *kind, const char *q, long offset)
+static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const char *kind, const char *q)
 {
 	double max[SORT_N] = { 0 };
 
@@ -685,8 +747,8 @@ static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const cha
 		for (int m = 0; m < nm; m++)
 			if ((double)model_coln(cl, i, metric_col[m]) > max[m])
 				max[m] = (double)model_coln(cl, i, metric_col[m]);
-	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th class=\"n\">#</th>"
-		     "<th class=\"n\" title=\"rank within its kind under this metric\">Rank</th><th>Kind</th>");
+	html_raw(rq, "<table class=\"clusters\" id=\"clusters\"><thead><tr><th class=\"n\" title=\"by total cost, "
+		     "among all the run's clusters (both kinds)\">Rank</th><th>Kind</th>");
 	for (int m = 0; m < nm; m++) {
 		html_rawf(rq, "<th class=\"n\"%s><a href=\"?", m == s ? " aria-sort=\"descending\"" : "");
 		html_text(rq, pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)m)),
@@ -696,9 +758,9 @@ static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const cha
 	}
 	html_raw(rq, "<th>Title (the frames that tell it apart)</th></tr></thead><tbody>");
 	for (int i = 0; i < PQntuples(cl); i++)
-		cluster_row(rq, cl, i, nm, max, offset);
+		cluster_row(rq, cl, i, nm, max);
 	if (PQntuples(cl) == 0)
-		html_rawf(rq, "<tr><td colspan=\"%d\" class=\"empty\">No clusters (yet).</td></tr>", nm + 4);
+		html_rawf(rq, "<tr><td colspan=\"%d\" class=\"empty\">No clusters (yet).</td></tr>", nm + 3);
 	html_raw(rq, "</tbody></table>");
 }
 
@@ -743,7 +805,7 @@ void runs_page_run(struct req *rq)
 	keep = pages_keep_param(rq, pages_keep_param(rq, pages_keep_param(rq, NULL, "sort", model_sort_name((enum model_sort)s)),
 					 "kind", kind), "q", q);
 	run_filter(rq, s, kind, q);
-	cluster_table(rq, cl, s, nm, kind, q, offset);
+	cluster_table(rq, cl, s, nm, kind, q);
 	pages_pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)model_coln(cnt, 0, "total"));
 	html_end(rq);
 	PQclear(run);
@@ -766,7 +828,7 @@ void runs_post_run_delete(struct req *rq)
 	if (!pages_confirmed(rq, req_printf(rq, "Delete run %s?", rq->arg),
 			     req_printf(rq, "Run %s and all its results (clusters, problems) will be deleted. This "
 					"cannot be undone.", rq->arg),
-			     req_printf(rq, "/runs/%s/delete", rq->arg), "Delete", req_printf(rq, "/runs/%s", rq->arg)))
+			     req_printf(rq, "/runs/%s/delete", rq->arg), "Delete", req_printf(rq, "/runs/%s", rq->arg), NULL))
 		return;
 	if ((rc = delete_checked(rq, err, sizeof(err))) != 0) {
 		html_error(rq, rc, rc == 403 ? "Deleting a run needs an admin token." : err);

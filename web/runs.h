@@ -17,8 +17,10 @@ void runs_get_run(struct req *rq);
 void runs_delete_run(struct req *rq);
 /* A run's parameters in a few words (the runs' list, the run's page, the coverage form). */
 void runs_run_params_summary(struct req *rq, const char *params_json);
-/* GET /runs */
+/* GET /runs: the latest runs (?sort=), each with its worst problem */
 void runs_page_runs(struct req *rq);
+/* GET /runs/new: the form that starts a run (an analyst's) */
+void runs_page_run_new(struct req *rq);
 /* POST /runs/new: the run form without scripts; to the new run's page, or the form again with the error */
 void runs_post_run_new(struct req *rq);
 /* GET /runs/{id} */

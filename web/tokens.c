@@ -202,7 +202,7 @@ void tokens_post_token_revoke(struct req *rq)
 	if (!pages_confirmed(rq, req_printf(rq, "Revoke token %lld?", strtoll(id, NULL, 10)),
 			     "Whatever uses this token (agents, scripts, sessions) is refused from now on. This cannot "
 			     "be undone.",
-			     req_printf(rq, "/tokens/%lld/revoke", strtoll(id, NULL, 10)), "Revoke", "/tokens"))
+			     req_printf(rq, "/tokens/%lld/revoke", strtoll(id, NULL, 10)), "Revoke", "/tokens", NULL))
 		return;
 	rc = auth_token_revoke(rq->db, strtoll(id, NULL, 10), err, sizeof(err));
 	if (rc != 0) {

@@ -190,7 +190,15 @@ await shot(page, "runs");
 step = "run-form";
 let runId;
 await check("the run form starts a run and shows /runs/ID", async () => {
+  // /runs leads with the runs; the form is behind "New run", each field explained with its default
+  expect((await page.locator("#run-form").count()) === 0, "the run form is on /runs");
+  await clickAndWait(page.locator("#new-run"));
+  expect(path(page) === "/runs/new", `New run opened ${page.url()}`);
   const f = page.locator("#run-form");
+  const hints = await f.locator("label small").allTextContents();
+  expect(hints.length >= 14 && hints.filter((h) => /default/.test(h)).length >= 6,
+    `${hints.length} field explanations: ${hints.join(" | ")}`);
+  await shot(page, "run-new");
   const apps = await f.locator("select[name=app] option").allTextContents();
   expect(apps.includes(env.SM_APP) && apps.includes("xssapp"), `apps offered: ${apps.join(", ")}`);
   await f.locator("select[name=app]").selectOption(env.SM_APP);
@@ -283,6 +291,58 @@ for (const m of metrics) {
   });
   if (m === "streams") await shot(page, "sorted-by-streams");
 }
+
+// ---- 3b. one rank everywhere; the runs' list with each run's worst problem ----
+step = "ranks";
+await check("ranks agree: each run-page row's number is the cluster page's 'rank N by total cost' (sorted by " +
+  "streams, so rows and ranks differ)", async () => {
+  needs(clusterRows, "no clusters");
+  await go(`/runs/${runId}?sort=streams`);
+  const rows = await page.locator("#clusters tbody tr td:first-child a").evaluateAll(
+    (as) => as.slice(0, 5).map((a) => [a.getAttribute("href"), a.textContent]));
+  expect(rows.length >= 2, `${rows.length} rows`);
+  expect(rows.some(([, n], i) => Number(n) !== i + 1), `the rows by streams are ranked ${rows.map((r) => r[1])}: ` +
+    "in the order of total cost too, the check could not fail");
+  for (const [href, n] of rows) {
+    await go(href);
+    const h1 = await page.locator("h1").textContent();
+    const m = / rank ([0-9]+) by total cost$/.exec(h1);
+    expect(m && m[1] === n, `the row says ${n}, ${href}'s heading '${h1}'`);
+  }
+});
+step = "runs-list";
+await check("/runs shows a done run's worst problem, linked, with its cost", async () => {
+  needs(runId, "no run");
+  await go("/runs");
+  const cell = page.locator(`#runs tbody tr:has(td:first-child a[href="/runs/${runId}"]) td.worst`);
+  const a = cell.locator("a.worst-link");
+  expect((await a.count()) === 1, `no worst-problem link in run ${runId}'s row: '${await cell.textContent()}'`);
+  const cost = metricValue(await cell.locator(".cost").textContent());
+  expect(cost > 0, `its cost reads '${await cell.locator(".cost").textContent()}'`);
+  const href = await a.getAttribute("href");
+  await clickAndWait(a);
+  expect(path(page) === href && /^\/problems\/[0-9]+$/.test(href), `landed on ${page.url()}`);
+  const h1 = await page.locator("h1").textContent();
+  expect(h1.startsWith(`Problem #${href.split("/")[2]}, rank 1 of run #${runId}`), `heading '${h1}'`);
+});
+await check("the runs table sorts by the worst problem (aria-sort on its header), and back to newest", async () => {
+  await go("/runs");
+  await clickAndWait(page.locator("#runs thead a[data-sort=worst]"));
+  expect(query(page, "sort") === "worst", `URL ${page.url()}`);
+  const sorted = await page.locator("#runs thead th[aria-sort]").evaluateAll(
+    (ths) => ths.map((th) => [th.querySelector("a").dataset.sort, th.getAttribute("aria-sort")]));
+  expect(JSON.stringify(sorted) === '[["worst","descending"]]', `aria-sort on ${JSON.stringify(sorted)}`);
+  const cells = await page.locator("#runs tbody td.worst").allTextContents();
+  const vals = cells.map((c) => (c.trim() === "–" ? -1 : metricValue(/[0-9.]+ (s|ms|µs)$/.exec(c.trim())?.[0] || "")));
+  expect(vals.length >= 3 && vals.every((v) => !Number.isNaN(v)), `unreadable: ${cells.join(" | ")}`);
+  for (let i = 1; i < vals.length; i++)
+    expect(vals[i - 1] >= vals[i], `row ${i + 1} (${cells[i]}) is above row ${i} (${cells[i - 1]})`);
+  await shot(page, "runs-by-worst");
+  await clickAndWait(page.locator("#runs thead a[data-sort=newest]"));
+  const ids = await page.locator("#runs tbody tr td:first-child a").allTextContents();
+  const nums = ids.map((t) => Number(t.slice(1)));
+  expect(nums.every((v, i) => i === 0 || nums[i - 1] > v), `newest first: ${ids.join(" ")}`);
+});
 
 // ---- 4. filter, a cluster, its flame graph ----
 step = "filter";
@@ -729,7 +789,7 @@ await check("markup: the run page shows frame names as text", async () => {
   await noScriptRan("run page");
   const titles = await page.locator("#clusters tbody .frame").evaluateAll((els) => els.map((e) => e.title));
   expect(titles.includes(XSS_FRAMES[1]), `frame titles: ${titles.join(" | ")}`);
-  const wait = page.locator("#clusters tbody tr:has(td:nth-child(3):text-is('wait')) td:first-child a");
+  const wait = page.locator("#clusters tbody tr:has(td:nth-child(2):text-is('wait')) td:first-child a");
   xssCluster = await wait.getAttribute("href");
 });
 await shot(page, "xss-run");
@@ -965,6 +1025,7 @@ await check("without JavaScript, the run form starts a run (a plain POST) and la
   const ctx = await browser.newContext({ viewport: { width: 800, height: 900 }, javaScriptEnabled: false });
   try {
     const p = await loginAs(ctx, env.SM_ANALYST_TOKEN);
+    await Promise.all([p.waitForNavigation(), p.locator("#new-run").click()]);
     const f = p.locator("#run-form");
     await f.locator("select[name=app]").selectOption("xssapp");
     await f.locator("select[name=threshold_mode]").selectOption("ns");
@@ -1075,6 +1136,77 @@ await check("with JavaScript, Delete asks with confirm(): no keeps the run, a PO
     await ctx.close();
   }
 });
+// ---- 8e. alert rules and schedules from the Alerts page (an admin's) ----
+step = "alerts";
+const apiJson = (p, u) => p.evaluate((x) => fetch(x, { credentials: "same-origin" }).then((r) => r.json()), u);
+const ruleName = `browser rule <b>${process.pid}</b>`;
+let alertsPage = null, alertsCtx = null;
+await check("an alert rule made with the Alerts page's form is listed there and by the API; a bad one names its " +
+  "field", async () => {
+  alertsCtx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  const p = (alertsPage = await loginAs(alertsCtx, env.SM_ADMIN_TOKEN));
+  await p.goto(`${BASE}/alerts`);
+  const f = p.locator("#rule-form");
+  await f.locator("input[name=name]").fill(ruleName);
+  await f.locator("input[name=app]").fill(env.SM_APP);
+  await f.locator("select[name=type]").selectOption("new_cluster");
+  await f.locator("input[name=min_share]").fill("1.5");
+  await f.locator("input[name=webhook]").fill("https://hooks.example.com/stackmine");
+  await Promise.all([p.waitForNavigation(), f.locator("button[type=submit]").click()]);
+  const err = await p.locator("#rule-form p.error[role=alert]").textContent();
+  expect(err === "min_share: a number from 1e-09 to 1", `a share of 1.5: '${err}'`);
+  expect((await f.locator("input[name=name]").inputValue()) === ruleName, "the form lost the name");
+  await f.locator("input[name=min_share]").fill("0.2");
+  await Promise.all([p.waitForNavigation(), f.locator("button[type=submit]").click()]);
+  expect(new URL(p.url()).pathname === "/alerts", `landed on ${p.url()}`);
+  const row = p.locator("#rules tbody tr", { hasText: ruleName });
+  expect((await row.count()) === 1, `no row named '${ruleName}' in the rules`);
+  const rules = (await apiJson(p, "/api/v1/alert-rules")).rules.filter((r) => r.name === ruleName);
+  expect(rules.length === 1 && rules[0].min_share === 0.2 && rules[0].app === env.SM_APP &&
+    rules[0].type === "new_cluster", `the API has ${JSON.stringify(rules)}`);
+  expect((await row.getAttribute("data-id")) === String(rules[0].rule_id), "the row is not the API's rule");
+  await shot(p, "alerts");
+});
+await check("a schedule made with the form is listed there and by the API", async () => {
+  needs(alertsPage, "no admin page");
+  const p = alertsPage;
+  const f = p.locator("#schedule-form");
+  await f.locator("input[name=app]").fill(env.SM_APP);
+  await f.locator("select[name=kind]").selectOption("wait");
+  await f.locator("input[name=every_s]").fill("1800");
+  await f.locator("input[name=window_s]").fill("3600");
+  await f.locator("textarea[name=params]").fill('{"cut": 0.6}');
+  await Promise.all([p.waitForNavigation(), f.locator("button[type=submit]").click()]);
+  expect(new URL(p.url()).pathname === "/alerts", `landed on ${p.url()}`);
+  const s = (await apiJson(p, "/api/v1/schedules")).schedules.filter((x) => x.app === env.SM_APP && x.kind === "wait");
+  expect(s.length === 1 && s[0].every_s === 1800 && s[0].window_s === 3600 && s[0].params.cut === 0.6,
+    `the API has ${JSON.stringify(s)}`);
+  expect((await p.locator(`#schedules tbody tr[data-id="${s[0].schedule_id}"]`).count()) === 1, "not in the list");
+});
+await check("deleting a rule or a schedule asks first (confirm(): no keeps it, yes deletes it)", async () => {
+  needs(alertsPage, "no admin page");
+  const p = alertsPage;
+  const rule = (await apiJson(p, "/api/v1/alert-rules")).rules.find((r) => r.name === ruleName);
+  needs(rule, "no rule");
+  const b = p.locator(`#rules form[action="/alerts/rules/${rule.rule_id}/delete"] button.danger`);
+  const asked = [];
+  p.once("dialog", (d) => { asked.push(d.message()); d.dismiss(); });
+  await b.click();
+  await p.waitForTimeout(500);
+  expect(asked.length === 1 && asked[0].includes(`alert rule ${rule.rule_id}`), `dialogs: ${JSON.stringify(asked)}`);
+  expect((await apiJson(p, "/api/v1/alert-rules")).rules.some((r) => r.rule_id === rule.rule_id), "'no' deleted it");
+  p.once("dialog", (d) => d.accept());
+  await Promise.all([p.waitForNavigation(), b.click()]);
+  expect(new URL(p.url()).pathname === "/alerts", `after 'yes' landed on ${p.url()}`);
+  expect(!(await apiJson(p, "/api/v1/alert-rules")).rules.some((r) => r.rule_id === rule.rule_id), "'yes' kept it");
+  const sch = (await apiJson(p, "/api/v1/schedules")).schedules.find((x) => x.app === env.SM_APP);
+  p.once("dialog", (d) => d.accept());
+  await Promise.all([p.waitForNavigation(),
+    p.locator(`#schedules form[action="/alerts/schedules/${sch.schedule_id}/delete"] button.danger`).click()]);
+  expect((await apiJson(p, "/api/v1/schedules")).schedules.length === 0, "the schedule is still there");
+  await alertsCtx.close();
+});
+
 await collectCsp();
 await check("no Content-Security-Policy violation on any page", async () => {
   expect(cspViolations.length === 0, cspViolations.join(" ; "));

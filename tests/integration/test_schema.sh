@@ -37,6 +37,15 @@ t_eq "the old database is at version 6, with its own sm_apply_retention" \
 	"$(pg_q "SELECT max(version), (SELECT count(*) FROM pg_proc WHERE proname = 'sm_apply_retention')
 	       FROM schema_migrations" -d "$UP")" "6|1"
 old_body=$(pg_q "SELECT md5(pg_get_functiondef('sm_apply_retention'::regproc))" -d "$UP")
+# a run of that version, its clusters of both kinds ranked within their kind only; two cost the same
+pg_q "WITH r AS (INSERT INTO runs (status, params) VALUES ('done', '{\"app\": \"a\"}') RETURNING id),
+	p AS (INSERT INTO patterns (run_id, kind, rank, frame_ids, cost_ns, events, streams, stack_ids)
+	      SELECT id, 'w', 1, '{1}', 1, 1, 1, '{}' FROM r RETURNING id, run_id)
+	INSERT INTO clusters (run_id, kind, total_cost_ns, streams, events, avg_cost_ns, rank_total_cost, rank_streams,
+	                      rank_events, rank_avg_cost, medoid, common_frame_ids, members, alignment)
+	SELECT p.run_id, v.k::\"char\", v.c, v.s, 1, 1, 1, 1, 1, 1, p.id, '{1}', ARRAY[p.id], '[]'
+	FROM p, (VALUES (1, 'w', 1800, 3), (2, 'r', 4000, 1), (3, 'w', 4000, 2), (4, 'r', 600, 3)) v(o, k, c, s) ORDER BY v.o" \
+	-d "$UP" >/dev/null || t_bail "clusters of version 6"
 out=$(PGDATABASE=$UP sm_admin migrate 2>&1)
 t_eq "upgraded to the fresh version" "$out" "schema at version $target ($((target - 6)) migrations applied)"
 up=$(fns -d "$UP")
@@ -44,6 +53,13 @@ t_eq "upgraded from version 6, it has the same functions as the fresh one, body 
 t_eq "(its sm_apply_retention changed on the way)" \
 	"$([ "$(pg_q "SELECT md5(pg_get_functiondef('sm_apply_retention'::regproc))" -d "$UP")" != "$old_body" ] &&
 		echo changed)" changed
+# ranks among all the run's clusters (by total cost, by streams), ties by id, as the pages order them
+ranks() { pg_q "SELECT string_agg(run_rank_total_cost || ':' || run_rank_streams || ':' ||
+	coalesce(run_rank_excess_cost::text, '-'), ' ' ORDER BY id) FROM clusters" -d "$UP"; }
+t_eq "025: the clusters of the runs before it ranked among all their run's clusters" "$(ranks)" "3:1:- 1:4:- 2:3:- 4:2:-"
+pg_q "UPDATE clusters SET run_rank_total_cost = NULL, run_rank_streams = NULL" -d "$UP" >/dev/null
+pg_q "SELECT sm_rank_clusters(run_id) FROM clusters LIMIT 1" -d "$UP" >/dev/null
+t_eq "sm_rank_clusters(): the same ranks" "$(ranks)" "3:1:- 1:4:- 2:3:- 4:2:-"
 
 # ---- a program older than the schema ----
 # (the schema one version ahead of this program, a function body of that version)

@@ -371,7 +371,7 @@ t_eq "run: refused bodies queued nothing" "$(pg_q "SELECT count(*) FROM runs")" 
 # the run's clusters: W2 fsync (4000 ns, 1 stream, 1 event), W1 hostile (1800, 3, 3), R1 non-ASCII (600, 2, 2)
 cl() { j '" ".join("%s:%d:%d" % (c["kind"][0], c["total_cost_ns"], c["rank"]) for c in j["clusters"]) + " %s %d" % (j["sort"], j["total"])'; }
 api GET "/api/v1/runs/$RUN/clusters" "${AN[@]}"
-t_eq "clusters: by total cost (default)" "$HTTP_STATUS $(cl)" "200 w:4000:1 w:1800:2 r:600:1 total_cost 3"
+t_eq "clusters: by total cost (default)" "$HTTP_STATUS $(cl)" "200 w:4000:1 w:1800:2 r:600:3 total_cost 3"
 t_eq "clusters: the fields" "$(j 'sorted(j["clusters"][0])')" \
 	'["avg_cost_ns","baseline_cost_ns","baseline_streams","cluster_id","common","est_cost_ns","est_streams","events","excess_cost_ns","excess_hi_ns","excess_lo_ns","expected_cost_ns","kind","own_cost_ns","patterns","patterns_total","problem_id","rank","rank_avg_cost","rank_events","rank_excess_cost","rank_streams","rank_total_cost","run_id","streams","title","total_cost_ns"]'
 W1=$(j 'j["clusters"][1]["cluster_id"]')
@@ -383,19 +383,19 @@ t_eq "clusters: its pattern" "$(j '[{k: v for k, v in p.items() if k != "pattern
 	"[{\"frames\":$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]'),\"cost_ns\":1800,\"events\":3,\"streams\":3,\"est_cost_ns\":1800}]"
 t_eq "clusters: the non-ASCII one's common part" "$(j 'j["clusters"][2]["common"] == ["app!main", E["UNI"], "app!compute"]')" true
 api GET "/api/v1/runs/$RUN/clusters?sort=streams" "${AN[@]}"
-t_eq "clusters: by streams" "$(cl)" "w:1800:1 r:600:1 w:4000:2 streams 3"
+t_eq "clusters: by streams" "$(cl)" "w:1800:1 r:600:2 w:4000:3 streams 3"
 api GET "/api/v1/runs/$RUN/clusters?sort=events" "${AN[@]}"
-t_eq "clusters: by events" "$(cl)" "w:1800:1 r:600:1 w:4000:2 events 3"
+t_eq "clusters: by events" "$(cl)" "w:1800:1 r:600:2 w:4000:3 events 3"
 api GET "/api/v1/runs/$RUN/clusters?sort=avg_cost" "${AN[@]}"
-t_eq "clusters: by average cost" "$(cl) $(j '[c["avg_cost_ns"] for c in j["clusters"]]')" "w:4000:1 w:1800:2 r:600:1 avg_cost 3 [4000,600,300]"
+t_eq "clusters: by average cost" "$(cl) $(j '[c["avg_cost_ns"] for c in j["clusters"]]')" "w:4000:1 w:1800:2 r:600:3 avg_cost 3 [4000,600,300]"
 api GET "/api/v1/runs/$RUN/clusters?kind=run" "${AN[@]}"
-t_eq "clusters: kind filter" "$(cl)" "r:600:1 total_cost 1"
+t_eq "clusters: kind filter (the rank is still the run's)" "$(cl)" "r:600:3 total_cost 1"
 api GET "/api/v1/runs/$RUN/clusters?q=FSYNC" "${AN[@]}"
 t_eq "clusters: frame text, any case" "$(cl)" "w:4000:1 total_cost 1"
 api GET "/api/v1/runs/$RUN/clusters" -G --data-urlencode "q=find&\"'<script>" "${AN[@]}"
 t_eq "clusters: frame text with metacharacters" "$(cl)" "w:1800:2 total_cost 1"
 api GET "/api/v1/runs/$RUN/clusters" -G --data-urlencode "q=日本語>\\路" "${AN[@]}"
-t_eq "clusters: non-ASCII frame text" "$(cl)" "r:600:1 total_cost 1"
+t_eq "clusters: non-ASCII frame text" "$(cl)" "r:600:3 total_cost 1"
 api GET "/api/v1/runs/$RUN/clusters?limit=1&offset=1&patterns=0" "${AN[@]}"
 t_eq "clusters: paged, no patterns" "$(cl) $(j '[j["clusters"][0]["patterns"], j["clusters"][0]["patterns_total"]]')" "w:1800:2 total_cost 3 [[],1]"
 api GET "/api/v1/runs/$RUN/clusters?sort=cost" "${AN[@]}"
@@ -427,7 +427,7 @@ PCL() { # PCL ID KIND RANK COST STREAMS EVENTS AVG TITLE COMMON: a member cluste
 }
 NOEX='"excess_cost_ns":null,"excess_lo_ns":null,"excess_hi_ns":null,"own_cost_ns":null,"expected_cost_ns":null,"baseline_streams":null'
 P2JSON="{\"problem_id\":$PW2,\"run_id\":$RUN,\"rank\":1,\"total_cost_ns\":4000,\"streams\":1,\"events\":1,\"avg_cost_ns\":4000,$NOEX,\"est_cost_ns\":4000,\"est_streams\":1,\"cause\":\"code\",\"title\":[\"app!disk\",\"libc!fsync\"],\"clusters\":[$(PCL "$W2" wait 1 4000 1 1 4000 '["app!disk","libc!fsync"]' '["app!main","app!disk","libc!fsync"]')]}"
-P1JSON="{\"problem_id\":$PW1,\"run_id\":$RUN,\"rank\":2,\"total_cost_ns\":2400,\"streams\":3,\"events\":5,\"avg_cost_ns\":480,$NOEX,\"est_cost_ns\":2400,\"est_streams\":3,\"cause\":\"code\",\"title\":$(j '[E["HOSTILE"], "libc!futex_wait"]'),\"clusters\":[$(PCL "$W1" wait 2 1800 3 3 600 "$(j '[E["HOSTILE"], "libc!futex_wait"]')" "$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]')"),$(PCL "$R1" run 1 600 2 2 300 "$(j '[E["UNI"], "app!compute"]')" "$(j '["app!main", E["UNI"], "app!compute"]')")]}"
+P1JSON="{\"problem_id\":$PW1,\"run_id\":$RUN,\"rank\":2,\"total_cost_ns\":2400,\"streams\":3,\"events\":5,\"avg_cost_ns\":480,$NOEX,\"est_cost_ns\":2400,\"est_streams\":3,\"cause\":\"code\",\"title\":$(j '[E["HOSTILE"], "libc!futex_wait"]'),\"clusters\":[$(PCL "$W1" wait 2 1800 3 3 600 "$(j '[E["HOSTILE"], "libc!futex_wait"]')" "$(j '["app!main", E["HOSTILE"], "libc!futex_wait"]')"),$(PCL "$R1" run 3 600 2 2 300 "$(j '[E["UNI"], "app!compute"]')" "$(j '["app!main", E["UNI"], "app!compute"]')")]}"
 api GET "/api/v1/runs/$RUN/problems" "${AN[@]}"
 t_eq "problems: the worst first, run and wait clusters of the same streams together, exactly" "$HTTP_STATUS $(j 'j')" \
 	"200 {\"problems\":[$P2JSON,$P1JSON],\"total\":2,\"reason\":null}"
@@ -571,6 +571,41 @@ t_eq "cluster stacks: exact body" "$HTTP_STATUS $HTTP_BODY" \
 api GET "/api/v1/clusters/$R1/stacks" "${AN[@]}"
 t_eq "cluster stacks: non-ASCII exact body" "$HTTP_BODY" \
 	"{\"stacks\": [[\"app!main\", \"app!überprüfe<日本語>\\\\路径 ✓\", \"app!compute\"]], \"costs\": [{\"stack\": 0, \"cost_ns\": 600, \"events\": 2}]}"$'\n'
+# one rank per cluster: the run page's row number (by total cost among all the run's clusters, both
+# kinds), the cluster page's heading, the problems' members and the API's rank_total_cost agree
+api GET "/runs/$RUN?sort=streams" "${AN[@]}"
+RANKROWS=$(grep -o '<td class="n rank"><a href="/clusters/[0-9]*">[0-9]*</a>' <<<"$HTTP_BODY" | sed 's|.*/clusters/\([0-9]*\)">\([0-9]*\)<.*|\1:\2|' | tr '\n' ' ')
+t_eq "ranks: the run page's rows, sorted by streams, keep their rank by total cost" "$RANKROWS" "$W1:2 $R1:3 $W2:1 "
+for c in "$W2" "$W1" "$R1"; do
+	api GET "/clusters/$c" "${AN[@]}"
+	want=$(grep -o "$c:[0-9]*" <<<"$RANKROWS" | cut -d: -f2)
+	t_eq "ranks: cluster $c's heading says the rank of its row" "$(grep -o 'rank [0-9]* by total cost' <<<"$HTTP_BODY")" "rank $want by total cost"
+	api GET "/api/v1/clusters/$c" "${AN[@]}"
+	t_eq "ranks: cluster $c's rank_total_cost in the API" "$(j 'j["rank_total_cost"]')" "$want"
+done
+t_eq "ranks: stored by the miner with the clusters (025_run_ranks)" \
+	"$(pg_q "SELECT string_agg(id || ':' || run_rank_total_cost || ':' || run_rank_streams, ' ' ORDER BY id) FROM clusters WHERE run_id = $RUN")" \
+	"$(printf '%s\n' "$W2:1:3" "$W1:2:1" "$R1:3:2" | sort -t: -k1,1n | tr '\n' ' ' | sed 's/ $//')"
+api GET "/runs/$RUN" "${AN[@]}"
+t_match "ranks: a problem's member shows the same rank" "$HTTP_BODY" "run cluster <a href=\"/clusters/$R1\">#$R1</a> \\(rank 3\\)"
+
+# the runs' page leads with the latest runs and their worst problem, and sorts
+api GET /runs "${AN[@]}"
+t_match "runs page: a done run's worst problem, linked, with its total cost" "$HTTP_STATUS $HTTP_BODY" \
+	"^200 .*<tr><td><a href=\"/runs/$RUN\">#$RUN</a></td><td>webapp</td><td><span class=\"status done\">done</span></td><td class=\"worst\"><a class=\"worst-link\" href=\"/problems/$PW2\"><span class=\"frames\">.*libc!fsync.*</span></a> <span class=\"cost\">[^<]+</span></td>"
+t_match "runs page: newest first by default, said so" "$HTTP_BODY" '<th aria-sort="descending"><a href="/runs\?sort=newest" data-sort="newest">Run ▼</a></th>'
+runorder() { grep -o '<tr><td><a href="/runs/[0-9]*">' <<<"$HTTP_BODY" | grep -o '[0-9]*' | tr '\n' ' '; }
+t_eq "runs page: newest first" "$(runorder)" "$(pg_q "SELECT id FROM runs ORDER BY id DESC" | tr '\n' ' ')"
+api GET "/runs?sort=worst" "${AN[@]}"
+t_eq "runs page: by the worst problem's cost" "$(runorder)" \
+	"$(pg_q "SELECT r.id FROM runs r LEFT JOIN problems p ON p.run_id = r.id AND p.rank = 1 ORDER BY p.total_cost_ns DESC NULLS LAST, r.id DESC" | tr '\n' ' ')"
+t_match "runs page: the sorted column's header" "$HTTP_BODY" '<th aria-sort="descending"><a href="/runs\?sort=worst" data-sort="worst">Worst problem \(total cost\) ▼</a></th>'
+api GET "/runs?sort=app" "${AN[@]}"
+t_eq "runs page: by app" "$(runorder) $(grep -c 'aria-sort="ascending"><a href="/runs?sort=app"' <<<"$HTTP_BODY")" \
+	"$(pg_q "SELECT id FROM runs ORDER BY params->>'app', id DESC" | tr '\n' ' ') 1"
+api GET "/runs?sort=x%27%3B--" "${AN[@]}"
+t_eq "runs page: an unknown order is the default" "$HTTP_STATUS $(runorder)" "200 $(pg_q "SELECT id FROM runs ORDER BY id DESC" | tr '\n' ' ')"
+
 api GET "/api/v1/clusters/999999" "${AN[@]}"
 t_err "cluster: missing" 404 "cluster 999999: no such cluster"
 api GET "/api/v1/clusters/999999/stacks" "${AN[@]}"
@@ -728,6 +763,9 @@ t_eq "cookie: an old cookie holding the token itself is no session" "$HTTP_STATU
 RF=(-H 'Content-Type: application/x-www-form-urlencoded')
 NRUNS=$(pg_q "SELECT count(*) FROM runs")
 api GET /runs "${CK[@]}"
+t_eq "runs page: no form, a link to it" "$HTTP_STATUS $(grep -c 'id="run-form"' <<<"$HTTP_BODY") $(grep -o '<a id="new-run" class="button" href="/runs/new">New run</a>' <<<"$HTTP_BODY")" \
+	'200 0 <a id="new-run" class="button" href="/runs/new">New run</a>'
+api GET /runs/new "${CK[@]}"
 t_match "run form: a plain POST to /runs/new with the token" "$HTTP_BODY" \
 	"<form id=\"run-form\" class=\"grid\" method=\"post\" action=\"/runs/new\"><input type=\"hidden\" name=\"csrf\" value=\"$CSRF\">"
 api POST /runs/new "${CK[@]}" "${RF[@]}" --data-binary 'app=nosuchapp&kind=wait&aoi=thread&threshold_mode=ns&threshold=750&delay_ms=300&linkage=single&cut=0.25'
@@ -947,8 +985,94 @@ t_eq "fleet page: not an analyst's" "$HTTP_STATUS $(pg_q "SELECT guard FROM agen
 api GET /fleet "${AD[@]}"
 t_match "fleet page: the settings, escaped, with a remove button for an admin" "$HTTP_BODY" \
 	'<h2>Settings pushed to the agents</h2>.*<td>redis</td><td><span class="bad">off</span></td><td class="n">–</td><td class="n">10</td><td class="n">–</td><td class="n">1</td><td>calm &lt;it&gt;</td>.*action="/fleet/settings/delete"'
+t_match "fleet page: Remove is a danger button that asks first" "$HTTP_BODY" \
+	'<form method="post" action="/fleet/settings/delete" data-confirm="Remove the settings pushed to redis\? Its agents go back to the settings they were started with."><input type="hidden" name="app" value="redis"><input type="hidden" name="csrf" value=""><button type="submit" class="danger">Remove</button></form>'
 api POST /fleet/settings/delete "${AD[@]}" "${FORM[@]}" --data-binary 'app=redis'
+t_eq "fleet page: Remove asks first (no script): the app carried, nothing removed" \
+	"$HTTP_STATUS $(grep -o '<form class="confirm" method="post" action="/fleet/settings/delete"><input type="hidden" name="csrf" value=""><input type="hidden" name="app" value="redis"><p>' <<<"$HTTP_BODY") $(pg_q "SELECT count(*) FROM agent_settings WHERE app = 'redis'")" \
+	'200 <form class="confirm" method="post" action="/fleet/settings/delete"><input type="hidden" name="csrf" value=""><input type="hidden" name="app" value="redis"><p> 1'
+api POST /fleet/settings/delete "${AD[@]}" "${FORM[@]}" --data-binary 'app=redis&confirm=1'
 t_eq "fleet page: removed" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM agent_settings WHERE app = 'redis'")" "303 0"
+
+# ---- alert rules and schedules: one validator for the API's body and the Alerts page's form ----
+HOOKURL=https://hooks.example.com/stackmine
+# page_err: the error paragraph of the form that was refused
+page_err() { grep -o "<form id=\"$1\"[^>]*>.*" <<<"$HTTP_BODY" | grep -o '<p class="error" role="alert">[^<]*</p>' | head -n 1; }
+api POST /api/v1/alert-rules "${AD[@]}" "${JS[@]}" --data-binary "{\"name\": \"big\", \"type\": \"new_cluster\", \"min_share\": 2, \"webhook\": \"$HOOKURL\"}"
+t_err "alert rule API: min_share out of range" 400 "min_share: a number from 1e-09 to 1"
+api POST /alerts/rules "${AD[@]}" "${FORM[@]}" --data-binary "name=big&type=new_cluster&min_share=2&webhook=$HOOKURL"
+t_eq "alert rule form: the same message, on the page, in its form" "$HTTP_STATUS $(page_err rule-form)" \
+	'400 <p class="error" role="alert">min_share: a number from 1e-09 to 1</p>'
+t_match "alert rule form: the fields as sent" "$HTTP_BODY" '<input name="name" value="big" required maxlength="255">.*<option value="new_cluster" selected>.*<input name="min_share" value="2" inputmode="decimal">'
+api POST /api/v1/alert-rules "${AD[@]}" "${JS[@]}" --data-binary "{\"name\": \"sig\", \"type\": \"signature_cost\", \"limit_ns_per_hour\": 5, \"webhook\": \"$HOOKURL\"}"
+t_err "alert rule API: signature_cost without its signature" 400 "signature_id: required for signature_cost"
+api POST /alerts/rules "${AD[@]}" "${FORM[@]}" --data-binary "name=sig&type=signature_cost&signature_id=&limit_ns_per_hour=5&webhook=$HOOKURL"
+t_eq "alert rule form: an empty field is one not given" "$HTTP_STATUS $(page_err rule-form)" \
+	'400 <p class="error" role="alert">signature_id: required for signature_cost</p>'
+api POST /alerts/rules "${AD[@]}" "${FORM[@]}" --data-binary "name=sig&type=signature_cost&signature_id=1.5&limit_ns_per_hour=5&webhook=$HOOKURL"
+t_eq "alert rule form: a whole number" "$HTTP_STATUS $(page_err rule-form)" \
+	'400 <p class="error" role="alert">signature_id: a whole number from 1 to 9e+15</p>'
+api POST /alerts/rules "${AD[@]}" "${FORM[@]}" --data-binary "name=&type=new_cluster&min_share=0.5&webhook=$HOOKURL"
+t_eq "alert rule form: the name" "$HTTP_STATUS $(page_err rule-form)" '400 <p class="error" role="alert">name: required, 1 to 255 bytes</p>'
+api POST /alerts/rules "${AD[@]}" "${FORM[@]}" --data-binary "name=x&type=new_cluster&min_share=0.5&webhook=ftp%3A%2F%2Fx"
+t_match "alert rule form: the webhook's check" "$HTTP_STATUS $(page_err rule-form)" '^400 <p class="error" role="alert">webhook: [^<]+</p>$'
+api POST /alerts/rules "${AN[@]}" "${FORM[@]}" --data-binary "name=x&type=new_cluster&min_share=0.5&webhook=$HOOKURL"
+t_eq "alert rule form: an admin's, as in the API" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM alert_rules")" "403 0"
+api POST /alerts/rules "${CK[@]}" "${FORM[@]}" --data-binary "name=x&type=new_cluster&min_share=0.5&webhook=$HOOKURL"
+t_eq "alert rule form: a cookie without the request token" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM alert_rules")" "403 0"
+api POST /alerts/rules "${AD[@]}" "${FORM[@]}" --data-binary "name=new+clusters+%3Cb%3E&app=webapp&type=new_cluster&min_share=+0.05+&webhook=$HOOKURL"
+t_eq "alert rule form: made, 303 back to the page" "$HTTP_STATUS $(header Location) $(pg_q "SELECT name, app, type, min_share, webhook, signature_id IS NULL FROM alert_rules")" \
+	"303 /alerts new clusters <b>|webapp|new_cluster|0.05|$HOOKURL|t"
+FRULE=$(pg_q "SELECT id FROM alert_rules")
+api GET /api/v1/alert-rules "${AD[@]}"
+t_eq "alert rule form: the API lists it" "$(j '[(r["rule_id"], r["name"], r["min_share"]) for r in j["rules"]]')" "[[$FRULE,\"new clusters <b>\",0.05]]"
+
+api POST /api/v1/schedules "${AD[@]}" "${JS[@]}" --data-binary '{"app": "webapp", "kind": "run", "every_s": 600.5, "window_s": 3600}'
+t_err "schedule API: every_s whole" 400 "every_s: a whole number from 60 to 604800"
+api POST /alerts/schedules "${AD[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=run&every_s=600.5&window_s=3600'
+t_eq "schedule form: the same message" "$HTTP_STATUS $(page_err schedule-form)" '400 <p class="error" role="alert">every_s: a whole number from 60 to 604800</p>'
+api POST /api/v1/schedules "${AD[@]}" "${JS[@]}" --data-binary '{"app": "webapp", "kind": "run", "every_s": 600}'
+t_err "schedule API: window_s required" 400 "window_s: required, a whole number from 60 to 2592000"
+api POST /alerts/schedules "${AD[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=run&every_s=600&window_s='
+t_eq "schedule form: window_s required" "$HTTP_STATUS $(page_err schedule-form)" '400 <p class="error" role="alert">window_s: required, a whole number from 60 to 2592000</p>'
+api POST /api/v1/schedules "${AD[@]}" "${JS[@]}" --data-binary '{"app": "webapp", "kind": "run", "every_s": 600, "window_s": 3600, "params": [1]}'
+t_err "schedule API: params an object" 400 "params: an object of run parameters (POST /api/v1/runs)"
+api POST /alerts/schedules "${AD[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=run&every_s=600&window_s=3600&params=%5B1%5D'
+t_eq "schedule form: params an object" "$HTTP_STATUS $(page_err schedule-form)" '400 <p class="error" role="alert">params: an object of run parameters (POST /api/v1/runs)</p>'
+api POST /alerts/schedules "${AD[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=run&every_s=600&window_s=3600&params=%7B%22cut%22%3A+7%7D'
+t_eq "schedule form: the run parameters checked as a run's" "$HTTP_STATUS $(page_err schedule-form)" '400 <p class="error" role="alert">params: cut: must be from 0 to 1</p>'
+t_match "schedule form: the fields as sent" "$HTTP_BODY" '<textarea name="params" rows="2"[^>]*>\{&quot;cut&quot;: 7\}</textarea>'
+api POST /alerts/schedules "${AD[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=run&every_s=600&window_s=3600&params=%7Boops'
+t_match "schedule form: params not JSON" "$HTTP_STATUS $(page_err schedule-form)" '^400 <p class="error" role="alert">params: not JSON: [^<]+</p>$'
+api POST /alerts/schedules "${AD[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=sideways&every_s=600&window_s=3600'
+t_eq "schedule form: the kind" "$HTTP_STATUS $(page_err schedule-form) $(pg_q "SELECT count(*) FROM schedules")" '400 <p class="error" role="alert">kind: required, wait, run or both</p> 0'
+api POST /alerts/schedules "${AN[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=run&every_s=600&window_s=3600'
+t_eq "schedule form: an admin's" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM schedules")" "403 0"
+api POST /alerts/schedules "${AD[@]}" "${FORM[@]}" --data-binary 'app=webapp&kind=run&every_s=900&window_s=7200&params=%7B%22cut%22%3A+0.6%7D'
+t_eq "schedule form: made, 303 back to the page" "$HTTP_STATUS $(header Location) $(pg_q "SELECT app, kind, every_s, window_s, params->>'cut' FROM schedules")" \
+	"303 /alerts webapp|run|900|7200|0.6"
+FSCHED=$(pg_q "SELECT id FROM schedules")
+api GET /api/v1/schedules "${AD[@]}"
+t_eq "schedule form: the API lists it" "$(j '[(r["schedule_id"], r["app"], r["every_s"]) for r in j["schedules"]]')" "[[$FSCHED,\"webapp\",900]]"
+
+api GET /alerts "${AD[@]}"
+t_match "alerts page: the rule and schedule, each with a Delete that asks" "$HTTP_STATUS $HTTP_BODY" \
+	"^200 .*<table id=\"rules\">.*<tr data-id=\"$FRULE\"><td>$FRULE</td><td>new clusters &lt;b&gt;</td>.*<form method=\"post\" action=\"/alerts/rules/$FRULE/delete\" data-confirm=\"Delete alert rule $FRULE\\? This cannot be undone.\"><input type=\"hidden\" name=\"csrf\" value=\"\"><button type=\"submit\" class=\"danger\">Delete</button></form>.*<form id=\"rule-form\" class=\"grid\" method=\"post\" action=\"/alerts/rules\">.*<table id=\"schedules\">.*<form method=\"post\" action=\"/alerts/schedules/$FSCHED/delete\" data-confirm=.*<form id=\"schedule-form\""
+t_eq "alerts page: no error shown first" "$(grep -c 'class="error"' <<<"$HTTP_BODY")" 0
+api GET /alerts "${AN[@]}"
+t_eq "alerts page: an analyst sees no forms" "$HTTP_STATUS $(grep -c 'rule-form\|schedule-form\|/delete' <<<"$HTTP_BODY")" "200 0"
+api POST "/alerts/rules/$FRULE/delete" "${AD[@]}" "${FORM[@]}" --data-binary ''
+t_eq "alert rule delete: asks first (no script), deletes nothing" "$HTTP_STATUS $(grep -o "<h1>Delete alert rule $FRULE?</h1><form class=\"confirm\" method=\"post\" action=\"/alerts/rules/$FRULE/delete\">" <<<"$HTTP_BODY" | wc -l) $(pg_q "SELECT count(*) FROM alert_rules")" "200 1 1"
+api POST "/alerts/rules/$FRULE/delete" "${AN[@]}" "${FORM[@]}" --data-binary 'confirm=1'
+t_eq "alert rule delete: an admin's" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM alert_rules")" "403 1"
+api POST "/alerts/rules/$FRULE/delete" "${AD[@]}" "${FORM[@]}" --data-binary 'confirm=1'
+t_eq "alert rule delete: confirmed, 303 back" "$HTTP_STATUS $(header Location) $(pg_q "SELECT count(*) FROM alert_rules")" "303 /alerts 0"
+api POST "/alerts/rules/$FRULE/delete" "${AD[@]}" "${FORM[@]}" --data-binary 'confirm=1'
+t_eq "alert rule delete: once" "$HTTP_STATUS" 404
+api POST "/alerts/schedules/$FSCHED/delete" "${AD[@]}" "${FORM[@]}" --data-binary ''
+t_eq "schedule delete: asks first" "$HTTP_STATUS $(pg_q "SELECT count(*) FROM schedules")" "200 1"
+api POST "/alerts/schedules/$FSCHED/delete" "${AD[@]}" "${FORM[@]}" --data-binary 'confirm=1'
+t_eq "schedule delete: confirmed" "$HTTP_STATUS $(header Location) $(pg_q "SELECT count(*) FROM schedules")" "303 /alerts 0"
 
 # ---- a stream that retention removed after the run: listed, marked expired, no link ----
 pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');

@@ -21,7 +21,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the number of checks the browser scenario makes when it runs to the end
-BROWSER_CHECKS=58
+BROWSER_CHECKS=64
 
 browser_dir=$SM_REPO/tests/browser
 chromium=${SM_CHROMIUM:-/usr/bin/chromium}
@@ -148,7 +148,7 @@ if [ -s "$T_TMP/browser.err" ]; then
 fi
 t_eq "browser: scenario exit status" "$rc" "$([ "$nfail" -eq 0 ] && echo 0 || echo 1)"
 t_eq "browser: number of checks" "$n" "$BROWSER_CHECKS"
-t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 24
+t_eq "browser: screenshots taken" "$(find "$screens" -name '*.png' -size +1k | wc -l)" 27
 
 stop_web
 t_eq "sm-web: no 5xx answered" "$(grep -c 'status=5' "$WEB_LOG")" 0

@@ -1,13 +1,16 @@
 /* Unit tests of sm-web's request layer and page pieces that need no server: form
  * decoding (req_form), who may read and write (roles, the cross-site request
  * token, Origin), routing, escaped frame names, costs, bars, the page frame, and the
- * check of the settings pushed to the agents, whose limits must be the database's. */
+ * check of the settings pushed to the agents, whose limits must be the database's, the
+ * confirmation of destructive forms and the runs page's orders. */
 #include "common/arena.h"
 #include "common/migrations.h"
 #include "guardcore/settings.h"
 #include "tests/unit/check.h"
 #include "web/fleet.h"
 #include "web/html.h"
+#include "web/model.h"
+#include "web/pages.h"
 #include "web/request.h"
 #include "web/streams.h"
 #include "web/timeline.h"
@@ -408,6 +411,44 @@ static void test_settings_check(void)
 	CHECK(guard_setting_find("note") == NULL);
 }
 
+/* A destructive form's first POST only asks (carrying the form's fields named); confirm=1 acts. */
+static void test_confirmed(void)
+{
+	static const char *const keep[] = { "app", "none", NULL };
+	struct req rq;
+
+	req_init(&rq, "app=%3Cb%3Ex%26y&csrf=t");
+	CHECK(!pages_confirmed(&rq, "Remove it?", "Really.", "/fleet/settings/delete", "Remove", "/fleet", keep));
+	CHECK_INT(rq.status, 200);
+	CHECK(strstr(buf_cstr(&rq.out), "<h1>Remove it?</h1><form class=\"confirm\" method=\"post\" "
+		  "action=\"/fleet/settings/delete\"><input type=\"hidden\" name=\"csrf\" value=\"\"><input "
+		  "type=\"hidden\" name=\"app\" value=\"&lt;b&gt;x&amp;y\"><p>Really.</p><input type=\"hidden\" "
+		  "name=\"confirm\" value=\"1\"><button type=\"submit\" class=\"danger\">Remove</button> <a "
+		  "class=\"button secondary\" href=\"/fleet\">Cancel</a></form>") != NULL);
+	CHECK(strstr(buf_cstr(&rq.out), "name=\"none\"") == NULL);
+	req_done(&rq);
+	req_init(&rq, "app=x&confirm=1");
+	CHECK(pages_confirmed(&rq, "Remove it?", "Really.", "/fleet/settings/delete", "Remove", "/fleet", keep));
+	CHECK_INT((int)rq.out.len, 0);
+	req_done(&rq);
+	req_init(&rq, "confirm=yes");
+	CHECK(!pages_confirmed(&rq, "Remove it?", "Really.", "/x", "Remove", "/", NULL));
+	req_done(&rq);
+}
+
+/* ?sort= of the runs page: only the names it knows, each its own. */
+static void test_run_sort(void)
+{
+	for (int i = 0; i < RUN_SORT_N; i++)
+		CHECK_INT(model_run_sort_parse(model_run_sort_name((enum model_run_sort)i)), i);
+	CHECK_INT(model_run_sort_parse("worst"), RUN_SORT_WORST);
+	CHECK_INT(model_run_sort_parse("newest"), RUN_SORT_NEWEST);
+	CHECK_INT(model_run_sort_parse("x.run_id DESC"), -1);
+	CHECK_INT(model_run_sort_parse("Worst"), -1);
+	CHECK_INT(model_run_sort_parse(""), -1);
+	CHECK_INT(model_run_sort_parse(NULL), -1);
+}
+
 /* The timeline's hover text of a stack: outermost first, the outer frames dropped past
  * TL_STACK_FRAMES, long names cut on a character boundary. */
 static void test_stack_text(void)
@@ -479,6 +520,8 @@ static void test_stream_times(void)
 
 int main(void)
 {
+	RUN(test_confirmed);
+	RUN(test_run_sort);
 	RUN(test_settings_schema);
 	RUN(test_settings_check);
 	RUN(test_local_next);
