@@ -380,7 +380,7 @@ print_guide() {
 		echo "  ${p%%:*}: run ${p#*:}   $web_url/runs/${p#*:}   (as pprof: $web_url/api/v1/runs/${p#*:}/profile)"
 		"$bin/sm-miner" --db "$db" clusters "${p#*:}" --limit 4 | sed 's/^/    /'
 		# where they happen, when a host, version or label value stands out (attribution, docs/analysis.md)
-		for top in $(q -v run="${p#*:}" <<<"SELECT id FROM clusters WHERE run_id = :'run' ORDER BY coalesce(rank_excess_cost, rank_total_cost), kind DESC, id LIMIT 4"); do
+		for top in $(q -v run="${p#*:}" <<<"SELECT id FROM clusters WHERE run_id = :'run' ORDER BY coalesce(run_rank_excess_cost, run_rank_total_cost), id LIMIT 4"); do
 			words=$(curl -s -H "Authorization: Bearer $SM_ANALYST_TOKEN" "$web_url/api/v1/clusters/$top/attribution?limit=1" |
 				sed -n 's/.*"summary": *"\([^"]*\)".*/\1/p')
 			case $words in ''|No\ *) ;; *) echo "    cluster $top: $words" ;; esac

@@ -520,8 +520,9 @@ static void print_frames(PGconn *db, const char *ids)
 	PQclear(r);
 }
 
-/* "#1  wait  excess 1.2 s [0.9 s, 1.5 s]  total 36.43 s (#3)  1,234 streams  cluster 17", then its title:
- * a run's costliest clusters as people read them (the demo prints these). */
+/* "#1  wait  excess 1.2 s [0.9 s, 1.5 s]  total 36.4 s (#3)  1,234 streams  cluster 17", then its title:
+ * a run's costliest clusters as people read them (the demo prints these), ranked among all of the
+ * run's clusters as the dashboard ranks them. */
 static int cmd_clusters(const char *conninfo, struct args *c, const char *run)
 {
 	char lim[24];
@@ -534,11 +535,12 @@ static int cmd_clusters(const char *conninfo, struct args *c, const char *run)
 		return rc;
 	/* the title, or for a run mined before titles the innermost 3 frames of the common part */
 	r = PQexecParams(db,
-			 "SELECT c.id, c.kind, coalesce(c.rank_excess_cost, c.rank_total_cost), c.excess_cost_ns,"
-			 " c.excess_lo_ns, c.excess_hi_ns, c.rank_total_cost, c.total_cost_ns, c.streams,"
+			 "SELECT c.id, c.kind, coalesce(c.run_rank_excess_cost, c.run_rank_total_cost, c.rank_excess_cost,"
+			 " c.rank_total_cost) AS rank, c.excess_cost_ns, c.excess_lo_ns, c.excess_hi_ns,"
+			 " coalesce(c.run_rank_total_cost, c.rank_total_cost), c.total_cost_ns, c.streams,"
 			 " coalesce(c.title_frame_ids, c.common_frame_ids[greatest(cardinality(c.common_frame_ids) - 2, 1):])"
 			 " FROM clusters c WHERE c.run_id = $1"
-			 " ORDER BY coalesce(c.rank_excess_cost, c.rank_total_cost), c.kind DESC, c.id LIMIT $2::integer",
+			 " ORDER BY rank, c.id LIMIT $2::integer",
 			 2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		fprintf(stderr, "sm-miner: %s", PQresultErrorMessage(r));

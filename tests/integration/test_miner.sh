@@ -277,7 +277,7 @@ t_match "show: patterns with frame names" "$(miner show "$RUN")" "wait #1  cost 
 t_match "clusters: the costliest with their titles, numbers as people read them" "$(miner clusters "$RUN" --limit 2)" \
 	"^#1  wait  total 1.5 µs \(#1\)  3 streams  cluster [0-9]+
     loop › lock_wait
-#1  run   total 1.5 µs \(#1\)  5 streams  cluster [0-9]+
+#2  run   total 1.5 µs \(#2\)  5 streams  cluster [0-9]+
     worker › compute$"
 t_eq "clusters: --limit" "$(miner clusters "$RUN" --limit 1 | wc -l)" 2
 miner clusters 999999 >"$T_TMP/o" 2>&1
