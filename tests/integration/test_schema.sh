@@ -38,7 +38,9 @@ t_eq "the old database is at version 6, with its own sm_apply_retention" \
 	       FROM schema_migrations" -d "$UP")" "6|1"
 old_body=$(pg_q "SELECT md5(pg_get_functiondef('sm_apply_retention'::regproc))" -d "$UP")
 out=$(PGDATABASE=$UP sm_admin migrate 2>&1)
-t_eq "upgraded to the fresh version" "$out" "schema at version $target ($((target - 6)) migrations applied)"
+# counted, not subtracted: version numbers may leave gaps (two branches each taking a number)
+nmig=$(pg_q "SELECT count(*) FROM schema_migrations WHERE version > 6")
+t_eq "upgraded to the fresh version" "$out" "schema at version $target ($nmig migrations applied)"
 up=$(fns -d "$UP")
 t_eq "upgraded from version 6, it has the same functions as the fresh one, body for body" "$up" "$fresh"
 t_eq "(its sm_apply_retention changed on the way)" \
