@@ -559,12 +559,13 @@ static int parse_modules(struct wire_parser *p, struct arena *a, struct json_rea
 	return rc;
 }
 
-/* A tid as a "threads" key: decimal, no sign, no leading zero, 1 to TID_MAX (one spelling per tid). */
+/* A tid as a "threads" key: decimal, no sign, no leading zero, 0 (the idle task, which perf
+ * captures show) to TID_MAX: one spelling per tid. */
 static bool thread_key(const char *k, size_t n, int64_t *tid)
 {
 	int64_t v = 0;
 
-	if (n == 0 || n > 10 || k[0] == '0')
+	if (n == 0 || n > 10 || (k[0] == '0' && n > 1))
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		if (k[i] < '0' || k[i] > '9')
@@ -617,7 +618,7 @@ static int parse_threads(struct wire_parser *p, struct arena *a, struct json_rea
 			return fail(p, WIRE_EINVALID, "threads: a key of %s%zu bytes is not a thread id",
 				    trunc ? "more than " : "", klen);
 		if (!thread_key(key, klen, &th[n].tid))
-			return fail(p, WIRE_EINVALID, "threads.%.*s: not a thread id (a decimal integer from 1 to %lld)",
+			return fail(p, WIRE_EINVALID, "threads.%.*s: not a thread id (a decimal integer from 0 to %lld)",
 				    (int)klen, key, (long long)TID_MAX);
 		if ((rc = take_str(p, a, r, &f, WIRE_MAX_THREAD_NAME, false, &th[n].name)))
 			return rc;

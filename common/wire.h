@@ -33,7 +33,7 @@ struct wire_label {
 	const char *value;
 };
 
-/* A thread's name (optional extension "threads"), e.g. its comm: tid 1..2^31-1, name 1..64 bytes. */
+/* A thread's name (optional extension "threads"), e.g. its comm: tid 0..2^31-1, name 1..64 bytes. */
 struct wire_thread {
 	int64_t tid;
 	const char *name;

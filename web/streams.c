@@ -637,7 +637,7 @@ static struct tl_thread *stream_threads(struct req *rq, PGresult *st, size_t *n)
 		json_object_object_foreach(o, key, val) {
 			int64_t tid;
 
-			if (util_parse_i64(key, 1, INT64_MAX, &tid) == 0 && json_object_is_type(val, json_type_string) &&
+			if (util_parse_i64(key, 0, INT64_MAX, &tid) == 0 && json_object_is_type(val, json_type_string) &&
 			    (th[*n].name = arena_strndup(rq->a, json_object_get_string(val),
 							  (size_t)json_object_get_string_len(val))))
 				th[(*n)++].tid = tid;

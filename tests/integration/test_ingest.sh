@@ -181,11 +181,11 @@ bad_threads() {
 	t_eq "bad threads, $1" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"$2\",\"stream_id\":\"$id\"}"
 }
 bad_threads "not an object" 'threads: must be an object, not an array' '["nginx"]'
-bad_threads "a key that is no tid" 'threads.12x: not a thread id (a decimal integer from 1 to 2147483647)' '{"4211": "a", "12x": "b"}'
-bad_threads "a leading zero" 'threads.04211: not a thread id (a decimal integer from 1 to 2147483647)' '{"04211": "a"}'
-bad_threads "tid 0" 'threads.0: not a thread id (a decimal integer from 1 to 2147483647)' '{"0": "a"}'
-bad_threads "a sign" 'threads.-5: not a thread id (a decimal integer from 1 to 2147483647)' '{"-5": "a"}'
-bad_threads "a tid past 2^31-1" 'threads.2147483648: not a thread id (a decimal integer from 1 to 2147483647)' '{"2147483648": "a"}'
+bad_threads "a key that is no tid" 'threads.12x: not a thread id (a decimal integer from 0 to 2147483647)' '{"4211": "a", "12x": "b"}'
+bad_threads "a leading zero" 'threads.04211: not a thread id (a decimal integer from 0 to 2147483647)' '{"04211": "a"}'
+bad_threads "tid 0 with a leading zero" 'threads.00: not a thread id (a decimal integer from 0 to 2147483647)' '{"0": "swapper", "00": "a"}'
+bad_threads "a sign" 'threads.-5: not a thread id (a decimal integer from 0 to 2147483647)' '{"-5": "a"}'
+bad_threads "a tid past 2^31-1" 'threads.2147483648: not a thread id (a decimal integer from 0 to 2147483647)' '{"2147483648": "a"}'
 bad_threads "a long key" 'threads: a key of 40 bytes is not a thread id' "{\"$(printf '1%.0s' $(seq 40))\": \"a\"}"
 bad_threads "a name not a string" 'threads.4211: must be a string, not an integer' '{"4211": 5}'
 bad_threads "an empty name" 'threads.4211: must not be empty' '{"4211": ""}'
