@@ -400,7 +400,7 @@ static int put_label(const struct ctx *c, int64_t tid, bool sym)
 	if (!name || !*name)
 		return buf_printf(o, "tid %lld%s", (long long)tid, sym ? " (symptom)" : "");
 	slen = snprintf(suffix, sizeof(suffix), " (tid %lld)%s", (long long)tid, sym ? " (symptom)" : "");
-	room = (size_t)(c->gutter - 8) / 7;
+	room = c->gutter > 8 ? (size_t)(c->gutter - 8) / 7 : 0;
 	room = room > (size_t)slen + 6 ? room - (size_t)slen : 6;
 	n = strlen(name);
 	for (cut = 0; cut < n; cut++)
