@@ -559,15 +559,94 @@ static int parse_modules(struct wire_parser *p, struct arena *a, struct json_rea
 	return rc;
 }
 
+/* A tid as a "threads" key: decimal, no sign, no leading zero, 0 (the idle task, which perf
+ * captures show) to TID_MAX: one spelling per tid. */
+static bool thread_key(const char *k, size_t n, int64_t *tid)
+{
+	int64_t v = 0;
+
+	if (n == 0 || n > 10 || (k[0] == '0' && n > 1))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (k[i] < '0' || k[i] > '9')
+			return false;
+		v = v * 10 + (k[i] - '0');
+	}
+	*tid = v;
+	return v <= TID_MAX;
+}
+
+static int tid_cmp(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* "threads": {"4211": "nginx: worker", ...}: at most WIRE_MAX_THREADS, names of 1 to
+ * WIRE_MAX_THREAD_NAME bytes without control characters (they are labels to show). Duplicates
+ * are found by sorting, not pair by pair: 4096 entries must stay cheap. */
+static int parse_threads(struct wire_parser *p, struct arena *a, struct json_reader *r,
+			 struct wire_stream *s)
+{
+	struct json_reader cnt = *r;
+	struct wire_thread *th;
+	int64_t *sorted;
+	char key[WIRE_MAX_NAME * 4 + 1];
+	size_t n = 0, total = 0, klen;
+	bool trunc;
+	int rc;
+
+	if (json_peek(r) != JV_OBJECT)
+		return fail(p, WIRE_EINVALID, "threads: must be an object, not %s", type_name(r));
+	json_enter(&cnt);
+	while (json_next_key(&cnt, key, sizeof(key), &klen, &trunc)) {
+		total++;
+		json_skip(&cnt);
+	}
+	if (total > WIRE_MAX_THREADS)
+		return fail(p, WIRE_EINVALID, "threads: %zu entries, at most %d allowed", total, WIRE_MAX_THREADS);
+	th = arena_calloc(a, total ? total : 1, sizeof(*th));
+	sorted = arena_calloc(a, total ? total : 1, sizeof(*sorted));
+	if (!th || !sorted)
+		return fail(p, WIRE_ENOMEM, "threads: out of memory");
+	json_enter(r);
+	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
+		struct fpath f = { "threads", key, 0, 0, 0 };
+
+		if (trunc || klen > 32)
+			return fail(p, WIRE_EINVALID, "threads: a key of %s%zu bytes is not a thread id",
+				    trunc ? "more than " : "", klen);
+		if (!thread_key(key, klen, &th[n].tid))
+			return fail(p, WIRE_EINVALID, "threads.%.*s: not a thread id (a decimal integer from 0 to %lld)",
+				    (int)klen, key, (long long)TID_MAX);
+		if ((rc = take_str(p, a, r, &f, WIRE_MAX_THREAD_NAME, false, &th[n].name)))
+			return rc;
+		for (const unsigned char *c = (const unsigned char *)th[n].name; *c; c++)
+			if (*c < 0x20 || *c == 0x7f)
+				return failp(p, WIRE_EINVALID, &f, "contains a control character");
+		sorted[n] = th[n].tid;
+		n++;
+	}
+	qsort(sorted, n, sizeof(*sorted), tid_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (sorted[i] == sorted[i - 1])
+			return fail(p, WIRE_EINVALID, "threads.%lld: duplicate key", (long long)sorted[i]);
+	s->threads = th;
+	s->nthreads = n;
+	return WIRE_OK;
+}
+
 enum { F_V, F_ID, F_HOST, F_APP, F_VERSION, F_BUILD, F_LABELS, F_SYMPTOM, F_FRAMES, F_STACKS,
-       F_EVENTS, F_ROLE, F_WEIGHT, F_MODULES, F_COUNT };
+       F_EVENTS, F_ROLE, F_WEIGHT, F_MODULES, F_THREADS, F_COUNT };
 
 static int parse_stream(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
 	static const char *const names[F_COUNT] = { "v", "stream_id", "host", "app", "version",
 						    "build_id", "labels", "symptom", "frames",
-						    "stacks", "events", "role", "weight", "modules" };
+						    "stacks", "events", "role", "weight", "modules",
+						    "threads" };
 	const char *pos[F_COUNT];
 	const char *end = r->end;
 	const char *id;
@@ -613,6 +692,8 @@ static int parse_stream(struct wire_parser *p, struct arena *a, struct json_read
 	if (present(r, pos[F_LABELS], end) && (rc = parse_labels(p, a, r, s)))
 		return rc;
 	if (present(r, pos[F_MODULES], end) && (rc = parse_modules(p, a, r, s)))
+		return rc;
+	if (present(r, pos[F_THREADS], end) && (rc = parse_threads(p, a, r, s)))
 		return rc;
 	if (present(r, pos[F_ROLE], end)) {
 		const char *role;
@@ -701,6 +782,16 @@ int wire_write_json(const struct wire_stream *s, struct buf *b)
 		jsonw_kobject(&w, "modules");
 		for (size_t i = 0; i < s->nmodules; i++)
 			jsonw_kstr(&w, s->modules[i].key, s->modules[i].value);
+		jsonw_end(&w);
+	}
+	if (s->nthreads) {
+		jsonw_kobject(&w, "threads");
+		for (size_t i = 0; i < s->nthreads; i++) {
+			char tid[24];
+
+			snprintf(tid, sizeof(tid), "%lld", (long long)s->threads[i].tid);
+			jsonw_kstr(&w, tid, s->threads[i].name);
+		}
 		jsonw_end(&w);
 	}
 	jsonw_kobject(&w, "symptom");

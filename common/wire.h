@@ -33,6 +33,12 @@ struct wire_label {
 	const char *value;
 };
 
+/* A thread's name (optional extension "threads"), e.g. its comm: tid 0..2^31-1, name 1..64 bytes. */
+struct wire_thread {
+	int64_t tid;
+	const char *name;
+};
+
 struct wire_symptom {
 	const char *kind;
 	int64_t tid;
@@ -72,6 +78,10 @@ struct wire_stream {
 	 * build id (lower-case hex), for the server to name those frames later (docs/symbols.md) */
 	const struct wire_label *modules;
 	size_t nmodules;
+	/* optional extension "threads": {"4211": "nginx: worker"}, the names of the stream's threads,
+	 * in the order sent, no tid twice */
+	const struct wire_thread *threads;
+	size_t nthreads;
 };
 
 /* The stream's weight as stored and summed: 1 unless a weight above 1 was given. */
@@ -99,6 +109,8 @@ struct wire_limits {
 #define WIRE_MAX_STACK_DEPTH 512
 #define WIRE_MAX_MODULES 256
 #define WIRE_MAX_BUILD_ID 80     /* hex digits */
+#define WIRE_MAX_THREADS 4096
+#define WIRE_MAX_THREAD_NAME 64  /* bytes */
 #define WIRE_MAX_TIME_NS ((int64_t)1 << 62)
 
 void wire_limits_default(struct wire_limits *lim);

@@ -27,6 +27,7 @@ struct thread {
 	int64_t cost;     /* total dur of its events in the stream being assembled */
 	bool pseudo;      /* tid made up by import_pseudo_tid() for comm */
 	bool has_events;
+	bool shown;       /* has events, readies a wait or is the symptom in the stream being assembled */
 };
 
 /* An event and the stream (group of sample labels) it belongs to. */
@@ -968,6 +969,52 @@ static void stream_id(struct importer *im, const unsigned char digest[SHA256_LEN
 	}
 }
 
+/* The names (comms) of the threads the stream shows, for the wire's "threads": cut to
+ * WIRE_MAX_THREAD_NAME bytes of valid UTF-8, control characters as '?', empty ones left out,
+ * at most WIRE_MAX_THREADS in the order the input named them. */
+static int thread_names(struct importer *im, const struct wire_event *ev, size_t n, struct wire_stream *out)
+{
+	struct wire_thread *th;
+	size_t k = 0, cnt = 0;
+	int64_t t;
+
+	for (size_t i = 0; i < n; i++)
+		if (ev[i].readier_tid && (t = find_thread(im, ev[i].readier_tid)) >= 0)
+			im->th[t].shown = true;
+	if ((t = find_thread(im, out->symptom.tid)) >= 0)
+		im->th[t].shown = true;
+	for (size_t i = 0; i < im->nth; i++)
+		cnt += im->th[i].shown && im->th[i].comm >= 0;
+	if (!cnt)
+		return 0;
+	th = arena_calloc(im->out, cnt, sizeof(*th));
+	if (!th)
+		return import_fail_input(im, "out of memory");
+	for (size_t i = 0; i < im->nth && k < WIRE_MAX_THREADS; i++) {
+		const struct thread *x = &im->th[i];
+		char name[WIRE_MAX_THREAD_NAME + 1];
+		const char *comm;
+		size_t len, o;
+
+		if (!x->shown || x->comm < 0)
+			continue;
+		comm = intern_key(im->comms, (uint32_t)x->comm, &len);
+		o = clean_utf8(name, WIRE_MAX_THREAD_NAME, comm, len);
+		if (!o)
+			continue;
+		for (size_t c = 0; c < o; c++)
+			if ((unsigned char)name[c] < 0x20 || name[c] == 0x7f)
+				name[c] = '?';
+		th[k].tid = x->tid;
+		if (!(th[k].name = arena_strndup(im->out, name, o)))
+			return import_fail_input(im, "out of memory");
+		k++;
+	}
+	out->threads = th;
+	out->nthreads = k;
+	return 0;
+}
+
 /* One stream from the events ev[0..n) of group g, their frames and stacks renumbered densely. */
 static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 			const struct group *g, int32_t *smap, int32_t *fmap,
@@ -984,7 +1031,7 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 	int rc = -1;
 
 	for (size_t i = 0; i < im->nth; i++) {
-		im->th[i].has_events = false;
+		im->th[i].has_events = im->th[i].shown = false;
 		im->th[i].cost = 0;
 	}
 	events = arena_calloc(im->out, n, sizeof(*events));
@@ -1002,7 +1049,7 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 					       (long long)e->tid);
 			goto out_free;
 		}
-		im->th[t].has_events = true;
+		im->th[t].has_events = im->th[t].shown = true;
 		im->th[t].cost = e->dur_ns > INT64_MAX - im->th[t].cost ? INT64_MAX
 									 : im->th[t].cost + e->dur_ns;
 		if (e->ts_ns < first)
@@ -1110,6 +1157,8 @@ static int assemble_one(struct importer *im, const struct ievent *ev, size_t n,
 	out->events = events;
 	out->nevents = n;
 	out->role = o->role;
+	if (thread_names(im, events, n, out) < 0)
+		goto out_free;
 	stream_id(im, digest, g, out, out->stream_id);
 	rc = 0;
 out_free:

@@ -26,6 +26,8 @@ struct store {
 	struct buf param;          /* array literals */
 	struct buf param2, param3, param4;
 	struct buf copy;           /* COPY rows */
+	struct buf names;          /* a stream's thread names, as JSON */
+	struct imap named;         /* tid -> index in the stream's threads, per stream */
 	struct intern *missing;    /* frames or stacks not in the cache, per call */
 	struct intern *stat_keys;  /* frame ids and call edges, per call */
 	struct imap canon;         /* frame id -> its canonical frame's id, this batch's aliases only */
@@ -63,8 +65,8 @@ static const char SQL_GET_STACKS[] =
 static const char SQL_INS_STREAM[] =
 	"INSERT INTO streams (stream_id, host, app, version, build_id, labels, symptom_kind,"
 	" symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,"
-	" n_events, received_at, role, weight)"
-	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+	" n_events, received_at, role, weight, thread_names)"
+	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb)"
 	" ON CONFLICT (stream_id) DO NOTHING RETURNING id";
 static const char SQL_FRAME_ADDRS[] =
 	"WITH a AS (INSERT INTO frame_addrs (frame_id, build_id, addr)"
@@ -177,6 +179,8 @@ void store_free(struct store *st)
 	buf_release(&st->param3);
 	buf_release(&st->param4);
 	buf_release(&st->copy);
+	buf_release(&st->names);
+	imap_free(&st->named);
 	free(st);
 }
 
@@ -446,15 +450,55 @@ static int put_labels_json(struct buf *b, const struct wire_stream *w)
 	return rc | buf_putc(b, '}');
 }
 
+/* The names of the threads that the stream's events or symptom name, as a JSON object; nothing
+ * (NULL stored) when none: names of threads the stream does not show cost storage and say nothing.
+ * Returns 1 written, 0 none, -1 out of memory. */
+static int put_thread_names(struct store *st, const struct wire_stream *w)
+{
+	struct buf *b = &st->names;
+	uint64_t i;
+	bool *used;
+	int rc = 0, n = 0;
+
+	if (!w->nthreads)
+		return 0;
+	imap_clear(&st->named);
+	used = arena_calloc(st->scratch, w->nthreads, sizeof(*used));
+	if (!used || imap_reserve(&st->named, w->nthreads) < 0)
+		return -1;
+	for (size_t k = 0; k < w->nthreads; k++)
+		if (imap_put(&st->named, (uint64_t)w->threads[k].tid, k) < 0)
+			return -1;
+	if (imap_get(&st->named, (uint64_t)w->symptom.tid, &i))
+		used[i] = true;
+	for (size_t k = 0; k < w->nevents; k++) {
+		if (imap_get(&st->named, (uint64_t)w->events[k].tid, &i))
+			used[i] = true;
+		if (w->events[k].readier_tid && imap_get(&st->named, (uint64_t)w->events[k].readier_tid, &i))
+			used[i] = true;
+	}
+	buf_reset(b);
+	rc |= buf_putc(b, '{');
+	for (size_t k = 0; k < w->nthreads; k++) {
+		if (!used[k])
+			continue;
+		rc |= buf_printf(b, "%s\"%lld\":", n++ ? "," : "", (long long)w->threads[k].tid);
+		rc |= buf_put_json_str(b, w->threads[k].name, strlen(w->threads[k].name));
+	}
+	rc |= buf_putc(b, '}');
+	return rc ? -1 : n > 0;
+}
+
 static int insert_stream(struct store *st, const struct wire_stream *w, const char *received_at,
 			 int64_t *ref)
 {
 	char tid[24], start[24], end[24], thr[24], nev[24], wt[32];
-	const char *params[16];
+	const char *params[17];
 	PGresult *r;
+	int named;
 
 	buf_reset(&st->param);
-	if (put_labels_json(&st->param, w) < 0) {
+	if (put_labels_json(&st->param, w) < 0 || (named = put_thread_names(st, w)) < 0) {
 		snprintf(st->err, sizeof(st->err), "out of memory");
 		return -1;
 	}
@@ -481,7 +525,8 @@ static int insert_stream(struct store *st, const struct wire_stream *w, const ch
 	/* %.17g: the weight stored is the one sent, to the last bit */
 	snprintf(wt, sizeof(wt), "%.17g", wire_weight(w));
 	params[15] = wt;
-	r = PQexecPrepared(st->db, "ins_stream", 16, params, NULL, NULL, 0);
+	params[16] = named ? buf_cstr(&st->names) : NULL;
+	r = PQexecPrepared(st->db, "ins_stream", 17, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_fail(st, "storing stream", r);
 		PQclear(r);

@@ -160,8 +160,8 @@ PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen)
 	return run_prepared(db, 2,
 		   "SELECT s.id AS ref, s.stream_id::text AS stream_id, s.host, s.app, s.version, s.build_id,"
 		   " s.labels, " SYMPTOM " AS symptom, s.n_events AS events, " ISO("s.received_at")
-		   " AS received_at, s.role, s.weight, s.symptom_tid, s.symptom_start_ns, s.symptom_end_ns"
-		   " FROM streams s WHERE s.stream_id = $1::uuid",
+		   " AS received_at, s.role, s.weight, s.symptom_tid, s.symptom_start_ns, s.symptom_end_ns,"
+		   " s.thread_names AS threads FROM streams s WHERE s.stream_id = $1::uuid",
 		   1, p, err, errlen);
 }
 

@@ -253,8 +253,16 @@ void streams_get_stream(struct req *rq)
 	jsonw_init(&w, &rq->out);
 	jsonw_object(&w);
 	{
-		static const char *const skip[] = { "ref", "events", "symptom_tid", "symptom_start_ns", "symptom_end_ns", NULL };
+		static const char *const skip[] = { "ref", "events", "symptom_tid", "symptom_start_ns", "symptom_end_ns",
+						    "threads", NULL };
+		int c = PQfnumber(st, "threads");
+
 		api_put_members(&w, st, 0, skip);
+		/* only when the sender named threads */
+		if (!PQgetisnull(st, 0, c)) {
+			jsonw_key(&w, "threads");
+			jsonw_raw(&w, PQgetvalue(st, 0, c), (size_t)PQgetlength(st, 0, c));
+		}
 	}
 	jsonw_key(&w, "event_count");
 	jsonw_number_text(&w, PQgetvalue(st, 0, PQfnumber(st, "events")));
@@ -613,6 +621,32 @@ static void stream_labels(struct req *rq, PGresult *st)
 	}
 }
 
+/* The stream's thread names (its "threads", stored as a JSON object of tid: name) for the timeline's
+ * labels, in rq's arena; *n = 0 when it has none. */
+static struct tl_thread *stream_threads(struct req *rq, PGresult *st, size_t *n)
+{
+	const char *js = model_col(st, 0, "threads");
+	json_object *o;
+	struct tl_thread *th = NULL;
+
+	*n = 0;
+	if (!js || !(o = json_tokener_parse(js)))
+		return NULL;
+	if (json_object_is_type(o, json_type_object) && json_object_object_length(o) > 0 &&
+	    (th = arena_calloc(rq->a, (size_t)json_object_object_length(o), sizeof(*th)))) {
+		json_object_object_foreach(o, key, val) {
+			int64_t tid;
+
+			if (util_parse_i64(key, 0, INT64_MAX, &tid) == 0 && json_object_is_type(val, json_type_string) &&
+			    (th[*n].name = arena_strndup(rq->a, json_object_get_string(val),
+							  (size_t)json_object_get_string_len(val))))
+				th[(*n)++].tid = tid;
+		}
+	}
+	json_object_put(o);
+	return th;
+}
+
 /* The timeline section: the AOI form and the SVG of te[0..n) over [from, to]. */
 static void stream_timeline(struct req *rq, PGresult *st, const struct tl_event *te, int n, enum aoi_mode mode,
 			    const char *aoi, const char *t, int64_t from, int64_t to, int64_t origin)
@@ -632,9 +666,13 @@ static void stream_timeline(struct req *rq, PGresult *st, const struct tl_event 
 		     "symptom window; highlighted events are in the AOI; arrows go from a wait to the thread that readied "
 		     "it. Click a time on the axis to zoom in.</p><div class=\"timeline\">");
 	{
-		/* room for "tid 4194304 (symptom)" in bold */
+		/* room for "tid 4194304 (symptom)" in bold; for named threads, for about 20 characters of
+		 * a name before "(tid 4194304) (symptom)" */
+		size_t nth;
+		struct tl_thread *th = stream_threads(rq, st, &nth);
 		struct tl_view v = { 1300, from, to, model_coln(st, 0, "symptom_tid"), s0, s1,
-				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", 190, true, origin };
+				     aoi ? req_printf(rq, "?aoi=%s&t=", aoi_mode_name(mode)) : "?t=", nth ? 330 : 190,
+				     true, origin, th, nth };
 		char terr[256];
 		if (timeline_render_svg(te, (size_t)n, &v, &rq->out, terr, sizeof(terr)) < 0) {
 			html_raw(rq, "<p class=\"error\">");

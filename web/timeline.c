@@ -37,6 +37,8 @@ struct ctx {
 	struct buf *out;
 	int64_t *tids;  /* distinct tids other than the symptom's, ascending */
 	size_t ntids;
+	struct tl_thread *names;  /* the view's thread names by ascending tid, one a tid */
+	size_t nnames;
 	uint32_t nrows;
 	bool symrow;
 	double pw;      /* px of the time area */
@@ -359,6 +361,60 @@ static int emit_axis(const struct ctx *c, int axis_y)
 	return buf_puts(o, "</g>\n");
 }
 
+static int thread_cmp(const void *a, const void *b)
+{
+	const struct tl_thread *x = a, *y = b;
+
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* By tid, then name: a tid named twice is labelled the same whatever the order given. */
+static int thread_order(const void *a, const void *b)
+{
+	const struct tl_thread *x = a, *y = b;
+	int d = thread_cmp(a, b);
+
+	return d ? d : strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+static const char *name_of(const struct ctx *c, int64_t tid)
+{
+	const struct tl_thread key = { tid, NULL }, *t;
+
+	if (!c->nnames)
+		return NULL;
+	t = bsearch(&key, c->names, c->nnames, sizeof(key), thread_cmp);
+	return t ? t->name : NULL;
+}
+
+/* "NAME (tid N)", the name cut on a character boundary with "…" so that the label fits the gutter
+ * (about 7 px a character of the 11 px font); "tid N" for a thread without a name. */
+static int put_label(const struct ctx *c, int64_t tid, bool sym)
+{
+	struct buf *o = c->out;
+	const char *name = name_of(c, tid);
+	char suffix[48];
+	size_t n, chars = 0, cut, room;
+	int slen;
+
+	if (!name || !*name)
+		return buf_printf(o, "tid %lld%s", (long long)tid, sym ? " (symptom)" : "");
+	slen = snprintf(suffix, sizeof(suffix), " (tid %lld)%s", (long long)tid, sym ? " (symptom)" : "");
+	room = c->gutter > 8 ? (size_t)(c->gutter - 8) / 7 : 0;
+	room = room > (size_t)slen + 6 ? room - (size_t)slen : 6;
+	n = strlen(name);
+	for (cut = 0; cut < n; cut++)
+		if (((unsigned char)name[cut] & 0xc0) != 0x80 && ++chars > room)
+			break;
+	if (cut < n) {
+		/* one character fewer, for the "…" */
+		while (cut > 0 && ((unsigned char)name[--cut] & 0xc0) == 0x80)
+			;
+		return buf_put_html(o, name, cut) || buf_puts(o, "…") || buf_puts(o, suffix);
+	}
+	return buf_put_html(o, name, n) || buf_puts(o, suffix);
+}
+
 static int emit_labels(const struct ctx *c)
 {
 	struct buf *o = c->out;
@@ -369,8 +425,8 @@ static int emit_labels(const struct ctx *c)
 		int64_t tid = sym ? c->v->symptom_tid : c->tids[r - (c->symrow ? 1 : 0)];
 
 		if (buf_puts(o, sym ? "<text class=\"tid symptom\" x=\"4\"" : "<text class=\"tid\" x=\"4\"") ||
-		    put_attr_i(o, " y=\"", y) ||
-		    buf_printf(o, ">tid %lld%s</text>\n", (long long)tid, sym ? " (symptom)" : ""))
+		    put_attr_i(o, " y=\"", y) || buf_putc(o, '>') || put_label(c, tid, sym) ||
+		    buf_puts(o, "</text>\n"))
 			return -1;
 	}
 	return 0;
@@ -436,6 +492,16 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 	vs = malloc((n ? n : 1) * sizeof(*vs));
 	if (!c.tids || !vs)
 		goto oom;
+	if (v->threads && v->nthreads) {
+		c.names = malloc(v->nthreads * sizeof(*c.names));
+		if (!c.names)
+			goto oom;
+		memcpy(c.names, v->threads, v->nthreads * sizeof(*c.names));
+		qsort(c.names, v->nthreads, sizeof(*c.names), thread_order);
+		for (size_t i = 0; i < v->nthreads; i++)
+			if (!c.nnames || c.names[c.nnames - 1].tid != c.names[i].tid)
+				c.names[c.nnames++] = c.names[i];
+	}
 	for (size_t i = 0; i < n; i++)
 		if ((ev[i].kind == 'r' || ev[i].kind == 'w') && !(c.symrow && ev[i].tid == v->symptom_tid))
 			c.tids[c.ntids++] = ev[i].tid;
@@ -512,6 +578,7 @@ oom:
 	if (out->data)
 		out->data[start] = '\0';
 done:
+	free(c.names);
 	free(c.tids);
 	free(vs);
 	return rc;

@@ -30,6 +30,12 @@ struct tl_event {
 	const char *stack;      /* its frames, one a line (timeline_stack_text()), shown on hover; may be NULL */
 };
 
+/* A thread's name for its row label, e.g. its comm (the stream's "threads"). */
+struct tl_thread {
+	int64_t tid;
+	const char *name;       /* UTF-8 from the sender, escaped when drawn */
+};
+
 struct tl_view {
 	int width;                      /* px of the whole svg, e.g. 1200 (clamped to [230, 100000]) */
 	int64_t from_ns, to_ns;         /* visible time range; events outside are skipped, cut at the edges */
@@ -40,6 +46,8 @@ struct tl_view {
 	int gutter;                     /* px for the row labels left of the axis; 0 = 120 */
 	bool has_origin;                /* times on the axis and in hovers count from origin_ns (the */
 	int64_t origin_ns;              /* stream's start, so a zoomed view keeps its offsets), else from_ns */
+	const struct tl_thread *threads;  /* names of threads[0..nthreads): a named row is labelled */
+	size_t nthreads;                  /* "NAME (tid N)", the name cut with "…" to fit the gutter */
 };
 
 /* The most frames timeline_stack_text() writes, and the most bytes of each. */

@@ -175,6 +175,9 @@ const char *guard_starve_cpu_limit(void);
 void guard_starve_reset_child(void);
 /* The host's load average over a minute, as /proc/loadavg writes it, into out: 0, or -1. */
 int guard_starve_load1(char *out, size_t outlen);
+/* A thread's name (/proc/self/task/TID/comm, at most 15 bytes as the kernel keeps it) into out
+ * without its newline: its length, or -1 when the thread is gone. Raw system calls, no allocation. */
+int guard_thread_comm(int64_t tid, char *out, size_t outlen);
 
 /* ---- signals.c: the program's signals as it set them [signal] ---- */
 /* Whether a signal is one the agent sent (its cookie). Async-signal-safe. */

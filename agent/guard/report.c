@@ -20,6 +20,7 @@
 #include "agent/ship.h"
 #include "agent/spool.h"
 #include "common/arena.h"
+#include "common/imap.h"
 #include "common/intern.h"
 #include "common/jsonw.h"
 #include "common/util.h"
@@ -654,6 +655,64 @@ static void add_modules(struct wire_stream *ws, struct arena *a, const struct gs
 	ws->nmodules = n;
 }
 
+static int tid_cmp(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * The names of the stream's threads (the wire's "threads": the dashboard labels its timeline rows
+ * with them), each thread's comm read now, on the shipping thread: never on the program's threads
+ * nor in the handler. A thread that has exited since is left unnamed; one whose tid the kernel gave
+ * again takes the new thread's name (rare, and only a label). Bytes the wire refuses (control
+ * characters, invalid UTF-8) become '?'.
+ */
+static void add_threads(struct wire_stream *ws, struct arena *a)
+{
+	struct imap seen = IMAP_INIT;
+	struct wire_thread *th;
+	int64_t *tids;
+	size_t n = 0, k = 0;
+
+	if (imap_put(&seen, (uint64_t)ws->symptom.tid, 0) < 0)
+		goto out_free;
+	for (size_t i = 0; i < ws->nevents && seen.cnt < WIRE_MAX_THREADS; i++)
+		if (imap_put(&seen, (uint64_t)ws->events[i].tid, 0) < 0 ||
+		    (ws->events[i].readier_tid > 0 && seen.cnt < WIRE_MAX_THREADS &&
+		     imap_put(&seen, (uint64_t)ws->events[i].readier_tid, 0) < 0))
+			goto out_free;
+	tids = arena_calloc(a, seen.cnt ? seen.cnt : 1, sizeof(*tids));
+	th = arena_calloc(a, seen.cnt ? seen.cnt : 1, sizeof(*th));
+	if (!tids || !th)
+		goto out_free;
+	for (size_t i = 0; i < seen.cap; i++)
+		if (seen.keys[i] != IMAP_EMPTY)
+			tids[n++] = (int64_t)seen.keys[i];
+	/* in tid order: the same threads, the same text */
+	qsort(tids, n, sizeof(*tids), tid_cmp);
+	for (size_t i = 0; i < n; i++) {
+		char comm[WIRE_MAX_THREAD_NAME + 1];
+		int len = guard_thread_comm(tids[i], comm, sizeof(comm));
+		bool utf8;
+
+		if (len <= 0)
+			continue;
+		utf8 = util_utf8_valid(comm, (size_t)len);
+		for (int c = 0; c < len; c++)
+			if ((unsigned char)comm[c] < 0x20 || comm[c] == 0x7f || (!utf8 && (unsigned char)comm[c] >= 0x80))
+				comm[c] = '?';
+		th[k].tid = tids[i];
+		if ((th[k].name = arena_strndup(a, comm, (size_t)len)))
+			k++;
+	}
+	ws->threads = k ? th : NULL;
+	ws->nthreads = k;
+out_free:
+	imap_free(&seen);
+}
+
 static void add_label(struct wire_label *l, size_t *n, struct arena *a, const char *k, const char *v)
 {
 	if (*n >= WIRE_MAX_LABELS || !v || !*v)
@@ -863,6 +922,7 @@ static int build_stream(const struct gviol *v, struct arena *keep, struct wire_s
 	add_modules(ws, a, b.sym);
 	ws->events = we;
 	ws->nevents = ne;
+	add_threads(ws, a);
 	rc = 1;
 out_free:
 	free(evs.v);

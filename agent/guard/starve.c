@@ -452,6 +452,21 @@ int guard_starve_load1(char *out, size_t outlen)
 	return 0;
 }
 
+int guard_thread_comm(int64_t tid, char *out, size_t outlen)
+{
+	char path[64];
+	long n;
+
+	if (tid <= 0 || outlen < 2)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/self/task/%lld/comm", (long long)tid);
+	if ((n = read_small(path, out, outlen)) <= 0)
+		return -1;
+	if (out[n - 1] == '\n')
+		out[--n] = '\0';
+	return (int)n;
+}
+
 void guard_starve_reset_child(void)
 {
 	/* the child's threads are new; the cgroup is the parent's (until it moves, not followed) */

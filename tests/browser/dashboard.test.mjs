@@ -676,7 +676,11 @@ await check("a top stream opens with its timeline", async () => {
   expect((await svg.locator("rect.aoi").count()) >= 1, "no event marked as in the AOI");
 });
 await shot(page, "stream");
-await check("timeline: the thread labels fit left of the events", async () => {
+await check("timeline: the threads are named (genfleet names them all), the labels fit left of the events", async () => {
+  const labels = await page.locator("svg.timeline text.tid").allTextContents();
+  const bare = labels.filter((t) => !/^\S.* \(tid [0-9]+\)( \(symptom\))?$/.test(t));
+  expect(labels.length >= 2 && bare.length === 0, `labels without a name: ${bare.join("; ") || "(none of " + labels.length + ")"}`);
+  expect(/ \(tid [0-9]+\) \(symptom\)$/.test(labels[0]), `the first row is '${labels[0]}'`);
   const over = await page.locator("svg.timeline").evaluate((svg) => {
     const left = Math.min(...[...svg.querySelectorAll("rect.run, rect.wait")].map((r) => Number(r.getAttribute("x"))));
     return [...svg.querySelectorAll("text.tid")].map((t) => {

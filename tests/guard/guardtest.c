@@ -144,6 +144,8 @@ __attribute__((noinline)) void holder_work(long ms)
 static void *holder_main(void *arg)
 {
 	(void)arg;
+	/* named, for the streams' thread names (test_guard.sh) */
+	pthread_setname_np(pthread_self(), "gt-holder");
 	for (;;) {
 		long ms;
 
@@ -563,6 +565,7 @@ __attribute__((noinline)) void run_job(const struct job *j)
 static void *worker_main(void *arg)
 {
 	(void)arg;
+	pthread_setname_np(pthread_self(), "gt-worker");
 	for (;;) {
 		struct job j;
 
@@ -587,6 +590,7 @@ static void *conn_main(void *arg)
 	char buf[512];
 	size_t len = 0;
 
+	pthread_setname_np(pthread_self(), "gt-conn");
 	for (;;) {
 		ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
 		char *nl;

@@ -154,6 +154,13 @@ push "$SM_DATA/bcc/bcc-offcputime_example.txt" "host=imp1&app=bcc&format=bcc-off
 t_eq "?format=, labels and role: stored" "$HTTP_STATUS|$(pg_q "SELECT labels::text, role FROM streams WHERE app = 'bcc'")" \
 	'200|{"team": "db"}|baseline'
 
+# perf's comm per sample names the stream's threads (the wire's "threads"), stored as sent
+printf 'nginx: worker 4211/4211 [001] 1.000000: 250000 cpu-clock:\n\t1 f (/bin/a)\n\nhelper 17/4300 [002] 1.001000: 250000 cpu-clock:\n\t1 g (/bin/a)\n' \
+	>"$T_TMP/names.perf"
+push "$T_TMP/names.perf" "host=imp1&app=names&format=perf"
+t_eq "perf's comms name the stored stream's threads" \
+	"$HTTP_STATUS|$(pg_q "SELECT thread_names::text FROM streams WHERE app = 'names'")" \
+	'200|{"4211": "nginx: worker", "4300": "helper"}'
 before=$(pg_q "SELECT count(*) FROM streams")
 push "$SM_DATA/pprof/parca-many/1644509272337470000.pb.gz" "host=x"
 t_eq "a memory profile: 400 and why" "$HTTP_STATUS $HTTP_BODY" \

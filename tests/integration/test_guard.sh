@@ -145,6 +145,8 @@ t_eq "unit type, threshold, duration and size labels" \
 	"$(q "SELECT count(*) FROM streams WHERE build_id = :'bid' AND role = 'violation'")"
 t_eq "the symptom thread is the server's loop thread" \
 	"$(q "SELECT DISTINCT symptom_tid FROM streams WHERE build_id = :'bid'")" "$GPID"
+t_eq "every stream names its symptom thread by its comm (the wire's threads)" \
+	"$(q "SELECT DISTINCT thread_names->>(symptom_tid::text) FROM streams WHERE build_id = :'bid'")" "guardtest"
 ev=$(events_of "s.build_id = :'bid' AND e.tid = s.symptom_tid")
 n=$(grep -c '^w .*;guardtest!run_epoll;guardtest!serve_readable;.*guardtest!handle_sleep;libc\.so\.6!nanosleep$' <<<"$ev")
 t_eq "each sleep is a wait event: the server's stack down to nanosleep" "$n" "$sleeps"
@@ -346,6 +348,13 @@ t_eq "every convoy's lock wait is reported" \
 	       (SELECT id FROM frames WHERE name = 'guardtest!take_big_lock') = ANY(k.frame_ids) AND
 	       k.frame_ids[cardinality(k.frame_ids)] = (SELECT id FROM frames WHERE name = 'libc.so.6!pthread_mutex_lock')")" \
 	"$convoys"
+# the workers, the connections' threads and the holder named themselves (pthread_setname_np), the
+# accepting main thread is the program's comm: the agent read each thread's comm
+t_eq "the pool's streams name their symptom thread (workers among them) and the holder that readies the convoy" \
+	"$(q "SELECT count(*) FILTER (WHERE thread_names->>(symptom_tid::text) = 'gt-worker') > 0,
+	       count(*) FILTER (WHERE thread_names->>(symptom_tid::text) IN ('gt-worker', 'gt-conn', 'guardtest')) = count(*),
+	       bool_or(EXISTS (SELECT 1 FROM jsonb_each_text(thread_names) t WHERE t.value = 'gt-holder'))
+	       FROM streams WHERE app = 'pool'")" "t|t|t"
 run=$("$BIN/sm-miner" run --quiet --app pool --kind wait --aoi waitgraph --threshold-fraction 0.2 2>"$T_TMP/miner.err") ||
 	t_fail "sm-miner run" "$(cat "$T_TMP/miner.err")"
 top=$("$BIN/sm-miner" show "$run" --limit 2)

@@ -171,7 +171,46 @@ http GET "$INGEST_URL/api/v1/streams"
 t_eq "GET on the streams endpoint" "$HTTP_STATUS $HTTP_BODY" '405 {"error":"method: use POST"}'
 http GET "$INGEST_URL/nope"
 t_eq "unknown path" "$HTTP_STATUS" 404
+# threads (the optional names of the stream's threads): each rule, its exact error
+# bad_threads NAME ERROR JSON-TEXT: the template stream with "threads": JSON-TEXT, as written
+bad_threads() {
+	local id
+	id=$(newid)
+	stream "$id" | python3 -c 'import sys; sys.stdout.write(sys.stdin.read().replace("\"app\": \"nginx\",", "\"app\": \"nginx\", \"threads\": " + sys.argv[1] + ",", 1))' "$3" >"$T_TMP/bad.json"
+	post "$T_TMP/bad.json"
+	t_eq "bad threads, $1" "$HTTP_STATUS $HTTP_BODY" "400 {\"error\":\"$2\",\"stream_id\":\"$id\"}"
+}
+bad_threads "not an object" 'threads: must be an object, not an array' '["nginx"]'
+bad_threads "a key that is no tid" 'threads.12x: not a thread id (a decimal integer from 0 to 2147483647)' '{"4211": "a", "12x": "b"}'
+bad_threads "a leading zero" 'threads.04211: not a thread id (a decimal integer from 0 to 2147483647)' '{"04211": "a"}'
+bad_threads "tid 0 with a leading zero" 'threads.00: not a thread id (a decimal integer from 0 to 2147483647)' '{"0": "swapper", "00": "a"}'
+bad_threads "a sign" 'threads.-5: not a thread id (a decimal integer from 0 to 2147483647)' '{"-5": "a"}'
+bad_threads "a tid past 2^31-1" 'threads.2147483648: not a thread id (a decimal integer from 0 to 2147483647)' '{"2147483648": "a"}'
+bad_threads "a long key" 'threads: a key of 40 bytes is not a thread id' "{\"$(printf '1%.0s' $(seq 40))\": \"a\"}"
+bad_threads "a name not a string" 'threads.4211: must be a string, not an integer' '{"4211": 5}'
+bad_threads "an empty name" 'threads.4211: must not be empty' '{"4211": ""}'
+bad_threads "a name of 65 bytes" 'threads.4211: 65 bytes long, at most 64 allowed' "{\"4211\": \"$(printf 'n%.0s' $(seq 65))\"}"
+bad_threads "a control character" 'threads.4212: contains a control character' '{"4211": "ok", "4212": "a\tb"}'
+bad_threads "a tid twice" 'threads.4211: duplicate key' '{"4211": "a", "4212": "b", "4211": "c"}'
+bad_threads "4097 entries" 'threads: 4097 entries, at most 4096 allowed' \
+	"{$(seq 1 4097 | sed 's/.*/"&": "t"/' | paste -sd,)}"
 t_eq "bad input stored nothing" "$(nstreams)|$(nevents)" "$before"
+
+# accepted: only the names of threads the stream shows (its events, readiers, symptom) are stored;
+# a stream without them, or naming only others, stores NULL
+THA=$(newid) THB=$(newid)
+stream "$THA" 's/"app": "nginx",/"app": "nginx", "threads": {"99": "not in the stream", "4212": "<b>io<\/b> \\"q\\" \\u00e9\\u2713", "4211": "nginx: worker", "7": "x"},/' >"$T_TMP/th.json"
+post "$T_TMP/th.json"
+t_eq "threads: accepted" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
+t_eq "threads: the names of the stream's threads stored, the others not" \
+	"$(pg_q "SELECT thread_names->>'4211', thread_names->>'4212', thread_names ? '99', thread_names ? '7' FROM streams WHERE stream_id = '$THA'")" \
+	'nginx: worker|<b>io</b> "q" é✓|f|f'
+stream "$THB" 's/"app": "nginx",/"app": "nginx", "threads": {"99": "not in the stream"},/' >"$T_TMP/th.json"
+post "$T_TMP/th.json"
+t_eq "threads: none of the stream's named: accepted" "$HTTP_STATUS" 200
+t_eq "threads: NULL without names, and with none of the stream's" \
+	"$(pg_q "SELECT count(*) FROM streams WHERE stream_id IN ('$ID1', '$THB') AND thread_names IS NULL")" 2
+before="$(nstreams)|$(nevents)"
 
 # revocation takes effect (this server caches nothing)
 REVOKED=$(mk_token ingest 2>/dev/null)
@@ -185,7 +224,7 @@ http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'C
 t_eq "a revoked token is refused" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
 
 http GET "$INGEST_URL/metrics"
-t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 7\n'
+t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 9\n'
 t_match "metrics count the bomb as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 1\n'
 t_match "metrics have a latency histogram" "$HTTP_BODY" 'sm_ingest_request_duration_seconds_bucket\{le="\+Inf"\} [0-9]+'
 stop_ingest && t_ok "sm-ingest stops cleanly"

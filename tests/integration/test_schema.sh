@@ -47,7 +47,9 @@ pg_q "WITH r AS (INSERT INTO runs (status, params) VALUES ('done', '{\"app\": \"
 	FROM p, (VALUES (1, 'w', 1800, 3), (2, 'r', 4000, 1), (3, 'w', 4000, 2), (4, 'r', 600, 3)) v(o, k, c, s) ORDER BY v.o" \
 	-d "$UP" >/dev/null || t_bail "clusters of version 6"
 out=$(PGDATABASE=$UP sm_admin migrate 2>&1)
-t_eq "upgraded to the fresh version" "$out" "schema at version $target ($((target - 6)) migrations applied)"
+# counted, not subtracted: version numbers may leave gaps (two branches each taking a number)
+nmig=$(pg_q "SELECT count(*) FROM schema_migrations WHERE version > 6")
+t_eq "upgraded to the fresh version" "$out" "schema at version $target ($nmig migrations applied)"
 up=$(fns -d "$UP")
 t_eq "upgraded from version 6, it has the same functions as the fresh one, body for body" "$up" "$fresh"
 t_eq "(its sm_apply_retention changed on the way)" \

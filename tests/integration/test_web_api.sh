@@ -103,7 +103,8 @@ def s(sid, host, ver, labels, wait, readier, extra=(), symptom_extra=None, build
 docs = {
     "a": s(sa, "h-alpha", "1.0", {"region": "eu", "tier": "web"}, 500, 2,
            symptom_extra={"unit_type": "u7", "threshold_ns": 500}, build="abc123"),
-    "b": s(sb, "h-beta", "1.0", {"region": "us"}, 600, 2),
+    "b": dict(s(sb, "h-beta", "1.0", {"region": "us"}, 600, 2),
+              threads={"1": H[4:], "2": "überprüfer ✓", "77": "not in the stream"}),
     "c": s(sc, "h-beta", "2.0", {"region": "eu", "tier": "db"}, 700, 0,
            extra=[{"kind": "wait", "tid": 1, "ts_ns": 1800, "dur_ns": 4000, "stack": 3, "readier_tid": 0}]),
     "d": {"v": 1, "stream_id": sd, "host": "h-delta", "app": "otherapp", "weight": 2.5,
@@ -288,6 +289,16 @@ t_eq "stream: events by time, waitgraph AOI" "$(ev)" \
 	"wait 1 1000 500 app!main>$HOSTILE>libc!futex_wait 2 T;wait 3 1000 900 app!main>app!idle>libc!epoll_wait 0 F;run 2 1100 300 app!main>$UNI>app!compute - T"
 t_eq "stream: the hostile frame's exact JSON text" "$(grep -cF '"app!std::map<K, V>::find&\"'"'"'<script>alert(1)</script>"' <<<"$HTTP_BODY")" 1
 t_eq "stream: non-ASCII and backslash exact JSON text" "$(grep -cF '"app!überprüfe<日本語>\\路径 ✓"' <<<"$HTTP_BODY")" 1
+api GET "/api/v1/streams/$SB" "${AN[@]}"
+t_eq "stream: the names of its threads (only those it shows), exactly" "$(JSORT=1 j 'j["threads"]')" \
+	"$(JSORT=1 j '{"1": E["HOSTILE"][4:], "2": "überprüfer ✓"}')"
+api GET "/streams/$SB" "${AN[@]}"
+# 46 characters fit the named gutter: the hostile name is cut to 27 and "…" before " (tid 1) (symptom)"
+t_eq "stream page: the timeline's rows named, escaped, the symptom marked" \
+	"$(grep -o '<text class="tid[^"]*" x="4" y="[0-9]*">[^<]*</text>' <<<"$HTTP_BODY")" \
+	'<text class="tid symptom" x="4" y="18">std::map&lt;K, V&gt;::find&amp;&quot;&#39;&lt;scr… (tid 1) (symptom)</text>
+<text class="tid" x="4" y="38">überprüfer ✓ (tid 2)</text>
+<text class="tid" x="4" y="58">tid 3</text>'
 api GET "/api/v1/streams/$SA?aoi=thread" "${AN[@]}"
 t_eq "stream: thread AOI" "$(j 'j["aoi_mode"] + " " + "".join("T" if e["aoi"] else "F" for e in j["events"])')" "thread TFF"
 api GET "/api/v1/streams/$SA?aoi=critical" "${AN[@]}"

@@ -2895,6 +2895,29 @@ static void stream_finish(struct gen *g, struct sbuild *b, FILE *out)
 	ws.nstacks = nls;
 	ws.events = wev;
 	ws.nevents = n;
+	{
+		/* thread names as an agent reads them (comm), for the dashboard's timeline: the role and
+		 * the thread's number in the process */
+		static const char *const role_name[] = { "loop", "loop", "worker", "gc", "timer", "io", "main" };
+		struct wire_thread *th = arena_alloc(g->arena, (size_t)b->nth * sizeof(*th));
+
+		if (!th)
+			die("out of memory");
+		for (int t = 0; t < b->nth; t++) {
+			char name[WIRE_MAX_THREAD_NAME + 1];
+
+			if (b->th[t].role == R_MAIN)
+				snprintf(name, sizeof(name), "%s", a->name);
+			else
+				snprintf(name, sizeof(name), "%s/%lld", role_name[b->th[t].role],
+					 (long long)(b->th[t].tid - h->pid));
+			th[t].tid = b->th[t].tid;
+			if (!(th[t].name = arena_strndup(g->arena, name, strlen(name))))
+				die("out of memory");
+		}
+		ws.threads = th;
+		ws.nthreads = (size_t)b->nth;
+	}
 
 	buf_reset(&g->out);
 	if (wire_write_json(&ws, &g->out) < 0 || buf_putc(&g->out, '\n') < 0)

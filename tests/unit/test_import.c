@@ -174,6 +174,9 @@ static void check_stream(const char *name, const struct wire_stream *s)
 		CHECK_INT(r.nframes, s->nframes);
 		CHECK_INT(r.nstacks, s->nstacks);
 		CHECK_INT(r.nevents, s->nevents);
+		CHECK_INT(r.nthreads, s->nthreads);
+		for (size_t i = 0; i < r.nthreads && i < s->nthreads; i++)
+			CHECK(r.threads[i].tid == s->threads[i].tid && strcmp(r.threads[i].name, s->threads[i].name) == 0);
 		for (size_t i = 0; i < r.nframes && i < s->nframes; i++)
 			CHECK(strcmp(r.frames[i], s->frames[i]) == 0);
 		for (size_t i = 0; i < r.nevents && i < s->nevents; i++) {
@@ -234,6 +237,19 @@ static int import_dir(const char *sub, const struct import_format *fmt)
 		free(ents);
 	importer_free(im);
 	return files;
+}
+
+/* The name of tid in s->threads, NULL when it has none; each tid at most once. */
+static const char *thread_name(const struct wire_stream *s, int64_t tid)
+{
+	const char *name = NULL;
+
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (s->threads[i].tid == tid) {
+			CHECK(name == NULL);
+			name = s->threads[i].name;
+		}
+	return name;
 }
 
 static void test_all_perf_files(void)
@@ -500,6 +516,10 @@ static void test_tiny_sched(void)
 	CHECK_INT(s.nframes, 9);
 	CHECK_INT(s.nstacks, 6);
 	CHECK_INT(s.symptom.tid, 101); /* 2 + 10 + 1 ms */
+	CHECK_INT(s.nthreads, 3);
+	CHECK_STR(thread_name(&s, 101) ? thread_name(&s, 101) : "(none)", "worker");
+	CHECK_STR(thread_name(&s, 200) ? thread_name(&s, 200) : "(none)", "helper");
+	CHECK_STR(thread_name(&s, 300) ? thread_name(&s, 300) : "(none)", "other");
 	CHECK_INT(s.symptom.start_ns, 1000000000);
 	CHECK_INT(s.symptom.end_ns, 1014000000);
 	check_stream("tiny-sched", &s);
@@ -637,6 +657,40 @@ static void test_no_callgraph(void)
 		CHECK_INT(s.events[1].ts_ns + 9000, s.events[2].ts_ns);
 	}
 	check_stream("nog.txt", &s);
+	importer_free(im);
+}
+
+/* perf's comm per sample names the stream's threads (the wire's "threads"): spaces and colons kept,
+ * invalid UTF-8 replaced, cut to 64 bytes on a character boundary; a pseudo tid's thread is named
+ * by its comm; the names survive the wire format. */
+static void test_perf_thread_names(void)
+{
+	const char *path = tmp_text("names.txt",
+		"nginx: worker 4211/4211 [001] 1.000000: 250000 cpu-clock:\n\t1 f (/bin/a)\n\n"
+		"bad\xff" "comm 12/13 [001] 1.001000: 250000 cpu-clock:\n\t1 f (/bin/a)\n\n"
+		"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghij\xc3\xa9xyz 7/7 [001] 1.002000: 250000 cpu-clock:\n"
+		"\t1 f (/bin/a)\n\n"
+		"nopid [002] 1.003000: 250000 cpu-clock:\n\t1 f (/bin/a)\n");
+	struct importer *im = open_fmt(&import_perf);
+	struct wire_stream s;
+	const char *n;
+
+	CHECK_INT(run1(im, path, &s), 0);
+	CHECK_INT(s.nevents, 4);
+	CHECK_INT(s.nthreads, 4);
+	n = thread_name(&s, 4211);
+	CHECK_STR(n ? n : "(none)", "nginx: worker");
+	n = thread_name(&s, 13);
+	CHECK_STR(n ? n : "(none)", "bad\xef\xbf\xbd" "comm");
+	CHECK(thread_name(&s, 12) == NULL); /* the pid is not a thread of the stream */
+	/* 62 letters and "é" would be 64 bytes... and "x" the 65th: cut before it */
+	n = thread_name(&s, 7);
+	CHECK_STR(n ? n : "(none)", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghij\xc3\xa9");
+	if (s.nevents == 4) {
+		n = thread_name(&s, s.events[3].tid);
+		CHECK_STR(n ? n : "(none)", "nopid");
+	}
+	check_stream("names.txt", &s);
 	importer_free(im);
 }
 
@@ -997,6 +1051,7 @@ int main(int argc, char **argv)
 	RUN(test_old_switch_layout);
 	RUN(test_period_inference);
 	RUN(test_no_timestamps);
+	RUN(test_perf_thread_names);
 	RUN(test_pseudo_tids);
 	RUN(test_no_callgraph);
 	RUN(test_frame_limits);

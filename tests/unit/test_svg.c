@@ -492,7 +492,7 @@ static void test_timeline_basic(void)
 		{ 42, to + 1, 10, 'r', 0, false, NULL },
 		{ 1000, from, 10, 'x', 0, false, NULL },
 	};
-	struct tl_view v = { 1130, from, to, 9, from + 250 * MS, from + 450 * MS, "?t=", 0, false, 0 };
+	struct tl_view v = { 1130, from, to, 9, from + 250 * MS, from + 450 * MS, "?t=", 0, false, 0, NULL, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128] = "x";
 	const char *s;
@@ -559,7 +559,7 @@ static void test_timeline_basic(void)
 	}
 	/* a sub-millisecond view: 3 decimals */
 	{
-		struct tl_view v2 = { 1130, 0, 50000, 0, 0, 0, NULL, 0, false, 0 };
+		struct tl_view v2 = { 1130, 0, 50000, 0, 0, 0, NULL, 0, false, 0, NULL, 0 };
 		char t[512];
 
 		buf_reset(&b);
@@ -571,7 +571,7 @@ static void test_timeline_basic(void)
 	/* zoomed into 1200-1500 ms of a stream that starts at from: ticks and hovers count from the
 	 * stream's start, not the view's */
 	{
-		struct tl_view vz = { 1130, from + 1200 * MS, from + 1500 * MS, 0, 0, 0, "?t=", 0, true, from };
+		struct tl_view vz = { 1130, from + 1200 * MS, from + 1500 * MS, 0, 0, 0, "?t=", 0, true, from, NULL, 0 };
 		struct tl_event z[] = { { 4, from + 1250 * MS, 10 * MS, 'r', 0, false, "a\nb" } };
 		char t[512];
 
@@ -586,10 +586,77 @@ static void test_timeline_basic(void)
 	buf_release(&b);
 }
 
+/* Named threads: "NAME (tid N)", the symptom marker kept, markup escaped, a long name cut with "…" on a
+ * character boundary to fit the gutter, an unnamed thread "tid N", a tid named twice one way. */
+static void test_timeline_names(void)
+{
+	struct tl_event ev[] = {
+		{ 4211, 100, 10, 'r', 0, false, NULL },
+		{ 7, 120, 10, 'w', 4211, false, NULL },
+		{ 8, 130, 10, 'r', 0, false, NULL },
+		{ 9, 140, 10, 'r', 0, false, NULL },
+		{ 10, 150, 10, 'r', 0, false, NULL },
+	};
+	const struct tl_thread th[] = {
+		{ 4211, "nginx: worker" },
+		{ 7, "<script>&\"x\"" },
+		{ 8, "a-very-long-thread-name-well-past-the-gutter-room" },
+		{ 9, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9" },
+		{ 8, "a second name of 8" },
+		{ 12345, "not in the stream" },
+	};
+	struct tl_view v = { 1200, 0, 1000, 4211, 100, 200, NULL, 330, false, 0, th, 6 };
+	struct buf b = BUF_INIT(0), b2 = BUF_INIT(0);
+	char err[128];
+	const char *s;
+
+	CHECK_INT(timeline_render_svg(ev, 5, &v, &b, err, sizeof(err)), 0);
+	s = buf_cstr(&b);
+	CHECK(strstr(s, "<text class=\"tid symptom\" x=\"4\" y=\"18\">nginx: worker (tid 4211) (symptom)</text>") != NULL);
+	CHECK(strstr(s, "<text class=\"tid\" x=\"4\" y=\"38\">&lt;script&gt;&amp;&quot;x&quot; (tid 7)</text>") != NULL);
+	/* 330 px: 46 characters in all; "a second name of 8" sorts before the long name and wins */
+	CHECK(strstr(s, "<text class=\"tid\" x=\"4\" y=\"58\">a second name of 8 (tid 8)</text>") != NULL);
+	/* 46 - len(" (tid 9)") = 38 characters: 37 of the name, then "…", never half an é */
+	CHECK(strstr(s, "<text class=\"tid\" x=\"4\" y=\"78\">\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xe2\x80\xa6 (tid 9)</text>") != NULL);
+	CHECK(strstr(s, "<text class=\"tid\" x=\"4\" y=\"98\">tid 10</text>") != NULL);
+	CHECK(strstr(s, "<script") == NULL);
+	CHECK(strstr(s, "12345") == NULL);
+	CHECK(no_active_content(s));
+	/* the order the names come in changes nothing */
+	{
+		const struct tl_thread rev[] = { th[5], th[4], th[3], th[2], th[1], th[0] };
+		struct tl_view v2 = v;
+
+		v2.threads = rev;
+		CHECK_INT(timeline_render_svg(ev, 5, &v2, &b2, err, sizeof(err)), 0);
+		CHECK_STR(buf_cstr(&b2), s);
+	}
+	/* without the second name of 8, the long one (49 characters) is cut: 38 with the "…" */
+	{
+		struct tl_view v3 = v;
+
+		v3.nthreads = 4;
+		buf_reset(&b2);
+		CHECK_INT(timeline_render_svg(ev, 5, &v3, &b2, err, sizeof(err)), 0);
+		CHECK(strstr(buf_cstr(&b2), ">a-very-long-thread-name-well-past-the\xe2\x80\xa6 (tid 8)</text>") != NULL);
+		/* a wide gutter shows it whole; a narrow one leaves a name at least 6 characters */
+		v3.gutter = 600;
+		buf_reset(&b2);
+		CHECK_INT(timeline_render_svg(ev, 5, &v3, &b2, err, sizeof(err)), 0);
+		CHECK(strstr(buf_cstr(&b2), ">a-very-long-thread-name-well-past-the-gutter-room (tid 8)</text>") != NULL);
+		v3.gutter = 120;
+		buf_reset(&b2);
+		CHECK_INT(timeline_render_svg(ev, 5, &v3, &b2, err, sizeof(err)), 0);
+		CHECK(strstr(buf_cstr(&b2), ">nginx\xe2\x80\xa6 (tid 4211) (symptom)</text>") != NULL);
+	}
+	buf_release(&b);
+	buf_release(&b2);
+}
+
 static void test_timeline_err(void)
 {
 	struct tl_event ev[1] = { { 1, 0, 10, 'r', 0, false, NULL } };
-	struct tl_view v = { 1200, 5, 5, 0, 0, 0, NULL, 0, false, 0 };
+	struct tl_view v = { 1200, 5, 5, 0, 0, 0, NULL, 0, false, 0, NULL, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 
@@ -614,7 +681,7 @@ static void test_timeline_err(void)
 	{
 		struct tl_event x[2] = { { 1, INT64_MIN, INT64_MAX, 'r', 0, false, NULL },
 					 { 2, INT64_MAX - 5, INT64_MAX, 'w', 1, false, NULL } };
-		struct tl_view vx = { 1200, INT64_MIN, INT64_MAX, 0, 0, 0, "?t=", 0, false, 0 };
+		struct tl_view vx = { 1200, INT64_MIN, INT64_MAX, 0, 0, 0, "?t=", 0, false, 0, NULL, 0 };
 
 		buf_reset(&b);
 		CHECK_INT(timeline_render_svg(x, 2, &vx, &b, err, sizeof(err)), 0);
@@ -633,7 +700,7 @@ static void test_timeline_merge(void)
 		{ 7, 10800 * 1000, 100000, 'r', 0, true, NULL },
 		{ 7, 11500 * 1000, 100000, 'r', 0, false, "next column" },
 	};
-	struct tl_view v = { 1130, 0, SEC, 0, 0, 0, NULL, 0, false, 0 };
+	struct tl_view v = { 1130, 0, SEC, 0, 0, 0, NULL, 0, false, 0, NULL, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 	const char *s;
@@ -670,7 +737,7 @@ static struct tl_event *waits(size_t n, size_t naoi)
 
 static void test_timeline_edges(void)
 {
-	struct tl_view v = { 1200, 0, 10 * SEC, 0, 0, 0, NULL, 0, false, 0 };
+	struct tl_view v = { 1200, 0, 10 * SEC, 0, 0, 0, NULL, 0, false, 0, NULL, 0 };
 	struct tl_event *ev;
 	struct buf b = BUF_INIT(0);
 	char err[128];
@@ -711,7 +778,7 @@ static void test_timeline_perf(void)
 {
 	const size_t n = 100000, nthreads = 8;
 	struct tl_event *ev = calloc(n, sizeof(*ev));
-	struct tl_view v = { 1200, 0, SEC, 3, 400 * MS, 600 * MS, "?t=", 0, false, 0 };
+	struct tl_view v = { 1200, 0, SEC, 3, 400 * MS, 600 * MS, "?t=", 0, false, 0, NULL, 0 };
 	struct buf b = BUF_INIT(0);
 	char err[128];
 	size_t rects, aoi_edges = 0;
@@ -925,6 +992,7 @@ int main(void)
 	RUN(test_flame_search);
 	RUN(test_flame_perf);
 	RUN(test_timeline_basic);
+	RUN(test_timeline_names);
 	RUN(test_timeline_err);
 	RUN(test_timeline_merge);
 	RUN(test_timeline_edges);

@@ -450,10 +450,97 @@ static void test_modules(void)
 	wire_parser_free(p);
 }
 
+/* The "threads" extension: tid -> name, read in the order sent, written back, every bound refused by
+ * name; 4096 entries are taken and a duplicate is found wherever it is. */
+static void test_threads(void)
+{
+	static const char at_labels[] = "\"labels\": {";
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	struct buf b1 = BUF_INIT(0), b2 = BUF_INIT(0), big = BUF_INIT(0);
+	struct wire_stream s, t;
+	const char *at = strstr(example, at_labels);
+
+	buf_append(&b1, example, (size_t)(at - example));
+	buf_puts(&b1, "\"threads\": {\"4211\": \"nginx: worker\", \"0\": \"swapper/0\", \"17\": \"<b>\\u00e9\"}, ");
+	buf_puts(&b1, at);
+	CHECK_INT(wire_parse(p, b1.data, b1.len, a, &s), WIRE_OK);
+	CHECK_INT(s.nthreads, 3);
+	if (s.nthreads == 3) {
+		CHECK_INT(s.threads[0].tid, 4211);
+		CHECK_STR(s.threads[0].name, "nginx: worker");
+		CHECK_INT(s.threads[1].tid, 0);
+		CHECK_INT(s.threads[2].tid, 17);
+		CHECK_STR(s.threads[2].name, "<b>\xc3\xa9");
+	}
+	CHECK_INT(wire_write_json(&s, &b2), 0);
+	CHECK(strstr(buf_cstr(&b2), "\"threads\":{\"4211\":\"nginx: worker\",\"0\":\"swapper/0\",\"17\":\"<b>\xc3\xa9\"}") != NULL);
+	CHECK_INT(wire_parse(p, b2.data, b2.len, a, &t), WIRE_OK);
+	CHECK_INT(t.nthreads, 3);
+	/* absent or null: none */
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &t), WIRE_OK);
+	CHECK(t.nthreads == 0 && t.threads == NULL);
+	BAD(at_labels, "\"threads\": null, \"labels\": {", WIRE_OK, "");
+	BAD(at_labels, "\"threads\": [], \"labels\": {", WIRE_EINVALID, "threads: must be an object, not an array");
+	BAD(at_labels, "\"threads\": {\"12x\": \"a\"}, \"labels\": {", WIRE_EINVALID,
+	    "threads.12x: not a thread id (a decimal integer from 0 to 2147483647)");
+	BAD(at_labels, "\"threads\": {\"\": \"a\"}, \"labels\": {", WIRE_EINVALID,
+	    "threads.: not a thread id (a decimal integer from 0 to 2147483647)");
+	BAD(at_labels, "\"threads\": {\" 1\": \"a\"}, \"labels\": {", WIRE_EINVALID,
+	    "threads. 1: not a thread id (a decimal integer from 0 to 2147483647)");
+	BAD(at_labels, "\"threads\": {\"2147483647\": \"a\", \"2147483648\": \"a\"}, \"labels\": {", WIRE_EINVALID,
+	    "threads.2147483648: not a thread id (a decimal integer from 0 to 2147483647)");
+	BAD(at_labels, "\"threads\": {\"99999999999\": \"a\"}, \"labels\": {", WIRE_EINVALID,
+	    "threads.99999999999: not a thread id (a decimal integer from 0 to 2147483647)");
+	BAD(at_labels, "\"threads\": {\"1\": \"a\\u0007\"}, \"labels\": {", WIRE_EINVALID,
+	    "threads.1: contains a control character");
+	BAD(at_labels, "\"threads\": {\"1\": \"a\\u007f\"}, \"labels\": {", WIRE_EINVALID,
+	    "threads.1: contains a control character");
+	BAD(at_labels, "\"threads\": {\"1\": null}, \"labels\": {", WIRE_EINVALID,
+	    "threads.1: must be a string, not null");
+	/* a name of 64 bytes (32 two-byte characters) is taken, 65 is not */
+	buf_puts(&big, "\"threads\": {\"1\": \"");
+	for (int i = 0; i < 32; i++)
+		buf_puts(&big, "\xc3\xa9");
+	buf_puts(&big, "\"}, \"labels\": {");
+	BAD(at_labels, buf_cstr(&big), WIRE_OK, "");
+	buf_reset(&big);
+	buf_puts(&big, "\"threads\": {\"1\": \"x");
+	for (int i = 0; i < 32; i++)
+		buf_puts(&big, "\xc3\xa9");
+	buf_puts(&big, "\"}, \"labels\": {");
+	BAD(at_labels, buf_cstr(&big), WIRE_EINVALID, "threads.1: 65 bytes long, at most 64 allowed");
+	/* 4096 entries, then 4097; a duplicate far from its first */
+	buf_reset(&big);
+	buf_puts(&big, "\"threads\": {");
+	for (int i = 0; i < WIRE_MAX_THREADS; i++)
+		buf_printf(&big, "%s\"%d\": \"t\"", i ? ", " : "", i + 1);
+	buf_puts(&big, "}, \"labels\": {");
+	BAD(at_labels, buf_cstr(&big), WIRE_OK, "");
+	buf_reset(&big);
+	buf_puts(&big, "\"threads\": {");
+	for (int i = 0; i < WIRE_MAX_THREADS; i++)
+		buf_printf(&big, "%s\"%d\": \"t\"", i ? ", " : "", i == 4000 ? 3 : i + 1);
+	buf_puts(&big, "}, \"labels\": {");
+	BAD(at_labels, buf_cstr(&big), WIRE_EINVALID, "threads.3: duplicate key");
+	buf_reset(&big);
+	buf_puts(&big, "\"threads\": {");
+	for (int i = 0; i <= WIRE_MAX_THREADS; i++)
+		buf_printf(&big, "%s\"%d\": \"t\"", i ? ", " : "", i + 1);
+	buf_puts(&big, "}, \"labels\": {");
+	BAD(at_labels, buf_cstr(&big), WIRE_EINVALID, "threads: 4097 entries, at most 4096 allowed");
+	buf_release(&big);
+	buf_release(&b1);
+	buf_release(&b2);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
 int main(void)
 {
 	RUN(test_example);
 	RUN(test_modules);
+	RUN(test_threads);
 	RUN(test_roundtrip);
 	RUN(test_rejections);
 	RUN(test_weight);
