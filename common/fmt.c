@@ -63,7 +63,11 @@ static void put(char *out, size_t cap, double v, size_t u, int d, int whole)
 	if (whole) {
 		char c[FMT_LEN];
 
-		snprintf(out, cap, "%s s", fmt_count(c, llround(v / 1e9)));
+		/* past int64 seconds (a hostile label's slope) llround has no answer */
+		if (fabs(v) / 1e9 >= 9e18)
+			snprintf(out, cap, "%.3g s", v / 1e9);
+		else
+			snprintf(out, cap, "%s s", fmt_count(c, llround(v / 1e9)));
 		return;
 	}
 	char num[32];
@@ -131,10 +135,12 @@ char *fmt_share(char out[FMT_LEN], double frac)
 		snprintf(out, FMT_LEN, "< 0.1 %%");
 	else if (pct >= 99.95 && pct < 100)
 		snprintf(out, FMT_LEN, "> 99.9 %%");
+	else if (fabs(pct) >= 1e15)
+		snprintf(out, FMT_LEN, "%.3g %%", pct);
 	else {
 		n = snprintf(out, FMT_LEN, "%.1f", pct);
 		/* "50 %", not "50.0 %" */
-		if (n >= 2 && n < FMT_LEN && out[n - 2] == '.' && out[n - 1] == '0')
+		if (n >= 2 && out[n - 2] == '.' && out[n - 1] == '0')
 			n -= 2;
 		snprintf(out + n, (size_t)(FMT_LEN - n), " %%");
 	}

@@ -469,12 +469,14 @@ static int put_thread_names(struct store *st, const struct wire_stream *w)
 	for (size_t k = 0; k < w->nthreads; k++)
 		if (imap_put(&st->named, (uint64_t)w->threads[k].tid, k) < 0)
 			return -1;
-	if (imap_get(&st->named, (uint64_t)w->symptom.tid, &i))
+	/* i < nthreads: a tid of all ones is the map's empty key, which a lookup would "find" */
+	if (imap_get(&st->named, (uint64_t)w->symptom.tid, &i) && i < w->nthreads)
 		used[i] = true;
 	for (size_t k = 0; k < w->nevents; k++) {
-		if (imap_get(&st->named, (uint64_t)w->events[k].tid, &i))
+		if (imap_get(&st->named, (uint64_t)w->events[k].tid, &i) && i < w->nthreads)
 			used[i] = true;
-		if (w->events[k].readier_tid && imap_get(&st->named, (uint64_t)w->events[k].readier_tid, &i))
+		if (w->events[k].readier_tid && imap_get(&st->named, (uint64_t)w->events[k].readier_tid, &i) &&
+		    i < w->nthreads)
 			used[i] = true;
 	}
 	buf_reset(b);

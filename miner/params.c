@@ -137,7 +137,14 @@ int params_parse_time(const char *s, int64_t *ns)
 	}
 	if (*p)
 		return -1;
-	*ns = ((int64_t)timegm(&tm) - off) * 1000000000 + frac;
+	{
+		/* int64 nanoseconds hold 1677 to 2262 only: later or earlier years are refused, not wrapped */
+		int64_t t = (int64_t)timegm(&tm) - off;
+
+		if (t <= INT64_MIN / 1000000000 || t >= INT64_MAX / 1000000000)
+			return -1;
+		*ns = t * 1000000000 + frac;
+	}
 	return 0;
 }
 

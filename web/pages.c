@@ -135,7 +135,8 @@ const char *pages_keep_param(struct req *rq, const char *prev, const char *name,
 	}
 	out = req_strdup(rq, buf_cstr(&b));
 	buf_release(&b);
-	return out ? out : "";
+	/* out of memory: no parameters, as "&" so that callers skipping the leading '&' stay in bounds */
+	return out ? out : "&";
 }
 
 void pages_frame_list(struct req *rq, const char *const *names, size_t n, const char *cls)
@@ -250,7 +251,9 @@ bool pages_confirmed(struct req *rq, const char *title, const char *question, co
 	if (c && strcmp(c, "1") == 0)
 		return true;
 	html_begin(rq, title);
-	html_rawf(rq, "<h1>%s</h1><form class=\"confirm\" method=\"post\" action=\"", title);
+	html_raw(rq, "<h1>");
+	html_text(rq, title);
+	html_raw(rq, "</h1><form class=\"confirm\" method=\"post\" action=\"");
 	html_text(rq, action);
 	html_raw(rq, "\">");
 	html_csrf_field(rq);
@@ -263,8 +266,11 @@ bool pages_confirmed(struct req *rq, const char *title, const char *question, co
 		html_text(rq, v);
 		html_raw(rq, "\">");
 	}
-	html_rawf(rq, "<p>%s</p><input type=\"hidden\" name=\"confirm\" value=\"1\"><button type=\"submit\" "
-		  "class=\"danger\">%s</button> <a class=\"button secondary\" href=\"", question, button);
+	html_raw(rq, "<p>");
+	html_text(rq, question);
+	html_raw(rq, "</p><input type=\"hidden\" name=\"confirm\" value=\"1\"><button type=\"submit\" class=\"danger\">");
+	html_text(rq, button);
+	html_raw(rq, "</button> <a class=\"button secondary\" href=\"");
 	html_text(rq, back);
 	html_raw(rq, "\">Cancel</a></form>");
 	html_end(rq);

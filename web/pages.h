@@ -37,7 +37,8 @@ struct flame;
  * ?...&focus=ID#flame. keep: NULL-terminated names of the page's query parameters the links and the
  * form carry along (or NULL). */
 void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep);
-/* "&name=urlencoded(value)" appended to prev, in the arena (for links that keep a filter). */
+/* "&name=urlencoded(value)" appended to prev, in the arena (for links that keep a filter); "&" when
+ * out of memory, so that a caller skipping the leading '&' of a non-empty result stays in bounds. */
 const char *pages_keep_param(struct req *rq, const char *prev, const char *name, const char *value);
 /* Frame names as a numbered list, outermost first. */
 void pages_frame_list(struct req *rq, const char *const *names, size_t n, const char *cls);

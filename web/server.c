@@ -67,7 +67,8 @@ struct web {
 	pthread_t workers[256];
 	int nworkers;
 	bool stopping;              /* under qlock: new requests answered 503, queued ones too */
-	atomic_int held;            /* queued, running or being sent: shutdown waits for them */
+	atomic_int held;            /* queued, running or suspended: the daemon must not stop under them */
+	atomic_int sending;         /* answered by a worker, being sent: shutdown gives them a while */
 	atomic_llong stopped[4];    /* by enum req_stop */
 	pthread_t watchdog;
 	bool watch_started;
@@ -270,7 +271,7 @@ static void serve_metrics(struct req *rq)
 			     "# TYPE sm_web_requests_held gauge\nsm_web_requests_held %d\n",
 		   (long long)atomic_load(&W.stopped[REQ_STOP_DEADLINE]),
 		   (long long)atomic_load(&W.stopped[REQ_STOP_GONE]),
-		   (long long)atomic_load(&W.stopped[REQ_STOP_SHUTDOWN]), atomic_load(&W.held));
+		   (long long)atomic_load(&W.stopped[REQ_STOP_SHUTDOWN]), atomic_load(&W.held) + atomic_load(&W.sending));
 	conns_render(W.conns, &rq->out);
 	rq->status = 200;
 	rq->ctype = "text/plain; version=0.0.4";
@@ -408,8 +409,10 @@ static void dispatch(struct req *rq)
 
 /* ---- the workers: requests that need the database ---- */
 
-/* A held request counts until libmicrohttpd has sent its answer (on_completed), not until the answer
- * is queued: shutdown stops the daemon once none is held, which would cut a queued answer off. */
+/* A held request is suspended in a worker's hands; once resumed with its answer it is sending until
+ * libmicrohttpd has sent it (on_completed). Shutdown needs none held (stopping the daemon under a
+ * suspended connection aborts) and gives those sending a while: a reader that stops reading must
+ * not hold the exit. */
 enum { HELD_NOT, HELD_QUEUED, HELD_ANSWERED, HELD_SENDING };
 
 /* Whether the client closed its end (data it pipelined after the request does not count). */
@@ -687,8 +690,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (rq->held == HELD_ANSWERED) {
-		/* resumed: the worker's answer, held until sent */
+		/* resumed: the worker's answer, sent from here on */
 		rq->held = HELD_SENDING;
+		atomic_fetch_add(&W.sending, 1);
+		atomic_fetch_sub(&W.held, 1);
 		atomic_fetch_add(&W.requests, 1);
 		if (rq->status >= 500)
 			log_warn("request failed", "method=%s route=%s path=%.200s status=%d", method, route_of(rq), url,
@@ -738,7 +743,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	held = rq->body.cap + rq->out.cap + arena_used(rq->a);
 	if (rq->held != HELD_NOT) {
 		/* sent, or gone before libmicrohttpd could send it */
-		if (rq->held == HELD_ANSWERED || rq->held == HELD_SENDING)
+		if (rq->held == HELD_SENDING)
+			atomic_fetch_sub(&W.sending, 1);
+		else if (rq->held == HELD_ANSWERED)
 			atomic_fetch_sub(&W.held, 1);
 		else
 			log_error("request ended while a worker holds it", "path=\"%.200s\"", rq->path ? rq->path : "");
@@ -799,7 +806,12 @@ static int stop_requests(void)
 	pthread_mutex_unlock(&W.qlock);
 	while (atomic_load(&W.held) > 0 && util_now_mono_ns() < end)
 		usleep(20000);
-	return atomic_load(&W.held) > 0 ? -1 : 0;
+	if (atomic_load(&W.held) > 0)
+		return -1;
+	/* the answers on their way: the same few seconds, then the daemon stops (it may: none is suspended) */
+	while (atomic_load(&W.sending) > 0 && util_now_mono_ns() < end)
+		usleep(20000);
+	return 0;
 }
 
 int web_run(const struct web_config *cfg)

@@ -532,6 +532,8 @@ static void test_fmt(void)
 	CHECK_STR(fmt_share(o, 2.0 / 3), "66.7 %");
 	CHECK_STR(fmt_share(o, 0.0001), "< 0.1 %");
 	CHECK_STR(fmt_share(o, 0.99999), "> 99.9 %");
+	CHECK_STR(fmt_share(o, 1e62), "1e+64 %");          /* no digits past the buffer */
+	CHECK_STR(fmt_duration(o, 1e300), "1e+291 s");     /* past int64 seconds: not wrapped */
 
 	CHECK_STR(fmt_bytes(o, 512), "512 B");
 	CHECK_STR(fmt_bytes(o, 1536), "1.50 KiB");

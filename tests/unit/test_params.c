@@ -147,6 +147,11 @@ static void test_time(void)
 	CHECK_INT(params_parse_time("2026-11-22T03:00:00.123456789Z", &ns), 0);
 	CHECK_INT(ns, 1795316400123456789LL);
 	CHECK_INT(params_parse_time("2026-11-22 03:00:00Z", &ns), -1);
+	/* int64 nanoseconds end in 1677 and 2262: years past them are refused, not wrapped */
+	CHECK_INT(params_parse_time("9999-12-31T00:00:00Z", &ns), -1);
+	CHECK_INT(params_parse_time("1000-01-01T00:00:00Z", &ns), -1);
+	CHECK_INT(params_parse_time("2262-01-01T00:00:00Z", &ns), 0);
+	CHECK(ns > 0);
 	CHECK_INT(params_parse_time("2026-11-22T03:00:00", &ns), -1);
 	CHECK_INT(params_parse_time("2026-11-22T03:00:00+0100", &ns), -1);
 }
