@@ -354,6 +354,7 @@ struct mdb_work {
 	struct imap im;            /* caller's item -> index in order of first sight */
 	uint32_t *rid;             /* caller's sequence -> raw id (NONE: empty) */
 	uint64_t *rw;              /* raw id -> weight */
+	uint32_t *rcnt;            /* raw id -> number of the caller's sequences */
 	size_t *roff, rtotal;      /* raw id -> offset of its item indexes; their count */
 	uint32_t *ridx;            /* the raw sequences' item indexes, concatenated */
 	uint32_t *dense;           /* item index -> dense id, NONE when infrequent */
@@ -367,15 +368,57 @@ static void mdb_work_release(struct mdb_work *bw)
 	imap_free(&bw->im);
 	free(bw->rid);
 	free(bw->rw);
+	free(bw->rcnt);
 	free(bw->roff);
 	free(bw->ridx);
 	free(bw->dense);
 	free(bw->fid);
 }
 
-/* Checks the caller's database and sets n_orig and seq_bits. Returns 0 or -1 with err set. */
-static int mdb_check(struct mdb *d, const struct seqdb *db, char *err)
+/* The first sequence of chunk c of np contiguous chunks of n. */
+static size_t chunk_lo(size_t n, int np, int c)
 {
+	return (size_t)((uint64_t)n * (uint64_t)c / (uint64_t)np);    /* n < 2^32 (mdb_check) */
+}
+
+/* What a chunk of the caller's database holds, for mdb_check(): the sum of its weights before its first bad
+ * sequence (or all of them), whether that sum overflowed, and that first bad sequence (SIZE_MAX: none). */
+struct chkpart {
+	const struct seqdb *db;
+	int np;
+	struct chkres {
+		uint64_t total;
+		bool over;
+		size_t bad;
+	} res[PAR_MAX_THREADS];
+};
+
+static void chk_run(void *ctx, int c)
+{
+	struct chkpart *cp = ctx;
+	const struct seqdb *db = cp->db;
+	struct chkres *r = &cp->res[c];
+	size_t i = chunk_lo(db->n, cp->np, c), e = chunk_lo(db->n, cp->np, c + 1);
+
+	r->total = 0;
+	r->over = false;
+	r->bad = SIZE_MAX;
+	for (; i < e; i++) {
+		if (db->lens[i] && !db->seqs[i]) {
+			r->bad = i;
+			return;
+		}
+		if (r->total + db->weights[i] < r->total)
+			r->over = true;
+		r->total += db->weights[i];
+	}
+}
+
+/* Checks the caller's database on np threads and sets n_orig and seq_bits. The error is the one a pass in order
+ * meets first. Returns 0 or -1 with err set. */
+static int mdb_check(struct mdb *d, const struct seqdb *db, int np, char *err)
+{
+	struct chkpart cp = { .db = db, .np = np };
 	uint64_t total = 0;
 
 	d->n_orig = db->n;
@@ -385,16 +428,19 @@ static int mdb_check(struct mdb *d, const struct seqdb *db, char *err)
 		seterr(err, "too many sequences (%zu)", db->n);
 		return -1;
 	}
-	for (size_t i = 0; i < db->n; i++) {
-		if (db->lens[i] && !db->seqs[i]) {
-			seterr(err, "sequence %zu has length %u and no items", i, db->lens[i]);
-			return -1;
-		}
-		if (total + db->weights[i] < total) {
+	par_run(np, chk_run, &cp);
+	for (int c = 0; c < np; c++) {
+		const struct chkres *r = &cp.res[c];
+
+		if (r->over || total + r->total < total) {
 			seterr(err, "the total weight overflows 64 bits");
 			return -1;
 		}
-		total += db->weights[i];
+		if (r->bad != SIZE_MAX) {
+			seterr(err, "sequence %zu has length %u and no items", r->bad, db->lens[r->bad]);
+			return -1;
+		}
+		total += r->total;
 	}
 	return 0;
 }
@@ -406,10 +452,11 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 	/* locals in the loop: a store through rw (uint64_t) could otherwise be bw->rtotal (size_t) */
 	uint32_t *rid = bw->rid = vec_alloc(db->n, sizeof(*bw->rid));
 	uint64_t *rw = bw->rw = vec_calloc(db->n, sizeof(*bw->rw));
+	uint32_t *rcnt = bw->rcnt = vec_calloc(db->n, sizeof(*bw->rcnt));
 	struct seqset *raw = &bw->raw;
 	size_t rtotal = 0;
 
-	if (!rid || !rw || seqset_init(raw, db->n) < 0)
+	if (!rid || !rw || !rcnt || seqset_init(raw, db->n) < 0)
 		return -1;
 	for (size_t i0 = 0; i0 < db->n; i0 += 16) {
 		size_t i1 = i0 + 16 < db->n ? i0 + 16 : db->n;
@@ -431,6 +478,7 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 			if (rid[i] == NONE)
 				return -1;
 			rw[rid[i]] += db->weights[i];
+			rcnt[rid[i]]++;
 			if (added)
 				rtotal += db->lens[i];
 		}
@@ -459,6 +507,7 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 struct rawpart {
 	struct seqset set;
 	uint64_t *w;            /* local id -> weight */
+	uint32_t *cnt;          /* local id -> number of sequences */
 	uint32_t *gid;          /* local id -> raw id */
 	size_t lo, n;           /* its sequences at order[lo..lo+n) */
 	size_t total;           /* the summed lengths of its distinct sequences */
@@ -476,11 +525,6 @@ struct rawpar {
 	struct rawpart *parts;
 	atomic_int oom;
 };
-
-static size_t chunk_lo(size_t n, int np, int c)
-{
-	return (size_t)((uint64_t)n * (uint64_t)c / (uint64_t)np);    /* n < 2^32 (mdb_check) */
-}
 
 static inline int part_of(uint64_t h, int np)
 {
@@ -526,8 +570,9 @@ static void rawpar_merge(struct rawpar *rp, int p)
 	int c = 0;
 
 	pt->w = vec_calloc(pt->n, sizeof(*pt->w));
+	pt->cnt = vec_calloc(pt->n, sizeof(*pt->cnt));
 	pt->gid = vec_alloc(pt->n, sizeof(*pt->gid));
-	if (!pt->w || !pt->gid || seqset_init(&pt->set, pt->n) < 0) {
+	if (!pt->w || !pt->cnt || !pt->gid || seqset_init(&pt->set, pt->n) < 0) {
 		atomic_store(&rp->oom, 1);
 		return;
 	}
@@ -547,6 +592,7 @@ static void rawpar_merge(struct rawpar *rp, int p)
 			}
 			rid[i] = id;
 			pt->w[id] += db->weights[i];
+			pt->cnt[id]++;
 			if (added) {
 				while (i >= chunk_lo(db->n, rp->np, c + 1))
 					c++;
@@ -576,6 +622,7 @@ static void rawpar_number(struct rawpar *rp, int c)
 			raw->ptr[g] = db->seqs[i];
 			raw->len[g] = db->lens[i];
 			rw[g] = pt->w[rid[i]];
+			rp->bw->rcnt[g] = pt->cnt[rid[i]];
 			g++;
 		}
 	}
@@ -653,7 +700,8 @@ static int mdb_merge_raw_par(struct mdb_work *bw, const struct seqdb *db, int np
 	/* the raw sequences' set is only read for ptr, len and n from here on */
 	bw->raw.ptr = vec_alloc(nraw, sizeof(*bw->raw.ptr));
 	bw->raw.len = vec_alloc(nraw, sizeof(*bw->raw.len));
-	if (!bw->raw.ptr || !bw->raw.len)
+	bw->rcnt = vec_alloc(nraw, sizeof(*bw->rcnt));
+	if (!bw->raw.ptr || !bw->raw.len || !bw->rcnt)
 		goto out;
 	bw->raw.n = (uint32_t)nraw;
 	rp.step = 3;
@@ -667,6 +715,7 @@ out:
 			seqset_release(&rp.parts[p].set);
 			free(rp.parts[p].w);
 			free(rp.parts[p].gid);
+			free(rp.parts[p].cnt);
 		}
 	free(rp.parts);
 	free(rp.mark);
@@ -794,8 +843,14 @@ static int mdb_merge_frequent(struct mdb *d, struct mdb_work *bw)
 	return 0;
 }
 
-/* Weights and members of the merged sequences, members ascending by construction: d->w, d->grp_off,
- * d->grp and d->dup. Returns 0 or -1 (out of memory). */
+/*
+ * Weights and members of the merged sequences, members ascending by construction: d->w, d->grp_off, d->grp and
+ * d->dup. The weights and counts add up the raw sequences'. The members stay on one thread: their writes,
+ * scattered over the groups, are bound by the memory, not the core. Measured for 10 million call stacks
+ * (27,479 groups): 0.06 s on one thread; 0.06 s on two threads each reading all of rid and writing its
+ * share of the groups; 0.09 s on two threads listing each share's sequences first. Returns 0 or -1 (out of
+ * memory).
+ */
 static int mdb_group(struct mdb *d, const struct mdb_work *bw, const struct seqdb *db)
 {
 	const uint32_t *rid = bw->rid, *fid = bw->fid;
@@ -805,11 +860,11 @@ static int mdb_group(struct mdb *d, const struct mdb_work *bw, const struct seqd
 	d->grp_off = vec_calloc((size_t)d->nu + 1, sizeof(*d->grp_off));
 	if (!d->w || !d->grp_off)
 		return -1;
-	for (size_t i = 0; i < db->n; i++) {
-		if (rid[i] == NONE || fid[rid[i]] == NONE)
+	for (uint32_t r = 0; r < bw->raw.n; r++) {
+		if (fid[r] == NONE)
 			continue;
-		d->w[fid[rid[i]]] += db->weights[i];
-		d->grp_off[fid[rid[i]] + 1]++;
+		d->w[fid[r]] += bw->rw[r];
+		d->grp_off[fid[r] + 1] += bw->rcnt[r];
 	}
 	for (uint32_t u = 0; u < d->nu; u++) {
 		if (d->grp_off[u + 1] > 1)
@@ -841,13 +896,15 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, int
 	int rc = 0, np;
 
 	memset(d, 0, sizeof(*d));
-	if (mdb_check(d, db, err) < 0)
-		return -1;
 	np = par_threads(threads);
 	if ((size_t)np > db->n / BIDE_PREP_MIN)
 		np = (int)(db->n / BIDE_PREP_MIN);
 	if (np > MARK_PART + 1)
 		np = MARK_PART + 1;
+	if (np < 1)
+		np = 1;
+	if (mdb_check(d, db, np, err) < 0)
+		return -1;
 	if ((np > 1 ? mdb_merge_raw_par(&bw, db, np) : mdb_merge_raw(&bw, db)) < 0 || mdb_index_items(&bw) < 0 ||
 	    mdb_keep_frequent(d, &bw, minsup) < 0 || mdb_merge_frequent(d, &bw) < 0 || mdb_group(d, &bw, db) < 0) {
 		seterr(err, "out of memory preparing the database");

@@ -842,6 +842,50 @@ static void test_prep_threads_distinct(void)
 	bigdb_free(&g);
 }
 
+/* The database's refusals, checked in chunks with several threads: the error a pass in order meets first. */
+static void test_prep_threads_errors(void)
+{
+	enum { N = 60000 };
+	struct bigdb g;
+	struct bide *b = bide_open();
+	struct res r = { 0 };
+	static const uint32_t one[1] = { 1 };
+
+	bigdb_alloc(&g, N, 1);
+	for (size_t i = 0; i < N; i++) {
+		g.seqs[i] = one;
+		g.lens[i] = 1;
+		g.w[i] = 1;
+	}
+	for (int threads = 1; threads <= 3; threads++) {
+		struct bide_opts o = { .mode = BIDE_CLOSED, .minsup = 1, .threads = threads };
+
+		/* no items: in the last chunk */
+		g.seqs[N - 2] = NULL;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "sequence 59998 has length 1 and no items");
+		/* an overflow in the first chunk comes before it */
+		g.w[10] = UINT64_MAX - 5;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "the total weight overflows 64 bits");
+		/* an overflow across chunks, after it */
+		g.w[10] = UINT64_MAX / 2;
+		g.w[N - 1] = UINT64_MAX / 2;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "sequence 59998 has length 1 and no items");
+		g.seqs[N - 2] = one;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "the total weight overflows 64 bits");
+		g.w[10] = 1;
+		g.w[N - 1] = 1;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), 0);
+		CHECK_STR(res_letters(&r), "A:60000");
+		res_free(&r);
+	}
+	bide_free(b);
+	bigdb_free(&g);
+}
+
 /* ---- SPMF ---- */
 
 static int parse(struct spmf *s, const char *text, struct seqdb *db)
@@ -1054,6 +1098,7 @@ int main(int argc, char **argv)
 	RUN(test_random_big_threads);
 	RUN(test_prep_threads_dups);
 	RUN(test_prep_threads_distinct);
+	RUN(test_prep_threads_errors);
 	RUN(test_spmf_parse);
 	RUN(test_spmf_files);
 	RUN(test_spmf_write);
