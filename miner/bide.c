@@ -31,9 +31,10 @@
  * Before mining, items below minsup are dropped (they occur in no frequent
  * pattern and can never extend one), the others renumbered 0..m-1 by support,
  * and identical sequences merged (weights added, members remembered for the
- * output). The search tree is split into subtrees (tasks): the root's
- * children, and with several threads, the biggest tasks are expanded in the
- * calling thread until none holds more than a fair share of the work.
+ * output; on several threads for a big database, see mdb_merge_raw_par()).
+ * The search tree is split into subtrees (tasks): the root's children, and
+ * with several threads, the biggest tasks are expanded in the calling thread
+ * until none holds more than a fair share of the work.
  *
  * Memory: per thread, one stack of projections and item-indexed scratch
  * arrays; no per-node malloc. A node's children's projections lie above its
