@@ -31,9 +31,10 @@
  * Before mining, items below minsup are dropped (they occur in no frequent
  * pattern and can never extend one), the others renumbered 0..m-1 by support,
  * and identical sequences merged (weights added, members remembered for the
- * output). The search tree is split into subtrees (tasks): the root's
- * children, and with several threads, the biggest tasks are expanded in the
- * calling thread until none holds more than a fair share of the work.
+ * output; on several threads for a big database, see mdb_merge_raw_par()).
+ * The search tree is split into subtrees (tasks): the root's children, and
+ * with several threads, the biggest tasks are expanded in the calling thread
+ * until none holds more than a fair share of the work.
  *
  * Memory: per thread, one stack of projections and item-indexed scratch
  * arrays; no per-node malloc. A node's children's projections lie above its
@@ -212,29 +213,37 @@ static uint64_t hash_seq(const uint32_t *s, size_t len)
  * Set of sequences (not copied) to dense ids, by content. Not common/intern: that copies every distinct
  * key into its arena and hashes inside the call, where mdb_merge_raw() hashes a batch of 16 and prefetches
  * their slots first. Measured (bidebench, a million generated call stacks, 27,479 distinct): preparing
- * took 0.26-0.30 s with an intern map for the first merge against 0.11-0.13 s with this set (which costs
- * 3 MB more peak memory, its slots being sized for every sequence). Sized in advance, it never grows.
+ * took 0.26-0.30 s with an intern map for the first merge against 0.11-0.13 s with this set. The slots
+ * start small and double at half full (the hashes are kept, so growing hashes nothing again): sized for
+ * every sequence in advance, a table of 10 million call stacks with 27,479 distinct was 256 MB touched at
+ * random, a TLB and cache miss per sequence, and the parallel merge (no hashing left to hide the misses
+ * behind) spent 0.50 s there instead of 0.12 s. ptr, len and hash are sized for every sequence but only
+ * touched as far as used.
  */
 struct seqset {
 	uint64_t *slot;         /* hash bits << 32 | (id + 1); 0 = empty */
 	size_t mask;
 	const uint32_t **ptr;
 	uint32_t *len;
+	uint64_t *hash;         /* id -> its full hash, to grow */
 	uint32_t n;
 };
+
+#define SEQSET_START 4096       /* slots at first */
 
 static int seqset_init(struct seqset *s, size_t max)
 {
 	size_t cap = 16;
 
-	while (cap < 2 * max)
+	while (cap < 2 * max && cap < SEQSET_START)
 		cap *= 2;
 	memset(s, 0, sizeof(*s));
 	s->slot = vec_calloc(cap, sizeof(*s->slot));
 	s->ptr = vec_alloc(max, sizeof(*s->ptr));
 	s->len = vec_alloc(max, sizeof(*s->len));
+	s->hash = vec_alloc(max, sizeof(*s->hash));
 	s->mask = cap - 1;
-	return s->slot && s->ptr && s->len ? 0 : -1;
+	return s->slot && s->ptr && s->len && s->hash ? 0 : -1;
 }
 
 static void seqset_release(struct seqset *s)
@@ -242,9 +251,32 @@ static void seqset_release(struct seqset *s)
 	free(s->slot);
 	free(s->ptr);
 	free(s->len);
+	free(s->hash);
 }
 
-/* Id of the sequence p[0..len) of hash h, added if new (room for it was reserved by seqset_init). */
+/* Doubles the slots. Returns 0 or -1 (out of memory, s intact). */
+static int seqset_grow(struct seqset *s)
+{
+	size_t mask = 2 * s->mask + 1;
+	uint64_t *slot = vec_calloc(mask + 1, sizeof(*slot));
+
+	if (!slot)
+		return -1;
+	for (uint32_t id = 0; id < s->n; id++) {
+		size_t i = s->hash[id] & mask;
+
+		while (slot[i])
+			i = (i + 1) & mask;
+		slot[i] = (s->hash[id] & 0xffffffff00000000ULL) | (id + 1);
+	}
+	free(s->slot);
+	s->slot = slot;
+	s->mask = mask;
+	return 0;
+}
+
+/* Id of the sequence p[0..len) of hash h, added if new (room for it was reserved by seqset_init); NONE on out
+ * of memory. */
 static uint32_t seqset_put(struct seqset *s, const uint32_t *p, uint32_t len, uint64_t h, bool *added)
 {
 	size_t i = h & s->mask;
@@ -263,8 +295,15 @@ static uint32_t seqset_put(struct seqset *s, const uint32_t *p, uint32_t len, ui
 			return id;
 		}
 	}
+	if (2 * ((size_t)s->n + 1) > s->mask + 1) {
+		if (seqset_grow(s) < 0)
+			return NONE;
+		for (i = h & s->mask; s->slot[i]; i = (i + 1) & s->mask)
+			;
+	}
 	s->ptr[s->n] = p;
 	s->len[s->n] = len;
+	s->hash[s->n] = h;
 	s->slot[i] = tag | ++s->n;
 	*added = true;
 	return s->n - 1;
@@ -316,6 +355,7 @@ struct mdb_work {
 	struct imap im;            /* caller's item -> index in order of first sight */
 	uint32_t *rid;             /* caller's sequence -> raw id (NONE: empty) */
 	uint64_t *rw;              /* raw id -> weight */
+	uint32_t *rcnt;            /* raw id -> number of the caller's sequences */
 	size_t *roff, rtotal;      /* raw id -> offset of its item indexes; their count */
 	uint32_t *ridx;            /* the raw sequences' item indexes, concatenated */
 	uint32_t *dense;           /* item index -> dense id, NONE when infrequent */
@@ -329,15 +369,57 @@ static void mdb_work_release(struct mdb_work *bw)
 	imap_free(&bw->im);
 	free(bw->rid);
 	free(bw->rw);
+	free(bw->rcnt);
 	free(bw->roff);
 	free(bw->ridx);
 	free(bw->dense);
 	free(bw->fid);
 }
 
-/* Checks the caller's database and sets n_orig and seq_bits. Returns 0 or -1 with err set. */
-static int mdb_check(struct mdb *d, const struct seqdb *db, char *err)
+/* The first sequence of chunk c of np contiguous chunks of n. */
+static size_t chunk_lo(size_t n, int np, int c)
 {
+	return (size_t)((uint64_t)n * (uint64_t)c / (uint64_t)np);    /* n < 2^32 (mdb_check) */
+}
+
+/* What a chunk of the caller's database holds, for mdb_check(): the sum of its weights before its first bad
+ * sequence (or all of them), whether that sum overflowed, and that first bad sequence (SIZE_MAX: none). */
+struct chkpart {
+	const struct seqdb *db;
+	int np;
+	struct chkres {
+		uint64_t total;
+		bool over;
+		size_t bad;
+	} res[PAR_MAX_THREADS];
+};
+
+static void chk_run(void *ctx, int c)
+{
+	struct chkpart *cp = ctx;
+	const struct seqdb *db = cp->db;
+	struct chkres *r = &cp->res[c];
+	size_t i = chunk_lo(db->n, cp->np, c), e = chunk_lo(db->n, cp->np, c + 1);
+
+	r->total = 0;
+	r->over = false;
+	r->bad = SIZE_MAX;
+	for (; i < e; i++) {
+		if (db->lens[i] && !db->seqs[i]) {
+			r->bad = i;
+			return;
+		}
+		if (r->total + db->weights[i] < r->total)
+			r->over = true;
+		r->total += db->weights[i];
+	}
+}
+
+/* Checks the caller's database on np threads and sets n_orig and seq_bits. The error is the one a pass in order
+ * meets first. Returns 0 or -1 with err set. */
+static int mdb_check(struct mdb *d, const struct seqdb *db, int np, char *err)
+{
+	struct chkpart cp = { .db = db, .np = np };
 	uint64_t total = 0;
 
 	d->n_orig = db->n;
@@ -347,16 +429,19 @@ static int mdb_check(struct mdb *d, const struct seqdb *db, char *err)
 		seterr(err, "too many sequences (%zu)", db->n);
 		return -1;
 	}
-	for (size_t i = 0; i < db->n; i++) {
-		if (db->lens[i] && !db->seqs[i]) {
-			seterr(err, "sequence %zu has length %u and no items", i, db->lens[i]);
-			return -1;
-		}
-		if (total + db->weights[i] < total) {
+	par_run(np, chk_run, &cp);
+	for (int c = 0; c < np; c++) {
+		const struct chkres *r = &cp.res[c];
+
+		if (r->over || total + r->total < total) {
 			seterr(err, "the total weight overflows 64 bits");
 			return -1;
 		}
-		total += db->weights[i];
+		if (r->bad != SIZE_MAX) {
+			seterr(err, "sequence %zu has length %u and no items", r->bad, db->lens[r->bad]);
+			return -1;
+		}
+		total += r->total;
 	}
 	return 0;
 }
@@ -368,10 +453,11 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 	/* locals in the loop: a store through rw (uint64_t) could otherwise be bw->rtotal (size_t) */
 	uint32_t *rid = bw->rid = vec_alloc(db->n, sizeof(*bw->rid));
 	uint64_t *rw = bw->rw = vec_calloc(db->n, sizeof(*bw->rw));
+	uint32_t *rcnt = bw->rcnt = vec_calloc(db->n, sizeof(*bw->rcnt));
 	struct seqset *raw = &bw->raw;
 	size_t rtotal = 0;
 
-	if (!rid || !rw || seqset_init(raw, db->n) < 0)
+	if (!rid || !rw || !rcnt || seqset_init(raw, db->n) < 0)
 		return -1;
 	for (size_t i0 = 0; i0 < db->n; i0 += 16) {
 		size_t i1 = i0 + 16 < db->n ? i0 + 16 : db->n;
@@ -390,13 +476,254 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
 				continue;
 			}
 			rid[i] = seqset_put(raw, db->seqs[i], db->lens[i], h[i - i0], &added);
+			if (rid[i] == NONE)
+				return -1;
 			rw[rid[i]] += db->weights[i];
+			rcnt[rid[i]]++;
 			if (added)
 				rtotal += db->lens[i];
 		}
 	}
 	bw->rtotal = rtotal;
 	return 0;
+}
+
+/*
+ * The same merge on several threads (mdb_merge_raw_par), for big databases. The sequences are split by hash
+ * into parts, one per thread, each merged in a seqset of its own; the raw ids are then numbered in order of
+ * first occurrence, as mdb_merge_raw() numbers them, so that everything after is the same. Steps (one
+ * par_run each): hash the chunks of the input (chunk c = the c-th contiguous share); list each part's
+ * sequences, ascending; merge each part; number the first occurrences chunk by chunk; renumber rid.
+ * Memory on top of the serial merge: 5 bytes per sequence (the list and a mark), the hashes living in rw.
+ */
+#define MARK_FIRST 0x80         /* the first occurrence of its raw sequence */
+#define MARK_EMPTY 0x40         /* an empty sequence, in no part */
+#define MARK_PART 0x3f
+
+/* Parallel merging is worth a thread for at least this many sequences (the seqset's own size knob). */
+#ifndef BIDE_PREP_MIN
+#define BIDE_PREP_MIN 16384
+#endif
+
+struct rawpart {
+	struct seqset set;
+	uint64_t *w;            /* local id -> weight */
+	uint32_t *cnt;          /* local id -> number of sequences */
+	uint32_t *gid;          /* local id -> raw id */
+	size_t lo, n;           /* its sequences at order[lo..lo+n) */
+	size_t total;           /* the summed lengths of its distinct sequences */
+};
+
+struct rawpar {
+	const struct seqdb *db;
+	struct mdb_work *bw;
+	int np, step;
+	uint64_t *hv;           /* sequence -> hash, in the memory of bw->rw until the numbering */
+	uint8_t *mark;          /* sequence -> part | MARK_FIRST, or MARK_EMPTY */
+	uint32_t *order;        /* the parts' sequences, part after part, ascending in each */
+	size_t *cnt;            /* [chunk * np + part]: sequences, then where the chunk's go in order */
+	size_t *first;          /* [part * np + chunk]: first occurrences, summed into the chunks' first raw id */
+	struct rawpart *parts;
+	atomic_int oom;
+};
+
+static inline int part_of(uint64_t h, int np)
+{
+	/* the high bits: the low ones pick the slot inside the part */
+	return (int)(((h >> 32) * (uint64_t)np) >> 32);
+}
+
+static void rawpar_hash(struct rawpar *rp, int c)
+{
+	const struct seqdb *db = rp->db;
+	size_t *cnt = rp->cnt + (size_t)c * (size_t)rp->np;
+
+	for (size_t i = chunk_lo(db->n, rp->np, c), e = chunk_lo(db->n, rp->np, c + 1); i < e; i++) {
+		int p;
+
+		if (!db->lens[i]) {
+			rp->mark[i] = MARK_EMPTY;
+			continue;
+		}
+		rp->hv[i] = hash_seq(db->seqs[i], db->lens[i]);
+		p = part_of(rp->hv[i], rp->np);
+		rp->mark[i] = (uint8_t)p;
+		cnt[p]++;
+	}
+}
+
+static void rawpar_list(struct rawpar *rp, int c)
+{
+	size_t *pos = rp->cnt + (size_t)c * (size_t)rp->np;
+
+	for (size_t i = chunk_lo(rp->db->n, rp->np, c), e = chunk_lo(rp->db->n, rp->np, c + 1); i < e; i++)
+		if (!(rp->mark[i] & MARK_EMPTY))
+			rp->order[pos[rp->mark[i]]++] = (uint32_t)i;
+}
+
+static void rawpar_merge(struct rawpar *rp, int p)
+{
+	const struct seqdb *db = rp->db;
+	struct rawpart *pt = &rp->parts[p];
+	const uint32_t *ord = rp->order + pt->lo;
+	size_t *first = rp->first + (size_t)p * (size_t)rp->np, total = 0;
+	uint32_t *rid = rp->bw->rid;
+	int c = 0;
+
+	pt->w = vec_calloc(pt->n, sizeof(*pt->w));
+	pt->cnt = vec_calloc(pt->n, sizeof(*pt->cnt));
+	pt->gid = vec_alloc(pt->n, sizeof(*pt->gid));
+	if (!pt->w || !pt->cnt || !pt->gid || seqset_init(&pt->set, pt->n) < 0) {
+		atomic_store(&rp->oom, 1);
+		return;
+	}
+	for (size_t j0 = 0; j0 < pt->n; j0 += 16) {
+		size_t j1 = j0 + 16 < pt->n ? j0 + 16 : pt->n;
+
+		for (size_t j = j0; j < j1; j++)
+			__builtin_prefetch(&pt->set.slot[rp->hv[ord[j]] & pt->set.mask]);
+		for (size_t j = j0; j < j1; j++) {
+			uint32_t i = ord[j], id;
+			bool added;
+
+			id = seqset_put(&pt->set, db->seqs[i], db->lens[i], rp->hv[i], &added);
+			if (id == NONE) {
+				atomic_store(&rp->oom, 1);
+				return;
+			}
+			rid[i] = id;
+			pt->w[id] += db->weights[i];
+			pt->cnt[id]++;
+			if (added) {
+				while (i >= chunk_lo(db->n, rp->np, c + 1))
+					c++;
+				first[c]++;
+				rp->mark[i] |= MARK_FIRST;
+				total += db->lens[i];
+			}
+		}
+	}
+	pt->total = total;
+}
+
+/* Chunk c's first occurrences get raw ids first[c]... in order; the weights go to rw (over the hashes: a raw
+ * id is never past its first occurrence, and no one reads the hashes any more). */
+static void rawpar_number(struct rawpar *rp, int c)
+{
+	const struct seqdb *db = rp->db;
+	struct seqset *raw = &rp->bw->raw;
+	uint64_t *rw = rp->bw->rw;
+	uint32_t *rid = rp->bw->rid, g = (uint32_t)rp->first[c];
+
+	for (size_t i = chunk_lo(db->n, rp->np, c), e = chunk_lo(db->n, rp->np, c + 1); i < e; i++) {
+		if (rp->mark[i] & MARK_FIRST) {
+			struct rawpart *pt = &rp->parts[rp->mark[i] & MARK_PART];
+
+			pt->gid[rid[i]] = g;
+			raw->ptr[g] = db->seqs[i];
+			raw->len[g] = db->lens[i];
+			rw[g] = pt->w[rid[i]];
+			rp->bw->rcnt[g] = pt->cnt[rid[i]];
+			g++;
+		}
+	}
+}
+
+static void rawpar_renumber(struct rawpar *rp, int c)
+{
+	uint32_t *rid = rp->bw->rid;
+
+	for (size_t i = chunk_lo(rp->db->n, rp->np, c), e = chunk_lo(rp->db->n, rp->np, c + 1); i < e; i++)
+		rid[i] = rp->mark[i] & MARK_EMPTY ? NONE : rp->parts[rp->mark[i] & MARK_PART].gid[rid[i]];
+}
+
+static void rawpar_run(void *ctx, int w)
+{
+	struct rawpar *rp = ctx;
+
+	switch (rp->step) {
+	case 0: rawpar_hash(rp, w); break;
+	case 1: rawpar_list(rp, w); break;
+	case 2: rawpar_merge(rp, w); break;
+	case 3: rawpar_number(rp, w); break;
+	default: rawpar_renumber(rp, w); break;
+	}
+}
+
+/* mdb_merge_raw() on np threads (2..PAR_MAX_THREADS, at most MARK_PART + 1), with the same result. Returns 0
+ * or -1 (out of memory). */
+static int mdb_merge_raw_par(struct mdb_work *bw, const struct seqdb *db, int np)
+{
+	struct rawpar rp = { .db = db, .bw = bw, .np = np };
+	size_t at = 0, nraw = 0, npp = (size_t)np * (size_t)np;
+	int rc = -1;
+
+	atomic_init(&rp.oom, 0);
+	bw->rid = vec_alloc(db->n, sizeof(*bw->rid));
+	bw->rw = vec_alloc(db->n, sizeof(*bw->rw));
+	rp.hv = bw->rw;
+	rp.mark = vec_alloc(db->n, sizeof(*rp.mark));
+	rp.order = vec_alloc(db->n, sizeof(*rp.order));
+	rp.cnt = vec_calloc(npp, sizeof(*rp.cnt));
+	rp.first = vec_calloc(npp, sizeof(*rp.first));
+	rp.parts = vec_calloc((size_t)np, sizeof(*rp.parts));
+	if (!bw->rid || !bw->rw || !rp.mark || !rp.order || !rp.cnt || !rp.first || !rp.parts)
+		goto out;
+	par_run(np, rawpar_run, &rp);
+	/* each part's sequences chunk after chunk, so ascending */
+	for (int p = 0; p < np; p++) {
+		rp.parts[p].lo = at;
+		for (int c = 0; c < np; c++) {
+			size_t k = rp.cnt[(size_t)c * (size_t)np + (size_t)p];
+
+			rp.cnt[(size_t)c * (size_t)np + (size_t)p] = at;
+			at += k;
+		}
+		rp.parts[p].n = at - rp.parts[p].lo;
+	}
+	rp.step = 1;
+	par_run(np, rawpar_run, &rp);
+	rp.step = 2;
+	par_run(np, rawpar_run, &rp);
+	if (atomic_load(&rp.oom))
+		goto out;
+	bw->rtotal = 0;
+	for (int c = 0; c < np; c++) {
+		size_t k = 0;
+
+		for (int p = 0; p < np; p++)
+			k += rp.first[(size_t)p * (size_t)np + (size_t)c];
+		rp.first[c] = nraw;
+		nraw += k;
+	}
+	for (int p = 0; p < np; p++)
+		bw->rtotal += rp.parts[p].total;
+	/* the raw sequences' set is only read for ptr, len and n from here on */
+	bw->raw.ptr = vec_alloc(nraw, sizeof(*bw->raw.ptr));
+	bw->raw.len = vec_alloc(nraw, sizeof(*bw->raw.len));
+	bw->rcnt = vec_alloc(nraw, sizeof(*bw->rcnt));
+	if (!bw->raw.ptr || !bw->raw.len || !bw->rcnt)
+		goto out;
+	bw->raw.n = (uint32_t)nraw;
+	rp.step = 3;
+	par_run(np, rawpar_run, &rp);
+	rp.step = 4;
+	par_run(np, rawpar_run, &rp);
+	rc = 0;
+out:
+	if (rp.parts)
+		for (int p = 0; p < np; p++) {
+			seqset_release(&rp.parts[p].set);
+			free(rp.parts[p].w);
+			free(rp.parts[p].gid);
+			free(rp.parts[p].cnt);
+		}
+	free(rp.parts);
+	free(rp.mark);
+	free(rp.order);
+	free(rp.cnt);
+	free(rp.first);
+	return rc;
 }
 
 /* The distinct sequences as item indexes (numbered in order of first sight): roff and ridx. Returns 0 or -1
@@ -502,6 +829,8 @@ static int mdb_merge_frequent(struct mdb *d, struct mdb_work *bw)
 			continue;
 		}
 		fid[r] = seqset_put(fin, items + start, (uint32_t)len, hash_seq(items + start, len), &added);
+		if (fid[r] == NONE)
+			return -1;
 		if (added)
 			off[fin->n] = start + len;
 	}
@@ -515,8 +844,14 @@ static int mdb_merge_frequent(struct mdb *d, struct mdb_work *bw)
 	return 0;
 }
 
-/* Weights and members of the merged sequences, members ascending by construction: d->w, d->grp_off,
- * d->grp and d->dup. Returns 0 or -1 (out of memory). */
+/*
+ * Weights and members of the merged sequences, members ascending by construction: d->w, d->grp_off, d->grp and
+ * d->dup. The weights and counts add up the raw sequences'. The members stay on one thread: their writes,
+ * scattered over the groups, are bound by the memory, not the core. Measured for 10 million call stacks
+ * (27,479 groups): 0.06 s on one thread; 0.06 s on two threads each reading all of rid and writing its
+ * share of the groups; 0.09 s on two threads listing each share's sequences first. Returns 0 or -1 (out of
+ * memory).
+ */
 static int mdb_group(struct mdb *d, const struct mdb_work *bw, const struct seqdb *db)
 {
 	const uint32_t *rid = bw->rid, *fid = bw->fid;
@@ -526,11 +861,11 @@ static int mdb_group(struct mdb *d, const struct mdb_work *bw, const struct seqd
 	d->grp_off = vec_calloc((size_t)d->nu + 1, sizeof(*d->grp_off));
 	if (!d->w || !d->grp_off)
 		return -1;
-	for (size_t i = 0; i < db->n; i++) {
-		if (rid[i] == NONE || fid[rid[i]] == NONE)
+	for (uint32_t r = 0; r < bw->raw.n; r++) {
+		if (fid[r] == NONE)
 			continue;
-		d->w[fid[rid[i]]] += db->weights[i];
-		d->grp_off[fid[rid[i]] + 1]++;
+		d->w[fid[r]] += bw->rw[r];
+		d->grp_off[fid[r] + 1] += bw->rcnt[r];
 	}
 	for (uint32_t u = 0; u < d->nu; u++) {
 		if (d->grp_off[u + 1] > 1)
@@ -556,16 +891,23 @@ static int mdb_group(struct mdb *d, const struct mdb_work *bw, const struct seqd
  * items with support >= minsup renumbered by support, and merges again the sequences that became identical.
  * Returns 0 or -1 with err set.
  */
-static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, char *err)
+static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, int threads, char *err)
 {
 	struct mdb_work bw = { .im = IMAP_INIT };
-	int rc = 0;
+	int rc = 0, np;
 
 	memset(d, 0, sizeof(*d));
-	if (mdb_check(d, db, err) < 0)
+	np = par_threads(threads);
+	if ((size_t)np > db->n / BIDE_PREP_MIN)
+		np = (int)(db->n / BIDE_PREP_MIN);
+	if (np > MARK_PART + 1)
+		np = MARK_PART + 1;
+	if (np < 1)
+		np = 1;
+	if (mdb_check(d, db, np, err) < 0)
 		return -1;
-	if (mdb_merge_raw(&bw, db) < 0 || mdb_index_items(&bw) < 0 || mdb_keep_frequent(d, &bw, minsup) < 0 ||
-	    mdb_merge_frequent(d, &bw) < 0 || mdb_group(d, &bw, db) < 0) {
+	if ((np > 1 ? mdb_merge_raw_par(&bw, db, np) : mdb_merge_raw(&bw, db)) < 0 || mdb_index_items(&bw) < 0 ||
+	    mdb_keep_frequent(d, &bw, minsup) < 0 || mdb_merge_frequent(d, &bw) < 0 || mdb_group(d, &bw, db) < 0) {
 		seterr(err, "out of memory preparing the database");
 		mdb_release(d);
 		rc = -1;
@@ -1349,7 +1691,7 @@ int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o,
 	}
 	if (threads > THREADS_MAX)
 		threads = THREADS_MAX;
-	if (mdb_build(&mdb, db, o->minsup, b->err) < 0)
+	if (mdb_build(&mdb, db, o->minsup, threads, b->err) < 0)
 		return -1;
 	b->st.prep_ms = (double)(util_now_mono_ns() - t0) / 1e6;
 	b->st.items = mdb.m;

@@ -34,7 +34,8 @@ struct bide_opts {
 	enum bide_mode mode;
 	uint64_t minsup;        /* absolute, >= 1: patterns with support >= minsup (support = sum of weights of
 				 * the sequences containing the pattern) */
-	int threads;            /* 1 or more (0 counts as 1); the search tree is split into subtrees */
+	int threads;            /* 1 or more (0 counts as 1); the search tree is split into subtrees, and a big
+				 * database's identical sequences are merged on as many threads */
 	size_t max_patterns;    /* safety stop: fail with an error past this many (0: no limit) */
 	size_t max_len;         /* patterns longer than this are not extended (0: no limit); patterns are still
 				 * checked against all their extensions, so every output is truly closed/maximal */

@@ -4,9 +4,10 @@
  * small random databases (repeated items, as recursion makes them; weights)
  * against a brute-force miner written here from the definitions; weighted mode
  * against count mode on the database with each sequence repeated weight
- * times; one thread against two; the options and errors; SPMF parsing and its
- * refusals; and the real SPMF files (consistency of closed and maximal, exact
- * supports and supporting sequences of a sample).
+ * times; one thread against two; the database prepared on 1, 2 and 3
+ * threads (many duplicates, none); the options and errors; SPMF parsing and
+ * its refusals; and the real SPMF files (consistency of closed and maximal,
+ * exact supports and supporting sequences of a sample).
  *
  * Usage: test_bide [DATA_DIR]  (else $SM_DATA, else ../shared/data)
  */
@@ -687,6 +688,204 @@ static void test_random_big_threads(void)
 	CHECK_INT(bad, 0);
 }
 
+/* ---- preparation on several threads ---- */
+
+/* A database of n sequences (pointers into one block or elsewhere), for the preparation tests. */
+struct bigdb {
+	uint32_t *items, *lens;
+	const uint32_t **seqs;
+	uint64_t *w;
+	struct seqdb db;
+};
+
+static void bigdb_alloc(struct bigdb *g, size_t n, size_t nitems)
+{
+	g->items = xrealloc(NULL, nitems * sizeof(*g->items));
+	g->lens = xrealloc(NULL, n * sizeof(*g->lens));
+	g->seqs = xrealloc(NULL, n * sizeof(*g->seqs));
+	g->w = xrealloc(NULL, n * sizeof(*g->w));
+	g->db = (struct seqdb){ g->seqs, g->lens, g->w, n };
+}
+
+static void bigdb_free(struct bigdb *g)
+{
+	free(g->items);
+	free(g->lens);
+	free(g->seqs);
+	free(g->w);
+}
+
+/* Mines g at 1 % of its weight with 1, 2 and 3 threads, in both modes: the same patterns, supports,
+ * supporting sequences and statistics. g is big enough for 3 threads to merge its sequences in parallel
+ * (BIDE_PREP_MIN in miner/bide.c: 16,384 sequences a thread). Stores the 1-thread statistics of the closed run
+ * in st1. */
+static void prep_same(const struct bigdb *g, struct bide_stats *st1)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < g->db.n; i++)
+		total += g->w[i];
+	for (int mode = 0; mode < 2; mode++) {
+		struct res r1 = { 0 };
+		struct bide_stats s1;
+		struct bide *b = bide_open();
+		struct bide_opts o = { .mode = mode ? BIDE_MAXIMAL : BIDE_CLOSED, .minsup = total / 100, .threads = 1 };
+
+		CHECK_INT(bide_mine(b, &g->db, &o, collect, &r1), 0);
+		bide_last_stats(b, &s1);
+		if (!mode)
+			*st1 = s1;
+		for (o.threads = 2; o.threads <= 3; o.threads++) {
+			struct res r = { 0 };
+			struct bide_stats st;
+
+			CHECK_INT(bide_mine(b, &g->db, &o, collect, &r), 0);
+			bide_last_stats(b, &st);
+			CHECK(res_equal(&r, &r1, true, mode ? "maximal, prepared on threads" : "closed, prepared on threads"));
+			CHECK_INT(st.sequences, s1.sequences);
+			CHECK_INT(st.items, s1.items);
+			CHECK_INT(st.patterns, s1.patterns);
+			CHECK(!r.unsorted);
+			res_free(&r);
+		}
+		CHECK(r1.n > 0);
+		res_free(&r1);
+		bide_free(b);
+	}
+}
+
+/* Many duplicates, as call stacks repeat: 60,000 sequences drawn from 300 distinct ones (one in five as a copy
+ * at another address, so compared by content), one in 50 empty, some of infrequent items only, and a third
+ * with an infrequent last item, which may make them equal to another sequence once dropped. */
+static void test_prep_threads_dups(void)
+{
+	enum { N = 60000, D = 300, L = 24 };
+	struct bigdb g;
+	struct bide_stats st;
+	uint32_t *dist = xrealloc(NULL, D * L * sizeof(*dist)), dlen[D];
+	size_t at = 0, empty = 0;
+
+	bigdb_alloc(&g, N, (size_t)N * L);
+	rng_state = 0x2545f4914f6cdd1dULL;
+	for (uint32_t d = 0; d < D; d++) {
+		uint32_t *s = dist + d * L, len = 0, shared = 3 + rnd(8), tail = 2 + rnd(10);
+
+		if (d % 37 == 5) {
+			for (; len < 4; len++)
+				s[len] = 100000 + d * 8 + len;
+		} else {
+			for (; len < shared; len++)
+				s[len] = 1 + len;
+			for (uint32_t j = 0; j < tail; j++, len++)
+				s[len] = rnd(4) ? 10 + rnd(20) : s[len - 2];
+			if (d % 3 == 0)
+				s[len++] = 200000 + d;
+		}
+		dlen[d] = len;
+	}
+	for (size_t i = 0; i < N; i++) {
+		uint64_t u = rnd(1000);
+		uint32_t d = (uint32_t)(u * u * u * D / 1000000000);
+
+		if (i < D)
+			d = (uint32_t)i;
+		g.w[i] = 1 + rnd(100);
+		if (i % 50 == 7) {
+			g.lens[i] = 0;
+			g.seqs[i] = NULL;
+			empty++;
+		} else if (i % 5 == 0) {
+			memcpy(g.items + at, dist + d * L, dlen[d] * sizeof(*g.items));
+			g.seqs[i] = g.items + at;
+			g.lens[i] = dlen[d];
+			at += dlen[d];
+		} else {
+			g.seqs[i] = dist + d * L;
+			g.lens[i] = dlen[d];
+		}
+	}
+	prep_same(&g, &st);
+	fprintf(stderr, "  duplicates: %llu sequences mined, %llu items, %llu closed patterns\n",
+		(unsigned long long)st.sequences, (unsigned long long)st.items, (unsigned long long)st.patterns);
+	CHECK(st.sequences > 100 && st.sequences < D);
+	CHECK(empty > 0);
+	free(dist);
+	bigdb_free(&g);
+}
+
+/* No duplicates: 60,000 distinct sequences, a shared prefix and the index in 4 digits of base 16, every item
+ * frequent, so that every one is mined. */
+static void test_prep_threads_distinct(void)
+{
+	enum { N = 60000, L = 7 };
+	struct bigdb g;
+	struct bide_stats st;
+
+	bigdb_alloc(&g, N, (size_t)N * L);
+	rng_state = 0x9e3779b97f4a7c15ULL;
+	for (size_t i = 0; i < N; i++) {
+		uint32_t *s = g.items + i * L;
+
+		s[0] = 1;
+		s[1] = 2;
+		s[2] = 3;
+		for (int k = 0; k < 4; k++)
+			s[3 + k] = 10 + (uint32_t)(i >> (4 * k)) % 16;
+		g.seqs[i] = s;
+		g.lens[i] = L;
+		g.w[i] = 1 + rnd(100);
+	}
+	prep_same(&g, &st);
+	fprintf(stderr, "  distinct: %llu closed patterns\n", (unsigned long long)st.patterns);
+	CHECK_INT(st.sequences, N);
+	CHECK_INT(st.items, 3 + 16);
+	bigdb_free(&g);
+}
+
+/* The database's refusals, checked in chunks with several threads: the error a pass in order meets first. */
+static void test_prep_threads_errors(void)
+{
+	enum { N = 60000 };
+	struct bigdb g;
+	struct bide *b = bide_open();
+	struct res r = { 0 };
+	static const uint32_t one[1] = { 1 };
+
+	bigdb_alloc(&g, N, 1);
+	for (size_t i = 0; i < N; i++) {
+		g.seqs[i] = one;
+		g.lens[i] = 1;
+		g.w[i] = 1;
+	}
+	for (int threads = 1; threads <= 3; threads++) {
+		struct bide_opts o = { .mode = BIDE_CLOSED, .minsup = 1, .threads = threads };
+
+		/* no items: in the last chunk */
+		g.seqs[N - 2] = NULL;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "sequence 59998 has length 1 and no items");
+		/* an overflow in the first chunk comes before it */
+		g.w[10] = UINT64_MAX - 5;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "the total weight overflows 64 bits");
+		/* an overflow across chunks, after it */
+		g.w[10] = UINT64_MAX / 2;
+		g.w[N - 1] = UINT64_MAX / 2;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "sequence 59998 has length 1 and no items");
+		g.seqs[N - 2] = one;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), -1);
+		CHECK_STR(bide_error(b), "the total weight overflows 64 bits");
+		g.w[10] = 1;
+		g.w[N - 1] = 1;
+		CHECK_INT(bide_mine(b, &g.db, &o, collect, &r), 0);
+		CHECK_STR(res_letters(&r), "A:60000");
+		res_free(&r);
+	}
+	bide_free(b);
+	bigdb_free(&g);
+}
+
 /* ---- SPMF ---- */
 
 static int parse(struct spmf *s, const char *text, struct seqdb *db)
@@ -897,6 +1096,9 @@ int main(int argc, char **argv)
 	RUN(test_weights_as_copies);
 	RUN(test_random_maximal_closed);
 	RUN(test_random_big_threads);
+	RUN(test_prep_threads_dups);
+	RUN(test_prep_threads_distinct);
+	RUN(test_prep_threads_errors);
 	RUN(test_spmf_parse);
 	RUN(test_spmf_files);
 	RUN(test_spmf_write);
