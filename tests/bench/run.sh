@@ -4,7 +4,7 @@
 # deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
 #
 # Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =signatures, =fleet, =formats,
-# =workers, =guard, =problems, =flood, =json or =shards runs one):
+# =workers, =guard, =problems, =flood, =json, =shards or =scale runs one):
 #   ingest  a generated fleet (SM_BENCH_STREAMS streams, default 1000, of
 #           SM_BENCH_EVENTS events, default 2000) sent over HTTP by
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
@@ -42,6 +42,10 @@
 #   guard   the guard agent's overhead inside PostgreSQL (pgbench -S), redis
 #           (redis-benchmark) and nginx (wrk) in interleaved rounds, its memory
 #           per process and the CPU of its threads (tests/bench/guard.sh).
+#   scale   (tens of minutes, about 40 GB of disk) the paper's study, 900 streams x 200,000 events,
+#           and a fleet's day, 1,000,000 streams of 100 events from 10,000 hosts, through
+#           sm-agent and sm-ingest, mined and shown: each phase's time, rate, memory and disk, the
+#           injected bugs' ranks (tests/bench/scale.sh; docs/scaling.md).
 #   problems  PostgreSQL, redis and nginx guarded with realistic problems mixed into their loads,
 #           mined with default settings: per problem its rank, clusters, streams, violations and
 #           the load tool's count of slow requests (tests/bench/problems.sh; issue 26's acceptance).
@@ -460,4 +464,9 @@ fi
 
 if [ "$only" = all ] || [ "$only" = shards ]; then
 	. "$repo/tests/bench/shards.sh"
+fi
+
+# last: it runs for tens of minutes and needs about 40 GB of disk
+if [ "$only" = all ] || [ "$only" = scale ]; then
+	. "$repo/tests/bench/scale.sh"
 fi

@@ -856,6 +856,7 @@ struct host {
 
 struct bhit {
 	uint32_t stream;
+	uint32_t rec;               /* its stream's place in gen.recs (not its index with --part) */
 	uint8_t variant;
 	int64_t cost, wait_cost;
 };
@@ -893,6 +894,8 @@ struct opts {
 	const char *apps, *out, *truth;
 	bool validate, stats;
 	bool regression_conf;       /* the version regression also needs conf.db_pool = 16 */
+	int64_t part, parts;        /* --part I/N: the streams whose index is I modulo N */
+	double wait_share;          /* --wait-share: the event loops' share of waits, 0 = as modelled */
 };
 
 /* One event while a stream is built. */
@@ -926,6 +929,7 @@ struct shit {
 
 struct srec {                   /* what the truth says about one stream */
 	char id[37];
+	uint32_t index;
 	int host, route;
 	int64_t s0, s1, threshold;
 	int64_t aoi_run, aoi_wait, total_run, total_wait;
@@ -2234,6 +2238,12 @@ static void fill(struct sbuild *b, int th, int64_t to, int64_t k, bool hard)
 			idle = &a->loop_idle;
 			runw = &b->wsr[rr];
 			nb = samples(b, ms_scaled(b, 1, 12), 1);
+			if (b->g->o.wait_share > 0) {
+				/* a cycle is 1.3 waits and nb runs: nb is 0 or 1 at the odds that give the share */
+				double q = 1.3 * (1 - b->g->o.wait_share) / b->g->o.wait_share;
+				nb = q >= 1 ? (int64_t)q + rng_chance(&b->r, q - (double)(int64_t)q)
+					    : rng_chance(&b->r, q);
+			}
 			if (rng_chance(&b->r, 0.3)) {
 				secp = &a->routes[rr].wait;
 				sec = 1;
@@ -2819,6 +2829,7 @@ static void stream_finish(struct gen *g, struct sbuild *b, FILE *out)
 	rec = &g->recs[g->nrecs++];
 	memset(rec, 0, sizeof(*rec));
 	memcpy(rec->id, b->id, sizeof(rec->id));
+	rec->index = b->index;
 	rec->host = (int)(h - g->hosts);
 	rec->route = b->route;
 	rec->s0 = b->s0;
@@ -2936,7 +2947,8 @@ static void stream_finish(struct gen *g, struct sbuild *b, FILE *out)
 	for (int k = 0; k < b->nhits; k++) {
 		struct bug *bug = &g->bugs[b->hits[k].bug];
 		GROW(bug->hits, bug->nhits, bug->caphits);
-		bug->hits[bug->nhits++] = (struct bhit){ b->index, (uint8_t)b->hits[k].variant, b->hits[k].cost,
+		bug->hits[bug->nhits++] = (struct bhit){ b->index, (uint32_t)(rec - g->recs),
+							 (uint8_t)b->hits[k].variant, b->hits[k].cost,
 							 b->hits[k].wait_cost };
 		bug->cost += b->hits[k].cost;
 		rec->bugs[rec->nbugs++] = (int8_t)b->hits[k].bug;
@@ -3107,7 +3119,7 @@ static void truth_bug(struct gen *g, struct buf *o, const struct bug *b)
 		const struct bhit *h = &b->hits[i];
 		buf_puts(o, i ? ",\n        " : "\n        ");
 		buf_printf(o, "{\"index\": %u, \"stream_id\": \"%s\", \"variant\": %d, \"cost_ns\": %lld",
-			   h->stream, g->recs[h->stream].id, h->variant, (long long)h->cost);
+			   h->stream, g->recs[h->rec].id, h->variant, (long long)h->cost);
 		if (b->type == B_CONVOY)
 			buf_printf(o, ", \"wait_cost_ns\": %lld", (long long)h->wait_cost);
 		buf_putc(o, '}');
@@ -3199,7 +3211,7 @@ static int truth_write(struct gen *g, const char *path)
 		bool any = false;
 
 		buf_puts(&o, i ? ",\n    " : "\n    ");
-		buf_printf(&o, "{\"index\": %zu, \"stream_id\": \"%s\", \"role\": \"%s\", \"host\": ", i, s->id,
+		buf_printf(&o, "{\"index\": %u, \"stream_id\": \"%s\", \"role\": \"%s\", \"host\": ", s->index, s->id,
 			   s->base ? "baseline" : "violation");
 		json_str(&o, h->name);
 		buf_puts(&o, ", \"app\": ");
@@ -3255,6 +3267,10 @@ static const char usage[] =
 	"  --truth FILE          write the ground truth (bugs, where, costs, noise) as JSON\n"
 	"  --validate            parse every stream back with the wire-format validator\n"
 	"  --stats               print statistics of the generated data on standard error\n"
+	"  --part I/N            only the streams whose index is I modulo N (N pipes in parallel\n"
+	"                        make one fleet; each part forces every bug variant once)\n"
+	"  --wait-share F        the event-loop threads' filler is F waits (0.05 to 0.95; default:\n"
+	"                        as modelled, about half)\n"
 	"  -h, --help            this text\n"
 	"\n"
 	"Exit status: 0 done, 1 failed, 2 usage error.\n";
@@ -3340,6 +3356,39 @@ static int opt_num(const char *name, const char *arg, int64_t min, int64_t max, 
 }
 
 /* Checks an --apps list; returns the number of apps, or -1. */
+/* --part I/N, 0 <= I < N <= 4096 */
+static int opt_part(const char *arg, int64_t *part, int64_t *parts)
+{
+	const char *slash = strchr(arg, '/');
+	char first[24];
+
+	if (!slash || (size_t)(slash - arg) >= sizeof(first)) {
+		fprintf(stderr, "genfleet: --part: expected I/N, got \"%s\"\n", arg);
+		return -1;
+	}
+	memcpy(first, arg, (size_t)(slash - arg));
+	first[slash - arg] = '\0';
+	if (opt_num("--part's N", slash + 1, 1, 4096, parts) || opt_num("--part's I", first, 0, *parts - 1, part))
+		return -1;
+	return 0;
+}
+
+/* --wait-share F, 0.05 <= F <= 0.95 */
+static int opt_share(const char *arg, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= 0.05 && v <= 0.95)) {
+		fprintf(stderr, "genfleet: --wait-share: expected a number from 0.05 to 0.95, got \"%s\"\n", arg);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 static int check_apps(const char *list)
 {
 	const char *name[MAX_APPS];
@@ -3387,6 +3436,8 @@ int main(int argc, char **argv)
 		{ "truth", required_argument, NULL, 't' },
 		{ "validate", no_argument, NULL, 'V' },
 		{ "stats", no_argument, NULL, 'S' },
+		{ "part", required_argument, NULL, 'P' },
+		{ "wait-share", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -3398,7 +3449,7 @@ int main(int argc, char **argv)
 	int c, rc = 2;
 
 	*o = (struct opts){ .streams = 100, .events = 2000, .hosts = 40, .bugs = 5, .distinct = 3000,
-			    .depth = 36, .apps = "checkout,search" };
+			    .depth = 36, .apps = "checkout,search", .parts = 1 };
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n': if (opt_num("--streams", optarg, 0, 100000000, &o->streams)) goto done; break;
@@ -3415,6 +3466,8 @@ int main(int argc, char **argv)
 		case 'V': o->validate = true; break;
 		case 'R': o->regression_conf = true; break;
 		case 'S': o->stats = true; break;
+		case 'P': if (opt_part(optarg, &o->part, &o->parts)) goto done; break;
+		case 'W': if (opt_share(optarg, &o->wait_share)) goto done; break;
 		case 'h':
 			fputs(usage, stdout);
 			rc = 0;
@@ -3453,11 +3506,11 @@ int main(int argc, char **argv)
 	setvbuf(out, NULL, _IOFBF, 1 << 20);
 	b->g = g;
 	b->events = o->events;
-	for (int64_t i = 0; i < o->streams; i++)
+	for (int64_t i = o->part; i < o->streams; i += o->parts)
 		stream_run(g, b, (uint32_t)i, out);
 	/* numbered after the violating ones: --baseline leaves those byte for byte */
 	b->base = true;
-	for (int64_t i = 0; i < o->baseline; i++)
+	for (int64_t i = o->part; i < o->baseline; i += o->parts)
 		stream_run(g, b, (uint32_t)(o->streams + i), out);
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "genfleet: writing the streams failed: %s\n", strerror(errno));

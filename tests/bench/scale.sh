@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# bench/scale.sh: StackMine's largest study and a fleet's day, end to end on this machine
+# (make bench, section "scale"; a report, not a test; tens of minutes). Sourced by
+# tests/bench/run.sh with its PostgreSQL (PG* in the environment), $bin, $tools, $work,
+# now, rate and wrk_line.
+#
+# Two generated workloads (genfleet, docs/demo-fleet.md), each made by parallel pipes
+# `genfleet --part I/N | sm-agent ship -` into one sm-ingest, so the events are never on disk
+# but in the database:
+#   paper  SM_BENCH_PAPER_STREAMS streams (900) of SM_BENCH_PAPER_EVENTS events (200,000),
+#          three quarters waits, from 300 hosts; one run per kind with the wait-graph AOI;
+#   day    SM_BENCH_DAY_STREAMS streams (1,000,000) of SM_BENCH_DAY_EVENTS events (100), the
+#          size a guard agent sends, from SM_BENCH_DAY_HOSTS hosts (10,000); one run.
+# For each: ingest (time, events/s against a raw COPY of some of the same rows into the same
+# tables, each process's peak memory, disk), then each run's phases (time, rows per second, the
+# miner's peak memory, PostgreSQL's), the injected bugs' ranks (tests/integration/e2e_check.py
+# against genfleet's truth), and the run's pages through sm-web.
+set -euo pipefail
+
+sc_pipes=${SM_BENCH_SCALE_PIPES:-3}
+sc_py=${SM_BENCH_PYTHON:-python3}
+
+# The largest resident set seen per program while a phase ran, sampled each second.
+sc_sampler_pid=
+sc_sample_start() {
+	: >"$work/sc.peak"
+	(
+		declare -A peak=()
+		while :; do
+			for p in /proc/[0-9]*; do
+				c=$(cat "$p/comm" 2>/dev/null) || continue
+				case $c in postgres|sm-ingest|sm-agent|sm-miner|sm-web|genfleet) ;; *) continue ;; esac
+				r=$(awk '/^VmRSS/ { print $2 }' "$p/status" 2>/dev/null) || continue
+				[ -n "$r" ] || continue
+				# postgres: the largest backend (shared buffers counted once each); others: the largest process
+				[ "${peak[$c]:-0}" -ge "$r" ] || peak[$c]=$r
+			done
+			for c in "${!peak[@]}"; do echo "$c ${peak[$c]}"; done >"$work/sc.peak.tmp"
+			mv "$work/sc.peak.tmp" "$work/sc.peak"
+			sleep 1
+		done
+	) &
+	sc_sampler_pid=$!
+}
+sc_sample_stop() {
+	kill "$sc_sampler_pid" 2>/dev/null || true
+	wait "$sc_sampler_pid" 2>/dev/null || true
+	sc_sampler_pid=
+	sort "$work/sc.peak" | awk '{ printf "%s%s %.0f MB", sep, $1, $2 / 1024; sep = ", " } END { print "" }'
+}
+sc_cleanup() { [ -z "$sc_sampler_pid" ] || kill "$sc_sampler_pid" 2>/dev/null || true; }
+trap 'sc_cleanup; cleanup' EXIT
+
+sc_db_mb() { psql -XAtc "SELECT round(pg_database_size(current_database()) / 1e6)"; }
+sc_wal_mb() { du -sm "$work/pg/data/pg_wal" 2>/dev/null | cut -f1 || echo 0; }
+sc_cpu() { awk '{ printf "%.0f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+
+# sc_ingest NAME GENFLEET-ARGS...: the fleet through N pipes into a fresh sm-ingest
+sc_ingest() {
+	local name=$1 t0 t1 secs url token pids=() i stored nstreams nevents db0 db1
+	shift
+	token=$("$bin/sm-admin" token create --role ingest --name "scale-$name" 2>/dev/null)
+	rm -f "$work/port"
+	"$bin/sm-ingest" --listen 127.0.0.1:0 --port-file "$work/port" --log-level warn 2>"$work/ingest.log" &
+	ingest_pid=$!
+	for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+	url=http://127.0.0.1:$(cat "$work/port")
+	db0=$(sc_db_mb)
+	sc_sample_start
+	t0=$(now)
+	for i in $(seq 0 $((sc_pipes - 1))); do
+		(
+			set -o pipefail
+			"$tools/genfleet" --part "$i/$sc_pipes" "$@" $([ "$i" = 0 ] && echo --truth "$work/$name.truth.json") 2>/dev/null |
+				/usr/bin/time -f '%e %M %U %S' -o "$work/agent.$i.time" \
+					"$bin/sm-agent" ship --url "$url" --token "$token" --spool "$work/spool.$i" \
+					--timeout 300 --batch "$sc_batch" - 2>"$work/agent.$i.log"
+		) &
+		pids+=("$!")
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" || { echo "bench: a pipe of $name failed:" >&2; cat "$work"/agent.*.log >&2; exit 1; }
+	done
+	t1=$(now)
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+	echo "ingest:     $(sc_sample_stop | sed 's/^/peak RSS: /')"
+	echo "            sm-ingest CPU $(sc_cpu "$ingest_pid") s; sm-agent: $(cat "$work"/agent.*.time |
+		awk '{ c += $3 + $4; if ($2 > m) m = $2 } END { printf "CPU %.0f s, peak RSS %.0f MB each", c, m / 1024 }')"
+	kill "$ingest_pid"
+	wait "$ingest_pid" || true
+	ingest_pid=
+	if [ -n "$(ls -A "$work"/spool.* 2>/dev/null | grep -v '^$' || true)" ] && find "$work"/spool.* -type f | grep -q .; then
+		echo "bench: streams left in a spool: $(find "$work"/spool.* -type f | head -3)" >&2
+		exit 1
+	fi
+	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE app = '$name'")
+	nstreams=${stored% *}
+	nevents=${stored#* }
+	db1=$(sc_db_mb)
+	echo "            $nstreams streams, $nevents events in $secs s: $(rate "$nevents" "$secs") events/s, $(rate "$nstreams" "$secs") streams/s"
+	echo "            disk: database +$((db1 - db0)) MB ($(awk -v d="$((db1 - db0))" -v n="$nevents" 'BEGIN { printf "%.0f", d * 1e6 / n }') bytes per event), WAL $(sc_wal_mb) MB"
+	SC_NEVENTS=$nevents SC_NSTREAMS=$nstreams SC_INGEST_SECS=$secs
+}
+
+# sc_copy NAME K: the raw COPY rate of K of the fleet's streams, taken out and put back
+sc_copy() {
+	local t0 t1 secs n
+	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE app = '$1' ORDER BY id LIMIT $2"
+	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
+		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'"
+	n=$(wc -l <"$work/sc.events.tsv")
+	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
+		-c "DROP TABLE sc_ids"
+	t0=$(now)
+	psql -Xqc "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
+	t1=$(now)
+	rm -f "$work/sc.streams.tsv" "$work/sc.events.tsv"
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	echo "raw COPY:   $2 of the streams ($n events) taken out and put back with psql \\copy in $secs s:" \
+		"$(rate "$n" "$secs") events/s; sm-ingest did $(awk -v a="$SC_NEVENTS" -v s="$SC_INGEST_SECS" -v n="$n" -v c="$secs" \
+		'BEGIN { printf "%.0f %%", 100 * (a / s) / (n / c) }') of that (goal: at least 100 %)"
+}
+
+# sc_run NAME ARGS...: one mining run; its phases, rates, memory; sets SC_RUN
+sc_run() {
+	local name=$1 id
+	shift
+	sc_sample_start
+	/usr/bin/time -f '%e %M %U %S' -o "$work/miner.time" "$bin/sm-miner" run --quiet --app "$name" "$@" \
+		>"$work/miner.out" 2>"$work/miner.err" || { echo "bench: sm-miner run $*: $(cat "$work/miner.err")" >&2; exit 1; }
+	id=$(cat "$work/miner.out")
+	echo "run $id ($*): $(awk '{ printf "%.1f s, miner peak RSS %.0f MB, CPU %.0f s", $1, $2 / 1024, $3 + $4 }' "$work/miner.time")"
+	echo "            peak RSS while it ran: $(sc_sample_stop)"
+	psql -XAtc "SELECT format('            select %s ms (%s streams/s), read and AOI %s ms (%s events/s read, %s AOI events),'
+		' collapse and filter %s ms (%s distinct stacks), mine %s ms (%s patterns), cluster %s ms (%s clusters),'
+		' store %s ms; total %s ms',
+		t->>'select', round(n_sel / greatest((t->>'select')::numeric, 1) * 1000),
+		t->>'read_aoi', round(n_ev / greatest((t->>'read_aoi')::numeric, 1) * 1000), c->>'aoi_events',
+		t->>'collapse_filter', c->>'distinct_stacks', t->>'mine', c->>'patterns', t->>'cluster', c->>'clusters',
+		t->>'store', t->>'total')
+		FROM (SELECT timings_ms AS t, counts AS c,
+			(counts->>'streams')::numeric + (counts->>'baseline_streams')::numeric AS n_sel,
+			(SELECT sum(n_events) FROM streams WHERE app = '$name') AS n_ev FROM runs WHERE id = $id) x"
+	SC_RUN=$id
+}
+
+# sc_ranks TRUTH RUN...: the injected bugs' clusters and ranks, as test_e2e judges them
+sc_ranks() {
+	"$sc_py" "$repo/tests/integration/e2e_check.py" "$@" >"$work/ranks" 2>&1 || true
+	grep -E "cluster rank|no cluster has it|^(PASS|FAIL) .*top5" "$work/ranks" |
+		sed -E 's/; it matches.*//; s/^/            /' ||
+		{ echo "bench: e2e_check.py found no bug:" >&2; head -c 2000 "$work/ranks" >&2; }
+}
+
+# sc_pages RUN: the run's pages through sm-web, 10 s of wrk each
+sc_pages() {
+	local wport cl sess
+	rm -f "$work/wport"
+	"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/wport" --no-worker \
+		--log-level warn 2>"$work/web.log" &
+	web_pid=$!
+	for _ in $(seq 100); do [ -s "$work/wport" ] && break; sleep 0.1; done
+	sess=$("$bin/sm-admin" token create --role analyst --name "scale-web-$1" 2>/dev/null)
+	cl=$(psql -XAtc "SELECT id FROM clusters WHERE run_id = $1 ORDER BY run_rank_total_cost LIMIT 1")
+	local u=http://127.0.0.1:$(cat "$work/wport") h="Authorization: Bearer $sess"
+	wrk_line "run $1 page (HTML)" "$u/runs/$1" "$h"
+	wrk_line "run $1 clusters (API)" "$u/api/v1/runs/$1/clusters?limit=50" "$h"
+	wrk_line "cluster $cl page (HTML)" "$u/clusters/$cl" "$h"
+	wrk_line "cluster $cl (API)" "$u/api/v1/clusters/$cl" "$h"
+	wrk_line "streams of the app (HTML)" "$u/streams?app=$2" "$h"
+	echo "sm-web:     peak RSS $(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$web_pid/status") MB"
+	kill "$web_pid"
+	wait "$web_pid" 2>/dev/null || true
+	web_pid=
+}
+
+sc_paper_streams=${SM_BENCH_PAPER_STREAMS:-900}
+sc_paper_events=${SM_BENCH_PAPER_EVENTS:-200000}
+sc_day_streams=${SM_BENCH_DAY_STREAMS:-1000000}
+sc_day_events=${SM_BENCH_DAY_EVENTS:-100}
+sc_day_hosts=${SM_BENCH_DAY_HOSTS:-10000}
+
+sc_need_gb=$(( (sc_paper_streams * sc_paper_events + sc_day_streams * sc_day_events) * 200 / 1000000000 + 1 ))
+sc_free_gb=$(df -P -BG "$work" | awk 'NR == 2 { print $4 + 0 }')
+if [ "$sc_free_gb" -lt "$sc_need_gb" ]; then
+	echo
+	echo "== scale: skipped, $sc_free_gb GB free for the database where it needs about $sc_need_gb GB"
+	sc_paper_streams=0 sc_day_streams=0
+fi
+
+if [ "$sc_paper_streams" -gt 0 ]; then
+	echo
+	echo "== scale, the paper's study: $sc_paper_streams streams x $sc_paper_events events, 3/4 waits, 300 hosts," \
+		"$sc_pipes pipes genfleet | sm-agent ship into one sm-ingest"
+	sc_batch=2
+	sc_ingest paper --streams "$sc_paper_streams" --events "$sc_paper_events" --hosts 300 --apps paper \
+		--wait-share 0.75 --distinct-stacks 50000 --bugs 5 --seed 29
+	sc_copy paper 20
+	psql -XqAtc "VACUUM ANALYZE streams" >/dev/null
+	runs=()
+	for kind in wait run; do
+		sc_run paper --kind "$kind" --aoi waitgraph
+		runs+=("$SC_RUN")
+	done
+	echo "bugs' ranks (kind, rank among the run's clusters of that kind by total cost):"
+	sc_ranks "$work/paper.truth.json" "${runs[@]}"
+	sc_pages "${runs[0]}" paper
+fi
+
+if [ "$sc_day_streams" -gt 0 ]; then
+	echo
+	echo "== scale, a fleet's day: $sc_day_streams streams x $sc_day_events events from $sc_day_hosts hosts," \
+		"$sc_pipes pipes genfleet | sm-agent ship into one sm-ingest"
+	sc_batch=200
+	sc_ingest day --streams "$sc_day_streams" --events "$sc_day_events" --hosts "$sc_day_hosts" --apps day \
+		--distinct-stacks 50000 --bugs 5 --seed 30
+	sc_copy day 20000
+	psql -XqAtc "VACUUM ANALYZE streams" >/dev/null
+	sc_run day --kind both --aoi waitgraph
+	echo "bugs' ranks (kind, rank among the run's clusters of that kind by total cost):"
+	sc_ranks "$work/day.truth.json" "$SC_RUN"
+	sc_pages "$SC_RUN" day
+fi
+echo "disk at the end: database $(sc_db_mb) MB, WAL $(sc_wal_mb) MB"
