@@ -382,11 +382,12 @@ static size_t chunk_lo(size_t n, int np, int c)
 	return (size_t)((uint64_t)n * (uint64_t)c / (uint64_t)np);    /* n < 2^32 (mdb_check) */
 }
 
-/* What a chunk of the caller's database holds, for mdb_check(): the sum of its weights before its first bad
- * sequence (or all of them), whether that sum overflowed, and that first bad sequence (SIZE_MAX: none). */
+/* The caller's database checked in np chunks by mdb_check(). */
 struct chkpart {
 	const struct seqdb *db;
 	int np;
+	/* What a chunk holds: the sum of its weights before its first bad sequence (or all of them), whether
+	 * that sum overflowed, and that first bad sequence (SIZE_MAX: none). */
 	struct chkres {
 		uint64_t total;
 		bool over;
@@ -494,16 +495,16 @@ static int mdb_merge_raw(struct mdb_work *bw, const struct seqdb *db)
  * first occurrence, as mdb_merge_raw() numbers them, so that everything after is the same. Steps (one
  * par_run each): hash the chunks of the input (chunk c = the c-th contiguous share); list each part's
  * sequences, ascending; merge each part; number the first occurrences chunk by chunk; renumber rid.
- * Memory on top of the serial merge: 5 bytes per sequence (the list and a mark), the hashes living in rw.
+ * Memory on top of the serial merge: 5 bytes per sequence (the list and a mark), the hashes living in rw;
+ * and each part allocates 36 bytes per sequence of its own (weight, count, raw id, its seqset's pointer,
+ * length and hash), of which only its distinct sequences' are touched.
  */
 #define MARK_FIRST 0x80         /* the first occurrence of its raw sequence */
 #define MARK_EMPTY 0x40         /* an empty sequence, in no part */
 #define MARK_PART 0x3f
 
-/* Parallel merging is worth a thread for at least this many sequences (the seqset's own size knob). */
-#ifndef BIDE_PREP_MIN
+/* Parallel merging is worth a thread for at least this many sequences. */
 #define BIDE_PREP_MIN 16384
-#endif
 
 struct rawpart {
 	struct seqset set;
@@ -533,6 +534,7 @@ static inline int part_of(uint64_t h, int np)
 	return (int)(((h >> 32) * (uint64_t)np) >> 32);
 }
 
+/* Step 1: chunk c's hashes and parts, counted per part. */
 static void rawpar_hash(struct rawpar *rp, int c)
 {
 	const struct seqdb *db = rp->db;
@@ -552,6 +554,7 @@ static void rawpar_hash(struct rawpar *rp, int c)
 	}
 }
 
+/* Step 2: chunk c's sequences into their parts' lists, at the places its counts were summed into. */
 static void rawpar_list(struct rawpar *rp, int c)
 {
 	size_t *pos = rp->cnt + (size_t)c * (size_t)rp->np;
@@ -561,6 +564,7 @@ static void rawpar_list(struct rawpar *rp, int c)
 			rp->order[pos[rp->mark[i]]++] = (uint32_t)i;
 }
 
+/* Step 3: part p's sequences merged in its own seqset; its first occurrences counted per chunk. */
 static void rawpar_merge(struct rawpar *rp, int p)
 {
 	const struct seqdb *db = rp->db;
@@ -606,8 +610,8 @@ static void rawpar_merge(struct rawpar *rp, int p)
 	pt->total = total;
 }
 
-/* Chunk c's first occurrences get raw ids first[c]... in order; the weights go to rw (over the hashes: a raw
- * id is never past its first occurrence, and no one reads the hashes any more). */
+/* Step 4: chunk c's first occurrences get raw ids first[c]... in order; the weights go to rw, over the
+ * hashes, which nothing reads after step 3. */
 static void rawpar_number(struct rawpar *rp, int c)
 {
 	const struct seqdb *db = rp->db;
@@ -629,6 +633,7 @@ static void rawpar_number(struct rawpar *rp, int c)
 	}
 }
 
+/* Step 5: chunk c's raw ids, from its parts' local ids. */
 static void rawpar_renumber(struct rawpar *rp, int c)
 {
 	uint32_t *rid = rp->bw->rid;
@@ -637,6 +642,7 @@ static void rawpar_renumber(struct rawpar *rp, int c)
 		rid[i] = rp->mark[i] & MARK_EMPTY ? NONE : rp->parts[rp->mark[i] & MARK_PART].gid[rid[i]];
 }
 
+/* One step of the merge for chunk or part w (par_run). */
 static void rawpar_run(void *ctx, int w)
 {
 	struct rawpar *rp = ctx;
@@ -891,7 +897,7 @@ static int mdb_group(struct mdb *d, const struct mdb_work *bw, const struct seqd
  * items with support >= minsup renumbered by support, and merges again the sequences that became identical.
  * Returns 0 or -1 with err set.
  */
-static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, int threads, char *err)
+static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, int threads, int *used, char *err)
 {
 	struct mdb_work bw = { .im = IMAP_INIT };
 	int rc = 0, np;
@@ -904,6 +910,7 @@ static int mdb_build(struct mdb *d, const struct seqdb *db, uint64_t minsup, int
 		np = MARK_PART + 1;
 	if (np < 1)
 		np = 1;
+	*used = np;
 	if (mdb_check(d, db, np, err) < 0)
 		return -1;
 	if ((np > 1 ? mdb_merge_raw_par(&bw, db, np) : mdb_merge_raw(&bw, db)) < 0 || mdb_index_items(&bw) < 0 ||
@@ -1691,7 +1698,7 @@ int bide_mine(struct bide *b, const struct seqdb *db, const struct bide_opts *o,
 	}
 	if (threads > THREADS_MAX)
 		threads = THREADS_MAX;
-	if (mdb_build(&mdb, db, o->minsup, threads, b->err) < 0)
+	if (mdb_build(&mdb, db, o->minsup, threads, &b->st.prep_threads, b->err) < 0)
 		return -1;
 	b->st.prep_ms = (double)(util_now_mono_ns() - t0) / 1e6;
 	b->st.items = mdb.m;

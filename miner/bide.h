@@ -64,11 +64,13 @@ const char *bide_error(const struct bide *b);
  * prefix extension explored); backscan_pruned: prefixes cut by BackScan; patterns: patterns emitted;
  * ms: wall time of bide_mine, prep_ms the part spent preparing the database (merging identical sequences,
  * dropping infrequent items); items: distinct items kept (support >= minsup); sequences: distinct sequences
- * left to mine after that preparation. */
+ * left to mine after that preparation; prep_threads: the threads that preparation used (one for fewer than
+ * 16,384 sequences a thread). */
 struct bide_stats {
 	uint64_t projections, backscan_pruned, patterns;
 	double ms, prep_ms;
 	uint64_t items, sequences;
+	int prep_threads;
 };
 void bide_last_stats(const struct bide *b, struct bide_stats *st);
 

@@ -733,6 +733,7 @@ static void prep_same(const struct bigdb *g, struct bide_stats *st1)
 
 		CHECK_INT(bide_mine(b, &g->db, &o, collect, &r1), 0);
 		bide_last_stats(b, &s1);
+		CHECK_INT(s1.prep_threads, 1);
 		if (!mode)
 			*st1 = s1;
 		for (o.threads = 2; o.threads <= 3; o.threads++) {
@@ -741,6 +742,7 @@ static void prep_same(const struct bigdb *g, struct bide_stats *st1)
 
 			CHECK_INT(bide_mine(b, &g->db, &o, collect, &r), 0);
 			bide_last_stats(b, &st);
+			CHECK_INT(st.prep_threads, o.threads);   /* the parallel preparation ran */
 			CHECK(res_equal(&r, &r1, true, mode ? "maximal, prepared on threads" : "closed, prepared on threads"));
 			CHECK_INT(st.sequences, s1.sequences);
 			CHECK_INT(st.items, s1.items);
@@ -748,10 +750,42 @@ static void prep_same(const struct bigdb *g, struct bide_stats *st1)
 			CHECK(!r.unsorted);
 			res_free(&r);
 		}
-		CHECK(r1.n > 0);
+		CHECK(r1.n > 0 || total == 0);
 		res_free(&r1);
 		bide_free(b);
 	}
+}
+
+/* Edge cases of the parts: 60,000 copies of one sequence (every part but one empty), and 60,000 empty
+ * sequences (no part has any) among which one is not. */
+static void test_prep_threads_edges(void)
+{
+	enum { N = 60000 };
+	static const uint32_t one[3] = { 7, 8, 9 };
+	struct bigdb g;
+	struct bide_stats st;
+
+	bigdb_alloc(&g, N, 1);
+	for (size_t i = 0; i < N; i++) {
+		g.seqs[i] = one;
+		g.lens[i] = 3;
+		g.w[i] = 2;
+	}
+	prep_same(&g, &st);
+	CHECK_INT(st.sequences, 1);
+	CHECK_INT(st.items, 3);
+	CHECK_INT(st.patterns, 1);
+	for (size_t i = 0; i < N; i++) {
+		g.seqs[i] = NULL;
+		g.lens[i] = 0;
+	}
+	g.seqs[N / 2] = one;
+	g.lens[N / 2] = 3;
+	g.w[N / 2] = (uint64_t)N;   /* the only weight that counts: frequent at 1 % of everything */
+	prep_same(&g, &st);
+	CHECK_INT(st.sequences, 1);
+	CHECK_INT(st.patterns, 1);
+	bigdb_free(&g);
 }
 
 /* Many duplicates, as call stacks repeat: 60,000 sequences drawn from 300 distinct ones (one in five as a copy
@@ -1099,6 +1133,7 @@ int main(int argc, char **argv)
 	RUN(test_prep_threads_dups);
 	RUN(test_prep_threads_distinct);
 	RUN(test_prep_threads_errors);
+	RUN(test_prep_threads_edges);
 	RUN(test_spmf_parse);
 	RUN(test_spmf_files);
 	RUN(test_spmf_write);
