@@ -271,6 +271,7 @@ struct kept {
 	uint32_t *common, ncommon;      /* the common part's frame ids */
 	char *row;                      /* its COPY row up to the estimates */
 	uint32_t problem;
+	int64_t problem_id;
 	uint32_t title[PROBLEM_TITLE_MAX];
 	uint8_t ntitle;
 };
@@ -902,6 +903,7 @@ static int build_problems(struct ctx *c, struct sim_frames *ft, const char *run,
 		buf_printf(rows, "%s\t%lld\t", kp[i].row, (long long)kp[i].id);
 		put_ids(rows, kp[i].title, kp[i].ntitle);
 		buf_printf(rows, "\t%lld\n", (long long)pr[kp[i].problem].id);
+		kp[i].problem_id = pr[kp[i].problem].id;
 	}
 	*nproblems = np;
 	rc = 0;
@@ -926,9 +928,40 @@ int runclust_frame_ids(const struct runclust_input *in, uint32_t **ids, size_t *
 	return 0;
 }
 
+void runclust_matches_release(struct runclust_matches *mm)
+{
+	if (!mm)
+		return;
+	free(mm->m);
+	free(mm->stacks);
+	memset(mm, 0, sizeof(*mm));
+}
+
+/* The kept clusters' stacks, out of the arena, for the caller. */
+static int keep_matches(struct ctx *c, struct runclust_matches *mm)
+{
+	const struct kept *kp = c->kept.data;
+	size_t total = 0, at = 0;
+
+	for (size_t i = 0; i < c->kept.len; i++)
+		total += kp[i].nstacks;
+	mm->m = vec_alloc(c->kept.len + 1, sizeof(*mm->m));
+	mm->stacks = vec_alloc(total + 1, sizeof(*mm->stacks));
+	if (!mm->m || !mm->stacks)
+		return fail_oom(c);
+	for (size_t i = 0; i < c->kept.len; i++) {
+		memcpy(mm->stacks + at, kp[i].stacks, kp[i].nstacks * sizeof(uint32_t));
+		mm->m[i] = (struct runclust_match){ kp[i].id, kp[i].problem_id, mm->stacks + at, kp[i].nstacks };
+		at += kp[i].nstacks;
+	}
+	mm->n = c->kept.len;
+	return 0;
+}
+
 int runclust_build(int64_t run_id, const struct runclust_input *in, struct sim_frames *ft,
 		   const struct runclust_opts *o, runclust_ids_fn take, void *take_arg, struct buf *rows,
-		   size_t *nclusters, struct buf *prows, size_t *nproblems, char *err, size_t errlen)
+		   size_t *nclusters, struct buf *prows, size_t *nproblems, struct runclust_matches *matches,
+		   char *err, size_t errlen)
 {
 	struct ctx c;
 	struct buf scratch = BUF_INIT(0);
@@ -966,7 +999,7 @@ int runclust_build(int64_t run_id, const struct runclust_input *in, struct sim_f
 		;
 	if (cluster_kind(&c, ft, o, 0, split, run, &scratch, nclusters) < 0 ||
 	    cluster_kind(&c, ft, o, split, c.npats, run, &scratch, nclusters) < 0 ||
-	    build_problems(&c, ft, run, rows, prows, nproblems) < 0)
+	    build_problems(&c, ft, run, rows, prows, nproblems) < 0 || (matches && keep_matches(&c, matches) < 0))
 		goto out;
 	if (buf_error(rows) != BUF_OK || buf_error(prows) != BUF_OK) {
 		snprintf(err, errlen, "clustering: %s",

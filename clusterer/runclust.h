@@ -67,6 +67,24 @@ struct runclust_input {
 	const double *stream_weight;
 };
 
+/* What a cluster matched, for counting its streams once (miner/matches.h): its id, its problem's,
+ * and its violating stacks (indexes into the input's stacks, each once). */
+struct runclust_match {
+	int64_t cluster_id, problem_id;
+	const uint32_t *stacks;
+	uint32_t nstacks;
+};
+
+/* Every cluster's, as runclust_build() fills them in (runclust_matches_release() frees them). */
+struct runclust_matches {
+	struct runclust_match *m;
+	size_t n;
+	uint32_t *stacks;            /* all the clusters' stacks, in a row */
+};
+
+/* Frees what runclust_build() put in mm (not mm itself) and empties it; NULL-safe. */
+void runclust_matches_release(struct runclust_matches *mm);
+
 /* Takes n ids for rows of table ("clusters" or "problems"): 0, or -1 with the reason in err. */
 typedef int (*runclust_ids_fn)(void *arg, const char *table, size_t n, int64_t *ids, char *err, size_t errlen);
 
@@ -78,11 +96,13 @@ int runclust_frame_ids(const struct runclust_input *in, uint32_t **ids, size_t *
  * clusters; the baseline's are NULL without a baseline) and to prows that of its problems (the
  * columns RUNCLUST_PROBLEM_COLUMNS of the table problems, to be copied first: clusters name
  * them). ft: the names and database-wide statistics (mining.md section 5) of every frame of
- * runclust_frame_ids(); take: the rows' ids. Reads and writes no database. Returns 0 with
+ * runclust_frame_ids(); take: the rows' ids. matches (NULL: not wanted): what each cluster matched
+ * (the caller releases it, also after a failure). Reads and writes no database. Returns 0 with
  * *nclusters and *nproblems, or -1 with the reason in err. */
 int runclust_build(int64_t run_id, const struct runclust_input *in, struct sim_frames *ft,
 		   const struct runclust_opts *o, runclust_ids_fn take, void *take_arg, struct buf *rows,
-		   size_t *nclusters, struct buf *prows, size_t *nproblems, char *err, size_t errlen);
+		   size_t *nclusters, struct buf *prows, size_t *nproblems, struct runclust_matches *matches,
+		   char *err, size_t errlen);
 
 /* The column list of those rows, for COPY clusters (...) FROM STDIN. */
 #define RUNCLUST_COLUMNS                                                                             \

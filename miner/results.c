@@ -5,6 +5,7 @@
 #include "common/intern.h"
 #include "common/vec.h"
 #include "common/wire.h"
+#include "miner/matches.h"
 #include "miner/queue.h"
 #include "miner/runstate.h"
 
@@ -52,9 +53,40 @@ static int copy_end(struct miner *m)
 	return rc;
 }
 
+void results_rows_release(struct results_rows *rr)
+{
+	buf_release(&rr->clusters);
+	buf_release(&rr->problems);
+	buf_release(&rr->match_streams);
+	buf_release(&rr->match_values);
+	buf_release(&rr->stack_totals);
+}
+
+/* What an earlier attempt at the run may have left of its matches. */
+static const char *const match_tables[] = {
+	"DELETE FROM run_stack_totals WHERE run_id = $1",
+	"DELETE FROM match_streams WHERE run_id = $1",
+	"DELETE FROM match_values WHERE run_id = $1",
+};
+
+/* COPY of rows (all of them in b) into the columns of table. */
+static int copy_rows(struct miner *m, const char *sql, const struct buf *b)
+{
+	if (copy_begin(m, sql) < 0)
+		return -1;
+	if (buf_error(b) != BUF_OK)
+		return miner_fail(m, "storing results: %s", buf_error_text(b));
+	for (size_t at = 0; at < b->len; at += 1u << 20) {
+		size_t n = b->len - at < (1u << 20) ? b->len - at : 1u << 20;
+
+		if (PQputCopyData(miner_db(m), b->data + at, (int)n) != 1)
+			return miner_db_fail(m, "storing results", NULL);
+	}
+	return copy_end(m);
+}
+
 int results_store(struct runstate *run, const struct stackinfo *si, const struct vec *patterns,
-		  const struct buf *clusters, const struct buf *problems, const char *counts, int64_t t_run,
-		  int64_t t_store)
+		  const struct results_rows *rows, const char *counts, int64_t t_run, int64_t t_store)
 {
 	char timings[256];
 	struct miner *m = run->m;
@@ -77,6 +109,10 @@ int results_store(struct runstate *run, const struct stackinfo *si, const struct
 	PQclear(r);
 	r = PQexecParams(miner_db(m), "DELETE FROM problems WHERE run_id = $1", 1, NULL, params, NULL, NULL, 0);
 	PQclear(r);
+	for (size_t i = 0; i < sizeof(match_tables) / sizeof(match_tables[0]); i++) {
+		r = PQexecParams(miner_db(m), match_tables[i], 1, NULL, params, NULL, NULL, 0);
+		PQclear(r);
+	}
 	if (copy_begin(m, "COPY run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events) FROM STDIN") < 0)
 		goto fail_rollback;
 	for (size_t i = 0; i < run->entries.len; i++) {
@@ -140,12 +176,8 @@ int results_store(struct runstate *run, const struct stackinfo *si, const struct
 	}
 	PQclear(r);
 	/* the problems first: the clusters name theirs */
-	if (copy_begin(m, "COPY problems (" RUNCLUST_PROBLEM_COLUMNS ") FROM STDIN") < 0 ||
-	    (problems->len && PQputCopyData(miner_db(m), problems->data, (int)problems->len) != 1) ||
-	    copy_end(m) < 0)
-		goto fail_rollback;
-	if (copy_begin(m, "COPY clusters (" RUNCLUST_COLUMNS ") FROM STDIN") < 0 ||
-	    (clusters->len && PQputCopyData(miner_db(m), clusters->data, (int)clusters->len) != 1) || copy_end(m) < 0)
+	if (copy_rows(m, "COPY problems (" RUNCLUST_PROBLEM_COLUMNS ") FROM STDIN", &rows->problems) < 0 ||
+	    copy_rows(m, "COPY clusters (" RUNCLUST_COLUMNS ") FROM STDIN", &rows->clusters) < 0)
 		goto fail_rollback;
 	/* their ranks among all the run's clusters, both kinds: the ones the pages show (025_run_ranks) */
 	r = PQexecParams(miner_db(m), "SELECT sm_rank_clusters($1)", 1, NULL, params, NULL, NULL, 0);
@@ -154,6 +186,11 @@ int results_store(struct runstate *run, const struct stackinfo *si, const struct
 		goto fail_rollback;
 	}
 	PQclear(r);
+	/* what the pages of its clusters and problems read of their streams (027_match) */
+	if (copy_rows(m, "COPY run_stack_totals (" MATCHES_TOTAL_COLUMNS ") FROM STDIN", &rows->stack_totals) < 0 ||
+	    copy_rows(m, "COPY match_streams (" MATCHES_STREAM_COLUMNS ") FROM STDIN", &rows->match_streams) < 0 ||
+	    copy_rows(m, "COPY match_values (" MATCHES_VALUE_COLUMNS ") FROM STDIN", &rows->match_values) < 0)
+		goto fail_rollback;
 	snprintf(timings, sizeof(timings),
 		 "{\"select\":%lld,\"read_aoi\":%lld,\"collapse_filter\":%lld,\"mine\":%lld,"
 		 "\"store\":%lld,\"total\":%lld}",

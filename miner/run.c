@@ -19,6 +19,7 @@
 #include "miner/extract.h"
 #include "miner/frames.h"
 #include "miner/heartbeat.h"
+#include "miner/matches.h"
 #include "miner/partrun.h"
 #include "miner/parts.h"
 #include "miner/queue.h"
@@ -411,6 +412,8 @@ struct clust_in {
 	size_t nrs, nbs;
 	uint32_t *sidx;                  /* their streams, per stack in a row */
 	uint64_t *scost;
+	uint32_t *sev;                   /* the events there */
+	char *rkind;                     /* per stack of rs: 'w' or 'r' */
 	size_t nsidx;
 	struct runclust_pattern *rp;
 	uint32_t *pstacks;               /* the patterns' stacks, per pattern in a row */
@@ -449,12 +452,15 @@ static int clust_alloc(struct runstate *run, const struct vec *patterns, struct 
 	ci->bs = vec_alloc(run->bentries.len + 1, sizeof(*ci->bs));
 	ci->sidx = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*ci->sidx));
 	ci->scost = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*ci->scost));
+	ci->sev = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*ci->sev));
+	ci->rkind = vec_alloc(run->entries.len + 1, sizeof(*ci->rkind));
 	ci->rp = vec_alloc(patterns->len + 1, sizeof(*ci->rp));
 	for (size_t i = 0; i < patterns->len; i++)
 		npst += pt[i].nstacks;
 	ci->pstacks = vec_alloc(npst + 1, sizeof(*ci->pstacks));
 	ci->bseq = vec_alloc(run->bentries.len + 1, sizeof(*ci->bseq));
-	if (!ci->rs || !ci->bs || !ci->bseq || !ci->sidx || !ci->scost || !ci->rp || !ci->pstacks)
+	if (!ci->rs || !ci->bs || !ci->bseq || !ci->sidx || !ci->scost || !ci->sev || !ci->rkind || !ci->rp ||
+	    !ci->pstacks)
 		return miner_fail(run->m, "out of memory");
 	return 0;
 }
@@ -477,6 +483,7 @@ static int collect_stacks(struct runstate *run, const struct stackinfo *si, stru
 			at = ci->nrs;
 			if (imap_put(&ci->where, key, at) < 0)
 				return miner_fail(run->m, "out of memory");
+			ci->rkind[ci->nrs] = (char)(key >> 32);
 			ci->rs[ci->nrs++] = (struct runclust_stack){ 0, 0, (uint32_t)ci->nsidx, 0, en[i].stack,
 								     si->frames[k], si->len[k] };
 		}
@@ -484,6 +491,7 @@ static int collect_stacks(struct runstate *run, const struct stackinfo *si, stru
 		ci->rs[at].events += en[i].events;
 		ci->rs[at].n++;
 		ci->scost[ci->nsidx] = (uint64_t)en[i].cost;
+		ci->sev[ci->nsidx] = en[i].events;
 		ci->sidx[ci->nsidx++] = en[i].stream;
 	}
 	return 0;
@@ -508,6 +516,7 @@ static void collect_baseline(struct runstate *run, const struct stackinfo *si, s
 		ci->bs[ci->nbs - 1].events += b->events;
 		ci->bs[ci->nbs - 1].n++;
 		ci->scost[ci->nsidx] = (uint64_t)b->cost;
+		ci->sev[ci->nsidx] = b->events;
 		ci->sidx[ci->nsidx++] = b->stream;
 	}
 }
@@ -561,12 +570,15 @@ static int match_baseline(struct runstate *run, const struct vec *patterns, int 
 /* The clusterer's run: the frames' names and statistics, current (what ingest appended since its
  * last fold too), then the COPY rows of the clusters and problems. */
 static int build_clusters(struct runstate *run, const struct clust_in *ci, size_t npatterns,
-			  const struct runclust_opts *co, struct buf *rows, size_t *nclusters, struct buf *prows,
+			  const struct runclust_opts *co, struct results_rows *rr, size_t *nclusters,
 			  size_t *nproblems)
 {
 	struct miner *m = run->m;
 	struct runclust_input in = { ci->rp, npatterns, ci->rs, ci->nrs, ci->sidx, ci->scost, run->nstreams,
 				     ci->bs, ci->nbs, ci->ex, run->weight };
+	struct runclust_matches mm = { 0 };
+	struct matches_input mi = { run->id, ci->rs, ci->rkind, ci->nrs, ci->sidx, ci->scost, ci->sev, run->refs,
+				    run->base, run->nstreams, &mm };
 	struct sim_frames *ft = NULL;
 	uint32_t *fids = NULL;
 	size_t nfids = 0;
@@ -579,13 +591,16 @@ static int build_clusters(struct runstate *run, const struct clust_in *ci, size_
 	}
 	if (frames_fold(miner_db(m), cerr, sizeof(cerr)) < 0 ||
 	    frames_load(miner_db(m), fids, nfids, ft, cerr, sizeof(cerr)) < 0 ||
-	    runclust_build(run->id, &in, ft, co, frames_take_ids, miner_db(m), rows, nclusters, prows, nproblems,
-			   cerr, sizeof(cerr)) < 0) {
+	    runclust_build(run->id, &in, ft, co, frames_take_ids, miner_db(m), &rr->clusters, nclusters, &rr->problems,
+			   nproblems, &mm, cerr, sizeof(cerr)) < 0) {
 		miner_fail(m, "%s", cerr);
 		goto out;
 	}
+	if (matches_build(m, &mi, &rr->match_streams, &rr->match_values, &rr->stack_totals) < 0)
+		goto out;
 	rc = 0;
 out:
+	runclust_matches_release(&mm);
 	sim_frames_free(ft);
 	free(fids);
 	return rc;
@@ -599,6 +614,8 @@ static void clust_release(struct clust_in *ci)
 	free(ci->bs);
 	free(ci->sidx);
 	free(ci->scost);
+	free(ci->sev);
+	free(ci->rkind);
 	free(ci->rp);
 	free(ci->pstacks);
 	free(ci->bseq);
@@ -612,8 +629,8 @@ static void clust_release(struct clust_in *ci)
  * collapsed stacks (of the kinds mined) and patterns, and gets back the COPY rows of the clusters
  * and of the problems they make.
  */
-static int cluster_run(struct runstate *run, const struct stackinfo *si, struct vec *patterns, struct buf *rows,
-		       size_t *nclusters, struct buf *prows, size_t *nproblems)
+static int cluster_run(struct runstate *run, const struct stackinfo *si, struct vec *patterns,
+		       struct results_rows *rr, size_t *nclusters, size_t *nproblems)
 {
 	struct runclust_opts co;
 	struct clust_in ci = { .where = IMAP_INIT };
@@ -632,7 +649,7 @@ static int cluster_run(struct runstate *run, const struct stackinfo *si, struct 
 	link_patterns(run, patterns, &ci);
 	if (run->nbase && match_baseline(run, patterns, co.threads, &ci) < 0)
 		goto out;
-	rc = build_clusters(run, &ci, patterns->len, &co, rows, nclusters, prows, nproblems);
+	rc = build_clusters(run, &ci, patterns->len, &co, rr, nclusters, nproblems);
 out:
 	clust_release(&ci);
 	return rc;
@@ -733,7 +750,7 @@ static int run_phases(struct runstate *run, struct stackinfo *si, const struct a
 {
 	struct miner *m = run->m;
 	struct vec patterns = VEC_INIT(struct pattern);
-	struct buf clusters = BUF_INIT(0), problems = BUF_INIT(0);
+	struct results_rows rr = RESULTS_ROWS_INIT;
 	struct tally ty = { 0 };
 	char counts[256];
 	int64_t t, t_cluster;
@@ -768,7 +785,7 @@ static int run_phases(struct runstate *run, struct stackinfo *si, const struct a
 
 	atomic_store(&run->prog.phase, "clustering");
 	t = util_now_mono_ns();
-	if (cluster_run(run, si, &patterns, &clusters, &ty.clusters, &problems, &ty.problems) < 0)
+	if (cluster_run(run, si, &patterns, &rr, &ty.clusters, &ty.problems) < 0)
 		goto out;
 	t_cluster = runstate_ms_since(t);
 	if (miner_options(m)->progress)
@@ -779,7 +796,7 @@ static int run_phases(struct runstate *run, struct stackinfo *si, const struct a
 	if (counts_json(run, &ty, patterns.len, counts, sizeof(counts)) < 0)
 		goto out;
 	/* the run is done once its clusters are stored; only the worker holding it may say so */
-	if (results_store(run, si, &patterns, &clusters, &problems, counts, t0, t) < 0 ||
+	if (results_store(run, si, &patterns, &rr, counts, t0, t) < 0 ||
 	    miner_finish(m, run->id, t_cluster, runstate_ms_since(t0)) < 0)
 		goto out;
 	if (miner_options(m)->progress)
@@ -788,8 +805,7 @@ static int run_phases(struct runstate *run, struct stackinfo *si, const struct a
 	rc = 0;
 out:
 	vec_free(&patterns);
-	buf_release(&clusters);
-	buf_release(&problems);
+	results_rows_release(&rr);
 	return rc;
 }
 

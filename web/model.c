@@ -404,59 +404,52 @@ PGresult *model_cluster(PGconn *db, const char *id, char *err, size_t errlen)
 		   1, p, err, errlen);
 }
 
-/* the run's collapsed stacks a cluster matches */
-#define MATCHED                                                                                  \
-	" FROM clusters c JOIN run_stacks rs ON rs.run_id = c.run_id AND rs.kind = c.kind"          \
-	" AND rs.stack_id = ANY(c.stack_ids) WHERE c.id = $1::bigint"
+/* A cluster's ('c') or a problem's ('p') streams, their cost and their values were counted when
+ * the run was stored (027_match: match_streams, match_values): a page reads what it shows, not
+ * every stack of every stream it matched. */
 
-/* the top $2 streams of the stacks that matched (a cluster's or a problem's); a stream that
- * retention removed since the run: listed, marked expired */
-#define TOP_STREAMS(matched)                                                                     \
+/* the top $2 streams of a cluster or a problem (OF 'c' or 'p'); a stream that retention removed
+ * since the run: listed, marked expired */
+#define TOP_STREAMS(of)                                                                          \
 	"SELECT s.stream_id::text AS stream_id, s.host, s.app, s.version, m.cost_ns, m.events,"     \
 	" s.id IS NULL AS expired"                                                                  \
-	" FROM (SELECT rs.stream_ref, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events" \
-	matched " GROUP BY rs.stream_ref ORDER BY 2 DESC, 1 LIMIT $2) m"                            \
+	" FROM (SELECT stream_ref, cost_ns, events FROM match_streams WHERE of = '" of "'"          \
+	"  AND id = $1::bigint ORDER BY cost_ns DESC, stream_ref LIMIT $2::bigint) m"               \
 	" LEFT JOIN streams s ON s.id = m.stream_ref ORDER BY m.cost_ns DESC, m.stream_ref"
 
 PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	return run_key_limit(db, 8, TOP_STREAMS(MATCHED), id, limit, err, errlen);
+	return run_key_limit(db, 8, TOP_STREAMS("c"), id, limit, err, errlen);
 }
 
 PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	/* the matched streams once, then each dimension's top values */
+	/* each dimension's top values: host, version, the labels together */
 	return run_key_limit(db, 1,
-		   "WITH m AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost, sum(rs.events) AS ev" MATCHED
-		   "  GROUP BY rs.stream_ref),"
-		   " ms AS (SELECT m.*, s.host, coalesce(s.version, '') AS version, s.labels FROM m"
-		   "  JOIN streams s ON s.id = m.stream_ref),"
-		   " kv AS (SELECT 'host' AS dim, 'host' AS key, host AS value, cost, ev FROM ms"
-		   "  UNION ALL SELECT 'version', 'version', version, cost, ev FROM ms"
-		   "  UNION ALL SELECT 'label', l.key, l.value, cost, ev FROM ms, jsonb_each_text(ms.labels) AS l(key, value)),"
-		   " g AS (SELECT dim, key, value, sum(cost)::bigint AS cost_ns, sum(ev)::bigint AS events,"
-		   "  count(*) AS streams, row_number() OVER (PARTITION BY dim ORDER BY sum(cost) DESC, key, value) AS k"
-		   "  FROM kv GROUP BY dim, key, value)"
-		   " SELECT dim, key, value, cost_ns, events, streams FROM g WHERE k <= $2::bigint ORDER BY dim, k",
+		   "SELECT dim, key, value, cost_ns, events, streams FROM"
+		   " (SELECT dim, key, value, cost_ns, events, streams,"
+		   "  row_number() OVER (PARTITION BY dim ORDER BY cost_ns DESC, key, value) AS k"
+		   "  FROM (SELECT CASE WHEN key IN ('host', 'version') THEN key ELSE 'label' END AS dim, key, value,"
+		   "   cost_ns, events, streams FROM match_values WHERE of = 'c' AND id = $1::bigint AND key <> '') v) g"
+		   " WHERE k <= $2::bigint ORDER BY dim, k",
 		   id, limit, err, errlen);
 }
 
 /* ---- attribution (web/attribution.h): what is attributed, then the same two queries ---- */
 
-/* the run's collapsed stacks a problem's clusters match, each (kind, stack) once: an event once */
-#define PROBLEM_MATCHED                                                                          \
-	" FROM (SELECT DISTINCT c.run_id, c.kind, unnest(c.stack_ids) AS stack_id FROM clusters c"   \
-	"  WHERE c.problem_id = $1::bigint) u"                                                     \
-	" JOIN run_stacks rs ON rs.run_id = u.run_id AND rs.kind = u.kind AND rs.stack_id = u.stack_id"
-
 /* c: the run and the kind of the population (NULL: both kinds, a problem spans them);
- * k: the attributed streams with their cost there */
+ * k: the attributed streams with their cost there; kc: their values (the streams without a
+ * version have none); kt: their totals */
+#define MATCH_K(of)                                                                              \
+	" k AS (SELECT stream_ref, cost_ns AS cost FROM match_streams WHERE of = '" of "' AND id = $1::bigint)," \
+	" kc AS (SELECT key, value, streams AS n, cost_ns AS cost FROM match_values"                 \
+	"  WHERE of = '" of "' AND id = $1::bigint AND key <> '' AND (key <> 'version' OR value <> ''))," \
+	" kt AS (SELECT streams AS n, cost_ns AS cost FROM match_values"                             \
+	"  WHERE of = '" of "' AND id = $1::bigint AND key = '')"
 #define CLUSTER_K                                                                                \
-	"WITH c AS (SELECT run_id, kind FROM clusters WHERE id = $1::bigint),"                     \
-	" k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost" MATCHED " GROUP BY rs.stream_ref)"
+	"WITH c AS (SELECT run_id, kind FROM clusters WHERE id = $1::bigint)," MATCH_K("c")
 #define PROBLEM_K                                                                                \
-	"WITH c AS (SELECT run_id, NULL::\"char\" AS kind FROM problems WHERE id = $1::bigint),"    \
-	" k AS (SELECT rs.stream_ref, sum(rs.cost_ns) AS cost" PROBLEM_MATCHED " GROUP BY rs.stream_ref)"
+	"WITH c AS (SELECT run_id, NULL::\"char\" AS kind FROM problems WHERE id = $1::bigint)," MATCH_K("p")
 
 /* a stream's host, version and label values (x.key, x.value) */
 #define STREAM_KV                                                                                \
@@ -465,17 +458,13 @@ PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, si
 	"   SELECT l.key, l.value FROM jsonb_each_text(s.labels) AS l(key, value)"                  \
 	"   WHERE l.key NOT IN ('host', 'version')) x"
 
-/* the run's counts were stored with it (run_values): only the attributed streams are read */
+/* the run's counts were stored with it (run_values), and the attributed streams' (match_values) */
 #define VALUES_STORED                                                                            \
-	", kv AS (SELECT k.stream_ref, k.cost, x.key, x.value FROM k JOIN streams s ON s.id = k.stream_ref," \
-	STREAM_KV "),"                                                                             \
-	" kc AS (SELECT key, value, count(*) AS n, sum(cost) AS cost FROM kv GROUP BY key, value)"  \
 	" SELECT v.key, v.value, v.run_streams, coalesce(kc.n, 0) AS cluster_streams,"              \
 	"  coalesce(kc.cost, 0)::bigint AS cluster_cost_ns, v.baseline_streams"                     \
 	" FROM run_values v JOIN c ON v.run_id = c.run_id LEFT JOIN kc USING (key, value) WHERE v.key <> ''" \
-	/* the attributed streams that still exist, as kv counts them (retention may have taken some) */ \
-	" UNION ALL SELECT NULL, NULL, v.run_streams, (SELECT count(*) FROM k JOIN streams s ON s.id = k.stream_ref)," \
-	"  (SELECT coalesce(sum(k.cost), 0)::bigint FROM k JOIN streams s ON s.id = k.stream_ref), v.baseline_streams" \
+	" UNION ALL SELECT NULL, NULL, v.run_streams, coalesce((SELECT n FROM kt), 0),"              \
+	"  coalesce((SELECT cost FROM kt), 0)::bigint, v.baseline_streams"                          \
 	" FROM run_values v JOIN c ON v.run_id = c.run_id WHERE v.key = ''"                         \
 	" ORDER BY 1 NULLS FIRST, 2"
 
@@ -520,12 +509,13 @@ PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t err
 }
 
 /* what the cost depends on (web/attribution.h): the attributed streams, a deterministic sample of
- * $2 of them (by a hash of their id), with their cost; then their numeric labels, of the keys whose
- * values are numbers on at least 95 % of the streams that have them */
+ * $2 of them (by a hash of their id, drawn when the run was stored: match_streams.pick; those
+ * retention removed since are left out), with their cost; then their numeric labels, of the keys
+ * whose values are numbers on at least 95 % of the streams that have them */
 #define NUMBER_RE "'^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$'"
-#define NUMERIC                                                                                  \
-	", s AS (SELECT k.stream_ref, k.cost FROM k JOIN streams t ON t.id = k.stream_ref"           \
-	"  ORDER BY md5(k.stream_ref::text), k.stream_ref LIMIT $2::bigint),"                        \
+#define NUMERIC(of)                                                                              \
+	" s AS (SELECT m.stream_ref, m.cost_ns AS cost FROM match_streams m JOIN streams t ON t.id = m.stream_ref" \
+	"  WHERE m.of = '" of "' AND m.id = $1::bigint AND m.pick <= $2::bigint),"                   \
 	" kv AS (SELECT s.stream_ref, l.key, l.value, l.value ~ " NUMBER_RE " AS num"               \
 	"  FROM s JOIN streams t ON t.id = s.stream_ref, jsonb_each_text(t.labels) AS l(key, value)),"     \
 	" nk AS (SELECT key FROM kv GROUP BY key HAVING count(*) FILTER (WHERE num) >= 0.95 * count(*))" \
@@ -535,12 +525,12 @@ PGresult *model_problem_values(PGconn *db, const char *id, char *err, size_t err
 
 PGresult *model_cluster_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	return run_key_limit(db, 0, CLUSTER_K NUMERIC, id, limit, err, errlen);
+	return run_key_limit(db, 0, "WITH" NUMERIC("c"), id, limit, err, errlen);
 }
 
 PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	return run_key_limit(db, 0, PROBLEM_K NUMERIC, id, limit, err, errlen);
+	return run_key_limit(db, 0, "WITH" NUMERIC("p"), id, limit, err, errlen);
 }
 
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen)
@@ -548,8 +538,10 @@ PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t err
 	const char *p[1] = { id };
 
 	return run_prepared(db, 9,
-		   "SELECT rs.stack_id, sum(rs.cost_ns)::bigint AS cost_ns, sum(rs.events)::bigint AS events"
-		   MATCHED " GROUP BY rs.stack_id ORDER BY rs.stack_id",
+		   "SELECT t.stack_id, t.cost_ns, t.events FROM clusters c"
+		   " CROSS JOIN LATERAL unnest(c.stack_ids) AS u(stack_id) JOIN run_stack_totals t"
+		   " ON t.run_id = c.run_id AND t.kind = c.kind AND t.stack_id = u.stack_id"
+		   " WHERE c.id = $1::bigint ORDER BY t.stack_id",
 		   1, p, err, errlen);
 }
 
@@ -1076,14 +1068,13 @@ PGresult *model_problem_clusters(PGconn *db, const char *problem_ids, char *err,
 
 PGresult *model_problem_streams(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	return run_key_limit(db, 0, TOP_STREAMS(PROBLEM_MATCHED), id, limit, err, errlen);
+	return run_key_limit(db, 0, TOP_STREAMS("p"), id, limit, err, errlen);
 }
 
 PGresult *model_problem_hosts(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
 	return run_key_limit(db, 0,
-		   "SELECT coalesce(s.host, '(expired)') AS host, count(DISTINCT rs.stream_ref) AS streams,"
-		   " sum(rs.cost_ns)::bigint AS cost_ns"
-		   PROBLEM_MATCHED " LEFT JOIN streams s ON s.id = rs.stream_ref GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT $2",
+		   "SELECT value AS host, streams, cost_ns FROM match_values"
+		   " WHERE of = 'p' AND id = $1::bigint AND key = 'host' ORDER BY cost_ns DESC, value LIMIT $2::bigint",
 		   id, limit, err, errlen);
 }

@@ -70,6 +70,7 @@ INSERT INTO clusters (run_id, kind, total_cost_ns, streams, events, avg_cost_ns,
 	FROM acl JOIN patterns p ON p.run_id = :run AND p.rank = c + 1;
 ANALYZE streams; ANALYZE run_stacks; ANALYZE run_baseline; ANALYZE clusters;
 SELECT sm_run_values(:run) \g /dev/null
+SELECT sm_match_streams(:run) \g /dev/null
 SELECT :run \g
 SQL
 arun=$(tail -n 1 "$work/arun")

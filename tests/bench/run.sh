@@ -372,11 +372,12 @@ if [ "$only" = all ] || [ "$only" = web ]; then
 			     array_agg(id ORDER BY id) AS members,
 			     jsonb_agg(jsonb_build_object('pattern', id, 'sim', sim, 'ops', ops) ORDER BY m) AS alignment
 		      FROM wp GROUP BY c) a ON a.c = k.c;
-	-- the ranks among the run's clusters and the value counts attribution reads, as the miner
-	-- stores them (without the counts the cluster page measured the fallback for runs stored before
+	-- the ranks among the run's clusters, the value counts attribution reads and the clusters'
+	-- streams (sm_match_streams, 027_match), as the miner stores them (without the counts the cluster page measured the fallback for runs stored before
 	-- run_values, which counts every value of the run's streams on each request)
 	SELECT sm_rank_clusters(:run) \g /dev/null
 	SELECT sm_run_values(:run) \g /dev/null
+	SELECT sm_match_streams(:run) \g /dev/null
 	UPDATE runs SET counts = jsonb_build_object('streams', 2000,
 		'aoi_events', (SELECT sum(events) FROM run_stacks WHERE run_id = :run),
 		'distinct_stacks', (SELECT count(*) FROM wsid), 'patterns', (SELECT count(*) FROM wp), 'clusters', 10000)

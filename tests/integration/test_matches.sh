@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# matches: what the pages of a run's clusters and problems read of their streams, counted once by
+# the miner (miner/matches.c, sql/027_match.sql). A generated fleet of 2,600 small streams of one
+# app, so that a cluster matches more streams than the rows kept of them (the 1,000 costliest and
+# a sample of 2,000), is mined; then:
+#   - the miner's rows equal what the SQL definition sm_match_streams() writes for the same run;
+#   - each cluster keeps exactly its top 1,000 by cost and the 2,000 first by SHA-256 of the id;
+#   - the API's top streams and breakdowns, and attribution's counts, equal the same figures
+#     counted from run_stacks and streams as the pages counted them before (an independent query);
+#   - the cluster's flame graph reads the same per-stack sums as run_stacks gives.
+. "$(dirname "$0")/../lib.sh"
+
+genfleet=${SM_GENFLEET:-$SM_BIN_DIR/../tests/genfleet}
+[ -x "$genfleet" ] || t_bail "genfleet" "$genfleet is missing (build first)"
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+start_ingest || t_bail "sm-ingest starts"
+"$genfleet" --streams 2600 --events 64 --hosts 60 --apps shop --seed 11 --out "$T_TMP/fleet.ndjson" || t_bail "genfleet"
+SM_TOKEN=$TOKEN "$SM_BIN_DIR/sm-agent" ship --url "$INGEST_URL" --spool "$T_TMP/spool" --batch 200 "$T_TMP/fleet.ndjson" \
+	>"$T_TMP/ship.out" 2>&1 || { sed 's/^/  | /' "$T_TMP/ship.out"; t_bail "sm-agent ship"; }
+stop_ingest
+t_eq "fleet stored" "$(pg_q 'SELECT count(*) FROM streams')" 2600
+
+RUN=$("$SM_BIN_DIR/sm-miner" run --quiet --app shop --kind both --threshold-fraction 0.02 2>"$T_TMP/miner.err") ||
+	t_bail "sm-miner run" "$(cat "$T_TMP/miner.err")"
+t_eq "run done" "$(pg_q "SELECT status FROM runs WHERE id = $RUN")" done
+BIG=$(pg_q "SELECT id FROM clusters WHERE run_id = $RUN ORDER BY streams DESC, id LIMIT 1")
+t_eq "a cluster of more than 2,000 streams" "$(pg_q "SELECT streams > 2000 FROM clusters WHERE id = $BIG")" t
+
+# --- the miner's rows are sm_match_streams()'s ---
+pg_q "CREATE TABLE c_streams AS SELECT * FROM match_streams WHERE run_id = $RUN;
+      CREATE TABLE c_values AS SELECT * FROM match_values WHERE run_id = $RUN;
+      CREATE TABLE c_totals AS SELECT * FROM run_stack_totals WHERE run_id = $RUN;
+      SELECT sm_match_streams($RUN)" >/dev/null
+for t in "match_streams c_streams" "match_values c_values" "run_stack_totals c_totals"; do
+	set -- $t
+	t_eq "$1: the miner's rows are the SQL definition's" \
+		"$(pg_q "SELECT (SELECT count(*) FROM $2) > 0, (SELECT count(*) FROM $2) - (SELECT count(*) FROM $1 WHERE run_id = $RUN),
+		  (SELECT count(*) FROM (SELECT * FROM $2 EXCEPT SELECT * FROM $1 WHERE run_id = $RUN) x),
+		  (SELECT count(*) FROM (SELECT * FROM $1 WHERE run_id = $RUN EXCEPT SELECT * FROM $2) x)")" "t|0|0|0"
+done
+t_eq "every cluster and problem has its totals row" \
+	"$(pg_q "SELECT (SELECT count(*) FROM clusters WHERE run_id = $RUN) + (SELECT count(*) FROM problems WHERE run_id = $RUN)
+	  - (SELECT count(*) FROM match_values WHERE run_id = $RUN AND key = '')")" 0
+
+# --- what is kept of a big cluster's streams: the 1,000 costliest and 2,000 sampled ---
+# (the streams and their costs counted from run_stacks, independently of both)
+ALL="SELECT rs.stream_ref, sum(rs.cost_ns) AS cost FROM clusters c JOIN run_stacks rs ON rs.run_id = c.run_id
+     AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids) WHERE c.id = $BIG GROUP BY rs.stream_ref"
+t_eq "the big cluster: every stream counted" \
+	"$(pg_q "SELECT streams, cost_ns FROM match_values WHERE of = 'c' AND id = $BIG AND key = ''")" \
+	"$(pg_q "SELECT count(*), sum(cost) FROM ($ALL) a")"
+t_eq "the big cluster: its rows are the top 1,000 and the sample of 2,000" \
+	"$(pg_q "SELECT string_agg(stream_ref || ':' || coalesce(pick::text, '-'), ',' ORDER BY stream_ref)
+	  FROM match_streams WHERE of = 'c' AND id = $BIG")" \
+	"$(pg_q "SELECT string_agg(stream_ref || ':' || CASE WHEN s <= 2000 THEN s::text ELSE '-' END, ',' ORDER BY stream_ref)
+	  FROM (SELECT stream_ref, row_number() OVER (ORDER BY cost DESC, stream_ref) AS t,
+	  row_number() OVER (ORDER BY sha256(stream_ref::text::bytea), stream_ref) AS s FROM ($ALL) a) x WHERE t <= 1000 OR s <= 2000")"
+t_eq "the big cluster: fewer rows than streams" \
+	"$(pg_q "SELECT count(*) < (SELECT streams FROM clusters WHERE id = $BIG) AND count(*) >= 2000 FROM match_streams WHERE of = 'c' AND id = $BIG")" t
+
+# --- the API reads them: the same figures as counted from run_stacks ---
+AN=$(mk_token analyst 2>/dev/null)
+start_web || t_bail "sm-web starts"
+H=(-H "Authorization: Bearer $AN")
+http GET "$WEB_URL/api/v1/clusters/$BIG?limit=25" "${H[@]}"
+t_eq "cluster: 200" "$HTTP_STATUS" 200
+echo "$HTTP_BODY" >"$T_TMP/cluster.json"
+j() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+t_eq "cluster: the top streams, as run_stacks counts them" \
+	"$(j "$T_TMP/cluster.json" "','.join(f'{s[\"stream_id\"]}:{s[\"cost_ns\"]}' for s in j['top_streams'])")" \
+	"$(pg_q "SELECT string_agg(s.stream_id || ':' || a.cost, ',' ORDER BY a.cost DESC, a.stream_ref)
+	  FROM (SELECT * FROM ($ALL) a ORDER BY cost DESC, stream_ref LIMIT 25) a JOIN streams s ON s.id = a.stream_ref")"
+t_eq "cluster: by host, as run_stacks counts it" \
+	"$(j "$T_TMP/cluster.json" "','.join(f'{r[\"value\"]}:{r[\"streams\"]}:{r[\"cost_ns\"]}' for r in j['by_host'])")" \
+	"$(pg_q "SELECT string_agg(host || ':' || n || ':' || cost, ',' ORDER BY cost DESC, host) FROM
+	  (SELECT s.host, count(*) AS n, sum(a.cost) AS cost FROM ($ALL) a JOIN streams s ON s.id = a.stream_ref
+	   GROUP BY s.host ORDER BY 3 DESC, 1 LIMIT 25) x")"
+t_eq "cluster: by label, as run_stacks counts it" \
+	"$(j "$T_TMP/cluster.json" "','.join(f'{r[\"key\"]}={r[\"value\"]}:{r[\"streams\"]}:{r[\"cost_ns\"]}' for r in j['by_label'])")" \
+	"$(pg_q "SELECT string_agg(k || '=' || v || ':' || n || ':' || cost, ',' ORDER BY cost DESC, k, v) FROM
+	  (SELECT l.key AS k, l.value AS v, count(*) AS n, sum(a.cost) AS cost FROM ($ALL) a JOIN streams s ON s.id = a.stream_ref,
+	   jsonb_each_text(s.labels) AS l(key, value) WHERE l.key NOT IN ('host', 'version')
+	   GROUP BY 1, 2 ORDER BY 4 DESC, 1, 2 LIMIT 25) x")"
+http GET "$WEB_URL/api/v1/clusters/$BIG/attribution?limit=1000" "${H[@]}"
+echo "$HTTP_BODY" >"$T_TMP/attr.json"
+# each value the answer lists, with the cluster's streams that have it (sorted lines, C locale)
+j "$T_TMP/attr.json" "'\\n'.join(f'{v[\"key\"]}={v[\"value\"]}:{v[\"cluster_streams\"]}' for v in j['values'])" |
+	LC_ALL=C sort >"$T_TMP/attr.got"
+pg_q "SELECT k || '=' || v || ':' || n FROM
+	  (SELECT x.key AS k, x.value AS v, count(*) AS n FROM ($ALL) a JOIN streams s ON s.id = a.stream_ref,
+	   LATERAL (SELECT 'host' AS key, s.host AS value UNION ALL SELECT 'version', s.version
+	            UNION ALL SELECT l.key, l.value FROM jsonb_each_text(s.labels) AS l(key, value)
+	            WHERE l.key NOT IN ('host', 'version')) x
+	   GROUP BY 1, 2) y" | LC_ALL=C sort >"$T_TMP/attr.all"
+t_eq "attribution: values listed" "$(( $(wc -l <"$T_TMP/attr.got") > 10 ))" 1
+t_eq "attribution: the cluster's streams per value, as run_stacks counts them" \
+	"$(LC_ALL=C comm -23 "$T_TMP/attr.got" "$T_TMP/attr.all" | grep -v ':0$' | head -5)" ""
+t_eq "attribution: the cluster's streams" "$(j "$T_TMP/attr.json" "j['cluster_streams']")" \
+	"$(pg_q "SELECT count(*) FROM ($ALL) a")"
+http GET "$WEB_URL/api/v1/clusters/$BIG/stacks" "${H[@]}"
+echo "$HTTP_BODY" >"$T_TMP/stacks.json"
+t_eq "stacks: the per-stack sums, as run_stacks has them" \
+	"$(j "$T_TMP/stacks.json" "'\\n'.join(f'{c[\"cost_ns\"]}:{c[\"events\"]}' for c in j['costs'])" | LC_ALL=C sort | md5sum)" \
+	"$(pg_q "SELECT c || ':' || e FROM
+	  (SELECT rs.stack_id, sum(rs.cost_ns) AS c, sum(rs.events) AS e FROM clusters c JOIN run_stacks rs
+	   ON rs.run_id = c.run_id AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids) WHERE c.id = $BIG GROUP BY 1) x" |
+	  LC_ALL=C sort | md5sum)"
+stop_web
+t_done
