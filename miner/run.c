@@ -113,6 +113,68 @@ static int cmp_entry(const void *a, const void *b)
 	return x->stream < y->stream ? -1 : x->stream > y->stream;
 }
 
+/*
+ * Each frame of si's stacks as its canonical frame (024_symbols: an alias named by symbols shows
+ * as the frame it names), as sm_canon_frames() maps them. The frames' aliases are read once for
+ * the distinct frames, not once per frame of every stack (1.5 million index lookups, 2.8 s, for
+ * a run of 36,000 stacks).
+ */
+static int canon_frames(struct runstate *run, struct stackinfo *si)
+{
+	struct miner *m = run->m;
+	struct imap seen = IMAP_INIT, canon = IMAP_INIT;
+	struct buf ids = BUF_INIT(0);
+	const char *params[1];
+	PGresult *r;
+	int rc = -1;
+
+	buf_putc(&ids, '{');
+	for (size_t k = 0; k < si->n; k++)
+		for (uint32_t j = 0; j < si->len[k]; j++) {
+			int added = imap_put(&seen, si->frames[k][j], 0);
+
+			if (added < 0)
+				goto out_oom;
+			if (added == 0) {
+				if (ids.len > 1)
+					buf_putc(&ids, ',');
+				buf_put_i64(&ids, si->frames[k][j]);
+			}
+		}
+	if (buf_putc(&ids, '}') < 0)
+		goto out_oom;
+	params[0] = buf_cstr(&ids);
+	r = PQexecParams(miner_db(m), "SELECT id, canon_id FROM frames WHERE id = ANY($1::integer[]) AND canon_id IS NOT NULL",
+			 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		miner_db_fail(m, "reading the frames' aliases", r);
+		goto out;
+	}
+	for (int row = 0; row < PQntuples(r); row++)
+		if (imap_put(&canon, (uint64_t)db_get_i64(r, row, 0), (uint64_t)db_get_i64(r, row, 1)) < 0) {
+			PQclear(r);
+			goto out_oom;
+		}
+	PQclear(r);
+	if (canon.cnt)
+		for (size_t k = 0; k < si->n; k++)
+			for (uint32_t j = 0; j < si->len[k]; j++) {
+				uint64_t c;
+
+				if (imap_get(&canon, si->frames[k][j], &c))
+					si->frames[k][j] = (uint32_t)c;
+			}
+	rc = 0;
+	goto out;
+out_oom:
+	miner_fail(m, "out of memory reading the frames' aliases");
+out:
+	imap_free(&seen);
+	imap_free(&canon);
+	buf_release(&ids);
+	return rc;
+}
+
 /* Frames of every distinct stack in the entries: si filled, keep by the filters flt. */
 static int load_stacks(struct runstate *run, struct stackinfo *si, const struct aoi_filter *flt)
 {
@@ -154,7 +216,7 @@ static int load_stacks(struct runstate *run, struct stackinfo *si, const struct 
 	if (!si->frames || !si->len || !si->keep)
 		goto out_oom;
 	params[0] = buf_cstr(&ids);
-	r = PQexecParams(miner_db(m), "SELECT id, sm_canon_frames(frame_ids)::text FROM stacks WHERE id = ANY($1::integer[])", 1,
+	r = PQexecParams(miner_db(m), "SELECT id, frame_ids::text FROM stacks WHERE id = ANY($1::integer[])", 1,
 			 NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		miner_db_fail(m, "reading stacks", r);
@@ -184,6 +246,8 @@ static int load_stacks(struct runstate *run, struct stackinfo *si, const struct 
 			     *(const uint32_t *)intern_key(si->ids, (uint32_t)k, NULL));
 			goto out;
 		}
+	if (canon_frames(run, si) < 0)
+		goto out;
 	if (aoi_filter_empty(flt)) {
 		rc = 0;
 		goto out;
