@@ -117,11 +117,16 @@ void handler_error(struct handler_response *rs, int status, const char *msg)
 	handler_error_id(rs, status, msg, NULL);
 }
 
+/* What a worker keeps between requests: a typical batch (a few MB decoded) reuses its memory
+ * instead of giving it back and faulting it in again (12 % of sm-ingest's CPU for batches of
+ * 100 small streams); a larger body's is given back. */
+#define HANDLER_KEEP_BYTES ((size_t)16 << 20)
+
 void handler_trim(struct handler *h, size_t body_len)
 {
 	size_t held = h->decoded.cap > body_len ? h->decoded.cap : body_len;
 
-	if (held < ((size_t)1 << 20))
+	if (held < HANDLER_KEEP_BYTES)
 		return;
 	buf_release(&h->decoded);
 	arena_reset(h->arena);
