@@ -533,6 +533,19 @@ PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *er
 	return run_key_limit(db, 0, "WITH" NUMERIC("p"), id, limit, err, errlen);
 }
 
+PGresult *model_cluster_stacks_top(PGconn *db, const char *id, long limit, char *err, size_t errlen)
+{
+	return run_key_limit(db, 0,
+		   "WITH t AS (SELECT t.stack_id, t.cost_ns, t.events,"
+		   "  row_number() OVER (ORDER BY t.cost_ns DESC, t.stack_id) AS r FROM clusters c"
+		   "  CROSS JOIN LATERAL unnest(c.stack_ids) AS u(stack_id) JOIN run_stack_totals t"
+		   "  ON t.run_id = c.run_id AND t.kind = c.kind AND t.stack_id = u.stack_id WHERE c.id = $1::bigint)"
+		   " SELECT stack_id, cost_ns, events, 1 AS stacks FROM t WHERE r <= $2::bigint"
+		   " UNION ALL SELECT NULL, sum(cost_ns)::bigint, sum(events)::bigint, count(*) FROM t WHERE r > $2::bigint"
+		   " HAVING count(*) > 0 ORDER BY 1 NULLS LAST",
+		   id, limit, err, errlen);
+}
+
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen)
 {
 	const char *p[1] = { id };

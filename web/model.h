@@ -132,6 +132,9 @@ PGresult *model_cluster_numeric(PGconn *db, const char *id, long limit, char *er
 PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *err, size_t errlen);
 /* The matched stacks with their cost: stack_id, cost_ns, events (frames via model_stack_frames). */
 PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t errlen);
+/* The same, only the limit costliest (by stack id), then one row without a stack_id summing the
+ * others, with their number in stacks (1 in the others' rows); none when there are no others. */
+PGresult *model_cluster_stacks_top(PGconn *db, const char *id, long limit, char *err, size_t errlen);
 
 /* signatures: signature_id, name, frames (json), status, note, from_cluster, created_at, updated_at. */
 PGresult *model_signatures(PGconn *db, long limit, long offset, char *err, size_t errlen);

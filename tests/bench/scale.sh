@@ -20,16 +20,26 @@ set -euo pipefail
 sc_pipes=${SM_BENCH_SCALE_PIPES:-3}
 sc_py=${SM_BENCH_PYTHON:-python3}
 
-# The largest resident set seen per program while a phase ran, sampled each second.
+# The largest resident set seen per program while a phase ran, sampled each second: this bench's
+# programs (their executables in this repository) and its PostgreSQL (the postmaster and its
+# children).
 sc_sampler_pid=
 sc_sample_start() {
+	local pm
+	pm=$(head -n 1 "$work/pg/data/postmaster.pid")
 	: >"$work/sc.peak"
 	(
 		declare -A peak=()
 		while :; do
 			for p in /proc/[0-9]*; do
 				c=$(cat "$p/comm" 2>/dev/null) || continue
-				case $c in postgres|sm-ingest|sm-agent|sm-miner|sm-web|genfleet) ;; *) continue ;; esac
+				case $c in
+				postgres)
+					[ "${p#/proc/}" = "$pm" ] || [ "$(awk '{ print $4 }' "$p/stat" 2>/dev/null)" = "$pm" ] || continue ;;
+				sm-ingest|sm-agent|sm-miner|sm-web|genfleet)
+					case $(readlink "$p/exe" 2>/dev/null) in "$repo"/*) ;; *) continue ;; esac ;;
+				*) continue ;;
+				esac
 				r=$(awk '/^VmRSS/ { print $2 }' "$p/status" 2>/dev/null) || continue
 				[ -n "$r" ] || continue
 				# postgres: the largest backend (shared buffers counted once each); others: the largest process
@@ -102,35 +112,46 @@ sc_ingest() {
 	SC_NEVENTS=$nevents SC_NSTREAMS=$nstreams SC_INGEST_SECS=$secs
 }
 
-# sc_copy NAME K: the raw COPY rate of K of the fleet's streams, taken out and put back
-sc_copy() {
-	local t0 t1 secs n
-	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE app = '$1' ORDER BY id LIMIT $2"
+# sc_alone NAME K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows. K more
+# streams of the fleet's shape (app NAME-alone) generated beforehand as zstd batches and sent by
+# 4 senders (send_fleet), so that neither the generator nor the agent takes CPU meanwhile; then
+# the same rows taken out and put back with psql \copy into the same tables; then removed.
+sc_alone() {
+	local name=$1 k=$2 t0 t1 secs n stored
+	shift 2
+	"$tools/genfleet" --streams "$k" "$@" --apps "$name-alone" --out "$work/alone.ndjson" 2>/dev/null
+	send_fleet "$work/alone.ndjson" "$sc_batch" 4
+	rm -f "$work/alone.ndjson"
+	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE app = '$name-alone'")
+	n=${stored#* }
+	echo "sm-ingest alone: $k more streams ($n events) sent as zstd batches by 4 senders: $SEND_SECS s," \
+		"$(rate "$n" "$SEND_SECS") events/s, $(rate "$k" "$SEND_SECS") streams/s, CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB"
+	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE app = '$name-alone'"
 	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
 		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'"
-	n=$(wc -l <"$work/sc.events.tsv")
-	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
-		-c "DROP TABLE sc_ids"
+	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)"
 	t0=$(now)
 	psql -Xqc "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
 	t1=$(now)
-	rm -f "$work/sc.streams.tsv" "$work/sc.events.tsv"
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	echo "raw COPY:   $2 of the streams ($n events) taken out and put back with psql \\copy in $secs s:" \
-		"$(rate "$n" "$secs") events/s; sm-ingest did $(awk -v a="$SC_NEVENTS" -v s="$SC_INGEST_SECS" -v n="$n" -v c="$secs" \
-		'BEGIN { printf "%.0f %%", 100 * (a / s) / (n / c) }') of that (goal: at least 100 %)"
+	echo "raw COPY:   the same rows put back with psql \\copy in $secs s: $(rate "$n" "$secs") events/s;" \
+		"sm-ingest did $(awk -v a="$SEND_SECS" -v c="$secs" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
+	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
+		-c "DROP TABLE sc_ids"
+	rm -f "$work/sc.streams.tsv" "$work/sc.events.tsv"
 }
 
 # sc_run NAME ARGS...: one mining run; its phases, rates, memory; sets SC_RUN
 sc_run() {
-	local name=$1 id
+	local name=$1 id db0
 	shift
+	db0=$(sc_db_mb)
 	sc_sample_start
 	/usr/bin/time -f '%e %M %U %S' -o "$work/miner.time" "$bin/sm-miner" run --quiet --app "$name" "$@" \
 		>"$work/miner.out" 2>"$work/miner.err" || { echo "bench: sm-miner run $*: $(cat "$work/miner.err")" >&2; exit 1; }
 	id=$(cat "$work/miner.out")
 	echo "run $id ($*): $(awk '{ printf "%.1f s, miner peak RSS %.0f MB, CPU %.0f s", $1, $2 / 1024, $3 + $4 }' "$work/miner.time")"
-	echo "            peak RSS while it ran: $(sc_sample_stop)"
+	echo "            peak RSS while it ran: $(sc_sample_stop); disk: database +$(( $(sc_db_mb) - db0 )) MB (its results)"
 	psql -XAtc "SELECT format('            select %s ms (%s streams/s), read and AOI %s ms (%s events/s read, %s AOI events),'
 		' collapse and filter %s ms (%s distinct stacks), mine %s ms (%s patterns), cluster %s ms (%s clusters),'
 		' store %s ms; total %s ms',
@@ -195,7 +216,7 @@ if [ "$sc_paper_streams" -gt 0 ]; then
 	sc_batch=2
 	sc_ingest paper --streams "$sc_paper_streams" --events "$sc_paper_events" --hosts 300 --apps paper \
 		--wait-share 0.75 --distinct-stacks 50000 --bugs 5 --seed 29
-	sc_copy paper 20
+	sc_alone paper "$(( sc_paper_streams / 45 > 2 ? sc_paper_streams / 45 : 2 ))" --events "$sc_paper_events" --hosts 300 --wait-share 0.75 --distinct-stacks 50000 --bugs 5 --seed 129
 	psql -XqAtc "VACUUM ANALYZE streams" >/dev/null
 	runs=()
 	for kind in wait run; do
@@ -214,7 +235,7 @@ if [ "$sc_day_streams" -gt 0 ]; then
 	sc_batch=200
 	sc_ingest day --streams "$sc_day_streams" --events "$sc_day_events" --hosts "$sc_day_hosts" --apps day \
 		--distinct-stacks 50000 --bugs 5 --seed 30
-	sc_copy day 20000
+	sc_alone day "$(( sc_day_streams / 50 > 100 ? sc_day_streams / 50 : 100 ))" --events "$sc_day_events" --hosts "$sc_day_hosts" --distinct-stacks 50000 --bugs 5 --seed 130
 	psql -XqAtc "VACUUM ANALYZE streams" >/dev/null
 	sc_run day --kind both --aoi waitgraph
 	echo "bugs' ranks (kind, rank among the run's clusters of that kind by total cost):"

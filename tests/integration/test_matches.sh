@@ -7,7 +7,8 @@
 #   - each cluster keeps exactly its top 1,000 by cost and the 2,000 first by SHA-256 of the id;
 #   - the API's top streams and breakdowns, and attribution's counts, equal the same figures
 #     counted from run_stacks and streams as the pages counted them before (an independent query);
-#   - the cluster's flame graph reads the same per-stack sums as run_stacks gives.
+#   - the cluster's stacks read the same per-stack sums as run_stacks gives, and its page's flame
+#     graph draws the 1,500 costliest, the others summed in one frame.
 . "$(dirname "$0")/../lib.sh"
 
 genfleet=${SM_GENFLEET:-$SM_BIN_DIR/../tests/genfleet}
@@ -107,5 +108,12 @@ t_eq "stacks: the per-stack sums, as run_stacks has them" \
 	  (SELECT rs.stack_id, sum(rs.cost_ns) AS c, sum(rs.events) AS e FROM clusters c JOIN run_stacks rs
 	   ON rs.run_id = c.run_id AND rs.kind = c.kind AND rs.stack_id = ANY(c.stack_ids) WHERE c.id = $BIG GROUP BY 1) x" |
 	  LC_ALL=C sort | md5sum)"
+# the page's flame graph draws the 1,500 costliest stacks, the others summed in one frame
+NST=$(pg_q "SELECT cardinality(stack_ids) FROM clusters WHERE id = $BIG")
+http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
+t_eq "cluster page: 200" "$HTTP_STATUS" 200
+t_eq "cluster page: the flame graph's other stacks in one frame" \
+	"$(grep -o '([0-9,]* smaller stacks)' <<<"$HTTP_BODY" | head -n 1 | tr -d ',')" \
+	"$( [ "$NST" -gt 1500 ] && echo "($((NST - 1500)) smaller stacks)" || echo "(more than 1500 stacks expected, $NST)")"
 stop_web
 t_done
