@@ -307,6 +307,20 @@ out:
 	return rc;
 }
 
+/* How many (kind, stack) pairs the entries hold, sorted by them (collapse()): what is sized per
+ * collapsed stack, not per entry (a run of a million streams has 15 million entries and 55,000
+ * stacks). */
+static size_t distinct_pairs(const struct vec *entries)
+{
+	const struct entry *en = entries->data;
+	size_t n = 0;
+
+	for (size_t i = 0; i < entries->len; i++)
+		if (i == 0 || en[i].kind != en[i - 1].kind || en[i].stack != en[i - 1].stack)
+			n++;
+	return n;
+}
+
 /* ---- phase 4: mining ---- */
 
 struct mine_ctx {
@@ -386,7 +400,7 @@ static int mine_kind(struct runstate *run, const struct stackinfo *si, uint8_t k
 	struct mine_ctx ctx;
 	int rc;
 
-	cs = arena_calloc(run->arena, ne + 1, sizeof(*cs));
+	cs = arena_calloc(run->arena, distinct_pairs(&run->entries) + 1, sizeof(*cs));
 	if (!cs)
 		return miner_fail(m, "out of memory");
 	for (size_t i = 0; i < ne;) {
@@ -512,17 +526,19 @@ static int clust_alloc(struct runstate *run, const struct vec *patterns, struct 
 	const struct pattern *pt = patterns->data;
 	size_t npst = 0;
 
-	ci->rs = vec_alloc(run->entries.len + 1, sizeof(*ci->rs));
-	ci->bs = vec_alloc(run->bentries.len + 1, sizeof(*ci->bs));
+	size_t nrs = distinct_pairs(&run->entries), nbs = distinct_pairs(&run->bentries);
+
+	ci->rs = vec_alloc(nrs + 1, sizeof(*ci->rs));
+	ci->bs = vec_alloc(nbs + 1, sizeof(*ci->bs));
 	ci->sidx = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*ci->sidx));
 	ci->scost = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*ci->scost));
 	ci->sev = vec_alloc(run->entries.len + run->bentries.len + 1, sizeof(*ci->sev));
-	ci->rkind = vec_alloc(run->entries.len + 1, sizeof(*ci->rkind));
+	ci->rkind = vec_alloc(nrs + 1, sizeof(*ci->rkind));
 	ci->rp = vec_alloc(patterns->len + 1, sizeof(*ci->rp));
 	for (size_t i = 0; i < patterns->len; i++)
 		npst += pt[i].nstacks;
 	ci->pstacks = vec_alloc(npst + 1, sizeof(*ci->pstacks));
-	ci->bseq = vec_alloc(run->bentries.len + 1, sizeof(*ci->bseq));
+	ci->bseq = vec_alloc(nbs + 1, sizeof(*ci->bseq));
 	if (!ci->rs || !ci->bs || !ci->bseq || !ci->sidx || !ci->scost || !ci->sev || !ci->rkind || !ci->rp ||
 	    !ci->pstacks)
 		return miner_fail(run->m, "out of memory");

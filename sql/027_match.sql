@@ -12,7 +12,7 @@
 -- A run's collapsed stacks summed over its streams: the flame graph of a cluster reads one row
 -- per stack, not one per stack and stream.
 CREATE TABLE run_stack_totals (
-	run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE,
+	run_id bigint NOT NULL,        -- deleted with its run (runs_deleted, below)
 	kind "char" NOT NULL CHECK (kind IN ('r', 'w')),
 	stack_id integer NOT NULL,
 	cost_ns bigint NOT NULL,
@@ -26,7 +26,7 @@ CREATE TABLE run_stack_totals (
 -- (the API's largest limit) and a deterministic sample of 2,000 for the cost model (the first by
 -- the SHA-256 of the id's text, then the id; pick: the place in it, NULL outside it).
 CREATE TABLE match_streams (
-	run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE,
+	run_id bigint NOT NULL,        -- deleted with its run (runs_deleted, below)
 	of "char" NOT NULL CHECK (of IN ('c', 'p')),
 	id bigint NOT NULL,
 	stream_ref bigint NOT NULL,
@@ -41,7 +41,7 @@ CREATE INDEX match_streams_pick ON match_streams (of, id, pick) WHERE pick IS NO
 -- The same streams by host, version ('' for none) and label value, with their cost and events;
 -- key '' holds the totals.
 CREATE TABLE match_values (
-	run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE,
+	run_id bigint NOT NULL,        -- deleted with its run (runs_deleted, below)
 	of "char" NOT NULL CHECK (of IN ('c', 'p')),
 	id bigint NOT NULL,
 	key text NOT NULL,
@@ -52,6 +52,26 @@ CREATE TABLE match_values (
 	PRIMARY KEY (run_id, of, id, key, value)
 );
 CREATE INDEX match_values_of ON match_values (of, id, key, cost_ns DESC);
+
+-- The run's bulk rows without a per-row foreign key check. Each checked row locks the run's row
+-- (FOR KEY SHARE) while the worker's heartbeat updates it every second from another connection, so
+-- that the row's lock is a multixact every check reads: storing the 15 million run_stacks rows of
+-- a run of a million streams took more than 6 minutes, 65 % of it in GetMultiXactIdMembers. The
+-- miner writes them only for the run it holds, in the transaction that marks it done (or rolls
+-- back when the run is gone); a statement trigger deletes them with their run.
+ALTER TABLE run_stacks DROP CONSTRAINT run_stacks_run_id_fkey;
+
+CREATE FUNCTION sm_runs_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM run_stacks WHERE run_id IN (SELECT id FROM gone);
+	DELETE FROM run_stack_totals WHERE run_id IN (SELECT id FROM gone);
+	DELETE FROM match_streams WHERE run_id IN (SELECT id FROM gone);
+	DELETE FROM match_values WHERE run_id IN (SELECT id FROM gone);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER runs_deleted AFTER DELETE ON runs REFERENCING OLD TABLE AS gone
+	FOR EACH STATEMENT EXECUTE FUNCTION sm_runs_deleted();
 
 -- The miner counts the same rows in memory (miner/matches.c); this is their definition, for the
 -- runs mined before and for tests (tests/integration/test_miner.sh compares the two).
