@@ -513,12 +513,24 @@ static void row_metrics(const struct kind_cl *kc, size_t k, const char *run, cha
 
 /* A cluster row's medoid, common frames, members, and the matched stacks, for the pages'
  * breakdowns (a second stamp: k + 1 + n). */
-static void row_members(const struct kind_cl *kc, size_t k, struct buf *out)
+/* Costliest first, then by stack id (the order of a cluster's stack_ids). */
+static int cmp_stack_cost(const void *a, const void *b, void *arg)
+{
+	const struct runclust_stack *rs = arg, *x = &rs[*(const uint32_t *)a], *y = &rs[*(const uint32_t *)b];
+
+	if (x->cost != y->cost)
+		return x->cost > y->cost ? -1 : 1;
+	return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
+}
+
+/* The row's medoid, common part, members and stacks: kp's, costliest first, so that a page reads
+ * the costliest of a cluster of thousands of stacks as a slice (stack_ids[1:N]). */
+static int row_members(const struct kind_cl *kc, size_t k, const struct kept *kp, struct buf *out)
 {
 	const struct ctx *c = kc->c;
 	const struct hclust_clusters *hc = kc->hc;
 	const struct runclust_pattern *mp = &c->pats[kc->lo + hc->medoid[k]];
-	bool first = true;
+	uint32_t *st = arena_alloc(c->a, ((size_t)kp->nstacks + 1) * sizeof(*st));
 
 	buf_printf(out, "%lld\t{", (long long)mp->id);
 	for (uint32_t j = hc->common_off[k]; j < hc->common_off[k + 1]; j++)
@@ -527,18 +539,14 @@ static void row_members(const struct kind_cl *kc, size_t k, struct buf *out)
 	for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++)
 		buf_printf(out, m > hc->off[k] ? ",%lld" : "%lld", (long long)c->pats[kc->lo + hc->members[m]].id);
 	buf_puts(out, "}\t{");
-	for (uint32_t m = hc->off[k]; m < hc->off[k + 1]; m++) {
-		const struct runclust_pattern *p = &c->pats[kc->lo + hc->members[m]];
-		for (uint32_t s = 0; s < p->nstacks; s++) {
-			uint32_t t = p->stacks[s];
-			if (kc->stamp_t[t] == (uint32_t)(k + 1 + hc->nclusters))
-				continue;
-			kc->stamp_t[t] = (uint32_t)(k + 1 + hc->nclusters);
-			buf_printf(out, first ? "%u" : ",%u", c->rs[t].stack_id);
-			first = false;
-		}
-	}
+	if (!st)
+		return -1;
+	memcpy(st, kp->stacks, kp->nstacks * sizeof(*st));
+	qsort_r(st, kp->nstacks, sizeof(*st), cmp_stack_cost, (void *)c->rs);
+	for (uint32_t i = 0; i < kp->nstacks; i++)
+		buf_printf(out, i ? ",%u" : "%u", c->rs[st[i]].stack_id);
 	buf_puts(out, "}\t");
+	return 0;
 }
 
 /* A cluster row's alignments of its members to the medoid, as JSON (numbers and op letters:
@@ -584,7 +592,8 @@ static int kind_row(struct kind_cl *kc, size_t k, const char *run, struct buf *o
 	struct jsonw w;
 
 	row_metrics(kc, k, run, c->pats[kc->lo + hc->medoid[k]].kind, out);
-	row_members(kc, k, out);
+	if (row_members(kc, k, kp, out) < 0)
+		return fail_oom(c);
 	jsonw_init(&w, out);
 	if (row_alignments(kc, k, &w) < 0)
 		return -1;

@@ -119,3 +119,12 @@ END
 $$;
 
 SELECT sm_match_streams(id) FROM runs WHERE status = 'done';
+
+-- A cluster's stack_ids costliest first (then by id), as the miner writes them now: its page reads
+-- the costliest of thousands of stacks as a slice.
+UPDATE clusters c SET stack_ids = s.ids
+FROM (SELECT c.id, array_agg(u.stack_id ORDER BY coalesce(t.cost_ns, 0) DESC, u.stack_id) AS ids
+      FROM clusters c CROSS JOIN LATERAL unnest(c.stack_ids) AS u(stack_id)
+      LEFT JOIN run_stack_totals t ON t.run_id = c.run_id AND t.kind = c.kind AND t.stack_id = u.stack_id
+      GROUP BY c.id) s
+WHERE c.id = s.id AND cardinality(c.stack_ids) > 1;

@@ -151,6 +151,8 @@ void api_page_response(struct req *rq, const char *name, PGresult *rows, PGresul
 		api_put_rows(&w, rows, NULL);
 		jsonw_key(&w, "total");
 		jsonw_number_text(&w, PQgetvalue(count, 0, 0));
+		if (PQfnumber(count, "more") >= 0)   /* a count that stopped: total is a lower bound */
+			jsonw_kbool(&w, "more", PQgetvalue(count, 0, PQfnumber(count, "more"))[0] == 't');
 		keyed_close(rq, &w, 200);
 	}
 	PQclear(rows);

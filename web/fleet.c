@@ -695,7 +695,8 @@ void fleet_page_fleet(struct req *rq)
 	html_raw(rq, "</tbody></table>");
 	if (PQntuples(r) == 0)
 		html_raw(rq, "<p class=\"hint\">No agent has reported yet. docs/fleet.md says how to roll agents out.</p>");
-	pages_pager(rq, "/fleet", pages_keep_param(rq, NULL, "status", f.status), offset, PQntuples(r), (long)model_coln(cnt, 0, "total"));
+	pages_pager(rq, "/fleet", pages_keep_param(rq, NULL, "status", f.status), offset, PQntuples(r),
+		    (long)model_coln(cnt, 0, "total"), false);
 	fleet_sampling(rq, samp);
 	fleet_settings(rq, set);
 	fleet_profiles(rq, prof);

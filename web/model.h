@@ -40,6 +40,7 @@ bool model_stream_sort_desc(enum stream_sort s);
 PGresult *model_streams(PGconn *db, const struct stream_filter *f, enum stream_sort sort, bool desc, long limit,
 			long offset, char *err, size_t errlen);
 /* One row: total. */
+/* The streams the filter selects, counted up to 10,000: total, and more (true past 10,000). */
 PGresult *model_streams_count(PGconn *db, const struct stream_filter *f, char *err, size_t errlen);
 /* One stream by its uuid: ref (the internal id), stream_id, host, app, version, build_id, labels,
  * symptom (json), events, received_at, and symptom_tid, symptom_start_ns, symptom_end_ns. */

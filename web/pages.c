@@ -1,6 +1,7 @@
 /* pages: the pages' routes and dispatch, the login, and the pieces pages share (see pages.h). */
 #include "web/pages.h"
 #include "common/arena.h"
+#include "common/fmt.h"
 #include "common/util.h"
 #include "web/alerts.h"
 #include "web/clusters.h"
@@ -28,8 +29,11 @@ long pages_offset(struct req *rq)
 	return (long)o;
 }
 
-void pages_pager(struct req *rq, const char *base, const char *keep, long offset, long shown, long total)
+void pages_pager(struct req *rq, const char *base, const char *keep, long offset, long shown, long total,
+		 bool more)
 {
+	char nb[FMT_LEN];
+
 	html_raw(rq, "<nav class=\"pager\">");
 	if (offset > 0) {
 		html_raw(rq, "<a rel=\"prev\" href=\"");
@@ -38,8 +42,12 @@ void pages_pager(struct req *rq, const char *base, const char *keep, long offset
 		html_text(rq, keep);
 		html_raw(rq, "\">← previous</a>");
 	}
-	html_rawf(rq, "<span>%ld–%ld of %ld</span>", shown ? offset + 1 : 0, offset + shown, total);
-	if (offset + shown < total) {
+	if (more)
+		html_rawf(rq, "<span>%ld–%ld of more than %s</span>", shown ? offset + 1 : 0, offset + shown,
+			  fmt_count(nb, total));
+	else
+		html_rawf(rq, "<span>%ld–%ld of %ld</span>", shown ? offset + 1 : 0, offset + shown, total);
+	if (more ? shown == PAGES_ROWS : offset + shown < total) {
 		html_raw(rq, "<a rel=\"next\" href=\"");
 		html_text(rq, base);
 		html_rawf(rq, "?offset=%ld", offset + PAGES_ROWS);

@@ -25,8 +25,10 @@ PGresult *pages_need_row(struct req *rq, PGresult *r, const char *err, const cha
 /* The page's offset from ?offset= (0 when absent or bad). */
 long pages_offset(struct req *rq);
 /* Previous/next links keeping the other query parameters given as `keep` (already a safe
- * "&k=v..." string built by the caller with escaped values). */
-void pages_pager(struct req *rq, const char *base, const char *keep, long offset, long shown, long total);
+ * "&k=v..." string built by the caller with escaped values); more: the count stopped at total,
+ * there are more rows than that (a next link while a page is full). */
+void pages_pager(struct req *rq, const char *base, const char *keep, long offset, long shown, long total,
+		 bool more);
 /* Percent-encodes value into b; the characters of keep (besides letters and digits) stay. */
 void pages_url_encode_keep(struct buf *b, const char *value, const char *keep);
 /* A path or a query value ('/' kept). */

@@ -525,7 +525,7 @@ static void runs_list(struct req *rq)
 		html_raw(rq, "<tr><td colspan=\"10\" class=\"empty\">No runs yet.</td></tr>");
 	html_raw(rq, "</tbody></table>");
 	pages_pager(rq, "/runs", sort == RUN_SORT_NEWEST ? "" : pages_keep_param(rq, NULL, "sort", sv), offset,
-		    PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
+		    PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0, false);
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);
@@ -806,7 +806,8 @@ void runs_page_run(struct req *rq)
 					 "kind", kind), "q", q);
 	run_filter(rq, s, kind, q);
 	cluster_table(rq, cl, s, nm, kind, q);
-	pages_pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl), (long)model_coln(cnt, 0, "total"));
+	pages_pager(rq, req_printf(rq, "/runs/%s", id), keep, offset, PQntuples(cl),
+		    (long)model_coln(cnt, 0, "total"), false);
 	html_end(rq);
 	PQclear(run);
 	PQclear(cl);

@@ -516,7 +516,7 @@ void signatures_page_signatures(struct req *rq)
 		    req_printf(rq, "%s%s%s", run_id ? req_printf(rq, "&run=%lld", (long long)run_id) : "",
 			       kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? "&kind=" : "",
 			       kq && (strcmp(kq, "wait") == 0 || strcmp(kq, "run") == 0) ? kq : ""),
-		    offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0);
+		    offset, PQntuples(r), cnt ? (long)model_coln(cnt, 0, "total") : 0, false);
 	PQclear(cnt);
 
 	/* coverage and triage over a run, per kind (mining.md section 7); default: the run's first */

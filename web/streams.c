@@ -480,7 +480,7 @@ void streams_page_streams(struct req *rq)
 		html_raw(rq, "<tr><td colspan=\"9\" class=\"empty\">No streams match.</td></tr>");
 	html_raw(rq, "</tbody></table>");
 	pages_pager(rq, "/streams", keep_sort(rq, &q, keep_filters(rq, &q, true)), offset, PQntuples(r),
-		    (long)model_coln(cnt, 0, "total"));
+		    (long)model_coln(cnt, 0, "total"), strcmp(model_col(cnt, 0, "more"), "t") == 0);
 	html_end(rq);
 	PQclear(r);
 	PQclear(cnt);

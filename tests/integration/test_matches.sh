@@ -41,6 +41,11 @@ for t in "match_streams c_streams" "match_values c_values" "run_stack_totals c_t
 		  (SELECT count(*) FROM (SELECT * FROM $2 EXCEPT SELECT * FROM $1 WHERE run_id = $RUN) x),
 		  (SELECT count(*) FROM (SELECT * FROM $1 WHERE run_id = $RUN EXCEPT SELECT * FROM $2) x)")" "t|0|0|0"
 done
+t_eq "every cluster's stack_ids come costliest first, and its totals are their sums" \
+	"$(pg_q "SELECT count(*) FROM clusters c WHERE c.run_id = $RUN AND (c.stack_ids <> (SELECT array_agg(t.stack_id
+	  ORDER BY t.cost_ns DESC, t.stack_id) FROM run_stack_totals t WHERE t.run_id = c.run_id AND t.kind = c.kind
+	  AND t.stack_id = ANY(c.stack_ids)) OR (c.total_cost_ns, c.events) <> (SELECT sum(t.cost_ns), sum(t.events)
+	  FROM run_stack_totals t WHERE t.run_id = c.run_id AND t.kind = c.kind AND t.stack_id = ANY(c.stack_ids)))")" 0
 t_eq "every cluster and problem has its totals row" \
 	"$(pg_q "SELECT (SELECT count(*) FROM clusters WHERE run_id = $RUN) + (SELECT count(*) FROM problems WHERE run_id = $RUN)
 	  - (SELECT count(*) FROM match_values WHERE run_id = $RUN AND key = '')")" 0
