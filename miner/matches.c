@@ -30,7 +30,7 @@ struct mctx {
 	const struct matches_input *in;
 	struct intern *kv;              /* "key\tvalue" -> value id */
 	uint32_t *voff, *vids;          /* stream s's value ids: vids[voff[s] .. voff[s + 1]) */
-	unsigned char (*digest)[SHA256_LEN];   /* per stream: SHA-256 of its id in decimal */
+	uint32_t *srank;                /* per stream: its place in the sample's order, run-wide */
 	/* per stream: the group it was last seen in, and what the group has there */
 	uint32_t *sgen;
 	uint64_t *scost, *sev;
@@ -126,14 +126,57 @@ static int read_values(struct mctx *c)
 	return rc;
 }
 
-/* The sample's order (sm_match_streams(): sha256 of the id's text, then the id). */
+/* The sample's order (sm_match_streams(): sha256 of the id's text, then the id), over the run's
+ * streams; digest[s]: stream s's. */
+struct sample_order {
+	const unsigned char (*digest)[SHA256_LEN];
+	const int64_t *refs;
+};
+
+static int cmp_digest(const void *a, const void *b, void *arg)
+{
+	const struct sample_order *o = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int d = memcmp(o->digest[x], o->digest[y], SHA256_LEN);
+
+	return d ? d : by_id(&o->refs[x], &o->refs[y]);
+}
+
+/* Every stream's place in the sample's order, ranked once for the run (a group's sample is then
+ * its streams of the lowest places), into c->srank. 0, or -1 when out of memory. */
+static int rank_sample(struct mctx *c)
+{
+	const struct matches_input *in = c->in;
+	unsigned char (*digest)[SHA256_LEN] = vec_alloc(in->nstreams + 1, sizeof(*digest));
+	uint32_t *order = vec_alloc(in->nstreams + 1, sizeof(*order));
+	struct sample_order o = { (const unsigned char (*)[SHA256_LEN])digest, in->refs };
+
+	if (!digest || !order) {
+		free(digest);
+		free(order);
+		return -1;
+	}
+	for (size_t s = 0; s < in->nstreams; s++) {
+		char num[24];
+		int n = snprintf(num, sizeof(num), "%lld", (long long)in->refs[s]);
+
+		sha256(num, (size_t)n, digest[s]);
+		order[s] = (uint32_t)s;
+	}
+	qsort_r(order, in->nstreams, sizeof(*order), cmp_digest, &o);
+	for (size_t i = 0; i < in->nstreams; i++)
+		c->srank[order[i]] = (uint32_t)i;
+	free(digest);
+	free(order);
+	return 0;
+}
+
 static int cmp_sample(const void *a, const void *b, void *arg)
 {
 	const struct mctx *c = arg;
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	int d = memcmp(c->digest[x], c->digest[y], SHA256_LEN);
+	uint32_t x = c->srank[*(const uint32_t *)a], y = c->srank[*(const uint32_t *)b];
 
-	return d ? d : by_id(&c->in->refs[x], &c->in->refs[y]);
+	return x < y ? -1 : x > y;
 }
 
 /* The top's: cost descending, then the id. */
@@ -293,7 +336,7 @@ static void mctx_release(struct mctx *c)
 	intern_free(c->kv);
 	free(c->voff);
 	free(c->vids);
-	free(c->digest);
+	free(c->srank);
 	free(c->sgen);
 	free(c->scost);
 	free(c->sev);
@@ -319,22 +362,20 @@ int matches_build(struct miner *m, const struct matches_input *in, struct buf *s
 		return 0;
 	c.kv = intern_open(0);
 	c.voff = vec_calloc(ns + 1, sizeof(*c.voff));
-	c.digest = vec_alloc(ns, sizeof(*c.digest));
+	c.srank = vec_alloc(ns, sizeof(*c.srank));
 	c.sgen = vec_calloc(ns, sizeof(*c.sgen));
 	c.scost = vec_alloc(ns, sizeof(*c.scost));
 	c.sev = vec_alloc(ns, sizeof(*c.sev));
 	c.list = vec_alloc(ns, sizeof(*c.list));
 	c.sflag = vec_alloc(ns, sizeof(*c.sflag));
 	c.tstamp = vec_calloc(in->nrs + 1, sizeof(*c.tstamp));
-	if (!c.kv || !c.voff || !c.digest || !c.sgen || !c.scost || !c.sev || !c.list || !c.sflag || !c.tstamp) {
+	if (!c.kv || !c.voff || !c.srank || !c.sgen || !c.scost || !c.sev || !c.list || !c.sflag || !c.tstamp) {
 		miner_fail(m, "out of memory");
 		goto out;
 	}
-	for (size_t s = 0; s < in->nstreams; s++) {
-		char num[24];
-		int n = snprintf(num, sizeof(num), "%lld", (long long)in->refs[s]);
-
-		sha256(num, (size_t)n, c.digest[s]);
+	if (rank_sample(&c) < 0) {
+		miner_fail(m, "out of memory");
+		goto out;
 	}
 	if (read_values(&c) < 0)
 		goto out;

@@ -540,15 +540,18 @@ PGresult *model_problem_numeric(PGconn *db, const char *id, long limit, char *er
 	return run_key_limit(db, 0, "WITH" NUMERIC("p"), id, limit, err, errlen);
 }
 
+/* Cluster c's stacks (its stack_ids, or a slice of them: ids) with their run-wide sums, as t. */
+#define STACK_TOTALS(ids)                                                                        \
+	" CROSS JOIN LATERAL unnest(" ids ") AS u(stack_id) JOIN run_stack_totals t"                \
+	" ON t.run_id = c.run_id AND t.kind = c.kind AND t.stack_id = u.stack_id"
+
 PGresult *model_cluster_stacks_top(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
 	/* stack_ids come costliest first (027_match): the first $2 of them, the others from the
 	 * cluster's totals, which are their sum */
 	return run_key_limit(db, 0,
 		   "WITH c AS (SELECT run_id, kind, stack_ids, total_cost_ns, events FROM clusters WHERE id = $1::bigint),"
-		   " t AS (SELECT t.stack_id, t.cost_ns, t.events FROM c"
-		   "  CROSS JOIN LATERAL unnest(c.stack_ids[1:$2::integer]) AS u(stack_id) JOIN run_stack_totals t"
-		   "  ON t.run_id = c.run_id AND t.kind = c.kind AND t.stack_id = u.stack_id)"
+		   " t AS (SELECT t.stack_id, t.cost_ns, t.events FROM c" STACK_TOTALS("c.stack_ids[1:$2::integer]") ")"
 		   " SELECT stack_id, cost_ns, events, 1 AS stacks FROM t"
 		   " UNION ALL SELECT NULL, c.total_cost_ns - (SELECT coalesce(sum(cost_ns), 0) FROM t),"
 		   "  c.events - (SELECT coalesce(sum(events), 0) FROM t), cardinality(c.stack_ids) - $2::integer"
@@ -561,9 +564,7 @@ PGresult *model_cluster_stacks(PGconn *db, const char *id, char *err, size_t err
 	const char *p[1] = { id };
 
 	return run_prepared(db, 9,
-		   "SELECT t.stack_id, t.cost_ns, t.events FROM clusters c"
-		   " CROSS JOIN LATERAL unnest(c.stack_ids) AS u(stack_id) JOIN run_stack_totals t"
-		   " ON t.run_id = c.run_id AND t.kind = c.kind AND t.stack_id = u.stack_id"
+		   "SELECT t.stack_id, t.cost_ns, t.events FROM clusters c" STACK_TOTALS("c.stack_ids")
 		   " WHERE c.id = $1::bigint ORDER BY t.stack_id",
 		   1, p, err, errlen);
 }
