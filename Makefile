@@ -59,10 +59,12 @@ INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
-GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c)
+GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c budget.c stream.c gcall.c watch.c)
+# the host's collector: in sm-agent only, never in libsmguard.so
+GUARD_COLLECT_SRC := agent/guard/collect.c
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \
 	rt.c clock.c log.c slots.c pushed.c fork.c gtab.c handoff.c \
-	train.c report.c lazy.c starve.c)
+	train.c report.c lazy.c starve.c region.c)
 # what libsmguard.so takes from the rest of the tree
 GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c imap.c intern.c json.c jsonw.c log.c sha256.c util.c vec.c wire.c) \
 	agent/ship.c agent/spool.c clusterer/linkage.c
@@ -81,7 +83,7 @@ INGEST_OBJ := $(INGEST_SRC:%.c=$(O)/%.o)
 MINER_OBJ := $(MINER_SRC:%.c=$(O)/%.o)
 CLUSTER_OBJ := $(CLUSTER_SRC:%.c=$(O)/%.o)
 WEB_OBJ := $(WEB_SRC:%.c=$(O)/%.o) $(O)/gen/static.o
-GUARD_OBJ := $(GUARD_SRC:%.c=$(O)/%.o)
+GUARD_OBJ := $(GUARD_SRC:%.c=$(O)/%.o) $(GUARD_COLLECT_SRC:%.c=$(O)/%.o)
 GUARD_PIC_OBJ := $(patsubst %.c,$(O)/pic/%.o,$(GUARDCORE_SRC) $(GUARD_SRC) $(GUARD_RT_SRC) $(GUARD_SHARED_SRC))
 GUARD_LIB := $(LIBDIR)/libsmguard.so
 
@@ -204,7 +206,7 @@ $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libformats.a $(O)/
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
+$(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libguard.a $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)

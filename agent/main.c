@@ -6,6 +6,7 @@
  */
 #include "formats/formats.h"
 #include "formats/import.h"
+#include "agent/guard/collect.h"
 #include "agent/ship.h"
 #include "agent/spool.h"
 #include "common/cli.h"
@@ -26,6 +27,7 @@ static const char usage[] =
 	"usage: sm-agent ship [options] FILE...\n"
 	"       sm-agent drain [options]\n"
 	"       sm-agent import [--format FORMAT] [import options] [options] FILE...\n"
+	"       sm-agent collect [--dir DIR] [--report-s N] [--tick-ms N] [options]\n"
 	"\n"
 	"ship    validate wire-format streams (FILE: one JSON object, pretty or not, several\n"
 	"        objects, or NDJSON; '-' is standard input) and send them to the ingest server;\n"
@@ -35,6 +37,9 @@ static const char usage[] =
 	"import  convert profiler output into streams (one per FILE, or one per set of sample\n"
 	"        labels for pprof and per process for OTLP), then ship them, or write them as\n"
 	"        NDJSON with -o (docs/import.md)\n"
+	"collect the host's collector for guarded programs, until SIGTERM: watches their units,\n"
+	"        ships their violations, reports them; the programs start no thread\n"
+	"        (docs/guard.md \"The host's collector\")\n"
 	"\n"
 	"Options (defaults in brackets):\n"
 	"  --url URL[,URL...]       ingest server(s), tried in turn when one cannot be reached or\n"
@@ -69,6 +74,13 @@ static const char usage[] =
 	"                           valued one: cpu, then delay, off_cpu, wall, time]\n"
 	"  -o FILE                  write NDJSON to FILE ('-': standard output) instead of sending\n"
 	"\n"
+	"Collect options:\n"
+	"  --dir DIR                the guarded processes' regions [/run/stackmine/guard]\n"
+	"  --report-s N             each process's report to the server, every N seconds; 0: none [60]\n"
+	"  --tick-ms N              the watchdog's tick at most (a process's own may be shorter) [100]\n"
+	"  (the URL, token file, spool and directory not given default to the guarded programs'\n"
+	"  own settings: $SM_GUARD_URL, $SM_GUARD_TOKEN_FILE, $SM_GUARD_SPOOL, $SM_GUARD_COLLECTOR_DIR)\n"
+	"\n"
 	"Ship and import:\n"
 	"  --baseline               the streams are normal units, for comparison (\"role\":\n"
 	"                           \"baseline\", docs/analysis.md), not slow ones\n"
@@ -81,7 +93,7 @@ enum {
 	OPT_URL = 256, OPT_TOKEN, OPT_TOKEN_FILE, OPT_SPOOL, OPT_SPOOL_MAX, OPT_RETRIES,
 	OPT_TIMEOUT, OPT_BATCH, OPT_BATCH_BYTES, OPT_FORMAT, OPT_HOST, OPT_APP, OPT_VERSION,
 	OPT_BUILD_ID, OPT_LABEL, OPT_SYMPTOM_TID, OPT_SYMPTOM_COMM, OPT_WINDOW, OPT_PERIOD,
-	OPT_EVENT, OPT_BASELINE, OPT_SAMPLE_TYPE,
+	OPT_EVENT, OPT_BASELINE, OPT_SAMPLE_TYPE, OPT_DIR, OPT_REPORT_S, OPT_TICK_MS,
 };
 
 static const struct option long_opts[] = {
@@ -107,6 +119,9 @@ static const struct option long_opts[] = {
 	{ "event", required_argument, NULL, OPT_EVENT },
 	{ "sample-type", required_argument, NULL, OPT_SAMPLE_TYPE },
 	{ "baseline", no_argument, NULL, OPT_BASELINE },
+	{ "dir", required_argument, NULL, OPT_DIR },
+	{ "report-s", required_argument, NULL, OPT_REPORT_S },
+	{ "tick-ms", required_argument, NULL, OPT_TICK_MS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -123,6 +138,11 @@ struct args {
 	struct import_opts imp;
 	struct wire_label labels[WIRE_MAX_LABELS];
 	char hostname[256];
+	bool url_given;
+	/* collect */
+	bool collect_opt;
+	const char *dir;
+	int64_t report_s, tick_ms;
 };
 
 static const struct cli cl = { "sm-agent", NULL }, clh = { "sm-agent", "(sm-agent --help lists the options)" };
@@ -251,6 +271,8 @@ static int parse_args(struct args *c, int argc, char **argv)
 
 	ship_opts_init(&c->ship);
 	import_opts_init(&c->imp);
+	c->report_s = 60;
+	c->tick_ms = 100;
 	env = getenv("SM_URL");
 	c->ship.url = env && *env ? env : "http://127.0.0.1:8080";
 	env = getenv("SM_TOKEN");
@@ -267,7 +289,7 @@ static int parse_args(struct args *c, int argc, char **argv)
 		case 'v':
 			c->verbose++;
 			continue;
-		case OPT_URL: c->ship.url = optarg; continue;
+		case OPT_URL: c->ship.url = optarg; c->url_given = true; continue;
 		case OPT_BASELINE: c->ship.mark_baseline = 1; continue;
 		case OPT_TOKEN: c->ship.token = optarg; c->token_file = NULL; continue;
 		case OPT_TOKEN_FILE: c->token_file = optarg; continue;
@@ -294,6 +316,22 @@ static int parse_args(struct args *c, int argc, char **argv)
 			if (cli_int(&cl, cli_opt_name(long_opts, o), optarg, 1, 100000, &v))
 				return 2;
 			c->ship.batch_count = (size_t)v;
+			continue;
+		case OPT_DIR:
+			if (optarg[0] != '/')
+				return bad_value(o, optarg, "not an absolute path");
+			c->dir = optarg;
+			c->collect_opt = true;
+			continue;
+		case OPT_REPORT_S:
+			if (cli_int(&cl, cli_opt_name(long_opts, o), optarg, 0, 86400, &c->report_s))
+				return 2;
+			c->collect_opt = true;
+			continue;
+		case OPT_TICK_MS:
+			if (cli_int(&cl, cli_opt_name(long_opts, o), optarg, 1, 60000, &c->tick_ms))
+				return 2;
+			c->collect_opt = true;
 			continue;
 		case '?':
 			return cli_fail(&clh, "bad option");
@@ -488,6 +526,49 @@ out_run:
 	return summarize(c->cmd, sh, failed);
 }
 
+/* The collector's settings not given as options: the guarded programs' own (SM_GUARD_*, from
+ * /etc/stackmine/agent.conf under systemd), so that one file configures both. */
+static void collect_defaults(struct args *c)
+{
+	const char *v;
+
+	if (!c->url_given && (v = getenv("SM_GUARD_URL")) && *v)
+		c->ship.url = v;
+	if (!c->ship.token && !c->token_file && (v = getenv("SM_GUARD_TOKEN_FILE")) && *v)
+		c->token_file = v;
+	if (!c->ship.spool_dir && (v = getenv("SM_GUARD_SPOOL")) && *v)
+		c->ship.spool_dir = v;
+	if (!c->dir && (v = getenv("SM_GUARD_COLLECTOR_DIR")) && *v == '/')
+		c->dir = v;
+}
+
+/* The host's collector, until SIGTERM or SIGINT (docs/guard.md "The host's collector"). */
+static int cmd_collect(struct args *c)
+{
+	struct collect_opts o;
+	struct collector *col;
+	char err[512];
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.dir = c->dir ? c->dir : "/run/stackmine/guard";
+	o.ship = c->ship;
+	o.ship.cancel = NULL;   /* the end is the collector's: what it holds is shipped first */
+	o.report_ns = c->report_s * 1000000000LL;
+	o.tick_ns = c->tick_ms * 1000000LL;
+	o.stop = &interrupted;
+	if (c->verbose)
+		log_init("agent", LOG_INFO);
+	col = collector_open(&o, err, sizeof(err));
+	if (!col) {
+		fprintf(stderr, "sm-agent: collect: %s\n", err);
+		return 2;
+	}
+	rc = collector_run(col);
+	collector_free(col);
+	return rc < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct args c;
@@ -501,8 +582,9 @@ int main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	c.cmd = argv[1];
-	if (strcmp(c.cmd, "ship") != 0 && strcmp(c.cmd, "drain") != 0 && strcmp(c.cmd, "import") != 0)
-		return cli_fail(&clh, "unknown command '%s'; it is ship, drain or import", c.cmd);
+	if (strcmp(c.cmd, "ship") != 0 && strcmp(c.cmd, "drain") != 0 && strcmp(c.cmd, "import") != 0 &&
+	    strcmp(c.cmd, "collect") != 0)
+		return cli_fail(&clh, "unknown command '%s'; it is ship, drain, import or collect", c.cmd);
 	rc = parse_args(&c, argc - 1, argv + 1);
 	if (rc == -1) {
 		fputs(usage, stdout);
@@ -514,9 +596,11 @@ int main(int argc, char **argv)
 	argv += optind + 1;
 	if (c.import_opt && strcmp(c.cmd, "import") != 0)
 		return cli_fail(&clh, "import options do not apply to '%s'", c.cmd);
-	if (strcmp(c.cmd, "drain") == 0 && argc > 0)
-		return cli_fail(&clh, "drain takes no files (got '%s')", argv[0]);
-	if (strcmp(c.cmd, "drain") != 0 && argc == 0)
+	if (c.collect_opt && strcmp(c.cmd, "collect") != 0)
+		return cli_fail(&clh, "collect options do not apply to '%s'", c.cmd);
+	if ((strcmp(c.cmd, "drain") == 0 || strcmp(c.cmd, "collect") == 0) && argc > 0)
+		return cli_fail(&clh, "%s takes no files (got '%s')", c.cmd, argv[0]);
+	if (strcmp(c.cmd, "drain") != 0 && strcmp(c.cmd, "collect") != 0 && argc == 0)
 		return cli_fail(&clh, "%s: no FILE given", c.cmd);
 	if (strcmp(c.cmd, "import") == 0) {
 		if (!c.format)
@@ -532,6 +616,8 @@ int main(int argc, char **argv)
 			c.imp.role = WIRE_ROLE_BASELINE;
 		c.imp.labels = c.labels;
 	}
+	if (strcmp(c.cmd, "collect") == 0)
+		collect_defaults(&c);
 	if (c.token_file) {
 		if (read_token_file(c.token_file, token, sizeof(token)) < 0)
 			return 2;
@@ -547,6 +633,8 @@ int main(int argc, char **argv)
 	rctx.verbose = c.verbose;
 	c.ship.report = print_report;
 	c.ship.report_ctx = &rctx;
+	if (strcmp(c.cmd, "collect") == 0)
+		return cmd_collect(&c);
 	if (!(strcmp(c.cmd, "import") == 0 && c.out)) {
 		sh = shipper_open(&c.ship, err, sizeof(err));
 		if (!sh) {

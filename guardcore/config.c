@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum var_kind { V_MODE, V_PATH, V_NAME, V_DOUBLE, V_INT, V_SIZE, V_LABELS, V_SIGNAL, V_TEXT };
+enum var_kind { V_MODE, V_COLLECTOR, V_PATH, V_NAME, V_DOUBLE, V_INT, V_SIZE, V_LABELS, V_SIGNAL, V_TEXT };
 
 struct var_def {
 	struct guard_var pub;
@@ -110,6 +110,14 @@ static const struct var_def vars[] = {
 	    "guarding: how often the fleet's merged profile of this build is fetched from the server and, "
 	    "when it has the same loops, guarded with at once; 0: never" },
 	  V_INT, F(fetch_ns), 0, 86400000000000LL, 1000000000LL },
+	{ { "SM_GUARD_COLLECTOR", "auto",
+	    "guarding: where the agent's work beyond the measurement runs. host: in the host's collector "
+	    "(sm-agent collect), the program starts no thread of the agent's; process: in the program, on "
+	    "threads of the agent's own; auto: host when a collector runs, else process" },
+	  V_COLLECTOR, F(collector), 0, 0, 0 },
+	{ { "SM_GUARD_COLLECTOR_DIR", "/run/stackmine/guard",
+	    "the collector's directory: one shared-memory file per guarded process (docs/guard.md)" },
+	  V_PATH, F(collector_dir), 0, 0, 0 },
 	{ { "SM_GUARD_MAX_FRAMES", "128", "frames kept per stack (the innermost)" },
 	  V_INT, F(max_frames), 8, 512, 1 },
 	{ { "SM_GUARD_MAX_EVENTS", "20000", "events per violation stream (the symptom thread's first)" },
@@ -151,6 +159,7 @@ void guard_config_defaults(struct guard_config *c)
 	c->sample_hz = GSET_DEF_SAMPLE_HZ;
 	c->violation_hz = 1000;
 	c->ring_bytes = 256 << 10;
+	snprintf(c->collector_dir, sizeof(c->collector_dir), "/run/stackmine/guard");
 	c->watchdog_ns = 100000000;
 	c->hang_ns = 10000000000LL;
 	c->reports_per_min = GSET_DEF_REPORTS_PER_MIN;
@@ -295,6 +304,16 @@ int guard_config_load(struct guard_config *c, guard_getenv_fn *get, char *err, s
 				c->mode = GUARD_MODE_OFF;
 			else
 				return fail(err, errlen, d->pub.name, "not one of auto, train, guard, off", v);
+			break;
+		case V_COLLECTOR:
+			if (strcmp(v, "auto") == 0)
+				c->collector = GUARD_COLLECTOR_AUTO;
+			else if (strcmp(v, "host") == 0)
+				c->collector = GUARD_COLLECTOR_HOST;
+			else if (strcmp(v, "process") == 0)
+				c->collector = GUARD_COLLECTOR_PROCESS;
+			else
+				return fail(err, errlen, d->pub.name, "not one of auto, host, process", v);
 			break;
 		case V_PATH:
 			if (v[0] != '/')

@@ -24,6 +24,12 @@ enum guard_mode {
 	GUARD_MODE_OFF,    /* loaded but inert */
 };
 
+enum guard_collector {
+	GUARD_COLLECTOR_AUTO,      /* the host's collector when one runs, else in the process */
+	GUARD_COLLECTOR_HOST,
+	GUARD_COLLECTOR_PROCESS,
+};
+
 struct guard_label {
 	char key[GUARD_NAME_MAX];
 	char value[GUARD_NAME_MAX];
@@ -62,6 +68,8 @@ struct guard_config {
 	int64_t fetch_ns;           /* guarding: fetch the fleet's profile this often (0: never) */
 	int max_frames;
 	int max_events;             /* per stream */
+	enum guard_collector collector;
+	char collector_dir[GUARD_PATH_MAX];
 };
 
 /* Fills *c with the defaults of the table. */

@@ -1,7 +1,8 @@
 /*
  * clock: the agent's clock, CLOCK_MONOTONIC nanoseconds, read on every wrapped
  * call (rt.h "the clock" says how the TSC path stays on that timebase). The
- * shipping thread re-anchors it every second (guard_clock_tick()).
+ * agent's threads re-anchor it every second (guard_clock_tick()); with the host's collector, which
+ * leaves the process no thread, the program's own at the start of a unit (guard_clock_poll()).
  */
 #include "agent/guard/hot.h"
 
@@ -23,7 +24,9 @@ int64_t guard_mono_ns(void)
  * in step across CPUs). */
 static int tsc_usable;
 static uint64_t cal_tsc;
-static int64_t cal_ns, cal_next;
+static int64_t cal_ns;
+static _Atomic int64_t cal_next;
+static _Atomic int ticking;     /* one re-anchoring at a time: the agent's threads, or the program's */
 
 void guard_clock_init(void)
 {
@@ -51,11 +54,14 @@ void guard_clock_tick(void)
 	int64_t ns;
 	uint64_t tsc;
 
-	if (!tsc_usable || (ns = guard_mono_ns()) < cal_next)
+	if (!tsc_usable || (ns = guard_mono_ns()) < atomic_load_explicit(&cal_next, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&ticking, 1, memory_order_acquire))
 		return;
 	tsc = __builtin_ia32_rdtsc();
-	if (tsc <= cal_tsc || ns <= cal_ns)
+	if (tsc <= cal_tsc || ns <= cal_ns) {
+		atomic_store_explicit(&ticking, 0, memory_order_release);
 		return;
+	}
 	/* ns per tick over everything since the start: the longer, the closer */
 	{
 		uint64_t mult = (uint64_t)(((unsigned __int128)(uint64_t)(ns - cal_ns) << 32) / (tsc - cal_tsc));
@@ -68,5 +74,12 @@ void guard_clock_tick(void)
 		G.clk.ok = 1;
 		atomic_fetch_add_explicit(&G.clk.seq, 1, memory_order_release);
 	}
-	cal_next = ns + 1000000000;
+	atomic_store_explicit(&cal_next, ns + 1000000000, memory_order_relaxed);
+	atomic_store_explicit(&ticking, 0, memory_order_release);
+}
+
+void guard_clock_poll(int64_t now)
+{
+	if (GUARD_UNLIKELY(now >= atomic_load_explicit(&cal_next, memory_order_relaxed)))
+		guard_clock_tick();
 }

@@ -127,9 +127,9 @@ int dropin_write(const struct dropin_spec *s, char *path, size_t pathcap, char *
 		put_quoted(&b, "SM_GUARD_LABELS", s->labels);
 		buf_putc(&b, '\n');
 	}
-	/* hardened units (Debian's redis: ProtectSystem=strict) would make the spool and the
-	 * profiles read-only for the agent; '-': no error where they do not exist */
-	buf_puts(&b, "ReadWritePaths=-/var/spool/stackmine -/var/lib/stackmine/profiles\n");
+	/* hardened units (Debian's redis: ProtectSystem=strict) would make the spool, the profiles and
+	 * the host's collector's directory read-only for the agent; '-': no error where they do not exist */
+	buf_puts(&b, "ReadWritePaths=-/var/spool/stackmine -/var/lib/stackmine/profiles -/run/stackmine/guard\n");
 	/* the service's user reads the token file (mode 0640, group stackmine), which the package made */
 	if (s->group && *s->group)
 		buf_printf(&b, "SupplementaryGroups=%s\n", s->group);

@@ -8,6 +8,7 @@
  * module resets its own state (its *_reset_child()).
  */
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/runtime.h"
 #include "agent/guard/threads.h"
 #include "agent/guard/unwind.h"
@@ -53,6 +54,7 @@ static void after_fork_child(void)
 	guard_log_reset_child();
 	unwind_reset_child();
 	guard_sig_reset_child();
+	guard_region_child(t);
 	guard_slots_reset_child(t);
 	guard_unit_reset_child(t);
 	guard_threads_reset_child();
@@ -62,7 +64,7 @@ static void after_fork_child(void)
 	guard_report_reset_child();
 	if (G.train)
 		gtrain_reset_child(G.train);
-	gring_reset(&G.shared_ring);
+	gring_reset(G.shared_ring);
 	t->nest--;
 }
 

@@ -7,6 +7,7 @@
  */
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/modmap.h"
 #include "agent/guard/unwind.h"
 
@@ -141,6 +142,7 @@ void guard_on_dlopen(void)
 	if (tab && tab->unresolved < atomic_load(&G.tab)->unresolved) {
 		/* the old table stays: a thread may be reading it */
 		atomic_store(&G.tab, tab);
+		guard_region_names(tab);
 	} else {
 		gtab_free(tab);
 	}

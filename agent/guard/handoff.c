@@ -7,7 +7,9 @@
  * last work. All of it is [program] in hot.h's terms: short locks, and no
  * thread created while one is held.
  */
+#include "agent/guard/budget.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 
 #include <errno.h>
 #include <string.h>
@@ -37,8 +39,6 @@ static void init_cv(pthread_cond_t *cv)
 
 void guard_threads_init(void *(*watchdog_main)(void *), void *(*ship_main)(void *))
 {
-	G.prng = prio_seed();
-	prio_pool_init(G.held, GUARD_HELD);
 	pthread_mutex_init(&G.mu, NULL);
 	init_cv(&G.cv);
 	init_cv(&G.wd_cv);
@@ -94,11 +94,15 @@ static void start_once(int *started, pthread_t *th, void *(*fn)(void *), int at_
 
 void guard_start_watchdog(void)
 {
+	if (G.region)
+		return;   /* the host's collector watches */
 	start_once(&G.wd_started, &wd_th, wd_main, 0, START_WATCHDOG, "watchdog");
 }
 
 void guard_start_shipper(void)
 {
+	if (G.region)
+		return;   /* the host's collector ships */
 	/* at exit too: the exit's work is the shipping thread's */
 	start_once(&G.ship_started, &ship_th, sh_main, 1, START_SHIPPER, "shipping");
 }
@@ -115,76 +119,26 @@ void guard_start_wanted(void)
 
 /* ---- the shipping budget's intake (threads.c ships what it keeps) ---- */
 
-static uint32_t group_id(int32_t loop, uint32_t tslot)
-{
-	return (uint32_t)loop * GUARD_TSLOTS + tslot;
-}
-
-/* The violation's size: its excess over its threshold (its duration without one), at least 1 ns. */
-static double violation_size(const struct gviol *v)
-{
-	int64_t x = v->threshold >= 0 ? v->dur - v->threshold : v->dur;
-
-	return x > 1 ? (double)x : 1;
-}
-
 void guard_enqueue(const struct gviol *v)
 {
-	int64_t now = guard_now();
-	/* deferred requests have a budget of their own per loop: they never push a unit type's out */
-	uint32_t tslot = v->async ? GUARD_TSLOT_ASYNC :
-			 v->type >= 0 && v->type < GP_MAX_TYPES ? (uint32_t)v->type : GP_MAX_TYPES;
-	struct prio_group *g;
-	int evicted = 0;
-	int32_t at;
-
-	atomic_fetch_add(&G.n.violations, 1);
-	if (v->loop < 0 || v->loop >= GP_MAX_LOOPS)
+	if (G.region) {
+		guard_region_push(v);   /* the collector offers it to the process's budget */
 		return;
-	pthread_mutex_lock(&G.mu);
-	g = &G.pg[v->loop][tslot];
-	/* a minute over that the shipping thread has not closed yet closes here */
-	if (g->offered && now - g->opened >= GUARD_MINUTE_NS) {
-		prio_close(G.held, GUARD_HELD, g, group_id(v->loop, tslot));
-		G.held_new++;
 	}
-	if (!g->offered)
-		g->opened = now;
-	at = prio_offer(G.held, GUARD_HELD, g, group_id(v->loop, tslot), (uint32_t)G.cfg.reports_per_min,
-			violation_size(v), prio_uniform(&G.prng), &evicted);
-	if (at >= 0) {
-		G.held_v[at] = *v;
-		G.held_tag[at]++;
-		G.held_new++;
+	if (budget_offer(G.budget, v, guard_now())) {
+		pthread_mutex_lock(&G.mu);
 		pthread_cond_broadcast(&G.cv);
+		pthread_mutex_unlock(&G.mu);
+		if (!G.ship_started)
+			guard_start_shipper();
 	}
-	pthread_mutex_unlock(&G.mu);
-	if (at == PRIO_DROPPED || evicted)
-		atomic_fetch_add(&G.n.suppressed, 1);
-	else if (at == PRIO_FULL)
-		atomic_fetch_add(&G.n.queue_drops, 1);
-	if (at >= 0 && !G.ship_started)
-		guard_start_shipper();
-}
-
-/* Under G.mu: the minutes over at now close (every open one with all). */
-void guard_budget_close(int64_t now, int all)
-{
-	for (int32_t l = 0; l < GP_MAX_LOOPS; l++)
-		for (uint32_t t = 0; t < GUARD_TSLOTS; t++) {
-			struct prio_group *g = &G.pg[l][t];
-
-			if (g->offered && (all || now - g->opened >= GUARD_MINUTE_NS))
-				prio_close(G.held, GUARD_HELD, g, group_id(l, t));
-		}
 }
 
 void guard_budget_set(int reports_per_min)
 {
-	pthread_mutex_lock(&G.mu);
-	guard_budget_close(0, 1);
+	budget_set(G.budget, reports_per_min);
 	G.cfg.reports_per_min = reports_per_min;
-	G.held_new++;
+	pthread_mutex_lock(&G.mu);
 	pthread_cond_broadcast(&G.cv);
 	pthread_mutex_unlock(&G.mu);
 }
@@ -208,6 +162,11 @@ void guard_baseline_enqueue(const struct gviol *v)
 {
 	int queued = 0;
 
+	if (G.region) {
+		guard_region_push(v);
+		atomic_fetch_add(&G.n.baseline, 1);
+		return;
+	}
 	pthread_mutex_lock(&G.mu);
 	/* half the queue at most: a baseline never keeps a violation out */
 	if (G.qlen < GUARD_QUEUE / 2) {
@@ -276,6 +235,11 @@ void guard_threads_exit(void)
 	int need;
 	int64_t until;
 
+	if (G.region) {
+		/* the collector ships what the region holds, then removes it */
+		guard_region_state(1);
+		return;
+	}
 	pthread_mutex_lock(&G.mu);
 	G.exiting = 1;
 	G.ship_cancel = 1;   /* a transfer in flight gives up at once */
@@ -308,10 +272,7 @@ void guard_threads_reset_child(void)
 	G.qhead = G.qlen = 0;
 	G.ship_cancel = 0;
 	/* the parent's candidates are the parent's to ship; the child draws a sequence of its own */
-	memset(G.pg, 0, sizeof(G.pg));
-	prio_pool_init(G.held, GUARD_HELD);
-	G.held_new = 0;
-	G.prng = prio_seed();
+	budget_reset(G.budget);
 	/* made anew: the parent's copies may count waiters (its threads) that do not exist here */
 	init_cv(&G.cv);
 	init_cv(&G.wd_cv);

@@ -11,11 +11,14 @@
  *               (unit.c, train.c, gtab.c), signals and samples (signals.c,
  *               sampler.c), per-thread slots and descriptors (slots.c), the
  *               clock, the log, run delay (starve.c), and the handoff to the
- *               agent's threads (handoff.c)
+ *               agent's threads (handoff.c) or to the host's collector
+ *               (region.c)
  *
  * beside the leaves they all use: rings, unwinding, modules, symbols, lazy
- * loading, priority sampling (ring.h unwind.h modmap.h symbolize.h lazy.h
- * prio.h). rt.h holds the state every layer shares.
+ * loading, priority sampling, the shipping budget, streams (ring.h unwind.h
+ * modmap.h symbolize.h lazy.h prio.h budget.h stream.h), which the host's
+ * collector (collect.h, in sm-agent) shares. rt.h holds the state every layer
+ * shares.
  *
  * Rules of this layer. Every declaration below is marked with where it may
  * run:
@@ -62,6 +65,8 @@ int64_t guard_mono_ns(void);
 void guard_clock_init(void);
 /* The calibration step, from the agent's threads (at most once a second does something). */
 void guard_clock_tick(void);
+/* The same from a program's thread, at now: one load unless a second has passed. [program] */
+void guard_clock_poll(int64_t now);
 
 static inline int64_t guard_now(void)
 {
@@ -173,11 +178,9 @@ void guard_starve_hang(struct gslot *s, struct gviol *v);
 /* The CPU limit of the process's cgroup in CPUs ("0.1"), or NULL when none was found (so far). */
 const char *guard_starve_cpu_limit(void);
 void guard_starve_reset_child(void);
-/* The host's load average over a minute, as /proc/loadavg writes it, into out: 0, or -1. */
-int guard_starve_load1(char *out, size_t outlen);
-/* A thread's name (/proc/self/task/TID/comm, at most 15 bytes as the kernel keeps it) into out
- * without its newline: its length, or -1 when the thread is gone. Raw system calls, no allocation. */
-int guard_thread_comm(int64_t tid, char *out, size_t outlen);
+/* A small kernel file (/proc/...) into buf, NUL-terminated: bytes read, or -1. Raw system calls, no
+ * allocation, errno kept; a descriptor in the program's table is registered while it lives. */
+long guard_read_small(const char *path, char *buf, size_t cap);
 
 /* ---- signals.c: the program's signals as it set them [signal] ---- */
 /* Whether a signal is one the agent sent (its cookie). Async-signal-safe. */

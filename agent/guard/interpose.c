@@ -25,6 +25,7 @@
 #include "agent/guard/real.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/unwind.h"
 
 #include <errno.h>
@@ -1077,6 +1078,8 @@ static int before_exec(void)
 	guard_timer_delete(t);
 	/* pending signals survive exec: the agent's would reach the next program */
 	guard_sig_drain();
+	/* the collector must not signal the next program's threads (back to live if the exec fails) */
+	guard_region_state(1);
 	return ign;
 }
 
@@ -1088,6 +1091,8 @@ static int before_exec(void)
 		r_ = call;                           \
 		e_ = errno;                          \
 		guard_sig_exec_failed(ign_);         \
+		if (getpid() == G.pid)               \
+			guard_region_state(0);       \
 		errno = e_;                          \
 		return r_;                           \
 	} while (0)

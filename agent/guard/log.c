@@ -51,6 +51,13 @@ static void log_to_file(const char *line, size_t len)
 		log_write(line, len);
 		return;
 	}
+	if (G.region) {
+		/* no thread of the agent's writes it (the host's collector logs its own side) */
+		pthread_mutex_lock(&logq.mu);
+		logq.dropped++;
+		pthread_mutex_unlock(&logq.mu);
+		return;
+	}
 	copy = malloc(len);
 	pthread_mutex_lock(&logq.mu);
 	if (copy && logq.n < LOG_QUEUE) {

@@ -137,22 +137,190 @@ static int cmp_lo(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* The modules collected into *m: the executable first, for gmodmap_main(); the rest by address. */
+static int finish(struct gmodmap *m, struct collect *c)
+{
+	if (c->oom) {
+		free(c->mods);
+		return -1;
+	}
+	if (c->n > 1)
+		qsort(c->mods + 1, c->n - 1, sizeof(*c->mods), cmp_lo);
+	gmodmap_release(m);
+	m->mods = c->mods;
+	m->n = c->n;
+	return 0;
+}
+
+/* ---- another process's modules, from /proc/<pid>/maps and the files themselves ---- */
+
+#define MAPS_MAX ((size_t)8 << 20)
+#define PHDRS_MAX 256
+
+/* The bias, extent and build id of the ELF file at path, mapped with its first page at base. 0 or -1. */
+static int elf_facts(const char *path, uintptr_t base, struct gmod *g)
+{
+	ElfW(Ehdr) eh;
+	ElfW(Phdr) ph[PHDRS_MAX];
+	uintptr_t first = UINTPTR_MAX, lo = UINTPTR_MAX, hi = 0;
+	size_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -1;
+
+	if (fd < 0)
+		return -1;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+	    eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > PHDRS_MAX)
+		goto out_close;
+	n = eh.e_phnum;
+	if (pread(fd, ph, n * sizeof(ph[0]), (off_t)eh.e_phoff) != (ssize_t)(n * sizeof(ph[0])))
+		goto out_close;
+	for (size_t i = 0; i < n; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (ph[i].p_vaddr < first)
+			first = ph[i].p_vaddr;
+	}
+	if (first == UINTPTR_MAX)
+		goto out_close;
+	/* the first page of the file is mapped where the lowest segment's page starts */
+	g->bias = base - (first & ~(uintptr_t)4095);
+	for (size_t i = 0; i < n; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (g->bias + ph[i].p_vaddr < lo)
+			lo = g->bias + ph[i].p_vaddr;
+		if (g->bias + ph[i].p_vaddr + ph[i].p_memsz > hi)
+			hi = g->bias + ph[i].p_vaddr + ph[i].p_memsz;
+	}
+	g->lo = lo;
+	g->hi = hi;
+	for (size_t i = 0; i < n && !g->build_id[0]; i++) {
+		unsigned char notes[4096];
+		size_t left, off = 0;
+
+		if (ph[i].p_type != PT_NOTE)
+			continue;
+		left = ph[i].p_filesz < sizeof(notes) ? ph[i].p_filesz : sizeof(notes);
+		if (pread(fd, notes, left, (off_t)ph[i].p_offset) != (ssize_t)left)
+			continue;
+		while (left - off >= sizeof(ElfW(Nhdr))) {
+			ElfW(Nhdr) nh;
+			size_t namesz, descsz, total;
+
+			memcpy(&nh, notes + off, sizeof(nh));
+			namesz = ((size_t)nh.n_namesz + 3) & ~(size_t)3;
+			descsz = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
+			total = sizeof(nh) + namesz + descsz;
+			if (total > left - off)
+				break;
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp(notes + off + sizeof(nh), "GNU", 4) == 0 && nh.n_descsz * 2 + 1 <= sizeof(g->build_id)) {
+				util_hex(notes + off + sizeof(nh) + namesz, nh.n_descsz, g->build_id);
+				break;
+			}
+			off += total;
+		}
+	}
+	rc = lo < hi ? 0 : -1;
+out_close:
+	close(fd);
+	return rc;
+}
+
+int gmodmap_load_pid(struct gmodmap *m, int pid, const char *exe_name)
+{
+	struct collect c = { NULL, 0, 0, 0, 0 };
+	char path[64], exe[1024], *text = NULL, *save = NULL;
+	size_t len = 0;
+	ssize_t xn;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	xn = readlink(path, exe, sizeof(exe) - 1);
+	exe[xn > 0 ? xn : 0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	if (util_read_file(path, MAPS_MAX, &text, &len) < 0)
+		return -1;
+	/* one module per file, at its mapping of offset 0 */
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long lo, hi, off;
+		char perms[8], file[1024];
+		struct gmod *g;
+		int is_main;
+
+		file[0] = '\0';
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %1023[^\n]", &lo, &hi, perms, &off, file) < 4 ||
+		    off != 0 || file[0] != '/')
+			continue;
+		if (vec_reserve(&c.mods, &c.cap, c.n + 1, sizeof(*c.mods)) < 0) {
+			c.oom = 1;
+			break;
+		}
+		g = &c.mods[c.n];
+		memset(g, 0, sizeof(*g));
+		snprintf(g->file, sizeof(g->file), "%s", file);
+		is_main = exe[0] && strcmp(file, exe) == 0;
+		/* the very file mapped (a replaced one, another mount namespace), as the kernel keeps it */
+		snprintf(g->path, sizeof(g->path), "/proc/%d/map_files/%llx-%llx", pid, lo, hi);
+		if (elf_facts(g->path, (uintptr_t)lo, g) < 0) {
+			int n = snprintf(g->path, sizeof(g->path), "/proc/%d/root", pid);
+
+			/* (a path too long for it is not a module the collector can read) */
+			if (n < 0 || strlen(file) >= sizeof(g->path) - (size_t)n)
+				continue;
+			memcpy(g->path + n, file, strlen(file) + 1);
+			if (elf_facts(g->path, (uintptr_t)lo, g) < 0)
+				continue;
+		}
+		{
+			const char *slash = strrchr(file, '/');
+			const char *base = is_main && exe_name && exe_name[0] ? exe_name : slash + 1;
+			size_t n = strnlen(base, sizeof(g->name) - 1);
+
+			memcpy(g->name, base, n);
+			g->name[n] = '\0';
+		}
+		/* a file mapped twice at offset 0 is one module */
+		if (c.n && strcmp(c.mods[c.n - 1].path, g->path) == 0)
+			continue;
+		if (is_main && c.n) {
+			struct gmod t = c.mods[0];
+
+			c.mods[0] = *g;
+			*g = t;
+		}
+		c.n++;
+	}
+	free(text);
+	return finish(m, &c);
+}
+
+void gmodmap_detach(struct gmodmap *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->mods[i].file[0])
+			memcpy(m->mods[i].path, m->mods[i].file, sizeof(m->mods[i].path));
+}
+
+int gmodmap_copy(struct gmodmap *dst, const struct gmodmap *src)
+{
+	struct gmod *v = malloc(vec_bytes(src->n + 1, sizeof(*v)));
+
+	if (!v)
+		return -1;
+	memcpy(v, src->mods, src->n * sizeof(*v));
+	gmodmap_release(dst);
+	dst->mods = v;
+	dst->n = src->n;
+	return 0;
+}
+
 int gmodmap_load(struct gmodmap *m)
 {
 	struct collect c = { NULL, 0, 0, 1, 0 };
 
 	dl_iterate_phdr(on_module, &c);
-	if (c.oom) {
-		free(c.mods);
-		return -1;
-	}
-	/* the executable first, for gmodmap_main(); the rest by address */
-	if (c.n > 1)
-		qsort(c.mods + 1, c.n - 1, sizeof(*c.mods), cmp_lo);
-	gmodmap_release(m);
-	m->mods = c.mods;
-	m->n = c.n;
-	return 0;
+	return finish(m, &c);
 }
 
 void gmodmap_release(struct gmodmap *m)

@@ -14,7 +14,8 @@
 
 struct gmod {
 	char name[256];       /* base name: "libc.so.6", "postgres"; the executable's as started */
-	char path[1024];      /* as loaded; "" for the vdso */
+	char path[1024];      /* as loaded; "" for the vdso; another process's: through its /proc */
+	char file[1024];      /* another process's: the file's own path (once the process is gone) */
 	char build_id[129];   /* lower-case hex, "" when none */
 	uintptr_t bias;
 	uintptr_t lo, hi;     /* extent of its PT_LOAD segments */
@@ -36,6 +37,16 @@ void gmodmap_capture_argv0(void);
 
 /* Reads the modules loaded now into *m (replacing what it held). Returns 0 or -1 (out of memory). */
 int gmodmap_load(struct gmodmap *m);
+/*
+ * Reads the modules of process pid into *m, from /proc/<pid>/maps and each file's ELF headers (the host's
+ * collector). Files are opened through /proc/<pid>/map_files (else /proc/<pid>/root), so a module is the
+ * very file mapped; the executable comes first, named exe_name (as started) when given. 0 or -1.
+ */
+int gmodmap_load_pid(struct gmodmap *m, int pid, const char *exe_name);
+/* Another process's modules, read while it ran, opened by their own paths (it has ended). */
+void gmodmap_detach(struct gmodmap *m);
+/* A copy of src into *dst (replacing what it held). 0 or -1. */
+int gmodmap_copy(struct gmodmap *dst, const struct gmodmap *src);
 void gmodmap_release(struct gmodmap *m);
 /* The module holding addr, or NULL. */
 const struct gmod *gmodmap_find(const struct gmodmap *m, uintptr_t addr);

@@ -7,6 +7,7 @@
  * never clamped into something the operator did not ask for.
  */
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/threads.h"
 #include "common/sha256.h"
@@ -50,6 +51,7 @@ static void set_k(double k)
 	tab = gtab_build(G.profile, err, sizeof(err));
 	if (tab) {
 		atomic_store(&G.tab, tab);
+		guard_region_names(tab);
 		G.tab_swaps++;
 	}
 	pthread_mutex_unlock(&G.tab_mu);
@@ -108,6 +110,7 @@ void guard_profile_swap(const char *text, size_t len)
 	tab = gtab_build(p, err, sizeof(err));
 	if (tab) {
 		atomic_store(&G.tab, tab);
+		guard_region_names(tab);
 		old = G.profile;
 		G.profile = p;
 		G.tab_swaps++;

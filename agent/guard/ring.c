@@ -8,13 +8,20 @@
 
 _Static_assert(offsetof(struct grec, ip) == 40, "record header is 40 bytes");
 
-int gring_init(struct gring *r, size_t bytes)
+size_t gring_round(size_t bytes)
 {
 	size_t size = 4096;
-	void *p;
 
 	while (size < bytes && size < ((size_t)1 << 30))
 		size <<= 1;
+	return size;
+}
+
+int gring_init(struct gring *r, size_t bytes)
+{
+	size_t size = gring_round(bytes);
+	void *p;
+
 	/* untouched pages cost nothing: a quiet thread's ring stays small in memory */
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
@@ -119,23 +126,28 @@ void gring_abort(struct gring *r)
 
 size_t gring_snapshot(struct gring *r, void *out, size_t cap)
 {
+	return gring_copy(r, r->data, r->size, out, cap);
+}
+
+size_t gring_copy(const struct gring *r, const unsigned char *data, uint32_t size, void *out, size_t cap)
+{
 	uint64_t h, t1, t2, n, skip;
 	unsigned char *o = out;
 
-	if (!r->size)
+	if (!size || !data || (size & (size - 1)))
 		return 0;
 	h = atomic_load_explicit(&r->head, memory_order_acquire);
 	t1 = atomic_load_explicit(&r->tail, memory_order_acquire);
 	if (h <= t1)
 		return 0;
 	n = h - t1;
-	if (n > r->size || n > cap)
+	if (n > size || n > cap)
 		return 0;
 	{
-		uint64_t pos = t1 & (r->size - 1), first = r->size - pos < n ? r->size - pos : n;
+		uint64_t pos = t1 & (size - 1), first = size - pos < n ? size - pos : n;
 
-		memcpy(o, r->data + pos, first);
-		memcpy(o + first, r->data, n - first);
+		memcpy(o, data + pos, first);
+		memcpy(o + first, data, n - first);
 	}
 	atomic_thread_fence(memory_order_acquire);
 	t2 = atomic_load_explicit(&r->tail, memory_order_acquire);

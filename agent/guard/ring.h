@@ -54,6 +54,8 @@ struct gring {
 	uint32_t w_max;          /* frames reserved */
 };
 
+/* The size of a ring asked for bytes: a power of two, at least 4 KiB, at most 1 GiB. */
+size_t gring_round(size_t bytes);
 /* Maps a buffer of `bytes` (rounded up to a power of two, at least 4 KiB). Returns 0 or -1. */
 int gring_init(struct gring *r, size_t bytes);
 /* Unmaps the buffer. */
@@ -79,6 +81,10 @@ void gring_abort(struct gring *r);
  * back to back, oldest first, each a struct grec. 0 when empty.
  */
 size_t gring_snapshot(struct gring *r, void *out, size_t cap);
+
+/* The same, of a ring whose buffer the caller knows: data, size (a power of two) are the caller's,
+ * head and tail r's (another process may write them: the copy stays within size and cap). */
+size_t gring_copy(const struct gring *r, const unsigned char *data, uint32_t size, void *out, size_t cap);
 
 /* Iteration over a snapshot: the record at *off, advancing *off; NULL at the end. */
 const struct grec *gring_next(const void *snap, size_t len, size_t *off);

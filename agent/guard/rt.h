@@ -243,6 +243,21 @@ struct guard_clock {
 	uint64_t mult;            /* ns per tick, 32.32 fixed point */
 };
 
+/* The agent's figures for one process (its report, its exit line). */
+struct guard_counts {
+	/* suppressed: sampled away by the budget; queue_drops: no room to hold a candidate */
+	_Atomic uint64_t violations, suppressed, queue_drops, shipped, spooled, lost, rejected;
+	_Atomic uint64_t early_closes;  /* minutes closed early: the held streams' bytes were full */
+	_Atomic uint64_t baseline;      /* normal units queued as baseline streams */
+	_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
+	_Atomic uint64_t units_gone;    /* ended in threads whose slots were taken again */
+	_Atomic uint64_t train_units;   /* training: units learnt from */
+	/* deferred requests ended (trained or checked), and those over their threshold */
+	_Atomic uint64_t async_requests, async_violations;
+};
+
+struct gbudget;
+struct gregion;
 struct gtab;
 struct gtrain;
 struct shipper;
@@ -272,8 +287,10 @@ struct guard_rt {
 	uintptr_t self_lo, self_hi;     /* this library's code, left out of stacks */
 	char libc_name[64];             /* module of the wrapped calls' frames */
 	pthread_key_t key;
-	struct gslot slots[GUARD_MAX_THREADS];
-	struct gring shared_ring;       /* the waits of threads that never ran a unit */
+	struct gslot *slots;            /* GUARD_MAX_THREADS: rt.c's, or the region's */
+	struct gring *shared_ring;      /* the waits of threads that never ran a unit: rt.c's, or the region's */
+	struct gregion *region;         /* guarding with the host's collector (region.h); NULL: in the process */
+	size_t region_bytes;
 	pthread_mutex_t shared_mu;
 	_Atomic uint32_t nslots;        /* high-water mark */
 	struct gprofile *profile;       /* guard mode: what tab was built from */
@@ -286,28 +303,10 @@ struct guard_rt {
 	volatile sig_atomic_t ship_cancel;   /* a transfer in flight gives up; streams go to the spool */
 	struct gviol queue[GUARD_QUEUE];
 	unsigned qhead, qlen;
-	/* the shipping budget (handoff.c takes, threads.c ships), under mu: per unit type its minute's priority sample;
-	 * held[i] a candidate (held_v[i] the violation, held_tag[i] bumped whenever it changes) */
-	struct prio_group pg[GP_MAX_LOOPS][GUARD_TSLOTS];
-	struct prio_item held[GUARD_HELD];
-	struct gviol held_v[GUARD_HELD];
-	uint32_t held_tag[GUARD_HELD];
-	unsigned held_new;              /* candidates kept since the shipping thread last looked */
-	int held_flush;                 /* every minute closes now (the budget changed) */
-	uint64_t prng;                  /* the draws u of the sampling: seeded per process */
+	struct gbudget *budget;          /* the shipping budget (handoff.c offers, threads.c ships): handoff.c's */
 	_Atomic int64_t base_next[GP_MAX_LOOPS][GUARD_TSLOTS];   /* when a unit may be a baseline again */
 	_Atomic int fds[GUARD_MAX_FDS];
-	struct {
-		/* suppressed: sampled away by the budget; queue_drops: no room to hold a candidate */
-		_Atomic uint64_t violations, suppressed, queue_drops, shipped, spooled, lost, rejected;
-		_Atomic uint64_t early_closes;  /* minutes closed early: the held streams' bytes were full */
-		_Atomic uint64_t baseline;      /* normal units queued as baseline streams */
-		_Atomic uint64_t empty, threads_over, saves, save_errors, handed_over;
-		_Atomic uint64_t units_gone;    /* ended in threads whose slots were taken again */
-		_Atomic uint64_t train_units;   /* training: units learnt from */
-		/* deferred requests ended (trained or checked), and those over their threshold */
-		_Atomic uint64_t async_requests, async_violations;
-	} n;
+	struct guard_counts n;
 	int64_t started_ns;                  /* CLOCK_REALTIME when the agent started in this process */
 	/* settings pushed by the server (guard_apply_settings), over what the process started with */
 	_Atomic int muted;                   /* guarding off: no unit begins */

@@ -12,6 +12,7 @@
  */
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/lazy.h"
 #include "agent/guard/modmap.h"
 #include "agent/guard/runtime.h"
@@ -191,6 +192,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 	read_token();
 	G.cfg0 = G.cfg;
 	guard_threads_init(guard_watchdog_main, guard_ship_main);
+	guard_report_init();
 	pthread_mutex_init(&G.tab_mu, NULL);
 	pthread_mutex_init(&G.shared_mu, NULL);
 	{
@@ -224,8 +226,11 @@ __attribute__((constructor(102))) static void guard_init(void)
 	}
 	if (pthread_key_create(&G.key, key_destructor) != 0 || guard_fork_install() < 0)
 		goto inert;
-	guard_log("guarding", "mode=%s build_id=%s profile=%s", guard_mode_name(G.mode), G.build_id,
-		  G.profile_path);
+	/* guarding: the host's collector does the rest when one runs (training learns in the process) */
+	if (G.mode == GUARD_MODE_GUARD && guard_region_open() == 0)
+		guard_region_names(G.tab);
+	guard_log("guarding", "mode=%s build_id=%s profile=%s collector=%s", guard_mode_name(G.mode), G.build_id,
+		  G.profile_path, G.region ? "host" : "process");
 	atomic_store(&G.active, 1);
 	t->nest = 0;
 	return;

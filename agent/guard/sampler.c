@@ -18,6 +18,7 @@
  * program's by that), and none goes to a thread that blocks the signal.
  */
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/unwind.h"
 
 #include <errno.h>
@@ -71,12 +72,12 @@ void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t rea
 	uint32_t max = G.cfg.max_frames < GUARD_MAX_STACK ? (uint32_t)G.cfg.max_frames : GUARD_MAX_STACK, n;
 	struct grec *rec;
 
-	if (!G.shared_ring.size) {
+	if (!G.shared_ring->size) {
 		pthread_mutex_lock(&G.shared_mu);
-		if (!G.shared_ring.size && gring_init(&G.shared_ring, G.cfg.ring_bytes) < 0)
-			G.shared_ring.size = 0;
+		if (!G.shared_ring->size && guard_ring_init(G.shared_ring, GUARD_MAX_THREADS) < 0)
+			G.shared_ring->size = 0;
 		pthread_mutex_unlock(&G.shared_mu);
-		if (!G.shared_ring.size)
+		if (!G.shared_ring->size)
 			return;
 	}
 	t->unwinding = 1;
@@ -90,7 +91,7 @@ void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t rea
 	if (!n)
 		return;
 	pthread_mutex_lock(&G.shared_mu);
-	rec = gring_begin(&G.shared_ring, n);
+	rec = gring_begin(G.shared_ring, n);
 	if (rec) {
 		memcpy(rec->ip, ips, n * sizeof(ips[0]));
 		rec->kind = GREC_WAIT;
@@ -101,7 +102,7 @@ void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t rea
 		rec->call = call;
 		rec->flags = 0;
 		rec->tid = (uint32_t)t->tid;
-		gring_commit(&G.shared_ring, rec, n);
+		gring_commit(G.shared_ring, rec, n);
 	}
 	pthread_mutex_unlock(&G.shared_mu);
 }
@@ -366,7 +367,7 @@ void guard_sampler_pause(void)
 	uint32_t n = atomic_load(&G.nslots);
 
 	/* the program ignores the signal: no timer may fire, no request be sent until it takes it back */
-	atomic_store(&G.sampling, 0);
+	guard_sampling_set(0);
 	for (uint32_t i = 0; i < n; i++)
 		delete_slot_timer(&G.slots[i]);
 	guard_log("the program ignores the sampling signal; CPU samples pause", "signal=%d", G.sig);
@@ -375,7 +376,7 @@ void guard_sampler_pause(void)
 void guard_sampler_resume(void)
 {
 	/* timers are made again at the threads' next units */
-	atomic_store(&G.sampling, 1);
+	guard_sampling_set(1);
 	guard_log("CPU samples resume", "signal=%d", G.sig);
 }
 

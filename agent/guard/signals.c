@@ -31,6 +31,7 @@
  */
 #include "agent/guard/real.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -152,7 +153,7 @@ static void default_action(int sig, siginfo_t *si)
 
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
-	atomic_store(&G.sampling, 0);
+	guard_sampling_set(0);
 	REAL(sigaction)(sig, &dfl, NULL);
 	/* blocked while this handler runs: delivered with the default action as it returns */
 	syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)gettid(), (long)sig, si);
@@ -286,7 +287,7 @@ int guard_sig_install(void)
 		agent_view.sa_handler = SIG_DFL;
 	}
 	if (agent_view.sa_handler == SIG_IGN) {
-		atomic_store(&G.sampling, 0);
+		guard_sampling_set(0);
 		return 0;
 	}
 	memset(&act, 0, sizeof(act));
@@ -296,7 +297,7 @@ int guard_sig_install(void)
 	sigemptyset(&act.sa_mask);
 	if (REAL(sigaction)(G.sig, &act, NULL) < 0)
 		return -1;
-	atomic_store(&G.sampling, 1);
+	guard_sampling_set(1);
 	return 0;
 }
 

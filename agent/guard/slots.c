@@ -5,6 +5,7 @@
  * wrappers keep the program's hands off them.
  */
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/unwind.h"
 
 #include <fcntl.h>
@@ -137,6 +138,8 @@ static struct gslot *claim_slot(void)
 	if (!s && n < GUARD_MAX_THREADS) {
 		s = &G.slots[n];
 		atomic_store(&G.nslots, n + 1);
+		if (G.region)
+			atomic_store(&G.region->nslots, n + 1);
 	}
 	if (s)
 		atomic_store(&s->state, SLOT_LIVE);
@@ -157,7 +160,7 @@ struct gslot *guard_slot_of(struct gthread *t)
 		return NULL;
 	}
 	if (!s->ring.size) {
-		if (gring_init(&s->ring, G.cfg.ring_bytes) < 0) {
+		if (guard_ring_init(&s->ring, (uint32_t)(s - G.slots)) < 0) {
 			guard_thread_exit(s);
 			return NULL;
 		}

@@ -67,7 +67,7 @@ static long read_file(const char *path, char *buf, size_t cap, int whole)
 	return n < 0 && !got ? -1 : got;
 }
 
-static long read_small(const char *path, char *buf, size_t cap)
+long guard_read_small(const char *path, char *buf, size_t cap)
 {
 	return read_file(path, buf, cap, 0);
 }
@@ -90,7 +90,7 @@ static int64_t run_delay_of(const char *path)
 	char b[128];
 	const char *p;
 
-	if (read_small(path, b, sizeof(b)) <= 0 || !(p = strchr(b, ' ')))
+	if (guard_read_small(path, b, sizeof(b)) <= 0 || !(p = strchr(b, ' ')))
 		return -1;
 	return num_at(p + 1);
 }
@@ -102,7 +102,7 @@ static int64_t throttled_now(void)
 	const char *key = cg.v1 ? "throttled_time " : "throttled_usec ", *p;
 	int64_t v;
 
-	if (!atomic_load_explicit(&cg.ok, memory_order_acquire) || read_small(cg.stat, b, sizeof(b)) <= 0)
+	if (!atomic_load_explicit(&cg.ok, memory_order_acquire) || guard_read_small(cg.stat, b, sizeof(b)) <= 0)
 		return -1;
 	for (p = b; (p = strstr(p, key)); p++)
 		if (p == b || p[-1] == '\n') {
@@ -122,16 +122,16 @@ static int limit_of(const char *dir, int v1, char *out, size_t outlen)
 
 	if (v1) {
 		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", dir);
-		if (read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0)
+		if (guard_read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0)
 			return 0;   /* -1: none */
 		snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir);
-		if (read_small(path, b, sizeof(b)) <= 0 || (period = num_at(b)) <= 0)
+		if (guard_read_small(path, b, sizeof(b)) <= 0 || (period = num_at(b)) <= 0)
 			return 0;
 	} else {
 		const char *sp;
 
 		snprintf(path, sizeof(path), "%s/cpu.max", dir);
-		if (read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0 || !(sp = strchr(b, ' ')) ||
+		if (guard_read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0 || !(sp = strchr(b, ' ')) ||
 		    (period = num_at(sp + 1)) <= 0)
 			return 0;   /* "max 100000": none */
 	}
@@ -435,36 +435,6 @@ void guard_starve_hang(struct gslot *s, struct gviol *v)
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)v->tid);
 	unit_figures(s, v, run_delay_of(path));
-}
-
-int guard_starve_load1(char *out, size_t outlen)
-{
-	char b[128];
-	size_t n;
-
-	if (read_small("/proc/loadavg", b, sizeof(b)) <= 0)
-		return -1;
-	n = strspn(b, "0123456789.");
-	if (n == 0 || n >= outlen)
-		return -1;
-	memcpy(out, b, n);
-	out[n] = '\0';
-	return 0;
-}
-
-int guard_thread_comm(int64_t tid, char *out, size_t outlen)
-{
-	char path[64];
-	long n;
-
-	if (tid <= 0 || outlen < 2)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/self/task/%lld/comm", (long long)tid);
-	if ((n = read_small(path, out, outlen)) <= 0)
-		return -1;
-	if (out[n - 1] == '\n')
-		out[--n] = '\0';
-	return (int)n;
 }
 
 void guard_starve_reset_child(void)

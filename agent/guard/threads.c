@@ -8,11 +8,12 @@
  *             still in flight SM_GUARD_HANG_MS after its start is shipped as it
  *             stands.
  *   shipping  captures the violation streams the shipping budget keeps and
- *             ships them when their minute closes (below, "the shipping
- *             budget"), ships the baseline streams, saves what training
+ *             ships them when their minute closes (budget.h), ships the
+ *             baseline streams, saves what training
  *             learnt, reports the process, fetches the fleet's profile, and
  *             writes the log lines of the program's threads.
  *
+ * With the host's collector (region.h) neither starts: the collector does their work.
  * Both start when first needed, with every signal blocked, and take a
  * descriptor table of their own (own_fd_table() below). For a system
  * call only a process of one thread may make (unshare, setns) they step aside:
@@ -22,8 +23,10 @@
  * spool, and only a server that has been answering gets the last report
  * (within EXIT_NET_MS, report.c): exit never waits on the network.
  */
+#include "agent/guard/budget.h"
 #include "agent/guard/hot.h"
 #include "agent/guard/threads.h"
+#include "agent/guard/watch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,8 +36,6 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-static void held_work(int64_t now, int all);
 
 /*
  * An agent thread takes a descriptor table of its own. While a thread shares
@@ -80,70 +81,24 @@ static void agent_thread(const char *name)
 
 /* ---- the watchdog ---- */
 
+static void ask(void *ctx, struct gslot *s)
+{
+	(void)ctx;
+	guard_sampler_request(s);
+}
+
+static void hang(void *ctx, struct gslot *s, struct gviol *v)
+{
+	(void)ctx;
+	guard_starve_hang(s, v);
+	guard_enqueue(v);
+}
+
 static void watch(int64_t now)
 {
-	uint32_t n = atomic_load(&G.nslots);
+	static const struct gwatch_ops ops = { ask, hang, NULL };
 
-	for (uint32_t i = 0; i < n; i++) {
-		struct gslot *s = &G.slots[i];
-		int64_t start, thr, agent;
-		uint32_t seq, flagged;
-
-		if (atomic_load(&s->state) != SLOT_LIVE)
-			continue;
-		start = atomic_load_explicit(&s->unit_start, memory_order_acquire);
-		if (!start)
-			continue;
-		seq = atomic_load(&s->unit_seq);
-		thr = atomic_load(&s->threshold);
-		agent = atomic_load(&s->agent_ns);
-		/* the unit must not have changed while it was read */
-		if (atomic_load_explicit(&s->unit_start, memory_order_acquire) != start)
-			continue;
-		flagged = atomic_load(&s->flagged_seq);
-		if (thr >= 0 && now - start - agent > thr && flagged != seq) {
-			atomic_store(&s->flagged_seq, seq);
-			flagged = seq;
-			/* its next CPU sample takes the stack while it runs */
-			atomic_store(&s->capture_seq, seq);
-		}
-		if (flagged == seq && atomic_load(&s->captured_seq) != seq && atomic_load(&s->call)) {
-			int64_t since = atomic_load(&s->call_start);
-
-			/* asleep in a wrapped call (which the wrapper resumes): asked once per call */
-			if (since != s->asked_at) {
-				s->asked_at = since;
-				guard_sampler_request(s);
-			}
-		}
-		if (flagged == seq && now - start > G.cfg.hang_ns && atomic_load(&s->hang_seq) != seq) {
-			/* the stack of the call it hangs in, for the stream shipped at the next look */
-			atomic_store(&s->hang_seq, seq);
-			if (atomic_load(&s->call))
-				guard_sampler_request(s);
-		} else if (flagged == seq && now - start > G.cfg.hang_ns) {
-			uint32_t prev = atomic_load(&s->reported_seq);
-
-			if (prev != seq && atomic_compare_exchange_strong(&s->reported_seq, &prev, seq)) {
-				struct gviol v;
-
-				memset(&v, 0, sizeof(v));
-				v.tid = atomic_load(&s->tid);
-				v.slot = i;
-				v.start = start;
-				v.end = now;
-				v.dur = now - start - agent;
-				v.threshold = thr;
-				v.loop = atomic_load(&s->loop);
-				v.type = atomic_load(&s->type);
-				v.calls = atomic_load(&s->calls);
-				v.hang = 1;
-				guard_starve_hang(s, &v);
-				atomic_fetch_add(&s->violations, 1);
-				guard_enqueue(&v);
-			}
-		}
-	}
+	gwatch_slots(G.slots, atomic_load(&G.nslots), now, G.cfg.hang_ns, &ops);
 }
 
 void *guard_watchdog_main(void *arg)
@@ -197,7 +152,7 @@ static void exit_sequence(void)
 		save_profile();
 	/* the minute's candidates, with the tau known so far, then the streams still queued: to the spool */
 	guard_report_exit_held(1);
-	held_work(guard_now(), 1);
+	budget_work(G.budget, guard_now(), 1);
 	guard_report_exit_held(0);
 	for (;;) {
 		pthread_mutex_lock(&G.mu);
@@ -251,7 +206,7 @@ void *guard_ship_main(void *arg)
 		if (G.mode == GUARD_MODE_TRAIN && next_save < until)
 			until = next_save;
 		pthread_mutex_lock(&G.mu);
-		if (!G.qlen && !G.held_new && !G.exiting && !G.quiesce && !guard_log_pending() && now < until)
+		if (!G.qlen && !budget_pending(G.budget) && !G.exiting && !G.quiesce && !guard_log_pending() && now < until)
 			guard_cv_wait(&G.cv, until);
 		leave = G.exiting || G.quiesce;
 		if (!leave && G.qlen) {
@@ -263,7 +218,7 @@ void *guard_ship_main(void *arg)
 		pthread_mutex_unlock(&G.mu);
 		if (leave)
 			break;
-		held_work(now, 0);
+		budget_work(G.budget, now, 0);
 		if (have)
 			guard_report(&v);
 		now = guard_now();
@@ -293,127 +248,4 @@ void *guard_ship_main(void *arg)
 	guard_report_thread_end();
 	guard_log_flush();
 	return NULL;
-}
-
-/* ---- the shipping budget: the worst first, totals unbiased ---- */
-
-/*
- * guard.md "Shipping budget". Per unit type (loop and type) and minute, the
- * violations are priority-sampled (prio.h): the reports_per_min of highest
- * priority are held as candidates in G.held, the others are counted
- * (suppressed). A candidate's stream is captured by the shipping thread as
- * soon as it is kept, as a violation's stream always was (the rings move on),
- * and shipped when its minute closes, with its weight max(1, tau / w).
- *
- * Memory: GUARD_HELD candidates of every type together (a violation that
- * finds none free is a queue drop), and their streams at most
- * GUARD_HELD_BYTES: over it, the open minute holding the most bytes closes
- * early (early_closes) and ships, each stream at most GUARD_HELD_STREAM.
- * A minute also closes, with the tau known so far, at exit and when the
- * budget changes; a forked child starts with none (the parent ships its own).
- */
-
-/* Captures the candidates kept since the last look, and the closed ones not captured yet. */
-static void capture_new(void)
-{
-	for (uint32_t i = 0; i < GUARD_HELD; i++) {
-		struct gviol v;
-		uint32_t tag = 0;
-		int need;
-
-		pthread_mutex_lock(&G.mu);
-		need = (G.held[i].group != PRIO_NONE || G.held[i].closed) && !guard_captured(i, G.held_tag[i]);
-		if (need) {
-			v = G.held_v[i];
-			tag = G.held_tag[i];
-		}
-		pthread_mutex_unlock(&G.mu);
-		/* an item evicted meanwhile has another tag now: captured again at the next look */
-		if (need)
-			guard_capture(i, tag, &v);
-	}
-}
-
-/* Ships the candidates whose minute closed, with their weights. A closed item is the shipping
- * thread's until released: no program thread touches it. */
-static void ship_closed(void)
-{
-	for (uint32_t i = 0; i < GUARD_HELD; i++) {
-		struct gviol v;
-		double w = 0;
-		uint32_t tag = 0;
-		int closed;
-
-		pthread_mutex_lock(&G.mu);
-		closed = G.held[i].closed;
-		if (closed) {
-			w = G.held[i].weight;
-			tag = G.held_tag[i];
-			v = G.held_v[i];
-		}
-		pthread_mutex_unlock(&G.mu);
-		if (!closed)
-			continue;
-		/* closed before the shipping thread saw it (by a later violation of its type) */
-		if (!guard_captured(i, tag))
-			guard_capture(i, tag, &v);
-		guard_capture_ship(i, w);
-		pthread_mutex_lock(&G.mu);
-		prio_release(&G.held[i]);
-		pthread_mutex_unlock(&G.mu);
-	}
-}
-
-/* Over GUARD_HELD_BYTES of streams, or over GUARD_HELD_HIGH candidates (a budget larger than the
- * pool): the open minute holding the most bytes (candidates) closes early and ships. */
-static void trim_held(void)
-{
-	static size_t by_group[GP_MAX_LOOPS * GUARD_TSLOTS];   /* the shipping thread's */
-
-	for (;;) {
-		size_t total = 0, most = 0, nheld = 0;
-		uint32_t gid = PRIO_NONE;
-		int by_bytes;
-
-		for (uint32_t i = 0; i < GUARD_HELD; i++)
-			total += guard_captured_bytes(i);
-		memset(by_group, 0, sizeof(by_group));
-		pthread_mutex_lock(&G.mu);
-		for (uint32_t i = 0; i < GUARD_HELD; i++)
-			nheld += G.held[i].group != PRIO_NONE;
-		by_bytes = total > GUARD_HELD_BYTES;
-		if (!by_bytes && nheld <= GUARD_HELD_HIGH) {
-			pthread_mutex_unlock(&G.mu);
-			return;
-		}
-		for (uint32_t i = 0; i < GUARD_HELD; i++) {
-			uint32_t g = G.held[i].group;
-
-			if (g != PRIO_NONE && (by_group[g] += by_bytes ? guard_captured_bytes(i) : 1) > most) {
-				most = by_group[g];
-				gid = g;
-			}
-		}
-		if (gid != PRIO_NONE) {
-			prio_close(G.held, GUARD_HELD, &G.pg[gid / GUARD_TSLOTS][gid % GUARD_TSLOTS], gid);
-			atomic_fetch_add(&G.n.early_closes, 1);
-		}
-		pthread_mutex_unlock(&G.mu);
-		if (gid == PRIO_NONE)
-			return;
-		ship_closed();
-	}
-}
-
-/* The shipping thread's part of the budget: closes the minutes over (every one with all),
- * captures the new candidates, keeps their bytes within bounds, ships what closed. */
-static void held_work(int64_t now, int all)
-{
-	pthread_mutex_lock(&G.mu);
-	G.held_new = 0;
-	guard_budget_close(now, all);
-	pthread_mutex_unlock(&G.mu);
-	capture_new();
-	trim_held();
-	ship_closed();
 }

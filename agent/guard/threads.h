@@ -18,13 +18,9 @@ void *guard_ship_main(void *arg);
 /* ---- report.c ---- */
 /* Builds the violation's stream and ships it (shipping thread only). */
 void guard_report(const struct gviol *v);
-/* The shipping budget's candidates (shipping thread only), by their index i in G.held: captures
- * v's stream as it stands, as the violation tag (0, or -1: not captured, counted as lost);
- * whether i holds tag's capture; the bytes i holds; ships it with its weight and frees it. */
-int guard_capture(uint32_t i, uint32_t tag, const struct gviol *v);
-int guard_captured(uint32_t i, uint32_t tag);
-size_t guard_captured_bytes(uint32_t i);
-void guard_capture_ship(uint32_t i, double weight);
+/* The process's shipping budget (G.budget), whose captures build_stream() and deliveries are this file's.
+ * Start-up, before any thread. */
+void guard_report_init(void);
 /* At exit (shipping thread), around the shipping of the candidates: with begin, a connection of
  * their own to a server that answered the last request (EXIT_HELD_MS at most, then the spool);
  * without, closes it. */

@@ -86,8 +86,9 @@ install -D -m 755 "$repo/bin/sm-agent" "$a/usr/bin/sm-agent"
 install -D -m 755 "$repo/bin/sm-guard" "$a/usr/bin/sm-guard"
 install -D -m 644 "$repo/lib/libsmguard.so" "$a/usr/lib/stackmine/libsmguard.so"
 install -D -m 644 "$repo/deploy/deb/agent.conf" "$a/etc/stackmine/agent.conf"
+install -D -m 644 "$repo/deploy/systemd/sm-agent-collect.service" "$a/lib/systemd/system/sm-agent-collect.service"
 printf '/etc/stackmine/agent.conf\n' >"$a/DEBIAN/conffiles"
-for s in postinst postrm; do
+for s in postinst prerm postrm; do
 	install -m 755 "$repo/deploy/deb/agent.$s" "$a/DEBIAN/$s"
 done
 strip --strip-unneeded "$a/usr/bin/sm-agent" "$a/usr/bin/sm-guard" "$a/usr/lib/stackmine/libsmguard.so"

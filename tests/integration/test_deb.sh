@@ -23,6 +23,7 @@ t_match "server: depends on the libraries it links" \
 	"$(dpkg-deb -f "$T_TMP/deb/stackmine-server_1.0.1_$arch.deb" Depends)" '^adduser, libc6 .*libmicrohttpd12 .*libpq5'
 t_eq "agent: its files" "$(dpkg-deb -c "$T_TMP/deb/stackmine-agent_1.0.1_$arch.deb" | awk '$1 !~ /^d/ {print $1, $2, $6}')" \
 "-rw-r--r-- root/root ./etc/stackmine/agent.conf
+-rw-r--r-- root/root ./lib/systemd/system/sm-agent-collect.service
 -rwxr-xr-x root/root ./usr/bin/sm-agent
 -rwxr-xr-x root/root ./usr/bin/sm-guard
 -rw-r--r-- root/root ./usr/lib/stackmine/libsmguard.so

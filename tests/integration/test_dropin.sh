@@ -25,7 +25,7 @@ EnvironmentFile=-/etc/stackmine/agent.conf
 Environment=\"LD_PRELOAD=$lib\"
 Environment=\"SM_GUARD_APP=web\"
 Environment=\"SM_GUARD_LABELS=tier=edge,note=50%% \\\"x\\\"\\\\,y\"
-ReadWritePaths=-/var/spool/stackmine -/var/lib/stackmine/profiles"
+ReadWritePaths=-/var/spool/stackmine -/var/lib/stackmine/profiles -/run/stackmine/guard"
 
 # systemd reads the unit with the drop-in: no warning, no error
 mkdir -p "$T_TMP/units"

@@ -44,6 +44,10 @@ run() {
 	guard) (cd "$dir" && exec env "${GUARD_STRESS[@]}" timeout 120 "$GUARD" run --guard --profile-dir "$PROF" \
 		--log "$dir.log" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool" -- "$@" \
 		</dev/null >"$dir.out" 2>"$dir.err") ;;
+	# guarding with the host's collector: no thread of the agent's in the program
+	host) (cd "$dir" && exec env "${GUARD_STRESS[@]}" SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" \
+		timeout 120 "$GUARD" run --guard --profile-dir "$PROF" --log "$dir.log" -- "$@" \
+		</dev/null >"$dir.out" 2>"$dir.err") ;;
 	esac
 	echo "rc=$?" >>"$dir.out"
 	(cd "$dir" && find . -type f | sort | xargs -r sha256sum) >"$dir.files"
@@ -52,7 +56,7 @@ run() {
 # same NAME: the runs under the agent are the plain run's, byte for byte
 same() {
 	local name=$1 mode what
-	for mode in train guard; do
+	for mode in train guard host; do
 		for what in out err files; do
 			if cmp -s "$W/plain/$name.$what" "$W/$mode/$name.$what"; then
 				t_ok "$name ($mode): $what as without the agent"
@@ -159,14 +163,19 @@ done
 
 # ---- the cases ----
 
+CDIR=$T_TMP/collector
+"$BIN/sm-agent" collect --dir "$CDIR" --url "$INGEST_URL" --token-file "$T_TMP/token" --report-s 1 --tick-ms 5 -v \
+	>"$T_TMP/collector.log" 2>&1 &
+COL=$!
+t_cleanup 'kill -KILL $COL 2>/dev/null'
 mapfile -t CASES < <("$TORTURE" list)
 for c in "${CASES[@]}"; do
-	for mode in plain train guard; do
+	for mode in plain train guard host; do
 		run "$mode" "$c" "$TORTURE" "$c"
 	done
 	same "$c"
 done
-for mode in plain train guard; do
+for mode in plain train guard host; do
 	run "$mode" bash-fds bash "$BASH_SCRIPT"
 	run "$mode" python-subprocess "$PY" "$PY_SCRIPT"
 done
@@ -191,6 +200,19 @@ t_match "and streams of them reached sm-ingest" "$(pg_q "SELECT count(*) FROM st
 for p in bash-fds python-subprocess; do
 	read -r u v <<<"$(agent_exits "$p" guard)"
 	t_match "$p: the interpreter ran units and had violations in guard mode" "$u $v" '^[1-9][0-9]* [1-9][0-9]*$'
+done
+# with the collector: the processes' violations went through it, and the programs had no thread of the agent's
+kill -TERM "$COL"
+wait "$COL"
+t_eq "the collector exits 0" "$?" 0
+t_match "host mode: the collector shipped the cases' violations" \
+	"$(awk '/guarded process ended/ { for (i = 1; i <= NF; i++) if ($i ~ /^violations=/) { split($i, kv, "="); v += kv[2] } }
+	       END { print v + 0 }' "$T_TMP/collector.log")" '^[1-9][0-9]*$'
+left=$(ls "$CDIR" | grep -v '^collector\.lock$')
+t_eq "host mode: every region was removed once its process ended" "$left" ""
+for r in $left; do
+	grep "pid=${r%%.*} " "$T_TMP/collector.log" | sed 's/^/  | /'
+	grep -l "pid=${r%%.*} " "$W"/host/*.log 2>/dev/null | sed 's/^/  | in /'
 done
 
 # ---- exit never waits on the network ----

@@ -562,6 +562,13 @@ static void test_util(void)
 	double d;
 	char id[37];
 
+	/* a process's start time: the 22nd field, whatever its command's name holds */
+	CHECK(util_proc_start_time("4242 (a) b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
+				   "6920398 1000 10\n") == 6920398);
+	CHECK(util_proc_start_time("1 (sh) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77") == 77);
+	CHECK(util_proc_start_time("1 (sh) S 1 1") == 0);
+	CHECK(util_proc_start_time("no parenthesis") == 0);
+
 	CHECK_INT(util_parse_i64("123", 0, 1000, &v), 0);
 	CHECK_INT(v, 123);
 	CHECK_INT(util_parse_i64("-5", -10, 10, &v), 0);

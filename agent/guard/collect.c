@@ -1,0 +1,896 @@
+/* collect: the host's collector, every guarded process's watchdog and shipper (see collect.h). */
+#include "agent/guard/budget.h"
+#include "agent/guard/collect.h"
+#include "agent/guard/modmap.h"
+#include "agent/guard/region.h"
+#include "agent/guard/stream.h"
+#include "agent/guard/symbolize.h"
+#include "agent/guard/watch.h"
+#include "agent/spool.h"
+#include "guardcore/settings.h"
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SCAN_NS 200000000LL           /* the directory is read again this often */
+#define SHIP_WAKE_NS 20000000LL       /* the shipping thread looks at the queues this often */
+#define SYM_IDLE_NS 60000000000LL     /* a process's symbol tables go after a minute without streams */
+#define SHIP_RETRY_NS 60000000000LL   /* a connection that gave up is opened again after this */
+#define MAX_PROCS 65536               /* regions mapped at once */
+#define REGION_MAX ((uint64_t)64 << 30)
+#define REFUSED_MAX 4096              /* refused names remembered; past it, new files are not looked at */
+
+struct cproc {
+	struct cproc *next;
+	char name[96];                /* the region's file name */
+	struct gregion *r;
+	size_t bytes;
+	/* checked when mapped: what the collector acts on never changes under it */
+	pid_t pid;
+	int sig;
+	uint64_t cookie, starttime;
+	uint32_t ring_bytes;
+	uint64_t rings_off;
+	struct gslot *slots;
+	char proc[32];
+	/* what the process is, copied bounded */
+	char exe[1024], exe_name[256], build_id[129], app[256], host[256], version[256], kernel[128];
+	char libc_name[64], cpu_limit[32];
+	struct guard_label labels[GUARD_MAX_LABELS];
+	int nlabels;
+	int64_t min_wait_ns, hang_ns, watchdog_ns, started_ns;
+	int max_events;
+	uintptr_t self_lo, self_hi;
+	/* the watchdog's */
+	int64_t next_watch;
+	_Atomic int ended;            /* exited, or its pid is gone: the shipping thread finishes it */
+	/* the shipping thread's */
+	pthread_mutex_t mu;           /* the budget's: the watchdog offers the hangs */
+	struct gbudget *budget;       /* made at the first violation */
+	struct guard_counts n;
+	struct gsym *sym;
+	struct gmodmap mods;          /* its modules as last read while it ran: a process that ended is named by them */
+	int64_t sym_used, next_report;
+	struct collector *c;
+};
+
+struct collector {
+	struct collect_opts o;
+	char dir[4096];
+	int lock_fd;
+	struct shipper *sh;           /* the shipping thread's */
+	int64_t ship_retry_at;
+	struct spool *spool_only;
+	pthread_mutex_t mu;           /* the list */
+	struct cproc *procs;
+	size_t nprocs;
+	int64_t next_scan;
+	char (*refused)[96];          /* regions not taken (bad, or not their process's owner's): not read again */
+	size_t nrefused;
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static long read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* pid's start time (util_proc_start_time), 0 when it is gone. */
+static uint64_t start_time_of(pid_t pid)
+{
+	char path[64], b[1024];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return read_small(path, b, sizeof(b)) > 0 ? util_proc_start_time(b) : 0;
+}
+
+/* Whether uid is one of pid's (real, effective, saved: a server that changed user after it made its
+ * region), or root's: only root makes a file that names another user's process. */
+static int owned_by(pid_t pid, uid_t uid)
+{
+	char path[64], b[4096], *p;
+	unsigned long u[3];
+
+	if (uid == 0)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (read_small(path, b, sizeof(b)) <= 0 || !(p = strstr(b, "\nUid:")) ||
+	    sscanf(p + 5, "%lu %lu %lu", &u[0], &u[1], &u[2]) != 3)
+		return 0;
+	return uid == u[0] || uid == u[1] || uid == u[2];
+}
+
+/* A string of the region's, copied bounded; bytes a frame or the wire would refuse become '?'. */
+static void take(char *dst, size_t cap, const char *src, size_t srccap)
+{
+	size_t n = strnlen(src, srccap < cap ? srccap : cap - 1);
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)dst[i] < 0x20 || dst[i] == 0x7f)
+			dst[i] = '?';
+	if (!util_utf8_valid(dst, n))
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)dst[i] >= 0x80)
+				dst[i] = '?';
+}
+
+#define TAKE(p, field) take((p)->field, sizeof((p)->field), (p)->r->field, sizeof((p)->r->field))
+
+/* ---- mapping a region: checked, or refused ---- */
+
+static struct cproc *map_region(struct collector *c, int dfd, const char *name)
+{
+	struct gregion probe;
+	struct stat st, pst;
+	struct cproc *p;
+	char path[64];
+	void *m;
+	int alive = 0;
+	int fd;
+
+	memset(&st, 0, sizeof(st));
+	fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+	const char *why = "not a region (a regular file of one link, at least a header long)";
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || (size_t)st.st_size < sizeof(probe) ||
+	    pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
+		goto out_refuse;
+	why = "not this agent's layout";
+	/* the layout this collector writes itself, exactly */
+	if (probe.magic != GREGION_MAGIC || probe.layout != GREGION_VERSION ||
+	    probe.slot_bytes != sizeof(struct gslot) || probe.max_slots != GUARD_MAX_THREADS ||
+	    probe.ring_bytes < 4096 || (probe.ring_bytes & (probe.ring_bytes - 1)) ||
+	    probe.bytes != (uint64_t)st.st_size || probe.bytes > REGION_MAX ||
+	    probe.slots_off < sizeof(probe) || probe.slots_off % 4096 ||
+	    probe.rings_off < probe.slots_off + (uint64_t)GUARD_MAX_THREADS * sizeof(struct gslot) ||
+	    probe.rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * probe.ring_bytes != probe.bytes)
+		goto out_refuse;
+	/* a live process it names must be the one that made it, and the file's owner's; a dead one's
+	 * region is only read (what it queued is shipped), never acted on */
+	why = "no process id, or a signal that is not a real-time one";
+	if (probe.pid <= 0 || probe.sig < SIGRTMIN || probe.sig > SIGRTMAX)
+		goto out_refuse;
+	snprintf(path, sizeof(path), "/proc/%d", (int)probe.pid);
+	alive = start_time_of(probe.pid) == probe.starttime;
+	why = "the file's owner is not the process's";
+	if (alive && (stat(path, &pst) < 0 || !owned_by(probe.pid, st.st_uid)))
+		goto out_refuse;
+	m = mmap(NULL, probe.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return NULL;
+	if (!(p = calloc(1, sizeof(*p)))) {
+		munmap(m, probe.bytes);
+		return NULL;
+	}
+	p->r = m;
+	p->bytes = probe.bytes;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->pid = probe.pid;
+	p->sig = probe.sig;
+	p->cookie = probe.sig_cookie;
+	p->starttime = probe.starttime;
+	p->ring_bytes = probe.ring_bytes;
+	p->rings_off = probe.rings_off;
+	p->slots = (struct gslot *)(void *)((unsigned char *)m + probe.slots_off);
+	snprintf(p->proc, sizeof(p->proc), "/proc/%d", (int)p->pid);
+	TAKE(p, exe);
+	TAKE(p, exe_name);
+	TAKE(p, build_id);
+	TAKE(p, app);
+	TAKE(p, host);
+	TAKE(p, version);
+	TAKE(p, kernel);
+	TAKE(p, libc_name);
+	TAKE(p, cpu_limit);
+	/* names of modules and wrapped calls: a frame's separators would split them */
+	for (char *q = p->exe_name; *q; q++)
+		if (*q == '!' || *q == '+')
+			*q = '_';
+	for (char *q = p->libc_name; *q; q++)
+		if (*q == '!' || *q == '+')
+			*q = '_';
+	p->nlabels = probe.nlabels >= 0 && probe.nlabels <= GUARD_MAX_LABELS ? probe.nlabels : 0;
+	for (int i = 0; i < p->nlabels; i++) {
+		take(p->labels[i].key, sizeof(p->labels[i].key), probe.labels[i].key, sizeof(probe.labels[i].key));
+		take(p->labels[i].value, sizeof(p->labels[i].value), probe.labels[i].value,
+		     sizeof(probe.labels[i].value));
+	}
+	p->min_wait_ns = probe.min_wait_ns > 0 ? probe.min_wait_ns : 1000000;
+	p->hang_ns = probe.hang_ns >= 10000000 ? probe.hang_ns : 10000000;
+	p->watchdog_ns = probe.watchdog_ns >= 1000000 ? probe.watchdog_ns : 1000000;
+	p->max_events = probe.max_events > 0 && probe.max_events <= 1000000 ? probe.max_events : 20000;
+	p->started_ns = probe.started_ns;
+	p->self_lo = (uintptr_t)probe.self_lo;
+	p->self_hi = (uintptr_t)probe.self_hi;
+	p->c = c;
+	atomic_store(&p->ended, alive ? 0 : 1);
+	pthread_mutex_init(&p->mu, NULL);
+	p->next_report = mono_ns();
+	return p;
+out_refuse:
+	close(fd);
+	if (c->nrefused < REFUSED_MAX)
+		snprintf(c->refused[c->nrefused++], sizeof(c->refused[0]), "%s", name);
+	log_warn("region refused", "region=%s owner=%u reason=\"%s\"", name, (unsigned)st.st_uid, why);
+	return NULL;
+}
+
+static void proc_free(struct cproc *p)
+{
+	if (!p)
+		return;
+	if (p->budget) {
+		budget_release(p->budget);
+		free(p->budget);
+	}
+	gsym_free(p->sym);
+	gmodmap_release(&p->mods);
+	munmap(p->r, p->bytes);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+/* The process's modules now, kept (while it runs: a module loaded since is read then). */
+static void read_modules(struct cproc *p)
+{
+	struct gmodmap mm = { NULL, 0 };
+
+	if (start_time_of(p->pid) == p->starttime && gmodmap_load_pid(&mm, p->pid, p->exe_name) == 0 && mm.n &&
+	    start_time_of(p->pid) == p->starttime)
+		gmodmap_copy(&p->mods, &mm);
+	gmodmap_release(&mm);
+}
+
+/* A region's name: PID.START.N, digits only, as the agent makes them (anything else is not looked at). */
+static int region_name(const char *s)
+{
+	int dots = 0, digits = 0;
+
+	if (strlen(s) >= 64 || *s < '1' || *s > '9')
+		return 0;
+	for (; *s; s++) {
+		if (*s == '.') {
+			if (!digits)
+				return 0;
+			dots++;
+			digits = 0;
+		} else if (*s >= '0' && *s <= '9') {
+			digits++;
+		} else {
+			return 0;
+		}
+	}
+	return dots == 2 && digits;
+}
+
+/* New regions in the directory, mapped (the watchdog's). */
+static void scan(struct collector *c)
+{
+	DIR *d = opendir(c->dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct cproc *p;
+		int known = 0;
+
+		if (e->d_name[0] == '.' && e->d_name[1] >= '1' && e->d_name[1] <= '9') {
+			/* a region being made: left alone, unless its process died making it */
+			unsigned long long pid = 0, st = 0;
+
+			if (sscanf(e->d_name + 1, "%llu.%llu", &pid, &st) == 2 && pid < INT32_MAX &&
+			    start_time_of((pid_t)pid) != st)
+				unlinkat(dirfd(d), e->d_name, 0);
+			continue;
+		}
+		if (!region_name(e->d_name))
+			continue;
+		pthread_mutex_lock(&c->mu);
+		for (p = c->procs; p && !known; p = p->next)
+			known = strcmp(p->name, e->d_name) == 0;
+		pthread_mutex_unlock(&c->mu);
+		for (size_t i = 0; i < c->nrefused && !known; i++)
+			known = strcmp(c->refused[i], e->d_name) == 0;
+		if (known || c->nprocs >= MAX_PROCS || c->nrefused >= REFUSED_MAX)
+			continue;
+		p = map_region(c, dirfd(d), e->d_name);
+		if (!p)
+			continue;
+		if (!atomic_load(&p->ended))
+			read_modules(p);
+		log_info("guarded process", "pid=%d exe=%s build_id=%s region=%s%s", (int)p->pid, p->exe_name,
+			 p->build_id, p->name, atomic_load(&p->ended) ? " (ended)" : "");
+		pthread_mutex_lock(&c->mu);
+		p->next = c->procs;
+		c->procs = p;
+		c->nprocs++;
+		pthread_mutex_unlock(&c->mu);
+	}
+	closedir(d);
+}
+
+/* ---- the watchdog (threads.c's, over a region) ---- */
+
+static void ask_stack(struct cproc *p, struct gslot *s)
+{
+	siginfo_t si;
+
+	atomic_fetch_add(&s->sending, 1);
+	if (!atomic_load(&s->sig_blocked) && atomic_load(&p->r->sampling) && atomic_load(&p->r->state) == GREG_LIVE &&
+	    atomic_load(&s->state) == SLOT_LIVE) {
+		memset(&si, 0, sizeof(si));
+		si.si_signo = p->sig;
+		si.si_code = SI_QUEUE;
+		si.si_pid = getpid();
+		si.si_uid = getuid();
+		si.si_value.sival_ptr = (void *)(uintptr_t)p->cookie;
+		/* the kernel sends only to a thread of that process */
+		syscall(SYS_rt_tgsigqueueinfo, (long)p->pid, (long)atomic_load(&s->tid), (long)p->sig, &si);
+	}
+	atomic_fetch_sub(&s->sending, 1);
+}
+
+static struct gbudget *budget_of(struct cproc *p);
+
+static void ask(void *ctx, struct gslot *s)
+{
+	ask_stack(ctx, s);
+}
+
+static void hang(void *ctx, struct gslot *s, struct gviol *v)
+{
+	struct gbudget *b = budget_of(ctx);
+
+	(void)s;
+	if (b)
+		budget_offer(b, v, v->end);
+}
+
+static void watch(struct cproc *p, int64_t now)
+{
+	struct gwatch_ops ops = { ask, hang, p };
+	uint32_t n = atomic_load(&p->r->nslots);
+
+	gwatch_slots(p->slots, n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS, now, p->hang_ns, &ops);
+}
+
+/* ---- the process as streams see it ---- */
+
+static size_t region_snapshot(const struct gsrc *src, uint32_t i, void *out, size_t cap)
+{
+	const struct cproc *p = src->ctx;
+	const unsigned char *base = (const unsigned char *)p->r;
+
+	/* the ring's place is the collector's own reckoning, never the process's pointer */
+	if (i < src->nslots)
+		return gring_copy(&p->slots[i].ring, base + p->rings_off + (uint64_t)i * p->ring_bytes, p->ring_bytes,
+				  out, cap);
+	return gring_copy(&p->r->shared_ring, base + p->rings_off + (uint64_t)GUARD_MAX_THREADS * p->ring_bytes,
+			  p->ring_bytes, out, cap);
+}
+
+static void region_names(const struct gsrc *src, int32_t loop, int32_t type, char *loopsym, size_t lcap,
+			 char *tname, size_t tcap)
+{
+	const struct cproc *p = src->ctx;
+	const struct gregion_loop *l;
+	uint32_t gen = atomic_load(&p->r->names_gen);
+
+	if (loop < 0 || loop >= GP_MAX_LOOPS || (gen & 1))
+		return;
+	l = &p->r->loops[loop];
+	take(loopsym, lcap, l->symbol, sizeof(l->symbol));
+	if (type >= 0 && type < GP_MAX_TYPES)
+		take(tname, tcap, l->type_name[type], sizeof(l->type_name[type]));
+	if (atomic_load(&p->r->names_gen) != gen)
+		loopsym[0] = tname[0] = '\0';
+}
+
+static struct gsym *symbolizer(struct cproc *p)
+{
+	if (!p->sym) {
+		char err[256];
+
+		read_modules(p);
+		if (p->mods.n) {
+			struct gmodmap mm = { NULL, 0 };
+
+			/* gone: its files by their own paths */
+			if (gmodmap_copy(&mm, &p->mods) == 0) {
+				if (start_time_of(p->pid) != p->starttime)
+					gmodmap_detach(&mm);
+				p->sym = gsym_open(&mm, err, sizeof(err));
+				if (!p->sym)
+					log_warn("cannot open the symbolizer", "pid=%d error=\"%s\"", (int)p->pid, err);
+			}
+			gmodmap_release(&mm);
+		}
+	}
+	p->sym_used = mono_ns();
+	return p->sym;
+}
+
+static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wire_stream *ws)
+{
+	struct cproc *p = ctx;
+	uint32_t n = atomic_load(&p->r->nslots);
+	struct gsrc src = {
+		.proc = p->proc,
+		.slots = p->slots,
+		.nslots = n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS,
+		.snapshot = region_snapshot,
+		.ring_max = p->ring_bytes,
+		.names = region_names,
+		.last_release = NULL,
+		.read_small = read_small,
+		.ctx = p,
+		.host = p->host,
+		.app = p->app,
+		.version = p->version,
+		.build_id = p->build_id,
+		.exe = p->exe,
+		.kernel = p->kernel,
+		.libc_name = p->libc_name,
+		.cpu_limit = p->cpu_limit[0] ? p->cpu_limit : NULL,
+		.labels = p->labels,
+		.nlabels = p->nlabels,
+		.self_lo = p->self_lo,
+		.self_hi = p->self_hi,
+		.min_wait_ns = p->min_wait_ns,
+		.max_events = (size_t)p->max_events,
+	};
+	int rc;
+
+	src.sym = symbolizer(p);
+	if (!src.sym) {
+		/* a process gone before its modules could be read: its frames could never be named (lost) */
+		return -1;
+	}
+	rc = stream_build(&src, v, keep, ws);
+	if (rc == 0)
+		atomic_fetch_add(&p->n.empty, 1);
+	else if (rc < 0)
+		log_warn("a violation's stream could not be built", "pid=%d", (int)p->pid);
+	return rc;
+}
+
+/* The connection to the server: one that gave up is opened again after SHIP_RETRY_NS; meanwhile, and
+ * without a server, streams go to the spool. */
+static struct shipper *shipper_of(struct collector *c)
+{
+	int64_t now = mono_ns();
+	char err[256];
+
+	if (c->sh && shipper_stopped(c->sh)) {
+		log_warn("shipping stopped; streams go to the spool for a while", "reason=\"%s\"", shipper_error(c->sh));
+		shipper_free(c->sh);
+		c->sh = NULL;
+		c->ship_retry_at = now + SHIP_RETRY_NS;
+	}
+	if (!c->sh && c->o.ship.url && c->o.ship.url[0] && now >= c->ship_retry_at) {
+		c->sh = shipper_open(&c->o.ship, err, sizeof(err));
+		if (!c->sh) {
+			log_warn("cannot start shipping", "error=\"%s\"", err);
+			c->ship_retry_at = now + SHIP_RETRY_NS;
+		}
+	}
+	return c->sh;
+}
+
+static void deliver(void *ctx, const struct wire_stream *ws)
+{
+	struct cproc *p = ctx;
+	struct collector *c = p->c;
+
+	if (shipper_of(c)) {
+		const struct ship_counters *k = shipper_counters(c->sh);
+		uint64_t before = k->accepted + k->duplicates, spooled = k->spooled, lost = k->lost;
+
+		if (shipper_add_stream(c->sh, ws, "violation") == 0)
+			shipper_flush(c->sh);
+		k = shipper_counters(c->sh);
+		atomic_fetch_add(&p->n.shipped, k->accepted + k->duplicates - before);
+		atomic_fetch_add(&p->n.spooled, k->spooled - spooled);
+		atomic_fetch_add(&p->n.lost, k->lost - lost);
+		return;
+	}
+	if (c->o.ship.spool_dir) {
+		struct buf text = BUF_INIT(SHIP_MAX_STREAM_TEXT);
+		char err[256];
+
+		if (!c->spool_only)
+			c->spool_only = spool_open(c->o.ship.spool_dir, c->o.ship.spool_max, 1, err, sizeof(err));
+		if (c->spool_only && wire_write_json(ws, &text) == 0 &&
+		    spool_put(c->spool_only, ws->stream_id, text.data, text.len) == 0) {
+			atomic_fetch_add(&p->n.spooled, 1);
+			buf_release(&text);
+			return;
+		}
+		buf_release(&text);
+	}
+	atomic_fetch_add(&p->n.lost, 1);
+}
+
+static struct gbudget *budget_of(struct cproc *p)
+{
+	struct gbudget *b;
+
+	pthread_mutex_lock(&p->mu);
+	if (!(b = p->budget) && (b = malloc(sizeof(*b)))) {
+		static const struct gbudget_ops ops = { build, deliver, NULL };
+		struct gbudget_ops o = ops;
+		int rpm = p->r->reports_per_min;
+
+		o.ctx = p;
+		budget_init(b, &p->mu, rpm >= GSET_MIN_REPORTS_PER_MIN && rpm <= GSET_MAX_REPORTS_PER_MIN ? rpm :
+			    GSET_DEF_REPORTS_PER_MIN, &o, &p->n);
+		p->budget = b;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return b;
+}
+
+/* ---- the shipping thread ---- */
+
+/* The process's queue: violations to its budget, baselines shipped now. */
+static void take_queue(struct cproc *p, int64_t now)
+{
+	struct gregion *r = p->r;
+	uint32_t t = atomic_load_explicit(&r->q_tail, memory_order_relaxed);
+	uint32_t h = atomic_load_explicit(&r->q_head, memory_order_acquire);
+
+	/* a head further than the queue holds is not the process's doing: start over from it */
+	if (h - t > GREGION_QUEUE)
+		t = h - GREGION_QUEUE;
+	for (; t != h; t++) {
+		struct gviol v = r->queue[t % GREGION_QUEUE];
+
+		atomic_store_explicit(&r->q_tail, t + 1, memory_order_release);
+		v.hang = 0;   /* only the collector's own watch ships a unit in flight */
+		if (v.baseline) {
+			struct arena *a = arena_open(0);
+			struct wire_stream ws;
+
+			atomic_fetch_add(&p->n.baseline, 1);
+			if (a && build(p, &v, a, &ws) > 0) {
+				ws.role = WIRE_ROLE_BASELINE;
+				deliver(p, &ws);
+			}
+			arena_free(a);
+		} else {
+			struct gbudget *b = budget_of(p);
+
+			if (b)
+				budget_offer(b, &v, now);
+		}
+	}
+}
+
+static uint64_t units_of(const struct cproc *p)
+{
+	uint32_t n = atomic_load(&p->r->nslots);
+	uint64_t u = atomic_load(&p->r->units_gone);
+
+	for (uint32_t i = 0; i < n && i < GUARD_MAX_THREADS; i++)
+		u += atomic_load(&p->slots[i].units);
+	return u;
+}
+
+/* The process's report (wire-format.md "Agent reports"). */
+static void report(struct collector *c, struct cproc *p, int exiting)
+{
+	struct buf body = BUF_INIT(64 << 10), answer = BUF_INIT(64 << 10);
+	struct jsonw w;
+	char err[512];
+
+	if (!shipper_of(c))
+		return;
+	jsonw_init_compact(&w, &body);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "v", 1);
+	jsonw_kstr(&w, "host", p->host);
+	jsonw_kstr(&w, "exe", p->exe[0] ? p->exe : p->exe_name);
+	jsonw_kstr(&w, "build_id", p->build_id);
+	jsonw_kstr(&w, "mode", "guard");
+	jsonw_kstr(&w, "agent_version", GUARD_VERSION);
+	jsonw_kstr(&w, "app", p->app);
+	jsonw_ki64(&w, "pid", p->pid);
+	jsonw_ki64(&w, "started_ns", p->started_ns > 0 ? p->started_ns : 0);
+	jsonw_ku64(&w, "units", units_of(p));
+	jsonw_ku64(&w, "violations", atomic_load(&p->n.violations));
+	jsonw_ku64(&w, "drops", atomic_load(&p->n.suppressed) + atomic_load(&p->n.queue_drops) +
+		   atomic_load(&p->n.lost) + atomic_load(&p->r->queue_drops));
+	jsonw_ku64(&w, "spool_backlog", 0);
+	jsonw_ku64(&w, "ship_errors", atomic_load(&p->n.rejected) + atomic_load(&p->n.lost));
+	jsonw_kbool(&w, "exiting", exiting != 0);
+	jsonw_kstr(&w, "collector", "host");
+	jsonw_end(&w);
+	if (jsonw_finish(&w) == 0 &&
+	    shipper_post_json(c->sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err)) < 0)
+		log_warn("report not delivered", "pid=%d error=\"%s\"", (int)p->pid, err);
+	buf_release(&answer);
+	buf_release(&body);
+}
+
+/* Whether p's process has ended: it said so, or its pid is gone (or is another process's now). */
+static int gone(const struct cproc *p)
+{
+	return atomic_load(&p->r->state) != GREG_LIVE || start_time_of(p->pid) != p->starttime;
+}
+
+/* The shipping thread's round over one process; ended: it was over before the round began (its last). */
+static void ship_round(struct collector *c, struct cproc *p, int64_t now, int all, int ended)
+{
+	atomic_store(&p->r->collector_seen, now);
+	take_queue(p, now);
+	if (p->budget)
+		budget_work(p->budget, now, all || ended);
+	if (c->o.report_ns > 0 && (ended || now >= p->next_report)) {
+		report(c, p, ended);
+		p->next_report = now + c->o.report_ns;
+	}
+	if (p->sym && now - p->sym_used > SYM_IDLE_NS) {
+		gsym_free(p->sym);
+		p->sym = NULL;
+	}
+}
+
+/* Removes the ended processes from the list: their regions' files go with them. */
+static void reap(struct collector *c)
+{
+	struct cproc **pp, *dead = NULL;
+
+	pthread_mutex_lock(&c->mu);
+	for (pp = &c->procs; *pp;) {
+		struct cproc *p = *pp;
+
+		if (atomic_load(&p->ended) == 2) {
+			*pp = p->next;
+			p->next = dead;
+			dead = p;
+			c->nprocs--;
+		} else {
+			pp = &p->next;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	while (dead) {
+		struct cproc *next = dead->next;
+		int dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (dfd >= 0) {
+			unlinkat(dfd, dead->name, 0);
+			close(dfd);
+		}
+		log_info("guarded process ended", "pid=%d exe=%s violations=%llu shipped=%llu", (int)dead->pid,
+			 dead->exe_name, (unsigned long long)atomic_load(&dead->n.violations),
+			 (unsigned long long)atomic_load(&dead->n.shipped));
+		proc_free(dead);
+		dead = next;
+	}
+}
+
+/* The processes now, for a round outside the lock (only the shipping thread frees them). */
+static size_t snapshot_list(struct collector *c, struct cproc ***out, size_t *cap)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->nprocs > *cap) {
+		struct cproc **v = realloc(*out, c->nprocs * sizeof(**out));
+
+		if (v) {
+			*out = v;
+			*cap = c->nprocs;
+		}
+	}
+	for (struct cproc *p = c->procs; p && n < *cap; p = p->next)
+		(*out)[n++] = p;
+	pthread_mutex_unlock(&c->mu);
+	return n;
+}
+
+static void *ship_main(void *arg)
+{
+	struct collector *c = arg;
+	struct cproc **list = NULL;
+	size_t cap = 0;
+	int64_t next_drain = 0;
+
+	while (!*c->o.stop) {
+		int64_t now = mono_ns();
+		size_t n = snapshot_list(c, &list, &cap);
+		struct timespec ts = { 0, SHIP_WAKE_NS };
+
+		for (size_t i = 0; i < n; i++) {
+			struct cproc *p = list[i];
+			/* read first: a process the watchdog finds gone meanwhile gets one more round */
+			int ended = atomic_load(&p->ended) != 0;
+
+			ship_round(c, p, now, 0, ended);
+			if (ended)
+				atomic_store(&p->ended, 2);   /* its last round is done */
+		}
+		reap(c);
+		if (c->o.ship.spool_dir && now >= next_drain && shipper_of(c)) {
+			shipper_drain(c->sh);
+			next_drain = now + 60000000000LL;
+		}
+		nanosleep(&ts, NULL);
+	}
+	/* the end: what every process holds, shipped or spooled (their regions stay for the next collector) */
+	{
+		size_t n = snapshot_list(c, &list, &cap);
+
+		for (size_t i = 0; i < n; i++)
+			ship_round(c, list[i], mono_ns(), 1, 0);
+	}
+	free(list);
+	return NULL;
+}
+
+/* ---- the collector ---- */
+
+struct collector *collector_open(const struct collect_opts *o, char *err, size_t errlen)
+{
+	struct collector *c = calloc(1, sizeof(*c));
+	struct stat st;
+	char path[4200];
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->o = *o;
+	c->lock_fd = -1;
+	snprintf(c->dir, sizeof(c->dir), "%s", o->dir);
+	if (util_mkdir_p(c->dir) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot make the directory: %s", c->dir, strerror(errno));
+		goto out_free;
+	}
+	/* every guarded process writes its own file; none may remove another's */
+	if (chmod(c->dir, 01733) < 0) {
+		snprintf(err, errlen, "%s: cannot set its mode: %s", c->dir, strerror(errno));
+		goto out_free;
+	}
+	snprintf(path, sizeof(path), "%s/%s", c->dir, GREGION_LOCK);
+	c->lock_fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	/* another user's file (the directory is writable by all) could be held to keep the collector out */
+	if (c->lock_fd >= 0 && fstat(c->lock_fd, &st) == 0 && st.st_uid != geteuid()) {
+		close(c->lock_fd);
+		unlink(path);
+		c->lock_fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	}
+	if (c->lock_fd < 0 || flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		snprintf(err, errlen, "%s: %s", path,
+			 c->lock_fd >= 0 && errno == EWOULDBLOCK ? "another collector runs here" : strerror(errno));
+		goto out_free;
+	}
+	fchmod(c->lock_fd, 0644);
+	if (o->ship.url && o->ship.url[0]) {
+		c->sh = shipper_open(&c->o.ship, err, errlen);   /* a bad URL is refused here, once */
+		if (!c->sh)
+			goto out_free;
+	}
+	if (!(c->refused = calloc(REFUSED_MAX, sizeof(*c->refused)))) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	return c;
+out_free:
+	shipper_free(c->sh);
+	free(c->refused);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
+	free(c);
+	return NULL;
+}
+
+int collector_run(struct collector *c)
+{
+	pthread_t th;
+	int64_t tick = c->o.tick_ns > 0 ? c->o.tick_ns : 100000000;
+
+	if (pthread_create(&th, NULL, ship_main, c) != 0) {
+		log_error("cannot start the shipping thread", "error=\"%s\"", strerror(errno));
+		return -1;
+	}
+	log_info("collecting", "dir=%s url=%s", c->dir, c->o.ship.url ? c->o.ship.url : "(spool only)");
+	while (!*c->o.stop) {
+		int64_t now = mono_ns(), next = now + tick;
+		struct timespec ts;
+
+		if (now >= c->next_scan) {
+			scan(c);
+			c->next_scan = now + SCAN_NS;
+		}
+		pthread_mutex_lock(&c->mu);
+		for (struct cproc *p = c->procs; p; p = p->next) {
+			if (atomic_load(&p->ended))
+				continue;
+			if (gone(p)) {
+				atomic_store(&p->ended, 1);
+				continue;
+			}
+			if (now >= p->next_watch) {
+				watch(p, now);
+				p->next_watch = now + p->watchdog_ns;
+			}
+			if (p->next_watch < next)
+				next = p->next_watch;
+		}
+		pthread_mutex_unlock(&c->mu);
+		now = mono_ns();
+		if (next > now) {
+			ts.tv_sec = (next - now) / 1000000000;
+			ts.tv_nsec = (next - now) % 1000000000;
+			nanosleep(&ts, NULL);
+		}
+	}
+	pthread_join(th, NULL);
+	if (c->sh)
+		shipper_flush(c->sh);
+	return 0;
+}
+
+void collector_free(struct collector *c)
+{
+	if (!c)
+		return;
+	while (c->procs) {
+		struct cproc *next = c->procs->next;
+
+		proc_free(c->procs);
+		c->procs = next;
+	}
+	shipper_free(c->sh);
+	spool_free(c->spool_only);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
+	pthread_mutex_destroy(&c->mu);
+	free(c->refused);
+	free(c);
+}

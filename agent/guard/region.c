@@ -1,0 +1,320 @@
+/* region: the guarded process's shared-memory file, for the host's collector (see region.h). */
+#include "agent/guard/gtab.h"
+#include "agent/guard/hot.h"
+#include "agent/guard/region.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/fs.h>
+#include <unistd.h>
+
+#define PAGE 4096u
+
+/* tests/integration/test_guard_collector.sh forges a region with these offsets */
+_Static_assert(offsetof(struct gregion, pid) == 48 && offsetof(struct gregion, starttime) == 56,
+	       "the region's process fields follow its 48-byte layout");
+
+static size_t page_up(size_t n)
+{
+	return (n + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+/* The process's start, in clock ticks since boot. */
+static uint64_t start_time(void)
+{
+	char b[1024];
+
+	return guard_read_small("/proc/self/stat", b, sizeof(b)) > 0 ? util_proc_start_time(b) : 0;
+}
+
+/* Whether a collector holds its lock in dir (raw system calls: flock is one of the wrapped calls). */
+static int collector_running(const char *dir)
+{
+	char path[GUARD_PATH_MAX + 32];
+	struct stat st;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, GREGION_LOCK);
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	/* the collector's (root's, or this user's own): anyone may write the directory */
+	if (syscall(SYS_fstat, fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != geteuid())) {
+		guard_real_close(fd);
+		return 0;
+	}
+	r = (int)syscall(SYS_flock, fd, LOCK_SH | LOCK_NB);
+	guard_real_close(fd);
+	return r < 0 && errno == EWOULDBLOCK;
+}
+
+static void put(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* The layout of a region for rings of ring bytes. */
+static void layout(struct gregion *h, uint32_t ring)
+{
+	h->magic = GREGION_MAGIC;
+	h->layout = GREGION_VERSION;
+	h->slot_bytes = (uint32_t)sizeof(struct gslot);
+	h->max_slots = GUARD_MAX_THREADS;
+	h->ring_bytes = ring;
+	h->slots_off = page_up(sizeof(struct gregion));
+	h->rings_off = h->slots_off + page_up((size_t)GUARD_MAX_THREADS * sizeof(struct gslot));
+	h->bytes = h->rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * ring;
+}
+
+/*
+ * A new file in the collector's directory, mapped (its descriptor closed), or NULL with errno; its
+ * name in tmp. Named .PID.START while it is being written: the collector looks only at names of
+ * digits, so it never reads one half made (publish() gives it its name).
+ */
+static struct gregion *create(size_t bytes, uint64_t st, char *tmp, size_t tmpcap)
+{
+	void *p;
+	int fd, e;
+
+	snprintf(tmp, tmpcap, "%s/.%ld.%llu", G.cfg.collector_dir, (long)getpid(), (unsigned long long)st);
+	unlink(tmp);   /* a half-made one of a process that had this pid and start: gone */
+	fd = (int)syscall(SYS_openat, AT_FDCWD, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, (off_t)bytes) < 0)
+		goto out_unlink;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED)
+		goto out_unlink;
+	guard_real_close(fd);
+	return p;
+out_unlink:
+	e = errno;
+	unlink(tmp);
+	guard_real_close(fd);
+	errno = e;
+	return NULL;
+}
+
+/* The region written, under its name PID.START.N (an exec'd program of the same process takes the
+ * next N). 0, or -1 with the file removed. */
+static int publish(const char *tmp, uint64_t st)
+{
+	char path[GUARD_PATH_MAX + 96];
+
+	for (unsigned n = 0; n < 64; n++) {
+		snprintf(path, sizeof(path), "%s/%ld.%llu.%u", G.cfg.collector_dir, (long)getpid(),
+			 (unsigned long long)st, n);
+		if (syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+			return 0;
+		if (errno != EEXIST)
+			break;
+	}
+	unlink(tmp);
+	return -1;
+}
+
+/* What the process is, for the collector's streams and reports. */
+static void describe(struct gregion *h, uint64_t st)
+{
+	const char *lim = guard_starve_cpu_limit();
+
+	h->pid = (int32_t)getpid();
+	h->sig = G.sig;
+	h->starttime = st;
+	h->sig_cookie = (uint64_t)(uintptr_t)G.sig_cookie;
+	h->self_lo = G.self_lo;
+	h->self_hi = G.self_hi;
+	h->started_ns = G.started_ns;
+	h->min_wait_ns = G.cfg.min_wait_ns;
+	h->hang_ns = G.cfg.hang_ns;
+	h->watchdog_ns = G.cfg.watchdog_ns;
+	h->max_events = G.cfg.max_events;
+	h->reports_per_min = G.cfg.reports_per_min;
+	put(h->exe, sizeof(h->exe), G.exe);
+	put(h->exe_name, sizeof(h->exe_name), G.exe_name);
+	put(h->build_id, sizeof(h->build_id), G.build_id);
+	put(h->app, sizeof(h->app), G.app);
+	put(h->host, sizeof(h->host), G.host);
+	put(h->version, sizeof(h->version), G.cfg.version);
+	put(h->kernel, sizeof(h->kernel), G.kernel);
+	put(h->libc_name, sizeof(h->libc_name), G.libc_name);
+	put(h->cpu_limit, sizeof(h->cpu_limit), lim ? lim : "");
+	memcpy(h->labels, G.cfg.labels, sizeof(h->labels));
+	h->nlabels = G.cfg.nlabels;
+	atomic_store(&h->sampling, atomic_load(&G.sampling));
+	atomic_store(&h->state, GREG_LIVE);
+}
+
+/* Points G at region r (of bytes): its slots and shared ring; shared (a file, the collector's) or not
+ * (the child's own memory: in-process work). */
+static void adopt(struct gregion *r, size_t bytes, int shared)
+{
+	G.slots = (struct gslot *)(void *)((unsigned char *)r + r->slots_off);
+	G.shared_ring = &r->shared_ring;
+	G.region = shared ? r : NULL;
+	G.region_bytes = shared ? bytes : 0;
+}
+
+int guard_region_open(void)
+{
+	struct gregion probe, *r;
+	char tmp[GUARD_PATH_MAX + 64];
+	uint64_t st;
+
+	if (G.cfg.collector == GUARD_COLLECTOR_PROCESS ||
+	    (G.cfg.collector == GUARD_COLLECTOR_AUTO && !collector_running(G.cfg.collector_dir)))
+		return -1;
+	memset(&probe, 0, sizeof(probe));
+	layout(&probe, (uint32_t)gring_round(G.cfg.ring_bytes));
+	st = start_time();
+	r = create(probe.bytes, st, tmp, sizeof(tmp));
+	if (r) {
+		memcpy(r, &probe, offsetof(struct gregion, pid));
+		describe(r, st);
+		if (publish(tmp, st) < 0) {
+			munmap(r, probe.bytes);
+			r = NULL;
+		}
+	}
+	if (!r) {
+		guard_log("no region for the host's collector; the agent works in the process",
+			  "dir=%s error=\"%s\"", G.cfg.collector_dir, strerror(errno));
+		return -1;
+	}
+	adopt(r, probe.bytes, 1);
+	return 0;
+}
+
+void guard_region_names(const struct gtab *tab)
+{
+	struct gregion *r = G.region;
+	uint32_t n;
+
+	if (!r || !tab)
+		return;
+	n = tab->nloops < GP_MAX_LOOPS ? tab->nloops : GP_MAX_LOOPS;
+	atomic_fetch_add(&r->names_gen, 1);
+	for (uint32_t l = 0; l < n; l++) {
+		struct gregion_loop *rl = &r->loops[l];
+		uint32_t nt = tab->loops[l].ntypes < GP_MAX_TYPES ? tab->loops[l].ntypes : GP_MAX_TYPES;
+
+		put(rl->symbol, sizeof(rl->symbol), tab->loops[l].symbol);
+		for (uint32_t t = 0; t < nt; t++)
+			put(rl->type_name[t], sizeof(rl->type_name[t]), tab->loops[l].type_name[t]);
+		rl->ntypes = nt;
+	}
+	r->nloops = n;
+	atomic_fetch_add(&r->names_gen, 1);
+}
+
+int guard_ring_init(struct gring *ring, uint32_t index)
+{
+	struct gregion *r = G.region;
+
+	if (!r || index > GUARD_MAX_THREADS)
+		return gring_init(ring, G.cfg.ring_bytes);
+	ring->data = (unsigned char *)r + r->rings_off + (uint64_t)index * r->ring_bytes;
+	ring->size = r->ring_bytes;
+	gring_reset(ring);
+	return 0;
+}
+
+void guard_region_push(const struct gviol *v)
+{
+	struct gregion *r = G.region;
+	uint32_t h, t;
+
+	pthread_mutex_lock(&G.mu);
+	h = atomic_load_explicit(&r->q_head, memory_order_relaxed);
+	t = atomic_load_explicit(&r->q_tail, memory_order_acquire);
+	if (h - t >= GREGION_QUEUE) {
+		pthread_mutex_unlock(&G.mu);
+		atomic_fetch_add(&r->queue_drops, 1);
+		return;
+	}
+	r->queue[h % GREGION_QUEUE] = *v;
+	atomic_store_explicit(&r->q_head, h + 1, memory_order_release);
+	pthread_mutex_unlock(&G.mu);
+}
+
+void guard_region_state(int exited)
+{
+	if (G.region)
+		atomic_store(&G.region->state, exited ? GREG_EXITED : GREG_LIVE);
+}
+
+void guard_region_child(struct gthread *t)
+{
+	struct gregion *old = G.region, *r;
+	struct gslot *old_slots = G.slots;
+	uint32_t n = atomic_load(&G.nslots);
+	size_t bytes = G.region_bytes;
+	char tmp[GUARD_PATH_MAX + 64];
+	uint64_t st;
+	int shared = 1;
+
+	if (!old)
+		return;
+	st = start_time();
+	r = create(bytes, st, tmp, sizeof(tmp));
+	if (!r) {
+		/* no file: the same layout in the child's own memory, and its own threads from now on */
+		void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (p == MAP_FAILED) {
+			atomic_store(&G.active, 0);   /* nothing left to record into */
+			return;
+		}
+		r = p;
+		shared = 0;
+	}
+	memcpy(r, old, offsetof(struct gregion, pid));
+	describe(r, st);
+	memcpy(r->loops, old->loops, sizeof(r->loops));
+	r->nloops = old->nloops;
+	/* the slots as they were (the child's reset follows), their rings in the child's region */
+	memcpy((unsigned char *)r + r->slots_off, old_slots, (size_t)n * sizeof(struct gslot));
+	memcpy(&r->shared_ring, &old->shared_ring, sizeof(r->shared_ring));
+	atomic_store(&r->nslots, n);
+	if (shared && publish(tmp, st) < 0) {
+		/* no name for it: the child's own memory after all */
+		void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (p == MAP_FAILED) {
+			munmap(r, bytes);
+			atomic_store(&G.active, 0);
+			return;
+		}
+		memcpy(p, r, r->rings_off);
+		munmap(r, bytes);
+		r = p;
+		shared = 0;
+	}
+	adopt(r, bytes, shared);
+	/* rings at the same place in the new region: the data pointers move with it (each is reset after) */
+	for (uint32_t i = 0; i < n; i++)
+		if (G.slots[i].ring.size)
+			G.slots[i].ring.data = (unsigned char *)r + r->rings_off + (uint64_t)i * r->ring_bytes;
+	if (old->shared_ring.size)
+		r->shared_ring.data = (unsigned char *)r + r->rings_off + (uint64_t)GUARD_MAX_THREADS * r->ring_bytes;
+	if (t->slot) {
+		t->slot = &G.slots[t->slot - old_slots];
+		pthread_setspecific(G.key, t->slot);
+	}
+	munmap(old, bytes);
+	if (!shared)
+		guard_log("no region for the host's collector in a forked child; it works in the process",
+			  "dir=%s", G.cfg.collector_dir);
+}

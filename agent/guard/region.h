@@ -1,0 +1,113 @@
+/*
+ * region: a guarded process's shared-memory file, the one thing it and the
+ * host's collector (sm-agent collect, collect.c) share (docs/guard.md "The
+ * host's collector"). The process writes it: what it is (exe, build, app,
+ * settings, its signal's cookie), its threads' slots with their units in
+ * flight, their event rings, the loops' and unit types' names, and a queue of
+ * violations and baseline units. The collector reads it: watches the units in
+ * flight (and signals a thread for its stack), takes the queue, builds and
+ * ships the streams. The process starts no thread.
+ *
+ * One file per process in the collector's directory, named
+ * <pid>.<start time>.<n>, created before main() (or in a forked child, while
+ * it has one thread) and mapped; its descriptor is closed at once. Pages are
+ * touched as used: a quiet thread costs nothing. The file stays when the
+ * process ends: the collector ships what it holds, then removes it.
+ *
+ * The collector trusts nothing in it but the layout it checks at mapping: every
+ * count, offset and record it reads is bounded on its side.
+ */
+#ifndef SM_GUARD_REGION_H
+#define SM_GUARD_REGION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/guard/rt.h"
+
+#define GREGION_MAGIC 0x31474552474d53ULL   /* "SMGREG1" */
+#define GREGION_VERSION 1
+#define GREGION_QUEUE 128                  /* violations and baselines waiting for the collector */
+#define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
+
+enum { GREG_LIVE = 1, GREG_EXITED = 2 };
+
+/* A loop's names, from the guard table (each NUL-terminated by the writer; the reader bounds them). */
+struct gregion_loop {
+	char symbol[256];
+	uint32_t ntypes;
+	char type_name[GP_MAX_TYPES][16];
+};
+
+struct gregion {
+	/* the layout, written once at creation */
+	uint64_t magic;
+	uint32_t layout;               /* GREGION_VERSION */
+	uint32_t slot_bytes;           /* sizeof(struct gslot): the same build of the agent on both sides */
+	uint64_t bytes;                /* the file's */
+	uint32_t max_slots;
+	uint32_t ring_bytes;           /* each ring's: a power of two */
+	uint64_t slots_off;            /* max_slots slots */
+	uint64_t rings_off;            /* max_slots + 1 rings: slot i's, then the shared ring */
+	/* the process */
+	int32_t pid;
+	int32_t sig;
+	uint64_t starttime;            /* /proc/<pid>/stat's 22nd field: a pid used again is another process */
+	uint64_t sig_cookie;           /* in the si_value of the agent's signals */
+	uint64_t self_lo, self_hi;     /* the agent's code: left out of stacks */
+	int64_t started_ns;            /* CLOCK_REALTIME */
+	int64_t min_wait_ns, hang_ns, watchdog_ns;
+	int32_t max_events, reports_per_min;
+	char exe[1024], exe_name[256], build_id[129], app[256], host[256], version[256], kernel[128];
+	char libc_name[64], cpu_limit[32];
+	struct guard_label labels[GUARD_MAX_LABELS];
+	int32_t nlabels;
+	_Atomic int32_t state;         /* GREG_LIVE, GREG_EXITED (exit, exec) */
+	_Atomic int32_t sampling;      /* G.sampling: the agent owns its signal (else none is sent) */
+	/* the loops' names; names_gen odd while they change */
+	_Atomic uint32_t names_gen;
+	uint32_t nloops;
+	struct gregion_loop loops[GP_MAX_LOOPS];
+	struct gring shared_ring;      /* its data: the process's pointer (the collector knows where it is) */
+	/* threads: slots [0, nslots) have been used */
+	_Atomic uint32_t nslots;
+	/* the queue: the program's threads write at head (under G.mu), the collector reads at tail */
+	_Atomic uint32_t q_head, q_tail;
+	struct gviol queue[GREGION_QUEUE];
+	/* figures */
+	_Atomic uint64_t queue_drops;  /* the queue was full (no collector, or a slow one) */
+	_Atomic uint64_t baselines, units_gone, threads_over, async_requests, async_violations;
+	_Atomic int64_t collector_seen;   /* CLOCK_MONOTONIC of the collector's last look, 0: never */
+};
+
+/* The process side (libsmguard.so) */
+
+/* G.sampling, and the region's copy the collector reads before it signals. [signal] */
+static inline void guard_sampling_set(int on)
+{
+	atomic_store(&G.sampling, on);
+	if (G.region)
+		atomic_store(&G.region->sampling, on);
+}
+
+/*
+ * Start-up, guarding only: when G.cfg.collector says so (auto: a collector holds its lock), makes the
+ * process's region and moves its slots and rings there (G.region set). Returns 0, or -1 when the
+ * agent's threads do the work in the process (the reason logged).
+ */
+int guard_region_open(void);
+/* The guard table's names, for the collector's streams (at start, and when the table changes). */
+void guard_region_names(const struct gtab *tab);
+/* Ring index (slot i, or GUARD_MAX_THREADS: the shared ring) set up: in the region when there is
+ * one, else mapped on its own. 0 or -1. */
+int guard_ring_init(struct gring *r, uint32_t index);
+/* Queues v for the collector; a full queue drops it (counted). [program] */
+void guard_region_push(const struct gviol *v);
+/* In a forked child (one thread): a region of its own, holding the parent's slots as they were (the
+ * child's reset follows), or, when none can be made, in-process work from now on. */
+void guard_region_child(struct gthread *t);
+/* The process exits, or execs (1), or the exec failed (0: alive again). */
+void guard_region_state(int exited);
+
+#endif

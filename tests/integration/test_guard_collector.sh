@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The host's collector (sm-agent collect, docs/guard.md "The host's collector"): a guarded epoll
+# server starts no thread of the agent's and leaves a region in the collector's directory; the
+# collector watches its units, ships its violations (symbolized, labelled, through its budget) and a
+# unit still in flight as it stands, reports the process with "collector": "host", and removes the
+# region when the process ends. Without a collector, auto guards in the process and host keeps
+# the violations in the region's queue, bounded, until a collector starts. A forked child gets a
+# region of its own. Regions that are not what they claim are refused and never signalled.
+. "$(dirname "$0")/../lib.sh"
+
+BIN=$SM_BIN_DIR
+TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
+GUARD=$BIN/sm-guard
+GT=$TOOLS/guardtest
+
+sm_admin migrate >/dev/null || t_bail "migrate"
+TOKEN=$(mk_token ingest 2>/dev/null)
+printf '%s\n' "$TOKEN" >"$T_TMP/token"
+start_ingest || t_bail "sm-ingest starts"
+PROF=$T_TMP/profiles
+DIR=$T_TMP/collector
+COL_PID=
+export SM_GUARD_COLLECTOR_DIR=$DIR
+
+q() { pg_q "$1" -v bid="$bid"; }
+
+wait_ready() {
+	for _ in $(seq 1 300); do
+		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	t_fail "server starts" "$(cat "$T_TMP/server.out")"
+	return 1
+}
+
+stop_server() {
+	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
+	wait "$GPID"
+}
+
+start_collector() {
+	"$BIN/sm-agent" collect --dir "$DIR" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/cspool" \
+		--report-s 1 --tick-ms 20 -v >>"$T_TMP/collector.log" 2>&1 &
+	COL_PID=$!
+	for _ in $(seq 1 100); do
+		grep -q 'collecting' "$T_TMP/collector.log" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	t_fail "the collector starts" "$(cat "$T_TMP/collector.log")"
+}
+
+stop_collector() {
+	kill -TERM "$COL_PID" 2>/dev/null
+	wait "$COL_PID"
+	t_eq "the collector exits 0 on SIGTERM" "$?" 0
+	COL_PID=
+}
+t_cleanup 'if [ -n "$COL_PID" ]; then kill -KILL "$COL_PID" 2>/dev/null; fi'
+
+# guarded SERVER_ARGS...: guardtest under the agent, as GPID
+guarded() {
+	rm -f "$T_TMP/server.out"   # (not the last server's "ready")
+	"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
+		--token-file "$T_TMP/token" --label run="$RUN" -- "$@" >"$T_TMP/server.out" 2>&1 &
+	GPID=$!
+	wait_ready
+}
+
+# the agent's threads in process $1 (smguard-watch, smguard-ship)
+agent_threads() {
+	cat /proc/"$1"/task/*/comm 2>/dev/null | grep -c '^smguard-'
+}
+
+# ---- train ----
+
+PORT=$(free_port)
+"$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+wait_ready
+"$GT" client "$PORT" 20000 4 fast:80,file:20 >/dev/null || t_fail "training load"
+stop_server "$PORT"
+bid=$(readelf -n "$GT" | sed -n 's/.*Build ID: //p')
+
+# ---- with the collector ----
+
+start_collector
+t_eq "the collector's directory: every process may write, none list or remove another's" \
+	"$(stat -c %a "$DIR")" 1733
+out=$("$BIN/sm-agent" collect --dir "$DIR" --url "$INGEST_URL" 2>&1)
+t_eq "one collector per directory" "$?|$out" "2|sm-agent: collect: $DIR/collector.lock: another collector runs here"
+
+RUN=host
+SM_GUARD_REPORTS_PER_MIN=100000 SM_GUARD_HANG_MS=400 guarded "$GT" epoll "$PORT"
+regions=$(ls "$DIR" | grep -c "^$GPID\.")
+t_eq "the guarded process has a region in the collector's directory" "$regions" 1
+t_match "and says so in its log" "$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=host'
+mix=$("$GT" client "$PORT" 600 1 fast:96,sleep=60:2,spin=60:2) || t_fail "guarded load"
+t_eq "no thread of the agent's in the guarded process" "$(agent_threads "$GPID")" 0
+sleeps=$(awk '$1 == "sleep" {print $3}' <<<"$mix")
+spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
+# a unit in flight past SM_GUARD_HANG_MS: shipped as it stood then (at the end of its minute, as every
+# violation the budget keeps)
+"$GT" client "$PORT" 1 1 sleep=1500:1 >/dev/null
+stop_server "$PORT"
+for _ in $(seq 1 50); do
+	[ -z "$(ls "$DIR" | grep "^$GPID\.")" ] && break
+	sleep 0.1
+done
+t_eq "the region is removed once the process ended and its streams went" "$(ls "$DIR" | grep -c "^$GPID\.")" 0
+t_eq "a unit still in flight past its hang time was shipped as it stood" \
+	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'host' AND labels->>'unit.state' = 'in_flight'")" 1
+t_eq "a stream per slow request at least" \
+	"$(q "SELECT count(*) >= $((sleeps + spins)) FROM streams WHERE labels->>'run' = 'host' AND role = 'violation'")" t
+t_eq "the streams are the program's: build, app, unit type and threshold labels" \
+	"$(q "SELECT bool_and(build_id = :'bid'), bool_and(app = 'guardtest'), bool_and(labels->>'unit.type' ~ '^u[0-9]+$'),
+	       bool_and((labels->>'unit.threshold_ns')::bigint > 0), bool_and(labels->>'guard.exe' = '$GT')
+	  FROM streams WHERE labels->>'run' = 'host' AND role = 'violation'")" "t|t|t|t|t"
+ev=$(stream_events "s.labels->>'run' = 'host' AND s.role = 'violation' AND s.labels->>'unit.state' = 'ended'")
+t_eq "each sleep is a wait event, its stack named from the process's own modules down to nanosleep" \
+	"$(grep -c '^w .*guardtest!handle_sleep;libc\.so\.6!nanosleep$' <<<"$ev")" "$sleeps"
+t_eq "each spin has run events in spin_cpu (CPU samples the process took itself)" \
+	"$(q "SELECT count(*) >= $spins FROM streams s WHERE labels->>'run' = 'host' AND role = 'violation' AND EXISTS (
+	        SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id JOIN frames f ON f.id = ANY(k.frame_ids)
+	         WHERE e.stream_ref = s.id AND e.kind = 'run' AND f.name = 'guardtest!spin_cpu')")" t
+t_eq "stacks start at the process's entry" \
+	"$(grep -v 'libc\.so\.6!__libc_start_main' <<<"$ev" | grep -vc '^$')" 0
+t_eq "the stack of the unit in flight was asked of its thread (the agent's signal, from the collector)" \
+	"$(stream_events "s.labels->>'run' = 'host' AND s.labels->>'unit.state' = 'in_flight'" |
+	   grep -c '^w .*guardtest!handle_sleep;libc\.so\.6!nanosleep$')" 1
+t_eq "the collector reported the process, in guard mode, and that it exited" \
+	"$(q "SELECT mode, exited, units >= 600, violations >= $((sleeps + spins)) FROM agent_procs WHERE pid = $GPID")" \
+	"guard|t|t|t"
+
+# ---- a fork: the child's own region ----
+
+RUN=fork
+rm -f "$T_TMP/server.out"
+"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" --token-file "$T_TMP/token" \
+	--label run=fork -- bash -c "\"$GT\" epoll $PORT & wait" >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+wait_ready
+child=$(pgrep -P "$GPID" -f "guardtest epoll" | head -n 1)
+"$GT" client "$PORT" 200 1 fast:90,sleep=60:10 >/dev/null || t_fail "forked load"
+t_eq "an exec'd child has a region of its own" "$(ls "$DIR" | grep -c "^$child\.")" 1
+"$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
+wait "$GPID"
+for _ in $(seq 1 50); do
+	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork'")" -ge 1 ] && break
+	sleep 0.1
+done
+t_match "its streams arrive" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork' AND role = 'violation'")" \
+	'^[1-9][0-9]*$'
+
+# ---- a region that lies is refused ----
+
+# a live region copied whole (a unit in flight in it), naming a process of root's, owned by nobody: the
+# collector must neither read it as that process's nor ever signal that process (its default action
+# for the agent's signal would end it)
+RUN=liar
+SM_GUARD_HANG_MS=400 guarded "$GT" epoll "$PORT"
+"$GT" client "$PORT" 1 1 sleep=2000:1 >/dev/null &
+cpid=$!
+sleep 0.5
+real=$(ls "$DIR" | grep "^$GPID\." | head -n 1)
+sleep 30 &
+victim=$!
+vst=$(sed 's/.*) //' /proc/$victim/stat | awk '{print $20}')
+cp --sparse=always "$DIR/$real" "$T_TMP/liar"
+python3 - "$T_TMP/liar" "$victim" "$vst" <<'EOF'
+import struct, sys
+path, pid, st = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with open(path, 'r+b') as f:
+    h = bytearray(f.read(64))
+    # after the layout (magic 8, layout 4, slot_bytes 4, bytes 8, max_slots 4, ring_bytes 4, slots_off 8,
+    # rings_off 8): pid (int32) at 48, sig (int32) at 52, starttime (uint64) at 56
+    struct.pack_into('<i', h, 48, pid)
+    struct.pack_into('<Q', h, 56, st)
+    f.seek(0)
+    f.write(h)
+EOF
+chown nobody "$T_TMP/liar"
+mv "$T_TMP/liar" "$DIR/$victim.$vst.0"
+sleep 1
+t_match "the collector refuses a region whose owner does not own the process it names" \
+	"$(grep 'region refused' "$T_TMP/collector.log")" "region=$victim\.$vst\.0 owner=65534 reason=\"the file's owner is not the process's\""
+t_eq "and never signals that process" "$(t_alive "$victim" && echo alive)" alive
+kill "$victim" 2>/dev/null
+wait "$victim" 2>/dev/null
+wait "$cpid"
+rm -f "$DIR/$victim.$vst.0"
+stop_server "$PORT"
+stop_collector
+
+# ---- no collector ----
+
+rm -f "$DIR"/[0-9]*
+RUN=process
+guarded "$GT" epoll "$PORT"
+"$GT" client "$PORT" 100 1 fast:90,sleep=60:10 >/dev/null || t_fail "in-process load"
+t_match "auto without a collector: the agent works in the process" \
+	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=process'
+t_eq "with its own threads" "$(agent_threads "$GPID")" 2
+stop_server "$PORT"
+
+RUN=queued
+SM_GUARD_COLLECTOR=host guarded "$GT" epoll "$PORT"
+"$GT" client "$PORT" 100 1 fast:90,sleep=60:10 >/dev/null || t_fail "queued load"
+t_eq "host without a collector: still no thread of the agent's" "$(agent_threads "$GPID")" 0
+t_eq "and nothing shipped meanwhile" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued'")" 0
+start_collector
+sleep 0.5
+stop_server "$PORT"
+for _ in $(seq 1 50); do
+	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued'")" -ge 1 ] && break
+	sleep 0.1
+done
+t_match "a collector that starts later ships what the process queued meanwhile" \
+	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued' AND role = 'violation'")" '^[1-9][0-9]*$'
+stop_collector
+
+if [ "$T_FAILED" -gt 0 ]; then
+	echo "the collector's log:"
+	tail -n 60 "$T_TMP/collector.log" | sed 's/^/  | /'
+fi
+t_done
