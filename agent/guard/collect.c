@@ -29,7 +29,9 @@
 #include <unistd.h>
 
 #define SCAN_NS 200000000LL           /* the directory is read again this often */
-#define SHIP_WAKE_NS 20000000LL       /* the shipping thread looks at the queues this often */
+#define SHIP_WAKE_NS 100000000LL      /* the shipping thread looks at the queues this often (a ring holds
+				       * seconds of a thread's events: a violation's are still there) */
+#define ALIVE_NS 1000000000LL         /* a process's pid is checked this often (its exit, it says at once) */
 #define SYM_IDLE_NS 60000000000LL     /* a process's symbol tables go after a minute without streams */
 #define SHIP_RETRY_NS 60000000000LL   /* a connection that gave up is opened again after this */
 #define MAX_PROCS 65536               /* regions mapped at once */
@@ -58,7 +60,7 @@ struct cproc {
 	int max_events;
 	uintptr_t self_lo, self_hi;
 	/* the watchdog's */
-	int64_t next_watch;
+	int64_t next_watch, next_alive;
 	_Atomic int ended;            /* exited, or its pid is gone: the shipping thread finishes it */
 	/* the shipping thread's */
 	pthread_mutex_t mu;           /* the budget's: the watchdog offers the hangs */
@@ -654,10 +656,16 @@ static void report(struct collector *c, struct cproc *p, int exiting)
 	buf_release(&body);
 }
 
-/* Whether p's process has ended: it said so, or its pid is gone (or is another process's now). */
-static int gone(const struct cproc *p)
+/* Whether p's process has ended: it said so, or its pid is gone (or is another process's now: looked
+ * at once a second). */
+static int gone(struct cproc *p, int64_t now)
 {
-	return atomic_load(&p->r->state) != GREG_LIVE || start_time_of(p->pid) != p->starttime;
+	if (atomic_load(&p->r->state) != GREG_LIVE)
+		return 1;
+	if (now < p->next_alive)
+		return 0;
+	p->next_alive = now + ALIVE_NS;
+	return start_time_of(p->pid) != p->starttime;
 }
 
 /* The shipping thread's round over one process; ended: it was over before the round began (its last). */
@@ -851,7 +859,7 @@ int collector_run(struct collector *c)
 		for (struct cproc *p = c->procs; p; p = p->next) {
 			if (atomic_load(&p->ended))
 				continue;
-			if (gone(p)) {
+			if (gone(p, now)) {
 				atomic_store(&p->ended, 1);
 				continue;
 			}

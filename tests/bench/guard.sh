@@ -31,6 +31,11 @@
 # each of which loads it; git and sqlite3; 2,000 threads), plainly, with the agent
 # loaded but off, training, and guarding.
 #
+# Every guarded measurement runs in both of the agent's ways of working (SM_BENCH_GUARD_MODES, "host
+# process"): with the host's collector (sm-agent collect: the program starts no thread of the
+# agent's) and in the process (the agent's own threads); with the collector, its own CPU and memory
+# per guarded process too.
+#
 # Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 20), SM_BENCH_GUARD_SECS
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
 # requests per test per round, 200000), SM_BENCH_GUARD_SERVERS (which parts run: a
@@ -46,6 +51,7 @@ secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 servers=" ${SM_BENCH_GUARD_SERVERS:-callcost load postgres redis shipping nginx control contention} "
+modes=${SM_BENCH_GUARD_MODES:-host process}
 want() { [[ $servers == *" $1 "* ]]; }
 
 # the servers here are this script's own: nothing from the caller's PostgreSQL settings applies
@@ -70,6 +76,22 @@ cleanup() {
 trap cleanup EXIT
 
 cp "$bin/sm-guard" "$repo/lib/libsmguard.so" "$W/"
+# the host's collector, for the guarded instances of mode host (spool only: no server in the rounds)
+CDIR=$W/collector
+"$bin/sm-agent" collect --dir "$CDIR" --url '' --spool "$W/cspool" --report-s 0 2>"$W/collector.log" &
+COLLECTOR=$!
+pids+=("$COLLECTOR")
+for _ in $(seq 50); do [ -e "$CDIR/collector.lock" ] && break; sleep 0.05; done
+# G_OF MODE: the guarded command of that mode (after "$G", before "--")
+g_of() {
+	case $1 in
+	host) echo "env SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR=$CDIR $G" ;;
+	*) echo "env SM_GUARD_COLLECTOR=process SM_GUARD_COLLECTOR_DIR=$CDIR $G" ;;
+	esac
+}
+mode_name() { [ "$1" = host ] && echo "host's collector" || echo "in the process"; }
+# CPU seconds and private memory (MB) of the collector
+collector_cpu() { awk '{ printf "%.3f", ($14 + $15) / 100 }' "/proc/$COLLECTOR/stat"; }
 chmod 755 "$W/sm-guard"
 chmod 644 "$W/libsmguard.so"
 mkdir -p "$W/prof" "$W/spool"
@@ -196,11 +218,14 @@ cc=$repo/build/rel/tests/callcost
 "$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 3000 200 >/dev/null
 : >"$W/cc"
 for _ in $(seq 5); do
-	echo "$("$cc" 20000 200) $("$W/sm-guard" run --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 20000 200)" >>"$W/cc"
+	echo "$("$cc" 20000 200) $("$W/sm-guard" run --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 20000 200) $(
+		env SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" "$W/sm-guard" run --profile-dir "$W/prof" \
+			--log "$W/guard.log" -- "$cc" 20000 200)" >>"$W/cc"
 done
-printf 'guard one wrapped call inside a unit:       %.0f ns without, %.0f ns with the agent: %.0f ns of bookkeeping (median of 5; read() of nothing from /dev/null)\n' \
+printf 'guard one wrapped call inside a unit:       %.0f ns without, %.0f ns with the agent in the process, %.0f ns with the host'"'"'s collector: %.0f and %.0f ns of bookkeeping (median of 5; read() of nothing from /dev/null)\n' \
 	"$(awk '{ print $1 }' "$W/cc" | median)" "$(awk '{ print $2 }' "$W/cc" | median)" \
-	"$(awk '{ print $2 - $1 }' "$W/cc" | median)"
+	"$(awk '{ print $3 }' "$W/cc" | median)" \
+	"$(awk '{ print $2 - $1 }' "$W/cc" | median)" "$(awk '{ print $3 - $1 }' "$W/cc" | median)"
 
 fi
 
@@ -305,19 +330,29 @@ G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log --only postgres"
 pgstart 0 $G --train --
 pgb 0 -S -c 4 -j 2 -T "$secs" >/dev/null
 pgstop 0
-interleaved pgstart pgstop pgload >"$W/pairs"
-report "pgbench -S (tps)" tps <"$W/pairs"
-for g in env "$G --"; do
-	pgstart 0 $g
-	pgb 0 -S -c 4 -j 2 -T 6 >/dev/null &
-	sleep 4
-	backend_uss >>"$W/pgmem"
-	wait $!
-	pgstop 0
+G0=$G
+for m in $modes; do
+	G=$(g_of "$m")
+	c0=$(collector_cpu)
+	interleaved pgstart pgstop pgload >"$W/pairs"
+	report "pgbench -S (tps), $(mode_name "$m")" tps <"$W/pairs"
+	[ "$m" = host ] && echo "guard postgres collector CPU:             $(awk -v a="$c0" -v b="$(collector_cpu)" -v n="$rounds" 'BEGIN { printf "%.3f s over %d rounds (%.1f ms per guarded instance and round)", b - a, n, 1000 * (b - a) / n }')"
+	rm -f "$W/pgmem"
+	for g in env "$G --"; do
+		pgstart 0 $g
+		pgb 0 -S -c 4 -j 2 -T 6 >/dev/null &
+		sleep 4
+		backend_uss >>"$W/pgmem"
+		[ "$g" != env ] && [ "$m" = host ] && collector_uss=$(uss_mb "$COLLECTOR")
+		wait $!
+		pgstop 0
+	done
+	plain=$(sed -n 1p "$W/pgmem")
+	guarded=$(sed -n 2p "$W/pgmem")
+	echo "guard postgres backend private memory, $(mode_name "$m"): $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+	[ "$m" = host ] && echo "guard postgres collector private memory:  $collector_uss MB (guarding the postmaster and its backends)"
 done
-plain=$(sed -n 1p "$W/pgmem")
-guarded=$(sed -n 2p "$W/pgmem")
-echo "guard postgres backend private memory:     $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+G=$G0
 
 fi
 
@@ -347,21 +382,33 @@ if want redis; then
 redis 0 $G --train --
 rb 0 get,set >/dev/null
 rstop 0
-interleaved redis rstop rget >"$W/get"
-report "redis-benchmark GET (req/s)" req/s <"$W/get"
-interleaved redis rstop rset >"$W/set"
-report "redis-benchmark SET (req/s)" req/s <"$W/set"
-redis 0 env
-rb 0 get,set >/dev/null
-plain=$(uss_mb "${rpid[0]}")
-rstop 0
-redis 0 $G --
-rb 0 get,set >/dev/null
-guarded=$(uss_mb "${rpid[0]}")
-cpu=$(agent_cpu "${rpid[0]}")
-rstop 0
-echo "guard redis-server private memory:         $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
-echo "guard redis agent threads' CPU:            $cpu s over $((2 * requests)) requests (watchdog, shipping; no violation)"
+G0=$G
+for m in $modes; do
+	G=$(g_of "$m")
+	interleaved redis rstop rget >"$W/get"
+	report "redis-benchmark GET (req/s), $(mode_name "$m")" req/s <"$W/get"
+	interleaved redis rstop rset >"$W/set"
+	report "redis-benchmark SET (req/s), $(mode_name "$m")" req/s <"$W/set"
+	redis 0 env
+	rb 0 get,set >/dev/null
+	plain=$(uss_mb "${rpid[0]}")
+	rstop 0
+	redis 0 $G --
+	c0=$(collector_cpu)
+	rb 0 get,set >/dev/null
+	guarded=$(uss_mb "${rpid[0]}")
+	cpu=$(agent_cpu "${rpid[0]}")
+	c1=$(collector_cpu)
+	cmem=$(uss_mb "$COLLECTOR")
+	rstop 0
+	echo "guard redis-server private memory, $(mode_name "$m"): $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+	if [ "$m" = host ]; then
+		echo "guard redis collector, one guarded redis:   $(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", b - a }') s CPU over $((2 * requests)) requests, $cmem MB private memory (the program: $cpu s in threads of the agent's)"
+	else
+		echo "guard redis agent threads' CPU:            $cpu s over $((2 * requests)) requests (watchdog, shipping; no violation)"
+	fi
+done
+G=$G0
 
 fi
 
@@ -429,8 +476,13 @@ if want nginx; then
 ngx 0 $G --train --
 rps 0 >/dev/null
 nstop 0
-interleaved ngx nstop rps >"$W/pairs"
-report "wrk against nginx (req/s)" req/s <"$W/pairs"
+G0=$G
+for m in $modes; do
+	G=$(g_of "$m")
+	interleaved ngx nstop rps >"$W/pairs"
+	report "wrk against nginx (req/s), $(mode_name "$m")" req/s <"$W/pairs"
+done
+G=$G0
 fi
 # the same rounds with neither instance guarded: the noise floor of the ratios above
 if want control; then
@@ -440,8 +492,13 @@ G="$W/sm-guard run --profile-dir $W/prof --log $W/guard.log"
 fi
 # nginx under CPU contention: both loaded at once; then neither guarded, the noise floor of such ratios
 if want contention; then
-side_by_side ngx nstop rps >"$W/pairs"
-report "contended wrk against nginx (req/s)" req/s <"$W/pairs" | sed -e "s/ (must: .*//"
+G0=$G
+for m in $modes; do
+	G=$(g_of "$m")
+	side_by_side ngx nstop rps >"$W/pairs"
+	report "contended wrk against nginx (req/s), $(mode_name "$m")" req/s <"$W/pairs" | sed -e "s/ (must: .*//"
+done
+G=$G0
 G=env side_by_side ngx nstop rps >"$W/pairs"
 report "contended, neither guarded (req/s)" req/s <"$W/pairs" | sed -e "s/ (must: .*//" -e "s/(without\/with)/(both without)/"
 fi

@@ -57,7 +57,7 @@ echo "conf $(stat -c "%a %U %G" /etc/stackmine/agent.conf) $(stat -c "%a %U %G" 
 echo "lib $(sm-guard lib)"
 echo "help $(sm-agent --help 2>&1 | head -n 1 | cut -d" " -f1,2) $(sm-ingest --help 2>&1 | head -n 1 | cut -d" " -f1,2)"
 systemd-analyze verify /lib/systemd/system/sm-ingest.service /lib/systemd/system/sm-web.service \
-	/lib/systemd/system/sm-miner-worker.service && echo "units verified"
+	/lib/systemd/system/sm-miner-worker.service /lib/systemd/system/sm-agent-collect.service && echo "units verified"
 echo "SM_GUARD_URL=http://ingest.example:8080" >>/etc/stackmine/agent.conf
 dpkg -i --force-confold /pkgs/stackmine-agent_1.0.1_*.deb /pkgs/stackmine-server_1.0.1_*.deb >/dev/null
 echo "upgraded $(dpkg-query -W -f "\${Version}" stackmine-agent) $(dpkg-query -W -f "\${Version}" stackmine-server)"
