@@ -65,7 +65,8 @@ struct gbudget {
 	size_t by_group[GP_MAX_LOOPS * GUARD_TSLOTS];
 };
 
-/* An empty budget (b's memory is the caller's): nothing held, a sequence of draws of its own. */
+/* An empty budget in b, which the caller zeroed (a static, calloc): nothing held, a sequence of draws of
+ * its own. Only the pages it needs are touched. */
 void budget_init(struct gbudget *b, pthread_mutex_t *mu, int reports_per_min, const struct gbudget_ops *ops,
 		 struct guard_counts *n);
 /* Forgets what b holds without freeing it (a forked child: the parent's pages, the parent's to ship). */

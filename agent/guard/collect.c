@@ -560,7 +560,7 @@ static struct gbudget *budget_of(struct cproc *p)
 	struct gbudget *b;
 
 	pthread_mutex_lock(&p->mu);
-	if (!(b = p->budget) && (b = malloc(sizeof(*b)))) {
+	if (!(b = p->budget) && (b = calloc(1, sizeof(*b)))) {
 		static const struct gbudget_ops ops = { build, deliver, NULL };
 		struct gbudget_ops o = ops;
 		int rpm = p->r->reports_per_min;
