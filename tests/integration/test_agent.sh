@@ -138,7 +138,7 @@ agent --no-such-option
 t_eq "unknown option before a command: exit status 2" "$AG_RC" 2
 agent frobnicate x.json
 t_eq "unknown command: exit status and message" "$AG_RC $AG_ERR" \
-	"2 sm-agent: unknown command 'frobnicate'; it is ship, drain or import"$'\n'"(sm-agent --help lists the options)"
+	"2 sm-agent: unknown command 'frobnicate'; it is ship, drain, import or collect"$'\n'"(sm-agent --help lists the options)"
 agent
 t_eq "no command: exit status 2" "$AG_RC" 2
 t_match "no command: usage on stderr" "$AG_ERR" '^usage: sm-agent ship'
