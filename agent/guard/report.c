@@ -232,6 +232,7 @@ static int report_self(struct shipper *sh, int exiting)
 	jsonw_ku64(&w, "spool_backlog", spool_backlog());
 	jsonw_ku64(&w, "ship_errors", atomic_load(&G.n.rejected) + atomic_load(&G.n.lost));
 	jsonw_kbool(&w, "exiting", exiting != 0);
+	jsonw_kstr(&w, "collector", "process");   /* the host's collector reports "host" (collect.c) */
 	jsonw_end(&w);
 	if (jsonw_finish(&w) < 0) {
 		guard_log("cannot build the report", "%s", "");
