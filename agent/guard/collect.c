@@ -66,10 +66,22 @@ struct cproc {
 	pthread_mutex_t mu;           /* the budget's: the watchdog offers the hangs */
 	struct gbudget *budget;       /* made at the first violation */
 	struct guard_counts n;
-	struct gsym *sym;
+	struct csym *sym;             /* its symbolizer, shared with the processes whose modules lie where its do */
 	struct gmodmap mods;          /* its modules as last read while it ran: a process that ended is named by them */
 	int64_t sym_used, next_report;
 	struct collector *c;
+};
+
+/*
+ * A symbolizer, shared by every process with the same modules at the same addresses: the children a
+ * server forks (PostgreSQL's backends, nginx's workers) are named by their parent's tables, once. The
+ * shipping thread's alone.
+ */
+struct csym {
+	struct csym *next;
+	uint64_t key;                 /* the modules: their files, where each is loaded */
+	int refs;
+	struct gsym *sym;
 };
 
 struct collector {
@@ -83,6 +95,7 @@ struct collector {
 	struct cproc *procs;
 	size_t nprocs;
 	int64_t next_scan;
+	struct csym *syms;            /* the shipping thread's */
 	char (*refused)[96];          /* regions not taken (bad, or not their process's owner's): not read again */
 	size_t nrefused;
 };
@@ -258,6 +271,20 @@ out_refuse:
 	return NULL;
 }
 
+/* One process less uses cs: the last one frees it (the shipping thread, or the end). */
+static void sym_release(struct collector *c, struct csym *cs)
+{
+	if (!cs || --cs->refs > 0)
+		return;
+	for (struct csym **pp = &c->syms; *pp; pp = &(*pp)->next)
+		if (*pp == cs) {
+			*pp = cs->next;
+			break;
+		}
+	gsym_free(cs->sym);
+	free(cs);
+}
+
 static void proc_free(struct cproc *p)
 {
 	if (!p)
@@ -266,7 +293,7 @@ static void proc_free(struct cproc *p)
 		budget_release(p->budget);
 		free(p->budget);
 	}
-	gsym_free(p->sym);
+	sym_release(p->c, p->sym);
 	gmodmap_release(&p->mods);
 	munmap(p->r, p->bytes);
 	pthread_mutex_destroy(&p->mu);
@@ -430,28 +457,66 @@ static void region_names(const struct gsrc *src, int32_t loop, int32_t type, cha
 		loopsym[0] = tname[0] = '\0';
 }
 
+/* What a process's symbolizer is shared by: its modules' files and places. */
+static uint64_t modules_key(const struct gmodmap *m)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < m->n; i++) {
+		const struct gmod *g = &m->mods[i];
+		const char *f = g->file[0] ? g->file : g->path;
+		uint64_t v[3] = { g->bias, g->lo, g->hi };
+
+		for (const char *c = f; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+		for (size_t k = 0; k < sizeof(v); k++)
+			h = (h ^ ((const unsigned char *)v)[k]) * 1099511628211ULL;
+	}
+	return h;
+}
+
 static struct gsym *symbolizer(struct cproc *p)
 {
-	if (!p->sym) {
+	struct collector *c = p->c;
+
+	p->sym_used = mono_ns();
+	if (p->sym)
+		return p->sym->sym;
+	read_modules(p);
+	if (p->mods.n) {
+		uint64_t key = modules_key(&p->mods);
+		struct gmodmap mm = { NULL, 0 };
+		struct csym *cs;
 		char err[256];
 
-		read_modules(p);
-		if (p->mods.n) {
-			struct gmodmap mm = { NULL, 0 };
-
-			/* gone: its files by their own paths */
-			if (gmodmap_copy(&mm, &p->mods) == 0) {
-				if (start_time_of(p->pid) != p->starttime)
-					gmodmap_detach(&mm);
-				p->sym = gsym_open(&mm, err, sizeof(err));
-				if (!p->sym)
-					log_warn("cannot open the symbolizer", "pid=%d error=\"%s\"", (int)p->pid, err);
-			}
-			gmodmap_release(&mm);
+		for (cs = c->syms; cs && cs->key != key; cs = cs->next)
+			;
+		if (cs) {
+			cs->refs++;
+			p->sym = cs;
+			return cs->sym;
 		}
+		if (!(cs = calloc(1, sizeof(*cs))) || gmodmap_copy(&mm, &p->mods) < 0) {
+			free(cs);
+			return NULL;
+		}
+		/* gone: its files by their own paths */
+		if (start_time_of(p->pid) != p->starttime)
+			gmodmap_detach(&mm);
+		cs->sym = gsym_open(&mm, err, sizeof(err));
+		gmodmap_release(&mm);
+		if (!cs->sym) {
+			log_warn("cannot open the symbolizer", "pid=%d error=\"%s\"", (int)p->pid, err);
+			free(cs);
+			return NULL;
+		}
+		cs->key = key;
+		cs->refs = 1;
+		cs->next = c->syms;
+		c->syms = cs;
+		p->sym = cs;
 	}
-	p->sym_used = mono_ns();
-	return p->sym;
+	return p->sym ? p->sym->sym : NULL;
 }
 
 static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wire_stream *ws)
@@ -680,7 +745,7 @@ static void ship_round(struct collector *c, struct cproc *p, int64_t now, int al
 		p->next_report = now + c->o.report_ns;
 	}
 	if (p->sym && now - p->sym_used > SYM_IDLE_NS) {
-		gsym_free(p->sym);
+		sym_release(c, p->sym);
 		p->sym = NULL;
 	}
 }
