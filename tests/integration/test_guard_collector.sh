@@ -102,7 +102,7 @@ spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
 # violation the budget keeps)
 "$GT" client "$PORT" 1 1 sleep=1500:1 >/dev/null
 stop_server "$PORT"
-for _ in $(seq 1 50); do
+for _ in $(seq 1 150); do
 	[ -z "$(ls "$DIR" | grep "^$GPID\.")" ] && break
 	sleep 0.1
 done
@@ -144,8 +144,8 @@ child=$(pgrep -P "$GPID" -f "guardtest epoll" | head -n 1)
 t_eq "an exec'd child has a region of its own" "$(ls "$DIR" | grep -c "^$child\.")" 1
 "$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
 wait "$GPID"
-for _ in $(seq 1 50); do
-	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork'")" -ge 1 ] && break
+for _ in $(seq 1 150); do
+	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork' AND role = 'violation'")" -ge 1 ] && break
 	sleep 0.1
 done
 t_match "its streams arrive" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork' AND role = 'violation'")" \
@@ -210,8 +210,8 @@ t_eq "and nothing shipped meanwhile" "$(q "SELECT count(*) FROM streams WHERE la
 start_collector
 sleep 0.5
 stop_server "$PORT"
-for _ in $(seq 1 50); do
-	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued'")" -ge 1 ] && break
+for _ in $(seq 1 150); do
+	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued' AND role = 'violation'")" -ge 1 ] && break
 	sleep 0.1
 done
 t_match "a collector that starts later ships what the process queued meanwhile" \
