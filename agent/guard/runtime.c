@@ -227,8 +227,15 @@ __attribute__((constructor(102))) static void guard_init(void)
 	if (pthread_key_create(&G.key, key_destructor) != 0 || guard_fork_install() < 0)
 		goto inert;
 	/* guarding: the host's collector does the rest when one runs (training learns in the process) */
-	if (G.mode == GUARD_MODE_GUARD && guard_region_open() == 0)
+	if (G.mode == GUARD_MODE_GUARD && guard_region_open() == 0) {
 		guard_region_names(G.tab);
+		/* nothing will rebuild the table from the profile (no pushed setting reaches the process, and
+		 * every context is resolved): its memory goes back to the program */
+		if (!G.tab->unresolved) {
+			gp_free(G.profile);
+			G.profile = NULL;
+		}
+	}
 	guard_log("guarding", "mode=%s build_id=%s profile=%s collector=%s", guard_mode_name(G.mode), G.build_id,
 		  G.profile_path, G.region ? "host" : "process");
 	atomic_store(&G.active, 1);
