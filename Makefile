@@ -59,11 +59,11 @@ INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
-GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c budget.c stream.c gcall.c watch.c)
+GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c budget.c stream.c gcall.c watch.c gtab.c)
 # the host's collector: in sm-agent only, never in libsmguard.so
 GUARD_COLLECT_SRC := agent/guard/collect.c
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \
-	rt.c clock.c log.c slots.c pushed.c fork.c gtab.c handoff.c \
+	rt.c clock.c log.c slots.c pushed.c fork.c handoff.c \
 	train.c report.c lazy.c starve.c region.c)
 # what libsmguard.so takes from the rest of the tree
 GUARD_SHARED_SRC := $(addprefix common/,arena.c buf.c imap.c intern.c json.c jsonw.c log.c sha256.c util.c vec.c wire.c) \
@@ -206,7 +206,7 @@ $(BINDIR)/sm-ingest: $(O)/ingest/main.o $(O)/libingest.a $(O)/libformats.a $(O)/
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libguard.a $(O)/libagent.a $(O)/libformats.a $(O)/libcommon.a
+$(BINDIR)/sm-agent: $(O)/agent/main.o $(O)/libguard.a $(O)/libguardcore.a $(O)/libagent.a $(O)/libformats.a $(O)/libclusterer.a $(O)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)

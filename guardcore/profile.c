@@ -1,6 +1,7 @@
 /* profile: performance profiles, their JSON form, exact merging and unit clustering (see profile.h). */
 #include "guardcore/profile.h"
 #include "clusterer/linkage.h"
+#include "common/hash.h"
 #include "common/intern.h"
 #include "common/jsonw.h"
 #include "common/util.h"
@@ -765,6 +766,19 @@ int gp_cluster(struct gprofile *p, int64_t min_threshold_ns)
 			return -1;
 	gp_set_k(p, p->k, min_threshold_ns);
 	return 0;
+}
+
+uint64_t gp_loop_key(const struct gprofile *p, size_t li)
+{
+	const struct gp_site *x = &p->loops[li].site;
+	const struct gp_module *m = &p->modules[x->module];
+	uint64_t h = HASH_FNV_INIT;
+	int64_t at[2] = { (int64_t)x->offset, x->depth };
+
+	h = hash_fnv(h, m->name, strlen(m->name) + 1);
+	h = hash_fnv(h, m->build_id, strlen(m->build_id) + 1);
+	h = hash_fnv(h, at, sizeof(at));
+	return hash_fnv(h, x->call, strnlen(x->call, sizeof(x->call)));
 }
 
 /* ---- JSON out ---- */

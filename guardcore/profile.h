@@ -196,6 +196,10 @@ int gp_cluster(struct gprofile *p, int64_t min_threshold_ns);
 
 /* Recomputes the thresholds with another k (types unchanged). */
 void gp_set_k(struct gprofile *p, double k, int64_t min_threshold_ns);
+/* What loop li is, as a number: equal for loops at the same site (module, offset, depth, call) of
+ * two profiles. A guarding thread's loop index stays valid across tables of profiles whose loops'
+ * keys are the same, in the same order. */
+uint64_t gp_loop_key(const struct gprofile *p, size_t li);
 
 /* PerfGuard's distances, exposed for the tests. */
 double gp_path_distance(const uint32_t *a, uint32_t na, const uint32_t *b, uint32_t nb);

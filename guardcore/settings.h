@@ -62,5 +62,13 @@ const struct guard_setting *guard_setting_find(const char *name);
 /* Whether v is a value of setting id: finite, in [min, max], whole for GSET_WHOLE (0 or 1 for GSET_BOOL).
  * The agent takes a pushed value only when it is. */
 bool guard_setting_valid(enum guard_setting_id id, double v);
+/*
+ * The settings an answer of the server pushes (its "settings" object, len bytes of JSON): out[id] is
+ * the pushed value of each, or as_started[id] when it is absent or not one of its values (GSET_GUARD:
+ * 0 only when pushed false). Returns 0, or -1 when the answer has no settings (an older server; out
+ * untouched).
+ */
+int guard_settings_read(const char *answer, size_t len, const double as_started[GSET_COUNT],
+			double out[GSET_COUNT]);
 
 #endif

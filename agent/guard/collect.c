@@ -1,17 +1,21 @@
 /* collect: the host's collector, every guarded process's watchdog and shipper (see collect.h). */
 #include "agent/guard/budget.h"
 #include "agent/guard/collect.h"
+#include "agent/guard/gtab.h"
 #include "agent/guard/modmap.h"
 #include "agent/guard/region.h"
 #include "agent/guard/stream.h"
 #include "agent/guard/symbolize.h"
 #include "agent/guard/watch.h"
 #include "agent/spool.h"
+#include "guardcore/profile.h"
 #include "guardcore/settings.h"
 #include "common/arena.h"
 #include "common/buf.h"
+#include "common/hash.h"
 #include "common/jsonw.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/util.h"
 
 #include <dirent.h>
@@ -37,6 +41,9 @@
 #define MAX_PROCS 65536               /* regions mapped at once */
 #define REGION_MAX ((uint64_t)64 << 30)
 #define REFUSED_MAX 4096              /* refused names remembered; past it, new files are not looked at */
+#define FLEET_MAX 64                  /* builds whose fleet's profile is kept */
+#define FETCH_MIN_NS 1000000000LL     /* a build's fleet profile is fetched at most this often */
+#define PROFILE_MAX ((size_t)64 << 20)   /* a profile's text, fetched or read */
 
 struct cproc {
 	struct cproc *next;
@@ -48,7 +55,8 @@ struct cproc {
 	int sig;
 	uint64_t cookie, starttime;
 	uint32_t ring_bytes;
-	uint64_t rings_off;
+	uint64_t rings_off, tab_off, tab_cap;
+	size_t map;                   /* its place in cut_maps */
 	struct gslot *slots;
 	char proc[32];
 	/* what the process is, copied bounded */
@@ -69,7 +77,25 @@ struct cproc {
 	struct csym *sym;             /* its symbolizer, shared with the processes whose modules lie where its do */
 	struct gmodmap mods;          /* its modules as last read while it ran: a process that ended is named by them */
 	int64_t sym_used, next_report;
+	/* what the server pushed to it (the shipping thread's) */
+	int pushed;                   /* its pushed block was written */
+	double set[GSET_COUNT];       /* the settings written there */
+	int rpm;                      /* its budget's reports per minute; 0: as it started */
+	double k_tried;               /* the k of the last table built for it (0: none) */
+	unsigned char fleet_tried[32];   /* the fleet's profile last tried for it */
+	int64_t next_fetch;
+	uint32_t taken_seen, refused_seen;   /* the process's pushed_taken and tab_refused last looked at */
+	int announce;                 /* a change was pushed: say when it is taken */
 	struct collector *c;
+};
+
+/* The fleet's profile of a build as last fetched (the shipping thread's). */
+struct cfleet {
+	struct cfleet *next;
+	char build_id[129];
+	int64_t fetched;              /* CLOCK_MONOTONIC */
+	unsigned char sha[32];
+	struct gprofile *prof;        /* NULL: the server has none, or it is not usable */
 };
 
 /*
@@ -94,8 +120,11 @@ struct collector {
 	pthread_mutex_t mu;           /* the list */
 	struct cproc *procs;
 	size_t nprocs;
+	pthread_mutex_t maps_mu;      /* taking and leaving a place in cut_maps */
 	int64_t next_scan;
 	struct csym *syms;            /* the shipping thread's */
+	struct cfleet *fleets;        /* the shipping thread's */
+	size_t nfleets;
 	char (*refused)[96];          /* regions not taken (bad, or not their process's owner's): not read again */
 	size_t nrefused;
 };
@@ -168,6 +197,107 @@ static void take(char *dst, size_t cap, const char *src, size_t srccap)
 
 #define TAKE(p, field) take((p)->field, sizeof((p)->field), (p)->r->field, sizeof((p)->r->field))
 
+/* ---- a region cut short under the collector ---- */
+
+/*
+ * A process may truncate its region's file while the collector has it mapped: a look past the new end
+ * raises SIGBUS. The handler puts a page of zeros where the one touched was and marks the region cut;
+ * every count read from a region is bounded anyway, and a cut one is finished like an ended process.
+ * A SIGBUS anywhere else is the fault it is (the default action).
+ */
+struct cut_map {
+	_Atomic uintptr_t lo, hi;     /* 0, 0: free */
+	_Atomic int cut;
+};
+
+static struct cut_map *cut_maps;      /* MAX_PROCS of them, the collector's */
+static _Atomic size_t cut_used;       /* places [0, cut_used) have been taken */
+static size_t page_bytes;
+static struct sigaction bus_before;
+
+static void on_bus(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	size_t n = atomic_load(&cut_used);
+	struct sigaction dfl;
+
+	(void)uc;
+	for (size_t i = 0; i < n; i++) {
+		if (a >= atomic_load_explicit(&cut_maps[i].lo, memory_order_relaxed) &&
+		    a < atomic_load_explicit(&cut_maps[i].hi, memory_order_relaxed)) {
+			void *pg = (void *)(a & ~(uintptr_t)(page_bytes - 1));
+
+			if (mmap(pg, page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+			    MAP_FAILED)
+				break;
+			atomic_store(&cut_maps[i].cut, 1);
+			return;
+		}
+	}
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);   /* the instruction runs again, and faults for good */
+}
+
+static int cut_install(void)
+{
+	struct sigaction sa;
+
+	page_bytes = (size_t)sysconf(_SC_PAGESIZE);
+	if (!(cut_maps = calloc(MAX_PROCS, sizeof(*cut_maps))))
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_bus;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGBUS, &sa, &bus_before);
+}
+
+static void cut_uninstall(void)
+{
+	if (!cut_maps)
+		return;
+	sigaction(SIGBUS, &bus_before, NULL);
+	free(cut_maps);
+	cut_maps = NULL;
+	atomic_store(&cut_used, 0);
+}
+
+/* A place for the mapping [m, m + bytes): its index, or MAX_PROCS when none is free. */
+static size_t cut_watch(struct collector *c, void *m, size_t bytes)
+{
+	size_t i, n;
+
+	pthread_mutex_lock(&c->maps_mu);
+	n = atomic_load(&cut_used);
+	for (i = 0; i < n && atomic_load(&cut_maps[i].hi); i++)
+		;
+	if (i < MAX_PROCS) {
+		atomic_store(&cut_maps[i].cut, 0);
+		atomic_store(&cut_maps[i].lo, (uintptr_t)m);
+		atomic_store(&cut_maps[i].hi, (uintptr_t)m + bytes);
+		if (i == n)
+			atomic_store(&cut_used, n + 1);
+	}
+	pthread_mutex_unlock(&c->maps_mu);
+	return i;
+}
+
+static void cut_forget(struct collector *c, size_t i)
+{
+	if (i >= MAX_PROCS)
+		return;
+	pthread_mutex_lock(&c->maps_mu);
+	atomic_store(&cut_maps[i].hi, 0);
+	atomic_store(&cut_maps[i].lo, 0);
+	pthread_mutex_unlock(&c->maps_mu);
+}
+
+static int cut_short(const struct cproc *p)
+{
+	return p->map < MAX_PROCS && atomic_load(&cut_maps[p->map].cut);
+}
+
 /* ---- mapping a region: checked, or refused ---- */
 
 static struct cproc *map_region(struct collector *c, int dfd, const char *name)
@@ -198,7 +328,9 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	    probe.bytes != (uint64_t)st.st_size || probe.bytes > REGION_MAX ||
 	    probe.slots_off < sizeof(probe) || probe.slots_off % 4096 ||
 	    probe.rings_off < probe.slots_off + (uint64_t)GUARD_MAX_THREADS * sizeof(struct gslot) ||
-	    probe.rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * probe.ring_bytes != probe.bytes)
+	    probe.tab_off != probe.rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * probe.ring_bytes ||
+	    probe.tab_cap < sizeof(struct gtab) || probe.tab_cap > (uint64_t)64 << 20 ||
+	    probe.tab_off + probe.tab_cap != probe.bytes)
 		goto out_refuse;
 	/* a live process it names must be the one that made it, and the file's owner's; a dead one's
 	 * region is only read (what it queued is shipped), never acted on */
@@ -218,6 +350,12 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 		munmap(m, probe.bytes);
 		return NULL;
 	}
+	p->map = cut_watch(c, m, probe.bytes);   /* before the first look: it may be cut already */
+	if (p->map >= MAX_PROCS) {
+		munmap(m, probe.bytes);
+		free(p);
+		return NULL;
+	}
 	p->r = m;
 	p->bytes = probe.bytes;
 	snprintf(p->name, sizeof(p->name), "%s", name);
@@ -227,6 +365,8 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	p->starttime = probe.starttime;
 	p->ring_bytes = probe.ring_bytes;
 	p->rings_off = probe.rings_off;
+	p->tab_off = probe.tab_off;
+	p->tab_cap = probe.tab_cap;
 	p->slots = (struct gslot *)(void *)((unsigned char *)m + probe.slots_off);
 	snprintf(p->proc, sizeof(p->proc), "/proc/%d", (int)p->pid);
 	TAKE(p, exe);
@@ -295,6 +435,7 @@ static void proc_free(struct cproc *p)
 	}
 	sym_release(p->c, p->sym);
 	gmodmap_release(&p->mods);
+	cut_forget(p->c, p->map);
 	munmap(p->r, p->bytes);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
@@ -460,17 +601,15 @@ static void region_names(const struct gsrc *src, int32_t loop, int32_t type, cha
 /* What a process's symbolizer is shared by: its modules' files and places. */
 static uint64_t modules_key(const struct gmodmap *m)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = HASH_FNV_INIT;
 
 	for (size_t i = 0; i < m->n; i++) {
 		const struct gmod *g = &m->mods[i];
 		const char *f = g->file[0] ? g->file : g->path;
 		uint64_t v[3] = { g->bias, g->lo, g->hi };
 
-		for (const char *c = f; *c; c++)
-			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-		for (size_t k = 0; k < sizeof(v); k++)
-			h = (h ^ ((const unsigned char *)v)[k]) * 1099511628211ULL;
+		h = hash_fnv(h, f, strlen(f));
+		h = hash_fnv(h, v, sizeof(v));
 	}
 	return h;
 }
@@ -628,7 +767,7 @@ static struct gbudget *budget_of(struct cproc *p)
 	if (!(b = p->budget) && (b = calloc(1, sizeof(*b)))) {
 		static const struct gbudget_ops ops = { build, deliver, NULL };
 		struct gbudget_ops o = ops;
-		int rpm = p->r->reports_per_min;
+		int rpm = p->rpm ? p->rpm : p->r->reports_per_min;
 
 		o.ctx = p;
 		budget_init(b, &p->mu, rpm >= GSET_MIN_REPORTS_PER_MIN && rpm <= GSET_MAX_REPORTS_PER_MIN ? rpm :
@@ -637,6 +776,338 @@ static struct gbudget *budget_of(struct cproc *p)
 	}
 	pthread_mutex_unlock(&p->mu);
 	return b;
+}
+
+/* ---- what the server pushes (guard.md "Settings from the server") ---- */
+
+/* The process's settings as it started, each within its limits (else the agent's default). */
+static void started_of(const struct cproc *p, double out[GSET_COUNT])
+{
+	for (size_t i = 0; i < GSET_COUNT; i++) {
+		double v = p->r->as_started[i];
+
+		out[i] = guard_setting_valid((enum guard_setting_id)i, v) ? v : guard_settings[i].def;
+	}
+	out[GSET_GUARD] = 1;
+}
+
+/* The k of the process's table now; 0 when it says something no k is. */
+static double k_now(const struct cproc *p)
+{
+	uint64_t bits = atomic_load(&p->r->k_now);
+	double k;
+
+	memcpy(&k, &bits, sizeof(k));
+	return guard_setting_valid(GSET_K, k) ? k : 0;
+}
+
+static const unsigned char no_sha[32];   /* a table of the process's own profile */
+
+/* Writes the pushed block: the settings v, and tab's image (built with k, of the fleet's profile sha
+ * or, zeros, the process's own) when tab is not NULL. 0, or -1 when the image does not fit. */
+static int push(struct cproc *p, const double v[GSET_COUNT], const struct gtab *tab, double k,
+		const unsigned char *sha)
+{
+	struct gregion *r = p->r;
+	uint32_t g = atomic_load(&r->pushed_gen);
+
+	if (tab && gtab_image_bytes(tab) > p->tab_cap)
+		return -1;
+	g = (g + 1) | 1;   /* odd: being written (whatever the process left there) */
+	atomic_store(&r->pushed_gen, g);
+	atomic_thread_fence(memory_order_release);
+	r->muted = v[GSET_GUARD] == 0;
+	r->sample_hz = (int32_t)v[GSET_SAMPLE_HZ];
+	r->min_wait_pushed_ns = (int64_t)v[GSET_MIN_WAIT_US] * 1000;
+	if (tab) {
+		gtab_image_write(tab, (unsigned char *)r + p->tab_off, p->tab_cap);
+		r->tab_k = k;
+		memcpy(r->tab_fleet_sha, sha, sizeof(r->tab_fleet_sha));
+		r->tab_gen++;
+	}
+	atomic_store_explicit(&r->pushed_gen, g + 1, memory_order_release);
+	memcpy(p->set, v, sizeof(p->set));
+	p->pushed = 1;
+	return 0;
+}
+
+/* Whether profile prof has the process's loops, in its order: its threads' loop indexes stay valid. */
+static int same_loops(const struct cproc *p, const struct gprofile *prof)
+{
+	uint32_t n = p->r->nkeys;
+
+	if (n > GP_MAX_LOOPS || prof->nloops != n || strcmp(prof->build_id, p->build_id) != 0)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (gp_loop_key(prof, i) != p->r->loop_key[i])
+			return 0;
+	return 1;
+}
+
+/*
+ * The profile the process guards with, read from the file it names: a regular file of root's or of the
+ * process's owner's (a process cannot make the collector read what it could not), of its build and
+ * loops. NULL with the reason in err. Caller frees.
+ */
+static struct gprofile *own_profile(struct cproc *p, char *err, size_t errlen)
+{
+	char path[sizeof(p->r->profile_path)];
+	struct gprofile *prof = NULL;
+	struct buf text = BUF_INIT(PROFILE_MAX);
+	struct stat st;
+	int fd;
+
+	take(path, sizeof(path), p->r->profile_path, sizeof(p->r->profile_path));
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > PROFILE_MAX ||
+	    !owned_by(p->pid, st.st_uid)) {
+		snprintf(err, errlen, "%.300s: not a profile file of the process's owner", path);
+		goto out_close;
+	}
+	for (;;) {
+		char chunk[65536];
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+
+		if (n < 0) {
+			snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
+			goto out_close;
+		}
+		if (n == 0)
+			break;
+		if (buf_append(&text, chunk, (size_t)n) < 0) {
+			snprintf(err, errlen, "%.300s: larger than %zu bytes", path, PROFILE_MAX);
+			goto out_close;
+		}
+	}
+	if (!(prof = gp_new())) {
+		snprintf(err, errlen, "out of memory");
+		goto out_close;
+	}
+	if (gp_load_text(prof, text.data ? text.data : "", text.len) < 0) {
+		snprintf(err, errlen, "%.300s: %s", path, gp_error(prof));
+		gp_free(prof);
+		prof = NULL;
+	}
+	if (prof && !same_loops(p, prof)) {
+		snprintf(err, errlen, "%.300s: not the build or loops the process guards", path);
+		gp_free(prof);
+		prof = NULL;
+	}
+out_close:
+	close(fd);
+	buf_release(&text);
+	return prof;
+}
+
+/* A table of prof (with k) at the process's addresses, pushed with the settings v. */
+static void push_table(struct cproc *p, const double v[GSET_COUNT], struct gprofile *prof, double k,
+		       const unsigned char *sha)
+{
+	int64_t floor_ns = p->r->min_threshold_ns;
+	struct gtab *tab;
+	char err[256];
+
+	p->k_tried = k;
+	read_modules(p);
+	gp_set_k(prof, k, floor_ns >= 0 && floor_ns <= 86400000000000LL ? floor_ns : 0);
+	tab = p->mods.n ? gtab_build(prof, &p->mods, err, sizeof(err)) : NULL;
+	if (!tab) {
+		log_warn("no guard table for the process", "pid=%d k=%g error=\"%s\"", (int)p->pid, k,
+			 p->mods.n ? err : "its modules cannot be read");
+		return;
+	}
+	if (push(p, v, tab, k, sha) < 0)
+		log_warn("the guard table is too large for the process's region", "pid=%d contexts=%u", (int)p->pid,
+			 tab->ctx_mask + 1);
+	else {
+		log_info("guard table pushed", "pid=%d k=%g profile=%s", (int)p->pid, k,
+			 memcmp(sha, no_sha, sizeof(no_sha)) ? "fleet" : "own");
+		p->announce = 1;
+	}
+	gtab_free(tab);
+}
+
+static struct cfleet *fleet_find(struct collector *c, const char *build_id)
+{
+	for (struct cfleet *f = c->fleets; f; f = f->next)
+		if (strcmp(f->build_id, build_id) == 0)
+			return f;
+	return NULL;
+}
+
+/* The profile the process's table is of: the fleet's (when it is the one known here), else its own. */
+static struct gprofile *current_profile(struct cproc *p, int *own, char *err, size_t errlen)
+{
+	struct cfleet *f;
+
+	*own = 0;
+	if (memcmp(p->r->fleet_sha, no_sha, sizeof(no_sha)) != 0) {
+		if ((f = fleet_find(p->c, p->build_id)) && f->prof && memcmp(f->sha, p->r->fleet_sha, sizeof(f->sha)) == 0)
+			return f->prof;
+		snprintf(err, errlen, "its fleet profile is not the one known here");
+		return NULL;
+	}
+	*own = 1;
+	return own_profile(p, err, errlen);
+}
+
+/* The settings in a report's answer, pushed to the process: k by a table built here. */
+static void apply_answer(struct cproc *p, const char *answer, size_t len)
+{
+	double started[GSET_COUNT], v[GSET_COUNT], k;
+	const double *was;
+	int rpm, changed;
+
+	started_of(p, started);
+	if (guard_settings_read(answer, len, started, v) < 0)
+		return;   /* an older server: nothing pushed */
+	rpm = (int)v[GSET_REPORTS_PER_MIN];
+	if (rpm != (p->rpm ? p->rpm : p->r->reports_per_min)) {
+		p->rpm = rpm;
+		if (p->budget)
+			budget_set(p->budget, rpm);
+		log_info("new report limit", "pid=%d reports_per_min=%d", (int)p->pid, rpm);
+	}
+	was = p->pushed ? p->set : started;
+	changed = v[GSET_GUARD] != was[GSET_GUARD] || v[GSET_SAMPLE_HZ] != was[GSET_SAMPLE_HZ] ||
+		v[GSET_MIN_WAIT_US] != was[GSET_MIN_WAIT_US];
+	if (changed) {
+		p->announce = 1;
+		log_info("settings pushed", "pid=%d guard=%s min_wait_us=%lld sample_hz=%d", (int)p->pid,
+			 v[GSET_GUARD] ? "on" : "off", (long long)v[GSET_MIN_WAIT_US], (int)v[GSET_SAMPLE_HZ]);
+	}
+	k = v[GSET_K];
+	if (k != k_now(p) && k != p->k_tried && p->r->nkeys) {
+		char err[512];
+		int own;
+		struct gprofile *prof = current_profile(p, &own, err, sizeof(err));
+
+		p->k_tried = k;
+		if (prof) {
+			push_table(p, v, prof, k, own ? no_sha : p->r->fleet_sha);   /* the settings with it */
+			if (own)
+				gp_free(prof);
+		} else {
+			log_warn("k not pushed", "pid=%d k=%g error=\"%s\"", (int)p->pid, k, err);
+		}
+	}
+	if (changed || !p->pushed)
+		push(p, v, NULL, 0, NULL);
+}
+
+/* What the process took of what was pushed, said once. */
+static void note_taken(struct cproc *p)
+{
+	uint32_t taken = atomic_load(&p->r->pushed_taken), refused = p->r->tab_refused;
+
+	if (!p->pushed)
+		return;
+	if (taken != p->taken_seen && taken == atomic_load(&p->r->pushed_gen) && p->announce) {
+		p->announce = 0;
+		log_info("the process took what was pushed", "pid=%d guard=%s k=%g profile=%s", (int)p->pid,
+			 p->r->muted ? "off" : "on", k_now(p),
+			 memcmp(p->r->fleet_sha, no_sha, sizeof(no_sha)) ? "fleet" : "own");
+	}
+	if (refused != p->refused_seen)
+		log_warn("the process refused a guard table", "pid=%d refused=%u", (int)p->pid, refused);
+	p->taken_seen = taken;
+	p->refused_seen = refused;
+}
+
+/* A build id fit for a URL path: what the agent makes (hex, or "path-" and hex). */
+static int build_id_ok(const char *b)
+{
+	if (!*b)
+		return 0;
+	for (; *b; b++)
+		if (!((*b >= '0' && *b <= '9') || (*b >= 'a' && *b <= 'z') || (*b >= 'A' && *b <= 'Z') || *b == '-'))
+			return 0;
+	return 1;
+}
+
+/* The fleet's profile of build_id, fetched when the one known is older than max_age. NULL when it
+ * cannot be known (no server, too many builds). */
+static struct cfleet *fleet_of(struct collector *c, const char *build_id, int64_t now, int64_t max_age)
+{
+	struct cfleet *f = fleet_find(c, build_id);
+	struct buf body = BUF_INIT(PROFILE_MAX);
+	char path[200], err[512];
+	long status = 0;
+
+	if (f && now - f->fetched < max_age)
+		return f;
+	if (!shipper_of(c))
+		return f;
+	if (!f) {
+		if (c->nfleets >= FLEET_MAX || !(f = calloc(1, sizeof(*f))))
+			return NULL;
+		snprintf(f->build_id, sizeof(f->build_id), "%s", build_id);
+		f->next = c->fleets;
+		c->fleets = f;
+		c->nfleets++;
+	}
+	f->fetched = now;
+	snprintf(path, sizeof(path), "/api/v1/profiles/%s", build_id);
+	if (shipper_get(c->sh, path, body.max, &body, &status, err, sizeof(err)) == 0) {
+		unsigned char sha[32];
+
+		sha256(body.data, body.len, sha);
+		if (!f->prof || memcmp(sha, f->sha, sizeof(sha)) != 0) {
+			struct gprofile *prof = gp_new();
+
+			gp_free(f->prof);
+			f->prof = NULL;
+			memcpy(f->sha, sha, sizeof(sha));
+			if (prof && gp_load_text(prof, body.data, body.len) == 0 && strcmp(prof->build_id, build_id) == 0)
+				f->prof = prof;
+			else {
+				log_warn("the fleet's profile is not usable", "build_id=%s error=\"%s\"", build_id,
+					 prof ? gp_error(prof) : "out of memory");
+				gp_free(prof);
+			}
+		}
+	} else if (status != 404) {
+		log_warn("cannot fetch the fleet's profile", "build_id=%s error=\"%s\"", build_id, err);
+	}
+	buf_release(&body);
+	return f;
+}
+
+/* Guarding with the fleet's profile of the process's build, once it has the same loops (fetched at the
+ * process's SM_GUARD_PROFILE_FETCH_S, at most once a second for a build). */
+static void refresh_fleet(struct cproc *p, int64_t now)
+{
+	int64_t every = p->r->fetch_ns;
+	struct cfleet *f;
+
+	if (every <= 0 || now < p->next_fetch || !p->r->nkeys || !build_id_ok(p->build_id))
+		return;
+	if (every < FETCH_MIN_NS)
+		every = FETCH_MIN_NS;
+	p->next_fetch = now + every;
+	f = fleet_of(p->c, p->build_id, now, every);
+	if (!f || !f->prof || memcmp(f->sha, p->r->fleet_sha, sizeof(f->sha)) == 0 ||
+	    memcmp(f->sha, p->fleet_tried, sizeof(f->sha)) == 0)
+		return;
+	memcpy(p->fleet_tried, f->sha, sizeof(f->sha));
+	if (!same_loops(p, f->prof)) {
+		log_info("the fleet's profile has other loops: the next start takes it", "pid=%d units=%llu",
+			 (int)p->pid, (unsigned long long)f->prof->units);
+		return;
+	}
+	{
+		double v[GSET_COUNT], k = k_now(p);
+
+		if (p->pushed)
+			memcpy(v, p->set, sizeof(v));
+		else
+			started_of(p, v);
+		push_table(p, v, f->prof, k > 0 ? k : v[GSET_K], f->sha);
+	}
 }
 
 /* ---- the shipping thread ---- */
@@ -714,9 +1185,12 @@ static void report(struct collector *c, struct cproc *p, int exiting)
 	jsonw_kbool(&w, "exiting", exiting != 0);
 	jsonw_kstr(&w, "collector", "host");
 	jsonw_end(&w);
-	if (jsonw_finish(&w) == 0 &&
-	    shipper_post_json(c->sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err)) < 0)
-		log_warn("report not delivered", "pid=%d error=\"%s\"", (int)p->pid, err);
+	if (jsonw_finish(&w) == 0) {
+		if (shipper_post_json(c->sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err)) < 0)
+			log_warn("report not delivered", "pid=%d error=\"%s\"", (int)p->pid, err);
+		else if (!exiting)
+			apply_answer(p, answer.data, answer.len);
+	}
 	buf_release(&answer);
 	buf_release(&body);
 }
@@ -725,6 +1199,10 @@ static void report(struct collector *c, struct cproc *p, int exiting)
  * at once a second). */
 static int gone(struct cproc *p, int64_t now)
 {
+	if (cut_short(p)) {
+		log_warn("region cut short by its process; finished", "pid=%d region=%s", (int)p->pid, p->name);
+		return 1;
+	}
 	if (atomic_load(&p->r->state) != GREG_LIVE)
 		return 1;
 	if (now < p->next_alive)
@@ -738,6 +1216,10 @@ static void ship_round(struct collector *c, struct cproc *p, int64_t now, int al
 {
 	atomic_store(&p->r->collector_seen, now);
 	take_queue(p, now);
+	if (!ended) {
+		note_taken(p);
+		refresh_fleet(p, now);
+	}
 	if (p->budget)
 		budget_work(p->budget, now, all || ended);
 	if (c->o.report_ns > 0 && (ended || now >= p->next_report)) {
@@ -891,7 +1373,17 @@ struct collector *collector_open(const struct collect_opts *o, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
+	if (cut_maps) {
+		snprintf(err, errlen, "a collector runs in this process already");
+		goto out_free;
+	}
+	if (cut_install() < 0) {
+		snprintf(err, errlen, "cannot catch SIGBUS: %s", strerror(errno));
+		cut_uninstall();
+		goto out_free;
+	}
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->maps_mu, NULL);
 	return c;
 out_free:
 	shipper_free(c->sh);
@@ -963,7 +1455,16 @@ void collector_free(struct collector *c)
 	spool_free(c->spool_only);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
+	while (c->fleets) {
+		struct cfleet *next = c->fleets->next;
+
+		gp_free(c->fleets->prof);
+		free(c->fleets);
+		c->fleets = next;
+	}
+	cut_uninstall();
 	pthread_mutex_destroy(&c->mu);
+	pthread_mutex_destroy(&c->maps_mu);
 	free(c->refused);
 	free(c);
 }

@@ -14,7 +14,11 @@
  *             /proc/<pid>/maps; one connection to the server for the host,
  *             the spool when it cannot be reached;
  *   reports   each process to the server (POST /api/v1/agents/report, with
- *             "collector": "host");
+ *             "collector": "host"), and pushes the settings of the answer to
+ *             the process (its region's pushed block: a new k as a guard
+ *             table built here, gtab.h);
+ *   fetches   the fleet's profile of each build, and pushes its table to the
+ *             processes whose loops it has;
  *   finishes  a process that exited (or whose pid is gone): what it queued and
  *             what its budget holds is shipped, its region removed.
  *
@@ -23,7 +27,9 @@
  * written by a process the collector does not trust: it is mapped only when
  * its owner owns the process it names (uid and start time), signals go only
  * to that process's threads and only as its agent's signal, and every count,
- * offset and record read from it is bounded.
+ * offset and record read from it is bounded; a region its process truncates
+ * under the collector is patched with zeros where it is read (SIGBUS) and
+ * finished.
  */
 #ifndef SM_GUARD_COLLECT_H
 #define SM_GUARD_COLLECT_H

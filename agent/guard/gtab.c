@@ -1,15 +1,15 @@
 /*
- * gtab: the guard table, the profile's loops and contexts at this process's
- * addresses (guard.md "Run time"). Built at start-up, for a new k or a new
- * profile, and again when a module the profile names is loaded later; the
- * wrappers read it through G.tab without a lock, so a table once published is
- * never freed while the process runs.
+ * gtab: the guard table, the profile's loops and contexts at a process's
+ * addresses (guard.md "Run time"), and its copy in a flat image. The guarded
+ * process builds it at start-up, for a new k or a new profile, and again when a
+ * module the profile names is loaded later (pushed.c); the host's collector
+ * builds it from a process's modules and leaves its image in the process's
+ * region (collect.c), where the process takes it. The wrappers read it through
+ * G.tab without a lock, so a table once published is never freed while the
+ * process runs.
  */
 #include "agent/guard/gtab.h"
-#include "agent/guard/hot.h"
-#include "agent/guard/region.h"
 #include "agent/guard/modmap.h"
-#include "agent/guard/unwind.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,15 +33,13 @@ static int64_t round_threshold(double t)
 	return t > 9e18 ? INT64_MAX / 4 : (int64_t)t;
 }
 
-struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
+struct gtab *gtab_build(const struct gprofile *p, const struct gmodmap *mm, char *err, size_t errlen)
 {
-	struct gmodmap mm = { NULL, 0 };
 	struct gtab *tab = calloc(1, sizeof(*tab));
 	size_t nctx = 0, slots = 64;
 
-	if (!tab || unwind_modmap_load(&mm) < 0) {
+	if (!tab) {
 		snprintf(err, errlen, "out of memory");
-		free(tab);
 		return NULL;
 	}
 	for (size_t li = 0; li < p->nloops; li++)
@@ -52,7 +50,6 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 	tab->ctx = calloc(slots, sizeof(*tab->ctx));
 	if (!tab->ctx) {
 		snprintf(err, errlen, "out of memory");
-		gmodmap_release(&mm);
 		free(tab);
 		return NULL;
 	}
@@ -62,7 +59,7 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 		const struct gp_loop *l = &p->loops[li];
 		struct gtab_loop *tl = &tab->loops[li];
 		struct gtab_site *ts = &tab->sites[li];
-		const struct gmod *g = resolve_module(&mm, &p->modules[l->site.module]);
+		const struct gmod *g = resolve_module(mm, &p->modules[l->site.module]);
 
 		snprintf(tl->symbol, sizeof(tl->symbol), "%s", l->symbol ? l->symbol : "");
 		ts->depth = l->site.depth;
@@ -83,7 +80,7 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 			snprintf(tl->type_name[t], sizeof(tl->type_name[t]), "%s", ty->name);
 			for (uint32_t k = 0; k < ty->nctx; k++) {
 				const struct gp_context *c = &l->contexts[l->tctxs[ty->ctx_off + k]];
-				const struct gmod *cg = resolve_module(&mm, &p->modules[c->site.module]);
+				const struct gmod *cg = resolve_module(mm, &p->modules[c->site.module]);
 				uintptr_t ret;
 				uint64_t h;
 
@@ -111,7 +108,6 @@ struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen)
 			}
 		}
 	}
-	gmodmap_release(&mm);
 	return tab;
 }
 
@@ -123,29 +119,52 @@ void gtab_free(struct gtab *tab)
 	free(tab);
 }
 
-/* ---- modules loaded later ---- */
+/* ---- the flat image: the table, then its context slots ---- */
 
-void guard_on_dlopen(void)
+size_t gtab_image_bytes(const struct gtab *tab)
 {
-	struct gthread *t = &guard_tls;
-	struct gtab *old, *tab;
-	char err[256];
+	return sizeof(*tab) + ((size_t)tab->ctx_mask + 1) * sizeof(*tab->ctx);
+}
 
-	if (G.mode != GUARD_MODE_GUARD || !G.profile)
-		return;
-	old = atomic_load(&G.tab);
-	if (!old || !old->unresolved)
-		return;
-	t->nest = 1;
-	pthread_mutex_lock(&G.tab_mu);
-	tab = gtab_build(G.profile, err, sizeof(err));
-	if (tab && tab->unresolved < atomic_load(&G.tab)->unresolved) {
-		/* the old table stays: a thread may be reading it */
-		atomic_store(&G.tab, tab);
-		guard_region_names(tab);
-	} else {
-		gtab_free(tab);
+int gtab_image_write(const struct gtab *tab, void *dst, size_t cap)
+{
+	struct gtab *d = dst;
+
+	if (gtab_image_bytes(tab) > cap)
+		return -1;
+	memcpy(d, tab, sizeof(*tab));
+	d->ctx = NULL;
+	memcpy(d + 1, tab->ctx, ((size_t)tab->ctx_mask + 1) * sizeof(*tab->ctx));
+	return 0;
+}
+
+struct gtab *gtab_image_read(const void *src, size_t cap)
+{
+	const struct gtab *s = src;
+	struct gtab *tab;
+	size_t slots;
+
+	if (cap < sizeof(*tab))
+		return NULL;
+	slots = (size_t)s->ctx_mask + 1;
+	/* what a wrapper relies on: slots a power of two within the image, loops and types within bounds */
+	if ((slots & (slots - 1)) != 0 || slots > (cap - sizeof(*tab)) / sizeof(*tab->ctx) || s->nloops > GP_MAX_LOOPS)
+		return NULL;
+	for (uint32_t l = 0; l < s->nloops; l++)
+		if (s->loops[l].ntypes > GP_MAX_TYPES)
+			return NULL;
+	if (!(tab = malloc(sizeof(*tab))))
+		return NULL;
+	memcpy(tab, s, sizeof(*tab));
+	if (!(tab->ctx = malloc(slots * sizeof(*tab->ctx)))) {
+		free(tab);
+		return NULL;
 	}
-	pthread_mutex_unlock(&G.tab_mu);
-	t->nest = 0;
+	memcpy(tab->ctx, s + 1, slots * sizeof(*tab->ctx));
+	for (uint32_t l = 0; l < tab->nloops; l++) {
+		tab->loops[l].symbol[sizeof(tab->loops[l].symbol) - 1] = '\0';
+		for (uint32_t t = 0; t < GP_MAX_TYPES; t++)
+			tab->loops[l].type_name[t][sizeof(tab->loops[l].type_name[t]) - 1] = '\0';
+	}
+	return tab;
 }

@@ -1,5 +1,5 @@
 /*
- * gtab: the guard table, the profile's loops and contexts at this process's
+ * gtab: the guard table, the profile's loops and contexts at a process's
  * addresses (gtab.c). Read on the program's threads without a lock: see
  * hot.h for the rules of that layer.
  */
@@ -43,13 +43,20 @@ struct gtab {
 	struct gtab_loop loops[GP_MAX_LOOPS];
 };
 
-/* The table of profile p at this process's addresses; NULL with a message in err. Caller frees
- * with gtab_free() (never while a thread may read it: published tables stay). */
-struct gtab *gtab_build(const struct gprofile *p, char *err, size_t errlen);
-void gtab_free(struct gtab *tab);
+struct gmodmap;
 
-/* A module loaded (dlopen): the table is built again if it resolves more of the profile. */
-void guard_on_dlopen(void);
+/* The table of profile p at the addresses of modules mm (a process's); NULL with a message in err.
+ * Caller frees with gtab_free() (never while a thread may read it: published tables stay). */
+struct gtab *gtab_build(const struct gprofile *p, const struct gmodmap *mm, char *err, size_t errlen);
+void gtab_free(struct gtab *tab);   /* NULL-safe */
+
+/* The table as one flat image (for the region a collector writes and its process reads): its size,
+ * and the image written into cap bytes at dst (0, or -1 when it does not fit). */
+size_t gtab_image_bytes(const struct gtab *tab);
+int gtab_image_write(const struct gtab *tab, void *dst, size_t cap);
+/* A table made from the image at src (cap bytes, written by gtab_image_write): NULL when it is not
+ * one (or out of memory). Caller frees with gtab_free(). */
+struct gtab *gtab_image_read(const void *src, size_t cap);
 
 /* The unit types having context (ret, depth) in loop, a bit each; 0 = none. */
 static inline uint64_t ctx_hash(uintptr_t ret, int64_t depth, int32_t loop)

@@ -26,6 +26,7 @@
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
 #include "agent/guard/region.h"
+#include "agent/guard/threads.h"
 #include "agent/guard/unwind.h"
 
 #include <errno.h>

@@ -4,35 +4,68 @@
  * the sampling rate, and the fleet's profile. The shipping thread applies
  * them over what the process started with; a value out of its range (the
  * table in guardcore/settings.h, which sm-web checks with too) is ignored,
- * never clamped into something the operator did not ask for.
+ * never clamped into something the operator did not ask for. (With the
+ * host's collector, the collector reads the answers and the process takes
+ * what it pushes: region.c.) Also the guard table built again when a module
+ * the profile names is loaded later.
  */
 #include "agent/guard/hot.h"
 #include "agent/guard/region.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/threads.h"
+#include "agent/guard/modmap.h"
+#include "agent/guard/unwind.h"
 #include "common/sha256.h"
 #include "guardcore/settings.h"
 
-#include <json-c/json.h>
+#include <stdio.h>
 #include <string.h>
+
+/* ---- the guard table at this process's addresses ---- */
+
+struct gtab *guard_tab_build(const struct gprofile *p, char *err, size_t errlen)
+{
+	struct gmodmap mm = { NULL, 0 };
+	struct gtab *tab;
+
+	if (unwind_modmap_load(&mm) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	tab = gtab_build(p, &mm, err, errlen);
+	gmodmap_release(&mm);
+	return tab;
+}
+
+void guard_on_dlopen(void)
+{
+	struct gthread *t = &guard_tls;
+	struct gtab *old, *tab;
+	char err[256];
+
+	/* (a table the host's collector pushed is of another profile or k than G.profile's: kept) */
+	if (G.mode != GUARD_MODE_GUARD || !G.profile || G.tab_gen_taken)
+		return;
+	old = atomic_load(&G.tab);
+	if (!old || !old->unresolved)
+		return;
+	t->nest = 1;
+	pthread_mutex_lock(&G.tab_mu);
+	tab = guard_tab_build(G.profile, err, sizeof(err));
+	if (tab && tab->unresolved < atomic_load(&G.tab)->unresolved) {
+		/* the old table stays: a thread may be reading it */
+		atomic_store(&G.tab, tab);
+		guard_region_names(tab);
+	} else {
+		gtab_free(tab);
+	}
+	pthread_mutex_unlock(&G.tab_mu);
+	t->nest = 0;
+}
 
 /* ---- settings pushed by the server ---- */
 
 #define MAX_TAB_SWAPS 32   /* guard tables replaced for a new k; each old one is kept (threads may read it) */
-
-/* The pushed value of setting id (guardcore/settings.h: its name and limits), or def when absent, not
- * a number or outside them. */
-static double setting(json_object *s, enum guard_setting_id id, double def)
-{
-	json_object *v;
-	double d;
-
-	if (!json_object_object_get_ex(s, guard_settings[id].name, &v) ||
-	    !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-		return def;
-	d = json_object_get_double(v);
-	return guard_setting_valid(id, d) ? d : def;
-}
 
 /* The thresholds again with another k: the same loops and contexts, so the table is swapped whole. */
 static void set_k(double k)
@@ -48,7 +81,7 @@ static void set_k(double k)
 	}
 	pthread_mutex_lock(&G.tab_mu);
 	gp_set_k(G.profile, k, G.cfg.min_threshold_ns);
-	tab = gtab_build(G.profile, err, sizeof(err));
+	tab = guard_tab_build(G.profile, err, sizeof(err));
 	if (tab) {
 		atomic_store(&G.tab, tab);
 		guard_region_names(tab);
@@ -67,14 +100,9 @@ static int same_loops(const struct gprofile *a, const struct gprofile *b)
 {
 	if (a->nloops != b->nloops)
 		return 0;
-	for (size_t i = 0; i < a->nloops; i++) {
-		const struct gp_site *x = &a->loops[i].site, *y = &b->loops[i].site;
-		const struct gp_module *mx = &a->modules[x->module], *my = &b->modules[y->module];
-
-		if (x->offset != y->offset || x->depth != y->depth || strcmp(x->call, y->call) != 0 ||
-		    strcmp(mx->name, my->name) != 0 || strcmp(mx->build_id, my->build_id) != 0)
+	for (size_t i = 0; i < a->nloops; i++)
+		if (gp_loop_key(a, i) != gp_loop_key(b, i))
 			return 0;
-	}
 	return 1;
 }
 
@@ -107,7 +135,7 @@ void guard_profile_swap(const char *text, size_t len)
 	}
 	pthread_mutex_lock(&G.tab_mu);
 	gp_set_k(p, G.profile->k, G.cfg.min_threshold_ns);
-	tab = gtab_build(p, err, sizeof(err));
+	tab = guard_tab_build(p, err, sizeof(err));
 	if (tab) {
 		atomic_store(&G.tab, tab);
 		guard_region_names(tab);
@@ -128,32 +156,27 @@ void guard_profile_swap(const char *text, size_t len)
 
 void guard_apply_settings(const char *answer, size_t len)
 {
-	json_tokener *tok = json_tokener_new();
-	json_object *o = tok ? json_tokener_parse_ex(tok, answer ? answer : "", (int)len) : NULL, *s = NULL, *v;
-	int muted, hz;
+	double as_started[GSET_COUNT], v[GSET_COUNT];
+	int muted, hz, rpm;
 	int64_t min_wait;
-	int rpm;
 
-	json_tokener_free(tok);
-	if (!o || !json_object_object_get_ex(o, "settings", &s) || !json_object_is_type(s, json_type_object)) {
-		json_object_put(o);
+	guard_settings_started(as_started);
+	if (guard_settings_read(answer, len, as_started, v) < 0)
 		return;   /* an older server: nothing pushed */
-	}
-	muted = json_object_object_get_ex(s, guard_settings[GSET_GUARD].name, &v) && json_object_is_type(v, json_type_boolean) &&
-		!json_object_get_boolean(v);
+	muted = v[GSET_GUARD] == 0;
 	if (atomic_exchange(&G.muted, muted) != muted)
 		guard_log(muted ? "guarding off (pushed by the server)" : "guarding on again", "%s", "");
-	min_wait = (int64_t)setting(s, GSET_MIN_WAIT_US, (double)G.cfg0.min_wait_ns / 1000) * 1000;
+	min_wait = (int64_t)v[GSET_MIN_WAIT_US] * 1000;
 	if (min_wait != G.cfg.min_wait_ns) {
 		G.cfg.min_wait_ns = min_wait;   /* read by every wrapped call: one aligned store */
 		guard_log("new minimum wait", "min_wait_us=%lld", (long long)(min_wait / 1000));
 	}
-	rpm = (int)setting(s, GSET_REPORTS_PER_MIN, G.cfg0.reports_per_min);
+	rpm = (int)v[GSET_REPORTS_PER_MIN];
 	if (rpm != G.cfg.reports_per_min) {
 		guard_budget_set(rpm);
 		guard_log("new report limit", "reports_per_min=%d", rpm);
 	}
-	hz = (int)setting(s, GSET_SAMPLE_HZ, G.cfg0.sample_hz);
+	hz = (int)v[GSET_SAMPLE_HZ];
 	if (G.cfg0.sample_hz > 0 && hz != G.cfg.sample_hz) {
 		/* timers armed from now on take it */
 		G.cfg.sample_hz = hz;
@@ -161,6 +184,14 @@ void guard_apply_settings(const char *answer, size_t len)
 		guard_log("new sampling rate", "sample_hz=%d", hz);
 	}
 	if (G.mode == GUARD_MODE_GUARD)
-		set_k(setting(s, GSET_K, G.k0));
-	json_object_put(o);
+		set_k(v[GSET_K]);
+}
+
+void guard_settings_started(double out[])
+{
+	out[GSET_GUARD] = 1;
+	out[GSET_K] = G.k0;
+	out[GSET_SAMPLE_HZ] = G.cfg0.sample_hz;
+	out[GSET_MIN_WAIT_US] = (double)(G.cfg0.min_wait_ns / 1000);
+	out[GSET_REPORTS_PER_MIN] = G.cfg0.reports_per_min;
 }

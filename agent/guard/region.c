@@ -2,6 +2,7 @@
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
 #include "agent/guard/region.h"
+#include "agent/guard/threads.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -64,7 +65,7 @@ static void put(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
-/* The layout of a region for rings of ring bytes. */
+/* The layout of a region for rings of ring bytes: header, slots, rings, the pushed table's image. */
 static void layout(struct gregion *h, uint32_t ring)
 {
 	h->magic = GREGION_MAGIC;
@@ -74,7 +75,9 @@ static void layout(struct gregion *h, uint32_t ring)
 	h->ring_bytes = ring;
 	h->slots_off = page_up(sizeof(struct gregion));
 	h->rings_off = h->slots_off + page_up((size_t)GUARD_MAX_THREADS * sizeof(struct gslot));
-	h->bytes = h->rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * ring;
+	h->tab_off = h->rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * ring;
+	h->tab_cap = page_up(sizeof(struct gtab) + (size_t)GREGION_TAB_SLOTS * sizeof(struct gtab_ctx));
+	h->bytes = h->tab_off + h->tab_cap;
 }
 
 /*
@@ -157,6 +160,24 @@ static void describe(struct gregion *h, uint64_t st)
 	atomic_store(&h->state, GREG_LIVE);
 }
 
+/* What the collector needs to push settings: the process's settings as it started, its profile and
+ * its table's k. */
+static void describe_profile(struct gregion *h)
+{
+	double k = G.k0;
+	uint64_t bits;
+
+	guard_settings_started(h->as_started);
+	h->min_threshold_ns = G.cfg.min_threshold_ns;
+	h->fetch_ns = G.cfg.url[0] ? G.cfg.fetch_ns : 0;
+	put(h->profile_path, sizeof(h->profile_path), G.profile_path);
+	h->nkeys = G.profile && G.profile->nloops <= GP_MAX_LOOPS ? (uint32_t)G.profile->nloops : 0;
+	for (uint32_t i = 0; i < h->nkeys; i++)
+		h->loop_key[i] = gp_loop_key(G.profile, i);
+	memcpy(&bits, &k, sizeof(bits));
+	atomic_store(&h->k_now, bits);
+}
+
 /* Points G at region r (of bytes): its slots and shared ring; shared (a file, the collector's) or not
  * (the child's own memory: in-process work). */
 static void adopt(struct gregion *r, size_t bytes, int shared)
@@ -182,7 +203,10 @@ int guard_region_open(void)
 	r = create(probe.bytes, st, tmp, sizeof(tmp));
 	if (r) {
 		memcpy(r, &probe, offsetof(struct gregion, pid));
+		r->tab_off = probe.tab_off;
+		r->tab_cap = probe.tab_cap;
 		describe(r, st);
+		describe_profile(r);
 		if (publish(tmp, st) < 0) {
 			munmap(r, probe.bytes);
 			r = NULL;
@@ -229,6 +253,86 @@ int guard_ring_init(struct gring *ring, uint32_t index)
 	ring->size = r->ring_bytes;
 	gring_reset(ring);
 	return 0;
+}
+
+/* ---- what the collector pushed ---- */
+
+#define MAX_TAB_SWAPS 32   /* as pushed.c's: each table taken is kept */
+
+static void take_table(struct gthread *t, struct gregion *r, struct gtab *tab, double k, const unsigned char *sha)
+{
+	struct gtab *cur = atomic_load(&G.tab);
+	uint64_t bits;
+
+	if (!cur || tab->nloops != cur->nloops || G.tab_swaps >= MAX_TAB_SWAPS) {
+		/* not the loops the threads are in, or too many changes: the collector sees it refused */
+		gtab_free(tab);
+		r->tab_refused++;
+		return;
+	}
+	t->nest++;
+	pthread_mutex_lock(&G.tab_mu);
+	atomic_store(&G.tab, tab);
+	guard_region_names(tab);
+	G.tab_swaps++;
+	pthread_mutex_unlock(&G.tab_mu);
+	t->nest--;
+	memcpy(G.fleet_sha, sha, sizeof(G.fleet_sha));
+	memcpy(r->fleet_sha, sha, sizeof(r->fleet_sha));
+	memcpy(&bits, &k, sizeof(bits));
+	atomic_store(&r->k_now, bits);
+}
+
+/* Takes the pushed block of generation g (even): settings at once, a new table copied out of the
+ * region first. Anything changed under the copy: the next unit looks again. */
+static void pull(struct gthread *t, struct gregion *r, uint32_t g)
+{
+	int32_t muted = r->muted, hz = r->sample_hz;
+	int64_t min_wait = r->min_wait_pushed_ns;
+	uint32_t tab_gen = r->tab_gen;
+	double k = r->tab_k;
+	unsigned char sha[32];
+	struct gtab *tab = NULL;
+
+	memcpy(sha, r->tab_fleet_sha, sizeof(sha));
+	if (tab_gen != G.tab_gen_taken)
+		tab = gtab_image_read((const unsigned char *)r + r->tab_off, r->tab_cap);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&r->pushed_gen, memory_order_relaxed) != g) {
+		gtab_free(tab);
+		return;
+	}
+	atomic_store_explicit(&G.muted, muted != 0, memory_order_relaxed);
+	if (min_wait >= (int64_t)GSET_MIN_MIN_WAIT_US * 1000 && min_wait <= (int64_t)GSET_MAX_MIN_WAIT_US * 1000)
+		G.cfg.min_wait_ns = min_wait;   /* read by every wrapped call: one aligned store */
+	if (G.cfg0.sample_hz > 0 && hz >= GSET_MIN_SAMPLE_HZ && hz <= GSET_MAX_SAMPLE_HZ && hz != G.cfg.sample_hz) {
+		G.cfg.sample_hz = hz;   /* timers armed from now on take it */
+		G.period_ns = 1000000000LL / hz;
+	}
+	if (tab_gen != G.tab_gen_taken) {
+		G.tab_gen_taken = tab_gen;
+		if (tab)
+			take_table(t, r, tab, k, sha);
+		else
+			r->tab_refused++;
+	}
+	atomic_store(&G.pushed_seen, g);
+	atomic_store(&r->pushed_taken, g);
+}
+
+void guard_region_poll(struct gthread *t, int64_t now)
+{
+	struct gregion *r = G.region;
+	uint32_t g;
+
+	guard_clock_poll(now);
+	g = atomic_load_explicit(&r->pushed_gen, memory_order_acquire);
+	if (GUARD_LIKELY(g == atomic_load_explicit(&G.pushed_seen, memory_order_relaxed)) || (g & 1))
+		return;
+	if (atomic_exchange_explicit(&G.pulling, 1, memory_order_acquire))
+		return;   /* another thread takes it */
+	pull(t, r, g);
+	atomic_store_explicit(&G.pulling, 0, memory_order_release);
 }
 
 void guard_region_push(const struct gviol *v)
@@ -281,9 +385,22 @@ void guard_region_child(struct gthread *t)
 		shared = 0;
 	}
 	memcpy(r, old, offsetof(struct gregion, pid));
+	r->tab_off = old->tab_off;
+	r->tab_cap = old->tab_cap;
 	describe(r, st);
 	memcpy(r->loops, old->loops, sizeof(r->loops));
 	r->nloops = old->nloops;
+	/* the parent's profile and table as they are (the profile may be gone); nothing pushed to it yet */
+	memcpy(r->as_started, old->as_started, sizeof(r->as_started));
+	r->min_threshold_ns = old->min_threshold_ns;
+	r->fetch_ns = old->fetch_ns;
+	memcpy(r->profile_path, old->profile_path, sizeof(r->profile_path));
+	r->nkeys = old->nkeys;
+	memcpy(r->loop_key, old->loop_key, sizeof(r->loop_key));
+	atomic_store(&r->k_now, atomic_load(&old->k_now));
+	memcpy(r->fleet_sha, old->fleet_sha, sizeof(r->fleet_sha));
+	atomic_store(&G.pushed_seen, 0);
+	G.tab_gen_taken = 0;
 	/* the slots as they were (the child's reset follows), their rings in the child's region */
 	memcpy((unsigned char *)r + r->slots_off, old_slots, (size_t)n * sizeof(struct gslot));
 	memcpy(&r->shared_ring, &old->shared_ring, sizeof(r->shared_ring));

@@ -6,7 +6,10 @@
  * flight, their event rings, the loops' and unit types' names, and a queue of
  * violations and baseline units. The collector reads it: watches the units in
  * flight (and signals a thread for its stack), takes the queue, builds and
- * ships the streams. The process starts no thread.
+ * ships the streams. The collector writes what the server pushes (settings,
+ * and a guard table for a new k or the fleet's profile) into its pushed
+ * block, which the process takes at the start of a unit. The process starts
+ * no thread.
  *
  * One file per process in the collector's directory, named
  * <pid>.<start time>.<n>, created before main() (or in a forked child, while
@@ -25,11 +28,13 @@
 #include <stdint.h>
 
 #include "agent/guard/rt.h"
+#include "guardcore/settings.h"
 
 #define GREGION_MAGIC 0x31474552474d53ULL   /* "SMGREG1" */
 #define GREGION_VERSION 1
 #define GREGION_QUEUE 128                  /* violations and baselines waiting for the collector */
 #define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
+#define GREGION_TAB_SLOTS 65536            /* context slots of a guard table the collector can push */
 
 enum { GREG_LIVE = 1, GREG_EXITED = 2 };
 
@@ -79,6 +84,23 @@ struct gregion {
 	_Atomic uint64_t queue_drops;  /* the queue was full (no collector, or a slow one) */
 	_Atomic uint64_t baselines, units_gone, threads_over, async_requests, async_violations;
 	_Atomic int64_t collector_seen;   /* CLOCK_MONOTONIC of the collector's last look, 0: never */
+	/* for the pushed settings: as the process started, and its guard table's now (the process's) */
+	double as_started[GSET_COUNT]; /* indexed by enum guard_setting_id */
+	int64_t min_threshold_ns, fetch_ns;
+	char profile_path[1200];
+	uint32_t nkeys;
+	uint64_t loop_key[GP_MAX_LOOPS];   /* its profile's loops (gp_loop_key): a table must have these */
+	_Atomic uint64_t k_now;        /* its table's k (a double's bits) */
+	unsigned char fleet_sha[32];   /* the fleet's profile its table is of; zeros: its own */
+	/* the pushed block: the collector writes it, pushed_gen odd meanwhile; the process takes it */
+	_Atomic uint32_t pushed_gen, pushed_taken;
+	int32_t muted, sample_hz;
+	int64_t min_wait_pushed_ns;
+	uint32_t tab_gen;              /* a new table's image at tab_off */
+	uint32_t tab_refused;          /* the process's: images it could not take */
+	double tab_k;
+	unsigned char tab_fleet_sha[32];
+	uint64_t tab_off, tab_cap;     /* layout, written at creation: the table image's place */
 };
 
 /* The process side (libsmguard.so) */
@@ -102,6 +124,9 @@ void guard_region_names(const struct gtab *tab);
 /* Ring index (slot i, or GUARD_MAX_THREADS: the shared ring) set up: in the region when there is
  * one, else mapped on its own. 0 or -1. */
 int guard_ring_init(struct gring *r, uint32_t index);
+/* At a unit's start on thread t, in a region: the clock's second, and what the collector pushed
+ * since the last look taken. [program] */
+void guard_region_poll(struct gthread *t, int64_t now);
 /* Queues v for the collector; a full queue drops it (counted). [program] */
 void guard_region_push(const struct gviol *v);
 /* In a forked child (one thread): a region of its own, holding the parent's slots as they were (the

@@ -315,6 +315,9 @@ struct guard_rt {
 	pthread_mutex_t tab_mu;              /* G.profile and guard-table rebuilds */
 	int tab_swaps;                       /* tables replaced (a new k or profile; the old ones are kept) */
 	unsigned char fleet_sha[32];         /* the fleet's profile last applied */
+	_Atomic uint32_t pushed_seen;        /* the region's pushed_gen last taken (guard_region_poll) */
+	_Atomic int pulling;                 /* a thread takes what the collector pushed */
+	uint32_t tab_gen_taken;              /* the region's table image last looked at */
 };
 
 extern struct guard_rt G;

@@ -119,7 +119,7 @@ static int load_profile(void)
 	G.k0 = G.cfg.k >= 0 ? G.cfg.k : p->k;
 	gp_set_k(p, G.k0, G.cfg.min_threshold_ns);
 	G.profile = p;
-	G.tab = gtab_build(p, err, sizeof(err));
+	G.tab = guard_tab_build(p, err, sizeof(err));
 	if (!G.tab) {
 		guard_log("cannot build the guard table; not guarding", "error=\"%s\"", err);
 		return -1;
@@ -229,8 +229,8 @@ __attribute__((constructor(102))) static void guard_init(void)
 	/* guarding: the host's collector does the rest when one runs (training learns in the process) */
 	if (G.mode == GUARD_MODE_GUARD && guard_region_open() == 0) {
 		guard_region_names(G.tab);
-		/* nothing will rebuild the table from the profile (no pushed setting reaches the process, and
-		 * every context is resolved): its memory goes back to the program */
+		/* nothing will rebuild the table from the profile (the collector builds the tables of pushed
+		 * settings, and every context is resolved): its memory goes back to the program */
 		if (!G.tab->unresolved) {
 			gp_free(G.profile);
 			G.profile = NULL;

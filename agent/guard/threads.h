@@ -35,9 +35,18 @@ void guard_report_exit(int upload);
 /* The shipping thread ends: its connections and spool (in its own descriptor table) go with it. */
 void guard_report_thread_end(void);
 /* ---- pushed.c ---- */
+struct gprofile;
+struct gtab;
+/* The guard table of profile p at this process's addresses; NULL with a message in err. Caller frees
+ * with gtab_free(). */
+struct gtab *guard_tab_build(const struct gprofile *p, char *err, size_t errlen);
+/* A module loaded (dlopen): the table is built again if it resolves more of the profile. [program] */
+void guard_on_dlopen(void);
 /* Applies the settings in a report's answer ({"ok": true, "settings": {...}}, docs/fleet.md);
  * a setting absent is the one the process started with. Shipping thread only. */
 void guard_apply_settings(const char *answer, size_t len);
+/* The settings as the process started (indexed by enum guard_setting_id): what an absent one is. */
+void guard_settings_started(double out[]);
 /* Training: what this process learnt, uploaded to the server (POST /api/v1/profiles). Shipping thread only. */
 void guard_profile_upload(void);
 /* Guarding: the fleet's profile of this build fetched and, when it has the same loops, guarded with

@@ -14,6 +14,7 @@
 #include "agent/guard/modmap.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "agent/guard/unwind.h"
 #include "common/hash.h"
 
@@ -200,8 +201,6 @@ __attribute__((noinline)) static void unit_begin(struct gthread *t, const struct
 
 	if (!s)
 		return;
-	if (G.region)
-		guard_clock_poll(now);   /* no agent thread re-anchors the clock */
 	t->loop = L;
 	t->loop_cfa = cfa;
 	t->unit_seq++;
@@ -681,8 +680,11 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_t dur)
 {
 	if (c->loopsite >= 0) {
-		const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
+		const struct gtab *tab;
 
+		if (G.region)
+			guard_region_poll(t, now);   /* no agent thread: the clock, and what the collector pushed */
+		tab = atomic_load_explicit(&G.tab, memory_order_acquire);
 		if (tab && !atomic_load_explicit(&G.muted, memory_order_relaxed))
 			unit_begin(t, tab, c->loopsite, c->cfa, now);
 		if (t->unit_start) {

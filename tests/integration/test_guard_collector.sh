@@ -3,9 +3,11 @@
 # server starts no thread of the agent's and leaves a region in the collector's directory; the
 # collector watches its units, ships its violations (symbolized, labelled, through its budget) and a
 # unit still in flight as it stands, reports the process with "collector": "host", and removes the
-# region when the process ends. Without a collector, auto guards in the process and host keeps
-# the violations in the region's queue, bounded, until a collector starts. A forked child gets a
-# region of its own. Regions that are not what they claim are refused and never signalled.
+# region when the process ends. The settings the server pushes (guarding off, a report limit, a new
+# k) and the fleet's profile reach the process through the collector. Without a collector, auto
+# guards in the process and host keeps the violations in the region's queue, bounded, until a
+# collector starts. A forked child gets a region of its own. Regions that are not what they claim
+# are refused and never signalled; one its process truncates does not take the collector down.
 . "$(dirname "$0")/../lib.sh"
 
 BIN=$SM_BIN_DIR
@@ -150,6 +152,82 @@ for _ in $(seq 1 150); do
 done
 t_match "its streams arrive" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork' AND role = 'violation'")" \
 	'^[1-9][0-9]*$'
+
+# ---- what the server pushes reaches the process through the collector ----
+
+# the collector log's line matching $1 for process GPID, waited for up to 15 s
+col_said() {
+	for _ in $(seq 1 150); do
+		grep "pid=$GPID " "$T_TMP/collector.log" | grep -q "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+RUN=pushed
+q "INSERT INTO agent_settings (app, guard, min_wait_us, reports_per_min) VALUES ('pushed', false, 5000, 100000)" >/dev/null
+SM_GUARD_APP=pushed guarded "$GT" epoll "$PORT"
+col_said 'msg="settings pushed".* guard=off min_wait_us=5000' || t_fail "pushed: guarding off was not pushed in 15 s"
+"$GT" client "$PORT" 20 1 fast:1 >/dev/null   # a unit's start takes it
+col_said 'msg="the process took what was pushed".* guard=off' || t_fail "pushed: guarding off was not taken in 15 s"
+"$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
+sleep 0.5
+muted=$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'pushed' AND role = 'violation'")
+q "UPDATE agent_settings SET guard = NULL, k = 7 WHERE app = 'pushed'" >/dev/null
+col_said 'msg="guard table pushed".* k=7 profile=own' || t_fail "pushed: no table for k=7 in 15 s"
+"$GT" client "$PORT" 20 1 fast:1 >/dev/null
+col_said 'msg="the process took what was pushed".* guard=on k=7 profile=own' || t_fail "pushed: k=7 was not taken in 15 s"
+"$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
+stop_server "$PORT"
+for _ in $(seq 1 150); do
+	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'pushed' AND role = 'violation'")" -ge 10 ] && break
+	sleep 0.1
+done
+t_eq "pushed: guarding off, slow requests are not violations" "$muted" 0
+t_eq "pushed: guarding on again, every slow request is (reports_per_min pushed to the collector's budget)" \
+	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'pushed' AND role = 'violation'
+	       AND (labels->>'unit.duration_ns')::bigint >= 60000000")" 10
+t_match "pushed: the collector says what it applied" "$(grep "pid=$GPID " "$T_TMP/collector.log")" \
+	'msg="new report limit".* reports_per_min=100000'
+# the process guards with the collector's table: each unit type's threshold is its k=7 one, not below k=4's
+t_eq "pushed: the process's thresholds are the new k's (not below the ones it started with, type by type)" \
+	"$(q "SELECT count(*) > 0 AND bool_and(p.thr >= h.thr) FROM
+	       (SELECT labels->>'unit.type' AS ty, max((labels->>'unit.threshold_ns')::bigint) AS thr FROM streams
+	         WHERE labels->>'run' = 'pushed' AND role = 'violation' GROUP BY 1) p JOIN
+	       (SELECT labels->>'unit.type' AS ty, max((labels->>'unit.threshold_ns')::bigint) AS thr FROM streams
+	         WHERE labels->>'run' = 'host' AND role = 'violation' GROUP BY 1) h USING (ty)")" t
+
+# the fleet's profile of the build, fetched by the collector (at the process's SM_GUARD_PROFILE_FETCH_S)
+RUN=fleet
+PJ=$(tr -d '\n' <"$PROF/$bid.json")
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$INGEST_URL/api/v1/profiles" -H "Authorization: Bearer $TOKEN" \
+	-H "Content-Type: application/json" --data-binary "{\"v\":1,\"host\":\"fleet-a\",\"pid\":7,\"started_ns\":1,\"profile\":$PJ}")
+t_eq "fleet: the build's profile uploaded" "$code" 200
+SM_GUARD_PROFILE_FETCH_S=1 guarded "$GT" epoll "$PORT"
+col_said 'msg="guard table pushed".* profile=fleet' || t_fail "fleet: no table of the fleet's profile in 15 s"
+"$GT" client "$PORT" 20 1 fast:1 >/dev/null
+if col_said 'msg="the process took what was pushed".* profile=fleet'; then
+	t_ok "fleet: the process guards with the fleet's profile of its build, taken from the collector"
+else
+	t_fail "fleet: the process guards with the fleet's profile of its build, taken from the collector" "not in 15 s"
+fi
+stop_server "$PORT"
+
+# ---- a region cut short under the collector ----
+
+# (the process stopped meanwhile: its own mapping is cut too, and would take it down first)
+RUN=cut
+guarded "$GT" epoll "$PORT"
+"$GT" client "$PORT" 20 1 fast:1 >/dev/null
+col_said 'msg="guarded process"' || t_fail "cut: the collector did not map the region in 15 s"
+real=$(ls "$DIR" | grep "^$GPID\." | head -n 1)
+kill -STOP "$GPID"
+truncate -s 4096 "$DIR/$real"
+col_said 'msg="region cut short by its process; finished"' || t_fail "cut: the collector did not notice in 15 s"
+t_eq "cut: the collector runs on after a process truncated its region under it" \
+	"$(t_alive "$COL_PID" && echo alive)" alive
+t_eq "cut: and removes the region" "$(sleep 1; ls "$DIR" | grep -c "^$GPID\.")" 0
+kill -KILL "$GPID" 2>/dev/null
+wait "$GPID" 2>/dev/null
 
 # ---- a region that lies is refused ----
 

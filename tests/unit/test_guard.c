@@ -1,10 +1,13 @@
 /*
- * Unit tests of the guard agent's pure parts: settings (guardcore/config.c),
- * profiles (statistics, PerfGuard's distances, clustering, work-aware
- * thresholds, the JSON form, merging), the event ring, the module map and the
- * symbolizer run on this very process.
+ * Unit tests of the guard agent's pure parts: settings (guardcore/config.c) and
+ * the ones the server pushes (guardcore/settings.c), profiles (statistics,
+ * PerfGuard's distances, clustering, work-aware thresholds, the JSON form,
+ * merging, loop keys), the guard table and its image, the event ring, the
+ * module map and the symbolizer run on this very process.
  */
 #include "guardcore/config.h"
+#include "guardcore/settings.h"
+#include "agent/guard/gtab.h"
 #include "agent/guard/modmap.h"
 #include "guardcore/profile.h"
 #include "agent/guard/ring.h"
@@ -468,12 +471,77 @@ static void test_symbolize(void)
 	gmodmap_release(&mm);
 }
 
+/* The settings in a server's answer: each within its limits, else as started. */
+static void test_settings_read(void)
+{
+	double started[GSET_COUNT] = { 1, 4, 100, 1000, 6 }, v[GSET_COUNT];
+	const char *a;
+
+	CHECK_INT(guard_settings_read("{\"ok\":true}", 11, started, v), -1);
+	CHECK_INT(guard_settings_read("not json", 8, started, v), -1);
+	a = "{\"ok\":true,\"settings\":{\"guard\":false,\"k\":7.5,\"sample_hz\":0,\"min_wait_us\":2.5,"
+	    "\"reports_per_min\":\"9\"}}";
+	CHECK_INT(guard_settings_read(a, strlen(a), started, v), 0);
+	CHECK(v[GSET_GUARD] == 0);
+	CHECK(v[GSET_K] == 7.5);
+	CHECK(v[GSET_SAMPLE_HZ] == 100);        /* below its minimum: as started */
+	CHECK(v[GSET_MIN_WAIT_US] == 1000);     /* not a whole number */
+	CHECK(v[GSET_REPORTS_PER_MIN] == 6);    /* a string */
+	a = "{\"settings\":{\"guard\":1,\"k\":1e9,\"reports_per_min\":0}}";
+	CHECK_INT(guard_settings_read(a, strlen(a), started, v), 0);
+	CHECK(v[GSET_GUARD] == 1);              /* only a boolean false turns it off */
+	CHECK(v[GSET_K] == 4);
+	CHECK(v[GSET_REPORTS_PER_MIN] == 0);
+}
+
+/* The table at a process's addresses, and its flat image (what the collector pushes) read back. */
+static void test_gtab_image(void)
+{
+	struct gprofile *p = sample_profile(), *q = sample_profile();
+	struct gmod mod = { .name = "srv", .build_id = "abcd", .bias = 0x400000, .lo = 0x400000, .hi = 0x500000 };
+	struct gmodmap mm = { &mod, 1 };
+	struct gtab *tab, *back;
+	unsigned char *img;
+	size_t n;
+	char err[256];
+
+	CHECK(gp_loop_key(p, 0) == gp_loop_key(q, 0));
+	q->loops[0].site.depth++;
+	CHECK(gp_loop_key(p, 0) != gp_loop_key(q, 0));
+	tab = gtab_build(p, &mm, err, sizeof(err));
+	CHECK(tab != NULL);
+	CHECK_INT(tab->unresolved, 0);
+	CHECK(tab->sites[0].ret == 0x401000);
+	CHECK(gtab_find(tab, 0, 0x402000, 32) != 0);
+	n = gtab_image_bytes(tab);
+	img = malloc(n);
+	CHECK_INT(gtab_image_write(tab, img, n - 1), -1);
+	CHECK_INT(gtab_image_write(tab, img, n), 0);
+	back = gtab_image_read(img, n);
+	CHECK(back != NULL && back->ctx != tab->ctx);
+	CHECK(back && gtab_find(back, 0, 0x402000, 32) == gtab_find(tab, 0, 0x402000, 32));
+	CHECK(back && back->loops[0].threshold == tab->loops[0].threshold);
+	gtab_free(back);
+	/* an image a wrapper could not trust is refused */
+	CHECK(gtab_image_read(img, n - 1) == NULL);
+	((struct gtab *)(void *)img)->ctx_mask = 100;
+	CHECK(gtab_image_read(img, n) == NULL);
+	((struct gtab *)(void *)img)->ctx_mask = tab->ctx_mask;
+	((struct gtab *)(void *)img)->loops[0].ntypes = GP_MAX_TYPES + 1;
+	CHECK(gtab_image_read(img, n) == NULL);
+	free(img);
+	gtab_free(tab);
+	gp_free(p);
+	gp_free(q);
+}
+
 int main(void)
 {
 	RUN(test_config_defaults);
 	RUN(test_config_values);
 	RUN(test_config_errors);
 	RUN(test_config_only);
+	RUN(test_settings_read);
 	RUN(test_stats_pool);
 	RUN(test_path_distance);
 	RUN(test_profile_cluster);
@@ -481,6 +549,7 @@ int main(void)
 	RUN(test_profile_load_errors);
 	RUN(test_profile_merge);
 	RUN(test_profile_async);
+	RUN(test_gtab_image);
 	RUN(test_ring);
 	RUN(test_symbolize);
 	return CHECK_DONE();
