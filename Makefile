@@ -9,7 +9,8 @@
 #                   agents in network namespaces, machines lost under load (a short run is in make test)
 #   make deb        Debian packages stackmine-agent and stackmine-server in build/deb
 #   make fuzz       libFuzzer runs of the wire parser, the JSON body reader, the importers, sm-web's inputs, the guard
-#                   agent's profiles and settings, and the ELF debug-file reader (FUZZ_SECONDS each)
+#                   agent's profiles and settings, what the host's collector reads from a region, and the ELF
+#                   debug-file reader (FUZZ_SECONDS each)
 #
 # The guard agent is a shared library, lib/libsmguard.so (build/asan/lib/ for SAN=1), loaded
 # into other programs: it is always built optimised and without sanitizers, from position-
@@ -305,6 +306,11 @@ build/fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(COMMON_SRC) $(GUARDCORE_SRC
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/fuzz/fuzz_region: tests/fuzz/fuzz_region.c $(COMMON_SRC) $(GUARDCORE_SRC) $(GUARD_SRC) $(CLUSTER_SRC) \
+		build/fuzz/gen/migrations.c
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
 build/fuzz/fuzz_debuginfo: tests/fuzz/fuzz_debuginfo.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
@@ -321,9 +327,9 @@ build/fuzz/gen/migrations.c: $(wildcard sql/*.sql sql/functions/*.sql) deploy/em
 fuzz:
 	@deploy/deps.sh fuzz
 	@$(MAKE) --no-print-directory build/fuzz/fuzz_wire build/fuzz/fuzz_json build/fuzz/fuzz_import \
-		build/fuzz/fuzz_web build/fuzz/fuzz_profile build/fuzz/fuzz_debuginfo
+		build/fuzz/fuzz_web build/fuzz/fuzz_profile build/fuzz/fuzz_region build/fuzz/fuzz_debuginfo
 	@mkdir -p build/fuzz/corpus-wire build/fuzz/corpus-json build/fuzz/corpus-import build/fuzz/corpus-web \
-		build/fuzz/corpus-profile build/fuzz/corpus-debuginfo
+		build/fuzz/corpus-profile build/fuzz/corpus-region build/fuzz/corpus-debuginfo
 	@cp -n $(O)/tests/callcost build/fuzz/corpus-debuginfo/ 2>/dev/null || true
 	@cp -n tests/guard/profile-seed.json build/fuzz/corpus-profile/ 2>/dev/null || true
 	build/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-wire tests/integration/data
@@ -331,6 +337,7 @@ fuzz:
 	build/fuzz/fuzz_import -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-import
 	build/fuzz/fuzz_web -max_total_time=$(FUZZ_SECONDS) -max_len=16384 build/fuzz/corpus-web
 	build/fuzz/fuzz_profile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-profile
+	build/fuzz/fuzz_region -max_total_time=$(FUZZ_SECONDS) -max_len=262144 build/fuzz/corpus-region
 	build/fuzz/fuzz_debuginfo -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-debuginfo
 
 clean:

@@ -280,6 +280,22 @@ int spool_list(struct spool *sp, struct spool_entry **out, size_t *n)
 	return 0;
 }
 
+size_t spool_count(const char *dir, uint64_t max_bytes)
+{
+	struct spool *sp;
+	struct spool_entry *e = NULL;
+	size_t n = 0;
+	char err[256];
+
+	if (!dir || !dir[0] || !(sp = spool_open(dir, max_bytes, 0, err, sizeof(err))))
+		return 0;
+	if (spool_list(sp, &e, &n) < 0)
+		n = 0;
+	free(e);
+	spool_free(sp);
+	return n;
+}
+
 int spool_read(struct spool *sp, const char *id, size_t max, char **data, size_t *len)
 {
 	char path[4200];

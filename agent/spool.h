@@ -53,6 +53,8 @@ int spool_put(struct spool *sp, const char *id, const char *json, size_t len);
  * frees with free()). Files whose name is not <uuid>.json are skipped.
  */
 int spool_list(struct spool *sp, struct spool_entry **out, size_t *n);
+/* The streams waiting in the spool in dir (what spool_list() lists), 0 when it cannot be read. */
+size_t spool_count(const char *dir, uint64_t max_bytes);
 /* The contents of <id>.json (at most max bytes) into *data (caller frees). */
 int spool_read(struct spool *sp, const char *id, size_t max, char **data, size_t *len);
 /* Removes <id>.json; a file already gone is not an error. */

@@ -566,10 +566,10 @@ static const struct json_limits report_limits = { 8, 4, 0 };
 static int report_parse(const char *text, size_t len, struct agent_report *r, char *err, size_t errlen)
 {
 	enum { F_V, F_HOST, F_EXE, F_BUILD, F_MODE, F_AGENT, F_APP, F_PID, F_STARTED, F_UNITS, F_VIOL, F_DROPS,
-	       F_BACKLOG, F_SHIPERR, F_EXITING, F_N };
+	       F_BACKLOG, F_SHIPERR, F_EXITING, F_COLLECTOR, F_N };
 	static const char *const names[F_N + 1] = { "v", "host", "exe", "build_id", "mode", "agent_version", "app",
 						     "pid", "started_ns", "units", "violations", "drops",
-						     "spool_backlog", "ship_errors", "exiting", NULL };
+						     "spool_backlog", "ship_errors", "exiting", "collector", NULL };
 	struct json_val f[F_N];
 	char msg[256];
 	int64_t v;
@@ -596,6 +596,7 @@ static int report_parse(const char *text, size_t len, struct agent_report *r, ch
 	    report_str(f[F_AGENT], "agent_version", NULL, 1, r->agent_version, sizeof(r->agent_version), err,
 		       errlen) < 0 ||
 	    report_str(f[F_APP], "app", "", 0, r->app, sizeof(r->app), err, errlen) < 0 ||
+	    report_str(f[F_COLLECTOR], "collector", "process", 1, r->collector, sizeof(r->collector), err, errlen) < 0 ||
 	    report_int(f[F_PID], "pid", true, INT32_MAX, &r->pid, err, errlen) < 0 ||
 	    report_int(f[F_STARTED], "started_ns", true, INT64_MAX / 2, &r->started_ns, err, errlen) < 0 ||
 	    report_int(f[F_UNITS], "units", false, INT64_MAX, &r->units, err, errlen) < 0 ||
@@ -610,6 +611,10 @@ static int report_parse(const char *text, size_t len, struct agent_report *r, ch
 	}
 	if (strcmp(r->mode, "train") && strcmp(r->mode, "guard") && strcmp(r->mode, "inert")) {
 		snprintf(err, errlen, "mode: must be train, guard or inert");
+		return -1;
+	}
+	if (strcmp(r->collector, "host") && strcmp(r->collector, "process")) {
+		snprintf(err, errlen, "collector: must be host or process");
 		return -1;
 	}
 	if (json_given(f[F_EXITING])) {

@@ -1056,7 +1056,7 @@ int store_report(struct store *st, const struct agent_report *r)
 {
 	char pid[24], started[24], n[5][24], exited[2] = { r->exiting ? 't' : 'f', 0 };
 	const int64_t counts[5] = { r->units, r->violations, r->drops, r->spool_backlog, r->ship_errors };
-	const char *params[14];
+	const char *params[15];
 	PGresult *res;
 
 	if (!store_conn(st))
@@ -1076,6 +1076,7 @@ int store_report(struct store *st, const struct agent_report *r)
 	params[8] = exited;
 	for (int i = 0; i < 5; i++)
 		params[9 + i] = n[i];
+	params[14] = r->collector;
 	/*
 	 * The previous counters, the new row, and what grew into the host's hour: one statement. What
 	 * a process can have counted (docs/wire-format.md, "Agent reports"): at most one per 10 ns of
@@ -1089,12 +1090,13 @@ int store_report(struct store *st, const struct agent_report *r)
 		"   * 1e8)::numeric AS life, ((greatest(extract(epoch FROM now() - coalesce((SELECT last_seen FROM old),"
 		"   to_timestamp($3::bigint / 1e9))), 0) + 60) * 1e8)::numeric AS span),"
 		" up AS (INSERT INTO agent_procs (host, pid, started_at, exe, build_id, mode, agent_version, app, exited,"
-		"   units, violations, drops, spool_backlog, ship_errors)"
+		"   units, violations, drops, spool_backlog, ship_errors, collector)"
 		"   SELECT $1, $2::integer, to_timestamp($3::bigint / 1e9), $4, $5, $6, $7, $8, $9::boolean,"
 		"   least($10::numeric, life)::bigint, least($11::numeric, life)::bigint, least($12::numeric, life)::bigint,"
-		"   least($13::numeric, life)::bigint, least($14::numeric, life)::bigint FROM cap"
+		"   least($13::numeric, life)::bigint, least($14::numeric, life)::bigint, $15 FROM cap"
 		"   ON CONFLICT (host, pid, started_at) DO UPDATE SET exe = EXCLUDED.exe, build_id = EXCLUDED.build_id,"
 		"   mode = EXCLUDED.mode, agent_version = EXCLUDED.agent_version, app = EXCLUDED.app,"
+		"   collector = EXCLUDED.collector,"
 		"   exited = EXCLUDED.exited, last_seen = now(), units = EXCLUDED.units,"
 		"   violations = EXCLUDED.violations, drops = EXCLUDED.drops, spool_backlog = EXCLUDED.spool_backlog,"
 		"   ship_errors = EXCLUDED.ship_errors RETURNING units, violations)"
@@ -1105,7 +1107,7 @@ int store_report(struct store *st, const struct agent_report *r)
 		" ON CONFLICT (host, hour) DO UPDATE SET"
 		"   units = least(agent_hours.units::numeric + EXCLUDED.units, 9223372036854775807)::bigint,"
 		"   violations = least(agent_hours.violations::numeric + EXCLUDED.violations, 9223372036854775807)::bigint",
-		14, NULL, params, NULL, NULL, 0);
+		15, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		db_fail(st, "recording the report", res);
 		PQclear(res);

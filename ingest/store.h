@@ -48,6 +48,7 @@ int store_maintain(struct store *st);
 /* A guard agent's report about itself (POST /api/v1/agents/report, docs/wire-format.md). */
 struct agent_report {
 	char host[256], exe[4097], build_id[129], mode[8], agent_version[65], app[256];
+	char collector[8];            /* "host" or "process" */
 	int64_t pid, started_ns;
 	int64_t units, violations, drops, spool_backlog, ship_errors;
 	bool exiting;

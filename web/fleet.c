@@ -773,7 +773,8 @@ void fleet_page_host(struct req *rq)
 		html_raw(rq, "</tr>");
 	}
 	html_raw(rq, "</tbody></table><h2>Guarded processes</h2><table class=\"procs\"><thead><tr><th class=\"n\">Pid"
-		     "</th><th>App</th><th>Executable</th><th>Build</th><th>Mode</th><th>Status</th><th>Started</th>"
+		     "</th><th>App</th><th>Executable</th><th>Build</th><th>Mode</th><th>Collector</th><th>Status</th>"
+		     "<th>Started</th>"
 		     "<th>Last report</th><th class=\"n\">Units</th><th class=\"n\">Violations</th>"
 		     "<th class=\"n\">Dropped</th><th class=\"n\">Spooled</th><th class=\"n\">Ship errors</th></tr>"
 		     "</thead><tbody>");
@@ -786,6 +787,8 @@ void fleet_page_host(struct req *rq)
 		short_id(rq, model_col(procs, i, "build_id"));
 		html_raw(rq, "</td><td>");
 		html_text(rq, model_col(procs, i, "mode"));
+		html_raw(rq, "</td><td>");
+		html_text(rq, model_col(procs, i, "collector"));
 		html_raw(rq, "</td><td><span class=\"status ");
 		html_text(rq, model_col(procs, i, "status"));
 		html_raw(rq, "\">");

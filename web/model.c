@@ -745,7 +745,7 @@ PGresult *model_host_procs(PGconn *db, const char *host, long long silent_after_
 
 	snprintf(secs, sizeof(secs), "%lld", silent_after_s);
 	snprintf(lim, sizeof(lim), "%ld", limit);
-	return run(db, "SELECT pid, app, exe, build_id, mode, agent_version, CASE WHEN exited THEN 'exited'"
+	return run(db, "SELECT pid, app, exe, build_id, mode, collector, agent_version, CASE WHEN exited THEN 'exited'"
 		       " WHEN last_seen >= now() - make_interval(secs => $2::float8) THEN 'live' ELSE 'silent' END AS status,"
 		       " " ISO("started_at") " AS started_at, " ISO("first_seen") " AS first_seen, "
 		       ISO("last_seen") " AS last_seen, units, violations, drops, spool_backlog, ship_errors"

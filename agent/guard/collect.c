@@ -125,6 +125,8 @@ struct collector {
 	struct csym *syms;            /* the shipping thread's */
 	struct cfleet *fleets;        /* the shipping thread's */
 	size_t nfleets;
+	size_t backlog;               /* streams in the spool, counted at backlog_at (the shipping thread's) */
+	int64_t backlog_at;
 	char (*refused)[96];          /* regions not taken (bad, or not their process's owner's): not read again */
 	size_t nrefused;
 };
@@ -855,18 +857,28 @@ static struct gprofile *own_profile(struct cproc *p, char *err, size_t errlen)
 	struct gprofile *prof = NULL;
 	struct buf text = BUF_INIT(PROFILE_MAX);
 	struct stat st;
-	int fd;
+	char self[64];
+	int fd, pfd;
 
 	take(path, sizeof(path), p->r->profile_path, sizeof(p->r->profile_path));
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0) {
+	/* looked at before it is opened for reading: opening a device the process names could act on it */
+	pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0) {
 		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
 		return NULL;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > PROFILE_MAX ||
+	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > PROFILE_MAX ||
 	    !owned_by(p->pid, st.st_uid)) {
 		snprintf(err, errlen, "%.300s: not a profile file of the process's owner", path);
-		goto out_close;
+		close(pfd);
+		return NULL;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC);   /* the very file looked at */
+	close(pfd);
+	if (fd < 0) {
+		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
+		return NULL;
 	}
 	for (;;) {
 		char chunk[65536];
@@ -1156,6 +1168,18 @@ static uint64_t units_of(const struct cproc *p)
 	return u;
 }
 
+/* Streams waiting in the host's spool (every process's), counted at most once a second. */
+static uint64_t spool_backlog(struct collector *c)
+{
+	int64_t now = mono_ns();
+
+	if (!c->backlog_at || now - c->backlog_at >= 1000000000LL) {
+		c->backlog = spool_count(c->o.ship.spool_dir, c->o.ship.spool_max);
+		c->backlog_at = now;
+	}
+	return c->backlog;
+}
+
 /* The process's report (wire-format.md "Agent reports"). */
 static void report(struct collector *c, struct cproc *p, int exiting)
 {
@@ -1180,7 +1204,7 @@ static void report(struct collector *c, struct cproc *p, int exiting)
 	jsonw_ku64(&w, "violations", atomic_load(&p->n.violations));
 	jsonw_ku64(&w, "drops", atomic_load(&p->n.suppressed) + atomic_load(&p->n.queue_drops) +
 		   atomic_load(&p->n.lost) + atomic_load(&p->r->queue_drops));
-	jsonw_ku64(&w, "spool_backlog", 0);
+	jsonw_ku64(&w, "spool_backlog", spool_backlog(c));
 	jsonw_ku64(&w, "ship_errors", atomic_load(&p->n.rejected) + atomic_load(&p->n.lost));
 	jsonw_kbool(&w, "exiting", exiting != 0);
 	jsonw_kstr(&w, "collector", "host");
@@ -1199,11 +1223,13 @@ static void report(struct collector *c, struct cproc *p, int exiting)
  * at once a second). */
 static int gone(struct cproc *p, int64_t now)
 {
+	int ended = atomic_load(&p->r->state) != GREG_LIVE;   /* (a page cut away reads as zeros: not live) */
+
 	if (cut_short(p)) {
 		log_warn("region cut short by its process; finished", "pid=%d region=%s", (int)p->pid, p->name);
 		return 1;
 	}
-	if (atomic_load(&p->r->state) != GREG_LIVE)
+	if (ended)
 		return 1;
 	if (now < p->next_alive)
 		return 0;

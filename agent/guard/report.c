@@ -190,23 +190,6 @@ void guard_report_tick(int64_t now)
 
 /* ---- the process's report about itself ---- */
 
-/* Streams waiting in the spool (the host's directory, all its processes'), or 0 when unknown. */
-static uint64_t spool_backlog(void)
-{
-	struct spool *sp;
-	struct spool_entry *e = NULL;
-	size_t n = 0;
-	char err[256];
-
-	if (!G.cfg.spool[0] || !(sp = spool_open(G.cfg.spool, G.cfg.spool_max, 0, err, sizeof(err))))
-		return 0;
-	if (spool_list(sp, &e, &n) < 0)
-		n = 0;
-	free(e);
-	spool_free(sp);
-	return n;
-}
-
 static int report_self(struct shipper *sh, int exiting)
 {
 	struct buf body = BUF_INIT(64 << 10);
@@ -229,7 +212,7 @@ static int report_self(struct shipper *sh, int exiting)
 	jsonw_ku64(&w, "violations", atomic_load(&G.n.violations));
 	jsonw_ku64(&w, "drops", atomic_load(&G.n.suppressed) + atomic_load(&G.n.queue_drops) +
 		   atomic_load(&G.n.lost));
-	jsonw_ku64(&w, "spool_backlog", spool_backlog());
+	jsonw_ku64(&w, "spool_backlog", spool_count(G.cfg.spool, G.cfg.spool_max));   /* the host's, all its processes' */
 	jsonw_ku64(&w, "ship_errors", atomic_load(&G.n.rejected) + atomic_load(&G.n.lost));
 	jsonw_kbool(&w, "exiting", exiting != 0);
 	jsonw_kstr(&w, "collector", "process");   /* the host's collector reports "host" (collect.c) */

@@ -129,9 +129,9 @@ t_eq "stacks start at the process's entry" \
 t_eq "the stack of the unit in flight was asked of its thread (the agent's signal, from the collector)" \
 	"$(stream_events "s.labels->>'run' = 'host' AND s.labels->>'unit.state' = 'in_flight'" |
 	   grep -c '^w .*guardtest!handle_sleep;libc\.so\.6!nanosleep$')" 1
-t_eq "the collector reported the process, in guard mode, and that it exited" \
-	"$(q "SELECT mode, exited, units >= 600, violations >= $((sleeps + spins)) FROM agent_procs WHERE pid = $GPID")" \
-	"guard|t|t|t"
+t_eq "the collector reported the process, in guard mode, with its collector, and that it exited" \
+	"$(q "SELECT mode, collector, exited, units >= 600, violations >= $((sleeps + spins)) FROM agent_procs
+	       WHERE pid = $GPID")" "guard|host|t|t|t"
 
 # ---- a fork: the child's own region ----
 

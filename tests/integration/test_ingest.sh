@@ -464,8 +464,8 @@ REP='{"v":1,"host":"web-17","exe":"/usr/sbin/nginx","build_id":"3f9a0c","mode":"
 report "$HOSTTOK" "$REP"
 t_eq "report: accepted; no settings pushed" "$HTTP_STATUS $HTTP_BODY" '200 {"ok":true,"settings":{}}'
 t_eq "report: the process's row" "$(pg_q "SELECT host, pid, extract(epoch FROM started_at)::bigint, exe, build_id, mode,
-	agent_version, app, exited, units, violations, drops, spool_backlog, ship_errors FROM agent_procs")" \
-	"web-17|4211|1700000000|/usr/sbin/nginx|3f9a0c|guard|0.9.0|nginx|f|100|3|1|2|0"
+	agent_version, app, exited, units, violations, drops, spool_backlog, ship_errors, collector FROM agent_procs")" \
+	"web-17|4211|1700000000|/usr/sbin/nginx|3f9a0c|guard|0.9.0|nginx|f|100|3|1|2|0|process"
 report "$HOSTTOK" "${REP/\"units\":100,\"violations\":3/\"units\":250,\"violations\":7}"
 t_eq "report: a second report updates the row" "$HTTP_STATUS|$(pg_q "SELECT count(*), sum(units), sum(violations) FROM agent_procs")" "200|1|250|7"
 t_eq "report: the hour counts what grew" "$(pg_q "SELECT host, units, violations, hour = date_trunc('hour', now()) FROM agent_hours")" "web-17|250|7|t"
@@ -484,6 +484,12 @@ t_eq "report: another host's report refused" "$HTTP_STATUS $HTTP_BODY|$(pg_q "SE
 	"403 {\"error\":\"host: this token reports for host 'web-17' only\"}|0"
 report "$HOSTTOK" "${REP/\"mode\":\"guard\"/\"mode\":\"sleep\"}"
 t_eq "report: a bad mode" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"mode: must be train, guard or inert"}'
+report "$HOSTTOK" "${REP/\"future_field\"/\"collector\":\"host\",\"future_field\"}"
+t_eq "report: the host's collector reports for the process" \
+	"$HTTP_STATUS|$(pg_q "SELECT collector FROM agent_procs WHERE pid = 4211")" "200|host"
+report "$HOSTTOK" "${REP/\"future_field\"/\"collector\":\"sidecar\",\"future_field\"}"
+t_eq "report: a bad collector" "$HTTP_STATUS $HTTP_BODY|$(pg_q "SELECT collector FROM agent_procs WHERE pid = 4211")" \
+	'400 {"error":"collector: must be host or process"}|host'
 report "$HOSTTOK" "${REP/\"pid\":4211,/}"
 t_eq "report: pid missing" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"pid: required"}'
 report "$HOSTTOK" "${REP/\"units\":100/\"units\":-5}"

@@ -879,15 +879,15 @@ t_eq "form: tab, CR and newline are text" "$HTTP_STATUS $(pg_q "SELECT count(*) 
 
 # ---- the fleet: what agents reported (rows as sm-ingest's POST /api/v1/agents/report writes them) ----
 pg_q "INSERT INTO agent_procs (host, pid, started_at, exe, build_id, mode, agent_version, app, first_seen, last_seen,
-	exited, units, violations, drops, spool_backlog, ship_errors) VALUES
+	exited, units, violations, drops, spool_backlog, ship_errors, collector) VALUES
 	('web-1', 100, now() - interval '2 hours', '/usr/sbin/nginx', 'aaaabbbbccccdddd', 'guard', '1.0', 'nginx',
-	 now() - interval '2 hours', now() - interval '20 seconds', false, 5000, 12, 1, 0, 0),
+	 now() - interval '2 hours', now() - interval '20 seconds', false, 5000, 12, 1, 0, 0, 'host'),
 	('web-1', 90, now() - interval '3 hours', '/usr/sbin/nginx', 'old0build', 'train', '0.9', 'nginx',
-	 now() - interval '3 hours', now() - interval '2 hours', true, 900, 0, 0, 0, 0),
+	 now() - interval '3 hours', now() - interval '2 hours', true, 900, 0, 0, 0, 0, 'process'),
 	('db-1', 200, now() - interval '1 day', '/usr/lib/postgresql/15/bin/postgres', 'pgpgpgpg', 'guard', '1.0', 'pg',
-	 now() - interval '1 day', now() - interval '10 minutes', false, 800, 3, 0, 4, 2),
+	 now() - interval '1 day', now() - interval '10 minutes', false, 800, 3, 0, 4, 2, 'process'),
 	('<b>x</b>', 300, now() - interval '1 day', '/bin/x', '', 'train', '1.0', 'x',
-	 now() - interval '1 day', now() - interval '1 hour', true, 10, 0, 0, 0, 0);
+	 now() - interval '1 day', now() - interval '1 hour', true, 10, 0, 0, 0, 0, 'process');
 	INSERT INTO agent_hours VALUES ('web-1', date_trunc('hour', now()), 3000, 5),
 	 ('web-1', date_trunc('hour', now()) - interval '2 hours', 2000, 7),
 	 ('web-1', date_trunc('hour', now()) - interval '30 hours', 100, 50),
@@ -913,8 +913,8 @@ api GET /api/v1/hosts -H "Authorization: Bearer $INGEST"
 t_eq "hosts: not an ingest token's" "$HTTP_STATUS" 401
 api GET /api/v1/hosts/web-1 "${AN[@]}"
 t_eq "host: its processes, live first, and its hours" \
-	"$HTTP_STATUS $(j '[[p["pid"], p["status"], p["mode"], p["build_id"], p["units"]] for p in j["processes"]]') $(j '[len(j["hours"]), j["hours"][-1]["violations"], j["hours"][-3]["units"]]') $(j 'j["status"]')" \
-	'200 [[100,"live","guard","aaaabbbbccccdddd",5000],[90,"exited","train","old0build",900]] [24,5,2000] live'
+	"$HTTP_STATUS $(j '[[p["pid"], p["status"], p["mode"], p["collector"], p["build_id"], p["units"]] for p in j["processes"]]') $(j '[len(j["hours"]), j["hours"][-1]["violations"], j["hours"][-3]["units"]]') $(j 'j["status"]')" \
+	'200 [[100,"live","guard","host","aaaabbbbccccdddd",5000],[90,"exited","train","process","old0build",900]] [24,5,2000] live'
 api GET '/api/v1/hosts/web-1?hours=48' "${AN[@]}"
 t_eq "host: hours=48 reaches the older hour" "$(j '[len(j["hours"]), sum(h["violations"] for h in j["hours"])]')" '[48,62]'
 api GET /api/v1/hosts/%3Cb%3Ex%3C%2Fb%3E "${AN[@]}"
@@ -933,7 +933,7 @@ api GET '/fleet?status=stopped' "${AN[@]}"
 t_match "fleet page: filtered" "$HTTP_BODY" '<span>1–1 of 1</span>'
 api GET /fleet/web-1 "${AN[@]}"
 t_match "host page: processes and the link to its streams" "$HTTP_STATUS $HTTP_BODY" \
-	'^200 .*<h1><bdi>web-1</bdi> <span class="status live">.*<a href="/streams\?host=web-1">its streams</a>.*<td class="n">100</td><td>nginx</td><td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td>guard</td><td><span class="status live">'
+	'^200 .*<h1><bdi>web-1</bdi> <span class="status live">.*<a href="/streams\?host=web-1">its streams</a>.*<td class="n">100</td><td>nginx</td><td><code>/usr/sbin/nginx</code></td><td><code title="aaaabbbbccccdddd">aaaabbbbcccc</code></td><td>guard</td><td>host</td><td><span class="status live">'
 api GET /fleet/nosuchhost "${AN[@]}"
 t_eq "host page: unknown host" "$HTTP_STATUS" 404
 # two saturated hours of a host and counters at the largest bigint: answered, sums clamped
