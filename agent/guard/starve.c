@@ -417,6 +417,12 @@ static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
 			v->thr_known = 1;
 		}
 	}
+	/* the unit's duration leaves the agent's own time out (its samples, its stack walks): a figure
+	 * of time within the unit is never more than it either */
+	if (v->dur > 0 && v->dur < len) {
+		v->run_delay_ns = clamp(v->run_delay_ns, v->dur);
+		v->throttled_ns = clamp(v->throttled_ns, v->dur);
+	}
 }
 
 void guard_starve_unit_end(struct gthread *t, struct gviol *v)
