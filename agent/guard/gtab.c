@@ -138,29 +138,35 @@ int gtab_image_write(const struct gtab *tab, void *dst, size_t cap)
 	return 0;
 }
 
-struct gtab *gtab_image_read(const void *src, size_t cap)
+size_t gtab_image_need(const void *src, size_t cap)
 {
 	const struct gtab *s = src;
-	struct gtab *tab;
 	size_t slots;
 
-	if (cap < sizeof(*tab))
-		return NULL;
+	if (cap < sizeof(*s))
+		return 0;
 	slots = (size_t)s->ctx_mask + 1;
 	/* what a wrapper relies on: slots a power of two within the image, loops and types within bounds */
-	if ((slots & (slots - 1)) != 0 || slots > (cap - sizeof(*tab)) / sizeof(*tab->ctx) || s->nloops > GP_MAX_LOOPS)
-		return NULL;
+	if ((slots & (slots - 1)) != 0 || slots > (cap - sizeof(*s)) / sizeof(*s->ctx) || s->nloops > GP_MAX_LOOPS)
+		return 0;
 	for (uint32_t l = 0; l < s->nloops; l++)
 		if (s->loops[l].ntypes > GP_MAX_TYPES)
-			return NULL;
-	if (!(tab = malloc(sizeof(*tab))))
+			return 0;
+	return sizeof(*s) + slots * sizeof(*s->ctx);
+}
+
+struct gtab *gtab_image_place(const void *src, size_t cap, void *dst, size_t dstcap)
+{
+	struct gtab *tab = dst;
+	size_t need = gtab_image_need(src, cap);
+
+	/* (checked again here: the image may change under a reader between the two) */
+	if (!need || need > dstcap)
 		return NULL;
-	memcpy(tab, s, sizeof(*tab));
-	if (!(tab->ctx = malloc(slots * sizeof(*tab->ctx)))) {
-		free(tab);
-		return NULL;
-	}
-	memcpy(tab->ctx, s + 1, slots * sizeof(*tab->ctx));
+	memcpy(tab, src, need);
+	tab->ctx = (struct gtab_ctx *)(void *)(tab + 1);
+	if (gtab_image_need(tab, need) != need)
+		return NULL;   /* what was copied is not what was checked */
 	for (uint32_t l = 0; l < tab->nloops; l++) {
 		tab->loops[l].symbol[sizeof(tab->loops[l].symbol) - 1] = '\0';
 		for (uint32_t t = 0; t < GP_MAX_TYPES; t++)

@@ -54,9 +54,12 @@ void gtab_free(struct gtab *tab);   /* NULL-safe */
  * and the image written into cap bytes at dst (0, or -1 when it does not fit). */
 size_t gtab_image_bytes(const struct gtab *tab);
 int gtab_image_write(const struct gtab *tab, void *dst, size_t cap);
-/* A table made from the image at src (cap bytes, written by gtab_image_write): NULL when it is not
- * one (or out of memory). Caller frees with gtab_free(). */
-struct gtab *gtab_image_read(const void *src, size_t cap);
+/* The bytes of the table the image at src (cap bytes, written by gtab_image_write) makes, or 0 when it
+ * is not one a wrapper can trust (slots a power of two within it, loops and types within bounds). */
+size_t gtab_image_need(const void *src, size_t cap);
+/* That table, made in dst (dstcap bytes, pointer-aligned), its contexts there too: memory of the
+ * caller's (never gtab_free()). NULL when the image is not one, or changed under the copy. */
+struct gtab *gtab_image_place(const void *src, size_t cap, void *dst, size_t dstcap);
 
 /* The unit types having context (ret, depth) in loop, a bit each; 0 = none. */
 static inline uint64_t ctx_hash(uintptr_t ret, int64_t depth, int32_t loop)

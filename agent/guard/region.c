@@ -259,21 +259,61 @@ int guard_ring_init(struct gring *ring, uint32_t index)
 
 #define MAX_TAB_SWAPS 32   /* as pushed.c's: each table taken is kept */
 
-static void take_table(struct gthread *t, struct gregion *r, struct gtab *tab, double k, const unsigned char *sha)
+/*
+ * A table copied out of the region, in memory of its own (mmap: never the program's allocator, whose
+ * locks the thread may hold, nor a call that could not run in a signal handler); published tables
+ * stay, as every other.
+ */
+struct pulled {
+	struct gtab *tab;
+	size_t bytes;
+};
+
+static void pulled_drop(struct pulled *pt)
+{
+	if (pt->tab)
+		munmap(pt->tab, pt->bytes);
+	pt->tab = NULL;
+}
+
+static void pull_table(struct gregion *r, struct pulled *pt)
+{
+	const void *img = (const unsigned char *)r + r->tab_off;
+	size_t need = gtab_image_need(img, r->tab_cap);
+	void *m;
+
+	pt->tab = NULL;
+	if (!need)
+		return;
+	m = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return;
+	pt->bytes = need;
+	if (!(pt->tab = gtab_image_place(img, r->tab_cap, m, need)))
+		munmap(m, need);
+}
+
+/* Publishes pt's table (built for k, of the fleet's profile sha or the process's own). 0, or -1 when
+ * the table lock is held (this thread may be the one holding it, interrupted: the next unit retries). */
+static int take_table(struct gthread *t, struct gregion *r, struct pulled *pt, double k, const unsigned char *sha)
 {
 	struct gtab *cur = atomic_load(&G.tab);
 	uint64_t bits;
 
-	if (!cur || tab->nloops != cur->nloops || G.tab_swaps >= MAX_TAB_SWAPS) {
+	if (!cur || pt->tab->nloops != cur->nloops || G.tab_swaps >= MAX_TAB_SWAPS) {
 		/* not the loops the threads are in, or too many changes: the collector sees it refused */
-		gtab_free(tab);
+		pulled_drop(pt);
 		r->tab_refused++;
-		return;
+		return 0;
 	}
 	t->nest++;
-	pthread_mutex_lock(&G.tab_mu);
-	atomic_store(&G.tab, tab);
-	guard_region_names(tab);
+	if (pthread_mutex_trylock(&G.tab_mu) != 0) {
+		t->nest--;
+		pulled_drop(pt);
+		return -1;
+	}
+	atomic_store(&G.tab, pt->tab);
+	guard_region_names(pt->tab);
 	G.tab_swaps++;
 	pthread_mutex_unlock(&G.tab_mu);
 	t->nest--;
@@ -281,6 +321,7 @@ static void take_table(struct gthread *t, struct gregion *r, struct gtab *tab, d
 	memcpy(r->fleet_sha, sha, sizeof(r->fleet_sha));
 	memcpy(&bits, &k, sizeof(bits));
 	atomic_store(&r->k_now, bits);
+	return 0;
 }
 
 /* Takes the pushed block of generation g (even): settings at once, a new table copied out of the
@@ -292,15 +333,22 @@ static void pull(struct gthread *t, struct gregion *r, uint32_t g)
 	uint32_t tab_gen = r->tab_gen;
 	double k = r->tab_k;
 	unsigned char sha[32];
-	struct gtab *tab = NULL;
+	struct pulled pt = { NULL, 0 };
 
 	memcpy(sha, r->tab_fleet_sha, sizeof(sha));
 	if (tab_gen != G.tab_gen_taken)
-		tab = gtab_image_read((const unsigned char *)r + r->tab_off, r->tab_cap);
+		pull_table(r, &pt);
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&r->pushed_gen, memory_order_relaxed) != g) {
-		gtab_free(tab);
+		pulled_drop(&pt);
 		return;
+	}
+	if (tab_gen != G.tab_gen_taken) {
+		if (!pt.tab)
+			r->tab_refused++;
+		else if (take_table(t, r, &pt, k, sha) < 0)
+			return;   /* all of it again at the next unit */
+		G.tab_gen_taken = tab_gen;
 	}
 	atomic_store_explicit(&G.muted, muted != 0, memory_order_relaxed);
 	if (min_wait >= (int64_t)GSET_MIN_MIN_WAIT_US * 1000 && min_wait <= (int64_t)GSET_MAX_MIN_WAIT_US * 1000)
@@ -308,13 +356,6 @@ static void pull(struct gthread *t, struct gregion *r, uint32_t g)
 	if (G.cfg0.sample_hz > 0 && hz >= GSET_MIN_SAMPLE_HZ && hz <= GSET_MAX_SAMPLE_HZ && hz != G.cfg.sample_hz) {
 		G.cfg.sample_hz = hz;   /* timers armed from now on take it */
 		G.period_ns = 1000000000LL / hz;
-	}
-	if (tab_gen != G.tab_gen_taken) {
-		G.tab_gen_taken = tab_gen;
-		if (tab)
-			take_table(t, r, tab, k, sha);
-		else
-			r->tab_refused++;
 	}
 	atomic_store(&G.pushed_seen, g);
 	atomic_store(&r->pushed_taken, g);

@@ -238,8 +238,8 @@ static size_t starve_events(struct builder *b, struct wire_event *e, const struc
 	int64_t rd = v->run_delay_ns, thr = v->thr_known ? v->throttled_ns : 0;
 	size_t n = 0;
 
-	if (v->rd_how == GUARD_RD_NONE)
-		return 0;
+	if (v->rd_how == GUARD_RD_NONE)   /* no run delay known: the throttled time alone, when it is */
+		return (size_t)pseudo_wait(b, e, v, thr, "[cgroup throttled]");
 	if (thr > rd)
 		thr = rd;
 	n += (size_t)pseudo_wait(b, e + n, v, rd - thr, "[cpu run queue]");
@@ -394,14 +394,19 @@ static void starve_labels(const struct gsrc *src, struct wire_label *l, size_t *
 	char load[32];
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
+	int64_t cpu_wait = -1;   /* at least: the throttled time is part of the run delay */
+
 	if (v->rd_how != GUARD_RD_NONE) {
 		add_label_i64(l, n, a, "unit.run_delay_ns", v->run_delay_ns);
 		add_label(l, n, a, "unit.run_delay_window", how[v->rd_how < 4 ? v->rd_how : 0]);
-		/* starved: the CPU wait is at least half of the time over the threshold */
-		if (!v->baseline && v->threshold >= 0 && v->dur > v->threshold &&
-		    v->run_delay_ns >= (v->dur - v->threshold + 1) / 2)
-			add_label(l, n, a, "unit.cause", "cpu");
+		cpu_wait = v->run_delay_ns;
+	} else if (v->thr_known) {
+		cpu_wait = v->throttled_ns;
 	}
+	/* starved: the CPU wait is at least half of the time over the threshold */
+	if (cpu_wait >= 0 && !v->baseline && v->threshold >= 0 && v->dur > v->threshold &&
+	    cpu_wait >= (v->dur - v->threshold + 1) / 2)
+		add_label(l, n, a, "unit.cause", "cpu");
 	if (v->thr_known)
 		add_label_i64(l, n, a, "unit.throttled_ns", v->throttled_ns);
 	if (load1(src, load, sizeof(load)) == 0)

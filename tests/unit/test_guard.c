@@ -502,6 +502,7 @@ static void test_gtab_image(void)
 	struct gmodmap mm = { &mod, 1 };
 	struct gtab *tab, *back;
 	unsigned char *img;
+	void *mem;
 	size_t n;
 	char err[256];
 
@@ -517,18 +518,21 @@ static void test_gtab_image(void)
 	img = malloc(n);
 	CHECK_INT(gtab_image_write(tab, img, n - 1), -1);
 	CHECK_INT(gtab_image_write(tab, img, n), 0);
-	back = gtab_image_read(img, n);
-	CHECK(back != NULL && back->ctx != tab->ctx);
+	CHECK(gtab_image_need(img, n) == n);
+	mem = malloc(n);
+	back = gtab_image_place(img, n, mem, n);
+	CHECK(back != NULL && back->ctx != tab->ctx && (void *)back->ctx == (void *)(back + 1));
 	CHECK(back && gtab_find(back, 0, 0x402000, 32) == gtab_find(tab, 0, 0x402000, 32));
 	CHECK(back && back->loops[0].threshold == tab->loops[0].threshold);
-	gtab_free(back);
+	CHECK(gtab_image_place(img, n, mem, n - 1) == NULL);   /* no room */
 	/* an image a wrapper could not trust is refused */
-	CHECK(gtab_image_read(img, n - 1) == NULL);
+	CHECK(gtab_image_need(img, n - 1) == 0);
 	((struct gtab *)(void *)img)->ctx_mask = 100;
-	CHECK(gtab_image_read(img, n) == NULL);
+	CHECK(gtab_image_need(img, n) == 0 && gtab_image_place(img, n, mem, n) == NULL);
 	((struct gtab *)(void *)img)->ctx_mask = tab->ctx_mask;
 	((struct gtab *)(void *)img)->loops[0].ntypes = GP_MAX_TYPES + 1;
-	CHECK(gtab_image_read(img, n) == NULL);
+	CHECK(gtab_image_need(img, n) == 0);
+	free(mem);
 	free(img);
 	gtab_free(tab);
 	gp_free(p);
