@@ -915,13 +915,15 @@ out_close:
 	return prof;
 }
 
-/* A table of prof (with k) at the process's addresses, pushed with the settings v. */
-static void push_table(struct cproc *p, const double v[GSET_COUNT], struct gprofile *prof, double k,
+/* A table of prof (with k) at the process's addresses, pushed with the settings v: 0, or -1 when
+ * nothing was pushed (logged). */
+static int push_table(struct cproc *p, const double v[GSET_COUNT], struct gprofile *prof, double k,
 		       const unsigned char *sha)
 {
 	int64_t floor_ns = p->r->min_threshold_ns;
 	struct gtab *tab;
 	char err[256];
+	int rc;
 
 	p->k_tried = k;
 	read_modules(p);
@@ -930,9 +932,10 @@ static void push_table(struct cproc *p, const double v[GSET_COUNT], struct gprof
 	if (!tab) {
 		log_warn("no guard table for the process", "pid=%d k=%g error=\"%s\"", (int)p->pid, k,
 			 p->mods.n ? err : "its modules cannot be read");
-		return;
+		return -1;
 	}
-	if (push(p, v, tab, k, sha) < 0)
+	rc = push(p, v, tab, k, sha);
+	if (rc < 0)
 		log_warn("the guard table is too large for the process's region", "pid=%d contexts=%u", (int)p->pid,
 			 tab->ctx_mask + 1);
 	else {
@@ -941,6 +944,7 @@ static void push_table(struct cproc *p, const double v[GSET_COUNT], struct gprof
 		p->announce = 1;
 	}
 	gtab_free(tab);
+	return rc;
 }
 
 static struct cfleet *fleet_find(struct collector *c, const char *build_id)
@@ -972,7 +976,7 @@ static void apply_answer(struct cproc *p, const char *answer, size_t len)
 {
 	double started[GSET_COUNT], v[GSET_COUNT], k;
 	const double *was;
-	int rpm, changed;
+	int rpm, changed, tabled = 0;
 
 	started_of(p, started);
 	if (guard_settings_read(answer, len, started, v) < 0)
@@ -1000,14 +1004,15 @@ static void apply_answer(struct cproc *p, const char *answer, size_t len)
 
 		p->k_tried = k;
 		if (prof) {
-			push_table(p, v, prof, k, own ? no_sha : p->r->fleet_sha);   /* the settings with it */
+			/* the settings go with the table */
+			tabled = push_table(p, v, prof, k, own ? no_sha : p->r->fleet_sha) == 0;
 			if (own)
 				gp_free(prof);
 		} else {
 			log_warn("k not pushed", "pid=%d k=%g error=\"%s\"", (int)p->pid, k, err);
 		}
 	}
-	if (changed || !p->pushed)
+	if (!tabled && (changed || !p->pushed))
 		push(p, v, NULL, 0, NULL);
 }
 

@@ -205,9 +205,12 @@ t_eq "fleet profile: learnt on every host" "$(pg_q "SELECT string_agg(DISTINCT h
 	"fleet-1,fleet-2,fleet-3,fleet-4,fleet-5"
 play newhost.log --limit fleet-5
 [ "$PLAY_RC" = 0 ] || tail -n 30 "$T_TMP/newhost.log"
-t_eq "new host: the playbook fetched the fleet's profile, merged from every host's" \
-	"$PLAY_RC|$(grep -A2 "The fleet's profile" "$T_TMP/newhost.log" | grep -c 'changed: \[fleet-5\]')|$(pg_q "SELECT hosts, stale FROM profiles_merged")" \
-	"0|1|5|f"
+# every host's upload is weighed; on a loaded machine one host may learn thresholds far off the others'
+# and be held back, with its reason (the rule itself is test_guard's)
+echo "merged: $(pg_q "SELECT hosts, held_back FROM profiles_merged")"
+t_eq "new host: the playbook fetched the fleet's profile, weighed from every host's" \
+	"$PLAY_RC|$(grep -A2 "The fleet's profile" "$T_TMP/newhost.log" | grep -c 'changed: \[fleet-5\]')|$(pg_q "SELECT hosts + jsonb_array_length(held_back), hosts >= 3, stale, (SELECT count(*) FROM jsonb_array_elements(held_back) h WHERE h->>'reason' NOT LIKE 'loop %: threshold %') FROM profiles_merged")" \
+	"0|1|5|t|f|0"
 for _ in $(seq 50); do
 	[ -n "$(pg_q "SELECT 1 FROM agent_procs WHERE host = 'fleet-5' AND NOT exited AND last_seen > now() - interval '1 minute'")" ] && break
 	sleep 0.2
