@@ -1195,24 +1195,79 @@ GUARD_EXPORT int execle(const char *path, const char *arg, ...)
 struct tramp {
 	void *(*fn)(void *);
 	void *arg;
+	size_t stack_size;                  /* the new thread's (0: unknown) */
 	uint8_t agent;
 	uint8_t prog_blocked, mask_known;   /* the creator's: a new thread starts with its mask */
+	uint8_t pooled;                     /* from tramps[] (else malloc'ed) */
 };
+
+/*
+ * The trampolines' arguments. A new thread must not enter the program's allocator on the agent's
+ * account: its first malloc or free gives it a cache and an arena of its own, and jemalloc a
+ * background thread per arena (four threads and a megabyte more in a guarded redis). A thread
+ * started while all are in use gets a malloc'ed one.
+ */
+#define TRAMPS 64
+static struct tramp tramps[TRAMPS];
+static atomic_uchar tramp_used[TRAMPS];
+
+static struct tramp *tramp_get(void)
+{
+	struct tramp *tr;
+
+	for (unsigned i = 0; i < TRAMPS; i++)
+		if (!atomic_load_explicit(&tramp_used[i], memory_order_relaxed) &&
+		    !atomic_exchange_explicit(&tramp_used[i], 1, memory_order_acquire)) {
+			tramps[i].pooled = 1;
+			return &tramps[i];
+		}
+	if ((tr = malloc(sizeof(*tr))))
+		tr->pooled = 0;
+	return tr;
+}
+
+static void tramp_put(struct tramp *tr)
+{
+	if (tr->pooled)
+		atomic_store_explicit(&tramp_used[tr - tramps], 0, memory_order_release);
+	else
+		free(tr);
+}
+
+/* The stack size a thread made with attr gets: the creator's to find out, as it may allocate. */
+static size_t stack_size_of(const pthread_attr_t *attr)
+{
+	pthread_attr_t def;
+	size_t size = 0;
+
+	if (attr)
+		return pthread_attr_getstacksize(attr, &size) == 0 ? size : 0;
+	if (pthread_getattr_default_np(&def) != 0)
+		return 0;
+	if (pthread_attr_getstacksize(&def, &size) != 0)
+		size = 0;
+	pthread_attr_destroy(&def);
+	return size;
+}
 
 static void *thread_start(void *p)
 {
 	struct tramp tr = *(struct tramp *)p;
 	struct gthread *t = &guard_tls;
+	uintptr_t self = (uintptr_t)pthread_self();
 
-	free(p);
+	tramp_put(p);
 	t->agent = tr.agent;
 	t->prog_blocked = tr.prog_blocked;
 	t->mask_known = tr.mask_known;
 	/* loop-site depths are measured from here: the same for every run of the same code */
 	t->base = (uintptr_t)__builtin_dwarf_cfa();
-	/* the stack's bounds, while the thread holds no lock of the program's (this allocates) */
-	if (!tr.agent && unwind_ready())
-		unwind_thread_init();
+	/* the stack's bounds, without allocating: glibc keeps the thread's descriptor at the top of its
+	 * stack, and the stack's size below it is mapped but for guard pages at the bottom (64 KiB is
+	 * more than the descriptor and any guard inside the size) */
+	if (!tr.agent && unwind_ready() && self > t->base)
+		unwind_thread_bounds(tr.stack_size >= 131072 && tr.stack_size < self ? self - tr.stack_size + 65536
+				     : t->base & ~(uintptr_t)4095, self);
 	return tr.fn(tr.arg);
 }
 
@@ -1226,18 +1281,19 @@ GUARD_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void 
 		guard_sig_program_threads();
 	if (!atomic_load_explicit(&G.active, memory_order_relaxed))
 		return REAL(pthread_create)(th, attr, fn, arg);
-	tr = malloc(sizeof(*tr));
+	tr = tramp_get();
 	if (!tr)
 		return REAL(pthread_create)(th, attr, fn, arg);
 	tr->fn = fn;
 	tr->arg = arg;
+	tr->stack_size = t->agent ? 0 : stack_size_of(attr);
 	/* threads the agent's threads start (libcurl's resolver) are the agent's too */
 	tr->agent = t->agent;
 	tr->prog_blocked = t->prog_blocked;
 	tr->mask_known = t->mask_known;
 	r = REAL(pthread_create)(th, attr, thread_start, tr);
 	if (r != 0)
-		free(tr);
+		tramp_put(tr);
 	return r;
 }
 

@@ -165,6 +165,7 @@ struct gthread {
 	uint8_t own_fds;          /* an agent thread with a descriptor table of its own */
 	uint8_t sync_call;        /* in a wrapped lock, condition or semaphore wait: the caller may be the
 				   * program's allocator, holding its locks (no thread is created here) */
+	int *errp;                /* the thread's errno: found once, not by a call per wrapped call */
 	int64_t period_ns;        /* the CPU-time period this thread's timer was armed with */
 	uint8_t boosted;          /* the timer runs at the violation rate for the rest of this unit */
 	uint16_t boost_left;      /* samples left at that rate (GUARD_BOOST_MAX per unit) */
@@ -310,7 +311,11 @@ struct guard_rt {
 	int64_t started_ns;                  /* CLOCK_REALTIME when the agent started in this process */
 	/* settings pushed by the server (guard_apply_settings), over what the process started with */
 	_Atomic int muted;                   /* guarding off: no unit begins */
-	struct guard_config cfg0;            /* the settings as started */
+	struct {                             /* the settings as started that the server may change (not a
+					      * whole guard_config: 32 KB of data each process would write) */
+		int64_t min_wait_ns;
+		int sample_hz, reports_per_min;
+	} cfg0;
 	double k0;                           /* the k the profile was loaded with */
 	pthread_mutex_t tab_mu;              /* G.profile and guard-table rebuilds */
 	int tab_swaps;                       /* tables replaced (a new k or profile; the old ones are kept) */

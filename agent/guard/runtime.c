@@ -190,7 +190,9 @@ __attribute__((constructor(102))) static void guard_init(void)
 	if (uname(&uts) == 0)
 		snprintf(G.kernel, sizeof(G.kernel), "%s", uts.release);
 	read_token();
-	G.cfg0 = G.cfg;
+	G.cfg0.min_wait_ns = G.cfg.min_wait_ns;
+	G.cfg0.sample_hz = G.cfg.sample_hz;
+	G.cfg0.reports_per_min = G.cfg.reports_per_min;
 	guard_threads_init(guard_watchdog_main, guard_ship_main);
 	guard_report_init();
 	pthread_mutex_init(&G.tab_mu, NULL);

@@ -8,6 +8,7 @@
 #include "agent/guard/region.h"
 #include "agent/guard/unwind.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -94,6 +95,7 @@ void guard_thread_setup(struct gthread *t)
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
 	t->tid = gettid();
+	t->errp = &errno;
 	if (t->tid == getpid()) {
 		/* the main thread: its stack starts where the kernel put argc */
 		if (!t->base)

@@ -876,7 +876,8 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 void gcall_finish(struct gcall *c, int failed)
 {
 	struct gthread *t = &guard_tls;
-	int saved = errno;
+	int *errp = GUARD_LIKELY(t->errp != NULL) ? t->errp : &errno;
+	int saved = *errp;
 	int64_t now = guard_now();
 
 	(void)failed;
@@ -888,7 +889,7 @@ void gcall_finish(struct gcall *c, int failed)
 	async_call(t, c, now);
 	t->sync_call = 0;
 	t->nest = 0;
-	errno = saved;
+	*errp = saved;
 }
 
 void guard_unit_reset_child(struct gthread *t)

@@ -178,6 +178,20 @@ for ep in endpoints():
         body = json.dumps(dict(ep["body"], **{ep["str"]: "x\u202ey"}), ensure_ascii=False).encode()
         case(f"U+202E in {ep['str']}", ep, body, ep["ok"] | {409})
 
+# the report's collector (host or process): everything else is refused, naming the field; a long value
+# is measured like a bomb (the server must not grow with it)
+if KIND == "ingest":
+    ep = next(e for e in endpoints() if e["name"] == "report")
+    for raw, why, err in (('"host\\u0000"', "NUL", "~NUL"), ('"host\\ud800"', "a lone surrogate", "~surrogate"),
+                          ('"host\u202e"', "a bidi control", "collector: must be host or process"),
+                          ('"' + "h" * (4 << 20) + '"', "4 MB", "~"), ('7', "a number", "~collector"),
+                          ('["host"]', "an array", "~collector"), ('"HOST"', "another case",
+                                                                  "collector: must be host or process")):
+        body = json.dumps(dict(ep["body"], collector="@@")).replace('"@@"', raw)
+        case(f"collector: {why}", ep, body.encode(), {400, 413}, err, bomb=True)
+    body = json.dumps(dict(ep["body"], collector="host")).encode()
+    case("collector: host", ep, body, 200)
+
 for p in problems:
     print("  " + p)
 print(f"cases {cases} problems {len(problems)}")

@@ -296,6 +296,36 @@ t_match "a collector that starts later ships what the process queued meanwhile" 
 	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued' AND role = 'violation'")" '^[1-9][0-9]*$'
 stop_collector
 
+# ---- a real program's threads: the agent starts none, and makes the program start none ----
+# A new thread that entered the program's allocator on the agent's account (its trampoline's
+# argument freed there) got a cache and an arena of its own, and jemalloc a background thread per
+# arena: a guarded redis had 8 threads for 5.
+if command -v redis-server >/dev/null; then
+	start_collector
+	RP=$(free_port)
+	# rthreads CMD...: redis's sorted thread names after a load, under CMD
+	rthreads() {
+		"$@" /usr/bin/redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --dir "$T_TMP" \
+			--logfile "$T_TMP/redis.log" &
+		local pid=$! names
+		for _ in $(seq 1 300); do redis-cli -p "$RP" ping >/dev/null 2>&1 && break; sleep 0.05; done
+		redis-benchmark -p "$RP" -t get,set -n 20000 -c 20 -q >/dev/null 2>&1
+		names=$(cat /proc/"$pid"/task/*/comm 2>/dev/null | sort | tr '\n' ' ')
+		redis-cli -p "$RP" shutdown nosave >/dev/null 2>&1
+		wait "$pid"
+		echo "$names"
+	}
+	plain=$(rthreads env)
+	# (training is in the process: it is what guards with the collector)
+	rthreads "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- >/dev/null
+	guarded_names=$(SM_GUARD_COLLECTOR=host rthreads "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" \
+		--url "$INGEST_URL" --token-file "$T_TMP/token" --label run=redis --)
+	echo "redis's threads: $plain"
+	t_eq "redis under the agent with the collector: the threads it has without the agent" \
+		"$(grep -c 'msg="guarding" .*exe=redis-server .*collector=host' "$T_TMP/guard.log")|$guarded_names" "1|$plain"
+	stop_collector
+fi
+
 if [ "$T_FAILED" -gt 0 ]; then
 	echo "the collector's log:"
 	tail -n 60 "$T_TMP/collector.log" | sed 's/^/  | /'
