@@ -108,7 +108,7 @@ free_port() { # below the ephemeral range (tests/lib.sh)
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # private memory (USS: what the process alone holds; RSS would count shared buffers and libraries)
-uss_mb() { awk '/^Private_(Clean|Dirty):/ { s += $2 } END { printf "%.1f", s / 1024 }' "/proc/$1/smaps_rollup"; }
+uss_mb() { awk '/^Private_(Clean|Dirty):/ { s += $2 } END { printf "%.2f", s / 1024 }' "/proc/$1/smaps_rollup"; }
 # the largest USS among the backends of pgbench's connections, during a load
 backend_uss() {
 	local m=0 p u
@@ -349,7 +349,7 @@ for m in $modes; do
 	done
 	plain=$(sed -n 1p "$W/pgmem")
 	guarded=$(sed -n 2p "$W/pgmem")
-	echo "guard postgres backend private memory, $(mode_name "$m"): $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+	echo "guard postgres backend private memory, $(mode_name "$m"): $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.2f", b - a }') MB)"
 	[ "$m" = host ] && echo "guard postgres collector private memory:  $collector_uss MB (guarding the postmaster and its backends)"
 done
 G=$G0
@@ -389,19 +389,24 @@ for m in $modes; do
 	report "redis-benchmark GET (req/s), $(mode_name "$m")" req/s <"$W/get"
 	interleaved redis rstop rset >"$W/set"
 	report "redis-benchmark SET (req/s), $(mode_name "$m")" req/s <"$W/set"
-	redis 0 env
-	rb 0 get,set >/dev/null
-	plain=$(uss_mb "${rpid[0]}")
-	rstop 0
-	redis 0 $G --
-	c0=$(collector_cpu)
-	rb 0 get,set >/dev/null
-	guarded=$(uss_mb "${rpid[0]}")
-	cpu=$(agent_cpu "${rpid[0]}")
-	c1=$(collector_cpu)
-	cmem=$(uss_mb "$COLLECTOR")
-	rstop 0
-	echo "guard redis-server private memory, $(mode_name "$m"): $plain MB without, $guarded MB with the agent ($(awk -v a="$plain" -v b="$guarded" 'BEGIN { printf "%+.1f", b - a }') MB)"
+	# redis's own heap moves by a few hundred KB from run to run: three pairs, the median difference
+	: >"$W/rmem"
+	for _ in 1 2 3; do
+		redis 0 env
+		rb 0 get,set >/dev/null
+		plain=$(uss_mb "${rpid[0]}")
+		rstop 0
+		redis 0 $G --
+		c0=$(collector_cpu)
+		rb 0 get,set >/dev/null
+		guarded=$(uss_mb "${rpid[0]}")
+		cpu=$(agent_cpu "${rpid[0]}")
+		c1=$(collector_cpu)
+		cmem=$(uss_mb "$COLLECTOR")
+		rstop 0
+		echo "$plain $guarded" >>"$W/rmem"
+	done
+	echo "guard redis-server private memory, $(mode_name "$m"): $(awk '{ print $1 }' "$W/rmem" | median) MB without, $(awk '{ print $2 }' "$W/rmem" | median) MB with the agent (median difference $(awk '{ print $2 - $1 }' "$W/rmem" | median | awk '{ printf "%+.2f", $1 }') MB; differences $(awk '{ printf "%+.2f ", $2 - $1 }' "$W/rmem")MB)"
 	if [ "$m" = host ]; then
 		echo "guard redis collector, one guarded redis:   $(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", b - a }') s CPU over $((2 * requests)) requests, $cmem MB private memory (the program: $cpu s in threads of the agent's)"
 	else
