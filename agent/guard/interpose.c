@@ -205,13 +205,14 @@ static int sotmo_again(struct sotmo *m, int64_t t0)
 	return 1;
 }
 
-static void sotmo_restore(struct sotmo *m)
+static inline void sotmo_restore(struct sotmo *m)
 {
-	int saved = errno;
+	if (GUARD_UNLIKELY(m->shortened)) {
+		int saved = errno;
 
-	if (m->shortened)
 		setsockopt(m->fd, SOL_SOCKET, m->opt, &m->orig, sizeof(m->orig));
-	errno = saved;
+		errno = saved;
+	}
 }
 
 /* ---- loop-capable waits ---- */

@@ -11,4 +11,4 @@ static struct gring shared_store;
 struct guard_rt G __attribute__((aligned(64))) = { .slots = slot_store, .shared_ring = &shared_store };
 _Static_assert(offsetof(struct guard_rt, cfg.min_wait_ns) + sizeof(int64_t) <= 64,
 	       "what every wrapped call reads fits G's first cache line");
-__thread struct gthread guard_tls __attribute__((tls_model("initial-exec")));
+__thread struct gthread guard_tls __attribute__((tls_model("initial-exec"), aligned(64)));

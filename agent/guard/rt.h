@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -72,7 +73,6 @@ enum gcall_id {
 enum gcall_kind { GK_IO, GK_LOCK, GK_COND, GK_SEM, GK_SLEEP, GK_JOIN };
 
 struct gcall_info {
-	const char *name;
 	uint8_t loop;      /* may be a loop site */
 	uint8_t kind;      /* enum gcall_kind */
 	uint8_t fd;        /* read/readv: a loop site only on sockets, pipes and terminals */
@@ -98,6 +98,7 @@ struct gafd {
 
 enum { AF_FREE, AF_CLIENT, AF_UPSTREAM, AF_OUT, AF_SKIP };
 extern const struct gcall_info gcall_info[GC_COUNT];
+extern const char *const gcall_name[GC_COUNT];   /* apart: the wrappers never read it */
 
 /* One thread's state shared with the agent's threads (the watchdog, the reporter). */
 struct gslot {
@@ -191,6 +192,13 @@ struct gthread {
 	int32_t best;
 	uint64_t touched;
 	uint8_t shared;           /* the unit hit a context every type has: all types are candidates */
+	/* deferred requests (unit.c): only in units of an epoll, poll or select loop. Up to here, what
+	 * a wrapped call reads: the struct's first three cache lines */
+	uint8_t aloop;            /* this unit's loop waits in epoll/poll/select */
+	uint32_t aseq;            /* units begun (both modes) */
+	int32_t acur;             /* the client's descriptor + 1 this unit works for, 0 = none */
+	int32_t alisten;          /* the listening descriptor + 1 last accepted from (its port noted) */
+	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
 	uint32_t hits[GP_MAX_TYPES];
 	/* training */
 	struct gtsite sites[GUARD_TSITES];
@@ -198,17 +206,11 @@ struct gthread {
 	uint32_t nctx;
 	uint32_t ctx[GP_MAX_CLASS_CONTEXTS];
 	struct { uintptr_t ret; int64_t depth; int32_t loop; uint32_t id; } ctxcache[64];
-	/* deferred requests (unit.c): only in units of an epoll, poll or select loop */
-	uint8_t aloop;            /* this unit's loop waits in epoll/poll/select */
-	uint32_t aseq;            /* units begun (both modes) */
-	int32_t acur;             /* the client's descriptor + 1 this unit works for, 0 = none */
-	int32_t alisten;          /* the listening descriptor + 1 last accepted from (its port noted) */
-	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
 };
 
 enum { TIMER_NONE, TIMER_IDLE, TIMER_ARMED, TIMER_FAILED };
 
-extern __thread struct gthread guard_tls __attribute__((tls_model("initial-exec")));
+extern __thread struct gthread guard_tls __attribute__((tls_model("initial-exec"), aligned(64)));
 
 /* A violation waiting for the shipping thread. */
 struct gviol {
@@ -269,13 +271,13 @@ struct guard_rt {
 	struct guard_clock clk;
 	_Atomic int active;             /* 0: every wrapper passes straight through */
 	int mode;                       /* GUARD_MODE_TRAIN or GUARD_MODE_GUARD once running */
-	_Atomic int sampling;           /* 1 while the agent owns its signal */
-	_Atomic int nfds;               /* descriptors in fds */
+	_Atomic int start_wanted;       /* threads to create at the next wrapped call that may: START_* */
+	_Atomic uint8_t sampling;       /* 1 while the agent owns its signal */
+	_Atomic uint16_t nfds;          /* descriptors in fds (at most GUARD_MAX_FDS) */
 	_Atomic(struct gtab *) tab;     /* guard mode */
 	struct guard_config cfg;
 	int wd_started, ship_started;
 	int starting;                   /* threads being created (outside G.mu: creation allocates) */
-	_Atomic int start_wanted;       /* threads to create at the next wrapped call that may: START_* */
 	pid_t pid;
 	char exe[1024], exe_name[256], build_id[129], profile_path[1200];
 	char host[256], app[256], kernel[128];
@@ -324,6 +326,10 @@ struct guard_rt {
 	_Atomic int pulling;                 /* a thread takes what the collector pushed */
 	uint32_t tab_gen_taken;              /* the region's table image last looked at */
 };
+
+/* every wrapped call reads these: one cache line (G is aligned to 64) */
+_Static_assert(offsetof(struct guard_rt, cfg.min_wait_ns) + sizeof(int64_t) <= 64,
+	       "G's hot fields must fit its first cache line");
 
 extern struct guard_rt G;
 

@@ -138,7 +138,7 @@ static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 		uint64_t call = ip - GUARD_CALL_TAG;
 
 		n = (size_t)snprintf(name, sizeof(name), "%s!%s", b->src->libc_name,
-				     call < GC_COUNT ? gcall_info[call].name : "?");
+				     call < GC_COUNT ? gcall_name[call] : "?");
 	} else if (b->sym) {
 		n = gsym_function(b->sym, (uintptr_t)(exact ? ip : ip - 1), name, sizeof(name));
 	} else {

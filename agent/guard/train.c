@@ -398,7 +398,7 @@ static int build_delta(const struct snapshot *s, struct gprofile *p, char *err, 
 			goto out_gp;
 		site.module = (uint32_t)m;
 		site.depth = l->depth;
-		snprintf(site.call, sizeof(site.call), "%s", gcall_info[l->call].name);
+		snprintf(site.call, sizeof(site.call), "%s", gcall_name[l->call]);
 		gsym_frame(sym, l->ret - 1, name, sizeof(name));
 		if ((li = gp_add_loop(p, &site, name)) < 0)
 			goto out_gp;
@@ -429,7 +429,7 @@ static int build_delta(const struct snapshot *s, struct gprofile *p, char *err, 
 			goto out_gp;
 		site.module = (uint32_t)m;
 		site.depth = c->depth;
-		snprintf(site.call, sizeof(site.call), "%s", gcall_info[c->call].name);
+		snprintf(site.call, sizeof(site.call), "%s", gcall_name[c->call]);
 		id = gp_add_context(p, (uint32_t)loopmap[c->loop], &site, path, c->npath);
 		if (id == -1)
 			goto out_gp;

@@ -242,10 +242,11 @@ v=$(sum_exits nginx "$m" violations)
 echo "nginx: $units units, $v violations; $(grep 'Requests/sec' "$W/wrk.out")"
 # one worker and one wrk thread on two cores: nobody waits for a core (with more threads than cores,
 # units preempted for milliseconds are real violations: about 1 % of them here). The machine's
-# neighbours still preempt now and then: 0.2 to 1.2 in 1000 units in runs here; a storm (thresholds
-# learnt wrong) is tens of percent
-t_eq "nginx: no violation storm under wrk (at most 5 in 1000 units)" \
-	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v <= u / 200)}')" 1
+# neighbours still preempt now and then: 0.2 to 1.2 in 1000 units in runs here, and on busier days
+# 4 to 20 in 1000 (2026-11-30: 6 and 7 with the library of 1fad589, 4 and 10 with the day's,
+# 20 once under the tests); a storm (thresholds learnt wrong) is tens of percent
+t_eq "nginx: no violation storm under wrk (at most 40 in 1000 units)" \
+	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v <= u / 25)}')" 1
 t_eq "nginx: and at most 6 streams shipped per worker and unit type (the run lasts under a minute)" \
 	"$(pg_q "SELECT coalesce(max(n), 0) <= 6 FROM (SELECT count(*) AS n FROM streams WHERE labels->>'run' = 'nginx' AND role = 'violation'
 	       GROUP BY symptom_tid, symptom_unit_type) x")" t
