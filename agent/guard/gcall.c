@@ -6,93 +6,54 @@
  */
 #include "agent/guard/rt.h"
 
-/* what the bookkeeping reads on every call: 4 bytes each, the whole table in 3 cache lines */
-const struct gcall_info gcall_info[GC_COUNT] = {
-	[GC_NONE] = { 0, GK_IO, 0 },
-	[GC_EPOLL_WAIT] = { 1, GK_IO, 0 },
-	[GC_EPOLL_PWAIT] = { 1, GK_IO, 0 },
-	[GC_POLL] = { 1, GK_IO, 0 },
-	[GC_PPOLL] = { 1, GK_IO, 0 },
-	[GC_SELECT] = { 1, GK_IO, 0 },
-	[GC_PSELECT] = { 1, GK_IO, 0 },
-	[GC_ACCEPT] = { 1, GK_IO, 0, GA_ACCEPT },
-	[GC_ACCEPT4] = { 1, GK_IO, 0, GA_ACCEPT },
-	[GC_RECV] = { 1, GK_IO, 0, GA_READ },
-	[GC_RECVFROM] = { 1, GK_IO, 0, GA_READ },
-	[GC_RECVMSG] = { 1, GK_IO, 0, GA_READ },
-	[GC_READ] = { 1, GK_IO, 1, GA_READ },
-	[GC_READV] = { 1, GK_IO, 1, GA_READ },
-	[GC_COND_WAIT] = { 1, GK_COND, 0 },
-	[GC_COND_TIMEDWAIT] = { 1, GK_COND, 0 },
-	[GC_SEM_WAIT] = { 1, GK_SEM, 0 },
-	[GC_SEM_TIMEDWAIT] = { 1, GK_SEM, 0 },
-	[GC_MSGRCV] = { 1, GK_IO, 0 },
-	[GC_SIGWAITINFO] = { 1, GK_IO, 0 },
-	[GC_SIGTIMEDWAIT] = { 1, GK_IO, 0 },
-	[GC_MUTEX_LOCK] = { 0, GK_LOCK, 0 },
-	[GC_MUTEX_TIMEDLOCK] = { 0, GK_LOCK, 0 },
-	[GC_RWLOCK_RDLOCK] = { 0, GK_LOCK, 0 },
-	[GC_RWLOCK_WRLOCK] = { 0, GK_LOCK, 0 },
-	[GC_JOIN] = { 0, GK_JOIN, 0 },
-	[GC_WRITE] = { 0, GK_IO, 0, GA_SEND },
-	[GC_WRITEV] = { 0, GK_IO, 0, GA_SEND },
-	[GC_SEND] = { 0, GK_IO, 0, GA_SEND },
-	[GC_SENDTO] = { 0, GK_IO, 0, GA_SEND },
-	[GC_SENDMSG] = { 0, GK_IO, 0, GA_SEND },
-	[GC_PREAD] = { 0, GK_IO, 0 },
-	[GC_PWRITE] = { 0, GK_IO, 0 },
-	[GC_FSYNC] = { 0, GK_IO, 0 },
-	[GC_FDATASYNC] = { 0, GK_IO, 0 },
-	[GC_CONNECT] = { 0, GK_IO, 0, GA_CONNECT },
-	[GC_NANOSLEEP] = { 0, GK_SLEEP, 0 },
-	[GC_CLOCK_NANOSLEEP] = { 0, GK_SLEEP, 0 },
-	[GC_USLEEP] = { 0, GK_SLEEP, 0 },
-	[GC_SLEEP] = { 0, GK_SLEEP, 0 },
-	[GC_WAITPID] = { 0, GK_IO, 0 },
-	[GC_FLOCK] = { 0, GK_IO, 0 },
-};
+/* id, name, may be a loop site, kind, a loop site only on sockets/pipes/terminals, deferred requests */
+#define GCALLS(X) \
+	X(GC_NONE,            "",                        0, GK_IO,    0, GA_NONE) \
+	X(GC_EPOLL_WAIT,      "epoll_wait",              1, GK_IO,    0, GA_NONE) \
+	X(GC_EPOLL_PWAIT,     "epoll_pwait",             1, GK_IO,    0, GA_NONE) \
+	X(GC_POLL,            "poll",                    1, GK_IO,    0, GA_NONE) \
+	X(GC_PPOLL,           "ppoll",                   1, GK_IO,    0, GA_NONE) \
+	X(GC_SELECT,          "select",                  1, GK_IO,    0, GA_NONE) \
+	X(GC_PSELECT,         "pselect",                 1, GK_IO,    0, GA_NONE) \
+	X(GC_ACCEPT,          "accept",                  1, GK_IO,    0, GA_ACCEPT) \
+	X(GC_ACCEPT4,         "accept4",                 1, GK_IO,    0, GA_ACCEPT) \
+	X(GC_RECV,            "recv",                    1, GK_IO,    0, GA_READ) \
+	X(GC_RECVFROM,        "recvfrom",                1, GK_IO,    0, GA_READ) \
+	X(GC_RECVMSG,         "recvmsg",                 1, GK_IO,    0, GA_READ) \
+	X(GC_READ,            "read",                    1, GK_IO,    1, GA_READ) \
+	X(GC_READV,           "readv",                   1, GK_IO,    1, GA_READ) \
+	X(GC_COND_WAIT,       "pthread_cond_wait",       1, GK_COND,  0, GA_NONE) \
+	X(GC_COND_TIMEDWAIT,  "pthread_cond_timedwait",  1, GK_COND,  0, GA_NONE) \
+	X(GC_SEM_WAIT,        "sem_wait",                1, GK_SEM,   0, GA_NONE) \
+	X(GC_SEM_TIMEDWAIT,   "sem_timedwait",           1, GK_SEM,   0, GA_NONE) \
+	X(GC_MSGRCV,          "msgrcv",                  1, GK_IO,    0, GA_NONE) \
+	X(GC_SIGWAITINFO,     "sigwaitinfo",             1, GK_IO,    0, GA_NONE) \
+	X(GC_SIGTIMEDWAIT,    "sigtimedwait",            1, GK_IO,    0, GA_NONE) \
+	X(GC_MUTEX_LOCK,      "pthread_mutex_lock",      0, GK_LOCK,  0, GA_NONE) \
+	X(GC_MUTEX_TIMEDLOCK, "pthread_mutex_timedlock", 0, GK_LOCK,  0, GA_NONE) \
+	X(GC_RWLOCK_RDLOCK,   "pthread_rwlock_rdlock",   0, GK_LOCK,  0, GA_NONE) \
+	X(GC_RWLOCK_WRLOCK,   "pthread_rwlock_wrlock",   0, GK_LOCK,  0, GA_NONE) \
+	X(GC_JOIN,            "pthread_join",            0, GK_JOIN,  0, GA_NONE) \
+	X(GC_WRITE,           "write",                   0, GK_IO,    0, GA_SEND) \
+	X(GC_WRITEV,          "writev",                  0, GK_IO,    0, GA_SEND) \
+	X(GC_SEND,            "send",                    0, GK_IO,    0, GA_SEND) \
+	X(GC_SENDTO,          "sendto",                  0, GK_IO,    0, GA_SEND) \
+	X(GC_SENDMSG,         "sendmsg",                 0, GK_IO,    0, GA_SEND) \
+	X(GC_PREAD,           "pread64",                 0, GK_IO,    0, GA_NONE) \
+	X(GC_PWRITE,          "pwrite64",                0, GK_IO,    0, GA_NONE) \
+	X(GC_FSYNC,           "fsync",                   0, GK_IO,    0, GA_NONE) \
+	X(GC_FDATASYNC,       "fdatasync",               0, GK_IO,    0, GA_NONE) \
+	X(GC_CONNECT,         "connect",                 0, GK_IO,    0, GA_CONNECT) \
+	X(GC_NANOSLEEP,       "nanosleep",               0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_CLOCK_NANOSLEEP, "clock_nanosleep",         0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_USLEEP,          "usleep",                  0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_SLEEP,           "sleep",                   0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_WAITPID,         "waitpid",                 0, GK_IO,    0, GA_NONE) \
+	X(GC_FLOCK,           "flock",                   0, GK_IO,    0, GA_NONE)
 
-const char *const gcall_name[GC_COUNT] = {
-	[GC_NONE] = "",
-	[GC_EPOLL_WAIT] = "epoll_wait",
-	[GC_EPOLL_PWAIT] = "epoll_pwait",
-	[GC_POLL] = "poll",
-	[GC_PPOLL] = "ppoll",
-	[GC_SELECT] = "select",
-	[GC_PSELECT] = "pselect",
-	[GC_ACCEPT] = "accept",
-	[GC_ACCEPT4] = "accept4",
-	[GC_RECV] = "recv",
-	[GC_RECVFROM] = "recvfrom",
-	[GC_RECVMSG] = "recvmsg",
-	[GC_READ] = "read",
-	[GC_READV] = "readv",
-	[GC_COND_WAIT] = "pthread_cond_wait",
-	[GC_COND_TIMEDWAIT] = "pthread_cond_timedwait",
-	[GC_SEM_WAIT] = "sem_wait",
-	[GC_SEM_TIMEDWAIT] = "sem_timedwait",
-	[GC_MSGRCV] = "msgrcv",
-	[GC_SIGWAITINFO] = "sigwaitinfo",
-	[GC_SIGTIMEDWAIT] = "sigtimedwait",
-	[GC_MUTEX_LOCK] = "pthread_mutex_lock",
-	[GC_MUTEX_TIMEDLOCK] = "pthread_mutex_timedlock",
-	[GC_RWLOCK_RDLOCK] = "pthread_rwlock_rdlock",
-	[GC_RWLOCK_WRLOCK] = "pthread_rwlock_wrlock",
-	[GC_JOIN] = "pthread_join",
-	[GC_WRITE] = "write",
-	[GC_WRITEV] = "writev",
-	[GC_SEND] = "send",
-	[GC_SENDTO] = "sendto",
-	[GC_SENDMSG] = "sendmsg",
-	[GC_PREAD] = "pread64",
-	[GC_PWRITE] = "pwrite64",
-	[GC_FSYNC] = "fsync",
-	[GC_FDATASYNC] = "fdatasync",
-	[GC_CONNECT] = "connect",
-	[GC_NANOSLEEP] = "nanosleep",
-	[GC_CLOCK_NANOSLEEP] = "clock_nanosleep",
-	[GC_USLEEP] = "usleep",
-	[GC_SLEEP] = "sleep",
-	[GC_WAITPID] = "waitpid",
-	[GC_FLOCK] = "flock",
-};
+#define INFO(id, name, loop, kind, fd, async) [id] = { loop, kind, fd, async },
+#define NAME(id, name, loop, kind, fd, async) [id] = name,
+
+/* what the bookkeeping reads on every call: 4 bytes each, the whole table in 3 cache lines */
+const struct gcall_info gcall_info[GC_COUNT] = { GCALLS(INFO) };
+const char *const gcall_name[GC_COUNT] = { GCALLS(NAME) };
