@@ -1255,7 +1255,6 @@ static void *thread_start(void *p)
 {
 	struct tramp tr = *(struct tramp *)p;
 	struct gthread *t = &guard_tls;
-	uintptr_t self = (uintptr_t)pthread_self();
 
 	tramp_put(p);
 	t->agent = tr.agent;
@@ -1263,12 +1262,9 @@ static void *thread_start(void *p)
 	t->mask_known = tr.mask_known;
 	/* loop-site depths are measured from here: the same for every run of the same code */
 	t->base = (uintptr_t)__builtin_dwarf_cfa();
-	/* the stack's bounds, without allocating: glibc keeps the thread's descriptor at the top of its
-	 * stack, and the stack's size below it is mapped but for guard pages at the bottom (64 KiB is
-	 * more than the descriptor and any guard inside the size) */
-	if (!tr.agent && unwind_ready() && self > t->base)
-		unwind_thread_bounds(tr.stack_size >= 131072 && tr.stack_size < self ? self - tr.stack_size + 65536
-				     : t->base & ~(uintptr_t)4095, self);
+	/* the stack's bounds, without allocating */
+	if (!tr.agent && unwind_ready())
+		unwind_thread_stack(t->base, tr.stack_size);
 	return tr.fn(tr.arg);
 }
 

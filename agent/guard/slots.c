@@ -106,12 +106,9 @@ void guard_thread_setup(struct gthread *t)
 		 * be inside the program's allocator now, holding its locks, where nothing may allocate
 		 * (pthread_getattr_np() would). glibc keeps a thread's descriptor at the top of its stack
 		 * block: from this frame to there is mapped. */
-		uintptr_t self = (uintptr_t)pthread_self();
-
 		if (!t->base)
-			t->base = self;
-		if (self > sp)
-			unwind_thread_bounds(sp & ~(uintptr_t)4095, self);
+			t->base = (uintptr_t)pthread_self();
+		unwind_thread_stack(sp, 0);
 	}
 	if (!t->mask_known && G.mode == GUARD_MODE_GUARD)
 		guard_sig_thread_mask(t);

@@ -876,7 +876,7 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 void gcall_finish(struct gcall *c, int failed)
 {
 	struct gthread *t = &guard_tls;
-	int *errp = GUARD_LIKELY(t->errp != NULL) ? t->errp : &errno;
+	int *errp = t->errp;   /* set up by gcall_enter() */
 	int saved = *errp;
 	int64_t now = guard_now();
 

@@ -319,6 +319,15 @@ void unwind_thread_bounds(uintptr_t lo, uintptr_t hi)
 	stk_whole = 1;
 }
 
+void unwind_thread_stack(uintptr_t sp, size_t size)
+{
+	uintptr_t self = (uintptr_t)pthread_self();
+
+	if (self <= sp)
+		return;
+	unwind_thread_bounds(size >= 131072 && size < self ? self - size + 65536 : sp & ~(uintptr_t)4095, self);
+}
+
 int unwind_open(char *err, size_t errlen)
 {
 	void *h = dlopen(SONAME_UNWIND, RTLD_NOW | RTLD_LOCAL);

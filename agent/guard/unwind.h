@@ -32,6 +32,11 @@ void unwind_thread_init(void);
 /* The same where the thread may not allocate (pthread_getattr_np() does): what is known to be
  * mapped of its stack, [lo, hi). Nothing when the thread's stack is known already. */
 void unwind_thread_bounds(uintptr_t lo, uintptr_t hi);
+/* unwind_thread_bounds() for a thread glibc made, from a frame of it at sp and its stack's size (0:
+ * unknown): its descriptor is at the top of its stack block, and the size below it is mapped but for
+ * guard pages at the bottom (64 KiB is more than the descriptor and any guard inside the size);
+ * with no size, from sp's page up. Allocates nothing. */
+void unwind_thread_stack(uintptr_t sp, size_t size);
 /* After fork, in the child: the module table's lock as new. */
 void unwind_reset_child(void);
 struct gmodmap;
