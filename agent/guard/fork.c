@@ -52,6 +52,7 @@ static void after_fork_child(void)
 	guard_lock_reset_child(&G.mu);
 	guard_lock_reset_child(&G.shared_mu);
 	guard_log_reset_child();
+	guard_interpose_reset_child();
 	unwind_reset_child();
 	guard_sig_reset_child();
 	guard_region_child(t);

@@ -58,6 +58,8 @@ int guard_real_close(int fd);
 int guard_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 int guard_real_pthread_join(pthread_t th, void **ret);
 int guard_real_nanosleep(const struct timespec *req, struct timespec *rem);
+/* After fork, in the child: the parent's threads being started are not the child's [signal]. */
+void guard_interpose_reset_child(void);
 
 /* ---- clock.c (G.clk, see struct guard_clock) [signal] ---- */
 int64_t guard_mono_ns(void);

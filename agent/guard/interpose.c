@@ -1227,6 +1227,14 @@ static struct tramp *tramp_get(void)
 	return tr;
 }
 
+void guard_interpose_reset_child(void)
+{
+	/* a trampoline a parent's thread had not yet taken when the parent forked is free in the
+	 * child: that thread is not the child's, and would hold it for good */
+	for (unsigned i = 0; i < TRAMPS; i++)
+		atomic_store_explicit(&tramp_used[i], 0, memory_order_relaxed);
+}
+
 static void tramp_put(struct tramp *tr)
 {
 	if (tr->pooled)
