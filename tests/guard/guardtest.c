@@ -204,8 +204,10 @@ __attribute__((noinline)) void timed_out_wait(long ms)
 	/* the condition's last release: another thread's, before the wait starts */
 	if (pthread_create(&th, NULL, signal_once, NULL) == 0)
 		pthread_join(th, NULL);
-	ts = deadline_in(ms);
+	/* the deadline as close to the wait as can be: the wait event's duration is ms less the time
+	 * from here to the wrapper's entry (a preemption on a busy machine) */
 	pthread_mutex_lock(&tmu);
+	ts = deadline_in(ms);
 	while (pthread_cond_timedwait(&tcv, &tmu, &ts) == 0)
 		;
 	pthread_mutex_unlock(&tmu);

@@ -153,8 +153,10 @@ t_eq "each sleep is a wait event: the server's stack down to nanosleep" "$n" "$s
 n=$(awk '$1 == "w" && $4 == 0 && $3 >= 60000000 && $3 < 70000000' <<<"$ev" | grep -c 'handle_sleep')
 t_eq "lasting the 60 ms, with no readier" "$n" "$sleeps"
 tmos=$(awk '$1 == "tmo" {print $3}' <<<"$mix")
-# a condition another thread signalled before the wait began: the wait timed out, no one readied it
-n=$(awk '$1 == "w" && $4 == 0 && $3 >= 30000000' <<<"$ev" | grep -c 'guardtest!timed_out_wait;libc\.so\.6!pthread_cond_timedwait')
+# a condition another thread signalled before the wait began: the wait timed out, no one readied it.
+# It lasts the 30 ms less the time from taking the deadline to the wrapper's entry, which a
+# preemption on a busy machine stretches (a CI run once counted 20 of 21 at 30 ms or more).
+n=$(awk '$1 == "w" && $4 == 0 && $3 >= 25000000' <<<"$ev" | grep -c 'guardtest!timed_out_wait;libc\.so\.6!pthread_cond_timedwait')
 t_eq "a timed wait that timed out has no readier (the condition's last signaller is not one)" "$n|$(awk '$1 == "w" && $4 != 0' <<<"$ev" | grep -c 'timed_out_wait')" "$tmos|0"
 # a late timer signal stands for every period that passed: multiples of 10 ms, and once a sample finds
 # the unit over its threshold, of 1 ms (SM_GUARD_VIOLATION_HZ; a CPU-time timer fires at the kernel's tick)
