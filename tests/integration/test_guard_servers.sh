@@ -125,14 +125,18 @@ heavy_frames="ARRAY[$(fid 'postgres!ExecMakeTableFunctionResult'), $(fid 'postgr
 	$(fid 'postgres!tuplestore_gettupleslot')]"
 got_heavy=$(pg_q "SELECT count(*) FROM streams s WHERE $mixed AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON
 	k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND e.kind = 'r' AND k.frame_ids && $heavy_frames)")
-fp=$(pg_q "SELECT count(*) FROM streams s WHERE $mixed AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON
+# neither: a false positive, unless the agent found the unit starved of CPU (unit.cause cpu: the
+# machine's problem, which a loaded test machine has, reported as such)
+others="$mixed AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON
 	k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND
-	(k.frame_ids && $heavy_frames OR $(fid 'postgres!pg_sleep') = ANY(k.frame_ids)))")
+	(k.frame_ids && $heavy_frames OR $(fid 'postgres!pg_sleep') = ANY(k.frame_ids)))"
+starved=$(pg_q "SELECT count(*) FROM streams s WHERE $others AND s.labels->>'unit.cause' = 'cpu'")
+fp=$(pg_q "SELECT count(*) FROM streams s WHERE $others AND s.labels->>'unit.cause' IS DISTINCT FROM 'cpu'")
 rs=$(awk -v a="$got_sleep" -v b="$n_sleep" 'BEGIN {printf "%.1f", b ? 100 * a / b : 0}')
 rh=$(awk -v a="$got_heavy" -v b="$n_heavy" 'BEGIN {printf "%.1f", b ? 100 * a / b : 0}')
 fpr=$(awk -v a="$fp" -v b="$n_select" 'BEGIN {printf "%.2f", b ? 100 * a / b : 0}')
 echo "recall: pg_sleep $got_sleep/$n_sleep ($rs %), heavy query $got_heavy/$n_heavy ($rh %);" \
-	"false positives: $fp streams for $n_select other transactions ($fpr %)"
+	"false positives: $fp streams for $n_select other transactions ($fpr %), besides $starved starved of CPU"
 t_eq "postgres: almost every pg_sleep is caught (at least 90 %)" "$(awk -v r="$rs" 'BEGIN {print (r >= 90)}')" 1
 t_eq "postgres: almost every heavy query is caught (at least 90 %)" "$(awk -v r="$rh" 'BEGIN {print (r >= 90)}')" 1
 t_eq "postgres: almost nothing else is reported (under 1 % of the other transactions)" \
