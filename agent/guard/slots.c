@@ -104,8 +104,7 @@ void guard_thread_setup(struct gthread *t)
 	} else {
 		/* a thread started before the agent, or not through pthread_create (jemalloc's own), may
 		 * be inside the program's allocator now, holding its locks, where nothing may allocate
-		 * (pthread_getattr_np() would). glibc keeps a thread's descriptor at the top of its stack
-		 * block: from this frame to there is mapped. */
+		 * (pthread_getattr_np() would): its bounds from this frame up (unwind_thread_stack). */
 		if (!t->base)
 			t->base = (uintptr_t)pthread_self();
 		unwind_thread_stack(sp, 0);
