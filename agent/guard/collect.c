@@ -74,7 +74,8 @@ struct cproc {
 	pthread_mutex_t mu;           /* the budget's: the watchdog offers the hangs */
 	struct gbudget *budget;       /* made at the first violation */
 	struct guard_counts n;
-	struct csym *sym;             /* its symbolizer, shared with the processes whose modules lie where its do */
+	struct csym *sym;             /* its symbolizer, shared with the processes of the same files */
+	uintptr_t *shift;             /* per module of mods: how far sym has it from here (modulo 2^64) */
 	struct gmodmap mods;          /* its modules as last read while it ran: a process that ended is named by them */
 	int64_t sym_used, next_report;
 	/* what the server pushed to it (the shipping thread's) */
@@ -99,16 +100,21 @@ struct cfleet {
 };
 
 /*
- * A symbolizer, shared by every process with the same modules at the same addresses: the children a
- * server forks (PostgreSQL's backends, nginx's workers) are named by their parent's tables, once. The
- * shipping thread's alone.
+ * A symbolizer, shared by every process whose modules are the same files in the same order, wherever
+ * each is loaded: the children a server forks (PostgreSQL's backends, nginx's workers), and the
+ * programs of one build started apart (their libraries lie elsewhere in each, address space layout
+ * being random). A process's addresses are moved to where the symbolizer has each module (cxlat), so
+ * that its ELF files are read and its names cached once per host and build. The shipping thread's
+ * alone.
  */
 struct csym {
 	struct csym *next;
-	uint64_t key;                 /* the modules: their files, where each is loaded */
+	uint64_t key;                 /* the modules: their files and build ids, each's extent from its bias */
 	int refs;
 	struct gsym *sym;
+	struct gmodmap mods;          /* where they lie in the process it was opened for */
 };
+
 
 struct collector {
 	struct collect_opts o;
@@ -424,6 +430,7 @@ static void sym_release(struct collector *c, struct csym *cs)
 			break;
 		}
 	gsym_free(cs->sym);
+	gmodmap_release(&cs->mods);
 	free(cs);
 }
 
@@ -436,6 +443,7 @@ static void proc_free(struct cproc *p)
 		free(p->budget);
 	}
 	sym_release(p->c, p->sym);
+	free(p->shift);
 	gmodmap_release(&p->mods);
 	cut_forget(p->c, p->map);
 	munmap(p->r, p->bytes);
@@ -600,7 +608,7 @@ static void region_names(const struct gsrc *src, int32_t loop, int32_t type, cha
 		loopsym[0] = tname[0] = '\0';
 }
 
-/* What a process's symbolizer is shared by: its modules' files and places. */
+/* What a process's symbolizer is shared by: its modules' files, in order, and their extents. */
 static uint64_t modules_key(const struct gmodmap *m)
 {
 	uint64_t h = HASH_FNV_INIT;
@@ -608,56 +616,85 @@ static uint64_t modules_key(const struct gmodmap *m)
 	for (size_t i = 0; i < m->n; i++) {
 		const struct gmod *g = &m->mods[i];
 		const char *f = g->file[0] ? g->file : g->path;
-		uint64_t v[3] = { g->bias, g->lo, g->hi };
+		uint64_t v[2] = { g->lo - g->bias, g->hi - g->bias };
 
-		h = hash_fnv(h, f, strlen(f));
+		h = hash_fnv(h, f, strlen(f) + 1);
+		h = hash_fnv(h, g->build_id, strlen(g->build_id) + 1);
 		h = hash_fnv(h, v, sizeof(v));
 	}
 	return h;
 }
 
+/* p's addresses as cs has them: module i of both is the same file (their keys are equal). p->mods
+ * stays as it is while p has a symbolizer (it is read again only to get one). */
+static int shift_make(struct cproc *p, const struct csym *cs)
+{
+	uintptr_t *shift;
+
+	if (p->mods.n != cs->mods.n || !(shift = calloc(p->mods.n, sizeof(*shift))))
+		return -1;
+	for (size_t i = 0; i < p->mods.n; i++)
+		shift[i] = cs->mods.mods[i].bias - p->mods.mods[i].bias;
+	free(p->shift);
+	p->shift = shift;
+	return 0;
+}
+
+static uintptr_t proc_xlat(const struct gsrc *src, uintptr_t addr)
+{
+	const struct cproc *p = src->ctx;
+	const struct gmod *g = gmodmap_find(&p->mods, addr);
+
+	return g ? addr + p->shift[g - p->mods.mods] : 0;
+}
+
 static struct gsym *symbolizer(struct cproc *p)
 {
 	struct collector *c = p->c;
+	struct csym *cs;
+	char err[256];
+	uint64_t key;
 
 	p->sym_used = mono_ns();
 	if (p->sym)
 		return p->sym->sym;
 	read_modules(p);
-	if (p->mods.n) {
-		uint64_t key = modules_key(&p->mods);
-		struct gmodmap mm = { NULL, 0 };
-		struct csym *cs;
-		char err[256];
-
-		for (cs = c->syms; cs && cs->key != key; cs = cs->next)
-			;
-		if (cs) {
-			cs->refs++;
-			p->sym = cs;
-			return cs->sym;
-		}
-		if (!(cs = calloc(1, sizeof(*cs))) || gmodmap_copy(&mm, &p->mods) < 0) {
-			free(cs);
+	if (!p->mods.n)
+		return NULL;
+	key = modules_key(&p->mods);
+	for (cs = c->syms; cs && cs->key != key; cs = cs->next)
+		;
+	if (cs) {
+		if (shift_make(p, cs) < 0)
 			return NULL;
-		}
-		/* gone: its files by their own paths */
-		if (start_time_of(p->pid) != p->starttime)
-			gmodmap_detach(&mm);
-		cs->sym = gsym_open(&mm, err, sizeof(err));
-		gmodmap_release(&mm);
-		if (!cs->sym) {
-			log_warn("cannot open the symbolizer", "pid=%d error=\"%s\"", (int)p->pid, err);
-			free(cs);
-			return NULL;
-		}
-		cs->key = key;
-		cs->refs = 1;
-		cs->next = c->syms;
-		c->syms = cs;
+		cs->refs++;
 		p->sym = cs;
+		log_info("symbolizer shared", "pid=%d exe=%s processes=%d", (int)p->pid, p->exe_name, cs->refs);
+		return cs->sym;
 	}
-	return p->sym ? p->sym->sym : NULL;
+	if (!(cs = calloc(1, sizeof(*cs))))
+		return NULL;
+	if (gmodmap_copy(&cs->mods, &p->mods) < 0 || shift_make(p, cs) < 0)
+		goto fail;
+	/* gone: its files by their own paths */
+	if (start_time_of(p->pid) != p->starttime)
+		gmodmap_detach(&cs->mods);
+	cs->sym = gsym_open(&cs->mods, err, sizeof(err));
+	if (!cs->sym) {
+		log_warn("cannot open the symbolizer", "pid=%d error=\"%s\"", (int)p->pid, err);
+		goto fail;
+	}
+	cs->key = key;
+	cs->refs = 1;
+	cs->next = c->syms;
+	c->syms = cs;
+	p->sym = cs;
+	log_info("symbolizer opened", "pid=%d exe=%s modules=%zu", (int)p->pid, p->exe_name, cs->mods.n);
+	return cs->sym;
+fail:
+	gmodmap_release(&cs->mods);
+	free(cs);
+	return NULL;
 }
 
 static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wire_stream *ws)
@@ -692,6 +729,7 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 	int rc;
 
 	src.sym = symbolizer(p);
+	src.xlat = proc_xlat;
 	if (!src.sym) {
 		/* a process gone before its modules could be read: its frames could never be named (lost) */
 		return -1;

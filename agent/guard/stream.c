@@ -140,7 +140,12 @@ static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 		n = (size_t)snprintf(name, sizeof(name), "%s!%s", b->src->libc_name,
 				     call < GC_COUNT ? gcall_name[call] : "?");
 	} else if (b->sym) {
-		n = gsym_function(b->sym, (uintptr_t)(exact ? ip : ip - 1), name, sizeof(name));
+		uintptr_t at = (uintptr_t)(exact ? ip : ip - 1);
+
+		if (b->src->xlat && !(at = b->src->xlat(b->src, at)))
+			n = (size_t)snprintf(name, sizeof(name), "[unknown]+0x%llx", (unsigned long long)ip);
+		else
+			n = gsym_function(b->sym, at, name, sizeof(name));
 	} else {
 		n = (size_t)snprintf(name, sizeof(name), "[unknown]+0x%llx", (unsigned long long)ip);
 	}

@@ -42,6 +42,9 @@ struct gsrc {
 	long (*read_small)(const char *path, char *buf, size_t cap);
 	void *ctx;                    /* the callbacks' */
 	struct gsym *sym;             /* NULL: frames are [unknown]+0x... */
+	/* an address of the process as sym knows it (sym may be another process's of the same build),
+	 * 0 when it lies in none of its modules; NULL: sym is the process's own */
+	uintptr_t (*xlat)(const struct gsrc *src, uintptr_t addr);
 	/* what the process is */
 	const char *host, *app, *version, *build_id, *exe, *kernel, *libc_name, *cpu_limit;
 	const struct guard_label *labels;
