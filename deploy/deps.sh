@@ -15,7 +15,7 @@ test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps de
       haproxy patroni etcd-server etcd-client) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps redis-server redis-tools) ;;
 bench) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps time python3-scipy python3-numpy wrk
-       redis-server redis-tools nginx-light) ;;
+       redis-server redis-tools nginx-light valgrind) ;;
 fuzz) pkgs+=(clang) ;;
 deb) pkgs+=(dpkg-dev lintian) ;;
 *) echo "deps.sh: unknown purpose '$purpose' (build, test, demo, bench, fuzz, deb)" >&2; exit 2 ;;

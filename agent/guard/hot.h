@@ -240,6 +240,7 @@ struct gcall {
 	long res;             /* what the call returned, where deferred requests need it (-1 = failed) */
 	uint16_t id;
 	int8_t loopsite;      /* this call is the thread's loop wait */
+	uint32_t info;        /* gcall_info(id): the wrapper's GCALL_P_ constant (GCALL_KIND() reads it) */
 	int fd;
 	struct sigsnap sigs;
 };
@@ -252,12 +253,15 @@ void gcall_finish(struct gcall *c, int failed);
 void guard_note_release(const void *obj);
 pid_t guard_last_release(const void *obj);
 
-static inline int gcall_begin(struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
+/* info: the call's GCALL_P_ constant */
+static inline int gcall_begin(struct gcall *c, int id, uint32_t info, uintptr_t ret, uintptr_t cfa, const void *obj,
+			      int fd)
 {
 	struct gthread *t = &guard_tls;
 
 	if (GUARD_UNLIKELY(!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent))
 		return 0;
+	c->info = info;
 	if (GUARD_UNLIKELY(t->nest)) {
 		/* a signal handler runs deeper on the stack; a shallower call means the last
 		 * one never returned (longjmp out of it) and its bookkeeping is stale */

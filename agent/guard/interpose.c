@@ -50,6 +50,8 @@
 
 #define RET ((uintptr_t)__builtin_return_address(0))
 #define CFA ((uintptr_t)__builtin_dwarf_cfa())
+/* the call's kind and flags a constant of the wrapper's code (rt.h's GCALL_P_) */
+#define BEGIN(c, id, ret, cfa, obj, fd) gcall_begin(c, id, GCALL_P_##id, ret, cfa, obj, fd)
 
 extern char **environ;
 
@@ -223,7 +225,7 @@ GUARD_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeo
 	int64_t deadline;
 	int r;
 
-	if (!gcall_begin(&c, GC_EPOLL_WAIT, RET, CFA, NULL, epfd))
+	if (!BEGIN(&c, GC_EPOLL_WAIT, RET, CFA, NULL, epfd))
 		return REAL(epoll_wait)(epfd, ev, max, timeout);
 	deadline = c.t0 + (int64_t)timeout * 1000000;
 	while ((r = REAL(epoll_wait)(epfd, ev, max, timeout)) < 0 && errno == EINTR &&
@@ -242,7 +244,7 @@ GUARD_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int time
 	int64_t deadline;
 	int r;
 
-	if (!gcall_begin(&c, GC_EPOLL_PWAIT, RET, CFA, NULL, epfd))
+	if (!BEGIN(&c, GC_EPOLL_PWAIT, RET, CFA, NULL, epfd))
 		return REAL(epoll_pwait)(epfd, ev, max, timeout, ss);
 	deadline = c.t0 + (int64_t)timeout * 1000000;
 	while ((r = REAL(epoll_pwait)(epfd, ev, max, timeout, ss)) < 0 && errno == EINTR &&
@@ -255,7 +257,7 @@ GUARD_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int time
 	return r;
 }
 
-static int poll_common(int id, struct pollfd *fds, nfds_t n, int timeout, uintptr_t ret, uintptr_t cfa,
+static int poll_common(struct pollfd *fds, nfds_t n, int timeout, uintptr_t ret, uintptr_t cfa,
 		       size_t fdslen, int chk)
 {
 	struct gcall c;
@@ -263,7 +265,7 @@ static int poll_common(int id, struct pollfd *fds, nfds_t n, int timeout, uintpt
 	int r;
 
 #define CALL_POLL() (chk ? REAL(__poll_chk)(fds, n, timeout, fdslen) : REAL(poll)(fds, n, timeout))
-	if (!gcall_begin(&c, id, ret, cfa, NULL, -1))
+	if (!BEGIN(&c, GC_POLL, ret, cfa, NULL, -1))
 		return CALL_POLL();
 	deadline = c.t0 + (int64_t)timeout * 1000000;
 	while ((r = CALL_POLL()) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
@@ -278,12 +280,12 @@ static int poll_common(int id, struct pollfd *fds, nfds_t n, int timeout, uintpt
 
 GUARD_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-	return poll_common(GC_POLL, fds, n, timeout, RET, CFA, 0, 0);
+	return poll_common(fds, n, timeout, RET, CFA, 0, 0);
 }
 
 GUARD_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 {
-	return poll_common(GC_POLL, fds, n, timeout, RET, CFA, fdslen, 1);
+	return poll_common(fds, n, timeout, RET, CFA, fdslen, 1);
 }
 
 static int ppoll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *ss,
@@ -296,7 +298,7 @@ static int ppoll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 	int r;
 
 #define CALL_PPOLL() (chk ? REAL(__ppoll_chk)(fds, n, cur, ss, fdslen) : REAL(ppoll)(fds, n, cur, ss))
-	if (!gcall_begin(&c, GC_PPOLL, ret, cfa, NULL, -1))
+	if (!BEGIN(&c, GC_PPOLL, ret, cfa, NULL, -1))
 		return CALL_PPOLL();
 	while ((r = CALL_PPOLL()) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		if (ts) {
@@ -326,7 +328,7 @@ GUARD_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *
 	struct gcall c;
 	int rc;
 
-	if (!gcall_begin(&c, GC_SELECT, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_SELECT, RET, CFA, NULL, -1))
 		return REAL(select)(n, r, w, e, tv);
 	/* Linux leaves the time not slept in *tv: a retry waits what was left */
 	while ((rc = REAL(select)(n, r, w, e, tv)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
@@ -343,7 +345,7 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 	int64_t deadline = 0;
 	int rc;
 
-	if (!gcall_begin(&c, GC_PSELECT, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_PSELECT, RET, CFA, NULL, -1))
 		return REAL(pselect)(n, r, w, e, ts, ss);
 	while ((rc = REAL(pselect)(n, r, w, e, cur, ss)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		if (ts) {
@@ -364,14 +366,18 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 #define SIMPLE(id, obj, fd, opt, type, call, failed)                                                   \
 	do {                                                                                           \
 		struct gcall c_;                                                                       \
-		struct sotmo m_ = SOTMO(fd, opt);                                                      \
 		type r_;                                                                               \
-		if (!gcall_begin(&c_, id, RET, CFA, obj, fd))                                          \
+		if (!BEGIN(&c_, id, RET, CFA, obj, fd))                                                \
 			return call;                                                                   \
-		while ((r_ = call) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c_.sigs) &&      \
-		       sotmo_again(&m_, c_.t0))                                                        \
-			;                                                                              \
-		sotmo_restore(&m_);                                                                    \
+		r_ = call;                                                                             \
+		if (GUARD_UNLIKELY(r_ < 0) && errno == EINTR) {                                        \
+			/* off the common path (a socket's timeout kept across the retry) */           \
+			struct sotmo m_ = SOTMO(fd, opt);                                              \
+			while (guard_sigsnap_ours_only(&c_.sigs) && sotmo_again(&m_, c_.t0) &&         \
+			       (r_ = call) < 0 && errno == EINTR)                                      \
+				;                                                                      \
+			sotmo_restore(&m_);                                                            \
+		}                                                                                      \
 		c_.res = (long)r_;                                                                     \
 		gcall_finish(&c_, failed);                                                             \
 		return r_;                                                                             \
@@ -493,7 +499,7 @@ GUARD_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 	siginfo_t mine, *si = info ? info : &mine;
 	int r;
 
-	if (!gcall_begin(&c, GC_SIGWAITINFO, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_SIGWAITINFO, RET, CFA, NULL, -1))
 		return REAL(sigwaitinfo)(set, info);
 	while (((r = REAL(sigwaitinfo)(set, si)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) ||
 	       took_ours(r, si))
@@ -511,7 +517,7 @@ GUARD_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct
 	int64_t deadline = 0;
 	int r;
 
-	if (!gcall_begin(&c, GC_SIGTIMEDWAIT, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_SIGTIMEDWAIT, RET, CFA, NULL, -1))
 		return REAL(sigtimedwait)(set, info, ts);
 	while (((r = REAL(sigtimedwait)(set, si, cur)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) ||
 	       took_ours(r, si))
@@ -691,7 +697,7 @@ GUARD_EXPORT int connect(int fd, const struct sockaddr *a, socklen_t l)
 	struct gcall c;
 	int r;
 
-	if (!gcall_begin(&c, GC_CONNECT, RET, CFA, NULL, fd))
+	if (!BEGIN(&c, GC_CONNECT, RET, CFA, NULL, fd))
 		return REAL(connect)(fd, a, l);
 	r = REAL(connect)(fd, a, l);
 	if (r < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
@@ -717,7 +723,7 @@ GUARD_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 	struct timespec cur, left;
 	int r;
 
-	if (!gcall_begin(&c, GC_NANOSLEEP, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_NANOSLEEP, RET, CFA, NULL, -1))
 		return REAL(nanosleep)(req, rem);
 	/* the kernel reads *req first (EFAULT, EINVAL); what is left comes back in ours */
 	r = REAL(nanosleep)(req, &left);
@@ -737,7 +743,7 @@ GUARD_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec
 	struct timespec cur, left;
 	int r;
 
-	if (!gcall_begin(&c, GC_CLOCK_NANOSLEEP, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_CLOCK_NANOSLEEP, RET, CFA, NULL, -1))
 		return REAL(clock_nanosleep)(clk, flags, req, rem);
 	/* returns the error number itself; an absolute deadline is kept by a retry as it is */
 	r = REAL(clock_nanosleep)(clk, flags, req, &left);
@@ -761,7 +767,7 @@ GUARD_EXPORT int usleep(useconds_t us)
 	int64_t deadline;
 	int r;
 
-	if (!gcall_begin(&c, GC_USLEEP, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_USLEEP, RET, CFA, NULL, -1))
 		return REAL(usleep)(us);
 	deadline = c.t0 + (int64_t)us * 1000;
 	while ((r = REAL(usleep)(us)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) {
@@ -783,7 +789,7 @@ GUARD_EXPORT unsigned int sleep(unsigned int secs)
 	int64_t deadline;
 	unsigned int left;
 
-	if (!gcall_begin(&c, GC_SLEEP, RET, CFA, NULL, -1))
+	if (!BEGIN(&c, GC_SLEEP, RET, CFA, NULL, -1))
 		return REAL(sleep)(secs);
 	deadline = c.t0 + (int64_t)secs * 1000000000;
 	/* sleep() reports an interruption as time left, not as EINTR */

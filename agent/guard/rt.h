@@ -56,30 +56,88 @@
 #define GUARD_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GUARD_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* The wrapped calls. Loop-capable calls may delimit units (guard.md "Units"). */
-enum gcall_id {
-	GC_NONE,
-	/* loop-capable waits */
-	GC_EPOLL_WAIT, GC_EPOLL_PWAIT, GC_POLL, GC_PPOLL, GC_SELECT, GC_PSELECT, GC_ACCEPT, GC_ACCEPT4,
-	GC_RECV, GC_RECVFROM, GC_RECVMSG, GC_READ, GC_READV, GC_COND_WAIT, GC_COND_TIMEDWAIT, GC_SEM_WAIT,
-	GC_SEM_TIMEDWAIT, GC_MSGRCV, GC_SIGWAITINFO, GC_SIGTIMEDWAIT,
-	/* other waits */
-	GC_MUTEX_LOCK, GC_MUTEX_TIMEDLOCK, GC_RWLOCK_RDLOCK, GC_RWLOCK_WRLOCK, GC_JOIN, GC_WRITE, GC_WRITEV,
-	GC_SEND, GC_SENDTO, GC_SENDMSG, GC_PREAD, GC_PWRITE, GC_FSYNC, GC_FDATASYNC, GC_CONNECT, GC_NANOSLEEP,
-	GC_CLOCK_NANOSLEEP, GC_USLEEP, GC_SLEEP, GC_WAITPID, GC_FLOCK,
-	GC_COUNT
-};
-
 enum gcall_kind { GK_IO, GK_LOCK, GK_COND, GK_SEM, GK_SLEEP, GK_JOIN };
 
-struct gcall_info {
-	uint8_t loop;      /* may be a loop site */
-	uint8_t kind;      /* enum gcall_kind */
-	uint8_t fd;        /* read/readv: a loop site only on sockets, pipes and terminals */
-	uint8_t async;     /* GA_*: what deferred requests follow (unit.c) */
-};
-
 enum { GA_NONE, GA_READ, GA_SEND, GA_CONNECT, GA_ACCEPT };
+
+/*
+ * The wrapped calls: id, name, may be a loop site (loop-capable calls may delimit units, guard.md
+ * "Units"), kind, a loop site only on sockets/pipes/terminals, deferred requests.
+ */
+#define GCALLS(X) \
+	X(GC_NONE,            "",                        0, GK_IO,    0, GA_NONE) \
+	X(GC_EPOLL_WAIT,      "epoll_wait",              1, GK_IO,    0, GA_NONE) \
+	X(GC_EPOLL_PWAIT,     "epoll_pwait",             1, GK_IO,    0, GA_NONE) \
+	X(GC_POLL,            "poll",                    1, GK_IO,    0, GA_NONE) \
+	X(GC_PPOLL,           "ppoll",                   1, GK_IO,    0, GA_NONE) \
+	X(GC_SELECT,          "select",                  1, GK_IO,    0, GA_NONE) \
+	X(GC_PSELECT,         "pselect",                 1, GK_IO,    0, GA_NONE) \
+	X(GC_ACCEPT,          "accept",                  1, GK_IO,    0, GA_ACCEPT) \
+	X(GC_ACCEPT4,         "accept4",                 1, GK_IO,    0, GA_ACCEPT) \
+	X(GC_RECV,            "recv",                    1, GK_IO,    0, GA_READ) \
+	X(GC_RECVFROM,        "recvfrom",                1, GK_IO,    0, GA_READ) \
+	X(GC_RECVMSG,         "recvmsg",                 1, GK_IO,    0, GA_READ) \
+	X(GC_READ,            "read",                    1, GK_IO,    1, GA_READ) \
+	X(GC_READV,           "readv",                   1, GK_IO,    1, GA_READ) \
+	X(GC_COND_WAIT,       "pthread_cond_wait",       1, GK_COND,  0, GA_NONE) \
+	X(GC_COND_TIMEDWAIT,  "pthread_cond_timedwait",  1, GK_COND,  0, GA_NONE) \
+	X(GC_SEM_WAIT,        "sem_wait",                1, GK_SEM,   0, GA_NONE) \
+	X(GC_SEM_TIMEDWAIT,   "sem_timedwait",           1, GK_SEM,   0, GA_NONE) \
+	X(GC_MSGRCV,          "msgrcv",                  1, GK_IO,    0, GA_NONE) \
+	X(GC_SIGWAITINFO,     "sigwaitinfo",             1, GK_IO,    0, GA_NONE) \
+	X(GC_SIGTIMEDWAIT,    "sigtimedwait",            1, GK_IO,    0, GA_NONE) \
+	X(GC_MUTEX_LOCK,      "pthread_mutex_lock",      0, GK_LOCK,  0, GA_NONE) \
+	X(GC_MUTEX_TIMEDLOCK, "pthread_mutex_timedlock", 0, GK_LOCK,  0, GA_NONE) \
+	X(GC_RWLOCK_RDLOCK,   "pthread_rwlock_rdlock",   0, GK_LOCK,  0, GA_NONE) \
+	X(GC_RWLOCK_WRLOCK,   "pthread_rwlock_wrlock",   0, GK_LOCK,  0, GA_NONE) \
+	X(GC_JOIN,            "pthread_join",            0, GK_JOIN,  0, GA_NONE) \
+	X(GC_WRITE,           "write",                   0, GK_IO,    0, GA_SEND) \
+	X(GC_WRITEV,          "writev",                  0, GK_IO,    0, GA_SEND) \
+	X(GC_SEND,            "send",                    0, GK_IO,    0, GA_SEND) \
+	X(GC_SENDTO,          "sendto",                  0, GK_IO,    0, GA_SEND) \
+	X(GC_SENDMSG,         "sendmsg",                 0, GK_IO,    0, GA_SEND) \
+	X(GC_PREAD,           "pread64",                 0, GK_IO,    0, GA_NONE) \
+	X(GC_PWRITE,          "pwrite64",                0, GK_IO,    0, GA_NONE) \
+	X(GC_FSYNC,           "fsync",                   0, GK_IO,    0, GA_NONE) \
+	X(GC_FDATASYNC,       "fdatasync",               0, GK_IO,    0, GA_NONE) \
+	X(GC_CONNECT,         "connect",                 0, GK_IO,    0, GA_CONNECT) \
+	X(GC_NANOSLEEP,       "nanosleep",               0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_CLOCK_NANOSLEEP, "clock_nanosleep",         0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_USLEEP,          "usleep",                  0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_SLEEP,           "sleep",                   0, GK_SLEEP, 0, GA_NONE) \
+	X(GC_WAITPID,         "waitpid",                 0, GK_IO,    0, GA_NONE) \
+	X(GC_FLOCK,           "flock",                   0, GK_IO,    0, GA_NONE)
+
+#define GCALL_ID(id, name, loop, kind, fd, async) id,
+#define GCALL_PACK(id, name, loop, kind, fd, async) GCALL_P_##id = (loop) | (kind) << 8 | (fd) << 16 | (async) << 24,
+#define GCALL_CASE(id, name, loop, kind, fd, async) \
+	case id:                                     \
+		return GCALL_P_##id;
+
+enum gcall_id { GCALLS(GCALL_ID) GC_COUNT };
+
+/*
+ * What the bookkeeping reads of a call, packed in 4 bytes: GCALL_P_GC_READ, a constant of a wrapper's
+ * code rather than a table line the program's work may have evicted (GCC reads a switch's table, or
+ * a struct's constant, from memory even where the call is known). The fields: may be a loop site,
+ * enum gcall_kind, a loop site only on sockets/pipes/terminals (read, readv), GA_*: what deferred
+ * requests follow (unit.c).
+ */
+enum { GCALLS(GCALL_PACK) };
+#define GCALL_LOOP(p) ((p) & 255)
+#define GCALL_KIND(p) ((p) >> 8 & 255)
+#define GCALL_FD(p) ((p) >> 16 & 255)
+#define GCALL_ASYNC(p) ((p) >> 24 & 255)
+
+/* The same for a call known only at run time. */
+static inline uint32_t gcall_info(unsigned id)
+{
+	switch (id) {
+	GCALLS(GCALL_CASE)
+	default:
+		return 0;
+	}
+}
 
 /* A descriptor as deferred requests see it (guard.md "Deferred requests"); 32 bytes. */
 struct gafd {
@@ -97,12 +155,12 @@ struct gafd {
 };
 
 enum { AF_FREE, AF_CLIENT, AF_UPSTREAM, AF_OUT, AF_SKIP };
-extern const struct gcall_info gcall_info[GC_COUNT];
-extern const char *const gcall_name[GC_COUNT];   /* apart: the wrappers never read it */
+extern const char *const gcall_name[GC_COUNT];   /* gcall.c */
 
-/* One thread's state shared with the agent's threads (the watchdog, the reporter). */
+/* One thread's state shared with the agent's threads (the watchdog, the reporter). Aligned to a
+ * cache line: what a wrapped call inside a unit writes (calls to call_start) lies in one. */
 struct gslot {
-	_Atomic int state;              /* SLOT_FREE, SLOT_LIVE, SLOT_DEAD */
+	_Alignas(64) _Atomic int state; /* SLOT_FREE, SLOT_LIVE, SLOT_DEAD */
 	_Atomic pid_t tid;
 	_Atomic uintptr_t pthread;      /* pthread_self() of the owner */
 	_Atomic int64_t dead_since;
@@ -141,6 +199,9 @@ struct gslot {
 	struct gring ring;
 };
 
+_Static_assert(offsetof(struct gslot, calls) / 64 == (offsetof(struct gslot, call_start) + 7) / 64,
+	       "a wrapped call's writes to its slot lie in one cache line");
+
 enum { SLOT_FREE, SLOT_LIVE, SLOT_DEAD };
 
 /* A training thread's view of one wait site. */
@@ -153,8 +214,36 @@ struct gtsite {
 
 /* Per-thread state (initial-exec TLS: no allocation, safe in signal handlers). */
 struct gthread {
+	/* what a wrapped call inside a unit reads and writes: the first two cache lines (guard_tls is
+	 * aligned to 64); the rest only at a unit's edges, in the handler, or when training */
 	uint8_t ready;            /* tid, base and slot set up */
 	uint8_t agent;            /* one of the agent's threads */
+	uint8_t sync_call;        /* in a wrapped lock, condition or semaphore wait: the caller may be the
+				   * program's allocator, holding its locks (no thread is created here) */
+	uint8_t nest;             /* inside a wrapper's bookkeeping or the agent's work (a depth) */
+	uint8_t violated;         /* guard: this unit passed its threshold */
+	uint8_t shared;           /* the unit hit a context every type has: all types are candidates */
+	uint8_t aloop;            /* deferred requests (unit.c): this unit's loop waits in epoll/poll/select */
+	uint8_t bucket;           /* gp_bucket(calls) */
+	_Atomic uint16_t cur_call;
+	_Atomic uint32_t our_sigs, prog_sigs;
+	int32_t loop;             /* loop index (guard table or training), -1 = none */
+	uint32_t calls;           /* wrapped calls (contexts) in the unit so far */
+	int32_t best;
+	uint32_t aseq;            /* units begun (both modes) */
+	int32_t acur;             /* the client's descriptor + 1 this unit works for, 0 = none */
+	uintptr_t nest_cfa;
+	int *errp;                /* the thread's errno: found once, not by a call per wrapped call */
+	uintptr_t base;           /* stack base: loop-site depths are measured from it */
+	struct gslot *slot;
+	uintptr_t loop_cfa;       /* the caller's stack pointer at the loop's wait */
+	const void *loop_obj;     /* the condition variable the loop's wait waited on, NULL = none */
+	int64_t unit_start;       /* 0 = none */
+	int64_t agent_ns;
+	int64_t threshold;
+	uint64_t touched;
+	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
+	/* the rest */
 	uint8_t exiting;
 	uint8_t in_dl;            /* inside dlopen/dlclose: no stack walks from the handler */
 	uint8_t unwinding;        /* a stack walk in progress: the handler must not start one */
@@ -162,43 +251,15 @@ struct gthread {
 	uint8_t mask_known;       /* prog_blocked was set from the thread's start or its mask */
 	uint8_t walks;            /* walks made without libunwind's per-thread cache (sampler.c) */
 	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
-	uint8_t violated;         /* guard: this unit passed its threshold */
 	uint8_t own_fds;          /* an agent thread with a descriptor table of its own */
-	uint8_t sync_call;        /* in a wrapped lock, condition or semaphore wait: the caller may be the
-				   * program's allocator, holding its locks (no thread is created here) */
-	int *errp;                /* the thread's errno: found once, not by a call per wrapped call */
-	int64_t period_ns;        /* the CPU-time period this thread's timer was armed with */
 	uint8_t boosted;          /* the timer runs at the violation rate for the rest of this unit */
 	uint16_t boost_left;      /* samples left at that rate (GUARD_BOOST_MAX per unit) */
-	uint32_t nest;            /* inside a wrapper's bookkeeping or the agent's work */
-	uintptr_t nest_cfa;
 	pid_t tid;
-	uintptr_t base;           /* stack base: loop-site depths are measured from it */
-	struct gslot *slot;
-	_Atomic uint16_t cur_call;
-	_Atomic uint32_t our_sigs, prog_sigs;
-	/* the unit */
-	int32_t loop;             /* loop index (guard table or training), -1 = none */
+	int64_t period_ns;        /* the CPU-time period this thread's timer was armed with */
 	uintptr_t loop_ret;
 	int64_t loop_depth;
-	uintptr_t loop_cfa;       /* the caller's stack pointer at the loop's wait */
-	const void *loop_obj;     /* the condition variable the loop's wait waited on, NULL = none */
-	int64_t unit_start;       /* 0 = none */
-	int64_t agent_ns;
-	int64_t threshold;
 	uint32_t unit_seq;
-	uint32_t calls;           /* wrapped calls (contexts) in the unit so far */
-	uint32_t bucket;          /* gp_bucket(calls) */
-	int32_t best;
-	uint64_t touched;
-	uint8_t shared;           /* the unit hit a context every type has: all types are candidates */
-	/* deferred requests (unit.c): only in units of an epoll, poll or select loop. Up to here, what
-	 * a wrapped call reads: the struct's first three cache lines */
-	uint8_t aloop;            /* this unit's loop waits in epoll/poll/select */
-	uint32_t aseq;            /* units begun (both modes) */
-	int32_t acur;             /* the client's descriptor + 1 this unit works for, 0 = none */
 	int32_t alisten;          /* the listening descriptor + 1 last accepted from (its port noted) */
-	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
 	uint32_t hits[GP_MAX_TYPES];
 	/* training */
 	struct gtsite sites[GUARD_TSITES];
@@ -207,6 +268,8 @@ struct gthread {
 	uint32_t ctx[GP_MAX_CLASS_CONTEXTS];
 	struct { uintptr_t ret; int64_t depth; int32_t loop; uint32_t id; } ctxcache[64];
 };
+
+_Static_assert(offsetof(struct gthread, afd) + sizeof(void *) <= 128, "a wrapped call's fields in two lines");
 
 enum { TIMER_NONE, TIMER_IDLE, TIMER_ARMED, TIMER_FAILED };
 

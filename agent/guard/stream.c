@@ -81,6 +81,7 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 	struct gslot *s = &src->slots[v->slot];
 	uint32_t call = atomic_load(&s->call);
 	int64_t since = atomic_load(&s->call_start);
+	unsigned kind = GCALL_KIND(gcall_info(call));
 	struct grec *w = NULL;
 
 	if (!call || call >= GC_COUNT || since <= 0 || since > v->end)
@@ -111,7 +112,7 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 	w->ts = since;
 	w->dur = v->end - since;
 	w->flags = (uint16_t)(w->flags & ~GREC_F_DETECT);
-	if (gcall_info[call].kind == GK_LOCK || gcall_info[call].kind == GK_COND || gcall_info[call].kind == GK_SEM)
+	if (kind == GK_LOCK || kind == GK_COND || kind == GK_SEM)
 		w->readier = src->last_release ? src->last_release((const void *)atomic_load(&s->call_obj)) : 0;
 }
 

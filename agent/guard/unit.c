@@ -91,7 +91,7 @@ static int loop_match(const struct gtab *tab, const struct gthread *t, uintptr_t
 /* The condition variable a loop's wait waits on: its other waits on it are the loop too. */
 static inline const void *loop_object(const struct gcall *c)
 {
-	return gcall_info[c->id].kind == GK_COND ? c->obj : NULL;
+	return GCALL_KIND(c->info) == GK_COND ? c->obj : NULL;
 }
 
 /*
@@ -103,7 +103,7 @@ static inline const void *loop_object(const struct gcall *c)
 static inline int loop_twin(const struct gthread *t, const struct gcall *c)
 {
 	return t->unit_start && t->loop_obj && c->obj == t->loop_obj && c->cfa == t->loop_cfa &&
-	       gcall_info[c->id].kind == GK_COND;
+	       GCALL_KIND(c->info) == GK_COND;
 }
 
 /* ---- guard mode ---- */
@@ -293,7 +293,7 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 	int64_t a0 = guard_now();
 	pid_t readier = 0;
 
-	switch (gcall_info[c->id].kind) {
+	switch (GCALL_KIND(c->info)) {
 	case GK_LOCK:
 	case GK_COND:
 	case GK_SEM:
@@ -559,7 +559,7 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 /* A read or write of data, a connect under way or an accept, inside a unit of an epoll/poll/select loop. */
 static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 {
-	int how = gcall_info[c->id].async;
+	int how = GCALL_ASYNC(c->info);
 	int fd = how == GA_ACCEPT ? (int)c->res : c->fd;
 	struct gafd *e = async_find(t, fd);
 
@@ -625,7 +625,7 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 
 static inline void async_call(struct gthread *t, const struct gcall *c, int64_t now)
 {
-	int how = gcall_info[c->id].async;
+	int how = GCALL_ASYNC(c->info);
 
 	if (GUARD_UNLIKELY(how == GA_ACCEPT) && c->res >= 0 && c->fd + 1 != t->alisten && G.cfg.async)
 		async_listener(t, c->fd);
@@ -657,7 +657,7 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 		c->loopsite = (int8_t)t->loop;
 		return;
 	}
-	if (gcall_info[c->id].loop && (L = loop_match(tab, t, c->ret, c->cfa)) >= 0) {
+	if (GCALL_LOOP(c->info) && (L = loop_match(tab, t, c->ret, c->cfa)) >= 0) {
 		if (!t->unit_start || L == t->loop || tab->sites[L].depth < tab->sites[t->loop].depth) {
 			/* back at the loop (or at a shallower one): the unit ends here */
 			if (t->unit_start)
@@ -669,7 +669,7 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 	}
 	if (!t->unit_start)
 		return;
-	if (gcall_info[c->id].kind != GK_LOCK && gcall_info[c->id].kind != GK_JOIN)
+	if (GCALL_KIND(c->info) != GK_LOCK && GCALL_KIND(c->info) != GK_JOIN)
 		context_hit(t, tab, c, now);
 	atomic_store_explicit(&t->slot->call_ret, c->ret, memory_order_relaxed);
 	atomic_store_explicit(&t->slot->call_obj, (uintptr_t)c->obj, memory_order_relaxed);
@@ -773,8 +773,8 @@ __attribute__((noinline)) static void train_enter(struct gthread *t, struct gcal
 {
 	int64_t depth;
 
-	if (!gcall_info[c->id].loop) {
-		if (t->unit_start && gcall_info[c->id].kind != GK_LOCK && gcall_info[c->id].kind != GK_JOIN)
+	if (!GCALL_LOOP(c->info)) {
+		if (t->unit_start && GCALL_KIND(c->info) != GK_LOCK && GCALL_KIND(c->info) != GK_JOIN)
 			train_context(t, c);
 		return;
 	}
@@ -806,12 +806,12 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 	struct gtsite *site;
 	int blocked;
 
-	if (!gcall_info[c->id].loop)
+	if (!GCALL_LOOP(c->info))
 		return;
 	depth = (int64_t)(t->base - c->cfa);
 	/* a wait the thread slept in: where a loop waits for work */
 	blocked = thread_nvcsw() > c->nvcsw;
-	if (blocked && gcall_info[c->id].fd && regular_file(c->fd))
+	if (blocked && GCALL_FD(c->info) && regular_file(c->fd))
 		blocked = 0;
 	site = train_site(t, c->ret, depth, c->id);
 	site->calls++;
@@ -845,14 +845,15 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 
 int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
 {
+	unsigned kind;
 	int64_t now;
 
 	t->nest = 1;
 	t->nest_cfa = cfa;
 	if (GUARD_UNLIKELY(!t->ready))
 		guard_thread_setup(t);
-	t->sync_call = gcall_info[id].kind == GK_LOCK || gcall_info[id].kind == GK_COND ||
-		       gcall_info[id].kind == GK_SEM;
+	kind = GCALL_KIND(c->info);
+	t->sync_call = kind == GK_LOCK || kind == GK_COND || kind == GK_SEM;
 	if (GUARD_UNLIKELY(atomic_load_explicit(&G.start_wanted, memory_order_relaxed)) && !t->sync_call)
 		guard_start_wanted();
 	c->id = (uint16_t)id;
