@@ -154,25 +154,30 @@ static int32_t best_type(const struct gthread *t, uint64_t all_types, const int6
 	return best;
 }
 
+/*
+ * The loop's thresholds (a line of the table of their own) are read only where the unit's type or
+ * size may change what applies: a new size bucket, a new best type, a tie. A table pushed while a
+ * unit runs applies from its next such change (and whole from the next unit).
+ */
 static void context_hit(struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t now)
 {
 	uint64_t mask = gtab_find(tab, t->loop, c->ret, (int64_t)(t->loop_cfa - c->cfa));
-	uint64_t all_types = tab->sites[t->loop].all_types;
 	unsigned bucket = gp_bucket(++t->calls);
 	const int64_t *thr = tab->loops[t->loop].type_thr[bucket];
 	int32_t best = t->best;
+	int resized = bucket != t->bucket;
 
-	if (bucket != t->bucket) {
+	if (resized) {
 		/* a bigger unit: the thresholds (and so the ties) are those of its new size */
-		t->bucket = bucket;
-		best = best_type(t, all_types, thr);
+		t->bucket = (uint8_t)bucket;
+		best = best_type(t, tab->sites[t->loop].all_types, thr);
 	}
-	if (mask && mask == all_types) {
+	if (mask && mask == tab->sites[t->loop].all_types) {
 		/* every type has it (a server's recv and send): all gain alike, no order changes */
 		if (!t->shared) {
 			t->shared = 1;
 			if (best < 0)
-				best = best_type(t, all_types, thr);
+				best = best_type(t, tab->sites[t->loop].all_types, thr);
 		}
 	} else if (mask) {
 		t->touched |= mask;
@@ -181,12 +186,13 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 			uint32_t h = ++t->hits[b];
 
 			mask &= mask - 1;
-			if (best < 0 || h > t->hits[best] || (h == t->hits[best] && thr[b] < thr[best]))
+			if (best < 0 ||
+			    (b != best && (h > t->hits[best] || (h == t->hits[best] && thr[b] < thr[best]))))
 				best = b;
 		}
 	}
 	atomic_store_explicit(&t->slot->calls, t->calls, memory_order_relaxed);
-	if (best >= 0 && (best != t->best || thr[best] != t->threshold)) {
+	if (best >= 0 && (best != t->best || (resized && thr[best] != t->threshold))) {
 		t->best = best;
 		t->threshold = thr[best];
 		atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
