@@ -573,7 +573,10 @@ static void watch(struct cproc *p, int64_t now)
 	struct gwatch_ops ops = { ask, hang, p };
 	uint32_t n = atomic_load(&p->r->nslots);
 
-	gwatch_slots(p->slots, n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS, now, p->hang_ns, &ops);
+	n = n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS;
+	gwatch_slots(p->slots, n, now, p->hang_ns, &ops);
+	/* what the process's own watchdog would take: its threads' run delay, for its units' ends */
+	gwatch_run_delays(p->slots, n, p->proc, read_small, mono_ns);
 }
 
 /* ---- the process as streams see it ---- */

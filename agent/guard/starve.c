@@ -6,7 +6,8 @@
  * time over the unit.
  *
  * No system call is added to a unit's start or end. The watchdog snapshots a
- * thread's run delay (/proc/self/task/TID/schedstat) when it finds the thread
+ * thread's run delay (/proc/self/task/TID/schedstat, gwatch_run_delays() in
+ * watch.c, which the host's collector runs too) when it finds the thread
  * between units after one ended, or in a unit it has no snapshot for; and the
  * cgroup's throttled time every tick into a short history. Only a unit that is
  * shipped (a violation, a baseline) reads its thread's value at its end, on
@@ -14,6 +15,7 @@
  * alone, registered meanwhile so that the program's close() leaves it.
  */
 #include "agent/guard/hot.h"
+#include "agent/guard/watch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +25,6 @@
 #include <unistd.h>
 
 #define THR_HIST 64   /* ticks of cgroup history: 6.4 s at the default 100 ms */
-#define SNAP_GAP_NS 10000000LL    /* a thread's snapshots at most every 10 ms (a fast watchdog) */
 #define MIN_UNIT_NS 1000000LL     /* a unit shorter than this is not measured: the read would cost a
 				   * few per cent of it (SM_GUARD_MIN_THRESHOLD_US=0) */
 
@@ -72,27 +73,9 @@ long guard_read_small(const char *path, char *buf, size_t cap)
 	return read_file(path, buf, cap, 0);
 }
 
-/* The decimal number at p (saturating), or -1 when none. */
-static int64_t num_at(const char *p)
-{
-	int64_t v = 0;
-
-	if (*p < '0' || *p > '9')
-		return -1;
-	for (; *p >= '0' && *p <= '9'; p++)
-		v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (*p - '0');
-	return v;
-}
-
-/* The second field of a schedstat file: ns waited on a run queue. */
 static int64_t run_delay_of(const char *path)
 {
-	char b[128];
-	const char *p;
-
-	if (guard_read_small(path, b, sizeof(b)) <= 0 || !(p = strchr(b, ' ')))
-		return -1;
-	return num_at(p + 1);
+	return gwatch_run_delay(path, guard_read_small);
 }
 
 /* The cgroup's throttled time so far, in ns, or -1. */
@@ -106,7 +89,7 @@ static int64_t throttled_now(void)
 		return -1;
 	for (p = b; (p = strstr(p, key)); p++)
 		if (p == b || p[-1] == '\n') {
-			v = num_at(p + strlen(key));
+			v = gwatch_decimal(p + strlen(key));
 			return v < 0 || cg.v1 ? v : (v > INT64_MAX / 1000 ? INT64_MAX : v * 1000);
 		}
 	return -1;
@@ -122,17 +105,17 @@ static int limit_of(const char *dir, int v1, char *out, size_t outlen)
 
 	if (v1) {
 		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", dir);
-		if (guard_read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0)
+		if (guard_read_small(path, b, sizeof(b)) <= 0 || (quota = gwatch_decimal(b)) <= 0)
 			return 0;   /* -1: none */
 		snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir);
-		if (guard_read_small(path, b, sizeof(b)) <= 0 || (period = num_at(b)) <= 0)
+		if (guard_read_small(path, b, sizeof(b)) <= 0 || (period = gwatch_decimal(b)) <= 0)
 			return 0;
 	} else {
 		const char *sp;
 
 		snprintf(path, sizeof(path), "%s/cpu.max", dir);
-		if (guard_read_small(path, b, sizeof(b)) <= 0 || (quota = num_at(b)) <= 0 || !(sp = strchr(b, ' ')) ||
-		    (period = num_at(sp + 1)) <= 0)
+		if (guard_read_small(path, b, sizeof(b)) <= 0 || (quota = gwatch_decimal(b)) <= 0 || !(sp = strchr(b, ' ')) ||
+		    (period = gwatch_decimal(sp + 1)) <= 0)
 			return 0;   /* "max 100000": none */
 	}
 	snprintf(out, outlen, "%.3g", (double)quota / (double)period);
@@ -248,26 +231,8 @@ const char *guard_starve_cpu_limit(void)
 
 /* ---- the watchdog's snapshots ---- */
 
-static void snap_store(struct gslot *s, pid_t tid, uint32_t seq, int mid, int64_t ns, int64_t at)
-{
-	atomic_fetch_add_explicit(&s->rd_gen, 1, memory_order_acq_rel);   /* odd: being written */
-	atomic_store_explicit(&s->rd_ptid, atomic_load_explicit(&s->rd_tid, memory_order_relaxed), memory_order_relaxed);
-	atomic_store_explicit(&s->rd_pseq, atomic_load_explicit(&s->rd_seq, memory_order_relaxed), memory_order_relaxed);
-	atomic_store_explicit(&s->rd_pmid, atomic_load_explicit(&s->rd_mid, memory_order_relaxed), memory_order_relaxed);
-	atomic_store_explicit(&s->rd_pns, atomic_load_explicit(&s->rd_ns, memory_order_relaxed), memory_order_relaxed);
-	atomic_store_explicit(&s->rd_pat, atomic_load_explicit(&s->rd_at, memory_order_relaxed), memory_order_relaxed);
-	atomic_store_explicit(&s->rd_tid, tid, memory_order_relaxed);
-	atomic_store_explicit(&s->rd_seq, seq, memory_order_relaxed);
-	atomic_store_explicit(&s->rd_mid, mid, memory_order_relaxed);
-	atomic_store_explicit(&s->rd_ns, ns, memory_order_relaxed);
-	atomic_store_explicit(&s->rd_at, at, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->rd_gen, 1, memory_order_release);
-}
-
 void guard_starve_tick(int64_t now)
 {
-	uint32_t n = atomic_load(&G.nslots);
-
 	if (!cg_tried) {
 		cg_tried = 1;
 		cgroup_find();
@@ -283,37 +248,7 @@ void guard_starve_tick(int64_t now)
 			atomic_store_explicit(&hist.n, k + 1, memory_order_release);
 		}
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		struct gslot *s = &G.slots[i];
-		pid_t tid;
-		uint32_t seq, have;
-		int64_t start, ns, at;
-		int mid;
-		char path[64];
-
-		if (atomic_load(&s->state) != SLOT_LIVE)
-			continue;
-		tid = atomic_load(&s->tid);
-		start = atomic_load_explicit(&s->unit_start, memory_order_acquire);
-		seq = atomic_load(&s->unit_seq);
-		have = atomic_load_explicit(&s->rd_seq, memory_order_relaxed);
-		mid = atomic_load_explicit(&s->rd_mid, memory_order_relaxed);
-		if (atomic_load_explicit(&s->rd_tid, memory_order_relaxed) == tid) {
-			/* one read per unit at most: between units after one ended, or in one not covered */
-			if (start ? have == seq || (have == seq - 1 && !mid) : have == seq && !mid)
-				continue;
-			if (now - atomic_load_explicit(&s->rd_at, memory_order_relaxed) < SNAP_GAP_NS)
-				continue;
-		}
-		snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
-		at = guard_now();
-		ns = run_delay_of(path);
-		/* the thread moved on while it was read: next tick */
-		if (ns < 0 || atomic_load(&s->unit_seq) != seq ||
-		    atomic_load_explicit(&s->unit_start, memory_order_acquire) != start)
-			continue;
-		snap_store(s, tid, seq, start != 0, ns, at);
-	}
+	gwatch_run_delays(G.slots, atomic_load(&G.nslots), "/proc/self", guard_read_small, guard_now);
 }
 
 /* ---- a unit's figures ---- */

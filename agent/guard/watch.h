@@ -9,6 +9,7 @@
 #ifndef SM_GUARD_WATCH_H
 #define SM_GUARD_WATCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "agent/guard/rt.h"
@@ -22,5 +23,22 @@ struct gwatch_ops {
 
 /* One look at slots [0, n) at now. The slots may be another process's: only their state is read. */
 void gwatch_slots(struct gslot *slots, uint32_t n, int64_t now, int64_t hang_ns, const struct gwatch_ops *ops);
+
+/* A small kernel file into buf (NUL-terminated): bytes read, or -1. */
+typedef long gwatch_read_fn(const char *path, char *buf, size_t cap);
+
+/*
+ * The run-delay snapshots of slots [0, n) (starve.c, guard.md "CPU starvation") of the process whose
+ * /proc directory is proc ("/proc/self", "/proc/PID"): a thread's time waited on a run queue so far,
+ * read when it is between units after one ended or in a unit it has none of, at most every 10 ms,
+ * stamped with clock() (the process's CLOCK_MONOTONIC time), into its slot, where the unit's end
+ * (on the thread) finds it. The slots may be another process's.
+ */
+void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch_read_fn *read_small,
+		       int64_t (*clock)(void));
+/* A thread's run delay so far from its schedstat file at path, in ns; -1 when unknown. */
+int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small);
+/* The decimal number at p (saturating), or -1 when none. */
+int64_t gwatch_decimal(const char *p);
 
 #endif

@@ -96,6 +96,26 @@ for host in starve-a starve-b; do
 	shipped "host = '$host' AND $work" "${sent[$host]:-1}"
 	stop_server "$PORT"
 done
+# the same with the host's collector, whose watchdog takes the threads' run delays (the process has no
+# thread of the agent's); it ships a process's violations when their minute closes or the process ends
+CDIR=$T_TMP/collector
+"$BIN/sm-agent" collect --dir "$CDIR" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/cspool" \
+	--report-s 0 --tick-ms 20 -v >"$T_TMP/collector.log" 2>&1 &
+COL=$!
+t_cleanup "kill $COL 2>/dev/null; true"
+for _ in $(seq 1 100); do
+	grep -q 'collecting' "$T_TMP/collector.log" && break
+	sleep 0.05
+done
+PORT=$(free_port)
+serve "$PORT" env SM_GUARD_HOST=starve-h SM_GUARD_APP=starvedh SM_GUARD_REPORTS_PER_MIN=100000 \
+	SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" taskset -c 0
+t_match "with the host's collector: the server is guarded through it" \
+	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=host'
+mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=60:4") || t_fail "starved load (collector)"
+sent[starve-h]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
+stop_server "$PORT"
+shipped "host = 'starve-h' AND $work" "${sent[starve-h]:-1}"
 kill "${busy[@]}" 2>/dev/null
 wait "${busy[@]}" 2>/dev/null
 
@@ -119,6 +139,16 @@ q "SELECT s.host, s.id, e.kind, e.tid = s.symptom_tid, e.dur_ns / 1000000, (SELE
 	WHERE s.app = 'starved' AND s.role = 'violation' AND $work AND $rd < $WORK_MS * 1000000
 	AND e.ts_ns < s.symptom_end_ns AND e.ts_ns + e.dur_ns > s.symptom_start_ns ORDER BY s.id, e.ts_ns" | sed 's/^/  short | /'
 
+t_eq "with the host's collector: every starved cpu_work request is a violation stream, its CPU wait measured within the unit (most at least its work), with its [cpu run queue] wait" \
+	"$(q "SELECT count(*) >= ${sent[starve-h]:-0},
+	       count(*) FILTER (WHERE $measured AND $rd > 0 AND $rd <= (s.labels->>'unit.duration_ns')::bigint + 5000000) =
+	       count(*) FILTER (WHERE $measured),
+	       2 * count(*) FILTER (WHERE $measured AND $rd >= $WORK_MS * 1000000) >= count(*) FILTER (WHERE $measured),
+	       count(*) FILTER (WHERE $measured) >= ${sent[starve-h]:-0} / 2,
+	       count(*) FILTER (WHERE $measured AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id
+	         WHERE e.stream_ref = s.id AND e.kind = 'w' AND e.tid = s.symptom_tid
+	         AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cpu run queue]')]::int[])) = count(*) FILTER (WHERE $measured)
+	       FROM streams s WHERE app = 'starvedh' AND role = 'violation' AND $work")" "t|t|t|t|t"
 t_eq "every starved cpu_work request is a violation stream" \
 	"$(q "SELECT host, count(*) >= CASE host WHEN 'starve-a' THEN ${sent[starve-a]:-0} ELSE ${sent[starve-b]:-0} END
 	       FROM streams s WHERE app = 'starved' AND role = 'violation' AND $work GROUP BY 1 ORDER BY 1")" "starve-a|t
