@@ -130,8 +130,8 @@ got_heavy=$(pg_q "SELECT count(*) FROM streams s WHERE $mixed AND EXISTS (SELECT
 others="$mixed AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON
 	k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND
 	(k.frame_ids && $heavy_frames OR $(fid 'postgres!pg_sleep') = ANY(k.frame_ids)))"
-starved=$(pg_q "SELECT count(*) FROM streams s WHERE $others AND s.labels->>'unit.cause' = 'cpu'")
-fp=$(pg_q "SELECT count(*) FROM streams s WHERE $others AND s.labels->>'unit.cause' IS DISTINCT FROM 'cpu'")
+IFS='|' read -r starved fp <<<"$(pg_q "SELECT count(*) FILTER (WHERE s.labels->>'unit.cause' = 'cpu'),
+	count(*) FILTER (WHERE s.labels->>'unit.cause' IS DISTINCT FROM 'cpu') FROM streams s WHERE $others")"
 rs=$(awk -v a="$got_sleep" -v b="$n_sleep" 'BEGIN {printf "%.1f", b ? 100 * a / b : 0}')
 rh=$(awk -v a="$got_heavy" -v b="$n_heavy" 'BEGIN {printf "%.1f", b ? 100 * a / b : 0}')
 fpr=$(awk -v a="$fp" -v b="$n_select" 'BEGIN {printf "%.2f", b ? 100 * a / b : 0}')
