@@ -155,44 +155,6 @@ done
 t_match "its streams arrive" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork' AND role = 'violation'")" \
 	'^[1-9][0-9]*$'
 
-# ---- one symbolizer per build: two programs of it started apart ----
-
-# the first without address space randomization, the second with: their modules lie apart
-RUN=apart1
-SM_GUARD_ONLY=guardtest SM_GUARD_REPORTS_PER_MIN=100000 guarded setarch "$(uname -m)" -R "$GT" epoll "$PORT"
-G1=$GPID
-"$GT" client "$PORT" 40 1 fast:35,sleep=60:5 >/dev/null || t_fail "apart: the first one's load"
-PORT2=$(free_port)
-RUN=apart2
-SM_GUARD_ONLY=guardtest SM_GUARD_REPORTS_PER_MIN=100000 guarded "$GT" epoll "$PORT2"
-G2=$GPID
-"$GT" client "$PORT2" 40 1 fast:35,sleep=60:5 >/dev/null || t_fail "apart: the second one's load"
-base_of() { awk -v gt="$GT" '$6 == gt { print $1; exit }' /proc/"$1"/maps; }
-t_eq "apart: the two processes have guardtest at different addresses" \
-	"$([ -n "$(base_of "$G1")" ] && [ "$(base_of "$G1")" != "$(base_of "$G2")" ] && echo yes)" yes
-for _ in $(seq 1 150); do
-	grep -q "msg=\"symbolizer [a-z]*\" pid=$G2 " "$T_TMP/collector.log" && break
-	sleep 0.1
-done
-t_match "apart: the second one's frames are named by the first one's symbolizer" \
-	"$(grep "msg=\"symbolizer [a-z]*\" pid=$G2 " "$T_TMP/collector.log")" 'msg="symbolizer shared".* processes=[2-9]'
-stop_server "$PORT2"
-GPID=$G1
-stop_server "$PORT"
-for _ in $(seq 1 150); do
-	[ "$(q "SELECT count(DISTINCT labels->>'run') FROM streams
-	        WHERE labels->>'run' IN ('apart1', 'apart2') AND role = 'violation'")" = 2 ] && break
-	sleep 0.1
-done
-# a sleep's stack, as each process's streams name it
-sleep_stacks() {
-	stream_events "s.labels->>'run' = '$1' AND s.role = 'violation'" | cut -d' ' -f1,5- | grep '^w .*handle_sleep' | sort -u
-}
-ev1=$(sleep_stacks apart1)
-t_match "apart: the first one's sleeps are named from its entry down to nanosleep" "$ev1" \
-	'^w [^ ]*libc\.so\.6!__libc_start_main;.*guardtest!handle_sleep;libc\.so\.6!nanosleep$'
-t_eq "apart: the second one's are named alike" "$(sleep_stacks apart2)" "$ev1"
-
 # ---- what the server pushes reaches the process through the collector ----
 
 # the collector log's line matching $1 for process GPID, waited for up to 15 s
