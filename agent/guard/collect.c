@@ -103,8 +103,8 @@ struct cfleet {
  * A symbolizer, shared by every process whose modules are the same files in the same order, wherever
  * each is loaded: the children a server forks (PostgreSQL's backends, nginx's workers), and the
  * programs of one build started apart (their libraries lie elsewhere in each, address space layout
- * being random). A process's addresses are moved to where the symbolizer has each module (cxlat), so
- * that its ELF files are read and its names cached once per host and build. The shipping thread's
+ * being random). A process's addresses are moved to where the symbolizer has each module (its
+ * shift, proc_xlat()), so that its ELF files are read and its names cached once per host and build. The shipping thread's
  * alone.
  */
 struct csym {
@@ -114,7 +114,6 @@ struct csym {
 	struct gsym *sym;
 	struct gmodmap mods;          /* where they lie in the process it was opened for */
 };
-
 
 struct collector {
 	struct collect_opts o;

@@ -81,11 +81,12 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 	struct gslot *s = &src->slots[v->slot];
 	uint32_t call = atomic_load(&s->call);
 	int64_t since = atomic_load(&s->call_start);
-	unsigned kind = GCALL_KIND(gcall_info(call));
+	unsigned kind;
 	struct grec *w = NULL;
 
 	if (!call || call >= GC_COUNT || since <= 0 || since > v->end)
 		return;
+	kind = GCALL_KIND(gcall_info(call));
 	/* the stack the watchdog's signal took inside the call, if it came */
 	for (size_t i = 0; i < out->n; i++) {
 		const struct grec *r = out->v[i].rec;
@@ -131,6 +132,7 @@ struct builder {
 static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 {
 	char name[WIRE_MAX_FRAME + 1];
+	uintptr_t at = (uintptr_t)(exact ? ip : ip - 1);   /* (a return address names its call) */
 	size_t n;
 
 	if (ip == GUARD_ASYNC_FRAME) {
@@ -140,13 +142,8 @@ static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 
 		n = (size_t)snprintf(name, sizeof(name), "%s!%s", b->src->libc_name,
 				     call < GC_COUNT ? gcall_name[call] : "?");
-	} else if (b->sym) {
-		uintptr_t at = (uintptr_t)(exact ? ip : ip - 1);
-
-		if (b->src->xlat && !(at = b->src->xlat(b->src, at)))
-			n = (size_t)snprintf(name, sizeof(name), "[unknown]+0x%llx", (unsigned long long)ip);
-		else
-			n = gsym_function(b->sym, at, name, sizeof(name));
+	} else if (b->sym && (!b->src->xlat || (at = b->src->xlat(b->src, at)))) {
+		n = gsym_function(b->sym, at, name, sizeof(name));
 	} else {
 		n = (size_t)snprintf(name, sizeof(name), "[unknown]+0x%llx", (unsigned long long)ip);
 	}

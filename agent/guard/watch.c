@@ -69,7 +69,6 @@ void gwatch_slots(struct gslot *slots, uint32_t n, int64_t now, int64_t hang_ns,
 	}
 }
 
-
 /* ---- run delay ---- */
 
 int64_t gwatch_decimal(const char *p)
