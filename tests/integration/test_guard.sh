@@ -7,48 +7,27 @@
 # holder is found through the readier edge, and mined; a backend that is down
 # (streams wait in the spool, the program is not slowed); profiles merged.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../guard_lib.sh"
 
-BIN=$SM_BIN_DIR
-TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
-GUARD=$BIN/sm-guard
-GT=$TOOLS/guardtest
 py=python3
 
 sm_admin migrate >/dev/null || t_bail "migrate"
 TOKEN=$(mk_token ingest 2>/dev/null)
 printf '%s\n' "$TOKEN" >"$T_TMP/token"
 start_ingest --profile-merge-ms 0 || t_bail "sm-ingest starts"
-PROF=$T_TMP/profiles
 
 # guarded SERVER_ARGS...: runs guardtest with the agent in the background as GPID
 # (extra settings in the environment of the call)
 guarded() {
+	rm -f "$T_TMP/server.out"
 	"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
 		--token-file "$T_TMP/token" --label region=test-1 --label "conf.mix=a,b" -- "$@" >"$T_TMP/server.out" 2>&1 &
 	GPID=$!
-	for _ in $(seq 1 100); do
-		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	t_fail "server starts" "$(cat "$T_TMP/server.out")"
-	return 1
+	gt_ready "$T_TMP/server.out" server
 }
 
-# wait_ready: the server started in the background (output in server.out) listens; under ASan on a
-# busy machine it takes more than the 0.3 s that was once enough
-wait_ready() {
-	sleep 0.3
-	for _ in $(seq 1 200); do
-		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
-		sleep 0.05
-	done
-}
-
-# stop PORT: asks the server to quit and waits for it
-stop_server() {
-	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
-	wait "$GPID"
-}
+# wait_ready: the server started in the background (output in server.out) listens
+wait_ready() { gt_ready "$T_TMP/server.out" server; }
 
 # ---- the command ----
 
@@ -99,11 +78,12 @@ t_match "safety: units that ran after every descriptor was closed still reach th
 # ---- an epoll server: train, then guard ----
 
 PORT=$(free_port)
+rm -f "$T_TMP/server.out"
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
 wait_ready
 "$GT" client "$PORT" 20000 4 fast:80,file:20 >/dev/null || t_fail "training load"
-stop_server "$PORT"
+gt_stop "$PORT"
 bid=$(readelf -n "$GT" | sed -n 's/.*Build ID: //p')
 t_match "the profile is named by the build id" "$(ls "$PROF")" "$bid\.json"
 show=$("$GUARD" profile show "$PROF/$bid.json")
@@ -117,7 +97,7 @@ q() { pg_q "$1" -v bid="$bid"; }
 # every violation shipped (no rate limit here); one connection, so that each unit serves one request
 SM_GUARD_REPORTS_PER_MIN=100000 guarded "$GT" epoll "$PORT" || t_bail "guarded server"
 mix=$("$GT" client "$PORT" 1500 1 fast:95,sleep=60:2,spin=60:2,tmo=30:1) || t_fail "guarded load"
-stop_server "$PORT"
+gt_stop "$PORT"
 sleeps=$(awk '$1 == "sleep" {print $3}' <<<"$mix")
 spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
 echo "slow requests sent: $sleeps sleeps, $spins spins"
@@ -191,7 +171,7 @@ t_match "almost no fast request is reported" "$fp" '^[0-9]$'
 SM_GUARD_REPORT_S=1 SM_GUARD_LABELS=run=limited guarded "$GT" epoll "$PORT" || t_bail "guarded server"
 "$GT" client "$PORT" 400 2 sleep=5:1 >/dev/null || t_fail "storm load"
 seen=$(q "SELECT last_seen > first_seen FROM agent_procs WHERE pid = $GPID")
-stop_server "$PORT"
+gt_stop "$PORT"
 t_eq "reports every second while the process runs (SM_GUARD_REPORT_S=1)" "$seen" t
 t_eq "the suppressed violations are reported as drops" \
 	"$(q "SELECT violations >= 200, violations - drops, exited FROM agent_procs WHERE pid = $GPID")" "t|6|t"
@@ -209,7 +189,7 @@ t_eq "and counts the rest" "$((v - sup)):$([ "${v:-0}" -ge 200 ] && echo all)" "
 SM_GUARD_REPORTS_PER_MIN=40 SM_GUARD_APP=budget SM_GUARD_LABELS=run=budget guarded "$GT" epoll "$PORT" ||
 	t_bail "guarded server"
 mix=$("$GT" client "$PORT" 300 1 sleep=5:292,sleep=300:8) || t_fail "budget load"
-stop_server "$PORT"
+gt_stop "$PORT"
 big=$(awk '$1 == "sleep" && $2 == 300 {print $3}' <<<"$mix")
 bq() { q "$1 FROM streams WHERE app = 'budget' AND role = 'violation'"; }
 echo "budget: $big requests of 300 ms; $(bq "SELECT count(*) || ' streams, weights ' || min(weight) || ' to ' ||
@@ -283,7 +263,7 @@ muted=$(q "SELECT count(*) FROM streams WHERE app = 'pushed' AND role = 'violati
 q "UPDATE agent_settings SET guard = NULL, k = 7 WHERE app = 'pushed'" >/dev/null
 pushed_applied 'msg="new thresholds"' || t_fail "pushed: guarding on again was not applied in 10 s"
 "$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
-stop_server "$PORT"
+gt_stop "$PORT"
 t_eq "pushed: guarding off, slow requests are not violations" "$muted" 0
 t_eq "pushed: guarding on again, every slow request is (reports_per_min pushed too)" \
 	"$(q "SELECT count(*) FROM streams WHERE app = 'pushed' AND role = 'violation' AND $slow")" 10
@@ -296,7 +276,7 @@ t_match "pushed: the agent says what it applied" "$log" \
 read -r sa ss < <(nm -S "$GT" | awk '$4 == "spin_inner" {print $1, $2}')
 SM_GUARD_REPORTS_PER_MIN=100000 guarded "$TOOLS/guardtest-stripped" epoll "$PORT" || t_bail "stripped server"
 "$GT" client "$PORT" 200 2 fast:90,spin=40:10 >/dev/null || t_fail "stripped load"
-stop_server "$PORT"
+gt_stop "$PORT"
 ev=$(events_of "s.app = 'guardtest-stripped' AND e.kind = 'r' AND e.dur_ns > 0")
 t_match "exported functions keep their names" "$ev" 'guardtest-stripped!spin_cpu'
 inner=$(grep -o 'guardtest-stripped!spin_cpu;guardtest-stripped+0x[0-9a-f]*' <<<"$ev" | sed 's/.*+0x//' | sort -u)
@@ -312,6 +292,7 @@ t_eq "and never borrows a neighbour's name" "$(grep -c 'guardtest-stripped!\(han
 
 # ---- a thread pool and a lock convoy ----
 
+rm -f "$T_TMP/server.out"
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" pool "$PORT" 4 >"$T_TMP/server.out" 2>&1 &
 GPID=$!
 wait_ready
@@ -385,6 +366,7 @@ print(s.getsockname()[1], flush=True); time.sleep(120)' >"$T_TMP/hole.port" &
 HOLE=$!
 t_cleanup "kill $HOLE 2>/dev/null"
 for _ in $(seq 1 50); do [ -s "$T_TMP/hole.port" ] && break; sleep 0.1; done
+rm -f "$T_TMP/server.out"
 "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "http://127.0.0.1:$(cat "$T_TMP/hole.port")" \
 	--spool "$T_TMP/spool" --label run=offline -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
@@ -396,7 +378,7 @@ slowest=$(awk '$1 == "fast" {print $3}' <<<"$mix")
 echo "slowest of 4000 fast requests while the backend hangs: $slowest us"
 t_eq "fast requests stay fast (under 50 ms)" "$([ "${slowest:-999999}" -lt 50000 ] && echo yes)" yes
 start=$(date +%s%N)
-stop_server "$PORT"
+gt_stop "$PORT"
 echo "exit took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 spooled=$(ls "$T_TMP/spool"/*.json 2>/dev/null | wc -l)
 # the three slow requests at least (a fast one slowed past its 1 ms threshold on a busy machine counts too)
@@ -416,12 +398,13 @@ for part in a b; do
 	mix=fast:1
 	[ $part = b ] && mix=fast:50,file:50
 	# each "host" uploads what it learnt when it exits (and every SM_GUARD_PROFILE_UPLOAD_S)
+	rm -f "$T_TMP/server.out"
 	"$GUARD" run --train --profile-dir "$T_TMP/prof-$part" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
 		--token-file "$T_TMP/token" --host "train-$part" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 	GPID=$!
 	wait_ready
 	"$GT" client "$PORT" 5000 2 "$mix" >/dev/null
-	stop_server "$PORT"
+	gt_stop "$PORT"
 done
 "$GUARD" profile merge "$T_TMP/prof-a/$bid.json" "$T_TMP/prof-b/$bid.json" >"$T_TMP/merged.json" ||
 	t_fail "sm-guard profile merge"
@@ -464,13 +447,14 @@ t_eq "fleet: the server's merge is sm-guard profile merge's (same units, types, 
 out=$("$GUARD" profile fetch --url "$INGEST_URL" --token-file "$T_TMP/token" --profile-dir "$T_TMP/prof-fleet" /bin/true 2>&1)
 t_eq "fleet: a build nobody trained" "$?|$out" "3|sm-guard: profile fetch: the server has no profile of this build yet"
 # a host new to the build: sm-guard run fetches the fleet's profile first, so the agent guards at once
+rm -f "$T_TMP/server.out"
 "$GUARD" run --profile-dir "$T_TMP/prof-new" --log "$T_TMP/guard.log" --url "$INGEST_URL" --token-file "$T_TMP/token" \
 	--host new-host -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
 wait_ready
 "$GT" client "$PORT" 200 1 fast:1 >/dev/null
 sleep 1   # the baseline unit's stream on its way (at exit it would go to the spool)
-stop_server "$PORT"
+gt_stop "$PORT"
 t_eq "fleet: a new host guards at once with the fleet's profile" \
 	"$(q "SELECT mode FROM agent_procs WHERE host = 'new-host'")|$(ls "$T_TMP/prof-new")" "guard|$bid.json"
 # its normal units: the first of each unit type is shipped as a baseline stream (one a minute)
@@ -483,6 +467,7 @@ t_eq "baseline: counted at exit" "$(grep 'msg="exit"' "$T_TMP/guard.log" | tail 
 	"$(q "SELECT count(*) FROM streams WHERE host = 'new-host' AND role = 'baseline'")"
 # a guarding process takes a newer fleet profile of its build while it runs (same loops: swapped at once)
 mkdir -p "$T_TMP/prof-own" && cp "$T_TMP/prof-a/$bid.json" "$T_TMP/prof-own/"
+rm -f "$T_TMP/server.out"
 SM_GUARD_PROFILE_FETCH_S=1 "$GUARD" run --profile-dir "$T_TMP/prof-own" --log "$T_TMP/refresh.log" --url "$INGEST_URL" \
 	--token-file "$T_TMP/token" --host train-a -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
@@ -490,7 +475,7 @@ wait_ready
 "$GT" client "$PORT" 300 1 fast:1 >/dev/null
 sleep 1.5
 "$GT" client "$PORT" 300 1 fast:1 >/dev/null
-stop_server "$PORT"
+gt_stop "$PORT"
 t_match "fleet: a guarding process takes the fleet's newer profile of its build" "$(cat "$T_TMP/refresh.log")" \
 	"msg=\"guarding with the fleet's profile\".* units=$(q "SELECT units FROM profiles_merged WHERE build_id = :'bid'")"
 

@@ -8,17 +8,12 @@
 # cluster; SM_GUARD_ASYNC=0 turns it off. Real nginx behind proxy_pass: test_real_problems.sh
 # (SM_PROBLEMS_APPS=nginx runs its nginx part alone).
 . "$(dirname "$0")/../lib.sh"
-
-BIN=$SM_BIN_DIR
-TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
-GUARD=$BIN/sm-guard
-GT=$TOOLS/guardtest
+. "$(dirname "$0")/../guard_lib.sh"
 
 sm_admin migrate >/dev/null || t_bail "migrate"
 TOKEN=$(mk_token ingest 2>/dev/null)
 printf '%s\n' "$TOKEN" >"$T_TMP/token"
 start_ingest || t_bail "sm-ingest starts"
-PROF=$T_TMP/profiles
 
 UPORT=$(free_port)
 "$GT" pool "$UPORT" 4 >"$T_TMP/upstream.out" 2>&1 &
@@ -26,19 +21,11 @@ UPID=$!
 t_cleanup "kill $UPID 2>/dev/null"
 PORT=$(free_port)
 
-wait_ready() {
-	for _ in $(seq 1 200); do
-		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	t_bail "the proxy starts" "$(cat "$T_TMP/server.out")"
-}
-stop_proxy() {
-	"$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
-	wait "$GPID"
-}
+wait_ready() { gt_ready "$T_TMP/server.out" "the proxy" || t_done; }
+stop_proxy() { gt_stop "$PORT"; }
 # guarded LABEL: the proxy guarded, shipping to sm-ingest with run=LABEL (more settings in the environment)
 guarded() {
+	rm -f "$T_TMP/server.out"
 	"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" --token-file "$T_TMP/token" \
 		--label "run=$1" -- "$GT" proxy "$PORT" "$UPORT" >"$T_TMP/server.out" 2>&1 &
 	GPID=$!
@@ -46,6 +33,7 @@ guarded() {
 }
 
 # ---- training: upstream replies of a fraction of a millisecond ----
+rm -f "$T_TMP/server.out"
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" proxy "$PORT" "$UPORT" \
 	>"$T_TMP/server.out" 2>&1 &
 GPID=$!

@@ -9,59 +9,22 @@
 # collector starts. A forked child gets a region of its own. Regions that are not what they claim
 # are refused and never signalled; one its process truncates does not take the collector down.
 . "$(dirname "$0")/../lib.sh"
-
-BIN=$SM_BIN_DIR
-TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
-GUARD=$BIN/sm-guard
-GT=$TOOLS/guardtest
+. "$(dirname "$0")/../guard_lib.sh"
 
 sm_admin migrate >/dev/null || t_bail "migrate"
 TOKEN=$(mk_token ingest 2>/dev/null)
 printf '%s\n' "$TOKEN" >"$T_TMP/token"
 start_ingest || t_bail "sm-ingest starts"
-PROF=$T_TMP/profiles
 DIR=$T_TMP/collector
-COL_PID=
 export SM_GUARD_COLLECTOR_DIR=$DIR
 
 q() { pg_q "$1" -v bid="$bid"; }
-
-wait_ready() {
-	for _ in $(seq 1 300); do
-		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	t_fail "server starts" "$(cat "$T_TMP/server.out")"
-	return 1
-}
-
-stop_server() {
-	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
-	wait "$GPID"
-}
-
-start_collector() {
-	"$BIN/sm-agent" collect --dir "$DIR" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/cspool" \
-		--report-s 1 --tick-ms 20 -v >>"$T_TMP/collector.log" 2>&1 &
-	COL_PID=$!
-	for _ in $(seq 1 100); do
-		grep -q 'collecting' "$T_TMP/collector.log" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	t_fail "the collector starts" "$(cat "$T_TMP/collector.log")"
-}
-
-stop_collector() {
-	kill -TERM "$COL_PID" 2>/dev/null
-	wait "$COL_PID"
-	t_eq "the collector exits 0 on SIGTERM" "$?" 0
-	COL_PID=
-}
-t_cleanup 'if [ -n "$COL_PID" ]; then kill -KILL "$COL_PID" 2>/dev/null; fi'
+wait_ready() { gt_ready "$T_TMP/server.out" server; }
+start_collector() { collector_start "$DIR" "$T_TMP/collector.log" --spool "$T_TMP/cspool" --report-s 1 --tick-ms 20; }
 
 # guarded SERVER_ARGS...: guardtest under the agent, as GPID
 guarded() {
-	rm -f "$T_TMP/server.out"   # (not the last server's "ready")
+	rm -f "$T_TMP/server.out"
 	"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
 		--token-file "$T_TMP/token" --label run="$RUN" -- "$@" >"$T_TMP/server.out" 2>&1 &
 	GPID=$!
@@ -76,11 +39,12 @@ agent_threads() {
 # ---- train ----
 
 PORT=$(free_port)
+rm -f "$T_TMP/server.out"
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" epoll "$PORT" >"$T_TMP/server.out" 2>&1 &
 GPID=$!
 wait_ready
 "$GT" client "$PORT" 20000 4 fast:80,file:20 >/dev/null || t_fail "training load"
-stop_server "$PORT"
+gt_stop "$PORT"
 bid=$(readelf -n "$GT" | sed -n 's/.*Build ID: //p')
 
 # ---- with the collector ----
@@ -103,7 +67,7 @@ spins=$(awk '$1 == "spin" {print $3}' <<<"$mix")
 # a unit in flight past SM_GUARD_HANG_MS: shipped as it stood then (at the end of its minute, as every
 # violation the budget keeps)
 "$GT" client "$PORT" 1 1 sleep=1500:1 >/dev/null
-stop_server "$PORT"
+gt_stop "$PORT"
 for _ in $(seq 1 150); do
 	[ -z "$(ls "$DIR" | grep "^$GPID\.")" ] && break
 	sleep 0.1
@@ -156,15 +120,6 @@ t_match "its streams arrive" "$(q "SELECT count(*) FROM streams WHERE labels->>'
 	'^[1-9][0-9]*$'
 
 # ---- what the server pushes reaches the process through the collector ----
-
-# the collector log's line matching $1 for process GPID, waited for up to 15 s
-col_said() {
-	for _ in $(seq 1 150); do
-		grep "pid=$GPID " "$T_TMP/collector.log" | grep -q "$1" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 RUN=pushed
 q "INSERT INTO agent_settings (app, guard, min_wait_us, reports_per_min) VALUES ('pushed', false, 5000, 100000)" >/dev/null
 SM_GUARD_APP=pushed guarded "$GT" epoll "$PORT"
@@ -179,7 +134,7 @@ col_said 'msg="guard table pushed".* k=7 profile=own' || t_fail "pushed: no tabl
 "$GT" client "$PORT" 20 1 fast:1 >/dev/null
 col_said 'msg="the process took what was pushed".* guard=on k=7 profile=own' || t_fail "pushed: k=7 was not taken in 15 s"
 "$GT" client "$PORT" 10 1 sleep=60:1 >/dev/null
-stop_server "$PORT"
+gt_stop "$PORT"
 for _ in $(seq 1 150); do
 	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'pushed' AND role = 'violation'")" -ge 10 ] && break
 	sleep 0.1
@@ -212,7 +167,7 @@ if col_said 'msg="the process took what was pushed".* profile=fleet'; then
 else
 	t_fail "fleet: the process guards with the fleet's profile of its build, taken from the collector" "not in 15 s"
 fi
-stop_server "$PORT"
+gt_stop "$PORT"
 
 # ---- a region cut short under the collector ----
 
@@ -268,8 +223,8 @@ kill "$victim" 2>/dev/null
 wait "$victim" 2>/dev/null
 wait "$cpid"
 rm -f "$DIR/$victim.$vst.0"
-stop_server "$PORT"
-stop_collector
+gt_stop "$PORT"
+collector_stop
 
 # ---- no collector ----
 
@@ -280,7 +235,7 @@ guarded "$GT" epoll "$PORT"
 t_match "auto without a collector: the agent works in the process" \
 	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=process'
 t_eq "with its own threads" "$(agent_threads "$GPID")" 2
-stop_server "$PORT"
+gt_stop "$PORT"
 
 RUN=queued
 SM_GUARD_COLLECTOR=host guarded "$GT" epoll "$PORT"
@@ -289,14 +244,14 @@ t_eq "host without a collector: still no thread of the agent's" "$(agent_threads
 t_eq "and nothing shipped meanwhile" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued'")" 0
 start_collector
 sleep 0.5
-stop_server "$PORT"
+gt_stop "$PORT"
 for _ in $(seq 1 150); do
 	[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued' AND role = 'violation'")" -ge 1 ] && break
 	sleep 0.1
 done
 t_match "a collector that starts later ships what the process queued meanwhile" \
 	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued' AND role = 'violation'")" '^[1-9][0-9]*$'
-stop_collector
+collector_stop
 
 # ---- a real program's threads: the agent starts none, and makes the program start none ----
 # A new thread that entered the program's allocator on the agent's account (its trampoline's
@@ -325,7 +280,7 @@ if command -v redis-server >/dev/null; then
 	echo "redis's threads: $plain"
 	t_eq "redis under the agent with the collector: the threads it has without the agent" \
 		"$(grep -c 'msg="guarding" .*exe=redis-server .*collector=host' "$T_TMP/guard.log")|$guarded_names" "1|$plain"
-	stop_collector
+	collector_stop
 fi
 
 if [ "$T_FAILED" -gt 0 ]; then

@@ -7,26 +7,15 @@
 # a violation, a hang or a unit in flight (redis under its stock jemalloc shipped 10 and 20 s
 # "units" of libjemalloc.so.2 this way, and their streams glued unrelated problems together).
 . "$(dirname "$0")/../lib.sh"
-
-BIN=$SM_BIN_DIR
-TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
-GUARD=$BIN/sm-guard
-GT=$TOOLS/guardtest
+. "$(dirname "$0")/../guard_lib.sh"
 
 sm_admin migrate >/dev/null || t_bail "migrate"
 TOKEN=$(mk_token ingest 2>/dev/null)
 printf '%s\n' "$TOKEN" >"$T_TMP/token"
 start_ingest || t_bail "sm-ingest starts"
-PROF=$T_TMP/profiles
 PORT=$(free_port)
 
-wait_ready() {
-	for _ in $(seq 1 200); do
-		grep -q '^ready' "$T_TMP/server.out" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	t_bail "the pool starts" "$(cat "$T_TMP/server.out")"
-}
+wait_ready() { gt_ready "$T_TMP/server.out" "the pool" || t_done; }
 stop_pool() {
 	"$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
 	"$GT" client "$PORT" 1 1 fast:1 >/dev/null 2>&1
@@ -42,6 +31,7 @@ idle_load() {
 }
 
 # ---- training ----
+rm -f "$T_TMP/server.out"
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" pool "$PORT" 2 sweep \
 	>"$T_TMP/server.out" 2>&1 &
 GPID=$!
@@ -60,6 +50,7 @@ t_match "its units do not hold the untimed sleep (threshold under 100 ms)" \
 	'^(short|[0-9]{1,2}(\.[0-9]+)? ms)$'
 
 # ---- guarding ----
+rm -f "$T_TMP/server.out"
 SM_GUARD_REPORTS_PER_MIN=100000 "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
 	--token-file "$T_TMP/token" --label run=sleeper -- "$GT" pool "$PORT" 2 sweep >"$T_TMP/server.out" 2>&1 &
 GPID=$!

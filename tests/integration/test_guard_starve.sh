@@ -6,12 +6,8 @@
 # [cpu run queue] / [cgroup throttled] events, the host's load and CPUs; mined, the run queue is one
 # cluster listing both starved hosts.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../guard_lib.sh"
 
-BIN=$SM_BIN_DIR
-TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
-GUARD=$BIN/sm-guard
-GT=$TOOLS/guardtest
-PROF=$T_TMP/profiles
 N=12          # slow requests per server
 WORK_MS=10    # CPU time of each (cpu_work)
 BUSY=3        # busy processes beside the starved server on its CPU
@@ -28,19 +24,12 @@ q() { pg_q "$1"; }
 TRAIN=
 serve() {
 	local port=$1 out=$T_TMP/server-$1.out
+	rm -f "$out"
 	shift
 	"$@" "$GUARD" run $TRAIN --profile-dir "$PROF" --log "$T_TMP/guard.log" --url "$INGEST_URL" \
 		--token-file "$T_TMP/token" -- "$GT" epoll "$port" >"$out" 2>&1 &
 	GPID=$!
-	for _ in $(seq 1 100); do
-		grep -q '^ready' "$out" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	t_bail "server starts" "$(cat "$out")"
-}
-stop_server() {
-	"$GT" client "$1" 1 1 quit:1 >/dev/null 2>&1
-	wait "$GPID"
+	gt_ready "$out" server || t_done
 }
 # shipped WHERE COUNT: waits (at most 60 s) until at least COUNT violation streams matching WHERE are
 # stored and no more came for a second: a server stopped earlier would leave its queue unsent (exit
@@ -63,7 +52,7 @@ shipped() {
 PORT=$(free_port)
 TRAIN=--train serve "$PORT" env
 "$GT" client "$PORT" 5000 2 fast:80,file:20 >/dev/null || t_fail "training load"
-stop_server "$PORT"
+gt_stop "$PORT"
 
 # the cpu_work units: not a sleep, and at least WORK_MS long (their CPU time alone). Their stack may
 # not show cpu_work (a unit found slow at its first call, and no CPU sample in it), so: by what they are not.
@@ -94,19 +83,12 @@ for host in starve-a starve-b; do
 	mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=60:4") || t_fail "starved load ($host)"
 	sent[$host]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
 	shipped "host = '$host' AND $work" "${sent[$host]:-1}"
-	stop_server "$PORT"
+	gt_stop "$PORT"
 done
 # the same with the host's collector, whose watchdog takes the threads' run delays (the process has no
 # thread of the agent's); it ships a process's violations when their minute closes or the process ends
 CDIR=$T_TMP/collector
-"$BIN/sm-agent" collect --dir "$CDIR" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/cspool" \
-	--report-s 0 --tick-ms 20 -v >"$T_TMP/collector.log" 2>&1 &
-COL=$!
-t_cleanup "kill $COL 2>/dev/null; true"
-for _ in $(seq 1 100); do
-	grep -q 'collecting' "$T_TMP/collector.log" && break
-	sleep 0.05
-done
+collector_start "$CDIR" "$T_TMP/collector.log" --spool "$T_TMP/cspool" --report-s 0 --tick-ms 20
 PORT=$(free_port)
 serve "$PORT" env SM_GUARD_HOST=starve-h SM_GUARD_APP=starvedh SM_GUARD_REPORTS_PER_MIN=100000 \
 	SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" taskset -c 0
@@ -114,7 +96,7 @@ t_match "with the host's collector: the server is guarded through it" \
 	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=host'
 mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=60:4") || t_fail "starved load (collector)"
 sent[starve-h]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
-stop_server "$PORT"
+gt_stop "$PORT"
 shipped "host = 'starve-h' AND $work" "${sent[starve-h]:-1}"
 kill "${busy[@]}" 2>/dev/null
 wait "${busy[@]}" 2>/dev/null
@@ -124,7 +106,7 @@ PORT=$(free_port)
 serve "$PORT" env SM_GUARD_HOST=calm SM_GUARD_APP=calm SM_GUARD_REPORTS_PER_MIN=100000 chrt -f 10
 "$GT" client "$PORT" "$N" 1 "cpu=$((2 * WORK_MS)):1" >/dev/null || t_fail "control load"
 shipped "host = 'calm' AND $work" "$N"
-stop_server "$PORT"
+gt_stop "$PORT"
 
 rd="(s.labels->>'unit.run_delay_ns')::bigint"
 echo "starved units (duration, threshold, run delay, window, cause):"
@@ -256,7 +238,7 @@ else
 	sleep 0.5
 	"$GT" client "$PORT" 4 1 "cpu=30:1" >/dev/null || t_fail "throttled load"
 	shipped "host = 'tight' AND (s.labels->>'unit.duration_ns')::bigint >= 100000000" 4
-	stop_server "$PORT"
+	gt_stop "$PORT"
 	thr="(s.labels->>'unit.throttled_ns')::bigint"
 	q "SELECT s.labels->>'unit.duration_ns', $rd, $thr, s.labels->>'host.cpu_limit', coalesce(s.labels->>'unit.cause', '-')
 		FROM streams s WHERE app = 'tight' AND role = 'violation' AND $work" | sed 's/^/  | /'

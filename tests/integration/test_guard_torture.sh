@@ -9,10 +9,8 @@
 # violations counted), libsmguard.so needs nothing but the C library, and a short program
 # exits at once with its training saved when the server accepts connections and never answers.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../guard_lib.sh"
 
-BIN=$SM_BIN_DIR
-TOOLS=$(cd "$SM_BIN_DIR/../tests" && pwd -P)
-GUARD=$BIN/sm-guard
 TORTURE=$TOOLS/torture
 LIB=$("$GUARD" lib)
 PY=/usr/bin/python3
@@ -164,10 +162,7 @@ done
 # ---- the cases ----
 
 CDIR=$T_TMP/collector
-"$BIN/sm-agent" collect --dir "$CDIR" --url "$INGEST_URL" --token-file "$T_TMP/token" --report-s 1 --tick-ms 5 -v \
-	>"$T_TMP/collector.log" 2>&1 &
-COL=$!
-t_cleanup 'kill -KILL $COL 2>/dev/null'
+collector_start "$CDIR" "$T_TMP/collector.log" --report-s 1 --tick-ms 5
 mapfile -t CASES < <("$TORTURE" list)
 for c in "${CASES[@]}"; do
 	for mode in plain train guard host; do
@@ -202,9 +197,7 @@ for p in bash-fds python-subprocess; do
 	t_match "$p: the interpreter ran units and had violations in guard mode" "$u $v" '^[1-9][0-9]* [1-9][0-9]*$'
 done
 # with the collector: the processes' violations went through it, and the programs had no thread of the agent's
-kill -TERM "$COL"
-wait "$COL"
-t_eq "the collector exits 0" "$?" 0
+collector_stop
 t_match "host mode: the collector shipped the cases' violations" \
 	"$(awk '/guarded process ended/ { for (i = 1; i <= NF; i++) if ($i ~ /^violations=/) { split($i, kv, "="); v += kv[2] } }
 	       END { print v + 0 }' "$T_TMP/collector.log")" '^[1-9][0-9]*$'
