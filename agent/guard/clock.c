@@ -2,7 +2,7 @@
  * clock: the agent's clock, CLOCK_MONOTONIC nanoseconds, read on every wrapped
  * call (rt.h "the clock" says how the TSC path stays on that timebase). The
  * agent's threads re-anchor it every second (guard_clock_tick()); with the host's collector, which
- * leaves the process no thread, the program's own at the start of a unit (guard_clock_poll()).
+ * leaves the process no thread, the program's own at the start of a unit (guard_region_poll()).
  */
 #include "agent/guard/hot.h"
 
@@ -78,8 +78,3 @@ void guard_clock_tick(void)
 	atomic_store_explicit(&ticking, 0, memory_order_release);
 }
 
-void guard_clock_poll(int64_t now)
-{
-	if (GUARD_UNLIKELY(now >= atomic_load_explicit(&cal_next, memory_order_relaxed)))
-		guard_clock_tick();
-}

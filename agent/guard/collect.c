@@ -44,6 +44,7 @@
 #define FLEET_MAX 64                  /* builds whose fleet's profile is kept */
 #define FETCH_MIN_NS 1000000000LL     /* a build's fleet profile is fetched at most this often */
 #define PROFILE_MAX ((size_t)64 << 20)   /* a profile's text, fetched or read */
+#define LOG_PER_MIN 60                /* a process's log lines the collector logs in a minute; more are counted */
 
 struct cproc {
 	struct cproc *next;
@@ -87,6 +88,11 @@ struct cproc {
 	int64_t next_fetch;
 	uint32_t taken_seen, refused_seen;   /* the process's pushed_taken and tab_refused last looked at */
 	int announce;                 /* a change was pushed: say when it is taken */
+	/* its log lines (the shipping thread's): the next one to log, by the collector's own count */
+	uint32_t log_next;
+	int64_t log_minute;           /* the start of the minute log_shown counts */
+	uint32_t log_shown;
+	uint64_t log_lost, log_held;  /* written over before they were read; over LOG_PER_MIN */
 	struct collector *c;
 };
 
@@ -560,9 +566,14 @@ static void ask(void *ctx, struct gslot *s)
 
 static void hang(void *ctx, struct gslot *s, struct gviol *v)
 {
-	struct gbudget *b = budget_of(ctx);
+	struct cproc *p = ctx;
+	struct gbudget *b = budget_of(p);
+	char path[128];
 
-	(void)s;
+	/* what the process's own watchdog would add: the run delay (not the cgroup's throttled time,
+	 * whose history is the process's) */
+	snprintf(path, sizeof(path), "%s/task/%d/schedstat", p->proc, (int)v->tid);
+	gwatch_unit_run_delay(s, v, gwatch_run_delay(path, read_small));
 	if (b)
 		budget_offer(b, v, v->end);
 }
@@ -1283,9 +1294,55 @@ static int gone(struct cproc *p, int64_t now)
 }
 
 /* The shipping thread's round over one process; ended: it was over before the round began (its last). */
+/*
+ * The lines the process logged since the last look, logged as the collector's own (escaped as values),
+ * at most LOG_PER_MIN a minute. Its count is the collector's: a log_head that jumps, or runs backwards,
+ * costs the lines between, never a loop over them.
+ */
+static void take_logs(struct cproc *p, int64_t now)
+{
+	uint32_t head = atomic_load_explicit(&p->r->log_head, memory_order_acquire);
+
+	if (head - p->log_next > GREGION_LOG) {
+		p->log_lost += head - p->log_next - GREGION_LOG;
+		p->log_next = head - GREGION_LOG;
+	}
+	for (; p->log_next != head; p->log_next++) {
+		const struct gregion_logline *l = &p->r->log[p->log_next % GREGION_LOG];
+		uint32_t len = atomic_load_explicit(&l->len, memory_order_relaxed);
+		char text[sizeof(l->text) + 1];
+
+		if (len > sizeof(l->text))
+			len = sizeof(l->text);
+		memcpy(text, l->text, len);
+		text[len] = '\0';
+		atomic_thread_fence(memory_order_acquire);
+		/* written over while it was copied */
+		if (atomic_load_explicit(&p->r->log_head, memory_order_relaxed) - p->log_next >= GREGION_LOG) {
+			p->log_lost++;
+			continue;
+		}
+		if (now - p->log_minute >= GUARD_MINUTE_NS) {
+			if (p->log_held)
+				log_info("guarded process's log lines not shown", "pid=%d lines=%llu", (int)p->pid,
+					 (unsigned long long)p->log_held);
+			p->log_minute = now;
+			p->log_shown = 0;
+			p->log_held = 0;
+		}
+		if (p->log_shown >= LOG_PER_MIN) {
+			p->log_held++;
+			continue;
+		}
+		p->log_shown++;
+		log_info("guarded process logged", "pid=%d line=%s", (int)p->pid, text);
+	}
+}
+
 static void ship_round(struct collector *c, struct cproc *p, int64_t now, int all, int ended)
 {
 	atomic_store(&p->r->collector_seen, now);
+	take_logs(p, now);
 	take_queue(p, now);
 	if (!ended) {
 		note_taken(p);
@@ -1330,9 +1387,10 @@ static void reap(struct collector *c)
 			unlinkat(dfd, dead->name, 0);
 			close(dfd);
 		}
-		log_info("guarded process ended", "pid=%d exe=%s violations=%llu shipped=%llu", (int)dead->pid,
-			 dead->exe_name, (unsigned long long)atomic_load(&dead->n.violations),
-			 (unsigned long long)atomic_load(&dead->n.shipped));
+		log_info("guarded process ended", "pid=%d exe=%s violations=%llu shipped=%llu log_lines_lost=%llu",
+			 (int)dead->pid, dead->exe_name, (unsigned long long)atomic_load(&dead->n.violations),
+			 (unsigned long long)atomic_load(&dead->n.shipped),
+			 (unsigned long long)(dead->log_lost + dead->log_held));
 		proc_free(dead);
 		dead = next;
 	}

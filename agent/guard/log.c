@@ -3,6 +3,7 @@
  * descriptors.
  */
 #include "agent/guard/hot.h"
+#include "agent/guard/region.h"
 #include "common/log.h"
 
 #include <fcntl.h>
@@ -17,7 +18,8 @@
  * thread: the file is opened in the agent's own table, never in the
  * program's, where even a moment's descriptor could take the number the
  * program's next open() expects. Before the agent is active (the constructor,
- * before main()) lines are written at once. */
+ * before main()) lines are written at once. With the host's collector (no
+ * thread of the agent's) they go to the region, and the collector logs them. */
 
 #define LOG_QUEUE 64
 
@@ -52,9 +54,20 @@ static void log_to_file(const char *line, size_t len)
 		return;
 	}
 	if (G.region) {
-		/* no thread of the agent's writes it (the host's collector logs its own side) */
+		struct gregion *r = G.region;
+		struct gregion_logline *l;
+		uint32_t h;
+
+		if (len && line[len - 1] == '\n')
+			len--;
+		if (len > sizeof(l->text))
+			len = sizeof(l->text);
 		pthread_mutex_lock(&logq.mu);
-		logq.dropped++;
+		h = atomic_load_explicit(&r->log_head, memory_order_relaxed);
+		l = &r->log[h % GREGION_LOG];
+		memcpy(l->text, line, len);
+		atomic_store_explicit(&l->len, (uint32_t)len, memory_order_relaxed);
+		atomic_store_explicit(&r->log_head, h + 1, memory_order_release);
 		pthread_mutex_unlock(&logq.mu);
 		return;
 	}

@@ -197,6 +197,8 @@ int guard_region_open(void)
 	if (G.cfg.collector == GUARD_COLLECTOR_PROCESS ||
 	    (G.cfg.collector == GUARD_COLLECTOR_AUTO && !collector_running(G.cfg.collector_dir)))
 		return -1;
+	/* no watchdog will look for the cgroup: its limit is in the description */
+	guard_starve_find();
 	memset(&probe, 0, sizeof(probe));
 	layout(&probe, (uint32_t)gring_round(G.cfg.ring_bytes));
 	st = start_time();
@@ -361,12 +363,21 @@ static void pull(struct gthread *t, struct gregion *r, uint32_t g)
 	atomic_store(&r->pushed_taken, g);
 }
 
+/* The next tick of the watchdog's work a program's thread does (the one that wins it). */
+static _Atomic int64_t tick_next;
+
 void guard_region_poll(struct gthread *t, int64_t now)
 {
 	struct gregion *r = G.region;
+	int64_t next = atomic_load_explicit(&tick_next, memory_order_relaxed);
 	uint32_t g;
 
-	guard_clock_poll(now);
+	if (GUARD_UNLIKELY(now >= next) &&
+	    atomic_compare_exchange_strong_explicit(&tick_next, &next, now + G.cfg.watchdog_ns, memory_order_relaxed,
+						    memory_order_relaxed)) {
+		guard_clock_tick();
+		guard_starve_sample(now);
+	}
 	g = atomic_load_explicit(&r->pushed_gen, memory_order_acquire);
 	if (GUARD_LIKELY(g == atomic_load_explicit(&G.pushed_seen, memory_order_relaxed)) || (g & 1))
 		return;

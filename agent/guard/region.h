@@ -31,10 +31,11 @@
 #include "guardcore/settings.h"
 
 #define GREGION_MAGIC 0x31474552474d53ULL   /* "SMGREG1" */
-#define GREGION_VERSION 1
+#define GREGION_VERSION 2                  /* 2: the process's log lines */
 #define GREGION_QUEUE 128                  /* violations and baselines waiting for the collector */
 #define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
 #define GREGION_TAB_SLOTS 65536            /* context slots of a guard table the collector can push */
+#define GREGION_LOG 32                     /* the process's last log lines, for the collector to log */
 
 enum { GREG_LIVE = 1, GREG_EXITED = 2 };
 
@@ -43,6 +44,12 @@ struct gregion_loop {
 	char symbol[256];
 	uint32_t ntypes;
 	char type_name[GP_MAX_TYPES][16];
+};
+
+/* A log line of the process's (its length; not NUL-terminated). */
+struct gregion_logline {
+	_Atomic uint32_t len;
+	char text[508];
 };
 
 struct gregion {
@@ -101,6 +108,11 @@ struct gregion {
 	double tab_k;
 	unsigned char tab_fleet_sha[32];
 	uint64_t tab_off, tab_cap;     /* layout, written at creation: the table image's place */
+	/* the lines the program's threads log (no thread of the agent's writes them to SM_GUARD_LOG):
+	 * line n at log[n % GREGION_LOG], written under the log's lock before log_head passes it; the
+	 * oldest is written over. The collector logs them as its own. */
+	_Atomic uint32_t log_head;
+	struct gregion_logline log[GREGION_LOG];
 };
 
 /* The process side (libsmguard.so) */
@@ -124,8 +136,9 @@ void guard_region_names(const struct gtab *tab);
 /* Ring index (slot i, or GUARD_MAX_THREADS: the shared ring) set up: in the region when there is
  * one, else mapped on its own. 0 or -1. */
 int guard_ring_init(struct gring *r, uint32_t index);
-/* At a unit's start on thread t, in a region: the clock's second, and what the collector pushed
- * since the last look taken. [program] */
+/* At a unit's start on thread t, in a region: what the collector pushed since the last look taken;
+ * once a tick (G.cfg.watchdog_ns), the watchdog's work the process keeps: the clock's anchor, the
+ * cgroup's throttled time. [program] */
 void guard_region_poll(struct gthread *t, int64_t now);
 /* Queues v for the collector; a full queue drops it (counted). [program] */
 void guard_region_push(const struct gviol *v);

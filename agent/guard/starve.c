@@ -9,10 +9,13 @@
  * thread's run delay (/proc/self/task/TID/schedstat, gwatch_run_delays() in
  * watch.c, which the host's collector runs too) when it finds the thread
  * between units after one ended, or in a unit it has no snapshot for; and the
- * cgroup's throttled time every tick into a short history. Only a unit that is
- * shipped (a violation, a baseline) reads its thread's value at its end, on
- * its own thread, with raw system calls: the descriptor lives for the read
- * alone, registered meanwhile so that the program's close() leaves it.
+ * cgroup's throttled time every tick into a short history. With the host's
+ * collector the process has no watchdog: the cgroup is found when its region is
+ * made, and a program's thread takes the history's sample at a unit's start, at
+ * most once a tick (region.c). Only a unit that is shipped (a violation, a
+ * baseline) reads its thread's value at its end, on its own thread, with raw
+ * system calls: the descriptor lives for the read alone, registered meanwhile
+ * so that the program's close() leaves it.
  */
 #include "agent/guard/hot.h"
 #include "agent/guard/watch.h"
@@ -40,7 +43,7 @@ static struct {
 	_Atomic uint32_t n;      /* samples written; the last is (n - 1) % THR_HIST */
 } hist;
 
-static int cg_tried;
+static _Atomic int cg_tried;
 
 /* A small kernel file into buf (NUL-terminated): bytes read, or -1. Raw system calls: no wrapper, no
  * allocation; errno kept. On a thread that shares the program's table the descriptor is registered
@@ -229,25 +232,31 @@ const char *guard_starve_cpu_limit(void)
 	return atomic_load_explicit(&cg.ok, memory_order_acquire) ? cg.limit : NULL;
 }
 
-/* ---- the watchdog's snapshots ---- */
+/* ---- the snapshots ---- */
+
+void guard_starve_find(void)
+{
+	if (!atomic_exchange(&cg_tried, 1))
+		cgroup_find();
+}
+
+void guard_starve_sample(int64_t now)
+{
+	int64_t v;
+	uint32_t k;
+
+	if (!atomic_load_explicit(&cg.ok, memory_order_relaxed) || (v = throttled_now()) < 0)
+		return;
+	k = atomic_load_explicit(&hist.n, memory_order_relaxed);
+	atomic_store_explicit(&hist.at[k % THR_HIST], now, memory_order_relaxed);
+	atomic_store_explicit(&hist.val[k % THR_HIST], v, memory_order_relaxed);
+	atomic_store_explicit(&hist.n, k + 1, memory_order_release);
+}
 
 void guard_starve_tick(int64_t now)
 {
-	if (!cg_tried) {
-		cg_tried = 1;
-		cgroup_find();
-	}
-	if (atomic_load_explicit(&cg.ok, memory_order_relaxed)) {
-		int64_t v = throttled_now();
-
-		if (v >= 0) {
-			uint32_t k = atomic_load_explicit(&hist.n, memory_order_relaxed);
-
-			atomic_store_explicit(&hist.at[k % THR_HIST], now, memory_order_relaxed);
-			atomic_store_explicit(&hist.val[k % THR_HIST], v, memory_order_relaxed);
-			atomic_store_explicit(&hist.n, k + 1, memory_order_release);
-		}
-	}
+	guard_starve_find();
+	guard_starve_sample(now);
 	gwatch_run_delays(G.slots, atomic_load(&G.nslots), "/proc/self", guard_read_small, guard_now);
 }
 
@@ -282,67 +291,13 @@ static int64_t clamp(int64_t v, int64_t hi)
 	return v < 0 ? 0 : v > hi ? hi : v;
 }
 
-/* The run delay in [v->start, at] of a unit whose snapshot (ns, at) was taken inside it: from the
- * snapshot before (pns, pat) when there is one of the same thread, the rate over [pat, at] (the
- * difference itself when it was taken between the previous unit and this one); else the rate of the
- * tail, tail over tail_len. */
-static int64_t head_delay(const struct gviol *v, uint32_t useq, int64_t at, int64_t ns, pid_t ptid, uint32_t pseq,
-			  int pmid, int64_t pat, int64_t pns, int64_t tail, int64_t tail_len)
-{
-	int64_t head_len = at - v->start;
-
-	if (head_len <= 0)
-		return 0;
-	if (ptid == v->tid && pat > 0 && pat < at && pns <= ns) {
-		if (pseq == useq - 1 && !pmid)
-			return clamp(ns - pns, head_len);
-		return clamp((int64_t)((double)(ns - pns) * (double)head_len / (double)(at - pat)), head_len);
-	}
-	return tail_len > 0 ? clamp((int64_t)((double)tail * (double)head_len / (double)tail_len), head_len) : 0;
-}
-
 /* s's unit v ended (or is still running at v->end); cur is its thread's run delay now. */
 static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
 {
-	int64_t len = v->end - v->start, ns = 0, at = 0, pns = 0, pat = 0, thr;
-	uint32_t g, seq = 0, pseq = 0, useq = atomic_load(&s->unit_seq);
-	int mid = 0, pmid = 0, tries = 0;
-	pid_t tid = 0, ptid = 0;
+	int64_t len = v->end - v->start, thr;
 
-	v->rd_how = GUARD_RD_NONE;
+	gwatch_unit_run_delay(s, v, cur);
 	v->thr_known = 0;
-	if (cur >= 0) {
-		do {
-			g = atomic_load_explicit(&s->rd_gen, memory_order_acquire);
-			tid = atomic_load_explicit(&s->rd_tid, memory_order_relaxed);
-			seq = atomic_load_explicit(&s->rd_seq, memory_order_relaxed);
-			mid = atomic_load_explicit(&s->rd_mid, memory_order_relaxed);
-			ns = atomic_load_explicit(&s->rd_ns, memory_order_relaxed);
-			at = atomic_load_explicit(&s->rd_at, memory_order_relaxed);
-			ptid = atomic_load_explicit(&s->rd_ptid, memory_order_relaxed);
-			pseq = atomic_load_explicit(&s->rd_pseq, memory_order_relaxed);
-			pmid = atomic_load_explicit(&s->rd_pmid, memory_order_relaxed);
-			pns = atomic_load_explicit(&s->rd_pns, memory_order_relaxed);
-			pat = atomic_load_explicit(&s->rd_pat, memory_order_relaxed);
-			atomic_thread_fence(memory_order_acquire);
-		} while (((g & 1) || g != atomic_load_explicit(&s->rd_gen, memory_order_relaxed)) && ++tries < 100);
-		if (!(g & 1) && tries < 100 && tid == v->tid && at > 0 && at <= v->end && ns <= cur) {
-			if (seq == useq - 1 && !mid) {
-				/* from between the last unit and this one: the unit and the end of its idle wait */
-				v->run_delay_ns = clamp(cur - ns, len);
-				v->rd_how = GUARD_RD_BEFORE;
-			} else if (seq == useq && mid) {
-				/* from inside the unit: exact from there, the part before estimated */
-				v->run_delay_ns = clamp(cur - ns + head_delay(v, useq, at, ns, ptid, pseq, pmid, pat, pns,
-									     cur - ns, v->end - at), len);
-				v->rd_how = GUARD_RD_INSIDE;
-			} else if (v->end > at) {
-				/* older (units back to back): the window's rate over the unit's length */
-				v->run_delay_ns = clamp((int64_t)((double)(cur - ns) * (double)len / (double)(v->end - at)), len);
-				v->rd_how = GUARD_RD_RATE;
-			}
-		}
-	}
 	if (atomic_load_explicit(&cg.ok, memory_order_acquire) && (thr = throttled_now()) >= 0) {
 		int64_t before = throttled_at(v->start);
 
@@ -352,12 +307,9 @@ static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
 			v->thr_known = 1;
 		}
 	}
-	/* the unit's duration leaves the agent's own time out (its samples, its stack walks): a figure
-	 * of time within the unit is never more than it either */
-	if (v->dur > 0 && v->dur < len) {
-		v->run_delay_ns = clamp(v->run_delay_ns, v->dur);
+	/* nor is it more than the unit's duration, which leaves the agent's own time out */
+	if (v->thr_known && v->dur > 0 && v->dur < len)
 		v->throttled_ns = clamp(v->throttled_ns, v->dur);
-	}
 }
 
 void guard_starve_unit_end(struct gthread *t, struct gviol *v)

@@ -144,3 +144,74 @@ void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch
 		snap_store(s, tid, seq, start != 0, ns, at);
 	}
 }
+
+
+static int64_t clamp(int64_t v, int64_t hi)
+{
+	return v < 0 ? 0 : v > hi ? hi : v;
+}
+
+/* The run delay in [v->start, at] of a unit whose snapshot (ns, at) was taken inside it: from the
+ * snapshot before (pns, pat) when there is one of the same thread, the rate over [pat, at] (the
+ * difference itself when it was taken between the previous unit and this one); else the rate of the
+ * tail, tail over tail_len. */
+static int64_t head_delay(const struct gviol *v, uint32_t useq, int64_t at, int64_t ns, pid_t ptid, uint32_t pseq,
+			  int pmid, int64_t pat, int64_t pns, int64_t tail, int64_t tail_len)
+{
+	int64_t head_len = at - v->start;
+
+	if (head_len <= 0)
+		return 0;
+	if (ptid == v->tid && pat > 0 && pat < at && pns >= 0 && pns <= ns) {
+		if (pseq == useq - 1 && !pmid)
+			return clamp(ns - pns, head_len);
+		return clamp((int64_t)((double)(ns - pns) * (double)head_len / (double)(at - pat)), head_len);
+	}
+	return tail_len > 0 ? clamp((int64_t)((double)tail * (double)head_len / (double)tail_len), head_len) : 0;
+}
+
+void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur)
+{
+	int64_t len = v->end - v->start, ns = 0, at = 0, pns = 0, pat = 0;
+	uint32_t g, seq = 0, pseq = 0, useq = atomic_load(&s->unit_seq);
+	int mid = 0, pmid = 0, tries = 0;
+	pid_t tid = 0, ptid = 0;
+
+	v->rd_how = GUARD_RD_NONE;
+	v->run_delay_ns = 0;
+	if (cur >= 0) {
+		do {
+			g = atomic_load_explicit(&s->rd_gen, memory_order_acquire);
+			tid = atomic_load_explicit(&s->rd_tid, memory_order_relaxed);
+			seq = atomic_load_explicit(&s->rd_seq, memory_order_relaxed);
+			mid = atomic_load_explicit(&s->rd_mid, memory_order_relaxed);
+			ns = atomic_load_explicit(&s->rd_ns, memory_order_relaxed);
+			at = atomic_load_explicit(&s->rd_at, memory_order_relaxed);
+			ptid = atomic_load_explicit(&s->rd_ptid, memory_order_relaxed);
+			pseq = atomic_load_explicit(&s->rd_pseq, memory_order_relaxed);
+			pmid = atomic_load_explicit(&s->rd_pmid, memory_order_relaxed);
+			pns = atomic_load_explicit(&s->rd_pns, memory_order_relaxed);
+			pat = atomic_load_explicit(&s->rd_pat, memory_order_relaxed);
+			atomic_thread_fence(memory_order_acquire);
+		} while (((g & 1) || g != atomic_load_explicit(&s->rd_gen, memory_order_relaxed)) && ++tries < 100);
+		if (!(g & 1) && tries < 100 && tid == v->tid && at > 0 && at <= v->end && ns >= 0 && ns <= cur) {
+			if (seq == useq - 1 && !mid) {
+				/* from between the last unit and this one: the unit and the end of its idle wait */
+				v->run_delay_ns = clamp(cur - ns, len);
+				v->rd_how = GUARD_RD_BEFORE;
+			} else if (seq == useq && mid) {
+				/* from inside the unit: exact from there, the part before estimated */
+				v->run_delay_ns = clamp(cur - ns + head_delay(v, useq, at, ns, ptid, pseq, pmid, pat, pns,
+									     cur - ns, v->end - at), len);
+				v->rd_how = GUARD_RD_INSIDE;
+			} else if (v->end > at) {
+				/* older (units back to back): the window's rate over the unit's length */
+				v->run_delay_ns = clamp((int64_t)((double)(cur - ns) * (double)len / (double)(v->end - at)), len);
+				v->rd_how = GUARD_RD_RATE;
+			}
+		}
+	}
+	/* the unit's duration leaves the agent's own time out (its samples, its stack walks) */
+	if (v->dur > 0 && v->dur < len)
+		v->run_delay_ns = clamp(v->run_delay_ns, v->dur);
+}

@@ -36,6 +36,10 @@ typedef long gwatch_read_fn(const char *path, char *buf, size_t cap);
  */
 void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch_read_fn *read_small,
 		       int64_t (*clock)(void));
+/* v's run_delay_ns and rd_how, for the unit of slot s that ended (or is still running) at v->end,
+ * from its thread's run delay now (cur, -1: unknown) and the slot's snapshots. The slot may be
+ * another process's: whatever it holds, the figure stays within [0, the unit's duration]. */
+void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur);
 /* A thread's run delay so far from its schedstat file at path, in ns; -1 when unknown. */
 int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small);
 /* The decimal number at p (saturating), or -1 when none. */

@@ -2,12 +2,14 @@
  * fuzz_region: libFuzzer target for what the host's collector reads from a
  * guarded process's region, which that process may have written to lie
  * (agent/guard/region.h): a queued violation, its threads' slots and their
- * rings made into a stream (stream.c, as collect.c calls it), a pushed guard
+ * rings made into a stream (stream.c, as collect.c calls it), a hang's run
+ * delay from its slot's snapshots (watch.c, as collect.c's hang() takes it), a pushed guard
  * table's image (gtab.c, which the process reads back), and a server's answer
  * with settings (guardcore/settings.c). Built and run by `make fuzz`.
  */
 #include "agent/guard/gtab.h"
 #include "agent/guard/stream.h"
+#include "agent/guard/watch.h"
 #include "common/arena.h"
 #include "guardcore/settings.h"
 
@@ -102,6 +104,15 @@ static void one_stream(const uint8_t *data, size_t size)
 		return;
 	stream_build(&src, &v, a, &ws);
 	arena_free(a);
+	/* a unit in flight as the collector's watch makes it (started, not after now), its thread's run
+	 * delay now any number: the figure stays within the unit whatever the slot says */
+	if (v.start > 0 && v.end >= v.start) {
+		struct gviol h = v;
+
+		gwatch_unit_run_delay(&slots[v.slot % nslots], &h, v.run_delay_ns);
+		if (h.run_delay_ns < 0 || h.run_delay_ns > h.end - h.start)
+			abort();
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

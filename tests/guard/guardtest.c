@@ -28,6 +28,8 @@
  *   spin MS       burn CPU for MS in spin_cpu()         (run events)
  *   cpu MS        burn MS of this thread's CPU time in cpu_work(): a fixed
  *                 amount of work, slower only when the thread waits for a CPU
+ *   stall MS      cpu MS, then a 2 s sleep in handle_sleep(): a unit still in flight
+ *                 (in a wrapped call) long after it waited for a CPU
  *   convoy MS     (pool) lock a mutex that the holder thread keeps for MS
  *                 while it sleeps in holder_work(): the worker's wait has the
  *                 holder as its readier
@@ -35,6 +37,7 @@
  *                 thread signalled it just before (nobody waiting): the wait has no readier
  *   idle MS       (pool sweep) the sweeper's next sleep has no timeout; a thread
  *                 of its own wakes it MS later
+ *   sigign SIG    ignore signal SIG (SIG_IGN); sigdfl SIG: its default action again
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -44,6 +47,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,12 +311,25 @@ static int handle_line(const char *line)
 		cpu_work(ms);
 		return 0;
 	}
+	if (sscanf(line, "stall %ld", &ms) == 1) {
+		cpu_work(ms);
+		handle_sleep(2000);
+		return 0;
+	}
 	if (sscanf(line, "tmo %ld", &ms) == 1) {
 		timed_out_wait(ms);
 		return 0;
 	}
 	if (sscanf(line, "idle %ld", &ms) == 1) {
 		sweep_go_idle(ms);
+		return 0;
+	}
+	if (sscanf(line, "sigign %ld", &ms) == 1) {
+		signal((int)ms, SIG_IGN);
+		return 0;
+	}
+	if (sscanf(line, "sigdfl %ld", &ms) == 1) {
+		signal((int)ms, SIG_DFL);
 		return 0;
 	}
 	if (sscanf(line, "convoy %ld", &ms) == 1) {

@@ -119,6 +119,50 @@ done
 t_match "its streams arrive" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'fork' AND role = 'violation'")" \
 	'^[1-9][0-9]*$'
 
+# the collector log's line matching $1 for process GPID, waited for up to 15 s
+col_said() {
+	for _ in $(seq 1 150); do
+		grep "pid=$GPID " "$T_TMP/collector.log" | grep -q "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- the process's own log lines, through the collector's log ----
+
+# the program ignores the agent's signal, then takes its default back: the agent says so on the
+# program's thread, where nothing of the agent's writes its log file; the collector logs the lines
+RUN=logs
+guarded "$GT" epoll "$PORT"
+SIG=$(($(kill -l SIGRTMAX) - 7))   # SM_GUARD_SIGNAL's default
+"$GT" client "$PORT" 1 1 "sigign=$SIG:1" >/dev/null
+"$GT" client "$PORT" 1 1 "sigdfl=$SIG:1" >/dev/null
+if col_said 'msg="guarded process logged".*CPU samples resume'; then
+	t_ok "logs: the process's lines are in the collector's log"
+else
+	t_fail "logs: the process's lines are in the collector's log" "not in 15 s"
+fi
+# each line whole, as one value (quoted, its quotes escaped), in the order written
+lines=$(grep "pid=$GPID " "$T_TMP/collector.log" | grep 'msg="guarded process logged"' |
+	sed -E 's/.* line="ts=[0-9T:.-]+Z (.*)"$/\1/')
+t_eq "logs: as they were written, in their order, escaped as a value" "$lines" \
+"level=info comp=smguard msg=\\\"the program ignores the sampling signal; CPU samples pause\\\" pid=$GPID exe=guardtest signal=$SIG
+level=info comp=smguard msg=\\\"CPU samples resume\\\" pid=$GPID exe=guardtest signal=$SIG"
+# more than the collector shows in a minute: three times 30 lines, each read whole (the region holds
+# 32), then a flood of 100 in a moment (most written over before they are read)
+ended_line() { grep "pid=$GPID " "$T_TMP/collector.log" | grep 'msg="guarded process ended"'; }
+shown_lines() { grep "pid=$GPID " "$T_TMP/collector.log" | grep -c 'msg="guarded process logged"'; }
+for _ in 1 2 3; do
+	"$GT" client "$PORT" 30 1 "sigign=$SIG:1" >/dev/null
+	sleep 0.5
+done
+t_eq "logs: 60 lines shown in a minute (2 + 58 of 90)" "$(shown_lines)" 60
+"$GT" client "$PORT" 100 1 "sigign=$SIG:1" >/dev/null
+gt_stop "$PORT"
+col_said 'msg="guarded process ended"' || t_fail "logs: the process's end was not seen in 15 s"
+t_match "logs: the others counted when the process ended (32 + 100: over the minute's share, or written over)" \
+	"$(shown_lines) $(ended_line)" '^60 .* log_lines_lost=132( |$)'
+
 # ---- what the server pushes reaches the process through the collector ----
 RUN=pushed
 q "INSERT INTO agent_settings (app, guard, min_wait_us, reports_per_min) VALUES ('pushed', false, 5000, 100000)" >/dev/null

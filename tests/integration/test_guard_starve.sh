@@ -4,7 +4,8 @@
 # by a cgroup's CPU limit; a control server doing the same work alone at a real-time priority (nothing
 # takes its CPU: its units are slow for their own reasons). Stored rows: run delay, cause, the
 # [cpu run queue] / [cgroup throttled] events, the host's load and CPUs; mined, the run queue is one
-# cluster listing both starved hosts.
+# cluster listing both starved hosts. The same through the host's collector: starved units, a starved
+# unit still in flight (a hang), and the cgroup's throttled time.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../guard_lib.sh"
 
@@ -65,6 +66,7 @@ work="(NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id WHE
 # units may be this slow), known as the ones without a run delay that began before the first unit with one
 measured="($work AND (s.labels ? 'unit.run_delay_window' OR s.symptom_start_ns > (SELECT min(x.symptom_start_ns)
 	FROM streams x WHERE x.app = s.app AND x.host = s.host AND x.labels ? 'unit.run_delay_window')))"
+rd="(s.labels->>'unit.run_delay_ns')::bigint"
 
 # ---- starved: BUSY processes on CPU 0 with the server, at a higher priority (nice -5: the server
 # gets about a tenth of the CPU, so that its run delay dominates even where a hypervisor takes time
@@ -98,6 +100,23 @@ mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=60:4
 sent[starve-h]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
 gt_stop "$PORT"
 shipped "host = 'starve-h' AND $work" "${sent[starve-h]:-1}"
+# a unit still in flight long after its start (a hang), shipped by the collector as it stands: with
+# the run delay of its thread so far, as the process's own watchdog gives it. (It hangs in a sleep
+# after its CPU work: a unit that only computes has, starved, few CPU samples yet at its hang time.)
+PORT=$(free_port)
+serve "$PORT" env SM_GUARD_HOST=starve-h SM_GUARD_APP=starvedhang SM_GUARD_REPORTS_PER_MIN=100000 \
+	SM_GUARD_HANG_MS=1500 SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" taskset -c 0
+taskset -c 1 "$GT" client "$PORT" 3 1 "fast:2,stall=$((5 * WORK_MS)):1" >/dev/null || t_fail "starved load (a hang)"
+gt_stop "$PORT"
+shipped "app = 'starvedhang' AND s.labels->>'unit.state' = 'in_flight'" 1
+q "SELECT s.labels->>'unit.duration_ns', s.labels->>'unit.run_delay_ns', s.labels->>'unit.run_delay_window'
+	FROM streams s WHERE app = 'starvedhang' AND s.labels->>'unit.state' = 'in_flight'" | sed 's/^/  hang | /'
+t_eq "with the host's collector: a starved unit in flight is shipped with its run delay so far, and its [cpu run queue] wait" \
+	"$(q "SELECT count(*), count(*) FILTER (WHERE $rd >= $WORK_MS * 1000000
+	       AND $rd <= (s.labels->>'unit.duration_ns')::bigint AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id
+	         WHERE e.stream_ref = s.id AND e.kind = 'w' AND e.tid = s.symptom_tid
+	         AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cpu run queue]')]::int[]))
+	       FROM streams s WHERE app = 'starvedhang' AND s.labels->>'unit.state' = 'in_flight'")" "1|1"
 kill "${busy[@]}" 2>/dev/null
 wait "${busy[@]}" 2>/dev/null
 
@@ -108,7 +127,6 @@ serve "$PORT" env SM_GUARD_HOST=calm SM_GUARD_APP=calm SM_GUARD_REPORTS_PER_MIN=
 shipped "host = 'calm' AND $work" "$N"
 gt_stop "$PORT"
 
-rd="(s.labels->>'unit.run_delay_ns')::bigint"
 echo "starved units (duration, threshold, run delay, window, cause):"
 q "SELECT s.host, s.labels->>'unit.duration_ns', s.labels->>'unit.threshold_ns', $rd, s.labels->>'unit.run_delay_window',
 	coalesce(s.labels->>'unit.cause', '-') FROM streams s WHERE s.app IN ('starved', 'calm') AND s.role = 'violation'
@@ -229,34 +247,48 @@ if [ -z "$cgdir" ]; then
 else
 	t_cleanup "rmdir $cgdir 2>/dev/null; true"
 	echo "cgroup: $cgdir"
-	PORT=$(free_port)
-	# the server (and its agent) in the cgroup from its start
-	serve "$PORT" env SM_GUARD_HOST=tight SM_GUARD_APP=tight SM_GUARD_REPORTS_PER_MIN=100000 \
-		sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cgdir"
-	# a first unit starts the watchdog, which finds the limit and keeps the throttled time's history
-	"$GT" client "$PORT" 5 1 fast:1 >/dev/null
-	sleep 0.5
-	"$GT" client "$PORT" 4 1 "cpu=30:1" >/dev/null || t_fail "throttled load"
-	shipped "host = 'tight' AND (s.labels->>'unit.duration_ns')::bigint >= 100000000" 4
-	gt_stop "$PORT"
+	# the server (and its agent) in the cgroup from its start; guarded in the process (app tight), then
+	# through the host's collector (tighth): there, the program's own thread takes the throttled time's
+	# samples at a unit's start, and ships when it ends
+	for app in tight tighth; do
+		mode=process
+		[ "$app" = tighth ] && mode=host
+		PORT=$(free_port)
+		serve "$PORT" env SM_GUARD_HOST=$app SM_GUARD_APP=$app SM_GUARD_REPORTS_PER_MIN=100000 \
+			SM_GUARD_COLLECTOR=$mode SM_GUARD_COLLECTOR_DIR="$CDIR" sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cgdir"
+		# a first unit starts the watchdog, which finds the limit and keeps the throttled time's history
+		"$GT" client "$PORT" 5 1 fast:1 >/dev/null
+		sleep 0.5
+		"$GT" client "$PORT" 4 1 "cpu=30:1" >/dev/null || t_fail "throttled load ($app)"
+		long="app = '$app' AND (s.labels->>'unit.duration_ns')::bigint >= 100000000"
+		if [ "$mode" = process ]; then
+			shipped "$long" 4
+			gt_stop "$PORT"
+		else
+			gt_stop "$PORT"
+			shipped "$long" 4
+		fi
+	done
 	thr="(s.labels->>'unit.throttled_ns')::bigint"
-	q "SELECT s.labels->>'unit.duration_ns', $rd, $thr, s.labels->>'host.cpu_limit', coalesce(s.labels->>'unit.cause', '-')
-		FROM streams s WHERE app = 'tight' AND role = 'violation' AND $work" | sed 's/^/  | /'
+	q "SELECT s.app, s.labels->>'unit.duration_ns', $rd, $thr, s.labels->>'host.cpu_limit', coalesce(s.labels->>'unit.cause', '-')
+		FROM streams s WHERE app IN ('tight', 'tighth') AND role = 'violation' AND $work ORDER BY 1" | sed 's/^/  | /'
 	# 30 ms of CPU at 10 ms per 100 ms period spans at least two period boundaries: throttled for one
 	# period's 90 ms at least; the start's value is interpolated between the watchdog's samples (100 ms
 	# apart, the cgroup itself throttling the watchdog), so the bound is 60 ms
-	t_eq "throttled units: unit.throttled_ns over 60 ms, the limit, cause=cpu" \
-		"$(q "SELECT count(*) FROM streams s WHERE app = 'tight' AND role = 'violation' AND $work AND
+	t_eq "throttled units, in the process and through the collector: unit.throttled_ns over 60 ms, the limit, cause=cpu" \
+		"$(q "SELECT app, count(*) FROM streams s WHERE app IN ('tight', 'tighth') AND role = 'violation' AND $work AND
 		       $thr > 60000000 AND $thr <= (s.labels->>'unit.duration_ns')::bigint + 1000000
-		       AND s.labels->>'host.cpu_limit' = '0.1' AND s.labels->>'unit.cause' = 'cpu'")" 4
+		       AND s.labels->>'host.cpu_limit' = '0.1' AND s.labels->>'unit.cause' = 'cpu' GROUP BY 1 ORDER BY 1")" "tight|4
+tighth|4"
 	t_eq "each has a [cgroup throttled] wait of the throttled time (the run queue's wait the rest)" \
-		"$(q "SELECT count(*) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
-		       WHERE s.app = 'tight' AND $work AND e.kind = 'w' AND e.tid = s.symptom_tid
+		"$(q "SELECT s.app, count(*) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
+		       WHERE s.app IN ('tight', 'tighth') AND $work AND e.kind = 'w' AND e.tid = s.symptom_tid
 		       AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cgroup throttled]')]::int[]
-		       AND e.dur_ns = least($thr, $rd)")" 4
+		       AND e.dur_ns = least($thr, $rd) GROUP BY 1 ORDER BY 1")" "tight|4
+tighth|4"
 	t_eq "no limit, no host.cpu_limit label" \
-		"$(q "SELECT count(*) FROM streams WHERE app IN ('starved', 'calm') AND labels ? 'host.cpu_limit'")" \
-		"$(q "SELECT count(*) FROM streams WHERE app IN ('starved', 'calm') AND labels ? 'unit.throttled_ns'")"
+		"$(q "SELECT count(*) FROM streams WHERE app IN ('starved', 'starvedh', 'calm') AND labels ? 'host.cpu_limit'")" \
+		"$(q "SELECT count(*) FROM streams WHERE app IN ('starved', 'starvedh', 'calm') AND labels ? 'unit.throttled_ns'")"
 fi
 
 stop_ingest
