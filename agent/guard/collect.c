@@ -578,9 +578,16 @@ static void hang(void *ctx, struct gslot *s, struct gviol *v)
 		budget_offer(b, v, v->end);
 }
 
+static int running(void *ctx, struct gslot *s)
+{
+	const struct cproc *p = ctx;
+
+	return gwatch_thread_running(p->proc, atomic_load(&s->tid), read_small);
+}
+
 static void watch(struct cproc *p, int64_t now)
 {
-	struct gwatch_ops ops = { ask, hang, p };
+	struct gwatch_ops ops = { ask, hang, p, running };
 	uint32_t n = atomic_load(&p->r->nslots);
 
 	n = n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS;

@@ -41,9 +41,13 @@ void gwatch_slots(struct gslot *slots, uint32_t n, int64_t now, int64_t hang_ns,
 			}
 		}
 		if (flagged == seq && now - start > hang_ns && atomic_load(&s->hang_seq) != seq) {
-			/* the stack of the call it hangs in, for the stream shipped at the next look */
+			/* for the stream shipped at the next look: the stack of the call it hangs in, or,
+			 * running, the one no CPU sample has taken yet (a thread starved of the CPU has few:
+			 * its samples come with its CPU time, and a stream with no event is not shipped).
+			 * Never a thread asleep outside a wrapped call: the signal could cut its call short. */
 			atomic_store(&s->hang_seq, seq);
-			if (atomic_load(&s->call))
+			if (atomic_load(&s->call) ||
+			    (atomic_load(&s->captured_seq) != seq && ops->running && ops->running(ops->ctx, s)))
 				ops->ask(ops->ctx, s);
 		} else if (flagged == seq && now - start > hang_ns) {
 			uint32_t prev = atomic_load(&s->reported_seq);
@@ -80,6 +84,18 @@ int64_t gwatch_decimal(const char *p)
 	for (; *p >= '0' && *p <= '9'; p++)
 		v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (*p - '0');
 	return v;
+}
+
+int gwatch_thread_running(const char *proc, pid_t tid, gwatch_read_fn *read_small)
+{
+	char path[96], b[512];
+	const char *p;
+
+	/* "TID (COMM) STATE ...": the name may hold spaces and parentheses, the state follows the last */
+	snprintf(path, sizeof(path), "%s/task/%d/stat", proc, (int)tid);
+	if (tid <= 0 || read_small(path, b, sizeof(b)) <= 0 || !(p = strrchr(b, ')')))
+		return 0;
+	return p[1] == ' ' && p[2] == 'R';
 }
 
 int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small)

@@ -38,6 +38,8 @@
  *   idle MS       (pool sweep) the sweeper's next sleep has no timeout; a thread
  *                 of its own wakes it MS later
  *   sigign SIG    ignore signal SIG (SIG_IGN); sigdfl SIG: its default action again
+ *   rawsleep MS   a nanosleep system call of MS that the agent does not wrap (syscall());
+ *                 cut short, it says so on stderr
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -53,6 +55,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +75,15 @@ static void ms_sleep(long ms)
 __attribute__((noinline)) void handle_sleep(long ms)
 {
 	ms_sleep(ms);
+}
+
+/* A sleep the agent does not wrap (the system call itself): nothing may cut it short. */
+__attribute__((noinline)) void raw_sleep(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	if (syscall(SYS_nanosleep, &ts, NULL) != 0)
+		fprintf(stderr, "rawsleep: cut short: %s\n", strerror(errno));
 }
 
 static long now_ms(void)
@@ -322,6 +334,10 @@ static int handle_line(const char *line)
 	}
 	if (sscanf(line, "idle %ld", &ms) == 1) {
 		sweep_go_idle(ms);
+		return 0;
+	}
+	if (sscanf(line, "rawsleep %ld", &ms) == 1) {
+		raw_sleep(ms);
 		return 0;
 	}
 	if (sscanf(line, "sigign %ld", &ms) == 1) {

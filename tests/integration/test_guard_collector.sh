@@ -128,6 +128,20 @@ col_said() {
 	return 1
 }
 
+# ---- a thread asleep outside a wrapped call is never signalled ----
+
+# a unit hangs in a nanosleep the agent does not wrap: the watchdog (the collector's, or the
+# process's own) asks a running thread with no stack yet for one, never a sleeping one, whose call
+# the signal would cut short (with EINTR: a nanosleep is not restarted)
+for mode in host process; do
+	RUN=raw-$mode
+	SM_GUARD_COLLECTOR=$mode SM_GUARD_HANG_MS=300 guarded "$GT" epoll "$PORT"
+	"$GT" client "$PORT" 1 1 rawsleep=1200:1 >/dev/null || t_fail "raw sleep ($mode)"
+	gt_stop "$PORT"
+	t_eq "a hang in a call the agent does not wrap is not cut short ($mode)" \
+		"$(grep -c 'cut short' "$T_TMP/server.out")" 0
+done
+
 # ---- the process's own log lines, through the collector's log ----
 
 # the program ignores the agent's signal, then takes its default back: the agent says so on the

@@ -4,8 +4,8 @@
 # by a cgroup's CPU limit; a control server doing the same work alone at a real-time priority (nothing
 # takes its CPU: its units are slow for their own reasons). Stored rows: run delay, cause, the
 # [cpu run queue] / [cgroup throttled] events, the host's load and CPUs; mined, the run queue is one
-# cluster listing both starved hosts. The same through the host's collector: starved units, a starved
-# unit still in flight (a hang), and the cgroup's throttled time.
+# cluster listing both starved hosts. The same through the host's collector: starved units, starved
+# units still in flight (hangs, in the process too), and the cgroup's throttled time.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../guard_lib.sh"
 
@@ -100,23 +100,45 @@ mix=$(taskset -c 1 "$GT" client "$PORT" $((N + 4)) 1 "cpu=$WORK_MS:$N,sleep=60:4
 sent[starve-h]=$(awk '$1 == "cpu" {print $3}' <<<"$mix")
 gt_stop "$PORT"
 shipped "host = 'starve-h' AND $work" "${sent[starve-h]:-1}"
-# a unit still in flight long after its start (a hang), shipped by the collector as it stands: with
-# the run delay of its thread so far, as the process's own watchdog gives it. (It hangs in a sleep
-# after its CPU work: a unit that only computes has, starved, few CPU samples yet at its hang time.)
-PORT=$(free_port)
-serve "$PORT" env SM_GUARD_HOST=starve-h SM_GUARD_APP=starvedhang SM_GUARD_REPORTS_PER_MIN=100000 \
-	SM_GUARD_HANG_MS=1500 SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" taskset -c 0
-taskset -c 1 "$GT" client "$PORT" 3 1 "fast:2,stall=$((5 * WORK_MS)):1" >/dev/null || t_fail "starved load (a hang)"
-gt_stop "$PORT"
-shipped "app = 'starvedhang' AND s.labels->>'unit.state' = 'in_flight'" 1
-q "SELECT s.labels->>'unit.duration_ns', s.labels->>'unit.run_delay_ns', s.labels->>'unit.run_delay_window'
-	FROM streams s WHERE app = 'starvedhang' AND s.labels->>'unit.state' = 'in_flight'" | sed 's/^/  hang | /'
-t_eq "with the host's collector: a starved unit in flight is shipped with its run delay so far, and its [cpu run queue] wait" \
-	"$(q "SELECT count(*), count(*) FILTER (WHERE $rd >= $WORK_MS * 1000000
+# units still in flight long after their start (hangs), shipped as they stand by the collector
+# (app starvedhang) and by the process's own watchdog (starvedhangp): with the run delay of their
+# thread so far. One hangs in a sleep after its CPU work; the other still computes, starved, with
+# few CPU samples if any (they come with its CPU time): the watchdog asks it for its stack.
+for app in starvedhang starvedhangp; do
+	mode=host
+	[ "$app" = starvedhangp ] && mode=process
+	PORT=$(free_port)
+	serve "$PORT" env SM_GUARD_HOST=starve-h SM_GUARD_APP=$app SM_GUARD_REPORTS_PER_MIN=100000 \
+		SM_GUARD_HANG_MS=1500 SM_GUARD_COLLECTOR=$mode SM_GUARD_COLLECTOR_DIR="$CDIR" taskset -c 0
+	taskset -c 1 "$GT" client "$PORT" 2 1 fast:1 >/dev/null || t_fail "starved load ($app)"
+	taskset -c 1 "$GT" client "$PORT" 1 1 "stall=$((5 * WORK_MS)):1" >/dev/null || t_fail "starved stall ($app)"
+	taskset -c 1 "$GT" client "$PORT" 1 1 "cpu=$((30 * WORK_MS)):1" >/dev/null || t_fail "starved hang in cpu_work ($app)"
+	inflight="app = '$app' AND s.labels->>'unit.state' = 'in_flight'"
+	if [ "$mode" = process ]; then
+		shipped "$inflight" 2
+		gt_stop "$PORT"
+	else
+		gt_stop "$PORT"
+		shipped "$inflight" 2
+	fi
+done
+# where a stream's symptom thread was: in handle_sleep, or in cpu_work
+in_fn() {
+	echo "EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id WHERE e.stream_ref = s.id AND
+		e.tid = s.symptom_tid AND (SELECT id FROM frames WHERE name = 'guardtest!$1') = ANY(k.frame_ids))"
+}
+q "SELECT s.app, s.labels->>'unit.duration_ns', $rd, s.labels->>'unit.run_delay_window', $(in_fn cpu_work)
+	FROM streams s WHERE s.app IN ('starvedhang', 'starvedhangp') AND s.labels->>'unit.state' = 'in_flight'
+	ORDER BY 1, 2" | sed 's/^/  hang | /'
+t_eq "starved units in flight (one asleep, one computing): shipped with their run delay so far and a [cpu run queue] wait, by the collector and in the process" \
+	"$(q "SELECT s.app, count(*), count(*) FILTER (WHERE $rd >= $WORK_MS * 1000000
 	       AND $rd <= (s.labels->>'unit.duration_ns')::bigint AND EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id
 	         WHERE e.stream_ref = s.id AND e.kind = 'w' AND e.tid = s.symptom_tid
-	         AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cpu run queue]')]::int[]))
-	       FROM streams s WHERE app = 'starvedhang' AND s.labels->>'unit.state' = 'in_flight'")" "1|1"
+	         AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cpu run queue]')]::int[])),
+	       count(*) FILTER (WHERE $(in_fn handle_sleep)), count(*) FILTER (WHERE $(in_fn cpu_work) AND NOT $(in_fn handle_sleep))
+	       FROM streams s WHERE s.app IN ('starvedhang', 'starvedhangp') AND s.labels->>'unit.state' = 'in_flight'
+	       GROUP BY 1 ORDER BY 1")" "starvedhang|2|2|1|1
+starvedhangp|2|2|1|1"
 kill "${busy[@]}" 2>/dev/null
 wait "${busy[@]}" 2>/dev/null
 
