@@ -78,3 +78,8 @@ void guard_clock_tick(void)
 	atomic_store_explicit(&ticking, 0, memory_order_release);
 }
 
+void guard_clock_poll(int64_t now)
+{
+	if (GUARD_UNLIKELY(now >= atomic_load_explicit(&cal_next, memory_order_relaxed)))
+		guard_clock_tick();
+}

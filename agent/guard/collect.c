@@ -90,9 +90,11 @@ struct cproc {
 	int announce;                 /* a change was pushed: say when it is taken */
 	/* its log lines (the shipping thread's): the next one to log, by the collector's own count */
 	uint32_t log_next;
-	int64_t log_minute;           /* the start of the minute log_shown counts */
+	int log_started;
+	int64_t log_minute;           /* the start of the minute log_shown and log_held count */
 	uint32_t log_shown;
-	uint64_t log_lost, log_held;  /* written over before they were read; over LOG_PER_MIN */
+	uint64_t log_held;            /* this minute's over LOG_PER_MIN */
+	uint64_t log_not_shown;       /* all the process's lines not logged: over the share, or written over */
 	struct collector *c;
 };
 
@@ -578,16 +580,9 @@ static void hang(void *ctx, struct gslot *s, struct gviol *v)
 		budget_offer(b, v, v->end);
 }
 
-static int running(void *ctx, struct gslot *s)
-{
-	const struct cproc *p = ctx;
-
-	return gwatch_thread_running(p->proc, atomic_load(&s->tid), read_small);
-}
-
 static void watch(struct cproc *p, int64_t now)
 {
-	struct gwatch_ops ops = { ask, hang, p, running };
+	struct gwatch_ops ops = { ask, hang, p };
 	uint32_t n = atomic_load(&p->r->nslots);
 
 	n = n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS;
@@ -1300,19 +1295,24 @@ static int gone(struct cproc *p, int64_t now)
 	return start_time_of(p->pid) != p->starttime;
 }
 
-/* The shipping thread's round over one process; ended: it was over before the round began (its last). */
 /*
  * The lines the process logged since the last look, logged as the collector's own (escaped as values),
  * at most LOG_PER_MIN a minute. Its count is the collector's: a log_head that jumps, or runs backwards,
- * costs the lines between, never a loop over them.
+ * costs the lines between, never a loop over them. Of the region's GREGION_LOG lines the oldest may
+ * be being written over (the writer's line head - GREGION_LOG): the last GREGION_LOG - 1 are read.
  */
 static void take_logs(struct cproc *p, int64_t now)
 {
 	uint32_t head = atomic_load_explicit(&p->r->log_head, memory_order_acquire);
 
-	if (head - p->log_next > GREGION_LOG) {
-		p->log_lost += head - p->log_next - GREGION_LOG;
-		p->log_next = head - GREGION_LOG;
+	if (!p->log_started) {
+		/* a collector started again sees its predecessor's last lines once more; none is counted */
+		p->log_started = 1;
+		p->log_next = head - (head < GREGION_LOG - 1 ? head : GREGION_LOG - 1);
+	}
+	if (head - p->log_next > GREGION_LOG - 1) {
+		p->log_not_shown += head - p->log_next - (GREGION_LOG - 1);
+		p->log_next = head - (GREGION_LOG - 1);
 	}
 	for (; p->log_next != head; p->log_next++) {
 		const struct gregion_logline *l = &p->r->log[p->log_next % GREGION_LOG];
@@ -1326,7 +1326,7 @@ static void take_logs(struct cproc *p, int64_t now)
 		atomic_thread_fence(memory_order_acquire);
 		/* written over while it was copied */
 		if (atomic_load_explicit(&p->r->log_head, memory_order_relaxed) - p->log_next >= GREGION_LOG) {
-			p->log_lost++;
+			p->log_not_shown++;
 			continue;
 		}
 		if (now - p->log_minute >= GUARD_MINUTE_NS) {
@@ -1339,6 +1339,7 @@ static void take_logs(struct cproc *p, int64_t now)
 		}
 		if (p->log_shown >= LOG_PER_MIN) {
 			p->log_held++;
+			p->log_not_shown++;
 			continue;
 		}
 		p->log_shown++;
@@ -1346,6 +1347,7 @@ static void take_logs(struct cproc *p, int64_t now)
 	}
 }
 
+/* The shipping thread's round over one process; ended: it was over before the round began (its last). */
 static void ship_round(struct collector *c, struct cproc *p, int64_t now, int all, int ended)
 {
 	atomic_store(&p->r->collector_seen, now);
@@ -1397,7 +1399,7 @@ static void reap(struct collector *c)
 		log_info("guarded process ended", "pid=%d exe=%s violations=%llu shipped=%llu log_lines_lost=%llu",
 			 (int)dead->pid, dead->exe_name, (unsigned long long)atomic_load(&dead->n.violations),
 			 (unsigned long long)atomic_load(&dead->n.shipped),
-			 (unsigned long long)(dead->log_lost + dead->log_held));
+			 (unsigned long long)dead->log_not_shown);
 		proc_free(dead);
 		dead = next;
 	}

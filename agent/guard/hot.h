@@ -67,6 +67,8 @@ int64_t guard_mono_ns(void);
 void guard_clock_init(void);
 /* The calibration step, from the agent's threads (at most once a second does something). */
 void guard_clock_tick(void);
+/* The same from a program's thread, at now: one load unless a second has passed. [program] */
+void guard_clock_poll(int64_t now);
 
 static inline int64_t guard_now(void)
 {
@@ -174,8 +176,9 @@ void guard_starve_tick(int64_t now);
 /* Finds the process's cgroup with a CPU limit, the first time only (allocates nothing; reads
  * /proc/self/cgroup and mountinfo). The watchdog's first tick, or the region's making. */
 void guard_starve_find(void);
-/* The cgroup's throttled time now, into the history (one writer at a time). */
-void guard_starve_sample(int64_t now);
+/* The cgroup's throttled time now, into the history (one writer at a time: another returns at once).
+ * 1 when it read the cgroup's file. */
+int guard_starve_sample(int64_t now);
 /* v's run_delay_ns, throttled_ns (and rd_how): at the end of the unit, on its thread (unit.c), or for
  * a unit still in flight, on the watchdog. */
 void guard_starve_unit_end(struct gthread *t, struct gviol *v);

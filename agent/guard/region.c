@@ -363,28 +363,29 @@ static void pull(struct gthread *t, struct gregion *r, uint32_t g)
 	atomic_store(&r->pushed_taken, g);
 }
 
-/* The next tick of the watchdog's work a program's thread does (the one that wins it). */
+/* The next tick of the cgroup's sample a program's thread takes (the one that wins it). */
 static _Atomic int64_t tick_next;
 
-void guard_region_poll(struct gthread *t, int64_t now)
+int guard_region_poll(struct gthread *t, int64_t now)
 {
 	struct gregion *r = G.region;
 	int64_t next = atomic_load_explicit(&tick_next, memory_order_relaxed);
+	int sampled = 0;
 	uint32_t g;
 
+	guard_clock_poll(now);
 	if (GUARD_UNLIKELY(now >= next) &&
 	    atomic_compare_exchange_strong_explicit(&tick_next, &next, now + G.cfg.watchdog_ns, memory_order_relaxed,
-						    memory_order_relaxed)) {
-		guard_clock_tick();
-		guard_starve_sample(now);
-	}
+						    memory_order_relaxed))
+		sampled = guard_starve_sample(now);
 	g = atomic_load_explicit(&r->pushed_gen, memory_order_acquire);
 	if (GUARD_LIKELY(g == atomic_load_explicit(&G.pushed_seen, memory_order_relaxed)) || (g & 1))
-		return;
+		return sampled;
 	if (atomic_exchange_explicit(&G.pulling, 1, memory_order_acquire))
-		return;   /* another thread takes it */
+		return sampled;   /* another thread takes it */
 	pull(t, r, g);
 	atomic_store_explicit(&G.pulling, 0, memory_order_release);
+	return sampled;
 }
 
 void guard_region_push(const struct gviol *v)

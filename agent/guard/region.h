@@ -136,10 +136,10 @@ void guard_region_names(const struct gtab *tab);
 /* Ring index (slot i, or GUARD_MAX_THREADS: the shared ring) set up: in the region when there is
  * one, else mapped on its own. 0 or -1. */
 int guard_ring_init(struct gring *r, uint32_t index);
-/* At a unit's start on thread t, in a region: what the collector pushed since the last look taken;
- * once a tick (G.cfg.watchdog_ns), the watchdog's work the process keeps: the clock's anchor, the
- * cgroup's throttled time. [program] */
-void guard_region_poll(struct gthread *t, int64_t now);
+/* At a unit's start on thread t, in a region: the clock's second, what the collector pushed since
+ * the last look taken, and once a tick (G.cfg.watchdog_ns) the cgroup's throttled time (a CPU-limited
+ * one's: a file read, then 1 is returned, so that the unit starts after it). [program] */
+int guard_region_poll(struct gthread *t, int64_t now);
 /* Queues v for the collector; a full queue drops it (counted). [program] */
 void guard_region_push(const struct gviol *v);
 /* In a forked child (one thread): a region of its own, holding the parent's slots as they were (the

@@ -5,14 +5,14 @@
  * process's cgroup (or an ancestor) has a CPU limit, the cgroup's throttled
  * time over the unit.
  *
- * No system call is added to a unit's start or end. The watchdog snapshots a
+ * No system call is added to a unit's start or end but these. The watchdog snapshots a
  * thread's run delay (/proc/self/task/TID/schedstat, gwatch_run_delays() in
  * watch.c, which the host's collector runs too) when it finds the thread
  * between units after one ended, or in a unit it has no snapshot for; and the
  * cgroup's throttled time every tick into a short history. With the host's
  * collector the process has no watchdog: the cgroup is found when its region is
- * made, and a program's thread takes the history's sample at a unit's start, at
- * most once a tick (region.c). Only a unit that is shipped (a violation, a
+ * made, and with a CPU limit a program's thread takes the history's sample once
+ * a tick, before the unit it starts (region.c). Only a unit that is shipped (a violation, a
  * baseline) reads its thread's value at its end, on its own thread, with raw
  * system calls: the descriptor lives for the read alone, registered meanwhile
  * so that the program's close() leaves it.
@@ -41,6 +41,7 @@ static struct {
 static struct {
 	_Atomic int64_t at[THR_HIST], val[THR_HIST];
 	_Atomic uint32_t n;      /* samples written; the last is (n - 1) % THR_HIST */
+	_Atomic int writing;     /* a sample is being taken (a program's thread late by a tick meets it) */
 } hist;
 
 static _Atomic int cg_tried;
@@ -240,17 +241,22 @@ void guard_starve_find(void)
 		cgroup_find();
 }
 
-void guard_starve_sample(int64_t now)
+int guard_starve_sample(int64_t now)
 {
 	int64_t v;
 	uint32_t k;
 
-	if (!atomic_load_explicit(&cg.ok, memory_order_relaxed) || (v = throttled_now()) < 0)
-		return;
-	k = atomic_load_explicit(&hist.n, memory_order_relaxed);
-	atomic_store_explicit(&hist.at[k % THR_HIST], now, memory_order_relaxed);
-	atomic_store_explicit(&hist.val[k % THR_HIST], v, memory_order_relaxed);
-	atomic_store_explicit(&hist.n, k + 1, memory_order_release);
+	if (!atomic_load_explicit(&cg.ok, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&hist.writing, 1, memory_order_acquire))
+		return 0;
+	if ((v = throttled_now()) >= 0) {
+		k = atomic_load_explicit(&hist.n, memory_order_relaxed);
+		atomic_store_explicit(&hist.at[k % THR_HIST], now, memory_order_relaxed);
+		atomic_store_explicit(&hist.val[k % THR_HIST], v, memory_order_relaxed);
+		atomic_store_explicit(&hist.n, k + 1, memory_order_release);
+	}
+	atomic_store_explicit(&hist.writing, 0, memory_order_release);
+	return 1;
 }
 
 void guard_starve_tick(int64_t now)
@@ -334,4 +340,5 @@ void guard_starve_reset_child(void)
 {
 	/* the child's threads are new; the cgroup is the parent's (until it moves, not followed) */
 	atomic_store(&hist.n, 0);
+	atomic_store(&hist.writing, 0);
 }

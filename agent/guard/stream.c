@@ -24,9 +24,17 @@ struct evlist {
 	size_t n, cap;
 };
 
+/* a + b, saturated: a record's or a unit's times may be anything a hostile process wrote */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 static int overlaps(const struct grec *r, int64_t start, int64_t end)
 {
-	return r->ts <= end && r->ts + r->dur >= start;
+	return r->ts <= end && sat_add(r->ts, r->dur) >= start;
 }
 
 /* A record for v's stream: one that overlaps the unit, but no [async wait] (another request's,
@@ -228,7 +236,7 @@ static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gvi
 	memset(e, 0, sizeof(*e));
 	e->kind = WIRE_WAIT;
 	e->tid = v->tid;
-	e->ts_ns = v->end - dur > v->start ? v->end - dur : v->start;
+	e->ts_ns = sat_add(v->end, -dur) > v->start ? sat_add(v->end, -dur) : v->start;
 	e->dur_ns = dur;
 	e->stack = (uint32_t)id;
 	return 1;
@@ -238,7 +246,7 @@ static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gvi
  * in the run delay: the two events never count it twice). */
 static size_t starve_events(struct builder *b, struct wire_event *e, const struct gviol *v)
 {
-	int64_t rd = v->run_delay_ns, thr = v->thr_known ? v->throttled_ns : 0;
+	int64_t rd = v->run_delay_ns > 0 ? v->run_delay_ns : 0, thr = v->thr_known && v->throttled_ns > 0 ? v->throttled_ns : 0;
 	size_t n = 0;
 
 	if (v->rd_how == GUARD_RD_NONE)   /* no run delay known: the throttled time alone, when it is */
@@ -474,7 +482,10 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 		we[ne].stack = (uint32_t)sid;
 		ne++;
 	}
-	if (ne)
+	/* a unit in flight may have no event of its own yet: a thread starved of the CPU takes few
+	 * samples (they come with its CPU time), and only one asleep in a wrapped call is asked for
+	 * its stack; its wait for the CPU is what it has to show */
+	if (ne || v->hang)
 		ne += starve_events(&b, we + ne, v);
 	if (ne == 0) {
 		rc = 0;

@@ -94,15 +94,9 @@ static void hang(void *ctx, struct gslot *s, struct gviol *v)
 	guard_enqueue(v);
 }
 
-static int running(void *ctx, struct gslot *s)
-{
-	(void)ctx;
-	return gwatch_thread_running("/proc/self", atomic_load(&s->tid), guard_read_small);
-}
-
 static void watch(int64_t now)
 {
-	static const struct gwatch_ops ops = { ask, hang, NULL, running };
+	static const struct gwatch_ops ops = { ask, hang, NULL };
 
 	gwatch_slots(G.slots, atomic_load(&G.nslots), now, G.cfg.hang_ns, &ops);
 }

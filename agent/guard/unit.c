@@ -688,8 +688,10 @@ static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_
 	if (c->loopsite >= 0) {
 		const struct gtab *tab;
 
-		if (G.region)
-			guard_region_poll(t, now);   /* no agent thread: the clock, and what the collector pushed */
+		/* no agent thread: the clock, what the collector pushed, the cgroup's sample (then the
+		 * unit starts after that read, which is the agent's time) */
+		if (G.region && guard_region_poll(t, now))
+			now = guard_now();
 		tab = atomic_load_explicit(&G.tab, memory_order_acquire);
 		if (tab && !atomic_load_explicit(&G.muted, memory_order_relaxed))
 			unit_begin(t, tab, c->loopsite, c->cfa, now);

@@ -41,13 +41,10 @@ void gwatch_slots(struct gslot *slots, uint32_t n, int64_t now, int64_t hang_ns,
 			}
 		}
 		if (flagged == seq && now - start > hang_ns && atomic_load(&s->hang_seq) != seq) {
-			/* for the stream shipped at the next look: the stack of the call it hangs in, or,
-			 * running, the one no CPU sample has taken yet (a thread starved of the CPU has few:
-			 * its samples come with its CPU time, and a stream with no event is not shipped).
-			 * Never a thread asleep outside a wrapped call: the signal could cut its call short. */
+			/* the stack of the call it hangs in, for the stream shipped at the next look (only
+			 * there: outside a wrapped call the signal could cut a system call short) */
 			atomic_store(&s->hang_seq, seq);
-			if (atomic_load(&s->call) ||
-			    (atomic_load(&s->captured_seq) != seq && ops->running && ops->running(ops->ctx, s)))
+			if (atomic_load(&s->call))
 				ops->ask(ops->ctx, s);
 		} else if (flagged == seq && now - start > hang_ns) {
 			uint32_t prev = atomic_load(&s->reported_seq);
@@ -84,18 +81,6 @@ int64_t gwatch_decimal(const char *p)
 	for (; *p >= '0' && *p <= '9'; p++)
 		v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (*p - '0');
 	return v;
-}
-
-int gwatch_thread_running(const char *proc, pid_t tid, gwatch_read_fn *read_small)
-{
-	char path[96], b[512];
-	const char *p;
-
-	/* "TID (COMM) STATE ...": the name may hold spaces and parentheses, the state follows the last */
-	snprintf(path, sizeof(path), "%s/task/%d/stat", proc, (int)tid);
-	if (tid <= 0 || read_small(path, b, sizeof(b)) <= 0 || !(p = strrchr(b, ')')))
-		return 0;
-	return p[1] == ' ' && p[2] == 'R';
 }
 
 int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small)
@@ -167,6 +152,15 @@ static int64_t clamp(int64_t v, int64_t hi)
 	return v < 0 ? 0 : v > hi ? hi : v;
 }
 
+/* part * num / den within [0, hi], computed in double and clamped before the cast (a slot another
+ * process wrote may make it any size) */
+static int64_t scaled(int64_t part, int64_t num, int64_t den, int64_t hi)
+{
+	double r = (double)part * (double)num / (double)den;
+
+	return r >= (double)hi ? hi : r > 0 ? (int64_t)r : 0;
+}
+
 /* The run delay in [v->start, at] of a unit whose snapshot (ns, at) was taken inside it: from the
  * snapshot before (pns, pat) when there is one of the same thread, the rate over [pat, at] (the
  * difference itself when it was taken between the previous unit and this one); else the rate of the
@@ -181,9 +175,9 @@ static int64_t head_delay(const struct gviol *v, uint32_t useq, int64_t at, int6
 	if (ptid == v->tid && pat > 0 && pat < at && pns >= 0 && pns <= ns) {
 		if (pseq == useq - 1 && !pmid)
 			return clamp(ns - pns, head_len);
-		return clamp((int64_t)((double)(ns - pns) * (double)head_len / (double)(at - pat)), head_len);
+		return scaled(ns - pns, head_len, at - pat, head_len);
 	}
-	return tail_len > 0 ? clamp((int64_t)((double)tail * (double)head_len / (double)tail_len), head_len) : 0;
+	return tail_len > 0 ? scaled(tail, head_len, tail_len, head_len) : 0;
 }
 
 void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur)
@@ -217,12 +211,15 @@ void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur)
 				v->rd_how = GUARD_RD_BEFORE;
 			} else if (seq == useq && mid) {
 				/* from inside the unit: exact from there, the part before estimated */
-				v->run_delay_ns = clamp(cur - ns + head_delay(v, useq, at, ns, ptid, pseq, pmid, pat, pns,
-									     cur - ns, v->end - at), len);
+				int64_t tail = clamp(cur - ns, len);
+				int64_t head = head_delay(v, useq, at, ns, ptid, pseq, pmid, pat, pns, cur - ns, v->end - at);
+
+				/* their sum within the unit, never past it (nor past what an int64_t holds) */
+				v->run_delay_ns = head > len - tail ? len : tail + head;
 				v->rd_how = GUARD_RD_INSIDE;
 			} else if (v->end > at) {
 				/* older (units back to back): the window's rate over the unit's length */
-				v->run_delay_ns = clamp((int64_t)((double)(cur - ns) * (double)len / (double)(v->end - at)), len);
+				v->run_delay_ns = scaled(cur - ns, len, v->end - at, len);
 				v->rd_how = GUARD_RD_RATE;
 			}
 		}

@@ -4,7 +4,7 @@
  * is flagged and its next CPU sample takes its stack; a thread asleep in a wrapped call is asked
  * for it once per call (ask: the agent's signal); a flagged unit still in flight hang_ns after its
  * start is shipped as it stands (hang: at the next look after its thread was asked for the stack
- * of the call it hangs in, or, running, of where it runs when no stack of the unit was taken yet).
+ * of the call it hangs in).
  */
 #ifndef SM_GUARD_WATCH_H
 #define SM_GUARD_WATCH_H
@@ -19,8 +19,6 @@ struct gwatch_ops {
 	/* v: the unit of slot s as it stands (v->hang set), to offer to the shipping budget */
 	void (*hang)(void *ctx, struct gslot *s, struct gviol *v);
 	void *ctx;
-	/* whether the thread of s runs or waits for a CPU (not asleep); NULL: never asked */
-	int (*running)(void *ctx, struct gslot *s);
 };
 
 /* One look at slots [0, n) at now. The slots may be another process's: only their state is read. */
@@ -42,8 +40,6 @@ void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch
  * from its thread's run delay now (cur, -1: unknown) and the slot's snapshots. The slot may be
  * another process's: whatever it holds, the figure stays within [0, the unit's duration]. */
 void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur);
-/* Whether thread tid of the process whose /proc directory is proc runs or waits for a CPU (state R). */
-int gwatch_thread_running(const char *proc, pid_t tid, gwatch_read_fn *read_small);
 /* A thread's run delay so far from its schedstat file at path, in ns; -1 when unknown. */
 int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small);
 /* The decimal number at p (saturating), or -1 when none. */
