@@ -2,7 +2,8 @@
  * clock: the agent's clock, CLOCK_MONOTONIC nanoseconds, read on every wrapped
  * call (rt.h "the clock" says how the TSC path stays on that timebase). The
  * agent's threads re-anchor it every second (guard_clock_tick()); with the host's collector, which
- * leaves the process no thread, the program's own at the start of a unit (guard_region_poll()).
+ * leaves the process no thread, the program's own at the start of a unit (guard_clock_poll(), from
+ * guard_region_poll()).
  */
 #include "agent/guard/hot.h"
 

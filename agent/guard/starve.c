@@ -292,11 +292,6 @@ static int64_t throttled_at(int64_t t)
 }
 
 
-static int64_t clamp(int64_t v, int64_t hi)
-{
-	return v < 0 ? 0 : v > hi ? hi : v;
-}
-
 /* s's unit v ended (or is still running at v->end); cur is its thread's run delay now. */
 static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
 {
@@ -309,13 +304,13 @@ static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
 
 		/* summed over the CPUs by the kernel: never more than the unit's length */
 		if (before >= 0 && before <= thr) {
-			v->throttled_ns = clamp(thr - before, len);
+			v->throttled_ns = gwatch_clamp(thr - before, len);
 			v->thr_known = 1;
 		}
 	}
 	/* nor is it more than the unit's duration, which leaves the agent's own time out */
 	if (v->thr_known && v->dur > 0 && v->dur < len)
-		v->throttled_ns = clamp(v->throttled_ns, v->dur);
+		v->throttled_ns = gwatch_clamp(v->throttled_ns, v->dur);
 }
 
 void guard_starve_unit_end(struct gthread *t, struct gviol *v)

@@ -212,7 +212,7 @@ static int64_t stack_id(struct builder *b, const struct grec *r)
  * window, which the miner's AOI keeps): the time the unit waited for a CPU (guard.md "CPU starvation"). */
 static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gviol *v, int64_t dur, const char *frame)
 {
-	int64_t f, id;
+	int64_t f, id, ts;
 	uint32_t fid;
 	bool added = false;
 
@@ -236,7 +236,8 @@ static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gvi
 	memset(e, 0, sizeof(*e));
 	e->kind = WIRE_WAIT;
 	e->tid = v->tid;
-	e->ts_ns = sat_add(v->end, -dur) > v->start ? sat_add(v->end, -dur) : v->start;
+	ts = sat_add(v->end, -dur);
+	e->ts_ns = ts > v->start ? ts : v->start;
 	e->dur_ns = dur;
 	e->stack = (uint32_t)id;
 	return 1;

@@ -147,11 +147,6 @@ void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch
 }
 
 
-static int64_t clamp(int64_t v, int64_t hi)
-{
-	return v < 0 ? 0 : v > hi ? hi : v;
-}
-
 /* part * num / den within [0, hi], computed in double and clamped before the cast (a slot another
  * process wrote may make it any size) */
 static int64_t scaled(int64_t part, int64_t num, int64_t den, int64_t hi)
@@ -174,7 +169,7 @@ static int64_t head_delay(const struct gviol *v, uint32_t useq, int64_t at, int6
 		return 0;
 	if (ptid == v->tid && pat > 0 && pat < at && pns >= 0 && pns <= ns) {
 		if (pseq == useq - 1 && !pmid)
-			return clamp(ns - pns, head_len);
+			return gwatch_clamp(ns - pns, head_len);
 		return scaled(ns - pns, head_len, at - pat, head_len);
 	}
 	return tail_len > 0 ? scaled(tail, head_len, tail_len, head_len) : 0;
@@ -207,11 +202,11 @@ void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur)
 		if (!(g & 1) && tries < 100 && tid == v->tid && at > 0 && at <= v->end && ns >= 0 && ns <= cur) {
 			if (seq == useq - 1 && !mid) {
 				/* from between the last unit and this one: the unit and the end of its idle wait */
-				v->run_delay_ns = clamp(cur - ns, len);
+				v->run_delay_ns = gwatch_clamp(cur - ns, len);
 				v->rd_how = GUARD_RD_BEFORE;
 			} else if (seq == useq && mid) {
 				/* from inside the unit: exact from there, the part before estimated */
-				int64_t tail = clamp(cur - ns, len);
+				int64_t tail = gwatch_clamp(cur - ns, len);
 				int64_t head = head_delay(v, useq, at, ns, ptid, pseq, pmid, pat, pns, cur - ns, v->end - at);
 
 				/* their sum within the unit, never past it (nor past what an int64_t holds) */
@@ -226,5 +221,5 @@ void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur)
 	}
 	/* the unit's duration leaves the agent's own time out (its samples, its stack walks) */
 	if (v->dur > 0 && v->dur < len)
-		v->run_delay_ns = clamp(v->run_delay_ns, v->dur);
+		v->run_delay_ns = gwatch_clamp(v->run_delay_ns, v->dur);
 }

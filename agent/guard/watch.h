@@ -40,6 +40,12 @@ void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch
  * from its thread's run delay now (cur, -1: unknown) and the slot's snapshots. The slot may be
  * another process's: whatever it holds, the figure stays within [0, the unit's duration]. */
 void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur);
+/* v within [0, hi] (a figure of time within a unit) */
+static inline int64_t gwatch_clamp(int64_t v, int64_t hi)
+{
+	return v < 0 ? 0 : v > hi ? hi : v;
+}
+
 /* A thread's run delay so far from its schedstat file at path, in ns; -1 when unknown. */
 int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small);
 /* The decimal number at p (saturating), or -1 when none. */
