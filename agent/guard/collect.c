@@ -1278,8 +1278,8 @@ static void report(struct collector *c, struct cproc *p, int exiting)
 }
 
 /* Whether p's process has ended: it said so, or its pid is gone (or is another process's now: looked
- * at once a second). */
-static int gone(struct cproc *p, int64_t now)
+ * at once a second, or at once with check_pid). */
+static int gone(struct cproc *p, int64_t now, int check_pid)
 {
 	int ended = atomic_load(&p->r->state) != GREG_LIVE;   /* (a page cut away reads as zeros: not live) */
 
@@ -1289,7 +1289,7 @@ static int gone(struct cproc *p, int64_t now)
 	}
 	if (ended)
 		return 1;
-	if (now < p->next_alive)
+	if (!check_pid && now < p->next_alive)
 		return 0;
 	p->next_alive = now + ALIVE_NS;
 	return start_time_of(p->pid) != p->starttime;
@@ -1453,15 +1453,33 @@ static void *ship_main(void *arg)
 		}
 		nanosleep(&ts, NULL);
 	}
-	/* the end: what every process holds, shipped or spooled (their regions stay for the next collector) */
-	{
-		size_t n = snapshot_list(c, &list, &cap);
-
-		for (size_t i = 0; i < n; i++)
-			ship_round(c, list[i], mono_ns(), 1, 0);
-	}
 	free(list);
 	return NULL;
+}
+
+/*
+ * The end, once both loops are over: what every process holds, shipped or spooled. A live process's
+ * region stays for the next collector; one that is over (it may have ended since the last rounds, or
+ * come and gone since the last scan) gets its last round and goes, its file with it.
+ */
+static void finish_all(struct collector *c)
+{
+	struct cproc **list = NULL;
+	size_t cap = 0, n;
+
+	scan(c);   /* a process that came and went since the last look */
+	n = snapshot_list(c, &list, &cap);
+
+	for (size_t i = 0; i < n; i++) {
+		struct cproc *p = list[i];
+		int ended = atomic_load(&p->ended) != 0 || gone(p, mono_ns(), 1);
+
+		ship_round(c, p, mono_ns(), 1, ended);
+		if (ended)
+			atomic_store(&p->ended, 2);
+	}
+	free(list);
+	reap(c);
 }
 
 /* ---- the collector ---- */
@@ -1554,7 +1572,7 @@ int collector_run(struct collector *c)
 		for (struct cproc *p = c->procs; p; p = p->next) {
 			if (atomic_load(&p->ended))
 				continue;
-			if (gone(p, now)) {
+			if (gone(p, now, 0)) {
 				atomic_store(&p->ended, 1);
 				continue;
 			}
@@ -1574,6 +1592,7 @@ int collector_run(struct collector *c)
 		}
 	}
 	pthread_join(th, NULL);
+	finish_all(c);
 	if (c->sh)
 		shipper_flush(c->sh);
 	return 0;

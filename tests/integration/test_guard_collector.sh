@@ -3,7 +3,7 @@
 # server starts no thread of the agent's and leaves a region in the collector's directory; the
 # collector watches its units, ships its violations (symbolized, labelled, through its budget) and a
 # unit still in flight as it stands, reports the process with "collector": "host", and removes the
-# region when the process ends. The settings the server pushes (guarding off, a report limit, a new
+# region when the process ends, or at its own stop when the process ended just before. The settings the server pushes (guarding off, a report limit, a new
 # k) and the fleet's profile reach the process through the collector. Without a collector, auto
 # guards in the process and host keeps the violations in the region's queue, bounded, until a
 # collector starts. A forked child gets a region of its own. Regions that are not what they claim
@@ -315,7 +315,33 @@ for _ in $(seq 1 150); do
 done
 t_match "a collector that starts later ships what the process queued meanwhile" \
 	"$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'queued' AND role = 'violation'")" '^[1-9][0-9]*$'
-collector_stop
+
+# The collector's stop, held (SIGSTOP) while one process ends that it watched and another comes and
+# goes unseen: each gets its last round there, its end logged and its file removed. Before, they were
+# left for the next collector.
+RUN=last
+SM_GUARD_COLLECTOR=host guarded "$GT" epoll "$PORT"
+seen=$GPID
+for _ in $(seq 1 100); do
+	grep -q "msg=\"guarded process\" pid=$seen " "$T_TMP/collector.log" && break
+	sleep 0.05
+done
+kill -STOP "$COL_PID"
+gt_stop "$PORT"
+SM_GUARD_COLLECTOR=host guarded "$GT" epoll "$PORT"
+unseen=$GPID
+gt_stop "$PORT"
+t_eq "(both regions there as the collector stops)" "$(ls "$DIR" | grep -cE "^($seen|$unseen)\.")" 2
+kill -TERM "$COL_PID"
+kill -CONT "$COL_PID"
+wait "$COL_PID"
+t_eq "the collector stopped after the processes ended exits 0" "$?" 0
+COL_PID=
+t_eq "and removed both regions" "$(ls "$DIR" | grep -cE "^($seen|$unseen)\.")" 0
+t_eq "with their end logged, the unseen one's after it was found" \
+	"$(grep -oE "msg=\"guarded process( ended)?\" pid=($seen|$unseen) " "$T_TMP/collector.log" |
+		sed "s/pid=$seen /pid=SEEN /; s/pid=$unseen /pid=UNSEEN /" | tr '\n' ';')" \
+	'msg="guarded process" pid=SEEN ;msg="guarded process" pid=UNSEEN ;msg="guarded process ended" pid=SEEN ;msg="guarded process ended" pid=UNSEEN ;'
 
 # ---- a real program's threads: the agent starts none, and makes the program start none ----
 # A new thread that entered the program's allocator on the agent's account (its trampoline's
