@@ -1079,6 +1079,12 @@ static const char *rd_str(struct rd *r, json_object *o, const char *key, size_t 
 		rd_fail(r, why);
 		return NULL;
 	}
+	/* (the writer would put U+FFFD in an invalid byte's place: the file would not load again) */
+	if (!util_utf8_valid(json_object_get_string(v), (size_t)json_object_get_string_len(v))) {
+		snprintf(why, sizeof(why), "%s: not UTF-8", key);
+		rd_fail(r, why);
+		return NULL;
+	}
 	return json_object_get_string(v);
 }
 
@@ -1215,6 +1221,9 @@ static int rd_loop_units(struct rd *r, json_object *lo, size_t li, size_t base)
 	sym = get(lo, "symbol");
 	if (sym && !json_object_is_type(sym, json_type_string) && !json_object_is_type(sym, json_type_null))
 		return rd_fail(r, "symbol: not a string");
+	if (sym && json_object_is_type(sym, json_type_string) &&
+	    !util_utf8_valid(json_object_get_string(sym), (size_t)json_object_get_string_len(sym)))
+		return rd_fail(r, "symbol: not UTF-8");
 	id = gp_add_loop(p, &site, sym && json_object_is_type(sym, json_type_string) ?
 					   json_object_get_string(sym) : NULL);
 	if (id < 0)
@@ -1525,8 +1534,9 @@ int gp_load_text(struct gprofile *p, const char *text, size_t len)
 		json_object *f = json_object_array_get_idx(a, i);
 
 		snprintf(r.path, sizeof(r.path), "frames[%zu]", i);
-		if (!json_object_is_type(f, json_type_string) || json_object_get_string_len(f) > 4096) {
-			rd_fail(&r, "not a string of at most 4096 bytes");
+		if (!json_object_is_type(f, json_type_string) || json_object_get_string_len(f) > 4096 ||
+		    !util_utf8_valid(json_object_get_string(f), (size_t)json_object_get_string_len(f))) {
+			rd_fail(&r, "not a UTF-8 string of at most 4096 bytes");
 			goto out_put;
 		}
 		if (gp_add_frame(p, json_object_get_string(f)) != (int64_t)i) {

@@ -294,6 +294,14 @@ static void test_profile_load_errors(void)
 		  "\"units\":1,\"modules\":[],\"frames\":[],\"loops\":[]}",
 		  "k must be >= 0 and cut from 0 to 1" },
 		{ "{\"format\":\"stackmine-guard-profile\"", "not JSON: unexpected end of data at byte 35" },
+		/* bytes that are not UTF-8 (found by fuzz_profile: written as U+FFFD, three bytes each, the
+		 * module's build id no longer loaded) */
+		{ "{\"format\":\"stackmine-guard-profile\",\"v\":1,\"build_id\":\"ab\",\"exe\":\"\",\"k\":4,\"cut\":0.5,"
+		  "\"units\":1,\"modules\":[{\"name\":\"m\",\"build_id\":\"ab\xff\xff" "cd\"}],\"frames\":[],\"loops\":[]}",
+		  "modules[0]: build_id: not UTF-8" },
+		{ "{\"format\":\"stackmine-guard-profile\",\"v\":1,\"build_id\":\"ab\",\"exe\":\"\",\"k\":4,\"cut\":0.5,"
+		  "\"units\":1,\"modules\":[],\"frames\":[\"m!f\",\"m!\xc3(\"],\"loops\":[]}",
+		  "frames[1]: not a UTF-8 string of at most 4096 bytes" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
