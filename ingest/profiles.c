@@ -55,11 +55,14 @@ static int get_int(struct json_val v, const char *name, int64_t min, int64_t max
 }
 
 /*
- * The profile itself is read by the guard's loader, which builds a json-c tree of it: a tighter
- * budget of objects and arrays there (a real profile has one per 40 bytes or more) keeps that
- * tree within a few times the body.
+ * The profile itself is read by the guard's loader, which builds a json-c tree of it: about 700
+ * bytes per object or array (an empty object 784). A real profile has one per 33 bytes or more (a
+ * context with a short path, written without spaces: two in 66 bytes), so the budget allows one per
+ * 24; and an upload is at most 2 MiB (tens of thousands of contexts: real ones are tens of KB), so
+ * that the tree of the worst one accepted stays under 70 MB.
  */
-static const struct json_limits upload_limits = { 32, 2, 128 };
+static const struct json_limits upload_limits = { 32, 2, 24 };
+#define UPLOAD_MAX ((size_t)2 << 20)
 
 int profiles_parse(const char *body, size_t len, struct profile_upload *u, char *err, size_t errlen)
 {
@@ -76,6 +79,10 @@ int profiles_parse(const char *body, size_t len, struct profile_upload *u, char 
 
 	memset(u, 0, sizeof(*u));
 	u->text.max = (size_t)64 << 20;
+	if (len > UPLOAD_MAX) {
+		snprintf(err, errlen, "body: a profile upload is at most %zu bytes, this one %zu", UPLOAD_MAX, len);
+		return -1;
+	}
 	if (json_check_body(body, len, &upload_limits, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "not JSON: %s", msg);
 		return -1;

@@ -495,8 +495,27 @@ upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"started_ns\":1,\"profile\":$PJ}"
 t_eq "fleet upload: pid missing" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"pid: required, a whole number from 1 to 2147483647"}'
 upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":[]}"
 t_eq "fleet upload: no profile object" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"profile: required, the profile object (docs/guard.md)"}'
-t_eq "fleet upload: nothing refused was stored" "$(q "SELECT count(*) FROM profile_uploads")" 2
+# the tree the loader builds is bounded: one object or array per 24 bytes at most, 2 MiB at most
+# (arrays of 9 zeros are one per 20 bytes; of 13, one per 28: past the budget, to the profile's check)
+pad() { python3 -c "import sys; print('[' + ','.join(['[' + ','.join(['0'] * int(sys.argv[2])) + ']'] * int(sys.argv[1])) + ']')" "$@"; }
+upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":{\"pad\":$(pad 2000 9)}}"
+t_match "fleet upload: a bomb of arrays" "$HTTP_STATUS $HTTP_BODY" \
+	'^400 \{"error":"not JSON: body: more than [0-9]+ objects and arrays in [0-9]+ bytes, over the budget of 64 plus one per 24 bytes'
+upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":{\"pad\":$(pad 2000 13)}}"
+t_eq "fleet upload: one array per 28 bytes is within the budget" "$HTTP_STATUS $HTTP_BODY" \
+	'400 {"error":"profile: format: missing or not a string"}'
+python3 -c "import sys; sys.stdout.write('{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":{\"pad\":\"' + 'x' * (2 << 20) + '\"}}')" \
+	>"$T_TMP/big-upload.json"
+upload "$HT" "@$T_TMP/big-upload.json"
+t_eq "fleet upload: over 2 MiB" "$HTTP_STATUS $HTTP_BODY" \
+	"400 {\"error\":\"body: a profile upload is at most 2097152 bytes, this one $(stat -c %s "$T_TMP/big-upload.json")\"}"
+# a real profile written without a space (its contexts, one object and one array each, in 66 bytes)
+PC=$(python3 -c "import json, sys; print(json.dumps(json.load(open(sys.argv[1])), separators=(',', ':')))" "$T_TMP/prof-a/$bid.json")
+upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":$PC}"
+t_eq "fleet upload: a real profile with no space in it is taken" "$HTTP_STATUS" 200
+t_eq "fleet upload: nothing refused was stored (beside it)" "$(q "SELECT count(*) FROM profile_uploads")" 3
 upload "$HT" "{\"v\":1,\"host\":\"train-a\",\"pid\":7,\"started_ns\":1,\"profile\":$PJ}"
+# (the same process again: its upload replaced)
 t_eq "fleet upload: another process of a host is stored, its host still merged once" \
 	"$HTTP_STATUS $HTTP_BODY|$(q "SELECT hosts, processes FROM profiles_merged WHERE build_id = :'bid'")" '200 {"ok":true}|2|3'
 http GET "$INGEST_URL/api/v1/profiles/ABC" -H "Authorization: Bearer $TOKEN"
