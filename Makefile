@@ -1,7 +1,8 @@
 # stackmine: build, test, demo, bench.
 #
 #   make            build bin/ (installs missing Debian packages first)
-#   make test       sanitizer build + the whole test suite (unit, integration, fuzz smoke)
+#   make test       sanitizer build + the whole test suite (unit, with test_wire's mutation loop, and
+#                   integration)
 #   make demo       private PostgreSQL + services + a demo fleet; prints what to open
 #   make stop       stop what the demo started
 #   make bench      benchmarks (a report, not a test)
@@ -60,7 +61,7 @@ INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
-GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c budget.c stream.c gcall.c watch.c gtab.c)
+GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c budget.c stream.c gcall.c watch.c cgroup.c gtab.c)
 # the host's collector: in sm-agent only, never in libsmguard.so
 GUARD_COLLECT_SRC := agent/guard/collect.c
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \
@@ -282,7 +283,8 @@ bench:
 
 # libFuzzer targets (clang): FUZZ_SECONDS each, corpora kept in build/fuzz/corpus-*.
 FUZZ_SECONDS ?= 60
-FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+# (an undefined behaviour report is a crash libFuzzer keeps, not a line it scrolls past)
+FUZZ_CFLAGS = -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-I. -Ibuild/fuzz/gen $(PKG_CFLAGS)
 build/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(COMMON_SRC) build/fuzz/gen/migrations.c
 	@mkdir -p $(dir $@)

@@ -1,5 +1,6 @@
 /* collect: the host's collector, every guarded process's watchdog and shipper (see collect.h). */
 #include "agent/guard/budget.h"
+#include "agent/guard/cgroup.h"
 #include "agent/guard/collect.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/modmap.h"
@@ -21,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,7 @@ struct cproc {
 	size_t bytes;
 	/* checked when mapped: what the collector acts on never changes under it */
 	pid_t pid;
+	int pidfd;                    /* the live process's, or -1 (none could be opened: its pid is looked at) */
 	int sig;
 	uint64_t cookie, starttime;
 	uint32_t ring_bytes;
@@ -75,6 +78,7 @@ struct cproc {
 	pthread_mutex_t mu;           /* the budget's: the watchdog offers the hangs */
 	struct gbudget *budget;       /* made at the first violation */
 	struct guard_counts n;
+	struct gcgroup *cg;           /* its CPU-limited cgroup, with the collector's history (the watchdog's) */
 	struct csym *sym;             /* its symbolizer, shared with the processes of the same files */
 	uintptr_t *shift;             /* per module of mods: how far sym has it from here (modulo 2^64) */
 	struct gmodmap mods;          /* its modules as last read while it ran: a process that ended is named by them */
@@ -152,19 +156,26 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static long read_small(const char *path, char *buf, size_t cap)
+static long read_file(const char *path, char *buf, size_t cap, int whole)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
+	size_t got = 0;
 
 	if (fd < 0)
 		return -1;
-	n = read(fd, buf, cap - 1);
+	/* a /proc file gives a page or so per read: the whole of a long one takes several */
+	do
+		n = read(fd, buf + got, cap - 1 - got);
+	while (n > 0 && (got += (size_t)n) < cap - 1 && whole);
 	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
+	buf[got] = '\0';
+	return n < 0 && !got ? -1 : (long)got;
+}
+
+static long read_small(const char *path, char *buf, size_t cap)
+{
+	return read_file(path, buf, cap, 0);
 }
 
 /* pid's start time (util_proc_start_time), 0 when it is gone. */
@@ -313,6 +324,20 @@ static int cut_short(const struct cproc *p)
 	return p->map < MAX_PROCS && atomic_load(&cut_maps[p->map].cut);
 }
 
+/* Whether the process has ended (1) or not (0), by its pidfd (readable once it has), to the moment:
+ * its pid cannot have been taken by another process yet when it says 0. Without one, by its pid's
+ * start time. -1: it could not be told (neither signal it nor take it for gone). */
+static int over(const struct cproc *p)
+{
+	struct pollfd pf = { p->pidfd, POLLIN, 0 };
+	int n;
+
+	if (p->pidfd < 0)
+		return start_time_of(p->pid) != p->starttime;
+	n = poll(&pf, 1, 0);
+	return n < 0 || (pf.revents & (POLLERR | POLLNVAL)) ? -1 : n > 0 && (pf.revents & POLLIN);
+}
+
 /* ---- mapping a region: checked, or refused ---- */
 
 static struct cproc *map_region(struct collector *c, int dfd, const char *name)
@@ -323,7 +348,7 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	char path[64];
 	void *m;
 	int alive = 0;
-	int fd;
+	int fd, pidfd = -1;
 
 	memset(&st, 0, sizeof(st));
 	fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -353,6 +378,8 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	if (probe.pid <= 0 || probe.sig < SIGRTMIN || probe.sig > SIGRTMAX)
 		goto out_refuse;
 	snprintf(path, sizeof(path), "/proc/%d", (int)probe.pid);
+	/* opened before the check: it then holds the process the region names, or one that has ended */
+	pidfd = (int)syscall(SYS_pidfd_open, (long)probe.pid, 0L);
 	alive = start_time_of(probe.pid) == probe.starttime;
 	why = "the file's owner is not the process's";
 	if (alive && (stat(path, &pst) < 0 || !owned_by(probe.pid, st.st_uid)))
@@ -360,17 +387,17 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	m = mmap(NULL, probe.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
-		return NULL;
-	if (!(p = calloc(1, sizeof(*p)))) {
-		munmap(m, probe.bytes);
-		return NULL;
-	}
+		goto out_close_pidfd;
+	if (!(p = calloc(1, sizeof(*p))))
+		goto out_unmap;
 	p->map = cut_watch(c, m, probe.bytes);   /* before the first look: it may be cut already */
 	if (p->map >= MAX_PROCS) {
-		munmap(m, probe.bytes);
 		free(p);
-		return NULL;
+		goto out_unmap;
 	}
+	p->pidfd = alive ? pidfd : -1;
+	if (!alive && pidfd >= 0)
+		close(pidfd);
 	p->r = m;
 	p->bytes = probe.bytes;
 	snprintf(p->name, sizeof(p->name), "%s", name);
@@ -418,7 +445,15 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	pthread_mutex_init(&p->mu, NULL);
 	p->next_report = mono_ns();
 	return p;
+out_unmap:
+	munmap(m, probe.bytes);
+out_close_pidfd:
+	if (pidfd >= 0)
+		close(pidfd);
+	return NULL;
 out_refuse:
+	if (pidfd >= 0)
+		close(pidfd);
 	close(fd);
 	if (c->nrefused < REFUSED_MAX)
 		snprintf(c->refused[c->nrefused++], sizeof(c->refused[0]), "%s", name);
@@ -450,12 +485,33 @@ static void proc_free(struct cproc *p)
 		free(p->budget);
 	}
 	sym_release(p->c, p->sym);
+	free(p->cg);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
 	free(p->shift);
 	gmodmap_release(&p->mods);
 	cut_forget(p->c, p->map);
 	munmap(p->r, p->bytes);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
+}
+
+/* The CPU-limited cgroup of a process that says it has one, found by the collector itself (its
+ * /proc/PID/cgroup), for the throttled time of the units it ships as hangs. */
+static void find_cgroup(struct cproc *p)
+{
+	char *text;
+
+	if (!p->cpu_limit[0] || !(p->cg = calloc(1, sizeof(*p->cg))))
+		return;
+	if ((text = malloc(65536)) && gcgroup_find(p->cg, p->proc, read_file, text, 65536) &&
+	    start_time_of(p->pid) == p->starttime) {
+		free(text);
+		return;
+	}
+	free(text);
+	free(p->cg);
+	p->cg = NULL;
 }
 
 /* The process's modules now, kept (while it runs: a module loaded since is read then). */
@@ -525,8 +581,10 @@ static void scan(struct collector *c)
 		p = map_region(c, dirfd(d), e->d_name);
 		if (!p)
 			continue;
-		if (!atomic_load(&p->ended))
+		if (!atomic_load(&p->ended)) {
 			read_modules(p);
+			find_cgroup(p);
+		}
 		log_info("guarded process", "pid=%d exe=%s build_id=%s region=%s%s", (int)p->pid, p->exe_name,
 			 p->build_id, p->name, atomic_load(&p->ended) ? " (ended)" : "");
 		pthread_mutex_lock(&c->mu);
@@ -545,8 +603,9 @@ static void ask_stack(struct cproc *p, struct gslot *s)
 	siginfo_t si;
 
 	atomic_fetch_add(&s->sending, 1);
+	/* (a process over by now: its pid may be another's, a signal must not reach that one) */
 	if (!atomic_load(&s->sig_blocked) && atomic_load(&p->r->sampling) && atomic_load(&p->r->state) == GREG_LIVE &&
-	    atomic_load(&s->state) == SLOT_LIVE) {
+	    atomic_load(&s->state) == SLOT_LIVE && over(p) == 0) {
 		memset(&si, 0, sizeof(si));
 		si.si_signo = p->sig;
 		si.si_code = SI_QUEUE;
@@ -572,10 +631,11 @@ static void hang(void *ctx, struct gslot *s, struct gviol *v)
 	struct gbudget *b = budget_of(p);
 	char path[128];
 
-	/* what the process's own watchdog would add: the run delay (not the cgroup's throttled time,
-	 * whose history is the process's) */
+	/* what the process's own watchdog would add: the run delay, the cgroup's throttled time */
 	snprintf(path, sizeof(path), "%s/task/%d/schedstat", p->proc, (int)v->tid);
 	gwatch_unit_run_delay(s, v, gwatch_run_delay(path, read_small));
+	if (p->cg)
+		gcgroup_unit(p->cg, v, read_file);
 	if (b)
 		budget_offer(b, v, v->end);
 }
@@ -586,6 +646,9 @@ static void watch(struct cproc *p, int64_t now)
 	uint32_t n = atomic_load(&p->r->nslots);
 
 	n = n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS;
+	/* (before the look: a hang found in it has the sample of its tick) */
+	if (p->cg)
+		gcgroup_sample(p->cg, now, read_file);
 	gwatch_slots(p->slots, n, now, p->hang_ns, &ops);
 	/* what the process's own watchdog would take: its threads' run delay, for its units' ends */
 	gwatch_run_delays(p->slots, n, p->proc, read_small, mono_ns);
@@ -723,7 +786,7 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 		.snapshot = region_snapshot,
 		.ring_max = p->ring_bytes,
 		.names = region_names,
-		.last_release = NULL,
+		.releases = p->r->releases,
 		.read_small = read_small,
 		.ctx = p,
 		.host = p->host,
@@ -1277,8 +1340,8 @@ static void report(struct collector *c, struct cproc *p, int exiting)
 	buf_release(&body);
 }
 
-/* Whether p's process has ended: it said so, or its pid is gone (or is another process's now: looked
- * at once a second, or at once with check_pid). */
+/* Whether p's process has ended: it said so, or its pid is gone (or is another process's now: without
+ * a pidfd, looked at once a second, or at once with check_pid). */
 static int gone(struct cproc *p, int64_t now, int check_pid)
 {
 	int ended = atomic_load(&p->r->state) != GREG_LIVE;   /* (a page cut away reads as zeros: not live) */
@@ -1289,6 +1352,8 @@ static int gone(struct cproc *p, int64_t now, int check_pid)
 	}
 	if (ended)
 		return 1;
+	if (p->pidfd >= 0)
+		return over(p) == 1;
 	if (!check_pid && now < p->next_alive)
 		return 0;
 	p->next_alive = now + ALIVE_NS;

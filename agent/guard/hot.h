@@ -255,9 +255,12 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 		int fd);
 /* After the real call: unit boundaries, wait events; restores errno. */
 void gcall_finish(struct gcall *c, int failed);
-/* The readier tables: who last released a lock, signalled a condition, posted a semaphore. */
+/* The readier table (watch.h): who last released a lock, signalled a condition, posted a semaphore.
+ * guard_releases_at() moves it (into the region, or NULL: the process's own memory; start-up and a
+ * forked child, one thread). */
 void guard_note_release(const void *obj);
-pid_t guard_last_release(const void *obj);
+void guard_releases_at(_Atomic uint64_t *table);
+const _Atomic uint64_t *guard_releases(void);
 
 /* info: the call's GCALL_P_ constant */
 static inline int gcall_begin(struct gcall *c, int id, uint32_t info, uintptr_t ret, uintptr_t cfa, const void *obj,

@@ -186,6 +186,7 @@ static void adopt(struct gregion *r, size_t bytes, int shared)
 	G.shared_ring = &r->shared_ring;
 	G.region = shared ? r : NULL;
 	G.region_bytes = shared ? bytes : 0;
+	guard_releases_at(r->releases);
 }
 
 int guard_region_open(void)
@@ -432,6 +433,7 @@ void guard_region_child(struct gthread *t)
 
 		if (p == MAP_FAILED) {
 			atomic_store(&G.active, 0);   /* nothing left to record into */
+			guard_releases_at(NULL);      /* (the region's is the parent's) */
 			return;
 		}
 		r = p;
@@ -465,6 +467,7 @@ void guard_region_child(struct gthread *t)
 		if (p == MAP_FAILED) {
 			munmap(r, bytes);
 			atomic_store(&G.active, 0);
+			guard_releases_at(NULL);
 			return;
 		}
 		memcpy(p, r, r->rings_off);

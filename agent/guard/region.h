@@ -28,10 +28,11 @@
 #include <stdint.h>
 
 #include "agent/guard/rt.h"
+#include "agent/guard/watch.h"
 #include "guardcore/settings.h"
 
 #define GREGION_MAGIC 0x31474552474d53ULL   /* "SMGREG1" */
-#define GREGION_VERSION 2                  /* 2: the process's log lines */
+#define GREGION_VERSION 3                  /* 2: the process's log lines; 3: its readier table */
 #define GREGION_QUEUE 128                  /* violations and baselines waiting for the collector */
 #define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
 #define GREGION_TAB_SLOTS 65536            /* context slots of a guard table the collector can push */
@@ -113,6 +114,8 @@ struct gregion {
 	 * oldest is written over. The collector logs them as its own. */
 	_Atomic uint32_t log_head;
 	struct gregion_logline log[GREGION_LOG];
+	/* who last released each lock (watch.h): the process writes, the collector reads a hang's readier */
+	_Atomic uint64_t releases[GWATCH_RELEASES];
 };
 
 /* The process side (libsmguard.so) */

@@ -430,7 +430,7 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 		.snapshot = own_snapshot,
 		.ring_max = gring_round(G.cfg.ring_bytes),
 		.names = own_names,
-		.last_release = guard_last_release,
+		.releases = guard_releases(),
 		.read_small = guard_read_small,
 		.host = G.host,
 		.app = G.app,

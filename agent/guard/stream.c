@@ -1,6 +1,7 @@
 /* stream: a violation's trace stream from one process's rings (see stream.h). */
 #include "agent/guard/stream.h"
 #include "agent/guard/symbolize.h"
+#include "agent/guard/watch.h"
 #include "common/arena.h"
 #include "common/imap.h"
 #include "common/intern.h"
@@ -122,7 +123,7 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 	w->dur = v->end - since;
 	w->flags = (uint16_t)(w->flags & ~GREC_F_DETECT);
 	if (kind == GK_LOCK || kind == GK_COND || kind == GK_SEM)
-		w->readier = src->last_release ? src->last_release((const void *)atomic_load(&s->call_obj)) : 0;
+		w->readier = src->releases ? gwatch_release_of(src->releases, (const void *)atomic_load(&s->call_obj)) : 0;
 }
 
 /* ---- stacks and frames ---- */

@@ -36,8 +36,8 @@ struct gsrc {
 	/* the loop's symbol and the unit type's name into the buffers ("" when unknown) */
 	void (*names)(const struct gsrc *src, int32_t loop, int32_t type, char *loopsym, size_t lcap, char *tname,
 		      size_t tcap);
-	/* the thread that last released a lock, condition or semaphore (0 unknown); NULL: never known */
-	pid_t (*last_release)(const void *obj);
+	/* who last released each lock, condition and semaphore (watch.h's table); NULL: never known */
+	const _Atomic uint64_t *releases;
 	/* a small kernel file into buf (NUL-terminated): bytes read, or -1 */
 	long (*read_small)(const char *path, char *buf, size_t cap);
 	void *ctx;                    /* the callbacks' */

@@ -16,6 +16,7 @@
 #include "agent/guard/hot.h"
 #include "agent/guard/region.h"
 #include "agent/guard/unwind.h"
+#include "agent/guard/watch.h"
 #include "common/hash.h"
 
 #include <arpa/inet.h>
@@ -30,11 +31,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- readiers: who last released each lock, condition and semaphore ---- */
+/* ---- readiers: who last released each lock, condition and semaphore (watch.h) ---- */
 
-#define REL_SLOTS 8192
+static _Atomic uint64_t rel_own[GWATCH_RELEASES];
+static _Atomic uint64_t *rel_table = rel_own;   /* or the region's, for the collector's hangs */
 
-static _Atomic uint64_t rel_table[REL_SLOTS];
+void guard_releases_at(_Atomic uint64_t *table)
+{
+	rel_table = table ? table : rel_own;
+}
+
+const _Atomic uint64_t *guard_releases(void)
+{
+	return rel_table;
+}
 
 static pid_t thread_tid(struct gthread *t)
 {
@@ -46,24 +56,10 @@ static pid_t thread_tid(struct gthread *t)
 void guard_note_release(const void *obj)
 {
 	struct gthread *t = &guard_tls;
-	uint64_t h;
 
 	if (!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent || G.mode != GUARD_MODE_GUARD)
 		return;
-	h = hash_mix64((uintptr_t)obj);
-	/* one store: the upper half checks the object, the lower half is the thread */
-	atomic_store_explicit(&rel_table[h & (REL_SLOTS - 1)], (h & 0xffffffff00000000ULL) | (uint32_t)thread_tid(t),
-			      memory_order_relaxed);
-}
-
-pid_t guard_last_release(const void *obj)
-{
-	uint64_t h = hash_mix64((uintptr_t)obj);
-	uint64_t v = atomic_load_explicit(&rel_table[h & (REL_SLOTS - 1)], memory_order_relaxed);
-
-	if ((v & 0xffffffff00000000ULL) != (h & 0xffffffff00000000ULL))
-		return 0;
-	return (pid_t)(v & 0xffffffff);
+	gwatch_release_note(rel_table, obj, thread_tid(t));
 }
 
 static pid_t tid_of_pthread(uintptr_t th)
@@ -306,7 +302,7 @@ __attribute__((noinline, cold)) static void record_wait(struct gthread *t, const
 		/* a wait that timed out or failed was readied by no one: the object's last release may
 		 * be long past (a background thread's timed sleep, released once an hour ago) */
 		if (c->res == 0)
-			readier = guard_last_release(c->obj);
+			readier = gwatch_release_of(rel_table, c->obj);
 		break;
 	case GK_JOIN:
 		readier = tid_of_pthread((uintptr_t)c->obj);
@@ -916,7 +912,7 @@ void guard_unit_reset_child(struct gthread *t)
 	t->shared = 0;
 	memset(t->hits, 0, sizeof(t->hits));
 	memset(t->ctxcache, 0, sizeof(t->ctxcache));
-	memset(rel_table, 0, sizeof(rel_table));
+	memset(rel_table, 0, GWATCH_RELEASES * sizeof(*rel_table));   /* the child's own (region.c) */
 	/* the parent's requests are the parent's to answer */
 	t->aloop = 0;
 	t->acur = 0;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "agent/guard/rt.h"
+#include "common/hash.h"
 
 struct gwatch_ops {
 	void (*ask)(void *ctx, struct gslot *s);
@@ -44,6 +45,33 @@ void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur);
 static inline int64_t gwatch_clamp(int64_t v, int64_t hi)
 {
 	return v < 0 ? 0 : v > hi ? hi : v;
+}
+
+/*
+ * Who last released each lock, condition and semaphore (a wait's readier): GWATCH_RELEASES words,
+ * each the upper half of the object's hash and the releasing thread's id, one store per release
+ * (unit.c). In the process's memory, or in its region, where the host's collector reads it for the
+ * lock wait of a unit it ships as a hang (stream.c).
+ */
+#define GWATCH_RELEASES 8192
+
+static inline void gwatch_release_note(_Atomic uint64_t *table, const void *obj, pid_t tid)
+{
+	uint64_t h = hash_mix64((uintptr_t)obj);
+
+	atomic_store_explicit(&table[h & (GWATCH_RELEASES - 1)], (h & 0xffffffff00000000ULL) | (uint32_t)tid,
+			      memory_order_relaxed);
+}
+
+/* The thread that last released obj, 0 when unknown (another object's word in its place). */
+static inline pid_t gwatch_release_of(const _Atomic uint64_t *table, const void *obj)
+{
+	uint64_t h = hash_mix64((uintptr_t)obj);
+	uint64_t v = atomic_load_explicit(&table[h & (GWATCH_RELEASES - 1)], memory_order_relaxed);
+
+	if ((v & 0xffffffff00000000ULL) != (h & 0xffffffff00000000ULL))
+		return 0;
+	return (pid_t)(v & 0x7fffffff);
 }
 
 /* A thread's run delay so far from its schedstat file at path, in ns; -1 when unknown. */

@@ -3,7 +3,8 @@
 # server starts no thread of the agent's and leaves a region in the collector's directory; the
 # collector watches its units, ships its violations (symbolized, labelled, through its budget) and a
 # unit still in flight as it stands, reports the process with "collector": "host", and removes the
-# region when the process ends, or at its own stop when the process ended just before. The settings the server pushes (guarding off, a report limit, a new
+# region when the process ends, or at its own stop when the process ended just before; a hang's lock
+# wait has its readier. The settings the server pushes (guarding off, a report limit, a new
 # k) and the fleet's profile reach the process through the collector. Without a collector, auto
 # guards in the process and host keeps the violations in the region's queue, bounded, until a
 # collector starts. A forked child gets a region of its own. Regions that are not what they claim
@@ -148,6 +149,41 @@ for mode in host process; do
 	t_eq "and not cut short ($mode)" "$(grep -c 'cut short' "$T_TMP/server.out")" 0
 done
 
+# ---- a hang in a lock wait: its readier ----
+
+# A pool worker waits for the lock the holder thread keeps for 1.5 s, past SM_GUARD_HANG_MS: shipped
+# in flight, its wait has the lock's last releaser as its readier (the previous convoy's worker), from
+# the process's table, which the collector reads in the region.
+rm -f "$T_TMP/server.out"
+"$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$GT" pool "$PORT" 2 >"$T_TMP/server.out" 2>&1 &
+GPID=$!
+wait_ready
+"$GT" client "$PORT" 3000 4 fast:90,file:10 >/dev/null || t_fail "pool training load"
+pool_stop() {
+	"$GT" client "$PORT" 1 1 quit:1 >/dev/null 2>&1
+	"$GT" client "$PORT" 1 1 fast:1 >/dev/null 2>&1
+	wait "$GPID"
+}
+pool_stop
+for mode in host process; do
+	RUN=lock-$mode
+	SM_GUARD_COLLECTOR=$mode SM_GUARD_HANG_MS=400 SM_GUARD_REPORTS_PER_MIN=100000 guarded "$GT" pool "$PORT" 2
+	"$GT" client "$PORT" 1 1 convoy=20:1 >/dev/null || t_fail "first convoy ($mode)"
+	"$GT" client "$PORT" 1 1 convoy=1500:1 >/dev/null || t_fail "hung convoy ($mode)"
+	pool_stop
+	for _ in $(seq 1 150); do
+		[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = '$RUN' AND labels->>'unit.state' = 'in_flight'")" -ge 1 ] &&
+			break
+		sleep 0.1
+	done
+done
+t_eq "a unit hung in a lock wait: its wait (300 ms and more) has a readier, through the collector and in the process" \
+	"$(q "SELECT s.labels->>'run', count(DISTINCT s.id) FROM streams s JOIN events e ON e.stream_ref = s.id
+	       WHERE s.labels->>'run' IN ('lock-host', 'lock-process') AND s.labels->>'unit.state' = 'in_flight'
+	       AND e.kind = 'w' AND e.tid = s.symptom_tid AND e.dur_ns >= 300000000 AND e.readier_tid > 0
+	       GROUP BY 1 ORDER BY 1")" "lock-host|1
+lock-process|1"
+
 # ---- the process's own log lines, through the collector's log ----
 
 # the program ignores the agent's signal, then takes its default back: the agent says so on the
@@ -220,9 +256,9 @@ t_eq "pushed: the process's thresholds are the new k's (not below the ones it st
 # the fleet's profile of the build, fetched by the collector (at the process's SM_GUARD_PROFILE_FETCH_S)
 RUN=fleet
 PJ=$(tr -d '\n' <"$PROF/$bid.json")
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$INGEST_URL/api/v1/profiles" -H "Authorization: Bearer $TOKEN" \
+code=$(curl -s -o "$T_TMP/upload.body" -w '%{http_code}' -X POST "$INGEST_URL/api/v1/profiles" -H "Authorization: Bearer $TOKEN" \
 	-H "Content-Type: application/json" --data-binary "{\"v\":1,\"host\":\"fleet-a\",\"pid\":7,\"started_ns\":1,\"profile\":$PJ}")
-t_eq "fleet: the build's profile uploaded" "$code" 200
+t_eq "fleet: the build's profile uploaded" "$code $(cat "$T_TMP/upload.body")" "200 $(cat "$T_TMP/upload.body")"
 SM_GUARD_PROFILE_FETCH_S=1 guarded "$GT" epoll "$PORT"
 col_said 'msg="guard table pushed".* profile=fleet' || t_fail "fleet: no table of the fleet's profile in 15 s"
 "$GT" client "$PORT" 20 1 fast:1 >/dev/null

@@ -34,6 +34,8 @@ run() {
 	local mode=$1 name=$2 dir=$W/$1/$2
 	shift 2
 	mkdir -p "$dir"
+	# a crash leaves its core in $dir, where the core pattern allows (same() shows its stacks)
+	ulimit -c unlimited 2>/dev/null
 	case $mode in
 	plain) (cd "$dir" && exec timeout 120 "$@" </dev/null >"$dir.out" 2>"$dir.err") ;;
 	train) (cd "$dir" && exec env "${STRESS[@]}" timeout 120 "$GUARD" run --train --profile-dir "$PROF_T" \
@@ -51,6 +53,17 @@ run() {
 	(cd "$dir" && find . -type f | sort | xargs -r sha256sum) >"$dir.files"
 }
 
+# core_stacks DIR: every thread's stack in the core a crash left in DIR, when gdb is there
+core_stacks() {
+	local core
+	for core in "$1"/core*; do
+		[ -f "$core" ] && command -v gdb >/dev/null || continue
+		echo "the stacks in $core:"
+		gdb -batch -nx -ex 'thread apply all bt 30' -c "$core" "$(file -b "$core" | sed -n "s/.*execfn: '\([^']*\)'.*/\1/p")" 2>&1 |
+			grep -E '^(Thread|#|Program terminated)' | head -n 120
+	done
+}
+
 # same NAME: the runs under the agent are the plain run's, byte for byte
 same() {
 	local name=$1 mode what
@@ -59,8 +72,12 @@ same() {
 			if cmp -s "$W/plain/$name.$what" "$W/$mode/$name.$what"; then
 				t_ok "$name ($mode): $what as without the agent"
 			else
+				# (with what the agent logged in that run: a rare failure leaves its evidence)
 				t_fail "$name ($mode): $what as without the agent" \
-					"$(diff "$W/plain/$name.$what" "$W/$mode/$name.$what" | head -n 12)"
+					"$(diff "$W/plain/$name.$what" "$W/$mode/$name.$what" | head -n 12
+					   echo "its stderr:"; head -c 2000 "$W/$mode/$name.err"
+					   echo "the agent's log:"; tail -n 20 "$W/$mode/$name.log" 2>/dev/null
+					   core_stacks "$W/$mode/$name")"
 			fi
 		done
 	done
