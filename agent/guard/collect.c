@@ -38,6 +38,7 @@
 #define SHIP_WAKE_NS 100000000LL      /* the shipping thread looks at the queues this often (a ring holds
 				       * seconds of a thread's events: a violation's are still there) */
 #define ALIVE_NS 1000000000LL         /* a process's pid is checked this often (its exit, it says at once) */
+#define ALIVE_PIDFD_NS 100000000LL    /* its pidfd, a system call with nothing to read, this often */
 #define SYM_IDLE_NS 60000000000LL     /* a process's symbol tables go after a minute without streams */
 #define SHIP_RETRY_NS 60000000000LL   /* a connection that gave up is opened again after this */
 #define MAX_PROCS 65536               /* regions mapped at once */
@@ -1340,8 +1341,9 @@ static void report(struct collector *c, struct cproc *p, int exiting)
 	buf_release(&body);
 }
 
-/* Whether p's process has ended: it said so, or its pid is gone (or is another process's now: without
- * a pidfd, looked at once a second, or at once with check_pid). */
+/* Whether p's process has ended: it said so, or it is gone (by its pidfd, looked at every
+ * ALIVE_PIDFD_NS; without one, its pid is another process's now, looked at every ALIVE_NS; at once
+ * with check_pid). A signal looks again first (ask_stack()). */
 static int gone(struct cproc *p, int64_t now, int check_pid)
 {
 	int ended = atomic_load(&p->r->state) != GREG_LIVE;   /* (a page cut away reads as zeros: not live) */
@@ -1352,12 +1354,10 @@ static int gone(struct cproc *p, int64_t now, int check_pid)
 	}
 	if (ended)
 		return 1;
-	if (p->pidfd >= 0)
-		return over(p) == 1;
 	if (!check_pid && now < p->next_alive)
 		return 0;
-	p->next_alive = now + ALIVE_NS;
-	return start_time_of(p->pid) != p->starttime;
+	p->next_alive = now + (p->pidfd >= 0 ? ALIVE_PIDFD_NS : ALIVE_NS);
+	return over(p) == 1;
 }
 
 /*
