@@ -637,6 +637,7 @@ static void hang(void *ctx, struct gslot *s, struct gviol *v)
 	gwatch_unit_run_delay(s, v, gwatch_run_delay(path, read_small));
 	if (p->cg)
 		gcgroup_unit(p->cg, v, read_file);
+	gwatch_hang_syscall(s, v, p->proc, read_small);
 	if (b)
 		budget_offer(b, v, v->end);
 }

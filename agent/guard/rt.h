@@ -45,6 +45,8 @@
 #define GUARD_CALL_TAG 0xfffe000000000000ULL
 /* the pseudo-frame ending an async wait's stack (guard.md "Deferred requests") */
 #define GUARD_ASYNC_FRAME (GUARD_CALL_TAG + 0xffffULL)
+/* a stack entry naming a system call the agent does not wrap (+ its number, below 4096) */
+#define GUARD_SYSCALL_TAG (GUARD_CALL_TAG + 0x10000ULL)
 /* deferred requests: a thread's descriptors, in sets of GUARD_AFD_WAYS (unit.c) */
 #define GUARD_AFD_SETS 64
 #define GUARD_AFD_WAYS 4
@@ -290,6 +292,10 @@ struct gviol {
 	uint8_t thr_known;        /* throttled_ns was measured (the cgroup has a CPU limit) */
 	int64_t run_delay_ns;     /* waited for a CPU during the unit */
 	int64_t throttled_ns;     /* the cgroup's throttled time over the unit */
+	/* a hang asleep in a system call the agent does not wrap: its number + 1 (0: none), and where
+	 * the program made it (the instruction after it) */
+	int32_t sys_call;
+	uint64_t sys_pc;
 };
 
 enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ---- collecting the window's events ---- */
@@ -84,7 +85,52 @@ static void collect_ring(struct collect *c, uint32_t i, pid_t tid)
 	}
 }
 
-/* A unit still in flight, blocked in a wrapped call: its wait so far is an event too. */
+/* One more record for out: len bytes of a (zeroed), or NULL. */
+static struct grec *new_record(struct arena *a, struct evlist *out, uint32_t nframes)
+{
+	size_t len = sizeof(struct grec) + nframes * sizeof(((struct grec *)0)->ip[0]);
+	struct grec *w = arena_alloc(a, len);
+
+	if (!w || vec_reserve(&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
+		return NULL;
+	memset(w, 0, len);
+	w->len = (uint32_t)len;
+	w->nframes = nframes;
+	return w;
+}
+
+/*
+ * A unit in flight asleep in a system call the agent does not wrap (v->sys_call): its wait, since
+ * the last thing its thread's ring holds of it (the call began after that) or the unit's start,
+ * with the call's place and the call, "libc.so.6!syscall;[syscall nanosleep]". Its stack above is
+ * not known: the thread is never signalled outside a wrapped call.
+ */
+static void add_syscall_wait(const struct gviol *v, struct arena *a, struct evlist *out)
+{
+	int64_t since = v->start;
+	struct grec *w;
+
+	for (size_t i = 0; i < out->n; i++) {
+		const struct grec *r = out->v[i].rec;
+		int64_t end = r->dur > 0 ? sat_add(r->ts, r->dur) : r->ts;
+
+		if (out->v[i].tid == v->tid && end > since && end < v->end)
+			since = end;
+	}
+	if (!(w = new_record(a, out, 2)))
+		return;
+	w->kind = GREC_WAIT;
+	w->ts = since;
+	w->dur = v->end - since;
+	w->ip[0] = GUARD_SYSCALL_TAG + (uint64_t)(v->sys_call - 1);
+	w->ip[1] = v->sys_pc;
+	out->v[out->n].rec = w;
+	out->v[out->n].tid = v->tid;
+	out->n++;
+}
+
+/* A unit still in flight, blocked in a wrapped call: its wait so far is an event too (or in a system
+ * call the agent does not wrap). */
 static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, struct arena *a, struct evlist *out)
 {
 	struct gslot *s = &src->slots[v->slot];
@@ -93,6 +139,10 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 	unsigned kind;
 	struct grec *w = NULL;
 
+	if (!call && v->sys_call > 0 && v->sys_call <= 4096 && v->start <= v->end) {
+		add_syscall_wait(v, a, out);
+		return;
+	}
 	if (!call || call >= GC_COUNT || since <= 0 || since > v->end)
 		return;
 	kind = GCALL_KIND(gcall_info(call));
@@ -106,12 +156,8 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 		}
 	}
 	if (!w) {
-		w = arena_alloc(a, sizeof(*w) + sizeof(w->ip[0]));
-		if (!w || vec_reserve(&out->v, &out->cap, out->n + 1, sizeof(*out->v)) < 0)
+		if (!(w = new_record(a, out, 1)))
 			return;
-		memset(w, 0, sizeof(*w));
-		w->len = (uint32_t)(sizeof(*w) + sizeof(w->ip[0]));
-		w->nframes = 1;
 		w->ip[0] = atomic_load(&s->call_ret);
 		w->call = (uint16_t)call;
 		out->v[out->n].rec = w;
@@ -138,6 +184,34 @@ struct builder {
 	size_t nstk, capstk;
 };
 
+/* The names of the system calls a thread may sleep in (others by number). */
+#define SC(name) { SYS_##name, #name },
+static const struct {
+	long nr;
+	const char *name;
+} syscalls[] = {
+	SC(read) SC(write) SC(readv) SC(writev) SC(pread64) SC(pwrite64) SC(openat) SC(close) SC(fsync)
+	SC(fdatasync) SC(sync) SC(syncfs) SC(flock) SC(fcntl) SC(ioctl) SC(nanosleep) SC(clock_nanosleep)
+	SC(futex) SC(epoll_pwait) SC(ppoll) SC(pselect6) SC(wait4) SC(waitid) SC(accept4) SC(connect)
+	SC(recvfrom) SC(recvmsg) SC(sendto) SC(sendmsg) SC(sendfile) SC(splice) SC(msync) SC(io_getevents)
+	SC(io_uring_enter) SC(rt_sigtimedwait) SC(rt_sigsuspend) SC(semtimedop) SC(msgrcv) SC(msgsnd)
+	SC(mq_timedreceive) SC(mq_timedsend) SC(getrandom) SC(copy_file_range) SC(fallocate) SC(renameat2)
+	SC(unlinkat) SC(mkdirat) SC(newfstatat) SC(statx) SC(mmap) SC(munmap) SC(mprotect) SC(madvise)
+#ifdef SYS_poll
+	SC(poll) SC(select) SC(epoll_wait) SC(pause) SC(accept) SC(open) SC(stat) SC(semop) SC(rename)
+	SC(unlink)
+#endif
+};
+#undef SC
+
+static const char *syscall_name(long nr)
+{
+	for (size_t i = 0; i < sizeof(syscalls) / sizeof(syscalls[0]); i++)
+		if (syscalls[i].nr == nr)
+			return syscalls[i].name;
+	return NULL;
+}
+
 static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 {
 	char name[WIRE_MAX_FRAME + 1];
@@ -146,6 +220,11 @@ static int64_t frame_id(struct builder *b, uint64_t ip, int exact)
 
 	if (ip == GUARD_ASYNC_FRAME) {
 		n = (size_t)snprintf(name, sizeof(name), "[async wait]");
+	} else if (ip >= GUARD_SYSCALL_TAG && ip < GUARD_SYSCALL_TAG + 4096) {
+		const char *sc = syscall_name((long)(ip - GUARD_SYSCALL_TAG));
+
+		n = sc ? (size_t)snprintf(name, sizeof(name), "[syscall %s]", sc) :
+			 (size_t)snprintf(name, sizeof(name), "[syscall %llu]", (unsigned long long)(ip - GUARD_SYSCALL_TAG));
 	} else if (ip >= GUARD_CALL_TAG) {
 		uint64_t call = ip - GUARD_CALL_TAG;
 

@@ -91,6 +91,7 @@ static void hang(void *ctx, struct gslot *s, struct gviol *v)
 {
 	(void)ctx;
 	guard_starve_hang(s, v);
+	gwatch_hang_syscall(s, v, "/proc/self", guard_read_small);
 	guard_enqueue(v);
 }
 

@@ -70,6 +70,28 @@ void gwatch_slots(struct gslot *slots, uint32_t n, int64_t now, int64_t hang_ns,
 	}
 }
 
+/* ---- a hang outside the wrapped calls ---- */
+
+void gwatch_hang_syscall(const struct gslot *s, struct gviol *v, const char *proc, gwatch_read_fn *read_small)
+{
+	char path[96], b[320];
+	const char *p;
+	int64_t nr;
+	uint64_t pc = 0;
+
+	if (atomic_load(&s->call) != 0)
+		return;   /* a wrapped call's wait is the slot's own */
+	snprintf(path, sizeof(path), "%s/task/%d/syscall", proc, (int)v->tid);
+	/* "NR ARG1 .. ARG6 SP PC" asleep in a system call; "running", or "-1 SP PC" otherwise */
+	if (read_small(path, b, sizeof(b)) <= 0 || (nr = gwatch_decimal(b)) < 0 || nr >= 4096 ||
+	    !(p = strrchr(b, ' ')) || p[1] != '0' || p[2] != 'x')
+		return;
+	for (p += 3; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		pc = pc << 4 | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+	v->sys_call = (int32_t)nr + 1;
+	v->sys_pc = pc;
+}
+
 /* ---- run delay ---- */
 
 int64_t gwatch_decimal(const char *p)

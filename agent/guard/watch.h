@@ -74,6 +74,10 @@ static inline pid_t gwatch_release_of(const _Atomic uint64_t *table, const void 
 	return (pid_t)(v & 0x7fffffff);
 }
 
+/* v's sys_call and sys_pc for a hang of slot s outside any wrapped call: the system call its thread
+ * is asleep in, from proc's task/TID/syscall (nothing when it runs, or is in none). */
+void gwatch_hang_syscall(const struct gslot *s, struct gviol *v, const char *proc, gwatch_read_fn *read_small);
+
 /* A thread's run delay so far from its schedstat file at path, in ns; -1 when unknown. */
 int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small);
 /* The decimal number at p (saturating), or -1 when none. */

@@ -133,7 +133,8 @@ col_said() {
 
 # a unit hangs in a nanosleep the agent does not wrap: the watchdog (the collector's, or the
 # process's own) counts it as a hang, but signals only a thread asleep in a wrapped call; this one's
-# sleep the signal would cut short (with EINTR: a nanosleep is not restarted)
+# sleep the signal would cut short (with EINTR: a nanosleep is not restarted). It is shipped with the
+# system call it sleeps in.
 for mode in host process; do
 	RUN=raw-$mode
 	SM_GUARD_COLLECTOR=$mode SM_GUARD_HANG_MS=300 guarded "$GT" epoll "$PORT"
@@ -147,6 +148,16 @@ for mode in host process; do
 	fi
 	t_match "a hang in a call the agent does not wrap: counted ($mode)" "$said" ' violations=[1-9]'
 	t_eq "and not cut short ($mode)" "$(grep -c 'cut short' "$T_TMP/server.out")" 0
+	for _ in $(seq 1 150); do
+		[ "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = '$RUN' AND labels->>'unit.state' = 'in_flight'")" -ge 1 ] &&
+			break
+		sleep 0.1
+	done
+	# its wait: where the program made the call (in the C library's syscall()), and the call, read from
+	# /proc/PID/task/TID/syscall; no stack above it (no signal)
+	t_eq "and shipped with its wait in the system call, 200 ms and more ($mode)" \
+		"$(stream_events "s.labels->>'run' = '$RUN' AND s.labels->>'unit.state' = 'in_flight' AND e.tid = s.symptom_tid" |
+		   awk '$1 == "w" && $3 >= 200000000' | cut -d' ' -f5-)" 'libc.so.6!syscall;[syscall nanosleep]'
 done
 
 # ---- a hang in a lock wait: its readier ----
