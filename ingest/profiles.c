@@ -79,12 +79,13 @@ int profiles_parse(const char *body, size_t len, struct profile_upload *u, char 
 
 	memset(u, 0, sizeof(*u));
 	u->text.max = (size_t)64 << 20;
-	if (len > UPLOAD_MAX) {
-		snprintf(err, errlen, "body: a profile upload is at most %zu bytes, this one %zu", UPLOAD_MAX, len);
-		return -1;
-	}
+	/* (the check reads in place, whatever the size: only the loader's tree needs the size bounded) */
 	if (json_check_body(body, len, &upload_limits, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "not JSON: %s", msg);
+		return -1;
+	}
+	if (len > UPLOAD_MAX) {
+		snprintf(err, errlen, "body: a profile upload is at most %zu bytes, this one %zu", UPLOAD_MAX, len);
 		return -1;
 	}
 	if (json_val_type(json_root(body, len)) != JV_OBJECT) {
