@@ -72,6 +72,12 @@ t_match "database down: sm-ingest answers 503" "$HTTP_STATUS $HTTP_BODY" '^503 .
 t_match "database down: sm-ingest's 503 says when to retry" "$(header Retry-After)" '^[0-9]+$'
 http GET "$INGEST_URL/api/v1/profiles/0123456789abcdef" -H "Authorization: Bearer $INGEST"
 t_match "database down: sm-ingest's profiles answer 503" "$HTTP_STATUS $(header Retry-After)" '^503 [0-9]+$'
+# an upload: parsed and checked without the database, then refused for it (not for the token)
+printf '{"v":1,"host":"outage","pid":7,"started_ns":1,"profile":%s}' "$(tr -d '\n' <"$SM_REPO/tests/guard/profile-seed.json")" \
+	>"$T_TMP/upload.json"
+http POST "$INGEST_URL/api/v1/profiles" -H "Authorization: Bearer $INGEST" -H 'Content-Type: application/json' \
+	--data-binary @"$T_TMP/upload.json"
+t_match "database down: a profile upload answers 503" "$HTTP_STATUS $(header Retry-After)" '^503 [0-9]+$'
 
 "$PG" start "$P1" >/dev/null 2>&1 || t_bail "start PostgreSQL again"
 ok=
