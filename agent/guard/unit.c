@@ -912,7 +912,10 @@ void guard_unit_reset_child(struct gthread *t)
 	t->shared = 0;
 	memset(t->hits, 0, sizeof(t->hits));
 	memset(t->ctxcache, 0, sizeof(t->ctxcache));
-	memset(rel_table, 0, GWATCH_RELEASES * sizeof(*rel_table));   /* the child's own (region.c) */
+	/* a new region's table is zeros already: only the process's own memory is cleared (its pages
+	 * would otherwise be touched in every forked child, a PostgreSQL backend's 64 KiB) */
+	if (rel_table == rel_own)
+		memset(rel_own, 0, sizeof(rel_own));
 	/* the parent's requests are the parent's to answer */
 	t->aloop = 0;
 	t->acur = 0;
