@@ -114,16 +114,25 @@ t_eq "ingest: the probe's stream stored" "$(pg_q "SELECT count(*) FROM streams")
 	--probe /healthz >"$T_TMP/f2.out" 2>"$T_TMP/f2.err" &
 fpid=$!
 sleep "$((S / 2))"
-# the server's established connections from the flooded address, as the kernel counts them: 64 at
-# most (the probe's included), plus the few accepted an instant ago and being shut
-TOP=$(ss -Htn state established "( sport = :${IP##*:} and dst 127.0.0.1 )" | wc -l)
+# the connections from the flooded address that the server holds: 64 at most (the probe's
+# included), plus the few accepted an instant ago and being shut. Only sockets owned by sm-ingest
+# count: the kernel's accept queue holds established connections the server has not taken yet.
+# The most of ten looks over two seconds; new connections keep pushing the oldest out.
+TOP=0
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	n=$(ss -Htnp state established "( sport = :${IP##*:} and dst 127.0.0.1 )" | grep -c "pid=$INGEST_PID,")
+	[ "$n" -gt "$TOP" ] && TOP=$n
+	sleep 0.2
+done
 wait "$fpid"
 line=$(cat "$T_TMP/f2.out")
 cat "$T_TMP/f2.err"
 check_flood "ingest, 1200 half-open from the client's own address" "$line" 128 600
 t_match "ingest: connections gave way to new ones from the same address" \
 	"$(metric 'sm_ingest_connections_shed_total{reason="gave_way_per_ip"}' "$INGEST_URL")" '^[1-9]'
-t_eq "ingest: one address held about 64 connections at most" "$([ "$TOP" -le 72 ] && echo yes || echo "no ($TOP)")" yes
+echo "# ingest: the server held $TOP connections from the flooded address"
+t_eq "ingest: one address held about 64 connections at most, and was let fill them" \
+	"$([ "$TOP" -ge 32 ] && [ "$TOP" -le 72 ] && echo yes || echo "no ($TOP)")" yes
 
 line=$("$flood" --target "$IP" --conns 300 --mode trickle --from 127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.7 \
 	--duration "$((S > 5 ? S : 5))" --pid "$INGEST_PID" --probe /metrics 2>"$T_TMP/f3.err")
