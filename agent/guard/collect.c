@@ -1491,6 +1491,26 @@ static size_t snapshot_list(struct collector *c, struct cproc ***out, size_t *ca
 	return n;
 }
 
+/* One round over every process. last: the collector's final one, after both loops: everything is
+ * shipped, and a process found over just now (ended since the last round, or come and gone since
+ * the last scan) gets its last round too. */
+static void ship_all(struct collector *c, struct cproc ***list, size_t *cap, int last)
+{
+	int64_t now = mono_ns();
+	size_t n = snapshot_list(c, list, cap);
+
+	for (size_t i = 0; i < n; i++) {
+		struct cproc *p = (*list)[i];
+		/* read first: a process the watchdog finds gone meanwhile gets one more round */
+		int ended = atomic_load(&p->ended) != 0 || (last && gone(p, now, 1));
+
+		ship_round(c, p, now, last, ended);
+		if (ended)
+			atomic_store(&p->ended, 2);   /* its last round is done */
+	}
+	reap(c);
+}
+
 static void *ship_main(void *arg)
 {
 	struct collector *c = arg;
@@ -1499,23 +1519,12 @@ static void *ship_main(void *arg)
 	int64_t next_drain = 0;
 
 	while (!*c->o.stop) {
-		int64_t now = mono_ns();
-		size_t n = snapshot_list(c, &list, &cap);
 		struct timespec ts = { 0, SHIP_WAKE_NS };
 
-		for (size_t i = 0; i < n; i++) {
-			struct cproc *p = list[i];
-			/* read first: a process the watchdog finds gone meanwhile gets one more round */
-			int ended = atomic_load(&p->ended) != 0;
-
-			ship_round(c, p, now, 0, ended);
-			if (ended)
-				atomic_store(&p->ended, 2);   /* its last round is done */
-		}
-		reap(c);
-		if (c->o.ship.spool_dir && now >= next_drain && shipper_of(c)) {
+		ship_all(c, &list, &cap, 0);
+		if (c->o.ship.spool_dir && mono_ns() >= next_drain && shipper_of(c)) {
 			shipper_drain(c->sh);
-			next_drain = now + 60000000000LL;
+			next_drain = mono_ns() + 60000000000LL;
 		}
 		nanosleep(&ts, NULL);
 	}
@@ -1531,21 +1540,11 @@ static void *ship_main(void *arg)
 static void finish_all(struct collector *c)
 {
 	struct cproc **list = NULL;
-	size_t cap = 0, n;
+	size_t cap = 0;
 
 	scan(c);   /* a process that came and went since the last look */
-	n = snapshot_list(c, &list, &cap);
-
-	for (size_t i = 0; i < n; i++) {
-		struct cproc *p = list[i];
-		int ended = atomic_load(&p->ended) != 0 || gone(p, mono_ns(), 1);
-
-		ship_round(c, p, mono_ns(), 1, ended);
-		if (ended)
-			atomic_store(&p->ended, 2);
-	}
+	ship_all(c, &list, &cap, 1);
 	free(list);
-	reap(c);
 }
 
 /* ---- the collector ---- */
