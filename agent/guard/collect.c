@@ -1572,12 +1572,12 @@ struct collector *collector_open(const struct collect_opts *o, char *err, size_t
 		goto out_free;
 	}
 	snprintf(path, sizeof(path), "%s/%s", c->dir, GREGION_LOCK);
-	c->lock_fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	c->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	/* another user's file (the directory is writable by all) could be held to keep the collector out */
 	if (c->lock_fd >= 0 && fstat(c->lock_fd, &st) == 0 && st.st_uid != geteuid()) {
 		close(c->lock_fd);
 		unlink(path);
-		c->lock_fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		c->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	}
 	if (c->lock_fd < 0 || flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		snprintf(err, errlen, "%s: %s", path,
@@ -1585,6 +1585,16 @@ struct collector *collector_open(const struct collect_opts *o, char *err, size_t
 		goto out_free;
 	}
 	fchmod(c->lock_fd, 0644);
+	/* the layout this collector reads, for processes to check (auto mode) before they rely on it */
+	{
+		char stamp[GREGION_STAMP_MAX];
+		size_t n = gregion_stamp(stamp, sizeof(stamp));
+
+		if (ftruncate(c->lock_fd, 0) < 0 || pwrite(c->lock_fd, stamp, n, 0) != (ssize_t)n) {
+			snprintf(err, errlen, "%s: cannot write its stamp: %s", path, strerror(errno));
+			goto out_free;
+		}
+	}
 	if (o->ship.url && o->ship.url[0]) {
 		c->sh = shipper_open(&c->o.ship, err, errlen);   /* a bad URL is refused here, once */
 		if (!c->sh)

@@ -36,25 +36,46 @@ static uint64_t start_time(void)
 	return guard_read_small("/proc/self/stat", b, sizeof(b)) > 0 ? util_proc_start_time(b) : 0;
 }
 
-/* Whether a collector holds its lock in dir (raw system calls: flock is one of the wrapped calls). */
-static int collector_running(const char *dir)
+enum { COLLECTOR_NONE, COLLECTOR_OURS, COLLECTOR_OTHER };
+
+/*
+ * Whether a collector holds its lock in dir, and whether it reads this library's regions (its
+ * stamp, gregion_stamp(), in the file); raw system calls: flock is one of the wrapped calls. With
+ * COLLECTOR_OTHER, what the file says is in seen.
+ */
+static int collector_running(const char *dir, char *seen, size_t seencap)
 {
-	char path[GUARD_PATH_MAX + 32];
+	char path[GUARD_PATH_MAX + 32], own[GREGION_STAMP_MAX];
 	struct stat st;
+	size_t n;
+	ssize_t got;
 	int fd, r;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, GREGION_LOCK);
 	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return 0;
+		return COLLECTOR_NONE;
 	/* the collector's (root's, or this user's own): anyone may write the directory */
 	if (syscall(SYS_fstat, fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != geteuid())) {
 		guard_real_close(fd);
-		return 0;
+		return COLLECTOR_NONE;
 	}
 	r = (int)syscall(SYS_flock, fd, LOCK_SH | LOCK_NB);
+	if (!(r < 0 && errno == EWOULDBLOCK)) {
+		guard_real_close(fd);
+		return COLLECTOR_NONE;
+	}
+	got = (ssize_t)syscall(SYS_pread64, fd, seen, seencap - 1, 0L);
 	guard_real_close(fd);
-	return r < 0 && errno == EWOULDBLOCK;
+	seen[got > 0 ? (size_t)got : 0] = '\0';
+	n = gregion_stamp(own, sizeof(own));
+	if (got == (ssize_t)n && memcmp(seen, own, n) == 0)
+		return COLLECTOR_OURS;
+	/* one line, for the log: the file may hold anything */
+	for (char *c = seen; *c; c++)
+		if (*c == '\n' || *c == '"' || (unsigned char)*c < ' ' || (unsigned char)*c > '~')
+			*c = *c == '\n' && !c[1] ? '\0' : '?';
+	return COLLECTOR_OTHER;
 }
 
 static void put(char *dst, size_t cap, const char *src)
@@ -195,9 +216,23 @@ int guard_region_open(void)
 	char tmp[GUARD_PATH_MAX + 64];
 	uint64_t st;
 
-	if (G.cfg.collector == GUARD_COLLECTOR_PROCESS ||
-	    (G.cfg.collector == GUARD_COLLECTOR_AUTO && !collector_running(G.cfg.collector_dir)))
+	if (G.cfg.collector == GUARD_COLLECTOR_PROCESS)
 		return -1;
+	if (G.cfg.collector == GUARD_COLLECTOR_AUTO) {
+		char seen[GREGION_STAMP_MAX];
+
+		switch (collector_running(G.cfg.collector_dir, seen, sizeof(seen))) {
+		case COLLECTOR_NONE:
+			return -1;
+		case COLLECTOR_OTHER:
+			/* it would refuse the region (another layout): nobody would watch this process */
+			guard_log("the host's collector is of another build; the agent works in the process",
+				  "dir=%s collector=\"%s\"", G.cfg.collector_dir, seen);
+			return -1;
+		default:
+			break;
+		}
+	}
 	/* no watchdog will look for the cgroup: its limit is in the description */
 	guard_starve_find();
 	memset(&probe, 0, sizeof(probe));

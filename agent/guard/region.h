@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "agent/guard/rt.h"
 #include "agent/guard/watch.h"
@@ -37,6 +38,22 @@
 #define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
 #define GREGION_TAB_SLOTS 65536            /* context slots of a guard table the collector can push */
 #define GREGION_LOG 32                     /* the process's last log lines, for the collector to log */
+#define GREGION_STAMP_MAX 128              /* collector.lock's contents, at most */
+
+/*
+ * What the running collector writes into collector.lock once it holds the lock: the layout of the
+ * regions it reads. A process in auto mode uses the collector only when the stamp is its own; one
+ * of another build (a library newer than the collector, or older) would be refused its region and
+ * left unwatched. Writes it into buf (NUL-terminated); returns its length.
+ */
+static inline size_t gregion_stamp(char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "stackmine-collector magic=%llx layout=%u slot=%u threads=%u\n",
+			 (unsigned long long)GREGION_MAGIC, (unsigned)GREGION_VERSION,
+			 (unsigned)sizeof(struct gslot), (unsigned)GUARD_MAX_THREADS);
+
+	return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
 
 enum { GREG_LIVE = 1, GREG_EXITED = 2 };
 

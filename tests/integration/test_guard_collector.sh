@@ -55,6 +55,8 @@ t_eq "the collector's directory: every process may write, none list or remove an
 	"$(stat -c %a "$DIR")" 1733
 out=$("$BIN/sm-agent" collect --dir "$DIR" --url "$INGEST_URL" 2>&1)
 t_eq "one collector per directory" "$?|$out" "2|sm-agent: collect: $DIR/collector.lock: another collector runs here"
+t_match "the running collector's stamp, the region layout it reads, kept by the one refused" \
+	"$(cat "$DIR/collector.lock")" '^stackmine-collector magic=31474552474d53 layout=[0-9]+ slot=[0-9]+ threads=[0-9]+$'
 
 RUN=host
 SM_GUARD_REPORTS_PER_MIN=100000 SM_GUARD_HANG_MS=400 guarded "$GT" epoll "$PORT"
@@ -347,6 +349,26 @@ t_match "auto without a collector: the agent works in the process" \
 	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=process'
 t_eq "with its own threads" "$(agent_threads "$GPID")" 2
 gt_stop "$PORT"
+
+# A collector of another build holds the lock (its stamp another layout): it would refuse the region
+# and nobody would watch the process. auto works in the process and says why.
+printf 'stackmine-collector magic=31474552474d53 layout=2 slot=192 threads=4096\n' >"$DIR/collector.lock"
+flock -o -x "$DIR/collector.lock" sleep 120 &   # -o: the lock is flock's own, gone with it
+other=$!
+sleep 0.2
+RUN=otherbuild
+guarded "$GT" epoll "$PORT"
+"$GT" client "$PORT" 100 1 fast:90,sleep=60:10 >/dev/null || t_fail "load beside another build's collector"
+t_match "auto with a collector of another build: the agent works in the process" \
+	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=process'
+t_match "and says why, with that collector's stamp" \
+	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'another build')" \
+	'collector="stackmine-collector magic=31474552474d53 layout=2 slot=192 threads=4096"'
+t_eq "no region made for it, and its own threads" \
+	"$(ls "$DIR" | grep -c "^$GPID\." || true)|$(agent_threads "$GPID")" "0|2"
+gt_stop "$PORT"
+kill "$other" 2>/dev/null
+wait "$other" 2>/dev/null
 
 RUN=queued
 SM_GUARD_COLLECTOR=host guarded "$GT" epoll "$PORT"
