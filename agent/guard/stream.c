@@ -110,6 +110,8 @@ static void add_syscall_wait(const struct gviol *v, struct arena *a, struct evli
 	int64_t since = v->start;
 	struct grec *w;
 
+	if (since <= 0 || since > v->end)
+		return;   /* not a unit's times: what a hostile process wrote */
 	for (size_t i = 0; i < out->n; i++) {
 		const struct grec *r = out->v[i].rec;
 		int64_t end = r->dur > 0 ? sat_add(r->ts, r->dur) : r->ts;

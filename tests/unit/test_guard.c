@@ -11,6 +11,8 @@
 #include "agent/guard/modmap.h"
 #include "guardcore/profile.h"
 #include "agent/guard/ring.h"
+#include "agent/guard/stream.h"
+#include "common/arena.h"
 #include "agent/guard/symbolize.h"
 #include "tests/unit/check.h"
 
@@ -18,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 /* ---- settings ---- */
 
@@ -547,6 +550,84 @@ static void test_gtab_image(void)
 	gp_free(q);
 }
 
+/* A source of one thread whose ring is empty, for stream_build(). */
+static size_t empty_snapshot(const struct gsrc *src, uint32_t i, void *out, size_t cap)
+{
+	(void)src, (void)i, (void)out, (void)cap;
+	return 0;
+}
+
+static void no_names(const struct gsrc *src, int32_t loop, int32_t type, char *loopsym, size_t lcap, char *tname,
+		     size_t tcap)
+{
+	(void)src, (void)loop, (void)type;
+	snprintf(loopsym, lcap, "srv!loop");
+	snprintf(tname, tcap, "u0");
+}
+
+static long no_file(const char *path, char *buf, size_t cap)
+{
+	(void)path, (void)buf, (void)cap;
+	return -1;
+}
+
+/* stream_build() of a hang in an unwrapped nanosleep; whether a frame named so is in the stream. */
+static int syscall_hang(int64_t start, int64_t end, int *rc)
+{
+	static struct gslot slots[1];
+	struct gsrc src;
+	struct gviol v;
+	struct wire_stream ws;
+	struct arena *a = arena_open(0);
+	int found = 0;
+
+	memset(slots, 0, sizeof(slots));
+	atomic_store(&slots[0].state, SLOT_LIVE);
+	memset(&src, 0, sizeof(src));
+	src.proc = "/proc/self";
+	src.slots = slots;
+	src.nslots = 1;
+	src.snapshot = empty_snapshot;
+	src.ring_max = 4096;
+	src.names = no_names;
+	src.read_small = no_file;
+	src.host = src.app = "h";
+	src.version = src.cpu_limit = "";
+	src.build_id = "abcd";
+	src.exe = "/srv";
+	src.kernel = "6";
+	src.libc_name = "libc.so.6";
+	src.min_wait_ns = 1000000;
+	src.max_events = 100;
+	memset(&v, 0, sizeof(v));
+	v.hang = 1;
+	v.start = start;
+	v.end = end;
+	v.dur = 1500000000;
+	v.threshold = 1000000;
+	v.sys_call = SYS_nanosleep + 1;
+	v.sys_pc = 0x1234;
+	memset(&ws, 0, sizeof(ws));
+	*rc = a ? stream_build(&src, &v, a, &ws) : -1;
+	for (size_t i = 0; *rc == 1 && i < ws.nframes; i++)
+		found |= strcmp(ws.frames[i], "[syscall nanosleep]") == 0;
+	arena_free(a);
+	return found;
+}
+
+static void test_stream_syscall_hang(void)
+{
+	int rc;
+
+	/* a unit's times: its wait, named for the call */
+	CHECK(syscall_hang(1000000000, 2500000000, &rc) == 1);
+	CHECK_INT(rc, 1);
+	/* a start a hostile process wrote, far below its end: no wait (end - start overflowed before) */
+	CHECK(syscall_hang(-6890401462826803104LL, 6944656592449044480LL, &rc) == 0);
+	CHECK_INT(rc, 0);
+	CHECK(syscall_hang(0, 2500000000, &rc) == 0);
+}
+
 int main(void)
 {
 	RUN(test_config_defaults);
@@ -564,5 +645,6 @@ int main(void)
 	RUN(test_gtab_image);
 	RUN(test_ring);
 	RUN(test_symbolize);
+	RUN(test_stream_syscall_hang);
 	return CHECK_DONE();
 }
