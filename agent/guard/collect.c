@@ -1365,7 +1365,8 @@ static int gone(struct cproc *p, int64_t now, int check_pid)
  * The lines the process logged since the last look, logged as the collector's own (escaped as values),
  * at most LOG_PER_MIN a minute. Its count is the collector's: a log_head that jumps, or runs backwards,
  * costs the lines between, never a loop over them. Of the region's GREGION_LOG lines the oldest may
- * be being written over (the writer's line head - GREGION_LOG): the last GREGION_LOG - 1 are read.
+ * be being written over (the writer's line head - GREGION_LOG): the last GREGION_LOG - 1 are read,
+ * each only if its number is the one expected before and after the copy.
  */
 static void take_logs(struct cproc *p, int64_t now)
 {
@@ -1382,6 +1383,7 @@ static void take_logs(struct cproc *p, int64_t now)
 	}
 	for (; p->log_next != head; p->log_next++) {
 		const struct gregion_logline *l = &p->r->log[p->log_next % GREGION_LOG];
+		uint32_t seq = atomic_load_explicit(&l->seq, memory_order_acquire);
 		uint32_t len = atomic_load_explicit(&l->len, memory_order_relaxed);
 		char text[sizeof(l->text) + 1];
 
@@ -1390,8 +1392,8 @@ static void take_logs(struct cproc *p, int64_t now)
 		memcpy(text, l->text, len);
 		text[len] = '\0';
 		atomic_thread_fence(memory_order_acquire);
-		/* written over while it was copied */
-		if (atomic_load_explicit(&p->r->log_head, memory_order_relaxed) - p->log_next >= GREGION_LOG) {
+		/* not this line (being written, or written over), or written over while it was copied */
+		if (seq != p->log_next + 1 || atomic_load_explicit(&l->seq, memory_order_relaxed) != seq) {
 			p->log_not_shown++;
 			continue;
 		}

@@ -65,8 +65,11 @@ static void log_to_file(const char *line, size_t len)
 		pthread_mutex_lock(&logq.mu);
 		h = atomic_load_explicit(&r->log_head, memory_order_relaxed);
 		l = &r->log[h % GREGION_LOG];
+		atomic_store_explicit(&l->seq, 0, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);   /* 0 is seen before any of the new text */
 		memcpy(l->text, line, len);
 		atomic_store_explicit(&l->len, (uint32_t)len, memory_order_relaxed);
+		atomic_store_explicit(&l->seq, h + 1, memory_order_release);
 		atomic_store_explicit(&r->log_head, h + 1, memory_order_release);
 		pthread_mutex_unlock(&logq.mu);
 		return;

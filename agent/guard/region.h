@@ -33,7 +33,8 @@
 #include "guardcore/settings.h"
 
 #define GREGION_MAGIC 0x31474552474d53ULL   /* "SMGREG1" */
-#define GREGION_VERSION 3                  /* 2: the process's log lines; 3: its readier table */
+#define GREGION_VERSION 4                  /* 2: the process's log lines; 3: its readier table; 4: a
+					    * number per log line */
 #define GREGION_QUEUE 128                  /* violations and baselines waiting for the collector */
 #define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
 #define GREGION_TAB_SLOTS 65536            /* context slots of a guard table the collector can push */
@@ -64,10 +65,13 @@ struct gregion_loop {
 	char type_name[GP_MAX_TYPES][16];
 };
 
-/* A log line of the process's (its length; not NUL-terminated). */
+/* A log line of the process's (its length; not NUL-terminated). seq is the line's number + 1 once
+ * it is written, 0 while it is being written: a reader that finds the same number before and after
+ * its copy has that line whole, on any memory model. */
 struct gregion_logline {
+	_Atomic uint32_t seq;
 	_Atomic uint32_t len;
-	char text[508];
+	char text[504];
 };
 
 struct gregion {
@@ -127,8 +131,8 @@ struct gregion {
 	unsigned char tab_fleet_sha[32];
 	uint64_t tab_off, tab_cap;     /* layout, written at creation: the table image's place */
 	/* the lines the program's threads log (no thread of the agent's writes them to SM_GUARD_LOG):
-	 * line n at log[n % GREGION_LOG], written under the log's lock before log_head passes it; the
-	 * oldest is written over. The collector logs them as its own. */
+	 * line n at log[n % GREGION_LOG] (its seq n + 1), written under the log's lock before log_head
+	 * passes it; the oldest is written over. The collector logs them as its own. */
 	_Atomic uint32_t log_head;
 	struct gregion_logline log[GREGION_LOG];
 	/* who last released each lock (watch.h): the process writes, the collector reads a hang's readier */
