@@ -218,20 +218,23 @@ int guard_region_open(void)
 
 	if (G.cfg.collector == GUARD_COLLECTOR_PROCESS)
 		return -1;
-	if (G.cfg.collector == GUARD_COLLECTOR_AUTO) {
+	{
 		char seen[GREGION_STAMP_MAX];
+		int running = collector_running(G.cfg.collector_dir, seen, sizeof(seen));
 
-		switch (collector_running(G.cfg.collector_dir, seen, sizeof(seen))) {
-		case COLLECTOR_NONE:
+		/* another layout: that collector would refuse the region, and nobody would watch this
+		 * process; auto works in the process, host (chosen) waits for a collector of its own */
+		if (G.cfg.collector == GUARD_COLLECTOR_AUTO && running == COLLECTOR_NONE)
 			return -1;
-		case COLLECTOR_OTHER:
-			/* it would refuse the region (another layout): nobody would watch this process */
+		if (running == COLLECTOR_OTHER && G.cfg.collector == GUARD_COLLECTOR_AUTO) {
 			guard_log("the host's collector is of another build; the agent works in the process",
 				  "dir=%s collector=\"%s\"", G.cfg.collector_dir, seen);
 			return -1;
-		default:
-			break;
 		}
+		if (running == COLLECTOR_OTHER)
+			guard_log("the host's collector is of another build and will not read this process's "
+				  "region until one of this build runs", "dir=%s collector=\"%s\"",
+				  G.cfg.collector_dir, seen);
 	}
 	/* no watchdog will look for the cgroup: its limit is in the description */
 	guard_starve_find();

@@ -367,6 +367,16 @@ t_match "and says why, with that collector's stamp" \
 t_eq "no region made for it, and its own threads" \
 	"$(ls "$DIR" | grep -c "^$GPID\." || true)|$(agent_threads "$GPID")" "0|2"
 gt_stop "$PORT"
+# host, chosen: the region is made for a collector of this build to come, and the log says why none reads it
+RUN=otherbuild
+SM_GUARD_COLLECTOR=host guarded "$GT" epoll "$PORT"
+t_match "host beside a collector of another build: says that one will not read its region" \
+	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'another build')" \
+	'will not read this process.s region until one of this build runs" .*layout=2 '
+t_eq "and makes its region, with no thread of the agent's" \
+	"$(ls "$DIR" | grep -c "^$GPID\." || true)|$(agent_threads "$GPID")" "1|0"
+gt_stop "$PORT"
+rm -f "$DIR/$GPID".*
 kill "$other" 2>/dev/null
 wait "$other" 2>/dev/null
 
