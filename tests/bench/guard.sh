@@ -217,35 +217,37 @@ echo "== guard: the agent inside real servers, $rounds interleaved rounds each o
 if want callcost; then
 # ---- one wrapped call ----
 cc=$repo/build/rel/tests/callcost
+# cc_lines N PROFILE_DIR OFF ARGS...: N lines, each of callcost ARGS's figures without the agent,
+# loaded but off (OFF=1 only), guarded in the process and with the host's collector
+cc_lines() {
+	local n=$1 prof=$2 off=$3 plain off_ns
+	shift 3
+	for _ in $(seq "$n"); do
+		plain=$("$cc" "$@")
+		off_ns=
+		if [ "$off" = 1 ]; then off_ns=$(env LD_PRELOAD="$W/libsmguard.so" SM_GUARD_MODE=off "$cc" "$@"); fi
+		echo "$plain $off_ns $("$W/sm-guard" run --profile-dir "$prof" --log "$W/guard.log" -- "$cc" "$@") $(
+			env SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" "$W/sm-guard" run --profile-dir "$prof" \
+				--log "$W/guard.log" -- "$cc" "$@")"
+	done
+}
+# col FILE K [J]: the median of column K (less column J) of FILE's lines
+col() { awk -v k="$2" -v j="${3:-0}" '{ print $k - (j ? $j : 0) }' "$1" | median; }
 "$W/sm-guard" run --train --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 3000 200 >/dev/null
-: >"$W/cc"
-for _ in $(seq 5); do
-	echo "$("$cc" 20000 200) $("$W/sm-guard" run --profile-dir "$W/prof" --log "$W/guard.log" -- "$cc" 20000 200) $(
-		env SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" "$W/sm-guard" run --profile-dir "$W/prof" \
-			--log "$W/guard.log" -- "$cc" 20000 200)" >>"$W/cc"
-done
+cc_lines 5 "$W/prof" 0 20000 200 >"$W/cc.warm"
 printf 'guard one wrapped call inside a unit:       %.0f ns without, %.0f ns with the agent in the process, %.0f ns with the host'"'"'s collector: %.0f and %.0f ns of bookkeeping (median of 5; read() of nothing from /dev/null)\n' \
-	"$(awk '{ print $1 }' "$W/cc" | median)" "$(awk '{ print $2 }' "$W/cc" | median)" \
-	"$(awk '{ print $3 }' "$W/cc" | median)" \
-	"$(awk '{ print $2 - $1 }' "$W/cc" | median)" "$(awk '{ print $3 - $1 }' "$W/cc" | median)"
-cp "$W/cc" "$W/cc.warm"
+	"$(col "$W/cc.warm" 1)" "$(col "$W/cc.warm" 2)" "$(col "$W/cc.warm" 3)" \
+	"$(col "$W/cc.warm" 2 1)" "$(col "$W/cc.warm" 3 1)"
 # the same call with cold caches, as in a server whose requests run the kernel and the program
 # between two wrapped calls: each call's time above the same system call made bare, in one process
 # (callcost cold). Trained on its own (its units are longer): no unit is a violation.
 mkdir -p "$W/profcold"
 "$W/sm-guard" run --train --profile-dir "$W/profcold" --log "$W/guard.log" -- "$cc" 300 50 cold >/dev/null
-: >"$W/cc"
-for _ in $(seq 9); do
-	echo "$("$cc" 300 50 cold) $(env LD_PRELOAD="$W/libsmguard.so" SM_GUARD_MODE=off "$cc" 300 50 cold) $(
-		"$W/sm-guard" run --profile-dir "$W/profcold" --log "$W/guard.log" -- "$cc" 300 50 cold) $(
-		env SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" "$W/sm-guard" run --profile-dir "$W/profcold" \
-			--log "$W/guard.log" -- "$cc" 300 50 cold)" >>"$W/cc"
-done
+cc_lines 9 "$W/profcold" 1 300 50 cold >"$W/cc"
 printf 'guard one wrapped call, caches cold:        %.0f ns without, %.0f ns loaded but off, %.0f ns in the process, %.0f ns with the host'"'"'s collector, above the bare system call: %.0f and %.0f ns of bookkeeping (median of 9; after a 4 MiB walk each)\n' \
-	"$(awk '{ print $1 }' "$W/cc" | median)" "$(awk '{ print $2 }' "$W/cc" | median)" \
-	"$(awk '{ print $3 }' "$W/cc" | median)" "$(awk '{ print $4 }' "$W/cc" | median)" \
-	"$(awk '{ print $3 - $1 }' "$W/cc" | median)" "$(awk '{ print $4 - $1 }' "$W/cc" | median)"
-cc_cold_ns=$(awk '{ print $3 - $1 }' "$W/cc" | median)
+	"$(col "$W/cc" 1)" "$(col "$W/cc" 2)" "$(col "$W/cc" 3)" "$(col "$W/cc" 4)" \
+	"$(col "$W/cc" 3 1)" "$(col "$W/cc" 4 1)"
+cc_cold_ns=$(col "$W/cc" 3 1)
 # the same cold call as valgrind counts it, which no neighbour moves: instructions, and the data
 # lines that miss its simulated L1 (32 KiB). In the process (the collector changes nothing in the
 # call); thresholds and the shortest wait raised past valgrind's slowness, so that each call takes
@@ -647,7 +649,7 @@ nstop 0
 cpu_us=$(awk -v a="$c0" -v b="$c1" -v n="${n:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", n ? (b - a) / hz * 1e6 / n : 0 }')
 # ns per bookkeeping instruction: callcost's warm and cold ns over valgrind's count of the same call
 # (its instructions above the bare read)
-rate_warm=$(awk -v ns="$( [ -s "$W/cc.warm" ] && awk '{ print $2 - $1 }' "$W/cc.warm" | median)" -v i="${cc_added:-0}" 'BEGIN { printf "%.3f", (i > 0 ? ns / i : 0) }')
+rate_warm=$(awk -v ns="$( [ -s "$W/cc.warm" ] && col "$W/cc.warm" 2 1)" -v i="${cc_added:-0}" 'BEGIN { printf "%.3f", (i > 0 ? ns / i : 0) }')
 rate_cold=$(awk -v ns="${cc_cold_ns:-0}" -v i="${cc_added:-0}" 'BEGIN { printf "%.3f", (i > 0 ? ns / i : 0) }')
 i=0
 for m in $modes; do
