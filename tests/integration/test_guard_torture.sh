@@ -219,9 +219,15 @@ t_match "host mode: the collector shipped the cases' violations" \
 	"$(awk '/guarded process ended/ { for (i = 1; i <= NF; i++) if ($i ~ /^violations=/) { split($i, kv, "="); v += kv[2] } }
 	       END { print v + 0 }' "$T_TMP/collector.log")" '^[1-9][0-9]*$'
 left=$(ls "$CDIR" | grep -v '^collector\.lock$')
+# for a region left: whether its process lives, and what it is (a zombie's state is Z)
+for r in $left; do
+	rp=${r%%.*}
+	echo "  region $r: process $rp $(kill -0 "$rp" 2>/dev/null && echo "alive: $(tr '\0' ' ' </proc/"$rp"/cmdline 2>/dev/null)" ||
+		echo gone), state $(awk '{ print $3 }' /proc/"$rp"/stat 2>/dev/null)"
+done
 t_eq "host mode: every region was removed once its process ended" "$left" ""
 for r in $left; do
-	grep "pid=${r%%.*} " "$T_TMP/collector.log" | sed 's/^/  | /'
+	grep -e "pid=${r%%.*} " -e "region=$r " "$T_TMP/collector.log" | sed 's/^/  | /'
 	grep -l "pid=${r%%.*} " "$W"/host/*.log 2>/dev/null | sed 's/^/  | in /'
 done
 
