@@ -1522,11 +1522,13 @@ static void *ship_main(void *arg)
 
 	while (!*c->o.stop) {
 		struct timespec ts = { 0, SHIP_WAKE_NS };
+		int64_t now;
 
 		ship_all(c, &list, &cap, 0);
-		if (c->o.ship.spool_dir && mono_ns() >= next_drain && shipper_of(c)) {
+		now = mono_ns();
+		if (c->o.ship.spool_dir && now >= next_drain && shipper_of(c)) {
 			shipper_drain(c->sh);
-			next_drain = mono_ns() + 60000000000LL;
+			next_drain = now + 60000000000LL;
 		}
 		nanosleep(&ts, NULL);
 	}

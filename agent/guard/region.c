@@ -222,11 +222,13 @@ int guard_region_open(void)
 		char seen[GREGION_STAMP_MAX];
 		int running = collector_running(G.cfg.collector_dir, seen, sizeof(seen));
 
+		int chosen = G.cfg.collector == GUARD_COLLECTOR_HOST;
+
+		if (running == COLLECTOR_NONE && !chosen)
+			return -1;
 		/* another layout: that collector would refuse the region, and nobody would watch this
 		 * process; auto works in the process, host (chosen) waits for a collector of its own */
-		if (G.cfg.collector == GUARD_COLLECTOR_AUTO && running == COLLECTOR_NONE)
-			return -1;
-		if (running == COLLECTOR_OTHER && G.cfg.collector == GUARD_COLLECTOR_AUTO) {
+		if (running == COLLECTOR_OTHER && !chosen) {
 			guard_log("the host's collector is of another build; the agent works in the process",
 				  "dir=%s collector=\"%s\"", G.cfg.collector_dir, seen);
 			return -1;

@@ -141,7 +141,7 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 	unsigned kind;
 	struct grec *w = NULL;
 
-	if (!call && v->sys_call > 0 && v->sys_call <= 4096 && v->start <= v->end) {
+	if (!call && v->sys_call > 0 && v->sys_call <= 4096) {
 		add_syscall_wait(v, a, out);
 		return;
 	}

@@ -36,6 +36,10 @@ guarded() {
 agent_threads() {
 	cat /proc/"$1"/task/*/comm 2>/dev/null | grep -c '^smguard-'
 }
+# the guarded process's lines in the agent's log saying a collector is of another build
+other_build_said() { grep "pid=$GPID " "$T_TMP/guard.log" | grep 'another build'; }
+# its regions in the collector's directory, and the agent's threads in it: "REGIONS|THREADS"
+regions_threads() { echo "$(ls "$DIR" | grep -c "^$GPID\." || true)|$(agent_threads "$GPID")"; }
 
 # ---- train ----
 
@@ -361,20 +365,16 @@ guarded "$GT" epoll "$PORT"
 "$GT" client "$PORT" 100 1 fast:90,sleep=60:10 >/dev/null || t_fail "load beside another build's collector"
 t_match "auto with a collector of another build: the agent works in the process" \
 	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'msg="guarding"')" 'collector=process'
-t_match "and says why, with that collector's stamp" \
-	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'another build')" \
+t_match "and says why, with that collector's stamp" "$(other_build_said)" \
 	'collector="stackmine-collector magic=31474552474d53 layout=2 slot=192 threads=4096"'
-t_eq "no region made for it, and its own threads" \
-	"$(ls "$DIR" | grep -c "^$GPID\." || true)|$(agent_threads "$GPID")" "0|2"
+t_eq "no region made for it, and its own threads" "$(regions_threads)" "0|2"
 gt_stop "$PORT"
 # host, chosen: the region is made for a collector of this build to come, and the log says why none reads it
 RUN=otherbuild
 SM_GUARD_COLLECTOR=host guarded "$GT" epoll "$PORT"
-t_match "host beside a collector of another build: says that one will not read its region" \
-	"$(grep "pid=$GPID " "$T_TMP/guard.log" | grep 'another build')" \
+t_match "host beside a collector of another build: says that one will not read its region" "$(other_build_said)" \
 	'will not read this process.s region until one of this build runs" .*layout=2 '
-t_eq "and makes its region, with no thread of the agent's" \
-	"$(ls "$DIR" | grep -c "^$GPID\." || true)|$(agent_threads "$GPID")" "1|0"
+t_eq "and makes its region, with no thread of the agent's" "$(regions_threads)" "1|0"
 gt_stop "$PORT"
 rm -f "$DIR/$GPID".*
 kill "$other" 2>/dev/null
