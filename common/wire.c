@@ -754,6 +754,32 @@ int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena
 	return parse_stream(p, a, &r, out);
 }
 
+int wire_write_report(const struct wire_report *r, struct buf *b)
+{
+	struct jsonw w;
+
+	jsonw_init_compact(&w, b);
+	jsonw_object(&w);
+	jsonw_ki64(&w, "v", 1);
+	jsonw_kstr(&w, "host", r->host ? r->host : "");
+	jsonw_kstr(&w, "exe", r->exe ? r->exe : "");
+	jsonw_kstr(&w, "build_id", r->build_id ? r->build_id : "");
+	jsonw_kstr(&w, "mode", r->mode ? r->mode : "");
+	jsonw_kstr(&w, "agent_version", r->agent_version ? r->agent_version : "");
+	jsonw_kstr(&w, "app", r->app ? r->app : "");
+	jsonw_ki64(&w, "pid", r->pid);
+	jsonw_ki64(&w, "started_ns", r->started_ns > 0 ? r->started_ns : 0);
+	jsonw_ku64(&w, "units", r->units);
+	jsonw_ku64(&w, "violations", r->violations);
+	jsonw_ku64(&w, "drops", r->drops);
+	jsonw_ku64(&w, "spool_backlog", r->spool_backlog);
+	jsonw_ku64(&w, "ship_errors", r->ship_errors);
+	jsonw_kbool(&w, "exiting", r->exiting);
+	jsonw_kstr(&w, "collector", r->collector ? r->collector : "process");
+	jsonw_end(&w);
+	return jsonw_finish(&w);
+}
+
 int wire_write_json(const struct wire_stream *s, struct buf *b)
 {
 	struct jsonw w;

@@ -141,4 +141,17 @@ bool wire_build_id_ok(const char *s, size_t n);
 /* Append s as one line of compact JSON (no trailing newline). Returns 0 or -1 (buffer full). */
 int wire_write_json(const struct wire_stream *s, struct buf *out);
 
+/* A guarded process's report about itself (docs/wire-format.md "Agent reports"), as the agent in the
+ * process and the host's collector both send it. Strings are borrowed; NULL writes "". */
+struct wire_report {
+	const char *host, *exe, *build_id, *mode, *agent_version, *app;
+	const char *collector;          /* "host" or "process" */
+	int64_t pid, started_ns;
+	uint64_t units, violations, drops, spool_backlog, ship_errors;
+	bool exiting;
+};
+
+/* Append r as one line of compact JSON. Returns 0 or -1 (buffer full). */
+int wire_write_report(const struct wire_report *r, struct buf *out);
+
 #endif

@@ -14,7 +14,7 @@
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/hash.h"
-#include "common/jsonw.h"
+#include "common/wire.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/util.h"
@@ -1307,32 +1307,30 @@ static uint64_t spool_backlog(struct collector *c)
 static void report(struct collector *c, struct cproc *p, int exiting)
 {
 	struct buf body = BUF_INIT(64 << 10), answer = BUF_INIT(64 << 10);
-	struct jsonw w;
 	char err[512];
 
 	if (!shipper_of(c))
 		return;
-	jsonw_init_compact(&w, &body);
-	jsonw_object(&w);
-	jsonw_ki64(&w, "v", 1);
-	jsonw_kstr(&w, "host", p->host);
-	jsonw_kstr(&w, "exe", p->exe[0] ? p->exe : p->exe_name);
-	jsonw_kstr(&w, "build_id", p->build_id);
-	jsonw_kstr(&w, "mode", "guard");
-	jsonw_kstr(&w, "agent_version", GUARD_VERSION);
-	jsonw_kstr(&w, "app", p->app);
-	jsonw_ki64(&w, "pid", p->pid);
-	jsonw_ki64(&w, "started_ns", p->started_ns > 0 ? p->started_ns : 0);
-	jsonw_ku64(&w, "units", units_of(p));
-	jsonw_ku64(&w, "violations", atomic_load(&p->n.violations));
-	jsonw_ku64(&w, "drops", atomic_load(&p->n.suppressed) + atomic_load(&p->n.queue_drops) +
-		   atomic_load(&p->n.lost) + atomic_load(&p->r->queue_drops));
-	jsonw_ku64(&w, "spool_backlog", spool_backlog(c));
-	jsonw_ku64(&w, "ship_errors", atomic_load(&p->n.rejected) + atomic_load(&p->n.lost));
-	jsonw_kbool(&w, "exiting", exiting != 0);
-	jsonw_kstr(&w, "collector", "host");
-	jsonw_end(&w);
-	if (jsonw_finish(&w) == 0) {
+	const struct wire_report r = {
+		.host = p->host,
+		.exe = p->exe[0] ? p->exe : p->exe_name,
+		.build_id = p->build_id,
+		.mode = "guard",
+		.agent_version = GUARD_VERSION,
+		.app = p->app,
+		.collector = "host",
+		.pid = p->pid,
+		.started_ns = p->started_ns,
+		.units = units_of(p),
+		.violations = atomic_load(&p->n.violations),
+		.drops = atomic_load(&p->n.suppressed) + atomic_load(&p->n.queue_drops) + atomic_load(&p->n.lost) +
+			 atomic_load(&p->r->queue_drops),
+		.spool_backlog = spool_backlog(c),
+		.ship_errors = atomic_load(&p->n.rejected) + atomic_load(&p->n.lost),
+		.exiting = exiting != 0,
+	};
+
+	if (wire_write_report(&r, &body) == 0) {
 		if (shipper_post_json(c->sh, "/api/v1/agents/report", body.data, body.len, &answer, err, sizeof(err)) < 0)
 			log_warn("report not delivered", "pid=%d error=\"%s\"", (int)p->pid, err);
 		else if (!exiting)

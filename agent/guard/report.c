@@ -193,31 +193,27 @@ void guard_report_tick(int64_t now)
 static int report_self(struct shipper *sh, int exiting)
 {
 	struct buf body = BUF_INIT(64 << 10);
-	struct jsonw w;
+	const struct wire_report r = {
+		.host = G.host,
+		.exe = G.exe[0] ? G.exe : G.exe_name,
+		.build_id = G.build_id,
+		.mode = guard_mode_name(G.mode),
+		.agent_version = GUARD_VERSION,
+		.app = G.app,
+		.collector = "process",   /* the host's collector reports "host" (collect.c) */
+		.pid = G.pid,
+		.started_ns = G.started_ns,
+		.units = guard_units(),
+		.violations = atomic_load(&G.n.violations),
+		.drops = atomic_load(&G.n.suppressed) + atomic_load(&G.n.queue_drops) + atomic_load(&G.n.lost),
+		.spool_backlog = spool_count(G.cfg.spool, G.cfg.spool_max),   /* the host's, all its processes' */
+		.ship_errors = atomic_load(&G.n.rejected) + atomic_load(&G.n.lost),
+		.exiting = exiting != 0,
+	};
 	char err[512];
 	int rc = -1;
 
-	jsonw_init_compact(&w, &body);
-	jsonw_object(&w);
-	jsonw_ki64(&w, "v", 1);
-	jsonw_kstr(&w, "host", G.host);
-	jsonw_kstr(&w, "exe", G.exe[0] ? G.exe : G.exe_name);
-	jsonw_kstr(&w, "build_id", G.build_id);
-	jsonw_kstr(&w, "mode", guard_mode_name(G.mode));
-	jsonw_kstr(&w, "agent_version", GUARD_VERSION);
-	jsonw_kstr(&w, "app", G.app);
-	jsonw_ki64(&w, "pid", G.pid);
-	jsonw_ki64(&w, "started_ns", G.started_ns);
-	jsonw_ku64(&w, "units", guard_units());
-	jsonw_ku64(&w, "violations", atomic_load(&G.n.violations));
-	jsonw_ku64(&w, "drops", atomic_load(&G.n.suppressed) + atomic_load(&G.n.queue_drops) +
-		   atomic_load(&G.n.lost));
-	jsonw_ku64(&w, "spool_backlog", spool_count(G.cfg.spool, G.cfg.spool_max));   /* the host's, all its processes' */
-	jsonw_ku64(&w, "ship_errors", atomic_load(&G.n.rejected) + atomic_load(&G.n.lost));
-	jsonw_kbool(&w, "exiting", exiting != 0);
-	jsonw_kstr(&w, "collector", "process");   /* the host's collector reports "host" (collect.c) */
-	jsonw_end(&w);
-	if (jsonw_finish(&w) < 0) {
+	if (wire_write_report(&r, &body) < 0) {
 		guard_log("cannot build the report", "%s", "");
 	} else {
 		struct buf answer = BUF_INIT(64 << 10);

@@ -41,7 +41,8 @@
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
 # requests per test per round, 200000), SM_BENCH_GUARD_SERVERS (which parts run: a
 # list of callcost load postgres redis shipping nginx control contention nginxvg, all by default;
-# nginxvg's range of CPU lost needs callcost's figures). Needs
+# nginxvg's range of CPU lost needs callcost's figures), SM_BENCH_GUARD_KEEP (set: its
+# working directory, with callgrind's files, is kept and named at the end). Needs
 # root (PostgreSQL runs as postgres).
 set -euo pipefail
 
@@ -73,7 +74,11 @@ cleanup() {
 		[ -f "$W/nginx$i/nginx.conf" ] &&
 			/usr/sbin/nginx -c "$W/nginx$i/nginx.conf" -p "$W/nginx$i" -s stop >/dev/null 2>&1 || true
 	done
-	rm -rf "$W"
+	if [ -n "${SM_BENCH_GUARD_KEEP:-}" ]; then
+		echo "guard bench: its files kept in $W" >&2
+	else
+		rm -rf "$W"
+	fi
 }
 trap cleanup EXIT
 

@@ -536,8 +536,39 @@ static void test_threads(void)
 	wire_parser_free(p);
 }
 
+/* The report both the agent in a process and the host's collector send: the exact body, strings
+ * escaped, a start before the epoch written as 0, and a buffer too small for it an error. */
+static void test_report(void)
+{
+	struct wire_report r = {
+		.host = "web-17", .exe = "/usr/sbin/ng\"inx", .build_id = "3f9a", .mode = "guard",
+		.agent_version = "1.0.0", .app = NULL, .collector = "host", .pid = 4211,
+		.started_ns = 1700000000000000000, .units = 250, .violations = 7, .drops = 1,
+		.spool_backlog = 2, .ship_errors = UINT64_C(9223372036854775807), .exiting = true,
+	};
+	struct buf b = BUF_INIT(0), small = BUF_INIT(64);
+
+	CHECK_INT(wire_write_report(&r, &b), 0);
+	CHECK_STR(buf_cstr(&b),
+		  "{\"v\":1,\"host\":\"web-17\",\"exe\":\"/usr/sbin/ng\\\"inx\",\"build_id\":\"3f9a\","
+		  "\"mode\":\"guard\",\"agent_version\":\"1.0.0\",\"app\":\"\",\"pid\":4211,"
+		  "\"started_ns\":1700000000000000000,\"units\":250,\"violations\":7,\"drops\":1,"
+		  "\"spool_backlog\":2,\"ship_errors\":9223372036854775807,\"exiting\":true,\"collector\":\"host\"}");
+	buf_reset(&b);
+	r.started_ns = -5;
+	r.collector = NULL;
+	r.exiting = false;
+	CHECK_INT(wire_write_report(&r, &b), 0);
+	CHECK(strstr(buf_cstr(&b), "\"started_ns\":0,") != NULL);
+	CHECK(strstr(buf_cstr(&b), "\"exiting\":false,\"collector\":\"process\"}") != NULL);
+	CHECK_INT(wire_write_report(&r, &small), -1);
+	buf_release(&small);
+	buf_release(&b);
+}
+
 int main(void)
 {
+	RUN(test_report);
 	RUN(test_example);
 	RUN(test_modules);
 	RUN(test_threads);
