@@ -6,6 +6,7 @@
 #include "common/util.h"
 #include "web/api.h"
 #include "web/attribution.h"
+#include "web/costcache.h"
 #include "web/flame.h"
 #include "web/html.h"
 #include "web/model.h"
@@ -213,6 +214,21 @@ void clusters_get_cluster_stacks(struct req *rq)
 static const char *const form_names[] = { "none", "linear", "steps" };
 
 /* "numeric", "numeric_tested", "numeric_keys_skipped" and "modes" of the attribution's JSON */
+/* What the cost of cluster or problem id (which exists) depends on: the server's copy, else computed and
+ * kept (web/costcache.h). 0, or -1 with the reason in err. */
+static int costmodel_of(struct req *rq, enum attribution_of of, const char *id, struct attribution_costmodel *cm,
+			char *err, size_t errlen)
+{
+	int64_t n = strtoll(id, NULL, 10);   /* a route's canonical id */
+
+	if (costcache_get(rq->env->costs, of, n, rq->a, cm) == 1)
+		return 0;
+	if (attribution_costmodel(rq->db, of, id, rq->a, cm, err, errlen) < 0)
+		return -1;
+	costcache_put(rq->env->costs, of, n, cm);
+	return 0;
+}
+
 static void costmodel_json(struct jsonw *w, const struct attribution_costmodel *cm)
 {
 	const struct costmodel_modes *m = &cm->modes;
@@ -291,7 +307,7 @@ void clusters_get_attribution(struct req *rq, enum attribution_of of, const char
 		return;
 	PQclear(row);
 	if (attribution_compute(rq->db, of, id, rq->a, &at, err, sizeof(err)) < 0 ||
-	    attribution_costmodel(rq->db, of, id, rq->a, &cm, err, sizeof(err)) < 0) {
+	    costmodel_of(rq, of, id, &cm, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
 		return;
 	}
@@ -413,7 +429,7 @@ void clusters_costmodel_section(struct req *rq, enum attribution_of of, const ch
 	struct attribution_costmodel cm;
 	char err[512];
 
-	if (attribution_costmodel(rq->db, of, id, rq->a, &cm, err, sizeof(err)) < 0) {
+	if (costmodel_of(rq, of, id, &cm, err, sizeof(err)) < 0) {
 		html_raw(rq, "<p class=\"error\">What the cost depends on: ");
 		html_text(rq, err);
 		html_raw(rq, "</p>");

@@ -43,6 +43,7 @@ static const char usage[] =
 	"  --session-idle S       a browser session unused for S seconds ends [43200]\n"
 	"  --session-max S        a browser session ends S seconds after its login [604800]\n"
 	"  --frame-cache SIZE     memory for frame names (k, M, G suffixes) [256M]\n"
+	"  --model-cache SIZE     memory for the cost models of clusters and problems [32M]\n"
 	"  --webhook-allow CIDR[,CIDR]  loopback, link-local or private networks alert webhooks may\n"
 	"                         point at (repeatable; e.g. 127.0.0.0/8) [none]\n"
 	"  --log-level LEVEL      debug, info, warn, error [info]\n"
@@ -53,7 +54,7 @@ static const char usage[] =
 
 enum {
 	OPT_DB_READ = 256, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_MAXDEBUGINFO, OPT_ANON,
-	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_FRAMECACHE, OPT_PERIP,
+	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_FRAMECACHE, OPT_MODELCACHE, OPT_PERIP,
 	OPT_HEADTO, OPT_IDLETO, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW, OPT_REQTO,
 };
 
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
 		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
 		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "frame-cache", required_argument, NULL, OPT_FRAMECACHE },
+		{ "model-cache", required_argument, NULL, OPT_MODELCACHE },
 		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
 		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLETO },
@@ -127,6 +129,12 @@ int main(int argc, char **argv)
 			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 40, &sz))
 				return 2;
 			cfg.frame_cache_bytes = sz;
+			continue;
+		case OPT_MODELCACHE:
+			/* 0: every request computes its model */
+			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 40, &sz))
+				return 2;
+			cfg.model_cache_bytes = sz;
 			continue;
 		default:
 			break;

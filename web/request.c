@@ -35,6 +35,7 @@ void web_config_default(struct web_config *c)
 	c->session_idle_s = 12 * 3600;
 	c->session_max_s = 7 * 86400;
 	c->frame_cache_bytes = (size_t)256 << 20;
+	c->model_cache_bytes = (size_t)32 << 20;
 	c->request_timeout_s = 30;
 }
 

@@ -41,6 +41,7 @@ struct web_config {
 	int session_idle_s;         /* a session unused this long ends */
 	int session_max_s;          /* a session ends this long after the login, used or not */
 	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
+	size_t model_cache_bytes;   /* cost models of clusters and problems kept (web/costcache.h) */
 	struct webhook_nets webhook_allow; /* internal networks alert webhooks may point at (webhook.h) */
 	int request_timeout_s;      /* a request's deadline: its queries and long loops stop then (503) */
 };
@@ -66,6 +67,7 @@ struct req_env {
 	struct auth_cache *auth;
 	struct auth_cache *sessions;
 	struct framecache *frames;
+	struct costcache *costs;
 	unsigned char secret[32];
 };
 

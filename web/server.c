@@ -11,6 +11,7 @@
 #include "miner/queue.h"
 #include "miner/worker.h"
 #include "web/api.h"
+#include "web/costcache.h"
 #include "web/framecache.h"
 #include "web/pages.h"
 #include "web/static.h"
@@ -848,7 +849,8 @@ int web_run(const struct web_config *cfg)
 	W.env.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.sessions = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.frames = framecache_open(cfg->frame_cache_bytes);
-	if (!W.env.auth || !W.env.sessions || !W.env.frames) {
+	W.env.costs = costcache_open(cfg->model_cache_bytes);
+	if (!W.env.auth || !W.env.sessions || !W.env.frames || !W.env.costs) {
 		log_error("out of memory at start", "%s", "");
 		goto out_pool;
 	}
@@ -947,5 +949,6 @@ out_pool:
 	auth_cache_free(W.env.auth);
 	auth_cache_free(W.env.sessions);
 	framecache_free(W.env.frames);
+	costcache_free(W.env.costs);
 	return rc;
 }

@@ -95,5 +95,21 @@ if [ -n "$prob" ]; then
 else
 	t_fail "bi: the cluster has a problem"
 fi
+
+# ---- the server's copy (web/costcache.h): a stored run's models never change, each is computed once ----
+http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
+first=$(j '[j["numeric"], j["numeric_tested"], j["numeric_keys_skipped"], j["modes"]]')
+# what retention would do to its sampled streams: the copy does not see it
+pg_q "DELETE FROM match_streams WHERE of = 'c' AND id = ${CL[bi]}" >/dev/null
+http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
+t_eq "bi: asked again, the model computed first, whole" \
+	"$HTTP_STATUS $(j '[j["numeric"], j["numeric_tested"], j["numeric_keys_skipped"], j["modes"]]')" "200 $first"
+http GET "$WEB_URL/clusters/${CL[bi]}" -H "Authorization: Bearer $AN"
+t_match "bi: the page from the same copy" "$HTTP_STATUS $HTTP_BODY" \
+	'^200 .*<h2>What the cost depends on</h2><ul class="lead"><li>Cost jumps from 3 ms to 45 ms above body\.size 3,200, R\^2 1\.00\. <span class="hint">\(50 streams, R\^2 1\.00 on held-out streams\)</span></li><li>Two modes: 3 ms \(80 %\) and 45 ms \(20 %\)\.</li></ul>'
+start_web --model-cache 0 || t_bail "sm-web starts with --model-cache 0"
+http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
+t_eq "bi: without the copy, computed from the streams left: none" \
+	"$HTTP_STATUS $(j '[j["numeric"], j["modes"]["streams"], j["modes"]["k"]]')" '200 [[],0,0]'
 stop_web
 t_done

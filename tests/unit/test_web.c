@@ -7,6 +7,7 @@
 #include "common/migrations.h"
 #include "guardcore/settings.h"
 #include "tests/unit/check.h"
+#include "web/costcache.h"
 #include "web/fleet.h"
 #include "web/html.h"
 #include "web/model.h"
@@ -518,8 +519,108 @@ static void test_stream_times(void)
 	CHECK_INT(streams_parse_time("2026-11-29T14:00junk", &ns), -1);
 }
 
+/* A model with n labels named k0.. and words, and modes words when modes is set. */
+static struct attribution_costmodel model(struct arena *a, size_t n, int modes, size_t streams)
+{
+	struct attribution_costmodel m = { .streams = streams, .tested = n + 1, .keys_skipped = 2, .n = n };
+	char t[128];
+
+	m.v = arena_calloc(a, n + 1, sizeof(*m.v));
+	for (size_t i = 0; i < n; i++) {
+		snprintf(t, sizeof(t), "k%zu", i);
+		m.v[i].key = arena_strndup(a, t, strlen(t));
+		snprintf(t, sizeof(t), "cost grows with k%zu: %zu ms per unit", i, i + 1);
+		m.v[i].words = arena_strndup(a, t, strlen(t));
+		m.v[i].fit.form = COSTMODEL_LINEAR;
+		m.v[i].fit.slope_ns = 1e6 * (double)(i + 1);
+		m.v[i].fit.n = streams;
+	}
+	m.modes.k = modes ? 2 : 1;
+	m.modes.n = streams;
+	m.modes_words = modes ? "two modes: 3 ms (80 %) and 45 ms (20 %)" : NULL;
+	return m;
+}
+
+/* The cost models' cache: a copy comes back whole, clusters and problems apart; the least recently
+ * used goes when full; one larger than the cache, ids that are none, a NULL cache keep nothing. */
+static void test_costcache(void)
+{
+	struct arena *a = arena_open(0), *b = arena_open(0);
+	struct attribution_costmodel m = model(a, 3, 1, 2000), got;
+	struct costcache *c;
+	size_t entries, bytes, one;
+
+	CHECK((c = costcache_open(4096)) != NULL);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 7, b, &got), 0);
+	CHECK(got.v == NULL && got.n == 0);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 7, &m);
+	costcache_usage(c, &entries, &one);
+	CHECK_INT((long long)entries, 1);
+	CHECK(one > sizeof(m) && one < 16384 / 4);
+	/* the arena of the request that computed it is gone: the copy is the cache's */
+	arena_free(a);
+	a = arena_open(0);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 7, b, &got), 1);
+	CHECK_INT((long long)got.n, 3);
+	CHECK_INT((long long)got.streams, 2000);
+	CHECK_INT((long long)got.tested, 4);
+	CHECK_INT((long long)got.keys_skipped, 2);
+	CHECK_INT((long long)got.modes.k, 2);
+	CHECK_STR(got.v[2].key, "k2");
+	CHECK_STR(got.v[2].words, "cost grows with k2: 3 ms per unit");
+	CHECK(got.v[2].fit.slope_ns == 3e6 && got.v[2].fit.form == COSTMODEL_LINEAR);
+	CHECK_STR(got.modes_words, "two modes: 3 ms (80 %) and 45 ms (20 %)");
+	/* a problem of the same id is another thing */
+	CHECK_INT(costcache_get(c, ATTRIBUTION_PROBLEM, 7, b, &got), 0);
+	/* no modes words stay none */
+	m = model(a, 0, 0, 10);
+	costcache_put(c, ATTRIBUTION_PROBLEM, 7, &m);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_PROBLEM, 7, b, &got), 1);
+	CHECK(got.modes_words == NULL && got.n == 0 && got.streams == 10);
+	/* full: the least recently used goes. k models fit; the first, read again, stays; the second goes */
+	costcache_free(c);
+	CHECK((c = costcache_open(16384)) != NULL);
+	m = model(a, 3, 1, 2000);
+	for (int64_t id = 1; id <= (int64_t)(16384 / one); id++)
+		costcache_put(c, ATTRIBUTION_CLUSTER, id, &m);
+	costcache_usage(c, &entries, &bytes);
+	CHECK_INT((long long)entries, (long long)(16384 / one));
+	CHECK_INT((long long)bytes, (long long)(16384 / one * one));
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 1, b, &got), 1);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 999, &m);
+	costcache_usage(c, &entries, &bytes);
+	CHECK_INT((long long)entries, (long long)(16384 / one));
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 2, b, &got), 0);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 1, b, &got), 1);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 3, b, &got), 1);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 999, b, &got), 1);
+	/* larger than the whole cache: not kept, nothing evicted for it */
+	m = model(a, 200, 1, 2000);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 5000, &m);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 5000, b, &got), 0);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 999, b, &got), 1);
+	/* no id, and no cache */
+	costcache_put(c, ATTRIBUTION_CLUSTER, 0, &m);
+	costcache_put(c, ATTRIBUTION_CLUSTER, -3, &m);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, -3, b, &got), 0);
+	costcache_put(NULL, ATTRIBUTION_CLUSTER, 1, &m);
+	CHECK_INT(costcache_get(NULL, ATTRIBUTION_CLUSTER, 1, b, &got), 0);
+	costcache_usage(NULL, &entries, &bytes);
+	CHECK_INT((long long)entries, 0);
+	costcache_free(c);
+	costcache_free(NULL);
+	/* size 0: keeps nothing */
+	CHECK((c = costcache_open(0)) != NULL);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 1, &m);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 1, b, &got), 0);
+	costcache_free(c);
+	arena_free(a);
+	arena_free(b);
+}
+
 int main(void)
 {
+	RUN(test_costcache);
 	RUN(test_confirmed);
 	RUN(test_run_sort);
 	RUN(test_settings_schema);

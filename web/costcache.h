@@ -1,0 +1,38 @@
+/*
+ * costcache: what the cost of a cluster or a problem depends on
+ * (attribution_costmodel()), kept once computed. A run's clusters, problems and
+ * sampled streams are written in the transaction that stores the run and never
+ * change after it (a run mined again gets new ids), so each later request is a
+ * copy instead of three mixtures and two fits per numeric label over up to
+ * 2,000 streams. Bounded in bytes, the least recently used entry goes first;
+ * shared by every thread of the server.
+ */
+#ifndef SM_WEB_COSTCACHE_H
+#define SM_WEB_COSTCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "web/attribution.h"
+
+struct costcache;
+
+/* A cache of at most max_bytes (0: keeps nothing). NULL on out of memory. Caller frees with
+ * costcache_free(). */
+struct costcache *costcache_open(size_t max_bytes);
+void costcache_free(struct costcache *c);   /* NULL-safe */
+
+/* The model of (of, id), copied into out with its labels and words in a: 1 when it was kept, 0 when
+ * not (or on out of memory: out is then empty). c may be NULL (nothing is kept). */
+int costcache_get(struct costcache *c, enum attribution_of of, int64_t id, struct arena *a,
+		  struct attribution_costmodel *out);
+
+/* Keeps a copy of cm as the model of (of, id), dropping the least recently used entries to make
+ * room; one larger than the whole cache, or out of memory, is not kept. */
+void costcache_put(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution_costmodel *cm);
+
+/* Entries and bytes kept now. */
+void costcache_usage(struct costcache *c, size_t *entries, size_t *bytes);
+
+#endif
