@@ -86,13 +86,16 @@ for _ in $(seq 100); do [ -s "$work/aport" ] && break; sleep 0.1; done
 for m in 10 100 1000 5000; do
 	cid=$(psql -XAtc "SELECT id FROM clusters WHERE run_id = $arun ORDER BY abs(streams - $m), id LIMIT 1")
 	streams=$(psql -XAtc "SELECT streams FROM clusters WHERE id = $cid")
+	# the first request fits the cost model, later ones copy it (sm-web --model-cache)
+	first=$(curl -s -o "$work/attr.json" -w '%{time_total}' -H "Authorization: Bearer $token" \
+		"http://127.0.0.1:$(cat "$work/aport")/api/v1/clusters/$cid/attribution")
 	best=
 	for _ in 1 2 3; do
 		t=$(curl -s -o "$work/attr.json" -w '%{time_total}' -H "Authorization: Bearer $token" \
 			"http://127.0.0.1:$(cat "$work/aport")/api/v1/clusters/$cid/attribution")
 		best=$(awk -v a="${best:-1e9}" -v b="$t" 'BEGIN { print (b < a ? b : a) }')
 	done
-	echo "attribution of a cluster of $streams streams (of 50,000, against 50,000 baseline): $(awk -v t="$best" 'BEGIN { printf "%.0f", t * 1000 }') ms (best of 3), $(grep -o '"tested": *[0-9]*' "$work/attr.json" | grep -o '[0-9]*$') values tested"
+	echo "attribution of a cluster of $streams streams (of 50,000, against 50,000 baseline): $(awk -v t="$first" 'BEGIN { printf "%.0f", t * 1000 }') ms the first time, $(awk -v t="$best" 'BEGIN { printf "%.0f", t * 1000 }') ms after (best of 3, its cost model kept), $(grep -o '"tested": *[0-9]*' "$work/attr.json" | grep -o '[0-9]*$') values tested"
 done
 kill "$web_pid"
 wait "$web_pid" || true
