@@ -287,43 +287,47 @@ static double em(const double *z, size_t n, size_t k, double *resp, double *w, d
 	}
 	for (int it = 0; it < COSTMODEL_EM_ITER; it++) {
 		double nll = 0;
-
 		double lc[COSTMODEL_MAX_MODES], inv[COSTMODEL_MAX_MODES];
+		double nk[COSTMODEL_MAX_MODES] = { 0 }, sz[COSTMODEL_MAX_MODES] = { 0 }, sv[COSTMODEL_MAX_MODES] = { 0 };
 
 		/* each component's constant part once per iteration: log(w) - log(2 pi var) / 2 */
 		for (size_t j = 0; j < k; j++) {
 			lc[j] = w[j] > 0 ? log(w[j]) - 0.5 * log(2 * 3.14159265358979323846 * var[j]) : -INFINITY;
 			inv[j] = 0.5 / var[j];
 		}
+		/* E step, with the M step's sums over i in the same order as a pass per component would
+		 * make them (so the same numbers); the largest term is exp(0), 1, without calling exp */
 		for (size_t i = 0; i < n; i++) {
 			double top = -INFINITY, s = 0, *r = resp + i * k;
+			size_t at = 0;
 
 			for (size_t j = 0; j < k; j++) {
 				r[j] = lc[j] - (z[i] - mu[j]) * (z[i] - mu[j]) * inv[j];
-				if (r[j] > top)
+				if (r[j] > top) {
 					top = r[j];
+					at = j;
+				}
 			}
 			for (size_t j = 0; j < k; j++)
-				s += r[j] = exp(r[j] - top);
-			for (size_t j = 0; j < k; j++)
+				s += r[j] = j == at ? 1.0 : exp(r[j] - top);
+			for (size_t j = 0; j < k; j++) {
 				r[j] /= s;
+				nk[j] += r[j];
+				sz[j] += r[j] * z[i];
+			}
 			nll += top + log(s);
 		}
+		for (size_t j = 0; j < k; j++)
+			sz[j] = nk[j] < 1e-9 ? 0 : sz[j] / nk[j];   /* the new means */
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = 0; j < k; j++)
+				sv[j] += resp[i * k + j] * (z[i] - sz[j]) * (z[i] - sz[j]);
 		for (size_t j = 0; j < k; j++) {
-			double nk = 0, m = 0, v = 0;
-
-			for (size_t i = 0; i < n; i++) {
-				nk += resp[i * k + j];
-				m += resp[i * k + j] * z[i];
-			}
-			w[j] = nk / (double)n;
-			if (nk < 1e-9)
+			w[j] = nk[j] / (double)n;
+			if (nk[j] < 1e-9)
 				continue;   /* an empty component keeps its place, weight 0 */
-			m /= nk;
-			for (size_t i = 0; i < n; i++)
-				v += resp[i * k + j] * (z[i] - m) * (z[i] - m);
-			mu[j] = m;
-			var[j] = v / nk > VAR_FLOOR ? v / nk : VAR_FLOOR;
+			mu[j] = sz[j];
+			var[j] = sv[j] / nk[j] > VAR_FLOOR ? sv[j] / nk[j] : VAR_FLOOR;
 		}
 		/* converged: the mean log-likelihood per stream moves by under 1e-7 */
 		if (fabs(nll - ll) <= 1e-7 * (double)n) {
