@@ -213,7 +213,6 @@ void clusters_get_cluster_stacks(struct req *rq)
 
 static const char *const form_names[] = { "none", "linear", "steps" };
 
-/* "numeric", "numeric_tested", "numeric_keys_skipped" and "modes" of the attribution's JSON */
 /* What the cost of cluster or problem id (which exists) depends on: the server's copy, else computed and
  * kept (web/costcache.h). 0, or -1 with the reason in err. */
 static int costmodel_of(struct req *rq, enum attribution_of of, const char *id, struct attribution_costmodel *cm,
@@ -229,6 +228,7 @@ static int costmodel_of(struct req *rq, enum attribution_of of, const char *id, 
 	return 0;
 }
 
+/* "numeric", "numeric_tested", "numeric_keys_skipped" and "modes" of the attribution's JSON */
 static void costmodel_json(struct jsonw *w, const struct attribution_costmodel *cm)
 {
 	const struct costmodel_modes *m = &cm->modes;

@@ -127,7 +127,13 @@ void costcache_put(struct costcache *c, enum attribution_of of, int64_t id, cons
 
 	pthread_mutex_lock(&c->lock);
 	/* another request computed it meanwhile: the same model */
-	if (imap_get(&c->keys, key, &old))
+	if (imap_get(&c->keys, key, &old)) {
+		unlink_entry(c, (struct entry *)(uintptr_t)old);
+		push_newest(c, (struct entry *)(uintptr_t)old);
+		goto out_drop;
+	}
+	/* room in the index first: nothing is evicted for an entry that cannot be kept */
+	if (imap_reserve(&c->keys, c->keys.cnt + 1) < 0)
 		goto out_drop;
 	while (c->oldest && c->used + bytes > c->max_bytes) {
 		struct entry *gone = c->oldest;
@@ -137,8 +143,7 @@ void costcache_put(struct costcache *c, enum attribution_of of, int64_t id, cons
 		c->used -= gone->bytes;
 		free(gone);
 	}
-	if (imap_put(&c->keys, key, (uint64_t)(uintptr_t)e) < 0)
-		goto out_drop;
+	imap_put(&c->keys, key, (uint64_t)(uintptr_t)e);   /* reserved above */
 	push_newest(c, e);
 	c->used += bytes;
 	pthread_mutex_unlock(&c->lock);

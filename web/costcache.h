@@ -4,8 +4,10 @@
  * sampled streams are written in the transaction that stores the run and never
  * change after it (a run mined again gets new ids), so each later request is a
  * copy instead of three mixtures and two fits per numeric label over up to
- * 2,000 streams. Bounded in bytes, the least recently used entry goes first;
- * shared by every thread of the server.
+ * 2,000 streams. The one change a kept model does not see: sampled streams that
+ * retention deletes later (docs/analysis.md). Bounded by the entries' bytes (the
+ * index over them adds at most 32 bytes an entry), the least recently used
+ * going first; shared by every thread of the server.
  */
 #ifndef SM_WEB_COSTCACHE_H
 #define SM_WEB_COSTCACHE_H

@@ -544,7 +544,7 @@ static void test_report(void)
 		.host = "web-17", .exe = "/usr/sbin/ng\"inx", .build_id = "3f9a", .mode = "guard",
 		.agent_version = "1.0.0", .app = NULL, .collector = "host", .pid = 4211,
 		.started_ns = 1700000000000000000, .units = 250, .violations = 7, .drops = 1,
-		.spool_backlog = 2, .ship_errors = UINT64_C(9223372036854775807), .exiting = true,
+		.spool_backlog = 2, .ship_errors = UINT64_MAX, .exiting = true,
 	};
 	struct buf b = BUF_INIT(0), small = BUF_INIT(64);
 
@@ -553,7 +553,7 @@ static void test_report(void)
 		  "{\"v\":1,\"host\":\"web-17\",\"exe\":\"/usr/sbin/ng\\\"inx\",\"build_id\":\"3f9a\","
 		  "\"mode\":\"guard\",\"agent_version\":\"1.0.0\",\"app\":\"\",\"pid\":4211,"
 		  "\"started_ns\":1700000000000000000,\"units\":250,\"violations\":7,\"drops\":1,"
-		  "\"spool_backlog\":2,\"ship_errors\":9223372036854775807,\"exiting\":true,\"collector\":\"host\"}");
+		  "\"spool_backlog\":2,\"ship_errors\":18446744073709551615,\"exiting\":true,\"collector\":\"host\"}");
 	buf_reset(&b);
 	r.started_ns = -5;
 	r.collector = NULL;
