@@ -634,6 +634,7 @@ n=$(vg_nginx "$V/cg.plain" env)
 read -r pi pc pr pw <<<"$(vg_totals "$V/cg.plain.1-01" "$n")"
 line="guard nginx request, as valgrind counts:    ${pi:-?} instructions, ${pc:-?} code lines, ${pr:-?} and ${pw:-?} data lines read and written missing L1 unguarded"
 added=()
+where=()
 for m in $modes; do
 	n=$(vg_nginx "$V/cg.$m" env "${vgngx_env[@]}" SM_GUARD_COLLECTOR="$m" SM_GUARD_COLLECTOR_DIR="$CDIR" \
 		"$W/sm-guard" run --guard --profile-dir "$V/prof" --log "$W/guard.log" --)
@@ -642,6 +643,8 @@ for m in $modes; do
 	u=$(vg_units "$V/cg.$m.1-01")
 	line+="; $(mode_name "$m"): ${gi:-?}, ${gc:-?}, ${gr:-?} and ${gw:-?} (${u:-no} units)"
 	added+=("$(awk -v a="${gi:-0}" -v b="${pi:-0}" 'BEGIN { print a - b }')")
+	# the library's own functions, by their own instructions: where a guarded request's go
+	where+=("$(python3 "$repo/tests/bench/cg_self.py" "$V/cg.$m.1-01" "${n:-0}" libsmguard.so 2>&1 || true)")
 done
 echo "$line"
 # the same request natively: the worker's CPU time per request (user and system)
@@ -663,6 +666,11 @@ for m in $modes; do
 		plo = cpu > 0 ? 100 * lo / cpu : 0; phi = cpu > 0 ? 100 * hi / cpu : 0
 		printf "guard nginx request, %-22s %+.0f instructions per request; at %.2f to %.2f ns each (callcost warm, cold) %.2f to %.2f us of the %.1f us of CPU a native request takes: %.2f to %.2f %%\n",
 			name ":", add, w, c, lo, hi, cpu, plo, phi }'
+	i=$((i + 1))
+done
+i=0
+for m in $modes; do
+	printf 'guard nginx request, %-22s %s\n' "$(mode_name "$m"), where:" "${where[i]}"
 	i=$((i + 1))
 done
 fi
