@@ -16,15 +16,19 @@ struct block {
 
 struct arena {
 	struct block *head;
-	size_t max, total;
+	struct block *spare;   /* blocks of ARENA_BLOCK kept by arena_reset() */
+	size_t max, total;     /* total: the bytes of the blocks in use (what max bounds) */
+	size_t nspare, retain; /* retain: how many blocks a reset keeps */
 };
 
 struct arena *arena_open(size_t max)
 {
 	struct arena *a = calloc(1, sizeof(*a));
 
-	if (a)
+	if (a) {
 		a->max = max;
+		a->retain = 1;
+	}
 	return a;
 }
 
@@ -42,6 +46,7 @@ void arena_free(struct arena *a)
 	if (!a)
 		return;
 	blocks_free(a->head);
+	blocks_free(a->spare);
 	free(a);
 }
 
@@ -57,9 +62,13 @@ void *arena_alloc(struct arena *a, size_t n)
 
 		if (a->max && (size > a->max || a->total > a->max - size))
 			return NULL;
-		b = malloc(sizeof(*b) + size);
-		if (!b)
+		if (size == ARENA_BLOCK && a->spare) {
+			b = a->spare;
+			a->spare = b->next;
+			a->nspare--;
+		} else if (!(b = malloc(sizeof(*b) + size))) {
 			return NULL;
+		}
 		b->size = size;
 		b->used = 0;
 		a->total += size;
@@ -102,31 +111,45 @@ char *arena_strndup(struct arena *a, const char *s, size_t n)
 
 void arena_reset(struct arena *a)
 {
-	struct block *keep = NULL, *b;
+	struct block *b = a->head;
 
-	for (b = a->head; b; b = b->next)
-		if (b->size == ARENA_BLOCK) {
-			keep = b;
-			break;
+	while (b) {
+		struct block *next = b->next;
+
+		if (b->size == ARENA_BLOCK && a->nspare < a->retain) {
+			b->next = a->spare;
+			a->spare = b;
+			a->nspare++;
+		} else {
+			free(b);
 		}
-	/* unlink keep, free the rest */
-	if (keep) {
-		struct block **pp = &a->head;
-		while (*pp != keep)
-			pp = &(*pp)->next;
-		*pp = keep->next;
-		keep->next = NULL;
+		b = next;
 	}
-	blocks_free(a->head);
-	a->head = keep;
-	a->total = keep ? keep->size : 0;
-	if (keep)
-		keep->used = 0;
+	a->head = NULL;
+	a->total = 0;
+}
+
+void arena_retain(struct arena *a, size_t bytes)
+{
+	a->retain = bytes / ARENA_BLOCK ? bytes / ARENA_BLOCK : 1;
+}
+
+void arena_release(struct arena *a)
+{
+	size_t retain = a->retain;
+
+	a->retain = 1;
+	arena_reset(a);
+	blocks_free(a->spare ? a->spare->next : NULL);
+	if (a->spare)
+		a->spare->next = NULL;
+	a->nspare = a->spare ? 1 : 0;
+	a->retain = retain;
 }
 
 size_t arena_reserved(const struct arena *a)
 {
-	return a->total;
+	return a->total + a->nspare * ARENA_BLOCK;
 }
 
 size_t arena_used(const struct arena *a)

@@ -653,15 +653,22 @@ int json_fields(struct json_val obj, const char *path, const char *const *names,
 		struct json_val *out, char *err, size_t errlen)
 {
 	struct json_reader r;
+
+	json_reader_at(&r, obj);
+	return json_fields_read(&r, path, names, closed, out, err, errlen);
+}
+
+int json_fields_read(struct json_reader *r, const char *path, const char *const *names, bool closed,
+		     struct json_val *out, char *err, size_t errlen)
+{
 	char key[64];
 	size_t n, klen;
 	bool trunc;
 
 	for (n = 0; names[n]; n++)
-		out[n] = (struct json_val){ NULL, obj.end };
-	json_reader_at(&r, obj);
-	json_enter(&r);
-	while (json_next_key(&r, key, sizeof(key), &klen, &trunc)) {
+		out[n] = (struct json_val){ NULL, r->end };
+	json_enter(r);
+	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
 		size_t i = n;
 
 		/* NUL was refused by the check, so strcmp sees the whole key */
@@ -672,14 +679,15 @@ int json_fields(struct json_val obj, const char *path, const char *const *names,
 			return -1;
 		}
 		if (i < n) {
-			out[i] = json_here(&r);
+			out[i] = json_here(r);
 		} else if (closed) {
 			snprintf(err, errlen, "%s%s%s%s: unknown field", path, *path ? "." : "", key,
 				 trunc ? "..." : "");
 			return -1;
 		}
-		json_skip(&r);
+		json_skip(r);
 	}
+	ws(r);
 	return 0;
 }
 

@@ -97,6 +97,10 @@ bool json_given(struct json_val v);
  */
 int json_fields(struct json_val obj, const char *path, const char *const *names, bool closed,
 		struct json_val *out, char *err, size_t errlen);
+/* The same for the object at r, which it leaves after the object: its members are found in the
+ * pass that moves past it. */
+int json_fields_read(struct json_reader *r, const char *path, const char *const *names, bool closed,
+		     struct json_val *out, char *err, size_t errlen);
 /* Elements of an array or members of an object (a scan, no allocation). */
 size_t json_count(struct json_val v);
 /* A string value decoded, NUL-terminated, in the arena (NULL: out of memory or not a string). */

@@ -14,7 +14,7 @@
 struct wire_parser {
 	struct wire_limits lim;
 	char err[512];
-	struct vec events, stack_idx, stacks;  /* scratch, reused across parses */
+	struct vec events, stack_idx, stacks, frames;  /* scratch, reused across parses */
 };
 
 void wire_limits_default(struct wire_limits *lim)
@@ -42,6 +42,7 @@ struct wire_parser *wire_parser_open(const struct wire_limits *lim)
 	p->events.size = sizeof(struct wire_event);
 	p->stack_idx.size = sizeof(uint32_t);
 	p->stacks.size = sizeof(struct wire_stack);
+	p->frames.size = sizeof(const char *);
 	return p;
 }
 
@@ -52,6 +53,7 @@ void wire_parser_free(struct wire_parser *p)
 	free(p->events.data);
 	free(p->stack_idx.data);
 	free(p->stacks.data);
+	free(p->frames.data);
 	free(p);
 }
 
@@ -186,11 +188,11 @@ static int find_members(struct wire_parser *p, struct json_reader *r, const char
 
 	memcpy(list, names, n * sizeof(*list));
 	list[n] = NULL;
-	if (json_fields(json_here(r), path, list, false, v, err, sizeof(err)) < 0)
+	/* r ends after the object: one pass finds the members and moves past them */
+	if (json_fields_read(r, path, list, false, v, err, sizeof(err)) < 0)
 		return fail(p, WIRE_EINVALID, "%s", err);
 	for (size_t i = 0; i < n; i++)
 		pos[i] = v[i].p;
-	json_skip(r);
 	return WIRE_OK;
 }
 
@@ -311,30 +313,37 @@ static int parse_symptom(struct wire_parser *p, struct arena *a, struct json_rea
 static int parse_frames(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
-	struct json_reader cnt = *r;
 	const char **frames;
 	size_t n = 0;
 	int rc;
 
 	if (json_peek(r) != JV_ARRAY)
 		return fail(p, WIRE_EINVALID, "frames: must be an array, not %s", type_name(r));
-	json_enter(&cnt);
-	while (json_next_item(&cnt)) {
+	p->frames.len = 0;
+	json_enter(r);
+	while (json_next_item(r)) {
+		struct fpath f = { "frames", NULL, n, 0, 1 };
+		const char *name;
+
+		if (n >= p->lim.max_frames) {
+			/* count the rest for the message */
+			do {
+				n++;
+				json_skip(r);
+			} while (json_next_item(r));
+			return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", n,
+				    p->lim.max_frames);
+		}
+		if ((rc = take_str(p, a, r, &f, p->lim.max_frame, false, &name)))
+			return rc;
+		if (vec_append(&p->frames, &name) < 0)
+			return fail(p, WIRE_ENOMEM, "frames: out of memory");
 		n++;
-		json_skip(&cnt);
 	}
-	if (n > p->lim.max_frames)
-		return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", n,
-			    p->lim.max_frames);
 	frames = arena_alloc(a, (n ? n : 1) * sizeof(*frames));
 	if (!frames)
 		return fail(p, WIRE_ENOMEM, "frames: out of memory");
-	json_enter(r);
-	for (size_t i = 0; json_next_item(r); i++) {
-		struct fpath f = { "frames", NULL, i, 0, 1 };
-		if ((rc = take_str(p, a, r, &f, p->lim.max_frame, false, &frames[i])))
-			return rc;
-	}
+	memcpy(frames, p->frames.data, n * sizeof(*frames));
 	s->frames = frames;
 	s->nframes = n;
 	return WIRE_OK;

@@ -81,7 +81,7 @@ const char *handler_last_error(const struct handler *h);
  * answered, -1 it did not (with the reason in handler_last_error()), 0 not asked. */
 int handler_db_seen(struct handler *h);
 
-/* After a request whose body was body_len bytes: a large (16 MiB or more, as sent or decoded)
+/* After a request whose body was body_len bytes: a large (over 16 MiB, as sent or decoded)
  * body's buffer and the request's arena released, and the memory given back to the system
  * (util_trim_after); a smaller one's kept for the next request. */
 void handler_trim(struct handler *h, size_t body_len);

@@ -143,6 +143,9 @@ struct store *store_open(const char *conninfo, struct idcache *cache, char *err,
 	st->canon = (struct imap)IMAP_INIT;
 	st->conninfo = strdup(conninfo ? conninfo : "");
 	st->scratch = arena_open(0);
+	/* a batch's ids and rows: reused, not faulted in again for every batch */
+	if (st->scratch)
+		arena_retain(st->scratch, (size_t)8 << 20);
 	st->missing = intern_open(0);
 	st->stat_keys = intern_open(0);
 	if (!st->conninfo || !st->scratch || !st->missing || !st->stat_keys) {

@@ -83,6 +83,50 @@ ID3=$(newid) ID4=$(newid)
 post "$T_TMP/two-frames.zst" application/x-ndjson -H 'Content-Encoding: zstd'
 t_eq "zstd with two frames: answer" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":2,"duplicates":0,"rejected":[]}'
 t_eq "zstd: stored" "$(pg_q "SELECT count(*) FROM streams WHERE stream_id IN ('$ID2', '$ID3', '$ID4')")" 3
+# frames that declare their size (zstd of a file, as sm-agent sends): decompressed in one call
+ID5=$(newid) ID6=$(newid)
+stream "$ID5" >"$T_TMP/s5.json"
+stream "$ID6" >"$T_TMP/s6.json"
+zstd -q -c "$T_TMP/s5.json" >"$T_TMP/s5.zst"
+zstd -q -c "$T_TMP/s6.json" >"$T_TMP/s6.zst"
+t_eq "zstd, sizes declared: the frames say so" \
+	"$(zstd -lv "$T_TMP/s5.zst" "$T_TMP/s6.zst" 2>/dev/null | grep -c 'Decompressed Size:')" 2
+cat "$T_TMP/s6.zst" >>"$T_TMP/s5.zst"
+post "$T_TMP/s5.zst" application/x-ndjson -H 'Content-Encoding: zstd'
+t_eq "zstd, sizes declared: answer" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":2,"duplicates":0,"rejected":[]}'
+t_eq "zstd, sizes declared: stored whole" "$(pg_q "SELECT count(*), sum(n_events) FROM streams WHERE stream_id IN ('$ID5', '$ID6')")" "2|6"
+# a frame whose header lies about its size (one byte more, one less): refused, nothing stored
+zstd_lie() { # zstd_lie FILE DELTA: the frame content size field of FILE's frame moved by DELTA
+	python3 - "$1" "$2" <<'PY'
+import sys
+p, d = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, 'rb').read())
+fhd = b[4]
+single, dict_flag, fcs_flag = (fhd >> 5) & 1, fhd & 3, fhd >> 6
+off = 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+v = int.from_bytes(b[off:off + size], 'little') + d
+b[off:off + size] = v.to_bytes(size, 'little')
+open(p, 'wb').write(bytes(b))
+PY
+}
+for lie in 1 -1; do
+	ID7=$(newid)
+	stream "$ID7" >"$T_TMP/s7.json"
+	zstd -q -c "$T_TMP/s7.json" >"$T_TMP/s7.zst"
+	zstd_lie "$T_TMP/s7.zst" "$lie"
+	post "$T_TMP/s7.zst" application/json -H 'Content-Encoding: zstd'
+	t_eq "zstd, a size declared $lie byte off: refused" "$HTTP_STATUS $HTTP_BODY" \
+		'400 {"error":"body: bad zstd data: Data corruption detected"}'
+	t_eq "zstd, a size declared $lie byte off: nothing stored" "$(pg_q "SELECT count(*) FROM streams WHERE stream_id = '$ID7'")" 0
+done
+# a frame that declares more than the limit is never inflated: the stream stops at the limit
+head -c 64M /dev/zero >"$T_TMP/zeros"
+zstd -q -1 -c "$T_TMP/zeros" >"$T_TMP/declared-bomb.zst"
+rm -f "$T_TMP/zeros"
+post "$T_TMP/declared-bomb.zst" application/json -H 'Content-Encoding: zstd'
+t_eq "zstd, 64 MiB declared: refused at the limit" "$HTTP_STATUS $HTTP_BODY" \
+	'413 {"error":"body: decompresses to more than the limit of 8388608 bytes"}'
 
 # ---- NDJSON batch with valid and invalid lines ----
 IDA=$(newid) IDB=$(newid) IDC=$(newid)
@@ -224,8 +268,8 @@ http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'C
 t_eq "a revoked token is refused" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
 
 http GET "$INGEST_URL/metrics"
-t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 9\n'
-t_match "metrics count the bomb as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 1\n'
+t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 11\n'
+t_match "metrics count the bombs as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 2\n'
 t_match "metrics have a latency histogram" "$HTTP_BODY" 'sm_ingest_request_duration_seconds_bucket\{le="\+Inf"\} [0-9]+'
 stop_ingest && t_ok "sm-ingest stops cleanly"
 

@@ -377,6 +377,40 @@ static void test_arena(void)
 	CHECK(arena_alloc(a, 200 * 1024) != NULL);
 	arena_free(a);
 	arena_free(NULL);
+
+	/* a reset keeps what arena_retain() allows, reuses it, and the maximum still holds */
+	a = arena_open(256 * 1024);
+	for (int i = 0; i < 4; i++)
+		CHECK(arena_alloc(a, 60 * 1024) != NULL);
+	CHECK(arena_alloc(a, 60 * 1024) == NULL);        /* a fifth block would pass 256 KiB */
+	CHECK_INT(arena_reserved(a), 4 * 64 * 1024);
+	arena_reset(a);                                  /* retains one block by default */
+	CHECK_INT(arena_used(a), 0);
+	CHECK_INT(arena_reserved(a), 64 * 1024);
+	arena_retain(a, 3 * 64 * 1024);
+	for (int i = 0; i < 4; i++)
+		CHECK(arena_alloc(a, 60 * 1024) != NULL);
+	arena_reset(a);
+	CHECK_INT(arena_reserved(a), 3 * 64 * 1024);
+	p = arena_alloc(a, 60 * 1024);                   /* from a kept block */
+	CHECK(p != NULL);
+	memset(p, 1, 60 * 1024);
+	CHECK_INT(arena_reserved(a), 3 * 64 * 1024);
+	CHECK_INT(arena_used(a), 60 * 1024);
+	/* kept blocks do not count against the maximum */
+	for (int i = 0; i < 3; i++)
+		CHECK(arena_alloc(a, 60 * 1024) != NULL);
+	CHECK(arena_alloc(a, 60 * 1024) == NULL);
+	big = arena_alloc(a, 1);                         /* the tail of the last block */
+	CHECK(big != NULL);
+	arena_reset(a);
+	CHECK(arena_alloc(a, 200 * 1024) != NULL);       /* a large block is not kept */
+	arena_reset(a);
+	CHECK_INT(arena_reserved(a), 3 * 64 * 1024);
+	arena_release(a);
+	CHECK_INT(arena_reserved(a), 64 * 1024);
+	CHECK_INT(arena_used(a), 0);
+	arena_free(a);
 }
 
 static void test_intern(void)
