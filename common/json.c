@@ -8,6 +8,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Past the plain bytes of a string from p (printable ASCII but '"' and '\\'), at most to end:
+ * eight at a time while it can (a frame's name is tens of them), then one by one. */
+static inline const char *plain_run(const char *p, const char *end)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+
+	while (end - p >= 8) {
+		uint64_t v, q, b;
+
+		memcpy(&v, p, sizeof(v));
+		q = v ^ (ones * '"');
+		b = v ^ (ones * '\\');
+		/* a byte of 0x80 or more, under 0x20, '"' or '\\' (each test exact when none is there) */
+		if ((v | ((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs)
+			break;
+		p += 8;
+	}
+	while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' && *p != '\\')
+		p++;
+	return p;
+}
+
 /* ---- validation ---- */
 
 /* levels whose key or index an error message names */
@@ -66,7 +88,7 @@ static int hex4(const char *p, uint32_t *v)
 static int scan_string(struct scan *sc)
 {
 	sc->p++; /* opening quote */
-	while (sc->p < sc->end) {
+	while ((sc->p = plain_run(sc->p, sc->end)) < sc->end) {
 		unsigned char c = (unsigned char)*sc->p;
 
 		if (c == '"') {
@@ -407,7 +429,8 @@ static size_t decode_string(struct json_reader *r, char *out, size_t max)
 		const char *q = r->p;
 		size_t run;
 
-		while (*q != '"' && *q != '\\')
+		/* the text was checked: the string's closing quote comes before r->end */
+		while (*(q = plain_run(q, r->end)) != '"' && *q != '\\')
 			q++;
 		run = (size_t)(q - r->p);
 		if (out && n < max)
@@ -545,7 +568,8 @@ const char *json_string(struct json_reader *r, struct arena *a, size_t *len)
 	/* fast path: no escapes, copy the bytes as they are */
 	{
 		const char *q = r->p + 1;
-		while (*q != '"' && *q != '\\')
+
+		while (*(q = plain_run(q, r->end)) != '"' && *q != '\\')
 			q++;
 		if (*q == '"') {
 			n = (size_t)(q - r->p - 1);

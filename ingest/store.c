@@ -29,7 +29,7 @@ struct store {
 	struct buf names;          /* a stream's thread names, as JSON */
 	struct imap named;         /* tid -> index in the stream's threads, per stream */
 	struct intern *missing;    /* frames or stacks not in the cache, per call */
-	struct intern *stat_keys;  /* frame ids and call edges, per call */
+	struct imap stat_idx;      /* per batch: frame ids and call edges to their counters' index */
 	struct imap canon;         /* frame id -> its canonical frame's id, this batch's aliases only */
 	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
 	int backend_pid;           /* of the session the statements were prepared in */
@@ -147,8 +147,8 @@ struct store *store_open(const char *conninfo, struct idcache *cache, char *err,
 	if (st->scratch)
 		arena_retain(st->scratch, (size_t)8 << 20);
 	st->missing = intern_open(0);
-	st->stat_keys = intern_open(0);
-	if (!st->conninfo || !st->scratch || !st->missing || !st->stat_keys) {
+	st->stat_idx = (struct imap)IMAP_INIT;
+	if (!st->conninfo || !st->scratch || !st->missing) {
 		snprintf(err, errlen, "out of memory");
 		goto fail_free;
 	}
@@ -175,7 +175,7 @@ void store_free(struct store *st)
 	free(st->conninfo);
 	arena_free(st->scratch);
 	intern_free(st->missing);
-	intern_free(st->stat_keys);
+	imap_free(&st->stat_idx);
 	imap_free(&st->canon);
 	buf_release(&st->param);
 	buf_release(&st->param2);
@@ -698,7 +698,7 @@ static int store_unnamed_frames(struct store *st, const struct wire_stream *cons
 	int rc = 0;
 
 	imap_clear(&st->canon);
-	intern_clear(st->stat_keys);
+	imap_clear(&st->stat_idx);
 	buf_reset(ids);
 	buf_reset(bids);
 	buf_reset(addrs);
@@ -710,11 +710,11 @@ static int store_unnamed_frames(struct store *st, const struct wire_stream *cons
 			const char *f = ss[s]->frames[i], *bid;
 			int32_t id = m[s].frame_db[i];
 			int64_t addr = 0;
-			bool added = false;
 
-			if (id < 0 || !strstr(f, "+0x") ||
-			    intern_put(st->stat_keys, &id, sizeof(id), &added) < 0 || !added)
+			if (id < 0 || !strstr(f, "+0x") || imap_find(&st->stat_idx, (uint64_t)id) != SIZE_MAX)
 				continue;
+			if (imap_put(&st->stat_idx, (uint64_t)id, 0) < 0)
+				goto fail_oom;
 			rc |= buf_puts(all, all->len ? "," : "{") | buf_put_i64(all, id);
 			if (!(bid = unnamed_frame(ss[s], f, &addr)))
 				continue;
@@ -728,10 +728,8 @@ static int store_unnamed_frames(struct store *st, const struct wire_stream *cons
 	if (!ids->len)
 		rc |= buf_puts(ids, "{") | buf_puts(bids, "{") | buf_puts(addrs, "{");
 	rc |= buf_puts(ids, "}") | buf_puts(bids, "}") | buf_puts(addrs, "}") | buf_puts(all, "}");
-	if (rc) {
-		snprintf(st->err, sizeof(st->err), "unnamed frames: out of memory");
-		return -1;
-	}
+	if (rc)
+		goto fail_oom;
 	params[0] = buf_cstr(ids);
 	params[1] = buf_cstr(bids);
 	params[2] = buf_cstr(addrs);
@@ -745,11 +743,13 @@ static int store_unnamed_frames(struct store *st, const struct wire_stream *cons
 	for (int i = 0; i < PQntuples(r); i++)
 		if (imap_put(&st->canon, (uint64_t)db_get_i64(r, i, 0), (uint64_t)db_get_i64(r, i, 1)) < 0) {
 			PQclear(r);
-			snprintf(st->err, sizeof(st->err), "unnamed frames: out of memory");
-			return -1;
+			goto fail_oom;
 		}
 	PQclear(r);
 	return 0;
+fail_oom:
+	snprintf(st->err, sizeof(st->err), "unnamed frames: out of memory");
+	return -1;
 }
 
 /* A frame as the statistics count it: an alias as its canonical frame. */
@@ -760,62 +760,58 @@ static int32_t stat_frame(const struct store *st, int32_t id)
 	return imap_get(&st->canon, (uint64_t)id, &c) ? (int32_t)c : id;
 }
 
+/* The counters' keys: a frame as FRAME_KEY | id, a call as caller << 32 | callee (ids are
+ * positive int32, so no call's key has FRAME_KEY's high half). A counter's value is the last
+ * stream (index + 1) that counted it, then its count, 32 bits each. */
+#define FRAME_KEY ((uint64_t)0xffffffff << 32)
+
+/* key seen in stream (index + 1): counted once per stream. 0, or -1 when out of memory. */
+static inline int stat_count(struct imap *idx, uint64_t key, uint32_t stream)
+{
+	size_t i = imap_find(idx, key);
+
+	if (i == SIZE_MAX)
+		return imap_put(idx, key, (uint64_t)stream << 32 | 1);
+	if ((uint32_t)(idx->vals[i] >> 32) != stream)
+		idx->vals[i] = (uint64_t)stream << 32 | ((uint32_t)idx->vals[i] + 1);
+	return 0;
+}
+
 /* Count, over the accepted streams, in how many streams each frame and each
  * direct call appears, and record that as one delta of the day's counters. */
 static int update_stats(struct store *st, const struct wire_stream *const *ss, size_t n,
 			const struct mapped *m, const char *day)
 {
-	size_t bound = 0, nacc = 0;
-	uint64_t *count;
-	uint32_t *last;
+	struct imap *idx = &st->stat_idx;
+	size_t nacc = 0;
 	char nbuf[24];
 	const char *params[7];
 	PGresult *r;
 	int rc = 0;
 
+	imap_clear(idx);
 	for (size_t s = 0; s < n; s++) {
 		if (!m[s].ref)
 			continue;
 		nacc++;
-		for (size_t k = 0; k < ss[s]->nstacks; k++)
-			if (m[s].stack_frames[k])
-				bound += 2 * ss[s]->stacks[k].len;
-	}
-	if (!nacc)
-		return 0;
-	count = arena_calloc(st->scratch, bound + 1, sizeof(*count));
-	last = arena_calloc(st->scratch, bound + 1, sizeof(*last));
-	if (!count || !last)
-		goto fail_oom;
-	intern_clear(st->stat_keys);
-	for (size_t s = 0; s < n; s++) {
-		if (!m[s].ref)
-			continue;
 		for (size_t k = 0; k < ss[s]->nstacks; k++) {
 			const int32_t *f = m[s].stack_frames[k];
+			uint32_t prev = 0;
 
 			if (!f)
 				continue;
 			for (uint32_t j = 0; j < ss[s]->stacks[k].len; j++) {
-				int32_t fj = stat_frame(st, f[j]);
-				int32_t edge[2] = { j ? stat_frame(st, f[j - 1]) : 0, fj };
-				/* a frame is a 4-byte key, a call an 8-byte key */
-				int64_t a = intern_put(st->stat_keys, &fj, sizeof(int32_t), NULL);
-				int64_t b = j ? intern_put(st->stat_keys, edge, sizeof(edge), NULL) : -1;
+				uint32_t fj = (uint32_t)stat_frame(st, f[j]);
 
-				if (a < 0 || (j && b < 0))
+				if (stat_count(idx, FRAME_KEY | fj, (uint32_t)s + 1) < 0 ||
+				    (j && stat_count(idx, (uint64_t)prev << 32 | fj, (uint32_t)s + 1) < 0))
 					goto fail_oom;
-				if (last[a] != s + 1) {
-					last[a] = (uint32_t)s + 1;
-					count[a]++;
-				}
-				if (b >= 0 && last[b] != s + 1) {
-					last[b] = (uint32_t)s + 1;
-					count[b]++;
-				}
+				prev = fj;
 			}
 		}
 	}
+	if (!nacc)
+		return 0;
 	{
 		struct buf *fid = &st->param, *fcnt = &st->param2;
 		struct buf *ca = &st->param3, *ce = &st->copy, *cc = &st->param4;
@@ -827,19 +823,20 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 		buf_reset(cc);
 		rc |= buf_putc(fid, '{') | buf_putc(fcnt, '{') | buf_putc(ca, '{') | buf_putc(ce, '{') |
 		      buf_putc(cc, '{');
-		for (size_t i = 0; i < intern_count(st->stat_keys); i++) {
-			size_t len;
-			const int32_t *key = intern_key(st->stat_keys, (uint32_t)i, &len);
+		for (size_t i = 0; i < idx->cap; i++) {
+			uint32_t hi = (uint32_t)(idx->keys[i] >> 32), lo = (uint32_t)idx->keys[i];
+			int64_t count = (uint32_t)idx->vals[i];
 
-			if (len == sizeof(int32_t)) {
+			if (idx->keys[i] == IMAP_EMPTY)
+				continue;
+			if (hi == (uint32_t)(FRAME_KEY >> 32)) {
 				if (fid->len > 1)
 					rc |= buf_putc(fid, ',') | buf_putc(fcnt, ',');
-				rc |= buf_put_i64(fid, key[0]) | buf_put_i64(fcnt, (int64_t)count[i]);
+				rc |= buf_put_i64(fid, lo) | buf_put_i64(fcnt, count);
 			} else {
 				if (ca->len > 1)
 					rc |= buf_putc(ca, ',') | buf_putc(ce, ',') | buf_putc(cc, ',');
-				rc |= buf_put_i64(ca, key[0]) | buf_put_i64(ce, key[1]) |
-				      buf_put_i64(cc, (int64_t)count[i]);
+				rc |= buf_put_i64(ca, hi) | buf_put_i64(ce, lo) | buf_put_i64(cc, count);
 			}
 		}
 		rc |= buf_putc(fid, '}') | buf_putc(fcnt, '}') | buf_putc(ca, '}') | buf_putc(ce, '}') |

@@ -797,6 +797,55 @@ static void test_webhook(void)
 	CHECK(!sa_ok(NULL, AF_INET, "127.0.0.1"));
 }
 
+/* Strings are scanned eight bytes at a time: a byte that ends the plain run is seen at every
+ * offset in and across the words, by the check and by the readers. */
+static void test_json_strings(void)
+{
+	struct arena *a = arena_open(0);
+	char text[64], err[256], want[64];
+
+	for (int k = 0; k < 24; k++) {
+		struct json_reader r;
+		const char *got;
+		size_t len;
+
+		/* a control character and an invalid UTF-8 byte: refused where they are */
+		for (int bad = 0; bad < 2; bad++) {
+			memset(text, 'a', 26);
+			text[0] = text[25] = '"';
+			text[1 + k] = bad ? (char)0xff : (char)0x01;
+			snprintf(want, sizeof(want), "at byte %d", 1 + k);
+			CHECK_INT(json_check(text, 26, 8, err, sizeof(err)), -1);
+			CHECK(strstr(err, want) != NULL);
+			CHECK(strstr(err, bad ? "invalid UTF-8" : "in a string") != NULL);
+		}
+		/* an escaped quote and a two-byte character: read whole */
+		snprintf(text, sizeof(text), "\"%.*s\\\"%.*s\"", k, "bbbbbbbbbbbbbbbbbbbbbbbbbbbb", 23 - k,
+			 "cccccccccccccccccccccccccccc");
+		CHECK_INT(json_check(text, strlen(text), 8, err, sizeof(err)), 0);
+		json_reader_init(&r, text, strlen(text));
+		got = json_string(&r, a, &len);
+		snprintf(want, sizeof(want), "%.*s\"%.*s", k, "bbbbbbbbbbbbbbbbbbbbbbbbbbbb", 23 - k,
+			 "cccccccccccccccccccccccccccc");
+		CHECK_STR(got, want);
+		CHECK_INT(len, 24);
+		snprintf(text, sizeof(text), "[\"%.*s\xc3\xa9%.*s\",1]", k, "dddddddddddddddddddddddddddd", 23 - k,
+			 "eeeeeeeeeeeeeeeeeeeeeeeeeeee");
+		CHECK_INT(json_check(text, strlen(text), 8, err, sizeof(err)), 0);
+		json_reader_init(&r, text, strlen(text));
+		json_enter(&r);
+		CHECK(json_next_item(&r));
+		json_skip(&r);                      /* past the string, to the next item */
+		CHECK(json_next_item(&r));
+		CHECK(json_peek(&r) == JV_NUMBER);
+		json_reader_init(&r, text + 1, strlen(text) - 1);
+		got = json_string(&r, a, &len);
+		CHECK_INT(len, 25);
+		CHECK(got && memcmp(got + k, "\xc3\xa9", 2) == 0);
+	}
+	arena_free(a);
+}
+
 /* json_check_body() and the readers by position (common/json.h) */
 static void test_json_body(void)
 {
@@ -967,6 +1016,7 @@ int main(void)
 	RUN(test_buf);
 	RUN(test_cli);
 	RUN(test_jsonw);
+	RUN(test_json_strings);
 	RUN(test_json_body);
 	RUN(test_imap);
 	RUN(test_vec);
