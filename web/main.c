@@ -44,6 +44,8 @@ static const char usage[] =
 	"  --session-max S        a browser session ends S seconds after its login [604800]\n"
 	"  --frame-cache SIZE     memory for frame names (k, M, G suffixes) [256M]\n"
 	"  --model-cache SIZE     memory for the cost models of clusters and problems [32M]\n"
+	"  --model-warm N         per done run, the models of its N costliest clusters and problems\n"
+	"                         fitted before their first view (0 = at their first view) [20]\n"
 	"  --webhook-allow CIDR[,CIDR]  loopback, link-local or private networks alert webhooks may\n"
 	"                         point at (repeatable; e.g. 127.0.0.0/8) [none]\n"
 	"  --log-level LEVEL      debug, info, warn, error [info]\n"
@@ -54,7 +56,7 @@ static const char usage[] =
 
 enum {
 	OPT_DB_READ = 256, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_MAXDEBUGINFO, OPT_ANON,
-	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_FRAMECACHE, OPT_MODELCACHE, OPT_PERIP,
+	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_FRAMECACHE, OPT_MODELCACHE, OPT_MODELWARM, OPT_PERIP,
 	OPT_HEADTO, OPT_IDLETO, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW, OPT_REQTO,
 };
 
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "frame-cache", required_argument, NULL, OPT_FRAMECACHE },
 		{ "model-cache", required_argument, NULL, OPT_MODELCACHE },
+		{ "model-warm", required_argument, NULL, OPT_MODELWARM },
 		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
 		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLETO },
@@ -169,6 +172,11 @@ int main(int argc, char **argv)
 			if (cli_int(&cl, name, optarg, 0, 64, &v))
 				return 2;
 			cfg.miner_threads = (int)v;
+			break;
+		case OPT_MODELWARM:
+			if (cli_int(&cl, name, optarg, 0, 1000, &v))
+				return 2;
+			cfg.model_warm = (int)v;
 			break;
 		case OPT_SESSIDLE: case OPT_SESSMAX:
 			/* at most a year: a session is not a token */

@@ -269,6 +269,31 @@ PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen)
 	return run_prepared(db, 5, RUN_COLS " WHERE r.id = $1::bigint", 1, p, err, errlen);
 }
 
+PGresult *model_runs_done_after(PGconn *db, const char *after, char *err, size_t errlen)
+{
+	const char *p[1] = { after };
+
+	return run(db, "SELECT id, at FROM (SELECT id, finished_at::text AS at, finished_at FROM runs"
+		       " WHERE status = 'done' AND finished_at IS NOT NULL"
+		       " AND ($1::timestamptz IS NULL OR finished_at > $1::timestamptz)"
+		       " ORDER BY finished_at DESC, id DESC LIMIT CASE WHEN $1 IS NULL THEN 1 ELSE 20 END) r"
+		       " ORDER BY finished_at, id", 1, p, err, errlen);
+}
+
+PGresult *model_run_costliest(PGconn *db, const char *id, long n, char *err, size_t errlen)
+{
+	char lim[24];
+	const char *p[2] = { id, lim };
+
+	snprintf(lim, sizeof(lim), "%ld", n);
+	return run(db, "SELECT o, id FROM ("
+		       " (SELECT 'p' AS o, id, rank AS r FROM problems WHERE run_id = $1::bigint"
+		       "  ORDER BY rank, id LIMIT $2::bigint)"
+		       " UNION ALL (SELECT 'c', id, run_rank_total_cost FROM clusters WHERE run_id = $1::bigint"
+		       "  ORDER BY total_cost_ns DESC, id LIMIT $2::bigint)) x"
+		       " ORDER BY r NULLS LAST, o DESC, id", 2, p, err, errlen);
+}
+
 /* What a run mined, for comparing two: a run without a kind in its params mined both. */
 PGresult *model_run_what(PGconn *db, const char *id, char *err, size_t errlen)
 {

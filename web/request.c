@@ -36,6 +36,7 @@ void web_config_default(struct web_config *c)
 	c->session_max_s = 7 * 86400;
 	c->frame_cache_bytes = (size_t)256 << 20;
 	c->model_cache_bytes = (size_t)32 << 20;
+	c->model_warm = 20;
 	c->request_timeout_s = 30;
 }
 

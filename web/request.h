@@ -42,6 +42,7 @@ struct web_config {
 	int session_max_s;          /* a session ends this long after the login, used or not */
 	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
 	size_t model_cache_bytes;   /* cost models of clusters and problems kept (web/costcache.h) */
+	int model_warm;             /* per done run, its costliest clusters and problems fitted ahead (costwarm.h) */
 	struct webhook_nets webhook_allow; /* internal networks alert webhooks may point at (webhook.h) */
 	int request_timeout_s;      /* a request's deadline: its queries and long loops stop then (503) */
 };

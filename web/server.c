@@ -10,6 +10,7 @@
 #include "common/util.h"
 #include "miner/queue.h"
 #include "miner/worker.h"
+#include "web/costwarm.h"
 #include "web/api.h"
 #include "web/costcache.h"
 #include "web/framecache.h"
@@ -67,6 +68,7 @@ struct web {
 	struct req *running[256];   /* per worker (--threads at most 256), under qlock */
 	pthread_t workers[256];
 	int nworkers;
+	struct costwarm *warm;      /* cost models fitted ahead of their views, or NULL */
 	bool stopping;              /* under qlock: new requests answered 503, queued ones too */
 	atomic_int held;            /* queued, running or suspended: the daemon must not stop under them */
 	atomic_int sending;         /* answered by a worker, being sent: shutdown gives them a while */
@@ -273,6 +275,18 @@ static void serve_metrics(struct req *rq)
 		   (long long)atomic_load(&W.stopped[REQ_STOP_DEADLINE]),
 		   (long long)atomic_load(&W.stopped[REQ_STOP_GONE]),
 		   (long long)atomic_load(&W.stopped[REQ_STOP_SHUTDOWN]), atomic_load(&W.held) + atomic_load(&W.sending));
+	{
+		size_t entries, bytes;
+
+		costcache_usage(W.env.costs, &entries, &bytes);
+		buf_printf(&rq->out, "# HELP sm_web_models_kept Cost models of clusters and problems kept.\n"
+				     "# TYPE sm_web_models_kept gauge\nsm_web_models_kept %zu\n"
+				     "# HELP sm_web_models_kept_bytes Their bytes.\n"
+				     "# TYPE sm_web_models_kept_bytes gauge\nsm_web_models_kept_bytes %zu\n"
+				     "# HELP sm_web_models_warmed_total Cost models fitted before their first view.\n"
+				     "# TYPE sm_web_models_warmed_total counter\nsm_web_models_warmed_total %llu\n",
+			   entries, bytes, (unsigned long long)costwarm_fitted(W.warm));
+	}
 	conns_render(W.conns, &rq->out);
 	rq->status = 200;
 	rq->ctype = "text/plain; version=0.0.4";
@@ -901,6 +915,10 @@ int web_run(const struct web_config *cfg)
 		log_error("cannot listen", "listen=\"%s\" error=\"%s\"", cfg->listen, strerror(errno));
 		goto out_workers;
 	}
+	if (cfg->model_warm > 0 && cfg->model_cache_bytes > 0 &&
+	    !(W.warm = costwarm_start(cfg->conninfo_read ? cfg->conninfo_read : cfg->conninfo, W.env.costs,
+				      cfg->model_warm, 2000, err, sizeof(err))))
+		log_warn("cost models are fitted at their first view only", "error=\"%s\"", err);
 	if (cfg->worker) {
 		if (pthread_create(&worker, NULL, worker_main, (void *)cfg) != 0) {
 			log_error("cannot start the embedded worker", "%s", "");
@@ -931,6 +949,8 @@ int web_run(const struct web_config *cfg)
 	if (worker_started)
 		pthread_join(worker, NULL);
 out_mhd:
+	costwarm_stop(W.warm);
+	W.warm = NULL;
 	stop_requests();
 	MHD_stop_daemon(mhd);
 out_workers:

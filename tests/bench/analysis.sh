@@ -80,7 +80,9 @@ psql -XAtqc "SELECT sm_run_values($arun)" >/dev/null
 echo "the run's value counts for attribution (sm_run_values, part of storing a run): $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.0f", (b - a) * 1000 }') ms for 100,000 streams, $(psql -XAtc "SELECT count(*) FROM run_values WHERE run_id = $arun") values"
 token=$("$bin/sm-admin" token create --role analyst --name abench 2>/dev/null)
 rm -f "$work/aport"
-"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/aport" --no-worker --log-level warn 2>"$work/aweb.log" &
+# the first views fit their models (nothing fitted ahead: --model-warm 0)
+"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/aport" --no-worker --model-warm 0 \
+	--log-level warn 2>"$work/aweb.log" &
 web_pid=$!
 for _ in $(seq 100); do [ -s "$work/aport" ] && break; sleep 0.1; done
 for m in 10 100 1000 5000; do
@@ -97,6 +99,38 @@ for m in 10 100 1000 5000; do
 	done
 	echo "attribution of a cluster of $streams streams (of 50,000, against 50,000 baseline): $(awk -v t="$first" 'BEGIN { printf "%.0f", t * 1000 }') ms the first time, $(awk -v t="$best" 'BEGIN { printf "%.0f", t * 1000 }') ms after (best of 3, its cost model kept), $(grep -o '"tested": *[0-9]*' "$work/attr.json" | grep -o '[0-9]*$') values tested"
 done
+kill "$web_pid"
+wait "$web_pid" || true
+web_pid=
+# fitted ahead (--model-warm 20, the default): the latest done run's 20 costliest clusters at start
+rm -f "$work/aport"
+t0=$(now)
+"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/aport" --no-worker --threads 2 \
+	--log-level warn 2>"$work/aweb.log" &
+web_pid=$!
+for _ in $(seq 100); do [ -s "$work/aport" ] && break; sleep 0.1; done
+want=$(psql -XAtc "SELECT least(count(*), 20) + (SELECT least(count(*), 20) FROM problems WHERE run_id = $arun) FROM clusters WHERE run_id = $arun")
+for _ in $(seq 600); do
+	[ "$(curl -s "http://127.0.0.1:$(cat "$work/aport")/metrics" | awk '$1 == "sm_web_models_warmed_total" { print $2 }')" = "$want" ] && break
+	sleep 0.1
+done
+warm=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+# first_answers RANK...: each cluster's first answer, in ms (its streams)
+first_answers() {
+	local rank cid t out=
+	for rank in "$@"; do
+		cid=$(psql -XAtc "SELECT id FROM clusters WHERE run_id = $arun ORDER BY total_cost_ns DESC, id OFFSET $((rank - 1)) LIMIT 1")
+		t=$(curl -s -o "$work/attr.json" -w '%{time_total}' -H "Authorization: Bearer $token" \
+			"http://127.0.0.1:$(cat "$work/aport")/api/v1/clusters/$cid/attribution")
+		out="$out${out:+, }$(awk -v t="$t" 'BEGIN { printf "%.0f", t * 1000 }') ($(psql -XAtc "SELECT streams FROM clusters WHERE id = $cid"))"
+	done
+	echo "$out"
+}
+# on the same server (2 threads, each connection used first by the clusters fitted at their view):
+# the first answers of clusters 21 to 24 by cost, fitted at their view, then of the 3 costliest
+at_view=$(first_answers 21 22 23 24)
+echo "fitted ahead: the run's $want costliest models $warm s after sm-web started (--threads 2); first answers in ms" \
+	"(streams): clusters 21 to 24 by cost, fitted at their view, $at_view; the 3 costliest, fitted ahead, $(first_answers 1 2 3)"
 kill "$web_pid"
 wait "$web_pid" || true
 web_pid=

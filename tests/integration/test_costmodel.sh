@@ -109,6 +109,45 @@ t_eq "bi: asked again, the model computed first, whole" \
 http GET "$WEB_URL/clusters/${CL[bi]}" -H "Authorization: Bearer $AN"
 t_match "bi: the page from the same copy" "$HTTP_STATUS $HTTP_BODY" \
 	'^200 .*<h2>What the cost depends on</h2><ul class="lead"><li>Cost jumps from 3 ms to 45 ms above body\.size 3,200, R\^2 1\.00\. <span class="hint">\(50 streams, R\^2 1\.00 on held-out streams\)</span></li><li>Two modes: 3 ms \(80 %\) and 45 ms \(20 %\)\.</li></ul>'
+
+# ---- fitted before the first view (web/costwarm.h) ----
+# metric NAME: its value in sm-web's /metrics
+metric() { curl -s "$WEB_URL/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+# wait_metric NAME VALUE: until it has that value, 15 s at most
+wait_metric() {
+	for _ in $(seq 150); do [ "$(metric "$1")" = "$2" ] && return 0; sleep 0.1; done
+	return 1
+}
+# want RUN: how many models the run's costliest make (20 clusters, 20 problems at most)
+want() { pg_q "SELECT least(count(*), 20) + (SELECT least(count(*), 20) FROM problems WHERE run_id = $1) FROM clusters WHERE run_id = $1"; }
+last=$(pg_q "SELECT id FROM runs WHERE status = 'done' ORDER BY finished_at DESC LIMIT 1")
+start_web || t_bail "sm-web starts with its models fitted ahead"
+n0=$(want "$last")
+wait_metric sm_web_models_warmed_total "$n0"
+t_eq "warm: at start, the latest done run's costliest models are fitted, unasked" \
+	"$(metric sm_web_models_warmed_total) $(metric sm_web_models_kept)" "$n0 $n0"
+run=$("$SM_BIN_DIR/sm-miner" run --quiet --app bi --kind run --aoi thread --threshold-ns 10000000 2>"$T_TMP/miner.err") ||
+	t_bail "sm-miner run --app bi, again" "$(cat "$T_TMP/miner.err")"
+cl=$(pg_q "SELECT id FROM clusters WHERE run_id = $run ORDER BY rank_total_cost LIMIT 1")
+prob=$(pg_q "SELECT problem_id FROM clusters WHERE id = $cl")
+n1=$(want "$run")
+wait_metric sm_web_models_warmed_total "$((n0 + n1))"
+t_eq "warm: a run done later: its models too, within a poll" "$(metric sm_web_models_warmed_total)" "$((n0 + n1))"
+# its sampled streams gone before any request: the answers are the models fitted ahead
+pg_q "DELETE FROM match_streams WHERE (of = 'c' AND id = $cl) OR (of = 'p' AND id = ${prob:-0})" >/dev/null
+http GET "$WEB_URL/api/v1/clusters/$cl/attribution" -H "Authorization: Bearer $AN"
+t_eq "warm: the new run's cluster, never asked for, answers with its model" \
+	"$HTTP_STATUS $(j '[j["numeric"], j["numeric_tested"], j["numeric_keys_skipped"], j["modes"]]')" "200 $first"
+http GET "$WEB_URL/api/v1/problems/$prob/attribution" -H "Authorization: Bearer $AN"
+t_eq "warm: and its problem" "$HTTP_STATUS $(j '[j["modes"]["summary"], [v["summary"] for v in j["numeric"]]]')" \
+	'200 ["two modes: 3 ms (80 %) and 45 ms (20 %)",["cost jumps from 3 ms to 45 ms above body.size 3,200, R^2 1.00"]]'
+t_eq "warm: nothing fitted again for them" "$(metric sm_web_models_warmed_total)" "$((n0 + n1))"
+start_web --model-warm 0 || t_bail "sm-web starts with --model-warm 0"
+http GET "$WEB_URL/api/v1/clusters/$cl/attribution" -H "Authorization: Bearer $AN"
+t_eq "warm: --model-warm 0 fits nothing ahead: the cluster's streams left make none" \
+	"$HTTP_STATUS $(j '[j["numeric"], j["modes"]["k"]]') $(metric sm_web_models_warmed_total) $(metric sm_web_models_kept)" \
+	'200 [[],0] 0 1'
+
 start_web --model-cache 0 || t_bail "sm-web starts with --model-cache 0"
 http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
 t_eq "bi: without the copy, computed from the streams left: none" \

@@ -36,7 +36,8 @@ blocked() {
 	pg_q "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM runs%'"
 }
 
-start_web --no-worker --threads 2 --request-timeout 2 || t_bail "sm-web starts"
+# (--model-warm 0: no query but the requests' own)
+start_web --no-worker --model-warm 0 --threads 2 --request-timeout 2 || t_bail "sm-web starts"
 
 # ---- every database connection held by a blocked query ----
 lock_runs 30
@@ -84,7 +85,7 @@ stop_web
 t_eq "sm-web stops cleanly" "$WEB_RC" 0
 
 # ---- a client that goes away: its query is cancelled, long before the deadline ----
-start_web --no-worker --threads 2 --request-timeout 60 || t_bail "sm-web starts again"
+start_web --no-worker --model-warm 0 --threads 2 --request-timeout 60 || t_bail "sm-web starts again"
 lock_runs 30
 t0=$(now_ms)
 curl -s -o /dev/null --max-time 1 "${AUTH[@]}" "$WEB_URL/api/v1/runs"

@@ -1,0 +1,230 @@
+/*
+ * costwarm: the cost models of a done run's costliest clusters and problems,
+ * fitted ahead of their first view (see costwarm.h). One thread at nice 10 with
+ * its own connection: the pages' connections and CPU come first.
+ */
+#include "web/costwarm.h"
+#include "common/db.h"
+#include "common/log.h"
+#include "web/model.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct costwarm {
+	char *conninfo;               /* NULL: PG* environment */
+	struct costcache *cache;
+	int per_run, poll_ms;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;            /* the stop, for the wait between polls */
+	bool stop;                    /* under mu */
+	PGcancel *cancel;             /* under mu: the thread's connection, for the stop */
+	PGconn *db;                   /* the thread's */
+	struct arena *a;              /* the thread's: one model at a time */
+	char after[64];               /* the last run looked at: its finished_at */
+	bool have_after, down;
+	_Atomic uint64_t fitted;
+};
+
+static bool stopping(struct costwarm *w)
+{
+	bool s;
+
+	pthread_mutex_lock(&w->mu);
+	s = w->stop;
+	pthread_mutex_unlock(&w->mu);
+	return s;
+}
+
+/* A connection, made again after an outage. Whether there is one. */
+static bool connected(struct costwarm *w)
+{
+	char err[512];
+	PGconn *db;
+
+	if (w->db && PQstatus(w->db) == CONNECTION_OK)
+		return true;
+	pthread_mutex_lock(&w->mu);
+	PQfreeCancel(w->cancel);
+	w->cancel = NULL;
+	pthread_mutex_unlock(&w->mu);
+	if (w->db)
+		PQfinish(w->db);
+	w->db = NULL;
+	if (!(db = db_connect(w->conninfo, err, sizeof(err)))) {
+		if (!w->down)
+			log_warn("cost models ahead of views: no database; trying again", "error=\"%s\"", err);
+		w->down = true;
+		return false;
+	}
+	/* named for pg_stat_activity; a fit stuck behind a lock gives up (its model is fitted at its view) */
+	if (db_exec(db, "SET application_name = 'sm-web cost models'; SET statement_timeout = '60s'", err,
+		    sizeof(err)) < 0)
+		log_warn("cost models ahead of views: setting up the connection", "error=\"%s\"", err);
+	w->db = db;
+	w->down = false;
+	pthread_mutex_lock(&w->mu);
+	w->cancel = PQgetCancel(db);
+	pthread_mutex_unlock(&w->mu);
+	return true;
+}
+
+/* The models of run id's costliest that the cache lacks. */
+static void warm_run(struct costwarm *w, const char *id)
+{
+	char err[512];
+	PGresult *r = model_run_costliest(w->db, id, w->per_run, err, sizeof(err));
+	int fitted = 0;
+
+	if (!r) {
+		log_warn("cost models ahead of views: reading the run failed", "run=%s error=\"%s\"", id, err);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r) && !stopping(w); i++) {
+		enum attribution_of of = PQgetvalue(r, i, 0)[0] == 'p' ? ATTRIBUTION_PROBLEM : ATTRIBUTION_CLUSTER;
+		const char *oid = PQgetvalue(r, i, 1);
+		int64_t n = strtoll(oid, NULL, 10);
+		struct attribution_costmodel cm;
+
+		arena_reset(w->a);
+		if (costcache_get(w->cache, of, n, w->a, &cm) == 1)
+			continue;
+		arena_reset(w->a);
+		if (attribution_costmodel(w->db, of, oid, w->a, &cm, err, sizeof(err)) < 0) {
+			if (PQstatus(w->db) != CONNECTION_OK)
+				break;
+			log_warn("cost models ahead of views: a fit failed", "%s=%s error=\"%s\"",
+				 of == ATTRIBUTION_PROBLEM ? "problem" : "cluster", oid, err);
+			continue;
+		}
+		costcache_put(w->cache, of, n, &cm);
+		atomic_fetch_add(&w->fitted, 1);
+		fitted++;
+	}
+	PQclear(r);
+	log_debug("cost models fitted ahead of views", "run=%s models=%d", id, fitted);
+}
+
+/* The runs done since the last look; each is looked at once (a failed fit waits for its view). */
+static void warm_new_runs(struct costwarm *w)
+{
+	char err[512];
+	PGresult *r = model_runs_done_after(w->db, w->have_after ? w->after : NULL, err, sizeof(err));
+
+	if (!r) {
+		if (PQstatus(w->db) == CONNECTION_OK)
+			log_warn("cost models ahead of views: reading the runs failed", "error=\"%s\"", err);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r) && !stopping(w); i++) {
+		warm_run(w, PQgetvalue(r, i, 0));
+		snprintf(w->after, sizeof(w->after), "%s", PQgetvalue(r, i, 1));
+		w->have_after = true;
+	}
+	PQclear(r);
+}
+
+static void *warm_main(void *arg)
+{
+	struct costwarm *w = arg;
+
+	/* fits take CPU the pages need more */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		log_warn("cannot lower the cost models' thread's priority", "error=\"%s\"", strerror(errno));
+	for (;;) {
+		struct timespec until;
+
+		if (connected(w))
+			warm_new_runs(w);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += w->poll_ms / 1000;
+		until.tv_nsec += (long)(w->poll_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&w->mu);
+		while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
+			;
+		if (w->stop) {
+			pthread_mutex_unlock(&w->mu);
+			break;
+		}
+		pthread_mutex_unlock(&w->mu);
+	}
+	return NULL;
+}
+
+static void warm_free(struct costwarm *w)
+{
+	PQfreeCancel(w->cancel);
+	if (w->db)
+		PQfinish(w->db);
+	arena_free(w->a);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w->conninfo);
+	free(w);
+}
+
+struct costwarm *costwarm_start(const char *conninfo, struct costcache *cache, int per_run, int poll_ms,
+				char *err, size_t errlen)
+{
+	struct costwarm *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->cache = cache;
+	w->per_run = per_run;
+	w->poll_ms = poll_ms > 0 ? poll_ms : 1000;
+	w->a = arena_open(0);
+	w->conninfo = conninfo ? strdup(conninfo) : NULL;
+	if (!w->a || (conninfo && !w->conninfo)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail_free;
+	}
+	if (pthread_create(&w->thread, NULL, warm_main, w) != 0) {
+		snprintf(err, errlen, "cannot start a thread");
+		goto fail_free;
+	}
+	return w;
+fail_free:
+	warm_free(w);
+	return NULL;
+}
+
+void costwarm_stop(struct costwarm *w)
+{
+	char msg[256];
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->stop = true;
+	/* a fit's query under way ends now, not when it is done */
+	if (w->cancel)
+		PQcancel(w->cancel, msg, sizeof(msg));
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	warm_free(w);
+}
+
+uint64_t costwarm_fitted(const struct costwarm *w)
+{
+	return w ? atomic_load(&w->fitted) : 0;
+}
