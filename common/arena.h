@@ -9,8 +9,9 @@
 
 struct arena;
 
-/* Returns a new arena whose total size may not exceed `max` bytes (0: unlimited),
- * or NULL on out of memory. Caller frees with arena_free(). */
+/* Returns a new arena whose blocks in use may not exceed `max` bytes (0: unlimited; blocks kept
+ * by arena_reset() for reuse come on top), or NULL on out of memory. Caller frees with
+ * arena_free(). */
 struct arena *arena_open(size_t max);
 /* NULL-safe. */
 void arena_free(struct arena *a);

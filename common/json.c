@@ -430,13 +430,15 @@ static size_t decode_string(struct json_reader *r, char *out, size_t max)
 		size_t run;
 
 		/* the text was checked: the string's closing quote comes before r->end */
-		while (*(q = plain_run(q, r->end)) != '"' && *q != '\\')
+		while ((q = plain_run(q, r->end)) < r->end && *q != '"' && *q != '\\')
 			q++;
 		run = (size_t)(q - r->p);
 		if (out && n < max)
 			memcpy(out + n, r->p, run < max - n ? run : max - n);
 		n += run;
 		r->p = q;
+		if (q >= r->end)
+			return n;   /* (unchecked text: no closing quote) */
 		if (*q == '"') {
 			r->p++;
 			return n;
@@ -569,9 +571,9 @@ const char *json_string(struct json_reader *r, struct arena *a, size_t *len)
 	{
 		const char *q = r->p + 1;
 
-		while (*(q = plain_run(q, r->end)) != '"' && *q != '\\')
+		while ((q = plain_run(q, r->end)) < r->end && *q != '"' && *q != '\\')
 			q++;
-		if (*q == '"') {
+		if (q < r->end && *q == '"') {
 			n = (size_t)(q - r->p - 1);
 			out = arena_strndup(a, r->p + 1, n);
 			r->p = q + 1;

@@ -128,10 +128,11 @@ void handler_error(struct handler_response *rs, int status, const char *msg)
 
 void handler_trim(struct handler *h, size_t body_len)
 {
-	/* the request's size, not the buffer's (which doubling may have made 16 MiB for 9) */
+	/* the request's size, not the buffer's (which doubling may have made 16 MiB for 9); but a
+	 * buffer larger than any request kept needs is given back whatever this one's size */
 	size_t held = h->decoded.len > body_len ? h->decoded.len : body_len;
 
-	if (held <= HANDLER_KEEP_BYTES)
+	if (held <= HANDLER_KEEP_BYTES && h->decoded.cap <= 2 * HANDLER_KEEP_BYTES)
 		return;
 	buf_release(&h->decoded);
 	arena_release(h->arena);
@@ -141,7 +142,8 @@ void handler_trim(struct handler *h, size_t body_len)
 /* The bytes in[0..n) decompress to as their frames' headers declare them, or 0 when a frame
  * declares none (or is not one): what an agent sends (one frame, its size known) is
  * decompressed in one call straight into a buffer of that size, without the stream's window
- * and its copy or the buffer's growth. */
+ * and its copy or the buffer's growth. (The window a frame asks for needs no memory then: the
+ * output, at most max, is the window; the 16 MiB bound is the stream's.) */
 static size_t zstd_declared(const char *in, size_t n, size_t max)
 {
 	size_t total = 0;
@@ -173,12 +175,15 @@ static int decode_zstd(struct handler *h, const char *in, size_t n, size_t max)
 		ret = ZSTD_decompressDCtx(h->zd, h->decoded.data, want, in, n);
 		if (!ZSTD_isError(ret) && ret == want) {
 			h->decoded.len = ret;
-			buf_cstr(&h->decoded);
+			h->decoded.data[ret] = '\0';
 			return 0;
 		}
-		/* a header that lies: the stream below finds what is wrong and says so */
+		/* a header that lies: the stream below finds what is wrong and says so. What the call
+		 * wrote (up to the size declared) is given back now, not kept for the next request. */
 		ret = 1;
 	}
+	if (want)
+		buf_release(&h->decoded);   /* also clears a failed reservation's error */
 	ZSTD_DCtx_reset(h->zd, ZSTD_reset_session_only);
 	while (zin.pos < zin.size || ret != 0) {
 		size_t room = max - h->decoded.len;
@@ -204,6 +209,7 @@ static int decode_zstd(struct handler *h, const char *in, size_t n, size_t max)
 			return 400;
 		}
 		h->decoded.len += zout.pos;
+		h->decoded.data[h->decoded.len] = '\0';
 		/* no input left, a frame unfinished, and room to spare: it was cut short */
 		if (zin.pos == zin.size && ret != 0 && zout.pos < zout.size) {
 			snprintf(h->err, sizeof(h->err), "body: truncated zstd frame");

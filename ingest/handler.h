@@ -82,8 +82,8 @@ const char *handler_last_error(const struct handler *h);
 int handler_db_seen(struct handler *h);
 
 /* After a request whose body was body_len bytes: a large (over 16 MiB, as sent or decoded)
- * body's buffer and the request's arena released, and the memory given back to the system
- * (util_trim_after); a smaller one's kept for the next request. */
+ * body's buffer (or one grown past 32 MiB) and the request's arena released, and the memory given
+ * back to the system (util_trim_after); a smaller one's kept for the next request. */
 void handler_trim(struct handler *h, size_t body_len);
 
 #endif

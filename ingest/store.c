@@ -856,6 +856,10 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 			goto fail_result;
 		PQclear(r);
 	}
+	/* a batch of very many distinct frames and calls leaves no large map for every later one to
+	 * clear and walk */
+	if (idx->cap > ((size_t)1 << 18))
+		imap_free(idx);
 	return 0;
 fail_result:
 	db_fail(st, "recording frame statistics", r);

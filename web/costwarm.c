@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,10 +30,13 @@ struct costwarm {
 	pthread_cond_t cv;            /* the stop, for the wait between polls */
 	bool stop;                    /* under mu */
 	PGcancel *cancel;             /* under mu: the thread's connection, for the stop */
+	int sock;                     /* under mu: its socket (-1: none), shut down by the stop */
 	PGconn *db;                   /* the thread's */
 	struct arena *a;              /* the thread's: one model at a time */
-	char after[64];               /* the last run looked at: its finished_at */
+	char after[64];               /* the latest finished_at of the runs looked at */
 	bool have_after, down;
+	int64_t seen[256];            /* the runs looked at last, a ring (the look goes back 5 minutes) */
+	unsigned nseen;
 	_Atomic uint64_t fitted;
 };
 
@@ -57,6 +61,7 @@ static bool connected(struct costwarm *w)
 	pthread_mutex_lock(&w->mu);
 	PQfreeCancel(w->cancel);
 	w->cancel = NULL;
+	w->sock = -1;
 	pthread_mutex_unlock(&w->mu);
 	if (w->db)
 		PQfinish(w->db);
@@ -67,28 +72,35 @@ static bool connected(struct costwarm *w)
 		w->down = true;
 		return false;
 	}
-	/* named for pg_stat_activity; a fit stuck behind a lock gives up (its model is fitted at its view) */
-	if (db_exec(db, "SET application_name = 'sm-web cost models'; SET statement_timeout = '60s'", err,
-		    sizeof(err)) < 0)
+	/* named for pg_stat_activity; a fit stuck behind a lock gives up (its model is fitted at its
+	 * view); finished_at read back as it was written, whatever the server's DateStyle */
+	if (db_exec(db, "SET application_name = 'sm-web cost models'; SET statement_timeout = '60s';"
+			" SET DateStyle = 'ISO, YMD'", err, sizeof(err)) < 0)
 		log_warn("cost models ahead of views: setting up the connection", "error=\"%s\"", err);
 	w->db = db;
 	w->down = false;
 	pthread_mutex_lock(&w->mu);
 	w->cancel = PQgetCancel(db);
+	w->sock = PQsocket(db);
+	if (w->stop)
+		shutdown(w->sock, SHUT_RDWR);   /* the stop came while connecting */
 	pthread_mutex_unlock(&w->mu);
 	return true;
 }
 
-/* The models of run id's costliest that the cache lacks. */
-static void warm_run(struct costwarm *w, const char *id)
+/* The models of run id's costliest that the cache lacks. Whether the run was looked at (false: the
+ * connection went away first). */
+static bool warm_run(struct costwarm *w, const char *id)
 {
 	char err[512];
 	PGresult *r = model_run_costliest(w->db, id, w->per_run, err, sizeof(err));
 	int fitted = 0;
 
 	if (!r) {
+		if (PQstatus(w->db) != CONNECTION_OK)
+			return false;
 		log_warn("cost models ahead of views: reading the run failed", "run=%s error=\"%s\"", id, err);
-		return;
+		return true;
 	}
 	for (int i = 0; i < PQntuples(r) && !stopping(w); i++) {
 		enum attribution_of of = PQgetvalue(r, i, 0)[0] == 'p' ? ATTRIBUTION_PROBLEM : ATTRIBUTION_CLUSTER;
@@ -101,7 +113,7 @@ static void warm_run(struct costwarm *w, const char *id)
 			continue;
 		arena_reset(w->a);
 		if (attribution_costmodel(w->db, of, oid, w->a, &cm, err, sizeof(err)) < 0) {
-			if (PQstatus(w->db) != CONNECTION_OK)
+			if (PQstatus(w->db) != CONNECTION_OK || stopping(w))
 				break;
 			log_warn("cost models ahead of views: a fit failed", "%s=%s error=\"%s\"",
 				 of == ATTRIBUTION_PROBLEM ? "problem" : "cluster", oid, err);
@@ -113,13 +125,28 @@ static void warm_run(struct costwarm *w, const char *id)
 	}
 	PQclear(r);
 	log_debug("cost models fitted ahead of views", "run=%s models=%d", id, fitted);
+	return PQstatus(w->db) == CONNECTION_OK;
 }
 
 /* The runs done since the last look; each is looked at once (a failed fit waits for its view). */
 static void warm_new_runs(struct costwarm *w)
 {
-	char err[512];
-	PGresult *r = model_runs_done_after(w->db, w->have_after ? w->after : NULL, err, sizeof(err));
+	char err[512], ids[256 * 21 + 3];
+	size_t len = 0;
+	PGresult *r;
+
+	/* the runs looked at: not again */
+	ids[len++] = '{';
+	for (unsigned i = 0; i < w->nseen && i < 256; i++) {
+		int k = snprintf(ids + len, sizeof(ids) - len - 1, "%s%lld", i ? "," : "", (long long)w->seen[i]);
+
+		if (k < 0 || (size_t)k >= sizeof(ids) - len - 1)
+			break;   /* (sized for 256 ids of 20 characters: not reached) */
+		len += (size_t)k;
+	}
+	ids[len++] = '}';
+	ids[len] = '\0';
+	r = model_runs_done_after(w->db, w->have_after ? w->after : NULL, ids, err, sizeof(err));
 
 	if (!r) {
 		if (PQstatus(w->db) == CONNECTION_OK)
@@ -127,7 +154,12 @@ static void warm_new_runs(struct costwarm *w)
 		return;
 	}
 	for (int i = 0; i < PQntuples(r) && !stopping(w); i++) {
-		warm_run(w, PQgetvalue(r, i, 0));
+		int64_t run = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+
+		if (!warm_run(w, PQgetvalue(r, i, 0)))
+			break;   /* looked at again once connected */
+		w->seen[w->nseen++ % 256] = run;
+		/* rows come oldest first: the last is the latest */
 		snprintf(w->after, sizeof(w->after), "%s", PQgetvalue(r, i, 1));
 		w->have_after = true;
 	}
@@ -144,9 +176,9 @@ static void *warm_main(void *arg)
 	for (;;) {
 		struct timespec until;
 
-		if (connected(w))
+		if (!stopping(w) && connected(w))
 			warm_new_runs(w);
-		clock_gettime(CLOCK_REALTIME, &until);
+		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += w->poll_ms / 1000;
 		until.tv_nsec += (long)(w->poll_ms % 1000) * 1000000L;
 		if (until.tv_nsec >= 1000000000L) {
@@ -181,13 +213,19 @@ struct costwarm *costwarm_start(const char *conninfo, struct costcache *cache, i
 				char *err, size_t errlen)
 {
 	struct costwarm *w = calloc(1, sizeof(*w));
+	pthread_condattr_t ca;
 
 	if (!w) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
+	/* the wait between polls on the monotonic clock: a step of the wall clock moves nothing */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	w->sock = -1;
 	w->cache = cache;
 	w->per_run = per_run;
 	w->poll_ms = poll_ms > 0 ? poll_ms : 1000;
@@ -215,9 +253,12 @@ void costwarm_stop(struct costwarm *w)
 		return;
 	pthread_mutex_lock(&w->mu);
 	w->stop = true;
-	/* a fit's query under way ends now, not when it is done */
+	/* a fit's query under way ends now, not when it is done; one about to be sent finds its
+	 * socket shut */
 	if (w->cancel)
 		PQcancel(w->cancel, msg, sizeof(msg));
+	if (w->sock >= 0)
+		shutdown(w->sock, SHUT_RDWR);
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->thread, NULL);

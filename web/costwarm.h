@@ -14,13 +14,14 @@
 struct costwarm;
 
 /* Starts the thread: every poll_ms it looks for runs done since the last look (at start, the
- * latest done run) and fits the models of their per_run costliest clusters and per_run
+ * latest done run and those done in the 5 minutes before it) and fits the models of their per_run costliest clusters and per_run
  * costliest problems that cache does not hold yet, through its own connection (conninfo; it
  * reconnects after an outage). NULL when the thread cannot start, with err. Caller stops it with
  * costwarm_stop(). */
 struct costwarm *costwarm_start(const char *conninfo, struct costcache *cache, int per_run, int poll_ms,
 				char *err, size_t errlen);
-/* Stops the thread (a fit under way ends first) and frees it. NULL-safe. */
+/* Stops the thread and frees it: a query under way is cancelled, a connection being made ends
+ * first (its connect_timeout at most). NULL-safe. */
 void costwarm_stop(struct costwarm *w);
 /* Models fitted so far. */
 uint64_t costwarm_fitted(const struct costwarm *w);

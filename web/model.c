@@ -269,15 +269,17 @@ PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen)
 	return run_prepared(db, 5, RUN_COLS " WHERE r.id = $1::bigint", 1, p, err, errlen);
 }
 
-PGresult *model_runs_done_after(PGconn *db, const char *after, char *err, size_t errlen)
+PGresult *model_runs_done_after(PGconn *db, const char *after, const char *seen, char *err, size_t errlen)
 {
-	const char *p[1] = { after };
+	const char *p[2] = { after, seen };
 
-	return run(db, "SELECT id, at FROM (SELECT id, finished_at::text AS at, finished_at FROM runs"
-		       " WHERE status = 'done' AND finished_at IS NOT NULL"
-		       " AND ($1::timestamptz IS NULL OR finished_at > $1::timestamptz)"
-		       " ORDER BY finished_at DESC, id DESC LIMIT CASE WHEN $1 IS NULL THEN 1 ELSE 20 END) r"
-		       " ORDER BY finished_at, id", 1, p, err, errlen);
+	/* a run's finished_at is its storing transaction's start: one committed after a later one was
+	 * seen has an earlier time, so the look goes back a few minutes (the caller skips those seen) */
+	return run(db, "WITH t AS (SELECT coalesce($1::timestamptz,"
+		       "  (SELECT max(finished_at) FROM runs WHERE status = 'done')) - interval '5 minutes' AS t)"
+		       " SELECT id, finished_at::text FROM runs, t WHERE status = 'done' AND finished_at > t.t"
+		       " AND NOT (id = ANY (coalesce($2::bigint[], '{}')))"
+		       " ORDER BY finished_at, id LIMIT 200", 2, p, err, errlen);
 }
 
 PGresult *model_run_costliest(PGconn *db, const char *id, long n, char *err, size_t errlen)

@@ -71,9 +71,10 @@ PGresult *model_runs_worst(PGconn *db, enum model_run_sort sort, long limit, lon
 PGresult *model_run(PGconn *db, const char *id, char *err, size_t errlen);
 /* What run id mined: run_id, status, app, kind (run, wait or both); no row when it does not exist. */
 PGresult *model_run_what(PGconn *db, const char *id, char *err, size_t errlen);
-/* Done runs finished after `after` (a finished_at of this function's, NULL: the latest run only), at
- * most 20, oldest first: run_id, finished_at (text, to the microsecond). */
-PGresult *model_runs_done_after(PGconn *db, const char *after, char *err, size_t errlen);
+/* Done runs finished in the 5 minutes before `after` or since (a finished_at of this function's;
+ * NULL: the latest done run's) but those in seen (an array literal of run ids, or NULL), the oldest
+ * 200, oldest first: run_id, finished_at (text, to the microsecond). */
+PGresult *model_runs_done_after(PGconn *db, const char *after, const char *seen, char *err, size_t errlen);
 /* Run id's costliest problems and clusters, at most n of each, by rank: of ('p' or 'c'), id. */
 PGresult *model_run_costliest(PGconn *db, const char *id, long n, char *err, size_t errlen);
 /* Done runs that a comparison may take, newest first: run_id, app, kind, finished_at; app and kind

@@ -120,6 +120,15 @@ for lie in 1 -1; do
 		'400 {"error":"body: bad zstd data: Data corruption detected"}'
 	t_eq "zstd, a size declared $lie byte off: nothing stored" "$(pg_q "SELECT count(*) FROM streams WHERE stream_id = '$ID7'")" 0
 done
+# a frame whose checksum fails once the whole of it is written: refused by the stream's check too
+head -c 4M /dev/zero >"$T_TMP/zeros"
+zstd -q -1 -c "$T_TMP/zeros" >"$T_TMP/badsum.zst"
+rm -f "$T_TMP/zeros"
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-1] ^= 0xff; open(sys.argv[1], "wb").write(bytes(b))' \
+	"$T_TMP/badsum.zst"
+post "$T_TMP/badsum.zst" application/json -H 'Content-Encoding: zstd'
+t_eq "zstd, a size declared and a bad checksum: refused" "$HTTP_STATUS $HTTP_BODY" \
+	'400 {"error":"body: bad zstd data: Restored data doesn'"'"'t match checksum"}'
 # a frame that declares more than the limit is never inflated: the stream stops at the limit
 head -c 64M /dev/zero >"$T_TMP/zeros"
 zstd -q -1 -c "$T_TMP/zeros" >"$T_TMP/declared-bomb.zst"
