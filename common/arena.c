@@ -136,15 +136,12 @@ void arena_retain(struct arena *a, size_t bytes)
 
 void arena_release(struct arena *a)
 {
-	size_t retain = a->retain;
-
-	a->retain = 1;
 	arena_reset(a);
-	blocks_free(a->spare ? a->spare->next : NULL);
-	if (a->spare)
+	if (a->spare) {
+		blocks_free(a->spare->next);
 		a->spare->next = NULL;
-	a->nspare = a->spare ? 1 : 0;
-	a->retain = retain;
+		a->nspare = 1;
+	}
 }
 
 size_t arena_reserved(const struct arena *a)

@@ -205,6 +205,16 @@ static bool present(struct json_reader *r, const char *pos, const char *end)
 
 #define TID_MAX ((int64_t)INT32_MAX)
 
+/* n entries read of an array over its limit, plus the rest skipped and counted: for the message. */
+static size_t count_rest(struct json_reader *r, size_t n)
+{
+	do {
+		n++;
+		json_skip(r);
+	} while (json_next_item(r));
+	return n;
+}
+
 /* An object of string values ("labels", "modules") into pairs: at most max_keys keys of 1 to
  * max_name bytes, values of at most max_value bytes (empty ones too when allow_empty). */
 static int parse_pairs(struct wire_parser *p, struct arena *a, struct json_reader *r, const char *what,
@@ -325,15 +335,9 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 		struct fpath f = { "frames", NULL, n, 0, 1 };
 		const char *name;
 
-		if (n >= p->lim.max_frames) {
-			/* count the rest for the message */
-			do {
-				n++;
-				json_skip(r);
-			} while (json_next_item(r));
-			return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", n,
+		if (n >= p->lim.max_frames)
+			return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", count_rest(r, n),
 				    p->lim.max_frames);
-		}
 		if ((rc = take_str(p, a, r, &f, p->lim.max_frame, false, &name)))
 			return rc;
 		if (vec_append(&p->frames, &name) < 0)
@@ -365,16 +369,9 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 		struct wire_stack st = { NULL, 0 };
 		size_t depth = 0;
 
-		if (i >= p->lim.max_stacks) {
-			/* count the rest for the message */
-			n = i;
-			do {
-				n++;
-				json_skip(r);
-			} while (json_next_item(r));
-			return fail(p, WIRE_EINVALID, "stacks: %zu entries, at most %zu allowed", n,
+		if (i >= p->lim.max_stacks)
+			return fail(p, WIRE_EINVALID, "stacks: %zu entries, at most %zu allowed", count_rest(r, i),
 				    p->lim.max_stacks);
-		}
 		if (json_peek(r) != JV_ARRAY)
 			return fail(p, WIRE_EINVALID, "stacks[%zu]: must be an array, not %s", i,
 				    type_name(r));
@@ -384,15 +381,9 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 			int64_t v;
 			uint32_t u;
 
-			if (k >= p->lim.max_stack_depth) {
-				depth = k;
-				do {
-					depth++;
-					json_skip(r);
-				} while (json_next_item(r));
+			if (k >= p->lim.max_stack_depth)
 				return fail(p, WIRE_EINVALID, "stacks[%zu]: %zu frames, at most %zu allowed",
-					    i, depth, p->lim.max_stack_depth);
-			}
+					    i, count_rest(r, k), p->lim.max_stack_depth);
 			if ((rc = take_int(p, r, &f, 0, INT32_MAX, &v)))
 				return rc;
 			if ((size_t)v >= s->nframes)
@@ -519,14 +510,9 @@ static int parse_events(struct wire_parser *p, struct arena *a, struct json_read
 	while (json_next_item(r)) {
 		struct wire_event e;
 
-		if (n >= p->lim.max_events) {
-			do {
-				n++;
-				json_skip(r);
-			} while (json_next_item(r));
-			return fail(p, WIRE_EINVALID, "events: %zu events, at most %zu allowed", n,
+		if (n >= p->lim.max_events)
+			return fail(p, WIRE_EINVALID, "events: %zu events, at most %zu allowed", count_rest(r, n),
 				    p->lim.max_events);
-		}
 		if ((rc = parse_event(p, a, r, n, s->nstacks, &e)))
 			return rc;
 		if (vec_append(&p->events, &e) < 0)

@@ -125,7 +125,6 @@ void handler_error(struct handler_response *rs, int status, const char *msg)
 	handler_error_id(rs, status, msg, NULL);
 }
 
-
 void handler_trim(struct handler *h, size_t body_len)
 {
 	/* the request's size, not the buffer's (which doubling may have made 16 MiB for 9); but a

@@ -29,7 +29,7 @@ struct store {
 	struct buf names;          /* a stream's thread names, as JSON */
 	struct imap named;         /* tid -> index in the stream's threads, per stream */
 	struct intern *missing;    /* frames or stacks not in the cache, per call */
-	struct imap stat_idx;      /* per batch: frame ids and call edges to their counters' index */
+	struct imap stat_idx;      /* per batch: the unnamed frames seen, then the frames' and calls' counters */
 	struct imap canon;         /* frame id -> its canonical frame's id, this batch's aliases only */
 	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
 	int backend_pid;           /* of the session the statements were prepared in */

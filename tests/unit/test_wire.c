@@ -269,6 +269,25 @@ static void test_limits(void)
 	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
 	CHECK_STR(wire_parser_error(p), "events: 2 events, at most 1 allowed");
 	wire_parser_free(p);
+	/* the other arrays over their limits: the message counts every entry, those past it too */
+	wire_limits_default(&lim);
+	lim.max_frames = 4;
+	p = wire_parser_open(&lim);
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
+	CHECK_STR(wire_parser_error(p), "frames: 6 entries, at most 4 allowed");
+	wire_parser_free(p);
+	wire_limits_default(&lim);
+	lim.max_stacks = 1;
+	p = wire_parser_open(&lim);
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
+	CHECK_STR(wire_parser_error(p), "stacks: 2 entries, at most 1 allowed");
+	wire_parser_free(p);
+	wire_limits_default(&lim);
+	lim.max_stack_depth = 2;
+	p = wire_parser_open(&lim);
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
+	CHECK_STR(wire_parser_error(p), "stacks[0]: 4 frames, at most 2 allowed");
+	wire_parser_free(p);
 
 	memset(big, 'x', 1025);
 	big[1025] = '\0';
