@@ -383,8 +383,12 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	pidfd = (int)syscall(SYS_pidfd_open, (long)probe.pid, 0L);
 	alive = start_time_of(probe.pid) == probe.starttime;
 	why = "the file's owner is not the process's";
-	if (alive && (stat(path, &pst) < 0 || !owned_by(probe.pid, st.st_uid)))
-		goto out_refuse;
+	if (alive && (stat(path, &pst) < 0 || !owned_by(probe.pid, st.st_uid))) {
+		/* it may have ended between the looks: then the region is an orphan's, like any dead one's */
+		if (start_time_of(probe.pid) == probe.starttime)
+			goto out_refuse;
+		alive = 0;
+	}
 	m = mmap(NULL, probe.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
