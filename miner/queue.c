@@ -274,8 +274,15 @@ int miner_wait(struct miner *m, int timeout_ms)
 	pfd.events = POLLIN;
 	if (pfd.fd < 0)
 		return miner_fail(m, "database connection lost");
-	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
-		return miner_fail(m, "poll: %s", strerror(errno));
+	/* in slices: a stop asked for by another thread (sm-web's embedded worker) wakes no poll */
+	for (int left = timeout_ms; left > 0 && !(m->o.cancel && *m->o.cancel); left -= 100) {
+		int ready = poll(&pfd, 1, left < 100 ? left : 100);
+
+		if (ready < 0 && errno != EINTR)
+			return miner_fail(m, "poll: %s", strerror(errno));
+		if (ready != 0)
+			break;
+	}
 	if (!PQconsumeInput(m->db))
 		return miner_db_fail(m, "waiting for runs", NULL);
 	while ((n = PQnotifies(m->db)))

@@ -149,6 +149,53 @@ http GET "$WEB_URL/api/v1/problems/$prob/attribution" -H "Authorization: Bearer 
 t_eq "warm: and its problem" "$HTTP_STATUS $(j '[j["modes"]["summary"], [v["summary"] for v in j["numeric"]]]')" \
 	'200 ["two modes: 3 ms (80 %) and 45 ms (20 %)",["cost jumps from 3 ms to 45 ms above body.size 3,200, R^2 1.00"]]'
 t_eq "warm: nothing fitted again for them" "$(metric sm_web_models_warmed_total)" "$((n0 + n1))"
+# its connection ended under it (as by a database's restart): a new one, and a later run's models
+t_eq "warm: its connection, named, ended by the database" \
+	"$(pg_q "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'sm-web cost models'")" 1
+run2=$("$SM_BIN_DIR/sm-miner" run --quiet --app bi --kind run --aoi thread --threshold-ns 10000000 2>"$T_TMP/miner.err") ||
+	t_bail "sm-miner run --app bi, a third time" "$(cat "$T_TMP/miner.err")"
+n2=$(want "$run2")
+wait_metric sm_web_models_warmed_total "$((n0 + n1 + n2))"
+t_eq "warm: connected again, a run done after that has its models fitted" \
+	"$(metric sm_web_models_warmed_total) $(pg_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sm-web cost models'")" \
+	"$((n0 + n1 + n2)) 1"
+# stopped while a fit waits: a fresh sm-web fits the latest run's models at its start, and the
+# lock held here on what a fit reads keeps its first one waiting; SIGTERM ends it at once, with
+# no warning of a failed fit
+stop_web
+unlock() { pg_q "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sm-test-locker'"; }
+printf 'BEGIN;\nLOCK TABLE match_streams IN ACCESS EXCLUSIVE MODE;\nSELECT pg_sleep(120);\n' |
+	PGAPPNAME=sm-test-locker psql -X -q >/dev/null 2>&1 &
+locker=$!
+t_cleanup "kill $locker 2>/dev/null; true"
+for _ in $(seq 100); do
+	[ "$(pg_q "SELECT count(*) FROM pg_locks WHERE relation = 'match_streams'::regclass AND mode = 'AccessExclusiveLock' AND granted")" = 1 ] && break
+	sleep 0.1
+done
+start_web || t_bail "sm-web starts with a lock in its way"
+waiting=
+for _ in $(seq 150); do
+	waiting=$(pg_q "SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'sm-web cost models' AND state = 'active'")
+	[ "$waiting" = Lock ] && break
+	sleep 0.1
+done
+t_eq "warm: a fit waits on the lock" "$waiting" Lock
+t0=$(date +%s%N)
+wlog=$WEB_LOG
+stop_web
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+t_eq "warm: SIGTERM during that fit: sm-web exits 0 within 3 s ($ms ms), nothing logged of a failed fit" \
+	"${WEB_RC:-} $((ms < 3000)) $(grep -c 'a fit failed\|reading the run failed' "$wlog")" "0 1 0"
+left=
+for _ in $(seq 50); do
+	left=$(pg_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sm-web cost models'")
+	[ "$left" = 0 ] && break
+	sleep 0.1
+done
+t_eq "warm: and its waiting query is gone from the database" "$left" 0
+t_eq "warm: (the lock let go)" "$(unlock)" 1
+wait "$locker" 2>/dev/null
 start_web --model-warm 0 || t_bail "sm-web starts with --model-warm 0"
 http GET "$WEB_URL/api/v1/clusters/$cl/attribution" -H "Authorization: Bearer $AN"
 t_eq "warm: --model-warm 0 fits nothing ahead: the cluster's streams left make none" \
