@@ -40,6 +40,7 @@ static const char usage[] =
 	"  --auth-cache-ms N        how long a token check is remembered [10000]\n"
 	"  --drain-timeout SECONDS  on SIGTERM, how long to wait for requests in flight [30]\n"
 	"  --maintain-interval S    seconds between partition/retention maintenance [3600]\n"
+	"  --fold-interval S        seconds between folds of the frame statistics' deltas [10]\n"
 	"  --log-level LEVEL        debug, info, warn, error [info]\n"
 	"  --profile-merge-ms N     a build's fleet profile is merged again at most this often [60000]\n"
 	"  -h, --help               this text\n"
@@ -52,7 +53,7 @@ enum {
 	OPT_WORKERS = 256, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
 	OPT_MAXDEC, OPT_MAXBUF, OPT_MAXBATCH, OPT_MAXEVENTS, OPT_MAXFRAMES, OPT_MAXSTACKS,
 	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_MERGE, OPT_PERIP, OPT_HEADTO,
-	OPT_IDLETO,
+	OPT_IDLETO, OPT_FOLD,
 };
 
 static const struct cli cl = { "sm-ingest", NULL };
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
 		{ "auth-cache-ms", required_argument, NULL, OPT_AUTHTTL },
 		{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
 		{ "maintain-interval", required_argument, NULL, OPT_MAINT },
+		{ "fold-interval", required_argument, NULL, OPT_FOLD },
 		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "profile-merge-ms", required_argument, NULL, OPT_MERGE },
 		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
@@ -126,6 +128,7 @@ int main(int argc, char **argv)
 		case OPT_AUTHTTL: cfg.auth_ttl_ms = (int)v; break;
 		case OPT_DRAIN: cfg.drain_timeout_s = (int)v; break;
 		case OPT_MAINT: cfg.maintain_interval_s = (int)v; break;
+		case OPT_FOLD: cfg.fold_interval_s = (int)v; break;
 		case OPT_MERGE: cfg.lim.profile_merge_ms = v; break;
 		case OPT_PERIP: cfg.max_per_ip = (int)v; break;
 		case OPT_HEADTO: cfg.header_timeout_s = (int)v; break;

@@ -27,6 +27,7 @@ struct ingest_config {
 	int auth_ttl_ms;
 	int drain_timeout_s;        /* how long SIGTERM waits for requests in flight */
 	int maintain_interval_s;    /* partitions and retention */
+	int fold_interval_s;        /* frame statistics' deltas into the totals */
 	struct handler_limits lim;
 };
 

@@ -62,12 +62,24 @@ static const char SQL_INS_STACKS[] =
 static const char SQL_GET_STACKS[] =
 	"SELECT s.id, s.frame_ids::text FROM stacks s"
 	" JOIN (SELECT x::integer[] AS frame_ids FROM unnest($1::text[]) AS x) i USING (frame_ids)";
-static const char SQL_INS_STREAM[] =
-	"INSERT INTO streams (stream_id, host, app, version, build_id, labels, symptom_kind,"
-	" symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,"
-	" n_events, received_at, role, weight, thread_names)"
-	" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb)"
-	" ON CONFLICT (stream_id) DO NOTHING RETURNING id";
+/* A batch's streams in one statement, inserted in the order given (stream_id's: two batches lock
+ * the ids they share in one order); returns each accepted stream's position (1-based) and id. Of
+ * the same id twice in a batch, the first is inserted and the second conflicts with it. */
+static const char SQL_INS_STREAMS[] =
+	"WITH u AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],"
+	"   $6::jsonb[], $7::text[], $8::integer[], $9::bigint[], $10::bigint[], $11::text[], $12::bigint[],"
+	"   $13::integer[], $15::text[], $16::double precision[], $17::jsonb[])"
+	"   WITH ORDINALITY AS u(stream_id, host, app, version, build_id, labels, symptom_kind, symptom_tid,"
+	"   symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns, n_events, role, weight,"
+	"   thread_names, ord)),"
+	" ins AS (INSERT INTO streams (stream_id, host, app, version, build_id, labels, symptom_kind,"
+	"   symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,"
+	"   n_events, received_at, role, weight, thread_names)"
+	"   SELECT stream_id, host, app, version, build_id, labels, symptom_kind, symptom_tid, symptom_start_ns,"
+	"   symptom_end_ns, symptom_unit_type, symptom_threshold_ns, n_events, $14::timestamptz, role, weight,"
+	"   thread_names FROM u ORDER BY ord"
+	"   ON CONFLICT (stream_id) DO NOTHING RETURNING id, stream_id)"
+	" SELECT min(u.ord), ins.id FROM ins JOIN u USING (stream_id) GROUP BY ins.id";
 static const char SQL_FRAME_ADDRS[] =
 	"WITH a AS (INSERT INTO frame_addrs (frame_id, build_id, addr)"
 	"           SELECT * FROM unnest($1::integer[], $2::text[], $3::bigint[]) ORDER BY 1"
@@ -82,7 +94,7 @@ static const struct {
 } statements[] = {
 	{ "ins_frames", SQL_INS_FRAMES },   { "get_frames", SQL_GET_FRAMES },
 	{ "ins_stacks", SQL_INS_STACKS },   { "get_stacks", SQL_GET_STACKS },
-	{ "ins_stream", SQL_INS_STREAM },   { "stat_delta", SQL_STAT_DELTA },
+	{ "ins_streams", SQL_INS_STREAMS },   { "stat_delta", SQL_STAT_DELTA },
 	{ "frame_addrs", SQL_FRAME_ADDRS },
 };
 
@@ -494,50 +506,109 @@ static int put_thread_names(struct store *st, const struct wire_stream *w)
 	return rc ? -1 : n > 0;
 }
 
-static int insert_stream(struct store *st, const struct wire_stream *w, const char *received_at,
-			 int64_t *ref)
+/* One array literal's elements: a string (NULL: the SQL NULL), a number. */
+static int put_elem_str(struct buf *b, size_t i, const char *v)
 {
-	char tid[24], start[24], end[24], thr[24], nev[24], wt[32];
-	const char *params[17];
-	PGresult *r;
-	int named;
+	if (i)
+		buf_putc(b, ',');
+	return v ? db_put_array_str(b, v, strlen(v)) : buf_append(b, "NULL", 4);
+}
 
-	buf_reset(&st->param);
-	if (put_labels_json(&st->param, w) < 0 || (named = put_thread_names(st, w)) < 0) {
-		snprintf(st->err, sizeof(st->err), "out of memory");
+static int put_elem_i64(struct buf *b, size_t i, int64_t v)
+{
+	if (i)
+		buf_putc(b, ',');
+	return buf_put_i64(b, v);
+}
+
+/* The columns of streams a batch sends, each as one array parameter of ins_streams. */
+enum {
+	SC_ID, SC_HOST, SC_APP, SC_VERSION, SC_BUILD, SC_LABELS, SC_KIND, SC_TID, SC_START, SC_END,
+	SC_UNIT, SC_THRESHOLD, SC_NEVENTS, SC_RECEIVED, SC_ROLE, SC_WEIGHT, SC_THREADS, SC_COUNT
+};
+
+/* Inserts the streams ss[order[0..n)] (in that order) in one statement: m[].ref is each one's
+ * streams.id, 0 for a duplicate (an id stored before, or twice in the batch). */
+static int insert_streams(struct store *st, const struct wire_stream *const *ss, const size_t *order, size_t n,
+			  const char *received_at, struct mapped *m)
+{
+	struct buf *all = &st->param2, *json = &st->param;
+	size_t off[SC_COUNT];
+	const char *params[SC_COUNT];
+	PGresult *r;
+	int rc = 0;
+
+	buf_reset(all);
+	for (int c = 0; c < SC_COUNT; c++) {
+		off[c] = all->len;
+		if (c == SC_RECEIVED) {
+			rc |= buf_append(all, received_at, strlen(received_at)) | buf_putc(all, '\0');
+			continue;
+		}
+		rc |= buf_putc(all, '{');
+		for (size_t i = 0; i < n && !rc; i++) {
+			const struct wire_stream *w = ss[order[i]];
+			char wt[32];
+			int named;
+
+			switch (c) {
+			case SC_ID: rc |= put_elem_str(all, i, w->stream_id); break;
+			case SC_HOST: rc |= put_elem_str(all, i, w->host); break;
+			case SC_APP: rc |= put_elem_str(all, i, w->app); break;
+			case SC_VERSION: rc |= put_elem_str(all, i, w->version); break;
+			case SC_BUILD: rc |= put_elem_str(all, i, w->build_id); break;
+			case SC_LABELS:
+				buf_reset(json);
+				rc |= put_labels_json(json, w) | put_elem_str(all, i, buf_cstr(json));
+				break;
+			case SC_KIND: rc |= put_elem_str(all, i, w->symptom.kind); break;
+			case SC_TID: rc |= put_elem_i64(all, i, w->symptom.tid); break;
+			case SC_START: rc |= put_elem_i64(all, i, w->symptom.start_ns); break;
+			case SC_END: rc |= put_elem_i64(all, i, w->symptom.end_ns); break;
+			case SC_UNIT: rc |= put_elem_str(all, i, w->symptom.unit_type); break;
+			case SC_THRESHOLD:
+				if (w->symptom.threshold_ns >= 0)
+					rc |= put_elem_i64(all, i, w->symptom.threshold_ns);
+				else
+					rc |= put_elem_str(all, i, NULL);
+				break;
+			case SC_NEVENTS: rc |= put_elem_i64(all, i, (int64_t)w->nevents); break;
+			case SC_ROLE:
+				rc |= put_elem_str(all, i, w->role == WIRE_ROLE_BASELINE ? "baseline" : "violation");
+				break;
+			case SC_WEIGHT:
+				/* %.17g: the weight stored is the one sent, to the last bit */
+				snprintf(wt, sizeof(wt), "%.17g", wire_weight(w));
+				rc |= put_elem_str(all, i, wt);
+				break;
+			case SC_THREADS:
+				named = put_thread_names(st, w);
+				rc |= named < 0 ? -1 : put_elem_str(all, i, named ? buf_cstr(&st->names) : NULL);
+				break;
+			}
+		}
+		rc |= buf_putc(all, '}') | buf_putc(all, '\0');
+	}
+	if (rc || buf_error(all)) {
+		snprintf(st->err, sizeof(st->err), "storing streams: out of memory");
 		return -1;
 	}
-	snprintf(tid, sizeof(tid), "%lld", (long long)w->symptom.tid);
-	snprintf(start, sizeof(start), "%lld", (long long)w->symptom.start_ns);
-	snprintf(end, sizeof(end), "%lld", (long long)w->symptom.end_ns);
-	snprintf(thr, sizeof(thr), "%lld", (long long)w->symptom.threshold_ns);
-	snprintf(nev, sizeof(nev), "%zu", w->nevents);
-	params[0] = w->stream_id;
-	params[1] = w->host;
-	params[2] = w->app;
-	params[3] = w->version;
-	params[4] = w->build_id;
-	params[5] = buf_cstr(&st->param);
-	params[6] = w->symptom.kind;
-	params[7] = tid;
-	params[8] = start;
-	params[9] = end;
-	params[10] = w->symptom.unit_type;
-	params[11] = w->symptom.threshold_ns >= 0 ? thr : NULL;
-	params[12] = nev;
-	params[13] = received_at;
-	params[14] = w->role == WIRE_ROLE_BASELINE ? "baseline" : "violation";
-	/* %.17g: the weight stored is the one sent, to the last bit */
-	snprintf(wt, sizeof(wt), "%.17g", wire_weight(w));
-	params[15] = wt;
-	params[16] = named ? buf_cstr(&st->names) : NULL;
-	r = PQexecPrepared(st->db, "ins_stream", 17, params, NULL, NULL, 0);
+	for (int c = 0; c < SC_COUNT; c++)
+		params[c] = all->data + off[c];
+	r = PQexecPrepared(st->db, "ins_streams", SC_COUNT, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_fail(st, "storing stream", r);
+		db_fail(st, "storing streams", r);
 		PQclear(r);
 		return -1;
 	}
-	*ref = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+	for (size_t i = 0; i < n; i++)
+		m[order[i]].ref = 0;
+	for (int row = 0; row < PQntuples(r); row++) {
+		int64_t pos = strtoll(PQgetvalue(r, row, 0), NULL, 10);
+
+		if (pos >= 1 && (size_t)pos <= n)
+			m[order[pos - 1]].ref = strtoll(PQgetvalue(r, row, 1), NULL, 10);
+	}
 	PQclear(r);
 	return 0;
 }
@@ -875,8 +946,11 @@ fail_oom:
 static int cmp_stream_id(const void *a, const void *b, void *ctx)
 {
 	const struct wire_stream *const *ss = ctx;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	int c = strcmp(ss[i]->stream_id, ss[j]->stream_id);
 
-	return strcmp(ss[*(const size_t *)a]->stream_id, ss[*(const size_t *)b]->stream_id);
+	/* an id twice in a batch: the first sent is the one stored */
+	return c ? c : (i > j) - (i < j);
 }
 
 /* write_batch(): the ids were mapped in an epoch that a collection has ended */
@@ -928,13 +1002,11 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	PQclear(r);
 	if (sharded != st->sharded && check_shards(st) < 0)   /* a shard was added since */
 		goto fail_rollback;
+	if (insert_streams(st, ss, order, n, received_at, m) < 0)
+		goto fail_rollback;
 	for (size_t i = 0; i < n; i++) {
-		size_t s = order[i];
-
-		if (insert_stream(st, ss[s], received_at, &m[s].ref) < 0)
-			goto fail_rollback;
-		res[s] = m[s].ref ? STORE_ACCEPTED : STORE_DUPLICATE;
-		nacc += m[s].ref != 0;
+		res[i] = m[i].ref ? STORE_ACCEPTED : STORE_DUPLICATE;
+		nacc += m[i].ref != 0;
 	}
 	t1 = util_now_mono_ns();
 	if (nacc && copy_events(st, ss, n, m, received_us, no_partition) < 0)

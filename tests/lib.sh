@@ -11,6 +11,7 @@
 # Checks:   t_ok NAME | t_fail NAME WHY | t_eq NAME GOT WANT | t_match NAME GOT REGEX
 # End:      t_done (prints "N passed, N failed"; exits 1 when anything failed)
 # Database: pg_q SQL [PSQL ARGS]   (prints the result; -v x=V makes :'x' usable in SQL)
+#           pg_until VALUE SQL [TRIES]   (waits for SQL to print VALUE, 5 s at most)
 # Servers:  start_ingest [ARGS] / stop_ingest ; sets INGEST_URL, INGEST_PID, INGEST_LOG
 # Tokens:   mk_token ROLE          (prints the token)
 # Packages: build_debs VERSION...   (stackmine-agent and -server of each version in $T_TMP/deb)
@@ -125,6 +126,19 @@ pg_q() {
 	local sql=$1
 	shift
 	psql -X -A -t -q -v ON_ERROR_STOP=1 "$@" <<<"$sql"
+}
+
+# pg_until VALUE SQL [TRIES]: pg_q SQL every 0.1 s until it prints VALUE, TRIES times at most
+# (50: 5 s); prints its last answer, for the check that follows.
+pg_until() {
+	local want=$1 sql=$2 tries=${3:-50} got=
+	while [ "$tries" -gt 0 ]; do
+		got=$(pg_q "$sql")
+		[ "$got" = "$want" ] && break
+		tries=$((tries - 1))
+		sleep 0.1
+	done
+	printf '%s\n' "$got"
 }
 
 # stream_events WHERE [PSQL ARGS]: the events of the streams matching WHERE (aliases

@@ -169,31 +169,19 @@ printf 'BEGIN;\nLOCK TABLE match_streams IN ACCESS EXCLUSIVE MODE;\nSELECT pg_sl
 	PGAPPNAME=sm-test-locker psql -X -q >/dev/null 2>&1 &
 locker=$!
 t_cleanup "kill $locker 2>/dev/null; true"
-for _ in $(seq 100); do
-	[ "$(pg_q "SELECT count(*) FROM pg_locks WHERE relation = 'match_streams'::regclass AND mode = 'AccessExclusiveLock' AND granted")" = 1 ] && break
-	sleep 0.1
-done
+pg_until 1 "SELECT count(*) FROM pg_locks WHERE relation = 'match_streams'::regclass
+	AND mode = 'AccessExclusiveLock' AND granted" 100 >/dev/null
 start_web || t_bail "sm-web starts with a lock in its way"
-waiting=
-for _ in $(seq 150); do
-	waiting=$(pg_q "SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'sm-web cost models' AND state = 'active'")
-	[ "$waiting" = Lock ] && break
-	sleep 0.1
-done
-t_eq "warm: a fit waits on the lock" "$waiting" Lock
+t_eq "warm: a fit waits on the lock" "$(pg_until Lock "SELECT wait_event_type FROM pg_stat_activity
+	WHERE application_name = 'sm-web cost models' AND state = 'active'" 150)" Lock
 t0=$(date +%s%N)
 wlog=$WEB_LOG
 stop_web
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 t_eq "warm: SIGTERM during that fit: sm-web exits 0 within 3 s ($ms ms), nothing logged of a failed fit" \
 	"${WEB_RC:-} $((ms < 3000)) $(grep -c 'a fit failed\|reading the run failed' "$wlog")" "0 1 0"
-left=
-for _ in $(seq 50); do
-	left=$(pg_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sm-web cost models'")
-	[ "$left" = 0 ] && break
-	sleep 0.1
-done
-t_eq "warm: and its waiting query is gone from the database" "$left" 0
+t_eq "warm: and its waiting query is gone from the database" \
+	"$(pg_until 0 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sm-web cost models'")" 0
 t_eq "warm: (the lock let go)" "$(unlock)" 1
 wait "$locker" 2>/dev/null
 start_web --model-warm 0 || t_bail "sm-web starts with --model-warm 0"

@@ -73,6 +73,28 @@ t_eq "resend: nothing more stored" "$(nstreams)|$(nevents)" "1|3"
 pg_q "SELECT sm_fold_stats(1000)" >/dev/null
 t_eq "resend: statistics unchanged" "$(pg_q "SELECT n FROM stream_total")" 1
 
+# ---- one batch: an id twice, an id stored before, values an array literal must quote ----
+IDA=$(newid) IDB=$(newid)
+{
+	stream "$IDA" 's/"web-17"/"NULL"/; s/"eu-west"/"a \\"quoted\\" {x,y} \\\\ back"/; s/"1.22.1"/"{}"/'
+	stream "$IDB" 's/"app": "nginx"/"app": "nginx", "weight": 2.5/; s/"version": "1.22.1",//; s/"build_id": "3f9a0c",//'
+	stream "$IDA" 's/"web-17"/"second"/'
+	stream "$ID1"
+} >"$T_TMP/dups.ndjson"
+post "$T_TMP/dups.ndjson" application/x-ndjson
+t_eq "one batch, an id twice and one stored before: the first stored, the others duplicates" \
+	"$HTTP_STATUS $HTTP_BODY" '200 {"accepted":2,"duplicates":2,"rejected":[]}'
+t_eq "one batch: its rows as sent, quotes, braces, backslash, NULL as a name, absent values as NULL" \
+	"$(pg_q "SELECT host, labels->>'region', coalesce(version, '<null>'), coalesce(build_id, '<null>'), weight, n_events
+		FROM streams WHERE stream_id IN ('$IDA', '$IDB') ORDER BY host")" \
+	'NULL|a "quoted" {x,y} \ back|{}|3f9a0c|1|3
+web-17|eu-west|<null>|<null>|2.5|3'
+t_eq "one batch: events for the two stored only" \
+	"$(pg_q "SELECT count(*) FROM events e JOIN streams s ON s.id = e.stream_ref WHERE s.stream_id IN ('$IDA', '$IDB')")" 6
+pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ('$IDA', '$IDB'))" >/dev/null
+pg_q "DELETE FROM streams WHERE stream_id IN ('$IDA', '$IDB')" >/dev/null
+pg_q "DELETE FROM stat_deltas" >/dev/null
+
 # ---- zstd, one frame and several ----
 ID2=$(newid)
 stream "$ID2" | zstd -q -c >"$T_TMP/s2.zst"
@@ -277,7 +299,7 @@ http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'C
 t_eq "a revoked token is refused" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
 
 http GET "$INGEST_URL/metrics"
-t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 11\n'
+t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 13\n'
 t_match "metrics count the bombs as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 2\n'
 t_match "metrics have a latency histogram" "$HTTP_BODY" 'sm_ingest_request_duration_seconds_bucket\{le="\+Inf"\} [0-9]+'
 stop_ingest && t_ok "sm-ingest stops cleanly"
@@ -377,6 +399,16 @@ done
 rss1=$(awk '/VmRSS/ {print $2}' "/proc/$INGEST_PID/status")
 t_eq "and its decoded bytes are given back (resident $rss0 kB before, $rss1 kB after)" \
 	"$([ $((rss1 - rss0)) -lt 32768 ] && echo yes)" yes
+stop_ingest
+
+# ---- the statistics are folded in the background, every --fold-interval seconds ----
+start_ingest --fold-interval 1 || t_bail "sm-ingest starts with --fold-interval 1"
+pg_q "SELECT sm_fold_stats(100000)" >/dev/null
+n0=$(pg_q "SELECT n FROM stream_total")
+{ stream "$(newid)"; stream "$(newid)"; } >"$T_TMP/fold.ndjson"
+post "$T_TMP/fold.ndjson" application/x-ndjson
+t_eq "background fold: no delta left within 5 s, and N counts the two streams sent" \
+	"$HTTP_STATUS $(pg_until 0 "SELECT count(*) FROM stat_deltas") $(pg_q "SELECT n FROM stream_total")" "200 0 $((n0 + 2))"
 stop_ingest
 
 # ---- SIGTERM under load: every acknowledged stream is stored, whole ----
