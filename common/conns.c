@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -15,10 +16,13 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SWEEP_MS 100           /* how often deadlines are checked: their resolution */
 #define REPORT_S 60            /* a log line of what was shed, at most this often */
 #define NO_SLOT UINT32_MAX
+#define LINGER_MAX 32          /* closes drained at once; past them a close is immediate */
+#define LINGER_MS 2000         /* how long a closed connection's input is drained */
 #define MAX_THREADS 260        /* libmicrohttpd threads told apart: sm-web's pool has at most 256 */
 #define BODY_MIN_AGE_MS 1000   /* a body window younger than this is not judged slow yet */
 
@@ -67,6 +71,17 @@ struct conns {
 	uint64_t closed[CONNS_NREASONS];
 	struct thread threads[MAX_THREADS];
 	unsigned nthreads;
+
+	/* connections answered before their request was all read (a refused token, a body too
+	 * large): their input is drained a while before they are closed, since a close with unread
+	 * input sends a reset, which may destroy the answer before the client reads it (RFC 9112,
+	 * 9.6) */
+	struct {
+		int fd;               /* a duplicate: libmicrohttpd closes its own */
+		int64_t until_ms;
+	} linger[LINGER_MAX];
+	unsigned nlinger;
+	uint64_t lingered;
 
 	pthread_t sweeper;
 	pthread_cond_t wake;
@@ -258,6 +273,45 @@ static void admit(struct conns *c, struct slot *s)
 	}
 }
 
+/* A connection libmicrohttpd is closing (under c->lock): when input is still waiting, its answer
+ * is followed by the end of the stream and the rest is read and dropped, LINGER_MS at most. */
+static void linger_start(struct conns *c, int fd)
+{
+	char b;
+	int dup;
+
+	if (c->nlinger >= LINGER_MAX || recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
+		return;
+	if ((dup = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return;
+	shutdown(dup, SHUT_WR);
+	c->linger[c->nlinger].fd = dup;
+	c->linger[c->nlinger].until_ms = now_ms() + LINGER_MS;
+	c->nlinger++;
+	c->lingered++;
+}
+
+/* Drains the lingering connections; closes those the client closed, or past their time. */
+static void linger_sweep(struct conns *c, int64_t now)
+{
+	static char sink[65536];   /* only the sweeper reads into it */
+
+	for (unsigned i = 0; i < c->nlinger;) {
+		ssize_t n = 0;
+		int k = 0;
+
+		/* a client still sending past its answer gets a bounded share of each sweep (2.5 MB/s) */
+		while (k++ < 4 && (n = recv(c->linger[i].fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+			;
+		if (now < c->linger[i].until_ms && (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))) {
+			i++;
+			continue;
+		}
+		close(c->linger[i].fd);   /* the client closed, or its time is up */
+		c->linger[i] = c->linger[--c->nlinger];
+	}
+}
+
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
@@ -300,6 +354,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 	if (!s->shed) {
 		c->live--;
 		ip_sub(c, s->ip);
+		linger_start(c, s->fd);
 	}
 	s->ph = PH_FREE;
 	s->mc = NULL;
@@ -484,6 +539,7 @@ static void *sweeper_main(void *p)
 			break;
 		now = now_ms();
 		sweep(c, now);
+		linger_sweep(c, now);
 		if (now >= next_report && report(c, last))
 			next_report = now + REPORT_S * 1000;
 	}
@@ -521,7 +577,7 @@ struct conns *conns_open(const struct conns_config *cfg, MHD_AccessHandlerCallba
 		snprintf(err, errlen, "--max-connections: from 1 to %d", CONNS_MAX);
 		return NULL;
 	}
-	if (raise_fd_limit((rlim_t)cfg->max_connections + cfg->reserve, (rlim_t)cfg->other_fds + 64, err, errlen) < 0)
+	if (raise_fd_limit((rlim_t)cfg->max_connections + cfg->reserve, (rlim_t)cfg->other_fds + 64 + LINGER_MAX, err, errlen) < 0)
 		return NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -573,6 +629,8 @@ void conns_free(struct conns *c)
 	pthread_cond_signal(&c->wake);
 	pthread_mutex_unlock(&c->lock);
 	pthread_join(c->sweeper, NULL);
+	for (unsigned i = 0; i < c->nlinger; i++)
+		close(c->linger[i].fd);
 	pthread_cond_destroy(&c->wake);
 	pthread_mutex_destroy(&c->lock);
 	imap_free(&c->per_ip);
@@ -597,6 +655,7 @@ struct conns_stats {
 	unsigned open;                /* counted against the limits (shed ones excluded) */
 	unsigned addresses;           /* distinct addresses among them */
 	unsigned top_address;         /* the most connections one address holds */
+	uint64_t lingered;            /* closes whose input was drained first */
 };
 
 static void conns_stats(struct conns *c, struct conns_stats *st)
@@ -604,6 +663,7 @@ static void conns_stats(struct conns *c, struct conns_stats *st)
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&c->lock);
 	st->accepted = c->accepted;
+	st->lingered = c->lingered;
 	memcpy(st->closed, c->closed, sizeof(st->closed));
 	st->open = c->live;
 	st->addresses = (unsigned)c->per_ip.cnt;
@@ -641,5 +701,9 @@ int conns_render(struct conns *c, struct buf *b)
 	for (int r = 0; r < CONNS_NREASONS; r++)
 		rc |= buf_printf(b, "%s_connections_shed_total{reason=\"%s\"} %llu\n", p, reason_names[r],
 				 (unsigned long long)st.closed[r]);
+	rc |= buf_printf(b, "# HELP %s_connections_lingered_total Connections answered before their request was"
+			 " read whole, whose input was drained before the close.\n"
+			 "# TYPE %s_connections_lingered_total counter\n%s_connections_lingered_total %llu\n",
+			 p, p, p, (unsigned long long)st.lingered);
 	return rc < 0 || buf_error(b) ? -1 : 0;
 }

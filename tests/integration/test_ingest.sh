@@ -239,6 +239,52 @@ t_eq "an unchecked token: 401 before the body" "${sent% *} $(cat "$T_TMP/big.out
 	'401 {"error":"authorization: unknown or revoked token"}'
 t_eq "an unchecked token: the body was not read (${sent#* } of 15000000 bytes sent)" \
 	"$([ "${sent#* }" -lt 15000000 ] && echo yes)" yes
+# its answer reaches the client every time: the connection's unread input is drained before the
+# close, where a close with input unread sends a reset that may destroy the answer unread
+answers=
+for i in $(seq 10); do
+	answers+="$(curl -s -o "$T_TMP/big.out" -w '%{http_code}' -H "Authorization: Bearer sm_$(printf '%064d' "$((42 + i))")" \
+		-H 'Content-Type: application/json' -H 'Expect:' --data-binary "@$T_TMP/big.json" "$INGEST_URL/api/v1/streams")"
+	answers+=" $(cat "$T_TMP/big.out")"$'\n'
+done
+t_eq "refused before the body, ten times: ten answers read whole" "$(sort <<<"${answers%$'\n'}" | uniq -c | sed 's/^ *//')" \
+	'10 401 {"error":"authorization: unknown or revoked token"}'
+# a client that sends until the server stops reading, waits, then reads: the answer, then the end
+# of the stream (not a reset, which a close with the body unread sends, and which loses the answer)
+t_eq "refused before the body, read only a second later: the answer, then the end" "$(python3 - "$INGEST_URL" <<'PY'
+import socket, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port))
+s.sendall(b'POST /api/v1/streams HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sm_' + b'7' * 64 +
+          b'\r\nContent-Type: application/json\r\nContent-Length: 15000000\r\n\r\n')
+s.setblocking(False)
+sent, chunk = 0, b' ' * 65536
+end = time.time() + 1
+while time.time() < end and sent < 15000000:   # a second, the server's buffers filling
+    try:
+        sent += s.send(chunk[:15000000 - sent])
+    except BlockingIOError:
+        time.sleep(0.05)
+    except OSError as e:
+        sys.exit(print('sending:', type(e).__name__))
+time.sleep(0.5)
+s.setblocking(True)
+s.settimeout(5)
+got = b''
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    print(got.split(b'\r\n', 1)[0].decode(), got.rsplit(b'\r\n\r\n', 1)[-1].decode(), 'end')
+except OSError as e:
+    print(got.split(b'\r\n', 1)[0].decode() or '-', type(e).__name__)
+PY
+)" 'HTTP/1.1 401 Unauthorized {"error":"authorization: unknown or revoked token"} end'
+http GET "$INGEST_URL/metrics"
+t_match "and those connections were drained before their close" "$HTTP_BODY" \
+	$'sm_ingest_connections_lingered_total (1[1-9]|[2-9][0-9])\n'
 rm -f "$T_TMP/big.json"
 http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $ANALYST" -H 'Content-Type: application/json' --data-binary "@$T_TMP/s1.json"
 t_eq "bad input, analyst token" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: this token'"'"'s role may not send streams (needs ingest)"}'
