@@ -273,8 +273,10 @@ static void admit(struct conns *c, struct slot *s)
 	}
 }
 
-/* A connection libmicrohttpd is closing (under c->lock): when input is still waiting, its answer
- * is followed by the end of the stream and the rest is read and dropped, LINGER_MS at most. */
+/* A connection libmicrohttpd is closing (under c->lock; libmicrohttpd has shut its writing side
+ * already, and closes its descriptor after this): when input is still waiting, a duplicate keeps
+ * the socket open, so that the close sends no reset, and the rest is read and dropped,
+ * LINGER_MS at most. Input that arrives only after the close is not seen here: its reset stays. */
 static void linger_start(struct conns *c, int fd)
 {
 	char b;
@@ -300,8 +302,9 @@ static void linger_sweep(struct conns *c, int64_t now)
 		ssize_t n = 0;
 		int k = 0;
 
-		/* a client still sending past its answer gets a bounded share of each sweep (2.5 MB/s) */
-		while (k++ < 4 && (n = recv(c->linger[i].fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+		/* a client still sending past its answer gets a bounded share of each sweep (640 KB/s):
+		 * 32 of them cost the sweep, which holds the lock, 2 MB of copying at most */
+		while (k++ < 1 && (n = recv(c->linger[i].fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
 			;
 		if (now < c->linger[i].until_ms && (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))) {
 			i++;

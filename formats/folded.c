@@ -160,7 +160,9 @@ static int folded_line(struct folded *fo, const char *s, size_t n)
 		int64_t f;
 
 		buf_reset(b);
-		if (buf_putc(b, '[') | buf_append(b, stack, comm_len) | buf_putc(b, ']'))
+		buf_putc(b, '[');
+		buf_append(b, stack, comm_len);
+		if (buf_putc(b, ']') < 0)   /* sticky: any failure above fails it too */
 			return import_fail(fo->im, "out of memory");
 		if ((f = import_frame(fo->im, b->data, b->len)) < 0)
 			return -1;

@@ -385,7 +385,9 @@ static int64_t comm_frame(struct perf *p, const char *comm, size_t n)
 	if (!n)
 		return import_frame(p->im, "[unknown]", 9);
 	buf_reset(b);
-	if (buf_putc(b, '[') | buf_append(b, comm, n) | buf_putc(b, ']'))
+	buf_putc(b, '[');
+	buf_append(b, comm, n);
+	if (buf_putc(b, ']') < 0)   /* sticky: any failure above fails it too */
 		return import_fail(p->im, "out of memory");
 	return import_frame(p->im, b->data, b->len);
 }

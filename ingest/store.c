@@ -542,7 +542,8 @@ static int insert_streams(struct store *st, const struct wire_stream *const *ss,
 	for (int c = 0; c < SC_COUNT; c++) {
 		off[c] = all->len;
 		if (c == SC_RECEIVED) {
-			rc |= buf_append(all, received_at, strlen(received_at)) | buf_putc(all, '\0');
+			buf_append(all, received_at, strlen(received_at));
+			buf_putc(all, '\0');
 			continue;
 		}
 		rc |= buf_putc(all, '{');
@@ -559,7 +560,8 @@ static int insert_streams(struct store *st, const struct wire_stream *const *ss,
 			case SC_BUILD: rc |= put_elem_str(all, i, w->build_id); break;
 			case SC_LABELS:
 				buf_reset(json);
-				rc |= put_labels_json(json, w) | put_elem_str(all, i, buf_cstr(json));
+				if ((rc |= put_labels_json(json, w)) == 0)
+					rc |= put_elem_str(all, i, buf_cstr(json));
 				break;
 			case SC_KIND: rc |= put_elem_str(all, i, w->symptom.kind); break;
 			case SC_TID: rc |= put_elem_i64(all, i, w->symptom.tid); break;
@@ -587,7 +589,8 @@ static int insert_streams(struct store *st, const struct wire_stream *const *ss,
 				break;
 			}
 		}
-		rc |= buf_putc(all, '}') | buf_putc(all, '\0');
+		buf_putc(all, '}');
+		buf_putc(all, '\0');
 	}
 	if (rc || buf_error(all)) {
 		snprintf(st->err, sizeof(st->err), "storing streams: out of memory");
@@ -786,12 +789,17 @@ static int store_unnamed_frames(struct store *st, const struct wire_stream *cons
 				continue;
 			if (imap_put(&st->stat_idx, (uint64_t)id, 0) < 0)
 				goto fail_oom;
-			rc |= buf_puts(all, all->len ? "," : "{") | buf_put_i64(all, id);
+			buf_puts(all, all->len ? "," : "{");
+			buf_put_i64(all, id);
 			if (!(bid = unnamed_frame(ss[s], f, &addr)))
 				continue;
-			rc |= buf_puts(ids, ids->len ? "," : "{") | buf_put_i64(ids, id);
-			rc |= buf_puts(bids, bids->len ? "," : "{") | buf_puts(bids, bid);
-			rc |= buf_puts(addrs, addrs->len ? "," : "{") | buf_put_i64(addrs, addr);
+			/* (the buffers' errors are sticky: checked once, below) */
+			buf_puts(ids, ids->len ? "," : "{");
+			buf_put_i64(ids, id);
+			buf_puts(bids, bids->len ? "," : "{");
+			buf_puts(bids, bid);
+			buf_puts(addrs, addrs->len ? "," : "{");
+			buf_put_i64(addrs, addr);
 		}
 	}
 	if (!all->len)

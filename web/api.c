@@ -552,6 +552,14 @@ static const struct req_route routes[] = {
 	{ REQ_M_POST, "/api/v1/debuginfo", symbols_post_debuginfo, NULL },
 };
 
+void api_route_name(struct req *rq)
+{
+	struct req_match m;
+
+	if (strncmp(rq->path, "/api/v1/", 8) == 0 && rq->path[8])
+		req_route(routes, sizeof(routes) / sizeof(routes[0]), rq, &m);
+}
+
 void api_handle(struct req *rq)
 {
 	struct req_match m;

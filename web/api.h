@@ -17,6 +17,9 @@
 
 /* Answers a request under /api/: sets status, content type and body (or an error). */
 void api_handle(struct req *rq);
+/* Sets rq->route, the pattern of the route the path takes (if any), answering nothing: for the log
+ * of a request that fails before it is handled (no database connection). */
+void api_route_name(struct req *rq);
 /* Row `row` as the members of an object opened by the caller: all its columns except those named in
  * skip (NULL-terminated). */
 void api_put_members(struct jsonw *w, const PGresult *r, int row, const char *const *skip);

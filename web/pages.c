@@ -454,6 +454,13 @@ static bool put_query_arg(void *cls, const char *key, const char *value)
 	return true;
 }
 
+void pages_route_name(struct req *rq)
+{
+	struct req_match m;
+
+	req_route(routes, sizeof(routes) / sizeof(routes[0]), rq, &m);
+}
+
 void pages_handle(struct req *rq)
 {
 	struct req_match m;

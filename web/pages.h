@@ -17,6 +17,8 @@
 
 /* Answers a request for a page: sets status, content type and body (or an error page). */
 void pages_handle(struct req *rq);
+/* As api_route_name(), for the pages. */
+void pages_route_name(struct req *rq);
 /* The page when the database is down: 503 with Retry-After. */
 void pages_unavailable(struct req *rq);
 /* The row of a page's object (a model.c query of one row), or NULL after the error page: 500 with err

@@ -537,6 +537,11 @@ static void work(struct req *rq, int me)
 	PGcancel *cancel = NULL;
 	int why;
 
+	/* the log names the route even when no connection or token check lets the request go on */
+	if (strncmp(rq->path, "/api/", 5) == 0)
+		api_route_name(rq);
+	else
+		pages_route_name(rq);
 	if (!req_should_stop(rq)) {
 		rq->db = pool_get(pool, &rq->budget);
 		if (!rq->db) {
