@@ -537,11 +537,6 @@ static void work(struct req *rq, int me)
 	PGcancel *cancel = NULL;
 	int why;
 
-	/* the log names the route even when no connection or token check lets the request go on */
-	if (strncmp(rq->path, "/api/", 5) == 0)
-		api_route_name(rq);
-	else
-		pages_route_name(rq);
 	if (!req_should_stop(rq)) {
 		rq->db = pool_get(pool, &rq->budget);
 		if (!rq->db) {
@@ -648,10 +643,17 @@ static enum MHD_Result hand_over(struct req *rq)
 	return MHD_YES;
 }
 
-/* What the log names a request by: its route's pattern (the path, which may be anything, follows
- * it escaped). */
-static const char *route_of(const struct req *rq)
+/* What the log names a failed request by: its route's pattern (the path, which may be anything,
+ * follows it escaped), found here when the request failed before it was handled (no connection,
+ * no token check). */
+static const char *route_of(struct req *rq)
 {
+	if (!rq->route) {
+		if (strncmp(rq->path, "/api/", 5) == 0)
+			api_route_name(rq);
+		else
+			pages_route_name(rq);
+	}
 	if (rq->route)
 		return rq->route;
 	if (strcmp(rq->path, "/healthz") == 0)

@@ -263,31 +263,28 @@ static void test_limits(void)
 	struct buf b = BUF_INIT(0);
 	char big[1100];
 
-	wire_limits_default(&lim);
-	lim.max_events = 1;
-	p = wire_parser_open(&lim);
-	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
-	CHECK_STR(wire_parser_error(p), "events: 2 events, at most 1 allowed");
-	wire_parser_free(p);
-	/* the other arrays over their limits: the message counts every entry, those past it too */
-	wire_limits_default(&lim);
-	lim.max_frames = 4;
-	p = wire_parser_open(&lim);
-	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
-	CHECK_STR(wire_parser_error(p), "frames: 6 entries, at most 4 allowed");
-	wire_parser_free(p);
-	wire_limits_default(&lim);
-	lim.max_stacks = 1;
-	p = wire_parser_open(&lim);
-	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
-	CHECK_STR(wire_parser_error(p), "stacks: 2 entries, at most 1 allowed");
-	wire_parser_free(p);
-	wire_limits_default(&lim);
-	lim.max_stack_depth = 2;
-	p = wire_parser_open(&lim);
-	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
-	CHECK_STR(wire_parser_error(p), "stacks[0]: 4 frames, at most 2 allowed");
-	wire_parser_free(p);
+	/* each array over its limit: the message counts every entry, those past it too */
+	static const struct {
+		size_t events, frames, stacks, depth;
+		const char *msg;
+	} over[] = {
+		{ 1, 0, 0, 0, "events: 2 events, at most 1 allowed" },
+		{ 0, 4, 0, 0, "frames: 6 entries, at most 4 allowed" },
+		{ 0, 0, 1, 0, "stacks: 2 entries, at most 1 allowed" },
+		{ 0, 0, 0, 2, "stacks[0]: 4 frames, at most 2 allowed" },
+	};
+
+	for (size_t i = 0; i < sizeof(over) / sizeof(over[0]); i++) {
+		wire_limits_default(&lim);
+		lim.max_events = over[i].events ? over[i].events : lim.max_events;
+		lim.max_frames = over[i].frames ? over[i].frames : lim.max_frames;
+		lim.max_stacks = over[i].stacks ? over[i].stacks : lim.max_stacks;
+		lim.max_stack_depth = over[i].depth ? over[i].depth : lim.max_stack_depth;
+		p = wire_parser_open(&lim);
+		CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_EINVALID);
+		CHECK_STR(wire_parser_error(p), over[i].msg);
+		wire_parser_free(p);
+	}
 
 	memset(big, 'x', 1025);
 	big[1025] = '\0';
