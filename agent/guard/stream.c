@@ -325,17 +325,27 @@ static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gvi
 	return 1;
 }
 
+/* The unit's thread's throttled time. The cgroup's counter sums the throttled queues of every CPU and
+ * of every thread in the cgroup, and its value at the unit's start is interpolated; the kernel counts
+ * a thread's throttled time in its run delay, so that delay, when known, bounds it. */
+static int64_t throttled_of(const struct gviol *v)
+{
+	int64_t thr = v->thr_known && v->throttled_ns > 0 ? v->throttled_ns : 0;
+
+	if (v->rd_how != GUARD_RD_NONE && thr > v->run_delay_ns)
+		thr = v->run_delay_ns > 0 ? v->run_delay_ns : 0;
+	return thr;
+}
+
 /* The run queue's part and the throttled part of the unit's CPU wait (the kernel counts throttled time
  * in the run delay: the two events never count it twice). */
 static size_t starve_events(struct builder *b, struct wire_event *e, const struct gviol *v)
 {
-	int64_t rd = v->run_delay_ns > 0 ? v->run_delay_ns : 0, thr = v->thr_known && v->throttled_ns > 0 ? v->throttled_ns : 0;
+	int64_t rd = v->run_delay_ns > 0 ? v->run_delay_ns : 0, thr = throttled_of(v);
 	size_t n = 0;
 
 	if (v->rd_how == GUARD_RD_NONE)   /* no run delay known: the throttled time alone, when it is */
 		return (size_t)pseudo_wait(b, e, v, thr, "[cgroup throttled]");
-	if (thr > rd)
-		thr = rd;
 	n += (size_t)pseudo_wait(b, e + n, v, rd - thr, "[cpu run queue]");
 	n += (size_t)pseudo_wait(b, e + n, v, thr, "[cgroup throttled]");
 	return n;
@@ -502,7 +512,7 @@ static void starve_labels(const struct gsrc *src, struct wire_label *l, size_t *
 	    cpu_wait >= (v->dur - v->threshold + 1) / 2)
 		add_label(l, n, a, "unit.cause", "cpu");
 	if (v->thr_known)
-		add_label_i64(l, n, a, "unit.throttled_ns", v->throttled_ns);
+		add_label_i64(l, n, a, "unit.throttled_ns", throttled_of(v));
 	if (load1(src, load, sizeof(load)) == 0)
 		add_label(l, n, a, "host.load1", load);
 	if (cpus > 0)

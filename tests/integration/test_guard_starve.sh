@@ -307,6 +307,11 @@ else
 	q "SELECT s.app, s.labels->>'unit.duration_ns', $rd, $thr, s.labels->>'host.cpu_limit', coalesce(s.labels->>'unit.cause', '-'),
 		coalesce(s.labels->>'unit.state', '-')
 		FROM streams s WHERE app IN ('tight', 'tighth') AND role = 'violation' AND $work ORDER BY 1" | sed 's/^/  | /'
+	# the cgroup's counter sums every CPU's throttled queues (the agent's threads are in the cgroup too):
+	# 208 ms of a 210 ms unit whose own run delay was 188 ms was seen before the thread's delay bounded it
+	t_eq "the throttled time is the thread's: never more than its run delay" \
+		"$(q "SELECT count(*) FILTER (WHERE $thr > $rd), count(*) FILTER (WHERE $thr > 0) > 0 FROM streams s
+		       WHERE app IN ('tight', 'tighth') AND s.labels ? 'unit.run_delay_ns'")" "0|t"
 	# 30 ms of CPU at 10 ms per 100 ms period spans at least two period boundaries: throttled for one
 	# period's 90 ms at least; the start's value is interpolated between the watchdog's samples (100 ms
 	# apart, the cgroup itself throttling the watchdog), so the bound is 60 ms
