@@ -297,7 +297,8 @@ if want postgres; then
 	pgstart "${GUARD[@]}" --only postgres --
 	rm -f pgb.*
 	pgbench -f select.sql@97 -f lock.sql@1 -f seqscan.sql@1 -f sort.sql@1 -T "$LOAD_S" $LOAD --log --log-prefix=pgb \
-		>load.out 2>&1 || t_fail "pgbench (problems)" "$(cat load.out)"
+		>load.out 2>&1 || t_fail "pgbench (problems)" "$(cat load.out; echo '-- the server log:'
+			tail -n 40 "$PGD/server.log"; echo '-- the agent log:'; tail -n 20 "$W/guard.log")"
 	pgstop
 	cd "$SM_REPO" || t_bail "cd $SM_REPO"
 	echo "postgres: agent $(exits postgres units "$m") units, $(exits postgres violations "$m") violations," \
