@@ -325,9 +325,10 @@ static int pseudo_wait(struct builder *b, struct wire_event *e, const struct gvi
 	return 1;
 }
 
-/* The unit's thread's throttled time. The cgroup's counter sums the throttled queues of every CPU and
- * of every thread in the cgroup, and its value at the unit's start is interpolated; the kernel counts
- * a thread's throttled time in its run delay, so that delay, when known, bounds it. */
+/* The unit's thread's throttled time. The cgroup's counter sums the throttled time of each CPU's run
+ * queue of the cgroup, whichever of its threads waited there, and its value at the unit's start is
+ * interpolated; the kernel counts a thread's throttled time in its run delay, so that delay, when
+ * known, bounds it. */
 static int64_t throttled_of(const struct gviol *v)
 {
 	int64_t thr = v->thr_known && v->throttled_ns > 0 ? v->throttled_ns : 0;

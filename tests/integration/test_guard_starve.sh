@@ -307,7 +307,7 @@ else
 	q "SELECT s.app, s.labels->>'unit.duration_ns', $rd, $thr, s.labels->>'host.cpu_limit', coalesce(s.labels->>'unit.cause', '-'),
 		coalesce(s.labels->>'unit.state', '-')
 		FROM streams s WHERE app IN ('tight', 'tighth') AND role = 'violation' AND $work ORDER BY 1" | sed 's/^/  | /'
-	# the cgroup's counter sums every CPU's throttled queues (the agent's threads are in the cgroup too):
+	# the cgroup's counter sums each CPU's throttled run queue (the agent's threads are in the cgroup too):
 	# 208 ms of a 210 ms unit whose own run delay was 188 ms was seen before the thread's delay bounded it
 	t_eq "the throttled time is the thread's: never more than its run delay" \
 		"$(q "SELECT count(*) FILTER (WHERE $thr > $rd), count(*) FILTER (WHERE $thr > 0) > 0 FROM streams s
