@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 /* the shims below must stay hidden like the rest of the library: not zstd.h's default visibility */
@@ -147,6 +148,26 @@ static int resolve(enum lazy_lib lib, void *h)
 	return 0;
 }
 
+/*
+ * OpenSSL's first initialisation registers OPENSSL_cleanup() with atexit(). The program's exit
+ * runs it before any library's destructor, ours included, so while the agent's shipping thread is
+ * still in curl_global_init() or a transfer, the cleanup frees what that thread is using: the
+ * program died at exit, one short run in about twenty under the test's stress. Initialised first
+ * here without that handler, OpenSSL stays whole until the process is gone; the agent's exit work
+ * then ends the thread. A program that initialised OpenSSL itself keeps its own handler (the
+ * first initialisation decides), and a libcurl built on another TLS library has no such symbol.
+ */
+#define SM_OPENSSL_INIT_NO_ATEXIT 0x00080000L   /* OpenSSL 1.1.1b and later: crypto.h */
+
+static void openssl_no_atexit(void *curl)
+{
+	int (*init)(uint64_t opts, const void *settings);
+
+	*(void **)&init = dlsym(curl, "OPENSSL_init_crypto");
+	if (init)
+		init(SM_OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
 static void load(enum lazy_lib lib)
 {
 	void *h = dlopen(libs[lib].soname, RTLD_NOW | RTLD_LOCAL);
@@ -159,6 +180,8 @@ static void load(enum lazy_lib lib)
 	}
 	/* never closed: the forwarded pointers stay valid for the life of the process */
 	libs[lib].ok = resolve(lib, h) == 0;
+	if (lib == LAZY_CURL && libs[lib].ok)
+		openssl_no_atexit(h);
 }
 
 #define ONCE(lib)                              \

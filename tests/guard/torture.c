@@ -1337,6 +1337,27 @@ static step_fn *const case_exec[] = { busy, ex_exec, NULL };
 
 static step_fn *const case_exit[] = { busy, busy, busy, NULL };
 
+/* ---- exitafter US: exit() inside a unit of US µs of CPU work: swept over US, the exit comes at
+ * any moment of the agent's shipping thread's first work (loading libcurl, its first report) ---- */
+
+static long exit_after_us;
+
+static void exit_soon(void)
+{
+	struct timespec t0, t;
+	volatile unsigned long x = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1000; i++)
+			x = x * 31 + 7;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < exit_after_us);
+	exit(0);
+}
+
+static step_fn *const case_exitafter[] = { exit_soon, NULL };
+
 /* ---- the cases ---- */
 
 static const struct {
@@ -1422,6 +1443,10 @@ int main(int argc, char **argv)
 		steps = one;
 		rounds = atoi(argv[2]);
 	}
+	if (argc >= 3 && strcmp(argv[1], "exitafter") == 0) {
+		steps = case_exitafter;
+		exit_after_us = strtol(argv[2], NULL, 10);
+	}
 	if (argc >= 3 && strcmp(argv[1], "threads") == 0)
 		nthreads = atoi(argv[2]);
 	for (size_t i = 0; argc >= 2 && i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -1436,6 +1461,6 @@ int main(int argc, char **argv)
 			say("%s: done", argv[1]);
 		return 0;
 	}
-	fprintf(stderr, "usage: torture CASE | train N | state | spawns N | list\n");
+	fprintf(stderr, "usage: torture CASE | train N | state | spawns N | exitafter US | list\n");
 	return 2;
 }
