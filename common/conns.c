@@ -35,6 +35,7 @@ struct slot {
 	enum phase ph;
 	bool shed;                    /* shut down by us; no longer counted against the limits */
 	bool reserve;                 /* admitted into the reserve: reserved paths only */
+	bool early;                   /* answered with its request's body not all in: it lingers */
 	int64_t since_ms;             /* head: accept or request line; idle: the last completion */
 	uint64_t body;                /* body bytes of the current request */
 	uint64_t win_body;            /* body at the window's start */
@@ -274,15 +275,16 @@ static void admit(struct conns *c, struct slot *s)
 }
 
 /* A connection libmicrohttpd is closing (under c->lock; libmicrohttpd has shut its writing side
- * already, and closes its descriptor after this): when input is still waiting, a duplicate keeps
- * the socket open, so that the close sends no reset, and the rest is read and dropped,
- * LINGER_MS at most. Input that arrives only after the close is not seen here: its reset stays. */
-static void linger_start(struct conns *c, int fd)
+ * already, and closes its descriptor after this): when input is still waiting, or may still come
+ * (early: its request was answered before its body was all in), a duplicate keeps the socket open,
+ * so that neither the close nor the input that arrives after it makes the kernel send a reset, and
+ * the rest is read and dropped, LINGER_MS at most. */
+static void linger_start(struct conns *c, int fd, bool early)
 {
 	char b;
 	int dup;
 
-	if (c->nlinger >= LINGER_MAX || recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
+	if (c->nlinger >= LINGER_MAX || (!early && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1))
 		return;
 	if ((dup = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
 		return;
@@ -357,7 +359,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 	if (!s->shed) {
 		c->live--;
 		ip_sub(c, s->ip);
-		linger_start(c, s->fd);
+		linger_start(c, s->fd, s->early);
 	}
 	s->ph = PH_FREE;
 	s->mc = NULL;
@@ -396,6 +398,23 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 	return NULL;   /* the handler's first call must still see a NULL request pointer */
 }
 
+/* Whether the body of mc's request, body bytes of it handed to the handler so far (upload: in this
+ * call), is not all in: a declared length not reached, or chunks not ended (libmicrohttpd's last
+ * call of a body has no data, and one with no body at all could not tell: taken as not in). */
+static bool body_pending(struct MHD_Connection *mc, uint64_t body, size_t upload)
+{
+	const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	uint64_t declared = 0;
+
+	if (MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return upload > 0 || body == 0;
+	if (!cl)
+		return false;
+	for (; *cl >= '0' && *cl <= '9'; cl++)
+		declared = declared > UINT64_MAX / 10 ? UINT64_MAX : declared * 10 + (uint64_t)(*cl - '0');
+	return body < declared;
+}
+
 /* The calling thread's handler call is over: its connections' clocks go on. Under the lock. */
 static void thread_done(struct conns *c, uint16_t t, int64_t now)
 {
@@ -409,6 +428,7 @@ enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *u
 	struct conns *c = cls;
 	struct slot *s = slot_of(mc);
 	enum MHD_Result ret;
+	size_t upload_in = *upload_size;
 	uint16_t t;
 
 	pthread_mutex_lock(&c->lock);
@@ -429,6 +449,7 @@ enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *u
 		}
 		if (s->ph == PH_HEAD || s->ph == PH_IDLE) {
 			s->body = s->win_body = 0;
+			s->early = false;
 			clock_start(c, s, &s->win_ms, now);
 		} else if (s->ph == PH_HELD && !*upload_size) {
 			/* back from a suspension: the client was not the one waiting */
@@ -445,11 +466,15 @@ enum MHD_Result conns_access(void *cls, struct MHD_Connection *mc, const char *u
 		const union MHD_ConnectionInfo *su =
 			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_SUSPENDED);
 		bool answered = st && st->http_status != 0, suspended = su && su->suspended == MHD_YES;
+		/* (read outside the lock: the headers are the connection's thread's, as s->body is) */
+		bool early = s && answered && !suspended && body_pending(mc, s->body, upload_in);
 
 		pthread_mutex_lock(&c->lock);
 		thread_done(c, t, now_ms());
-		if (s)
+		if (s) {
 			s->ph = answered || suspended ? PH_HELD : PH_BODY;
+			s->early |= early;
+		}
 		pthread_mutex_unlock(&c->lock);
 	}
 	return ret;

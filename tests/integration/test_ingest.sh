@@ -250,26 +250,37 @@ for i in $(seq 10); do
 done
 t_eq "refused before the body, ten times: ten answers read whole" "$(sort <<<"${answers%$'\n'}" | uniq -c | sed 's/^ *//')" \
 	'10 401 {"error":"authorization: unknown or revoked token"}'
-# a client that sends until the server stops reading, waits, then reads: the answer, then the end
-# of the stream (not a reset, which a close with the body unread sends, and which loses the answer)
-t_eq "refused before the body, read only a second later: the answer, then the end" "$(python3 - "$INGEST_URL" <<'PY'
+# early.py URL before|after: a POST behind an unknown token, its body (a) sent until the server stops
+# reading, a wait, then a read; or (b) sent only once the answer and the close have come, in pieces
+# apart (a reset, if any, comes back between them and fails the next send). Prints what was sent and
+# what was read, to the end of the stream or an error.
+cat >"$T_TMP/early.py" <<'PY'
 import socket, sys, time, urllib.parse
-u = urllib.parse.urlsplit(sys.argv[1])
+u, mode = urllib.parse.urlsplit(sys.argv[1]), sys.argv[2]
+size = 15000000 if mode == 'before' else 400000
 s = socket.create_connection((u.hostname, u.port))
-s.sendall(b'POST /api/v1/streams HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sm_' + b'7' * 64 +
-          b'\r\nContent-Type: application/json\r\nContent-Length: 15000000\r\n\r\n')
-s.setblocking(False)
-sent, chunk = 0, b' ' * 65536
-end = time.time() + 1
-while time.time() < end and sent < 15000000:   # a second, the server's buffers filling
-    try:
-        sent += s.send(chunk[:15000000 - sent])
-    except BlockingIOError:
-        time.sleep(0.05)
-    except OSError as e:
-        sys.exit(print('sending:', type(e).__name__))
-time.sleep(0.5)
-s.setblocking(True)
+s.sendall(b'POST /api/v1/streams HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sm_' + mode[0].encode() * 64 +
+          b'\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n' % size)
+sent = 0
+try:
+    if mode == 'before':
+        s.setblocking(False)
+        end = time.time() + 1
+        while time.time() < end and sent < size:   # a second, the server's buffers filling
+            try:
+                sent += s.send(b' ' * min(65536, size - sent))
+            except BlockingIOError:
+                time.sleep(0.05)
+        time.sleep(0.5)
+        s.setblocking(True)
+    else:
+        time.sleep(0.5)   # the answer and the end of the stream are in
+        while sent < size:
+            s.sendall(b' ' * 100000)
+            sent += 100000
+            time.sleep(0.15)
+except OSError as e:
+    sys.exit(print('sending:', type(e).__name__))
 s.settimeout(5)
 got = b''
 try:
@@ -278,11 +289,21 @@ try:
         if not b:
             break
         got += b
-    print(got.split(b'\r\n', 1)[0].decode(), got.rsplit(b'\r\n\r\n', 1)[-1].decode(), 'end')
+    print(sent == size or mode == 'before', got.split(b'\r\n', 1)[0].decode(), got.rsplit(b'\r\n\r\n', 1)[-1].decode(), 'end')
 except OSError as e:
-    print(got.split(b'\r\n', 1)[0].decode() or '-', type(e).__name__)
+    print(sent == size, got.split(b'\r\n', 1)[0].decode() or '-', type(e).__name__)
 PY
-)" 'HTTP/1.1 401 Unauthorized {"error":"authorization: unknown or revoked token"} end'
+# a client that sends until the server stops reading, waits, then reads: the answer, then the end
+# of the stream (not a reset, which a close with the body unread sends, and which loses the answer)
+t_eq "refused before the body, read only a second later: the answer, then the end" \
+	"$(python3 "$T_TMP/early.py" "$INGEST_URL" before)" \
+	'True HTTP/1.1 401 Unauthorized {"error":"authorization: unknown or revoked token"} end'
+# one that sends its body only once the answer and the close have come: its bytes arrive at a socket
+# closed with nothing unread, which the kernel would answer with a reset (the next send fails, a
+# transport error); the connection was answered before its body, so it lingers all the same
+t_eq "refused before the body, the body sent after the close: all of it taken, then the answer and the end" \
+	"$(python3 "$T_TMP/early.py" "$INGEST_URL" after)" \
+	'True HTTP/1.1 401 Unauthorized {"error":"authorization: unknown or revoked token"} end'
 http GET "$INGEST_URL/metrics"
 t_match "and those connections were drained before their close" "$HTTP_BODY" \
 	$'sm_ingest_connections_lingered_total (1[1-9]|[2-9][0-9])\n'
