@@ -29,7 +29,7 @@ bool problem_frame_named(const char *name, size_t len)
 
 bool problem_frame_machine(const char *name, size_t len)
 {
-	static const char *const machine[] = { "[cpu run queue]", "[cgroup throttled]" };
+	static const char *const machine[] = { "[cpu run queue]", "[cgroup throttled]", "[cpu steal]" };
 
 	for (size_t i = 0; i < sizeof(machine) / sizeof(machine[0]); i++)
 		if (len == strlen(machine[i]) && memcmp(name, machine[i], len) == 0)

@@ -125,7 +125,7 @@ int problem_titles(const struct problem_unit *u, size_t n, const struct problem_
 bool problem_frame_named(const char *name, size_t len);
 
 /* A frame that stands for the machine, not the code: the guard's CPU starvation pseudo-frames
- * ("[cpu run queue]", "[cgroup throttled]"; docs/guard.md "CPU starvation"). */
+ * ("[cpu run queue]", "[cgroup throttled]", "[cpu steal]"; docs/guard.md "CPU starvation"). */
 bool problem_frame_machine(const char *name, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
 #include "agent/guard/gtab.h"
 #include "agent/guard/modmap.h"
 #include "agent/guard/region.h"
+#include "agent/guard/steal.h"
 #include "agent/guard/stream.h"
 #include "agent/guard/symbolize.h"
 #include "agent/guard/watch.h"
@@ -147,6 +148,7 @@ struct collector {
 	int64_t backlog_at;
 	char (*refused)[96];          /* regions not taken (bad, or not their process's owner's): not read again */
 	size_t nrefused;
+	struct gsteal steal;          /* the host's steal time, once for every process (steal.h) */
 };
 
 static int64_t mono_ns(void)
@@ -781,6 +783,13 @@ fail:
 	return NULL;
 }
 
+static int64_t proc_steal(const struct gsrc *src, int64_t start, int64_t end)
+{
+	const struct cproc *p = src->ctx;
+
+	return gsteal_unit(&p->c->steal, start, end, mono_ns(), sysconf(_SC_NPROCESSORS_ONLN), read_file);
+}
+
 static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wire_stream *ws)
 {
 	struct cproc *p = ctx;
@@ -794,6 +803,7 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 		.names = region_names,
 		.releases = p->r->releases,
 		.read_small = read_small,
+		.steal = proc_steal,
 		.ctx = p,
 		.host = p->host,
 		.app = p->app,
@@ -1649,6 +1659,7 @@ int collector_run(struct collector *c)
 			scan(c);
 			c->next_scan = now + SCAN_NS;
 		}
+		gsteal_sample(&c->steal, now, 0, read_file);
 		pthread_mutex_lock(&c->mu);
 		for (struct cproc *p = c->procs; p; p = p->next) {
 			if (atomic_load(&p->ended))

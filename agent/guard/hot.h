@@ -185,6 +185,8 @@ void guard_starve_unit_end(struct gthread *t, struct gviol *v);
 void guard_starve_hang(struct gslot *s, struct gviol *v);
 /* The CPU limit of the process's cgroup in CPUs ("0.1"), or NULL when none was found (so far). */
 const char *guard_starve_cpu_limit(void);
+/* The hypervisor's steal per CPU over [start, end] (steal.h), -1 when unknown. Agent threads only. */
+int64_t guard_starve_steal(int64_t start, int64_t end);
 void guard_starve_reset_child(void);
 /* A small kernel file (/proc/...) into buf, NUL-terminated: bytes read, or -1. Raw system calls, no
  * allocation, errno kept; a descriptor in the program's table is registered while it lives. */

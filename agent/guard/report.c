@@ -415,6 +415,12 @@ static void own_names(const struct gsrc *src, int32_t loop, int32_t type, char *
 	}
 }
 
+static int64_t own_steal(const struct gsrc *src, int64_t start, int64_t end)
+{
+	(void)src;
+	return guard_starve_steal(start, end);
+}
+
 /* The stream of v (build, for the budget and the baselines): 1, 0 when it has no event (counted
  * as empty), -1 when out of memory. */
 static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wire_stream *ws)
@@ -428,6 +434,7 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 		.names = own_names,
 		.releases = guard_releases(),
 		.read_small = guard_read_small,
+		.steal = own_steal,
 		.host = G.host,
 		.app = G.app,
 		.version = G.cfg.version,

@@ -3,7 +3,8 @@
  * starvation"). Per unit, the time its thread waited for a CPU (the
  * scheduler's run delay, the second field of schedstat) and, when the
  * process's cgroup (or an ancestor) has a CPU limit, the cgroup's throttled
- * time over the unit.
+ * time over the unit; and the host's steal time over it (steal.h), which the
+ * watchdog samples once a second and the shipper once more for a unit it ships.
  *
  * No system call is added to a unit's start or end but these. The watchdog snapshots a
  * thread's run delay (/proc/self/task/TID/schedstat, gwatch_run_delays() in
@@ -19,6 +20,7 @@
  */
 #include "agent/guard/cgroup.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/steal.h"
 #include "agent/guard/watch.h"
 
 #include <errno.h>
@@ -33,6 +35,7 @@
 
 static struct gcgroup cg;
 static _Atomic int cg_tried;
+static struct gsteal steal;
 
 /* A small kernel file into buf (NUL-terminated): bytes read, or -1. Raw system calls: no wrapper, no
  * allocation; errno kept. On a thread that shares the program's table the descriptor is registered
@@ -96,6 +99,7 @@ void guard_starve_tick(int64_t now)
 {
 	guard_starve_find();
 	guard_starve_sample(now);
+	gsteal_sample(&steal, now, 0, read_file);
 	gwatch_run_delays(G.slots, atomic_load(&G.nslots), "/proc/self", guard_read_small, guard_now);
 }
 
@@ -126,8 +130,15 @@ void guard_starve_hang(struct gslot *s, struct gviol *v)
 	unit_figures(s, v, run_delay_of(path));
 }
 
+int64_t guard_starve_steal(int64_t start, int64_t end)
+{
+	return gsteal_unit(&steal, start, end, guard_now(), sysconf(_SC_NPROCESSORS_ONLN), read_file);
+}
+
 void guard_starve_reset_child(void)
 {
-	/* the child's threads are new; the cgroup is the parent's (until it moves, not followed) */
+	/* the child's threads are new; the cgroup is the parent's (until it moves, not followed); the
+	 * host's steal history holds, but a sample the parent was taking will never end */
 	gcgroup_forget(&cg);
+	atomic_store(&steal.writing, 0);
 }

@@ -339,16 +339,20 @@ static int64_t throttled_of(const struct gviol *v)
 }
 
 /* The run queue's part and the throttled part of the unit's CPU wait (the kernel counts throttled time
- * in the run delay: the two events never count it twice). */
-static size_t starve_events(struct builder *b, struct wire_event *e, const struct gviol *v)
+ * in the run delay: the two events never count it twice), and the hypervisor's steal (steal ns, -1
+ * unknown), which no run delay counts. */
+static size_t starve_events(struct builder *b, struct wire_event *e, const struct gviol *v, int64_t steal)
 {
 	int64_t rd = v->run_delay_ns > 0 ? v->run_delay_ns : 0, thr = throttled_of(v);
 	size_t n = 0;
 
-	if (v->rd_how == GUARD_RD_NONE)   /* no run delay known: the throttled time alone, when it is */
-		return (size_t)pseudo_wait(b, e, v, thr, "[cgroup throttled]");
-	n += (size_t)pseudo_wait(b, e + n, v, rd - thr, "[cpu run queue]");
-	n += (size_t)pseudo_wait(b, e + n, v, thr, "[cgroup throttled]");
+	if (v->rd_how == GUARD_RD_NONE) {   /* no run delay known: the throttled time alone, when it is */
+		n += (size_t)pseudo_wait(b, e + n, v, thr, "[cgroup throttled]");
+	} else {
+		n += (size_t)pseudo_wait(b, e + n, v, rd - thr, "[cpu run queue]");
+		n += (size_t)pseudo_wait(b, e + n, v, thr, "[cgroup throttled]");
+	}
+	n += (size_t)pseudo_wait(b, e + n, v, steal, "[cpu steal]");
 	return n;
 }
 
@@ -493,7 +497,7 @@ static int load1(const struct gsrc *src, char *out, size_t outlen)
 }
 
 static void starve_labels(const struct gsrc *src, struct wire_label *l, size_t *n, struct arena *a,
-			  const struct gviol *v)
+			  const struct gviol *v, int64_t steal)
 {
 	static const char *const how[] = { "", "before", "inside", "rate" };
 	char load[32];
@@ -508,12 +512,17 @@ static void starve_labels(const struct gsrc *src, struct wire_label *l, size_t *
 	} else if (v->thr_known) {
 		cpu_wait = v->throttled_ns;
 	}
+	/* the hypervisor's steal is outside the run delay: it adds to it */
+	if (steal >= 0)
+		cpu_wait = (cpu_wait > 0 ? cpu_wait : 0) + steal;
 	/* starved: the CPU wait is at least half of the time over the threshold */
 	if (cpu_wait >= 0 && !v->baseline && v->threshold >= 0 && v->dur > v->threshold &&
 	    cpu_wait >= (v->dur - v->threshold + 1) / 2)
 		add_label(l, n, a, "unit.cause", "cpu");
 	if (v->thr_known)
 		add_label_i64(l, n, a, "unit.throttled_ns", throttled_of(v));
+	if (steal >= 0)
+		add_label_i64(l, n, a, "unit.steal_ns", steal);
 	if (load1(src, load, sizeof(load)) == 0)
 		add_label(l, n, a, "host.load1", load);
 	if (cpus > 0)
@@ -533,6 +542,7 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	char num[4][32], loopsym[256], tbuf[64];
 	size_t nl = 0, ne = 0;
 	uint32_t n = src->nslots;
+	int64_t steal = -1;
 	int rc = -1;
 
 	memset(&b, 0, sizeof(b));
@@ -549,6 +559,9 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	loopsym[0] = tbuf[0] = '\0';
 	if (!scratch || !labels || !b.frames || !b.stacks || !c.snap)
 		goto out_free;
+	/* the hypervisor's steal over the unit, within its duration (which leaves the agent's time out) */
+	if (src->steal && (steal = src->steal(src, v->start, v->end)) > v->dur)
+		steal = v->dur > 0 ? v->dur : 0;
 	/* the symptom thread first: its events go in even when the stream is full */
 	if (v->slot < n)
 		collect_ring(&c, v->slot, atomic_load(&src->slots[v->slot].tid));
@@ -559,7 +572,7 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	if (v->hang && v->slot < n)
 		add_in_flight_wait(src, v, scratch, &evs);
 	b.sym = src->sym;
-	we = arena_calloc(keep, evs.n + 3, sizeof(*we));   /* + the CPU wait's two pseudo-events */
+	we = arena_calloc(keep, evs.n + 3, sizeof(*we));   /* + the CPU wait's three pseudo-events */
 	if (!we)
 		goto out_free;
 	for (size_t i = 0; i < evs.n; i++) {
@@ -580,7 +593,7 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	 * samples (they come with its CPU time), and only one asleep in a wrapped call is asked for
 	 * its stack; its wait for the CPU is what it has to show */
 	if (ne || v->hang)
-		ne += starve_events(&b, we + ne, v);
+		ne += starve_events(&b, we + ne, v, steal);
 	if (ne == 0) {
 		rc = 0;
 		goto out_free;
@@ -613,7 +626,7 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	add_label(labels, &nl, a, "unit.state", v->hang ? "in_flight" : "ended");
 	if (v->async)
 		add_label(labels, &nl, a, "unit.async", "1");
-	starve_labels(src, labels, &nl, a, v);
+	starve_labels(src, labels, &nl, a, v, steal);
 	add_label(labels, &nl, a, "guard.exe", src->exe);
 	add_label(labels, &nl, a, "guard.version", GUARD_VERSION);
 	add_label(labels, &nl, a, "kernel", src->kernel);

@@ -40,6 +40,8 @@ struct gsrc {
 	const _Atomic uint64_t *releases;
 	/* a small kernel file into buf (NUL-terminated): bytes read, or -1 */
 	long (*read_small)(const char *path, char *buf, size_t cap);
+	/* the hypervisor's steal over [start, end] per CPU (steal.h), -1 when unknown; NULL: never */
+	int64_t (*steal)(const struct gsrc *src, int64_t start, int64_t end);
 	void *ctx;                    /* the callbacks' */
 	struct gsym *sym;             /* NULL: frames are [unknown]+0x... */
 	/* an address of the process as sym knows it (sym may be another process's of the same build),

@@ -160,7 +160,7 @@ t_eq "every spinning unit has some" \
 t_match "the static function under spin_cpu has its name from .symtab" "$ev" 'guardtest!spin_cpu;guardtest!spin_inner'
 # (but the agent's pseudo-frames: a [cpu run queue] wait on a loaded machine, guard.md "CPU starvation")
 t_eq "stacks start at the process's entry" "$(grep -v 'libc\.so\.6!__libc_start_main' <<<"$ev" |
-	grep -Ev '^w [0-9]+ [0-9]+ 0 \[(cpu run queue|cgroup throttled)\]$')" ""
+	grep -Ev '^w [0-9]+ [0-9]+ 0 \[(cpu run queue|cgroup throttled|cpu steal)\]$')" ""
 fp=$(q "SELECT count(*) FROM streams s WHERE build_id = :'bid' AND NOT EXISTS (SELECT 1 FROM events e JOIN stacks k
 	ON k.id = e.stack_id WHERE e.stream_ref = s.id AND e.tid = s.symptom_tid AND k.frame_ids && ARRAY(SELECT id
 	FROM frames WHERE name IN ('guardtest!handle_sleep', 'guardtest!spin_cpu', 'guardtest!timed_out_wait')))")

@@ -98,7 +98,7 @@ t_eq "each spin has run events in spin_cpu (CPU samples the process took itself)
 # (but the agent's pseudo-frames: a [cpu run queue] wait on a loaded machine, from the collector's
 # run-delay snapshots, guard.md "CPU starvation")
 t_eq "stacks start at the process's entry" "$(grep -v 'libc\.so\.6!__libc_start_main' <<<"$ev" |
-	grep -Ev '^w [0-9]+ [0-9]+ 0 \[(cpu run queue|cgroup throttled)\]$' | grep -v '^$')" ""
+	grep -Ev '^w [0-9]+ [0-9]+ 0 \[(cpu run queue|cgroup throttled|cpu steal)\]$' | grep -v '^$')" ""
 t_eq "the stack of the unit in flight was asked of its thread (the agent's signal, from the collector)" \
 	"$(stream_events "s.labels->>'run' = 'host' AND s.labels->>'unit.state' = 'in_flight'" |
 	   grep -c '^w .*guardtest!handle_sleep;libc\.so\.6!nanosleep$')" 1

@@ -342,5 +342,16 @@ tighth|1"
 		       FROM streams WHERE app IN ('starved', 'starvedh', 'calm')")" "0|0"
 fi
 
+# ---- the hypervisor's steal (/proc/stat's eighth column): labelled where the host counts it ----
+# (its figures and events: test_guard's unit tests, with a /proc/stat of their own)
+steal_ticks=$(awk '$1 == "cpu" { print $9; exit }' /proc/stat)
+if [ "${steal_ticks:-0}" -gt 0 ]; then want='^(all|some) [1-9][0-9]*\|0$'; else want='^none [1-9][0-9]*\|0$'; fi
+t_match "unit.steal_ns where the host has counted steal (here ${steal_ticks:-no} ticks), never more than the unit" \
+	"$(q "SELECT CASE WHEN count(*) FILTER (WHERE labels ? 'unit.steal_ns') = 0 THEN 'none'
+	               WHEN count(*) FILTER (WHERE NOT labels ? 'unit.steal_ns') = 0 THEN 'all' ELSE 'some' END
+	          || ' ' || count(*) || '|' || count(*) FILTER (WHERE (labels->>'unit.steal_ns')::bigint >
+	                                                       (labels->>'unit.duration_ns')::bigint)
+	        FROM streams")" "$want"
+
 stop_ingest
 t_done

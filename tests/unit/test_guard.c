@@ -3,7 +3,8 @@
  * the ones the server pushes (guardcore/settings.c), profiles (statistics,
  * PerfGuard's distances, clustering, work-aware thresholds, the JSON form,
  * merging, loop keys), the guard table and its image, the event ring, the
- * module map and the symbolizer run on this very process.
+ * module map and the symbolizer run on this very process, the host's steal time
+ * and the streams built from units.
  */
 #include "guardcore/config.h"
 #include "guardcore/settings.h"
@@ -11,6 +12,7 @@
 #include "agent/guard/modmap.h"
 #include "guardcore/profile.h"
 #include "agent/guard/ring.h"
+#include "agent/guard/steal.h"
 #include "agent/guard/stream.h"
 #include "common/arena.h"
 #include "agent/guard/symbolize.h"
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 /* ---- settings ---- */
 
@@ -571,6 +574,35 @@ static long no_file(const char *path, char *buf, size_t cap)
 	return -1;
 }
 
+/* A source of one live thread with nothing in its ring, and a hang of it from start to end. */
+static void fake_source(struct gsrc *src, struct gslot *slots, struct gviol *v, int64_t start, int64_t end)
+{
+	memset(slots, 0, sizeof(*slots));
+	atomic_store(&slots[0].state, SLOT_LIVE);
+	memset(src, 0, sizeof(*src));
+	src->proc = "/proc/self";
+	src->slots = slots;
+	src->nslots = 1;
+	src->snapshot = empty_snapshot;
+	src->ring_max = 4096;
+	src->names = no_names;
+	src->read_small = no_file;
+	src->host = src->app = "h";
+	src->version = src->cpu_limit = "";
+	src->build_id = "abcd";
+	src->exe = "/srv";
+	src->kernel = "6";
+	src->libc_name = "libc.so.6";
+	src->min_wait_ns = 1000000;
+	src->max_events = 100;
+	memset(v, 0, sizeof(*v));
+	v->hang = 1;
+	v->start = start;
+	v->end = end;
+	v->dur = 1500000000;
+	v->threshold = 1000000;
+}
+
 /* stream_build() of a hang in an unwrapped nanosleep; whether a frame named so is in the stream. */
 static int syscall_hang(int64_t start, int64_t end, int *rc)
 {
@@ -581,30 +613,7 @@ static int syscall_hang(int64_t start, int64_t end, int *rc)
 	struct arena *a = arena_open(0);
 	int found = 0;
 
-	memset(slots, 0, sizeof(slots));
-	atomic_store(&slots[0].state, SLOT_LIVE);
-	memset(&src, 0, sizeof(src));
-	src.proc = "/proc/self";
-	src.slots = slots;
-	src.nslots = 1;
-	src.snapshot = empty_snapshot;
-	src.ring_max = 4096;
-	src.names = no_names;
-	src.read_small = no_file;
-	src.host = src.app = "h";
-	src.version = src.cpu_limit = "";
-	src.build_id = "abcd";
-	src.exe = "/srv";
-	src.kernel = "6";
-	src.libc_name = "libc.so.6";
-	src.min_wait_ns = 1000000;
-	src.max_events = 100;
-	memset(&v, 0, sizeof(v));
-	v.hang = 1;
-	v.start = start;
-	v.end = end;
-	v.dur = 1500000000;
-	v.threshold = 1000000;
+	fake_source(&src, slots, &v, start, end);
 	v.sys_call = SYS_nanosleep + 1;
 	v.sys_pc = 0x1234;
 	memset(&ws, 0, sizeof(ws));
@@ -628,6 +637,176 @@ static void test_stream_syscall_hang(void)
 	CHECK(syscall_hang(0, 2500000000, &rc) == 0);
 }
 
+/* ---- the host's steal time ---- */
+
+static const char *stat_text;
+
+static long fake_stat(const char *path, char *buf, size_t cap, int whole)
+{
+	(void)whole;
+	if (strcmp(path, "/proc/stat") != 0 || !stat_text)
+		return -1;
+	snprintf(buf, cap, "%s", stat_text);
+	return (long)strlen(buf);
+}
+
+/* /proc/stat's head with a steal of ticks clock ticks */
+static void set_steal(char *b, size_t cap, long ticks)
+{
+	snprintf(b, cap, "cpu  100 2 30 4000 5 0 6 %ld 0 0\ncpu0 50 1 15 2000 2 0 3 %ld 0 0\n", ticks, ticks / 2);
+	stat_text = b;
+}
+
+static void test_steal(void)
+{
+	static struct gsteal st;
+	int64_t tick = 1000000000 / sysconf(_SC_CLK_TCK), s = 1000000000;
+	char b[256];
+
+	/* the aggregate line's eighth field, in ns */
+	CHECK(gsteal_parse("cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\n") == 8 * tick);
+	CHECK(gsteal_parse("cpu  1 2 3 4 5 6 7 8") == 8 * tick);
+	CHECK(gsteal_parse("cpu  1 2 3 4 5 6 7\ncpu0 1 2 3 4 5 6 7 8\n") == -1);   /* no steal column */
+	CHECK(gsteal_parse("cpu0 1 2 3 4 5 6 7 8\n") == -1);
+	CHECK(gsteal_parse("cpu  1 2 3 4 5 6 7 x8") == -1);
+	CHECK(gsteal_parse("cpu  1 2 3 4 5 6 7 99999999999999999999999999") == INT64_MAX);   /* saturated */
+	CHECK(gsteal_parse("") == -1);
+
+	/* nothing known before two samples */
+	memset(&st, 0, sizeof(st));
+	set_steal(b, sizeof(b), 100);
+	CHECK_INT(gsteal_sample(&st, 1 * s, 0, fake_stat), 1);
+	CHECK(gsteal_over(&st, s, s + 1) == -1);
+	/* once a second, unless forced; never back in time */
+	set_steal(b, sizeof(b), 150);
+	CHECK_INT(gsteal_sample(&st, 1 * s + s / 2, 0, fake_stat), 0);
+	CHECK_INT(gsteal_sample(&st, 2 * s, 0, fake_stat), 1);
+	set_steal(b, sizeof(b), 250);
+	CHECK_INT(gsteal_sample(&st, 2 * s, 1, fake_stat), 0);
+	CHECK_INT(gsteal_sample(&st, 3 * s, 0, fake_stat), 1);
+	/* interpolated at both ends: 125 ticks at 1.5 s, 200 at 2.5 s */
+	CHECK(gsteal_over(&st, s + s / 2, 2 * s + s / 2) == 75 * tick);
+	CHECK(gsteal_over(&st, 2 * s, 3 * s) == 100 * tick);
+	/* past the last sample, at the last pair's rate; before the first, at the first pair's */
+	CHECK(gsteal_over(&st, 3 * s, 3 * s + s / 2) == 50 * tick);
+	CHECK(gsteal_over(&st, s / 2, s) == 25 * tick);
+	/* extrapolated back, never below the counter's zero */
+	CHECK(gsteal_over(&st, -100 * s, s) == 100 * tick);
+	CHECK(gsteal_over(&st, 2 * s, s) == -1);
+	/* a unit: its share per CPU, within its length; the history ended before it did: sampled */
+	set_steal(b, sizeof(b), 340);
+	CHECK(gsteal_unit(&st, 3 * s, 3 * s + s / 2, 3 * s + s / 2, 2, fake_stat) == 45 * tick);
+	CHECK_INT((int)atomic_load(&st.n), 4);
+	CHECK(gsteal_unit(&st, 3 * s, 3 * s + s / 2, 4 * s, 2, fake_stat) == 45 * tick);   /* no new sample */
+	CHECK_INT((int)atomic_load(&st.n), 4);
+	CHECK(gsteal_unit(&st, 3 * s, 3 * s + 1000, 4 * s, 1, fake_stat) == 1000);   /* at most its length */
+	CHECK(gsteal_unit(&st, INT64_MIN + 5, INT64_MAX - 5, 4 * s, 1, fake_stat) == -1);   /* a hostile span */
+	CHECK(gsteal_unit(&st, s, 2 * s, 4 * s, 0, fake_stat) == -1);
+	/* a sample under way elsewhere: none taken */
+	atomic_store(&st.writing, 1);
+	CHECK_INT(gsteal_sample(&st, 9 * s, 1, fake_stat), 0);
+	atomic_store(&st.writing, 0);
+	/* a file without the column: no sample */
+	stat_text = "cpu  1 2 3 4 5 6 7\n";
+	CHECK_INT(gsteal_sample(&st, 9 * s, 1, fake_stat), 0);
+	/* the history wraps: the latest minute only, in order */
+	for (int i = 0; i < 3 * GSTEAL_HIST; i++) {
+		set_steal(b, sizeof(b), 1000 + 10 * i);
+		CHECK_INT(gsteal_sample(&st, (10 + i) * s, 0, fake_stat), 1);
+	}
+	CHECK(gsteal_over(&st, (10 + 3 * GSTEAL_HIST - 3) * s, (10 + 3 * GSTEAL_HIST - 1) * s) == 20 * tick);
+	/* a host that has counted no steal: unknown, not nothing */
+	memset(&st, 0, sizeof(st));
+	set_steal(b, sizeof(b), 0);
+	CHECK_INT(gsteal_sample(&st, s, 0, fake_stat), 1);
+	CHECK_INT(gsteal_sample(&st, 2 * s, 0, fake_stat), 1);
+	CHECK(gsteal_over(&st, s, 2 * s) == -1);
+	CHECK(gsteal_unit(&st, s, 2 * s, 2 * s, 1, fake_stat) == -1);
+}
+
+static int64_t steal_value;
+
+static int64_t fake_steal(const struct gsrc *src, int64_t start, int64_t end)
+{
+	(void)src, (void)start, (void)end;
+	return steal_value;
+}
+
+static const char *label_of(const struct wire_stream *ws, const char *key)
+{
+	for (size_t i = 0; i < ws->nlabels; i++)
+		if (strcmp(ws->labels[i].key, key) == 0)
+			return ws->labels[i].value;
+	return NULL;
+}
+
+/* The [cpu steal] wait's duration in ws (-1: none). */
+static int64_t steal_event(const struct wire_stream *ws)
+{
+	for (size_t i = 0; i < ws->nevents; i++) {
+		const struct wire_stack *k = &ws->stacks[ws->events[i].stack];
+
+		if (k->len == 1 && strcmp(ws->frames[k->frames[0]], "[cpu steal]") == 0 && ws->events[i].kind == WIRE_WAIT)
+			return ws->events[i].dur_ns;
+	}
+	return -1;
+}
+
+static void test_stream_steal(void)
+{
+	static struct gslot slots[1];
+	struct gsrc src;
+	struct gviol v;
+	struct wire_stream ws;
+	struct arena *a = arena_open(0);
+
+	CHECK(a != NULL);
+	if (!a)
+		return;
+	/* a unit 1.5 s long over a threshold of 1 ms: 800 ms stolen is more than half its excess */
+	fake_source(&src, slots, &v, 1000000000, 2500000000);
+	v.sys_call = SYS_nanosleep + 1;   /* an event of its own, whatever the steal */
+	src.steal = fake_steal;
+	steal_value = 800000000;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK_STR(label_of(&ws, "unit.steal_ns"), "800000000");
+	CHECK_STR(label_of(&ws, "unit.cause"), "cpu");
+	CHECK(steal_event(&ws) == 800000000);
+	/* 100 ms: named, not the cause */
+	steal_value = 100000000;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK_STR(label_of(&ws, "unit.steal_ns"), "100000000");
+	CHECK(label_of(&ws, "unit.cause") == NULL);
+	CHECK(steal_event(&ws) == 100000000);
+	/* it adds to the run delay, which does not count it: 400 + 400 ms of the 1.499 s excess */
+	v.rd_how = GUARD_RD_INSIDE;
+	v.run_delay_ns = 400000000;
+	steal_value = 400000000;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK_STR(label_of(&ws, "unit.cause"), "cpu");
+	steal_value = 300000000;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK(label_of(&ws, "unit.cause") == NULL);
+	/* under the shortest wait: labelled, no event; never more than the unit's duration */
+	v.rd_how = GUARD_RD_NONE;
+	steal_value = 999999;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK_STR(label_of(&ws, "unit.steal_ns"), "999999");
+	CHECK(steal_event(&ws) == -1);
+	steal_value = 9000000000;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK_STR(label_of(&ws, "unit.steal_ns"), "1500000000");
+	CHECK(steal_event(&ws) == 1500000000);
+	/* unknown (no steal on the host, or no source of it): no label, no event */
+	steal_value = -1;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK(label_of(&ws, "unit.steal_ns") == NULL && steal_event(&ws) == -1);
+	src.steal = NULL;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK(label_of(&ws, "unit.steal_ns") == NULL && steal_event(&ws) == -1);
+	arena_free(a);
+}
+
 int main(void)
 {
 	RUN(test_config_defaults);
@@ -646,5 +825,7 @@ int main(void)
 	RUN(test_ring);
 	RUN(test_symbolize);
 	RUN(test_stream_syscall_hang);
+	RUN(test_steal);
+	RUN(test_stream_steal);
 	return CHECK_DONE();
 }

@@ -345,9 +345,11 @@ static void test_named(void)
 	CHECK(!problem_frame_named("app![unknown]", 13));
 	CHECK(!problem_frame_named("app!+0x10", 9));
 	CHECK(!problem_frame_named("app!", 4));
-	/* the machine's frames: exactly the guard's two pseudo-frames */
+	/* the machine's frames: exactly the guard's three pseudo-frames */
 	CHECK(problem_frame_machine("[cpu run queue]", 15));
 	CHECK(problem_frame_machine("[cgroup throttled]", 18));
+	CHECK(problem_frame_machine("[cpu steal]", 11));
+	CHECK(!problem_frame_machine("[cpu steal", 10));
 	CHECK(!problem_frame_machine("[cpu run queue]x", 16));
 	CHECK(!problem_frame_machine("[cpu run queue", 14));
 	CHECK(!problem_frame_machine("app!main", 8));
