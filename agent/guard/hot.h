@@ -87,6 +87,19 @@ static inline int64_t guard_now(void)
 	return guard_mono_ns();
 }
 
+/* The clock past which t's unit is a violation (INT64_MAX: never), so that a call's check is one
+ * comparison: set wherever one of its terms changes (the unit's start, its threshold, the agent's
+ * own time in it, a violation found). */
+static inline void guard_deadline_set(struct gthread *t)
+{
+	int64_t d;
+
+	if (t->violated || t->threshold < 0 || __builtin_add_overflow(t->unit_start, t->agent_ns, &d) ||
+	    __builtin_add_overflow(d, t->threshold, &d))
+		d = INT64_MAX;
+	t->deadline = d;
+}
+
 /* ---- slots.c: threads, their slots, the agent's descriptors [program] ---- */
 void guard_thread_setup(struct gthread *t);
 struct gslot *guard_slot_of(struct gthread *t);

@@ -241,11 +241,12 @@ struct gthread {
 	uintptr_t loop_cfa;       /* the caller's stack pointer at the loop's wait */
 	const void *loop_obj;     /* the condition variable the loop's wait waited on, NULL = none */
 	int64_t unit_start;       /* 0 = none */
-	int64_t agent_ns;
 	int64_t threshold;
+	int64_t deadline;         /* guard_deadline_set(): the clock past which the unit is a violation */
 	uint64_t touched;
 	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
 	/* the rest */
+	int64_t agent_ns;         /* the agent's own time in the unit (a call's check reads the deadline) */
 	uint8_t exiting;
 	uint8_t in_dl;            /* inside dlopen/dlclose: no stack walks from the handler */
 	uint8_t unwinding;        /* a stack walk in progress: the handler must not start one */

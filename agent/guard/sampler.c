@@ -259,6 +259,7 @@ void guard_sampler_signal(siginfo_t *si, void *uc)
 				atomic_store_explicit(&s->captured_seq, t->unit_seq, memory_order_relaxed);
 			}
 			t->agent_ns += guard_now() - now;
+			guard_deadline_set(t);
 			atomic_store_explicit(&s->agent_ns, t->agent_ns, memory_order_relaxed);
 		}
 	} else if (si->si_code == SI_TIMER) {
@@ -281,6 +282,7 @@ void guard_sampler_signal(siginfo_t *si, void *uc)
 		boost(t, s, now);
 		/* the stack walk is the agent's time, not the unit's (training never sees it) */
 		t->agent_ns += guard_now() - now;
+		guard_deadline_set(t);
 		atomic_store_explicit(&s->agent_ns, t->agent_ns, memory_order_relaxed);
 	}
 out:

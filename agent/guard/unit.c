@@ -107,6 +107,7 @@ static inline int loop_twin(const struct gthread *t, const struct gcall *c)
 static void add_agent_time(struct gthread *t, int64_t since)
 {
 	t->agent_ns += guard_now() - since;
+	guard_deadline_set(t);
 	if (t->slot)
 		atomic_store_explicit(&t->slot->agent_ns, t->agent_ns, memory_order_relaxed);
 }
@@ -116,7 +117,13 @@ __attribute__((noinline, cold)) static void violation_here(struct gthread *t, ui
 {
 	int64_t a0;
 
+	/* (the sampler's signal may have found it between the deadline's setting and its check) */
+	if (t->violated) {
+		guard_deadline_set(t);
+		return;
+	}
 	t->violated = 1;
+	guard_deadline_set(t);
 	if (t->slot)
 		atomic_store_explicit(&t->slot->captured_seq, t->unit_seq, memory_order_relaxed);
 	a0 = guard_now();
@@ -126,7 +133,7 @@ __attribute__((noinline, cold)) static void violation_here(struct gthread *t, ui
 
 static inline void check(struct gthread *t, uint16_t call, int64_t now)
 {
-	if (GUARD_UNLIKELY(!t->violated && t->threshold >= 0 && now - t->unit_start - t->agent_ns > t->threshold))
+	if (GUARD_UNLIKELY(now > t->deadline))
 		violation_here(t, call, now);
 }
 
@@ -191,6 +198,7 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 	if (best >= 0 && (best != t->best || (resized && thr[best] != t->threshold))) {
 		t->best = best;
 		t->threshold = thr[best];
+		guard_deadline_set(t);
 		atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
 		atomic_store_explicit(&t->slot->type, best, memory_order_relaxed);
 	}
@@ -218,6 +226,7 @@ __attribute__((noinline)) static void unit_begin(struct gthread *t, const struct
 	t->bucket = 0;
 	t->threshold = tab->loops[L].threshold;
 	t->violated = 0;
+	guard_deadline_set(t);
 	atomic_store_explicit(&s->agent_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->threshold, t->threshold, memory_order_relaxed);
 	atomic_store_explicit(&s->type, -1, memory_order_relaxed);
