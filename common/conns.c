@@ -392,6 +392,7 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 		s->ph = PH_HEAD;
 		clock_start(c, s, &s->since_ms, now_ms());
 	}
+	s->early = false;   /* a kept-alive connection's next request */
 	if (s->reserve && !reserved_path(c, uri ? uri : ""))
 		shed(c, s, CONNS_RESERVE_OTHER_PATH);
 	pthread_mutex_unlock(&c->lock);
@@ -410,8 +411,11 @@ static bool body_pending(struct MHD_Connection *mc, uint64_t body, size_t upload
 		return upload > 0 || body == 0;
 	if (!cl)
 		return false;
-	for (; *cl >= '0' && *cl <= '9'; cl++)
-		declared = declared > UINT64_MAX / 10 ? UINT64_MAX : declared * 10 + (uint64_t)(*cl - '0');
+	for (; *cl >= '0' && *cl <= '9'; cl++) {
+		uint64_t d = (uint64_t)(*cl - '0');
+
+		declared = declared > (UINT64_MAX - d) / 10 ? UINT64_MAX : declared * 10 + d;
+	}
 	return body < declared;
 }
 

@@ -49,7 +49,8 @@ static const struct var_def vars[] = {
 	{ { "SM_GUARD_VERSION", "(none)", "version of the streams" },
 	  V_NAME, F(version), 0, 0, 0 },
 	{ { "SM_GUARD_LABELS", "(none)",
-	    "labels of the streams: KEY=VALUE,KEY=VALUE (\\, and \\\\ escape a comma and a backslash)" },
+	    "labels of the streams: KEY=VALUE,KEY=VALUE (\\, and \\\\ escape a comma and a backslash); at most 46, "
+	    "so that with the agent's own (up to 18) a stream has the wire's 64 at most" },
 	  V_LABELS, F(labels), 0, 0, 0 },
 	{ { "SM_GUARD_ONLY", "(all)",
 	    "guard only executables whose name matches one of these comma-separated globs; "
@@ -245,8 +246,8 @@ static int parse_labels(struct guard_config *c, const char *s, char *err, size_t
 				return fail(err, errlen, name, "empty value for a label", key);
 			if (!util_utf8_valid(key, strlen(key)) || !util_utf8_valid(val, strlen(val)))
 				return fail(err, errlen, name, "labels must be UTF-8", s);
-			if (c->nlabels == GUARD_MAX_LABELS)
-				return fail(err, errlen, name, "more than 48 labels", s);
+			if (c->nlabels == GUARD_MAX_USER_LABELS)
+				return fail(err, errlen, name, "more than 46 labels", s);
 			memcpy(c->labels[c->nlabels].key, key, sizeof(key));
 			memcpy(c->labels[c->nlabels].value, val, sizeof(val));
 			c->nlabels++;

@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GUARD_MAX_LABELS 48
+#define GUARD_MAX_LABELS 48        /* the room a process's labels have (in its region too) */
+#define GUARD_MAX_USER_LABELS 46   /* SM_GUARD_LABELS at most: the agent's own 18 fill a stream's 64 */
 #define GUARD_PATH_MAX 1024
 #define GUARD_NAME_MAX 256
 

@@ -338,6 +338,30 @@ static int64_t throttled_of(const struct gviol *v)
 	return thr;
 }
 
+/* The host's steal per CPU over v's unit (steal ns) that fell on its thread: none while the thread
+ * waited in a call (events e[0..n)), which a stopped virtual CPU does not lengthen; within the unit's
+ * duration. */
+static int64_t steal_share(const struct gviol *v, int64_t steal, const struct wire_event *e, size_t n)
+{
+	int64_t len, waited = 0;
+
+	if (__builtin_sub_overflow(v->end, v->start, &len) || len <= 0)
+		return 0;
+	for (size_t i = 0; i < n && waited < len; i++) {
+		int64_t from, to;
+
+		if (e[i].kind != WIRE_WAIT || e[i].tid != v->tid)
+			continue;
+		from = e[i].ts_ns > v->start ? e[i].ts_ns : v->start;
+		to = sat_add(e[i].ts_ns, e[i].dur_ns);
+		to = to < v->end ? to : v->end;
+		if (to > from)
+			waited = sat_add(waited, to - from);
+	}
+	steal = waited >= len ? 0 : (int64_t)((double)steal * (double)(len - waited) / (double)len);
+	return steal < v->dur ? steal : (v->dur > 0 ? v->dur : 0);
+}
+
 /* The run queue's part and the throttled part of the unit's CPU wait (the kernel counts throttled time
  * in the run delay: the two events never count it twice), and the hypervisor's steal (steal ns, -1
  * unknown), which no run delay counts. */
@@ -514,7 +538,7 @@ static void starve_labels(const struct gsrc *src, struct wire_label *l, size_t *
 	}
 	/* the hypervisor's steal is outside the run delay: it adds to it */
 	if (steal >= 0)
-		cpu_wait = (cpu_wait > 0 ? cpu_wait : 0) + steal;
+		cpu_wait = sat_add(cpu_wait > 0 ? cpu_wait : 0, steal);
 	/* starved: the CPU wait is at least half of the time over the threshold */
 	if (cpu_wait >= 0 && !v->baseline && v->threshold >= 0 && v->dur > v->threshold &&
 	    cpu_wait >= (v->dur - v->threshold + 1) / 2)
@@ -559,9 +583,6 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	loopsym[0] = tbuf[0] = '\0';
 	if (!scratch || !labels || !b.frames || !b.stacks || !c.snap)
 		goto out_free;
-	/* the hypervisor's steal over the unit, within its duration (which leaves the agent's time out) */
-	if (src->steal && (steal = src->steal(src, v->start, v->end)) > v->dur)
-		steal = v->dur > 0 ? v->dur : 0;
 	/* the symptom thread first: its events go in even when the stream is full */
 	if (v->slot < n)
 		collect_ring(&c, v->slot, atomic_load(&src->slots[v->slot].tid));
@@ -589,6 +610,8 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 		we[ne].stack = (uint32_t)sid;
 		ne++;
 	}
+	if (src->steal && (steal = src->steal(src, v->start, v->end)) > 0)
+		steal = steal_share(v, steal, we, ne);
 	/* a unit in flight may have no event of its own yet: a thread starved of the CPU takes few
 	 * samples (they come with its CPU time), and only one asleep in a wrapped call is asked for
 	 * its stack; its wait for the CPU is what it has to show */
@@ -612,8 +635,6 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	ws->build_id = arena_strndup(a, src->build_id, strlen(src->build_id));
 	if (!ws->host || !ws->app || !ws->build_id || (tname && !(tname = arena_strndup(a, tname, strlen(tname)))))
 		goto out_free;
-	for (int i = 0; i < src->nlabels; i++)
-		add_label(labels, &nl, a, src->labels[i].key, src->labels[i].value);
 	snprintf(num[0], sizeof(num[0]), "%lld", (long long)v->threshold);
 	snprintf(num[1], sizeof(num[1]), "%lld", (long long)v->dur);
 	snprintf(num[2], sizeof(num[2]), "%lld", (long long)v->loop);
@@ -630,6 +651,9 @@ int stream_build(const struct gsrc *src, const struct gviol *v, struct arena *ke
 	add_label(labels, &nl, a, "guard.exe", src->exe);
 	add_label(labels, &nl, a, "guard.version", GUARD_VERSION);
 	add_label(labels, &nl, a, "kernel", src->kernel);
+	/* the agent's own first: past the wire's limit, a process's own are what is left out */
+	for (int i = 0; i < src->nlabels; i++)
+		add_label(labels, &nl, a, src->labels[i].key, src->labels[i].value);
 	ws->labels = labels;
 	ws->nlabels = nl;
 	ws->role = v->baseline ? WIRE_ROLE_BASELINE : WIRE_ROLE_VIOLATION;

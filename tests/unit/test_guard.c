@@ -116,6 +116,23 @@ static void test_config_errors(void)
 		CHECK_INT(load(env, &c, err, sizeof(err)), -1);
 		CHECK_STR(err, bad[i].msg);
 	}
+	/* 46 labels, not 47: the agent's own 18 fill a stream's 64 */
+	{
+		char many[1024] = "";
+		const char *env[] = { "SM_GUARD_LABELS", many, NULL };
+		struct guard_config c;
+		char err[256] = "";
+		size_t n = 0;
+
+		for (int i = 0; i < 46; i++)
+			n += (size_t)snprintf(many + n, sizeof(many) - n, "%sk%d=v", i ? "," : "", i);
+		CHECK_INT(load(env, &c, err, sizeof(err)), 0);
+		CHECK_INT(c.nlabels, 46);
+		snprintf(many + n, sizeof(many) - n, ",k46=v");
+		CHECK_INT(load(env, &c, err, sizeof(err)), -1);
+		CHECK(strncmp(err, "SM_GUARD_LABELS: more than 46 labels: 'k0=v,k1=v,",
+			      strlen("SM_GUARD_LABELS: more than 46 labels: 'k0=v,k1=v,")) == 0);
+	}
 }
 
 static void test_config_only(void)
@@ -701,6 +718,14 @@ static void test_steal(void)
 	CHECK_INT((int)atomic_load(&st.n), 4);
 	CHECK(gsteal_unit(&st, 3 * s, 3 * s + 1000, 4 * s, 1, fake_stat) == 1000);   /* at most its length */
 	CHECK(gsteal_unit(&st, INT64_MIN + 5, INT64_MAX - 5, 4 * s, 1, fake_stat) == -1);   /* a hostile span */
+	/* far back: the counter's zero, in doubles (0 s is 50 ticks at the first second's rate) */
+	CHECK(gsteal_unit(&st, INT64_MIN + 10, 0, 4 * s, 1, fake_stat) == 50 * tick);
+	CHECK(gsteal_over(&st, INT64_MIN + 10, s) == 100 * tick);
+	/* a stream's sample comes at most every 100 ms */
+	CHECK_INT(gsteal_sample(&st, 3 * s + s / 2 + s / 20, 1, fake_stat), 0);
+	/* an end past now is now: from 3 s to 4 s, sampled at 4 s (90 ticks on 2 CPUs) */
+	CHECK(gsteal_unit(&st, 3 * s, 100 * s, 4 * s, 2, fake_stat) == 45 * tick);
+	CHECK_INT((int)atomic_load(&st.n), 5);
 	CHECK(gsteal_unit(&st, s, 2 * s, 4 * s, 0, fake_stat) == -1);
 	/* a sample under way elsewhere: none taken */
 	atomic_store(&st.writing, 1);
@@ -763,9 +788,9 @@ static void test_stream_steal(void)
 	CHECK(a != NULL);
 	if (!a)
 		return;
-	/* a unit 1.5 s long over a threshold of 1 ms: 800 ms stolen is more than half its excess */
+	/* a unit 1.5 s long over a threshold of 1 ms, running throughout: 800 ms stolen is more than
+	 * half its excess */
 	fake_source(&src, slots, &v, 1000000000, 2500000000);
-	v.sys_call = SYS_nanosleep + 1;   /* an event of its own, whatever the steal */
 	src.steal = fake_steal;
 	steal_value = 800000000;
 	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
@@ -787,16 +812,28 @@ static void test_stream_steal(void)
 	steal_value = 300000000;
 	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
 	CHECK(label_of(&ws, "unit.cause") == NULL);
-	/* under the shortest wait: labelled, no event; never more than the unit's duration */
-	v.rd_how = GUARD_RD_NONE;
+	/* saturated, not wrapped: a hostile process's run delay */
+	v.run_delay_ns = INT64_MAX;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK_STR(label_of(&ws, "unit.cause"), "cpu");
+	/* under the shortest wait: labelled, no event (the run queue's is the stream's); never more
+	 * than the unit's duration */
+	v.run_delay_ns = 2000000;
 	steal_value = 999999;
 	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
 	CHECK_STR(label_of(&ws, "unit.steal_ns"), "999999");
 	CHECK(steal_event(&ws) == -1);
+	v.rd_how = GUARD_RD_NONE;
 	steal_value = 9000000000;
 	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
 	CHECK_STR(label_of(&ws, "unit.steal_ns"), "1500000000");
 	CHECK(steal_event(&ws) == 1500000000);
+	/* a thread asleep in a call for all of it lost nothing to the hypervisor */
+	v.sys_call = SYS_nanosleep + 1;
+	steal_value = 800000000;
+	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+	CHECK_STR(label_of(&ws, "unit.steal_ns"), "0");
+	CHECK(label_of(&ws, "unit.cause") == NULL && steal_event(&ws) == -1);
 	/* unknown (no steal on the host, or no source of it): no label, no event */
 	steal_value = -1;
 	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
@@ -804,6 +841,22 @@ static void test_stream_steal(void)
 	src.steal = NULL;
 	CHECK_INT(stream_build(&src, &v, a, &ws), 1);
 	CHECK(label_of(&ws, "unit.steal_ns") == NULL && steal_event(&ws) == -1);
+	/* the agent's labels come first: a process's own past the wire's 64 are left out, not "kernel" */
+	{
+		static struct guard_label many[WIRE_MAX_LABELS];
+
+		for (int i = 0; i < WIRE_MAX_LABELS; i++) {
+			snprintf(many[i].key, sizeof(many[i].key), "k%d", i);
+			snprintf(many[i].value, sizeof(many[i].value), "v");
+		}
+		src.labels = many;
+		src.nlabels = WIRE_MAX_LABELS;
+		CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+		CHECK_INT((int)ws.nlabels, WIRE_MAX_LABELS);
+		CHECK_STR(label_of(&ws, "kernel"), "6");
+		CHECK_STR(label_of(&ws, "unit.type"), "u0");
+		CHECK(label_of(&ws, "k0") != NULL && label_of(&ws, "k63") == NULL);
+	}
 	arena_free(a);
 }
 
