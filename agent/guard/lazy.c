@@ -158,14 +158,25 @@ static int resolve(enum lazy_lib lib, void *h)
  * first initialisation decides), and a libcurl built on another TLS library has no such symbol.
  */
 #define SM_OPENSSL_INIT_NO_ATEXIT 0x00080000L   /* OpenSSL 1.1.1b and later: crypto.h */
+/* OpenSSL's own flag (1.1.0 to 3.x, not in the public header): initialise nothing, and after
+ * OPENSSL_cleanup() return 0 without recording an error, which would need the freed state */
+#define SM_OPENSSL_INIT_BASE_ONLY 0x00040000L
+
+static int (*openssl_init)(uint64_t opts, const void *settings);
 
 static void openssl_no_atexit(void *curl)
 {
-	int (*init)(uint64_t opts, const void *settings);
+	*(void **)&openssl_init = dlsym(curl, "OPENSSL_init_crypto");
+	if (openssl_init)
+		openssl_init(SM_OPENSSL_INIT_NO_ATEXIT, NULL);
+}
 
-	*(void **)&init = dlsym(curl, "OPENSSL_init_crypto");
-	if (init)
-		init(SM_OPENSSL_INIT_NO_ATEXIT, NULL);
+int lazy_tls_stopped(void)
+{
+	/* libcurl never loaded (or on another TLS library): nothing of OpenSSL's in the agent's use */
+	if (!libs[LAZY_CURL].ok || !openssl_init)
+		return 0;
+	return openssl_init(SM_OPENSSL_INIT_BASE_ONLY, NULL) == 0;
 }
 
 static void load(enum lazy_lib lib)

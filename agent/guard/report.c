@@ -13,6 +13,7 @@
 #include "agent/guard/stream.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/lazy.h"
 #include "agent/guard/threads.h"
 #include "agent/guard/symbolize.h"
 #include "agent/guard/unwind.h"
@@ -49,6 +50,7 @@ static struct gsym *sym;
 static int64_t sym_used;
 static struct spool *spool_only;        /* no URL: streams go to the spool directly */
 static int server_ok;                   /* the server answered the last request */
+static int tls_gone;                    /* at exit: libcurl's OpenSSL was cleaned up (guard_report_exit_begin) */
 /* Whether the server answered: a request the exit cut short (G.ship_cancel) says nothing about it,
  * and must not keep the held streams from going to it at exit. */
 static void note_server(int answered)
@@ -67,11 +69,14 @@ void guard_report_reset_child(void)
 	spool_only = NULL;
 	shipper_retry_at = next_drain = 0;
 	server_ok = 0;
+	tls_gone = 0;
 }
 
 void guard_report_thread_end(void)
 {
-	shipper_free(shipper);
+	/* a TLS connection's close would call into the freed OpenSSL: left to the process's end */
+	if (!tls_gone)
+		shipper_free(shipper);
 	shipper = NULL;
 	spool_free(spool_only);
 	spool_only = NULL;
@@ -135,6 +140,8 @@ static struct shipper *get_shipper(int64_t now)
 	struct ship_opts o;
 	char err[256];
 
+	if (tls_gone)
+		return NULL;
 	if (shipper && shipper_stopped(shipper)) {
 		guard_log("shipping stopped; streams go to the spool for a while", "reason=\"%s\"",
 			  shipper_error(shipper));
@@ -283,6 +290,16 @@ void guard_profile_upload(void)
 		upload_profile(sh);
 }
 
+void guard_report_exit_begin(void)
+{
+	if (!lazy_tls_stopped())
+		return;
+	tls_gone = 1;
+	server_ok = 0;
+	guard_log("no network at exit: the program's exit cleaned up OpenSSL", "spool=%s",
+		  G.cfg.spool[0] ? G.cfg.spool : "none");
+}
+
 void guard_report_exit(int upload)
 {
 	struct ship_opts o;
@@ -290,7 +307,7 @@ void guard_report_exit(int upload)
 	int64_t until = guard_now() + (int64_t)EXIT_NET_MS * 1000000;
 	char err[256];
 
-	if (!G.cfg.url[0] || !server_ok || (!upload && G.cfg.report_ns <= 0))
+	if (!G.cfg.url[0] || !server_ok || tls_gone || (!upload && G.cfg.report_ns <= 0))
 		return;
 	/* a connection of its own: the shipping one gave up when the exit began */
 	ship_options(&o);
@@ -324,7 +341,7 @@ void guard_report_exit_held(int begin)
 	}
 	/* the shipping connection gave up when the exit began: a server that has been answering gets
 	 * the held streams on a connection of their own, within EXIT_HELD_MS */
-	if (exit_sh || !G.cfg.url[0] || !server_ok)
+	if (exit_sh || !G.cfg.url[0] || !server_ok || tls_gone)
 		return;
 	ship_options(&o);
 	o.max_attempts = 1;

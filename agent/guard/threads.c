@@ -148,6 +148,7 @@ static void exit_sequence(void)
 {
 	struct gviol v;
 
+	guard_report_exit_begin();
 	/* what training learnt, first */
 	if (G.mode == GUARD_MODE_TRAIN && G.train)
 		save_profile();

@@ -263,6 +263,27 @@ t_match "and the shipping thread had tried its first report in most of them" \
 	"$(grep -c 'msg="report not delivered"' "$T_TMP/exitafter.log")" \
 	'^(1[0-9][0-9]|[5-9][0-9])$'
 
+# A program that initialised OpenSSL itself keeps OpenSSL's exit handler, which runs before the
+# agent's exit work: that work then uses no network (a TLS connection's close would call into the
+# freed library). Python's ssl module initialises OpenSSL; the interpreter's loop is learnt above.
+# No periodic report (SM_GUARD_REPORT_S=0): libcurl is loaded on the first violation, after the
+# import, and the stream of that violation makes the server one that answers.
+py_tls() {   # py_tls IMPORT LOG: the Python case with that first line, guarded; prints its exit status
+	{ echo "$1"; cat "$PY_SCRIPT"; } >"$T_TMP/tls.py"
+	(cd "$T_TMP" && env "${GUARD_STRESS[@]}" SM_GUARD_REPORT_S=0 timeout 60 "$GUARD" run --guard --profile-dir "$PROF" \
+		--log "$2" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/tls-spool" -- "$PY" "$T_TMP/tls.py" \
+		</dev/null >"$2.out" 2>&1)
+	echo "rc=$?"
+}
+t_eq "python with ssl imported, guarded: exits 0" "$(py_tls "import ssl" "$T_TMP/tls.log")" "rc=0"
+t_match "its agent used no network at exit, OpenSSL being cleaned up" "$(cat "$T_TMP/tls.log")" \
+	'msg="no network at exit: the program.s exit cleaned up OpenSSL" .*spool=/'
+t_match "after it had shipped during the run (libcurl loaded after the import)" \
+	"$(grep 'msg="exit"' "$T_TMP/tls.log")" ' shipped=[1-9]'
+t_eq "without the import: exits 0" "$(py_tls "import os" "$T_TMP/notls.log")" "rc=0"
+t_eq "and its agent, which initialised OpenSSL without the exit handler, could still use the network" \
+	"$(grep -c 'no network at exit' "$T_TMP/notls.log")|$(grep -c 'msg="exit".* shipped=[1-9]' "$T_TMP/notls.log")" "0|1"
+
 # ---- exit never waits on the network ----
 
 # a server that accepts connections and never answers
