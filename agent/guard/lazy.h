@@ -26,6 +26,8 @@ enum lazy_lib { LAZY_CURL, LAZY_ZSTD, LAZY_JSONC, LAZY_ELF, LAZY_DW, LAZY_NLIBS 
 int lazy_load(enum lazy_lib lib);
 /* Why lib could not be loaded, or "" when it was (or was not tried yet). */
 const char *lazy_error(enum lazy_lib lib);
+/* 1 when lib has been loaded (by the thread asking, or before it synchronised with the loader). */
+int lazy_loaded(enum lazy_lib lib);
 /* 1 when the OpenSSL behind the loaded libcurl has been cleaned up: by the exit handler of a
  * program that initialised OpenSSL before the agent did (lazy.c). libcurl must not be used then,
  * not even to close a connection. 0 otherwise, and when libcurl was never loaded. */

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -140,7 +141,9 @@ static struct shipper *get_shipper(int64_t now)
 	struct ship_opts o;
 	char err[256];
 
-	if (tls_gone)
+	/* at exit, no libcurl loaded for the first time: the exit cancels transfers, so its streams
+	 * would go to the spool anyway, and the program's exit handlers may have cleaned up OpenSSL */
+	if (tls_gone || (G.exiting && !lazy_loaded(LAZY_CURL)))
 		return NULL;
 	if (shipper && shipper_stopped(shipper)) {
 		guard_log("shipping stopped; streams go to the spool for a while", "reason=\"%s\"",
@@ -290,9 +293,20 @@ void guard_profile_upload(void)
 		upload_profile(sh);
 }
 
+/* Whether any of the servers (a URL or a list of them) is reached over TLS. */
+static int any_https(const char *urls)
+{
+	for (const char *p = urls; *p; p++)
+		if (strncasecmp(p, "https://", 8) == 0)
+			return 1;
+	return 0;
+}
+
 void guard_report_exit_begin(void)
 {
-	if (!lazy_tls_stopped())
+	/* plain HTTP calls nothing of OpenSSL's that its cleanup frees (the servers of the tests,
+	 * PostgreSQL and redis with OpenSSL of their own, ship their held streams at exit so) */
+	if (!any_https(G.cfg.url) || !lazy_tls_stopped())
 		return;
 	tls_gone = 1;
 	server_ok = 0;

@@ -1337,8 +1337,9 @@ static step_fn *const case_exec[] = { busy, ex_exec, NULL };
 
 static step_fn *const case_exit[] = { busy, busy, busy, NULL };
 
-/* ---- exitafter US: exit() inside a unit of US µs of CPU work: swept over US, the exit comes at
- * any moment of the agent's shipping thread's first work (loading libcurl, its first report) ---- */
+/* ---- exitafter US: exit() inside a unit, US µs of wall-clock time (spent computing) after it
+ * began: swept over US, the exit comes at any moment of the agent's shipping thread's first work
+ * (loading libcurl, its first report) ---- */
 
 static long exit_after_us;
 
