@@ -405,18 +405,10 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 static bool body_pending(struct MHD_Connection *mc, uint64_t body, size_t upload)
 {
 	const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	uint64_t declared = 0;
 
 	if (MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
 		return upload > 0 || body == 0;
-	if (!cl)
-		return false;
-	for (; *cl >= '0' && *cl <= '9'; cl++) {
-		uint64_t d = (uint64_t)(*cl - '0');
-
-		declared = declared > (UINT64_MAX - d) / 10 ? UINT64_MAX : declared * 10 + d;
-	}
-	return body < declared;
+	return cl && body < util_digits_u64(&cl);
 }
 
 /* The calling thread's handler call is over: its connections' clocks go on. Under the lock. */

@@ -346,17 +346,29 @@ bool util_trim_after(size_t bytes)
 	return true;
 }
 
+uint64_t util_digits_u64(const char **p)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+
+	for (; *s >= '0' && *s <= '9'; s++) {
+		uint64_t d = (uint64_t)(*s - '0');
+
+		v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+	}
+	*p = s;
+	return v;
+}
+
 uint64_t util_proc_start_time(const char *stat)
 {
 	const char *p = strrchr(stat, ')');   /* the command's name may hold spaces and parentheses */
-	uint64_t v = 0;
 
 	/* after "(comm)" the state is field 3 */
 	for (int f = 2; f < 22 && p; f++)
 		p = strchr(p + 1, ' ');
 	if (!p)
 		return 0;
-	for (p++; *p >= '0' && *p <= '9'; p++)
-		v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (uint64_t)(*p - '0');
-	return v;
+	p++;
+	return util_digits_u64(&p);
 }

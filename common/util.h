@@ -47,6 +47,9 @@ int util_mkdir_p(const char *dir);
 /* Read a whole file (at most max bytes) into *out (caller frees). Returns 0 or -1
  * with errno set (EFBIG when over max). */
 int util_read_file(const char *path, size_t max, char **out, size_t *len);
+/* The run of decimal digits at *p as a number, saturating at UINT64_MAX (0 when there is none);
+ * *p moves past it. For counters and lengths read from the kernel or a peer. */
+uint64_t util_digits_u64(const char **p);
 /* A process's start time (clock ticks since boot), the 22nd field of its /proc/PID/stat text; 0 when
  * the text has none. Tells a process from a later one that got the same pid. */
 uint64_t util_proc_start_time(const char *stat);

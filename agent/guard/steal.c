@@ -1,6 +1,8 @@
 /* steal: the hypervisor's steal time over a unit, from /proc/stat (see steal.h). */
 #include "agent/guard/steal.h"
 
+#include "common/util.h"
+
 #include <string.h>
 #include <unistd.h>
 
@@ -21,11 +23,7 @@ int64_t gsteal_parse(const char *stat)
 			p++;
 		if (*p < '0' || *p > '9')
 			return -1;
-		for (v = 0; *p >= '0' && *p <= '9'; p++) {
-			uint64_t d = (uint64_t)(*p - '0');
-
-			v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
-		}
+		v = util_digits_u64(&p);
 	}
 	/* saturated: a counter this large is past any unit's span anyway */
 	return v > (uint64_t)(NS_MAX / (1000000000 / hz)) ? NS_MAX : (int64_t)v * (1000000000 / hz);
