@@ -12,6 +12,7 @@
 #include "agent/guard/region.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EXIT_WAIT_NS 10000000000LL   /* at most, for the save of a large profile */
@@ -258,6 +259,38 @@ void guard_threads_exit(void)
 	if (G.ship_started && !G.exit_done)
 		guard_log("the profile or the queue was not saved at exit in time", "path=%s", G.profile_path);
 	pthread_mutex_unlock(&G.mu);
+}
+
+void guard_exit_here(void)
+{
+	struct gthread *t = &guard_tls;
+
+	/* a child of vfork() that calls exit() runs on the parent's memory: the agent is the parent's */
+	if (!atomic_load(&G.active) || t->agent || getpid() != G.pid)
+		return;
+	t->nest = 1;
+	guard_threads_exit();
+	t->nest = 0;
+}
+
+static void exit_gate(void)
+{
+	if (atomic_load(&G.active) && !guard_tls.agent && getpid() == G.pid && !G.exiting)
+		guard_log("exit work ahead of the program's exit handlers",
+			  "reason=\"the program's OpenSSL may be cleaned up at exit\"");
+	guard_exit_here();
+}
+
+void guard_exit_gate(void)
+{
+	static atomic_int set;
+
+	/* registered after the program's (OpenSSL's among them), so run before them; inherited by a
+	 * forked child with the libraries it guards */
+	if (atomic_exchange(&set, 1))
+		return;
+	if (atexit(exit_gate) != 0)
+		guard_log("cannot register the agent's exit handler", "errno=%d", errno);
 }
 
 void guard_threads_reset_child(void)

@@ -159,6 +159,13 @@ void guard_baseline_enqueue(const struct gviol *v);
 int guard_threads_aside(int (*fn)(void *), void *arg);
 /* At exit, on the exiting thread: the shipping thread saves, spools and reports; waits for it. */
 void guard_threads_exit(void);
+/* The same from the program's exiting thread (the destructor, the exit gate): nothing in a child of
+ * vfork(), an agent thread or an inert agent. Safe to call twice. */
+void guard_exit_here(void);
+/* Registers (once) an exit handler that does the exit's work ahead of the program's exit handlers
+ * registered before it: OpenSSL's, when the program initialised OpenSSL before libcurl was loaded
+ * (lazy_tls_program_first()); its cleanup would otherwise free what the shipping thread uses. */
+void guard_exit_gate(void);
 void guard_threads_reset_child(void);
 
 /* ---- sampler.c: CPU samples and stack walks [signal] ---- */

@@ -136,6 +136,15 @@ static void ship_options(struct ship_opts *o)
 	o->close_socket = close_socket;
 }
 
+/* Whether any of the servers (a URL or a list of them) is reached over TLS. */
+static int any_https(const char *urls)
+{
+	for (const char *p = urls; *p; p++)
+		if (strncasecmp(p, "https://", 8) == 0)
+			return 1;
+	return 0;
+}
+
 static struct shipper *get_shipper(int64_t now)
 {
 	struct ship_opts o;
@@ -155,6 +164,10 @@ static struct shipper *get_shipper(int64_t now)
 	}
 	if (shipper || !G.cfg.url[0] || now < shipper_retry_at)
 		return shipper;
+	/* before libcurl is loaded: its curl_global_init() initialises OpenSSL (and libssh2 through
+	 * it), which the program's exit may be cleaning up at that moment */
+	if (lazy_tls_program_first())
+		guard_exit_gate();
 	ship_options(&o);
 	o.cancel = &G.ship_cancel;
 	shipper = shipper_open(&o, err, sizeof(err));
@@ -293,24 +306,17 @@ void guard_profile_upload(void)
 		upload_profile(sh);
 }
 
-/* Whether any of the servers (a URL or a list of them) is reached over TLS. */
-static int any_https(const char *urls)
-{
-	for (const char *p = urls; *p; p++)
-		if (strncasecmp(p, "https://", 8) == 0)
-			return 1;
-	return 0;
-}
-
 void guard_report_exit_begin(void)
 {
-	/* plain HTTP calls nothing of OpenSSL's that its cleanup frees (the servers of the tests,
-	 * PostgreSQL and redis with OpenSSL of their own, ship their held streams at exit so) */
+	/* plain HTTP calls nothing of OpenSSL's that its cleanup frees once libcurl is initialised
+	 * (PostgreSQL and redis, with OpenSSL of their own, ship at exit so). The exit gate runs this
+	 * ahead of OpenSSL's exit handler; it comes too late when the program called
+	 * OPENSSL_cleanup() itself */
 	if (!any_https(G.cfg.url) || !lazy_tls_stopped())
 		return;
 	tls_gone = 1;
 	server_ok = 0;
-	guard_log("no network at exit: the program's exit cleaned up OpenSSL", "spool=%s",
+	guard_log("no network at exit: the program cleaned up OpenSSL", "spool=%s",
 		  G.cfg.spool[0] ? G.cfg.spool : "none");
 }
 

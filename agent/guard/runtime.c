@@ -249,12 +249,5 @@ inert:
 
 __attribute__((destructor)) static void guard_fini(void)
 {
-	struct gthread *t = &guard_tls;
-
-	/* a child of vfork() that calls exit() runs on the parent's memory: the agent is the parent's */
-	if (!atomic_load(&G.active) || t->agent || getpid() != G.pid)
-		return;
-	t->nest = 1;
-	guard_threads_exit();
-	t->nest = 0;
+	guard_exit_here();
 }

@@ -239,15 +239,18 @@ void *guard_ship_main(void *arg)
 			}
 		}
 	}
-	if (G.exiting) {
+	if (G.exiting)
 		exit_sequence();
+	/* the shipper's sockets and the spool's descriptors live in this thread's table */
+	guard_report_thread_end();
+	guard_log_flush();
+	if (G.exiting) {
+		/* only now: the exit gate's caller goes on to OpenSSL's cleanup, and the shipper's
+		 * connections were closed through OpenSSL just above */
 		pthread_mutex_lock(&G.mu);
 		G.exit_done = 1;
 		pthread_cond_broadcast(&G.cv);
 		pthread_mutex_unlock(&G.mu);
 	}
-	/* the shipper's sockets and the spool's descriptors live in this thread's table */
-	guard_report_thread_end();
-	guard_log_flush();
 	return NULL;
 }

@@ -32,7 +32,7 @@ void guard_report_self(void);
 /* At exit (shipping thread): training's upload when upload is set, and the last report, but only to a
  * server that answered the last request, and within EXIT_NET_MS. */
 void guard_report_exit(int upload);
-/* At exit (shipping thread), first: when the program's exit handlers cleaned up the OpenSSL behind
+/* At exit (shipping thread), first: when the program cleaned up the OpenSSL behind
  * libcurl (lazy_tls_stopped()) and a server is https, the exit uses no network, its streams go to the spool, and the
  * connections are left to the process's end. */
 void guard_report_exit_begin(void);
