@@ -45,20 +45,25 @@ struct mapped {
 	int64_t ref;         /* streams.id when accepted */
 };
 
+/* Interning looks each key up in the unique index once: those found are returned as they are, and
+ * only the others are inserted (ON CONFLICT probing the index again, which it must for a key another
+ * batch inserts meanwhile). The same key inserted by a concurrent batch after this statement's
+ * snapshot is in neither part: the get_ statement of the second pass finds it. Inserted in key
+ * order, so that two batches lock the keys they share in one order. */
 static const char SQL_INS_FRAMES[] =
 	"WITH input AS (SELECT DISTINCT unnest($1::text[]) AS name),"
-	" ins AS (INSERT INTO frames (name) SELECT name FROM input ORDER BY name"
-	"         ON CONFLICT (name) DO NOTHING RETURNING id, name)"
-	" SELECT id, name FROM ins"
-	" UNION ALL SELECT f.id, f.name FROM frames f JOIN input USING (name)";
+	" found AS (SELECT f.id, f.name FROM frames f JOIN input USING (name)),"
+	" ins AS (INSERT INTO frames (name) SELECT i.name FROM input i LEFT JOIN found f USING (name)"
+	"         WHERE f.id IS NULL ORDER BY 1 ON CONFLICT (name) DO NOTHING RETURNING id, name)"
+	" SELECT id, name FROM found UNION ALL SELECT id, name FROM ins";
 static const char SQL_GET_FRAMES[] =
 	"SELECT id, name FROM frames WHERE name = ANY($1::text[])";
 static const char SQL_INS_STACKS[] =
 	"WITH input AS (SELECT DISTINCT s::integer[] AS frame_ids FROM unnest($1::text[]) AS s),"
-	" ins AS (INSERT INTO stacks (frame_ids) SELECT frame_ids FROM input ORDER BY frame_ids"
-	"         ON CONFLICT (frame_ids) DO NOTHING RETURNING id, frame_ids)"
-	" SELECT id, frame_ids::text FROM ins"
-	" UNION ALL SELECT s.id, s.frame_ids::text FROM stacks s JOIN input USING (frame_ids)";
+	" found AS (SELECT s.id, s.frame_ids FROM stacks s JOIN input USING (frame_ids)),"
+	" ins AS (INSERT INTO stacks (frame_ids) SELECT i.frame_ids FROM input i LEFT JOIN found f USING (frame_ids)"
+	"         WHERE f.id IS NULL ORDER BY 1 ON CONFLICT (frame_ids) DO NOTHING RETURNING id, frame_ids)"
+	" SELECT id, frame_ids::text FROM found UNION ALL SELECT id, frame_ids::text FROM ins";
 static const char SQL_GET_STACKS[] =
 	"SELECT s.id, s.frame_ids::text FROM stacks s"
 	" JOIN (SELECT x::integer[] AS frame_ids FROM unnest($1::text[]) AS x) i USING (frame_ids)";
