@@ -255,6 +255,13 @@ nstop
 units=$(sum_exits nginx "$m" units)
 v=$(sum_exits nginx "$m" violations)
 echo "nginx: $units units, $v violations; $(grep 'Requests/sec' "$W/wrk.out")"
+# nginx holds a libcrypto before the agent loads libcurl, and OpenSSL's exit handler with it: each
+# process's exit work runs in the agent's own exit handler, ahead of OpenSSL's (docs/guard.md, Exit)
+gates=$(tail -n +"$m" "$W/guard.log" | grep -c "msg=\"exit work ahead of the program's exit handlers\".* exe=nginx ")
+exits=$(tail -n +"$m" "$W/guard.log" | grep -c "msg=\"exit\".* exe=nginx ")
+echo "nginx: $exits exits, $gates of them through the agent's exit handler"
+t_eq "nginx: its processes' exit work ran ahead of OpenSSL's exit handler" \
+	"$(awk -v g="$gates" -v e="$exits" 'BEGIN {print (g >= 1 && g <= e)}')" 1
 # one worker and one wrk thread on two cores: nobody waits for a core (with more threads than cores,
 # units preempted for milliseconds are real violations: about 1 % of them here). The machine's
 # neighbours still preempt now and then: 0.2 to 1.2 in 1000 units in runs here, and on busier days
