@@ -261,21 +261,27 @@ void guard_threads_exit(void)
 	pthread_mutex_unlock(&G.mu);
 }
 
+/* Whether the exit's work is this thread's: not in a child of vfork() that calls exit() (it runs on
+ * the parent's memory: the agent is the parent's), an agent thread, or an inert agent. */
+static int exit_is_ours(void)
+{
+	return atomic_load(&G.active) && !guard_tls.agent && getpid() == G.pid;
+}
+
 void guard_exit_here(void)
 {
-	struct gthread *t = &guard_tls;
-
-	/* a child of vfork() that calls exit() runs on the parent's memory: the agent is the parent's */
-	if (!atomic_load(&G.active) || t->agent || getpid() != G.pid)
+	if (!exit_is_ours())
 		return;
-	t->nest = 1;
+	guard_tls.nest = 1;
 	guard_threads_exit();
-	t->nest = 0;
+	guard_tls.nest = 0;
 }
 
 static void exit_gate(void)
 {
-	if (atomic_load(&G.active) && !guard_tls.agent && getpid() == G.pid && !G.exiting)
+	if (!exit_is_ours())
+		return;
+	if (!G.exiting)
 		guard_log("exit work ahead of the program's exit handlers",
 			  "reason=\"the program's OpenSSL may be cleaned up at exit\"");
 	guard_exit_here();

@@ -164,7 +164,7 @@ void guard_threads_exit(void);
 void guard_exit_here(void);
 /* Registers (once) an exit handler that does the exit's work ahead of the program's exit handlers
  * registered before it: OpenSSL's, when the program initialised OpenSSL before libcurl was loaded
- * (lazy_tls_program_first()); its cleanup would otherwise free what the shipping thread uses. */
+ * (lazy_crypto_loaded() then); its cleanup would otherwise free what the shipping thread uses. */
 void guard_exit_gate(void);
 void guard_threads_reset_child(void);
 

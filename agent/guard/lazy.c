@@ -157,9 +157,9 @@ static int resolve(enum lazy_lib lib, void *h)
  * without that handler, OpenSSL stays whole until the process is gone; the agent's exit work then
  * ends the thread. A program that initialised OpenSSL itself keeps its own handler (the first
  * initialisation decides): the agent then does its exit work in an exit handler of its own,
- * registered after the program's and so run before it (guard_exit_gate()). A libcurl on another TLS library may still have OpenSSL among its
- * dependencies (through libssh2): the call is then harmless, and lazy_tls_stopped() speaks of an
- * OpenSSL libcurl does not use for TLS.
+ * registered after the program's and so run before it (guard_exit_gate()). A libcurl on another
+ * TLS library may still have OpenSSL among its dependencies (through libssh2): the call is then
+ * harmless, and lazy_tls_stopped() speaks of an OpenSSL libcurl does not use for TLS.
  */
 #define SM_OPENSSL_INIT_NO_ATEXIT 0x00080000L   /* OpenSSL 1.1.1b and later: crypto.h */
 /* OpenSSL's own flag (1.1.0 to 3.x, not in the public header): initialise nothing, and after
@@ -167,75 +167,26 @@ static int resolve(enum lazy_lib lib, void *h)
 #define SM_OPENSSL_INIT_BASE_ONLY 0x00040000L
 
 static int (*openssl_init)(uint64_t opts, const void *settings);
-static int tls_program_first;   /* libcurl's OpenSSL was in the process before libcurl */
-
-/* The libcrypto objects in the process (their load bias), up to a few: before libcurl is loaded. */
-struct crypto_seen {
-	uintptr_t bias[4];
-	int n;
-};
-
-static int note_crypto(struct dl_phdr_info *i, size_t size, void *arg)
+static void openssl_no_atexit(void *curl)
 {
-	struct crypto_seen *seen = arg;
+	*(void **)&openssl_init = dlsym(curl, "OPENSSL_init_crypto");
+	if (openssl_init)
+		openssl_init(SM_OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
+static int is_crypto(struct dl_phdr_info *i, size_t size, void *arg)
+{
 	const char *base = strrchr(i->dlpi_name, '/');
 
 	(void)size;
+	(void)arg;
 	base = base ? base + 1 : i->dlpi_name;
-	if (strncmp(base, "libcrypto.so", 12) == 0 && seen->n < (int)(sizeof(seen->bias) / sizeof(seen->bias[0])))
-		seen->bias[seen->n++] = (uintptr_t)i->dlpi_addr;
-	return 0;
+	return strncmp(base, "libcrypto.so", 12) == 0;
 }
 
-struct addr_owner {
-	uintptr_t addr, bias;
-	int found;
-};
-
-/* The object whose loaded segments hold addr. */
-static int find_owner(struct dl_phdr_info *i, size_t size, void *arg)
+int lazy_crypto_loaded(void)
 {
-	struct addr_owner *o = arg;
-
-	(void)size;
-	for (int k = 0; k < i->dlpi_phnum; k++) {
-		const ElfW(Phdr) *ph = &i->dlpi_phdr[k];
-		uintptr_t lo = (uintptr_t)i->dlpi_addr + ph->p_vaddr;
-
-		if (ph->p_type == PT_LOAD && o->addr >= lo && o->addr - lo < ph->p_memsz) {
-			o->bias = (uintptr_t)i->dlpi_addr;
-			o->found = 1;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static void openssl_no_atexit(void *curl, const struct crypto_seen *before)
-{
-	struct addr_owner o = { 0 };
-
-	*(void **)&openssl_init = dlsym(curl, "OPENSSL_init_crypto");
-	if (!openssl_init)
-		return;
-	/* the same library the program had loaded (a soname is loaded once): the program may have
-	 * initialised it first, with OpenSSL's exit handler (lazy_tls_program_first()) */
-	o.addr = (uintptr_t)openssl_init;
-	dl_iterate_phdr(find_owner, &o);
-	for (int k = 0; o.found && k < before->n; k++)
-		if (before->bias[k] == o.bias)
-			tls_program_first = 1;
-	openssl_init(SM_OPENSSL_INIT_NO_ATEXIT, NULL);
-}
-
-int lazy_tls_program_first(void)
-{
-	struct crypto_seen now = { .n = 0 };
-
-	if (libs[LAZY_CURL].ok)
-		return tls_program_first;
-	dl_iterate_phdr(note_crypto, &now);
-	return now.n > 0;
+	return dl_iterate_phdr(is_crypto, NULL) != 0;
 }
 
 int lazy_loaded(enum lazy_lib lib)
@@ -253,12 +204,7 @@ int lazy_tls_stopped(void)
 
 static void load(enum lazy_lib lib)
 {
-	struct crypto_seen before = { .n = 0 };
-	void *h;
-
-	if (lib == LAZY_CURL)
-		dl_iterate_phdr(note_crypto, &before);
-	h = dlopen(libs[lib].soname, RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen(libs[lib].soname, RTLD_NOW | RTLD_LOCAL);
 
 	if (!h) {
 		const char *e = dlerror();
@@ -269,7 +215,7 @@ static void load(enum lazy_lib lib)
 	/* never closed: the forwarded pointers stay valid for the life of the process */
 	libs[lib].ok = resolve(lib, h) == 0;
 	if (lib == LAZY_CURL && libs[lib].ok)
-		openssl_no_atexit(h, &before);
+		openssl_no_atexit(h);
 }
 
 #define ONCE(lib)                              \

@@ -32,9 +32,9 @@ int lazy_loaded(enum lazy_lib lib);
  * program that initialised OpenSSL before the agent did (lazy.c). libcurl must not be used then,
  * not even to close a connection. 0 otherwise, and when libcurl was never loaded. */
 int lazy_tls_stopped(void);
-/* 1 when the program may have initialised the OpenSSL libcurl uses before the agent did, with
- * OpenSSL's exit handler, which frees it while the program exits: before libcurl is loaded, when a
- * libcrypto is in the process; after, when libcurl's own was there before libcurl. */
-int lazy_tls_program_first(void);
+/* 1 when a libcrypto is in the process. Asked before libcurl is loaded, it says whether the program
+ * may have initialised the OpenSSL libcurl will use (a soname is loaded once) before the agent,
+ * with OpenSSL's exit handler, which frees it while the program exits. */
+int lazy_crypto_loaded(void);
 
 #endif

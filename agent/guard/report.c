@@ -166,7 +166,7 @@ static struct shipper *get_shipper(int64_t now)
 		return shipper;
 	/* before libcurl is loaded: its curl_global_init() initialises OpenSSL (and libssh2 through
 	 * it), which the program's exit may be cleaning up at that moment */
-	if (lazy_tls_program_first())
+	if (!lazy_loaded(LAZY_CURL) && lazy_crypto_loaded())
 		guard_exit_gate();
 	ship_options(&o);
 	o.cancel = &G.ship_cancel;
