@@ -122,8 +122,9 @@ timed() {
 # The URL must answer 200 first (wrk counts a redirect to the login page as a
 # success); the timeout is long so that slow answers are measured, not dropped.
 wrk_line() {
-	local code
-	code=$(curl -s -o "$work/page" -w '%{http_code}' -H "$3" "$2")
+	local code first
+	# the first request alone: what a page's first viewer waits (caches of the server still empty)
+	read -r code first <<<"$(curl -s -o "$work/page" -w '%{http_code} %{time_total}' -H "$3" "$2")"
 	if [ "$code" != 200 ]; then
 		echo "bench: GET $2 answered $code:" >&2
 		head -c 500 "$work/page" >&2
@@ -134,15 +135,15 @@ wrk_line() {
 		cat "$work/wrk" >&2
 		exit 1
 	}
-	awk -v label="$1" '
+	awk -v label="$1" -v first="$first" '
 		function ms(v) { return v ~ /us$/ ? v / 1000 : v ~ /ms$/ ? v + 0 : v ~ /m$/ ? v * 60000 : v * 1000 }
 		$1 == "Requests/sec:" { rps = $2 }
 		$1 == "50%" { p50 = ms($2) }
 		$1 == "99%" { p99 = ms($2) }
 		/Non-2xx or 3xx responses:/ { bad = $NF }
 		/Socket errors:/ { sub(/^ */, ""); errs = "  " $0 }
-		END { printf "web %-36s %6s req/s  median %5.1f ms  p99 %6.1f ms  non-2xx %d  (8 connections)%s\n",
-			label ":", sprintf(rps < 10 ? "%.1f" : "%.0f", rps), p50, p99, bad, errs }' "$work/wrk"
+		END { printf "web %-36s %6s req/s  median %5.1f ms  p99 %6.1f ms  non-2xx %d  (8 connections; the first alone %.1f ms)%s\n",
+			label ":", sprintf(rps < 10 ? "%.1f" : "%.0f", rps), p50, p99, bad, first * 1000, errs }' "$work/wrk"
 	# requests still in flight when wrk stops would slow the next measurement down
 	for _ in $(seq 300); do
 		[ "$(psql -XAtc "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend'")" = 0 ] && break

@@ -175,7 +175,7 @@ sc_ranks() {
 
 # sc_pages RUN: the run's pages through sm-web, 10 s of wrk each
 sc_pages() {
-	local wport cl sess
+	local wport cl pr sess
 	rm -f "$work/wport"
 	"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/wport" --no-worker \
 		--log-level warn 2>"$work/web.log" &
@@ -183,11 +183,17 @@ sc_pages() {
 	for _ in $(seq 100); do [ -s "$work/wport" ] && break; sleep 0.1; done
 	sess=$("$bin/sm-admin" token create --role analyst --name "scale-web-$1" 2>/dev/null)
 	cl=$(psql -XAtc "SELECT id FROM clusters WHERE run_id = $1 ORDER BY run_rank_total_cost LIMIT 1")
+	# the problem that holds it: the same cost model over the problem's streams
+	pr=$(psql -XAtc "SELECT id FROM problems WHERE run_id = $1 AND $cl = ANY (members) LIMIT 1")
 	local u=http://127.0.0.1:$(cat "$work/wport") h="Authorization: Bearer $sess"
 	wrk_line "run $1 page (HTML)" "$u/runs/$1" "$h"
 	wrk_line "run $1 clusters (API)" "$u/api/v1/runs/$1/clusters?limit=50" "$h"
 	wrk_line "cluster $cl page (HTML)" "$u/clusters/$cl" "$h"
 	wrk_line "cluster $cl (API)" "$u/api/v1/clusters/$cl" "$h"
+	if [ -n "$pr" ]; then
+		wrk_line "problem $pr page (HTML)" "$u/problems/$pr" "$h"
+		wrk_line "problem $pr (API)" "$u/api/v1/problems/$pr" "$h"
+	fi
 	wrk_line "streams of the app (HTML)" "$u/streams?app=$2" "$h"
 	echo "sm-web:     peak RSS $(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$web_pid/status") MB"
 	kill "$web_pid"
