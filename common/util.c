@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdio.h>
@@ -342,8 +343,23 @@ bool util_trim_after(size_t bytes)
 {
 	if (bytes < ((size_t)1 << 20))
 		return false;
-	malloc_trim(0);
+	util_trim();
 	return true;
+}
+
+int util_heap_keep(size_t keep_bytes)
+{
+	int keep = keep_bytes > INT_MAX ? INT_MAX : (int)keep_bytes;
+
+	/* 32 MiB is the largest threshold glibc takes on 64-bit (half its heaps' size) */
+	if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, keep))
+		return -1;
+	return 0;
+}
+
+void util_trim(void)
+{
+	malloc_trim(0);
 }
 
 uint64_t util_digits_u64(const char **p)

@@ -61,4 +61,15 @@ uint64_t util_proc_start_time(const char *stat);
  */
 bool util_trim_after(size_t bytes);
 
+/*
+ * For a server whose requests each need megabytes for a moment (a page of a large cluster): blocks
+ * up to 32 MiB come from the heap instead of maps of their own, and up to keep_bytes of freed memory
+ * stay in it, so that the next such request does not fault every page in again (glibc's mallopt:
+ * M_MMAP_THRESHOLD, M_TRIM_THRESHOLD). The memory kept is then the peak of the requests running at
+ * once until util_trim() gives it back. Returns 0, or -1 when the C library refused.
+ */
+int util_heap_keep(size_t keep_bytes);
+/* Gives the freed memory of every heap back to the system (malloc_trim). */
+void util_trim(void);
+
 #endif

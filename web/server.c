@@ -36,6 +36,11 @@
 
 /* the watchdog's round: how late a deadline or a client's going away may be noticed */
 #define WATCH_MS 100
+/* Memory a large request used stays for the next (util_heap_keep(), up to HEAP_KEEP_BYTES freed);
+ * it goes back to the system once no request has run for IDLE_TRIM_MS. */
+#define HEAP_KEEP_BYTES ((size_t)128 << 20)
+#define TRIM_AFTER_BYTES ((size_t)1 << 20)
+#define IDLE_TRIM_MS 1000
 /* /healthz's own probe of the database answers within this */
 #define HEALTH_PROBE_MS 1000
 /* connections beyond --max-connections kept for /healthz and /metrics when none can give way */
@@ -76,6 +81,8 @@ struct web {
 	pthread_t watchdog;
 	bool watch_started;
 	atomic_bool watch_stop;
+	atomic_bool trim_wanted;    /* a request held TRIM_AFTER_BYTES or more since the last trim */
+	atomic_llong last_end_ns;   /* when the last request ended */
 
 	/* /healthz's own connection: never the pool's queue */
 	pthread_mutex_t hlock;
@@ -485,6 +492,11 @@ static void *watchdog_main(void *web)
 		for (int i = 0; i < w->nworkers; i++)
 			watch_one(w->running[i], now);
 		pthread_mutex_unlock(&w->qlock);
+		if (atomic_load(&w->trim_wanted) && atomic_load(&w->held) == 0 && atomic_load(&w->sending) == 0 &&
+		    now - atomic_load(&w->last_end_ns) >= (int64_t)IDLE_TRIM_MS * 1000000) {
+			atomic_store(&w->trim_wanted, false);
+			util_trim();
+		}
 	}
 	return NULL;
 }
@@ -777,7 +789,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	arena_free(rq->a);
 	free(rq);
 	*con_cls = NULL;
-	util_trim_after(held);
+	if (held >= TRIM_AFTER_BYTES)
+		atomic_store(&W.trim_wanted, true);
+	atomic_store(&W.last_end_ns, util_now_mono_ns());
 }
 
 static void *worker_main(void *arg)
@@ -867,6 +881,8 @@ int web_run(const struct web_config *cfg)
 		log_error("no randomness for the session secret", "%s", "");
 		return -1;
 	}
+	if (util_heap_keep(HEAP_KEEP_BYTES) < 0)
+		log_warn("large requests' memory is given back after each", "%s", "");
 	W.env.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.sessions = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.frames = framecache_open(cfg->frame_cache_bytes);
