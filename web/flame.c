@@ -16,7 +16,7 @@
 #define BAR_PX 17      /* a 1 px gap between rows */
 #define CHAR_PX 7      /* monospace 12 px, roughly */
 #define TEXT_PAD 3
-#define MIN_NODE_PX 0.5
+#define MIN_NODE_PX 1.0   /* thinner frames can be neither seen nor clicked: zoom in to see them */
 #define NAME_BYTES_MAX ((size_t)256 << 20) /* bounds the names' bytes */
 #define NONE UINT32_MAX
 

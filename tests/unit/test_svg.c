@@ -285,6 +285,33 @@ static void test_flame_labels(void)
 	flame_free(f);
 }
 
+/* A frame under a pixel wide is not drawn, nor anything below it; one of a pixel is. */
+static void test_flame_thin(void)
+{
+	struct flame *f = flame_open();
+	struct buf b = BUF_INIT(0);
+	const char *names[2];
+	const char *s;
+
+	names[0] = "wide";
+	CHECK_INT(flame_add(f, names, 1, 9981, 1), 0);
+	names[0] = "one";
+	CHECK_INT(flame_add(f, names, 1, 10, 1), 0);    /* 1.0 px */
+	names[0] = "thin";
+	names[1] = "below";
+	CHECK_INT(flame_add(f, names, 2, 9, 1), 0);     /* 0.9 px, and its callee */
+	CHECK_INT(flame_render_svg(f, 0, "?f=", 1000, &b), 0);
+	s = buf_cstr(&b);
+	CHECK(strstr(s, "width=\"1.0\"") != NULL);
+	CHECK(strstr(s, "<title>one\n") != NULL);
+	CHECK(strstr(s, "thin") == NULL);
+	CHECK(strstr(s, "below") == NULL);
+	/* the root's row and one below it: the thin frame's callee adds no row */
+	CHECK(strstr(s, "height=\"36\"") != NULL);
+	buf_release(&b);
+	flame_free(f);
+}
+
 static void test_flame_limits(void)
 {
 	static const char *deep[FLAME_MAX_DEPTH + 1];
@@ -987,6 +1014,7 @@ int main(void)
 	RUN(test_flame_diff);
 	RUN(test_flame_escape);
 	RUN(test_flame_labels);
+	RUN(test_flame_thin);
 	RUN(test_flame_limits);
 	RUN(test_flame_colour);
 	RUN(test_flame_search);
