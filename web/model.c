@@ -458,15 +458,20 @@ PGresult *model_cluster_streams(PGconn *db, const char *id, long limit, char *er
 
 PGresult *model_cluster_by(PGconn *db, const char *id, long limit, char *err, size_t errlen)
 {
-	/* each dimension's top values: host, version, the labels together */
+	/* each dimension's top values: host, version, the labels together. Each is its own top-N from
+	 * match_values_of (of, id, key, cost_ns DESC): a cluster of a fleet has a value per host, and
+	 * ranking all 10,000 of them to show 15 took 26 ms. */
+#define BY_DIM(dim, where)                                                                       	"(SELECT '" dim "' AS dim, key, value, cost_ns, events, streams FROM match_values"            	" WHERE of = 'c' AND id = $1::bigint AND " where                                           	" ORDER BY cost_ns DESC, key, value LIMIT $2::bigint)"
 	return run_key_limit(db, 1,
-		   "SELECT dim, key, value, cost_ns, events, streams FROM"
-		   " (SELECT dim, key, value, cost_ns, events, streams,"
-		   "  row_number() OVER (PARTITION BY dim ORDER BY cost_ns DESC, key, value) AS k"
-		   "  FROM (SELECT CASE WHEN key IN ('host', 'version') THEN key ELSE 'label' END AS dim, key, value,"
-		   "   cost_ns, events, streams FROM match_values WHERE of = 'c' AND id = $1::bigint AND key <> '') v) g"
-		   " WHERE k <= $2::bigint ORDER BY dim, k",
+		   "SELECT dim, key, value, cost_ns, events, streams FROM ("
+		   BY_DIM("host", "key = 'host'") " UNION ALL " BY_DIM("version", "key = 'version'")
+		   /* every other key but '' (the totals), as ranges of the index, not a filter of its
+		    * host rows: '' sorts first in every collation, and equal means equal bytes */
+		   " UNION ALL " BY_DIM("label", "((key > '' AND key < 'host') OR (key > 'host' AND key < 'version')"
+					 " OR key > 'version')") ") g"
+		   " ORDER BY dim, cost_ns DESC, key, value",
 		   id, limit, err, errlen);
+#undef BY_DIM
 }
 
 /* ---- attribution (web/attribution.h): what is attributed, then the same two queries ---- */
