@@ -882,7 +882,7 @@ int web_run(const struct web_config *cfg)
 		return -1;
 	}
 	if (util_heap_keep(HEAP_KEEP_BYTES) < 0)
-		log_warn("large requests' memory is given back after each", "%s", "");
+		log_warn("cannot keep large requests' memory in the heaps: each maps its own again", "%s", "");
 	W.env.auth = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.sessions = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.frames = framecache_open(cfg->frame_cache_bytes);
