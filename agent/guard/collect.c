@@ -636,11 +636,12 @@ static void hang(void *ctx, struct gslot *s, struct gviol *v)
 {
 	struct cproc *p = ctx;
 	struct gbudget *b = budget_of(p);
+	struct gwatch_sched now;
 	char path[128];
 
 	/* what the process's own watchdog would add: the run delay, the cgroup's throttled time */
 	snprintf(path, sizeof(path), "%s/task/%d/schedstat", p->proc, (int)v->tid);
-	gwatch_unit_run_delay(s, v, gwatch_run_delay(path, read_small));
+	gwatch_unit_run_delay(s, v, gwatch_schedstat(path, read_small, &now) == 0 ? &now : NULL);
 	if (p->cg)
 		gcgroup_unit(p->cg, v, read_file);
 	gwatch_hang_syscall(s, v, p->proc, read_small);

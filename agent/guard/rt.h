@@ -192,8 +192,8 @@ struct gslot {
 	_Atomic uint32_t rd_gen, rd_seq;   /* rd_seq: the thread's unit_seq when it was taken */
 	_Atomic int rd_mid;                /* taken inside unit rd_seq, else after it ended */
 	_Atomic pid_t rd_tid, rd_ptid;
-	_Atomic int64_t rd_ns, rd_at;
-	_Atomic int64_t rd_pns, rd_pat;    /* the snapshot before it */
+	_Atomic int64_t rd_ns, rd_at, rd_cpu;   /* run delay, when, CPU time (schedstat) */
+	_Atomic int64_t rd_pns, rd_pat, rd_pcpu;   /* the snapshot before it */
 	_Atomic uint32_t rd_pseq;
 	_Atomic int rd_pmid;
 	/* figures */

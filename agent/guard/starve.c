@@ -68,10 +68,6 @@ long guard_read_small(const char *path, char *buf, size_t cap)
 	return read_file(path, buf, cap, 0);
 }
 
-static int64_t run_delay_of(const char *path)
-{
-	return gwatch_run_delay(path, guard_read_small);
-}
 
 /* the mount table's scratch when the cgroup is found: no allocation (a region is made on a program's
  * thread), no stdio (the watchdog may run while the program's exit() tears it down) */
@@ -105,10 +101,12 @@ void guard_starve_tick(int64_t now)
 
 /* ---- a unit's figures ---- */
 
-/* s's unit v ended (or is still running at v->end); cur is its thread's run delay now. */
-static void unit_figures(struct gslot *s, struct gviol *v, int64_t cur)
+/* s's unit v ended (or is still running at v->end); path is its thread's schedstat. */
+static void unit_figures(struct gslot *s, struct gviol *v, const char *path)
 {
-	gwatch_unit_run_delay(s, v, cur);
+	struct gwatch_sched now;
+
+	gwatch_unit_run_delay(s, v, gwatch_schedstat(path, guard_read_small, &now) == 0 ? &now : NULL);
 	gcgroup_unit(&cg, v, read_file);
 }
 
@@ -119,7 +117,7 @@ void guard_starve_unit_end(struct gthread *t, struct gviol *v)
 		v->thr_known = 0;
 		return;
 	}
-	unit_figures(t->slot, v, run_delay_of("/proc/thread-self/schedstat"));
+	unit_figures(t->slot, v, "/proc/thread-self/schedstat");
 }
 
 void guard_starve_hang(struct gslot *s, struct gviol *v)
@@ -127,7 +125,7 @@ void guard_starve_hang(struct gslot *s, struct gviol *v)
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)v->tid);
-	unit_figures(s, v, run_delay_of(path));
+	unit_figures(s, v, path);
 }
 
 int64_t guard_starve_steal(int64_t start, int64_t end)

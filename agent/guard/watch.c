@@ -105,18 +105,20 @@ int64_t gwatch_decimal(const char *p)
 	return v;
 }
 
-int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small)
+int gwatch_schedstat(const char *path, gwatch_read_fn *read_small, struct gwatch_sched *out)
 {
 	char b[128];
 	const char *p;
 
-	/* the second field: ns waited on a run queue */
+	/* "CPU-ns run-queue-ns timeslices" */
 	if (read_small(path, b, sizeof(b)) <= 0 || !(p = strchr(b, ' ')))
 		return -1;
-	return gwatch_decimal(p + 1);
+	out->cpu_ns = gwatch_decimal(b);
+	out->delay_ns = gwatch_decimal(p + 1);
+	return out->cpu_ns < 0 || out->delay_ns < 0 ? -1 : 0;
 }
 
-static void snap_store(struct gslot *s, pid_t tid, uint32_t seq, int mid, int64_t ns, int64_t at)
+static void snap_store(struct gslot *s, pid_t tid, uint32_t seq, int mid, const struct gwatch_sched *now, int64_t at)
 {
 	atomic_fetch_add_explicit(&s->rd_gen, 1, memory_order_acq_rel);   /* odd: being written */
 	atomic_store_explicit(&s->rd_ptid, atomic_load_explicit(&s->rd_tid, memory_order_relaxed), memory_order_relaxed);
@@ -124,11 +126,13 @@ static void snap_store(struct gslot *s, pid_t tid, uint32_t seq, int mid, int64_
 	atomic_store_explicit(&s->rd_pmid, atomic_load_explicit(&s->rd_mid, memory_order_relaxed), memory_order_relaxed);
 	atomic_store_explicit(&s->rd_pns, atomic_load_explicit(&s->rd_ns, memory_order_relaxed), memory_order_relaxed);
 	atomic_store_explicit(&s->rd_pat, atomic_load_explicit(&s->rd_at, memory_order_relaxed), memory_order_relaxed);
+	atomic_store_explicit(&s->rd_pcpu, atomic_load_explicit(&s->rd_cpu, memory_order_relaxed), memory_order_relaxed);
 	atomic_store_explicit(&s->rd_tid, tid, memory_order_relaxed);
 	atomic_store_explicit(&s->rd_seq, seq, memory_order_relaxed);
 	atomic_store_explicit(&s->rd_mid, mid, memory_order_relaxed);
-	atomic_store_explicit(&s->rd_ns, ns, memory_order_relaxed);
+	atomic_store_explicit(&s->rd_ns, now->delay_ns, memory_order_relaxed);
 	atomic_store_explicit(&s->rd_at, at, memory_order_relaxed);
+	atomic_store_explicit(&s->rd_cpu, now->cpu_ns, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->rd_gen, 1, memory_order_release);
 }
 
@@ -139,7 +143,8 @@ void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch
 		struct gslot *s = &slots[i];
 		pid_t tid;
 		uint32_t seq, have;
-		int64_t start, ns, at;
+		int64_t start, at;
+		struct gwatch_sched now;
 		int mid;
 		char path[96];
 
@@ -159,12 +164,11 @@ void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch
 				continue;
 		}
 		snprintf(path, sizeof(path), "%s/task/%d/schedstat", proc, (int)tid);
-		ns = gwatch_run_delay(path, read_small);
 		/* the thread moved on while it was read: next tick */
-		if (ns < 0 || atomic_load(&s->unit_seq) != seq ||
+		if (gwatch_schedstat(path, read_small, &now) < 0 || atomic_load(&s->unit_seq) != seq ||
 		    atomic_load_explicit(&s->unit_start, memory_order_acquire) != start)
 			continue;
-		snap_store(s, tid, seq, start != 0, ns, at);
+		snap_store(s, tid, seq, start != 0, &now, at);
 	}
 }
 
@@ -178,12 +182,23 @@ static int64_t scaled(int64_t part, int64_t num, int64_t den, int64_t hi)
 	return r >= (double)hi ? hi : r > 0 ? (int64_t)r : 0;
 }
 
-/* The run delay in [v->start, at] of a unit whose snapshot (ns, at) was taken inside it: from the
- * snapshot before (pns, pat) when there is one of the same thread, the rate over [pat, at] (the
+/* The run queue's wait in a window of len ns over which the thread's run delay grew by delay and its
+ * CPU time by cpu: within [0, len], and no more than len - cpu when that is known (a thread that ran
+ * did not wait). A window that began before the unit is taken as the unit's, its own time before it
+ * having been spent asleep between units: so neither is the unit's CPU time counted as waiting. */
+static int64_t waited(int64_t delay, int64_t cpu, int64_t len)
+{
+	if (cpu >= 0 && cpu <= len && delay > len - cpu)
+		delay = len - cpu;
+	return gwatch_clamp(delay, len);
+}
+
+/* The run delay in [v->start, at] of a unit whose snapshot (ns, cpu, at) was taken inside it: from the
+ * snapshot before (pns, pcpu, pat) when there is one of the same thread, the rate over [pat, at] (the
  * difference itself when it was taken between the previous unit and this one); else the rate of the
  * tail, tail over tail_len. */
-static int64_t head_delay(const struct gviol *v, uint32_t useq, int64_t at, int64_t ns, pid_t ptid, uint32_t pseq,
-			  int pmid, int64_t pat, int64_t pns, int64_t tail, int64_t tail_len)
+static int64_t head_delay(const struct gviol *v, uint32_t useq, int64_t at, int64_t ns, int64_t cpu, pid_t ptid,
+			  uint32_t pseq, int pmid, int64_t pat, int64_t pns, int64_t pcpu, int64_t tail, int64_t tail_len)
 {
 	int64_t head_len = at - v->start;
 
@@ -191,22 +206,23 @@ static int64_t head_delay(const struct gviol *v, uint32_t useq, int64_t at, int6
 		return 0;
 	if (ptid == v->tid && pat > 0 && pat < at && pns >= 0 && pns <= ns) {
 		if (pseq == useq - 1 && !pmid)
-			return gwatch_clamp(ns - pns, head_len);
+			return waited(ns - pns, pcpu >= 0 && pcpu <= cpu ? cpu - pcpu : -1, head_len);
 		return scaled(ns - pns, head_len, at - pat, head_len);
 	}
 	return tail_len > 0 ? scaled(tail, head_len, tail_len, head_len) : 0;
 }
 
-void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur)
+void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, const struct gwatch_sched *now)
 {
-	int64_t len = v->end - v->start, ns = 0, at = 0, pns = 0, pat = 0;
+	int64_t len = v->end - v->start, ns = 0, at = 0, cpu = 0, pns = 0, pat = 0, pcpu = 0, cur, ccpu;
 	uint32_t g, seq = 0, pseq = 0, useq = atomic_load(&s->unit_seq);
 	int mid = 0, pmid = 0, tries = 0;
 	pid_t tid = 0, ptid = 0;
 
 	v->rd_how = GUARD_RD_NONE;
 	v->run_delay_ns = 0;
-	if (cur >= 0) {
+	if (now && now->delay_ns >= 0) {
+		cur = now->delay_ns;
 		do {
 			g = atomic_load_explicit(&s->rd_gen, memory_order_acquire);
 			tid = atomic_load_explicit(&s->rd_tid, memory_order_relaxed);
@@ -214,22 +230,27 @@ void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur)
 			mid = atomic_load_explicit(&s->rd_mid, memory_order_relaxed);
 			ns = atomic_load_explicit(&s->rd_ns, memory_order_relaxed);
 			at = atomic_load_explicit(&s->rd_at, memory_order_relaxed);
+			cpu = atomic_load_explicit(&s->rd_cpu, memory_order_relaxed);
 			ptid = atomic_load_explicit(&s->rd_ptid, memory_order_relaxed);
 			pseq = atomic_load_explicit(&s->rd_pseq, memory_order_relaxed);
 			pmid = atomic_load_explicit(&s->rd_pmid, memory_order_relaxed);
 			pns = atomic_load_explicit(&s->rd_pns, memory_order_relaxed);
 			pat = atomic_load_explicit(&s->rd_pat, memory_order_relaxed);
+			pcpu = atomic_load_explicit(&s->rd_pcpu, memory_order_relaxed);
 			atomic_thread_fence(memory_order_acquire);
 		} while (((g & 1) || g != atomic_load_explicit(&s->rd_gen, memory_order_relaxed)) && ++tries < 100);
+		/* the CPU time since the snapshot, -1 when unknown (or the slot says nonsense) */
+		ccpu = cpu >= 0 && now->cpu_ns >= cpu ? now->cpu_ns - cpu : -1;
 		if (!(g & 1) && tries < 100 && tid == v->tid && at > 0 && at <= v->end && ns >= 0 && ns <= cur) {
 			if (seq == useq - 1 && !mid) {
 				/* from between the last unit and this one: the unit and the end of its idle wait */
-				v->run_delay_ns = gwatch_clamp(cur - ns, len);
+				v->run_delay_ns = waited(cur - ns, ccpu, len);
 				v->rd_how = GUARD_RD_BEFORE;
 			} else if (seq == useq && mid) {
 				/* from inside the unit: exact from there, the part before estimated */
-				int64_t tail = gwatch_clamp(cur - ns, len);
-				int64_t head = head_delay(v, useq, at, ns, ptid, pseq, pmid, pat, pns, cur - ns, v->end - at);
+				int64_t tail = waited(cur - ns, ccpu, v->end - at < len ? v->end - at : len);
+				int64_t head = head_delay(v, useq, at, ns, cpu, ptid, pseq, pmid, pat, pns, pcpu, cur - ns,
+							  v->end - at);
 
 				/* their sum within the unit, never past it (nor past what an int64_t holds) */
 				v->run_delay_ns = head > len - tail ? len : tail + head;

@@ -37,10 +37,16 @@ typedef long gwatch_read_fn(const char *path, char *buf, size_t cap);
  */
 void gwatch_run_delays(struct gslot *slots, uint32_t n, const char *proc, gwatch_read_fn *read_small,
 		       int64_t (*clock)(void));
+/* A thread's schedstat: its time on a CPU and its time waited on a run queue so far, in ns. */
+struct gwatch_sched {
+	int64_t cpu_ns, delay_ns;
+};
 /* v's run_delay_ns and rd_how, for the unit of slot s that ended (or is still running) at v->end,
- * from its thread's run delay now (cur, -1: unknown) and the slot's snapshots. The slot may be
- * another process's: whatever it holds, the figure stays within [0, the unit's duration]. */
-void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, int64_t cur);
+ * from its thread's schedstat now (cur, NULL: unknown) and the slot's snapshots. A window that began
+ * before the unit counts no more waiting than its length less the CPU time the thread used in it, so
+ * the unit's own CPU time is never waiting. The slot may be another process's: whatever it holds,
+ * the figure stays within [0, the unit's duration]. */
+void gwatch_unit_run_delay(const struct gslot *s, struct gviol *v, const struct gwatch_sched *cur);
 /* v within [0, hi] (a figure of time within a unit) */
 static inline int64_t gwatch_clamp(int64_t v, int64_t hi)
 {
@@ -78,8 +84,8 @@ static inline pid_t gwatch_release_of(const _Atomic uint64_t *table, const void 
  * is asleep in, from proc's task/TID/syscall (nothing when it runs, or is in none). */
 void gwatch_hang_syscall(const struct gslot *s, struct gviol *v, const char *proc, gwatch_read_fn *read_small);
 
-/* A thread's run delay so far from its schedstat file at path, in ns; -1 when unknown. */
-int64_t gwatch_run_delay(const char *path, gwatch_read_fn *read_small);
+/* A thread's schedstat from its file at path into *out: 0, or -1 when unknown. */
+int gwatch_schedstat(const char *path, gwatch_read_fn *read_small, struct gwatch_sched *out);
 /* The decimal number at p (saturating), or -1 when none. */
 int64_t gwatch_decimal(const char *p);
 

@@ -108,8 +108,9 @@ static void one_stream(const uint8_t *data, size_t size)
 	 * delay now any number: the figure stays within the unit whatever the slot says */
 	if (v.start > 0 && v.end >= v.start) {
 		struct gviol h = v;
+		struct gwatch_sched now = { v.throttled_ns, v.run_delay_ns };
 
-		gwatch_unit_run_delay(&slots[v.slot % nslots], &h, v.run_delay_ns);
+		gwatch_unit_run_delay(&slots[v.slot % nslots], &h, &now);
 		if (h.run_delay_ns < 0 || h.run_delay_ns > h.end - h.start)
 			abort();
 	}

@@ -16,6 +16,7 @@
 #include "agent/guard/stream.h"
 #include "common/arena.h"
 #include "agent/guard/symbolize.h"
+#include "agent/guard/watch.h"
 #include "tests/unit/check.h"
 
 #include <math.h>
@@ -860,6 +861,92 @@ static void test_stream_steal(void)
 	arena_free(a);
 }
 
+/* ---- a unit's run delay from the watchdog's snapshots ---- */
+
+#define MS 1000000LL
+
+static void snap(struct gslot *s, uint32_t seq, int mid, int64_t at, int64_t ns, int64_t cpu)
+{
+	atomic_store(&s->rd_ptid, atomic_load(&s->rd_tid));
+	atomic_store(&s->rd_pseq, atomic_load(&s->rd_seq));
+	atomic_store(&s->rd_pmid, atomic_load(&s->rd_mid));
+	atomic_store(&s->rd_pat, atomic_load(&s->rd_at));
+	atomic_store(&s->rd_pns, atomic_load(&s->rd_ns));
+	atomic_store(&s->rd_pcpu, atomic_load(&s->rd_cpu));
+	atomic_store(&s->rd_tid, 42);
+	atomic_store(&s->rd_seq, seq);
+	atomic_store(&s->rd_mid, mid);
+	atomic_store(&s->rd_at, at);
+	atomic_store(&s->rd_ns, ns);
+	atomic_store(&s->rd_cpu, cpu);
+	atomic_store(&s->rd_gen, atomic_load(&s->rd_gen) + 2);
+}
+
+static void test_unit_run_delay(void)
+{
+	static struct gslot s;
+	struct gviol v;
+	struct gwatch_sched now;
+	const int64_t t0 = 1000 * MS;
+
+	memset(&v, 0, sizeof(v));
+	v.tid = 42;
+	v.start = t0 + 100 * MS;
+	v.end = v.start + 391 * MS;
+	v.dur = 391 * MS;
+	atomic_store(&s.unit_seq, 5);
+
+	/* before: the snapshot between units 4 and 5. A CPU limit throttled the wake-up before the unit
+	 * and the unit's 30 ms of CPU: the delay grew by 451 ms, more than the unit is long, and the CPU
+	 * time by 31 ms, which was not waiting */
+	snap(&s, 4, 0, t0, 7 * MS, 900 * MS);
+	now = (struct gwatch_sched){ 931 * MS, 458 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.rd_how, GUARD_RD_BEFORE);
+	CHECK_INT(v.run_delay_ns, 360 * MS);
+	/* less waiting than that: the delay itself */
+	now = (struct gwatch_sched){ 931 * MS, 27 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.run_delay_ns, 20 * MS);
+	/* CPU time going back (another process's slot, a reused thread id): no cap, the unit's length */
+	now = (struct gwatch_sched){ 800 * MS, 458 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.run_delay_ns, 391 * MS);
+	/* nor more than the unit's duration, which leaves the agent's time out */
+	v.dur = 300 * MS;
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.run_delay_ns, 300 * MS);
+	v.dur = 391 * MS;
+	/* unknown now: none */
+	gwatch_unit_run_delay(&s, &v, NULL);
+	CHECK_INT(v.rd_how, GUARD_RD_NONE);
+	CHECK_INT(v.run_delay_ns, 0);
+
+	/* inside: a snapshot 5 ms into unit 5, the one before taken between the units 50 ms earlier.
+	 * Exact from there (100 ms); the head's 5 ms at most 5 - 3 ms of CPU over its window */
+	snap(&s, 5, 1, v.start + 5 * MS, 47 * MS, 903 * MS);
+	now = (struct gwatch_sched){ 928 * MS, 147 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.rd_how, GUARD_RD_INSIDE);
+	CHECK_INT(v.run_delay_ns, 102 * MS);
+	/* the tail never more than its window less its CPU time: 386 - 25 ms */
+	now = (struct gwatch_sched){ 928 * MS, 547 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.run_delay_ns, 363 * MS);
+
+	/* rate: the snapshot of unit 3, older; the window's rate over the unit's length */
+	atomic_store(&s.unit_seq, 5);
+	snap(&s, 3, 0, v.start - 391 * MS, 0, 0);
+	now = (struct gwatch_sched){ 100 * MS, 391 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.rd_how, GUARD_RD_RATE);
+	CHECK_INT(v.run_delay_ns, 195 * MS + MS / 2);
+	/* another thread's snapshot: none */
+	v.tid = 43;
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.rd_how, GUARD_RD_NONE);
+}
+
 int main(void)
 {
 	RUN(test_config_defaults);
@@ -880,5 +967,6 @@ int main(void)
 	RUN(test_stream_syscall_hang);
 	RUN(test_steal);
 	RUN(test_stream_steal);
+	RUN(test_unit_run_delay);
 	return CHECK_DONE();
 }
