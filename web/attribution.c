@@ -140,6 +140,8 @@ int attribution_compute(PGconn *db, enum attribution_of of, const char *id, stru
 			v[out->n++] = v[i];
 	}
 	qsort(v, out->n, sizeof(*v), cmp_value);
+	if (out->n > ATTRIBUTION_MAX_VALUES)
+		out->n = ATTRIBUTION_MAX_VALUES;
 	out->v = v;
 	return 0;
 }

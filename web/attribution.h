@@ -39,12 +39,16 @@ struct attribution_value {
 	double p_baseline, q_baseline; /* against the baseline's; NaN without a baseline */
 };
 
+/* The most values an attribution keeps, the most significant (the API's largest limit) */
+#define ATTRIBUTION_MAX_VALUES 1000
+
 struct attribution {
 	enum attribution_of of;
 	uint64_t run_streams, cluster_streams, baseline_streams, cost_ns;
 	size_t tested;                 /* values tested (the correction's n) */
 	size_t keys_skipped;           /* identifier-like keys (a value per stream or nearly) */
-	struct attribution_value *v;   /* values the cluster has, the most significant first */
+	struct attribution_value *v;   /* values the cluster has, the most significant first (at most
+					* ATTRIBUTION_MAX_VALUES of them) */
 	size_t n;
 };
 

@@ -136,7 +136,7 @@ void clusters_get_cluster(struct req *rq)
 	int64_t lim;
 	struct jsonw w;
 
-	if (!api_known_query(rq, names, false) || !api_num_param(rq, "limit", 1, 1000, 20, &lim))
+	if (!api_known_query(rq, names, false) || !api_num_param(rq, "limit", 1, ATTRIBUTION_MAX_VALUES, 20, &lim))
 		return;
 	if (!(c = api_need_cluster(rq, id)))
 		return;
@@ -228,6 +228,20 @@ static int costmodel_of(struct req *rq, enum attribution_of of, const char *id, 
 	return 0;
 }
 
+/* The attribution of (of, id): kept, or computed and kept. */
+static int attribution_for(struct req *rq, enum attribution_of of, const char *id, struct attribution *at,
+			  char *err, size_t errlen)
+{
+	int64_t n = strtoll(id, NULL, 10);   /* a route's canonical id */
+
+	if (costcache_get_attribution(rq->env->costs, of, n, rq->a, at) == 1)
+		return 0;
+	if (attribution_compute(rq->db, of, id, rq->a, at, err, errlen) < 0)
+		return -1;
+	costcache_put_attribution(rq->env->costs, of, n, at);
+	return 0;
+}
+
 /* "numeric", "numeric_tested", "numeric_keys_skipped" and "modes" of the attribution's JSON */
 static void costmodel_json(struct jsonw *w, const struct attribution_costmodel *cm)
 {
@@ -301,13 +315,12 @@ void clusters_get_attribution(struct req *rq, enum attribution_of of, const char
 	char err[512];
 	int64_t lim;
 
-	if (!api_known_query(rq, names, false) || !api_num_param(rq, "limit", 1, 1000, 20, &lim))
+	if (!api_known_query(rq, names, false) || !api_num_param(rq, "limit", 1, ATTRIBUTION_MAX_VALUES, 20, &lim))
 		return;
 	if (!(row = of == ATTRIBUTION_PROBLEM ? api_need_problem(rq, id) : api_need_cluster(rq, id)))
 		return;
 	PQclear(row);
-	if (attribution_compute(rq->db, of, id, rq->a, &at, err, sizeof(err)) < 0 ||
-	    costmodel_of(rq, of, id, &cm, err, sizeof(err)) < 0) {
+	if (attribution_for(rq, of, id, &at, err, sizeof(err)) < 0 || costmodel_of(rq, of, id, &cm, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
 		return;
 	}
@@ -372,7 +385,7 @@ void clusters_attribution_section(struct req *rq, enum attribution_of of, const 
 	char err[512];
 	struct buf words = BUF_INIT(4096);
 
-	if (attribution_compute(rq->db, of, id, rq->a, &at, err, sizeof(err)) < 0) {
+	if (attribution_for(rq, of, id, &at, err, sizeof(err)) < 0) {
 		html_raw(rq, "<p class=\"error\">Attribution: ");
 		html_text(rq, err);
 		html_raw(rq, "</p>");

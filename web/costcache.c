@@ -1,4 +1,5 @@
-/* costcache: the cost models of clusters and problems, kept once computed (see costcache.h). */
+/* costcache: the attributions and cost models of clusters and problems, kept once computed (see
+ * costcache.h). */
 #include "web/costcache.h"
 #include "common/imap.h"
 
@@ -6,12 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One model in one allocation: the entry, then its labels, then their strings. */
+enum kind { KIND_MODEL, KIND_ATTRIBUTION };
+
+/* One thing kept in one allocation: the entry, then its array (labels, values), then their strings. */
 struct entry {
 	struct entry *newer, *older;
 	uint64_t key;
 	size_t bytes;
-	struct attribution_costmodel cm;
+	union {
+		struct attribution_costmodel cm;   /* KIND_MODEL */
+		struct attribution at;             /* KIND_ATTRIBUTION */
+	} u;
 };
 
 struct costcache {
@@ -19,15 +25,21 @@ struct costcache {
 	struct imap keys;        /* key -> struct entry * */
 	struct entry *newest, *oldest;
 	size_t max_bytes, used;
+	size_t count[2];         /* entries by kind */
 };
 
 /* UINT64_MAX (the map's empty key) is never one: ids are positive */
-static int key_of(enum attribution_of of, int64_t id, uint64_t *key)
+static int key_of(enum kind kind, enum attribution_of of, int64_t id, uint64_t *key)
 {
-	if (id <= 0 || (uint64_t)id > UINT64_MAX >> 2)
+	if (id <= 0 || (uint64_t)id > UINT64_MAX >> 3)
 		return -1;
-	*key = (uint64_t)id << 1 | (of == ATTRIBUTION_PROBLEM);
+	*key = (uint64_t)id << 2 | (uint64_t)kind << 1 | (of == ATTRIBUTION_PROBLEM);
 	return 0;
+}
+
+static enum kind kind_of(uint64_t key)
+{
+	return (enum kind)(key >> 1 & 1);
 }
 
 struct costcache *costcache_open(size_t max_bytes)
@@ -100,34 +112,15 @@ static const char *put_str(char **at, const char *s)
 	return d;
 }
 
-void costcache_put(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution_costmodel *cm)
+/* Keeps e (of e->bytes, under e->key), dropping the least recently used entries to make room; frees
+ * it when it cannot be kept or is kept already. */
+static void keep(struct costcache *c, struct entry *e)
 {
-	size_t bytes = sizeof(struct entry) + cm->n * sizeof(*cm->v) + str_bytes(cm->modes_words);
-	struct entry *e;
-	uint64_t key, old;
-	char *at;
-
-	if (!c || key_of(of, id, &key) < 0)
-		return;
-	for (size_t i = 0; i < cm->n; i++)
-		bytes += str_bytes(cm->v[i].key) + str_bytes(cm->v[i].words);
-	if (bytes > c->max_bytes || !(e = malloc(bytes)))
-		return;
-	e->key = key;
-	e->bytes = bytes;
-	e->cm = *cm;
-	e->cm.v = (struct attribution_numeric *)(e + 1);
-	at = (char *)(e->cm.v + cm->n);
-	for (size_t i = 0; i < cm->n; i++) {
-		e->cm.v[i].fit = cm->v[i].fit;
-		e->cm.v[i].key = put_str(&at, cm->v[i].key);
-		e->cm.v[i].words = put_str(&at, cm->v[i].words);
-	}
-	e->cm.modes_words = put_str(&at, cm->modes_words);
+	uint64_t old;
 
 	pthread_mutex_lock(&c->lock);
-	/* another request computed it meanwhile: the same model */
-	if (imap_get(&c->keys, key, &old)) {
+	/* another request computed it meanwhile: the same thing */
+	if (imap_get(&c->keys, e->key, &old)) {
 		unlink_entry(c, (struct entry *)(uintptr_t)old);
 		push_newest(c, (struct entry *)(uintptr_t)old);
 		goto out_drop;
@@ -135,22 +128,86 @@ void costcache_put(struct costcache *c, enum attribution_of of, int64_t id, cons
 	/* room in the index first: nothing is evicted for an entry that cannot be kept */
 	if (imap_reserve(&c->keys, c->keys.cnt + 1) < 0)
 		goto out_drop;
-	while (c->oldest && c->used + bytes > c->max_bytes) {
+	while (c->oldest && c->used + e->bytes > c->max_bytes) {
 		struct entry *gone = c->oldest;
 
 		unlink_entry(c, gone);
 		imap_del(&c->keys, gone->key);
 		c->used -= gone->bytes;
+		c->count[kind_of(gone->key)]--;
 		free(gone);
 	}
-	imap_put(&c->keys, key, (uint64_t)(uintptr_t)e);   /* reserved above */
+	imap_put(&c->keys, e->key, (uint64_t)(uintptr_t)e);   /* reserved above */
 	push_newest(c, e);
-	c->used += bytes;
+	c->used += e->bytes;
+	c->count[kind_of(e->key)]++;
 	pthread_mutex_unlock(&c->lock);
 	return;
 out_drop:
 	pthread_mutex_unlock(&c->lock);
 	free(e);
+}
+
+/* A new entry of bytes for key, or NULL when it cannot be kept (larger than the cache, out of
+ * memory). */
+static struct entry *entry_new(struct costcache *c, uint64_t key, size_t bytes)
+{
+	struct entry *e;
+
+	if (bytes > c->max_bytes || !(e = malloc(bytes)))
+		return NULL;
+	e->key = key;
+	e->bytes = bytes;
+	return e;
+}
+
+void costcache_put(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution_costmodel *cm)
+{
+	size_t bytes = sizeof(struct entry) + cm->n * sizeof(*cm->v) + str_bytes(cm->modes_words);
+	struct entry *e;
+	uint64_t key;
+	char *at;
+
+	if (!c || key_of(KIND_MODEL, of, id, &key) < 0)
+		return;
+	for (size_t i = 0; i < cm->n; i++)
+		bytes += str_bytes(cm->v[i].key) + str_bytes(cm->v[i].words);
+	if (!(e = entry_new(c, key, bytes)))
+		return;
+	e->u.cm = *cm;
+	e->u.cm.v = (struct attribution_numeric *)(e + 1);
+	at = (char *)(e->u.cm.v + cm->n);
+	for (size_t i = 0; i < cm->n; i++) {
+		e->u.cm.v[i].fit = cm->v[i].fit;
+		e->u.cm.v[i].key = put_str(&at, cm->v[i].key);
+		e->u.cm.v[i].words = put_str(&at, cm->v[i].words);
+	}
+	e->u.cm.modes_words = put_str(&at, cm->modes_words);
+	keep(c, e);
+}
+
+void costcache_put_attribution(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution *at)
+{
+	size_t bytes = sizeof(struct entry) + at->n * sizeof(*at->v);
+	struct entry *e;
+	uint64_t key;
+	char *to;
+
+	if (!c || key_of(KIND_ATTRIBUTION, of, id, &key) < 0)
+		return;
+	for (size_t i = 0; i < at->n; i++)
+		bytes += str_bytes(at->v[i].key) + str_bytes(at->v[i].value);
+	if (!(e = entry_new(c, key, bytes)))
+		return;
+	e->u.at = *at;
+	e->u.at.v = (struct attribution_value *)(e + 1);
+	to = (char *)(e->u.at.v + at->n);
+	for (size_t i = 0; i < at->n; i++) {
+		e->u.at.v[i] = at->v[i];
+		e->u.at.v[i].key = put_str(&to, at->v[i].key);
+		e->u.at.v[i].value = put_str(&to, at->v[i].value);
+	}
+	keep(c, e);
 }
 
 /* s into the arena; NULL stays NULL. Returns -1 when out of memory. */
@@ -163,32 +220,45 @@ static int copy_str(struct arena *a, const char *s, const char **out)
 	return *out ? 0 : -1;
 }
 
+/* The entry of key, now the most recently used, with c's lock held (the caller unlocks); NULL when
+ * none. */
+static struct entry *lookup_locked(struct costcache *c, uint64_t key)
+{
+	struct entry *e;
+	uint64_t v;
+
+	pthread_mutex_lock(&c->lock);
+	if (!imap_get(&c->keys, key, &v))
+		return NULL;
+	e = (struct entry *)(uintptr_t)v;
+	unlink_entry(c, e);
+	push_newest(c, e);
+	return e;
+}
+
 int costcache_get(struct costcache *c, enum attribution_of of, int64_t id, struct arena *a,
 		  struct attribution_costmodel *out)
 {
 	struct entry *e;
-	uint64_t key, v;
+	uint64_t key;
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (!c || key_of(of, id, &key) < 0)
+	if (!c || key_of(KIND_MODEL, of, id, &key) < 0)
 		return 0;
-	pthread_mutex_lock(&c->lock);
-	if (!imap_get(&c->keys, key, &v))
+	if (!(e = lookup_locked(c, key)))
 		goto out_unlock;
-	e = (struct entry *)(uintptr_t)v;
-	unlink_entry(c, e);
-	push_newest(c, e);
-	*out = e->cm;
-	out->v = arena_calloc(a, e->cm.n + 1, sizeof(*out->v));
+	*out = e->u.cm;
+	out->v = arena_calloc(a, e->u.cm.n + 1, sizeof(*out->v));
 	if (!out->v)
 		goto out_clear;
-	for (size_t i = 0; i < e->cm.n; i++) {
-		out->v[i].fit = e->cm.v[i].fit;
-		if (copy_str(a, e->cm.v[i].key, &out->v[i].key) < 0 || copy_str(a, e->cm.v[i].words, &out->v[i].words) < 0)
+	for (size_t i = 0; i < e->u.cm.n; i++) {
+		out->v[i].fit = e->u.cm.v[i].fit;
+		if (copy_str(a, e->u.cm.v[i].key, &out->v[i].key) < 0 ||
+		    copy_str(a, e->u.cm.v[i].words, &out->v[i].words) < 0)
 			goto out_clear;
 	}
-	if (copy_str(a, e->cm.modes_words, &out->modes_words) < 0)
+	if (copy_str(a, e->u.cm.modes_words, &out->modes_words) < 0)
 		goto out_clear;
 	rc = 1;
 	goto out_unlock;
@@ -199,13 +269,47 @@ out_unlock:
 	return rc;
 }
 
-void costcache_usage(struct costcache *c, size_t *entries, size_t *bytes)
+int costcache_get_attribution(struct costcache *c, enum attribution_of of, int64_t id, struct arena *a,
+			      struct attribution *out)
 {
-	*entries = *bytes = 0;
+	struct entry *e;
+	uint64_t key;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->of = of;
+	if (!c || key_of(KIND_ATTRIBUTION, of, id, &key) < 0)
+		return 0;
+	if (!(e = lookup_locked(c, key)))
+		goto out_unlock;
+	*out = e->u.at;
+	out->v = arena_calloc(a, e->u.at.n + 1, sizeof(*out->v));
+	if (!out->v)
+		goto out_clear;
+	for (size_t i = 0; i < e->u.at.n; i++) {
+		out->v[i] = e->u.at.v[i];
+		if (copy_str(a, e->u.at.v[i].key, &out->v[i].key) < 0 ||
+		    copy_str(a, e->u.at.v[i].value, &out->v[i].value) < 0)
+			goto out_clear;
+	}
+	rc = 1;
+	goto out_unlock;
+out_clear:
+	memset(out, 0, sizeof(*out));
+	out->of = of;
+out_unlock:
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void costcache_usage(struct costcache *c, size_t *models, size_t *attributions, size_t *bytes)
+{
+	*models = *attributions = *bytes = 0;
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	*entries = c->keys.cnt;
+	*models = c->count[KIND_MODEL];
+	*attributions = c->count[KIND_ATTRIBUTION];
 	*bytes = c->used;
 	pthread_mutex_unlock(&c->lock);
 }

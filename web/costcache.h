@@ -1,13 +1,16 @@
 /*
- * costcache: what the cost of a cluster or a problem depends on
- * (attribution_costmodel()), kept once computed. A run's clusters, problems and
- * sampled streams are written in the transaction that stores the run and never
- * change after it (a run mined again gets new ids), so each later request is a
- * copy instead of three mixtures and two fits per numeric label over up to
- * 2,000 streams. The one change a kept model does not see: sampled streams that
- * retention deletes later (docs/analysis.md). Bounded by the entries' bytes (the
- * index over them adds at most 32 bytes an entry), the least recently used
- * going first; shared by every thread of the server.
+ * costcache: where a cluster's or a problem's cost is (attribution_compute())
+ * and what it depends on (attribution_costmodel()), kept once computed. A run's
+ * clusters, problems, sampled streams and counted values are written in the
+ * transaction that stores the run and never change after it (a run mined again
+ * gets new ids), so each later request is a copy instead of three mixtures and
+ * two fits per numeric label over up to 2,000 streams, or a read of a value per
+ * host of the fleet and two Fisher tests each. What a kept entry does not see:
+ * sampled streams that retention deletes later, and, for a run stored before
+ * its values were counted with it, streams deleted since (docs/analysis.md).
+ * Bounded by the entries' bytes (the index over them adds at most 32 bytes an
+ * entry), the least recently used going first; shared by every thread of the
+ * server.
  */
 #ifndef SM_WEB_COSTCACHE_H
 #define SM_WEB_COSTCACHE_H
@@ -34,7 +37,14 @@ int costcache_get(struct costcache *c, enum attribution_of of, int64_t id, struc
  * room; one larger than the whole cache, or out of memory, is not kept. */
 void costcache_put(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution_costmodel *cm);
 
-/* Entries and bytes kept now. */
-void costcache_usage(struct costcache *c, size_t *entries, size_t *bytes);
+/* The attribution of (of, id), as costcache_get() does for its model. */
+int costcache_get_attribution(struct costcache *c, enum attribution_of of, int64_t id, struct arena *a,
+			      struct attribution *out);
+
+/* Keeps a copy of at as the attribution of (of, id), as costcache_put() does a model. */
+void costcache_put_attribution(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution *at);
+
+/* Models and attributions kept now, and their bytes. */
+void costcache_usage(struct costcache *c, size_t *models, size_t *attributions, size_t *bytes);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * costwarm: the cost models of a done run's costliest clusters and problems,
- * fitted ahead of their first view (see costwarm.h). One thread at nice 10 with
+ * costwarm: the attributions and cost models of a done run's costliest clusters
+ * and problems, computed ahead of their first view (see costwarm.h). One thread at nice 10 with
  * its own connection: the pages' connections and CPU come first.
  */
 #include "web/costwarm.h"
@@ -37,7 +37,7 @@ struct costwarm {
 	bool have_after, down;
 	int64_t seen[256];            /* the runs looked at last, a ring (the look goes back 5 minutes) */
 	unsigned nseen;
-	_Atomic uint64_t fitted;
+	_Atomic uint64_t fitted, attributed;
 };
 
 static bool stopping(struct costwarm *w)
@@ -88,13 +88,24 @@ static bool connected(struct costwarm *w)
 	return true;
 }
 
-/* The models of run id's costliest that the cache lacks. Whether the run was looked at (false: the
- * connection went away first). */
+/* Whether the connection is there to go on after a failed computation of (of, oid), which is logged
+ * unless the thread is stopping. */
+static bool failed(struct costwarm *w, enum attribution_of of, const char *oid, const char *what, const char *err)
+{
+	if (PQstatus(w->db) != CONNECTION_OK || stopping(w))
+		return false;
+	log_warn("cost models ahead of views: a fit failed", "%s=%s of=%s error=\"%s\"",
+		 of == ATTRIBUTION_PROBLEM ? "problem" : "cluster", oid, what, err);
+	return true;
+}
+
+/* The attribution and model of run id's costliest that the cache lacks. Whether the run was looked
+ * at (false: the connection went away first). */
 static bool warm_run(struct costwarm *w, const char *id)
 {
 	char err[512];
 	PGresult *r = model_run_costliest(w->db, id, w->per_run, err, sizeof(err));
-	int fitted = 0;
+	int fitted = 0, attributed = 0;
 
 	if (!r) {
 		if (PQstatus(w->db) != CONNECTION_OK)
@@ -107,16 +118,26 @@ static bool warm_run(struct costwarm *w, const char *id)
 		const char *oid = PQgetvalue(r, i, 1);
 		int64_t n = strtoll(oid, NULL, 10);
 		struct attribution_costmodel cm;
+		struct attribution at;
 
+		arena_reset(w->a);
+		if (costcache_get_attribution(w->cache, of, n, w->a, &at) != 1) {
+			arena_reset(w->a);
+			if (attribution_compute(w->db, of, oid, w->a, &at, err, sizeof(err)) == 0) {
+				costcache_put_attribution(w->cache, of, n, &at);
+				atomic_fetch_add(&w->attributed, 1);
+				attributed++;
+			} else if (!failed(w, of, oid, "attribution", err)) {
+				break;
+			}
+		}
 		arena_reset(w->a);
 		if (costcache_get(w->cache, of, n, w->a, &cm) == 1)
 			continue;
 		arena_reset(w->a);
 		if (attribution_costmodel(w->db, of, oid, w->a, &cm, err, sizeof(err)) < 0) {
-			if (PQstatus(w->db) != CONNECTION_OK || stopping(w))
+			if (!failed(w, of, oid, "model", err))
 				break;
-			log_warn("cost models ahead of views: a fit failed", "%s=%s error=\"%s\"",
-				 of == ATTRIBUTION_PROBLEM ? "problem" : "cluster", oid, err);
 			continue;
 		}
 		costcache_put(w->cache, of, n, &cm);
@@ -124,7 +145,7 @@ static bool warm_run(struct costwarm *w, const char *id)
 		fitted++;
 	}
 	PQclear(r);
-	log_debug("cost models fitted ahead of views", "run=%s models=%d", id, fitted);
+	log_debug("cost models fitted ahead of views", "run=%s models=%d attributions=%d", id, fitted, attributed);
 	return PQstatus(w->db) == CONNECTION_OK;
 }
 
@@ -268,4 +289,9 @@ void costwarm_stop(struct costwarm *w)
 uint64_t costwarm_fitted(const struct costwarm *w)
 {
 	return w ? atomic_load(&w->fitted) : 0;
+}
+
+uint64_t costwarm_attributed(const struct costwarm *w)
+{
+	return w ? atomic_load(&w->attributed) : 0;
 }

@@ -1,9 +1,9 @@
 /*
- * costwarm: sm-web fits the cost models of each newly done run's costliest
- * clusters and problems (attribution_costmodel()) into the costcache on a
- * thread of its own, so that the first view of what an analyst opens first
- * does not pay for the fit (a cluster of 1,800 streams: 117 ms, 11 ms once
- * kept). What is outside the run's costliest, or viewed before its turn,
+ * costwarm: sm-web computes the attributions (attribution_compute()) and fits
+ * the cost models (attribution_costmodel()) of each newly done run's costliest
+ * clusters and problems into the costcache on a thread of its own, so that the
+ * first view of what an analyst opens first does not pay for them (a cluster
+ * of 1,800 streams: 117 ms for the model, 11 ms once kept). What is outside the run's costliest, or viewed before its turn,
  * is fitted at its first request as before.
  */
 #ifndef SM_WEB_COSTWARM_H
@@ -14,8 +14,9 @@
 struct costwarm;
 
 /* Starts the thread: every poll_ms it looks for runs done since the last look (at start, the
- * latest done run and those done in the 5 minutes before it) and fits the models of their per_run costliest clusters and per_run
- * costliest problems that cache does not hold yet, through its own connection (conninfo; it
+ * latest done run and those done in the 5 minutes before it) and computes the attributions and
+ * models of their per_run costliest clusters and per_run costliest problems that cache does not
+ * hold yet, through its own connection (conninfo; it
  * reconnects after an outage). NULL when the thread cannot start, with err. Caller stops it with
  * costwarm_stop(). */
 struct costwarm *costwarm_start(const char *conninfo, struct costcache *cache, int per_run, int poll_ms,
@@ -25,5 +26,7 @@ struct costwarm *costwarm_start(const char *conninfo, struct costcache *cache, i
 void costwarm_stop(struct costwarm *w);
 /* Models fitted so far. */
 uint64_t costwarm_fitted(const struct costwarm *w);
+/* Attributions computed so far. */
+uint64_t costwarm_attributed(const struct costwarm *w);
 
 #endif

@@ -283,16 +283,21 @@ static void serve_metrics(struct req *rq)
 		   (long long)atomic_load(&W.stopped[REQ_STOP_GONE]),
 		   (long long)atomic_load(&W.stopped[REQ_STOP_SHUTDOWN]), atomic_load(&W.held) + atomic_load(&W.sending));
 	{
-		size_t entries, bytes;
+		size_t models, attributions, bytes;
 
-		costcache_usage(W.env.costs, &entries, &bytes);
+		costcache_usage(W.env.costs, &models, &attributions, &bytes);
 		buf_printf(&rq->out, "# HELP sm_web_models_kept Cost models of clusters and problems kept.\n"
 				     "# TYPE sm_web_models_kept gauge\nsm_web_models_kept %zu\n"
-				     "# HELP sm_web_models_kept_bytes Their bytes.\n"
+				     "# HELP sm_web_attributions_kept Attributions of clusters and problems kept.\n"
+				     "# TYPE sm_web_attributions_kept gauge\nsm_web_attributions_kept %zu\n"
+				     "# HELP sm_web_models_kept_bytes The bytes of both.\n"
 				     "# TYPE sm_web_models_kept_bytes gauge\nsm_web_models_kept_bytes %zu\n"
 				     "# HELP sm_web_models_warmed_total Cost models fitted before their first view.\n"
-				     "# TYPE sm_web_models_warmed_total counter\nsm_web_models_warmed_total %llu\n",
-			   entries, bytes, (unsigned long long)costwarm_fitted(W.warm));
+				     "# TYPE sm_web_models_warmed_total counter\nsm_web_models_warmed_total %llu\n"
+				     "# HELP sm_web_attributions_warmed_total Attributions computed before their first view.\n"
+				     "# TYPE sm_web_attributions_warmed_total counter\nsm_web_attributions_warmed_total %llu\n",
+			   models, attributions, bytes, (unsigned long long)costwarm_fitted(W.warm),
+			   (unsigned long long)costwarm_attributed(W.warm));
 	}
 	conns_render(W.conns, &rq->out);
 	rq->status = 200;

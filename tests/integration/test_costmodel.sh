@@ -101,11 +101,19 @@ fi
 start_web || t_bail "sm-web starts again"
 http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
 first=$(j '[j["numeric"], j["numeric_tested"], j["numeric_keys_skipped"], j["modes"]]')
-# its sampled streams gone (as if never sampled): a copy still has the model fitted first
+# (the attribution's values: what the counted values say)
+vals='[j["cluster_streams"], j["run_streams"], j["cost_ns"], j["tested"], j["summary"], [[v["key"], v["value"], v["cluster_streams"], v["q"]] for v in j["values"]]]'
+firstv=$(j "$vals")
+t_eq "bi: the attribution counts the cluster's streams" "$(j 'j["cluster_streams"]')" \
+	"$(pg_q "SELECT streams FROM match_values WHERE of = 'c' AND id = ${CL[bi]} AND key = ''")"
+# its sampled streams and its counted values gone (as if never stored): a copy still has the model
+# fitted first and the attribution computed first
 pg_q "DELETE FROM match_streams WHERE of = 'c' AND id = ${CL[bi]}" >/dev/null
+pg_q "DELETE FROM match_values WHERE of = 'c' AND id = ${CL[bi]}" >/dev/null
 http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
 t_eq "bi: asked again, the model computed first, whole" \
 	"$HTTP_STATUS $(j '[j["numeric"], j["numeric_tested"], j["numeric_keys_skipped"], j["modes"]]')" "200 $first"
+t_eq "bi: and the attribution computed first, whole" "$(j "$vals")" "$firstv"
 http GET "$WEB_URL/clusters/${CL[bi]}" -H "Authorization: Bearer $AN"
 t_match "bi: the page from the same copy" "$HTTP_STATUS $HTTP_BODY" \
 	'^200 .*<h2>What the cost depends on</h2><ul class="lead"><li>Cost jumps from 3 ms to 45 ms above body\.size 3,200, R\^2 1\.00\. <span class="hint">\(50 streams, R\^2 1\.00 on held-out streams\)</span></li><li>Two modes: 3 ms \(80 %\) and 45 ms \(20 %\)\.</li></ul>'
@@ -131,8 +139,9 @@ t_eq "warm: the runs of the 5 minutes before the latest: all three" \
 	"$(pg_q "SELECT count(*) FROM runs WHERE status = 'done'
 	AND finished_at > (SELECT max(finished_at) FROM runs WHERE status = 'done') - interval '5 minutes'")" 3
 wait_metric sm_web_models_warmed_total "$n0"
-t_eq "warm: at start, the recent done runs' costliest models are fitted, unasked" \
-	"$(metric sm_web_models_warmed_total) $(metric sm_web_models_kept)" "$n0 $n0"
+t_eq "warm: at start, the recent done runs' costliest models are fitted, unasked, and their attributions computed" \
+	"$(metric sm_web_models_warmed_total) $(metric sm_web_models_kept) $(metric sm_web_attributions_warmed_total) $(metric sm_web_attributions_kept)" \
+	"$n0 $n0 $n0 $n0"
 run=$("$SM_BIN_DIR/sm-miner" run --quiet --app bi --kind run --aoi thread --threshold-ns 10000000 2>"$T_TMP/miner.err") ||
 	t_bail "sm-miner run --app bi, again" "$(cat "$T_TMP/miner.err")"
 cl=$(pg_q "SELECT id FROM clusters WHERE run_id = $run ORDER BY rank_total_cost LIMIT 1")
@@ -140,11 +149,15 @@ prob=$(pg_q "SELECT problem_id FROM clusters WHERE id = $cl")
 n1=$(want "$run")
 wait_metric sm_web_models_warmed_total "$((n0 + n1))"
 t_eq "warm: a run done later: its models too, within a poll" "$(metric sm_web_models_warmed_total)" "$((n0 + n1))"
-# its sampled streams gone before any request: the answers are the models fitted ahead
+# its sampled streams and counted values gone before any request: the answers are the models
+# fitted and the attributions computed ahead
+cln=$(pg_q "SELECT streams FROM match_values WHERE of = 'c' AND id = $cl AND key = ''")
 pg_q "DELETE FROM match_streams WHERE (of = 'c' AND id = $cl) OR (of = 'p' AND id = ${prob:-0})" >/dev/null
+pg_q "DELETE FROM match_values WHERE of = 'c' AND id = $cl" >/dev/null
 http GET "$WEB_URL/api/v1/clusters/$cl/attribution" -H "Authorization: Bearer $AN"
 t_eq "warm: the new run's cluster, never asked for, answers with its model" \
 	"$HTTP_STATUS $(j '[j["numeric"], j["numeric_tested"], j["numeric_keys_skipped"], j["modes"]]')" "200 $first"
+t_eq "warm: and its attribution, of its $cln streams" "$(j 'j["cluster_streams"] > 0 and j["cluster_streams"]')" "$cln"
 http GET "$WEB_URL/api/v1/problems/$prob/attribution" -H "Authorization: Bearer $AN"
 t_eq "warm: and its problem" "$HTTP_STATUS $(j '[j["modes"]["summary"], [v["summary"] for v in j["numeric"]]]')" \
 	'200 ["two modes: 3 ms (80 %) and 45 ms (20 %)",["cost jumps from 3 ms to 45 ms above body.size 3,200, R^2 1.00"]]'
@@ -194,5 +207,6 @@ start_web --model-cache 0 || t_bail "sm-web starts with --model-cache 0"
 http GET "$WEB_URL/api/v1/clusters/${CL[bi]}/attribution" -H "Authorization: Bearer $AN"
 t_eq "bi: without the copy, computed from the streams left: none" \
 	"$HTTP_STATUS $(j '[j["numeric"], j["modes"]["streams"], j["modes"]["k"]]')" '200 [[],0,0]'
+t_eq "bi: nor from the values left: nothing attributed" "$(j '[j["cluster_streams"], j["summary"], j["values"]]')" '[0,null,[]]'
 stop_web
 t_done

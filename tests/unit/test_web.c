@@ -16,6 +16,7 @@
 #include "web/streams.h"
 #include "web/timeline.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -548,14 +549,15 @@ static void test_costcache(void)
 	struct arena *a = arena_open(0), *b = arena_open(0);
 	struct attribution_costmodel m = model(a, 3, 1, 2000), got;
 	struct costcache *c;
-	size_t entries, bytes, one;
+	size_t entries, other, bytes, one;
 
 	CHECK((c = costcache_open(4096)) != NULL);
 	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 7, b, &got), 0);
 	CHECK(got.v == NULL && got.n == 0);
 	costcache_put(c, ATTRIBUTION_CLUSTER, 7, &m);
-	costcache_usage(c, &entries, &one);
+	costcache_usage(c, &entries, &other, &one);
 	CHECK_INT((long long)entries, 1);
+	CHECK_INT((long long)other, 0);
 	CHECK(one > sizeof(m) && one < 16384 / 4);
 	/* the arena of the request that computed it is gone: the copy is the cache's */
 	arena_free(a);
@@ -583,12 +585,12 @@ static void test_costcache(void)
 	m = model(a, 3, 1, 2000);
 	for (int64_t id = 1; id <= (int64_t)(16384 / one); id++)
 		costcache_put(c, ATTRIBUTION_CLUSTER, id, &m);
-	costcache_usage(c, &entries, &bytes);
+	costcache_usage(c, &entries, &other, &bytes);
 	CHECK_INT((long long)entries, (long long)(16384 / one));
 	CHECK_INT((long long)bytes, (long long)(16384 / one * one));
 	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 1, b, &got), 1);
 	costcache_put(c, ATTRIBUTION_CLUSTER, 999, &m);
-	costcache_usage(c, &entries, &bytes);
+	costcache_usage(c, &entries, &other, &bytes);
 	CHECK_INT((long long)entries, (long long)(16384 / one));
 	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 2, b, &got), 0);
 	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 1, b, &got), 1);
@@ -605,7 +607,7 @@ static void test_costcache(void)
 	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, -3, b, &got), 0);
 	costcache_put(NULL, ATTRIBUTION_CLUSTER, 1, &m);
 	CHECK_INT(costcache_get(NULL, ATTRIBUTION_CLUSTER, 1, b, &got), 0);
-	costcache_usage(NULL, &entries, &bytes);
+	costcache_usage(NULL, &entries, &other, &bytes);
 	CHECK_INT((long long)entries, 0);
 	costcache_free(c);
 	costcache_free(NULL);
@@ -618,9 +620,91 @@ static void test_costcache(void)
 	arena_free(b);
 }
 
+/* Attributions kept beside the models: a copy comes back whole, apart from the model of the same
+ * id, counted apart, under the same bound. */
+static void test_costcache_attribution(void)
+{
+	struct arena *a = arena_open(0), *b = arena_open(0);
+	struct attribution at, got, kept;
+	struct attribution_costmodel m = model(a, 2, 1, 50), gm;
+	struct attribution_value *v = arena_calloc(a, 2, sizeof(*v));
+	struct costcache *c = costcache_open(1 << 20);
+	size_t models, attributions, bytes;
+
+	CHECK(c != NULL && v != NULL);
+	memset(&at, 0, sizeof(at));
+	at.of = ATTRIBUTION_CLUSTER;
+	at.run_streams = 1000;
+	at.cluster_streams = 40;
+	at.baseline_streams = 0;
+	at.cost_ns = 123456789;
+	at.tested = 17;
+	at.keys_skipped = 2;
+	v[0] = (struct attribution_value){ .key = arena_strndup(a, "host", 4), .value = arena_strndup(a, "web-7", 5),
+					   .run_streams = 50, .cluster_streams = 30, .cost_ns = 100000000,
+					   .cost_share = 0.81, .lift = 15, .p = 1e-20, .q = 1e-18, .p_baseline = NAN };
+	v[1] = (struct attribution_value){ .key = arena_strndup(a, "conf.pool", 9), .value = arena_strndup(a, "8", 1),
+					   .run_streams = 500, .cluster_streams = 20, .q = 0.9 };
+	at.v = v;
+	at.n = 2;
+	CHECK_INT(costcache_get_attribution(c, ATTRIBUTION_CLUSTER, 7, b, &got), 0);
+	CHECK(got.n == 0 && got.v == NULL && got.of == ATTRIBUTION_CLUSTER);
+	costcache_put_attribution(c, ATTRIBUTION_CLUSTER, 7, &at);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 7, &m);
+	costcache_usage(c, &models, &attributions, &bytes);
+	CHECK_INT((long long)models, 1);
+	CHECK_INT((long long)attributions, 1);
+	/* the request's arena gone: the cache's copy */
+	arena_free(a);
+	a = arena_open(0);
+	CHECK_INT(costcache_get_attribution(c, ATTRIBUTION_CLUSTER, 7, b, &got), 1);
+	CHECK_INT((long long)got.n, 2);
+	CHECK_INT((long long)got.run_streams, 1000);
+	CHECK_INT((long long)got.cluster_streams, 40);
+	CHECK_INT((long long)got.cost_ns, 123456789);
+	CHECK_INT((long long)got.tested, 17);
+	CHECK_INT((long long)got.keys_skipped, 2);
+	CHECK_STR(got.v[0].key, "host");
+	CHECK_STR(got.v[0].value, "web-7");
+	CHECK_STR(got.v[1].key, "conf.pool");
+	CHECK_STR(got.v[1].value, "8");
+	CHECK(got.v[0].q == 1e-18 && got.v[0].lift == 15 && isnan(got.v[0].p_baseline) && got.v[1].q == 0.9);
+	CHECK_INT((long long)got.v[0].cost_ns, 100000000);
+	kept = got;   /* in b, which stays: the source from here on */
+	/* the model of the same id is the model, and the problem of that id has neither */
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 7, b, &gm), 1);
+	CHECK_INT((long long)gm.streams, 50);
+	CHECK_INT(costcache_get_attribution(c, ATTRIBUTION_PROBLEM, 7, b, &got), 0);
+	CHECK(got.of == ATTRIBUTION_PROBLEM);
+	/* full: the least recently used goes first, whatever its kind. Room for one of each; the
+	 * attribution read last, a second model takes the first one's place */
+	costcache_free(c);
+	CHECK((c = costcache_open(bytes)) != NULL);
+	m = model(a, 2, 1, 50);
+	costcache_put_attribution(c, ATTRIBUTION_CLUSTER, 7, &kept);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 7, &m);
+	CHECK_INT(costcache_get_attribution(c, ATTRIBUTION_CLUSTER, 7, b, &got), 1);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 8, &m);
+	costcache_usage(c, &models, &attributions, &bytes);
+	CHECK_INT((long long)models, 1);
+	CHECK_INT((long long)attributions, 1);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 7, b, &gm), 0);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 8, b, &gm), 1);
+	CHECK_INT(costcache_get_attribution(c, ATTRIBUTION_CLUSTER, 7, b, &got), 1);
+	/* none, and no cache */
+	costcache_put_attribution(NULL, ATTRIBUTION_CLUSTER, 7, &kept);
+	CHECK_INT(costcache_get_attribution(NULL, ATTRIBUTION_CLUSTER, 7, b, &got), 0);
+	costcache_put_attribution(c, ATTRIBUTION_CLUSTER, 0, &kept);
+	CHECK_INT(costcache_get_attribution(c, ATTRIBUTION_CLUSTER, 0, b, &got), 0);
+	costcache_free(c);
+	arena_free(a);
+	arena_free(b);
+}
+
 int main(void)
 {
 	RUN(test_costcache);
+	RUN(test_costcache_attribution);
 	RUN(test_confirmed);
 	RUN(test_run_sort);
 	RUN(test_settings_schema);
