@@ -183,12 +183,15 @@ static int64_t scaled(int64_t part, int64_t num, int64_t den, int64_t hi)
 }
 
 /* The run queue's wait in a window of len ns over which the thread's run delay grew by delay and its
- * CPU time by cpu: within [0, len], and no more than len - cpu when that is known (a thread that ran
- * did not wait). A window that began before the unit is taken as the unit's, its own time before it
- * having been spent asleep between units: so neither is the unit's CPU time counted as waiting. */
+ * CPU time by cpu (-1: unknown): within [0, len], and no more than len - cpu (a thread that ran did
+ * not wait; CPU time past the window's end, a stack walk's, makes it 0). A window that began before
+ * the unit is taken as the unit's, its own time before it having been spent asleep between units:
+ * so neither is the unit's CPU time counted as waiting. */
 static int64_t waited(int64_t delay, int64_t cpu, int64_t len)
 {
-	if (cpu >= 0 && cpu <= len && delay > len - cpu)
+	if (len <= 0)
+		return 0;
+	if (cpu >= 0 && delay > len - cpu)
 		delay = len - cpu;
 	return gwatch_clamp(delay, len);
 }

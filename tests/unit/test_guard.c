@@ -912,6 +912,13 @@ static void test_unit_run_delay(void)
 	now = (struct gwatch_sched){ 800 * MS, 458 * MS };
 	gwatch_unit_run_delay(&s, &v, &now);
 	CHECK_INT(v.run_delay_ns, 391 * MS);
+	/* more CPU time than the unit is long (the loop's before it, the stack walk's after its end):
+	 * none of it waiting */
+	now = (struct gwatch_sched){ 1292 * MS, 458 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.rd_how, GUARD_RD_BEFORE);
+	CHECK_INT(v.run_delay_ns, 0);
+	now = (struct gwatch_sched){ 931 * MS, 458 * MS };
 	/* nor more than the unit's duration, which leaves the agent's time out */
 	v.dur = 300 * MS;
 	gwatch_unit_run_delay(&s, &v, &now);
@@ -933,6 +940,10 @@ static void test_unit_run_delay(void)
 	now = (struct gwatch_sched){ 928 * MS, 547 * MS };
 	gwatch_unit_run_delay(&s, &v, &now);
 	CHECK_INT(v.run_delay_ns, 363 * MS);
+	/* a tail that ran all along: the head's estimate alone */
+	now = (struct gwatch_sched){ 1300 * MS, 547 * MS };
+	gwatch_unit_run_delay(&s, &v, &now);
+	CHECK_INT(v.run_delay_ns, 2 * MS);
 
 	/* rate: the snapshot of unit 3, older; the window's rate over the unit's length */
 	atomic_store(&s.unit_seq, 5);
