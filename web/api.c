@@ -236,6 +236,14 @@ bool api_known_query(struct req *rq, const char *const *names, bool labels)
 	return false;
 }
 
+static void put_name_array(struct jsonw *w, const char *const *names, size_t n)
+{
+	jsonw_array(w);
+	for (size_t i = 0; i < n; i++)
+		jsonw_str(w, names[i]);
+	jsonw_end(w);
+}
+
 bool api_put_names(struct req *rq, struct jsonw *w, const char *ids)
 {
 	const char **names;
@@ -245,10 +253,7 @@ bool api_put_names(struct req *rq, struct jsonw *w, const char *ids)
 		req_json_error(rq, 500, "reading frame names failed");
 		return false;
 	}
-	jsonw_array(w);
-	for (size_t i = 0; i < n; i++)
-		jsonw_str(w, names[i]);
-	jsonw_end(w);
+	put_name_array(w, names, n);
 	return true;
 }
 
@@ -269,6 +274,7 @@ int api_put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, str
 {
 	int n = PQntuples(rows);
 	struct buf ids = BUF_INIT(0);
+	struct req_names names;
 	PGresult *fr;
 	size_t k = 0;
 
@@ -297,6 +303,11 @@ int api_put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, str
 	buf_release(&ids);
 	if (!fr)
 		return -1;
+	if (req_frame_names_rows(rq, fr, 1, &names) < 0) {
+		PQclear(fr);
+		snprintf(err, errlen, "reading frame names failed");
+		return -1;
+	}
 	{
 		/* one array of names per stack, in the order of m->ids (a stack the database lacks: []) */
 		int j = 0, nf = PQntuples(fr);
@@ -305,11 +316,12 @@ int api_put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, str
 			while (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) < m->ids[i])
 				j++;
 			if (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) == m->ids[i]) {
-				if (!api_put_names(rq, w, PQgetvalue(fr, j, 1))) {
+				if (!names.row[j]) {
 					PQclear(fr);
 					snprintf(err, errlen, "reading frame names failed");
 					return -1;
 				}
+				put_name_array(w, names.row[j], names.n[j]);
 			} else {
 				jsonw_array(w);
 				jsonw_end(w);

@@ -603,21 +603,20 @@ static void breakdown(struct req *rq, PGresult *r, const char *dim, const char *
 
 static void flame_section(struct req *rq, const char *id)
 {
+	struct req_names names;
 	char err[256];
 	PGresult *st = model_cluster_stacks_top(rq->db, id, FLAME_PAGE_STACKS, err, sizeof(err)), *fr = NULL;
 	struct flame *f = flame_open();
 	if (!st || !f)
 		goto out;
 	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
-	if (!fr)
+	if (!fr || req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0)
 		goto out;
 	{
 		/* both come by stack id */
 		int j = 0, nf = PQntuples(fr);
 		for (int i = 0; i < PQntuples(st) && !req_should_stop(rq); i++) {
 			int64_t sid = model_coln(st, i, "stack_id");
-			const char **names;
-			size_t n;
 
 			if (!model_col(st, i, "stack_id")) {
 				char nb[FMT_LEN];
@@ -630,9 +629,9 @@ static void flame_section(struct req *rq, const char *id)
 			}
 			while (j < nf && model_coln(fr, j, "stack_id") < sid)
 				j++;
-			if (j < nf && model_coln(fr, j, "stack_id") == sid &&
-			    req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) == 0)
-				flame_add(f, names, n, (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events"));
+			if (j < nf && model_coln(fr, j, "stack_id") == sid && names.row[j])
+				flame_add(f, names.row[j], names.n[j], (uint64_t)model_coln(st, i, "cost_ns"),
+					  (uint64_t)model_coln(st, i, "events"));
 		}
 	}
 	html_raw(rq, "<section id=\"flame\"><h2>Flame graph of the matched events</h2><p class=\"hint\">Width is cost; "
@@ -706,16 +705,19 @@ static void common_section(struct req *rq, PGresult *c, const char *id)
 	const char **common;
 	size_t nc = 0, nmem = 0;
 	struct member *mem = NULL;
+	struct req_names names;
 	PGresult *pats = model_cluster_patterns(rq->db, req_printf(rq, "{%s}", id), 100000, err, sizeof(err));
 
 	if (req_frame_names(rq, model_col(c, 0, "common"), &common, &nc) < 0)
 		nc = 0;
-	if (pats) {
+	if (pats && req_frame_names_rows(rq, pats, PQfnumber(pats, "frame_ids"), &names) == 0) {
 		mem = arena_calloc(rq->a, (size_t)PQntuples(pats) + 1, sizeof(*mem));
 		for (int i = 0; mem && i < PQntuples(pats); i++) {
 			mem[nmem].id = model_coln(pats, i, "pattern_id");
 			mem[nmem].cost = model_coln(pats, i, "cost_ns");
-			if (req_frame_names(rq, model_col(pats, i, "frame_ids"), &mem[nmem].names, &mem[nmem].n) == 0)
+			mem[nmem].names = names.row[i];
+			mem[nmem].n = names.n[i];
+			if (names.row[i])
 				nmem++;
 		}
 	}

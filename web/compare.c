@@ -169,17 +169,19 @@ static void compare_flame(struct req *rq, const char *a, const char *b, bool for
 		return;
 	for (int side = 0; side < 2; side++) {
 		PGresult *r = model_run_kind_stacks(rq->db, side ? b : a, k, err, sizeof(err));
+		struct req_names names;
 
+		if (r && req_frame_names_rows(rq, r, PQfnumber(r, "frame_ids"), &names) < 0) {
+			PQclear(r);
+			r = NULL;
+		}
 		for (int i = 0; r && i < PQntuples(r) && !req_should_stop(rq); i++) {
-			const char **names;
-			size_t n;
-
-			if (req_frame_names(rq, model_col(r, i, "frame_ids"), &names, &n) < 0)
+			if (!names.row[i])
 				continue;
 			if (side)
-				flame_add(f, names, n, (uint64_t)model_coln(r, i, "cost_ns"), 0);
+				flame_add(f, names.row[i], names.n[i], (uint64_t)model_coln(r, i, "cost_ns"), 0);
 			else
-				flame_add_base(f, names, n, (uint64_t)model_coln(r, i, "cost_ns"));
+				flame_add_base(f, names.row[i], names.n[i], (uint64_t)model_coln(r, i, "cost_ns"));
 		}
 		PQclear(r);
 	}

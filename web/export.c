@@ -657,12 +657,15 @@ static bool profile_query(struct req *rq, enum export_format *f, unsigned *kinds
 static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, int kcol, unsigned kinds,
 		       char kind, char *err, size_t errlen)
 {
-	int fcol = PQfnumber(r, "frame_ids"), ccol = PQfnumber(r, "cost_ns"), ecol = PQfnumber(r, "events");
+	int ccol = PQfnumber(r, "cost_ns"), ecol = PQfnumber(r, "events");
+	struct req_names names;
 
+	if (req_frame_names_rows(rq, r, PQfnumber(r, "frame_ids"), &names) < 0) {
+		snprintf(err, errlen, "the frame names could not be read");
+		return -1;
+	}
 	for (int i = 0; i < PQntuples(r); i++) {
 		char k = kcol >= 0 ? PQgetvalue(r, i, kcol)[0] : kind;
-		const char **names;
-		size_t n;
 
 		if (!(kinds & (k == 'w' ? 2u : 1u)))
 			continue;
@@ -671,11 +674,11 @@ static int export_rows(struct req *rq, struct export *x, int side, PGresult *r, 
 			snprintf(err, errlen, "stopped: out of time");
 			return -1;
 		}
-		if (req_frame_names(rq, PQgetvalue(r, i, fcol), &names, &n) < 0) {
-			snprintf(err, errlen, "out of memory");
+		if (!names.row[i]) {
+			snprintf(err, errlen, "a stack's frames could not be read");
 			return -1;
 		}
-		if (export_add(x, side, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+		if (export_add(x, side, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names.row[i], names.n[i], -1,
 			       strtoull(PQgetvalue(r, i, ccol), NULL, 10),
 			       ecol >= 0 ? strtoull(PQgetvalue(r, i, ecol), NULL, 10) : 0) < 0) {
 			snprintf(err, errlen, "%s", export_error(x));
@@ -730,6 +733,7 @@ void export_get_cluster_profile(struct req *rq)
 	unsigned kinds;
 	PGresult *c, *st = NULL, *fr = NULL;
 	struct export *x = NULL;
+	struct req_names names;
 	char err[512];
 
 	if (!profile_query(rq, &f, &kinds) || !(c = api_need_cluster(rq, id)))
@@ -743,15 +747,17 @@ void export_get_cluster_profile(struct req *rq)
 	if (!(x = open_or_fail(rq, req_printf(rq, "stackmine cluster %s of run %s", id, model_col(c, 0, "run_id")),
 			       false)))
 		goto out;
+	if (req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0) {
+		req_json_error(rq, 500, "the profile could not be built: the frame names could not be read");
+		goto out;
+	}
 	for (int i = 0; i < PQntuples(st); i++) {
 		int j = model_find_stack(fr, model_coln(st, i, "stack_id"));
-		const char **names;
-		size_t n;
 
 		if (j < 0 || !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
 			continue;
-		if (req_should_stop(rq) || req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &n) < 0 ||
-		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n, -1,
+		if (req_should_stop(rq) || !names.row[j] ||
+		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names.row[j], names.n[j], -1,
 			       (uint64_t)model_coln(st, i, "cost_ns"), (uint64_t)model_coln(st, i, "events")) < 0) {
 			req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
 			goto out;
@@ -846,17 +852,20 @@ void export_get_stream_profile(struct req *rq)
 	{
 		/* the stacks come by id: their frame names by binary search */
 		int kc = PQfnumber(ev, "kind"), sc = PQfnumber(ev, "stack_id");
+		struct req_names names;
 
+		if (req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0) {
+			req_json_error(rq, 500, "the profile could not be built: the frame names could not be read");
+			goto out;
+		}
 		for (int i = 0; i < PQntuples(ev); i++) {
 			char k = PQgetvalue(ev, i, kc)[0];
 			int lo = model_find_stack(fr, strtoll(PQgetvalue(ev, i, sc), NULL, 10));
-			const char **names;
-			size_t n;
 
 			if (!(kinds & (k == 'w' ? 2u : 1u)) || lo < 0)
 				continue;
-			if (req_frame_names(rq, model_col(fr, lo, "frame_ids"), &names, &n) < 0 ||
-			    export_add(x, 0, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names, n,
+			if (!names.row[lo] ||
+			    export_add(x, 0, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names.row[lo], names.n[lo],
 				       model_coln(ev, i, "tid"), (uint64_t)model_coln(ev, i, "dur_ns"), 1) < 0) {
 				req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
 				goto out;

@@ -6,6 +6,7 @@
 #include "common/imap.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ struct framecache {
 	struct imap ids;    /* frame id -> the name's address in names */
 	struct arena *names;
 	size_t max_bytes, used;
+	_Atomic uint64_t queries;   /* of frame_names, for what the cache lacked */
 };
 
 struct framecache *framecache_open(size_t max_bytes)
@@ -70,6 +72,23 @@ static const char *insert(struct framecache *c, int32_t id, const char *name, si
 	return copy;
 }
 
+/* The row of id in r (its ids ascending in column 0), or -1: a page of thousands of names the cache
+ * cannot keep (unnamed frames, a full cache) looks each up by halves, not along the whole result. */
+static int row_of(const PGresult *r, int32_t id)
+{
+	int lo = 0, hi = PQntuples(r);
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (strtol(PQgetvalue(r, mid, 0), NULL, 10) < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < PQntuples(r) && strtol(PQgetvalue(r, lo, 0), NULL, 10) == id ? lo : -1;
+}
+
 int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_t n, const char **names,
 		     struct arena *a, char *err, size_t errlen)
 {
@@ -77,6 +96,7 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 	size_t misses = 0;
 	PGresult *r;
 	const char *p[1];
+	int k;
 
 	pthread_rwlock_rdlock(&c->lock);
 	for (size_t i = 0; i < n; i++)
@@ -87,9 +107,10 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 		return 0;
 	buf_putc(&q, '}');
 	p[0] = buf_cstr(&q);
+	atomic_fetch_add_explicit(&c->queries, 1, memory_order_relaxed);
 	/* an unnamed frame (`module+0xOFFSET`, no canonical frame yet) may be named later: not cached */
 	r = PQexecParams(db, "SELECT id, name, canon_id <> id OR name !~ '\\+0x[0-9a-fA-F]+$' FROM frame_names"
-			     " WHERE id = ANY($1::int[])", 1, NULL, p, NULL, NULL, 0);
+			     " WHERE id = ANY($1::int[]) ORDER BY id", 1, NULL, p, NULL, NULL, 0);
 	buf_release(&q);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "reading frame names", PQresultErrorMessage(r));
@@ -106,9 +127,8 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 		if (names[i])
 			continue;
 		names[i] = lookup(c, ids[i]);
-		for (int k = 0; !names[i] && k < PQntuples(r); k++)
-			if (strtol(PQgetvalue(r, k, 0), NULL, 10) == ids[i])
-				names[i] = arena_strndup(a, PQgetvalue(r, k, 1), (size_t)PQgetlength(r, k, 1));
+		if (!names[i] && (k = row_of(r, ids[i])) >= 0)
+			names[i] = arena_strndup(a, PQgetvalue(r, k, 1), (size_t)PQgetlength(r, k, 1));
 		if (!names[i])
 			names[i] = "?";
 	}
@@ -117,3 +137,7 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 	return 0;
 }
 
+uint64_t framecache_queries(struct framecache *c)
+{
+	return c ? atomic_load_explicit(&c->queries, memory_order_relaxed) : 0;
+}

@@ -31,6 +31,8 @@ void framecache_free(struct framecache *c);
  */
 int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_t n, const char **names,
 		     struct arena *a, char *err, size_t errlen);
+/* The queries made so far for names the cache lacked (0 for NULL). */
+uint64_t framecache_queries(struct framecache *c);
 
 
 #endif

@@ -221,6 +221,8 @@ void problems_section(struct req *rq, const char *id, PGresult *run)
 		html_text(rq, err);
 		html_raw(rq, "</p>");
 	} else {
+		req_frames_warm(rq, p, "title");
+		req_frames_warm(rq, cl, "title");
 		html_raw(rq, "<ol class=\"problems\">");
 		for (int i = 0; i < PQntuples(p); i++) {
 			const char *pid = model_col(p, i, "problem_id");

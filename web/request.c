@@ -94,6 +94,55 @@ int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t
 	return 0;
 }
 
+int req_frame_names_rows(struct req *rq, PGresult *r, int col, struct req_names *out)
+{
+	int rows = PQntuples(r);
+	size_t bound = 0, total = 0;
+	int32_t *ids;
+	const char **names;
+	char err[256];
+
+	out->row = NULL;
+	out->n = NULL;
+	if (col < 0 || col >= PQnfields(r))
+		return -1;
+	/* "{1,22,333}": at most (length - 1) / 2 ids */
+	for (int i = 0; i < rows; i++)
+		bound += (size_t)PQgetlength(r, i, col) / 2 + 1;
+	out->row = arena_calloc(rq->a, (size_t)rows + 1, sizeof(*out->row));
+	out->n = arena_calloc(rq->a, (size_t)rows + 1, sizeof(*out->n));
+	ids = arena_alloc(rq->a, (bound + 1) * sizeof(*ids));
+	names = arena_calloc(rq->a, bound + 1, sizeof(*names));
+	if (!out->row || !out->n || !ids || !names)
+		return -1;
+	for (int i = 0; i < rows; i++) {
+		int32_t tmp[1024];
+		int k = db_parse_int_array(PQgetvalue(r, i, col), tmp, 1024);
+
+		/* (a row that is no such array may have written part of itself into tmp) */
+		if (k < 0 || total + (size_t)k > bound)
+			continue;
+		memcpy(ids + total, tmp, (size_t)k * sizeof(*tmp));
+		out->row[i] = names + total;
+		out->n[i] = (size_t)k;
+		total += (size_t)k;
+	}
+	if (total && framecache_names(rq->frames, rq->db, ids, total, names, rq->a, err, sizeof(err)) < 0) {
+		log_warn("frame names", "error=\"%s\"", err);
+		return -1;
+	}
+	return 0;
+}
+
+void req_frames_warm(struct req *rq, PGresult *r, const char *name)
+{
+	struct req_names unused;
+	int col = r ? PQfnumber(r, name) : -1;
+
+	if (col >= 0)
+		req_frame_names_rows(rq, r, col, &unused);
+}
+
 static int cmp_ll(const void *a, const void *b)
 {
 	long long x = *(const long long *)a, y = *(const long long *)b;

@@ -136,6 +136,21 @@ const char *req_form(struct req *rq, const char *name);
  * Returns 0, or -1 (not such an array, over 1024 ids, a database error).
  */
 int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t *n);
+/* The frame names of every row of a result, read at once. */
+struct req_names {
+	const char ***row;   /* row i's names (NULL when its array was none, or over 1024 ids) */
+	size_t *n;           /* and their number */
+};
+/*
+ * req_frame_names() for column col of every row of r at once (in the request's arena or the
+ * server's cache): one query for the names the cache lacks, where asking row by row made a first
+ * view of 1,500 stacks 1,500 queries, and frames not yet named (stripped binaries: never cached)
+ * as many at every view. Returns 0, or -1 (no such column, out of memory, a database error).
+ */
+int req_frame_names_rows(struct req *rq, PGresult *r, int col, struct req_names *out);
+/* req_frame_names_rows() of column name of r, for the cache alone: a list's rows then find their
+ * names there, row by row (frames not yet named excepted: they are never cached). */
+void req_frames_warm(struct req *rq, PGresult *r, const char *name);
 /* The PostgreSQL int array literal ("{3,1,4}") of ids[0..n), in the request's arena ("{}" when out
  * of memory), for req_frame_names(). */
 const char *req_ids_text(struct req *rq, const uint32_t *ids, uint32_t n);

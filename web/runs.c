@@ -492,6 +492,7 @@ static void runs_list(struct req *rq)
 		     "<th class=\"n\">Patterns</th>");
 	runs_th(rq, RUN_SORT_CLUSTERS, (enum model_run_sort)sort, "Clusters", "n");
 	html_raw(rq, "<th>Created (UTC)</th></tr></thead><tbody>");
+	req_frames_warm(rq, r, "worst_title");
 	for (int i = 0; i < PQntuples(r); i++) {
 		long long id = (long long)model_coln(r, i, "run_id");
 		html_rawf(rq, "<tr><td><a href=\"/runs/%lld\">#%lld</a></td><td>", id, id);
@@ -757,6 +758,8 @@ static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const cha
 			  m == s ? " ▼" : "");
 	}
 	html_raw(rq, "<th>Title (the frames that tell it apart)</th></tr></thead><tbody>");
+	req_frames_warm(rq, cl, "title");
+	req_frames_warm(rq, cl, "common");
 	for (int i = 0; i < PQntuples(cl); i++)
 		cluster_row(rq, cl, i, nm, max);
 	if (PQntuples(cl) == 0)

@@ -299,6 +299,9 @@ static void serve_metrics(struct req *rq)
 			   models, attributions, bytes, (unsigned long long)costwarm_fitted(W.warm),
 			   (unsigned long long)costwarm_attributed(W.warm));
 	}
+	buf_printf(&rq->out, "# HELP sm_web_frame_name_queries_total Queries for frame names the cache lacked.\n"
+			     "# TYPE sm_web_frame_name_queries_total counter\nsm_web_frame_name_queries_total %llu\n",
+		   (unsigned long long)framecache_queries(W.env.frames));
 	conns_render(W.conns, &rq->out);
 	rq->status = 200;
 	rq->ctype = "text/plain; version=0.0.4";

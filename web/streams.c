@@ -514,14 +514,13 @@ static void set_stacks(struct req *rq, PGresult *fr, PGresult *ev, struct tl_eve
 	int nf = PQntuples(fr);
 	const char **text = arena_calloc(rq->a, (size_t)nf + 1, sizeof(char *));
 	struct buf b = BUF_INIT(1 << 16);
+	struct req_names names;
 
+	if (req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0)
+		text = NULL;
 	for (int j = 0; text && j < nf; j++) {
-		const char **names;
-		size_t k;
-
 		buf_reset(&b);
-		if (req_frame_names(rq, model_col(fr, j, "frame_ids"), &names, &k) == 0 && k &&
-		    timeline_stack_text(&b, names, k) == 0)
+		if (names.n[j] && timeline_stack_text(&b, names.row[j], names.n[j]) == 0)
 			text[j] = req_strdup(rq, buf_cstr(&b));
 	}
 	buf_release(&b);

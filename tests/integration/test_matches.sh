@@ -120,5 +120,15 @@ t_eq "cluster page: 200" "$HTTP_STATUS" 200
 t_eq "cluster page: the flame graph's other stacks in one frame" \
 	"$(grep -o '([0-9,]* smaller stacks)' <<<"$HTTP_BODY" | head -n 1 | tr -d ',')" \
 	"$( [ "$NST" -gt 1500 ] && echo "($((NST - 1500)) smaller stacks)" || echo "(more than 1500 stacks expected, $NST)")"
+# a first view (the frame names' cache empty, nothing computed ahead): the names of its 1,500 stacks'
+# frames in one query, not one per stack; the page the same
+body=$HTTP_BODY
+start_web --model-warm 0 || t_bail "sm-web starts again"
+fq() { curl -s "$WEB_URL/metrics" | awk '$1 == "sm_web_frame_name_queries_total" { print $2 }'; }
+q0=$(fq)
+http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
+q1=$(fq)
+t_eq "cluster page, first view: its frame names in at most 4 queries (one each for the flame graph, the common part, the members), the page the same" \
+	"$q0 $((q1 - q0 <= 4)) $( [ "$HTTP_BODY" = "$body" ] && echo same || echo differs)" "0 1 same"
 stop_web
 t_done

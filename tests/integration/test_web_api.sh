@@ -493,6 +493,11 @@ t_eq "problem attribution: the cluster's shape, the id's key apart" "$PAKEYS" "$
 # a run stored before run_values: every value counted on request, over both kinds' streams (8 values
 # tested; C's 2.0 and db have p = 1/3, its h-beta and eu 2/3; BH over 8: q = 1)
 pg_q "DELETE FROM run_values WHERE run_id = $RUN"
+# (this server keeps the attribution it computed first: a run's counted values never change)
+api GET "/api/v1/problems/$PW2/attribution" "${AN[@]}"
+t_eq "problem attribution: kept, the run's values gone since" "$HTTP_STATUS $(j "$ATOT")" \
+	"200 [$PW2,3,1,0,4000,3,0,\"No host, version or label value stands out among this problem's 1 stream (the smallest adjusted p is 1)\"]"
+start_web --auth-cache-ms 200 || t_bail "sm-web starts again"
 api GET "/api/v1/problems/$PW2/attribution" "${AN[@]}"
 t_eq "problem attribution: an older run, counted on request" "$HTTP_STATUS $(j "$ATOT") $(j '[[v["key"], v["value"], v["run_streams"], round(v["p"], 6), round(v["q"], 6)] for v in j["values"]]')" \
 	"200 [$PW2,3,1,0,4000,8,0,\"No host, version or label value stands out among this problem's 1 stream (the smallest adjusted p is 1)\"] [[\"tier\",\"db\",1,0.333333,1],[\"version\",\"2.0\",1,0.333333,1],[\"host\",\"h-beta\",2,0.666667,1],[\"region\",\"eu\",2,0.666667,1]]"
