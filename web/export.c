@@ -734,6 +734,7 @@ void export_get_cluster_profile(struct req *rq)
 	PGresult *c, *st = NULL, *fr = NULL;
 	struct export *x = NULL;
 	struct req_names names;
+	bool wanted;
 	char err[512];
 
 	if (!profile_query(rq, &f, &kinds) || !(c = api_need_cluster(rq, id)))
@@ -747,14 +748,16 @@ void export_get_cluster_profile(struct req *rq)
 	if (!(x = open_or_fail(rq, req_printf(rq, "stackmine cluster %s of run %s", id, model_col(c, 0, "run_id")),
 			       false)))
 		goto out;
-	if (req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0) {
+	/* (the cluster's kind not asked for: an empty profile, no names to read) */
+	wanted = kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u);
+	if (wanted && req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0) {
 		req_json_error(rq, 500, "the profile could not be built: the frame names could not be read");
 		goto out;
 	}
-	for (int i = 0; i < PQntuples(st); i++) {
+	for (int i = 0; wanted && i < PQntuples(st); i++) {
 		int j = model_find_stack(fr, model_coln(st, i, "stack_id"));
 
-		if (j < 0 || !(kinds & (model_col(c, 0, "kind")[0] == 'w' ? 2u : 1u)))
+		if (j < 0)
 			continue;
 		if (req_should_stop(rq) || !names.row[j] ||
 		    export_add(x, 0, model_col(c, 0, "kind")[0] == 'w' ? EXPORT_WAIT : EXPORT_RUN, names.row[j], names.n[j], -1,

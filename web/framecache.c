@@ -89,22 +89,43 @@ static int row_of(const PGresult *r, int32_t id)
 	return lo < PQntuples(r) && strtol(PQgetvalue(r, lo, 0), NULL, 10) == id ? lo : -1;
 }
 
+static int cmp_id(const void *x, const void *y)
+{
+	int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+
+	return (a > b) - (a < b);
+}
+
 int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_t n, const char **names,
 		     struct arena *a, char *err, size_t errlen)
 {
 	struct buf q = BUF_INIT(0);
-	size_t misses = 0;
+	size_t misses = 0, distinct = 0;
+	int32_t *miss;
+	const char **copies;
 	PGresult *r;
 	const char *p[1];
 	int k;
 
+	if (!(miss = malloc((n + 1) * sizeof(*miss)))) {
+		snprintf(err, errlen, "reading frame names: out of memory");
+		return -1;
+	}
 	pthread_rwlock_rdlock(&c->lock);
 	for (size_t i = 0; i < n; i++)
 		if (!(names[i] = lookup(c, ids[i])))
-			buf_printf(&q, misses++ ? ",%d" : "{%d", ids[i]);
+			miss[misses++] = ids[i];
 	pthread_rwlock_unlock(&c->lock);
-	if (!misses)
+	if (!misses) {
+		free(miss);
 		return 0;
+	}
+	/* each id once (a page's stacks share most of their frames) */
+	qsort(miss, misses, sizeof(*miss), cmp_id);
+	for (size_t i = 0; i < misses; i++)
+		if (i == 0 || miss[i] != miss[i - 1])
+			buf_printf(&q, distinct++ ? ",%d" : "{%d", miss[i]);
+	free(miss);
 	buf_putc(&q, '}');
 	p[0] = buf_cstr(&q);
 	atomic_fetch_add_explicit(&c->queries, 1, memory_order_relaxed);
@@ -117,18 +138,29 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 		PQclear(r);
 		return -1;
 	}
+	/* (the request's copies of the names the cache does not keep: one per row) */
+	if (!(copies = arena_calloc(a, (size_t)PQntuples(r) + 1, sizeof(*copies)))) {
+		PQclear(r);
+		snprintf(err, errlen, "reading frame names: out of memory");
+		return -1;
+	}
 	pthread_rwlock_wrlock(&c->lock);
 	for (int i = 0; i < PQntuples(r); i++)
 		if (PQgetvalue(r, i, 2)[0] == 't')
 			insert(c, (int32_t)strtol(PQgetvalue(r, i, 0), NULL, 10), PQgetvalue(r, i, 1),
 			       (size_t)PQgetlength(r, i, 1));
-	/* fill the misses: from the cache, else (it is full) a copy in the request's arena */
+	pthread_rwlock_unlock(&c->lock);
+	/* fill the misses: from the cache, else (not kept) a copy in the request's arena */
+	pthread_rwlock_rdlock(&c->lock);
 	for (size_t i = 0; i < n; i++) {
 		if (names[i])
 			continue;
 		names[i] = lookup(c, ids[i]);
-		if (!names[i] && (k = row_of(r, ids[i])) >= 0)
-			names[i] = arena_strndup(a, PQgetvalue(r, k, 1), (size_t)PQgetlength(r, k, 1));
+		if (!names[i] && (k = row_of(r, ids[i])) >= 0) {
+			if (!copies[k])
+				copies[k] = arena_strndup(a, PQgetvalue(r, k, 1), (size_t)PQgetlength(r, k, 1));
+			names[i] = copies[k];
+		}
 		if (!names[i])
 			names[i] = "?";
 	}

@@ -106,9 +106,10 @@ int req_frame_names_rows(struct req *rq, PGresult *r, int col, struct req_names 
 	out->n = NULL;
 	if (col < 0 || col >= PQnfields(r))
 		return -1;
-	/* "{1,22,333}": at most (length - 1) / 2 ids */
+	/* "{1,22,333}": one id more than its commas */
 	for (int i = 0; i < rows; i++)
-		bound += (size_t)PQgetlength(r, i, col) / 2 + 1;
+		for (const char *v = PQgetvalue(r, i, col); *v; v++)
+			bound += *v == ',' || *v == '{';
 	out->row = arena_calloc(rq->a, (size_t)rows + 1, sizeof(*out->row));
 	out->n = arena_calloc(rq->a, (size_t)rows + 1, sizeof(*out->n));
 	ids = arena_alloc(rq->a, (bound + 1) * sizeof(*ids));

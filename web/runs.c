@@ -759,7 +759,6 @@ static void cluster_table(struct req *rq, PGresult *cl, int s, int nm, const cha
 	}
 	html_raw(rq, "<th>Title (the frames that tell it apart)</th></tr></thead><tbody>");
 	req_frames_warm(rq, cl, "title");
-	req_frames_warm(rq, cl, "common");
 	for (int i = 0; i < PQntuples(cl); i++)
 		cluster_row(rq, cl, i, nm, max);
 	if (PQntuples(cl) == 0)
