@@ -33,6 +33,19 @@ static bool prefix_match(const unsigned char *a, const unsigned char *net, int p
 	return bits == 0 || ((a[bytes] ^ net[bytes]) & (0xff << (8 - bits)) & 0xff) == 0;
 }
 
+/* An IPv6 address's 16 bytes b as (family, bytes in out, which may be b): an IPv4-mapped one as IPv4. */
+static int addr6_of(const unsigned char *b, unsigned char out[16])
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (memcmp(b, mapped, 12) == 0) {
+		memmove(out, b + 12, 4);
+		return AF_INET;
+	}
+	memmove(out, b, 16);
+	return AF_INET6;
+}
+
 /* The address of sa as (family, bytes); IPv4-mapped IPv6 addresses as IPv4. */
 static int addr_of(const struct sockaddr *sa, unsigned char out[16])
 {
@@ -40,17 +53,8 @@ static int addr_of(const struct sockaddr *sa, unsigned char out[16])
 		memcpy(out, &((const struct sockaddr_in *)sa)->sin_addr, 4);
 		return AF_INET;
 	}
-	if (sa->sa_family == AF_INET6) {
-		const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-		static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-		if (memcmp(b, mapped, 12) == 0) {
-			memcpy(out, b + 12, 4);
-			return AF_INET;
-		}
-		memcpy(out, b, 16);
-		return AF_INET6;
-	}
+	if (sa->sa_family == AF_INET6)
+		return addr6_of(((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr, out);
 	return -1;
 }
 
@@ -161,14 +165,9 @@ int webhook_url_check(const char *url, const struct webhook_nets *w, char *err, 
 		if (hl && hl < sizeof(h)) {
 			memcpy(h, host, hl);
 			h[hl] = '\0';
-			family = inet_pton(AF_INET6, h, a) == 1 ? AF_INET6 : 0;
-			/* an IPv4-mapped literal is the IPv4 address */
-			if (family == AF_INET6) {
-				struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
-
-				memcpy(s6.sin6_addr.s6_addr, a, 16);
-				family = addr_of((struct sockaddr *)&s6, a);
-			}
+			/* an IPv4-mapped literal is the IPv4 address. (Not through a struct sockaddr made
+			 * here: read as another struct type, gcc -O2 took its family for unset.) */
+			family = inet_pton(AF_INET6, h, a) == 1 ? addr6_of(a, a) : 0;
 		}
 	} else {
 		const char *colon = memchr(host, ':', hl);
