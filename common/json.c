@@ -45,6 +45,7 @@ struct scan {
 	size_t nvalues, max_values, ncont, max_cont;
 	const char *keyat[PATH_LEVELS];  /* opening quote of the level's current key */
 	size_t idx[PATH_LEVELS];         /* index of the level's current element */
+	struct json_members *top;        /* json_check_members(): the root object's members */
 };
 
 static int scan_fail(struct scan *sc, const char *what)
@@ -200,6 +201,8 @@ static int scan_key(struct scan *sc)
 {
 	if (sc->p >= sc->end || *sc->p != '"')
 		return scan_fail(sc, "where an object key belongs");
+	const char *key = sc->p;
+
 	if (sc->depth >= 1 && sc->depth <= PATH_LEVELS)
 		sc->keyat[sc->depth - 1] = sc->p;
 	if (scan_string(sc) < 0)
@@ -209,6 +212,13 @@ static int scan_key(struct scan *sc)
 		return scan_fail(sc, "in an object");
 	sc->p++;
 	scan_ws(sc);
+	if (sc->top && sc->depth == 1) {
+		if (sc->top->n < JSON_MEMBERS_KEPT) {
+			sc->top->key[sc->top->n] = key;
+			sc->top->value[sc->top->n] = sc->p;
+		}
+		sc->top->n++;
+	}
 	return 0;
 }
 
@@ -358,13 +368,18 @@ static void scan_path(const struct scan *sc, const unsigned char *kinds, char *o
 
 const struct json_limits json_body_limits = { 16, 4, 0 };
 
-int json_check_body(const char *text, size_t len, const struct json_limits *lim, char *err, size_t errlen)
+static int check_body(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
+		      char *err, size_t errlen)
 {
 	struct scan sc = { .s = text, .p = text, .end = text + len, .max_depth = lim->max_depth, .err = err,
-			   .errlen = errlen, .no_nul = true };
+			   .errlen = errlen, .no_nul = true, .top = top };
 	unsigned char kinds[PATH_LEVELS / 8 + 1];
 	char msg[256], path[PATH_LEVELS * 48];
 
+	if (top) {
+		top->n = 0;
+		top->end = text + len;
+	}
 	if (sc.max_depth > PATH_LEVELS)
 		sc.max_depth = PATH_LEVELS;
 	if (lim->bytes_per_value)
@@ -382,6 +397,17 @@ int json_check_body(const char *text, size_t len, const struct json_limits *lim,
 		snprintf(err, errlen, "%s: %s", path, msg);
 	}
 	return -1;
+}
+
+int json_check_body(const char *text, size_t len, const struct json_limits *lim, char *err, size_t errlen)
+{
+	return check_body(text, len, lim, NULL, err, errlen);
+}
+
+int json_check_members(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
+		       char *err, size_t errlen)
+{
+	return check_body(text, len, lim, top, err, errlen);
 }
 
 /* ---- reading (input known to be valid) ---- */
@@ -695,10 +721,10 @@ int json_fields_read(struct json_reader *r, const char *path, const char *const 
 		out[n] = (struct json_val){ NULL, r->end };
 	json_enter(r);
 	while (json_next_key(r, key, sizeof(key), &klen, &trunc)) {
-		size_t i = n;
+		size_t i;
 
 		/* NUL was refused by the check, so strcmp sees the whole key */
-		for (i = 0; !trunc && i < n && strcmp(names[i], key) != 0; i++)
+		for (i = trunc ? n : 0; i < n && strcmp(names[i], key) != 0; i++)
 			;
 		if (i < n && out[i].p) {
 			snprintf(err, errlen, "%s%s%s: duplicate key", path, *path ? "." : "", key);
@@ -714,6 +740,40 @@ int json_fields_read(struct json_reader *r, const char *path, const char *const 
 		json_skip(r);
 	}
 	ws(r);
+	return 0;
+}
+
+int json_members_fields(const struct json_members *top, const char *path, const char *const *names, bool closed,
+			struct json_val *out, char *err, size_t errlen)
+{
+	char key[64];
+	size_t n, klen;
+	bool trunc;
+
+	if (top->n > JSON_MEMBERS_KEPT)
+		return -2;
+	for (n = 0; names[n]; n++)
+		out[n] = (struct json_val){ NULL, top->end };
+	for (size_t m = 0; m < top->n; m++) {
+		struct json_reader r = { top->key[m], top->end };
+		size_t i;
+
+		json_next_key(&r, key, sizeof(key), &klen, &trunc);
+		/* the same tests, in the same order, as json_fields_read() */
+		for (i = trunc ? n : 0; i < n && strcmp(names[i], key) != 0; i++)
+			;
+		if (i < n && out[i].p) {
+			snprintf(err, errlen, "%s%s%s: duplicate key", path, *path ? "." : "", key);
+			return -1;
+		}
+		if (i < n) {
+			out[i].p = top->value[m];
+		} else if (closed) {
+			snprintf(err, errlen, "%s%s%s%s: unknown field", path, *path ? "." : "", key,
+				 trunc ? "..." : "");
+			return -1;
+		}
+	}
 	return 0;
 }
 

@@ -38,6 +38,21 @@ struct json_limits {
  * field at fault ("filter.labels.os: ...", "frames[3]: ...", "body: ..." for the whole).
  */
 int json_check_body(const char *text, size_t len, const struct json_limits *lim, char *err, size_t errlen);
+/*
+ * The members of the text's top-level object, as json_check_members() saw them: where each key's
+ * opening quote and its value begin. n counts them all; past JSON_MEMBERS_KEPT, not all were kept.
+ */
+#define JSON_MEMBERS_KEPT 32
+struct json_members {
+	size_t n;
+	const char *key[JSON_MEMBERS_KEPT];
+	const char *value[JSON_MEMBERS_KEPT];
+	const char *end;   /* the text's end */
+};
+/* json_check_body(), noting the top-level object's members on the way (none when it is no object),
+ * so that reading them needs no second pass over the values. */
+int json_check_members(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
+		       char *err, size_t errlen);
 /* The limits of sm-web's bodies and agents' reports: depth 16, one value per 4 bytes. */
 extern const struct json_limits json_body_limits;
 
@@ -101,6 +116,10 @@ int json_fields(struct json_val obj, const char *path, const char *const *names,
  * pass that moves past it. */
 int json_fields_read(struct json_reader *r, const char *path, const char *const *names, bool closed,
 		     struct json_val *out, char *err, size_t errlen);
+/* json_fields() over the members json_check_members() noted, with the same answer and messages;
+ * -2 when it could not keep them all (then json_fields_read() is the way). */
+int json_members_fields(const struct json_members *top, const char *path, const char *const *names, bool closed,
+			struct json_val *out, char *err, size_t errlen);
 /* Elements of an array or members of an object (a scan, no allocation). */
 size_t json_count(struct json_val v);
 /* A string value decoded, NUL-terminated, in the arena (NULL: out of memory or not a string). */

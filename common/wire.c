@@ -144,8 +144,7 @@ static int take_str(struct wire_parser *p, struct arena *a, struct json_reader *
 		return failp(p, WIRE_EINVALID, f, "must not be empty");
 	if (n > max)
 		return failp(p, WIRE_EINVALID, f, "%zu bytes long, at most %zu allowed", n, max);
-	if (memchr(*out, '\0', n))
-		return failp(p, WIRE_EINVALID, f, "contains a NUL character");
+	/* no NUL: wire_parse()'s json_check_members() refused \u0000 in any string */
 	return WIRE_OK;
 }
 
@@ -429,11 +428,15 @@ static int parse_event(struct wire_parser *p, struct arena *a, struct json_reade
 	if (json_peek(r) != JV_OBJECT)
 		return fail(p, WIRE_EINVALID, "events[%zu]: must be an object, not %s", i, type_name(r));
 	{
-		char path[32];
+		const char *list[7] = { names[0], names[1], names[2], names[3], names[4], names[5], NULL };
+		struct json_val v[6];
+		char err[WIRE_MAX_NAME + 128];
 
-		snprintf(path, sizeof(path), "events[%zu]", i);
-		if ((rc = find_members(p, r, path, names, 6, pos)))
-			return rc;
+		/* the path is written only for a message: events are many */
+		if (json_fields_read(r, "", list, false, v, err, sizeof(err)) < 0)
+			return fail(p, WIRE_EINVALID, "events[%zu].%s", i, err);
+		for (int k = 0; k < 6; k++)
+			pos[k] = v[k].p;
 	}
 	{
 		const char *after = r->p;
@@ -636,7 +639,7 @@ enum { F_V, F_ID, F_HOST, F_APP, F_VERSION, F_BUILD, F_LABELS, F_SYMPTOM, F_FRAM
        F_EVENTS, F_ROLE, F_WEIGHT, F_MODULES, F_THREADS, F_COUNT };
 
 static int parse_stream(struct wire_parser *p, struct arena *a, struct json_reader *r,
-			struct wire_stream *s)
+			const struct json_members *top, struct wire_stream *s)
 {
 	static const char *const names[F_COUNT] = { "v", "stream_id", "host", "app", "version",
 						    "build_id", "labels", "symptom", "frames",
@@ -651,8 +654,23 @@ static int parse_stream(struct wire_parser *p, struct arena *a, struct json_read
 
 	if (json_peek(r) != JV_OBJECT)
 		return fail(p, WIRE_EINVALID, "stream: must be a JSON object, not %s", type_name(r));
-	if ((rc = find_members(p, r, "", names, F_COUNT, pos)))
-		return rc;
+	{
+		/* the members the validation noted, in place of a pass over a stream's whole text */
+		const char *list[F_COUNT + 1];
+		struct json_val v[F_COUNT];
+		char err[WIRE_MAX_NAME + 128];
+
+		memcpy(list, names, sizeof(names));
+		list[F_COUNT] = NULL;
+		rc = json_members_fields(top, "", list, false, v, err, sizeof(err));
+		if (rc == -1)
+			return fail(p, WIRE_EINVALID, "%s", err);
+		if (rc == 0)
+			for (size_t i = 0; i < F_COUNT; i++)
+				pos[i] = v[i].p;
+		else if ((rc = find_members(p, r, "", names, F_COUNT, pos)))
+			return rc;
+	}
 	if (present(r, pos[F_ID], end)) {
 		if (json_peek(r) != JV_STRING || !(id = json_string(r, a, &idlen)) ||
 		    !util_uuid_canon(id, idlen, s->stream_id)) {
@@ -734,6 +752,7 @@ int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena
 	       struct wire_stream *out)
 {
 	struct json_reader r;
+	struct json_members top;
 	char msg[256];
 
 	memset(out, 0, sizeof(*out));
@@ -742,11 +761,11 @@ int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena
 	{
 		const struct json_limits lim = { p->lim.max_nesting, 2, 0 };
 
-		if (json_check_body(json, len, &lim, msg, sizeof(msg)) < 0)
+		if (json_check_members(json, len, &lim, &top, msg, sizeof(msg)) < 0)
 			return fail(p, WIRE_ENOTJSON, "not JSON: %s", msg);
 	}
 	json_reader_init(&r, json, len);
-	return parse_stream(p, a, &r, out);
+	return parse_stream(p, a, &r, &top, out);
 }
 
 int wire_write_report(const struct wire_report *r, struct buf *b)

@@ -5,6 +5,7 @@
 #include "common/imap.h"
 #include "common/intern.h"
 #include "common/log.h"
+#include "common/statfold.h"
 #include "common/util.h"
 #include "ingest/idcache.h"
 
@@ -1127,18 +1128,10 @@ int store_maintain(struct store *st)
 
 int store_fold_stats(struct store *st)
 {
-	PGresult *r;
-	int n = -1;
-
 	if (!store_conn(st))
 		return -1;
-	r = PQexec(st->db, "SELECT sm_fold_stats(200)");
-	if (PQresultStatus(r) == PGRES_TUPLES_OK)
-		n = (int)db_get_i64(r, 0, 0);
-	else
-		db_fail(st, "folding statistics", r);
-	PQclear(r);
-	return n;
+	st->err[0] = '\0';
+	return statfold_run(st->db, 200, st->err, sizeof(st->err));
 }
 
 int store_report(struct store *st, const struct agent_report *r)

@@ -3,21 +3,19 @@
 #include "common/buf.h"
 #include "common/db.h"
 #include "common/intern.h"
+#include "common/statfold.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
 int frames_fold(PGconn *db, char *err, size_t errlen)
 {
-	PGresult *r = PQexec(db, "SELECT sm_fold_stats(1000000)");
+	int n;
 
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		db_errcpy(err, errlen, "folding statistics", PQresultErrorMessage(r));
-		PQclear(r);
-		return -1;
-	}
-	PQclear(r);
-	return 0;
+	/* a transaction per 200 deltas, as sm-ingest folds them: each holds its deltas' locks briefly */
+	while ((n = statfold_run(db, 200, err, errlen)) == 200)
+		;
+	return n < 0 ? -1 : 0;
 }
 
 int frames_load(PGconn *db, const uint32_t *ids, size_t n, struct sim_frames *ft, char *err, size_t errlen)

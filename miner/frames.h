@@ -13,7 +13,7 @@
 
 #include "clusterer/sim.h"
 
-/* Folds the statistics ingest appended since its last fold (sm_fold_stats): a run started
+/* Folds the statistics ingest appended since its last fold (common/statfold): a run started
  * right after its streams arrived counts them. 0, or -1 with err. */
 int frames_fold(PGconn *db, char *err, size_t errlen);
 

@@ -487,6 +487,38 @@ t_eq "background fold: no delta left within 5 s ($ms ms; the default would be 10
 	"$HTTP_STATUS $left $((ms < 5000)) $(pg_q "SELECT n FROM stream_total")" "200 0 1 $((n0 + 2))"
 stop_ingest
 
+# ---- the background fold (common/statfold.c) sums as sm_fold_stats() does ----
+# Deltas of two days, a frame and a call in several of them, one with no call, a total already
+# there: sm-ingest's fold and the SQL function, each on the same deltas, give the same rows.
+fold_input() {
+	pg_q "DELETE FROM stat_streams WHERE day < '2002-01-01';
+		DELETE FROM stat_frames WHERE day < '2002-01-01'; DELETE FROM stat_calls WHERE day < '2002-01-01';
+		INSERT INTO stat_frames VALUES ('2001-01-01', 7, 10);
+		INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts) VALUES
+		('2001-01-01', 3, '{7,8}', '{3,1}', '{7}', '{8}', '{1}'),
+		('2001-01-02', 1, '{7}', '{1}', '{}', '{}', '{}'),
+		('2001-01-01', 2, '{8,9}', '{2,2}', '{7,8}', '{8,9}', '{1,2}')" >/dev/null
+}
+fold_output() {
+	pg_q "SELECT (SELECT string_agg(day || ':' || n, ' ' ORDER BY day) FROM stat_streams WHERE day < '2002-01-01')
+		|| ' | ' || (SELECT string_agg(day || ':' || frame_id || ':' || n, ' ' ORDER BY day, frame_id)
+			FROM stat_frames WHERE day < '2002-01-01')
+		|| ' | ' || (SELECT string_agg(day || ':' || caller || '>' || callee || ':' || n, ' ' ORDER BY day, caller, callee)
+			FROM stat_calls WHERE day < '2002-01-01')"
+}
+fold_want="2001-01-01:5 2001-01-02:1 | 2001-01-01:7:13 2001-01-01:8:3 2001-01-01:9:2 2001-01-02:7:1 | 2001-01-01:7>8:2 2001-01-01:8>9:2"
+start_ingest --fold-interval 1 || t_bail "sm-ingest starts with --fold-interval 1"
+fold_input
+left=$(pg_until 0 "SELECT count(*) FROM stat_deltas")
+t_eq "background fold: the deltas summed per day, frame and call, added to what was there" \
+	"$left | $(fold_output)" "0 | $fold_want"
+stop_ingest
+fold_input
+pg_q "SELECT sm_fold_stats(1000)" >/dev/null
+t_eq "sm_fold_stats(): the same rows from the same deltas" "$(fold_output)" "$fold_want"
+pg_q "DELETE FROM stat_streams WHERE day < '2002-01-01'; DELETE FROM stat_frames WHERE day < '2002-01-01';
+	DELETE FROM stat_calls WHERE day < '2002-01-01'" >/dev/null
+
 # ---- SIGTERM under load: every acknowledged stream is stored, whole ----
 start_ingest --workers 2 || t_bail "sm-ingest starts for the SIGTERM test"
 loader() { # loader N: single-stream requests until the server goes away

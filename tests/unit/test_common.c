@@ -907,6 +907,52 @@ static void test_json_body(void)
 	t = "{\"a\": 1, \"b\": 2, \"a\": 3}";
 	CHECK_INT(json_fields(json_root(t, strlen(t)), "", names, false, f, err, sizeof(err)), -1);
 	CHECK_STR(err, "a: duplicate key");
+	/* the members the check notes: the same answers as json_fields(), without a second pass */
+	{
+		struct json_members top;
+		struct json_val g[4];
+
+		t = "{\"c\": 1e400, \"x\": {\"a\": 1}, \"a\": \" s\\n\", \"b\": [1, 2, {}]}";
+		CHECK_INT(json_check_members(t, strlen(t), &lim, &top, err, sizeof(err)), 0);
+		CHECK_INT(top.n, 4);
+		CHECK_INT(json_members_fields(&top, "", names, false, g, err, sizeof(err)), 0);
+		CHECK_INT(json_fields(json_root(t, strlen(t)), "", names, false, f, err, sizeof(err)), 0);
+		for (int k = 0; k < 3; k++)
+			CHECK(g[k].p == f[k].p && g[k].end == f[k].end);
+		CHECK_STR(json_val_str(g[0], a, &n), " s\n");
+		CHECK_INT(json_members_fields(&top, "p", names, true, g, err, sizeof(err)), -1);
+		CHECK_STR(err, "p.x: unknown field");
+		t = "{\"a\": 1, \"b\": 2, \"a\": 3}";
+		CHECK_INT(json_check_members(t, strlen(t), &lim, &top, err, sizeof(err)), 0);
+		CHECK_INT(json_members_fields(&top, "", names, false, g, err, sizeof(err)), -1);
+		CHECK_STR(err, "a: duplicate key");
+		/* a key past 63 bytes matches no name, as in json_fields() */
+		t = "{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\": 1, \"b\": 2}";
+		CHECK_INT(json_check_members(t, strlen(t), &lim, &top, err, sizeof(err)), 0);
+		CHECK_INT(json_members_fields(&top, "", names, false, g, err, sizeof(err)), 0);
+		CHECK(g[0].p == NULL && g[1].p && *g[1].p == '2');
+		CHECK_INT(json_fields(json_root(t, strlen(t)), "", names, false, f, err, sizeof(err)), 0);
+		CHECK(f[0].p == NULL && f[1].p == g[1].p);
+		/* nested objects' members are not the top's; an array has none */
+		t = "{\"x\": {\"a\": 1, \"b\": {\"c\": 2}}}";
+		CHECK_INT(json_check_members(t, strlen(t), &lim, &top, err, sizeof(err)), 0);
+		CHECK_INT(top.n, 1);
+		CHECK_INT(json_check_members("[{\"a\": 1}]", 10, &lim, &top, err, sizeof(err)), 0);
+		CHECK_INT(top.n, 0);
+		/* more members than it keeps: counted, and the caller is told to read them itself */
+		buf_reset(&bomb);
+		buf_putc(&bomb, '{');
+		for (int k = 0; k < JSON_MEMBERS_KEPT + 3; k++)
+			buf_printf(&bomb, "%s\"k%d\": %d", k ? ", " : "", k, k);
+		buf_puts(&bomb, "}");
+		CHECK_INT(json_check_members(bomb.data, bomb.len, &lim, &top, err, sizeof(err)), 0);
+		CHECK_INT(top.n, JSON_MEMBERS_KEPT + 3);
+		CHECK_INT(json_members_fields(&top, "", names, false, g, err, sizeof(err)), -2);
+		/* text that fails the check says why, as json_check_body() does */
+		t = "{\"a\": 1, \"b\": [1, }";
+		CHECK_INT(json_check_members(t, strlen(t), &lim, &top, err, sizeof(err)), -1);
+		CHECK_STR(err, "b[1]: unexpected '}' where a value belongs at byte 18");
+	}
 	/* numbers at the limits */
 	t = "[9223372036854775807, 9223372036854775808, -1, -0, 1.5, 2.5e3 ]";
 	{

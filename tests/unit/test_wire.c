@@ -165,6 +165,10 @@ static void test_rejections(void)
 	    "symptom.tid: duplicate key");
 	BAD("\"labels\": {\"os\": \"debian-12\"", "\"labels\": {\"os\": \"a\", \"os\": \"debian-12\"", WIRE_EINVALID,
 	    "labels.os: duplicate key");
+	BAD("\"kind\": \"run\"", "\"kind\": \"run\", \"kind\": \"wait\"", WIRE_EINVALID,
+	    "events[1].kind: duplicate key");
+	BAD("\"dur_ns\": 240000000", "\"dur_ns\": 240000000, \"dur_ns\": 2", WIRE_EINVALID,
+	    "events[0].dur_ns: duplicate key");
 	BAD("\"nginx!main\"", "\"nginx!\xff\xfemain\"", WIRE_ENOTJSON, "not JSON: frames[0]: unexpected byte 0xff (invalid UTF-8) at byte 357");
 	BAD("\"events\": [", "\"events\": 5, \"x\": [", WIRE_EINVALID, "events: must be an array, not an integer");
 	BAD("{\"v\": 1", "[{\"v\": 1", WIRE_ENOTJSON, "not JSON: [0]: unexpected end of input at byte 798");
@@ -173,6 +177,31 @@ static void test_rejections(void)
 	BAD("\"unknown_field\": {\"x\": 1}", "\"unknown_field\": [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]",
 	    WIRE_ENOTJSON, "not JSON: unknown_field[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]: nested deeper than 16 levels"
 	    " at byte 803");
+}
+
+/* More top-level members than the check keeps: read in a pass of the parser's own, same answers. */
+static void test_many_members(void)
+{
+	struct buf pad = BUF_INIT(0);
+	const char *e;
+
+	for (int k = 0; k < JSON_MEMBERS_KEPT + 8; k++)
+		buf_printf(&pad, "\"x%d\": [%d], ", k, k);
+	buf_puts(&pad, "\"host\": \"web-17\"");
+	CHECK_INT(parse_edit("\"host\": \"web-17\"", buf_cstr(&pad), &e), WIRE_OK);
+	buf_puts(&pad, ", \"host\": \"web-18\"");
+	CHECK_INT(parse_edit("\"host\": \"web-17\"", buf_cstr(&pad), &e), WIRE_EINVALID);
+	CHECK_STR(e, "host: duplicate key");
+	buf_reset(&pad);
+	for (int k = 0; k < JSON_MEMBERS_KEPT + 8; k++)
+		buf_printf(&pad, "\"x%d\": %d, ", k, k);
+	buf_puts(&pad, "\"v\": 2");
+	CHECK_INT(parse_edit("\"v\": 1", buf_cstr(&pad), &e), WIRE_EINVALID);
+	CHECK_STR(e, "v: unsupported version 2 (this server speaks 1)");
+	/* an unknown key longer than the reader's key buffer is unknown, not the first name ("v") */
+	CHECK_INT(parse_edit("\"v\": 1,", "\"v\": 1, \"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\": 2,",
+			     &e), WIRE_OK);
+	buf_release(&pad);
 }
 
 /* weight (guard.md "Shipping budget"): a finite number >= 1, 1 when absent, written only above 1 */
@@ -590,6 +619,7 @@ int main(void)
 	RUN(test_threads);
 	RUN(test_roundtrip);
 	RUN(test_rejections);
+	RUN(test_many_members);
 	RUN(test_weight);
 	RUN(test_nul_in_key);
 	RUN(test_limits);
