@@ -603,10 +603,21 @@ static void breakdown(struct req *rq, PGresult *r, const char *dim, const char *
 
 static void flame_section(struct req *rq, const char *id)
 {
-	struct req_names names;
+	struct req_names names = { 0 };
 	char err[256];
-	PGresult *st = model_cluster_stacks_top(rq->db, id, FLAME_PAGE_STACKS, err, sizeof(err)), *fr = NULL;
-	struct flame *f = flame_open();
+	const char *search = req_query(rq, "search");
+	/* the graph as most views draw it (no search, no focus) is kept once drawn: a cluster's matched
+	 * stacks are its run's, stored with it, and its frames' names are final or it is not kept */
+	bool plain = (!search || !*search) && !req_query(rq, "focus");
+	int64_t cid = strtoll(id, NULL, 10);
+	size_t start = rq->out.len;
+	PGresult *st = NULL, *fr = NULL;
+	struct flame *f = NULL;
+
+	if (plain && costcache_get_flame(rq->env->flames, ATTRIBUTION_CLUSTER, cid, &rq->out) == 1)
+		return;
+	st = model_cluster_stacks_top(rq->db, id, FLAME_PAGE_STACKS, err, sizeof(err));
+	f = flame_open();
 	if (!st || !f)
 		goto out;
 	fr = model_stacks(rq->db, req_id_array(rq, st, 0), err, sizeof(err));
@@ -632,6 +643,8 @@ static void flame_section(struct req *rq, const char *id)
 			if (j < nf && model_coln(fr, j, "stack_id") == sid && names.row[j])
 				flame_add(f, names.row[j], names.n[j], (uint64_t)model_coln(st, i, "cost_ns"),
 					  (uint64_t)model_coln(st, i, "events"));
+			else
+				names.final = false;   /* a stack without its frames: not the whole graph */
 		}
 	}
 	html_raw(rq, "<section id=\"flame\"><h2>Flame graph of the matched events</h2><p class=\"hint\">Width is cost; "
@@ -640,6 +653,8 @@ static void flame_section(struct req *rq, const char *id)
 	pages_flame_graph(rq, f, NULL);
 	pages_download_links(rq, req_printf(rq, "/api/v1/clusters/%s/profile", id));
 	html_raw(rq, "</section>");
+	if (plain && names.final && !req_should_stop(rq) && !buf_error(&rq->out))
+		costcache_put_flame(rq->env->flames, ATTRIBUTION_CLUSTER, cid, rq->out.data + start, rq->out.len - start);
 out:
 	flame_free(f);
 	PQclear(st);

@@ -1,13 +1,14 @@
 /* costcache: the attributions and cost models of clusters and problems, kept once computed (see
  * costcache.h). */
 #include "web/costcache.h"
+#include "common/buf.h"
 #include "common/imap.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { KIND_MODEL, KIND_ATTRIBUTION };
+enum kind { KIND_MODEL, KIND_ATTRIBUTION, KIND_FLAME, KINDS };
 
 /* One thing kept in one allocation: the entry, then its array (labels, values), then their strings. */
 struct entry {
@@ -17,6 +18,7 @@ struct entry {
 	union {
 		struct attribution_costmodel cm;   /* KIND_MODEL */
 		struct attribution at;             /* KIND_ATTRIBUTION */
+		size_t len;                        /* KIND_FLAME: its text follows the entry */
 	} u;
 };
 
@@ -25,7 +27,7 @@ struct costcache {
 	struct imap keys;        /* key -> struct entry * */
 	struct entry *newest, *oldest;
 	size_t max_bytes, used;
-	size_t count[2];         /* entries by kind */
+	size_t count[KINDS];     /* entries by kind */
 };
 
 /* UINT64_MAX (the map's empty key) is never one: ids are positive */
@@ -33,13 +35,13 @@ static int key_of(enum kind kind, enum attribution_of of, int64_t id, uint64_t *
 {
 	if (id <= 0 || (uint64_t)id > UINT64_MAX >> 3)
 		return -1;
-	*key = (uint64_t)id << 2 | (uint64_t)kind << 1 | (of == ATTRIBUTION_PROBLEM);
+	*key = (uint64_t)id << 3 | (uint64_t)kind << 1 | (of == ATTRIBUTION_PROBLEM);
 	return 0;
 }
 
 static enum kind kind_of(uint64_t key)
 {
-	return (enum kind)(key >> 1 & 1);
+	return (enum kind)(key >> 1 & 3);
 }
 
 struct costcache *costcache_open(size_t max_bytes)
@@ -302,6 +304,34 @@ out_unlock:
 	return rc;
 }
 
+void costcache_put_flame(struct costcache *c, enum attribution_of of, int64_t id, const char *text, size_t n)
+{
+	struct entry *e;
+	uint64_t key;
+
+	if (!c || key_of(KIND_FLAME, of, id, &key) < 0 || n > SIZE_MAX - sizeof(*e))
+		return;
+	if (!(e = entry_new(c, key, sizeof(*e) + n)))
+		return;
+	e->u.len = n;
+	memcpy(e + 1, text, n);
+	keep(c, e);
+}
+
+int costcache_get_flame(struct costcache *c, enum attribution_of of, int64_t id, struct buf *out)
+{
+	struct entry *e;
+	uint64_t key;
+	int rc = 0;
+
+	if (!c || key_of(KIND_FLAME, of, id, &key) < 0)
+		return 0;
+	if ((e = lookup_locked(c, key)))
+		rc = buf_append(out, (const char *)(e + 1), e->u.len) == 0;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
 void costcache_usage(struct costcache *c, size_t *models, size_t *attributions, size_t *bytes)
 {
 	*models = *attributions = *bytes = 0;
@@ -312,4 +342,16 @@ void costcache_usage(struct costcache *c, size_t *models, size_t *attributions, 
 	*attributions = c->count[KIND_ATTRIBUTION];
 	*bytes = c->used;
 	pthread_mutex_unlock(&c->lock);
+}
+
+size_t costcache_flames(struct costcache *c)
+{
+	size_t n;
+
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	n = c->count[KIND_FLAME];
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }

@@ -10,7 +10,9 @@
  * its values were counted with it, streams deleted since (docs/analysis.md).
  * Bounded by the entries' bytes (the index over them adds at most 32 bytes an
  * entry), the least recently used going first; shared by every thread of the
- * server.
+ * server. The same holds for a cluster's flame graph as its page draws it (its
+ * matched stacks are the run's too): sm-web keeps those in a cache of their own
+ * (--flame-cache), so that a few large graphs do not push out the models.
  */
 #ifndef SM_WEB_COSTCACHE_H
 #define SM_WEB_COSTCACHE_H
@@ -19,6 +21,7 @@
 #include <stdint.h>
 
 #include "common/arena.h"
+#include "common/buf.h"
 #include "web/attribution.h"
 
 struct costcache;
@@ -44,7 +47,17 @@ int costcache_get_attribution(struct costcache *c, enum attribution_of of, int64
 /* Keeps a copy of at as the attribution of (of, id), as costcache_put() does a model. */
 void costcache_put_attribution(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution *at);
 
-/* Models and attributions kept now, and their bytes. */
+/* The flame graph section of (of, id)'s page as it was drawn, appended to out: 1 when it was kept
+ * (and appended), 0 when not. */
+int costcache_get_flame(struct costcache *c, enum attribution_of of, int64_t id, struct buf *out);
+
+/* Keeps text[0..n) as the flame graph section of (of, id)'s page. The caller keeps only what a
+ * later drawing would repeat byte for byte: no search or focus, every frame's name final. */
+void costcache_put_flame(struct costcache *c, enum attribution_of of, int64_t id, const char *text, size_t n);
+
+/* Models and attributions kept now, and the bytes of all entries. */
 void costcache_usage(struct costcache *c, size_t *models, size_t *attributions, size_t *bytes);
+/* Flame graphs kept now. */
+size_t costcache_flames(struct costcache *c);
 
 #endif

@@ -105,7 +105,7 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 	const char **copies;
 	PGresult *r;
 	const char *p[1];
-	int k;
+	int k, final = 1;
 
 	if (!(miss = malloc((n + 1) * sizeof(*miss)))) {
 		snprintf(err, errlen, "reading frame names: out of memory");
@@ -118,7 +118,7 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 	pthread_rwlock_unlock(&c->lock);
 	if (!misses) {
 		free(miss);
-		return 0;
+		return 0;   /* every name from the cache: final */
 	}
 	/* each id once (a page's stacks share most of their frames) */
 	qsort(miss, misses, sizeof(*miss), cmp_id);
@@ -156,7 +156,10 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 		if (names[i])
 			continue;
 		names[i] = lookup(c, ids[i]);
-		if (!names[i] && (k = row_of(r, ids[i])) >= 0) {
+		if (names[i])
+			continue;
+		final = 0;
+		if ((k = row_of(r, ids[i])) >= 0) {
 			if (!copies[k])
 				copies[k] = arena_strndup(a, PQgetvalue(r, k, 1), (size_t)PQgetlength(r, k, 1));
 			names[i] = copies[k];
@@ -166,7 +169,7 @@ int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_
 	}
 	pthread_rwlock_unlock(&c->lock);
 	PQclear(r);
-	return 0;
+	return final ? 0 : 1;
 }
 
 uint64_t framecache_queries(struct framecache *c)

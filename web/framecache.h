@@ -26,8 +26,10 @@ void framecache_free(struct framecache *c);
  * The names of ids[0..n) into names[0..n). Ids not cached are read with one query
  * on db and cached while there is room; past the cache's size they are copied into
  * the arena a. A name stays valid until framecache_free() (or the arena is freed).
- * An id the database does not have is named "?". Thread-safe. Returns 0, or -1
- * with err (a database error, out of memory).
+ * An id the database does not have is named "?". Thread-safe. Returns 0 when
+ * every name came from the cache (each final, docs/symbols.md), 1 when some
+ * did not (a frame not yet named, an id not found, a full cache), or -1 with
+ * err (a database error, out of memory).
  */
 int framecache_names(struct framecache *c, PGconn *db, const int32_t *ids, size_t n, const char **names,
 		     struct arena *a, char *err, size_t errlen);

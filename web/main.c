@@ -45,6 +45,7 @@ static const char usage[] =
 	"  --frame-cache SIZE     memory for frame names (k, M, G suffixes) [256M]\n"
 	"  --model-cache SIZE     memory for the attributions and cost models of clusters and\n"
 	"                         problems [32M]\n"
+	"  --flame-cache SIZE     memory for the flame graphs of clusters' pages as drawn [64M]\n"
 	"  --model-warm N         per done run, the attributions and models of its N costliest\n"
 	"                         clusters and problems computed before their first view\n"
 	"                         (0 = at their first view) [20]\n"
@@ -58,7 +59,7 @@ static const char usage[] =
 
 enum {
 	OPT_DB_READ = 256, OPT_THREADS, OPT_MAXCONN, OPT_MAXBODY, OPT_MAXDEBUGINFO, OPT_ANON,
-	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_FRAMECACHE, OPT_MODELCACHE, OPT_MODELWARM, OPT_PERIP,
+	OPT_NOWORKER, OPT_MINERTHREADS, OPT_SECURE, OPT_AUTHTTL, OPT_FRAMECACHE, OPT_MODELCACHE, OPT_FLAMECACHE, OPT_MODELWARM, OPT_PERIP,
 	OPT_HEADTO, OPT_IDLETO, OPT_SESSIDLE, OPT_SESSMAX, OPT_WEBHOOK_ALLOW, OPT_REQTO,
 };
 
@@ -83,6 +84,7 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "frame-cache", required_argument, NULL, OPT_FRAMECACHE },
 		{ "model-cache", required_argument, NULL, OPT_MODELCACHE },
+		{ "flame-cache", required_argument, NULL, OPT_FLAMECACHE },
 		{ "model-warm", required_argument, NULL, OPT_MODELWARM },
 		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
 		{ "header-timeout", required_argument, NULL, OPT_HEADTO },
@@ -140,6 +142,12 @@ int main(int argc, char **argv)
 			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 40, &sz))
 				return 2;
 			cfg.model_cache_bytes = sz;
+			continue;
+		case OPT_FLAMECACHE:
+			/* 0: every view draws its flame graph */
+			if (cli_size(&cl, name, optarg, 0, (uint64_t)1 << 40, &sz))
+				return 2;
+			cfg.flame_cache_bytes = sz;
 			continue;
 		default:
 			break;

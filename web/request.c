@@ -36,6 +36,7 @@ void web_config_default(struct web_config *c)
 	c->session_max_s = 7 * 86400;
 	c->frame_cache_bytes = (size_t)256 << 20;
 	c->model_cache_bytes = (size_t)32 << 20;
+	c->flame_cache_bytes = (size_t)64 << 20;
 	c->model_warm = 20;
 	c->request_timeout_s = 30;
 }
@@ -101,9 +102,12 @@ int req_frame_names_rows(struct req *rq, PGresult *r, int col, struct req_names 
 	int32_t *ids;
 	const char **names;
 	char err[256];
+	bool skipped = false;
+	int rc = 0;
 
 	out->row = NULL;
 	out->n = NULL;
+	out->final = false;
 	if (col < 0 || col >= PQnfields(r))
 		return -1;
 	/* "{1,22,333}": one id more than its commas */
@@ -121,17 +125,21 @@ int req_frame_names_rows(struct req *rq, PGresult *r, int col, struct req_names 
 		int k = db_parse_int_array(PQgetvalue(r, i, col), tmp, 1024);
 
 		/* (a row that is no such array may have written part of itself into tmp) */
-		if (k < 0 || total + (size_t)k > bound)
+		if (k < 0 || total + (size_t)k > bound) {
+			skipped = true;
 			continue;
+		}
 		memcpy(ids + total, tmp, (size_t)k * sizeof(*tmp));
 		out->row[i] = names + total;
 		out->n[i] = (size_t)k;
 		total += (size_t)k;
 	}
-	if (total && framecache_names(rq->frames, rq->db, ids, total, names, rq->a, err, sizeof(err)) < 0) {
+	if (total && (rc = framecache_names(rq->frames, rq->db, ids, total, names, rq->a, err, sizeof(err))) < 0) {
 		log_warn("frame names", "error=\"%s\"", err);
 		return -1;
 	}
+	/* (a row that was no array, or too long, has no names: not the whole drawing) */
+	out->final = rc == 0 && !skipped;
 	return 0;
 }
 

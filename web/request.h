@@ -42,6 +42,7 @@ struct web_config {
 	int session_max_s;          /* a session ends this long after the login, used or not */
 	size_t frame_cache_bytes;   /* frame names kept in memory (frames never change) */
 	size_t model_cache_bytes;   /* cost models of clusters and problems kept (web/costcache.h) */
+	size_t flame_cache_bytes;   /* clusters' flame graphs kept (the same) */
 	int model_warm;             /* per done run, its costliest clusters and problems fitted ahead (costwarm.h) */
 	struct webhook_nets webhook_allow; /* internal networks alert webhooks may point at (webhook.h) */
 	int request_timeout_s;      /* a request's deadline: its queries and long loops stop then (503) */
@@ -69,6 +70,7 @@ struct req_env {
 	struct auth_cache *sessions;
 	struct framecache *frames;
 	struct costcache *costs;
+	struct costcache *flames;    /* the clusters' flame graphs as drawn (--flame-cache) */
 	unsigned char secret[32];
 };
 
@@ -140,6 +142,7 @@ int req_frame_names(struct req *rq, const char *ids, const char ***names, size_t
 struct req_names {
 	const char ***row;   /* row i's names (NULL when its array was none, or over 1024 ids) */
 	size_t *n;           /* and their number */
+	bool final;          /* every name final (framecache.h): drawn again, they read the same */
 };
 /*
  * req_frame_names() for column col of every row of r at once (in the request's arena or the

@@ -299,6 +299,16 @@ static void serve_metrics(struct req *rq)
 			   models, attributions, bytes, (unsigned long long)costwarm_fitted(W.warm),
 			   (unsigned long long)costwarm_attributed(W.warm));
 	}
+	{
+		size_t unused, bytes;
+
+		costcache_usage(W.env.flames, &unused, &unused, &bytes);
+		buf_printf(&rq->out, "# HELP sm_web_flames_kept Flame graphs of clusters' pages kept as drawn.\n"
+				     "# TYPE sm_web_flames_kept gauge\nsm_web_flames_kept %zu\n"
+				     "# HELP sm_web_flames_kept_bytes Their bytes.\n"
+				     "# TYPE sm_web_flames_kept_bytes gauge\nsm_web_flames_kept_bytes %zu\n",
+			   costcache_flames(W.env.flames), bytes);
+	}
 	buf_printf(&rq->out, "# HELP sm_web_frame_name_queries_total Queries for frame names the cache lacked.\n"
 			     "# TYPE sm_web_frame_name_queries_total counter\nsm_web_frame_name_queries_total %llu\n",
 		   (unsigned long long)framecache_queries(W.env.frames));
@@ -895,7 +905,8 @@ int web_run(const struct web_config *cfg)
 	W.env.sessions = auth_cache_open(cfg->auth_ttl_ms, 4096);
 	W.env.frames = framecache_open(cfg->frame_cache_bytes);
 	W.env.costs = costcache_open(cfg->model_cache_bytes);
-	if (!W.env.auth || !W.env.sessions || !W.env.frames || !W.env.costs) {
+	W.env.flames = costcache_open(cfg->flame_cache_bytes);
+	if (!W.env.auth || !W.env.sessions || !W.env.frames || !W.env.costs || !W.env.flames) {
 		log_error("out of memory at start", "%s", "");
 		goto out_pool;
 	}
@@ -1001,5 +1012,6 @@ out_pool:
 	auth_cache_free(W.env.sessions);
 	framecache_free(W.env.frames);
 	costcache_free(W.env.costs);
+	costcache_free(W.env.flames);
 	return rc;
 }

@@ -130,5 +130,21 @@ http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
 q1=$(fq)
 t_eq "cluster page, first view: its frame names in at most 4 queries (one each for the flame graph, the common part, the members), the page the same" \
 	"$q0 $((q1 - q0 <= 4)) $( [ "$HTTP_BODY" = "$body" ] && echo same || echo differs)" "0 1 same"
+# its flame graph is kept as drawn (its run's stacks never change, its names are final): a later
+# view is the same page; a search or a zoom is drawn for itself and not kept
+fk() { curl -s "$WEB_URL/metrics" | awk '$1 == "sm_web_flames_kept" { print $2 }'; }
+t_eq "cluster page: its flame graph kept once drawn" "$(fk)" 1
+http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
+t_eq "cluster page, seen again: the same page" "$HTTP_STATUS $( [ "$HTTP_BODY" = "$body" ] && echo same || echo differs)" "200 same"
+http GET "$WEB_URL/clusters/$BIG?search=main" "${H[@]}"
+t_eq "cluster page with a search: drawn for it (what matched), not kept" \
+	"$HTTP_STATUS $(grep -c 'matched: ' <<<"$HTTP_BODY") $(fk)" "200 1 1"
+http GET "$WEB_URL/clusters/$BIG?focus=2" "${H[@]}"
+t_eq "cluster page zoomed in: drawn for it, not kept" \
+	"$HTTP_STATUS $(grep -c 'Reset zoom' <<<"$HTTP_BODY") $(fk)" "200 1 1"
+start_web --flame-cache 0 || t_bail "sm-web starts with --flame-cache 0"
+http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
+t_eq "--flame-cache 0: nothing kept, the same page" \
+	"$HTTP_STATUS $(fk) $( [ "$HTTP_BODY" = "$body" ] && echo same || echo differs)" "200 0 same"
 stop_web
 t_done

@@ -77,6 +77,18 @@ t_eq "before: spin_inner has no name (exported functions have theirs from .dynsy
 	       FROM frames WHERE name LIKE 'x-server!%'")" "0|t"
 t_match "before: the run's clusters show the offsets" \
 	"$(curl -sS -H "Authorization: Bearer $ANALYST" "$WEB_URL/api/v1/runs/$run1/clusters?patterns=5")" 'x-server\+0x'
+# a cluster page's flame graph is kept as drawn only when every name in it is final: one that
+# shows offsets is drawn at each view, so that it shows the names once they are found
+top1=$(q "SELECT id FROM clusters WHERE run_id = $run1 ORDER BY run_rank_total_cost LIMIT 1")
+flame_of() {
+	curl -sS -H "Authorization: Bearer $ANALYST" "$WEB_URL/clusters/$1" | python3 -c 'import re, sys
+t = sys.stdin.read()
+m = re.search(r"<section id=\"flame\">.*?</section>", t, re.S)
+print(m.group(0) if m else "no flame graph in: " + t[:300])'
+}
+flames_kept() { curl -s "$WEB_URL/metrics" | awk '$1 == "sm_web_flames_kept" { print $2 }'; }
+t_match "before: the top cluster's flame graph shows offsets" "$(flame_of "$top1")" 'x-server\+0x'
+t_eq "and is not kept (names not final)" "$(flame_of "$top1" >/dev/null; flames_kept)" 0
 t_eq "sm-admin debuginfo missing lists the build id (no debuginfod yet: a failed search was recorded)" \
 	"$(sm_admin debuginfo missing | awk -v b="$bid" '$1 == b {print $2}')" "x-server"
 
@@ -114,6 +126,7 @@ t_eq "frames were renamed, not rewritten: stacks still hold the offsets' ids" \
 	"$(q "SELECT count(*) > 0 FROM stacks s JOIN frames f ON f.id = ANY (s.frame_ids) WHERE f.canon_id IS NOT NULL")" t
 api1=$(curl -sS -H "Authorization: Bearer $ANALYST" "$WEB_URL/api/v1/runs/$run1/clusters?patterns=5")
 t_match "the run mined before shows the new names through the API" "$api1" 'x-server!spin_inner'
+t_match "and its top cluster's flame graph, drawn again, the function's name" "$(flame_of "$top1")" 'x-server!spin_inner'
 t_eq "and no offset inside a named function" \
 	"$(grep -o 'x-server+0x[0-9a-f]*' <<<"$api1" | sed 's/.*+0x//' | sort -u | while read -r o; do
 		(( 16#$o >= 16#$sa && 16#$o < 16#$sa + 16#$ss )) && echo "$o"; done)" ""

@@ -622,6 +622,56 @@ static void test_costcache(void)
 
 /* Attributions kept beside the models: a copy comes back whole, apart from the model of the same
  * id, counted apart, under the same bound. */
+/* A cluster's flame graph as drawn: its bytes back whole, apart from the same id's model, bounded. */
+static void test_costcache_flame(void)
+{
+	struct costcache *c = costcache_open(4096);
+	struct arena *a = arena_open(0);
+	struct attribution_costmodel m = model(a, 1, 1, 9), gm;
+	struct buf out = BUF_INIT(0), big = BUF_INIT(0);
+	size_t models, attributions, bytes;
+
+	CHECK(c != NULL);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 5, &out), 0);
+	CHECK_INT((long long)out.len, 0);
+	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 5, "<svg>a\0b</svg>", 14);
+	costcache_put(c, ATTRIBUTION_CLUSTER, 5, &m);
+	CHECK_INT((long long)costcache_flames(c), 1);
+	buf_puts(&out, "page:");
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 5, &out), 1);
+	CHECK_INT((long long)out.len, 19);
+	CHECK(memcmp(out.data, "page:<svg>a\0b</svg>", 19) == 0);
+	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 5, a, &gm), 1);
+	CHECK_INT((long long)gm.streams, 9);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_PROBLEM, 5, &out), 0);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 6, &out), 0);
+	CHECK_INT((long long)out.len, 19);
+	/* larger than the whole cache: not kept, and nothing evicted for it */
+	for (int i = 0; i < 5000; i++)
+		buf_putc(&big, 'x');
+	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 7, big.data, big.len);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 7, &out), 0);
+	CHECK_INT((long long)costcache_flames(c), 1);
+	/* room for one more of 2,000 bytes, not two: the least recently used goes */
+	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 8, big.data, 2000);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 5, &out), 1);
+	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 9, big.data, 2000);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 8, &out), 0);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 9, &out), 1);
+	costcache_usage(c, &models, &attributions, &bytes);
+	CHECK(bytes <= 4096);
+	/* no cache, an id that is none */
+	costcache_put_flame(NULL, ATTRIBUTION_CLUSTER, 5, "x", 1);
+	CHECK_INT(costcache_get_flame(NULL, ATTRIBUTION_CLUSTER, 5, &out), 0);
+	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 0, "x", 1);
+	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 0, &out), 0);
+	CHECK_INT((long long)costcache_flames(NULL), 0);
+	buf_release(&out);
+	buf_release(&big);
+	costcache_free(c);
+	arena_free(a);
+}
+
 static void test_costcache_attribution(void)
 {
 	struct arena *a = arena_open(0), *b = arena_open(0);
@@ -705,6 +755,7 @@ int main(void)
 {
 	RUN(test_costcache);
 	RUN(test_costcache_attribution);
+	RUN(test_costcache_flame);
 	RUN(test_confirmed);
 	RUN(test_run_sort);
 	RUN(test_settings_schema);
