@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the deltas, oldest first, in binary (arrays as PostgreSQL sends them: no number to parse) */
+/* the deltas, oldest first, in binary (arrays as PostgreSQL sends them: no number to parse); the day
+ * in ISO form whatever the session's DateStyle, so that days sort as sm_fold_stats() orders them */
 static const char SQL_TAKE[] =
-	"SELECT id, day::text, streams, frame_ids, frame_counts, callers, callees, call_counts"
+	"SELECT id, to_char(day, 'YYYY-MM-DD'), streams, frame_ids, frame_counts, callers, callees, call_counts"
 	" FROM stat_deltas ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED";
 static const char SQL_DELETE[] = "DELETE FROM stat_deltas WHERE id = ANY ($1::bigint[])";
 /* in key order, as sm_fold_stats() writes them: two folders lock the rows they share in one order */
@@ -49,37 +50,41 @@ static uint32_t be32(const unsigned char *p)
 
 /*
  * A one-dimensional integer[] in PostgreSQL's binary form: ndim, flags, element type, then per
- * dimension its length and lower bound, then per element its length (4, or -1 for NULL) and
- * value. Returns the element count with *at at the first element's length, or -1.
+ * dimension its length and lower bound, then per element its length (4) and value. Returns the
+ * element count with *at at the first element's length, or -1 when it is anything else (another
+ * element type, a NULL element, a length that does not add up).
  */
+#define INT4_OID 23
 static long array_open(const PGresult *r, int row, int col, const unsigned char **at)
 {
 	const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
 	size_t len = (size_t)PQgetlength(r, row, col);
 	uint32_t n;
 
-	if (len < 12)
+	if (len < 12 || be32(p + 8) != INT4_OID)
 		return -1;
 	if (be32(p) == 0) {   /* an empty array has no dimension */
 		*at = p + 12;
-		return 0;
+		return len == 12 ? 0 : -1;
 	}
 	if (be32(p) != 1 || len < 20)
 		return -1;
 	n = be32(p + 12);
-	if (n > (len - 20) / 8)
+	if (n > (len - 20) / 8 || len != 20 + (size_t)n * 8)
 		return -1;
+	for (uint32_t i = 0; i < n; i++)
+		if (be32(p + 20 + (size_t)i * 8) != 4)
+			return -1;
 	*at = p + 20;
 	return (long)n;
 }
 
-/* The next element (NULL counts as 0: the deltas' arrays have none). */
+/* The next element (array_open() checked each is 4 bytes long). */
 static int32_t array_next(const unsigned char **at)
 {
-	const unsigned char *p = *at;
-	int32_t v = be32(p) == 4 ? (int32_t)be32(p + 4) : 0;
+	int32_t v = (int32_t)be32(*at + 4);
 
-	*at = p + (be32(p) == 4 ? 8 : 4);
+	*at += 8;
 	return v;
 }
 
@@ -122,8 +127,8 @@ static int sum_delta(struct fold *f, const PGresult *r, int row)
 	struct day *d;
 
 	if (nf < 0 || nf != nfc || nc < 0 || nc != nce || nc != ncc || PQgetlength(r, row, 2) != 4) {
-		snprintf(f->err, f->errlen, "folding statistics: delta %s: arrays of unequal lengths",
-			 PQgetvalue(r, row, 0));
+		snprintf(f->err, f->errlen, "folding statistics: a delta's arrays are not integer arrays of one"
+			 " dimension and matching lengths");
 		return -1;
 	}
 	if (!(d = day_of(f, PQgetvalue(r, row, 1))))
@@ -137,8 +142,14 @@ static int sum_delta(struct fold *f, const PGresult *r, int row)
 	}
 	for (long i = 0; i < nc; i++) {
 		uint32_t a = (uint32_t)array_next(&ca), b = (uint32_t)array_next(&ce);
+		uint64_t key = (uint64_t)a << 32 | b;
 
-		if (add(&d->calls, (uint64_t)a << 32 | b, array_next(&cc)) < 0)
+		/* (the map's empty key: ids are positive, so only a delta gone wrong has it) */
+		if (key == IMAP_EMPTY) {
+			snprintf(f->err, f->errlen, "folding statistics: a delta counts a call of frame -1 to -1");
+			return -1;
+		}
+		if (add(&d->calls, key, array_next(&cc)) < 0)
 			goto fail_oom;
 	}
 	return 0;
@@ -200,7 +211,8 @@ static int write_day(struct fold *f, PGconn *db, const struct day *d, struct buf
 				else
 					rc |= buf_put_i64(b, (int32_t)(uint32_t)k);
 			}
-			rc |= buf_putc(b, '}') | buf_putc(b, '\0');
+			rc |= buf_putc(b, '}');
+			rc |= buf_putc(b, '\0');   /* (after the brace: | does not order its operands) */
 		}
 		if (rc) {
 			snprintf(f->err, f->errlen, "folding statistics: out of memory");

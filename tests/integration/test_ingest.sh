@@ -512,6 +512,14 @@ fold_input
 left=$(pg_until 0 "SELECT count(*) FROM stat_deltas")
 t_eq "background fold: the deltas summed per day, frame and call, added to what was there" \
 	"$left | $(fold_output)" "0 | $fold_want"
+# a delta that is no such arrays (a NULL element) is refused whole, as the SQL function refuses it
+pg_q "INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts)
+	VALUES ('2001-01-01', 1, '{7,NULL}', '{1,1}', '{}', '{}', '{}')" >/dev/null
+for _ in $(seq 50); do grep -q 'folding statistics failed' "$INGEST_LOG" && break; sleep 0.1; done
+t_eq "background fold: a delta with a NULL frame is refused, kept, nothing of it counted" \
+	"$(pg_q "SELECT count(*) FROM stat_deltas") | $(fold_output) | $(grep -q "folding statistics failed.*not integer arrays" "$INGEST_LOG" && echo logged)" \
+	"1 | $fold_want | logged"
+pg_q "DELETE FROM stat_deltas" >/dev/null
 stop_ingest
 fold_input
 pg_q "SELECT sm_fold_stats(1000)" >/dev/null
