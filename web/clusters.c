@@ -613,8 +613,9 @@ static void flame_section(struct req *rq, const char *id)
 	size_t start = rq->out.len;
 	PGresult *st = NULL, *fr = NULL;
 	struct flame *f = NULL;
+	bool whole = true;   /* every stack drawn, each with its names final: what a later drawing draws */
 
-	if (plain && costcache_get_flame(rq->env->flames, ATTRIBUTION_CLUSTER, cid, &rq->out) == 1)
+	if (plain && costcache_get_flame(rq->env->flames, ATTRIBUTION_CLUSTER, cid, &rq->out) != 0)
 		return;
 	st = model_cluster_stacks_top(rq->db, id, FLAME_PAGE_STACKS, err, sizeof(err));
 	f = flame_open();
@@ -634,26 +635,28 @@ static void flame_section(struct req *rq, const char *id)
 				const char *others = req_printf(rq, "(%s smaller stacks)",
 								fmt_count(nb, model_coln(st, i, "stacks")));
 
-				flame_add(f, &others, 1, (uint64_t)model_coln(st, i, "cost_ns"),
-					  (uint64_t)model_coln(st, i, "events"));
+				if (!others || flame_add(f, &others, 1, (uint64_t)model_coln(st, i, "cost_ns"),
+							 (uint64_t)model_coln(st, i, "events")) < 0)
+					whole = false;
 				continue;
 			}
 			while (j < nf && model_coln(fr, j, "stack_id") < sid)
 				j++;
-			if (j < nf && model_coln(fr, j, "stack_id") == sid && names.row[j])
-				flame_add(f, names.row[j], names.n[j], (uint64_t)model_coln(st, i, "cost_ns"),
-					  (uint64_t)model_coln(st, i, "events"));
-			else
-				names.final = false;   /* a stack without its frames: not the whole graph */
+			if (!(j < nf && model_coln(fr, j, "stack_id") == sid && names.row[j]) ||
+			    flame_add(f, names.row[j], names.n[j], (uint64_t)model_coln(st, i, "cost_ns"),
+				      (uint64_t)model_coln(st, i, "events")) < 0)
+				whole = false;   /* a stack without its frames, or not added */
 		}
 	}
 	html_raw(rq, "<section id=\"flame\"><h2>Flame graph of the matched events</h2><p class=\"hint\">Width is cost; "
 		     "hover for details, click a frame to zoom in, click a bar above it to zoom out. Colour is "
 		     "the frame's module or package, the same on every page.</p>");
-	pages_flame_graph(rq, f, NULL);
-	pages_download_links(rq, req_printf(rq, "/api/v1/clusters/%s/profile", id));
+	if (pages_flame_graph(rq, f, NULL) < 0)
+		whole = false;
+	/* (by the id's value: /clusters/007 is cluster 7, and its kept graph links as 7's does) */
+	pages_download_links(rq, req_printf(rq, "/api/v1/clusters/%lld/profile", (long long)cid));
 	html_raw(rq, "</section>");
-	if (plain && names.final && !req_should_stop(rq) && !buf_error(&rq->out))
+	if (plain && whole && names.final && !req_should_stop(rq) && !buf_error(&rq->out))
 		costcache_put_flame(rq->env->flames, ATTRIBUTION_CLUSTER, cid, rq->out.data + start, rq->out.len - start);
 out:
 	flame_free(f);

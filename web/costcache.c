@@ -1,7 +1,6 @@
 /* costcache: the attributions and cost models of clusters and problems, kept once computed (see
  * costcache.h). */
 #include "web/costcache.h"
-#include "common/buf.h"
 #include "common/imap.h"
 
 #include <pthread.h>
@@ -9,6 +8,8 @@
 #include <string.h>
 
 enum kind { KIND_MODEL, KIND_ATTRIBUTION, KIND_FLAME, KINDS };
+/* a key is id << 3 | kind << 1 | of: with a fourth kind the largest would be UINT64_MAX, the map's empty key */
+_Static_assert(KINDS <= 3, "kinds fit a key");
 
 /* One thing kept in one allocation: the entry, then its array (labels, values), then their strings. */
 struct entry {
@@ -28,6 +29,7 @@ struct costcache {
 	struct entry *newest, *oldest;
 	size_t max_bytes, used;
 	size_t count[KINDS];     /* entries by kind */
+	uint64_t flames_served;  /* costcache_get_flame()'s hits */
 };
 
 /* UINT64_MAX (the map's empty key) is never one: ids are positive */
@@ -326,8 +328,10 @@ int costcache_get_flame(struct costcache *c, enum attribution_of of, int64_t id,
 
 	if (!c || key_of(KIND_FLAME, of, id, &key) < 0)
 		return 0;
-	if ((e = lookup_locked(c, key)))
-		rc = buf_append(out, (const char *)(e + 1), e->u.len) == 0;
+	if ((e = lookup_locked(c, key))) {
+		rc = buf_append(out, (const char *)(e + 1), e->u.len) == 0 ? 1 : -1;
+		c->flames_served++;
+	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -344,14 +348,14 @@ void costcache_usage(struct costcache *c, size_t *models, size_t *attributions, 
 	pthread_mutex_unlock(&c->lock);
 }
 
-size_t costcache_flames(struct costcache *c)
+void costcache_flames(struct costcache *c, size_t *kept, uint64_t *served)
 {
-	size_t n;
-
+	*kept = 0;
+	*served = 0;
 	if (!c)
-		return 0;
+		return;
 	pthread_mutex_lock(&c->lock);
-	n = c->count[KIND_FLAME];
+	*kept = c->count[KIND_FLAME];
+	*served = c->flames_served;
 	pthread_mutex_unlock(&c->lock);
-	return n;
 }

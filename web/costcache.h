@@ -48,7 +48,7 @@ int costcache_get_attribution(struct costcache *c, enum attribution_of of, int64
 void costcache_put_attribution(struct costcache *c, enum attribution_of of, int64_t id, const struct attribution *at);
 
 /* The flame graph section of (of, id)'s page as it was drawn, appended to out: 1 when it was kept
- * (and appended), 0 when not. */
+ * and appended, 0 when not kept, -1 when kept but out could not take it (its error is sticky). */
 int costcache_get_flame(struct costcache *c, enum attribution_of of, int64_t id, struct buf *out);
 
 /* Keeps text[0..n) as the flame graph section of (of, id)'s page. The caller keeps only what a
@@ -57,7 +57,7 @@ void costcache_put_flame(struct costcache *c, enum attribution_of of, int64_t id
 
 /* Models and attributions kept now, and the bytes of all entries. */
 void costcache_usage(struct costcache *c, size_t *models, size_t *attributions, size_t *bytes);
-/* Flame graphs kept now. */
-size_t costcache_flames(struct costcache *c);
+/* Flame graphs kept now, and how many views were served one. */
+void costcache_flames(struct costcache *c, size_t *kept, uint64_t *served);
 
 #endif

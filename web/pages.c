@@ -72,7 +72,7 @@ void pages_url_encode(struct buf *b, const char *value)
 	pages_url_encode_keep(b, value, "-_.~/");
 }
 
-void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep)
+int pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep)
 {
 	const char *search = req_query(rq, "search"), *fv = req_query(rq, "focus"), *params = "", *prefix;
 	struct buf svg = BUF_INIT(0);
@@ -90,7 +90,7 @@ void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep)
 	prefix = req_printf(rq, "?%s%sfocus=", *params ? params + 1 : "", *params ? "&" : "");
 	if (!prefix || flame_render_svg(f, (uint32_t)focus, prefix, 1200, &svg) < 0) {
 		buf_release(&svg);
-		return;
+		return -1;
 	}
 	/* a GET form that lands on the graph; the page's other parameters ride along hidden */
 	html_raw(rq, "<form class=\"flame-search\" method=\"get\" action=\"#flame\" role=\"search\">");
@@ -129,6 +129,7 @@ void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep)
 	buf_append(&rq->out, svg.data, svg.len);
 	html_raw(rq, "</div>");
 	buf_release(&svg);
+	return 0;
 }
 
 const char *pages_keep_param(struct req *rq, const char *prev, const char *name, const char *value)

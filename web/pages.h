@@ -39,8 +39,9 @@ struct flame;
 /* A flame graph section's body: the search form (?search=, a GET form landing on #flame), the matched
  * share, a reset link when zoomed (?focus=), and <div class="flame"> with the SVG, whose frames link to
  * ?...&focus=ID#flame. keep: NULL-terminated names of the page's query parameters the links and the
- * form carry along (or NULL). */
-void pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep);
+ * form carry along (or NULL). 0, or -1 when the graph could not be drawn (out of memory: nothing of
+ * it written). */
+int pages_flame_graph(struct req *rq, struct flame *f, const char *const *keep);
 /* "&name=urlencoded(value)" appended to prev, in the arena (for links that keep a filter); "&" when
  * out of memory, so that a caller skipping the leading '&' of a non-empty result stays in bounds. */
 const char *pages_keep_param(struct req *rq, const char *prev, const char *name, const char *value);

@@ -300,14 +300,18 @@ static void serve_metrics(struct req *rq)
 			   (unsigned long long)costwarm_attributed(W.warm));
 	}
 	{
-		size_t unused, bytes;
+		size_t unused, bytes, kept;
+		uint64_t served;
 
 		costcache_usage(W.env.flames, &unused, &unused, &bytes);
+		costcache_flames(W.env.flames, &kept, &served);
 		buf_printf(&rq->out, "# HELP sm_web_flames_kept Flame graphs of clusters' pages kept as drawn.\n"
 				     "# TYPE sm_web_flames_kept gauge\nsm_web_flames_kept %zu\n"
 				     "# HELP sm_web_flames_kept_bytes Their bytes.\n"
-				     "# TYPE sm_web_flames_kept_bytes gauge\nsm_web_flames_kept_bytes %zu\n",
-			   costcache_flames(W.env.flames), bytes);
+				     "# TYPE sm_web_flames_kept_bytes gauge\nsm_web_flames_kept_bytes %zu\n"
+				     "# HELP sm_web_flames_served_total Views of clusters' pages served a kept flame graph.\n"
+				     "# TYPE sm_web_flames_served_total counter\nsm_web_flames_served_total %llu\n",
+			   kept, bytes, (unsigned long long)served);
 	}
 	buf_printf(&rq->out, "# HELP sm_web_frame_name_queries_total Queries for frame names the cache lacked.\n"
 			     "# TYPE sm_web_frame_name_queries_total counter\nsm_web_frame_name_queries_total %llu\n",

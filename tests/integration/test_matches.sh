@@ -133,15 +133,27 @@ t_eq "cluster page, first view: its frame names in at most 4 queries (one each f
 # its flame graph is kept as drawn (its run's stacks never change, its names are final): a later
 # view is the same page; a search or a zoom is drawn for itself and not kept
 fk() { curl -s "$WEB_URL/metrics" | awk '$1 == "sm_web_flames_kept" { print $2 }'; }
-t_eq "cluster page: its flame graph kept once drawn" "$(fk)" 1
+fs() { curl -s "$WEB_URL/metrics" | awk '$1 == "sm_web_flames_served_total" { print $2 }'; }
+t_eq "cluster page: its flame graph kept once drawn" "$(fk) $(fs)" "1 0"
 http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
-t_eq "cluster page, seen again: the same page" "$HTTP_STATUS $( [ "$HTTP_BODY" = "$body" ] && echo same || echo differs)" "200 same"
+t_eq "cluster page, seen again: served the kept graph, the same page" \
+	"$HTTP_STATUS $(fs) $( [ "$HTTP_BODY" = "$body" ] && echo same || echo differs)" "200 1 same"
+# /clusters/0ID is the same cluster: its graph is kept under the id's value, and links by it
+start_web --model-warm 0 || t_bail "sm-web starts a third time"
+http GET "$WEB_URL/clusters/0$BIG" "${H[@]}"
+t_eq "cluster page first seen as /clusters/0ID: kept, its profile linked by the id's value" \
+	"$HTTP_STATUS $(fk) $(grep -c "/api/v1/clusters/0$BIG/profile" <<<"$HTTP_BODY") $(grep -c "/api/v1/clusters/$BIG/profile" <<<"$HTTP_BODY")" \
+	"200 1 0 1"
+http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
+t_eq "and /clusters/ID then, served that graph: the same page as drawn for it" \
+	"$HTTP_STATUS $(fs) $( [ "$HTTP_BODY" = "$body" ] && echo same || echo differs)" "200 1 same"
+start_web --model-warm 0 || t_bail "sm-web starts a fourth time"
 http GET "$WEB_URL/clusters/$BIG?search=main" "${H[@]}"
 t_eq "cluster page with a search: drawn for it (what matched), not kept" \
-	"$HTTP_STATUS $(grep -c 'matched: ' <<<"$HTTP_BODY") $(fk)" "200 1 1"
+	"$HTTP_STATUS $(grep -c 'matched: ' <<<"$HTTP_BODY") $(fk)" "200 1 0"
 http GET "$WEB_URL/clusters/$BIG?focus=2" "${H[@]}"
 t_eq "cluster page zoomed in: drawn for it, not kept" \
-	"$HTTP_STATUS $(grep -c 'Reset zoom' <<<"$HTTP_BODY") $(fk)" "200 1 1"
+	"$HTTP_STATUS $(grep -c 'Reset zoom' <<<"$HTTP_BODY") $(fk) $(fs)" "200 1 0 0"
 start_web --flame-cache 0 || t_bail "sm-web starts with --flame-cache 0"
 http GET "$WEB_URL/clusters/$BIG" "${H[@]}"
 t_eq "--flame-cache 0: nothing kept, the same page" \

@@ -620,11 +620,18 @@ static void test_costcache(void)
 	arena_free(b);
 }
 
-/* Attributions kept beside the models: a copy comes back whole, apart from the model of the same
- * id, counted apart, under the same bound. */
+static size_t flames_kept(struct costcache *c, uint64_t *served)
+{
+	size_t kept;
+
+	costcache_flames(c, &kept, served);
+	return kept;
+}
+
 /* A cluster's flame graph as drawn: its bytes back whole, apart from the same id's model, bounded. */
 static void test_costcache_flame(void)
 {
+	uint64_t served;
 	struct costcache *c = costcache_open(4096);
 	struct arena *a = arena_open(0);
 	struct attribution_costmodel m = model(a, 1, 1, 9), gm;
@@ -636,9 +643,12 @@ static void test_costcache_flame(void)
 	CHECK_INT((long long)out.len, 0);
 	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 5, "<svg>a\0b</svg>", 14);
 	costcache_put(c, ATTRIBUTION_CLUSTER, 5, &m);
-	CHECK_INT((long long)costcache_flames(c), 1);
+	CHECK_INT((long long)flames_kept(c, &served), 1);
+	CHECK_INT((long long)served, 0);
 	buf_puts(&out, "page:");
 	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 5, &out), 1);
+	CHECK_INT((long long)flames_kept(c, &served), 1);
+	CHECK_INT((long long)served, 1);
 	CHECK_INT((long long)out.len, 19);
 	CHECK(memcmp(out.data, "page:<svg>a\0b</svg>", 19) == 0);
 	CHECK_INT(costcache_get(c, ATTRIBUTION_CLUSTER, 5, a, &gm), 1);
@@ -651,7 +661,7 @@ static void test_costcache_flame(void)
 		buf_putc(&big, 'x');
 	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 7, big.data, big.len);
 	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 7, &out), 0);
-	CHECK_INT((long long)costcache_flames(c), 1);
+	CHECK_INT((long long)flames_kept(c, &served), 1);
 	/* room for one more of 2,000 bytes, not two: the least recently used goes */
 	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 8, big.data, 2000);
 	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 5, &out), 1);
@@ -665,13 +675,24 @@ static void test_costcache_flame(void)
 	CHECK_INT(costcache_get_flame(NULL, ATTRIBUTION_CLUSTER, 5, &out), 0);
 	costcache_put_flame(c, ATTRIBUTION_CLUSTER, 0, "x", 1);
 	CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 0, &out), 0);
-	CHECK_INT((long long)costcache_flames(NULL), 0);
+	CHECK_INT((long long)flames_kept(NULL, &served), 0);
+	CHECK_INT((long long)served, 0);
+	/* kept, but the page's buffer full: said, and its error stays */
+	{
+		struct buf tiny = BUF_INIT(8);
+
+		CHECK_INT(costcache_get_flame(c, ATTRIBUTION_CLUSTER, 9, &tiny), -1);
+		CHECK(buf_error(&tiny) != 0);
+		buf_release(&tiny);
+	}
 	buf_release(&out);
 	buf_release(&big);
 	costcache_free(c);
 	arena_free(a);
 }
 
+/* Attributions kept beside the models: a copy comes back whole, apart from the model of the same
+ * id, counted apart, under the same bound. */
 static void test_costcache_attribution(void)
 {
 	struct arena *a = arena_open(0), *b = arena_open(0);
