@@ -315,11 +315,18 @@ else
 	# 30 ms of CPU at 10 ms per 100 ms period spans at least two period boundaries: throttled for one
 	# period's 90 ms at least; the start's value is interpolated between the watchdog's samples (100 ms
 	# apart, the cgroup itself throttling the watchdog), so the bound is 60 ms
-	t_eq "throttled units, in the process and through the collector: unit.throttled_ns over 60 ms, the limit, cause=cpu" \
-		"$(q "SELECT app, count(*) FROM streams s WHERE app IN ('tight', 'tighth') AND role = 'violation' AND $work AND
+	# unit.cause=cpu as the rule says (docs/guard.md), not for every one of them: a unit that ran much of
+	# its length between throttled periods (269 ms with 105 ms throttled, in one run) is not starved
+	# enough for it
+	t_eq "throttled units, in the process and through the collector: unit.throttled_ns over 60 ms, the limit, cause=cpu where the rule says, for most" \
+		"$(q "SELECT app, count(*), count(*) FILTER (WHERE (s.labels->>'unit.cause' IS NOT DISTINCT FROM 'cpu') =
+		       (2 * (coalesce($rd, $thr) + coalesce((s.labels->>'unit.steal_ns')::bigint, 0)) >=
+		        (s.labels->>'unit.duration_ns')::bigint - (s.labels->>'unit.threshold_ns')::bigint)) = count(*),
+		       2 * count(*) FILTER (WHERE s.labels->>'unit.cause' = 'cpu') >= count(*)
+		       FROM streams s WHERE app IN ('tight', 'tighth') AND role = 'violation' AND $work AND
 		       $ended AND $cpu30 AND $thr > 60000000 AND $thr <= (s.labels->>'unit.duration_ns')::bigint + 1000000
-		       AND s.labels->>'host.cpu_limit' = '0.1' AND s.labels->>'unit.cause' = 'cpu' GROUP BY 1 ORDER BY 1")" "tight|4
-tighth|4"
+		       AND s.labels->>'host.cpu_limit' = '0.1' GROUP BY 1 ORDER BY 1")" "tight|4|t|t
+tighth|4|t|t"
 	t_eq "each has a [cgroup throttled] wait of the throttled time (the run queue's wait the rest)" \
 		"$(q "SELECT s.app, count(*) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
 		       WHERE s.app IN ('tight', 'tighth') AND $work AND $ended AND $cpu30 AND $thr > 60000000 AND e.kind = 'w' AND e.tid = s.symptom_tid
