@@ -15,6 +15,7 @@ struct wire_parser {
 	struct wire_limits lim;
 	char err[512];
 	struct vec events, stack_idx, stacks, frames;  /* scratch, reused across parses */
+	struct vec frame_lens;
 };
 
 void wire_limits_default(struct wire_limits *lim)
@@ -43,6 +44,7 @@ struct wire_parser *wire_parser_open(const struct wire_limits *lim)
 	p->stack_idx.size = sizeof(uint32_t);
 	p->stacks.size = sizeof(struct wire_stack);
 	p->frames.size = sizeof(const char *);
+	p->frame_lens.size = sizeof(uint32_t);
 	return p;
 }
 
@@ -54,6 +56,7 @@ void wire_parser_free(struct wire_parser *p)
 	free(p->stack_idx.data);
 	free(p->stacks.data);
 	free(p->frames.data);
+	free(p->frame_lens.data);
 	free(p);
 }
 
@@ -130,8 +133,9 @@ static const char *type_name(struct json_reader *r)
 	return "unknown";
 }
 
-static int take_str(struct wire_parser *p, struct arena *a, struct json_reader *r,
-		    const struct fpath *f, size_t max, bool allow_empty, const char **out)
+/* A string of at most max bytes into *out (allocated in a), its length into *len. */
+static int take_str_len(struct wire_parser *p, struct arena *a, struct json_reader *r,
+			const struct fpath *f, size_t max, bool allow_empty, const char **out, size_t *len)
 {
 	size_t n;
 
@@ -145,7 +149,16 @@ static int take_str(struct wire_parser *p, struct arena *a, struct json_reader *
 	if (n > max)
 		return failp(p, WIRE_EINVALID, f, "%zu bytes long, at most %zu allowed", n, max);
 	/* no NUL: wire_parse()'s json_check_members() refused \u0000 in any string */
+	*len = n;
 	return WIRE_OK;
+}
+
+static int take_str(struct wire_parser *p, struct arena *a, struct json_reader *r,
+		    const struct fpath *f, size_t max, bool allow_empty, const char **out)
+{
+	size_t n;
+
+	return take_str_len(p, a, r, f, max, allow_empty, out, &n);
 }
 
 static int take_int(struct wire_parser *p, struct json_reader *r, const struct fpath *f,
@@ -323,33 +336,63 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 			struct wire_stream *s)
 {
 	const char **frames;
+	uint32_t *lens;
 	size_t n = 0;
 	int rc;
 
 	if (json_peek(r) != JV_ARRAY)
 		return fail(p, WIRE_EINVALID, "frames: must be an array, not %s", type_name(r));
 	p->frames.len = 0;
+	p->frame_lens.len = 0;
 	json_enter(r);
 	while (json_next_item(r)) {
 		struct fpath f = { "frames", NULL, n, 0, 1 };
 		const char *name;
+		size_t len;
+		uint32_t len32;
 
 		if (n >= p->lim.max_frames)
 			return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", count_rest(r, n),
 				    p->lim.max_frames);
-		if ((rc = take_str(p, a, r, &f, p->lim.max_frame, false, &name)))
+		if ((rc = take_str_len(p, a, r, &f, p->lim.max_frame, false, &name, &len)))
 			return rc;
-		if (vec_append(&p->frames, &name) < 0)
+		len32 = (uint32_t)len;   /* at most max_frame */
+		if (vec_append(&p->frames, &name) < 0 || vec_append(&p->frame_lens, &len32) < 0)
 			return fail(p, WIRE_ENOMEM, "frames: out of memory");
 		n++;
 	}
 	frames = arena_alloc(a, (n ? n : 1) * sizeof(*frames));
-	if (!frames)
+	lens = arena_alloc(a, (n ? n : 1) * sizeof(*lens));
+	if (!frames || !lens)
 		return fail(p, WIRE_ENOMEM, "frames: out of memory");
 	memcpy(frames, p->frames.data, n * sizeof(*frames));
+	memcpy(lens, p->frame_lens.data, n * sizeof(*lens));
 	s->frames = frames;
+	s->frame_lens = lens;
 	s->nframes = n;
 	return WIRE_OK;
+}
+
+/* A stack's index as most are, up to 9 digits and nothing after them that makes it another number:
+ * read here and r moves past it. -1 for anything else (r unmoved), for take_int() to read or refuse.
+ * The text was checked, so it has no leading zero. */
+static inline int64_t small_index(struct json_reader *r)
+{
+	const char *q = r->p, *end = r->end;
+	int64_t v = 0;
+	int n = 0;
+
+	while (q < end && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t'))
+		q++;
+	for (; q < end && *q >= '0' && *q <= '9'; q++, n++) {
+		if (n == 9)
+			return -1;
+		v = v * 10 + (*q - '0');
+	}
+	if (!n || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
+		return -1;
+	r->p = q;
+	return v;
 }
 
 static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_reader *r,
@@ -378,19 +421,20 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 		for (size_t k = 0; json_next_item(r); k++) {
 			struct fpath f = { "stacks", NULL, i, k, 2 };
 			int64_t v;
-			uint32_t u;
 
 			if (k >= p->lim.max_stack_depth)
 				return fail(p, WIRE_EINVALID, "stacks[%zu]: %zu frames, at most %zu allowed",
 					    i, count_rest(r, k), p->lim.max_stack_depth);
-			if ((rc = take_int(p, r, &f, 0, INT32_MAX, &v)))
+			if ((v = small_index(r)) < 0 && (rc = take_int(p, r, &f, 0, INT32_MAX, &v)))
 				return rc;
 			if ((size_t)v >= s->nframes)
 				return failp(p, WIRE_EINVALID, &f, "index %lld out of range (%zu frames)",
 					     (long long)v, s->nframes);
-			u = (uint32_t)v;
-			if (vec_append(&p->stack_idx, &u) < 0)
+			if (p->stack_idx.len == p->stack_idx.cap &&
+			    vec_reserve(&p->stack_idx.data, &p->stack_idx.cap, p->stack_idx.len + 1,
+					sizeof(uint32_t)) < 0)
 				return fail(p, WIRE_ENOMEM, "stacks: out of memory");
+			((uint32_t *)p->stack_idx.data)[p->stack_idx.len++] = (uint32_t)v;
 			depth++;
 		}
 		if (depth == 0)

@@ -69,6 +69,7 @@ struct wire_stream {
 	size_t nlabels;
 	struct wire_symptom symptom;
 	const char *const *frames;
+	const uint32_t *frame_lens;  /* each frame's bytes, as wire_parse() read them; NULL: strlen() */
 	size_t nframes;
 	const struct wire_stack *stacks;
 	size_t nstacks;

@@ -8,6 +8,7 @@
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/vec.h"
 #include "ingest/idcache.h"
 #include "ingest/metrics.h"
 #include "ingest/profiles.h"
@@ -17,6 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+
+/* A line of an NDJSON body: a stream's text. */
+struct line {
+	const char *p;
+	size_t len;
+	size_t lineno;
+};
 
 struct handler {
 	struct handler_limits lim;
@@ -28,6 +36,7 @@ struct handler {
 	struct buf decoded;
 	struct buf rejected;         /* the "rejected" list being built */
 	struct jsonw rw;             /* its writer */
+	struct vec lines;            /* the body's lines (struct line), reused */
 	char token_host[AUTH_HOST_MAX + 1];  /* the request's token is bound to this host ("" : any) */
 	char err[1024];
 };
@@ -49,6 +58,7 @@ struct handler *handler_open(const char *conninfo, const struct handler_limits *
 	}
 	h->lim = *lim;
 	h->auth = auth;
+	h->lines = (struct vec)VEC_INIT(struct line);
 	h->decoded.max = lim->max_decoded;
 	h->parser = wire_parser_open(&lim->wire);
 	/* parsed streams take at most a few times their text */
@@ -82,6 +92,7 @@ void handler_free(struct handler *h)
 	ZSTD_freeDCtx(h->zd);
 	buf_release(&h->decoded);
 	buf_release(&h->rejected);
+	vec_free(&h->lines);
 	free(h);
 }
 
@@ -219,12 +230,6 @@ static int decode_zstd(struct handler *h, const char *in, size_t n, size_t max)
 	return 0;
 }
 
-struct line {
-	const char *p;
-	size_t len;
-	size_t lineno;
-};
-
 static bool blank(const char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -351,21 +356,19 @@ static int split_lines(struct handler *h, const struct handler_request *rq, stru
 		       const char *body, size_t len, struct batch *b)
 {
 	if (rq->ndjson) {
-		size_t n = 0;
-		const char *nl, *end = body + len;
+		const char *nl;
 
-		for (const char *q = body; (nl = memchr(q, '\n', (size_t)(end - q))); q = nl + 1)
-			n++;
-		b->lines = arena_alloc(h->arena, (n + 1) * sizeof(*b->lines));
-		if (!b->lines)
-			return -1;
+		/* one pass: the non-blank lines, at most max_batch of them, into the worker's vector */
+		h->lines.len = 0;
 		for (size_t start = 0, lineno = 1; start <= len; lineno++) {
 			size_t i;
 
 			nl = memchr(body + start, '\n', len - start);
 			i = nl ? (size_t)(nl - body) : len;
 			if (!blank(body + start, i - start)) {
-				if (b->nlines == h->lim.max_batch) {
+				struct line l = { body + start, i - start, lineno };
+
+				if (h->lines.len == h->lim.max_batch) {
 					char msg[128];
 					snprintf(msg, sizeof(msg),
 						 "body: more than %zu streams in one batch", h->lim.max_batch);
@@ -373,13 +376,13 @@ static int split_lines(struct handler *h, const struct handler_request *rq, stru
 					handler_error(rs, 413, msg);
 					return 1;
 				}
-				b->lines[b->nlines].p = body + start;
-				b->lines[b->nlines].len = i - start;
-				b->lines[b->nlines].lineno = lineno;
-				b->nlines++;
+				if (vec_append(&h->lines, &l) < 0)
+					return -1;
 			}
 			start = i + 1;
 		}
+		b->lines = h->lines.data;
+		b->nlines = h->lines.len;
 	} else {
 		b->lines = arena_alloc(h->arena, sizeof(*b->lines));
 		if (!b->lines)

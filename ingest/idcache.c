@@ -3,6 +3,7 @@
 #include "common/intern.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -10,6 +11,7 @@ struct idmap {
 	pthread_rwlock_t lock;
 	struct intern *keys;   /* key -> dense index */
 	int32_t *ids;          /* dense index -> database id */
+	uint8_t *tags;         /* dense index -> the caller's tag (frames only; NULL for stacks) */
 	size_t max;
 	size_t bytes;          /* key bytes held since the last clear */
 };
@@ -24,14 +26,16 @@ struct idcache {
 	_Atomic uint64_t epoch;
 };
 
-static int idmap_init(struct idmap *m, size_t max)
+static int idmap_init(struct idmap *m, size_t max, bool tagged)
 {
 	m->keys = intern_open(max);
 	m->ids = malloc(max * sizeof(*m->ids));
+	m->tags = tagged ? malloc(max) : NULL;
 	m->max = max;
-	if (!m->keys || !m->ids) {
+	if (!m->keys || !m->ids || (tagged && !m->tags)) {
 		intern_free(m->keys);
 		free(m->ids);
+		free(m->tags);
 		return -1;
 	}
 	pthread_rwlock_init(&m->lock, NULL);
@@ -43,6 +47,7 @@ static void idmap_fini(struct idmap *m)
 	pthread_rwlock_destroy(&m->lock);
 	intern_free(m->keys);
 	free(m->ids);
+	free(m->tags);
 }
 
 static int32_t idmap_get_locked(struct idmap *m, const void *key, size_t len)
@@ -53,7 +58,7 @@ static int32_t idmap_get_locked(struct idmap *m, const void *key, size_t len)
 }
 
 static void idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
-		      uint64_t epoch)
+		      uint8_t tag, uint64_t epoch)
 {
 	int64_t k;
 
@@ -71,8 +76,11 @@ static void idmap_put(struct idcache *c, struct idmap *m, const void *key, size_
 		k = intern_put(m->keys, key, len, NULL);
 	}
 	m->bytes += len;
-	if (k >= 0)
+	if (k >= 0) {
 		m->ids[k] = id;
+		if (m->tags)
+			m->tags[k] = tag;
+	}
 	pthread_rwlock_unlock(&m->lock);
 }
 
@@ -82,9 +90,9 @@ struct idcache *idcache_open(size_t max_frames, size_t max_stacks)
 
 	if (!c)
 		return NULL;
-	if (idmap_init(&c->frames, max_frames ? max_frames : 1) < 0)
+	if (idmap_init(&c->frames, max_frames ? max_frames : 1, true) < 0)
 		goto fail_free;
-	if (idmap_init(&c->stacks, max_stacks ? max_stacks : 1) < 0)
+	if (idmap_init(&c->stacks, max_stacks ? max_stacks : 1, false) < 0)
 		goto fail_frames;
 	return c;
 fail_frames:
@@ -104,22 +112,26 @@ void idcache_free(struct idcache *c)
 }
 
 size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
-			  int32_t *ids)
+			  int32_t *ids, uint8_t *tags)
 {
 	size_t found = 0;
 
 	pthread_rwlock_rdlock(&c->frames.lock);
 	for (size_t i = 0; i < n; i++) {
-		ids[i] = idmap_get_locked(&c->frames, names[i], lens[i]);
-		found += ids[i] >= 0;
+		int64_t k = intern_find(c->frames.keys, names[i], lens[i]);
+
+		ids[i] = k < 0 ? -1 : c->frames.ids[k];
+		tags[i] = k < 0 ? 0 : c->frames.tags[k];
+		found += k >= 0;
 	}
 	pthread_rwlock_unlock(&c->frames.lock);
 	return found;
 }
 
-void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint64_t epoch)
+void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
+		       uint64_t epoch)
 {
-	idmap_put(c, &c->frames, name, len, id, epoch);
+	idmap_put(c, &c->frames, name, len, id, tag, epoch);
 }
 
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n)
@@ -134,7 +146,7 @@ int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t 
 
 void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch)
 {
-	idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, epoch);
+	idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, epoch);
 }
 
 uint64_t idcache_epoch(struct idcache *c)

@@ -18,12 +18,15 @@ struct idcache;
 /* Returns a cache holding at most max_frames frames and max_stacks stacks, or NULL. Caller frees. */
 struct idcache *idcache_open(size_t max_frames, size_t max_stacks);
 void idcache_free(struct idcache *c);   /* NULL-safe */
-/* For each names[i] (lens[i] bytes) set ids[i] to its database id or -1. Returns how many were found. */
+/* For each names[i] (lens[i] bytes) set ids[i] to its database id or -1, and tags[i] to the tag put
+ * with it (0 when not found). Returns how many were found. */
 size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
-			  int32_t *ids);
+			  int32_t *ids, uint8_t *tags);
 /* Ids mapped while the cache was at epoch (idcache_epoch() before the mapping): dropped if the
- * cache has moved on since. */
-void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint64_t epoch);
+ * cache has moved on since. tag: a byte the caller keeps with the frame, worked out once from its
+ * name (the store: whether it is an unnamed frame's), returned by idcache_get_frames(). */
+void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
+		       uint64_t epoch);
 /* Database id of the stack with these frame ids, or -1. */
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n);
 void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch);

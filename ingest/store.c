@@ -41,6 +41,7 @@ struct store {
 /* Per stream, what its frames and stacks are in the database. */
 struct mapped {
 	int32_t *frame_db;   /* by frame index; -1 if unused */
+	uint8_t *unnamed;    /* by frame index, where used: frame_unnamed() of its name */
 	int32_t *stack_db;   /* by stack index; -1 if unused */
 	int32_t **stack_frames; /* by stack index: database frame ids */
 	int64_t ref;         /* streams.id when accepted */
@@ -253,6 +254,14 @@ static int put_int_list(struct buf *b, const int32_t *v, size_t n)
 	return rc | buf_putc(b, '}');
 }
 
+/* Whether a frame's name may be an unnamed frame's (`module+0xOFFSET`, docs/symbols.md): those
+ * are recorded with their build and address (store_unnamed_frames()). Worked out once per name and
+ * kept in the id cache beside its id. */
+static uint8_t frame_unnamed(const char *name, size_t len)
+{
+	return memmem(name, len, "+0x", 3) != NULL;
+}
+
 /*
  * Intern the keys collected in st->missing (frames when is_stack is false),
  * writing their database ids to ids[dense index]. The insert statement's own
@@ -360,7 +369,7 @@ static int resolve_missing(struct store *st, bool is_stack, int32_t **local)
 		if (is_stack)
 			idcache_put_stack(st->cache, key, (uint32_t)(len / sizeof(int32_t)), (*local)[k], st->epoch);
 		else
-			idcache_put_frame(st->cache, key, len, (*local)[k], st->epoch);
+			idcache_put_frame(st->cache, key, len, (*local)[k], frame_unnamed(key, len), st->epoch);
 	}
 	return 0;
 }
@@ -380,13 +389,15 @@ static int map_ids(struct store *st, const struct wire_stream *const *ss, size_t
 		size_t *lens = arena_alloc(a, (w->nframes + 1) * sizeof(*lens));
 		uint32_t *used = arena_alloc(a, (w->nframes + 1) * sizeof(*used));
 		int32_t *ids = arena_alloc(a, (w->nframes + 1) * sizeof(*ids));
+		uint8_t *tags = arena_alloc(a, w->nframes + 1);
 
 		m[s].frame_db = arena_alloc(a, (w->nframes + 1) * sizeof(int32_t));
+		m[s].unnamed = arena_alloc(a, w->nframes + 1);
 		m[s].stack_db = arena_alloc(a, (w->nstacks + 1) * sizeof(int32_t));
 		m[s].stack_frames = arena_calloc(a, w->nstacks + 1, sizeof(int32_t *));
 		m[s].ref = 0;
-		if (!names || !lens || !used || !ids || !m[s].frame_db || !m[s].stack_db ||
-		    !m[s].stack_frames)
+		if (!names || !lens || !used || !ids || !tags || !m[s].frame_db || !m[s].unnamed ||
+		    !m[s].stack_db || !m[s].stack_frames)
 			goto fail_oom;
 		for (size_t k = 0; k < w->nstacks; k++)
 			m[s].stack_db[k] = -1;
@@ -403,17 +414,19 @@ static int map_ids(struct store *st, const struct wire_stream *const *ss, size_t
 					m[s].frame_db[stk->frames[j]] = MISSING(0);
 					used[nused] = stk->frames[j];
 					names[nused] = w->frames[stk->frames[j]];
-					lens[nused] = strlen(names[nused]);
+					lens[nused] = w->frame_lens ? w->frame_lens[stk->frames[j]]
+								    : strlen(names[nused]);
 					nused++;
 				}
 		}
-		idcache_get_frames(st->cache, names, lens, nused, ids);
+		idcache_get_frames(st->cache, names, lens, nused, ids, tags);
 		for (size_t j = 0; j < nused; j++) {
 			int64_t k = ids[j] >= 0 ? 0 : intern_put(st->missing, names[j], lens[j], NULL);
 
 			if (k < 0)
 				goto fail_oom;
 			m[s].frame_db[used[j]] = ids[j] >= 0 ? ids[j] : MISSING(k);
+			m[s].unnamed[used[j]] = ids[j] >= 0 ? tags[j] : frame_unnamed(names[j], lens[j]);
 		}
 	}
 	if (resolve_missing(st, false, &local) < 0)
@@ -643,11 +656,23 @@ static int put_be(struct buf *b, uint64_t v, int bytes)
 	return buf_append(b, tmp, (size_t)bytes);
 }
 
-/* One binary COPY field: length, then the value in network order. */
-static int put_field(struct buf *b, uint64_t v, int bytes)
+/* The same at q, in room reserved already; returns the end. */
+static inline unsigned char *be_at(unsigned char *q, uint64_t v, int bytes)
 {
-	return put_be(b, (uint64_t)bytes, 4) | put_be(b, v, bytes);
+	for (int i = 0; i < bytes; i++)
+		q[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+	return q + bytes;
 }
+
+/* One binary COPY field: length, then the value in network order. */
+static inline unsigned char *field_at(unsigned char *q, uint64_t v, int bytes)
+{
+	return be_at(be_at(q, (uint64_t)bytes, 4), v, bytes);
+}
+
+/* An event's row: the field count, then nine fields of 8, 8, 4, 1, 4, 8, 8, 4 and 4 bytes (or a
+ * NULL), each after its length. */
+#define EVENT_ROW_MAX (2 + 9 * 4 + 8 + 8 + 4 + 1 + 4 + 8 + 8 + 4 + 4)
 
 /*
  * COPY every event of the accepted streams, in the binary format (the server
@@ -681,22 +706,27 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 			continue;
 		for (size_t i = 0; i < w->nevents && rc == 0; i++) {
 			const struct wire_event *e = &w->events[i];
+			unsigned char *q, *q0;
 
-			rc |= put_be(b, 9, 2);
-			rc |= put_field(b, (uint64_t)m[s].ref, 8);
-			rc |= put_field(b, (uint64_t)received_us, 8);
-			rc |= put_field(b, (uint64_t)i, 4);
-			rc |= put_field(b, e->kind == WIRE_WAIT ? 'w' : 'r', 1);
-			rc |= put_field(b, (uint64_t)e->tid, 4);
-			rc |= put_field(b, (uint64_t)e->ts_ns, 8);
-			rc |= put_field(b, (uint64_t)e->dur_ns, 8);
-			rc |= put_field(b, (uint64_t)(uint32_t)m[s].stack_db[e->stack], 4);
+			if ((rc = buf_reserve(b, EVENT_ROW_MAX)) < 0)
+				break;
+			q = q0 = (unsigned char *)b->data + b->len;
+			q = be_at(q, 9, 2);
+			q = field_at(q, (uint64_t)m[s].ref, 8);
+			q = field_at(q, (uint64_t)received_us, 8);
+			q = field_at(q, (uint64_t)i, 4);
+			q = field_at(q, e->kind == WIRE_WAIT ? 'w' : 'r', 1);
+			q = field_at(q, (uint64_t)e->tid, 4);
+			q = field_at(q, (uint64_t)e->ts_ns, 8);
+			q = field_at(q, (uint64_t)e->dur_ns, 8);
+			q = field_at(q, (uint64_t)(uint32_t)m[s].stack_db[e->stack], 4);
 			if (e->kind == WIRE_WAIT)
-				rc |= put_field(b, (uint64_t)e->readier_tid, 4);
+				q = field_at(q, (uint64_t)e->readier_tid, 4);
 			else
-				rc |= put_be(b, 0xffffffffu, 4); /* NULL */
-			if (rc == 0)
-				rc = copy_flush(st, false);
+				q = be_at(q, 0xffffffffu, 4); /* NULL */
+			b->len += (size_t)(q - q0);
+			b->data[b->len] = '\0';
+			rc = copy_flush(st, false);
 		}
 	}
 	rc |= put_be(b, 0xffff, 2); /* trailer */
@@ -791,7 +821,7 @@ static int store_unnamed_frames(struct store *st, const struct wire_stream *cons
 			int32_t id = m[s].frame_db[i];
 			int64_t addr = 0;
 
-			if (id < 0 || !strstr(f, "+0x") || imap_find(&st->stat_idx, (uint64_t)id) != SIZE_MAX)
+			if (id < 0 || !m[s].unnamed[i] || imap_find(&st->stat_idx, (uint64_t)id) != SIZE_MAX)
 				continue;
 			if (imap_put(&st->stat_idx, (uint64_t)id, 0) < 0)
 				goto fail_oom;
@@ -868,19 +898,27 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 			const struct mapped *m, const char *day)
 {
 	struct imap *idx = &st->stat_idx;
-	size_t nacc = 0;
+	size_t nacc = 0, maxf = 0;
+	uint32_t *counted;
 	char nbuf[24];
 	const char *params[7];
 	PGresult *r;
 	int rc = 0;
 
 	imap_clear(idx);
+	for (size_t s = 0; s < n; s++)
+		if (m[s].ref && ss[s]->nframes > maxf)
+			maxf = ss[s]->nframes;
+	/* a frame of the stream's table counted already (stream index + 1): its stacks share most */
+	if (!(counted = arena_calloc(st->scratch, maxf + 1, sizeof(*counted))))
+		goto fail_oom;
 	for (size_t s = 0; s < n; s++) {
 		if (!m[s].ref)
 			continue;
 		nacc++;
 		for (size_t k = 0; k < ss[s]->nstacks; k++) {
 			const int32_t *f = m[s].stack_frames[k];
+			const uint32_t *local = ss[s]->stacks[k].frames;
 			uint32_t prev = 0;
 
 			if (!f)
@@ -888,8 +926,12 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 			for (uint32_t j = 0; j < ss[s]->stacks[k].len; j++) {
 				uint32_t fj = (uint32_t)stat_frame(st, f[j]);
 
-				if (stat_count(idx, FRAME_KEY | fj, (uint32_t)s + 1) < 0 ||
-				    (j && stat_count(idx, (uint64_t)prev << 32 | fj, (uint32_t)s + 1) < 0))
+				if (counted[local[j]] != (uint32_t)s + 1) {
+					counted[local[j]] = (uint32_t)s + 1;
+					if (stat_count(idx, FRAME_KEY | fj, (uint32_t)s + 1) < 0)
+						goto fail_oom;
+				}
+				if (j && stat_count(idx, (uint64_t)prev << 32 | fj, (uint32_t)s + 1) < 0)
 					goto fail_oom;
 				prev = fj;
 			}

@@ -27,6 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct buf b = BUF_INIT(0);
 		struct buf c = BUF_INIT(0);
 
+		/* the lengths the store interns by are the names' */
+		for (size_t i = 0; i < s.nframes; i++)
+			if (s.frame_lens[i] != strlen(s.frames[i]))
+				abort();
 		if (wire_write_json(&s, &b) < 0 || wire_parse(p, b.data, b.len, a, &t) != WIRE_OK)
 			abort();
 		if (wire_write_json(&t, &c) < 0 || b.len != c.len || memcmp(b.data, c.data, b.len) != 0)

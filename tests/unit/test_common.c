@@ -678,22 +678,30 @@ static void test_idcache(void)
 	struct idcache *c = idcache_open(2, 2);
 	const char *names[3] = { "a!f", "a!g", "a!h" };
 	size_t lens[3] = { 3, 3, 3 }, nf, ns;
-	int32_t ids[3], st1[2] = { 10, 11 }, st2[2] = { 11, 10 };
+	int32_t ids[3];
+	uint8_t tags[3];
+	int32_t st1[2] = { 10, 11 }, st2[2] = { 11, 10 };
 
-	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 0);
+	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 0);
 	CHECK_INT(idcache_epoch(c), 0);
-	idcache_put_frame(c, "a!f", 3, 10, 0);
-	idcache_put_frame(c, "a!g", 3, 11, 0);
-	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 2);
+	idcache_put_frame(c, "a!f", 3, 10, 1, 0);
+	idcache_put_frame(c, "a!g", 3, 11, 0, 0);
+	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 2);
 	CHECK_INT(ids[0], 10);
 	CHECK_INT(ids[1], 11);
 	CHECK_INT(ids[2], -1);
+	/* each with the tag put with it, 0 when not found */
+	CHECK_INT(tags[0], 1);
+	CHECK_INT(tags[1], 0);
+	CHECK_INT(tags[2], 0);
 	/* full: the map starts over instead of growing */
-	idcache_put_frame(c, "a!h", 3, 12, 0);
+	idcache_put_frame(c, "a!h", 3, 12, 7, 0);
 	idcache_sizes(c, &nf, &ns);
 	CHECK_INT(nf, 1);
-	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 1);
+	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 1);
 	CHECK_INT(ids[2], 12);
+	CHECK_INT(tags[2], 7);
+	CHECK_INT(tags[0], 0);
 	idcache_put_stack(c, st1, 2, 5, 0);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 5);
 	CHECK_INT(idcache_get_stack(c, st2, 2), -1);   /* order matters */
@@ -702,11 +710,11 @@ static void test_idcache(void)
 	idcache_reset(c, 3);
 	CHECK_INT(idcache_epoch(c), 3);
 	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
-	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids), 0);
+	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 0);
 	idcache_put_stack(c, st1, 2, 6, 2);
-	idcache_put_frame(c, "a!f", 3, 20, 2);
+	idcache_put_frame(c, "a!f", 3, 20, 1, 2);
 	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
-	CHECK_INT(idcache_get_frames(c, names, lens, 1, ids), 0);
+	CHECK_INT(idcache_get_frames(c, names, lens, 1, ids, tags), 0);
 	idcache_put_stack(c, st1, 2, 7, 3);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 7);
 	idcache_reset(c, 3);
@@ -809,16 +817,21 @@ static void test_json_strings(void)
 		const char *got;
 		size_t len;
 
-		/* a control character and an invalid UTF-8 byte: refused where they are */
-		for (int bad = 0; bad < 2; bad++) {
-			memset(text, 'a', 26);
-			text[0] = text[25] = '"';
-			text[1 + k] = bad ? (char)0xff : (char)0x01;
-			snprintf(want, sizeof(want), "at byte %d", 1 + k);
-			CHECK_INT(json_check(text, 26, 8, err, sizeof(err)), -1);
-			CHECK(strstr(err, want) != NULL);
-			CHECK(strstr(err, bad ? "invalid UTF-8" : "in a string") != NULL);
-		}
+		/* a control character and an invalid UTF-8 byte: refused where they are, in the first
+		 * sixteen bytes scanned at once, the next sixteen or the tail read one by one */
+		for (int bad = 0; bad < 2; bad++)
+			for (int at = k; at < 46; at += 23) {
+				memset(text, 'a', 48);
+				text[0] = text[47] = '"';
+				text[1 + at] = bad ? (char)0xff : (char)0x01;
+				snprintf(want, sizeof(want), "at byte %d", 1 + at);
+				CHECK_INT(json_check(text, 48, 8, err, sizeof(err)), -1);
+				CHECK(strstr(err, want) != NULL);
+				CHECK(strstr(err, bad ? "invalid UTF-8" : "in a string") != NULL);
+				/* DEL is a plain byte */
+				text[1 + at] = 0x7f;
+				CHECK_INT(json_check(text, 48, 8, err, sizeof(err)), 0);
+			}
 		/* an escaped quote and a two-byte character: read whole */
 		snprintf(text, sizeof(text), "\"%.*s\\\"%.*s\"", k, "bbbbbbbbbbbbbbbbbbbbbbbbbbbb", 23 - k,
 			 "cccccccccccccccccccccccccccc");

@@ -7,6 +7,7 @@
 #include <json-c/json.h>
 
 #include <stdlib.h>
+#include <string.h>
 
 static const char example[] =
 	"{\"v\": 1, \"stream_id\": \"5F0C6F0E-3d0b-4a53-9a43-6d1c2f0a9b11\", \"host\": \"web-17\","
@@ -53,6 +54,11 @@ static void test_example(void)
 	CHECK_INT(s.symptom.threshold_ns, 120000000);
 	CHECK_INT(s.nframes, 6);
 	CHECK_STR(s.frames[5], "nginx!std::map<K, V>::find \"q\"");
+	/* each frame's length as decoded, escapes counted once */
+	CHECK(s.frame_lens != NULL);
+	for (size_t i = 0; i < s.nframes; i++)
+		CHECK_INT(s.frame_lens[i], strlen(s.frames[i]));
+	CHECK_INT(s.frame_lens[5], 30);
 	CHECK_INT(s.nstacks, 2);
 	CHECK_INT(s.stacks[1].len, 4);
 	CHECK_INT(s.stacks[1].frames[3], 5);
