@@ -459,6 +459,99 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 	return WIRE_OK;
 }
 
+/* ---- an event as it is written, read in one pass ---- */
+
+static inline const char *fast_ws(const char *q, const char *end)
+{
+	while (q < end && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t'))
+		q++;
+	return q;
+}
+
+/* The member name key (n bytes, no escapes) and its colon at q: past them and the white space after,
+ * or NULL. */
+static inline const char *fast_key(const char *q, const char *end, const char *key, size_t n)
+{
+	if ((size_t)(end - q) < n + 3 || q[0] != '"' || memcmp(q + 1, key, n) != 0 || q[n + 1] != '"')
+		return NULL;
+	q = fast_ws(q + n + 2, end);
+	if (q >= end || *q != ':')
+		return NULL;
+	return fast_ws(q + 1, end);
+}
+
+/* Up to 18 digits at q, the number they make at most max and no fraction or exponent after them:
+ * *v and past them (and the white space after), or NULL. */
+static inline const char *fast_uint(const char *q, const char *end, int64_t max, int64_t *v)
+{
+	int64_t x = 0;
+	int n = 0;
+
+	for (; q < end && *q >= '0' && *q <= '9'; q++) {
+		if (++n > 18)
+			return NULL;
+		x = x * 10 + (*q - '0');
+	}
+	if (!n || x > max || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
+		return NULL;
+	*v = x;
+	return fast_ws(q, end);
+}
+
+/* A comma at q: past it and the white space after, or NULL. */
+static inline const char *fast_comma(const char *q, const char *end)
+{
+	return q < end && *q == ',' ? fast_ws(q + 1, end) : NULL;
+}
+
+/*
+ * An event as the agent (and wire_write_json()) writes it: kind, tid, ts_ns, dur_ns, stack and
+ * readier_tid (a wait's, or null) in that order, each once, integers in range, nothing else.
+ * Read in one pass, r moved past it: true. Anything else (another order, a member more or
+ * missing, escapes, a value out of range) is false, r unmoved, for parse_event()'s reading and
+ * its messages. The text was checked: it is JSON, so a number has no leading zero.
+ */
+static bool event_fast(struct json_reader *r, size_t nstacks, struct wire_event *e)
+{
+	const char *q = fast_ws(r->p, r->end), *end = r->end;
+	int64_t stack, readier = 0;
+
+	if (q >= end || *q != '{' || !(q = fast_key(fast_ws(q + 1, end), end, "kind", 4)))
+		return false;
+	if ((size_t)(end - q) >= 6 && memcmp(q, "\"wait\"", 6) == 0) {
+		e->kind = WIRE_WAIT;
+		q += 6;
+	} else if ((size_t)(end - q) >= 5 && memcmp(q, "\"run\"", 5) == 0) {
+		e->kind = WIRE_RUN;
+		q += 5;
+	} else {
+		return false;
+	}
+	q = fast_ws(q, end);
+	if (!(q = fast_comma(q, end)) || !(q = fast_key(q, end, "tid", 3)) ||
+	    !(q = fast_uint(q, end, TID_MAX, &e->tid)) || !(q = fast_comma(q, end)) ||
+	    !(q = fast_key(q, end, "ts_ns", 5)) || !(q = fast_uint(q, end, WIRE_MAX_TIME_NS, &e->ts_ns)) ||
+	    !(q = fast_comma(q, end)) || !(q = fast_key(q, end, "dur_ns", 6)) ||
+	    !(q = fast_uint(q, end, WIRE_MAX_TIME_NS, &e->dur_ns)) || !(q = fast_comma(q, end)) ||
+	    !(q = fast_key(q, end, "stack", 5)) || !(q = fast_uint(q, end, INT32_MAX, &stack)) ||
+	    (size_t)stack >= nstacks)
+		return false;
+	if (q < end && *q == ',') {
+		if (!(q = fast_key(fast_ws(q + 1, end), end, "readier_tid", 11)))
+			return false;
+		if ((size_t)(end - q) >= 4 && memcmp(q, "null", 4) == 0)
+			q = fast_ws(q + 4, end);
+		else if (e->kind != WIRE_WAIT || !(q = fast_uint(q, end, TID_MAX, &readier)))
+			return false;
+	}
+	if (q >= end || *q != '}')
+		return false;
+	e->stack = (uint32_t)stack;
+	e->readier_tid = readier;
+	r->p = q + 1;
+	return true;
+}
+
 static int parse_event(struct wire_parser *p, struct arena *a, struct json_reader *r, size_t i,
 		       size_t nstacks, struct wire_event *e)
 {
@@ -469,6 +562,8 @@ static int parse_event(struct wire_parser *p, struct arena *a, struct json_reade
 	int64_t stack;
 	int rc;
 
+	if (event_fast(r, nstacks, e))
+		return WIRE_OK;
 	if (json_peek(r) != JV_OBJECT)
 		return fail(p, WIRE_EINVALID, "events[%zu]: must be an object, not %s", i, type_name(r));
 	{

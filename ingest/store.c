@@ -913,17 +913,28 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 	if (!(counted = arena_calloc(st->scratch, maxf + 1, sizeof(*counted))))
 		goto fail_oom;
 	for (size_t s = 0; s < n; s++) {
+		const uint32_t *last = NULL;   /* the stream's last stack counted */
+		uint32_t nlast = 0;
+
 		if (!m[s].ref)
 			continue;
 		nacc++;
 		for (size_t k = 0; k < ss[s]->nstacks; k++) {
 			const int32_t *f = m[s].stack_frames[k];
 			const uint32_t *local = ss[s]->stacks[k].frames;
-			uint32_t prev = 0;
+			uint32_t len = ss[s]->stacks[k].len, j = 0, prev = 0;
 
 			if (!f)
 				continue;
-			for (uint32_t j = 0; j < ss[s]->stacks[k].len; j++) {
+			/* stacks share their outer frames: the frames and calls of the part in common
+			 * with the last one were counted for this stream already */
+			while (j < len && j < nlast && local[j] == last[j])
+				j++;
+			if (j)
+				prev = (uint32_t)stat_frame(st, f[j - 1]);
+			last = local;
+			nlast = len;
+			for (; j < len; j++) {
 				uint32_t fj = (uint32_t)stat_frame(st, f[j]);
 
 				if (counted[local[j]] != (uint32_t)s + 1) {

@@ -617,10 +617,94 @@ static void test_report(void)
 	buf_release(&b);
 }
 
+/* An event read by the one-pass path (its members in the written order) and by the general one
+ * (the same members in reverse): the same event, or the same refusal with the same message. */
+static void test_event_paths(void)
+{
+	static const struct {
+		const char *m[6];      /* kind, tid, ts_ns, dur_ns, stack, readier_tid (NULL: absent) */
+		const char *refusal;   /* NULL: accepted */
+	} cases[] = {
+		{ { "\"wait\"", "7", "100", "5", "1", "3" }, NULL },
+		{ { "\"run\"", "7", "100", "5", "0", NULL }, NULL },
+		{ { "\"run\"", "7", "100", "5", "0", "null" }, NULL },
+		{ { "\"wait\"", "0", "0", "0", "1", "null" }, NULL },
+		{ { "\"wait\"", "2147483647", "4611686018427387904", "999999999999999999", "1", "2147483647" }, NULL },
+		{ { "\"r\\u0075n\"", "7", "100", "5", "0", NULL }, NULL },
+		{ { "\"run\"", "7", "100", "5", "0", "0" }, "events[0].readier_tid: only wait events have a readier" },
+		{ { "\"wait\"", "2147483648", "100", "5", "1", "3" }, "events[0].tid: 2147483648 out of range" },
+		{ { "\"wait\"", "7", "4611686018427387905", "5", "1", "3" }, "events[0].ts_ns: 4611686018427387905 out of range" },
+		{ { "\"wait\"", "7", "100", "5", "2", "3" }, "events[0].stack: index 2 out of range (2 stacks)" },
+		{ { "\"wait\"", "7", "100", "5", "999999999999", "3" }, "events[0].stack: 999999999999 out of range" },
+		{ { "\"wait\"", "1.5", "100", "5", "1", "3" }, "events[0].tid: must be an integer, not a fraction" },
+		{ { "\"wait\"", "7", "1e3", "5", "1", "3" }, "events[0].ts_ns: must be an integer, not a fraction" },
+		{ { "\"wait\"", "-1", "100", "5", "1", "3" }, "events[0].tid: -1 is negative" },
+		{ { "\"wait\"", "\"7\"", "100", "5", "1", "3" }, "events[0].tid: must be an integer, not a string" },
+		{ { "\"walk\"", "7", "100", "5", "1", "3" }, "events[0].kind: must be \"run\" or \"wait\"" },
+		{ { "\"wait\"", "7", "100", "5", "1", "2147483648" }, "events[0].readier_tid: 2147483648 out of range" },
+		{ { "\"wait\"", "7", "100", "5", "1", "true" }, "events[0].readier_tid: must be an integer" },
+	};
+	static const char *const names[6] = { "kind", "tid", "ts_ns", "dur_ns", "stack", "readier_tid" };
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+		for (int spaced = 0; spaced < 2; spaced++) {
+			struct wire_stream s[2];
+			char ev[2][512], text[1024], msg[2][512];
+			int rc[2];
+
+			/* the written order (spaced or not), then the reverse */
+			for (int rev = 0; rev < 2; rev++) {
+				size_t n = 0;
+
+				n += (size_t)snprintf(ev[rev] + n, sizeof(ev[rev]) - n, "{");
+				for (int k = 0; k < 6; k++) {
+					int m = rev ? 5 - k : k;
+
+					if (!cases[c].m[m])
+						continue;
+					n += (size_t)snprintf(ev[rev] + n, sizeof(ev[rev]) - n, "%s\"%s\":%s%s",
+							      n > 1 ? (spaced ? ", " : ",") : "", names[m],
+							      spaced ? " " : "", cases[c].m[m]);
+				}
+				snprintf(ev[rev] + n, sizeof(ev[rev]) - n, "}");
+				snprintf(text, sizeof(text),
+					 "{\"v\":1,\"stream_id\":\"5f0c6f0e-3d0b-4a53-9a43-6d1c2f0a9b11\",\"host\":\"h\","
+					 "\"app\":\"a\",\"symptom\":{\"kind\":\"unit_violation\",\"tid\":7,\"start_ns\":1,"
+					 "\"end_ns\":2},\"frames\":[\"a!f\",\"a!g\"],\"stacks\":[[0],[0,1]],\"events\":[%s]}",
+					 ev[rev]);
+				rc[rev] = wire_parse(p, text, strlen(text), a, &s[rev]);
+				snprintf(msg[rev], sizeof(msg[rev]), "%s", rc[rev] ? wire_parser_error(p) : "");
+			}
+			CHECK_INT(rc[0], cases[c].refusal ? WIRE_EINVALID : WIRE_OK);
+			CHECK_INT(rc[1], rc[0]);
+			CHECK_STR(msg[1], msg[0]);
+			if (cases[c].refusal && strncmp(msg[0], cases[c].refusal, strlen(cases[c].refusal)) != 0)
+				CHECK_STR(msg[0], cases[c].refusal);
+			if (rc[0] == WIRE_OK && rc[1] == WIRE_OK) {
+				const struct wire_event *e = s[0].events, *f = s[1].events;
+
+				CHECK_INT(s[0].nevents, 1);
+				CHECK_INT(e->kind, f->kind);
+				CHECK_INT(e->tid, f->tid);
+				CHECK_INT(e->ts_ns, f->ts_ns);
+				CHECK_INT(e->dur_ns, f->dur_ns);
+				CHECK_INT(e->stack, f->stack);
+				CHECK_INT(e->readier_tid, f->readier_tid);
+				CHECK_INT(e->tid, strtoll(cases[c].m[1], NULL, 10));
+				CHECK_INT(e->stack, strtoll(cases[c].m[4], NULL, 10));
+			}
+		}
+	arena_free(a);
+	wire_parser_free(p);
+}
+
 int main(void)
 {
 	RUN(test_report);
 	RUN(test_example);
+	RUN(test_event_paths);
 	RUN(test_modules);
 	RUN(test_threads);
 	RUN(test_roundtrip);
