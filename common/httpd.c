@@ -116,6 +116,7 @@ void httpd_log(void *cls, const char *fmt, va_list ap)
 
 struct framing {
 	unsigned host, clen, te;
+	unsigned auth, ctype, cenc;   /* fields the servers read one value of */
 	bool te_other, bad_name;
 	char clen_first[32];
 };
@@ -156,6 +157,12 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
 		f->te++;
 		if (!value || !only_chunked(value))
 			f->te_other = true;
+	} else if (strcasecmp(key, "Authorization") == 0) {
+		f->auth++;
+	} else if (strcasecmp(key, "Content-Type") == 0) {
+		f->ctype++;
+	} else if (strcasecmp(key, "Content-Encoding") == 0) {
+		f->cenc++;
 	}
 	return MHD_YES;
 }
@@ -192,6 +199,13 @@ int httpd_check_framing(struct MHD_Connection *c, const char *version, const cha
 	if (f.te_other) {
 		*why = "Transfer-Encoding: only chunked is supported";
 		return 501;
+	}
+	/* the servers read the first of these, a proxy in front may read the last (or join them):
+	 * a token or a body one of them checks would not be the one the other uses */
+	if (f.auth > 1 || f.ctype > 1 || f.cenc > 1) {
+		*why = f.auth > 1 ? "Authorization: more than one" : f.ctype > 1 ? "Content-Type: more than one"
+									: "Content-Encoding: more than one";
+		return 400;
 	}
 	return 0;
 }

@@ -25,7 +25,8 @@ void httpd_log(void *cls, const char *fmt, va_list ap);
 /*
  * Whether a request's headers frame it unambiguously (RFC 9112): exactly one Host with HTTP/1.1,
  * at most one Content-Length (even with equal values), no Content-Length with Transfer-Encoding,
- * no transfer coding but chunked, no header name holding whitespace or other non-token bytes.
+ * no transfer coding but chunked, no header name holding whitespace or other non-token bytes, at
+ * most one Authorization, Content-Type and Content-Encoding (each read as one value).
  * For the first call of the access handler, before any body is read. Returns 0, or the status to
  * refuse with (400; 501 for an unknown transfer coding) with *why set to a static message.
  */

@@ -735,8 +735,10 @@ int json_fields(struct json_val obj, const char *path, const char *const *names,
 /* strcmp(name, key) == 0 without a call: keys are short and names are few. */
 static inline bool key_is(const char *name, const char *key)
 {
-	while (*name && *name == *key)
-		name++, key++;
+	while (*name && *name == *key) {
+		name++;
+		key++;
+	}
 	return *name == *key;
 }
 

@@ -420,6 +420,7 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 		json_enter(r);
 		for (size_t k = 0; json_next_item(r); k++) {
 			struct fpath f = { "stacks", NULL, i, k, 2 };
+			uint32_t *slot;
 			int64_t v;
 
 			if (k >= p->lim.max_stack_depth)
@@ -430,11 +431,9 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 			if ((size_t)v >= s->nframes)
 				return failp(p, WIRE_EINVALID, &f, "index %lld out of range (%zu frames)",
 					     (long long)v, s->nframes);
-			if (p->stack_idx.len == p->stack_idx.cap &&
-			    vec_reserve(&p->stack_idx.data, &p->stack_idx.cap, p->stack_idx.len + 1,
-					sizeof(uint32_t)) < 0)
+			if (!(slot = vec_push(&p->stack_idx)))
 				return fail(p, WIRE_ENOMEM, "stacks: out of memory");
-			((uint32_t *)p->stack_idx.data)[p->stack_idx.len++] = (uint32_t)v;
+			*slot = (uint32_t)v;
 			depth++;
 		}
 		if (depth == 0)

@@ -41,7 +41,7 @@ struct store {
 /* Per stream, what its frames and stacks are in the database. */
 struct mapped {
 	int32_t *frame_db;   /* by frame index; -1 if unused */
-	uint8_t *unnamed;    /* by frame index, where used: frame_unnamed() of its name */
+	uint8_t *unnamed;    /* by frame index, where used: frame_is_unnamed() of its name */
 	int32_t *stack_db;   /* by stack index; -1 if unused */
 	int32_t **stack_frames; /* by stack index: database frame ids */
 	int64_t ref;         /* streams.id when accepted */
@@ -257,7 +257,7 @@ static int put_int_list(struct buf *b, const int32_t *v, size_t n)
 /* Whether a frame's name may be an unnamed frame's (`module+0xOFFSET`, docs/symbols.md): those
  * are recorded with their build and address (store_unnamed_frames()). Worked out once per name and
  * kept in the id cache beside its id. */
-static uint8_t frame_unnamed(const char *name, size_t len)
+static uint8_t frame_is_unnamed(const char *name, size_t len)
 {
 	return memmem(name, len, "+0x", 3) != NULL;
 }
@@ -369,7 +369,8 @@ static int resolve_missing(struct store *st, bool is_stack, int32_t **local)
 		if (is_stack)
 			idcache_put_stack(st->cache, key, (uint32_t)(len / sizeof(int32_t)), (*local)[k], st->epoch);
 		else
-			idcache_put_frame(st->cache, key, len, (*local)[k], frame_unnamed(key, len), st->epoch);
+			idcache_put_frame(st->cache, key, len, (*local)[k], frame_is_unnamed(key, len),
+					  st->epoch);
 	}
 	return 0;
 }
@@ -426,7 +427,7 @@ static int map_ids(struct store *st, const struct wire_stream *const *ss, size_t
 			if (k < 0)
 				goto fail_oom;
 			m[s].frame_db[used[j]] = ids[j] >= 0 ? ids[j] : MISSING(k);
-			m[s].unnamed[used[j]] = ids[j] >= 0 ? tags[j] : frame_unnamed(names[j], lens[j]);
+			m[s].unnamed[used[j]] = ids[j] >= 0 ? tags[j] : frame_is_unnamed(names[j], lens[j]);
 		}
 	}
 	if (resolve_missing(st, false, &local) < 0)
@@ -671,7 +672,8 @@ static inline unsigned char *field_at(unsigned char *q, uint64_t v, int bytes)
 }
 
 /* An event's row: the field count, then nine fields of 8, 8, 4, 1, 4, 8, 8, 4 and 4 bytes (or a
- * NULL), each after its length. */
+ * NULL), each after its length. The room copy_events() reserves for one: keep it in step with
+ * the fields it writes. */
 #define EVENT_ROW_MAX (2 + 9 * 4 + 8 + 8 + 4 + 1 + 4 + 8 + 8 + 4 + 4)
 
 /*

@@ -848,6 +848,14 @@ got=$(printf 'GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n' | raw)
 t_eq "framing: two Host headers: 400, closed" "$got" $'400 closed\n{"error": "Host: more than one"}'
 got=$(printf 'GET /healthz HTTP/1.0\r\n\r\n' | raw)
 t_eq "framing: HTTP/1.0 may omit Host" "${got%%$'\n'*}" "200 closed"
+# fields read as one value, sent twice: the server and a proxy in front could each use another
+# (the first token valid and the second not, or the other way round)
+for extra in "Authorization: Bearer sm_not_a_token|Authorization" "Content-Type: application/x-ndjson|Content-Type" \
+	"Content-Encoding: identity"$'\r\n'"Content-Encoding: identity|Content-Encoding"; do
+	got=$(outer "${extra%|*}"$'\r\n'"Content-Length: $n1"$'\r\n' | raw)
+	t_eq "framing: two ${extra#*|} headers: 400, closed" "$got" \
+		$'400 closed\n{"error": "'"${extra#*|}"': more than one"}'
+done
 got=$( { printf 'POST /api/v1/streams HTTP/1.1\r\nHost: i\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
 	"$TOKEN" "$n1" "$(cat "$T_TMP/smug1.json")"; } | raw)
 t_eq "framing: the same request framed once is stored" "${got%%$'\n'*}" "200 open"

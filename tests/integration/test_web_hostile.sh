@@ -67,6 +67,13 @@ t_eq "framing: HTTP/1.1 without Host: 400, closed" "$got" \
 	$'400 closed\n{"error": "Host: missing (HTTP/1.1 requires it)"}'
 got=$(printf 'GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n' | raw)
 t_eq "framing: two Host headers: 400, closed" "$got" $'400 closed\n{"error": "Host: more than one"}'
+# fields read as one value, sent twice: the server and a proxy in front could each use another
+got=$(run_req first "Authorization: Bearer sm_not_a_token"$'\r\n'"Content-Length: ${#first}"$'\r\n' | raw)
+t_eq "framing: two Authorization headers: 400, closed" "$got" \
+	$'400 closed\n{"error": "Authorization: more than one"}'
+got=$(run_req first "Content-Type: text/plain"$'\r\n'"Content-Length: ${#first}"$'\r\n' | raw)
+t_eq "framing: two Content-Type headers: 400, closed" "$got" \
+	$'400 closed\n{"error": "Content-Type: more than one"}'
 got=$(run_req framed | raw)
 t_eq "framing: a run framed once is taken" "${got%%$'\n'*}" "202 open"
 t_eq "framing: the refused and the smuggled runs were never queued" \
