@@ -373,26 +373,50 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 	return WIRE_OK;
 }
 
-/* A stack's index as most are, up to 9 digits and nothing after them that makes it another number:
- * read here and r moves past it. -1 for anything else (r unmoved), for take_int() to read or refuse.
- * The text was checked, so it has no leading zero. */
-static inline int64_t small_index(struct json_reader *r)
-{
-	const char *q = r->p, *end = r->end;
-	int64_t v = 0;
-	int n = 0;
+/* ---- short paths: what agents write, read in one pass (each gives way to the general reading) ---- */
 
+static inline const char *fast_ws(const char *q, const char *end)
+{
 	while (q < end && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t'))
 		q++;
-	for (; q < end && *q >= '0' && *q <= '9'; q++, n++) {
-		if (n == 9)
-			return -1;
-		v = v * 10 + (*q - '0');
+	return q;
+}
+
+/* The member name key (n bytes, no escapes) and its colon at q: past them and the white space after,
+ * or NULL. */
+static inline const char *fast_key(const char *q, const char *end, const char *key, size_t n)
+{
+	if ((size_t)(end - q) < n + 3 || q[0] != '"' || memcmp(q + 1, key, n) != 0 || q[n + 1] != '"')
+		return NULL;
+	q = fast_ws(q + n + 2, end);
+	if (q >= end || *q != ':')
+		return NULL;
+	return fast_ws(q + 1, end);
+}
+
+/* Up to 18 digits at q (text wire_parse() checked: no leading zero), the number they make at most
+ * max and no fraction or exponent after them:
+ * *v and past them (and the white space after), or NULL. */
+static inline const char *fast_uint(const char *q, const char *end, int64_t max, int64_t *v)
+{
+	int64_t x = 0;
+	int n = 0;
+
+	for (; q < end && *q >= '0' && *q <= '9'; q++) {
+		if (++n > 18)
+			return NULL;
+		x = x * 10 + (*q - '0');
 	}
-	if (!n || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
-		return -1;
-	r->p = q;
-	return v;
+	if (!n || x > max || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
+		return NULL;
+	*v = x;
+	return fast_ws(q, end);
+}
+
+/* A comma at q: past it and the white space after, or NULL. */
+static inline const char *fast_comma(const char *q, const char *end)
+{
+	return q < end && *q == ',' ? fast_ws(q + 1, end) : NULL;
 }
 
 static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_reader *r,
@@ -421,12 +445,16 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 		for (size_t k = 0; json_next_item(r); k++) {
 			struct fpath f = { "stacks", NULL, i, k, 2 };
 			uint32_t *slot;
+			const char *q;
 			int64_t v;
 
 			if (k >= p->lim.max_stack_depth)
 				return fail(p, WIRE_EINVALID, "stacks[%zu]: %zu frames, at most %zu allowed",
 					    i, count_rest(r, k), p->lim.max_stack_depth);
-			if ((v = small_index(r)) < 0 && (rc = take_int(p, r, &f, 0, INT32_MAX, &v)))
+			/* the common case, digits in range, read here; anything else by take_int() */
+			if ((q = fast_uint(fast_ws(r->p, r->end), r->end, INT32_MAX, &v)))
+				r->p = q;
+			else if ((rc = take_int(p, r, &f, 0, INT32_MAX, &v)))
 				return rc;
 			if ((size_t)v >= s->nframes)
 				return failp(p, WIRE_EINVALID, &f, "index %lld out of range (%zu frames)",
@@ -456,51 +484,6 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 	s->stacks = stacks;
 	s->nstacks = n;
 	return WIRE_OK;
-}
-
-/* ---- an event as it is written, read in one pass ---- */
-
-static inline const char *fast_ws(const char *q, const char *end)
-{
-	while (q < end && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t'))
-		q++;
-	return q;
-}
-
-/* The member name key (n bytes, no escapes) and its colon at q: past them and the white space after,
- * or NULL. */
-static inline const char *fast_key(const char *q, const char *end, const char *key, size_t n)
-{
-	if ((size_t)(end - q) < n + 3 || q[0] != '"' || memcmp(q + 1, key, n) != 0 || q[n + 1] != '"')
-		return NULL;
-	q = fast_ws(q + n + 2, end);
-	if (q >= end || *q != ':')
-		return NULL;
-	return fast_ws(q + 1, end);
-}
-
-/* Up to 18 digits at q, the number they make at most max and no fraction or exponent after them:
- * *v and past them (and the white space after), or NULL. */
-static inline const char *fast_uint(const char *q, const char *end, int64_t max, int64_t *v)
-{
-	int64_t x = 0;
-	int n = 0;
-
-	for (; q < end && *q >= '0' && *q <= '9'; q++) {
-		if (++n > 18)
-			return NULL;
-		x = x * 10 + (*q - '0');
-	}
-	if (!n || x > max || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
-		return NULL;
-	*v = x;
-	return fast_ws(q, end);
-}
-
-/* A comma at q: past it and the white space after, or NULL. */
-static inline const char *fast_comma(const char *q, const char *end)
-{
-	return q < end && *q == ',' ? fast_ws(q + 1, end) : NULL;
 }
 
 /*
