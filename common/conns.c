@@ -552,12 +552,7 @@ static void *sweeper_main(void *p)
 		struct timespec ts;
 		int64_t now;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += SWEEP_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = util_clock_after(CLOCK_MONOTONIC, SWEEP_MS);
 		pthread_cond_timedwait(&c->wake, &c->lock, &ts);
 		if (c->stop)
 			break;

@@ -207,6 +207,20 @@ int64_t util_now_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+struct timespec util_clock_after(clockid_t clock, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 int64_t util_now_real_ns(void)
 {
 	struct timespec ts;

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Whole-string decimal integer in [min, max]. Returns 0 or -1. */
 int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
@@ -36,6 +37,9 @@ int64_t util_add_sat_i64(int64_t a, int64_t b);
 /* CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds. */
 int64_t util_now_mono_ns(void);
 int64_t util_now_real_ns(void);
+/* The time clock (CLOCK_MONOTONIC, CLOCK_REALTIME) shows ms milliseconds from now, for
+ * pthread_cond_timedwait() and the like. */
+struct timespec util_clock_after(clockid_t clock, int64_t ms);
 /* Lower-case hex of n bytes into out (2n+1 bytes). */
 void util_hex(const void *p, size_t n, char *out);
 /* Glob match of `pattern` (*, ?, [...]) against s, as fnmatch without flags. */

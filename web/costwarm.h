@@ -11,16 +11,19 @@
 
 #include "web/costcache.h"
 
+#include <stdatomic.h>
+
 struct costwarm;
 
 /* Starts the thread: every poll_ms it looks for runs done since the last look (at start, the
  * latest done run and those done in the 5 minutes before it) and computes the attributions and
  * models of their per_run costliest clusters and per_run costliest problems that cache does not
  * hold yet, through its own connection (conninfo; it
- * reconnects after an outage). NULL when the thread cannot start, with err. Caller stops it with
- * costwarm_stop(). */
+ * reconnects after an outage). Before each computation it waits, a second at most, while *busy (the
+ * server's requests in hand; NULL: never) is above 0. NULL when the thread cannot start, with err.
+ * Caller stops it with costwarm_stop(); busy must outlive it. */
 struct costwarm *costwarm_start(const char *conninfo, struct costcache *cache, int per_run, int poll_ms,
-				char *err, size_t errlen);
+				const atomic_int *busy, char *err, size_t errlen);
 /* Stops the thread and frees it: a query under way is cancelled, a connection being made ends
  * first (its connect_timeout at most). NULL-safe. */
 void costwarm_stop(struct costwarm *w);
@@ -28,5 +31,7 @@ void costwarm_stop(struct costwarm *w);
 uint64_t costwarm_fitted(const struct costwarm *w);
 /* Attributions computed so far. */
 uint64_t costwarm_attributed(const struct costwarm *w);
+/* Milliseconds its computations waited for the server's requests so far. */
+uint64_t costwarm_yielded_ms(const struct costwarm *w);
 
 #endif

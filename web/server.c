@@ -168,15 +168,9 @@ static PGconn *pool_get(struct pool *p, const struct budget *b)
 	int64_t left = budget_left_ms(b);
 	PGconn *c = NULL;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
 	if (left < 0)
 		left = 10000;
-	ts.tv_sec += (time_t)(left / 1000);
-	ts.tv_nsec += (long)(left % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	ts = util_clock_after(CLOCK_REALTIME, left);
 	pthread_mutex_lock(&p->lock);
 	while (p->nidle == 0)
 		if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
@@ -295,9 +289,11 @@ static void serve_metrics(struct req *rq)
 				     "# HELP sm_web_models_warmed_total Cost models fitted before their first view.\n"
 				     "# TYPE sm_web_models_warmed_total counter\nsm_web_models_warmed_total %llu\n"
 				     "# HELP sm_web_attributions_warmed_total Attributions computed before their first view.\n"
-				     "# TYPE sm_web_attributions_warmed_total counter\nsm_web_attributions_warmed_total %llu\n",
+				     "# TYPE sm_web_attributions_warmed_total counter\nsm_web_attributions_warmed_total %llu\n"
+				     "# HELP sm_web_model_warm_yield_seconds_total Time those computations waited for requests to be answered.\n"
+				     "# TYPE sm_web_model_warm_yield_seconds_total counter\nsm_web_model_warm_yield_seconds_total %.2f\n",
 			   models, attributions, bytes, (unsigned long long)costwarm_fitted(W.warm),
-			   (unsigned long long)costwarm_attributed(W.warm));
+			   (unsigned long long)costwarm_attributed(W.warm), (double)costwarm_yielded_ms(W.warm) / 1000);
 	}
 	{
 		size_t unused, bytes, kept;
@@ -963,7 +959,7 @@ int web_run(const struct web_config *cfg)
 	}
 	if (cfg->model_warm > 0 && cfg->model_cache_bytes > 0 &&
 	    !(W.warm = costwarm_start(cfg->conninfo_read ? cfg->conninfo_read : cfg->conninfo, W.env.costs,
-				      cfg->model_warm, 2000, err, sizeof(err))))
+				      cfg->model_warm, 2000, &W.held, err, sizeof(err))))
 		log_warn("cost models are fitted at their first view only", "error=\"%s\"", err);
 	if (cfg->worker) {
 		if (pthread_create(&worker, NULL, worker_main, (void *)cfg) != 0) {

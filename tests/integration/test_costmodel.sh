@@ -173,6 +173,35 @@ wait_metric sm_web_models_warmed_total "$((n0 + n1 + n2))"
 t_eq "warm: connected again, a run done after that has its models fitted" \
 	"$(metric sm_web_models_warmed_total) $(pg_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sm-web cost models'")" \
 	"$((n0 + n1 + n2)) 1"
+# the pages first: while a request is in the server's hands (here one held by a lock on what it
+# reads, which no fit reads), each fit waits, a second at most, then goes on
+printf 'BEGIN;\nLOCK TABLE agent_settings IN ACCESS EXCLUSIVE MODE;\nSELECT pg_sleep(120);\n' |
+	PGAPPNAME=sm-test-holder psql -X -q >/dev/null 2>&1 &
+holder=$!
+t_cleanup "kill $holder 2>/dev/null; true"
+pg_until 1 "SELECT count(*) FROM pg_locks WHERE relation = 'agent_settings'::regclass
+	AND mode = 'AccessExclusiveLock' AND granted" 100 >/dev/null
+curl -s -o "$T_TMP/held.body" -w '%{http_code}' -H "Authorization: Bearer $AN" "$WEB_URL/api/v1/agent-settings" \
+	>"$T_TMP/held.code" &
+held=$!
+t_eq "yield: a request waits on the lock" "$(pg_until 1 "SELECT count(*) FROM pg_stat_activity
+	WHERE wait_event_type = 'Lock' AND query LIKE '%agent_settings%' AND application_name <> 'sm-test-holder'" 100)" 1
+y0=$(metric sm_web_model_warm_yield_seconds_total)
+run3=$("$SM_BIN_DIR/sm-miner" run --quiet --app bi --kind run --aoi thread --threshold-ns 10000000 2>"$T_TMP/miner.err") ||
+	t_bail "sm-miner run --app bi, a fourth time" "$(cat "$T_TMP/miner.err")"
+n3=$(want "$run3")
+# the first fit of the new run: a whole second given to the request, then it is done
+wait_metric sm_web_models_warmed_total "$((n0 + n1 + n2 + 1))"
+y1=$(metric sm_web_model_warm_yield_seconds_total)
+t_eq "yield: the new run's first fit waited a whole second for the request, then was made" \
+	"$(awk -v a="$y0" -v b="$y1" 'BEGIN { print (b - a >= 1.0) }') $(metric sm_web_models_warmed_total)" \
+	"1 $((n0 + n1 + n2 + 1))"
+t_eq "yield: the request still waits (the lock)" "$(cat "$T_TMP/held.code" 2>/dev/null)" ""
+pg_q "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sm-test-holder'" >/dev/null
+wait "$held" "$holder" 2>/dev/null
+t_eq "yield: the lock gone, the request is answered" "$(cat "$T_TMP/held.code")" 200
+wait_metric sm_web_models_warmed_total "$((n0 + n1 + n2 + n3))"
+t_eq "yield: and the run's other fits are made" "$(metric sm_web_models_warmed_total)" "$((n0 + n1 + n2 + n3))"
 # stopped while a fit waits: a fresh sm-web fits the latest run's models at its start, and the
 # lock held here on what a fit reads keeps its first one waiting; SIGTERM ends it at once, with
 # no warning of a failed fit

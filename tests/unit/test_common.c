@@ -596,6 +596,16 @@ static void test_util(void)
 	double d;
 	char id[37];
 
+	/* a deadline ms from now: the nanoseconds carried into the seconds */
+	for (int64_t ms = 0; ms <= 2500; ms += 250) {
+		int64_t before = util_now_mono_ns(), at;
+		struct timespec ts = util_clock_after(CLOCK_MONOTONIC, ms);
+
+		at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		CHECK(ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000L);
+		CHECK(at >= before + ms * 1000000 && at <= util_now_mono_ns() + ms * 1000000);
+	}
+
 	/* a process's start time: the 22nd field, whatever its command's name holds */
 	CHECK(util_proc_start_time("4242 (a) b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
 				   "6920398 1000 10\n") == 6920398);
