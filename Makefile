@@ -126,6 +126,10 @@ $(O)/gen/%.pb-c.o: $(O)/gen/%.pb-c.c
 # the guard library's objects: optimised, unsanitized, position-independent, hidden by default
 GUARD_PIC_CFLAGS := -std=c11 -g -O2 -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
 	-pthread $(WARN) -MMD -MP -I. -I$(O)/gen
+ifeq ($(SAN),1)
+# the tests' library checks the path's unit types against counting each context (agent/guard/unit.c)
+GUARD_PIC_CFLAGS += -DGUARD_CHECK_PATH
+endif
 $(O)/pic/%.o: %.c | $(O)/gen/guard_sonames.h
 	@mkdir -p $(dir $@)
 	$(call say,CC,$@)

@@ -50,6 +50,11 @@
 /* deferred requests: a thread's descriptors, in sets of GUARD_AFD_WAYS (unit.c) */
 #define GUARD_AFD_SETS 64
 #define GUARD_AFD_WAYS 4
+/* guard: the contexts of a thread's last unit remembered, in order (unit.c "the path"), with the
+ * type counts after every GUARD_PATH_SNAP of them (of up to GUARD_PATH_SNAP_TYPES types) */
+#define GUARD_PATH 64
+#define GUARD_PATH_SNAP 16
+#define GUARD_PATH_SNAP_TYPES 16
 /* the shipping budget's groups per loop: one per unit type, the untyped units', the deferred requests' */
 #define GUARD_TSLOTS (GP_MAX_TYPES + 2)
 #define GUARD_TSLOT_ASYNC (GP_MAX_TYPES + 1)
@@ -228,6 +233,8 @@ struct gthread {
 	uint8_t aloop;            /* deferred requests (unit.c): this unit's loop waits in epoll/poll/select */
 	uint8_t bucket;           /* gp_bucket(calls) */
 	_Atomic uint16_t cur_call;
+	uint8_t path_on;          /* guard: the unit has repeated path's contexts so far */
+	uint8_t path_rec;         /* guard: the unit's contexts from path.len on go into path */
 	_Atomic uint32_t our_sigs, prog_sigs;
 	int32_t loop;             /* loop index (guard table or training), -1 = none */
 	uint32_t calls;           /* wrapped calls (contexts) in the unit so far */
@@ -245,6 +252,7 @@ struct gthread {
 	int64_t deadline;         /* guard_deadline_set(): the clock past which the unit is a violation */
 	uint64_t touched;
 	struct gafd *afd;         /* GUARD_AFD_SETS x GUARD_AFD_WAYS, mapped at the thread's first such unit */
+	struct gpath *path;       /* guard: its slot's (unit.c), from its first unit */
 	/* the rest */
 	int64_t agent_ns;         /* the agent's own time in the unit (a call's check reads the deadline) */
 	uint8_t exiting;

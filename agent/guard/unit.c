@@ -6,10 +6,12 @@
  * training, the choice of loop sites and the contexts of each unit.
  *
  * This is the program's hot path: a call inside a unit costs two clock reads,
- * a hash probe and a few stores; nothing here allocates or locks, except the
- * first time a thread or a training context is seen. What runs once per unit,
- * per long wait or only when training stays out of line, so that the code of a
- * call's bookkeeping takes few cache lines from the program's.
+ * a comparison with the same call of the thread's last unit ("the path") or
+ * else a hash probe and the type counting, and a few stores; nothing here
+ * allocates or locks, except the first time a thread or a training context is
+ * seen. What runs once per unit, per long wait or only when training stays out
+ * of line, so that the code of a call's bookkeeping takes few cache lines from
+ * the program's.
  */
 #include "agent/guard/modmap.h"
 #include "agent/guard/gtab.h"
@@ -98,7 +100,8 @@ static inline const void *loop_object(const struct gcall *c)
  */
 static inline int loop_twin(const struct gthread *t, const struct gcall *c)
 {
-	return t->unit_start && t->loop_obj && c->obj == t->loop_obj && c->cfa == t->loop_cfa &&
+	/* (the object first: most loops wait in epoll, poll or select, with none) */
+	return t->loop_obj && c->obj == t->loop_obj && t->unit_start && c->cfa == t->loop_cfa &&
 	       GCALL_KIND(c->info) == GK_COND;
 }
 
@@ -158,13 +161,14 @@ static int32_t best_type(const struct gthread *t, uint64_t all_types, const int6
 }
 
 /*
- * The loop's thresholds (a line of the table of their own) are read only where the unit's type or
- * size may change what applies: a new size bucket, a new best type, a tie. A table pushed while a
- * unit runs applies from its next such change (and whole from the next unit).
+ * One context of the unit, counted for the types having it (mask): the unit's type and threshold
+ * after it, into t->best and t->threshold; whether either changed. The loop's thresholds (a line
+ * of the table of their own) are read only where the unit's type or size may change what applies:
+ * a new size bucket, a new best type, a tie. A table pushed while a unit runs applies from its next
+ * such change (and whole from the next unit).
  */
-static void context_hit(struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t now)
+static int type_step(struct gthread *t, const struct gtab *tab, uint64_t mask)
 {
-	uint64_t mask = gtab_find(tab, t->loop, c->ret, (int64_t)(t->loop_cfa - c->cfa));
 	unsigned bucket = gp_bucket(++t->calls);
 	const int64_t *thr = tab->loops[t->loop].type_thr[bucket];
 	int32_t best = t->best;
@@ -194,13 +198,215 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 				best = b;
 		}
 	}
-	atomic_store_explicit(&t->slot->calls, t->calls, memory_order_relaxed);
 	if (best >= 0 && (best != t->best || (resized && thr[best] != t->threshold))) {
 		t->best = best;
 		t->threshold = thr[best];
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The path. A server's units mostly repeat the one before: the same calls from the same places,
+ * so the same contexts in the same order, each leaving the same type and threshold. A thread keeps
+ * its last unit's (GUARD_PATH at most); a unit that repeats them takes each call's type and
+ * threshold from there, without the table's lookup or the counting, and keeps no counts. At its
+ * first other context, or past the path's end, its counts are made again: from the counts kept
+ * after every GUARD_PATH_SNAP steps, then the steps' masks since, with the table they were found
+ * in (the same as counting them as they came). The path keeps the steps followed and records the
+ * unit's next ones. An epoll server's unit serves every connection ready: a longer unit than the
+ * last goes on past its end, a shorter one ends on it.
+ */
+struct gpath {
+	const struct gtab *tab;   /* the table the steps were found in */
+	pid_t tid;                /* the thread whose path it is (slots are taken again) */
+	int32_t loop;
+	uint32_t len;
+	struct gpath_step {
+		uintptr_t ret;
+		uint64_t mask;
+		int64_t threshold;    /* t->threshold and t->best after the step */
+		int32_t depth, best;
+	} step[GUARD_PATH];
+	struct gpath_snap {       /* snap[k]: the counts after step (k + 1) * GUARD_PATH_SNAP */
+		uint64_t touched;
+		uint8_t shared, bucket, ok;   /* ok: at most GUARD_PATH_SNAP_TYPES types touched */
+		uint32_t hits[GUARD_PATH_SNAP_TYPES];   /* touched's types in order */
+	} snap[GUARD_PATH / GUARD_PATH_SNAP];
+};
+
+/* a slot's, so that a thread that never runs a unit has none; in bss: pages only where used */
+static struct gpath paths[GUARD_MAX_THREADS];
+
+__attribute__((noinline)) static void path_leave(struct gthread *t, const struct gtab *tab)
+{
+	struct gpath *p = t->path;
+	uint32_t followed = t->calls, from = 0, k = followed / GUARD_PATH_SNAP;
+
+	t->path_on = 0;
+	/* as the unit began (unit_begin()): no counts kept while the path was followed */
+	t->calls = 0;
+	t->bucket = 0;
+	t->best = -1;
+	t->threshold = p->tab->loops[t->loop].threshold;
+	if (k > 0 && p->snap[k - 1].ok) {
+		const struct gpath_snap *s = &p->snap[k - 1];
+		uint64_t m = s->touched;
+
+		from = k * GUARD_PATH_SNAP;
+		for (int j = 0; m; j++, m &= m - 1)
+			t->hits[__builtin_ctzll(m)] = s->hits[j];
+		t->touched = s->touched;
+		t->shared = s->shared;
+		t->bucket = s->bucket;
+		t->calls = from;
+		t->best = p->step[from - 1].best;
+		t->threshold = p->step[from - 1].threshold;
+	}
+	for (uint32_t i = from; i < followed; i++)
+		type_step(t, p->tab, p->step[i].mask);
+	if (p->tab == tab) {
+		p->len = followed;
+		t->path_rec = 1;
+	} else {
+		/* a table pushed during the unit: its contexts are the new table's from the next unit on */
+		p->tab = tab;
+		p->len = 0;
+		t->path_rec = followed == 0;
+	}
+}
+
+/* The unit's context just counted (its calls-th), at the path's end: one more step. */
+static void path_record(struct gthread *t, const struct gtab *tab, uintptr_t ret, int64_t depth, uint64_t mask)
+{
+	struct gpath *p = t->path;
+	uint32_t i = t->calls - 1;
+	struct gpath_snap *s;
+	uint64_t m;
+	int j;
+
+	if (p->tab != tab || i != p->len || i >= GUARD_PATH || depth != (int32_t)depth) {
+		t->path_rec = 0;
+		return;
+	}
+	p->step[i].ret = ret;
+	p->step[i].depth = (int32_t)depth;
+	p->step[i].mask = mask;
+	p->step[i].best = t->best;
+	p->step[i].threshold = t->threshold;
+	p->len = i + 1;
+	if (p->len % GUARD_PATH_SNAP)
+		return;
+	s = &p->snap[i / GUARD_PATH_SNAP];
+	s->ok = __builtin_popcountll(t->touched) <= GUARD_PATH_SNAP_TYPES;
+	if (!s->ok)
+		return;
+	s->touched = t->touched;
+	s->shared = t->shared;
+	s->bucket = t->bucket;
+	for (j = 0, m = t->touched; m; j++, m &= m - 1)
+		s->hits[j] = t->hits[__builtin_ctzll(m)];
+}
+
+/* The unit's first steps: the thread's path for the table tab and loop L, found again or begun. */
+static void path_begin(struct gthread *t, const struct gtab *tab, int L)
+{
+	struct gpath *p = t->path;
+
+	if (!p || p->tid != t->tid) {
+		p = t->path = &paths[t->slot - G.slots];
+		p->tid = t->tid;
+		p->tab = NULL;
+	}
+	if (p->tab != tab || p->loop != L) {
+		p->tab = tab;
+		p->loop = L;
+		p->len = 0;
+	}
+	t->path_on = p->len > 0;
+	t->path_rec = 1;
+}
+
+#ifdef GUARD_CHECK_PATH
+/*
+ * The test build's check of the path (SAN=1): every context is also counted as it comes, by itself,
+ * in a second state; the unit's type and threshold must be the same after each, or the program
+ * stops with both.
+ */
+static __thread struct gthread path_shadow;
+
+static void path_check_begin(const struct gthread *t)
+{
+	struct gthread *s = &path_shadow;
+
+	memset(s->hits, 0, sizeof(s->hits));
+	s->touched = 0;
+	s->shared = 0;
+	s->best = -1;
+	s->calls = 0;
+	s->bucket = 0;
+	s->loop = t->loop;
+	s->threshold = t->threshold;
+}
+
+static void path_check(const struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t depth)
+{
+	struct gthread *s = &path_shadow;
+	char msg[256];
+	int n;
+
+	type_step(s, tab, gtab_find(tab, t->loop, c->ret, depth));
+	if (s->best == t->best && s->threshold == t->threshold && s->calls == t->calls)
+		return;
+	n = snprintf(msg, sizeof(msg), "libsmguard: the path's unit type %d, threshold %lld after call %u; counted: %d, %lld, %u\n",
+		     t->best, (long long)t->threshold, t->calls, s->best, (long long)s->threshold, s->calls);
+	if (n > 0 && write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1) < 0)
+		n = 0;
+	abort();
+}
+#else
+static inline void path_check_begin(const struct gthread *t)
+{
+	(void)t;
+}
+
+static inline void path_check(const struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t depth)
+{
+	(void)t, (void)tab, (void)c, (void)depth;
+}
+#endif
+
+static void context_hit(struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t now)
+{
+	int64_t depth = (int64_t)(t->loop_cfa - c->cfa);
+	uint64_t mask;
+	int changed;
+
+	if (GUARD_LIKELY(t->path_on)) {
+		const struct gpath *p = t->path;
+		uint32_t i = t->calls;
+
+		if (i < p->len && p->step[i].ret == c->ret && p->step[i].depth == depth && p->tab == tab) {
+			/* the last unit's context here: its type and threshold after it */
+			t->calls = i + 1;
+			changed = p->step[i].best != t->best || p->step[i].threshold != t->threshold;
+			t->best = p->step[i].best;
+			t->threshold = p->step[i].threshold;
+			goto counted;
+		}
+		path_leave(t, tab);
+	}
+	mask = gtab_find(tab, t->loop, c->ret, depth);
+	changed = type_step(t, tab, mask);
+	if (t->path_rec)
+		path_record(t, tab, c->ret, depth, mask);
+counted:
+	path_check(t, tab, c, depth);
+	atomic_store_explicit(&t->slot->calls, t->calls, memory_order_relaxed);
+	if (changed) {
 		guard_deadline_set(t);
 		atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
-		atomic_store_explicit(&t->slot->type, best, memory_order_relaxed);
+		atomic_store_explicit(&t->slot->type, t->best, memory_order_relaxed);
 	}
 	check(t, c->id, now);
 }
@@ -227,6 +433,8 @@ __attribute__((noinline)) static void unit_begin(struct gthread *t, const struct
 	t->threshold = tab->loops[L].threshold;
 	t->violated = 0;
 	guard_deadline_set(t);
+	path_begin(t, tab, L);
+	path_check_begin(t);
 	atomic_store_explicit(&s->agent_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->threshold, t->threshold, memory_order_relaxed);
 	atomic_store_explicit(&s->type, -1, memory_order_relaxed);
@@ -921,6 +1129,10 @@ void guard_unit_reset_child(struct gthread *t)
 	t->shared = 0;
 	memset(t->hits, 0, sizeof(t->hits));
 	memset(t->ctxcache, 0, sizeof(t->ctxcache));
+	/* its slot's path is the parent's thread's: begun again at the first unit (the tid differs) */
+	t->path = NULL;
+	t->path_on = 0;
+	t->path_rec = 0;
 	/* a new region's table is zeros already: only the process's own memory is cleared (its pages
 	 * would otherwise be touched in every forked child, a PostgreSQL backend's 64 KiB) */
 	if (rel_table == rel_own)

@@ -24,6 +24,7 @@
  * Requests are one line each, answered with "ok\n":
  *   fast          answer at once
  *   file          read a small file first (another unit type)
+ *   files N MS    read it N times, then sleep MS (0: none): units of many calls
  *   sleep MS      nanosleep(MS) in handle_sleep()       (a wait)
  *   spin MS       burn CPU for MS in spin_cpu()         (run events)
  *   cpu MS        burn MS of this thread's CPU time in cpu_work(): a fixed
@@ -303,10 +304,17 @@ __attribute__((noinline)) void sweep_go_idle(long ms)
 
 static int handle_line(const char *line)
 {
-	long ms = 0;
+	long ms = 0, n = 0;
 
 	if (strncmp(line, "fast", 4) == 0)
 		return 0;
+	if (sscanf(line, "files %ld %ld", &n, &ms) == 2) {
+		for (long i = 0; i < n; i++)
+			read_file();
+		if (ms > 0)
+			handle_sleep(ms);
+		return 0;
+	}
 	if (strncmp(line, "file", 4) == 0) {
 		read_file();
 		return 0;

@@ -167,6 +167,31 @@ fp=$(q "SELECT count(*) FROM streams s WHERE build_id = :'bid' AND NOT EXISTS (S
 echo "fast requests reported as violations: $fp of $(awk '$1 == "fast" {print $2}' <<<"$mix")"
 t_match "almost no fast request is reported" "$fp" '^[0-9]$'
 
+# the path (unit.c): a unit that repeats the last one's contexts takes their types from it, one
+# that goes on past its 64 or turns elsewhere counts again. In this build the library also counts
+# every context as it comes and stops the program at the first difference (GUARD_CHECK_PATH).
+# Units of 3, 4 and 203 or so calls, each kind again and again, then mixed, then the longest again.
+SM_GUARD_REPORTS_PER_MIN=100000 SM_GUARD_LABELS=run=path guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+ok=1
+for load in "3 files=1=60:1" "3 files=2=60:1" "5 files=100=60:1" "300 files=100=0:1,files=70=0:1,files=30=0:1,fast:2,file:1" \
+	"3 files=100=60:1"; do
+	"$GT" client "$PORT" ${load% *} 1 "${load#* }" >/dev/null || ok=0
+done
+gt_stop "$PORT"
+t_eq "path: the server answered every unit, each type as counted" "$ok $(grep -c "path's unit type" "$T_TMP/server.out")" "1 0"
+# the slow ones' sizes (those that slept: a first unit may be slow on a loaded machine): n files
+# make c1 + (n - 1) * (c2 - c1) calls, c1 the size of a unit with one
+calls=$(q "SELECT string_agg(c || 'x' || n, ' ' ORDER BY c) FROM (SELECT (labels->>'unit.calls')::int c, count(*) n
+	FROM streams WHERE build_id = :'bid' AND labels->>'run' = 'path'
+	AND (labels->>'unit.duration_ns')::bigint >= 60000000 GROUP BY 1) x")
+read -r c1 c2 c100 _ <<<"$(sed 's/x[0-9]*//g' <<<"$calls")"
+t_eq "path: 3, 3 and 8 slow units of 1, 2 and 100 files, their calls counted whole" \
+	"$calls $(awk -v a="$c1" -v b="$c2" -v c="$c100" 'BEGIN { print (c - a == 99 * (b - a) && b > a) }')" \
+	"${c1}x3 ${c2}x3 ${c100}x8 1"
+t_eq "path: the longest units (followed or not) all of one type and threshold" \
+	"$(q "SELECT count(DISTINCT (labels->>'unit.type', labels->>'unit.threshold_ns')) FROM streams
+	WHERE build_id = :'bid' AND labels->>'run' = 'path' AND labels->>'unit.calls' = '$c100'")" 1
+
 # the rate limit: a storm is counted, at most 6 streams per type and minute shipped
 SM_GUARD_REPORT_S=1 SM_GUARD_LABELS=run=limited guarded "$GT" epoll "$PORT" || t_bail "guarded server"
 "$GT" client "$PORT" 400 2 sleep=5:1 >/dev/null || t_fail "storm load"
