@@ -695,24 +695,36 @@ static void region_names(const struct gsrc *src, int32_t loop, int32_t type, cha
 		loopsym[0] = tname[0] = '\0';
 }
 
-/* What a process's symbolizer is shared by: its modules' files, in order, and their extents. */
+/* A module as two processes of one build have it alike: its file, build and extent from its bias. */
+static uint64_t module_key(const struct gmod *g)
+{
+	const char *f = g->file[0] ? g->file : g->path;
+	uint64_t v[2] = { g->lo - g->bias, g->hi - g->bias }, h = HASH_FNV_INIT;
+
+	h = hash_fnv(h, f, strlen(f) + 1);
+	h = hash_fnv(h, g->build_id, strlen(g->build_id) + 1);
+	return hash_mix64(hash_fnv(h, v, sizeof(v)));
+}
+
+static int module_same(const struct gmod *a, const struct gmod *b)
+{
+	return strcmp(a->file[0] ? a->file : a->path, b->file[0] ? b->file : b->path) == 0 &&
+	       strcmp(a->build_id, b->build_id) == 0 && a->lo - a->bias == b->lo - b->bias &&
+	       a->hi - a->bias == b->hi - b->bias;
+}
+
+/* What a process's symbolizer is shared by: its modules, in whatever order their addresses put them
+ * (with randomization, a library loaded late may land on either side of another). */
 static uint64_t modules_key(const struct gmodmap *m)
 {
-	uint64_t h = HASH_FNV_INIT;
+	uint64_t h = m->n;
 
-	for (size_t i = 0; i < m->n; i++) {
-		const struct gmod *g = &m->mods[i];
-		const char *f = g->file[0] ? g->file : g->path;
-		uint64_t v[2] = { g->lo - g->bias, g->hi - g->bias };
-
-		h = hash_fnv(h, f, strlen(f) + 1);
-		h = hash_fnv(h, g->build_id, strlen(g->build_id) + 1);
-		h = hash_fnv(h, v, sizeof(v));
-	}
+	for (size_t i = 0; i < m->n; i++)
+		h += module_key(&m->mods[i]);
 	return h;
 }
 
-/* p's addresses as cs has them: module i of both is the same file (their keys are equal). p->mods
+/* p's addresses as cs has them, module by module (0 when cs lacks one of p's: not shared). p->mods
  * stays as it is while p has a symbolizer (it is read again only to get one). */
 static int shift_make(struct cproc *p, const struct csym *cs)
 {
@@ -720,8 +732,17 @@ static int shift_make(struct cproc *p, const struct csym *cs)
 
 	if (p->mods.n != cs->mods.n || !(shift = calloc(p->mods.n, sizeof(*shift))))
 		return -1;
-	for (size_t i = 0; i < p->mods.n; i++)
-		shift[i] = cs->mods.mods[i].bias - p->mods.mods[i].bias;
+	for (size_t i = 0; i < p->mods.n; i++) {
+		size_t j = 0;
+
+		while (j < cs->mods.n && !module_same(&p->mods.mods[i], &cs->mods.mods[j]))
+			j++;
+		if (j == cs->mods.n) {
+			free(shift);
+			return -1;
+		}
+		shift[i] = cs->mods.mods[j].bias - p->mods.mods[i].bias;
+	}
 	free(p->shift);
 	p->shift = shift;
 	return 0;
@@ -749,11 +770,9 @@ static struct gsym *symbolizer(struct cproc *p)
 	if (!p->mods.n)
 		return NULL;
 	key = modules_key(&p->mods);
-	for (cs = c->syms; cs && cs->key != key; cs = cs->next)
+	for (cs = c->syms; cs && (cs->key != key || shift_make(p, cs) < 0); cs = cs->next)
 		;
 	if (cs) {
-		if (shift_make(p, cs) < 0)
-			return NULL;
 		cs->refs++;
 		p->sym = cs;
 		log_info("symbolizer shared", "pid=%d exe=%s processes=%d", (int)p->pid, p->exe_name, cs->refs);

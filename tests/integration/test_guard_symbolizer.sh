@@ -84,6 +84,37 @@ t_match "the first one's sleeps are named from its entry down to nanosleep" "$ev
 t_eq "the second one's are named alike" "$(sleep_stacks apart2)" "$ev1"
 t_eq "no frame of either is unknown" \
 	"$(stream_events "s.labels->>'run' IN ('apart1', 'apart2')" | grep -c 'unknown\]')" 0
+
+# ---- the same modules in another order ----
+# two more of the build, each with the same two libraries preloaded, in opposite orders: their
+# addresses put the modules in different orders, and the symbolizer is shared all the same
+Z=/usr/lib/x86_64-linux-gnu/libz.so.1
+C=/usr/lib/x86_64-linux-gnu/libcrypt.so.1
+LIB=$("$GUARD" lib)
+PORT3=$(free_port)
+serve order1 "$PORT3" env LD_PRELOAD="$LIB $Z $C"
+G3=$GPID
+"$GT" client "$PORT3" 20 1 fast:15,sleep=60:5 >/dev/null || t_fail "the third one's load"
+PORT4=$(free_port)
+serve order2 "$PORT4" env LD_PRELOAD="$LIB $C $Z"
+G4=$GPID
+"$GT" client "$PORT4" 20 1 fast:15,sleep=60:5 >/dev/null || t_fail "the fourth one's load"
+# which of the two lies higher in each (the maps name the files the links lead to)
+higher() { awk '$6 ~ /\/libz\.so/ && !zs { zs = $1 } $6 ~ /\/libcrypt\.so/ && !cs { cs = $1 }
+	END { print (!zs || !cs ? "none" : zs > cs ? "libz" : "libcrypt") }' /proc/"$1"/maps; }
+t_match "the two have the libraries in opposite orders" "$(higher "$G3") $(higher "$G4")" '^(libz libcrypt|libcrypt libz)$'
+for _ in $(seq 1 300); do
+	grep -q "msg=\"symbolizer [a-z]*\" pid=$G4 " "$T_TMP/collector.log" && break
+	sleep 0.05
+done
+t_match "the first of them opened a symbolizer of their modules" \
+	"$(grep "msg=\"symbolizer [a-z]*\" pid=$G3 " "$T_TMP/collector.log")" 'msg="symbolizer opened"'
+t_match "the other shares it" \
+	"$(grep "msg=\"symbolizer [a-z]*\" pid=$G4 " "$T_TMP/collector.log")" 'msg="symbolizer shared".* processes=2( |$)'
+GPID=$G4
+gt_stop "$PORT4"
+GPID=$G3
+gt_stop "$PORT3"
 collector_stop
 
 t_done
