@@ -70,20 +70,25 @@ void guard_clock_tick(void);
 /* The same from a program's thread, at now: one load unless a second has passed. [program] */
 void guard_clock_poll(int64_t now);
 
+/* The clock on the TSC: only where G.clk.ok. */
+static inline int64_t guard_now_tsc(void)
+{
+	uint32_t s;
+	int64_t ns;
+
+	do {
+		s = atomic_load_explicit(&G.clk.seq, memory_order_acquire);
+		ns = G.clk.base_ns +
+		     (int64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() - G.clk.base_tsc) * G.clk.mult) >> 32);
+		atomic_thread_fence(memory_order_acquire);
+	} while ((s & 1) || s != atomic_load_explicit(&G.clk.seq, memory_order_relaxed));
+	return ns;
+}
+
 static inline int64_t guard_now(void)
 {
-	if (GUARD_LIKELY(G.clk.ok)) {
-		uint32_t s;
-		int64_t ns;
-
-		do {
-			s = atomic_load_explicit(&G.clk.seq, memory_order_acquire);
-			ns = G.clk.base_ns +
-			     (int64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() - G.clk.base_tsc) * G.clk.mult) >> 32);
-			atomic_thread_fence(memory_order_acquire);
-		} while ((s & 1) || s != atomic_load_explicit(&G.clk.seq, memory_order_relaxed));
-		return ns;
-	}
+	if (GUARD_LIKELY(G.clk.ok))
+		return guard_now_tsc();
 	return guard_mono_ns();
 }
 

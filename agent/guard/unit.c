@@ -235,8 +235,27 @@ struct gpath {
 	} snap[GUARD_PATH / GUARD_PATH_SNAP];
 };
 
-/* a slot's, so that a thread that never runs a unit has none; in bss: pages only where used */
-static struct gpath paths[GUARD_MAX_THREADS];
+/* A slot's each, so that a thread that never runs a unit has none: mapped at the first unit of
+ * the process, its pages touched only where used. Not in bss: a mapping of megabytes is given huge
+ * pages where the kernel's THP is "always" (2 MB for the first path), and its alignment to them
+ * moves the libraries loaded after it. */
+static _Atomic(struct gpath *) paths;
+
+__attribute__((noinline, cold)) static struct gpath *paths_map(void)
+{
+	size_t bytes = sizeof(struct gpath) * GUARD_MAX_THREADS;
+	struct gpath *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
+		     *none = NULL;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, bytes, MADV_NOHUGEPAGE);
+	if (!atomic_compare_exchange_strong(&paths, &none, p)) {
+		munmap(p, bytes);   /* another thread's came first */
+		return none;
+	}
+	return p;
+}
 
 __attribute__((noinline)) static void path_leave(struct gthread *t, const struct gtab *tab)
 {
@@ -311,10 +330,15 @@ static void path_record(struct gthread *t, const struct gtab *tab, uintptr_t ret
 /* The unit's first steps: the thread's path for the table tab and loop L, found again or begun. */
 static void path_begin(struct gthread *t, const struct gtab *tab, int L)
 {
-	struct gpath *p = t->path;
+	struct gpath *p = t->path, *all;
 
 	if (!p || p->tid != t->tid) {
-		p = t->path = &paths[t->slot - G.slots];
+		all = atomic_load_explicit(&paths, memory_order_acquire);
+		if (!all && !(all = paths_map())) {
+			t->path_on = t->path_rec = 0;
+			return;
+		}
+		p = t->path = &all[t->slot - G.slots];
 		p->tid = t->tid;
 		p->tab = NULL;
 	}
@@ -376,6 +400,37 @@ static inline void path_check(const struct gthread *t, const struct gtab *tab, c
 }
 #endif
 
+/* Whether the unit's next context, (ret, depth) in tab, is its path's next step. */
+static inline int path_next(const struct gthread *t, const struct gtab *tab, uintptr_t ret, int64_t depth)
+{
+	const struct gpath *p = t->path;
+	uint32_t i = t->calls;
+
+	return t->path_on && i < p->len && p->step[i].ret == ret && p->step[i].depth == depth && p->tab == tab;
+}
+
+/* Takes that step: the unit's size, type and threshold after it. Whether type or threshold changed. */
+static inline int path_follow(struct gthread *t)
+{
+	const struct gpath_step *s = &t->path->step[t->calls++];
+	int changed = s->best != t->best || s->threshold != t->threshold;
+
+	t->best = s->best;
+	t->threshold = s->threshold;
+	return changed;
+}
+
+/* The unit's size, type and threshold after a context, for the watchdog; the deadline when they changed. */
+static inline void context_counted(struct gthread *t, int changed)
+{
+	atomic_store_explicit(&t->slot->calls, t->calls, memory_order_relaxed);
+	if (changed) {
+		guard_deadline_set(t);
+		atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
+		atomic_store_explicit(&t->slot->type, t->best, memory_order_relaxed);
+	}
+}
+
 static void context_hit(struct gthread *t, const struct gtab *tab, const struct gcall *c, int64_t now)
 {
 	int64_t depth = (int64_t)(t->loop_cfa - c->cfa);
@@ -383,15 +438,8 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 	int changed;
 
 	if (GUARD_LIKELY(t->path_on)) {
-		const struct gpath *p = t->path;
-		uint32_t i = t->calls;
-
-		if (i < p->len && p->step[i].ret == c->ret && p->step[i].depth == depth && p->tab == tab) {
-			/* the last unit's context here: its type and threshold after it */
-			t->calls = i + 1;
-			changed = p->step[i].best != t->best || p->step[i].threshold != t->threshold;
-			t->best = p->step[i].best;
-			t->threshold = p->step[i].threshold;
+		if (path_next(t, tab, c->ret, depth)) {
+			changed = path_follow(t);
 			goto counted;
 		}
 		path_leave(t, tab);
@@ -402,12 +450,7 @@ static void context_hit(struct gthread *t, const struct gtab *tab, const struct 
 		path_record(t, tab, c->ret, depth, mask);
 counted:
 	path_check(t, tab, c, depth);
-	atomic_store_explicit(&t->slot->calls, t->calls, memory_order_relaxed);
-	if (changed) {
-		guard_deadline_set(t);
-		atomic_store_explicit(&t->slot->threshold, t->threshold, memory_order_relaxed);
-		atomic_store_explicit(&t->slot->type, t->best, memory_order_relaxed);
-	}
+	context_counted(t, changed);
 	check(t, c->id, now);
 }
 
@@ -864,6 +907,15 @@ void guard_async_close(int fd)
 		memset(e, 0, sizeof(*e));
 }
 
+/* The call t is in, for the watchdog. */
+static inline void call_in_unit(struct gthread *t, const struct gcall *c, int64_t now)
+{
+	atomic_store_explicit(&t->slot->call_ret, c->ret, memory_order_relaxed);
+	atomic_store_explicit(&t->slot->call_obj, (uintptr_t)c->obj, memory_order_relaxed);
+	atomic_store_explicit(&t->slot->call_start, now, memory_order_relaxed);
+	atomic_store_explicit(&t->slot->call, c->id, memory_order_release);
+}
+
 static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 {
 	const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
@@ -890,10 +942,7 @@ static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
 		return;
 	if (GCALL_KIND(c->info) != GK_LOCK && GCALL_KIND(c->info) != GK_JOIN)
 		context_hit(t, tab, c, now);
-	atomic_store_explicit(&t->slot->call_ret, c->ret, memory_order_relaxed);
-	atomic_store_explicit(&t->slot->call_obj, (uintptr_t)c->obj, memory_order_relaxed);
-	atomic_store_explicit(&t->slot->call_start, now, memory_order_relaxed);
-	atomic_store_explicit(&t->slot->call, c->id, memory_order_release);
+	call_in_unit(t, c, now);
 }
 
 static void guard_finish(struct gthread *t, struct gcall *c, int64_t now, int64_t dur)
@@ -1064,7 +1113,24 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 
 /* ---- the wrappers' entry points ---- */
 
-int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
+/* What every call's bookkeeping notes first. */
+static inline void call_note(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa,
+			     const void *obj, int fd)
+{
+	c->id = (uint16_t)id;
+	c->ret = ret;
+	c->cfa = cfa;
+	c->obj = obj;
+	c->fd = fd;
+	c->loopsite = -1;
+	c->res = -1;
+	guard_sigsnap_take(&c->sigs);
+	atomic_store_explicit(&t->cur_call, (uint16_t)id, memory_order_relaxed);
+}
+
+/* Any call's bookkeeping. */
+__attribute__((noinline)) static int gcall_enter_any(struct gthread *t, struct gcall *c, int id, uintptr_t ret,
+						      uintptr_t cfa, const void *obj, int fd)
 {
 	unsigned kind;
 	int64_t now;
@@ -1077,21 +1143,52 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 	t->sync_call = kind == GK_LOCK || kind == GK_COND || kind == GK_SEM;
 	if (GUARD_UNLIKELY(atomic_load_explicit(&G.start_wanted, memory_order_relaxed)) && !t->sync_call)
 		guard_start_wanted();
-	c->id = (uint16_t)id;
-	c->ret = ret;
-	c->cfa = cfa;
-	c->obj = obj;
-	c->fd = fd;
-	c->loopsite = -1;
-	c->res = -1;
-	guard_sigsnap_take(&c->sigs);
-	atomic_store_explicit(&t->cur_call, (uint16_t)id, memory_order_relaxed);
+	call_note(t, c, id, ret, cfa, obj, fd);
 	now = guard_now();
 	if (G.mode == GUARD_MODE_GUARD)
 		guard_enter(t, c, now);
 	else
 		train_enter(t, c, now);
 	c->t0 = now;
+	return 1;
+}
+
+__attribute__((noinline, cold)) static int gcall_violation(struct gthread *t, uint16_t call, int64_t now)
+{
+	violation_here(t, call, now);
+	return 1;
+}
+
+/*
+ * The common case first, calling nothing (so that it saves no register): a call of an I/O or sleep
+ * inside a unit that repeats its path, with the clock on the TSC. What guard_enter() and
+ * context_hit() do for it, in the same order; anything else goes to gcall_enter_any().
+ */
+int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
+{
+	const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
+	unsigned kind = GCALL_KIND(c->info);
+	int64_t now;
+	int changed;
+
+	if (GUARD_UNLIKELY(!t->unit_start || G.mode != GUARD_MODE_GUARD || !G.clk.ok || t->loop_obj ||
+			   (kind != GK_IO && kind != GK_SLEEP) ||
+			   atomic_load_explicit(&G.start_wanted, memory_order_relaxed) ||
+			   !path_next(t, tab, ret, (int64_t)(t->loop_cfa - cfa)) ||
+			   (GCALL_LOOP(c->info) && loop_match(tab, t, ret, cfa) >= 0)))
+		return gcall_enter_any(t, c, id, ret, cfa, obj, fd);
+	t->nest = 1;
+	t->nest_cfa = cfa;
+	t->sync_call = 0;
+	call_note(t, c, id, ret, cfa, obj, fd);
+	now = guard_now_tsc();
+	changed = path_follow(t);
+	path_check(t, tab, c, (int64_t)(t->loop_cfa - cfa));
+	context_counted(t, changed);
+	call_in_unit(t, c, now);
+	c->t0 = now;
+	if (GUARD_UNLIKELY(now > t->deadline))
+		return gcall_violation(t, c->id, now);
 	return 1;
 }
 
