@@ -816,6 +816,7 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 	uint32_t n = atomic_load(&p->r->nslots);
 	struct gsrc src = {
 		.proc = p->proc,
+		.pid = p->pid,
 		.slots = p->slots,
 		.nslots = n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS,
 		.snapshot = region_snapshot,

@@ -114,6 +114,9 @@ static struct lib libs[LAZY_NLIBS] = {
 	F(LAZY_DW, int, dwarf_cfi_addrframe, (Dwarf_CFI * c, Dwarf_Addr a, Dwarf_Frame **f), (c, a, f), -1)     \
 	F(LAZY_DW, int, dwarf_frame_info, (Dwarf_Frame * f, Dwarf_Addr *start, Dwarf_Addr *end, bool *sig),    \
 	  (f, start, end, sig), -1)                                                                           \
+	F(LAZY_DW, int, dwarf_frame_cfa, (Dwarf_Frame * f, Dwarf_Op **ops, size_t *nops), (f, ops, nops), -1)   \
+	F(LAZY_DW, int, dwarf_frame_register, (Dwarf_Frame * f, int reg, Dwarf_Op ops_mem[3], Dwarf_Op **ops,  \
+	  size_t *nops), (f, reg, ops_mem, ops, nops), -1)                                                    \
 	F(LAZY_DW, int, dwfl_module_build_id, (Dwfl_Module * m, const unsigned char **bits, GElf_Addr *vaddr), \
 	  (m, bits, vaddr), -1)                                                                               \
 	F(LAZY_DW, int, dwfl_offline_section_address, (Dwfl_Module * m, void **user, const char *modname,     \

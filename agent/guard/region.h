@@ -33,8 +33,9 @@
 #include "guardcore/settings.h"
 
 #define GREGION_MAGIC 0x31474552474d53ULL   /* "SMGREG1" */
-#define GREGION_VERSION 5                  /* 2: the process's log lines; 3: its readier table; 4: a
-					    * number per log line; 5: CPU time in the run-delay snapshot */
+#define GREGION_VERSION 6                  /* 2: the process's log lines; 3: its readier table; 4: a
+					    * number per log line; 5: CPU time in the run-delay snapshot;
+					    * 6: a hang's stack pointer in a system call (gviol.sys_sp) */
 #define GREGION_QUEUE 128                  /* violations and baselines waiting for the collector */
 #define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
 #define GREGION_TAB_SLOTS 65536            /* context slots of a guard table the collector can push */

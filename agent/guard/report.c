@@ -464,6 +464,7 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 {
 	struct gsrc src = {
 		.proc = "/proc/self",
+		.pid = G.pid,
 		.slots = G.slots,
 		.nslots = atomic_load(&G.nslots),
 		.snapshot = own_snapshot,

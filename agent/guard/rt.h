@@ -305,6 +305,7 @@ struct gviol {
 	 * the program made it (the instruction after it) */
 	int32_t sys_call;
 	uint64_t sys_pc;
+	uint64_t sys_sp;          /* its stack pointer: the stack above is walked from there (stream.c) */
 };
 
 enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };

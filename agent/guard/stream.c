@@ -12,7 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#define SYSCALL_CALLERS_MAX 126   /* callers of a system call: 128 frames with it and its place (as
+				   * SM_GUARD_MAX_FRAMES by default) */
 
 /* ---- collecting the window's events ---- */
 
@@ -99,14 +103,76 @@ static struct grec *new_record(struct arena *a, struct evlist *out, uint32_t nfr
 	return w;
 }
 
+/* A word of the process's memory at addr: 0, or -1 when it cannot be read (no fault either way). */
+static int read_word(pid_t pid, uint64_t addr, uint64_t *out)
+{
+	struct iovec local = { out, sizeof(*out) }, remote = { (void *)(uintptr_t)addr, sizeof(*out) };
+
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(*out) ? 0 : -1;
+}
+
+/*
+ * The callers of a thread asleep in a system call (v->sys_pc, v->sys_sp): return addresses, innermost
+ * first, read from its stack by the unwind tables' rules, at most max. The kernel tells only the stack
+ * pointer and the pc: a frame whose CFA is its rbp ends the walk unless a frame below saved rbp. The
+ * thread must still be in the same call at the same place once the walk is done, else nothing: its
+ * stack may have changed under the walk.
+ */
+static uint32_t syscall_callers(const struct gsrc *src, const struct gviol *v, uint64_t *ips, uint32_t max)
+{
+#if defined(__x86_64__)
+	uint64_t pc = v->sys_pc, sp = v->sys_sp, rbp = 0;
+	int rbp_known = 0;
+	uint32_t n = 0;
+	struct gwatch_sys again;
+
+	if (!src->sym || src->pid <= 0 || !sp)
+		return 0;
+	while (n < max) {
+		struct gsym_rule r;
+		/* the system call's place is the pc itself (the state there); a return address names its call */
+		uintptr_t at = (uintptr_t)(n == 0 ? pc : pc - 1);
+		uint64_t cfa, ra;
+
+		if ((src->xlat && !(at = src->xlat(src, at))) || gsym_rule(src->sym, at, &r) < 0 ||
+		    (r.cfa_reg == 6 && !rbp_known))
+			break;
+		cfa = (r.cfa_reg == 7 ? sp : rbp) + (uint64_t)r.cfa_off;
+		/* a stack grows down: each caller's frame lies above (no loop on a bad rule or stack) */
+		if (cfa <= sp || read_word(src->pid, cfa + (uint64_t)r.ra_off, &ra) < 0 || ra == 0)
+			break;
+		if (r.rbp == GSYM_AT)
+			rbp_known = read_word(src->pid, cfa + (uint64_t)r.rbp_off, &rbp) == 0;
+		else if (r.rbp == GSYM_UNKNOWN)
+			rbp_known = 0;
+		sp = cfa;
+		pc = ra;
+		ips[n++] = ra;
+	}
+	if (n && (gwatch_syscall(src->proc, v->tid, src->read_small, &again) < 0 || again.nr != v->sys_call - 1 ||
+		  again.sp != v->sys_sp || again.pc != v->sys_pc))
+		n = 0;
+	return n;
+#else
+	(void)src;
+	(void)v;
+	(void)ips;
+	(void)max;
+	return 0;
+#endif
+}
+
 /*
  * A unit in flight asleep in a system call the agent does not wrap (v->sys_call): its wait, since
  * the last thing its thread's ring holds of it (the call began after that) or the unit's start,
- * with the call's place and the call, "libc.so.6!syscall;[syscall nanosleep]". Its stack above is
- * not known: the thread is never signalled outside a wrapped call.
+ * with the call, the call's place and its callers, walked from the stack pointer the kernel shows
+ * ("guardtest!raw_sleep;libc.so.6!syscall;[syscall nanosleep]"): the thread is never signalled
+ * outside a wrapped call.
  */
-static void add_syscall_wait(const struct gviol *v, struct arena *a, struct evlist *out)
+static void add_syscall_wait(const struct gsrc *src, const struct gviol *v, struct arena *a, struct evlist *out)
 {
+	uint64_t callers[SYSCALL_CALLERS_MAX];
+	uint32_t ncallers;
 	int64_t since = v->start;
 	struct grec *w;
 
@@ -119,13 +185,15 @@ static void add_syscall_wait(const struct gviol *v, struct arena *a, struct evli
 		if (out->v[i].tid == v->tid && end > since && end < v->end)
 			since = end;
 	}
-	if (!(w = new_record(a, out, 2)))
+	ncallers = syscall_callers(src, v, callers, SYSCALL_CALLERS_MAX);
+	if (!(w = new_record(a, out, 2 + ncallers)))
 		return;
 	w->kind = GREC_WAIT;
 	w->ts = since;
 	w->dur = v->end - since;
 	w->ip[0] = GUARD_SYSCALL_TAG + (uint64_t)(v->sys_call - 1);
 	w->ip[1] = v->sys_pc;
+	memcpy(&w->ip[2], callers, ncallers * sizeof(callers[0]));
 	out->v[out->n].rec = w;
 	out->v[out->n].tid = v->tid;
 	out->n++;
@@ -142,7 +210,7 @@ static void add_in_flight_wait(const struct gsrc *src, const struct gviol *v, st
 	struct grec *w = NULL;
 
 	if (!call && v->sys_call > 0 && v->sys_call <= 4096) {
-		add_syscall_wait(v, a, out);
+		add_syscall_wait(src, v, a, out);
 		return;
 	}
 	if (!call || call >= GC_COUNT || since <= 0 || since > v->end)

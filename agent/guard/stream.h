@@ -27,6 +27,7 @@ struct gsym;
 
 struct gsrc {
 	const char *proc;             /* "/proc/self" or "/proc/<pid>": the threads' names */
+	pid_t pid;                    /* the process, whose memory a walk reads; 0: never read */
 	struct gslot *slots;          /* the process's thread slots */
 	uint32_t nslots;              /* in use (bounded by the caller) */
 	/* copies slot i's ring (i == nslots: the ring the other threads share) into out, at most cap

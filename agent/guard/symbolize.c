@@ -5,6 +5,7 @@
 #include "common/vec.h"
 
 #include <dlfcn.h>
+#include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
@@ -316,6 +317,60 @@ static size_t name_of(struct gsym *s, uintptr_t addr, bool function, char *out, 
 		}
 	}
 	return n;
+}
+
+/* A register's rule: GSYM_AT (its place is CFA + *off), GSYM_SAME or GSYM_UNKNOWN; -1 for any other
+ * shape (a value, an expression). */
+static int reg_rule(Dwarf_Frame *frame, int reg, int64_t *off)
+{
+	Dwarf_Op mem[3], *ops = NULL;
+	size_t nops = 0;
+
+	if (dwarf_frame_register(frame, reg, mem, &ops, &nops) < 0)
+		return -1;
+	if (nops == 0)
+		return ops ? GSYM_UNKNOWN : GSYM_SAME;
+	if (ops[0].atom != DW_OP_call_frame_cfa)
+		return -1;
+	*off = 0;
+	if (nops == 2 && ops[1].atom == DW_OP_plus_uconst)
+		*off = (int64_t)ops[1].number;   /* libdw puts a negative offset here, as its two's complement */
+	else if (nops != 1)
+		return -1;   /* a value (DW_OP_stack_value) or an expression */
+	return GSYM_AT;
+}
+
+int gsym_rule(struct gsym *s, uintptr_t addr, struct gsym_rule *r)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	Dwarf_Addr bias;
+	Dwarf_CFI *cfi = mod ? dwfl_module_eh_cfi(mod, &bias) : NULL;
+	Dwarf_Frame *frame = NULL;
+	Dwarf_Op *ops = NULL;
+	size_t nops = 0;
+	int ra, rc = -1;
+
+	if (!cfi || dwarf_cfi_addrframe(cfi, addr - bias, &frame) < 0)
+		return -1;
+	if ((ra = dwarf_frame_info(frame, NULL, NULL, NULL)) < 0 || dwarf_frame_cfa(frame, &ops, &nops) < 0 ||
+	    nops != 1)
+		goto out_frame;
+	if (ops[0].atom == DW_OP_bregx) {
+		r->cfa_reg = (int)ops[0].number;
+		r->cfa_off = (int64_t)ops[0].number2;
+	} else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+		r->cfa_reg = ops[0].atom - DW_OP_breg0;
+		r->cfa_off = (int64_t)ops[0].number;
+	} else {
+		goto out_frame;
+	}
+	if ((r->cfa_reg != 6 && r->cfa_reg != 7) || reg_rule(frame, ra, &r->ra_off) != GSYM_AT ||
+	    (r->rbp = reg_rule(frame, 6, &r->rbp_off)) < 0)
+		goto out_frame;
+	rc = 0;
+out_frame:
+	free(frame);
+	return rc;
 }
 
 size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap)

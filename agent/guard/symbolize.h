@@ -40,6 +40,23 @@ size_t gsym_frame(struct gsym *s, uintptr_t addr, char *out, size_t cap);
  */
 size_t gsym_function(struct gsym *s, uintptr_t addr, char *out, size_t cap);
 
+/*
+ * How to find the caller of a frame whose pc is addr (an instruction of it: a return address less
+ * one), from the module's unwind table, in DWARF's x86-64 registers: the frame's CFA is register
+ * cfa_reg (6 rbp, 7 rsp) plus cfa_off; the return address is the word at CFA + ra_off; the caller's
+ * rbp is the word at CFA + rbp_off (GSYM_AT), this frame's (GSYM_SAME), or unknown. 0, or -1 when
+ * the table holds no such rule for addr (no entry, or a rule of another shape).
+ */
+enum { GSYM_SAME, GSYM_AT, GSYM_UNKNOWN };
+struct gsym_rule {
+	int cfa_reg;
+	int64_t cfa_off;
+	int64_t ra_off;
+	int rbp;
+	int64_t rbp_off;
+};
+int gsym_rule(struct gsym *s, uintptr_t addr, struct gsym_rule *r);
+
 /* The build id (lower-case hex) of the module named module[0..len), or NULL when it has none. */
 const char *gsym_build_id(const struct gsym *s, const char *module, size_t len);
 

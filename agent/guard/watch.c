@@ -72,24 +72,49 @@ void gwatch_slots(struct gslot *slots, uint32_t n, int64_t now, int64_t hang_ns,
 
 /* ---- a hang outside the wrapped calls ---- */
 
-void gwatch_hang_syscall(const struct gslot *s, struct gviol *v, const char *proc, gwatch_read_fn *read_small)
+/* The hex number at p ("0x..."), its end in *end: 0, or -1 when none. */
+static int hex_at(const char *p, uint64_t *v, const char **end)
+{
+	int n = 0;
+
+	if (p[0] != '0' || p[1] != 'x')
+		return -1;
+	for (p += 2, *v = 0; n < 16 && ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')); p++, n++)
+		*v = *v << 4 | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+	*end = p;
+	return n ? 0 : -1;
+}
+
+int gwatch_syscall(const char *proc, pid_t tid, gwatch_read_fn *read_small, struct gwatch_sys *out)
 {
 	char path[96], b[320];
-	const char *p;
-	int64_t nr;
-	uint64_t pc = 0;
+	const char *p, *end;
+
+	snprintf(path, sizeof(path), "%s/task/%d/syscall", proc, (int)tid);
+	/* "NR ARG1 .. ARG6 SP PC" asleep in a system call; "running", or "-1 SP PC" otherwise */
+	if (read_small(path, b, sizeof(b)) <= 0 || (out->nr = gwatch_decimal(b)) < 0 || out->nr >= 4096)
+		return -1;
+	/* the last two fields */
+	if (!(p = strrchr(b, ' ')) || hex_at(p + 1, &out->pc, &end) < 0)
+		return -1;
+	while (p > b && p[-1] != ' ')
+		p--;
+	if (p == b || hex_at(p, &out->sp, &end) < 0 || *end != ' ')
+		return -1;
+	return 0;
+}
+
+void gwatch_hang_syscall(const struct gslot *s, struct gviol *v, const char *proc, gwatch_read_fn *read_small)
+{
+	struct gwatch_sys sys;
 
 	if (atomic_load(&s->call) != 0)
 		return;   /* a wrapped call's wait is the slot's own */
-	snprintf(path, sizeof(path), "%s/task/%d/syscall", proc, (int)v->tid);
-	/* "NR ARG1 .. ARG6 SP PC" asleep in a system call; "running", or "-1 SP PC" otherwise */
-	if (read_small(path, b, sizeof(b)) <= 0 || (nr = gwatch_decimal(b)) < 0 || nr >= 4096 ||
-	    !(p = strrchr(b, ' ')) || p[1] != '0' || p[2] != 'x')
+	if (gwatch_syscall(proc, v->tid, read_small, &sys) < 0)
 		return;
-	for (p += 3; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
-		pc = pc << 4 | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
-	v->sys_call = (int32_t)nr + 1;
-	v->sys_pc = pc;
+	v->sys_call = (int32_t)sys.nr + 1;
+	v->sys_pc = sys.pc;
+	v->sys_sp = sys.sp;
 }
 
 /* ---- run delay ---- */

@@ -80,7 +80,15 @@ static inline pid_t gwatch_release_of(const _Atomic uint64_t *table, const void 
 	return (pid_t)(v & 0x7fffffff);
 }
 
-/* v's sys_call and sys_pc for a hang of slot s outside any wrapped call: the system call its thread
+/* What a thread asleep in a system call shows in proc's task/TID/syscall: the call, its stack
+ * pointer and the instruction after it. */
+struct gwatch_sys {
+	int64_t nr;
+	uint64_t sp, pc;
+};
+/* Into *out: 0, or -1 when the thread runs, is in no system call, or is gone. */
+int gwatch_syscall(const char *proc, pid_t tid, gwatch_read_fn *read_small, struct gwatch_sys *out);
+/* v's sys_call, sys_sp and sys_pc for a hang of slot s outside any wrapped call: the system call its thread
  * is asleep in, from proc's task/TID/syscall (nothing when it runs, or is in none). */
 void gwatch_hang_syscall(const struct gslot *s, struct gviol *v, const char *proc, gwatch_read_fn *read_small);
 

@@ -20,7 +20,9 @@
 #include "tests/unit/check.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -655,6 +657,121 @@ static void test_stream_syscall_hang(void)
 	CHECK(syscall_hang(0, 2500000000, &rc) == 0);
 }
 
+/* A system call the agent does not wrap, made by a function of ours (its caller is what the walk finds). */
+static volatile int raw_go = 1;
+
+__attribute__((noinline)) static void raw_sleeper(void)
+{
+	struct timespec ts = { 0, 20000000 };
+
+	while (raw_go)
+		syscall(SYS_nanosleep, &ts, NULL);
+	__asm__ volatile("" ::: "memory");   /* the call is not a tail call */
+}
+
+static void *raw_thread(void *arg)
+{
+	*(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	raw_sleeper();
+	return NULL;
+}
+
+static long real_file(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return -1;
+	n = fread(buf, 1, cap - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return (long)n;
+}
+
+/* The wait's stack in stream ws ("a;b;c", outermost first), of the event of thread tid. */
+static void wait_stack(const struct wire_stream *ws, pid_t tid, char *out, size_t cap)
+{
+	size_t at = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < ws->nevents; i++) {
+		const struct wire_event *e = &ws->events[i];
+
+		if (e->kind != WIRE_WAIT || e->tid != tid)
+			continue;
+		for (uint32_t k = 0; k < ws->stacks[e->stack].len && at < cap; k++)
+			at += (size_t)snprintf(out + at, cap - at, "%s%s", k ? ";" : "",
+					       ws->frames[ws->stacks[e->stack].frames[k]]);
+		return;
+	}
+}
+
+/* A hang in an unwrapped system call, on a thread of this process: its callers are walked from the
+ * stack pointer the kernel shows, while it is still there. */
+static void test_stream_syscall_callers(void)
+{
+	static struct gslot slots[1];
+	struct gmodmap mm = { NULL, 0 };
+	struct gwatch_sys sys;
+	struct gsrc src;
+	struct gviol v;
+	struct wire_stream ws;
+	struct arena *a = arena_open(0);
+	pthread_t th;
+	pid_t tid = 0;
+	char err[256], stack[4096];
+	int asleep = 0;
+
+	CHECK(a != NULL);
+	CHECK_INT(pthread_create(&th, NULL, raw_thread, &tid), 0);
+	for (int i = 0; i < 500 && !asleep; i++) {
+		asleep = tid && gwatch_syscall("/proc/self", tid, real_file, &sys) == 0 && sys.nr == SYS_nanosleep;
+		if (!asleep)
+			usleep(2000);
+	}
+	CHECK(asleep);
+	CHECK_INT(gmodmap_load(&mm), 0);
+	fake_source(&src, slots, &v, 1000000000, 2500000000);
+	src.sym = gsym_open(&mm, err, sizeof(err));
+	CHECK(src.sym != NULL);
+	src.pid = getpid();
+	src.read_small = real_file;
+	v.tid = tid;
+	v.sys_call = (int32_t)sys.nr + 1;
+	v.sys_pc = sys.pc;
+	v.sys_sp = sys.sp;
+	memset(&ws, 0, sizeof(ws));
+	if (a && src.sym && asleep) {
+		CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+		wait_stack(&ws, tid, stack, sizeof(stack));
+#if defined(__SANITIZE_ADDRESS__)
+		/* the sanitizers' build keeps frame pointers: the walk ends at raw_sleeper's frame, whose CFA
+		 * is its rbp (the kernel does not show rbp); the caller found is that of syscall() */
+		CHECK_STR(stack, "test_guard!raw_sleeper;libc.so.6!syscall;[syscall nanosleep]");
+#else
+		/* without them, to the thread's start */
+		CHECK(strstr(stack, "libc.so.6!start_thread;test_guard!raw_thread;test_guard!raw_sleeper;"
+				    "libc.so.6!syscall;[syscall nanosleep]") != NULL);
+#endif
+		/* a stack pointer that is not the thread's now (it moved on meanwhile): nothing above */
+		v.sys_sp = sys.sp + 8;
+		CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+		wait_stack(&ws, tid, stack, sizeof(stack));
+		CHECK_STR(stack, "libc.so.6!syscall;[syscall nanosleep]");
+		/* one no process has mapped (a hostile process's value): read nothing, and no fault */
+		v.sys_sp = 0x1000;
+		CHECK_INT(stream_build(&src, &v, a, &ws), 1);
+		wait_stack(&ws, tid, stack, sizeof(stack));
+		CHECK_STR(stack, "libc.so.6!syscall;[syscall nanosleep]");
+	}
+	raw_go = 0;
+	pthread_join(th, NULL);
+	gsym_free(src.sym);
+	gmodmap_release(&mm);
+	arena_free(a);
+}
+
 /* ---- the host's steal time ---- */
 
 static const char *stat_text;
@@ -976,6 +1093,7 @@ int main(void)
 	RUN(test_ring);
 	RUN(test_symbolize);
 	RUN(test_stream_syscall_hang);
+	RUN(test_stream_syscall_callers);
 	RUN(test_steal);
 	RUN(test_stream_steal);
 	RUN(test_unit_run_delay);
