@@ -1274,6 +1274,90 @@ static void fl_run(void)
 
 static step_fn *const case_forklocks[] = { busy, fl_run, busy, NULL };
 
+/* ---- forkpool: a fork while threads just created have not run yet ----
+ * The agent's pthread_create takes the new thread's start argument from a pool of 64, which the
+ * thread gives back as it starts. Forked before the threads ran, a child holds those entries taken
+ * for threads it does not have: it must find the pool free, or each thread it creates would cost its
+ * creator an allocation. This program's malloc and calloc count the calls of a thread that asks.
+ * The creator runs at a realtime priority on one CPU, so that the threads it creates (the same
+ * priority, the same CPU) wait until it blocks: 70 threads created, then the fork; in the child, 8
+ * threads created at once, then joined. */
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+static __thread int fp_counting;
+static long fp_allocs;   /* only the counting thread adds */
+
+void *malloc(size_t n)
+{
+	if (fp_counting)
+		fp_allocs++;
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+	if (fp_counting)
+		fp_allocs++;
+	return __libc_calloc(n, size);
+}
+
+static void *fp_nothing(void *arg)
+{
+	return arg;
+}
+
+static void fp_run(void)
+{
+	struct sched_param rt = { .sched_priority = 1 }, normal = { .sched_priority = 0 };
+	cpu_set_t all, one;
+	pthread_t th[70];
+	int n = 0, cpu = 0, realtime, st = 0;
+	pid_t p;
+
+	sched_getaffinity(0, sizeof(all), &all);
+	while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &all))
+		cpu++;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	realtime = sched_setaffinity(0, sizeof(one), &one) == 0 && sched_setscheduler(0, SCHED_FIFO, &rt) == 0;
+	for (int i = 0; i < 70; i++)
+		if (pthread_create(&th[n], NULL, fp_nothing, NULL) == 0)
+			n++;
+	p = fork();
+	if (p == 0) {
+		pthread_t c[8];
+		int m = 0;
+		long allocs;
+
+		fp_allocs = 0;
+		fp_counting = 1;
+		for (int i = 0; i < 8; i++)
+			if (pthread_create(&c[m], NULL, fp_nothing, NULL) == 0)
+				m++;
+		fp_counting = 0;
+		allocs = fp_allocs;
+		for (int i = 0; i < m; i++)
+			pthread_join(c[i], NULL);
+		_exit(m != 8 ? 255 : allocs < 200 ? (int)allocs : 200);
+	}
+	if (p < 0 || waitpid(p, &st, 0) != p)
+		st = -1;
+	sched_setscheduler(0, SCHED_OTHER, &normal);
+	sched_setaffinity(0, sizeof(all), &all);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	if (!realtime)
+		say("forkpool: no realtime priority here (not root?): the fork comes whenever");
+	if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 255)
+		say("forkpool: %d threads created before the fork; the child's 8 threads cost their creator %d "
+		    "allocations", n, WEXITSTATUS(st));
+	else
+		say("forkpool: %d threads created before the fork; the child failed (status %#x)", n, (unsigned)st);
+}
+
+static step_fn *const case_forkpool[] = { busy, fp_run, busy, NULL };
+
 /* ---- daemon: fork twice, close everything, write a file ---- */
 
 static void dm_run(void)
@@ -1384,6 +1468,7 @@ static const struct {
 	{ "unshare", case_unshare },
 	{ "threads", case_threads },
 	{ "forklocks", case_forklocks },
+	{ "forkpool", case_forkpool },
 	{ "daemon", case_daemon },
 	{ "exec", case_exec },
 	{ "exit", case_exit },

@@ -199,6 +199,12 @@ t_match "python: every handler ran twice" "$(cat "$W/plain/python-subprocess.out
 
 t_match "forklocks: every child of a fork among busy threads ran and exited" "$(cat "$W/plain/forklocks.out")" \
 	"^forklocks: 4 threads, 100 of 100 children exited 0"
+# the child of a fork that came before 70 new threads ran (the creator at a realtime priority on one
+# CPU) creates 8 threads at once: without the agent none costs its creator an allocation, and the
+# runs under the agent must say the same (a pool entry left taken in the child would cost one each)
+t_eq "forkpool: 70 threads created at a realtime priority, then the fork; the child's 8 threads allocated nothing" \
+	"$(head -n 1 "$W/plain/forkpool.out")" \
+	"forkpool: 70 threads created before the fork; the child's 8 threads cost their creator 0 allocations"
 
 # the agent was busy in the guarded runs: units, violations, streams
 busy=0
