@@ -130,8 +130,9 @@ static uint32_t syscall_callers(const struct gsrc *src, const struct gviol *v, u
 		return 0;
 	while (n < max) {
 		struct gsym_rule r;
-		/* the system call's place is the pc itself (the state there); a return address names its call */
-		uintptr_t at = (uintptr_t)(n == 0 ? pc : pc - 1);
+		/* inside the instruction before: the system call (which moves no stack pointer), or the call
+		 * a return address returns from (the next instruction may be another function's) */
+		uintptr_t at = (uintptr_t)(pc - 1);
 		uint64_t cfa, ra;
 
 		if ((src->xlat && !(at = src->xlat(src, at))) || gsym_rule(src->sym, at, &r) < 0 ||
