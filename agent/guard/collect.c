@@ -816,7 +816,6 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 	uint32_t n = atomic_load(&p->r->nslots);
 	struct gsrc src = {
 		.proc = p->proc,
-		.pid = p->pid,
 		.slots = p->slots,
 		.nslots = n < GUARD_MAX_THREADS ? n : GUARD_MAX_THREADS,
 		.snapshot = region_snapshot,
@@ -845,6 +844,8 @@ static int build(void *ctx, const struct gviol *v, struct arena *keep, struct wi
 
 	src.sym = symbolizer(p);
 	src.xlat = proc_xlat;
+	/* its memory is read (a hang's callers) only while it is the process the region names */
+	src.pid = !atomic_load(&p->ended) && over(p) == 0 ? p->pid : 0;
 	if (!src.sym) {
 		/* a process gone before its modules could be read: its frames could never be named (lost) */
 		return -1;

@@ -103,6 +103,7 @@ static struct grec *new_record(struct arena *a, struct evlist *out, uint32_t nfr
 	return w;
 }
 
+#if defined(__x86_64__)
 /* A word of the process's memory at addr: 0, or -1 when it cannot be read (no fault either way). */
 static int read_word(pid_t pid, uint64_t addr, uint64_t *out)
 {
@@ -111,12 +112,22 @@ static int read_word(pid_t pid, uint64_t addr, uint64_t *out)
 	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(*out) ? 0 : -1;
 }
 
+/* Whether v's thread is asleep in v's system call, at v's stack pointer and place. */
+static int still_in_call(const struct gsrc *src, const struct gviol *v)
+{
+	struct gwatch_sys now;
+
+	return gwatch_syscall(src->proc, v->tid, src->read_small, &now) == 0 && now.nr == v->sys_call - 1 &&
+	       now.sp == v->sys_sp && now.pc == v->sys_pc;
+}
+#endif
+
 /*
  * The callers of a thread asleep in a system call (v->sys_pc, v->sys_sp): return addresses, innermost
  * first, read from its stack by the unwind tables' rules, at most max. The kernel tells only the stack
  * pointer and the pc: a frame whose CFA is its rbp ends the walk unless a frame below saved rbp. The
- * thread must still be in the same call at the same place once the walk is done, else nothing: its
- * stack may have changed under the walk.
+ * thread must be in the same call at the same place before the walk and once it is done, else
+ * nothing: its stack may have changed under the walk. The agent's own frames are left out.
  */
 static uint32_t syscall_callers(const struct gsrc *src, const struct gviol *v, uint64_t *ips, uint32_t max)
 {
@@ -124,11 +135,11 @@ static uint32_t syscall_callers(const struct gsrc *src, const struct gviol *v, u
 	uint64_t pc = v->sys_pc, sp = v->sys_sp, rbp = 0;
 	int rbp_known = 0;
 	uint32_t n = 0;
-	struct gwatch_sys again;
 
-	if (!src->sym || src->pid <= 0 || !sp)
+	/* nothing is read unless the thread is where v says (v may be what a hostile process queued) */
+	if (!src->sym || src->pid <= 0 || !sp || !still_in_call(src, v))
 		return 0;
-	while (n < max) {
+	for (uint32_t steps = 0; n < max && steps < 2 * max; steps++) {
 		struct gsym_rule r;
 		/* inside the instruction before: the system call (which moves no stack pointer), or the call
 		 * a return address returns from (the next instruction may be another function's) */
@@ -148,10 +159,12 @@ static uint32_t syscall_callers(const struct gsrc *src, const struct gviol *v, u
 			rbp_known = 0;
 		sp = cfa;
 		pc = ra;
-		ips[n++] = ra;
+		/* the agent's own frames stay out (a wrapper that waits in the call it wraps): the stream
+		 * cuts a stack at its outermost one, and this one's call and place lie below */
+		if (!(ra >= src->self_lo && ra < src->self_hi))
+			ips[n++] = ra;
 	}
-	if (n && (gwatch_syscall(src->proc, v->tid, src->read_small, &again) < 0 || again.nr != v->sys_call - 1 ||
-		  again.sp != v->sys_sp || again.pc != v->sys_pc))
+	if (n && !still_in_call(src, v))
 		n = 0;
 	return n;
 #else
