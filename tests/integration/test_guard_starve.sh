@@ -314,25 +314,28 @@ else
 		       WHERE app IN ('tight', 'tighth') AND s.labels ? 'unit.run_delay_ns'")" "0|t"
 	# 30 ms of CPU at 10 ms per 100 ms period spans at least two period boundaries: throttled for one
 	# period's 90 ms at least; the start's value is interpolated between the watchdog's samples (100 ms
-	# apart, the cgroup itself throttling the watchdog), so the bound is 60 ms
+	# apart, the cgroup itself throttling the watchdog), so the bound is 60 ms; but one of the four may be
+	# throttled less (144 ms with 46 ms throttled, in one run of nine): three of them at least.
 	# unit.cause=cpu as the rule says (docs/guard.md), not for every one of them: a unit that ran much of
 	# its length between throttled periods (269 ms with 105 ms throttled, in one run) is not starved
 	# enough for it
 	t_eq "throttled units, in the process and through the collector: unit.throttled_ns over 60 ms, the limit, cause=cpu where the rule says, for most" \
-		"$(q "SELECT app, count(*), count(*) FILTER (WHERE (s.labels->>'unit.cause' IS NOT DISTINCT FROM 'cpu') =
+		"$(q "SELECT app, count(*) >= 3, count(*) FILTER (WHERE (s.labels->>'unit.cause' IS NOT DISTINCT FROM 'cpu') =
 		       (2 * (coalesce($rd, $thr) + coalesce((s.labels->>'unit.steal_ns')::bigint, 0)) >=
 		        (s.labels->>'unit.duration_ns')::bigint - (s.labels->>'unit.threshold_ns')::bigint)) = count(*),
 		       2 * count(*) FILTER (WHERE s.labels->>'unit.cause' = 'cpu') >= count(*)
 		       FROM streams s WHERE app IN ('tight', 'tighth') AND role = 'violation' AND $work AND
 		       $ended AND $cpu30 AND $thr > 60000000 AND $thr <= (s.labels->>'unit.duration_ns')::bigint + 1000000
-		       AND s.labels->>'host.cpu_limit' = '0.1' GROUP BY 1 ORDER BY 1")" "tight|4|t|t
-tighth|4|t|t"
+		       AND s.labels->>'host.cpu_limit' = '0.1' GROUP BY 1 ORDER BY 1")" "tight|t|t|t
+tighth|t|t|t"
 	t_eq "each has a [cgroup throttled] wait of the throttled time (the run queue's wait the rest)" \
-		"$(q "SELECT s.app, count(*) FROM streams s JOIN events e ON e.stream_ref = s.id JOIN stacks k ON k.id = e.stack_id
-		       WHERE s.app IN ('tight', 'tighth') AND $work AND $ended AND $cpu30 AND $thr > 60000000 AND e.kind = 'w' AND e.tid = s.symptom_tid
-		       AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cgroup throttled]')]::int[]
-		       AND e.dur_ns = least($thr, $rd) GROUP BY 1 ORDER BY 1")" "tight|4
-tighth|4"
+		"$(q "SELECT s.app, count(*) >= 3, count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM events e JOIN stacks k ON k.id = e.stack_id
+		         WHERE e.stream_ref = s.id AND e.kind = 'w' AND e.tid = s.symptom_tid
+		         AND k.frame_ids = ARRAY[(SELECT id FROM frames WHERE name = '[cgroup throttled]')]::int[]
+		         AND e.dur_ns = least($thr, $rd)))
+		       FROM streams s WHERE s.app IN ('tight', 'tighth') AND role = 'violation' AND $work AND $ended AND $cpu30
+		       AND $thr > 60000000 GROUP BY 1 ORDER BY 1")" "tight|t|0
+tighth|t|0"
 	# the hang: 1.5 s at a tenth of a CPU is throttled for about 1.35 s; the bound leaves the start's
 	# interpolation and the sanitizers' slowness room. Through the collector, its own history of the
 	# cgroup (the process's is in the process) gives the figure.
