@@ -61,7 +61,7 @@ INGEST_SRC := $(filter-out ingest/main.c,$(wildcard ingest/*.c))
 MINER_SRC := $(filter-out miner/main.c,$(wildcard miner/*.c))
 CLUSTER_SRC := $(filter-out clusterer/main.c,$(wildcard clusterer/*.c))
 WEB_SRC := $(filter-out web/main.c,$(wildcard web/*.c))
-GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c budget.c stream.c gcall.c watch.c cgroup.c steal.c gtab.c)
+GUARD_SRC := $(addprefix agent/guard/,dropin.c ring.c modmap.c symbolize.c prio.c budget.c stream.c gcall.c watch.c cgroup.c steal.c gtab.c learnt.c)
 # the host's collector: in sm-agent only, never in libsmguard.so
 GUARD_COLLECT_SRC := agent/guard/collect.c
 GUARD_RT_SRC := $(addprefix agent/guard/,interpose.c signals.c runtime.c threads.c unit.c sampler.c unwind.c \

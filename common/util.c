@@ -248,12 +248,18 @@ bool util_glob(const char *pattern, const char *s)
 int util_read_file(const char *path, size_t max, char **out, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	return util_read_fd(fd, max, out, len);
+}
+
+int util_read_fd(int fd, size_t max, char **out, size_t *len)
+{
 	struct stat st;
 	char *data = NULL;
 	size_t cap, n = 0;
 
-	if (fd < 0)
-		return -1;
 	if (fstat(fd, &st) < 0)
 		goto fail_fd;
 	cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;

@@ -51,6 +51,8 @@ int util_mkdir_p(const char *dir);
 /* Read a whole file (at most max bytes) into *out (caller frees). Returns 0 or -1
  * with errno set (EFBIG when over max). */
 int util_read_file(const char *path, size_t max, char **out, size_t *len);
+/* The same from an open file, which it closes (whatever the result). */
+int util_read_fd(int fd, size_t max, char **out, size_t *len);
 /* The run of decimal digits at *p as a number, saturating at UINT64_MAX (0 when there is none);
  * *p moves past it. For counters and lengths read from the kernel or a peer. */
 uint64_t util_digits_u64(const char **p);

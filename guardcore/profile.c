@@ -1559,17 +1559,33 @@ out_put:
 	return rc;
 }
 
+static int is_regular(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 int gp_load_file(struct gprofile *p, const char *path)
 {
 	char *text = NULL;
 	size_t len = 0;
-	int rc;
+	int rc, fd;
 
-	if (util_read_file(path, GP_MAX_TEXT, &text, &len) < 0) {
+	/* a profile is a regular file: a FIFO or a device there (the directory may be a hostile process's)
+	 * is refused before any read could wait on it */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
 		if (errno == ENOENT)
 			return -2;
 		return gp_fail(p, "%s: %s", path, strerror(errno));
 	}
+	if (!is_regular(fd)) {
+		close(fd);
+		return gp_fail(p, "%s: not a regular file", path);
+	}
+	if (util_read_fd(fd, GP_MAX_TEXT, &text, &len) < 0)
+		return gp_fail(p, "%s: %s", path, strerror(errno));
 	rc = gp_load_text(p, text, len);
 	if (rc < 0) {
 		char msg[sizeof(p->err)];
@@ -1597,9 +1613,14 @@ int gp_save_merged(const char *path, const struct gprofile *delta, int64_t min_t
 		snprintf(err, errlen, "%s: path too long", path);
 		return -1;
 	}
-	lockfd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	lockfd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
 	if (lockfd < 0) {
 		snprintf(err, errlen, "%s: %s", lock_path, strerror(errno));
+		return -1;
+	}
+	if (!is_regular(lockfd)) {
+		snprintf(err, errlen, "%s: not a regular file", lock_path);
+		close(lockfd);
 		return -1;
 	}
 	for (int waited = 0; flock(lockfd, LOCK_EX | LOCK_NB) < 0; waited += 10) {
@@ -1643,7 +1664,9 @@ int gp_save_merged(const char *path, const struct gprofile *delta, int64_t min_t
 		snprintf(err, errlen, "profile larger than %zu bytes", GP_MAX_TEXT);
 		goto out_unlock;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* made new: whatever was left at the name (an earlier process of this pid's, or anything else) goes */
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || util_write_all(fd, out.data, out.len) < 0 || fsync(fd) < 0) {
 		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
 		goto out_unlink;

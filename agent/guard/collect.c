@@ -3,6 +3,7 @@
 #include "agent/guard/cgroup.h"
 #include "agent/guard/collect.h"
 #include "agent/guard/gtab.h"
+#include "agent/guard/learnt.h"
 #include "agent/guard/modmap.h"
 #include "agent/guard/region.h"
 #include "agent/guard/steal.h"
@@ -23,12 +24,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/fsuid.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -94,6 +98,17 @@ struct cproc {
 	int64_t next_fetch;
 	uint32_t taken_seen, refused_seen;   /* the process's pushed_taken and tab_refused last looked at */
 	int announce;                 /* a change was pushed: say when it is taken */
+	/* training (the shipping thread's): its tables, saved into its profile file as its owner */
+	struct learnt *learnt;        /* NULL: it guards */
+	uid_t uid;                    /* the region file's owner and group: the process's */
+	gid_t gid;
+	char profile_path[1200];
+	int64_t save_ns, upload_ns, next_save, next_upload;
+	double train_k, train_cut;
+	uint64_t saves, save_errors, uploads;
+	uint64_t uploaded;            /* the units of the last upload: none again until there are more */
+	uint32_t mods_gen;            /* the region's module list's generation when mods were read */
+	int claimed;                  /* mods are what the process wrote (never seen alive): its own symbolizer */
 	/* its log lines (the shipping thread's): the next one to log, by the collector's own count */
 	uint32_t log_next;
 	int log_started;
@@ -369,11 +384,16 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	    probe.slot_bytes != sizeof(struct gslot) || probe.max_slots != GUARD_MAX_THREADS ||
 	    probe.ring_bytes < 4096 || (probe.ring_bytes & (probe.ring_bytes - 1)) ||
 	    probe.bytes != (uint64_t)st.st_size || probe.bytes > REGION_MAX ||
+	    /* every offset and size inside the file first: the sums below then cannot wrap */
+	    probe.slots_off > probe.bytes || probe.rings_off > probe.bytes || probe.tab_off > probe.bytes ||
+	    probe.tab_cap > probe.bytes || probe.train_off > probe.bytes || probe.train_cap > probe.bytes ||
 	    probe.slots_off < sizeof(probe) || probe.slots_off % 4096 ||
 	    probe.rings_off < probe.slots_off + (uint64_t)GUARD_MAX_THREADS * sizeof(struct gslot) ||
 	    probe.tab_off != probe.rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * probe.ring_bytes ||
 	    probe.tab_cap < sizeof(struct gtab) || probe.tab_cap > (uint64_t)64 << 20 ||
-	    probe.tab_off + probe.tab_cap != probe.bytes)
+	    probe.train_off != probe.tab_off + probe.tab_cap ||
+	    (probe.train_cap != 0 && probe.train_cap != ((sizeof(struct learnt) + 4095) & ~(uint64_t)4095)) ||
+	    probe.train_off + probe.train_cap != probe.bytes)
 		goto out_refuse;
 	/* a live process it names must be the one that made it, and the file's owner's; a dead one's
 	 * region is only read (what it queued is shipped), never acted on */
@@ -447,6 +467,21 @@ static struct cproc *map_region(struct collector *c, int dfd, const char *name)
 	p->started_ns = probe.started_ns;
 	p->self_lo = (uintptr_t)probe.self_lo;
 	p->self_hi = (uintptr_t)probe.self_hi;
+	/* whose files the process's are: the collector opens them as that user (as_owner()) */
+	p->uid = st.st_uid;
+	p->gid = st.st_gid;
+	if (probe.train_cap) {
+		p->learnt = (struct learnt *)(void *)((unsigned char *)m + probe.train_off);
+		TAKE(p, profile_path);
+		p->save_ns = probe.save_ns >= 1000000000 ? probe.save_ns : 1000000000;
+		p->upload_ns = probe.upload_ns <= 0 ? 0 : probe.upload_ns >= 1000000000 ? probe.upload_ns : 1000000000;
+		p->train_k = isfinite(probe.train_k) && probe.train_k >= 0 && probe.train_k <= GSET_MAX_K ? probe.train_k :
+			     GP_DEFAULT_K;
+		p->train_cut = isfinite(probe.train_cut) && probe.train_cut > 0 && probe.train_cut <= 1 ? probe.train_cut :
+			       GP_DEFAULT_CUT;
+		p->next_save = mono_ns() + p->save_ns;
+		p->next_upload = mono_ns() + p->upload_ns;
+	}
 	p->c = c;
 	atomic_store(&p->ended, alive ? 0 : 1);
 	pthread_mutex_init(&p->mu, NULL);
@@ -526,10 +561,86 @@ static void read_modules(struct cproc *p)
 {
 	struct gmodmap mm = { NULL, 0 };
 
+	/* before the read: a dlopen while it reads makes the next look read again */
+	p->mods_gen = atomic_load_explicit(&p->r->mods_gen, memory_order_acquire);
+
 	if (start_time_of(p->pid) == p->starttime && gmodmap_load_pid(&mm, p->pid, p->exe_name) == 0 && mm.n &&
 	    start_time_of(p->pid) == p->starttime)
 		gmodmap_copy(&p->mods, &mm);
 	gmodmap_release(&mm);
+}
+
+static int mod_lo_cmp(const void *a, const void *b)
+{
+	const struct gmod *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/*
+ * The modules the process wrote into its region, for one that ended before the collector read them
+ * from /proc (a short-lived process, or one that came and went while no collector ran): what it
+ * claims, taken bounded (names as frames take them, build ids hex only), the executable first and
+ * the rest by address without overlaps. Its symbolizer is its own, its files opened as its user.
+ */
+static void claimed_modules(struct cproc *p)
+{
+	const struct gregion *r = p->r;
+	struct gmodmap mm = { NULL, 0 };
+
+	for (int tries = 0; tries < 100; tries++) {
+		uint32_t gen = atomic_load_explicit(&p->r->mods_gen, memory_order_acquire), n = r->nmods, k = 0;
+
+		if (gen & 1)
+			continue;
+		n = n < GREGION_MODS ? n : GREGION_MODS;
+		gmodmap_release(&mm);
+		if (!n || !(mm.mods = calloc(n, sizeof(*mm.mods))))
+			return;
+		for (uint32_t i = 0; i < n; i++) {
+			const struct gregion_mod *d = &r->mods[i];
+			struct gmod *g = &mm.mods[k];
+			int hex = 1;
+
+			take(g->name, sizeof(g->name), d->name, sizeof(d->name));
+			for (char *q = g->name; *q; q++)
+				if (*q == '!' || *q == '+')
+					*q = '_';
+			take(g->path, sizeof(g->path), d->path, sizeof(d->path));
+			memcpy(g->file, g->path, sizeof(g->file));
+			take(g->build_id, sizeof(g->build_id), d->build_id, sizeof(d->build_id));
+			for (const char *q = g->build_id; *q && hex; q++)
+				hex = (*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f');
+			if (!hex)
+				g->build_id[0] = '\0';
+			g->bias = (uintptr_t)d->bias;
+			g->lo = (uintptr_t)d->lo;
+			g->hi = (uintptr_t)d->hi;
+			if (g->lo < g->hi && g->name[0])
+				k++;
+		}
+		mm.n = k;
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&p->r->mods_gen, memory_order_relaxed) == gen)
+			break;
+		mm.n = 0;
+	}
+	if (mm.n > 1) {
+		size_t k = 1;
+
+		qsort(mm.mods + 1, mm.n - 1, sizeof(*mm.mods), mod_lo_cmp);
+		for (size_t i = 1; i < mm.n; i++)
+			if (mm.mods[i].lo >= mm.mods[k - 1].hi || k == 1)
+				mm.mods[k++] = mm.mods[i];
+		mm.n = k;
+	}
+	if (mm.n) {
+		gmodmap_release(&p->mods);
+		p->mods = mm;
+		p->claimed = 1;
+	} else {
+		gmodmap_release(&mm);
+	}
 }
 
 /* A region's name: PID.START.N, digits only, as the agent makes them (anything else is not looked at). */
@@ -592,6 +703,8 @@ static void scan(struct collector *c)
 			read_modules(p);
 			find_cgroup(p);
 		}
+		if (!p->mods.n)
+			claimed_modules(p);
 		log_info("guarded process", "pid=%d exe=%s build_id=%s region=%s%s", (int)p->pid, p->exe_name,
 			 p->build_id, p->name, atomic_load(&p->ended) ? " (ended)" : "");
 		pthread_mutex_lock(&c->mu);
@@ -748,12 +861,55 @@ static int shift_make(struct cproc *p, const struct csym *cs)
 	return 0;
 }
 
-static uintptr_t proc_xlat(const struct gsrc *src, uintptr_t addr)
+/* Where p's symbolizer has p's address addr (0: in none of its modules). */
+static uintptr_t proc_addr(const void *ctx, uintptr_t addr)
 {
-	const struct cproc *p = src->ctx;
+	const struct cproc *p = ctx;
 	const struct gmod *g = gmodmap_find(&p->mods, addr);
 
 	return g ? addr + p->shift[g - p->mods.mods] : 0;
+}
+
+static uintptr_t proc_xlat(const struct gsrc *src, uintptr_t addr)
+{
+	return proc_addr(src->ctx, addr);
+}
+
+static int as_owner(struct cproc *p, int (*fn)(struct cproc *, void *, char *, size_t), void *arg, char *err,
+		    size_t errlen);
+
+static int open_files(struct cproc *p, void *arg, char *err, size_t errlen)
+{
+	struct csym *cs = arg;
+
+	(void)p;
+	if (!(cs->sym = gsym_open(&cs->mods, err, errlen)))
+		return -1;
+	gsym_load_files(cs->sym);
+	return 0;
+}
+
+/* The symbolizer of modules the process claimed: never shared (another process's names must not come
+ * from them), its files opened as the process's user (it named them). */
+static struct gsym *claimed_symbolizer(struct cproc *p)
+{
+	struct csym *cs = calloc(1, sizeof(*cs));
+	char err[256] = "out of memory";
+
+	if (!cs || gmodmap_copy(&cs->mods, &p->mods) < 0 || shift_make(p, cs) < 0 ||
+	    as_owner(p, open_files, cs, err, sizeof(err)) < 0) {
+		log_warn("cannot open the symbolizer", "pid=%d error=\"%s\"", (int)p->pid, err);
+		if (cs) {
+			gsym_free(cs->sym);
+			gmodmap_release(&cs->mods);
+		}
+		free(cs);
+		return NULL;
+	}
+	cs->refs = 1;
+	p->sym = cs;
+	log_info("symbolizer opened", "pid=%d exe=%s modules=%zu from=region", (int)p->pid, p->exe_name, cs->mods.n);
+	return cs->sym;
 }
 
 static struct gsym *symbolizer(struct cproc *p)
@@ -766,6 +922,8 @@ static struct gsym *symbolizer(struct cproc *p)
 	p->sym_used = mono_ns();
 	if (p->sym)
 		return p->sym->sym;
+	if (p->claimed)
+		return claimed_symbolizer(p);
 	read_modules(p);
 	if (!p->mods.n)
 		return NULL;
@@ -1351,7 +1509,7 @@ static void report(struct collector *c, struct cproc *p, int exiting)
 		.host = p->host,
 		.exe = p->exe[0] ? p->exe : p->exe_name,
 		.build_id = p->build_id,
-		.mode = "guard",
+		.mode = p->learnt ? "train" : "guard",
 		.agent_version = GUARD_VERSION,
 		.app = p->app,
 		.collector = "host",
@@ -1449,6 +1607,205 @@ static void take_logs(struct cproc *p, int64_t now)
 	}
 }
 
+/* ---- training: what a process learns, saved and uploaded ---- */
+
+/* A live process may have loaded modules since they were read: read again, its symbolizer opened
+ * again only when they changed (its shifts are of the modules it was opened with). */
+static void modules_again(struct cproc *p)
+{
+	struct gmodmap was = { NULL, 0 };
+	int same;
+
+	/* only after the process wrote its module list again (a dlopen): reading /proc/PID/maps of every
+	 * training process at every save would cost the collector more than the save */
+	if (atomic_load(&p->ended) || atomic_load_explicit(&p->r->mods_gen, memory_order_acquire) == p->mods_gen ||
+	    gmodmap_copy(&was, &p->mods) < 0)
+		return;
+	read_modules(p);
+	same = was.n == p->mods.n;
+	for (size_t i = 0; same && i < was.n; i++)
+		same = was.mods[i].bias == p->mods.mods[i].bias && was.mods[i].lo == p->mods.mods[i].lo &&
+		       module_same(&was.mods[i], &p->mods.mods[i]);
+	gmodmap_release(&was);
+	if (!same && p->sym) {
+		sym_release(p->c, p->sym);
+		p->sym = NULL;
+	}
+}
+
+/* The names of p's addresses, from its symbolizer. 0, or -1 (none could be opened). */
+static int namer_of(struct cproc *p, struct learnt_namer *nm)
+{
+	memset(nm, 0, sizeof(*nm));
+	modules_again(p);
+	if (!(nm->sym = symbolizer(p)))
+		return -1;
+	nm->mods = &p->mods;
+	nm->xlat = proc_addr;
+	nm->ctx = p;
+	nm->exe = p->exe[0] ? p->exe : p->exe_name;
+	nm->build_id = p->build_id;
+	nm->k = p->train_k;
+	nm->cut = p->train_cut;
+	return 0;
+}
+
+/*
+ * fn(p, arg) with this thread's file system identity the process's (its region file's owner and
+ * group, no supplementary group): the process names the path, so the collector writes nothing there
+ * that the process could not. Only this thread's identity changes (setfsuid, and the raw setgroups
+ * call, are per thread). -1 with err when it cannot take that identity.
+ */
+static int as_owner(struct cproc *p, int (*fn)(struct cproc *, void *, char *, size_t), void *arg, char *err,
+		    size_t errlen)
+{
+	gid_t groups[256];
+	int ngroups, rc;
+	uid_t uid;
+	gid_t gid;
+
+	if (geteuid() != 0) {
+		if (p->uid != geteuid()) {
+			snprintf(err, errlen, "the collector runs as uid %u, the process as uid %u", (unsigned)geteuid(),
+				 (unsigned)p->uid);
+			return -1;
+		}
+		return fn(p, arg, err, errlen);
+	}
+	ngroups = getgroups((int)(sizeof(groups) / sizeof(groups[0])), groups);
+	if (ngroups < 0 || syscall(SYS_setgroups, 0, NULL) < 0) {
+		snprintf(err, errlen, "cannot drop the supplementary groups: %s", strerror(errno));
+		return -1;
+	}
+	gid = (gid_t)setfsgid(p->gid);
+	uid = (uid_t)setfsuid(p->uid);
+	if ((uid_t)setfsuid((uid_t)-1) != p->uid || (gid_t)setfsgid((gid_t)-1) != p->gid) {
+		snprintf(err, errlen, "cannot act as uid %u gid %u", (unsigned)p->uid, (unsigned)p->gid);
+		rc = -1;
+	} else {
+		rc = fn(p, arg, err, errlen);
+	}
+	setfsuid(uid);
+	setfsgid(gid);
+	syscall(SYS_setgroups, (long)ngroups, groups);
+	return rc;
+}
+
+static int save_file(struct cproc *p, void *arg, char *err, size_t errlen)
+{
+	char dir[sizeof(p->profile_path)];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", p->profile_path);
+	if ((slash = strrchr(dir, '/')) && slash != dir) {
+		*slash = '\0';
+		if (util_mkdir_p(dir) < 0) {
+			snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+			return -1;
+		}
+	}
+	/* a short wait for the file's lock: this thread ships every process's streams */
+	return gp_save_merged(p->profile_path, arg, 0, 200, err, errlen);
+}
+
+/* What p learnt since the last save, merged into its profile file (as the process's own agent would). */
+static void save_learnt(struct cproc *p)
+{
+	struct learnt_namer nm;
+	struct learnt_copy *cp;
+	struct gprofile *prof = NULL;
+	char err[512] = "out of memory";
+	int64_t t0 = mono_ns();
+	uint64_t units;
+
+	if (!(cp = learnt_take(p->learnt)))
+		goto out_fail;
+	if (!(units = learnt_copy_units(cp, p->learnt)))
+		goto out_free;
+	if (p->profile_path[0] != '/') {
+		snprintf(err, sizeof(err), "the profile's path is not absolute");
+		goto out_fail;
+	}
+	if (namer_of(p, &nm) < 0) {
+		snprintf(err, sizeof(err), "no symbolizer for the process's modules");
+		goto out_fail;
+	}
+	if (!(prof = gp_new()) || learnt_profile(cp, p->learnt, 0, &nm, prof, err, sizeof(err)) < 0 ||
+	    as_owner(p, save_file, prof, err, sizeof(err)) < 0)
+		goto out_fail;
+	learnt_mark_saved(p->learnt, cp);
+	p->saves++;
+	log_info("training saved", "pid=%d exe=%s path=%s units=%llu ms=%.1f", (int)p->pid, p->exe_name,
+		 p->profile_path, (unsigned long long)units, (double)(mono_ns() - t0) / 1e6);
+	goto out_free;
+out_fail:
+	/* the counts stay unsaved: the next save takes them */
+	p->save_errors++;
+	log_warn("cannot save the profile", "pid=%d path=%s error=\"%s\"", (int)p->pid, p->profile_path, err);
+out_free:
+	gp_free(prof);
+	learnt_copy_free(cp);
+}
+
+/* Everything p learnt since it started, to the server (which keeps each process's latest upload). */
+static void upload_learnt(struct collector *c, struct cproc *p)
+{
+	struct buf text = BUF_INIT((size_t)64 << 20), body = BUF_INIT((size_t)64 << 20);
+	struct learnt_namer nm;
+	struct learnt_copy *cp;
+	struct gprofile *prof = NULL;
+	char err[512] = "out of memory";
+
+	if (!shipper_of(c) || !(cp = learnt_take(p->learnt)))
+		goto out;
+	if (!learnt_copy_units(cp, NULL) || learnt_copy_units(cp, NULL) == p->uploaded)
+		goto out_free;
+	if (namer_of(p, &nm) < 0) {
+		snprintf(err, sizeof(err), "no symbolizer for the process's modules");
+		goto out_fail;
+	}
+	if (!(prof = gp_new()) || learnt_profile(cp, p->learnt, 1, &nm, prof, err, sizeof(err)) < 0 ||
+	    gp_cluster(prof, 0) < 0 || gp_write(prof, &text) < 0 ||
+	    learnt_upload_body(p->host, p->pid, p->started_ns, text.data, text.len, &body) < 0) {
+		if (prof && gp_error(prof)[0])
+			snprintf(err, sizeof(err), "%s", gp_error(prof));
+		goto out_fail;
+	}
+	if (shipper_post_json(c->sh, "/api/v1/profiles", body.data, body.len, NULL, err, sizeof(err)) < 0)
+		goto out_fail;
+	p->uploads++;
+	p->uploaded = learnt_copy_units(cp, NULL);
+	log_info("training uploaded", "pid=%d exe=%s units=%llu", (int)p->pid, p->exe_name,
+		 (unsigned long long)learnt_copy_units(cp, NULL));
+	goto out_free;
+out_fail:
+	log_warn("profile not uploaded", "pid=%d error=\"%s\"", (int)p->pid, err);
+out_free:
+	gp_free(prof);
+	learnt_copy_free(cp);
+out:
+	buf_release(&text);
+	buf_release(&body);
+}
+
+static void train_round(struct collector *c, struct cproc *p, int64_t now, int all, int ended)
+{
+	/* a process exiting waits for its last save (region.h, train_exit_saved): its exit is this round's
+	 * end too (gone()), the process still there to see the answer */
+	int exiting = atomic_load(&p->r->state) == GREG_EXITED && !atomic_load(&p->r->train_exit_saved);
+
+	if (all || ended || exiting || now >= p->next_save) {
+		save_learnt(p);
+		p->next_save = now + p->save_ns;
+	}
+	if (exiting)
+		atomic_store(&p->r->train_exit_saved, 1);
+	if (p->upload_ns > 0 && (ended || now >= p->next_upload)) {
+		upload_learnt(c, p);
+		p->next_upload = now + p->upload_ns;
+	}
+}
+
 /* The shipping thread's round over one process; ended: it was over before the round began (its last). */
 static void ship_round(struct collector *c, struct cproc *p, int64_t now, int all, int ended)
 {
@@ -1461,6 +1818,8 @@ static void ship_round(struct collector *c, struct cproc *p, int64_t now, int al
 	}
 	if (p->budget)
 		budget_work(p->budget, now, all || ended);
+	if (p->learnt)
+		train_round(c, p, now, all, ended);
 	if (c->o.report_ns > 0 && (ended || now >= p->next_report)) {
 		report(c, p, ended);
 		p->next_report = now + c->o.report_ns;
@@ -1498,10 +1857,16 @@ static void reap(struct collector *c)
 			unlinkat(dfd, dead->name, 0);
 			close(dfd);
 		}
-		log_info("guarded process ended", "pid=%d exe=%s violations=%llu shipped=%llu log_lines_lost=%llu",
-			 (int)dead->pid, dead->exe_name, (unsigned long long)atomic_load(&dead->n.violations),
-			 (unsigned long long)atomic_load(&dead->n.shipped),
-			 (unsigned long long)dead->log_not_shown);
+		if (dead->learnt)
+			log_info("guarded process ended", "pid=%d exe=%s mode=train saves=%llu save_errors=%llu uploads=%llu "
+				 "log_lines_lost=%llu", (int)dead->pid, dead->exe_name, (unsigned long long)dead->saves,
+				 (unsigned long long)dead->save_errors, (unsigned long long)dead->uploads,
+				 (unsigned long long)dead->log_not_shown);
+		else
+			log_info("guarded process ended", "pid=%d exe=%s violations=%llu shipped=%llu log_lines_lost=%llu",
+				 (int)dead->pid, dead->exe_name, (unsigned long long)atomic_load(&dead->n.violations),
+				 (unsigned long long)atomic_load(&dead->n.shipped),
+				 (unsigned long long)dead->log_not_shown);
 		proc_free(dead);
 		dead = next;
 	}

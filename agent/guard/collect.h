@@ -19,6 +19,9 @@
  *             table built here, gtab.h);
  *   fetches   the fleet's profile of each build, and pushes its table to the
  *             processes whose loops it has;
+ *   saves     what a training process learnt (learnt.h, in its region) into
+ *             its profile file, as the process's own user, by differences
+ *             recorded in the region; uploads it whole to the server;
  *   finishes  a process that exited (or whose pid is gone): what it queued and
  *             what its budget holds is shipped, its region removed.
  *

@@ -55,7 +55,10 @@ static void after_fork_child(void)
 	guard_interpose_reset_child();
 	unwind_reset_child();
 	guard_sig_reset_child();
-	guard_region_child(t);
+	if (guard_region_child(t) < 0) {
+		t->nest--;   /* inert: what follows would reset the parent's slots, rings and tables */
+		return;
+	}
 	guard_slots_reset_child(t);
 	guard_unit_reset_child(t);
 	guard_threads_reset_child();

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define EXIT_WAIT_NS 10000000000LL   /* at most, for the save of a large profile */
+#define EXIT_SAVE_WAIT_NS 3000000000LL   /* the same by the collector: one of its rounds, and the save */
 
 static pthread_t wd_th, ship_th;
 static void *(*wd_main)(void *), *(*sh_main)(void *);   /* threads.h's, set at start-up */
@@ -237,7 +238,11 @@ void guard_threads_exit(void)
 	int64_t until;
 
 	if (G.region) {
-		/* the collector ships what the region holds, then removes it */
+		/* the collector ships what the region holds, then removes it; what training learnt it saves
+		 * while the process waits, as the process's own thread would have */
+		if (G.mode == GUARD_MODE_TRAIN && G.train && guard_region_train_exit(EXIT_SAVE_WAIT_NS) < 0)
+			guard_log("the profile was not saved at exit; the collector saves it when it finds the "
+				  "process ended", "path=%s", G.profile_path);
 		guard_region_state(1);
 		return;
 	}

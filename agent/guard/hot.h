@@ -314,7 +314,11 @@ void guard_unit_reset_child(struct gthread *t);
 void guard_async_close(int fd);
 
 /* ---- train.c: what training learns [program]; saving it [agent] ---- */
-struct gtrain *gtrain_new(void);
+struct learnt;
+/* Tables in shared (the region's: the collector saves them), else mapped here. NULL when out of memory. */
+struct gtrain *gtrain_new(struct learnt *shared);
+/* A forked child's tables moved to its own region (a copy, learnt_copy_tables()). */
+void gtrain_moved(struct gtrain *tr, struct learnt *l);
 /* Registers a thread's loop site; returns its index or -1 (table full). */
 int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t call);
 /* Context id of (loop, ret, depth), capturing its call path when new; UINT32_MAX when full. */
@@ -327,7 +331,7 @@ void gtrain_async(struct gtrain *tr, int32_t loop, int64_t dur_ns);
 int gtrain_save(struct gtrain *tr, char *err, size_t errlen);
 /* After fork, in the child: the parent saves what it learnt; the child starts from zero. */
 void gtrain_reset_child(struct gtrain *tr);
-/* What this process learnt (every save so far) as a profile file's text, into out: 0, 1 when nothing
+/* What this process learnt since it started, as a profile file's text, into out: 0, 1 when nothing
  * was saved yet, -1 on failure. Agent threads only. */
 int gtrain_own_write(struct gtrain *tr, struct buf *out);
 

@@ -1322,8 +1322,10 @@ GUARD_EXPORT void *dlopen(const char *file, int mode)
 	if (h && file && atomic_load_explicit(&G.active, memory_order_relaxed)) {
 		/* stack walks may pass through the new module now */
 		unwind_modules_changed();
-		if (!t->agent && !t->nest)
+		if (!t->agent && !t->nest) {
 			guard_on_dlopen();
+			guard_region_modules();   /* for a collector that never sees the process alive */
+		}
 	}
 	return h;
 }

@@ -1,8 +1,11 @@
 /* region: the guarded process's shared-memory file, for the host's collector (see region.h). */
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/learnt.h"
+#include "agent/guard/modmap.h"
 #include "agent/guard/region.h"
 #include "agent/guard/threads.h"
+#include "agent/guard/unwind.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -15,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <linux/fs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096u
@@ -86,8 +90,9 @@ static void put(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
-/* The layout of a region for rings of ring bytes: header, slots, rings, the pushed table's image. */
-static void layout(struct gregion *h, uint32_t ring)
+/* The layout of a region for rings of ring bytes: header, slots, rings, the pushed table's image, and a
+ * training process's tables. */
+static void layout(struct gregion *h, uint32_t ring, int training)
 {
 	h->magic = GREGION_MAGIC;
 	h->layout = GREGION_VERSION;
@@ -98,7 +103,9 @@ static void layout(struct gregion *h, uint32_t ring)
 	h->rings_off = h->slots_off + page_up((size_t)GUARD_MAX_THREADS * sizeof(struct gslot));
 	h->tab_off = h->rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * ring;
 	h->tab_cap = page_up(sizeof(struct gtab) + (size_t)GREGION_TAB_SLOTS * sizeof(struct gtab_ctx));
-	h->bytes = h->tab_off + h->tab_cap;
+	h->train_off = h->tab_off + h->tab_cap;
+	h->train_cap = training ? page_up(sizeof(struct learnt)) : 0;
+	h->bytes = h->train_off + h->train_cap;
 }
 
 /*
@@ -191,7 +198,15 @@ static void describe_profile(struct gregion *h)
 	guard_settings_started(h->as_started);
 	h->min_threshold_ns = G.cfg.min_threshold_ns;
 	h->fetch_ns = G.cfg.url[0] ? G.cfg.fetch_ns : 0;
-	put(h->profile_path, sizeof(h->profile_path), G.profile_path);
+	/* the collector reads and writes it from elsewhere: a relative path is the process's cwd's */
+	if (G.profile_path[0] != '/' && getcwd(h->profile_path, sizeof(h->profile_path) - 2)) {
+		size_t n = strlen(h->profile_path);
+
+		h->profile_path[n++] = '/';
+		put(h->profile_path + n, sizeof(h->profile_path) - n, G.profile_path);
+	} else {
+		put(h->profile_path, sizeof(h->profile_path), G.profile_path);
+	}
 	h->nkeys = G.profile && G.profile->nloops <= GP_MAX_LOOPS ? (uint32_t)G.profile->nloops : 0;
 	for (uint32_t i = 0; i < h->nkeys; i++)
 		h->loop_key[i] = gp_loop_key(G.profile, i);
@@ -210,7 +225,49 @@ static void adopt(struct gregion *r, size_t bytes, int shared)
 	guard_releases_at(r->releases);
 }
 
-int guard_region_open(void)
+/* What the collector needs to save a training process's tables. */
+static void describe_training(struct gregion *h)
+{
+	h->save_ns = G.cfg.save_ns;
+	h->upload_ns = G.cfg.url[0] ? G.cfg.upload_ns : 0;
+	h->train_k = G.cfg.k >= 0 ? G.cfg.k : GP_DEFAULT_K;
+	h->train_cut = G.cfg.cut;
+}
+
+int guard_region_train_exit(int64_t wait_ns)
+{
+	struct gregion *r = G.region;
+	int64_t now = guard_mono_ns(), until = now + wait_ns;
+	struct timespec nap = { 0, 5000000 };
+
+	if (!r || !r->train_cap)
+		return -1;
+	atomic_store(&r->train_exit_saved, 0);
+	atomic_store(&r->state, GREG_EXITED);
+	/* one that looked lately, or one that holds its lock (it finds the region within 200 ms: a
+	 * process may learn and exit before the first look) */
+	if (now - atomic_load(&r->collector_seen) > 1000000000) {
+		char seen[GREGION_STAMP_MAX];
+
+		if (collector_running(G.cfg.collector_dir, seen, sizeof(seen)) != COLLECTOR_OURS)
+			return -1;
+	}
+	while (!atomic_load(&r->train_exit_saved)) {
+		if (guard_mono_ns() >= until)
+			return -1;
+		nanosleep(&nap, NULL);
+	}
+	return 0;
+}
+
+struct learnt *guard_region_learnt(void)
+{
+	struct gregion *r = G.region;
+
+	return r && r->train_cap ? (struct learnt *)(void *)((unsigned char *)r + r->train_off) : NULL;
+}
+
+int guard_region_open(int training)
 {
 	struct gregion probe, *r;
 	char tmp[GUARD_PATH_MAX + 64];
@@ -241,15 +298,18 @@ int guard_region_open(void)
 	/* no watchdog will look for the cgroup: its limit is in the description */
 	guard_starve_find();
 	memset(&probe, 0, sizeof(probe));
-	layout(&probe, (uint32_t)gring_round(G.cfg.ring_bytes));
+	layout(&probe, (uint32_t)gring_round(G.cfg.ring_bytes), training);
 	st = start_time();
 	r = create(probe.bytes, st, tmp, sizeof(tmp));
 	if (r) {
 		memcpy(r, &probe, offsetof(struct gregion, pid));
 		r->tab_off = probe.tab_off;
 		r->tab_cap = probe.tab_cap;
+		r->train_off = probe.train_off;
+		r->train_cap = probe.train_cap;
 		describe(r, st);
 		describe_profile(r);
+		describe_training(r);
 		if (publish(tmp, st) < 0) {
 			munmap(r, probe.bytes);
 			r = NULL;
@@ -261,7 +321,51 @@ int guard_region_open(void)
 		return -1;
 	}
 	adopt(r, probe.bytes, 1);
+	guard_region_modules();
 	return 0;
+}
+
+/* One writer of the module list at a time; a dlopen while it writes makes it write again. */
+static _Atomic int mods_writing, mods_again;
+
+static void write_modules(struct gregion *r)
+{
+	struct gmodmap mm = { NULL, 0 };
+	uint32_t n;
+
+	if (unwind_modmap_load(&mm) < 0)
+		return;
+	n = mm.n < GREGION_MODS ? (uint32_t)mm.n : GREGION_MODS;
+	atomic_fetch_add_explicit(&r->mods_gen, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (uint32_t i = 0; i < n; i++) {
+		struct gregion_mod *d = &r->mods[i];
+		const struct gmod *g = &mm.mods[i];
+
+		put(d->name, sizeof(d->name), g->name);
+		put(d->path, sizeof(d->path), g->path);
+		put(d->build_id, sizeof(d->build_id), g->build_id);
+		d->bias = g->bias;
+		d->lo = g->lo;
+		d->hi = g->hi;
+	}
+	r->nmods = n;
+	atomic_fetch_add_explicit(&r->mods_gen, 1, memory_order_release);
+	gmodmap_release(&mm);
+}
+
+void guard_region_modules(void)
+{
+	struct gregion *r = G.region;
+
+	if (!r)
+		return;
+	atomic_store(&mods_again, 1);
+	while (atomic_load(&mods_again) && !atomic_exchange(&mods_writing, 1)) {
+		while (atomic_exchange(&mods_again, 0))
+			write_modules(r);
+		atomic_store(&mods_writing, 0);
+	}
 }
 
 void guard_region_names(const struct gtab *tab)
@@ -453,7 +557,23 @@ void guard_region_state(int exited)
 		atomic_store(&G.region->state, exited ? GREG_EXITED : GREG_LIVE);
 }
 
-void guard_region_child(struct gthread *t)
+/* No memory for the child's region: the agent stops in the child. Its pointers into the parent's
+ * region go (an exec would mark it ended, an inert agent's exit reads nothing of it); the memory of the
+ * parent's threads it leaves alone. */
+static int child_inert(struct gthread *t)
+{
+	atomic_store(&G.active, 0);   /* nothing left to record into */
+	guard_releases_at(NULL);      /* (the region's is the parent's) */
+	G.region = NULL;
+	G.region_bytes = 0;
+	atomic_store(&G.nslots, 0);
+	t->slot = NULL;
+	pthread_setspecific(G.key, NULL);
+	G.train = NULL;
+	return -1;
+}
+
+int guard_region_child(struct gthread *t)
 {
 	struct gregion *old = G.region, *r;
 	struct gslot *old_slots = G.slots;
@@ -464,27 +584,31 @@ void guard_region_child(struct gthread *t)
 	int shared = 1;
 
 	if (!old)
-		return;
+		return 0;
 	st = start_time();
 	r = create(bytes, st, tmp, sizeof(tmp));
 	if (!r) {
 		/* no file: the same layout in the child's own memory, and its own threads from now on */
 		void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
-		if (p == MAP_FAILED) {
-			atomic_store(&G.active, 0);   /* nothing left to record into */
-			guard_releases_at(NULL);      /* (the region's is the parent's) */
-			return;
-		}
+		if (p == MAP_FAILED)
+			return child_inert(t);
 		r = p;
 		shared = 0;
 	}
 	memcpy(r, old, offsetof(struct gregion, pid));
 	r->tab_off = old->tab_off;
 	r->tab_cap = old->tab_cap;
+	r->train_off = old->train_off;
+	r->train_cap = old->train_cap;
 	describe(r, st);
+	describe_training(r);
 	memcpy(r->loops, old->loops, sizeof(r->loops));
 	r->nloops = old->nloops;
+	/* the parent's modules are the child's (a thread writing them at the fork: the next dlopen's) */
+	atomic_store(&mods_writing, 0);
+	memcpy(r->mods, old->mods, sizeof(r->mods[0]) * (old->nmods < GREGION_MODS ? old->nmods : GREGION_MODS));
+	r->nmods = old->nmods < GREGION_MODS ? old->nmods : GREGION_MODS;
 	/* the parent's profile and table as they are (the profile may be gone); nothing pushed to it yet */
 	memcpy(r->as_started, old->as_started, sizeof(r->as_started));
 	r->min_threshold_ns = old->min_threshold_ns;
@@ -506,9 +630,7 @@ void guard_region_child(struct gthread *t)
 
 		if (p == MAP_FAILED) {
 			munmap(r, bytes);
-			atomic_store(&G.active, 0);
-			guard_releases_at(NULL);
-			return;
+			return child_inert(t);
 		}
 		memcpy(p, r, r->rings_off);
 		munmap(r, bytes);
@@ -516,6 +638,13 @@ void guard_region_child(struct gthread *t)
 		shared = 0;
 	}
 	adopt(r, bytes, shared);
+	if (G.train && r->train_cap) {
+		/* what the parent learnt stays its own: the tables without their counts (its reset follows) */
+		struct learnt *l = (struct learnt *)(void *)((unsigned char *)r + r->train_off);
+
+		learnt_copy_tables(l, (const struct learnt *)(const void *)((const unsigned char *)old + old->train_off));
+		gtrain_moved(G.train, l);
+	}
 	/* rings at the same place in the new region: the data pointers move with it (each is reset after) */
 	for (uint32_t i = 0; i < n; i++)
 		if (G.slots[i].ring.size)
@@ -530,4 +659,5 @@ void guard_region_child(struct gthread *t)
 	if (!shared)
 		guard_log("no region for the host's collector in a forked child; it works in the process",
 			  "dir=%s", G.cfg.collector_dir);
+	return 0;
 }

@@ -4,9 +4,10 @@
  * host's collector"). The process writes it: what it is (exe, build, app,
  * settings, its signal's cookie), its threads' slots with their units in
  * flight, their event rings, the loops' and unit types' names, and a queue of
- * violations and baseline units. The collector reads it: watches the units in
- * flight (and signals a thread for its stack), takes the queue, builds and
- * ships the streams. The collector writes what the server pushes (settings,
+ * violations and baseline units; a training process, what it learns (learnt.h).
+ * The collector reads it: watches the units in flight (and signals a thread
+ * for its stack), takes the queue, builds and ships the streams, saves what a
+ * training process learnt. The collector writes what the server pushes (settings,
  * and a guard table for a new k or the fleet's profile) into its pushed
  * block, which the process takes at the start of a unit. The process starts
  * no thread.
@@ -33,14 +34,16 @@
 #include "guardcore/settings.h"
 
 #define GREGION_MAGIC 0x31474552474d53ULL   /* "SMGREG1" */
-#define GREGION_VERSION 6                  /* 2: the process's log lines; 3: its readier table; 4: a
+#define GREGION_VERSION 7                  /* 2: the process's log lines; 3: its readier table; 4: a
 					    * number per log line; 5: CPU time in the run-delay snapshot;
-					    * 6: a hang's stack pointer in a system call (gviol.sys_sp) */
+					    * 6: a hang's stack pointer in a system call (gviol.sys_sp);
+					    * 7: a training process's tables (train_off), its modules */
 #define GREGION_QUEUE 128                  /* violations and baselines waiting for the collector */
 #define GREGION_LOCK "collector.lock"      /* the running collector holds a lock on it */
 #define GREGION_TAB_SLOTS 65536            /* context slots of a guard table the collector can push */
 #define GREGION_LOG 32                     /* the process's last log lines, for the collector to log */
 #define GREGION_STAMP_MAX 128              /* collector.lock's contents, at most */
+#define GREGION_MODS 128                   /* modules the process lists (the executable first) */
 
 /*
  * What the running collector writes into collector.lock once it holds the lock: the layout of the
@@ -73,6 +76,15 @@ struct gregion_logline {
 	_Atomic uint32_t seq;
 	_Atomic uint32_t len;
 	char text[504];
+};
+
+/* A module of the process's, as it loaded it: for a collector that never saw the process alive. */
+struct gregion_mod {
+	char name[128];
+	char path[512];
+	char build_id[129];
+	char pad[7];
+	uint64_t bias, lo, hi;
 };
 
 struct gregion {
@@ -131,6 +143,14 @@ struct gregion {
 	double tab_k;
 	unsigned char tab_fleet_sha[32];
 	uint64_t tab_off, tab_cap;     /* layout, written at creation: the table image's place */
+	/* training: what the process learns (learnt.h) at train_off, train_cap bytes (0: it guards); the
+	 * collector saves it into profile_path every save_ns and uploads it every upload_ns (0: never) */
+	uint64_t train_off, train_cap;
+	int64_t save_ns, upload_ns;
+	double train_k, train_cut;
+	/* the exit's last save: the process sets it 0 as it marks itself exited and waits (bounded) for
+	 * the collector's 1, so that what it learnt is in its file once it is gone, as in the process */
+	_Atomic uint32_t train_exit_saved;
 	/* the lines the program's threads log (no thread of the agent's writes them to SM_GUARD_LOG):
 	 * line n at log[n % GREGION_LOG] (its seq n + 1), written under the log's lock before log_head
 	 * passes it; the oldest is written over. The collector logs them as its own. */
@@ -138,6 +158,11 @@ struct gregion {
 	struct gregion_logline log[GREGION_LOG];
 	/* who last released each lock (watch.h): the process writes, the collector reads a hang's readier */
 	_Atomic uint64_t releases[GWATCH_RELEASES];
+	/* its modules, written at start and after each dlopen (mods_gen odd meanwhile): what a collector
+	 * names the frames of a process with when the process ended before it read /proc/PID/maps */
+	_Atomic uint32_t mods_gen;
+	uint32_t nmods;
+	struct gregion_mod mods[GREGION_MODS];
 };
 
 /* The process side (libsmguard.so) */
@@ -151,11 +176,17 @@ static inline void guard_sampling_set(int on)
 }
 
 /*
- * Start-up, guarding only: when G.cfg.collector says so (auto: a collector holds its lock), makes the
- * process's region and moves its slots and rings there (G.region set). Returns 0, or -1 when the
- * agent's threads do the work in the process (the reason logged).
+ * Start-up: when G.cfg.collector says so (auto: a collector holds its lock), makes the process's region
+ * and moves its slots and rings there (G.region set); a training process's tables too (training: its
+ * learnt.h tables at the region's train_off, for gtrain_new()). Returns 0, or -1 when the agent's
+ * threads do the work in the process (the reason logged).
  */
-int guard_region_open(void);
+int guard_region_open(int training);
+/* A training process's exit: until the collector saved what it learnt (at most wait_ns), when a
+ * collector has looked at the region lately. 0 saved, -1 not (no collector, or none in time). */
+int guard_region_train_exit(int64_t wait_ns);
+/* The region's training tables, or NULL (none, or no region). */
+struct learnt *guard_region_learnt(void);
 /* The guard table's names, for the collector's streams (at start, and when the table changes). */
 void guard_region_names(const struct gtab *tab);
 /* Ring index (slot i, or GUARD_MAX_THREADS: the shared ring) set up: in the region when there is
@@ -168,8 +199,13 @@ int guard_region_poll(struct gthread *t, int64_t now);
 /* Queues v for the collector; a full queue drops it (counted). [program] */
 void guard_region_push(const struct gviol *v);
 /* In a forked child (one thread): a region of its own, holding the parent's slots as they were (the
- * child's reset follows), or, when none can be made, in-process work from now on. */
-void guard_region_child(struct gthread *t);
+ * child's reset follows), or, when no file can be made, the same in the child's own memory (in-process
+ * work from now on): 0. -1 when no memory could be had either: the agent is inert in the child, and
+ * nothing of it points into the parent's region (the child's resets must not run: they would write
+ * there). */
+int guard_region_child(struct gthread *t);
+/* The process's modules into its region, now (at start, and after a dlopen). [program] */
+void guard_region_modules(void);
 /* The process exits, or execs (1), or the exec failed (0: alive again). */
 void guard_region_state(int exited);
 

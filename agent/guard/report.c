@@ -13,6 +13,7 @@
 #include "agent/guard/stream.h"
 #include "agent/guard/gtab.h"
 #include "agent/guard/hot.h"
+#include "agent/guard/learnt.h"
 #include "agent/guard/lazy.h"
 #include "agent/guard/threads.h"
 #include "agent/guard/symbolize.h"
@@ -264,7 +265,6 @@ void guard_report_self(void)
 static void upload_profile(struct shipper *sh)
 {
 	struct buf prof = BUF_INIT((size_t)64 << 20), body = BUF_INIT((size_t)64 << 20);
-	struct jsonw w;
 	char err[512];
 	int rc;
 
@@ -276,16 +276,7 @@ static void upload_profile(struct shipper *sh)
 			guard_log("cannot write the profile to upload", "%s", "");
 		goto out;
 	}
-	jsonw_init_compact(&w, &body);
-	jsonw_object(&w);
-	jsonw_ki64(&w, "v", 1);
-	jsonw_kstr(&w, "host", G.host);
-	jsonw_ki64(&w, "pid", G.pid);
-	jsonw_ki64(&w, "started_ns", G.started_ns);
-	jsonw_key(&w, "profile");
-	jsonw_raw(&w, prof.data, prof.len);
-	jsonw_end(&w);
-	if (jsonw_finish(&w) < 0) {
+	if (learnt_upload_body(G.host, G.pid, G.started_ns, prof.data, prof.len, &body) < 0) {
 		guard_log("cannot build the profile upload", "%s", "");
 	} else {
 		rc = shipper_post_json(sh, "/api/v1/profiles", body.data, body.len, NULL, err, sizeof(err));

@@ -221,15 +221,18 @@ __attribute__((constructor(102))) static void guard_init(void)
 			G.sig_owned = 1;
 			guard_sampler_init(guard_sig_restorer());
 		}
-	} else {
-		G.train = gtrain_new();
-		if (!G.train)
-			goto inert;
 	}
 	if (pthread_key_create(&G.key, key_destructor) != 0 || guard_fork_install() < 0)
 		goto inert;
-	/* guarding: the host's collector does the rest when one runs (training learns in the process) */
-	if (G.mode == GUARD_MODE_GUARD && guard_region_open() == 0) {
+	/* the host's collector does the rest when one runs: training, it saves what the process learns */
+	if (G.mode == GUARD_MODE_TRAIN) {
+		guard_region_open(1);
+		G.train = gtrain_new(guard_region_learnt());
+		if (!G.train) {
+			guard_region_state(1);   /* the collector finishes it: nothing was learnt */
+			goto inert;
+		}
+	} else if (guard_region_open(0) == 0) {
 		guard_region_names(G.tab);
 		/* nothing will rebuild the table from the profile (the collector builds the tables of pushed
 		 * settings, and every context is resolved): its memory goes back to the program */

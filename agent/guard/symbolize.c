@@ -53,7 +53,8 @@ static Elf *map_elf(struct gsym *s, const char *path)
 	struct stat st;
 	void *p;
 	Elf *elf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* (a path another process named may be a FIFO: never wait on one) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
 	if (fd < 0)
 		return NULL;
@@ -159,6 +160,18 @@ struct gsym *gsym_open(const struct gmodmap *map, char *err, size_t errlen)
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	s->demangle = (demangle_fn *)dlsym(RTLD_DEFAULT, "__cxa_demangle");
 	return s;
+}
+
+void gsym_load_files(struct gsym *s)
+{
+	for (size_t i = 0; i < s->map.n; i++) {
+		const struct gmod *g = &s->map.mods[i];
+		Dwfl_Module *mod = g->path[0] && g->lo < g->hi ? dwfl_addrmodule(s->dwfl, g->lo) : NULL;
+		Dwarf_Addr bias;
+
+		if (mod)
+			dwfl_module_eh_cfi(mod, &bias);   /* (finds its file first) */
+	}
 }
 
 void gsym_free(struct gsym *s)

@@ -24,6 +24,9 @@ struct gsym;
 
 /* A symbolizer for the modules in map (copied). Returns NULL with the reason in err. Caller frees. */
 struct gsym *gsym_open(const struct gmodmap *map, char *err, size_t errlen);
+/* Opens every module's file now, not at its first lookup: with the identity the caller has now (the
+ * collector opens a process's claimed files as that process's user). */
+void gsym_load_files(struct gsym *s);
 /* Unmaps every file read. NULL-safe. */
 void gsym_free(struct gsym *s);
 

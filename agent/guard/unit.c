@@ -1099,6 +1099,8 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 		}
 	}
 	if (c->loopsite >= 0) {
+		if (G.region)
+			guard_clock_poll(now);   /* no agent thread keeps the clock's second */
 		t->unit_start = now;
 		t->agent_ns = 0;
 		t->loop_cfa = c->cfa;
@@ -1106,7 +1108,7 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 		t->nctx = 0;
 		t->calls = 0;
 		async_unit_begin(t, c->id);
-		if (GUARD_UNLIKELY(!G.ship_started))
+		if (GUARD_UNLIKELY(!G.ship_started) && !G.region)
 			guard_start_shipper();
 	}
 }

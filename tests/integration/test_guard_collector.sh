@@ -445,13 +445,13 @@ if command -v redis-server >/dev/null; then
 		echo "$names"
 	}
 	plain=$(rthreads env)
-	# (training is in the process: it is what guards with the collector)
+	# (training goes through the collector too: redis's exit waits for its profile's last save)
 	rthreads "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- >/dev/null
 	guarded_names=$(SM_GUARD_COLLECTOR=host rthreads "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/guard.log" \
 		--url "$INGEST_URL" --token-file "$T_TMP/token" --label run=redis --)
 	echo "redis's threads: $plain"
 	t_eq "redis under the agent with the collector: the threads it has without the agent" \
-		"$(grep -c 'msg="guarding" .*exe=redis-server .*collector=host' "$T_TMP/guard.log")|$guarded_names" "1|$plain"
+		"$(grep -c 'msg="guarding" .*exe=redis-server mode=guard .*collector=host' "$T_TMP/guard.log")|$guarded_names" "1|$plain"
 	collector_stop
 fi
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The guard agent is invisible to the programs it runs in (docs/guard.md "What the agent
 # guarantees"). Each case of tests/guard/torture.c, a bash script and a Python program run
-# three times: plainly, under libsmguard.so in training, and in guard mode with a profile
+# plainly, under libsmguard.so in training (in the process, and through the host's collector), and
+# in guard mode (in the process, and through the collector) with a profile
 # that makes every unit a violation (k 0, no minimum threshold, every wrapped call a wait
 # event with a stack walk, 1000 CPU samples a second, a watchdog every 5 ms); the streams go to
 # the real sm-ingest. Exit status, standard output and error, and the files each run wrote
@@ -21,6 +22,7 @@ printf '%s\n' "$TOKEN" >"$T_TMP/token"
 start_ingest || t_bail "sm-ingest starts"
 PROF=$T_TMP/profiles       # guard mode's: learnt from `torture train` only (tiny thresholds)
 PROF_T=$T_TMP/profiles-t   # what the training runs of the cases learn
+PROF_TH=$T_TMP/profiles-th # what they learn through the host's collector
 W=$T_TMP/runs
 
 # every stack walk, every signal and timer of the agent as often as it makes them
@@ -44,6 +46,10 @@ run() {
 	guard) (cd "$dir" && exec env "${GUARD_STRESS[@]}" timeout 120 "$GUARD" run --guard --profile-dir "$PROF" \
 		--log "$dir.log" --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool" -- "$@" \
 		</dev/null >"$dir.out" 2>"$dir.err") ;;
+	# training through the host's collector: no thread of the agent's in the program either
+	trainhost) (cd "$dir" && exec env "${STRESS[@]}" SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" \
+		SM_GUARD_SAVE_S=1 timeout 120 "$GUARD" run --train --profile-dir "$PROF_TH" --log "$dir.log" \
+		--url "$INGEST_URL" -- "$@" </dev/null >"$dir.out" 2>"$dir.err") ;;
 	# guarding with the host's collector: no thread of the agent's in the program
 	host) (cd "$dir" && exec env "${GUARD_STRESS[@]}" SM_GUARD_COLLECTOR=host SM_GUARD_COLLECTOR_DIR="$CDIR" \
 		timeout 120 "$GUARD" run --guard --profile-dir "$PROF" --log "$dir.log" -- "$@" \
@@ -67,7 +73,7 @@ core_stacks() {
 # same NAME: the runs under the agent are the plain run's, byte for byte
 same() {
 	local name=$1 mode what
-	for mode in train guard host; do
+	for mode in train trainhost guard host; do
 		for what in out err files; do
 			if cmp -s "$W/plain/$name.$what" "$W/$mode/$name.$what"; then
 				t_ok "$name ($mode): $what as without the agent"
@@ -182,12 +188,12 @@ CDIR=$T_TMP/collector
 collector_start "$CDIR" "$T_TMP/collector.log" --report-s 1 --tick-ms 5
 mapfile -t CASES < <("$TORTURE" list)
 for c in "${CASES[@]}"; do
-	for mode in plain train guard host; do
+	for mode in plain train trainhost guard host; do
 		run "$mode" "$c" "$TORTURE" "$c"
 	done
 	same "$c"
 done
-for mode in plain train guard host; do
+for mode in plain train trainhost guard host; do
 	run "$mode" bash-fds bash "$BASH_SCRIPT"
 	run "$mode" python-subprocess "$PY" "$PY_SCRIPT"
 done
@@ -237,6 +243,12 @@ collector_stop
 t_match "host mode: the collector shipped the cases' violations" \
 	"$(awk '/guarded process ended/ { for (i = 1; i <= NF; i++) if ($i ~ /^violations=/) { split($i, kv, "="); v += kv[2] } }
 	       END { print v + 0 }' "$T_TMP/collector.log")" '^[1-9][0-9]*$'
+# training through the collector: what the processes learnt was saved, as the processes'
+t_match "trainhost mode: the collector saved what the cases' processes learnt" \
+	"$(awk '/guarded process ended/ && /mode=train/ { for (i = 1; i <= NF; i++) if ($i ~ /^saves=/) { split($i, kv, "="); v += kv[2] } }
+	       END { print v + 0 }' "$T_TMP/collector.log")" '^[1-9][0-9]*$'
+t_eq "trainhost mode: no save failed" "$(grep 'msg="cannot save the profile"' "$T_TMP/collector.log" | sed 's/^ts=[^ ]* //')" ""
+t_match "trainhost mode: into the profiles of the programs that ran units" "$(ls "$PROF_TH" | grep -c '\.json$')" '^[1-9][0-9]*$'
 left=$(ls "$CDIR" | grep -v '^collector\.lock$')
 # for a region left: whether its process lives, and what it is (a zombie's state is Z)
 for r in $left; do

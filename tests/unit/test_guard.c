@@ -2,13 +2,15 @@
  * Unit tests of the guard agent's pure parts: settings (guardcore/config.c) and
  * the ones the server pushes (guardcore/settings.c), profiles (statistics,
  * PerfGuard's distances, clustering, work-aware thresholds, the JSON form,
- * merging, loop keys), the guard table and its image, the event ring, the
+ * merging, loop keys), what training learns and its saves by differences
+ * (learnt.c), the guard table and its image, the event ring, the
  * module map and the symbolizer run on this very process, the host's steal time
  * and the streams built from units.
  */
 #include "guardcore/config.h"
 #include "guardcore/settings.h"
 #include "agent/guard/gtab.h"
+#include "agent/guard/learnt.h"
 #include "agent/guard/modmap.h"
 #include "guardcore/profile.h"
 #include "agent/guard/ring.h"
@@ -25,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -1084,6 +1088,280 @@ static void test_unit_run_delay(void)
 	CHECK_INT(v.rd_how, GUARD_RD_NONE);
 }
 
+/* ---- what training learnt, saved by differences (learnt.c) ---- */
+
+static uintptr_t no_module(const void *ctx, uintptr_t addr)
+{
+	(void)ctx;
+	(void)addr;
+	return 0;   /* named "[unknown]+0x...": no symbolizer is asked */
+}
+
+static const struct gmodmap no_mods = { NULL, 0 };
+static const struct learnt_namer plain_namer = { &no_mods, NULL, no_module, NULL, "/bin/x", "ab12", 4, 0.5 };
+
+/* one loop, one context with a two-frame path, one class of it */
+static struct learnt *learnt_one(void)
+{
+	struct learnt *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->loops[0].ret = 0x1000;
+	l->loops[0].depth = 5;
+	l->loops[0].threads = 2;
+	l->ctx[0] = (struct learnt_ctx){ .ret = 0x2000, .depth = 7, .loop = 0, .call = 0, .npath = 2,
+					 .path = { 0x3000, 0x4000 } };
+	l->cls[0].loop = 0;
+	l->cls[0].nctx = 1;
+	l->cls[0].ctx[0] = 0;
+	atomic_store(&l->nloops, 1);
+	atomic_store(&l->nctx, 1);
+	atomic_store(&l->ncls, 1);
+	return l;
+}
+
+static void learnt_add(struct learnt *l, double x)
+{
+	gp_stats_add(&l->loops[0].all, x);
+	gp_stats_add(&l->cls[0].size[1], x);
+	l->cls[0].n++;
+	atomic_fetch_add(&l->units, 1);
+}
+
+/* the profile of cp (against l's saved counts, or whole), or NULL */
+static struct gprofile *learnt_prof(const struct learnt_copy *cp, const struct learnt *l, int whole)
+{
+	struct gprofile *p = gp_new();
+	char err[256];
+
+	if (p && learnt_profile(cp, l, whole, &plain_namer, p, err, sizeof(err)) < 0) {
+		fprintf(stderr, "learnt_profile: %s\n", err);
+		gp_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void test_learnt_delta(void)
+{
+	struct learnt *l = learnt_one();
+	struct gp_stats b = { 0, 0, 0 }, all = { 0, 0, 0 };
+	struct learnt_copy *cp;
+	struct gprofile *p;
+
+	CHECK(l != NULL);
+	if (!l)
+		return;
+	for (int i = 0; i < 600; i++) {
+		double x = 20000 + (i * 7919 % 1013) * 31.0;
+
+		learnt_add(l, x);
+		gp_stats_add(&all, x);
+	}
+	cp = learnt_take(l);
+	CHECK_INT(learnt_copy_units(cp, l), 600);
+	p = learnt_prof(cp, l, 0);
+	CHECK(p && p->units == 600 && p->nloops == 1 && p->loops[0].all.n == 600 && p->loops[0].threads == 2);
+	CHECK(p && p->loops[0].ncontexts == 1 && p->loops[0].nclasses == 1 && p->loops[0].classes[0].size[1].n == 600);
+	CHECK(p && strcmp(p->loops[0].symbol, "[unknown]+0x1000") == 0);
+	gp_free(p);
+	learnt_mark_saved(l, cp);
+	learnt_copy_free(cp);
+	/* 400 more, of another spread: the next save holds them alone, exactly */
+	for (int i = 0; i < 400; i++) {
+		double x = 90000 + (i * 104729 % 2039) * 7.5;
+
+		learnt_add(l, x);
+		gp_stats_add(&b, x);
+		gp_stats_add(&all, x);
+	}
+	l->loops[0].threads = 3;
+	cp = learnt_take(l);
+	CHECK_INT(learnt_copy_units(cp, l), 400);
+	CHECK_INT(learnt_copy_units(cp, NULL), 1000);
+	p = learnt_prof(cp, l, 0);
+	CHECK(p != NULL);
+	if (p) {
+		const struct gp_stats *got = &p->loops[0].all, *cls = &p->loops[0].classes[0].size[1];
+
+		CHECK_INT(p->units, 400);
+		CHECK_INT(got->n, 400);
+		CHECK(fabs(got->mean - b.mean) < 1e-9 * b.mean);
+		CHECK(fabs(got->m2 - b.m2) < 1e-6 * b.m2);
+		CHECK(cls->n == 400 && fabs(cls->mean - b.mean) < 1e-9 * b.mean && fabs(cls->m2 - b.m2) < 1e-6 * b.m2);
+		CHECK_INT(p->loops[0].threads, 1);
+	}
+	gp_free(p);
+	/* an upload sends it all */
+	p = learnt_prof(cp, l, 1);
+	CHECK(p && p->units == 1000 && p->loops[0].all.n == 1000 && fabs(p->loops[0].all.m2 - all.m2) < 1e-9 * all.m2);
+	gp_free(p);
+	learnt_mark_saved(l, cp);
+	learnt_copy_free(cp);
+	/* nothing since: nothing to save, no class in a profile of it */
+	cp = learnt_take(l);
+	CHECK_INT(learnt_copy_units(cp, l), 0);
+	p = learnt_prof(cp, l, 0);
+	CHECK(p && p->units == 0 && p->loops[0].nclasses == 0 && p->loops[0].all.n == 0);
+	gp_free(p);
+	learnt_copy_free(cp);
+	/* a forked child: the tables, no counts */
+	{
+		struct learnt *child = calloc(1, sizeof(*child));
+
+		CHECK(child != NULL);
+		if (child) {
+			learnt_copy_tables(child, l);
+			CHECK(atomic_load(&child->nloops) == 1 && atomic_load(&child->nctx) == 1 && atomic_load(&child->ncls) == 1);
+			CHECK(child->loops[0].all.n == 0 && child->cls[0].n == 0 && atomic_load(&child->units) == 0);
+			CHECK(child->cls_saved[0].n == 0 && child->units_saved == 0 && child->ctx[0].npath == 2);
+		}
+		free(child);
+	}
+	free(l);
+}
+
+/* a process's tables hold anything: what is read is bounded, what is wrong is left out */
+static void test_learnt_hostile(void)
+{
+	struct learnt *l = learnt_one();
+	struct learnt_copy *cp;
+	struct gprofile *p;
+
+	CHECK(l != NULL);
+	if (!l)
+		return;
+	learnt_add(l, 1000);
+	/* counts past the tables, a context of a loop that is not there and one of a path too long, a
+	 * class of a context past the count, statistics that are not numbers, a loop being written */
+	atomic_store(&l->nloops, 1000000);
+	atomic_store(&l->nctx, 4000000000u);
+	atomic_store(&l->ncls, 4000000000u);
+	l->loops[1].ret = 0x5000;
+	l->loops[1].all = (struct gp_stats){ 1, NAN, 0 };
+	atomic_store(&l->loops[2].seq, 1);
+	l->ctx[1] = (struct learnt_ctx){ .ret = 0x6000, .loop = 77, .npath = 1 };
+	l->ctx[2] = (struct learnt_ctx){ .ret = 0x7000, .loop = 0, .npath = 65535 };
+	l->ctx[3] = (struct learnt_ctx){ .ret = 0x8000, .loop = 0, .call = 60000 };
+	l->cls[1] = (struct learnt_class){ .loop = 0, .nctx = 1, .ctx = { 5000000 }, .n = 3 };
+	l->cls[2] = (struct learnt_class){ .loop = 0, .nctx = 1000, .n = 3 };
+	l->cls[3] = (struct learnt_class){ .loop = 0, .nctx = 1, .ctx = { 0 }, .n = 1 };
+	l->cls[3].size[0] = (struct gp_stats){ 1, -5, INFINITY };
+	cp = learnt_take(l);
+	CHECK(cp != NULL);
+	p = cp ? learnt_prof(cp, l, 1) : NULL;
+	CHECK(p != NULL);
+	if (p) {
+		/* loop 0 and the 29 empty loops of the 32 read (zeros: one site), not the loop that is not a
+		 * number nor the one being written; in loop 0 its good context and the empty ones of the 8192
+		 * read (one site), its one good class (empty ones count nothing) */
+		CHECK_INT(p->nloops, 2);
+		CHECK(p->nloops == 2 && strcmp(p->loops[1].symbol, "[unknown]+0x0") == 0);
+		CHECK(p->nloops >= 1 && p->loops[0].ncontexts == 2 && p->loops[0].nclasses == 1 &&
+		      p->loops[0].classes[0].st.n == 1 && p->loops[0].contexts[0].site.offset == 0x2000);
+	}
+	gp_free(p);
+	learnt_copy_free(cp);
+	free(l);
+}
+
+/* What a save marks saved is what it saved; a saved part that is not one (it lies in the process's
+ * region) saves the counts whole; an entry a thread of the parent left half written is the child's to
+ * copy again. */
+static void test_learnt_saved_part(void)
+{
+	struct learnt *l = learnt_one(), *child = calloc(1, sizeof(*child));
+	struct learnt_copy *cp = NULL;
+	struct gprofile *p;
+
+	CHECK(l != NULL && child != NULL);
+	if (!l || !child)
+		goto out_free;
+	for (int i = 0; i < 10; i++)
+		learnt_add(l, 1000 + i);
+	/* the class's loop being written as the copy is taken: neither is saved, nor marked saved */
+	atomic_store(&l->loops[0].seq, 7);
+	cp = learnt_take(l);
+	p = cp ? learnt_prof(cp, l, 0) : NULL;
+	CHECK(p && p->nloops == 0);
+	gp_free(p);
+	if (cp)
+		learnt_mark_saved(l, cp);
+	learnt_copy_free(cp);
+	CHECK_INT(l->cls_saved[0].n, 0);
+	CHECK_INT(l->loops_saved[0].all.n, 0);
+	/* written since: the next save holds the class's ten units */
+	atomic_store(&l->loops[0].seq, 8);
+	cp = learnt_take(l);
+	p = cp ? learnt_prof(cp, l, 0) : NULL;
+	CHECK(p && p->nloops == 1 && p->loops[0].nclasses == 1 && p->loops[0].classes[0].size[1].n == 10);
+	gp_free(p);
+	learnt_copy_free(cp);
+	/* a saved part of five units that is not a number: what the process has is saved whole */
+	l->loops_saved[0].all = (struct gp_stats){ 5, NAN, 0 };
+	l->cls_saved[0].n = 5;
+	l->cls_saved[0].size[1] = (struct gp_stats){ 5, 1000, -1 };
+	cp = learnt_take(l);
+	p = cp ? learnt_prof(cp, l, 0) : NULL;
+	CHECK(p && p->nloops == 1 && p->loops[0].all.n == 10 && isfinite(p->loops[0].all.mean) &&
+	      p->loops[0].nclasses == 1 && p->loops[0].classes[0].size[1].n == 10);
+	gp_free(p);
+	learnt_copy_free(cp);
+	/* a fork while an entry was half written: the child's copy of it is readable */
+	atomic_store(&l->cls[0].seq, 3);
+	learnt_copy_tables(child, l);
+	CHECK_INT(atomic_load(&child->cls[0].seq), 0);
+	learnt_add(child, 5000);
+	cp = learnt_take(child);
+	p = cp ? learnt_prof(cp, child, 0) : NULL;
+	CHECK(p && p->units == 1 && p->nloops == 1 && p->loops[0].nclasses == 1 && p->loops[0].classes[0].size[1].n == 1);
+	gp_free(p);
+	learnt_copy_free(cp);
+out_free:
+	free(child);
+	free(l);
+}
+
+/* A profile's file, lock or temporary file that is a FIFO (the directory is the process's): never
+ * waited on. A FIFO at the profile's name is put aside as a damaged profile, one at the temporary
+ * name replaced, one at the lock's refused with the reason. */
+static void test_profile_save_fifo(void)
+{
+	char dir[] = "/tmp/sm-profile-fifo.XXXXXX", path[256], other[300], err[256];
+	struct gprofile *a = sample_profile(), *back = gp_new();
+	struct stat st;
+
+	CHECK(mkdtemp(dir) != NULL && a && back);
+	snprintf(path, sizeof(path), "%s/p.json", dir);
+	CHECK_INT(mkfifo(path, 0600), 0);
+	CHECK_INT(gp_save_merged(path, a, 0, 100, err, sizeof(err)), 0);
+	snprintf(other, sizeof(other), "%s.bad", path);
+	CHECK(stat(other, &st) == 0 && S_ISFIFO(st.st_mode));
+	CHECK_INT(gp_load_file(back, path), 0);
+	CHECK_INT(back->units, a->units);
+	CHECK_INT(gp_load_file(back, other), -1);
+	snprintf(other, sizeof(other), "%s.bad: not a regular file", path);
+	CHECK_STR(gp_error(back), other);
+	snprintf(other, sizeof(other), "%s.tmp.%ld", path, (long)getpid());
+	CHECK_INT(mkfifo(other, 0600), 0);
+	CHECK_INT(gp_save_merged(path, a, 0, 100, err, sizeof(err)), 0);
+	CHECK(stat(other, &st) < 0 && errno == ENOENT);
+	gp_free(back);
+	back = gp_new();
+	CHECK(back && gp_load_file(back, path) == 0 && back->units == 2 * a->units);
+	snprintf(other, sizeof(other), "%s.lock", path);
+	CHECK_INT(unlink(other), 0);
+	CHECK_INT(mkfifo(other, 0600), 0);
+	CHECK_INT(gp_save_merged(path, a, 0, 100, err, sizeof(err)), -1);
+	snprintf(other, sizeof(other), "%s.lock: not a regular file", path);
+	CHECK_STR(err, other);
+	snprintf(other, sizeof(other), "rm -rf '%s'", dir);
+	CHECK_INT(system(other), 0);
+	gp_free(a);
+	gp_free(back);
+}
+
 int main(void)
 {
 	RUN(test_config_defaults);
@@ -1098,6 +1376,10 @@ int main(void)
 	RUN(test_profile_load_errors);
 	RUN(test_profile_merge);
 	RUN(test_profile_async);
+	RUN(test_learnt_delta);
+	RUN(test_learnt_hostile);
+	RUN(test_learnt_saved_part);
+	RUN(test_profile_save_fifo);
 	RUN(test_gtab_image);
 	RUN(test_ring);
 	RUN(test_symbolize);
