@@ -546,6 +546,15 @@ int handler_ping(struct handler *h)
 	return ok ? 0 : -1;
 }
 
+int handler_warm_cache(struct handler *h, size_t max_frames, size_t max_stacks, int64_t *frames, int64_t *stacks)
+{
+	if (store_warm_cache(h->store, max_frames, max_stacks, frames, stacks) < 0) {
+		snprintf(h->err, sizeof(h->err), "%s", store_error(h->store));
+		return -1;
+	}
+	return 0;
+}
+
 int handler_fold_stats(struct handler *h)
 {
 	int n = store_fold_stats(h->store);

@@ -74,6 +74,9 @@ void handler_error(struct handler_response *rs, int status, const char *msg);
 int handler_maintain(struct handler *h);
 /* Fold pending frame statistics; how many deltas, or -1 with handler_last_error(). */
 int handler_fold_stats(struct handler *h);
+/* The shared id cache warmed with the newest frames and stacks (store_warm_cache()); 0 or -1 with
+ * handler_last_error(). */
+int handler_warm_cache(struct handler *h, size_t max_frames, size_t max_stacks, int64_t *frames, int64_t *stacks);
 /* 0 when the database answers, else -1 with handler_last_error(). */
 int handler_ping(struct handler *h);
 const char *handler_last_error(const struct handler *h);

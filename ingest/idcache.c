@@ -1,5 +1,6 @@
 /* idcache: shared, bounded frame/stack id cache (see idcache.h). */
 #include "ingest/idcache.h"
+#include "common/buf.h"
 #include "common/intern.h"
 
 #include <pthread.h>
@@ -24,6 +25,8 @@ struct idcache {
 	struct idmap frames, stacks;
 	/* the database's intern_epoch the ids belong to (sm_collect_interned() bumps it) */
 	_Atomic uint64_t epoch;
+	/* lookups by kind (frames, stacks) and outcome (found, not found), for /metrics */
+	_Atomic uint64_t lookups[2][2];
 };
 
 static int idmap_init(struct idmap *m, size_t max, bool tagged)
@@ -125,6 +128,8 @@ size_t idcache_get_frames(struct idcache *c, const char *const *names, const siz
 		found += k >= 0;
 	}
 	pthread_rwlock_unlock(&c->frames.lock);
+	atomic_fetch_add_explicit(&c->lookups[0][0], found, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->lookups[0][1], n - found, memory_order_relaxed);
 	return found;
 }
 
@@ -141,6 +146,7 @@ int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t 
 	pthread_rwlock_rdlock(&c->stacks.lock);
 	id = idmap_get_locked(&c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids));
 	pthread_rwlock_unlock(&c->stacks.lock);
+	atomic_fetch_add_explicit(&c->lookups[1][id < 0], 1, memory_order_relaxed);
 	return id;
 }
 
@@ -189,4 +195,27 @@ void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks)
 	pthread_rwlock_rdlock(&c->stacks.lock);
 	*stacks = intern_count(c->stacks.keys);
 	pthread_rwlock_unlock(&c->stacks.lock);
+}
+
+int idcache_render(struct idcache *c, struct buf *b)
+{
+	static const char *const kinds[2] = { "frame", "stack" };
+	size_t n[2];
+	int rc;
+
+	idcache_sizes(c, &n[0], &n[1]);
+	rc = buf_puts(b, "# HELP sm_ingest_idcache_entries Frames and stacks held in the id cache.\n"
+			 "# TYPE sm_ingest_idcache_entries gauge\n");
+	for (int k = 0; k < 2; k++)
+		rc |= buf_printf(b, "sm_ingest_idcache_entries{kind=\"%s\"} %zu\n", kinds[k], n[k]);
+	rc |= buf_puts(b, "# HELP sm_ingest_idcache_lookups_total Frames and stacks looked up in the id cache, by"
+			  " outcome (a miss asks the database).\n"
+			  "# TYPE sm_ingest_idcache_lookups_total counter\n");
+	for (int k = 0; k < 2; k++)
+		for (int miss = 0; miss < 2; miss++)
+			rc |= buf_printf(b, "sm_ingest_idcache_lookups_total{kind=\"%s\",result=\"%s\"} %llu\n",
+					 kinds[k], miss ? "miss" : "hit",
+					 (unsigned long long)atomic_load_explicit(&c->lookups[k][miss],
+										  memory_order_relaxed));
+	return rc;
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct buf;
 struct idcache;
 
 /* Returns a cache holding at most max_frames frames and max_stacks stacks, or NULL. Caller frees. */
@@ -39,5 +40,7 @@ void idcache_reset(struct idcache *c, uint64_t epoch);
 void idcache_clear(struct idcache *c);
 /* Current sizes, for logs and tests. */
 void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks);
+/* Appends the cache's sizes and lookups in the Prometheus text format. 0, or -1 (buffer full). */
+int idcache_render(struct idcache *c, struct buf *b);
 
 #endif

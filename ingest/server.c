@@ -32,6 +32,9 @@ enum route { ROUTE_NONE, ROUTE_STREAMS, ROUTE_AUTH };
 #define STATEMENT_TIMEOUT_S 60
 /* connections beyond --max-connections kept for /healthz and /metrics when none can give way */
 #define CONN_RESERVE 16
+/* the shared id cache's frames and stacks (idcache.h) */
+#define IDCACHE_FRAMES 262144
+#define IDCACHE_STACKS 262144
 enum rq_state { RQ_RECEIVING, RQ_QUEUED, RQ_DONE };
 
 enum rq_kind {
@@ -379,6 +382,7 @@ static enum MHD_Result serve_metrics(struct server *s, struct MHD_Connection *co
 	enum MHD_Result ret;
 
 	metrics_render(&b);
+	idcache_render(s->cache, &b);
 	conns_render(s->conns, &b);
 	ret = respond(conn, 200, "text/plain; version=0.0.4", buf_cstr(&b), b.len, 0);
 	buf_release(&b);
@@ -671,10 +675,25 @@ static bool maint_stopping(struct server *s)
 	return stop;
 }
 
+/* The id cache warmed with what the database holds once it answers (a server started, not a batch
+ * of the fleet's, pays the round trips): at most half of each map, which a map that fills empties. */
+static void warm_cache(struct server *s)
+{
+	int64_t t0 = util_now_mono_ns(), nf, ns;
+
+	if (handler_warm_cache(s->maint_handler, IDCACHE_FRAMES / 2, IDCACHE_STACKS / 2, &nf, &ns) < 0) {
+		log_warn("warming the id cache failed", "error=\"%s\"", handler_last_error(s->maint_handler));
+		return;
+	}
+	log_info("id cache warmed", "frames=%lld stacks=%lld ms=%.0f", (long long)nf, (long long)ns,
+		 (util_now_mono_ns() - t0) / 1e6);
+}
+
 static void *maint_main(void *p)
 {
 	struct server *s = p;
 	int64_t last_maint = util_now_mono_ns(), last_fold = 0;
+	bool warmed = false;
 
 	pthread_mutex_lock(&s->mlock);
 	while (!s->maint_stop) {
@@ -683,6 +702,10 @@ static void *maint_main(void *p)
 
 		pthread_mutex_unlock(&s->mlock);
 		ok = handler_ping(s->maint_handler) == 0;
+		if (ok && !warmed) {
+			warm_cache(s);
+			warmed = true;   /* tried once: a failure is the database's, and batches fill it too */
+		}
 		/* the statistics a few seconds behind at most (a miner folds what is left before it
 		 * reads them): a fold of more deltas at once adds each frame's and call's counts to
 		 * the day's totals once for all of them, where every batch repeats the common ones */
@@ -749,7 +772,7 @@ static int server_alloc(struct server *s, struct worker_arg **args)
 {
 	const struct ingest_config *cfg = s->cfg;
 
-	s->cache = idcache_open(262144, 262144);
+	s->cache = idcache_open(IDCACHE_FRAMES, IDCACHE_STACKS);
 	s->auth = auth_cache_open(cfg->auth_ttl_ms, 1024);
 	s->nworkers = cfg->workers;
 	s->workers = calloc((size_t)cfg->workers, sizeof(*s->workers));

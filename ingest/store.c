@@ -1181,6 +1181,126 @@ int store_maintain(struct store *st)
 	return ok ? 0 : -1;
 }
 
+/* ---- the id cache warmed from the database ---- */
+
+/* Rows read per FETCH: bounded memory whatever the limits. */
+#define WARM_FETCH 8192
+
+static uint32_t be32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *)p;
+
+	return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
+/* A binary int4[] of one dimension, no NULL, at most max elements, into out: its length, or -1. */
+static int warm_int_array(const char *v, int len, int32_t *out, int max)
+{
+	uint32_t n;
+
+	/* ndim, has-nulls flag, element type, then the one dimension's size and lower bound */
+	if (len < 20 || be32(v) != 1 || be32(v + 4) != 0)
+		return -1;
+	n = be32(v + 12);
+	if (n == 0 || n > (uint32_t)max || (size_t)len != 20 + (size_t)n * 8)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *e = v + 20 + (size_t)i * 8;
+
+		if (be32(e) != 4)
+			return -1;
+		out[i] = (int32_t)be32(e + 4);
+	}
+	return (int)n;
+}
+
+/* FETCHes the cursor named cur (rows of id int4, key) to its end, putting each into the cache at
+ * epoch: -1 on a failure, else how many were put. */
+static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint64_t epoch)
+{
+	char sql[64];
+	int32_t frames[WIRE_MAX_STACK_DEPTH];
+	int64_t put = 0;
+
+	snprintf(sql, sizeof(sql), "FETCH %d FROM %s", WARM_FETCH, cur);
+	for (;;) {
+		PGresult *r = PQexecParams(st->db, sql, 0, NULL, NULL, NULL, NULL, 1);
+		int rows;
+
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			db_fail(st, is_stack ? "warming the id cache: stacks" : "warming the id cache: frames", r);
+			PQclear(r);
+			return -1;
+		}
+		rows = PQntuples(r);
+		for (int i = 0; i < rows; i++) {
+			const char *key = PQgetvalue(r, i, 1);
+			int klen = PQgetlength(r, i, 1), n;
+			int32_t id;
+
+			if (PQgetlength(r, i, 0) != 4)
+				continue;
+			id = (int32_t)be32(PQgetvalue(r, i, 0));
+			if (!is_stack) {
+				idcache_put_frame(st->cache, key, (size_t)klen, id, frame_is_unnamed(key, (size_t)klen),
+						  epoch);
+			} else if ((n = warm_int_array(key, klen, frames, WIRE_MAX_STACK_DEPTH)) > 0) {
+				idcache_put_stack(st->cache, frames, (uint32_t)n, id, epoch);
+			} else {
+				continue;
+			}
+			put++;
+		}
+		PQclear(r);
+		if (rows < WARM_FETCH)
+			return put;
+	}
+}
+
+int store_warm_cache(struct store *st, size_t max_frames, size_t max_stacks, int64_t *frames, int64_t *stacks)
+{
+	char lim_f[24], lim_s[24];
+	const char *pf[1] = { lim_f }, *ps[1] = { lim_s };
+	uint64_t epoch;
+	PGresult *r;
+
+	*frames = *stacks = 0;
+	st->err[0] = '\0';
+	if (!store_conn(st))
+		return -1;
+	snprintf(lim_f, sizeof(lim_f), "%zu", max_frames);
+	snprintf(lim_s, sizeof(lim_s), "%zu", max_stacks);
+	/* one snapshot: the epoch read is the one the ids belong to */
+	if (db_exec(st->db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", st->err, sizeof(st->err)) < 0)
+		return -1;
+	r = PQexec(st->db, "SELECT (SELECT value FROM settings WHERE key = 'intern_epoch')");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		db_fail(st, "warming the id cache: the epoch", r);
+		PQclear(r);
+		goto fail_rollback;
+	}
+	if (!PQgetisnull(r, 0, 0))
+		idcache_reset(st->cache, (uint64_t)db_get_i64(r, 0, 0));
+	epoch = idcache_epoch(st->cache);
+	PQclear(r);
+	/* the newest first: what the fleet interned last is what it sends now */
+	if (db_command(st->db, "DECLARE warm_frames NO SCROLL CURSOR FOR"
+			       " SELECT id, name FROM frames ORDER BY id DESC LIMIT $1::bigint",
+		       1, pf, "warming the id cache: frames", st->err, sizeof(st->err)) < 0 ||
+	    db_command(st->db, "DECLARE warm_stacks NO SCROLL CURSOR FOR"
+			       " SELECT id, frame_ids FROM stacks ORDER BY id DESC LIMIT $1::bigint",
+		       1, ps, "warming the id cache: stacks", st->err, sizeof(st->err)) < 0)
+		goto fail_rollback;
+	if ((*frames = warm_fetch(st, "warm_frames", false, epoch)) < 0 ||
+	    (*stacks = warm_fetch(st, "warm_stacks", true, epoch)) < 0)
+		goto fail_rollback;
+	PQclear(PQexec(st->db, "COMMIT"));
+	return 0;
+fail_rollback:
+	PQclear(PQexec(st->db, "ROLLBACK"));
+	return -1;
+}
+
 int store_fold_stats(struct store *st)
 {
 	if (!store_conn(st))

@@ -42,6 +42,10 @@ PGconn *store_conn(struct store *st);
 /* What the calls since the last call of this learnt of the database: 1 it answered (a connection
  * that works), -1 it did not (could not connect, or the connection broke), 0 they did not ask it. */
 int store_db_seen(struct store *st);
+/* Puts the newest frames and stacks of the database (at most max_frames and max_stacks) into the
+ * shared id cache, so that a server just started maps what the fleet sends without asking the
+ * database: *frames and *stacks, how many. Returns 0 or -1 (store_error()). */
+int store_warm_cache(struct store *st, size_t max_frames, size_t max_stacks, int64_t *frames, int64_t *stacks);
 /* Create the event partitions for the coming days and apply retention. Returns 0 or -1. */
 int store_maintain(struct store *st);
 

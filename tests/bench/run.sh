@@ -91,10 +91,15 @@ send_fleet() {
 	ingest_pid=$!
 	for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 	url=http://127.0.0.1:$(cat "$work/port")/api/v1/streams
+	# one curl for all the batches, SENDERS at a time: a process per batch spent as much of this
+	# machine's two cores starting up as sm-ingest spent storing small streams (docs/scaling.md)
+	for f in "$work"/batches/*.zst; do
+		printf 'url = "%s"\ndata-binary = "@%s"\noutput = "/dev/null"\nsilent\nwrite-out = "%%{http_code}\\n"\n' "$url" "$f"
+		printf 'header = "%s"\n' "Authorization: Bearer $token" 'Content-Type: application/x-ndjson' 'Content-Encoding: zstd'
+		echo next
+	done | sed '$d' >"$work/send.curl"
 	t0=$(now)
-	ls "$work"/batches/*.zst | xargs -P "$3" -I{} curl -s -o /dev/null -w '%{http_code}\n' \
-		-H "Authorization: Bearer $token" -H 'Content-Type: application/x-ndjson' \
-		-H 'Content-Encoding: zstd' --data-binary @{} "$url" >"$work/codes"
+	curl --parallel --parallel-max "$3" --no-progress-meter -K "$work/send.curl" >"$work/codes"
 	t1=$(now)
 	SEND_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	SEND_PEAK_MB=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$ingest_pid/status")
