@@ -60,31 +60,43 @@ static int32_t idmap_get_locked(struct idmap *m, const void *key, size_t len)
 	return k < 0 ? -1 : m->ids[k];
 }
 
-static void idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
-		      uint8_t tag, uint64_t epoch)
+/* Puts key -> id at epoch. A map that is full starts over, unless warm: then the put is refused once
+ * the map is half full (entries or key bytes), so that a warm-up never empties it. Returns 0, or -1
+ * for a warm put refused. */
+static int idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
+		     uint8_t tag, uint64_t epoch, bool warm)
 {
+	size_t n0;
 	int64_t k;
 
 	pthread_rwlock_wrlock(&m->lock);
 	/* an id mapped under an older epoch may name a collected row: not kept */
 	if (epoch != atomic_load(&c->epoch)) {
 		pthread_rwlock_unlock(&m->lock);
-		return;
+		return 0;
+	}
+	n0 = intern_count(m->keys);
+	if (warm && (n0 >= m->max / 2 || m->bytes + len > IDMAP_MAX_BYTES / 2)) {
+		pthread_rwlock_unlock(&m->lock);
+		return -1;
 	}
 	k = m->bytes + len > IDMAP_MAX_BYTES ? -1 : intern_put(m->keys, key, len, NULL);
 	if (k < 0) {
 		/* full: start over rather than grow; hot keys come back at once */
 		intern_clear(m->keys);
 		m->bytes = 0;
+		n0 = 0;
 		k = intern_put(m->keys, key, len, NULL);
 	}
-	m->bytes += len;
+	if (intern_count(m->keys) > n0)   /* a key put again holds no more bytes */
+		m->bytes += len;
 	if (k >= 0) {
 		m->ids[k] = id;
 		if (m->tags)
 			m->tags[k] = tag;
 	}
 	pthread_rwlock_unlock(&m->lock);
+	return 0;
 }
 
 struct idcache *idcache_open(size_t max_frames, size_t max_stacks)
@@ -136,7 +148,12 @@ size_t idcache_get_frames(struct idcache *c, const char *const *names, const siz
 void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
 		       uint64_t epoch)
 {
-	idmap_put(c, &c->frames, name, len, id, tag, epoch);
+	idmap_put(c, &c->frames, name, len, id, tag, epoch, false);
+}
+
+int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag, uint64_t epoch)
+{
+	return idmap_put(c, &c->frames, name, len, id, tag, epoch, true);
 }
 
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n)
@@ -152,7 +169,12 @@ int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t 
 
 void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch)
 {
-	idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, epoch);
+	idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, epoch, false);
+}
+
+int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch)
+{
+	return idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, epoch, true);
 }
 
 uint64_t idcache_epoch(struct idcache *c)
@@ -161,12 +183,13 @@ uint64_t idcache_epoch(struct idcache *c)
 }
 
 /* Empties both maps (both locked: no reader sees one emptied and not the other); with
- * epoch != NULL, only when the cache is not of *epoch already, and then it becomes so. */
-static void clear_maps(struct idcache *c, const uint64_t *epoch)
+ * epoch != NULL, only when the cache is not of *epoch already, and then it becomes so; with from
+ * != NULL too, only when the cache is still of *from. */
+static void clear_maps(struct idcache *c, const uint64_t *epoch, const uint64_t *from)
 {
 	pthread_rwlock_wrlock(&c->frames.lock);
 	pthread_rwlock_wrlock(&c->stacks.lock);
-	if (!epoch || atomic_load(&c->epoch) != *epoch) {
+	if (!epoch || (atomic_load(&c->epoch) != *epoch && (!from || atomic_load(&c->epoch) == *from))) {
 		intern_clear(c->frames.keys);
 		intern_clear(c->stacks.keys);
 		c->frames.bytes = c->stacks.bytes = 0;
@@ -179,12 +202,17 @@ static void clear_maps(struct idcache *c, const uint64_t *epoch)
 
 void idcache_reset(struct idcache *c, uint64_t epoch)
 {
-	clear_maps(c, &epoch);
+	clear_maps(c, &epoch, NULL);
+}
+
+void idcache_reset_from(struct idcache *c, uint64_t from, uint64_t epoch)
+{
+	clear_maps(c, &epoch, &from);
 }
 
 void idcache_clear(struct idcache *c)
 {
-	clear_maps(c, NULL);
+	clear_maps(c, NULL, NULL);
 }
 
 void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks)

@@ -28,6 +28,10 @@ size_t idcache_get_frames(struct idcache *c, const char *const *names, const siz
  * name (the store: whether it is an unnamed frame's), returned by idcache_get_frames(). */
 void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
 		       uint64_t epoch);
+/* The same for a warm-up (ids read from the database, not mapped by a batch): refused, -1, once the
+ * map is half full (entries or key bytes), so that a warm-up leaves room and never empties it. */
+int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag, uint64_t epoch);
+int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch);
 /* Database id of the stack with these frame ids, or -1. */
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n);
 void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch);
@@ -35,6 +39,9 @@ void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, 
 uint64_t idcache_epoch(struct idcache *c);
 /* Empties the cache for a new epoch (nothing when it is there already). */
 void idcache_reset(struct idcache *c, uint64_t epoch);
+/* The same, only when the cache is still of epoch from: what a reader of an older snapshot does, so
+ * that a cache another worker moved on since is never moved back. */
+void idcache_reset_from(struct idcache *c, uint64_t from, uint64_t epoch);
 /* Empties the cache, keeping its epoch: after a failover, ids the old primary gave may not
  * exist on the new one (asynchronous replication loses the last transactions). */
 void idcache_clear(struct idcache *c);

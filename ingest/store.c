@@ -1044,13 +1044,15 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 		order[i] = i;
 	qsort_r(order, n, sizeof(*order), cmp_stream_id, (void *)ss);
 
-	if (db_exec(st->db, "BEGIN", st->err, sizeof(st->err)) < 0)
-		return -1;
 	/* the intern lock, shared: no collection of frames and stacks runs while this batch is written;
-	 * one that ran since its ids were mapped changed the epoch, and the batch is mapped again */
+	 * one that ran since its ids were mapped changed the epoch, and the batch is mapped again. The
+	 * lock is a statement of its own: a statement's snapshot is taken before it waits for a lock,
+	 * so one that waited for a collection would read the epoch from before it */
+	if (db_exec(st->db, "BEGIN; SELECT pg_advisory_xact_lock_shared(hashtext('stackmine.intern'))", st->err,
+		    sizeof(st->err)) < 0)
+		goto fail_rollback;
 	r = PQexec(st->db, "SELECT now()::text, (now() AT TIME ZONE 'UTC')::date::text,"
 			   " (extract(epoch FROM now()) * 1000000)::bigint - 946684800000000,"
-			   " pg_advisory_xact_lock_shared(hashtext('stackmine.intern')) IS NULL,"
 			   " (SELECT value FROM settings WHERE key = 'intern_epoch'),"
 			   " EXISTS (SELECT 1 FROM shards)");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -1061,9 +1063,9 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	snprintf(received_at, sizeof(received_at), "%s", PQgetvalue(r, 0, 0));
 	snprintf(day, sizeof(day), "%s", PQgetvalue(r, 0, 1));
 	received_us = db_get_i64(r, 0, 2);
-	sharded = PQgetvalue(r, 0, 5)[0] == 't';
-	if (!PQgetisnull(r, 0, 4) && (uint64_t)db_get_i64(r, 0, 4) != st->epoch) {
-		*new_epoch = (uint64_t)db_get_i64(r, 0, 4);
+	sharded = PQgetvalue(r, 0, 4)[0] == 't';
+	if (!PQgetisnull(r, 0, 3) && (uint64_t)db_get_i64(r, 0, 3) != st->epoch) {
+		*new_epoch = (uint64_t)db_get_i64(r, 0, 3);
 		PQclear(r);
 		PQclear(PQexec(st->db, "ROLLBACK"));
 		return STORE_REMAP;
@@ -1185,6 +1187,8 @@ int store_maintain(struct store *st)
 
 /* Rows read per FETCH: bounded memory whatever the limits. */
 #define WARM_FETCH 8192
+/* int4's type oid (pg_type.h, which libpq does not install) */
+#define WARM_INT4_OID 23
 
 static uint32_t be32(const char *p)
 {
@@ -1198,8 +1202,9 @@ static int warm_int_array(const char *v, int len, int32_t *out, int max)
 {
 	uint32_t n;
 
-	/* ndim, has-nulls flag, element type, then the one dimension's size and lower bound */
-	if (len < 20 || be32(v) != 1 || be32(v + 4) != 0)
+	/* ndim, has-nulls flag, element type (int4), then the one dimension's size and lower bound (1:
+	 * another is another array value, which a batch's frame ids never are) */
+	if (len < 20 || be32(v) != 1 || be32(v + 4) != 0 || be32(v + 8) != WARM_INT4_OID || be32(v + 16) != 1)
 		return -1;
 	n = be32(v + 12);
 	if (n == 0 || n > (uint32_t)max || (size_t)len != 20 + (size_t)n * 8)
@@ -1214,13 +1219,14 @@ static int warm_int_array(const char *v, int len, int32_t *out, int max)
 	return (int)n;
 }
 
-/* FETCHes the cursor named cur (rows of id int4, key) to its end, putting each into the cache at
- * epoch: -1 on a failure, else how many were put. */
+/* FETCHes the cursor named cur (rows of id int4, key) to its end, or until the cache's map is half
+ * full, putting each into the cache at epoch: -1 on a failure, else how many were put. */
 static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint64_t epoch)
 {
 	char sql[64];
 	int32_t frames[WIRE_MAX_STACK_DEPTH];
 	int64_t put = 0;
+	bool full = false;
 
 	snprintf(sql, sizeof(sql), "FETCH %d FROM %s", WARM_FETCH, cur);
 	for (;;) {
@@ -1242,17 +1248,19 @@ static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint
 				continue;
 			id = (int32_t)be32(PQgetvalue(r, i, 0));
 			if (!is_stack) {
-				idcache_put_frame(st->cache, key, (size_t)klen, id, frame_is_unnamed(key, (size_t)klen),
-						  epoch);
+				full = idcache_warm_frame(st->cache, key, (size_t)klen, id,
+							  frame_is_unnamed(key, (size_t)klen), epoch) < 0;
 			} else if ((n = warm_int_array(key, klen, frames, WIRE_MAX_STACK_DEPTH)) > 0) {
-				idcache_put_stack(st->cache, frames, (uint32_t)n, id, epoch);
+				full = idcache_warm_stack(st->cache, frames, (uint32_t)n, id, epoch) < 0;
 			} else {
 				continue;
 			}
+			if (full)
+				break;
 			put++;
 		}
 		PQclear(r);
-		if (rows < WARM_FETCH)
+		if (rows < WARM_FETCH || full)
 			return put;
 	}
 }
@@ -1261,13 +1269,15 @@ int store_warm_cache(struct store *st, size_t max_frames, size_t max_stacks, int
 {
 	char lim_f[24], lim_s[24];
 	const char *pf[1] = { lim_f }, *ps[1] = { lim_s };
-	uint64_t epoch;
+	uint64_t epoch, from;
 	PGresult *r;
 
 	*frames = *stacks = 0;
 	st->err[0] = '\0';
 	if (!store_conn(st))
 		return -1;
+	/* the cache's epoch before the snapshot: a worker that moves it on meanwhile saw a newer one */
+	from = idcache_epoch(st->cache);
 	snprintf(lim_f, sizeof(lim_f), "%zu", max_frames);
 	snprintf(lim_s, sizeof(lim_s), "%zu", max_stacks);
 	/* one snapshot: the epoch read is the one the ids belong to */
@@ -1279,10 +1289,10 @@ int store_warm_cache(struct store *st, size_t max_frames, size_t max_stacks, int
 		PQclear(r);
 		goto fail_rollback;
 	}
-	if (!PQgetisnull(r, 0, 0))
-		idcache_reset(st->cache, (uint64_t)db_get_i64(r, 0, 0));
-	epoch = idcache_epoch(st->cache);
+	/* ids of this snapshot's epoch: put at it, they are dropped unless the cache is of it */
+	epoch = PQgetisnull(r, 0, 0) ? from : (uint64_t)db_get_i64(r, 0, 0);
 	PQclear(r);
+	idcache_reset_from(st->cache, from, epoch);
 	/* the newest first: what the fleet interned last is what it sends now */
 	if (db_command(st->db, "DECLARE warm_frames NO SCROLL CURSOR FOR"
 			       " SELECT id, name FROM frames ORDER BY id DESC LIMIT $1::bigint",

@@ -905,14 +905,31 @@ t_eq "and the server stops at once on SIGTERM (under 5 s), exit status 0" "$((SE
 # ---- a started server's id cache is warmed from the database ----
 # metric NAME LABELS: a sample of the last GET /metrics
 metric() { awk -v k="$1{$2}" '$1 == k { print $2 }' <<<"$HTTP_BODY"; }
+lookups() {
+	http GET "$INGEST_URL/metrics"
+	echo "$(metric sm_ingest_idcache_lookups_total 'kind="frame",result="hit"') $(metric sm_ingest_idcache_lookups_total 'kind="frame",result="miss"') $(metric sm_ingest_idcache_lookups_total 'kind="stack",result="hit"') $(metric sm_ingest_idcache_lookups_total 'kind="stack",result="miss"')"
+}
 # warmed: waits for the log's line of the warm-up (the maintenance thread's first step); prints it
 warmed() {
 	local i
 	for i in $(seq 100); do
-		grep -q 'msg="id cache warmed"' "$INGEST_LOG" && break
+		grep -q 'msg="id cache warmed"\|msg="warming the id cache failed"' "$INGEST_LOG" && break
 		sleep 0.1
 	done
-	grep -o 'msg="id cache warmed" frames=[0-9]* stacks=[0-9]*' "$INGEST_LOG"
+	grep -o 'msg="id cache warmed" frames=[0-9]* stacks=[0-9]*\|msg="warming the id cache failed".*' "$INGEST_LOG"
+}
+# events_of ID: the stream's events with their stacks' frame names
+events_of() {
+	pg_q "SELECT e.seq, (SELECT string_agg(f.name, ' > ' ORDER BY u.o) FROM stacks s,
+		unnest(s.frame_ids) WITH ORDINALITY AS u(fid, o) JOIN frames f ON f.id = u.fid WHERE s.id = e.stack_id)
+		FROM events e JOIN streams r ON r.id = e.stream_ref WHERE r.stream_id = :'id' ORDER BY e.seq" -v id="$1"
+}
+WARM_EVENTS="0|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > libc.so.6!fdatasync
+1|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\"
+2|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\""
+drop_stream() {
+	pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = :'id');
+		DELETE FROM streams WHERE stream_id = :'id'" -v id="$1" >/dev/null
 }
 # a stream of known frames and stacks only, stored by a server that warmed its cache: no lookup asks
 # the database, and the events name the frames sent (the ids read back are the right ones)
@@ -926,30 +943,42 @@ warm_round() { # warm_round WHAT
 	stream "$id" >"$T_TMP/w.json"
 	post "$T_TMP/w.json"
 	t_eq "$1: a stream of known frames is stored" "$HTTP_STATUS" 200
-	http GET "$INGEST_URL/metrics"
-	t_eq "$1: its frames and stacks found in the cache, none asked of the database" \
-		"$(metric sm_ingest_idcache_lookups_total 'kind="frame",result="hit"') $(metric sm_ingest_idcache_lookups_total 'kind="frame",result="miss"') $(metric sm_ingest_idcache_lookups_total 'kind="stack",result="hit"') $(metric sm_ingest_idcache_lookups_total 'kind="stack",result="miss"')" \
-		"5 0 2 0"
-	t_eq "$1: its events name the frames sent" "$(pg_q "SELECT e.seq, (SELECT string_agg(f.name, ' > ' ORDER BY u.o) FROM stacks s,
-		unnest(s.frame_ids) WITH ORDINALITY AS u(fid, o) JOIN frames f ON f.id = u.fid WHERE s.id = e.stack_id)
-		FROM events e JOIN streams r ON r.id = e.stream_ref WHERE r.stream_id = :'id' ORDER BY e.seq" -v id="$id")" \
-"0|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > libc.so.6!fdatasync
-1|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\"
-2|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\""
-	pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = :'id');
-		DELETE FROM streams WHERE stream_id = :'id'" -v id="$id" >/dev/null
-	stop_ingest
+	t_eq "$1: its frames and stacks found in the cache, none asked of the database" "$(lookups)" "5 0 2 0"
+	t_eq "$1: its events name the frames sent" "$(events_of "$id")" "$WARM_EVENTS"
+	drop_stream "$id"
 }
 # more frames and stacks than the template's, so that an id read back wrong names another frame
+start_ingest --workers 1 || t_bail "sm-ingest starts"
 stream "$(newid)" 's/"nginx!main"/"nginx!main2"/; s/"nginx!ngx_http_handler"/"nginx!ngx_http_handler2"/' >"$T_TMP/w0.json"
 post "$T_TMP/w0.json"
+t_eq "warmed cache: a stream of other frames first" "$HTTP_STATUS" 200
+stop_ingest
 start_ingest --workers 1 || t_bail "sm-ingest starts to warm its cache"
 warm_round "warmed cache"
+stop_ingest
 # a collection of frames and stacks since (the epoch moved): the ids read are of the new epoch, kept
 epoch=$(pg_q "SELECT value FROM settings WHERE key = 'intern_epoch'")
 pg_q "UPDATE settings SET value = (value::bigint + 7)::text WHERE key = 'intern_epoch'" >/dev/null
 start_ingest --workers 1 || t_bail "sm-ingest starts at a new epoch"
 warm_round "warmed cache, a new epoch"
+# a collection after the warm-up, which a batch waits for (its ids were mapped before it): the batch
+# reads the epoch after the wait and maps again, so none of the warmed ids is used
+pg_q "BEGIN; SELECT pg_advisory_xact_lock(hashtext('stackmine.intern'));
+	UPDATE settings SET value = (value::bigint + 1)::text WHERE key = 'intern_epoch';
+	SELECT pg_sleep(2); COMMIT;" >/dev/null &
+lockpid=$!
+sleep 0.5
+id=$(newid)
+stream "$id" >"$T_TMP/w.json"
+post "$T_TMP/w.json"
+wait "$lockpid"
+t_eq "a collection while a batch waits: stored" "$HTTP_STATUS" 200
+t_eq "a collection while a batch waits: mapped again after it (found, then asked of the database)" \
+	"$(lookups)" "10 5 4 2"
+t_eq "a collection while a batch waits: its events name the frames sent" "$(events_of "$id")" "$WARM_EVENTS"
+t_match "a collection while a batch waits: the log says so" "$(cat "$INGEST_LOG")" 'msg="interned ids of a new epoch"'
+drop_stream "$id"
+stop_ingest
 pg_q "UPDATE settings SET value = :'e' WHERE key = 'intern_epoch'" -v e="$epoch" >/dev/null
 
 t_done
