@@ -391,3 +391,29 @@ bool db_alive(PGconn *c)
 		PQreset(c);
 	return PQstatus(c) == CONNECTION_OK;
 }
+
+#define INT4_OID 23
+
+long db_int4_array(const PGresult *r, int row, int col, const unsigned char **at)
+{
+	const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
+	size_t len = (size_t)PQgetlength(r, row, col);
+	uint32_t n;
+
+	if (len < 12 || db_be32(p + 8) != INT4_OID)
+		return -1;
+	if (db_be32(p) == 0) {   /* an empty array has no dimension */
+		*at = p + 12;
+		return len == 12 ? 0 : -1;
+	}
+	if (db_be32(p) != 1 || len < 20)
+		return -1;
+	n = db_be32(p + 12);
+	if (n > (len - 20) / 8 || len != 20 + (size_t)n * 8)
+		return -1;
+	for (uint32_t i = 0; i < n; i++)
+		if (db_be32(p + 20 + (size_t)i * 8) != 4)
+			return -1;
+	*at = p + 20;
+	return (long)n;
+}

@@ -66,6 +66,27 @@ int64_t db_get_i64(const PGresult *r, int row, int col);
 /* Parse an integer array as PostgreSQL prints it ("{1,2,3}") into out (room for max).
  * Returns the count, or -1 when it is not such an array or has more than max items. */
 int db_parse_int_array(const char *s, int32_t *out, int max);
+/* A big-endian 32-bit word of PostgreSQL's binary format. */
+static inline uint32_t db_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+/*
+ * A one-dimensional integer[] in PostgreSQL's binary form (a result column read with
+ * resultFormat 1): ndim, flags, element type, then per dimension its length and lower bound, then
+ * per element its length (4) and value. Returns the element count with *at at the first element's
+ * length (0 for an empty array), or -1 when it is anything else (another element type, a NULL
+ * element, a length that does not add up).
+ */
+long db_int4_array(const PGresult *r, int row, int col, const unsigned char **at);
+/* The next element (db_int4_array() checked each is 4 bytes long). */
+static inline int32_t db_int4_next(const unsigned char **at)
+{
+	int32_t v = (int32_t)db_be32(*at + 4);
+
+	*at += 8;
+	return v;
+}
 /* Append s[0..n) as one quoted element of a PostgreSQL array literal. 0 or -1 (buffer full). */
 int db_put_array_str(struct buf *b, const char *s, size_t n);
 /* Copy the libpq error message without its trailing newline. */

@@ -43,51 +43,6 @@ struct fold {
 	size_t errlen;
 };
 
-static uint32_t be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/*
- * A one-dimensional integer[] in PostgreSQL's binary form: ndim, flags, element type, then per
- * dimension its length and lower bound, then per element its length (4) and value. Returns the
- * element count with *at at the first element's length, or -1 when it is anything else (another
- * element type, a NULL element, a length that does not add up).
- */
-#define INT4_OID 23
-static long array_open(const PGresult *r, int row, int col, const unsigned char **at)
-{
-	const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
-	size_t len = (size_t)PQgetlength(r, row, col);
-	uint32_t n;
-
-	if (len < 12 || be32(p + 8) != INT4_OID)
-		return -1;
-	if (be32(p) == 0) {   /* an empty array has no dimension */
-		*at = p + 12;
-		return len == 12 ? 0 : -1;
-	}
-	if (be32(p) != 1 || len < 20)
-		return -1;
-	n = be32(p + 12);
-	if (n > (len - 20) / 8 || len != 20 + (size_t)n * 8)
-		return -1;
-	for (uint32_t i = 0; i < n; i++)
-		if (be32(p + 20 + (size_t)i * 8) != 4)
-			return -1;
-	*at = p + 20;
-	return (long)n;
-}
-
-/* The next element (array_open() checked each is 4 bytes long). */
-static int32_t array_next(const unsigned char **at)
-{
-	int32_t v = (int32_t)be32(*at + 4);
-
-	*at += 8;
-	return v;
-}
-
 static struct day *day_of(struct fold *f, const char *name)
 {
 	struct day *d;
@@ -122,8 +77,8 @@ static int add(struct imap *m, uint64_t key, int64_t count)
 static int sum_delta(struct fold *f, const PGresult *r, int row)
 {
 	const unsigned char *fid, *fcnt, *ca, *ce, *cc;
-	long nf = array_open(r, row, 3, &fid), nfc = array_open(r, row, 4, &fcnt);
-	long nc = array_open(r, row, 5, &ca), nce = array_open(r, row, 6, &ce), ncc = array_open(r, row, 7, &cc);
+	long nf = db_int4_array(r, row, 3, &fid), nfc = db_int4_array(r, row, 4, &fcnt);
+	long nc = db_int4_array(r, row, 5, &ca), nce = db_int4_array(r, row, 6, &ce), ncc = db_int4_array(r, row, 7, &cc);
 	struct day *d;
 
 	if (nf < 0 || nf != nfc || nc < 0 || nc != nce || nc != ncc || PQgetlength(r, row, 2) != 4) {
@@ -133,15 +88,15 @@ static int sum_delta(struct fold *f, const PGresult *r, int row)
 	}
 	if (!(d = day_of(f, PQgetvalue(r, row, 1))))
 		goto fail_oom;
-	d->streams += (int32_t)be32((const unsigned char *)PQgetvalue(r, row, 2));
+	d->streams += (int32_t)db_be32((const unsigned char *)PQgetvalue(r, row, 2));
 	for (long i = 0; i < nf; i++) {
-		uint32_t id = (uint32_t)array_next(&fid);
+		uint32_t id = (uint32_t)db_int4_next(&fid);
 
-		if (add(&d->frames, id, array_next(&fcnt)) < 0)
+		if (add(&d->frames, id, db_int4_next(&fcnt)) < 0)
 			goto fail_oom;
 	}
 	for (long i = 0; i < nc; i++) {
-		uint32_t a = (uint32_t)array_next(&ca), b = (uint32_t)array_next(&ce);
+		uint32_t a = (uint32_t)db_int4_next(&ca), b = (uint32_t)db_int4_next(&ce);
 		uint64_t key = (uint64_t)a << 32 | b;
 
 		/* (the map's empty key: ids are positive, so only a delta gone wrong has it) */
@@ -149,7 +104,7 @@ static int sum_delta(struct fold *f, const PGresult *r, int row)
 			snprintf(f->err, f->errlen, "folding statistics: a delta counts a call of frame -1 to -1");
 			return -1;
 		}
-		if (add(&d->calls, key, array_next(&cc)) < 0)
+		if (add(&d->calls, key, db_int4_next(&cc)) < 0)
 			goto fail_oom;
 	}
 	return 0;
@@ -267,7 +222,7 @@ int statfold_run(PGconn *db, int max_deltas, char *err, size_t errlen)
 		}
 		if (row)
 			buf_putc(&ids, ',');
-		buf_put_i64(&ids, (int64_t)((uint64_t)be32(id) << 32 | be32(id + 4)));
+		buf_put_i64(&ids, (int64_t)((uint64_t)db_be32(id) << 32 | db_be32(id + 4)));
 		if (sum_delta(&f, r, row) < 0)
 			goto out_rollback;
 	}

@@ -1187,38 +1187,6 @@ int store_maintain(struct store *st)
 
 /* Rows read per FETCH: bounded memory whatever the limits. */
 #define WARM_FETCH 8192
-/* int4's type oid (pg_type.h, which libpq does not install) */
-#define WARM_INT4_OID 23
-
-static uint32_t be32(const char *p)
-{
-	const unsigned char *u = (const unsigned char *)p;
-
-	return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
-}
-
-/* A binary int4[] of one dimension, no NULL, at most max elements, into out: its length, or -1. */
-static int warm_int_array(const char *v, int len, int32_t *out, int max)
-{
-	uint32_t n;
-
-	/* ndim, has-nulls flag, element type (int4), then the one dimension's size and lower bound (1:
-	 * another is another array value, which a batch's frame ids never are) */
-	if (len < 20 || be32(v) != 1 || be32(v + 4) != 0 || be32(v + 8) != WARM_INT4_OID || be32(v + 16) != 1)
-		return -1;
-	n = be32(v + 12);
-	if (n == 0 || n > (uint32_t)max || (size_t)len != 20 + (size_t)n * 8)
-		return -1;
-	for (uint32_t i = 0; i < n; i++) {
-		const char *e = v + 20 + (size_t)i * 8;
-
-		if (be32(e) != 4)
-			return -1;
-		out[i] = (int32_t)be32(e + 4);
-	}
-	return (int)n;
-}
-
 /* FETCHes the cursor named cur (rows of id int4, key) to its end, or until the cache's map is half
  * full, putting each into the cache at epoch: -1 on a failure, else how many were put. */
 static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint64_t epoch)
@@ -1241,16 +1209,22 @@ static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint
 		rows = PQntuples(r);
 		for (int i = 0; i < rows; i++) {
 			const char *key = PQgetvalue(r, i, 1);
-			int klen = PQgetlength(r, i, 1), n;
+			int klen = PQgetlength(r, i, 1);
+			const unsigned char *at;
 			int32_t id;
+			long n;
 
 			if (PQgetlength(r, i, 0) != 4)
 				continue;
-			id = (int32_t)be32(PQgetvalue(r, i, 0));
+			id = (int32_t)db_be32((const unsigned char *)PQgetvalue(r, i, 0));
 			if (!is_stack) {
 				full = idcache_warm_frame(st->cache, key, (size_t)klen, id,
 							  frame_is_unnamed(key, (size_t)klen), epoch) < 0;
-			} else if ((n = warm_int_array(key, klen, frames, WIRE_MAX_STACK_DEPTH)) > 0) {
+			} else if ((n = db_int4_array(r, i, 1, &at)) > 0 && n <= WIRE_MAX_STACK_DEPTH &&
+				   db_be32((const unsigned char *)key + 16) == 1) {
+				/* (a lower bound other than 1 is another array value, which no batch maps) */
+				for (long j = 0; j < n; j++)
+					frames[j] = db_int4_next(&at);
 				full = idcache_warm_stack(st->cache, frames, (uint32_t)n, id, epoch) < 0;
 			} else {
 				continue;
