@@ -394,6 +394,30 @@ bool db_alive(PGconn *c)
 
 #define INT4_OID 23
 
+/* A big-endian 32-bit word appended. */
+static int put_be32(struct buf *b, uint32_t v)
+{
+	unsigned char w[4] = { (unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+			       (unsigned char)v };
+
+	return buf_append(b, w, sizeof(w));
+}
+
+int db_put_int4_array(struct buf *b, size_t n)
+{
+	if (n > INT32_MAX)
+		return -1;
+	/* ndim (an empty array has none), no NULLs, the element type; then length and lower bound */
+	if (n == 0)
+		return put_be32(b, 0) | put_be32(b, 0) | put_be32(b, INT4_OID);
+	return put_be32(b, 1) | put_be32(b, 0) | put_be32(b, INT4_OID) | put_be32(b, (uint32_t)n) | put_be32(b, 1);
+}
+
+int db_put_int4_elem(struct buf *b, int32_t v)
+{
+	return put_be32(b, 4) | put_be32(b, (uint32_t)v);
+}
+
 long db_int4_array(const PGresult *r, int row, int col, const unsigned char **at)
 {
 	const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);

@@ -87,6 +87,10 @@ static inline int32_t db_int4_next(const unsigned char **at)
 	*at += 8;
 	return v;
 }
+/* Begin a one-dimensional integer[] of n elements in the binary form, for a parameter sent with
+ * format 1; the n elements follow, each by db_put_int4_elem(). 0 or -1 (buffer full). */
+int db_put_int4_array(struct buf *b, size_t n);
+int db_put_int4_elem(struct buf *b, int32_t v);
 /* Append s[0..n) as one quoted element of a PostgreSQL array literal. 0 or -1 (buffer full). */
 int db_put_array_str(struct buf *b, const char *s, size_t n);
 /* Copy the libpq error message without its trailing newline. */

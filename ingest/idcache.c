@@ -25,6 +25,9 @@ struct idcache {
 	struct idmap frames, stacks;
 	/* the database's intern_epoch the ids belong to (sm_collect_interned() bumps it) */
 	_Atomic uint64_t epoch;
+	/* bumped by every emptying: a put stamped before one is dropped, whether the epoch moved or
+	 * not (a failover keeps it) */
+	_Atomic uint64_t gen;
 	/* lookups by kind (frames, stacks) and outcome (found, not found), for /metrics */
 	_Atomic uint64_t lookups[2][2];
 };
@@ -60,18 +63,19 @@ static int32_t idmap_get_locked(struct idmap *m, const void *key, size_t len)
 	return k < 0 ? -1 : m->ids[k];
 }
 
-/* Puts key -> id at epoch. A map that is full starts over, unless warm: then the put is refused once
+/* Puts key -> id, mapped at stamp (the generation). A map that is full starts over, unless warm: then the put is refused once
  * the map is half full (entries or key bytes), so that a warm-up never empties it. Returns 0, or -1
  * for a warm put refused. */
 static int idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
-		     uint8_t tag, uint64_t epoch, bool warm)
+		     uint8_t tag, uint64_t stamp, bool warm)
 {
 	size_t n0;
 	int64_t k;
 
 	pthread_rwlock_wrlock(&m->lock);
-	/* an id mapped under an older epoch may name a collected row: not kept */
-	if (epoch != atomic_load(&c->epoch)) {
+	/* an id mapped before the cache was emptied may name a collected row, or one the old primary
+	 * gave: not kept */
+	if (stamp != atomic_load(&c->gen)) {
 		pthread_rwlock_unlock(&m->lock);
 		return 0;
 	}
@@ -146,14 +150,14 @@ size_t idcache_get_frames(struct idcache *c, const char *const *names, const siz
 }
 
 void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
-		       uint64_t epoch)
+		       uint64_t stamp)
 {
-	idmap_put(c, &c->frames, name, len, id, tag, epoch, false);
+	idmap_put(c, &c->frames, name, len, id, tag, stamp, false);
 }
 
-int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag, uint64_t epoch)
+int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag, uint64_t stamp)
 {
-	return idmap_put(c, &c->frames, name, len, id, tag, epoch, true);
+	return idmap_put(c, &c->frames, name, len, id, tag, stamp, true);
 }
 
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n)
@@ -167,37 +171,52 @@ int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t 
 	return id;
 }
 
-void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch)
+void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t stamp)
 {
-	idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, epoch, false);
+	idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, stamp, false);
 }
 
-int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch)
+int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t stamp)
 {
-	return idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, epoch, true);
+	return idmap_put(c, &c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids), id, 0, stamp, true);
 }
 
-uint64_t idcache_epoch(struct idcache *c)
+uint64_t idcache_stamp(struct idcache *c, uint64_t *epoch)
 {
-	return atomic_load(&c->epoch);
+	uint64_t gen;
+
+	/* under a map's lock, which every emptying holds: the two of one moment */
+	pthread_rwlock_rdlock(&c->frames.lock);
+	gen = atomic_load(&c->gen);
+	*epoch = atomic_load(&c->epoch);
+	pthread_rwlock_unlock(&c->frames.lock);
+	return gen;
 }
 
-/* Empties both maps (both locked: no reader sees one emptied and not the other); with
- * epoch != NULL, only when the cache is not of *epoch already, and then it becomes so; with from
- * != NULL too, only when the cache is still of *from. */
-static void clear_maps(struct idcache *c, const uint64_t *epoch, const uint64_t *from)
+/* Empties both maps (both locked: no reader sees one emptied and not the other) and starts a new
+ * generation; with epoch != NULL, only when the cache is not of *epoch already, and then it becomes
+ * so; with from != NULL too, only when the cache is still of generation *from. Returns the
+ * generation after, or with from != NULL one no put matches when the cache moved on from it. */
+static uint64_t clear_maps(struct idcache *c, const uint64_t *epoch, const uint64_t *from)
 {
+	uint64_t gen;
+
 	pthread_rwlock_wrlock(&c->frames.lock);
 	pthread_rwlock_wrlock(&c->stacks.lock);
-	if (!epoch || (atomic_load(&c->epoch) != *epoch && (!from || atomic_load(&c->epoch) == *from))) {
+	gen = atomic_load(&c->gen);
+	if (from && gen != *from) {
+		gen = *from;   /* stale: older than the cache's */
+	} else if (!epoch || atomic_load(&c->epoch) != *epoch) {
 		intern_clear(c->frames.keys);
 		intern_clear(c->stacks.keys);
 		c->frames.bytes = c->stacks.bytes = 0;
 		if (epoch)
 			atomic_store(&c->epoch, *epoch);
+		atomic_store(&c->gen, ++gen);
 	}
 	pthread_rwlock_unlock(&c->stacks.lock);
 	pthread_rwlock_unlock(&c->frames.lock);
+	return gen;
 }
 
 void idcache_reset(struct idcache *c, uint64_t epoch)
@@ -205,9 +224,9 @@ void idcache_reset(struct idcache *c, uint64_t epoch)
 	clear_maps(c, &epoch, NULL);
 }
 
-void idcache_reset_from(struct idcache *c, uint64_t from, uint64_t epoch)
+uint64_t idcache_reset_from(struct idcache *c, uint64_t from, uint64_t epoch)
 {
-	clear_maps(c, &epoch, &from);
+	return clear_maps(c, &epoch, &from);
 }
 
 void idcache_clear(struct idcache *c)

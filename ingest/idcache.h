@@ -6,6 +6,9 @@
  * belong to an epoch of the database (settings intern_epoch): a collection of
  * unused frames and stacks (sm_collect_interned()) starts a new one, and the
  * cache is emptied (idcache_reset()) before ids of the old one can be used.
+ * Every emptying starts a new generation: what a caller mapped from the
+ * database is put with the stamp (idcache_stamp()) it took before asking, and
+ * dropped when the cache was emptied meanwhile by a new epoch or a failover.
  */
 #ifndef SM_IDCACHE_H
 #define SM_IDCACHE_H
@@ -23,25 +26,28 @@ void idcache_free(struct idcache *c);   /* NULL-safe */
  * with it (0 when not found). Returns how many were found. */
 size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
 			  int32_t *ids, uint8_t *tags);
-/* Ids mapped while the cache was at epoch (idcache_epoch() before the mapping): dropped if the
- * cache has moved on since. tag: a byte the caller keeps with the frame, worked out once from its
+/* Ids mapped at stamp (idcache_stamp() before the mapping): dropped if the cache was emptied
+ * since. tag: a byte the caller keeps with the frame, worked out once from its
  * name (the store: whether it is an unnamed frame's), returned by idcache_get_frames(). */
 void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
-		       uint64_t epoch);
+		       uint64_t stamp);
 /* The same for a warm-up (ids read from the database, not mapped by a batch): refused, -1, once the
  * map is half full (entries or key bytes), so that a warm-up leaves room and never empties it. */
-int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag, uint64_t epoch);
-int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch);
+int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag, uint64_t stamp);
+int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t stamp);
 /* Database id of the stack with these frame ids, or -1. */
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n);
-void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t epoch);
-/* The epoch the cached ids belong to (0 at first). */
-uint64_t idcache_epoch(struct idcache *c);
+void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t stamp);
+/* The cache's generation, for the puts of what the caller maps next, and in *epoch the epoch the
+ * cached ids belong to (0 at first), both of one moment. */
+uint64_t idcache_stamp(struct idcache *c, uint64_t *epoch);
 /* Empties the cache for a new epoch (nothing when it is there already). */
 void idcache_reset(struct idcache *c, uint64_t epoch);
-/* The same, only when the cache is still of epoch from: what a reader of an older snapshot does, so
- * that a cache another worker moved on since is never moved back. */
-void idcache_reset_from(struct idcache *c, uint64_t from, uint64_t epoch);
+/* The same, only when the cache is still of generation from (a stamp taken before the caller's
+ * snapshot): what a reader of an older snapshot does, so that a cache another worker moved on since
+ * is never moved back. Returns the stamp for the puts of what that snapshot holds: a stale one,
+ * that none matches, when the cache moved on. */
+uint64_t idcache_reset_from(struct idcache *c, uint64_t from, uint64_t epoch);
 /* Empties the cache, keeping its epoch: after a failover, ids the old primary gave may not
  * exist on the new one (asynchronous replication loses the last transactions). */
 void idcache_clear(struct idcache *c);

@@ -10,6 +10,7 @@
 #include "ingest/idcache.h"
 #include "ingest/metrics.h"
 #include "ingest/profiles.h"
+#include "ingest/store.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -692,7 +693,9 @@ static void warm_cache(struct server *s)
 static void *maint_main(void *p)
 {
 	struct server *s = p;
-	int64_t last_maint = util_now_mono_ns(), last_fold = 0;
+	/* the first fold one interval after the start, as every later one: a fold at once would take
+	 * the first few batches alone, and cost about what a fold of an interval's batches costs */
+	int64_t last_maint = util_now_mono_ns(), last_fold = last_maint;
 	bool warmed = false;
 
 	pthread_mutex_lock(&s->mlock);
@@ -712,10 +715,14 @@ static void *maint_main(void *p)
 		if (ok && util_now_mono_ns() - last_fold >= (int64_t)s->cfg->fold_interval_s * 1000000000) {
 			int n = 0;
 
-			/* a call folds up to 200 deltas in a transaction: until none is left, or 10,000
-			 * (the health check and the partitions come between) */
+			/* a call folds up to STORE_FOLD_MAX deltas in a transaction: again while it
+			 * folds that many, up to 50 times (the health check and the partitions come
+			 * between); the few left after a smaller one are the newest batches', for the
+			 * next fold with the ones that follow. Folding on while they come would fold a
+			 * busy server's every few batches, adding the counts of the frames and calls they
+			 * share once for each */
 			for (int i = 0; i < 50 && !maint_stopping(s); i++)
-				if ((n = handler_fold_stats(s->maint_handler)) <= 0)
+				if ((n = handler_fold_stats(s->maint_handler)) < STORE_FOLD_MAX)
 					break;
 			if (n < 0)
 				log_error("folding statistics failed", "error=\"%s\"",

@@ -33,6 +33,7 @@ struct store {
 	struct imap stat_idx;      /* per batch: the unnamed frames seen, then the frames' and calls' counters */
 	struct imap canon;         /* frame id -> its canonical frame's id, this batch's aliases only */
 	uint64_t epoch;            /* the cache's epoch when this call's ids were mapped */
+	uint64_t stamp;            /* and its generation (idcache_stamp()), for what they put */
 	int backend_pid;           /* of the session the statements were prepared in */
 	bool sharded;              /* events go to shards: through the staging table (copy_events) */
 	int seen;                  /* since store_db_seen(): 1 the connection was good, -1 it was not */
@@ -87,6 +88,10 @@ static const char SQL_INS_STREAMS[] =
 	"   thread_names FROM u ORDER BY ord"
 	"   ON CONFLICT (stream_id) DO NOTHING RETURNING id, stream_id)"
 	" SELECT min(u.ord), ins.id FROM ins JOIN u USING (stream_id) GROUP BY ins.id";
+/* A batch's stream ids, taken ahead of a COPY of its streams (copy_streams()). */
+static const char SQL_STREAM_IDS[] =
+	"SELECT nextval(q) FROM (SELECT pg_get_serial_sequence('streams', 'id')::regclass AS q) s,"
+	" generate_series(1, $1::integer)";
 static const char SQL_FRAME_ADDRS[] =
 	"WITH a AS (INSERT INTO frame_addrs (frame_id, build_id, addr)"
 	"           SELECT * FROM unnest($1::integer[], $2::text[], $3::bigint[]) ORDER BY 1"
@@ -102,7 +107,7 @@ static const struct {
 	{ "ins_frames", SQL_INS_FRAMES },   { "get_frames", SQL_GET_FRAMES },
 	{ "ins_stacks", SQL_INS_STACKS },   { "get_stacks", SQL_GET_STACKS },
 	{ "ins_streams", SQL_INS_STREAMS },   { "stat_delta", SQL_STAT_DELTA },
-	{ "frame_addrs", SQL_FRAME_ADDRS },
+	{ "frame_addrs", SQL_FRAME_ADDRS }, { "stream_ids", SQL_STREAM_IDS },
 };
 
 static int db_fail(struct store *st, const char *what, const PGresult *r)
@@ -367,10 +372,10 @@ static int resolve_missing(struct store *st, bool is_stack, int32_t **local)
 		const void *key = intern_key(st->missing, (uint32_t)k, &len);
 
 		if (is_stack)
-			idcache_put_stack(st->cache, key, (uint32_t)(len / sizeof(int32_t)), (*local)[k], st->epoch);
+			idcache_put_stack(st->cache, key, (uint32_t)(len / sizeof(int32_t)), (*local)[k], st->stamp);
 		else
 			idcache_put_frame(st->cache, key, len, (*local)[k], frame_is_unnamed(key, len),
-					  st->epoch);
+					  st->stamp);
 	}
 	return 0;
 }
@@ -676,6 +681,55 @@ static inline unsigned char *field_at(unsigned char *q, uint64_t v, int bytes)
  * the fields it writes. */
 #define EVENT_ROW_MAX (2 + 9 * 4 + 8 + 8 + 4 + 1 + 4 + 8 + 8 + 4 + 4)
 
+/* Starts a binary COPY (sql) with its header in st->copy. 0, or -1 with st->err. */
+static int copy_begin(struct store *st, const char *sql, const char *what)
+{
+	static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	PGresult *r = PQexec(st->db, sql);
+
+	if (PQresultStatus(r) != PGRES_COPY_IN) {
+		db_fail(st, what, r);
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	buf_reset(&st->copy);
+	if (buf_append(&st->copy, header, sizeof(header) - 1) < 0) {
+		snprintf(st->err, sizeof(st->err), "%s: out of memory", what);
+		PQputCopyEnd(st->db, "client error");
+		db_drain(st->db);
+		return -1;
+	}
+	return 0;
+}
+
+/* Ends the COPY whose rows are in st->copy: rc, how their making went (-1: out of memory). 0, or
+ * -1 with st->err and the server's SQLSTATE in state ("" when it gave none). */
+static int copy_end(struct store *st, int rc, const char *what, char state[6])
+{
+	PGresult *r;
+
+	state[0] = '\0';
+	rc |= put_be(&st->copy, 0xffff, 2); /* trailer */
+	if (rc == 0)
+		rc = copy_flush(st, true);
+	if (PQputCopyEnd(st->db, rc ? "client error" : NULL) != 1)
+		return db_fail(st, what, NULL), -1;
+	while ((r = PQgetResult(st->db))) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
+			const char *sqlstate = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+			snprintf(state, 6, "%s", sqlstate ? sqlstate : "");
+			db_fail(st, what, r);
+			rc = -1;
+		}
+		PQclear(r);
+	}
+	if (rc && !st->err[0])
+		snprintf(st->err, sizeof(st->err), "%s: out of memory", what);
+	return rc ? -1 : 0;
+}
+
 /*
  * COPY every event of the accepted streams, in the binary format (the server
  * parses no text). received_us is the batch's received_at in microseconds
@@ -685,22 +739,16 @@ static inline unsigned char *field_at(unsigned char *q, uint64_t v, int bytes)
 static int copy_events(struct store *st, const struct wire_stream *const *ss, size_t n,
 		       const struct mapped *m, int64_t received_us, bool *no_partition)
 {
-	static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
-	PGresult *r = PQexec(st->db, st->sharded ? "COPY sm_ev_stage (stream_ref, received_at, seq, kind, tid,"
-						   " ts_ns, dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)"
-						 : "COPY events (stream_ref, received_at, seq, kind, tid, ts_ns,"
-						   " dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)");
+	char state[6];
 	struct buf *b = &st->copy;
-	int rc = 0;
+	PGresult *r;
+	int rc = copy_begin(st, st->sharded ? "COPY sm_ev_stage (stream_ref, received_at, seq, kind, tid,"
+					      " ts_ns, dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)"
+					    : "COPY events (stream_ref, received_at, seq, kind, tid, ts_ns,"
+					      " dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)", "copying events");
 
-	if (PQresultStatus(r) != PGRES_COPY_IN) {
-		db_fail(st, "starting COPY", r);
-		PQclear(r);
+	if (rc < 0)
 		return -1;
-	}
-	PQclear(r);
-	buf_reset(b);
-	rc |= buf_append(b, header, sizeof(header) - 1);
 	for (size_t s = 0; s < n && rc == 0; s++) {
 		const struct wire_stream *w = ss[s];
 
@@ -731,31 +779,17 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 			rc = copy_flush(st, false);
 		}
 	}
-	rc |= put_be(b, 0xffff, 2); /* trailer */
-	if (rc == 0)
-		rc = copy_flush(st, true);
-	if (PQputCopyEnd(st->db, rc ? "client error" : NULL) != 1) {
-		db_fail(st, "ending COPY", NULL);
+	if (copy_end(st, rc, "copying events", state) < 0) {
+		*no_partition = strcmp(state, "23514") == 0;
 		return -1;
-	}
-	while ((r = PQgetResult(st->db))) {
-		if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
-			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-
-			if (state && strcmp(state, "23514") == 0)
-				*no_partition = true;
-			db_fail(st, "copying events", r);
-			rc = -1;
-		}
-		PQclear(r);
 	}
 	if (rc == 0 && st->sharded) {
 		/* routed to the shards in batches; the staging rows go at the commit */
 		r = PQexec(st->db, "INSERT INTO events SELECT * FROM sm_ev_stage");
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+			const char *sqlstate = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 
-			if (state && strcmp(state, "23514") == 0)
+			if (sqlstate && strcmp(sqlstate, "23514") == 0)
 				*no_partition = true;
 			db_fail(st, "sending events to the shards", r);
 			rc = -1;
@@ -765,6 +799,118 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 	if (rc && !st->err[0])
 		snprintf(st->err, sizeof(st->err), "copying events: out of memory");
 	return rc ? -1 : 0;
+}
+
+/* A text (or jsonb, after its version byte) field of a binary COPY row; NULL v: the SQL NULL. */
+static int copy_text(struct buf *b, const char *v, size_t len, bool jsonb)
+{
+	if (!v)
+		return put_be(b, 0xffffffffu, 4);
+	return put_be(b, len + jsonb, 4) | (jsonb ? buf_putc(b, 1) : 0) | buf_append(b, v, len);
+}
+
+static int copy_int(struct buf *b, uint64_t v, int bytes)
+{
+	return put_be(b, (uint64_t)bytes, 4) | put_be(b, v, bytes);
+}
+
+/* The 16 bytes of a canonical UUID (wire_parse() made it so). */
+static void uuid_bytes(const char *s, unsigned char out[16])
+{
+	size_t k = 0;
+
+	for (const char *p = s; *p && k < 32; p++) {
+		int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+
+		if (d < 0)
+			continue;   /* a hyphen */
+		if (k % 2 == 0)
+			out[k / 2] = (unsigned char)(d << 4);
+		else
+			out[k / 2] |= (unsigned char)d;
+		k++;
+	}
+}
+
+/* write_batch(): the batch's streams could not be copied (a stream id stored before, or twice in
+ * the batch): insert them one by one in a new transaction */
+#define STORE_CONFLICT (-3)
+
+/*
+ * Stores the streams ss[order[0..n)] with one binary COPY, each under an id taken from the
+ * sequence beforehand, and sets m[].ref to it. For the server that is much less than an INSERT of
+ * array parameters: nothing to parse, no conflict to look for. A stream id stored already (a
+ * resend), or twice in the batch, fails the COPY with a unique violation: then STORE_CONFLICT,
+ * and the transaction is to be rolled back and the batch written with insert_streams(), which
+ * skips those. In stream_id order, as insert_streams(): two batches lock the ids they share in one
+ * order.
+ */
+static int copy_streams(struct store *st, const struct wire_stream *const *ss, const size_t *order, size_t n,
+			int64_t received_us, struct mapped *m)
+{
+	struct buf *b = &st->copy, *json = &st->param;
+	char count[24];
+	const char *params[1] = { count };
+	char state[6];
+	PGresult *r;
+	int rc = 0;
+
+	snprintf(count, sizeof(count), "%zu", n);
+	r = PQexecPrepared(st->db, "stream_ids", 1, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || (size_t)PQntuples(r) != n) {
+		db_fail(st, "taking stream ids", r);
+		PQclear(r);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		m[order[i]].ref = db_get_i64(r, (int)i, 0);
+	PQclear(r);
+	if (copy_begin(st, "COPY streams (id, stream_id, host, app, version, build_id, labels, symptom_kind,"
+			   " symptom_tid, symptom_start_ns, symptom_end_ns, symptom_unit_type, symptom_threshold_ns,"
+			   " n_events, received_at, role, weight, thread_names) FROM STDIN (FORMAT binary)",
+		       "storing streams") < 0)
+		return -1;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct wire_stream *w = ss[order[i]];
+		const char *role = w->role == WIRE_ROLE_BASELINE ? "baseline" : "violation";
+		unsigned char id[16];
+		double weight = wire_weight(w);
+		uint64_t wbits;
+		int named;
+
+		uuid_bytes(w->stream_id, id);
+		memcpy(&wbits, &weight, sizeof(wbits));
+		buf_reset(json);
+		rc |= put_labels_json(json, w);
+		if ((named = put_thread_names(st, w)) < 0)
+			rc = -1;
+		rc |= put_be(b, 18, 2);
+		rc |= copy_int(b, (uint64_t)m[order[i]].ref, 8);
+		rc |= put_be(b, 16, 4) | buf_append(b, id, sizeof(id));
+		rc |= copy_text(b, w->host, strlen(w->host), false);
+		rc |= copy_text(b, w->app, strlen(w->app), false);
+		rc |= copy_text(b, w->version, w->version ? strlen(w->version) : 0, false);
+		rc |= copy_text(b, w->build_id, w->build_id ? strlen(w->build_id) : 0, false);
+		rc |= copy_text(b, json->data, json->len, true);
+		rc |= copy_text(b, w->symptom.kind, strlen(w->symptom.kind), false);
+		rc |= copy_int(b, (uint64_t)w->symptom.tid, 4);
+		rc |= copy_int(b, (uint64_t)w->symptom.start_ns, 8);
+		rc |= copy_int(b, (uint64_t)w->symptom.end_ns, 8);
+		rc |= copy_text(b, w->symptom.unit_type, w->symptom.unit_type ? strlen(w->symptom.unit_type) : 0,
+				false);
+		rc |= w->symptom.threshold_ns >= 0 ? copy_int(b, (uint64_t)w->symptom.threshold_ns, 8)
+						   : put_be(b, 0xffffffffu, 4);
+		rc |= copy_int(b, (uint64_t)w->nevents, 4);
+		rc |= copy_int(b, (uint64_t)received_us, 8);
+		rc |= copy_text(b, role, strlen(role), false);
+		rc |= copy_int(b, wbits, 8);
+		rc |= copy_text(b, named > 0 ? st->names.data : NULL, named > 0 ? st->names.len : 0, true);
+		if (rc == 0)
+			rc = copy_flush(st, false);
+	}
+	if (copy_end(st, rc, "storing streams", state) < 0)
+		return strcmp(state, "23505") == 0 ? STORE_CONFLICT : -1;
+	return 0;
 }
 
 /* The build id and ELF address of frame name f (`module+0xOFFSET`) when w names its module's build. */
@@ -953,45 +1099,46 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 	if (!nacc)
 		return 0;
 	{
+		/* the arrays in the binary form: the server parses no text */
 		struct buf *fid = &st->param, *fcnt = &st->param2;
 		struct buf *ca = &st->param3, *ce = &st->copy, *cc = &st->param4;
+		struct buf *bufs[5] = { fid, fcnt, ca, ce, cc };
+		int lens[7], formats[7] = { 0, 0, 1, 1, 1, 1, 1 };
+		size_t nframes = 0, ncalls = 0;
 
-		buf_reset(fid);
-		buf_reset(fcnt);
-		buf_reset(ca);
-		buf_reset(ce);
-		buf_reset(cc);
-		rc |= buf_putc(fid, '{') | buf_putc(fcnt, '{') | buf_putc(ca, '{') | buf_putc(ce, '{') |
-		      buf_putc(cc, '{');
+		for (size_t i = 0; i < idx->cap; i++)
+			if (idx->keys[i] != IMAP_EMPTY)
+				nframes += (uint32_t)(idx->keys[i] >> 32) == (uint32_t)(FRAME_KEY >> 32);
+		ncalls = idx->cnt - nframes;
+		for (int k = 0; k < 5; k++) {
+			buf_reset(bufs[k]);
+			rc |= db_put_int4_array(bufs[k], k < 2 ? nframes : ncalls);
+		}
 		for (size_t i = 0; i < idx->cap; i++) {
 			uint32_t hi = (uint32_t)(idx->keys[i] >> 32), lo = (uint32_t)idx->keys[i];
-			int64_t count = (uint32_t)idx->vals[i];
+			int32_t count = (int32_t)(uint32_t)idx->vals[i];
 
 			if (idx->keys[i] == IMAP_EMPTY)
 				continue;
-			if (hi == (uint32_t)(FRAME_KEY >> 32)) {
-				if (fid->len > 1)
-					rc |= buf_putc(fid, ',') | buf_putc(fcnt, ',');
-				rc |= buf_put_i64(fid, lo) | buf_put_i64(fcnt, count);
-			} else {
-				if (ca->len > 1)
-					rc |= buf_putc(ca, ',') | buf_putc(ce, ',') | buf_putc(cc, ',');
-				rc |= buf_put_i64(ca, hi) | buf_put_i64(ce, lo) | buf_put_i64(cc, count);
-			}
+			if (hi == (uint32_t)(FRAME_KEY >> 32))
+				rc |= db_put_int4_elem(fid, (int32_t)lo) | db_put_int4_elem(fcnt, count);
+			else
+				rc |= db_put_int4_elem(ca, (int32_t)hi) | db_put_int4_elem(ce, (int32_t)lo) |
+				      db_put_int4_elem(cc, count);
 		}
-		rc |= buf_putc(fid, '}') | buf_putc(fcnt, '}') | buf_putc(ca, '}') | buf_putc(ce, '}') |
-		      buf_putc(cc, '}');
 		if (rc)
 			goto fail_oom;
 		snprintf(nbuf, sizeof(nbuf), "%zu", nacc);
 		params[0] = day;
 		params[1] = nbuf;
-		params[2] = buf_cstr(fid);
-		params[3] = buf_cstr(fcnt);
-		params[4] = buf_cstr(ca);
-		params[5] = buf_cstr(ce);
-		params[6] = buf_cstr(cc);
-		r = PQexecPrepared(st->db, "stat_delta", 7, params, NULL, NULL, 0);
+		lens[0] = lens[1] = 0;
+		for (int k = 0; k < 5; k++) {
+			if (bufs[k]->len > INT32_MAX)
+				goto fail_oom;
+			params[2 + k] = bufs[k]->data;
+			lens[2 + k] = (int)bufs[k]->len;
+		}
+		r = PQexecPrepared(st->db, "stat_delta", 7, params, lens, formats, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK)
 			goto fail_result;
 		PQclear(r);
@@ -1026,13 +1173,15 @@ static int cmp_stream_id(const void *a, const void *b, void *ctx)
 #define STORE_REMAP (-2)
 
 static int write_batch(struct store *st, const struct wire_stream *const *ss, size_t n,
-		       struct mapped *m, enum store_result *res, bool *no_partition, uint64_t *new_epoch)
+		       struct mapped *m, enum store_result *res, bool *no_partition, uint64_t *new_epoch,
+		       bool one_by_one)
 {
 	PGresult *r;
 	char received_at[64], day[16];
 	int64_t received_us;
 	bool sharded;
 	size_t nacc = 0;
+	int rc;
 	int64_t t0 = util_now_mono_ns(), t1, t2, t3;
 	size_t *order = arena_alloc(st->scratch, (n + 1) * sizeof(*order));
 
@@ -1073,8 +1222,14 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	PQclear(r);
 	if (sharded != st->sharded && check_shards(st) < 0)   /* a shard was added since */
 		goto fail_rollback;
-	if (insert_streams(st, ss, order, n, received_at, m) < 0)
-		goto fail_rollback;
+	if (one_by_one) {
+		if (insert_streams(st, ss, order, n, received_at, m) < 0)
+			goto fail_rollback;
+	} else if ((rc = copy_streams(st, ss, order, n, received_us, m)) < 0) {
+		PQclear(PQexec(st->db, "ROLLBACK"));
+		st->sharded = false;
+		return rc;
+	}
 	for (size_t i = 0; i < n; i++) {
 		res[i] = m[i].ref ? STORE_ACCEPTED : STORE_DUPLICATE;
 		nacc += m[i].ref != 0;
@@ -1106,7 +1261,7 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		  enum store_result *res)
 {
 	struct mapped *m;
-	bool no_partition = false;
+	bool no_partition = false, one_by_one = false;
 	int rc = -1;
 
 	st->err[0] = '\0';
@@ -1122,13 +1277,24 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		int64_t t0 = util_now_mono_ns();
 		uint64_t epoch = 0;
 
-		st->epoch = idcache_epoch(st->cache);
+		st->stamp = idcache_stamp(st->cache, &st->epoch);
 		if (map_ids(st, ss, n, m) < 0)
 			goto done;
 		log_debug("ids mapped", "streams=%zu ms=%.1f", n, (util_now_mono_ns() - t0) / 1e6);
-		rc = write_batch(st, ss, n, m, res, &no_partition, &epoch);
-		if (rc == -1 && no_partition && store_maintain(st) == 0)
-			rc = write_batch(st, ss, n, m, res, &no_partition, &epoch);
+		rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, one_by_one);
+		for (bool maintained = false;;) {
+			if (rc == STORE_CONFLICT) {
+				/* a stream stored before: the ones that are not, on their own */
+				log_debug("streams stored before in the batch", "streams=%zu", n);
+				one_by_one = true;
+			} else if (rc == -1 && no_partition && !maintained && store_maintain(st) == 0) {
+				maintained = true;
+			} else {
+				break;
+			}
+			no_partition = false;
+			rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, one_by_one);
+		}
 		if (rc != STORE_REMAP)
 			break;
 		/* frames and stacks were collected since the ids were mapped: map them again */
@@ -1188,8 +1354,8 @@ int store_maintain(struct store *st)
 /* Rows read per FETCH: bounded memory whatever the limits. */
 #define WARM_FETCH 8192
 /* FETCHes the cursor named cur (rows of id int4, key) to its end, or until the cache's map is half
- * full, putting each into the cache at epoch: -1 on a failure, else how many were put. */
-static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint64_t epoch)
+ * full, putting each into the cache at stamp: -1 on a failure, else how many were put. */
+static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint64_t stamp)
 {
 	char sql[64];
 	int32_t frames[WIRE_MAX_STACK_DEPTH];
@@ -1219,13 +1385,13 @@ static int64_t warm_fetch(struct store *st, const char *cur, bool is_stack, uint
 			id = (int32_t)db_be32((const unsigned char *)PQgetvalue(r, i, 0));
 			if (!is_stack) {
 				full = idcache_warm_frame(st->cache, key, (size_t)klen, id,
-							  frame_is_unnamed(key, (size_t)klen), epoch) < 0;
+							  frame_is_unnamed(key, (size_t)klen), stamp) < 0;
 			} else if ((n = db_int4_array(r, i, 1, &at)) > 0 && n <= WIRE_MAX_STACK_DEPTH &&
 				   db_be32((const unsigned char *)key + 16) == 1) {
 				/* (a lower bound other than 1 is another array value, which no batch maps) */
 				for (long j = 0; j < n; j++)
 					frames[j] = db_int4_next(&at);
-				full = idcache_warm_stack(st->cache, frames, (uint32_t)n, id, epoch) < 0;
+				full = idcache_warm_stack(st->cache, frames, (uint32_t)n, id, stamp) < 0;
 			} else {
 				continue;
 			}
@@ -1243,15 +1409,16 @@ int store_warm_cache(struct store *st, size_t max_frames, size_t max_stacks, int
 {
 	char lim_f[24], lim_s[24];
 	const char *pf[1] = { lim_f }, *ps[1] = { lim_s };
-	uint64_t epoch, from;
+	uint64_t epoch, from, from_epoch, stamp;
 	PGresult *r;
 
 	*frames = *stacks = 0;
 	st->err[0] = '\0';
 	if (!store_conn(st))
 		return -1;
-	/* the cache's epoch before the snapshot: a worker that moves it on meanwhile saw a newer one */
-	from = idcache_epoch(st->cache);
+	/* the cache's generation before the snapshot: a worker that empties it meanwhile saw a newer
+	 * epoch, or the connection to a new primary */
+	from = idcache_stamp(st->cache, &from_epoch);
 	snprintf(lim_f, sizeof(lim_f), "%zu", max_frames);
 	snprintf(lim_s, sizeof(lim_s), "%zu", max_stacks);
 	/* one snapshot: the epoch read is the one the ids belong to */
@@ -1264,9 +1431,9 @@ int store_warm_cache(struct store *st, size_t max_frames, size_t max_stacks, int
 		goto fail_rollback;
 	}
 	/* ids of this snapshot's epoch: put at it, they are dropped unless the cache is of it */
-	epoch = PQgetisnull(r, 0, 0) ? from : (uint64_t)db_get_i64(r, 0, 0);
+	epoch = PQgetisnull(r, 0, 0) ? from_epoch : (uint64_t)db_get_i64(r, 0, 0);
 	PQclear(r);
-	idcache_reset_from(st->cache, from, epoch);
+	stamp = idcache_reset_from(st->cache, from, epoch);
 	/* the newest first: what the fleet interned last is what it sends now */
 	if (db_command(st->db, "DECLARE warm_frames NO SCROLL CURSOR FOR"
 			       " SELECT id, name FROM frames ORDER BY id DESC LIMIT $1::bigint",
@@ -1275,8 +1442,8 @@ int store_warm_cache(struct store *st, size_t max_frames, size_t max_stacks, int
 			       " SELECT id, frame_ids FROM stacks ORDER BY id DESC LIMIT $1::bigint",
 		       1, ps, "warming the id cache: stacks", st->err, sizeof(st->err)) < 0)
 		goto fail_rollback;
-	if ((*frames = warm_fetch(st, "warm_frames", false, epoch)) < 0 ||
-	    (*stacks = warm_fetch(st, "warm_stacks", true, epoch)) < 0)
+	if ((*frames = warm_fetch(st, "warm_frames", false, stamp)) < 0 ||
+	    (*stacks = warm_fetch(st, "warm_stacks", true, stamp)) < 0)
 		goto fail_rollback;
 	PQclear(PQexec(st->db, "COMMIT"));
 	return 0;
@@ -1290,7 +1457,7 @@ int store_fold_stats(struct store *st)
 	if (!store_conn(st))
 		return -1;
 	st->err[0] = '\0';
-	return statfold_run(st->db, 200, st->err, sizeof(st->err));
+	return statfold_run(st->db, STORE_FOLD_MAX, st->err, sizeof(st->err));
 }
 
 int store_report(struct store *st, const struct agent_report *r)

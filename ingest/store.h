@@ -33,7 +33,9 @@ void store_free(struct store *st);   /* NULL-safe */
 int store_streams(struct store *st, const struct wire_stream *const *streams, size_t n,
 		  enum store_result *results);
 const char *store_error(const struct store *st);
-/* Fold pending statistics deltas into the totals (a bounded amount per call).
+/* Deltas one store_fold_stats() folds at most. */
+#define STORE_FOLD_MAX 200
+/* Fold pending statistics deltas into the totals, the oldest STORE_FOLD_MAX at most.
  * Returns how many deltas were folded, or -1. */
 int store_fold_stats(struct store *st);
 /* The connection, for other queries of the same worker (auth). Reconnects if it was lost;

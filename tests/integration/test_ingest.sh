@@ -96,6 +96,31 @@ pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE strea
 pg_q "DELETE FROM streams WHERE stream_id IN ('$IDA', '$IDB')" >/dev/null
 pg_q "DELETE FROM stat_deltas" >/dev/null
 
+# ---- the same values in a batch of new streams: one binary COPY (ingest/store.c copy_streams) ----
+IDC=$(newid) IDD=$(newid)
+{
+	stream "$IDC" 's/"web-17"/"NULL"/; s/"eu-west"/"a \\"quoted\\" {x,y} \\\\ back"/; s/"1.22.1"/"{}"/'
+	stream "$IDD" 's/"app": "nginx"/"app": "nginx", "weight": 2.5, "role": "baseline"/; s/"version": "1.22.1",//; s/"build_id": "3f9a0c",//; s/"end_ns": 81684000000,/"end_ns": 81684000000/; s/"unit_type": "u7", "threshold_ns": 120000000//'
+} >"$T_TMP/new2.ndjson"
+post "$T_TMP/new2.ndjson" application/x-ndjson
+t_eq "a batch of new streams: both stored" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":2,"duplicates":0,"rejected":[]}'
+t_eq "a batch of new streams: its rows as sent, absent values as NULL, received now" \
+	"$(pg_q "SELECT host, labels->>'region', coalesce(version, '<null>'), coalesce(build_id, '<null>'), weight, role,
+		coalesce(symptom_unit_type, '<null>'), coalesce(symptom_threshold_ns::text, '<null>'), symptom_tid,
+		symptom_start_ns, n_events, abs(extract(epoch FROM now() - received_at)) < 60
+		FROM streams WHERE stream_id IN ('$IDC', '$IDD') ORDER BY host")" \
+	'NULL|a "quoted" {x,y} \ back|{}|3f9a0c|1|violation|u7|120000000|4211|81234000000|3|t
+web-17|eu-west|<null>|<null>|2.5|baseline|<null>|<null>|4211|81234000000|3|t'
+t_eq "a batch of new streams: their events under their ids, received when they were" \
+	"$(pg_q "SELECT count(*), count(*) FILTER (WHERE e.received_at = s.received_at) FROM events e
+		JOIN streams s ON s.id = e.stream_ref WHERE s.stream_id IN ('$IDC', '$IDD')")" "6|6"
+post "$T_TMP/new2.ndjson" application/x-ndjson
+t_eq "the batch again: duplicates, nothing more stored" "$HTTP_STATUS $HTTP_BODY $(pg_q "SELECT count(*) FROM streams WHERE stream_id IN ('$IDC', '$IDD')")" \
+	'200 {"accepted":0,"duplicates":2,"rejected":[]} 2'
+pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ('$IDC', '$IDD'))" >/dev/null
+pg_q "DELETE FROM streams WHERE stream_id IN ('$IDC', '$IDD')" >/dev/null
+pg_q "DELETE FROM stat_deltas" >/dev/null
+
 # ---- zstd, one frame and several ----
 ID2=$(newid)
 stream "$ID2" | zstd -q -c >"$T_TMP/s2.zst"
@@ -370,7 +395,7 @@ http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'C
 t_eq "a revoked token is refused" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
 
 http GET "$INGEST_URL/metrics"
-t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 13\n'
+t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 15\n'
 t_match "metrics count the bombs as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 2\n'
 t_match "metrics have a latency histogram" "$HTTP_BODY" 'sm_ingest_request_duration_seconds_bucket\{le="\+Inf"\} [0-9]+'
 stop_ingest && t_ok "sm-ingest stops cleanly"

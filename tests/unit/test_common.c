@@ -691,11 +691,13 @@ static void test_idcache(void)
 	int32_t ids[3];
 	uint8_t tags[3];
 	int32_t st1[2] = { 10, 11 }, st2[2] = { 11, 10 };
+	uint64_t epoch = 99, g0, g1, g2, g3;
 
 	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 0);
-	CHECK_INT(idcache_epoch(c), 0);
-	idcache_put_frame(c, "a!f", 3, 10, 1, 0);
-	idcache_put_frame(c, "a!g", 3, 11, 0, 0);
+	g0 = idcache_stamp(c, &epoch);
+	CHECK_INT(epoch, 0);
+	idcache_put_frame(c, "a!f", 3, 10, 1, g0);
+	idcache_put_frame(c, "a!g", 3, 11, 0, g0);
 	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 2);
 	CHECK_INT(ids[0], 10);
 	CHECK_INT(ids[1], 11);
@@ -705,30 +707,63 @@ static void test_idcache(void)
 	CHECK_INT(tags[1], 0);
 	CHECK_INT(tags[2], 0);
 	/* full: the map starts over instead of growing */
-	idcache_put_frame(c, "a!h", 3, 12, 7, 0);
+	idcache_put_frame(c, "a!h", 3, 12, 7, g0);
 	idcache_sizes(c, &nf, &ns);
 	CHECK_INT(nf, 1);
 	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 1);
 	CHECK_INT(ids[2], 12);
 	CHECK_INT(tags[2], 7);
 	CHECK_INT(tags[0], 0);
-	idcache_put_stack(c, st1, 2, 5, 0);
+	idcache_put_stack(c, st1, 2, 5, g0);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 5);
 	CHECK_INT(idcache_get_stack(c, st2, 2), -1);   /* order matters */
 	CHECK_INT(idcache_get_stack(c, st1, 1), -1);
-	/* a collection starts a new epoch: the cache empties, ids mapped under the old one are dropped */
+	/* a collection starts a new epoch: the cache empties, ids mapped before are dropped */
 	idcache_reset(c, 3);
-	CHECK_INT(idcache_epoch(c), 3);
+	g1 = idcache_stamp(c, &epoch);
+	CHECK_INT(epoch, 3);
+	CHECK(g1 != g0);
 	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
 	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 0);
-	idcache_put_stack(c, st1, 2, 6, 2);
-	idcache_put_frame(c, "a!f", 3, 20, 1, 2);
+	idcache_put_stack(c, st1, 2, 6, g0);
+	idcache_put_frame(c, "a!f", 3, 20, 1, g0);
 	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
 	CHECK_INT(idcache_get_frames(c, names, lens, 1, ids, tags), 0);
-	idcache_put_stack(c, st1, 2, 7, 3);
+	idcache_put_stack(c, st1, 2, 7, g1);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 7);
-	idcache_reset(c, 3);
+	idcache_reset(c, 3);   /* of that epoch already: kept */
 	CHECK_INT(idcache_get_stack(c, st1, 2), 7);
+	CHECK_INT(idcache_stamp(c, &epoch), g1);
+	/* a failover empties it at the same epoch: what was mapped from the old primary is dropped */
+	idcache_clear(c);
+	g2 = idcache_stamp(c, &epoch);
+	CHECK_INT(epoch, 3);
+	CHECK(g2 != g1);
+	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
+	idcache_put_stack(c, st1, 2, 8, g1);
+	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
+	idcache_put_stack(c, st1, 2, 9, g2);
+	CHECK_INT(idcache_get_stack(c, st1, 2), 9);
+	/* a warm-up whose stamp is still the cache's: moved to its snapshot's epoch, and puts at it */
+	g3 = idcache_reset_from(c, g2, 4);
+	CHECK(g3 != g2);
+	CHECK_INT(idcache_stamp(c, &epoch), g3);
+	CHECK_INT(epoch, 4);
+	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
+	CHECK_INT(idcache_warm_stack(c, st1, 2, 10, g3), 0);
+	CHECK_INT(idcache_get_stack(c, st1, 2), 10);
+	CHECK_INT(idcache_reset_from(c, g3, 4), g3);   /* the same epoch: nothing emptied */
+	CHECK_INT(idcache_get_stack(c, st1, 2), 10);
+	/* one whose cache was emptied after its stamp: neither moves it back nor puts */
+	{
+		uint64_t stale = idcache_reset_from(c, g2, 3);
+
+		CHECK_INT(idcache_stamp(c, &epoch), g3);
+		CHECK_INT(epoch, 4);
+		CHECK_INT(idcache_get_stack(c, st1, 2), 10);
+		CHECK_INT(idcache_warm_frame(c, "a!g", 3, 30, 0, stale), 0);
+		CHECK_INT(idcache_get_frames(c, names + 1, lens + 1, 1, ids, tags), 0);
+	}
 	idcache_free(c);
 	idcache_free(NULL);
 }
