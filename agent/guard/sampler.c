@@ -273,8 +273,16 @@ void guard_sampler_signal(siginfo_t *si, void *uc)
 		now = guard_now();
 		/* a late signal stands for every period that passed */
 		dur = t->period_ns * (1 + (si->si_overrun > 0 ? si->si_overrun : 0));
+		/*
+		 * but the thread's CPU clock ran on between units: of a period that began in the
+		 * unit before, only what this unit can have used is its own. Back-dated whole, the
+		 * sample would lie in the last unit's window, in its stream and its analysis.
+		 */
+		if (dur > now - t->unit_start)
+			dur = now - t->unit_start > 0 ? now - t->unit_start : 0;
 		detect = wanted(t, s);
-		if (record_interrupted(t, s, uc, now - dur, dur, 0, detect) && detect) {
+		if ((dur > 0 || detect) &&
+		    record_interrupted(t, s, uc, now - dur, dur, dur ? 0 : GREC_F_DETECT, detect) && detect) {
 			t->violated = 1;
 			atomic_store_explicit(&s->captured_seq, t->unit_seq, memory_order_relaxed);
 		}
