@@ -833,7 +833,8 @@ static void uuid_bytes(const char *s, unsigned char out[16])
 }
 
 /* write_batch(): the batch's streams could not be copied (a stream id stored before, or twice in
- * the batch): insert them one by one in a new transaction */
+ * the batch): write the batch again in a new transaction, its streams by insert_streams()' one
+ * INSERT, which skips those stored already */
 #define STORE_CONFLICT (-3)
 
 /*
@@ -1174,7 +1175,7 @@ static int cmp_stream_id(const void *a, const void *b, void *ctx)
 
 static int write_batch(struct store *st, const struct wire_stream *const *ss, size_t n,
 		       struct mapped *m, enum store_result *res, bool *no_partition, uint64_t *new_epoch,
-		       bool one_by_one)
+		       bool skip_stored)
 {
 	PGresult *r;
 	char received_at[64], day[16];
@@ -1222,7 +1223,7 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	PQclear(r);
 	if (sharded != st->sharded && check_shards(st) < 0)   /* a shard was added since */
 		goto fail_rollback;
-	if (one_by_one) {
+	if (skip_stored) {
 		if (insert_streams(st, ss, order, n, received_at, m) < 0)
 			goto fail_rollback;
 	} else if ((rc = copy_streams(st, ss, order, n, received_us, m)) < 0) {
@@ -1261,7 +1262,7 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		  enum store_result *res)
 {
 	struct mapped *m;
-	bool no_partition = false, one_by_one = false;
+	bool no_partition = false, skip_stored = false;
 	int rc = -1;
 
 	st->err[0] = '\0';
@@ -1281,19 +1282,19 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		if (map_ids(st, ss, n, m) < 0)
 			goto done;
 		log_debug("ids mapped", "streams=%zu ms=%.1f", n, (util_now_mono_ns() - t0) / 1e6);
-		rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, one_by_one);
+		rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, skip_stored);
 		for (bool maintained = false;;) {
 			if (rc == STORE_CONFLICT) {
-				/* a stream stored before: the ones that are not, on their own */
+				/* a stream stored before: all again, by the INSERT that skips it */
 				log_debug("streams stored before in the batch", "streams=%zu", n);
-				one_by_one = true;
+				skip_stored = true;
 			} else if (rc == -1 && no_partition && !maintained && store_maintain(st) == 0) {
 				maintained = true;
 			} else {
 				break;
 			}
 			no_partition = false;
-			rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, one_by_one);
+			rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, skip_stored);
 		}
 		if (rc != STORE_REMAP)
 			break;
