@@ -5,7 +5,8 @@
 # says so for the dashboard, the login form says the database is unavailable), never 401 or 500,
 # and 200 again once the database is back. sm-web's statements are prepared on each new session
 # (after the restart too) without one executed unprepared: the server's log has no "prepared
-# statement ... does not exist".
+# statement ... does not exist". A connection lost in the middle of a batch's COPY is a 503 too,
+# and stores nothing of the batch.
 . "$(dirname "$0")/../lib.sh"
 
 PG=$SM_REPO/deploy/pg.sh
@@ -104,6 +105,37 @@ for _ in $(seq 50); do
 	sleep 0.2
 done
 t_eq "database back: sm-ingest stores the stream" "$HTTP_STATUS" 200
+
+# the connection lost in the middle of a batch's COPY (ingest/store.c copy_streams): a trigger ends
+# its own backend at one stream of the batch. The batch is answered 503, nothing of it is stored,
+# and once the database lets it through, the same batch is stored whole.
+psql -X -q -v ON_ERROR_STOP=1 -d "$CONN" >/dev/null 2>&1 <<'SQL' || t_bail "the cutting trigger"
+CREATE FUNCTION cut_in_copy() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.host = 'cut-in-copy' THEN
+		PERFORM pg_terminate_backend(pg_backend_pid());
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER cut_in_copy BEFORE INSERT ON streams FOR EACH ROW EXECUTE FUNCTION cut_in_copy();
+SQL
+t_ndjson "$T_TMP/cut.ndjson" 3
+sed -i '2s/"host": *"[^"]*"/"host":"cut-in-copy"/' "$T_TMP/cut.ndjson"
+ids=$(sed "s/.*/'&'/" "$T_TMP/cut.ndjson.ids" | paste -sd,)
+stored() { psql -X -At -d "$CONN" -c "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE stream_id IN ($ids)"; }
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $INGEST" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$T_TMP/cut.ndjson"
+t_match "the connection lost in a batch's COPY: 503, database unavailable" "$HTTP_STATUS $HTTP_BODY" \
+	'^503 .*database unavailable'
+t_match "and it says when to retry" "$(header Retry-After)" '^[0-9]+$'
+t_eq "nothing of the batch is stored" "$(stored)" "0 0"
+t_match "the backend was ended in the COPY, at the batch's second stream (server.log)" \
+	"$(grep -A3 'terminating connection due to administrator command' "$P1/server.log")" 'cut_in_copy.*|COPY streams, line'
+psql -X -q -d "$CONN" -c "DROP TRIGGER cut_in_copy ON streams" >/dev/null || t_fail "drop the trigger"
+http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $INGEST" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$T_TMP/cut.ndjson"
+t_eq "the same batch again: stored whole" "$HTTP_STATUS $HTTP_BODY $(stored)" \
+	'200 {"accepted":3,"duplicates":0,"rejected":[]} 3 9'
 
 stop_web
 stop_ingest

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ingest: sm-ingest against a real PostgreSQL. What is sent is what is stored
-# (frames, stacks, events, labels, symptom, statistics); resends are
+# ingest: sm-ingest against a real PostgreSQL. What is sent is what is stored, values at
+# every limit of the wire format too (frames, stacks, events, labels, symptom, statistics); resends are
 # idempotent; NDJSON batches store their valid lines only; every class of bad
 # input gets its status and exact error and stores nothing; concurrent senders
 # and a SIGTERM under load lose no acknowledged stream and leave nothing half
@@ -119,6 +119,37 @@ t_eq "the batch again: duplicates, nothing more stored" "$HTTP_STATUS $HTTP_BODY
 	'200 {"accepted":0,"duplicates":2,"rejected":[]} 2'
 pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ('$IDC', '$IDD'))" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id IN ('$IDC', '$IDD')" >/dev/null
+pg_q "DELETE FROM stat_deltas" >/dev/null
+
+# every value at a limit of the wire format, through the COPY (edge_streams.py): multibyte names of
+# 255 bytes, bidi controls, a BOM, a line separator and quoting in every string, 64 labels, thread
+# names of 64 bytes, a stack of 512 frames, a frame of 1024 bytes, times and ids at their largest,
+# the largest finite weight. Each row read back equals what was sent.
+python3 "$SM_REPO/tests/integration/edge_streams.py" 3 "$T_TMP/edge.ndjson" "$T_TMP/edge.want" || t_bail "edge_streams.py"
+post "$T_TMP/edge.ndjson" application/x-ndjson
+t_eq "values at the limits: stored" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":3,"duplicates":0,"rejected":[]}'
+# edge_row ID: the stored row as edge_streams.py writes what it sent
+edge_row() {
+	pg_q "SELECT jsonb_build_object('host', host, 'app', app, 'version', version, 'build_id', build_id, 'labels', labels,
+		'threads', thread_names, 'weight', weight, 'symptom', jsonb_build_array(symptom_tid, symptom_start_ns,
+		symptom_end_ns, symptom_unit_type, symptom_threshold_ns),
+		'events', (SELECT jsonb_agg(jsonb_build_array(e.tid, e.ts_ns, e.dur_ns, coalesce(e.readier_tid, 0),
+			cardinality(k.frame_ids), (SELECT max(octet_length(f.name)) FROM frames f WHERE f.id = ANY(k.frame_ids)))
+			ORDER BY e.seq) FROM events e JOIN stacks k ON k.id = e.stack_id WHERE e.stream_ref = s.id))
+		FROM streams s WHERE stream_id = :'id'" -v id="$1"
+}
+n=0
+while IFS=$'\t' read -r id want; do
+	got=$(edge_row "$id")
+	t_eq "values at the limits: stream $((++n)) read back as sent" \
+		"$(pg_q "SELECT CASE WHEN :'got'::jsonb = :'want'::jsonb THEN 'as sent' ELSE :'got' END" -v got="$got" -v want="$want")" \
+		"as sent"
+done <"$T_TMP/edge.want"
+post "$T_TMP/edge.ndjson" application/x-ndjson
+t_eq "values at the limits, again: duplicates" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":0,"duplicates":3,"rejected":[]}'
+ids=$(cut -f1 "$T_TMP/edge.want" | sed "s/.*/'&'/" | paste -sd,)
+pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ($ids))" >/dev/null
+pg_q "DELETE FROM streams WHERE stream_id IN ($ids)" >/dev/null
 pg_q "DELETE FROM stat_deltas" >/dev/null
 
 # ---- zstd, one frame and several ----
@@ -395,7 +426,7 @@ http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'C
 t_eq "a revoked token is refused" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
 
 http GET "$INGEST_URL/metrics"
-t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 15\n'
+t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 18\n'
 t_match "metrics count the bombs as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 2\n'
 t_match "metrics have a latency histogram" "$HTTP_BODY" 'sm_ingest_request_duration_seconds_bucket\{le="\+Inf"\} [0-9]+'
 stop_ingest && t_ok "sm-ingest stops cleanly"
@@ -497,6 +528,27 @@ done
 rss1=$(awk '/VmRSS/ {print $2}' "/proc/$INGEST_PID/status")
 t_eq "and its decoded bytes are given back (resident $rss0 kB before, $rss1 kB after)" \
 	"$([ $((rss1 - rss0)) -lt 32768 ] && echo yes)" yes
+# batches of streams at every limit (2 MB each, through the COPY): what a worker needs for one is
+# reused for the next, nothing grows with their number. Three first, one for each worker most likely.
+for i in $(seq 15); do
+	python3 "$SM_REPO/tests/integration/edge_streams.py" 40 "$T_TMP/edge$i.ndjson" "$T_TMP/edge$i.want"
+done
+edge_batches() { # edge_batches FROM TO: post them, print the answers that are not 40 accepted
+	for i in $(seq "$1" "$2"); do
+		post "$T_TMP/edge$i.ndjson" application/x-ndjson
+		[ "$HTTP_STATUS $HTTP_BODY" = '200 {"accepted":40,"duplicates":0,"rejected":[]}' ] ||
+			echo "$i: $HTTP_STATUS $HTTP_BODY"
+	done
+}
+t_eq "batches at the limits: the first three stored" "$(edge_batches 1 3)" ""
+rss0=$(awk '/VmRSS/ {print $2}' "/proc/$INGEST_PID/status")
+t_eq "batches at the limits: twelve more stored" "$(edge_batches 4 15)" ""
+rss1=$(awk '/VmRSS/ {print $2}' "/proc/$INGEST_PID/status")
+t_eq "and the server did not grow with them (resident $rss0 kB after three, $rss1 kB after fifteen)" \
+	"$([ $((rss1 - rss0)) -lt 16384 ] && echo yes)" yes
+ids=$(cut -f1 "$T_TMP"/edge*.want | sed "s/.*/'&'/" | paste -sd,)
+pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ($ids))" >/dev/null
+pg_q "DELETE FROM streams WHERE stream_id IN ($ids)" >/dev/null
 stop_ingest
 
 # ---- the statistics are folded in the background, every --fold-interval seconds ----
@@ -604,6 +656,11 @@ awk 'BEGIN {
 	for (i = 0; i < 150000; i++) printf "%s{\"kind\":\"run\",\"tid\":1,\"ts_ns\":%d,\"dur_ns\":1,\"stack\":0}", (i ? "," : ""), i;
 	printf "]}\n" }' >"$T_TMP/big.tpl"
 start_ingest --workers 1 --queue 1 || t_bail "sm-ingest starts with a queue of 1"
+# the one worker held by a lock on the streams while the six arrive: one request in the worker, one
+# in the queue, the others shed (without it, a fast enough database could leave nothing to shed)
+psql -X -q -c "BEGIN; LOCK TABLE streams IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;" >/dev/null 2>&1 &
+lockpid=$!
+sleep 0.5
 pids=
 for n in 1 2 3 4 5 6; do
 	sed "s/@ID@/$(newid)/" "$T_TMP/big.tpl" >"$T_TMP/big$n.json"
@@ -612,7 +669,7 @@ for n in 1 2 3 4 5 6; do
 		"$INGEST_URL/api/v1/streams" >"$T_TMP/code$n" &
 	pids="$pids $!"
 done
-wait $pids
+wait $pids $lockpid
 codes=$(cat "$T_TMP"/code* | sort | uniq -c | sed 's/^ *//' | tr '\n' ' ')
 n503=$(grep -l '^503$' "$T_TMP"/code* | wc -l)
 n200=$(grep -l '^200$' "$T_TMP"/code* | wc -l)
