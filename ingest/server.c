@@ -697,6 +697,7 @@ static void *maint_main(void *p)
 	 * the first few batches alone, and cost about what a fold of an interval's batches costs */
 	int64_t last_maint = util_now_mono_ns(), last_fold = last_maint;
 	bool warmed = false;
+	uint64_t epoch, warmed_gen = 0, seen_gen = 0, gen;
 
 	pthread_mutex_lock(&s->mlock);
 	while (!s->maint_stop) {
@@ -705,10 +706,20 @@ static void *maint_main(void *p)
 
 		pthread_mutex_unlock(&s->mlock);
 		ok = handler_ping(s->maint_handler) == 0;
-		if (ok && !warmed) {
+		/* warmed at the start, and again once the cache was emptied (a failover's new primary, a
+		 * collection's new epoch) and stayed so for a round: every worker empties it as it meets
+		 * the new primary, and the warm-up comes after the last of them. Tried once per emptying:
+		 * a failure is the database's, and batches fill the cache too */
+		gen = idcache_stamp(s->cache, &epoch);
+		if (ok && (!warmed || (gen != warmed_gen && gen == seen_gen))) {
+			if (warmed)
+				log_info("id cache emptied: warming it again", "generation=%llu",
+					 (unsigned long long)gen);
 			warm_cache(s);
-			warmed = true;   /* tried once: a failure is the database's, and batches fill it too */
+			warmed = true;
+			warmed_gen = idcache_stamp(s->cache, &epoch);
 		}
+		seen_gen = gen;
 		/* the statistics a few seconds behind at most (a miner folds what is left before it
 		 * reads them): a fold of more deltas at once adds each frame's and call's counts to
 		 * the day's totals once for all of them, where every batch repeats the common ones */

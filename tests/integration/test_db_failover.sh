@@ -110,6 +110,18 @@ t_eq "every stream stored once on the new primary" "$(q2 "SELECT count(DISTINCT 
 t_eq "... with all its events and stacks" "$(q2 "SELECT count(*) FROM streams s WHERE n_events <> (SELECT count(*) FROM events e WHERE e.stream_ref = s.id)")" 0
 t_match "sm-ingest says it reconnected, and where" "$(cat "$I_LOG")" "database connection re-established.*$host2:$port2"
 echo "from the primary's death to 10 more streams stored on the promoted standby: $(( (t1 - t0) / 1000000 )) ms"
+# the cache each worker emptied as it met the new primary is warmed again from it, once they all have
+warm=
+for _ in $(seq 100); do
+	warm=$(grep 'id cache warmed' "$I_LOG" | sed -n '2p')
+	[ -n "$warm" ] && break
+	sleep 0.1
+done
+t_match "the id cache, emptied, is warmed again" "$(grep -A1 'id cache emptied: warming it again' "$I_LOG" | tail -n 1)" \
+	'id cache warmed'
+t_eq "... with the new primary's frames and stacks, once" \
+	"$(sed -n 's/.*\(frames=[0-9]* stacks=[0-9]*\).*/\1/p' <<<"$warm") $(grep -c 'id cache warmed' "$I_LOG")" \
+	"frames=$(q2 "SELECT count(*) FROM frames") stacks=$(q2 "SELECT count(*) FROM stacks") 2"
 
 # sm-web reads from the new primary, the first request included
 http GET "$W_URL/api/v1/streams?limit=1" -H "Authorization: Bearer $ANALYST"
