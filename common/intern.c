@@ -133,6 +133,38 @@ int64_t intern_find(const struct intern *m, const void *key, size_t len)
 	return intern_find_hashed(m, key, len, intern_hash(key, len));
 }
 
+void intern_find_many(const struct intern *m, const void *const *keys, const size_t *lens, size_t n, int64_t *ids)
+{
+	enum { GROUP = 16 };
+	size_t mask = m->nslots - 1;
+	uint64_t h[GROUP];
+
+	/* a large map's lookup waits on three lines in turn (slot, entry, key): a group's are asked
+	 * for one stage at a time, so that the waits overlap; the lookups proper find them near */
+	for (size_t b = 0; b < n; b += GROUP) {
+		size_t g = n - b < GROUP ? n - b : GROUP;
+
+		for (size_t j = 0; j < g; j++) {
+			h[j] = intern_hash(keys[b + j], lens[b + j]);
+			__builtin_prefetch(&m->slots[h[j] & mask]);
+		}
+		for (size_t j = 0; j < g; j++) {
+			uint32_t s = m->slots[h[j] & mask];
+
+			if (s)
+				__builtin_prefetch(&m->ents[s - 1]);
+		}
+		for (size_t j = 0; j < g; j++) {
+			uint32_t s = m->slots[h[j] & mask];
+
+			if (s && m->ents[s - 1].hash32 == (uint32_t)(h[j] >> 32))
+				__builtin_prefetch(m->ents[s - 1].key);
+		}
+		for (size_t j = 0; j < g; j++)
+			ids[b + j] = intern_find_hashed(m, keys[b + j], lens[b + j], h[j]);
+	}
+}
+
 int64_t intern_put(struct intern *m, const void *key, size_t len, bool *added)
 {
 	return intern_put_hashed(m, key, len, intern_hash(key, len), added);

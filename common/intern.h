@@ -23,6 +23,9 @@ void intern_free(struct intern *m);
 int64_t intern_put(struct intern *m, const void *key, size_t len, bool *added);
 /* Id of key, or -1 if absent. */
 int64_t intern_find(const struct intern *m, const void *key, size_t len);
+/* intern_find() of keys[0..n) (lens[i] bytes each): ids[i] the id of keys[i], or -1. Faster than
+ * one at a time on a map larger than the caches: the lookups' memory reads overlap. */
+void intern_find_many(const struct intern *m, const void *const *keys, const size_t *lens, size_t n, int64_t *ids);
 /* The key with this id (NUL-terminated copy); *len set when non-NULL. */
 const void *intern_key(const struct intern *m, uint32_t id, size_t *len);
 size_t intern_count(const struct intern *m);

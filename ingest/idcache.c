@@ -136,12 +136,16 @@ size_t idcache_get_frames(struct idcache *c, const char *const *names, const siz
 	size_t found = 0;
 
 	pthread_rwlock_rdlock(&c->frames.lock);
-	for (size_t i = 0; i < n; i++) {
-		int64_t k = intern_find(c->frames.keys, names[i], lens[i]);
+	for (size_t b = 0; b < n; b += 64) {
+		size_t g = n - b < 64 ? n - b : 64;
+		int64_t k[64];
 
-		ids[i] = k < 0 ? -1 : c->frames.ids[k];
-		tags[i] = k < 0 ? 0 : c->frames.tags[k];
-		found += k >= 0;
+		intern_find_many(c->frames.keys, (const void *const *)(names + b), lens + b, g, k);
+		for (size_t i = 0; i < g; i++) {
+			ids[b + i] = k[i] < 0 ? -1 : c->frames.ids[k[i]];
+			tags[b + i] = k[i] < 0 ? 0 : c->frames.tags[k[i]];
+			found += k[i] >= 0;
+		}
 	}
 	pthread_rwlock_unlock(&c->frames.lock);
 	atomic_fetch_add_explicit(&c->lookups[0][0], found, memory_order_relaxed);

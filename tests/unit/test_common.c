@@ -456,6 +456,39 @@ static void test_intern(void)
 	}
 	CHECK_INT(intern_find(m, "f77777", 6), 77777);
 	CHECK_INT(intern_count(m), 100000);
+	{
+		/* intern_find_many() finds what intern_find() finds, across its groups of 16: present
+		 * keys, absent ones (f100000 and up), an empty one, one a byte short of a present one */
+		enum { N = 1003 };
+		char (*k)[16] = malloc(N * sizeof(*k));
+		const void *keys[N];
+		size_t lens[N];
+		int64_t ids[N];
+		int same = 0;
+
+		for (int i = 0; k && i < N; i++) {
+			int j = i % 3 == 0 ? 100000 + i : i * 97;   /* a third absent */
+
+			lens[i] = (size_t)snprintf(k[i], sizeof(k[i]), "f%d", j);
+			if (i == 5)
+				lens[i] = 0;
+			if (i == 7)
+				lens[i]--;   /* "f67" of "f679" */
+			keys[i] = k[i];
+		}
+		if (k) {
+			intern_find_many(m, keys, lens, N, ids);
+			for (int i = 0; i < N; i++)
+				same += ids[i] == intern_find(m, keys[i], lens[i]);
+		}
+		CHECK_INT(same, N);
+		CHECK_INT(k ? ids[3] : 0, -1);
+		CHECK_INT(k ? ids[7] : 0, 67);
+		CHECK_INT(k ? ids[999] : 0, -1);
+		CHECK_INT(k ? ids[1001] : 0, 1001 * 97);   /* the last group's, of 11 */
+		intern_find_many(m, keys, lens, 0, ids);   /* none: nothing read */
+		free(k);
+	}
 	intern_free(m);
 	intern_free(NULL);
 }
