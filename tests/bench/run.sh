@@ -89,10 +89,16 @@ send_fleet() {
 	# the frame statistics a section before left unfolded are not this one's work
 	while [ "$(psql -XAtc "SELECT sm_fold_stats(1000)")" != 0 ]; do :; done
 	token=$("$bin/sm-admin" token create --role ingest --name bench 2>/dev/null)
-	"$bin/sm-ingest" --listen 127.0.0.1:0 --port-file "$work/port" --log-level warn 2>"$work/ingest.log" &
+	"$bin/sm-ingest" --listen 127.0.0.1:0 --port-file "$work/port" --log-level info 2>"$work/ingest.log" &
 	ingest_pid=$!
 	for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 	url=http://127.0.0.1:$(cat "$work/port")/api/v1/streams
+	# a running server's rate: its id cache warmed first (at its start it reads the database's newest
+	# frames and stacks, 0.4 s for a fleet's day, which a server serving for hours paid once)
+	for _ in $(seq 600); do
+		grep -q 'id cache warmed\|warming the id cache failed' "$work/ingest.log" && break
+		sleep 0.1
+	done
 	# one curl for all the batches, SENDERS at a time: a process per batch spent as much of this
 	# machine's two cores starting up as sm-ingest spent storing small streams (docs/scaling.md)
 	for f in "$work"/batches/*.zst; do
