@@ -408,14 +408,24 @@ int db_put_int4_array(struct buf *b, size_t n)
 	if (n > INT32_MAX)
 		return -1;
 	/* ndim (an empty array has none), no NULLs, the element type; then length and lower bound */
-	if (n == 0)
-		return put_be32(b, 0) | put_be32(b, 0) | put_be32(b, INT4_OID);
-	return put_be32(b, 1) | put_be32(b, 0) | put_be32(b, INT4_OID) | put_be32(b, (uint32_t)n) | put_be32(b, 1);
+	/* one statement each: the operands of | are not sequenced, and the bytes must be in order */
+	int rc = put_be32(b, n == 0 ? 0 : 1);
+
+	rc |= put_be32(b, 0);
+	rc |= put_be32(b, INT4_OID);
+	if (n > 0) {
+		rc |= put_be32(b, (uint32_t)n);
+		rc |= put_be32(b, 1);
+	}
+	return rc;
 }
 
 int db_put_int4_elem(struct buf *b, int32_t v)
 {
-	return put_be32(b, 4) | put_be32(b, (uint32_t)v);
+	int rc = put_be32(b, 4);
+
+	rc |= put_be32(b, (uint32_t)v);
+	return rc;
 }
 
 long db_int4_array(const PGresult *r, int row, int col, const unsigned char **at)

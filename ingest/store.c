@@ -641,12 +641,13 @@ static int insert_streams(struct store *st, const struct wire_stream *const *ss,
 	return 0;
 }
 
-static int copy_flush(struct store *st, bool force)
+/* Sends st->copy's rows once a piece is full (or force); what names the COPY in an error. */
+static int copy_flush(struct store *st, bool force, const char *what)
 {
 	if (st->copy.len < COPY_PIECE && !force)
 		return 0;
 	if (st->copy.len && PQputCopyData(st->db, st->copy.data, (int)st->copy.len) != 1) {
-		db_fail(st, "sending events", NULL);
+		db_fail(st, what, NULL);
 		return -1;
 	}
 	buf_reset(&st->copy);
@@ -712,7 +713,7 @@ static int copy_end(struct store *st, int rc, const char *what, char state[6])
 	state[0] = '\0';
 	rc |= put_be(&st->copy, 0xffff, 2); /* trailer */
 	if (rc == 0)
-		rc = copy_flush(st, true);
+		rc = copy_flush(st, true, what);
 	if (PQputCopyEnd(st->db, rc ? "client error" : NULL) != 1)
 		return db_fail(st, what, NULL), -1;
 	while ((r = PQgetResult(st->db))) {
@@ -776,7 +777,7 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 				q = be_at(q, 0xffffffffu, 4); /* NULL */
 			b->len += (size_t)(q - q0);
 			b->data[b->len] = '\0';
-			rc = copy_flush(st, false);
+			rc = copy_flush(st, false, "copying events");
 		}
 	}
 	if (copy_end(st, rc, "copying events", state) < 0) {
@@ -806,12 +807,21 @@ static int copy_text(struct buf *b, const char *v, size_t len, bool jsonb)
 {
 	if (!v)
 		return put_be(b, 0xffffffffu, 4);
-	return put_be(b, len + jsonb, 4) | (jsonb ? buf_putc(b, 1) : 0) | buf_append(b, v, len);
+	/* one statement each: the operands of | are not sequenced, and the bytes must be in order */
+	int rc = put_be(b, len + jsonb, 4);
+
+	if (jsonb)
+		rc |= buf_putc(b, 1);
+	rc |= buf_append(b, v, len);
+	return rc;
 }
 
 static int copy_int(struct buf *b, uint64_t v, int bytes)
 {
-	return put_be(b, (uint64_t)bytes, 4) | put_be(b, v, bytes);
+	int rc = put_be(b, (uint64_t)bytes, 4);
+
+	rc |= put_be(b, v, bytes);
+	return rc;
 }
 
 /* The 16 bytes of a canonical UUID (wire_parse() made it so). */
@@ -874,7 +884,7 @@ static int copy_streams(struct store *st, const struct wire_stream *const *ss, c
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		const struct wire_stream *w = ss[order[i]];
 		const char *role = w->role == WIRE_ROLE_BASELINE ? "baseline" : "violation";
-		unsigned char id[16];
+		unsigned char id[16] = { 0 };
 		double weight = wire_weight(w);
 		uint64_t wbits;
 		int named;
@@ -887,7 +897,7 @@ static int copy_streams(struct store *st, const struct wire_stream *const *ss, c
 			rc = -1;
 		rc |= put_be(b, 18, 2);
 		rc |= copy_int(b, (uint64_t)m[order[i]].ref, 8);
-		rc |= put_be(b, 16, 4) | buf_append(b, id, sizeof(id));
+		rc |= copy_text(b, (const char *)id, sizeof(id), false);
 		rc |= copy_text(b, w->host, strlen(w->host), false);
 		rc |= copy_text(b, w->app, strlen(w->app), false);
 		rc |= copy_text(b, w->version, w->version ? strlen(w->version) : 0, false);
@@ -907,7 +917,7 @@ static int copy_streams(struct store *st, const struct wire_stream *const *ss, c
 		rc |= copy_int(b, wbits, 8);
 		rc |= copy_text(b, named > 0 ? st->names.data : NULL, named > 0 ? st->names.len : 0, true);
 		if (rc == 0)
-			rc = copy_flush(st, false);
+			rc = copy_flush(st, false, "storing streams");
 	}
 	if (copy_end(st, rc, "storing streams", state) < 0)
 		return strcmp(state, "23505") == 0 ? STORE_CONFLICT : -1;
@@ -1294,6 +1304,7 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 				break;
 			}
 			no_partition = false;
+			st->err[0] = '\0'; /* this try's failure, not the last one's */
 			rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, skip_stored);
 		}
 		if (rc != STORE_REMAP)

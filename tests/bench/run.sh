@@ -87,7 +87,9 @@ send_fleet() {
 	split -l "$2" -d -a 5 "$1" "$work/batches/b"
 	for f in "$work"/batches/b*; do zstd -q -1 --rm "$f" -o "$f.zst"; done
 	# the frame statistics a section before left unfolded are not this one's work
-	while [ "$(psql -XAtc "SELECT sm_fold_stats(1000)")" != 0 ]; do :; done
+	local left
+	while left=$(psql -XAtc "SELECT sm_fold_stats(1000)") && [ "$left" != 0 ]; do :; done
+	[ "$left" = 0 ] || { echo "send_fleet: folding the frame statistics failed" >&2; return 1; }
 	token=$("$bin/sm-admin" token create --role ingest --name bench 2>/dev/null)
 	"$bin/sm-ingest" --listen 127.0.0.1:0 --port-file "$work/port" --log-level info 2>"$work/ingest.log" &
 	ingest_pid=$!
