@@ -2,10 +2,16 @@
 #include "common/intern.h"
 #include "common/arena.h"
 #include "common/hash.h"
+#include "common/util.h"
 #include "common/vec.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 struct entry {
 	const unsigned char *key;
@@ -20,37 +26,101 @@ struct intern {
 	size_t nents, cap_ents, nslots, max_keys;
 };
 
-static inline uint64_t rd64(const unsigned char *p)
+/*
+ * The hash of the map's keys: keyed per process with 256 random bits, so that a host cannot make
+ * frame names that collide in another process's tables (one slot for thousands of keys would make
+ * every lookup a walk over them), and 16 bytes a multiplication (wyhash's construction: a 64 x 64
+ * multiplication folded to 64 bits), about four times fewer steps than one mix per 8 bytes. A
+ * multiplication by zero would forget the state: its other operand is a key's word xor a secret,
+ * zero only for one who knows the secret.
+ */
+static uint64_t hash_key[4];
+static _Atomic int hash_key_state;   /* 0 unset, 1 being set, 2 set */
+
+static void hash_key_init(void)
 {
-	uint64_t v;
-	memcpy(&v, p, 8);
+	int expect = 0;
+
+	if (!atomic_compare_exchange_strong(&hash_key_state, &expect, 1)) {
+		while (atomic_load_explicit(&hash_key_state, memory_order_acquire) != 2)
+			sched_yield();
+		return;
+	}
+	if (util_random(hash_key, sizeof(hash_key)) < 0) {
+		/* getrandom cannot fail for 32 bytes after boot; keep going regardless */
+		uint64_t t = (uint64_t)util_now_real_ns() ^ (uint64_t)util_now_mono_ns() << 17 ^ (uint64_t)getpid();
+
+		for (int i = 0; i < 4; i++)
+			hash_key[i] = hash_mix64(t + (uint64_t)(uintptr_t)&hash_key[i] + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
+	}
+	for (int i = 0; i < 4; i++)
+		hash_key[i] |= 1;   /* odd: a multiplier that keeps every bit */
+	atomic_store_explicit(&hash_key_state, 2, memory_order_release);
+}
+
+static inline uint64_t mum(uint64_t a, uint64_t b)
+{
+	unsigned __int128 r = (unsigned __int128)a * b;
+
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static inline uint64_t rd32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
 	return v;
 }
 
 uint64_t intern_hash(const void *key, size_t len)
 {
 	const unsigned char *p = key;
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len;
-	size_t i = 0;
+	const uint64_t *k = hash_key;
+	uint64_t h, a, b;
 
-	for (; i + 8 <= len; i += 8)
-		h = (h ^ hash_mix64(rd64(p + i))) * 0x100000001b3ULL + 0x632be59bd9b4e019ULL;
-	if (i < len) {
-		uint64_t t = 0;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		/* the last 1..7 bytes, zero-extended, without a call to memcpy of a variable length: the
-		 * 8 bytes that end the key shifted down, or for a short key its bytes one by one */
-		if (len >= 8)
-			t = rd64(p + len - 8) >> (8 * (8 - (len - i)));
-		else
-			for (size_t k = len; k-- > 0;)
-				t = t << 8 | p[k];
-#else
-		memcpy(&t, p + i, len - i);
-#endif
-		h = (h ^ hash_mix64(t ^ 0xa0761d6478bd642fULL)) * 0x100000001b3ULL;
+	if (UNLIKELY(atomic_load_explicit(&hash_key_state, memory_order_acquire) != 2))
+		hash_key_init();
+	h = k[0] ^ mum(len ^ k[1], k[2]);
+	if (len <= 16) {
+		if (len >= 8) {
+			a = hash_rd64(p);
+			b = hash_rd64(p + len - 8);
+		} else if (len >= 4) {
+			a = rd32(p);
+			b = rd32(p + len - 4);
+		} else if (len > 0) {
+			a = (uint64_t)p[0] << 16 | (uint64_t)p[len >> 1] << 8 | p[len - 1];
+			b = 0;
+		} else {
+			a = b = 0;
+		}
+	} else {
+		size_t i = len;
+
+		if (i > 48) {
+			/* three lanes, so that their multiplications overlap */
+			uint64_t h1 = h, h2 = h;
+
+			do {
+				h = mum(hash_rd64(p) ^ k[1], hash_rd64(p + 8) ^ h);
+				h1 = mum(hash_rd64(p + 16) ^ k[2], hash_rd64(p + 24) ^ h1);
+				h2 = mum(hash_rd64(p + 32) ^ k[3], hash_rd64(p + 40) ^ h2);
+				p += 48;
+				i -= 48;
+			} while (i > 48);
+			h ^= h1 ^ h2;
+		}
+		while (i > 16) {
+			h = mum(hash_rd64(p) ^ k[1], hash_rd64(p + 8) ^ h);
+			p += 16;
+			i -= 16;
+		}
+		/* the last 16 bytes, whatever the steps above took of them already */
+		a = hash_rd64(p + i - 16);
+		b = hash_rd64(p + i - 8);
 	}
-	return hash_mix64(h);
+	return mum(k[3] ^ len, mum(a ^ k[1], b ^ h));
 }
 
 struct intern *intern_open(size_t max_keys)

@@ -2,6 +2,7 @@
 #include "common/json.h"
 #include "common/arena.h"
 #include "common/util.h"
+#include "common/vec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +66,12 @@ struct scan {
 	const char *keyat[PATH_LEVELS];  /* opening quote of the level's current key */
 	size_t idx[PATH_LEVELS];         /* index of the level's current element */
 	struct json_members *top;        /* json_check_members(): the root object's members */
+	bool escaped;                    /* the last string scanned held an escape */
+	/* json_check_members_spans(): the array whose strings are noted */
+	const char *span_key;
+	size_t span_key_len, max_spans;
+	struct vec *spans;
+	bool spanning;                   /* the current top-level member's key is span_key */
 };
 
 static int scan_fail(struct scan *sc, const char *what)
@@ -107,6 +114,7 @@ static int hex4(const char *p, uint32_t *v)
 
 static int scan_string(struct scan *sc)
 {
+	sc->escaped = false;
 	sc->p++; /* opening quote */
 	while ((sc->p = plain_run(sc->p, sc->end)) < sc->end) {
 		unsigned char c = (unsigned char)*sc->p;
@@ -120,6 +128,7 @@ static int scan_string(struct scan *sc)
 		if (c == '\\') {
 			uint32_t u, lo;
 
+			sc->escaped = true;
 			if (sc->end - sc->p < 2)
 				return sc->p = sc->end, scan_fail(sc, "in a string");
 			switch (sc->p[1]) {
@@ -226,6 +235,13 @@ static int scan_key(struct scan *sc)
 		sc->keyat[sc->depth - 1] = sc->p;
 	if (scan_string(sc) < 0)
 		return -1;
+	if (sc->span_key && sc->depth == 1) {
+		size_t klen = (size_t)(sc->p - key - 2);
+
+		sc->spanning = klen == sc->span_key_len && memcmp(key + 1, sc->span_key, klen) == 0;
+		if (sc->spanning)
+			sc->spans->len = 0;   /* a second such member: its strings, not the first's */
+	}
 	scan_ws(sc);
 	if (sc->p >= sc->end || *sc->p != ':')
 		return scan_fail(sc, "in an object");
@@ -248,6 +264,33 @@ static int over_budget(struct scan *sc, const char *what, size_t per)
 		 what[0] == 'v' ? sc->max_values : sc->max_cont, what, (size_t)(sc->end - sc->s), per,
 		 (size_t)(sc->p - sc->s));
 	return -1;
+}
+
+/*
+ * In an array, after a number: the run of plain integers that follows, written compactly (",12,7"),
+ * taken in one loop (a stack's frame indexes are most of a stream's values). Whatever else comes
+ * (white space, a fraction, an exponent, a leading zero, a sign, the budget's end) is left to the
+ * general loop; so are the messages.
+ */
+static inline void int_run(struct scan *sc)
+{
+	const char *q = sc->p, *end = sc->end;
+	size_t k = 0, room = sc->max_values ? sc->max_values - sc->nvalues : SIZE_MAX;
+
+	while (k < room && end - q >= 2 && q[0] == ',' && q[1] >= '1' && q[1] <= '9') {
+		const char *r = q + 2;
+
+		while (r < end && *r >= '0' && *r <= '9')
+			r++;
+		if (r < end && (*r == '.' || *r == 'e' || *r == 'E'))
+			break;
+		q = r;
+		k++;
+	}
+	sc->p = q;
+	sc->nvalues += k;
+	if (sc->depth <= PATH_LEVELS)
+		sc->idx[sc->depth - 1] += k;
 }
 
 /* Iterative over containers so that depth costs no C stack. kinds: one bit per level, 1 = object. */
@@ -293,10 +336,20 @@ static int scan_text(struct scan *sc, unsigned char *kinds, size_t per_value, si
 				return -1;
 			continue;
 		}
-		case '"':
+		case '"': {
+			const char *at = sc->p;
+
 			if (scan_string(sc) < 0)
 				return -1;
+			/* a string right in the noted member's array (level 1 an array, not an object) */
+			if (sc->spanning && sc->depth == 2 && !(kinds[0] & 2) && sc->spans->len < sc->max_spans) {
+				struct json_span sp = { at, (uint32_t)(sc->p - at - 2), sc->escaped };
+
+				if ((size_t)(sc->p - at - 2) > UINT32_MAX || vec_append(sc->spans, &sp) < 0)
+					sc->max_spans = 0;   /* the rest is read as usual */
+			}
 			break;
+		}
 		case 't':
 			if (scan_word(sc, "true", 4) < 0)
 				return -1;
@@ -314,6 +367,8 @@ static int scan_text(struct scan *sc, unsigned char *kinds, size_t per_value, si
 				return scan_fail(sc, "where a value belongs");
 			if (scan_number(sc) < 0)
 				return -1;
+			if (sc->depth && !(kinds[(sc->depth - 1) / 8] & (1u << ((sc->depth - 1) % 8))))
+				int_run(sc);
 		}
 after_value:
 		for (;;) {
@@ -388,10 +443,11 @@ static void scan_path(const struct scan *sc, const unsigned char *kinds, char *o
 const struct json_limits json_body_limits = { 16, 4, 0 };
 
 static int check_body(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
-		      char *err, size_t errlen)
+		      const char *span_key, struct vec *spans, size_t max_spans, char *err, size_t errlen)
 {
 	struct scan sc = { .s = text, .p = text, .end = text + len, .max_depth = lim->max_depth, .err = err,
-			   .errlen = errlen, .no_nul = true, .top = top };
+			   .errlen = errlen, .no_nul = true, .top = top, .span_key = span_key,
+			   .span_key_len = span_key ? strlen(span_key) : 0, .spans = spans, .max_spans = max_spans };
 	unsigned char kinds[PATH_LEVELS / 8 + 1];
 	char msg[256], path[PATH_LEVELS * 48];
 
@@ -399,6 +455,8 @@ static int check_body(const char *text, size_t len, const struct json_limits *li
 		top->n = 0;
 		top->end = text + len;
 	}
+	if (spans)
+		spans->len = 0;
 	if (sc.max_depth > PATH_LEVELS)
 		sc.max_depth = PATH_LEVELS;
 	if (lim->bytes_per_value)
@@ -420,13 +478,19 @@ static int check_body(const char *text, size_t len, const struct json_limits *li
 
 int json_check_body(const char *text, size_t len, const struct json_limits *lim, char *err, size_t errlen)
 {
-	return check_body(text, len, lim, NULL, err, errlen);
+	return check_body(text, len, lim, NULL, NULL, NULL, 0, err, errlen);
 }
 
 int json_check_members(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
 		       char *err, size_t errlen)
 {
-	return check_body(text, len, lim, top, err, errlen);
+	return check_body(text, len, lim, top, NULL, NULL, 0, err, errlen);
+}
+
+int json_check_members_spans(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
+			     const char *key, struct vec *spans, size_t max_spans, char *err, size_t errlen)
+{
+	return check_body(text, len, lim, top, key, spans, max_spans, err, errlen);
 }
 
 /* ---- reading (input known to be valid) ---- */

@@ -53,6 +53,20 @@ struct json_members {
  * so that reading them needs no second pass over the values. */
 int json_check_members(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
 		       char *err, size_t errlen);
+/* A string of a text, as json_check_members_spans() notes it: at, its opening quote; len, the bytes
+ * between its quotes as written; escaped, whether they hold an escape (else they are the value). */
+struct json_span {
+	const char *at;
+	uint32_t len;
+	bool escaped;
+};
+struct vec;
+/* json_check_members(), noting too the strings of the array that is the value of the top-level
+ * member whose key is written as key (no escapes in it) into spans (a vec of struct json_span,
+ * emptied first; at most max_spans, and none once it cannot grow), so that reading them needs no
+ * second scan. A string not noted is read as usual; check a span's at against the reader's place. */
+int json_check_members_spans(const char *text, size_t len, const struct json_limits *lim, struct json_members *top,
+			     const char *key, struct vec *spans, size_t max_spans, char *err, size_t errlen);
 /* The limits of sm-web's bodies and agents' reports: depth 16, one value per 4 bytes. */
 extern const struct json_limits json_body_limits;
 

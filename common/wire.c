@@ -16,6 +16,7 @@ struct wire_parser {
 	char err[512];
 	struct vec events, stack_idx, stacks, frames;  /* scratch, reused across parses */
 	struct vec frame_lens;
+	struct vec spans;   /* the frames' strings as the check found them */
 };
 
 void wire_limits_default(struct wire_limits *lim)
@@ -45,6 +46,7 @@ struct wire_parser *wire_parser_open(const struct wire_limits *lim)
 	p->stacks.size = sizeof(struct wire_stack);
 	p->frames.size = sizeof(const char *);
 	p->frame_lens.size = sizeof(uint32_t);
+	p->spans.size = sizeof(struct json_span);
 	return p;
 }
 
@@ -57,6 +59,7 @@ void wire_parser_free(struct wire_parser *p)
 	free(p->stacks.data);
 	free(p->frames.data);
 	free(p->frame_lens.data);
+	free(p->spans.data);
 	free(p);
 }
 
@@ -347,6 +350,7 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 	json_enter(r);
 	while (json_next_item(r)) {
 		struct fpath f = { "frames", NULL, n, 0, 1 };
+		const struct json_span *sp = n < p->spans.len ? (const struct json_span *)p->spans.data + n : NULL;
 		const char *name;
 		size_t len;
 		uint32_t len32;
@@ -354,8 +358,17 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 		if (n >= p->lim.max_frames)
 			return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", count_rest(r, n),
 				    p->lim.max_frames);
-		if ((rc = take_str_len(p, a, r, &f, p->lim.max_frame, false, &name, &len)))
+		if (sp && !sp->escaped && sp->len && sp->len <= p->lim.max_frame && json_peek(r) == JV_STRING &&
+		    r->p == sp->at) {
+			/* the check found where it ends, and that it is the name as written: copied, not
+			 * scanned again */
+			if (!(name = arena_strndup(a, sp->at + 1, sp->len)))
+				return failp(p, WIRE_ENOMEM, &f, "out of memory");
+			len = sp->len;
+			r->p = sp->at + sp->len + 2;
+		} else if ((rc = take_str_len(p, a, r, &f, p->lim.max_frame, false, &name, &len))) {
 			return rc;
+		}
 		len32 = (uint32_t)len;   /* at most max_frame */
 		if (vec_append(&p->frames, &name) < 0 || vec_append(&p->frame_lens, &len32) < 0)
 			return fail(p, WIRE_ENOMEM, "frames: out of memory");
@@ -442,7 +455,29 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 			return fail(p, WIRE_EINVALID, "stacks[%zu]: must be an array, not %s", i,
 				    type_name(r));
 		json_enter(r);
-		for (size_t k = 0; json_next_item(r); k++) {
+		/* the common case, compact indexes in range ("[0,4,17]"), in one loop; whatever else
+		 * (white space, a sign, a fraction, an index out of range, the depth's limit) from
+		 * where it is, by the general one below, which says what is wrong */
+		for (const char *q = r->p, *end = r->end; depth < p->lim.max_stack_depth;) {
+			const char *d = q;
+			uint64_t x = 0;
+			uint32_t *slot;
+
+			while (d < end && *d >= '0' && *d <= '9' && d - q < 10)
+				x = x * 10 + (uint64_t)(*d++ - '0');
+			if (d == q || x >= s->nframes ||
+			    (d < end && ((*d >= '0' && *d <= '9') || *d == '.' || *d == 'e' || *d == 'E')))
+				break;
+			if (!(slot = vec_push(&p->stack_idx)))
+				return fail(p, WIRE_ENOMEM, "stacks: out of memory");
+			*slot = (uint32_t)x;   /* under nframes, at most max_frames */
+			depth++;
+			r->p = q = d;
+			if (end - q < 2 || q[0] != ',' || q[1] < '0' || q[1] > '9')
+				break;
+			q++;
+		}
+		for (size_t k = depth; json_next_item(r); k++) {
 			struct fpath f = { "stacks", NULL, i, k, 2 };
 			uint32_t *slot;
 			const char *q;
@@ -882,7 +917,8 @@ int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena
 	{
 		const struct json_limits lim = { p->lim.max_nesting, 2, 0 };
 
-		if (json_check_members(json, len, &lim, &top, msg, sizeof(msg)) < 0)
+		if (json_check_members_spans(json, len, &lim, &top, "frames", &p->spans, p->lim.max_frames, msg,
+					     sizeof(msg)) < 0)
 			return fail(p, WIRE_ENOTJSON, "not JSON: %s", msg);
 	}
 	json_reader_init(&r, json, len);

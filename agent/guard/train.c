@@ -25,7 +25,7 @@
 #include "common/util.h"
 #include "agent/guard/symbolize.h"
 #include "agent/guard/unwind.h"
-#include "common/intern.h"
+#include "common/hash.h"
 #include "common/vec.h"
 
 #include <errno.h>
@@ -93,7 +93,7 @@ static uint32_t *ctx_find(struct gtrain *tr, uintptr_t ret, int64_t depth, int32
 	key.ret = ret;
 	key.depth = depth;
 	key.loop = loop;
-	for (i = intern_hash(&key, sizeof(key));; i++) {
+	for (i = hash_bytes(&key, sizeof(key));; i++) {
 		uint32_t *slot = &tr->ctx_slot[i & (TRAIN_SLOTS - 1)];
 		const struct learnt_ctx *c;
 
@@ -108,7 +108,7 @@ static uint32_t *ctx_find(struct gtrain *tr, uintptr_t ret, int64_t depth, int32
 /* The same for a class: key[0] the loop, then its nctx contexts, sorted. */
 static uint32_t *cls_find(struct gtrain *tr, const uint32_t *key, uint32_t nctx)
 {
-	for (uint64_t i = intern_hash(key, (nctx + 1) * sizeof(*key));; i++) {
+	for (uint64_t i = hash_bytes(key, (nctx + 1) * sizeof(*key));; i++) {
 		uint32_t *slot = &tr->cls_slot[i & (TRAIN_SLOTS - 1)];
 		const struct learnt_class *c;
 

@@ -1044,6 +1044,61 @@ static void test_json_body(void)
 		CHECK_INT(json_check_members(t, strlen(t), &lim, &top, err, sizeof(err)), -1);
 		CHECK_STR(err, "b[1]: unexpected '}' where a value belongs at byte 18");
 	}
+	/* the strings of one member's array, noted by the check: where each is, its length as
+	 * written, whether it holds an escape; nothing of other members or deeper levels */
+	{
+		struct json_members top;
+		struct vec spans = VEC_INIT(struct json_span);
+		const struct json_span *sp;
+
+		t = "{\"f\": {\"k\": \"no\"}, \"frames\": [\"a!b\", 7, \"c\\\"d\", [\"no\"], \"\", \"\\u00e9\"],"
+		    " \"x\": [\"no\"]}";
+		CHECK_INT(json_check_members_spans(t, strlen(t), &lim, &top, "frames", &spans, 100, err, sizeof(err)), 0);
+		CHECK_INT(top.n, 3);
+		CHECK_INT(spans.len, 4);
+		sp = spans.data;
+		CHECK(sp[0].at == strstr(t, "\"a!b\"") && sp[0].len == 3 && !sp[0].escaped);
+		CHECK(sp[1].at == strstr(t, "\"c\\") && sp[1].len == 4 && sp[1].escaped);
+		CHECK(sp[2].at == strstr(t, "\"\", ") && sp[2].len == 0 && !sp[2].escaped);
+		CHECK(sp[3].at == strstr(t, "\"\\u00e9") && sp[3].len == 6 && sp[3].escaped);
+		/* at most max_spans; a second such member's strings replace the first's */
+		CHECK_INT(json_check_members_spans(t, strlen(t), &lim, &top, "frames", &spans, 2, err, sizeof(err)), 0);
+		CHECK_INT(spans.len, 2);
+		t = "{\"frames\": [\"a\"], \"frames\": [\"b\", \"c\"]}";
+		CHECK_INT(json_check_members_spans(t, strlen(t), &lim, &top, "frames", &spans, 100, err, sizeof(err)), 0);
+		CHECK(spans.len == 2 && ((const struct json_span *)spans.data)[0].at == strstr(t, "\"b\""));
+		/* not an array, or no such member, or nested deeper: none */
+		t = "{\"frames\": {\"a\": \"b\"}, \"y\": [{\"frames\": [\"c\"]}]}";
+		CHECK_INT(json_check_members_spans(t, strlen(t), &lim, &top, "frames", &spans, 100, err, sizeof(err)), 0);
+		CHECK_INT(spans.len, 0);
+		/* a text that fails the check fails as without spans */
+		t = "{\"frames\": [\"a\", \"b\\u0000\"]}";
+		CHECK_INT(json_check_members_spans(t, strlen(t), &lim, &top, "frames", &spans, 100, err, sizeof(err)), -1);
+		CHECK(strncmp(err, "frames[1]: ", 11) == 0 && strstr(err, "NUL"));
+		vec_free(&spans);
+	}
+	/* runs of compact integers, checked in one loop, fail and count as one at a time */
+	CHECK_INT(BODY("{\"s\": [[0,1,22,333],[4,5]]}"), 0);
+	CHECK_INT(BODY("{\"s\": [[0,1,22,01]]}"), -1);
+	CHECK_STR(err, "s[0][3]: unexpected '1' in an array at byte 16");
+	CHECK_INT(BODY("{\"s\": [[0,1,22,x]]}"), -1);
+	CHECK_STR(err, "s[0][3]: unexpected 'x' where a value belongs at byte 15");
+	CHECK_INT(BODY("{\"s\": [[0,1,2.5,-3,4e1,5 ,6],7]}"), 0);
+	CHECK_INT(BODY("{\"s\": [[0,1,2.,3]]}"), -1);
+	CHECK_STR(err, "s[0][2]: unexpected ',' in a number at byte 14");
+	{
+		/* the value budget: 64 + len / 4 values; a run stops at it, and the next value is over */
+		static const struct json_limits tight = { 8, 4, 0 };
+
+		buf_reset(&bomb);
+		buf_puts(&bomb, "[1");
+		for (int k = 0; k < 200; k++)
+			buf_puts(&bomb, ",1");
+		buf_puts(&bomb, "]");
+		CHECK_INT(json_check_body(bomb.data, bomb.len, &tight, err, sizeof(err)), -1);
+		CHECK_STR(err, "body: more than 164 values in 403 bytes, over the budget of 64 plus one per 4 bytes "
+			       "(at byte 327)");
+	}
 	/* numbers at the limits */
 	t = "[9223372036854775807, 9223372036854775808, -1, -0, 1.5, 2.5e3 ]";
 	{

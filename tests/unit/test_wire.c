@@ -99,6 +99,49 @@ static void test_roundtrip(void)
 	wire_parser_free(p);
 }
 
+/* Written compactly, as agents write it, the example reads the same: its stacks by the short loop,
+ * its plain frames from where the check found them, the escaped one decoded. */
+static void test_compact(void)
+{
+	static const char compact[] =
+		"{\"v\":1,\"stream_id\":\"5f0c6f0e-3d0b-4a53-9a43-6d1c2f0a9b11\",\"host\":\"h\",\"app\":\"a\","
+		"\"symptom\":{\"kind\":\"manual\",\"tid\":1,\"start_ns\":0,\"end_ns\":0},"
+		"\"frames\":[\"a!main\",\"a!f \\\"q\\\"\",\"a!\\u00e9t\\u00e9\",\"a!g\"],"
+		"\"stacks\":[[0,1,2,3],[0,3],[3,2,1,0,0,1,2,3,10]],"
+		"\"events\":[{\"kind\":\"run\",\"tid\":1,\"ts_ns\":0,\"dur_ns\":1,\"stack\":1}]}";
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	struct wire_stream s;
+
+	/* the last stack's 10 is past the frames: said at its place, after the short loop's eight */
+	CHECK_INT(wire_parse(p, compact, sizeof(compact) - 1, a, &s), WIRE_EINVALID);
+	CHECK_STR(wire_parser_error(p), "stacks[2][8]: index 10 out of range (4 frames)");
+	{
+		char ok[sizeof(compact)];
+		char *at;
+
+		memcpy(ok, compact, sizeof(compact));
+		at = strstr(ok, ",10]");
+		memmove(at, at + 3, strlen(at + 3) + 1);   /* ",10]" -> "]" */
+		CHECK_INT(wire_parse(p, ok, strlen(ok), a, &s), WIRE_OK);
+	}
+	CHECK_INT(s.nframes, 4);
+	CHECK_STR(s.frames[0], "a!main");
+	CHECK_STR(s.frames[1], "a!f \"q\"");
+	CHECK_STR(s.frames[2], "a!\xc3\xa9t\xc3\xa9");
+	CHECK_STR(s.frames[3], "a!g");
+	for (size_t i = 0; i < s.nframes; i++)
+		CHECK_INT(s.frame_lens[i], strlen(s.frames[i]));
+	CHECK_INT(s.nstacks, 3);
+	CHECK_INT(s.stacks[0].len, 4);
+	CHECK_INT(s.stacks[1].len, 2);
+	CHECK_INT(s.stacks[2].len, 8);
+	CHECK(s.stacks[0].frames[3] == 3 && s.stacks[1].frames[1] == 3 && s.stacks[2].frames[0] == 3 &&
+	      s.stacks[2].frames[4] == 0 && s.stacks[2].frames[7] == 3);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
 /* Replace the first occurrence of `from` in the example with `to` and parse. */
 static int parse_edit(const char *from, const char *to, const char **err)
 {
@@ -147,6 +190,17 @@ static void test_rejections(void)
 	BAD("\"stack\": 0", "\"stack\": 9", WIRE_EINVALID, "events[0].stack: index 9 out of range (2 stacks)");
 	BAD("[0, 1, 2, 5]", "[0, 1, 2, 6]", WIRE_EINVALID, "stacks[1][3]: index 6 out of range (6 frames)");
 	BAD("[0, 1, 2, 5]", "[]", WIRE_EINVALID, "stacks[1]: must have at least 1 frame");
+	/* compact, as agents write them: read by the short loop, which leaves the faults to the
+	 * general one at the index where they are */
+	BAD("[0, 1, 2, 5]", "[0,1,2,5]", WIRE_OK, "");
+	BAD("[0, 1, 2, 5]", "[0,1,2,6]", WIRE_EINVALID, "stacks[1][3]: index 6 out of range (6 frames)");
+	BAD("[0, 1, 2, 5]", "[6,1]", WIRE_EINVALID, "stacks[1][0]: index 6 out of range (6 frames)");
+	BAD("[0, 1, 2, 5]", "[0,1,-2,5]", WIRE_EINVALID, "stacks[1][2]: -2 is negative or too small (at least 0)");
+	BAD("[0, 1, 2, 5]", "[0,1,2.0,5]", WIRE_EINVALID, "stacks[1][2]: must be an integer, not a fraction");
+	BAD("[0, 1, 2, 5]", "[0,1,2e0,5]", WIRE_EINVALID, "stacks[1][2]: must be an integer, not a fraction");
+	BAD("[0, 1, 2, 5]", "[0,1,12345678901,5]", WIRE_EINVALID, "stacks[1][2]: 12345678901 out of range (at most 2147483647)");
+	BAD("[0, 1, 2, 5]", "[0,1,\"2\",5]", WIRE_EINVALID, "stacks[1][2]: must be an integer, not a string");
+	BAD("[0, 1, 2, 5]", "[0,1 ,2,5]", WIRE_OK, "");
 	BAD("\"dur_ns\": 240000000", "\"dur_ns\": -5", WIRE_EINVALID,
 	    "events[0].dur_ns: -5 is negative or too small (at least 0)");
 	BAD("\"dur_ns\": 240000000", "\"dur_ns\": 2.5", WIRE_EINVALID,
@@ -704,6 +758,7 @@ int main(void)
 {
 	RUN(test_report);
 	RUN(test_example);
+	RUN(test_compact);
 	RUN(test_event_paths);
 	RUN(test_modules);
 	RUN(test_threads);
