@@ -714,8 +714,13 @@ static int copy_end(struct store *st, int rc, const char *what, char state[6])
 	rc |= put_be(&st->copy, 0xffff, 2); /* trailer */
 	if (rc == 0)
 		rc = copy_flush(st, true, what);
-	if (PQputCopyEnd(st->db, rc ? "client error" : NULL) != 1)
-		return db_fail(st, what, NULL), -1;
+	if (PQputCopyEnd(st->db, rc ? "client error" : NULL) != 1) {
+		/* the connection failed: what it still holds is read off, so that the next statement
+		 * (the rollback) meets no COPY in progress but the failure itself */
+		db_fail(st, what, NULL);
+		db_drain(st->db);
+		return -1;
+	}
 	while ((r = PQgetResult(st->db))) {
 		if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
 			const char *sqlstate = PQresultErrorField(r, PG_DIAG_SQLSTATE);
