@@ -2,6 +2,7 @@
 #include "formats/import.h"
 #include "common/arena.h"
 #include "common/buf.h"
+#include "common/hash.h"
 #include "common/imap.h"
 #include "common/intern.h"
 #include "common/sha256.h"
@@ -612,7 +613,7 @@ int64_t import_thread(struct importer *im, int64_t tid, const char *comm, size_t
 
 int64_t import_pseudo_tid(struct importer *im, const char *comm, size_t n)
 {
-	uint64_t h = intern_hash(comm, n), step = (h >> 32) | 1, v;
+	uint64_t h = hash_bytes(comm, n), step = (h >> 32) | 1, v;   /* the same in every run */
 	int64_t tid = PSEUDO_TID_BASE + (int64_t)(h % (uint64_t)PSEUDO_TID_BASE);
 	int64_t c = intern_find(im->comms, comm, n), idx;
 
