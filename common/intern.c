@@ -5,10 +5,10 @@
 #include "common/util.h"
 #include "common/vec.h"
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -34,28 +34,31 @@ struct intern {
  * multiplication by zero would forget the state: its other operand is a key's word xor a secret,
  * zero only for one who knows the secret.
  */
-static uint64_t hash_key[4];
-static _Atomic int hash_key_state;   /* 0 unset, 1 being set, 2 set */
+static _Atomic uint64_t hash_key[4];   /* 0: not yet drawn; each word odd once drawn */
+static _Atomic int hash_key_set;
 
+/* Draws the key. Threads that get here at once each draw one, and each word takes the first
+ * value stored into it: no thread waits for another (a fork or a signal in the middle leaves
+ * nothing to wait for, only words still to fill), and all end up with the same words. */
 static void hash_key_init(void)
 {
-	int expect = 0;
+	uint64_t k[4];
 
-	if (!atomic_compare_exchange_strong(&hash_key_state, &expect, 1)) {
-		while (atomic_load_explicit(&hash_key_state, memory_order_acquire) != 2)
-			sched_yield();
-		return;
-	}
-	if (util_random(hash_key, sizeof(hash_key)) < 0) {
-		/* getrandom cannot fail for 32 bytes after boot; keep going regardless */
+	/* not blocking: early in boot the kernel's pool may not be ready, and a key from the clocks,
+	 * the pid and where the library lies is still one that no host can compute */
+	if (getrandom(k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k)) {
 		uint64_t t = (uint64_t)util_now_real_ns() ^ (uint64_t)util_now_mono_ns() << 17 ^ (uint64_t)getpid();
 
 		for (int i = 0; i < 4; i++)
-			hash_key[i] = hash_mix64(t + (uint64_t)(uintptr_t)&hash_key[i] + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
+			k[i] = hash_mix64(t + (uint64_t)(uintptr_t)&hash_key[i] + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
 	}
-	for (int i = 0; i < 4; i++)
-		hash_key[i] |= 1;   /* odd: a multiplier that keeps every bit */
-	atomic_store_explicit(&hash_key_state, 2, memory_order_release);
+	for (int i = 0; i < 4; i++) {
+		uint64_t unset = 0;
+
+		/* odd: a multiplier that keeps every bit (and never 0, which means not drawn) */
+		atomic_compare_exchange_strong(&hash_key[i], &unset, k[i] | 1);
+	}
+	atomic_store_explicit(&hash_key_set, 1, memory_order_release);
 }
 
 static inline uint64_t mum(uint64_t a, uint64_t b)
@@ -76,11 +79,12 @@ static inline uint64_t rd32(const unsigned char *p)
 uint64_t intern_hash(const void *key, size_t len)
 {
 	const unsigned char *p = key;
-	const uint64_t *k = hash_key;
-	uint64_t h, a, b;
+	uint64_t k[4], h, a, b;
 
-	if (UNLIKELY(atomic_load_explicit(&hash_key_state, memory_order_acquire) != 2))
+	if (UNLIKELY(!atomic_load_explicit(&hash_key_set, memory_order_acquire)))
 		hash_key_init();
+	for (int i = 0; i < 4; i++)
+		k[i] = atomic_load_explicit(&hash_key[i], memory_order_relaxed);
 	h = k[0] ^ mum(len ^ k[1], k[2]);
 	if (len <= 16) {
 		if (len >= 8) {

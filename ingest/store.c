@@ -1293,6 +1293,7 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		int64_t t0 = util_now_mono_ns();
 		uint64_t epoch = 0;
 
+		st->err[0] = '\0';   /* this attempt's failure, not the last one's */
 		st->stamp = idcache_stamp(st->cache, &st->epoch);
 		if (map_ids(st, ss, n, m) < 0)
 			goto done;
