@@ -546,6 +546,17 @@ t_eq "batches at the limits: twelve more stored" "$(edge_batches 4 15)" ""
 rss1=$(awk '/VmRSS/ {print $2}' "/proc/$INGEST_PID/status")
 t_eq "and the server did not grow with them (resident $rss0 kB after three, $rss1 kB after fifteen)" \
 	"$([ $((rss1 - rss0)) -lt 16384 ] && echo yes)" yes
+# a node bomb through the compact runs: one stack of 3.5 million integers ("1,1,1,..."), 7 MB decoded
+RID=$(newid)
+stream "$RID" | python3 -c 'import sys; sys.stdout.write(sys.stdin.read().replace("[6]", "[" + ",".join(["1"] * 3500000) + "]", 1))' \
+	| zstd -q -1 -c >"$T_TMP/runs.zst"
+rss0=$(awk '/VmRSS/ {print $2}' "/proc/$INGEST_PID/status")
+post "$T_TMP/runs.zst" application/json -H 'Content-Encoding: zstd'
+rss1=$(awk '/VmRSS/ {print $2}' "/proc/$INGEST_PID/status")
+t_eq "bad input, a stack of 3.5 million compact integers" "$HTTP_STATUS $HTTP_BODY" \
+	'400 {"error":"stacks[2]: 3500000 frames, at most 512 allowed","stream_id":"'"$RID"'"}'
+t_eq "and the server did not grow with it (resident $rss0 kB before, $rss1 kB after)" \
+	"$([ $((rss1 - rss0)) -lt 32768 ] && echo yes)" yes
 ids=$(cut -f1 "$T_TMP"/edge*.want | sed "s/.*/'&'/" | paste -sd,)
 pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ($ids))" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id IN ($ids)" >/dev/null
