@@ -273,15 +273,19 @@ struct gcall {
 	long res;             /* what the call returned, where deferred requests need it (-1 = failed) */
 	uint16_t id;
 	int8_t loopsite;      /* this call is the thread's loop wait */
+	uint8_t lean;         /* gcall_enter() took its common path: so may gcall_finish() */
 	uint32_t info;        /* gcall_info(id): the wrapper's GCALL_P_ constant (GCALL_KIND() reads it) */
 	int fd;
 	struct sigsnap sigs;
 };
 
-int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj,
-		int fd);
+/* The call's bookkeeping after gcall_begin() noted it in c: 1 when gcall_finish() must follow.
+ * gcall_enter() for an I/O or a sleep that opens no connection (its common path first),
+ * gcall_enter_any() for the rest. */
+int gcall_enter(struct gthread *t, struct gcall *c);
+int gcall_enter_any(struct gthread *t, struct gcall *c);
 /* After the real call: unit boundaries, wait events; restores errno. */
-void gcall_finish(struct gcall *c, int failed);
+void gcall_finish(struct gcall *c);
 /* The readier table (watch.h): who last released a lock, signalled a condition, posted a semaphore.
  * guard_releases_at() moves it (into the region, or NULL: the process's own memory; start-up and a
  * forked child, one thread). */
@@ -289,7 +293,8 @@ void guard_note_release(const void *obj);
 void guard_releases_at(_Atomic uint64_t *table);
 const _Atomic uint64_t *guard_releases(void);
 
-/* info: the call's GCALL_P_ constant */
+/* info: the call's GCALL_P_ constant. What the call is goes into c here, in the wrapper, so that
+ * gcall_enter() takes two arguments and its common path saves no register. */
 static inline int gcall_begin(struct gcall *c, int id, uint32_t info, uintptr_t ret, uintptr_t cfa, const void *obj,
 			      int fd)
 {
@@ -297,7 +302,6 @@ static inline int gcall_begin(struct gcall *c, int id, uint32_t info, uintptr_t 
 
 	if (GUARD_UNLIKELY(!atomic_load_explicit(&G.active, memory_order_relaxed) || t->agent))
 		return 0;
-	c->info = info;
 	if (GUARD_UNLIKELY(t->nest)) {
 		/* a signal handler runs deeper on the stack; a shallower call means the last
 		 * one never returned (longjmp out of it) and its bookkeeping is stale */
@@ -305,7 +309,16 @@ static inline int gcall_begin(struct gcall *c, int id, uint32_t info, uintptr_t 
 			return 0;
 		t->nest = 0;
 	}
-	return gcall_enter(t, c, id, ret, cfa, obj, fd);
+	c->info = info;
+	c->id = (uint16_t)id;
+	c->ret = ret;
+	c->cfa = cfa;
+	c->obj = obj;
+	c->fd = fd;
+	if ((GCALL_KIND(info) == GK_IO || GCALL_KIND(info) == GK_SLEEP) && GCALL_ASYNC(info) != GA_ACCEPT &&
+	    GCALL_ASYNC(info) != GA_CONNECT)
+		return gcall_enter(t, c);
+	return gcall_enter_any(t, c);
 }
 
 /* After fork, in the child. */

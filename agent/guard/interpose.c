@@ -234,7 +234,7 @@ GUARD_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeo
 			r = 0;
 			break;
 		}
-	gcall_finish(&c, r < 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -253,7 +253,7 @@ GUARD_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int time
 			r = 0;
 			break;
 		}
-	gcall_finish(&c, r < 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -274,7 +274,7 @@ static int poll_common(struct pollfd *fds, nfds_t n, int timeout, uintptr_t ret,
 			break;
 		}
 #undef CALL_POLL
-	gcall_finish(&c, r < 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -308,7 +308,7 @@ static int ppoll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 			cur = &left;
 		}
 #undef CALL_PPOLL
-	gcall_finish(&c, r < 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -333,7 +333,7 @@ GUARD_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *
 	/* Linux leaves the time not slept in *tv: a retry waits what was left */
 	while ((rc = REAL(select)(n, r, w, e, tv)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		;
-	gcall_finish(&c, rc < 0);
+	gcall_finish(&c);
 	return rc;
 }
 
@@ -354,7 +354,7 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 			left_ts(deadline, &left);
 			cur = &left;
 		}
-	gcall_finish(&c, rc < 0);
+	gcall_finish(&c);
 	return rc;
 }
 
@@ -363,7 +363,7 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
  * opt name the socket timeout the retry keeps to (-1, 0 when none); calls that return an error
  * number (the pthread ones) are never interrupted and run once.
  */
-#define SIMPLE(id, obj, fd, opt, type, call, failed)                                                   \
+#define SIMPLE(id, obj, fd, opt, type, call)                                                           \
 	do {                                                                                           \
 		struct gcall c_;                                                                       \
 		type r_;                                                                               \
@@ -379,7 +379,7 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 			sotmo_restore(&m_);                                                            \
 		}                                                                                      \
 		c_.res = (long)r_;                                                                     \
-		gcall_finish(&c_, failed);                                                             \
+		gcall_finish(&c_);                                                                     \
 		return r_;                                                                             \
 	} while (0)
 
@@ -388,68 +388,66 @@ GUARD_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct ti
 
 GUARD_EXPORT int accept(int fd, struct sockaddr *a, socklen_t *l)
 {
-	SIMPLE(GC_ACCEPT, NULL, fd, RCV, int, REAL(accept)(fd, a, l), r_ < 0);
+	SIMPLE(GC_ACCEPT, NULL, fd, RCV, int, REAL(accept)(fd, a, l));
 }
 
 GUARD_EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
 {
-	SIMPLE(GC_ACCEPT4, NULL, fd, RCV, int, REAL(accept4)(fd, a, l, flags), r_ < 0);
+	SIMPLE(GC_ACCEPT4, NULL, fd, RCV, int, REAL(accept4)(fd, a, l, flags));
 }
 
 GUARD_EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
 {
-	SIMPLE(GC_RECV, NULL, fd, RCV, ssize_t, REAL(recv)(fd, b, n, flags), r_ < 0);
+	SIMPLE(GC_RECV, NULL, fd, RCV, ssize_t, REAL(recv)(fd, b, n, flags));
 }
 
 GUARD_EXPORT ssize_t __recv_chk(int fd, void *b, size_t n, size_t blen, int flags)
 {
-	SIMPLE(GC_RECV, NULL, fd, RCV, ssize_t, REAL(__recv_chk)(fd, b, n, blen, flags), r_ < 0);
+	SIMPLE(GC_RECV, NULL, fd, RCV, ssize_t, REAL(__recv_chk)(fd, b, n, blen, flags));
 }
 
 GUARD_EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags, struct sockaddr *a, socklen_t *l)
 {
-	SIMPLE(GC_RECVFROM, NULL, fd, RCV, ssize_t, REAL(recvfrom)(fd, b, n, flags, a, l), r_ < 0);
+	SIMPLE(GC_RECVFROM, NULL, fd, RCV, ssize_t, REAL(recvfrom)(fd, b, n, flags, a, l));
 }
 
 GUARD_EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t blen, int flags, struct sockaddr *a,
 				    socklen_t *l)
 {
-	SIMPLE(GC_RECVFROM, NULL, fd, RCV, ssize_t, REAL(__recvfrom_chk)(fd, b, n, blen, flags, a, l), r_ < 0);
+	SIMPLE(GC_RECVFROM, NULL, fd, RCV, ssize_t, REAL(__recvfrom_chk)(fd, b, n, blen, flags, a, l));
 }
 
 GUARD_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
-	SIMPLE(GC_RECVMSG, NULL, fd, RCV, ssize_t, REAL(recvmsg)(fd, m, flags), r_ < 0);
+	SIMPLE(GC_RECVMSG, NULL, fd, RCV, ssize_t, REAL(recvmsg)(fd, m, flags));
 }
 
 GUARD_EXPORT ssize_t read(int fd, void *b, size_t n)
 {
-	SIMPLE(GC_READ, NULL, fd, RCV, ssize_t, REAL(read)(fd, b, n), r_ < 0);
+	SIMPLE(GC_READ, NULL, fd, RCV, ssize_t, REAL(read)(fd, b, n));
 }
 
 GUARD_EXPORT ssize_t __read_chk(int fd, void *b, size_t n, size_t blen)
 {
-	SIMPLE(GC_READ, NULL, fd, RCV, ssize_t, REAL(__read_chk)(fd, b, n, blen), r_ < 0);
+	SIMPLE(GC_READ, NULL, fd, RCV, ssize_t, REAL(__read_chk)(fd, b, n, blen));
 }
 
 GUARD_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
-	SIMPLE(GC_READV, NULL, fd, RCV, ssize_t, REAL(readv)(fd, iov, n), r_ < 0);
+	SIMPLE(GC_READV, NULL, fd, RCV, ssize_t, REAL(readv)(fd, iov, n));
 }
 
 GUARD_EXPORT int pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
 {
 	/* the wait unlocks m inside the C library: a thread blocked on m is readied by this one */
 	guard_note_release(m);
-	SIMPLE(GC_COND_WAIT, cv, -1, 0, int, REAL_COND(pthread_cond_wait)(cv, m), r_ != 0);
+	SIMPLE(GC_COND_WAIT, cv, -1, 0, int, REAL_COND(pthread_cond_wait)(cv, m));
 }
 
 GUARD_EXPORT int pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *ts)
 {
 	guard_note_release(m);
-	/* ETIMEDOUT is the common, normal outcome of a timed wait, not a failure */
-	SIMPLE(GC_COND_TIMEDWAIT, cv, -1, 0, int, REAL_COND(pthread_cond_timedwait)(cv, m, ts),
-	       r_ != 0 && r_ != ETIMEDOUT);
+	SIMPLE(GC_COND_TIMEDWAIT, cv, -1, 0, int, REAL_COND(pthread_cond_timedwait)(cv, m, ts));
 }
 
 GUARD_EXPORT int pthread_cond_signal(pthread_cond_t *cv)
@@ -466,13 +464,13 @@ GUARD_EXPORT int pthread_cond_broadcast(pthread_cond_t *cv)
 
 GUARD_EXPORT int sem_wait(sem_t *s)
 {
-	SIMPLE(GC_SEM_WAIT, s, -1, 0, int, REAL(sem_wait)(s), r_ < 0);
+	SIMPLE(GC_SEM_WAIT, s, -1, 0, int, REAL(sem_wait)(s));
 }
 
 GUARD_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abs)
 {
 	/* an absolute deadline: a retry keeps it */
-	SIMPLE(GC_SEM_TIMEDWAIT, s, -1, 0, int, REAL(sem_timedwait)(s, abs), r_ < 0 && errno != ETIMEDOUT);
+	SIMPLE(GC_SEM_TIMEDWAIT, s, -1, 0, int, REAL(sem_timedwait)(s, abs));
 }
 
 GUARD_EXPORT int sem_post(sem_t *s)
@@ -483,7 +481,7 @@ GUARD_EXPORT int sem_post(sem_t *s)
 
 GUARD_EXPORT ssize_t msgrcv(int id, void *p, size_t n, long type, int flags)
 {
-	SIMPLE(GC_MSGRCV, NULL, -1, 0, ssize_t, REAL(msgrcv)(id, p, n, type, flags), r_ < 0);
+	SIMPLE(GC_MSGRCV, NULL, -1, 0, ssize_t, REAL(msgrcv)(id, p, n, type, flags));
 }
 
 /* A signal the agent sent that the program's wait took (it never should: signals.c keeps the agent's
@@ -504,7 +502,7 @@ GUARD_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 	while (((r = REAL(sigwaitinfo)(set, si)) < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs)) ||
 	       took_ours(r, si))
 		;
-	gcall_finish(&c, r < 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -527,7 +525,7 @@ GUARD_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct
 			left_ts(deadline, &left);
 			cur = &left;
 		}
-	gcall_finish(&c, r < 0 && errno != EAGAIN);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -542,13 +540,12 @@ GUARD_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 	r = REAL(pthread_mutex_trylock)(m);
 	if (r == 0 || r == EOWNERDEAD)
 		return r;
-	SIMPLE(GC_MUTEX_LOCK, m, -1, 0, int, REAL(pthread_mutex_lock)(m), r_ != 0 && r_ != EOWNERDEAD);
+	SIMPLE(GC_MUTEX_LOCK, m, -1, 0, int, REAL(pthread_mutex_lock)(m));
 }
 
 GUARD_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abs)
 {
-	SIMPLE(GC_MUTEX_TIMEDLOCK, m, -1, 0, int, REAL(pthread_mutex_timedlock)(m, abs),
-	       r_ != 0 && r_ != EOWNERDEAD && r_ != ETIMEDOUT);
+	SIMPLE(GC_MUTEX_TIMEDLOCK, m, -1, 0, int, REAL(pthread_mutex_timedlock)(m, abs));
 }
 
 GUARD_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
@@ -561,14 +558,14 @@ GUARD_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
 	if (atomic_load_explicit(&G.active, memory_order_relaxed) && REAL(pthread_rwlock_tryrdlock)(l) == 0)
 		return 0;
-	SIMPLE(GC_RWLOCK_RDLOCK, l, -1, 0, int, REAL(pthread_rwlock_rdlock)(l), r_ != 0);
+	SIMPLE(GC_RWLOCK_RDLOCK, l, -1, 0, int, REAL(pthread_rwlock_rdlock)(l));
 }
 
 GUARD_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
 	if (atomic_load_explicit(&G.active, memory_order_relaxed) && REAL(pthread_rwlock_trywrlock)(l) == 0)
 		return 0;
-	SIMPLE(GC_RWLOCK_WRLOCK, l, -1, 0, int, REAL(pthread_rwlock_wrlock)(l), r_ != 0);
+	SIMPLE(GC_RWLOCK_WRLOCK, l, -1, 0, int, REAL(pthread_rwlock_wrlock)(l));
 }
 
 GUARD_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
@@ -579,74 +576,74 @@ GUARD_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
 
 GUARD_EXPORT int pthread_join(pthread_t th, void **ret)
 {
-	SIMPLE(GC_JOIN, (const void *)(uintptr_t)th, -1, 0, int, REAL(pthread_join)(th, ret), r_ != 0);
+	SIMPLE(GC_JOIN, (const void *)(uintptr_t)th, -1, 0, int, REAL(pthread_join)(th, ret));
 }
 
 /* ---- I/O and sleeps ---- */
 
 GUARD_EXPORT ssize_t write(int fd, const void *b, size_t n)
 {
-	SIMPLE(GC_WRITE, NULL, fd, SND, ssize_t, REAL(write)(fd, b, n), r_ < 0);
+	SIMPLE(GC_WRITE, NULL, fd, SND, ssize_t, REAL(write)(fd, b, n));
 }
 
 GUARD_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
-	SIMPLE(GC_WRITEV, NULL, fd, SND, ssize_t, REAL(writev)(fd, iov, n), r_ < 0);
+	SIMPLE(GC_WRITEV, NULL, fd, SND, ssize_t, REAL(writev)(fd, iov, n));
 }
 
 GUARD_EXPORT ssize_t send(int fd, const void *b, size_t n, int flags)
 {
-	SIMPLE(GC_SEND, NULL, fd, SND, ssize_t, REAL(send)(fd, b, n, flags), r_ < 0);
+	SIMPLE(GC_SEND, NULL, fd, SND, ssize_t, REAL(send)(fd, b, n, flags));
 }
 
 GUARD_EXPORT ssize_t sendto(int fd, const void *b, size_t n, int flags, const struct sockaddr *a, socklen_t l)
 {
-	SIMPLE(GC_SENDTO, NULL, fd, SND, ssize_t, REAL(sendto)(fd, b, n, flags, a, l), r_ < 0);
+	SIMPLE(GC_SENDTO, NULL, fd, SND, ssize_t, REAL(sendto)(fd, b, n, flags, a, l));
 }
 
 GUARD_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	SIMPLE(GC_SENDMSG, NULL, fd, SND, ssize_t, REAL(sendmsg)(fd, m, flags), r_ < 0);
+	SIMPLE(GC_SENDMSG, NULL, fd, SND, ssize_t, REAL(sendmsg)(fd, m, flags));
 }
 
 GUARD_EXPORT ssize_t pread(int fd, void *b, size_t n, off_t off)
 {
-	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(pread)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(pread)(fd, b, n, off));
 }
 
 GUARD_EXPORT ssize_t pread64(int fd, void *b, size_t n, off64_t off)
 {
-	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(pread64)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(pread64)(fd, b, n, off));
 }
 
 GUARD_EXPORT ssize_t __pread_chk(int fd, void *b, size_t n, off_t off, size_t blen)
 {
-	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(__pread_chk)(fd, b, n, off, blen), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(__pread_chk)(fd, b, n, off, blen));
 }
 
 GUARD_EXPORT ssize_t __pread64_chk(int fd, void *b, size_t n, off64_t off, size_t blen)
 {
-	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(__pread64_chk)(fd, b, n, off, blen), r_ < 0);
+	SIMPLE(GC_PREAD, NULL, fd, RCV, ssize_t, REAL(__pread64_chk)(fd, b, n, off, blen));
 }
 
 GUARD_EXPORT ssize_t pwrite(int fd, const void *b, size_t n, off_t off)
 {
-	SIMPLE(GC_PWRITE, NULL, fd, SND, ssize_t, REAL(pwrite)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PWRITE, NULL, fd, SND, ssize_t, REAL(pwrite)(fd, b, n, off));
 }
 
 GUARD_EXPORT ssize_t pwrite64(int fd, const void *b, size_t n, off64_t off)
 {
-	SIMPLE(GC_PWRITE, NULL, fd, SND, ssize_t, REAL(pwrite64)(fd, b, n, off), r_ < 0);
+	SIMPLE(GC_PWRITE, NULL, fd, SND, ssize_t, REAL(pwrite64)(fd, b, n, off));
 }
 
 GUARD_EXPORT int fsync(int fd)
 {
-	SIMPLE(GC_FSYNC, NULL, fd, 0, int, REAL(fsync)(fd), r_ < 0);
+	SIMPLE(GC_FSYNC, NULL, fd, 0, int, REAL(fsync)(fd));
 }
 
 GUARD_EXPORT int fdatasync(int fd)
 {
-	SIMPLE(GC_FDATASYNC, NULL, fd, 0, int, REAL(fdatasync)(fd), r_ < 0);
+	SIMPLE(GC_FDATASYNC, NULL, fd, 0, int, REAL(fdatasync)(fd));
 }
 
 /*
@@ -703,18 +700,18 @@ GUARD_EXPORT int connect(int fd, const struct sockaddr *a, socklen_t l)
 	if (r < 0 && errno == EINTR && guard_sigsnap_ours_only(&c.sigs))
 		r = connect_finish(fd, &c);
 	c.res = r < 0 && errno != EINPROGRESS ? -1 : 0;   /* under way counts: the upstream's wait starts */
-	gcall_finish(&c, r < 0 && errno != EINPROGRESS);
+	gcall_finish(&c);
 	return r;
 }
 
 GUARD_EXPORT int flock(int fd, int op)
 {
-	SIMPLE(GC_FLOCK, NULL, fd, 0, int, REAL(flock)(fd, op), r_ < 0);
+	SIMPLE(GC_FLOCK, NULL, fd, 0, int, REAL(flock)(fd, op));
 }
 
 GUARD_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
 {
-	SIMPLE(GC_WAITPID, NULL, -1, 0, pid_t, REAL(waitpid)(pid, status, options), r_ < 0);
+	SIMPLE(GC_WAITPID, NULL, -1, 0, pid_t, REAL(waitpid)(pid, status, options));
 }
 
 GUARD_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
@@ -733,7 +730,7 @@ GUARD_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 	}
 	if (r < 0 && errno == EINTR && rem)
 		*rem = left;
-	gcall_finish(&c, r < 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -757,7 +754,7 @@ GUARD_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec
 	}
 	if (r == EINTR && rem && !(flags & TIMER_ABSTIME))
 		*rem = left;
-	gcall_finish(&c, r != 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -779,7 +776,7 @@ GUARD_EXPORT int usleep(useconds_t us)
 		}
 		us = (useconds_t)((left + 999) / 1000);
 	}
-	gcall_finish(&c, r < 0);
+	gcall_finish(&c);
 	return r;
 }
 
@@ -812,7 +809,7 @@ GUARD_EXPORT unsigned int sleep(unsigned int secs)
 			break;
 		}
 	}
-	gcall_finish(&c, 0);
+	gcall_finish(&c);
 	return left;
 }
 

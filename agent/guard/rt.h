@@ -233,7 +233,8 @@ struct gthread {
 	uint8_t aloop;            /* deferred requests (unit.c): this unit's loop waits in epoll/poll/select */
 	uint8_t bucket;           /* gp_bucket(calls) */
 	_Atomic uint16_t cur_call;
-	uint8_t path_on;          /* guard: the unit has repeated path's contexts so far */
+	uint8_t path_on;          /* guard: the unit has repeated path's contexts so far (only while a
+				   * unit runs: gcall_enter()'s common path reads no unit_start) */
 	uint8_t path_rec;         /* guard: the unit's contexts from path.len on go into path */
 	_Atomic uint32_t our_sigs, prog_sigs;
 	int32_t loop;             /* loop index (guard table or training), -1 = none */

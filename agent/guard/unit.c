@@ -546,6 +546,7 @@ __attribute__((noinline)) static void unit_end(struct gthread *t, int64_t now)
 		guard_baseline_enqueue(&v);
 	}
 	t->unit_start = 0;
+	t->path_on = 0;
 	if (GUARD_UNLIKELY(t->boosted))
 		guard_timer_unboost(t);
 }
@@ -658,9 +659,11 @@ static inline void async_unit_begin(struct gthread *t, uint16_t id)
 static inline struct gafd *async_find(const struct gthread *t, int fd)
 {
 	struct gafd *set = &t->afd[(uint32_t)(fd & (GUARD_AFD_SETS - 1)) * GUARD_AFD_WAYS];
+	int32_t fd1 = fd + 1;
 
+#pragma GCC unroll 8
 	for (int w = 0; w < GUARD_AFD_WAYS; w++)
-		if (set[w].fd1 == fd + 1)
+		if (set[w].fd1 == fd1)
 			return &set[w];
 	return NULL;
 }
@@ -746,10 +749,11 @@ __attribute__((noinline, cold)) static struct gafd *async_guess(struct gthread *
 	struct gafd *e = async_claim(t, fd);
 	struct stat st;
 	int32_t port;
-	int is_unix;
+	int is_unix, saved = errno;   /* (gcall_finish()'s common path keeps none) */
 
 	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		e->role = AF_SKIP;
+		errno = saved;
 		return e;
 	}
 	port = sock_port(fd, &is_unix);
@@ -759,6 +763,7 @@ __attribute__((noinline, cold)) static struct gafd *async_guess(struct gthread *
 	} else {
 		e->role = how == GA_READ ? AF_CLIENT : AF_OUT;
 	}
+	errno = saved;
 	return e;
 }
 
@@ -767,14 +772,15 @@ __attribute__((noinline, cold)) static void async_wait(struct gthread *t, const 
 							int64_t dur)
 {
 	int64_t a0 = guard_now();
+	int saved = errno;
 
 	guard_record_here(t, GREC_WAIT, since, dur, 0, c->id, GREC_F_ASYNC);
 	add_agent_time(t, a0);
+	errno = saved;
 }
 
 /* A deferred request answered at now: trained, or checked against its loop's threshold. */
-__attribute__((noinline, cold)) static void async_done(struct gthread *t, const struct gafd *e, const struct gcall *c,
-						       int64_t now)
+static void async_done_at(struct gthread *t, const struct gafd *e, const struct gcall *c, int64_t now)
 {
 	const struct gtab *tab;
 	int64_t dur = now - e->t, thr, a0;
@@ -818,28 +824,24 @@ __attribute__((noinline, cold)) static void async_done(struct gthread *t, const 
 		add_agent_time(t, a0);
 }
 
-/* A read or write of data, a connect under way or an accept, inside a unit of an epoll/poll/select loop. */
-static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
+/* The same, errno kept (gcall_finish()'s common path keeps none). */
+__attribute__((noinline, cold)) static void async_done(struct gthread *t, const struct gafd *e, const struct gcall *c,
+						       int64_t now)
 {
-	int how = GCALL_ASYNC(c->info);
-	int fd = how == GA_ACCEPT ? (int)c->res : c->fd;
-	struct gafd *e = async_find(t, fd);
+	int saved = errno;
 
-	if (how == GA_ACCEPT || how == GA_CONNECT) {
-		/* a new connection: what it is is known. An upstream's wait starts at its connect. */
-		if (!e)
-			e = async_claim(t, fd);
-		memset(e, 0, sizeof(*e));
-		e->fd1 = fd + 1;
-		e->role = how == GA_ACCEPT ? AF_CLIENT : t->acur ? AF_UPSTREAM : AF_OUT;
-		e->peer = how == GA_ACCEPT ? 0 : t->acur;
-		e->t = e->role == AF_UPSTREAM ? c->t0 : 0;
-		e->used = t->aseq;
-		e->known = 1;
-		return;
-	}
-	if (!e)
-		e = async_guess(t, fd, how);
+	async_done_at(t, e, c, now);
+	errno = saved;
+}
+
+/* Data read (how GA_READ) or sent on c->fd: the request it starts or answers. gcall_finish()'s
+ * common path, inline there. */
+static inline void async_data(struct gthread *t, const struct gcall *c, int how, int64_t now)
+{
+	struct gafd *e = async_find(t, c->fd);
+
+	if (GUARD_UNLIKELY(!e))
+		e = async_guess(t, c->fd, how);
 	e->used = t->aseq;
 	if (e->role == AF_CLIENT) {
 		if (how == GA_READ) {
@@ -885,6 +887,30 @@ static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
 	}
 }
 
+/* A read or write of data, a connect under way or an accept, inside a unit of an epoll/poll/select loop. */
+static void async_note(struct gthread *t, const struct gcall *c, int64_t now)
+{
+	int how = GCALL_ASYNC(c->info);
+	int fd = how == GA_ACCEPT ? (int)c->res : c->fd;
+	struct gafd *e;
+
+	if (how != GA_ACCEPT && how != GA_CONNECT) {
+		async_data(t, c, how, now);
+		return;
+	}
+	/* a new connection: what it is is known. An upstream's wait starts at its connect. */
+	e = async_find(t, fd);
+	if (!e)
+		e = async_claim(t, fd);
+	memset(e, 0, sizeof(*e));
+	e->fd1 = fd + 1;
+	e->role = how == GA_ACCEPT ? AF_CLIENT : t->acur ? AF_UPSTREAM : AF_OUT;
+	e->peer = how == GA_ACCEPT ? 0 : t->acur;
+	e->t = e->role == AF_UPSTREAM ? c->t0 : 0;
+	e->used = t->aseq;
+	e->known = 1;
+}
+
 static inline void async_call(struct gthread *t, const struct gcall *c, int64_t now)
 {
 	int how = GCALL_ASYNC(c->info);
@@ -910,10 +936,12 @@ void guard_async_close(int fd)
 /* The call t is in, for the watchdog. */
 static inline void call_in_unit(struct gthread *t, const struct gcall *c, int64_t now)
 {
-	atomic_store_explicit(&t->slot->call_ret, c->ret, memory_order_relaxed);
-	atomic_store_explicit(&t->slot->call_obj, (uintptr_t)c->obj, memory_order_relaxed);
-	atomic_store_explicit(&t->slot->call_start, now, memory_order_relaxed);
-	atomic_store_explicit(&t->slot->call, c->id, memory_order_release);
+	struct gslot *s = t->slot;   /* (loaded once: the stores could alias it) */
+
+	atomic_store_explicit(&s->call_ret, c->ret, memory_order_relaxed);
+	atomic_store_explicit(&s->call_obj, (uintptr_t)c->obj, memory_order_relaxed);
+	atomic_store_explicit(&s->call_start, now, memory_order_relaxed);
+	atomic_store_explicit(&s->call, c->id, memory_order_release);
 }
 
 static void guard_enter(struct gthread *t, struct gcall *c, int64_t now)
@@ -1115,37 +1143,33 @@ __attribute__((noinline)) static void train_finish(struct gthread *t, struct gca
 
 /* ---- the wrappers' entry points ---- */
 
-/* What every call's bookkeeping notes first. */
-static inline void call_note(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa,
-			     const void *obj, int fd)
+/* What every call's bookkeeping notes first, past what gcall_begin() noted. */
+static inline void call_note(struct gthread *t, struct gcall *c)
 {
-	c->id = (uint16_t)id;
-	c->ret = ret;
-	c->cfa = cfa;
-	c->obj = obj;
-	c->fd = fd;
 	c->loopsite = -1;
+	c->lean = 0;
 	c->res = -1;
-	guard_sigsnap_take(&c->sigs);
-	atomic_store_explicit(&t->cur_call, (uint16_t)id, memory_order_relaxed);
+	/* guard_sigsnap_take(), from t (the same thread's, without the TLS offset's load) */
+	c->sigs.ours = atomic_load_explicit(&t->our_sigs, memory_order_relaxed);
+	c->sigs.prog = atomic_load_explicit(&t->prog_sigs, memory_order_relaxed);
+	atomic_store_explicit(&t->cur_call, c->id, memory_order_relaxed);
 }
 
 /* Any call's bookkeeping. */
-__attribute__((noinline)) static int gcall_enter_any(struct gthread *t, struct gcall *c, int id, uintptr_t ret,
-						      uintptr_t cfa, const void *obj, int fd)
+__attribute__((noinline)) int gcall_enter_any(struct gthread *t, struct gcall *c)
 {
 	unsigned kind;
 	int64_t now;
 
 	t->nest = 1;
-	t->nest_cfa = cfa;
+	t->nest_cfa = c->cfa;
 	if (GUARD_UNLIKELY(!t->ready))
 		guard_thread_setup(t);
 	kind = GCALL_KIND(c->info);
 	t->sync_call = kind == GK_LOCK || kind == GK_COND || kind == GK_SEM;
 	if (GUARD_UNLIKELY(atomic_load_explicit(&G.start_wanted, memory_order_relaxed)) && !t->sync_call)
 		guard_start_wanted();
-	call_note(t, c, id, ret, cfa, obj, fd);
+	call_note(t, c);
 	now = guard_now();
 	if (G.mode == GUARD_MODE_GUARD)
 		guard_enter(t, c, now);
@@ -1162,30 +1186,32 @@ __attribute__((noinline, cold)) static int gcall_violation(struct gthread *t, ui
 }
 
 /*
- * The common case first, calling nothing (so that it saves no register): a call of an I/O or sleep
- * inside a unit that repeats its path, with the clock on the TSC. What guard_enter() and
- * context_hit() do for it, in the same order; anything else goes to gcall_enter_any().
+ * The common case first, calling nothing but in tail position (so that it saves no register): a
+ * call of an I/O or sleep inside a unit that repeats its path, with the clock on the TSC. What
+ * guard_enter() and context_hit() do for it, in the same order; anything else goes to
+ * gcall_enter_any(). A path's step is never a loop site of its unit's loop: a step is recorded
+ * only where guard_enter() found none (or a deeper loop's), and which it finds depends on the
+ * call's return address and depth below the loop's wait alone, both the step's, in the step's table.
+ * t->path_on holds only in guard mode, inside a unit; a unit whose loop waits on an object takes
+ * the whole way (loop_twin()).
  */
-int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintptr_t cfa, const void *obj, int fd)
+int gcall_enter(struct gthread *t, struct gcall *c)
 {
 	const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
-	unsigned kind = GCALL_KIND(c->info);
 	int64_t now;
 	int changed;
 
-	if (GUARD_UNLIKELY(!t->unit_start || G.mode != GUARD_MODE_GUARD || !G.clk.ok || t->loop_obj ||
-			   (kind != GK_IO && kind != GK_SLEEP) ||
-			   atomic_load_explicit(&G.start_wanted, memory_order_relaxed) ||
-			   !path_next(t, tab, ret, (int64_t)(t->loop_cfa - cfa)) ||
-			   (GCALL_LOOP(c->info) && loop_match(tab, t, ret, cfa) >= 0)))
-		return gcall_enter_any(t, c, id, ret, cfa, obj, fd);
+	if (GUARD_UNLIKELY(!G.clk.ok || atomic_load_explicit(&G.start_wanted, memory_order_relaxed) ||
+			   t->loop_obj || !path_next(t, tab, c->ret, (int64_t)(t->loop_cfa - c->cfa))))
+		return gcall_enter_any(t, c);
 	t->nest = 1;
-	t->nest_cfa = cfa;
+	t->nest_cfa = c->cfa;
 	t->sync_call = 0;
-	call_note(t, c, id, ret, cfa, obj, fd);
+	call_note(t, c);
+	c->lean = 1;
 	now = guard_now_tsc();
 	changed = path_follow(t);
-	path_check(t, tab, c, (int64_t)(t->loop_cfa - cfa));
+	path_check(t, tab, c, (int64_t)(t->loop_cfa - c->cfa));
 	context_counted(t, changed);
 	call_in_unit(t, c, now);
 	c->t0 = now;
@@ -1194,14 +1220,12 @@ int gcall_enter(struct gthread *t, struct gcall *c, int id, uintptr_t ret, uintp
 	return 1;
 }
 
-void gcall_finish(struct gcall *c, int failed)
+/* Any call's end, at now; errno as the call left it. */
+__attribute__((noinline)) static void gcall_finish_any(struct gthread *t, struct gcall *c, int64_t now)
 {
-	struct gthread *t = &guard_tls;
-	int *errp = t->errp;   /* set up by gcall_enter() */
+	int *errp = t->errp;   /* set up at the thread's first call */
 	int saved = *errp;
-	int64_t now = guard_now();
 
-	(void)failed;
 	atomic_store_explicit(&t->cur_call, 0, memory_order_relaxed);
 	if (G.mode == GUARD_MODE_GUARD)
 		guard_finish(t, c, now, now - c->t0);
@@ -1211,6 +1235,38 @@ void gcall_finish(struct gcall *c, int failed)
 	t->sync_call = 0;
 	t->nest = 0;
 	*errp = saved;
+}
+
+/*
+ * The common case first: a call whose gcall_enter() took its common path (so: guard mode, the
+ * clock on the TSC, inside a unit, not its loop's wait, no accept or connect; a signal handler's
+ * calls in between are not counted), shorter than a wait event, within the unit's threshold; at
+ * most a deferred request's note of data moved on a socket. What gcall_finish_any() does for it,
+ * in the same order. It changes no errno: what the note may call that could (async_guess(),
+ * async_done(), async_wait()) keeps it itself.
+ */
+void gcall_finish(struct gcall *c)
+{
+	struct gthread *t = &guard_tls;
+	unsigned how = GCALL_ASYNC(c->info);
+	int64_t now;
+
+	if (GUARD_UNLIKELY(!c->lean)) {
+		gcall_finish_any(t, c, guard_now());
+		return;
+	}
+	now = guard_now_tsc();
+	if (GUARD_UNLIKELY(now - c->t0 >= G.cfg.min_wait_ns || now > t->deadline)) {
+		gcall_finish_any(t, c, now);
+		return;
+	}
+	atomic_store_explicit(&t->cur_call, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->slot->call, 0, memory_order_relaxed);
+	/* (a thread's aloop holds only with its table mapped) */
+	if (how && t->aloop && c->fd >= 0 && c->res > 0)
+		async_data(t, c, (int)how, now);
+	t->sync_call = 0;
+	t->nest = 0;
 }
 
 void guard_unit_reset_child(struct gthread *t)
