@@ -247,10 +247,16 @@ struct sigsnap {
 	uint32_t ours, prog;
 };
 
+/* t: the calling thread's own state (its address already at hand: no TLS offset's load). */
+static inline void guard_sigsnap_take_of(const struct gthread *t, struct sigsnap *s)
+{
+	s->ours = atomic_load_explicit(&t->our_sigs, memory_order_relaxed);
+	s->prog = atomic_load_explicit(&t->prog_sigs, memory_order_relaxed);
+}
+
 static inline void guard_sigsnap_take(struct sigsnap *s)
 {
-	s->ours = atomic_load_explicit(&guard_tls.our_sigs, memory_order_relaxed);
-	s->prog = atomic_load_explicit(&guard_tls.prog_sigs, memory_order_relaxed);
+	guard_sigsnap_take_of(&guard_tls, s);
 }
 
 /* True when only the agent's signals came since the snapshot (which moves on). */

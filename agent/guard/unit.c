@@ -753,8 +753,7 @@ __attribute__((noinline, cold)) static struct gafd *async_guess(struct gthread *
 
 	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		e->role = AF_SKIP;
-		errno = saved;
-		return e;
+		goto restore_errno;
 	}
 	port = sock_port(fd, &is_unix);
 	if (is_unix || (port > 0 && atomic_load_explicit(&listen_ports[0], memory_order_relaxed))) {
@@ -763,6 +762,7 @@ __attribute__((noinline, cold)) static struct gafd *async_guess(struct gthread *
 	} else {
 		e->role = how == GA_READ ? AF_CLIENT : AF_OUT;
 	}
+restore_errno:
 	errno = saved;
 	return e;
 }
@@ -1149,9 +1149,7 @@ static inline void call_note(struct gthread *t, struct gcall *c)
 	c->loopsite = -1;
 	c->lean = 0;
 	c->res = -1;
-	/* guard_sigsnap_take(), from t (the same thread's, without the TLS offset's load) */
-	c->sigs.ours = atomic_load_explicit(&t->our_sigs, memory_order_relaxed);
-	c->sigs.prog = atomic_load_explicit(&t->prog_sigs, memory_order_relaxed);
+	guard_sigsnap_take_of(t, &c->sigs);
 	atomic_store_explicit(&t->cur_call, c->id, memory_order_relaxed);
 }
 
