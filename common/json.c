@@ -343,10 +343,12 @@ static int scan_text(struct scan *sc, unsigned char *kinds, size_t per_value, si
 				return -1;
 			/* a string right in the noted member's array (level 1 an array, not an object) */
 			if (sc->spanning && sc->depth == 2 && !(kinds[0] & 2) && sc->spans->len < sc->max_spans) {
-				struct json_span sp = { at, (uint32_t)(sc->p - at - 2), sc->escaped };
+				struct json_span *sp;
 
-				if ((size_t)(sc->p - at - 2) > UINT32_MAX || vec_append(sc->spans, &sp) < 0)
+				if ((size_t)(sc->p - at - 2) > UINT32_MAX || !(sp = vec_push(sc->spans)))
 					sc->max_spans = 0;   /* the rest is read as usual */
+				else
+					*sp = (struct json_span){ at, (uint32_t)(sc->p - at - 2), sc->escaped };
 			}
 			break;
 		}

@@ -57,21 +57,11 @@ void *vec_realloc(void *p, size_t n, size_t elem)
 	return b == SIZE_MAX ? NULL : realloc(p, b ? b : 1);
 }
 
-void *vec_push(struct vec *v)
+void *vec_push_grow(struct vec *v)
 {
-	if (v->len == v->cap && vec_reserve(&v->data, &v->cap, v->len + 1, v->size) < 0)
+	if (vec_reserve(&v->data, &v->cap, v->len + 1, v->size) < 0)
 		return NULL;
 	return (char *)v->data + v->size * v->len++;
-}
-
-int vec_append(struct vec *v, const void *item)
-{
-	void *slot = vec_push(v);
-
-	if (!slot)
-		return -1;
-	memcpy(slot, item, v->size);
-	return 0;
 }
 
 void vec_free(struct vec *v)

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Makes room for `need` elements of `elem` bytes in the array whose pointer is at pdata (a T **),
  * capacity *cap. Returns 0, or -1 (overflow or out of memory) leaving the array and *cap as they
@@ -45,10 +46,28 @@ struct vec {
 
 #define VEC_INIT(type) { NULL, 0, 0, sizeof(type) }
 
-/* Room for one more element, appended (uninitialised); NULL on overflow or out of memory. */
-void *vec_push(struct vec *v);
+/* vec_push() when the vector is full: grows it first. */
+void *vec_push_grow(struct vec *v);
+
+/* Room for one more element, appended (uninitialised); NULL on overflow or out of memory. Inline,
+ * for parsers that append millions: assign through the typed pointer it returns. */
+static inline void *vec_push(struct vec *v)
+{
+	if (v->len < v->cap)
+		return (char *)v->data + v->size * v->len++;
+	return vec_push_grow(v);
+}
+
 /* Appends a copy of the element at item. Returns 0 or -1. */
-int vec_append(struct vec *v, const void *item);
+static inline int vec_append(struct vec *v, const void *item)
+{
+	void *slot = vec_push(v);
+
+	if (!slot)
+		return -1;
+	memcpy(slot, item, v->size);
+	return 0;
+}
 /* Frees the elements; the vector is empty and reusable. NULL-safe. */
 void vec_free(struct vec *v);
 

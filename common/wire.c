@@ -351,9 +351,9 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 	while (json_next_item(r)) {
 		struct fpath f = { "frames", NULL, n, 0, 1 };
 		const struct json_span *sp = n < p->spans.len ? (const struct json_span *)p->spans.data + n : NULL;
-		const char *name;
+		const char *name, **np;
 		size_t len;
-		uint32_t len32;
+		uint32_t *lp;
 
 		if (n >= p->lim.max_frames)
 			return fail(p, WIRE_EINVALID, "frames: %zu entries, at most %zu allowed", count_rest(r, n),
@@ -369,9 +369,10 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 		} else if ((rc = take_str_len(p, a, r, &f, p->lim.max_frame, false, &name, &len))) {
 			return rc;
 		}
-		len32 = (uint32_t)len;   /* at most max_frame */
-		if (vec_append(&p->frames, &name) < 0 || vec_append(&p->frame_lens, &len32) < 0)
+		if (!(np = vec_push(&p->frames)) || !(lp = vec_push(&p->frame_lens)))
 			return fail(p, WIRE_ENOMEM, "frames: out of memory");
+		*np = name;
+		*lp = (uint32_t)len;   /* at most max_frame */
 		n++;
 	}
 	frames = arena_alloc(a, (n ? n : 1) * sizeof(*frames));
@@ -435,7 +436,7 @@ static inline const char *fast_comma(const char *q, const char *end)
 static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
-	struct wire_stack *stacks;
+	struct wire_stack *stacks, *slot_st;
 	uint32_t *idx;
 	size_t n = 0;
 	int rc;
@@ -502,8 +503,9 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 		if (depth == 0)
 			return fail(p, WIRE_EINVALID, "stacks[%zu]: must have at least 1 frame", i);
 		st.len = (uint32_t)depth;
-		if (vec_append(&p->stacks, &st) < 0)
+		if (!(slot_st = vec_push(&p->stacks)))
 			return fail(p, WIRE_ENOMEM, "stacks: out of memory");
+		*slot_st = st;
 		n++;
 	}
 	stacks = arena_alloc(a, (n ? n : 1) * sizeof(*stacks));
@@ -658,7 +660,7 @@ static int parse_event(struct wire_parser *p, struct arena *a, struct json_reade
 static int parse_events(struct wire_parser *p, struct arena *a, struct json_reader *r,
 			struct wire_stream *s)
 {
-	struct wire_event *events;
+	struct wire_event *events, *slot_e;
 	size_t n = 0;
 	int rc;
 
@@ -674,8 +676,9 @@ static int parse_events(struct wire_parser *p, struct arena *a, struct json_read
 				    p->lim.max_events);
 		if ((rc = parse_event(p, a, r, n, s->nstacks, &e)))
 			return rc;
-		if (vec_append(&p->events, &e) < 0)
+		if (!(slot_e = vec_push(&p->events)))
 			return fail(p, WIRE_ENOMEM, "events: out of memory");
+		*slot_e = e;
 		n++;
 	}
 	if (n == 0)

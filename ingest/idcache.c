@@ -56,13 +56,6 @@ static void idmap_fini(struct idmap *m)
 	free(m->tags);
 }
 
-static int32_t idmap_get_locked(struct idmap *m, const void *key, size_t len)
-{
-	int64_t k = intern_find(m->keys, key, len);
-
-	return k < 0 ? -1 : m->ids[k];
-}
-
 /* Puts key -> id, mapped at stamp (the generation). A map that is full starts over, unless warm: then the put is refused once
  * the map is half full (entries or key bytes), so that a warm-up never empties it. Returns 0, or -1
  * for a warm put refused. */
@@ -130,27 +123,37 @@ void idcache_free(struct idcache *c)
 	free(c);
 }
 
-size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
-			  int32_t *ids, uint8_t *tags)
+/* Looks keys[0..n) up under one read lock, 64 at a time (their memory waits overlapping, see
+ * intern_find_many()), and counts the lookups once. */
+static size_t idmap_get_many(struct idcache *c, struct idmap *m, int kind, const void *const *keys,
+			     const size_t *lens, size_t n, int32_t *ids, uint8_t *tags)
 {
 	size_t found = 0;
 
-	pthread_rwlock_rdlock(&c->frames.lock);
+	pthread_rwlock_rdlock(&m->lock);
 	for (size_t b = 0; b < n; b += 64) {
 		size_t g = n - b < 64 ? n - b : 64;
 		int64_t k[64];
 
-		intern_find_many(c->frames.keys, (const void *const *)(names + b), lens + b, g, k);
+		intern_find_many(m->keys, keys + b, lens + b, g, k);
 		for (size_t i = 0; i < g; i++) {
-			ids[b + i] = k[i] < 0 ? -1 : c->frames.ids[k[i]];
-			tags[b + i] = k[i] < 0 ? 0 : c->frames.tags[k[i]];
+			ids[b + i] = k[i] < 0 ? -1 : m->ids[k[i]];
+			if (tags)
+				tags[b + i] = k[i] < 0 ? 0 : m->tags[k[i]];
 			found += k[i] >= 0;
 		}
 	}
-	pthread_rwlock_unlock(&c->frames.lock);
-	atomic_fetch_add_explicit(&c->lookups[0][0], found, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->lookups[0][1], n - found, memory_order_relaxed);
+	pthread_rwlock_unlock(&m->lock);
+	/* (shared by every worker: added once a call, not once a key) */
+	atomic_fetch_add_explicit(&c->lookups[kind][0], found, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->lookups[kind][1], n - found, memory_order_relaxed);
 	return found;
+}
+
+size_t idcache_get_frames(struct idcache *c, const char *const *names, const size_t *lens, size_t n,
+			  int32_t *ids, uint8_t *tags)
+{
+	return idmap_get_many(c, &c->frames, 0, (const void *const *)names, lens, n, ids, tags);
 }
 
 void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
@@ -164,14 +167,18 @@ int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t 
 	return idmap_put(c, &c->frames, name, len, id, tag, stamp, true);
 }
 
+size_t idcache_get_stacks(struct idcache *c, const int32_t *const *seqs, const size_t *bytes, size_t n,
+			  int32_t *ids)
+{
+	return idmap_get_many(c, &c->stacks, 1, (const void *const *)seqs, bytes, n, ids, NULL);
+}
+
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n)
 {
+	size_t bytes = (size_t)n * sizeof(*frame_ids);
 	int32_t id;
 
-	pthread_rwlock_rdlock(&c->stacks.lock);
-	id = idmap_get_locked(&c->stacks, frame_ids, (size_t)n * sizeof(*frame_ids));
-	pthread_rwlock_unlock(&c->stacks.lock);
-	atomic_fetch_add_explicit(&c->lookups[1][id < 0], 1, memory_order_relaxed);
+	idcache_get_stacks(c, &frame_ids, &bytes, 1, &id);
 	return id;
 }
 

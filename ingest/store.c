@@ -444,10 +444,18 @@ static int map_ids(struct store *st, const struct wire_stream *const *ss, size_t
 		for (size_t i = 0; i < w->nframes; i++)
 			if (m[s].frame_db[i] <= -2)
 				m[s].frame_db[i] = local[MISSING_KEY(m[s].frame_db[i])];
+		/* the stream's used stacks as frame ids, looked up in one call */
+		const int32_t **seqs = arena_alloc(a, (w->nstacks + 1) * sizeof(*seqs));
+		size_t *bytes = arena_alloc(a, (w->nstacks + 1) * sizeof(*bytes));
+		uint32_t *which = arena_alloc(a, (w->nstacks + 1) * sizeof(*which));
+		int32_t *ids = arena_alloc(a, (w->nstacks + 1) * sizeof(*ids));
+		size_t nused = 0;
+
+		if (!seqs || !bytes || !which || !ids)
+			goto fail_oom;
 		for (size_t k = 0; k < w->nstacks; k++) {
 			const struct wire_stack *stk = &w->stacks[k];
-			int32_t *seq, id;
-			int64_t key;
+			int32_t *seq;
 
 			if (m[s].stack_db[k] == -1)
 				continue;
@@ -457,11 +465,17 @@ static int map_ids(struct store *st, const struct wire_stream *const *ss, size_t
 			for (uint32_t j = 0; j < stk->len; j++)
 				seq[j] = m[s].frame_db[stk->frames[j]];
 			m[s].stack_frames[k] = seq;
-			id = idcache_get_stack(st->cache, seq, stk->len);
-			key = id >= 0 ? 0 : intern_put(st->missing, seq, stk->len * sizeof(*seq), NULL);
+			seqs[nused] = seq;
+			bytes[nused] = stk->len * sizeof(*seq);
+			which[nused++] = (uint32_t)k;
+		}
+		idcache_get_stacks(st->cache, seqs, bytes, nused, ids);
+		for (size_t j = 0; j < nused; j++) {
+			int64_t key = ids[j] >= 0 ? 0 : intern_put(st->missing, seqs[j], bytes[j], NULL);
+
 			if (key < 0)
 				goto fail_oom;
-			m[s].stack_db[k] = id >= 0 ? id : MISSING(key);
+			m[s].stack_db[which[j]] = ids[j] >= 0 ? ids[j] : MISSING(key);
 		}
 	}
 	if (resolve_missing(st, true, &local) < 0)
@@ -1064,6 +1078,7 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 	struct imap *idx = &st->stat_idx;
 	size_t nacc = 0, maxf = 0;
 	uint32_t *counted;
+	uint64_t *callseen;
 	char nbuf[24];
 	const char *params[7];
 	PGresult *r;
@@ -1075,6 +1090,10 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 			maxf = ss[s]->nframes;
 	/* a frame of the stream's table counted already (stream index + 1): its stacks share most */
 	if (!(counted = arena_calloc(st->scratch, maxf + 1, sizeof(*counted))))
+		goto fail_oom;
+	/* by a callee of the stream's table, the call into it counted last (stream index + 1 above,
+	 * the caller's index below): a call the stream makes again costs no lookup in the batch's map */
+	if (!(callseen = arena_calloc(st->scratch, maxf + 1, sizeof(*callseen))))
 		goto fail_oom;
 	for (size_t s = 0; s < n; s++) {
 		const uint32_t *last = NULL;   /* the stream's last stack counted */
@@ -1106,8 +1125,15 @@ static int update_stats(struct store *st, const struct wire_stream *const *ss, s
 					if (stat_count(idx, FRAME_KEY | fj, (uint32_t)s + 1) < 0)
 						goto fail_oom;
 				}
-				if (j && stat_count(idx, (uint64_t)prev << 32 | fj, (uint32_t)s + 1) < 0)
-					goto fail_oom;
+				if (j) {
+					uint64_t call = (uint64_t)(s + 1) << 32 | local[j - 1];
+
+					if (callseen[local[j]] != call) {
+						callseen[local[j]] = call;
+						if (stat_count(idx, (uint64_t)prev << 32 | fj, (uint32_t)s + 1) < 0)
+							goto fail_oom;
+					}
+				}
 				prev = fj;
 			}
 		}
