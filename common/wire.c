@@ -17,6 +17,7 @@ struct wire_parser {
 	struct vec events, stack_idx, stacks, frames;  /* scratch, reused across parses */
 	struct vec frame_lens;
 	struct vec spans;   /* the frames' strings as the check found them */
+	char *own;          /* wire_parse_in_place()'s text, NULL for wire_parse()'s */
 };
 
 void wire_limits_default(struct wire_limits *lim)
@@ -360,10 +361,16 @@ static int parse_frames(struct wire_parser *p, struct arena *a, struct json_read
 				    p->lim.max_frames);
 		if (sp && !sp->escaped && sp->len && sp->len <= p->lim.max_frame && json_peek(r) == JV_STRING &&
 		    r->p == sp->at) {
-			/* the check found where it ends, and that it is the name as written: copied, not
-			 * scanned again */
-			if (!(name = arena_strndup(a, sp->at + 1, sp->len)))
+			/* the check found where it ends, and that it is the name as written: not scanned
+			 * again, but ended where it is (a text of our own) or copied */
+			if (p->own) {
+				char *q = p->own + (sp->at + 1 - p->own);
+
+				q[sp->len] = '\0';
+				name = q;
+			} else if (!(name = arena_strndup(a, sp->at + 1, sp->len))) {
 				return failp(p, WIRE_ENOMEM, &f, "out of memory");
+			}
 			len = sp->len;
 			r->p = sp->at + sp->len + 2;
 		} else if ((rc = take_str_len(p, a, r, &f, p->lim.max_frame, false, &name, &len))) {
@@ -926,6 +933,17 @@ int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena
 	}
 	json_reader_init(&r, json, len);
 	return parse_stream(p, a, &r, &top, out);
+}
+
+int wire_parse_in_place(struct wire_parser *p, char *json, size_t len, struct arena *a,
+			struct wire_stream *out)
+{
+	int rc;
+
+	p->own = json;
+	rc = wire_parse(p, json, len, a, out);
+	p->own = NULL;
+	return rc;
 }
 
 int wire_write_report(const struct wire_report *r, struct buf *b)

@@ -133,6 +133,11 @@ void wire_parser_free(struct wire_parser *p);
  */
 int wire_parse(struct wire_parser *p, const char *json, size_t len, struct arena *a,
 	       struct wire_stream *out);
+/* The same, for a caller that owns the text: the frames' names (those written without an escape)
+ * are not copied but point into json, each ended by a NUL written over its closing quote. json
+ * must outlive *out, and is no JSON afterwards. */
+int wire_parse_in_place(struct wire_parser *p, char *json, size_t len, struct arena *a,
+			struct wire_stream *out);
 const char *wire_parser_error(const struct wire_parser *p);
 
 /* Whether s[0..n) is a build id as the wire carries it: 2 to WIRE_MAX_BUILD_ID lower-case hex

@@ -407,12 +407,16 @@ static int split_lines(struct handler *h, const struct handler_request *rq, stru
 static int parse_lines(struct handler *h, const struct handler_request *rq, struct handler_response *rs,
 		       struct batch *b)
 {
+	/* a body this handler decoded is its own: read in place, its frames' names not copied */
+	char *own = rq->zstd ? h->decoded.data : NULL;
+
 	buf_reset(&h->rejected);
 	jsonw_init_compact(&h->rw, &h->rejected);
 	jsonw_array(&h->rw);
 	for (size_t i = 0; i < b->nlines; i++) {
 		struct wire_stream *ps = &b->parsed[i];
-		int rc = wire_parse(h->parser, b->lines[i].p, b->lines[i].len, h->arena, ps);
+		int rc = own ? wire_parse_in_place(h->parser, own + (b->lines[i].p - own), b->lines[i].len, h->arena, ps)
+			     : wire_parse(h->parser, b->lines[i].p, b->lines[i].len, h->arena, ps);
 
 		if (rc == WIRE_ENOMEM)
 			return -1;

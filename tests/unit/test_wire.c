@@ -429,6 +429,42 @@ static int jsonc_accepts(const char *text, size_t n)
 /* Mutations of a valid stream must never crash, the JSON check must agree with
  * json-c, and whatever is accepted must survive a write/parse round trip
  * unchanged. Runs under ASan/UBSan in make test. */
+/* wire_parse_in_place(): the same stream, its plain names ended in the text, an escaped one copied. */
+static void test_in_place(void)
+{
+	struct wire_parser *p = parser();
+	struct arena *a = arena_open(0);
+	char *own = malloc(sizeof(example));
+	struct wire_stream s, u;
+
+	memcpy(own, example, sizeof(example));
+	CHECK_INT(wire_parse(p, example, sizeof(example) - 1, a, &s), WIRE_OK);
+	CHECK_INT(wire_parse_in_place(p, own, sizeof(example) - 1, a, &u), WIRE_OK);
+	CHECK_STR(u.stream_id, s.stream_id);
+	CHECK_INT(u.nframes, 6);
+	for (size_t i = 0; i < u.nframes; i++) {
+		CHECK_STR(u.frames[i], s.frames[i]);
+		CHECK_INT(u.frame_lens[i], s.frame_lens[i]);
+		/* in the text but the last, which holds escapes */
+		CHECK_INT(u.frames[i] >= own && u.frames[i] < own + sizeof(example), i < 5);
+	}
+	CHECK_STR(u.frames[0], "nginx!main");
+	CHECK(strstr(example, "\"nginx!main\"") && own[strstr(example, "\"nginx!main\"") - example + 11] == '\0');
+	CHECK_STR(u.frames[5], "nginx!std::map<K, V>::find \"q\"");
+	CHECK_INT(u.nstacks, s.nstacks);
+	CHECK_INT(u.stacks[1].frames[3], 5);
+	CHECK_INT(u.nevents, s.nevents);
+	CHECK_INT(u.events[0].readier_tid, 17);
+	/* the text is the caller's: a refused one leaves a message as wire_parse() does */
+	memcpy(own, example, sizeof(example));
+	own[strstr(example, "\"stack\": 1") - example + 9] = '7';
+	CHECK_INT(wire_parse_in_place(p, own, sizeof(example) - 1, a, &u), WIRE_EINVALID);
+	CHECK_STR(wire_parser_error(p), "events[1].stack: index 7 out of range (2 stacks)");
+	free(own);
+	arena_free(a);
+	wire_parser_free(p);
+}
+
 static void test_fuzz(void)
 {
 	static const char *const tokens[] = { "{", "}", "[", "]", ",", ":", "\"", "\\u0000", "-1",
@@ -486,6 +522,29 @@ static void test_fuzz(void)
 						theirs ? "accepts" : "refuses", ours ? "accepts" : "refuses",
 						ours ? "" : jerr, (int)(n < 200 ? n : 200), buf);
 			}
+		}
+		{
+			/* read in place, the same answer, and the same message when refused */
+			char *own = malloc(n + 1), err[512];
+			struct wire_stream u;
+			int rc;
+
+			memcpy(own, buf, n);
+			own[n] = '\0';
+			rc = wire_parse(p, buf, n, a, &s);
+			snprintf(err, sizeof(err), "%s", wire_parser_error(p));
+			CHECK_INT(wire_parse_in_place(p, own, n, a, &u), rc);
+			CHECK_STR(wire_parser_error(p), err);
+			if (rc == WIRE_OK && u.nframes == s.nframes) {
+				size_t same = 0;
+
+				for (size_t i = 0; i < s.nframes; i++)
+					same += u.frame_lens[i] == s.frame_lens[i] && strcmp(u.frames[i], s.frames[i]) == 0;
+				CHECK_INT(same, s.nframes);
+			} else if (rc == WIRE_OK) {
+				CHECK_INT(u.nframes, s.nframes);
+			}
+			free(own);
 		}
 		if (wire_parse(p, buf, n, a, &s) == WIRE_OK) {
 			struct buf out = BUF_INIT(0);
@@ -758,6 +817,7 @@ int main(void)
 {
 	RUN(test_report);
 	RUN(test_example);
+	RUN(test_in_place);
 	RUN(test_compact);
 	RUN(test_event_paths);
 	RUN(test_modules);
