@@ -112,14 +112,23 @@ sc_ingest() {
 	SC_NEVENTS=$nevents SC_NSTREAMS=$nstreams SC_INGEST_SECS=$secs
 }
 
+# sc_settle: before a timed part, the rows deleted before vacuumed and the WAL checkpointed, so that
+# neither part pays for the other (autovacuum of millions of dead rows, a checkpoint's writes)
+sc_settle() {
+	psql -Xqc "VACUUM streams, events"
+	psql -Xq "$(deploy/pg.sh url "$work/pg" --admin)" -c "CHECKPOINT"
+}
+
 # sc_alone NAME K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows. K more
 # streams of the fleet's shape (app NAME-alone) generated beforehand as zstd batches and sent by
 # 4 senders (send_fleet), so that neither the generator nor the agent takes CPU meanwhile; then
-# the same rows taken out and put back with psql \copy into the same tables; then removed.
+# the same rows taken out and put back with psql \copy into the same tables; then removed. Each
+# timed part starts from a settled database (sc_settle).
 sc_alone() {
 	local name=$1 k=$2 t0 t1 secs n stored
 	shift 2
 	"$tools/genfleet" --streams "$k" "$@" --apps "$name-alone" --out "$work/alone.ndjson" 2>/dev/null
+	sc_settle
 	send_fleet "$work/alone.ndjson" "$sc_batch" 4
 	rm -f "$work/alone.ndjson"
 	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE app = '$name-alone'")
@@ -130,6 +139,7 @@ sc_alone() {
 	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
 		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'"
 	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)"
+	sc_settle
 	t0=$(now)
 	psql -Xqc "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
 	t1=$(now)
