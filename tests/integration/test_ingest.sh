@@ -513,6 +513,32 @@ t_eq "random stacks: n(g->f) of every direct call, likewise" \
 t_eq "random stacks: the check sees recursion and calls of many counts" \
 	"$(pg_q "SELECT count(*) FILTER (WHERE k.frame_ids[i] = k.frame_ids[i + 1]) > 0, count(DISTINCT (k.frame_ids[i], k.frame_ids[i + 1])) > 500
 	         FROM $used, generate_series(1, cardinality(k.frame_ids) - 1) i WHERE s.app = 'stat'")" "t|t"
+
+# ---- a zstd body's frame names, read in place (wire_parse_in_place()): stored as sent ----
+# plain names beside escaped ones (copied), bidi controls, a BOM, multibyte, a name of 1024 bytes,
+# names that end where the next begins
+IDZ=$(newid)
+python3 - "$IDZ" "$T_TMP/inplace.json" "$T_TMP/inplace.want" <<'PY2'
+import json, sys
+names = ['ip!main', 'ip!\u202eevil\u202c', 'ip!\ufeffbom', 'ip!q "x" \\ y', 'ip!\u00e9t\u00e9', 'ip!' + 'z' * 1021,
+         'ip!a', 'ip!b', 'ip!tab\tin', 'ip!\u2028sep']
+s = {'v': 1, 'stream_id': sys.argv[1], 'host': 'inplace', 'app': 'inplace', 'version': '1', 'build_id': 'b',
+     'symptom': {'kind': 'unit_violation', 'tid': 7, 'start_ns': 1000, 'end_ns': 2000},
+     'frames': names, 'stacks': [list(range(len(names)))],
+     'events': [{'kind': 'wait', 'tid': 7, 'ts_ns': 1000, 'dur_ns': 5, 'stack': 0, 'readier_tid': 8}]}
+open(sys.argv[2], 'w', encoding='utf-8').write(json.dumps(s, separators=(',', ':'), ensure_ascii=False) + '\n')
+open(sys.argv[3], 'w').write(json.dumps(names))
+PY2
+zstd -q -c "$T_TMP/inplace.json" >"$T_TMP/inplace.zst"
+post "$T_TMP/inplace.zst" application/x-ndjson -H 'Content-Encoding: zstd'
+t_eq "zstd, names read in place: answer" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
+t_eq "zstd, names read in place: each stored as sent" \
+	"$(pg_q "SELECT (SELECT jsonb_agg(f.name ORDER BY o) FROM unnest(k.frame_ids) WITH ORDINALITY u(fid, o)
+		JOIN frames f ON f.id = u.fid) = :'want'::jsonb FROM streams s JOIN events e ON e.stream_ref = s.id
+		JOIN stacks k ON k.id = e.stack_id WHERE s.stream_id = :'id'" -v id="$IDZ" -v want="$(cat "$T_TMP/inplace.want")")" t
+pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDZ')" >/dev/null
+pg_q "DELETE FROM streams WHERE stream_id = '$IDZ'" >/dev/null
+
 # a body whose frame declares its size and fails only at its end (its checksum), under the default
 # limit of 128 MiB: the 100 MiB written into a worker's buffer are given back, not kept for the
 # next request (the sanitizers' quarantine, which would keep any freed block, is off here)
