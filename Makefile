@@ -128,7 +128,8 @@ GUARD_PIC_CFLAGS := -std=c11 -g -O2 -fPIC -fvisibility=hidden -ftls-model=initia
 	-pthread $(WARN) -MMD -MP -I. -I$(O)/gen
 ifeq ($(SAN),1)
 # the tests' library checks the path's unit types against counting each context (agent/guard/unit.c)
-GUARD_PIC_CFLAGS += -DGUARD_CHECK_PATH
+# and the TSC clock against CLOCK_MONOTONIC at each re-anchoring (agent/guard/clock.c)
+GUARD_PIC_CFLAGS += -DGUARD_CHECK_PATH -DGUARD_CHECK_CLOCK
 endif
 $(O)/pic/%.o: %.c | $(O)/gen/guard_sonames.h
 	@mkdir -p $(dir $@)

@@ -317,13 +317,16 @@ enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };
  * and converted with a multiplier the agent's threads calibrate against
  * CLOCK_MONOTONIC and re-anchor every second, so that readings stay on the
  * monotonic timebase; until then, and elsewhere, clock_gettime.
+ *
+ * ns = (tsc * mult >> 32) + off. The pair is read and written as one aligned
+ * 16-byte vector access, atomic on every x86-64 processor with AVX (Intel's
+ * and AMD's manuals say so), which guard_clock_init() requires: a reader
+ * needs no sequence count and no retry.
  */
 struct guard_clock {
-	_Atomic uint32_t seq;     /* odd while the anchor is being changed */
-	int ok;                   /* the TSC path is calibrated */
-	uint64_t base_tsc;
-	int64_t base_ns;
-	uint64_t mult;            /* ns per tick, 32.32 fixed point */
+	_Alignas(16) uint64_t mult;   /* ns per tick, 32.32 fixed point */
+	int64_t off;                  /* with mult: the anchor */
+	int ok;                       /* the TSC path is calibrated (set once, after the first anchor) */
 };
 
 /* The agent's figures for one process (its report, its exit line). */
