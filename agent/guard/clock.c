@@ -117,11 +117,13 @@ void guard_clock_tick(void)
 		atomic_store_explicit(&ticking, 0, memory_order_release);
 		return;
 	}
-	/* the rate in use was measured over anchored - cal_ns, each end off by its pair's uncertainty */
-	if (anchored)
-		clock_check(anchored_off_by + off_by + (int64_t)((double)(ns - anchored) * (double)(cal_off_by + anchored_off_by) /
-								 (double)(anchored - cal_ns + 1)),
-			    ns - anchored, "before re-anchoring");
+	if (anchored) {
+		/* the rate in use was measured over anchored - cal_ns, each end off by its pair's uncertainty */
+		double rate_err = (double)(cal_off_by + anchored_off_by) / (double)(anchored - cal_ns + 1);
+
+		clock_check(anchored_off_by + off_by + (int64_t)((double)(ns - anchored) * rate_err), ns - anchored,
+			    "before re-anchoring");
+	}
 	/* ns per tick over everything since the start: the longer, the closer; the anchor at (tsc, ns) */
 	{
 		uint64_t mult = (uint64_t)(((unsigned __int128)(uint64_t)(ns - cal_ns) << 32) / (tsc - cal_tsc));
