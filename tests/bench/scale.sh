@@ -119,23 +119,26 @@ sc_settle() {
 	psql -Xq "$(deploy/pg.sh url "$work/pg" --admin)" -c "CHECKPOINT"
 }
 
-# sc_alone NAME K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows. K more
-# streams of the fleet's shape (app NAME-alone) generated beforehand as zstd batches and sent by
+# sc_alone WHAT K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows. K more
+# streams (genfleet's arguments say which) generated beforehand as zstd batches and sent by
 # 4 senders (send_fleet), so that neither the generator nor the agent takes CPU meanwhile; then
-# the same rows taken out and put back with psql \copy into the same tables; then removed. Each
-# timed part starts from a settled database (sc_settle).
+# the same rows (the streams numbered above any before) taken out and put back with psql \copy
+# into the same tables; then removed. Each timed part starts from a settled database (sc_settle).
 sc_alone() {
-	local name=$1 k=$2 t0 t1 secs n stored
+	local what=$1 k=$2 t0 t1 secs n stored top stacks0
 	shift 2
-	"$tools/genfleet" --streams "$k" "$@" --apps "$name-alone" --out "$work/alone.ndjson" 2>/dev/null
+	"$tools/genfleet" --streams "$k" "$@" --out "$work/alone.ndjson" 2>/dev/null
+	top=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
+	stacks0=$(psql -XAtc "SELECT count(*) FROM stacks")
 	sc_settle
 	send_fleet "$work/alone.ndjson" "$sc_batch" 4
 	rm -f "$work/alone.ndjson"
-	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE app = '$name-alone'")
+	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE id > $top")
 	n=${stored#* }
-	echo "sm-ingest alone: $k more streams ($n events) sent as zstd batches by 4 senders: $SEND_SECS s," \
-		"$(rate "$n" "$SEND_SECS") events/s, $(rate "$k" "$SEND_SECS") streams/s, CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB"
-	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE app = '$name-alone'"
+	echo "sm-ingest alone, $what: $k more streams ($n events, $(( $(psql -XAtc "SELECT count(*) FROM stacks") - stacks0 )) new stacks)" \
+		"sent as zstd batches by 4 senders: $SEND_SECS s, $(rate "$n" "$SEND_SECS") events/s, $(rate "$k" "$SEND_SECS") streams/s," \
+		"CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB"
+	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE id > $top"
 	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
 		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'"
 	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)"
@@ -232,7 +235,9 @@ if [ "$sc_paper_streams" -gt 0 ]; then
 	sc_batch=2
 	sc_ingest paper --streams "$sc_paper_streams" --events "$sc_paper_events" --hosts 300 --apps paper \
 		--wait-share 0.75 --distinct-stacks 50000 --bugs 5 --seed 29
-	sc_alone paper "$(( sc_paper_streams / 45 > 2 ? sc_paper_streams / 45 : 2 ))" --events "$sc_paper_events" --hosts 300 --wait-share 0.75 --distinct-stacks 50000 --bugs 5 --seed 129
+	sc_alone "the study's next streams" "$(( sc_paper_streams / 45 > 2 ? sc_paper_streams / 45 : 2 ))" \
+		--first "$sc_paper_streams" --events "$sc_paper_events" --hosts 300 --apps paper --wait-share 0.75 \
+		--distinct-stacks 50000 --bugs 5 --seed 29
 	psql -XqAtc "VACUUM ANALYZE streams" >/dev/null
 	runs=()
 	for kind in wait run; do
@@ -251,7 +256,13 @@ if [ "$sc_day_streams" -gt 0 ]; then
 	sc_batch=200
 	sc_ingest day --streams "$sc_day_streams" --events "$sc_day_events" --hosts "$sc_day_hosts" --apps day \
 		--distinct-stacks 50000 --bugs 5 --seed 30
-	sc_alone day "$(( sc_day_streams / 50 > 100 ? sc_day_streams / 50 : 100 ))" --events "$sc_day_events" --hosts "$sc_day_hosts" --distinct-stacks 50000 --bugs 5 --seed 130
+	# the fleet's next streams, whose stacks the day stored nearly all; then as many of an app never
+	# seen, every stack of it new (what a new build's first streams bring)
+	sc_k=$(( sc_day_streams / 50 > 100 ? sc_day_streams / 50 : 100 ))
+	sc_alone "the day's next streams" "$sc_k" --first "$sc_day_streams" --events "$sc_day_events" \
+		--hosts "$sc_day_hosts" --apps day --distinct-stacks 50000 --bugs 5 --seed 30
+	sc_alone "a new app's streams" "$sc_k" --events "$sc_day_events" --hosts "$sc_day_hosts" --apps day-new \
+		--distinct-stacks 50000 --bugs 5 --seed 130
 	psql -XqAtc "VACUUM ANALYZE streams" >/dev/null
 	sc_run day --kind both --aoi waitgraph
 	echo "bugs' ranks (kind, rank among the run's clusters of that kind by total cost):"

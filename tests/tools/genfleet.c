@@ -889,7 +889,7 @@ struct bug {
 };
 
 struct opts {
-	int64_t streams, events, hosts, bugs, distinct, depth, baseline;
+	int64_t streams, events, hosts, bugs, distinct, depth, baseline, first;
 	uint64_t seed;
 	const char *apps, *out, *truth;
 	bool validate, stats;
@@ -3267,6 +3267,8 @@ static const char usage[] =
 	"  --truth FILE          write the ground truth (bugs, where, costs, noise) as JSON\n"
 	"  --validate            parse every stream back with the wire-format validator\n"
 	"  --stats               print statistics of the generated data on standard error\n"
+	"  --first N             number the streams from N: the fleet's later streams, after a run\n"
+	"                        that wrote its first N (its code and stacks; new stream ids)\n"
 	"  --part I/N            only the streams whose index is I modulo N (N pipes in parallel\n"
 	"                        make one fleet; each part forces every bug variant once)\n"
 	"  --wait-share F        the event-loop threads' filler is F waits (0.05 to 0.95; default:\n"
@@ -3424,6 +3426,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "streams", required_argument, NULL, 'n' },
 		{ "baseline", required_argument, NULL, 'B' },
+		{ "first", required_argument, NULL, 'F' },
 		{ "regression-conf", no_argument, NULL, 'R' },
 		{ "events", required_argument, NULL, 'm' },
 		{ "hosts", required_argument, NULL, 'H' },
@@ -3454,6 +3457,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'n': if (opt_num("--streams", optarg, 0, 100000000, &o->streams)) goto done; break;
 		case 'B': if (opt_num("--baseline", optarg, 0, 100000000, &o->baseline)) goto done; break;
+		case 'F': if (opt_num("--first", optarg, 0, 100000000, &o->first)) goto done; break;
 		case 'm': if (opt_num("--events", optarg, 64, 1000000, &o->events)) goto done; break;
 		case 'H': if (opt_num("--hosts", optarg, 1, 100000, &o->hosts)) goto done; break;
 		case 's': if (opt_num("--seed", optarg, 0, INT64_MAX, &seed)) goto done; break;
@@ -3507,11 +3511,11 @@ int main(int argc, char **argv)
 	b->g = g;
 	b->events = o->events;
 	for (int64_t i = o->part; i < o->streams; i += o->parts)
-		stream_run(g, b, (uint32_t)i, out);
+		stream_run(g, b, (uint32_t)(o->first + i), out);
 	/* numbered after the violating ones: --baseline leaves those byte for byte */
 	b->base = true;
 	for (int64_t i = o->part; i < o->baseline; i += o->parts)
-		stream_run(g, b, (uint32_t)(o->streams + i), out);
+		stream_run(g, b, (uint32_t)(o->first + o->streams + i), out);
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "genfleet: writing the streams failed: %s\n", strerror(errno));
 		goto done;

@@ -548,6 +548,40 @@ static void test_parts_and_waits(void)
 	fleet_free(&d);
 }
 
+/* --first N: the fleet's streams from index N on, byte for byte where no bug variant is forced
+ * (the first stream that can show one always does, counted from the generator's start). */
+static void test_first(void)
+{
+	char *all = NULL, *later = NULL;
+	size_t lall = 0, llater = 0;
+	const char *tail;
+	struct fleet a, f;
+
+	CHECK_INT(gen("--first -1 >/dev/null 2>&1", NULL, NULL), 2);
+	CHECK_INT(gen("--streams 10 --events 300 --seed 5 --bugs 0", &all, &lall), 0);
+	CHECK_INT(gen("--streams 4 --events 300 --seed 5 --bugs 0 --first 6", &later, &llater), 0);
+	tail = all;
+	for (int k = 0; all && k < 6 && (tail = strchr(tail, '\n')); k++)
+		tail++;
+	CHECK(later && tail && llater > 1000 && llater == lall - (size_t)(tail - all) &&
+	      memcmp(tail, later, llater) == 0);
+	free(all);
+	free(later);
+	/* with bugs: the same streams (ids, hosts), a fleet of its own otherwise */
+	if (fleet_load(&a, "--streams 10 --events 300 --seed 5", false) < 0 ||
+	    fleet_load(&f, "--streams 4 --events 300 --seed 5 --first 6", false) < 0) {
+		CHECK(!"genfleet failed");
+		return;
+	}
+	CHECK_INT(f.n, 4);
+	for (size_t i = 0; i < f.n && a.n == 10; i++) {
+		CHECK_STR(f.s[i].stream_id, a.s[6 + i].stream_id);
+		CHECK_STR(f.s[i].host, a.s[6 + i].host);
+	}
+	fleet_free(&a);
+	fleet_free(&f);
+}
+
 /* Distinct stacks per stream and across the fleet, their reuse, and depth. */
 static void test_stacks(void)
 {
@@ -672,6 +706,7 @@ int main(int argc, char **argv)
 	RUN(test_small_and_odd);
 	RUN(test_stacks);
 	RUN(test_parts_and_waits);
+	RUN(test_first);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	rc = system(cmd);
 	(void)rc;
