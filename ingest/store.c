@@ -61,15 +61,30 @@ static const char SQL_INS_FRAMES[] =
 	" SELECT id, name FROM found UNION ALL SELECT id, name FROM ins";
 static const char SQL_GET_FRAMES[] =
 	"SELECT id, name FROM frames WHERE name = ANY($1::text[])";
-static const char SQL_INS_STACKS[] =
-	"WITH input AS (SELECT DISTINCT s::integer[] AS frame_ids FROM unnest($1::text[]) AS s),"
-	" found AS (SELECT s.id, s.frame_ids FROM stacks s JOIN input USING (frame_ids)),"
-	" ins AS (INSERT INTO stacks (frame_ids) SELECT i.frame_ids FROM input i LEFT JOIN found f USING (frame_ids)"
-	"         WHERE f.id IS NULL ORDER BY 1 ON CONFLICT (frame_ids) DO NOTHING RETURNING id, frame_ids)"
-	" SELECT id, frame_ids::text FROM found UNION ALL SELECT id, frame_ids::text FROM ins";
+/* A chunk's stacks come as one flat array of frame ids ($1) with each stack's offset ($2) and length
+ * ($3), binary: the server parses no text. An answer row is a stack's position in the chunk
+ * (1-based) and its id. ins_stacks runs under the stacks' interning lock, taken by a statement of
+ * its own before it in the same transaction, so that its snapshot sees every stack the lock's last
+ * holder inserted: what its lookup did not find is new, and is inserted without ON CONFLICT, whose
+ * check would be a third descent of the arrays' index per new stack (a quarter of PostgreSQL's CPU
+ * for a new build's streams). A writer that took no lock (an older sm-ingest) can still insert one
+ * of them meanwhile: the unique violation then sends the chunk to ins_stacks_any and get_stacks,
+ * the way of frames above. */
+#define STACKS_INPUT                                                                                  \
+	"WITH input AS MATERIALIZED (SELECT u.k, ($1::integer[])[u.o + 1 : u.o + u.n] AS frame_ids" \
+	"   FROM unnest($2::integer[], $3::integer[]) WITH ORDINALITY AS u(o, n, k)),"             \
+	" found AS (SELECT i.k, s.id FROM input i JOIN stacks s USING (frame_ids)),"
+#define STACKS_NEW                                                                                 \
+	" ins AS (INSERT INTO stacks (frame_ids) SELECT i.frame_ids FROM input i"                  \
+	"   WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.k = i.k) ORDER BY 1"
+#define STACKS_OUT " RETURNING id, frame_ids) SELECT k, id FROM found UNION ALL" \
+	" SELECT i.k, ins.id FROM ins JOIN input i USING (frame_ids)"
+static const char SQL_INS_STACKS[] = STACKS_INPUT STACKS_NEW STACKS_OUT;
+static const char SQL_INS_STACKS_ANY[] = STACKS_INPUT STACKS_NEW " ON CONFLICT (frame_ids) DO NOTHING" STACKS_OUT;
 static const char SQL_GET_STACKS[] =
-	"SELECT s.id, s.frame_ids::text FROM stacks s"
-	" JOIN (SELECT x::integer[] AS frame_ids FROM unnest($1::text[]) AS x) i USING (frame_ids)";
+	"SELECT u.k, s.id FROM unnest($2::integer[], $3::integer[]) WITH ORDINALITY AS u(o, n, k)"
+	" JOIN stacks s ON s.frame_ids = ($1::integer[])[u.o + 1 : u.o + u.n]";
+static const char SQL_LOCK_STACKS[] = "BEGIN; SELECT pg_advisory_xact_lock(hashtext('stackmine.intern.stacks'))";
 /* A batch's streams in one statement, inserted in the order given (stream_id's: two batches lock
  * the ids they share in one order); returns each accepted stream's position (1-based) and id. Of
  * the same id twice in a batch, the first is inserted and the second conflicts with it. */
@@ -106,6 +121,7 @@ static const struct {
 } statements[] = {
 	{ "ins_frames", SQL_INS_FRAMES },   { "get_frames", SQL_GET_FRAMES },
 	{ "ins_stacks", SQL_INS_STACKS },   { "get_stacks", SQL_GET_STACKS },
+	{ "ins_stacks_any", SQL_INS_STACKS_ANY },
 	{ "ins_streams", SQL_INS_STREAMS },   { "stat_delta", SQL_STAT_DELTA },
 	{ "frame_addrs", SQL_FRAME_ADDRS }, { "stream_ids", SQL_STREAM_IDS },
 };
@@ -247,18 +263,6 @@ PGconn *store_conn(struct store *st)
 	return st->db;
 }
 
-static int put_int_list(struct buf *b, const int32_t *v, size_t n)
-{
-	int rc = buf_putc(b, '{');
-
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			rc |= buf_putc(b, ',');
-		rc |= buf_put_i64(b, v[i]);
-	}
-	return rc | buf_putc(b, '}');
-}
-
 /* Whether a frame's name may be an unnamed frame's (`module+0xOFFSET`, docs/symbols.md): those
  * are recorded with their build and address (store_unnamed_frames()). Worked out once per name and
  * kept in the id cache beside its id. */
@@ -268,15 +272,14 @@ static uint8_t frame_is_unnamed(const char *name, size_t len)
 }
 
 /*
- * Intern the keys collected in st->missing (frames when is_stack is false),
- * writing their database ids to ids[dense index]. The insert statement's own
- * snapshot cannot see rows another writer committed meanwhile, so whatever it
- * did not return is read again by a second statement.
+ * Intern the frame names collected in st->missing, writing their database ids
+ * to ids[dense index]. The insert statement's own snapshot cannot see rows
+ * another writer committed meanwhile, so whatever it did not return is read
+ * again by a second statement.
  */
-static int intern_missing(struct store *st, bool is_stack, int32_t *ids)
+static int intern_frames(struct store *st, int32_t *ids)
 {
 	size_t total = intern_count(st->missing);
-	int32_t tmp[WIRE_MAX_STACK_DEPTH];
 
 	for (size_t i = 0; i < total; i++)
 		ids[i] = -1;
@@ -299,13 +302,7 @@ static int intern_missing(struct store *st, bool is_stack, int32_t *ids)
 				key = intern_key(st->missing, (uint32_t)i, &len);
 				if (want++)
 					buf_putc(&st->param, ',');
-				if (is_stack) {
-					buf_putc(&st->param, '"');
-					put_int_list(&st->param, key, len / sizeof(int32_t));
-					buf_putc(&st->param, '"');
-				} else {
-					db_put_array_str(&st->param, key, len);
-				}
+				db_put_array_str(&st->param, key, len);
 			}
 			if (buf_putc(&st->param, '}') < 0) {
 				snprintf(st->err, sizeof(st->err), "interning: out of memory");
@@ -314,25 +311,15 @@ static int intern_missing(struct store *st, bool is_stack, int32_t *ids)
 			if (!want)
 				break;
 			params[0] = buf_cstr(&st->param);
-			r = PQexecPrepared(st->db,
-					   is_stack ? (pass ? "get_stacks" : "ins_stacks")
-						    : (pass ? "get_frames" : "ins_frames"),
-					   1, params, NULL, NULL, 0);
+			r = PQexecPrepared(st->db, pass ? "get_frames" : "ins_frames", 1, params, NULL, NULL, 0);
 			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-				db_fail(st, is_stack ? "interning stacks" : "interning frames", r);
+				db_fail(st, "interning frames", r);
 				PQclear(r);
 				return -1;
 			}
 			for (int row = 0; row < PQntuples(r); row++) {
-				const char *v = PQgetvalue(r, row, 1);
-				int64_t k;
+				int64_t k = intern_find(st->missing, PQgetvalue(r, row, 1), (size_t)PQgetlength(r, row, 1));
 
-				if (is_stack) {
-					int n = db_parse_int_array(v, tmp, WIRE_MAX_STACK_DEPTH);
-					k = n > 0 ? intern_find(st->missing, tmp, (size_t)n * sizeof(int32_t)) : -1;
-				} else {
-					k = intern_find(st->missing, v, (size_t)PQgetlength(r, row, 1));
-				}
 				if (k >= 0)
 					ids[k] = (int32_t)strtol(PQgetvalue(r, row, 0), NULL, 10);
 			}
@@ -340,12 +327,125 @@ static int intern_missing(struct store *st, bool is_stack, int32_t *ids)
 		}
 		for (size_t i = lo; i < hi; i++)
 			if (ids[i] < 0) {
-				snprintf(st->err, sizeof(st->err), "interning %s: an id was not returned",
-					 is_stack ? "stacks" : "frames");
+				snprintf(st->err, sizeof(st->err), "interning frames: an id was not returned");
 				return -1;
 			}
 	}
 	return 0;
+}
+
+/* The stacks of [lo, hi) still without an id as the parameters of the stacks' statements (param:
+ * their frames, param2: offsets, param3: lengths); sent[j] is the key of the j-th. How many, or
+ * SIZE_MAX when out of memory. */
+static size_t stack_params(struct store *st, size_t lo, size_t hi, const int32_t *ids, uint32_t *sent)
+{
+	struct buf *flat = &st->param, *off = &st->param2, *len = &st->param3;
+	size_t n = 0, nflat = 0;
+	int rc;
+
+	for (size_t i = lo; i < hi; i++)
+		if (ids[i] < 0) {
+			size_t bytes;
+
+			intern_key(st->missing, (uint32_t)i, &bytes);
+			nflat += bytes / sizeof(int32_t);
+			n++;
+		}
+	buf_reset(flat);
+	buf_reset(off);
+	buf_reset(len);
+	if (nflat > INT32_MAX)
+		return SIZE_MAX;
+	rc = db_put_int4_array(flat, nflat) | db_put_int4_array(off, n) | db_put_int4_array(len, n);
+	nflat = n = 0;
+	for (size_t i = lo; i < hi; i++) {
+		size_t bytes, k;
+		const int32_t *f;
+
+		if (ids[i] >= 0)
+			continue;
+		f = intern_key(st->missing, (uint32_t)i, &bytes);
+		k = bytes / sizeof(int32_t);
+		rc |= db_put_int4_elem(off, (int32_t)nflat) | db_put_int4_elem(len, (int32_t)k);
+		for (size_t j = 0; j < k; j++)
+			rc |= db_put_int4_elem(flat, f[j]);
+		nflat += k;
+		sent[n++] = (uint32_t)i;
+	}
+	return rc || flat->len > INT32_MAX ? SIZE_MAX : n;
+}
+
+/* The same for the stacks collected in st->missing: ins_stacks under the lock, or, after a
+ * conflict with a writer that took none, ins_stacks_any and get_stacks (SQL_INS_STACKS). */
+static int intern_stacks(struct store *st, int32_t *ids)
+{
+	static const char *const steps[] = { "ins_stacks", "ins_stacks_any", "get_stacks" };
+	size_t total = intern_count(st->missing);
+	uint32_t *sent = arena_alloc(st->scratch, INTERN_CHUNK * sizeof(*sent));
+
+	if (!sent)
+		goto fail_oom;
+	for (size_t i = 0; i < total; i++)
+		ids[i] = -1;
+	for (size_t lo = 0; lo < total; lo += INTERN_CHUNK) {
+		size_t hi = lo + INTERN_CHUNK < total ? lo + INTERN_CHUNK : total;
+
+		for (int step = 0; step < 3; step++) {
+			const int formats[3] = { 1, 1, 1 };
+			const char *params[3];
+			int lens[3];
+			size_t want = stack_params(st, lo, hi, ids, sent);
+			PGresult *r;
+
+			if (want == SIZE_MAX)
+				goto fail_oom;
+			if (!want)
+				break;
+			params[0] = st->param.data, params[1] = st->param2.data, params[2] = st->param3.data;
+			lens[0] = (int)st->param.len, lens[1] = (int)st->param2.len, lens[2] = (int)st->param3.len;
+			if (step == 0 && db_exec(st->db, SQL_LOCK_STACKS, st->err, sizeof(st->err)) < 0) {
+				PQclear(PQexec(st->db, "ROLLBACK"));
+				return -1;
+			}
+			r = PQexecPrepared(st->db, steps[step], 3, params, lens, formats, 0);
+			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+				const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+				bool conflict = step == 0 && state && strcmp(state, "23505") == 0;
+
+				if (!conflict)
+					db_fail(st, "interning stacks", r);
+				PQclear(r);
+				if (step == 0)
+					PQclear(PQexec(st->db, "ROLLBACK"));
+				if (!conflict)
+					return -1;
+				log_info("a new stack was inserted meanwhile by a writer without the stacks' lock",
+					 "stacks=%zu", want);
+				continue;
+			}
+			for (int row = 0; row < PQntuples(r); row++) {
+				int64_t k = db_get_i64(r, row, 0);
+
+				if (k >= 1 && (size_t)k <= want)
+					ids[sent[k - 1]] = (int32_t)db_get_i64(r, row, 1);
+			}
+			PQclear(r);
+			if (step == 0) {
+				if (db_exec(st->db, "COMMIT", st->err, sizeof(st->err)) < 0)
+					return -1;
+				break;
+			}
+		}
+		for (size_t i = lo; i < hi; i++)
+			if (ids[i] < 0) {
+				snprintf(st->err, sizeof(st->err), "interning stacks: an id was not returned");
+				return -1;
+			}
+	}
+	return 0;
+fail_oom:
+	snprintf(st->err, sizeof(st->err), "interning stacks: out of memory");
+	return -1;
 }
 
 /* In struct mapped, ids >= 0 are database ids, -1 marks what no event uses, and
@@ -365,7 +465,7 @@ static int resolve_missing(struct store *st, bool is_stack, int32_t **local)
 		snprintf(st->err, sizeof(st->err), "out of memory");
 		return -1;
 	}
-	if (intern_missing(st, is_stack, *local) < 0)
+	if ((is_stack ? intern_stacks(st, *local) : intern_frames(st, *local)) < 0)
 		return -1;
 	for (size_t k = 0; k < cnt; k++) {
 		size_t len;

@@ -514,6 +514,28 @@ t_eq "random stacks: the check sees recursion and calls of many counts" \
 	"$(pg_q "SELECT count(*) FILTER (WHERE k.frame_ids[i] = k.frame_ids[i + 1]) > 0, count(DISTINCT (k.frame_ids[i], k.frame_ids[i + 1])) > 500
 	         FROM $used, generate_series(1, cardinality(k.frame_ids) - 1) i WHERE s.app = 'stat'")" "t|t"
 
+# ---- a new stack inserted meanwhile by a writer without the stacks' lock (an older sm-ingest): the
+# batch's INSERT under the lock meets the unique violation, and the way with ON CONFLICT stores the
+# stream on that writer's stack ----
+IDL=$(newid)
+want=$(pg_q "SELECT '{' || string_agg(id::text, ',' ORDER BY array_position(ARRAY['nginx!ngx_http_handler', 'nginx!main',
+	'libc.so.6!fdatasync'], name)) || '}' FROM frames WHERE name IN ('nginx!ngx_http_handler', 'nginx!main', 'libc.so.6!fdatasync')")
+{ echo "BEGIN; INSERT INTO stacks (frame_ids) VALUES ('$want') RETURNING id;"; sleep 3; echo "COMMIT;"; } |
+	psql -X -A -t -q -v ON_ERROR_STOP=1 -v application_name=lockless >"$T_TMP/lockless.out" 2>&1 &
+lockless=$!
+pg_until 1 "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE 'INSERT INTO stacks%'" >/dev/null
+stream "$IDL" 's/"stacks": \[\[0, 1, 2, 4\]/"stacks": [[2, 0, 4]/' >"$T_TMP/lockless.json"
+post "$T_TMP/lockless.json"
+wait "$lockless"
+t_eq "a stack inserted meanwhile without the lock: answer" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
+t_eq "and the stream's event is on that writer's stack, stored once" \
+	"$(pg_q "SELECT e.stack_id, (SELECT count(*) FROM stacks WHERE frame_ids = '$want') FROM events e
+		JOIN streams s ON s.id = e.stream_ref WHERE s.stream_id = '$IDL' AND e.seq = 0")" "$(head -n 1 "$T_TMP/lockless.out")|1"
+t_eq "and the batch took the way with ON CONFLICT" \
+	"$(grep -c 'a new stack was inserted meanwhile by a writer without' "$INGEST_LOG")" 1
+pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDL')" >/dev/null
+pg_q "DELETE FROM streams WHERE stream_id = '$IDL'" >/dev/null
+
 # ---- a zstd body's frame names, read in place (wire_parse_in_place()): stored as sent ----
 # plain names beside escaped ones (copied), bidi controls, a BOM, multibyte, a name of 1024 bytes,
 # names that end where the next begins
