@@ -15,6 +15,7 @@ struct idmap {
 	uint8_t *tags;         /* dense index -> the caller's tag (frames only; NULL for stacks) */
 	size_t max;
 	size_t bytes;          /* key bytes held since the last clear */
+	_Atomic uint64_t full; /* times it filled and was emptied, for /metrics */
 };
 
 /* Key bytes one map may hold: hostile streams with huge distinct frames must
@@ -81,6 +82,7 @@ static int idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t
 	if (k < 0) {
 		/* full: start over rather than grow; hot keys come back at once */
 		intern_clear(m->keys);
+		atomic_fetch_add_explicit(&m->full, 1, memory_order_relaxed);
 		m->bytes = 0;
 		n0 = 0;
 		k = intern_put(m->keys, key, len, NULL);
@@ -275,5 +277,12 @@ int idcache_render(struct idcache *c, struct buf *b)
 					 kinds[k], miss ? "miss" : "hit",
 					 (unsigned long long)atomic_load_explicit(&c->lookups[k][miss],
 										  memory_order_relaxed));
+	rc |= buf_puts(b, "# HELP sm_ingest_idcache_full_total Times a map of the id cache filled and was emptied"
+			  " (often: --id-cache-frames or --id-cache-stacks below the fleet's).\n"
+			  "# TYPE sm_ingest_idcache_full_total counter\n");
+	for (int k = 0; k < 2; k++)
+		rc |= buf_printf(b, "sm_ingest_idcache_full_total{kind=\"%s\"} %llu\n", kinds[k],
+				 (unsigned long long)atomic_load_explicit(k ? &c->stacks.full : &c->frames.full,
+									  memory_order_relaxed));
 	return rc;
 }

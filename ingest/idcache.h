@@ -19,6 +19,11 @@
 struct buf;
 struct idcache;
 
+/* What a map may be sized to (sm-ingest --id-cache-frames, --id-cache-stacks). Its keys' bytes are
+ * bounded besides (128 MiB a map), whatever the count. */
+#define IDCACHE_MIN 1024
+#define IDCACHE_MAX 4194304
+
 /* Returns a cache holding at most max_frames frames and max_stacks stacks, or NULL. Caller frees. */
 struct idcache *idcache_open(size_t max_frames, size_t max_stacks);
 void idcache_free(struct idcache *c);   /* NULL-safe */

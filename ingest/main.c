@@ -6,6 +6,7 @@
 #include "common/conns.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "ingest/idcache.h"
 #include "ingest/server.h"
 
 #include <getopt.h>
@@ -41,6 +42,8 @@ static const char usage[] =
 	"  --drain-timeout SECONDS  on SIGTERM, how long to wait for requests in flight [30]\n"
 	"  --maintain-interval S    seconds between partition/retention maintenance [3600]\n"
 	"  --fold-interval S        seconds between folds of the frame statistics' deltas [10]\n"
+	"  --id-cache-frames N      frame names whose ids all workers keep (1024 to 4194304) [262144]\n"
+	"  --id-cache-stacks N      stacks whose ids all workers keep (1024 to 4194304) [262144]\n"
 	"  --log-level LEVEL        debug, info, warn, error [info]\n"
 	"  --profile-merge-ms N     a build's fleet profile is merged again at most this often [60000]\n"
 	"  -h, --help               this text\n"
@@ -53,7 +56,7 @@ enum {
 	OPT_WORKERS = 256, OPT_QUEUE, OPT_MAXCONN, OPT_MAXBODY,
 	OPT_MAXDEC, OPT_MAXBUF, OPT_MAXBATCH, OPT_MAXEVENTS, OPT_MAXFRAMES, OPT_MAXSTACKS,
 	OPT_MAXDEPTH, OPT_AUTHTTL, OPT_DRAIN, OPT_MAINT, OPT_MERGE, OPT_PERIP, OPT_HEADTO,
-	OPT_IDLETO, OPT_FOLD,
+	OPT_IDLETO, OPT_FOLD, OPT_CACHEFRAMES, OPT_CACHESTACKS,
 };
 
 static const struct cli cl = { "sm-ingest", NULL };
@@ -79,6 +82,8 @@ int main(int argc, char **argv)
 		{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
 		{ "maintain-interval", required_argument, NULL, OPT_MAINT },
 		{ "fold-interval", required_argument, NULL, OPT_FOLD },
+		{ "id-cache-frames", required_argument, NULL, OPT_CACHEFRAMES },
+		{ "id-cache-stacks", required_argument, NULL, OPT_CACHESTACKS },
 		{ "log-level", required_argument, NULL, CLI_OPT_LOGLEVEL },
 		{ "profile-merge-ms", required_argument, NULL, OPT_MERGE },
 		{ "max-connections-per-ip", required_argument, NULL, OPT_PERIP },
@@ -133,6 +138,8 @@ int main(int argc, char **argv)
 		case OPT_PERIP: cfg.max_per_ip = (int)v; break;
 		case OPT_HEADTO: cfg.header_timeout_s = (int)v; break;
 		case OPT_IDLETO: cfg.conn_timeout_s = (int)v; break;
+		case OPT_CACHEFRAMES: cfg.idcache_frames = (size_t)v; break;
+		case OPT_CACHESTACKS: cfg.idcache_stacks = (size_t)v; break;
 		}
 	}
 	if (status >= 0)
@@ -145,6 +152,10 @@ int main(int argc, char **argv)
 		return cli_fail(&cl, "--header-timeout and --idle-timeout: must be at least 1 second");
 	if (cfg.queue < 1 || cfg.max_connections < 1 || cfg.lim.max_batch < 1)
 		return cli_fail(&cl, "--queue, --max-connections and --max-batch: must be at least 1");
+	if (cfg.idcache_frames < IDCACHE_MIN || cfg.idcache_frames > IDCACHE_MAX ||
+	    cfg.idcache_stacks < IDCACHE_MIN || cfg.idcache_stacks > IDCACHE_MAX)
+		return cli_fail(&cl, "--id-cache-frames and --id-cache-stacks: must be from %d to %d", IDCACHE_MIN,
+				IDCACHE_MAX);
 	if (cfg.lim.max_decoded < cfg.lim.max_body)
 		cfg.lim.max_decoded = cfg.lim.max_body;
 	log_init("ingest", level);

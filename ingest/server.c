@@ -33,9 +33,6 @@ enum route { ROUTE_NONE, ROUTE_STREAMS, ROUTE_AUTH };
 #define STATEMENT_TIMEOUT_S 60
 /* connections beyond --max-connections kept for /healthz and /metrics when none can give way */
 #define CONN_RESERVE 16
-/* the shared id cache's frames and stacks (idcache.h) */
-#define IDCACHE_FRAMES 262144
-#define IDCACHE_STACKS 262144
 enum rq_state { RQ_RECEIVING, RQ_QUEUED, RQ_DONE };
 
 enum rq_kind {
@@ -136,6 +133,8 @@ void server_config_default(struct ingest_config *cfg)
 	cfg->drain_timeout_s = 30;
 	cfg->maintain_interval_s = 3600;
 	cfg->fold_interval_s = 10;
+	cfg->idcache_frames = 262144;
+	cfg->idcache_stacks = 262144;
 	cfg->lim.max_body = (size_t)16 << 20;
 	cfg->lim.max_decoded = (size_t)128 << 20;
 	cfg->lim.max_batch = 1000;
@@ -682,7 +681,7 @@ static void warm_cache(struct server *s)
 {
 	int64_t t0 = util_now_mono_ns(), nf, ns;
 
-	if (handler_warm_cache(s->maint_handler, IDCACHE_FRAMES / 2, IDCACHE_STACKS / 2, &nf, &ns) < 0) {
+	if (handler_warm_cache(s->maint_handler, s->cfg->idcache_frames / 2, s->cfg->idcache_stacks / 2, &nf, &ns) < 0) {
 		log_warn("warming the id cache failed", "error=\"%s\"", handler_last_error(s->maint_handler));
 		return;
 	}
@@ -790,7 +789,7 @@ static int server_alloc(struct server *s, struct worker_arg **args)
 {
 	const struct ingest_config *cfg = s->cfg;
 
-	s->cache = idcache_open(IDCACHE_FRAMES, IDCACHE_STACKS);
+	s->cache = idcache_open(cfg->idcache_frames, cfg->idcache_stacks);
 	s->auth = auth_cache_open(cfg->auth_ttl_ms, 1024);
 	s->nworkers = cfg->workers;
 	s->workers = calloc((size_t)cfg->workers, sizeof(*s->workers));

@@ -28,6 +28,8 @@ struct ingest_config {
 	int drain_timeout_s;        /* how long SIGTERM waits for requests in flight */
 	int maintain_interval_s;    /* partitions and retention */
 	int fold_interval_s;        /* frame statistics' deltas into the totals */
+	size_t idcache_frames;      /* the shared id cache's frames and stacks (idcache.h) */
+	size_t idcache_stacks;
 	struct handler_limits lim;
 };
 

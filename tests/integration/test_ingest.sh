@@ -1122,4 +1122,36 @@ drop_stream "$id"
 stop_ingest
 pg_q "UPDATE settings SET value = :'e' WHERE key = 'intern_epoch'" -v e="$epoch" >/dev/null
 
+# ---- the id cache's size (--id-cache-frames, --id-cache-stacks): a fleet with more live stacks than
+# it holds is stored all the same, the cache never holding more ----
+t_eq "--id-cache-stacks below its least: a usage error" "$("$SM_BIN_DIR/sm-ingest" --id-cache-stacks 1023 2>&1; echo "rc=$?")" \
+	"sm-ingest: --id-cache-frames and --id-cache-stacks: must be from 1024 to 4194304
+rc=2"
+start_ingest --workers 1 --id-cache-frames 1024 --id-cache-stacks 1024 || t_bail "sm-ingest starts with a small id cache"
+t_match "a small id cache: warmed with half of each map at most" "$(warmed)" 'frames=([0-9]|[0-9][0-9]|[1-4][0-9][0-9]|50[0-9]|51[0-2]) stacks=([0-9]|[0-9][0-9]|[1-4][0-9][0-9]|50[0-9]|51[0-2])$'
+IDC=$(newid)
+python3 - "$IDC" "$T_TMP/idc.json" "$T_TMP/idc.want" <<'PY3'
+import json, sys
+names = ['idc!f%d' % i for i in range(60)]
+stacks = [[k % 50, 50 + (k // 50) % 10, (k // 500) % 60] for k in range(1500)]
+ev = [{'kind': 'wait', 'tid': 7, 'ts_ns': 1000 + k, 'dur_ns': 5, 'stack': k, 'readier_tid': 8} for k in range(1500)]
+s = {'v': 1, 'stream_id': sys.argv[1], 'host': 'idc', 'app': 'idc', 'version': '1', 'build_id': 'b',
+     'symptom': {'kind': 'unit_violation', 'tid': 7, 'start_ns': 1000, 'end_ns': 3000},
+     'frames': names, 'stacks': stacks, 'events': ev}
+open(sys.argv[2], 'w').write(json.dumps(s) + '\n')
+open(sys.argv[3], 'w').write(''.join('%d|%s\n' % (k, ' > '.join(names[f] for f in st)) for k, st in enumerate(stacks)))
+PY3
+post "$T_TMP/idc.json"
+t_eq "a small id cache: a stream of 1,500 new stacks stored" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
+t_eq "and each event names the frames sent" "$(events_of "$IDC")" "$(cat "$T_TMP/idc.want")"
+post "$T_TMP/idc.json"
+t_eq "sent again: a duplicate" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":0,"duplicates":1,"rejected":[]}'
+http GET "$INGEST_URL/metrics"
+t_eq "and the cache never held more than it may" \
+	"$(( $(metric sm_ingest_idcache_entries 'kind="frame"') <= 1024 )) $(( $(metric sm_ingest_idcache_entries 'kind="stack"') <= 1024 ))" "1 1"
+t_eq "and /metrics counts its stacks' map filling (twice: the stream, then its resend), not its frames'" \
+	"$(metric sm_ingest_idcache_full_total 'kind="frame"') $(metric sm_ingest_idcache_full_total 'kind="stack"')" "0 2"
+drop_stream "$IDC"
+stop_ingest
+
 t_done
