@@ -266,6 +266,21 @@ t_eq "bad input, deep nesting" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON
 stream "$(newid)" 's/"web-17"/"web-\xff\xfe"/' >"$T_TMP/utf8.json"
 post "$T_TMP/utf8.json"
 t_eq "bad input, invalid UTF-8" "$HTTP_STATUS $HTTP_BODY" '400 {"error":"not JSON: host: unexpected byte 0xff (invalid UTF-8) at byte 79"}'
+# a frame name holding a lone surrogate, escaped (high, then low) or encoded as UTF-8: not text
+n0=$(nstreams)
+stream "$(newid)" 's/"nginx!unused_frame"/"nginx!ab\\ud800"/' >"$T_TMP/sur1.json"
+post "$T_TMP/sur1.json"
+t_eq "bad input, a lone high surrogate escaped" "$HTTP_STATUS $HTTP_BODY" \
+	"400 {\"error\":\"not JSON: frames[6]: unexpected '\\\\' (a lone high surrogate) at byte 606\"}"
+stream "$(newid)" 's/"nginx!unused_frame"/"nginx!ab\\udc00x"/' >"$T_TMP/sur2.json"
+post "$T_TMP/sur2.json"
+t_eq "bad input, a lone low surrogate escaped" "$HTTP_STATUS $HTTP_BODY" \
+	"400 {\"error\":\"not JSON: frames[6]: unexpected '\\\\' (a lone low surrogate) at byte 606\"}"
+stream "$(newid)" 's/"nginx!unused_frame"/"nginx!ab\xed\xa0\x80"/' >"$T_TMP/sur3.json"
+post "$T_TMP/sur3.json"
+t_eq "bad input, a surrogate encoded in UTF-8" "$HTTP_STATUS $HTTP_BODY" \
+	'400 {"error":"not JSON: frames[6]: unexpected byte 0xed (invalid UTF-8) at byte 606"}'
+t_eq "and none of the three stored" "$(nstreams)" "$n0"
 stream "$(newid)" | zstd -q -c >"$T_TMP/full.zst"
 head -c $(( $(stat -c %s "$T_TMP/full.zst") / 2 )) "$T_TMP/full.zst" >"$T_TMP/trunc.zst"
 post "$T_TMP/trunc.zst" application/json -H 'Content-Encoding: zstd'
