@@ -66,8 +66,8 @@ static const char SQL_GET_FRAMES[] =
  * (1-based) and its id. ins_stacks runs under the stacks' interning lock, taken by a statement of
  * its own before it in the same transaction, so that its snapshot sees every stack the lock's last
  * holder inserted: what its lookup did not find is new, and is inserted without ON CONFLICT, whose
- * check would be a third descent of the arrays' index per new stack (a quarter of PostgreSQL's CPU
- * for a new build's streams). A writer that took no lock (an older sm-ingest) can still insert one
+ * check would be a third descent of the arrays' index per new stack (about 30 % of what PostgreSQL
+ * spent on a new build's streams beyond streams of known stacks). A writer that took no lock (an older sm-ingest) can still insert one
  * of them meanwhile: the unique violation then sends the chunk to ins_stacks_any and get_stacks,
  * the way of frames above. */
 #define STACKS_INPUT                                                                                  \
