@@ -391,18 +391,18 @@ static int intern_stacks(struct store *st, int32_t *ids)
 		size_t hi = lo + INTERN_CHUNK < total ? lo + INTERN_CHUNK : total;
 
 		for (int step = 0; step < 3; step++) {
-			const int formats[3] = { 1, 1, 1 };
-			const char *params[3];
-			int lens[3];
 			size_t want = stack_params(st, lo, hi, ids, sent);
-			PGresult *r;
 
 			if (want == SIZE_MAX)
 				goto fail_oom;
 			if (!want)
 				break;
-			params[0] = st->param.data, params[1] = st->param2.data, params[2] = st->param3.data;
-			lens[0] = (int)st->param.len, lens[1] = (int)st->param2.len, lens[2] = (int)st->param3.len;
+
+			const int formats[3] = { 1, 1, 1 };
+			const char *params[3] = { st->param.data, st->param2.data, st->param3.data };
+			const int lens[3] = { (int)st->param.len, (int)st->param2.len, (int)st->param3.len };
+			PGresult *r;
+
 			if (step == 0 && db_exec(st->db, SQL_LOCK_STACKS, st->err, sizeof(st->err)) < 0) {
 				PQclear(PQexec(st->db, "ROLLBACK"));
 				return -1;
