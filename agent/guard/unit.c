@@ -1184,22 +1184,23 @@ __attribute__((noinline, cold)) static int gcall_violation(struct gthread *t, ui
 }
 
 /*
- * The common case first, calling nothing but in tail position (so that it saves no register): a
- * call of an I/O or sleep inside a unit that repeats its path, with the clock on the TSC. What
+ * The common case first, calling nothing but in tail position (so that, with the clock on the
+ * TSC, it saves no register): a call of an I/O or sleep inside a unit that repeats its path. What
  * guard_enter() and context_hit() do for it, in the same order; anything else goes to
  * gcall_enter_any(). A path's step is never a loop site of its unit's loop: a step is recorded
  * only where guard_enter() found none (or a deeper loop's), and which it finds depends on the
  * call's return address and depth below the loop's wait alone, both the step's, in the step's table.
  * t->path_on holds only in guard mode, inside a unit; a unit whose loop waits on an object takes
- * the whole way (loop_twin()).
+ * the whole way (loop_twin()). tsc: a constant, the clock (else clock_gettime(), a kvm-clock
+ * guest's: gcall_enter_mono()).
  */
-int gcall_enter(struct gthread *t, struct gcall *c)
+static inline __attribute__((always_inline)) int gcall_enter_on(struct gthread *t, struct gcall *c, int tsc)
 {
 	const struct gtab *tab = atomic_load_explicit(&G.tab, memory_order_acquire);
 	int64_t now;
 	int changed;
 
-	if (GUARD_UNLIKELY(!G.clk.ok || atomic_load_explicit(&G.start_wanted, memory_order_relaxed) ||
+	if (GUARD_UNLIKELY(atomic_load_explicit(&G.start_wanted, memory_order_relaxed) ||
 			   t->loop_obj || !path_next(t, tab, c->ret, (int64_t)(t->loop_cfa - c->cfa))))
 		return gcall_enter_any(t, c);
 	t->nest = 1;
@@ -1207,7 +1208,7 @@ int gcall_enter(struct gthread *t, struct gcall *c)
 	t->sync_call = 0;
 	call_note(t, c);
 	c->lean = 1;
-	now = guard_now_tsc();
+	now = tsc ? guard_now_tsc() : guard_mono_ns();
 	changed = path_follow(t);
 	path_check(t, tab, c, (int64_t)(t->loop_cfa - c->cfa));
 	context_counted(t, changed);
@@ -1216,6 +1217,18 @@ int gcall_enter(struct gthread *t, struct gcall *c)
 	if (GUARD_UNLIKELY(now > t->deadline))
 		return gcall_violation(t, c->id, now);
 	return 1;
+}
+
+__attribute__((noinline)) static int gcall_enter_mono(struct gthread *t, struct gcall *c)
+{
+	return gcall_enter_on(t, c, 0);
+}
+
+int gcall_enter(struct gthread *t, struct gcall *c)
+{
+	if (GUARD_UNLIKELY(!G.clk.ok))
+		return gcall_enter_mono(t, c);
+	return gcall_enter_on(t, c, 1);
 }
 
 /* Any call's end, at now; errno as the call left it. */
@@ -1236,12 +1249,12 @@ __attribute__((noinline)) static void gcall_finish_any(struct gthread *t, struct
 }
 
 /*
- * The common case first: a call whose gcall_enter() took its common path (so: guard mode, the
- * clock on the TSC, inside a unit, not its loop's wait, no accept or connect; a signal handler's
- * calls in between are not counted), shorter than a wait event, within the unit's threshold; at
- * most a deferred request's note of data moved on a socket. What gcall_finish_any() does for it,
- * in the same order. It changes no errno: what the note may call that could (async_guess(),
- * async_done(), async_wait()) keeps it itself.
+ * The common case first: a call whose gcall_enter() took its common path (so: guard mode, inside
+ * a unit, not its loop's wait, no accept or connect; a signal handler's calls in between are not
+ * counted), shorter than a wait event, within the unit's threshold; at most a deferred request's
+ * note of data moved on a socket. What gcall_finish_any() does for it, in the same order. It
+ * changes no errno (clock_gettime() of CLOCK_MONOTONIC sets none): what the note may call that
+ * could (async_guess(), async_done(), async_wait()) keeps it itself.
  */
 void gcall_finish(struct gcall *c)
 {
@@ -1253,7 +1266,7 @@ void gcall_finish(struct gcall *c)
 		gcall_finish_any(t, c, guard_now());
 		return;
 	}
-	now = guard_now_tsc();
+	now = guard_now();
 	if (GUARD_UNLIKELY(now - c->t0 >= G.cfg.min_wait_ns || now > t->deadline)) {
 		gcall_finish_any(t, c, now);
 		return;

@@ -531,8 +531,17 @@ nstop 0
 G0=$G
 for m in $modes; do
 	G=$(g_of "$m")
+	c0=$(collector_cpu)
 	interleaved ngx nstop rps >"$W/pairs"
+	c1=$(collector_cpu)
 	report "wrk against nginx (req/s), $(mode_name "$m")" req/s <"$W/pairs"
+	# the collector's CPU is taken from the cores nginx and wrk share: as a share of the time the
+	# guarded instance was loaded (its warm-up and its measure, a round), about what it takes from
+	# the throughput
+	if [ "$m" = host ]; then
+		echo "guard nginx collector CPU:                $(awk -v a="$c0" -v b="$c1" -v n="$rounds" \
+			-v s="$((secs + (secs + 2) / 3))" 'BEGIN { printf "%.3f s over %d rounds, %d s of load on the guarded nginx each: %.2f %% of one core", b - a, n, s, 100 * (b - a) / (n * s) }')"
+	fi
 done
 G=$G0
 fi
