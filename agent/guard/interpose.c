@@ -1336,5 +1336,7 @@ GUARD_EXPORT int dlclose(void *h)
 	t->in_dl = 1;
 	r = REAL(dlclose)(h);
 	t->in_dl = was;
+	if (r == 0)
+		unwind_module_unloaded();
 	return r;
 }

@@ -26,6 +26,7 @@
 #include "agent/guard/budget.h"
 #include "agent/guard/hot.h"
 #include "agent/guard/threads.h"
+#include "agent/guard/unwind.h"
 #include "agent/guard/watch.h"
 
 #include <errno.h>
@@ -146,6 +147,7 @@ static bool save_profile(void)
  * answer (the shipper gave up, G.ship_cancel). */
 static void exit_sequence(void)
 {
+	struct unwind_counts uc;
 	struct gviol v;
 
 	guard_report_exit_begin();
@@ -170,8 +172,10 @@ static void exit_sequence(void)
 	}
 	/* the server, if it has been answering: training's upload and the last report */
 	guard_report_exit(G.mode == GUARD_MODE_TRAIN && G.train && G.cfg.upload_ns > 0);
+	unwind_counts(&uc);
 	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu early_closes=%llu shipped=%llu "
-		  "spooled=%llu lost=%llu empty=%llu baseline=%llu async_requests=%llu async_violations=%llu",
+		  "spooled=%llu lost=%llu empty=%llu baseline=%llu async_requests=%llu async_violations=%llu "
+		  "walks=%llu walk_frames=%llu walk_cache_entries=%llu slow_walks=%llu",
 		  (unsigned long long)guard_units(),
 		  (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
 		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.early_closes),
@@ -179,7 +183,9 @@ static void exit_sequence(void)
 		  (unsigned long long)atomic_load(&G.n.spooled), (unsigned long long)atomic_load(&G.n.lost),
 		  (unsigned long long)atomic_load(&G.n.empty), (unsigned long long)atomic_load(&G.n.baseline),
 		  (unsigned long long)atomic_load(&G.n.async_requests),
-		  (unsigned long long)atomic_load(&G.n.async_violations));
+		  (unsigned long long)atomic_load(&G.n.async_violations),
+		  (unsigned long long)uc.walks, (unsigned long long)uc.frames, (unsigned long long)uc.entries,
+		  (unsigned long long)uc.slow);
 	guard_log_flush();
 }
 

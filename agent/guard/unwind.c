@@ -254,13 +254,56 @@ static int readable(uintptr_t a, size_t n)
 	return ok;
 }
 
-/* libunwind's reads of memory, in place of its own (which validates through its pipe). */
+/* libunwind's trace cache: a frame's unwind rule by address, per thread, 16,384 slots. Half full it
+ * is replaced by one four times the size (1 MB, then 4 MB, ...) and never shrinks, and a sampled
+ * walk's innermost address is a new one each time it lands on a new instruction. A thread whose
+ * walks put this many entries in it (three writes each, see access_mem()) walks the slow way
+ * from then on: no cache grows, and the walks cost what they did before the cache was used. */
+#define TRACE_ENTRIES_MAX 7000
+static __thread uint32_t trace_writes __attribute__((tls_model("initial-exec")));
+
+/* for the exit line: walks through the cache, the frames they gave, the cache's entries made
+ * (each a DWARF step), and walks that went the slow way for one of the reasons below */
+static _Atomic uint64_t n_walks, n_frames, n_writes, n_slow;
+
+/* A module was unloaded: the cache may hold the rules of code no longer there, and its reads are
+ * not checked; from then on every walk takes the slow way, whose reads are. */
+static _Atomic int unloaded;
+
+/* How far above the writer's stack pointer libunwind's own context may lie: unw_backtrace() keeps
+ * it in its frame, a few calls out from access_mem(). */
+#define CONTEXT_REACH 16384
+
+/* Whether a write of n bytes at a lands in the walk's own context: on the current stack, just
+ * above the stack pointer (and below the stack's top where that is known). */
+static int own_context(uintptr_t a, size_t n)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
+	if (a < sp || a + n < a || a + n > sp + CONTEXT_REACH)
+		return 0;
+	return !(sp >= stk_lo && sp < stk_hi) || a + n <= stk_hi;
+}
+
+/* libunwind's reads of memory, in place of its own (which validates through its pipe). Its fast
+ * trace (unw_backtrace's cached frames) writes the registers it follows into the walk's context;
+ * refusing that write sends every walk down the slow way, a DWARF step a frame, each under
+ * libunwind's global cache lock, a pair of rt_sigprocmask calls. Nothing else is ever written. */
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
 {
 	(void)as;
 	(void)arg;
-	if (write || !readable((uintptr_t)addr, sizeof(*val)))
-		return -UNW_EINVAL;   /* walks never write */
+	if (write) {
+		if (!own_context((uintptr_t)addr, sizeof(*val)))
+			return -UNW_EINVAL;
+		*(unw_word_t *)(uintptr_t)addr = *val;
+		if (trace_writes < UINT32_MAX)
+			trace_writes++;
+		atomic_fetch_add_explicit(&n_writes, 1, memory_order_relaxed);
+		return 0;
+	}
+	if (!readable((uintptr_t)addr, sizeof(*val)))
+		return -UNW_EINVAL;
 	*val = *(const unw_word_t *)(uintptr_t)addr;
 	return 0;
 }
@@ -379,29 +422,6 @@ int unwind_ready(void)
 	return ready;
 }
 
-__attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
-{
-	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
-	int n;
-
-	if (!ready || max == 0)
-		return 0;
-	/* libunwind's per-thread cache: a stack seen before costs no DWARF parsing */
-	if (!unwind_loader_enter(0))
-		return 0;
-	n = p_backtrace((void **)ips, (int)max);
-	unwind_loader_leave();
-	if (n <= 0)
-		return 0;
-	/* from the caller's frame: libunwind's own frame and this one go */
-	for (int k = 0; k < n && k < 4; k++)
-		if (ips[k] == caller) {
-			memmove(ips, ips + k, (size_t)(n - k) * sizeof(ips[0]));
-			return (uint32_t)(n - k);
-		}
-	return (uint32_t)n;
-}
-
 /* Steps the cursor outwards into ips. */
 static uint32_t walk(unw_cursor_t *cur, uint64_t *ips, uint32_t max)
 {
@@ -419,28 +439,77 @@ static uint32_t walk(unw_cursor_t *cur, uint64_t *ips, uint32_t max)
 	return n;
 }
 
-__attribute__((noinline)) uint32_t unwind_here_cold(uint64_t *ips, uint32_t max)
+/* Drops the frames inside the walk (libunwind's, the agent's) before the caller's return address. */
+static uint32_t from_caller(uint64_t *ips, uint32_t n, uintptr_t caller)
 {
-	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
-	unw_context_t uc;
-	unw_cursor_t cur;
-	uint32_t n;
-
-	if (!ready || max == 0 || !unwind_loader_enter(0))
-		return 0;
-	if (p_getcontext(&uc) < 0 || p_init_local2(&cur, &uc, 0) < 0) {
-		unwind_loader_leave();
-		return 0;
-	}
-	n = walk(&cur, ips, max);
-	unwind_loader_leave();
-	/* from the caller's frame, as unwind_here() */
 	for (uint32_t k = 0; k < n && k < 4; k++)
 		if (ips[k] == caller) {
 			memmove(ips, ips + k, (n - k) * sizeof(ips[0]));
 			return n - k;
 		}
 	return n;
+}
+
+/* A walk a DWARF step a frame, without the trace cache. */
+static uint32_t walk_slow(uint64_t *ips, uint32_t max)
+{
+	unw_context_t uc;
+	unw_cursor_t cur;
+
+	if (p_getcontext(&uc) < 0 || p_init_local2(&cur, &uc, 0) < 0)
+		return 0;
+	return walk(&cur, ips, max);
+}
+
+__attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
+{
+	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
+	int n;
+
+	if (!ready || max == 0)
+		return 0;
+	if (!unwind_loader_enter(0))
+		return 0;
+	if (trace_writes >= 3 * TRACE_ENTRIES_MAX || atomic_load_explicit(&unloaded, memory_order_relaxed)) {
+		uint32_t got = walk_slow(ips, max);
+
+		unwind_loader_leave();
+		atomic_fetch_add_explicit(&n_slow, 1, memory_order_relaxed);
+		return from_caller(ips, got, caller);
+	}
+	/* libunwind's per-thread trace cache: a frame seen before costs no DWARF parsing */
+	n = p_backtrace((void **)ips, (int)max);
+	unwind_loader_leave();
+	if (n <= 0)
+		return 0;
+	atomic_fetch_add_explicit(&n_walks, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&n_frames, (uint64_t)n, memory_order_relaxed);
+	return from_caller(ips, (uint32_t)n, caller);
+}
+
+__attribute__((noinline)) uint32_t unwind_here_cold(uint64_t *ips, uint32_t max)
+{
+	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
+	uint32_t n;
+
+	if (!ready || max == 0 || !unwind_loader_enter(0))
+		return 0;
+	n = walk_slow(ips, max);
+	unwind_loader_leave();
+	return from_caller(ips, n, caller);
+}
+
+void unwind_module_unloaded(void)
+{
+	atomic_store(&unloaded, 1);
+}
+
+void unwind_counts(struct unwind_counts *c)
+{
+	c->walks = atomic_load_explicit(&n_walks, memory_order_relaxed);
+	c->frames = atomic_load_explicit(&n_frames, memory_order_relaxed);
+	c->entries = atomic_load_explicit(&n_writes, memory_order_relaxed) / 3;
+	c->slow = atomic_load_explicit(&n_slow, memory_order_relaxed);
 }
 
 uint32_t unwind_context(void *uc, uint64_t *ips, uint32_t max)

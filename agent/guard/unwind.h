@@ -51,11 +51,27 @@ void unwind_modules_changed(void);
 /* True on a thread where libunwind is starting: the descriptors it asks for are refused. */
 int unwind_starting(void);
 
-/* This thread's return addresses from the caller of unwind_here() outwards, innermost first. */
+/* This thread's return addresses from the caller of unwind_here() outwards, innermost first.
+ * Through libunwind's per-thread trace cache (its fast path: a frame whose address was seen
+ * before costs a few loads) until the thread has put 7,000 entries in it, below the point where
+ * libunwind would replace it by one four times the size; then a DWARF step a frame. */
 uint32_t unwind_here(uint64_t *ips, uint32_t max);
 /* The same without libunwind's per-thread trace cache, which a thread's first unwind_here() makes
  * (a quarter of a megabyte, filled): for threads that walk rarely. Slower per walk. Not in a handler. */
 uint32_t unwind_here_cold(uint64_t *ips, uint32_t max);
+/* A module was unloaded (dlclose): from now on unwind_here() walks without libunwind's trace
+ * cache, which may hold the unwind rules of code that is gone and reads without checks. */
+void unwind_module_unloaded(void);
+
+/* unwind_here()'s walks since the start, for the agent's exit line. */
+struct unwind_counts {
+	uint64_t walks;     /* through libunwind's trace cache */
+	uint64_t frames;    /* that they gave */
+	uint64_t entries;   /* made in the cache (a DWARF step each; the rest came from it) */
+	uint64_t slow;      /* a DWARF step a frame: after a dlclose, or a thread's cache full enough */
+};
+void unwind_counts(struct unwind_counts *c);
+
 /* The same from a signal's context (ucontext_t *), the interrupted pc first. */
 uint32_t unwind_context(void *uc, uint64_t *ips, uint32_t max);
 

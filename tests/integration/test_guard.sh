@@ -216,6 +216,13 @@ v=$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")
 sup=$(sed -n 's/.* suppressed=\([0-9]*\).*/\1/p' <<<"$line")
 echo "storm: $v violations, $sup suppressed"
 t_eq "and counts the rest" "$((v - sup)):$([ "${v:-0}" -ge 200 ] && echo all)" "6:all"
+# their stacks (unwind.h): walked through libunwind's trace cache, which learns each frame once;
+# a refused write of its own context sends every walk the slow way and makes no entry at all
+read -r walks frames entries slow <<<"$(sed -n 's/.* walks=\([0-9]*\) walk_frames=\([0-9]*\) walk_cache_entries=\([0-9]*\) slow_walks=\([0-9]*\).*/\1 \2 \3 \4/p' <<<"$line")"
+echo "storm: $walks walks through the cache, $frames frames, $entries entries made, $slow slow"
+t_eq "the storm's stacks came from the trace cache: at most one frame in ten new, none the slow way" \
+	"$([ "${walks:-0}" -ge 200 ] && [ "${entries:-0}" -gt 0 ] && [ $((entries * 10)) -le "${frames:-0}" ] && echo yes) ${slow:-none}" \
+	"yes 0"
 
 # ---- the shipping budget (guard.md "Shipping budget"): the worst of the minute first, weighted ----
 # about 290 slow requests of 5 ms and 8 of 300 ms in one minute, a budget of 40: every 300 ms one is
