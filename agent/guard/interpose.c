@@ -1336,7 +1336,11 @@ GUARD_EXPORT int dlclose(void *h)
 	t->in_dl = 1;
 	r = REAL(dlclose)(h);
 	t->in_dl = was;
-	if (r == 0)
+	if (r == 0) {
+		/* its segments may be gone: out of the address check, and walks off libunwind's cache */
 		unwind_module_unloaded();
+		if (atomic_load_explicit(&G.active, memory_order_relaxed))
+			unwind_modules_changed();
+	}
 	return r;
 }

@@ -41,9 +41,11 @@
  *   sigign SIG    ignore signal SIG (SIG_IGN); sigdfl SIG: its default action again
  *   rawsleep MS   a nanosleep system call of MS that the agent does not wrap (syscall());
  *                 cut short, it says so on stderr
+ *   unload        dlopen() a library and dlclose() it (the agent's walks go the slow way after)
  *   quit          stop the server
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -359,6 +361,11 @@ static int handle_line(const char *line)
 	if (sscanf(line, "convoy %ld", &ms) == 1) {
 		take_big_lock(ms);
 		return 0;
+	}
+	if (strncmp(line, "unload", 6) == 0) {
+		void *h = dlopen("libutil.so.1", RTLD_NOW | RTLD_LOCAL);
+
+		return h && dlclose(h) == 0 ? 0 : -1;
 	}
 	if (strncmp(line, "quit", 4) == 0) {
 		stop = 1;

@@ -224,6 +224,18 @@ t_eq "the storm's stacks came from the trace cache: at most one frame in ten new
 	"$([ "${walks:-0}" -ge 200 ] && [ "${entries:-0}" -gt 0 ] && [ $((entries * 10)) -le "${frames:-0}" ] && echo yes) ${slow:-none}" \
 	"yes 0"
 
+# after a dlclose (unwind.h) the cache may hold the unwind rules of code no longer mapped: the
+# walks go the slow way, whose reads are checked
+SM_GUARD_LABELS=run=unload guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+{ "$GT" client "$PORT" 20 1 sleep=5:1 && "$GT" client "$PORT" 1 1 unload:1 &&
+	"$GT" client "$PORT" 20 1 sleep=5:1; } >/dev/null || t_fail "unload load"
+gt_stop "$PORT"
+line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
+read -r walks slow <<<"$(sed -n 's/.* walks=\([0-9]*\) .* slow_walks=\([0-9]*\).*/\1 \2/p' <<<"$line")"
+echo "unload: $walks walks through the cache, $slow slow"
+t_eq "walks through the cache before a dlclose, the slow way after it" \
+	"$([ "${walks:-0}" -gt 0 ] && echo cached) $([ "${slow:-0}" -gt 0 ] && echo slow)" "cached slow"
+
 # ---- the shipping budget (guard.md "Shipping budget"): the worst of the minute first, weighted ----
 # about 290 slow requests of 5 ms and 8 of 300 ms in one minute, a budget of 40: every 300 ms one is
 # shipped (its priority beats the small ones' but by a chance of about 1e-7), with weight 1; the
