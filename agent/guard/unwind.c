@@ -450,15 +450,19 @@ static uint32_t from_caller(uint64_t *ips, uint32_t n, uintptr_t caller)
 	return n;
 }
 
-/* A walk a DWARF step a frame, without the trace cache. */
-static uint32_t walk_slow(uint64_t *ips, uint32_t max)
+/* A walk a DWARF step a frame, without the trace cache, from the caller's frame. */
+static uint32_t walk_slow(uint64_t *ips, uint32_t max, uintptr_t caller)
 {
 	unw_context_t uc;
 	unw_cursor_t cur;
+	uint32_t n = 0;
 
-	if (p_getcontext(&uc) < 0 || p_init_local2(&cur, &uc, 0) < 0)
+	if (!ready || max == 0 || !unwind_loader_enter(0))
 		return 0;
-	return walk(&cur, ips, max);
+	if (p_getcontext(&uc) == 0 && p_init_local2(&cur, &uc, 0) == 0)
+		n = walk(&cur, ips, max);
+	unwind_loader_leave();
+	return from_caller(ips, n, caller);
 }
 
 __attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
@@ -466,17 +470,12 @@ __attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
 	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
 	int n;
 
-	if (!ready || max == 0)
-		return 0;
-	if (!unwind_loader_enter(0))
-		return 0;
 	if (trace_writes >= 3 * TRACE_ENTRIES_MAX || atomic_load_explicit(&unloaded, memory_order_relaxed)) {
-		uint32_t got = walk_slow(ips, max);
-
-		unwind_loader_leave();
 		atomic_fetch_add_explicit(&n_slow, 1, memory_order_relaxed);
-		return from_caller(ips, got, caller);
+		return walk_slow(ips, max, caller);
 	}
+	if (!ready || max == 0 || !unwind_loader_enter(0))
+		return 0;
 	/* libunwind's per-thread trace cache: a frame seen before costs no DWARF parsing */
 	n = p_backtrace((void **)ips, (int)max);
 	unwind_loader_leave();
@@ -489,14 +488,7 @@ __attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
 
 __attribute__((noinline)) uint32_t unwind_here_cold(uint64_t *ips, uint32_t max)
 {
-	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
-	uint32_t n;
-
-	if (!ready || max == 0 || !unwind_loader_enter(0))
-		return 0;
-	n = walk_slow(ips, max);
-	unwind_loader_leave();
-	return from_caller(ips, n, caller);
+	return walk_slow(ips, max, (uintptr_t)__builtin_return_address(0));
 }
 
 void unwind_module_unloaded(void)
