@@ -123,9 +123,10 @@ $(O)/gen/%.pb-c.o: $(O)/gen/%.pb-c.c
 	$(call say,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) -Wno-missing-prototypes -c -o $@ $<
 
-# the guard library's objects: optimised, unsanitized, position-independent, hidden by default
+# the guard library's objects: optimised, unsanitized, position-independent, hidden by default; its
+# code runs on the program's stacks, whose pages stay once touched (and a thread's may be small)
 GUARD_PIC_CFLAGS := -std=c11 -g -O2 -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
-	-pthread $(WARN) -MMD -MP -I. -I$(O)/gen
+	-pthread $(WARN) -Wframe-larger-than=40960 -MMD -MP -I. -I$(O)/gen
 ifeq ($(SAN),1)
 # the tests' library checks the path's unit types against counting each context (agent/guard/unit.c)
 # and the TSC clock against CLOCK_MONOTONIC at each re-anchoring (agent/guard/clock.c)

@@ -90,22 +90,42 @@ static void put(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
+/* Where a region's parts go: computed before the file exists (a struct gregion is a quarter of a
+ * megabyte, too much for the program's stack, whose pages would stay). */
+struct shape {
+	uint32_t ring;
+	uint64_t slots_off, rings_off, tab_off, tab_cap, train_off, train_cap, bytes;
+};
+
 /* The layout of a region for rings of ring bytes: header, slots, rings, the pushed table's image, and a
  * training process's tables. */
-static void layout(struct gregion *h, uint32_t ring, int training)
+static void layout(struct shape *s, uint32_t ring, int training)
+{
+	s->ring = ring;
+	s->slots_off = page_up(sizeof(struct gregion));
+	s->rings_off = s->slots_off + page_up((size_t)GUARD_MAX_THREADS * sizeof(struct gslot));
+	s->tab_off = s->rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * ring;
+	s->tab_cap = page_up(sizeof(struct gtab) + (size_t)GREGION_TAB_SLOTS * sizeof(struct gtab_ctx));
+	s->train_off = s->tab_off + s->tab_cap;
+	s->train_cap = training ? page_up(sizeof(struct learnt)) : 0;
+	s->bytes = s->train_off + s->train_cap;
+}
+
+/* The layout written into a new region h. */
+static void stamp(struct gregion *h, const struct shape *s)
 {
 	h->magic = GREGION_MAGIC;
 	h->layout = GREGION_VERSION;
 	h->slot_bytes = (uint32_t)sizeof(struct gslot);
+	h->bytes = s->bytes;
 	h->max_slots = GUARD_MAX_THREADS;
-	h->ring_bytes = ring;
-	h->slots_off = page_up(sizeof(struct gregion));
-	h->rings_off = h->slots_off + page_up((size_t)GUARD_MAX_THREADS * sizeof(struct gslot));
-	h->tab_off = h->rings_off + (uint64_t)(GUARD_MAX_THREADS + 1) * ring;
-	h->tab_cap = page_up(sizeof(struct gtab) + (size_t)GREGION_TAB_SLOTS * sizeof(struct gtab_ctx));
-	h->train_off = h->tab_off + h->tab_cap;
-	h->train_cap = training ? page_up(sizeof(struct learnt)) : 0;
-	h->bytes = h->train_off + h->train_cap;
+	h->ring_bytes = s->ring;
+	h->slots_off = s->slots_off;
+	h->rings_off = s->rings_off;
+	h->tab_off = s->tab_off;
+	h->tab_cap = s->tab_cap;
+	h->train_off = s->train_off;
+	h->train_cap = s->train_cap;
 }
 
 /*
@@ -269,7 +289,8 @@ struct learnt *guard_region_learnt(void)
 
 int guard_region_open(int training)
 {
-	struct gregion probe, *r;
+	struct gregion *r;
+	struct shape shape;
 	char tmp[GUARD_PATH_MAX + 64];
 	uint64_t st;
 
@@ -297,21 +318,16 @@ int guard_region_open(int training)
 	}
 	/* no watchdog will look for the cgroup: its limit is in the description */
 	guard_starve_find();
-	memset(&probe, 0, sizeof(probe));
-	layout(&probe, (uint32_t)gring_round(G.cfg.ring_bytes), training);
+	layout(&shape, (uint32_t)gring_round(G.cfg.ring_bytes), training);
 	st = start_time();
-	r = create(probe.bytes, st, tmp, sizeof(tmp));
+	r = create(shape.bytes, st, tmp, sizeof(tmp));
 	if (r) {
-		memcpy(r, &probe, offsetof(struct gregion, pid));
-		r->tab_off = probe.tab_off;
-		r->tab_cap = probe.tab_cap;
-		r->train_off = probe.train_off;
-		r->train_cap = probe.train_cap;
+		stamp(r, &shape);
 		describe(r, st);
 		describe_profile(r);
 		describe_training(r);
 		if (publish(tmp, st) < 0) {
-			munmap(r, probe.bytes);
+			munmap(r, shape.bytes);
 			r = NULL;
 		}
 	}
@@ -320,7 +336,7 @@ int guard_region_open(int training)
 			  "dir=%s error=\"%s\"", G.cfg.collector_dir, strerror(errno));
 		return -1;
 	}
-	adopt(r, probe.bytes, 1);
+	adopt(r, shape.bytes, 1);
 	guard_region_modules();
 	return 0;
 }
