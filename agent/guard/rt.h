@@ -261,7 +261,6 @@ struct gthread {
 	uint8_t unwinding;        /* a stack walk in progress: the handler must not start one */
 	uint8_t prog_blocked;     /* the thread's mask blocks the agent's signal (the program's doing) */
 	uint8_t mask_known;       /* prog_blocked was set from the thread's start or its mask */
-	uint8_t walks;            /* walks made without libunwind's per-thread cache (sampler.c) */
 	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
 	uint8_t own_fds;          /* an agent thread with a descriptor table of its own */
 	uint8_t boosted;          /* the timer runs at the violation rate for the rest of this unit */

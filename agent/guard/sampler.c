@@ -61,10 +61,9 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 /*
  * A wait of a thread that has no slot (it never ran a unit), which may ready a unit's wait: into
  * the ring such threads share, so that the thread gets no ring, no slot, no timer. Its first
- * walks go without libunwind's per-thread trace cache (a quarter of a megabyte, filled, for a
- * thread that may wait once and end); a thread that keeps waiting makes the cache after all.
+ * walks go without libunwind's per-thread trace cache (unwind.h: a thread that may wait once and
+ * end makes none); a thread that keeps waiting makes the cache after all.
  */
-#define COLD_WALKS 16
 
 void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t readier, uint16_t call)
 {
@@ -81,12 +80,9 @@ void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t rea
 			return;
 	}
 	t->unwinding = 1;
-	if (t->walks < COLD_WALKS) {
-		t->walks++;
-		n = unwind_here_cold(ips, max);
-	} else {
-		n = unwind_here(ips, max);
-	}
+	if (GUARD_UNLIKELY(unwind_want_cache))
+		unwind_cache_make();
+	n = unwind_here(ips, max);
 	t->unwinding = 0;
 	if (!n)
 		return;
@@ -313,16 +309,9 @@ void guard_timer_arm(struct gthread *t)
 		return;
 	if (!atomic_load(&s->timer_live)) {
 		struct sigevent sev;
-		uint64_t warm[8];
 
 		if (t->timer_state == TIMER_FAILED)
 			return;
-		/* libunwind makes a thread's trace cache on first use, with locks and mmap:
-		 * here, not in the handler */
-		t->unwinding = 1;
-		unwind_here(warm, 8);
-		t->unwinding = 0;
-
 		memset(&sev, 0, sizeof(sev));
 		sev.sigev_notify = SIGEV_THREAD_ID;
 		sev.sigev_signo = G.sig;

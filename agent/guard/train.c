@@ -183,7 +183,11 @@ int32_t gtrain_loop(struct gtrain *tr, uintptr_t ret, int64_t depth, uint16_t ca
 static uint16_t capture_path(uint64_t *path)
 {
 	uint64_t ips[GP_MAX_PATH + 16], tmp[GP_MAX_PATH];
-	uint32_t got = unwind_here(ips, GP_MAX_PATH + 16), n = 0;
+	uint32_t got, n = 0;
+
+	if (GUARD_UNLIKELY(unwind_want_cache))
+		unwind_cache_make();
+	got = unwind_here(ips, GP_MAX_PATH + 16);
 
 	for (uint32_t i = 0; i < got && n < GP_MAX_PATH; i++)
 		if (!(ips[i] >= G.self_lo && ips[i] < G.self_hi))   /* the agent's own frames */

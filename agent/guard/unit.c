@@ -488,6 +488,13 @@ __attribute__((noinline)) static void unit_begin(struct gthread *t, const struct
 	atomic_store_explicit(&s->unit_start, now, memory_order_release);
 	if (atomic_load_explicit(&G.sampling, memory_order_relaxed) && t->timer_state != TIMER_ARMED)
 		guard_timer_arm(t);
+	/* the samples' and the waits' walks through libunwind's trace cache, once this thread walks
+	 * often enough to be worth one (unwind.h) */
+	if (GUARD_UNLIKELY(unwind_want_cache)) {
+		t->unwinding = 1;
+		unwind_cache_make();
+		t->unwinding = 0;
+	}
 	if (GUARD_UNLIKELY(!G.wd_started))
 		guard_start_watchdog();
 }

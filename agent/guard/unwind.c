@@ -262,9 +262,18 @@ static int readable(uintptr_t a, size_t n)
 #define TRACE_ENTRIES_MAX 7000
 static __thread uint32_t trace_writes __attribute__((tls_model("initial-exec")));
 
+/* The cache is made filled (a quarter of a megabyte a thread), with locks and mmap: only outside
+ * the handler (unwind_cache_make()), and only for a thread that has walked this many times the
+ * slow way, so that the many threads that walk once or never pay nothing for it. */
+#define UNCACHED_WALKS 16
+static __thread uint8_t uncached __attribute__((tls_model("initial-exec")));
+static __thread uint8_t cache_made __attribute__((tls_model("initial-exec")));
+__thread uint8_t unwind_want_cache __attribute__((tls_model("initial-exec")));
+
 /* for the exit line: walks through the cache, the frames they gave, the cache's entries made
- * (each a DWARF step), and walks that went the slow way for one of the reasons below */
-static _Atomic uint64_t n_walks, n_frames, n_writes, n_slow;
+ * (each a DWARF step), walks that went the slow way for one of the reasons below, and walks made
+ * the slow way before the thread had a cache */
+static _Atomic uint64_t n_walks, n_frames, n_writes, n_slow, n_uncached;
 
 /* A module was unloaded: the cache may hold the rules of code no longer there, and its reads are
  * not checked; from then on every walk takes the slow way, whose reads are. */
@@ -413,6 +422,8 @@ int unwind_open(char *err, size_t errlen)
 	/* per-thread caches: no locks, nothing shared with a handler on another thread */
 	p_set_caching_policy(*local, UNW_CACHE_PER_THREAD);
 	ready = 1;
+	/* libunwind's own first-use set-up, outside any handler (the trace cache is made later,
+	 * and only where unwind_cache_make() is called) */
 	unwind_here(warm, 8);
 	return 0;
 }
@@ -474,6 +485,12 @@ __attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
 		atomic_fetch_add_explicit(&n_slow, 1, memory_order_relaxed);
 		return walk_slow(ips, max, caller);
 	}
+	if (!cache_made) {
+		if (uncached < UNCACHED_WALKS && ++uncached == UNCACHED_WALKS)
+			unwind_want_cache = 1;
+		atomic_fetch_add_explicit(&n_uncached, 1, memory_order_relaxed);
+		return walk_slow(ips, max, caller);
+	}
 	if (!ready || max == 0 || !unwind_loader_enter(0))
 		return 0;
 	/* libunwind's per-thread trace cache: a frame seen before costs no DWARF parsing */
@@ -486,9 +503,21 @@ __attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
 	return from_caller(ips, (uint32_t)n, caller);
 }
 
-__attribute__((noinline)) uint32_t unwind_here_cold(uint64_t *ips, uint32_t max)
+void unwind_cache_make(void)
 {
-	return walk_slow(ips, max, (uintptr_t)__builtin_return_address(0));
+	uint64_t warm[8];
+	int n;
+
+	unwind_want_cache = 0;
+	if (cache_made || !ready || !unwind_loader_enter(0))
+		return;
+	cache_made = 1;
+	n = p_backtrace((void **)warm, 8);
+	unwind_loader_leave();
+	if (n > 0) {
+		atomic_fetch_add_explicit(&n_walks, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&n_frames, (uint64_t)n, memory_order_relaxed);
+	}
 }
 
 void unwind_module_unloaded(void)
@@ -502,6 +531,7 @@ void unwind_counts(struct unwind_counts *c)
 	c->frames = atomic_load_explicit(&n_frames, memory_order_relaxed);
 	c->entries = atomic_load_explicit(&n_writes, memory_order_relaxed) / 3;
 	c->slow = atomic_load_explicit(&n_slow, memory_order_relaxed);
+	c->uncached = atomic_load_explicit(&n_uncached, memory_order_relaxed);
 }
 
 uint32_t unwind_context(void *uc, uint64_t *ips, uint32_t max)

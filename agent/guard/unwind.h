@@ -53,12 +53,16 @@ int unwind_starting(void);
 
 /* This thread's return addresses from the caller of unwind_here() outwards, innermost first.
  * Through libunwind's per-thread trace cache (its fast path: a frame whose address was seen
- * before costs a few loads) until the thread has put 7,000 entries in it, below the point where
- * libunwind would replace it by one four times the size; then a DWARF step a frame. */
+ * before costs a few loads) once the thread has one (unwind_cache_make()) and until it has put
+ * 7,000 entries in it, below the point where libunwind would replace it by one four times the
+ * size; otherwise a DWARF step a frame. Never makes the cache: may run in a signal handler. */
 uint32_t unwind_here(uint64_t *ips, uint32_t max);
-/* The same without libunwind's per-thread trace cache, which a thread's first unwind_here() makes
- * (a quarter of a megabyte, filled): for threads that walk rarely. Slower per walk. Not in a handler. */
-uint32_t unwind_here_cold(uint64_t *ips, uint32_t max);
+/* Set on a thread once it has walked 16 times without a trace cache: the next point outside a
+ * handler calls unwind_cache_make() (a quarter of a megabyte, filled, with locks and mmap: a
+ * thread that walks once or never goes without). fork() makes it too, for the children to share. */
+extern __thread uint8_t unwind_want_cache;
+/* Makes the calling thread's trace cache (once). Not in a handler. */
+void unwind_cache_make(void);
 /* A module was unloaded (dlclose): from now on unwind_here() walks without libunwind's trace
  * cache, which may hold the unwind rules of code that is gone and reads without checks. */
 void unwind_module_unloaded(void);
@@ -69,6 +73,7 @@ struct unwind_counts {
 	uint64_t frames;    /* that they gave */
 	uint64_t entries;   /* made in the cache (a DWARF step each; the rest came from it) */
 	uint64_t slow;      /* a DWARF step a frame: after a dlclose, or a thread's cache full enough */
+	uint64_t uncached;  /* a DWARF step a frame: the thread had no cache yet */
 };
 void unwind_counts(struct unwind_counts *c);
 

@@ -42,6 +42,7 @@
  *   rawsleep MS   a nanosleep system call of MS that the agent does not wrap (syscall());
  *                 cut short, it says so on stderr
  *   unload        dlopen() a library and dlclose() it (the agent's walks go the slow way after)
+ *   fork          fork() a child that exits at once, and wait for it
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -59,6 +60,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -366,6 +368,14 @@ static int handle_line(const char *line)
 		void *h = dlopen("libutil.so.1", RTLD_NOW | RTLD_LOCAL);
 
 		return h && dlclose(h) == 0 ? 0 : -1;
+	}
+	if (strncmp(line, "fork", 4) == 0) {
+		int st;
+		pid_t p = fork();
+
+		if (p == 0)
+			_exit(0);
+		return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) ? 0 : -1;
 	}
 	if (strncmp(line, "quit", 4) == 0) {
 		stop = 1;

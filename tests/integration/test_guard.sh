@@ -236,6 +236,26 @@ echo "unload: $walks walks through the cache, $slow slow"
 t_eq "walks through the cache before a dlclose, the slow way after it" \
 	"$([ "${walks:-0}" -gt 0 ] && echo cached) $([ "${slow:-0}" -gt 0 ] && echo slow)" "cached slow"
 
+# libunwind's trace cache is a quarter of a megabyte a thread, filled when made (unwind.h): a thread
+# makes it only after 16 walks the slow way, so a process that walks a few times has none
+SM_GUARD_LABELS=run=few guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+"$GT" client "$PORT" 2 1 sleep=5:1 >/dev/null || t_fail "few load"
+gt_stop "$PORT"
+line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
+read -r walks entries uncached <<<"$(sed -n 's/.* walks=\([0-9]*\) .* walk_cache_entries=\([0-9]*\) .* uncached_walks=\([0-9]*\).*/\1 \2 \3/p' <<<"$line")"
+echo "few: $walks walks through the cache, $entries entries made, $uncached before a cache"
+t_eq "a few walks, the slow way, make no trace cache" \
+	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -gt 0 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
+# but a fork makes it first, for the children to share (copy on write) rather than fill their own
+SM_GUARD_LABELS=run=fork guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+{ "$GT" client "$PORT" 2 1 sleep=5:1 && "$GT" client "$PORT" 1 1 fork:1; } >/dev/null || t_fail "fork load"
+gt_stop "$PORT"
+line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
+read -r walks entries <<<"$(sed -n 's/.* walks=\([0-9]*\) .* walk_cache_entries=\([0-9]*\) .*/\1 \2/p' <<<"$line")"
+echo "fork: $walks walks through the cache, $entries entries made"
+t_eq "a fork makes the trace cache first" \
+	"$([ "${walks:-0}" -ge 1 ] && [ "${entries:-0}" -gt 0 ] && echo made)" "made"
+
 # ---- the shipping budget (guard.md "Shipping budget"): the worst of the minute first, weighted ----
 # about 290 slow requests of 5 ms and 8 of 300 ms in one minute, a budget of 40: every 300 ms one is
 # shipped (its priority beats the small ones' but by a chance of about 1e-7), with weight 1; the
