@@ -28,6 +28,9 @@ guarded() {
 
 # wait_ready: the server started in the background (output in server.out) listens
 wait_ready() { gt_ready "$T_TMP/server.out" server; }
+# the last guarded guardtest's exit line, into $line; kv NAME: a counter of it
+exit_line() { line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1); }
+kv() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
 
 # ---- the command ----
 
@@ -211,14 +214,14 @@ t_eq "reports every second while the process runs (SM_GUARD_REPORT_S=1)" "$seen"
 t_eq "the suppressed violations are reported as drops" \
 	"$(q "SELECT violations >= 200, violations - drops, exited FROM agent_procs WHERE pid = $GPID")" "t|6|t"
 t_eq "a storm ships 6 streams" "$(q "SELECT count(*) FROM streams WHERE labels->>'run' = 'limited' AND role = 'violation'")" 6
-line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
-v=$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")
-sup=$(sed -n 's/.* suppressed=\([0-9]*\).*/\1/p' <<<"$line")
+exit_line
+v=$(kv violations)
+sup=$(kv suppressed)
 echo "storm: $v violations, $sup suppressed"
 t_eq "and counts the rest" "$((v - sup)):$([ "${v:-0}" -ge 200 ] && echo all)" "6:all"
 # their stacks (unwind.h): walked through libunwind's trace cache, which learns each frame once;
 # a refused write of its own context sends every walk the slow way and makes no entry at all
-read -r walks frames entries slow <<<"$(sed -n 's/.* walks=\([0-9]*\) walk_frames=\([0-9]*\) walk_cache_entries=\([0-9]*\) slow_walks=\([0-9]*\).*/\1 \2 \3 \4/p' <<<"$line")"
+walks=$(kv walks) frames=$(kv walk_frames) entries=$(kv walk_cache_entries) slow=$(kv slow_walks)
 echo "storm: $walks walks through the cache, $frames frames, $entries entries made, $slow slow"
 t_eq "the storm's stacks came from the trace cache: at most one frame in ten new, none the slow way" \
 	"$([ "${walks:-0}" -ge 200 ] && [ "${entries:-0}" -gt 0 ] && [ $((entries * 10)) -le "${frames:-0}" ] && echo yes) ${slow:-none}" \
@@ -230,8 +233,8 @@ SM_GUARD_LABELS=run=unload guarded "$GT" epoll "$PORT" || t_bail "guarded server
 { "$GT" client "$PORT" 20 1 sleep=5:1 && "$GT" client "$PORT" 1 1 unload:1 &&
 	"$GT" client "$PORT" 20 1 sleep=5:1; } >/dev/null || t_fail "unload load"
 gt_stop "$PORT"
-line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
-read -r walks slow <<<"$(sed -n 's/.* walks=\([0-9]*\) .* slow_walks=\([0-9]*\).*/\1 \2/p' <<<"$line")"
+exit_line
+walks=$(kv walks) slow=$(kv slow_walks)
 echo "unload: $walks walks through the cache, $slow slow"
 t_eq "walks through the cache before a dlclose, the slow way after it" \
 	"$([ "${walks:-0}" -gt 0 ] && echo cached) $([ "${slow:-0}" -gt 0 ] && echo slow)" "cached slow"
@@ -241,8 +244,8 @@ t_eq "walks through the cache before a dlclose, the slow way after it" \
 SM_GUARD_LABELS=run=few guarded "$GT" epoll "$PORT" || t_bail "guarded server"
 "$GT" client "$PORT" 2 1 sleep=5:1 >/dev/null || t_fail "few load"
 gt_stop "$PORT"
-line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
-read -r walks entries uncached <<<"$(sed -n 's/.* walks=\([0-9]*\) .* walk_cache_entries=\([0-9]*\) .* uncached_walks=\([0-9]*\).*/\1 \2 \3/p' <<<"$line")"
+exit_line
+walks=$(kv walks) entries=$(kv walk_cache_entries) uncached=$(kv uncached_walks)
 echo "few: $walks walks through the cache, $entries entries made, $uncached before a cache"
 t_eq "a few walks, the slow way, make no trace cache" \
 	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -gt 0 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
@@ -250,8 +253,8 @@ t_eq "a few walks, the slow way, make no trace cache" \
 SM_GUARD_LABELS=run=fork guarded "$GT" epoll "$PORT" || t_bail "guarded server"
 { "$GT" client "$PORT" 2 1 sleep=5:1 && "$GT" client "$PORT" 1 1 fork:1; } >/dev/null || t_fail "fork load"
 gt_stop "$PORT"
-line=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1)
-read -r walks entries <<<"$(sed -n 's/.* walks=\([0-9]*\) .* walk_cache_entries=\([0-9]*\) .*/\1 \2/p' <<<"$line")"
+exit_line
+walks=$(kv walks) entries=$(kv walk_cache_entries)
 echo "fork: $walks walks through the cache, $entries entries made"
 t_eq "a fork makes the trace cache first" \
 	"$([ "${walks:-0}" -ge 1 ] && [ "${entries:-0}" -gt 0 ] && echo made)" "made"
@@ -279,7 +282,6 @@ t_eq "budget: at most 40 streams per unit type, every weight at least 1, some ab
 # (the agent's exit line: a report's drops also count streams lost in sending, baselines' too)
 line=$(grep "msg=\"exit\".* pid=$GPID " "$T_TMP/guard.log" | tail -n 1)
 echo "budget: the agent's exit line: $line"
-kv() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
 kept=$(($(kv violations) - $(kv suppressed) - $(kv queue_drops)))
 stored=$(bq "SELECT count(*)")
 t_eq "budget: the streams shipped are the violations counted less those sampled away (less any lost in sending)" \
@@ -456,10 +458,11 @@ gt_stop "$PORT"
 echo "exit took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 spooled=$(ls "$T_TMP/spool"/*.json 2>/dev/null | wc -l)
 # the three slow requests at least (a fast one slowed past its 1 ms threshold on a busy machine counts too)
-viol=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1 | sed -n 's/.* violations=\([0-9]*\).*/\1/p')
-base=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1 | sed -n 's/.* baseline=\([0-9]*\).*/\1/p')
+exit_line
+viol=$(kv violations)
+base=$(kv baseline)
 # those the shipping budget kept (6 per unit type and minute; more violate on a busy machine)
-sup=$(grep 'msg="exit".* exe=guardtest ' "$T_TMP/guard.log" | tail -n 1 | sed -n 's/.* suppressed=\([0-9]*\).*/\1/p')
+sup=$(kv suppressed)
 t_eq "at exit, the violations kept (and the baseline units) go to the spool" \
 	"$spooled|$([ "${viol:-0}" -ge 3 ] && echo 3+)" "$((${viol:-0} - ${sup:-0} + ${base:-0}))|3+"
 "$BIN/sm-agent" drain --url "$INGEST_URL" --token-file "$T_TMP/token" --spool "$T_TMP/spool" >/dev/null 2>&1 ||
