@@ -23,12 +23,10 @@ static void before_fork(void)
 	struct gthread *t = &guard_tls;
 
 	/* a forking server's children share the parent's trace cache, copy on write, rather than each
-	 * filling a quarter of a megabyte of its own (unwind.h); once made, this does nothing */
-	if (atomic_load(&G.active) && !t->unwinding) {
-		t->unwinding = 1;
-		unwind_cache_make();
-		t->unwinding = 0;
-	}
+	 * filling a quarter of a megabyte of its own (unwind.h); a thread that never walked (a helper
+	 * that forks to exec) makes none, and once made this does nothing */
+	if (atomic_load(&G.active) && unwind_walked())
+		guard_trace_cache(t);
 	unwind_fork_prepare();
 	if (!atomic_load(&G.active))
 		return;

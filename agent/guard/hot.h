@@ -186,11 +186,16 @@ void guard_sampler_pause(void);
 void guard_sampler_resume(void);
 /* The watchdog asks the thread of s, asleep in a wrapped call, for its stack. */
 void guard_sampler_request(struct gslot *s);
-/* A wait of a thread that never ran a unit, into the ring all such threads share. */
+/* A wait of a thread that never ran a unit, into the ring all such threads share. [program] */
 void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t readier, uint16_t call);
-/* Records the stack of the current thread (detection of a violation, unit end fallback). */
+/* Records the stack of the current thread (detection of a violation, unit end fallback). [program] */
 void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int64_t readier, uint16_t call,
 		       uint16_t flags);
+/* libunwind's trace cache for thread t (unwind_cache_make()), where t may make it: not inside a
+ * wrapped lock, condition or semaphore wait (its key may allocate), a loader call or a walk. Its
+ * locks on the way are the agent's calls. Returns the nanoseconds it took (0: nothing done).
+ * Callers test unwind_want_cache first (or make it for a fork). [program] */
+int64_t guard_trace_cache(struct gthread *t);
 
 /* ---- starve.c: run delay and cgroup throttling per unit [program]; the tick [agent] ---- */
 /* The watchdog's tick: snapshots of the threads' run delay, the cgroup's throttled time. */

@@ -42,6 +42,8 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 
 	if (!s || !s->ring.size)
 		return;
+	if (GUARD_UNLIKELY(unwind_want_cache))
+		guard_trace_cache(t);
 	rec = gring_begin(&s->ring, (uint32_t)G.cfg.max_frames);
 	if (!rec)
 		return;
@@ -58,13 +60,31 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 	gring_commit(&s->ring, rec, n);
 }
 
+int64_t guard_trace_cache(struct gthread *t)
+{
+	uint32_t nest = t->nest;
+	uintptr_t nest_cfa = t->nest_cfa;
+	int64_t t0;
+
+	if (t->sync_call || t->in_dl || t->unwinding)
+		return 0;
+	t0 = guard_now();
+	t->nest = 1;
+	t->nest_cfa = (uintptr_t)__builtin_frame_address(0);
+	t->unwinding = 1;
+	unwind_cache_make();
+	t->unwinding = 0;
+	t->nest = nest;
+	t->nest_cfa = nest_cfa;
+	return guard_now() - t0;
+}
+
 /*
  * A wait of a thread that has no slot (it never ran a unit), which may ready a unit's wait: into
  * the ring such threads share, so that the thread gets no ring, no slot, no timer. Its first
  * walks go without libunwind's per-thread trace cache (unwind.h: a thread that may wait once and
  * end makes none); a thread that keeps waiting makes the cache after all.
  */
-
 void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t readier, uint16_t call)
 {
 	uint64_t ips[GUARD_MAX_STACK];
@@ -79,9 +99,9 @@ void guard_record_shared(struct gthread *t, int64_t ts, int64_t dur, int64_t rea
 		if (!G.shared_ring->size)
 			return;
 	}
-	t->unwinding = 1;
 	if (GUARD_UNLIKELY(unwind_want_cache))
-		unwind_cache_make();
+		guard_trace_cache(t);
+	t->unwinding = 1;
 	n = unwind_here(ips, max);
 	t->unwinding = 0;
 	if (!n)

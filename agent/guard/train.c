@@ -186,7 +186,7 @@ static uint16_t capture_path(uint64_t *path)
 	uint32_t got, n = 0;
 
 	if (GUARD_UNLIKELY(unwind_want_cache))
-		unwind_cache_make();
+		guard_trace_cache(&guard_tls);
 	got = unwind_here(ips, GP_MAX_PATH + 16);
 
 	for (uint32_t i = 0; i < got && n < GP_MAX_PATH; i++)

@@ -460,6 +460,10 @@ __attribute__((noinline)) static void unit_begin(struct gthread *t, const struct
 
 	if (!s)
 		return;
+	/* the samples' and the waits' walks through libunwind's trace cache, once this thread walks
+	 * often enough to be worth one (unwind.h); the unit starts after it is made */
+	if (GUARD_UNLIKELY(unwind_want_cache))
+		now += guard_trace_cache(t);
 	t->loop = L;
 	t->loop_cfa = cfa;
 	t->unit_seq++;
@@ -488,13 +492,6 @@ __attribute__((noinline)) static void unit_begin(struct gthread *t, const struct
 	atomic_store_explicit(&s->unit_start, now, memory_order_release);
 	if (atomic_load_explicit(&G.sampling, memory_order_relaxed) && t->timer_state != TIMER_ARMED)
 		guard_timer_arm(t);
-	/* the samples' and the waits' walks through libunwind's trace cache, once this thread walks
-	 * often enough to be worth one (unwind.h) */
-	if (GUARD_UNLIKELY(unwind_want_cache)) {
-		t->unwinding = 1;
-		unwind_cache_make();
-		t->unwinding = 0;
-	}
 	if (GUARD_UNLIKELY(!G.wd_started))
 		guard_start_watchdog();
 }

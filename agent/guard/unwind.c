@@ -505,19 +505,37 @@ __attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
 
 void unwind_cache_make(void)
 {
+	uint32_t writes = trace_writes;
 	uint64_t warm[8];
 	int n;
 
-	unwind_want_cache = 0;
-	if (cache_made || !ready || !unwind_loader_enter(0))
+	if (cache_made || !ready || trace_writes >= 3 * TRACE_ENTRIES_MAX ||
+	    atomic_load_explicit(&unloaded, memory_order_relaxed)) {
+		unwind_want_cache = 0;   /* none wanted: those walks go the slow way for good */
 		return;
-	cache_made = 1;
+	}
+	if (!unwind_loader_enter(0))
+		return;                  /* a fork under way: the next point tries again */
+	unwind_want_cache = 0;
 	n = p_backtrace((void **)warm, 8);
 	unwind_loader_leave();
+	/* a new cache misses its first frame, and a miss writes the walk's context: without a write
+	 * libunwind had no cache to give (its mmap failed) and walked the slow way; it is tried again
+	 * 16 walks later, never from unwind_here() */
+	if (trace_writes == writes) {
+		uncached = 0;
+		return;
+	}
+	cache_made = 1;
 	if (n > 0) {
 		atomic_fetch_add_explicit(&n_walks, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&n_frames, (uint64_t)n, memory_order_relaxed);
 	}
+}
+
+int unwind_walked(void)
+{
+	return uncached > 0 || cache_made;
 }
 
 void unwind_module_unloaded(void)

@@ -61,8 +61,11 @@ uint32_t unwind_here(uint64_t *ips, uint32_t max);
  * handler calls unwind_cache_make() (a quarter of a megabyte, filled, with locks and mmap: a
  * thread that walks once or never goes without). fork() makes it too, for the children to share. */
 extern __thread uint8_t unwind_want_cache;
-/* Makes the calling thread's trace cache (once). Not in a handler. */
+/* Makes the calling thread's trace cache (once; after a dlclose or past the entries' cap, never).
+ * Not in a handler. */
 void unwind_cache_make(void);
+/* Whether this thread has walked its stack (its first walk made, or a cache). */
+int unwind_walked(void);
 /* A module was unloaded (dlclose): from now on unwind_here() walks without libunwind's trace
  * cache, which may hold the unwind rules of code that is gone and reads without checks. */
 void unwind_module_unloaded(void);
