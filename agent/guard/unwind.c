@@ -279,6 +279,12 @@ static _Atomic uint64_t n_walks, n_frames, n_writes, n_slow, n_uncached;
  * not checked; from then on every walk takes the slow way, whose reads are. */
 static _Atomic int unloaded;
 
+/* Walks that take the slow way for good: the thread's cache full enough, or a module unloaded. */
+static inline int cache_barred(void)
+{
+	return trace_writes >= 3 * TRACE_ENTRIES_MAX || atomic_load_explicit(&unloaded, memory_order_relaxed);
+}
+
 /* How far above the writer's stack pointer libunwind's own context may lie: unw_backtrace() keeps
  * it in its frame, a few calls out from access_mem(). */
 #define CONTEXT_REACH 16384
@@ -481,7 +487,7 @@ __attribute__((noinline)) uint32_t unwind_here(uint64_t *ips, uint32_t max)
 	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
 	int n;
 
-	if (trace_writes >= 3 * TRACE_ENTRIES_MAX || atomic_load_explicit(&unloaded, memory_order_relaxed)) {
+	if (cache_barred()) {
 		atomic_fetch_add_explicit(&n_slow, 1, memory_order_relaxed);
 		return walk_slow(ips, max, caller);
 	}
@@ -509,8 +515,7 @@ void unwind_cache_make(void)
 	uint64_t warm[8];
 	int n;
 
-	if (cache_made || !ready || trace_writes >= 3 * TRACE_ENTRIES_MAX ||
-	    atomic_load_explicit(&unloaded, memory_order_relaxed)) {
+	if (cache_made || !ready || cache_barred()) {
 		unwind_want_cache = 0;   /* none wanted: those walks go the slow way for good */
 		return;
 	}
