@@ -1325,8 +1325,10 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	size_t nacc = 0;
 	int rc;
 	int64_t t0 = util_now_mono_ns(), t1, t2, t3;
-	size_t *order = arena_alloc(st->scratch, (n + 1) * sizeof(*order));
+	size_t *order;
 
+	st->err[0] = '\0';   /* this try's failure alone: copy_end() fills in only an empty one */
+	order = arena_alloc(st->scratch, (n + 1) * sizeof(*order));
 	if (!order) {
 		snprintf(st->err, sizeof(st->err), "out of memory");
 		return -1;
@@ -1419,7 +1421,6 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		int64_t t0 = util_now_mono_ns();
 		uint64_t epoch = 0;
 
-		st->err[0] = '\0';   /* this attempt's failure, not the last one's */
 		st->stamp = idcache_stamp(st->cache, &st->epoch);
 		if (map_ids(st, ss, n, m) < 0)
 			goto done;
@@ -1436,7 +1437,6 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 				break;
 			}
 			no_partition = false;
-			st->err[0] = '\0'; /* this try's failure, not the last one's */
 			rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, skip_stored);
 		}
 		if (rc != STORE_REMAP)
