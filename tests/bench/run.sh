@@ -77,9 +77,23 @@ trap cleanup EXIT
 now() { date +%s.%N; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
 cpu_s() { awk '{ printf "%.1f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+# CPU time in ticks (1/100 s): the whole machine's busy time (steal not counted), and that of
+# PostgreSQL's processes alive at the moment (the postmaster and its children)
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+pg_ticks() {
+	local pm p t=0
+	pm=$(head -n 1 "$work/pg/data/postmaster.pid")
+	for p in "$pm" $(pgrep -P "$pm"); do
+		t=$(( t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0) ))
+	done
+	echo "$t"
+}
+ticks_s() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 100 }'; }
 
 # send_fleet FILE BATCH SENDERS: split, compress and POST a fleet to a fresh
-# sm-ingest; sets SEND_SECS, SEND_PEAK_MB, SEND_CPU and leaves the codes in $work/codes.
+# sm-ingest; sets SEND_SECS, SEND_PEAK_MB, SEND_CPU, SEND_BUSY (the machine's busy core-seconds
+# during the send), SEND_PG_CPU (PostgreSQL's CPU seconds meanwhile) and leaves the codes in
+# $work/codes.
 send_fleet() {
 	local token url t0 t1
 	rm -rf "$work/batches" "$work/port"
@@ -108,9 +122,12 @@ send_fleet() {
 		printf 'header = "%s"\n' "Authorization: Bearer $token" 'Content-Type: application/x-ndjson' 'Content-Encoding: zstd'
 		echo next
 	done | sed '$d' >"$work/send.curl"
+	local b0 p0
+	b0=$(busy_ticks) p0=$(pg_ticks)
 	t0=$(now)
 	curl --parallel --parallel-max "$3" --no-progress-meter -K "$work/send.curl" >"$work/codes"
 	t1=$(now)
+	SEND_BUSY=$(ticks_s "$b0" "$(busy_ticks)") SEND_PG_CPU=$(ticks_s "$p0" "$(pg_ticks)")
 	SEND_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	SEND_PEAK_MB=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$ingest_pid/status")
 	SEND_CPU=$(cpu_s "$ingest_pid")
@@ -185,7 +202,8 @@ if [ "$only" = all ] || [ "$only" = ingest ]; then
 		echo "bench: $nstreams streams stored, $streams sent" >&2
 		exit 1
 	fi
-	echo "sm-ingest:  $secs s  $(rate "$nevents" "$secs") events/s  $(rate "$nstreams" "$secs") streams/s  peak RSS $peak MB  server CPU $icpu s"
+	echo "sm-ingest:  $secs s  $(rate "$nevents" "$secs") events/s  $(rate "$nstreams" "$secs") streams/s  peak RSS $peak MB  server CPU $icpu s" \
+		"(the machine busy $SEND_BUSY core-s, PostgreSQL $SEND_PG_CPU s of it)"
 	# what it takes on disk (docs/scaling.md, "Sizing"): tables with their indexes and TOAST
 	psql -XAtc "SELECT format('on disk:    events %s MB (%s bytes per event), streams %s MB (%s bytes per stream),'
 		' frames and stacks %s MB, the rest %s MB', round(ev / 1e6), round(ev / $nevents::numeric),
@@ -200,11 +218,13 @@ if [ "$only" = all ] || [ "$only" = ingest ]; then
 	psql -Xqc "\\copy (SELECT * FROM streams ORDER BY id) TO '$work/streams.tsv'" \
 		-c "\\copy (SELECT * FROM events) TO '$work/events.tsv'"
 	psql -Xqc "TRUNCATE streams, events"
+	b0=$(busy_ticks)
 	t0=$(now)
 	psql -Xqc "\\copy streams FROM '$work/streams.tsv'" -c "\\copy events FROM '$work/events.tsv'"
 	t1=$(now)
 	csecs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	echo "psql \\copy: $csecs s  $(rate "$nevents" "$csecs") events/s  $(rate "$nstreams" "$csecs") streams/s"
+	echo "psql \\copy: $csecs s  $(rate "$nevents" "$csecs") events/s  $(rate "$nstreams" "$csecs") streams/s" \
+		"(the machine busy $(ticks_s "$b0" "$(busy_ticks)") core-s)"
 	echo "ratio:      $(awk -v a="$secs" -v b="$csecs" 'BEGIN { printf "%.0f %%", 100 * b / a }') of the raw COPY rate (goal: at least 50 %)"
 	psql -Xqc "TRUNCATE streams, events, stat_deltas, stat_frames, stat_calls, stat_streams"
 fi

@@ -125,7 +125,7 @@ sc_settle() {
 # the same rows (the streams numbered above any before) taken out and put back with psql \copy
 # into the same tables; then removed. Each timed part starts from a settled database (sc_settle).
 sc_alone() {
-	local what=$1 k=$2 t0 t1 secs n stored top stacks0
+	local what=$1 k=$2 t0 t1 b0 secs n stored top stacks0
 	shift 2
 	"$tools/genfleet" --streams "$k" "$@" --out "$work/alone.ndjson" 2>/dev/null
 	top=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
@@ -137,17 +137,20 @@ sc_alone() {
 	n=${stored#* }
 	echo "sm-ingest alone, $what: $k more streams ($n events, $(( $(psql -XAtc "SELECT count(*) FROM stacks") - stacks0 )) new stacks)" \
 		"sent as zstd batches by 4 senders: $SEND_SECS s, $(rate "$n" "$SEND_SECS") events/s, $(rate "$k" "$SEND_SECS") streams/s," \
-		"CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB"
+		"CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB; the machine busy $SEND_BUSY core-s of $(awk -v s="$SEND_SECS" -v c="$(nproc)" 'BEGIN { printf "%.1f", s * c }')," \
+		"PostgreSQL $SEND_PG_CPU s of it"
 	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE id > $top"
 	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
 		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'"
 	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)"
 	sc_settle
+	b0=$(busy_ticks)
 	t0=$(now)
 	psql -Xqc "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
 	t1=$(now)
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	echo "raw COPY:   the same rows put back with psql \\copy in $secs s: $(rate "$n" "$secs") events/s;" \
+	echo "raw COPY:   the same rows put back with psql \\copy in $secs s (the machine busy $(ticks_s "$b0" "$(busy_ticks)") core-s):" \
+		"$(rate "$n" "$secs") events/s;" \
 		"sm-ingest did $(awk -v a="$SEND_SECS" -v c="$secs" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
 	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
 		-c "DROP TABLE sc_ids"
