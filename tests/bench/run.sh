@@ -90,16 +90,31 @@ pg_ticks() {
 }
 ticks_s() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 100 }'; }
 
-# send_fleet FILE BATCH SENDERS: split, compress and POST a fleet to a fresh
-# sm-ingest; sets SEND_SECS, SEND_PEAK_MB, SEND_CPU, SEND_BUSY (the machine's busy core-seconds
-# during the send), SEND_PG_CPU (PostgreSQL's CPU seconds meanwhile) and leaves the codes in
-# $work/codes.
+# curl_conf URL TOKEN FILE...: a curl config that POSTs each zstd batch, printing its status
+curl_conf() {
+	local url=$1 token=$2 f
+	shift 2
+	for f in "$@"; do
+		printf 'url = "%s"\ndata-binary = "@%s"\noutput = "/dev/null"\nsilent\nwrite-out = "%%{http_code}\\n"\n' "$url" "$f"
+		printf 'header = "%s"\n' "Authorization: Bearer $token" 'Content-Type: application/x-ndjson' 'Content-Encoding: zstd'
+		echo next
+	done | sed '$d'
+}
+
+# send_fleet FILE BATCH SENDERS [WARM-FILE]: split, compress and POST a fleet to a fresh
+# sm-ingest; sets SEND_SECS, SEND_PEAK_MB, SEND_CPU (sm-ingest's CPU seconds during the timed
+# send), SEND_BUSY (the machine's busy core-seconds meanwhile), SEND_PG_CPU (PostgreSQL's CPU
+# seconds meanwhile) and leaves the codes in
+# $work/codes. WARM-FILE's streams, when given, go first, untimed (a running server's rate: see
+# below); SEND_TOP and SEND_STACKS are then the largest stream id stored (the timed part's
+# streams are numbered above it) and the number of stacks.
 send_fleet() {
-	local token url t0 t1
+	local token url t0 t1 f
 	rm -rf "$work/batches" "$work/port"
 	mkdir "$work/batches"
 	split -l "$2" -d -a 5 "$1" "$work/batches/b"
-	for f in "$work"/batches/b*; do zstd -q -1 --rm "$f" -o "$f.zst"; done
+	[ -z "${4:-}" ] || split -l "$2" -d -a 5 "$4" "$work/batches/w"
+	for f in "$work"/batches/[bw]*; do zstd -q -1 --rm "$f" -o "$f.zst"; done
 	# the frame statistics a section before left unfolded are not this one's work
 	local left
 	while left=$(psql -XAtc "SELECT sm_fold_stats(1000)") && [ "$left" != 0 ]; do :; done
@@ -117,25 +132,31 @@ send_fleet() {
 	done
 	# one curl for all the batches, SENDERS at a time: a process per batch spent as much of this
 	# machine's two cores starting up as sm-ingest spent storing small streams (docs/scaling.md)
-	for f in "$work"/batches/*.zst; do
-		printf 'url = "%s"\ndata-binary = "@%s"\noutput = "/dev/null"\nsilent\nwrite-out = "%%{http_code}\\n"\n' "$url" "$f"
-		printf 'header = "%s"\n' "Authorization: Bearer $token" 'Content-Type: application/x-ndjson' 'Content-Encoding: zstd'
-		echo next
-	done | sed '$d' >"$work/send.curl"
-	local b0 p0
-	b0=$(busy_ticks) p0=$(pg_ticks)
+	: >"$work/codes.warm"
+	SEND_TOP= SEND_STACKS=
+	if [ -n "${4:-}" ]; then
+		# and its workers' memory touched: a fresh server's first batches fault in each worker's
+		# buffers (26,000 page faults in the first 50 of a day's batches, 145 in the next 50)
+		curl_conf "$url" "$token" "$work"/batches/w*.zst >"$work/warm.curl"
+		curl --parallel --parallel-max "$3" --no-progress-meter -K "$work/warm.curl" >"$work/codes.warm"
+		SEND_TOP=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
+		SEND_STACKS=$(psql -XAtc "SELECT count(*) FROM stacks")
+	fi
+	curl_conf "$url" "$token" "$work"/batches/b*.zst >"$work/send.curl"
+	local b0 p0 c0
+	b0=$(busy_ticks) p0=$(pg_ticks) c0=$(awk '{ print $14 + $15 }' "/proc/$ingest_pid/stat")
 	t0=$(now)
 	curl --parallel --parallel-max "$3" --no-progress-meter -K "$work/send.curl" >"$work/codes"
 	t1=$(now)
 	SEND_BUSY=$(ticks_s "$b0" "$(busy_ticks)") SEND_PG_CPU=$(ticks_s "$p0" "$(pg_ticks)")
+	SEND_CPU=$(ticks_s "$c0" "$(awk '{ print $14 + $15 }' "/proc/$ingest_pid/stat")")
 	SEND_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	SEND_PEAK_MB=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$ingest_pid/status")
-	SEND_CPU=$(cpu_s "$ingest_pid")
 	kill "$ingest_pid"
 	wait "$ingest_pid" || true
 	ingest_pid=
-	if grep -qv '^200$' "$work/codes"; then
-		echo "bench: not every request was stored: $(sort "$work/codes" | uniq -c | tr '\n' ' ')" >&2
+	if grep -qv '^200$' "$work/codes.warm" "$work/codes"; then
+		echo "bench: not every request was stored: $(cat "$work/codes.warm" "$work/codes" | sort | uniq -c | tr '\n' ' ')" >&2
 		exit 1
 	fi
 }

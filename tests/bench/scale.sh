@@ -18,6 +18,7 @@
 set -euo pipefail
 
 sc_pipes=${SM_BENCH_SCALE_PIPES:-3}
+sc_warm=()
 sc_py=${SM_BENCH_PYTHON:-python3}
 
 # The largest resident set seen per program while a phase ran, sampled each second: this bench's
@@ -124,15 +125,22 @@ sc_settle() {
 # 4 senders (send_fleet), so that neither the generator nor the agent takes CPU meanwhile; then
 # the same rows (the streams numbered above any before) taken out and put back with psql \copy
 # into the same tables; then removed. Each timed part starts from a settled database (sc_settle).
+# When sc_warm (genfleet's arguments) is set, those streams go first, untimed, to the same
+# server (send_fleet), and are removed with the rest.
 sc_alone() {
-	local what=$1 k=$2 t0 t1 b0 secs n stored top stacks0
+	local what=$1 k=$2 t0 t1 b0 secs n stored top top0 stacks0 warm=
 	shift 2
 	"$tools/genfleet" --streams "$k" "$@" --out "$work/alone.ndjson" 2>/dev/null
-	top=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
+	if [ "${#sc_warm[@]}" -gt 0 ]; then
+		"$tools/genfleet" "${sc_warm[@]}" --out "$work/warm.ndjson" 2>/dev/null
+		warm=$work/warm.ndjson
+	fi
+	top0=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
 	stacks0=$(psql -XAtc "SELECT count(*) FROM stacks")
 	sc_settle
-	send_fleet "$work/alone.ndjson" "$sc_batch" 4
-	rm -f "$work/alone.ndjson"
+	send_fleet "$work/alone.ndjson" "$sc_batch" 4 $warm
+	rm -f "$work/alone.ndjson" "$work/warm.ndjson"
+	top=${SEND_TOP:-$top0} stacks0=${SEND_STACKS:-$stacks0}
 	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE id > $top")
 	n=${stored#* }
 	echo "sm-ingest alone, $what: $k more streams ($n events, $(( $(psql -XAtc "SELECT count(*) FROM stacks") - stacks0 )) new stacks)" \
@@ -152,8 +160,7 @@ sc_alone() {
 	echo "raw COPY:   the same rows put back with psql \\copy in $secs s (the machine busy $(ticks_s "$b0" "$(busy_ticks)") core-s):" \
 		"$(rate "$n" "$secs") events/s;" \
 		"sm-ingest did $(awk -v a="$SEND_SECS" -v c="$secs" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
-	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
-		-c "DROP TABLE sc_ids"
+	psql -Xqc "DELETE FROM events WHERE stream_ref > $top0" -c "DELETE FROM streams WHERE id > $top0" -c "DROP TABLE sc_ids"
 	rm -f "$work/sc.streams.tsv" "$work/sc.events.tsv"
 }
 
@@ -262,6 +269,10 @@ if [ "$sc_day_streams" -gt 0 ]; then
 	# the fleet's next streams, whose stacks the day stored nearly all; then as many of an app never
 	# seen, every stack of it new (what a new build's first streams bring)
 	sc_k=$(( sc_day_streams / 50 > 100 ? sc_day_streams / 50 : 100 ))
+	# before each, a running server's memory: two batches per sender of the day's streams (their
+	# stacks stored, so a new app's stay new), beyond those sent
+	sc_warm=(--streams "$(( 8 * sc_batch ))" --first "$(( sc_day_streams + sc_k ))" --events "$sc_day_events"
+		--hosts "$sc_day_hosts" --apps day --distinct-stacks 50000 --bugs 5 --seed 30)
 	sc_alone "the day's next streams" "$sc_k" --first "$sc_day_streams" --events "$sc_day_events" \
 		--hosts "$sc_day_hosts" --apps day --distinct-stacks 50000 --bugs 5 --seed 30
 	sc_alone "a new app's streams" "$sc_k" --events "$sc_day_events" --hosts "$sc_day_hosts" --apps day-new \
