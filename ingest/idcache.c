@@ -8,19 +8,32 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-struct idmap {
-	pthread_rwlock_t lock;
+/* One generation of a map: keys to dense indexes, and by index the database id and the tag. */
+struct idgen {
 	struct intern *keys;   /* key -> dense index */
 	int32_t *ids;          /* dense index -> database id */
 	uint8_t *tags;         /* dense index -> the caller's tag (frames only; NULL for stacks) */
-	size_t max;
 	size_t bytes;          /* key bytes held since the last clear */
-	_Atomic uint64_t full; /* times it filled and was emptied, for /metrics */
 };
 
-/* Key bytes one map may hold: hostile streams with huge distinct frames must
- * not grow the cache past this. */
+/* A map in two generations: puts go to the young one; when it fills, the old one is dropped and the
+ * young one becomes old. A lookup that finds a key only in the old one puts it in the young one
+ * again, so that what batches keep using stays: a fleet whose live keys outnumber a generation
+ * loses only those it has not used for a generation's worth of new ones, never all at once. Each
+ * generation holds the map's room in entries (so live keys that fit it never turn it over) and
+ * half of its key bytes. */
+struct idmap {
+	pthread_rwlock_t lock;
+	struct idgen gen[2];
+	unsigned young;        /* gen[young] takes the puts; gen[!young] is the old one */
+	size_t max;            /* entries of one generation */
+	_Atomic uint64_t full; /* times the young generation filled and dropped an old one not empty (/metrics) */
+};
+
+/* Key bytes one map may hold (both generations together): hostile streams with huge distinct frames
+ * must not grow the cache past this. */
 #define IDMAP_MAX_BYTES ((size_t)128 << 20)
+#define IDGEN_MAX_BYTES (IDMAP_MAX_BYTES / 2)
 
 struct idcache {
 	struct idmap frames, stacks;
@@ -33,69 +46,97 @@ struct idcache {
 	_Atomic uint64_t lookups[2][2];
 };
 
+static void idgen_fini(struct idgen *g)
+{
+	intern_free(g->keys);
+	free(g->ids);
+	free(g->tags);
+}
+
+static void idgen_clear(struct idgen *g)
+{
+	intern_clear(g->keys);
+	g->bytes = 0;
+}
+
+/* max: the map's room in entries, each generation's. */
 static int idmap_init(struct idmap *m, size_t max, bool tagged)
 {
-	m->keys = intern_open(max);
-	m->ids = malloc(max * sizeof(*m->ids));
-	m->tags = tagged ? malloc(max) : NULL;
 	m->max = max;
-	if (!m->keys || !m->ids || (tagged && !m->tags)) {
-		intern_free(m->keys);
-		free(m->ids);
-		free(m->tags);
-		return -1;
+	for (int i = 0; i < 2; i++) {
+		struct idgen *g = &m->gen[i];
+
+		g->keys = intern_open(m->max);
+		g->ids = malloc(m->max * sizeof(*g->ids));
+		g->tags = tagged ? malloc(m->max) : NULL;
+		if (!g->keys || !g->ids || (tagged && !g->tags))
+			goto fail_gens;
 	}
 	pthread_rwlock_init(&m->lock, NULL);
 	return 0;
+fail_gens:
+	idgen_fini(&m->gen[0]);
+	idgen_fini(&m->gen[1]);
+	return -1;
 }
 
 static void idmap_fini(struct idmap *m)
 {
 	pthread_rwlock_destroy(&m->lock);
-	intern_free(m->keys);
-	free(m->ids);
-	free(m->tags);
+	idgen_fini(&m->gen[0]);
+	idgen_fini(&m->gen[1]);
 }
 
-/* Puts key -> id, mapped at stamp (the generation). A map that is full starts over, unless warm: then the put is refused once
- * the map is half full (entries or key bytes), so that a warm-up never empties it. Returns 0, or -1
- * for a warm put refused. */
-static int idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
-		     uint8_t tag, uint64_t stamp, bool warm)
+/* idmap_put() with the map's write lock held. */
+static int idmap_put_locked(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
+			    uint8_t tag, uint64_t stamp, bool warm)
 {
+	struct idgen *g = &m->gen[m->young];
 	size_t n0;
 	int64_t k;
 
-	pthread_rwlock_wrlock(&m->lock);
 	/* an id mapped before the cache was emptied may name a collected row, or one the old primary
 	 * gave: not kept */
-	if (stamp != atomic_load(&c->gen)) {
-		pthread_rwlock_unlock(&m->lock);
+	if (stamp != atomic_load(&c->gen))
 		return 0;
-	}
-	n0 = intern_count(m->keys);
-	if (warm && (n0 >= m->max / 2 || m->bytes + len > IDMAP_MAX_BYTES / 2)) {
-		pthread_rwlock_unlock(&m->lock);
+	n0 = intern_count(g->keys);
+	if (warm && (n0 >= m->max / 2 || g->bytes + len > IDGEN_MAX_BYTES / 2))
 		return -1;
-	}
-	k = m->bytes + len > IDMAP_MAX_BYTES ? -1 : intern_put(m->keys, key, len, NULL);
+	k = g->bytes + len > IDGEN_MAX_BYTES ? -1 : intern_put(g->keys, key, len, NULL);
 	if (k < 0) {
-		/* full: start over rather than grow; hot keys come back at once */
-		intern_clear(m->keys);
-		atomic_fetch_add_explicit(&m->full, 1, memory_order_relaxed);
-		m->bytes = 0;
+		/* the young generation is full: the old one goes, and it becomes the old one (counted when
+		 * the old one held anything: the first turn after a warm-up drops nothing) */
+		if (intern_count(m->gen[!m->young].keys))
+			atomic_fetch_add_explicit(&m->full, 1, memory_order_relaxed);
+		idgen_clear(&m->gen[!m->young]);
+		m->young = !m->young;
+		g = &m->gen[m->young];
 		n0 = 0;
-		k = intern_put(m->keys, key, len, NULL);
+		k = intern_put(g->keys, key, len, NULL);
 	}
-	if (intern_count(m->keys) > n0)   /* a key put again holds no more bytes */
-		m->bytes += len;
+	if (intern_count(g->keys) > n0)   /* a key put again holds no more bytes */
+		g->bytes += len;
 	if (k >= 0) {
-		m->ids[k] = id;
-		if (m->tags)
-			m->tags[k] = tag;
+		g->ids[k] = id;
+		if (g->tags)
+			g->tags[k] = tag;
 	}
-	pthread_rwlock_unlock(&m->lock);
 	return 0;
+}
+
+/* Puts key -> id, mapped at stamp (the generation), in the young generation. A warm put (ids read
+ * from the database at start) never makes it turn over: it is refused, -1, once the young one is
+ * half full (entries or key bytes), leaving room for the batches. Returns 0, or -1 for a warm put
+ * refused. */
+static int idmap_put(struct idcache *c, struct idmap *m, const void *key, size_t len, int32_t id,
+		     uint8_t tag, uint64_t stamp, bool warm)
+{
+	int rc;
+
+	pthread_rwlock_wrlock(&m->lock);
+	rc = idmap_put_locked(c, m, key, len, id, tag, stamp, warm);
+	pthread_rwlock_unlock(&m->lock);
+	return rc;
 }
 
 struct idcache *idcache_open(size_t max_frames, size_t max_stacks)
@@ -126,26 +167,63 @@ void idcache_free(struct idcache *c)
 }
 
 /* Looks keys[0..n) up under one read lock, 64 at a time (their memory waits overlapping, see
- * intern_find_many()), and counts the lookups once. */
+ * intern_find_many()): in the young generation, then what it lacks in the old one. What only the
+ * old one held is put in the young one afterwards, under the write lock once. Counts the lookups
+ * once. */
 static size_t idmap_get_many(struct idcache *c, struct idmap *m, int kind, const void *const *keys,
 			     const size_t *lens, size_t n, int32_t *ids, uint8_t *tags)
 {
-	size_t found = 0;
+	size_t found = 0, nold = 0;
+	uint32_t *old = NULL;   /* the indexes found in the old generation only */
+	uint64_t stamp;
 
 	pthread_rwlock_rdlock(&m->lock);
+	stamp = atomic_load(&c->gen);   /* emptying takes the write lock: this is the ids' */
 	for (size_t b = 0; b < n; b += 64) {
-		size_t g = n - b < 64 ? n - b : 64;
+		const struct idgen *y = &m->gen[m->young], *o = &m->gen[!m->young];
+		size_t g = n - b < 64 ? n - b : 64, nmiss = 0;
 		int64_t k[64];
+		const void *mkeys[64];
+		size_t mlens[64], at[64];
 
-		intern_find_many(m->keys, keys + b, lens + b, g, k);
+		intern_find_many(y->keys, keys + b, lens + b, g, k);
 		for (size_t i = 0; i < g; i++) {
-			ids[b + i] = k[i] < 0 ? -1 : m->ids[k[i]];
+			ids[b + i] = k[i] < 0 ? -1 : y->ids[k[i]];
 			if (tags)
-				tags[b + i] = k[i] < 0 ? 0 : m->tags[k[i]];
+				tags[b + i] = k[i] < 0 ? 0 : y->tags[k[i]];
 			found += k[i] >= 0;
+			if (k[i] < 0) {
+				mkeys[nmiss] = keys[b + i];
+				mlens[nmiss] = lens[b + i];
+				at[nmiss++] = b + i;
+			}
+		}
+		if (!nmiss || !intern_count(o->keys))
+			continue;
+		intern_find_many(o->keys, mkeys, mlens, nmiss, k);
+		for (size_t i = 0; i < nmiss; i++) {
+			if (k[i] < 0)
+				continue;
+			ids[at[i]] = o->ids[k[i]];
+			if (tags)
+				tags[at[i]] = o->tags[k[i]];
+			found++;
+			/* at most n of them: noted for the young generation, unless out of memory (then
+			 * only not moved, still found) */
+			if (!old && !(old = malloc(n * sizeof(*old))))
+				continue;
+			old[nold++] = (uint32_t)at[i];
 		}
 	}
 	pthread_rwlock_unlock(&m->lock);
+	if (nold) {
+		pthread_rwlock_wrlock(&m->lock);
+		for (size_t i = 0; i < nold; i++)
+			idmap_put_locked(c, m, keys[old[i]], lens[old[i]], ids[old[i]], tags ? tags[old[i]] : 0,
+					 stamp, false);
+		pthread_rwlock_unlock(&m->lock);
+	}
+	free(old);
 	/* (shared by every worker: added once a call, not once a key) */
 	atomic_fetch_add_explicit(&c->lookups[kind][0], found, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->lookups[kind][1], n - found, memory_order_relaxed);
@@ -220,9 +298,10 @@ static uint64_t clear_maps(struct idcache *c, const uint64_t *epoch, const uint6
 	if (from && gen != *from) {
 		gen = *from;   /* stale: older than the cache's */
 	} else if (!epoch || atomic_load(&c->epoch) != *epoch) {
-		intern_clear(c->frames.keys);
-		intern_clear(c->stacks.keys);
-		c->frames.bytes = c->stacks.bytes = 0;
+		for (int i = 0; i < 2; i++) {
+			idgen_clear(&c->frames.gen[i]);
+			idgen_clear(&c->stacks.gen[i]);
+		}
 		if (epoch)
 			atomic_store(&c->epoch, *epoch);
 		atomic_store(&c->gen, ++gen);
@@ -249,11 +328,12 @@ void idcache_clear(struct idcache *c)
 
 void idcache_sizes(struct idcache *c, size_t *frames, size_t *stacks)
 {
+	/* both generations' (a key moved to the young one is counted twice until the old one goes) */
 	pthread_rwlock_rdlock(&c->frames.lock);
-	*frames = intern_count(c->frames.keys);
+	*frames = intern_count(c->frames.gen[0].keys) + intern_count(c->frames.gen[1].keys);
 	pthread_rwlock_unlock(&c->frames.lock);
 	pthread_rwlock_rdlock(&c->stacks.lock);
-	*stacks = intern_count(c->stacks.keys);
+	*stacks = intern_count(c->stacks.gen[0].keys) + intern_count(c->stacks.gen[1].keys);
 	pthread_rwlock_unlock(&c->stacks.lock);
 }
 
@@ -277,8 +357,9 @@ int idcache_render(struct idcache *c, struct buf *b)
 					 kinds[k], miss ? "miss" : "hit",
 					 (unsigned long long)atomic_load_explicit(&c->lookups[k][miss],
 										  memory_order_relaxed));
-	rc |= buf_puts(b, "# HELP sm_ingest_idcache_full_total Times a map of the id cache filled and was emptied"
-			  " (often: --id-cache-frames or --id-cache-stacks below the fleet's).\n"
+	rc |= buf_puts(b, "# HELP sm_ingest_idcache_full_total Times a map of the id cache filled its young generation and"
+			  " dropped the old one's entries (often: --id-cache-frames or --id-cache-stacks below the"
+			  " fleet's).\n"
 			  "# TYPE sm_ingest_idcache_full_total counter\n");
 	for (int k = 0; k < 2; k++)
 		rc |= buf_printf(b, "sm_ingest_idcache_full_total{kind=\"%s\"} %llu\n", kinds[k],

@@ -1,8 +1,10 @@
 /*
  * idcache: the ingest server's in-process map from frame strings and frame-id
  * sequences to their database ids, shared by all workers, so that a frame or
- * stack seen before costs no database round trip. Bounded: when a map fills
- * it is emptied and refilled from the database as streams arrive. The ids
+ * stack seen before costs no database round trip. Bounded: each map keeps two
+ * generations; when the young one fills, the old one is dropped and the young
+ * one becomes old, and a key found only in the old one moves to the young one,
+ * so that what streams keep using stays. The ids
  * belong to an epoch of the database (settings intern_epoch): a collection of
  * unused frames and stacks (sm_collect_interned()) starts a new one, and the
  * cache is emptied (idcache_reset()) before ids of the old one can be used.
@@ -24,7 +26,8 @@ struct idcache;
 #define IDCACHE_MIN 1024
 #define IDCACHE_MAX 4194304
 
-/* Returns a cache holding at most max_frames frames and max_stacks stacks, or NULL. Caller frees. */
+/* Returns a cache whose maps' generations hold at most max_frames frames and max_stacks stacks each
+ * (so twice that in all), or NULL. Caller frees. */
 struct idcache *idcache_open(size_t max_frames, size_t max_stacks);
 void idcache_free(struct idcache *c);   /* NULL-safe */
 /* For each names[i] (lens[i] bytes) set ids[i] to its database id or -1, and tags[i] to the tag put
@@ -37,7 +40,8 @@ size_t idcache_get_frames(struct idcache *c, const char *const *names, const siz
 void idcache_put_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag,
 		       uint64_t stamp);
 /* The same for a warm-up (ids read from the database, not mapped by a batch): refused, -1, once the
- * map is half full (entries or key bytes), so that a warm-up leaves room and never empties it. */
+ * map's young generation is half full (entries or key bytes), so that a warm-up leaves room and
+ * never turns the map over. */
 int idcache_warm_frame(struct idcache *c, const char *name, size_t len, int32_t id, uint8_t tag, uint64_t stamp);
 int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t stamp);
 /* Database id of the stack with these frame ids, or -1. */

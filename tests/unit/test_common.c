@@ -716,10 +716,24 @@ static void test_budget(void)
 	CHECK_INT(budget_left_ms(&past), 0);
 }
 
+/* The frames' full count of an id cache, as /metrics says it. */
+static int idcache_full_frames(struct idcache *c)
+{
+	struct buf b = BUF_INIT(0);
+	const char *at;
+	int n = -1;
+
+	if (idcache_render(c, &b) == 0 && (at = strstr(buf_cstr(&b), "sm_ingest_idcache_full_total{kind=\"frame\"} ")))
+		n = (int)strtol(at + strlen("sm_ingest_idcache_full_total{kind=\"frame\"} "), NULL, 10);
+	buf_release(&b);
+	return n;
+}
+
 static void test_idcache(void)
 {
-	struct idcache *c = idcache_open(2, 2);
+	struct idcache *c = idcache_open(2, 2);   /* two generations of 2 */
 	const char *names[3] = { "a!f", "a!g", "a!h" };
+	const char *gi[1] = { "a!i" };
 	size_t lens[3] = { 3, 3, 3 }, nf, ns;
 	int32_t ids[3];
 	uint8_t tags[3];
@@ -739,14 +753,32 @@ static void test_idcache(void)
 	CHECK_INT(tags[0], 1);
 	CHECK_INT(tags[1], 0);
 	CHECK_INT(tags[2], 0);
-	/* full: the map starts over instead of growing */
+	CHECK_INT(idcache_full_frames(c), 0);
+	/* the young generation full: the old one goes (empty yet: not counted), the young one becomes
+	 * old, and the put starts a new young one */
 	idcache_put_frame(c, "a!h", 3, 12, 7, g0);
 	idcache_sizes(c, &nf, &ns);
-	CHECK_INT(nf, 1);
-	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 1);
+	CHECK_INT(nf, 3);
+	CHECK_INT(idcache_full_frames(c), 0);
+	/* found in the old generation: moved to the young one, which it fills */
+	CHECK_INT(idcache_get_frames(c, names + 1, lens + 1, 1, ids, tags), 1);
+	CHECK_INT(ids[0], 11);
+	CHECK_INT(idcache_full_frames(c), 0);
+	idcache_sizes(c, &nf, &ns);
+	CHECK_INT(nf, 4);
+	/* the next put turns it over again: what was not used since (a!f) goes, what was stays */
+	idcache_put_frame(c, gi[0], 3, 13, 0, g0);
+	CHECK_INT(idcache_full_frames(c), 1);
+	CHECK_INT(idcache_get_frames(c, names, lens, 3, ids, tags), 2);
+	CHECK_INT(ids[0], -1);
+	CHECK_INT(ids[1], 11);
 	CHECK_INT(ids[2], 12);
-	CHECK_INT(tags[2], 7);
 	CHECK_INT(tags[0], 0);
+	CHECK_INT(tags[2], 7);
+	CHECK_INT(idcache_get_frames(c, gi, lens, 1, ids, tags), 1);
+	CHECK_INT(ids[0], 13);
+	idcache_sizes(c, &nf, &ns);
+	CHECK(nf <= 4);   /* two generations of 2 */
 	idcache_put_stack(c, st1, 2, 5, g0);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 5);
 	CHECK_INT(idcache_get_stack(c, st2, 2), -1);   /* order matters */
