@@ -92,30 +92,34 @@ static int idmap_put_locked(struct idcache *c, struct idmap *m, const void *key,
 			    uint8_t tag, uint64_t stamp, bool warm)
 {
 	struct idgen *g = &m->gen[m->young];
-	size_t n0;
+	uint64_t h = intern_hash(key, len);
 	int64_t k;
 
 	/* an id mapped before the cache was emptied may name a collected row, or one the old primary
 	 * gave: not kept */
 	if (stamp != atomic_load(&c->gen))
 		return 0;
-	n0 = intern_count(g->keys);
-	if (warm && (n0 >= m->max / 2 || g->bytes + len > IDGEN_MAX_BYTES / 2))
-		return -1;
-	k = g->bytes + len > IDGEN_MAX_BYTES ? -1 : intern_put(g->keys, key, len, NULL);
+	/* a key the young generation holds already (two workers moving or mapping the same one) takes
+	 * no room, and never turns the map over */
+	k = intern_find_hashed(g->keys, key, len, h);
 	if (k < 0) {
-		/* the young generation is full: the old one goes, and it becomes the old one (counted when
-		 * the old one held anything: the first turn after a warm-up drops nothing) */
-		if (intern_count(m->gen[!m->young].keys))
-			atomic_fetch_add_explicit(&m->full, 1, memory_order_relaxed);
-		idgen_clear(&m->gen[!m->young]);
-		m->young = !m->young;
-		g = &m->gen[m->young];
-		n0 = 0;
-		k = intern_put(g->keys, key, len, NULL);
+		if (warm && (intern_count(g->keys) >= m->max / 2 || g->bytes + len > IDGEN_MAX_BYTES / 2))
+			return -1;
+		if (len > IDGEN_MAX_BYTES)
+			return 0;   /* never held */
+		if (g->bytes + len > IDGEN_MAX_BYTES || (k = intern_put_hashed(g->keys, key, len, h, NULL)) < 0) {
+			/* the young generation is full: the old one goes, and it becomes the old one (counted
+			 * when the old one held anything: the first turn after a warm-up drops nothing) */
+			if (intern_count(m->gen[!m->young].keys))
+				atomic_fetch_add_explicit(&m->full, 1, memory_order_relaxed);
+			idgen_clear(&m->gen[!m->young]);
+			m->young = !m->young;
+			g = &m->gen[m->young];
+			k = intern_put_hashed(g->keys, key, len, h, NULL);
+		}
+		if (k >= 0)
+			g->bytes += len;
 	}
-	if (intern_count(g->keys) > n0)   /* a key put again holds no more bytes */
-		g->bytes += len;
 	if (k >= 0) {
 		g->ids[k] = id;
 		if (g->tags)

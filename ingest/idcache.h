@@ -47,7 +47,8 @@ int idcache_warm_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, 
 /* Database id of the stack with these frame ids, or -1. */
 int32_t idcache_get_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n);
 /* For each seqs[i] (the frame ids of a stack, bytes[i] bytes) set ids[i] to the stack's database id
- * or -1, all under one lock. Returns how many were found. */
+ * or -1, all under one read lock (and the write lock once more when some were found in the old
+ * generation only, to move them to the young one). Returns how many were found. */
 size_t idcache_get_stacks(struct idcache *c, const int32_t *const *seqs, const size_t *bytes, size_t n,
 			  int32_t *ids);
 void idcache_put_stack(struct idcache *c, const int32_t *frame_ids, uint32_t n, int32_t id, uint64_t stamp);

@@ -676,7 +676,8 @@ static bool maint_stopping(struct server *s)
 }
 
 /* The id cache warmed with what the database holds once it answers (a server started, not a batch
- * of the fleet's, pays the round trips): at most half of each map, which a map that fills empties. */
+ * of the fleet's, pays the round trips): at most half of each map's young generation, leaving room
+ * for the batches' before it turns over. */
 static void warm_cache(struct server *s)
 {
 	int64_t t0 = util_now_mono_ns(), nf, ns;

@@ -1163,9 +1163,13 @@ PY3
 post "$T_TMP/idc.json"
 t_eq "a small id cache: a stream of 1,500 new stacks stored" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
 t_eq "and each event names the frames sent" "$(events_of "$IDC")" "$(cat "$T_TMP/idc.want")"
+http GET "$INGEST_URL/metrics"
+miss0=$(metric sm_ingest_idcache_lookups_total 'kind="stack",result="miss"')
 post "$T_TMP/idc.json"
 t_eq "sent again: a duplicate" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":0,"duplicates":1,"rejected":[]}'
 http GET "$INGEST_URL/metrics"
+t_eq "and its 1,500 stacks all found in the cache's two generations (none asked of the database)" \
+	"$(( $(metric sm_ingest_idcache_lookups_total 'kind="stack",result="miss"') - miss0 ))" 0
 t_eq "and the cache never held more than it may (two generations of 1,024)" \
 	"$(( $(metric sm_ingest_idcache_entries 'kind="frame"') <= 2048 )) $(( $(metric sm_ingest_idcache_entries 'kind="stack"') <= 2048 ))" "1 1"
 # the stacks' map in two generations of 1,024, the young one warmed with 512: the stream's 1,500

@@ -775,10 +775,14 @@ static void test_idcache(void)
 	CHECK_INT(ids[2], 12);
 	CHECK_INT(tags[0], 0);
 	CHECK_INT(tags[2], 7);
+	CHECK_INT(idcache_full_frames(c), 2);   /* moving a!g and a!h turned it over once more */
 	CHECK_INT(idcache_get_frames(c, gi, lens, 1, ids, tags), 1);
 	CHECK_INT(ids[0], 13);
 	idcache_sizes(c, &nf, &ns);
 	CHECK(nf <= 4);   /* two generations of 2 */
+	/* a key put again where it is takes no room: the young generation (a!h, a!i) does not turn over */
+	idcache_put_frame(c, gi[0], 3, 13, 0, g0);
+	CHECK_INT(idcache_full_frames(c), 2);
 	idcache_put_stack(c, st1, 2, 5, g0);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 5);
 	CHECK_INT(idcache_get_stack(c, st2, 2), -1);   /* order matters */
@@ -816,6 +820,9 @@ static void test_idcache(void)
 	CHECK_INT(epoch, 4);
 	CHECK_INT(idcache_get_stack(c, st1, 2), -1);
 	CHECK_INT(idcache_warm_stack(c, st1, 2, 10, g3), 0);
+	/* a warm-up stops at half the young generation (here 1 of 2) */
+	CHECK_INT(idcache_warm_stack(c, st2, 2, 11, g3), -1);
+	CHECK_INT(idcache_get_stack(c, st2, 2), -1);
 	CHECK_INT(idcache_get_stack(c, st1, 2), 10);
 	CHECK_INT(idcache_reset_from(c, g3, 4), g3);   /* the same epoch: nothing emptied */
 	CHECK_INT(idcache_get_stack(c, st1, 2), 10);
