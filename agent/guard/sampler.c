@@ -66,7 +66,9 @@ int64_t guard_trace_cache(struct gthread *t)
 	uintptr_t nest_cfa = t->nest_cfa;
 	int64_t t0;
 
-	if (t->sync_call || t->in_dl || t->unwinding)
+	/* in a program's signal handler the trace cache's making (libunwind's thread key may allocate)
+	 * could meet a lock the handler interrupted: it waits until the thread is out of it */
+	if (t->sync_call || t->in_dl || t->unwinding || t->prog_handlers)
 		return 0;
 	t0 = guard_now();
 	t->nest = 1;

@@ -185,10 +185,16 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 		agent_view.sa_handler = SIG_DFL;
 		agent_view.sa_flags = 0;
 	}
+	/* counted while it runs (saturating): what may allocate (libunwind's trace cache, made at a
+	 * wrapped call or a fork) waits for a moment outside it (sampler.c) */
+	if (guard_tls.prog_handlers < UINT8_MAX)
+		guard_tls.prog_handlers++;
 	if (flags & SA_SIGINFO)
 		fn(sig, si, uc);
 	else
 		((void (*)(int))(void (*)(void))fn)(sig);
+	if (guard_tls.prog_handlers && guard_tls.prog_handlers < UINT8_MAX)
+		guard_tls.prog_handlers--;
 }
 
 /* ---- dispositions ---- */

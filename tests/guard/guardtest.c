@@ -43,6 +43,7 @@
  *                 cut short, it says so on stderr
  *   unload        dlopen() a library and dlclose() it (the agent's walks go the slow way after)
  *   fork          fork() a child that exits at once, and wait for it
+ *   sigfork       the same from a signal handler of the program's (SIGUSR2, raised)
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -306,6 +307,25 @@ __attribute__((noinline)) void sweep_go_idle(long ms)
 
 /* ---- requests ---- */
 
+/* fork() a child that exits at once and wait for it: 0, or -1 */
+static int fork_wait(void)
+{
+	int st;
+	pid_t p = fork();
+
+	if (p == 0)
+		_exit(0);
+	return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) ? 0 : -1;
+}
+
+static volatile sig_atomic_t sigfork_rc;
+
+static void on_sigfork(int sig)
+{
+	(void)sig;
+	sigfork_rc = fork_wait();
+}
+
 static int handle_line(const char *line)
 {
 	long ms = 0, n = 0;
@@ -369,13 +389,17 @@ static int handle_line(const char *line)
 
 		return h && dlclose(h) == 0 ? 0 : -1;
 	}
-	if (strncmp(line, "fork", 4) == 0) {
-		int st;
-		pid_t p = fork();
+	if (strncmp(line, "fork", 4) == 0)
+		return fork_wait();
+	if (strncmp(line, "sigfork", 7) == 0) {
+		struct sigaction sa;
 
-		if (p == 0)
-			_exit(0);
-		return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) ? 0 : -1;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_sigfork;
+		sigfork_rc = -1;
+		if (sigaction(SIGUSR2, &sa, NULL) < 0 || raise(SIGUSR2) < 0)
+			return -1;
+		return sigfork_rc;
 	}
 	if (strncmp(line, "quit", 4) == 0) {
 		stop = 1;

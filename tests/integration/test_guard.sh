@@ -258,6 +258,17 @@ walks=$(kv walks) entries=$(kv walk_cache_entries) uncached=$(kv uncached_walks)
 echo "fork: $walks walks through the cache, $entries entries made, $uncached before a cache"
 t_eq "a fork makes the trace cache first (before the thread's sixteenth walk)" \
 	"$([ "${walks:-0}" -ge 1 ] && [ "${entries:-0}" -gt 0 ] && echo made) $([ "${uncached:-0}" -gt 0 ] && [ "${uncached:-0}" -lt 16 ] && echo early)" "made early"
+# but not from a signal handler of the program's, where making it (libunwind's thread key may
+# allocate) could meet a lock the handler interrupted: the walks after it still go the slow way
+SM_GUARD_LABELS=run=sigfork guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+{ "$GT" client "$PORT" 2 1 sleep=5:1 && "$GT" client "$PORT" 1 1 sigfork:1 &&
+	"$GT" client "$PORT" 2 1 sleep=5:1; } >/dev/null || t_fail "sigfork load"
+gt_stop "$PORT"
+exit_line
+walks=$(kv walks) entries=$(kv walk_cache_entries) uncached=$(kv uncached_walks)
+echo "sigfork: $walks walks through the cache, $entries entries made, $uncached before a cache"
+t_eq "a fork from the program's signal handler makes no trace cache" \
+	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -ge 3 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
 
 # ---- the shipping budget (guard.md "Shipping budget"): the worst of the minute first, weighted ----
 # about 290 slow requests of 5 ms and 8 of 300 ms in one minute, a budget of 40: every 300 ms one is
