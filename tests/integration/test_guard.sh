@@ -239,34 +239,33 @@ echo "unload: $walks walks through the cache, $slow slow"
 t_eq "walks through the cache before a dlclose, the slow way after it" \
 	"$([ "${walks:-0}" -gt 0 ] && echo cached) $([ "${slow:-0}" -gt 0 ] && echo slow)" "cached slow"
 
+# cache_case NAME LOAD...: a guarded epoll server (run=NAME) given each LOAD ("COUNT REQUEST") in
+# turn, then stopped; walks, entries and uncached from its exit line (the trace cache's counters)
+cache_case() {
+	local name=$1 l
+	shift
+	SM_GUARD_LABELS=run=$name guarded "$GT" epoll "$PORT" || t_bail "guarded server"
+	for l in "$@"; do
+		"$GT" client "$PORT" "${l%% *}" 1 "${l#* }" >/dev/null || t_fail "$name load"
+	done
+	gt_stop "$PORT"
+	exit_line
+	walks=$(kv walks) entries=$(kv walk_cache_entries) uncached=$(kv uncached_walks)
+	echo "$name: $walks walks through the cache, $entries entries made, $uncached before a cache"
+}
+
 # libunwind's trace cache is a quarter of a megabyte a thread, filled when made (unwind.h): a thread
 # makes it only after 16 walks the slow way, so a process that walks a few times has none
-SM_GUARD_LABELS=run=few guarded "$GT" epoll "$PORT" || t_bail "guarded server"
-"$GT" client "$PORT" 2 1 sleep=5:1 >/dev/null || t_fail "few load"
-gt_stop "$PORT"
-exit_line
-walks=$(kv walks) entries=$(kv walk_cache_entries) uncached=$(kv uncached_walks)
-echo "few: $walks walks through the cache, $entries entries made, $uncached before a cache"
+cache_case few "2 sleep=5:1"
 t_eq "a few walks, the slow way, make no trace cache" \
 	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -gt 0 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
 # but a fork makes it first, for the children to share (copy on write) rather than fill their own
-SM_GUARD_LABELS=run=fork guarded "$GT" epoll "$PORT" || t_bail "guarded server"
-{ "$GT" client "$PORT" 2 1 sleep=5:1 && "$GT" client "$PORT" 1 1 fork:1; } >/dev/null || t_fail "fork load"
-gt_stop "$PORT"
-exit_line
-walks=$(kv walks) entries=$(kv walk_cache_entries) uncached=$(kv uncached_walks)
-echo "fork: $walks walks through the cache, $entries entries made, $uncached before a cache"
+cache_case fork "2 sleep=5:1" "1 fork:1"
 t_eq "a fork makes the trace cache first (before the thread's sixteenth walk)" \
 	"$([ "${walks:-0}" -ge 1 ] && [ "${entries:-0}" -gt 0 ] && echo made) $([ "${uncached:-0}" -gt 0 ] && [ "${uncached:-0}" -lt 16 ] && echo early)" "made early"
 # but not from a signal handler of the program's, where making it (libunwind's thread key may
 # allocate) could meet a lock the handler interrupted: the walks after it still go the slow way
-SM_GUARD_LABELS=run=sigfork guarded "$GT" epoll "$PORT" || t_bail "guarded server"
-{ "$GT" client "$PORT" 2 1 sleep=5:1 && "$GT" client "$PORT" 1 1 sigfork:1 &&
-	"$GT" client "$PORT" 2 1 sleep=5:1; } >/dev/null || t_fail "sigfork load"
-gt_stop "$PORT"
-exit_line
-walks=$(kv walks) entries=$(kv walk_cache_entries) uncached=$(kv uncached_walks)
-echo "sigfork: $walks walks through the cache, $entries entries made, $uncached before a cache"
+cache_case sigfork "2 sleep=5:1" "1 sigfork:1" "2 sleep=5:1"
 t_eq "a fork from the program's signal handler makes no trace cache" \
 	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -ge 3 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
 
