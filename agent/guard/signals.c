@@ -213,6 +213,12 @@ static void (*as_fn(const struct sigaction *act))(int, siginfo_t *, void *)
 /* What the kernel reports (the trampoline) as the program set it (fn and flags as given). */
 static void program_view(struct sigaction *old, void (*fn)(int, siginfo_t *, void *), int flags)
 {
+	if (fn && (flags & SA_RESETHAND) && old->sa_handler == SIG_DFL) {
+		/* a one-shot handler the kernel reset as it delivered the signal: SIG_DFL, with the
+		 * program's flags (the kernel keeps the trampoline's SA_SIGINFO) */
+		old->sa_flags = (old->sa_flags & ~SA_SIGINFO) | (flags & SA_SIGINFO);
+		return;
+	}
 	if (!((old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline) || !fn)
 		return;
 	old->sa_flags = flags;
@@ -328,8 +334,8 @@ GUARD_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigactio
 		return agent_sig_action(act, old);
 	prev_fn = atomic_load(&shadows[sig].fn);
 	prev_flags = atomic_load(&shadows[sig].flags);
-	if (!act || !is_function(act) || (act->sa_flags & SA_RESETHAND)) {
-		/* as given: nothing of the agent's to add (a one-shot handler runs once, directly) */
+	if (!act || !is_function(act)) {
+		/* as given: nothing of the agent's to add */
 		r = REAL(sigaction)(sig, act, old);
 		if (r == 0 && act)
 			atomic_store(&shadows[sig].fn, NULL);
@@ -337,6 +343,8 @@ GUARD_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigactio
 			program_view(old, prev_fn, prev_flags);
 		return r;
 	}
+	/* a one-shot handler (SA_RESETHAND) too: the kernel resets the trampoline to SIG_DFL as it
+	 * delivers the signal, and the trampoline runs the handler that once, counted like the others */
 	mine = *act;
 	mine.sa_flags |= SA_SIGINFO;
 	mine.sa_sigaction = trampoline;

@@ -44,6 +44,8 @@
  *   unload        dlopen() a library and dlclose() it (the agent's walks go the slow way after)
  *   fork          fork() a child that exits at once, and wait for it
  *   sigfork       the same from a signal handler of the program's (SIGUSR2, raised)
+ *   sigfork1      the same from a one-shot handler (SA_RESETHAND), which leaves SIG_DFL with
+ *                 the flags it was given
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -392,12 +394,16 @@ static int handle_line(const char *line)
 	if (strncmp(line, "fork", 4) == 0)
 		return fork_wait();
 	if (strncmp(line, "sigfork", 7) == 0) {
-		struct sigaction sa;
+		int once = line[7] == '1';
+		struct sigaction sa, after;
 
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_handler = on_sigfork;
+		sa.sa_flags = once ? SA_RESETHAND : 0;
 		sigfork_rc = -1;
-		if (sigaction(SIGUSR2, &sa, NULL) < 0 || raise(SIGUSR2) < 0)
+		if (sigaction(SIGUSR2, &sa, NULL) < 0 || raise(SIGUSR2) < 0 || sigaction(SIGUSR2, NULL, &after) < 0)
+			return -1;
+		if (once && (after.sa_handler != SIG_DFL || (after.sa_flags & SA_SIGINFO) || !(after.sa_flags & SA_RESETHAND)))
 			return -1;
 		return sigfork_rc;
 	}

@@ -268,6 +268,11 @@ t_eq "a fork makes the trace cache first (before the thread's sixteenth walk)" \
 cache_case sigfork "2 sleep=5:1" "1 sigfork:1" "2 sleep=5:1"
 t_eq "a fork from the program's signal handler makes no trace cache" \
 	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -ge 3 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
+# nor from a one-shot handler (SA_RESETHAND: a crash handler's way), which the kernel then resets to
+# SIG_DFL, reported with the flags the program gave (guardtest checks them)
+cache_case sigfork1 "2 sleep=5:1" "1 sigfork1:1" "2 sleep=5:1"
+t_eq "a fork from the program's one-shot signal handler makes no trace cache" \
+	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -ge 3 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
 
 # ---- the shipping budget (guard.md "Shipping budget"): the worst of the minute first, weighted ----
 # about 290 slow requests of 5 ms and 8 of 300 ms in one minute, a budget of 40: every 300 ms one is
