@@ -24,7 +24,9 @@
 # directory; the Unix socket lives there too), server.log and pgpass.
 # Environment: SM_PGPORT (port to try first), SM_PGBIN (server binaries,
 # /usr/lib/postgresql/15/bin), SM_PG_SHARED_BUFFERS (e.g. 512MB; default: an
-# eighth of memory, 128MB to 4GB).
+# eighth of memory, 128MB to 4GB), SM_PG_HUGE_PAGES=1 (shared memory in huge
+# pages: start reserves as many as the server needs when too few are free, as
+# root, and stop gives back what it reserved; docs/deployment.md says why).
 #
 # The server listens on its Unix socket (trust authentication: the data directory
 # is mode 0700, so the file system decides who may connect) and on 127.0.0.1 only,
@@ -207,6 +209,7 @@ write_conf() {
 	# ingest workers (4 per sm-ingest), the dashboard, the miner, psql
 	max_connections = 100
 	shared_buffers = ${SM_PG_SHARED_BUFFERS:-${sb}MB}
+	huge_pages = ${huge:-try}
 	effective_cache_size = ${ecs}MB
 	work_mem = 32MB
 	maintenance_work_mem = ${mwm}MB
@@ -302,15 +305,79 @@ cmd_start() {
 	say "started on port $port (socket in $data, log $base/server.log)"
 }
 
+# Huge pages for the server's shared memory (SM_PG_HUGE_PAGES=1). With 4 KiB pages
+# every backend faults in each page of shared_buffers it touches, once per page and
+# backend: a COPY of 180 pages into a young pool took 39,000 faults where one of
+# 18,000 pages took 9,600, 18 % of its time on a virtual machine (docs/scaling.md).
+# Reserving changes vm.nr_hugepages, which every cluster of the machine shares, so
+# it happens under one lock and $base/hugepages records what this cluster added.
+hp_lock=/var/tmp/stackmine-hugepages.lock
+hp_sys=/proc/sys/vm/nr_hugepages
+
+# Sets huge (on or try) for write_conf; reserves pages when SM_PG_HUGE_PAGES=1 asks.
+# With huge=on, fd 8 holds the lock for start_server to release.
+huge_reserve() {
+	local need free mine total got
+	huge=try
+	[ "${SM_PG_HUGE_PAGES:-0}" = 1 ] || return 0
+	write_conf "$port"
+	# a runtime-computed setting: postgres -C reads it only while the server is down
+	need=$(as_owner "$pgbin/postgres" -D "$data" -C shared_memory_size_in_huge_pages 2>/dev/null) || need=
+	case $need in '' | *[!0-9]* | -1) say "huge pages: this kernel offers none; 4 KiB pages"; return 0 ;; esac
+	exec 8>>"$hp_lock"
+	flock -w 60 8 || { say "huge pages: another pg.sh holds $hp_lock; 4 KiB pages"; exec 8>&-; return 0; }
+	free=$(awk '/^HugePages_Free:/ { f = $2 } /^HugePages_Rsvd:/ { r = $2 } END { print f - r }' /proc/meminfo)
+	if [ "$free" -lt "$need" ]; then
+		if [ "$(id -u)" -ne 0 ]; then
+			say "huge pages: $need needed, $free free, and only root may reserve more; 4 KiB pages"
+			exec 8>&-
+			return 0
+		fi
+		total=$(cat "$hp_sys")
+		echo $(( total + need - free )) >"$hp_sys" 2>/dev/null || true
+		got=$(( $(cat "$hp_sys") - total ))
+		mine=$(cat "$base/hugepages" 2>/dev/null || echo 0)
+		echo $(( mine + got )) >"$base/hugepages"
+		if [ "$got" -lt $(( need - free )) ]; then
+			say "huge pages: $need needed, $free free, and the kernel gave only $got more (memory too fragmented); 4 KiB pages"
+			exec 8>&-
+			huge_release
+			return 0
+		fi
+		say "huge pages: reserved $got more of $(( $(awk '/^Hugepagesize:/ { print $2 }' /proc/meminfo) / 1024 )) MB ($base/hugepages; stop gives them back)"
+	fi
+	# the lock stays until the server holds its pages (start_server), so that no
+	# other cluster's start takes them first
+	huge=on
+}
+
+# Gives back the huge pages this cluster's start reserved, if any.
+huge_release() {
+	local mine total
+	[ -n "$base" ] && [ -f "$base/hugepages" ] || return 0
+	mine=$(cat "$base/hugepages")
+	case $mine in '' | *[!0-9]*) mine=0 ;; esac
+	exec 8>>"$hp_lock"
+	flock -w 60 8 || { say "huge pages: another pg.sh holds $hp_lock; $mine pages stay reserved"; exec 8>&-; return 0; }
+	total=$(cat "$hp_sys")
+	[ "$mine" -le "$total" ] || mine=$total
+	echo $(( total - mine )) >"$hp_sys" 2>/dev/null || say "huge pages: cannot give back $mine pages (vm.nr_hugepages)"
+	rm -f "$base/hugepages"
+	exec 8>&-
+}
+
 # Writes the configuration for $port and starts the server; dies naming what (WHAT) did not.
 start_server() {
+	huge_reserve
 	write_conf "$port"
 	as_owner touch "$base/server.log" 2>/dev/null || true
-	# 9<&-: the server must not inherit (and so keep) start's lock
-	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start 9<&-; then
+	# 9<&- 8>&-: the server must not inherit (and so keep) start's locks
+	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start 9<&- 8>&-; then
 		tail -n 30 "$base/server.log" >&2
+		exec 8>&-
 		die "$1 did not start (log: $base/server.log, last lines above)"
 	fi
+	exec 8>&-
 }
 
 # Picks a free port from SM_PGPORT (or the configured one, or 54329) on; sets port.
@@ -412,11 +479,13 @@ cmd_restore() {
 cmd_stop() {
 	locate
 	if ! running; then
+		huge_release
 		say "not running${base:+ ($base)}"
 		return 0
 	fi
 	as_owner "$pgbin/pg_ctl" -D "$data" -m fast -w -t 120 -s stop ||
 		die "the server did not stop (log: $base/server.log)"
+	huge_release
 	say "stopped ($base)"
 }
 
@@ -434,6 +503,7 @@ cmd_destroy() {
 	if running; then
 		cmd_stop
 	fi
+	huge_release
 	rm -rf -- "$base"
 	[ ! -L "$dir" ] || rm -f -- "$dir"
 	say "deleted $base"
