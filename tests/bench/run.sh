@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/run.sh: `make bench`, a report of figures, not a test. Runs on the
 # release build (bin/) against a private PostgreSQL made for the run with
-# deploy/pg.sh (the same settings as a deployment), and removes it afterwards.
+# deploy/pg.sh (the same settings as a deployment; shared memory in huge pages,
+# reserved for the run as root, unless SM_PG_HUGE_PAGES=0), and removes it afterwards.
 #
 # Sections (SM_BENCH_ONLY=ingest, =mining, =clustering, =web, =analysis, =signatures, =fleet, =formats,
 # =workers, =guard, =problems, =flood, =json, =shards or =scale runs one):
@@ -205,8 +206,11 @@ wrk_line() {
 }
 
 echo "stackmine bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-deploy/pg.sh start "$work/pg" >/dev/null 2>&1 || { echo "bench: cannot start PostgreSQL" >&2; exit 1; }
+# huge pages for shared_buffers, as docs/deployment.md advises (SM_PG_HUGE_PAGES=0: 4 KiB pages)
+SM_PG_HUGE_PAGES=${SM_PG_HUGE_PAGES-1} deploy/pg.sh start "$work/pg" >"$work/pg.start" 2>&1 ||
+	{ cat "$work/pg.start" >&2; echo "bench: cannot start PostgreSQL" >&2; exit 1; }
 eval "$(deploy/pg.sh env "$work/pg")"
+echo "PostgreSQL: shared_buffers $(psql -XAtc 'SHOW shared_buffers'), huge_pages = $(sed -n 's/^huge_pages = //p' "$PGHOST/stackmine.conf")$(sed -n 's/^pg\.sh: huge pages: \(.*[0-9] needed.*\|.*offers none.*\|.*holds .*\)/ (\1)/p' "$work/pg.start" | head -n 1)"
 "$bin/sm-admin" migrate >/dev/null
 
 if [ "$only" = all ] || [ "$only" = ingest ]; then
