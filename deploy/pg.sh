@@ -307,15 +307,38 @@ cmd_start() {
 
 # Huge pages for the server's shared memory (SM_PG_HUGE_PAGES=1). With 4 KiB pages
 # every backend faults in each page of shared_buffers it touches, once per page and
-# backend: a COPY of 180 pages into a young pool took 39,000 faults where one of
-# 18,000 pages took 9,600, 18 % of its time on a virtual machine (docs/scaling.md).
-# Reserving changes vm.nr_hugepages, which every cluster of the machine shares, so
-# it happens under one lock and $base/hugepages records what this cluster added.
+# backend: a hundred COPYs of 20,000 events into a young pool took 39,000 faults
+# where one COPY of the same rows took 9,600, and 16 % longer on a virtual machine
+# (docs/scaling.md). Reserving changes vm.nr_hugepages, which every cluster of the
+# machine shares, so it happens under one lock, and $base/hugepages records what
+# this cluster added and in which boot (a reboot resets vm.nr_hugepages).
 hp_lock=/var/tmp/stackmine-hugepages.lock
 hp_sys=/proc/sys/vm/nr_hugepages
 
+# Takes the machine-wide lock on fd 8 (read-only: any user may open it, whoever made
+# it); 1 when it cannot, saying why (WHAT is what then happens).
+hp_lock_take() {
+	(umask 0 && : >>"$hp_lock") 2>/dev/null || true
+	if ! { exec 8<"$hp_lock"; } 2>/dev/null; then
+		say "huge pages: cannot open $hp_lock; $1"
+		return 1
+	fi
+	flock -w 60 8 || { say "huge pages: another pg.sh holds $hp_lock; $1"; exec 8<&-; return 1; }
+}
+
+# The pages this cluster's record says it added in this boot (0: none, or another boot's).
+hp_mine() {
+	local n boot
+	[ -f "$base/hugepages" ] || { echo 0; return 0; }
+	read -r n boot <"$base/hugepages" || true
+	case $n in '' | *[!0-9]*) n=0 ;; esac
+	[ "$boot" = "$(cat /proc/sys/kernel/random/boot_id)" ] || n=0
+	echo "$n"
+}
+
 # Sets huge (on or try) for write_conf; reserves pages when SM_PG_HUGE_PAGES=1 asks.
-# With huge=on, fd 8 holds the lock for start_server to release.
+# With huge=on, fd 8 holds the lock until the server holds its pages (start_server
+# closes it), so that no other cluster's start takes them first.
 huge_reserve() {
 	local need free mine total got
 	huge=try
@@ -324,46 +347,49 @@ huge_reserve() {
 	# a runtime-computed setting: postgres -C reads it only while the server is down
 	need=$(as_owner "$pgbin/postgres" -D "$data" -C shared_memory_size_in_huge_pages 2>/dev/null) || need=
 	case $need in '' | *[!0-9]* | -1) say "huge pages: this kernel offers none; 4 KiB pages"; return 0 ;; esac
-	exec 8>>"$hp_lock"
-	flock -w 60 8 || { say "huge pages: another pg.sh holds $hp_lock; 4 KiB pages"; exec 8>&-; return 0; }
+	hp_lock_take "4 KiB pages" || return 0
 	free=$(awk '/^HugePages_Free:/ { f = $2 } /^HugePages_Rsvd:/ { r = $2 } END { print f - r }' /proc/meminfo)
 	if [ "$free" -lt "$need" ]; then
 		if [ "$(id -u)" -ne 0 ]; then
 			say "huge pages: $need needed, $free free, and only root may reserve more; 4 KiB pages"
-			exec 8>&-
+			exec 8<&-
 			return 0
 		fi
 		total=$(cat "$hp_sys")
 		echo $(( total + need - free )) >"$hp_sys" 2>/dev/null || true
 		got=$(( $(cat "$hp_sys") - total ))
-		mine=$(cat "$base/hugepages" 2>/dev/null || echo 0)
-		echo $(( mine + got )) >"$base/hugepages"
+		[ "$got" -ge 0 ] || got=0
+		mine=$(hp_mine)
+		echo "$(( mine + got )) $(cat /proc/sys/kernel/random/boot_id)" >"$base/hugepages"
 		if [ "$got" -lt $(( need - free )) ]; then
 			say "huge pages: $need needed, $free free, and the kernel gave only $got more (memory too fragmented); 4 KiB pages"
-			exec 8>&-
+			exec 8<&-
 			huge_release
 			return 0
 		fi
 		say "huge pages: reserved $got more of $(( $(awk '/^Hugepagesize:/ { print $2 }' /proc/meminfo) / 1024 )) MB ($base/hugepages; stop gives them back)"
 	fi
-	# the lock stays until the server holds its pages (start_server), so that no
-	# other cluster's start takes them first
 	huge=on
 }
 
-# Gives back the huge pages this cluster's start reserved, if any.
+# Gives back the huge pages this cluster's start reserved in this boot, if any.
 huge_release() {
 	local mine total
 	[ -n "$base" ] && [ -f "$base/hugepages" ] || return 0
-	mine=$(cat "$base/hugepages")
-	case $mine in '' | *[!0-9]*) mine=0 ;; esac
-	exec 8>>"$hp_lock"
-	flock -w 60 8 || { say "huge pages: another pg.sh holds $hp_lock; $mine pages stay reserved"; exec 8>&-; return 0; }
+	mine=$(hp_mine)
+	if [ "$mine" -eq 0 ]; then
+		rm -f "$base/hugepages"
+		return 0
+	fi
+	hp_lock_take "$mine pages stay reserved" || return 0
 	total=$(cat "$hp_sys")
 	[ "$mine" -le "$total" ] || mine=$total
-	echo $(( total - mine )) >"$hp_sys" 2>/dev/null || say "huge pages: cannot give back $mine pages (vm.nr_hugepages)"
-	rm -f "$base/hugepages"
-	exec 8>&-
+	if echo $(( total - mine )) >"$hp_sys" 2>/dev/null; then
+		rm -f "$base/hugepages"
+	else
+		say "huge pages: cannot give back $mine pages (vm.nr_hugepages; $base/hugepages keeps the count)"
+	fi
+	exec 8<&-
 }
 
 # Writes the configuration for $port and starts the server; dies naming what (WHAT) did not.
@@ -371,13 +397,14 @@ start_server() {
 	huge_reserve
 	write_conf "$port"
 	as_owner touch "$base/server.log" 2>/dev/null || true
-	# 9<&- 8>&-: the server must not inherit (and so keep) start's locks
-	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start 9<&- 8>&-; then
+	# 9<&- 8<&-: the server must not inherit (and so keep) start's locks
+	if ! as_owner "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 120 -s start 9<&- 8<&-; then
 		tail -n 30 "$base/server.log" >&2
-		exec 8>&-
+		exec 8<&-
+		running || huge_release
 		die "$1 did not start (log: $base/server.log, last lines above)"
 	fi
-	exec 8>&-
+	exec 8<&-
 }
 
 # Picks a free port from SM_PGPORT (or the configured one, or 54329) on; sets port.
