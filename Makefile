@@ -104,7 +104,7 @@ all:
 	@$(MAKE) --no-print-directory binaries
 
 GUARD_TEST_BINS := $(O)/tests/guardtest $(O)/tests/guardtest-stripped $(O)/tests/safety $(O)/tests/callcost \
-	$(O)/tests/torture
+	$(O)/tests/torture $(O)/tests/libearlysig.so
 
 binaries: $(PROGS) $(GUARD_LIB) $(UNIT_BINS) $(TOOL_BINS) $(GUARD_TEST_BINS)
 
@@ -160,6 +160,11 @@ $(O)/tests/guardtest: tests/guard/guardtest.c
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -pthread -rdynamic -Wall -Wextra -o $@ $<
+# a library whose constructor sets a signal handler before the agent starts (preloaded after it)
+$(O)/tests/libearlysig.so: tests/guard/earlysig.c
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c11 -g -O2 -D_GNU_SOURCE -shared -fPIC -Wall -Wextra -o $@ $<
 $(O)/tests/guardtest-stripped: $(O)/tests/guardtest
 	$(call say,STRIP,$@)
 	$(Q)objcopy --strip-all $< $@

@@ -223,8 +223,12 @@ long guard_read_small(const char *path, char *buf, size_t cap);
 /* ---- signals.c: the program's signals as it set them [signal] ---- */
 /* Whether a signal is one the agent sent (its cookie). Async-signal-safe. */
 int guard_sig_ours(const siginfo_t *si);
-/* The trampoline for the agent's signal, with what the program inherited as its view. 0 or -1. */
+/* The trampoline for the agent's signal, with what the program inherited as its view (a handler a
+ * library's constructor set before the agent's start stays the program's). 0 or -1. */
 int guard_sig_install(void);
+/* The program's handlers set before the agent started (a library's constructor that ran before the
+ * agent's) run through the trampoline from now on, like those it sets later. Before G.active. */
+void guard_sig_adopt(void);
 /* The sa_restorer the C library put in the agent's handler, or 0. */
 uintptr_t guard_sig_restorer(void);
 /* Takes back the agent's signals pending for this thread (its mask blocks them). */

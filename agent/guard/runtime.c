@@ -243,6 +243,7 @@ __attribute__((constructor(102))) static void guard_init(void)
 	}
 	guard_log("guarding", "mode=%s build_id=%s profile=%s collector=%s", guard_mode_name(G.mode), G.build_id,
 		  G.profile_path, G.region ? "host" : "process");
+	guard_sig_adopt();
 	atomic_store(&G.active, 1);
 	t->nest = 0;
 	return;

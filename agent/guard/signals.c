@@ -5,7 +5,8 @@
  * guarantees").
  *
  *   dispositions  sigaction, signal, bsd_signal, sysv_signal and siginterrupt
- *                 report what the program set. Its handlers run through a
+ *                 report what the program set. Its handlers (those a library's
+ *                 constructor set before the agent's start too) run through a
  *                 trampoline that counts them, so that a call interrupted by
  *                 the agent's signal alone is resumed by its wrapper while one
  *                 interrupted by the program's own still returns EINTR. A
@@ -289,11 +290,12 @@ static int agent_sig_action(const struct sigaction *act, struct sigaction *old)
 
 int guard_sig_install(void)
 {
-	struct sigaction act;
+	struct sigaction act, prog;
 
 	/* what the program inherited (an ignored signal stays ignored across exec) is its view */
 	if (REAL(sigaction)(G.sig, NULL, &agent_view) < 0)
 		return -1;
+	prog = agent_view;
 	if (is_function(&agent_view)) {
 		memset(&agent_view, 0, sizeof(agent_view));
 		agent_view.sa_handler = SIG_DFL;
@@ -307,10 +309,52 @@ int guard_sig_install(void)
 	/* SA_RESTART: the kernel resumes the calls it can; the wrappers resume the others */
 	act.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&act.sa_mask);
-	if (REAL(sigaction)(G.sig, &act, NULL) < 0)
+	if (is_function(&prog)) {
+		/* a handler a library's constructor set before the agent's: kept as agent_sig_action()
+		 * keeps one set later, its flags (SA_RESTART or not) the kernel's for the agent's
+		 * samples too (the wrappers resume what they interrupt) */
+		act.sa_mask = prog.sa_mask;
+		act.sa_flags = (prog.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+		atomic_store(&shadows[G.sig].flags, prog.sa_flags);
+		atomic_store_explicit(&shadows[G.sig].fn, as_fn(&prog), memory_order_release);
+	}
+	if (REAL(sigaction)(G.sig, &act, NULL) < 0) {
+		atomic_store(&shadows[G.sig].fn, NULL);
 		return -1;
+	}
 	guard_sampling_set(1);
 	return 0;
+}
+
+void guard_sig_adopt(void)
+{
+	for (int sig = 1; sig < _NSIG; sig++) {
+		struct sigaction cur, mine, prev;
+
+		/* (the agent's own signal, guarding, has the trampoline already: skipped below) */
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		/* (the C library's own signals fail here: they are never the program's) */
+		if (REAL(sigaction)(sig, NULL, &cur) < 0 || !is_function(&cur) ||
+		    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == trampoline))
+			continue;
+		mine = cur;
+		mine.sa_flags |= SA_SIGINFO;
+		mine.sa_sigaction = trampoline;
+		atomic_store(&shadows[sig].flags, cur.sa_flags);
+		atomic_store_explicit(&shadows[sig].fn, as_fn(&cur), memory_order_release);
+		if (REAL(sigaction)(sig, &mine, &prev) < 0) {
+			atomic_store(&shadows[sig].fn, NULL);
+			continue;
+		}
+		if (prev.sa_handler != cur.sa_handler || prev.sa_flags != cur.sa_flags ||
+		    memcmp(&prev.sa_mask, &cur.sa_mask, sizeof(cur.sa_mask)) != 0) {
+			/* another thread of the program's set it in the meantime (the agent is not active
+			 * yet, so not through the trampoline): what it set stands */
+			REAL(sigaction)(sig, &prev, NULL);
+			atomic_store(&shadows[sig].fn, NULL);
+		}
+	}
 }
 
 GUARD_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)

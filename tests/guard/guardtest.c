@@ -46,6 +46,8 @@
  *   sigfork       the same from a signal handler of the program's (SIGUSR2, raised)
  *   sigfork1      the same from a one-shot handler (SA_RESETHAND), which leaves SIG_DFL with
  *                 the flags it was given
+ *   earlysig      the same from the SIGUSR1 handler of libearlysig.so (preloaded), which its
+ *                 constructor set before the agent started; sigaction() must report it
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -406,6 +408,21 @@ static int handle_line(const char *line)
 		if (once && (after.sa_handler != SIG_DFL || (after.sa_flags & SA_SIGINFO) || !(after.sa_flags & SA_RESETHAND)))
 			return -1;
 		return sigfork_rc;
+	}
+	if (strncmp(line, "earlysig", 8) == 0) {
+		volatile sig_atomic_t *calls = dlsym(RTLD_DEFAULT, "earlysig_calls");
+		volatile sig_atomic_t *rc = dlsym(RTLD_DEFAULT, "earlysig_rc");
+		void *fn = dlsym(RTLD_DEFAULT, "earlysig_handler");
+		struct sigaction now;
+		int before;
+
+		if (!calls || !rc || !fn || sigaction(SIGUSR1, NULL, &now) < 0 ||
+		    (void *)now.sa_handler != fn || (now.sa_flags & SA_SIGINFO))
+			return -1;
+		before = *calls;
+		if (raise(SIGUSR1) < 0 || *calls != before + 1)
+			return -1;
+		return *rc;
 	}
 	if (strncmp(line, "quit", 4) == 0) {
 		stop = 1;
