@@ -108,7 +108,8 @@ curl_conf() {
 # seconds meanwhile) and leaves the codes in
 # $work/codes. WARM-FILE's streams, when given, go first, untimed (a running server's rate: see
 # below); SEND_TOP and SEND_STACKS are then the largest stream id stored (the timed part's
-# streams are numbered above it) and the number of stacks.
+# streams are numbered above it) and the number of stacks, and the command SEND_SETTLE, if set,
+# runs between the two.
 send_fleet() {
 	local token url t0 t1 f
 	rm -rf "$work/batches" "$work/port"
@@ -142,6 +143,9 @@ send_fleet() {
 		curl --parallel --parallel-max "$3" --no-progress-meter -K "$work/warm.curl" >"$work/codes.warm"
 		SEND_TOP=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
 		SEND_STACKS=$(psql -XAtc "SELECT count(*) FROM stacks")
+		# the caller's settling (SEND_SETTLE, a command) again, so that the timed part does not
+		# pay for the warm-up's writes
+		[ -z "${SEND_SETTLE:-}" ] || "$SEND_SETTLE"
 	fi
 	curl_conf "$url" "$token" "$work"/batches/b*.zst >"$work/send.curl"
 	local b0 p0 c0

@@ -126,7 +126,7 @@ sc_settle() {
 # the same rows (the streams numbered above any before) taken out and put back with psql \copy
 # into the same tables; then removed. Each timed part starts from a settled database (sc_settle).
 # When sc_warm (genfleet's arguments) is set, those streams go first, untimed, to the same
-# server (send_fleet), and are removed with the rest.
+# server (send_fleet), which settles again before the timed send; they are removed with the rest.
 sc_alone() {
 	local what=$1 k=$2 t0 t1 b0 secs n stored top top0 stacks0 warm=
 	shift 2
@@ -138,7 +138,7 @@ sc_alone() {
 	top0=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
 	stacks0=$(psql -XAtc "SELECT count(*) FROM stacks")
 	sc_settle
-	send_fleet "$work/alone.ndjson" "$sc_batch" 4 $warm
+	SEND_SETTLE=sc_settle send_fleet "$work/alone.ndjson" "$sc_batch" 4 $warm
 	rm -f "$work/alone.ndjson" "$work/warm.ndjson"
 	top=${SEND_TOP:-$top0} stacks0=${SEND_STACKS:-$stacks0}
 	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE id > $top")
