@@ -270,6 +270,14 @@ int miner_wait(struct miner *m, int timeout_ms)
 		return miner_db_fail(m, "waiting for runs", NULL);
 	if (db_exec(m->db, "LISTEN sm_runs", m->err, sizeof(m->err)) < 0)
 		return -1;
+	/* a notice that came while this session ran its last statements (the claims, this LISTEN) is
+	 * in libpq's queue already, not on the socket: polling would sleep through it */
+	if ((n = PQnotifies(m->db))) {
+		do
+			PQfreemem(n);
+		while ((n = PQnotifies(m->db)));
+		return 0;
+	}
 	pfd.fd = PQsocket(m->db);
 	pfd.events = POLLIN;
 	if (pfd.fd < 0)
