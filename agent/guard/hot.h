@@ -193,7 +193,8 @@ void guard_record_here(struct gthread *t, int kind, int64_t ts, int64_t dur, int
 		       uint16_t flags);
 /* libunwind's trace cache for thread t (unwind_cache_make()), where t may make it: not inside a
  * wrapped lock, condition or semaphore wait (its key may allocate), a loader call, a walk or a
- * signal handler of the program's that the trampoline runs (t->prog_handlers). Its
+ * signal handler of the program's that the trampoline runs (t->prog_handlers; one the thread left
+ * by siglongjmp is over once it runs above the handler's frame). Its
  * locks on the way are the agent's calls. Returns the nanoseconds it took (0: nothing done).
  * Callers test unwind_want_cache first (or make it for a fork). [program] */
 int64_t guard_trace_cache(struct gthread *t);

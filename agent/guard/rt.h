@@ -259,8 +259,8 @@ struct gthread {
 	uint8_t exiting;
 	uint8_t in_dl;            /* inside dlopen/dlclose: no stack walks from the handler */
 	uint8_t unwinding;        /* a stack walk in progress: the handler must not start one */
-	uint8_t prog_handlers;    /* the program's signal handlers running (the trampoline's depth; one
-				   * left by siglongjmp stays counted): no trace cache made then */
+	uint8_t prog_handlers;    /* the program's signal handlers running (the trampoline's depth): no
+				   * trace cache made then */
 	uint8_t prog_blocked;     /* the thread's mask blocks the agent's signal (the program's doing) */
 	uint8_t mask_known;       /* prog_blocked was set from the thread's start or its mask */
 	uint8_t timer_state;      /* TIMER_NONE, TIMER_IDLE, TIMER_ARMED */
@@ -269,6 +269,8 @@ struct gthread {
 	uint16_t boost_left;      /* samples left at that rate (GUARD_BOOST_MAX per unit) */
 	pid_t tid;
 	int64_t period_ns;        /* the CPU-time period this thread's timer was armed with */
+	uintptr_t prog_handler_sp; /* the outermost such handler's frame on the thread's own stack; 0 =
+				    * on an alternate stack (signals.c) */
 	uintptr_t loop_ret;
 	int64_t loop_depth;
 	uint32_t unit_seq;

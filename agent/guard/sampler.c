@@ -67,7 +67,11 @@ int64_t guard_trace_cache(struct gthread *t)
 	int64_t t0;
 
 	/* in a program's signal handler the trace cache's making (libunwind's thread key may allocate)
-	 * could meet a lock the handler interrupted: it waits until the thread is out of it */
+	 * could meet a lock the handler interrupted: it waits until the thread is out of it. Above the
+	 * outermost handler's frame on the same stack, the thread is: the handlers were left without
+	 * returning (siglongjmp), and their count goes. */
+	if (t->prog_handlers && t->prog_handler_sp && (uintptr_t)__builtin_frame_address(0) > t->prog_handler_sp)
+		t->prog_handlers = 0;
 	if (t->sync_call || t->in_dl || t->unwinding || t->prog_handlers)
 		return 0;
 	t0 = guard_now();

@@ -38,6 +38,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 /* bsd_signal left POSIX in 2008; the C library still has it, and old programs call it */
@@ -160,6 +161,18 @@ static void default_action(int sig, siginfo_t *si)
 	syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)gettid(), (long)sig, si);
 }
 
+/* Whether sp lies on the thread's alternate signal stack, as the kernel saved it in uc. */
+static int on_alt_stack(const void *ucp, uintptr_t sp)
+{
+	const ucontext_t *uc = ucp;
+	uintptr_t lo;
+
+	if (!uc || (uc->uc_stack.ss_flags & SS_DISABLE))
+		return 0;
+	lo = (uintptr_t)uc->uc_stack.ss_sp;
+	return sp >= lo && sp - lo < uc->uc_stack.ss_size;
+}
+
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	void (*fn)(int, siginfo_t *, void *);
@@ -187,7 +200,12 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 		agent_view.sa_flags = 0;
 	}
 	/* counted while it runs (saturating): what may allocate (libunwind's trace cache, made at a
-	 * wrapped call or a fork) waits for a moment outside it (sampler.c) */
+	 * wrapped call or a fork) waits for a moment outside it (sampler.c). The outermost one's frame
+	 * is noted, so that a handler left by siglongjmp (or in a vfork child that ended inside it)
+	 * is known to be gone once the thread runs above that frame again (guard_trace_cache()). */
+	if (guard_tls.prog_handlers == 0)
+		guard_tls.prog_handler_sp = on_alt_stack(uc, (uintptr_t)__builtin_frame_address(0)) ?
+						    0 : (uintptr_t)__builtin_frame_address(0);
 	if (guard_tls.prog_handlers < UINT8_MAX)
 		guard_tls.prog_handlers++;
 	if (flags & SA_SIGINFO)

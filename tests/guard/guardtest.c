@@ -48,6 +48,7 @@
  *                 the flags it was given
  *   earlysig      the same from the SIGUSR1 handler of libearlysig.so (preloaded), which its
  *                 constructor set before the agent started; sigaction() must report it
+ *   sigjmp        leave a signal handler of the program's (SIGUSR2, raised) by siglongjmp
  *   quit          stop the server
  */
 #include <arpa/inet.h>
@@ -58,6 +59,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,6 +332,29 @@ static void on_sigfork(int sig)
 	sigfork_rc = fork_wait();
 }
 
+static sigjmp_buf sigjmp_env;
+
+static void on_sigjmp(int sig)
+{
+	(void)sig;
+	siglongjmp(sigjmp_env, 1);
+}
+
+/* Raises SIGUSR2 with a handler that leaves by siglongjmp: 0 when it did. */
+static int sigjmp_out(void)
+{
+	struct sigaction sa;
+
+	if (sigsetjmp(sigjmp_env, 1))
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigjmp;
+	if (sigaction(SIGUSR2, &sa, NULL) < 0)
+		return -1;
+	raise(SIGUSR2);
+	return -1;
+}
+
 static int handle_line(const char *line)
 {
 	long ms = 0, n = 0;
@@ -409,6 +434,8 @@ static int handle_line(const char *line)
 			return -1;
 		return sigfork_rc;
 	}
+	if (strncmp(line, "sigjmp", 6) == 0)
+		return sigjmp_out();
 	if (strncmp(line, "earlysig", 8) == 0) {
 		volatile sig_atomic_t *calls = dlsym(RTLD_DEFAULT, "earlysig_calls");
 		volatile sig_atomic_t *rc = dlsym(RTLD_DEFAULT, "earlysig_rc");

@@ -273,6 +273,11 @@ t_eq "a fork from the program's signal handler makes no trace cache" \
 cache_case sigfork1 "2 sleep=5:1" "1 sigfork1:1" "2 sleep=5:1"
 t_eq "a fork from the program's one-shot signal handler makes no trace cache" \
 	"${walks:-none} ${entries:-none} $([ "${uncached:-0}" -ge 3 ] && [ "${uncached:-0}" -lt 16 ] && echo some)" "0 0 some"
+# a handler left by siglongjmp is over once the thread runs above its frame again: the thread's walks
+# make the cache after all (counted as still running, it would walk the slow way for good)
+cache_case sigjmp "2 sleep=5:1" "1 sigjmp:1" "12 sleep=5:1"
+t_eq "a handler left by siglongjmp does not keep the thread from its trace cache" \
+	"$([ "${walks:-0}" -ge 1 ] && [ "${entries:-0}" -gt 0 ] && echo made) $([ "${uncached:-0}" -ge 16 ] && echo after16)" "made after16"
 # nor from a handler a library's constructor set before the agent started (libearlysig.so, preloaded
 # after the agent's library and so initialised first): the agent takes it into the trampoline too,
 # and the program still sees its own handler (guardtest checks it). (sm-guard passes LD_PRELOAD on
