@@ -261,10 +261,20 @@ int miner_claim(struct miner *m, struct arena *a, int64_t *run_id, struct run_pa
 	return 1;
 }
 
+/* Frees the notices libpq holds for the session: how many there were. */
+static int drain_notices(PGconn *db)
+{
+	PGnotify *n;
+	int k = 0;
+
+	for (; (n = PQnotifies(db)); k++)
+		PQfreemem(n);
+	return k;
+}
+
 int miner_wait(struct miner *m, int timeout_ms)
 {
 	struct pollfd pfd;
-	PGnotify *n;
 
 	if (!db_alive(m->db))
 		return miner_db_fail(m, "waiting for runs", NULL);
@@ -272,12 +282,8 @@ int miner_wait(struct miner *m, int timeout_ms)
 		return -1;
 	/* a notice that came while this session ran its last statements (the claims, this LISTEN) is
 	 * in libpq's queue already, not on the socket: polling would sleep through it */
-	if ((n = PQnotifies(m->db))) {
-		do
-			PQfreemem(n);
-		while ((n = PQnotifies(m->db)));
+	if (drain_notices(m->db) > 0)
 		return 0;
-	}
 	pfd.fd = PQsocket(m->db);
 	pfd.events = POLLIN;
 	if (pfd.fd < 0)
@@ -293,8 +299,7 @@ int miner_wait(struct miner *m, int timeout_ms)
 	}
 	if (!PQconsumeInput(m->db))
 		return miner_db_fail(m, "waiting for runs", NULL);
-	while ((n = PQnotifies(m->db)))
-		PQfreemem(n);
+	drain_notices(m->db);
 	return 0;
 }
 

@@ -203,9 +203,11 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	 * wrapped call or a fork) waits for a moment outside it (sampler.c). The outermost one's frame
 	 * is noted, so that a handler left by siglongjmp (or in a vfork child that ended inside it)
 	 * is known to be gone once the thread runs above that frame again (guard_trace_cache()). */
-	if (guard_tls.prog_handlers == 0)
-		guard_tls.prog_handler_sp = on_alt_stack(uc, (uintptr_t)__builtin_frame_address(0)) ?
-						    0 : (uintptr_t)__builtin_frame_address(0);
+	if (guard_tls.prog_handlers == 0) {
+		uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
+		guard_tls.prog_handler_sp = on_alt_stack(uc, sp) ? 0 : sp;
+	}
 	if (guard_tls.prog_handlers < UINT8_MAX)
 		guard_tls.prog_handlers++;
 	if (flags & SA_SIGINFO)
@@ -227,6 +229,14 @@ static void (*as_fn(const struct sigaction *act))(int, siginfo_t *, void *)
 {
 	return (act->sa_flags & SA_SIGINFO) ? act->sa_sigaction :
 					      (void (*)(int, siginfo_t *, void *))(void (*)(void))act->sa_handler;
+}
+
+/* The program's handler act for sig, where the trampoline finds it: the flags first, the handler
+ * last, so that the trampoline never pairs the new handler with the old flags. */
+static void shadow_set(int sig, const struct sigaction *act)
+{
+	atomic_store(&shadows[sig].flags, act->sa_flags);
+	atomic_store_explicit(&shadows[sig].fn, as_fn(act), memory_order_release);
 }
 
 /* What the kernel reports (the trampoline) as the program set it (fn and flags as given). */
@@ -277,8 +287,7 @@ static int agent_sig_action(const struct sigaction *act, struct sigaction *old)
 				sigemptyset(&kernel.sa_mask);
 		}
 		if (is_function(act)) {
-			atomic_store(&shadows[G.sig].flags, act->sa_flags);
-			atomic_store_explicit(&shadows[G.sig].fn, as_fn(act), memory_order_release);
+			shadow_set(G.sig, act);
 		} else {
 			atomic_store(&shadows[G.sig].fn, NULL);
 			agent_view = *act;
@@ -333,8 +342,7 @@ int guard_sig_install(void)
 		 * samples too (the wrappers resume what they interrupt) */
 		act.sa_mask = prog.sa_mask;
 		act.sa_flags = (prog.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
-		atomic_store(&shadows[G.sig].flags, prog.sa_flags);
-		atomic_store_explicit(&shadows[G.sig].fn, as_fn(&prog), memory_order_release);
+		shadow_set(G.sig, &prog);
 	}
 	if (REAL(sigaction)(G.sig, &act, NULL) < 0) {
 		atomic_store(&shadows[G.sig].fn, NULL);
@@ -359,8 +367,7 @@ void guard_sig_adopt(void)
 		mine = cur;
 		mine.sa_flags |= SA_SIGINFO;
 		mine.sa_sigaction = trampoline;
-		atomic_store(&shadows[sig].flags, cur.sa_flags);
-		atomic_store_explicit(&shadows[sig].fn, as_fn(&cur), memory_order_release);
+		shadow_set(sig, &cur);
 		if (REAL(sigaction)(sig, &mine, &prev) < 0) {
 			atomic_store(&shadows[sig].fn, NULL);
 			continue;
@@ -411,8 +418,7 @@ GUARD_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigactio
 	mine.sa_flags |= SA_SIGINFO;
 	mine.sa_sigaction = trampoline;
 	/* the trampoline must find the new handler as soon as the kernel can call it */
-	atomic_store(&shadows[sig].flags, act->sa_flags);
-	atomic_store_explicit(&shadows[sig].fn, as_fn(act), memory_order_release);
+	shadow_set(sig, act);
 	r = REAL(sigaction)(sig, &mine, old);
 	if (r < 0) {
 		atomic_store(&shadows[sig].flags, prev_flags);
