@@ -12,7 +12,7 @@ case "$purpose" in
 build) ;;
 test) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps debuginfod libc6-dbg python3-scipy python3-numpy python3-protobuf protobuf-compiler chromium fonts-dejavu-core
       redis-server redis-tools nginx-light wrk binutils dpkg-dev lintian ansible openssh-server openssh-client iproute2
-      haproxy patroni etcd-server etcd-client) ;;
+      haproxy patroni etcd-server etcd-client strace) ;;
 demo) pkgs+=(postgresql postgresql-common curl procps redis-server redis-tools) ;;
 bench) pkgs+=(postgresql postgresql-common postgresql-contrib curl zstd procps time python3-scipy python3-numpy wrk
        redis-server redis-tools nginx-light valgrind) ;;

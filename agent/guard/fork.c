@@ -68,6 +68,7 @@ static void after_fork_child(void)
 	guard_unit_reset_child(t);
 	guard_threads_reset_child();
 	guard_starve_reset_child();
+	guard_clock_reset_child();
 	G.started_ns = util_now_real_ns();       /* a new process: reports as one */
 	memset(&G.n, 0, sizeof(G.n));
 	guard_report_reset_child();

@@ -23,8 +23,15 @@ static void *(*wd_main)(void *), *(*sh_main)(void *);   /* threads.h's, set at s
 
 void guard_cv_wait(pthread_cond_t *cv, int64_t until)
 {
-	struct timespec ts = { until / 1000000000, until % 1000000000 };
+	/* until is on guard_now()'s clock, the condition on CLOCK_MONOTONIC: the same timebase unless
+	 * the TSC strayed until its next re-anchoring (clock.c), so the wait is taken as a delay */
+	int64_t d = until - guard_now(), at;
+	struct timespec ts;
 
+	if (__builtin_add_overflow(guard_mono_ns(), d > 0 ? d : 0, &at))
+		at = INT64_MAX;
+	ts.tv_sec = at / 1000000000;
+	ts.tv_nsec = at % 1000000000;
 	pthread_cond_timedwait(cv, &G.mu, &ts);
 }
 

@@ -71,6 +71,13 @@ void guard_clock_init(void);
 void guard_clock_tick(void);
 /* The same from a program's thread, at now: one load unless a second has passed. [program] */
 void guard_clock_poll(int64_t now);
+/* Which clock the agent reads: "tsc" (the kernel's clocksource), "kvm-tsc" (the TSC a KVM host
+ * keeps stable under kvm-clock) or "monotonic" (clock_gettime). Static storage. */
+const char *guard_clock_name(void);
+/* How often the TSC clock was calibrated again after it strayed from the monotonic clock. */
+uint64_t guard_clock_restarts(void);
+/* After fork, in the child: no re-anchoring in progress, no restart counted. */
+void guard_clock_reset_child(void);
 
 /* The clock on the TSC: only where G.clk.ok. One 16-byte load takes mult and off together. */
 static inline int64_t guard_now_tsc(void)

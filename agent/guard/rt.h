@@ -315,11 +315,13 @@ struct gviol {
 enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };
 
 /* ---- the clock ----
- * CLOCK_MONOTONIC nanoseconds. Where the kernel itself keeps time with an
- * invariant TSC, the TSC is read directly (a third of a vDSO clock_gettime)
- * and converted with a multiplier the agent's threads calibrate against
- * CLOCK_MONOTONIC and re-anchor every second, so that readings stay on the
- * monotonic timebase; until then, and elsewhere, clock_gettime.
+ * CLOCK_MONOTONIC nanoseconds. Where the kernel vouches for an invariant TSC
+ * (its clocksource is the TSC, or kvm-clock on a host that keeps the TSC
+ * stable: clock.c), the TSC is read directly (a third of a vDSO clock_gettime,
+ * a tenth of kvm-clock's) and converted with a multiplier the agent's threads
+ * calibrate against CLOCK_MONOTONIC and re-anchor every second, so that
+ * readings stay on the monotonic timebase; until then, and elsewhere,
+ * clock_gettime.
  *
  * ns = (tsc * mult >> 32) + off. The pair is read and written as one aligned
  * 16-byte vector access, atomic on every x86-64 processor with AVX (Intel's
@@ -329,7 +331,7 @@ enum { GUARD_RD_NONE, GUARD_RD_BEFORE, GUARD_RD_INSIDE, GUARD_RD_RATE };
 struct guard_clock {
 	_Alignas(16) uint64_t mult;   /* ns per tick, 32.32 fixed point */
 	int64_t off;                  /* with mult: the anchor */
-	int ok;                       /* the TSC path is calibrated (set once, after the first anchor) */
+	int ok;                       /* the TSC path is calibrated (cleared while it calibrates again) */
 };
 
 /* The agent's figures for one process (its report, its exit line). */

@@ -241,8 +241,8 @@ __attribute__((constructor(102))) static void guard_init(void)
 			G.profile = NULL;
 		}
 	}
-	guard_log("guarding", "mode=%s build_id=%s profile=%s collector=%s", guard_mode_name(G.mode), G.build_id,
-		  G.profile_path, G.region ? "host" : "process");
+	guard_log("guarding", "mode=%s build_id=%s profile=%s collector=%s clock=%s", guard_mode_name(G.mode),
+		  G.build_id, G.profile_path, G.region ? "host" : "process", guard_clock_name());
 	guard_sig_adopt();
 	atomic_store(&G.active, 1);
 	t->nest = 0;

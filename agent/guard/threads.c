@@ -175,7 +175,8 @@ static void exit_sequence(void)
 	unwind_counts(&uc);
 	guard_log("exit", "units=%llu violations=%llu suppressed=%llu queue_drops=%llu early_closes=%llu shipped=%llu "
 		  "spooled=%llu lost=%llu empty=%llu baseline=%llu async_requests=%llu async_violations=%llu "
-		  "walks=%llu walk_frames=%llu walk_cache_entries=%llu slow_walks=%llu uncached_walks=%llu",
+		  "walks=%llu walk_frames=%llu walk_cache_entries=%llu slow_walks=%llu uncached_walks=%llu "
+		  "clock=%s clock_restarts=%llu",
 		  (unsigned long long)guard_units(),
 		  (unsigned long long)atomic_load(&G.n.violations), (unsigned long long)atomic_load(&G.n.suppressed),
 		  (unsigned long long)atomic_load(&G.n.queue_drops), (unsigned long long)atomic_load(&G.n.early_closes),
@@ -185,7 +186,8 @@ static void exit_sequence(void)
 		  (unsigned long long)atomic_load(&G.n.async_requests),
 		  (unsigned long long)atomic_load(&G.n.async_violations),
 		  (unsigned long long)uc.walks, (unsigned long long)uc.frames, (unsigned long long)uc.entries,
-		  (unsigned long long)uc.slow, (unsigned long long)uc.uncached);
+		  (unsigned long long)uc.slow, (unsigned long long)uc.uncached, guard_clock_name(),
+		  (unsigned long long)guard_clock_restarts());
 	guard_log_flush();
 }
 

@@ -62,6 +62,40 @@ out=$(LD_PRELOAD=$("$GUARD" lib) SM_GUARD_K=x SM_GUARD_LOG=$T_TMP/inert.log sh -
 t_eq "an inert agent does not change the program" "$out" hi
 t_match "and logs the reason" "$(cat "$T_TMP/inert.log")" "bad setting; the agent stays inert.*SM_GUARD_K: not a number"
 
+# ---- the clock: the TSC where the kernel vouches for it ----
+# What the agent should read, found independently: an invariant TSC (nonstop_tsc) and AVX, and
+# either the kernel's own clocksource on it, or kvm-clock whose vDSO answers without a system call
+# (it does only while the host marks the TSC stable across vCPUs); else clock_gettime.
+clock_want=monotonic
+cpu_flags=" $(grep -m 1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+if [[ $cpu_flags == *" nonstop_tsc "* && $cpu_flags == *" avx "* ]]; then
+	case $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) in
+	tsc) clock_want=tsc ;;
+	kvm-clock)
+		st=$(strace -f -q -e trace=clock_gettime date +%N 2>&1 >/dev/null) ||
+			t_bail "strace runs date (ptrace allowed?)" "$st"
+		[[ $st == *"+++ exited with 0 +++"* ]] || t_bail "strace shows date's exit" "$st"
+		[[ $st == *clock_gettime* ]] || clock_want=kvm-tsc ;;
+	esac
+fi
+"$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/clock.log" -- "$TOOLS/callcost" 3000 200 >/dev/null
+t_match "clock: the agent reads the clock the kernel vouches for ($clock_want)" \
+	"$(grep 'msg="guarding"' "$T_TMP/clock.log" | tail -n 1)" " clock=$clock_want\$"
+# guarding, the watchdog re-anchors on time: at 0.1 s, then every second, each compared with
+# CLOCK_MONOTONIC first (callcost 12000 200: about 4 s here)
+"$GUARD" run --profile-dir "$PROF" --log "$T_TMP/clock.log" -- "$TOOLS/callcost" 12000 200 >/dev/null
+t_match "clock: no recalibration in a run" "$(grep 'msg="exit"' "$T_TMP/clock.log" | tail -n 1)" \
+	" clock=$clock_want clock_restarts=0\$"
+if [ "$clock_want" != monotonic ]; then
+	# put 50 ms off after its first anchor, as a virtual machine restored from a snapshot finds its
+	# TSC: the next re-anchoring (a second later) calibrates again; the tests' build checks every
+	# anchor after that against CLOCK_MONOTONIC
+	SM_GUARD_TEST_CLOCK_SKEW_US=50000 "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/clock.log" -- \
+		"$TOOLS/callcost" 12000 200 >/dev/null
+	t_match "clock: a TSC that strayed from the monotonic clock is calibrated again" \
+		"$(grep 'msg="exit"' "$T_TMP/clock.log" | tail -n 1)" " clock=$clock_want clock_restarts=1\$"
+fi
+
 # ---- safety, from inside ----
 
 "$GUARD" run --train --profile-dir "$PROF" --log "$T_TMP/guard.log" -- "$TOOLS/safety" train 300 >/dev/null ||

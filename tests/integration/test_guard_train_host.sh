@@ -66,7 +66,7 @@ start_collector
 PORT=$(free_port)
 as_nobody SM_GUARD_MODE=auto
 t_match "no profile yet: the process trains, through the host's collector" \
-	"$(grep "pid=$GPID " "$PUB/log/guard.log" | grep 'msg="guarding"')" 'mode=train .*collector=host$'
+	"$(grep "pid=$GPID " "$PUB/log/guard.log" | grep 'msg="guarding"')" 'mode=train .*collector=host clock=[a-z-]*$'
 t_eq "its region is in the collector's directory" "$(ls "$DIR" | grep -c "^$GPID\.")" 1
 "$GT" client "$PORT" 3000 2 fast:80,file:20 >/dev/null || t_fail "training load"
 t_eq "no thread of the agent's in the training process" "$(agent_threads "$GPID")|$(ls /proc/"$GPID"/task | wc -l)" "0|1"
@@ -116,7 +116,7 @@ t_eq "saved once, at the exit" "$(grep "pid=$exiting " "$CLOG" | grep -c 'msg="t
 PPID_FILE=$PUB/pprof/$bid.json
 as_nobody SM_GUARD_MODE=train SM_GUARD_COLLECTOR=process SM_GUARD_PROFILE_DIR="$PUB/pprof"
 t_match "in the process: its own threads" "$(grep "pid=$GPID " "$PUB/log/guard.log" | grep 'msg="guarding"')" \
-	'mode=train .*collector=process$'
+	'mode=train .*collector=process clock=[a-z-]*$'
 "$GT" client "$PORT" 3000 2 fast:80,file:20 >/dev/null || t_fail "training load in the process"
 gt_stop "$PORT"
 loop_of() { "$GUARD" profile show "$1" | sed -n '/^loop 0:/,/^  threads/p' | head -n 2; }
@@ -155,7 +155,7 @@ t_eq "its profile: the same loop, the units it uploaded, the process's user's" \
 # the next start finds the profile and guards with it
 as_nobody SM_GUARD_MODE=auto
 t_match "with the profile saved: guarding" "$(grep "pid=$GPID " "$PUB/log/guard.log" | grep 'msg="guarding"')" \
-	"mode=guard .*profile=$FILE collector=host$"
+	"mode=guard .*profile=$FILE collector=host clock=[a-z-]*$"
 gt_stop "$PORT"
 
 # a guarding process that came and went while no collector ran, its program unreadable to its user
