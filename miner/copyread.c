@@ -1,9 +1,12 @@
 /* copyread: the binary COPY and binary row decoder of a run's events (see copyread.h). */
 #include "miner/copyread.h"
+#include "common/buf.h"
+#include "common/db.h"
 #include "common/wire.h"
 #include "miner/queue.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 /* The binary widths of an event row's fields, in the order of copyread.h. */
@@ -61,7 +64,37 @@ int copyread_row(const unsigned char *p, size_t n, int64_t *ref, struct wire_eve
 	return 0;
 }
 
-int copyread_events(struct miner *m, const char *sql, copyread_each each, void *arg)
+int copyread_fail(struct copyread_err *err, PGconn *db, const char *what, PGresult *r)
+{
+	const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	if (!st && PQstatus(db) != CONNECTION_OK)
+		st = "08006";
+	snprintf(err->sqlstate, sizeof(err->sqlstate), "%s", st ? st : "");
+	db_errcpy(err->msg, sizeof(err->msg), what, r ? PQresultErrorMessage(r) : PQerrorMessage(db));
+	PQclear(r);
+	return -1;
+}
+
+static int other_fail(struct copyread_err *err, const char *msg)
+{
+	snprintf(err->msg, sizeof(err->msg), "%s", msg);
+	err->sqlstate[0] = '\0';
+	return -1;
+}
+
+int copyread_ids(struct buf *b, const int64_t *refs, size_t n)
+{
+	buf_putc(b, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			buf_putc(b, ',');
+		buf_put_i64(b, refs[i]);
+	}
+	return buf_putc(b, '}');
+}
+
+int copyread_conn(PGconn *db, const char *sql, copyread_each each, void *arg, struct copyread_err *err)
 {
 	PGresult *r;
 	char *msg;
@@ -69,11 +102,13 @@ int copyread_events(struct miner *m, const char *sql, copyread_each each, void *
 	bool header = true;
 	int rc = 0;
 
-	r = PQexec(miner_db(m), sql);
+	err->msg[0] = '\0';
+	err->sqlstate[0] = '\0';
+	r = PQexec(db, sql);
 	if (PQresultStatus(r) != PGRES_COPY_OUT)
-		return miner_db_fail(m, "reading events", r);
+		return copyread_fail(err, db, "reading events", r);
 	PQclear(r);
-	while ((len = PQgetCopyData(miner_db(m), &msg, 0)) > 0) {
+	while ((len = PQgetCopyData(db, &msg, 0)) > 0) {
 		const unsigned char *p = (const unsigned char *)msg;
 		size_t n = (size_t)len;
 		struct wire_event e;
@@ -85,7 +120,7 @@ int copyread_events(struct miner *m, const char *sql, copyread_each each, void *
 			if (n < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0 ||
 			    (uint32_t)be32(p + 15) > n - 19) {
 				PQfreemem(msg);
-				rc = miner_fail(m, "reading events: not a binary COPY stream");
+				rc = other_fail(err, "reading events: not a binary COPY stream");
 				header = false;
 				continue; /* drain the COPY */
 			}
@@ -104,20 +139,30 @@ int copyread_events(struct miner *m, const char *sql, copyread_each each, void *
 		if (rc || copyread_row(p, n, &ref, &e) < 0) {
 			PQfreemem(msg);
 			if (!rc)
-				rc = miner_fail(m, "reading events: unexpected row layout");
+				rc = other_fail(err, "reading events: unexpected row layout");
 			continue; /* drain the COPY */
 		}
 		PQfreemem(msg);
 		if (each(arg, ref, &e) < 0)
-			rc = -1;   /* drain the COPY */
+			rc = -1;   /* drain the COPY; each() left its error */
 	}
 	if (len == -2 && !rc)
-		rc = miner_db_fail(m, "reading events", NULL);
-	while ((r = PQgetResult(miner_db(m)))) {
+		rc = copyread_fail(err, db, "reading events", NULL);
+	while ((r = PQgetResult(db))) {
 		if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc)
-			rc = miner_db_fail(m, "reading events", r);
+			rc = copyread_fail(err, db, "reading events", r);
 		else
 			PQclear(r);
 	}
 	return rc;
+}
+
+int copyread_events(struct miner *m, const char *sql, copyread_each each, void *arg)
+{
+	struct copyread_err err;
+
+	if (copyread_conn(miner_db(m), sql, each, arg, &err) == 0)
+		return 0;
+	/* a failure of each() left its own message on m */
+	return err.msg[0] ? miner_fail_state(m, err.sqlstate, "%s", err.msg) : -1;
 }

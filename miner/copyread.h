@@ -9,9 +9,11 @@
 #ifndef SM_COPYREAD_H
 #define SM_COPYREAD_H
 
+#include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
 
+struct buf;
 struct miner;
 struct wire_event;
 
@@ -29,6 +31,25 @@ int copyread_fields(const unsigned char *const f[COPYREAD_FIELDS], const int len
 /* An event from one row of a binary COPY (the field count, then each field's length and bytes),
  * n bytes at p. 0, or -1 when the row is not an event row. */
 int copyread_row(const unsigned char *p, size_t n, int64_t *ref, struct wire_event *e);
+
+/* Why a COPY on a connection of its own failed: the message, and the SQLSTATE of a database error
+ * ("" for none; "08006" for a connection that broke), which tells a lost database from a bad
+ * statement. */
+struct copyread_err {
+	char msg[1024];
+	char sqlstate[6];
+};
+
+/* A failure about `what` on db: the message into err, the SQLSTATE (r's, or "08006" for a
+ * connection that broke); r cleared. Returns -1. */
+int copyread_fail(struct copyread_err *err, PGconn *db, const char *what, PGresult *r);
+
+/* The streams refs[0 .. n) as a bigint[] literal, for a parameter, into b. 0, or -1 (b's error). */
+int copyread_ids(struct buf *b, const int64_t *refs, size_t n);
+
+/* copyread_events() on the connection db, for a thread that has its own: a failure of the COPY
+ * is described in *err (msg "" when each() stopped it: each() keeps its own). 0 or -1. */
+int copyread_conn(PGconn *db, const char *sql, copyread_each each, void *arg, struct copyread_err *err);
 
 /* Runs sql, a COPY (SELECT <an event row's fields>) TO STDOUT (FORMAT binary), on m's connection
  * and gives each event to each(arg, ...). After a failure the rest of the COPY is drained, so

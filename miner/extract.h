@@ -1,9 +1,12 @@
 /*
  * extract: phase 2 of a run in one piece. The events of some of the run's selected streams are
- * read - from the standby of --db-read once it has caught up (standby.h), else through a binary
- * COPY on the worker's connection (copyread.h) - in chunks, and each chunk's AOI is extracted on
- * all cores (aoi.h) and collapsed by (stream, kind, stack) into the run's entries (violating
- * streams) and bentries (baseline streams). The order of the entries is not set.
+ * read - from the standby of --db-read once it has caught up (standby.h), else from the primary
+ * through binary COPYs (copyread.h): with the threads and the events for it, in shares on
+ * connections of their own (the run's readers, runstate.h), each share's streams' AOI extracted
+ * by the thread that reads them; else on the worker's connection in chunks whose AOI is
+ * extracted on all cores (aoi.h) - and collapsed by (stream, kind, stack) into the run's entries
+ * (violating streams) and bentries (baseline streams). Only the events the AOI of the kinds mined
+ * can depend on are read. The order of the entries is not set.
  */
 #ifndef SM_EXTRACT_H
 #define SM_EXTRACT_H

@@ -173,6 +173,7 @@ int partrun_execute(struct miner *m, const struct parts_claim *c)
 
 	if (runstate_init(&run, m, 0, NULL, c->aoi, "extracting a part") < 0)
 		goto out;
+	run.kinds = c->kinds;
 	if (!(bt = beat_open(m, run.id, &run.prog)))
 		goto out;
 	if (part_fill(&run, c) < 0 ||
@@ -203,9 +204,11 @@ int partrun_execute(struct miner *m, const struct parts_claim *c)
 	rc = got;
 out:
 	beat_free(bt);
-	/* back to the queue: stopped, or failed (the third failure fails the part and its run) */
+	/* back to the queue: stopped or the database lost (a reader's connection, the worker's own
+	 * still up), or failed (the third failure fails the part and its run) */
 	if (rc < 0)
-		parts_release(m, c, miner_options(m)->cancel && *miner_options(m)->cancel ? NULL : miner_error(m));
+		parts_release(m, c, (miner_options(m)->cancel && *miner_options(m)->cancel) || miner_db_lost(m)
+					    ? NULL : miner_error(m));
 	runstate_release(&run);
 	buf_release(&b);
 	return rc;

@@ -184,7 +184,7 @@ int parts_claim(struct miner *m, int64_t run_id, struct parts_claim *c)
 			 "   AND (q.status = 'queued' OR (q.status = 'running'"
 			 "        AND q.heartbeat_at < now() - make_interval(secs => $3::integer)))"
 			 "   ORDER BY q.run_id, q.part LIMIT 1 FOR UPDATE OF q SKIP LOCKED)"
-			 " RETURNING p.run_id, p.part, coalesce(r.params->>'aoi', '')",
+			 " RETURNING p.run_id, p.part, coalesce(r.params->>'aoi', ''), coalesce(r.params->>'kind', 'both')",
 			 3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		return miner_db_fail(m, "taking a part", r);
@@ -195,6 +195,9 @@ int parts_claim(struct miner *m, int64_t run_id, struct parts_claim *c)
 	c->run_id = db_get_i64(r, 0, 0);
 	c->part = (int)db_get_i64(r, 0, 1);
 	snprintf(c->aoi, sizeof(c->aoi), "%s", PQgetvalue(r, 0, 2));
+	c->kinds = strcmp(PQgetvalue(r, 0, 3), "wait") == 0 ? RUN_KINDS_WAIT
+		 : strcmp(PQgetvalue(r, 0, 3), "run") == 0  ? RUN_KINDS_RUN
+							    : RUN_KINDS_BOTH;
 	PQclear(r);
 	return 1;
 }

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "miner/params.h"
+
 struct buf;
 struct miner;
 
@@ -53,6 +55,7 @@ struct parts_claim {
 	int64_t run_id;
 	int part;
 	char aoi[32];            /* the run's AOI mode */
+	enum run_kinds kinds;    /* the kinds it mines: which events its AOI needs */
 };
 
 /* Takes a queued part of a running run, or one whose worker has not beaten for the lease; a part

@@ -47,6 +47,17 @@ int miner_db_fail(struct miner *m, const char *what, PGresult *r)
 	return -1;
 }
 
+int miner_fail_state(struct miner *m, const char *sqlstate, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m->err, sizeof(m->err), fmt, ap);
+	va_end(ap);
+	snprintf(m->sqlstate, sizeof(m->sqlstate), "%s", sqlstate);
+	return -1;
+}
+
 int miner_exec(struct miner *m, const char *sql)
 {
 	return db_exec(m->db, sql, m->err, sizeof(m->err));

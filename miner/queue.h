@@ -98,6 +98,10 @@ char *miner_errbuf(struct miner *m);
 int miner_fail(struct miner *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A database failure about `what` (r, or the connection when NULL; r is cleared); returns -1. */
 int miner_db_fail(struct miner *m, const char *what, PGresult *r);
+/* A database failure met on another connection (a reader's): the message, and its SQLSTATE for
+ * miner_db_lost() ("" for none); returns -1. */
+int miner_fail_state(struct miner *m, const char *sqlstate, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Runs sql (no parameters); 0, or -1 with the error set. */
 int miner_exec(struct miner *m, const char *sql);
 

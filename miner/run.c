@@ -761,7 +761,7 @@ struct tally {
 };
 
 /* Phase 3: the entries sorted by (kind, stack, stream), their stacks' frames loaded and filtered
- * by flt; the AOI events and distinct stacks kept counted. */
+ * by flt; the AOI events and distinct stacks kept, of the kinds mined, counted. */
 static int collapse(struct runstate *run, struct stackinfo *si, const struct aoi_filter *flt, struct tally *ty)
 {
 	if (run->entries.len)
@@ -773,8 +773,10 @@ static int collapse(struct runstate *run, struct stackinfo *si, const struct aoi
 	for (size_t i = 0; i < run->entries.len; i++) {
 		const struct entry *e = (const struct entry *)run->entries.data + i;
 		int64_t k = intern_find(si->ids, &e->stack, sizeof(uint32_t));
+		unsigned kind = e->kind == WIRE_WAIT ? RUN_KINDS_WAIT : RUN_KINDS_RUN;
 
-		if (k < 0 || !si->keep[k])
+		/* of the kinds mined: a run of one kind may read the other's events or not (extract.c) */
+		if (k < 0 || !si->keep[k] || !(run->p->kinds & kind))
 			continue;
 		ty->aoi_events += e->events;
 		/* entries are sorted by (kind, stack): count each pair once */
@@ -808,6 +810,8 @@ static int counts_json(const struct runstate *run, const struct tally *ty, size_
 	jsonw_object(&w);
 	jsonw_ku64(&w, "streams", run->nstreams - run->nbase);
 	jsonw_ku64(&w, "baseline_streams", run->nbase);
+	jsonw_ku64(&w, "events_read", run->nread);
+	jsonw_ku64(&w, "read_connections", run->max_readers > 1 ? (uint64_t)run->max_readers : 1);
 	jsonw_ku64(&w, "aoi_events", ty->aoi_events);
 	jsonw_ku64(&w, "distinct_stacks", ty->stacks);
 	jsonw_ku64(&w, "patterns", npatterns);
@@ -832,7 +836,7 @@ static int run_phases(struct runstate *run, struct stackinfo *si, const struct a
 	struct vec patterns = VEC_INIT(struct pattern);
 	struct results_rows rr = RESULTS_ROWS_INIT;
 	struct tally ty = { 0 };
-	char counts[256];
+	char counts[512];
 	int64_t t, t_cluster;
 	int rc = -1;
 
@@ -843,8 +847,11 @@ static int run_phases(struct runstate *run, struct stackinfo *si, const struct a
 
 	atomic_store(&run->prog.phase, "reading events and extracting the AOI");
 	t = util_now_mono_ns();
-	if (extract(run) < 0)
+	rc = extract(run);
+	runstate_close_readers(run);   /* not held through mining */
+	if (rc < 0)
 		goto out;
+	rc = -1;
 	run->t_read = runstate_ms_since(t);
 
 	atomic_store(&run->prog.phase, "collapsing stacks");

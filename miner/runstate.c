@@ -16,6 +16,7 @@ int runstate_init(struct runstate *run, struct miner *m, int64_t id, const struc
 	run->m = m;
 	run->id = id;
 	run->p = p;
+	run->kinds = p ? p->kinds : RUN_KINDS_BOTH;
 	run->threads = miner_options(m)->threads;
 	run->events.size = sizeof(struct wire_event);
 	run->chunk.size = sizeof(struct stream_events);
@@ -38,12 +39,22 @@ void runstate_release(struct runstate *run)
 {
 	for (int i = 0; run->aoi && i < run->threads; i++)
 		aoi_free(run->aoi[i]);
+	runstate_close_readers(run);
 	free(run->aoi);
 	vec_free(&run->events);
 	vec_free(&run->chunk);
 	vec_free(&run->entries);
 	vec_free(&run->bentries);
 	arena_free(run->arena);
+}
+
+void runstate_close_readers(struct runstate *run)
+{
+	for (int i = 0; i < RUNSTATE_MAX_READERS; i++) {
+		if (run->readers[i])
+			PQfinish(run->readers[i]);
+		run->readers[i] = NULL;
+	}
 }
 
 int runstate_select(struct runstate *run, const char *sql)

@@ -7,6 +7,7 @@
 #ifndef SM_RUNSTATE_H
 #define SM_RUNSTATE_H
 
+#include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,9 @@ struct entry {
 	uint8_t kind;        /* WIRE_RUN or WIRE_WAIT */
 };
 
+/* At most this many connections read a run's events at once (extract.h), one per thread. */
+#define RUNSTATE_MAX_READERS 8
+
 struct stream_events {
 	uint32_t idx;                 /* into run.refs */
 	size_t first, n;              /* range in the chunk's event vector */
@@ -56,6 +60,7 @@ struct runstate {
 	int64_t id;                   /* 0: a part of another worker's run */
 	const struct run_params *p;   /* NULL for such a part */
 	enum aoi_mode mode;
+	enum run_kinds kinds;         /* the kinds mined (a part: its run's) */
 	struct beat_progress prog;
 	/* selected streams, violating and baseline, by id */
 	int64_t *refs;
@@ -75,6 +80,9 @@ struct runstate {
 	struct aoi **aoi;             /* one per thread */
 	int threads;
 	uint64_t nread;               /* events read */
+	PGconn *readers[RUNSTATE_MAX_READERS];   /* opened by the first read in shares */
+	int max_readers;              /* the most connections that read at once */
+	int readers_cap;              /* 0, or how many could be opened when one could not */
 	bool split;                   /* the AOI extraction went to parts */
 	/* timings */
 	int64_t t_select, t_read, t_filter, t_mine;
@@ -103,12 +111,14 @@ struct stackinfo {
 	size_t n;
 };
 
-/* A run's state for run id (0: a part of another worker's run, p NULL) with AOI mode aoi, its
- * progress at phase; its workspaces allocated. 0, or -1 with the error on m; runstate_release()
+/* A run's state for run id (0: a part of another worker's run, p NULL: kinds both until the caller
+ * says) with AOI mode aoi, its progress at phase; its workspaces allocated. 0, or -1 with the error on m; runstate_release()
  * either way. */
 int runstate_init(struct runstate *run, struct miner *m, int64_t id, const struct run_params *p, const char *aoi,
 		  const char *phase);
 void runstate_release(struct runstate *run);
+/* Closes the readers' connections (extract.h), which the next read opens again. */
+void runstate_close_readers(struct runstate *run);
 
 /* The selected streams (sql gives id, symptom tid, start, end, baseline, unit type, weight by id)
  * into the run's refs, symptoms, baseline flags, unit types and weights (in its arena). 0, or -1

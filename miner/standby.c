@@ -40,21 +40,16 @@ int standby_caught_up(struct miner *m, PGconn *rdb)
 	return 0;
 }
 
-int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, copyread_each each, void *arg)
+int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, char kind, copyread_each each,
+		 void *arg)
 {
 	struct buf ids = BUF_INIT(0);
-	char lo[24], hi[24];
-	const char *params[3] = { NULL, lo, hi };
+	char lo[24], hi[24], kinds[2] = { kind, '\0' };
+	const char *params[4] = { NULL, lo, hi, kinds };
 	PGresult *r;
 	int rc = -1;
 
-	buf_putc(&ids, '{');
-	for (size_t i = 0; i < n; i++) {
-		if (i > 0)
-			buf_putc(&ids, ',');
-		buf_put_i64(&ids, refs[i]);
-	}
-	if (buf_putc(&ids, '}') < 0) {
+	if (copyread_ids(&ids, refs, n) < 0) {
 		buf_release(&ids);
 		return miner_fail(m, "out of memory reading events");
 	}
@@ -65,8 +60,9 @@ int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, co
 		goto out;
 	r = PQexecParams(rdb, "DECLARE sm_ev NO SCROLL CURSOR FOR SELECT stream_ref, kind, tid, ts_ns, dur_ns,"
 			      " stack_id, coalesce(readier_tid, 0) FROM events WHERE stream_ref = ANY($1::bigint[])"
-			      " AND stream_ref BETWEEN $2::bigint AND $3::bigint ORDER BY stream_ref",
-			 3, NULL, params, NULL, NULL, 0);
+			      " AND stream_ref BETWEEN $2::bigint AND $3::bigint"
+			      " AND ($4::text = '' OR kind = $4::\"char\") ORDER BY stream_ref",
+			 4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(miner_errbuf(m), MINER_ERRLEN, "reading events from the standby", PQresultErrorMessage(r));
 		PQclear(r);

@@ -21,9 +21,11 @@ struct miner;
  * side is never behind. */
 int standby_caught_up(struct miner *m, PGconn *rdb);
 
-/* The events of the streams refs[0 .. n) (ascending, n > 0) from rdb, in one read-only
+/* The events of the streams refs[0 .. n) (ascending, n > 0) - of one kind, WIRE_WAIT's 'w' or
+ * WIRE_RUN's 'r', or of both for kind 0 - from rdb, in one read-only
  * transaction, each given to each(arg, ...) grouped by stream in the order of refs. 0, or -1
  * with the error on m (the transaction rolled back). */
-int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, copyread_each each, void *arg);
+int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, char kind, copyread_each each,
+		 void *arg);
 
 #endif

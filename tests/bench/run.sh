@@ -281,10 +281,13 @@ if [ "$only" = all ] || [ "$only" = mining ]; then
 	"$tools/genfleet" --streams 500 --events 2000 --apps minebench --hosts 50 --distinct-stacks 200000 \
 		--depth 36 --seed 7 --out "$work/mine.ndjson" 2>/dev/null
 	send_fleet "$work/mine.ndjson" 10 4
+	# --threads 1 against 2: the read on one connection, or on one per thread (miner/extract.c)
 	for aoi in stream waitgraph; do
-		t=$(timed "$bin/sm-miner" run --app minebench --aoi "$aoi" --threshold-fraction 0.01 --quiet)
-		id=$(cat "$work/out")
-		echo "run --aoi $aoi: $t  $(psql -XAtc "SELECT counts->>'aoi_events' || ' AOI events, ' || (counts->>'distinct_stacks') || ' distinct stacks, ' || (counts->>'patterns') || ' patterns; ms: ' || timings_ms::text FROM runs WHERE id = $id")"
+		for threads in 1 2; do
+			t=$(timed "$bin/sm-miner" run --app minebench --aoi "$aoi" --threshold-fraction 0.01 --threads "$threads" --quiet)
+			id=$(cat "$work/out")
+			echo "run --aoi $aoi --threads $threads: $t  $(psql -XAtc "SELECT (counts->>'events_read') || ' events read on ' || (counts->>'read_connections') || ' connection(s), ' || (counts->>'aoi_events') || ' AOI events, ' || (counts->>'distinct_stacks') || ' distinct stacks, ' || (counts->>'patterns') || ' patterns; ms: ' || timings_ms::text FROM runs WHERE id = $id")"
+		done
 	done
 fi
 

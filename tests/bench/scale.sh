@@ -175,16 +175,17 @@ sc_run() {
 	id=$(cat "$work/miner.out")
 	echo "run $id ($*): $(awk '{ printf "%.1f s, miner peak RSS %.0f MB, CPU %.0f s", $1, $2 / 1024, $3 + $4 }' "$work/miner.time")"
 	echo "            peak RSS while it ran: $(sc_sample_stop); disk: database +$(( $(sc_db_mb) - db0 )) MB (its results)"
-	psql -XAtc "SELECT format('            select %s ms (%s streams/s), read and AOI %s ms (%s events/s read, %s AOI events),'
+	psql -XAtc "SELECT format('            select %s ms (%s streams/s), read and AOI %s ms (%s events read on %s connections: %s events/s, %s AOI events),'
 		' collapse and filter %s ms (%s distinct stacks), mine %s ms (%s patterns), cluster %s ms (%s clusters),'
 		' store %s ms; total %s ms',
 		t->>'select', round(n_sel / greatest((t->>'select')::numeric, 1) * 1000),
-		t->>'read_aoi', round(n_ev / greatest((t->>'read_aoi')::numeric, 1) * 1000), c->>'aoi_events',
+		t->>'read_aoi', n_ev, c->>'read_connections', round(n_ev / greatest((t->>'read_aoi')::numeric, 1) * 1000),
+		c->>'aoi_events',
 		t->>'collapse_filter', c->>'distinct_stacks', t->>'mine', c->>'patterns', t->>'cluster', c->>'clusters',
 		t->>'store', t->>'total')
 		FROM (SELECT timings_ms AS t, counts AS c,
 			(counts->>'streams')::numeric + (counts->>'baseline_streams')::numeric AS n_sel,
-			(SELECT sum(n_events) FROM streams WHERE app = '$name') AS n_ev FROM runs WHERE id = $id) x"
+			(counts->>'events_read')::numeric AS n_ev FROM runs WHERE id = $id) x"
 	SC_RUN=$id
 }
 

@@ -4,6 +4,11 @@
 #   - the same run in parts by one process, and by two workers sharing the
 #     parts, stores exactly the same collapsed stacks, patterns and clusters;
 #     every part is extracted once, and no part is left in the table;
+#   - read on several connections at once (shares, miner/extract.c), in one
+#     piece and in parts: the same result, every event read once; a run of
+#     wait stacks reads only the waits, with the same wait stacks and patterns
+#     (in parts too, those another worker reads);
+#     a share's connection ended in the middle: the run goes again, the same;
 #   - a coordinator killed (SIGKILL) in the middle of its run: another worker
 #     takes the run after the lease and finishes it, with the same result;
 #   - a worker killed in the middle of a part: the coordinator takes the part
@@ -71,11 +76,67 @@ stop_workers() { # a stopped worker is continued first: SIGTERM would wait for i
 }
 t_cleanup stop_workers
 
-# ---- the reference: one piece ----
-REF=$(miner run --quiet "${ARGS[@]}" --part-streams 0 2>"$T_TMP/ref.err") || t_bail "reference run" "$(cat "$T_TMP/ref.err")"
+# ---- the reference: one piece, on the worker's connection ----
+REF=$(miner run --quiet "${ARGS[@]}" --part-streams 0 --threads 1 2>"$T_TMP/ref.err") || t_bail "reference run" "$(cat "$T_TMP/ref.err")"
 WANT=$(digest "$REF")
 t_match "reference: patterns and clusters found" "$(pg_q "SELECT counts->>'patterns', counts->>'clusters' FROM runs WHERE id = $REF")" '^[1-9][0-9]*\|[1-9]'
 t_eq "reference: not cut into parts" "$(grep -c "parts extracted" "$T_TMP/ref.err")" 0
+t_eq "reference: every event read, on one connection" \
+	"$(pg_q "SELECT counts->>'events_read', counts->>'read_connections' FROM runs WHERE id = $REF")" "240000|1"
+
+# ---- shares: one piece read on several connections at once (miner/extract.c) ----
+R=$(miner run --quiet "${ARGS[@]}" --part-streams 0 --threads 4 2>"$T_TMP/shares.err")
+t_eq "4 threads: run done, read on 4 connections, every event once" \
+	"$(pg_q "SELECT status, counts->>'read_connections', counts->>'events_read' FROM runs WHERE id = $R")" "done|4|240000"
+t_eq "4 threads: the same result" "$(digest "$R")" "$WANT"
+# parts of 120,000 events, each cut in 3 shares; the part's streams only
+R=$(miner run --quiet "${ARGS[@]}" --part-streams 120 --threads 3 2>"$T_TMP/shares.err")
+t_eq "parts in 3 shares: run done, on 3 connections, every event once" \
+	"$(pg_q "SELECT status, counts->>'read_connections', counts->>'events_read' FROM runs WHERE id = $R")" "done|3|240000"
+t_match "parts in 3 shares: both parts here" "$(cat "$T_TMP/shares.err")" "run=$R parts=2 here=2 others=0"
+t_eq "parts in 3 shares: the same result" "$(digest "$R")" "$WANT"
+# a run of wait stacks under the wait graph reads only the waits: the same waits' stacks and patterns
+WAITS=$(pg_q "SELECT count(*) FROM events WHERE kind = 'w'")
+REF_WAITS=$(pg_q "SELECT count(*), md5(string_agg(concat_ws(':', kind, stack_id, stream_ref, cost_ns, events), ','
+	ORDER BY kind, stack_id, stream_ref)) FROM run_stacks WHERE run_id = $REF AND kind = 'w'"
+	pg_q "SELECT count(*), md5(string_agg(concat_ws(':', kind, rank, cost_ns, events, streams, frame_ids::text,
+	stack_ids::text), ',' ORDER BY kind, rank)) FROM patterns WHERE run_id = $REF AND kind = 'w'")
+for threads in 1 2; do
+	R=$(miner run --quiet "${ARGS[@]}" --kind wait --part-streams 0 --threads $threads 2>"$T_TMP/wait.err")
+	t_eq "wait stacks, $threads thread(s): run done, only the $WAITS waits read" \
+		"$(pg_q "SELECT status, counts->>'events_read' FROM runs WHERE id = $R")" "done|$WAITS"
+	t_eq "wait stacks, $threads thread(s): the reference's wait stacks and patterns" \
+		"$(digest "$R" | head -n 2)" "$REF_WAITS"
+	t_eq "wait stacks, $threads thread(s): its counts are of the waits" \
+		"$(pg_q "SELECT (counts->>'aoi_events')::bigint = (SELECT sum(events) FROM run_stacks WHERE run_id = $R),
+			(counts->>'distinct_stacks')::bigint = (SELECT count(DISTINCT stack_id) FROM run_stacks WHERE run_id = $R)
+			FROM runs WHERE id = $R")" "t|t"
+done
+t_eq "wait stacks: the fleet has waits and running events ($WAITS waits)" \
+	"$([ "$WAITS" -gt 0 ] && [ "$WAITS" -lt 240000 ] && echo both)" both
+
+# a share's connection lost in the middle of its read (its backend ended, as a restart would): the
+# other share stops, the run goes again, with the same result. Both shares wait on a lock until one
+# of them is ended.
+psql -X -q -c "BEGIN" -c "LOCK TABLE events IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+LOCKER=$!
+t_cleanup "kill $LOCKER 2>/dev/null || :"
+pg_until t "SELECT count(*) > 0 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+	WHERE c.relname = 'events' AND l.mode = 'AccessExclusiveLock' AND l.granted" 100 >/dev/null
+miner run --quiet "${ARGS[@]}" --part-streams 0 --threads 2 >"$T_TMP/lost.out" 2>"$T_TMP/lost.err" &
+RUNNER=$!
+SHARES="FROM pg_stat_activity WHERE query LIKE 'COPY (SELECT e.stream_ref%sm_slice%' AND wait_event_type = 'Lock'"
+t_eq "a share lost: both shares wait for the lock" "$(pg_until 2 "SELECT count(*) $SHARES" 200)" 2
+t_eq "a share lost: one share's backend ended" "$(pg_q "SELECT pg_terminate_backend(min(pid)) $SHARES")" t
+pg_q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(120)'" >/dev/null
+wait "$RUNNER"
+t_eq "a share lost: sm-miner run ends well" "$?" 0
+R=$(cat "$T_TMP/lost.out")
+t_eq "a share lost: the run went again, and is done" "$(pg_q "SELECT status, attempts FROM runs WHERE id = $R")" "done|2"
+t_match "a share lost: why it went again" "$(pg_q "SELECT last_retry FROM runs WHERE id = $R")" \
+	'^the database went away: reading events: (.*terminating connection|server closed the connection)'
+
+t_eq "a share lost: the same result" "$(digest "$R")" "$WANT"
 
 # ---- in parts, one process ----
 R=$(miner run --quiet "${ARGS[@]}" --part-streams 50 2>"$T_TMP/one.err")
@@ -101,6 +162,18 @@ t_match "two workers: the other worker did some" "$others" '^[1-9]'
 t_eq "two workers: the other worker's log names the parts it did, once each" \
 	"$(cat "$T_TMP/w1.log" "$T_TMP/w2.log" | grep -o "msg=\"part done\" run=$R part=[0-9]*" | sort -u | wc -l)" "$others"
 t_eq "two workers: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
+
+# ---- a run of wait stacks in parts of 70,000 events, read in shares by two workers ----
+worker "$T_TMP/w11.log" --part-streams 70 --threads 2
+worker "$T_TMP/w12.log" --part-streams 70 --threads 2
+R=$(miner run --queue --quiet "${ARGS[@]}" --kind wait)
+wait_run "$R" 120 || t_fail "wait stacks, two workers: run ends" "still $(pg_q "SELECT status FROM runs WHERE id = $R")"
+stop_workers
+t_eq "wait stacks, two workers: run done, only the waits read, in shares" \
+	"$(pg_q "SELECT status, counts->>'events_read', counts->>'read_connections' FROM runs WHERE id = $R")" "done|$WAITS|2"
+split_line=$(cat "$T_TMP/w11.log" "$T_TMP/w12.log" | grep -o "run=$R parts=[0-9]* here=[0-9]* others=[0-9]*")
+t_match "wait stacks, two workers: 4 parts, the other worker did some" "$split_line" "parts=4 here=[0-9] others=[1-9]"
+t_eq "wait stacks, two workers: the reference's wait stacks and patterns" "$(digest "$R" | head -n 2)" "$REF_WAITS"
 
 # ---- the coordinator killed in the middle of its run ----
 worker "$T_TMP/w3.log" --part-streams 20 --lease 5
