@@ -236,8 +236,9 @@ enum read_table { READ_SEL, READ_PART, READ_SLICE };
 
 /*
  * The COPY of the events of the streams in the temporary table t, of kind (read_kind()) or both.
- * The statement is put together from this function's constants alone: COPY takes no parameters. The selection's bounds let the index scan start at
- * its streams, not read past the earlier ones, and travel to the shards with their foreign scans.
+ * The statement is put together from this function's constants alone: COPY takes no parameters.
+ * The selection's bounds let the index scan start at its streams, not read past the earlier
+ * ones, and travel to the shards with their foreign scans.
  * (Bounds on received_at as well would leave out whole days, but make the planner's estimate small
  * enough to pick a nested loop over the selection: twice the time for a run in one piece)
  */

@@ -111,9 +111,9 @@ struct stackinfo {
 	size_t n;
 };
 
-/* A run's state for run id (0: a part of another worker's run, p NULL: kinds both until the caller
- * says) with AOI mode aoi, its progress at phase; its workspaces allocated. 0, or -1 with the error on m; runstate_release()
- * either way. */
+/* A run's state for run id (0: a part of another worker's run, p NULL: kinds both until the
+ * caller says) with AOI mode aoi, its progress at phase; its workspaces allocated. 0, or -1 with
+ * the error on m; runstate_release() either way. */
 int runstate_init(struct runstate *run, struct miner *m, int64_t id, const struct run_params *p, const char *aoi,
 		  const char *phase);
 void runstate_release(struct runstate *run);
