@@ -163,6 +163,16 @@ int ship_splitter_feed(struct ship_splitter *sp, const char *p, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		char c = p[i];
 
+		/* NDJSON: past a line's first byte only its end matters (most of a big stream's bytes) */
+		if (sp->mode == SPLIT_NDJSON && sp->started) {
+			const char *nl = memchr(p + i, '\n', n - i);
+
+			if (!nl)
+				break;
+			sp->line_start = false;
+			i = (size_t)(nl - p);
+			c = '\n';
+		}
 		if (c == '\n') {
 			bool end = false;
 
@@ -1100,6 +1110,15 @@ int shipper_flush(struct shipper *sh)
 }
 
 /* Appends the validated stream text as one NDJSON line and sends a full batch. */
+/* Every c in p[0 .. n) a blank: memchr's pace, as an NDJSON line has none */
+static void blank_byte(char *p, size_t n, char c)
+{
+	char *end = p + n;
+
+	while ((p = memchr(p, c, (size_t)(end - p))) != NULL)
+		*p++ = ' ';
+}
+
 static int enqueue(struct shipper *sh, const char *json, size_t len, const char *id,
 		   const char *origin, const char *spool_id)
 {
@@ -1129,9 +1148,8 @@ static int enqueue(struct shipper *sh, const char *json, size_t len, const char 
 	}
 	sh->nq++;
 	/* valid JSON has no raw line breaks inside strings, so blanking them keeps it intact */
-	for (char *p = sh->batch.data + e->off, *end = p + len; p < end; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
+	blank_byte(sh->batch.data + e->off, len, '\n');
+	blank_byte(sh->batch.data + e->off, len, '\r');
 	if (sh->nq >= sh->o.batch_count || sh->batch.len >= sh->o.batch_bytes)
 		return shipper_flush(sh);
 	return 0;

@@ -669,28 +669,37 @@ static int collect_piece(void *ctx, const char *obj, size_t len, size_t line)
 	return 0;
 }
 
-/* Splits text whole, and again one byte at a time: both must give the same pieces. */
+/* Splits text in pieces of chunk bytes: the pieces must be those of the whole text. */
+static void split_chunked(const char *text, const struct pieces *whole, size_t max, size_t chunk)
+{
+	struct pieces got;
+	struct ship_splitter *sp = ship_splitter_open(max, collect_piece, &got);
+	size_t n = strlen(text);
+
+	memset(&got, 0, sizeof(got));
+	for (size_t i = 0; i < n; i += chunk)
+		CHECK_INT(ship_splitter_feed(sp, text + i, n - i < chunk ? n - i : chunk), 0);
+	CHECK_INT(ship_splitter_finish(sp), 0);
+	ship_splitter_free(sp);
+	CHECK_INT(got.n, whole->n);
+	for (int i = 0; i < whole->n && i < got.n && i < 16; i++) {
+		CHECK_INT(got.line[i], whole->line[i]);
+		CHECK_STR(got.text[i], whole->text[i]);
+	}
+}
+
+/* Splits text whole, and again one byte and a few bytes at a time: all must give the same pieces. */
 static void split(const char *text, struct pieces *whole, size_t max)
 {
 	struct ship_splitter *sp = ship_splitter_open(max, collect_piece, whole);
-	struct pieces bytewise;
-	size_t n = strlen(text);
 
 	memset(whole, 0, sizeof(*whole));
-	CHECK_INT(ship_splitter_feed(sp, text, n), 0);
+	CHECK_INT(ship_splitter_feed(sp, text, strlen(text)), 0);
 	CHECK_INT(ship_splitter_finish(sp), 0);
 	ship_splitter_free(sp);
-	memset(&bytewise, 0, sizeof(bytewise));
-	sp = ship_splitter_open(max, collect_piece, &bytewise);
-	for (size_t i = 0; i < n; i++)
-		CHECK_INT(ship_splitter_feed(sp, text + i, 1), 0);
-	CHECK_INT(ship_splitter_finish(sp), 0);
-	ship_splitter_free(sp);
-	CHECK_INT(bytewise.n, whole->n);
-	for (int i = 0; i < whole->n && i < bytewise.n && i < 16; i++) {
-		CHECK_INT(bytewise.line[i], whole->line[i]);
-		CHECK_STR(bytewise.text[i], whole->text[i]);
-	}
+	split_chunked(text, whole, max, 1);
+	split_chunked(text, whole, max, 3);
+	split_chunked(text, whole, max, 7);
 }
 
 static void test_split_ndjson(void)
