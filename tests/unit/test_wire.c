@@ -6,6 +6,7 @@
 
 #include <json-c/json.h>
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,27 @@ static void test_roundtrip(void)
 	CHECK_INT(b1.len, b2.len);
 	CHECK(b1.len == b2.len && memcmp(b1.data, b2.data, b1.len) == 0);
 	CHECK(memchr(b1.data, '\n', b1.len) == NULL);
+	/* the events exactly, a run's without readier_tid */
+	CHECK(strstr(b1.data, "\"events\":[{\"kind\":\"wait\",\"tid\":4211,\"ts_ns\":81300000000,"
+			      "\"dur_ns\":240000000,\"stack\":0,\"readier_tid\":17},{\"kind\":\"run\",\"tid\":4211,"
+			      "\"ts_ns\":81550000000,\"dur_ns\":10000000,\"stack\":1}]}") != NULL);
+	/* every integer as it is, the extremes too (the writer checks no range) */
+	{
+		struct wire_event ev[2] = {
+			{ .kind = WIRE_WAIT, .tid = INT64_MIN, .ts_ns = INT64_MAX, .dur_ns = -1, .stack = UINT32_MAX,
+			  .readier_tid = -9 },
+			{ .kind = WIRE_RUN, .tid = 0, .ts_ns = -10, .dur_ns = 1000000000000000000, .stack = 10 },
+		};
+		struct wire_stream x = t;
+
+		x.events = ev;
+		x.nevents = 2;
+		buf_reset(&b2);
+		CHECK_INT(wire_write_json(&x, &b2), 0);
+		CHECK(strstr(b2.data, "\"events\":[{\"kind\":\"wait\",\"tid\":-9223372036854775808,"
+				      "\"ts_ns\":9223372036854775807,\"dur_ns\":-1,\"stack\":4294967295,\"readier_tid\":-9},"
+				      "{\"kind\":\"run\",\"tid\":0,\"ts_ns\":-10,\"dur_ns\":1000000000000000000,\"stack\":10}]}") != NULL);
+	}
 	/* a full buffer fails cleanly */
 	{
 		struct buf small = BUF_INIT(100);
