@@ -22,13 +22,19 @@
 /* Events read before a chunk of streams is handed to the AOI threads. */
 #define CHUNK_EVENTS (512 * 1024)
 
+/* What stream_aoi() needs from stream to stream, a thread's own. */
+struct scratch {
+	struct intern *agg;   /* (stack, kind): index in acc */
+	struct vec acc;       /* struct entry */
+	struct vec aside;     /* struct wire_event: the events out of order */
+};
+
 struct aoi_job {
 	struct runstate *run;
 	int t;
 	char err[512];
 	struct vec out;   /* struct entry */
-	struct intern *agg;
-	struct vec acc;   /* per aggregated key: struct entry */
+	struct scratch sc;
 	int rc;
 };
 
@@ -51,18 +57,69 @@ static int cmp_event(const void *a, const void *b)
 	return x->readier_tid < y->readier_tid ? -1 : x->readier_tid > y->readier_tid;
 }
 
+static int scratch_open(struct scratch *sc)
+{
+	sc->acc = (struct vec)VEC_INIT(struct entry);
+	sc->aside = (struct vec)VEC_INIT(struct wire_event);
+	sc->agg = intern_open(0);
+	return sc->agg ? 0 : -1;
+}
+
+static void scratch_free(struct scratch *sc)
+{
+	vec_free(&sc->acc);
+	vec_free(&sc->aside);
+	intern_free(sc->agg);
+	sc->agg = NULL;
+}
+
+/*
+ * ev[0 .. n) in cmp_event's order. They come nearly in it (a stream's events stored in time, a few
+ * out of place): those below the last one kept go aside, are sorted alone and merged back, so
+ * that k out of order cost O(n + k log k), and all of them no more than a sort of all. Events
+ * equal by cmp_event are equal in every field, so the order is the same whatever the sort.
+ * 0, or -1 when out of memory.
+ */
+static int sort_events(struct wire_event *ev, size_t n, struct vec *aside)
+{
+	struct wire_event *side;
+	size_t kept = 0, i, j, k;
+
+	aside->len = 0;
+	for (i = 0; i < n; i++) {
+		if (kept && cmp_event(&ev[i], &ev[kept - 1]) < 0) {
+			if (vec_append(aside, &ev[i]) < 0)
+				return -1;
+		} else {
+			ev[kept++] = ev[i];
+		}
+	}
+	if (!aside->len)
+		return 0;
+	side = aside->data;
+	qsort(side, aside->len, sizeof(*side), cmp_event);
+	/* from the back: the kept ones move up into the room the others left */
+	for (i = kept, j = aside->len, k = n; j;)
+		ev[--k] = i && cmp_event(&ev[i - 1], &side[j - 1]) > 0 ? ev[--i] : side[--j];
+	return 0;
+}
+
 /*
  * One stream's events ev[0 .. n) (idx into run->refs): sorted, their AOI extracted with aoi and
- * collapsed by (kind, stack) into out, one entry per pair (agg and acc: the caller's scratch).
- * 0, or -1 with the reason in err.
+ * collapsed by (kind, stack) into out, one entry per pair. 0, or -1 with the reason in err.
  */
-static int stream_aoi(struct runstate *run, struct aoi *aoi, struct intern *agg, struct vec *acc, struct vec *out,
+static int stream_aoi(struct runstate *run, struct aoi *aoi, struct scratch *sc, struct vec *out,
 		      struct wire_event *ev, size_t n, uint32_t idx, char *err, size_t errlen)
 {
+	struct intern *agg = sc->agg;
+	struct vec *acc = &sc->acc;
 	const uint32_t *sel;
 	size_t nsel;
 
-	qsort(ev, n, sizeof(*ev), cmp_event);
+	if (sort_events(ev, n, &sc->aside) < 0) {
+		snprintf(err, errlen, "out of memory sorting the events of stream %lld", (long long)run->refs[idx]);
+		return -1;
+	}
 	if (aoi_extract(aoi, ev, n, &run->sym[idx], run->mode, &sel, &nsel) < 0) {
 		snprintf(err, errlen, "AOI of stream %lld: %s", (long long)run->refs[idx], aoi_error(aoi));
 		return -1;
@@ -112,7 +169,7 @@ static void *aoi_thread(void *arg)
 
 	/* each thread sorts only its own streams' ranges */
 	for (size_t k = (size_t)job->t; k < run->chunk.len; k += (size_t)run->threads)
-		if (stream_aoi(run, run->aoi[job->t], job->agg, &job->acc, &job->out, ev + se[k].first, se[k].n,
+		if (stream_aoi(run, run->aoi[job->t], &job->sc, &job->out, ev + se[k].first, se[k].n,
 			       se[k].idx, job->err, sizeof(job->err)) < 0) {
 			job->rc = -1;
 			return NULL;
@@ -137,9 +194,7 @@ static int process_chunk(struct runstate *run)
 		jobs[t].run = run;
 		jobs[t].t = t;
 		jobs[t].out.size = sizeof(struct entry);
-		jobs[t].acc.size = sizeof(struct entry);
-		jobs[t].agg = intern_open(0);
-		if (!jobs[t].agg) {
+		if (scratch_open(&jobs[t].sc) < 0) {
 			rc = miner_fail(run->m, "out of memory");
 			goto out;
 		}
@@ -163,8 +218,7 @@ static int process_chunk(struct runstate *run)
 out:
 	for (int t = 0; t < run->threads; t++) {
 		vec_free(&jobs[t].out);
-		vec_free(&jobs[t].acc);
-		intern_free(jobs[t].agg);
+		scratch_free(&jobs[t].sc);
 	}
 	run->chunk.len = 0;
 	run->events.len = 0;
@@ -271,8 +325,8 @@ struct share {
 	size_t first, end, cur;       /* its streams in refs, the one being read */
 	bool have;                    /* cur's events are in events */
 	struct vec events;            /* the current stream's: struct wire_event */
-	struct vec out, acc;          /* struct entry */
-	struct intern *agg;
+	struct vec out;               /* struct entry */
+	struct scratch sc;
 	uint64_t nread;
 	atomic_bool *stop;            /* set by the first share that fails */
 	bool cancelled;               /* its statement asked to stop */
@@ -311,7 +365,7 @@ static int share_flush(struct share *sh)
 	if (!sh->have)
 		return 0;
 	sh->have = false;
-	if (stream_aoi(sh->run, sh->run->aoi[sh->t], sh->agg, &sh->acc, &sh->out, sh->events.data, sh->events.len,
+	if (stream_aoi(sh->run, sh->run->aoi[sh->t], &sh->sc, &sh->out, sh->events.data, sh->events.len,
 		       (uint32_t)sh->cur, sh->err.msg, sizeof(sh->err.msg)) < 0) {
 		sh->err.sqlstate[0] = '\0';
 		share_stop(sh);
@@ -521,8 +575,7 @@ static int read_shared(struct runstate *run, const size_t *cut, int n)
 					.cur = cut[t], .stop = &stop, .rc = -1 };
 		sh[t].events.size = sizeof(struct wire_event);
 		sh[t].out.size = sizeof(struct entry);
-		sh[t].acc.size = sizeof(struct entry);
-		if (!(sh[t].agg = intern_open(0))) {
+		if (scratch_open(&sh[t].sc) < 0) {
 			rc = miner_fail(run->m, "out of memory");
 			goto out;
 		}
@@ -555,8 +608,7 @@ out:
 	for (int t = 0; t < n; t++) {
 		vec_free(&sh[t].events);
 		vec_free(&sh[t].out);
-		vec_free(&sh[t].acc);
-		intern_free(sh[t].agg);
+		scratch_free(&sh[t].sc);
 	}
 	return rc;
 }

@@ -9,6 +9,7 @@
 #     wait stacks reads only the waits, with the same wait stacks and patterns
 #     (in parts too, those another worker reads);
 #     a share's connection ended in the middle: the run goes again, the same;
+#   - events stored out of time order (reversed, interleaved, shuffled): the same;
 #   - a coordinator killed (SIGKILL) in the middle of its run: another worker
 #     takes the run after the lease and finishes it, with the same result;
 #   - a worker killed in the middle of a part: the coordinator takes the part
@@ -255,6 +256,20 @@ t_eq "stalled coordinator: the run done by the other worker" "$(pg_q "SELECT sta
 t_match "stalled coordinator: it noticed and stopped" "$(cat "$T_TMP/w7.log")" "run $R was taken over by another worker"
 t_eq "stalled coordinator: the same result" "$(digest "$R")" "$WANT"
 t_eq "stalled coordinator: no part left" "$(pg_q "SELECT count(*) FROM run_parts")" 0
+
+# ---- events stored out of time order ----
+# (miner/extract.c sorts a stream's events: those out of order aside, merged back) each stream's
+# rows put back reversed, in interleaved runs, and shuffled: the same result, in one share and in two
+for order in "ts_ns DESC, seq DESC" "seq % 5, seq" "md5(seq::text)"; do
+	pg_q "BEGIN; CREATE TABLE t_events AS SELECT * FROM events; DELETE FROM events;
+		INSERT INTO events SELECT * FROM t_events ORDER BY stream_ref, $order; DROP TABLE t_events; COMMIT" >/dev/null
+	t_eq "stored by $order: every stream out of time order" "$(pg_q "SELECT count(DISTINCT stream_ref) FILTER (WHERE down)
+		FROM (SELECT stream_ref, ts_ns < lag(ts_ns) OVER (PARTITION BY stream_ref ORDER BY ctid) AS down FROM events) x")" 240
+	for threads in 1 2; do
+		R=$(miner run --quiet "${ARGS[@]}" --part-streams 0 --threads $threads 2>"$T_TMP/order.err")
+		t_eq "stored by $order, $threads thread(s): the same result" "$(digest "$R")" "$WANT"
+	done
+done
 
 # ---- refusals ----
 out=$(miner worker --part-streams -1 2>&1)
