@@ -37,6 +37,7 @@ struct slot {
 	bool reserve;                 /* admitted into the reserve: reserved paths only */
 	bool early;                   /* answered with its request's body not all in: it lingers */
 	int64_t since_ms;             /* head: accept or request line; idle: the last completion */
+	uint64_t since_seq;           /* ... and that moment's place among all such moments */
 	uint64_t body;                /* body bytes of the current request */
 	uint64_t win_body;            /* body at the window's start */
 	int64_t win_ms;
@@ -69,6 +70,7 @@ struct conns {
 	struct imap per_ip;           /* address key -> live connections */
 	unsigned live;                /* connections not shed */
 	uint64_t accepted;
+	uint64_t seq;                 /* since_seq's last */
 	uint64_t closed[CONNS_NREASONS];
 	struct thread threads[MAX_THREADS];
 	unsigned nthreads;
@@ -169,6 +171,15 @@ static void clock_start(const struct conns *c, struct slot *s, int64_t *clock, i
 	s->paused_base = c->threads[s->owner].paused_ms;
 }
 
+/* s's since_ms from now. A burst of connections accepted in one loop shares a millisecond: among
+ * them the first accepted is the oldest, not the one in the lowest slot (which may be the newest,
+ * a client's request about to be read behind a flood from its own address). */
+static void since_start(struct conns *c, struct slot *s, int64_t now)
+{
+	clock_start(c, s, &s->since_ms, now);
+	s->since_seq = ++c->seq;
+}
+
 /* The milliseconds since t0 that s's thread was free to serve it. */
 static int64_t waited_ms(const struct conns *c, const struct slot *s, int64_t t0, int64_t now)
 {
@@ -197,12 +208,14 @@ static uint64_t body_rate(const struct conns *c, const struct slot *s, int64_t n
 }
 
 /* The connection that gives way (only ip's when only_ip, never skip), or NULL: the oldest idle,
- * else the oldest still in its headers, else the slowest body. Under the lock. */
+ * else the oldest still in its headers, else the slowest body; of equals, the one whose clock
+ * started first. Under the lock. */
 static struct slot *pick_victim(struct conns *c, bool only_ip, uint64_t ip, const struct slot *skip, int64_t now)
 {
 	struct slot *best = NULL;
 	int best_rank = 3;
 	int64_t best_key = 0;
+	uint64_t best_seq = 0;
 
 	for (uint32_t i = 0; i < c->nslots; i++) {
 		struct slot *s = &c->slots[i];
@@ -222,10 +235,12 @@ static struct slot *pick_victim(struct conns *c, bool only_ip, uint64_t ip, cons
 			break;
 		default: continue;
 		}
-		if (rank < best_rank || (rank == best_rank && key < best_key)) {
+		if (rank < best_rank ||
+		    (rank == best_rank && (key < best_key || (key == best_key && s->since_seq < best_seq)))) {
 			best = s;
 			best_rank = rank;
 			best_key = key;
+			best_seq = s->since_seq;
 		}
 	}
 	return best;
@@ -346,7 +361,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		s->ip = addr_key(ad ? ad->client_addr : NULL);
 		s->ph = PH_HEAD;
 		s->owner = this_thread(c);
-		clock_start(c, s, &s->since_ms, now_ms());
+		since_start(c, s, now_ms());
 		admit(c, s);
 		*socket_context = s;
 		pthread_mutex_unlock(&c->lock);
@@ -390,7 +405,7 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 	pthread_mutex_lock(&c->lock);
 	if (s->ph == PH_IDLE) {
 		s->ph = PH_HEAD;
-		clock_start(c, s, &s->since_ms, now_ms());
+		since_start(c, s, now_ms());
 	}
 	s->early = false;   /* a kept-alive connection's next request */
 	if (s->reserve && !reserved_path(c, uri ? uri : ""))
@@ -484,7 +499,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls, e
 	if (s) {
 		pthread_mutex_lock(&c->lock);
 		s->ph = PH_IDLE;
-		clock_start(c, s, &s->since_ms, now_ms());
+		since_start(c, s, now_ms());
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (c->done)

@@ -163,6 +163,44 @@ t_eq "ingest: stops cleanly after the floods" "$INGEST_RC" 0
 # ---- sm-web (bare, as on a laptop) ----
 start_web --no-worker --max-connections 256 --header-timeout 3 || t_bail "sm-web starts"
 WP=${WEB_URL#http://}
+# of connections from one address in its headers, the first accepted gives way, though several
+# were accepted in the same millisecond and the slots they took are reused in another order (8
+# connections opened, then closed oldest first): 32 (--max-connections-per-ip's default) each with
+# a request line and a header, then a 33rd; which of them the server closed
+order=$(python3 - "${WP%:*}" "${WP##*:}" 32 <<'PY'
+import socket, sys, time
+host, port, per_ip = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+head = b"GET /healthz HTTP/1.1\r\nHost: t\r\n"
+def dial():
+    s = socket.socket()
+    s.bind(("127.0.0.20", 0))
+    s.connect((host, port))
+    s.sendall(head)
+    return s
+warm = [dial() for _ in range(8)]
+time.sleep(0.2)
+for s in warm:
+    s.close()
+    time.sleep(0.02)
+time.sleep(0.3)
+held = [dial() for _ in range(per_ip)]
+time.sleep(0.3)
+held.append(dial())
+time.sleep(0.3)
+closed = []
+for i, s in enumerate(held):
+    s.setblocking(False)
+    try:
+        s.recv(1)
+        closed.append(str(i))
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed.append(str(i))
+print(" ".join(closed) or "none")
+PY
+)
+t_eq "web: per address, the connection accepted first gave way to the 33rd" "$order" 0
 line=$("$flood" --target "$WP" --conns 300 --mode half --from 127.0.0.1 --duration "$S" --pid "$WEB_PID" \
 	--probe /healthz 2>"$T_TMP/w1.err")
 cat "$T_TMP/w1.err"
