@@ -108,8 +108,8 @@ curl_conf() {
 # seconds meanwhile) and leaves the codes in
 # $work/codes. WARM-FILE's streams, when given, go first, untimed (a running server's rate: see
 # below); SEND_TOP and SEND_STACKS are then the largest stream id stored (the timed part's
-# streams are numbered above it) and the number of stacks, and the command SEND_SETTLE, if set,
-# runs between the two.
+# streams are numbered above it) and the number of stacks, SEND_FRAME_TOP and SEND_STACK_TOP the
+# largest frame and stack ids, and the command SEND_SETTLE, if set, runs between the two.
 send_fleet() {
 	local token url t0 t1 f
 	rm -rf "$work/batches" "$work/port"
@@ -135,7 +135,7 @@ send_fleet() {
 	# one curl for all the batches, SENDERS at a time: a process per batch spent as much of this
 	# machine's two cores starting up as sm-ingest spent storing small streams (docs/scaling.md)
 	: >"$work/codes.warm"
-	SEND_TOP= SEND_STACKS=
+	SEND_TOP= SEND_STACKS= SEND_FRAME_TOP= SEND_STACK_TOP=
 	if [ -n "${4:-}" ]; then
 		# and its workers' memory touched: a fresh server's first batches fault in each worker's
 		# buffers (26,000 page faults in the first 50 of a day's batches, 145 in the next 50)
@@ -143,6 +143,8 @@ send_fleet() {
 		curl --parallel --parallel-max "$3" --no-progress-meter -K "$work/warm.curl" >"$work/codes.warm"
 		SEND_TOP=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
 		SEND_STACKS=$(psql -XAtc "SELECT count(*) FROM stacks")
+		read -r SEND_FRAME_TOP SEND_STACK_TOP <<<"$(psql -XAtF ' ' -c "SELECT (SELECT coalesce(max(id), 0) FROM frames),
+			(SELECT coalesce(max(id), 0) FROM stacks)")"
 		# the caller's settling (SEND_SETTLE, a command) again, so that the timed part does not
 		# pay for the warm-up's writes
 		[ -z "${SEND_SETTLE:-}" ] || "$SEND_SETTLE"

@@ -123,12 +123,14 @@ sc_settle() {
 # sc_alone WHAT K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows. K more
 # streams (genfleet's arguments say which) generated beforehand as zstd batches and sent by
 # 4 senders (send_fleet), so that neither the generator nor the agent takes CPU meanwhile; then
-# the same rows (the streams numbered above any before) taken out and put back with psql \copy
-# into the same tables; then removed. Each timed part starts from a settled database (sc_settle).
+# the same rows (the streams numbered above any before, their events, and the frames and stacks
+# the send added, which a new build's streams bring by the thousand) taken out and put back with
+# psql \copy into the same tables; then removed. Each timed part starts from a settled database
+# (sc_settle).
 # When sc_warm (genfleet's arguments) is set, those streams go first, untimed, to the same
 # server (send_fleet), which settles again before the timed send; they are removed with the rest.
 sc_alone() {
-	local what=$1 k=$2 t0 t1 b0 secs n stored top top0 stacks0 warm=
+	local what=$1 k=$2 t0 t1 b0 secs n stored top top0 stacks0 ftop stop warm= nf ns
 	shift 2
 	"$tools/genfleet" --streams "$k" "$@" --out "$work/alone.ndjson" 2>/dev/null
 	if [ "${#sc_warm[@]}" -gt 0 ]; then
@@ -137,10 +139,12 @@ sc_alone() {
 	fi
 	top0=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
 	stacks0=$(psql -XAtc "SELECT count(*) FROM stacks")
+	read -r ftop stop <<<"$(psql -XAtF ' ' -c "SELECT (SELECT coalesce(max(id), 0) FROM frames),
+		(SELECT coalesce(max(id), 0) FROM stacks)")"
 	sc_settle
 	SEND_SETTLE=sc_settle send_fleet "$work/alone.ndjson" "$sc_batch" 4 $warm
 	rm -f "$work/alone.ndjson" "$work/warm.ndjson"
-	top=${SEND_TOP:-$top0} stacks0=${SEND_STACKS:-$stacks0}
+	top=${SEND_TOP:-$top0} stacks0=${SEND_STACKS:-$stacks0} ftop=${SEND_FRAME_TOP:-$ftop} stop=${SEND_STACK_TOP:-$stop}
 	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE id > $top")
 	n=${stored#* }
 	echo "sm-ingest alone, $what: $k more streams ($n events, $(( $(psql -XAtc "SELECT count(*) FROM stacks") - stacks0 )) new stacks)" \
@@ -148,20 +152,26 @@ sc_alone() {
 		"CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB; the machine busy $SEND_BUSY core-s of $(awk -v s="$SEND_SECS" -v c="$(nproc)" 'BEGIN { printf "%.1f", s * c }')," \
 		"PostgreSQL $SEND_PG_CPU s of it"
 	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE id > $top"
+	read -r nf ns <<<"$(psql -XAtF ' ' -c "SELECT (SELECT count(*) FROM frames WHERE id > $ftop),
+		(SELECT count(*) FROM stacks WHERE id > $stop)")"
 	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
-		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'"
-	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)"
+		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'" \
+		-c "\\copy (SELECT * FROM frames WHERE id > $ftop ORDER BY id) TO '$work/sc.frames.tsv'" \
+		-c "\\copy (SELECT * FROM stacks WHERE id > $stop ORDER BY id) TO '$work/sc.stacks.tsv'"
+	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
+		-c "DELETE FROM stacks WHERE id > $stop" -c "DELETE FROM frames WHERE id > $ftop"
 	sc_settle
 	b0=$(busy_ticks)
 	t0=$(now)
-	psql -Xqc "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
+	psql -Xqc "\\copy frames FROM '$work/sc.frames.tsv'" -c "\\copy stacks FROM '$work/sc.stacks.tsv'" \
+		-c "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
 	t1=$(now)
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	echo "raw COPY:   the same rows put back with psql \\copy in $secs s (the machine busy $(ticks_s "$b0" "$(busy_ticks)") core-s):" \
+	echo "raw COPY:   the same rows ($nf frames and $ns stacks new) put back with psql \\copy in $secs s (the machine busy $(ticks_s "$b0" "$(busy_ticks)") core-s):" \
 		"$(rate "$n" "$secs") events/s;" \
 		"sm-ingest did $(awk -v a="$SEND_SECS" -v c="$secs" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
 	psql -Xqc "DELETE FROM events WHERE stream_ref > $top0" -c "DELETE FROM streams WHERE id > $top0" -c "DROP TABLE sc_ids"
-	rm -f "$work/sc.streams.tsv" "$work/sc.events.tsv"
+	rm -f "$work"/sc.{streams,events,frames,stacks}.tsv
 }
 
 # sc_run NAME ARGS...: one mining run; its phases, rates, memory; sets SC_RUN
