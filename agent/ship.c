@@ -169,7 +169,6 @@ int ship_splitter_feed(struct ship_splitter *sp, const char *p, size_t n)
 
 			if (!nl)
 				break;
-			sp->line_start = false;
 			i = (size_t)(nl - p);
 			c = '\n';
 		}
@@ -1109,7 +1108,6 @@ int shipper_flush(struct shipper *sh)
 	return rc;
 }
 
-/* Appends the validated stream text as one NDJSON line and sends a full batch. */
 /* Every c in p[0 .. n) a blank: memchr's pace, as an NDJSON line has none */
 static void blank_byte(char *p, size_t n, char c)
 {
@@ -1118,6 +1116,8 @@ static void blank_byte(char *p, size_t n, char c)
 	while ((p = memchr(p, c, (size_t)(end - p))) != NULL)
 		*p++ = ' ';
 }
+
+/* Appends the validated stream text as one NDJSON line and sends a full batch. */
 
 static int enqueue(struct shipper *sh, const char *json, size_t len, const char *id,
 		   const char *origin, const char *spool_id)

@@ -208,8 +208,8 @@ static uint64_t body_rate(const struct conns *c, const struct slot *s, int64_t n
 }
 
 /* The connection that gives way (only ip's when only_ip, never skip), or NULL: the oldest idle,
- * else the oldest still in its headers, else the slowest body; of equals, the one whose clock
- * started first. Under the lock. */
+ * else the oldest still in its headers, else the slowest body; of equals, the one whose since_ms
+ * was set first (accept, request line or last completion). Under the lock. */
 static struct slot *pick_victim(struct conns *c, bool only_ip, uint64_t ip, const struct slot *skip, int64_t now)
 {
 	struct slot *best = NULL;

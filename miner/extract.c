@@ -74,11 +74,13 @@ static void scratch_free(struct scratch *sc)
 }
 
 /*
- * ev[0 .. n) in cmp_event's order. They come nearly in it (a stream's events stored in time, a few
- * out of place): those below the last one kept go aside, are sorted alone and merged back, so
- * that k out of order cost O(n + k log k), and all of them no more than a sort of all. Events
- * equal by cmp_event are equal in every field, so the order is the same whatever the sort.
- * 0, or -1 when out of memory.
+ * ev[0 .. n) in cmp_event's order. They come nearly in it (a stream's rows come back in long runs
+ * of the order they were sent in, in time): those below the last one kept go aside, are sorted
+ * alone and merged back, so that k out of order cost O(n + k log k) comparisons; at worst (all
+ * but one aside: reversed, or one early outlier) a sort of all and two copies. aside grows to the
+ * most set aside of a stream, at most its events again (what glibc's qsort allocates for each
+ * call). Events equal by cmp_event are equal in every field, so the order is the same whatever
+ * the sort. 0, or -1 when out of memory (ev then half moved: the caller drops the stream's events).
  */
 static int sort_events(struct wire_event *ev, size_t n, struct vec *aside)
 {

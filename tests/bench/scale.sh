@@ -123,10 +123,11 @@ sc_settle() {
 # sc_alone WHAT K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows. K more
 # streams (genfleet's arguments say which) generated beforehand as zstd batches and sent by
 # 4 senders (send_fleet), so that neither the generator nor the agent takes CPU meanwhile; then
-# the same rows (the streams numbered above any before, their events, and the frames and stacks
-# the send added, which a new build's streams bring by the thousand) taken out and put back with
-# psql \copy into the same tables; then removed. Each timed part starts from a settled database
-# (sc_settle).
+# the same rows (the streams numbered above any before, their events, and the frames, their
+# addresses and the stacks the send added, which a new build's streams bring by the thousand)
+# taken out and put back with psql \copy into the same tables; then the streams and events
+# removed. Each timed part starts from a settled database (sc_settle; the frames and stacks taken
+# out vacuumed too, so that the COPY meets no dead index entries of the keys it puts back).
 # When sc_warm (genfleet's arguments) is set, those streams go first, untimed, to the same
 # server (send_fleet), which settles again before the timed send; they are removed with the rest.
 sc_alone() {
@@ -157,13 +158,15 @@ sc_alone() {
 	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
 		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'" \
 		-c "\\copy (SELECT * FROM frames WHERE id > $ftop ORDER BY id) TO '$work/sc.frames.tsv'" \
+		-c "\\copy (SELECT * FROM frame_addrs WHERE frame_id > $ftop) TO '$work/sc.addrs.tsv'" \
 		-c "\\copy (SELECT * FROM stacks WHERE id > $stop ORDER BY id) TO '$work/sc.stacks.tsv'"
 	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
-		-c "DELETE FROM stacks WHERE id > $stop" -c "DELETE FROM frames WHERE id > $ftop"
+		-c "DELETE FROM stacks WHERE id > $stop" -c "DELETE FROM frames WHERE id > $ftop" -c "VACUUM frames, frame_addrs, stacks"
 	sc_settle
 	b0=$(busy_ticks)
 	t0=$(now)
-	psql -Xqc "\\copy frames FROM '$work/sc.frames.tsv'" -c "\\copy stacks FROM '$work/sc.stacks.tsv'" \
+	psql -Xqc "\\copy frames FROM '$work/sc.frames.tsv'" -c "\\copy frame_addrs FROM '$work/sc.addrs.tsv'" \
+		-c "\\copy stacks FROM '$work/sc.stacks.tsv'" \
 		-c "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
 	t1=$(now)
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
@@ -171,7 +174,7 @@ sc_alone() {
 		"$(rate "$n" "$secs") events/s;" \
 		"sm-ingest did $(awk -v a="$SEND_SECS" -v c="$secs" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
 	psql -Xqc "DELETE FROM events WHERE stream_ref > $top0" -c "DELETE FROM streams WHERE id > $top0" -c "DROP TABLE sc_ids"
-	rm -f "$work"/sc.{streams,events,frames,stacks}.tsv
+	rm -f "$work"/sc.{streams,events,frames,addrs,stacks}.tsv
 }
 
 # sc_run NAME ARGS...: one mining run; its phases, rates, memory; sets SC_RUN

@@ -161,12 +161,13 @@ stop_ingest
 t_eq "ingest: stops cleanly after the floods" "$INGEST_RC" 0
 
 # ---- sm-web (bare, as on a laptop) ----
-start_web --no-worker --max-connections 256 --header-timeout 3 || t_bail "sm-web starts"
-WP=${WEB_URL#http://}
-# of connections from one address in its headers, the first accepted gives way, though several
+# of connections from one address in their headers, the first accepted gives way, though several
 # were accepted in the same millisecond and the slots they took are reused in another order (8
 # connections opened, then closed oldest first): 32 (--max-connections-per-ip's default) each with
-# a request line and a header, then a 33rd; which of them the server closed
+# a request line and a header, then a 33rd; which of them the server closed. One HTTP thread, so
+# that the server takes them in the order they were opened.
+start_web --no-worker --threads 1 --header-timeout 3 || t_bail "sm-web starts (one thread)"
+WP=${WEB_URL#http://}
 order=$(python3 - "${WP%:*}" "${WP##*:}" 32 <<'PY'
 import socket, sys, time
 host, port, per_ip = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -201,6 +202,8 @@ print(" ".join(closed) or "none")
 PY
 )
 t_eq "web: per address, the connection accepted first gave way to the 33rd" "$order" 0
+start_web --no-worker --max-connections 256 --header-timeout 3 || t_bail "sm-web starts"
+WP=${WEB_URL#http://}
 line=$("$flood" --target "$WP" --conns 300 --mode half --from 127.0.0.1 --duration "$S" --pid "$WEB_PID" \
 	--probe /healthz 2>"$T_TMP/w1.err")
 cat "$T_TMP/w1.err"

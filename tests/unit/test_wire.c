@@ -92,21 +92,26 @@ static void test_roundtrip(void)
 	CHECK(strstr(b1.data, "\"events\":[{\"kind\":\"wait\",\"tid\":4211,\"ts_ns\":81300000000,"
 			      "\"dur_ns\":240000000,\"stack\":0,\"readier_tid\":17},{\"kind\":\"run\",\"tid\":4211,"
 			      "\"ts_ns\":81550000000,\"dur_ns\":10000000,\"stack\":1}]}") != NULL);
-	/* every integer as it is, the extremes too (the writer checks no range) */
+	/* every integer as it is, the extremes too (the writer checks no range): the first is the
+	 * longest object there can be */
 	{
-		struct wire_event ev[2] = {
-			{ .kind = WIRE_WAIT, .tid = INT64_MIN, .ts_ns = INT64_MAX, .dur_ns = -1, .stack = UINT32_MAX,
-			  .readier_tid = -9 },
+		struct wire_event ev[3] = {
+			{ .kind = WIRE_WAIT, .tid = INT64_MIN, .ts_ns = INT64_MIN, .dur_ns = INT64_MIN, .stack = UINT32_MAX,
+			  .readier_tid = INT64_MIN },
+			{ .kind = WIRE_WAIT, .tid = 1, .ts_ns = INT64_MAX, .dur_ns = -1, .stack = 0, .readier_tid = -9 },
 			{ .kind = WIRE_RUN, .tid = 0, .ts_ns = -10, .dur_ns = 1000000000000000000, .stack = 10 },
 		};
 		struct wire_stream x = t;
 
 		x.events = ev;
-		x.nevents = 2;
+		x.nevents = 3;
 		buf_reset(&b2);
 		CHECK_INT(wire_write_json(&x, &b2), 0);
 		CHECK(strstr(b2.data, "\"events\":[{\"kind\":\"wait\",\"tid\":-9223372036854775808,"
-				      "\"ts_ns\":9223372036854775807,\"dur_ns\":-1,\"stack\":4294967295,\"readier_tid\":-9},"
+				      "\"ts_ns\":-9223372036854775808,\"dur_ns\":-9223372036854775808,\"stack\":4294967295,"
+				      "\"readier_tid\":-9223372036854775808},"
+				      "{\"kind\":\"wait\",\"tid\":1,\"ts_ns\":9223372036854775807,\"dur_ns\":-1,\"stack\":0,"
+				      "\"readier_tid\":-9},"
 				      "{\"kind\":\"run\",\"tid\":0,\"ts_ns\":-10,\"dur_ns\":1000000000000000000,\"stack\":10}]}") != NULL);
 	}
 	/* a full buffer fails cleanly */
