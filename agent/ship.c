@@ -1118,7 +1118,6 @@ static void blank_byte(char *p, size_t n, char c)
 }
 
 /* Appends the validated stream text as one NDJSON line and sends a full batch. */
-
 static int enqueue(struct shipper *sh, const char *json, size_t len, const char *id,
 		   const char *origin, const char *spool_id)
 {

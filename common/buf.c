@@ -198,17 +198,9 @@ int buf_put_f1(struct buf *b, double v)
 
 int buf_put_i64(struct buf *b, int64_t v)
 {
-	char tmp[24];
-	char *p = tmp + sizeof(tmp);
-	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	char tmp[UTIL_DEC_MAX];
 
-	do {
-		*--p = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (v < 0)
-		*--p = '-';
-	return buf_append(b, p, (size_t)(tmp + sizeof(tmp) - p));
+	return buf_append(b, tmp, util_fmt_i64(tmp, v));
 }
 
 int buf_put_json_str(struct buf *b, const char *s, size_t n)

@@ -1,5 +1,6 @@
 /* jsonw: the JSON writer of every document stackmine produces (see jsonw.h). */
 #include "common/jsonw.h"
+#include "common/util.h"
 
 #include <math.h>
 #include <string.h>
@@ -159,15 +160,10 @@ void jsonw_i64(struct jsonw *w, int64_t v)
 
 void jsonw_u64(struct jsonw *w, uint64_t v)
 {
-	char tmp[24], *p = tmp + sizeof(tmp);
+	char tmp[UTIL_DEC_MAX];
 
-	if (!value_here(w))
-		return;
-	do {
-		*--p = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	buf_append(w->b, p, (size_t)(tmp + sizeof(tmp) - p));
+	if (value_here(w))
+		buf_append(w->b, tmp, util_fmt_u64(tmp, v));
 }
 
 void jsonw_double(struct jsonw *w, double v)

@@ -382,6 +382,28 @@ void util_trim(void)
 	malloc_trim(0);
 }
 
+size_t util_fmt_u64(char *out, uint64_t v)
+{
+	char tmp[UTIL_DEC_MAX];
+	size_t n = 0, len;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (len = n; n; n--)
+		*out++ = tmp[n - 1];
+	return len;
+}
+
+size_t util_fmt_i64(char *out, int64_t v)
+{
+	if (v >= 0)
+		return util_fmt_u64(out, (uint64_t)v);
+	*out = '-';
+	return 1 + util_fmt_u64(out + 1, (uint64_t)0 - (uint64_t)v);
+}
+
 uint64_t util_digits_u64(const char **p)
 {
 	const char *s = *p;

@@ -53,6 +53,10 @@ int util_mkdir_p(const char *dir);
 int util_read_file(const char *path, size_t max, char **out, size_t *len);
 /* The same from an open file, which it closes (whatever the result). */
 int util_read_fd(int fd, size_t max, char **out, size_t *len);
+/* v in decimal at out, no terminator: its length (at most UTIL_DEC_MAX, INT64_MIN's 20). */
+#define UTIL_DEC_MAX 20
+size_t util_fmt_u64(char *out, uint64_t v);
+size_t util_fmt_i64(char *out, int64_t v);
 /* The run of decimal digits at *p as a number, saturating at UINT64_MAX (0 when there is none);
  * *p moves past it. For counters and lengths read from the kernel or a peer. */
 uint64_t util_digits_u64(const char **p);

@@ -986,19 +986,7 @@ static char *put_lit(char *p, const char *lit, size_t n)
 
 static char *put_i64(char *p, int64_t v)
 {
-	char tmp[20];
-	size_t n = 0;
-	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (v < 0)
-		*p++ = '-';
-	while (n)
-		*p++ = tmp[--n];
-	return p;
+	return p + util_fmt_i64(p, v);
 }
 
 static size_t event_json(char *out, const struct wire_event *e)

@@ -552,6 +552,27 @@ static void test_sha256(void)
 }
 
 /* the exact text every page and tool writes (web/static/app.js mirrors duration and share) */
+/* util_fmt_*: the decimal form, the extremes' lengths exactly */
+static void test_fmt_dec(void)
+{
+	char o[UTIL_DEC_MAX + 1];
+
+	o[util_fmt_i64(o, 0)] = '\0';
+	CHECK_STR(o, "0");
+	o[util_fmt_i64(o, -7)] = '\0';
+	CHECK_STR(o, "-7");
+	CHECK_INT(util_fmt_i64(o, INT64_MIN), 20);
+	o[20] = '\0';
+	CHECK_STR(o, "-9223372036854775808");
+	o[util_fmt_i64(o, INT64_MAX)] = '\0';
+	CHECK_STR(o, "9223372036854775807");
+	CHECK_INT(util_fmt_u64(o, UINT64_MAX), 20);
+	o[20] = '\0';
+	CHECK_STR(o, "18446744073709551615");
+	o[util_fmt_u64(o, 1000)] = '\0';
+	CHECK_STR(o, "1000");
+}
+
 static void test_fmt(void)
 {
 	char o[FMT_LEN];
@@ -1255,6 +1276,7 @@ int main(void)
 	RUN(test_arena);
 	RUN(test_intern);
 	RUN(test_sha256);
+	RUN(test_fmt_dec);
 	RUN(test_fmt);
 	RUN(test_util);
 	RUN(test_auth_token);
