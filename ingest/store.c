@@ -63,27 +63,40 @@ static const char SQL_GET_FRAMES[] =
 	"SELECT id, name FROM frames WHERE name = ANY($1::text[])";
 /* A chunk's stacks come as one flat array of frame ids ($1) with each stack's offset ($2) and length
  * ($3), binary: the server parses no text. An answer row is a stack's position in the chunk
- * (1-based) and its id. ins_stacks runs under the stacks' interning lock, taken by a statement of
- * its own before it in the same transaction, so that its snapshot sees every stack the lock's last
- * holder inserted: what its lookup did not find is new, and is inserted without ON CONFLICT, whose
- * check would be a third descent of the arrays' index per new stack (about 30 % of what PostgreSQL
- * spent on a new build's streams beyond streams of known stacks). A writer that took no lock (an older sm-ingest) can still insert one
- * of them meanwhile: the unique violation then sends the chunk to ins_stacks_any and get_stacks,
- * the way of frames above. */
-#define STACKS_INPUT                                                                                  \
-	"WITH input AS MATERIALIZED (SELECT u.k, ($1::integer[])[u.o + 1 : u.o + u.n] AS frame_ids" \
-	"   FROM unnest($2::integer[], $3::integer[]) WITH ORDINALITY AS u(o, n, k)),"             \
-	" found AS (SELECT i.k, s.id FROM input i JOIN stacks s USING (frame_ids)),"
+ * (1-based) and its id.
+ *
+ * Stacks are unique by (hash, frame_ids), hash a column the server computes from frame_ids
+ * (sql/029_stacks_hash.sql): the same uniqueness as frame_ids alone, but a descent of the index
+ * compares 64-bit hashes, not arrays that share their outermost frames over long prefixes. Each
+ * stack is looked up on its own (a subquery per row): a join let the planner hash the whole table
+ * for a chunk, a cost that grows with every stack ever stored.
+ *
+ * ins_stacks runs under the stacks' interning lock, taken by a statement of its own before it in
+ * the same transaction, so that its snapshot sees every stack the lock's last holder inserted:
+ * what its lookup did not find is new, and is inserted without ON CONFLICT, whose check would be
+ * another descent per new stack. The new stacks' ids are taken from the sequence beforehand, so
+ * that the answer needs no join of the inserted rows back to the chunk's by their arrays. A writer
+ * that took no lock (an older sm-ingest) can still insert one of them meanwhile: the unique
+ * violation then sends the chunk to ins_stacks_any and get_stacks, the way of frames above.
+ * Inserted in key order, so that two writers lock the keys they share in one order. */
+#define STACKS_SLICES                                                                              \
+	"WITH slices AS (SELECT u.k, x.hash, x.frame_ids"                                          \
+	"   FROM unnest($2::integer[], $3::integer[]) WITH ORDINALITY AS u(o, n, k),"              \
+	"   LATERAL (SELECT hash_array_extended(f, 0) AS hash, f AS frame_ids"                     \
+	"            FROM (SELECT ($1::integer[])[u.o + 1 : u.o + u.n] AS f) a) x),"               \
+	" input AS MATERIALIZED (SELECT i.k, i.hash, i.frame_ids, (SELECT s.id FROM stacks s"     \
+	"   WHERE s.hash = i.hash AND s.frame_ids = i.frame_ids) AS id FROM slices i)"
 #define STACKS_NEW                                                                                 \
-	" ins AS (INSERT INTO stacks (frame_ids) SELECT i.frame_ids FROM input i"                  \
-	"   WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.k = i.k) ORDER BY 1"
-#define STACKS_OUT " RETURNING id, frame_ids) SELECT k, id FROM found UNION ALL" \
-	" SELECT i.k, ins.id FROM ins JOIN input i USING (frame_ids)"
-static const char SQL_INS_STACKS[] = STACKS_INPUT STACKS_NEW STACKS_OUT;
-static const char SQL_INS_STACKS_ANY[] = STACKS_INPUT STACKS_NEW " ON CONFLICT (frame_ids) DO NOTHING" STACKS_OUT;
-static const char SQL_GET_STACKS[] =
-	"SELECT u.k, s.id FROM unnest($2::integer[], $3::integer[]) WITH ORDINALITY AS u(o, n, k)"
-	" JOIN stacks s ON s.frame_ids = ($1::integer[])[u.o + 1 : u.o + u.n]";
+	STACKS_SLICES ", new AS MATERIALIZED (SELECT k, hash, frame_ids,"                          \
+	"   nextval((SELECT pg_get_serial_sequence('stacks', 'id')::regclass)) AS id"             \
+	"   FROM input WHERE id IS NULL),"                                                         \
+	" ins AS (INSERT INTO stacks (id, frame_ids) SELECT id, frame_ids FROM new ORDER BY hash, frame_ids"
+#define STACKS_OUT                                                                                 \
+	" RETURNING id) SELECT k, id FROM input WHERE id IS NOT NULL"                              \
+	" UNION ALL SELECT n.k, n.id FROM new n JOIN ins USING (id)"
+static const char SQL_INS_STACKS[] = STACKS_NEW STACKS_OUT;
+static const char SQL_INS_STACKS_ANY[] = STACKS_NEW " ON CONFLICT (hash, frame_ids) DO NOTHING" STACKS_OUT;
+static const char SQL_GET_STACKS[] = STACKS_SLICES " SELECT k, id FROM input WHERE id IS NOT NULL";
 static const char SQL_LOCK_STACKS[] = "BEGIN; SELECT pg_advisory_xact_lock(hashtext('stackmine.intern.stacks'))";
 /* A batch's streams in one statement, inserted in the order given (stream_id's: two batches lock
  * the ids they share in one order); returns each accepted stream's position (1-based) and id. Of

@@ -151,7 +151,7 @@ CREATE TEMP TABLE ccl AS
 	       ARRAY[f0.id, f1.id, f2.id, f3.id] AS sf, ARRAY[f0.id, f2.id, f3.id] AS pf
 	FROM generate_series(0, 10099) c JOIN af f0 ON f0.i = 0 JOIN af f1 ON f1.i = 1
 	JOIN af f2 ON f2.i = 2 + c % 500 JOIN af f3 ON f3.i = 1000 + c;
-INSERT INTO stacks (frame_ids) SELECT sf FROM ccl ON CONFLICT (frame_ids) DO NOTHING;
+INSERT INTO stacks (frame_ids) SELECT sf FROM ccl ON CONFLICT (hash, frame_ids) DO NOTHING;
 ALTER TABLE ccl ADD COLUMN stack integer;
 UPDATE ccl SET stack = s.id FROM stacks s WHERE s.frame_ids = ccl.sf;
 CREATE TEMP TABLE cr (side int, run bigint);

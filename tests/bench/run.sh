@@ -403,7 +403,7 @@ if [ "$only" = all ] || [ "$only" = web ]; then
 		SELECT wc.c, k AS idx, wp.frame_ids || ARRAY(SELECT f.id FROM generate_series(0, 2) e
 			JOIN wfid f ON f.i = abs(hashint4(wc.c * 256 + 192 + k * 8 + e)) % 3000 ORDER BY e) AS frame_ids
 		FROM wc, generate_series(0, 5) k, wp WHERE k < wc.nstacks AND wp.c = wc.c AND wp.m = k % 3;
-	INSERT INTO stacks (frame_ids) SELECT frame_ids FROM ws ON CONFLICT (frame_ids) DO NOTHING;
+	INSERT INTO stacks (frame_ids) SELECT frame_ids FROM ws ON CONFLICT (hash, frame_ids) DO NOTHING;
 	CREATE TEMP TABLE wsid AS SELECT ws.c, ws.idx, s.id FROM ws JOIN stacks s USING (frame_ids);
 	INSERT INTO run_stacks (run_id, kind, stack_id, stream_ref, cost_ns, events)
 		SELECT :run, wc.kind, wsid.id, wstr.id, ev * (1000000 + floor(random() * 2000000 * wc.w)::bigint), ev

@@ -159,14 +159,14 @@ sc_alone() {
 		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'" \
 		-c "\\copy (SELECT * FROM frames WHERE id > $ftop ORDER BY id) TO '$work/sc.frames.tsv'" \
 		-c "\\copy (SELECT * FROM frame_addrs WHERE frame_id > $ftop) TO '$work/sc.addrs.tsv'" \
-		-c "\\copy (SELECT * FROM stacks WHERE id > $stop ORDER BY id) TO '$work/sc.stacks.tsv'"
+		-c "\\copy (SELECT id, frame_ids FROM stacks WHERE id > $stop ORDER BY id) TO '$work/sc.stacks.tsv'"
 	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
 		-c "DELETE FROM stacks WHERE id > $stop" -c "DELETE FROM frames WHERE id > $ftop" -c "VACUUM frames, frame_addrs, stacks"
 	sc_settle
 	b0=$(busy_ticks)
 	t0=$(now)
 	psql -Xqc "\\copy frames FROM '$work/sc.frames.tsv'" -c "\\copy frame_addrs FROM '$work/sc.addrs.tsv'" \
-		-c "\\copy stacks FROM '$work/sc.stacks.tsv'" \
+		-c "\\copy stacks (id, frame_ids) FROM '$work/sc.stacks.tsv'" \
 		-c "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
 	t1=$(now)
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')

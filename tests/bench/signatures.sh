@@ -14,7 +14,7 @@ INSERT INTO stacks (frame_ids)
 	SELECT ARRAY[(SELECT id FROM sf WHERE i = 0), (SELECT id FROM sf WHERE i = 1 + s % 50)] ||
 	       ARRAY(SELECT (SELECT id FROM sf WHERE i = 100 + (s * 31 + k * 97) % 4900) FROM generate_series(0, 17) k
 		     ORDER BY k)
-	FROM generate_series(0, 4899) s ON CONFLICT (frame_ids) DO NOTHING;
+	FROM generate_series(0, 4899) s ON CONFLICT (hash, frame_ids) DO NOTHING;
 CREATE TEMP TABLE sst AS SELECT row_number() OVER (ORDER BY id) - 1 AS s, id FROM stacks
 	WHERE frame_ids[1] = (SELECT id FROM sf WHERE i = 0) AND cardinality(frame_ids) = 20;
 INSERT INTO streams (stream_id, host, app, version, symptom_kind, symptom_tid, symptom_start_ns, symptom_end_ns, n_events)

@@ -46,12 +46,28 @@ pg_q "WITH r AS (INSERT INTO runs (status, params) VALUES ('done', '{\"app\": \"
 	SELECT p.run_id, v.k::\"char\", v.c, v.s, 1, 1, 1, 1, 1, 1, p.id, '{1}', ARRAY[p.id], '[]'
 	FROM p, (VALUES (1, 'w', 1800, 3), (2, 'r', 4000, 1), (3, 'w', 4000, 2), (4, 'r', 600, 3)) v(o, k, c, s) ORDER BY v.o" \
 	-d "$UP" >/dev/null || t_bail "clusters of version 6"
+# stacks of that version, unique by their frames alone (029 keys them by a hash of the frames too)
+pg_q "INSERT INTO stacks (frame_ids) VALUES ('{1,2,3}'), ('{1,2}'), ('{3,2,1}')" -d "$UP" >/dev/null ||
+	t_bail "stacks of version 6"
 out=$(PGDATABASE=$UP sm_admin migrate 2>&1)
 # counted, not subtracted: version numbers may leave gaps (two branches each taking a number)
 nmig=$(pg_q "SELECT count(*) FROM schema_migrations WHERE version > 6")
 t_eq "upgraded to the fresh version" "$out" "schema at version $target ($nmig migrations applied)"
 up=$(fns -d "$UP")
 t_eq "upgraded from version 6, it has the same functions as the fresh one, body for body" "$up" "$fresh"
+# the tables' constraints and indexes alike, and the stacks' as 029 made them
+cons() { pg_q "SELECT string_agg(conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid), E'\\n'
+	ORDER BY conrelid::regclass::text, conname) FROM pg_constraint WHERE connamespace = 'public'::regnamespace" "$@"; }
+t_eq "upgraded from version 6, it has the same constraints as the fresh one" "$(cons -d "$UP")" "$(cons)"
+t_match "029: stacks unique by (hash, frame_ids)" "$(cons)" \
+	$'\nstacks stacks_hash_frame_ids_key UNIQUE \\(hash, frame_ids\\)\n'
+t_eq "029: the stacks stored before it hashed by the server, as new ones are" \
+	"$(pg_q "INSERT INTO stacks (frame_ids) VALUES ('{2,1}');
+		SELECT count(*), count(*) FILTER (WHERE hash = hash_array_extended(frame_ids, 0)),
+		count(DISTINCT hash) FROM stacks" -d "$UP")" "4|4|4"
+t_match "029: the same frames again are refused" \
+	"$(pg_q "INSERT INTO stacks (frame_ids) VALUES ('{3,2,1}')" -d "$UP" 2>&1)" \
+	'duplicate key value violates unique constraint "stacks_hash_frame_ids_key"'
 t_eq "(its sm_apply_retention changed on the way)" \
 	"$([ "$(pg_q "SELECT md5(pg_get_functiondef('sm_apply_retention'::regproc))" -d "$UP")" != "$old_body" ] &&
 		echo changed)" changed
