@@ -120,18 +120,22 @@ sc_settle() {
 	psql -Xq "$(deploy/pg.sh url "$work/pg" --admin)" -c "CHECKPOINT"
 }
 
-# sc_alone WHAT K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows. K more
-# streams (genfleet's arguments say which) generated beforehand as zstd batches and sent by
-# 4 senders (send_fleet), so that neither the generator nor the agent takes CPU meanwhile; then
-# the same rows (the streams numbered above any before, their events, and the frames, their
-# addresses and the stacks the send added, which a new build's streams bring by the thousand)
-# taken out and put back with psql \copy into the same tables; then the streams and events
-# removed. Each timed part starts from a settled database (sc_settle; the frames and stacks taken
-# out vacuumed too, so that the COPY meets no dead index entries of the keys it puts back).
-# When sc_warm (genfleet's arguments) is set, those streams go first, untimed, to the same
-# server (send_fleet), which settles again before the timed send; they are removed with the rest.
+# sc_alone WHAT K GENFLEET-ARGS...: sm-ingest alone against a raw COPY of the same rows, in
+# SM_BENCH_ALONE_ROUNDS rounds (3) of the two in turn; the medians are compared (one raw COPY of
+# the same rows took 0.84 s in one run and 1.35 s in the next). K more streams (genfleet's
+# arguments say which) generated beforehand as zstd batches and sent by 4 senders (send_fleet), so
+# that neither the generator nor the agent takes CPU meanwhile; then the same rows (the streams
+# numbered above any before, their events, and the frames, their addresses and the stacks the
+# send added, which a new build's streams bring by the thousand) taken out and put back with psql
+# \copy into the same tables; then all of it removed (the frames and stacks too, so that the next
+# round's send finds them new again). Each timed part starts from a settled database (sc_settle;
+# the frames and stacks taken out vacuumed too, so that the COPY meets no dead index entries of
+# the keys it puts back). When sc_warm (genfleet's arguments) is set, those streams go first,
+# untimed, to the same server (send_fleet), which settles again before the timed send; they are
+# removed with the rest at the end of the round.
 sc_alone() {
-	local what=$1 k=$2 t0 t1 b0 secs n stored top top0 stacks0 ftop stop warm= nf ns
+	local what=$1 k=$2 rounds=${SM_BENCH_ALONE_ROUNDS:-3} r t0 t1 b0 busy n stored top top0 stacks0 ftop0 stop0
+	local ftop stop warm= nf ns sends=() copies=() send_lines=() copy_busy=() mid ms mc
 	shift 2
 	"$tools/genfleet" --streams "$k" "$@" --out "$work/alone.ndjson" 2>/dev/null
 	if [ "${#sc_warm[@]}" -gt 0 ]; then
@@ -139,42 +143,54 @@ sc_alone() {
 		warm=$work/warm.ndjson
 	fi
 	top0=$(psql -XAtc "SELECT coalesce(max(id), 0) FROM streams")
-	stacks0=$(psql -XAtc "SELECT count(*) FROM stacks")
-	read -r ftop stop <<<"$(psql -XAtF ' ' -c "SELECT (SELECT coalesce(max(id), 0) FROM frames),
+	read -r ftop0 stop0 <<<"$(psql -XAtF ' ' -c "SELECT (SELECT coalesce(max(id), 0) FROM frames),
 		(SELECT coalesce(max(id), 0) FROM stacks)")"
-	sc_settle
-	SEND_SETTLE=sc_settle send_fleet "$work/alone.ndjson" "$sc_batch" 4 $warm
+	for r in $(seq "$rounds"); do
+		stacks0=$(psql -XAtc "SELECT count(*) FROM stacks")
+		sc_settle
+		SEND_SETTLE=sc_settle send_fleet "$work/alone.ndjson" "$sc_batch" 4 $warm
+		top=${SEND_TOP:-$top0} stacks0=${SEND_STACKS:-$stacks0} ftop=${SEND_FRAME_TOP:-$ftop0} stop=${SEND_STACK_TOP:-$stop0}
+		stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE id > $top")
+		n=${stored#* }
+		sends+=("$SEND_SECS")
+		send_lines+=("$n events, $(( $(psql -XAtc "SELECT count(*) FROM stacks") - stacks0 )) new stacks)|$SEND_SECS|CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB; the machine busy $SEND_BUSY core-s of $(awk -v s="$SEND_SECS" -v c="$(nproc)" 'BEGIN { printf "%.1f", s * c }'), PostgreSQL $SEND_PG_CPU s of it")
+		psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE id > $top"
+		read -r nf ns <<<"$(psql -XAtF ' ' -c "SELECT (SELECT count(*) FROM frames WHERE id > $ftop),
+			(SELECT count(*) FROM stacks WHERE id > $stop)")"
+		psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
+			-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'" \
+			-c "\\copy (SELECT * FROM frames WHERE id > $ftop ORDER BY id) TO '$work/sc.frames.tsv'" \
+			-c "\\copy (SELECT * FROM frame_addrs WHERE frame_id > $ftop) TO '$work/sc.addrs.tsv'" \
+			-c "\\copy (SELECT id, frame_ids FROM stacks WHERE id > $stop ORDER BY id) TO '$work/sc.stacks.tsv'"
+		psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
+			-c "DELETE FROM stacks WHERE id > $stop" -c "DELETE FROM frames WHERE id > $ftop" -c "VACUUM frames, frame_addrs, stacks"
+		sc_settle
+		b0=$(busy_ticks)
+		t0=$(now)
+		psql -Xqc "\\copy frames FROM '$work/sc.frames.tsv'" -c "\\copy frame_addrs FROM '$work/sc.addrs.tsv'" \
+			-c "\\copy stacks (id, frame_ids) FROM '$work/sc.stacks.tsv'" \
+			-c "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
+		t1=$(now)
+		busy=$(ticks_s "$b0" "$(busy_ticks)")
+		copies+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')")
+		copy_busy+=("$busy")
+		# the round's rows gone, the warm-up's and the frames and stacks of both too
+		psql -Xqc "DELETE FROM events WHERE stream_ref > $top0" -c "DELETE FROM streams WHERE id > $top0" \
+			-c "DELETE FROM stacks WHERE id > $stop0" -c "DELETE FROM frames WHERE id > $ftop0" -c "DROP TABLE sc_ids" \
+			-c "VACUUM frames, frame_addrs, stacks"
+		rm -f "$work"/sc.{streams,events,frames,addrs,stacks}.tsv
+	done
 	rm -f "$work/alone.ndjson" "$work/warm.ndjson"
-	top=${SEND_TOP:-$top0} stacks0=${SEND_STACKS:-$stacks0} ftop=${SEND_FRAME_TOP:-$ftop} stop=${SEND_STACK_TOP:-$stop}
-	stored=$(psql -XAtc "SELECT count(*) || ' ' || coalesce(sum(n_events), 0) FROM streams WHERE id > $top")
-	n=${stored#* }
-	echo "sm-ingest alone, $what: $k more streams ($n events, $(( $(psql -XAtc "SELECT count(*) FROM stacks") - stacks0 )) new stacks)" \
-		"sent as zstd batches by 4 senders: $SEND_SECS s, $(rate "$n" "$SEND_SECS") events/s, $(rate "$k" "$SEND_SECS") streams/s," \
-		"CPU $SEND_CPU s, peak RSS $SEND_PEAK_MB MB; the machine busy $SEND_BUSY core-s of $(awk -v s="$SEND_SECS" -v c="$(nproc)" 'BEGIN { printf "%.1f", s * c }')," \
-		"PostgreSQL $SEND_PG_CPU s of it"
-	psql -XqAtc "CREATE TABLE sc_ids AS SELECT id FROM streams WHERE id > $top"
-	read -r nf ns <<<"$(psql -XAtF ' ' -c "SELECT (SELECT count(*) FROM frames WHERE id > $ftop),
-		(SELECT count(*) FROM stacks WHERE id > $stop)")"
-	psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
-		-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'" \
-		-c "\\copy (SELECT * FROM frames WHERE id > $ftop ORDER BY id) TO '$work/sc.frames.tsv'" \
-		-c "\\copy (SELECT * FROM frame_addrs WHERE frame_id > $ftop) TO '$work/sc.addrs.tsv'" \
-		-c "\\copy (SELECT id, frame_ids FROM stacks WHERE id > $stop ORDER BY id) TO '$work/sc.stacks.tsv'"
-	psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
-		-c "DELETE FROM stacks WHERE id > $stop" -c "DELETE FROM frames WHERE id > $ftop" -c "VACUUM frames, frame_addrs, stacks"
-	sc_settle
-	b0=$(busy_ticks)
-	t0=$(now)
-	psql -Xqc "\\copy frames FROM '$work/sc.frames.tsv'" -c "\\copy frame_addrs FROM '$work/sc.addrs.tsv'" \
-		-c "\\copy stacks (id, frame_ids) FROM '$work/sc.stacks.tsv'" \
-		-c "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
-	t1=$(now)
-	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	echo "raw COPY:   the same rows ($nf frames and $ns stacks new) put back with psql \\copy in $secs s (the machine busy $(ticks_s "$b0" "$(busy_ticks)") core-s):" \
-		"$(rate "$n" "$secs") events/s;" \
-		"sm-ingest did $(awk -v a="$SEND_SECS" -v c="$secs" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
-	psql -Xqc "DELETE FROM events WHERE stream_ref > $top0" -c "DELETE FROM streams WHERE id > $top0" -c "DROP TABLE sc_ids"
-	rm -f "$work"/sc.{streams,events,frames,addrs,stacks}.tsv
+	# the round whose send took the median time speaks for the sends (its CPU and memory)
+	mid=$(for r in "${!sends[@]}"; do echo "${sends[r]} $r"; done | sort -g | awk -v m="$(( (rounds + 1) / 2 ))" 'NR == m { print $2 }')
+	ms=${sends[mid]}
+	mc=$(printf '%s\n' "${copies[@]}" | sort -g | awk -v m="$(( (rounds + 1) / 2 ))" 'NR == m')
+	IFS='|' read -r stored _ busy <<<"${send_lines[mid]}"
+	echo "sm-ingest alone, $what: $k more streams ($stored sent as zstd batches by 4 senders: $ms s" \
+		"(median of $rounds rounds: ${sends[*]}), $(rate "$n" "$ms") events/s, $(rate "$k" "$ms") streams/s, $busy"
+	echo "raw COPY:   the same rows ($nf frames and $ns stacks new) put back with psql \\copy in $mc s" \
+		"(median of $rounds rounds: ${copies[*]}; the machine busy ${copy_busy[*]} core-s): $(rate "$n" "$mc") events/s;" \
+		"sm-ingest did $(awk -v a="$ms" -v c="$mc" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
 }
 
 # sc_run NAME ARGS...: one mining run; its phases, rates, memory; sets SC_RUN
