@@ -69,21 +69,23 @@ static const char SQL_GET_FRAMES[] =
  * (sql/029_stacks_hash.sql): the same uniqueness as frame_ids alone, but a descent of the index
  * compares 64-bit hashes, not arrays that share their outermost frames over long prefixes. Each
  * stack is looked up on its own (a subquery per row): a join let the planner hash the whole table
- * for a chunk, a cost that grows with every stack ever stored.
+ * for a chunk, a cost that grows with every stack ever stored. (OFFSET 0: a stack's slice and hash
+ * computed once, not inlined into each of their uses.)
  *
  * ins_stacks runs under the stacks' interning lock, taken by a statement of its own before it in
  * the same transaction, so that its snapshot sees every stack the lock's last holder inserted:
  * what its lookup did not find is new, and is inserted without ON CONFLICT, whose check would be
  * another descent per new stack. The new stacks' ids are taken from the sequence beforehand, so
  * that the answer needs no join of the inserted rows back to the chunk's by their arrays. A writer
- * that took no lock (an older sm-ingest) can still insert one of them meanwhile: the unique
- * violation then sends the chunk to ins_stacks_any and get_stacks, the way of frames above.
- * Inserted in key order, so that two writers lock the keys they share in one order. */
+ * that takes no lock (not sm-ingest: a script, an operator's psql) can still insert one of them
+ * meanwhile: the unique violation then sends the chunk to ins_stacks_any and get_stacks, the way
+ * of frames above. Inserted in key order, so that two writers lock the keys they share in one
+ * order. */
 #define STACKS_SLICES                                                                              \
 	"WITH slices AS (SELECT u.k, x.hash, x.frame_ids"                                          \
 	"   FROM unnest($2::integer[], $3::integer[]) WITH ORDINALITY AS u(o, n, k),"              \
 	"   LATERAL (SELECT hash_array_extended(f, 0) AS hash, f AS frame_ids"                     \
-	"            FROM (SELECT ($1::integer[])[u.o + 1 : u.o + u.n] AS f) a) x),"               \
+	"            FROM (SELECT ($1::integer[])[u.o + 1 : u.o + u.n] AS f OFFSET 0) a OFFSET 0) x)," \
 	" input AS MATERIALIZED (SELECT i.k, i.hash, i.frame_ids, (SELECT s.id FROM stacks s"     \
 	"   WHERE s.hash = i.hash AND s.frame_ids = i.frame_ids) AS id FROM slices i)"
 #define STACKS_NEW                                                                                 \

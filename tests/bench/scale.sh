@@ -128,15 +128,21 @@ sc_settle() {
 # numbered above any before, their events, and the frames, their addresses and the stacks the
 # send added, which a new build's streams bring by the thousand) taken out and put back with psql
 # \copy into the same tables; then all of it removed (the frames and stacks too, so that the next
-# round's send finds them new again). Each timed part starts from a settled database (sc_settle;
+# round's send finds them new again; the frame statistics as they were before the first round, so
+# that the streams removed count in no run). Each timed part starts from a settled database (sc_settle;
 # the frames and stacks taken out vacuumed too, so that the COPY meets no dead index entries of
 # the keys it puts back). When sc_warm (genfleet's arguments) is set, those streams go first,
 # untimed, to the same server (send_fleet), which settles again before the timed send; they are
-# removed with the rest at the end of the round.
+# removed with the rest at the end of the round. The same rows, not the same pages: the first
+# round's send splits the index pages its new keys go to, and the later rounds find the room the
+# removal left there (so do all the raw COPYs).
 sc_alone() {
 	local what=$1 k=$2 rounds=${SM_BENCH_ALONE_ROUNDS:-3} r t0 t1 b0 busy n stored top top0 stacks0 ftop0 stop0
-	local ftop stop warm= nf ns sends=() copies=() send_lines=() copy_busy=() mid ms mc
+	local ftop stop warm= nf ns sends=() copies=() send_lines=() copy_busy=() mid ms mc left t
 	shift 2
+	[ "$rounds" -ge 1 ] || rounds=1
+	while left=$(psql -XAtc "SELECT sm_fold_stats(1000)") && [ "$left" != 0 ]; do :; done
+	for t in streams frames calls; do psql -XqAtc "CREATE TABLE sc_stat_$t AS SELECT * FROM stat_$t"; done
 	"$tools/genfleet" --streams "$k" "$@" --out "$work/alone.ndjson" 2>/dev/null
 	if [ "${#sc_warm[@]}" -gt 0 ]; then
 		"$tools/genfleet" "${sc_warm[@]}" --out "$work/warm.ndjson" 2>/dev/null
@@ -181,7 +187,11 @@ sc_alone() {
 		rm -f "$work"/sc.{streams,events,frames,addrs,stacks}.tsv
 	done
 	rm -f "$work/alone.ndjson" "$work/warm.ndjson"
-	# the round whose send took the median time speaks for the sends (its CPU and memory)
+	psql -Xqc "DELETE FROM stat_deltas" -c "TRUNCATE stat_streams, stat_frames, stat_calls"
+	for t in streams frames calls; do
+		psql -Xqc "INSERT INTO stat_$t SELECT * FROM sc_stat_$t" -c "DROP TABLE sc_stat_$t"
+	done
+	# the round whose send took the median time (the lower middle of an even number) speaks for the sends (its CPU and memory)
 	mid=$(for r in "${!sends[@]}"; do echo "${sends[r]} $r"; done | sort -g | awk -v m="$(( (rounds + 1) / 2 ))" 'NR == m { print $2 }')
 	ms=${sends[mid]}
 	mc=$(printf '%s\n' "${copies[@]}" | sort -g | awk -v m="$(( (rounds + 1) / 2 ))" 'NR == m')

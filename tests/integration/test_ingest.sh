@@ -529,7 +529,7 @@ t_eq "random stacks: the check sees recursion and calls of many counts" \
 	"$(pg_q "SELECT count(*) FILTER (WHERE k.frame_ids[i] = k.frame_ids[i + 1]) > 0, count(DISTINCT (k.frame_ids[i], k.frame_ids[i + 1])) > 500
 	         FROM $used, generate_series(1, cardinality(k.frame_ids) - 1) i WHERE s.app = 'stat'")" "t|t"
 
-# ---- a new stack inserted meanwhile by a writer without the stacks' lock (an older sm-ingest): the
+# ---- a new stack inserted meanwhile by a writer without the stacks' lock (a script, psql): the
 # batch's INSERT under the lock meets the unique violation, and the way with ON CONFLICT stores the
 # stream on that writer's stack ----
 IDL=$(newid)

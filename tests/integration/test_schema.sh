@@ -55,7 +55,7 @@ nmig=$(pg_q "SELECT count(*) FROM schema_migrations WHERE version > 6")
 t_eq "upgraded to the fresh version" "$out" "schema at version $target ($nmig migrations applied)"
 up=$(fns -d "$UP")
 t_eq "upgraded from version 6, it has the same functions as the fresh one, body for body" "$up" "$fresh"
-# the tables' constraints and indexes alike, and the stacks' as 029 made them
+# the tables' constraints alike, and the stacks' as 029 made them
 cons() { pg_q "SELECT string_agg(conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid), E'\\n'
 	ORDER BY conrelid::regclass::text, conname) FROM pg_constraint WHERE connamespace = 'public'::regnamespace" "$@"; }
 t_eq "upgraded from version 6, it has the same constraints as the fresh one" "$(cons -d "$UP")" "$(cons)"
