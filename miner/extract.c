@@ -74,15 +74,13 @@ static void scratch_free(struct scratch *sc)
 }
 
 /*
- * ev[0 .. n) in cmp_event's order. They come nearly in it (a stream's rows come back in long runs
- * of the order they were sent in, in time): those below the last one kept go aside, are sorted
- * alone and merged back, so that k out of order cost O(n + k log k) comparisons; at worst (all
- * but one aside: reversed, or one early outlier) a sort of all and two copies. aside grows to the
- * most set aside of a stream, at most its events again (what glibc's qsort allocates for each
- * call). Events equal by cmp_event are equal in every field, so the order is the same whatever
- * the sort. 0, or -1 when out of memory (ev then half moved: the caller drops the stream's events).
+ * A stream's rows come back in long runs of the order they were sent in, in time, so the few out
+ * of order are set aside; at worst (all but one aside: reversed, or one early outlier) this is a
+ * sort of all and two copies. aside grows to the most set aside of a stream, at most its events
+ * again (what glibc's qsort allocates for each call). Events equal by cmp_event are equal in
+ * every field, so the order is the same whatever the sort; when out of memory ev is half moved.
  */
-static int sort_events(struct wire_event *ev, size_t n, struct vec *aside)
+int extract_sort_events(struct wire_event *ev, size_t n, struct vec *aside)
 {
 	struct wire_event *side;
 	size_t kept = 0, i, j, k;
@@ -118,7 +116,7 @@ static int stream_aoi(struct runstate *run, struct aoi *aoi, struct scratch *sc,
 	const uint32_t *sel;
 	size_t nsel;
 
-	if (sort_events(ev, n, &sc->aside) < 0) {
+	if (extract_sort_events(ev, n, &sc->aside) < 0) {
 		snprintf(err, errlen, "out of memory sorting the events of stream %lld", (long long)run->refs[idx]);
 		return -1;
 	}

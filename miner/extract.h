@@ -15,10 +15,19 @@
 #include <stddef.h>
 
 struct runstate;
+struct vec;
+struct wire_event;
 
 /* The streams run->refs[first .. end): all of the temporary table sm_sel, or (part) the part in
  * sm_part, which the COPY joins. Their events counted in run->nread, their AOI in the entries and
  * the progress. 0, or -1 with the error on the run's miner. */
 int extract_read(struct runstate *run, size_t first, size_t end, bool part);
+
+/* ev[0 .. n) sorted by time, then duration, thread, kind, stack and readier, in O(n + k log k)
+ * comparisons for k events out of that order: those below the last one kept are set aside in
+ * aside (a vector of struct wire_event, the caller's, reused from call to call; caller frees),
+ * sorted alone and merged back. 0, or -1 when out of memory (ev's order is then lost: the caller
+ * drops them). */
+int extract_sort_events(struct wire_event *ev, size_t n, struct vec *aside);
 
 #endif

@@ -68,6 +68,30 @@ static inline void check_made(int failed)
 		check_cur_failed = 1;
 }
 
+/* Tests' random inputs: xorshift64 from a fixed seed (check_seed() chooses another), so that a
+ * failure comes back on the next run. */
+static inline uint64_t *check_rng(void)
+{
+	static uint64_t state = 88172645463325252ULL;
+
+	return &state;
+}
+
+static inline void check_seed(uint64_t seed)
+{
+	*check_rng() = seed ? seed : 1;
+}
+
+static inline uint64_t check_rand(void)
+{
+	uint64_t *s = check_rng();
+
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
 #define RUN(fn)                                                         \
 	do {                                                            \
 		check_cur_failed = 0;                                   \

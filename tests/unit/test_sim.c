@@ -399,16 +399,6 @@ static double edit_cost(const struct sim_frames *ft, const uint32_t *x, size_t m
 	return D[m][n];
 }
 
-static uint64_t rng_state = 88172645463325252ULL;
-
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
 static void test_symmetry_random(void)
 {
 	static const char *const names[] = {
@@ -426,25 +416,25 @@ static void test_symmetry_random(void)
 	for (t = 1; t <= 11; t++) {
 		int u;
 
-		sim_frames_set_count(ft, (uint32_t)t, 5 + rnd() % 90);
+		sim_frames_set_count(ft, (uint32_t)t, 5 + check_rand() % 90);
 		for (u = 1; u <= 11; u++)
-			if (rnd() % 3 == 0)
-				sim_frames_set_calls(ft, (uint32_t)t, (uint32_t)u, rnd() % 40);
+			if (check_rand() % 3 == 0)
+				sim_frames_set_calls(ft, (uint32_t)t, (uint32_t)u, check_rand() % 40);
 	}
 	for (t = 0; t < 3000; t++) {
 		uint32_t a[15], b[15];
 		double wa[15], wb[15], s1, s2, s0;
-		size_t m = 1 + rnd() % 14, n = 1 + rnd() % 14, i, ns;
+		size_t m = 1 + check_rand() % 14, n = 1 + check_rand() % 14, i, ns;
 		struct sim_pattern A = { a, wa, m }, B = { b, wb, n };
 		const struct sim_alignment *al;
 		struct sim_step st[32];
 		/* a small alphabet makes repeated frames and ties common */
-		uint32_t alpha = 2 + (uint32_t)(rnd() % 10);
+		uint32_t alpha = 2 + (uint32_t)(check_rand() % 10);
 
 		for (i = 0; i < m; i++)
-			a[i] = 1 + (uint32_t)(rnd() % alpha);
+			a[i] = 1 + (uint32_t)(check_rand() % alpha);
 		for (i = 0; i < n; i++)
-			b[i] = 1 + (uint32_t)(rnd() % alpha);
+			b[i] = 1 + (uint32_t)(check_rand() % alpha);
 		sim_weights(ft, a, m, wa);
 		sim_weights(ft, b, n, wb);
 		if (sim_align(c, &A, &B, &al) < 0)

@@ -365,16 +365,6 @@ static void test_flame_limits(void)
 	flame_free(f);
 }
 
-static uint64_t rng_state = 88172645463325252ULL;
-
-static uint64_t rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
 /* A frame's colour is its module's, from a fixed hash: the same on every page and run. */
 static void test_flame_colour(void)
 {
@@ -461,7 +451,7 @@ static void test_flame_perf(void)
 	/* 50,000 stacks of depth 40 over 4096 distinct paths (two choices in each of the first 12 frames) */
 	t0 = util_now_mono_ns();
 	for (int i = 0; i < 50000; i++) {
-		uint64_t r = rng();
+		uint64_t r = check_rand();
 
 		for (int d = 0; d < 40; d++)
 			names[d] = vocab[d][d < 12 ? (r >> d) & 1 : 0];
@@ -477,7 +467,7 @@ static void test_flame_perf(void)
 	/* a tree of about 10,000 nodes: 256 paths of depth 46 */
 	f = flame_open();
 	for (int i = 0; i < 5000; i++) {
-		uint64_t r = rng();
+		uint64_t r = check_rand();
 
 		for (int d = 0; d < 46; d++)
 			names[d] = vocab[d][d < 8 ? (r >> d) & 1 : 0];
@@ -813,7 +803,7 @@ static void test_timeline_perf(void)
 	const char *s;
 
 	for (size_t i = 0; i < n; i++) {
-		uint64_t r = rng();
+		uint64_t r = check_rand();
 
 		ev[i].tid = 1 + (int64_t)(r % nthreads);
 		ev[i].ts_ns = (int64_t)((r >> 8) % (uint64_t)SEC);
