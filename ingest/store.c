@@ -85,7 +85,8 @@ static const char SQL_GET_FRAMES[] =
 	"WITH slices AS (SELECT u.k, x.hash, x.frame_ids"                                          \
 	"   FROM unnest($2::integer[], $3::integer[]) WITH ORDINALITY AS u(o, n, k),"              \
 	"   LATERAL (SELECT hash_array_extended(f, 0) AS hash, f AS frame_ids"                     \
-	"            FROM (SELECT ($1::integer[])[u.o + 1 : u.o + u.n] AS f OFFSET 0) a OFFSET 0) x)," \
+	"            FROM (SELECT ($1::integer[])[u.o + 1 : u.o + u.n] AS f OFFSET 0) a"           \
+	"            OFFSET 0) x),"                                                                \
 	" input AS MATERIALIZED (SELECT i.k, i.hash, i.frame_ids, (SELECT s.id FROM stacks s"     \
 	"   WHERE s.hash = i.hash AND s.frame_ids = i.frame_ids) AS id FROM slices i)"
 #define STACKS_NEW                                                                                 \

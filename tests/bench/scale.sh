@@ -142,6 +142,7 @@ sc_alone() {
 	shift 2
 	[ "$rounds" -ge 1 ] || rounds=1
 	while left=$(psql -XAtc "SELECT sm_fold_stats(1000)") && [ "$left" != 0 ]; do :; done
+	[ "$left" = 0 ] || { echo "sc_alone: folding the frame statistics failed" >&2; return 1; }
 	for t in streams frames calls; do psql -XqAtc "CREATE TABLE sc_stat_$t AS SELECT * FROM stat_$t"; done
 	"$tools/genfleet" --streams "$k" "$@" --out "$work/alone.ndjson" 2>/dev/null
 	if [ "${#sc_warm[@]}" -gt 0 ]; then
@@ -187,10 +188,10 @@ sc_alone() {
 		rm -f "$work"/sc.{streams,events,frames,addrs,stacks}.tsv
 	done
 	rm -f "$work/alone.ndjson" "$work/warm.ndjson"
-	psql -Xqc "DELETE FROM stat_deltas" -c "TRUNCATE stat_streams, stat_frames, stat_calls"
-	for t in streams frames calls; do
-		psql -Xqc "INSERT INTO stat_$t SELECT * FROM sc_stat_$t" -c "DROP TABLE sc_stat_$t"
-	done
+	psql -Xq -v ON_ERROR_STOP=1 -1 -c "DELETE FROM stat_deltas" -c "TRUNCATE stat_streams, stat_frames, stat_calls" \
+		-c "INSERT INTO stat_streams SELECT * FROM sc_stat_streams" -c "INSERT INTO stat_frames SELECT * FROM sc_stat_frames" \
+		-c "INSERT INTO stat_calls SELECT * FROM sc_stat_calls" -c "DROP TABLE sc_stat_streams, sc_stat_frames, sc_stat_calls"
+	psql -Xqc "VACUUM ANALYZE stat_deltas, stat_streams, stat_frames, stat_calls"
 	# the round whose send took the median time (the lower middle of an even number) speaks for the sends (its CPU and memory)
 	mid=$(for r in "${!sends[@]}"; do echo "${sends[r]} $r"; done | sort -g | awk -v m="$(( (rounds + 1) / 2 ))" 'NR == m { print $2 }')
 	ms=${sends[mid]}

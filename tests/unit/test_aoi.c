@@ -730,19 +730,9 @@ static bool path_valid(const struct aoi *a, const struct wire_event *ev,
 
 /* ---- Random streams. ---- */
 
-static uint64_t rng_state = 0x853c49e6748fea9bULL;
-
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
 static int64_t rnd_in(int64_t lo, int64_t hi) /* [lo, hi] */
 {
-	return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+	return lo + (int64_t)(check_rand() % (uint64_t)(hi - lo + 1));
 }
 
 /*
@@ -763,8 +753,8 @@ static void random_stream(struct wire_event *ev, size_t n, int nthreads, int64_t
 		e->ts_ns = cur[th] + gap < 0 ? 0 : cur[th] + gap;
 		e->dur_ns = rnd_in(0, 4) == 0 ? 0 : rnd_in(1, span / 8 + 1);
 		e->stack = 0;
-		if (rnd() % 2) {
-			uint64_t k = rnd() % 10;
+		if (check_rand() % 2) {
+			uint64_t k = check_rand() % 10;
 
 			e->kind = WIRE_WAIT;
 			e->readier_tid = k == 0 ? 0 : k == 1 ? 999 : k == 2 ? e->tid :
@@ -775,9 +765,9 @@ static void random_stream(struct wire_event *ev, size_t n, int nthreads, int64_t
 		}
 		cur[th] = e->ts_ns + e->dur_ns;
 	}
-	if (rnd() % 2)
+	if (check_rand() % 2)
 		for (size_t i = n; i > 1; i--) {
-			size_t j = (size_t)(rnd() % i);
+			size_t j = (size_t)(check_rand() % i);
 			struct wire_event t = ev[i - 1];
 
 			ev[i - 1] = ev[j];
@@ -891,7 +881,7 @@ static void test_random_streams(void)
 		const uint32_t (*e)[2];
 
 		random_stream(ev, n, nthreads, span);
-		if (t1 < t0 && rnd() % 8) {
+		if (t1 < t0 && check_rand() % 8) {
 			int64_t t = t0;
 
 			t0 = t1;
@@ -1135,16 +1125,16 @@ static void million_events(int64_t max_wait)
 	size_t ngot[4];
 
 	for (size_t i = 0; i < n; i++) {
-		int th = (int)(rnd() % (uint64_t)nthreads);
+		int th = (int)(check_rand() % (uint64_t)nthreads);
 		struct wire_event *e = &ev[i];
 
 		e->tid = 1000 + th;
-		e->ts_ns = cur[th] + (int64_t)(rnd() % 1000);
+		e->ts_ns = cur[th] + (int64_t)(check_rand() % 1000);
 		e->stack = 0;
-		if (rnd() % 3 == 0) {
+		if (check_rand() % 3 == 0) {
 			e->kind = WIRE_WAIT;
-			e->dur_ns = 1 + (int64_t)(rnd() % (uint64_t)max_wait);
-			e->readier_tid = rnd() % 8 == 0 ? 0 : 1000 + (int64_t)(rnd() % (uint64_t)nthreads);
+			e->dur_ns = 1 + (int64_t)(check_rand() % (uint64_t)max_wait);
+			e->readier_tid = check_rand() % 8 == 0 ? 0 : 1000 + (int64_t)(check_rand() % (uint64_t)nthreads);
 		} else {
 			e->kind = WIRE_RUN;
 			e->dur_ns = 1000000;
@@ -1209,6 +1199,7 @@ int main(int argc, char **argv)
 		data_dir = argv[1];
 	else if (getenv("SM_DATA"))
 		data_dir = getenv("SM_DATA");
+	check_seed(0x853c49e6748fea9bULL);
 	RUN(test_mode_names);
 	RUN(test_lock_chain);
 	RUN(test_unsorted_input);
