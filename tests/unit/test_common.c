@@ -551,7 +551,6 @@ static void test_sha256(void)
 	}
 }
 
-/* the exact text every page and tool writes (web/static/app.js mirrors duration and share) */
 /* util_fmt_*: the decimal form, the extremes' lengths exactly */
 static void test_fmt_dec(void)
 {
@@ -573,6 +572,7 @@ static void test_fmt_dec(void)
 	CHECK_STR(o, "1000");
 }
 
+/* the exact text every page and tool writes (web/static/app.js mirrors duration and share) */
 static void test_fmt(void)
 {
 	char o[FMT_LEN];
