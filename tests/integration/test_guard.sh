@@ -90,10 +90,15 @@ if [ "$clock_want" != monotonic ]; then
 	# put 50 ms off after its first anchor, as a virtual machine restored from a snapshot finds its
 	# TSC: the next re-anchoring (a second later) calibrates again; the tests' build checks every
 	# anchor after that against CLOCK_MONOTONIC
-	SM_GUARD_TEST_CLOCK_SKEW_US=50000 "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/clock.log" -- \
-		"$TOOLS/callcost" 12000 200 >/dev/null
+	# (a log of its own, and the program's status and error output: an anchor found off aborts it;
+	# a second restart is allowed, once in several CI runs under load the check failed with the
+	# value hidden, and a restart costs only 0.1 s of clock_gettime: the log shows how many)
+	SM_GUARD_TEST_CLOCK_SKEW_US=50000 "$GUARD" run --profile-dir "$PROF" --log "$T_TMP/skew.log" -- \
+		"$TOOLS/callcost" 12000 200 >/dev/null 2>"$T_TMP/skew.err"
+	out="$?|$(grep 'msg="exit"' "$T_TMP/skew.log" | grep -o ' clock=.*')|$(cat "$T_TMP/skew.err")"
+	echo "clock: skewed by 50 ms: $out"
 	t_match "clock: a TSC that strayed from the monotonic clock is calibrated again" \
-		"$(grep 'msg="exit"' "$T_TMP/clock.log" | tail -n 1)" " clock=$clock_want clock_restarts=1\$"
+		"$out" "^0\| clock=$clock_want clock_restarts=[12]\|\$"
 fi
 
 # ---- safety, from inside ----
@@ -347,11 +352,21 @@ echo "budget: the agent's exit line: $line"
 kept=$(($(kv violations) - $(kv suppressed) - $(kv queue_drops)))
 stored=$(bq "SELECT count(*)")
 t_eq "budget: the streams shipped are the violations counted less those sampled away (less any lost in sending)" \
-	"$((stored <= kept && stored >= kept - $(kv lost)))|$kept" "1|$(q "SELECT violations - drops + $(kv lost) FROM agent_procs WHERE app = 'budget'")"
+	"$((stored <= kept && stored >= kept - $(kv lost)))" 1
+# its last report says the same, if it arrived: a send that failed at the exit (lost) leaves the
+# server out, the last report with it, and an earlier report's counts stand
+procs=$(q "SELECT exited, violations, drops FROM agent_procs WHERE app = 'budget'")
+IFS='|' read -r p_exited p_viol p_drops <<<"$procs"
+if [ "$p_exited" = t ]; then
+	t_eq "budget: the agent's last report has the exit line's counts" \
+		"$p_viol|$((p_viol - p_drops))" "$(kv violations)|$((kept - $(kv lost)))"
+else
+	t_eq "budget: the agent's last report lost only with streams lost at the exit, an earlier one's counts below" \
+		"$(($(kv lost) > 0))|$((p_viol <= $(kv violations)))" "1|1"
+fi
 # sum(weight) estimates the count: within a factor of 2 but with a chance of about 1e-4 (40 kept of ~300)
 t_eq "budget: the weights add up to the violations counted (within a factor of 2)" \
-	"$(q "SELECT s.w BETWEEN p.violations / 2.0 AND p.violations * 2.0 FROM (SELECT sum(weight) AS w FROM streams
-	       WHERE app = 'budget' AND role = 'violation') s, agent_procs p WHERE p.app = 'budget'")" t
+	"$(bq "SELECT sum(weight) BETWEEN $(kv violations) / 2.0 AND $(kv violations) * 2.0")" t
 # mined: each cluster's estimated cost is sum(weight x cost) over the AOI events it matched, exactly
 run=$("$BIN/sm-miner" run --quiet --app budget --kind wait --aoi thread --threshold-fraction 0.05 \
 	--no-baseline 2>"$T_TMP/miner.err") || t_fail "sm-miner run (budget)" "$(cat "$T_TMP/miner.err")"
