@@ -48,17 +48,18 @@ struct mapped {
 	int64_t ref;         /* streams.id when accepted */
 };
 
-/* Interning looks each key up in the unique index once: those found are returned as they are, and
- * only the others are inserted (ON CONFLICT probing the index again, which it must for a key another
- * batch inserts meanwhile). The same key inserted by a concurrent batch after this statement's
- * snapshot is in neither part: the get_ statement of the second pass finds it. Inserted in key
- * order, so that two batches lock the keys they share in one order. */
+/* Interning looks each key up in the unique index once (a subquery per key, not a join, which
+ * the planner may answer by hashing the whole table: see stacks below): those found are returned
+ * as they are, and only the others are inserted (ON CONFLICT probing the index again, which it
+ * must for a key another batch inserts meanwhile). The same key inserted by a concurrent batch
+ * after this statement's snapshot is in neither part: the get_ statement of the second pass finds
+ * it. Inserted in key order, so that two batches lock the keys they share in one order. */
 static const char SQL_INS_FRAMES[] =
-	"WITH input AS (SELECT DISTINCT unnest($1::text[]) AS name),"
-	" found AS (SELECT f.id, f.name FROM frames f JOIN input USING (name)),"
-	" ins AS (INSERT INTO frames (name) SELECT i.name FROM input i LEFT JOIN found f USING (name)"
-	"         WHERE f.id IS NULL ORDER BY 1 ON CONFLICT (name) DO NOTHING RETURNING id, name)"
-	" SELECT id, name FROM found UNION ALL SELECT id, name FROM ins";
+	"WITH input AS MATERIALIZED (SELECT i.name, (SELECT f.id FROM frames f WHERE f.name = i.name) AS id"
+	"   FROM (SELECT DISTINCT unnest($1::text[]) AS name) i),"
+	" ins AS (INSERT INTO frames (name) SELECT name FROM input WHERE id IS NULL ORDER BY 1"
+	"         ON CONFLICT (name) DO NOTHING RETURNING id, name)"
+	" SELECT id, name FROM input WHERE id IS NOT NULL UNION ALL SELECT id, name FROM ins";
 static const char SQL_GET_FRAMES[] =
 	"SELECT id, name FROM frames WHERE name = ANY($1::text[])";
 /* A chunk's stacks come as one flat array of frame ids ($1) with each stack's offset ($2) and length
@@ -445,6 +446,9 @@ static int intern_stacks(struct store *st, int32_t *ids)
 				if (k >= 1 && (size_t)k <= want)
 					ids[sent[k - 1]] = (int32_t)db_get_i64(r, row, 1);
 			}
+			if (step == 2 && PQntuples(r) > 0)
+				log_info("new stacks committed meanwhile by a writer without the stacks' lock, read back",
+					 "stacks=%d", PQntuples(r));
 			PQclear(r);
 			if (step == 0) {
 				if (db_exec(st->db, "COMMIT", st->err, sizeof(st->err)) < 0)
