@@ -184,6 +184,9 @@ static int pvclock_open(void)
  * SM_GUARD_TEST_CLOCK_SKEW_US puts the clock that far off once, after its first
  * anchor, as a virtual machine restored from a snapshot finds its TSC: the next
  * re-anchoring must see it and calibrate again (clock_restarts= in the exit line).
+ *
+ * What this build finds or does is in the agent's log (SM_GUARD_LOG), not on
+ * standard error: the agent's threads, which re-anchor, have /dev/null there.
  */
 static int64_t skew_ns;
 static int skewed;   /* 1: the skew is in place, unchecked until the clock is calibrated again */
@@ -192,15 +195,12 @@ static void clock_check(int64_t off_by, int64_t since_anchor, const char *when)
 {
 	int64_t a = guard_mono_ns(), b = guard_now_tsc(), c = guard_mono_ns();
 	int64_t slack = 1000 + off_by + since_anchor / 500;
-	char msg[200];
-	int n;
 
 	if (skewed == 1 || (b >= a - slack && b <= c + slack))
 		return;
-	n = snprintf(msg, sizeof(msg), "libsmguard: the TSC clock read %lld ns, CLOCK_MONOTONIC %lld .. %lld (%s)\n",
-		     (long long)b, (long long)a, (long long)c, when);
-	if (n > 0 && write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1) < 0)
-		n = 0;
+	guard_log("test: the TSC clock strayed", "tsc_clock_ns=%lld monotonic_ns=%lld..%lld when=\"%s\"", (long long)b,
+		  (long long)a, (long long)c, when);
+	guard_log_flush();
 	abort();
 }
 
@@ -211,14 +211,20 @@ static void clock_test_init(void)
 	skew_ns = v ? strtoll(v, NULL, 10) * 1000 : 0;
 }
 
-static void clock_test_anchored(void)
+/* was_off: how far the clock was from CLOCK_MONOTONIC before this anchor, allowed: how far it might
+ * be without a restart (both 0 at the first anchor after the start or a restart) */
+static void clock_test_anchored(int64_t was_off, int64_t allowed)
 {
 	if (skewed == 1) {
-		skewed = 2;   /* anchored again without a restart: checked from here (the test fails) */
+		/* anchored again without a restart: checked from here (the test fails) */
+		skewed = 2;
+		guard_log("test: anchored again without a restart", "was_off_ns=%lld allowed_ns=%lld",
+			  (long long)was_off, (long long)allowed);
 	} else if (skew_ns && !skewed) {
 		*(volatile __m128i *)(volatile void *)&G.clk.mult =
 			_mm_set_epi64x(G.clk.off + skew_ns, (long long)G.clk.mult);
 		skewed = 1;
+		guard_log("test: the clock put off after its first anchor", "skew_ns=%lld", (long long)skew_ns);
 	}
 }
 
@@ -237,8 +243,9 @@ static inline void clock_test_init(void)
 {
 }
 
-static inline void clock_test_anchored(void)
+static inline void clock_test_anchored(int64_t off_by, int64_t allowed)
 {
+	(void)off_by, (void)allowed;
 }
 
 static inline void clock_test_restarted(void)
@@ -299,7 +306,7 @@ void guard_clock_tick(void)
 {
 	static int64_t anchored, anchored_off_by;   /* the last anchor's time (0: none yet), its uncertainty */
 	int kind = atomic_load_explicit(&tsc_usable, memory_order_relaxed);
-	int64_t ns, off_by;
+	int64_t ns, off_by, was_off = 0, allowed = 0;
 	uint64_t tsc;
 
 	if (!kind || guard_mono_ns() < atomic_load_explicit(&cal_next, memory_order_relaxed) ||
@@ -319,7 +326,9 @@ void guard_clock_tick(void)
 		/* a TSC that stepped or changed its rate against the monotonic clock (a virtual machine
 		 * restored from a snapshot or moved to another host) would skew every later reading:
 		 * calibrate again from here */
-		if (clock_error(tsc, ns) > slack + 20000 + (ns - anchored) / 500)
+		was_off = clock_error(tsc, ns);
+		allowed = slack + 20000 + (ns - anchored) / 500;
+		if (was_off > allowed)
 			goto restart;
 	}
 	/* ns per tick over everything since the start: the longer, the closer; the anchor at (tsc, ns) */
@@ -342,7 +351,7 @@ void guard_clock_tick(void)
 	anchored = ns;
 	anchored_off_by = off_by;
 	clock_check(off_by, 0, "anchored");
-	clock_test_anchored();
+	clock_test_anchored(was_off, allowed);
 	atomic_store_explicit(&cal_next, ns + 1000000000, memory_order_relaxed);
 	goto done;
 restart:
