@@ -447,8 +447,8 @@ static int intern_stacks(struct store *st, int32_t *ids)
 					ids[sent[k - 1]] = (int32_t)db_get_i64(r, row, 1);
 			}
 			if (step == 2 && PQntuples(r) > 0)
-				log_info("new stacks committed meanwhile by a writer without the stacks' lock, read back",
-					 "stacks=%d", PQntuples(r));
+				log_info("new stacks committed meanwhile by another writer, read back", "stacks=%d",
+					 PQntuples(r));
 			PQclear(r);
 			if (step == 0) {
 				if (db_exec(st->db, "COMMIT", st->err, sizeof(st->err)) < 0)

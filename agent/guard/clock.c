@@ -185,8 +185,9 @@ static int pvclock_open(void)
  * anchor, as a virtual machine restored from a snapshot finds its TSC: the next
  * re-anchoring must see it and calibrate again (clock_restarts= in the exit line).
  *
- * What this build finds or does is in the agent's log (SM_GUARD_LOG), not on
- * standard error: the agent's threads, which re-anchor, have /dev/null there.
+ * What this build finds or does is in the agent's log (SM_GUARD_LOG; none
+ * without one), not on standard error: the agent's threads, which re-anchor,
+ * have /dev/null there.
  */
 static int64_t skew_ns;
 static int skewed;   /* 1: the skew is in place, unchecked until the clock is calibrated again */

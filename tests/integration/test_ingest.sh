@@ -554,7 +554,7 @@ lockless hi "$hi" 6 &
 pid_hi=$!
 t_eq "two writers hold new stacks without the lock ($lo, $hi)" \
 	"$(pg_until 2 "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE 'INSERT INTO stacks%'")|$(
-	   [ "${#lo}" -gt 6 ] && [ "${#hi}" -gt 6 ] && [ "$lo" != "$hi" ] && echo two)" "2|two"
+	   [[ $lo =~ ^\{[0-9]+(,[0-9]+){2}\}$ && $hi =~ ^\{[0-9]+(,[0-9]+){2}\}$ && $lo != "$hi" ]] && echo two)" "2|two"
 stream "$IDL" 's/"stacks": \[\[0, 1, 2, 4\], \[0, 1, 2, 5\]/"stacks": [[2, 0, 4], [2, 1, 5]/' >"$T_TMP/lockless.json"
 post "$T_TMP/lockless.json"
 wait "$pid_lo" "$pid_hi"
@@ -568,7 +568,7 @@ t_eq "and the stream's events are on those writers' stacks, each stored once" \
 		JOIN streams s ON s.id = e.stream_ref WHERE s.stream_id = '$IDL'")" "$want_ev|2"
 t_eq "and the batch took the way with ON CONFLICT, reading the skipped stack back" \
 	"$(grep -c 'a new stack was inserted meanwhile by a writer without' "$INGEST_LOG")|$(
-	   grep -c 'msg="new stacks committed meanwhile by a writer without the stacks.* read back" stacks=1$' "$INGEST_LOG")" "1|1"
+	   grep -c 'msg="new stacks committed meanwhile by another writer, read back" stacks=1$' "$INGEST_LOG")" "1|1"
 pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDL')" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id = '$IDL'" >/dev/null
 
