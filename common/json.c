@@ -266,6 +266,21 @@ static int over_budget(struct scan *sc, const char *what, size_t per)
 	return -1;
 }
 
+/* The values the budget allows from here: a run takes no more. */
+static inline size_t values_left(const struct scan *sc)
+{
+	return sc->max_values ? sc->max_values - sc->nvalues : SIZE_MAX;
+}
+
+/* A run of k more values of the current array, ended at q: taken as the general loop would. */
+static inline void run_taken(struct scan *sc, const char *q, size_t k)
+{
+	sc->p = q;
+	sc->nvalues += k;
+	if (sc->depth <= PATH_LEVELS)
+		sc->idx[sc->depth - 1] += k;
+}
+
 /*
  * In an array, after a number: the run of plain integers that follows, written compactly (",12,7"),
  * taken in one loop (a stack's frame indexes are most of a stream's values). Whatever else comes
@@ -275,7 +290,7 @@ static int over_budget(struct scan *sc, const char *what, size_t per)
 static inline void int_run(struct scan *sc)
 {
 	const char *q = sc->p, *end = sc->end;
-	size_t k = 0, room = sc->max_values ? sc->max_values - sc->nvalues : SIZE_MAX;
+	size_t k = 0, room = values_left(sc);
 
 	while (k < room && end - q >= 2 && q[0] == ',' && q[1] >= '1' && q[1] <= '9') {
 		const char *r = q + 2;
@@ -287,10 +302,128 @@ static inline void int_run(struct scan *sc)
 		q = r;
 		k++;
 	}
-	sc->p = q;
+	run_taken(sc, q, k);
+}
+
+/* A JSON number at p, nothing else checked: past it, or NULL when it is not one. */
+static inline const char *plain_number(const char *p, const char *end)
+{
+	if (p < end && *p == '-')
+		p++;
+	if (p < end && *p == '0') {
+		p++;
+	} else if (p < end && *p >= '1' && *p <= '9') {
+		for (p++; end - p >= 8 && util_eight_digits(p);)
+			p += 8;
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+	} else {
+		return NULL;
+	}
+	if (p < end && *p == '.') {
+		if (++p >= end || *p < '0' || *p > '9')
+			return NULL;
+		while (++p < end && *p >= '0' && *p <= '9')
+			;
+	}
+	if (p < end && (*p == 'e' || *p == 'E')) {
+		if (++p < end && (*p == '+' || *p == '-'))
+			p++;
+		if (p >= end || *p < '0' || *p > '9')
+			return NULL;
+		while (++p < end && *p >= '0' && *p <= '9')
+			;
+	}
+	return p;
+}
+
+/* A string of plain bytes at p (its opening quote): past its closing quote, or NULL. */
+static inline const char *plain_string(const char *p, const char *end)
+{
+	p = plain_run(p + 1, end);
+	return p < end && *p == '"' ? p + 1 : NULL;
+}
+
+/*
+ * At sc->p, an object inside a container: when it is flat and written compactly, {"k":v,...} with
+ * plain keys and values that are plain strings, numbers, true, false or null (an event of a stream,
+ * most of its text), it is taken in one loop: sc->p moved past it, its values counted, true.
+ * Anything else (white space, an escape, a byte past 0x7f, a nested container, an error, a budget
+ * about to run out) is false with nothing moved, and the general loop reads it with its messages.
+ * A key's or value's string is never one that json_check_members_spans() notes.
+ */
+static inline bool flat_object(struct scan *sc)
+{
+	const char *q = sc->p + 1, *end = sc->end;
+	size_t k = 0, room = values_left(sc);
+
+	if (sc->depth >= sc->max_depth || (sc->max_cont && sc->ncont >= sc->max_cont))
+		return false;
+	if (q < end && *q == '}')
+		return false;
+	for (;;) {
+		if (q >= end || *q != '"' || !(q = plain_string(q, end)) || q >= end || *q != ':' || ++q >= end)
+			return false;
+		switch (*q) {
+		case '"':
+			q = plain_string(q, end);
+			break;
+		case 't':
+			q = end - q >= 4 && memcmp(q, "true", 4) == 0 ? q + 4 : NULL;
+			break;
+		case 'f':
+			q = end - q >= 5 && memcmp(q, "false", 5) == 0 ? q + 5 : NULL;
+			break;
+		case 'n':
+			q = end - q >= 4 && memcmp(q, "null", 4) == 0 ? q + 4 : NULL;
+			break;
+		default:
+			q = plain_number(q, end);
+		}
+		if (!q || q >= end || ++k > room)
+			return false;
+		if (*q == '}')
+			break;
+		if (*q++ != ',')
+			return false;
+	}
+	sc->p = q + 1;
 	sc->nvalues += k;
-	if (sc->depth <= PATH_LEVELS)
-		sc->idx[sc->depth - 1] += k;
+	if (sc->max_cont)
+		sc->ncont++;
+	return true;
+}
+
+/* The string from at (its opening quote) to after (past its closing quote), noted when there is room. */
+static inline void note_span(struct scan *sc, const char *at, const char *after, bool escaped)
+{
+	struct json_span *sp;
+
+	if (sc->spans->len >= sc->max_spans)
+		return;
+	if ((size_t)(after - at - 2) > UINT32_MAX || !(sp = vec_push(sc->spans)))
+		sc->max_spans = 0;   /* the rest is read as usual */
+	else
+		*sp = (struct json_span){ at, (uint32_t)(after - at - 2), escaped };
+}
+
+/*
+ * In an array, after a string: the run of plain strings that follows, written compactly
+ * (",\"a!f\",\"a!g\""), taken in one loop and noted when note (a frame table is most of a stream's
+ * strings). Whatever else comes is left to the general loop, as in int_run().
+ */
+static inline void string_run(struct scan *sc, bool note)
+{
+	const char *q = sc->p, *end = sc->end, *r;
+	size_t k = 0, room = values_left(sc);
+
+	while (k < room && end - q >= 2 && q[0] == ',' && q[1] == '"' && (r = plain_string(q + 1, end))) {
+		if (note)
+			note_span(sc, q + 1, r, false);
+		q = r;
+		k++;
+	}
+	run_taken(sc, q, k);
 }
 
 /* Iterative over containers so that depth costs no C stack. kinds: one bit per level, 1 = object. */
@@ -307,6 +440,9 @@ static int scan_text(struct scan *sc, unsigned char *kinds, size_t per_value, si
 			return over_budget(sc, "values", per_value);
 		switch (*sc->p) {
 		case '{':
+			if (sc->depth && flat_object(sc))
+				goto after_value;
+			/* fall through */
 		case '[': {
 			bool obj = *sc->p == '{';
 			if (sc->depth >= sc->max_depth) {
@@ -338,18 +474,15 @@ static int scan_text(struct scan *sc, unsigned char *kinds, size_t per_value, si
 		}
 		case '"': {
 			const char *at = sc->p;
+			/* a string right in the noted member's array (level 1 an array, not an object) */
+			bool note = sc->spanning && sc->depth == 2 && !(kinds[0] & 2);
 
 			if (scan_string(sc) < 0)
 				return -1;
-			/* a string right in the noted member's array (level 1 an array, not an object) */
-			if (sc->spanning && sc->depth == 2 && !(kinds[0] & 2) && sc->spans->len < sc->max_spans) {
-				struct json_span *sp;
-
-				if ((size_t)(sc->p - at - 2) > UINT32_MAX || !(sp = vec_push(sc->spans)))
-					sc->max_spans = 0;   /* the rest is read as usual */
-				else
-					*sp = (struct json_span){ at, (uint32_t)(sc->p - at - 2), sc->escaped };
-			}
+			if (note)
+				note_span(sc, at, sc->p, sc->escaped);
+			if (sc->depth && !(kinds[(sc->depth - 1) / 8] & (1u << ((sc->depth - 1) % 8))))
+				string_run(sc, note);
 			break;
 		}
 		case 't':

@@ -28,6 +28,33 @@ void util_uuid_v4(char out[37]);
 size_t util_utf8_seq(const unsigned char *s, size_t n);
 /* Well-formed UTF-8 (no overlongs, no surrogates, no code points past U+10FFFF). */
 bool util_utf8_valid(const char *s, size_t n);
+
+/* Whether the 8 bytes at p are all ASCII digits. For parsers that read long numbers (a timestamp's
+ * 16 digits) eight bytes at a time. */
+static inline bool util_eight_digits(const char *p)
+{
+	uint64_t v, hi = 0xF0F0F0F0F0F0F0F0ULL;
+
+	__builtin_memcpy(&v, p, 8);
+	/* each byte 0x30..0x39: its high nibble 3, and adding 6 keeps it 3 */
+	return ((v & hi) | (((v + 0x0606060606060606ULL) & hi) >> 4)) == 0x3333333333333333ULL;
+}
+
+/* The number the 8 ASCII digits at p write (util_eight_digits() true), most significant first. */
+static inline uint32_t util_parse_eight(const char *p)
+{
+	uint64_t v;
+
+	__builtin_memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
+	/* pairs of digits, then fours, then the eight: each step one multiply (the first digit is in
+	 * the lowest byte on a little-endian load) */
+	v = (v & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8;
+	v = (v & 0x00FF00FF00FF00FFULL) * 6553601 >> 16;
+	return (uint32_t)((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL >> 32);
+}
 /* Fill p with n random bytes from the kernel. Returns 0 or -1. */
 int util_random(void *p, size_t n);
 /* Constant-time equality of two n-byte blocks. */

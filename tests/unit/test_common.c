@@ -997,6 +997,174 @@ static void test_json_strings(void)
 	arena_free(a);
 }
 
+/* text without its " at byte N" parts: where a message's byte is counted from differs below */
+static void strip_bytes(char *m)
+{
+	char *at;
+
+	while ((at = strstr(m, " at byte "))) {
+		char *e = at + 9;
+
+		while (*e >= '0' && *e <= '9')
+			e++;
+		memmove(at, e, strlen(e) + 1);
+	}
+}
+
+static size_t xorshift_below(uint64_t *s, size_t n)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (size_t)(*s % n);
+}
+
+/* The spans of one text and of another (the same strings, elsewhere): the same strings. */
+static bool same_spans(const struct vec *a, const struct vec *b)
+{
+	if (a->len != b->len)
+		return false;
+	for (size_t i = 0; i < a->len; i++) {
+		const struct json_span *x = (const struct json_span *)a->data + i, *y = (const struct json_span *)b->data + i;
+
+		if (x->len != y->len || x->escaped != y->escaped || memcmp(x->at, y->at, x->len + 2) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Objects inside containers and runs of strings in arrays, written compactly, are checked in one
+ * loop (flat_object() and string_run() in json.c): whatever they hold, the check decides, says and
+ * notes the same as for the same text with a space after each '{' and ',', which the general loop
+ * reads. Generated from tokens near the edges of the grammar. */
+static void test_json_flat_objects(void)
+{
+	static const char *const vals[] = {
+		"0", "-0", "7", "-12", "01", "-01", "1.5", "1.", "-", "1e5", "1E+5", "1e", "1e+", ".5",
+		"12345678", "123456789012345678901234", "12345678.25e-3", "1234567a", "\"ab\"", "\"\"",
+		"\"a\\\"b\"", "\"\xc3\xa9\"", "\"\xc3\"", "\"\x01\"", "\"\\u0000\"", "\"\\ud800\"", "true", "false",
+		"null", "tru", "nul", "fals", "{}", "[]", "[1,2]", "{\"x\":1}", " 1", "\"open",
+	};
+	static const char *const strs[] = { "\"a!f\"", "\"\"", "\"libc.so.6!clone\"", "\"x\"" };
+	static const char *const keys[] = { "\"a\"", "\"kind\"", "\"\"", "\"k\\u0041\"", "\"\xc3\xa9\"", "a", "\"a" };
+	static const struct json_limits lim = { 8, 1, 0 };
+	char text[4096], spaced[8192], e1[512], e2[512];
+	uint64_t seed = 88172645463325252ULL;
+	int accepted = 0, refused = 0, noted = 0;
+	struct vec sp1 = VEC_INIT(struct json_span), sp2 = VEC_INIT(struct json_span);
+	struct json_members top1, top2;
+
+#define NEXT(n) xorshift_below(&seed, n)
+	for (int t = 0; t < 30000; t++) {
+		size_t n = 0, m = 0;
+		int nitems = 1 + (int)NEXT(6), form = (int)NEXT(3);   /* [objects], {"events":[objects]}, {"frames":[values]} */
+
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", form == 0 ? "[" : form == 1 ? "{\"events\":[" : "{\"frames\":[");
+		for (int o = 0; o < nitems; o++) {
+			int nmem = (int)NEXT(5);
+			const char *sep = o ? (NEXT(20) ? "," : NEXT(2) ? ",," : "") : "";
+
+			if (form == 2) {
+				/* mostly plain strings, some of anything */
+				const char *v = NEXT(3) ? strs[NEXT(sizeof(strs) / sizeof(strs[0]))] : vals[NEXT(sizeof(vals) / sizeof(vals[0]))];
+
+				n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s", sep, v);
+				continue;
+			}
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{", sep);
+			for (int k = 0; k < nmem; k++) {
+				bool odd = NEXT(8) == 0;   /* an odd key or separator */
+				const char *msep = k ? (odd && NEXT(2) ? ",," : ",") : "";
+				const char *key = odd ? keys[NEXT(sizeof(keys) / sizeof(keys[0]))] : "\"k\"";
+				const char *colon = odd && NEXT(2) ? "" : ":";
+				/* mostly the first 19 values: the ones a flat object may hold */
+				size_t v = NEXT(4) ? NEXT(19) : NEXT(sizeof(vals) / sizeof(vals[0]));
+
+				n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s%s%s", msep, key, colon, vals[v]);
+			}
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", NEXT(30) ? "}" : "]");
+		}
+		n += (size_t)snprintf(text + n, sizeof(text) - n, form == 0 ? "]" : "]}");
+		/* the same with a space after each '{' and ',' outside strings (as a scanner reads them) */
+		for (size_t i = 0, in_str = 0; i < n; i++) {
+			spaced[m++] = text[i];
+			if (in_str && text[i] == '\\' && i + 1 < n)
+				spaced[m++] = text[++i];
+			else if (text[i] == '"')
+				in_str = !in_str;
+			else if (!in_str && (text[i] == '{' || text[i] == ','))
+				spaced[m++] = ' ';
+		}
+		{
+			int r1 = json_check_members_spans(text, n, &lim, &top1, "frames", &sp1, 100, e1, sizeof(e1));
+			int r2 = json_check_members_spans(spaced, m, &lim, &top2, "frames", &sp2, 100, e2, sizeof(e2));
+
+			if (r1 != r2 || (r1 && (strip_bytes(e1), strip_bytes(e2), strcmp(e1, e2) != 0)) ||
+			    (!r1 && (!same_spans(&sp1, &sp2) || top1.n != top2.n))) {
+				fprintf(stderr, "  text %.*s: %d %s / %d %s, spans %zu / %zu\n", (int)n, text, r1, r1 ? e1 : "",
+					r2, r2 ? e2 : "", sp1.len, sp2.len);
+				CHECK_INT(r1, r2);
+				CHECK_STR(e1, e2);
+				CHECK(same_spans(&sp1, &sp2));
+				break;
+			}
+			CHECK_INT(json_check_body(text, n, &lim, e1, sizeof(e1)), r1);
+			CHECK_INT(json_check(text, n, 8, e1, sizeof(e1)), json_check(spaced, m, 8, e2, sizeof(e2)));
+			r1 ? refused++ : accepted++;
+			noted += !r1 && sp1.len > 1;
+		}
+	}
+#undef NEXT
+	vec_free(&sp1);
+	vec_free(&sp2);
+	/* each kind is common, or the generator tests little */
+	CHECK(accepted > 3000);
+	CHECK(refused > 3000);
+	CHECK(noted > 1000);
+
+	/* the budgets, to the value: thirty objects of two members hold 91 values, in 64 plus one per
+	 * 300 bytes (the text padded after its end) */
+	{
+		static const struct json_limits vlim = { 8, 300, 0 };
+		size_t n = 0;
+
+		spaced[n++] = '[';
+		for (int o = 0; o < 30; o++)
+			n += (size_t)snprintf(spaced + n, sizeof(spaced) - n, "%s{\"a\":1,\"b\":\"x\"}", o ? "," : "");
+		spaced[n++] = ']';
+		memset(spaced + n, ' ', sizeof(spaced) - n);
+		CHECK_INT(json_check_body(spaced, 27 * 300, &vlim, e1, sizeof(e1)), 0);
+		CHECK_INT(json_check_body(spaced, 27 * 300 - 1, &vlim, e1, sizeof(e1)), -1);
+		CHECK(strncmp(e1, "body: more than 90 values in 8099 bytes", 39) == 0);
+		{
+			static const struct json_limits tight = { 8, 0, 4096 };
+			char big[4096 * 4];
+
+			/* 64 + 16384 / 4096 = 68 containers allowed, 1 + 67 written, then 1 + 68 */
+			for (int extra = 0; extra < 2; extra++) {
+				size_t k = 0;
+
+				big[k++] = '[';
+				for (int o = 0; o < 67 + extra; o++)
+					k += (size_t)snprintf(big + k, sizeof(big) - k, "%s{\"a\":1}", o ? "," : "");
+				big[k++] = ']';
+				memset(big + k, ' ', sizeof(big) - k);
+				CHECK_INT(json_check_body(big, sizeof(big), &tight, e1, sizeof(e1)), extra ? -1 : 0);
+				if (extra)
+					CHECK(strncmp(e1, "body: more than 68 objects and arrays", 37) == 0);
+			}
+		}
+	}
+	/* depth: a flat object at the deepest level allowed, then one level deeper */
+	{
+		static const struct json_limits dlim = { 3, 1, 0 };
+
+		CHECK_INT(json_check_body("[[{\"a\":1}]]", 11, &dlim, e1, sizeof(e1)), 0);
+		CHECK_INT(json_check_body("[[[{\"a\":1}]]]", 13, &dlim, e1, sizeof(e1)), -1);
+		CHECK_STR(e1, "[0][0][0]: nested deeper than 3 levels at byte 3");
+	}
+}
+
 /* json_check_body() and the readers by position (common/json.h) */
 static void test_json_body(void)
 {
@@ -1270,6 +1438,7 @@ int main(void)
 	RUN(test_jsonw);
 	RUN(test_json_strings);
 	RUN(test_json_body);
+	RUN(test_json_flat_objects);
 	RUN(test_imap);
 	RUN(test_vec);
 	RUN(test_par);

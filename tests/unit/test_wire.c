@@ -771,6 +771,15 @@ static void test_event_paths(void)
 		{ { "\"wait\"", "0", "0", "0", "1", "null" }, NULL },
 		{ { "\"wait\"", "2147483647", "4611686018427387904", "999999999999999999", "1", "2147483647" }, NULL },
 		{ { "\"r\\u0075n\"", "7", "100", "5", "0", NULL }, NULL },
+		/* numbers read eight digits at a time: runs of 8, 9, 16, 17 and 18 digits, then 19 */
+		{ { "\"wait\"", "12345678", "123456789", "87654321", "1", "98765432" }, NULL },
+		{ { "\"run\"", "2147483647", "1735638272962911", "17356382729629110", "0", NULL }, NULL },
+		{ { "\"run\"", "7", "173563827296291102", "100000009", "0", NULL }, NULL },
+		{ { "\"run\"", "7", "1735638272962911020", "5", "0", NULL }, NULL },
+		{ { "\"run\"", "7", "100", "10000000000000000", "0", NULL }, NULL },
+		{ { "\"run\"", "7", "12345678.5", "5", "0", NULL }, "events[0].ts_ns: must be an integer, not a fraction" },
+		{ { "\"run\"", "7", "1234567812345678e3", "5", "0", NULL }, "events[0].ts_ns: must be an integer, not a fraction" },
+		{ { "\"run\"", "7", "100", "99999999999999999999", "0", NULL }, "events[0].dur_ns: out of range (at most 4611686018427387904)" },
 		{ { "\"run\"", "7", "100", "5", "0", "0" }, "events[0].readier_tid: only wait events have a readier" },
 		{ { "\"wait\"", "2147483648", "100", "5", "1", "3" }, "events[0].tid: 2147483648 out of range" },
 		{ { "\"wait\"", "7", "4611686018427387905", "5", "1", "3" }, "events[0].ts_ns: 4611686018427387905 out of range" },
@@ -834,6 +843,8 @@ static void test_event_paths(void)
 				CHECK_INT(e->readier_tid, f->readier_tid);
 				CHECK_INT(e->tid, strtoll(cases[c].m[1], NULL, 10));
 				CHECK_INT(e->stack, strtoll(cases[c].m[4], NULL, 10));
+				CHECK_INT(e->ts_ns, strtoll(cases[c].m[2], NULL, 10));
+				CHECK_INT(e->dur_ns, strtoll(cases[c].m[3], NULL, 10));
 			}
 		}
 	arena_free(a);
