@@ -11,7 +11,8 @@
 #           SM_BENCH_SENDERS parallel senders (default 4) in zstd NDJSON batches
 #           of SM_BENCH_BATCH streams (default 10), against a raw `psql \copy` of
 #           the very rows it stored into the same tables. Prints events/s,
-#           streams/s, their ratio and the server's peak memory.
+#           streams/s, their ratio and the server's peak memory; then the wire parser
+#           alone on one core (tests/tools/wirebench) over a day's and the study's streams.
 #   mining  the BIDE engine on SPMF databases (closed and maximal), and on
 #           generated call-stack databases; then end-to-end mining runs over a
 #           stored fleet of about 1,000,000 AOI events and 50,000 distinct stacks.
@@ -258,6 +259,14 @@ if [ "$only" = all ] || [ "$only" = ingest ]; then
 		"(the machine busy $(ticks_s "$b0" "$(busy_ticks)") core-s)"
 	echo "ratio:      $(awk -v a="$secs" -v b="$csecs" 'BEGIN { printf "%.0f %%", 100 * b / a }') of the raw COPY rate (goal: at least 50 %)"
 	psql -Xqc "TRUNCATE streams, events, stat_deltas, stat_frames, stat_calls, stat_streams"
+	# the parser alone, on one core: a guard agent's streams (a fleet's day: 100 events, most of
+	# the text the frames' names) and the paper study's (200,000 events)
+	"$tools/genfleet" --streams 500 --events 100 --hosts 10000 --apps day --distinct-stacks 50000 --bugs 5 \
+		--seed 30 --out "$work/wire-day.ndjson" 2>/dev/null
+	"$tools/genfleet" --streams 4 --events 200000 --hosts 300 --apps paper --wait-share 0.75 \
+		--distinct-stacks 50000 --bugs 5 --seed 29 --out "$work/wire-paper.ndjson" 2>/dev/null
+	"$tools/wirebench" "$work/wire-day.ndjson" "$work/wire-paper.ndjson"
+	rm -f "$work/wire-day.ndjson" "$work/wire-paper.ndjson"
 fi
 
 if [ "$only" = all ] || [ "$only" = mining ]; then

@@ -65,10 +65,12 @@ trap 'sc_cleanup; cleanup' EXIT
 sc_db_mb() { psql -XAtc "SELECT round(pg_database_size(current_database()) / 1e6)"; }
 sc_wal_mb() { du -sm "$work/pg/data/pg_wal" 2>/dev/null | cut -f1 || echo 0; }
 sc_cpu() { awk '{ printf "%.0f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+# the machine's busy, I/O wait and steal ticks (/proc/stat), on one line
+sc_machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $6, $9 }' /proc/stat; }
 
 # sc_ingest NAME GENFLEET-ARGS...: the fleet through N pipes into a fresh sm-ingest
 sc_ingest() {
-	local name=$1 t0 t1 secs url token pids=() i stored nstreams nevents db0 db1
+	local name=$1 t0 t1 secs url token pids=() i stored nstreams nevents db0 db1 b0 b1 w0 w1 s0 s1 p0
 	shift
 	token=$("$bin/sm-admin" token create --role ingest --name "scale-$name" 2>/dev/null)
 	rm -f "$work/port"
@@ -78,6 +80,8 @@ sc_ingest() {
 	url=http://127.0.0.1:$(cat "$work/port")
 	db0=$(sc_db_mb)
 	sc_sample_start
+	read -r b0 w0 s0 <<<"$(sc_machine_ticks)"
+	p0=$(pg_ticks)
 	t0=$(now)
 	for i in $(seq 0 $((sc_pipes - 1))); do
 		(
@@ -93,10 +97,15 @@ sc_ingest() {
 		wait "$p" || { echo "bench: a pipe of $name failed:" >&2; cat "$work"/agent.*.log >&2; exit 1; }
 	done
 	t1=$(now)
+	read -r b1 w1 s1 <<<"$(sc_machine_ticks)"
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	echo "ingest:     $(sc_sample_stop | sed 's/^/peak RSS: /')"
 	echo "            sm-ingest CPU $(sc_cpu "$ingest_pid") s; sm-agent: $(cat "$work"/agent.*.time |
 		awk '{ c += $3 + $4; if ($2 > m) m = $2 } END { printf "CPU %.0f s, peak RSS %.0f MB each", c, m / 1024 }')"
+	# what the machine did meanwhile: a store that waits on the disk is not one that needs less CPU
+	echo "            the machine busy $(ticks_s "$b0" "$b1") core-s of $(awk -v s="$secs" -v n="$(nproc)" \
+		'BEGIN { printf "%.0f", s * n }'), PostgreSQL $(ticks_s "$p0" "$(pg_ticks)") s of it;" \
+		"waiting on I/O $(ticks_s "$w0" "$w1") core-s, stolen by the hypervisor $(ticks_s "$s0" "$s1")"
 	kill "$ingest_pid"
 	wait "$ingest_pid" || true
 	ingest_pid=
