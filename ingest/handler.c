@@ -452,16 +452,33 @@ static int parse_lines(struct handler *h, const struct handler_request *rq, stru
 	return 0;
 }
 
-/* The valid streams stored in one go and counted. 0, or 1 when answered (the database failed:
- * nothing stored). */
+/* A batch store_streams() did not store (rc, its enum store_failure): 503, to be sent again, with
+ * the cause. The database's own message goes to the log only. */
+static void not_stored(struct handler *h, struct handler_response *rs, int rc, const char *what, size_t n)
+{
+	char msg[512];
+
+	metrics_reject(rc == STORE_EINTERNAL ? REASON_SERVER_ERROR : REASON_DB_ERROR, 1);
+	log_error(what, "streams=%zu error=\"%s\"", n, store_error(h->store));
+	if (rc == STORE_EINTERNAL)
+		snprintf(msg, sizeof(msg), "this server failed (%s); nothing of this request was stored, retry later",
+			 store_error(h->store));
+	else if (rc == STORE_EBUSY)
+		snprintf(msg, sizeof(msg), "busy: unused frames and stacks were being collected; nothing of this "
+			 "request was stored, retry later");
+	else
+		snprintf(msg, sizeof(msg), "database unavailable; nothing of this request was stored, retry later");
+	handler_error(rs, 503, msg);
+	rs->retry_after = 2;
+}
+
+/* The valid streams stored in one go and counted. 0, or 1 when answered (nothing stored). */
 static int store_batch(struct handler *h, struct handler_response *rs, const struct batch *b)
 {
-	if (b->nvalid && store_streams(h->store, b->valid, b->nvalid, b->results) < 0) {
-		metrics_reject(REASON_DB_ERROR, 1);
-		log_error("storing streams failed", "streams=%zu error=\"%s\"", b->nvalid,
-			  store_error(h->store));
-		handler_error(rs, 503, "database unavailable; nothing of this request was stored, retry later");
-		rs->retry_after = 2;
+	int rc;
+
+	if (b->nvalid && (rc = store_streams(h->store, b->valid, b->nvalid, b->results)) < 0) {
+		not_stored(h, rs, rc, "storing streams failed", b->nvalid);
 		rs->accepted = rs->duplicates = 0;
 		return 1;
 	}
@@ -907,6 +924,7 @@ void handler_import(struct handler *h, const struct handler_request *rq, struct 
 	enum store_result *results = NULL;
 	const char *body;
 	size_t len, n;
+	int rc;
 	/* a profile unpacks into several times its size: imports are held to less than batches */
 	size_t max = h->lim.max_decoded < IMPORT_MAX_DECODED ? h->lim.max_decoded : IMPORT_MAX_DECODED;
 	char err[1024];
@@ -949,12 +967,8 @@ void handler_import(struct handler *h, const struct handler_request *rq, struct 
 			goto out_free;
 		}
 	}
-	if (store_streams(h->store, valid, n, results) < 0) {
-		metrics_reject(REASON_DB_ERROR, 1);
-		log_error("storing imported streams failed", "streams=%zu error=\"%s\"", n,
-			  store_error(h->store));
-		handler_error(rs, 503, "database unavailable; nothing of this request was stored, retry later");
-		rs->retry_after = 2;
+	if ((rc = store_streams(h->store, valid, n, results)) < 0) {
+		not_stored(h, rs, rc, "storing imported streams failed", n);
 		goto out_free;
 	}
 	{

@@ -8,7 +8,7 @@ static const int status_codes[] = { 200, 400, 401, 404, 405, 413, 415, 429, 500,
 
 static const char *const reason_names[REASON_COUNT] = {
 	"not_json", "invalid", "too_large", "unsupported_media", "unauthorized",
-	"overloaded", "bad_encoding", "db_error", "not_found",
+	"overloaded", "bad_encoding", "db_error", "not_found", "server_error",
 };
 
 /* upper bounds in seconds; the last bucket is +Inf */

@@ -9,6 +9,7 @@
 #include "common/util.h"
 #include "ingest/idcache.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ struct store {
 	char *conninfo;
 	struct idcache *cache;
 	char err[1024];
+	bool own_failure;   /* err is this server's failure, not the database's (own_fail()) */
 	struct arena *scratch;     /* per call */
 	struct buf param;          /* array literals */
 	struct buf param2, param3, param4;
@@ -146,6 +148,20 @@ static const struct {
 static int db_fail(struct store *st, const char *what, const PGresult *r)
 {
 	db_errcpy(st->err, sizeof(st->err), what, r ? PQresultErrorMessage(r) : PQerrorMessage(st->db));
+	return -1;
+}
+
+/* This server's own failure (out of memory, an answer against its rules), not the database's:
+ * store_streams() then says STORE_EINTERNAL. -1. */
+static int own_fail(struct store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int own_fail(struct store *st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(st->err, sizeof(st->err), fmt, ap);
+	va_end(ap);
+	st->own_failure = true;
 	return -1;
 }
 
@@ -322,7 +338,7 @@ static int intern_frames(struct store *st, int32_t *ids)
 				db_put_array_str(&st->param, key, len);
 			}
 			if (buf_putc(&st->param, '}') < 0) {
-				snprintf(st->err, sizeof(st->err), "interning: out of memory");
+				own_fail(st, "interning: out of memory");
 				return -1;
 			}
 			if (!want)
@@ -344,7 +360,7 @@ static int intern_frames(struct store *st, int32_t *ids)
 		}
 		for (size_t i = lo; i < hi; i++)
 			if (ids[i] < 0) {
-				snprintf(st->err, sizeof(st->err), "interning frames: an id was not returned");
+				own_fail(st, "interning frames: an id was not returned");
 				return -1;
 			}
 	}
@@ -458,13 +474,13 @@ static int intern_stacks(struct store *st, int32_t *ids)
 		}
 		for (size_t i = lo; i < hi; i++)
 			if (ids[i] < 0) {
-				snprintf(st->err, sizeof(st->err), "interning stacks: an id was not returned");
+				own_fail(st, "interning stacks: an id was not returned");
 				return -1;
 			}
 	}
 	return 0;
 fail_oom:
-	snprintf(st->err, sizeof(st->err), "interning stacks: out of memory");
+	own_fail(st, "interning stacks: out of memory");
 	return -1;
 }
 
@@ -482,7 +498,7 @@ static int resolve_missing(struct store *st, bool is_stack, int32_t **local)
 		return 0;
 	*local = arena_alloc(st->scratch, cnt * sizeof(int32_t));
 	if (!*local) {
-		snprintf(st->err, sizeof(st->err), "out of memory");
+		own_fail(st, "out of memory");
 		return -1;
 	}
 	if ((is_stack ? intern_stacks(st, *local) : intern_frames(st, *local)) < 0)
@@ -606,7 +622,7 @@ static int map_ids(struct store *st, const struct wire_stream *const *ss, size_t
 				m[s].stack_db[k] = local[MISSING_KEY(m[s].stack_db[k])];
 	return 0;
 fail_oom:
-	snprintf(st->err, sizeof(st->err), "out of memory");
+	own_fail(st, "out of memory");
 	return -1;
 }
 
@@ -752,7 +768,7 @@ static int insert_streams(struct store *st, const struct wire_stream *const *ss,
 		buf_putc(all, '\0');
 	}
 	if (rc || buf_error(all)) {
-		snprintf(st->err, sizeof(st->err), "storing streams: out of memory");
+		own_fail(st, "storing streams: out of memory");
 		return -1;
 	}
 	for (int c = 0; c < SC_COUNT; c++)
@@ -830,7 +846,7 @@ static int copy_begin(struct store *st, const char *sql, const char *what)
 	PQclear(r);
 	buf_reset(&st->copy);
 	if (buf_append(&st->copy, header, sizeof(header) - 1) < 0) {
-		snprintf(st->err, sizeof(st->err), "%s: out of memory", what);
+		own_fail(st, "%s: out of memory", what);
 		PQputCopyEnd(st->db, "client error");
 		db_drain(st->db);
 		return -1;
@@ -866,7 +882,7 @@ static int copy_end(struct store *st, int rc, const char *what, char state[6])
 		PQclear(r);
 	}
 	if (rc && !st->err[0])
-		snprintf(st->err, sizeof(st->err), "%s: out of memory", what);
+		own_fail(st, "%s: out of memory", what);
 	return rc ? -1 : 0;
 }
 
@@ -937,7 +953,7 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 		PQclear(r);
 	}
 	if (rc && !st->err[0])
-		snprintf(st->err, sizeof(st->err), "copying events: out of memory");
+		own_fail(st, "copying events: out of memory");
 	return rc ? -1 : 0;
 }
 
@@ -984,7 +1000,7 @@ static void uuid_bytes(const char *s, unsigned char out[16])
 /* write_batch(): the batch's streams could not be copied (a stream id stored before, or twice in
  * the batch): write the batch again in a new transaction, its streams by insert_streams()' one
  * INSERT, which skips those stored already */
-#define STORE_CONFLICT (-3)
+#define STORE_CONFLICT (-3)   /* (write_batch()'s, beside enum store_failure's) */
 
 /*
  * Stores the streams ss[order[0..n)] with one binary COPY, each under an id taken from the
@@ -1161,7 +1177,7 @@ static int store_unnamed_frames(struct store *st, const struct wire_stream *cons
 	PQclear(r);
 	return 0;
 fail_oom:
-	snprintf(st->err, sizeof(st->err), "unnamed frames: out of memory");
+	own_fail(st, "unnamed frames: out of memory");
 	return -1;
 }
 
@@ -1315,7 +1331,7 @@ fail_result:
 	PQclear(r);
 	return -1;
 fail_oom:
-	snprintf(st->err, sizeof(st->err), "frame statistics: out of memory");
+	own_fail(st, "frame statistics: out of memory");
 	return -1;
 }
 
@@ -1332,7 +1348,7 @@ static int cmp_stream_id(const void *a, const void *b, void *ctx)
 }
 
 /* write_batch(): the ids were mapped in an epoch that a collection has ended */
-#define STORE_REMAP (-2)
+#define STORE_REMAP (-2)   /* (write_batch()'s, beside enum store_failure's) */
 
 static int write_batch(struct store *st, const struct wire_stream *const *ss, size_t n,
 		       struct mapped *m, enum store_result *res, bool *no_partition, uint64_t *new_epoch,
@@ -1350,7 +1366,7 @@ static int write_batch(struct store *st, const struct wire_stream *const *ss, si
 	st->err[0] = '\0';   /* this try's failure alone: copy_end() fills in only an empty one */
 	order = arena_alloc(st->scratch, (n + 1) * sizeof(*order));
 	if (!order) {
-		snprintf(st->err, sizeof(st->err), "out of memory");
+		own_fail(st, "out of memory");
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1429,13 +1445,14 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 	int rc = -1;
 
 	st->err[0] = '\0';
+	st->own_failure = false;
 	if (!store_conn(st))
-		return -1;
+		return STORE_EDB;
 	arena_reset(st->scratch);
 	m = arena_calloc(st->scratch, n + 1, sizeof(*m));
 	if (!m) {
-		snprintf(st->err, sizeof(st->err), "out of memory");
-		return -1;
+		own_fail(st, "out of memory");
+		return STORE_EINTERNAL;
 	}
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int64_t t0 = util_now_mono_ns();
@@ -1465,11 +1482,13 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		log_info("interned ids of a new epoch", "epoch=%llu", (unsigned long long)epoch);
 		idcache_reset(st->cache, epoch);
 		memset(m, 0, (n + 1) * sizeof(*m));
-		rc = -1;
-		snprintf(st->err, sizeof(st->err), "frames and stacks are being collected; retry");
+		rc = STORE_EBUSY;
+		snprintf(st->err, sizeof(st->err), "frames and stacks were being collected at each of 3 tries");
 	}
 done:
 	arena_reset(st->scratch);
+	if (rc == -1)
+		rc = st->own_failure ? STORE_EINTERNAL : STORE_EDB;
 	return rc;
 }
 

@@ -25,10 +25,17 @@ struct store;
  * Caller frees. `cache` is shared, not owned. */
 struct store *store_open(const char *conninfo, struct idcache *cache, char *err, size_t errlen);
 void store_free(struct store *st);   /* NULL-safe */
+/* Why store_streams() stored nothing (store_error() says more); the batch may be sent again
+ * whatever the cause. */
+enum store_failure {
+	STORE_EDB = -1,        /* the database failed or could not be reached */
+	STORE_EBUSY = -4,      /* frames and stacks were being collected at each try */
+	STORE_EINTERNAL = -5,  /* this server failed: out of memory, or an answer against its rules */
+};
+
 /*
  * Store n streams atomically: all of them (each accepted or duplicate, in
- * results[i]) or, on a database error, none. Returns 0, or -1 with
- * store_error() set; the caller may retry the whole batch.
+ * results[i]) or none. Returns 0, or an enum store_failure with store_error() set.
  */
 int store_streams(struct store *st, const struct wire_stream *const *streams, size_t n,
 		  enum store_result *results);
