@@ -2,9 +2,9 @@
  * wirebench: the wire parser on one core (common/wire.h), for `make bench` (tests/bench/run.sh,
  * section "ingest"). Reads NDJSON files of streams (genfleet's), keeps their lines in memory and
  * reads them again and again for at least a second: the JSON check alone (json_check_members_spans(),
- * as wire_parse() calls it) and the whole parse in place (what sm-ingest does with a body it
- * decompressed). Prints MB per second, µs per stream and ns per event of each, the best of five
- * timings. Usage: wirebench FILE...
+ * as wire_parse() calls it), the whole parse in place (what sm-ingest does with a body it
+ * decompressed) and the copying one (sm-agent's, validating what it ships). Prints MB per second,
+ * µs per stream and ns per event of each, the best of five timings. Usage: wirebench FILE...
  */
 #include "common/arena.h"
 #include "common/json.h"
@@ -59,8 +59,10 @@ static void load(const char *path, struct lines *l)
 	}
 }
 
-/* One reading of every line; check_only: the JSON check alone. Returns its seconds. */
-static double pass(struct lines *l, struct wire_parser *p, struct arena *a, struct vec *spans, bool check_only)
+enum mode { CHECK, IN_PLACE, COPYING };
+
+/* One reading of every line. Returns its seconds. */
+static double pass(struct lines *l, struct wire_parser *p, struct arena *a, struct vec *spans, enum mode mode)
 {
 	const struct json_limits lim = { 64, 2, 0 };
 	struct json_members top;
@@ -74,7 +76,7 @@ static double pass(struct lines *l, struct wire_parser *p, struct arena *a, stru
 	for (size_t i = 0; i < l->n; i++) {
 		struct wire_stream s;
 
-		if (check_only) {
+		if (mode == CHECK) {
 			if (json_check_members_spans(l->work[i], l->len[i], &lim, &top, "frames", spans, 1u << 20, err,
 						     sizeof(err)) < 0) {
 				fprintf(stderr, "wirebench: line %zu: %s\n", i + 1, err);
@@ -83,7 +85,8 @@ static double pass(struct lines *l, struct wire_parser *p, struct arena *a, stru
 			continue;
 		}
 		arena_reset(a);
-		if (wire_parse_in_place(p, l->work[i], l->len[i], a, &s) != WIRE_OK) {
+		if ((mode == IN_PLACE ? wire_parse_in_place(p, l->work[i], l->len[i], a, &s)
+				      : wire_parse(p, l->work[i], l->len[i], a, &s)) != WIRE_OK) {
 			fprintf(stderr, "wirebench: line %zu: %s\n", i + 1, wire_parser_error(p));
 			exit(1);
 		}
@@ -111,17 +114,17 @@ int main(int argc, char **argv)
 	}
 	for (int f = 1; f < argc; f++) {
 		struct lines l;
-		double best[2] = { 1e30, 1e30 };
+		double best[3] = { 1e30, 1e30, 1e30 };
 		size_t events;
 
 		load(argv[f], &l);
-		pass(&l, p, a, &spans, false);
+		pass(&l, p, a, &spans, IN_PLACE);
 		events = l.events;
-		for (int k = 0; k < 2; k++) {
+		for (int k = CHECK; k <= COPYING; k++) {
 			double spent = 0;
 
 			for (int round = 0; round < 5 || spent < 1.0; round++) {
-				double t = pass(&l, p, a, &spans, k == 0);
+				double t = pass(&l, p, a, &spans, (enum mode)k);
 
 				spent += t;
 				if (t < best[k])
@@ -130,10 +133,12 @@ int main(int argc, char **argv)
 		}
 		const char *name = strrchr(argv[f], '/') ? strrchr(argv[f], '/') + 1 : argv[f];
 
-		printf("wire_parse %s: %zu streams, %zu events, %.1f MB: check %.0f MB/s (%.0f ns an event), "
-		       "check and parse %.0f MB/s (%.1f us a stream, %.0f ns an event)\n",
+		printf("wire_parse %s: %zu streams, %zu events, %.1f MB: check %.0f MB/s (%.0f ns an event); "
+		       "check and parse in place %.0f MB/s (%.1f us a stream, %.0f ns an event), copying %.0f MB/s "
+		       "(%.1f us, %.0f ns)\n",
 		       name, l.n, events, l.bytes / 1e6, l.bytes / 1e6 / best[0], best[0] * 1e9 / (double)events,
-		       l.bytes / 1e6 / best[1], best[1] * 1e6 / (double)l.n, best[1] * 1e9 / (double)events);
+		       l.bytes / 1e6 / best[1], best[1] * 1e6 / (double)l.n, best[1] * 1e9 / (double)events,
+		       l.bytes / 1e6 / best[2], best[2] * 1e6 / (double)l.n, best[2] * 1e9 / (double)events);
 		for (size_t i = 0; i < l.n; i++) {
 			free(l.text[i]);
 			free(l.work[i]);
