@@ -464,8 +464,8 @@ static void not_stored(struct handler *h, struct handler_response *rs, int rc, c
 		snprintf(msg, sizeof(msg), "this server failed (%s); nothing of this request was stored, retry later",
 			 store_error(h->store));
 	else if (rc == STORE_EBUSY)
-		snprintf(msg, sizeof(msg), "busy: unused frames and stacks were being collected; nothing of this "
-			 "request was stored, retry later");
+		snprintf(msg, sizeof(msg), "busy: frames and stacks changed while the batch was stored (%s); nothing "
+			 "of this request was stored, retry later", store_error(h->store));
 	else
 		snprintf(msg, sizeof(msg), "database unavailable; nothing of this request was stored, retry later");
 	handler_error(rs, 503, msg);

@@ -24,7 +24,7 @@ struct store {
 	char *conninfo;
 	struct idcache *cache;
 	char err[1024];
-	bool own_failure;   /* err is this server's failure, not the database's (own_fail()) */
+	int failure;   /* what a failure of store_streams() is: STORE_EDB unless own_fail() or changed_fail() */
 	struct arena *scratch;     /* per call */
 	struct buf param;          /* array literals */
 	struct buf param2, param3, param4;
@@ -151,8 +151,8 @@ static int db_fail(struct store *st, const char *what, const PGresult *r)
 	return -1;
 }
 
-/* This server's own failure (out of memory, an answer against its rules), not the database's:
- * store_streams() then says STORE_EINTERNAL. -1. */
+/* This server's own failure (out of memory), not the database's: store_streams() then says
+ * STORE_EINTERNAL. -1. */
 static int own_fail(struct store *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int own_fail(struct store *st, const char *fmt, ...)
 {
@@ -161,7 +161,16 @@ static int own_fail(struct store *st, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(st->err, sizeof(st->err), fmt, ap);
 	va_end(ap);
-	st->own_failure = true;
+	st->failure = STORE_EINTERNAL;
+	return -1;
+}
+
+/* Frames or stacks changed in the database while the batch was stored (an id it inserted or
+ * looked up is gone again: a collection of unused ones, or a trigger): STORE_EBUSY. -1. */
+static int changed_fail(struct store *st, const char *what)
+{
+	snprintf(st->err, sizeof(st->err), "%s", what);
+	st->failure = STORE_EBUSY;
 	return -1;
 }
 
@@ -360,7 +369,7 @@ static int intern_frames(struct store *st, int32_t *ids)
 		}
 		for (size_t i = lo; i < hi; i++)
 			if (ids[i] < 0) {
-				own_fail(st, "interning frames: an id was not returned");
+				changed_fail(st, "interning frames: an id was not returned");
 				return -1;
 			}
 	}
@@ -474,7 +483,7 @@ static int intern_stacks(struct store *st, int32_t *ids)
 		}
 		for (size_t i = lo; i < hi; i++)
 			if (ids[i] < 0) {
-				own_fail(st, "interning stacks: an id was not returned");
+				changed_fail(st, "interning stacks: an id was not returned");
 				return -1;
 			}
 	}
@@ -1445,7 +1454,7 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 	int rc = -1;
 
 	st->err[0] = '\0';
-	st->own_failure = false;
+	st->failure = STORE_EDB;
 	if (!store_conn(st))
 		return STORE_EDB;
 	arena_reset(st->scratch);
@@ -1459,8 +1468,10 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		uint64_t epoch = 0;
 
 		st->stamp = idcache_stamp(st->cache, &st->epoch);
-		if (map_ids(st, ss, n, m) < 0)
+		if (map_ids(st, ss, n, m) < 0) {
+			rc = -1;   /* (not the try before's STORE_REMAP) */
 			goto done;
+		}
 		log_debug("ids mapped", "streams=%zu ms=%.1f", n, (util_now_mono_ns() - t0) / 1e6);
 		rc = write_batch(st, ss, n, m, res, &no_partition, &epoch, skip_stored);
 		for (bool maintained = false;;) {
@@ -1482,13 +1493,15 @@ int store_streams(struct store *st, const struct wire_stream *const *ss, size_t 
 		log_info("interned ids of a new epoch", "epoch=%llu", (unsigned long long)epoch);
 		idcache_reset(st->cache, epoch);
 		memset(m, 0, (n + 1) * sizeof(*m));
+	}
+	if (rc == STORE_REMAP) {
 		rc = STORE_EBUSY;
 		snprintf(st->err, sizeof(st->err), "frames and stacks were being collected at each of 3 tries");
 	}
 done:
 	arena_reset(st->scratch);
 	if (rc == -1)
-		rc = st->own_failure ? STORE_EINTERNAL : STORE_EDB;
+		rc = st->failure;
 	return rc;
 }
 

@@ -29,8 +29,9 @@ void store_free(struct store *st);   /* NULL-safe */
  * whatever the cause. */
 enum store_failure {
 	STORE_EDB = -1,        /* the database failed or could not be reached */
-	STORE_EBUSY = -4,      /* frames and stacks were being collected at each try */
-	STORE_EINTERNAL = -5,  /* this server failed: out of memory, or an answer against its rules */
+	STORE_EBUSY = -4,      /* frames or stacks changed meanwhile: being collected at each try, or an id
+	                        * the batch inserted or looked up gone again */
+	STORE_EINTERNAL = -5,  /* this server failed: out of memory */
 };
 
 /*

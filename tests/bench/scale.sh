@@ -70,7 +70,7 @@ sc_machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $6, $9 }' /pro
 
 # sc_ingest NAME GENFLEET-ARGS...: the fleet through N pipes into a fresh sm-ingest
 sc_ingest() {
-	local name=$1 t0 t1 secs url token pids=() i stored nstreams nevents db0 db1 b0 b1 w0 w1 s0 s1 p0
+	local name=$1 t0 t1 secs url token pids=() i stored nstreams nevents db0 db1 b0 b1 w0 w1 s0 s1 p0 p1
 	shift
 	token=$("$bin/sm-admin" token create --role ingest --name "scale-$name" 2>/dev/null)
 	rm -f "$work/port"
@@ -98,13 +98,15 @@ sc_ingest() {
 	done
 	t1=$(now)
 	read -r b1 w1 s1 <<<"$(sc_machine_ticks)"
+	p1=$(pg_ticks)
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	echo "ingest:     $(sc_sample_stop | sed 's/^/peak RSS: /')"
 	echo "            sm-ingest CPU $(sc_cpu "$ingest_pid") s; sm-agent: $(cat "$work"/agent.*.time |
 		awk '{ c += $3 + $4; if ($2 > m) m = $2 } END { printf "CPU %.0f s, peak RSS %.0f MB each", c, m / 1024 }')"
 	# what the machine did meanwhile: a store that waits on the disk is not one that needs less CPU
-	echo "            the machine busy $(ticks_s "$b0" "$b1") core-s of $(awk -v s="$secs" -v n="$(nproc)" \
-		'BEGIN { printf "%.0f", s * n }'), PostgreSQL $(ticks_s "$p0" "$(pg_ticks)") s of it;" \
+	# (/proc/stat counts every online CPU; PostgreSQL's share, its processes alive at both ends)
+	echo "            the machine busy $(ticks_s "$b0" "$b1") core-s of $(awk -v s="$secs" \
+		-v n="$(getconf _NPROCESSORS_ONLN)" 'BEGIN { printf "%.0f", s * n }'), PostgreSQL $(ticks_s "$p0" "$p1") s of it;" \
 		"waiting on I/O $(ticks_s "$w0" "$w1") core-s, stolen by the hypervisor $(ticks_s "$s0" "$s1")"
 	kill "$ingest_pid"
 	wait "$ingest_pid" || true

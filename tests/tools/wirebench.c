@@ -62,9 +62,11 @@ static void load(const char *path, struct lines *l)
 enum mode { CHECK, IN_PLACE, COPYING };
 
 /* One reading of every line. Returns its seconds. */
-static double pass(struct lines *l, struct wire_parser *p, struct arena *a, struct vec *spans, enum mode mode)
+static double pass(struct lines *l, struct wire_parser *p, const struct wire_limits *wl, struct arena *a,
+		   struct vec *spans, enum mode mode)
 {
-	const struct json_limits lim = { 64, 2, 0 };
+	/* the check's limits as wire_parse() sets them */
+	const struct json_limits lim = { wl->max_nesting, 2, 0 };
 	struct json_members top;
 	char err[256];
 	double t0;
@@ -77,8 +79,8 @@ static double pass(struct lines *l, struct wire_parser *p, struct arena *a, stru
 		struct wire_stream s;
 
 		if (mode == CHECK) {
-			if (json_check_members_spans(l->work[i], l->len[i], &lim, &top, "frames", spans, 1u << 20, err,
-						     sizeof(err)) < 0) {
+			if (json_check_members_spans(l->work[i], l->len[i], &lim, &top, "frames", spans, wl->max_frames,
+						     err, sizeof(err)) < 0) {
 				fprintf(stderr, "wirebench: line %zu: %s\n", i + 1, err);
 				exit(1);
 			}
@@ -118,13 +120,13 @@ int main(int argc, char **argv)
 		size_t events;
 
 		load(argv[f], &l);
-		pass(&l, p, a, &spans, IN_PLACE);
+		pass(&l, p, &lim, a, &spans, IN_PLACE);
 		events = l.events;
 		for (int k = CHECK; k <= COPYING; k++) {
 			double spent = 0;
 
 			for (int round = 0; round < 5 || spent < 1.0; round++) {
-				double t = pass(&l, p, a, &spans, (enum mode)k);
+				double t = pass(&l, p, &lim, a, &spans, (enum mode)k);
 
 				spent += t;
 				if (t < best[k])

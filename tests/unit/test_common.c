@@ -997,13 +997,13 @@ static void test_json_strings(void)
 	arena_free(a);
 }
 
-/* text without its " at byte N" parts: where a message's byte is counted from differs below */
+/* text without its "at byte N" parts: where a message's byte is counted from differs below */
 static void strip_bytes(char *m)
 {
 	char *at;
 
-	while ((at = strstr(m, " at byte "))) {
-		char *e = at + 9;
+	while ((at = strstr(m, "at byte "))) {
+		char *e = at + 8;
 
 		while (*e >= '0' && *e <= '9')
 			e++;
@@ -1045,44 +1045,54 @@ static void test_json_flat_objects(void)
 		"\"a\\\"b\"", "\"\xc3\xa9\"", "\"\xc3\"", "\"\x01\"", "\"\\u0000\"", "\"\\ud800\"", "true", "false",
 		"null", "tru", "nul", "fals", "{}", "[]", "[1,2]", "{\"x\":1}", " 1", "\"open",
 	};
+	/* the values of vals a flat object holds */
+	static const int ok_vals[] = { 0, 1, 2, 3, 6, 9, 10, 14, 15, 16, 18, 19, 26, 27, 28 };
 	static const char *const strs[] = { "\"a!f\"", "\"\"", "\"libc.so.6!clone\"", "\"x\"" };
 	static const char *const keys[] = { "\"a\"", "\"kind\"", "\"\"", "\"k\\u0041\"", "\"\xc3\xa9\"", "a", "\"a" };
 	static const struct json_limits lim = { 8, 1, 0 };
-	char text[4096], spaced[8192], e1[512], e2[512];
+	/* the same with budgets that bind (both texts padded to one length, so that both have the
+	 * same budget) and room for three spans */
+	static const struct json_limits binding = { 8, 48, 192 };
+	char text[8192], spaced[8192], e1[512], e2[512];
 	uint64_t seed = 88172645463325252ULL;
-	int accepted = 0, refused = 0, noted = 0;
+	int accepted = 0, refused = 0, noted = 0, over_budget = 0;
 	struct vec sp1 = VEC_INIT(struct json_span), sp2 = VEC_INIT(struct json_span);
 	struct json_members top1, top2;
 
 #define NEXT(n) xorshift_below(&seed, n)
 	for (int t = 0; t < 30000; t++) {
 		size_t n = 0, m = 0;
-		int nitems = 1 + (int)NEXT(6), form = (int)NEXT(3);   /* [objects], {"events":[objects]}, {"frames":[values]} */
+		/* [objects], {"events":[objects]}, {"frames":[values]}; one in four long enough for the
+		 * budgets, and odd tokens rare in it (rare: how much rarer) */
+		int form = (int)NEXT(3), nitems = t % 4 ? 1 + (int)NEXT(6) : 40 + (int)NEXT(60), rare = t % 4 ? 1 : 50;
 
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", form == 0 ? "[" : form == 1 ? "{\"events\":[" : "{\"frames\":[");
 		for (int o = 0; o < nitems; o++) {
 			int nmem = (int)NEXT(5);
-			const char *sep = o ? (NEXT(20) ? "," : NEXT(2) ? ",," : "") : "";
+			const char *sep = o ? (NEXT(20 * rare) ? "," : NEXT(2) ? ",," : "") : "";
 
 			if (form == 2) {
 				/* mostly plain strings, some of anything */
-				const char *v = NEXT(3) ? strs[NEXT(sizeof(strs) / sizeof(strs[0]))] : vals[NEXT(sizeof(vals) / sizeof(vals[0]))];
+				const char *v = NEXT(3 * rare) ? strs[NEXT(sizeof(strs) / sizeof(strs[0]))]
+							       : vals[NEXT(sizeof(vals) / sizeof(vals[0]))];
 
 				n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s", sep, v);
 				continue;
 			}
 			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{", sep);
 			for (int k = 0; k < nmem; k++) {
-				bool odd = NEXT(8) == 0;   /* an odd key or separator */
+				bool odd = NEXT(8 * rare) == 0;   /* an odd key or separator */
 				const char *msep = k ? (odd && NEXT(2) ? ",," : ",") : "";
 				const char *key = odd ? keys[NEXT(sizeof(keys) / sizeof(keys[0]))] : "\"k\"";
 				const char *colon = odd && NEXT(2) ? "" : ":";
-				/* mostly the first 19 values: the ones a flat object may hold */
-				size_t v = NEXT(4) ? NEXT(19) : NEXT(sizeof(vals) / sizeof(vals[0]));
+				/* mostly the first 19 values (and in long texts the good ones of them) */
+				size_t v = rare > 1 ? (NEXT(4 * rare) ? (size_t)ok_vals[NEXT(sizeof(ok_vals) / sizeof(ok_vals[0]))]
+								       : NEXT(sizeof(vals) / sizeof(vals[0])))
+						    : NEXT(4) ? NEXT(19) : NEXT(sizeof(vals) / sizeof(vals[0]));
 
 				n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s%s%s", msep, key, colon, vals[v]);
 			}
-			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", NEXT(30) ? "}" : "]");
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", NEXT(30 * rare) ? "}" : "]");
 		}
 		n += (size_t)snprintf(text + n, sizeof(text) - n, form == 0 ? "]" : "]}");
 		/* the same with a space after each '{' and ',' outside strings (as a scanner reads them) */
@@ -1112,6 +1122,23 @@ static void test_json_flat_objects(void)
 			CHECK_INT(json_check(text, n, 8, e1, sizeof(e1)), json_check(spaced, m, 8, e2, sizeof(e2)));
 			r1 ? refused++ : accepted++;
 			noted += !r1 && sp1.len > 1;
+
+			/* both padded to one length; 48 spaces at least, so that a key left open runs into
+			 * padding past the 40 bytes a message's path shows of it */
+			memset(text + n, ' ', m + 48 - n);
+			memset(spaced + m, ' ', 48);
+			r1 = json_check_members_spans(text, m + 48, &binding, &top1, "frames", &sp1, 3, e1, sizeof(e1));
+			r2 = json_check_members_spans(spaced, m + 48, &binding, &top2, "frames", &sp2, 3, e2, sizeof(e2));
+			if (r1 != r2 || (r1 && (strip_bytes(e1), strip_bytes(e2), strcmp(e1, e2) != 0)) ||
+			    (!r1 && (!same_spans(&sp1, &sp2) || top1.n != top2.n))) {
+				fprintf(stderr, "  text %.*s, budgets that bind: %d %s / %d %s, spans %zu / %zu\n", (int)n,
+					text, r1, r1 ? e1 : "", r2, r2 ? e2 : "", sp1.len, sp2.len);
+				CHECK_INT(r1, r2);
+				CHECK_STR(e1, e2);
+				CHECK(same_spans(&sp1, &sp2));
+				break;
+			}
+			over_budget += r1 && strncmp(e1, "body: more than", 15) == 0;
 		}
 	}
 #undef NEXT
@@ -1121,6 +1148,7 @@ static void test_json_flat_objects(void)
 	CHECK(accepted > 3000);
 	CHECK(refused > 3000);
 	CHECK(noted > 1000);
+	CHECK(over_budget > 1000);
 
 	/* the budgets, to the value: thirty objects of two members hold 91 values, in 64 plus one per
 	 * 300 bytes (the text padded after its end) */
