@@ -24,7 +24,7 @@ struct store {
 	char *conninfo;
 	struct idcache *cache;
 	char err[1024];
-	int failure;   /* what a failure of store_streams() is: STORE_EDB unless own_fail() or changed_fail() */
+	int failure;   /* the last failure's kind: STORE_EDB (db_fail(), the default), STORE_EINTERNAL, STORE_EBUSY */
 	struct arena *scratch;     /* per call */
 	struct buf param;          /* array literals */
 	struct buf param2, param3, param4;
@@ -148,6 +148,7 @@ static const struct {
 static int db_fail(struct store *st, const char *what, const PGresult *r)
 {
 	db_errcpy(st->err, sizeof(st->err), what, r ? PQresultErrorMessage(r) : PQerrorMessage(st->db));
+	st->failure = STORE_EDB;   /* the last failure's kind goes with its message */
 	return -1;
 }
 
