@@ -248,13 +248,29 @@ wrk -t 1 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >/dev/null 2>&1
 nstop
 t_match "nginx: the workers learnt their loop" "$("$W/sm-guard" profile show "$W/prof/$(readelf -n /usr/sbin/nginx |
 	sed -n 's/.*Build ID: //p').json")" "loop [0-9]+: nginx[!+].*epoll_wait at nginx"
-m=$(mark)
-nginx_run guard_run --label run=nginx --
-wrk -t 1 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >"$W/wrk.out" 2>&1
-nstop
-units=$(sum_exits nginx "$m" units)
-v=$(sum_exits nginx "$m" violations)
-echo "nginx: $units units, $v violations; $(grep 'Requests/sec' "$W/wrk.out")"
+# nginx_guarded: nginx guarded under wrk; sets m (the log's mark), units, v (violations) and steal
+nginx_guarded() {
+	local steal0
+	m=$(mark)
+	nginx_run guard_run --label run=nginx --
+	steal0=$(awk '/^cpu / { s = 0; for (i = 2; i <= NF; i++) s += $i; print $9, s }' /proc/stat)
+	wrk -t 1 -c 20 -d 8 "http://127.0.0.1:$NPORT/" >"$W/wrk.out" 2>&1
+	steal=$(awk -v b="$steal0" '/^cpu / { s = 0; for (i = 2; i <= NF; i++) s += $i; split(b, a, " ");
+		printf "%.1f", (s > a[2] ? 100 * ($9 - a[1]) / (s - a[2]) : 0) }' /proc/stat)
+	nstop
+	units=$(sum_exits nginx "$m" units)
+	v=$(sum_exits nginx "$m" violations)
+	echo "nginx: $units units, $v violations; $(grep 'Requests/sec' "$W/wrk.out");" \
+		"the hypervisor took $steal % of the machine's CPU time meanwhile"
+}
+nginx_guarded
+# a storm (thresholds learnt wrong) comes back in a second run; a busy neighbour's hour mostly
+# does not (one CI run had 803 violations in 13,389 units, 60 in 1000, with nothing of the
+# agent's changed): a run over the bound is run once more, and the second decides
+if [ "$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v <= u / 25)}')" != 1 ]; then
+	echo "nginx: over the bound of 40 in 1000 units; once more"
+	nginx_guarded
+fi
 # nginx holds a libcrypto before the agent loads libcurl, and OpenSSL's exit handler with it: each
 # process's exit work runs in the agent's own exit handler, ahead of OpenSSL's (docs/guard.md, Exit)
 gates=$(tail -n +"$m" "$W/guard.log" | grep -c "msg=\"exit work ahead of the program's exit handlers\".* exe=nginx ")
@@ -267,7 +283,7 @@ t_eq "nginx: its processes' exit work ran ahead of OpenSSL's exit handler" \
 # neighbours still preempt now and then: 0.2 to 1.2 in 1000 units in runs here, and on busier days
 # 4 to 20 in 1000 (2026-11-30: 6 and 7 with the library of 1fad589, 4 and 10 with the day's,
 # 20 once under the tests); a storm (thresholds learnt wrong) is tens of percent
-t_eq "nginx: no violation storm under wrk (at most 40 in 1000 units)" \
+t_eq "nginx: no violation storm under wrk (at most 40 in 1000 units; $v in $units, steal $steal %)" \
 	"$(awk -v u="$units" -v v="$v" 'BEGIN {print (u > 10000 && v <= u / 25)}')" 1
 t_eq "nginx: and at most 6 streams shipped per worker and unit type (the run lasts under a minute)" \
 	"$(pg_q "SELECT coalesce(max(n), 0) <= 6 FROM (SELECT count(*) AS n FROM streams WHERE labels->>'run' = 'nginx' AND role = 'violation'
