@@ -456,7 +456,6 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 	json_enter(r);
 	for (size_t i = 0; json_next_item(r); i++) {
 		struct wire_stack st = { NULL, 0 };
-		const char *after;
 		size_t depth = 0;
 
 		if (i >= p->lim.max_stacks)
@@ -469,29 +468,25 @@ static int parse_stacks(struct wire_parser *p, struct arena *a, struct json_read
 		/* the common case, compact indexes in range ("[0,4,17]"), in one loop; whatever else
 		 * (white space, a sign, a fraction, an index out of range, the depth's limit) from
 		 * where it is, by the general one below, which says what is wrong */
-		/* (room for a whole stack first: the loop stores without a test per index) */
-		after = r->p;
-		if (vec_reserve(&p->stack_idx.data, &p->stack_idx.cap, p->stack_idx.len + p->lim.max_stack_depth,
-				sizeof(uint32_t)) < 0)
-			return fail(p, WIRE_ENOMEM, "stacks: out of memory");
 		for (const char *q = r->p, *end = r->end; depth < p->lim.max_stack_depth;) {
 			const char *d = q;
 			uint64_t x = 0;
+			uint32_t *slot;
 
 			while (d < end && *d >= '0' && *d <= '9' && d - q < 10)
 				x = x * 10 + (uint64_t)(*d++ - '0');
 			if (d == q || x >= s->nframes ||
 			    (d < end && ((*d >= '0' && *d <= '9') || *d == '.' || *d == 'e' || *d == 'E')))
 				break;
-			/* under nframes, at most max_frames */
-			((uint32_t *)p->stack_idx.data)[p->stack_idx.len + depth++] = (uint32_t)x;
-			after = q = d;
+			if (!(slot = vec_push(&p->stack_idx)))
+				return fail(p, WIRE_ENOMEM, "stacks: out of memory");
+			*slot = (uint32_t)x;   /* under nframes, at most max_frames */
+			depth++;
+			r->p = q = d;
 			if (end - q < 2 || q[0] != ',' || q[1] < '0' || q[1] > '9')
 				break;
 			q++;
 		}
-		p->stack_idx.len += depth;
-		r->p = after;
 		for (size_t k = depth; json_next_item(r); k++) {
 			struct fpath f = { "stacks", NULL, i, k, 2 };
 			uint32_t *slot;
