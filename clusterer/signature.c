@@ -1,6 +1,7 @@
 /* signature: performance signatures, export/import and coverage (see signature.h). */
 #include "clusterer/signature.h"
 #include "common/db.h"
+#include "common/evpack.h"
 #include "common/imap.h"
 #include "common/json.h"
 #include "common/jsonw.h"
@@ -730,7 +731,7 @@ struct triage {
 	uint64_t *stack_cost;
 	uint32_t *stream_sigs, *sig_start, *sig_rows, *seen, *first_stream, *sstamp;
 	uint8_t *revealed, *covered, *opened;
-	PGresult *rs, *rt, *rd;   /* signatures' frames; (stack, stream) rows; streams' delays */
+	PGresult *rs, *rt, *rd;   /* signatures' frames; (stack, stream) rows; streams' symptoms */
 };
 
 /* The coverage of all signatures, then the signatures, the run's rows of kind and its streams. */
@@ -754,10 +755,7 @@ static int triage_read(PGconn *db, int64_t run, char kind, struct triage *tr, st
 				  " FROM run_stacks rs JOIN stacks st ON st.id = rs.stack_id"
 				  " WHERE rs.run_id = $1 AND rs.kind = $2"
 				  " ORDER BY rs.stream_ref, rs.stack_id", 2, NULL, params, NULL, NULL, 0);
-	tr->rd = PQexecParams(db, "SELECT s.id, s.symptom_end_ns - s.symptom_start_ns,"
-				  " (SELECT max(e.dur_ns) FROM events e WHERE e.stream_ref = s.id AND e.kind = $2 AND EXISTS"
-				  "   (SELECT 1 FROM run_stacks r WHERE r.run_id = $1 AND r.stream_ref = s.id"
-				  "    AND r.stack_id = e.stack_id AND r.kind = e.kind))"
+	tr->rd = PQexecParams(db, "SELECT s.id, s.symptom_end_ns - s.symptom_start_ns"
 				  " FROM streams s WHERE s.id IN (SELECT stream_ref FROM run_stacks WHERE run_id = $1 AND kind = $2)"
 				  " ORDER BY s.id", 2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(tr->rs) != PGRES_TUPLES_OK || PQresultStatus(tr->rt) != PGRES_TUPLES_OK ||
@@ -795,6 +793,125 @@ static int triage_alloc(struct triage *tr, size_t nstreams, char *err, size_t er
 	return 0;
 }
 
+/* The row of stream ref in st[0 .. n) (ascending by ref), or n. */
+static size_t stream_row(const struct tstream *st, size_t n, int64_t ref)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (st[mid].ref < ref)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && st[lo].ref == ref ? lo : n;
+}
+
+/* Whether (ref, stack) is among rows [0, n) of (refs, stacks), ascending by both. */
+static bool pair_in(const int64_t *refs, const int32_t *stacks, size_t n, int64_t ref, int32_t stack)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (refs[mid] < ref || (refs[mid] == ref && stacks[mid] < stack))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && refs[lo] == ref && stacks[lo] == stack;
+}
+
+/*
+ * Each stream's longest event of the run's kind among its (stack, stream) rows: its max_delay. The
+ * streams' event chunks are read a row at a time (single-row mode), so that a run's events are
+ * never all in memory, and unpacked here (common/evpack.h).
+ */
+static int triage_delays(PGconn *db, int64_t run, char kind, struct triage *tr, size_t nstreams,
+			 const struct budget *bud, char *err, size_t errlen)
+{
+	char runbuf[24], kindbuf[2] = { kind, 0 };
+	const char *params[2] = { runbuf, kindbuf };
+	size_t n = tr->t.nstacks;
+	int64_t *refs = vec_alloc(n + 1, sizeof(*refs));
+	int32_t *stacks = vec_alloc(n + 1, sizeof(*stacks));
+	PGresult *r;
+	size_t nrows = 0;
+	int rc = 0;
+
+	if (!refs || !stacks) {
+		free(refs);
+		free(stacks);
+		snprintf(err, errlen, "out of memory");
+		return SIG_EFAIL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		stacks[i] = (int32_t)db_get_i64(tr->rt, (int)i, 0);
+		refs[i] = db_get_i64(tr->rt, (int)i, 1);
+	}
+	snprintf(runbuf, sizeof(runbuf), "%lld", (long long)run);
+	if (!PQsendQueryParams(db, "SELECT c.stream_ref, c.data FROM event_chunks c WHERE c.stream_ref IN"
+				   " (SELECT stream_ref FROM run_stacks WHERE run_id = $1 AND kind = $2)",
+			       2, NULL, params, NULL, NULL, 1) || !PQsetSingleRowMode(db)) {
+		db_errcpy(err, errlen, "triage", PQerrorMessage(db));
+		rc = SIG_EFAIL;
+	}
+	while (rc == 0 && (r = PQgetResult(db))) {
+		ExecStatusType status = PQresultStatus(r);
+
+		if (status == PGRES_SINGLE_TUPLE && (++nrows & 255) == 0 && budget_over(bud)) {
+			snprintf(err, errlen, "triage: stopped (out of time)");
+			rc = SIG_EFAIL;
+		} else if (status == PGRES_SINGLE_TUPLE) {
+			const unsigned char *p = (const unsigned char *)PQgetvalue(r, 0, 0), *data;
+			long nrec = evpack_count((size_t)PQgetlength(r, 0, 1));
+			int64_t ref = PQgetlength(r, 0, 0) == 8 ? (int64_t)evpack_be(p, 8) : 0;
+			size_t row = stream_row(tr->st, nstreams, ref);
+
+			data = (const unsigned char *)PQgetvalue(r, 0, 1);
+			if (PQgetlength(r, 0, 0) != 8 || nrec < 0) {
+				snprintf(err, errlen, "triage: a chunk of stream events is damaged");
+				rc = SIG_EFAIL;
+			}
+			/* (a stream deleted since its row was read: nothing to weigh) */
+			for (long i = 0; rc == 0 && row < nstreams && i < nrec; i++) {
+				struct evpack_event e;
+
+				if (evpack_get(data + (size_t)i * EVPACK_RECORD, &e) < 0) {
+					snprintf(err, errlen, "triage: a chunk of stream events is damaged");
+					rc = SIG_EFAIL;
+				} else if (e.kind == kind && (uint64_t)e.dur_ns > tr->st[row].max_delay &&
+					   pair_in(refs, stacks, n, ref, e.stack)) {
+					tr->st[row].max_delay = (uint64_t)e.dur_ns;
+				}
+			}
+		} else if (status != PGRES_TUPLES_OK && status != PGRES_SINGLE_TUPLE && rc == 0) {
+			db_errcpy(err, errlen, "triage", PQresultErrorMessage(r));
+			rc = SIG_EFAIL;
+		}
+		PQclear(r);
+	}
+	if (rc < 0) {
+		/* the rest of the statement's rows are not wanted: cancelled, and what came read off so
+		 * that the connection stays usable */
+		PGcancel *cancel = PQgetCancel(db);
+		char buf[256];
+
+		if (cancel) {
+			PQcancel(cancel, buf, sizeof(buf));
+			PQfreeCancel(cancel);
+		}
+		while ((r = PQgetResult(db)))
+			PQclear(r);
+	}
+	free(refs);
+	free(stacks);
+	return rc;
+}
+
 /* The streams' delays, and for each (stack, stream) row the signatures that match it. */
 static int triage_match(struct triage *tr, size_t nstreams, const struct budget *bud, char *err, size_t errlen)
 {
@@ -807,7 +924,7 @@ static int triage_match(struct triage *tr, size_t nstreams, const struct budget 
 	for (size_t i = 0; i < nstreams; i++) {
 		tr->st[i].ref = db_get_i64(tr->rd, (int)i, 0);
 		tr->st[i].total_delay = (uint64_t)db_get_i64(tr->rd, (int)i, 1);
-		tr->st[i].max_delay = (uint64_t)db_get_i64(tr->rd, (int)i, 2);
+		tr->st[i].max_delay = 0;
 	}
 	for (size_t row = 0; row < tr->t.nstacks; row++) {
 		int len = db_parse_int_array(PQgetvalue(tr->rt, (int)row, 3), stack, SIG_MAX_FRAMES);
@@ -980,6 +1097,7 @@ int sig_triage(PGconn *db, int64_t run, char kind, struct sig_triage *out, const
 	tr.t.nstacks = (size_t)PQntuples(tr.rt);
 	if ((rc = triage_alloc(&tr, out->nstreams, err, errlen)) < 0 ||
 	    (rc = triage_match(&tr, out->nstreams, bud, err, errlen)) < 0 ||
+	    (rc = triage_delays(db, run, out->kind, &tr, out->nstreams, bud, err, errlen)) < 0 ||
 	    (rc = triage_link(&tr, out->nstreams, err, errlen)) < 0)
 		goto out;
 	out->max_coverage = tr.cov.coverage;

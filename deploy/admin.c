@@ -114,7 +114,7 @@ static int cmd_status(PGconn *c)
 	       print_query(c, "partitions",
 			   "SELECT c.relname AS partition, pg_size_pretty(pg_total_relation_size(c.oid)) AS size"
 			   " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-			   " WHERE i.inhparent = 'events'::regclass ORDER BY 1");
+			   " WHERE i.inhparent = 'event_chunks'::regclass ORDER BY 1");
 }
 
 static int cmd_token_create(PGconn *c, int argc, char **argv)

@@ -2,11 +2,13 @@
 #include "ingest/store.h"
 #include "common/arena.h"
 #include "common/db.h"
+#include "common/evpack.h"
 #include "common/imap.h"
 #include "common/intern.h"
 #include "common/log.h"
 #include "common/statfold.h"
 #include "common/util.h"
+#include "common/vec.h"
 #include "ingest/idcache.h"
 
 #include <stdarg.h>
@@ -191,7 +193,8 @@ static int check_shards(struct store *st)
 	PQclear(r);
 	if (!st->sharded)
 		return 0;
-	return db_exec(st->db, "CREATE TEMP TABLE IF NOT EXISTS sm_ev_stage (LIKE events) ON COMMIT DELETE ROWS",
+	return db_exec(st->db, "CREATE TEMP TABLE IF NOT EXISTS sm_ev_stage (LIKE event_chunks INCLUDING COMPRESSION)"
+		       " ON COMMIT DELETE ROWS",
 		       st->err, sizeof(st->err));
 }
 
@@ -837,10 +840,11 @@ static inline unsigned char *field_at(unsigned char *q, uint64_t v, int bytes)
 	return be_at(be_at(q, (uint64_t)bytes, 4), v, bytes);
 }
 
-/* An event's row: the field count, then nine fields of 8, 8, 4, 1, 4, 8, 8, 4 and 4 bytes (or a
- * NULL), each after its length. The room copy_events() reserves for one: keep it in step with
- * the fields it writes. */
-#define EVENT_ROW_MAX (2 + 9 * 4 + 8 + 8 + 4 + 1 + 4 + 8 + 8 + 4 + 4)
+/* A chunk's row (sql/030_event_chunks.sql): the field count, then five fields each after its
+ * length: stream_ref, received_at, first_seq, stack_ids (an int4 array: its 20-byte header, then a
+ * length and a value an element) and data (EVPACK_RECORD bytes an event). The room copy_events()
+ * reserves for one: keep it in step with the fields it writes. */
+#define CHUNK_ROW_MAX (2 + 5 * 4 + 8 + 8 + 4 + 20 + EVPACK_CHUNK * 8 + EVPACK_CHUNK * EVPACK_RECORD)
 
 /* Starts a binary COPY (sql) with its header in st->copy. 0, or -1 with st->err. */
 static int copy_begin(struct store *st, const char *sql, const char *what)
@@ -896,11 +900,55 @@ static int copy_end(struct store *st, int rc, const char *what, char state[6])
 	return rc ? -1 : 0;
 }
 
+/* The row of the chunk of w's events [first, first + n) at q (CHUNK_ROW_MAX bytes reserved);
+ * returns its end. */
+static unsigned char *chunk_row(unsigned char *q, const struct wire_stream *w, const struct mapped *m,
+				int64_t received_us, size_t first, size_t n)
+{
+	uint32_t ids[EVPACK_CHUNK];
+	size_t nids = 0;
+
+	for (size_t i = 0; i < n; i++)
+		ids[i] = (uint32_t)m->stack_db[w->events[first + i].stack];
+	vec_sort_u32(ids, n);
+	for (size_t i = 0; i < n; i++)
+		if (nids == 0 || ids[nids - 1] != ids[i])
+			ids[nids++] = ids[i];
+	q = be_at(q, 5, 2);
+	q = field_at(q, (uint64_t)m->ref, 8);
+	q = field_at(q, (uint64_t)received_us, 8);
+	q = field_at(q, (uint64_t)first, 4);
+	q = be_at(q, 20 + 8 * nids, 4);
+	q = be_at(q, 1, 4);  /* one dimension */
+	q = be_at(q, 0, 4);  /* no NULL */
+	q = be_at(q, 23, 4); /* int4 */
+	q = be_at(q, nids, 4);
+	q = be_at(q, 1, 4);  /* lower bound */
+	for (size_t i = 0; i < nids; i++)
+		q = field_at(q, ids[i], 4);
+	q = be_at(q, n * EVPACK_RECORD, 4);
+	for (size_t i = 0; i < n; i++) {
+		const struct wire_event *e = &w->events[first + i];
+		struct evpack_event pe = {
+			.ts_ns = e->ts_ns,
+			.dur_ns = e->dur_ns,
+			.tid = (int32_t)e->tid,
+			.stack = m->stack_db[e->stack],
+			.readier_tid = e->kind == WIRE_WAIT ? (int32_t)e->readier_tid : 0,
+			.kind = e->kind == WIRE_WAIT ? 'w' : 'r',
+		};
+
+		evpack_put(q, &pe);
+		q += EVPACK_RECORD;
+	}
+	return q;
+}
+
 /*
- * COPY every event of the accepted streams, in the binary format (the server
- * parses no text). received_us is the batch's received_at in microseconds
- * since 2000-01-01 UTC, PostgreSQL's timestamp epoch. *no_partition is set
- * when the day's partition is missing, so that the caller can create it.
+ * COPY every event of the accepted streams, packed EVPACK_CHUNK to a row, in the binary format (the
+ * server parses no text). received_us is the batch's received_at in microseconds since 2000-01-01
+ * UTC, PostgreSQL's timestamp epoch. *no_partition is set when the day's partition is missing, so
+ * that the caller can create it.
  */
 static int copy_events(struct store *st, const struct wire_stream *const *ss, size_t n,
 		       const struct mapped *m, int64_t received_us, bool *no_partition)
@@ -908,10 +956,10 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 	char state[6];
 	struct buf *b = &st->copy;
 	PGresult *r;
-	int rc = copy_begin(st, st->sharded ? "COPY sm_ev_stage (stream_ref, received_at, seq, kind, tid,"
-					      " ts_ns, dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)"
-					    : "COPY events (stream_ref, received_at, seq, kind, tid, ts_ns,"
-					      " dur_ns, stack_id, readier_tid) FROM STDIN (FORMAT binary)", "copying events");
+	int rc = copy_begin(st, st->sharded ? "COPY sm_ev_stage (stream_ref, received_at, first_seq, stack_ids, data)"
+					      " FROM STDIN (FORMAT binary)"
+					    : "COPY event_chunks (stream_ref, received_at, first_seq, stack_ids, data)"
+					      " FROM STDIN (FORMAT binary)", "copying events");
 
 	if (rc < 0)
 		return -1;
@@ -920,26 +968,14 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 
 		if (!m[s].ref)
 			continue;
-		for (size_t i = 0; i < w->nevents && rc == 0; i++) {
-			const struct wire_event *e = &w->events[i];
+		for (size_t first = 0; first < w->nevents && rc == 0; first += EVPACK_CHUNK) {
+			size_t k = w->nevents - first < EVPACK_CHUNK ? w->nevents - first : EVPACK_CHUNK;
 			unsigned char *q, *q0;
 
-			if ((rc = buf_reserve(b, EVENT_ROW_MAX)) < 0)
+			if ((rc = buf_reserve(b, CHUNK_ROW_MAX)) < 0)
 				break;
 			q = q0 = (unsigned char *)b->data + b->len;
-			q = be_at(q, 9, 2);
-			q = field_at(q, (uint64_t)m[s].ref, 8);
-			q = field_at(q, (uint64_t)received_us, 8);
-			q = field_at(q, (uint64_t)i, 4);
-			q = field_at(q, e->kind == WIRE_WAIT ? 'w' : 'r', 1);
-			q = field_at(q, (uint64_t)e->tid, 4);
-			q = field_at(q, (uint64_t)e->ts_ns, 8);
-			q = field_at(q, (uint64_t)e->dur_ns, 8);
-			q = field_at(q, (uint64_t)(uint32_t)m[s].stack_db[e->stack], 4);
-			if (e->kind == WIRE_WAIT)
-				q = field_at(q, (uint64_t)e->readier_tid, 4);
-			else
-				q = be_at(q, 0xffffffffu, 4); /* NULL */
+			q = chunk_row(q, w, &m[s], received_us, first, k);
 			b->len += (size_t)(q - q0);
 			b->data[b->len] = '\0';
 			rc = copy_flush(st, false, "copying events");
@@ -951,7 +987,7 @@ static int copy_events(struct store *st, const struct wire_stream *const *ss, si
 	}
 	if (rc == 0 && st->sharded) {
 		/* routed to the shards in batches; the staging rows go at the commit */
-		r = PQexec(st->db, "INSERT INTO events SELECT * FROM sm_ev_stage");
+		r = PQexec(st->db, "INSERT INTO event_chunks SELECT * FROM sm_ev_stage");
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 			const char *sqlstate = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 

@@ -2,6 +2,7 @@
 #include "miner/copyread.h"
 #include "common/buf.h"
 #include "common/db.h"
+#include "common/evpack.h"
 #include "common/wire.h"
 #include "miner/queue.h"
 
@@ -9,59 +10,48 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The binary widths of an event row's fields, in the order of copyread.h. */
-static const int event_widths[COPYREAD_FIELDS] = { 8, 1, 4, 8, 8, 4, 4 };
-
-static inline int64_t be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return (int64_t)v;
-}
-
 static inline int32_t be32(const unsigned char *p)
 {
-	return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+	return (int32_t)(uint32_t)evpack_be(p, 4);
 }
 
-/* An event row from its seven binary fields, each of its width in event_widths. */
-static void decode_event(const unsigned char *const f[COPYREAD_FIELDS], int64_t *ref, struct wire_event *e)
+int copyread_chunk(int64_t ref, const unsigned char *data, size_t len, char kind, copyread_each each, void *arg)
 {
-	*ref = be64(f[0]);
-	e->kind = f[1][0] == 'w' ? WIRE_WAIT : WIRE_RUN;
-	e->tid = be32(f[2]);
-	e->ts_ns = be64(f[3]);
-	e->dur_ns = be64(f[4]);
-	e->stack = (uint32_t)be32(f[5]);
-	e->readier_tid = be32(f[6]);
-}
+	long n = evpack_count(len);
 
-int copyread_fields(const unsigned char *const f[COPYREAD_FIELDS], const int len[COPYREAD_FIELDS], int64_t *ref,
-		    struct wire_event *e)
-{
-	for (int k = 0; k < COPYREAD_FIELDS; k++)
-		if (len[k] != event_widths[k])
-			return -1;
-	decode_event(f, ref, e);
-	return 0;
-}
-
-int copyread_row(const unsigned char *p, size_t n, int64_t *ref, struct wire_event *e)
-{
-	const unsigned char *f[COPYREAD_FIELDS];
-	size_t off = 2;
-
-	if (n < 2 || (p[0] << 8 | p[1]) != COPYREAD_FIELDS)
+	if (n < 0)
 		return -1;
-	for (int i = 0; i < COPYREAD_FIELDS; i++) {
-		if (off + 4 > n || be32(p + off) != event_widths[i] || off + 4 + (size_t)event_widths[i] > n)
+	for (long i = 0; i < n; i++) {
+		struct evpack_event pe;
+		struct wire_event e;
+
+		if (evpack_get(data + (size_t)i * EVPACK_RECORD, &pe) < 0)
 			return -1;
-		f[i] = p + off + 4;
-		off += 4 + (size_t)event_widths[i];
+		if (kind && pe.kind != kind)
+			continue;
+		e.kind = pe.kind == 'w' ? WIRE_WAIT : WIRE_RUN;
+		e.tid = pe.tid;
+		e.ts_ns = pe.ts_ns;
+		e.dur_ns = pe.dur_ns;
+		e.stack = (uint32_t)pe.stack;
+		e.readier_tid = pe.readier_tid;
+		if (each(arg, ref, &e) < 0)
+			return -2;
 	}
-	decode_event(f, ref, e);
 	return 0;
+}
+
+int copyread_row(const unsigned char *p, size_t n, char kind, copyread_each each, void *arg)
+{
+	size_t len;
+
+	/* two fields: stream_ref (8 bytes), data (its length, up to a chunk's) */
+	if (n < 2 + 4 + 8 + 4 || (p[0] << 8 | p[1]) != 2 || be32(p + 2) != 8)
+		return -1;
+	len = (size_t)(uint32_t)be32(p + 14);
+	if (len != n - 18)
+		return -1;
+	return copyread_chunk((int64_t)evpack_be(p + 6, 8), p + 18, len, kind, each, arg);
 }
 
 int copyread_fail(struct copyread_err *err, PGconn *db, const char *what, PGresult *r)
@@ -94,7 +84,8 @@ int copyread_ids(struct buf *b, const int64_t *refs, size_t n)
 	return buf_putc(b, '}');
 }
 
-int copyread_conn(PGconn *db, const char *sql, copyread_each each, void *arg, struct copyread_err *err)
+int copyread_conn(PGconn *db, const char *sql, char kind, copyread_each each, void *arg,
+		  struct copyread_err *err)
 {
 	PGresult *r;
 	char *msg;
@@ -111,8 +102,6 @@ int copyread_conn(PGconn *db, const char *sql, copyread_each each, void *arg, st
 	while ((len = PQgetCopyData(db, &msg, 0)) > 0) {
 		const unsigned char *p = (const unsigned char *)msg;
 		size_t n = (size_t)len;
-		struct wire_event e;
-		int64_t ref;
 
 		if (header) {
 			/* signature, flags, header extension (its length read from the stream: within the
@@ -136,15 +125,15 @@ int copyread_conn(PGconn *db, const char *sql, copyread_each each, void *arg, st
 			PQfreemem(msg);
 			continue;
 		}
-		if (rc || copyread_row(p, n, &ref, &e) < 0) {
-			PQfreemem(msg);
-			if (!rc)
+		if (!rc) {
+			int got = copyread_row(p, n, kind, each, arg);
+
+			if (got == -1)
 				rc = other_fail(err, "reading events: unexpected row layout");
-			continue; /* drain the COPY */
+			else if (got < 0)
+				rc = -1; /* each() left its error */
 		}
-		PQfreemem(msg);
-		if (each(arg, ref, &e) < 0)
-			rc = -1;   /* drain the COPY; each() left its error */
+		PQfreemem(msg); /* after a failure: drain the COPY */
 	}
 	if (len == -2 && !rc)
 		rc = copyread_fail(err, db, "reading events", NULL);
@@ -157,11 +146,11 @@ int copyread_conn(PGconn *db, const char *sql, copyread_each each, void *arg, st
 	return rc;
 }
 
-int copyread_events(struct miner *m, const char *sql, copyread_each each, void *arg)
+int copyread_events(struct miner *m, const char *sql, char kind, copyread_each each, void *arg)
 {
 	struct copyread_err err;
 
-	if (copyread_conn(miner_db(m), sql, each, arg, &err) == 0)
+	if (copyread_conn(miner_db(m), sql, kind, each, arg, &err) == 0)
 		return 0;
 	/* a failure of each() left its own message on m */
 	return err.msg[0] ? miner_fail_state(m, err.sqlstate, "%s", err.msg) : -1;

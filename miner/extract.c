@@ -289,24 +289,24 @@ static char read_kind(const struct runstate *run)
 enum read_table { READ_SEL, READ_PART, READ_SLICE };
 
 /*
- * The COPY of the events of the streams in the temporary table t, of kind (read_kind()) or both.
- * The statement is put together from this function's constants alone: COPY takes no parameters.
- * The selection's bounds let the index scan start at its streams, not read past the earlier
- * ones, and travel to the shards with their foreign scans.
+ * The COPY of the event chunks of the streams in the temporary table t (their events of the kind
+ * read are taken as they are decoded: a chunk holds both kinds). The statement is put together
+ * from this function's constants alone: COPY takes no parameters. The selection's bounds let the
+ * index scan start at its streams, not read past the earlier ones, and travel to the shards with
+ * their foreign scans.
  * (Bounds on received_at as well would leave out whole days, but make the planner's estimate small
  * enough to pick a nested loop over the selection: twice the time for a run in one piece)
  */
-static void copy_sql(char *sql, size_t n, enum read_table t, char kind)
+static void copy_sql(char *sql, size_t n, enum read_table t)
 {
 	static const char *const names[] = { "sm_sel", "sm_part", "sm_slice" };
 	const char *table = names[t];
 
 	snprintf(sql, n,
-		 "COPY (SELECT e.stream_ref, e.kind, e.tid, e.ts_ns, e.dur_ns, e.stack_id,"
-		 " coalesce(e.readier_tid, 0) FROM events e JOIN %s s ON s.id = e.stream_ref"
-		 " WHERE e.stream_ref BETWEEN (SELECT min(id) FROM %s) AND (SELECT max(id) FROM %s)%s"
-		 " ORDER BY e.stream_ref) TO STDOUT (FORMAT binary)",
-		 table, table, table, kind == 'w' ? " AND e.kind = 'w'" : kind == 'r' ? " AND e.kind = 'r'" : "");
+		 "COPY (SELECT c.stream_ref, c.data FROM event_chunks c JOIN %s s ON s.id = c.stream_ref"
+		 " WHERE c.stream_ref BETWEEN (SELECT min(id) FROM %s) AND (SELECT max(id) FROM %s)"
+		 " ORDER BY c.stream_ref) TO STDOUT (FORMAT binary)",
+		 table, table, table);
 }
 
 /* ---- Several readers: the streams cut into shares, each read on a connection of its own and its
@@ -452,8 +452,8 @@ static void share_run(void *ctx, int t)
 	    share_exec(sh, "INSERT INTO sm_slice SELECT unnest($1::bigint[])", buf_cstr(&ids)) < 0 ||
 	    share_exec(sh, "ANALYZE sm_slice", NULL) < 0 || share_stopped(sh))
 		goto out;
-	copy_sql(sql, sizeof(sql), READ_SLICE, read_kind(run));
-	if (copyread_conn(sh->db, sql, share_take, sh, &sh->err) < 0) {
+	copy_sql(sql, sizeof(sql), READ_SLICE);
+	if (copyread_conn(sh->db, sql, read_kind(run), share_take, sh, &sh->err) < 0) {
 		if (sh->err.msg[0])
 			atomic_store(sh->stop, true);
 		goto out;
@@ -695,8 +695,8 @@ int extract_read(struct runstate *run, size_t first, size_t end, bool part)
 	if (rc < 0)
 		return -1;
 	if (rc == 0) {
-		copy_sql(sql, sizeof(sql), part ? READ_PART : READ_SEL, read_kind(run));
-		if (copyread_events(m, sql, take_event, &rd) < 0 || process_chunk(run) < 0)
+		copy_sql(sql, sizeof(sql), part ? READ_PART : READ_SEL);
+		if (copyread_events(m, sql, read_kind(run), take_event, &rd) < 0 || process_chunk(run) < 0)
 			return -1;
 	}
 out_done:

@@ -2,6 +2,7 @@
 #include "miner/standby.h"
 #include "common/buf.h"
 #include "common/db.h"
+#include "common/evpack.h"
 #include "common/util.h"
 #include "common/wire.h"
 #include "miner/queue.h"
@@ -44,8 +45,8 @@ int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, ch
 		 void *arg)
 {
 	struct buf ids = BUF_INIT(0);
-	char lo[24], hi[24], kinds[2] = { kind, '\0' };
-	const char *params[4] = { NULL, lo, hi, kinds };
+	char lo[24], hi[24];
+	const char *params[3] = { NULL, lo, hi };
 	PGresult *r;
 	int rc = -1;
 
@@ -58,11 +59,10 @@ int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, ch
 	snprintf(hi, sizeof(hi), "%lld", (long long)refs[n - 1]);
 	if (db_exec(rdb, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", miner_errbuf(m), MINER_ERRLEN) < 0)
 		goto out;
-	r = PQexecParams(rdb, "DECLARE sm_ev NO SCROLL CURSOR FOR SELECT stream_ref, kind, tid, ts_ns, dur_ns,"
-			      " stack_id, coalesce(readier_tid, 0) FROM events WHERE stream_ref = ANY($1::bigint[])"
-			      " AND stream_ref BETWEEN $2::bigint AND $3::bigint"
-			      " AND ($4::text = '' OR kind = $4::\"char\") ORDER BY stream_ref",
-			 4, NULL, params, NULL, NULL, 0);
+	r = PQexecParams(rdb, "DECLARE sm_ev NO SCROLL BINARY CURSOR FOR SELECT stream_ref, data FROM event_chunks"
+			      " WHERE stream_ref = ANY($1::bigint[]) AND stream_ref BETWEEN $2::bigint AND $3::bigint"
+			      " ORDER BY stream_ref",
+			 3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		db_errcpy(miner_errbuf(m), MINER_ERRLEN, "reading events from the standby", PQresultErrorMessage(r));
 		PQclear(r);
@@ -72,7 +72,7 @@ int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, ch
 	for (;;) {
 		int rows;
 
-		r = PQexecParams(rdb, "FETCH FORWARD 50000 FROM sm_ev", 0, NULL, NULL, NULL, NULL, 1);
+		r = PQexecParams(rdb, "FETCH FORWARD 64 FROM sm_ev", 0, NULL, NULL, NULL, NULL, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			db_errcpy(miner_errbuf(m), MINER_ERRLEN, "reading events from the standby",
 				  PQresultErrorMessage(r));
@@ -85,21 +85,18 @@ int standby_read(struct miner *m, PGconn *rdb, const int64_t *refs, size_t n, ch
 			break;
 		}
 		for (int i = 0; i < rows; i++) {
-			const unsigned char *f[COPYREAD_FIELDS];
-			int len[COPYREAD_FIELDS];
-			struct wire_event e;
-			int64_t ref;
+			const unsigned char *ref = (const unsigned char *)PQgetvalue(r, i, 0);
+			int got = -1;
 
-			for (int k = 0; k < COPYREAD_FIELDS; k++) {
-				f[k] = (const unsigned char *)PQgetvalue(r, i, k);
-				len[k] = PQgetlength(r, i, k);
-			}
-			if (copyread_fields(f, len, &ref, &e) < 0) {
+			if (PQgetlength(r, i, 0) == 8)
+				got = copyread_chunk((int64_t)evpack_be(ref, 8), (const unsigned char *)PQgetvalue(r, i, 1),
+						     (size_t)PQgetlength(r, i, 1), kind, each, arg);
+			if (got == -1) {
 				PQclear(r);
 				miner_fail(m, "reading events from the standby: unexpected row layout");
 				goto out_rollback;
 			}
-			if (each(arg, ref, &e) < 0) {
+			if (got < 0) {
 				PQclear(r);
 				goto out_rollback;
 			}

@@ -2,6 +2,8 @@
 #include "web/model.h"
 #include "web/request.h"
 #include "common/db.h"
+#include "common/evpack.h"
+#include "common/vec.h"
 #include "common/wire.h"
 
 #include <json.h>
@@ -172,12 +174,121 @@ PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen)
 		   1, p, err, errlen);
 }
 
+/* An event of a stream's page, with its place in the stream to order events of one time. */
+struct page_event {
+	struct evpack_event e;
+	int64_t seq;
+};
+
+static int page_event_cmp(const void *pa, const void *pb)
+{
+	const struct page_event *a = pa, *b = pb;
+
+	if (a->e.ts_ns != b->e.ts_ns)
+		return a->e.ts_ns < b->e.ts_ns ? -1 : 1;
+	return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* The stream's chunks (binary rows of first_seq, data) unpacked into ev[0 .. *n) (caller frees
+ * *ev). 0, or -1 with err. */
+static int unpack_chunks(PGresult *c, struct page_event **ev, size_t *n, char *err, size_t errlen)
+{
+	int rows = PQntuples(c);
+	size_t total = 0;
+
+	*ev = NULL;
+	*n = 0;
+	for (int i = 0; i < rows; i++) {
+		long nrec = evpack_count((size_t)PQgetlength(c, i, 1));
+
+		if (nrec < 0 || PQgetlength(c, i, 0) != 4)
+			goto bad_chunk;
+		total += (size_t)nrec;
+	}
+	if (total && !(*ev = vec_alloc(total, sizeof(**ev)))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < rows; i++) {
+		const unsigned char *data = (const unsigned char *)PQgetvalue(c, i, 1);
+		int64_t first = (int32_t)(uint32_t)evpack_be((const unsigned char *)PQgetvalue(c, i, 0), 4);
+
+		for (size_t r = 0; r < (size_t)PQgetlength(c, i, 1) / EVPACK_RECORD; r++) {
+			if (evpack_get(data + r * EVPACK_RECORD, &(*ev)[*n].e) < 0)
+				goto bad_chunk;
+			(*ev)[(*n)++].seq = first + (int64_t)r;
+		}
+	}
+	return 0;
+bad_chunk:
+	snprintf(err, errlen, "stored events: a chunk of the stream's events is damaged");
+	free(*ev);
+	*ev = NULL;
+	*n = 0;
+	return -1;
+}
+
+/* The first `limit` of ev as a result of the columns of model_stream_events(), in text. */
+static PGresult *events_result(PGconn *db, const struct page_event *ev, size_t n, char *err, size_t errlen)
+{
+	static PGresAttDesc cols[6] = {
+		{ .name = "kind", .typid = 18, .typlen = 1, .atttypmod = -1 },
+		{ .name = "tid", .typid = 23, .typlen = 4, .atttypmod = -1 },
+		{ .name = "ts_ns", .typid = 20, .typlen = 8, .atttypmod = -1 },
+		{ .name = "dur_ns", .typid = 20, .typlen = 8, .atttypmod = -1 },
+		{ .name = "stack_id", .typid = 23, .typlen = 4, .atttypmod = -1 },
+		{ .name = "readier_tid", .typid = 23, .typlen = 4, .atttypmod = -1 },
+	};
+	PGresult *r = PQmakeEmptyPGresult(db, PGRES_TUPLES_OK);
+
+	if (!r || !PQsetResultAttrs(r, 6, cols))
+		goto out_of_memory;
+	for (size_t i = 0; i < n; i++) {
+		const struct evpack_event *e = &ev[i].e;
+		char v[6][24];
+		int len[6];
+
+		len[0] = snprintf(v[0], sizeof(v[0]), "%c", e->kind);
+		len[1] = snprintf(v[1], sizeof(v[1]), "%d", (int)e->tid);
+		len[2] = snprintf(v[2], sizeof(v[2]), "%lld", (long long)e->ts_ns);
+		len[3] = snprintf(v[3], sizeof(v[3]), "%lld", (long long)e->dur_ns);
+		len[4] = snprintf(v[4], sizeof(v[4]), "%d", (int)e->stack);
+		len[5] = snprintf(v[5], sizeof(v[5]), "%d", e->kind == 'w' ? (int)e->readier_tid : 0);
+		for (int f = 0; f < 6; f++)
+			if (!PQsetvalue(r, (int)i, f, v[f], len[f]))
+				goto out_of_memory;
+	}
+	return r;
+out_of_memory:
+	PQclear(r);
+	snprintf(err, errlen, "out of memory");
+	return NULL;
+}
+
 PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen)
 {
-	return run_key_limit(db, 3,
-		   "SELECT kind, tid, ts_ns, dur_ns, stack_id, coalesce(readier_tid, 0) AS readier_tid"
-		   " FROM events WHERE stream_ref = $1::bigint ORDER BY ts_ns, seq LIMIT $2",
-		   ref, limit, err, errlen);
+	const char *p[1] = { ref };
+	struct page_event *ev;
+	size_t n;
+	/* binary: the chunks' bytes as stored, not twice as many hex digits */
+	PGresult *r, *c = PQexecParams(db, "SELECT first_seq, data FROM event_chunks WHERE stream_ref = $1::bigint",
+				       1, NULL, p, NULL, NULL, 1);
+
+	if (PQresultStatus(c) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, "query", c ? PQresultErrorMessage(c) : PQerrorMessage(db));
+		PQclear(c);
+		return NULL;
+	}
+	if (unpack_chunks(c, &ev, &n, err, errlen) < 0) {
+		PQclear(c);
+		return NULL;
+	}
+	PQclear(c);
+	if (n > 1)
+		qsort(ev, n, sizeof(*ev), page_event_cmp);
+	r = events_result(db, ev, limit >= 0 && (size_t)limit < n ? (size_t)limit : n, err, errlen);
+	free(ev);
+	return r;
 }
 
 PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errlen)

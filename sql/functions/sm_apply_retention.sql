@@ -4,7 +4,7 @@
 --
 -- sm_apply_retention(now): retention. Runs finished more than run_retention_days ago are deleted;
 -- then everything received before the retention cutoff (retention_days, whole days, UTC): the
--- day partitions of events (sm_drop_event_partition(), on the shards too), their streams, their
+-- day partitions of the events (event_chunks, sm_drop_event_partition(), on the shards too), their streams, their
 -- share of the frame statistics, and what agents reported (sm_expire_fleet()). Returns the number
 -- of partitions dropped.
 CREATE OR REPLACE FUNCTION sm_apply_retention(now_ts timestamptz) RETURNS integer
@@ -28,8 +28,8 @@ BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('stackmine.partitions'));
 	cutoff := (now_ts AT TIME ZONE 'UTC')::date - days;
 	FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_p[0-9]{8}$'
-		   AND to_date(substr(c.relname, 9), 'YYYYMMDD') < cutoff LOOP
+		 WHERE i.inhparent = 'event_chunks'::regclass AND c.relname ~ '^event_chunks_p[0-9]{8}$'
+		   AND to_date(substr(c.relname, 15), 'YYYYMMDD') < cutoff LOOP
 		PERFORM sm_drop_event_partition(r.relname);
 		dropped := dropped + 1;
 	END LOOP;

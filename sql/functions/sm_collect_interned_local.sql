@@ -8,7 +8,7 @@
 --
 -- Against concurrent ingest: ingest interns frames and stacks (and caches their ids) before the
 -- transaction that writes the events, which takes the lock 'stackmine.intern' shared and reads
--- intern_epoch. The candidate stacks are found first, without the lock (a scan of the events);
+-- intern_epoch. The candidate stacks are found first, without the lock (a scan of the chunks' stack_ids);
 -- then, holding the lock exclusively (no batch in flight, none starting), the epoch is bumped
 -- (every ingest worker forgets its cached ids and maps its batch again) and only the candidates
 -- that nothing written since refers to are deleted: the events checked again are those of
@@ -26,14 +26,15 @@ BEGIN
 	SELECT coalesce(max(id), 0) INTO max_stack FROM stacks;
 	CREATE TEMP TABLE sm_gc_stacks ON COMMIT DROP AS
 		SELECT id FROM stacks WHERE id <= max_stack
-		EXCEPT SELECT stack_id FROM events
+		EXCEPT SELECT unnest(stack_ids) FROM event_chunks
 		EXCEPT SELECT stack_id FROM run_stacks
 		EXCEPT SELECT unnest(stack_ids) FROM patterns
 		EXCEPT SELECT unnest(stack_ids) FROM clusters;
 	PERFORM pg_advisory_xact_lock(hashtext('stackmine.intern'));
 	UPDATE settings SET value = (value::bigint + 1)::text WHERE key = 'intern_epoch';
 	DELETE FROM stacks s USING sm_gc_stacks g WHERE s.id = g.id
-		AND NOT EXISTS (SELECT 1 FROM events e WHERE e.stack_id = s.id AND e.received_at >= since)
+		AND NOT EXISTS (SELECT 1 FROM event_chunks e CROSS JOIN LATERAL unnest(e.stack_ids) AS u(id)
+				WHERE e.received_at >= since AND u.id = s.id)
 		AND NOT EXISTS (SELECT 1 FROM run_stacks r WHERE r.stack_id = s.id)
 		AND NOT EXISTS (SELECT 1 FROM patterns p WHERE s.id = ANY (p.stack_ids))
 		AND NOT EXISTS (SELECT 1 FROM clusters c WHERE s.id = ANY (c.stack_ids));

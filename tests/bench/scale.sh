@@ -127,7 +127,7 @@ sc_ingest() {
 # sc_settle: before a timed part, the rows deleted before vacuumed and the WAL checkpointed, so that
 # neither part pays for the other (autovacuum of millions of dead rows, a checkpoint's writes)
 sc_settle() {
-	psql -Xqc "VACUUM streams, events"
+	psql -Xqc "VACUUM streams, event_chunks"
 	psql -Xq "$(deploy/pg.sh url "$work/pg" --admin)" -c "CHECKPOINT"
 }
 
@@ -149,7 +149,8 @@ sc_settle() {
 # removal left there (so do all the raw COPYs).
 sc_alone() {
 	local what=$1 k=$2 rounds=${SM_BENCH_ALONE_ROUNDS:-3} r t0 t1 b0 busy n stored top top0 stacks0 ftop0 stop0
-	local ftop stop warm= nf ns sends=() copies=() send_lines=() copy_busy=() mid ms mc left t
+	local ftop stop warm= nf ns sends=() copies=() send_lines=() copy_busy=() rcopies=() rcopy_busy=() mid ms mc mr left t
+	local t1 t2 t3 b1 b2 b3
 	shift 2
 	[ "$rounds" -ge 1 ] || rounds=1
 	while left=$(psql -XAtc "SELECT sm_fold_stats(1000)") && [ "$left" != 0 ]; do :; done
@@ -176,27 +177,36 @@ sc_alone() {
 		read -r nf ns <<<"$(psql -XAtF ' ' -c "SELECT (SELECT count(*) FROM frames WHERE id > $ftop),
 			(SELECT count(*) FROM stacks WHERE id > $stop)")"
 		psql -Xqc "\\copy (SELECT s.* FROM streams s JOIN sc_ids USING (id) ORDER BY id) TO '$work/sc.streams.tsv'" \
+			-c "\\copy (SELECT c.* FROM event_chunks c WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.chunks.tsv'" \
 			-c "\\copy (SELECT e.* FROM events e WHERE stream_ref IN (SELECT id FROM sc_ids)) TO '$work/sc.events.tsv'" \
 			-c "\\copy (SELECT * FROM frames WHERE id > $ftop ORDER BY id) TO '$work/sc.frames.tsv'" \
 			-c "\\copy (SELECT * FROM frame_addrs WHERE frame_id > $ftop) TO '$work/sc.addrs.tsv'" \
 			-c "\\copy (SELECT id, frame_ids FROM stacks WHERE id > $stop ORDER BY id) TO '$work/sc.stacks.tsv'"
-		psql -Xqc "DELETE FROM events WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
+		psql -Xqc "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM sc_ids)" -c "DELETE FROM streams WHERE id IN (SELECT id FROM sc_ids)" \
 			-c "DELETE FROM stacks WHERE id > $stop" -c "DELETE FROM frames WHERE id > $ftop" -c "VACUUM frames, frame_addrs, stacks"
+		raw_rows_table
 		sc_settle
 		b0=$(busy_ticks)
 		t0=$(now)
 		psql -Xqc "\\copy frames FROM '$work/sc.frames.tsv'" -c "\\copy frame_addrs FROM '$work/sc.addrs.tsv'" \
 			-c "\\copy stacks (id, frame_ids) FROM '$work/sc.stacks.tsv'" \
-			-c "\\copy streams FROM '$work/sc.streams.tsv'" -c "\\copy events FROM '$work/sc.events.tsv'"
-		t1=$(now)
-		busy=$(ticks_s "$b0" "$(busy_ticks)")
-		copies+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')")
-		copy_busy+=("$busy")
+			-c "\\copy streams FROM '$work/sc.streams.tsv'"
+		t1=$(now) b1=$(busy_ticks)
+		psql -Xqc "\\copy event_chunks FROM '$work/sc.chunks.tsv'"
+		t2=$(now) b2=$(busy_ticks)
+		psql -Xqc "\\copy sm_bench_rows FROM '$work/sc.events.tsv'"
+		t3=$(now) b3=$(busy_ticks)
+		# the frames, stacks and streams, then the events: as chunks, or a row each
+		copies+=("$(awk -v a="$t0" -v b="$t2" 'BEGIN { printf "%.2f", b - a }')")
+		copy_busy+=("$(ticks_s "$b0" "$b2")")
+		rcopies+=("$(awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN { printf "%.2f", b - a + d - c }')")
+		rcopy_busy+=("$(ticks_s 0 $(( b1 - b0 + b3 - b2 )))")
 		# the round's rows gone, the warm-up's and the frames and stacks of both too
-		psql -Xqc "DELETE FROM events WHERE stream_ref > $top0" -c "DELETE FROM streams WHERE id > $top0" \
+		psql -Xqc "DELETE FROM event_chunks WHERE stream_ref > $top0" -c "DELETE FROM streams WHERE id > $top0" \
 			-c "DELETE FROM stacks WHERE id > $stop0" -c "DELETE FROM frames WHERE id > $ftop0" -c "DROP TABLE sc_ids" \
 			-c "VACUUM frames, frame_addrs, stacks"
-		rm -f "$work"/sc.{streams,events,frames,addrs,stacks}.tsv
+		psql -Xqc "DROP TABLE sm_bench_rows"
+		rm -f "$work"/sc.{streams,chunks,events,frames,addrs,stacks}.tsv
 	done
 	rm -f "$work/alone.ndjson" "$work/warm.ndjson"
 	psql -Xq -v ON_ERROR_STOP=1 -1 -c "DELETE FROM stat_deltas" -c "TRUNCATE stat_streams, stat_frames, stat_calls" \
@@ -210,9 +220,13 @@ sc_alone() {
 	IFS='|' read -r stored _ busy <<<"${send_lines[mid]}"
 	echo "sm-ingest alone, $what: $k more streams ($stored sent as zstd batches by 4 senders: $ms s" \
 		"(median of $rounds rounds: ${sends[*]}), $(rate "$n" "$ms") events/s, $(rate "$k" "$ms") streams/s, $busy"
+	mr=$(printf '%s\n' "${rcopies[@]}" | sort -g | awk -v m="$(( (rounds + 1) / 2 ))" 'NR == m')
 	echo "raw COPY:   the same rows ($nf frames and $ns stacks new) put back with psql \\copy in $mc s" \
 		"(median of $rounds rounds: ${copies[*]}; the machine busy ${copy_busy[*]} core-s): $(rate "$n" "$mc") events/s;" \
-		"sm-ingest did $(awk -v a="$ms" -v c="$mc" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
+		"sm-ingest did $(awk -v a="$ms" -v c="$mc" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (the chunks as stored: no parse, no interning)"
+	echo "raw COPY, a row an event: the same, the events put with psql \\copy into an empty table of a row an event (events' columns before 030, their index) in $mr s" \
+		"(median of $rounds rounds: ${rcopies[*]}; the machine busy ${rcopy_busy[*]} core-s): $(rate "$n" "$mr") events/s;" \
+		"sm-ingest did $(awk -v a="$ms" -v c="$mr" 'BEGIN { printf "%.0f %%", 100 * c / a }') of that (goal: at least 100 %)"
 }
 
 # sc_run NAME ARGS...: one mining run; its phases, rates, memory; sets SC_RUN

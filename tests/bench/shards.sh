@@ -26,9 +26,9 @@ done
 send_fleet "$work/shards.ndjson" 10 4
 rm -f "$work/shards.ndjson"
 nev=$(psql -XAtc "SELECT sum(n_events) FROM streams WHERE app = 'shardbench'")
-day=events_p$(date -u +%Y%m%d)
-s1=$(psql -XAt "$(deploy/pg.sh url "$work/shard1")" -c "SELECT count(*) FROM stackmine_events.$day")
-s2=$(psql -XAt "$(deploy/pg.sh url "$work/shard2")" -c "SELECT count(*) FROM stackmine_events.$day")
+day=event_chunks_p$(date -u +%Y%m%d)
+s1=$(psql -XAt "$(deploy/pg.sh url "$work/shard1")" -c "SELECT coalesce(sum(length(data) / 29), 0) FROM stackmine_events.$day")
+s2=$(psql -XAt "$(deploy/pg.sh url "$work/shard2")" -c "SELECT coalesce(sum(length(data) / 29), 0) FROM stackmine_events.$day")
 echo "sm-ingest:  $SEND_SECS s  $(rate "$nev" "$SEND_SECS") events/s  peak RSS $SEND_PEAK_MB MB  server CPU $SEND_CPU s" \
 	" (events: $s1 on shard 1, $s2 on shard 2)"
 for ps in 0 100; do

@@ -22,7 +22,7 @@ post() { # post BODYFILE [CONTENT-TYPE] [CURL ARGS...]
 		-H "Content-Type: $ct" --data-binary "@$f" "$@"
 }
 nstreams() { pg_q "SELECT count(*) FROM streams"; }
-nevents() { pg_q "SELECT count(*) FROM events"; }
+nevents() { pg_q "SELECT coalesce(sum(length(data) / 29), 0) FROM event_chunks"; }
 
 sm_admin migrate >/dev/null || t_bail "migrate"
 TOKEN=$(mk_token ingest 2>/dev/null)
@@ -52,7 +52,7 @@ t_eq "round trip: frames and stacks interned once" "$(pg_q "SELECT (SELECT count
 t_eq "round trip: frames no event uses are not stored" \
 	"$(pg_q "SELECT count(*) FROM frames WHERE name IN ('nginx!unused_frame', 'libc.so.6!__libc_write')")" 0
 t_eq "round trip: events are in today's partition" \
-	"$(pg_q "SELECT DISTINCT tableoid::regclass FROM events")" "events_p$(date -u +%Y%m%d)"
+	"$(pg_q "SELECT DISTINCT tableoid::regclass FROM event_chunks")" "event_chunks_p$(date -u +%Y%m%d)"
 
 pg_q "SELECT sm_fold_stats(1000)" >/dev/null
 t_eq "statistics: N" "$(pg_q "SELECT n FROM stream_total")" 1
@@ -92,7 +92,7 @@ t_eq "one batch: its rows as sent, quotes, braces, backslash, NULL as a name, ab
 web-17|eu-west|<null>|<null>|2.5|3'
 t_eq "one batch: events for the two stored only" \
 	"$(pg_q "SELECT count(*) FROM events e JOIN streams s ON s.id = e.stream_ref WHERE s.stream_id IN ('$IDA', '$IDB')")" 6
-pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ('$IDA', '$IDB'))" >/dev/null
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ('$IDA', '$IDB'))" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id IN ('$IDA', '$IDB')" >/dev/null
 pg_q "DELETE FROM stat_deltas" >/dev/null
 
@@ -117,7 +117,7 @@ t_eq "a batch of new streams: their events under their ids, received when they w
 post "$T_TMP/new2.ndjson" application/x-ndjson
 t_eq "the batch again: duplicates, nothing more stored" "$HTTP_STATUS $HTTP_BODY $(pg_q "SELECT count(*) FROM streams WHERE stream_id IN ('$IDC', '$IDD')")" \
 	'200 {"accepted":0,"duplicates":2,"rejected":[]} 2'
-pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ('$IDC', '$IDD'))" >/dev/null
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ('$IDC', '$IDD'))" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id IN ('$IDC', '$IDD')" >/dev/null
 pg_q "DELETE FROM stat_deltas" >/dev/null
 
@@ -148,8 +148,57 @@ done <"$T_TMP/edge.want"
 post "$T_TMP/edge.ndjson" application/x-ndjson
 t_eq "values at the limits, again: duplicates" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":0,"duplicates":3,"rejected":[]}'
 ids=$(cut -f1 "$T_TMP/edge.want" | sed "s/.*/'&'/" | paste -sd,)
-pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ($ids))" >/dev/null
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ($ids))" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id IN ($ids)" >/dev/null
+pg_q "DELETE FROM stat_deltas" >/dev/null
+
+# ---- packed events: a chunk a row of up to 1,024 events (common/evpack.h) ----
+# 2,049 events, each value different, so that a record read at a wrong offset or a chunk cut at a
+# wrong place shows: three chunks of 1,024, 1,024 and 1 events, each with its own sorted stacks,
+# read back through the view events in the order sent.
+IDK=$(newid)
+python3 - "$IDK" "$T_TMP/chunks.json" "$T_TMP/chunks.want" <<'PYK'
+import json, sys
+sid, out, want = sys.argv[1:4]
+ev, lines = [], []
+for i in range(2049):
+    kind = "wait" if i % 3 else "run"
+    stack = 2 if i == 2048 else (i * 7) % 5 if i < 1024 else 3 + (i % 2)
+    e = {"kind": kind, "tid": 1000 + i % 17, "ts_ns": (1 << 40) + i * 1000003 - (i % 5) * 7919,
+         "dur_ns": (i * 7) % 100003, "stack": stack}
+    if kind == "wait":
+        e["readier_tid"] = (i * 13) % 2003
+    ev.append(e)
+    lines.append("%d|%s|%d|%d|%d|%s|%d" % (i, kind[0], e["tid"], e["ts_ns"], e["dur_ns"],
+                 e.get("readier_tid", "-"), stack))
+doc = {"v": 1, "stream_id": sid, "host": "chunks", "app": "chunks",
+       "symptom": {"kind": "manual", "tid": 1000, "start_ns": 1 << 40, "end_ns": (1 << 40) + 3000000000},
+       "frames": ["a!main", "a!f0", "a!f1", "a!f2", "a!f3", "a!f4"],
+       "stacks": [[0, 1], [0, 2], [0, 3], [0, 4], [0, 5]], "events": ev}
+open(out, "w").write(json.dumps(doc))
+open(want, "w").write("\n".join(lines))
+PYK
+post "$T_TMP/chunks.json"
+t_eq "packed events: stored" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
+# a stack's place in the stream's list, from its frames (the stream's stack k is [a!main, a!f<k>])
+t_eq "packed events: three chunks, each with its events' stacks, distinct and sorted" \
+	"$(pg_q "SELECT c.first_seq, length(c.data) / 29,
+		(SELECT string_agg(substr(f.name, 4), ',' ORDER BY k.id) FROM unnest(c.stack_ids) AS k(id)
+		 JOIN stacks st ON st.id = k.id JOIN frames f ON f.id = st.frame_ids[2]),
+		c.stack_ids = (SELECT array_agg(DISTINCT x ORDER BY x) FROM unnest(c.stack_ids) x)
+		FROM event_chunks c JOIN streams s ON s.id = c.stream_ref WHERE s.stream_id = '$IDK' ORDER BY c.first_seq")" \
+	"$(printf '0|1024|%s|t\n1024|1024|%s|t\n2048|1|2|t' \
+		"$(pg_q "SELECT string_agg(substr(f.name, 4), ',' ORDER BY st.id) FROM stacks st JOIN frames f ON f.id = st.frame_ids[2]
+			WHERE f.name IN ('a!f0', 'a!f1', 'a!f2', 'a!f3', 'a!f4')")" \
+		"$(pg_q "SELECT string_agg(substr(f.name, 4), ',' ORDER BY st.id) FROM stacks st JOIN frames f ON f.id = st.frame_ids[2]
+			WHERE f.name IN ('a!f3', 'a!f4')")")"
+t_eq "packed events: read back as sent, in order" \
+	"$(pg_q "SELECT e.seq, e.kind, e.tid, e.ts_ns, e.dur_ns, coalesce(e.readier_tid::text, '-'),
+		(SELECT substr(f.name, 4)::int FROM stacks st JOIN frames f ON f.id = st.frame_ids[2] WHERE st.id = e.stack_id)
+		FROM events e JOIN streams s ON s.id = e.stream_ref WHERE s.stream_id = '$IDK' ORDER BY e.seq")" \
+	"$(cat "$T_TMP/chunks.want")"
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDK')" >/dev/null
+pg_q "DELETE FROM streams WHERE stream_id = '$IDK'" >/dev/null
 pg_q "DELETE FROM stat_deltas" >/dev/null
 
 # ---- zstd, one frame and several ----
@@ -441,7 +490,7 @@ http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $REVOKED" -H 'C
 t_eq "a revoked token is refused" "$HTTP_STATUS $HTTP_BODY" '401 {"error":"authorization: unknown or revoked token"}'
 
 http GET "$INGEST_URL/metrics"
-t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 18\n'
+t_match "metrics count accepted streams" "$HTTP_BODY" $'sm_ingest_streams_total\\{result="accepted"\\} 19\n'
 t_match "metrics count the bombs as too large" "$HTTP_BODY" $'sm_ingest_rejections_total\\{reason="too_large"\\} 2\n'
 t_match "metrics have a latency histogram" "$HTTP_BODY" 'sm_ingest_request_duration_seconds_bucket\{le="\+Inf"\} [0-9]+'
 stop_ingest && t_ok "sm-ingest stops cleanly"
@@ -569,7 +618,7 @@ t_eq "and the stream's events are on those writers' stacks, each stored once" \
 t_eq "and the batch took the way with ON CONFLICT, reading the skipped stack back" \
 	"$(grep -c 'a new stack was inserted meanwhile by a writer without' "$INGEST_LOG")|$(
 	   grep -c 'msg="new stacks committed meanwhile by another writer, read back" stacks=1$' "$INGEST_LOG")" "1|1"
-pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDL')" >/dev/null
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDL')" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id = '$IDL'" >/dev/null
 
 # ---- an id the interning statements did not return (a trigger drops one frame's INSERT, as a
@@ -597,7 +646,7 @@ t_eq "and counted with the database's failures, not the server's (db_error befor
 pg_q "DROP TRIGGER sm_test_drop_frame ON frames; DROP FUNCTION sm_test_drop_row()" >/dev/null
 post "$T_TMP/noid.json"
 t_eq "sent again once the trigger is gone: stored" "$HTTP_STATUS $HTTP_BODY" '200 {"accepted":1,"duplicates":0,"rejected":[]}'
-pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDN')" >/dev/null
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDN')" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id = '$IDN'" >/dev/null
 
 # ---- a zstd body's frame names, read in place (wire_parse_in_place()): stored as sent ----
@@ -622,7 +671,7 @@ t_eq "zstd, names read in place: each stored as sent" \
 	"$(pg_q "SELECT (SELECT jsonb_agg(f.name ORDER BY o) FROM unnest(k.frame_ids) WITH ORDINALITY u(fid, o)
 		JOIN frames f ON f.id = u.fid) = :'want'::jsonb FROM streams s JOIN events e ON e.stream_ref = s.id
 		JOIN stacks k ON k.id = e.stack_id WHERE s.stream_id = :'id'" -v id="$IDZ" -v want="$(cat "$T_TMP/inplace.want")")" t
-pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDZ')" >/dev/null
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id = '$IDZ')" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id = '$IDZ'" >/dev/null
 
 # a body whose frame declares its size and fails only at its end (its checksum), under the default
@@ -670,7 +719,7 @@ t_eq "bad input, a stack of 3.5 million compact integers" "$HTTP_STATUS $HTTP_BO
 t_eq "and the server did not grow with it (resident $rss0 kB before, $rss1 kB after)" \
 	"$([ $((rss1 - rss0)) -lt 32768 ] && echo yes)" yes
 ids=$(cut -f1 "$T_TMP"/edge*.want | sed "s/.*/'&'/" | paste -sd,)
-pg_q "DELETE FROM events WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ($ids))" >/dev/null
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE stream_id IN ($ids))" >/dev/null
 pg_q "DELETE FROM streams WHERE stream_id IN ($ids)" >/dev/null
 stop_ingest
 
@@ -817,7 +866,7 @@ old=$(newid)
 pg_q "WITH s AS (INSERT INTO streams (stream_id, host, app, symptom_kind, symptom_tid, symptom_start_ns,
 	symptom_end_ns, n_events, received_at) VALUES ('$old', 'old', 'old', 'manual', 1, 0, 1, 1, now() - interval '40 days')
 	RETURNING id, received_at)
-	INSERT INTO events SELECT id, received_at, 0, 'r', 1, 0, 1, 1, NULL FROM s" >/dev/null
+	INSERT INTO event_chunks SELECT id, received_at, 0, '{1}', sm_event_record('r', 1, 0, 1, 1, NULL) FROM s" >/dev/null
 pg_q "INSERT INTO stat_deltas (day, streams, frame_ids, frame_counts, callers, callees, call_counts)
 	VALUES ((now() AT TIME ZONE 'UTC')::date - 40, 1, '{1}', '{1}', '{}', '{}', '{}')" >/dev/null
 pg_q "SELECT sm_fold_stats(1000)" >/dev/null
@@ -829,7 +878,7 @@ t_match "retention: maintain reports a dropped partition" "$out" "dropped by ret
 t_eq "retention: the old stream and its events are gone" \
 	"$(pg_q "SELECT count(*) FROM streams WHERE stream_id = '$old'")|$(pg_q "SELECT count(*) FROM events WHERE stream_ref NOT IN (SELECT id FROM streams)")" "0|0"
 t_eq "retention: the old partition is gone" \
-	"$(pg_q "SELECT count(*) FROM pg_class WHERE relname = 'events_p' || to_char((now() AT TIME ZONE 'UTC')::date - 40, 'YYYYMMDD')")" 0
+	"$(pg_q "SELECT count(*) FROM pg_class WHERE relname = 'event_chunks_p' || to_char((now() AT TIME ZONE 'UTC')::date - 40, 'YYYYMMDD')")" 0
 t_eq "retention: recent streams are kept" "$(pg_q "SELECT count(*) FROM streams")" "$recent"
 t_eq "retention: statistics lose exactly the old day" "$(pg_q "SELECT n FROM stream_total")" "$((total_before - 1))"
 
@@ -874,7 +923,7 @@ t_eq "collection: its frames (those its events use) and stacks exist" "$(pg_q "$
 epoch0=$(pg_q "SELECT value FROM settings WHERE key = 'intern_epoch'")
 # as retention would do: the stream, its events and its day's statistics go
 pg_q "SELECT sm_fold_stats(1000000)" >/dev/null
-pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$GC1');
+pg_q "DELETE FROM event_chunks WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$GC1');
 	DELETE FROM streams WHERE stream_id = '$GC1';
 	DELETE FROM stat_frames WHERE frame_id IN (SELECT id FROM frames WHERE name LIKE 'gc!%');
 	DELETE FROM stat_calls WHERE caller IN (SELECT id FROM frames WHERE name LIKE 'gc!%')
@@ -1133,7 +1182,7 @@ WARM_EVENTS="0|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_hand
 1|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\"
 2|nginx!main > nginx!ngx_worker_process_cycle > nginx!ngx_http_handler > nginx!std::map<K, V>::find \"q\""
 drop_stream() {
-	pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = :'id');
+	pg_q "DELETE FROM event_chunks WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = :'id');
 		DELETE FROM streams WHERE stream_id = :'id'" -v id="$1" >/dev/null
 }
 # a stream of known frames and stacks only, stored by a server that warmed its cache: no lookup asks

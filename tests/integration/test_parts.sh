@@ -119,14 +119,14 @@ t_eq "wait stacks: the fleet has waits and running events ($WAITS waits)" \
 # a share's connection lost in the middle of its read (its backend ended, as a restart would): the
 # other share stops, the run goes again, with the same result. Both shares wait on a lock until one
 # of them is ended.
-psql -X -q -c "BEGIN" -c "LOCK TABLE events IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+psql -X -q -c "BEGIN" -c "LOCK TABLE event_chunks IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
 LOCKER=$!
 t_cleanup "kill $LOCKER 2>/dev/null || :"
 pg_until t "SELECT count(*) > 0 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-	WHERE c.relname = 'events' AND l.mode = 'AccessExclusiveLock' AND l.granted" 100 >/dev/null
+	WHERE c.relname = 'event_chunks' AND l.mode = 'AccessExclusiveLock' AND l.granted" 100 >/dev/null
 miner run --quiet "${ARGS[@]}" --part-streams 0 --threads 2 >"$T_TMP/lost.out" 2>"$T_TMP/lost.err" &
 RUNNER=$!
-SHARES="FROM pg_stat_activity WHERE query LIKE 'COPY (SELECT e.stream_ref%sm_slice%' AND wait_event_type = 'Lock'"
+SHARES="FROM pg_stat_activity WHERE query LIKE 'COPY (SELECT c.stream_ref%sm_slice%' AND wait_event_type = 'Lock'"
 t_eq "a share lost: both shares wait for the lock" "$(pg_until 2 "SELECT count(*) $SHARES" 200)" 2
 t_eq "a share lost: one share's backend ended" "$(pg_q "SELECT pg_terminate_backend(min(pid)) $SHARES")" t
 pg_q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(120)'" >/dev/null
@@ -259,12 +259,16 @@ t_eq "stalled coordinator: no part left" "$(pg_q "SELECT count(*) FROM run_parts
 
 # ---- events stored out of time order ----
 # (miner/extract.c sorts a stream's events: those out of order aside, merged back) each stream's
-# rows put back reversed, in interleaved runs, and shuffled: the same result, in one share and in two
+# events packed again reversed, in interleaved runs, and shuffled: the same result, in one share and in two
 for order in "ts_ns DESC, seq DESC" "seq % 5, seq" "md5(seq::text)"; do
-	pg_q "BEGIN; CREATE TABLE t_events AS SELECT * FROM events; DELETE FROM events;
-		INSERT INTO events SELECT * FROM t_events ORDER BY stream_ref, $order; DROP TABLE t_events; COMMIT" >/dev/null
+	pg_q "BEGIN; CREATE TABLE t_events AS SELECT * FROM events; DELETE FROM event_chunks;
+		INSERT INTO event_chunks SELECT stream_ref, min(received_at), (o / 1024 * 1024)::integer,
+			array_agg(DISTINCT stack_id ORDER BY stack_id),
+			string_agg(sm_event_record(kind, tid, ts_ns, dur_ns, stack_id, readier_tid), ''::bytea ORDER BY o)
+		FROM (SELECT t.*, row_number() OVER (PARTITION BY stream_ref ORDER BY $order) - 1 AS o FROM t_events t) x
+		GROUP BY stream_ref, o / 1024; DROP TABLE t_events; COMMIT" >/dev/null
 	t_eq "stored by $order: every stream out of time order" "$(pg_q "SELECT count(DISTINCT stream_ref) FILTER (WHERE down)
-		FROM (SELECT stream_ref, ts_ns < lag(ts_ns) OVER (PARTITION BY stream_ref ORDER BY ctid) AS down FROM events) x")" 240
+		FROM (SELECT stream_ref, ts_ns < lag(ts_ns) OVER (PARTITION BY stream_ref ORDER BY seq) AS down FROM events) x")" 240
 	for threads in 1 2; do
 		R=$(miner run --quiet "${ARGS[@]}" --part-streams 0 --threads $threads 2>"$T_TMP/order.err")
 		t_eq "stored by $order, $threads thread(s): the same result" "$(digest "$R")" "$WANT"

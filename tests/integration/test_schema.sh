@@ -49,15 +49,46 @@ pg_q "WITH r AS (INSERT INTO runs (status, params) VALUES ('done', '{\"app\": \"
 # stacks of that version, unique by their frames alone (029 keys them by a hash of the frames too)
 pg_q "INSERT INTO stacks (frame_ids) VALUES ('{1,2,3}'), ('{1,2}'), ('{3,2,1}')" -d "$UP" >/dev/null ||
 	t_bail "stacks of version 6"
+# events of that version, a row each, on two days: a stream of 2,500 (seq with gaps) and one of 3
+pg_q "SELECT sm_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 3, 4);
+	INSERT INTO events (stream_ref, received_at, seq, kind, tid, ts_ns, dur_ns, stack_id, readier_tid)
+	SELECT 7, now() - interval '3 days', g * 2, CASE WHEN g % 4 = 0 THEN 'r' ELSE 'w' END, 100 + g % 9,
+	       1000000000000 - g * 1000, g * 3, 1 + g % 3, CASE WHEN g % 4 = 0 THEN NULL ELSE g % 5 END
+	FROM generate_series(0, 2499) g;
+	INSERT INTO events VALUES (8, now(), 0, 'w', 5, 50, 2, 2, 0), (8, now(), 1, 'r', 5, 60, 1, 3, NULL),
+	                          (8, now(), 2, 'w', -6, -70, 9223372036854775807, 1, 2147483647)" -d "$UP" >/dev/null ||
+	t_bail "events of version 6"
+old_events=$(pg_q "SELECT string_agg(concat_ws(':', stream_ref, received_at, kind, tid, ts_ns, dur_ns, stack_id,
+	coalesce(readier_tid::text, '-')), ',' ORDER BY stream_ref, seq) FROM events" -d "$UP")
 out=$(PGDATABASE=$UP sm_admin migrate 2>&1)
 # counted, not subtracted: version numbers may leave gaps (two branches each taking a number)
 nmig=$(pg_q "SELECT count(*) FROM schema_migrations WHERE version > 6")
 t_eq "upgraded to the fresh version" "$out" "schema at version $target ($nmig migrations applied)"
 up=$(fns -d "$UP")
+t_eq "030: the events stored before it packed, read back through the view as they were, seq closed up" \
+	"$(pg_q "SELECT string_agg(concat_ws(':', stream_ref, received_at, kind, tid, ts_ns, dur_ns, stack_id,
+		coalesce(readier_tid::text, '-')), ',' ORDER BY stream_ref, seq),
+		count(*) FILTER (WHERE seq <> x.n), count(*) FROM (SELECT e.*, row_number() OVER
+		(PARTITION BY stream_ref ORDER BY seq) - 1 AS n FROM events e) x" -d "$UP")" "$old_events|0|2503"
+t_eq "030: a record's bytes as common/evpack.h writes them (tests/unit/test_extract.c), and read back" \
+	"$(pg_q "SELECT encode(sm_event_record('w', 286397204, 72623859790382856, -10, 2147483647, -2), 'hex');
+		SELECT * FROM sm_event_unpack(sm_event_record('w', 286397204, 72623859790382856, -10, 2147483647, -2)
+			|| sm_event_record('r', -1, -9223372036854775808, 9223372036854775807, 0, 5))")" \
+	"0102030405060708fffffffffffffff6111213147ffffffffffffffe77
+0|w|286397204|72623859790382856|-10|2147483647|-2
+1|r|-1|-9223372036854775808|9223372036854775807|0|5"
+t_eq "030: in chunks of 1,024 in day partitions of event_chunks, the rows' partitions gone" \
+	"$(pg_q "SELECT string_agg(concat_ws(':', stream_ref, first_seq, length(data) / 29, stack_ids::text,
+		tableoid::regclass = ('event_chunks_p' || to_char(received_at AT TIME ZONE 'UTC', 'YYYYMMDD'))::regclass), ' '
+		ORDER BY stream_ref, first_seq) FROM event_chunks" -d "$UP")|$(pg_q "SELECT count(*) FROM pg_class
+		WHERE relname ~ '^events_' OR relname = 'events_unpacked'" -d "$UP")" \
+	"7:0:1024:{1,2,3}:t 7:1024:1024:{1,2,3}:t 7:2048:452:{1,2,3}:t 8:0:3:{1,2,3}:t|0"
+
 t_eq "upgraded from version 6, it has the same functions as the fresh one, body for body" "$up" "$fresh"
-# the tables' constraints alike, and the stacks' as 029 made them
+# the tables' constraints alike (the day partitions' aside: the upgraded one has days), and the stacks' as 029 made them
 cons() { pg_q "SELECT string_agg(conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid), E'\\n'
-	ORDER BY conrelid::regclass::text, conname) FROM pg_constraint WHERE connamespace = 'public'::regnamespace" "$@"; }
+	ORDER BY conrelid::regclass::text, conname) FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+	AND NOT (SELECT relispartition FROM pg_class c WHERE c.oid = conrelid)" "$@"; }
 t_eq "upgraded from version 6, it has the same constraints as the fresh one" "$(cons -d "$UP")" "$(cons)"
 t_match "029: stacks unique by (hash, frame_ids)" "$(cons)" \
 	$'\nstacks stacks_hash_frame_ids_key UNIQUE \\(hash, frame_ids\\)\n'

@@ -1106,7 +1106,7 @@ api POST "/alerts/schedules/$FSCHED/delete" "${AD[@]}" "${FORM[@]}" --data-binar
 t_eq "schedule delete: confirmed" "$HTTP_STATUS $(header Location) $(pg_q "SELECT count(*) FROM schedules")" "303 /alerts 0"
 
 # ---- a stream that retention removed after the run: listed, marked expired, no link ----
-pg_q "DELETE FROM events WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');
+pg_q "DELETE FROM event_chunks WHERE stream_ref = (SELECT id FROM streams WHERE stream_id = '$SA');
 	DELETE FROM streams WHERE stream_id = '$SA'" >/dev/null
 api GET "/api/v1/clusters/$W1" "${AN[@]}"
 t_eq "expired stream: still in the cluster's top streams, marked" \

@@ -3,10 +3,16 @@
  * AOI: every order a stream's rows can come back in (sorted, reversed, runs interleaved, an early
  * or a late outlier, ties, random) against qsort with a comparator written here, the events set
  * aside counted where the order says how many, and one vector reused across calls of every size.
- * Reading and AOI are tested through sm-miner (tests/integration/test_parts.sh, test_miner.sh).
+ * The packed events' records (common/evpack.h) and the rows of their COPY (miner/copyread.h): the
+ * exact bytes of a record (the same as sql/030_event_chunks.sql's sm_event_record(), checked by
+ * tests/integration/test_schema.sh), values at their limits, the kind filter, and every row
+ * layout that is not a chunk's refused. Reading and AOI are tested through sm-miner
+ * (tests/integration/test_parts.sh, test_miner.sh).
  */
+#include "common/evpack.h"
 #include "common/vec.h"
 #include "common/wire.h"
+#include "miner/copyread.h"
 #include "miner/extract.h"
 #include "tests/unit/check.h"
 
@@ -180,9 +186,132 @@ static void test_random(void)
 	vec_free(&aside);
 }
 
+/* The record of the event of sql/030_event_chunks.sql's check (test_schema.sh): its bytes in hex. */
+static const char RECORD_HEX[] = "0102030405060708" "fffffffffffffff6" "11121314" "7fffffff" "fffffffe" "77";
+
+static void test_record(void)
+{
+	struct evpack_event e = { .ts_ns = 0x0102030405060708LL, .dur_ns = -10, .tid = 0x11121314,
+				  .stack = INT32_MAX, .readier_tid = -2, .kind = 'w' }, back;
+	unsigned char rec[EVPACK_RECORD];
+	char hex[2 * EVPACK_RECORD + 1];
+
+	evpack_put(rec, &e);
+	for (int i = 0; i < EVPACK_RECORD; i++)
+		snprintf(hex + 2 * i, 3, "%02x", rec[i]);
+	CHECK_STR(hex, RECORD_HEX);
+	CHECK_INT(evpack_get(rec, &back), 0);
+	CHECK(back.ts_ns == e.ts_ns && back.dur_ns == e.dur_ns && back.tid == e.tid && back.stack == e.stack &&
+	      back.readier_tid == e.readier_tid && back.kind == 'w');
+	e = (struct evpack_event){ INT64_MIN, INT64_MAX, INT32_MIN, 0, INT32_MAX, 'r' };
+	evpack_put(rec, &e);
+	CHECK_INT(evpack_get(rec, &back), 0);
+	CHECK(back.ts_ns == INT64_MIN && back.dur_ns == INT64_MAX && back.tid == INT32_MIN && back.stack == 0 &&
+	      back.readier_tid == INT32_MAX && back.kind == 'r');
+	rec[28] = 'x';
+	CHECK_INT(evpack_get(rec, &back), -1);
+	CHECK_INT(evpack_count(0), -1);
+	CHECK_INT(evpack_count(EVPACK_RECORD), 1);
+	CHECK_INT(evpack_count(EVPACK_RECORD * 3 + 1), -1);
+	CHECK_INT(evpack_count((size_t)EVPACK_RECORD * EVPACK_CHUNK), EVPACK_CHUNK);
+	CHECK_INT(evpack_count((size_t)EVPACK_RECORD * (EVPACK_CHUNK + 1)), -1);
+}
+
+struct taken {
+	int64_t ref[EVPACK_CHUNK];
+	struct wire_event e[EVPACK_CHUNK];
+	size_t n, stop_at;
+};
+
+static int take(void *arg, int64_t ref, const struct wire_event *e)
+{
+	struct taken *t = arg;
+
+	if (t->n == t->stop_at)
+		return -1;
+	t->ref[t->n] = ref;
+	t->e[t->n++] = *e;
+	return 0;
+}
+
+/* A binary COPY row of a chunk: 2 fields, stream_ref (reflen bytes), then the n records of
+ * chunk_event(). Returns its length. */
+static size_t chunk_row(unsigned char *p, int nfields, int reflen, size_t n)
+{
+	size_t len = 0, dlen = n * EVPACK_RECORD;
+
+	p[len++] = 0;
+	p[len++] = (unsigned char)nfields;
+	p[len++] = 0, p[len++] = 0, p[len++] = 0, p[len++] = (unsigned char)reflen;
+	for (int i = 0; i < reflen; i++)
+		p[len++] = (unsigned char)(i == reflen - 1 ? 42 : 0);
+	p[len++] = (unsigned char)(dlen >> 24), p[len++] = (unsigned char)(dlen >> 16);
+	p[len++] = (unsigned char)(dlen >> 8), p[len++] = (unsigned char)dlen;
+	for (size_t i = 0; i < n; i++) {
+		struct evpack_event e = { .ts_ns = (int64_t)i * 1000 - 5, .dur_ns = (int64_t)i, .tid = -(int32_t)i,
+					  .stack = (int32_t)(i % 7) + 1, .readier_tid = i % 3 ? (int32_t)i + 9 : 0,
+					  .kind = i % 3 ? 'w' : 'r' };
+
+		evpack_put(p + len, &e);
+		len += EVPACK_RECORD;
+	}
+	return len;
+}
+
+static void test_copy_rows(void)
+{
+	static unsigned char row[64 + (EVPACK_CHUNK + 1) * EVPACK_RECORD];
+	static struct taken t;
+	size_t len = chunk_row(row, 2, 8, EVPACK_CHUNK);
+	size_t waits = 0;
+	bool same = true;
+
+	t = (struct taken){ .stop_at = SIZE_MAX };
+	CHECK_INT(copyread_row(row, len, 0, take, &t), 0);
+	CHECK_INT(t.n, EVPACK_CHUNK);
+	for (size_t i = 0; i < t.n; i++)
+		same &= t.ref[i] == 42 && t.e[i].ts_ns == (int64_t)i * 1000 - 5 && t.e[i].dur_ns == (int64_t)i &&
+			t.e[i].tid == -(int64_t)i && t.e[i].stack == (uint32_t)(i % 7) + 1 &&
+			t.e[i].readier_tid == (i % 3 ? (int64_t)i + 9 : 0) &&
+			t.e[i].kind == (i % 3 ? WIRE_WAIT : WIRE_RUN);
+	CHECK(same);
+	/* the waits alone, then the run events alone, in order */
+	t = (struct taken){ .stop_at = SIZE_MAX };
+	CHECK_INT(copyread_row(row, len, 'w', take, &t), 0);
+	for (size_t i = 0; i < EVPACK_CHUNK; i++)
+		waits += i % 3 != 0;
+	CHECK_INT(t.n, waits);
+	CHECK(t.e[0].ts_ns == 1000 - 5 && t.e[1].ts_ns == 2000 - 5 && t.e[2].ts_ns == 4000 - 5);
+	t = (struct taken){ .stop_at = SIZE_MAX };
+	CHECK_INT(copyread_row(row, len, 'r', take, &t), 0);
+	CHECK_INT(t.n, EVPACK_CHUNK - waits);
+	CHECK(t.e[1].ts_ns == 3000 - 5 && t.e[1].kind == WIRE_RUN);
+	/* each() stops it at once */
+	t = (struct taken){ .stop_at = 5 };
+	CHECK_INT(copyread_row(row, len, 0, take, &t), -2);
+	CHECK_INT(t.n, 5);
+	/* not a chunk's row: fields, the ref's width, the data's length, a record's kind, too many */
+	t = (struct taken){ .stop_at = SIZE_MAX };
+	CHECK_INT(copyread_row(row, chunk_row(row, 3, 8, 2), 0, take, &t), -1);
+	CHECK_INT(copyread_row(row, chunk_row(row, 2, 4, 2), 0, take, &t), -1);
+	len = chunk_row(row, 2, 8, 2);
+	CHECK_INT(copyread_row(row, len - 1, 0, take, &t), -1);
+	CHECK_INT(copyread_row(row, len + 1, 0, take, &t), -1);
+	CHECK_INT(copyread_row(row, chunk_row(row, 2, 8, 0), 0, take, &t), -1);
+	CHECK_INT(copyread_row(row, 10, 0, take, &t), -1);
+	CHECK_INT(t.n, 0);
+	len = chunk_row(row, 2, 8, 2);
+	row[len - 1] = 'x';
+	CHECK_INT(copyread_row(row, len, 0, take, &t), -1);
+	CHECK_INT(copyread_row(row, chunk_row(row, 2, 8, EVPACK_CHUNK + 1), 0, take, &t), -1);
+	CHECK_INT(t.n, 1); /* the record before the one of kind 'x' */
+}
+
 int main(void)
 {
 	RUN(test_orders);
 	RUN(test_random);
+	RUN(test_record);
+	RUN(test_copy_rows);
 	return CHECK_DONE();
 }
