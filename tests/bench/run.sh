@@ -86,7 +86,7 @@ busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 # sql/030_event_chunks.sql (one partition, the index on stream_ref): what a COPY of the events as
 # rows costs, the measure of the ingest goals ("raw COPY, a row an event").
 raw_rows_table() {
-	psql -Xq -v ON_ERROR_STOP=1 -c "DROP TABLE IF EXISTS sm_bench_rows" \
+	psql -Xq -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS sm_bench_rows" \
 		-c "CREATE TABLE sm_bench_rows (stream_ref bigint NOT NULL, received_at timestamptz NOT NULL,
 			seq integer NOT NULL, kind \"char\" NOT NULL CHECK (kind IN ('r', 'w')), tid integer NOT NULL,
 			ts_ns bigint NOT NULL, dur_ns bigint NOT NULL CHECK (dur_ns >= 0), stack_id integer NOT NULL,
