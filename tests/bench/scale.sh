@@ -264,7 +264,7 @@ sc_ranks() {
 
 # sc_pages RUN: the run's pages through sm-web, 10 s of wrk each
 sc_pages() {
-	local wport cl pr sess
+	local wport cl pr sess st nev
 	rm -f "$work/wport"
 	"$bin/sm-web" --db "$(deploy/pg.sh url "$work/pg")" --listen 127.0.0.1:0 --port-file "$work/wport" --no-worker \
 		--log-level warn 2>"$work/web.log" &
@@ -284,6 +284,11 @@ sc_pages() {
 		wrk_line "problem $pr (API)" "$u/api/v1/problems/$pr" "$h"
 	fi
 	wrk_line "streams of the app (HTML)" "$u/streams?app=$2" "$h"
+	# a stream of the run with the most events: its page unpacks all of its chunks
+	read -r st nev <<<"$(psql -XAtF ' ' -c "SELECT stream_id, n_events FROM streams WHERE app = '$2'
+		ORDER BY n_events DESC, id LIMIT 1")"
+	wrk_line "stream page, $nev events (HTML)" "$u/streams/$st" "$h"
+	wrk_line "stream, $nev events (API)" "$u/api/v1/streams/$st" "$h"
 	echo "sm-web:     peak RSS $(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$web_pid/status") MB"
 	kill "$web_pid"
 	wait "$web_pid" 2>/dev/null || true

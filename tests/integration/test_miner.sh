@@ -333,6 +333,43 @@ t_eq "real capture: costly patterns of both kinds" \
 t_eq "real capture: ranks follow cost" "$(pg_q "SELECT bool_and(ok) FROM (SELECT cost_ns >= coalesce(lead(cost_ns)
 	OVER (PARTITION BY kind ORDER BY rank), 0) AS ok FROM patterns WHERE run_id = $RUN) s")" t
 
+# --- triage's greedy-max order: each stream's longest wait among its run's stacks, unpacked from
+# the stored chunks (clusterer/signature.c). tri2, stored first (the lower id), has the longer
+# symptom and, outside what triage weighs, a run event on its wait's stack and a wait after its
+# window, each longer than anything of tri1; tri1's one wait (1,000 ns, signature tri-a) is its
+# run's longest.
+# tri-a covers 1,000 of 1,100 ns: opening tri1 first reaches half of the coverage with one stream;
+# tri2 first (by symptom, or by a longest event read wrong) needs both.
+tri() { # tri ID START END EVENTS...
+	local id=$1 start=$2 end=$3
+	shift 3
+	printf '{"v":1,"stream_id":"%s","host":"tri","app":"triapp","symptom":{"kind":"unit_violation","tid":1,"start_ns":%s,"end_ns":%s},' \
+		"$id" "$start" "$end"
+	printf '"frames":["tri!main","tri!a_wait","tri!b_wait","tri!spin","tri!after"],'
+	printf '"stacks":[[0,1],[0,2],[0,3],[0,4]],"events":[%s]}\n' "$(IFS=,; echo "$*")"
+}
+T2=$(newid) T1=$(newid)
+start_ingest || t_bail "sm-ingest starts for triage"
+for body in "$(tri "$T2" 1000 201000 '{"kind":"wait","tid":1,"ts_ns":1000,"dur_ns":100,"stack":1,"readier_tid":0}' \
+		'{"kind":"run","tid":1,"ts_ns":1200,"dur_ns":4000000,"stack":1}' \
+		'{"kind":"wait","tid":1,"ts_ns":300000,"dur_ns":5000000,"stack":3,"readier_tid":0}')" \
+	"$(tri "$T1" 1000 2000 '{"kind":"wait","tid":1,"ts_ns":1000,"dur_ns":1000,"stack":0,"readier_tid":0}')"; do
+	http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+		--data-binary "$body"
+	t_eq "triage streams stored" "$HTTP_BODY" '{"accepted":1,"duplicates":0,"rejected":[]}'
+done
+stop_ingest
+run --app triapp --kind both --threshold-ns 1
+t_eq "triage run: its wait rows are the two waits in the windows" \
+	"$(pg_q "SELECT string_agg(s.stream_id || ':' || rs.cost_ns, ' ' ORDER BY s.id) FROM run_stacks rs
+		JOIN streams s ON s.id = rs.stream_ref WHERE rs.run_id = $RUN AND rs.kind = 'w'")" "$T2:100 $T1:1000"
+cl signatures create --name tri-a --frame 'tri!a_wait' >/dev/null
+cl signatures create --name tri-b --frame 'tri!b_wait' >/dev/null
+t_eq "triage: greedy-max opens the stream of the longest wait first, greedy-total the longest symptom" \
+	"$(cl triage "$RUN" | awk 'NR == 2 || $1 == "0.5000"')" \
+"coverage	random	greedy-total	greedy-max	signature
+0.5000	$(cl triage "$RUN" | awk '$1 == "0.5000" { print $2 }')	2	1	1"
+
 # --- the phase: the heartbeat writes runs.progress (phase and counters) while the run is mined,
 # the end writes "done"; a trigger of the test's own records every phase the runs table held ---
 pg_q "CREATE TABLE test_phases (n serial, run_id bigint, status text, phase text, progress jsonb);
