@@ -384,15 +384,29 @@ void util_trim(void)
 
 size_t util_fmt_u64(char *out, uint64_t v)
 {
-	char tmp[UTIL_DEC_MAX];
-	size_t n = 0, len;
+	/* two digits a division: the API writes millions of numbers (a stream's events) */
+	static const char pairs[201] =
+		"0001020304050607080910111213141516171819"
+		"2021222324252627282930313233343536373839"
+		"4041424344454647484950515253545556575859"
+		"6061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
+	char tmp[UTIL_DEC_MAX], *p = tmp + sizeof(tmp);
+	size_t len;
 
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (len = n; n; n--)
-		*out++ = tmp[n - 1];
+	while (v >= 100) {
+		p -= 2;
+		memcpy(p, pairs + 2 * (v % 100), 2);
+		v /= 100;
+	}
+	if (v >= 10) {
+		p -= 2;
+		memcpy(p, pairs + 2 * v, 2);
+	} else {
+		*--p = (char)('0' + v);
+	}
+	len = (size_t)(tmp + sizeof(tmp) - p);
+	memcpy(out, p, len);
 	return len;
 }
 

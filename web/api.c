@@ -273,62 +273,57 @@ int api_put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, str
 		   size_t errlen)
 {
 	int n = PQntuples(rows);
-	struct buf ids = BUF_INIT(0);
-	struct req_names names;
-	PGresult *fr;
+	int32_t *ids = arena_alloc(rq->a, ((size_t)n + 1) * sizeof(int32_t));
 	size_t k = 0;
 
-	m->ids = arena_alloc(rq->a, ((size_t)n + 1) * sizeof(int32_t));
-	if (!m->ids) {
+	if (!ids) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	for (int i = 0; i < n; i++)
-		m->ids[i] = (int32_t)strtol(PQgetvalue(rows, i, col), NULL, 10);
-	qsort(m->ids, (size_t)n, sizeof(int32_t), cmp_i32);
+		ids[i] = (int32_t)strtol(PQgetvalue(rows, i, col), NULL, 10);
+	qsort(ids, (size_t)n, sizeof(int32_t), cmp_i32);
 	for (int i = 0; i < n; i++)
-		if (k == 0 || m->ids[k - 1] != m->ids[i])
-			m->ids[k++] = m->ids[i];
+		if (k == 0 || ids[k - 1] != ids[i])
+			ids[k++] = ids[i];
+	m->ids = ids;
 	m->n = k;
-	buf_putc(&ids, '{');
-	for (size_t i = 0; i < k; i++)
-		buf_printf(&ids, i ? ",%d" : "%d", m->ids[i]);
-	buf_putc(&ids, '}');
-	if (buf_error(&ids) != BUF_OK) {
-		snprintf(err, errlen, "listing the stacks: %s", buf_error_text(&ids));
-		buf_release(&ids);
+	return api_put_stack_list(rq, w, ids, k, err, errlen);
+}
+
+int api_put_stack_list(struct req *rq, struct jsonw *w, const int32_t *ids, size_t n, char *err, size_t errlen)
+{
+	struct req_names names;
+	PGresult *fr;
+	int *row;
+
+	if (!(row = arena_alloc(rq->a, (n + 1) * sizeof(*row)))) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	fr = model_stacks(rq->db, buf_cstr(&ids), err, errlen);
-	buf_release(&ids);
-	if (!fr)
+	if (!(fr = model_stacks_of(rq->db, ids, n, err, errlen)))
 		return -1;
-	if (req_frame_names_rows(rq, fr, 1, &names) < 0) {
+	if (req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0) {
 		PQclear(fr);
 		snprintf(err, errlen, "reading frame names failed");
 		return -1;
 	}
-	{
-		/* one array of names per stack, in the order of m->ids (a stack the database lacks: []) */
-		int j = 0, nf = PQntuples(fr);
-		jsonw_karray(w, "stacks");
-		for (size_t i = 0; i < m->n; i++) {
-			while (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) < m->ids[i])
-				j++;
-			if (j < nf && strtol(PQgetvalue(fr, j, 0), NULL, 10) == m->ids[i]) {
-				if (!names.row[j]) {
-					PQclear(fr);
-					snprintf(err, errlen, "reading frame names failed");
-					return -1;
-				}
-				put_name_array(w, names.row[j], names.n[j]);
-			} else {
-				jsonw_array(w);
-				jsonw_end(w);
-			}
+	model_stack_rows(fr, ids, n, row);
+	/* one array of names per stack, in the order of ids (a stack the database lacks: []) */
+	jsonw_karray(w, "stacks");
+	for (size_t i = 0; i < n; i++) {
+		if (row[i] < 0) {
+			jsonw_array(w);
+			jsonw_end(w);
+		} else if (!names.row[row[i]]) {
+			PQclear(fr);
+			snprintf(err, errlen, "reading frame names failed");
+			return -1;
+		} else {
+			put_name_array(w, names.row[row[i]], names.n[row[i]]);
 		}
-		jsonw_end(w);
 	}
+	jsonw_end(w);
 	PQclear(fr);
 	return 0;
 }

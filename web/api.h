@@ -49,7 +49,7 @@ bool api_known_query(struct req *rq, const char *const *names, bool labels);
 bool api_put_names(struct req *rq, struct jsonw *w, const char *ids);
 /* Distinct stack ids, and so the position of each in the "stacks" array written. */
 struct api_stackmap {
-	int32_t *ids;       /* distinct stack ids, ascending */
+	const int32_t *ids; /* distinct stack ids, ascending */
 	size_t n;
 };
 /* The position of stack id in the array api_put_stacks() wrote, or -1. */
@@ -61,6 +61,8 @@ long api_stack_index(const struct api_stackmap *m, int32_t id);
  */
 int api_put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, struct api_stackmap *m, char *err,
 		   size_t errlen);
+/* The same for ids[0..n), distinct and ascending (a stack's position in the array is its index in ids). */
+int api_put_stack_list(struct req *rq, struct jsonw *w, const int32_t *ids, size_t n, char *err, size_t errlen);
 /* The row of a run, cluster or problem, or NULL after a 404 or 500 (caller frees the row). */
 PGresult *api_need_run(struct req *rq, const char *id);
 PGresult *api_need_cluster(struct req *rq, const char *id);

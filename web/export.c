@@ -1,6 +1,7 @@
 /* export: pprof, speedscope and collapsed stacks out of weighted stacks, and the API's downloads of them
  * (see export.h). */
 #include "web/export.h"
+#include "common/arena.h"
 #include "common/intern.h"
 #include "common/jsonw.h"
 #include "common/proto/profile.pb-c.h"
@@ -839,37 +840,41 @@ void export_get_stream_profile(struct req *rq)
 	enum export_format f;
 	unsigned kinds;
 	char canon[37], err[512];
-	PGresult *st = NULL, *ev = NULL, *fr = NULL;
+	PGresult *st = NULL, *fr = NULL;
+	struct model_events *ev = NULL;
 	struct export *x = NULL;
 
 	if (!profile_query(rq, &f, &kinds) || !(st = streams_need_stream(rq, uuid, canon)))
 		return;
 	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), EXPORT_MAX_STREAM_EVENTS, err, sizeof(err));
-	if (api_failed(rq, ev, err))
+	if (!ev) {
+		api_failed(rq, NULL, err);
 		goto out;
-	fr = model_stacks(rq->db, req_id_array(rq, ev, PQfnumber(ev, "stack_id")), err, sizeof(err));
+	}
+	fr = model_stacks_of(rq->db, ev->stacks, ev->nstacks, err, sizeof(err));
 	if (api_failed(rq, fr, err))
 		goto out;
 	if (!(x = open_or_fail(rq, req_printf(rq, "stackmine stream %s", canon), false)))
 		goto out;
 	{
-		/* the stacks come by id: their frame names by binary search */
-		int kc = PQfnumber(ev, "kind"), sc = PQfnumber(ev, "stack_id");
+		/* each event's stack's row of fr, found once per stack */
 		struct req_names names;
+		int *row = arena_alloc(rq->a, (ev->nstacks + 1) * sizeof(*row));
 
-		if (req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0) {
+		if (!row || req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0) {
 			req_json_error(rq, 500, "the profile could not be built: the frame names could not be read");
 			goto out;
 		}
-		for (int i = 0; i < PQntuples(ev); i++) {
-			char k = PQgetvalue(ev, i, kc)[0];
-			int lo = model_find_stack(fr, strtoll(PQgetvalue(ev, i, sc), NULL, 10));
+		model_stack_rows(fr, ev->stacks, ev->nstacks, row);
+		for (size_t i = 0; i < ev->n; i++) {
+			const struct evpack_event *e = &ev->ev[i];
+			int lo = row[ev->at[i]];
 
-			if (!(kinds & (k == 'w' ? 2u : 1u)) || lo < 0)
+			if (!(kinds & (e->kind == 'w' ? 2u : 1u)) || lo < 0)
 				continue;
 			if (!names.row[lo] ||
-			    export_add(x, 0, k == 'w' ? EXPORT_WAIT : EXPORT_RUN, names.row[lo], names.n[lo],
-				       model_coln(ev, i, "tid"), (uint64_t)model_coln(ev, i, "dur_ns"), 1) < 0) {
+			    export_add(x, 0, e->kind == 'w' ? EXPORT_WAIT : EXPORT_RUN, names.row[lo], names.n[lo], e->tid,
+				       (uint64_t)e->dur_ns, 1) < 0) {
 				req_json_error(rq, 500, "the profile could not be built: %s", export_error(x));
 				goto out;
 			}
@@ -879,6 +884,6 @@ void export_get_stream_profile(struct req *rq)
 out:
 	export_free(x);
 	PQclear(st);
-	PQclear(ev);
 	PQclear(fr);
+	model_events_free(ev);
 }

@@ -2,7 +2,9 @@
 #include "web/model.h"
 #include "web/request.h"
 #include "common/db.h"
+#include "common/buf.h"
 #include "common/evpack.h"
+#include "common/imap.h"
 #include "common/vec.h"
 #include "common/wire.h"
 
@@ -174,7 +176,7 @@ PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen)
 		   1, p, err, errlen);
 }
 
-/* An event of a stream's page, with its place in the stream to order events of one time. */
+/* An event being unpacked, with its place in the stream to order events of one time. */
 struct page_event {
 	struct evpack_event e;
 	int64_t seq;
@@ -212,8 +214,9 @@ static int unpack_chunks(PGresult *c, struct page_event **ev, size_t *n, char *e
 	for (int i = 0; i < rows; i++) {
 		const unsigned char *data = (const unsigned char *)PQgetvalue(c, i, 1);
 		int64_t first = (int32_t)(uint32_t)evpack_be((const unsigned char *)PQgetvalue(c, i, 0), 4);
+		size_t nrec = (size_t)PQgetlength(c, i, 1) / EVPACK_RECORD;
 
-		for (size_t r = 0; r < (size_t)PQgetlength(c, i, 1) / EVPACK_RECORD; r++) {
+		for (size_t r = 0; r < nrec; r++) {
 			if (evpack_get(data + r * EVPACK_RECORD, &(*ev)[*n].e) < 0)
 				goto bad_chunk;
 			(*ev)[(*n)++].seq = first + (int64_t)r;
@@ -228,67 +231,98 @@ bad_chunk:
 	return -1;
 }
 
-/* The first `limit` of ev as a result of the columns of model_stream_events(), in text. */
-static PGresult *events_result(PGconn *db, const struct page_event *ev, size_t n, char *err, size_t errlen)
+static int cmp_i32(const void *a, const void *b)
 {
-	static PGresAttDesc cols[6] = {
-		{ .name = "kind", .typid = 18, .typlen = 1, .atttypmod = -1 },
-		{ .name = "tid", .typid = 23, .typlen = 4, .atttypmod = -1 },
-		{ .name = "ts_ns", .typid = 20, .typlen = 8, .atttypmod = -1 },
-		{ .name = "dur_ns", .typid = 20, .typlen = 8, .atttypmod = -1 },
-		{ .name = "stack_id", .typid = 23, .typlen = 4, .atttypmod = -1 },
-		{ .name = "readier_tid", .typid = 23, .typlen = 4, .atttypmod = -1 },
-	};
-	PGresult *r = PQmakeEmptyPGresult(db, PGRES_TUPLES_OK);
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
 
-	if (!r || !PQsetResultAttrs(r, 6, cols))
-		goto out_of_memory;
-	for (size_t i = 0; i < n; i++) {
-		const struct evpack_event *e = &ev[i].e;
-		char v[6][24];
-		int len[6];
-
-		len[0] = snprintf(v[0], sizeof(v[0]), "%c", e->kind);
-		len[1] = snprintf(v[1], sizeof(v[1]), "%d", (int)e->tid);
-		len[2] = snprintf(v[2], sizeof(v[2]), "%lld", (long long)e->ts_ns);
-		len[3] = snprintf(v[3], sizeof(v[3]), "%lld", (long long)e->dur_ns);
-		len[4] = snprintf(v[4], sizeof(v[4]), "%d", (int)e->stack);
-		len[5] = snprintf(v[5], sizeof(v[5]), "%d", e->kind == 'w' ? (int)e->readier_tid : 0);
-		for (int f = 0; f < 6; f++)
-			if (!PQsetvalue(r, (int)i, f, v[f], len[f]))
-				goto out_of_memory;
-	}
-	return r;
-out_of_memory:
-	PQclear(r);
-	snprintf(err, errlen, "out of memory");
-	return NULL;
+	return (x > y) - (x < y);
 }
 
-PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen)
+/* e->stacks: the distinct stack ids of e->ev, ascending; e->at. 0 or -1 (out of memory). */
+static int distinct_stacks(struct model_events *e)
+{
+	struct imap pos = IMAP_INIT;
+	uint64_t k = 0;
+	int rc = -1;
+
+	for (size_t i = 0; i < e->n; i++)
+		if (imap_find(&pos, (uint32_t)e->ev[i].stack) == SIZE_MAX && imap_put(&pos, (uint32_t)e->ev[i].stack, 0) < 0)
+			goto free_pos;
+	if (e->n && (!(e->stacks = vec_alloc(pos.cnt, sizeof(*e->stacks))) || !(e->at = vec_alloc(e->n, sizeof(*e->at)))))
+		goto free_pos;
+	for (size_t i = 0; i < pos.cap; i++)
+		if (pos.keys[i] != IMAP_EMPTY)
+			e->stacks[e->nstacks++] = (int32_t)(uint32_t)pos.keys[i];
+	if (e->nstacks > 1)
+		qsort(e->stacks, e->nstacks, sizeof(*e->stacks), cmp_i32);
+	for (size_t s = 0; s < e->nstacks; s++)
+		pos.vals[imap_find(&pos, (uint32_t)e->stacks[s])] = s;
+	for (size_t i = 0; i < e->n; i++) {
+		imap_get(&pos, (uint32_t)e->ev[i].stack, &k);
+		e->at[i] = (uint32_t)k;
+	}
+	rc = 0;
+free_pos:
+	imap_free(&pos);
+	return rc;
+}
+
+struct model_events *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen)
 {
 	const char *p[1] = { ref };
-	struct page_event *ev;
+	struct model_events *e;
+	struct page_event *pe;
 	size_t n;
-	/* binary: the chunks' bytes as stored, not twice as many hex digits */
-	PGresult *r, *c = PQexecParams(db, "SELECT first_seq, data FROM event_chunks WHERE stream_ref = $1::bigint",
-				       1, NULL, p, NULL, NULL, 1);
+	bool sorted = true;
+	/* binary: the chunks' bytes as stored, not twice as many hex digits; in order, so that the
+	 * events come as sent and a stream sent in time order needs no sort */
+	PGresult *c = PQexecParams(db, "SELECT first_seq, data FROM event_chunks WHERE stream_ref = $1::bigint"
+				   " ORDER BY first_seq", 1, NULL, p, NULL, NULL, 1);
 
 	if (PQresultStatus(c) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, "query", c ? PQresultErrorMessage(c) : PQerrorMessage(db));
 		PQclear(c);
 		return NULL;
 	}
-	if (unpack_chunks(c, &ev, &n, err, errlen) < 0) {
+	if (unpack_chunks(c, &pe, &n, err, errlen) < 0) {
 		PQclear(c);
 		return NULL;
 	}
 	PQclear(c);
-	if (n > 1)
-		qsort(ev, n, sizeof(*ev), page_event_cmp);
-	r = events_result(db, ev, limit >= 0 && (size_t)limit < n ? (size_t)limit : n, err, errlen);
-	free(ev);
-	return r;
+	for (size_t i = 1; i < n && sorted; i++)
+		sorted = page_event_cmp(&pe[i - 1], &pe[i]) <= 0;
+	if (!sorted)
+		qsort(pe, n, sizeof(*pe), page_event_cmp);
+	if (!(e = calloc(1, sizeof(*e))))
+		goto out_of_memory;
+	e->stored = n;
+	if (limit >= 0 && (size_t)limit < n)
+		n = (size_t)limit;
+	if (n && !(e->ev = vec_alloc(n, sizeof(*e->ev))))
+		goto out_of_memory;
+	for (size_t i = 0; i < n; i++)
+		e->ev[i] = pe[i].e;
+	e->n = n;
+	free(pe);
+	pe = NULL;
+	if (distinct_stacks(e) < 0)
+		goto out_of_memory;
+	return e;
+out_of_memory:
+	free(pe);
+	model_events_free(e);
+	snprintf(err, errlen, "out of memory");
+	return NULL;
+}
+
+void model_events_free(struct model_events *e)
+{
+	if (!e)
+		return;
+	free(e->ev);
+	free(e->stacks);
+	free(e->at);
+	free(e);
 }
 
 PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errlen)
@@ -297,6 +331,44 @@ PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errl
 
 	return run_prepared(db, 4, "SELECT id AS stack_id, frame_ids FROM stacks WHERE id = ANY($1::int[]) ORDER BY id", 1, p,
 		   err, errlen);
+}
+
+PGresult *model_stacks_of(PGconn *db, const int32_t *ids, size_t n, char *err, size_t errlen)
+{
+	struct buf b = BUF_INIT(0);
+	PGresult *r;
+
+	buf_putc(&b, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(&b, ',');
+		buf_put_i64(&b, ids[i]);
+	}
+	buf_putc(&b, '}');
+	if (buf_error(&b) != BUF_OK) {
+		snprintf(err, errlen, "listing the stacks: %s", buf_error_text(&b));
+		buf_release(&b);
+		return NULL;
+	}
+	r = model_stacks(db, buf_cstr(&b), err, errlen);
+	buf_release(&b);
+	return r;
+}
+
+void model_stack_rows(PGresult *fr, const int32_t *ids, size_t n, int *row)
+{
+	int nf = PQntuples(fr), c = PQfnumber(fr, "stack_id"), j = 0;
+	int64_t id = 0;
+
+	/* both ascending: one walk, each row's id parsed once */
+	if (j < nf && c >= 0)
+		id = strtoll(PQgetvalue(fr, j, c), NULL, 10);
+	for (size_t k = 0; k < n; k++) {
+		while (c >= 0 && j < nf && id < ids[k])
+			if (++j < nf)
+				id = strtoll(PQgetvalue(fr, j, c), NULL, 10);
+		row[k] = c >= 0 && j < nf && id == ids[k] ? j : -1;
+	}
 }
 
 /* ---- runs ---- */
@@ -743,10 +815,9 @@ PGresult *model_signature(PGconn *db, const char *id, char *err, size_t errlen)
 	return run_prepared(db, 10, SIG_COLS " WHERE g.id = $1::bigint", 1, p, err, errlen);
 }
 
-int model_stream_aoi(PGresult *st, PGresult *ev, enum aoi_mode mode, bool *in)
+int model_stream_aoi(PGresult *st, const struct model_events *e, enum aoi_mode mode, bool *in)
 {
-	int n = PQntuples(ev);
-	struct wire_event *we = calloc((size_t)n + 1, sizeof(*we));
+	struct wire_event *we = calloc(e->n + 1, sizeof(*we));
 	struct wire_symptom sym;
 	struct aoi *a = aoi_open();
 	const uint32_t *idx;
@@ -756,17 +827,19 @@ int model_stream_aoi(PGresult *st, PGresult *ev, enum aoi_mode mode, bool *in)
 	memset(&sym, 0, sizeof(sym));
 	if (!we || !a)
 		goto out;
-	for (int i = 0; i < n; i++) {
-		we[i].kind = PQgetvalue(ev, i, 0)[0] == 'w' ? WIRE_WAIT : WIRE_RUN;
-		we[i].tid = strtoll(PQgetvalue(ev, i, 1), NULL, 10);
-		we[i].ts_ns = strtoll(PQgetvalue(ev, i, 2), NULL, 10);
-		we[i].dur_ns = strtoll(PQgetvalue(ev, i, 3), NULL, 10);
-		we[i].readier_tid = strtoll(PQgetvalue(ev, i, 5), NULL, 10);
+	for (size_t i = 0; i < e->n; i++) {
+		const struct evpack_event *v = &e->ev[i];
+
+		we[i].kind = v->kind == 'w' ? WIRE_WAIT : WIRE_RUN;
+		we[i].tid = v->tid;
+		we[i].ts_ns = v->ts_ns;
+		we[i].dur_ns = v->dur_ns;
+		we[i].readier_tid = v->kind == 'w' ? v->readier_tid : 0;
 	}
-	sym.tid = strtoll(PQgetvalue(st, 0, PQfnumber(st, "symptom_tid")), NULL, 10);
-	sym.start_ns = strtoll(PQgetvalue(st, 0, PQfnumber(st, "symptom_start_ns")), NULL, 10);
-	sym.end_ns = strtoll(PQgetvalue(st, 0, PQfnumber(st, "symptom_end_ns")), NULL, 10);
-	if (aoi_extract(a, we, (size_t)n, &sym, mode, &idx, &nidx) < 0)
+	sym.tid = model_coln(st, 0, "symptom_tid");
+	sym.start_ns = model_coln(st, 0, "symptom_start_ns");
+	sym.end_ns = model_coln(st, 0, "symptom_end_ns");
+	if (aoi_extract(a, we, e->n, &sym, mode, &idx, &nidx) < 0)
 		goto out;
 	for (size_t i = 0; i < nidx; i++)
 		in[idx[i]] = true;

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/evpack.h"
 #include "guardcore/settings.h"
 #include "miner/aoi.h"
 
@@ -45,13 +46,29 @@ PGresult *model_streams_count(PGconn *db, const struct stream_filter *f, char *e
 /* One stream by its uuid: ref (the internal id), stream_id, host, app, version, build_id, labels,
  * symptom (json), events, received_at, and symptom_tid, symptom_start_ns, symptom_end_ns. */
 PGresult *model_stream(PGconn *db, const char *uuid, char *err, size_t errlen);
-/* The events of ev (model_stream_events() rows of stream st) in the AOI of `mode`: in[i] set for
- * each. Returns 0 or -1 (out of memory). */
-int model_stream_aoi(PGresult *st, PGresult *ev, enum aoi_mode mode, bool *in);
-/* Its first `limit` events by time: kind ('r'/'w'), tid, ts_ns, dur_ns, stack_id, readier_tid. */
-PGresult *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen);
+/* A stream's events as stored, unpacked (model_stream_events()). */
+struct model_events {
+	struct evpack_event *ev; /* in time order, then in the order sent */
+	size_t n;
+	size_t stored;           /* the stream's events stored: more than n when the limit cut them */
+	int32_t *stacks;         /* the distinct stack ids of ev, ascending */
+	size_t nstacks;
+	uint32_t *at;            /* at[i]: the position of ev[i]'s stack in stacks */
+};
+/* Its first `limit` events by time (all when limit < 0), and their stacks; NULL with err (a database
+ * error, a damaged chunk, out of memory). Caller frees with model_events_free(). */
+struct model_events *model_stream_events(PGconn *db, const char *ref, long limit, char *err, size_t errlen);
+void model_events_free(struct model_events *e);
+/* The events of e (of stream st) in the AOI of `mode`: in[i] set for each. Returns 0 or -1 (out of
+ * memory). */
+int model_stream_aoi(PGresult *st, const struct model_events *e, enum aoi_mode mode, bool *in);
 /* Stacks by id ("{1,2,3}"): stack_id, frame_ids (an int array, outermost first), ascending. */
 PGresult *model_stacks(PGconn *db, const char *stack_ids, char *err, size_t errlen);
+/* The same for ids[0..n). */
+PGresult *model_stacks_of(PGconn *db, const int32_t *ids, size_t n, char *err, size_t errlen);
+/* For stacks fr (model_stacks(), ascending) and ids[0..n) ascending: row[k] is the row of ids[k] in
+ * fr, or -1 where fr lacks it. */
+void model_stack_rows(PGresult *fr, const int32_t *ids, size_t n, int *row);
 
 /* runs: run_id, status, app, params, error, counts, timings_ms, progress, created_at, started_at,
  * finished_at, newest first; app and status filters may be NULL. */

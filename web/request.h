@@ -103,6 +103,7 @@ struct req {
 	int status;
 	const char *ctype;
 	struct buf out;
+	size_t out_given;           /* the capacity of out handed to libmicrohttpd with the answer */
 	const char *detail;         /* a 500's message: logged, never sent (it may be PostgreSQL's) */
 	const char *hname[REQ_MAX_HEADERS], *hval[REQ_MAX_HEADERS];
 	int nheaders;

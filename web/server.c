@@ -237,8 +237,17 @@ static enum MHD_Result send_response(struct req *rq)
 
 	hide_internal_error(rq);
 
-	r = MHD_create_response_from_buffer(rq->out.len, rq->out.data ? rq->out.data : (void *)"",
-					    MHD_RESPMEM_MUST_COPY);
+	/* the answer's bytes as they are, not a copy (a stream's events are tens of MB): libmicrohttpd
+	 * frees them once sent */
+	if (rq->out.data && rq->out.len) {
+		r = MHD_create_response_from_buffer(rq->out.len, rq->out.data, MHD_RESPMEM_MUST_FREE);
+		if (r) {
+			rq->out_given = rq->out.cap;
+			rq->out = (struct buf)BUF_INIT(rq->out.max);
+		}
+	} else {
+		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	}
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rq->ctype ? rq->ctype : "text/plain");
@@ -792,7 +801,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	if (!rq)
 		return;
-	held = rq->body.cap + rq->out.cap + arena_used(rq->a);
+	held = rq->body.cap + rq->out.cap + rq->out_given + arena_used(rq->a);
 	if (rq->held != HELD_NOT) {
 		/* sent, or gone before libmicrohttpd could send it */
 		if (rq->held == HELD_SENDING)

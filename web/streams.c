@@ -220,18 +220,50 @@ PGresult *streams_need_stream(struct req *rq, const char *uuid, char canon[37])
 	return st;
 }
 
+/* The longest event_json(): its keys and punctuation, four numbers of 20 characters, one of 11. */
+#define EVENT_JSON_MAX 256
+
+static char *put_lit(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return p + n;
+}
+#define PUT(p, lit) put_lit(p, lit, sizeof(lit) - 1)
+
+/* Event e as the API's JSON object at p (room for EVENT_JSON_MAX), as jsonw would write it: its length.
+ * A stream's events are most of its answer (200,000 of them), so they are written whole, not key by key. */
+static size_t event_json(char *p, const struct evpack_event *e, long stack, bool aoi)
+{
+	char *o = p;
+	bool wait = e->kind == 'w';
+
+	o = wait ? PUT(o, "{\"kind\": \"wait\", \"tid\": ") : PUT(o, "{\"kind\": \"run\", \"tid\": ");
+	o += util_fmt_i64(o, e->tid);
+	o = PUT(o, ", \"ts_ns\": ");
+	o += util_fmt_i64(o, e->ts_ns);
+	o = PUT(o, ", \"dur_ns\": ");
+	o += util_fmt_i64(o, e->dur_ns);
+	o = PUT(o, ", \"stack\": ");
+	o += util_fmt_i64(o, stack);
+	if (wait) {
+		o = PUT(o, ", \"readier_tid\": ");
+		o += util_fmt_i64(o, e->readier_tid);
+	}
+	o = aoi ? PUT(o, ", \"aoi\": true}") : PUT(o, ", \"aoi\": false}");
+	return (size_t)(o - p);
+}
+
 void streams_get_stream(struct req *rq)
 {
 	const char *uuid = rq->arg;
 	static const char *const names[] = { "aoi", NULL };
 	char canon[37], err[512];
-	PGresult *st, *ev = NULL;
+	PGresult *st;
+	struct model_events *ev = NULL;
 	enum aoi_mode mode = AOI_WAITGRAPH;
 	const char *aoi = req_query(rq, "aoi");
-	struct api_stackmap m;
 	struct jsonw w;
 	bool *in = NULL;
-	int n;
 
 	if (!api_known_query(rq, names, false))
 		return;
@@ -242,10 +274,11 @@ void streams_get_stream(struct req *rq)
 	if (!(st = streams_need_stream(rq, uuid, canon)))
 		return;
 	ev = model_stream_events(rq->db, PQgetvalue(st, 0, 0), STREAM_EVENTS, err, sizeof(err));
-	if (api_failed(rq, ev, err))
+	if (!ev) {
+		api_failed(rq, NULL, err);
 		goto out;
-	n = PQntuples(ev);
-	in = arena_calloc(rq->a, (size_t)n + 1, sizeof(bool));
+	}
+	in = arena_calloc(rq->a, ev->n + 1, sizeof(bool));
 	if (!in || model_stream_aoi(st, ev, mode, in) < 0) {
 		req_json_error(rq, 500, "computing the AOI failed");
 		goto out;
@@ -266,38 +299,24 @@ void streams_get_stream(struct req *rq)
 	}
 	jsonw_key(&w, "event_count");
 	jsonw_number_text(&w, PQgetvalue(st, 0, PQfnumber(st, "events")));
-	jsonw_kbool(&w, "events_truncated", n == STREAM_EVENTS);
+	jsonw_kbool(&w, "events_truncated", ev->stored > ev->n);
 	jsonw_kstr(&w, "aoi_mode", aoi_mode_name(mode));
-	if (api_put_stacks(rq, &w, ev, 4, &m, err, sizeof(err)) < 0) {
+	if (api_put_stack_list(rq, &w, ev->stacks, ev->nstacks, err, sizeof(err)) < 0) {
 		req_json_error(rq, 500, "%s", err);
 		goto out;
 	}
 	jsonw_karray(&w, "events");
-	for (int i = 0; i < n; i++) {
-		bool wait = PQgetvalue(ev, i, 0)[0] == 'w';
+	for (size_t i = 0; i < ev->n; i++) {
+		char obj[EVENT_JSON_MAX];
 
-		jsonw_object(&w);
-		jsonw_kstr(&w, "kind", wait ? "wait" : "run");
-		jsonw_key(&w, "tid");
-		jsonw_number_text(&w, PQgetvalue(ev, i, 1));
-		jsonw_key(&w, "ts_ns");
-		jsonw_number_text(&w, PQgetvalue(ev, i, 2));
-		jsonw_key(&w, "dur_ns");
-		jsonw_number_text(&w, PQgetvalue(ev, i, 3));
-		jsonw_ki64(&w, "stack", api_stack_index(&m, (int32_t)strtol(PQgetvalue(ev, i, 4), NULL, 10)));
-		if (wait) {
-			jsonw_key(&w, "readier_tid");
-			jsonw_number_text(&w, PQgetvalue(ev, i, 5));
-		}
-		jsonw_kbool(&w, "aoi", in[i]);
-		jsonw_end(&w);
+		jsonw_raw(&w, obj, event_json(obj, &ev->ev[i], ev->at[i], in[i]));
 	}
 	jsonw_end(&w);
 	jsonw_end(&w);
 	api_ok_json(rq, &w, 200);
 out:
 	PQclear(st);
-	PQclear(ev);
+	model_events_free(ev);
 }
 
 /* A stream's role, and the violations it stands for when the agent sampled it (guard.md "Shipping budget").
@@ -488,49 +507,46 @@ void streams_page_streams(struct req *rq)
 
 /* The timeline's events of ev (AOI: in[]), into te[0..n); *from and *to widened to hold them all,
  * *naoi the events in the AOI. */
-static void fill_events(PGresult *ev, const bool *in, struct tl_event *te, int n, int64_t *from, int64_t *to,
-			int *naoi)
+static void fill_events(const struct model_events *ev, const bool *in, struct tl_event *te, int64_t *from,
+			int64_t *to, int *naoi)
 {
-	for (int i = 0; i < n; i++) {
-		int64_t e = model_coln(ev, i, "ts_ns") + model_coln(ev, i, "dur_ns");
-		if (e > *to)
-			*to = e;
-		if (model_coln(ev, i, "ts_ns") < *from)
-			*from = model_coln(ev, i, "ts_ns");
-		te[i].tid = model_coln(ev, i, "tid");
-		te[i].ts_ns = model_coln(ev, i, "ts_ns");
-		te[i].dur_ns = model_coln(ev, i, "dur_ns");
-		te[i].kind = PQgetvalue(ev, i, 0)[0] == 'w' ? 'w' : 'r';
-		te[i].readier_tid = model_coln(ev, i, "readier_tid");
+	for (size_t i = 0; i < ev->n; i++) {
+		const struct evpack_event *e = &ev->ev[i];
+
+		if (e->ts_ns + e->dur_ns > *to)
+			*to = e->ts_ns + e->dur_ns;
+		if (e->ts_ns < *from)
+			*from = e->ts_ns;
+		te[i].tid = e->tid;
+		te[i].ts_ns = e->ts_ns;
+		te[i].dur_ns = e->dur_ns;
+		te[i].kind = e->kind == 'w' ? 'w' : 'r';
+		te[i].readier_tid = e->kind == 'w' ? e->readier_tid : 0;
 		te[i].aoi = in[i];
 		*naoi += in[i];
 	}
 }
 
 /* Each event's stack as its hover text (timeline_stack_text(): outermost first, bounded), from the
- * stacks fr (one row per stack, by id); made once per stack. */
-static void set_stacks(struct req *rq, PGresult *fr, PGresult *ev, struct tl_event *te, int n)
+ * stacks fr (model_stacks() of ev->stacks); made once per stack. */
+static void set_stacks(struct req *rq, PGresult *fr, const struct model_events *ev, struct tl_event *te)
 {
-	int nf = PQntuples(fr);
-	const char **text = arena_calloc(rq->a, (size_t)nf + 1, sizeof(char *));
+	const char **text = arena_calloc(rq->a, ev->nstacks + 1, sizeof(char *));
+	int *row = arena_alloc(rq->a, (ev->nstacks + 1) * sizeof(*row));
 	struct buf b = BUF_INIT(1 << 16);
 	struct req_names names;
 
-	if (req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0)
-		text = NULL;
-	for (int j = 0; text && j < nf; j++) {
+	if (!text || !row || req_frame_names_rows(rq, fr, PQfnumber(fr, "frame_ids"), &names) < 0)
+		return;
+	model_stack_rows(fr, ev->stacks, ev->nstacks, row);
+	for (size_t k = 0; k < ev->nstacks; k++) {
 		buf_reset(&b);
-		if (names.n[j] && timeline_stack_text(&b, names.row[j], names.n[j]) == 0)
-			text[j] = req_strdup(rq, buf_cstr(&b));
+		if (row[k] >= 0 && names.n[row[k]] && timeline_stack_text(&b, names.row[row[k]], names.n[row[k]]) == 0)
+			text[k] = req_strdup(rq, buf_cstr(&b));
 	}
 	buf_release(&b);
-	/* each event's by binary search */
-	for (int i = 0; text && i < n; i++) {
-		int row = model_find_stack(fr, model_coln(ev, i, "stack_id"));
-
-		if (row >= 0)
-			te[i].stack = text[row];
-	}
+	for (size_t i = 0; i < ev->n; i++)
+		te[i].stack = text[ev->at[i]];
 }
 
 /* ?t=FROM-TO (ns, absolute) zooms into part of the stream: *from and *to when t is such a range. */
@@ -551,9 +567,9 @@ static void zoom_param(const char *t, int64_t *from, int64_t *to)
 	}
 }
 
-/* The stream's title, its role, symptom, counts (n events read, naoi in the AOI of mode), build, and
+/* The stream's title, its role, symptom, counts (cut: only the first events read; naoi in the AOI of mode), build, and
  * downloads. */
-static void stream_summary(struct req *rq, PGresult *st, const char *canon, int n, int naoi, enum aoi_mode mode)
+static void stream_summary(struct req *rq, PGresult *st, const char *canon, bool cut, int naoi, enum aoi_mode mode)
 {
 	int64_t s0 = model_coln(st, 0, "symptom_start_ns"), s1 = model_coln(st, 0, "symptom_end_ns");
 
@@ -590,7 +606,7 @@ static void stream_summary(struct req *rq, PGresult *st, const char *canon, int 
 	}
 	html_raw(rq, "</dd><dt>Events</dt><dd>");
 	html_count(rq, model_coln(st, 0, "events"));
-	html_rawf(rq, "%s</dd><dt>In the AOI (%s)</dt><dd>", n == STREAM_EVENTS ? " (first 200,000 shown)" : "",
+	html_rawf(rq, "%s</dd><dt>In the AOI (%s)</dt><dd>", cut ? " (first 200,000 shown)" : "",
 		  aoi_mode_name(mode));
 	html_count(rq, naoi);
 	html_raw(rq, "</dd><dt>Build</dt><dd>");
@@ -686,12 +702,13 @@ void streams_page_stream(struct req *rq)
 {
 	const char *uuid = rq->arg;
 	char canon[37], err[512];
-	PGresult *st = NULL, *ev = NULL, *fr = NULL;
+	PGresult *st = NULL, *fr = NULL;
+	struct model_events *ev = NULL;
 	const char *aoi = req_query(rq, "aoi"), *t = req_query(rq, "t");
 	enum aoi_mode mode = AOI_WAITGRAPH;
 	struct tl_event *te;
 	bool *in;
-	int n, naoi = 0;
+	int naoi = 0;
 	int64_t s0, s1, from, to, origin;
 
 	if (aoi && aoi_mode_parse(aoi, &mode) < 0)
@@ -710,32 +727,31 @@ void streams_page_stream(struct req *rq)
 		html_error(rq, 500, err);
 		goto out;
 	}
-	n = PQntuples(ev);
-	in = arena_calloc(rq->a, (size_t)n + 1, sizeof(bool));
-	te = arena_calloc(rq->a, (size_t)n + 1, sizeof(*te));
+	in = arena_calloc(rq->a, ev->n + 1, sizeof(bool));
+	te = arena_calloc(rq->a, ev->n + 1, sizeof(*te));
 	if (!in || !te || model_stream_aoi(st, ev, mode, in) < 0) {
 		html_error(rq, 500, "out of memory");
 		goto out;
 	}
 	/* each stack's frames, for the hover text */
-	fr = model_stacks(rq->db, req_id_array(rq, ev, 4), err, sizeof(err));
+	fr = model_stacks_of(rq->db, ev->stacks, ev->nstacks, err, sizeof(err));
 	s0 = model_coln(st, 0, "symptom_start_ns");
 	s1 = model_coln(st, 0, "symptom_end_ns");
-	from = n ? model_coln(ev, 0, "ts_ns") : s0;
+	from = ev->n ? ev->ev[0].ts_ns : s0;
 	to = s1;
-	fill_events(ev, in, te, n, &from, &to, &naoi);
+	fill_events(ev, in, te, &from, &to, &naoi);
 	if (fr)
-		set_stacks(rq, fr, ev, te, n);
+		set_stacks(rq, fr, ev, te);
 	/* a zoomed view's times stay offsets from the stream's start */
 	origin = from;
 	if (t)
 		zoom_param(t, &from, &to);
-	stream_summary(rq, st, canon, n, naoi, mode);
+	stream_summary(rq, st, canon, ev->stored > ev->n, naoi, mode);
 	stream_labels(rq, st);
-	stream_timeline(rq, st, te, n, mode, aoi, t, from, to, origin);
+	stream_timeline(rq, st, te, (int)ev->n, mode, aoi, t, from, to, origin);
 	html_end(rq);
 out:
 	PQclear(st);
-	PQclear(ev);
 	PQclear(fr);
+	model_events_free(ev);
 }

@@ -1,5 +1,6 @@
 /* timeline: a stream's events per thread on a time axis, as SVG (see timeline.h). */
 #include "web/timeline.h"
+#include "common/imap.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -502,18 +503,31 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 			if (!c.nnames || c.names[c.nnames - 1].tid != c.names[i].tid)
 				c.names[c.nnames++] = c.names[i];
 	}
-	for (size_t i = 0; i < n; i++)
-		if ((ev[i].kind == 'r' || ev[i].kind == 'w') && !(c.symrow && ev[i].tid == v->symptom_tid))
-			c.tids[c.ntids++] = ev[i].tid;
-	qsort(c.tids, c.ntids, sizeof(*c.tids), i64_cmp);
 	{
-		size_t u = 0;
+		/* the distinct threads first (a stream has hundreds of thousands of events, a few threads) */
+		struct imap seen = IMAP_INIT;
+		bool empty_key = false; /* the one tid imap cannot hold */
 
-		for (size_t i = 0; i < c.ntids; i++)
-			if (!u || c.tids[u - 1] != c.tids[i])
-				c.tids[u++] = c.tids[i];
-		c.ntids = u;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t key = (uint64_t)ev[i].tid;
+
+			if (!(ev[i].kind == 'r' || ev[i].kind == 'w') || (c.symrow && ev[i].tid == v->symptom_tid))
+				continue;
+			if (key == IMAP_EMPTY) {
+				if (!empty_key)
+					c.tids[c.ntids++] = ev[i].tid;
+				empty_key = true;
+			} else if (imap_find(&seen, key) == SIZE_MAX) {
+				if (imap_put(&seen, key, 0) < 0) {
+					imap_free(&seen);
+					goto oom;
+				}
+				c.tids[c.ntids++] = ev[i].tid;
+			}
+		}
+		imap_free(&seen);
 	}
+	qsort(c.tids, c.ntids, sizeof(*c.tids), i64_cmp);
 	c.nrows = (uint32_t)c.ntids + (c.symrow ? 1 : 0);
 
 	for (size_t i = 0; i < n; i++) {

@@ -570,6 +570,21 @@ static void test_fmt_dec(void)
 	CHECK_STR(o, "18446744073709551615");
 	o[util_fmt_u64(o, 1000)] = '\0';
 	CHECK_STR(o, "1000");
+	/* every length, odd and even, at and around each power of ten, as printf writes them */
+	for (uint64_t p = 1, k = 0; k < 20; k++, p *= 10) {
+		uint64_t vs[3] = { p - 1, p, p + 7 };
+
+		for (int i = 0; i < 3; i++) {
+			char want[UTIL_DEC_MAX + 2];
+
+			snprintf(want, sizeof(want), "%llu", (unsigned long long)vs[i]);
+			o[util_fmt_u64(o, vs[i])] = '\0';
+			CHECK_STR(o, want);
+			snprintf(want, sizeof(want), "%lld", -(long long)(vs[i] % (uint64_t)INT64_MAX));
+			o[util_fmt_i64(o, -(int64_t)(vs[i] % (uint64_t)INT64_MAX))] = '\0';
+			CHECK_STR(o, want);
+		}
+	}
 }
 
 /* the exact text every page and tool writes (web/static/app.js mirrors duration and share) */
