@@ -220,7 +220,8 @@ PGresult *streams_need_stream(struct req *rq, const char *uuid, char canon[37])
 	return st;
 }
 
-/* The longest event_json(): its keys and punctuation, four numbers of 20 characters, one of 11. */
+/* More than the longest event_json() (162 bytes): its keys and punctuation, two numbers of up to 20
+ * characters, three of up to 11. */
 #define EVENT_JSON_MAX 256
 
 static char *put_lit(char *p, const char *s, size_t n)

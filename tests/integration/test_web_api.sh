@@ -302,6 +302,9 @@ t_eq "stream: three distinct stacks, frames outermost first" "$(j 'sorted(j["sta
 	"$(j 'sorted([["app!main", E["HOSTILE"], "libc!futex_wait"], ["app!main", E["UNI"], "app!compute"], ["app!main", "app!idle", "libc!epoll_wait"]])')"
 t_eq "stream: events by time, waitgraph AOI" "$(ev)" \
 	"wait 1 1000 500 app!main>$HOSTILE>libc!futex_wait 2 T;wait 3 1000 900 app!main>app!idle>libc!epoll_wait 0 F;run 2 1100 300 app!main>$UNI>app!compute - T"
+# the events' objects are written whole (streams.c event_json()): exactly as the JSON writer writes
+t_eq "stream: the events' exact JSON text, a wait's and a run's" \
+	"$(grep -oE '"events": \[\{"kind": "wait", "tid": 1, "ts_ns": 1000, "dur_ns": 500, "stack": [0-2], "readier_tid": 2, "aoi": true\}, \{"kind": "wait", "tid": 3, "ts_ns": 1000, "dur_ns": 900, "stack": [0-2], "readier_tid": 0, "aoi": false\}, \{"kind": "run", "tid": 2, "ts_ns": 1100, "dur_ns": 300, "stack": [0-2], "aoi": true\}\]\}$' <<<"$HTTP_BODY" | wc -l)" 1
 t_eq "stream: the hostile frame's exact JSON text" "$(grep -cF '"app!std::map<K, V>::find&\"'"'"'<script>alert(1)</script>"' <<<"$HTTP_BODY")" 1
 t_eq "stream: non-ASCII and backslash exact JSON text" "$(grep -cF '"app!überprüfe<日本語>\\路径 ✓"' <<<"$HTTP_BODY")" 1
 api GET "/api/v1/streams/$SB" "${AN[@]}"
