@@ -307,6 +307,35 @@ t_eq "stream: the events' exact JSON text, a wait's and a run's" \
 	"$(grep -oE '"events": \[\{"kind": "wait", "tid": 1, "ts_ns": 1000, "dur_ns": 500, "stack": [0-2], "readier_tid": 2, "aoi": true\}, \{"kind": "wait", "tid": 3, "ts_ns": 1000, "dur_ns": 900, "stack": [0-2], "readier_tid": 0, "aoi": false\}, \{"kind": "run", "tid": 2, "ts_ns": 1100, "dur_ns": 300, "stack": [0-2], "aoi": true\}\]\}$' <<<"$HTTP_BODY" | wc -l)" 1
 t_eq "stream: the hostile frame's exact JSON text" "$(grep -cF '"app!std::map<K, V>::find&\"'"'"'<script>alert(1)</script>"' <<<"$HTTP_BODY")" 1
 t_eq "stream: non-ASCII and backslash exact JSON text" "$(grep -cF '"app!überprüfe<日本語>\\路径 ✓"' <<<"$HTTP_BODY")" 1
+# a stream past the 200,000 events a page reads, one of exactly 200,000, one of none; their chunks
+# written here in time's reverse order (so the page sorts them), the kinds alternating
+pg_q "WITH s AS (INSERT INTO streams (stream_id, host, app, symptom_kind, symptom_tid, symptom_start_ns,
+	symptom_end_ns, n_events) VALUES ('00000000-0000-4000-8000-00000000b201', 'h-big', 'bigapp', 'hang', 1, 0, 10, 200001),
+	('00000000-0000-4000-8000-00000000b200', 'h-big', 'bigapp', 'hang', 1, 0, 10, 200000),
+	('00000000-0000-4000-8000-00000000b000', 'h-big', 'bigapp', 'hang', 1, 0, 10, 0) RETURNING id, n_events, received_at)
+	INSERT INTO event_chunks (stream_ref, received_at, first_seq, stack_ids, data)
+	SELECT id, received_at, k * 1024, ARRAY[(SELECT min(id) FROM stacks)]::int[],
+	       string_agg(sm_event_record(CASE WHEN i % 2 = 0 THEN 'w' ELSE 'r' END::\"char\", 1, 1000000000 - i, 5, (SELECT min(id) FROM stacks), 2), ''::bytea ORDER BY i)
+	FROM s, generate_series(0, s.n_events - 1) i, LATERAL (SELECT i / 1024 AS k) c
+	GROUP BY id, received_at, k" >/dev/null || t_bail "the big streams' chunks"
+api GET /api/v1/streams/00000000-0000-4000-8000-00000000b201 "${AN[@]}"
+t_eq "stream of 200,001 events: the first 200,000 by time, cut and said so" \
+	"$HTTP_STATUS $(j '[j["event_count"], j["events_truncated"], len(j["events"]), j["events"][0]["ts_ns"], j["events"][-1]["ts_ns"], len(j["stacks"]), j["events"][1]["kind"], "readier_tid" in j["events"][1], j["events"][0]["readier_tid"]]')" \
+	"200 [200001,true,200000,999800000,999999999,1,\"run\",false,2]"
+api GET /streams/00000000-0000-4000-8000-00000000b201 "${AN[@]}"
+t_eq "stream page of 200,001 events: says only the first are shown" "$HTTP_STATUS $(grep -c '(first 200,000 shown)' <<<"$HTTP_BODY")" "200 1"
+api GET /api/v1/streams/00000000-0000-4000-8000-00000000b200 "${AN[@]}"
+t_eq "stream of exactly 200,000 events: all of them, not cut" \
+	"$HTTP_STATUS $(j '[j["event_count"], j["events_truncated"], len(j["events"]), j["events"][0]["ts_ns"], j["events"][-1]["ts_ns"]]')" \
+	"200 [200000,false,200000,999800001,1000000000]"
+api GET /streams/00000000-0000-4000-8000-00000000b200 "${AN[@]}"
+t_eq "stream page of exactly 200,000 events: nothing said cut" "$HTTP_STATUS $(grep -c 'first 200,000 shown' <<<"$HTTP_BODY")" "200 0"
+api GET /api/v1/streams/00000000-0000-4000-8000-00000000b000 "${AN[@]}"
+t_eq "stream of no event: empty lists" "$HTTP_STATUS $(j '[j["event_count"], j["events_truncated"], j["events"], j["stacks"]]')" "200 [0,false,[],[]]"
+api GET /streams/00000000-0000-4000-8000-00000000b000 "${AN[@]}"
+t_eq "stream page of no event: answered" "$HTTP_STATUS $(grep -c '<h2>Timeline</h2>' <<<"$HTTP_BODY")" "200 1"
+pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE app = 'bigapp');
+	DELETE FROM streams WHERE app = 'bigapp'" >/dev/null
 api GET "/api/v1/streams/$SB" "${AN[@]}"
 t_eq "stream: the names of its threads (only those it shows), exactly" "$(JSORT=1 j 'j["threads"]')" \
 	"$(JSORT=1 j '{"1": E["HOSTILE"][4:], "2": "überprüfer ✓"}')"
