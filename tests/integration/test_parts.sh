@@ -210,6 +210,9 @@ worker "$T_TMP/w5.log" --part-streams 20 --lease 5
 W5=$WPID
 R=$(miner run --queue --quiet "${ARGS[@]}")
 wait_sql 500 0.02 "SELECT count(*) > 0 FROM run_parts WHERE run_id = $R"
+# the coordinator paused (well within its lease) while the other takes a part: on a loaded machine
+# it could otherwise do every part before the other holds one
+kill -STOP "$W5"
 kill -CONT "$W6"
 # stopped first, then looked at: a part it holds then is held for good
 caught= held=
@@ -223,6 +226,7 @@ done
 kill -9 "$W6"
 kill -CONT "$W6" 2>/dev/null
 wait "$W6" 2>/dev/null
+kill -CONT "$W5"
 t_eq "worker killed: it held part ${caught:-?} when it died" "$held" running
 wait_run "$R" 120 || t_fail "worker killed: run ends" "still $(pg_q "SELECT status FROM runs WHERE id = $R")"
 stop_workers
