@@ -350,13 +350,6 @@ static bool subseq(const int32_t *needle, int nn, const int32_t *hay, int nh)
 	return i == nn;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 /*
  * The signatures by their innermost frame: a stack can only match the signatures whose innermost frame
  * it holds, so a stack is tested against those alone, not against every signature (with 60,000
@@ -539,7 +532,7 @@ int sig_coverage(PGconn *db, int64_t run, char kind, const int64_t *ids, size_t 
 			goto out;
 		}
 		memcpy(sorted, ids, n * sizeof(*sorted));
-		qsort(sorted, n, sizeof(*sorted), cmp_i64);
+		vec_sort_i64(sorted, n);
 		for (size_t i = 1; i < n; i++)
 			ndistinct -= sorted[i] == sorted[i - 1];
 		free(sorted);

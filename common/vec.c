@@ -73,14 +73,38 @@ void vec_free(struct vec *v)
 	v->len = v->cap = 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
+int vec_cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	return x < y ? -1 : x > y;
 }
 
+int vec_cmp_i32(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int vec_cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 void vec_sort_u32(uint32_t *a, size_t n)
 {
-	qsort(a, n, sizeof(*a), cmp_u32);
+	qsort(a, n, sizeof(*a), vec_cmp_u32);
+}
+
+void vec_sort_i32(int32_t *a, size_t n)
+{
+	qsort(a, n, sizeof(*a), vec_cmp_i32);
+}
+
+void vec_sort_i64(int64_t *a, size_t n)
+{
+	qsort(a, n, sizeof(*a), vec_cmp_i64);
 }

@@ -30,6 +30,12 @@ void *vec_realloc(void *p, size_t n, size_t elem);
 
 /* Sorts a[0..n) ascending. */
 void vec_sort_u32(uint32_t *a, size_t n);
+void vec_sort_i32(int32_t *a, size_t n);
+void vec_sort_i64(int64_t *a, size_t n);
+/* qsort()/bsearch() comparisons of two integers of that type, ascending. */
+int vec_cmp_u32(const void *a, const void *b);
+int vec_cmp_i32(const void *a, const void *b);
+int vec_cmp_i64(const void *a, const void *b);
 
 /*
  * A vector that knows its element size, for arrays built by appending:

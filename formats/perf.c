@@ -820,13 +820,6 @@ static int cmp_infer(const void *a, const void *b)
 	return x->ev < y->ev ? -1 : x->ev > y->ev;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * The cost of a sample whose period is not in time units: the median interval
  * between consecutive samples of one event on one thread, clamped.
@@ -849,7 +842,7 @@ static int infer_durations(struct perf *p)
 			gaps[ngaps++] = b->ts - a->ts;
 	}
 	if (ngaps) {
-		qsort(gaps, ngaps, sizeof(*gaps), cmp_i64);
+		vec_sort_i64(gaps, ngaps);
 		dur = gaps[ngaps / 2];
 		dur = dur < MIN_INFER_NS ? MIN_INFER_NS : dur > MAX_INFER_NS ? MAX_INFER_NS : dur;
 	}

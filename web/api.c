@@ -4,6 +4,7 @@
 #include "common/json.h"
 #include "common/jsonw.h"
 #include "common/util.h"
+#include "common/vec.h"
 #include "web/alerts.h"
 #include "web/clusters.h"
 #include "web/compare.h"
@@ -257,15 +258,9 @@ bool api_put_names(struct req *rq, struct jsonw *w, const char *ids)
 	return true;
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-	return (x > y) - (x < y);
-}
-
 long api_stack_index(const struct api_stackmap *m, int32_t id)
 {
-	const int32_t *p = bsearch(&id, m->ids, m->n, sizeof(*m->ids), cmp_i32);
+	const int32_t *p = bsearch(&id, m->ids, m->n, sizeof(*m->ids), vec_cmp_i32);
 	return p ? (long)(p - m->ids) : -1;
 }
 
@@ -282,7 +277,7 @@ int api_put_stacks(struct req *rq, struct jsonw *w, PGresult *rows, int col, str
 	}
 	for (int i = 0; i < n; i++)
 		ids[i] = (int32_t)strtol(PQgetvalue(rows, i, col), NULL, 10);
-	qsort(ids, (size_t)n, sizeof(int32_t), cmp_i32);
+	vec_sort_i32(ids, (size_t)n);
 	for (int i = 0; i < n; i++)
 		if (k == 0 || ids[k - 1] != ids[i])
 			ids[k++] = ids[i];

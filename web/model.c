@@ -231,13 +231,6 @@ bad_chunk:
 	return -1;
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* e->stacks: the distinct stack ids of e->ev, ascending; e->at. 0 or -1 (out of memory). */
 static int distinct_stacks(struct model_events *e)
 {
@@ -246,7 +239,7 @@ static int distinct_stacks(struct model_events *e)
 	int rc = -1;
 
 	for (size_t i = 0; i < e->n; i++)
-		if (imap_find(&pos, (uint32_t)e->ev[i].stack) == SIZE_MAX && imap_put(&pos, (uint32_t)e->ev[i].stack, 0) < 0)
+		if (imap_put(&pos, (uint32_t)e->ev[i].stack, 0) < 0)
 			goto free_pos;
 	if (e->n && (!(e->stacks = vec_alloc(pos.cnt, sizeof(*e->stacks))) || !(e->at = vec_alloc(e->n, sizeof(*e->at)))))
 		goto free_pos;
@@ -254,7 +247,7 @@ static int distinct_stacks(struct model_events *e)
 		if (pos.keys[i] != IMAP_EMPTY)
 			e->stacks[e->nstacks++] = (int32_t)(uint32_t)pos.keys[i];
 	if (e->nstacks > 1)
-		qsort(e->stacks, e->nstacks, sizeof(*e->stacks), cmp_i32);
+		vec_sort_i32(e->stacks, e->nstacks);
 	for (size_t s = 0; s < e->nstacks; s++)
 		pos.vals[imap_find(&pos, (uint32_t)e->stacks[s])] = s;
 	for (size_t i = 0; i < e->n; i++) {

@@ -1,6 +1,7 @@
 /* timeline: a stream's events per thread on a time axis, as SVG (see timeline.h). */
 #include "web/timeline.h"
 #include "common/imap.h"
+#include "common/vec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,13 +47,6 @@ struct ctx {
 	double pxns;    /* px per ns */
 	int top;        /* y of the first row */
 };
-
-static int i64_cmp(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* Sort by (row, start column), stable so that ties keep the events' order (same input, same
  * output): an LSD radix sort, linear where qsort was the slowest part. Returns 0 or -1 (no memory). */
@@ -517,17 +511,20 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 				if (!empty_key)
 					c.tids[c.ntids++] = ev[i].tid;
 				empty_key = true;
-			} else if (imap_find(&seen, key) == SIZE_MAX) {
-				if (imap_put(&seen, key, 0) < 0) {
+			} else {
+				int added = imap_put(&seen, key, 0);   /* 0: new, 1: seen before */
+
+				if (added < 0) {
 					imap_free(&seen);
 					goto oom;
 				}
-				c.tids[c.ntids++] = ev[i].tid;
+				if (added == 0)
+					c.tids[c.ntids++] = ev[i].tid;
 			}
 		}
 		imap_free(&seen);
 	}
-	qsort(c.tids, c.ntids, sizeof(*c.tids), i64_cmp);
+	vec_sort_i64(c.tids, c.ntids);
 	c.nrows = (uint32_t)c.ntids + (c.symrow ? 1 : 0);
 
 	for (size_t i = 0; i < n; i++) {

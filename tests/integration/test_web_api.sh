@@ -334,6 +334,27 @@ api GET /api/v1/streams/00000000-0000-4000-8000-00000000b000 "${AN[@]}"
 t_eq "stream of no event: empty lists" "$HTTP_STATUS $(j '[j["event_count"], j["events_truncated"], j["events"], j["stacks"]]')" "200 [0,false,[],[]]"
 api GET /streams/00000000-0000-4000-8000-00000000b000 "${AN[@]}"
 t_eq "stream page of no event: answered" "$HTTP_STATUS $(grep -c '<h2>Timeline</h2>' <<<"$HTTP_BODY")" "200 1"
+# a stream one of whose events names a stack the stacks table does not hold (a chunk written by
+# hand, a stack lost): the event stays, with no frames; the profile leaves it out; the page answers
+pg_q "WITH s AS (INSERT INTO streams (stream_id, host, app, symptom_kind, symptom_tid, symptom_start_ns,
+	symptom_end_ns, n_events) VALUES ('00000000-0000-4000-8000-00000000b404', 'h-big', 'bigapp', 'hang', 1, 0, 10, 2)
+	RETURNING id, received_at), k AS (SELECT min(id) AS have, max(id) + 1000 AS lost FROM stacks)
+	INSERT INTO event_chunks (stream_ref, received_at, first_seq, stack_ids, data)
+	SELECT id, received_at, 0, ARRAY[have, lost],
+	       sm_event_record('w', 1, 100, 50, lost, 0) || sm_event_record('r', 2, 200, 60, have, 0)
+	FROM s, k" >/dev/null || t_bail "the stream of a lost stack"
+api GET /api/v1/streams/00000000-0000-4000-8000-00000000b404 "${AN[@]}"
+t_eq "stream with a lost stack: both events, the lost one's stack empty" \
+	"$HTTP_STATUS $(j '[j["event_count"], [(e["kind"], e["ts_ns"], e["dur_ns"], len(j["stacks"][e["stack"]])) for e in j["events"]], len(j["stacks"])]')" \
+	"200 [2,[[\"wait\",100,50,0],[\"run\",200,60,$(pg_q "SELECT cardinality(frame_ids) FROM stacks ORDER BY id LIMIT 1")]],2]"
+# (a profile is no JSON: asked past api(), whose every answer is checked for it)
+http GET "$WEB_URL/api/v1/streams/00000000-0000-4000-8000-00000000b404/profile?format=folded" "${AN[@]}"
+t_eq "stream with a lost stack: its profile holds the other event alone" "$HTTP_STATUS $(printf %s "$HTTP_BODY" | wc -l) $(grep -c ' 60$' <<<"$HTTP_BODY")" "200 1 1"
+t_eq "stream with a lost stack: the other event's line, exactly" "$HTTP_BODY" "$(pg_q "SELECT string_agg(f.name, ';' ORDER BY u.o) FROM stacks s, unnest(s.frame_ids) WITH ORDINALITY u(fid, o) JOIN frames f ON f.id = u.fid WHERE s.id = (SELECT min(id) FROM stacks)") 60"$'\n'
+api GET /streams/00000000-0000-4000-8000-00000000b404 "${AN[@]}"
+t_eq "stream page with a lost stack: both events drawn, the lost one's with no frames" \
+	"$HTTP_STATUS $(python3 -c 'import re, sys; print(" ".join(sorted("%s:%s" % (m.group(1), "frames" if "!" in m.group(2) else "none") for m in re.finditer(r"<title>(wait tid 1|run tid 2)\n(.*?)</title>", sys.stdin.read(), re.S))))' <<<"$HTTP_BODY")" \
+	"200 run tid 2:frames wait tid 1:none"
 pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE app = 'bigapp');
 	DELETE FROM streams WHERE app = 'bigapp'" >/dev/null
 api GET "/api/v1/streams/$SB" "${AN[@]}"

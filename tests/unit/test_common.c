@@ -323,6 +323,25 @@ static void test_vec(void)
 	CHECK_INT(vec_reserve(&a, &cap, 10, sizeof(*a)), 0);
 	CHECK(a != NULL && cap >= 10);
 	free(a);
+	{
+		/* the extremes, where a comparison by subtraction would overflow */
+		int32_t i32[] = { 5, INT32_MIN, -1, INT32_MAX, 0, -1 };
+		int64_t i64[] = { INT64_MAX, 3, INT64_MIN, -7, 0 };
+		uint32_t u32[] = { UINT32_MAX, 0, 2147483648u, 1 };
+		int32_t key = INT32_MAX;
+
+		vec_sort_i32(i32, 6);
+		CHECK(i32[0] == INT32_MIN && i32[1] == -1 && i32[2] == -1 && i32[3] == 0 && i32[4] == 5 &&
+		      i32[5] == INT32_MAX);
+		CHECK(bsearch(&key, i32, 6, sizeof(*i32), vec_cmp_i32) == &i32[5]);
+		vec_sort_i64(i64, 5);
+		CHECK(i64[0] == INT64_MIN && i64[1] == -7 && i64[2] == 0 && i64[3] == 3 && i64[4] == INT64_MAX);
+		vec_sort_u32(u32, 4);
+		CHECK(u32[0] == 0 && u32[1] == 1 && u32[2] == 2147483648u && u32[3] == UINT32_MAX);
+		CHECK_INT(vec_cmp_i64(&i64[0], &i64[4]), -1);
+		CHECK_INT(vec_cmp_i64(&i64[4], &i64[0]), 1);
+		CHECK_INT(vec_cmp_i32(&i32[1], &i32[2]), 0);
+	}
 }
 
 struct par_test {
