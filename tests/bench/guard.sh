@@ -40,7 +40,7 @@
 # Environment: SM_BENCH_GUARD_ROUNDS (rounds per server, 20), SM_BENCH_GUARD_SECS
 # (seconds per pgbench and wrk round, 6), SM_BENCH_GUARD_REQUESTS (redis-benchmark
 # requests per test per round, 200000), SM_BENCH_GUARD_SERVERS (which parts run: a
-# list of callcost load postgres redis shipping nginx control contention nginxvg, all by default;
+# list of callcost load postgres redis shipping nginx control contention nginxcpu nginxvg, all by default;
 # nginxvg's range of CPU lost needs callcost's figures), SM_BENCH_GUARD_KEEP (set: its
 # working directory, with callgrind's files, is kept and named at the end). Needs
 # root (PostgreSQL runs as postgres).
@@ -53,7 +53,7 @@ rounds=${SM_BENCH_GUARD_ROUNDS:-20}
 secs=${SM_BENCH_GUARD_SECS:-6}
 requests=${SM_BENCH_GUARD_REQUESTS:-200000}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-servers=" ${SM_BENCH_GUARD_SERVERS:-callcost load postgres redis shipping nginx control contention nginxvg} "
+servers=" ${SM_BENCH_GUARD_SERVERS:-callcost load postgres redis shipping nginx control contention nginxcpu nginxvg} "
 modes=${SM_BENCH_GUARD_MODES:-host process}
 want() { [[ $servers == *" $1 "* ]]; }
 
@@ -69,8 +69,8 @@ cleanup() {
 	for d in "$W"/pg/data* "$W/ingdb/data"; do
 		[ -d "$d" ] && runuser -u postgres -- "$pgbin/pg_ctl" -D "$d" stop -m immediate >/dev/null 2>&1 || true
 	done
-	for i in 0 1; do
-		redis-cli -p "${rport[i]}" shutdown nosave >/dev/null 2>&1 || true
+	for i in 0 1 2; do
+		[ "$i" = 2 ] || redis-cli -p "${rport[i]}" shutdown nosave >/dev/null 2>&1 || true
 		[ -f "$W/nginx$i/nginx.conf" ] &&
 			/usr/sbin/nginx -c "$W/nginx$i/nginx.conf" -p "$W/nginx$i" -s stop >/dev/null 2>&1 || true
 	done
@@ -497,7 +497,7 @@ fi
 nport=(0 0)
 npid=(0 0)
 head -c 12288 /dev/urandom | base64 -w 0 >"$W/index.html"
-for i in 0 1; do
+for i in 0 1 2; do
 	N=$W/nginx$i
 	nport[i]=$(free_port)
 	mkdir -p "$N/www" "$N/logs"
@@ -524,10 +524,17 @@ ngx() {
 }
 nstop() { /usr/sbin/nginx -c "$W/nginx$1/nginx.conf" -p "$W/nginx$1" -s quit 2>/dev/null; wait "${npid[$1]}" || true; }
 rps() { wrk -t 1 -c 20 -d "$secs" "http://127.0.0.1:${nport[$1]}/" 2>/dev/null | sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p'; }
+# ngx_train: nginx's training, once, by whichever part needs it first
+ngx_trained=
+ngx_train() {
+	[ -n "$ngx_trained" ] && return
+	ngx 0 $G --train --
+	rps 0 >/dev/null
+	nstop 0
+	ngx_trained=1
+}
 if want nginx; then
-ngx 0 $G --train --
-rps 0 >/dev/null
-nstop 0
+ngx_train
 G0=$G
 for m in $modes; do
 	G=$(g_of "$m")
@@ -562,6 +569,75 @@ done
 G=$G0
 G=env side_by_side ngx nstop rps >"$W/pairs"
 report "contended, neither guarded (req/s)" req/s <"$W/pairs" | sed -e "s/ (must: .*//" -e "s/(without\/with)/(both without)/"
+fi
+
+# ---- nginx's CPU per request: one guarded and two unguarded instances, each loaded in turn ----
+# The throughput rounds above spread by ±15 % on a shared machine. A worker's CPU time per request
+# (its threads' run time from /proc, in ns, over a wrk window of 1 s) moves less, and short windows
+# in turn leave a neighbour little time to weigh on one instance more than on the others. Each
+# round starts three instances afresh (which one is guarded rotates), warms each up, then loads
+# them in turn, one window each, $cpu_windows times (the order rotating too). The figure is the
+# median over all windows of the guarded instance's ns per request against the mean of the two
+# unguarded ones of the same window; the same for the second unguarded instance against the
+# first is its noise floor, printed beside it.
+if want nginxcpu; then
+cpu_rounds=${SM_BENCH_GUARD_CPU_ROUNDS:-6}
+cpu_windows=${SM_BENCH_GUARD_CPU_WINDOWS:-10}
+# task_ns PID: the run time of all its threads so far, in ns
+task_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+# cpu_window I: "ns-per-request requests-per-second" of one 1 s wrk against instance I's worker
+cpu_window() {
+	local c0 c1 out n rps
+	c0=$(task_ns "${wk[$1]}")
+	out=$(wrk -t 1 -c 20 -d 1 "http://127.0.0.1:${nport[$1]}/" 2>/dev/null)
+	c1=$(task_ns "${wk[$1]}")
+	n=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
+	rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p' <<<"$out")
+	awk -v a="$c0" -v b="$c1" -v n="${n:-0}" -v r="${rps:-0}" 'BEGIN { printf "%.0f %.0f", (n > 0 ? (b - a) / n : 0), r }'
+}
+ngx_train
+G0=$G
+for m in $modes; do
+	G=$(g_of "$m")
+	: >"$W/cpuwin"
+	for r in $(seq "$cpu_rounds"); do
+		g=$((r % 3))
+		for i in 0 1 2; do
+			if [ "$i" = "$g" ]; then ngx "$i" $G --; else ngx "$i" env; fi
+		done
+		for i in 0 1 2; do
+			wk[i]=$(pgrep -P "${npid[i]}" | head -n 1)
+			wrk -t 1 -c 20 -d 2 "http://127.0.0.1:${nport[i]}/" >/dev/null
+		done
+		for k in $(seq "$cpu_windows"); do
+			for s in 0 1 2; do
+				i=$(((s + k + r) % 3))
+				v[i]=$(cpu_window "$i")
+			done
+			# guarded, then the two unguarded ones in instance order: "ns rps" each
+			line="${v[g]}"
+			for i in 0 1 2; do [ "$i" = "$g" ] || line+=" ${v[i]}"; done
+			echo "$line" >>"$W/cpuwin"
+		done
+		for i in 0 1 2; do nstop "$i"; done
+	done
+	awk -v name="$(mode_name "$m")" '
+		function med(a, k,   i, j, t) {
+			for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+		}
+		$1 > 0 && $3 > 0 && $5 > 0 {
+			w++; g[w] = $1 / (($3 + $5) / 2); c[w] = $5 / $3
+			tg[w] = $2 / (($4 + $6) / 2); tc[w] = $6 / $4
+			sg += $1; su += ($3 + $5) / 2
+		}
+		END {
+			if (!w) { print "guard nginx CPU per request: no window measured"; exit }
+			printf "guard nginx CPU per request, %-17s %+.2f %% (median over %d windows of 1 s; mean %.0f against %.0f ns); throughput %.2f %% lost; control, neither guarded: %+.2f %% CPU, %.2f %% throughput\n",
+				name ":", 100 * (med(g, w) - 1), w, sg / w, su / w, 100 * (1 - med(tg, w)), 100 * (med(c, w) - 1), 100 * (1 - med(tc, w))
+		}' "$W/cpuwin"
+done
+G=$G0
 fi
 
 # ---- nginx as valgrind counts: what the agent adds to a request, without the machine's noise ----
