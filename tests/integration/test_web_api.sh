@@ -355,6 +355,33 @@ api GET /streams/00000000-0000-4000-8000-00000000b404 "${AN[@]}"
 t_eq "stream page with a lost stack: both events drawn, the lost one's with no frames" \
 	"$HTTP_STATUS $(python3 -c 'import re, sys; print(" ".join(sorted("%s:%s" % (m.group(1), "frames" if "!" in m.group(2) else "none") for m in re.finditer(r"<title>(wait tid 1|run tid 2)\n(.*?)</title>", sys.stdin.read(), re.S))))' <<<"$HTTP_BODY")" \
 	"200 run tid 2:frames wait tid 1:none"
+# a damaged chunk: a record cut short is refused by the table itself; a record of a kind neither 'w'
+# nor 'r' makes the stream's API, page and profile a 500 that names no cause (the log says which);
+# other streams answer
+pg_q "INSERT INTO streams (stream_id, host, app, symptom_kind, symptom_tid, symptom_start_ns, symptom_end_ns, n_events)
+	VALUES ('00000000-0000-4000-8000-00000000bad1', 'h-big', 'bigapp', 'hang', 1, 0, 10, 2)" >/dev/null
+t_eq "a chunk of a record cut short: refused by the table" \
+	"$(pg_q "INSERT INTO event_chunks (stream_ref, received_at, first_seq, stack_ids, data)
+	SELECT id, received_at, 0, '{1}', substring(sm_event_record('w', 1, 100, 50, 1, 0) FROM 1 FOR 20)
+	FROM streams WHERE stream_id = '00000000-0000-4000-8000-00000000bad1'" 2>&1 | grep -o 'violates check constraint')" \
+	"violates check constraint"
+pg_q "INSERT INTO event_chunks (stream_ref, received_at, first_seq, stack_ids, data)
+	SELECT id, received_at, 0, ARRAY[(SELECT min(id) FROM stacks)],
+	       sm_event_record('r', 1, 100, 50, 1, 0) || overlay(sm_event_record('r', 1, 200, 50, 1, 0) PLACING '\\x78'::bytea FROM 29)
+	FROM streams WHERE stream_id = '00000000-0000-4000-8000-00000000bad1'" >/dev/null || t_bail "the stream of a damaged chunk"
+n0=$(grep -c "a chunk of the stream's events is damaged" "$WEB_LOG")
+api GET "/api/v1/streams/00000000-0000-4000-8000-00000000bad1" "${AN[@]}"
+t_eq "a damaged chunk: the stream's API a 500 that names no cause" "$HTTP_STATUS $HTTP_BODY" \
+	'500 {"error": "internal error: the request failed on the server (its log says why)"}'$'\n'
+api GET "/streams/00000000-0000-4000-8000-00000000bad1" "${AN[@]}"
+t_match "a damaged chunk: its page a 500 too" "$HTTP_STATUS $HTTP_BODY" \
+	'^500 .*<p class="error">The request failed on the server; its log says why.</p>'
+http GET "$WEB_URL/api/v1/streams/00000000-0000-4000-8000-00000000bad1/profile?format=folded" "${AN[@]}"
+t_eq "a damaged chunk: its profile a 500" "$HTTP_STATUS" 500
+t_eq "a damaged chunk: the log says so, once an answer" \
+	"$(($(grep -c "a chunk of the stream's events is damaged" "$WEB_LOG") - n0))" 3
+api GET "/api/v1/streams/$SA" "${AN[@]}"
+t_eq "after the damaged chunks, another stream answers" "$HTTP_STATUS $(j 'len(j["events"])')" "200 3"
 pg_q "DELETE FROM event_chunks WHERE stream_ref IN (SELECT id FROM streams WHERE app = 'bigapp');
 	DELETE FROM streams WHERE app = 'bigapp'" >/dev/null
 api GET "/api/v1/streams/$SB" "${AN[@]}"
