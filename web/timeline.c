@@ -512,13 +512,13 @@ int timeline_render_svg(const struct tl_event *ev, size_t n, const struct tl_vie
 					c.tids[c.ntids++] = ev[i].tid;
 				empty_key = true;
 			} else {
-				int added = imap_put(&seen, key, 0);   /* 0: new, 1: seen before */
+				int seen_before = imap_put(&seen, key, 0);   /* 0: new, 1: seen before */
 
-				if (added < 0) {
+				if (seen_before < 0) {
 					imap_free(&seen);
 					goto oom;
 				}
-				if (added == 0)
+				if (!seen_before)
 					c.tids[c.ntids++] = ev[i].tid;
 			}
 		}
