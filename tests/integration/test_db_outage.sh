@@ -65,6 +65,14 @@ t_eq "database down: ... not that the token is wrong" "$(grep -c 'not valid' <<<
 t_match "database down: the login's 503 says when to retry" "$(header Retry-After)" '^[0-9]+$'
 http GET "$WEB_URL/api/v1/streams?limit=1"
 t_eq "database down: no token is still 401" "$HTTP_STATUS" 401
+# one stream's answer, page and profile (the events' reading, web/model.c), by token and by session
+for path in /api/v1/streams/00000000-0000-4000-8000-0000000000a1 /streams/00000000-0000-4000-8000-0000000000a1 \
+	/api/v1/streams/00000000-0000-4000-8000-0000000000a1/profile; do
+	http GET "$WEB_URL$path" -H "Authorization: Bearer $ANALYST"
+	t_eq "database down: GET $path answers 503" "$HTTP_STATUS" 503
+	http GET "$WEB_URL$path" -H "Cookie: $SESSION"
+	t_eq "database down: GET $path with the session answers 503" "$HTTP_STATUS" 503
+done
 
 t_ndjson "$T_TMP/s.ndjson" 1
 http POST "$INGEST_URL/api/v1/streams" -H "Authorization: Bearer $INGEST" -H 'Content-Type: application/x-ndjson' \

@@ -36,10 +36,23 @@ t_eq "the same on a page" "$HTTP_STATUS" 400
 http POST "$WEB_URL/login" -H 'Content-Type: application/x-www-form-urlencoded' --data-urlencode "token=$ANALYST"
 SESSION=$(grep -i '^Set-Cookie: ' <<<"${HTTP_HEADERS//$'\r'/}" | cut -d' ' -f2 | cut -d';' -f1)
 t_match "a browser session for the cookie requests" "$SESSION" '^sm_session=sms_'
-"$py" "$SM_REPO/tests/integration/web_hostile.py" 127.0.0.1 "$port" "$ANALYST" 400 7 "$SESSION" >"$T_TMP/hostile.out" 2>&1
+IDS=$(pg_q "SELECT string_agg(stream_id::text, ',') FROM streams")
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$WEB_PID/status"; }
+"$py" "$SM_REPO/tests/integration/web_hostile.py" 127.0.0.1 "$port" "$ANALYST" 400 7 "$SESSION" "$IDS" >"$T_TMP/hostile.out" 2>&1
 sed 's/^/  /' "$T_TMP/hostile.out"
 t_match "every hostile request answered, none 5xx but 503" "$(head -n 1 "$T_TMP/hostile.out")" \
 	'^requests 400, .* problems 0$'
+# the same battery twice more: what the server holds must not grow with the requests it answered
+rss1=$(rss_kb)
+for seed in 8 9; do
+	"$py" "$SM_REPO/tests/integration/web_hostile.py" 127.0.0.1 "$port" "$ANALYST" 400 "$seed" "$SESSION" "$IDS" \
+		>"$T_TMP/hostile.$seed.out" 2>&1
+	t_match "seed $seed: every hostile request answered, none 5xx but 503" "$(head -n 1 "$T_TMP/hostile.$seed.out")" \
+		'^requests 400, .* problems 0$'
+done
+rss2=$(rss_kb)
+echo "  sm-web resident: ${rss1} kB after the first 400 requests, ${rss2} kB after 800 more"
+t_eq "sm-web's memory after 800 more hostile requests: under 32 MB more" "$(( rss2 - rss1 < 32768 ))" 1
 t_ok_alive=$(t_alive "$WEB_PID" && echo yes)
 t_eq "sm-web is still running" "$t_ok_alive" yes
 http GET "$WEB_URL/healthz"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """web_hostile: seeded random hostile HTTP requests against sm-web over raw sockets.
 
-usage: web_hostile.py HOST PORT TOKEN COUNT SEED
+usage: web_hostile.py HOST PORT TOKEN COUNT SEED [SESSION [STREAM-IDS]]
 
 Paths, query strings, headers and bodies mix the server's real routes with
 percent-escapes of every byte, invalid UTF-8, NULs, huge numbers, SQL and
@@ -19,20 +19,25 @@ import sys
 host, port, token, count, seed = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 # the browser session's cookie (name=value, from a login), for the cookie-authenticated requests
 session = sys.argv[6] if len(sys.argv) > 6 else "sm_session=" + token
+# stored streams' ids (comma-separated): a path's id is one of them a third of the time, so that
+# the hostile parameters reach the code that reads a stream's events, not only its 404
+ids = [i for i in (sys.argv[7] if len(sys.argv) > 7 else "").split(",") if i]
 rnd = random.Random(seed)
 
-ROUTES = ["/api/v1/streams", "/api/v1/streams/%s", "/api/v1/runs", "/api/v1/runs/%s", "/api/v1/runs/%s/clusters",
+ROUTES = ["/api/v1/streams", "/api/v1/streams/%s", "/api/v1/streams/%s/profile", "/api/v1/runs/%s/profile",
+          "/api/v1/clusters/%s/profile", "/api/v1/runs", "/api/v1/runs/%s", "/api/v1/runs/%s/clusters",
           "/api/v1/runs/%s/coverage", "/api/v1/runs/%s/triage", "/api/v1/clusters/%s", "/api/v1/clusters/%s/stacks",
           "/api/v1/clusters/%s/attribution", "/api/v1/problems/%s", "/api/v1/problems/%s/attribution", "/problems/%s",
           "/api/v1/signatures", "/api/v1/signatures/%s", "/api/v1/signatures/export", "/api/v1/signatures/import",
           "/runs", "/runs/%s", "/clusters/%s", "/streams", "/streams/%s", "/signatures", "/signatures/new",
           "/signatures/%s", "/login", "/logout", "/static/app.js", "/static/%s", "/healthz", "/%s"]
 PARAMS = ["limit", "offset", "sort", "kind", "q", "patterns", "app", "host", "version", "label.os", "label.",
-          "since", "until", "aoi", "signatures", "focus", "t", "next", "sig", "run", "x"]
+          "since", "until", "aoi", "signatures", "focus", "t", "next", "sig", "run", "x", "format"]
 NASTY = ["1", "0", "-1", "99999999999999999999999", "abc", "%00", "%ff", "%C3%28", "%E2%82", "'; DROP TABLE runs;--",
          "<script>alert(1)</script>", "\"", "1,2,,3", "all", "1e308", "NaN", "..%2F..%2Fetc%2Fpasswd", "%",
          "%%", "a" * 5000, "\u00e9".encode().decode("latin-1"), "1-2", "5-", "-", "total_cost", "streams",
-         "00000000-0000-0000-0000-000000000000", "7fffffffffffffff", "9223372036854775807", "2026-11-22T03:00:00Z"]
+         "00000000-0000-0000-0000-000000000000", "7fffffffffffffff", "9223372036854775807", "2026-11-22T03:00:00Z",
+         "%E2%80%AE", "%ED%A0%80", "%ED%B0%80", "a%00b", "pprof", "folded", "speedscope"]
 BODIES = [b"", b"{", b"[]", b"{}", b'{"app": "x"}', b'{"app": "x", "threshold_ns": 1}', b"\x00\xff\xfe",
           b'{"name": "<b>", "frames": ["a"]}', b'{"signatures": [{"name": "n", "frames": []}]}',
           b"csrf=x&name=a&frames=b", b'{"app": ' + b'[' * 5000, b"a" * 20000, b'{"status": "fixed"}']
@@ -49,7 +54,7 @@ def piece():
 def request():
     path = rnd.choice(ROUTES)
     if "%s" in path:
-        path = path % piece()
+        path = path % (rnd.choice(ids) if ids and rnd.random() < 0.33 else piece())
     if rnd.random() < 0.7:
         path += "?" + "&".join("%s=%s" % (rnd.choice(PARAMS), piece()) for _ in range(rnd.randrange(1, 5)))
     method = rnd.choice(METHODS)
